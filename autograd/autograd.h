@@ -1,0 +1,89 @@
+/*
+ * autograd/autograd.h: reverse-mode automatic differentiation over tensor ops.
+ *
+ * What this is: a tape built as you compute. When grad mode is on (the
+ * default) and any input of an op requires a gradient, the op's output gets a
+ * grad_fn node that remembers its inputs' nodes and exactly the tensors its
+ * backward needs. lt_backward() walks the graph in reverse topological order
+ * (an explicit stack: deep graphs do not overflow the C stack) and accumulates
+ * gradients into the .grad of every leaf that requires one.
+ *
+ * What this is not: higher-order differentiation (backward runs with grad mode
+ * off) or a graph compiler.
+ *
+ * Ownership: a node is owned by the tensors whose grad_fn it is and by the
+ * nodes downstream of it; it is freed with the last of them. Saved tensors
+ * are owned by their node (released after backward unless retain_graph).
+ * t->grad is owned by t (freed with t or by lt_zero_grad). With a scope open
+ * around a training step, every intermediate and the graph are released at
+ * lt_scope_end(); parameters created outside the scope keep their .grad.
+ *
+ * Errors follow tensor.h: a status plus lt_last_error(), naming the op.
+ */
+#ifndef LT_AUTOGRAD_H
+#define LT_AUTOGRAD_H
+
+#include "tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Grad mode (thread-local, on by default). lt_set_grad_enabled returns the
+ * previous value, so a no-grad scope is
+ *     bool prev = lt_set_grad_enabled(false); ...; lt_set_grad_enabled(prev); */
+bool lt_grad_enabled(void);
+bool lt_set_grad_enabled(bool enabled);
+
+/* Mark a leaf as requiring a gradient (float dtypes only). Fails on a
+ * non-leaf (a tensor with a grad_fn) or an integer/bool tensor. */
+lt_status lt_requires_grad_(lt_tensor *t, bool requires_grad);
+bool lt_is_leaf(const lt_tensor *t);
+
+/* Backpropagate from root. grad_output may be NULL only for a one-element
+ * root (then it is 1). Gradients accumulate (+=) into leaves' .grad until
+ * zeroed. Unless retain_graph, the saved tensors of the traversed graph are
+ * released afterwards and a second backward through it is an error. */
+lt_status lt_backward(lt_tensor *root, const lt_tensor *grad_output, bool retain_graph);
+
+/* Free t->grad (t->grad becomes NULL). */
+void lt_zero_grad(lt_tensor *t);
+
+/* Call hook(t, grad, user) with each gradient computed for t before it is
+ * accumulated (leaf) or propagated (non-leaf). A hook may return a replacement
+ * gradient (returns new; same shape) or NULL to keep it. One hook per tensor;
+ * NULL removes it. */
+lt_status lt_tensor_set_hook(lt_tensor *t, lt_grad_hook hook, void *user);
+
+/* Anomaly mode (off by default): every recorded op output and every gradient
+ * is checked for NaN/Inf; the first bad one fails with LT_ERR_NUMERIC naming
+ * the op that produced it. */
+void lt_set_anomaly_mode(bool enabled);
+bool lt_anomaly_mode(void);
+
+/* ---- gradient checking ------------------------------------------------- */
+
+/* The function under test: computes an output from the n inputs (returns
+ * new, or NULL on error). It must be deterministic. */
+typedef lt_tensor *(*lt_gradcheck_fn)(int n, lt_tensor *const *inputs, void *user);
+
+typedef struct lt_gradcheck_opts {
+  double eps;   /* central-difference step, default 1e-6 */
+  double atol;  /* default 1e-5 */
+  double rtol;  /* default 1e-3 */
+} lt_gradcheck_opts;
+#define LT_GRADCHECK_DEFAULTS ((lt_gradcheck_opts){1e-6, 1e-5, 1e-3})
+
+/* Compares the analytic gradient of sum(f(inputs) * w), w a fixed random
+ * weighting, against central differences, for every element of every input
+ * that requires grad. Inputs must be f64. opts NULL means the defaults.
+ * Returns LT_OK if |analytic - numeric| <= atol + rtol * |numeric| for all;
+ * otherwise LT_ERR_AUTOGRAD with a message naming the input, the element and
+ * both values. The inputs' .grad are left as they were. */
+lt_status lt_gradcheck(lt_gradcheck_fn f, void *user, int n, lt_tensor *const *inputs,
+                       const lt_gradcheck_opts *opts);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LT_AUTOGRAD_H */

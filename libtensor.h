@@ -1,0 +1,14 @@
+/*
+ * libtensor.h: the umbrella header. Include this one file to use libtensor:
+ *     #include <libtensor/libtensor.h>
+ * Each module has one public header, documented there:
+ *   tensor/tensor.h      N-d tensors, ops, matmul on BLIS, random numbers
+ *   autograd/autograd.h  reverse-mode differentiation, gradcheck
+ */
+#ifndef LIBTENSOR_H
+#define LIBTENSOR_H
+
+#include "tensor/tensor.h"
+#include "autograd/autograd.h"
+
+#endif

@@ -1,0 +1,485 @@
+/*
+ * tensor/tensor.h: the public contract of libtensor's N-d tensor core.
+ *
+ * What this is: strided N-d tensors (f32, f64, i32, i64, bool) with views that
+ * share storage, NumPy broadcasting, elementwise ops, reductions, matmul on BLIS,
+ * indexing, a counter-based random generator, and printing. Every op here is also
+ * differentiable where that makes sense: with grad mode on and an input that
+ * requires a gradient, the op records itself for autograd/ (see autograd.h).
+ *
+ * What this is not: a lazy graph compiler or a GPU backend. Ops run eagerly on CPU.
+ *
+ * ---------------------------------------------------------------------------
+ * Conventions (the same words in every libtensor header)
+ *
+ * Naming. Ops are lt_<op> (lt_add, lt_matmul, lt_reshape); object lifecycle is
+ * lt_<object>_<verb> (lt_tensor_free, lt_generator_new). A trailing underscore
+ * marks an in-place op (lt_add_, lt_fill_), as in PyTorch.
+ *
+ * Errors. A function returning a tensor returns NULL on failure; a function
+ * returning lt_status returns a code other than LT_OK. Either way the thread-local
+ * lt_last_status() and lt_last_error() describe what happened, naming the op, the
+ * shapes and dtypes and the rule broken, e.g.
+ *     "matmul: a is [4,8] f32, b is [7,3] f32: inner dimensions 8 != 7".
+ * On failure no output was created and no input was modified. The message stays
+ * valid until the next failing call on the same thread (successful calls do not
+ * clear it). Passing NULL as a tensor argument fails with LT_ERR_NULL; if an
+ * error is already pending, its message is kept, so a failure deep inside a
+ * composed expression like lt_relu(lt_add(lt_matmul(x, w), b)) surfaces with
+ * its original message. The library never prints unasked and never exits.
+ *
+ * Ownership. "Returns new" means a new tensor object that the caller owns and
+ * releases with lt_tensor_free(), unless a scope is open (see lt_scope_begin):
+ * then the innermost scope owns it and frees it at lt_scope_end(). Every op
+ * returns a distinct tensor object, never one of its arguments. "View of x"
+ * means the new tensor shares x's storage (writes through one are seen through
+ * the other); the storage lives as long as any tensor that uses it. "Borrows"
+ * means the function uses the argument only during the call.
+ *
+ * Dimensions. A dim argument may be negative and counts from the end, as in
+ * Python. Shapes and strides count elements, not bytes. At most LT_MAX_DIMS
+ * dimensions; 0-d tensors (scalars) and zero-size dimensions are valid.
+ *
+ * Dtypes. Binary ops promote to the larger type in the order
+ * bool < i32 < i64 < f32 < f64 (division and float-only functions such as exp
+ * promote integers and bool to f32). Scalars are passed as double.
+ *
+ * Threads. Tensor objects are not shared between threads concurrently. Kernels
+ * run multi-threaded inside (see lt_set_num_threads in runtime section).
+ */
+#ifndef LT_TENSOR_H
+#define LT_TENSOR_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================================================================== */
+/* Status codes                                                             */
+/* ======================================================================== */
+
+/* X(name, message): the one table of status codes, their names and messages. */
+#define LT_STATUS_TABLE(X)                                                    \
+  X(LT_OK, "success")                                                         \
+  X(LT_ERR_NULL, "a required argument is NULL")                               \
+  X(LT_ERR_INVALID, "invalid argument")                                       \
+  X(LT_ERR_SHAPE, "incompatible shapes")                                      \
+  X(LT_ERR_DTYPE, "unsupported or mismatched dtype")                          \
+  X(LT_ERR_INDEX, "index out of range")                                       \
+  X(LT_ERR_NOMEM, "out of memory")                                            \
+  X(LT_ERR_OVERFLOW, "size arithmetic overflows")                             \
+  X(LT_ERR_IO, "input/output error")                                          \
+  X(LT_ERR_FORMAT, "malformed or unsupported file")                           \
+  X(LT_ERR_AUTOGRAD, "autograd error")                                        \
+  X(LT_ERR_STATE, "operation not valid in the current state")                 \
+  X(LT_ERR_NUMERIC, "non-finite value")                                       \
+  X(LT_ERR_BACKEND, "BLAS backend error")
+
+typedef enum {
+#define LT__STATUS_ENUM(name, msg) name,
+  LT_STATUS_TABLE(LT__STATUS_ENUM)
+#undef LT__STATUS_ENUM
+  LT_STATUS_COUNT
+} lt_status;
+
+/* The code of the last failure on this thread (LT_OK if none since
+ * lt_clear_error). */
+lt_status lt_last_status(void);
+/* The detail message of the last failure on this thread ("" if none). Borrowed:
+ * valid until the next failing call on this thread. */
+const char *lt_last_error(void);
+/* Forget the pending error (status LT_OK, message ""). */
+void lt_clear_error(void);
+/* "LT_ERR_SHAPE" for LT_ERR_SHAPE; "LT_UNKNOWN" for an unknown value. Static. */
+const char *lt_status_name(lt_status s);
+/* The generic message of a code ("incompatible shapes"). Static. */
+const char *lt_status_message(lt_status s);
+
+/* ======================================================================== */
+/* Runtime: threads, BLAS kernels, version                                  */
+/* ======================================================================== */
+
+/* Initialise the runtime: read LT_NUM_THREADS, choose the BLIS kernel set
+ * (unless BLIS_ARCH_TYPE is already set by the user) and initialise BLIS.
+ * Called automatically by the first op that needs it; calling it first is only
+ * useful to catch an error early. Idempotent, thread-safe. */
+lt_status lt_init(void);
+
+/* One setting for BLIS and libtensor's OpenMP kernels together. n >= 1; the
+ * default is the number of cores, or the LT_NUM_THREADS environment variable. */
+lt_status lt_set_num_threads(int n);
+int lt_get_num_threads(void);
+
+typedef struct lt_runtime_info {
+  const char *version;        /* libtensor version, e.g. "0.1.0" */
+  const char *blas_arch;      /* BLIS kernel set in use, e.g. "skx" */
+  const char *blas_arch_why;  /* how it was chosen, e.g. "avx512f+dq+bw+vl on this CPU" */
+  int num_threads;
+  bool blas_arch_from_user;   /* true when BLIS_ARCH_TYPE was set by the user */
+} lt_runtime_info;
+/* Fills *info (strings are static). Initialises the runtime if needed. */
+lt_status lt_runtime_get_info(lt_runtime_info *info);
+const char *lt_version(void);
+
+/* ======================================================================== */
+/* Dtypes and the tensor object                                             */
+/* ======================================================================== */
+
+typedef enum {
+  LT_DTYPE_F32,
+  LT_DTYPE_F64,
+  LT_DTYPE_I32,
+  LT_DTYPE_I64,
+  LT_DTYPE_BOOL, /* one byte per element, 0 or 1 */
+  LT_DTYPE_COUNT
+} lt_dtype;
+
+const char *lt_dtype_name(lt_dtype d); /* "f32", ...; static */
+size_t lt_dtype_size(lt_dtype d);      /* bytes per element; 0 if invalid */
+bool lt_dtype_is_float(lt_dtype d);
+
+#define LT_MAX_DIMS 8
+
+typedef struct lt_storage lt_storage;   /* refcounted buffer; opaque */
+typedef struct lt_node lt_node;         /* autograd graph node; opaque */
+typedef struct lt_scope lt_scope;       /* ownership scope; opaque */
+typedef struct lt_tensor lt_tensor;
+
+/* Gradient hook: called with the gradient computed for t during backward,
+ * before it is accumulated; may return a replacement (returns new) or NULL to
+ * keep grad unchanged. See autograd.h. */
+typedef lt_tensor *(*lt_grad_hook)(const lt_tensor *t, const lt_tensor *grad, void *user);
+
+/* The tensor struct is public and READ-ONLY by convention: read shape, strides
+ * and data directly, change them only through the API. */
+struct lt_tensor {
+  lt_dtype dtype;
+  int ndim;                       /* 0..LT_MAX_DIMS */
+  int64_t shape[LT_MAX_DIMS];     /* sizes; entries past ndim are 0 */
+  int64_t stride[LT_MAX_DIMS];    /* in elements; may be 0 (broadcast) */
+  int64_t numel;                  /* product of shape (1 for 0-d) */
+  int64_t offset;                 /* element offset of data into storage */
+  void *data;                     /* address of element [0,...,0] */
+  lt_storage *storage;            /* shared by views */
+
+  /* autograd (see autograd/autograd.h) */
+  bool requires_grad;             /* leaf flag, or set on outputs of recorded ops */
+  lt_tensor *grad;                /* accumulated gradient (owned by this tensor) or NULL */
+  lt_node *grad_fn;               /* node that made this tensor, NULL for leaves */
+
+  /* private bookkeeping: do not touch */
+  int refcount_;
+  lt_scope *scope_;               /* owning scope or NULL */
+  int64_t scope_slot_;
+  lt_grad_hook hook_;
+  void *hook_user_;
+};
+
+/* Helpers to pass shapes and dim lists inline:
+ *   lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 3))  ->  lt_zeros(LT_DTYPE_F32, 2, (int64_t[]){2, 3})
+ *   lt_sum(x, LT_DIMS(0, -1), true) */
+#define LT__NARGS(T, ...) ((int)(sizeof((T[]){__VA_ARGS__}) / sizeof(T)))
+#define LT_SHAPE(...) LT__NARGS(int64_t, __VA_ARGS__), (const int64_t[]){__VA_ARGS__}
+#define LT_DIMS(...) LT__NARGS(int, __VA_ARGS__), (const int[]){__VA_ARGS__}
+
+/* ======================================================================== */
+/* Lifecycle and ownership scopes                                           */
+/* ======================================================================== */
+
+/* Release the caller's reference (or the scope's, if t is owned by a scope:
+ * it is taken out of the scope). The tensor is destroyed when its last owner
+ * releases it; its storage when the last view of it goes. NULL is a no-op. */
+void lt_tensor_free(lt_tensor *t);
+/* Add an owner: returns t itself with one more reference, to be balanced by
+ * one more lt_tensor_free. The only function returning one of its arguments. */
+lt_tensor *lt_tensor_retain(lt_tensor *t);
+
+/* Scopes free the intermediates of a computation in one call:
+ *     lt_scope *s = lt_scope_begin();
+ *     lt_tensor *loss = model_forward(...);   // every tensor made here...
+ *     lt_backward(loss, NULL, false);
+ *     lt_scope_end(s);                         // ...is released here
+ * Scopes nest (a thread-local stack); lt_scope_end must be given the innermost
+ * open scope (ending an outer one ends the inner ones too). Tensors made while
+ * a scope is open belong to it; lt_tensor_keep() takes one out so that it
+ * survives (the caller then owns it). lt_scope_begin returns NULL only when
+ * out of memory (error set). lt_scope_end(NULL) is a no-op. */
+lt_scope *lt_scope_begin(void);
+void lt_scope_end(lt_scope *s);
+/* Take t out of its scope; the caller now owns it. Returns t. No-op if t is
+ * not in a scope. */
+lt_tensor *lt_tensor_keep(lt_tensor *t);
+
+/* ======================================================================== */
+/* Creation (all return new, contiguous row-major tensors)                  */
+/* ======================================================================== */
+
+lt_tensor *lt_empty(lt_dtype dtype, int ndim, const int64_t *shape);
+lt_tensor *lt_zeros(lt_dtype dtype, int ndim, const int64_t *shape);
+lt_tensor *lt_ones(lt_dtype dtype, int ndim, const int64_t *shape);
+lt_tensor *lt_full(lt_dtype dtype, int ndim, const int64_t *shape, double value);
+lt_tensor *lt_scalar(lt_dtype dtype, double value);              /* 0-d */
+lt_tensor *lt_empty_like(const lt_tensor *x);
+lt_tensor *lt_zeros_like(const lt_tensor *x);
+lt_tensor *lt_ones_like(const lt_tensor *x);
+lt_tensor *lt_full_like(const lt_tensor *x, double value);
+/* [start, end) by step, 1-d; as torch.arange (length ceil((end-start)/step)). */
+lt_tensor *lt_arange(lt_dtype dtype, double start, double end, double step);
+/* steps points from start to end inclusive, 1-d; as torch.linspace. */
+lt_tensor *lt_linspace(lt_dtype dtype, double start, double end, int64_t steps);
+/* [n, m] identity (ones on the main diagonal). */
+lt_tensor *lt_eye(lt_dtype dtype, int64_t n, int64_t m);
+/* Copies numel elements of dtype from data (row-major). */
+lt_tensor *lt_tensor_from_copy(lt_dtype dtype, int ndim, const int64_t *shape, const void *data);
+/* Borrows data: the tensor (and its views) read and write the caller's buffer,
+ * which must outlive them; libtensor never frees it. */
+lt_tensor *lt_tensor_from_borrowed(lt_dtype dtype, int ndim, const int64_t *shape, void *data);
+
+/* ======================================================================== */
+/* Inspection and element access                                            */
+/* ======================================================================== */
+
+bool lt_is_contiguous(const lt_tensor *x);  /* row-major, no gaps */
+/* Formats a shape as "[4,8]" into buf (always NUL-terminated); returns buf. */
+char *lt_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+/* Value of a one-element tensor, converted to double. */
+lt_status lt_item(const lt_tensor *x, double *out);
+/* Element at a full index (ndim entries, negatives count from the end). */
+lt_status lt_get(const lt_tensor *x, const int64_t *index, double *out);
+lt_status lt_set(lt_tensor *x, const int64_t *index, double value);
+/* Copies all elements in row-major logical order, converted to dtype, into
+ * dst, which holds capacity elements (error if fewer than x->numel). */
+lt_status lt_tensor_read(const lt_tensor *x, lt_dtype dtype, void *dst, int64_t capacity);
+
+/* ======================================================================== */
+/* Views (share storage; no copy) and copies                                */
+/* ======================================================================== */
+
+/* view: shape must be compatible with x's strides (error otherwise); one entry
+ * may be -1 (inferred). reshape: a view when possible, else a copy. */
+lt_tensor *lt_view(const lt_tensor *x, int ndim, const int64_t *shape);
+lt_tensor *lt_reshape(const lt_tensor *x, int ndim, const int64_t *shape);
+lt_tensor *lt_flatten(const lt_tensor *x, int start_dim, int end_dim);
+lt_tensor *lt_permute(const lt_tensor *x, int ndim, const int *perm);
+lt_tensor *lt_transpose(const lt_tensor *x, int dim0, int dim1);
+/* Elements start, start+step, ... < end along dim (step >= 1). start and end
+ * may be negative and are clamped to [0, size] as in Python slicing. */
+lt_tensor *lt_slice(const lt_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+/* length elements from start (which must be in range). */
+lt_tensor *lt_narrow(const lt_tensor *x, int dim, int64_t start, int64_t length);
+/* Index dim at index, removing that dimension. */
+lt_tensor *lt_select(const lt_tensor *x, int dim, int64_t index);
+lt_tensor *lt_squeeze(const lt_tensor *x, int dim);  /* no-op view if size != 1 */
+lt_tensor *lt_squeeze_all(const lt_tensor *x);
+lt_tensor *lt_unsqueeze(const lt_tensor *x, int dim); /* dim in [-ndim-1, ndim] */
+/* Broadcast to shape (stride 0 on expanded dims); -1 keeps a size. */
+lt_tensor *lt_expand(const lt_tensor *x, int ndim, const int64_t *shape);
+lt_tensor *lt_broadcast_to(const lt_tensor *x, int ndim, const int64_t *shape);
+/* The broadcast shape of two shapes into out (LT_MAX_DIMS entries), or an error. */
+lt_status lt_broadcast_shapes(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b,
+                              int *ndim_out, int64_t *out);
+/* A contiguous tensor with x's values: a view if x already is, else a copy. */
+lt_tensor *lt_contiguous(const lt_tensor *x);
+/* Always a fresh contiguous copy. */
+lt_tensor *lt_clone(const lt_tensor *x);
+/* Cast to dtype (a copy; float->int truncates toward zero, ->bool is != 0). */
+lt_tensor *lt_to_dtype(const lt_tensor *x, lt_dtype dtype);
+/* A new tensor sharing x's storage but detached from autograd (no grad_fn,
+ * requires_grad false). */
+lt_tensor *lt_detach(const lt_tensor *x);
+
+/* ======================================================================== */
+/* In-place writes (bump the storage's version counter; see autograd.h)     */
+/* ======================================================================== */
+
+lt_status lt_fill_(lt_tensor *x, double value);
+lt_status lt_zero_(lt_tensor *x);
+/* dst[...] = src broadcast to dst's shape, converting dtype. */
+lt_status lt_copy_(lt_tensor *dst, const lt_tensor *src);
+
+/* ======================================================================== */
+/* Elementwise                                                              */
+/* ======================================================================== */
+
+/* X(NAME, name): every unary elementwise op. lt_<name>(x) returns new;
+ * lt_<name>_(x) works in place. gelu is the erf form, gelu_tanh the tanh
+ * approximation (PyTorch's approximate='tanh'). Float results for float-only
+ * functions (exp, log, ...) on integer input are f32. */
+#define LT_UNARY_TABLE(X) \
+  X(NEG, neg) X(ABS, abs) X(EXP, exp) X(LOG, log) X(LOG1P, log1p) X(SQRT, sqrt) \
+  X(RSQRT, rsqrt) X(SQUARE, square) X(TANH, tanh) X(SIGMOID, sigmoid) X(RELU, relu) \
+  X(GELU, gelu) X(GELU_TANH, gelu_tanh) X(SILU, silu) X(SIN, sin) X(COS, cos)
+
+typedef enum {
+#define LT__UNARY_ENUM(N, n) LT_UNARY_##N,
+  LT_UNARY_TABLE(LT__UNARY_ENUM)
+#undef LT__UNARY_ENUM
+  LT_UNARY_COUNT
+} lt_unary_op;
+
+lt_tensor *lt_unary(lt_unary_op op, const lt_tensor *x);
+lt_status lt_unary_(lt_unary_op op, lt_tensor *x);
+const char *lt_unary_name(lt_unary_op op);
+#define LT__UNARY_DECL(N, n) \
+  lt_tensor *lt_##n(const lt_tensor *x); \
+  lt_status lt_##n##_(lt_tensor *x);
+LT_UNARY_TABLE(LT__UNARY_DECL)
+#undef LT__UNARY_DECL
+
+/* x ** p, and clamp to [lo, hi] (pass -INFINITY / INFINITY for no bound). */
+lt_tensor *lt_pow_scalar(const lt_tensor *x, double p);
+lt_tensor *lt_clamp(const lt_tensor *x, double lo, double hi);
+lt_status lt_clamp_(lt_tensor *x, double lo, double hi);
+
+/* X(NAME, name, is_comparison): binary ops with NumPy broadcasting.
+ * Comparisons return LT_DTYPE_BOOL. */
+#define LT_BINARY_TABLE(X) \
+  X(ADD, add, 0) X(SUB, sub, 0) X(MUL, mul, 0) X(DIV, div, 0) X(POW, pow, 0) \
+  X(MAXIMUM, maximum, 0) X(MINIMUM, minimum, 0) \
+  X(EQ, eq, 1) X(NE, ne, 1) X(LT, lt, 1) X(LE, le, 1) X(GT, gt, 1) X(GE, ge, 1)
+
+typedef enum {
+#define LT__BINARY_ENUM(N, n, c) LT_BINARY_##N,
+  LT_BINARY_TABLE(LT__BINARY_ENUM)
+#undef LT__BINARY_ENUM
+  LT_BINARY_COUNT
+} lt_binary_op;
+
+lt_tensor *lt_binary(lt_binary_op op, const lt_tensor *a, const lt_tensor *b);
+/* a op= b, b broadcast to a's shape; a keeps its dtype. */
+lt_status lt_binary_(lt_binary_op op, lt_tensor *a, const lt_tensor *b);
+/* a op s, s a scalar (the result keeps a's dtype when a is a float tensor). */
+lt_tensor *lt_binary_scalar(lt_binary_op op, const lt_tensor *a, double s);
+lt_status lt_binary_scalar_(lt_binary_op op, lt_tensor *a, double s);
+const char *lt_binary_name(lt_binary_op op);
+#define LT__BINARY_DECL(N, n, c) \
+  lt_tensor *lt_##n(const lt_tensor *a, const lt_tensor *b); \
+  lt_tensor *lt_##n##_scalar(const lt_tensor *a, double s); \
+  lt_status lt_##n##_(lt_tensor *a, const lt_tensor *b); \
+  lt_status lt_##n##_scalar_(lt_tensor *a, double s);
+LT_BINARY_TABLE(LT__BINARY_DECL)
+#undef LT__BINARY_DECL
+
+/* cond ? a : b with broadcasting over all three (cond is bool). */
+lt_tensor *lt_where(const lt_tensor *cond, const lt_tensor *a, const lt_tensor *b);
+/* x with value where mask (bool, broadcast to x) is true. */
+lt_tensor *lt_masked_fill(const lt_tensor *x, const lt_tensor *mask, double value);
+
+/* ======================================================================== */
+/* Reductions (dims: ndims entries; ndims == 0 reduces over all dims)        */
+/* ======================================================================== */
+
+lt_tensor *lt_sum(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+lt_tensor *lt_mean(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+/* amax/amin over a set of dims (values only). The gradient of tied maxima is
+ * split evenly between them (as torch.amax). */
+lt_tensor *lt_amax(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+lt_tensor *lt_amin(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+/* max/min along one dim: returns the values (new) and, if indices is not
+ * NULL, stores the i64 indices of the first occurrence there (new). */
+lt_tensor *lt_max_dim(const lt_tensor *x, int dim, bool keepdim, lt_tensor **indices);
+lt_tensor *lt_min_dim(const lt_tensor *x, int dim, bool keepdim, lt_tensor **indices);
+lt_tensor *lt_argmax(const lt_tensor *x, int dim, bool keepdim);  /* i64 */
+lt_tensor *lt_argmin(const lt_tensor *x, int dim, bool keepdim);  /* i64 */
+/* unbiased: divide by N-1 (Bessel) instead of N. */
+lt_tensor *lt_var(const lt_tensor *x, int ndims, const int *dims, bool unbiased, bool keepdim);
+lt_tensor *lt_std(const lt_tensor *x, int ndims, const int *dims, bool unbiased, bool keepdim);
+lt_tensor *lt_logsumexp(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+/* Numerically stable (max-subtracted). A row of all -inf gives NaN, as PyTorch. */
+lt_tensor *lt_softmax(const lt_tensor *x, int dim);
+lt_tensor *lt_log_softmax(const lt_tensor *x, int dim);
+
+/* ======================================================================== */
+/* Matrix multiplication (BLIS)                                             */
+/* ======================================================================== */
+
+/* torch.matmul semantics: 1-d x 1-d is a dot product, 2-d x 2-d a matrix
+ * product, 1-d operands are promoted and the added dim removed, batch dims
+ * broadcast. f32 and f64 (both operands the same dtype). Operands are passed
+ * to BLIS with their own strides: a transposed view is never copied. */
+lt_tensor *lt_matmul(const lt_tensor *a, const lt_tensor *b);
+
+/* ======================================================================== */
+/* Indexing, joining, splitting                                             */
+/* ======================================================================== */
+
+/* Entries of x along dim at the positions in index (1-d, i32 or i64). */
+lt_tensor *lt_index_select(const lt_tensor *x, int dim, const lt_tensor *index);
+/* out[i][j][k] = x[index[i][j][k]][j][k] for dim 0, etc. (torch.gather). */
+lt_tensor *lt_gather(const lt_tensor *x, int dim, const lt_tensor *index);
+/* A copy of x with src added at index along dim (torch.scatter_add). */
+lt_tensor *lt_scatter_add(const lt_tensor *x, int dim, const lt_tensor *index, const lt_tensor *src);
+/* Embedding row gather: table [V, D], ids any shape (i32/i64) -> [*ids.shape, D].
+ * Every id is checked to lie in [0, V); the error names the first bad one. */
+lt_tensor *lt_embedding(const lt_tensor *table, const lt_tensor *ids);
+/* Lower/upper triangle of the last two dims; diagonal k as in torch.tril. */
+lt_tensor *lt_tril(const lt_tensor *x, int64_t k);
+lt_tensor *lt_triu(const lt_tensor *x, int64_t k);
+/* ids (integers in [0, num_classes)) -> i64 one-hot with a trailing dim. */
+lt_tensor *lt_one_hot(const lt_tensor *ids, int64_t num_classes);
+/* Join n tensors along an existing dim (cat) or a new one (stack). */
+lt_tensor *lt_cat(int n, lt_tensor *const *xs, int dim);
+lt_tensor *lt_stack(int n, lt_tensor *const *xs, int dim);
+/* Split into views of split_size along dim (the last may be smaller), or into
+ * `chunks` nearly equal views (torch.chunk). Stores up to capacity new views
+ * in out and their count in *n_out; fails if capacity is too small. */
+lt_status lt_split(const lt_tensor *x, int64_t split_size, int dim, lt_tensor **out,
+                   int capacity, int *n_out);
+lt_status lt_chunk(const lt_tensor *x, int chunks, int dim, lt_tensor **out,
+                   int capacity, int *n_out);
+
+/* ======================================================================== */
+/* Random numbers: Philox4x32-10, counter based                             */
+/* ======================================================================== */
+
+/* A generator is a (seed, offset) pair: element i of a draw uses Philox
+ * counter offset + i, so results never depend on the number of threads, and
+ * saving and restoring the state resumes the exact sequence. */
+typedef struct lt_generator lt_generator;
+typedef struct lt_generator_state {
+  uint64_t seed;
+  uint64_t offset;  /* Philox blocks consumed so far */
+} lt_generator_state;
+
+lt_generator *lt_generator_new(uint64_t seed);  /* returns new; free with lt_generator_free */
+void lt_generator_free(lt_generator *g);         /* NULL is a no-op */
+lt_generator_state lt_generator_get_state(const lt_generator *g);
+lt_status lt_generator_set_state(lt_generator *g, lt_generator_state state);
+
+/* Float dtypes only except bernoulli (any dtype) and randperm (i64). */
+lt_tensor *lt_rand(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape);   /* U[0,1) */
+lt_tensor *lt_randn(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape);  /* N(0,1) */
+lt_tensor *lt_uniform(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double lo, double hi);
+lt_tensor *lt_normal(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double mean, double std);
+/* 1 with probability p, else 0. */
+lt_tensor *lt_bernoulli(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double p);
+/* A random permutation of 0..n-1 (i64). */
+lt_tensor *lt_randperm(lt_generator *g, int64_t n);
+/* In-place fills (used by initialisers). */
+lt_status lt_uniform_(lt_generator *g, lt_tensor *x, double lo, double hi);
+lt_status lt_normal_(lt_generator *g, lt_tensor *x, double mean, double std);
+
+/* ======================================================================== */
+/* Printing and comparison                                                  */
+/* ======================================================================== */
+
+/* PyTorch-like text ("tensor([[1.0000, 2.0000], ...], dtype=f32)"), summarised
+ * with "..." when numel > 1000 (first and last 3 entries per dim). */
+lt_status lt_print(const lt_tensor *x, FILE *f);
+/* Same text as a new string (free with free()); NULL on error. */
+char *lt_tensor_to_string(const lt_tensor *x);
+/* |a - b| <= atol + rtol * |b| everywhere (a, b broadcast); NaNs are equal
+ * only if equal_nan. False (no error) if the shapes do not broadcast. */
+bool lt_allclose(const lt_tensor *a, const lt_tensor *b, double rtol, double atol, bool equal_nan);
+/* Same shape and exactly equal values (dtypes may differ). */
+bool lt_equal(const lt_tensor *a, const lt_tensor *b);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LT_TENSOR_H */

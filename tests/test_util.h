@@ -1,0 +1,57 @@
+/*
+ * tests/test_util.h: shared helpers for the Check test programs.
+ *
+ * A failing comparison prints the first mismatches and the max difference, not
+ * just "fail" (see LT_ASSERT_CLOSE). LT_OK_OR_FAIL prints lt_last_error().
+ */
+#ifndef LT_TEST_UTIL_H
+#define LT_TEST_UTIL_H
+
+#include <check.h>
+#include <math.h>
+
+#include "libtensor.h"
+
+/* Fail the test with lt_last_error() unless expr returns LT_OK. */
+#define LT_OK_OR_FAIL(expr)                                                           \
+  do {                                                                                \
+    lt_status s_ = (expr);                                                            \
+    ck_assert_msg(s_ == LT_OK, "%s returned %s: %s", #expr, lt_status_name(s_),      \
+                  lt_last_error());                                                   \
+  } while (0)
+
+/* Fail unless the tensor expression is non-NULL; evaluates to it. */
+#define LT_NN(expr) lt_test_nonnull((expr), #expr, __FILE__, __LINE__)
+lt_tensor *lt_test_nonnull(lt_tensor *t, const char *expr, const char *file, int line);
+
+/* Expect a failure with status st and a message containing substr (may be NULL). */
+#define LT_EXPECT_ERR(expr, st, substr) \
+  lt_test_expect_err((lt_status)(expr), (st), (substr), #expr, __FILE__, __LINE__)
+#define LT_EXPECT_NULL_ERR(expr, st, substr) \
+  lt_test_expect_null_err((expr), (st), (substr), #expr, __FILE__, __LINE__)
+void lt_test_expect_err(lt_status got, lt_status want, const char *substr, const char *expr,
+                        const char *file, int line);
+void lt_test_expect_null_err(lt_tensor *got, lt_status want, const char *substr,
+                             const char *expr, const char *file, int line);
+
+/* Compare two tensors elementwise: same shape, |a-b| <= atol + rtol*|b|.
+ * On failure prints up to 10 mismatches with indices and the max difference. */
+#define LT_ASSERT_CLOSE(a, b, rtol, atol) lt_test_assert_close((a), (b), (rtol), (atol), #a, #b, __FILE__, __LINE__)
+void lt_test_assert_close(const lt_tensor *a, const lt_tensor *b, double rtol, double atol,
+                          const char *ea, const char *eb, const char *file, int line);
+/* Compare a tensor with n expected values given in row-major order. */
+#define LT_ASSERT_VALUES(t, tol, ...) \
+  lt_test_assert_values((t), (tol), (const double[]){__VA_ARGS__}, \
+                        (int64_t)(sizeof((double[]){__VA_ARGS__}) / sizeof(double)), #t, __FILE__, __LINE__)
+void lt_test_assert_values(const lt_tensor *t, double tol, const double *want, int64_t n,
+                           const char *et, const char *file, int line);
+/* Assert exact shape. */
+#define LT_ASSERT_SHAPE(t, ...) \
+  lt_test_assert_shape((t), LT_SHAPE(__VA_ARGS__), #t, __FILE__, __LINE__)
+void lt_test_assert_shape(const lt_tensor *t, int ndim, const int64_t *shape, const char *et,
+                          const char *file, int line);
+
+/* Run a suite (CK_NORMAL output); returns the process exit code. */
+int lt_test_run(Suite *s);
+
+#endif
