@@ -92,6 +92,11 @@ lt_status lt__record(lt_tensor *out, lt__op_id op, int nin, const lt_tensor *con
                      int nsaved, const lt_tensor *const *saved, const void *aux,
                      size_t aux_size);
 
+/* Drop one reference to a node (NULL is a no-op); frees it, and iteratively
+ * the chain it held, when the last goes (no recursion: graphs may be deep). */
+void lt__node_release(lt_node *node);
+lt_node *lt__node_retain(lt_node *node);
+
 /* Inside a backward: does input i need a gradient? */
 static inline bool lt__needs_input_grad(const lt_node *node, int i) {
   return node->in[i].fn != NULL || node->in[i].leaf != NULL;

@@ -125,6 +125,12 @@ lt_status lt__blas_gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double 
                         const void *a, int64_t rsa, int64_t csa,
                         const void *b, int64_t rsb, int64_t csb, double beta,
                         void *c, int64_t rsc, int64_t csc);
+/* The same on one thread, for callers that parallelise over a batch of
+ * small products themselves (inside an OpenMP region). */
+lt_status lt__blas_gemm_1t(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha,
+                           const void *a, int64_t rsa, int64_t csa,
+                           const void *b, int64_t rsb, int64_t csb, double beta,
+                           void *c, int64_t rsc, int64_t csc);
 void lt__blas_set_threads(int n);
 
 #endif /* LT_TENSOR_INTERNAL_H */
