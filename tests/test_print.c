@@ -34,7 +34,7 @@ START_TEST(test_print_fixed) {
              "tensor([1.5000, 1.5000, 1.5000, 1.5000, 1.5000], dtype=f64)");
   /* a suffix that would pass 80 columns goes on its own line */
   ASSERT_STR(lt_full(LT_DTYPE_F64, LT_SHAPE(9), 1.5),
-             "tensor([1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000]),\n"
+             "tensor([1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000, 1.5000],\n"
              "       dtype=f64)");
 }
 END_TEST

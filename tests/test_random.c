@@ -272,7 +272,9 @@ START_TEST(test_statistics) {
     ck_assert_msg(fabs(m - 1.0) < 5 * sqrt(var / N), "uniform %s mean %g", lt_dtype_name(dt), m);
     ck_assert_msg(fabs(v - var) < 5 * sqrt((mu4 - var * var) / N), "uniform %s var %g", lt_dtype_name(dt), v);
     double *uv = read_f64(u);
-    for (int64_t i = 0; i < n; i++) ck_assert(uv[i] >= -1.0 && uv[i] < 3.0);
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n; i++) bad += !(uv[i] >= -1.0 && uv[i] < 3.0);
+    ck_assert_int_eq(bad, 0);
     free(uv);
     /* N(mean, std): var of the sample mean std^2/N, of the sample variance 2 std^4/N */
     lt_tensor *z = LT_NN(lt_normal(g, (lt_dtype)dt, LT_SHAPE(n), 2.0, 0.5));
@@ -294,10 +296,12 @@ START_TEST(test_statistics) {
     lt_tensor *b = LT_NN(lt_bernoulli(g, (lt_dtype)dt, LT_SHAPE(n), 0.3));
     double *bv = read_f64(b);
     double s = 0;
+    int64_t bad = 0;
     for (int64_t i = 0; i < n; i++) {
-      ck_assert(bv[i] == 0.0 || bv[i] == 1.0);
+      bad += !(bv[i] == 0.0 || bv[i] == 1.0);
       s += bv[i];
     }
+    ck_assert_int_eq(bad, 0);
     ck_assert_msg(fabs(s / N - 0.3) < 5 * sqrt(0.21 / N), "bernoulli %s freq %g", lt_dtype_name(dt), s / N);
     free(bv);
     lt_tensor_free(b);
@@ -325,11 +329,13 @@ START_TEST(test_randperm) {
     LT_ASSERT_SHAPE(p, n);
     const int64_t *v = p->data;
     char *seen = calloc((size_t)n + 1, 1);
-    for (int64_t i = 0; i < n; i++) {
-      ck_assert(v[i] >= 0 && v[i] < n);
-      ck_assert_msg(!seen[v[i]], "randperm(%lld): %lld twice", (long long)n, (long long)v[i]);
-      seen[v[i]] = 1;
+    int64_t bad = 0;
+    for (int64_t i = 0; i < n && !bad; i++) {
+      if (v[i] < 0 || v[i] >= n || seen[v[i]]) bad = i + 1;
+      else seen[v[i]] = 1;
     }
+    ck_assert_msg(!bad, "randperm(%lld): entry %lld = %lld is out of range or repeated",
+                  (long long)n, (long long)(bad - 1), bad ? (long long)v[bad - 1] : 0LL);
     free(seen);
     lt_tensor_free(p);
   }
@@ -377,19 +383,22 @@ START_TEST(test_uniform_excludes_hi) {
   float lof = 1.0f, hif = 1.0f + 3 * 0x1p-23f;
   lt_tensor *a = LT_NN(lt_uniform(g, LT_DTYPE_F32, LT_SHAPE(n), lof, hif));
   const float *fa = a->data;
-  int64_t top = 0;
+  int64_t top = 0, bad = 0;
   for (int64_t i = 0; i < n; i++) {
-    ck_assert_msg(fa[i] >= lof && fa[i] < hif, "f32 element %lld = %a", (long long)i, fa[i]);
+    bad += !(fa[i] >= lof && fa[i] < hif);
     top += fa[i] == nextafterf(hif, 0);
   }
+  ck_assert_int_eq(bad, 0);
   ck_assert_int_gt(top, n / 10);
   double lo = 1.0, hi = 1.0 + 3 * 0x1p-52;
   lt_tensor *b = LT_NN(lt_uniform(g, LT_DTYPE_F64, LT_SHAPE(n), lo, hi));
   const double *fb = b->data;
-  for (int64_t i = 0; i < n; i++) ck_assert(fb[i] >= lo && fb[i] < hi);
+  for (int64_t i = 0; i < n; i++) bad += !(fb[i] >= lo && fb[i] < hi);
+  ck_assert_int_eq(bad, 0);
   /* rand in f32: [0, 1) */
   lt_tensor *r = LT_NN(lt_rand(g, LT_DTYPE_F32, LT_SHAPE(n)));
-  for (int64_t i = 0; i < n; i++) ck_assert(((float *)r->data)[i] >= 0 && ((float *)r->data)[i] < 1);
+  for (int64_t i = 0; i < n; i++) bad += !(((float *)r->data)[i] >= 0 && ((float *)r->data)[i] < 1);
+  ck_assert_int_eq(bad, 0);
   /* lo == hi gives lo (as PyTorch's uniform_(a, a)) */
   lt_tensor *c = LT_NN(lt_uniform(g, LT_DTYPE_F32, LT_SHAPE(5), 2.5, 2.5));
   LT_ASSERT_VALUES(c, 0, 2.5, 2.5, 2.5, 2.5, 2.5);
