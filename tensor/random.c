@@ -34,7 +34,9 @@ struct lt_generator {
 #define PHILOX_W0 0x9E3779B9u
 #define PHILOX_W1 0xBB67AE85u
 
-/* out = Philox4x32-10(ctr, key). Exposed (lt__) for the known-answer tests. */
+/* out = Philox4x32-10(ctr, key): 10 rounds, the key bumped by (W0, W1)
+ * between rounds, as Random123's philox4x32_R(10, ...). The reference one-block
+ * version; philox_batch below computes the same words 16 blocks at a time. */
 static inline void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = key[0], k1 = key[1];
@@ -58,12 +60,15 @@ static inline void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], u
   out[3] = c3;
 }
 
+/* Exported for tests/test_random.c (the Random123 known-answer tests); not in
+ * a header because nothing else needs it. */
 void lt__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 void lt__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   philox4x32_10(ctr, key, out);
 }
 
-/* The four words of block b of a draw: counter = offset + b (128-bit), key = seed. */
+/* The four words of block b of a draw: counter = offset + b (128-bit, the
+ * carry goes to the third word), key = (low, high) 32 bits of the seed. */
 static inline void philox_block(uint64_t seed, uint64_t offset, uint64_t b, uint32_t w[4]) {
   uint64_t lo = offset + b;
   uint32_t ctr[4] = {(uint32_t)lo, (uint32_t)(lo >> 32), lo < offset ? 1u : 0u, 0u};
