@@ -471,7 +471,6 @@ lt_tensor *lt_randperm(lt_generator *g, int64_t n) {
 /* ---- in-place fills ---------------------------------------------------- */
 
 /* Copy a contiguous buffer (src, row-major) into the strided x. */
-typedef struct scatter_ctx { size_t esize; } scatter_ctx;
 
 #define SCATTER_LOOP(name, T)                                                          \
   static void name(int64_t n, char *const *ptrs, const int64_t *strides, void *ctx) { \
@@ -487,8 +486,10 @@ static lt_status fill_inplace(const char *op, lt_generator *g, lt_tensor *x, dis
                               fill_params *P) {
   P->seed = g->seed;
   P->offset = g->offset;
-  uint64_t used;
-  if (lt_is_contiguous(x)) {
+  uint64_t used = 0;
+  if (x->numel == 0) {
+    /* nothing to draw */
+  } else if (lt_is_contiguous(x)) {
     used = fill_contiguous(kind, x->dtype, x->data, x->numel, P);
   } else {
     /* Draw in logical (row-major) order into a buffer, then scatter. */
