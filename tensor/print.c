@@ -17,6 +17,7 @@
  *     its defaults float32, int64 and bool; we omit it only for f32);
  *   - bools print as True/False, nan and inf as nan, inf, -inf.
  * Non-contiguous tensors are read through their strides in logical order.
+ * lt_print writes the text followed by a newline, as Python's print does.
  *
  * What this is not: a configurable printer (no print options) or a parser.
  */
