@@ -233,6 +233,13 @@ static void gs_task(const gs_plan *pl, gs_run_fn run, int64_t p, int64_t j0, int
     yo += c * pl->yst[d];
     io += c * pl->ist[d];
   }
+  if (pl->ns == 1 && pl->sshape[0] == 1) {
+    /* nothing after dim (gather/scatter along the last dim): one run along j.
+     * In add mode several j may hit the same x element: the run is serial. */
+    run(j1 - j0, pl->x + xo * es, xdim, 0, pl->y + (yo + j0 * pl->yst[pl->dim]) * es,
+        pl->yst[pl->dim], pl->ind + io + j0 * pl->ist[pl->dim], pl->ist[pl->dim]);
+    return;
+  }
   for (int64_t j = j0; j < j1; j++) {
     int64_t c[LT_MAX_DIMS];
     int64_t xs = xo, ys = yo + j * pl->yst[pl->dim], is = io + j * pl->ist[pl->dim];

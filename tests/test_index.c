@@ -1057,6 +1057,72 @@ START_TEST(test_scatter_add_deterministic) {
 }
 END_TEST
 
+/* Sizes above the parallel threshold, every task split of the kernel: many
+ * prefixes (cross-entropy style gather along the last dim), one prefix with
+ * j and s blocks (dim 0), index_select of a transposed x; against naive loops. */
+static double *read_all(const lt_tensor *t) {
+  double *v = malloc(sizeof(double) * (size_t)(t->numel ? t->numel : 1));
+  LT_OK_OR_FAIL(lt_tensor_read(t, LT_DTYPE_F64, v, t->numel));
+  return v;
+}
+
+START_TEST(test_large_vs_naive) {
+  for (int c = 0; c < 3; c++) {
+    int64_t R = c == 0 ? 4096 : c == 1 ? 50 : 200, C = c == 0 ? 50 : c == 1 ? 3000 : 300;
+    lt_tensor *x = rand_vals(LT_DTYPE_F32, LT_SHAPE(R, C));
+    if (c == 2) x = transposed_layout(x);
+    lt_tensor *idx, *out;
+    if (c == 0) {
+      idx = rand_ids(LT_DTYPE_I64, LT_SHAPE(R, 3), C);
+      out = LT_NN(lt_gather(x, 1, idx));
+    } else if (c == 1) {
+      idx = rand_ids(LT_DTYPE_I32, LT_SHAPE(20, C), R);
+      out = LT_NN(lt_gather(x, 0, idx));
+    } else {
+      idx = rand_ids(LT_DTYPE_I64, LT_SHAPE(250), C);
+      out = LT_NN(lt_index_select(x, 1, idx));
+    }
+    double *xv = read_all(x), *iv = read_all(idx), *ov = read_all(out);
+    const int64_t orows = out->shape[0], ocols = out->shape[1];
+    for (int64_t r = 0; r < orows; r++)
+      for (int64_t k = 0; k < ocols; k++) {
+        double want;
+        if (c == 0) want = xv[r * C + (int64_t)iv[r * ocols + k]];
+        else if (c == 1) want = xv[(int64_t)iv[r * ocols + k] * C + k];
+        else want = xv[r * C + (int64_t)iv[k]];
+        ck_assert_msg(ov[r * ocols + k] == want, "case %d at [%lld,%lld]", c, (long long)r, (long long)k);
+      }
+    /* scatter_add of out back along the same dim on 1 and 2 threads: same bits */
+    if (c < 2) {
+      int dim = c == 0 ? 1 : 0;
+      lt_tensor *z = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(R, C)));
+      int threads = lt_get_num_threads();
+      LT_OK_OR_FAIL(lt_set_num_threads(1));
+      lt_tensor *a = LT_NN(lt_scatter_add(z, dim, idx, out));
+      LT_OK_OR_FAIL(lt_set_num_threads(2));
+      lt_tensor *b = LT_NN(lt_scatter_add(z, dim, idx, out));
+      LT_OK_OR_FAIL(lt_set_num_threads(threads));
+      ck_assert_int_eq(memcmp(a->data, b->data, sizeof(float) * (size_t)a->numel), 0);
+      double *av = read_all(a);
+      double *ref = calloc((size_t)(R * C), sizeof(double));
+      for (int64_t r = 0; r < orows; r++)
+        for (int64_t k = 0; k < ocols; k++) {
+          int64_t v = (int64_t)iv[r * ocols + k];
+          ref[dim == 1 ? r * C + v : v * C + k] += ov[r * ocols + k];
+        }
+      for (int64_t i = 0; i < R * C; i++) ck_assert(av[i] == ref[i]); /* small integers: exact */
+      free(av);
+      free(ref);
+      FREE(z, a, b);
+    }
+    free(xv);
+    free(iv);
+    free(ov);
+    FREE(x, idx, out);
+  }
+}
+END_TEST
+
 static Suite *suite(void) {
   Suite *s = suite_create("index");
   TCase *tc = tcase_create("index");
@@ -1081,6 +1147,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_backward_values);
   tcase_add_test(tc, test_embedding_backward_deterministic);
   tcase_add_test(tc, test_scatter_add_deterministic);
+  tcase_add_test(tc, test_large_vs_naive);
   suite_add_tcase(s, tc);
   return s;
 }
