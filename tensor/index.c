@@ -962,8 +962,9 @@ lt_tensor *lt_cat(int n, lt_tensor *const *xs, int dim) {
   for (int i = 0; i < n; i++) {
     dt = lt__promote(dt, xs[i]->dtype);
     if (xs[i]->ndim == 0) {
-      lt__err(LT_ERR_SHAPE, "cat: xs[%d] is %s: 0-d tensors cannot be concatenated (unsqueeze them or use stack)",
-              i, LT__D(xs[i]));
+      lt__err(LT_ERR_SHAPE,
+              "cat: xs[%d] is %s: 0-d tensors cannot be concatenated (unsqueeze them or use stack)", i,
+              LT__D(xs[i]));
       return NULL;
     }
   }
@@ -976,13 +977,15 @@ lt_tensor *lt_cat(int n, lt_tensor *const *xs, int dim) {
     const lt_tensor *t = xs[i];
     if (i != ref && cat_skippable(t)) continue;
     if (t->ndim != rt->ndim) {
-      lt__err(LT_ERR_SHAPE, "cat: xs[%d] is %s but xs[%d] is %s: tensors must have the same rank (or be 1-d and empty)",
+      lt__err(LT_ERR_SHAPE,
+              "cat: xs[%d] is %s but xs[%d] is %s: tensors must have the same rank (or be 1-d and empty)",
               ref, LT__D(rt), i, LT__D(t));
       return NULL;
     }
     for (int k = 0; k < t->ndim; k++) {
       if (k != d && t->shape[k] != rt->shape[k]) {
-        lt__err(LT_ERR_SHAPE, "cat: xs[%d] is %s but xs[%d] is %s: sizes must match except in dim %d (dim %d: %lld != %lld)",
+        lt__err(LT_ERR_SHAPE,
+                "cat: xs[%d] is %s but xs[%d] is %s: sizes must match except in dim %d (dim %d: %lld != %lld)",
                 ref, LT__D(rt), i, LT__D(t), d, k, (long long)rt->shape[k], (long long)t->shape[k]);
         return NULL;
       }
