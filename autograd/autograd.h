@@ -49,10 +49,12 @@ lt_status lt_backward(lt_tensor *root, const lt_tensor *grad_output, bool retain
 /* Free t->grad (t->grad becomes NULL). */
 void lt_zero_grad(lt_tensor *t);
 
-/* Call hook(t, grad, user) with each gradient computed for t before it is
- * accumulated (leaf) or propagated (non-leaf). A hook may return a replacement
- * gradient (returns new; same shape) or NULL to keep it. One hook per tensor;
- * NULL removes it. */
+/* Call hook(t, grad, user) with the total gradient computed for t in a
+ * backward, before it is accumulated (leaf) or propagated (non-leaf). A hook
+ * may return a replacement gradient (returns new; same shape) or NULL to keep
+ * it. One hook per tensor; NULL removes it. t must require grad. For a
+ * non-leaf the hook receives t == NULL (the graph holds no reference to its
+ * outputs, so that freeing them frees the graph). */
 lt_status lt_tensor_set_hook(lt_tensor *t, lt_grad_hook hook, void *user);
 
 /* Anomaly mode (off by default): every recorded op output and every gradient

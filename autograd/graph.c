@@ -55,17 +55,19 @@ static void free_saved(lt_node *n) {
   n->saved_version = NULL;
 }
 
+/* A node goes on the to-free list only when its count reaches zero, so a
+ * node referenced twice (z = y + y, fan-out) is freed exactly once. */
 void lt__node_release(lt_node *node) {
+  if (!node || --node->refcount > 0) return;
   lt_node *todo = node;
-  if (todo) todo->next_free_ = NULL;
+  node->next_free_ = NULL;
   while (todo) {
     lt_node *n = todo;
     todo = n->next_free_;
-    if (--n->refcount > 0) continue;
     for (int i = 0; i < n->nin; i++) {
       lt__tensor_release(n->in[i].leaf); /* a leaf has no grad_fn: no recursion */
       lt_node *f = n->in[i].fn;
-      if (f) {
+      if (f && --f->refcount == 0) {
         f->next_free_ = todo;
         todo = f;
       }
@@ -80,6 +82,8 @@ void lt__node_release(lt_node *node) {
 lt_status lt__record(lt_tensor *out, lt__op_id op, int nin, const lt_tensor *const *in, int nsaved,
                      const lt_tensor *const *saved, const void *aux, size_t aux_size) {
   if (!lt__needs_grad(nin, in)) return LT_OK;
+  lt_status st = lt__anomaly_check(lt__ops[op].name, out); /* LT_OK at once when anomaly mode is off */
+  if (st != LT_OK) return st;
   LT_CHECK(out && out->grad_fn == NULL && (unsigned)op < LT__OP_COUNT && aux_size <= LT__AUX_MAX);
   LT_CHECK(nin >= 1 && nsaved >= 0);
   lt_node *n = calloc(1, sizeof *n);

@@ -103,6 +103,10 @@ static inline bool lt__needs_input_grad(const lt_node *node, int i) {
   return node->in[i].fn != NULL || node->in[i].leaf != NULL;
 }
 
+/* Anomaly mode (engine.c): LT_OK at once when off; otherwise LT_ERR_NUMERIC
+ * naming `what` if t holds a NaN or an infinity. */
+lt_status lt__anomaly_check(const char *what, const lt_tensor *t);
+
 /* Sum g over broadcast dims so it has shape (ndim, shape): the one helper that
  * undoes broadcasting for every op's gradient. Returns new. */
 lt_tensor *lt__sum_to(const lt_tensor *g, int ndim, const int64_t *shape);
