@@ -425,24 +425,6 @@ static const lt_tensor *ew_as(const lt_tensor *x, lt_dtype dtype, lt_tensor **tm
   return *tmp;
 }
 
-/* Does writing to x write some memory location twice (a broadcast view)? */
-static bool ew_self_overlaps(const lt_tensor *x) {
-  for (int i = 0; i < x->ndim; i++)
-    if (x->shape[i] > 1 && x->stride[i] == 0) return true;
-  return false;
-}
-
-/* Checks shared by every in-place op: no broadcast (overlapping) target, and
- * whatever lt__check_inplace enforces (autograd leaves, ...). */
-static lt_status ew_check_inplace(const char *name, const lt_tensor *x) {
-  if (ew_self_overlaps(x))
-    return lt__err(LT_ERR_INVALID,
-                   "%s: x is %s with stride 0 along a dim of size > 1 (an expanded view): "
-                   "an in-place write would hit one element several times; clone it first",
-                   name, LT__D(x));
-  return lt__check_inplace(name, x);
-}
-
 /* The broadcast shape of a and b, or an error naming both shapes and the dim. */
 static lt_status ew_broadcast(const char *name, const lt_tensor *a, const lt_tensor *b,
                               int *nd, int64_t *shape) {
@@ -556,7 +538,7 @@ lt_status lt_unary_(lt_unary_op op, lt_tensor *x) {
   if (dt != x->dtype)
     return lt__err(LT_ERR_DTYPE, "%s: x is %s: the result is %s and cannot be stored in x in place",
                    name, LT__D(x), lt_dtype_name(dt));
-  if ((s = ew_check_inplace(name, x)) != LT_OK) return s;
+  if ((s = lt__check_inplace(name, x)) != LT_OK) return s;
   if ((s = lt__ensure_init()) != LT_OK) return s;
   ew_run(unary_kernels[op][dt], 2, (const lt_tensor *[]){x, x}, NULL);
   lt__bump_version(x);
@@ -698,7 +680,7 @@ lt_status lt_clamp_(lt_tensor *x, double lo, double hi) {
   if (dt != x->dtype)
     return lt__err(LT_ERR_DTYPE, "clamp_: x is %s: bounds lo=%g hi=%g give %s, which cannot be "
                    "stored in x in place", LT__D(x), lo, hi, lt_dtype_name(dt));
-  if ((s = ew_check_inplace("clamp_", x)) != LT_OK) return s;
+  if ((s = lt__check_inplace("clamp_", x)) != LT_OK) return s;
   if ((s = lt__ensure_init()) != LT_OK) return s;
   ew_run(clamp_kernels[dt], 2, (const lt_tensor *[]){x, x}, &bounds);
   lt__bump_version(x);
@@ -818,7 +800,7 @@ static lt_status ew_inplace_dtype(const char *name, const lt_tensor *a, lt_dtype
 static lt_status binary_inplace_run(lt_binary_op op, const char *name, lt_tensor *a,
                                     const lt_tensor *b) {
   lt_status s;
-  if ((s = ew_check_inplace(name, a)) != LT_OK) return s;
+  if ((s = lt__check_inplace(name, a)) != LT_OK) return s;
   if ((s = lt__ensure_init()) != LT_OK) return s;
   if (binary_is_cmp[op]) { /* write 0/1 into a's dtype through a bool temporary */
     bool prev = lt_set_grad_enabled(false);
