@@ -337,69 +337,41 @@ static void ew_run(lt__loop_fn fn, int nops, const lt_tensor *const *ops, void *
 /* 2. Names, dtype rules and shared helpers                                 */
 /* ======================================================================== */
 
-static const char *const unary_names[LT_UNARY_COUNT] = {
-#define EW_U_NAME(N, n) [LT_UNARY_##N] = #n,
-    LT_UNARY_TABLE(EW_U_NAME)
-#undef EW_U_NAME
-};
-/* In-place names for messages ("exp_"). */
-static const char *const unary_names_[LT_UNARY_COUNT] = {
-#define EW_U_NAME_(N, n) [LT_UNARY_##N] = #n "_",
-    LT_UNARY_TABLE(EW_U_NAME_)
-#undef EW_U_NAME_
-};
-static const char *const binary_names[LT_BINARY_COUNT] = {
-#define EW_B_NAME(N, n, c) [LT_BINARY_##N] = #n,
-    LT_BINARY_TABLE(EW_B_NAME)
-#undef EW_B_NAME
-};
-static const char *const binary_names_[LT_BINARY_COUNT] = {
-#define EW_B_NAME_(N, n, c) [LT_BINARY_##N] = #n "_",
-    LT_BINARY_TABLE(EW_B_NAME_)
-#undef EW_B_NAME_
-};
-static const char *const binary_scalar_names[LT_BINARY_COUNT] = {
-#define EW_B_SNAME(N, n, c) [LT_BINARY_##N] = #n "_scalar",
-    LT_BINARY_TABLE(EW_B_SNAME)
-#undef EW_B_SNAME
-};
-static const char *const binary_scalar_names_[LT_BINARY_COUNT] = {
-#define EW_B_SNAME_(N, n, c) [LT_BINARY_##N] = #n "_scalar_",
-    LT_BINARY_TABLE(EW_B_SNAME_)
-#undef EW_B_SNAME_
-};
-static const bool binary_is_cmp[LT_BINARY_COUNT] = {
-#define EW_B_CMP(N, n, c) [LT_BINARY_##N] = (c),
-    LT_BINARY_TABLE(EW_B_CMP)
-#undef EW_B_CMP
+/* Per-op names (for messages: "exp", in place "exp_") and autograd op ids,
+ * generated from the public tables. A unary or binary op without its line in
+ * ops_elementwise.def fails to compile here. */
+typedef struct ew_unary_info {
+  const char *name, *name_;
+  lt__op_id id;
+} ew_unary_info;
+static const ew_unary_info unary_info[LT_UNARY_COUNT] = {
+#define EW_U_INFO(N, n) [LT_UNARY_##N] = {#n, #n "_", LT__OP_##n},
+    LT_UNARY_TABLE(EW_U_INFO)
+#undef EW_U_INFO
 };
 
-/* Autograd op ids: unary op -> its own id (a missing .def line fails here). */
-static const lt__op_id unary_op_id[LT_UNARY_COUNT] = {
-#define EW_U_ID(N, n) [LT_UNARY_##N] = LT__OP_##n,
-    LT_UNARY_TABLE(EW_U_ID)
-#undef EW_U_ID
-};
-/* Binary op -> (tensor form id, scalar form id); comparisons have none. */
-#define EW_IF_0(...) __VA_ARGS__
-#define EW_IF_1(...)
-#define EW_IF_NOT(c, ...) EW_IF_##c(__VA_ARGS__)
-static const lt__op_id binary_op_id[LT_BINARY_COUNT] = {
-#define EW_B_ID(N, n, c) EW_IF_NOT(c, [LT_BINARY_##N] = LT__OP_##n, )
-    LT_BINARY_TABLE(EW_B_ID)
-#undef EW_B_ID
-};
-static const lt__op_id binary_scalar_op_id[LT_BINARY_COUNT] = {
-#define EW_B_SID(N, n, c) EW_IF_NOT(c, [LT_BINARY_##N] = LT__OP_##n##_scalar, )
-    LT_BINARY_TABLE(EW_B_SID)
-#undef EW_B_SID
+/* EW_SEL(c, x, y): x if c is 0, y if c is 1 (the other is dropped unseen). */
+#define EW_SEL_0(x, y) x
+#define EW_SEL_1(x, y) y
+#define EW_SEL(c, x, y) EW_SEL_##c(x, y)
+typedef struct ew_binary_info {
+  const char *name, *name_, *sname, *sname_; /* "add", "add_", "add_scalar", "add_scalar_" */
+  bool cmp;                                  /* comparison: bool result, not differentiable */
+  lt__op_id id, sid;                         /* tensor and scalar forms (LT__OP_COUNT: none) */
+} ew_binary_info;
+static const ew_binary_info binary_info[LT_BINARY_COUNT] = {
+#define EW_B_INFO(N, n, c)                                                       \
+  [LT_BINARY_##N] = {#n, #n "_", #n "_scalar", #n "_scalar_", (c),             \
+                     EW_SEL(c, LT__OP_##n, LT__OP_COUNT), EW_SEL(c, LT__OP_##n##_scalar, LT__OP_COUNT)},
+    LT_BINARY_TABLE(EW_B_INFO)
+#undef EW_B_INFO
 };
 
 const char *lt_unary_name(lt_unary_op op) {
-  return (unsigned)op < LT_UNARY_COUNT ? unary_names[op] : "unknown";
+  return (unsigned)op < LT_UNARY_COUNT ? unary_info[op].name : "unknown";
 }
 const char *lt_binary_name(lt_binary_op op) {
-  return (unsigned)op < LT_BINARY_COUNT ? binary_names[op] : "unknown";
+  return (unsigned)op < LT_BINARY_COUNT ? binary_info[op].name : "unknown";
 }
 
 /* A fresh contiguous copy of x converted to dtype (never recorded). */
@@ -511,7 +483,7 @@ lt_tensor *lt_unary(lt_unary_op op, const lt_tensor *x) {
     lt__err(LT_ERR_INVALID, "unary: %d is not an lt_unary_op", (int)op);
     return NULL;
   }
-  const char *name = unary_names[op];
+  const char *name = unary_info[op].name;
   if (!x) {
     lt__err_null(name, "x");
     return NULL;
@@ -520,7 +492,7 @@ lt_tensor *lt_unary(lt_unary_op op, const lt_tensor *x) {
   if (!out || !lt__needs_grad(1, &x)) return out;
   const lt_tensor *saved = unary_saves[op] == EW_SAVE_X ? x : out;
   int nsaved = unary_saves[op] == EW_SAVE_NONE ? 0 : 1;
-  if (lt__record(out, unary_op_id[op], 1, &x, nsaved, &saved, NULL, 0) != LT_OK) {
+  if (lt__record(out, unary_info[op].id, 1, &x, nsaved, &saved, NULL, 0) != LT_OK) {
     lt_tensor_free(out);
     return NULL;
   }
@@ -530,7 +502,7 @@ lt_tensor *lt_unary(lt_unary_op op, const lt_tensor *x) {
 lt_status lt_unary_(lt_unary_op op, lt_tensor *x) {
   if ((unsigned)op >= LT_UNARY_COUNT)
     return lt__err(LT_ERR_INVALID, "unary_: %d is not an lt_unary_op", (int)op);
-  const char *name = unary_names_[op];
+  const char *name = unary_info[op].name_;
   if (!x) return lt__err_null(name, "x");
   lt_dtype dt;
   lt_status s = unary_dtype(op, name, x, &dt);
@@ -559,7 +531,7 @@ static lt_status unary_backward(lt_unary_op op, const lt_node *node, const lt_te
                                 lt_tensor **gin) {
   if (!lt__needs_input_grad(node, 0)) return LT_OK;
   const lt_tensor *s = node->nsaved ? node->saved[0] : NULL;
-  const char *name = unary_names[op];
+  const char *name = unary_info[op].name;
   lt_tensor *r = NULL;
   switch (op) {
     case LT_UNARY_NEG: r = lt_neg(g); break;                          /* -g */
@@ -726,7 +698,7 @@ static lt_tensor *binary_compute(lt_binary_op op, const char *name, const lt_ten
   lt_tensor *ta, *tb = NULL, *out = NULL;
   const lt_tensor *ca = ew_as(a, compute, &ta);
   const lt_tensor *cb = ca ? ew_as(b, compute, &tb) : NULL;
-  if (cb) out = lt_empty(binary_is_cmp[op] ? LT_DTYPE_BOOL : compute, nd, shape);
+  if (cb) out = lt_empty(binary_info[op].cmp ? LT_DTYPE_BOOL : compute, nd, shape);
   if (out) ew_run(binary_kernels[op][compute], 3, (const lt_tensor *[]){out, ca, cb}, NULL);
   lt_tensor_free(ta);
   lt_tensor_free(tb);
@@ -757,7 +729,7 @@ lt_tensor *lt_binary(lt_binary_op op, const lt_tensor *a, const lt_tensor *b) {
     lt__err(LT_ERR_INVALID, "binary: %d is not an lt_binary_op", (int)op);
     return NULL;
   }
-  const char *name = binary_names[op];
+  const char *name = binary_info[op].name;
   if (!a || !b) {
     lt__err_null(name, !a ? "a" : "b");
     return NULL;
@@ -765,7 +737,7 @@ lt_tensor *lt_binary(lt_binary_op op, const lt_tensor *a, const lt_tensor *b) {
   lt_dtype c;
   if (binary_dtype(op, name, a, b, &c) != LT_OK) return NULL;
   lt_tensor *out = binary_compute(op, name, a, b, c);
-  if (!out || binary_is_cmp[op] || !lt__needs_grad(2, (const lt_tensor *[]){a, b})) return out;
+  if (!out || binary_info[op].cmp || !lt__needs_grad(2, (const lt_tensor *[]){a, b})) return out;
   bool sa, sb, sout;
   binary_saves(op, lt__needs_grad(1, &a), lt__needs_grad(1, &b), &sa, &sb, &sout);
   const lt_tensor *saved[3];
@@ -774,7 +746,7 @@ lt_tensor *lt_binary(lt_binary_op op, const lt_tensor *a, const lt_tensor *b) {
   if (sa) aux.ia = (signed char)ns, saved[ns++] = a;
   if (sb) aux.ib = (signed char)ns, saved[ns++] = b;
   if (sout) aux.iout = (signed char)ns, saved[ns++] = out;
-  if (lt__record(out, binary_op_id[op], 2, (const lt_tensor *[]){a, b}, ns, saved, &aux,
+  if (lt__record(out, binary_info[op].id, 2, (const lt_tensor *[]){a, b}, ns, saved, &aux,
                  sizeof aux) != LT_OK) {
     lt_tensor_free(out);
     return NULL;
@@ -802,7 +774,7 @@ static lt_status binary_inplace_run(lt_binary_op op, const char *name, lt_tensor
   lt_status s;
   if ((s = lt__check_inplace(name, a)) != LT_OK) return s;
   if ((s = lt__ensure_init()) != LT_OK) return s;
-  if (binary_is_cmp[op]) { /* write 0/1 into a's dtype through a bool temporary */
+  if (binary_info[op].cmp) { /* write 0/1 into a's dtype through a bool temporary */
     bool prev = lt_set_grad_enabled(false);
     lt_tensor *r = binary_compute(op, name, a, b, lt__promote(a->dtype, b->dtype));
     s = r ? lt_copy_(a, r) : lt_last_status();
@@ -834,7 +806,7 @@ static lt_status binary_inplace_run(lt_binary_op op, const char *name, lt_tensor
 lt_status lt_binary_(lt_binary_op op, lt_tensor *a, const lt_tensor *b) {
   if ((unsigned)op >= LT_BINARY_COUNT)
     return lt__err(LT_ERR_INVALID, "binary_: %d is not an lt_binary_op", (int)op);
-  const char *name = binary_names_[op];
+  const char *name = binary_info[op].name_;
   if (!a || !b) return lt__err_null(name, !a ? "a" : "b");
   int nd;
   int64_t shape[LT_MAX_DIMS];
@@ -845,7 +817,7 @@ lt_status lt_binary_(lt_binary_op op, lt_tensor *a, const lt_tensor *b) {
                    "op cannot change a's shape", name, LT__D(a), LT__D(b), LT__S(nd, shape));
   lt_dtype c;
   if ((s = binary_dtype(op, name, a, b, &c)) != LT_OK) return s;
-  if (!binary_is_cmp[op] && (s = ew_inplace_dtype(name, a, c, "b is another dtype")) != LT_OK)
+  if (!binary_info[op].cmp && (s = ew_inplace_dtype(name, a, c, "b is another dtype")) != LT_OK)
     return s;
   return binary_inplace_run(op, name, a, b);
 }
@@ -914,7 +886,7 @@ static lt_status scalar_dtype(lt_binary_op op, const char *name, const lt_tensor
                               lt_dtype *compute) {
   lt_dtype c = a->dtype;
   if (lt_dtype_is_float(c)) {
-  } else if (binary_is_cmp[op]) {
+  } else if (binary_info[op].cmp) {
     if (!ew_scalar_fits(s, c)) c = LT_DTYPE_F64;
   } else if (op == LT_BINARY_DIV || op == LT_BINARY_POW || !(s == floor(s))) {
     c = LT_DTYPE_F32;
@@ -938,7 +910,7 @@ lt_tensor *lt_binary_scalar(lt_binary_op op, const lt_tensor *a, double s) {
     lt__err(LT_ERR_INVALID, "binary_scalar: %d is not an lt_binary_op", (int)op);
     return NULL;
   }
-  const char *name = binary_scalar_names[op];
+  const char *name = binary_info[op].sname;
   if (!a) {
     lt__err_null(name, "a");
     return NULL;
@@ -949,11 +921,11 @@ lt_tensor *lt_binary_scalar(lt_binary_op op, const lt_tensor *a, double s) {
   if (!sc) return NULL;
   lt_tensor *out = binary_compute(op, name, a, sc, c);
   lt_tensor_free(sc);
-  if (!out || binary_is_cmp[op]) return out;
+  if (!out || binary_info[op].cmp) return out;
   /* pow, maximum, minimum need a; add, sub, mul, div only s. */
   int ns = op == LT_BINARY_POW || op == LT_BINARY_MAXIMUM || op == LT_BINARY_MINIMUM;
   ew_scalar_aux aux = {s};
-  if (lt__record(out, binary_scalar_op_id[op], 1, &a, ns, &a, &aux, sizeof aux) != LT_OK) {
+  if (lt__record(out, binary_info[op].sid, 1, &a, ns, &a, &aux, sizeof aux) != LT_OK) {
     lt_tensor_free(out);
     return NULL;
   }
@@ -963,12 +935,12 @@ lt_tensor *lt_binary_scalar(lt_binary_op op, const lt_tensor *a, double s) {
 lt_status lt_binary_scalar_(lt_binary_op op, lt_tensor *a, double s) {
   if ((unsigned)op >= LT_BINARY_COUNT)
     return lt__err(LT_ERR_INVALID, "binary_scalar_: %d is not an lt_binary_op", (int)op);
-  const char *name = binary_scalar_names_[op];
+  const char *name = binary_info[op].sname_;
   if (!a) return lt__err_null(name, "a");
   lt_dtype c;
   lt_status st = scalar_dtype(op, name, a, s, &c);
   if (st != LT_OK) return st;
-  if (!binary_is_cmp[op] && c != a->dtype)
+  if (!binary_info[op].cmp && c != a->dtype)
     return lt__err(LT_ERR_DTYPE, "%s: a is %s, s = %.17g: the result is %s and cannot be stored "
                    "in a in place", name, LT__D(a), s, lt_dtype_name(c));
   lt_tensor *sc = lt_scalar(c, s);
@@ -1020,14 +992,14 @@ static lt_status scalar_backward(lt_binary_op op, const lt_node *node, const lt_
   lt_status lt_##n##_scalar_(lt_tensor *a, double s) {                                   \
     return lt_binary_scalar_(LT_BINARY_##N, a, s);                                       \
   }                                                                                      \
-  EW_IF_NOT(c,                                                                           \
+  EW_SEL(c,                                                                            \
     lt_status lt__bw_##n(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {  \
       return binary_backward(LT_BINARY_##N, node, gout, gin);                            \
     }                                                                                    \
     lt_status lt__bw_##n##_scalar(const lt_node *node, const lt_tensor *gout,            \
                                   lt_tensor **gin) {                                     \
       return scalar_backward(LT_BINARY_##N, node, gout, gin);                            \
-    })
+    }, )
 LT_BINARY_TABLE(EW_BINARY_WRAP)
 #undef EW_BINARY_WRAP
 
