@@ -252,7 +252,7 @@ typedef void (*row_kernel)(const rplan *p, const void *x, void *const *outs, int
 typedef void (*col_kernel)(const rplan *p, const void *x, void *const *outs, int64_t ob,
                            int64_t j0, int64_t j1, const rctx *c);
 
-#define COLBLK 512
+#define COLBLK 2048
 
 /* The shared prologue of a column kernel. */
 #define COL_PROLOGUE(T)                                                                 \
@@ -276,11 +276,11 @@ static void run_plan(const rplan *p, const void *x, void *const *outs, row_kerne
   int nt = work >= LT__PARALLEL_MIN ? omp_get_max_threads() : 1;
   if (ck && use_columns(p)) {
     const int64_t nl = p->ksh[p->nk - 1], nob = p->nout / nl;
-    /* Blocks of 64..COLBLK outputs, about 4 tasks per thread. The block size
-     * does not change any output's summation order. */
-    int64_t blk = (nl * nob + 4 * nt - 1) / (4 * nt);
-    if (blk > nl) blk = nl;
-    blk = (blk + 7) / 8 * 8;
+    /* Blocks of 64..COLBLK outputs, as wide as possible while giving every
+     * thread a task. The block size does not change any output's order. */
+    const int64_t per_ob = (nt + nob - 1) / nob;
+    int64_t blk = (nl + per_ob - 1) / per_ob;
+    blk = (blk + 15) / 16 * 16;
     if (blk < 64) blk = 64;
     if (blk > COLBLK) blk = COLBLK;
     const int64_t nblk = (nl + blk - 1) / blk, ntasks = nob * nblk;
@@ -342,7 +342,24 @@ static void run_plan(const rplan *p, const void *x, void *const *outs, row_kerne
     O *out = (O *)outs[0] + obase;                                                      \
     A acc[COLBLK];                                                                      \
     for (int64_t j = 0; j < m; j++) acc[j] = 0;                                         \
-    COL_FOR_ROWS(p, xb, ks, m, T, j, v, acc[j] += (A)v;);                               \
+    /* Four rows at a time: one accumulator update per four elements. */              \
+    FOR_RUNS(p, off, n, s, {                                                            \
+      int64_t i = 0;                                                                    \
+      for (; i + 4 <= n; i += 4) {                                                      \
+        const T *q0 = xb + off + i * s, *q1 = q0 + s, *q2 = q1 + s, *q3 = q2 + s;       \
+        if (ks == 1) {                                                                  \
+          for (int64_t j = 0; j < m; j++)                                               \
+            acc[j] += ((A)q0[j] + (A)q1[j]) + ((A)q2[j] + (A)q3[j]);                    \
+        } else {                                                                        \
+          for (int64_t j = 0; j < m; j++)                                               \
+            acc[j] += ((A)q0[j * ks] + (A)q1[j * ks]) + ((A)q2[j * ks] + (A)q3[j * ks]); \
+        }                                                                               \
+      }                                                                                 \
+      for (; i < n; i++) {                                                              \
+        const T *q = xb + off + i * s;                                                  \
+        for (int64_t j = 0; j < m; j++) acc[j] += (A)q[j * ks];                         \
+      }                                                                                 \
+    });                                                                                 \
     for (int64_t j = 0; j < m; j++) out[j] = FIN(O, acc[j]);                            \
   }
 
@@ -976,6 +993,42 @@ static sgeom softmax_geom(const lt_tensor *x, int d) {
 
 #define SMBLK 256
 
+/* Contiguous row helpers with 8 lanes (vectorised): max (NaN wins), sum and
+ * dot product in double. */
+#define ROW_HELPERS(NAME, T)                                                            \
+  static inline T rmax_##NAME(const T *q, int64_t n) {                                  \
+    T a[8];                                                                             \
+    for (int l = 0; l < 8; l++) a[l] = -INFINITY;                                       \
+    int64_t i = 0;                                                                      \
+    for (; i + 8 <= n; i += 8)                                                          \
+      for (int l = 0; l < 8; l++) {                                                     \
+        const T v = q[i + l];                                                           \
+        a[l] = (v > a[l] || v != v) ? v : a[l];                                         \
+      }                                                                                 \
+    for (int l = 0; i < n; i++, l++) a[l] = (q[i] > a[l] || q[i] != q[i]) ? q[i] : a[l]; \
+    T m = a[0];                                                                         \
+    for (int l = 1; l < 8; l++) m = (a[l] > m || a[l] != a[l]) ? a[l] : m;              \
+    return m;                                                                           \
+  }                                                                                     \
+  static inline double rsum_##NAME(const T *q, int64_t n) {                             \
+    double a[8] = {0};                                                                  \
+    int64_t i = 0;                                                                      \
+    for (; i + 8 <= n; i += 8)                                                          \
+      for (int l = 0; l < 8; l++) a[l] += (double)q[i + l];                             \
+    for (int l = 0; i < n; i++, l++) a[l] += (double)q[i];                              \
+    return LANES_SUM(a);                                                                \
+  }                                                                                     \
+  static inline double rdot_##NAME(const T *p, const T *q, int64_t n) {                 \
+    double a[8] = {0};                                                                  \
+    int64_t i = 0;                                                                      \
+    for (; i + 8 <= n; i += 8)                                                          \
+      for (int l = 0; l < 8; l++) a[l] += (double)p[i + l] * (double)q[i + l];          \
+    for (int l = 0; i < n; i++, l++) a[l] += (double)p[i] * (double)q[i];               \
+    return LANES_SUM(a);                                                                \
+  }
+ROW_HELPERS(f32, float)
+ROW_HELPERS(f64, double)
+
 /* Forward, y = softmax(x) or log_softmax(x) along n. m = max (NaN wins), then
  * e = exp(x - m) in T with the sum in double; softmax y = e * (1/sum),
  * log_softmax y = (x - m) - log(sum).
@@ -986,19 +1039,13 @@ static sgeom softmax_geom(const lt_tensor *x, int d) {
     for (int64_t r = r0; r < r1; r++) {                                                 \
       const T *xr = x + r * n;                                                          \
       T *yr = y + r * n;                                                                \
-      T m = -INFINITY;                                                                  \
-      for (int64_t i = 0; i < n; i++) m = (xr[i] > m || xr[i] != xr[i]) ? xr[i] : m;    \
-      double sum = 0;                                                                   \
+      const T m = rmax_##NAME(xr, n);                                                   \
+      for (int64_t i = 0; i < n; i++) yr[i] = EXP(xr[i] - m);                           \
+      const double sum = rsum_##NAME(yr, n);                                            \
       if (!logsm) {                                                                     \
-        for (int64_t i = 0; i < n; i++) {                                               \
-          const T e = EXP(xr[i] - m);                                                   \
-          yr[i] = e;                                                                    \
-          sum += e;                                                                     \
-        }                                                                               \
         const T inv = (T)(1.0 / sum);                                                   \
         for (int64_t i = 0; i < n; i++) yr[i] *= inv;                                   \
       } else {                                                                          \
-        for (int64_t i = 0; i < n; i++) sum += EXP(xr[i] - m);                          \
         const T ls = (T)log(sum);                                                       \
         for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] - m) - ls;                       \
       }                                                                                 \
@@ -1048,14 +1095,11 @@ SOFTMAX_KERNELS(f64, double, exp)
     for (int64_t r = r0; r < r1; r++) {                                                 \
       const T *yr = y + r * n, *gr = g + r * n;                                         \
       T *dr = dx + r * n;                                                               \
-      double s = 0;                                                                     \
       if (!logsm) {                                                                     \
-        for (int64_t i = 0; i < n; i++) s += (double)gr[i] * (double)yr[i];             \
-        const T st = (T)s;                                                              \
+        const T st = (T)rdot_##NAME(gr, yr, n);                                         \
         for (int64_t i = 0; i < n; i++) dr[i] = yr[i] * (gr[i] - st);                   \
       } else {                                                                          \
-        for (int64_t i = 0; i < n; i++) s += gr[i];                                     \
-        const T st = (T)s;                                                              \
+        const T st = (T)rsum_##NAME(gr, n);                                             \
         for (int64_t i = 0; i < n; i++) dr[i] = gr[i] - EXP(yr[i]) * st;                \
       }                                                                                 \
     }                                                                                   \
