@@ -1,0 +1,257 @@
+/*
+ * bench/gemm.c: GFLOP/s of lt_matmul next to the same bli_sgemm call made
+ * directly, f32, on the shapes a Transformer uses. Prints a Markdown table
+ * (docs/gemm.md keeps the latest one) with the ratio lt/raw per row.
+ *
+ * Usage: bench_gemm [--quick] [--switch] [threads ...]   (default threads: 1 2)
+ *   --quick   fewer repeats (a smoke run)
+ *   --switch  also time batched products both ways (one product per thread,
+ *             or one after another with BLIS threads) to place the switch
+ *             point lt__matmul_batch_par_max
+ *
+ * Method: each operand is made once; a row is timed by alternating raw and
+ * lt calls (so that noise from other processes hits both), best of N after a
+ * warm-up. The lt time includes allocating and freeing the output, as a user
+ * pays it; raw BLIS writes into a buffer made once. A batched row's raw time
+ * is a loop of bli_sgemm calls, one per batch entry, with BLIS threads.
+ *
+ * What this is not: a BLIS tuning tool; the kernel set is the one libtensor's
+ * runtime chose (printed in the header).
+ */
+#include <blis.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "libtensor.h"
+#include "tensor/matmul_internal.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_gemm: %s: %s: %s\n", what, lt_status_name(lt_last_status()), lt_last_error());
+  exit(1);
+}
+
+/* One row: out[nb, m, n] = A[nb, m, k] · B[nb, k, n] (nb == 0: no batch dim,
+ * b_shared: B is one [k,n] matrix for the whole batch). ta/tb: the operand is
+ * stored transposed ([k,m] / [n,k]) and passed as a transposed view. */
+typedef struct {
+  const char *name;
+  int64_t nb, m, n, k;
+  bool ta, tb;
+} row;
+
+static const row rows[] = {
+    {"128 x 128 x 128", 0, 128, 128, 128, false, false},
+    {"256 x 256 x 256", 0, 256, 256, 256, false, false},
+    {"512 x 512 x 512", 0, 512, 512, 512, false, false},
+    {"1024 x 1024 x 1024", 0, 1024, 1024, 1024, false, false},
+    {"2048 x 2048 x 2048", 0, 2048, 2048, 2048, false, false},
+    {"[4096,512]·[512,2048] (Linear fwd, W [in,out])", 0, 4096, 2048, 512, false, false},
+    {"[4096,512]·[2048,512]^T (Linear fwd, W [out,in])", 0, 4096, 2048, 512, false, true},
+    {"[4096,2048]·[2048,512] (Linear bwd dX = g·W)", 0, 4096, 512, 2048, false, false},
+    {"[4096,2048]^T·[4096,512] (Linear bwd dW = g^T·X)", 0, 2048, 512, 4096, true, false},
+    {"[4096,2048]·[512,2048]^T (Linear bwd dX = g·W^T)", 0, 4096, 512, 2048, false, true},
+    {"[4096,512]^T·[4096,2048] (Linear bwd dW = X^T·g)", 0, 512, 2048, 4096, true, false},
+    {"[64,128,64]·[64,64,128] (attention q·k^T)", 64, 128, 128, 64, false, false},
+    {"[64,128,64]·[64,128,64]^T (q·k^T, k^T a view)", 64, 128, 128, 64, false, true},
+    {"[64,128,128]·[64,128,64] (attention p·v)", 64, 128, 64, 128, false, false},
+};
+
+typedef struct {
+  lt_tensor *a_store, *b_store, *a, *b; /* a, b: the operands lt_matmul gets */
+  float *c;                             /* raw output */
+  int64_t rsa, csa, rsb, csb, bsa, bsb; /* strides raw BLIS gets (elements) */
+} operands;
+
+static lt_tensor *randu(lt_generator *g, int ndim, const int64_t *shape) {
+  lt_tensor *t = lt_uniform(g, LT_DTYPE_F32, ndim, shape, -1, 1);
+  if (!t) die("lt_uniform");
+  return t;
+}
+
+static void make(const row *r, lt_generator *g, operands *o) {
+  int64_t nb = r->nb ? r->nb : 1;
+  int nd = r->nb ? 3 : 2, o1 = nd - 2;
+  int64_t sa[3] = {nb, r->ta ? r->k : r->m, r->ta ? r->m : r->k};
+  int64_t sb[3] = {nb, r->tb ? r->n : r->k, r->tb ? r->k : r->n};
+  o->a_store = randu(g, nd, sa + (r->nb ? 0 : 1));
+  o->b_store = randu(g, nd, sb + (r->nb ? 0 : 1));
+  o->a = r->ta ? lt_transpose(o->a_store, -2, -1) : lt_tensor_retain(o->a_store);
+  o->b = r->tb ? lt_transpose(o->b_store, -2, -1) : lt_tensor_retain(o->b_store);
+  if (!o->a || !o->b) die("lt_transpose");
+  o->rsa = o->a->stride[o1];
+  o->csa = o->a->stride[o1 + 1];
+  o->rsb = o->b->stride[o1];
+  o->csb = o->b->stride[o1 + 1];
+  o->bsa = r->m * r->k;
+  o->bsb = r->k * r->n;
+  o->c = malloc(sizeof(float) * (size_t)(nb * r->m * r->n));
+  if (!o->c) die("malloc");
+  memset(o->c, 0, sizeof(float) * (size_t)(nb * r->m * r->n));
+}
+
+static void unmake(operands *o) {
+  lt_tensor_free(o->a);
+  lt_tensor_free(o->b);
+  lt_tensor_free(o->a_store);
+  lt_tensor_free(o->b_store);
+  free(o->c);
+}
+
+static void run_raw(const row *r, const operands *o) {
+  float one = 1.0f, zero = 0.0f;
+  const float *A = o->a->data, *B = o->b->data;
+  int64_t nb = r->nb ? r->nb : 1;
+  for (int64_t i = 0; i < nb; i++)
+    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, r->m, r->n, r->k, &one, (float *)A + i * o->bsa,
+              o->rsa, o->csa, (float *)B + i * o->bsb, o->rsb, o->csb, &zero, o->c + i * r->m * r->n,
+              r->n, 1);
+}
+
+static void run_lt(const operands *o) {
+  lt_tensor *c = lt_matmul(o->a, o->b);
+  if (!c) die("lt_matmul");
+  lt_tensor_free(c);
+}
+
+/* Best-of times of raw and lt, alternating. */
+static void time_row(const row *r, const operands *o, bool quick, double *t_raw, double *t_lt) {
+  double t0 = now();
+  run_raw(r, o); /* warm-up: BLIS's packing buffers, the allocator, page faults */
+  run_lt(o);
+  run_raw(r, o);
+  run_lt(o);
+  double once = (now() - t0) / 4;
+  int reps = once > 0 ? (int)((quick ? 0.2 : 1.0) / once) : 50;
+  if (reps < (quick ? 2 : 5)) reps = quick ? 2 : 5;
+  if (reps > 200) reps = 200;
+  *t_raw = *t_lt = 1e30;
+  for (int i = 0; i < reps; i++) {
+    double a = now();
+    run_raw(r, o);
+    double b = now();
+    run_lt(o);
+    double c = now();
+    if (b - a < *t_raw) *t_raw = b - a;
+    if (c - b < *t_lt) *t_lt = c - b;
+  }
+}
+
+static void print_header(void) {
+  lt_runtime_info info;
+  if (lt_runtime_get_info(&info) != LT_OK) die("lt_runtime_get_info");
+  char cpu[256] = "unknown";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof line, f))
+      if (!strncmp(line, "model name", 10)) {
+        char *p = strchr(line, ':');
+        if (p) {
+          snprintf(cpu, sizeof cpu, "%s", p + 2);
+          cpu[strcspn(cpu, "\n")] = '\0';
+        }
+        break;
+      }
+    fclose(f);
+  }
+  char date[64];
+  time_t t = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
+  printf("libtensor %s, BLIS %s, kernel set %s (%s%s), CPU %s, %s\n", info.version,
+         bli_info_get_version_str(), info.blas_arch, info.blas_arch_why,
+         info.blas_arch_from_user ? ", from BLIS_ARCH_TYPE" : "", cpu, date);
+}
+
+static void print_load(const char *when) {
+  FILE *f = fopen("/proc/loadavg", "r");
+  char buf[128] = "?";
+  if (f) {
+    if (!fgets(buf, sizeof buf, f)) buf[0] = '\0';
+    fclose(f);
+  }
+  buf[strcspn(buf, "\n")] = '\0';
+  printf("load average %s: %s\n", when, buf);
+}
+
+/* Batched products timed both ways, to place lt__matmul_batch_par_max. */
+static void switch_sweep(lt_generator *g, bool quick) {
+  printf("\n### Batched: one product per thread vs BLIS threads inside (%d threads)\n\n",
+         lt_get_num_threads());
+  printf("| shape | m·n·k | per-thread GFLOP/s | BLIS-threads GFLOP/s | ratio |\n|---|---:|---:|---:|---:|\n");
+  const int64_t T[] = {16, 32, 64, 128, 192, 256, 384, 512};
+  for (size_t i = 0; i < sizeof T / sizeof *T; i++)
+    for (int hs = 0; hs < 2; hs++) {
+      int64_t nb = 32, m = T[i], n = hs ? 64 : T[i], k = hs ? T[i] : 64;
+      row r = {"", nb, m, n, k, false, false};
+      operands o;
+      make(&r, g, &o);
+      double best[2];
+      for (int way = 0; way < 2; way++) {
+        int64_t prev = lt__matmul_set_batch_par_max(way == 0 ? INT64_MAX : 0);
+        double dummy;
+        time_row(&r, &o, quick, &dummy, &best[way]);
+        lt__matmul_set_batch_par_max(prev);
+      }
+      double fl = 2.0 * (double)(nb * m * n * k);
+      printf("| [%lld,%lld,%lld]·[%lld,%lld,%lld] | %lld | %.1f | %.1f | %.2f |\n", (long long)nb,
+             (long long)m, (long long)k, (long long)nb, (long long)k, (long long)n,
+             (long long)(m * n * k), fl / best[0] * 1e-9, fl / best[1] * 1e-9, best[1] / best[0]);
+      unmake(&o);
+    }
+}
+
+int main(int argc, char **argv) {
+  bool quick = false, sweep = false;
+  int threads[8], nthreads = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--switch")) sweep = true;
+    else if (nthreads < 8 && atoi(argv[i]) > 0) threads[nthreads++] = atoi(argv[i]);
+    else {
+      fprintf(stderr, "usage: %s [--quick] [--switch] [threads ...]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!nthreads) {
+    threads[0] = 1;
+    threads[1] = 2;
+    nthreads = 2;
+  }
+  if (lt_init() != LT_OK) die("lt_init"); /* chooses the kernel set before BLIS initialises */
+  print_header();
+  print_load("at start");
+  lt_generator *g = lt_generator_new(42);
+  if (!g) die("lt_generator_new");
+
+  for (int ti = 0; ti < nthreads; ti++) {
+    if (lt_set_num_threads(threads[ti]) != LT_OK) die("lt_set_num_threads");
+    bli_thread_set_num_threads(threads[ti]); /* raw calls use BLIS's global setting */
+    printf("\n### f32, %d thread%s\n\n", threads[ti], threads[ti] > 1 ? "s" : "");
+    printf("| shape (m x n x k) | lt GFLOP/s | raw BLIS GFLOP/s | lt/raw |\n|---|---:|---:|---:|\n");
+    fflush(stdout);
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+      const row *r = &rows[i];
+      operands o;
+      make(r, g, &o);
+      double t_raw, t_lt;
+      time_row(r, &o, quick, &t_raw, &t_lt);
+      double fl = 2.0 * (double)((r->nb ? r->nb : 1) * r->m * r->n * r->k);
+      printf("| %s | %.1f | %.1f | %.3f |\n", r->name, fl / t_lt * 1e-9, fl / t_raw * 1e-9, t_raw / t_lt);
+      fflush(stdout);
+      unmake(&o);
+    }
+    if (sweep && threads[ti] > 1) switch_sweep(g, quick);
+  }
+  print_load("at end");
+  lt_generator_free(g);
+  return 0;
+}
