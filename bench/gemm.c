@@ -71,19 +71,27 @@ typedef struct {
   int64_t rsa, csa, rsb, csb, bsa, bsb; /* strides raw BLIS gets (elements) */
 } operands;
 
-static lt_tensor *randu(lt_generator *g, int ndim, const int64_t *shape) {
-  lt_tensor *t = lt_uniform(g, LT_DTYPE_F32, ndim, shape, -1, 1);
-  if (!t) die("lt_uniform");
+/* Values in [-1, 1) from a small LCG (the values do not matter, only that
+ * they are ordinary numbers). */
+static lt_tensor *randu(int ndim, const int64_t *shape) {
+  lt_tensor *t = lt_empty(LT_DTYPE_F32, ndim, shape);
+  if (!t) die("lt_empty");
+  static uint64_t state = 42;
+  float *p = t->data;
+  for (int64_t i = 0; i < t->numel; i++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = (float)((double)(state >> 40) / 8388608.0 - 1.0);
+  }
   return t;
 }
 
-static void make(const row *r, lt_generator *g, operands *o) {
+static void make(const row *r, operands *o) {
   int64_t nb = r->nb ? r->nb : 1;
   int nd = r->nb ? 3 : 2, o1 = nd - 2;
   int64_t sa[3] = {nb, r->ta ? r->k : r->m, r->ta ? r->m : r->k};
   int64_t sb[3] = {nb, r->tb ? r->n : r->k, r->tb ? r->k : r->n};
-  o->a_store = randu(g, nd, sa + (r->nb ? 0 : 1));
-  o->b_store = randu(g, nd, sb + (r->nb ? 0 : 1));
+  o->a_store = randu(nd, sa + (r->nb ? 0 : 1));
+  o->b_store = randu(nd, sb + (r->nb ? 0 : 1));
   o->a = r->ta ? lt_transpose(o->a_store, -2, -1) : lt_tensor_retain(o->a_store);
   o->b = r->tb ? lt_transpose(o->b_store, -2, -1) : lt_tensor_retain(o->b_store);
   if (!o->a || !o->b) die("lt_transpose");
@@ -183,7 +191,7 @@ static void print_load(const char *when) {
 }
 
 /* Batched products timed both ways, to place lt__matmul_batch_par_max. */
-static void switch_sweep(lt_generator *g, bool quick) {
+static void switch_sweep(bool quick) {
   printf("\n### Batched: one product per thread vs BLIS threads inside (%d threads)\n\n",
          lt_get_num_threads());
   printf("| shape | m·n·k | per-thread GFLOP/s | BLIS-threads GFLOP/s | ratio |\n|---|---:|---:|---:|---:|\n");
@@ -193,7 +201,7 @@ static void switch_sweep(lt_generator *g, bool quick) {
       int64_t nb = 32, m = T[i], n = hs ? 64 : T[i], k = hs ? T[i] : 64;
       row r = {"", nb, m, n, k, false, false};
       operands o;
-      make(&r, g, &o);
+      make(&r, &o);
       double best[2];
       for (int way = 0; way < 2; way++) {
         int64_t prev = lt__matmul_set_batch_par_max(way == 0 ? INT64_MAX : 0);
@@ -229,8 +237,6 @@ int main(int argc, char **argv) {
   if (lt_init() != LT_OK) die("lt_init"); /* chooses the kernel set before BLIS initialises */
   print_header();
   print_load("at start");
-  lt_generator *g = lt_generator_new(42);
-  if (!g) die("lt_generator_new");
 
   for (int ti = 0; ti < nthreads; ti++) {
     if (lt_set_num_threads(threads[ti]) != LT_OK) die("lt_set_num_threads");
@@ -241,7 +247,7 @@ int main(int argc, char **argv) {
     for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
       const row *r = &rows[i];
       operands o;
-      make(r, g, &o);
+      make(r, &o);
       double t_raw, t_lt;
       time_row(r, &o, quick, &t_raw, &t_lt);
       double fl = 2.0 * (double)((r->nb ? r->nb : 1) * r->m * r->n * r->k);
@@ -249,9 +255,8 @@ int main(int argc, char **argv) {
       fflush(stdout);
       unmake(&o);
     }
-    if (sweep && threads[ti] > 1) switch_sweep(g, quick);
+    if (sweep && threads[ti] > 1) switch_sweep(quick);
   }
   print_load("at end");
-  lt_generator_free(g);
   return 0;
 }
