@@ -199,26 +199,38 @@ static void switch_sweep(bool quick) {
   printf("\n### Batched: one product per thread vs BLIS threads inside (%d threads)\n\n",
          lt_get_num_threads());
   printf("| shape | m·n·k | per-thread GFLOP/s | BLIS-threads GFLOP/s | ratio |\n|---|---:|---:|---:|---:|\n");
-  const int64_t T[] = {16, 32, 64, 128, 192, 256, 384, 512};
-  for (size_t i = 0; i < sizeof T / sizeof *T; i++)
-    for (int hs = 0; hs < 2; hs++) {
-      int64_t nb = 32, m = T[i], n = hs ? 64 : T[i], k = hs ? T[i] : 64;
-      row r = {"", nb, m, n, k, false, false};
-      operands o;
-      make(&r, &o);
-      double best[2];
-      for (int way = 0; way < 2; way++) {
-        int64_t prev = lt__matmul_set_batch_par_max(way == 0 ? INT64_MAX : 0);
-        double dummy;
-        time_row(&r, &o, quick, &dummy, &best[way]);
-        lt__matmul_set_batch_par_max(prev);
-      }
-      double fl = 2.0 * (double)(nb * m * n * k);
-      printf("| [%lld,%lld,%lld]·[%lld,%lld,%lld] | %lld | %.1f | %.1f | %.2f |\n", (long long)nb,
-             (long long)m, (long long)k, (long long)nb, (long long)k, (long long)n,
-             (long long)(m * n * k), fl / best[0] * 1e-9, fl / best[1] * 1e-9, best[1] / best[0]);
-      unmake(&o);
+  /* nb batches of q·k^T ([T,64]·[64,T]) and p·v ([T,T]·[T,64]), then 3 square
+   * products (a batch that does not spread evenly over 2 threads). */
+  const int64_t T[] = {16, 32, 64, 128, 256, 512, 1024};
+  const int64_t nT = (int64_t)(sizeof T / sizeof *T);
+  for (int64_t c = 0; c < 2 * nT + 3; c++) {
+    int64_t nb, m, n, k;
+    if (c < 2 * nT) {
+      int64_t t = T[c / 2];
+      nb = 32;
+      m = t;
+      n = c % 2 ? 64 : t;
+      k = c % 2 ? t : 64;
+    } else {
+      nb = 3;
+      m = n = k = (int64_t)128 << (c - 2 * nT);
     }
+    row r = {"", nb, m, n, k, false, false};
+    operands o;
+    make(&r, &o);
+    double best[2];
+    for (int way = 0; way < 2; way++) {
+      int64_t prev = lt__matmul_set_batch_par_max(way == 0 ? INT64_MAX : 0);
+      double dummy;
+      time_row(&r, &o, quick, &dummy, &best[way]);
+      lt__matmul_set_batch_par_max(prev);
+    }
+    double fl = 2.0 * (double)(nb * m * n * k);
+    printf("| [%lld,%lld,%lld]·[%lld,%lld,%lld] | %lld | %.1f | %.1f | %.2f |\n", (long long)nb,
+           (long long)m, (long long)k, (long long)nb, (long long)k, (long long)n,
+           (long long)(m * n * k), fl / best[0] * 1e-9, fl / best[1] * 1e-9, best[1] / best[0]);
+    unmake(&o);
+  }
 }
 
 int main(int argc, char **argv) {
