@@ -23,7 +23,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <time.h>
+#include <unistd.h>
 
 #include "libtensor.h"
 #include "tensor/matmul_internal.h"
@@ -183,15 +185,35 @@ static void print_header(void) {
          info.blas_arch_from_user ? ", from BLIS_ARCH_TYPE" : "", cpu, date);
 }
 
-static void print_load(const char *when) {
-  FILE *f = fopen("/proc/loadavg", "r");
-  char buf[128] = "?";
+/* How busy the rest of the machine is: CPU seconds used by other processes
+ * (all CPUs' busy time from /proc/stat minus this process's own) per second
+ * of wall time, i.e. how many cores others took on average. */
+typedef struct {
+  double wall, busy, self;
+} cpu_mark;
+
+static cpu_mark mark(void) {
+  cpu_mark m = {now(), 0, 0};
+  FILE *f = fopen("/proc/stat", "r");
   if (f) {
-    if (!fgets(buf, sizeof buf, f)) buf[0] = '\0';
+    unsigned long long v[8] = {0};
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7]) == 8) /* user nice system idle iowait irq softirq steal */
+      m.busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
     fclose(f);
   }
-  buf[strcspn(buf, "\n")] = '\0';
-  printf("load average %s: %s\n", when, buf);
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  m.self = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+  return m;
+}
+
+static void print_others(cpu_mark a) {
+  cpu_mark b = mark();
+  double others = ((b.busy - a.busy) - (b.self - a.self)) / (b.wall - a.wall);
+  printf("\nOther processes used %.2f of %ld cores on average during this table.\n",
+         others < 0 ? 0 : others, sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* Batched products timed both ways, to place lt__matmul_batch_par_max. */
@@ -252,11 +274,11 @@ int main(int argc, char **argv) {
   }
   if (lt_init() != LT_OK) die("lt_init"); /* chooses the kernel set before BLIS initialises */
   print_header();
-  print_load("at start");
 
   for (int ti = 0; ti < nthreads; ti++) {
     if (lt_set_num_threads(threads[ti]) != LT_OK) die("lt_set_num_threads");
     bli_thread_set_num_threads(threads[ti]); /* raw calls use BLIS's global setting */
+    cpu_mark m0 = mark();
     printf("\n### f32, %d thread%s\n\n", threads[ti], threads[ti] > 1 ? "s" : "");
     printf("| shape (m x n x k) | lt GFLOP/s | raw BLIS GFLOP/s | lt/raw |\n|---|---:|---:|---:|\n");
     fflush(stdout);
@@ -271,8 +293,12 @@ int main(int argc, char **argv) {
       fflush(stdout);
       unmake(&o);
     }
-    if (sweep && threads[ti] > 1) switch_sweep(quick);
+    print_others(m0);
+    if (sweep && threads[ti] > 1) {
+      cpu_mark m1 = mark();
+      switch_sweep(quick);
+      print_others(m1);
+    }
   }
-  print_load("at end");
   return 0;
 }
