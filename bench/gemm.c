@@ -1,0 +1,304 @@
+/*
+ * bench/gemm.c: GFLOP/s of lt_matmul next to the same bli_sgemm call made
+ * directly, f32, on the shapes a Transformer uses. Prints a Markdown table
+ * (docs/gemm.md keeps the latest one) with the ratio lt/raw per row.
+ *
+ * Usage: bench_gemm [--quick] [--switch] [threads ...]   (default threads: 1 2)
+ *   --quick   fewer repeats (a smoke run)
+ *   --switch  also time batched products both ways (one product per thread,
+ *             or one after another with BLIS threads) to place the switch
+ *             point lt__matmul_batch_par_max
+ *
+ * Method: each operand is made once; a row is timed by alternating raw and
+ * lt calls (so that noise from other processes hits both), best of N after a
+ * warm-up. The lt time includes allocating and freeing the output, as a user
+ * pays it; raw BLIS writes into a buffer made once. A batched row's raw time
+ * is a loop of bli_sgemm calls, one per batch entry, with BLIS threads.
+ *
+ * What this is not: a BLIS tuning tool; the kernel set is the one libtensor's
+ * runtime chose (printed in the header).
+ */
+#include <blis.h>
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "libtensor.h"
+#include "tensor/matmul_internal.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_gemm: %s: %s: %s\n", what, lt_status_name(lt_last_status()), lt_last_error());
+  exit(1);
+}
+
+/* One row: out[nb, m, n] = A[nb, m, k] · B[nb, k, n] (nb == 0: no batch dim,
+ * b_shared: B is one [k,n] matrix for the whole batch). ta/tb: the operand is
+ * stored transposed ([k,m] / [n,k]) and passed as a transposed view. */
+typedef struct {
+  const char *name;
+  int64_t nb, m, n, k;
+  bool ta, tb;
+} row;
+
+static const row rows[] = {
+    {"128 x 128 x 128", 0, 128, 128, 128, false, false},
+    {"256 x 256 x 256", 0, 256, 256, 256, false, false},
+    {"512 x 512 x 512", 0, 512, 512, 512, false, false},
+    {"1024 x 1024 x 1024", 0, 1024, 1024, 1024, false, false},
+    {"2048 x 2048 x 2048", 0, 2048, 2048, 2048, false, false},
+    {"[4096,512]·[512,2048] (Linear fwd, W [in,out])", 0, 4096, 2048, 512, false, false},
+    {"[4096,512]·[2048,512]^T (Linear fwd, W [out,in])", 0, 4096, 2048, 512, false, true},
+    {"[4096,2048]·[2048,512] (Linear bwd dX = g·W)", 0, 4096, 512, 2048, false, false},
+    {"[4096,2048]^T·[4096,512] (Linear bwd dW = g^T·X)", 0, 2048, 512, 4096, true, false},
+    {"[4096,2048]·[512,2048]^T (Linear bwd dX = g·W^T)", 0, 4096, 512, 2048, false, true},
+    {"[4096,512]^T·[4096,2048] (Linear bwd dW = X^T·g)", 0, 512, 2048, 4096, true, false},
+    {"[64,128,64]·[64,64,128] (attention q·k^T)", 64, 128, 128, 64, false, false},
+    {"[64,128,64]·[64,128,64]^T (q·k^T, k^T a view)", 64, 128, 128, 64, false, true},
+    {"[64,128,128]·[64,128,64] (attention p·v)", 64, 128, 64, 128, false, false},
+};
+
+typedef struct {
+  lt_tensor *a_store, *b_store, *a, *b; /* a, b: the operands lt_matmul gets */
+  float *c;                             /* raw output */
+  int64_t rsa, csa, rsb, csb, bsa, bsb; /* strides raw BLIS gets (elements) */
+} operands;
+
+/* Values in [-1, 1) from a small LCG (the values do not matter, only that
+ * they are ordinary numbers). */
+static lt_tensor *randu(int ndim, const int64_t *shape) {
+  lt_tensor *t = lt_empty(LT_DTYPE_F32, ndim, shape);
+  if (!t) die("lt_empty");
+  static uint64_t state = 42;
+  float *p = t->data;
+  for (int64_t i = 0; i < t->numel; i++) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    p[i] = (float)((double)(state >> 40) / 8388608.0 - 1.0);
+  }
+  return t;
+}
+
+static void make(const row *r, operands *o) {
+  int64_t nb = r->nb ? r->nb : 1;
+  int nd = r->nb ? 3 : 2, o1 = nd - 2;
+  int64_t sa[3] = {nb, r->ta ? r->k : r->m, r->ta ? r->m : r->k};
+  int64_t sb[3] = {nb, r->tb ? r->n : r->k, r->tb ? r->k : r->n};
+  o->a_store = randu(nd, sa + (r->nb ? 0 : 1));
+  o->b_store = randu(nd, sb + (r->nb ? 0 : 1));
+  o->a = r->ta ? lt_transpose(o->a_store, -2, -1) : lt_tensor_retain(o->a_store);
+  o->b = r->tb ? lt_transpose(o->b_store, -2, -1) : lt_tensor_retain(o->b_store);
+  if (!o->a || !o->b) die("lt_transpose");
+  o->rsa = o->a->stride[o1];
+  o->csa = o->a->stride[o1 + 1];
+  o->rsb = o->b->stride[o1];
+  o->csb = o->b->stride[o1 + 1];
+  o->bsa = r->m * r->k;
+  o->bsb = r->k * r->n;
+  o->c = malloc(sizeof(float) * (size_t)(nb * r->m * r->n));
+  if (!o->c) die("malloc");
+  memset(o->c, 0, sizeof(float) * (size_t)(nb * r->m * r->n));
+}
+
+static void unmake(operands *o) {
+  lt_tensor_free(o->a);
+  lt_tensor_free(o->b);
+  lt_tensor_free(o->a_store);
+  lt_tensor_free(o->b_store);
+  free(o->c);
+}
+
+static void run_raw(const row *r, const operands *o) {
+  float one = 1.0f, zero = 0.0f;
+  const float *A = o->a->data, *B = o->b->data;
+  int64_t nb = r->nb ? r->nb : 1;
+  for (int64_t i = 0; i < nb; i++)
+    bli_sgemm(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, r->m, r->n, r->k, &one, (float *)A + i * o->bsa,
+              o->rsa, o->csa, (float *)B + i * o->bsb, o->rsb, o->csb, &zero, o->c + i * r->m * r->n,
+              r->n, 1);
+}
+
+static void run_lt(const operands *o) {
+  lt_tensor *c = lt_matmul(o->a, o->b);
+  if (!c) die("lt_matmul");
+  lt_tensor_free(c);
+}
+
+/* Best-of times of raw and lt, alternating. */
+static void time_row(const row *r, const operands *o, bool quick, double *t_raw, double *t_lt) {
+  double t0 = now();
+  run_raw(r, o); /* warm-up: BLIS's packing buffers, the allocator, page faults */
+  run_lt(o);
+  run_raw(r, o);
+  run_lt(o);
+  double once = (now() - t0) / 4;
+  int reps = once > 0 ? (int)((quick ? 0.2 : 1.0) / once) : 50;
+  if (reps < (quick ? 2 : 5)) reps = quick ? 2 : 5;
+  if (reps > 200) reps = 200;
+  *t_raw = *t_lt = 1e30;
+  for (int i = 0; i < reps; i++) {
+    /* Swap the order every other repeat: whichever runs second finds the
+     * other's freshly written output to evict from the caches. */
+    for (int j = 0; j < 2; j++) {
+      bool raw = (i + j) % 2 == 0;
+      double a = now();
+      if (raw) run_raw(r, o);
+      else run_lt(o);
+      double t = now() - a;
+      double *best = raw ? t_raw : t_lt;
+      if (t < *best) *best = t;
+    }
+  }
+}
+
+static void print_header(void) {
+  lt_runtime_info info;
+  if (lt_runtime_get_info(&info) != LT_OK) die("lt_runtime_get_info");
+  char cpu[256] = "unknown";
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (f) {
+    char line[512];
+    while (fgets(line, sizeof line, f))
+      if (!strncmp(line, "model name", 10)) {
+        char *p = strchr(line, ':');
+        if (p) {
+          snprintf(cpu, sizeof cpu, "%s", p + 2);
+          cpu[strcspn(cpu, "\n")] = '\0';
+        }
+        break;
+      }
+    fclose(f);
+  }
+  char date[64];
+  time_t t = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
+  printf("libtensor %s, BLIS %s, kernel set %s (%s%s), CPU %s, %s\n", info.version,
+         bli_info_get_version_str(), info.blas_arch, info.blas_arch_why,
+         info.blas_arch_from_user ? ", from BLIS_ARCH_TYPE" : "", cpu, date);
+}
+
+/* How busy the rest of the machine is: CPU seconds used by other processes
+ * (all CPUs' busy time from /proc/stat minus this process's own) per second
+ * of wall time, i.e. how many cores others took on average. */
+typedef struct {
+  double wall, busy, self;
+} cpu_mark;
+
+static cpu_mark mark(void) {
+  cpu_mark m = {now(), 0, 0};
+  FILE *f = fopen("/proc/stat", "r");
+  if (f) {
+    unsigned long long v[8] = {0};
+    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
+               &v[5], &v[6], &v[7]) == 8) /* user nice system idle iowait irq softirq steal */
+      m.busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
+    fclose(f);
+  }
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  m.self = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
+           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
+  return m;
+}
+
+static void print_others(cpu_mark a) {
+  cpu_mark b = mark();
+  double others = ((b.busy - a.busy) - (b.self - a.self)) / (b.wall - a.wall);
+  printf("\nOther processes used %.2f of %ld cores on average during this table.\n",
+         others < 0 ? 0 : others, sysconf(_SC_NPROCESSORS_ONLN));
+}
+
+/* Batched products timed both ways, to place lt__matmul_batch_par_max. */
+static void switch_sweep(bool quick) {
+  printf("\n### Batched: one product per thread vs BLIS threads inside (%d threads)\n\n",
+         lt_get_num_threads());
+  printf("| shape | m·n·k | per-thread GFLOP/s | BLIS-threads GFLOP/s | ratio |\n|---|---:|---:|---:|---:|\n");
+  /* nb batches of q·k^T ([T,64]·[64,T]) and p·v ([T,T]·[T,64]), then 3 square
+   * products (a batch that does not spread evenly over 2 threads). */
+  const int64_t T[] = {16, 32, 64, 128, 256, 512, 1024};
+  const int64_t nT = (int64_t)(sizeof T / sizeof *T);
+  for (int64_t c = 0; c < 2 * nT + 3; c++) {
+    int64_t nb, m, n, k;
+    if (c < 2 * nT) {
+      int64_t t = T[c / 2];
+      nb = 32;
+      m = t;
+      n = c % 2 ? 64 : t;
+      k = c % 2 ? t : 64;
+    } else {
+      nb = 3;
+      m = n = k = (int64_t)128 << (c - 2 * nT);
+    }
+    row r = {"", nb, m, n, k, false, false};
+    operands o;
+    make(&r, &o);
+    double best[2];
+    for (int way = 0; way < 2; way++) {
+      int64_t prev = lt__matmul_set_batch_par_max(way == 0 ? INT64_MAX : 0);
+      double dummy;
+      time_row(&r, &o, quick, &dummy, &best[way]);
+      lt__matmul_set_batch_par_max(prev);
+    }
+    double fl = 2.0 * (double)(nb * m * n * k);
+    printf("| [%lld,%lld,%lld]·[%lld,%lld,%lld] | %lld | %.1f | %.1f | %.2f |\n", (long long)nb,
+           (long long)m, (long long)k, (long long)nb, (long long)k, (long long)n,
+           (long long)(m * n * k), fl / best[0] * 1e-9, fl / best[1] * 1e-9, best[1] / best[0]);
+    unmake(&o);
+  }
+}
+
+int main(int argc, char **argv) {
+  bool quick = false, sweep = false;
+  int threads[8], nthreads = 0;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = true;
+    else if (!strcmp(argv[i], "--switch")) sweep = true;
+    else if (nthreads < 8 && atoi(argv[i]) > 0) threads[nthreads++] = atoi(argv[i]);
+    else {
+      fprintf(stderr, "usage: %s [--quick] [--switch] [threads ...]\n", argv[0]);
+      return 2;
+    }
+  }
+  if (!nthreads) {
+    threads[0] = 1;
+    threads[1] = 2;
+    nthreads = 2;
+  }
+  if (lt_init() != LT_OK) die("lt_init"); /* chooses the kernel set before BLIS initialises */
+  print_header();
+
+  for (int ti = 0; ti < nthreads; ti++) {
+    if (lt_set_num_threads(threads[ti]) != LT_OK) die("lt_set_num_threads");
+    bli_thread_set_num_threads(threads[ti]); /* raw calls use BLIS's global setting */
+    cpu_mark m0 = mark();
+    printf("\n### f32, %d thread%s\n\n", threads[ti], threads[ti] > 1 ? "s" : "");
+    printf("| shape (m x n x k) | lt GFLOP/s | raw BLIS GFLOP/s | lt/raw |\n|---|---:|---:|---:|\n");
+    fflush(stdout);
+    for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+      const row *r = &rows[i];
+      operands o;
+      make(r, &o);
+      double t_raw, t_lt;
+      time_row(r, &o, quick, &t_raw, &t_lt);
+      double fl = 2.0 * (double)((r->nb ? r->nb : 1) * r->m * r->n * r->k);
+      printf("| %s | %.1f | %.1f | %.3f |\n", r->name, fl / t_lt * 1e-9, fl / t_raw * 1e-9, t_raw / t_lt);
+      fflush(stdout);
+      unmake(&o);
+    }
+    print_others(m0);
+    if (sweep && threads[ti] > 1) {
+      cpu_mark m1 = mark();
+      switch_sweep(quick);
+      print_others(m1);
+    }
+  }
+  return 0;
+}

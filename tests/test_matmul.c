@@ -1,0 +1,457 @@
+/*
+ * tests/test_matmul.c: lt_matmul against hand-computed values and against the
+ * naive reference lt__matmul_ref, over every rank combination, broadcast batch
+ * dims, transposed / sliced / permuted / expanded operands, both code paths of
+ * batched products, f32 and f64, zero-size shapes and every error path; and
+ * the backward through lt_backward against reference products.
+ */
+#include "test_util.h"
+
+#include "tensor/matmul_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ------------------------------------------------------------- */
+
+/* Deterministic uniform values in [-1, 1) (xorshift64*), independent of the
+ * library's generator so that these tests only need the core. */
+static uint64_t rng_state = 0x9E3779B97F4A7C15ull;
+static double rng_uniform(void) {
+  rng_state ^= rng_state >> 12;
+  rng_state ^= rng_state << 25;
+  rng_state ^= rng_state >> 27;
+  return (double)((rng_state * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+
+static lt_tensor *rnd(lt_dtype dt, int ndim, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  ck_assert(v);
+  for (int64_t i = 0; i < n; i++) v[i] = rng_uniform();
+  lt_tensor *f = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, ndim, shape, v));
+  free(v);
+  if (dt == LT_DTYPE_F64) return f;
+  lt_tensor *t = LT_NN(lt_to_dtype(f, dt));
+  lt_tensor_free(f);
+  return t;
+}
+
+static double tol_for(lt_dtype dt) { return dt == LT_DTYPE_F32 ? 2e-5 : 1e-12; }
+
+/* lt_matmul(a, b) must equal the reference; frees a and b. */
+static void check_vs_ref(lt_tensor *a, lt_tensor *b) {
+  lt_tensor *got = LT_NN(lt_matmul(a, b));
+  lt_tensor *want = LT_NN(lt__matmul_ref(a, b));
+  double tol = tol_for(a->dtype);
+  LT_ASSERT_CLOSE(got, want, tol, tol);
+  ck_assert_int_eq(got->dtype, a->dtype);
+  ck_assert(lt_is_contiguous(got));
+  lt_tensor_free(got);
+  lt_tensor_free(want);
+  lt_tensor_free(a);
+  lt_tensor_free(b);
+}
+
+/* Bitwise equality of two tensors' values. */
+static bool same_bits(const lt_tensor *x, const lt_tensor *y) {
+  if (x->ndim != y->ndim || memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim)) return false;
+  int64_t n = x->numel;
+  double *vx = malloc(sizeof(double) * (size_t)(n ? n : 1)), *vy = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  ck_assert(vx && vy);
+  ck_assert(lt_tensor_read(x, LT_DTYPE_F64, vx, n) == LT_OK);
+  ck_assert(lt_tensor_read(y, LT_DTYPE_F64, vy, n) == LT_OK);
+  bool eq = memcmp(vx, vy, sizeof(double) * (size_t)n) == 0;
+  free(vx);
+  free(vy);
+  return eq;
+}
+
+/* ---- hand-computed ------------------------------------------------------- */
+
+START_TEST(test_hand_2x3_3x2) {
+  lt_tensor *a = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2, 3), (float[]){1, 2, 3, 4, 5, 6}));
+  lt_tensor *b = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(3, 2), (float[]){7, 8, 9, 10, 11, 12}));
+  lt_tensor *c = LT_NN(lt_matmul(a, b));
+  LT_ASSERT_SHAPE(c, 2, 2);
+  LT_ASSERT_VALUES(c, 0, 58, 64, 139, 154);
+  lt_tensor *r = LT_NN(lt__matmul_ref(a, b));
+  LT_ASSERT_VALUES(r, 0, 58, 64, 139, 154);
+  /* b^T a^T = (a b)^T through transposed views */
+  lt_tensor *at = LT_NN(lt_transpose(a, 0, 1)), *bt = LT_NN(lt_transpose(b, 0, 1));
+  lt_tensor *ct = LT_NN(lt_matmul(bt, at));
+  LT_ASSERT_VALUES(ct, 0, 58, 139, 64, 154);
+  lt_tensor *objs[] = {a, b, c, r, at, bt, ct};
+  for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+}
+END_TEST
+
+START_TEST(test_hand_dot_and_vectors) {
+  lt_tensor *x = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3}));
+  lt_tensor *y = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(3), (double[]){4, 5, 6}));
+  lt_tensor *m = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(3, 2), (double[]){1, 2, 3, 4, 5, 6}));
+  lt_tensor *d = LT_NN(lt_matmul(x, y));
+  ck_assert_int_eq(d->ndim, 0);
+  LT_ASSERT_VALUES(d, 0, 32);
+  lt_tensor *xm = LT_NN(lt_matmul(x, m)); /* [3]·[3,2] -> [2] */
+  LT_ASSERT_SHAPE(xm, 2);
+  LT_ASSERT_VALUES(xm, 0, 22, 28);
+  lt_tensor *mt = LT_NN(lt_transpose(m, 0, 1)); /* [2,3]·[3] -> [2] */
+  lt_tensor *mx = LT_NN(lt_matmul(mt, x));
+  LT_ASSERT_SHAPE(mx, 2);
+  LT_ASSERT_VALUES(mx, 0, 22, 28);
+  lt_tensor *objs[] = {x, y, m, d, xm, mt, mx};
+  for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+}
+END_TEST
+
+/* ---- random against the reference --------------------------------------- */
+
+typedef struct {
+  int na;
+  int64_t a[5];
+  int nb;
+  int64_t b[5];
+  int nout;
+  int64_t out[5];
+} shape_case;
+
+static const shape_case shape_cases[] = {
+    {1, {5}, 1, {5}, 0, {0}},
+    {1, {5}, 2, {5, 3}, 1, {3}},
+    {2, {3, 5}, 1, {5}, 1, {3}},
+    {2, {3, 5}, 2, {5, 4}, 2, {3, 4}},
+    {1, {5}, 3, {2, 5, 4}, 2, {2, 4}},
+    {3, {2, 3, 5}, 1, {5}, 2, {2, 3}},
+    {3, {2, 3, 5}, 2, {5, 4}, 3, {2, 3, 4}},       /* folded into one GEMM */
+    {2, {3, 5}, 3, {2, 5, 4}, 3, {2, 3, 4}},
+    {3, {2, 3, 5}, 3, {2, 5, 4}, 3, {2, 3, 4}},
+    {3, {1, 3, 5}, 3, {2, 5, 4}, 3, {2, 3, 4}},
+    {3, {2, 3, 5}, 3, {1, 5, 4}, 3, {2, 3, 4}},    /* b batch of one: folded */
+    {4, {2, 1, 4, 5}, 3, {3, 5, 6}, 4, {2, 3, 4, 6}},
+    {4, {2, 1, 3, 5}, 4, {1, 4, 5, 6}, 4, {2, 4, 3, 6}},
+    {4, {2, 3, 1, 5}, 2, {5, 7}, 4, {2, 3, 1, 7}}, /* m == 1, folded over the batch */
+    {4, {2, 3, 4, 5}, 1, {5}, 3, {2, 3, 4}},
+    {1, {5}, 4, {2, 3, 5, 4}, 3, {2, 3, 4}},
+    {3, {4, 1, 5}, 3, {4, 5, 1}, 3, {4, 1, 1}},
+    {2, {1, 1}, 2, {1, 1}, 2, {1, 1}},
+    {2, {7, 1}, 2, {1, 6}, 2, {7, 6}},             /* k == 1: outer product */
+    {5, {2, 1, 3, 3, 4}, 3, {3, 4, 2}, 5, {2, 1, 3, 3, 2}},
+    {3, {2, 130, 70}, 2, {70, 90}, 3, {2, 130, 90}}, /* beyond one BLIS micro-tile */
+};
+
+START_TEST(test_rank_combinations) {
+  for (int dti = 0; dti < 2; dti++) {
+    lt_dtype dt = dti ? LT_DTYPE_F64 : LT_DTYPE_F32;
+    for (size_t i = 0; i < sizeof shape_cases / sizeof *shape_cases; i++) {
+      const shape_case *c = &shape_cases[i];
+      lt_tensor *a = rnd(dt, c->na, c->a), *b = rnd(dt, c->nb, c->b);
+      lt_tensor *out = LT_NN(lt_matmul(a, b));
+      lt_test_assert_shape(out, c->nout, c->out, "out", __FILE__, __LINE__);
+      lt_tensor_free(out);
+      check_vs_ref(a, b);
+    }
+  }
+}
+END_TEST
+
+START_TEST(test_transposed_operands) {
+  lt_dtype dt = LT_DTYPE_F32;
+  /* a^T b, a b^T, a^T b^T: column-major views go to BLIS as they are. */
+  lt_tensor *x = rnd(dt, LT_SHAPE(7, 5)), *y = rnd(dt, LT_SHAPE(4, 7)), *z = rnd(dt, LT_SHAPE(7, 4));
+  check_vs_ref(LT_NN(lt_transpose(x, 0, 1)), lt_tensor_retain(z));   /* [5,7]·[7,4] */
+  check_vs_ref(lt_tensor_retain(y), lt_tensor_retain(x));            /* [4,7]·[7,5] */
+  check_vs_ref(LT_NN(lt_transpose(x, 0, 1)), LT_NN(lt_transpose(y, 0, 1)));
+  check_vs_ref(LT_NN(lt_transpose(z, 0, 1)), LT_NN(lt_transpose(y, 0, 1))); /* [4,7]·[7,4] */
+  lt_tensor_free(x);
+  lt_tensor_free(y);
+  lt_tensor_free(z);
+
+  /* attention: q [B,T,HS] times k^T with k [B,T,HS], then p [B,T,T] times v */
+  lt_tensor *q = rnd(dt, LT_SHAPE(6, 9, 5)), *k = rnd(dt, LT_SHAPE(6, 9, 5));
+  check_vs_ref(lt_tensor_retain(q), LT_NN(lt_transpose(k, 1, 2)));
+  /* batch dims that do not nest (permuted): no fold, strided batch */
+  lt_tensor *p = rnd(dt, LT_SHAPE(9, 6, 5));
+  check_vs_ref(LT_NN(lt_permute(p, LT_DIMS(1, 0, 2))), rnd(dt, LT_SHAPE(5, 3)));
+  check_vs_ref(LT_NN(lt_permute(p, LT_DIMS(1, 2, 0))), rnd(dt, LT_SHAPE(9, 4)));
+  /* 4-d with transposed batch and matrix dims: [B,NH,T,HS] made from [B,T,NH,HS] */
+  lt_tensor *h = rnd(dt, LT_SHAPE(2, 7, 3, 4));
+  lt_tensor *hq = LT_NN(lt_transpose(h, 1, 2));    /* [2,3,7,4] */
+  lt_tensor *hk = LT_NN(lt_permute(h, LT_DIMS(0, 2, 3, 1)));  /* [2,3,4,7] */
+  check_vs_ref(lt_tensor_retain(hq), lt_tensor_retain(hk));
+  check_vs_ref(lt_tensor_retain(hq), rnd(dt, LT_SHAPE(4, 2)));
+  lt_tensor *objs[] = {q, k, p, h, hq, hk};
+  for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+}
+END_TEST
+
+START_TEST(test_sliced_and_expanded_operands) {
+  for (int dti = 0; dti < 2; dti++) {
+    lt_dtype dt = dti ? LT_DTYPE_F64 : LT_DTYPE_F32;
+    lt_tensor *x = rnd(dt, LT_SHAPE(10, 14)), *y = rnd(dt, LT_SHAPE(21, 9));
+    /* general strides: every other column, every third row */
+    lt_tensor *xs = LT_NN(lt_slice(x, 1, 0, 14, 2));       /* [10,7], strides (14,2) */
+    lt_tensor *ys = LT_NN(lt_slice(y, 0, 0, 21, 3));       /* [7,9], strides (27,1) */
+    check_vs_ref(lt_tensor_retain(xs), lt_tensor_retain(ys));
+    lt_tensor *xn = LT_NN(lt_narrow(x, 1, 3, 7));          /* [10,7] inside [10,14] */
+    check_vs_ref(lt_tensor_retain(xn), lt_tensor_retain(ys));
+    lt_tensor *yst = LT_NN(lt_transpose(ys, 0, 1));        /* [9,7] strides (1,27) */
+    lt_tensor *xst = LT_NN(lt_transpose(xs, 0, 1));        /* [7,10] strides (2,14) */
+    check_vs_ref(lt_tensor_retain(yst), lt_tensor_retain(xst));
+    /* 1-d slices */
+    lt_tensor *row = LT_NN(lt_select(x, 0, 2));            /* [14] */
+    lt_tensor *col = LT_NN(lt_select(x, 1, 5));            /* [10], stride 14 */
+    check_vs_ref(lt_tensor_retain(col), lt_tensor_retain(x));           /* [10]·[10,14] */
+    check_vs_ref(lt_tensor_retain(x), rnd(dt, LT_SHAPE(14)));
+    check_vs_ref(lt_tensor_retain(row), rnd(dt, LT_SHAPE(14)));          /* dot */
+    check_vs_ref(lt_tensor_retain(col), lt_tensor_retain(col));          /* strided dot */
+
+    /* expanded batch dims (stride 0): used as they are */
+    lt_tensor *w = rnd(dt, LT_SHAPE(1, 4, 5));
+    check_vs_ref(LT_NN(lt_expand(w, LT_SHAPE(3, 4, 5))), rnd(dt, LT_SHAPE(3, 5, 2)));
+    check_vs_ref(rnd(dt, LT_SHAPE(3, 2, 4)), LT_NN(lt_expand(w, LT_SHAPE(3, 4, 5))));
+    /* expanded matrix dims (stride 0): BLIS cannot take them, copied */
+    lt_tensor *r1 = rnd(dt, LT_SHAPE(1, 5)), *c1 = rnd(dt, LT_SHAPE(5, 1)), *s1 = rnd(dt, LT_SHAPE(1));
+    check_vs_ref(LT_NN(lt_expand(r1, LT_SHAPE(6, 5))), rnd(dt, LT_SHAPE(5, 3)));
+    check_vs_ref(rnd(dt, LT_SHAPE(2, 6, 5)), LT_NN(lt_expand(c1, LT_SHAPE(5, 4))));
+    check_vs_ref(LT_NN(lt_expand(s1, LT_SHAPE(5))), rnd(dt, LT_SHAPE(5, 3)));
+    check_vs_ref(rnd(dt, LT_SHAPE(3, 5)), LT_NN(lt_expand(s1, LT_SHAPE(5))));
+    check_vs_ref(LT_NN(lt_expand(s1, LT_SHAPE(5))), LT_NN(lt_expand(s1, LT_SHAPE(5))));
+    lt_tensor *objs[] = {x, y, xs, ys, xn, yst, xst, row, col, w, r1, c1, s1};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+  }
+}
+END_TEST
+
+/* The batch-parallel path (one product per thread) and the sequential one
+ * (BLIS threads inside) give the same bits, and so do 1 and 2 threads. */
+START_TEST(test_batched_paths_agree) {
+  lt_dtype dt = LT_DTYPE_F32;
+  lt_tensor *q = rnd(dt, LT_SHAPE(12, 40, 16)), *k = rnd(dt, LT_SHAPE(12, 40, 16));
+  lt_tensor *kt = LT_NN(lt_transpose(k, 1, 2));
+  lt_tensor *big_a = rnd(dt, LT_SHAPE(3, 150, 120)), *big_b = rnd(dt, LT_SHAPE(3, 120, 110));
+  int64_t prev = lt__matmul_set_batch_par_max(INT64_MAX);
+  lt_tensor *par_small = LT_NN(lt_matmul(q, kt));
+  lt_tensor *par_big = LT_NN(lt_matmul(big_a, big_b));
+  lt__matmul_set_batch_par_max(0);
+  lt_tensor *seq_small = LT_NN(lt_matmul(q, kt));
+  lt_tensor *seq_big = LT_NN(lt_matmul(big_a, big_b));
+  lt__matmul_set_batch_par_max(prev);
+  int nt = lt_get_num_threads();
+  LT_OK_OR_FAIL(lt_set_num_threads(1));
+  lt_tensor *one_small = LT_NN(lt_matmul(q, kt));
+  lt_tensor *one_big = LT_NN(lt_matmul(big_a, big_b));
+  LT_OK_OR_FAIL(lt_set_num_threads(nt));
+  ck_assert(same_bits(par_small, seq_small));
+  ck_assert(same_bits(par_big, seq_big));
+  ck_assert(same_bits(par_small, one_small));
+  ck_assert(same_bits(par_big, one_big));
+  lt_tensor *ref_small = LT_NN(lt__matmul_ref(q, kt)), *ref_big = LT_NN(lt__matmul_ref(big_a, big_b));
+  LT_ASSERT_CLOSE(par_small, ref_small, 2e-5, 2e-5);
+  LT_ASSERT_CLOSE(par_big, ref_big, 2e-5, 1e-4);
+  lt_tensor *objs[] = {q, k, kt, big_a, big_b, par_small, par_big, seq_small, seq_big,
+                       one_small, one_big, ref_small, ref_big};
+  for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+}
+END_TEST
+
+/* Many random shapes, strides and broadcasts. */
+START_TEST(test_random_shapes) {
+  for (int it = 0; it < 200; it++) {
+    lt_dtype dt = it % 3 == 0 ? LT_DTYPE_F64 : LT_DTYPE_F32;
+    int64_t m = 1 + (int64_t)((rng_uniform() + 1) * 6), n = 1 + (int64_t)((rng_uniform() + 1) * 6);
+    int64_t k = 1 + (int64_t)((rng_uniform() + 1) * 6);
+    int nbd = (int)((rng_uniform() + 1) * 1.5); /* 0..2 batch dims */
+    int64_t bsh[2] = {2 + it % 2, 3};
+    int ra = (int)((rng_uniform() + 1) * 2) % 4, rb = (int)((rng_uniform() + 1) * 2) % 4;
+    /* rank of a: 1 or 2 + up to nbd batch dims (some broadcast to 1) */
+    int64_t sa[5], sb[5];
+    int na = 0, nb = 0;
+    bool a1 = ra == 0, b1 = rb == 0;
+    if (!a1)
+      for (int d = 0; d < nbd; d++) sa[na++] = (ra + d) % 3 == 0 ? 1 : bsh[d];
+    if (!b1)
+      for (int d = 0; d < nbd; d++) sb[nb++] = (rb + d) % 3 == 1 ? 1 : bsh[d];
+    bool ta = !a1 && it % 2, tb = !b1 && it % 5 < 2;
+    if (a1) sa[na++] = k;
+    else if (ta) { sa[na++] = k; sa[na++] = m; }
+    else { sa[na++] = m; sa[na++] = k; }
+    if (b1) sb[nb++] = k;
+    else if (tb) { sb[nb++] = n; sb[nb++] = k; }
+    else { sb[nb++] = k; sb[nb++] = n; }
+    lt_tensor *a = rnd(dt, na, sa), *b = rnd(dt, nb, sb);
+    if (ta) {
+      lt_tensor *t = LT_NN(lt_transpose(a, -2, -1));
+      lt_tensor_free(a);
+      a = t;
+    }
+    if (tb) {
+      lt_tensor *t = LT_NN(lt_transpose(b, -2, -1));
+      lt_tensor_free(b);
+      b = t;
+    }
+    if (it % 7 == 3 && a->shape[a->ndim - 1] > 1) { /* slice a's k dim with step 2 (k shrinks) */
+      lt_tensor *t = LT_NN(lt_slice(a, -1, 0, a->shape[a->ndim - 1], 2));
+      lt_tensor *u = LT_NN(lt_slice(b, b1 ? 0 : -2, 0, b1 ? b->shape[0] : b->shape[b->ndim - 2], 2));
+      lt_tensor_free(a);
+      lt_tensor_free(b);
+      a = t;
+      b = u;
+    }
+    check_vs_ref(a, b);
+  }
+}
+END_TEST
+
+/* ---- zero sizes ---------------------------------------------------------- */
+
+START_TEST(test_zero_size) {
+  lt_dtype dt = LT_DTYPE_F32;
+  struct {
+    int na;
+    int64_t a[4];
+    int nb;
+    int64_t b[4];
+    int nout;
+    int64_t out[4];
+  } cases[] = {
+      {2, {0, 3}, 2, {3, 4}, 2, {0, 4}},
+      {2, {3, 4}, 2, {4, 0}, 2, {3, 0}},
+      {2, {3, 0}, 2, {0, 4}, 2, {3, 4}},          /* k == 0: zeros */
+      {1, {0}, 1, {0}, 0, {0}},                    /* empty dot: 0 */
+      {4, {2, 0, 3, 5}, 2, {5, 4}, 4, {2, 0, 3, 4}},
+      {3, {0, 3, 5}, 3, {1, 5, 4}, 3, {0, 3, 4}},
+      {3, {2, 3, 0}, 3, {2, 0, 4}, 3, {2, 3, 4}},  /* batched k == 0 */
+      {1, {0}, 2, {0, 3}, 1, {3}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    lt_tensor *a = rnd(dt, cases[i].na, cases[i].a), *b = rnd(dt, cases[i].nb, cases[i].b);
+    lt_tensor *c = LT_NN(lt_matmul(a, b));
+    lt_test_assert_shape(c, cases[i].nout, cases[i].out, "c", __FILE__, __LINE__);
+    lt_tensor *z = LT_NN(lt_zeros(dt, cases[i].nout, cases[i].out));
+    LT_ASSERT_CLOSE(c, z, 0, 0);
+    lt_tensor_free(z);
+    lt_tensor_free(c);
+    check_vs_ref(a, b);
+  }
+}
+END_TEST
+
+/* ---- errors -------------------------------------------------------------- */
+
+START_TEST(test_errors) {
+  lt_tensor *a = rnd(LT_DTYPE_F32, LT_SHAPE(4, 8)), *b = rnd(LT_DTYPE_F32, LT_SHAPE(7, 3));
+  LT_EXPECT_NULL_ERR(lt_matmul(a, b), LT_ERR_SHAPE,
+                     "matmul: a is [4,8] f32, b is [7,3] f32: inner dimensions 8 != 7");
+  LT_EXPECT_NULL_ERR(lt__matmul_ref(a, b), LT_ERR_SHAPE, "inner dimensions 8 != 7");
+  lt_tensor *v = rnd(LT_DTYPE_F32, LT_SHAPE(5));
+  LT_EXPECT_NULL_ERR(lt_matmul(v, b), LT_ERR_SHAPE, "inner dimensions 5 != 7");
+  LT_EXPECT_NULL_ERR(lt_matmul(a, v), LT_ERR_SHAPE, "inner dimensions 8 != 5");
+
+  lt_tensor *p = rnd(LT_DTYPE_F32, LT_SHAPE(2, 4, 5)), *q = rnd(LT_DTYPE_F32, LT_SHAPE(3, 5, 6));
+  LT_EXPECT_NULL_ERR(lt_matmul(p, q), LT_ERR_SHAPE,
+                     "matmul: a is [2,4,5] f32, b is [3,5,6] f32: batch dimensions [2] and [3] do not broadcast");
+
+  lt_tensor *d = rnd(LT_DTYPE_F64, LT_SHAPE(8, 3));
+  LT_EXPECT_NULL_ERR(lt_matmul(a, d), LT_ERR_DTYPE, "a is [4,8] f32, b is [8,3] f64: dtypes differ");
+
+  lt_tensor *i1 = LT_NN(lt_zeros(LT_DTYPE_I32, LT_SHAPE(2, 3)));
+  lt_tensor *i2 = LT_NN(lt_zeros(LT_DTYPE_I32, LT_SHAPE(3, 2)));
+  LT_EXPECT_NULL_ERR(lt_matmul(i1, i2), LT_ERR_DTYPE, "matmul: a is [2,3] i32, b is [3,2] i32: only f32 and f64");
+  lt_tensor *bl = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(3, 2)));
+  LT_EXPECT_NULL_ERR(lt_matmul(i1, bl), LT_ERR_DTYPE, "only f32 and f64");
+  lt_tensor *f3 = rnd(LT_DTYPE_F32, LT_SHAPE(3, 2));
+  LT_EXPECT_NULL_ERR(lt_matmul(i1, f3), LT_ERR_DTYPE, "i32");
+
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_F32, 2));
+  LT_EXPECT_NULL_ERR(lt_matmul(s, b), LT_ERR_SHAPE, "a is 0-d");
+  LT_EXPECT_NULL_ERR(lt_matmul(a, s), LT_ERR_SHAPE, "b is 0-d");
+
+  LT_EXPECT_NULL_ERR(lt_matmul(NULL, b), LT_ERR_NULL, "matmul: argument a is NULL");
+  LT_EXPECT_NULL_ERR(lt_matmul(a, NULL), LT_ERR_NULL, "matmul: argument b is NULL");
+
+  /* inputs untouched */
+  ck_assert_int_eq(a->ndim, 2);
+  ck_assert(a->shape[0] == 4 && a->shape[1] == 8 && a->stride[0] == 8 && a->stride[1] == 1);
+  ck_assert(a->grad_fn == NULL && !a->requires_grad);
+  lt_tensor *objs[] = {a, b, v, p, q, d, i1, i2, bl, f3, s};
+  for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+}
+END_TEST
+
+/* ---- backward through the engine ---------------------------------------- */
+
+/* x [B,T,C] · w [C,N] with an explicit upstream gradient g [B,T,N]: dx = g w^T,
+ * dw = sum over B of x_b^T g_b (the folded single GEMM in the backward). */
+START_TEST(test_backward_linear_shape) {
+  lt_dtype dt = LT_DTYPE_F64;
+  lt_tensor *x = rnd(dt, LT_SHAPE(3, 5, 4)), *w = rnd(dt, LT_SHAPE(4, 6)), *g = rnd(dt, LT_SHAPE(3, 5, 6));
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(w, true));
+  lt_tensor *y = LT_NN(lt_matmul(x, w));
+  ck_assert(y->grad_fn != NULL);
+  LT_OK_OR_FAIL(lt_backward(y, g, false));
+  ck_assert(x->grad && w->grad);
+  lt_tensor *wt = LT_NN(lt_transpose(w, 0, 1));
+  lt_tensor *dx = LT_NN(lt__matmul_ref(g, wt));
+  LT_ASSERT_CLOSE(x->grad, dx, 1e-12, 1e-12);
+  lt_tensor *xf = LT_NN(lt_reshape(x, LT_SHAPE(15, 4))), *gf = LT_NN(lt_reshape(g, LT_SHAPE(15, 6)));
+  lt_tensor *xft = LT_NN(lt_transpose(xf, 0, 1));
+  lt_tensor *dw = LT_NN(lt__matmul_ref(xft, gf));
+  LT_ASSERT_CLOSE(w->grad, dw, 1e-12, 1e-12);
+  lt_tensor *objs[] = {y, wt, dx, xf, gf, xft, dw, x, w, g};
+  for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+}
+END_TEST
+
+/* Broadcast batch dims and 1-d operands: the gradients come back in the
+ * inputs' shapes (the engine sums the broadcast dims). */
+START_TEST(test_backward_broadcast_shapes) {
+  lt_dtype dt = LT_DTYPE_F64;
+  struct {
+    int na;
+    int64_t a[4];
+    int nb;
+    int64_t b[4];
+  } cases[] = {
+      {4, {2, 1, 4, 5}, 3, {3, 5, 6}},
+      {1, {5}, 3, {2, 5, 3}},
+      {3, {2, 4, 5}, 1, {5}},
+      {1, {5}, 1, {5}},
+      {2, {4, 5}, 3, {2, 5, 3}},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
+    lt_tensor *a = rnd(dt, cases[i].na, cases[i].a), *b = rnd(dt, cases[i].nb, cases[i].b);
+    LT_OK_OR_FAIL(lt_requires_grad_(a, true));
+    LT_OK_OR_FAIL(lt_requires_grad_(b, true));
+    lt_tensor *y = LT_NN(lt_matmul(a, b));
+    lt_tensor *g = rnd(dt, y->ndim, y->shape);
+    LT_OK_OR_FAIL(lt_backward(y, g, false));
+    lt_test_assert_shape(a->grad, a->ndim, a->shape, "a->grad", __FILE__, __LINE__);
+    lt_test_assert_shape(b->grad, b->ndim, b->shape, "b->grad", __FILE__, __LINE__);
+    lt_tensor *objs[] = {y, g, a, b};
+    for (size_t j = 0; j < sizeof objs / sizeof *objs; j++) lt_tensor_free(objs[j]);
+  }
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("matmul");
+  TCase *tc = tcase_create("forward");
+  tcase_add_test(tc, test_hand_2x3_3x2);
+  tcase_add_test(tc, test_hand_dot_and_vectors);
+  tcase_add_test(tc, test_rank_combinations);
+  tcase_add_test(tc, test_transposed_operands);
+  tcase_add_test(tc, test_sliced_and_expanded_operands);
+  tcase_add_test(tc, test_batched_paths_agree);
+  tcase_add_test(tc, test_random_shapes);
+  tcase_add_test(tc, test_zero_size);
+  tcase_add_test(tc, test_errors);
+  suite_add_tcase(s, tc);
+  TCase *tb = tcase_create("backward");
+  tcase_add_test(tb, test_backward_linear_shape);
+  tcase_add_test(tb, test_backward_broadcast_shapes);
+  suite_add_tcase(s, tb);
+  return lt_test_run(s);
+}
