@@ -63,6 +63,7 @@ struct lt_node {
   int64_t topo_mark;
   int pending;
   lt_tensor *grad_acc;
+  lt_node *next_free_;          /* intrusive list used by lt__node_release */
 };
 
 typedef lt_status (*lt__backward_fn)(const lt_node *node, const lt_tensor *gout, lt_tensor **gin);

@@ -69,6 +69,10 @@ bool lt__same_shape(const lt_tensor *a, const lt_tensor *b);
  * beyond allocation). Not recorded for autograd. Returns new or NULL (NOMEM). */
 lt_tensor *lt__view_of(const lt_tensor *x, int ndim, const int64_t *shape,
                        const int64_t *stride, int64_t offset);
+/* Drop one reference held by library internals (a graph node, a saved
+ * tensor): unlike lt_tensor_free it never touches scope ownership. */
+void lt__tensor_release(lt_tensor *t);
+
 /* Contiguous row-major strides for shape. */
 void lt__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 
@@ -78,6 +82,10 @@ void lt__bump_version(lt_tensor *x);
 /* Validate an in-place write on x by op (not a leaf requiring grad while grad
  * mode is on, etc.). Returns LT_OK or the error. */
 lt_status lt__check_inplace(const char *op, const lt_tensor *x);
+
+/* Live tensor objects and storages in the process (for leak tests). */
+int64_t lt__live_tensors(void);
+int64_t lt__live_storages(void);
 
 /* ---- the strided iterator --------------------------------------------- */
 

@@ -115,7 +115,7 @@ void lt__iter_run(const lt__iter *it, lt__loop_fn fn, void *ctx, bool parallel) 
   if (it->numel == 0) return;
   const int64_t inner = it->shape[it->ndim - 1];
   const int64_t outer = it->numel / inner;
-  int nthreads = parallel && it->numel >= LT__PARALLEL_MIN ? omp_get_max_threads() : 1;
+  int nthreads = parallel && it->numel >= LT__PARALLEL_MIN ? lt_get_num_threads() : 1;
   if (nthreads <= 1) {
     run_range(it, inner, 1, 0, outer, fn, ctx);
     return;

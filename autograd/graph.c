@@ -1,0 +1,136 @@
+/*
+ * autograd/graph.c: building and freeing the autograd graph: grad mode, the
+ * requires-grad flag, lt__record (called by every differentiable op's forward)
+ * and node reference counting. Traversal (lt_backward) is in engine.c.
+ *
+ * A node holds one reference to each input's node (or to the input itself
+ * when it is a leaf that requires grad) and owns detached aliases of the
+ * tensors its backward needs. Output tensors hold their grad_fn; nothing holds
+ * an output, so there are no reference cycles.
+ */
+#include "autograd/internal.h"
+
+static _Thread_local bool tl_grad_disabled = false;
+
+bool lt_grad_enabled(void) { return !tl_grad_disabled; }
+
+bool lt_set_grad_enabled(bool enabled) {
+  bool prev = !tl_grad_disabled;
+  tl_grad_disabled = !enabled;
+  return prev;
+}
+
+bool lt_is_leaf(const lt_tensor *t) { return t && t->grad_fn == NULL; }
+
+lt_status lt_requires_grad_(lt_tensor *t, bool requires_grad) {
+  if (!t) return lt__err_null("requires_grad_", "t");
+  if (t->grad_fn)
+    return lt__err(LT_ERR_AUTOGRAD,
+                   "requires_grad_: t is %s and was made by op '%s': only leaves' flags can be changed "
+                   "(detach it first)",
+                   LT__D(t), lt__ops[t->grad_fn->op].name);
+  if (requires_grad && !lt_dtype_is_float(t->dtype))
+    return lt__err(LT_ERR_DTYPE, "requires_grad_: t is %s: only float tensors can require gradients", LT__D(t));
+  t->requires_grad = requires_grad;
+  return LT_OK;
+}
+
+bool lt__needs_grad(int nin, const lt_tensor *const *in) {
+  if (tl_grad_disabled) return false;
+  for (int i = 0; i < nin; i++)
+    if (in[i] && in[i]->requires_grad) return true;
+  return false;
+}
+
+lt_node *lt__node_retain(lt_node *node) {
+  if (node) node->refcount++;
+  return node;
+}
+
+static void free_saved(lt_node *n) {
+  for (int i = 0; i < n->nsaved; i++) lt_tensor_free(n->saved[i]);
+  free(n->saved);
+  free(n->saved_version);
+  n->saved = NULL;
+  n->saved_version = NULL;
+}
+
+void lt__node_release(lt_node *node) {
+  lt_node *todo = node;
+  if (todo) todo->next_free_ = NULL;
+  while (todo) {
+    lt_node *n = todo;
+    todo = n->next_free_;
+    if (--n->refcount > 0) continue;
+    for (int i = 0; i < n->nin; i++) {
+      lt__tensor_release(n->in[i].leaf); /* a leaf has no grad_fn: no recursion */
+      lt_node *f = n->in[i].fn;
+      if (f) {
+        f->next_free_ = todo;
+        todo = f;
+      }
+    }
+    free_saved(n);
+    lt__tensor_release(n->grad_acc);
+    free(n->in);
+    free(n);
+  }
+}
+
+lt_status lt__record(lt_tensor *out, lt__op_id op, int nin, const lt_tensor *const *in, int nsaved,
+                     const lt_tensor *const *saved, const void *aux, size_t aux_size) {
+  if (!lt__needs_grad(nin, in)) return LT_OK;
+  LT_CHECK(out && out->grad_fn == NULL && (unsigned)op < LT__OP_COUNT && aux_size <= LT__AUX_MAX);
+  LT_CHECK(nin >= 1 && nsaved >= 0);
+  lt_node *n = calloc(1, sizeof *n);
+  lt__edge *edges = n ? calloc((size_t)nin, sizeof *edges) : NULL;
+  lt_tensor **sv = n && nsaved ? calloc((size_t)nsaved, sizeof *sv) : NULL;
+  uint64_t *ver = n && nsaved ? calloc((size_t)nsaved, sizeof *ver) : NULL;
+  if (!n || !edges || (nsaved && (!sv || !ver))) {
+    free(n);
+    free(edges);
+    free(sv);
+    free(ver);
+    return lt__err(LT_ERR_NOMEM, "%s: out of memory recording the autograd graph", lt__ops[op].name);
+  }
+  n->op = op;
+  n->refcount = 1;
+  n->nin = nin;
+  n->in = edges;
+  for (int k = 0; k < nsaved; k++) {
+    const lt_tensor *t = saved[k];
+    LT_CHECK(t != NULL);
+    sv[k] = lt_tensor_keep(lt__view_of(t, t->ndim, t->shape, t->stride, t->offset));
+    if (!sv[k]) {
+      n->saved = sv;
+      n->nsaved = k;
+      n->saved_version = ver;
+      lt__node_release(n);
+      return lt_last_status();
+    }
+    ver[k] = lt__version(t);
+  }
+  n->saved = sv;
+  n->nsaved = nsaved;
+  n->saved_version = ver;
+  for (int i = 0; i < nin; i++) {
+    const lt_tensor *t = in[i];
+    if (!t) continue;
+    lt__edge *e = &edges[i];
+    e->dtype = t->dtype;
+    e->ndim = t->ndim;
+    memcpy(e->shape, t->shape, sizeof e->shape);
+    if (t->grad_fn)
+      e->fn = lt__node_retain(t->grad_fn);
+    else if (t->requires_grad)
+      e->leaf = lt_tensor_retain((lt_tensor *)t);
+  }
+  if (aux_size) memcpy(n->aux, aux, aux_size);
+  n->aux_size = aux_size;
+  n->out_dtype = out->dtype;
+  n->out_ndim = out->ndim;
+  memcpy(n->out_shape, out->shape, sizeof n->out_shape);
+  out->grad_fn = n;
+  out->requires_grad = true;
+  return LT_OK;
+}

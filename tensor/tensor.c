@@ -1,0 +1,618 @@
+/*
+ * tensor/tensor.c: the tensor object's life: storage, reference counts,
+ * ownership scopes, creation, element access, copies and casts.
+ *
+ * Ownership model (see tensor.h): a tensor object has a reference count; its
+ * storage has another (views share storage). A tensor made while a scope is
+ * open is owned by that scope, which releases it at lt_scope_end. Views, math
+ * and autograd live elsewhere (view.c, elementwise.c, autograd/).
+ */
+#include "autograd/internal.h"
+
+#include <math.h>
+#include <omp.h>
+
+struct lt_storage {
+  void *base;        /* 64-byte aligned, or the user's buffer */
+  size_t nbytes;
+  int refcount;
+  bool borrowed;     /* base belongs to the user */
+  uint64_t version;  /* bumped by every in-place write */
+};
+
+struct lt_scope {
+  lt_tensor **items; /* NULL entries: freed early by the user */
+  int64_t n, cap;
+  lt_scope *parent;
+};
+
+static _Thread_local lt_scope *tl_scope = NULL;
+
+/* Live-object counters, for leak tests (lt__live_tensors / lt__live_storages). */
+static int64_t live_tensors = 0, live_storages = 0;
+int64_t lt__live_tensors(void) {
+  int64_t n;
+#pragma omp atomic read
+  n = live_tensors;
+  return n;
+}
+int64_t lt__live_storages(void) {
+  int64_t n;
+#pragma omp atomic read
+  n = live_storages;
+  return n;
+}
+
+/* ---- storage ----------------------------------------------------------- */
+
+static lt_storage *storage_new(const char *op, size_t nbytes) {
+  lt_storage *s = calloc(1, sizeof *s);
+  size_t alloc = (nbytes + 63) & ~(size_t)63;
+  if (alloc < nbytes) alloc = nbytes; /* overflow guard; aligned_alloc then fails */
+  if (alloc == 0) alloc = 64;
+  void *base = s ? aligned_alloc(64, alloc) : NULL;
+  if (!s || !base) {
+    free(s);
+    free(base);
+    lt__err(LT_ERR_NOMEM, "%s: cannot allocate %zu bytes", op, nbytes);
+    return NULL;
+  }
+  s->base = base;
+  s->nbytes = nbytes;
+  s->refcount = 1;
+#pragma omp atomic
+  live_storages++;
+  return s;
+}
+
+static void storage_release(lt_storage *s) {
+  if (!s || --s->refcount > 0) return;
+  if (!s->borrowed) free(s->base);
+  free(s);
+#pragma omp atomic
+  live_storages--;
+}
+
+uint64_t lt__version(const lt_tensor *x) { return x->storage->version; }
+void lt__bump_version(lt_tensor *x) { x->storage->version++; }
+
+/* ---- scopes ------------------------------------------------------------ */
+
+lt_scope *lt_scope_begin(void) {
+  lt_scope *s = calloc(1, sizeof *s);
+  if (!s) {
+    lt__err(LT_ERR_NOMEM, "scope_begin: out of memory");
+    return NULL;
+  }
+  s->parent = tl_scope;
+  tl_scope = s;
+  return s;
+}
+
+static void release(lt_tensor *t);
+
+void lt_scope_end(lt_scope *s) {
+  if (!s) return;
+  /* s must be on this thread's stack; ending an outer scope ends inner ones. */
+  lt_scope *p = tl_scope;
+  while (p && p != s) p = p->parent;
+  if (!p) {
+    lt__err(LT_ERR_STATE, "scope_end: the scope is not open on this thread");
+    return;
+  }
+  for (;;) {
+    lt_scope *top = tl_scope;
+    tl_scope = top->parent;
+    /* Release in reverse creation order: consumers before producers. */
+    for (int64_t i = top->n - 1; i >= 0; i--) {
+      lt_tensor *t = top->items[i];
+      if (!t) continue;
+      t->scope_ = NULL;
+      release(t);
+    }
+    free(top->items);
+    free(top);
+    if (top == s) break;
+  }
+}
+
+/* Give t to the innermost scope, if any. On failure (out of memory) t is
+ * freed and NULL returned. */
+static lt_tensor *adopt(lt_tensor *t) {
+  lt_scope *s = tl_scope;
+  if (!s) return t;
+  if (s->n == s->cap) {
+    int64_t cap = s->cap ? s->cap * 2 : 256;
+    lt_tensor **items = realloc(s->items, (size_t)cap * sizeof *items);
+    if (!items) {
+      release(t);
+      lt__err(LT_ERR_NOMEM, "scope: out of memory");
+      return NULL;
+    }
+    s->items = items;
+    s->cap = cap;
+  }
+  t->scope_ = s;
+  t->scope_slot_ = s->n;
+  s->items[s->n++] = t;
+  return t;
+}
+
+lt_tensor *lt_tensor_keep(lt_tensor *t) {
+  if (t && t->scope_) {
+    t->scope_->items[t->scope_slot_] = NULL;
+    t->scope_ = NULL;
+  }
+  return t;
+}
+
+/* ---- tensor objects ---------------------------------------------------- */
+
+static void release(lt_tensor *t) {
+  if (--t->refcount_ > 0) return;
+  LT_CHECK(t->scope_ == NULL);
+  if (t->grad) lt_tensor_free(t->grad);
+  lt__node_release(t->grad_fn);
+  storage_release(t->storage);
+  free(t);
+#pragma omp atomic
+  live_tensors--;
+}
+
+void lt__tensor_release(lt_tensor *t) {
+  if (t) release(t);
+}
+
+void lt_tensor_free(lt_tensor *t) {
+  if (!t) return;
+  lt_tensor_keep(t);
+  release(t);
+}
+
+lt_tensor *lt_tensor_retain(lt_tensor *t) {
+  if (t) t->refcount_++;
+  return t;
+}
+
+/* A tensor object over storage s (one reference to s is taken). */
+static lt_tensor *tensor_over(lt_storage *s, lt_dtype dtype, int ndim, const int64_t *shape,
+                              const int64_t *stride, int64_t offset) {
+  lt_tensor *t = calloc(1, sizeof *t);
+  if (!t) {
+    lt__err(LT_ERR_NOMEM, "tensor: out of memory");
+    return NULL;
+  }
+#pragma omp atomic
+  live_tensors++;
+  t->dtype = dtype;
+  t->ndim = ndim;
+  t->numel = 1;
+  for (int i = 0; i < ndim; i++) {
+    t->shape[i] = shape[i];
+    t->stride[i] = stride[i];
+    t->numel *= shape[i];
+  }
+  t->offset = offset;
+  t->storage = s;
+  s->refcount++;
+  t->data = (char *)s->base + offset * (int64_t)lt_dtype_size(dtype);
+  t->refcount_ = 1;
+  return adopt(t);
+}
+
+lt_tensor *lt__view_of(const lt_tensor *x, int ndim, const int64_t *shape,
+                       const int64_t *stride, int64_t offset) {
+  return tensor_over(x->storage, x->dtype, ndim, shape, stride, offset);
+}
+
+static lt_tensor *new_tensor(const char *op, lt_dtype dtype, int ndim, const int64_t *shape) {
+  if (!lt__valid_dtype(dtype)) {
+    lt__err(LT_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype);
+    return NULL;
+  }
+  int64_t numel;
+  if (lt__shape_numel(op, ndim, shape, &numel) != LT_OK) return NULL;
+  size_t es = lt_dtype_size(dtype);
+  if ((uint64_t)numel > SIZE_MAX / es) {
+    lt__err(LT_ERR_OVERFLOW, "%s: %s of %s does not fit in memory", op, LT__S(ndim, shape),
+            lt_dtype_name(dtype));
+    return NULL;
+  }
+  lt_storage *s = storage_new(op, (size_t)numel * es);
+  if (!s) return NULL;
+  int64_t stride[LT_MAX_DIMS];
+  lt__contiguous_strides(ndim, shape, stride);
+  lt_tensor *t = tensor_over(s, dtype, ndim, shape, stride, 0);
+  storage_release(s); /* the tensor holds it now (or it is freed on failure) */
+  return t;
+}
+
+lt_tensor *lt_empty(lt_dtype dtype, int ndim, const int64_t *shape) {
+  return new_tensor("empty", dtype, ndim, shape);
+}
+
+lt_tensor *lt_full(lt_dtype dtype, int ndim, const int64_t *shape, double value) {
+  lt_tensor *t = new_tensor("full", dtype, ndim, shape);
+  if (t && lt_fill_(t, value) != LT_OK) {
+    lt_tensor_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+lt_tensor *lt_zeros(lt_dtype dtype, int ndim, const int64_t *shape) {
+  lt_tensor *t = new_tensor("zeros", dtype, ndim, shape);
+  if (t) memset(t->data, 0, (size_t)t->numel * lt_dtype_size(dtype));
+  return t;
+}
+
+lt_tensor *lt_ones(lt_dtype dtype, int ndim, const int64_t *shape) {
+  return lt_full(dtype, ndim, shape, 1.0);
+}
+
+lt_tensor *lt_scalar(lt_dtype dtype, double value) { return lt_full(dtype, 0, NULL, value); }
+
+#define LIKE(name, expr)                                    \
+  lt_tensor *lt_##name(const lt_tensor *x) {                 \
+    if (!x) return lt__err_null(#name, "x"), NULL;           \
+    return expr;                                             \
+  }
+LIKE(empty_like, lt_empty(x->dtype, x->ndim, x->shape))
+LIKE(zeros_like, lt_zeros(x->dtype, x->ndim, x->shape))
+LIKE(ones_like, lt_ones(x->dtype, x->ndim, x->shape))
+#undef LIKE
+
+lt_tensor *lt_full_like(const lt_tensor *x, double value) {
+  if (!x) return lt__err_null("full_like", "x"), NULL;
+  return lt_full(x->dtype, x->ndim, x->shape, value);
+}
+
+lt_tensor *lt_arange(lt_dtype dtype, double start, double end, double step) {
+  if (step == 0 || !isfinite(step) || !isfinite(start) || !isfinite(end)) {
+    lt__err(LT_ERR_INVALID, "arange: start %g, end %g, step %g: step must be non-zero and all finite",
+            start, end, step);
+    return NULL;
+  }
+  double len = ceil((end - start) / step);
+  if (len < 0) len = 0;
+  if (len > 4e18) {
+    lt__err(LT_ERR_OVERFLOW, "arange: start %g, end %g, step %g gives too many elements", start, end, step);
+    return NULL;
+  }
+  int64_t n = (int64_t)len;
+  lt_tensor *t = new_tensor("arange", dtype, 1, &n);
+  if (!t) return NULL;
+  char *p = t->data;
+  size_t es = lt_dtype_size(dtype);
+  for (int64_t i = 0; i < n; i++) lt__store(p + i * es, dtype, start + (double)i * step);
+  return t;
+}
+
+lt_tensor *lt_linspace(lt_dtype dtype, double start, double end, int64_t steps) {
+  if (steps < 0) {
+    lt__err(LT_ERR_INVALID, "linspace: steps %lld must be non-negative", (long long)steps);
+    return NULL;
+  }
+  lt_tensor *t = new_tensor("linspace", dtype, 1, &steps);
+  if (!t) return NULL;
+  char *p = t->data;
+  size_t es = lt_dtype_size(dtype);
+  double d = steps > 1 ? (end - start) / (double)(steps - 1) : 0;
+  /* As PyTorch: the first half counts from start, the second half from end. */
+  for (int64_t i = 0; i < steps; i++) {
+    double v = i < steps / 2 ? start + d * (double)i : end - d * (double)(steps - 1 - i);
+    lt__store(p + i * es, dtype, v);
+  }
+  return t;
+}
+
+lt_tensor *lt_eye(lt_dtype dtype, int64_t n, int64_t m) {
+  lt_tensor *t = lt_zeros(dtype, 2, (int64_t[]){n, m});
+  if (!t) return NULL;
+  size_t es = lt_dtype_size(dtype);
+  for (int64_t i = 0; i < n && i < m; i++) lt__store((char *)t->data + (i * m + i) * es, dtype, 1.0);
+  return t;
+}
+
+lt_tensor *lt_tensor_from_copy(lt_dtype dtype, int ndim, const int64_t *shape, const void *data) {
+  lt_tensor *t = new_tensor("tensor_from_copy", dtype, ndim, shape);
+  if (!t) return NULL;
+  if (t->numel > 0) {
+    if (!data) {
+      lt_tensor_free(t);
+      lt__err(LT_ERR_NULL, "tensor_from_copy: data is NULL for %s", LT__S(ndim, shape));
+      return NULL;
+    }
+    memcpy(t->data, data, (size_t)t->numel * lt_dtype_size(dtype));
+  }
+  return t;
+}
+
+lt_tensor *lt_tensor_from_borrowed(lt_dtype dtype, int ndim, const int64_t *shape, void *data) {
+  const char *op = "tensor_from_borrowed";
+  if (!lt__valid_dtype(dtype)) return lt__err(LT_ERR_DTYPE, "%s: invalid dtype %d", op, (int)dtype), NULL;
+  int64_t numel;
+  if (lt__shape_numel(op, ndim, shape, &numel) != LT_OK) return NULL;
+  if (!data) return lt__err(LT_ERR_NULL, "%s: data is NULL", op), NULL;
+  if ((uintptr_t)data % lt_dtype_size(dtype))
+    return lt__err(LT_ERR_INVALID, "%s: data %p is not aligned for %s", op, data, lt_dtype_name(dtype)), NULL;
+  lt_storage *s = calloc(1, sizeof *s);
+  if (!s) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op), NULL;
+#pragma omp atomic
+  live_storages++;
+  s->base = data;
+  s->nbytes = (size_t)numel * lt_dtype_size(dtype);
+  s->refcount = 1;
+  s->borrowed = true;
+  int64_t stride[LT_MAX_DIMS];
+  lt__contiguous_strides(ndim, shape, stride);
+  lt_tensor *t = tensor_over(s, dtype, ndim, shape, stride, 0);
+  storage_release(s);
+  return t;
+}
+
+/* ---- inspection -------------------------------------------------------- */
+
+bool lt_is_contiguous(const lt_tensor *x) {
+  if (!x) return false;
+  int64_t s = 1;
+  for (int i = x->ndim - 1; i >= 0; i--) {
+    if (x->shape[i] == 1) continue;
+    if (x->shape[i] == 0) return true;
+    if (x->stride[i] != s) return false;
+    s *= x->shape[i];
+  }
+  return true;
+}
+
+static lt_status resolve_index(const char *op, const lt_tensor *x, const int64_t *index, char **out) {
+  if (!x) return lt__err_null(op, "x");
+  if (x->ndim > 0 && !index) return lt__err(LT_ERR_NULL, "%s: index is NULL for %s", op, LT__D(x));
+  int64_t off = 0;
+  for (int i = 0; i < x->ndim; i++) {
+    int64_t k = index[i] < 0 ? index[i] + x->shape[i] : index[i];
+    if (k < 0 || k >= x->shape[i])
+      return lt__err(LT_ERR_INDEX, "%s: index %lld is out of range for dim %d of %s", op,
+                     (long long)index[i], i, LT__D(x));
+    off += k * x->stride[i];
+  }
+  *out = (char *)x->data + off * (int64_t)lt_dtype_size(x->dtype);
+  return LT_OK;
+}
+
+lt_status lt_get(const lt_tensor *x, const int64_t *index, double *out) {
+  char *p;
+  lt_status s = resolve_index("get", x, index, &p);
+  if (s != LT_OK) return s;
+  if (!out) return lt__err(LT_ERR_NULL, "get: out is NULL");
+  *out = lt__load(p, x->dtype);
+  return LT_OK;
+}
+
+lt_status lt_set(lt_tensor *x, const int64_t *index, double value) {
+  char *p;
+  lt_status s = resolve_index("set", x, index, &p);
+  if (s != LT_OK) return s;
+  if ((s = lt__check_inplace("set", x)) != LT_OK) return s;
+  lt__store(p, x->dtype, value);
+  lt__bump_version(x);
+  return LT_OK;
+}
+
+lt_status lt_item(const lt_tensor *x, double *out) {
+  if (!x) return lt__err_null("item", "x");
+  if (!out) return lt__err(LT_ERR_NULL, "item: out is NULL");
+  if (x->numel != 1)
+    return lt__err(LT_ERR_SHAPE, "item: x is %s: only one-element tensors have an item", LT__D(x));
+  *out = lt__load(x->data, x->dtype);
+  return LT_OK;
+}
+
+/* ---- copies and casts -------------------------------------------------- */
+
+/* Inner loops for the strided copy ptrs[0] <- ptrs[1]. */
+#define COPY_SAME(T)                                                                   \
+  static void copy_same_##T(int64_t n, char *const *p, const int64_t *s, void *ctx) {   \
+    char *d = p[0];                                                                    \
+    const char *src = p[1];                                                            \
+    if (s[0] == (int64_t)sizeof(T) && s[1] == (int64_t)sizeof(T)) {                    \
+      memcpy(d, src, (size_t)n * sizeof(T));                                           \
+      return;                                                                          \
+    }                                                                                  \
+    for (int64_t i = 0; i < n; i++) memcpy(d + i * s[0], src + i * s[1], sizeof(T));   \
+  }
+COPY_SAME(uint8_t)
+COPY_SAME(uint32_t)
+COPY_SAME(uint64_t)
+
+typedef struct {
+  lt_dtype to, from;
+} cast_ctx;
+
+static bool is_int_like(lt_dtype d) { return d == LT_DTYPE_I32 || d == LT_DTYPE_I64 || d == LT_DTYPE_BOOL; }
+
+static void copy_cast(int64_t n, char *const *p, const int64_t *s, void *vctx) {
+  const cast_ctx *c = vctx;
+  if (c->to == LT_DTYPE_F32 && c->from == LT_DTYPE_F64) {
+    for (int64_t i = 0; i < n; i++) *(float *)(p[0] + i * s[0]) = (float)*(const double *)(p[1] + i * s[1]);
+  } else if (c->to == LT_DTYPE_F64 && c->from == LT_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++) *(double *)(p[0] + i * s[0]) = *(const float *)(p[1] + i * s[1]);
+  } else if (is_int_like(c->to) && is_int_like(c->from)) {
+    /* Exact through int64 (double would lose i64 precision). */
+    for (int64_t i = 0; i < n; i++) {
+      const char *q = p[1] + i * s[1];
+      int64_t v = c->from == LT_DTYPE_I64 ? *(const int64_t *)q
+                : c->from == LT_DTYPE_I32 ? *(const int32_t *)q : *(const uint8_t *)q != 0;
+      char *d = p[0] + i * s[0];
+      if (c->to == LT_DTYPE_I64) *(int64_t *)d = v;
+      else if (c->to == LT_DTYPE_I32) *(int32_t *)d = (int32_t)v; /* wraps, as PyTorch */
+      else *(uint8_t *)d = v != 0;
+    }
+  } else {
+    for (int64_t i = 0; i < n; i++) lt__store(p[0] + i * s[0], c->to, lt__load(p[1] + i * s[1], c->from));
+  }
+}
+
+/* dst <- src, src already broadcastable to dst; no checks, no version bump. */
+static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
+  lt__iter it;
+  lt__iter_init(&it, dst->ndim, dst->shape, 2, (const lt_tensor *[]){dst, src});
+  if (dst->dtype == src->dtype) {
+    size_t es = lt_dtype_size(dst->dtype);
+    lt__loop_fn fn = es == 1 ? copy_same_uint8_t : es == 4 ? copy_same_uint32_t : copy_same_uint64_t;
+    lt__iter_run(&it, fn, NULL, true);
+  } else {
+    cast_ctx c = {dst->dtype, src->dtype};
+    lt__iter_run(&it, copy_cast, &c, true);
+  }
+}
+
+/* True if writing through x would write one memory location twice. */
+static bool has_internal_overlap(const lt_tensor *x) {
+  for (int i = 0; i < x->ndim; i++)
+    if (x->stride[i] == 0 && x->shape[i] > 1) return true;
+  return false;
+}
+
+lt_status lt__check_inplace(const char *op, const lt_tensor *x) {
+  if (!x) return lt__err_null(op, "x");
+  if (x->requires_grad && lt_grad_enabled())
+    return lt__err(LT_ERR_AUTOGRAD,
+                   "%s: x is %s and requires grad: in-place writes to it are not recorded by autograd "
+                   "(use the out-of-place op, or disable grad mode for parameter updates)",
+                   op, LT__D(x));
+  if (has_internal_overlap(x))
+    return lt__err(LT_ERR_INVALID,
+                   "%s: x is %s with a stride-0 (expanded) dim: several elements share one memory "
+                   "location; make it contiguous first",
+                   op, LT__D(x));
+  return LT_OK;
+}
+
+static bool can_broadcast_to(const lt_tensor *src, int ndim, const int64_t *shape) {
+  if (src->ndim > ndim) return false;
+  for (int i = 0; i < src->ndim; i++) {
+    int64_t a = src->shape[src->ndim - 1 - i], b = shape[ndim - 1 - i];
+    if (a != b && a != 1) return false;
+  }
+  return true;
+}
+
+static bool same_storage(const lt_tensor *a, const lt_tensor *b) { return a->storage == b->storage; }
+
+lt_status lt_copy_(lt_tensor *dst, const lt_tensor *src) {
+  if (!dst) return lt__err_null("copy_", "dst");
+  if (!src) return lt__err_null("copy_", "src");
+  lt_status s = lt__check_inplace("copy_", dst);
+  if (s != LT_OK) return s;
+  if (!can_broadcast_to(src, dst->ndim, dst->shape))
+    return lt__err(LT_ERR_SHAPE, "copy_: src is %s, dst is %s: src does not broadcast to dst's shape",
+                   LT__D(src), LT__D(dst));
+  lt_tensor *tmp = NULL;
+  if (same_storage(dst, src) && src->data != dst->data) {
+    /* Overlapping views: copy through a temporary. */
+    tmp = lt_clone(src);
+    if (!tmp) return lt_last_status();
+    src = tmp;
+  }
+  copy_raw(dst, src);
+  lt_tensor_free(tmp);
+  lt__bump_version(dst);
+  return LT_OK;
+}
+
+lt_status lt_tensor_read(const lt_tensor *x, lt_dtype dtype, void *dst, int64_t capacity) {
+  if (!x) return lt__err_null("tensor_read", "x");
+  if (!lt__valid_dtype(dtype)) return lt__err(LT_ERR_DTYPE, "tensor_read: invalid dtype %d", (int)dtype);
+  if (capacity < x->numel)
+    return lt__err(LT_ERR_INVALID, "tensor_read: x is %s (%lld elements) but dst holds %lld", LT__D(x),
+                   (long long)x->numel, (long long)capacity);
+  if (x->numel == 0) return LT_OK;
+  if (!dst) return lt__err(LT_ERR_NULL, "tensor_read: dst is NULL");
+  lt_tensor *d = lt_tensor_from_borrowed(dtype, x->ndim, x->shape, dst);
+  if (!d) return lt_last_status();
+  lt_tensor_keep(d);
+  copy_raw(d, x);
+  lt_tensor_free(d);
+  return LT_OK;
+}
+
+/* A contiguous copy of x in dtype, recorded for autograd as op (copy/cast). */
+static lt_tensor *copy_as(const char *name, const lt_tensor *x, lt_dtype dtype, lt__op_id op) {
+  lt_tensor *t = new_tensor(name, dtype, x->ndim, x->shape);
+  if (!t) return NULL;
+  copy_raw(t, x);
+  if (lt_dtype_is_float(dtype) && lt__record(t, op, 1, (const lt_tensor *[]){x}, 0, NULL, NULL, 0) != LT_OK) {
+    lt_tensor_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+lt_tensor *lt_clone(const lt_tensor *x) {
+  if (!x) return lt__err_null("clone", "x"), NULL;
+  return copy_as("clone", x, x->dtype, LT__OP_copy);
+}
+
+lt_tensor *lt_contiguous(const lt_tensor *x) {
+  if (!x) return lt__err_null("contiguous", "x"), NULL;
+  if (!lt_is_contiguous(x)) return copy_as("contiguous", x, x->dtype, LT__OP_copy);
+  lt_tensor *t = lt__view_of(x, x->ndim, x->shape, x->stride, x->offset);
+  if (t && lt__record(t, LT__OP_copy, 1, (const lt_tensor *[]){x}, 0, NULL, NULL, 0) != LT_OK) {
+    lt_tensor_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+lt_tensor *lt_to_dtype(const lt_tensor *x, lt_dtype dtype) {
+  if (!x) return lt__err_null("to_dtype", "x"), NULL;
+  if (!lt__valid_dtype(dtype)) return lt__err(LT_ERR_DTYPE, "to_dtype: invalid dtype %d", (int)dtype), NULL;
+  /* Only float->float casts carry gradients. */
+  if (!lt_dtype_is_float(x->dtype) || !lt_dtype_is_float(dtype)) {
+    bool prev = lt_set_grad_enabled(false);
+    lt_tensor *t = copy_as("to_dtype", x, dtype, LT__OP_cast);
+    lt_set_grad_enabled(prev);
+    return t;
+  }
+  return copy_as("to_dtype", x, dtype, LT__OP_cast);
+}
+
+/* copy and cast: the gradient passes through unchanged (the engine casts it
+ * back to the input's dtype). */
+lt_status lt__bw_copy(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  gin[0] = lt_detach(gout);
+  return gin[0] ? LT_OK : lt_last_status();
+}
+lt_status lt__bw_cast(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  gin[0] = lt_detach(gout);
+  return gin[0] ? LT_OK : lt_last_status();
+}
+
+lt_tensor *lt_detach(const lt_tensor *x) {
+  if (!x) return lt__err_null("detach", "x"), NULL;
+  return lt__view_of(x, x->ndim, x->shape, x->stride, x->offset);
+}
+
+/* ---- fills ------------------------------------------------------------- */
+
+lt_status lt_fill_(lt_tensor *x, double value) {
+  lt_status s = lt__check_inplace("fill_", x);
+  if (s != LT_OK) return s;
+  /* Store the value once in x's dtype, then broadcast-copy it. */
+  union {
+    double d;
+    int64_t i;
+    unsigned char b[8];
+  } cell;
+  lt_tensor *v = lt_tensor_from_borrowed(x->dtype, 0, NULL, &cell);
+  if (!v) return lt_last_status();
+  lt_tensor_keep(v);
+  lt__store(&cell, x->dtype, value);
+  copy_raw(x, v);
+  lt_tensor_free(v);
+  lt__bump_version(x);
+  return LT_OK;
+}
+
+lt_status lt_zero_(lt_tensor *x) { return lt_fill_(x, 0.0); }

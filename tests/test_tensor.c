@@ -1,0 +1,398 @@
+/*
+ * tests/test_tensor.c: the tensor core: creation, element access, views and
+ * their sharing, reshape copy rules, copies and casts, scopes and reference
+ * counts, status codes and error messages, the runtime (threads, BLIS kernels).
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "tensor/internal.h"
+#include "test_util.h"
+
+START_TEST(test_creation) {
+  lt_tensor *z = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 3)));
+  LT_ASSERT_SHAPE(z, 2, 3);
+  ck_assert_int_eq(z->numel, 6);
+  ck_assert(lt_is_contiguous(z));
+  LT_ASSERT_VALUES(z, 0, 0, 0, 0, 0, 0, 0);
+  lt_tensor *o = LT_NN(lt_ones(LT_DTYPE_I64, LT_SHAPE(3)));
+  LT_ASSERT_VALUES(o, 0, 1, 1, 1);
+  lt_tensor *f = LT_NN(lt_full(LT_DTYPE_F64, LT_SHAPE(2, 2), 2.5));
+  LT_ASSERT_VALUES(f, 0, 2.5, 2.5, 2.5, 2.5);
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_F32, 7));
+  ck_assert_int_eq(s->ndim, 0);
+  ck_assert_int_eq(s->numel, 1);
+  double v;
+  LT_OK_OR_FAIL(lt_item(s, &v));
+  ck_assert(v == 7);
+  lt_tensor *a = LT_NN(lt_arange(LT_DTYPE_I32, 0, 5, 2));
+  LT_ASSERT_VALUES(a, 0, 0, 2, 4);
+  lt_tensor *a2 = LT_NN(lt_arange(LT_DTYPE_F32, 1, 0, -0.25));
+  LT_ASSERT_VALUES(a2, 1e-7, 1, 0.75, 0.5, 0.25);
+  lt_tensor *l = LT_NN(lt_linspace(LT_DTYPE_F64, 0, 1, 5));
+  LT_ASSERT_VALUES(l, 1e-15, 0, 0.25, 0.5, 0.75, 1);
+  lt_tensor *e = LT_NN(lt_eye(LT_DTYPE_F32, 2, 3));
+  LT_ASSERT_VALUES(e, 0, 1, 0, 0, 0, 1, 0);
+  lt_tensor *b = LT_NN(lt_full(LT_DTYPE_BOOL, LT_SHAPE(2), 3.0));
+  LT_ASSERT_VALUES(b, 0, 1, 1);
+  lt_tensor *zs = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(0, 4)));
+  ck_assert_int_eq(zs->numel, 0);
+  lt_tensor *zl = LT_NN(lt_zeros_like(f));
+  ck_assert_int_eq(zl->dtype, LT_DTYPE_F64);
+  lt_tensor *all[] = {z, o, f, s, a, a2, l, e, b, zs, zl};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_from_buffers) {
+  float buf[6] = {1, 2, 3, 4, 5, 6};
+  lt_tensor *c = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2, 3), buf));
+  lt_tensor *b = LT_NN(lt_tensor_from_borrowed(LT_DTYPE_F32, LT_SHAPE(2, 3), buf));
+  buf[0] = 100;
+  LT_ASSERT_VALUES(c, 0, 1, 2, 3, 4, 5, 6);  /* copied */
+  LT_ASSERT_VALUES(b, 0, 100, 2, 3, 4, 5, 6); /* borrowed */
+  LT_OK_OR_FAIL(lt_set(b, (int64_t[]){1, -1}, 42));
+  ck_assert(buf[5] == 42);
+  lt_tensor_free(b);
+  ck_assert(buf[5] == 42); /* the user's buffer is never freed */
+  lt_tensor_free(c);
+  LT_EXPECT_NULL_ERR(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2), NULL), LT_ERR_NULL, "data is NULL");
+  LT_EXPECT_NULL_ERR(lt_tensor_from_borrowed(LT_DTYPE_F32, LT_SHAPE(2), NULL), LT_ERR_NULL, "data");
+}
+END_TEST
+
+START_TEST(test_access_errors) {
+  lt_tensor *x = LT_NN(lt_arange(LT_DTYPE_F32, 0, 6, 1));
+  double v = -1;
+  LT_EXPECT_ERR(lt_item(x, &v), LT_ERR_SHAPE, "only one-element");
+  ck_assert(v == -1);
+  LT_EXPECT_ERR(lt_get(x, (int64_t[]){6}, &v), LT_ERR_INDEX, "index 6 is out of range for dim 0 of [6] f32");
+  LT_OK_OR_FAIL(lt_get(x, (int64_t[]){-1}, &v));
+  ck_assert(v == 5);
+  float out[5];
+  LT_EXPECT_ERR(lt_tensor_read(x, LT_DTYPE_F32, out, 5), LT_ERR_INVALID, "dst holds 5");
+  LT_EXPECT_NULL_ERR(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, -3)), LT_ERR_INVALID, "negative size");
+  LT_EXPECT_NULL_ERR(lt_zeros(LT_DTYPE_F32, 9, (int64_t[9]){1}), LT_ERR_INVALID, "rank 9");
+  LT_EXPECT_NULL_ERR(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1LL << 40, 1LL << 30)), LT_ERR_OVERFLOW, "2^62");
+  LT_EXPECT_NULL_ERR(lt_zeros((lt_dtype)99, LT_SHAPE(2)), LT_ERR_DTYPE, "invalid dtype");
+  LT_EXPECT_NULL_ERR(lt_arange(LT_DTYPE_F32, 0, 1, 0), LT_ERR_INVALID, "step");
+  lt_tensor_free(x);
+}
+END_TEST
+
+START_TEST(test_status_table) {
+  ck_assert_str_eq(lt_status_name(LT_ERR_SHAPE), "LT_ERR_SHAPE");
+  ck_assert_str_eq(lt_status_message(LT_ERR_SHAPE), "incompatible shapes");
+  ck_assert_str_eq(lt_status_name((lt_status)1000), "LT_UNKNOWN");
+  for (int s = 0; s < LT_STATUS_COUNT; s++) ck_assert(strlen(lt_status_message((lt_status)s)) > 0);
+  /* A NULL argument keeps a pending error (propagation through compositions). */
+  lt_clear_error();
+  LT_EXPECT_NULL_ERR(lt_reshape(NULL, LT_SHAPE(2)), LT_ERR_NULL, "reshape: argument x is NULL");
+  lt_tensor *x = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 3)));
+  lt_tensor *bad = lt_view(x, LT_SHAPE(4));
+  ck_assert_ptr_null(bad);
+  ck_assert_ptr_null(lt_transpose(lt_view(x, LT_SHAPE(5)), 0, 1));
+  ck_assert_int_eq(lt_last_status(), LT_ERR_SHAPE);
+  ck_assert_msg(strstr(lt_last_error(), "view: x is [2,3] f32") != NULL, "%s", lt_last_error());
+  lt_clear_error();
+  ck_assert_int_eq(lt_last_status(), LT_OK);
+  ck_assert_str_eq(lt_last_error(), "");
+  lt_tensor_free(x);
+}
+END_TEST
+
+START_TEST(test_views_share_storage) {
+  lt_tensor *x = LT_NN(lt_arange(LT_DTYPE_F32, 0, 24, 1));
+  lt_tensor *v = LT_NN(lt_view(x, LT_SHAPE(2, 3, 4)));
+  ck_assert_ptr_eq(v->storage, x->storage);
+  LT_ASSERT_SHAPE(v, 2, 3, 4);
+  lt_tensor *t = LT_NN(lt_transpose(v, 0, 2)); /* [4,3,2] */
+  LT_ASSERT_SHAPE(t, 4, 3, 2);
+  ck_assert(!lt_is_contiguous(t));
+  ck_assert_ptr_eq(t->storage, x->storage);
+  double val;
+  LT_OK_OR_FAIL(lt_get(t, (int64_t[]){3, 1, 1}, &val)); /* v[1,1,3] = 12+4+3 */
+  ck_assert(val == 19);
+  /* A write through a view is seen through the base. */
+  LT_OK_OR_FAIL(lt_set(t, (int64_t[]){3, 1, 1}, -5));
+  LT_OK_OR_FAIL(lt_get(x, (int64_t[]){19}, &val));
+  ck_assert(val == -5);
+  /* view of a transposed tensor is impossible, reshape copies */
+  LT_EXPECT_NULL_ERR(lt_view(t, LT_SHAPE(24)), LT_ERR_SHAPE, "cannot be viewed");
+  lt_tensor *r = LT_NN(lt_reshape(t, LT_SHAPE(-1)));
+  ck_assert_ptr_ne(r->storage, x->storage);
+  LT_OK_OR_FAIL(lt_get(r, (int64_t[]){1}, &val)); /* t[0,0,1] = v[1,0,0] = 12 */
+  ck_assert(val == 12);
+  /* reshape that can be a view is a view */
+  lt_tensor *r2 = LT_NN(lt_reshape(v, LT_SHAPE(6, -1)));
+  ck_assert_ptr_eq(r2->storage, x->storage);
+  LT_ASSERT_SHAPE(r2, 6, 4);
+  /* permute */
+  lt_tensor *p = LT_NN(lt_permute(v, LT_DIMS(1, 2, 0)));
+  LT_ASSERT_SHAPE(p, 3, 4, 2);
+  LT_OK_OR_FAIL(lt_get(p, (int64_t[]){2, 1, 1}, &val)); /* v[1,2,1] = 12+8+1 */
+  ck_assert(val == 21);
+  LT_EXPECT_NULL_ERR(lt_permute(v, LT_DIMS(0, 0, 1)), LT_ERR_INVALID, "appears twice");
+  LT_EXPECT_NULL_ERR(lt_permute(v, LT_DIMS(0, 1)), LT_ERR_INVALID, "expected 3");
+  lt_tensor *all[] = {x, v, t, r, r2, p};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_view_of_noncontiguous) {
+  /* Viewing a transposed tensor works when the grouped dims stay contiguous. */
+  lt_tensor *x = LT_NN(lt_arange(LT_DTYPE_F64, 0, 24, 1));
+  lt_tensor *v = LT_NN(lt_view(x, LT_SHAPE(2, 3, 4)));
+  lt_tensor *t = LT_NN(lt_transpose(v, 0, 1)); /* [3,2,4] strides [4,12,1] */
+  lt_tensor *w = LT_NN(lt_view(t, LT_SHAPE(3, 2, 2, 2)));
+  ck_assert_ptr_eq(w->storage, x->storage);
+  lt_tensor *wc = LT_NN(lt_contiguous(w));
+  lt_tensor *tc = LT_NN(lt_contiguous(t));
+  lt_tensor *tcv = LT_NN(lt_view(tc, LT_SHAPE(3, 2, 2, 2)));
+  LT_ASSERT_CLOSE(wc, tcv, 0, 0);
+  lt_tensor *all[] = {x, v, t, w, wc, tc, tcv};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_slice_select_squeeze) {
+  lt_tensor *x = LT_NN(lt_arange(LT_DTYPE_I64, 0, 10, 1));
+  lt_tensor *s = LT_NN(lt_slice(x, 0, 1, 9, 3)); /* 1,4,7 */
+  LT_ASSERT_VALUES(s, 0, 1, 4, 7);
+  lt_tensor *s2 = LT_NN(lt_slice(x, 0, -3, 100, 1)); /* clamped: 7,8,9 */
+  LT_ASSERT_VALUES(s2, 0, 7, 8, 9);
+  lt_tensor *s3 = LT_NN(lt_slice(x, 0, 5, 2, 1)); /* empty */
+  ck_assert_int_eq(s3->numel, 0);
+  LT_EXPECT_NULL_ERR(lt_slice(x, 0, 0, 5, 0), LT_ERR_INVALID, "step 0");
+  lt_tensor *n = LT_NN(lt_narrow(x, 0, 2, 3));
+  LT_ASSERT_VALUES(n, 0, 2, 3, 4);
+  LT_EXPECT_NULL_ERR(lt_narrow(x, 0, 8, 3), LT_ERR_INDEX, "exceeds dim 0 of size 10");
+  lt_tensor *m = LT_NN(lt_view(x, LT_SHAPE(2, 5)));
+  lt_tensor *row = LT_NN(lt_select(m, 0, 1));
+  LT_ASSERT_VALUES(row, 0, 5, 6, 7, 8, 9);
+  lt_tensor *col = LT_NN(lt_select(m, 1, -1));
+  LT_ASSERT_VALUES(col, 0, 4, 9);
+  LT_EXPECT_NULL_ERR(lt_select(m, 1, 5), LT_ERR_INDEX, "index 5 is out of range for dim 1");
+  LT_EXPECT_NULL_ERR(lt_select(m, 2, 0), LT_ERR_INDEX, "dim 2 is out of range for a tensor of rank 2");
+  lt_tensor *u = LT_NN(lt_unsqueeze(m, 1));
+  LT_ASSERT_SHAPE(u, 2, 1, 5);
+  lt_tensor *u2 = LT_NN(lt_unsqueeze(m, -1));
+  LT_ASSERT_SHAPE(u2, 2, 5, 1);
+  lt_tensor *q = LT_NN(lt_squeeze(u, 1));
+  LT_ASSERT_SHAPE(q, 2, 5);
+  lt_tensor *q2 = LT_NN(lt_squeeze(u, 0)); /* size 2: unchanged */
+  LT_ASSERT_SHAPE(q2, 2, 1, 5);
+  lt_tensor *one = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1, 3, 1)));
+  lt_tensor *qa = LT_NN(lt_squeeze_all(one));
+  LT_ASSERT_SHAPE(qa, 3);
+  lt_tensor *f = LT_NN(lt_flatten(u, 1, 2));
+  LT_ASSERT_SHAPE(f, 2, 5);
+  lt_tensor *all[] = {x, s, s2, s3, n, m, row, col, u, u2, q, q2, one, qa, f};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_expand_broadcast) {
+  lt_tensor *x = LT_NN(lt_arange(LT_DTYPE_F32, 0, 3, 1));
+  lt_tensor *c = LT_NN(lt_view(x, LT_SHAPE(3, 1)));
+  lt_tensor *e = LT_NN(lt_expand(c, LT_SHAPE(2, 3, 4)));
+  LT_ASSERT_SHAPE(e, 2, 3, 4);
+  ck_assert_int_eq(e->stride[0], 0);
+  ck_assert_int_eq(e->stride[2], 0);
+  double v;
+  LT_OK_OR_FAIL(lt_get(e, (int64_t[]){1, 2, 3}, &v));
+  ck_assert(v == 2);
+  LT_EXPECT_NULL_ERR(lt_expand(c, LT_SHAPE(2, 4)), LT_ERR_SHAPE, "cannot expand dim 0 of size 3 to 2");
+  /* in-place writes to an expanded tensor are refused */
+  LT_EXPECT_ERR(lt_fill_(e, 1), LT_ERR_INVALID, "stride-0");
+  int nd;
+  int64_t out[LT_MAX_DIMS];
+  LT_OK_OR_FAIL(lt_broadcast_shapes(LT_SHAPE(5, 1, 3), LT_SHAPE(4, 1), &nd, out));
+  ck_assert_int_eq(nd, 3);
+  ck_assert(out[0] == 5 && out[1] == 4 && out[2] == 3);
+  LT_OK_OR_FAIL(lt_broadcast_shapes(0, NULL, LT_SHAPE(0, 2), &nd, out));
+  ck_assert(nd == 2 && out[0] == 0 && out[1] == 2);
+  LT_EXPECT_ERR(lt_broadcast_shapes(LT_SHAPE(2, 3), LT_SHAPE(4, 3), &nd, out), LT_ERR_SHAPE,
+                "shapes [2,3] and [4,3] are not broadcastable");
+  lt_tensor *all[] = {x, c, e};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_copy_cast) {
+  lt_tensor *x = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2, 2), (float[]){1.7f, -2.5f, 3.0f, 0.0f}));
+  lt_tensor *i = LT_NN(lt_to_dtype(x, LT_DTYPE_I32));
+  LT_ASSERT_VALUES(i, 0, 1, -2, 3, 0); /* truncation toward zero */
+  lt_tensor *b = LT_NN(lt_to_dtype(x, LT_DTYPE_BOOL));
+  LT_ASSERT_VALUES(b, 0, 1, 1, 1, 0);
+  lt_tensor *d = LT_NN(lt_to_dtype(x, LT_DTYPE_F64));
+  LT_ASSERT_CLOSE(d, x, 0, 0);
+  int64_t big = (1LL << 53) + 1;
+  lt_tensor *l = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(1), &big));
+  lt_tensor *l2 = LT_NN(lt_to_dtype(l, LT_DTYPE_I64));
+  int64_t back;
+  LT_OK_OR_FAIL(lt_tensor_read(l2, LT_DTYPE_I64, &back, 1));
+  ck_assert(back == big); /* exact through integers */
+  /* copy_ with broadcasting and a transposed source */
+  lt_tensor *dst = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(2, 2)));
+  lt_tensor *xt = LT_NN(lt_transpose(x, 0, 1));
+  LT_OK_OR_FAIL(lt_copy_(dst, xt));
+  LT_ASSERT_VALUES(dst, 1e-6, 1.7, 3.0, -2.5, 0.0);
+  lt_tensor *row = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2), (float[]){5, 6}));
+  uint64_t v0 = lt__version(dst);
+  LT_OK_OR_FAIL(lt_copy_(dst, row));
+  ck_assert(lt__version(dst) == v0 + 1);
+  LT_ASSERT_VALUES(dst, 0, 5, 6, 5, 6);
+  lt_tensor *wrong = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(3)));
+  LT_EXPECT_ERR(lt_copy_(dst, wrong), LT_ERR_SHAPE, "src is [3] f32, dst is [2,2] f64");
+  LT_ASSERT_VALUES(dst, 0, 5, 6, 5, 6); /* untouched */
+  /* overlapping copy within one storage */
+  lt_tensor *seq = LT_NN(lt_arange(LT_DTYPE_F32, 0, 5, 1));
+  lt_tensor *a = LT_NN(lt_slice(seq, 0, 1, 5, 1));
+  lt_tensor *bsrc = LT_NN(lt_slice(seq, 0, 0, 4, 1));
+  LT_OK_OR_FAIL(lt_copy_(a, bsrc));
+  LT_ASSERT_VALUES(seq, 0, 0, 0, 1, 2, 3);
+  /* clone is a fresh copy; contiguous of a contiguous tensor shares storage */
+  lt_tensor *cl = LT_NN(lt_clone(x));
+  ck_assert_ptr_ne(cl->storage, x->storage);
+  lt_tensor *ct = LT_NN(lt_contiguous(x));
+  ck_assert_ptr_eq(ct->storage, x->storage);
+  lt_tensor *ct2 = LT_NN(lt_contiguous(xt));
+  ck_assert(lt_is_contiguous(ct2));
+  LT_ASSERT_VALUES(ct2, 1e-6, 1.7, 3.0, -2.5, 0.0);
+  lt_tensor *all[] = {x, i, b, d, l, l2, dst, xt, row, wrong, seq, a, bsrc, cl, ct, ct2};
+  for (size_t k = 0; k < sizeof all / sizeof *all; k++) lt_tensor_free(all[k]);
+}
+END_TEST
+
+START_TEST(test_fill_noncontiguous) {
+  lt_tensor *x = LT_NN(lt_zeros(LT_DTYPE_I32, LT_SHAPE(3, 4)));
+  lt_tensor *c = LT_NN(lt_slice(x, 1, 1, 4, 2)); /* columns 1 and 3 */
+  LT_OK_OR_FAIL(lt_fill_(c, 7));
+  LT_ASSERT_VALUES(x, 0, 0, 7, 0, 7, 0, 7, 0, 7, 0, 7, 0, 7);
+  LT_OK_OR_FAIL(lt_zero_(x));
+  LT_ASSERT_VALUES(x, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  lt_tensor_free(c);
+  lt_tensor_free(x);
+}
+END_TEST
+
+START_TEST(test_scopes_and_refcounts) {
+  int64_t t0 = lt__live_tensors(), s0 = lt__live_storages();
+  lt_tensor *kept = NULL;
+  lt_scope *outer = lt_scope_begin();
+  ck_assert_ptr_nonnull(outer);
+  for (int i = 0; i < 100; i++) {
+    lt_tensor *a = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(4)));
+    lt_tensor *v = LT_NN(lt_view(a, LT_SHAPE(2, 2)));
+    (void)v;
+    if (i == 50) kept = lt_tensor_keep(LT_NN(lt_transpose(v, 0, 1)));
+    if (i == 60) lt_tensor_free(a); /* freeing a scoped tensor early is fine */
+  }
+  lt_scope *inner = lt_scope_begin();
+  LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(3)));
+  (void)inner;
+  lt_scope_end(outer); /* ends inner too */
+  /* kept survives, with its storage */
+  ck_assert_int_eq(lt__live_tensors(), t0 + 1);
+  ck_assert_int_eq(lt__live_storages(), s0 + 1);
+  LT_ASSERT_SHAPE(kept, 2, 2);
+  lt_tensor *r = lt_tensor_retain(kept);
+  ck_assert_ptr_eq(r, kept);
+  lt_tensor_free(kept);
+  ck_assert_int_eq(lt__live_tensors(), t0 + 1);
+  lt_tensor_free(r);
+  ck_assert_int_eq(lt__live_tensors(), t0);
+  ck_assert_int_eq(lt__live_storages(), s0);
+  lt_tensor_free(NULL);
+  lt_scope_end(NULL);
+}
+END_TEST
+
+START_TEST(test_zero_d_and_zero_size) {
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_F64, 3.5));
+  lt_tensor *u = LT_NN(lt_unsqueeze(s, 0));
+  LT_ASSERT_SHAPE(u, 1);
+  lt_tensor *r = LT_NN(lt_reshape(s, LT_SHAPE(1, 1)));
+  LT_ASSERT_SHAPE(r, 1, 1);
+  lt_tensor *back = LT_NN(lt_reshape(r, 0, NULL));
+  ck_assert_int_eq(back->ndim, 0);
+  lt_tensor *e = LT_NN(lt_expand(s, LT_SHAPE(2, 3)));
+  LT_ASSERT_SHAPE(e, 2, 3);
+  lt_tensor *z = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 0, 3)));
+  lt_tensor *zr = LT_NN(lt_reshape(z, LT_SHAPE(0, 7)));
+  LT_ASSERT_SHAPE(zr, 0, 7);
+  LT_EXPECT_NULL_ERR(lt_reshape(z, LT_SHAPE(-1, 0)), LT_ERR_SHAPE, "cannot infer");
+  lt_tensor *zt = LT_NN(lt_transpose(z, 0, 2));
+  lt_tensor *zc = LT_NN(lt_contiguous(zt));
+  LT_ASSERT_SHAPE(zc, 3, 0, 2);
+  LT_OK_OR_FAIL(lt_fill_(zc, 1));
+  lt_tensor *all[] = {s, u, r, back, e, z, zr, zt, zc};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_free(all[i]);
+}
+END_TEST
+
+START_TEST(test_runtime) {
+  lt_runtime_info info;
+  LT_OK_OR_FAIL(lt_runtime_get_info(&info));
+  ck_assert_str_eq(info.version, lt_version());
+  ck_assert(info.blas_arch && strlen(info.blas_arch) > 0);
+  ck_assert(info.num_threads >= 1);
+  /* On a CPU with AVX-512 the generic fallback must not be chosen. */
+  __builtin_cpu_init();
+  if (!getenv("BLIS_ARCH_TYPE") || info.blas_arch_from_user == false) {
+    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+        __builtin_cpu_supports("avx512dq") && __builtin_cpu_supports("avx512vl"))
+      ck_assert_str_eq(info.blas_arch, "skx");
+    else if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma"))
+      ck_assert_str_ne(info.blas_arch, "generic");
+  }
+  int n = lt_get_num_threads();
+  LT_OK_OR_FAIL(lt_set_num_threads(1));
+  ck_assert_int_eq(lt_get_num_threads(), 1);
+  LT_EXPECT_ERR(lt_set_num_threads(0), LT_ERR_INVALID, "need at least 1");
+  LT_OK_OR_FAIL(lt_set_num_threads(n));
+  ck_assert_str_eq(lt_dtype_name(LT_DTYPE_BOOL), "bool");
+  ck_assert_int_eq(lt_dtype_size(LT_DTYPE_I64), 8);
+}
+END_TEST
+
+/* The strided iterator: a big non-contiguous copy gives the same result on 1
+ * and 2 threads, and matches a naive loop. */
+START_TEST(test_iter_parallel_copy) {
+  lt_tensor *x = LT_NN(lt_arange(LT_DTYPE_F32, 0, 300 * 500, 1));
+  lt_tensor *v = LT_NN(lt_view(x, LT_SHAPE(300, 500)));
+  lt_tensor *t = LT_NN(lt_transpose(v, 0, 1));
+  LT_OK_OR_FAIL(lt_set_num_threads(1));
+  lt_tensor *c1 = LT_NN(lt_contiguous(t));
+  LT_OK_OR_FAIL(lt_set_num_threads(2));
+  lt_tensor *c2 = LT_NN(lt_contiguous(t));
+  LT_ASSERT_CLOSE(c1, c2, 0, 0);
+  float *p = c2->data;
+  for (int i = 0; i < 500; i++)
+    for (int j = 0; j < 300; j++) ck_assert(p[i * 300 + j] == (float)(j * 500 + i));
+  lt_tensor *all[] = {x, v, t, c1, c2};
+  for (size_t i = 0; i < sizeof all / sizeof *all; i++) lt_tensor_free(all[i]);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("tensor");
+  TCase *tc = tcase_create("core");
+  tcase_add_test(tc, test_creation);
+  tcase_add_test(tc, test_from_buffers);
+  tcase_add_test(tc, test_access_errors);
+  tcase_add_test(tc, test_status_table);
+  tcase_add_test(tc, test_views_share_storage);
+  tcase_add_test(tc, test_view_of_noncontiguous);
+  tcase_add_test(tc, test_slice_select_squeeze);
+  tcase_add_test(tc, test_expand_broadcast);
+  tcase_add_test(tc, test_copy_cast);
+  tcase_add_test(tc, test_fill_noncontiguous);
+  tcase_add_test(tc, test_scopes_and_refcounts);
+  tcase_add_test(tc, test_zero_d_and_zero_size);
+  tcase_add_test(tc, test_runtime);
+  tcase_add_test(tc, test_iter_parallel_copy);
+  suite_add_tcase(s, tc);
+  return lt_test_run(s);
+}
