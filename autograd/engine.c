@@ -550,7 +550,23 @@ static lt_status prepare_leaf(leaf_acc *a) {
   return LT_OK;
 }
 
+/* Set while a backward runs on this thread: the node marks (topo_mark,
+ * pending, grad_acc) are in use, so a hook must not start another one. */
+static _Thread_local bool tl_in_backward = false;
+
+static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bool retain_graph);
+
 lt_status lt_backward(lt_tensor *root, const lt_tensor *grad_output, bool retain_graph) {
+  if (tl_in_backward)
+    return lt__err(LT_ERR_STATE, "backward: called while another backward is running on this "
+                   "thread (from a hook?); hooks must not call lt_backward");
+  tl_in_backward = true;
+  lt_status s = backward_impl(root, grad_output, retain_graph);
+  tl_in_backward = false;
+  return s;
+}
+
+static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bool retain_graph) {
   if (!root) return lt__err_null("backward", "root");
   if (!root->grad_fn && !root->requires_grad)
     return lt__err(LT_ERR_AUTOGRAD,

@@ -295,6 +295,28 @@ START_TEST(test_fanout) {
 }
 END_TEST
 
+/* Gradients that arrive as views (reshape, slice, expand backwards may
+ * return views of their gout) are summed without writing into them. */
+START_TEST(test_accumulate_views) {
+  lt_tensor *x = LEAF(LT_SHAPE(4), 1, 2, 3, 4);
+  lt_scope *sc = lt_scope_begin();
+  lt_tensor *a = LT_NN(lt_reshape(x, LT_SHAPE(2, 2)));
+  lt_tensor *b = LT_NN(lt_slice(x, 0, 0, 4, 1));
+  lt_tensor *e = LT_NN(lt_expand(LT_NN(lt_unsqueeze(x, 0)), LT_SHAPE(3, 4)));
+  lt_tensor *t = LT_NN(lt_add(LT_NN(lt_add(sumsq(a), LT_NN(lt_sum(b, 0, NULL, false)))),
+                              LT_NN(lt_sum(e, 0, NULL, false))));
+  LT_OK_OR_FAIL(lt_backward(t, NULL, false));
+  LT_ASSERT_VALUES(x->grad, 1e-12, 6, 8, 10, 12); /* 2x + 1 + 3 */
+  /* the second backward adds in place into the leaf's private .grad */
+  lt_tensor *t2 = LT_NN(lt_sum(LT_NN(lt_mul_scalar(x, 2)), 0, NULL, false));
+  LT_OK_OR_FAIL(lt_backward(t2, NULL, false));
+  LT_ASSERT_VALUES(x->grad, 1e-12, 8, 10, 12, 14);
+  lt_scope_end(sc);
+  ck_assert(lt_is_contiguous(x->grad));
+  lt_tensor_free(x);
+}
+END_TEST
+
 START_TEST(test_scalar_and_empty) {
   lt_tensor *x = LT_NN(lt_scalar(LT_DTYPE_F64, 3));
   LT_OK_OR_FAIL(lt_requires_grad_(x, true));
@@ -414,6 +436,35 @@ START_TEST(test_hook_nonleaf) {
   LT_ASSERT_VALUES(x->grad, 1e-12, 80, 160, 240);
   lt_scope_end(sc);
   lt_tensor_free(h.copy);
+  lt_tensor_free(x);
+}
+END_TEST
+
+/* A hook must not start another backward: the engine refuses it. */
+typedef struct reentry {
+  lt_tensor *other;
+  lt_status got;
+} reentry;
+static lt_tensor *reentrant_hook(const lt_tensor *t, const lt_tensor *grad, void *user) {
+  reentry *r = user;
+  r->got = lt_backward(r->other, NULL, false);
+  return NULL;
+}
+
+START_TEST(test_hook_reentry_refused) {
+  lt_tensor *x = LEAF(LT_SHAPE(2), 1, 2);
+  lt_scope *sc = lt_scope_begin();
+  reentry r = {.other = sumsq(x), .got = LT_OK};
+  LT_OK_OR_FAIL(lt_tensor_set_hook(x, reentrant_hook, &r));
+  LT_OK_OR_FAIL(lt_backward(sumsq(x), NULL, false));
+  ck_assert_int_eq(r.got, LT_ERR_STATE);
+  ck_assert(strstr(lt_last_error(), "hook") != NULL);
+  lt_clear_error();
+  LT_ASSERT_VALUES(x->grad, 1e-12, 2, 4);
+  LT_OK_OR_FAIL(lt_tensor_set_hook(x, NULL, NULL));
+  LT_OK_OR_FAIL(lt_backward(r.other, NULL, false)); /* fine afterwards */
+  LT_ASSERT_VALUES(x->grad, 1e-12, 4, 8);
+  lt_scope_end(sc);
   lt_tensor_free(x);
 }
 END_TEST
@@ -737,10 +788,12 @@ int main(void) {
   tcase_add_test(tc, test_sum_to);
   tcase_add_test(tc, test_dtype_of_grad);
   tcase_add_test(tc, test_fanout);
+  tcase_add_test(tc, test_accumulate_views);
   tcase_add_test(tc, test_scalar_and_empty);
   tcase_add_test(tc, test_op_without_backward);
   tcase_add_test(tc, test_hook_leaf);
   tcase_add_test(tc, test_hook_nonleaf);
+  tcase_add_test(tc, test_hook_reentry_refused);
   tcase_add_test(tc, test_error_leaves_grads_untouched);
   tcase_add_test(tc, test_anomaly_forward);
   tcase_add_test(tc, test_anomaly_backward);
