@@ -105,15 +105,13 @@ lt_status lt__anomaly_check(const char *what, const lt_tensor *t) {
                  where, LT__D(t));
 }
 
-/* The same check on a gradient, naming the backward that produced it. */
-static lt_status anomaly_check_grad(const char *op, int input, const lt_tensor *g) {
+/* The same check on a gradient; what names where it came from. */
+static lt_status anomaly_check_grad(const char *what, const lt_tensor *g) {
   if (!tl_anomaly) return LT_OK;
   char where[LT__DESC_SIZE];
   if (!find_nonfinite(g, where, sizeof where)) return LT_OK;
-  return lt__err(LT_ERR_NUMERIC,
-                 "anomaly mode: the backward of op '%s' produced %s in the gradient %s of its "
-                 "input %d",
-                 op, where, LT__D(g), input);
+  return lt__err(LT_ERR_NUMERIC, "anomaly mode: %s produced %s in the gradient %s", what, where,
+                 LT__D(g));
 }
 
 /* ======================================================================== */
@@ -500,7 +498,11 @@ static lt_status run_node(engine *e, lt_node *n) {
                   name, LT__D(gin[i]), i);
       goto fail;
     }
-    if (gin[i] && (s = anomaly_check_grad(name, i, gin[i])) != LT_OK) goto fail;
+    if (gin[i] && tl_anomaly) {
+      char what[96];
+      snprintf(what, sizeof what, "the backward of op '%s' (input %d)", name, i);
+      if ((s = anomaly_check_grad(what, gin[i])) != LT_OK) goto fail;
+    }
   }
   for (int i = 0; i < n->nin; i++) {
     lt_tensor *g = gin[i];
@@ -608,7 +610,7 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
     s = lt_last_status();
     goto done;
   }
-  if ((s = anomaly_check_grad("(root)", 0, g0)) != LT_OK) {
+  if ((s = anomaly_check_grad("grad_output", g0)) != LT_OK) {
     lt_tensor_free(g0);
     goto done;
   }
@@ -642,8 +644,7 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
       s = lt__err(LT_ERR_NOMEM, "backward: out of memory for %lld graph nodes", (long long)e.norder);
       goto done;
     }
-    /* The root node receives g0, in the root tensor's shape (which is its
-     * node's output shape unless an in-place op reshaped nothing). */
+    /* The root node receives g0 (the root's shape is its node's output shape). */
     rn->grad_acc = g0;
     e.excl[rn->topo_mark - 1] = g0_excl;
     for (int64_t i = e.norder - 1; i >= 0; i--)
@@ -653,8 +654,12 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
   /* Commit to the leaves: phase 1 may fail and changes nothing... */
   for (int64_t k = 0; k < e.leaves.n; k++)
     if ((s = prepare_leaf(&e.leaves.e[k])) != LT_OK) goto done;
-  for (int64_t k = 0; k < e.leaves.n; k++)
-    if ((s = anomaly_check_grad("(leaf gradient)", 0, e.leaves.e[k].acc)) != LT_OK) goto done;
+  for (int64_t k = 0; k < e.leaves.n && tl_anomaly; k++) {
+    char what[LT__DESC_SIZE + 48];
+    snprintf(what, sizeof what, "the sum (or the hook) of the gradients of leaf %s",
+             LT__D(e.leaves.e[k].leaf));
+    if ((s = anomaly_check_grad(what, e.leaves.e[k].acc)) != LT_OK) goto done;
+  }
   /* ...phase 2 only adds into validated, same-shape float tensors. */
   for (int64_t k = 0; k < e.leaves.n; k++) {
     leaf_acc *a = &e.leaves.e[k];
