@@ -437,9 +437,12 @@ lt_status lt_chunk(const lt_tensor *x, int chunks, int dim, lt_tensor **out,
 /* Random numbers: Philox4x32-10, counter based                             */
 /* ======================================================================== */
 
-/* A generator is a (seed, offset) pair: element i of a draw uses Philox
- * counter offset + i, so results never depend on the number of threads, and
- * saving and restoring the state resumes the exact sequence. */
+/* A generator is a (seed, offset) pair. A draw uses Philox blocks offset,
+ * offset+1, ... (four 32-bit words per block; docs/random.md gives which words
+ * each element uses) and then advances offset past them, so results never
+ * depend on the number of threads, and saving and restoring the state resumes
+ * the exact sequence. A NULL generator is an error (there is no global one).
+ * A failed draw does not advance the generator. */
 typedef struct lt_generator lt_generator;
 typedef struct lt_generator_state {
   uint64_t seed;
@@ -454,6 +457,7 @@ lt_status lt_generator_set_state(lt_generator *g, lt_generator_state state);
 /* Float dtypes only except bernoulli (any dtype) and randperm (i64). */
 lt_tensor *lt_rand(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape);   /* U[0,1) */
 lt_tensor *lt_randn(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape);  /* N(0,1) */
+/* U[lo, hi): never hi, even after rounding to f32; lo == hi gives lo. */
 lt_tensor *lt_uniform(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double lo, double hi);
 lt_tensor *lt_normal(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double mean, double std);
 /* 1 with probability p, else 0. */
@@ -468,8 +472,9 @@ lt_status lt_normal_(lt_generator *g, lt_tensor *x, double mean, double std);
 /* Printing and comparison                                                  */
 /* ======================================================================== */
 
-/* PyTorch-like text ("tensor([[1.0000, 2.0000], ...], dtype=f32)"), summarised
- * with "..." when numel > 1000 (first and last 3 entries per dim). */
+/* PyTorch-like text ("tensor([[1.0000, 2.0000], ...])"; a ", dtype=f64"
+ * suffix for every dtype but f32), summarised with "..." when numel > 1000
+ * (first and last 3 entries per dim). lt_print adds a trailing newline. */
 lt_status lt_print(const lt_tensor *x, FILE *f);
 /* Same text as a new string (free with free()); NULL on error. */
 char *lt_tensor_to_string(const lt_tensor *x);
