@@ -50,7 +50,7 @@ struct lt_node {
   lt_tensor **saved;            /* detached aliases sharing storage */
   uint64_t *saved_version;      /* storage version at record time */
   bool released;                /* saved tensors freed after a backward */
-  unsigned char aux[LT__AUX_MAX];
+  _Alignas(16) unsigned char aux[LT__AUX_MAX]; /* aligned: backwards cast it to their aux struct */
   size_t aux_size;
   /* the output this node produced (metadata only: no reference, no cycle) */
   lt_dtype out_dtype;

@@ -1,0 +1,1155 @@
+/*
+ * tests/test_index.c: indexing, joining, splitting (tensor/index.c):
+ * index_select, gather, scatter_add, embedding, tril/triu, one_hot, cat,
+ * stack, split, chunk. Hand-computed values, random cases against naive loops
+ * over lt_get (every dtype, i32 and i64 indices, transposed and strided
+ * inputs and indices, 0-d and zero-size), every error path (status, message,
+ * nothing created, inputs untouched), and the backwards called directly on
+ * the recorded node (the engine-level gradchecks are in gradcases_index.inc),
+ * including duplicate-id accumulation that must not depend on the thread count.
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/internal.h"
+#include "test_util.h"
+
+/* ---- helpers ------------------------------------------------------------ */
+
+static uint64_t rng = 0x9E3779B97F4A7C15ull;
+static uint64_t rnd(void) {
+  rng ^= rng << 13;
+  rng ^= rng >> 7;
+  rng ^= rng << 17;
+  return rng;
+}
+static int64_t rnd_int(int64_t lo, int64_t hi) { /* [lo, hi] */
+  return lo + (int64_t)(rnd() % (uint64_t)(hi - lo + 1));
+}
+
+static const lt_dtype all_dtypes[] = {LT_DTYPE_F32, LT_DTYPE_F64, LT_DTYPE_I32, LT_DTYPE_I64,
+                                      LT_DTYPE_BOOL};
+
+/* Small integer values (exact in every dtype, sums exact in any order). */
+static lt_tensor *rand_vals(lt_dtype dt, int nd, const int64_t *shape) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) n *= shape[i];
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++)
+    v[i] = dt == LT_DTYPE_BOOL ? (double)rnd_int(0, 1) : (double)rnd_int(-8, 8);
+  lt_tensor *f = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, nd, shape, v));
+  free(v);
+  if (dt == LT_DTYPE_F64) return f;
+  lt_tensor *t = LT_NN(lt_to_dtype(f, dt));
+  lt_tensor_free(f);
+  return t;
+}
+
+static lt_tensor *ids_of(lt_dtype dt, int nd, const int64_t *shape, const int64_t *v) {
+  lt_tensor *t = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, nd, shape, v));
+  if (dt == LT_DTYPE_I64) return t;
+  lt_tensor *c = LT_NN(lt_to_dtype(t, dt));
+  lt_tensor_free(t);
+  return c;
+}
+
+static lt_tensor *rand_ids(lt_dtype dt, int nd, const int64_t *shape, int64_t hi) {
+  int64_t n = 1;
+  for (int i = 0; i < nd; i++) n *= shape[i];
+  int64_t *v = malloc(sizeof(int64_t) * (size_t)(n ? n : 1));
+  for (int64_t i = 0; i < n; i++) v[i] = hi > 0 ? rnd_int(0, hi - 1) : 0;
+  lt_tensor *t = ids_of(dt, nd, shape, v);
+  free(v);
+  return t;
+}
+
+/* The same values in a non-contiguous layout: every stride doubled (a view of
+ * a [*shape, 2] buffer). Consumes t. */
+static lt_tensor *strided(lt_tensor *t) {
+  int64_t sh[LT_MAX_DIMS];
+  for (int i = 0; i < t->ndim; i++) sh[i] = t->shape[i];
+  sh[t->ndim] = 2;
+  lt_tensor *u = LT_NN(lt_zeros(t->dtype, t->ndim + 1, sh));
+  lt_tensor *v = LT_NN(lt_select(u, -1, 0));
+  LT_OK_OR_FAIL(lt_copy_(v, t));
+  lt_tensor_free(u);
+  lt_tensor_free(t);
+  if (v->numel > 1) ck_assert(!lt_is_contiguous(v));
+  return v;
+}
+
+/* The same values, transposed storage: x[i][j] lives at a column-major spot.
+ * Consumes t (rank >= 2). */
+static lt_tensor *transposed_layout(lt_tensor *t) {
+  lt_tensor *tt = LT_NN(lt_transpose(t, 0, 1));
+  lt_tensor *c = LT_NN(lt_contiguous(tt));
+  lt_tensor *back = LT_NN(lt_transpose(c, 0, 1));
+  lt_tensor_free(tt);
+  lt_tensor_free(c);
+  lt_tensor_free(t);
+  return back;
+}
+
+/* Randomly one of: as is, strided, transposed (rank >= 2). Consumes t. */
+static lt_tensor *any_layout(lt_tensor *t) {
+  switch (rnd() % 3) {
+    case 1: return strided(t);
+    case 2: return t->ndim >= 2 ? transposed_layout(t) : strided(t);
+    default: return t;
+  }
+}
+
+static void unravel(int64_t flat, int nd, const int64_t *shape, int64_t *idx) {
+  for (int d = nd - 1; d >= 0; d--) {
+    idx[d] = flat % shape[d];
+    flat /= shape[d];
+  }
+}
+
+static double get(const lt_tensor *t, const int64_t *idx) {
+  double v;
+  LT_OK_OR_FAIL(lt_get(t, idx, &v));
+  return v;
+}
+
+static void free_all(int n, lt_tensor **ts) {
+  for (int i = 0; i < n; i++) lt_tensor_free(ts[i]);
+}
+#define FREE(...) free_all(LT__NARGS(lt_tensor *, __VA_ARGS__), (lt_tensor *[]){__VA_ARGS__})
+
+/* Same shape and exactly equal values (a local lt_equal, read through
+ * lt_tensor_read so it does not depend on the elementwise module). */
+static bool equal(const lt_tensor *a, const lt_tensor *b) {
+  if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim) != 0)
+    return false;
+  int64_t n = a->numel;
+  double *va = malloc(sizeof(double) * (size_t)(n ? n : 1)), *vb = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  LT_OK_OR_FAIL(lt_tensor_read(a, LT_DTYPE_F64, va, n));
+  LT_OK_OR_FAIL(lt_tensor_read(b, LT_DTYPE_F64, vb, n));
+  bool same = memcmp(va, vb, sizeof(double) * (size_t)n) == 0;
+  free(va);
+  free(vb);
+  return same;
+}
+
+/* A deep copy to check later that an input was not modified. */
+static lt_tensor *snap(const lt_tensor *t) { return LT_NN(lt_clone(t)); }
+static void assert_same(lt_tensor *before, const lt_tensor *now) {
+  ck_assert_msg(equal(before, now), "an input was modified");
+  lt_tensor_free(before);
+}
+
+static lt_tensor *f32_of(int nd, const int64_t *shape, const float *v) {
+  return LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, nd, shape, v));
+}
+static lt_tensor *f64_of(int nd, const int64_t *shape, const double *v) {
+  return LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, nd, shape, v));
+}
+
+/* ======================================================================== */
+/* index_select                                                             */
+/* ======================================================================== */
+
+START_TEST(test_index_select_values) {
+  lt_tensor *x = f32_of(LT_SHAPE(3, 4), (float[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  lt_tensor *i0 = ids_of(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){2, 0, 2});
+  lt_tensor *a = LT_NN(lt_index_select(x, 0, i0));
+  LT_ASSERT_SHAPE(a, 3, 4);
+  ck_assert_int_eq(a->dtype, LT_DTYPE_F32);
+  LT_ASSERT_VALUES(a, 0, 8, 9, 10, 11, 0, 1, 2, 3, 8, 9, 10, 11);
+  lt_tensor *i1 = ids_of(LT_DTYPE_I32, LT_SHAPE(2), (int64_t[]){3, 1});
+  lt_tensor *b = LT_NN(lt_index_select(x, 1, i1));
+  LT_ASSERT_SHAPE(b, 3, 2);
+  LT_ASSERT_VALUES(b, 0, 3, 1, 7, 5, 11, 9);
+  /* 0-d index keeps the dim with size 1, as torch */
+  lt_tensor *i2 = ids_of(LT_DTYPE_I64, 0, NULL, (int64_t[]){2});
+  lt_tensor *c = LT_NN(lt_index_select(x, -1, i2));
+  LT_ASSERT_SHAPE(c, 3, 1);
+  LT_ASSERT_VALUES(c, 0, 2, 6, 10);
+  /* empty index */
+  lt_tensor *ie = ids_of(LT_DTYPE_I64, LT_SHAPE(0), NULL);
+  lt_tensor *e = LT_NN(lt_index_select(x, 0, ie));
+  LT_ASSERT_SHAPE(e, 0, 4);
+  /* 0-d x */
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_F64, 5));
+  lt_tensor *z = ids_of(LT_DTYPE_I64, LT_SHAPE(1), (int64_t[]){0});
+  lt_tensor *sa = LT_NN(lt_index_select(s, 0, z));
+  ck_assert_int_eq(sa->ndim, 0);
+  LT_ASSERT_VALUES(sa, 0, 5);
+  /* zero-size x along another dim */
+  lt_tensor *x0 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(0, 3)));
+  lt_tensor *e0 = LT_NN(lt_index_select(x0, 1, z));
+  LT_ASSERT_SHAPE(e0, 0, 1);
+  /* integer and bool x */
+  lt_tensor *xi = LT_NN(lt_to_dtype(x, LT_DTYPE_I64));
+  lt_tensor *ai = LT_NN(lt_index_select(xi, 1, i1));
+  ck_assert_int_eq(ai->dtype, LT_DTYPE_I64);
+  LT_ASSERT_VALUES(ai, 0, 3, 1, 7, 5, 11, 9);
+  lt_tensor *xb = LT_NN(lt_to_dtype(x, LT_DTYPE_BOOL));
+  lt_tensor *ab = LT_NN(lt_index_select(xb, 0, i0));
+  LT_ASSERT_VALUES(ab, 0, 1, 1, 1, 1, 0, 1, 1, 1, 1, 1, 1, 1);
+  FREE(x, i0, a, i1, b, i2, c, ie, e, s, z, sa, x0, e0, xi, ai, xb, ab);
+}
+END_TEST
+
+START_TEST(test_index_select_random) {
+  for (int trial = 0; trial < 60; trial++) {
+    int nd = (int)rnd_int(1, 4);
+    int64_t sh[LT_MAX_DIMS];
+    for (int i = 0; i < nd; i++) sh[i] = rnd_int(1, 5);
+    if (trial % 10 == 9) sh[rnd_int(0, nd - 1)] = 0;
+    int dim = (int)rnd_int(0, nd - 1);
+    lt_dtype dt = all_dtypes[trial % 5];
+    lt_tensor *x = any_layout(rand_vals(dt, nd, sh));
+    int64_t n = rnd_int(0, 7);
+    lt_tensor *idx = any_layout(rand_ids(trial % 2 ? LT_DTYPE_I32 : LT_DTYPE_I64, LT_SHAPE(n), sh[dim]));
+    if (sh[dim] == 0 && n > 0) { /* nothing valid to pick */
+      LT_EXPECT_NULL_ERR(lt_index_select(x, dim, idx), LT_ERR_INDEX, "out of range");
+      FREE(x, idx);
+      continue;
+    }
+    lt_tensor *before = snap(x);
+    lt_tensor *out = LT_NN(lt_index_select(x, dim - (trial % 3 == 0 ? nd : 0), idx));
+    ck_assert(lt_is_contiguous(out));
+    ck_assert_int_eq(out->dtype, dt);
+    for (int i = 0; i < nd; i++) ck_assert_int_eq(out->shape[i], i == dim ? n : sh[i]);
+    for (int64_t f = 0; f < out->numel; f++) {
+      int64_t o[LT_MAX_DIMS], xi[LT_MAX_DIMS];
+      unravel(f, nd, out->shape, o);
+      memcpy(xi, o, sizeof o);
+      xi[dim] = (int64_t)get(idx, (int64_t[]){o[dim]});
+      ck_assert_msg(get(out, o) == get(x, xi), "trial %d: mismatch at flat %lld", trial, (long long)f);
+    }
+    assert_same(before, x);
+    FREE(x, idx, out);
+  }
+}
+END_TEST
+
+/* ======================================================================== */
+/* gather                                                                   */
+/* ======================================================================== */
+
+START_TEST(test_gather_values) {
+  /* the torch.gather docs example */
+  lt_tensor *x = f32_of(LT_SHAPE(2, 2), (float[]){1, 2, 3, 4});
+  lt_tensor *i1 = ids_of(LT_DTYPE_I64, LT_SHAPE(2, 2), (int64_t[]){0, 0, 1, 0});
+  lt_tensor *a = LT_NN(lt_gather(x, 1, i1));
+  LT_ASSERT_VALUES(a, 0, 1, 1, 4, 3);
+  lt_tensor *i0 = ids_of(LT_DTYPE_I32, LT_SHAPE(2, 2), (int64_t[]){0, 1, 1, 0});
+  lt_tensor *b = LT_NN(lt_gather(x, -2, i0));
+  LT_ASSERT_VALUES(b, 0, 1, 4, 3, 2);
+  /* index smaller than x in the other dim, duplicates, longer along dim */
+  lt_tensor *y = f64_of(LT_SHAPE(3, 3), (double[]){1, 2, 3, 4, 5, 6, 7, 8, 9});
+  lt_tensor *i2 = ids_of(LT_DTYPE_I64, LT_SHAPE(4, 2), (int64_t[]){2, 2, 2, 0, 0, 1, 1, 1});
+  lt_tensor *c = LT_NN(lt_gather(y, 0, i2));
+  LT_ASSERT_SHAPE(c, 4, 2);
+  LT_ASSERT_VALUES(c, 0, 7, 8, 7, 2, 1, 5, 4, 5);
+  /* 0-d */
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_I32, -3));
+  lt_tensor *z = ids_of(LT_DTYPE_I64, 0, NULL, (int64_t[]){0});
+  lt_tensor *sg = LT_NN(lt_gather(s, 0, z));
+  ck_assert_int_eq(sg->ndim, 0);
+  ck_assert_int_eq(sg->dtype, LT_DTYPE_I32);
+  LT_ASSERT_VALUES(sg, 0, -3);
+  /* empty index */
+  lt_tensor *ie = ids_of(LT_DTYPE_I64, LT_SHAPE(0, 2), NULL);
+  lt_tensor *e = LT_NN(lt_gather(y, 1, ie));
+  LT_ASSERT_SHAPE(e, 0, 2);
+  FREE(x, i1, a, i0, b, y, i2, c, s, z, sg, ie, e);
+}
+END_TEST
+
+START_TEST(test_gather_random) {
+  for (int trial = 0; trial < 60; trial++) {
+    int nd = (int)rnd_int(1, 4);
+    int64_t sh[LT_MAX_DIMS], ish[LT_MAX_DIMS];
+    for (int i = 0; i < nd; i++) sh[i] = rnd_int(1, 5);
+    int dim = (int)rnd_int(0, nd - 1);
+    for (int i = 0; i < nd; i++) ish[i] = i == dim ? rnd_int(0, 6) : rnd_int(trial % 7 == 0 ? 0 : 1, sh[i]);
+    lt_dtype dt = all_dtypes[trial % 5];
+    lt_tensor *x = any_layout(rand_vals(dt, nd, sh));
+    lt_tensor *idx = any_layout(rand_ids(trial % 2 ? LT_DTYPE_I64 : LT_DTYPE_I32, nd, ish, sh[dim]));
+    lt_tensor *before = snap(x);
+    lt_tensor *out = LT_NN(lt_gather(x, dim, idx));
+    ck_assert_int_eq(out->dtype, dt);
+    for (int i = 0; i < nd; i++) ck_assert_int_eq(out->shape[i], ish[i]);
+    for (int64_t f = 0; f < out->numel; f++) {
+      int64_t o[LT_MAX_DIMS], xi[LT_MAX_DIMS];
+      unravel(f, nd, ish, o);
+      memcpy(xi, o, sizeof o);
+      xi[dim] = (int64_t)get(idx, o);
+      ck_assert_msg(get(out, o) == get(x, xi), "trial %d: mismatch at flat %lld", trial, (long long)f);
+    }
+    assert_same(before, x);
+    FREE(x, idx, out);
+  }
+}
+END_TEST
+
+/* ======================================================================== */
+/* scatter_add                                                              */
+/* ======================================================================== */
+
+START_TEST(test_scatter_add_values) {
+  /* the Tensor.scatter_add_ docs examples */
+  lt_tensor *src = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(2, 5)));
+  lt_tensor *z = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(3, 5)));
+  lt_tensor *i1 = ids_of(LT_DTYPE_I64, LT_SHAPE(1, 5), (int64_t[]){0, 1, 2, 0, 0});
+  lt_tensor *a = LT_NN(lt_scatter_add(z, 0, i1, src));
+  LT_ASSERT_VALUES(a, 0, 1, 0, 0, 1, 1, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0);
+  lt_tensor *i2 = ids_of(LT_DTYPE_I32, LT_SHAPE(2, 5), (int64_t[]){0, 1, 2, 0, 0, 0, 1, 2, 2, 2});
+  lt_tensor *b = LT_NN(lt_scatter_add(z, 0, i2, src));
+  LT_ASSERT_VALUES(b, 0, 2, 0, 0, 1, 1, 0, 2, 0, 0, 0, 0, 0, 2, 1, 1);
+  LT_ASSERT_VALUES(z, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0); /* x untouched */
+  /* along dim 1 onto a non-zero x */
+  lt_tensor *x = f64_of(LT_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+  lt_tensor *s2 = f64_of(LT_SHAPE(2, 2), (double[]){10, 20, 30, 40});
+  lt_tensor *i3 = ids_of(LT_DTYPE_I64, LT_SHAPE(2, 2), (int64_t[]){2, 2, 0, 1});
+  lt_tensor *c = LT_NN(lt_scatter_add(x, -1, i3, s2));
+  LT_ASSERT_VALUES(c, 0, 1, 2, 33, 34, 45, 6);
+  /* bool: a + b != 0 */
+  lt_tensor *xb = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(3)));
+  lt_tensor *sb = LT_NN(lt_ones(LT_DTYPE_BOOL, LT_SHAPE(3)));
+  lt_tensor *ib = ids_of(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){2, 2, 0});
+  lt_tensor *d = LT_NN(lt_scatter_add(xb, 0, ib, sb));
+  ck_assert_int_eq(d->dtype, LT_DTYPE_BOOL);
+  LT_ASSERT_VALUES(d, 0, 1, 0, 1);
+  /* 0-d */
+  lt_tensor *s0 = LT_NN(lt_scalar(LT_DTYPE_I64, 4));
+  lt_tensor *v0 = LT_NN(lt_scalar(LT_DTYPE_I64, 3));
+  lt_tensor *k0 = ids_of(LT_DTYPE_I64, 0, NULL, (int64_t[]){0});
+  lt_tensor *e = LT_NN(lt_scatter_add(s0, 0, k0, v0));
+  ck_assert_int_eq(e->ndim, 0);
+  LT_ASSERT_VALUES(e, 0, 7);
+  /* empty index: a copy of x */
+  lt_tensor *ie = ids_of(LT_DTYPE_I64, LT_SHAPE(2, 0), NULL);
+  lt_tensor *f = LT_NN(lt_scatter_add(x, 1, ie, s2));
+  ck_assert(equal(f, x) && f->data != x->data);
+  FREE(src, z, i1, a, i2, b, x, s2, i3, c, xb, sb, ib, d, s0, v0, k0, e, ie, f);
+}
+END_TEST
+
+START_TEST(test_scatter_add_random) {
+  for (int trial = 0; trial < 60; trial++) {
+    int nd = (int)rnd_int(1, 4);
+    int64_t xsh[LT_MAX_DIMS], ssh[LT_MAX_DIMS], ish[LT_MAX_DIMS];
+    int dim = (int)rnd_int(0, nd - 1);
+    for (int i = 0; i < nd; i++) {
+      xsh[i] = rnd_int(1, 4);
+      ssh[i] = rnd_int(1, 5);
+      if (i != dim && ssh[i] > xsh[i]) ssh[i] = xsh[i];
+      ish[i] = rnd_int(trial % 9 == 0 ? 0 : 1, ssh[i]);
+    }
+    lt_dtype dt = all_dtypes[trial % 5];
+    lt_tensor *x = any_layout(rand_vals(dt, nd, xsh));
+    lt_tensor *src = any_layout(rand_vals(dt, nd, ssh));
+    lt_tensor *idx = any_layout(rand_ids(trial % 2 ? LT_DTYPE_I64 : LT_DTYPE_I32, nd, ish, xsh[dim]));
+    lt_tensor *bx = snap(x), *bs = snap(src);
+    lt_tensor *out = LT_NN(lt_scatter_add(x, dim, idx, src));
+    /* naive: ref = x; ref[.., idx[i], ..] += src[i] in row-major order of i */
+    lt_tensor *ref = LT_NN(lt_to_dtype(x, LT_DTYPE_F64));
+    lt_tensor *refc = LT_NN(lt_contiguous(ref));
+    int64_t in = 1;
+    for (int i = 0; i < nd; i++) in *= ish[i];
+    for (int64_t f = 0; f < in; f++) {
+      int64_t o[LT_MAX_DIMS], xi[LT_MAX_DIMS];
+      unravel(f, nd, ish, o);
+      memcpy(xi, o, sizeof o);
+      xi[dim] = (int64_t)get(idx, o);
+      double v = get(refc, xi) + get(src, o);
+      if (dt == LT_DTYPE_BOOL) v = v != 0;
+      LT_OK_OR_FAIL(lt_set(refc, xi, v));
+    }
+    LT_ASSERT_CLOSE(out, refc, 0, 0);
+    ck_assert_int_eq(out->dtype, dt);
+    assert_same(bx, x);
+    assert_same(bs, src);
+    FREE(x, src, idx, out, ref, refc);
+  }
+}
+END_TEST
+
+/* ======================================================================== */
+/* embedding                                                                */
+/* ======================================================================== */
+
+START_TEST(test_embedding_values) {
+  lt_tensor *t = f32_of(LT_SHAPE(4, 3), (float[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11});
+  lt_tensor *ids = ids_of(LT_DTYPE_I64, LT_SHAPE(2, 2), (int64_t[]){3, 0, 0, 2});
+  lt_tensor *a = LT_NN(lt_embedding(t, ids));
+  LT_ASSERT_SHAPE(a, 2, 2, 3);
+  LT_ASSERT_VALUES(a, 0, 9, 10, 11, 0, 1, 2, 0, 1, 2, 6, 7, 8);
+  /* i32 ids, sliced (strided) */
+  lt_tensor *ids32 = strided(ids_of(LT_DTYPE_I32, LT_SHAPE(3), (int64_t[]){1, 1, 3}));
+  lt_tensor *b = LT_NN(lt_embedding(t, ids32));
+  LT_ASSERT_SHAPE(b, 3, 3);
+  LT_ASSERT_VALUES(b, 0, 3, 4, 5, 3, 4, 5, 9, 10, 11);
+  /* transposed table: rows are not contiguous */
+  lt_tensor *tt = transposed_layout(LT_NN(lt_clone(t)));
+  ck_assert(!lt_is_contiguous(tt));
+  lt_tensor *c = LT_NN(lt_embedding(tt, ids));
+  ck_assert(equal(c, a));
+  /* 0-d id -> [D] */
+  lt_tensor *i0 = ids_of(LT_DTYPE_I64, 0, NULL, (int64_t[]){2});
+  lt_tensor *d = LT_NN(lt_embedding(t, i0));
+  LT_ASSERT_SHAPE(d, 3);
+  LT_ASSERT_VALUES(d, 0, 6, 7, 8);
+  /* empty ids */
+  lt_tensor *ie = ids_of(LT_DTYPE_I64, LT_SHAPE(2, 0), NULL);
+  lt_tensor *e = LT_NN(lt_embedding(t, ie));
+  LT_ASSERT_SHAPE(e, 2, 0, 3);
+  lt_tensor *ie1 = ids_of(LT_DTYPE_I32, LT_SHAPE(0), NULL);
+  lt_tensor *v0 = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(0, 5)));
+  lt_tensor *e1 = LT_NN(lt_embedding(v0, ie1));
+  LT_ASSERT_SHAPE(e1, 0, 5);
+  /* D = 0 */
+  lt_tensor *d0 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(4, 0)));
+  lt_tensor *e2 = LT_NN(lt_embedding(d0, ids));
+  LT_ASSERT_SHAPE(e2, 2, 2, 0);
+  /* f64 table */
+  lt_tensor *t64 = LT_NN(lt_to_dtype(t, LT_DTYPE_F64));
+  lt_tensor *g = LT_NN(lt_embedding(t64, ids32));
+  ck_assert_int_eq(g->dtype, LT_DTYPE_F64);
+  LT_ASSERT_VALUES(g, 0, 3, 4, 5, 3, 4, 5, 9, 10, 11);
+  FREE(t, ids, a, ids32, b, tt, c, i0, d, ie, e, ie1, v0, e1, d0, e2, t64, g);
+}
+END_TEST
+
+/* Large enough to use the threads; contiguous and transposed tables. */
+START_TEST(test_embedding_large) {
+  const int64_t V = 1000, D = 96, B = 16, T = 64;
+  for (int layout = 0; layout < 2; layout++) {
+    lt_tensor *t = rand_vals(LT_DTYPE_F32, LT_SHAPE(V, D));
+    if (layout) t = transposed_layout(t);
+    lt_tensor *ids = rand_ids(layout ? LT_DTYPE_I32 : LT_DTYPE_I64, LT_SHAPE(B, T), V);
+    lt_tensor *out = LT_NN(lt_embedding(t, ids));
+    LT_ASSERT_SHAPE(out, B, T, D);
+    const float *o = out->data;
+    for (int64_t p = 0; p < B * T; p++) {
+      int64_t id = (int64_t)get(ids, (int64_t[]){p / T, p % T});
+      for (int64_t k = 0; k < D; k += 7)
+        ck_assert(o[p * D + k] == (float)get(t, (int64_t[]){id, k}));
+    }
+    FREE(t, ids, out);
+  }
+}
+END_TEST
+
+/* ======================================================================== */
+/* tril / triu                                                              */
+/* ======================================================================== */
+
+START_TEST(test_tri_values) {
+  lt_tensor *x = f32_of(LT_SHAPE(3, 4), (float[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12});
+  lt_tensor *r[12];
+  int n = 0;
+  r[n] = LT_NN(lt_tril(x, 0));
+  LT_ASSERT_VALUES(r[n], 0, 1, 0, 0, 0, 5, 6, 0, 0, 9, 10, 11, 0);
+  n++;
+  r[n] = LT_NN(lt_tril(x, 1));
+  LT_ASSERT_VALUES(r[n], 0, 1, 2, 0, 0, 5, 6, 7, 0, 9, 10, 11, 12);
+  n++;
+  r[n] = LT_NN(lt_tril(x, -1));
+  LT_ASSERT_VALUES(r[n], 0, 0, 0, 0, 0, 5, 0, 0, 0, 9, 10, 0, 0);
+  n++;
+  r[n] = LT_NN(lt_tril(x, INT64_MAX));
+  ck_assert(equal(r[n], x));
+  n++;
+  r[n] = LT_NN(lt_tril(x, INT64_MIN));
+  LT_ASSERT_VALUES(r[n], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  n++;
+  r[n] = LT_NN(lt_triu(x, 0));
+  LT_ASSERT_VALUES(r[n], 0, 1, 2, 3, 4, 0, 6, 7, 8, 0, 0, 11, 12);
+  n++;
+  r[n] = LT_NN(lt_triu(x, 2));
+  LT_ASSERT_VALUES(r[n], 0, 0, 0, 3, 4, 0, 0, 0, 8, 0, 0, 0, 0);
+  n++;
+  r[n] = LT_NN(lt_triu(x, -1));
+  LT_ASSERT_VALUES(r[n], 0, 1, 2, 3, 4, 5, 6, 7, 8, 0, 10, 11, 12);
+  n++;
+  r[n] = LT_NN(lt_triu(x, INT64_MIN));
+  ck_assert(equal(r[n], x));
+  n++;
+  r[n] = LT_NN(lt_triu(x, INT64_MAX));
+  LT_ASSERT_VALUES(r[n], 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  n++;
+  /* bool and i64 */
+  lt_tensor *b = LT_NN(lt_ones(LT_DTYPE_BOOL, LT_SHAPE(2, 2)));
+  r[n] = LT_NN(lt_tril(b, 0));
+  ck_assert_int_eq(r[n]->dtype, LT_DTYPE_BOOL);
+  LT_ASSERT_VALUES(r[n], 0, 1, 0, 1, 1);
+  n++;
+  lt_tensor *i = LT_NN(lt_full(LT_DTYPE_I64, LT_SHAPE(2, 2), -7));
+  r[n] = LT_NN(lt_triu(i, 1));
+  LT_ASSERT_VALUES(r[n], 0, 0, -7, 0, 0);
+  n++;
+  free_all(n, r);
+  /* zero-size */
+  lt_tensor *z1 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(0, 3)));
+  lt_tensor *z2 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 3, 0)));
+  lt_tensor *o1 = LT_NN(lt_tril(z1, 0)), *o2 = LT_NN(lt_triu(z2, 0));
+  LT_ASSERT_SHAPE(o1, 0, 3);
+  LT_ASSERT_SHAPE(o2, 2, 3, 0);
+  FREE(x, b, i, z1, z2, o1, o2);
+}
+END_TEST
+
+START_TEST(test_tri_random) {
+  for (int trial = 0; trial < 40; trial++) {
+    int nd = (int)rnd_int(2, 4);
+    int64_t sh[LT_MAX_DIMS];
+    for (int i = 0; i < nd; i++) sh[i] = rnd_int(1, 5);
+    lt_dtype dt = all_dtypes[trial % 5];
+    lt_tensor *x = any_layout(rand_vals(dt, nd, sh));
+    int64_t k = rnd_int(-5, 5);
+    bool lower = trial % 2;
+    lt_tensor *out = LT_NN(lower ? lt_tril(x, k) : lt_triu(x, k));
+    ck_assert_int_eq(out->dtype, dt);
+    for (int64_t f = 0; f < out->numel; f++) {
+      int64_t o[LT_MAX_DIMS];
+      unravel(f, nd, sh, o);
+      int64_t dj = o[nd - 1] - o[nd - 2];
+      bool keep = lower ? dj <= k : dj >= k;
+      ck_assert(get(out, o) == (keep ? get(x, o) : 0));
+    }
+    FREE(x, out);
+  }
+  /* a big batched one on several threads, transposed */
+  lt_tensor *x = transposed_layout(rand_vals(LT_DTYPE_F64, LT_SHAPE(64, 8, 100)));
+  lt_tensor *out = LT_NN(lt_tril(x, 3));
+  for (int64_t f = 0; f < out->numel; f += 13) {
+    int64_t o[3];
+    unravel(f, 3, out->shape, o);
+    ck_assert(get(out, o) == (o[2] - o[1] <= 3 ? get(x, o) : 0));
+  }
+  FREE(x, out);
+}
+END_TEST
+
+/* ======================================================================== */
+/* one_hot                                                                  */
+/* ======================================================================== */
+
+START_TEST(test_one_hot) {
+  lt_tensor *ids = ids_of(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){0, 2, 1});
+  lt_tensor *a = LT_NN(lt_one_hot(ids, 4));
+  ck_assert_int_eq(a->dtype, LT_DTYPE_I64);
+  LT_ASSERT_SHAPE(a, 3, 4);
+  LT_ASSERT_VALUES(a, 0, 1, 0, 0, 0, 0, 0, 1, 0, 0, 1, 0, 0);
+  lt_tensor *b = LT_NN(lt_one_hot(ids, -1)); /* inferred: max + 1 = 3 */
+  LT_ASSERT_SHAPE(b, 3, 3);
+  LT_ASSERT_VALUES(b, 0, 1, 0, 0, 0, 0, 1, 0, 1, 0);
+  lt_tensor *i2 = strided(ids_of(LT_DTYPE_I32, LT_SHAPE(2, 2), (int64_t[]){1, 1, 0, 2}));
+  lt_tensor *c = LT_NN(lt_one_hot(i2, 3));
+  LT_ASSERT_SHAPE(c, 2, 2, 3);
+  LT_ASSERT_VALUES(c, 0, 0, 1, 0, 0, 1, 0, 1, 0, 0, 0, 0, 1);
+  lt_tensor *i0 = ids_of(LT_DTYPE_I64, 0, NULL, (int64_t[]){1});
+  lt_tensor *d = LT_NN(lt_one_hot(i0, 2));
+  LT_ASSERT_SHAPE(d, 2);
+  LT_ASSERT_VALUES(d, 0, 0, 1);
+  lt_tensor *ie = ids_of(LT_DTYPE_I64, LT_SHAPE(0), NULL);
+  lt_tensor *e = LT_NN(lt_one_hot(ie, 5));
+  LT_ASSERT_SHAPE(e, 0, 5);
+  lt_tensor *e0 = LT_NN(lt_one_hot(ie, 0));
+  LT_ASSERT_SHAPE(e0, 0, 0);
+  /* errors */
+  lt_tensor *before = snap(ids);
+  LT_EXPECT_NULL_ERR(lt_one_hot(ids, 2), LT_ERR_INDEX, "one_hot: ids[1] = 2 is out of range for 2 classes (valid 0..1)");
+  lt_tensor *neg = ids_of(LT_DTYPE_I32, LT_SHAPE(2, 2), (int64_t[]){0, 1, -1, 0});
+  LT_EXPECT_NULL_ERR(lt_one_hot(neg, 3), LT_ERR_INDEX, "ids[1,0] = -1");
+  LT_EXPECT_NULL_ERR(lt_one_hot(neg, -1), LT_ERR_INDEX, "ids[1,0] = -1 is negative");
+  LT_EXPECT_NULL_ERR(lt_one_hot(ie, -1), LT_ERR_INVALID, "cannot infer the number of classes");
+  lt_tensor *fl = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2)));
+  LT_EXPECT_NULL_ERR(lt_one_hot(fl, 3), LT_ERR_DTYPE, "one_hot: ids is [2] f32: indices must be i32 or i64");
+  LT_EXPECT_NULL_ERR(lt_one_hot(NULL, 3), LT_ERR_NULL, "one_hot");
+  assert_same(before, ids);
+  FREE(ids, a, b, i2, c, i0, d, ie, e, e0, neg, fl);
+}
+END_TEST
+
+/* ======================================================================== */
+/* cat / stack                                                              */
+/* ======================================================================== */
+
+START_TEST(test_cat_values) {
+  lt_tensor *a = f32_of(LT_SHAPE(2, 2), (float[]){1, 2, 3, 4});
+  lt_tensor *b = f32_of(LT_SHAPE(2, 1), (float[]){5, 6});
+  lt_tensor *c = f32_of(LT_SHAPE(1, 2), (float[]){7, 8});
+  lt_tensor *ab = LT_NN(lt_cat(2, (lt_tensor *[]){a, b}, 1));
+  LT_ASSERT_SHAPE(ab, 2, 3);
+  LT_ASSERT_VALUES(ab, 0, 1, 2, 5, 3, 4, 6);
+  lt_tensor *ac = LT_NN(lt_cat(3, (lt_tensor *[]){a, c, a}, -2));
+  LT_ASSERT_SHAPE(ac, 5, 2);
+  LT_ASSERT_VALUES(ac, 0, 1, 2, 3, 4, 7, 8, 1, 2, 3, 4);
+  /* one input: a new tensor with a copy */
+  lt_tensor *a1 = LT_NN(lt_cat(1, (lt_tensor *[]){a}, 0));
+  ck_assert(a1 != a && a1->data != a->data && equal(a1, a));
+  /* promotion */
+  lt_tensor *bi = LT_NN(lt_to_dtype(b, LT_DTYPE_I64));
+  lt_tensor *m = LT_NN(lt_cat(2, (lt_tensor *[]){bi, a}, 1));
+  ck_assert_int_eq(m->dtype, LT_DTYPE_F32);
+  LT_ASSERT_VALUES(m, 0, 5, 1, 2, 6, 3, 4);
+  lt_tensor *bb = LT_NN(lt_ones(LT_DTYPE_BOOL, LT_SHAPE(1)));
+  lt_tensor *ii = ids_of(LT_DTYPE_I32, LT_SHAPE(2), (int64_t[]){-4, 9});
+  lt_tensor *m2 = LT_NN(lt_cat(2, (lt_tensor *[]){bb, ii}, 0));
+  ck_assert_int_eq(m2->dtype, LT_DTYPE_I32);
+  LT_ASSERT_VALUES(m2, 0, 1, -4, 9);
+  /* zero-size: [2,0] joins, and the legacy 1-d [0] joins any rank */
+  lt_tensor *z20 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 0)));
+  lt_tensor *z0 = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(0)));
+  lt_tensor *zz = LT_NN(lt_cat(4, (lt_tensor *[]){z0, a, z20, b}, 1));
+  LT_ASSERT_SHAPE(zz, 2, 3);
+  ck_assert_int_eq(zz->dtype, LT_DTYPE_F64); /* torch promotes over all inputs */
+  LT_ASSERT_VALUES(zz, 0, 1, 2, 5, 3, 4, 6);
+  lt_tensor *allz = LT_NN(lt_cat(2, (lt_tensor *[]){z0, z0}, 0));
+  LT_ASSERT_SHAPE(allz, 0);
+  lt_tensor *zr = LT_NN(lt_cat(2, (lt_tensor *[]){z20, z20}, 0));
+  LT_ASSERT_SHAPE(zr, 4, 0);
+  /* non-contiguous inputs */
+  lt_tensor *at = LT_NN(lt_transpose(a, 0, 1)); /* [[1,3],[2,4]] */
+  lt_tensor *bs = strided(LT_NN(lt_clone(b)));
+  lt_tensor *n1 = LT_NN(lt_cat(2, (lt_tensor *[]){at, bs}, 1));
+  LT_ASSERT_VALUES(n1, 0, 1, 3, 5, 2, 4, 6);
+  FREE(a, b, c, ab, ac, a1, bi, m, bb, ii, m2, z20, z0, zz, allz, zr, at, bs, n1);
+}
+END_TEST
+
+START_TEST(test_cat_random) {
+  for (int trial = 0; trial < 40; trial++) {
+    int nd = (int)rnd_int(1, 4);
+    int64_t sh[LT_MAX_DIMS];
+    for (int i = 0; i < nd; i++) sh[i] = rnd_int(1, 4);
+    int dim = (int)rnd_int(0, nd - 1);
+    int n = (int)rnd_int(1, 4);
+    lt_tensor *xs[4];
+    int64_t off[5] = {0};
+    lt_dtype dt = all_dtypes[trial % 5];
+    for (int i = 0; i < n; i++) {
+      int64_t s2[LT_MAX_DIMS];
+      memcpy(s2, sh, sizeof s2);
+      s2[dim] = rnd_int(0, 3);
+      xs[i] = any_layout(rand_vals(dt, nd, s2));
+      off[i + 1] = off[i] + s2[dim];
+    }
+    lt_tensor *out = LT_NN(lt_cat(n, xs, dim));
+    ck_assert_int_eq(out->shape[dim], off[n]);
+    for (int64_t f = 0; f < out->numel; f++) {
+      int64_t o[LT_MAX_DIMS];
+      unravel(f, nd, out->shape, o);
+      int i = 0;
+      while (o[dim] >= off[i + 1]) i++;
+      o[dim] -= off[i];
+      double want = get(xs[i], o);
+      o[dim] += off[i];
+      ck_assert(get(out, o) == want);
+    }
+    free_all(n, xs);
+    lt_tensor_free(out);
+  }
+  /* big enough for threads */
+  lt_tensor *p = transposed_layout(rand_vals(LT_DTYPE_F32, LT_SHAPE(300, 200)));
+  lt_tensor *q = rand_vals(LT_DTYPE_F32, LT_SHAPE(300, 100));
+  lt_tensor *out = LT_NN(lt_cat(2, (lt_tensor *[]){p, q}, 1));
+  for (int64_t r = 0; r < 300; r += 7)
+    for (int64_t k = 0; k < 300; k += 3)
+      ck_assert(get(out, (int64_t[]){r, k}) == (k < 200 ? get(p, (int64_t[]){r, k}) : get(q, (int64_t[]){r, k - 200})));
+  FREE(p, q, out);
+}
+END_TEST
+
+START_TEST(test_stack_values) {
+  lt_tensor *a = f32_of(LT_SHAPE(2, 3), (float[]){1, 2, 3, 4, 5, 6});
+  lt_tensor *b = f32_of(LT_SHAPE(2, 3), (float[]){7, 8, 9, 10, 11, 12});
+  lt_tensor *s0 = LT_NN(lt_stack(2, (lt_tensor *[]){a, b}, 0));
+  LT_ASSERT_SHAPE(s0, 2, 2, 3);
+  LT_ASSERT_VALUES(s0, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12);
+  lt_tensor *s1 = LT_NN(lt_stack(2, (lt_tensor *[]){a, b}, 1));
+  LT_ASSERT_SHAPE(s1, 2, 2, 3);
+  LT_ASSERT_VALUES(s1, 0, 1, 2, 3, 7, 8, 9, 4, 5, 6, 10, 11, 12);
+  lt_tensor *s2 = LT_NN(lt_stack(2, (lt_tensor *[]){a, b}, -1));
+  LT_ASSERT_SHAPE(s2, 2, 3, 2);
+  LT_ASSERT_VALUES(s2, 0, 1, 7, 2, 8, 3, 9, 4, 10, 5, 11, 6, 12);
+  /* 0-d inputs, promotion */
+  lt_tensor *x = LT_NN(lt_scalar(LT_DTYPE_I32, 3)), *y = LT_NN(lt_scalar(LT_DTYPE_F64, 0.5));
+  lt_tensor *s3 = LT_NN(lt_stack(3, (lt_tensor *[]){x, y, x}, -1));
+  LT_ASSERT_SHAPE(s3, 3);
+  ck_assert_int_eq(s3->dtype, LT_DTYPE_F64);
+  LT_ASSERT_VALUES(s3, 0, 3, 0.5, 3);
+  /* zero-size */
+  lt_tensor *z = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(0, 3)));
+  lt_tensor *s4 = LT_NN(lt_stack(2, (lt_tensor *[]){z, z}, 1));
+  LT_ASSERT_SHAPE(s4, 0, 2, 3);
+  /* non-contiguous */
+  lt_tensor *at = transposed_layout(LT_NN(lt_clone(a)));
+  lt_tensor *bs = strided(LT_NN(lt_clone(b)));
+  lt_tensor *s5 = LT_NN(lt_stack(2, (lt_tensor *[]){at, bs}, 1));
+  ck_assert(equal(s5, s1));
+  FREE(a, b, s0, s1, s2, x, y, s3, z, s4, at, bs, s5);
+}
+END_TEST
+
+/* ======================================================================== */
+/* split / chunk                                                            */
+/* ======================================================================== */
+
+START_TEST(test_split_chunk) {
+  lt_tensor *x = f32_of(LT_SHAPE(5, 2), (float[]){0, 1, 2, 3, 4, 5, 6, 7, 8, 9});
+  lt_tensor *v[8];
+  int n = -1;
+  LT_OK_OR_FAIL(lt_split(x, 2, 0, v, 8, &n));
+  ck_assert_int_eq(n, 3);
+  LT_ASSERT_SHAPE(v[0], 2, 2);
+  LT_ASSERT_SHAPE(v[2], 1, 2);
+  LT_ASSERT_VALUES(v[1], 0, 4, 5, 6, 7);
+  LT_ASSERT_VALUES(v[2], 0, 8, 9);
+  /* views: writes go through to x */
+  LT_OK_OR_FAIL(lt_set(v[2], (int64_t[]){0, 1}, 42));
+  double got;
+  LT_OK_OR_FAIL(lt_get(x, (int64_t[]){4, 1}, &got));
+  ck_assert(got == 42);
+  free_all(n, v);
+  LT_OK_OR_FAIL(lt_split(x, 7, 0, v, 1, &n)); /* larger than the dim: one view */
+  ck_assert_int_eq(n, 1);
+  LT_ASSERT_SHAPE(v[0], 5, 2);
+  free_all(n, v);
+  LT_OK_OR_FAIL(lt_split(x, 1, -1, v, 2, &n));
+  ck_assert_int_eq(n, 2);
+  LT_ASSERT_VALUES(v[1], 0, 1, 3, 5, 7, 42);
+  free_all(n, v);
+  /* chunk: ceil(5/3) = 2 -> 3 views; ceil(6/4) = 2 -> 3 views (fewer than asked) */
+  LT_OK_OR_FAIL(lt_chunk(x, 3, 0, v, 8, &n));
+  ck_assert_int_eq(n, 3);
+  LT_ASSERT_SHAPE(v[2], 1, 2);
+  free_all(n, v);
+  lt_tensor *y = LT_NN(lt_arange(LT_DTYPE_I64, 0, 6, 1));
+  LT_OK_OR_FAIL(lt_chunk(y, 4, 0, v, 8, &n));
+  ck_assert_int_eq(n, 3);
+  LT_ASSERT_VALUES(v[2], 0, 4, 5);
+  free_all(n, v);
+  LT_OK_OR_FAIL(lt_chunk(y, 6, 0, v, 6, &n));
+  ck_assert_int_eq(n, 6);
+  free_all(n, v);
+  LT_OK_OR_FAIL(lt_chunk(y, 10, 0, v, 8, &n));
+  ck_assert_int_eq(n, 6);
+  free_all(n, v);
+  /* empty dim: split gives one empty view, chunk gives `chunks` of them */
+  lt_tensor *z = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(0, 3)));
+  LT_OK_OR_FAIL(lt_split(z, 2, 0, v, 8, &n));
+  ck_assert_int_eq(n, 1);
+  LT_ASSERT_SHAPE(v[0], 0, 3);
+  free_all(n, v);
+  LT_OK_OR_FAIL(lt_split(z, 0, 0, v, 8, &n));
+  ck_assert_int_eq(n, 1);
+  free_all(n, v);
+  LT_OK_OR_FAIL(lt_chunk(z, 3, 0, v, 8, &n));
+  ck_assert_int_eq(n, 3);
+  LT_ASSERT_SHAPE(v[2], 0, 3);
+  free_all(n, v);
+  /* a huge split size does not overflow */
+  LT_OK_OR_FAIL(lt_split(x, INT64_MAX, 0, v, 1, &n));
+  ck_assert_int_eq(n, 1);
+  free_all(n, v);
+
+  /* errors: out and n_out untouched */
+  lt_tensor *sentinel = (lt_tensor *)&n;
+  for (int i = 0; i < 8; i++) v[i] = sentinel;
+  n = 77;
+  LT_EXPECT_ERR(lt_split(x, 2, 0, v, 2, &n), LT_ERR_INVALID, "gives 3 views but capacity is 2");
+  LT_EXPECT_ERR(lt_chunk(y, 3, 0, v, 2, &n), LT_ERR_INVALID, "gives 3 views but capacity is 2");
+  LT_EXPECT_ERR(lt_split(x, 0, 0, v, 8, &n), LT_ERR_INVALID, "split_size 0");
+  LT_EXPECT_ERR(lt_split(x, -1, 0, v, 8, &n), LT_ERR_INVALID, "split_size -1");
+  LT_EXPECT_ERR(lt_chunk(x, 0, 0, v, 8, &n), LT_ERR_INVALID, "chunks must be positive, got 0");
+  LT_EXPECT_ERR(lt_split(x, 2, 2, v, 8, &n), LT_ERR_INDEX, "dim 2");
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_F32, 1));
+  LT_EXPECT_ERR(lt_split(s, 1, 0, v, 8, &n), LT_ERR_SHAPE, "0-d");
+  LT_EXPECT_ERR(lt_split(NULL, 1, 0, v, 8, &n), LT_ERR_NULL, "split");
+  LT_EXPECT_ERR(lt_split(x, 1, 0, NULL, 8, &n), LT_ERR_NULL, "out");
+  LT_EXPECT_ERR(lt_chunk(x, 1, 0, v, 8, NULL), LT_ERR_NULL, "n_out");
+  ck_assert_int_eq(n, 77);
+  for (int i = 0; i < 8; i++) ck_assert(v[i] == sentinel);
+  FREE(x, y, z, s);
+}
+END_TEST
+
+/* ======================================================================== */
+/* errors                                                                   */
+/* ======================================================================== */
+
+START_TEST(test_errors_index_select_gather_scatter) {
+  lt_tensor *x = f32_of(LT_SHAPE(2, 3), (float[]){1, 2, 3, 4, 5, 6});
+  lt_tensor *bx = snap(x);
+  lt_tensor *big = ids_of(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){0, 1, 2});
+  LT_EXPECT_NULL_ERR(lt_index_select(x, 0, big), LT_ERR_INDEX,
+                     "index_select: index[2] = 2 is out of range for dim 0 of x [2,3] f32 (valid 0..1)");
+  lt_tensor *neg = ids_of(LT_DTYPE_I32, LT_SHAPE(2), (int64_t[]){1, -1});
+  LT_EXPECT_NULL_ERR(lt_index_select(x, 1, neg), LT_ERR_INDEX, "index[1] = -1 is out of range");
+  lt_tensor *fl = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2)));
+  LT_EXPECT_NULL_ERR(lt_index_select(x, 1, fl), LT_ERR_DTYPE, "index_select: index is [2] f32: indices must be i32 or i64");
+  lt_tensor *bo = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(2)));
+  LT_EXPECT_NULL_ERR(lt_index_select(x, 1, bo), LT_ERR_DTYPE, "i32 or i64");
+  lt_tensor *two = ids_of(LT_DTYPE_I64, LT_SHAPE(1, 2), (int64_t[]){0, 1});
+  LT_EXPECT_NULL_ERR(lt_index_select(x, 1, two), LT_ERR_SHAPE, "must be 1-d");
+  LT_EXPECT_NULL_ERR(lt_index_select(x, 2, big), LT_ERR_INDEX, "dim 2");
+  LT_EXPECT_NULL_ERR(lt_index_select(NULL, 0, big), LT_ERR_NULL, "index_select");
+  LT_EXPECT_NULL_ERR(lt_index_select(x, 0, NULL), LT_ERR_NULL, "index");
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_F32, 1));
+  LT_EXPECT_NULL_ERR(lt_index_select(s, 0, neg), LT_ERR_SHAPE, "exactly one index");
+  lt_tensor *e0 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(0, 3)));
+  lt_tensor *zero = ids_of(LT_DTYPE_I64, LT_SHAPE(1), (int64_t[]){0});
+  LT_EXPECT_NULL_ERR(lt_index_select(e0, 0, zero), LT_ERR_INDEX, "size 0: no index is valid");
+
+  /* gather */
+  lt_tensor *gi = ids_of(LT_DTYPE_I64, LT_SHAPE(2, 2), (int64_t[]){0, 1, 3, 0});
+  LT_EXPECT_NULL_ERR(lt_gather(x, 1, gi), LT_ERR_INDEX,
+                     "gather: index[1,0] = 3 is out of range for dim 1 of x [2,3] f32 (valid 0..2)");
+  lt_tensor *gn = ids_of(LT_DTYPE_I32, LT_SHAPE(1, 2), (int64_t[]){0, -2});
+  LT_EXPECT_NULL_ERR(lt_gather(x, 0, gn), LT_ERR_INDEX, "index[0,1] = -2");
+  LT_EXPECT_NULL_ERR(lt_gather(x, 0, big), LT_ERR_SHAPE, "same rank");
+  lt_tensor *wide = ids_of(LT_DTYPE_I64, LT_SHAPE(1, 4), (int64_t[]){0, 0, 0, 0});
+  LT_EXPECT_NULL_ERR(lt_gather(x, 0, wide), LT_ERR_SHAPE, "index size 4 > x size 3 at dim 1");
+  LT_EXPECT_NULL_ERR(lt_gather(x, 1, fl), LT_ERR_DTYPE, "i32 or i64");
+  LT_EXPECT_NULL_ERR(lt_gather(x, -3, gi), LT_ERR_INDEX, "dim -3");
+
+  /* scatter_add */
+  lt_tensor *src = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(2, 2)));
+  lt_tensor *bsrc = snap(src);
+  LT_EXPECT_NULL_ERR(lt_scatter_add(x, 1, gi, src), LT_ERR_INDEX,
+                     "scatter_add: index[1,0] = 3 is out of range for dim 1 of x [2,3] f32 (valid 0..2)");
+  lt_tensor *src64 = LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(2, 2)));
+  LT_EXPECT_NULL_ERR(lt_scatter_add(x, 1, gn, src64), LT_ERR_DTYPE, "src must have x's dtype");
+  lt_tensor *small = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(2, 1)));
+  LT_EXPECT_NULL_ERR(lt_scatter_add(x, 1, gi, small), LT_ERR_SHAPE, "index size 2 > src size 1 at dim 1");
+  lt_tensor *tall = ids_of(LT_DTYPE_I64, LT_SHAPE(3, 1), (int64_t[]){0, 0, 0});
+  lt_tensor *src3 = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(3, 1)));
+  LT_EXPECT_NULL_ERR(lt_scatter_add(x, 1, tall, src3), LT_ERR_SHAPE, "index size 3 > x size 2 at dim 0");
+  LT_EXPECT_NULL_ERR(lt_scatter_add(x, 1, gi, NULL), LT_ERR_NULL, "src");
+  LT_EXPECT_NULL_ERR(lt_scatter_add(x, 1, fl, src), LT_ERR_DTYPE, "i32 or i64");
+  assert_same(bx, x);
+  assert_same(bsrc, src);
+  FREE(x, big, neg, fl, bo, two, s, e0, zero, gi, gn, wide, src, src64, small, tall, src3);
+}
+END_TEST
+
+START_TEST(test_errors_embedding) {
+  lt_tensor *t = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(512, 64)));
+  int64_t v[8] = {0, 1, 2, 3, 4, 5, 6, 512};
+  lt_tensor *ids = ids_of(LT_DTYPE_I64, LT_SHAPE(2, 4), v);
+  LT_EXPECT_NULL_ERR(lt_embedding(t, ids), LT_ERR_INDEX,
+                     "embedding: ids[1,3] = 512 is out of range for a table of 512 rows [512,64] f32");
+  v[7] = 0;
+  v[2] = -1;
+  lt_tensor *neg = strided(ids_of(LT_DTYPE_I32, LT_SHAPE(2, 4), v));
+  LT_EXPECT_NULL_ERR(lt_embedding(t, neg), LT_ERR_INDEX, "embedding: ids[0,2] = -1 is out of range");
+  lt_tensor *fl = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(3)));
+  LT_EXPECT_NULL_ERR(lt_embedding(t, fl), LT_ERR_DTYPE, "embedding: ids is [3] f64: indices must be i32 or i64");
+  lt_tensor *t1 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(512)));
+  LT_EXPECT_NULL_ERR(lt_embedding(t1, ids), LT_ERR_SHAPE, "table is [512] f32: the table must be 2-d");
+  LT_EXPECT_NULL_ERR(lt_embedding(NULL, ids), LT_ERR_NULL, "table");
+  LT_EXPECT_NULL_ERR(lt_embedding(t, NULL), LT_ERR_NULL, "ids");
+  lt_tensor *empty = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(0, 4)));
+  lt_tensor *one = ids_of(LT_DTYPE_I64, LT_SHAPE(1), (int64_t[]){0});
+  LT_EXPECT_NULL_ERR(lt_embedding(empty, one), LT_ERR_INDEX, "table of 0 rows");
+  FREE(t, ids, neg, fl, t1, empty, one);
+}
+END_TEST
+
+START_TEST(test_errors_tri_cat_stack) {
+  lt_tensor *v = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(3)));
+  LT_EXPECT_NULL_ERR(lt_tril(v, 0), LT_ERR_SHAPE, "tril: x is [3] f32: x must have at least 2 dims");
+  LT_EXPECT_NULL_ERR(lt_triu(v, 0), LT_ERR_SHAPE, "triu");
+  LT_EXPECT_NULL_ERR(lt_tril(NULL, 0), LT_ERR_NULL, "tril");
+
+  lt_tensor *a = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 3)));
+  lt_tensor *b = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 3, 1)));
+  lt_tensor *c = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(4, 4)));
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_F32, 1));
+  LT_EXPECT_NULL_ERR(lt_cat(2, (lt_tensor *[]){a, b}, 0), LT_ERR_SHAPE,
+                     "cat: xs[0] is [2,3] f32 but xs[1] is [2,3,1] f32: tensors must have the same rank");
+  LT_EXPECT_NULL_ERR(lt_cat(2, (lt_tensor *[]){a, c}, 0), LT_ERR_SHAPE,
+                     "sizes must match except in dim 0 (dim 1: 3 != 4)");
+  LT_EXPECT_NULL_ERR(lt_cat(2, (lt_tensor *[]){a, c}, 1), LT_ERR_SHAPE, "(dim 0: 2 != 4)");
+  LT_EXPECT_NULL_ERR(lt_cat(2, (lt_tensor *[]){a, s}, 0), LT_ERR_SHAPE, "xs[1] is [] f32: 0-d tensors cannot be concatenated");
+  LT_EXPECT_NULL_ERR(lt_cat(0, (lt_tensor *[]){a}, 0), LT_ERR_INVALID, "at least one tensor");
+  LT_EXPECT_NULL_ERR(lt_cat(2, NULL, 0), LT_ERR_NULL, "xs");
+  LT_EXPECT_NULL_ERR(lt_cat(2, (lt_tensor *[]){a, NULL}, 0), LT_ERR_NULL, "xs[1]");
+  LT_EXPECT_NULL_ERR(lt_cat(2, (lt_tensor *[]){a, a}, 2), LT_ERR_INDEX, "dim 2");
+
+  LT_EXPECT_NULL_ERR(lt_stack(2, (lt_tensor *[]){a, c}, 0), LT_ERR_SHAPE,
+                     "stack: xs[0] is [2,3] f32 but xs[1] is [4,4] f32: all tensors must have the same shape");
+  LT_EXPECT_NULL_ERR(lt_stack(2, (lt_tensor *[]){a, b}, 0), LT_ERR_SHAPE, "same shape");
+  LT_EXPECT_NULL_ERR(lt_stack(2, (lt_tensor *[]){a, a}, 3), LT_ERR_INDEX, "dim 3");
+  LT_EXPECT_NULL_ERR(lt_stack(2, (lt_tensor *[]){a, a}, -4), LT_ERR_INDEX, "dim -4");
+  LT_EXPECT_NULL_ERR(lt_stack(0, (lt_tensor *[]){a}, 0), LT_ERR_INVALID, "at least one");
+  LT_EXPECT_NULL_ERR(lt_stack(1, (lt_tensor *[]){NULL}, 0), LT_ERR_NULL, "xs[0]");
+  lt_tensor *m = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1, 1, 1, 1, 1, 1, 1, 1)));
+  LT_EXPECT_NULL_ERR(lt_stack(1, (lt_tensor *[]){m}, 0), LT_ERR_INVALID, "more than 8 dims");
+  FREE(v, a, b, c, s, m);
+}
+END_TEST
+
+/* ======================================================================== */
+/* backwards, called directly on the recorded node                          */
+/* ======================================================================== */
+
+static lt_tensor *leaf_f64(int nd, const int64_t *shape, const double *v) {
+  lt_tensor *t = v ? f64_of(nd, shape, v) : LT_NN(lt_zeros(LT_DTYPE_F64, nd, shape));
+  LT_OK_OR_FAIL(lt_requires_grad_(t, true));
+  return t;
+}
+
+/* Runs out's backward with gout; gin has room for n entries (set to NULL first). */
+static void run_bw(const lt_tensor *out, const lt_tensor *gout, int n, lt_tensor **gin) {
+  ck_assert_msg(out->grad_fn != NULL, "the op did not record itself");
+  const lt__op_def *def = &lt__ops[out->grad_fn->op];
+  ck_assert(def->backward != NULL);
+  for (int i = 0; i < n; i++) gin[i] = NULL;
+  bool prev = lt_set_grad_enabled(false);
+  LT_OK_OR_FAIL(def->backward(out->grad_fn, gout, gin));
+  lt_set_grad_enabled(prev);
+}
+
+START_TEST(test_backward_values) {
+  lt_tensor *g[4];
+  /* embedding: duplicate ids accumulate */
+  lt_tensor *t = leaf_f64(LT_SHAPE(4, 2), NULL);
+  lt_tensor *ids = ids_of(LT_DTYPE_I32, LT_SHAPE(5), (int64_t[]){1, 3, 1, 1, 0});
+  lt_tensor *e = LT_NN(lt_embedding(t, ids));
+  ck_assert_str_eq(lt__ops[e->grad_fn->op].name, "embedding");
+  lt_tensor *ge = f64_of(LT_SHAPE(5, 2), (double[]){1, 2, 3, 4, 5, 6, 7, 8, 9, 10});
+  run_bw(e, ge, 1, g);
+  LT_ASSERT_VALUES(g[0], 0, 9, 10, 13, 16, 0, 0, 3, 4);
+  free_all(1, g);
+  /* non-contiguous gout */
+  lt_tensor *gT = transposed_layout(LT_NN(lt_clone(ge)));
+  run_bw(e, gT, 1, g);
+  LT_ASSERT_VALUES(g[0], 0, 9, 10, 13, 16, 0, 0, 3, 4);
+  free_all(1, g);
+
+  /* index_select */
+  lt_tensor *x = leaf_f64(LT_SHAPE(3, 2), NULL);
+  lt_tensor *idx = ids_of(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){2, 0, 2});
+  lt_tensor *is = LT_NN(lt_index_select(x, 0, idx));
+  lt_tensor *gi = f64_of(LT_SHAPE(3, 2), (double[]){1, 2, 3, 4, 5, 6});
+  run_bw(is, gi, 1, g);
+  LT_ASSERT_VALUES(g[0], 0, 3, 4, 0, 0, 6, 8);
+  free_all(1, g);
+
+  /* gather */
+  lt_tensor *y = leaf_f64(LT_SHAPE(2, 3), NULL);
+  lt_tensor *gidx = ids_of(LT_DTYPE_I64, LT_SHAPE(2, 2), (int64_t[]){0, 0, 2, 1});
+  lt_tensor *ga = LT_NN(lt_gather(y, 1, gidx));
+  lt_tensor *gg = f64_of(LT_SHAPE(2, 2), (double[]){1, 2, 3, 4});
+  run_bw(ga, gg, 1, g);
+  LT_ASSERT_VALUES(g[0], 0, 3, 0, 0, 0, 4, 3);
+  free_all(1, g);
+
+  /* scatter_add: dx = g, dsrc = gather(g) padded to src's shape */
+  lt_tensor *sx = leaf_f64(LT_SHAPE(3), NULL);
+  lt_tensor *ss = leaf_f64(LT_SHAPE(5), NULL);
+  lt_tensor *sidx = ids_of(LT_DTYPE_I64, LT_SHAPE(4), (int64_t[]){0, 2, 0, 0});
+  lt_tensor *sa = LT_NN(lt_scatter_add(sx, 0, sidx, ss));
+  lt_tensor *gs = f64_of(LT_SHAPE(3), (double[]){1, 2, 3});
+  run_bw(sa, gs, 2, g);
+  LT_ASSERT_VALUES(g[0], 0, 1, 2, 3);
+  LT_ASSERT_VALUES(g[1], 0, 1, 3, 1, 1, 0);
+  free_all(2, g);
+
+  /* tril / triu */
+  lt_tensor *m = leaf_f64(LT_SHAPE(2, 3), NULL);
+  lt_tensor *gm = LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(2, 3)));
+  lt_tensor *tl = LT_NN(lt_tril(m, 0)), *tu = LT_NN(lt_triu(m, 1));
+  run_bw(tl, gm, 1, g);
+  LT_ASSERT_VALUES(g[0], 0, 1, 0, 0, 1, 1, 0);
+  free_all(1, g);
+  run_bw(tu, gm, 1, g);
+  LT_ASSERT_VALUES(g[0], 0, 0, 1, 1, 0, 0, 1);
+  free_all(1, g);
+
+  /* cat (with a legacy [0] input and a [2,0] one) */
+  lt_tensor *ca = leaf_f64(LT_SHAPE(2, 1), NULL), *cb = leaf_f64(LT_SHAPE(2, 2), NULL);
+  lt_tensor *c0 = leaf_f64(LT_SHAPE(0), NULL), *c20 = leaf_f64(LT_SHAPE(2, 0), NULL);
+  lt_tensor *cc = LT_NN(lt_cat(4, (lt_tensor *[]){ca, c0, c20, cb}, 1));
+  lt_tensor *gc = f64_of(LT_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+  run_bw(cc, gc, 4, g);
+  LT_ASSERT_VALUES(g[0], 0, 1, 4);
+  LT_ASSERT_SHAPE(g[1], 0);
+  LT_ASSERT_SHAPE(g[2], 2, 0);
+  LT_ASSERT_VALUES(g[3], 0, 2, 3, 5, 6);
+  free_all(4, g);
+
+  /* stack */
+  lt_tensor *sk = LT_NN(lt_stack(2, (lt_tensor *[]){ca, ca}, -1));
+  lt_tensor *gk = f64_of(LT_SHAPE(2, 1, 2), (double[]){1, 2, 3, 4});
+  run_bw(sk, gk, 2, g);
+  LT_ASSERT_VALUES(g[0], 0, 1, 3);
+  LT_ASSERT_VALUES(g[1], 0, 2, 4);
+  LT_ASSERT_SHAPE(g[1], 2, 1);
+  free_all(2, g);
+
+  /* nothing is recorded without grad mode, or for inputs not requiring grad */
+  bool prev = lt_set_grad_enabled(false);
+  lt_tensor *ng = LT_NN(lt_embedding(t, ids));
+  lt_set_grad_enabled(prev);
+  ck_assert(ng->grad_fn == NULL && !ng->requires_grad);
+  lt_tensor *plain = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(3)));
+  lt_tensor *np = LT_NN(lt_index_select(plain, 0, idx));
+  ck_assert(np->grad_fn == NULL);
+  FREE(t, ids, e, ge, gT, x, idx, is, gi, y, gidx, ga, gg, sx, ss, sidx, sa, gs, m, gm, tl, tu, ca, cb,
+       c0, c20, cc, gc, sk, gk, ng, plain, np);
+}
+END_TEST
+
+/* Embedding backward with many duplicate ids: the same bits on 1 and 2
+ * threads, and equal to a serial double-precision accumulation. */
+START_TEST(test_embedding_backward_deterministic) {
+  const int64_t V = 100, D = 512, N = 4096;
+  lt_tensor *t = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(V, D)));
+  LT_OK_OR_FAIL(lt_requires_grad_(t, true));
+  lt_tensor *ids = rand_ids(LT_DTYPE_I64, LT_SHAPE(64, 64), V);
+  lt_tensor *out = LT_NN(lt_embedding(t, ids));
+  float *gv = malloc(sizeof(float) * (size_t)(N * D));
+  for (int64_t i = 0; i < N * D; i++) gv[i] = (float)((double)(rnd() % 2000001) / 1e6 - 1.0);
+  lt_tensor *gout = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(64, 64, D), gv));
+  lt_tensor *g1, *g2;
+  int threads = lt_get_num_threads();
+  LT_OK_OR_FAIL(lt_set_num_threads(1));
+  run_bw(out, gout, 1, &g1);
+  LT_OK_OR_FAIL(lt_set_num_threads(2));
+  run_bw(out, gout, 1, &g2);
+  LT_OK_OR_FAIL(lt_set_num_threads(threads));
+  ck_assert_int_eq(memcmp(g1->data, g2->data, sizeof(float) * (size_t)(V * D)), 0);
+  double *ref = calloc((size_t)(V * D), sizeof(double));
+  const int64_t *iv = ids->data;
+  for (int64_t i = 0; i < N; i++)
+    for (int64_t k = 0; k < D; k++) ref[iv[i] * D + k] += gv[i * D + k];
+  lt_tensor *r = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(V, D), ref));
+  LT_ASSERT_CLOSE(g1, r, 1e-4, 1e-4);
+  free(gv);
+  free(ref);
+  FREE(t, ids, out, gout, g1, g2, r);
+}
+END_TEST
+
+/* scatter_add on several threads: same bits as one thread (duplicates). */
+START_TEST(test_scatter_add_deterministic) {
+  for (int dim = 0; dim < 2; dim++) {
+    int64_t xsh[2] = {8, 9000}, ish[2] = {64, 9000};
+    if (dim == 1) {
+      xsh[1] = 100;
+      ish[0] = 8;
+      ish[1] = 5000;
+    }
+    lt_tensor *x = rand_vals(LT_DTYPE_F32, 2, xsh);
+    lt_tensor *src = LT_NN(lt_empty(LT_DTYPE_F32, 2, ish));
+    float *sv = src->data;
+    for (int64_t i = 0; i < src->numel; i++) sv[i] = (float)((double)(rnd() % 2000001) / 1e6 - 1.0);
+    lt_tensor *idx = rand_ids(LT_DTYPE_I64, 2, ish, xsh[dim]);
+    int threads = lt_get_num_threads();
+    LT_OK_OR_FAIL(lt_set_num_threads(1));
+    lt_tensor *a = LT_NN(lt_scatter_add(x, dim, idx, src));
+    LT_OK_OR_FAIL(lt_set_num_threads(2));
+    lt_tensor *b = LT_NN(lt_scatter_add(x, dim, idx, src));
+    LT_OK_OR_FAIL(lt_set_num_threads(threads));
+    ck_assert_int_eq(memcmp(a->data, b->data, sizeof(float) * (size_t)a->numel), 0);
+    FREE(x, src, idx, a, b);
+  }
+}
+END_TEST
+
+/* Sizes above the parallel threshold, every task split of the kernel: many
+ * prefixes (cross-entropy style gather along the last dim), one prefix with
+ * j and s blocks (dim 0), index_select of a transposed x; against naive loops. */
+static double *read_all(const lt_tensor *t) {
+  double *v = malloc(sizeof(double) * (size_t)(t->numel ? t->numel : 1));
+  LT_OK_OR_FAIL(lt_tensor_read(t, LT_DTYPE_F64, v, t->numel));
+  return v;
+}
+
+START_TEST(test_large_vs_naive) {
+  for (int c = 0; c < 3; c++) {
+    int64_t R = c == 0 ? 4096 : c == 1 ? 50 : 200, C = c == 0 ? 50 : c == 1 ? 3000 : 300;
+    lt_tensor *x = rand_vals(LT_DTYPE_F32, LT_SHAPE(R, C));
+    if (c == 2) x = transposed_layout(x);
+    lt_tensor *idx, *out;
+    if (c == 0) {
+      idx = rand_ids(LT_DTYPE_I64, LT_SHAPE(R, 3), C);
+      out = LT_NN(lt_gather(x, 1, idx));
+    } else if (c == 1) {
+      idx = rand_ids(LT_DTYPE_I32, LT_SHAPE(20, C), R);
+      out = LT_NN(lt_gather(x, 0, idx));
+    } else {
+      idx = rand_ids(LT_DTYPE_I64, LT_SHAPE(250), C);
+      out = LT_NN(lt_index_select(x, 1, idx));
+    }
+    double *xv = read_all(x), *iv = read_all(idx), *ov = read_all(out);
+    const int64_t orows = out->shape[0], ocols = out->shape[1];
+    for (int64_t r = 0; r < orows; r++)
+      for (int64_t k = 0; k < ocols; k++) {
+        double want;
+        if (c == 0) want = xv[r * C + (int64_t)iv[r * ocols + k]];
+        else if (c == 1) want = xv[(int64_t)iv[r * ocols + k] * C + k];
+        else want = xv[r * C + (int64_t)iv[k]];
+        ck_assert_msg(ov[r * ocols + k] == want, "case %d at [%lld,%lld]", c, (long long)r, (long long)k);
+      }
+    /* scatter_add of out back along the same dim on 1 and 2 threads: same bits */
+    if (c < 2) {
+      int dim = c == 0 ? 1 : 0;
+      lt_tensor *z = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(R, C)));
+      int threads = lt_get_num_threads();
+      LT_OK_OR_FAIL(lt_set_num_threads(1));
+      lt_tensor *a = LT_NN(lt_scatter_add(z, dim, idx, out));
+      LT_OK_OR_FAIL(lt_set_num_threads(2));
+      lt_tensor *b = LT_NN(lt_scatter_add(z, dim, idx, out));
+      LT_OK_OR_FAIL(lt_set_num_threads(threads));
+      ck_assert_int_eq(memcmp(a->data, b->data, sizeof(float) * (size_t)a->numel), 0);
+      double *av = read_all(a);
+      double *ref = calloc((size_t)(R * C), sizeof(double));
+      for (int64_t r = 0; r < orows; r++)
+        for (int64_t k = 0; k < ocols; k++) {
+          int64_t v = (int64_t)iv[r * ocols + k];
+          ref[dim == 1 ? r * C + v : v * C + k] += ov[r * ocols + k];
+        }
+      for (int64_t i = 0; i < R * C; i++) ck_assert(av[i] == ref[i]); /* small integers: exact */
+      free(av);
+      free(ref);
+      FREE(z, a, b);
+    }
+    free(xv);
+    free(iv);
+    free(ov);
+    FREE(x, idx, out);
+  }
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("index");
+  TCase *tc = tcase_create("index");
+  tcase_add_test(tc, test_index_select_values);
+  tcase_add_test(tc, test_index_select_random);
+  tcase_add_test(tc, test_gather_values);
+  tcase_add_test(tc, test_gather_random);
+  tcase_add_test(tc, test_scatter_add_values);
+  tcase_add_test(tc, test_scatter_add_random);
+  tcase_add_test(tc, test_embedding_values);
+  tcase_add_test(tc, test_embedding_large);
+  tcase_add_test(tc, test_tri_values);
+  tcase_add_test(tc, test_tri_random);
+  tcase_add_test(tc, test_one_hot);
+  tcase_add_test(tc, test_cat_values);
+  tcase_add_test(tc, test_cat_random);
+  tcase_add_test(tc, test_stack_values);
+  tcase_add_test(tc, test_split_chunk);
+  tcase_add_test(tc, test_errors_index_select_gather_scatter);
+  tcase_add_test(tc, test_errors_embedding);
+  tcase_add_test(tc, test_errors_tri_cat_stack);
+  tcase_add_test(tc, test_backward_values);
+  tcase_add_test(tc, test_embedding_backward_deterministic);
+  tcase_add_test(tc, test_scatter_add_deterministic);
+  tcase_add_test(tc, test_large_vs_naive);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return lt_test_run(suite()); }
