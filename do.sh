@@ -41,7 +41,7 @@ case "${1:-}" in
     if [ -x build/models/transformer/train ]; then
       exec build/models/transformer/train
     else
-      exec build/bench/gemm
+      exec build/bench/bench_gemm
     fi
     ;;
   test)
