@@ -23,6 +23,7 @@
 #include "tensor/ops_matmul.def"
 #include "tensor/ops_index.def"
 #include "nn/ops_nn.def"
+#include "nn/ops_attention.def"
 
 #define LT_OP_TABLE(X)      \
   LT_OPS_VIEW(X)            \
@@ -30,7 +31,8 @@
   LT_OPS_REDUCE(X)          \
   LT_OPS_MATMUL(X)          \
   LT_OPS_INDEX(X)           \
-  LT_OPS_NN(X)
+  LT_OPS_NN(X)              \
+  LT_OPS_ATTENTION(X)
 
 typedef enum {
 #define LT__OP_ENUM(id, nin, bw) LT__OP_##id,

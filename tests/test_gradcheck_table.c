@@ -31,6 +31,7 @@ int64_t lt__live_tensors(void);
 #include "gradcases_matmul.inc"
 #include "gradcases_index.inc"
 #include "gradcases_nn.inc"
+#include "gradcases_attention.inc"
 
 typedef struct gradcase {
   const char *op;
@@ -46,6 +47,7 @@ static const gradcase cases[] = {
     GRADCASES_MATMUL(GRADCASE_ENTRY)
     GRADCASES_INDEX(GRADCASE_ENTRY)
     GRADCASES_NN(GRADCASE_ENTRY)
+    GRADCASES_ATTENTION(GRADCASE_ENTRY)
     {NULL, NULL, NULL}};
 #undef GRADCASE_ENTRY
 #define NCASES ((int)(sizeof cases / sizeof cases[0]) - 1)

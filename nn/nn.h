@@ -1,0 +1,284 @@
+/*
+ * nn/nn.h: what models are built from: a named parameter store, layers,
+ * attention, positional encodings, losses, initialisers, optimizers, learning-
+ * rate schedules and gradient clipping. Each piece mirrors its PyTorch
+ * counterpart (linked in each comment) and is checked against PyTorch fixtures.
+ *
+ * What this is not: a dynamic module tree with virtual dispatch. A model is a
+ * plain C struct of layer structs (llama2.c style); its parameters live in one
+ * lt_params store under PyTorch state_dict names, so listing, counting,
+ * freezing, zeroing, optimizing and checkpointing are single loops.
+ *
+ * Conventions are those of tensor/tensor.h (errors, ownership words, dims).
+ * Shape letters: B batch, T query length, S key length, C channels (d_model),
+ * NH query heads, NKV key/value heads, HS head size, V vocabulary.
+ *
+ * Ownership: lt_params owns every parameter and buffer tensor (created outside
+ * any scope; freed by lt_params_free). A layer struct only borrows pointers
+ * into the store, so it needs no free of its own. Forward functions return new
+ * tensors (scope-owned when a scope is open) like every op.
+ *
+ * Train/eval: functions that behave differently in training (dropout,
+ * attention dropout) take a `const lt_nn_ctx *` giving the mode and the
+ * generator to draw from; NULL means evaluation (no dropout).
+ */
+#ifndef LT_NN_H
+#define LT_NN_H
+
+#include "autograd/autograd.h"
+#include "tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+typedef struct lt_nn_ctx {
+  bool training;      /* dropout active only when true */
+  lt_generator *gen;  /* dropout draws; required when training with p > 0 */
+} lt_nn_ctx;
+
+/* ======================================================================== */
+/* The parameter store                                                      */
+/* ======================================================================== */
+
+typedef enum {
+  LT_PARAM_DEFAULT = 0,
+  LT_PARAM_BUFFER = 1 << 0,    /* saved and loaded, never trained (no grad) */
+  LT_PARAM_NO_DECAY = 1 << 1,  /* excluded from weight decay (norms, biases, embeddings) */
+} lt_param_flags;
+
+typedef struct lt_param {
+  const char *name;   /* state_dict name, e.g. "encoder.layers.0.self_attn.q_proj.weight" */
+  lt_tensor *value;   /* owned by the store; parameters require grad */
+  unsigned flags;     /* lt_param_flags */
+} lt_param;
+
+typedef struct lt_params lt_params; /* an ordered, named list of lt_param */
+
+lt_params *lt_params_new(void);           /* returns new; free with lt_params_free */
+void lt_params_free(lt_params *p);        /* frees every tensor in it; NULL is a no-op */
+/* Adds value under name (which must be new), taking ownership of value (it is
+ * taken out of any scope). Parameters get requires_grad; buffers do not. */
+lt_status lt_params_add(lt_params *p, const char *name, lt_tensor *value, unsigned flags);
+int lt_params_count(const lt_params *p);
+const lt_param *lt_params_at(const lt_params *p, int i);            /* borrowed; NULL if out of range */
+lt_tensor *lt_params_find(const lt_params *p, const char *name);    /* borrowed; NULL if absent (no error) */
+/* Number of scalar parameters (buffers excluded); trainable_only skips frozen ones. */
+int64_t lt_params_numel(const lt_params *p, bool trainable_only);
+/* Frees every parameter's .grad. */
+void lt_params_zero_grad(lt_params *p);
+/* Freeze (requires_grad false) or unfreeze every parameter whose name starts with prefix. */
+lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, bool requires_grad);
+
+/* Joins a prefix and a name with a dot into buf ("encoder.layers" + "0"); an
+ * empty prefix gives the name alone. Returns buf (always NUL-terminated). */
+char *lt_name_join(char *buf, size_t size, const char *prefix, const char *name);
+
+/* ======================================================================== */
+/* Initialisers (in place, from an explicit generator; under no-grad)        */
+/* ======================================================================== */
+
+/* fan_in / fan_out of a weight as torch.nn.init._calculate_fan_in_and_fan_out. */
+lt_status lt_init_xavier_uniform_(lt_generator *g, lt_tensor *w, double gain);
+lt_status lt_init_xavier_normal_(lt_generator *g, lt_tensor *w, double gain);
+/* torch.nn.init.kaiming_uniform_(w, a, mode='fan_in', nonlinearity='leaky_relu'),
+ * which with a = sqrt(5) is nn.Linear's default weight init. */
+lt_status lt_init_kaiming_uniform_(lt_generator *g, lt_tensor *w, double a);
+lt_status lt_init_normal_(lt_generator *g, lt_tensor *w, double mean, double std);
+
+/* ======================================================================== */
+/* Functional ops (differentiable; fused kernels where it pays)             */
+/* ======================================================================== */
+
+/* y = x W^T + b: x [..., in], weight [out, in], bias [out] or NULL. */
+lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias);
+/* Over the last dim (size C): weight/bias [C] or NULL (no affine). */
+lt_tensor *lt_layer_norm(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, double eps);
+lt_tensor *lt_rms_norm(const lt_tensor *x, const lt_tensor *weight, double eps);
+/* Inverted dropout: zeroes with probability p and scales by 1/(1-p) when
+ * ctx->training; otherwise returns a plain copy-free view (p in [0, 1]). */
+lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx);
+
+typedef enum { LT_REDUCTION_MEAN, LT_REDUCTION_SUM, LT_REDUCTION_NONE } lt_reduction;
+
+/* logits [N, V] (or [..., V]), targets [N] (or [...]) of i32/i64 class ids.
+ * Fused with log-softmax. Targets equal to ignore_index contribute nothing;
+ * other targets outside [0, V) are an error naming the first one. Mean over
+ * zero counted targets gives 0 (not NaN). label_smoothing in [0, 1] as
+ * torch.nn.functional.cross_entropy. */
+typedef struct lt_cross_entropy_opts {
+  int64_t ignore_index;     /* default -100 */
+  double label_smoothing;   /* default 0 */
+  lt_reduction reduction;   /* default mean */
+} lt_cross_entropy_opts;
+#define LT_CROSS_ENTROPY_DEFAULTS ((lt_cross_entropy_opts){-100, 0.0, LT_REDUCTION_MEAN})
+lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
+/* logp [N, V] log-probabilities; same target rules (label_smoothing unused). */
+lt_tensor *lt_nll_loss(const lt_tensor *logp, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
+lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
+
+/* Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention):
+ *   q [B, NH, T, HS], k and v [B, NKV, S, HS] with NH % NKV == 0 (GQA; MQA when
+ *   NKV == 1): query head h uses key/value head h / (NH / NKV).
+ *   out [B, NH, T, HS] = softmax(q k^T * scale + mask) v.
+ * Options: causal (query t sees keys s <= t + (S - T), no T x S mask tensor is
+ * made); attn_mask broadcastable to [B, NH, T, S], bool (true = may attend)
+ * or float (added to the scores); key_padding_mask [B, S] bool (true = padding,
+ * as nn.MultiheadAttention); dropout on the attention weights when training.
+ * A query row whose keys are all masked gives zeros (and zero weights), never
+ * NaN. If weights is not NULL, the attention weights [B, NH, T, S] are stored
+ * there (new). scale <= 0 means 1/sqrt(HS). */
+typedef struct lt_attention_opts {
+  bool causal;
+  const lt_tensor *attn_mask;
+  const lt_tensor *key_padding_mask;
+  double dropout_p;
+  double scale;
+} lt_attention_opts;
+lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                                           const lt_attention_opts *opts, const lt_nn_ctx *ctx,
+                                           lt_tensor **weights);
+
+/* Rotary position embedding (RoPE, Su et al. 2021; GPT-NeoX/LLaMA "rotate
+ * half" layout) applied to x [B, NH, T, HS] (HS even) for positions
+ * pos0 .. pos0+T-1 with the given base (10000 by default). */
+lt_tensor *lt_rope(const lt_tensor *x, int64_t pos0, double base);
+
+/* Sinusoidal encodings of "Attention Is All You Need" as a [T, C] table
+ * (returns new, no grad): PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(...). */
+lt_tensor *lt_sinusoidal_table(lt_dtype dtype, int64_t T, int64_t C);
+
+/* ======================================================================== */
+/* Layers: structs borrowing parameters from an lt_params store             */
+/* ======================================================================== */
+/* Each _init registers its parameters under `name` (e.g. "encoder.layers.0.linear1")
+ * with PyTorch's default initialisation drawn from g, and fills the struct. */
+
+typedef struct lt_linear {
+  lt_tensor *weight;  /* [out, in] */
+  lt_tensor *bias;    /* [out] or NULL */
+} lt_linear;
+lt_status lt_linear_init(lt_linear *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
+                         lt_generator *g);
+lt_tensor *lt_linear_forward(const lt_linear *m, const lt_tensor *x);
+
+typedef struct lt_embedding {
+  lt_tensor *weight;    /* [V, C], N(0,1) init as nn.Embedding */
+  int64_t padding_idx;  /* row that gets no gradient (zero-initialised), or -1 */
+} lt_embedding;
+lt_status lt_embedding_init(lt_embedding *m, lt_params *p, const char *name, int64_t num, int64_t dim,
+                            int64_t padding_idx, lt_generator *g);
+lt_tensor *lt_embedding_forward(const lt_embedding *m, const lt_tensor *ids);
+
+typedef struct lt_layer_norm_m {
+  lt_tensor *weight, *bias;  /* [C] each, or NULL without affine */
+  double eps;
+} lt_layer_norm_m;
+lt_status lt_layer_norm_init(lt_layer_norm_m *m, lt_params *p, const char *name, int64_t C, double eps,
+                             bool affine);
+lt_tensor *lt_layer_norm_forward(const lt_layer_norm_m *m, const lt_tensor *x);
+
+typedef struct lt_rms_norm_m {
+  lt_tensor *weight;  /* [C] */
+  double eps;
+} lt_rms_norm_m;
+lt_status lt_rms_norm_init(lt_rms_norm_m *m, lt_params *p, const char *name, int64_t C, double eps);
+lt_tensor *lt_rms_norm_forward(const lt_rms_norm_m *m, const lt_tensor *x);
+
+typedef enum { LT_ACT_RELU, LT_ACT_GELU, LT_ACT_GELU_TANH, LT_ACT_SILU } lt_activation;
+lt_tensor *lt_activation_forward(lt_activation act, const lt_tensor *x);
+
+/* Feed-forward block: two-layer (linear1 -> act -> dropout -> linear2, as in
+ * nn.TransformerEncoderLayer, names "linear1"/"linear2"), or SwiGLU
+ * (w2(silu(w1 x) * w3 x), LLaMA names "w1"/"w2"/"w3"). */
+typedef struct lt_ffn {
+  bool swiglu;
+  lt_activation act;
+  double dropout;
+  lt_linear linear1, linear2, linear3; /* linear3 only for SwiGLU */
+} lt_ffn;
+lt_status lt_ffn_init(lt_ffn *m, lt_params *p, const char *name, int64_t C, int64_t d_ff, lt_activation act,
+                      bool swiglu, bool bias, double dropout, lt_generator *g);
+lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *ctx);
+
+/* Multi-head attention with separate q/k/v/out projections ("q_proj",
+ * "k_proj", "v_proj", "out_proj"), NKV key/value heads (GQA/MQA), optional
+ * RoPE on q and k. Self-attention: x_q == x_kv. Cross-attention: x_kv is the
+ * encoder output. x_q [B, T, C], x_kv [B, S, C] -> [B, T, C]. */
+typedef struct lt_mha {
+  int64_t C, NH, NKV, HS;
+  bool rope;
+  double rope_base;
+  double dropout;
+  lt_linear q_proj, k_proj, v_proj, out_proj;
+} lt_mha;
+lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
+                      double dropout, lt_generator *g);
+/* opts: causal / masks as in lt_scaled_dot_product_attention (dropout_p and
+ * scale are taken from the module). pos0: position of the first query (RoPE). */
+lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv,
+                          const lt_attention_opts *opts, int64_t pos0, const lt_nn_ctx *ctx,
+                          lt_tensor **weights);
+
+/* ======================================================================== */
+/* Optimizers                                                               */
+/* ======================================================================== */
+
+typedef enum { LT_OPTIM_SGD, LT_OPTIM_ADAM, LT_OPTIM_ADAMW } lt_optim_kind;
+
+typedef struct lt_optim_config {
+  lt_optim_kind kind;
+  double lr;
+  double momentum, dampening; /* SGD */
+  bool nesterov;              /* SGD */
+  double beta1, beta2, eps;   /* Adam, AdamW */
+  double weight_decay;        /* L2 for SGD/Adam, decoupled for AdamW */
+  bool decay_all;             /* false: LT_PARAM_NO_DECAY parameters get weight_decay 0 */
+} lt_optim_config;
+/* PyTorch's defaults for each kind (lr 1e-3; AdamW weight_decay 0.01). */
+lt_optim_config lt_optim_defaults(lt_optim_kind kind);
+
+typedef struct lt_optimizer lt_optimizer;
+/* Optimizes every trainable parameter of p (borrowed: p must outlive it). Returns new. */
+lt_optimizer *lt_optimizer_new(lt_params *p, const lt_optim_config *cfg);
+void lt_optimizer_free(lt_optimizer *o);
+/* One update from the parameters' .grad (parameters without .grad are skipped,
+ * as PyTorch). Runs under no-grad. */
+lt_status lt_optimizer_step(lt_optimizer *o);
+void lt_optimizer_set_lr(lt_optimizer *o, double lr);
+double lt_optimizer_get_lr(const lt_optimizer *o);
+int64_t lt_optimizer_step_count(const lt_optimizer *o);
+/* Per-parameter state by name: "momentum_buffer" (SGD), "exp_avg", "exp_avg_sq"
+ * (Adam/AdamW); borrowed, NULL if absent. For checkpoints. */
+lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, const char *state_name);
+lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step);
+
+/* ======================================================================== */
+/* Learning-rate schedules and gradient clipping                            */
+/* ======================================================================== */
+
+typedef enum {
+  LT_SCHED_CONSTANT,        /* base_lr */
+  LT_SCHED_WARMUP_LINEAR,   /* linear 0 -> base_lr over warmup, then linear to min_lr at total */
+  LT_SCHED_WARMUP_COSINE,   /* linear warmup, then cosine to min_lr at total */
+  LT_SCHED_NOAM,            /* "Attention Is All You Need": scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) */
+  LT_SCHED_STEP,            /* base_lr * gamma^(step / step_size) */
+} lt_schedule_kind;
+
+typedef struct lt_schedule {
+  lt_schedule_kind kind;
+  double base_lr, min_lr, gamma, scale;
+  int64_t warmup, total, step_size, d_model;
+} lt_schedule;
+/* The learning rate for a 1-based step. */
+double lt_schedule_lr(const lt_schedule *s, int64_t step);
+
+/* torch.nn.utils.clip_grad_norm_: scales all grads so their global L2 norm is
+ * at most max_norm; stores the norm before clipping in *total_norm. */
+lt_status lt_clip_grad_norm(lt_params *p, double max_norm, double *total_norm);
+lt_status lt_clip_grad_value(lt_params *p, double clip_value);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LT_NN_H */
