@@ -27,7 +27,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdatomic.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "autograd/autograd.h"
 
@@ -250,24 +252,31 @@ static lt_status save_common(const char *op, const char *path, const lt_params *
         return lt__err(LT_ERR_INVALID, "%s: config value '%s' is a byte blob: config values are int, double or "
                        "string (put blobs in extra)", op, lt_ckpt_meta_key(config, i));
 
+  /* Build the file in memory: a failure here never touches the disk. */
   lt__h5_guard guard;
   lt__h5_enter(&guard);
-  lt__tmpfile tmp;
-  lt_status s = lt__tmp_begin(path, &tmp);
-  if (s) {
-    lt__h5_leave(&guard);
-    return s;
+  lt__h5_image img = {.hint = 1u << 20};
+  for (int i = 0; i < lt_params_count(p); i++) {
+    const lt_tensor *t = lt_params_at(p, i)->value;
+    img.hint += (size_t)t->numel * lt_dtype_size(t->dtype) * (st && st->optim ? 3 : 1) + 4096;
   }
-  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = lt__h5_fapl(), file = -1, root = -1, model = -1;
+  lt_status s = LT_OK;
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = lt__h5_fapl_image(&img), file = -1, root = -1, model = -1;
   if (fcpl < 0 || fapl < 0 || H5Pset_userblock(fcpl, LT__CKPT_UB) < 0 ||
-      H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0 ||
-      H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_V18) < 0) {
+      H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0) {
     s = lt__h5_err(LT_ERR_IO, "%s '%s': preparing HDF5 properties", op, path);
     goto done;
   }
-  file = H5Fcreate(tmp.tmp_path, H5F_ACC_TRUNC, fcpl, fapl);
+  /* A name that does not exist: H5Fcreate first tries to open the name to
+   * see whether it is open already, and the core driver would read an
+   * existing file into memory. */
+  static atomic_uint image_counter;
+  char iname[96];
+  snprintf(iname, sizeof iname, "/nonexistent/libtensor-checkpoint-image-%ld-%u", (long)getpid(),
+           atomic_fetch_add(&image_counter, 1u));
+  file = H5Fcreate(iname, H5F_ACC_TRUNC, fcpl, fapl);
   if (file < 0) {
-    s = lt__h5_err(LT_ERR_IO, "%s '%s': cannot create '%s'", op, path, tmp.tmp_path);
+    s = lt__h5_err(LT_ERR_IO, "%s '%s': HDF5 cannot create the file in memory", op, path);
     goto done;
   }
   root = H5Gopen2(file, "/", H5P_DEFAULT);
@@ -307,14 +316,21 @@ done:
   if (model >= 0) H5Gclose(model);
   if (root >= 0) H5Gclose(root);
   if (file >= 0 && H5Fclose(file) < 0 && !s)
-    s = lt__h5_err(LT_ERR_IO, "%s '%s': writing the file failed (disk full or write error?)", op, path);
+    s = lt__h5_err(LT_ERR_NOMEM, "%s '%s': HDF5 could not finish the file in memory", op, path);
   if (fapl >= 0) H5Pclose(fapl);
   if (fcpl >= 0) H5Pclose(fcpl);
-  if (s)
-    lt__tmp_abort(&tmp);
-  else
-    s = lt__tmp_commit(&tmp);
   lt__h5_leave(&guard);
+  if (!s && !img.final) s = lt__err(LT_ERR_NOMEM, "%s '%s': HDF5 did not hand over the file image", op, path);
+  /* Write it: temporary, fsync, rename, fsync the directory. */
+  if (!s) {
+    size_t len = lt__h5_image_length(&img);
+    lt__ckpt_seal_buffer(img.final, len);
+    lt__tmpfile tmp;
+    s = lt__tmp_begin(path, &tmp);
+    if (!s) s = lt__tmp_commit(&tmp, img.final, len);
+  }
+  free(img.final);
+  free(img.buf); /* only left if HDF5 failed before closing */
   return s;
 }
 

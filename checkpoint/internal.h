@@ -28,6 +28,8 @@ lt_status lt__ckpt_verify(const char *path, uint64_t *size, uint64_t *dev, uint6
 /* Writes the header into the open file fd (HDF5 data from byte 512 on) and
  * fsyncs it. */
 lt_status lt__ckpt_seal_fd(int fd, const char *path);
+/* Fills buf[0, 512) with the header of the size-byte file image buf. */
+void lt__ckpt_seal_buffer(unsigned char *buf, size_t size);
 
 /* A save in progress: a locked temporary in the destination directory. */
 typedef struct lt__tmpfile {
@@ -39,9 +41,10 @@ typedef struct lt__tmpfile {
 /* Cleans up stale temporaries in path's directory and creates a new locked
  * temporary for path. */
 lt_status lt__tmp_begin(const char *final_path, lt__tmpfile *t);
-/* Seals, fsyncs, renames over final_path, fsyncs the directory. On failure
- * the temporary is removed and final_path is untouched. Always releases t. */
-lt_status lt__tmp_commit(lt__tmpfile *t);
+/* Writes the (sealed) file image buf, fsyncs, renames over final_path,
+ * fsyncs the directory. On failure the temporary is removed and final_path
+ * is untouched. Always releases t. */
+lt_status lt__tmp_commit(lt__tmpfile *t, const unsigned char *buf, size_t size);
 /* Removes the temporary and releases t. */
 void lt__tmp_abort(lt__tmpfile *t);
 /* True for names of our temporaries (".<name>.lttmp.<pid>.<n>"). */
@@ -72,7 +75,20 @@ hid_t lt__h5_mem_type(lt_dtype d);
 char *lt__h5_type_desc(hid_t type, char *buf, size_t size);
 
 /* Property lists we use everywhere (new ids). */
-hid_t lt__h5_fapl(void);  /* sec2, no file locking, strong close, v18 format */
+hid_t lt__h5_fapl(void);  /* reading: sec2, no file locking, strong close */
+/* Writing: the file is built in memory (core driver, no backing store) and
+ * handed over at close, so HDF5 never does file I/O on a save (see seal.c). */
+typedef struct lt__h5_image {
+  unsigned char *buf;   /* the driver's buffer while the file is open */
+  size_t cap, size;     /* allocated, and the driver's current size */
+  size_t hint;          /* first allocation (an estimate of the file size) */
+  unsigned char *final; /* the buffer, ours after a successful close */
+  size_t final_size;
+} lt__h5_image;
+hid_t lt__h5_fapl_image(lt__h5_image *img); /* img must outlive the file */
+/* The file's length: the superblock's end-of-file address when it can be
+ * read, else the buffer's size. */
+size_t lt__h5_image_length(const lt__h5_image *img);
 hid_t lt__h5_gcpl(void);  /* links tracked and indexed by creation order */
 
 /* Attribute writers (scalar; strings fixed-length UTF-8). */

@@ -17,9 +17,11 @@
  *       32 476  zero
  *      508   4  CRC32 of bytes [0, 508)
  *
- * 2. Durability. HDF5 never fsyncs. A save writes ".<name>.lttmp.<pid>.<n>"
- *    in the destination directory while holding an flock on it, seals and
- *    fsyncs it, renames it over the final name and fsyncs the directory. A
+ * 2. Durability. HDF5 never fsyncs, and Debian's 1.10.8 is left in a state
+ *    that crashes at exit when a write fails (disk full). So HDF5 builds the
+ *    file in memory (checkpoint.c) and we write it: ".<name>.lttmp.<pid>.<n>"
+ *    in the destination directory, created and flock-ed first, then written,
+ *    fsynced, renamed over the final name, and the directory fsynced. A
  *    temporary whose flock can be taken belongs to a dead save and is removed
  *    by the next save or rotation in that directory. Numbered checkpoints are
  *    "<prefix>-<step, 12 digits>.h5"; only that exact pattern is ever taken
@@ -219,6 +221,28 @@ done:
   return s;
 }
 
+/* The header for a file of size bytes whose payload has CRC crc. */
+static void make_header(unsigned char *h, uint64_t size, uint32_t crc) {
+  memset(h, 0, LT__CKPT_UB);
+  memcpy(h, ckpt_magic, 8);
+  put_u32(h + 8, HEADER_VERSION);
+  put_u32(h + 12, LT__CKPT_UB);
+  put_u64(h + 16, size);
+  put_u32(h + 24, crc);
+  put_u32(h + 28, 0);
+  put_u32(h + HEADER_CRC_AT, (uint32_t)crc32(crc32(0L, Z_NULL, 0), h, HEADER_CRC_AT));
+}
+
+void lt__ckpt_seal_buffer(unsigned char *buf, size_t size) {
+  uLong crc = crc32(0L, Z_NULL, 0);
+  for (size_t off = LT__CKPT_UB; off < size;) {
+    size_t n = size - off < (1u << 30) ? size - off : (1u << 30);
+    crc = crc32(crc, buf + off, (uInt)n);
+    off += n;
+  }
+  make_header(buf, size, (uint32_t)crc);
+}
+
 lt_status lt__ckpt_seal_fd(int fd, const char *path) {
   struct stat st;
   if (fstat(fd, &st) != 0) return lt__err(LT_ERR_IO, "checkpoint '%s': cannot stat: %s", path, strerror(errno));
@@ -231,14 +255,8 @@ lt_status lt__ckpt_seal_fd(int fd, const char *path) {
   uint32_t crc;
   lt_status s = crc_range(fd, path, LT__CKPT_UB, size, &crc);
   if (s) return s;
-  unsigned char h[LT__CKPT_UB] = {0};
-  memcpy(h, ckpt_magic, 8);
-  put_u32(h + 8, HEADER_VERSION);
-  put_u32(h + 12, LT__CKPT_UB);
-  put_u64(h + 16, size);
-  put_u32(h + 24, crc);
-  put_u32(h + 28, 0);
-  put_u32(h + HEADER_CRC_AT, (uint32_t)crc32(crc32(0L, Z_NULL, 0), h, HEADER_CRC_AT));
+  unsigned char h[LT__CKPT_UB];
+  make_header(h, size, crc);
   if (pwrite_full(fd, h, sizeof h, 0) != 0)
     return lt__err(LT_ERR_IO, "checkpoint '%s': cannot write the integrity header: %s", path, strerror(errno));
   if (fsync(fd) != 0) return lt__err(LT_ERR_IO, "checkpoint '%s': fsync failed: %s", path, strerror(errno));
@@ -409,15 +427,17 @@ void lt__tmp_abort(lt__tmpfile *t) {
   tmp_release(t);
 }
 
-lt_status lt__tmp_commit(lt__tmpfile *t) {
-  lt_status s = lt__ckpt_seal_fd(t->fd, t->tmp_path);
-  if (s) {
-    lt__tmp_abort(t);
-    return s;
-  }
-  if (rename(t->tmp_path, t->final_path) != 0) {
+lt_status lt__tmp_commit(lt__tmpfile *t, const unsigned char *buf, size_t size) {
+  lt_status s = LT_OK;
+  if (pwrite_full(t->fd, buf, size, 0) != 0)
+    s = lt__err(LT_ERR_IO, "checkpoint save '%s': writing %zu bytes failed: %s", t->final_path, size,
+                strerror(errno));
+  else if (fsync(t->fd) != 0)
+    s = lt__err(LT_ERR_IO, "checkpoint save '%s': fsync failed: %s", t->final_path, strerror(errno));
+  else if (rename(t->tmp_path, t->final_path) != 0)
     s = lt__err(LT_ERR_IO, "checkpoint save: cannot rename '%s' to '%s': %s", t->tmp_path, t->final_path,
                 strerror(errno));
+  if (s) {
     lt__tmp_abort(t);
     return s;
   }
