@@ -214,8 +214,11 @@ bool lt_text_in_valid_split(const char *s, size_t len, double valid_fraction);
 
 /* ---- Built-in seq2seq tasks (no download) ------------------------------- */
 /* Examples are generated from a seed (a splitmix64 stream, so identical on
- * every platform), with the hash split above: train and validation never
- * share a source, and the same source always has the same target.
+ * every platform), with the hash split above applied to a split key (the
+ * source; for DATE_NORMALIZE the date itself, i.e. the target, so that a
+ * held-out date appears in training in no format): train and validation never
+ * share a key, whatever the seeds, and the same source always has the same
+ * target. Examples may repeat within a split (drawn with replacement).
  *   COPY      "hdcag" -> "hdcag"
  *   REVERSE   "hdcag" -> "gacdh"
  *   SORT      "hdcag" -> "acdgh"  (by byte value)
