@@ -249,90 +249,116 @@ lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step) {
 
 /* ---- the fused update loops ----------------------------------------------- */
 
-#define OPT_PARALLEL_FOR _Pragma("omp parallel for schedule(static) num_threads(nt) if (n >= LT__PARALLEL_MIN)")
+/* The constants of one parameter's update. */
+typedef struct opt_hyper {
+  double lr, wd, momentum, keep; /* SGD: keep = 1 - dampening */
+  bool nesterov, fresh;          /* SGD: fresh = the momentum buffer is new (buf = g) */
+  double decay, l2;              /* Adam: AdamW's 1 - lr*wd (1 for Adam); Adam's L2 weight decay (0 for AdamW) */
+  double beta1, beta2, eps, step_size, bc2_sqrt;
+} opt_hyper;
 
-/* SGD over n contiguous elements. fresh: the momentum buffer is new (buf = g). */
-#define OPT_SGD_KERNEL(T, SUF)                                                                    \
-  static void sgd_##SUF(int64_t n, T *restrict p, const T *restrict g, T *restrict buf, double lr_, \
-                        double wd_, double mom_, double damp_, bool nesterov, bool fresh, int nt) { \
-    const T lr = (T)lr_, wd = (T)wd_, mom = (T)mom_, keep = (T)(1.0 - damp_);                       \
-    const bool l2 = wd_ != 0;                                                                      \
-    if (mom_ == 0) {                                                                               \
+/* The span kernels run over [0, n) of contiguous arrays with `omp simd`; the
+ * driver below splits a tensor into blocks over the OpenMP threads. (GCC does
+ * not vectorise the Adam span: sqrt keeps its errno branch without
+ * -fno-math-errno, which a function attribute does not switch off. The step is
+ * memory-bound and small next to a forward/backward pass.) */
+
+#define OPT_SGD_SPAN(T, SUF)                                                                       \
+  static void sgd_span_##SUF(int64_t n, T *restrict p, const T *restrict g, T *restrict buf,       \
+                             const opt_hyper *h) {                                                 \
+    const T lr = (T)h->lr, wd = (T)h->wd, mom = (T)h->momentum, keep = (T)h->keep;                 \
+    const bool l2 = h->wd != 0, nesterov = h->nesterov, fresh = h->fresh;                          \
+    if (h->momentum == 0) {                                                                        \
       if (l2) {                                                                                    \
-        OPT_PARALLEL_FOR                                                                           \
-        for (int64_t i = 0; i < n; i++) p[i] = p[i] + (-lr) * (g[i] + wd * p[i]);                  \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) p[i] = p[i] + (-lr) * (g[i] + wd * p[i]); \
       } else {                                                                                     \
-        OPT_PARALLEL_FOR                                                                           \
-        for (int64_t i = 0; i < n; i++) p[i] = p[i] + (-lr) * g[i];                                \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) p[i] = p[i] + (-lr) * g[i];            \
       }                                                                                            \
       return;                                                                                      \
     }                                                                                              \
-    OPT_PARALLEL_FOR                                                                               \
-    for (int64_t i = 0; i < n; i++) {                                                              \
-      T d = l2 ? g[i] + wd * p[i] : g[i];           /* d_p = grad.add(param, alpha=wd) */          \
-      T b = fresh ? d : buf[i] * mom + keep * d;    /* buf.mul_(momentum).add_(d_p, alpha=1-damp) */ \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                          \
+      T d = l2 ? g[i] + wd * p[i] : g[i];        /* d_p = grad.add(param, alpha=wd) */             \
+      T b = fresh ? d : buf[i] * mom + keep * d; /* buf.mul_(momentum).add_(d_p, alpha=1-damp) */  \
       buf[i] = b;                                                                                  \
-      T u = nesterov ? d + mom * b : b;                                                            \
-      p[i] = p[i] + (-lr) * u;                      /* param.add_(d_p, alpha=-lr) */               \
+      T u = nesterov ? d + mom * b : b;          /* d_p.add(buf, alpha=momentum) | buf */          \
+      p[i] = p[i] + (-lr) * u;                   /* param.add_(d_p, alpha=-lr) */                  \
     }                                                                                              \
   }
-OPT_SGD_KERNEL(float, f32)
-OPT_SGD_KERNEL(double, f64)
+OPT_SGD_SPAN(float, f32)
+OPT_SGD_SPAN(double, f64)
 
-/* Adam/AdamW over n contiguous elements. decay: AdamW's 1 - lr*wd (1 for
- * Adam); l2: Adam's weight decay (0 for AdamW); step_size = lr / bc1. */
 #define OPT_ADAM_BODY(T, SQRT, L2)                                                                  \
-  OPT_PARALLEL_FOR                                                                                 \
-  for (int64_t i = 0; i < n; i++) {                                                                \
-    T pi = p[i] * decay;                      /* param.mul_(1 - lr * wd) (AdamW) */                \
-    T gi = L2 ? g[i] + l2 * p[i] : g[i];      /* grad.add(param, alpha=wd) (Adam) */               \
-    T mi = m[i] * b1 + c1 * gi;               /* exp_avg.mul_(beta1).add_(grad, alpha=1-beta1) */  \
-    T vi = v[i] * b2 + c2 * gi * gi;          /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1-beta2) */ \
-    T den = SQRT(vi) / bc2s + eps;            /* (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps) */       \
+  _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                            \
+    T pi = p[i] * decay;                 /* param.mul_(1 - lr * wd) (AdamW) */                     \
+    T gi = L2 ? g[i] + l2 * p[i] : g[i]; /* grad.add(param, alpha=wd) (Adam) */                    \
+    T mi = m[i] * b1 + c1 * gi;          /* exp_avg.mul_(beta1).add_(grad, alpha=1-beta1) */       \
+    T vi = v[i] * b2 + c2 * gi * gi;     /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1-beta2) */ \
+    T den = SQRT(vi) / bc2s + eps;       /* (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps) */            \
     m[i] = mi;                                                                                     \
     v[i] = vi;                                                                                     \
-    p[i] = pi + nstep * mi / den;             /* param.addcdiv_(exp_avg, denom, value=-step_size) */ \
+    p[i] = pi + nstep * mi / den;        /* param.addcdiv_(exp_avg, denom, value=-step_size) */    \
   }
 
-#define OPT_ADAM_KERNEL(T, SUF, SQRT)                                                               \
-  static void adam_##SUF(int64_t n, T *restrict p, const T *restrict g, T *restrict m, T *restrict v, \
-                         double decay_, double l2_, double beta1, double beta2, double eps_,          \
-                         double step_size, double bc2_sqrt, int nt) {                               \
-    const T decay = (T)decay_, l2 = (T)l2_, b1 = (T)beta1, b2 = (T)beta2, c1 = (T)(1.0 - beta1),    \
-            c2 = (T)(1.0 - beta2), eps = (T)eps_, nstep = (T)(-step_size), bc2s = (T)bc2_sqrt;       \
-    if (l2_ != 0) {                                                                                \
+#define OPT_ADAM_SPAN(T, SUF, SQRT)                                                                 \
+  static void adam_span_##SUF(int64_t n, T *restrict p, const T *restrict g, T *restrict m,        \
+                              T *restrict v, const opt_hyper *h) {                                 \
+    const T decay = (T)h->decay, l2 = (T)h->l2, b1 = (T)h->beta1, b2 = (T)h->beta2,                \
+            c1 = (T)(1.0 - h->beta1), c2 = (T)(1.0 - h->beta2), eps = (T)h->eps,                    \
+            nstep = (T)(-h->step_size), bc2s = (T)h->bc2_sqrt;                                      \
+    if (h->l2 != 0) {                                                                              \
       OPT_ADAM_BODY(T, SQRT, 1)                                                                    \
     } else {                                                                                       \
       OPT_ADAM_BODY(T, SQRT, 0)                                                                    \
     }                                                                                              \
   }
-OPT_ADAM_KERNEL(float, f32, sqrtf)
-OPT_ADAM_KERNEL(double, f64, sqrt)
+OPT_ADAM_SPAN(float, f32, sqrtf)
+OPT_ADAM_SPAN(double, f64, sqrt)
+
+#define OPT_BLOCK 16384
+
+/* Runs the span kernel of (sgd, f32) over n elements in blocks of OPT_BLOCK,
+ * the blocks split over nt threads when n is big (elementwise: the result
+ * does not depend on the split). */
+static void run_spans(bool sgd, bool f32, int64_t n, void *p, const void *g, void *s1, void *s2,
+                      const opt_hyper *h, int nt) {
+  int64_t nb = (n + OPT_BLOCK - 1) / OPT_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= LT__PARALLEL_MIN)
+  for (int64_t b = 0; b < nb; b++) {
+    int64_t lo = b * OPT_BLOCK, len = n - lo < OPT_BLOCK ? n - lo : OPT_BLOCK;
+    if (sgd && f32) sgd_span_f32(len, (float *)p + lo, (const float *)g + lo, s1 ? (float *)s1 + lo : NULL, h);
+    else if (sgd) sgd_span_f64(len, (double *)p + lo, (const double *)g + lo, s1 ? (double *)s1 + lo : NULL, h);
+    else if (f32)
+      adam_span_f32(len, (float *)p + lo, (const float *)g + lo, (float *)s1 + lo, (float *)s2 + lo, h);
+    else
+      adam_span_f64(len, (double *)p + lo, (const double *)g + lo, (double *)s1 + lo, (double *)s2 + lo, h);
+  }
+}
 
 /* One parameter's update on contiguous data p, g (and contiguous state). */
 static void update_one(lt_optimizer *o, opt_entry *e, void *p, const void *g, bool fresh_buf, int nt) {
   const lt_optim_config *c = &o->cfg;
   int64_t n = e->param->numel;
   bool f32 = e->param->dtype == LT_DTYPE_F32;
+  opt_hyper h = {.lr = c->lr, .wd = e->weight_decay};
   if (c->kind == LT_OPTIM_SGD) {
-    void *buf = e->buf ? e->buf->data : NULL;
-    if (f32)
-      sgd_f32(n, p, g, buf, c->lr, e->weight_decay, c->momentum, c->dampening, c->nesterov, fresh_buf, nt);
-    else
-      sgd_f64(n, p, g, buf, c->lr, e->weight_decay, c->momentum, c->dampening, c->nesterov, fresh_buf, nt);
+    h.momentum = c->momentum;
+    h.keep = 1.0 - c->dampening;
+    h.nesterov = c->nesterov;
+    h.fresh = fresh_buf;
+    run_spans(true, f32, n, p, g, e->buf ? e->buf->data : NULL, NULL, &h, nt);
     return;
   }
   e->step++;
   double t = (double)e->step;
-  double bc1 = 1.0 - pow(c->beta1, t), bc2 = 1.0 - pow(c->beta2, t);
-  double step_size = c->lr / bc1, bc2_sqrt = sqrt(bc2);
   bool adamw = c->kind == LT_OPTIM_ADAMW;
-  double decay = adamw ? 1.0 - c->lr * e->weight_decay : 1.0;
-  double l2 = adamw ? 0.0 : e->weight_decay;
-  if (f32)
-    adam_f32(n, p, g, e->buf->data, e->sq->data, decay, l2, c->beta1, c->beta2, c->eps, step_size, bc2_sqrt, nt);
-  else
-    adam_f64(n, p, g, e->buf->data, e->sq->data, decay, l2, c->beta1, c->beta2, c->eps, step_size, bc2_sqrt, nt);
+  h.decay = adamw ? 1.0 - c->lr * e->weight_decay : 1.0;
+  h.l2 = adamw ? 0.0 : e->weight_decay;
+  h.beta1 = c->beta1;
+  h.beta2 = c->beta2;
+  h.eps = c->eps;
+  h.step_size = c->lr / (1.0 - pow(c->beta1, t)); /* lr / bias_correction1 */
+  h.bc2_sqrt = sqrt(1.0 - pow(c->beta2, t));      /* sqrt(bias_correction2) */
+  run_spans(false, f32, n, p, g, e->buf->data, e->sq->data, &h, nt);
 }
 
 static bool same_shape(const lt_tensor *a, const lt_tensor *b) {
