@@ -451,14 +451,22 @@ static void trainer_free(bpe_trainer *T) {
   free(T->dirty);
 }
 
-/* Grows an array *p of *cap elements of size sz to hold at least need. */
-static bool grow(void **p, int64_t *cap, int64_t need, size_t sz) {
+/* Grows the array whose pointer is at pp (a T **, passed as void * so that
+ * any element type fits without aliasing casts) from *cap to at least need
+ * elements of sz bytes. On failure the array is unchanged. */
+static bool grow(void *pp, int64_t *cap, int64_t need, size_t sz) {
   if (need <= *cap) return true;
   int64_t c = *cap ? *cap : 16;
-  while (c < need) c *= 2;
-  void *q = realloc(*p, (size_t)c * sz);
+  while (c < need) {
+    if (c > INT64_MAX / 2) return false;
+    c *= 2;
+  }
+  if ((uint64_t)c > SIZE_MAX / sz) return false;
+  void *p;
+  memcpy(&p, pp, sizeof p);
+  void *q = realloc(p, (size_t)c * sz);
   if (!q) return false;
-  *p = q;
+  memcpy(pp, &q, sizeof q);
   *cap = c;
   return true;
 }
@@ -471,7 +479,7 @@ static inline bool heap_before(const heapent *a, const heapent *b) {
 }
 
 static bool heap_push(bpe_trainer *T, heapent e) {
-  if (!grow((void **)&T->heap, &T->capheap, T->nheap + 1, sizeof e)) return false;
+  if (!grow(&T->heap, &T->capheap, T->nheap + 1, sizeof e)) return false;
   int64_t i = T->nheap++;
   while (i > 0) {
     int64_t p = (i - 1) / 2;
@@ -505,19 +513,19 @@ static bool pair_update(bpe_trainer *T, int32_t l, int32_t r, int64_t delta, int
   int64_t idx;
   if (!pm_insert(&T->index, pair_key(l, r), T->npairs, &found, &idx)) return false;
   if (!found) {
-    if (!grow((void **)&T->pairs, &T->cappairs, T->npairs + 1, sizeof(pairinfo))) return false;
+    if (!grow(&T->pairs, &T->cappairs, T->npairs + 1, sizeof(pairinfo))) return false;
     T->pairs[T->npairs++] = (pairinfo){l, r, 0, NULL, 0, 0, false};
   }
   pairinfo *p = &T->pairs[idx];
   p->count += delta;
   if (!p->dirty) {
-    if (!grow((void **)&T->dirty, &T->capdirty, T->ndirty + 1, sizeof(int64_t))) return false;
+    if (!grow(&T->dirty, &T->capdirty, T->ndirty + 1, sizeof(int64_t))) return false;
     T->dirty[T->ndirty++] = idx;
     p->dirty = true;
   }
   if (add_word && (p->nwords == 0 || p->words[p->nwords - 1] != w)) {
     int64_t cap = p->capwords;
-    if (!grow((void **)&p->words, &cap, (int64_t)p->nwords + 1, sizeof(int32_t))) return false;
+    if (!grow(&p->words, &cap, (int64_t)p->nwords + 1, sizeof(int32_t))) return false;
     if (cap > INT32_MAX) return false;
     p->capwords = (int32_t)cap;
     p->words[p->nwords++] = w;
@@ -567,7 +575,7 @@ static lt_status collect_words(bpe_trainer *T, const unsigned char *s, size_t n,
   /* Map from a piece (by its bytes) to its word index; keys are text offsets. */
   size_t cap = 1024, mask;
   int64_t *slots = NULL; /* word index + 1, 0 empty */
-  int64_t *pos = NULL, capw = 0; /* text offset of each word's first occurrence */
+  int64_t *pos = NULL, capw = 0, cappos = 0; /* text offset of each word's first occurrence */
   int64_t nsyms = 0, capsyms = 0;
   lt_status st = LT_ERR_NOMEM;
   slots = calloc(cap, sizeof *slots);
@@ -591,10 +599,9 @@ static lt_status collect_words(bpe_trainer *T, const unsigned char *s, size_t n,
         st = lt__err(LT_ERR_OVERFLOW, "%s: more than %d distinct pieces", op, INT32_MAX);
         goto fail_set;
       }
-      int64_t cw = capw;
-      if (!grow((void **)&T->words, &capw, T->nwords + 1, sizeof(word))) goto fail;
-      if (!grow((void **)&pos, &cw, T->nwords + 1, sizeof(int64_t))) goto fail;
-      if (!grow((void **)&T->syms, &capsyms, nsyms + (int64_t)len, sizeof(int32_t))) goto fail;
+      if (!grow(&T->words, &capw, T->nwords + 1, sizeof(word))) goto fail;
+      if (!grow(&pos, &cappos, T->nwords + 1, sizeof(int64_t))) goto fail;
+      if (!grow(&T->syms, &capsyms, nsyms + (int64_t)len, sizeof(int32_t))) goto fail;
       for (size_t k = 0; k < len; k++) T->syms[nsyms + (int64_t)k] = BYTE0 + s[i + k];
       pos[T->nwords] = (int64_t)i;
       T->words[T->nwords] = (word){nsyms, (int32_t)len, 1, -1};
@@ -784,7 +791,7 @@ typedef struct {
 } idbuf;
 
 static inline bool ib_push(idbuf *b, int64_t id) {
-  if (b->n == b->cap && !grow((void **)&b->p, &b->cap, b->n + 1, sizeof(int64_t))) return false;
+  if (b->n == b->cap && !grow(&b->p, &b->cap, b->n + 1, sizeof(int64_t))) return false;
   b->p[b->n++] = id;
   return true;
 }
@@ -827,7 +834,7 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t 
   const unsigned char *s = (const unsigned char *)text;
   idbuf out = {0};
   /* Every tokenizer makes at most one id per byte; start with a fair guess. */
-  if (!grow((void **)&out.p, &out.cap, tok->kind == LT_TOKENIZER_BPE ? (int64_t)len / 3 + 1 : (int64_t)len + 1,
+  if (!grow(&out.p, &out.cap, tok->kind == LT_TOKENIZER_BPE ? (int64_t)len / 3 + 1 : (int64_t)len + 1,
             sizeof(int64_t)))
     return lt__err(LT_ERR_NOMEM, "%s: out of memory for %zu bytes of text", op, len);
   switch (tok->kind) {
