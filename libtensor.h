@@ -4,11 +4,13 @@
  * Each module has one public header, documented there:
  *   tensor/tensor.h      N-d tensors, ops, matmul on BLIS, random numbers
  *   autograd/autograd.h  reverse-mode differentiation, gradcheck
+ *   checkpoint/checkpoint.h  HDF5 checkpoints: save, load, resume (safe and durable)
  */
 #ifndef LIBTENSOR_H
 #define LIBTENSOR_H
 
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
+#include "checkpoint/checkpoint.h"
 
 #endif
