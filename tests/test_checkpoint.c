@@ -31,6 +31,7 @@
 #include <unistd.h>
 
 #include "checkpoint/checkpoint.h"
+#include "datasets/datasets.h"
 #include "nn/nn.h"
 #include "test_util.h"
 
@@ -632,6 +633,83 @@ START_TEST(training_fresh_and_sgd) {
 }
 END_TEST
 
+
+/* The datasets module's state as the trainer stores it: the tokenizer as a
+ * blob, the loader position as int64 values (u64 fields by bit pattern). */
+START_TEST(tokenizer_and_loader_in_extra) {
+  const char *text = "the quick brown fox jumps over the lazy dog; the dog sleeps. ";
+  lt_tokenizer *tok = lt_tokenizer_train_bpe(text, strlen(text), NULL);
+  ck_assert_ptr_nonnull(tok);
+  lt_tensor *ids = LT_NN(lt_tokenizer_encode_tensor(tok, text, strlen(text)));
+  lt_batch_opts bo = LT_BATCH_DEFAULTS(2);
+  bo.seed = 17;
+  lt_lm_loader *L = lt_lm_loader_new(ids, 4, &bo);
+  ck_assert_ptr_nonnull(L);
+  for (int i = 0; i < 5; i++) { /* into the second epoch */
+    lt_tensor *x, *y;
+    LT_OK_OR_FAIL(lt_lm_loader_next(L, &x, &y));
+    lt_tensor_free(x);
+    lt_tensor_free(y);
+  }
+  void *blob;
+  size_t n;
+  LT_OK_OR_FAIL(lt_tokenizer_serialize(tok, &blob, &n));
+  lt_loader_position pos = lt_lm_loader_get_position(L);
+  lt_ckpt_meta *extra = lt_ckpt_meta_new();
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_bytes(extra, "tokenizer", blob, n));
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_int(extra, "loader.epoch", pos.epoch));
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_int(extra, "loader.index", pos.index));
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_int(extra, "loader.seed", (int64_t)pos.gen.seed));
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_int(extra, "loader.offset", (int64_t)pos.gen.offset));
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_int(extra, "loader.fingerprint", (int64_t)pos.fingerprint));
+  free(blob);
+  lt_params *p = make_model(2);
+  lt_train_state st = {.params = p};
+  LT_OK_OR_FAIL(lt_ckpt_save_training(path_in("data.h5"), &st, NULL, extra, NULL));
+  lt_ckpt_info *info;
+  LT_OK_OR_FAIL(lt_ckpt_load_training(path_in("data.h5"), &st, NULL, &info));
+  const void *b2;
+  size_t n2;
+  LT_OK_OR_FAIL(lt_ckpt_meta_get_bytes(info->extra, "tokenizer", &b2, &n2));
+  lt_tokenizer *tok2 = lt_tokenizer_deserialize(b2, n2);
+  ck_assert_ptr_nonnull(tok2);
+  ck_assert_int_eq(lt_tokenizer_vocab_size(tok2), lt_tokenizer_vocab_size(tok));
+  lt_tensor *ids2 = LT_NN(lt_tokenizer_encode_tensor(tok2, text, strlen(text)));
+  ck_assert(lt_equal(ids, ids2));
+  lt_loader_position q;
+  int64_t v;
+  LT_OK_OR_FAIL(lt_ckpt_meta_get_int(info->extra, "loader.epoch", &q.epoch));
+  LT_OK_OR_FAIL(lt_ckpt_meta_get_int(info->extra, "loader.index", &q.index));
+  LT_OK_OR_FAIL(lt_ckpt_meta_get_int(info->extra, "loader.seed", &v));
+  q.gen.seed = (uint64_t)v;
+  LT_OK_OR_FAIL(lt_ckpt_meta_get_int(info->extra, "loader.offset", &v));
+  q.gen.offset = (uint64_t)v;
+  LT_OK_OR_FAIL(lt_ckpt_meta_get_int(info->extra, "loader.fingerprint", &v));
+  q.fingerprint = (uint64_t)v;
+  lt_lm_loader *L2 = lt_lm_loader_new(ids2, 4, &bo);
+  LT_OK_OR_FAIL(lt_lm_loader_set_position(L2, q));
+  for (int i = 0; i < 4; i++) { /* both continue with the same batches */
+    lt_tensor *x, *y, *x2, *y2;
+    LT_OK_OR_FAIL(lt_lm_loader_next(L, &x, &y));
+    LT_OK_OR_FAIL(lt_lm_loader_next(L2, &x2, &y2));
+    ck_assert(lt_equal(x, x2) && lt_equal(y, y2));
+    lt_tensor_free(x);
+    lt_tensor_free(y);
+    lt_tensor_free(x2);
+    lt_tensor_free(y2);
+  }
+  lt_ckpt_info_free(info);
+  lt_ckpt_meta_free(extra);
+  lt_lm_loader_free(L);
+  lt_lm_loader_free(L2);
+  lt_tokenizer_free(tok);
+  lt_tokenizer_free(tok2);
+  lt_tensor_free(ids);
+  lt_tensor_free(ids2);
+  lt_params_free(p);
+}
+END_TEST
+
 /* ---- durability ---------------------------------------------------------- */
 
 START_TEST(numbered_rotation_latest) {
@@ -834,6 +912,7 @@ int main(void) {
   tcase_add_test(tc, save_errors);
   tcase_add_test(tc, training_roundtrip_and_resume);
   tcase_add_test(tc, training_fresh_and_sgd);
+  tcase_add_test(tc, tokenizer_and_loader_in_extra);
   tcase_add_test(tc, numbered_rotation_latest);
   tcase_add_test(tc, live_temporary_kept);
   tcase_add_test(tc, write_failure_keeps_previous);
