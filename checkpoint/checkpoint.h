@@ -19,10 +19,13 @@
  *   before anything is allocated, everything is read into scratch memory and
  *   checked (NaN/Inf refused by default), and only then copied into the
  *   model. A failed load changes nothing.
- * - Durable to save: a temporary file in the destination directory, fsync,
- *   rename over the final name, fsync of the directory. A crash leaves either
- *   the old checkpoint or the new one, never a torn file under a checkpoint's
- *   name; leftover temporaries are cleaned up by later saves.
+ * - Durable to save: HDF5 builds the file in memory; it is then written to a
+ *   temporary file in the destination directory, fsynced, renamed over the
+ *   final name, and the directory fsynced. A crash leaves either the old
+ *   checkpoint or the new one, never a torn file under a checkpoint's name;
+ *   leftover temporaries are cleaned up by later saves. A failed write (disk
+ *   full) is an error and leaves the previous file intact. A save needs
+ *   memory for the file image (about the size of the tensors written).
  *
  * What this is not: a general HDF5 reader. Only files laid out as documented
  * (written by this module, or by h5py following docs/checkpoint-format.md and
