@@ -383,6 +383,7 @@ typedef struct target {
   lt_tensor *dst;           /* NULL: resolve from (pname, sname) at commit */
   const char *pname, *sname;
   void *buf;                /* scratch data once read */
+  lt_tensor *src;           /* buf as a tensor, for a non-contiguous dst (borrowed view of buf) */
   size_t bytes;
   bool found;
 } target;
@@ -395,6 +396,7 @@ typedef struct targets {
 static void targets_free(targets *t) {
   for (int i = 0; i < t->n; i++) {
     free(t->v[i].name);
+    lt_tensor_free(t->v[i].src);
     free(t->v[i].buf);
   }
   free(t->v);
@@ -476,6 +478,20 @@ static lt_status check_values(const loader *L, const char *dpath, lt_dtype dt, c
   return LT_OK;
 }
 
+/* For a destination that is not contiguous: buf wrapped as a tensor, made
+ * before the commit so that the commit cannot fail. */
+static lt_status prepare_strided(const loader *L, target *t) {
+  if (!t->dst || t->dst->numel == 0 || lt_is_contiguous(t->dst)) return LT_OK;
+  for (int d = 0; d < t->dst->ndim; d++)
+    if (t->dst->stride[d] == 0 && t->dst->shape[d] > 1)
+      return lt__err(LT_ERR_INVALID, "checkpoint '%s': '%s' is %s with a stride-0 (expanded) dim: it cannot be "
+                     "loaded into", L->path, t->name, LT__D(t->dst));
+  lt_tensor *w = lt_tensor_from_borrowed(t->dst->dtype, t->dst->ndim, t->dst->shape, t->buf);
+  if (!w) return lt_last_status();
+  t->src = lt_tensor_keep(w);
+  return LT_OK;
+}
+
 /* Phases 1 and 2 for one group: walk it, match datasets to targets (strict:
  * every target present unless missing_ok, nothing unexpected), check every
  * dataset, then allocate and read into t->v[i].buf. */
@@ -538,6 +554,7 @@ static lt_status load_group(loader *L, const char *group, targets *T, bool missi
       s = lt__err(LT_ERR_NOMEM, "checkpoint '%s': out of memory for %zu bytes of %s", L->path, t->bytes,
                   list.v[i].path);
     }
+    if (!s) s = prepare_strided(L, t);
   }
   for (int i = 0; i < list.n && !s; i++) {
     if (match[i] < 0) continue;
@@ -563,22 +580,20 @@ done:
   return s;
 }
 
-/* Copies scratch data into a tensor. Cannot fail for contiguous tensors
- * (every tensor made by lt_params and the optimizer is). */
-static void copy_into(lt_tensor *dst, const void *buf, size_t bytes) {
+/* Copies a target's scratch data into its tensor. Cannot fail: a strided
+ * destination was checked and its source view made by prepare_strided. */
+static void copy_into(const target *t) {
+  lt_tensor *dst = t->dst;
   if (dst->numel == 0) return;
-  if (lt_is_contiguous(dst)) {
-    memcpy(dst->data, buf, bytes);
-  } else {
-    lt_tensor *src = lt_tensor_from_borrowed(dst->dtype, dst->ndim, dst->shape, (void *)buf);
-    bool prev = lt_set_grad_enabled(false);
-    lt_status s = src ? lt_copy_(dst, src) : lt_last_status();
-    lt_set_grad_enabled(prev);
-    lt_tensor_free(src);
-    LT_CHECK(s == LT_OK); /* a strided copy of matching shapes and dtypes */
+  if (!t->src) {
+    memcpy(dst->data, t->buf, t->bytes);
+    lt__bump_version(dst);
     return;
   }
-  lt__bump_version(dst);
+  bool prev = lt_set_grad_enabled(false);
+  lt_status s = lt_copy_(dst, t->src);
+  lt_set_grad_enabled(prev);
+  LT_CHECK(s == LT_OK); /* same shape and dtype, no overlap, grad mode off */
 }
 
 /* Opens path: integrity header first, then HDF5, then the root attributes
@@ -975,13 +990,14 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
                     "st->optim_config does not describe st->optim", op, path, TO.v[i].sname, TO.v[i].pname);
         goto done;
       }
+      if ((s = prepare_strided(&L, &TO.v[i]))) goto done;
     }
   }
   for (int i = 0; i < TM.n; i++)
-    if (TM.v[i].found) copy_into(TM.v[i].dst, TM.v[i].buf, TM.v[i].bytes);
+    if (TM.v[i].found) copy_into(&TM.v[i]);
   if (st) {
     for (int i = 0; i < TO.n; i++)
-      if (TO.v[i].found) copy_into(TO.v[i].dst, TO.v[i].buf, TO.v[i].bytes);
+      if (TO.v[i].found) copy_into(&TO.v[i]);
     if (st->optim && os.present) lt_optimizer_set_lr(st->optim, os.lr);
     for (int i = 0; i < ng; i++)
       if (gfound[i]) lt_generator_set_state(st->generators[i], gs[i]);

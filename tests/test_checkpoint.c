@@ -288,6 +288,17 @@ START_TEST(params_noncontiguous_and_scope) {
   lt_scope_end(sc);
   ck_assert(lt_equal(lt_params_find(b, "w"), tt));
   ck_assert(lt_equal(lt_params_find(b, "wt"), tt));
+  /* An expanded (stride-0) destination cannot be loaded into: refused before anything changes. */
+  lt_params *c = lt_params_new();
+  lt_tensor *row = lt_zeros(LT_DTYPE_F32, LT_SHAPE(1, 6)), *ex = lt_expand(row, LT_SHAPE(4, 6));
+  LT_OK_OR_FAIL(lt_params_add(c, "wt", lt_full(LT_DTYPE_F32, LT_SHAPE(4, 6), 3.0), 0));
+  LT_OK_OR_FAIL(lt_params_add(c, "w", lt_detach(ex), 0));
+  lt_ckpt_load_opts o = LT_CKPT_LOAD_DEFAULTS;
+  LT_EXPECT_ERR(lt_ckpt_load_params(path_in("nc.h5"), c, &o, NULL), LT_ERR_INVALID, "stride-0");
+  LT_ASSERT_VALUES(lt_params_find(c, "wt"), 0, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3, 3);
+  lt_tensor_free(ex);
+  lt_tensor_free(row);
+  lt_params_free(c);
   lt_tensor_free(tt);
   lt_tensor_free(base);
   lt_generator_free(g);
