@@ -4,6 +4,8 @@
  * - A guard around every public call: HDF5's automatic error printing and its
  *   filter-plugin loading are switched off, then restored.
  * - HDF5's error stack turned into our error message (lt__h5_err).
+ * - The in-memory file a save builds (core driver + file-image callbacks
+ *   that hand the buffer over at close), so that HDF5 never writes a file.
  * - Typed scalar attributes (int64, double, fixed-length UTF-8 strings) and
  *   tensor datasets (contiguous, or chunked + deflate where it pays).
  * - The checked reader: a walk that accepts only hard links to groups and
