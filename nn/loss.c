@@ -397,18 +397,12 @@ typedef struct mse_aux {
       _Pragma("omp parallel for schedule(static) if (n >= LT__PARALLEL_MIN)")                    \
       for (int64_t c = c0; c < c1; c++) {                                                        \
         const int64_t i0 = c * MSE_CHUNK, i1 = i0 + MSE_CHUNK < n ? i0 + MSE_CHUNK : n;          \
-        double a[8] = {0};                                                                       \
-        int64_t i = i0;                                                                          \
-        for (; i + 8 <= i1; i += 8)                                                              \
-          for (int l = 0; l < 8; l++) {                                                          \
-            const T d = x[i + l] - t[i + l];                                                     \
-            a[l] += (double)(d * d);                                                             \
-          }                                                                                      \
-        for (int l = 0; i < i1; i++, l++) {                                                      \
+        double a = 0;                                                                            \
+        _Pragma("omp simd reduction(+ : a)") for (int64_t i = i0; i < i1; i++) {                 \
           const T d = x[i] - t[i];                                                               \
-          a[l] += (double)(d * d);                                                               \
+          a += (double)(d * d);                                                                  \
         }                                                                                        \
-        part[c - c0] = LANES_SUM(a);                                                             \
+        part[c - c0] = a;                                                                        \
       }                                                                                          \
       for (int64_t c = c0; c < c1; c++) total += part[c - c0];                                   \
     }                                                                                            \
