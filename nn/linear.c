@@ -126,9 +126,9 @@ static lt_status check(const lt_tensor *x, const lt_tensor *w, const lt_tensor *
  * gives the same bits as adding b afterwards: BLIS adds C once at the end).
  * The rows are written in parallel, so the output's pages are faulted in by
  * all threads before BLIS runs. Measured (x [4096,512] f32, W [2048,512],
- * one thread, process CPU time, best of 7): this 46 ms, GEMM with beta = 0
- * plus a separate bias pass 46 ms: no difference, so the simpler one pass
- * stays. Against lt_add(lt_matmul(x, W^T), b): 44.5 ms vs 55 ms forward,
+ * one thread, process CPU time, best of 7): about 46 ms either way (this,
+ * or GEMM with beta = 0 and a separate bias pass), so the single pass over
+ * the output stays. Against lt_add(lt_matmul(x, W^T), b): 44.5 ms vs 55 ms forward,
  * 151 ms vs 180 ms forward + backward (test_bench in
  * tests/test_nn_functional.c prints these with LT_BENCH=1). */
 static void fill_bias(char *y, const char *b, int64_t N, int64_t M, size_t es) {

@@ -656,6 +656,10 @@ START_TEST(test_dropout) {
   LT_EXPECT_NULL_ERR(lt_dropout(x, NAN, NULL), LT_ERR_INVALID, "must be in [0, 1]");
   const lt_nn_ctx nogen = {true, NULL};
   LT_EXPECT_NULL_ERR(lt_dropout(x, 0.5, &nogen), LT_ERR_INVALID, "ctx->gen is NULL");
+  LT_EXPECT_NULL_ERR(lt_dropout(x, 1.0, &nogen), LT_ERR_INVALID, "training with p = 1 needs a generator");
+  lt_tensor *yng = LT_NN(lt_dropout(x, 0.0, &nogen)); /* p == 0 draws nothing */
+  ck_assert_ptr_eq(yng->data, x->data);
+  lt_tensor_free(yng);
   lt_tensor *xi = LT_NN(lt_ones(LT_DTYPE_I32, LT_SHAPE(3)));
   LT_EXPECT_NULL_ERR(lt_dropout(xi, 0.5, &train), LT_ERR_DTYPE, "f32 or f64");
   lt_tensor *yi = LT_NN(lt_dropout(xi, 0.5, NULL)); /* eval passes any dtype through */
