@@ -883,6 +883,53 @@ START_TEST(test_losses_errors) {
 END_TEST
 
 /* ======================================================================== */
+/* Ownership: nothing leaks, on success or on error                         */
+/* ======================================================================== */
+
+int64_t lt__live_tensors(void); /* tensor/tensor.c */
+
+START_TEST(test_no_leaks) {
+  lt_generator *g = gen(3);
+  lt_tensor *x = rnd(g, LT_DTYPE_F32, LT_SHAPE(4, 6)), *w = rnd(g, LT_DTYPE_F32, LT_SHAPE(5, 6));
+  lt_tensor *b = rnd(g, LT_DTYPE_F32, LT_SHAPE(5)), *c = rnd(g, LT_DTYPE_F32, LT_SHAPE(6));
+  lt_tensor *t = ids(LT_DTYPE_I32, LT_SHAPE(4), (int64_t[]){0, 5, -100, 2});
+  lt_tensor *tbad = ids(LT_DTYPE_I32, LT_SHAPE(4), (int64_t[]){0, 6, 1, 1});
+  lt_tensor *v[] = {x, w, b, c};
+  for (int i = 0; i < 4; i++) LT_OK_OR_FAIL(lt_requires_grad_(v[i], true));
+  lt_tensor *xt = LT_NN(lt_transpose(x, 0, 1)); /* [6,4], non-contiguous */
+  const int64_t live = lt__live_tensors();
+  for (int rep = 0; rep < 2; rep++) {
+    const lt_nn_ctx train = {true, g};
+    lt_tensor *y[] = {lt_linear(x, w, b), lt_linear(xt, c, NULL), lt_layer_norm(x, c, c, 1e-5),
+                      lt_layer_norm(xt, NULL, NULL, 1e-5), lt_rms_norm(x, c, 1e-5), lt_dropout(x, 0.3, &train),
+                      lt_dropout(x, 0.3, NULL), lt_cross_entropy(x, t, NULL), lt_nll_loss(xt, tbad, NULL),
+                      lt_mse_loss(x, x, LT_REDUCTION_SUM), lt_cross_entropy(x, tbad, NULL), lt_linear(x, c, NULL),
+                      lt_layer_norm(x, b, NULL, 1e-5), lt_mse_loss(x, xt, LT_REDUCTION_MEAN)};
+    const int n = (int)(sizeof y / sizeof y[0]);
+    for (int i = 0; i < n; i++) {
+      if (!y[i]) continue;
+      ck_assert_msg(y[i]->requires_grad, "output %d does not require grad", i);
+      lt_tensor *s = LT_NN(lt_sum(y[i], 0, NULL, false));
+      LT_OK_OR_FAIL(lt_backward(s, NULL, false));
+      lt_tensor_free(s);
+      lt_tensor_free(y[i]);
+    }
+    for (int i = 0; i < 4; i++) lt_zero_grad(v[i]);
+    lt_clear_error();
+    /* 0-d input to dropout */
+    lt_tensor *z = LT_NN(lt_scalar(LT_DTYPE_F64, 3.0)), *zy = LT_NN(lt_dropout(z, 0.5, &train));
+    ck_assert_int_eq(zy->ndim, 0);
+    lt_tensor_free(zy);
+    lt_tensor_free(z);
+  }
+  ck_assert_msg(lt__live_tensors() == live, "%lld tensors leaked", (long long)(lt__live_tensors() - live));
+  lt_tensor *all[] = {x, w, b, c, t, tbad, xt};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lt_tensor_free(all[i]);
+  lt_generator_free(g);
+}
+END_TEST
+
+/* ======================================================================== */
 /* Determinism: 1 thread vs 2 threads                                       */
 /* ======================================================================== */
 
@@ -1051,6 +1098,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_losses_vs_naive);
   tcase_add_test(tc, test_losses_edge);
   tcase_add_test(tc, test_losses_errors);
+  tcase_add_test(tc, test_no_leaks);
   tcase_add_test(tc, test_thread_count_bit_identical);
   tcase_add_test(tc, test_bench);
   suite_add_tcase(s, tc);
