@@ -168,7 +168,7 @@ int main(int argc, char **argv) {
   if (opt.threads > 0) TRY(lt_set_num_threads(opt.threads));
   lt_runtime_info info;
   TRY(lt_runtime_get_info(&info));
-  printf("libtensor %s, %d threads, BLIS kernels %s\n", info.version, info.num_threads, info.blas_arch);
+  printf("libtensor %s, threads %d, BLIS kernels %s\n", info.version, info.num_threads, info.blas_arch);
 
   /* Data: images [N, 784] f32 normalised with the training set's mean and
    * std, labels [N] i64. These tensors are made outside any scope: we own

@@ -34,6 +34,9 @@ summary=$(grep '^summary:' "$tmp/out.txt")
 echo "$summary" | awk -v want="$steps" '{
   for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
   ok = v["steps"] == want && v["last_loss"] < 0.5 * v["first_loss"] && v["test_accuracy"] > 0.75
-  if (!ok) { print "example_test: FAILED: want " want " steps, last_loss < first_loss / 2, test_accuracy > 0.75"; exit 1 }
+  if (!ok) {
+    print "example_test: FAILED: want " want " steps, last_loss < first_loss / 2, test_accuracy > 0.75"
+    exit 1
+  }
   print "example_test: the loss fell from " v["first_loss"] " to " v["last_loss"] ", test accuracy " v["test_accuracy"]
 }'

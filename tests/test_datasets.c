@@ -309,7 +309,8 @@ START_TEST(test_not_gzip) {
   LT_EXPECT_NULL_ERR(lt_idx_load(tmp_path("txt"), LT_DTYPE_F32), LT_ERR_FORMAT, "not an IDX magic");
   /* An empty file and a 2-byte one. */
   write_raw(tmp_path("empty"), "", 0);
-  expect_load_fail(tmp_path("empty"), tmp_path("gl"), NULL, LT_ERR_FORMAT, "0 bytes, too short for the 4-byte IDX magic");
+  expect_load_fail(tmp_path("empty"), tmp_path("gl"), NULL, LT_ERR_FORMAT,
+                   "0 bytes, too short for the 4-byte IDX magic");
   write_raw(tmp_path("two"), "\x1f\x8b", 2);
   expect_load_fail(tmp_path("gi"), tmp_path("two"), NULL, LT_ERR_FORMAT, "two");
   /* Missing file, and a directory. */
