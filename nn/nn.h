@@ -151,24 +151,25 @@ lt_tensor *lt_sinusoidal_table(lt_dtype dtype, int64_t T, int64_t C);
 /* ======================================================================== */
 /* Layers: structs borrowing parameters from an lt_params store             */
 /* ======================================================================== */
-/* Each _init registers its parameters under `name` (e.g. "encoder.layers.0.linear1")
+/* Module structs end in _m where the functional op has the plain name
+ * (lt_linear_m uses lt_linear). Each _init registers its parameters under `name` (e.g. "encoder.layers.0.linear1")
  * with PyTorch's default initialisation drawn from g, and fills the struct. */
 
-typedef struct lt_linear {
+typedef struct lt_linear_m {
   lt_tensor *weight;  /* [out, in] */
   lt_tensor *bias;    /* [out] or NULL */
-} lt_linear;
-lt_status lt_linear_init(lt_linear *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
+} lt_linear_m;
+lt_status lt_linear_init(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
                          lt_generator *g);
-lt_tensor *lt_linear_forward(const lt_linear *m, const lt_tensor *x);
+lt_tensor *lt_linear_forward(const lt_linear_m *m, const lt_tensor *x);
 
-typedef struct lt_embedding {
+typedef struct lt_embedding_m {
   lt_tensor *weight;    /* [V, C], N(0,1) init as nn.Embedding */
   int64_t padding_idx;  /* row that gets no gradient (zero-initialised), or -1 */
-} lt_embedding;
-lt_status lt_embedding_init(lt_embedding *m, lt_params *p, const char *name, int64_t num, int64_t dim,
+} lt_embedding_m;
+lt_status lt_embedding_init(lt_embedding_m *m, lt_params *p, const char *name, int64_t num, int64_t dim,
                             int64_t padding_idx, lt_generator *g);
-lt_tensor *lt_embedding_forward(const lt_embedding *m, const lt_tensor *ids);
+lt_tensor *lt_embedding_forward(const lt_embedding_m *m, const lt_tensor *ids);
 
 typedef struct lt_layer_norm_m {
   lt_tensor *weight, *bias;  /* [C] each, or NULL without affine */
@@ -195,7 +196,7 @@ typedef struct lt_ffn {
   bool swiglu;
   lt_activation act;
   double dropout;
-  lt_linear linear1, linear2, linear3; /* linear3 only for SwiGLU */
+  lt_linear_m linear1, linear2, linear3; /* linear3 only for SwiGLU */
 } lt_ffn;
 lt_status lt_ffn_init(lt_ffn *m, lt_params *p, const char *name, int64_t C, int64_t d_ff, lt_activation act,
                       bool swiglu, bool bias, double dropout, lt_generator *g);
@@ -210,7 +211,7 @@ typedef struct lt_mha {
   bool rope;
   double rope_base;
   double dropout;
-  lt_linear q_proj, k_proj, v_proj, out_proj;
+  lt_linear_m q_proj, k_proj, v_proj, out_proj;
 } lt_mha;
 lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
                       double dropout, lt_generator *g);
