@@ -252,6 +252,11 @@ int64_t lt_optimizer_step_count(const lt_optimizer *o);
 /* Per-parameter state by name: "momentum_buffer" (SGD), "exp_avg", "exp_avg_sq"
  * (Adam/AdamW); borrowed, NULL if absent. For checkpoints. */
 lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, const char *state_name);
+/* For loading a checkpoint: step > 0 creates every missing state tensor as
+ * zeros and sets every parameter's step to `step` (the loader then fills the
+ * tensors from lt_optimizer_state); step == 0 drops all state. Adam keeps a
+ * step per parameter, as PyTorch: one that first gets a gradient late starts
+ * its bias correction at 1. */
 lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step);
 
 /* ======================================================================== */
@@ -263,7 +268,7 @@ typedef enum {
   LT_SCHED_WARMUP_LINEAR,   /* linear 0 -> base_lr over warmup, then linear to min_lr at total */
   LT_SCHED_WARMUP_COSINE,   /* linear warmup, then cosine to min_lr at total */
   LT_SCHED_NOAM,            /* "Attention Is All You Need": scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) */
-  LT_SCHED_STEP,            /* base_lr * gamma^(step / step_size) */
+  LT_SCHED_STEP,            /* base_lr * gamma^floor((step - 1) / step_size), as StepLR */
 } lt_schedule_kind;
 
 typedef struct lt_schedule {
