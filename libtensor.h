@@ -10,5 +10,6 @@
 
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
+#include "datasets/datasets.h"
 
 #endif
