@@ -10,7 +10,9 @@
  * is saved (one byte per element) and the backward is g * (keep ? scale : 0).
  * p == 1 gives x * 0 (zeros; NaN stays NaN as in PyTorch) without a draw.
  * Evaluation (ctx NULL or not training), p == 0 or an empty x: y is a view
- * of x recorded as identity (its gradient is g).
+ * of x recorded as identity (its gradient is g), and nothing is drawn.
+ * Training with p > 0 and no generator is an error even when nothing would
+ * be drawn (p == 1, empty x), so a missing generator shows up at once.
  *
  * What this is not: dropout on whole channels (Dropout2d) or alpha dropout.
  */
@@ -65,7 +67,7 @@ lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx) {
   if (training && p > 0 && x->numel > 0) aux.kind = p == 1 ? DROP_ZERO : DROP_MASK;
   if (aux.kind != DROP_IDENTITY && !lt_dtype_is_float(x->dtype))
     return lt__err(LT_ERR_DTYPE, "dropout: x is %s: training dropout needs f32 or f64", LT__D(x)), NULL;
-  if (aux.kind == DROP_MASK && !ctx->gen)
+  if (training && p > 0 && !ctx->gen) /* even where no draw is needed (p == 1, empty x) */
     return lt__err(LT_ERR_INVALID,
                    "dropout: x is %s: training with p = %g needs a generator (ctx->gen is NULL)",
                    LT__D(x), p),

@@ -83,22 +83,22 @@ typedef struct ce_aux {
 /* Checks x [..., V] (float) against targets [...] (i32/i64) and the options;
  * on success *tout is an i64 contiguous tensor of the targets (new), every
  * target is in [0, V) or ignore_index, and aux is filled. */
-static lt_status targets_check(const char *op, const lt_tensor *x, const lt_tensor *targets,
+static lt_status targets_check(const char *op, const char *xn, const lt_tensor *x, const lt_tensor *targets,
                                const lt_cross_entropy_opts *o, bool smoothing, lt_tensor **tout, ce_aux *aux) {
   *tout = NULL;
-  if (!x) return lt__err_null(op, "logits");
+  if (!x) return lt__err_null(op, xn);
   if (!targets) return lt__err_null(op, "targets");
   if (!lt_dtype_is_float(x->dtype))
-    return lt__err(LT_ERR_DTYPE, "%s: logits is %s: only f32 and f64 are supported (cast with lt_to_dtype)", op,
+    return lt__err(LT_ERR_DTYPE, "%s: %s is %s: only f32 and f64 are supported (cast with lt_to_dtype)", op, xn,
                    LT__D(x));
   if (targets->dtype != LT_DTYPE_I32 && targets->dtype != LT_DTYPE_I64)
     return lt__err(LT_ERR_DTYPE, "%s: targets is %s: class targets must be i32 or i64", op, LT__D(targets));
   if (x->ndim < 1 || targets->ndim != x->ndim - 1 ||
       memcmp(targets->shape, x->shape, sizeof(int64_t) * (size_t)targets->ndim) != 0)
     return lt__err(LT_ERR_SHAPE,
-                   "%s: logits is %s, targets is %s: logits must be [..., V] and targets [...] (logits' shape "
-                   "without the last dim, %s)",
-                   op, LT__D(x), LT__D(targets), x->ndim >= 1 ? LT__S(x->ndim - 1, x->shape) : "n/a");
+                   "%s: %s is %s, targets is %s: %s must be [..., V] and targets [...] (%s's shape without the "
+                   "last dim, %s)",
+                   op, xn, LT__D(x), LT__D(targets), xn, xn, x->ndim >= 1 ? LT__S(x->ndim - 1, x->shape) : "n/a");
   if (o->reduction != LT_REDUCTION_MEAN && o->reduction != LT_REDUCTION_SUM && o->reduction != LT_REDUCTION_NONE)
     return lt__err(LT_ERR_INVALID, "%s: reduction %d is not one of LT_REDUCTION_MEAN, _SUM, _NONE", op,
                    (int)o->reduction);
@@ -123,9 +123,9 @@ static lt_status targets_check(const char *op, const lt_tensor *x, const lt_tens
   if (bad >= 0) {
     char pos[LT__DESC_SIZE];
     lt_status s = lt__err(LT_ERR_INDEX,
-                          "%s: logits is %s, targets is %s: target %lld at position %s is out of range [0, %lld) "
+                          "%s: %s is %s, targets is %s: target %lld at position %s is out of range [0, %lld) "
                           "(V = %lld; ignore_index = %lld)",
-                          op, LT__D(x), LT__D(targets), (long long)tv[bad],
+                          op, xn, LT__D(x), LT__D(targets), (long long)tv[bad],
                           pos_str(targets->ndim, targets->shape, bad, pos, sizeof pos), (long long)V, (long long)V,
                           (long long)ig);
     lt_tensor_free(t);
@@ -253,7 +253,7 @@ lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, c
   ce_aux a;
   lt_tensor *t, *xt = NULL, *stat = NULL, *out = NULL;
   double *loss = NULL;
-  if (targets_check("cross_entropy", logits, targets, &o, true, &t, &a) != LT_OK) return NULL;
+  if (targets_check("cross_entropy", "logits", logits, targets, &o, true, &t, &a) != LT_OK) return NULL;
   const lt_dtype dt = logits->dtype;
   const lt_tensor *x = as_contig(logits, dt, &xt);
   stat = x ? lt_empty(dt, 2, (const int64_t[]){a.N, 2}) : NULL; /* [N, 2]: max, log-sum */
@@ -326,7 +326,7 @@ lt_tensor *lt_nll_loss(const lt_tensor *logp, const lt_tensor *targets, const lt
   const lt_cross_entropy_opts o = opts ? *opts : LT_CROSS_ENTROPY_DEFAULTS;
   ce_aux a;
   lt_tensor *t, *out = NULL;
-  if (targets_check("nll_loss", logp, targets, &o, false, &t, &a) != LT_OK) return NULL;
+  if (targets_check("nll_loss", "logp", logp, targets, &o, false, &t, &a) != LT_OK) return NULL;
   double *loss = malloc(sizeof(double) * (size_t)(a.N > 0 ? a.N : 1));
   if (!loss) {
     lt__err(LT_ERR_NOMEM, "nll_loss: out of memory for %lld row losses", (long long)a.N);
@@ -397,18 +397,12 @@ typedef struct mse_aux {
       _Pragma("omp parallel for schedule(static) if (n >= LT__PARALLEL_MIN)")                    \
       for (int64_t c = c0; c < c1; c++) {                                                        \
         const int64_t i0 = c * MSE_CHUNK, i1 = i0 + MSE_CHUNK < n ? i0 + MSE_CHUNK : n;          \
-        double a[8] = {0};                                                                       \
-        int64_t i = i0;                                                                          \
-        for (; i + 8 <= i1; i += 8)                                                              \
-          for (int l = 0; l < 8; l++) {                                                          \
-            const T d = x[i + l] - t[i + l];                                                     \
-            a[l] += (double)(d * d);                                                             \
-          }                                                                                      \
-        for (int l = 0; i < i1; i++, l++) {                                                      \
+        double a = 0;                                                                            \
+        _Pragma("omp simd reduction(+ : a)") for (int64_t i = i0; i < i1; i++) {                 \
           const T d = x[i] - t[i];                                                               \
-          a[l] += (double)(d * d);                                                               \
+          a += (double)(d * d);                                                                  \
         }                                                                                        \
-        part[c - c0] = LANES_SUM(a);                                                             \
+        part[c - c0] = a;                                                                        \
       }                                                                                          \
       for (int64_t c = c0; c < c1; c++) total += part[c - c0];                                   \
     }                                                                                            \

@@ -92,16 +92,21 @@ lt_status lt_init_normal_(lt_generator *g, lt_tensor *w, double mean, double std
 
 /* y = x W^T + b: x [..., in], weight [out, in], bias [out] or NULL. */
 lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias);
-/* Over the last dim (size C): weight/bias [C] or NULL (no affine). */
+/* Over the last dim (size C): weight/bias [C] or NULL (no affine); biased
+ * variance and eps inside the sqrt, as PyTorch; eps must be >= 0. */
 lt_tensor *lt_layer_norm(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, double eps);
 lt_tensor *lt_rms_norm(const lt_tensor *x, const lt_tensor *weight, double eps);
 /* Inverted dropout: zeroes with probability p and scales by 1/(1-p) when
- * ctx->training; otherwise returns a plain copy-free view (p in [0, 1]). */
+ * ctx->training; otherwise returns a plain copy-free view (p in [0, 1]).
+ * Training with p > 0 needs ctx->gen (LT_ERR_INVALID otherwise); p == 1 gives
+ * x * 0 (NaN stays NaN). */
 lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx);
 
 typedef enum { LT_REDUCTION_MEAN, LT_REDUCTION_SUM, LT_REDUCTION_NONE } lt_reduction;
 
-/* logits [N, V] (or [..., V]), targets [N] (or [...]) of i32/i64 class ids.
+/* logits [N, V] (or [..., V]: the class dim is the LAST one, not dim 1 as in
+ * PyTorch), targets [N] (or [...]) of i32/i64 class ids. opts NULL means
+ * LT_CROSS_ENTROPY_DEFAULTS.
  * Fused with log-softmax. Targets equal to ignore_index contribute nothing;
  * other targets outside [0, V) are an error naming the first one. Mean over
  * zero counted targets gives 0 (not NaN). label_smoothing in [0, 1] as
@@ -115,6 +120,8 @@ typedef struct lt_cross_entropy_opts {
 lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
 /* logp [N, V] log-probabilities; same target rules (label_smoothing unused). */
 lt_tensor *lt_nll_loss(const lt_tensor *logp, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
+/* input and target of equal shapes (no broadcasting); the mean of an empty
+ * tensor is NaN, as PyTorch. */
 lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
 
 /* Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention):

@@ -11,8 +11,9 @@
  *
  * x [..., C] is seen as N rows of C. The forward runs rows in parallel and
  * saves per row what the backward needs (mean and rstd, or rstd alone).
- * Row statistics are summed in double with 8 lanes (two passes for the
- * variance: no cancellation), elementwise work is in the input's dtype.
+ * Row statistics are summed in double (two passes for the variance: no
+ * cancellation) by `omp simd` reductions, whose order is fixed when the
+ * library is compiled; elementwise work is in the input's dtype.
  * The backward computes dx row by row and accumulates dweight/dbias in double
  * over fixed chunks of rows (their number depends on N only); the chunks'
  * partial sums are then added in chunk order, so results are bit-identical
@@ -45,9 +46,6 @@ static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **t
   *tmp = t;
   return t;
 }
-
-/* Sum of eight lanes in a fixed order. */
-#define LANES_SUM(a) ((((a)[0] + (a)[4]) + ((a)[1] + (a)[5])) + (((a)[2] + (a)[6]) + ((a)[3] + (a)[7])))
 
 /* Rows in [r0, r1) of this thread when N rows are split over nt threads. */
 #define ROW_SPLIT(N, r0, r1)                                           \
@@ -122,27 +120,18 @@ static int64_t rows_of(const lt_tensor *x) {
  *                 dx = (dnorm - norm * mean(dnorm * norm)) * rstd. */
 #define NORM_KERNELS(NAME, T)                                                                     \
   static inline double rsum_##NAME(const T *q, int64_t n) {                                       \
-    double a[8] = {0};                                                                            \
-    int64_t i = 0;                                                                                \
-    for (; i + 8 <= n; i += 8)                                                                    \
-      for (int l = 0; l < 8; l++) a[l] += (double)q[i + l];                                       \
-    for (int l = 0; i < n; i++, l++) a[l] += (double)q[i];                                        \
-    return LANES_SUM(a);                                                                          \
+    double s = 0;                                                                                 \
+    _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) s += (double)q[i];       \
+    return s;                                                                                     \
   }                                                                                               \
   /* sum of (q - c)^2 */                                                                          \
   static inline double rsqdev_##NAME(const T *q, int64_t n, double c) {                           \
-    double a[8] = {0};                                                                            \
-    int64_t i = 0;                                                                                \
-    for (; i + 8 <= n; i += 8)                                                                    \
-      for (int l = 0; l < 8; l++) {                                                               \
-        const double d = (double)q[i + l] - c;                                                    \
-        a[l] += d * d;                                                                            \
-      }                                                                                           \
-    for (int l = 0; i < n; i++, l++) {                                                            \
+    double s = 0;                                                                                 \
+    _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) {                        \
       const double d = (double)q[i] - c;                                                          \
-      a[l] += d * d;                                                                              \
+      s += d * d;                                                                                 \
     }                                                                                             \
-    return LANES_SUM(a);                                                                          \
+    return s;                                                                                     \
   }                                                                                               \
   static void ln_fwd_##NAME(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, int64_t C, \
                             double eps, int64_t r0, int64_t r1) {                                 \
@@ -165,24 +154,25 @@ static int64_t rows_of(const lt_tensor *x) {
       }                                                                                           \
     }                                                                                             \
   }                                                                                               \
-  /* Row sums of dnorm and dnorm * norm (8 lanes, double); norm = (x - m) * rs. */                \
+  /* Row sums of dnorm and dnorm * norm (double); norm = (x - m) * rs. */                        \
   static inline void dsums_##NAME(const T *g, const T *xr, const T *w, T m, T rs, int64_t C,      \
                                   double *s1, double *s2) {                                       \
-    double a[8] = {0}, c[8] = {0};                                                                \
-    int64_t i = 0;                                                                                \
-    for (; i + 8 <= C; i += 8)                                                                    \
-      for (int l = 0; l < 8; l++) {                                                               \
-        const T nrm = (xr[i + l] - m) * rs, dn = w ? w[i + l] * g[i + l] : g[i + l];              \
-        a[l] += (double)dn;                                                                       \
-        c[l] += (double)dn * (double)nrm;                                                         \
+    double a = 0, c = 0;                                                                          \
+    if (w) {                                                                                      \
+      _Pragma("omp simd reduction(+ : a, c)") for (int64_t i = 0; i < C; i++) {                   \
+        const T nrm = (xr[i] - m) * rs, dn = w[i] * g[i];                                         \
+        a += (double)dn;                                                                          \
+        c += (double)dn * (double)nrm;                                                            \
       }                                                                                           \
-    for (int l = 0; i < C; i++, l++) {                                                            \
-      const T nrm = (xr[i] - m) * rs, dn = w ? w[i] * g[i] : g[i];                                \
-      a[l] += (double)dn;                                                                         \
-      c[l] += (double)dn * (double)nrm;                                                           \
+    } else {                                                                                      \
+      _Pragma("omp simd reduction(+ : a, c)") for (int64_t i = 0; i < C; i++) {                   \
+        const T nrm = (xr[i] - m) * rs;                                                           \
+        a += (double)g[i];                                                                        \
+        c += (double)g[i] * (double)nrm;                                                          \
+      }                                                                                           \
     }                                                                                             \
-    *s1 = LANES_SUM(a);                                                                           \
-    *s2 = LANES_SUM(c);                                                                           \
+    *s1 = a;                                                                                      \
+    *s2 = c;                                                                                      \
   }                                                                                               \
   /* Shared by layer norm (center true: norm = (x - mean) * rstd) and RMS norm                    \
    * (center false: norm = x * rstd, no mean term in dx). */                                      \
