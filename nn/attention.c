@@ -1,0 +1,568 @@
+/*
+ * nn/attention.c: scaled dot-product attention
+ * (torch.nn.functional.scaled_dot_product_attention), a fused forward and a
+ * fused backward.
+ *
+ * What this is: for every (batch b, query head h), with g = h / (NH / NKV) the
+ * key/value head of h's group (GQA/MQA, no copy of k/v per query head):
+ *     P[b,h] = softmax(scale * q[b,h] k[b,g]^T  + masks)      [T, S]
+ *     W[b,h] = P[b,h] * keep[b,h] / (1 - p)  (dropout, training only)
+ *     out[b,h] = W[b,h] v[b,g]                                [T, HSV]
+ * The products are BLIS GEMMs on the operands' own strides (a q made by
+ * transposing [B,T,NH,HS] is never copied), one (b, h) per OpenMP thread with
+ * single-threaded BLIS inside. Masks are applied row by row while the scores
+ * are in cache: causal (query t sees keys s <= t + S - T, the alignment a KV
+ * cache needs; no T x S mask is made), attn_mask (bool: true = may attend;
+ * float: added), key_padding_mask [B,S] (true = padding). A row whose keys
+ * are all masked gets weights 0 and output 0 (not NaN), and gradient 0.
+ *
+ * Saved for backward: the (possibly copied) q, k, v, the probabilities P
+ * [B,NH,T,S] after masking and before dropout, and the keep mask (bool) when
+ * dropout was on. The backward, per (b, kv head g) so that the GQA sums over
+ * the group's query heads need no locks:
+ *     dV[g] += W^T dO                  for each h of the group
+ *     dW     = dO V^T,  dP = dW * keep / (1 - p)
+ *     dS     = P * (dP - rowsum(dP * P))
+ *     dQ[h]  = scale * dS K[g]
+ *     dK[g] += scale * dS^T Q[h]
+ *
+ * What this is not: a flash-attention kernel (the T x S probabilities are
+ * materialised, which is what backward needs them for anyway), and the float
+ * attn_mask gets no gradient (it is a constant of the op). The weights handed
+ * back through `weights` are W (after dropout, as nn.MultiheadAttention
+ * returns them, one per head) and are not differentiable.
+ */
+#include "nn/nn.h"
+
+#include "autograd/internal.h"
+#include "tensor/internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OP "scaled_dot_product_attention"
+
+/* ======================================================================== */
+/* Strides BLIS accepts                                                     */
+/* ======================================================================== */
+
+/* BLIS aborts on strides it rejects (bli_check_matrix_strides): nonzero,
+ * positive strides whose rows and columns cannot overlap. A stride along a dim
+ * of size 1 is never followed, so it is first given the value BLIS expects.
+ * A matrix that fails (an expanded dim of stride 0, some stepped slices) is
+ * copied; the batch dims (b, h) are indexed here and may have any stride. */
+static bool mat_ok(int64_t m, int64_t n, int64_t rs, int64_t cs) {
+  if (m == 0 || n == 0) return true;
+  if (m == 1 && n == 1) return true;
+  if (m == 1) rs = n * cs;
+  else if (n == 1) cs = m * rs;
+  if (rs <= 0 || cs <= 0) return false;
+  if (rs != 1 && cs != 1) {
+    if (rs == cs) return m == 1 || n == 1;
+    if (rs < cs) return m * rs <= cs;
+    return n * cs <= rs;
+  }
+  if (rs == 1 && cs == 1) return m == 1 || n == 1;
+  if (rs == 1) return cs >= m;
+  return rs >= n;
+}
+
+/* x (4-d) as a tensor of dtype dt whose last-two-dims matrices BLIS takes:
+ * x itself (*tmp NULL) when it already is, else a contiguous copy made with
+ * grad mode off (*tmp, to free). NULL on error. */
+static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
+  *tmp = NULL;
+  if (x->dtype == dt && mat_ok(x->shape[2], x->shape[3], x->stride[2], x->stride[3])) return x;
+  const bool prev = lt_set_grad_enabled(false);
+  lt_tensor *c = x->dtype == dt ? lt_clone(x) : lt_to_dtype(x, dt);
+  lt_set_grad_enabled(prev);
+  *tmp = c;
+  return c;
+}
+
+/* ======================================================================== */
+/* Row kernels (contiguous rows of S entries)                               */
+/* ======================================================================== */
+
+/* Forward row: scores p[0..S) (already scaled) -> probabilities. Keys s >= lim
+ * are masked by causality; am (stride ams) is the attn_mask row (bool or T),
+ * kpm (stride kpms) the padding row. A row with no finite score becomes 0.
+ * The max is over unmasked keys; exp sums are accumulated in double. */
+#define SDPA_ROW_KERNELS(NAME, T, EXP)                                                   \
+  static void fwd_row_##NAME(T *p, int64_t S, int64_t lim, const void *am, bool am_bool, \
+                             int64_t ams, const unsigned char *kpm, int64_t kpms) {      \
+    if (lim > S) lim = S;                                                                \
+    if (lim < 0) lim = 0;                                                                \
+    if (am && am_bool) {                                                                 \
+      const unsigned char *m = (const unsigned char *)am;                                \
+      for (int64_t s = 0; s < lim; s++)                                                  \
+        if (!m[s * ams]) p[s] = -INFINITY;                                               \
+    } else if (am) {                                                                     \
+      const T *m = (const T *)am;                                                        \
+      for (int64_t s = 0; s < lim; s++) p[s] += m[s * ams];                              \
+    }                                                                                    \
+    if (kpm)                                                                             \
+      for (int64_t s = 0; s < lim; s++)                                                  \
+        if (kpm[s * kpms]) p[s] = -INFINITY;                                             \
+    T mx = -INFINITY;                                                                    \
+    for (int64_t s = 0; s < lim; s++) mx = p[s] > mx ? p[s] : mx;                        \
+    if (!(mx > -INFINITY)) { /* every key masked (or no key) */                          \
+      for (int64_t s = 0; s < S; s++) p[s] = 0;                                          \
+      return;                                                                            \
+    }                                                                                    \
+    double sum = 0;                                                                      \
+    for (int64_t s = 0; s < lim; s++) {                                                  \
+      const T e = EXP(p[s] - mx);                                                        \
+      p[s] = e;                                                                          \
+      sum += (double)e;                                                                  \
+    }                                                                                    \
+    const T inv = (T)(1.0 / sum);                                                        \
+    for (int64_t s = 0; s < lim; s++) p[s] *= inv;                                       \
+    for (int64_t s = lim; s < S; s++) p[s] = 0;                                          \
+  }                                                                                      \
+  /* Dropout: w = p * keep * ks. */                                                      \
+  static void drop_row_##NAME(const T *p, const unsigned char *keep, T ks, T *w,         \
+                              int64_t S) {                                               \
+    for (int64_t s = 0; s < S; s++) w[s] = p[s] * (keep[s] ? ks : (T)0);                 \
+  }                                                                                      \
+  /* Backward row: d holds dW = dO V^T on entry and dS on exit (without scale):  \
+   * dP = dW * keep * ks;  dS = P * (dP - sum(dP * P)). */                               \
+  static void bwd_row_##NAME(const T *p, T *d, int64_t S, const unsigned char *keep,    \
+                             T ks) {                                                     \
+    if (keep)                                                                            \
+      for (int64_t s = 0; s < S; s++) d[s] *= keep[s] ? ks : (T)0;                       \
+    double a[8] = {0};                                                                   \
+    int64_t s = 0;                                                                       \
+    for (; s + 8 <= S; s += 8)                                                           \
+      for (int l = 0; l < 8; l++) a[l] += (double)p[s + l] * (double)d[s + l];          \
+    for (int l = 0; s < S; s++, l++) a[l] += (double)p[s] * (double)d[s];               \
+    const T c = (T)((((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])))); \
+    for (s = 0; s < S; s++) d[s] = p[s] * (d[s] - c);                                    \
+  }
+SDPA_ROW_KERNELS(f32, float, expf)
+SDPA_ROW_KERNELS(f64, double, exp)
+
+/* ======================================================================== */
+/* The plan shared by forward and backward                                  */
+/* ======================================================================== */
+
+typedef struct sdpa_plan {
+  lt_dtype dt;
+  int64_t es; /* element size in bytes */
+  int64_t B, NH, NKV, T, S, HS, HSV, group;
+  double scale;
+  bool causal;
+  /* q [B,NH,T,HS], k [B,NKV,S,HS], v [B,NKV,S,HSV]: data and strides */
+  const char *q, *k, *v;
+  int64_t qs[4], ks[4], vs[4];
+  /* attn_mask broadcast on [B,NH,T,S] (stride 0 where broadcast), or NULL */
+  const char *am;
+  bool am_bool;
+  int64_t ames, ams[4];
+  /* key_padding_mask [B,S] (bool; stride 0 on a broadcast batch), or NULL */
+  const unsigned char *kpm;
+  int64_t kpms[2];
+  /* dropout keep mask, contiguous [B,NH,T,S] bool, or NULL */
+  const unsigned char *keep;
+  double ks_drop; /* 1 / (1 - p), or 0 when p == 1 */
+} sdpa_plan;
+
+static inline char *at4(const char *base, const int64_t *st, int64_t es, int64_t i0, int64_t i1) {
+  return (char *)base + (i0 * st[0] + i1 * st[1]) * es;
+}
+
+/* One query row t of (b, h): probabilities in place over the scores row. */
+static void fwd_row(const sdpa_plan *pl, char *prow, int64_t b, int64_t h, int64_t t) {
+  const int64_t lim = pl->causal ? t + pl->S - pl->T + 1 : pl->S;
+  const void *am = NULL;
+  int64_t ams = 0;
+  if (pl->am) {
+    am = pl->am + (b * pl->ams[0] + h * pl->ams[1] + t * pl->ams[2]) * pl->ames;
+    ams = pl->ams[3];
+  }
+  const unsigned char *kpm = pl->kpm ? pl->kpm + b * pl->kpms[0] : NULL;
+  if (pl->dt == LT_DTYPE_F32) fwd_row_f32((float *)prow, pl->S, lim, am, pl->am_bool, ams, kpm, pl->kpms[1]);
+  else fwd_row_f64((double *)prow, pl->S, lim, am, pl->am_bool, ams, kpm, pl->kpms[1]);
+}
+
+typedef lt_status (*gemm_fn)(lt_dtype, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
+                             const void *, int64_t, int64_t, double, void *, int64_t, int64_t);
+
+/* Forward of one (b, h): P (contiguous [T,S]) gets the probabilities, W the
+ * dropped weights (when dropout; may equal a scratch), out (contiguous
+ * [T,HSV]) the output. */
+static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t h, char *P, char *W,
+                          char *out) {
+  const int64_t T = pl->T, S = pl->S, es = pl->es, g = h / pl->group;
+  const char *Q = at4(pl->q, pl->qs, es, b, h);
+  const char *K = at4(pl->k, pl->ks, es, b, g);
+  const char *V = at4(pl->v, pl->vs, es, b, g);
+  /* P = scale * Q K^T: [T,HS] x [HS,S] */
+  lt_status st = gemm(pl->dt, T, S, pl->HS, pl->scale, Q, pl->qs[2], pl->qs[3], K, pl->ks[3], pl->ks[2], 0.0,
+                      P, S, 1);
+  if (st != LT_OK) return st;
+  for (int64_t t = 0; t < T; t++) fwd_row(pl, P + t * S * es, b, h, t);
+  const char *Wm = P;
+  if (pl->keep) {
+    const unsigned char *keep = pl->keep + ((b * pl->NH + h) * T) * S;
+    if (pl->dt == LT_DTYPE_F32) drop_row_f32((const float *)P, keep, (float)pl->ks_drop, (float *)W, T * S);
+    else drop_row_f64((const double *)P, keep, pl->ks_drop, (double *)W, T * S);
+    Wm = W;
+  }
+  /* out = W V: [T,S] x [S,HSV] */
+  return gemm(pl->dt, T, pl->HSV, S, 1.0, Wm, S, 1, V, pl->vs[2], pl->vs[3], 0.0, out, pl->HSV, 1);
+}
+
+/* Backward of one (b, kv head g): loops over the query heads of the group,
+ * accumulating dK[g] and dV[g] (both zero on entry). dO has strides gs.
+ * scr and wscr are per-thread scratch of T*S elements (wscr only with
+ * dropout and dv). dq/dk/dv may be NULL (not needed). */
+static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t g, const char *P,
+                          const char *dO, const int64_t *gs, char *dq, char *dk, char *dv, char *scr,
+                          char *wscr) {
+  const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, es = pl->es;
+  const char *K = at4(pl->k, pl->ks, es, b, g);
+  const char *V = at4(pl->v, pl->vs, es, b, g);
+  char *dKg = dk ? dk + ((b * pl->NKV + g) * S * HS) * es : NULL;
+  char *dVg = dv ? dv + ((b * pl->NKV + g) * S * HSV) * es : NULL;
+  lt_status st = LT_OK;
+  for (int64_t h = g * pl->group; h < (g + 1) * pl->group && st == LT_OK; h++) {
+    const int64_t bh = b * pl->NH + h;
+    const char *Pbh = P + bh * T * S * es;
+    const char *Q = at4(pl->q, pl->qs, es, b, h);
+    const char *dOh = at4(dO, gs, es, b, h);
+    const unsigned char *keep = pl->keep ? pl->keep + bh * T * S : NULL;
+    if (dVg) {
+      /* dV[g] += W^T dO: [S,T] x [T,HSV] */
+      const char *Wm = Pbh;
+      if (keep) {
+        if (pl->dt == LT_DTYPE_F32)
+          drop_row_f32((const float *)Pbh, keep, (float)pl->ks_drop, (float *)wscr, T * S);
+        else drop_row_f64((const double *)Pbh, keep, pl->ks_drop, (double *)wscr, T * S);
+        Wm = wscr;
+      }
+      st = gemm(pl->dt, S, HSV, T, 1.0, Wm, 1, S, dOh, gs[2], gs[3], 1.0, dVg, HSV, 1);
+      if (st != LT_OK) break;
+    }
+    if (!dq && !dKg) continue;
+    /* dW = dO V^T: [T,HSV] x [HSV,S] */
+    st = gemm(pl->dt, T, S, HSV, 1.0, dOh, gs[2], gs[3], V, pl->vs[3], pl->vs[2], 0.0, scr, S, 1);
+    if (st != LT_OK) break;
+    for (int64_t t = 0; t < T; t++) {
+      const unsigned char *kr = keep ? keep + t * S : NULL;
+      if (pl->dt == LT_DTYPE_F32)
+        bwd_row_f32((const float *)Pbh + t * S, (float *)scr + t * S, S, kr, (float)pl->ks_drop);
+      else bwd_row_f64((const double *)Pbh + t * S, (double *)scr + t * S, S, kr, pl->ks_drop);
+    }
+    if (dq) { /* dQ[h] = scale * dS K: [T,S] x [S,HS] */
+      st = gemm(pl->dt, T, HS, S, pl->scale, scr, S, 1, K, pl->ks[2], pl->ks[3], 0.0, dq + bh * T * HS * es,
+                HS, 1);
+      if (st != LT_OK) break;
+    }
+    if (dKg) /* dK[g] += scale * dS^T Q: [S,T] x [T,HS] */
+      st = gemm(pl->dt, S, HS, T, pl->scale, scr, 1, S, Q, pl->qs[2], pl->qs[3], 1.0, dKg, HS, 1);
+  }
+  return st;
+}
+
+/* Threads for ntasks independent tasks: one task per thread with
+ * single-threaded BLIS, or (fewer tasks than threads) the tasks one after
+ * another with BLIS threads. Either way every task computes the same bits. */
+static int task_threads(int64_t ntasks, int64_t work) {
+  int nt = omp_get_max_threads();
+  if (work < LT__PARALLEL_MIN) return 1;
+  if (ntasks < nt) return 1;
+  return nt;
+}
+
+/* ======================================================================== */
+/* Validation                                                               */
+/* ======================================================================== */
+
+static lt_status check_inputs(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                              const lt_attention_opts *o, const lt_nn_ctx *ctx) {
+  if (!q) return lt__err_null(OP, "q");
+  if (!k) return lt__err_null(OP, "k");
+  if (!v) return lt__err_null(OP, "v");
+  if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+    return lt__err(LT_ERR_SHAPE,
+                   OP ": q is %s, k is %s, v is %s: q must be [B,NH,T,HS] and k, v [B,NKV,S,HS] (4-d)",
+                   LT__D(q), LT__D(k), LT__D(v));
+  if (!lt_dtype_is_float(q->dtype) || q->dtype != k->dtype || q->dtype != v->dtype)
+    return lt__err(LT_ERR_DTYPE, OP ": q is %s, k is %s, v is %s: q, k, v need one float dtype (f32 or f64)",
+                   LT__D(q), LT__D(k), LT__D(v));
+  const int64_t B = q->shape[0], NH = q->shape[1], NKV = k->shape[1];
+  if (k->shape[0] != B || v->shape[0] != B)
+    return lt__err(LT_ERR_SHAPE, OP ": q is %s, k is %s, v is %s: batch sizes differ", LT__D(q), LT__D(k),
+                   LT__D(v));
+  if (k->shape[3] != q->shape[3])
+    return lt__err(LT_ERR_SHAPE, OP ": q is %s, k is %s: head sizes differ (%lld vs %lld)", LT__D(q), LT__D(k),
+                   (long long)q->shape[3], (long long)k->shape[3]);
+  if (v->shape[1] != NKV || v->shape[2] != k->shape[2])
+    return lt__err(LT_ERR_SHAPE, OP ": k is %s, v is %s: k and v need the same heads and length [B,NKV,S,*]",
+                   LT__D(k), LT__D(v));
+  if (NKV < 1 ? NH != 0 : NH % NKV != 0)
+    return lt__err(LT_ERR_SHAPE,
+                   OP ": q is %s, k is %s: %lld query heads are not a multiple of %lld key/value heads",
+                   LT__D(q), LT__D(k), (long long)NH, (long long)NKV);
+  if (!o) return LT_OK;
+  const int64_t full[4] = {B, NH, q->shape[2], k->shape[2]};
+  const lt_tensor *am = o->attn_mask;
+  if (am) {
+    if (am->dtype != LT_DTYPE_BOOL && !lt_dtype_is_float(am->dtype))
+      return lt__err(LT_ERR_DTYPE, OP ": attn_mask is %s: must be bool (true = attend) or float (added)",
+                     LT__D(am));
+    bool ok = am->ndim <= 4;
+    for (int i = 0; ok && i < am->ndim; i++) {
+      const int64_t z = am->shape[am->ndim - 1 - i];
+      ok = z == 1 || z == full[3 - i];
+    }
+    if (!ok)
+      return lt__err(LT_ERR_SHAPE, OP ": attn_mask is %s: does not broadcast to [B,NH,T,S] = %s", LT__D(am),
+                     LT__S(4, full));
+  }
+  const lt_tensor *kp = o->key_padding_mask;
+  if (kp) {
+    if (kp->dtype != LT_DTYPE_BOOL)
+      return lt__err(LT_ERR_DTYPE, OP ": key_padding_mask is %s: must be bool (true = padding)", LT__D(kp));
+    if (kp->ndim != 2 || (kp->shape[0] != B && kp->shape[0] != 1) || kp->shape[1] != full[3])
+      return lt__err(LT_ERR_SHAPE, OP ": key_padding_mask is %s: must be [B,S] = [%lld,%lld]", LT__D(kp),
+                     (long long)B, (long long)full[3]);
+  }
+  if (!(o->dropout_p >= 0.0 && o->dropout_p <= 1.0))
+    return lt__err(LT_ERR_INVALID, OP ": dropout_p %g: need 0 <= p <= 1", o->dropout_p);
+  if (isnan(o->scale)) return lt__err(LT_ERR_INVALID, OP ": scale is NaN (use 0 for 1/sqrt(HS))");
+  if (ctx && ctx->training && o->dropout_p > 0 && !ctx->gen)
+    return lt__err(LT_ERR_NULL, OP ": training with dropout_p %g needs ctx->gen (a generator)", o->dropout_p);
+  return LT_OK;
+}
+
+/* ======================================================================== */
+/* Forward                                                                  */
+/* ======================================================================== */
+
+typedef struct sdpa_aux {
+  double scale, ks_drop;
+  bool causal, dropout;
+} sdpa_aux;
+
+static void free_n(lt_tensor **t, int n) {
+  for (int i = 0; i < n; i++) lt_tensor_free(t[i]);
+}
+
+/* Fills the geometry fields of pl from the prepared q, k, v. */
+static void plan_geometry(sdpa_plan *pl, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v) {
+  pl->dt = q->dtype;
+  pl->es = (int64_t)lt_dtype_size(q->dtype);
+  pl->B = q->shape[0];
+  pl->NH = q->shape[1];
+  pl->T = q->shape[2];
+  pl->HS = q->shape[3];
+  pl->NKV = k->shape[1];
+  pl->S = k->shape[2];
+  pl->HSV = v->shape[3];
+  pl->group = pl->NKV > 0 ? pl->NH / pl->NKV : 1;
+  pl->q = q->data;
+  pl->k = k->data;
+  pl->v = v->data;
+  memcpy(pl->qs, q->stride, sizeof pl->qs);
+  memcpy(pl->ks, k->stride, sizeof pl->ks);
+  memcpy(pl->vs, v->stride, sizeof pl->vs);
+}
+
+lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                                           const lt_attention_opts *opts, const lt_nn_ctx *ctx,
+                                           lt_tensor **weights) {
+  if (check_inputs(q, k, v, opts, ctx) != LT_OK) return NULL;
+  const lt_attention_opts o = opts ? *opts : (lt_attention_opts){0};
+  lt_status st = lt__ensure_init();
+  if (st != LT_OK) return NULL;
+  const lt_dtype dt = q->dtype;
+  const bool dropout = ctx && ctx->training && o.dropout_p > 0;
+  const bool grad = lt__needs_grad(3, (const lt_tensor *[]){q, k, v});
+
+  /* tmp: copies of q, k, v, a cast float mask, P, keep, W */
+  enum { TQ, TK, TV, TAM, TP, TKEEP, TW, NTMP };
+  lt_tensor *tmp[NTMP] = {0};
+  const lt_tensor *qu = blis_ready(q, dt, &tmp[TQ]);
+  const lt_tensor *ku = qu ? blis_ready(k, dt, &tmp[TK]) : NULL;
+  const lt_tensor *vu = ku ? blis_ready(v, dt, &tmp[TV]) : NULL;
+  if (!vu) {
+    free_n(tmp, NTMP);
+    return NULL;
+  }
+  sdpa_plan pl = {0};
+  plan_geometry(&pl, qu, ku, vu);
+  const int64_t B = pl.B, NH = pl.NH, T = pl.T, S = pl.S;
+  pl.scale = o.scale > 0 ? o.scale : (pl.HS > 0 ? 1.0 / sqrt((double)pl.HS) : 1.0);
+  pl.causal = o.causal;
+  if (o.attn_mask) {
+    const lt_tensor *am = o.attn_mask;
+    if (am->dtype != LT_DTYPE_BOOL && am->dtype != dt) {
+      const bool prev = lt_set_grad_enabled(false);
+      tmp[TAM] = lt_to_dtype(am, dt);
+      lt_set_grad_enabled(prev);
+      if (!tmp[TAM]) {
+        free_n(tmp, NTMP);
+        return NULL;
+      }
+      am = tmp[TAM];
+    }
+    pl.am = am->data;
+    pl.am_bool = am->dtype == LT_DTYPE_BOOL;
+    pl.ames = (int64_t)lt_dtype_size(am->dtype);
+    for (int i = 0; i < 4; i++) {
+      const int d = am->ndim - 4 + i;
+      pl.ams[i] = d >= 0 && am->shape[d] != 1 ? am->stride[d] : 0;
+    }
+  }
+  if (o.key_padding_mask) {
+    const lt_tensor *kp = o.key_padding_mask;
+    pl.kpm = kp->data;
+    pl.kpms[0] = kp->shape[0] != 1 ? kp->stride[0] : 0;
+    pl.kpms[1] = kp->stride[1];
+  }
+  if (dropout) {
+    pl.ks_drop = o.dropout_p < 1 ? 1.0 / (1.0 - o.dropout_p) : 0.0;
+    tmp[TKEEP] = lt_bernoulli(ctx->gen, LT_DTYPE_BOOL, LT_SHAPE(B, NH, T, S), 1.0 - o.dropout_p);
+    if (!tmp[TKEEP]) {
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+    pl.keep = tmp[TKEEP]->data;
+  }
+
+  /* P for all (b, h) when backward or the caller needs it; else per thread. */
+  const bool p_full = grad || (weights && !dropout);
+  const bool w_full = weights && dropout;
+  lt_tensor *out = S == 0 ? lt_zeros(dt, LT_SHAPE(B, NH, T, pl.HSV)) : lt_empty(dt, LT_SHAPE(B, NH, T, pl.HSV));
+  if (p_full) tmp[TP] = lt_zeros(dt, LT_SHAPE(B, NH, T, S));
+  if (w_full) tmp[TW] = lt_zeros(dt, LT_SHAPE(B, NH, T, S));
+  if (!out || (p_full && !tmp[TP]) || (w_full && !tmp[TW])) {
+    lt_tensor_free(out);
+    free_n(tmp, NTMP);
+    return NULL;
+  }
+
+  const int64_t ntasks = B * NH, ts = T * S;
+  const int nt = task_threads(ntasks, ntasks * T * (S + 1) * (pl.HS + pl.HSV + 1));
+  const int nscr = (!p_full) + (dropout && !w_full);
+  char *scratch = NULL;
+  if (nscr && ntasks && ts) {
+    scratch = malloc((size_t)(nt * nscr * ts * pl.es));
+    if (!scratch) {
+      lt__err(LT_ERR_NOMEM, OP ": out of memory for %d x %lld scratch scores", nt * nscr, (long long)ts);
+      lt_tensor_free(out);
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+  }
+  if (S > 0 && T > 0) {
+    const gemm_fn gemm = nt > 1 ? lt__blas_gemm_1t : lt__blas_gemm;
+    int err = 0;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t i = 0; i < ntasks; i++) {
+      const int tid = nt > 1 ? omp_get_thread_num() : 0;
+      char *mine = scratch ? scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es) : NULL;
+      char *P = p_full ? (char *)tmp[TP]->data + i * ts * pl.es : mine;
+      char *W = w_full ? (char *)tmp[TW]->data + i * ts * pl.es : (p_full ? mine : mine + ts * pl.es);
+      if (fwd_task(&pl, gemm, i / NH, i % NH, P, W, (char *)out->data + i * T * pl.HSV * pl.es) != LT_OK) {
+#pragma omp atomic write
+        err = 1;
+      }
+    }
+    if (err) {
+      lt__err(LT_ERR_BACKEND, OP ": q is %s, k is %s, v is %s: a BLIS product failed", LT__D(q), LT__D(k),
+              LT__D(v));
+      free(scratch);
+      lt_tensor_free(out);
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+  }
+  free(scratch);
+
+  if (grad) {
+    const sdpa_aux aux = {pl.scale, pl.ks_drop, pl.causal, dropout};
+    const lt_tensor *saved[5] = {qu, ku, vu, tmp[TP], tmp[TKEEP]};
+    if (lt__record(out, LT__OP_scaled_dot_product_attention, 3, (const lt_tensor *[]){q, k, v},
+                   dropout ? 5 : 4, saved, &aux, sizeof aux) != LT_OK) {
+      lt_tensor_free(out);
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+  }
+  if (weights) {
+    lt_tensor *w = dropout ? tmp[TW] : tmp[TP];
+    if (dropout) tmp[TW] = NULL;
+    else tmp[TP] = NULL;
+    *weights = w;
+  }
+  free_n(tmp, NTMP);
+  return out;
+}
+
+/* ======================================================================== */
+/* Backward                                                                 */
+/* ======================================================================== */
+
+lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  const sdpa_aux *a = (const sdpa_aux *)node->aux;
+  const lt_tensor *q = node->saved[0], *k = node->saved[1], *v = node->saved[2], *P = node->saved[3];
+  const bool need_q = lt__needs_input_grad(node, 0), need_k = lt__needs_input_grad(node, 1),
+             need_v = lt__needs_input_grad(node, 2);
+  if (!need_q && !need_k && !need_v) return LT_OK;
+  sdpa_plan pl = {0};
+  plan_geometry(&pl, q, k, v);
+  pl.scale = a->scale;
+  pl.causal = a->causal;
+  pl.ks_drop = a->ks_drop;
+  pl.keep = a->dropout ? node->saved[4]->data : NULL;
+  const int64_t B = pl.B, NH = pl.NH, NKV = pl.NKV, T = pl.T, S = pl.S, ts = T * S;
+
+  lt_tensor *gtmp;
+  const lt_tensor *g = blis_ready(gout, pl.dt, &gtmp);
+  if (!g) return lt_last_status();
+  lt_tensor *dq = need_q ? lt_zeros(pl.dt, LT_SHAPE(B, NH, T, pl.HS)) : NULL;
+  lt_tensor *dk = need_k ? lt_zeros(pl.dt, LT_SHAPE(B, NKV, S, pl.HS)) : NULL;
+  lt_tensor *dv = need_v ? lt_zeros(pl.dt, LT_SHAPE(B, NKV, S, pl.HSV)) : NULL;
+  const int64_t ntasks = B * NKV;
+  const int nt = task_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1));
+  const int nscr = 1 + (a->dropout && need_v);
+  char *scratch = ntasks && ts ? malloc((size_t)(nt * nscr * ts * pl.es)) : NULL;
+  lt_status st = LT_OK;
+  if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
+  else if (ntasks && ts && !scratch)
+    st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d x %lld scratch scores", nt * nscr,
+                 (long long)ts);
+  if (st == LT_OK && ntasks && ts) {
+    const gemm_fn gemm = nt > 1 ? lt__blas_gemm_1t : lt__blas_gemm;
+    int err = 0;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t i = 0; i < ntasks; i++) {
+      const int tid = nt > 1 ? omp_get_thread_num() : 0;
+      char *scr = scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es);
+      if (bwd_task(&pl, gemm, i / NKV, i % NKV, P->data, g->data, g->stride, dq ? dq->data : NULL,
+                   dk ? dk->data : NULL, dv ? dv->data : NULL, scr, scr + ts * pl.es) != LT_OK) {
+#pragma omp atomic write
+        err = 1;
+      }
+    }
+    if (err) st = lt__err(LT_ERR_BACKEND, OP " backward: q is %s, k is %s: a BLIS product failed", LT__D(q), LT__D(k));
+  }
+  free(scratch);
+  lt_tensor_free(gtmp);
+  if (st != LT_OK) {
+    lt_tensor_free(dq);
+    lt_tensor_free(dk);
+    lt_tensor_free(dv);
+    return st;
+  }
+  gin[0] = dq;
+  gin[1] = dk;
+  gin[2] = dv;
+  return LT_OK;
+}
