@@ -90,8 +90,21 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
 /* Forward row: scores p[0..S) (already scaled) -> probabilities. Keys s >= lim
  * are masked by causality; am (stride ams) is the attn_mask row (bool or T),
  * kpm (stride kpms) the padding row. A row with no finite score becomes 0.
- * The max is over unmasked keys; exp sums are accumulated in double. */
+ * The max is over unmasked keys; exp sums are accumulated in double. The
+ * reductions run in 8 lanes so that the compiler vectorises them. */
+#define LANES8(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
 #define SDPA_ROW_KERNELS(NAME, T, EXP)                                                   \
+  static inline T rowmax_##NAME(const T *p, int64_t n) {                                 \
+    T a[8];                                                                              \
+    for (int l = 0; l < 8; l++) a[l] = -INFINITY;                                        \
+    int64_t s = 0;                                                                       \
+    for (; s + 8 <= n; s += 8)                                                           \
+      for (int l = 0; l < 8; l++) a[l] = p[s + l] > a[l] ? p[s + l] : a[l];              \
+    for (int l = 0; s < n; s++, l++) a[l] = p[s] > a[l] ? p[s] : a[l];                   \
+    T m = a[0];                                                                          \
+    for (int l = 1; l < 8; l++) m = a[l] > m ? a[l] : m;                                 \
+    return m;                                                                            \
+  }                                                                                      \
   static void fwd_row_##NAME(T *p, int64_t S, int64_t lim, const void *am, bool am_bool, \
                              int64_t ams, const unsigned char *kpm, int64_t kpms) {      \
     if (lim > S) lim = S;                                                                \
@@ -107,21 +120,20 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
     if (kpm)                                                                             \
       for (int64_t s = 0; s < lim; s++)                                                  \
         if (kpm[s * kpms]) p[s] = -INFINITY;                                             \
-    T mx = -INFINITY;                                                                    \
-    for (int64_t s = 0; s < lim; s++) mx = p[s] > mx ? p[s] : mx;                        \
+    const T mx = rowmax_##NAME(p, lim);                                                  \
     if (!(mx > -INFINITY)) { /* every key masked (or no key) */                          \
       for (int64_t s = 0; s < S; s++) p[s] = 0;                                          \
       return;                                                                            \
     }                                                                                    \
-    double sum = 0;                                                                      \
-    for (int64_t s = 0; s < lim; s++) {                                                  \
-      const T e = EXP(p[s] - mx);                                                        \
-      p[s] = e;                                                                          \
-      sum += (double)e;                                                                  \
-    }                                                                                    \
-    const T inv = (T)(1.0 / sum);                                                        \
-    for (int64_t s = 0; s < lim; s++) p[s] *= inv;                                       \
-    for (int64_t s = lim; s < S; s++) p[s] = 0;                                          \
+    for (int64_t s = 0; s < lim; s++) p[s] = EXP(p[s] - mx);                             \
+    double a[8] = {0};                                                                   \
+    int64_t s = 0;                                                                       \
+    for (; s + 8 <= lim; s += 8)                                                         \
+      for (int l = 0; l < 8; l++) a[l] += (double)p[s + l];                              \
+    for (int l = 0; s < lim; s++, l++) a[l] += (double)p[s];                             \
+    const T inv = (T)(1.0 / LANES8(a));                                                  \
+    for (s = 0; s < lim; s++) p[s] *= inv;                                               \
+    for (s = lim; s < S; s++) p[s] = 0;                                                  \
   }                                                                                      \
   /* Dropout: w = p * keep * ks. */                                                      \
   static void drop_row_##NAME(const T *p, const unsigned char *keep, T ks, T *w,         \
@@ -139,7 +151,7 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
     for (; s + 8 <= S; s += 8)                                                           \
       for (int l = 0; l < 8; l++) a[l] += (double)p[s + l] * (double)d[s + l];          \
     for (int l = 0; s < S; s++, l++) a[l] += (double)p[s] * (double)d[s];               \
-    const T c = (T)((((a[0] + a[1]) + (a[2] + a[3])) + ((a[4] + a[5]) + (a[6] + a[7])))); \
+    const T c = (T)LANES8(a);                                                            \
     for (s = 0; s < S; s++) d[s] = p[s] * (d[s] - c);                                    \
   }
 SDPA_ROW_KERNELS(f32, float, expf)
@@ -191,35 +203,60 @@ static void fwd_row(const sdpa_plan *pl, char *prow, int64_t b, int64_t h, int64
 typedef lt_status (*gemm_fn)(lt_dtype, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
                              const void *, int64_t, int64_t, double, void *, int64_t, int64_t);
 
+/* Causal attention runs in blocks of this many query rows: block [t0, t1)
+ * needs only keys s < t1 + S - T (kmax), so the products skip the masked
+ * upper triangle (about 40% of the work at T = S = 256). */
+#define CAUSAL_ROWS 32
+
+/* Keys the rows [t0, t1) can see: all S, or causally up to t1 + S - T. */
+static inline int64_t block_keys(const sdpa_plan *pl, int64_t t1) {
+  if (!pl->causal) return pl->S;
+  const int64_t k = t1 + pl->S - pl->T;
+  return k < 0 ? 0 : k > pl->S ? pl->S : k;
+}
+
 /* Forward of one (b, h): P (contiguous [T,S]) gets the probabilities, W the
- * dropped weights (when dropout; may equal a scratch), out (contiguous
- * [T,HSV]) the output. */
+ * dropped weights (when dropout; may be a scratch), out (contiguous [T,HSV])
+ * the output. Row block by row block (one block unless causal). */
 static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t h, char *P, char *W,
                           char *out) {
-  const int64_t T = pl->T, S = pl->S, es = pl->es, g = h / pl->group;
+  const int64_t T = pl->T, S = pl->S, HSV = pl->HSV, es = pl->es, g = h / pl->group;
   const char *Q = at4(pl->q, pl->qs, es, b, h);
   const char *K = at4(pl->k, pl->ks, es, b, g);
   const char *V = at4(pl->v, pl->vs, es, b, g);
-  /* P = scale * Q K^T: [T,HS] x [HS,S] */
-  lt_status st = gemm(pl->dt, T, S, pl->HS, pl->scale, Q, pl->qs[2], pl->qs[3], K, pl->ks[3], pl->ks[2], 0.0,
-                      P, S, 1);
-  if (st != LT_OK) return st;
-  for (int64_t t = 0; t < T; t++) fwd_row(pl, P + t * S * es, b, h, t);
-  const char *Wm = P;
-  if (pl->keep) {
-    const unsigned char *keep = pl->keep + ((b * pl->NH + h) * T) * S;
-    if (pl->dt == LT_DTYPE_F32) drop_row_f32((const float *)P, keep, (float)pl->ks_drop, (float *)W, T * S);
-    else drop_row_f64((const double *)P, keep, pl->ks_drop, (double *)W, T * S);
-    Wm = W;
+  const unsigned char *keep = pl->keep ? pl->keep + ((b * pl->NH + h) * T) * S : NULL;
+  const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
+  for (int64_t t0 = 0; t0 < T; t0 += rb) {
+    const int64_t t1 = t0 + rb < T ? t0 + rb : T, nb = t1 - t0, kmax = block_keys(pl, t1);
+    char *Pb = P + t0 * S * es, *Wb = keep ? W + t0 * S * es : Pb, *ob = out + t0 * HSV * es;
+    if (kmax == 0) { /* no row of the block sees a key */
+      memset(Pb, 0, (size_t)(nb * S * es));
+      if (keep) memset(Wb, 0, (size_t)(nb * S * es));
+      memset(ob, 0, (size_t)(nb * HSV * es));
+      continue;
+    }
+    /* P = scale * Q K^T: [nb,HS] x [HS,kmax] */
+    lt_status st = gemm(pl->dt, nb, kmax, pl->HS, pl->scale, Q + t0 * pl->qs[2] * es, pl->qs[2], pl->qs[3], K,
+                        pl->ks[3], pl->ks[2], 0.0, Pb, S, 1);
+    if (st != LT_OK) return st;
+    for (int64_t t = t0; t < t1; t++) fwd_row(pl, P + t * S * es, b, h, t); /* zeroes keys >= lim */
+    if (keep) {
+      if (pl->dt == LT_DTYPE_F32)
+        drop_row_f32((const float *)Pb, keep + t0 * S, (float)pl->ks_drop, (float *)Wb, nb * S);
+      else drop_row_f64((const double *)Pb, keep + t0 * S, pl->ks_drop, (double *)Wb, nb * S);
+    }
+    /* out = W V: [nb,kmax] x [kmax,HSV] */
+    st = gemm(pl->dt, nb, HSV, kmax, 1.0, Wb, S, 1, V, pl->vs[2], pl->vs[3], 0.0, ob, HSV, 1);
+    if (st != LT_OK) return st;
   }
-  /* out = W V: [T,S] x [S,HSV] */
-  return gemm(pl->dt, T, pl->HSV, S, 1.0, Wm, S, 1, V, pl->vs[2], pl->vs[3], 0.0, out, pl->HSV, 1);
+  return LT_OK;
 }
 
 /* Backward of one (b, kv head g): loops over the query heads of the group,
- * accumulating dK[g] and dV[g] (both zero on entry). dO has strides gs.
- * scr and wscr are per-thread scratch of T*S elements (wscr only with
- * dropout and dv). dq/dk/dv may be NULL (not needed). */
+ * accumulating dK[g] and dV[g] (zero on entry); dQ[h] is overwritten. dO
+ * has strides gs. scr and wscr are per-thread scratch of T*S elements (wscr
+ * only with dropout and dv). dq/dk/dv may be NULL (not needed). The same row
+ * blocks as the forward. */
 static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t g, const char *P,
                           const char *dO, const int64_t *gs, char *dq, char *dk, char *dv, char *scr,
                           char *wscr) {
@@ -228,44 +265,56 @@ static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
   const char *V = at4(pl->v, pl->vs, es, b, g);
   char *dKg = dk ? dk + ((b * pl->NKV + g) * S * HS) * es : NULL;
   char *dVg = dv ? dv + ((b * pl->NKV + g) * S * HSV) * es : NULL;
-  lt_status st = LT_OK;
-  for (int64_t h = g * pl->group; h < (g + 1) * pl->group && st == LT_OK; h++) {
+  const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
+  for (int64_t h = g * pl->group; h < (g + 1) * pl->group; h++) {
     const int64_t bh = b * pl->NH + h;
-    const char *Pbh = P + bh * T * S * es;
     const char *Q = at4(pl->q, pl->qs, es, b, h);
     const char *dOh = at4(dO, gs, es, b, h);
+    char *dQh = dq ? dq + bh * T * HS * es : NULL;
     const unsigned char *keep = pl->keep ? pl->keep + bh * T * S : NULL;
-    if (dVg) {
-      /* dV[g] += W^T dO: [S,T] x [T,HSV] */
-      const char *Wm = Pbh;
-      if (keep) {
-        if (pl->dt == LT_DTYPE_F32)
-          drop_row_f32((const float *)Pbh, keep, (float)pl->ks_drop, (float *)wscr, T * S);
-        else drop_row_f64((const double *)Pbh, keep, pl->ks_drop, (double *)wscr, T * S);
-        Wm = wscr;
+    for (int64_t t0 = 0; t0 < T; t0 += rb) {
+      const int64_t t1 = t0 + rb < T ? t0 + rb : T, nb = t1 - t0, kmax = block_keys(pl, t1);
+      if (kmax == 0) {
+        if (dQh) memset(dQh + t0 * HS * es, 0, (size_t)(nb * HS * es));
+        continue;
       }
-      st = gemm(pl->dt, S, HSV, T, 1.0, Wm, 1, S, dOh, gs[2], gs[3], 1.0, dVg, HSV, 1);
-      if (st != LT_OK) break;
+      const char *Pb = P + (bh * T + t0) * S * es, *dOb = dOh + t0 * gs[2] * es, *Qb = Q + t0 * pl->qs[2] * es;
+      const unsigned char *kb = keep ? keep + t0 * S : NULL;
+      lt_status st;
+      if (dVg) {
+        /* dV[g] += W^T dO: [kmax,nb] x [nb,HSV] */
+        const char *Wm = Pb;
+        if (kb) {
+          if (pl->dt == LT_DTYPE_F32)
+            drop_row_f32((const float *)Pb, kb, (float)pl->ks_drop, (float *)wscr, nb * S);
+          else drop_row_f64((const double *)Pb, kb, pl->ks_drop, (double *)wscr, nb * S);
+          Wm = wscr;
+        }
+        st = gemm(pl->dt, kmax, HSV, nb, 1.0, Wm, 1, S, dOb, gs[2], gs[3], 1.0, dVg, HSV, 1);
+        if (st != LT_OK) return st;
+      }
+      if (!dQh && !dKg) continue;
+      /* dW = dO V^T: [nb,HSV] x [HSV,kmax] */
+      st = gemm(pl->dt, nb, kmax, HSV, 1.0, dOb, gs[2], gs[3], V, pl->vs[3], pl->vs[2], 0.0, scr, S, 1);
+      if (st != LT_OK) return st;
+      for (int64_t t = 0; t < nb; t++) { /* P is 0 at keys >= kmax: they add nothing */
+        const unsigned char *kr = kb ? kb + t * S : NULL;
+        if (pl->dt == LT_DTYPE_F32)
+          bwd_row_f32((const float *)Pb + t * S, (float *)scr + t * S, kmax, kr, (float)pl->ks_drop);
+        else bwd_row_f64((const double *)Pb + t * S, (double *)scr + t * S, kmax, kr, pl->ks_drop);
+      }
+      if (dQh) { /* dQ[h] = scale * dS K: [nb,kmax] x [kmax,HS] */
+        st = gemm(pl->dt, nb, HS, kmax, pl->scale, scr, S, 1, K, pl->ks[2], pl->ks[3], 0.0, dQh + t0 * HS * es,
+                  HS, 1);
+        if (st != LT_OK) return st;
+      }
+      if (dKg) { /* dK[g] += scale * dS^T Q: [kmax,nb] x [nb,HS] */
+        st = gemm(pl->dt, kmax, HS, nb, pl->scale, scr, 1, S, Qb, pl->qs[2], pl->qs[3], 1.0, dKg, HS, 1);
+        if (st != LT_OK) return st;
+      }
     }
-    if (!dq && !dKg) continue;
-    /* dW = dO V^T: [T,HSV] x [HSV,S] */
-    st = gemm(pl->dt, T, S, HSV, 1.0, dOh, gs[2], gs[3], V, pl->vs[3], pl->vs[2], 0.0, scr, S, 1);
-    if (st != LT_OK) break;
-    for (int64_t t = 0; t < T; t++) {
-      const unsigned char *kr = keep ? keep + t * S : NULL;
-      if (pl->dt == LT_DTYPE_F32)
-        bwd_row_f32((const float *)Pbh + t * S, (float *)scr + t * S, S, kr, (float)pl->ks_drop);
-      else bwd_row_f64((const double *)Pbh + t * S, (double *)scr + t * S, S, kr, pl->ks_drop);
-    }
-    if (dq) { /* dQ[h] = scale * dS K: [T,S] x [S,HS] */
-      st = gemm(pl->dt, T, HS, S, pl->scale, scr, S, 1, K, pl->ks[2], pl->ks[3], 0.0, dq + bh * T * HS * es,
-                HS, 1);
-      if (st != LT_OK) break;
-    }
-    if (dKg) /* dK[g] += scale * dS^T Q: [S,T] x [T,HS] */
-      st = gemm(pl->dt, S, HS, T, pl->scale, scr, 1, S, Q, pl->qs[2], pl->qs[3], 1.0, dKg, HS, 1);
   }
-  return st;
+  return LT_OK;
 }
 
 /* Threads for ntasks independent tasks: one task per thread with
@@ -439,8 +488,8 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
   const bool p_full = grad || (weights && !dropout);
   const bool w_full = weights && dropout;
   lt_tensor *out = S == 0 ? lt_zeros(dt, LT_SHAPE(B, NH, T, pl.HSV)) : lt_empty(dt, LT_SHAPE(B, NH, T, pl.HSV));
-  if (p_full) tmp[TP] = lt_zeros(dt, LT_SHAPE(B, NH, T, S));
-  if (w_full) tmp[TW] = lt_zeros(dt, LT_SHAPE(B, NH, T, S));
+  if (p_full) tmp[TP] = lt_empty(dt, LT_SHAPE(B, NH, T, S)); /* every row is written */
+  if (w_full) tmp[TW] = lt_empty(dt, LT_SHAPE(B, NH, T, S));
   if (!out || (p_full && !tmp[TP]) || (w_full && !tmp[TW])) {
     lt_tensor_free(out);
     free_n(tmp, NTMP);
@@ -526,7 +575,9 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
   lt_tensor *gtmp;
   const lt_tensor *g = blis_ready(gout, pl.dt, &gtmp);
   if (!g) return lt_last_status();
-  lt_tensor *dq = need_q ? lt_zeros(pl.dt, LT_SHAPE(B, NH, T, pl.HS)) : NULL;
+  /* dq is written everywhere by the tasks, which run unless T * S == 0; dk
+   * and dv accumulate. */
+  lt_tensor *dq = need_q ? (ts ? lt_empty : lt_zeros)(pl.dt, LT_SHAPE(B, NH, T, pl.HS)) : NULL;
   lt_tensor *dk = need_k ? lt_zeros(pl.dt, LT_SHAPE(B, NKV, S, pl.HS)) : NULL;
   lt_tensor *dv = need_v ? lt_zeros(pl.dt, LT_SHAPE(B, NKV, S, pl.HSV)) : NULL;
   const int64_t ntasks = B * NKV;
