@@ -87,24 +87,67 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
 /* Row kernels (contiguous rows of S entries)                               */
 /* ======================================================================== */
 
+/* Every loop over a row runs in blocks of 8 lanes plus a tail (EACH8): gcc
+ * -O2 (the Release flags) vectorises such fixed-width blocks but not plain
+ * loops of unknown length. */
+#define EACH8(s, l, n, BODY)                                          \
+  do {                                                                \
+    int64_t s##0_ = 0;                                                \
+    for (; s##0_ + 8 <= (n); s##0_ += 8)                              \
+      for (int l = 0; l < 8; l++) {                                   \
+        const int64_t s = s##0_ + l;                                  \
+        BODY;                                                         \
+      }                                                               \
+    for (int l = 0; s##0_ + l < (n); l++) {                           \
+      const int64_t s = s##0_ + l;                                    \
+      BODY;                                                           \
+    }                                                                 \
+  } while (0)
+#define LANES8(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
+
+/* exp(x) for x <= 0 in f32 without a libm call, so that it vectorises:
+ * Cody-Waite reduction x = n ln2 + r (|r| <= ln2/2), a degree-7 Taylor
+ * polynomial for e^r, and 2^n put into the exponent bits; x < -87 (and -inf)
+ * gives exactly 0. Relative error at most 1.7 ulp (measured against exp()
+ * in double on 2e7 points of [-87, 0]); the f32 tests compare whole
+ * attention outputs with the f64 reference. Integer selects instead of
+ * float compares keep gcc's -ftrapping-math from blocking vectorisation. */
+static inline float exp_neg_f32(float x) {
+  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  const uint32_t lo = 0xC2AE0000u; /* bits of -87.0f */
+  uint32_t xb, nb, rb;
+  memcpy(&xb, &x, 4);
+  const uint32_t under = 0u - (uint32_t)(xb > lo); /* all ones when x < -87 (negative floats order by bits) */
+  xb = (xb & ~under) | (lo & under);
+  float xc, sc, res;
+  memcpy(&xc, &xb, 4);
+  const float nm = xc * 1.44269504088896341f + magic, n = nm - magic;
+  float r = xc - n * 0.693145751953125f;
+  r = r - n * 1.42860682030941723212e-6f;
+  float q = 1.0f / 5040.0f;
+  q = q * r + 1.0f / 720.0f;
+  q = q * r + 1.0f / 120.0f;
+  q = q * r + 1.0f / 24.0f;
+  q = q * r + 1.0f / 6.0f;
+  q = q * r + 0.5f;
+  q = q * r + 1.0f;
+  q = q * r + 1.0f;
+  memcpy(&nb, &nm, 4);
+  nb = (nb - 0x4B400000u + 127u) << 23; /* 2^n: n sits in the low mantissa bits of nm */
+  memcpy(&sc, &nb, 4);
+  res = q * sc;
+  memcpy(&rb, &res, 4);
+  rb &= ~under;
+  memcpy(&res, &rb, 4);
+  return res;
+}
+static inline double exp_neg_f64(double x) { return exp(x); }
+
 /* Forward row: scores p[0..S) (already scaled) -> probabilities. Keys s >= lim
  * are masked by causality; am (stride ams) is the attn_mask row (bool or T),
  * kpm (stride kpms) the padding row. A row with no finite score becomes 0.
- * The max is over unmasked keys; exp sums are accumulated in double. The
- * reductions run in 8 lanes so that the compiler vectorises them. */
-#define LANES8(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
-#define SDPA_ROW_KERNELS(NAME, T, EXP)                                                   \
-  static inline T rowmax_##NAME(const T *p, int64_t n) {                                 \
-    T a[8];                                                                              \
-    for (int l = 0; l < 8; l++) a[l] = -INFINITY;                                        \
-    int64_t s = 0;                                                                       \
-    for (; s + 8 <= n; s += 8)                                                           \
-      for (int l = 0; l < 8; l++) a[l] = p[s + l] > a[l] ? p[s + l] : a[l];              \
-    for (int l = 0; s < n; s++, l++) a[l] = p[s] > a[l] ? p[s] : a[l];                   \
-    T m = a[0];                                                                          \
-    for (int l = 1; l < 8; l++) m = a[l] > m ? a[l] : m;                                 \
-    return m;                                                                            \
-  }                                                                                      \
+ * The max is over unmasked keys; exp sums are accumulated in double. */
+#define SDPA_ROW_KERNELS(NAME, T)                                                        \
   static void fwd_row_##NAME(T *p, int64_t S, int64_t lim, const void *am, bool am_bool, \
                              int64_t ams, const unsigned char *kpm, int64_t kpms) {      \
     if (lim > S) lim = S;                                                                \
@@ -120,42 +163,40 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
     if (kpm)                                                                             \
       for (int64_t s = 0; s < lim; s++)                                                  \
         if (kpm[s * kpms]) p[s] = -INFINITY;                                             \
-    const T mx = rowmax_##NAME(p, lim);                                                  \
+    T mx8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,                             \
+                -INFINITY, -INFINITY, -INFINITY, -INFINITY};                             \
+    EACH8(s, l, lim, mx8[l] = p[s] > mx8[l] ? p[s] : mx8[l]);                   \
+    T mx = mx8[0];                                                                       \
+    for (int l = 1; l < 8; l++) mx = mx8[l] > mx ? mx8[l] : mx;                          \
     if (!(mx > -INFINITY)) { /* every key masked (or no key) */                          \
-      for (int64_t s = 0; s < S; s++) p[s] = 0;                                          \
+      EACH8(s, l, S, p[s] = 0);                                                             \
       return;                                                                            \
     }                                                                                    \
-    for (int64_t s = 0; s < lim; s++) p[s] = EXP(p[s] - mx);                             \
     double a[8] = {0};                                                                   \
-    int64_t s = 0;                                                                       \
-    for (; s + 8 <= lim; s += 8)                                                         \
-      for (int l = 0; l < 8; l++) a[l] += (double)p[s + l];                              \
-    for (int l = 0; s < lim; s++, l++) a[l] += (double)p[s];                             \
+    EACH8(s, l, lim, p[s] = exp_neg_##NAME(p[s] - mx));                                     \
+    EACH8(s, l, lim, a[l] += (double)p[s]);                                             \
     const T inv = (T)(1.0 / LANES8(a));                                                  \
-    for (s = 0; s < lim; s++) p[s] *= inv;                                               \
-    for (s = lim; s < S; s++) p[s] = 0;                                                  \
+    EACH8(s, l, lim, p[s] *= inv);                                                          \
+    T *z = p + lim;                                                                      \
+    EACH8(s, l, S - lim, z[s] = 0);                                                         \
   }                                                                                      \
   /* Dropout: w = p * keep * ks. */                                                      \
   static void drop_row_##NAME(const T *p, const unsigned char *keep, T ks, T *w,         \
-                              int64_t S) {                                               \
-    for (int64_t s = 0; s < S; s++) w[s] = p[s] * (keep[s] ? ks : (T)0);                 \
+                              int64_t n) {                                               \
+    EACH8(s, l, n, w[s] = p[s] * (T)keep[s] * ks);                                          \
   }                                                                                      \
   /* Backward row: d holds dW = dO V^T on entry and dS on exit (without scale):  \
    * dP = dW * keep * ks;  dS = P * (dP - sum(dP * P)). */                               \
-  static void bwd_row_##NAME(const T *p, T *d, int64_t S, const unsigned char *keep,    \
+  static void bwd_row_##NAME(const T *p, T *d, int64_t n, const unsigned char *keep,    \
                              T ks) {                                                     \
-    if (keep)                                                                            \
-      for (int64_t s = 0; s < S; s++) d[s] *= keep[s] ? ks : (T)0;                       \
+    if (keep) EACH8(s, l, n, d[s] *= (T)keep[s] * ks);                                      \
     double a[8] = {0};                                                                   \
-    int64_t s = 0;                                                                       \
-    for (; s + 8 <= S; s += 8)                                                           \
-      for (int l = 0; l < 8; l++) a[l] += (double)p[s + l] * (double)d[s + l];          \
-    for (int l = 0; s < S; s++, l++) a[l] += (double)p[s] * (double)d[s];               \
+    EACH8(s, l, n, a[l] += (double)p[s] * (double)d[s]);                                \
     const T c = (T)LANES8(a);                                                            \
-    for (s = 0; s < S; s++) d[s] = p[s] * (d[s] - c);                                    \
+    EACH8(s, l, n, d[s] = p[s] * (d[s] - c));                                               \
   }
-SDPA_ROW_KERNELS(f32, float, expf)
-SDPA_ROW_KERNELS(f64, double, exp)
+SDPA_ROW_KERNELS(f32, float)
+SDPA_ROW_KERNELS(f64, double)
 
 /* ======================================================================== */
 /* The plan shared by forward and backward                                  */
@@ -204,9 +245,12 @@ typedef lt_status (*gemm_fn)(lt_dtype, int64_t, int64_t, int64_t, double, const 
                              const void *, int64_t, int64_t, double, void *, int64_t, int64_t);
 
 /* Causal attention runs in blocks of this many query rows: block [t0, t1)
- * needs only keys s < t1 + S - T (kmax), so the products skip the masked
- * upper triangle (about 40% of the work at T = S = 256). */
-#define CAUSAL_ROWS 32
+ * needs only keys s < t1 + S - T (kmax), so the products skip most of the
+ * masked upper triangle (a quarter of the work at T = S = 256). Smaller
+ * blocks skip more but lose it again to the fixed cost of each BLIS call
+ * (measured: 16 and 32 rows are slower than no blocking at T = 128; 64 and
+ * 128 about equal at T = 256). */
+#define CAUSAL_ROWS 128
 
 /* Keys the rows [t0, t1) can see: all S, or causally up to t1 + S - T. */
 static inline int64_t block_keys(const sdpa_plan *pl, int64_t t1) {
@@ -510,7 +554,7 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
     }
   }
   if (S > 0 && T > 0) {
-    const gemm_fn gemm = nt > 1 ? lt__blas_gemm_1t : lt__blas_gemm;
+    const gemm_fn gemm = lt__blas_gemm_1t;
     int err = 0;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {
@@ -590,7 +634,7 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
     st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d x %lld scratch scores", nt * nscr,
                  (long long)ts);
   if (st == LT_OK && ntasks && ts) {
-    const gemm_fn gemm = nt > 1 ? lt__blas_gemm_1t : lt__blas_gemm;
+    const gemm_fn gemm = lt__blas_gemm_1t;
     int err = 0;
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {

@@ -231,8 +231,9 @@ static const cfg cfgs[] = {
     {.B = 1, .NH = 2, .NKV = 1, .T = 3, .S = 4, .HS = 2, .HSV = 5, .scale = 0.3},      /* HSV != HS */
     {.B = 2, .NH = 4, .NKV = 4, .T = 33, .S = 40, .HS = 16, .causal = true, .mask = 1}, /* parallel path */
     {.B = 4, .NH = 8, .NKV = 2, .T = 32, .S = 32, .HS = 32, .causal = true, .q_trans = true},
-    {.B = 2, .NH = 2, .NKV = 1, .T = 70, .S = 20, .HS = 4, .causal = true, .padding = true}, /* empty blocks */
-    {.B = 1, .NH = 2, .NKV = 2, .T = 45, .S = 100, .HS = 8, .causal = true, .mask = 3, .g_trans = true},
+    {.B = 2, .NH = 2, .NKV = 1, .T = 300, .S = 100, .HS = 4, .causal = true, .padding = true}, /* empty block */
+    {.B = 1, .NH = 2, .NKV = 2, .T = 145, .S = 300, .HS = 8, .causal = true, .mask = 3, .g_trans = true},
+    {.B = 1, .NH = 4, .NKV = 2, .T = 260, .S = 260, .HS = 8, .causal = true, .q_trans = true},
 };
 #define NCFGS ((int)(sizeof cfgs / sizeof cfgs[0]))
 
@@ -347,8 +348,8 @@ END_TEST
 
 /* causal equals an explicit mask tril(ones(T, S), S - T) (equal to tril when S == T). */
 START_TEST(test_causal_equals_tril) {
-  const int64_t TS[][2] = {{6, 6}, {3, 7}, {7, 3}, {1, 5}, {70, 70}, {40, 75}, {75, 40}};
-  for (int c = 0; c < 7; c++) {
+  const int64_t TS[][2] = {{6, 6}, {3, 7}, {7, 3}, {1, 5}, {70, 70}, {40, 75}, {75, 40}, {200, 200}, {300, 130}};
+  for (int c = 0; c < 9; c++) {
     const int64_t T = TS[c][0], S = TS[c][1];
     lt_tensor *q = randn(LT_DTYPE_F64, LT_SHAPE(2, 3, T, 4));
     lt_tensor *k = randn(LT_DTYPE_F64, LT_SHAPE(2, 3, S, 4));
