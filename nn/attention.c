@@ -181,13 +181,15 @@ static inline double exp_neg_f64(double x) { return exp(x); }
     EACH8(s, l, S - lim, z[s] = 0);                                                         \
   }                                                                                      \
   /* Dropout: w = p * keep * ks. */                                                      \
-  static void drop_row_##NAME(const T *p, const unsigned char *keep, T ks, T *w,         \
-                              int64_t n) {                                               \
+  static void drop_row_##NAME(const T *restrict p, const unsigned char *restrict keep,  \
+                              T ks, T *restrict w,                                      \
+                              int64_t n) {                                              \
     EACH8(s, l, n, w[s] = p[s] * (T)keep[s] * ks);                                          \
   }                                                                                      \
   /* Backward row: d holds dW = dO V^T on entry and dS on exit (without scale):  \
    * dP = dW * keep * ks;  dS = P * (dP - sum(dP * P)). */                               \
-  static void bwd_row_##NAME(const T *p, T *d, int64_t n, const unsigned char *keep,    \
+  static void bwd_row_##NAME(const T *restrict p, T *restrict d, int64_t n,            \
+                             const unsigned char *restrict keep,                        \
                              T ks) {                                                     \
     if (keep) EACH8(s, l, n, d[s] *= (T)keep[s] * ks);                                      \
     double a[8] = {0};                                                                   \
@@ -221,7 +223,24 @@ typedef struct sdpa_plan {
   /* dropout keep mask, contiguous [B,NH,T,S] bool, or NULL */
   const unsigned char *keep;
   double ks_drop; /* 1 / (1 - p), or 0 when p == 1 */
+  /* forward: out [B,NH,T,HSV]; backward: dO (same shape), and the gradients
+   * dq, dk, dv (NULL when not needed): data and strides */
+  char *o;
+  int64_t os[4];
+  const char *go;
+  int64_t gs[4];
+  char *dq, *dk, *dv;
+  int64_t dqs[4], dks[4], dvs[4];
 } sdpa_plan;
+
+/* Zeroes the [n, m] matrix at p with strides (rs, cs). */
+static void zero_mat(char *p, int64_t n, int64_t m, int64_t rs, int64_t cs, int64_t es) {
+  for (int64_t i = 0; i < n; i++) {
+    if (cs == 1) memset(p + i * rs * es, 0, (size_t)(m * es));
+    else
+      for (int64_t j = 0; j < m; j++) memset(p + (i * rs + j * cs) * es, 0, (size_t)es);
+  }
+}
 
 static inline char *at4(const char *base, const int64_t *st, int64_t es, int64_t i0, int64_t i1) {
   return (char *)base + (i0 * st[0] + i1 * st[1]) * es;
@@ -260,23 +279,23 @@ static inline int64_t block_keys(const sdpa_plan *pl, int64_t t1) {
 }
 
 /* Forward of one (b, h): P (contiguous [T,S]) gets the probabilities, W the
- * dropped weights (when dropout; may be a scratch), out (contiguous [T,HSV])
- * the output. Row block by row block (one block unless causal). */
-static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t h, char *P, char *W,
-                          char *out) {
+ * dropped weights (when dropout; may be a scratch), pl->o the output. Row
+ * block by row block (one block unless causal). */
+static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t h, char *P, char *W) {
   const int64_t T = pl->T, S = pl->S, HSV = pl->HSV, es = pl->es, g = h / pl->group;
   const char *Q = at4(pl->q, pl->qs, es, b, h);
   const char *K = at4(pl->k, pl->ks, es, b, g);
   const char *V = at4(pl->v, pl->vs, es, b, g);
+  char *O = at4(pl->o, pl->os, es, b, h);
   const unsigned char *keep = pl->keep ? pl->keep + ((b * pl->NH + h) * T) * S : NULL;
   const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
   for (int64_t t0 = 0; t0 < T; t0 += rb) {
     const int64_t t1 = t0 + rb < T ? t0 + rb : T, nb = t1 - t0, kmax = block_keys(pl, t1);
-    char *Pb = P + t0 * S * es, *Wb = keep ? W + t0 * S * es : Pb, *ob = out + t0 * HSV * es;
+    char *Pb = P + t0 * S * es, *Wb = keep ? W + t0 * S * es : Pb, *Ob = O + t0 * pl->os[2] * es;
     if (kmax == 0) { /* no row of the block sees a key */
       memset(Pb, 0, (size_t)(nb * S * es));
       if (keep) memset(Wb, 0, (size_t)(nb * S * es));
-      memset(ob, 0, (size_t)(nb * HSV * es));
+      zero_mat(Ob, nb, HSV, pl->os[2], pl->os[3], es);
       continue;
     }
     /* P = scale * Q K^T: [nb,HS] x [HS,kmax] */
@@ -290,39 +309,38 @@ static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
       else drop_row_f64((const double *)Pb, keep + t0 * S, pl->ks_drop, (double *)Wb, nb * S);
     }
     /* out = W V: [nb,kmax] x [kmax,HSV] */
-    st = gemm(pl->dt, nb, HSV, kmax, 1.0, Wb, S, 1, V, pl->vs[2], pl->vs[3], 0.0, ob, HSV, 1);
+    st = gemm(pl->dt, nb, HSV, kmax, 1.0, Wb, S, 1, V, pl->vs[2], pl->vs[3], 0.0, Ob, pl->os[2], pl->os[3]);
     if (st != LT_OK) return st;
   }
   return LT_OK;
 }
 
 /* Backward of one (b, kv head g): loops over the query heads of the group,
- * accumulating dK[g] and dV[g] (zero on entry); dQ[h] is overwritten. dO
- * has strides gs. scr and wscr are per-thread scratch of T*S elements (wscr
- * only with dropout and dv). dq/dk/dv may be NULL (not needed). The same row
- * blocks as the forward. */
-static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t g, const char *P,
-                          const char *dO, const int64_t *gs, char *dq, char *dk, char *dv, char *scr,
+ * accumulating dK[g] and dV[g] (zero on entry); dQ[h] is overwritten. scr
+ * and wscr are per-thread scratch of T*S elements (wscr only with dropout
+ * and dv). The same row blocks as the forward. */
+static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t g, const char *P, char *scr,
                           char *wscr) {
   const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, es = pl->es;
   const char *K = at4(pl->k, pl->ks, es, b, g);
   const char *V = at4(pl->v, pl->vs, es, b, g);
-  char *dKg = dk ? dk + ((b * pl->NKV + g) * S * HS) * es : NULL;
-  char *dVg = dv ? dv + ((b * pl->NKV + g) * S * HSV) * es : NULL;
+  char *dKg = pl->dk ? at4(pl->dk, pl->dks, es, b, g) : NULL;
+  char *dVg = pl->dv ? at4(pl->dv, pl->dvs, es, b, g) : NULL;
+  const int64_t *gs = pl->gs, *qs = pl->qs, *dqs = pl->dqs;
   const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
   for (int64_t h = g * pl->group; h < (g + 1) * pl->group; h++) {
     const int64_t bh = b * pl->NH + h;
-    const char *Q = at4(pl->q, pl->qs, es, b, h);
-    const char *dOh = at4(dO, gs, es, b, h);
-    char *dQh = dq ? dq + bh * T * HS * es : NULL;
+    const char *Q = at4(pl->q, qs, es, b, h);
+    const char *dOh = at4(pl->go, gs, es, b, h);
+    char *dQh = pl->dq ? at4(pl->dq, dqs, es, b, h) : NULL;
     const unsigned char *keep = pl->keep ? pl->keep + bh * T * S : NULL;
     for (int64_t t0 = 0; t0 < T; t0 += rb) {
       const int64_t t1 = t0 + rb < T ? t0 + rb : T, nb = t1 - t0, kmax = block_keys(pl, t1);
       if (kmax == 0) {
-        if (dQh) memset(dQh + t0 * HS * es, 0, (size_t)(nb * HS * es));
+        if (dQh) zero_mat(dQh + t0 * dqs[2] * es, nb, HS, dqs[2], dqs[3], es);
         continue;
       }
-      const char *Pb = P + (bh * T + t0) * S * es, *dOb = dOh + t0 * gs[2] * es, *Qb = Q + t0 * pl->qs[2] * es;
+      const char *Pb = P + (bh * T + t0) * S * es, *dOb = dOh + t0 * gs[2] * es, *Qb = Q + t0 * qs[2] * es;
       const unsigned char *kb = keep ? keep + t0 * S : NULL;
       lt_status st;
       if (dVg) {
@@ -334,7 +352,7 @@ static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
           else drop_row_f64((const double *)Pb, kb, pl->ks_drop, (double *)wscr, nb * S);
           Wm = wscr;
         }
-        st = gemm(pl->dt, kmax, HSV, nb, 1.0, Wm, 1, S, dOb, gs[2], gs[3], 1.0, dVg, HSV, 1);
+        st = gemm(pl->dt, kmax, HSV, nb, 1.0, Wm, 1, S, dOb, gs[2], gs[3], 1.0, dVg, pl->dvs[2], pl->dvs[3]);
         if (st != LT_OK) return st;
       }
       if (!dQh && !dKg) continue;
@@ -348,12 +366,12 @@ static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
         else bwd_row_f64((const double *)Pb + t * S, (double *)scr + t * S, kmax, kr, pl->ks_drop);
       }
       if (dQh) { /* dQ[h] = scale * dS K: [nb,kmax] x [kmax,HS] */
-        st = gemm(pl->dt, nb, HS, kmax, pl->scale, scr, S, 1, K, pl->ks[2], pl->ks[3], 0.0, dQh + t0 * HS * es,
-                  HS, 1);
+        st = gemm(pl->dt, nb, HS, kmax, pl->scale, scr, S, 1, K, pl->ks[2], pl->ks[3], 0.0, dQh + t0 * dqs[2] * es,
+                  dqs[2], dqs[3]);
         if (st != LT_OK) return st;
       }
       if (dKg) { /* dK[g] += scale * dS^T Q: [kmax,nb] x [nb,HS] */
-        st = gemm(pl->dt, kmax, HS, nb, pl->scale, scr, 1, S, Qb, pl->qs[2], pl->qs[3], 1.0, dKg, HS, 1);
+        st = gemm(pl->dt, kmax, HS, nb, pl->scale, scr, 1, S, Qb, qs[2], qs[3], 1.0, dKg, pl->dks[2], pl->dks[3]);
         if (st != LT_OK) return st;
       }
     }
@@ -361,14 +379,56 @@ static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
   return LT_OK;
 }
 
-/* Threads for ntasks independent tasks: one task per thread with
- * single-threaded BLIS, or (fewer tasks than threads) the tasks one after
- * another with BLIS threads. Either way every task computes the same bits. */
-static int task_threads(int64_t ntasks, int64_t work) {
-  int nt = omp_get_max_threads();
-  if (work < LT__PARALLEL_MIN) return 1;
-  if (ntasks < nt) return 1;
-  return nt;
+/* A new tensor of shape `shape` (4-d) whose memory follows the dim order of
+ * x's strides when x is a permutation of a contiguous tensor (a transposed
+ * view, say), else contiguous; zero-filled if zero. So the output and the
+ * gradients of the usual q = view(x W^T).transpose(1, 2) are themselves
+ * transposes of contiguous [B,T,NH,HS] buffers, and the transpose + reshape
+ * that merge or unmerge the heads around attention need no copy. */
+static lt_tensor *alloc_like(lt_dtype dt, const int64_t *shape, const lt_tensor *x, bool zero) {
+  int ord[4] = {0, 1, 2, 3};
+  for (int i = 1; i < 4; i++) /* stable insertion sort by decreasing stride */
+    for (int j = i; j > 0 && x->stride[ord[j]] > x->stride[ord[j - 1]]; j--) {
+      const int t = ord[j];
+      ord[j] = ord[j - 1];
+      ord[j - 1] = t;
+    }
+  bool dense = x->numel > 0;
+  int64_t want = 1;
+  for (int i = 3; i >= 0 && dense; i--) { /* x's strides are the permuted contiguous ones */
+    if (x->shape[ord[i]] != 1 && x->stride[ord[i]] != want) dense = false;
+    want *= x->shape[ord[i]];
+  }
+  if (!dense)
+    for (int i = 0; i < 4; i++) ord[i] = i;
+  int64_t pshape[4], st[4];
+  for (int i = 0; i < 4; i++) pshape[i] = shape[ord[i]];
+  lt_tensor *buf = zero ? lt_zeros(dt, 4, pshape) : lt_empty(dt, 4, pshape);
+  if (!buf) return NULL;
+  if (!dense) return buf;
+  int64_t acc = 1;
+  for (int i = 3; i >= 0; i--) {
+    st[ord[i]] = acc;
+    acc *= pshape[i];
+  }
+  lt_tensor *v = lt__view_of(buf, 4, shape, st, buf->offset);
+  lt_tensor_free(buf);
+  if (!v) lt__err(LT_ERR_NOMEM, OP ": out of memory for a tensor object");
+  return v;
+}
+
+/* How to run ntasks independent tasks of `work` multiply-adds in all: one
+ * task per thread with single-threaded BLIS; or, with fewer tasks than
+ * threads but much work, the tasks one after another with BLIS threads;
+ * or, for little work, everything on this thread. Each task computes the
+ * same bits whichever way (BLIS splits rows and columns, not sums). */
+static int task_threads(int64_t ntasks, int64_t work, gemm_fn *gemm) {
+  const int nt = omp_get_max_threads();
+  *gemm = lt__blas_gemm_1t;
+  if (nt <= 1 || work < LT__PARALLEL_MIN * 16) return 1;
+  if (ntasks >= nt) return nt;
+  *gemm = lt__blas_gemm;
+  return 1;
 }
 
 /* ======================================================================== */
@@ -531,7 +591,8 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
   /* P for all (b, h) when backward or the caller needs it; else per thread. */
   const bool p_full = grad || (weights && !dropout);
   const bool w_full = weights && dropout;
-  lt_tensor *out = S == 0 ? lt_zeros(dt, LT_SHAPE(B, NH, T, pl.HSV)) : lt_empty(dt, LT_SHAPE(B, NH, T, pl.HSV));
+  const int64_t oshape[4] = {B, NH, T, pl.HSV};
+  lt_tensor *out = alloc_like(dt, oshape, q, S == 0); /* q's memory order */
   if (p_full) tmp[TP] = lt_empty(dt, LT_SHAPE(B, NH, T, S)); /* every row is written */
   if (w_full) tmp[TW] = lt_empty(dt, LT_SHAPE(B, NH, T, S));
   if (!out || (p_full && !tmp[TP]) || (w_full && !tmp[TW])) {
@@ -539,9 +600,12 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
     free_n(tmp, NTMP);
     return NULL;
   }
+  pl.o = out->data;
+  memcpy(pl.os, out->stride, sizeof pl.os);
 
   const int64_t ntasks = B * NH, ts = T * S;
-  const int nt = task_threads(ntasks, ntasks * T * (S + 1) * (pl.HS + pl.HSV + 1));
+  gemm_fn gemm;
+  const int nt = task_threads(ntasks, ntasks * T * (S + 1) * (pl.HS + pl.HSV + 1), &gemm);
   const int nscr = (!p_full) + (dropout && !w_full);
   char *scratch = NULL;
   if (nscr && ntasks && ts) {
@@ -554,15 +618,14 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
     }
   }
   if (S > 0 && T > 0) {
-    const gemm_fn gemm = lt__blas_gemm_1t;
     int err = 0;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {
       const int tid = nt > 1 ? omp_get_thread_num() : 0;
       char *mine = scratch ? scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es) : NULL;
       char *P = p_full ? (char *)tmp[TP]->data + i * ts * pl.es : mine;
       char *W = w_full ? (char *)tmp[TW]->data + i * ts * pl.es : (p_full ? mine : mine + ts * pl.es);
-      if (fwd_task(&pl, gemm, i / NH, i % NH, P, W, (char *)out->data + i * T * pl.HSV * pl.es) != LT_OK) {
+      if (fwd_task(&pl, gemm, i / NH, i % NH, P, W) != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }
@@ -621,11 +684,26 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
   if (!g) return lt_last_status();
   /* dq is written everywhere by the tasks, which run unless T * S == 0; dk
    * and dv accumulate. */
-  lt_tensor *dq = need_q ? (ts ? lt_empty : lt_zeros)(pl.dt, LT_SHAPE(B, NH, T, pl.HS)) : NULL;
-  lt_tensor *dk = need_k ? lt_zeros(pl.dt, LT_SHAPE(B, NKV, S, pl.HS)) : NULL;
-  lt_tensor *dv = need_v ? lt_zeros(pl.dt, LT_SHAPE(B, NKV, S, pl.HSV)) : NULL;
+  lt_tensor *dq = need_q ? alloc_like(pl.dt, q->shape, q, ts == 0) : NULL;
+  lt_tensor *dk = need_k ? alloc_like(pl.dt, k->shape, k, true) : NULL;
+  lt_tensor *dv = need_v ? alloc_like(pl.dt, v->shape, v, true) : NULL;
+  pl.go = g->data;
+  memcpy(pl.gs, g->stride, sizeof pl.gs);
+  if (dq) {
+    pl.dq = dq->data;
+    memcpy(pl.dqs, dq->stride, sizeof pl.dqs);
+  }
+  if (dk) {
+    pl.dk = dk->data;
+    memcpy(pl.dks, dk->stride, sizeof pl.dks);
+  }
+  if (dv) {
+    pl.dv = dv->data;
+    memcpy(pl.dvs, dv->stride, sizeof pl.dvs);
+  }
   const int64_t ntasks = B * NKV;
-  const int nt = task_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1));
+  gemm_fn gemm;
+  const int nt = task_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1), &gemm);
   const int nscr = 1 + (a->dropout && need_v);
   char *scratch = ntasks && ts ? malloc((size_t)(nt * nscr * ts * pl.es)) : NULL;
   lt_status st = LT_OK;
@@ -634,14 +712,12 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
     st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d x %lld scratch scores", nt * nscr,
                  (long long)ts);
   if (st == LT_OK && ntasks && ts) {
-    const gemm_fn gemm = lt__blas_gemm_1t;
     int err = 0;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {
       const int tid = nt > 1 ? omp_get_thread_num() : 0;
       char *scr = scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es);
-      if (bwd_task(&pl, gemm, i / NKV, i % NKV, P->data, g->data, g->stride, dq ? dq->data : NULL,
-                   dk ? dk->data : NULL, dv ? dv->data : NULL, scr, scr + ts * pl.es) != LT_OK) {
+      if (bwd_task(&pl, gemm, i / NKV, i % NKV, P->data, scr, scr + ts * pl.es) != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }

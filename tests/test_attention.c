@@ -388,6 +388,14 @@ START_TEST(test_paths_agree) {
   lt_tensor *c = LT_NN(lt_scaled_dot_product_attention(ql, k, v, &o, NULL, NULL));
   ck_assert(c->grad_fn != NULL && w->grad_fn == NULL && !w->requires_grad);
   ck_assert(same_bits(a, b) && same_bits(a, c));
+  /* the output follows q's memory order: contiguous for a contiguous q, a
+   * transpose of a contiguous [B,T,NH,HS] for q = transpose(x, 1, 2), so that
+   * merging the heads needs no copy */
+  ck_assert(lt_is_contiguous(a));
+  lt_tensor *qt = LT_NN(lt_transpose(LT_NN(lt_contiguous(LT_NN(lt_transpose(q, 1, 2)))), 1, 2));
+  lt_tensor *e = LT_NN(lt_scaled_dot_product_attention(qt, k, v, &o, NULL, NULL));
+  ck_assert(!lt_is_contiguous(e) && lt_is_contiguous(LT_NN(lt_transpose(e, 1, 2))));
+  LT_ASSERT_CLOSE(e, a, 0, 0);
   /* with an open no-grad mode nothing is recorded */
   bool prev = lt_set_grad_enabled(false);
   lt_tensor *d = LT_NN(lt_scaled_dot_product_attention(ql, k, v, &o, NULL, NULL));
