@@ -15,6 +15,11 @@
  * cache needs; no T x S mask is made), attn_mask (bool: true = may attend;
  * float: added), key_padding_mask [B,S] (true = padding). A row whose keys
  * are all masked gets weights 0 and output 0 (not NaN), and gradient 0.
+ * Causal attention works in blocks of query rows and skips the key columns
+ * a whole block cannot see. The output (and each gradient) is laid out in
+ * the memory order of q (of the input): for the usual q = transpose of a
+ * [B,T,NH,HS] projection, out is the transpose of a contiguous [B,T,NH,HS],
+ * so merging the heads afterwards is a view, not a copy.
  *
  * Saved for backward: the (possibly copied) q, k, v, the probabilities P
  * [B,NH,T,S] after masking and before dropout, and the keep mask (bool) when

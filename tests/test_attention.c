@@ -513,6 +513,17 @@ START_TEST(test_zero_size) {
   LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(out, 0, NULL, false)), NULL, false));
   ck_assert(all_zero(q->grad));
   LT_ASSERT_SHAPE(k->grad, 2, 1, 0, 4);
+  /* HS == 0: every score is 0, so the weights are uniform */
+  lt_tensor *qh = leaf(LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(1, 2, 3, 0))));
+  lt_tensor *kh = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(1, 1, 4, 0)));
+  lt_tensor *vh = leaf(randn(LT_DTYPE_F64, LT_SHAPE(1, 1, 4, 2)));
+  lt_tensor *wh = NULL;
+  lt_tensor *oh = LT_NN(lt_scaled_dot_product_attention(qh, kh, vh, NULL, NULL, &wh));
+  LT_ASSERT_CLOSE(wh, LT_NN(lt_full(LT_DTYPE_F64, LT_SHAPE(1, 2, 3, 4), 0.25)), 1e-15, 1e-15);
+  LT_ASSERT_CLOSE(oh, LT_NN(lt_expand(LT_NN(lt_mean(vh, LT_DIMS(2), true)), LT_SHAPE(1, 2, 3, 2))), 1e-14, 1e-14);
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(oh, 0, NULL, false)), NULL, false));
+  LT_ASSERT_SHAPE(qh->grad, 1, 2, 3, 0);
+  LT_ASSERT_CLOSE(vh->grad, LT_NN(lt_full(LT_DTYPE_F64, LT_SHAPE(1, 1, 4, 2), 1.5)), 1e-14, 1e-14);
   /* T == 0 and B == 0 */
   lt_tensor *q0 = randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 0, 4));
   lt_tensor *k0 = randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 5, 4));
