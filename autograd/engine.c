@@ -542,7 +542,7 @@ static lt_status prepare_leaf(leaf_acc *a) {
                      LT__D(leaf), LT__D(leaf->grad));
     return LT_OK;
   }
-  if (!a->excl) {
+  if (!a->excl && !lt__tensor_exclusive(a->acc)) {
     lt_tensor *c = own(lt_clone(a->acc));
     if (!c) return lt_last_status();
     lt_tensor_free(a->acc);

@@ -73,6 +73,11 @@ lt_tensor *lt__view_of(const lt_tensor *x, int ndim, const int64_t *shape,
  * tensor): unlike lt_tensor_free it never touches scope ownership. */
 void lt__tensor_release(lt_tensor *t);
 
+/* True if nothing else can see t's memory: one reference, not in a scope,
+ * sole user of a storage of exactly its size, contiguous. Such a tensor can
+ * be adopted (e.g. as a .grad) without a copy. */
+bool lt__tensor_exclusive(const lt_tensor *t);
+
 /* Contiguous row-major strides for shape. */
 void lt__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 

@@ -169,6 +169,12 @@ void lt_tensor_free(lt_tensor *t) {
   release(t);
 }
 
+bool lt__tensor_exclusive(const lt_tensor *t) {
+  return t && t->refcount_ == 1 && !t->scope_ && t->storage->refcount == 1 && !t->storage->borrowed &&
+         t->offset == 0 && lt_is_contiguous(t) &&
+         (size_t)t->numel * lt_dtype_size(t->dtype) == t->storage->nbytes;
+}
+
 lt_tensor *lt_tensor_retain(lt_tensor *t) {
   if (t) t->refcount_++;
   return t;
