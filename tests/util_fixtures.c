@@ -207,6 +207,18 @@ fail:
   return NULL;
 }
 
+char *lt_fixture_path(const char *file, char *buf, size_t size) {
+#ifdef LT_TEST_DATA_DIR
+  const char *data = LT_TEST_DATA_DIR;
+#else
+  const char *data = "tests/data";
+#endif
+  const char *slash = strrchr(data, '/');
+  int dir = slash ? (int)(slash - data) : 0;
+  if (size) snprintf(buf, size, "%.*s%sfixtures/%s", dir, data, slash ? "/" : "", file ? file : "");
+  return buf;
+}
+
 lt_fixture *lt_fixture_load(const char *path) {
   if (!path) {
     lt__err_null("fixture_load", "path");

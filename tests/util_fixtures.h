@@ -23,10 +23,10 @@
 
 #include "libtensor.h"
 
-/* Directory of the fixture files (tests/fixtures/ of the source tree). */
-#ifdef LT_TEST_DATA_DIR
-#define LT_FIXTURE_DIR LT_TEST_DATA_DIR "/../fixtures"
-#endif
+/* The path of fixture file `file` in tests/fixtures/ of the source tree (the
+ * sibling of LT_TEST_DATA_DIR, which the build defines as tests/data) into
+ * buf; returns buf (always NUL-terminated). */
+char *lt_fixture_path(const char *file, char *buf, size_t size);
 
 typedef struct lt_fixture lt_fixture;
 
