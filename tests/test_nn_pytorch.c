@@ -511,7 +511,7 @@ static void body_linear(fx_case *c) {
 
 static void body_linear_m(fx_case *c) {
   lt_params *p = lt_params_new();
-  lt_linear m;
+  lt_linear_m m;
   LT_OK_OR_FAIL(lt_linear_init(&m, p, "m", (int64_t)fx_num(c, "in_features"), (int64_t)fx_num(c, "out_features"),
                                fx_num(c, "bias") != 0, gen()));
   ck_assert((m.bias != NULL) == (fx_num(c, "bias") != 0));
@@ -580,7 +580,7 @@ static void body_mse(fx_case *c) {
 
 static void body_embedding(fx_case *c) {
   lt_params *p = lt_params_new();
-  lt_embedding m;
+  lt_embedding_m m;
   int64_t pad = (int64_t)fx_num(c, "padding_idx");
   LT_OK_OR_FAIL(lt_embedding_init(&m, p, "m", (int64_t)fx_num(c, "num"), (int64_t)fx_num(c, "dim"), pad, gen()));
   ck_assert_int_eq(m.padding_idx, pad);
@@ -903,7 +903,7 @@ static const char *TINY_PARAMS[] = {"fc1.weight", "fc1.bias", "ln.weight", "ln.b
 
 typedef struct tiny {
   lt_params *p;
-  lt_linear fc1, fc2;
+  lt_linear_m fc1, fc2;
   lt_layer_norm_m ln;
 } tiny;
 
@@ -1293,12 +1293,12 @@ START_TEST(test_init) {
   double lb;
   LT_OK_OR_FAIL(lt_fixture_scalar(f, "init.linear32.bound", &lb));
   lt_params *p = lt_params_new();
-  lt_linear lin;
+  lt_linear_m lin;
   LT_OK_OR_FAIL(lt_linear_init(&lin, p, "lin", 32, 256, true, g));
   check_stats("linear(32, 256) weight", lin.weight, 0, lb / sqrt(3.0), lb);
   check_stats("linear(32, 256) bias", lin.bias, 0, lb / sqrt(3.0), lb);
   ck_assert(lt_params_find(p, "lin.weight") == lin.weight && lt_params_find(p, "lin.bias") == lin.bias);
-  lt_embedding emb;
+  lt_embedding_m emb;
   LT_OK_OR_FAIL(lt_embedding_init(&emb, p, "emb", 200, 32, 5, g));
   ck_assert(lt_params_find(p, "emb.weight") == emb.weight);
   lt_tensor *rows = LT_NN(lt_narrow(emb.weight, 0, 6, 194));
