@@ -235,14 +235,15 @@ static double rtol_for(const lt_tensor *t, double rtol32) {
   return t && t->dtype == LT_DTYPE_F64 ? RTOL_64 : rtol32;
 }
 
-/* Compares out with <case>.<key>. */
-static void fx_check_extra(fx_case *c, const char *key, const lt_tensor *got) {
+/* Compares got with <case>.<key>; note (may be "") is added to the label. */
+static void fx_check_note(fx_case *c, const char *key, const lt_tensor *got, const char *note) {
   char label[512];
   lt_tensor *want = fx_get(c, key);
-  snprintf(label, sizeof label, "%s%s.%s", c->name, g_layout ? " (strided)" : "", key);
+  snprintf(label, sizeof label, "%s%s.%s%s", c->name, g_layout ? " (strided)" : "", key, note);
   fx_close(label, got, want, rtol_for(want, RTOL_OUT32));
   lt_tensor_free(want);
 }
+static void fx_check_extra(fx_case *c, const char *key, const lt_tensor *got) { fx_check_note(c, key, got, ""); }
 
 /* The largest |value| over the case's gradient records. */
 static double grad_scale(const fx_case *c) {
@@ -254,6 +255,10 @@ static double grad_scale(const fx_case *c) {
     const char *nm = lt_fixture_name(c->fx, i);
     if (strncmp(nm, pre, pl) != 0) continue;
     lt_tensor *t = LT_NN(lt_fixture_get(c->fx, nm));
+    if (t->numel == 0) {
+      lt_tensor_free(t);
+      continue;
+    }
     lt_tensor *a = LT_NN(lt_amax(LT_NN(lt_abs(t)), 0, NULL, false));
     double v;
     LT_OK_OR_FAIL(lt_item(a, &v));
@@ -826,6 +831,13 @@ static void body_mha(fx_case *c) {
   if (out) fx_check_extra(c, "weights", w);
   lt_tensor_free(w);
   fx_check(c, out);
+  /* Attention dropout changes nothing in evaluation mode. */
+  lt_generator *g = lt_generator_new(8);
+  lt_nn_ctx eval = {false, g};
+  m.dropout = 0.5;
+  fx_check_note(c, "out", lt_mha_forward(&m, xq, xkv ? xkv : xq, &o, (int64_t)fx_num(c, "pos0"), &eval, NULL),
+                " (module dropout 0.5, eval)");
+  lt_generator_free(g);
   lt_params_free(p);
 }
 
@@ -836,7 +848,14 @@ static void body_ffn(fx_case *c) {
                             (lt_activation)fx_num(c, "act"), fx_num(c, "swiglu") != 0, fx_num(c, "bias") != 0, 0.0,
                             gen()));
   fx_load_params(c, p);
-  fx_check(c, lt_ffn_forward(&m, fx_in(c, "x"), NULL));
+  lt_tensor *x = fx_in(c, "x");
+  fx_check(c, lt_ffn_forward(&m, x, NULL));
+  /* Dropout in the module changes nothing in evaluation mode. */
+  lt_generator *g = lt_generator_new(8);
+  lt_nn_ctx eval = {false, g};
+  m.dropout = 0.5;
+  fx_check_note(c, "out", lt_ffn_forward(&m, x, &eval), " (module dropout 0.5, eval)");
+  lt_generator_free(g);
   lt_params_free(p);
 }
 
@@ -1000,14 +1019,48 @@ static lt_optim_config optim_config(const lt_fixture *f, const char *cfg) {
   return c;
 }
 
-/* Follows PyTorch's 10 steps of configuration cfg. replay: the gradients come
- * from the fixture (tests the optimizer alone); otherwise forward and backward
- * of the tiny model run here (loss and gradients compared at every step). */
-static void run_trajectory(const lt_fixture *f, const char *cfg, bool replay) {
+static const char *STATES[] = {"momentum_buffer", "exp_avg", "exp_avg_sq"};
+
+/* A new optimizer continuing o as a checkpoint would: set_step_count, then the
+ * state tensors copied (PyTorch's optimizer.load_state_dict). Frees o. */
+static lt_optimizer *resume(lt_optimizer *o, lt_params *p, const lt_optim_config *oc, const char *cfg) {
+  lt_optimizer *o2 = lt_optimizer_new(p, oc);
+  ck_assert_msg(o2 != NULL, "%s", lt_last_error());
+  LT_OK_OR_FAIL(lt_optimizer_set_step_count(o2, lt_optimizer_step_count(o)));
+  lt_optimizer_set_lr(o2, lt_optimizer_get_lr(o));
+  bool prev = lt_set_grad_enabled(false);
+  for (int i = 0; i < lt_params_count(p); i++)
+    for (int k = 0; k < 3; k++) {
+      const char *pn = lt_params_at(p, i)->name;
+      lt_tensor *src = lt_optimizer_state(o, pn, STATES[k]), *dst = lt_optimizer_state(o2, pn, STATES[k]);
+      if (!src && !dst) continue;
+      if (!src || !dst) {
+        printf("MISMATCH optim %s resume: state %s.%s is %s before and %s after set_step_count\n", cfg, pn,
+               STATES[k], src ? "present" : "absent", dst ? "present" : "absent");
+        g_failures++;
+        continue;
+      }
+      LT_OK_OR_FAIL(lt_copy_(dst, src));
+    }
+  lt_set_grad_enabled(prev);
+  ck_assert_int_eq(lt_optimizer_step_count(o2), lt_optimizer_step_count(o));
+  lt_optimizer_free(o);
+  return o2;
+}
+
+enum { MODE_REPLAY, MODE_TRAIN, MODE_RESUME };
+
+/* Follows PyTorch's 10 steps of configuration cfg. MODE_REPLAY: the gradients
+ * come from the fixture (tests the optimizer alone); MODE_TRAIN: forward and
+ * backward of the tiny model run here (loss and gradients compared at every
+ * step); MODE_RESUME: replay, with the optimizer replaced after step 5 by a
+ * new one restored from its state (a checkpoint round trip). */
+static void run_trajectory(const lt_fixture *f, const char *cfg, int mode_) {
   tiny m;
   tiny_init(&m, f);
   char name[160], label[200];
-  const char *mode = replay ? "replay" : "train";
+  const bool replay = mode_ != MODE_TRAIN;
+  const char *mode = mode_ == MODE_REPLAY ? "replay" : mode_ == MODE_TRAIN ? "train" : "resume";
   /* Norms and biases are the no-decay parameters (lt_param_flags). */
   for (int i = 0; i < lt_params_count(m.p); i++) {
     const lt_param *pr = lt_params_at(m.p, i);
@@ -1025,6 +1078,7 @@ static void run_trajectory(const lt_fixture *f, const char *cfg, bool replay) {
   ck_assert_msg(o != NULL, "%s: %s", cfg, lt_last_error());
   lt_tensor *x = LT_NN(lt_fixture_get(f, "optim.x")), *y = LT_NN(lt_fixture_get(f, "optim.y"));
   for (int s = 1; s <= 10; s++) {
+    if (mode_ == MODE_RESUME && s == 6) o = resume(o, m.p, &oc, cfg);
     snprintf(name, sizeof name, "optim.%s.s%d.lr", cfg, s);
     if (lt_fixture_has(f, name)) {
       double lr;
@@ -1063,7 +1117,7 @@ static void run_trajectory(const lt_fixture *f, const char *cfg, bool replay) {
     lt_scope_end(sc);
   }
   /* The optimizer state after 10 steps (momentum_buffer, exp_avg, exp_avg_sq). */
-  const char *states[] = {"momentum_buffer", "exp_avg", "exp_avg_sq"};
+  const char *const *states = STATES;
   lt_scope *sc = lt_scope_begin();
   for (int i = 0; i < 6; i++)
     for (int k = 0; k < 3; k++) {
@@ -1090,7 +1144,7 @@ static const char *OPTIM_CONFIGS[] = {"sgd",  "sgd_momentum_wd", "sgd_dampening"
 
 START_TEST(test_optimizer_replay) {
   lt_fixture *f = fx_open("nn_optim.bin");
-  run_trajectory(f, OPTIM_CONFIGS[_i], true);
+  run_trajectory(f, OPTIM_CONFIGS[_i], MODE_REPLAY);
   lt_fixture_free(f);
   fx_done(OPTIM_CONFIGS[_i]);
 }
@@ -1098,7 +1152,15 @@ END_TEST
 
 START_TEST(test_optimizer_train) {
   lt_fixture *f = fx_open("nn_optim.bin");
-  run_trajectory(f, OPTIM_CONFIGS[_i], false);
+  run_trajectory(f, OPTIM_CONFIGS[_i], MODE_TRAIN);
+  lt_fixture_free(f);
+  fx_done(OPTIM_CONFIGS[_i]);
+}
+END_TEST
+
+START_TEST(test_optimizer_resume) {
+  lt_fixture *f = fx_open("nn_optim.bin");
+  run_trajectory(f, OPTIM_CONFIGS[_i], MODE_RESUME);
   lt_fixture_free(f);
   fx_done(OPTIM_CONFIGS[_i]);
 }
@@ -1375,6 +1437,7 @@ static Suite *suite(void) {
   tcase_set_timeout(to, 300);
   tcase_add_loop_test(to, test_optimizer_replay, 0, N_OPTIM_CONFIGS);
   tcase_add_loop_test(to, test_optimizer_train, 0, N_OPTIM_CONFIGS);
+  tcase_add_loop_test(to, test_optimizer_resume, 0, N_OPTIM_CONFIGS);
   tcase_add_test(to, test_optim_defaults);
   tcase_add_test(to, test_schedules);
   tcase_add_test(to, test_clip);
