@@ -1088,10 +1088,11 @@ static void run_trajectory(const lt_fixture *f, const char *cfg, int mode_) {
     }
     lt_params_zero_grad(m.p);
     lt_scope *sc = lt_scope_begin();
+    /* A gradient without a record is one PyTorch's run dropped (.grad = None). */
     if (replay) {
       for (int i = 0; i < 6; i++) {
         snprintf(name, sizeof name, "optim.%s.s%d.grad.%s", cfg, s, TINY_PARAMS[i]);
-        set_grad(lt_params_find(m.p, TINY_PARAMS[i]), LT_NN(lt_fixture_get(f, name)));
+        if (lt_fixture_has(f, name)) set_grad(lt_params_find(m.p, TINY_PARAMS[i]), LT_NN(lt_fixture_get(f, name)));
       }
     } else {
       lt_tensor *loss = tiny_loss(&m, x, y);
@@ -1100,9 +1101,14 @@ static void run_trajectory(const lt_fixture *f, const char *cfg, int mode_) {
       fx_close(label, loss, LT_NN(lt_fixture_get(f, name)), RTOL_OUT32);
       ck_assert_msg(loss && lt_backward(loss, NULL, false) == LT_OK, "%s", lt_last_error());
       for (int i = 0; i < 6; i++) {
+        lt_tensor *pt = lt_params_find(m.p, TINY_PARAMS[i]);
         snprintf(name, sizeof name, "optim.%s.s%d.grad.%s", cfg, s, TINY_PARAMS[i]);
+        if (!lt_fixture_has(f, name)) {
+          lt_zero_grad(pt);
+          continue;
+        }
         snprintf(label, sizeof label, "optim %s (%s) step %d grad %s", cfg, mode, s, TINY_PARAMS[i]);
-        fx_close(label, lt_params_find(m.p, TINY_PARAMS[i])->grad, LT_NN(lt_fixture_get(f, name)), RTOL_GRAD32);
+        fx_close(label, pt->grad, LT_NN(lt_fixture_get(f, name)), RTOL_GRAD32);
       }
     }
     lt_scope_end(sc);
@@ -1138,8 +1144,9 @@ static void run_trajectory(const lt_fixture *f, const char *cfg, int mode_) {
   lt_params_free(m.p);
 }
 
-static const char *OPTIM_CONFIGS[] = {"sgd",  "sgd_momentum_wd", "sgd_dampening", "sgd_nesterov", "adam",
-                                      "adam_l2", "adamw",        "adamw_nodecay", "adamw_sched"};
+static const char *OPTIM_CONFIGS[] = {"sgd",         "sgd_momentum_wd", "sgd_dampening", "sgd_nesterov",
+                                      "adam",        "adam_l2",         "adamw",         "adamw_nodecay",
+                                      "adamw_sched", "adam_bigeps",     "adamw_skip",    "sgd_skip"};
 #define N_OPTIM_CONFIGS ((int)(sizeof OPTIM_CONFIGS / sizeof OPTIM_CONFIGS[0]))
 
 START_TEST(test_optimizer_replay) {
@@ -1158,7 +1165,12 @@ START_TEST(test_optimizer_train) {
 }
 END_TEST
 
+/* Not adamw_skip: its parameters have different step counts (PyTorch's
+ * per-parameter state['step']), and lt_optimizer_set_step_count restores one
+ * count for all, so that checkpoint cannot resume exactly (nn.h has no
+ * per-parameter step setter). */
 START_TEST(test_optimizer_resume) {
+  if (strcmp(OPTIM_CONFIGS[_i], "adamw_skip") == 0) return;
   lt_fixture *f = fx_open("nn_optim.bin");
   run_trajectory(f, OPTIM_CONFIGS[_i], MODE_RESUME);
   lt_fixture_free(f);
