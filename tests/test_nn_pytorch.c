@@ -159,6 +159,7 @@ static bool fx_has(const fx_case *c, const char *suffix) {
   char b[512];
   return lt_fixture_has(c->fx, rec(c, suffix, b, sizeof b));
 }
+static bool fx_has_t(const fx_case *c, const char *key);
 /* The record <case>.<suffix> as a new tensor (the test fails if absent). */
 static lt_tensor *fx_get(const fx_case *c, const char *suffix) {
   char b[512];
@@ -173,20 +174,63 @@ static double fx_num(const fx_case *c, const char *suffix) {
   return v;
 }
 
-/* Input k (<case>.in.<k>), laid out as g_layout says, requiring grad if the
- * fixture has its gradient; NULL if the case has no such input. */
+/* The script's hashgen: element i is (2u - 1) * scale with
+ * u = ((i * 2654435761 + seed * 97531) mod 2^32) / 2^32, in double, rounded
+ * once to dtype. Big cases store this recipe instead of their inputs. */
+static lt_tensor *hashgen(int ndim, const int64_t *shape, int64_t seed, double scale, lt_dtype dt) {
+  int64_t n = 1;
+  for (int d = 0; d < ndim; d++) n *= shape[d];
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  ck_assert(v);
+  for (int64_t i = 0; i < n; i++) {
+    uint64_t h = ((uint64_t)i * 2654435761u + (uint64_t)seed * 97531u) % 4294967296u;
+    v[i] = (2.0 * ((double)h / 4294967296.0) - 1.0) * scale;
+  }
+  lt_tensor *t64 = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, ndim, shape, v));
+  free(v);
+  lt_tensor *t = LT_NN(lt_to_dtype(t64, dt));
+  lt_tensor_free(t64);
+  return t;
+}
+
+/* A tensor of shape (ndim, shape) from the recipe record <case>.<key>
+ * ([seed, scale, dtype]). */
+static lt_tensor *fx_gen(const fx_case *c, const char *key, int ndim, const int64_t *shape) {
+  lt_tensor *g = fx_get(c, key);
+  double r[3];
+  ck_assert_msg(g->numel == 3, "%s.%s: a recipe has 3 numbers", c->name, key);
+  LT_OK_OR_FAIL(lt_tensor_read(g, LT_DTYPE_F64, r, 3));
+  lt_tensor_free(g);
+  return hashgen(ndim, shape, (int64_t)r[0], r[1], (lt_dtype)r[2]);
+}
+
+/* Input k (<case>.in.<k>, or regenerated from <case>.in.<k>.gen), laid out
+ * as g_layout says, requiring grad if the fixture has its gradient; NULL if
+ * the case has no such input. */
 static lt_tensor *fx_in_opt(fx_case *c, const char *k) {
   char s[96];
+  lt_tensor *t;
   snprintf(s, sizeof s, "in.%s", k);
-  if (!fx_has(c, s)) return NULL;
-  lt_tensor *t = fx_get(c, s);
+  if (fx_has(c, s)) {
+    t = fx_get(c, s);
+  } else {
+    snprintf(s, sizeof s, "in.%s.shape", k);
+    if (!fx_has(c, s)) return NULL;
+    lt_tensor *sh = fx_get(c, s);
+    int64_t shape[LT_MAX_DIMS];
+    ck_assert(sh->numel <= LT_MAX_DIMS);
+    LT_OK_OR_FAIL(lt_tensor_read(sh, LT_DTYPE_I64, shape, LT_MAX_DIMS));
+    snprintf(s, sizeof s, "in.%s.gen", k);
+    t = fx_gen(c, s, (int)sh->numel, shape);
+    lt_tensor_free(sh);
+  }
   if (g_layout == 1) {
     lt_tensor *u = strided_copy(t);
     lt_tensor_free(t);
     t = u;
   }
   snprintf(s, sizeof s, "grad.%s", k);
-  if (fx_has(c, s)) LT_OK_OR_FAIL(lt_requires_grad_(t, true));
+  if (fx_has_t(c, s)) LT_OK_OR_FAIL(lt_requires_grad_(t, true));
   ck_assert(c->n < FX_MAX_IN);
   snprintf(c->key[c->n], sizeof c->key[0], "%s", k);
   c->t[c->n++] = t;
@@ -235,13 +279,68 @@ static double rtol_for(const lt_tensor *t, double rtol32) {
   return t && t->dtype == LT_DTYPE_F64 ? RTOL_64 : rtol32;
 }
 
+/* Whether the case records tensor key, in full or summarised. */
+static bool fx_has_t(const fx_case *c, const char *key) {
+  char b[256];
+  snprintf(b, sizeof b, "%s.rowsum", key);
+  return fx_has(c, key) || fx_has(c, b);
+}
+
+/* Compares got with the record <case>.<key>, or with its summary
+ * (<key>.rowsum: sums over the last dim in double; <key>.sample: every
+ * format.sample_stride-th element), as the script wrote it. */
+static void fx_cmp(fx_case *c, const char *key, const lt_tensor *got, double rtol32, double floor, const char *note) {
+  char label[512], k2[256];
+  snprintf(label, sizeof label, "%s%s.%s%s", c->name, g_layout ? " (strided)" : "", key, note);
+  if (fx_has(c, key) || !got) {
+    lt_tensor *want = fx_get(c, fx_has(c, key) ? key : strcat(strcpy(k2, key), ".rowsum"));
+    fx_close_floor(label, got, want, rtol_for(want, rtol32), floor);
+    lt_tensor_free(want);
+    return;
+  }
+  double stride_d;
+  LT_OK_OR_FAIL(lt_fixture_scalar(c->fx, "format.sample_stride", &stride_d));
+  const int64_t stride = (int64_t)stride_d, n = got->numel;
+  const int64_t cols = got->ndim ? got->shape[got->ndim - 1] : 1, rows = cols ? n / cols : 0;
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1)), *rs = calloc((size_t)(rows ? rows : 1), sizeof(double));
+  ck_assert(v && rs);
+  LT_OK_OR_FAIL(lt_tensor_read(got, LT_DTYPE_F64, v, n));
+  /* A row sum can cancel to zero in exact arithmetic (the rows of a layer
+   * norm's or a softmax's input gradient): its error scale is sum |v|. */
+  double rowabs = 0;
+  for (int64_t r = 0; r < rows; r++) {
+    double a = 0;
+    for (int64_t j = 0; j < cols; j++) {
+      rs[r] += v[r * cols + j];
+      a += fabs(v[r * cols + j]);
+    }
+    rowabs = fmax(rowabs, a);
+  }
+  int64_t ns = (n + stride - 1) / stride;
+  for (int64_t i = 0; i < ns; i++) v[i] = v[i * stride];
+  lt_tensor *got_rs = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, 1, &rows, rs));
+  lt_tensor *got_s = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, 1, &ns, v));
+  free(v);
+  free(rs);
+  snprintf(k2, sizeof k2, "%s.rowsum", key);
+  lt_tensor *want_rs = fx_get(c, k2);
+  snprintf(k2, sizeof k2, "%s.sample", key);
+  lt_tensor *want_s = fx_get(c, k2);
+  const double rtol = got->dtype == LT_DTYPE_F64 ? RTOL_64 : rtol32;
+  char l2[600];
+  snprintf(l2, sizeof l2, "%s (row sums)", label);
+  fx_close_floor(l2, got_rs, want_rs, rtol, rowabs * (got->dtype == LT_DTYPE_F64 ? 1e-12 : 1e-5));
+  snprintf(l2, sizeof l2, "%s (every %lld-th element)", label, (long long)stride);
+  fx_close_floor(l2, got_s, want_s, rtol, floor);
+  lt_tensor_free(got_rs);
+  lt_tensor_free(got_s);
+  lt_tensor_free(want_rs);
+  lt_tensor_free(want_s);
+}
+
 /* Compares got with <case>.<key>; note (may be "") is added to the label. */
 static void fx_check_note(fx_case *c, const char *key, const lt_tensor *got, const char *note) {
-  char label[512];
-  lt_tensor *want = fx_get(c, key);
-  snprintf(label, sizeof label, "%s%s.%s%s", c->name, g_layout ? " (strided)" : "", key, note);
-  fx_close(label, got, want, rtol_for(want, RTOL_OUT32));
-  lt_tensor_free(want);
+  fx_cmp(c, key, got, RTOL_OUT32, 0, note);
 }
 static void fx_check_extra(fx_case *c, const char *key, const lt_tensor *got) { fx_check_note(c, key, got, ""); }
 
@@ -253,7 +352,8 @@ static double grad_scale(const fx_case *c) {
   double m = 0;
   for (int i = 0; i < lt_fixture_count(c->fx); i++) {
     const char *nm = lt_fixture_name(c->fx, i);
-    if (strncmp(nm, pre, pl) != 0) continue;
+    size_t len = strlen(nm);
+    if (strncmp(nm, pre, pl) != 0 || (len > 7 && strcmp(nm + len - 7, ".rowsum") == 0)) continue;
     lt_tensor *t = LT_NN(lt_fixture_get(c->fx, nm));
     if (t->numel == 0) {
       lt_tensor_free(t);
@@ -276,11 +376,11 @@ static double grad_scale(const fx_case *c) {
  * libraries, so gradients also get an absolute floor of 1e-5 (f64: 1e-12)
  * times the case's largest gradient. */
 static void fx_check(fx_case *c, lt_tensor *out) {
-  char label[512], key[192];
+  char key[192];
   fx_check_extra(c, "out", out);
-  if (!out || !fx_has(c, "dout")) return;
+  if (!out || !(fx_has(c, "dout") || fx_has(c, "dout.gen"))) return;
   const double floor = grad_scale(c) * (out->dtype == LT_DTYPE_F64 ? 1e-12 : 1e-5);
-  lt_tensor *dout = fx_get(c, "dout");
+  lt_tensor *dout = fx_has(c, "dout") ? fx_get(c, "dout") : fx_gen(c, "dout.gen", out->ndim, out->shape);
   lt_status st = lt_backward(out, dout, false);
   lt_tensor_free(dout);
   if (st != LT_OK) {
@@ -290,25 +390,19 @@ static void fx_check(fx_case *c, lt_tensor *out) {
   }
   for (int i = 0; i < c->n; i++) {
     snprintf(key, sizeof key, "grad.%s", c->key[i]);
-    if (!fx_has(c, key)) continue;
-    lt_tensor *want = fx_get(c, key);
-    lt_tensor *got = c->t[i]->grad ? c->t[i]->grad : LT_NN(lt_zeros_like(want));
-    snprintf(label, sizeof label, "%s%s.%s", c->name, g_layout ? " (strided)" : "", key);
-    fx_close_floor(label, got, want, rtol_for(want, RTOL_GRAD32), floor);
+    if (!fx_has_t(c, key)) continue;
+    lt_tensor *got = c->t[i]->grad ? c->t[i]->grad : LT_NN(lt_zeros_like(c->t[i]));
+    fx_cmp(c, key, got, RTOL_GRAD32, floor, "");
     if (got != c->t[i]->grad) lt_tensor_free(got);
-    lt_tensor_free(want);
   }
   if (!c->params) return;
   for (int i = 0; i < lt_params_count(c->params); i++) {
     const lt_param *p = lt_params_at(c->params, i);
     snprintf(key, sizeof key, "grad.param.%s", p->name);
-    if (!fx_has(c, key)) continue;
-    lt_tensor *want = fx_get(c, key);
-    lt_tensor *got = p->value->grad ? p->value->grad : LT_NN(lt_zeros_like(want));
-    snprintf(label, sizeof label, "%s%s.%s", c->name, g_layout ? " (strided)" : "", key);
-    fx_close_floor(label, got, want, rtol_for(want, RTOL_GRAD32), floor);
+    if (!fx_has_t(c, key)) continue;
+    lt_tensor *got = p->value->grad ? p->value->grad : LT_NN(lt_zeros_like(p->value));
+    fx_cmp(c, key, got, RTOL_GRAD32, floor, "");
     if (got != p->value->grad) lt_tensor_free(got);
-    lt_tensor_free(want);
   }
 }
 
@@ -323,14 +417,20 @@ static int run_cases(const lt_fixture *fx, const char *prefix, fx_body body) {
   size_t pl = strlen(prefix);
   for (int i = 0; i < lt_fixture_count(fx); i++) {
     const char *nm = lt_fixture_name(fx, i);
-    size_t len = strlen(nm);
-    if (strncmp(nm, prefix, pl) != 0 || len < 5 || strcmp(nm + len - 4, ".out") != 0) continue;
+    size_t len = strlen(nm), cut;
+    if (strncmp(nm, prefix, pl) != 0) continue;
+    if (len > 4 && strcmp(nm + len - 4, ".out") == 0)
+      cut = 4;
+    else if (len > 11 && strcmp(nm + len - 11, ".out.rowsum") == 0)
+      cut = 11;
+    else
+      continue;
     fx_case c;
     memset(&c, 0, sizeof c);
     c.fx = fx;
-    ck_assert(len - 4 < sizeof c.name);
-    memcpy(c.name, nm, len - 4);
-    c.name[len - 4] = '\0';
+    ck_assert(len - cut < sizeof c.name);
+    memcpy(c.name, nm, len - cut);
+    c.name[len - cut] = '\0';
     lt_scope *s = lt_scope_begin();
     body(&c);
     lt_scope_end(s);
@@ -802,8 +902,8 @@ static void body_sdpa(fx_case *c) {
   o.attn_mask = fx_in_opt(c, "attn_mask");
   o.key_padding_mask = fx_in_opt(c, "key_padding_mask");
   lt_tensor *w = NULL;
-  lt_tensor *out = lt_scaled_dot_product_attention(q, k, v, &o, NULL, &w);
-  if (out) fx_check_extra(c, "weights", w);
+  lt_tensor *out = lt_scaled_dot_product_attention(q, k, v, &o, NULL, fx_has_t(c, "weights") ? &w : NULL);
+  if (out && fx_has_t(c, "weights")) fx_check_extra(c, "weights", w);
   lt_tensor_free(w);
   fx_check(c, out);
 }
