@@ -10,7 +10,7 @@
 set -eu
 cd "$(dirname "$0")"
 
-PACKAGES="cmake make gcc pkg-config libblis-openmp-dev libhdf5-dev zlib1g-dev check hdf5-tools"
+PACKAGES="cmake make gcc pkg-config libblis-openmp-dev libhdf5-dev zlib1g-dev check hdf5-tools dataset-fashion-mnist"
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 setup() {

@@ -4,11 +4,17 @@
  * Each module has one public header, documented there:
  *   tensor/tensor.h      N-d tensors, ops, matmul on BLIS, random numbers
  *   autograd/autograd.h  reverse-mode differentiation, gradcheck
+ *   nn/nn.h              parameters, layers, attention, losses, optimizers, schedules
+ *   datasets/datasets.h  IDX images (Fashion-MNIST), tokenizers, corpora, tasks, batching
+ *   checkpoint/checkpoint.h  HDF5 checkpoints: save, load, resume (safe and durable)
  */
 #ifndef LIBTENSOR_H
 #define LIBTENSOR_H
 
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
+#include "nn/nn.h"
+#include "datasets/datasets.h"
+#include "checkpoint/checkpoint.h"
 
 #endif

@@ -92,16 +92,21 @@ lt_status lt_init_normal_(lt_generator *g, lt_tensor *w, double mean, double std
 
 /* y = x W^T + b: x [..., in], weight [out, in], bias [out] or NULL. */
 lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias);
-/* Over the last dim (size C): weight/bias [C] or NULL (no affine). */
+/* Over the last dim (size C): weight/bias [C] or NULL (no affine); biased
+ * variance and eps inside the sqrt, as PyTorch; eps must be >= 0. */
 lt_tensor *lt_layer_norm(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, double eps);
 lt_tensor *lt_rms_norm(const lt_tensor *x, const lt_tensor *weight, double eps);
 /* Inverted dropout: zeroes with probability p and scales by 1/(1-p) when
- * ctx->training; otherwise returns a plain copy-free view (p in [0, 1]). */
+ * ctx->training; otherwise returns a plain copy-free view (p in [0, 1]).
+ * Training with p > 0 needs ctx->gen (LT_ERR_INVALID otherwise); p == 1 gives
+ * x * 0 (NaN stays NaN). */
 lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx);
 
 typedef enum { LT_REDUCTION_MEAN, LT_REDUCTION_SUM, LT_REDUCTION_NONE } lt_reduction;
 
-/* logits [N, V] (or [..., V]), targets [N] (or [...]) of i32/i64 class ids.
+/* logits [N, V] (or [..., V]: the class dim is the LAST one, not dim 1 as in
+ * PyTorch), targets [N] (or [...]) of i32/i64 class ids. opts NULL means
+ * LT_CROSS_ENTROPY_DEFAULTS.
  * Fused with log-softmax. Targets equal to ignore_index contribute nothing;
  * other targets outside [0, V) are an error naming the first one. Mean over
  * zero counted targets gives 0 (not NaN). label_smoothing in [0, 1] as
@@ -115,6 +120,8 @@ typedef struct lt_cross_entropy_opts {
 lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
 /* logp [N, V] log-probabilities; same target rules (label_smoothing unused). */
 lt_tensor *lt_nll_loss(const lt_tensor *logp, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
+/* input and target of equal shapes (no broadcasting); the mean of an empty
+ * tensor is NaN, as PyTorch. */
 lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
 
 /* Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention):
@@ -151,24 +158,25 @@ lt_tensor *lt_sinusoidal_table(lt_dtype dtype, int64_t T, int64_t C);
 /* ======================================================================== */
 /* Layers: structs borrowing parameters from an lt_params store             */
 /* ======================================================================== */
-/* Each _init registers its parameters under `name` (e.g. "encoder.layers.0.linear1")
+/* Module structs end in _m where the functional op has the plain name
+ * (lt_linear_m uses lt_linear). Each _init registers its parameters under `name` (e.g. "encoder.layers.0.linear1")
  * with PyTorch's default initialisation drawn from g, and fills the struct. */
 
-typedef struct lt_linear {
+typedef struct lt_linear_m {
   lt_tensor *weight;  /* [out, in] */
   lt_tensor *bias;    /* [out] or NULL */
-} lt_linear;
-lt_status lt_linear_init(lt_linear *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
+} lt_linear_m;
+lt_status lt_linear_init(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
                          lt_generator *g);
-lt_tensor *lt_linear_forward(const lt_linear *m, const lt_tensor *x);
+lt_tensor *lt_linear_forward(const lt_linear_m *m, const lt_tensor *x);
 
-typedef struct lt_embedding {
+typedef struct lt_embedding_m {
   lt_tensor *weight;    /* [V, C], N(0,1) init as nn.Embedding */
   int64_t padding_idx;  /* row that gets no gradient (zero-initialised), or -1 */
-} lt_embedding;
-lt_status lt_embedding_init(lt_embedding *m, lt_params *p, const char *name, int64_t num, int64_t dim,
+} lt_embedding_m;
+lt_status lt_embedding_init(lt_embedding_m *m, lt_params *p, const char *name, int64_t num, int64_t dim,
                             int64_t padding_idx, lt_generator *g);
-lt_tensor *lt_embedding_forward(const lt_embedding *m, const lt_tensor *ids);
+lt_tensor *lt_embedding_forward(const lt_embedding_m *m, const lt_tensor *ids);
 
 typedef struct lt_layer_norm_m {
   lt_tensor *weight, *bias;  /* [C] each, or NULL without affine */
@@ -195,7 +203,7 @@ typedef struct lt_ffn {
   bool swiglu;
   lt_activation act;
   double dropout;
-  lt_linear linear1, linear2, linear3; /* linear3 only for SwiGLU */
+  lt_linear_m linear1, linear2, linear3; /* linear3 only for SwiGLU */
 } lt_ffn;
 lt_status lt_ffn_init(lt_ffn *m, lt_params *p, const char *name, int64_t C, int64_t d_ff, lt_activation act,
                       bool swiglu, bool bias, double dropout, lt_generator *g);
@@ -210,7 +218,7 @@ typedef struct lt_mha {
   bool rope;
   double rope_base;
   double dropout;
-  lt_linear q_proj, k_proj, v_proj, out_proj;
+  lt_linear_m q_proj, k_proj, v_proj, out_proj;
 } lt_mha;
 lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
                       double dropout, lt_generator *g);
@@ -251,6 +259,11 @@ int64_t lt_optimizer_step_count(const lt_optimizer *o);
 /* Per-parameter state by name: "momentum_buffer" (SGD), "exp_avg", "exp_avg_sq"
  * (Adam/AdamW); borrowed, NULL if absent. For checkpoints. */
 lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, const char *state_name);
+/* For loading a checkpoint: step > 0 creates every missing state tensor as
+ * zeros and sets every parameter's step to `step` (the loader then fills the
+ * tensors from lt_optimizer_state); step == 0 drops all state. Adam keeps a
+ * step per parameter, as PyTorch: one that first gets a gradient late starts
+ * its bias correction at 1. */
 lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step);
 
 /* ======================================================================== */
@@ -262,7 +275,7 @@ typedef enum {
   LT_SCHED_WARMUP_LINEAR,   /* linear 0 -> base_lr over warmup, then linear to min_lr at total */
   LT_SCHED_WARMUP_COSINE,   /* linear warmup, then cosine to min_lr at total */
   LT_SCHED_NOAM,            /* "Attention Is All You Need": scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5) */
-  LT_SCHED_STEP,            /* base_lr * gamma^(step / step_size) */
+  LT_SCHED_STEP,            /* base_lr * gamma^floor((step - 1) / step_size), as StepLR */
 } lt_schedule_kind;
 
 typedef struct lt_schedule {

@@ -1,0 +1,1036 @@
+/*
+ * checkpoint/checkpoint.c: the checkpoint layout (docs/checkpoint-format.md)
+ * and the four public entry points: save/load parameters, save/load a full
+ * training state.
+ *
+ *   /                 attrs format, format_version, library_version, content
+ *   /model/<a>/<b>    one dataset per tensor of the lt_params store ("a.b");
+ *                     attrs: the model configuration
+ *   /optim/<a>/<b>/<state>   optimizer state per parameter; attrs: kind,
+ *                     step, lr and hyperparameters
+ *   /schedule         attrs: step (the schedule's position), kind, parameters
+ *   /rng/<name>       uint64 [2]: a generator's (seed, offset)
+ *   /extra            attrs and uint8 datasets: the caller's extra state
+ *
+ * Loading is three phases so that a failure changes nothing: (1) integrity
+ * header, then the HDF5 tree walked and every dataset checked against what
+ * the model expects (no allocation yet); (2) scratch buffers allocated, data
+ * read and checked (finite values, bools 0/1); (3) commit: copies into the
+ * model that cannot fail.
+ *
+ * What this is not: a converter between dtypes or layouts. A dataset must
+ * have exactly the dtype and shape of the tensor it loads into.
+ */
+#include "checkpoint/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <stdatomic.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "autograd/autograd.h"
+
+/* ---- names ------------------------------------------------------------- */
+
+/* Splits a dotted name into components (in a new buffer *mem; *comps points
+ * into it). A name is 1..LT__CKPT_MAX_PATH/2 bytes, without '/', with no empty
+ * component. */
+static lt_status split_name(const char *name, const char *what, char **mem, char ***comps, int *n) {
+  *mem = NULL;
+  *comps = NULL;
+  size_t len = name ? strlen(name) : 0;
+  if (!name || len == 0 || len > LT__CKPT_MAX_PATH / 2)
+    return lt__err(LT_ERR_INVALID, "checkpoint: %s name '%.64s' must have 1 to %d bytes", what, name ? name : "",
+                   LT__CKPT_MAX_PATH / 2);
+  if (strchr(name, '/'))
+    return lt__err(LT_ERR_INVALID, "checkpoint: %s name '%s' contains '/' (dots separate components)", what, name);
+  int k = 1;
+  for (size_t i = 0; i < len; i++) k += name[i] == '.';
+  if (name[0] == '.' || name[len - 1] == '.' || strstr(name, ".."))
+    return lt__err(LT_ERR_INVALID, "checkpoint: %s name '%s' has an empty component", what, name);
+  if (k > LT__CKPT_MAX_DEPTH - 2)
+    return lt__err(LT_ERR_INVALID, "checkpoint: %s name '%.64s' has %d components (at most %d)", what, name, k,
+                   LT__CKPT_MAX_DEPTH - 2);
+  char *m = strdup(name);
+  char **c = malloc((size_t)k * sizeof *c);
+  if (!m || !c) {
+    free(m);
+    free(c);
+    return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  }
+  c[0] = m;
+  for (int i = 1, j = 0; m[j]; j++)
+    if (m[j] == '.') {
+      m[j] = '\0';
+      c[i++] = m + j + 1;
+    }
+  *mem = m;
+  *comps = c;
+  *n = k;
+  return LT_OK;
+}
+
+/* Writes t at <group>/<name with dots as separators>. */
+static lt_status write_named(hid_t group, const char *name, const lt_tensor *t, const lt_ckpt_save_opts *opts,
+                             const char *what) {
+  char *mem;
+  char **comps;
+  int n;
+  lt_status s = split_name(name, what, &mem, &comps, &n);
+  if (s) return s;
+  hid_t g = lt__h5_open_or_create_groups(group, n - 1, comps, name, what);
+  if (g < 0) {
+    s = lt_last_status();
+  } else {
+    s = lt__h5_write_tensor(g, comps[n - 1], t, opts, name);
+    H5Gclose(g);
+  }
+  free(comps);
+  free(mem);
+  return s;
+}
+
+/* ---- small helpers ----------------------------------------------------- */
+
+static const char *optim_kind_name(lt_optim_kind k) {
+  switch (k) {
+    case LT_OPTIM_SGD: return "sgd";
+    case LT_OPTIM_ADAM: return "adam";
+    case LT_OPTIM_ADAMW: return "adamw";
+  }
+  return NULL;
+}
+
+static const char *const sched_names[] = {"constant", "warmup_linear", "warmup_cosine", "noam", "step"};
+#define N_SCHED ((int)(sizeof sched_names / sizeof sched_names[0]))
+
+/* The state tensors an optimizer of this configuration keeps per parameter. */
+static int optim_state_names(const lt_optim_config *c, const char **names) {
+  if (c->kind == LT_OPTIM_SGD) {
+    if (c->momentum == 0) return 0;
+    names[0] = "momentum_buffer";
+    return 1;
+  }
+  names[0] = "exp_avg";
+  names[1] = "exp_avg_sq";
+  return 2;
+}
+
+static hid_t create_group(hid_t loc, const char *name) {
+  hid_t gcpl = lt__h5_gcpl();
+  hid_t g = gcpl < 0 ? -1 : H5Gcreate2(loc, name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+  if (gcpl >= 0) H5Pclose(gcpl);
+  if (g < 0) lt__h5_err(LT_ERR_IO, "checkpoint: creating group /%s", name);
+  return g;
+}
+
+/* ======================================================================== */
+/* Saving                                                                   */
+/* ======================================================================== */
+
+static lt_status write_optim(hid_t root, const lt_params *p, const lt_optimizer *o, const lt_optim_config *c,
+                             const lt_ckpt_save_opts *opts) {
+  hid_t g = create_group(root, "optim");
+  if (g < 0) return lt_last_status();
+  lt_status s = LT_OK;
+  const char *kind = optim_kind_name(c->kind);
+  if (!kind) s = lt__err(LT_ERR_INVALID, "checkpoint save: unknown optimizer kind %d", (int)c->kind);
+  if (!s) s = lt__h5_attr_string(g, "kind", kind);
+  if (!s) s = lt__h5_attr_int(g, "step", lt_optimizer_step_count(o));
+  if (!s) s = lt__h5_attr_double(g, "lr", lt_optimizer_get_lr(o));
+  if (!s) s = lt__h5_attr_double(g, "momentum", c->momentum);
+  if (!s) s = lt__h5_attr_double(g, "dampening", c->dampening);
+  if (!s) s = lt__h5_attr_int(g, "nesterov", c->nesterov);
+  if (!s) s = lt__h5_attr_double(g, "beta1", c->beta1);
+  if (!s) s = lt__h5_attr_double(g, "beta2", c->beta2);
+  if (!s) s = lt__h5_attr_double(g, "eps", c->eps);
+  if (!s) s = lt__h5_attr_double(g, "weight_decay", c->weight_decay);
+  if (!s) s = lt__h5_attr_int(g, "decay_all", c->decay_all);
+  const char *names[2];
+  int ns = optim_state_names(c, names);
+  for (int i = 0; i < lt_params_count(p) && !s; i++) {
+    const lt_param *q = lt_params_at(p, i);
+    if (q->flags & LT_PARAM_BUFFER) continue;
+    for (int k = 0; k < ns && !s; k++) {
+      const lt_tensor *t = lt_optimizer_state(o, q->name, names[k]);
+      if (!t) continue; /* created lazily at the parameter's first update */
+      char full[LT__CKPT_MAX_PATH];
+      snprintf(full, sizeof full, "%s.%s", q->name, names[k]);
+      s = write_named(g, full, t, opts, "optimizer state");
+    }
+  }
+  H5Gclose(g);
+  return s;
+}
+
+static lt_status write_schedule(hid_t root, const lt_schedule *sc, int64_t step) {
+  hid_t g = create_group(root, "schedule");
+  if (g < 0) return lt_last_status();
+  lt_status s = lt__h5_attr_int(g, "step", step);
+  if (!s && sc) {
+    if ((int)sc->kind < 0 || (int)sc->kind >= N_SCHED)
+      s = lt__err(LT_ERR_INVALID, "checkpoint save: unknown schedule kind %d", (int)sc->kind);
+    if (!s) s = lt__h5_attr_string(g, "kind", sched_names[sc->kind]);
+    if (!s) s = lt__h5_attr_double(g, "base_lr", sc->base_lr);
+    if (!s) s = lt__h5_attr_double(g, "min_lr", sc->min_lr);
+    if (!s) s = lt__h5_attr_double(g, "gamma", sc->gamma);
+    if (!s) s = lt__h5_attr_double(g, "scale", sc->scale);
+    if (!s) s = lt__h5_attr_int(g, "warmup", sc->warmup);
+    if (!s) s = lt__h5_attr_int(g, "total", sc->total);
+    if (!s) s = lt__h5_attr_int(g, "step_size", sc->step_size);
+    if (!s) s = lt__h5_attr_int(g, "d_model", sc->d_model);
+  } else if (!s) {
+    s = lt__h5_attr_string(g, "kind", "none");
+  }
+  H5Gclose(g);
+  return s;
+}
+
+static lt_status write_rng(hid_t root, const lt_train_state *st) {
+  hid_t g = create_group(root, "rng");
+  if (g < 0) return lt_last_status();
+  lt_status s = LT_OK;
+  for (int i = 0; i < st->n_generators && !s; i++) {
+    lt_generator_state gs = lt_generator_get_state(st->generators[i]);
+    uint64_t v[2] = {gs.seed, gs.offset};
+    hsize_t dims[1] = {2};
+    hid_t sp = H5Screate_simple(1, dims, NULL);
+    hid_t d = sp < 0 ? -1 : H5Dcreate2(g, st->generator_names[i], H5T_STD_U64LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (d < 0 || H5Dwrite(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+      s = lt__h5_err(LT_ERR_IO, "checkpoint save: writing generator '%s'", st->generator_names[i]);
+    if (d >= 0) H5Dclose(d);
+    if (sp >= 0) H5Sclose(sp);
+  }
+  H5Gclose(g);
+  return s;
+}
+
+static lt_status check_train_state(const char *op, const lt_train_state *st) {
+  if (!st) return lt__err_null(op, "st");
+  if (!st->params) return lt__err_null(op, "st->params");
+  if (st->optim && !st->optim_config)
+    return lt__err(LT_ERR_NULL, "%s: st->optim_config is NULL: it is required with an optimizer", op);
+  if (st->n_generators < 0 || (st->n_generators > 0 && (!st->generators || !st->generator_names)))
+    return lt__err(LT_ERR_INVALID, "%s: %d generators but no generator or name array", op, st->n_generators);
+  for (int i = 0; i < st->n_generators; i++) {
+    if (!st->generators[i]) return lt__err(LT_ERR_NULL, "%s: generator %d is NULL", op, i);
+    lt_status s = lt__ckpt_check_key(st->generator_names[i], op);
+    if (s) return s;
+    if (strchr(st->generator_names[i], '.'))
+      return lt__err(LT_ERR_INVALID, "%s: generator name '%s' contains '.'", op, st->generator_names[i]);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(st->generator_names[i], st->generator_names[j]))
+        return lt__err(LT_ERR_INVALID, "%s: generator name '%s' appears twice", op, st->generator_names[i]);
+  }
+  return LT_OK;
+}
+
+static lt_status save_common(const char *op, const char *path, const lt_params *p, const lt_ckpt_meta *config,
+                             const lt_train_state *st, const lt_ckpt_meta *extra, const lt_ckpt_save_opts *opts) {
+  if (!path) return lt__err_null(op, "path");
+  if (!p) return lt__err_null(op, "params");
+  lt_ckpt_save_opts def = LT_CKPT_SAVE_DEFAULTS;
+  if (!opts) opts = &def;
+  if (opts->deflate_level < 0 || opts->deflate_level > 9)
+    return lt__err(LT_ERR_INVALID, "%s: deflate_level %d is not in 0..9", op, opts->deflate_level);
+  /* Validate names before touching the disk. */
+  for (int i = 0; i < lt_params_count(p); i++) {
+    char *mem;
+    char **comps;
+    int n;
+    lt_status s = split_name(lt_params_at(p, i)->name, "parameter", &mem, &comps, &n);
+    free(comps);
+    free(mem);
+    if (s) return s;
+  }
+  if (config)
+    for (int i = 0; i < lt_ckpt_meta_count(config); i++)
+      if (lt_ckpt_meta_kind(config, lt_ckpt_meta_key(config, i)) == LT_CKPT_BYTES)
+        return lt__err(LT_ERR_INVALID, "%s: config value '%s' is a byte blob: config values are int, double or "
+                       "string (put blobs in extra)", op, lt_ckpt_meta_key(config, i));
+
+  /* Build the file in memory: a failure here never touches the disk. */
+  lt__h5_guard guard;
+  lt__h5_enter(&guard);
+  lt__h5_image img = {.hint = 1u << 20};
+  for (int i = 0; i < lt_params_count(p); i++) {
+    const lt_tensor *t = lt_params_at(p, i)->value;
+    img.hint += (size_t)t->numel * lt_dtype_size(t->dtype) * (st && st->optim ? 3 : 1) + 4096;
+  }
+  lt_status s = LT_OK;
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = lt__h5_fapl_image(&img), file = -1, root = -1, model = -1;
+  if (fcpl < 0 || fapl < 0 || H5Pset_userblock(fcpl, LT__CKPT_UB) < 0 ||
+      H5Pset_link_creation_order(fcpl, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0) {
+    s = lt__h5_err(LT_ERR_IO, "%s '%s': preparing HDF5 properties", op, path);
+    goto done;
+  }
+  /* A name that does not exist: H5Fcreate first tries to open the name to
+   * see whether it is open already, and the core driver would read an
+   * existing file into memory. */
+  static atomic_uint image_counter;
+  char iname[96];
+  snprintf(iname, sizeof iname, "/nonexistent/libtensor-checkpoint-image-%ld-%u", (long)getpid(),
+           atomic_fetch_add(&image_counter, 1u));
+  file = H5Fcreate(iname, H5F_ACC_TRUNC, fcpl, fapl);
+  if (file < 0) {
+    s = lt__h5_err(LT_ERR_IO, "%s '%s': HDF5 cannot create the file in memory", op, path);
+    goto done;
+  }
+  root = H5Gopen2(file, "/", H5P_DEFAULT);
+  if (root < 0) {
+    s = lt__h5_err(LT_ERR_IO, "%s '%s': opening the root group", op, path);
+    goto done;
+  }
+  s = lt__h5_attr_string(root, "format", LT_CKPT_FORMAT_NAME);
+  if (!s) s = lt__h5_attr_int(root, "format_version", LT_CKPT_FORMAT_VERSION);
+  if (!s) s = lt__h5_attr_string(root, "library_version", lt_version());
+  if (!s) s = lt__h5_attr_string(root, "content", st ? "training" : "model");
+  if (s) goto done;
+  model = create_group(root, "model");
+  if (model < 0) {
+    s = lt_last_status();
+    goto done;
+  }
+  if (config && (s = lt__h5_write_meta(model, config, false, "config"))) goto done;
+  for (int i = 0; i < lt_params_count(p) && !s; i++) {
+    const lt_param *q = lt_params_at(p, i);
+    s = write_named(model, q->name, q->value, opts, "parameter");
+  }
+  if (s) goto done;
+  if (st) {
+    if (st->optim && (s = write_optim(root, p, st->optim, st->optim_config, opts))) goto done;
+    if ((s = write_schedule(root, st->schedule, st->step))) goto done;
+    if ((s = write_rng(root, st))) goto done;
+    hid_t g = create_group(root, "extra");
+    if (g < 0) {
+      s = lt_last_status();
+      goto done;
+    }
+    if (extra) s = lt__h5_write_meta(g, extra, true, "extra");
+    H5Gclose(g);
+  }
+done:
+  if (model >= 0) H5Gclose(model);
+  if (root >= 0) H5Gclose(root);
+  if (file >= 0 && H5Fclose(file) < 0 && !s)
+    s = lt__h5_err(LT_ERR_NOMEM, "%s '%s': HDF5 could not finish the file in memory", op, path);
+  if (fapl >= 0) H5Pclose(fapl);
+  if (fcpl >= 0) H5Pclose(fcpl);
+  lt__h5_leave(&guard);
+  if (!s && !img.final) s = lt__err(LT_ERR_NOMEM, "%s '%s': HDF5 did not hand over the file image", op, path);
+  /* Write it: temporary, fsync, rename, fsync the directory. */
+  if (!s) {
+    size_t len = lt__h5_image_length(&img);
+    lt__ckpt_seal_buffer(img.final, len);
+    lt__tmpfile tmp;
+    s = lt__tmp_begin(path, &tmp);
+    if (!s) s = lt__tmp_commit(&tmp, img.final, len);
+  }
+  free(img.final);
+  free(img.buf); /* only left if HDF5 failed before closing */
+  return s;
+}
+
+lt_status lt_ckpt_save_params(const char *path, const lt_params *p, const lt_ckpt_meta *config,
+                              const lt_ckpt_save_opts *opts) {
+  return save_common("ckpt_save_params", path, p, config, NULL, NULL, opts);
+}
+
+lt_status lt_ckpt_save_training(const char *path, const lt_train_state *st, const lt_ckpt_meta *config,
+                                const lt_ckpt_meta *extra, const lt_ckpt_save_opts *opts) {
+  lt_status s = check_train_state("ckpt_save_training", st);
+  if (s) return s;
+  return save_common("ckpt_save_training", path, st->params, config, st, extra, opts);
+}
+
+/* ======================================================================== */
+/* Loading                                                                  */
+/* ======================================================================== */
+
+typedef struct names {
+  char **v;
+  int n, cap;
+} names;
+
+static void names_free(names *l) {
+  for (int i = 0; i < l->n; i++) free(l->v[i]);
+  free(l->v);
+  *l = (names){0};
+}
+
+static lt_status names_push(names *l, const char *s) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 16;
+    char **v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+    l->v = v;
+    l->cap = cap;
+  }
+  if (!(l->v[l->n] = strdup(s))) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  l->n++;
+  return LT_OK;
+}
+
+/* A tensor the file may hold: its dotted name under the group, the tensor
+ * that gives its dtype and shape, and where the data goes (resolved at
+ * commit for optimizer states, which may not exist yet). */
+typedef struct target {
+  char *name;
+  const lt_tensor *like;
+  lt_tensor *dst;           /* NULL: resolve from (pname, sname) at commit */
+  const char *pname, *sname;
+  void *buf;                /* scratch data once read */
+  lt_tensor *src;           /* buf as a tensor, for a non-contiguous dst (borrowed view of buf) */
+  size_t bytes;
+  bool found;
+} target;
+
+typedef struct targets {
+  target *v;
+  int n, cap;
+} targets;
+
+static void targets_free(targets *t) {
+  for (int i = 0; i < t->n; i++) {
+    free(t->v[i].name);
+    lt_tensor_free(t->v[i].src);
+    free(t->v[i].buf);
+  }
+  free(t->v);
+  *t = (targets){0};
+}
+
+static lt_status targets_push(targets *t, const char *name, const lt_tensor *like, lt_tensor *dst,
+                              const char *pname, const char *sname) {
+  if (t->n == t->cap) {
+    int cap = t->cap ? 2 * t->cap : 64;
+    target *v = realloc(t->v, (size_t)cap * sizeof *v);
+    if (!v) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+    t->v = v;
+    t->cap = cap;
+  }
+  char *n = strdup(name);
+  if (!n) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  t->v[t->n++] = (target){.name = n, .like = like, .dst = dst, .pname = pname, .sname = sname};
+  return LT_OK;
+}
+
+static int by_name(const void *a, const void *b) {
+  return strcmp((*(target *const *)a)->name, (*(target *const *)b)->name);
+}
+
+/* "a, b, c ... and 7 more" into buf. */
+static void list_names(char *buf, size_t size, const names *l) {
+  size_t k = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < l->n; i++) {
+    size_t need = strlen(l->v[i]) + 2;
+    if (k + need + 24 >= size) {
+      snprintf(buf + k, size - k, "%s... and %d more", i ? " " : "", l->n - i);
+      return;
+    }
+    k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", l->v[i]);
+  }
+}
+
+typedef struct loader {
+  const char *path;
+  hid_t file;
+  uint64_t size;
+  const lt_ckpt_load_opts *opts;
+  names missing, unexpected;   /* across model and optimizer, for lt_ckpt_info */
+} loader;
+
+/* Turns "checkpoint: ..." from h5.c into "checkpoint '<path>': ...". */
+static void name_file(const loader *L) {
+  const char *m = lt_last_error();
+  if (!strncmp(m, "checkpoint: ", 12)) lt__err(lt_last_status(), "checkpoint '%s': %s", L->path, m + 12);
+}
+
+static lt_status check_values(const loader *L, const char *dpath, lt_dtype dt, const void *buf, int64_t n) {
+  if (dt == LT_DTYPE_BOOL) {
+    const unsigned char *b = buf;
+    for (int64_t i = 0; i < n; i++)
+      if (b[i] > 1)
+        return lt__err(LT_ERR_FORMAT, "checkpoint '%s': bool dataset %s holds %u at flat index %lld", L->path,
+                       dpath, b[i], (long long)i);
+    return LT_OK;
+  }
+  if (L->opts->allow_nonfinite || !lt_dtype_is_float(dt)) return LT_OK;
+  int64_t bad = -1;
+  double v = 0;
+  if (dt == LT_DTYPE_F32) {
+    const float *f = buf;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+      if (!isfinite(f[i])) bad = i, v = f[i];
+  } else {
+    const double *f = buf;
+    for (int64_t i = 0; i < n && bad < 0; i++)
+      if (!isfinite(f[i])) bad = i, v = f[i];
+  }
+  if (bad >= 0)
+    return lt__err(LT_ERR_NUMERIC,
+                   "checkpoint '%s': dataset %s holds %s at flat index %lld (allow_nonfinite accepts non-finite "
+                   "values)", L->path, dpath, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", (long long)bad);
+  return LT_OK;
+}
+
+/* For a destination that is not contiguous: buf wrapped as a tensor, made
+ * before the commit so that the commit cannot fail. */
+static lt_status prepare_strided(const loader *L, target *t) {
+  if (!t->dst || t->dst->numel == 0 || lt_is_contiguous(t->dst)) return LT_OK;
+  for (int d = 0; d < t->dst->ndim; d++)
+    if (t->dst->stride[d] == 0 && t->dst->shape[d] > 1)
+      return lt__err(LT_ERR_INVALID, "checkpoint '%s': '%s' is %s with a stride-0 (expanded) dim: it cannot be "
+                     "loaded into", L->path, t->name, LT__D(t->dst));
+  lt_tensor *w = lt_tensor_from_borrowed(t->dst->dtype, t->dst->ndim, t->dst->shape, t->buf);
+  if (!w) return lt_last_status();
+  t->src = lt_tensor_keep(w);
+  return LT_OK;
+}
+
+/* Phases 1 and 2 for one group: walk it, match datasets to targets (strict:
+ * every target present unless missing_ok, nothing unexpected), check every
+ * dataset, then allocate and read into t->v[i].buf. */
+static lt_status load_group(loader *L, const char *group, targets *T, bool missing_ok) {
+  lt__h5_list list;
+  lt_status s = lt__h5_walk(L->file, group, &list);
+  if (s) return s;
+  target **idx = malloc((size_t)(T->n ? T->n : 1) * sizeof *idx);
+  int *match = malloc((size_t)(list.n ? list.n : 1) * sizeof *match);
+  names miss = {0}, unexp = {0};
+  if (!idx || !match) {
+    s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+    goto done;
+  }
+  for (int i = 0; i < T->n; i++) idx[i] = &T->v[i];
+  qsort(idx, (size_t)T->n, sizeof *idx, by_name);
+  for (int i = 1; i < T->n; i++)
+    LT_CHECK(strcmp(idx[i - 1]->name, idx[i]->name) != 0); /* names are unique by construction */
+  for (int i = 0; i < list.n && !s; i++) {
+    target key = {.name = list.v[i].name}, *kp = &key;
+    target **hit = T->n ? bsearch(&kp, idx, (size_t)T->n, sizeof *idx, by_name) : NULL;
+    match[i] = hit ? (int)(*hit - T->v) : -1;
+    if (hit) (*hit)->found = true;
+    else s = names_push(&unexp, list.v[i].name);
+  }
+  for (int i = 0; i < T->n && !s; i++)
+    if (!T->v[i].found && !missing_ok) s = names_push(&miss, T->v[i].name);
+  if (s) goto done;
+  if ((miss.n || unexp.n) && !L->opts->non_strict) {
+    char a[480], b[480];
+    list_names(a, sizeof a, &miss);
+    list_names(b, sizeof b, &unexp);
+    s = lt__err(LT_ERR_INVALID, "checkpoint '%s': %s does not match (strict load): %d missing from the file%s%s%s; "
+                "%d not in the model%s%s%s", L->path, group, miss.n, miss.n ? " (" : "", a, miss.n ? ")" : "",
+                unexp.n, unexp.n ? " (" : "", b, unexp.n ? ")" : "");
+    goto done;
+  }
+  /* Phase 1: check every matched dataset before allocating anything. */
+  for (int i = 0; i < list.n && !s; i++) {
+    if (match[i] < 0) continue;
+    target *t = &T->v[match[i]];
+    hid_t d = H5Dopen2(L->file, list.v[i].path, H5P_DEFAULT);
+    if (d < 0) {
+      s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open dataset %s", L->path, list.v[i].path);
+      break;
+    }
+    lt__h5_expect e = {.dtype = t->like->dtype, .ndim = t->like->ndim, .shape = t->like->shape,
+                       .model_name = t->name};
+    int nd;
+    int64_t shape[LT_MAX_DIMS];
+    s = lt__h5_check_dataset(d, list.v[i].path, &e, L->size, &nd, shape, &t->bytes);
+    H5Dclose(d);
+    if (s) name_file(L);
+  }
+  /* Phase 2: allocate, read, check values. */
+  for (int i = 0; i < list.n && !s; i++) {
+    if (match[i] < 0) continue;
+    target *t = &T->v[match[i]];
+    if (!(t->buf = malloc(t->bytes ? t->bytes : 1))) {
+      s = lt__err(LT_ERR_NOMEM, "checkpoint '%s': out of memory for %zu bytes of %s", L->path, t->bytes,
+                  list.v[i].path);
+    }
+    if (!s) s = prepare_strided(L, t);
+  }
+  for (int i = 0; i < list.n && !s; i++) {
+    if (match[i] < 0) continue;
+    target *t = &T->v[match[i]];
+    if (t->like->numel == 0) continue;
+    hid_t d = H5Dopen2(L->file, list.v[i].path, H5P_DEFAULT);
+    if (d < 0) {
+      s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open dataset %s", L->path, list.v[i].path);
+      break;
+    }
+    s = lt__h5_read_dataset(d, list.v[i].path, t->like->dtype, t->buf);
+    H5Dclose(d);
+    if (!s) s = check_values(L, list.v[i].path, t->like->dtype, t->buf, t->like->numel);
+  }
+  for (int i = 0; i < miss.n && !s; i++) s = names_push(&L->missing, miss.v[i]);
+  for (int i = 0; i < unexp.n && !s; i++) s = names_push(&L->unexpected, unexp.v[i]);
+done:
+  names_free(&miss);
+  names_free(&unexp);
+  free(idx);
+  free(match);
+  lt__h5_list_free(&list);
+  return s;
+}
+
+/* Copies a target's scratch data into its tensor. Cannot fail: a strided
+ * destination was checked and its source view made by prepare_strided. */
+static void copy_into(const target *t) {
+  lt_tensor *dst = t->dst;
+  if (dst->numel == 0) return;
+  if (!t->src) {
+    memcpy(dst->data, t->buf, t->bytes);
+    lt__bump_version(dst);
+    return;
+  }
+  bool prev = lt_set_grad_enabled(false);
+  lt_status s = lt_copy_(dst, t->src);
+  lt_set_grad_enabled(prev);
+  LT_CHECK(s == LT_OK); /* same shape and dtype, no overlap, grad mode off */
+}
+
+/* Opens path: integrity header first, then HDF5, then the root attributes
+ * and the top-level layout. */
+static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *training) {
+  uint64_t dev = 0, ino = 0;
+  *libver = NULL;
+  for (int attempt = 0;; attempt++) {
+    lt_status s = lt__ckpt_verify(L->path, &L->size, &dev, &ino);
+    if (s) return s;
+    hid_t fapl = lt__h5_fapl();
+    L->file = fapl < 0 ? -1 : H5Fopen(L->path, H5F_ACC_RDONLY, fapl);
+    if (L->file < 0) {
+      if (fapl >= 0) H5Pclose(fapl);
+      return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': HDF5 cannot open it", L->path);
+    }
+    /* The file HDF5 opened must be the one we verified: a save may have
+     * renamed a new file over the name in between (then verify that one). */
+    void *handle = NULL;
+    struct stat st;
+    bool same = H5Fget_vfd_handle(L->file, fapl, &handle) >= 0 && handle && fstat(*(int *)handle, &st) == 0 &&
+                (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino && (uint64_t)st.st_size == L->size;
+    H5Pclose(fapl);
+    if (same) break;
+    H5Fclose(L->file);
+    L->file = -1;
+    H5Eclear2(H5E_DEFAULT);
+    if (attempt == 2) return lt__err(LT_ERR_IO, "checkpoint '%s': the file keeps changing while it is opened", L->path);
+  }
+  hsize_t ub = 0;
+  hid_t fcpl = H5Fget_create_plist(L->file);
+  if (fcpl < 0 || H5Pget_userblock(fcpl, &ub) < 0 || ub != LT__CKPT_UB) {
+    if (fcpl >= 0) H5Pclose(fcpl);
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': the HDF5 user block is %llu bytes, not %d", L->path,
+                   (unsigned long long)ub, LT__CKPT_UB);
+  }
+  H5Pclose(fcpl);
+  hid_t root = H5Gopen2(L->file, "/", H5P_DEFAULT);
+  if (root < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open the root group", L->path);
+  char *format = NULL, *content = NULL;
+  lt_status s = lt__h5_get_attr_string(root, "/", "format", &format);
+  if (s == LT_ERR_INDEX)
+    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no 'format' attribute: not a libtensor checkpoint", L->path);
+  else if (!s && strcmp(format, LT_CKPT_FORMAT_NAME))
+    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': format is '%.64s', not '%s'", L->path, format, LT_CKPT_FORMAT_NAME);
+  if (!s) {
+    s = lt__h5_get_attr_int(root, "/", "format_version", version);
+    if (s == LT_ERR_INDEX)
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no 'format_version' attribute", L->path);
+    else if (!s && *version > LT_CKPT_FORMAT_VERSION)
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': format version %lld is newer than this library reads (%d): "
+                  "upgrade libtensor", L->path, (long long)*version, LT_CKPT_FORMAT_VERSION);
+    else if (!s && *version < 1)
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': format version %lld is invalid", L->path, (long long)*version);
+  }
+  if (!s) {
+    s = lt__h5_get_attr_string(root, "/", "library_version", libver);
+    if (s == LT_ERR_INDEX) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no 'library_version' attribute", L->path);
+  }
+  if (!s) {
+    s = lt__h5_get_attr_string(root, "/", "content", &content);
+    if (s == LT_ERR_INDEX)
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no 'content' attribute", L->path);
+    else if (!s && strcmp(content, "model") && strcmp(content, "training"))
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': content '%.64s' is neither 'model' nor 'training'", L->path,
+                  content);
+    if (!s) *training = !strcmp(content, "training");
+  }
+  /* Top level: only our groups, as hard links. */
+  static const char *const allowed[] = {"model", "optim", "schedule", "rng", "extra"};
+  for (int i = 0; !s; i++) {
+    char name[64];
+    H5L_info_t li;
+    ssize_t n = H5Lget_name_by_idx(root, ".", H5_INDEX_NAME, H5_ITER_INC, (hsize_t)i, name, sizeof name,
+                                   H5P_DEFAULT);
+    if (n < 0) {
+      H5Eclear2(H5E_DEFAULT); /* past the last link */
+      break;
+    }
+    bool ok = false;
+    for (size_t k = 0; k < sizeof allowed / sizeof *allowed; k++) ok |= (size_t)n < sizeof name && !strcmp(name, allowed[k]);
+    if (!ok) {
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': unexpected object /%.64s at the top level", L->path, name);
+      break;
+    }
+    H5O_info_t oi;
+    if (H5Lget_info(root, name, &li, H5P_DEFAULT) < 0 || li.type != H5L_TYPE_HARD ||
+        H5Oget_info_by_name2(root, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 || oi.type != H5O_TYPE_GROUP) {
+      H5Eclear2(H5E_DEFAULT);
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /%s is not a group reached by a hard link", L->path, name);
+    }
+    if (i > 16) break;
+  }
+  if (!s && H5Lexists(root, "model", H5P_DEFAULT) <= 0)
+    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no /model group", L->path);
+  free(format);
+  free(content);
+  H5Gclose(root);
+  if (s) {
+    free(*libver);
+    *libver = NULL;
+  }
+  return s;
+}
+
+static lt_status check_config(const loader *L, const lt_ckpt_meta *file_cfg) {
+  const lt_ckpt_meta *want = L->opts->expect_config;
+  const char *key;
+  lt__meta_val w;
+  for (int i = 0; lt__ckpt_meta_at(want, i, &key, &w); i++) {
+    int kind = lt_ckpt_meta_kind(file_cfg, key);
+    if (kind < 0) return lt__err(LT_ERR_INVALID, "checkpoint '%s': the file's config has no '%s'", L->path, key);
+    lt__meta_val f;
+    const char *fk;
+    for (int j = 0; lt__ckpt_meta_at(file_cfg, j, &fk, &f); j++) {
+      if (strcmp(fk, key)) continue;
+      bool same = (int)f.kind == (int)w.kind;
+      if (same && w.kind == LT_CKPT_INT) same = f.i == w.i;
+      if (same && w.kind == LT_CKPT_DOUBLE) same = f.d == w.d;
+      if (same && w.kind == LT_CKPT_STRING) same = !strcmp(f.s, w.s);
+      if (same && w.kind == LT_CKPT_BYTES) same = f.size == w.size && !memcmp(f.bytes, w.bytes, f.size);
+      if (same) break;
+      char a[96], b[96];
+      switch (f.kind) {
+        case LT_CKPT_INT: snprintf(a, sizeof a, "%lld", (long long)f.i); break;
+        case LT_CKPT_DOUBLE: snprintf(a, sizeof a, "%.17g", f.d); break;
+        case LT_CKPT_STRING: snprintf(a, sizeof a, "'%.64s'", f.s); break;
+        default: snprintf(a, sizeof a, "%zu bytes", f.size); break;
+      }
+      switch (w.kind) {
+        case LT_CKPT_INT: snprintf(b, sizeof b, "%lld", (long long)w.i); break;
+        case LT_CKPT_DOUBLE: snprintf(b, sizeof b, "%.17g", w.d); break;
+        case LT_CKPT_STRING: snprintf(b, sizeof b, "'%.64s'", w.s); break;
+        default: snprintf(b, sizeof b, "%zu bytes", w.size); break;
+      }
+      return lt__err(LT_ERR_INVALID, "checkpoint '%s': config '%s' is %s in the file but %s is expected", L->path,
+                     key, a, b);
+    }
+  }
+  return LT_OK;
+}
+
+/* The optimizer part of a training load: attributes checked, state read. */
+typedef struct optim_stage {
+  bool present;
+  int64_t step;
+  double lr;
+} optim_stage;
+
+static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, targets *T, optim_stage *os) {
+  const lt_optim_config *c = st->optim_config;
+  htri_t ex = H5Lexists(root, "optim", H5P_DEFAULT);
+  if (ex <= 0) {
+    if (L->opts->non_strict) return LT_OK;
+    return lt__err(LT_ERR_INVALID, "checkpoint '%s': no optimizer state (/optim) in the file (strict load)", L->path);
+  }
+  os->present = true;
+  hid_t g = H5Gopen2(root, "optim", H5P_DEFAULT);
+  if (g < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /optim", L->path);
+  char *kind = NULL;
+  lt_status s = lt__h5_get_attr_string(g, "/optim", "kind", &kind);
+  if (!s && strcmp(kind, optim_kind_name(c->kind)))
+    s = lt__err(LT_ERR_INVALID, "checkpoint '%s': the file holds %.16s optimizer state but the optimizer is %s",
+                L->path, kind, optim_kind_name(c->kind));
+  if (!s) s = lt__h5_get_attr_int(g, "/optim", "step", &os->step);
+  if (!s && os->step < 0) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': optimizer step %lld < 0", L->path, (long long)os->step);
+  if (!s) s = lt__h5_get_attr_double(g, "/optim", "lr", &os->lr);
+  if (!s && !(isfinite(os->lr) && os->lr >= 0))
+    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': optimizer lr %g is not finite and >= 0", L->path, os->lr);
+  struct { const char *name; double want; } hp[] = {
+      {"momentum", c->momentum}, {"dampening", c->dampening}, {"beta1", c->beta1}, {"beta2", c->beta2},
+      {"eps", c->eps}, {"weight_decay", c->weight_decay}, {"nesterov", c->nesterov}, {"decay_all", c->decay_all}};
+  for (size_t i = 0; i < sizeof hp / sizeof *hp && !s; i++) {
+    double v;
+    int64_t iv;
+    bool is_int = !strcmp(hp[i].name, "nesterov") || !strcmp(hp[i].name, "decay_all");
+    s = is_int ? lt__h5_get_attr_int(g, "/optim", hp[i].name, &iv) : lt__h5_get_attr_double(g, "/optim", hp[i].name, &v);
+    if (is_int && !s) v = (double)iv;
+    if (!s && v != hp[i].want && !L->opts->allow_hparam_change)
+      s = lt__err(LT_ERR_INVALID, "checkpoint '%s': optimizer %s is %.17g in the file but %.17g in optim_config "
+                  "(allow_hparam_change accepts this)", L->path, hp[i].name, v, hp[i].want);
+  }
+  if (s == LT_ERR_INDEX) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim lacks an attribute", L->path);
+  free(kind);
+  H5Gclose(g);
+  if (s) return s;
+  /* Targets: every applicable state of every parameter, shaped like it. */
+  const char *sn[2];
+  int ns = optim_state_names(c, sn);
+  for (int i = 0; i < lt_params_count(st->params) && !s; i++) {
+    const lt_param *q = lt_params_at(st->params, i);
+    if (q->flags & LT_PARAM_BUFFER) continue;
+    for (int k = 0; k < ns && !s; k++) {
+      char full[LT__CKPT_MAX_PATH];
+      snprintf(full, sizeof full, "%s.%s", q->name, sn[k]);
+      s = targets_push(T, full, q->value, NULL, q->name, sn[k]);
+    }
+  }
+  if (s) return s;
+  /* States are created lazily, so a file may lack some: never "missing". */
+  s = load_group(L, "/optim", T, true);
+  if (!s && os->step == 0)
+    for (int i = 0; i < T->n; i++)
+      if (T->v[i].found)
+        return lt__err(LT_ERR_FORMAT, "checkpoint '%s': optimizer step 0 with state tensors", L->path);
+  return s;
+}
+
+static lt_status load_schedule(loader *L, hid_t root, lt_schedule *sc, int64_t *step, bool *have_sched) {
+  *have_sched = false;
+  if (H5Lexists(root, "schedule", H5P_DEFAULT) <= 0)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': no /schedule group in a training checkpoint", L->path);
+  hid_t g = H5Gopen2(root, "schedule", H5P_DEFAULT);
+  if (g < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /schedule", L->path);
+  char *kind = NULL;
+  lt_status s = lt__h5_get_attr_int(g, "/schedule", "step", step);
+  if (!s && *step < 0) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': schedule step %lld < 0", L->path, (long long)*step);
+  if (!s) s = lt__h5_get_attr_string(g, "/schedule", "kind", &kind);
+  if (!s && strcmp(kind, "none")) {
+    int k = -1;
+    for (int i = 0; i < N_SCHED; i++)
+      if (!strcmp(kind, sched_names[i])) k = i;
+    if (k < 0) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': unknown schedule kind '%.32s'", L->path, kind);
+    lt_schedule v = {.kind = (lt_schedule_kind)k};
+    if (!s) s = lt__h5_get_attr_double(g, "/schedule", "base_lr", &v.base_lr);
+    if (!s) s = lt__h5_get_attr_double(g, "/schedule", "min_lr", &v.min_lr);
+    if (!s) s = lt__h5_get_attr_double(g, "/schedule", "gamma", &v.gamma);
+    if (!s) s = lt__h5_get_attr_double(g, "/schedule", "scale", &v.scale);
+    if (!s) s = lt__h5_get_attr_int(g, "/schedule", "warmup", &v.warmup);
+    if (!s) s = lt__h5_get_attr_int(g, "/schedule", "total", &v.total);
+    if (!s) s = lt__h5_get_attr_int(g, "/schedule", "step_size", &v.step_size);
+    if (!s) s = lt__h5_get_attr_int(g, "/schedule", "d_model", &v.d_model);
+    if (!s) {
+      *sc = v;
+      *have_sched = true;
+    }
+  }
+  if (s == LT_ERR_INDEX) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /schedule lacks an attribute", L->path);
+  free(kind);
+  H5Gclose(g);
+  if (!s) {
+    lt__h5_list list;
+    s = lt__h5_walk(L->file, "/schedule", &list);
+    if (!s) {
+      if (list.n) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': unexpected dataset %s", L->path, list.v[0].path);
+      lt__h5_list_free(&list);
+    }
+  }
+  return s;
+}
+
+static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_generator_state *gs, bool *found) {
+  if (H5Lexists(root, "rng", H5P_DEFAULT) <= 0)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': no /rng group in a training checkpoint", L->path);
+  lt__h5_list list;
+  lt_status s = lt__h5_walk(L->file, "/rng", &list);
+  if (s) return s;
+  names miss = {0}, unexp = {0};
+  for (int i = 0; i < list.n && !s; i++) {
+    int k = -1;
+    for (int j = 0; j < st->n_generators; j++)
+      if (!strcmp(st->generator_names[j], list.v[i].name)) k = j;
+    if (k < 0) {
+      s = names_push(&unexp, list.v[i].name);
+      continue;
+    }
+    hid_t d = H5Dopen2(L->file, list.v[i].path, H5P_DEFAULT);
+    if (d < 0) {
+      s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open %s", L->path, list.v[i].path);
+      break;
+    }
+    static const int64_t two[1] = {2};
+    lt__h5_expect e = {.dtype = LT_DTYPE_COUNT, .raw_type = H5T_STD_U64LE, .ndim = 1, .shape = two};
+    int nd;
+    int64_t shape[LT_MAX_DIMS];
+    size_t bytes;
+    uint64_t v[2];
+    s = lt__h5_check_dataset(d, list.v[i].path, &e, L->size, &nd, shape, &bytes);
+    if (s) name_file(L);
+    if (!s && H5Dread(d, H5T_NATIVE_UINT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v) < 0)
+      s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': reading %s", L->path, list.v[i].path);
+    H5Dclose(d);
+    if (!s) {
+      gs[k] = (lt_generator_state){v[0], v[1]};
+      found[k] = true;
+    }
+  }
+  for (int j = 0; j < st->n_generators && !s; j++)
+    if (!found[j]) s = names_push(&miss, st->generator_names[j]);
+  if (!s && (miss.n || unexp.n) && !L->opts->non_strict) {
+    char a[400], b[400];
+    list_names(a, sizeof a, &miss);
+    list_names(b, sizeof b, &unexp);
+    s = lt__err(LT_ERR_INVALID, "checkpoint '%s': generators do not match (strict load): %d missing from the file%s%s%s; "
+                "%d not given%s%s%s", L->path, miss.n, miss.n ? " (" : "", a, miss.n ? ")" : "", unexp.n,
+                unexp.n ? " (" : "", b, unexp.n ? ")" : "");
+  }
+  names_free(&miss);
+  names_free(&unexp);
+  lt__h5_list_free(&list);
+  return s;
+}
+
+static lt_status load_common(const char *op, const char *path, lt_params *p, lt_train_state *st,
+                             const lt_ckpt_load_opts *opts, lt_ckpt_info **info_out) {
+  if (info_out) *info_out = NULL;
+  if (!path) return lt__err_null(op, "path");
+  if (!p) return lt__err_null(op, "params");
+  lt_ckpt_load_opts def = LT_CKPT_LOAD_DEFAULTS;
+  if (!opts) opts = &def;
+
+  lt__h5_guard guard;
+  lt__h5_enter(&guard);
+  loader L = {.path = path, .file = -1, .opts = opts};
+  targets TM = {0}, TO = {0};
+  optim_stage os = {0};
+  lt_schedule sched = {0};
+  int64_t step = 0;
+  bool have_sched = false, training = false;
+  int ng = st ? st->n_generators : 0;
+  lt_generator_state *gs = calloc((size_t)(ng ? ng : 1), sizeof *gs);
+  bool *gfound = calloc((size_t)(ng ? ng : 1), sizeof *gfound);
+  lt_ckpt_info *info = calloc(1, sizeof *info);
+  hid_t root = -1, g = -1;
+  lt_status s = LT_OK;
+  if (!gs || !gfound || !info || !(info->config = lt_ckpt_meta_new()) || !(info->extra = lt_ckpt_meta_new())) {
+    s = lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    goto done;
+  }
+  /* Phase 1 and 2: verify, open, check, read into scratch. */
+  if ((s = open_checked(&L, &info->format_version, &info->library_version, &training))) goto done;
+  info->training = training;
+  if (st && !training) {
+    s = lt__err(LT_ERR_INVALID, "checkpoint '%s' holds a model only, no training state (lt_ckpt_load_params loads it)",
+                path);
+    goto done;
+  }
+  root = H5Gopen2(L.file, "/", H5P_DEFAULT);
+  g = root < 0 ? -1 : H5Gopen2(root, "model", H5P_DEFAULT);
+  if (g < 0) {
+    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /model", path);
+    goto done;
+  }
+  s = lt__h5_read_meta(g, "/model", info->config, false, L.size);
+  H5Gclose(g);
+  g = -1;
+  if (s) {
+    name_file(&L);
+    goto done;
+  }
+  if (opts->expect_config && (s = check_config(&L, info->config))) goto done;
+  for (int i = 0; i < lt_params_count(p) && !s; i++) {
+    const lt_param *q = lt_params_at(p, i);
+    s = targets_push(&TM, q->name, q->value, q->value, NULL, NULL);
+  }
+  if (s || (s = load_group(&L, "/model", &TM, false))) goto done;
+  if (st) {
+    if (st->optim && (s = load_optim(&L, root, st, &TO, &os))) goto done;
+    if ((s = load_schedule(&L, root, &sched, &step, &have_sched))) goto done;
+    if ((s = load_rng(&L, root, st, gs, gfound))) goto done;
+    if (H5Lexists(root, "extra", H5P_DEFAULT) > 0) {
+      g = H5Gopen2(root, "extra", H5P_DEFAULT);
+      if (g < 0) {
+        s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /extra", path);
+        goto done;
+      }
+      s = lt__h5_read_meta(g, "/extra", info->extra, true, L.size);
+      H5Gclose(g);
+      g = -1;
+      if (s) {
+        name_file(&L);
+        goto done;
+      }
+    }
+  }
+  /* Hand the name lists over to info (no allocation after this point but
+   * the optimizer's own). */
+  info->n_missing = L.missing.n;
+  info->missing = L.missing.v;
+  info->n_unexpected = L.unexpected.n;
+  info->unexpected = L.unexpected.v;
+  L.missing = (names){0};
+  L.unexpected = (names){0};
+
+  /* Phase 3: commit. The optimizer first: it may allocate (missing state
+   * tensors) and fails atomically. */
+  if (st && st->optim && os.present) {
+    if ((s = lt_optimizer_set_step_count(st->optim, os.step))) goto done;
+    for (int i = 0; i < TO.n; i++) {
+      if (!TO.v[i].found) continue;
+      TO.v[i].dst = lt_optimizer_state(st->optim, TO.v[i].pname, TO.v[i].sname);
+      if (!TO.v[i].dst || TO.v[i].dst->dtype != TO.v[i].like->dtype || TO.v[i].dst->numel != TO.v[i].like->numel) {
+        s = lt__err(LT_ERR_INVALID, "%s '%s': the optimizer has no '%s' state for '%s' after restoring its step: "
+                    "st->optim_config does not describe st->optim", op, path, TO.v[i].sname, TO.v[i].pname);
+        goto done;
+      }
+      if ((s = prepare_strided(&L, &TO.v[i]))) goto done;
+    }
+  }
+  for (int i = 0; i < TM.n; i++)
+    if (TM.v[i].found) copy_into(&TM.v[i]);
+  if (st) {
+    for (int i = 0; i < TO.n; i++)
+      if (TO.v[i].found) copy_into(&TO.v[i]);
+    if (st->optim && os.present) lt_optimizer_set_lr(st->optim, os.lr);
+    for (int i = 0; i < ng; i++)
+      if (gfound[i]) lt_generator_set_state(st->generators[i], gs[i]);
+    if (have_sched && st->schedule) *st->schedule = sched;
+    st->step = step;
+  }
+  if (info_out) {
+    *info_out = info;
+    info = NULL;
+  }
+done:
+  if (g >= 0) H5Gclose(g);
+  if (root >= 0) H5Gclose(root);
+  if (L.file >= 0) H5Fclose(L.file);
+  names_free(&L.missing);
+  names_free(&L.unexpected);
+  targets_free(&TM);
+  targets_free(&TO);
+  free(gs);
+  free(gfound);
+  lt_ckpt_info_free(info);
+  lt__h5_leave(&guard);
+  return s;
+}
+
+lt_status lt_ckpt_load_params(const char *path, lt_params *p, const lt_ckpt_load_opts *opts, lt_ckpt_info **info) {
+  return load_common("ckpt_load_params", path, p, NULL, opts, info);
+}
+
+lt_status lt_ckpt_load_training(const char *path, lt_train_state *st, const lt_ckpt_load_opts *opts,
+                                lt_ckpt_info **info) {
+  if (info) *info = NULL;
+  lt_status s = check_train_state("ckpt_load_training", st);
+  if (s) return s;
+  return load_common("ckpt_load_training", path, st->params, st, opts, info);
+}

@@ -1,0 +1,1038 @@
+/*
+ * checkpoint/h5.c: the HDF5 plumbing of checkpoints.
+ *
+ * - A guard around every public call: HDF5's automatic error printing and its
+ *   filter-plugin loading are switched off, then restored.
+ * - HDF5's error stack turned into our error message (lt__h5_err).
+ * - The in-memory file a save builds (core driver + file-image callbacks
+ *   that hand the buffer over at close), so that HDF5 never writes a file.
+ * - Typed scalar attributes (int64, double, fixed-length UTF-8 strings) and
+ *   tensor datasets (contiguous, or chunked + deflate where it pays).
+ * - The checked reader: a walk that accepts only hard links to groups and
+ *   datasets (no soft, external or user-defined links, no cycles, bounded
+ *   depth and size), and a dataset check that refuses virtual datasets,
+ *   external storage and every filter but deflate, and compares type, rank
+ *   and dimensions (overflow-checked, capped) with what the model expects,
+ *   before anything is allocated.
+ *
+ * What this is not: the checkpoint layout (checkpoint.c decides which group
+ * holds what) or the integrity header (seal.c).
+ */
+#include "checkpoint/internal.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <zlib.h>
+
+/* ---- guard and errors -------------------------------------------------- */
+
+void lt__h5_enter(lt__h5_guard *g) {
+  *g = (lt__h5_guard){0};
+  if (H5Eget_auto2(H5E_DEFAULT, &g->old_func, &g->old_data) >= 0) g->have_auto = true;
+  H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+  if (H5PLget_loading_state(&g->old_plugins) >= 0) g->have_plugins = true;
+  H5PLset_loading_state(0);
+  H5Eclear2(H5E_DEFAULT);
+}
+
+void lt__h5_leave(lt__h5_guard *g) {
+  H5Eclear2(H5E_DEFAULT);
+  if (g->have_plugins) H5PLset_loading_state(g->old_plugins);
+  if (g->have_auto) H5Eset_auto2(H5E_DEFAULT, g->old_func, g->old_data);
+}
+
+typedef struct stack_text {
+  char buf[512];
+  size_t len;
+  int count;
+} stack_text;
+
+/* Innermost entries first: where the failure started is the useful part. */
+static herr_t stack_cb(unsigned n, const H5E_error2_t *e, void *data) {
+  stack_text *t = data;
+  if (t->count >= 3 || t->len + 1 >= sizeof t->buf) return 0;
+  char minor[96] = "";
+  if (H5Eget_msg(e->min_num, NULL, minor, sizeof minor) < 0) minor[0] = '\0';
+  int k = snprintf(t->buf + t->len, sizeof t->buf - t->len, "%s%s(): %s%s%s%s", t->count ? "; " : "",
+                   e->func_name ? e->func_name : "?", e->desc ? e->desc : "", minor[0] ? " (" : "", minor,
+                   minor[0] ? ")" : "");
+  if (k > 0) t->len += (size_t)k < sizeof t->buf - t->len ? (size_t)k : sizeof t->buf - t->len - 1;
+  t->count++;
+  return 0;
+}
+
+lt_status lt__h5_err(lt_status s, const char *fmt, ...) {
+  char msg[768];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  stack_text t = {.len = 0};
+  t.buf[0] = '\0';
+  H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, stack_cb, &t);
+  H5Eclear2(H5E_DEFAULT);
+  if (t.count) return lt__err(s, "%s: HDF5: %s", msg, t.buf);
+  return lt__err(s, "%s", msg);
+}
+
+/* ---- types ------------------------------------------------------------- */
+
+static hid_t bool_enum(hid_t base) {
+  hid_t t = H5Tenum_create(base);
+  if (t < 0) return t;
+  signed char f = 0, v = 1;
+  if (H5Tenum_insert(t, "FALSE", &f) < 0 || H5Tenum_insert(t, "TRUE", &v) < 0) {
+    H5Tclose(t);
+    return -1;
+  }
+  return t;
+}
+
+hid_t lt__h5_file_type(lt_dtype d) {
+  switch (d) {
+    case LT_DTYPE_F32: return H5Tcopy(H5T_IEEE_F32LE);
+    case LT_DTYPE_F64: return H5Tcopy(H5T_IEEE_F64LE);
+    case LT_DTYPE_I32: return H5Tcopy(H5T_STD_I32LE);
+    case LT_DTYPE_I64: return H5Tcopy(H5T_STD_I64LE);
+    case LT_DTYPE_BOOL: return bool_enum(H5T_STD_I8LE);
+    default: return -1;
+  }
+}
+
+hid_t lt__h5_mem_type(lt_dtype d) {
+  switch (d) {
+    case LT_DTYPE_F32: return H5Tcopy(H5T_NATIVE_FLOAT);
+    case LT_DTYPE_F64: return H5Tcopy(H5T_NATIVE_DOUBLE);
+    case LT_DTYPE_I32: return H5Tcopy(H5T_NATIVE_INT32);
+    case LT_DTYPE_I64: return H5Tcopy(H5T_NATIVE_INT64);
+    case LT_DTYPE_BOOL: return bool_enum(H5T_NATIVE_SCHAR);
+    default: return -1;
+  }
+}
+
+char *lt__h5_type_desc(hid_t type, char *buf, size_t size) {
+  const char *name = NULL;
+  for (int d = 0; d < LT_DTYPE_COUNT && !name; d++) {
+    hid_t t = lt__h5_file_type((lt_dtype)d);
+    if (t >= 0 && H5Tequal(type, t) > 0) name = lt_dtype_name((lt_dtype)d);
+    if (t >= 0) H5Tclose(t);
+  }
+  H5T_class_t cls = H5Tget_class(type);
+  size_t bytes = H5Tget_size(type);
+  H5T_order_t order = H5Tget_order(type);
+  const char *ord = order == H5T_ORDER_LE ? ", little-endian" : order == H5T_ORDER_BE ? ", big-endian" : "";
+  const char *what;
+  switch (cls) {
+    case H5T_INTEGER: what = H5Tget_sign(type) == H5T_SGN_NONE ? "unsigned integer" : "signed integer"; break;
+    case H5T_FLOAT: what = "float"; break;
+    case H5T_STRING: what = "string"; break;
+    case H5T_ENUM: what = "enum"; break;
+    case H5T_COMPOUND: what = "compound"; break;
+    case H5T_ARRAY: what = "array"; break;
+    case H5T_VLEN: what = "variable-length"; break;
+    case H5T_OPAQUE: what = "opaque"; break;
+    case H5T_REFERENCE: what = "reference"; break;
+    case H5T_BITFIELD: what = "bitfield"; break;
+    case H5T_TIME: what = "time"; break;
+    default: what = "unknown type"; break;
+  }
+  if (name)
+    snprintf(buf, size, "%s (%s, %zu bytes%s)", name, what, bytes, ord);
+  else
+    snprintf(buf, size, "%s, %zu bytes%s", what, bytes, ord);
+  return buf;
+}
+
+/* ---- property lists ---------------------------------------------------- */
+
+hid_t lt__h5_fapl(void) {
+  hid_t p = H5Pcreate(H5P_FILE_ACCESS);
+  if (p < 0) return p;
+  /* Our own flock on the temporary and the rename make HDF5's locking
+   * unnecessary, and it fails on some file systems. Strong close: closing the
+   * file closes every object still open in it. */
+  if (H5Pset_fapl_sec2(p) < 0 || H5Pset_file_locking(p, false, true) < 0 ||
+      H5Pset_fclose_degree(p, H5F_CLOSE_STRONG) < 0) {
+    H5Pclose(p);
+    return -1;
+  }
+  return p;
+}
+
+/* File image callbacks: the core driver's buffer grows geometrically (the
+ * driver asks for every increment) and is kept, not freed, at close. */
+static void *img_malloc(size_t n, H5FD_file_image_op_t op, void *u) {
+  lt__h5_image *g = u;
+  size_t cap = n > g->hint ? n : g->hint;
+  unsigned char *p = malloc(cap ? cap : 1);
+  if (!p) return NULL;
+  free(g->buf); /* never: HDF5 holds one buffer at a time */
+  g->buf = p;
+  g->cap = cap;
+  g->size = n;
+  return p;
+}
+
+static void *img_memcpy(void *dst, const void *src, size_t n, H5FD_file_image_op_t op, void *u) {
+  return memcpy(dst, src, n);
+}
+
+static void *img_realloc(void *ptr, size_t n, H5FD_file_image_op_t op, void *u) {
+  lt__h5_image *g = u;
+  if (!ptr) return img_malloc(n, op, u);
+  if (n > g->cap) {
+    size_t cap = g->cap + g->cap / 2;
+    if (cap < n) cap = n;
+    unsigned char *p = realloc(ptr, cap);
+    if (!p) return NULL;
+    g->buf = p;
+    g->cap = cap;
+  }
+  g->size = n;
+  return g->buf;
+}
+
+static herr_t img_free(void *ptr, H5FD_file_image_op_t op, void *u) {
+  lt__h5_image *g = u;
+  if (op == H5FD_FILE_IMAGE_OP_FILE_CLOSE && ptr == g->buf) {
+    free(g->final);
+    g->final = ptr;
+    g->final_size = g->size;
+  } else {
+    free(ptr);
+  }
+  if (ptr == g->buf) g->buf = NULL;
+  return 0;
+}
+
+static void *img_udata_copy(void *u) { return u; } /* shared by every copy of the fapl */
+static herr_t img_udata_free(void *u) { return 0; }
+
+hid_t lt__h5_fapl_image(lt__h5_image *img) {
+  hid_t p = H5Pcreate(H5P_FILE_ACCESS);
+  if (p < 0) return p;
+  H5FD_file_image_callbacks_t cb = {img_malloc, img_memcpy, img_realloc, img_free,
+                                    img_udata_copy, img_udata_free, img};
+  if (H5Pset_fapl_core(p, 1 << 16, false) < 0 || H5Pset_file_image_callbacks(p, &cb) < 0 ||
+      H5Pset_fclose_degree(p, H5F_CLOSE_STRONG) < 0 ||
+      H5Pset_libver_bounds(p, H5F_LIBVER_V18, H5F_LIBVER_V18) < 0) {
+    H5Pclose(p);
+    return -1;
+  }
+  return p;
+}
+
+size_t lt__h5_image_length(const lt__h5_image *img) {
+  /* Version 2 superblock at the user block's end: signature, version,
+   * offset and length sizes, flags, then base, extension and EOF addresses. */
+  const unsigned char *sb = img->final + LT__CKPT_UB;
+  if (!img->final || img->final_size < LT__CKPT_UB + 48 || sb[8] != 2 || sb[9] != 8) return img->final_size;
+  uint64_t base = 0, eof = 0;
+  for (int i = 7; i >= 0; i--) {
+    base = (base << 8) | sb[12 + i];
+    eof = (eof << 8) | sb[28 + i];
+  }
+  uint64_t end = base + eof;
+  if (end < LT__CKPT_UB + 48 || end > img->final_size) return img->final_size;
+  return (size_t)end;
+}
+
+hid_t lt__h5_gcpl(void) {
+  hid_t p = H5Pcreate(H5P_GROUP_CREATE);
+  if (p < 0) return p;
+  if (H5Pset_link_creation_order(p, H5P_CRT_ORDER_TRACKED | H5P_CRT_ORDER_INDEXED) < 0) {
+    H5Pclose(p);
+    return -1;
+  }
+  return p;
+}
+
+/* ---- attributes -------------------------------------------------------- */
+
+static lt_status attr_write(hid_t obj, const char *name, hid_t ftype, hid_t mtype, const void *buf) {
+  lt_status s = LT_OK;
+  hid_t sp = H5Screate(H5S_SCALAR), a = -1;
+  if (sp < 0) return lt__h5_err(LT_ERR_IO, "writing attribute '%s'", name);
+  if (H5Aexists(obj, name) > 0 && H5Adelete(obj, name) < 0) s = lt__h5_err(LT_ERR_IO, "replacing attribute '%s'", name);
+  if (!s) a = H5Acreate2(obj, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
+  if (!s && (a < 0 || H5Awrite(a, mtype, buf) < 0)) s = lt__h5_err(LT_ERR_IO, "writing attribute '%s'", name);
+  if (a >= 0) H5Aclose(a);
+  H5Sclose(sp);
+  return s;
+}
+
+lt_status lt__h5_attr_int(hid_t obj, const char *name, int64_t v) {
+  return attr_write(obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+}
+
+lt_status lt__h5_attr_double(hid_t obj, const char *name, double v) {
+  return attr_write(obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+lt_status lt__h5_attr_string(hid_t obj, const char *name, const char *v) {
+  size_t n = strlen(v);
+  if (n > LT__CKPT_MAX_STRING)
+    return lt__err(LT_ERR_INVALID, "checkpoint: string attribute '%s' has %zu bytes (at most %d)", name, n,
+                   LT__CKPT_MAX_STRING);
+  hid_t t = H5Tcopy(H5T_C_S1);
+  if (t < 0 || H5Tset_size(t, n ? n : 1) < 0 || H5Tset_strpad(t, H5T_STR_NULLPAD) < 0 ||
+      H5Tset_cset(t, H5T_CSET_UTF8) < 0) {
+    if (t >= 0) H5Tclose(t);
+    return lt__h5_err(LT_ERR_IO, "writing attribute '%s'", name);
+  }
+  lt_status s = attr_write(obj, name, t, t, n ? v : "");
+  H5Tclose(t);
+  return s;
+}
+
+static lt_status write_blob(hid_t obj, const char *name, const void *data, size_t size, const char *what) {
+  hsize_t dims[1] = {size};
+  hid_t sp = H5Screate_simple(1, dims, NULL), d = -1;
+  lt_status s = LT_OK;
+  if (sp >= 0) d = H5Dcreate2(obj, name, H5T_STD_U8LE, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  if (d < 0 || (size && H5Dwrite(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0))
+    s = lt__h5_err(LT_ERR_IO, "checkpoint: writing %s blob '%s' (%zu bytes)", what, name, size);
+  if (d >= 0) H5Dclose(d);
+  if (sp >= 0) H5Sclose(sp);
+  return s;
+}
+
+lt_status lt__h5_write_meta(hid_t obj, const lt_ckpt_meta *m, bool allow_bytes, const char *what) {
+  const char *key;
+  lt__meta_val v;
+  for (int i = 0; lt__ckpt_meta_at(m, i, &key, &v); i++) {
+    lt_status s = LT_OK;
+    switch (v.kind) {
+      case LT_CKPT_INT: s = lt__h5_attr_int(obj, key, v.i); break;
+      case LT_CKPT_DOUBLE: s = lt__h5_attr_double(obj, key, v.d); break;
+      case LT_CKPT_STRING: s = lt__h5_attr_string(obj, key, v.s); break;
+      case LT_CKPT_BYTES:
+        if (!allow_bytes)
+          return lt__err(LT_ERR_INVALID, "checkpoint: %s value '%s' is a byte blob: only int, double and string "
+                         "are allowed there", what, key);
+        s = write_blob(obj, key, v.bytes, v.size, what);
+        break;
+    }
+    if (s) return s;
+  }
+  return LT_OK;
+}
+
+/* Reads one attribute as an int, double or string (owned is the string). */
+static lt_status read_attr(hid_t obj, const char *what, const char *name, lt__meta_val *v, char **owned) {
+  *owned = NULL;
+  lt_status s = LT_OK;
+  hid_t a = H5Aopen(obj, name, H5P_DEFAULT), t = -1, sp = -1;
+  if (a < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot open attribute '%s' of %s", name, what);
+  t = H5Aget_type(a);
+  sp = H5Aget_space(a);
+  if (t < 0 || sp < 0) {
+    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: attribute '%s' of %s is unreadable", name, what);
+    goto done;
+  }
+  H5S_class_t sc = H5Sget_simple_extent_type(sp);
+  if (!(sc == H5S_SCALAR || (sc == H5S_SIMPLE && H5Sget_simple_extent_npoints(sp) == 1))) {
+    s = lt__err(LT_ERR_FORMAT, "checkpoint: attribute '%s' of %s is not a single value", name, what);
+    goto done;
+  }
+  H5T_class_t cls = H5Tget_class(t);
+  size_t size = H5Tget_size(t);
+  char tdesc[96];
+  if (cls == H5T_INTEGER && size <= 8 && (H5Tget_sign(t) != H5T_SGN_NONE || size < 8)) {
+    v->kind = LT_CKPT_INT;
+    if (H5Aread(a, H5T_NATIVE_INT64, &v->i) < 0) s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading '%s' of %s", name, what);
+  } else if (cls == H5T_FLOAT && (size == 4 || size == 8)) {
+    v->kind = LT_CKPT_DOUBLE;
+    if (H5Aread(a, H5T_NATIVE_DOUBLE, &v->d) < 0) s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading '%s' of %s", name, what);
+  } else if (cls == H5T_STRING) {
+    v->kind = LT_CKPT_STRING;
+    htri_t var = H5Tis_variable_str(t);
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    H5T_cset_t cset = H5Tget_cset(t);
+    if (mt >= 0 && cset >= 0 && H5Tset_cset(mt, cset) < 0) {
+      H5Tclose(mt);
+      mt = -1;
+    }
+    if (var > 0) {
+      char *p = NULL;
+      if (mt < 0 || H5Tset_size(mt, H5T_VARIABLE) < 0 || H5Aread(a, mt, &p) < 0) {
+        s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading string '%s' of %s", name, what);
+      } else if (!p) {
+        s = lt__err(LT_ERR_FORMAT, "checkpoint: string '%s' of %s is NULL", name, what);
+      } else {
+        size_t n = strnlen(p, LT__CKPT_MAX_STRING + 1);
+        if (n > LT__CKPT_MAX_STRING)
+          s = lt__err(LT_ERR_FORMAT, "checkpoint: string '%s' of %s is longer than %d bytes", name, what,
+                      LT__CKPT_MAX_STRING);
+        else if (!(*owned = strndup(p, n)))
+          s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+      }
+      if (p) H5free_memory(p);
+    } else if (var == 0 && size >= 1 && size <= LT__CKPT_MAX_STRING) {
+      char *buf = calloc(size + 1, 1);
+      if (!buf) s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+      else if (mt < 0 || H5Tset_size(mt, size) < 0 || H5Tset_strpad(mt, H5T_STR_NULLPAD) < 0 ||
+               H5Aread(a, mt, buf) < 0) {
+        s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading string '%s' of %s", name, what);
+        free(buf);
+      } else {
+        *owned = buf;
+      }
+    } else {
+      s = lt__err(LT_ERR_FORMAT, "checkpoint: string '%s' of %s has an unsupported size %zu", name, what, size);
+    }
+    if (mt >= 0) H5Tclose(mt);
+    if (!s) v->s = *owned;
+  } else {
+    s = lt__err(LT_ERR_FORMAT, "checkpoint: attribute '%s' of %s has an unsupported type (%s): expected int64, "
+                "double or string", name, what, lt__h5_type_desc(t, tdesc, sizeof tdesc));
+  }
+done:
+  if (s) {
+    free(*owned);
+    *owned = NULL;
+  }
+  if (sp >= 0) H5Sclose(sp);
+  if (t >= 0) H5Tclose(t);
+  H5Aclose(a);
+  return s;
+}
+
+static lt_status get_attr(hid_t obj, const char *what, const char *name, lt_ckpt_kind kind, lt__meta_val *v,
+                          char **owned) {
+  htri_t ex = H5Aexists(obj, name);
+  if (ex < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint: looking up attribute '%s' of %s", name, what);
+  if (ex == 0) return LT_ERR_INDEX;
+  lt_status s = read_attr(obj, what, name, v, owned);
+  if (s) return s;
+  if (v->kind != kind) {
+    free(*owned);
+    *owned = NULL;
+    static const char *names[] = {"an integer", "a double", "a string", "bytes"};
+    return lt__err(LT_ERR_FORMAT, "checkpoint: attribute '%s' of %s is not %s", name, what, names[kind]);
+  }
+  return LT_OK;
+}
+
+lt_status lt__h5_get_attr_int(hid_t obj, const char *what, const char *name, int64_t *out) {
+  lt__meta_val v;
+  char *owned;
+  lt_status s = get_attr(obj, what, name, LT_CKPT_INT, &v, &owned);
+  if (!s) *out = v.i;
+  return s;
+}
+
+lt_status lt__h5_get_attr_double(hid_t obj, const char *what, const char *name, double *out) {
+  lt__meta_val v;
+  char *owned;
+  lt_status s = get_attr(obj, what, name, LT_CKPT_DOUBLE, &v, &owned);
+  if (!s) *out = v.d;
+  return s;
+}
+
+lt_status lt__h5_get_attr_string(hid_t obj, const char *what, const char *name, char **out) {
+  lt__meta_val v;
+  char *owned;
+  lt_status s = get_attr(obj, what, name, LT_CKPT_STRING, &v, &owned);
+  if (!s) *out = owned;
+  return s;
+}
+
+typedef struct name_list {
+  char **v;
+  int n, cap;
+  lt_status s;
+} name_list;
+
+static void name_list_free(name_list *l) {
+  for (int i = 0; i < l->n; i++) free(l->v[i]);
+  free(l->v);
+}
+
+static bool name_list_push(name_list *l, const char *name) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 16;
+    char **v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) return false;
+    l->v = v;
+    l->cap = cap;
+  }
+  if (!(l->v[l->n] = strdup(name))) return false;
+  l->n++;
+  return true;
+}
+
+static herr_t attr_name_cb(hid_t loc, const char *name, const H5A_info_t *info, void *data) {
+  name_list *l = data;
+  if (l->n >= LT__CKPT_MAX_ATTRS) {
+    l->s = lt__err(LT_ERR_FORMAT, "checkpoint: more than %d attributes on one object", LT__CKPT_MAX_ATTRS);
+    return -1;
+  }
+  if (!name_list_push(l, name)) {
+    l->s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+typedef struct link_list {
+  name_list names;
+  const char *what;
+} link_list;
+
+static herr_t blob_link_cb(hid_t g, const char *name, const H5L_info_t *info, void *data) {
+  link_list *l = data;
+  if (info->type != H5L_TYPE_HARD) {
+    l->names.s = lt__err(LT_ERR_FORMAT, "checkpoint: '%s' in %s is a soft, external or user-defined link: refused",
+                         name, l->what);
+    return -1;
+  }
+  if (l->names.n >= LT__CKPT_MAX_ATTRS) {
+    l->names.s = lt__err(LT_ERR_FORMAT, "checkpoint: more than %d objects in %s", LT__CKPT_MAX_ATTRS, l->what);
+    return -1;
+  }
+  if (!name_list_push(&l->names, name)) {
+    l->names.s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+    return -1;
+  }
+  return 0;
+}
+
+static lt_status read_blob(hid_t obj, const char *what, const char *name, uint64_t file_size, lt_ckpt_meta *m) {
+  H5O_info_t oi;
+  if (H5Oget_info_by_name2(obj, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
+    return lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot inspect '%s' in %s", name, what);
+  if (oi.type != H5O_TYPE_DATASET)
+    return lt__err(LT_ERR_FORMAT, "checkpoint: '%s' in %s is not a dataset (extra blobs are uint8 datasets)",
+                   name, what);
+  hid_t d = H5Dopen2(obj, name, H5P_DEFAULT);
+  if (d < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot open '%s' in %s", name, what);
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s", what, name);
+  lt__h5_expect e = {.dtype = LT_DTYPE_COUNT, .raw_type = H5T_STD_U8LE, .ndim = 1, .shape = NULL};
+  int nd;
+  int64_t shape[LT_MAX_DIMS];
+  size_t bytes;
+  lt_status s = lt__h5_check_dataset(d, path, &e, file_size, &nd, shape, &bytes);
+  void *buf = NULL;
+  if (!s && !(buf = malloc(bytes ? bytes : 1))) s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory for %s", path);
+  if (!s && bytes && H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
+    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading %s", path);
+  if (!s) s = lt_ckpt_meta_set_bytes(m, name, buf, bytes);
+  free(buf);
+  H5Dclose(d);
+  return s;
+}
+
+lt_status lt__h5_read_meta(hid_t obj, const char *what, lt_ckpt_meta *m, bool read_blobs, uint64_t file_size) {
+  name_list attrs = {0};
+  hsize_t idx = 0;
+  if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_name_cb, &attrs) < 0) {
+    lt_status s = attrs.s ? attrs.s : lt__h5_err(LT_ERR_FORMAT, "checkpoint: listing the attributes of %s", what);
+    H5Eclear2(H5E_DEFAULT);
+    name_list_free(&attrs);
+    return s;
+  }
+  lt_status s = LT_OK;
+  for (int i = 0; i < attrs.n && !s; i++) {
+    lt__meta_val v;
+    char *owned = NULL;
+    s = lt__ckpt_check_key(attrs.v[i], "checkpoint");
+    if (s) s = lt__err(LT_ERR_FORMAT, "checkpoint: attribute name '%.64s' of %s is not a valid key", attrs.v[i], what);
+    if (!s) s = read_attr(obj, what, attrs.v[i], &v, &owned);
+    if (!s) {
+      switch (v.kind) {
+        case LT_CKPT_INT: s = lt_ckpt_meta_set_int(m, attrs.v[i], v.i); break;
+        case LT_CKPT_DOUBLE: s = lt_ckpt_meta_set_double(m, attrs.v[i], v.d); break;
+        default: s = lt_ckpt_meta_set_string(m, attrs.v[i], v.s); break;
+      }
+    }
+    free(owned);
+  }
+  name_list_free(&attrs);
+  if (s || !read_blobs) return s;
+  link_list links = {.what = what};
+  idx = 0;
+  if (H5Literate(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, blob_link_cb, &links) < 0) {
+    s = links.names.s ? links.names.s : lt__h5_err(LT_ERR_FORMAT, "checkpoint: listing %s", what);
+    H5Eclear2(H5E_DEFAULT);
+  }
+  for (int i = 0; i < links.names.n && !s; i++) {
+    if (lt_ckpt_meta_kind(m, links.names.v[i]) >= 0)
+      s = lt__err(LT_ERR_FORMAT, "checkpoint: '%s' in %s is both an attribute and a blob", links.names.v[i], what);
+    else if (lt__ckpt_check_key(links.names.v[i], "checkpoint"))
+      s = lt__err(LT_ERR_FORMAT, "checkpoint: blob name '%.64s' in %s is not a valid key", links.names.v[i], what);
+    else
+      s = read_blob(obj, what, links.names.v[i], file_size, m);
+  }
+  name_list_free(&links.names);
+  return s;
+}
+
+/* ---- writing tensors --------------------------------------------------- */
+
+hid_t lt__h5_open_or_create_groups(hid_t loc, int n, char *const *comps, const char *full, const char *what) {
+  if (H5Iinc_ref(loc) < 0) {
+    lt__h5_err(LT_ERR_IO, "checkpoint: %s", what);
+    return -1;
+  }
+  hid_t cur = loc;
+  hid_t gcpl = lt__h5_gcpl();
+  for (int i = 0; i < n; i++) {
+    hid_t g = -1;
+    htri_t ex = H5Lexists(cur, comps[i], H5P_DEFAULT);
+    if (ex > 0) {
+      H5O_info_t oi;
+      if (H5Oget_info_by_name2(cur, comps[i], &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+        lt__h5_err(LT_ERR_IO, "checkpoint: %s '%s'", what, full);
+      } else if (oi.type != H5O_TYPE_GROUP) {
+        lt__err(LT_ERR_INVALID,
+                "checkpoint: %s name '%s' needs a group '%s' where another name already put a tensor (names like "
+                "'a' and 'a.b' cannot both exist)", what, full, comps[i]);
+      } else {
+        g = H5Gopen2(cur, comps[i], H5P_DEFAULT);
+        if (g < 0) lt__h5_err(LT_ERR_IO, "checkpoint: %s '%s'", what, full);
+      }
+    } else if (ex == 0) {
+      g = H5Gcreate2(cur, comps[i], H5P_DEFAULT, gcpl, H5P_DEFAULT);
+      if (g < 0) lt__h5_err(LT_ERR_IO, "checkpoint: creating group for %s '%s'", what, full);
+    } else {
+      lt__h5_err(LT_ERR_IO, "checkpoint: %s '%s'", what, full);
+    }
+    H5Gclose(cur);
+    cur = g;
+    if (cur < 0) break;
+  }
+  if (gcpl >= 0) H5Pclose(gcpl);
+  return cur;
+}
+
+/* Does deflate shrink a sample of the data by at least 10%? */
+static bool deflate_pays(const void *data, size_t bytes, int level) {
+  size_t n = bytes < (64u << 10) ? bytes : (64u << 10);
+  uLongf out = compressBound((uLong)n);
+  unsigned char *buf = malloc(out);
+  if (!buf) return false;
+  int rc = compress2(buf, &out, data, (uLong)n, level);
+  free(buf);
+  return rc == Z_OK && (double)out <= 0.9 * (double)n;
+}
+
+/* Chunks of about 1 MiB: whole inner rows where possible. */
+static void chunk_dims(int nd, const int64_t *shape, size_t es, hsize_t *ch) {
+  const uint64_t target = 1u << 20;
+  uint64_t inner = es;
+  int d = nd - 1;
+  for (; d >= 0; d--) {
+    if (inner * (uint64_t)shape[d] > target) break;
+    ch[d] = (hsize_t)shape[d];
+    inner *= (uint64_t)shape[d];
+  }
+  if (d >= 0) {
+    uint64_t k = target / inner;
+    if (k < 1) k = 1;
+    ch[d] = (hsize_t)(k < (uint64_t)shape[d] ? k : (uint64_t)shape[d]);
+    for (d--; d >= 0; d--) ch[d] = 1;
+  }
+}
+
+lt_status lt__h5_write_tensor(hid_t loc, const char *name, const lt_tensor *t, const lt_ckpt_save_opts *opts,
+                              const char *what) {
+  htri_t ex = H5Lexists(loc, name, H5P_DEFAULT);
+  if (ex != 0)
+    return ex < 0 ? lt__h5_err(LT_ERR_IO, "checkpoint: writing %s", what)
+                  : lt__err(LT_ERR_INVALID,
+                            "checkpoint: %s: '%s' is already a group of other names (names like 'a' and 'a.b' "
+                            "cannot both exist)", what, name);
+  lt_tensor *c = lt_is_contiguous(t) ? (lt_tensor *)t : lt_contiguous(t);
+  if (!c) return lt_last_status();
+  size_t es = lt_dtype_size(t->dtype);
+  size_t bytes = (size_t)t->numel * es;
+  hid_t ft = lt__h5_file_type(t->dtype), mt = lt__h5_mem_type(t->dtype), sp = -1, dcpl = -1, d = -1;
+  lt_status s = LT_OK;
+  hsize_t dims[LT_MAX_DIMS];
+  for (int i = 0; i < t->ndim; i++) dims[i] = (hsize_t)t->shape[i];
+  sp = t->ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(t->ndim, dims, NULL);
+  dcpl = H5Pcreate(H5P_DATASET_CREATE);
+  if (ft < 0 || mt < 0 || sp < 0 || dcpl < 0 || H5Pset_fill_time(dcpl, H5D_FILL_TIME_NEVER) < 0) {
+    s = lt__h5_err(LT_ERR_IO, "checkpoint: preparing %s", what);
+    goto done;
+  }
+  int level = opts && opts->deflate_level >= 1 && opts->deflate_level <= 9 ? opts->deflate_level : 1;
+  if (!(opts && opts->uncompressed) && t->ndim > 0 && bytes >= 4096 && deflate_pays(c->data, bytes, level)) {
+    hsize_t ch[LT_MAX_DIMS];
+    chunk_dims(t->ndim, t->shape, es, ch);
+    if (H5Pset_chunk(dcpl, t->ndim, ch) < 0 || H5Pset_deflate(dcpl, (unsigned)level) < 0) {
+      s = lt__h5_err(LT_ERR_IO, "checkpoint: preparing %s", what);
+      goto done;
+    }
+  }
+  d = H5Dcreate2(loc, name, ft, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+  if (d < 0 || (t->numel > 0 && H5Dwrite(d, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, c->data) < 0))
+    s = lt__h5_err(LT_ERR_IO, "checkpoint: writing %s %s", what, LT__D(t));
+done:
+  if (d >= 0 && H5Dclose(d) < 0 && !s) s = lt__h5_err(LT_ERR_IO, "checkpoint: writing %s", what);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  if (sp >= 0) H5Sclose(sp);
+  if (mt >= 0) H5Tclose(mt);
+  if (ft >= 0) H5Tclose(ft);
+  if (c != t) lt_tensor_free(c);
+  return s;
+}
+
+/* ---- the checked walk -------------------------------------------------- */
+
+void lt__h5_list_free(lt__h5_list *l) {
+  for (int i = 0; i < l->n; i++) {
+    free(l->v[i].path);
+    free(l->v[i].name);
+  }
+  free(l->v);
+  *l = (lt__h5_list){0};
+}
+
+/* Object addresses seen (open addressing), to refuse cycles and aliases. */
+typedef struct addr_set {
+  haddr_t *v;
+  size_t cap, n;
+} addr_set;
+
+static bool addr_insert(addr_set *s, haddr_t a, bool *was_there) {
+  if (2 * (s->n + 1) > s->cap) {
+    size_t cap = s->cap ? 2 * s->cap : 64;
+    haddr_t *v = malloc(cap * sizeof *v);
+    if (!v) return false;
+    for (size_t i = 0; i < cap; i++) v[i] = HADDR_UNDEF;
+    for (size_t i = 0; i < s->cap; i++)
+      if (s->v[i] != HADDR_UNDEF) {
+        size_t h = (size_t)(s->v[i] * 0x9E3779B97F4A7C15ull) & (cap - 1);
+        while (v[h] != HADDR_UNDEF) h = (h + 1) & (cap - 1);
+        v[h] = s->v[i];
+      }
+    free(s->v);
+    s->v = v;
+    s->cap = cap;
+  }
+  size_t h = (size_t)(a * 0x9E3779B97F4A7C15ull) & (s->cap - 1);
+  while (s->v[h] != HADDR_UNDEF) {
+    if (s->v[h] == a) {
+      *was_there = true;
+      return true;
+    }
+    h = (h + 1) & (s->cap - 1);
+  }
+  s->v[h] = a;
+  s->n++;
+  *was_there = false;
+  return true;
+}
+
+typedef struct walk_ctx {
+  lt__h5_list *out;
+  addr_set seen;
+  int64_t count;
+  int depth;
+  char path[LT__CKPT_MAX_PATH + 1];  /* HDF5 path of the group being listed */
+  char name[LT__CKPT_MAX_PATH + 1];  /* its dotted name ("" at the top) */
+  lt_status s;
+} walk_ctx;
+
+static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *data);
+
+static lt_status walk_group(hid_t g, walk_ctx *c) {
+  hsize_t idx = 0;
+  if (H5Literate(g, H5_INDEX_NAME, H5_ITER_INC, &idx, walk_cb, c) < 0) {
+    if (!c->s) c->s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: listing group %s", c->path);
+    H5Eclear2(H5E_DEFAULT);
+  }
+  return c->s;
+}
+
+static bool push_entry(lt__h5_list *l, const char *path, const char *name) {
+  if (l->n == l->cap) {
+    int cap = l->cap ? 2 * l->cap : 64;
+    lt__h5_entry *v = realloc(l->v, (size_t)cap * sizeof *v);
+    if (!v) return false;
+    l->v = v;
+    l->cap = cap;
+  }
+  char *p = strdup(path), *n = strdup(name);
+  if (!p || !n) {
+    free(p);
+    free(n);
+    return false;
+  }
+  l->v[l->n++] = (lt__h5_entry){p, n};
+  return true;
+}
+
+static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *data) {
+  walk_ctx *c = data;
+  if (++c->count > LT__CKPT_MAX_OBJECTS) {
+    c->s = lt__err(LT_ERR_FORMAT, "checkpoint: more than %d objects: refused", LT__CKPT_MAX_OBJECTS);
+    return -1;
+  }
+  if (info->type != H5L_TYPE_HARD) {
+    c->s = lt__err(LT_ERR_FORMAT, "checkpoint: %s/%s is a %s link: only hard links are accepted", c->path, name,
+                   info->type == H5L_TYPE_SOFT ? "soft" : info->type == H5L_TYPE_EXTERNAL ? "external" : "user-defined");
+    return -1;
+  }
+  if (strchr(name, '.')) {
+    c->s = lt__err(LT_ERR_FORMAT, "checkpoint: %s/%s: a name component contains '.', which separates components",
+                   c->path, name);
+    return -1;
+  }
+  size_t pl = strlen(c->path), nl = strlen(c->name), ml = strlen(name);
+  if (pl + 1 + ml > LT__CKPT_MAX_PATH) {
+    c->s = lt__err(LT_ERR_FORMAT, "checkpoint: a path under %.64s is longer than %d bytes", c->path,
+                   LT__CKPT_MAX_PATH);
+    return -1;
+  }
+  bool dup;
+  if (!addr_insert(&c->seen, info->u.address, &dup)) {
+    c->s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+    return -1;
+  }
+  if (dup) {
+    c->s = lt__err(LT_ERR_FORMAT, "checkpoint: %s/%s is linked more than once (a cycle or an alias): refused",
+                   c->path, name);
+    return -1;
+  }
+  H5O_info_t oi;
+  if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
+    c->s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot inspect %s/%s", c->path, name);
+    return -1;
+  }
+  /* Extend path and name in place; restored before returning. */
+  c->path[pl] = '/';
+  memcpy(c->path + pl + 1, name, ml + 1);
+  if (nl) c->name[nl] = '.';
+  memcpy(c->name + nl + (nl ? 1 : 0), name, ml + 1);
+  if (oi.type == H5O_TYPE_GROUP) {
+    if (c->depth + 1 > LT__CKPT_MAX_DEPTH) {
+      c->s = lt__err(LT_ERR_FORMAT, "checkpoint: groups nested deeper than %d at %s", LT__CKPT_MAX_DEPTH, c->path);
+    } else {
+      hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
+      if (sub < 0) {
+        c->s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot open group %s", c->path);
+      } else {
+        c->depth++;
+        walk_group(sub, c);
+        c->depth--;
+        H5Gclose(sub);
+      }
+    }
+  } else if (oi.type == H5O_TYPE_DATASET) {
+    if (!push_entry(c->out, c->path, c->name)) c->s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  } else {
+    c->s = lt__err(LT_ERR_FORMAT, "checkpoint: %s is a %s, not a group or dataset: refused", c->path,
+                   oi.type == H5O_TYPE_NAMED_DATATYPE ? "named datatype" : "unknown object");
+  }
+  c->path[pl] = '\0';
+  c->name[nl] = '\0';
+  return c->s ? -1 : 0;
+}
+
+lt_status lt__h5_walk(hid_t file, const char *path, lt__h5_list *out) {
+  *out = (lt__h5_list){0};
+  walk_ctx *c = calloc(1, sizeof *c);
+  if (!c) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  c->out = out;
+  snprintf(c->path, sizeof c->path, "%s", path);
+  hid_t g = H5Gopen2(file, path, H5P_DEFAULT);
+  lt_status s;
+  if (g < 0) {
+    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot open group %s", path);
+  } else {
+    H5O_info_t oi;
+    bool dup;
+    if (H5Oget_info2(g, &oi, H5O_INFO_BASIC) < 0)
+      c->s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot inspect %s", path);
+    else if (!addr_insert(&c->seen, oi.addr, &dup))
+      c->s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+    s = c->s ? c->s : walk_group(g, c);
+    H5Gclose(g);
+  }
+  free(c->seen.v);
+  free(c);
+  if (s) lt__h5_list_free(out);
+  return s;
+}
+
+/* ---- checking and reading datasets ------------------------------------- */
+
+static char *dims_str(int nd, const hsize_t *d, char *buf, size_t size) {
+  size_t k = 0;
+  k += (size_t)snprintf(buf + k, size - k, "[");
+  for (int i = 0; i < nd && k < size; i++)
+    k += (size_t)snprintf(buf + k, size - k, "%s%llu", i ? "," : "", (unsigned long long)d[i]);
+  if (k < size) snprintf(buf + k, size - k, "]");
+  return buf;
+}
+
+lt_status lt__h5_check_dataset(hid_t dset, const char *path, const lt__h5_expect *e, uint64_t file_size,
+                               int *ndim, int64_t *shape, size_t *bytes) {
+  lt_status s = LT_OK;
+  hid_t dcpl = H5Dget_create_plist(dset), type = -1, space = -1, want = -1;
+  char a[200], b[200];
+  bool raw = e->dtype == LT_DTYPE_COUNT; /* blobs, generator states */
+  if (dcpl < 0) {
+    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: dataset %s: cannot read its creation properties", path);
+    goto done;
+  }
+  /* Storage: no virtual datasets, no external files, deflate only. */
+  H5D_layout_t layout = H5Pget_layout(dcpl);
+  if (layout == H5D_VIRTUAL) {
+    s = lt__err(LT_ERR_FORMAT, "checkpoint: dataset %s is a virtual dataset: refused", path);
+    goto done;
+  }
+  if (layout != H5D_COMPACT && layout != H5D_CONTIGUOUS && layout != H5D_CHUNKED) {
+    s = lt__err(LT_ERR_FORMAT, "checkpoint: dataset %s has an unknown storage layout %d", path, (int)layout);
+    goto done;
+  }
+  if (H5Pget_external_count(dcpl) != 0) {
+    s = lt__err(LT_ERR_FORMAT, "checkpoint: dataset %s keeps its data in external files: refused", path);
+    goto done;
+  }
+  int nf = H5Pget_nfilters(dcpl);
+  if (nf < 0 || nf > 8) {
+    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: dataset %s: bad filter pipeline", path);
+    goto done;
+  }
+  for (int i = 0; i < nf; i++) {
+    unsigned flags = 0, config = 0;
+    size_t ncd = 0;
+    H5Z_filter_t f = H5Pget_filter2(dcpl, (unsigned)i, &flags, &ncd, NULL, 0, NULL, &config);
+    if (f != H5Z_FILTER_DEFLATE) {
+      s = lt__err(LT_ERR_FORMAT, "checkpoint: dataset %s uses filter %d: only deflate (%d) is accepted", path,
+                  (int)f, H5Z_FILTER_DEFLATE);
+      goto done;
+    }
+  }
+  /* Type: exactly the one the model's tensor is written with. */
+  type = H5Dget_type(dset);
+  want = raw ? H5Tcopy(e->raw_type) : lt__h5_file_type(e->dtype);
+  if (type < 0 || want < 0) {
+    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: dataset %s: cannot read its type", path);
+    goto done;
+  }
+  if (H5Tequal(type, want) <= 0) {
+    if (raw)
+      s = lt__err(LT_ERR_DTYPE, "checkpoint: dataset %s is %s, not %s", path, lt__h5_type_desc(type, a, sizeof a),
+                  lt__h5_type_desc(want, b, sizeof b));
+    else
+      s = lt__err(LT_ERR_DTYPE, "checkpoint: dataset %s is %s but the model's '%s' is %s", path,
+                  lt__h5_type_desc(type, a, sizeof a), e->model_name, lt__h5_type_desc(want, b, sizeof b));
+    goto done;
+  }
+  size_t es = raw ? H5Tget_size(want) : lt_dtype_size(e->dtype);
+  /* Rank and dims, with checked arithmetic, before any allocation. */
+  space = H5Dget_space(dset);
+  H5S_class_t sc = space < 0 ? H5S_NO_CLASS : H5Sget_simple_extent_type(space);
+  int nd;
+  hsize_t dims[H5S_MAX_RANK];
+  if (sc == H5S_SCALAR) {
+    nd = 0;
+  } else if (sc == H5S_SIMPLE) {
+    nd = H5Sget_simple_extent_ndims(space);
+    if (nd < 0 || nd > H5S_MAX_RANK) {
+      s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: dataset %s: bad dataspace", path);
+      goto done;
+    }
+    if (nd > LT_MAX_DIMS) {
+      s = lt__err(LT_ERR_SHAPE, "checkpoint: dataset %s has rank %d, more than LT_MAX_DIMS (%d)", path, nd,
+                  LT_MAX_DIMS);
+      goto done;
+    }
+    if (H5Sget_simple_extent_dims(space, dims, NULL) != nd) {
+      s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: dataset %s: cannot read its dimensions", path);
+      goto done;
+    }
+  } else {
+    s = lt__err(LT_ERR_FORMAT, "checkpoint: dataset %s has a null or unknown dataspace", path);
+    goto done;
+  }
+  uint64_t numel = 1;
+  for (int i = 0; i < nd; i++) {
+    if (dims[i] > (hsize_t)INT64_MAX || __builtin_mul_overflow(numel, (uint64_t)dims[i], &numel)) {
+      s = lt__err(LT_ERR_OVERFLOW, "checkpoint: dataset %s has dims %s: the element count overflows 64 bits", path,
+                  dims_str(nd, dims, a, sizeof a));
+      goto done;
+    }
+  }
+  uint64_t nbytes;
+  if (__builtin_mul_overflow(numel, (uint64_t)es, &nbytes) || numel > (uint64_t)INT64_MAX) {
+    s = lt__err(LT_ERR_OVERFLOW, "checkpoint: dataset %s has dims %s: the byte count overflows 64 bits", path,
+                dims_str(nd, dims, a, sizeof a));
+    goto done;
+  }
+  if (nbytes > LT__CKPT_MAX_BYTES) {
+    s = lt__err(LT_ERR_OVERFLOW, "checkpoint: dataset %s has dims %s: %llu bytes, over the cap of %llu", path,
+                dims_str(nd, dims, a, sizeof a), (unsigned long long)nbytes, (unsigned long long)LT__CKPT_MAX_BYTES);
+    goto done;
+  }
+  uint64_t limit = nf ? file_size * LT__CKPT_MAX_RATIO + (1u << 20) : file_size;
+  if (nbytes > limit) {
+    s = lt__err(LT_ERR_OVERFLOW, "checkpoint: dataset %s has dims %s: %llu bytes cannot be stored in a %llu-byte file",
+                path, dims_str(nd, dims, a, sizeof a), (unsigned long long)nbytes, (unsigned long long)file_size);
+    goto done;
+  }
+  if (e->ndim >= 0) {
+    bool same = nd == e->ndim;
+    for (int i = 0; same && e->shape && i < nd; i++) same = (int64_t)dims[i] == e->shape[i];
+    if (!same) {
+      if (e->model_name)
+        s = lt__err(LT_ERR_SHAPE, "checkpoint: dataset %s has shape %s but the model's '%s' is %s", path,
+                    dims_str(nd, dims, a, sizeof a), e->model_name, LT__S(e->ndim, e->shape));
+      else
+        s = lt__err(LT_ERR_SHAPE, "checkpoint: dataset %s has shape %s, expected %s", path,
+                    dims_str(nd, dims, a, sizeof a),
+                    e->shape ? LT__S(e->ndim, e->shape) : e->ndim == 1 ? "rank 1" : "another rank");
+      goto done;
+    }
+  }
+  /* Unwritten storage would read as fill values: every byte must exist. For
+   * chunked data (whose compressed size says nothing) count the chunks. */
+  if (numel > 0) {
+    bool written = false;
+    if (layout == H5D_CHUNKED) {
+      hsize_t cd[H5S_MAX_RANK], have = 0;
+      uint64_t want = 1;
+      if (nd > 0 && H5Pget_chunk(dcpl, nd, cd) == nd && H5Dget_num_chunks(dset, space, &have) >= 0) {
+        written = true;
+        for (int i = 0; i < nd && written; i++)
+          if (cd[i] == 0) written = false;
+          else want *= (dims[i] + cd[i] - 1) / cd[i]; /* <= numel: cannot overflow */
+        written = written && have == want;
+      }
+    } else {
+      H5D_space_status_t st;
+      written = H5Dget_space_status(dset, &st) >= 0 && st == H5D_SPACE_STATUS_ALLOCATED;
+    }
+    if (!written) {
+      H5Eclear2(H5E_DEFAULT);
+      s = lt__err(LT_ERR_FORMAT, "checkpoint: dataset %s was never (fully) written", path);
+      goto done;
+    }
+  }
+  *ndim = nd;
+  for (int i = 0; i < nd; i++) shape[i] = (int64_t)dims[i];
+  *bytes = (size_t)nbytes;
+done:
+  if (want >= 0) H5Tclose(want);
+  if (space >= 0) H5Sclose(space);
+  if (type >= 0) H5Tclose(type);
+  if (dcpl >= 0) H5Pclose(dcpl);
+  return s;
+}
+
+lt_status lt__h5_read_dataset(hid_t dset, const char *path, lt_dtype dtype, void *buf) {
+  hid_t mt = lt__h5_mem_type(dtype);
+  if (mt < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading %s", path);
+  lt_status s = LT_OK;
+  if (H5Dread(dset, mt, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
+    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading dataset %s", path);
+  H5Tclose(mt);
+  return s;
+}

@@ -1,0 +1,177 @@
+/*
+ * checkpoint/internal.h: what the files of checkpoint/ share. Not installed.
+ *
+ *   seal.c    the integrity header (size + CRC32 in the 512-byte user block)
+ *             and the durable file dance (temporary, fsync, rename, fsync dir,
+ *             rotation, stale temporaries);
+ *   h5.c      HDF5 plumbing: error silencing and stack capture, typed
+ *             attributes, tensor datasets, the checked tree walk;
+ *   meta.c    lt_ckpt_meta;
+ *   checkpoint.c  the layout: save/load of parameters and training state.
+ */
+#ifndef LT_CHECKPOINT_INTERNAL_H
+#define LT_CHECKPOINT_INTERNAL_H
+
+#include <hdf5.h>
+
+#include "checkpoint/checkpoint.h"
+#include "tensor/internal.h"
+
+/* ---- integrity header (seal.c) ----------------------------------------- */
+
+#define LT__CKPT_UB 512 /* user block size = integrity header size */
+
+/* Opens path read-only, checks the header (magic, version, its CRC, size,
+ * payload CRC) and returns the file's size and identity (device, inode; any
+ * pointer may be NULL). */
+lt_status lt__ckpt_verify(const char *path, uint64_t *size, uint64_t *dev, uint64_t *ino);
+/* Writes the header into the open file fd (HDF5 data from byte 512 on) and
+ * fsyncs it. */
+lt_status lt__ckpt_seal_fd(int fd, const char *path);
+/* Fills buf[0, 512) with the header of the size-byte file image buf. */
+void lt__ckpt_seal_buffer(unsigned char *buf, size_t size);
+
+/* A save in progress: a locked temporary in the destination directory. */
+typedef struct lt__tmpfile {
+  int fd;             /* our descriptor on the temporary, holding its flock */
+  char *final_path;
+  char *tmp_path;
+  char *dir;
+} lt__tmpfile;
+/* Cleans up stale temporaries in path's directory and creates a new locked
+ * temporary for path. */
+lt_status lt__tmp_begin(const char *final_path, lt__tmpfile *t);
+/* Writes the (sealed) file image buf, fsyncs, renames over final_path,
+ * fsyncs the directory. On failure the temporary is removed and final_path
+ * is untouched. Always releases t. */
+lt_status lt__tmp_commit(lt__tmpfile *t, const unsigned char *buf, size_t size);
+/* Removes the temporary and releases t. */
+void lt__tmp_abort(lt__tmpfile *t);
+/* True for names of our temporaries (".<name>.lttmp.<pid>.<n>"). */
+bool lt__is_tmp_name(const char *name);
+
+/* ---- HDF5 plumbing (h5.c) ---------------------------------------------- */
+
+/* Entered around every public call: HDF5 error printing off, plugin loading
+ * off, both restored on leave. */
+typedef struct lt__h5_guard {
+  H5E_auto2_t old_func;
+  void *old_data;
+  unsigned old_plugins;
+  bool have_auto, have_plugins;
+} lt__h5_guard;
+void lt__h5_enter(lt__h5_guard *g);
+void lt__h5_leave(lt__h5_guard *g);
+
+/* lt__err with ": HDF5: <innermost error stack entries>" appended (and the
+ * stack cleared). */
+lt_status lt__h5_err(lt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* The HDF5 file type of a dtype (little-endian; bool is h5py's enum) and the
+ * matching memory type. Both are new type ids (H5Tclose them). */
+hid_t lt__h5_file_type(lt_dtype d);
+hid_t lt__h5_mem_type(lt_dtype d);
+/* "f32 (IEEE float, 4 bytes, little-endian)"-style description of a type. */
+char *lt__h5_type_desc(hid_t type, char *buf, size_t size);
+
+/* Property lists we use everywhere (new ids). */
+hid_t lt__h5_fapl(void);  /* reading: sec2, no file locking, strong close */
+/* Writing: the file is built in memory (core driver, no backing store) and
+ * handed over at close, so HDF5 never does file I/O on a save (see seal.c). */
+typedef struct lt__h5_image {
+  unsigned char *buf;   /* the driver's buffer while the file is open */
+  size_t cap, size;     /* allocated, and the driver's current size */
+  size_t hint;          /* first allocation (an estimate of the file size) */
+  unsigned char *final; /* the buffer, ours after a successful close */
+  size_t final_size;
+} lt__h5_image;
+hid_t lt__h5_fapl_image(lt__h5_image *img); /* img must outlive the file */
+/* The file's length: the superblock's end-of-file address when it can be
+ * read, else the buffer's size. */
+size_t lt__h5_image_length(const lt__h5_image *img);
+hid_t lt__h5_gcpl(void);  /* links tracked and indexed by creation order */
+
+/* Attribute writers (scalar; strings fixed-length UTF-8). */
+lt_status lt__h5_attr_int(hid_t obj, const char *name, int64_t v);
+lt_status lt__h5_attr_double(hid_t obj, const char *name, double v);
+lt_status lt__h5_attr_string(hid_t obj, const char *name, const char *v);
+/* Writes every int/double/string entry of m as an attribute of obj and every
+ * blob as a uint8 dataset (blobs refused when allow_bytes is false). */
+lt_status lt__h5_write_meta(hid_t obj, const lt_ckpt_meta *m, bool allow_bytes, const char *what);
+/* Reads every attribute of obj into m (int64 / double / string only) and,
+ * with read_blobs, every dataset child as a blob. what names obj in errors. */
+lt_status lt__h5_read_meta(hid_t obj, const char *what, lt_ckpt_meta *m, bool read_blobs, uint64_t file_size);
+/* Reads one attribute by name. LT_ERR_INDEX (no message set) if absent. */
+lt_status lt__h5_get_attr_int(hid_t obj, const char *what, const char *name, int64_t *v);
+lt_status lt__h5_get_attr_double(hid_t obj, const char *what, const char *name, double *v);
+lt_status lt__h5_get_attr_string(hid_t obj, const char *what, const char *name, char **v); /* new (free) */
+
+/* Opens "a/b/c" under loc, creating missing groups; a component that exists
+ * but is not a group is an error naming full (the user's name). */
+hid_t lt__h5_open_or_create_groups(hid_t loc, int n, char *const *comps, const char *full, const char *what);
+
+/* Writes t (any dtype and layout) as dataset name under loc: contiguous
+ * when small or when deflate does not pay, else chunked + deflate. */
+lt_status lt__h5_write_tensor(hid_t loc, const char *name, const lt_tensor *t, const lt_ckpt_save_opts *opts,
+                              const char *what);
+
+/* One dataset found by the walk: its HDF5 path and dotted name. */
+typedef struct lt__h5_entry {
+  char *path;   /* "/model/a/b" */
+  char *name;   /* "a.b" (relative to the walked group) */
+} lt__h5_entry;
+typedef struct lt__h5_list {
+  lt__h5_entry *v;
+  int n, cap;
+} lt__h5_list;
+void lt__h5_list_free(lt__h5_list *l);
+/* Walks the group at path recursively (hard links only; groups and datasets
+ * only; no dots in link names; depth, count and cycle checks) and lists its
+ * datasets. */
+lt_status lt__h5_walk(hid_t file, const char *path, lt__h5_list *out);
+
+/* What a dataset must be. */
+typedef struct lt__h5_expect {
+  lt_dtype dtype;                /* LT_DTYPE_COUNT: raw_type instead */
+  hid_t raw_type;                /* the exact file type when dtype is LT_DTYPE_COUNT (e.g. H5T_STD_U8LE) */
+  int ndim;                      /* -1: any rank */
+  const int64_t *shape;          /* NULL: any dims */
+  const char *model_name;        /* for messages: "the model's 'x'" */
+} lt__h5_expect;
+/* Checks layout (no virtual, no external storage), filters (deflate only),
+ * type (exact), rank and dims (overflow-checked, capped by file_size) and
+ * that the data was written, before anything is allocated. Sets *bytes and
+ * the dims (ndim and shape, at least LT_MAX_DIMS entries). */
+lt_status lt__h5_check_dataset(hid_t dset, const char *path, const lt__h5_expect *e, uint64_t file_size,
+                               int *ndim, int64_t *shape, size_t *bytes);
+/* Reads the whole dataset (already checked) into buf. */
+lt_status lt__h5_read_dataset(hid_t dset, const char *path, lt_dtype dtype, void *buf);
+
+/* ---- meta (meta.c) ----------------------------------------------------- */
+
+/* Validates a key; LT_ERR_INVALID naming what. */
+lt_status lt__ckpt_check_key(const char *key, const char *what);
+/* Entry i's value (kind-specific). */
+typedef struct lt__meta_val {
+  lt_ckpt_kind kind;
+  int64_t i;
+  double d;
+  const char *s;
+  const void *bytes;
+  size_t size;
+} lt__meta_val;
+bool lt__ckpt_meta_at(const lt_ckpt_meta *m, int i, const char **key, lt__meta_val *v);
+
+/* ---- limits ------------------------------------------------------------ */
+
+#define LT__CKPT_MAX_DEPTH 64          /* group nesting */
+#define LT__CKPT_MAX_OBJECTS (1 << 20) /* links walked per file */
+#define LT__CKPT_MAX_PATH 4096         /* bytes in a dataset path */
+#define LT__CKPT_MAX_ATTRS 65536       /* attributes per object */
+#define LT__CKPT_MAX_STRING (1 << 20)  /* bytes in a string attribute */
+#define LT__CKPT_MAX_BYTES ((uint64_t)1 << 40) /* bytes in one dataset (1 TiB) */
+/* Deflate expands at most ~1032:1; a dataset cannot decode to more than this
+ * many bytes per byte of file. */
+#define LT__CKPT_MAX_RATIO 1040
+
+#endif /* LT_CHECKPOINT_INTERNAL_H */

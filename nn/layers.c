@@ -1,0 +1,355 @@
+/*
+ * nn/layers.c: the layer modules (Linear, Embedding, LayerNorm, RMSNorm,
+ * activations, the feed-forward block) as structs borrowing parameters from
+ * an lt_params store, with PyTorch's default initialisation.
+ *
+ * What this is: each _init creates its parameters (f32, as PyTorch's default
+ * dtype), initialises them from the generator in PyTorch's order, registers
+ * them under "<name>.weight", "<name>.bias", ... and fills the struct; each
+ * _forward is a thin composition of the functional ops (lt_linear,
+ * lt_layer_norm, lt_rms_norm, lt_dropout, lt_embedding, activations). On an
+ * _init failure nothing changed: the parameters already registered by the
+ * call are removed from the store again, the generator is restored to its
+ * state before the call and the struct is left untouched.
+ *
+ * PyTorch defaults mirrored (https://pytorch.org/docs/stable/nn.html):
+ *   nn.Linear      weight kaiming_uniform_(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)),
+ *                  then bias U(-1/sqrt(in), 1/sqrt(in)) (0 bound when in == 0)
+ *   nn.Embedding   weight N(0, 1), the padding_idx row zeroed
+ *   nn.LayerNorm   weight 1, bias 0
+ *   nn.RMSNorm     weight 1
+ * Biases, norm weights and embeddings are registered LT_PARAM_NO_DECAY.
+ *
+ * Embedding padding_idx: the gradient is masked in a differentiable way
+ * rather than by a hook on the weight. The output rows looked up at
+ * padding_idx are taken from a detached alias of the lookup (lt_where on
+ * ids == padding_idx), so this lookup sends no gradient into that row, exactly
+ * as torch.nn.functional.embedding(padding_idx=...); other uses of the same
+ * weight (an output projection tied to it) still reach the row, as in PyTorch.
+ * The masking is only done when a gradient can flow and an id equals
+ * padding_idx.
+ *
+ * What this is not: attention (nn/attention.c) or the fused kernels
+ * themselves (nn/linear.c, nn/norm.c, nn/dropout.c).
+ */
+#include "nn/nn.h"
+#include "tensor/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+
+/* nn/params.c: drops the store's entries from index count on. */
+void lt__params_truncate(lt_params *p, int count);
+
+#define NAME_MAX_LEN 512
+
+/* ---- registration with roll-back ---------------------------------------------- */
+
+typedef struct reg_mark {
+  lt_params *p;
+  int count;
+  lt_generator *g;
+  lt_generator_state gs;
+} reg_mark;
+
+static reg_mark mark_begin(lt_params *p, lt_generator *g) {
+  reg_mark m = {p, lt_params_count(p), g, {0, 0}};
+  if (g) m.gs = lt_generator_get_state(g);
+  return m;
+}
+
+/* Undo a failed init; returns the status of the failure (kept as pending). */
+static lt_status mark_rollback(const reg_mark *m, lt_status s) {
+  lt__params_truncate(m->p, m->count);
+  if (m->g) lt_generator_set_state(m->g, m->gs);
+  return s;
+}
+
+/* Registers t (owned; freed on failure) as "<prefix>.<leaf>". A NULL t means
+ * its creation failed: the pending status is returned. */
+static lt_status add_param(lt_params *p, const char *prefix, const char *leaf, lt_tensor *t, unsigned flags) {
+  if (!t) return lt_last_status() != LT_OK ? lt_last_status() : LT_ERR_NOMEM;
+  char name[NAME_MAX_LEN];
+  lt_name_join(name, sizeof name, prefix, leaf);
+  if (strlen(prefix) + strlen(leaf) + 2 > sizeof name) {
+    lt_tensor_free(t);
+    return lt__err(LT_ERR_INVALID, "params_add: the name '%s.%s' is longer than %d characters", prefix, leaf,
+                   NAME_MAX_LEN - 1);
+  }
+  lt_status s = lt_params_add(p, name, t, flags);
+  if (s != LT_OK) lt_tensor_free(t);
+  return s;
+}
+
+/* A new f32 parameter tensor outside any scope. */
+static lt_tensor *new_param(int ndim, const int64_t *shape) {
+  return lt_tensor_keep(lt_empty(LT_DTYPE_F32, ndim, shape));
+}
+
+static lt_status check_common(const char *op, const void *m, const lt_params *p, const char *name) {
+  if (!m) return lt__err(LT_ERR_NULL, "%s: the module struct is NULL", op);
+  if (!p) return lt__err(LT_ERR_NULL, "%s: the parameter store is NULL", op);
+  if (!name) return lt__err(LT_ERR_NULL, "%s: name is NULL", op);
+  return LT_OK;
+}
+
+static lt_status check_eps(const char *op, const char *name, double eps) {
+  if (!(eps >= 0) || isinf(eps))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': eps %g must be finite and >= 0", op, name, eps);
+  return LT_OK;
+}
+
+/* ======================================================================== */
+/* Linear                                                                   */
+/* ======================================================================== */
+
+/* Creates and registers "<name>.weight" [out, in] (and "<name>.bias" [out]). */
+static lt_status linear_register(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out,
+                                 bool bias, lt_generator *g) {
+  lt_tensor *w = new_param(LT_SHAPE(out, in));
+  lt_status s = w ? lt_init_kaiming_uniform_(g, w, sqrt(5.0)) : lt_last_status();
+  if (s != LT_OK) {
+    lt_tensor_free(w);
+    return s;
+  }
+  if ((s = add_param(p, name, "weight", w, LT_PARAM_DEFAULT)) != LT_OK) return s;
+  lt_tensor *b = NULL;
+  if (bias) {
+    b = new_param(LT_SHAPE(out));
+    double bound = in > 0 ? 1.0 / sqrt((double)in) : 0.0;
+    bool prev = lt_set_grad_enabled(false);
+    s = b ? lt_uniform_(g, b, -bound, bound) : lt_last_status();
+    lt_set_grad_enabled(prev);
+    if (s != LT_OK) {
+      lt_tensor_free(b);
+      return s;
+    }
+    if ((s = add_param(p, name, "bias", b, LT_PARAM_NO_DECAY)) != LT_OK) return s;
+  }
+  m->weight = w;
+  m->bias = b;
+  return LT_OK;
+}
+
+lt_status lt_linear_init(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
+                         lt_generator *g) {
+  const char *op = "linear_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  if (in < 0 || out < 0)
+    return lt__err(LT_ERR_INVALID, "%s: '%s': in %lld and out %lld must be >= 0", op, name, (long long)in,
+                   (long long)out);
+  reg_mark mk = mark_begin(p, g);
+  lt_linear_m tmp;
+  if ((s = linear_register(&tmp, p, name, in, out, bias, g)) != LT_OK) return mark_rollback(&mk, s);
+  *m = tmp;
+  return LT_OK;
+}
+
+lt_tensor *lt_linear_forward(const lt_linear_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "linear_forward: the module is NULL"), NULL;
+  return lt_linear(x, m->weight, m->bias);
+}
+
+/* ======================================================================== */
+/* Embedding                                                                */
+/* ======================================================================== */
+
+lt_status lt_embedding_init(lt_embedding_m *m, lt_params *p, const char *name, int64_t num, int64_t dim,
+                            int64_t padding_idx, lt_generator *g) {
+  const char *op = "embedding_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  if (num < 0 || dim < 0)
+    return lt__err(LT_ERR_INVALID, "%s: '%s': num %lld and dim %lld must be >= 0", op, name, (long long)num,
+                   (long long)dim);
+  if (padding_idx < -1 || padding_idx >= num)
+    return lt__err(LT_ERR_INDEX, "%s: '%s': padding_idx %lld must be in [0, %lld) or -1 (none)", op, name,
+                   (long long)padding_idx, (long long)num);
+  reg_mark mk = mark_begin(p, g);
+  lt_tensor *w = new_param(LT_SHAPE(num, dim));
+  s = w ? lt_init_normal_(g, w, 0.0, 1.0) : lt_last_status();
+  if (s == LT_OK && padding_idx >= 0) {
+    lt_tensor *row = lt_select(w, 0, padding_idx);
+    s = row ? lt_zero_(row) : lt_last_status();
+    lt_tensor_free(row);
+  }
+  if (s != LT_OK) {
+    lt_tensor_free(w);
+    return mark_rollback(&mk, s);
+  }
+  if ((s = add_param(p, name, "weight", w, LT_PARAM_NO_DECAY)) != LT_OK) return mark_rollback(&mk, s);
+  m->weight = w;
+  m->padding_idx = padding_idx;
+  return LT_OK;
+}
+
+/* True if some id equals pad; *mask (new, bool, ids' shape) is set then. */
+static lt_status padding_mask(const lt_tensor *ids, int64_t pad, lt_tensor **mask) {
+  *mask = NULL;
+  lt_tensor *eq = lt_eq_scalar(ids, (double)pad);
+  if (!eq) return lt_last_status();
+  const unsigned char *b = eq->data; /* a new contiguous bool tensor */
+  bool any = false;
+  for (int64_t i = 0; i < eq->numel && !any; i++) any = b[i] != 0;
+  if (any) *mask = eq;
+  else lt_tensor_free(eq);
+  return LT_OK;
+}
+
+lt_tensor *lt_embedding_forward(const lt_embedding_m *m, const lt_tensor *ids) {
+  if (!m) return lt__err(LT_ERR_NULL, "embedding_forward: the module is NULL"), NULL;
+  lt_tensor *e = lt_embedding(m->weight, ids); /* [*ids, C] */
+  if (!e || m->padding_idx < 0 || !e->requires_grad) return e;
+  lt_tensor *mask = NULL;
+  if (padding_mask(ids, m->padding_idx, &mask) != LT_OK) {
+    lt_tensor_free(e);
+    return NULL;
+  }
+  if (!mask) return e;
+  /* out = ids == padding_idx ? detach(e) : e   (same values; no gradient through padding rows) */
+  lt_tensor *m1 = lt_unsqueeze(mask, -1);
+  lt_tensor *det = lt_detach(e);
+  lt_tensor *out = m1 && det ? lt_where(m1, det, e) : NULL;
+  lt_tensor_free(det);
+  lt_tensor_free(m1);
+  lt_tensor_free(mask);
+  lt_tensor_free(e);
+  return out;
+}
+
+/* ======================================================================== */
+/* Norms                                                                    */
+/* ======================================================================== */
+
+static lt_tensor *new_filled(int64_t C, double v) {
+  lt_tensor *t = new_param(LT_SHAPE(C));
+  if (t && lt_fill_(t, v) != LT_OK) {
+    lt_tensor_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+lt_status lt_layer_norm_init(lt_layer_norm_m *m, lt_params *p, const char *name, int64_t C, double eps,
+                             bool affine) {
+  const char *op = "layer_norm_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (C < 0) return lt__err(LT_ERR_INVALID, "%s: '%s': C %lld must be >= 0", op, name, (long long)C);
+  if ((s = check_eps(op, name, eps)) != LT_OK) return s;
+  reg_mark mk = mark_begin(p, NULL);
+  lt_tensor *w = NULL, *b = NULL;
+  if (affine) {
+    w = new_filled(C, 1.0);
+    if ((s = add_param(p, name, "weight", w, LT_PARAM_NO_DECAY)) != LT_OK) return mark_rollback(&mk, s);
+    b = new_filled(C, 0.0);
+    if ((s = add_param(p, name, "bias", b, LT_PARAM_NO_DECAY)) != LT_OK) return mark_rollback(&mk, s);
+  }
+  m->weight = w;
+  m->bias = b;
+  m->eps = eps;
+  return LT_OK;
+}
+
+lt_tensor *lt_layer_norm_forward(const lt_layer_norm_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "layer_norm_forward: the module is NULL"), NULL;
+  return lt_layer_norm(x, m->weight, m->bias, m->eps);
+}
+
+lt_status lt_rms_norm_init(lt_rms_norm_m *m, lt_params *p, const char *name, int64_t C, double eps) {
+  const char *op = "rms_norm_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (C < 0) return lt__err(LT_ERR_INVALID, "%s: '%s': C %lld must be >= 0", op, name, (long long)C);
+  if ((s = check_eps(op, name, eps)) != LT_OK) return s;
+  reg_mark mk = mark_begin(p, NULL);
+  lt_tensor *w = new_filled(C, 1.0);
+  if ((s = add_param(p, name, "weight", w, LT_PARAM_NO_DECAY)) != LT_OK) return mark_rollback(&mk, s);
+  m->weight = w;
+  m->eps = eps;
+  return LT_OK;
+}
+
+lt_tensor *lt_rms_norm_forward(const lt_rms_norm_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "rms_norm_forward: the module is NULL"), NULL;
+  return lt_rms_norm(x, m->weight, m->eps);
+}
+
+/* ======================================================================== */
+/* Activations and the feed-forward block                                   */
+/* ======================================================================== */
+
+static bool valid_act(lt_activation a) {
+  return a == LT_ACT_RELU || a == LT_ACT_GELU || a == LT_ACT_GELU_TANH || a == LT_ACT_SILU;
+}
+
+lt_tensor *lt_activation_forward(lt_activation act, const lt_tensor *x) {
+  switch (act) {
+    case LT_ACT_RELU: return lt_relu(x);
+    case LT_ACT_GELU: return lt_gelu(x);
+    case LT_ACT_GELU_TANH: return lt_gelu_tanh(x);
+    case LT_ACT_SILU: return lt_silu(x);
+  }
+  if (!x) return lt__err_null("activation_forward", "x"), NULL;
+  return lt__err(LT_ERR_INVALID, "activation_forward: x is %s: unknown activation %d", LT__D(x), (int)act),
+         NULL;
+}
+
+lt_status lt_ffn_init(lt_ffn *m, lt_params *p, const char *name, int64_t C, int64_t d_ff, lt_activation act,
+                      bool swiglu, bool bias, double dropout, lt_generator *g) {
+  const char *op = "ffn_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  if (C < 0 || d_ff < 0)
+    return lt__err(LT_ERR_INVALID, "%s: '%s': C %lld and d_ff %lld must be >= 0", op, name, (long long)C,
+                   (long long)d_ff);
+  if (!valid_act(act)) return lt__err(LT_ERR_INVALID, "%s: '%s': unknown activation %d", op, name, (int)act);
+  if (swiglu && act != LT_ACT_SILU)
+    return lt__err(LT_ERR_INVALID, "%s: '%s': SwiGLU gates with SiLU: pass LT_ACT_SILU (got activation %d)", op,
+                   name, (int)act);
+  if (!(dropout >= 0 && dropout <= 1))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': dropout %g must be in [0, 1]", op, name, dropout);
+  char sub[NAME_MAX_LEN];
+  reg_mark mk = mark_begin(p, g);
+  lt_ffn tmp = {.swiglu = swiglu, .act = act, .dropout = dropout};
+  /* Registration (and draw) order is the PyTorch definition order:
+   * linear1, linear2 (TransformerEncoderLayer); w1, w2, w3 (LLaMA FeedForward). */
+  const char *n1 = swiglu ? "w1" : "linear1", *n2 = swiglu ? "w2" : "linear2";
+  if (strlen(name) + 9 > sizeof sub)
+    return lt__err(LT_ERR_INVALID, "%s: the name '%s' is too long", op, name);
+  if ((s = linear_register(&tmp.linear1, p, lt_name_join(sub, sizeof sub, name, n1), C, d_ff, bias, g)) != LT_OK ||
+      (s = linear_register(&tmp.linear2, p, lt_name_join(sub, sizeof sub, name, n2), d_ff, C, bias, g)) != LT_OK ||
+      (swiglu &&
+       (s = linear_register(&tmp.linear3, p, lt_name_join(sub, sizeof sub, name, "w3"), C, d_ff, bias, g)) != LT_OK))
+    return mark_rollback(&mk, s);
+  *m = tmp;
+  return LT_OK;
+}
+
+/* two-layer:  y = linear2(dropout(act(linear1(x))))
+ * SwiGLU:     y = w2(dropout(silu(w1 x) * w3 x))   (dropout only when m->dropout > 0) */
+lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *ctx) {
+  if (!m) return lt__err(LT_ERR_NULL, "ffn_forward: the module is NULL"), NULL;
+  lt_tensor *a = lt_linear_forward(&m->linear1, x); /* [..., d_ff] */
+  lt_tensor *h = lt_activation_forward(m->swiglu ? LT_ACT_SILU : m->act, a);
+  lt_tensor_free(a);
+  if (m->swiglu && h) {
+    lt_tensor *b = lt_linear_forward(&m->linear3, x); /* [..., d_ff] */
+    lt_tensor *hb = lt_mul(h, b);
+    lt_tensor_free(b);
+    lt_tensor_free(h);
+    h = hb;
+  }
+  if (h && m->dropout > 0) {
+    lt_tensor *d = lt_dropout(h, m->dropout, ctx);
+    lt_tensor_free(h);
+    h = d;
+  }
+  lt_tensor *y = lt_linear_forward(&m->linear2, h); /* [..., C] */
+  lt_tensor_free(h);
+  return y;
+}

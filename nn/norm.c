@@ -1,0 +1,409 @@
+/*
+ * nn/norm.c: lt_layer_norm and lt_rms_norm over the last dim, fused forward
+ * and backward kernels side by side (llm.c's layernorm_forward/_backward).
+ *
+ * LayerNorm (torch.nn.functional.layer_norm with normalized_shape [C]):
+ *   mean = sum(x) / C, var = sum((x - mean)^2) / C (biased), rstd = 1 / sqrt(var + eps)
+ *   y = (x - mean) * rstd * w + b
+ * RMSNorm (torch.nn.RMSNorm / F.rms_norm over [C]):
+ *   rstd = 1 / sqrt(sum(x^2) / C + eps),   y = x * rstd * w
+ * Either affine part may be absent (NULL).
+ *
+ * x [..., C] is seen as N rows of C. The forward runs rows in parallel and
+ * saves per row what the backward needs (mean and rstd, or rstd alone).
+ * Row statistics are summed in double (two passes for the variance: no
+ * cancellation) by `omp simd` reductions, whose order is fixed when the
+ * library is compiled; elementwise work is in the input's dtype.
+ * The backward computes dx row by row and accumulates dweight/dbias in double
+ * over fixed chunks of rows (their number depends on N only); the chunks'
+ * partial sums are then added in chunk order, so results are bit-identical
+ * for every thread count.
+ *
+ * What this is not: a norm over several trailing dims (normalized_shape of
+ * rank > 1), BatchNorm or GroupNorm.
+ */
+#include "nn/nn.h"
+
+#include "autograd/internal.h"
+#include "tensor/internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <string.h>
+
+/* ======================================================================== */
+/* Shared helpers                                                           */
+/* ======================================================================== */
+
+/* x as a contiguous tensor of dtype dt: x itself (*tmp = NULL) if it already
+ * is one, else a copy made without recording (*tmp, to free). NULL on error. */
+static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
+  *tmp = NULL;
+  if (!x || (x->dtype == dt && lt_is_contiguous(x))) return x;
+  const bool prev = lt_set_grad_enabled(false);
+  lt_tensor *t = x->dtype == dt ? lt_clone(x) : lt_to_dtype(x, dt);
+  lt_set_grad_enabled(prev);
+  *tmp = t;
+  return t;
+}
+
+/* Rows in [r0, r1) of this thread when N rows are split over nt threads. */
+#define ROW_SPLIT(N, r0, r1)                                           \
+  const int64_t nt_ = omp_get_num_threads(), id_ = omp_get_thread_num(); \
+  const int64_t r0 = (N) * id_ / nt_, r1 = (N) * (id_ + 1) / nt_
+
+/* Number of threads for work on numel elements. */
+static int threads_for(int64_t numel, int64_t units) {
+  int nt = numel >= LT__PARALLEL_MIN ? omp_get_max_threads() : 1;
+  if (nt > units) nt = (int)(units > 0 ? units : 1);
+  return nt;
+}
+
+/* Backward chunks: at most NCHUNK_MAX chunks of at least CHUNK_MIN rows,
+ * fixed by N alone (never by the thread count). */
+#define NCHUNK_MAX 64
+#define CHUNK_MIN 16
+static int64_t nchunks_for(int64_t N) {
+  int64_t n = (N + CHUNK_MIN - 1) / CHUNK_MIN;
+  return n < 1 ? 1 : n > NCHUNK_MAX ? NCHUNK_MAX : n;
+}
+
+typedef struct norm_aux {
+  double eps;
+} norm_aux;
+
+/* Validates x [..., C] and an optional [C] parameter of op. */
+static lt_status check_param(const char *op, const char *name, const lt_tensor *x, const lt_tensor *p) {
+  if (!p) return LT_OK;
+  if (p->dtype != x->dtype)
+    return lt__err(LT_ERR_DTYPE, "%s: x is %s, %s is %s: %s must have x's dtype", op, LT__D(x), name, LT__D(p),
+                   name);
+  if (p->ndim != 1 || p->shape[0] != x->shape[x->ndim - 1])
+    return lt__err(LT_ERR_SHAPE, "%s: x is %s, %s is %s: %s must be [C] = [%lld] (the last dim of x)", op,
+                   LT__D(x), name, LT__D(p), name, (long long)x->shape[x->ndim - 1]);
+  return LT_OK;
+}
+
+static lt_status check_x(const char *op, const lt_tensor *x, double eps) {
+  if (!x) return lt__err_null(op, "x");
+  if (!lt_dtype_is_float(x->dtype))
+    return lt__err(LT_ERR_DTYPE, "%s: x is %s: only f32 and f64 are supported (cast with lt_to_dtype)", op,
+                   LT__D(x));
+  if (x->ndim < 1)
+    return lt__err(LT_ERR_SHAPE, "%s: x is %s: x must have at least 1 dim (it normalises the last)", op,
+                   LT__D(x));
+  if (!(eps >= 0))
+    return lt__err(LT_ERR_INVALID, "%s: x is %s: eps is %g, must be >= 0", op, LT__D(x), eps);
+  return LT_OK;
+}
+
+/* The leading dims of x: shape of mean/rstd. */
+static int64_t rows_of(const lt_tensor *x) {
+  int64_t N = 1;
+  for (int d = 0; d < x->ndim - 1; d++) N *= x->shape[d];
+  return N;
+}
+
+/* ======================================================================== */
+/* Kernels                                                                  */
+/* ======================================================================== */
+
+/* Per-dtype kernels. w/b may be NULL; the four affine cases get their own
+ * loops (AFFINE picks one) so that each inner loop is plain and vectorises.
+ *
+ * ln_fwd: rows [r0, r1) of x [N, C] -> y, mean [N], rstd [N].
+ * ln_bwd: rows [r0, r1): dx (if not NULL) and, if dw/db are not NULL, adds
+ *         g * norm and g into the double accumulators dw/db [C]. Following
+ *         llm.c:  norm = (x - mean) * rstd, dnorm = w * g,
+ *                 dx = (dnorm - mean(dnorm) - norm * mean(dnorm * norm)) * rstd.
+ * rms_fwd / rms_bwd: the same without the mean:
+ *                 dx = (dnorm - norm * mean(dnorm * norm)) * rstd. */
+#define NORM_KERNELS(NAME, T)                                                                     \
+  static inline double rsum_##NAME(const T *q, int64_t n) {                                       \
+    double s = 0;                                                                                 \
+    _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) s += (double)q[i];       \
+    return s;                                                                                     \
+  }                                                                                               \
+  /* sum of (q - c)^2 */                                                                          \
+  static inline double rsqdev_##NAME(const T *q, int64_t n, double c) {                           \
+    double s = 0;                                                                                 \
+    _Pragma("omp simd reduction(+ : s)") for (int64_t i = 0; i < n; i++) {                        \
+      const double d = (double)q[i] - c;                                                          \
+      s += d * d;                                                                                 \
+    }                                                                                             \
+    return s;                                                                                     \
+  }                                                                                               \
+  static void ln_fwd_##NAME(T *y, T *mean, T *rstd, const T *x, const T *w, const T *b, int64_t C, \
+                            double eps, int64_t r0, int64_t r1) {                                 \
+    for (int64_t r = r0; r < r1; r++) {                                                           \
+      const T *xr = x + r * C;                                                                    \
+      T *yr = y + r * C;                                                                          \
+      const double m = rsum_##NAME(xr, C) / (double)C;                                            \
+      const double v = rsqdev_##NAME(xr, C, m) / (double)C;                                       \
+      const T mt = (T)m, rt = (T)(1.0 / sqrt(v + eps));                                           \
+      mean[r] = mt;                                                                               \
+      rstd[r] = rt;                                                                               \
+      if (w && b) {                                                                               \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - mt) * rt * w[i] + b[i]; \
+      } else if (w) {                                                                             \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - mt) * rt * w[i];     \
+      } else if (b) {                                                                             \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - mt) * rt + b[i];     \
+      } else {                                                                                    \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) yr[i] = (xr[i] - mt) * rt;            \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  /* Row sums of dnorm and dnorm * norm (double); norm = (x - m) * rs. */                        \
+  static inline void dsums_##NAME(const T *g, const T *xr, const T *w, T m, T rs, int64_t C,      \
+                                  double *s1, double *s2) {                                       \
+    double a = 0, c = 0;                                                                          \
+    if (w) {                                                                                      \
+      _Pragma("omp simd reduction(+ : a, c)") for (int64_t i = 0; i < C; i++) {                   \
+        const T nrm = (xr[i] - m) * rs, dn = w[i] * g[i];                                         \
+        a += (double)dn;                                                                          \
+        c += (double)dn * (double)nrm;                                                            \
+      }                                                                                           \
+    } else {                                                                                      \
+      _Pragma("omp simd reduction(+ : a, c)") for (int64_t i = 0; i < C; i++) {                   \
+        const T nrm = (xr[i] - m) * rs;                                                           \
+        a += (double)g[i];                                                                        \
+        c += (double)g[i] * (double)nrm;                                                          \
+      }                                                                                           \
+    }                                                                                             \
+    *s1 = a;                                                                                      \
+    *s2 = c;                                                                                      \
+  }                                                                                               \
+  /* Shared by layer norm (center true: norm = (x - mean) * rstd) and RMS norm                    \
+   * (center false: norm = x * rstd, no mean term in dx). */                                      \
+  static void norm_bwd_##NAME(bool center, T *dx, double *dw, double *db, const T *g, const T *x,  \
+                              const T *mean, const T *rstd, const T *w, int64_t C, int64_t r0,    \
+                              int64_t r1) {                                                       \
+    for (int64_t r = r0; r < r1; r++) {                                                           \
+      const T *gr = g + r * C, *xr = x + r * C;                                                   \
+      const T m = center ? mean[r] : (T)0, rs = rstd[r];                                          \
+      if (dw) {                                                                                   \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) dw[i] += (double)gr[i] *              \
+                                                                     (double)((xr[i] - m) * rs);  \
+      }                                                                                           \
+      if (db) {                                                                                   \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) db[i] += (double)gr[i];               \
+      }                                                                                           \
+      if (!dx) continue;                                                                          \
+      double s1, s2;                                                                              \
+      dsums_##NAME(gr, xr, w, m, rs, C, &s1, &s2);                                                \
+      const T a = center ? (T)(s1 / (double)C) : (T)0, c = (T)(s2 / (double)C);                  \
+      T *dr = dx + r * C;                                                                         \
+      if (w) {                                                                                    \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) {                                     \
+          const T nrm = (xr[i] - m) * rs;                                                         \
+          dr[i] = (w[i] * gr[i] - a - nrm * c) * rs;                                              \
+        }                                                                                         \
+      } else {                                                                                    \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) {                                     \
+          const T nrm = (xr[i] - m) * rs;                                                         \
+          dr[i] = (gr[i] - a - nrm * c) * rs;                                                     \
+        }                                                                                         \
+      }                                                                                           \
+    }                                                                                             \
+  }                                                                                               \
+  static void rms_fwd_##NAME(T *y, T *rstd, const T *x, const T *w, int64_t C, double eps,         \
+                             int64_t r0, int64_t r1) {                                            \
+    for (int64_t r = r0; r < r1; r++) {                                                           \
+      const T *xr = x + r * C;                                                                    \
+      T *yr = y + r * C;                                                                          \
+      const T rt = (T)(1.0 / sqrt(rsqdev_##NAME(xr, C, 0.0) / (double)C + eps));                  \
+      rstd[r] = rt;                                                                               \
+      if (w) {                                                                                    \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) yr[i] = xr[i] * rt * w[i];            \
+      } else {                                                                                    \
+        _Pragma("omp simd") for (int64_t i = 0; i < C; i++) yr[i] = xr[i] * rt;                   \
+      }                                                                                           \
+    }                                                                                             \
+  }
+NORM_KERNELS(f32, float)
+NORM_KERNELS(f64, double)
+
+/* ======================================================================== */
+/* Drivers: forward over rows, backward over chunks of rows                 */
+/* ======================================================================== */
+
+typedef struct norm_job {
+  lt_dtype dt;
+  bool center;              /* layer norm (true) or RMS norm (false) */
+  int64_t N, C;
+  double eps;
+  const void *x, *w, *b, *g;
+  void *y, *mean, *rstd, *dx;
+} norm_job;
+
+static void fwd_rows(const norm_job *j, int64_t r0, int64_t r1) {
+  if (j->dt == LT_DTYPE_F32) {
+    if (j->center) ln_fwd_f32(j->y, j->mean, j->rstd, j->x, j->w, j->b, j->C, j->eps, r0, r1);
+    else rms_fwd_f32(j->y, j->rstd, j->x, j->w, j->C, j->eps, r0, r1);
+  } else {
+    if (j->center) ln_fwd_f64(j->y, j->mean, j->rstd, j->x, j->w, j->b, j->C, j->eps, r0, r1);
+    else rms_fwd_f64(j->y, j->rstd, j->x, j->w, j->C, j->eps, r0, r1);
+  }
+}
+
+static void norm_forward(const norm_job *j) {
+  const int nt = threads_for(j->N * j->C, j->N);
+  if (nt <= 1) {
+    fwd_rows(j, 0, j->N);
+    return;
+  }
+#pragma omp parallel num_threads(nt)
+  {
+    ROW_SPLIT(j->N, r0, r1);
+    if (r0 < r1) fwd_rows(j, r0, r1);
+  }
+}
+
+static void bwd_rows(const norm_job *j, double *dw, double *db, int64_t r0, int64_t r1) {
+  if (j->dt == LT_DTYPE_F32)
+    norm_bwd_f32(j->center, j->dx, dw, db, j->g, j->x, j->mean, j->rstd, j->w, j->C, r0, r1);
+  else
+    norm_bwd_f64(j->center, j->dx, dw, db, j->g, j->x, j->mean, j->rstd, j->w, j->C, r0, r1);
+}
+
+/* dx (if j->dx) and the double sums dw/db [C] (if not NULL, zeroed here). */
+static lt_status norm_backward(const norm_job *j, double *dw, double *db) {
+  const int64_t N = j->N, C = j->C;
+  if (!dw && !db) { /* rows alone */
+    const int nt = threads_for(N * C, N);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+      ROW_SPLIT(N, r0, r1);
+      if (r0 < r1) bwd_rows(j, NULL, NULL, r0, r1);
+    }
+    return LT_OK;
+  }
+  const int64_t nch = nchunks_for(N);
+  const int64_t per = (dw ? 1 : 0) + (db ? 1 : 0);
+  double *part = calloc((size_t)(nch * per * C > 0 ? nch * per * C : 1), sizeof(double));
+  if (!part) return lt__err(LT_ERR_NOMEM, "norm backward: out of memory for %lld partial sums",
+                            (long long)(nch * per * C));
+  const int nt = threads_for(N * C, nch);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t k = 0; k < nch; k++) {
+    double *pw = dw ? part + k * per * C : NULL;
+    double *pb = db ? part + k * per * C + (dw ? C : 0) : NULL;
+    bwd_rows(j, pw, pb, N * k / nch, N * (k + 1) / nch);
+  }
+  /* Chunk sums in chunk order. */
+  if (dw) memset(dw, 0, sizeof(double) * (size_t)C);
+  if (db) memset(db, 0, sizeof(double) * (size_t)C);
+  for (int64_t k = 0; k < nch; k++) {
+    const double *pw = part + k * per * C, *pb = pw + (dw ? C : 0);
+    if (dw)
+      for (int64_t i = 0; i < C; i++) dw[i] += pw[i];
+    if (db)
+      for (int64_t i = 0; i < C; i++) db[i] += pb[i];
+  }
+  free(part);
+  return LT_OK;
+}
+
+/* A new [C] tensor of dtype dt from double sums. */
+static lt_tensor *from_sums(lt_dtype dt, const double *s, int64_t C) {
+  lt_tensor *t = lt_empty(dt, 1, &C);
+  if (!t) return NULL;
+  for (int64_t i = 0; i < C; i++) lt__store((char *)t->data + i * (int64_t)lt_dtype_size(dt), dt, s[i]);
+  return t;
+}
+
+/* ======================================================================== */
+/* Forward and backward, shared by both norms                               */
+/* ======================================================================== */
+
+/* center: layer norm (weight, bias) or RMS norm (weight; bias NULL). */
+static lt_tensor *norm_op(const char *op, bool center, const lt_tensor *x, const lt_tensor *weight,
+                          const lt_tensor *bias, double eps) {
+  if (check_x(op, x, eps) != LT_OK || check_param(op, "weight", x, weight) != LT_OK ||
+      check_param(op, "bias", x, bias) != LT_OK)
+    return NULL;
+  const lt_dtype dt = x->dtype;
+  const int64_t C = x->shape[x->ndim - 1], N = rows_of(x);
+  lt_tensor *xt, *wt, *bt, *y = NULL, *mean = NULL, *rstd = NULL;
+  const lt_tensor *xc = as_contig(x, dt, &xt), *wc = as_contig(weight, dt, &wt), *bc = as_contig(bias, dt, &bt);
+  if (!xc || (weight && !wc) || (bias && !bc)) goto done;
+  y = lt_empty(dt, x->ndim, x->shape);
+  /* mean / rstd [...] over the leading dims */
+  mean = center ? lt_empty(dt, x->ndim - 1, x->shape) : NULL;
+  rstd = lt_empty(dt, x->ndim - 1, x->shape);
+  if (!y || (center && !mean) || !rstd) goto fail;
+  const norm_job job = {dt, center, N, C, eps, xc->data, wc ? wc->data : NULL, bc ? bc->data : NULL, NULL,
+                        y->data, mean ? mean->data : NULL, rstd->data, NULL};
+  if (N > 0) norm_forward(&job);
+  if (lt__needs_grad(3, (const lt_tensor *[]){x, weight, bias})) {
+    const norm_aux aux = {eps};
+    /* Saved: x (contiguous), weight (contiguous or absent: a 0-d placeholder
+     * is not needed, the node's input edge says whether it exists), stats. */
+    const lt_tensor *sv[4] = {xc, rstd, mean, wc};
+    const int nsv = 2 + (center ? 1 : 0) + (wc ? 1 : 0);
+    if (!center) sv[2] = wc;
+    lt_status st = center ? lt__record(y, LT__OP_layer_norm, 3, (const lt_tensor *[]){x, weight, bias}, nsv, sv,
+                                       &aux, sizeof aux)
+                          : lt__record(y, LT__OP_rms_norm, 2, (const lt_tensor *[]){x, weight}, nsv, sv, &aux,
+                                       sizeof aux);
+    if (st != LT_OK) goto fail;
+  }
+  goto done;
+fail:
+  lt_tensor_free(y);
+  y = NULL;
+done:
+  lt_tensor_free(xt);
+  lt_tensor_free(wt);
+  lt_tensor_free(bt);
+  lt_tensor_free(mean);
+  lt_tensor_free(rstd);
+  return y;
+}
+
+/* Saved: x [N, C] contiguous, rstd [N], then mean [N] (layer norm only), then
+ * weight [C] if the op had one. Gradients: dx [..., C], dweight [C], dbias [C]. */
+static lt_status norm_bw(bool center, const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  const lt_tensor *x = node->saved[0], *rstd = node->saved[1];
+  const lt_tensor *mean = center ? node->saved[2] : NULL;
+  const int iw = center ? 3 : 2;
+  const bool has_w = node->nsaved > iw;
+  const lt_tensor *w = has_w ? node->saved[iw] : NULL;
+  const lt_dtype dt = x->dtype;
+  const int64_t C = x->shape[x->ndim - 1], N = rows_of(x);
+  const bool need_dx = lt__needs_input_grad(node, 0);
+  const bool need_dw = lt__needs_input_grad(node, 1);
+  const bool need_db = center && lt__needs_input_grad(node, 2);
+  lt_tensor *gt;
+  const lt_tensor *g = as_contig(gout, dt, &gt);
+  if (!g) return lt_last_status();
+  lt_tensor *dx = need_dx ? lt_empty(dt, x->ndim, x->shape) : NULL;
+  if (need_dx && !dx) return lt_last_status();
+  double *sums = (need_dw || need_db) ? calloc((size_t)(2 * C > 0 ? 2 * C : 1), sizeof(double)) : NULL;
+  if ((need_dw || need_db) && !sums) return lt__err(LT_ERR_NOMEM, "norm backward: out of memory");
+  double *dw = need_dw ? sums : NULL, *db = need_db ? sums + C : NULL;
+  const norm_job job = {dt, center, N, C, 0.0, x->data, w ? w->data : NULL, NULL, g->data,
+                        NULL, mean ? mean->data : NULL, rstd->data, dx ? dx->data : NULL};
+  lt_status st = N > 0 ? norm_backward(&job, dw, db) : LT_OK;
+  if (st == LT_OK && need_dw && !(gin[1] = from_sums(dt, dw, C))) st = lt_last_status();
+  if (st == LT_OK && need_db && !(gin[2] = from_sums(dt, db, C))) st = lt_last_status();
+  free(sums);
+  if (st != LT_OK) return st;
+  gin[0] = dx;
+  return LT_OK;
+}
+
+lt_tensor *lt_layer_norm(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, double eps) {
+  return norm_op("layer_norm", true, x, weight, bias, eps);
+}
+lt_status lt__bw_layer_norm(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  return norm_bw(true, node, gout, gin);
+}
+
+lt_tensor *lt_rms_norm(const lt_tensor *x, const lt_tensor *weight, double eps) {
+  return norm_op("rms_norm", false, x, weight, NULL, eps);
+}
+lt_status lt__bw_rms_norm(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  return norm_bw(false, node, gout, gin);
+}

@@ -1,0 +1,436 @@
+/*
+ * nn/optim.c: SGD, Adam and AdamW exactly as torch.optim (1.13,
+ * single-tensor code path), over every trainable parameter of an lt_params
+ * store.
+ *
+ * What this is: one fused loop per parameter and dtype (f32 computes in
+ * float, as PyTorch's CPU kernels do; f64 in double), OpenMP over elements
+ * for big tensors (elementwise, so results never depend on the thread count).
+ * The parameters are written directly (they require grad, so the in-place
+ * ops would refuse) and their storage version is bumped, so a graph that
+ * saved a parameter before the step fails its backward as it should.
+ *
+ * The updates, per parameter p with gradient g (https://pytorch.org/docs/1.13/optim.html):
+ *   SGD:   g += wd * p                                   (L2, weight_decay != 0)
+ *          buf = g (first step) | buf = momentum * buf + (1 - dampening) * g
+ *          g = g + momentum * buf (nesterov) | g = buf   (momentum != 0)
+ *          p -= lr * g
+ *   Adam:  t += 1; g += wd * p                           (L2, weight_decay != 0)
+ *   AdamW: t += 1; p *= 1 - lr * wd                      (decoupled)
+ *          m = beta1 * m + (1 - beta1) * g
+ *          v = beta2 * v + (1 - beta2) * g * g
+ *          p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps)
+ * with the operations in PyTorch's order (mul_ then add_, addcmul_, addcdiv_).
+ *
+ * Parameter groups: LT_PARAM_NO_DECAY parameters get weight_decay 0 unless
+ * cfg->decay_all. Parameters without .grad and frozen ones (requires_grad
+ * false at the time of the step) are skipped, as PyTorch skips parameters
+ * whose .grad is None. The parameter set is the store's non-buffer entries
+ * when the optimizer is made (later additions are not optimized).
+ *
+ * State: "momentum_buffer" (SGD with momentum != 0), "exp_avg" and
+ * "exp_avg_sq" (Adam, AdamW), created lazily at a parameter's first update,
+ * plus a per-parameter step t for the bias corrections (PyTorch's
+ * state['step']), so a parameter that first gets a gradient late starts at
+ * t = 1 as in PyTorch. lt_optimizer_step_count counts lt_optimizer_step calls.
+ * For checkpoints: lt_optimizer_set_step_count(o, n) with n > 0 creates every
+ * missing state tensor (zeros) and sets every per-parameter step to n, so a
+ * loader calls it first and then fills the tensors lt_optimizer_state returns;
+ * n == 0 drops all state (a fresh optimizer).
+ *
+ * What this is not: amsgrad, maximize, foreach/fused variants, or several
+ * user-defined parameter groups (one config; the NO_DECAY split is the only
+ * grouping).
+ */
+#include "nn/nn.h"
+#include "tensor/internal.h"
+
+#include <math.h>
+
+typedef struct opt_entry {
+  lt_tensor *param;    /* borrowed from the store */
+  const char *name;    /* borrowed from the store */
+  double weight_decay; /* this parameter's group value */
+  lt_tensor *buf;      /* SGD momentum_buffer or Adam exp_avg (owned), NULL until the first update */
+  lt_tensor *sq;       /* Adam exp_avg_sq (owned) */
+  int64_t step;        /* Adam: updates applied to this parameter */
+} opt_entry;
+
+struct lt_optimizer {
+  lt_optim_config cfg;
+  lt_params *p;
+  opt_entry *e;
+  int n;
+  int64_t steps; /* lt_optimizer_step calls */
+};
+
+lt_optim_config lt_optim_defaults(lt_optim_kind kind) {
+  lt_optim_config c = {0};
+  c.kind = kind;
+  c.lr = 1e-3;
+  c.momentum = 0;
+  c.dampening = 0;
+  c.nesterov = false;
+  c.beta1 = 0.9;
+  c.beta2 = 0.999;
+  c.eps = 1e-8;
+  c.weight_decay = kind == LT_OPTIM_ADAMW ? 1e-2 : 0;
+  c.decay_all = false;
+  return c;
+}
+
+static const char *kind_name(lt_optim_kind k) {
+  switch (k) {
+    case LT_OPTIM_SGD: return "SGD";
+    case LT_OPTIM_ADAM: return "Adam";
+    case LT_OPTIM_ADAMW: return "AdamW";
+  }
+  return "?";
+}
+
+/* PyTorch's constructor checks. */
+static lt_status check_config(const lt_optim_config *c) {
+  const char *op = "optimizer_new";
+  if (c->kind != LT_OPTIM_SGD && c->kind != LT_OPTIM_ADAM && c->kind != LT_OPTIM_ADAMW)
+    return lt__err(LT_ERR_INVALID, "%s: unknown optimizer kind %d", op, (int)c->kind);
+  const char *k = kind_name(c->kind);
+  if (!(c->lr >= 0) || isinf(c->lr))
+    return lt__err(LT_ERR_INVALID, "%s: %s: invalid learning rate %g (must be finite and >= 0)", op, k, c->lr);
+  if (!(c->weight_decay >= 0) || isinf(c->weight_decay))
+    return lt__err(LT_ERR_INVALID, "%s: %s: invalid weight_decay %g (must be finite and >= 0)", op, k,
+                   c->weight_decay);
+  if (c->kind == LT_OPTIM_SGD) {
+    if (!(c->momentum >= 0) || isinf(c->momentum))
+      return lt__err(LT_ERR_INVALID, "%s: SGD: invalid momentum %g (must be finite and >= 0)", op, c->momentum);
+    if (!isfinite(c->dampening))
+      return lt__err(LT_ERR_INVALID, "%s: SGD: invalid dampening %g", op, c->dampening);
+    if (c->nesterov && (c->momentum <= 0 || c->dampening != 0))
+      return lt__err(LT_ERR_INVALID,
+                     "%s: SGD: nesterov momentum requires a momentum > 0 and zero dampening (momentum %g, "
+                     "dampening %g)",
+                     op, c->momentum, c->dampening);
+  } else {
+    if (!(c->eps >= 0) || isinf(c->eps))
+      return lt__err(LT_ERR_INVALID, "%s: %s: invalid eps %g (must be finite and >= 0)", op, k, c->eps);
+    if (!(c->beta1 >= 0 && c->beta1 < 1))
+      return lt__err(LT_ERR_INVALID, "%s: %s: invalid beta1 %g (must be in [0, 1))", op, k, c->beta1);
+    if (!(c->beta2 >= 0 && c->beta2 < 1))
+      return lt__err(LT_ERR_INVALID, "%s: %s: invalid beta2 %g (must be in [0, 1))", op, k, c->beta2);
+  }
+  return LT_OK;
+}
+
+lt_optimizer *lt_optimizer_new(lt_params *p, const lt_optim_config *cfg) {
+  const char *op = "optimizer_new";
+  if (!p) return lt__err(LT_ERR_NULL, "%s: the parameter store is NULL", op), NULL;
+  if (!cfg) return lt__err(LT_ERR_NULL, "%s: cfg is NULL", op), NULL;
+  if (check_config(cfg) != LT_OK) return NULL;
+  int n = 0, total = lt_params_count(p);
+  for (int i = 0; i < total; i++)
+    if (!(lt_params_at(p, i)->flags & LT_PARAM_BUFFER)) n++;
+  if (n == 0)
+    return lt__err(LT_ERR_INVALID, "%s: %s: the store holds no parameters (%d buffers): nothing to optimize",
+                   op, kind_name(cfg->kind), total),
+           NULL;
+  lt_optimizer *o = calloc(1, sizeof *o);
+  opt_entry *e = calloc((size_t)n, sizeof *e);
+  if (!o || !e) {
+    free(o);
+    free(e);
+    return lt__err(LT_ERR_NOMEM, "%s: out of memory for %d parameters", op, n), NULL;
+  }
+  o->cfg = *cfg;
+  o->p = p;
+  o->e = e;
+  o->n = n;
+  for (int i = 0, k = 0; i < total; i++) {
+    const lt_param *q = lt_params_at(p, i);
+    if (q->flags & LT_PARAM_BUFFER) continue;
+    bool decay = cfg->decay_all || !(q->flags & LT_PARAM_NO_DECAY);
+    e[k++] = (opt_entry){.param = q->value, .name = q->name, .weight_decay = decay ? cfg->weight_decay : 0};
+  }
+  return o;
+}
+
+static void drop_state(opt_entry *e) {
+  lt_tensor_free(e->buf);
+  lt_tensor_free(e->sq);
+  e->buf = e->sq = NULL;
+  e->step = 0;
+}
+
+void lt_optimizer_free(lt_optimizer *o) {
+  if (!o) return;
+  for (int i = 0; i < o->n; i++) drop_state(&o->e[i]);
+  free(o->e);
+  free(o);
+}
+
+void lt_optimizer_set_lr(lt_optimizer *o, double lr) {
+  if (o) o->cfg.lr = lr;
+}
+double lt_optimizer_get_lr(const lt_optimizer *o) { return o ? o->cfg.lr : NAN; }
+int64_t lt_optimizer_step_count(const lt_optimizer *o) { return o ? o->steps : 0; }
+
+lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, const char *state_name) {
+  if (!o || !param_name || !state_name) return NULL;
+  lt_tensor *t = lt_params_find(o->p, param_name);
+  if (!t) return NULL;
+  for (int i = 0; i < o->n; i++) {
+    const opt_entry *e = &o->e[i];
+    if (e->param != t) continue;
+    if (o->cfg.kind == LT_OPTIM_SGD) return strcmp(state_name, "momentum_buffer") == 0 ? e->buf : NULL;
+    if (strcmp(state_name, "exp_avg") == 0) return e->buf;
+    if (strcmp(state_name, "exp_avg_sq") == 0) return e->sq;
+    return NULL;
+  }
+  return NULL;
+}
+
+/* ---- state allocation ----------------------------------------------------- */
+
+static bool has_momentum(const lt_optimizer *o) { return o->cfg.kind == LT_OPTIM_SGD && o->cfg.momentum != 0; }
+static bool needs_state(const lt_optimizer *o) { return o->cfg.kind != LT_OPTIM_SGD || has_momentum(o); }
+static bool state_missing(const lt_optimizer *o, const opt_entry *e) {
+  return needs_state(o) && (!e->buf || (o->cfg.kind != LT_OPTIM_SGD && !e->sq));
+}
+
+/* Creates the missing state of e (zeros, outside any scope); *fresh tells
+ * which tensors were made (freed again on a later failure). */
+static lt_status make_state(const lt_optimizer *o, opt_entry *e, bool fresh[2]) {
+  const lt_tensor *p = e->param;
+  fresh[0] = fresh[1] = false;
+  if (!e->buf) {
+    if (!(e->buf = lt_tensor_keep(lt_zeros(p->dtype, p->ndim, p->shape)))) return lt_last_status();
+    fresh[0] = true;
+  }
+  if (o->cfg.kind != LT_OPTIM_SGD && !e->sq) {
+    if (!(e->sq = lt_tensor_keep(lt_zeros(p->dtype, p->ndim, p->shape)))) return lt_last_status();
+    fresh[1] = true;
+  }
+  return LT_OK;
+}
+
+/* Creates the missing state of the entries marked in todo (all if todo is
+ * NULL); on failure frees what it made and returns the error. */
+static lt_status make_states(lt_optimizer *o, const bool *todo, bool *fresh) {
+  for (int i = 0; i < o->n; i++) {
+    if ((todo && !todo[i]) || !state_missing(o, &o->e[i])) continue;
+    lt_status s = make_state(o, &o->e[i], &fresh[2 * i]);
+    if (s != LT_OK) {
+      for (int j = 0; j <= i; j++) {
+        if (fresh[2 * j]) lt_tensor_free(o->e[j].buf), o->e[j].buf = NULL;
+        if (fresh[2 * j + 1]) lt_tensor_free(o->e[j].sq), o->e[j].sq = NULL;
+      }
+      return s;
+    }
+  }
+  return LT_OK;
+}
+
+lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step) {
+  if (!o) return lt__err(LT_ERR_NULL, "optimizer_set_step_count: the optimizer is NULL");
+  if (step < 0)
+    return lt__err(LT_ERR_INVALID, "optimizer_set_step_count: step %lld must be >= 0", (long long)step);
+  if (step == 0) {
+    for (int i = 0; i < o->n; i++) drop_state(&o->e[i]);
+    o->steps = 0;
+    return LT_OK;
+  }
+  bool *fresh = calloc((size_t)o->n * 2, sizeof(bool));
+  if (!fresh) return lt__err(LT_ERR_NOMEM, "optimizer_set_step_count: out of memory");
+  lt_status s = make_states(o, NULL, fresh);
+  free(fresh);
+  if (s != LT_OK) return s;
+  for (int i = 0; i < o->n; i++) o->e[i].step = step;
+  o->steps = step;
+  return LT_OK;
+}
+
+/* ---- the fused update loops ----------------------------------------------- */
+
+/* The constants of one parameter's update. */
+typedef struct opt_hyper {
+  double lr, wd, momentum, keep; /* SGD: keep = 1 - dampening */
+  bool nesterov, fresh;          /* SGD: fresh = the momentum buffer is new (buf = g) */
+  double decay, l2;              /* Adam: AdamW's 1 - lr*wd (1 for Adam); Adam's L2 weight decay (0 for AdamW) */
+  double beta1, beta2, eps, step_size, bc2_sqrt;
+} opt_hyper;
+
+/* The span kernels run over [0, n) of contiguous arrays with `omp simd`; the
+ * driver below splits a tensor into blocks over the OpenMP threads. (GCC does
+ * not vectorise the Adam span: sqrt keeps its errno branch without
+ * -fno-math-errno, which a function attribute does not switch off. The step is
+ * memory-bound and small next to a forward/backward pass.) */
+
+#define OPT_SGD_SPAN(T, SUF)                                                                       \
+  static void sgd_span_##SUF(int64_t n, T *restrict p, const T *restrict g, T *restrict buf,       \
+                             const opt_hyper *h) {                                                 \
+    const T lr = (T)h->lr, wd = (T)h->wd, mom = (T)h->momentum, keep = (T)h->keep;                 \
+    const bool l2 = h->wd != 0, nesterov = h->nesterov, fresh = h->fresh;                          \
+    if (h->momentum == 0) {                                                                        \
+      if (l2) {                                                                                    \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) p[i] = p[i] + (-lr) * (g[i] + wd * p[i]); \
+      } else {                                                                                     \
+        _Pragma("omp simd") for (int64_t i = 0; i < n; i++) p[i] = p[i] + (-lr) * g[i];            \
+      }                                                                                            \
+      return;                                                                                      \
+    }                                                                                              \
+    _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                          \
+      T d = l2 ? g[i] + wd * p[i] : g[i];        /* d_p = grad.add(param, alpha=wd) */             \
+      T b = fresh ? d : buf[i] * mom + keep * d; /* buf.mul_(momentum).add_(d_p, alpha=1-damp) */  \
+      buf[i] = b;                                                                                  \
+      T u = nesterov ? d + mom * b : b;          /* d_p.add(buf, alpha=momentum) | buf */          \
+      p[i] = p[i] + (-lr) * u;                   /* param.add_(d_p, alpha=-lr) */                  \
+    }                                                                                              \
+  }
+OPT_SGD_SPAN(float, f32)
+OPT_SGD_SPAN(double, f64)
+
+#define OPT_ADAM_BODY(T, SQRT, L2)                                                                  \
+  _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                                            \
+    T pi = p[i] * decay;                 /* param.mul_(1 - lr * wd) (AdamW) */                     \
+    T gi = L2 ? g[i] + l2 * p[i] : g[i]; /* grad.add(param, alpha=wd) (Adam) */                    \
+    T mi = m[i] * b1 + c1 * gi;          /* exp_avg.mul_(beta1).add_(grad, alpha=1-beta1) */       \
+    T vi = v[i] * b2 + c2 * gi * gi;     /* exp_avg_sq.mul_(beta2).addcmul_(grad, grad, 1-beta2) */ \
+    T den = SQRT(vi) / bc2s + eps;       /* (exp_avg_sq.sqrt() / bc2_sqrt).add_(eps) */            \
+    m[i] = mi;                                                                                     \
+    v[i] = vi;                                                                                     \
+    p[i] = pi + nstep * mi / den;        /* param.addcdiv_(exp_avg, denom, value=-step_size) */    \
+  }
+
+#define OPT_ADAM_SPAN(T, SUF, SQRT)                                                                 \
+  static void adam_span_##SUF(int64_t n, T *restrict p, const T *restrict g, T *restrict m,        \
+                              T *restrict v, const opt_hyper *h) {                                 \
+    const T decay = (T)h->decay, l2 = (T)h->l2, b1 = (T)h->beta1, b2 = (T)h->beta2,                \
+            c1 = (T)(1.0 - h->beta1), c2 = (T)(1.0 - h->beta2), eps = (T)h->eps,                    \
+            nstep = (T)(-h->step_size), bc2s = (T)h->bc2_sqrt;                                      \
+    if (h->l2 != 0) {                                                                              \
+      OPT_ADAM_BODY(T, SQRT, 1)                                                                    \
+    } else {                                                                                       \
+      OPT_ADAM_BODY(T, SQRT, 0)                                                                    \
+    }                                                                                              \
+  }
+OPT_ADAM_SPAN(float, f32, sqrtf)
+OPT_ADAM_SPAN(double, f64, sqrt)
+
+#define OPT_BLOCK 16384
+
+/* Runs the span kernel of (sgd, f32) over n elements in blocks of OPT_BLOCK,
+ * the blocks split over nt threads when n is big (elementwise: the result
+ * does not depend on the split). */
+static void run_spans(bool sgd, bool f32, int64_t n, void *p, const void *g, void *s1, void *s2,
+                      const opt_hyper *h, int nt) {
+  int64_t nb = (n + OPT_BLOCK - 1) / OPT_BLOCK;
+#pragma omp parallel for schedule(static) num_threads(nt) if (n >= LT__PARALLEL_MIN)
+  for (int64_t b = 0; b < nb; b++) {
+    int64_t lo = b * OPT_BLOCK, len = n - lo < OPT_BLOCK ? n - lo : OPT_BLOCK;
+    if (sgd && f32) sgd_span_f32(len, (float *)p + lo, (const float *)g + lo, s1 ? (float *)s1 + lo : NULL, h);
+    else if (sgd) sgd_span_f64(len, (double *)p + lo, (const double *)g + lo, s1 ? (double *)s1 + lo : NULL, h);
+    else if (f32)
+      adam_span_f32(len, (float *)p + lo, (const float *)g + lo, (float *)s1 + lo, (float *)s2 + lo, h);
+    else
+      adam_span_f64(len, (double *)p + lo, (const double *)g + lo, (double *)s1 + lo, (double *)s2 + lo, h);
+  }
+}
+
+/* One parameter's update on contiguous data p, g (and contiguous state). */
+static void update_one(lt_optimizer *o, opt_entry *e, void *p, const void *g, bool fresh_buf, int nt) {
+  const lt_optim_config *c = &o->cfg;
+  int64_t n = e->param->numel;
+  bool f32 = e->param->dtype == LT_DTYPE_F32;
+  opt_hyper h = {.lr = c->lr, .wd = e->weight_decay};
+  if (c->kind == LT_OPTIM_SGD) {
+    h.momentum = c->momentum;
+    h.keep = 1.0 - c->dampening;
+    h.nesterov = c->nesterov;
+    h.fresh = fresh_buf;
+    run_spans(true, f32, n, p, g, e->buf ? e->buf->data : NULL, NULL, &h, nt);
+    return;
+  }
+  e->step++;
+  double t = (double)e->step;
+  bool adamw = c->kind == LT_OPTIM_ADAMW;
+  h.decay = adamw ? 1.0 - c->lr * e->weight_decay : 1.0;
+  h.l2 = adamw ? 0.0 : e->weight_decay;
+  h.beta1 = c->beta1;
+  h.beta2 = c->beta2;
+  h.eps = c->eps;
+  h.step_size = c->lr / (1.0 - pow(c->beta1, t)); /* lr / bias_correction1 */
+  h.bc2_sqrt = sqrt(1.0 - pow(c->beta2, t));      /* sqrt(bias_correction2) */
+  run_spans(false, f32, n, p, g, e->buf->data, e->sq->data, &h, nt);
+}
+
+static bool same_shape(const lt_tensor *a, const lt_tensor *b) {
+  if (a->ndim != b->ndim) return false;
+  for (int d = 0; d < a->ndim; d++)
+    if (a->shape[d] != b->shape[d]) return false;
+  return true;
+}
+
+lt_status lt_optimizer_step(lt_optimizer *o) {
+  const char *op = "optimizer_step";
+  if (!o) return lt__err(LT_ERR_NULL, "%s: the optimizer is NULL", op);
+  lt_status s = lt__ensure_init();
+  if (s != LT_OK) return s;
+
+  /* 1. Which parameters update, and are their gradients usable? (Nothing
+   *    changes if not.) */
+  bool *todo = calloc((size_t)o->n * 3, sizeof(bool)); /* todo[n], fresh[2n] */
+  if (!todo) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+  bool *fresh = todo + o->n;
+  for (int i = 0; i < o->n; i++) {
+    const lt_tensor *p = o->e[i].param, *g = p->grad;
+    if (!p->requires_grad || !g) continue;
+    if (!same_shape(p, g) || !lt_dtype_is_float(g->dtype)) {
+      free(todo);
+      return lt__err(LT_ERR_SHAPE, "%s: parameter '%s' is %s but its .grad is %s", op, o->e[i].name,
+                     LT__D(p), LT__D(g));
+    }
+    todo[i] = true;
+  }
+  /* 2. Lazily created state (freed again if one allocation fails). */
+  if ((s = make_states(o, todo, fresh)) != LT_OK) {
+    free(todo);
+    return s;
+  }
+  /* 3. The updates, under no-grad. Non-contiguous parameters or gradients
+   *    (or a gradient of another dtype) go through contiguous temporaries. */
+  bool prev = lt_set_grad_enabled(false);
+  int nt = lt_get_num_threads();
+  for (int i = 0; i < o->n && s == LT_OK; i++) {
+    if (!todo[i]) continue;
+    opt_entry *e = &o->e[i];
+    lt_tensor *p = e->param, *g = p->grad, *gt = NULL, *pt = NULL;
+    if (g->dtype != p->dtype || !lt_is_contiguous(g)) {
+      lt_tensor *c = g->dtype != p->dtype ? lt_to_dtype(g, p->dtype) : lt_contiguous(g);
+      gt = c ? lt_tensor_keep(lt_contiguous(c)) : NULL;
+      lt_tensor_free(c);
+      if (!gt) {
+        s = lt_last_status();
+        break;
+      }
+      g = gt;
+    }
+    bool pc = lt_is_contiguous(p);
+    if (!pc && !(pt = lt_tensor_keep(lt_clone(p)))) {
+      lt_tensor_free(gt);
+      s = lt_last_status();
+      break;
+    }
+    if (p->numel > 0) update_one(o, e, pc ? p->data : pt->data, g->data, fresh[2 * i], nt);
+    else if (o->cfg.kind != LT_OPTIM_SGD) e->step++;
+    if (pt) {
+      lt_status s2 = lt_copy_(p, pt); /* bumps p's version */
+      if (s2 != LT_OK) s = s2;
+    } else {
+      lt__bump_version(p);
+    }
+    lt_tensor_free(pt);
+    lt_tensor_free(gt);
+  }
+  lt_set_grad_enabled(prev);
+  free(todo);
+  if (s == LT_OK) o->steps++;
+  return s;
+}

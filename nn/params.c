@@ -1,0 +1,222 @@
+/*
+ * nn/params.c: the parameter store (lt_params), an ordered list of named
+ * tensors that owns every parameter and buffer of a model, and lt_name_join.
+ *
+ * What this is: insertion order is kept, so a model that registers its
+ * parameters in the order its PyTorch counterpart defines its submodules lists
+ * them in PyTorch's state_dict order. Names are copied; a name appears once;
+ * lookup by name goes through an open-addressing hash (FNV-1a, linear probing)
+ * so that models with thousands of tensors load checkpoints without quadratic
+ * string compares.
+ *
+ * What this is not: a module tree. There is no nesting beyond the dotted
+ * names, and nothing is ever removed except by lt_params_free (plus the
+ * internal roll-back lt__params_truncate, which layer initialisers use to undo
+ * a half-finished registration).
+ *
+ * Ownership: lt_params_add takes the caller's reference to the tensor (or the
+ * open scope's: the tensor is taken out of it). On failure nothing changed and
+ * the caller (or the scope) still owns the tensor.
+ */
+#include "nn/nn.h"
+#include "tensor/internal.h"
+
+#include <stdio.h>
+
+struct lt_params {
+  lt_param *items; /* n entries in insertion order; names owned */
+  int n, cap;
+  int *slots;      /* hash table of indices into items, -1 = empty; nslots a power of 2 */
+  int nslots;
+};
+
+/* Internal (used by nn/layers.c to roll back a failed layer init): frees the
+ * entries from index `count` on. */
+void lt__params_truncate(lt_params *p, int count);
+
+static uint64_t name_hash(const char *s) {
+  uint64_t h = 1469598103934665603ULL; /* FNV-1a 64 */
+  for (; *s; s++) {
+    h ^= (unsigned char)*s;
+    h *= 1099511628211ULL;
+  }
+  return h;
+}
+
+/* Index of name in p, or -1. */
+static int find_index(const lt_params *p, const char *name) {
+  if (!p->nslots) return -1;
+  size_t mask = (size_t)p->nslots - 1;
+  for (size_t i = (size_t)name_hash(name) & mask;; i = (i + 1) & mask) {
+    int k = p->slots[i];
+    if (k < 0) return -1;
+    if (strcmp(p->items[k].name, name) == 0) return k;
+  }
+}
+
+static void slot_insert(int *slots, int nslots, const char *name, int index) {
+  size_t mask = (size_t)nslots - 1;
+  size_t i = (size_t)name_hash(name) & mask;
+  while (slots[i] >= 0) i = (i + 1) & mask;
+  slots[i] = index;
+}
+
+/* Rebuild the hash for the first n items into a table of nslots. */
+static lt_status rehash(lt_params *p, int nslots) {
+  int *slots = malloc(sizeof(int) * (size_t)nslots);
+  if (!slots) return lt__err(LT_ERR_NOMEM, "params_add: out of memory for a %d-slot name table", nslots);
+  for (int i = 0; i < nslots; i++) slots[i] = -1;
+  for (int k = 0; k < p->n; k++) slot_insert(slots, nslots, p->items[k].name, k);
+  free(p->slots);
+  p->slots = slots;
+  p->nslots = nslots;
+  return LT_OK;
+}
+
+lt_params *lt_params_new(void) {
+  lt_params *p = calloc(1, sizeof *p);
+  if (!p) lt__err(LT_ERR_NOMEM, "params_new: out of memory");
+  return p;
+}
+
+void lt__params_truncate(lt_params *p, int count) {
+  if (!p || count < 0 || count >= p->n) return;
+  for (int k = count; k < p->n; k++) {
+    lt_tensor_free(p->items[k].value);
+    free((char *)p->items[k].name);
+  }
+  p->n = count;
+  if (p->nslots) {
+    for (int i = 0; i < p->nslots; i++) p->slots[i] = -1;
+    for (int k = 0; k < p->n; k++) slot_insert(p->slots, p->nslots, p->items[k].name, k);
+  }
+}
+
+void lt_params_free(lt_params *p) {
+  if (!p) return;
+  lt__params_truncate(p, 0);
+  free(p->items);
+  free(p->slots);
+  free(p);
+}
+
+lt_status lt_params_add(lt_params *p, const char *name, lt_tensor *value, unsigned flags) {
+  const char *op = "params_add";
+  if (!value) return lt__err_null(op, "value");
+  if (!p) return lt__err(LT_ERR_NULL, "%s: the store is NULL", op);
+  if (!name) return lt__err(LT_ERR_NULL, "%s: name is NULL", op);
+  if (!*name) return lt__err(LT_ERR_INVALID, "%s: value %s: the name is empty", op, LT__D(value));
+  if (flags & ~(unsigned)(LT_PARAM_BUFFER | LT_PARAM_NO_DECAY))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': unknown flag bits 0x%x", op, name,
+                   flags & ~(unsigned)(LT_PARAM_BUFFER | LT_PARAM_NO_DECAY));
+  if (find_index(p, name) >= 0)
+    return lt__err(LT_ERR_INVALID, "%s: '%s' is already in the store (names must be unique)", op, name);
+  for (int k = 0; k < p->n; k++)
+    if (p->items[k].value == value)
+      return lt__err(LT_ERR_INVALID,
+                     "%s: '%s': tensor %s is already in the store as '%s' (a tied weight is registered "
+                     "once and borrowed by both layers)",
+                     op, name, LT__D(value), p->items[k].name);
+  if (value->grad_fn)
+    return lt__err(LT_ERR_AUTOGRAD,
+                   "%s: '%s' is %s, the output of a recorded op: parameters and buffers must be leaves "
+                   "(detach it, or make it under no-grad)",
+                   op, name, LT__D(value));
+  bool buffer = (flags & LT_PARAM_BUFFER) != 0;
+  if (!buffer && !lt_dtype_is_float(value->dtype))
+    return lt__err(LT_ERR_DTYPE,
+                   "%s: '%s' is %s: parameters must be float (register integer tensors as "
+                   "LT_PARAM_BUFFER)",
+                   op, name, LT__D(value));
+
+  /* Allocate everything first, so that a failure changes nothing. */
+  if (p->n == p->cap) {
+    int cap = p->cap ? 2 * p->cap : 16;
+    lt_param *items = realloc(p->items, sizeof(lt_param) * (size_t)cap);
+    if (!items) return lt__err(LT_ERR_NOMEM, "%s: out of memory for %d entries", op, cap);
+    p->items = items;
+    p->cap = cap;
+  }
+  if (2 * (p->n + 1) > p->nslots) { /* load factor <= 1/2 */
+    int nslots = p->nslots ? 2 * p->nslots : 32;
+    while (2 * (p->n + 1) > nslots) nslots *= 2;
+    lt_status s = rehash(p, nslots);
+    if (s != LT_OK) return s;
+  }
+  size_t len = strlen(name);
+  char *copy = malloc(len + 1);
+  if (!copy) return lt__err(LT_ERR_NOMEM, "%s: out of memory for the name '%s'", op, name);
+  memcpy(copy, name, len + 1);
+
+  /* Cannot fail from here on (value is a float leaf, or a buffer). */
+  lt_status s = lt_requires_grad_(value, !buffer);
+  LT_CHECK(s == LT_OK);
+  lt_tensor_keep(value);
+  p->items[p->n] = (lt_param){copy, value, flags};
+  slot_insert(p->slots, p->nslots, copy, p->n);
+  p->n++;
+  return LT_OK;
+}
+
+int lt_params_count(const lt_params *p) { return p ? p->n : 0; }
+
+const lt_param *lt_params_at(const lt_params *p, int i) {
+  if (!p) return lt__err(LT_ERR_NULL, "params_at: the store is NULL"), NULL;
+  if (i < 0 || i >= p->n)
+    return lt__err(LT_ERR_INDEX, "params_at: index %d is outside [0, %d)", i, p->n), NULL;
+  return &p->items[i];
+}
+
+lt_tensor *lt_params_find(const lt_params *p, const char *name) {
+  if (!p || !name) return NULL;
+  int k = find_index(p, name);
+  return k >= 0 ? p->items[k].value : NULL;
+}
+
+int64_t lt_params_numel(const lt_params *p, bool trainable_only) {
+  int64_t n = 0;
+  if (!p) return 0;
+  for (int k = 0; k < p->n; k++) {
+    const lt_param *e = &p->items[k];
+    if (e->flags & LT_PARAM_BUFFER) continue;
+    if (trainable_only && !e->value->requires_grad) continue;
+    n += e->value->numel;
+  }
+  return n;
+}
+
+void lt_params_zero_grad(lt_params *p) {
+  if (!p) return;
+  for (int k = 0; k < p->n; k++) lt_zero_grad(p->items[k].value);
+}
+
+/* An empty or NULL prefix selects every parameter; a non-empty prefix that
+ * matches no parameter is an error (LT_ERR_INVALID), which catches typos. */
+lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, bool requires_grad) {
+  if (!p) return lt__err(LT_ERR_NULL, "params_set_requires_grad: the store is NULL");
+  size_t len = prefix ? strlen(prefix) : 0;
+  int matched = 0;
+  for (int k = 0; k < p->n; k++) {
+    lt_param *e = &p->items[k];
+    if (e->flags & LT_PARAM_BUFFER) continue;
+    if (len && strncmp(e->name, prefix, len) != 0) continue;
+    lt_status s = lt_requires_grad_(e->value, requires_grad);
+    LT_CHECK(s == LT_OK); /* parameters are float leaves (checked at add) */
+    matched++;
+  }
+  if (len && !matched)
+    return lt__err(LT_ERR_INVALID, "params_set_requires_grad: no parameter name starts with '%s'", prefix);
+  return LT_OK;
+}
+
+char *lt_name_join(char *buf, size_t size, const char *prefix, const char *name) {
+  if (!buf || size == 0) return buf;
+  if (!name) name = "";
+  if (!prefix || !*prefix)
+    snprintf(buf, size, "%s", name);
+  else if (!*name)
+    snprintf(buf, size, "%s", prefix);
+  else
+    snprintf(buf, size, "%s.%s", prefix, name);
+  return buf;
+}

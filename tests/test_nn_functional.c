@@ -1,0 +1,1108 @@
+/*
+ * tests/test_nn_functional.c: the fused functional nn ops of nn/nn.h
+ * (nn/linear.c, nn/norm.c, nn/dropout.c, nn/loss.c): lt_linear,
+ * lt_layer_norm, lt_rms_norm, lt_dropout, lt_cross_entropy, lt_nll_loss and
+ * lt_mse_loss.
+ *
+ * Hand-computed values on tiny cases; every fused op against the naive
+ * composition of tensor ops it replaces (lt_matmul, lt_mean, lt_var,
+ * lt_log_softmax, lt_gather, ...) on random f32/f64 inputs in several layouts
+ * (contiguous, transposed, sliced, expanded), forward values and the
+ * gradients of every input through lt_backward on both; zero-size and
+ * edge cases; every error path; bit-identical results on 1 and 2 threads.
+ * With LT_BENCH set, timings: lt_linear against matmul + add, and
+ * cross-entropy forward/backward at N = 2048, V = 8192 against the
+ * composition. Gradchecks live in tests/gradcases_nn.inc.
+ */
+#include "test_util.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "nn/nn.h"
+
+/* ======================================================================== */
+/* Helpers                                                                  */
+/* ======================================================================== */
+
+static lt_generator *gen(uint64_t seed) { return lt_generator_new(seed); }
+
+/* Random normal tensor of dtype (drawn in f64 and cast, so f32 and f64 cases
+ * see the same values). */
+static lt_tensor *rnd(lt_generator *g, lt_dtype dt, int ndim, const int64_t *shape) {
+  lt_tensor *t = LT_NN(lt_randn(g, LT_DTYPE_F64, ndim, shape));
+  if (dt == LT_DTYPE_F64) return t;
+  lt_tensor *c = LT_NN(lt_to_dtype(t, dt));
+  lt_tensor_free(t);
+  return c;
+}
+
+static lt_tensor *from_f64(lt_dtype dt, int ndim, const int64_t *shape, const double *v) {
+  lt_tensor *t = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, ndim, shape, v));
+  if (dt == LT_DTYPE_F64) return t;
+  lt_tensor *c = LT_NN(lt_to_dtype(t, dt));
+  lt_tensor_free(t);
+  return c;
+}
+
+static lt_tensor *ids(lt_dtype dt, int ndim, const int64_t *shape, const int64_t *v) {
+  lt_tensor *t = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, ndim, shape, v));
+  if (dt == LT_DTYPE_I64) return t;
+  lt_tensor *c = LT_NN(lt_to_dtype(t, dt));
+  lt_tensor_free(t);
+  return c;
+}
+
+/* Layouts of an input made from a contiguous base leaf:
+ *   L_PLAIN the base itself;  L_TR lt_transpose(base, 0, -1);
+ *   L_SLICE every other entry along dim 0;  L_EXPAND base dim 0 (size 1) expanded to 3. */
+enum { L_PLAIN, L_TR, L_SLICE, L_EXPAND };
+
+/* The base shape that gives logical shape `shape` under layout how. */
+static void base_shape(int how, int ndim, const int64_t *shape, int64_t *out) {
+  if (ndim > 0) memcpy(out, shape, sizeof(int64_t) * (size_t)ndim);
+  if (how == L_TR && ndim >= 2) {
+    out[0] = shape[ndim - 1];
+    out[ndim - 1] = shape[0];
+  } else if (how == L_SLICE && ndim >= 1) {
+    out[0] = 2 * shape[0];
+  } else if (how == L_EXPAND && ndim >= 1) {
+    out[0] = 1;
+  }
+}
+
+static lt_tensor *apply_layout(lt_tensor *base, int how, int ndim, const int64_t *shape) {
+  switch (how) {
+    case L_TR: return base->ndim >= 2 ? LT_NN(lt_transpose(base, 0, -1)) : lt_tensor_retain(base);
+    case L_SLICE: return LT_NN(lt_slice(base, 0, 0, base->shape[0], 2));
+    case L_EXPAND: return LT_NN(lt_expand(base, ndim, shape));
+    default: return lt_tensor_retain(base);
+  }
+}
+
+/* One input of a comparison: its logical shape, layout, and whether it is
+ * differentiable (else it is passed as given, e.g. integer targets). */
+typedef struct arg {
+  int ndim;
+  int64_t shape[LT_MAX_DIMS];
+  int how;
+  bool grad;
+  lt_tensor *fixed; /* non-NULL: passed as is (targets); not freed here */
+} arg;
+
+typedef lt_tensor *(*op_fn)(lt_tensor *const *in, const void *ctx);
+
+/* Runs f on fresh leaves (copies of base[i]) under their layouts, back-
+ * propagates gout (same random values for both callers: drawn from a
+ * generator seeded by out's shape), and stores the output and the leaves'
+ * gradients (new; NULL where no grad). */
+static void run_op(op_fn f, const void *ctx, int n, const arg *a, lt_tensor *const *base, lt_tensor **out,
+                   lt_tensor **grads) {
+  lt_tensor *leaf[8] = {0}, *in[8] = {0};
+  for (int i = 0; i < n; i++) {
+    if (a[i].fixed) {
+      in[i] = lt_tensor_retain(a[i].fixed);
+      continue;
+    }
+    leaf[i] = LT_NN(lt_clone(base[i]));
+    if (a[i].grad) LT_OK_OR_FAIL(lt_requires_grad_(leaf[i], true));
+    in[i] = apply_layout(leaf[i], a[i].how, a[i].ndim, a[i].shape);
+  }
+  lt_tensor *y = LT_NN(f(in, ctx));
+  lt_generator *g = gen(777 + (uint64_t)y->numel);
+  lt_tensor *go = rnd(g, y->dtype, y->ndim, y->shape);
+  lt_generator_free(g);
+  if (y->requires_grad) LT_OK_OR_FAIL(lt_backward(y, go, false));
+  lt_tensor_free(go);
+  for (int i = 0; i < n; i++) {
+    grads[i] = NULL;
+    if (leaf[i] && leaf[i]->grad) grads[i] = LT_NN(lt_clone(leaf[i]->grad));
+    lt_tensor_free(in[i]);
+    lt_tensor_free(leaf[i]);
+  }
+  *out = LT_NN(lt_detach(y));
+  lt_tensor_free(y);
+}
+
+/* Fused op against its naive composition: forward values and gradients. */
+static void compare(const char *what, op_fn fused, op_fn naive, const void *ctx, int n, const arg *a, lt_dtype dt,
+                    uint64_t seed) {
+  lt_generator *g = gen(seed);
+  lt_tensor *base[8] = {0};
+  for (int i = 0; i < n; i++) {
+    if (a[i].fixed) continue;
+    int64_t bs[LT_MAX_DIMS];
+    base_shape(a[i].how, a[i].ndim, a[i].shape, bs);
+    base[i] = rnd(g, dt, a[i].ndim, bs);
+  }
+  lt_generator_free(g);
+  lt_tensor *yf, *yn, *gf[8], *gn[8];
+  run_op(fused, ctx, n, a, base, &yf, gf);
+  run_op(naive, ctx, n, a, base, &yn, gn);
+  const double rtol = dt == LT_DTYPE_F64 ? 1e-9 : 2e-4, atol = dt == LT_DTYPE_F64 ? 1e-11 : 2e-5;
+  if (!lt_allclose(yf, yn, rtol, atol, false)) printf("%s (%s): output differs\n", what, lt_dtype_name(dt));
+  LT_ASSERT_CLOSE(yf, yn, rtol, atol);
+  for (int i = 0; i < n; i++) {
+    if (!a[i].grad || a[i].fixed) continue;
+    ck_assert_msg(gf[i] && gn[i], "%s: input %d has no gradient (fused %p, naive %p)", what, i, (void *)gf[i],
+                  (void *)gn[i]);
+    if (!lt_allclose(gf[i], gn[i], rtol, atol, false))
+      printf("%s (%s): gradient of input %d differs\n", what, lt_dtype_name(dt), i);
+    LT_ASSERT_CLOSE(gf[i], gn[i], rtol, atol);
+  }
+  for (int i = 0; i < n; i++) {
+    lt_tensor_free(base[i]);
+    lt_tensor_free(gf[i]);
+    lt_tensor_free(gn[i]);
+  }
+  lt_tensor_free(yf);
+  lt_tensor_free(yn);
+}
+
+static arg A(int how, bool grad, int ndim, const int64_t *shape) {
+  arg a = {.ndim = ndim, .how = how, .grad = grad};
+  if (ndim > 0) memcpy(a.shape, shape, sizeof(int64_t) * (size_t)ndim);
+  return a;
+}
+static arg FIXED(lt_tensor *t) { return (arg){.fixed = t}; }
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+/* Process CPU time: on a machine shared with other work, with one thread,
+ * this is the steadier measure. */
+static double cpu_now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* ======================================================================== */
+/* Naive compositions (the references)                                      */
+/* ======================================================================== */
+
+/* Frees a and b (intermediates of a composition) and returns r. */
+static lt_tensor *fr(lt_tensor *r, lt_tensor *a, lt_tensor *b) {
+  lt_tensor_free(a);
+  lt_tensor_free(b);
+  return r;
+}
+
+static lt_tensor *linear_fused(lt_tensor *const *in, const void *ctx) {
+  const bool bias = *(const bool *)ctx;
+  return lt_linear(in[0], in[1], bias ? in[2] : NULL);
+}
+static lt_tensor *linear_naive(lt_tensor *const *in, const void *ctx) {
+  const bool bias = *(const bool *)ctx;
+  lt_tensor *wt = lt_transpose(in[1], 0, 1), *y = lt_matmul(in[0], wt);
+  if (!bias) return fr(y, wt, NULL);
+  return fr(lt_add(y, in[2]), wt, y);
+}
+
+typedef struct norm_ctx {
+  bool w, b;
+  double eps;
+} norm_ctx;
+
+static lt_tensor *ln_fused(lt_tensor *const *in, const void *ctx) {
+  const norm_ctx *c = ctx;
+  return lt_layer_norm(in[0], c->w ? in[1] : NULL, c->b ? in[c->w ? 2 : 1] : NULL, c->eps);
+}
+static lt_tensor *ln_naive(lt_tensor *const *in, const void *ctx) {
+  const norm_ctx *c = ctx;
+  lt_tensor *x = in[0];
+  lt_tensor *m = lt_mean(x, LT_DIMS(-1), true), *v = lt_var(x, LT_DIMS(-1), false, true);
+  lt_tensor *ve = fr(lt_add_scalar(v, c->eps), v, NULL), *r = fr(lt_rsqrt(ve), ve, NULL);
+  lt_tensor *d = fr(lt_sub(x, m), m, NULL), *y = fr(lt_mul(d, r), d, r);
+  if (c->w) y = fr(lt_mul(y, in[1]), y, NULL);
+  if (c->b) y = fr(lt_add(y, in[c->w ? 2 : 1]), y, NULL);
+  return y;
+}
+
+static lt_tensor *rms_fused(lt_tensor *const *in, const void *ctx) {
+  const norm_ctx *c = ctx;
+  return lt_rms_norm(in[0], c->w ? in[1] : NULL, c->eps);
+}
+static lt_tensor *rms_naive(lt_tensor *const *in, const void *ctx) {
+  const norm_ctx *c = ctx;
+  lt_tensor *sq = lt_square(in[0]), *ms = fr(lt_mean(sq, LT_DIMS(-1), true), sq, NULL);
+  lt_tensor *me = fr(lt_add_scalar(ms, c->eps), ms, NULL), *r = fr(lt_rsqrt(me), me, NULL);
+  lt_tensor *y = fr(lt_mul(in[0], r), r, NULL);
+  if (c->w) y = fr(lt_mul(y, in[1]), y, NULL);
+  return y;
+}
+
+typedef struct ce_ctx {
+  lt_cross_entropy_opts o;
+  lt_tensor *safe;  /* targets with ignored entries replaced by 0, i64, shape [..., 1] */
+  lt_tensor *valid; /* 1.0 where counted, 0.0 where ignored, dtype of logits, shape [...] */
+  int64_t count;
+} ce_ctx;
+
+static lt_tensor *ce_fused(lt_tensor *const *in, const void *ctx) {
+  return lt_cross_entropy(in[0], in[1], &((const ce_ctx *)ctx)->o);
+}
+static lt_tensor *nll_fused(lt_tensor *const *in, const void *ctx) {
+  return lt_nll_loss(in[0], in[1], &((const ce_ctx *)ctx)->o);
+}
+
+/* loss_i = ((1 - eps) nll_i + eps * mean_c(-logp)) * valid_i, reduced. */
+static lt_tensor *ce_reduce(const ce_ctx *c, lt_tensor *rows) {
+  lt_tensor *l = fr(lt_mul(rows, c->valid), rows, NULL);
+  if (c->o.reduction == LT_REDUCTION_NONE) return l;
+  lt_tensor *s = fr(lt_sum(l, 0, NULL, false), l, NULL);
+  if (c->o.reduction == LT_REDUCTION_SUM) return s;
+  return fr(lt_mul_scalar(s, c->count ? 1.0 / (double)c->count : 0.0), s, NULL);
+}
+static lt_tensor *nll_rows(const ce_ctx *c, lt_tensor *logp) {
+  lt_tensor *gth = lt_gather(logp, -1, c->safe), *sq = fr(lt_squeeze(gth, -1), gth, NULL);
+  return fr(lt_neg(sq), sq, NULL);
+}
+static lt_tensor *ce_naive(lt_tensor *const *in, const void *ctx) {
+  const ce_ctx *c = ctx;
+  const double eps = c->o.label_smoothing;
+  lt_tensor *logp = lt_log_softmax(in[0], -1);
+  lt_tensor *nll = nll_rows(c, logp);
+  lt_tensor *rows = fr(lt_mul_scalar(nll, 1 - eps), nll, NULL);
+  if (eps > 0) {
+    lt_tensor *mn = lt_mean(logp, LT_DIMS(-1), false), *sm = fr(lt_mul_scalar(mn, -eps), mn, NULL);
+    rows = fr(lt_add(rows, sm), rows, sm);
+  }
+  lt_tensor_free(logp);
+  return ce_reduce(c, rows);
+}
+static lt_tensor *nll_naive(lt_tensor *const *in, const void *ctx) {
+  const ce_ctx *c = ctx;
+  return ce_reduce(c, nll_rows(c, in[0]));
+}
+
+/* Random targets in [0, V) with about a quarter ignored; fills c. Returns the targets (new). */
+static lt_tensor *make_targets(lt_generator *g, lt_dtype tdt, lt_dtype xdt, int ndim, const int64_t *shape,
+                               int64_t V, lt_cross_entropy_opts o, bool ignore_some, ce_ctx *c) {
+  int64_t n = 1;
+  for (int i = 0; i < ndim; i++) n *= shape[i];
+  int64_t *t = malloc(sizeof(int64_t) * (size_t)(n + 1)), *s = malloc(sizeof(int64_t) * (size_t)(n + 1));
+  double *v = malloc(sizeof(double) * (size_t)(n + 1));
+  lt_tensor *u = LT_NN(lt_rand(g, LT_DTYPE_F64, 1, (int64_t[]){2 * n + 1}));
+  double *uv = malloc(sizeof(double) * (size_t)(2 * n + 1));
+  LT_OK_OR_FAIL(lt_tensor_read(u, LT_DTYPE_F64, uv, 2 * n + 1));
+  lt_tensor_free(u);
+  c->o = o;
+  c->count = 0;
+  for (int64_t i = 0; i < n; i++) {
+    t[i] = ignore_some && uv[2 * i] < 0.25 ? o.ignore_index : (int64_t)(uv[2 * i + 1] * (double)V);
+    const bool ign = t[i] == o.ignore_index; /* a random target may equal ignore_index too */
+    s[i] = ign ? 0 : t[i];
+    v[i] = ign ? 0.0 : 1.0;
+    c->count += !ign;
+  }
+  free(uv);
+  int64_t sh1[LT_MAX_DIMS];
+  memcpy(sh1, shape, sizeof(int64_t) * (size_t)ndim);
+  sh1[ndim] = 1;
+  c->safe = ids(LT_DTYPE_I64, ndim + 1, sh1, s);
+  c->valid = from_f64(xdt, ndim, shape, v);
+  lt_tensor *tt = ids(tdt, ndim, shape, t);
+  free(t);
+  free(s);
+  free(v);
+  return tt;
+}
+static void ce_ctx_free(ce_ctx *c) {
+  lt_tensor_free(c->safe);
+  lt_tensor_free(c->valid);
+}
+
+static lt_tensor *mse_fused(lt_tensor *const *in, const void *ctx) {
+  return lt_mse_loss(in[0], in[1], *(const lt_reduction *)ctx);
+}
+static lt_tensor *mse_naive(lt_tensor *const *in, const void *ctx) {
+  const lt_reduction r = *(const lt_reduction *)ctx;
+  lt_tensor *d = lt_sub(in[0], in[1]), *sq = fr(lt_square(d), d, NULL);
+  if (r == LT_REDUCTION_NONE) return sq;
+  if (r == LT_REDUCTION_SUM) return fr(lt_sum(sq, 0, NULL, false), sq, NULL);
+  return fr(lt_mean(sq, 0, NULL, false), sq, NULL);
+}
+
+/* ======================================================================== */
+/* linear                                                                   */
+/* ======================================================================== */
+
+START_TEST(test_linear_hand) {
+  lt_tensor *x = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 2), (double[]){1, 2, 3, 4});
+  lt_tensor *w = from_f64(LT_DTYPE_F32, LT_SHAPE(3, 2), (double[]){1, 0, 0, 1, 1, 1});
+  lt_tensor *b = from_f64(LT_DTYPE_F32, LT_SHAPE(3), (double[]){0.5, -0.5, 1});
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(w, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(b, true));
+  lt_tensor *y = LT_NN(lt_linear(x, w, b));
+  LT_ASSERT_SHAPE(y, 2, 3);
+  LT_ASSERT_VALUES(y, 1e-6, 1.5, 1.5, 4, 3.5, 3.5, 8);
+  lt_tensor *yn = LT_NN(lt_linear(x, w, NULL));
+  LT_ASSERT_VALUES(yn, 1e-6, 1, 2, 3, 3, 4, 7);
+  /* L = sum(y * g), g = [[1,2,3],[4,5,6]]: dx = g W, dW = g^T x, db = colsum g */
+  lt_tensor *g = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+  LT_OK_OR_FAIL(lt_backward(y, g, false));
+  LT_ASSERT_VALUES(x->grad, 1e-6, 4, 5, 10, 11);
+  LT_ASSERT_VALUES(w->grad, 1e-6, 13, 18, 17, 24, 21, 30);
+  LT_ASSERT_VALUES(b->grad, 1e-6, 5, 7, 9);
+  lt_tensor *v[] = {x, w, b, y, yn, g};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+}
+END_TEST
+
+START_TEST(test_linear_vs_matmul) {
+  const lt_dtype dts[2] = {LT_DTYPE_F32, LT_DTYPE_F64};
+  for (int k = 0; k < 2; k++) {
+    const lt_dtype dt = dts[k];
+    const bool yes = true, no = false;
+    /* plain 2-d, with and without bias */
+    arg a1[3] = {A(L_PLAIN, true, LT_SHAPE(7, 5)), A(L_PLAIN, true, LT_SHAPE(4, 5)), A(L_PLAIN, true, LT_SHAPE(4))};
+    compare("linear 2-d", linear_fused, linear_naive, &yes, 3, a1, dt, 1);
+    compare("linear 2-d no bias", linear_fused, linear_naive, &no, 2, a1, dt, 2);
+    /* leading batch dims; transposed x (flattenable) and transposed weight */
+    arg a2[3] = {A(L_PLAIN, true, LT_SHAPE(2, 3, 6)), A(L_TR, true, LT_SHAPE(5, 6)), A(L_PLAIN, true, LT_SHAPE(5))};
+    compare("linear batch, W^T view", linear_fused, linear_naive, &yes, 3, a2, dt, 3);
+    arg a3[3] = {A(L_TR, true, LT_SHAPE(9, 6)), A(L_PLAIN, true, LT_SHAPE(5, 6)), A(L_SLICE, true, LT_SHAPE(5))};
+    compare("linear transposed x, sliced bias", linear_fused, linear_naive, &yes, 3, a3, dt, 4);
+    /* not flattenable: transposed 3-d, expanded batch, sliced rows of a 3-d */
+    arg a4[3] = {A(L_TR, true, LT_SHAPE(4, 3, 4)), A(L_PLAIN, true, LT_SHAPE(2, 4)), A(L_PLAIN, true, LT_SHAPE(2))};
+    compare("linear permuted batch", linear_fused, linear_naive, &yes, 3, a4, dt, 5);
+    arg a5[3] = {A(L_EXPAND, true, LT_SHAPE(3, 4, 5)), A(L_PLAIN, true, LT_SHAPE(6, 5)),
+                 A(L_PLAIN, true, LT_SHAPE(6))};
+    compare("linear expanded batch", linear_fused, linear_naive, &yes, 3, a5, dt, 6);
+    arg a6[3] = {A(L_SLICE, true, LT_SHAPE(3, 2, 5)), A(L_EXPAND, true, LT_SHAPE(4, 5)),
+                 A(L_PLAIN, true, LT_SHAPE(4))};
+    compare("linear sliced batch, expanded weight", linear_fused, linear_naive, &yes, 3, a6, dt, 7);
+    /* 1-d x; size-1 dims; large enough for BLIS threads */
+    arg a7[3] = {A(L_PLAIN, true, LT_SHAPE(5)), A(L_PLAIN, true, LT_SHAPE(3, 5)), A(L_PLAIN, true, LT_SHAPE(3))};
+    compare("linear 1-d", linear_fused, linear_naive, &yes, 3, a7, dt, 8);
+    arg a8[3] = {A(L_PLAIN, true, LT_SHAPE(1, 1, 5)), A(L_PLAIN, true, LT_SHAPE(1, 5)),
+                 A(L_PLAIN, true, LT_SHAPE(1))};
+    compare("linear size 1", linear_fused, linear_naive, &yes, 3, a8, dt, 9);
+    arg a9[3] = {A(L_PLAIN, true, LT_SHAPE(4, 65, 96)), A(L_PLAIN, true, LT_SHAPE(130, 96)),
+                 A(L_PLAIN, true, LT_SHAPE(130))};
+    compare("linear big", linear_fused, linear_naive, &yes, 3, a9, dt, 10);
+    /* x without grad: only dW and db */
+    arg a10[3] = {A(L_PLAIN, false, LT_SHAPE(6, 5)), A(L_PLAIN, true, LT_SHAPE(4, 5)),
+                  A(L_PLAIN, true, LT_SHAPE(4))};
+    compare("linear x no grad", linear_fused, linear_naive, &yes, 3, a10, dt, 11);
+  }
+}
+END_TEST
+
+START_TEST(test_linear_zero_size) {
+  lt_generator *g = gen(5);
+  /* in == 0: y = bias (or zeros); dW is [out, 0]; db = colsum g */
+  lt_tensor *x = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(3, 0)));
+  lt_tensor *w = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(2, 0)));
+  lt_tensor *b = from_f64(LT_DTYPE_F64, LT_SHAPE(2), (double[]){1, 2});
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(b, true));
+  lt_tensor *y = LT_NN(lt_linear(x, w, b));
+  LT_ASSERT_VALUES(y, 0, 1, 2, 1, 2, 1, 2);
+  lt_tensor *y0 = LT_NN(lt_linear(x, w, NULL));
+  LT_ASSERT_VALUES(y0, 0, 0, 0, 0, 0, 0, 0);
+  lt_tensor *s = LT_NN(lt_sum(y, 0, NULL, false));
+  LT_OK_OR_FAIL(lt_backward(s, NULL, false));
+  LT_ASSERT_SHAPE(x->grad, 3, 0);
+  LT_ASSERT_VALUES(b->grad, 0, 3, 3);
+  /* no rows: y [0, out]; dW = 0, db = 0 */
+  lt_tensor *x2 = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(0, 4)));
+  lt_tensor *w2 = rnd(g, LT_DTYPE_F64, LT_SHAPE(3, 4));
+  lt_tensor *b2 = rnd(g, LT_DTYPE_F64, LT_SHAPE(3));
+  LT_OK_OR_FAIL(lt_requires_grad_(w2, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(b2, true));
+  lt_tensor *y2 = LT_NN(lt_linear(x2, w2, b2));
+  LT_ASSERT_SHAPE(y2, 0, 3);
+  lt_tensor *s2 = LT_NN(lt_sum(y2, 0, NULL, false));
+  LT_OK_OR_FAIL(lt_backward(s2, NULL, false));
+  LT_ASSERT_VALUES(w2->grad, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  LT_ASSERT_VALUES(b2->grad, 0, 0, 0, 0);
+  /* out == 0 */
+  lt_tensor *w3 = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(0, 4)));
+  lt_tensor *x3 = rnd(g, LT_DTYPE_F64, LT_SHAPE(2, 4));
+  LT_OK_OR_FAIL(lt_requires_grad_(x3, true));
+  lt_tensor *y3 = LT_NN(lt_linear(x3, w3, NULL));
+  LT_ASSERT_SHAPE(y3, 2, 0);
+  lt_tensor *s3 = LT_NN(lt_sum(y3, 0, NULL, false));
+  LT_OK_OR_FAIL(lt_backward(s3, NULL, false));
+  LT_ASSERT_VALUES(x3->grad, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  lt_tensor *v[] = {x, w, b, y, y0, s, x2, w2, b2, y2, s2, w3, x3, y3, s3};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  lt_generator_free(g);
+}
+END_TEST
+
+START_TEST(test_linear_errors) {
+  lt_tensor *x = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(2, 3)));
+  lt_tensor *w = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(4, 3)));
+  lt_tensor *b = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(4)));
+  lt_tensor *w64 = LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(4, 3)));
+  lt_tensor *xi = LT_NN(lt_ones(LT_DTYPE_I32, LT_SHAPE(2, 3)));
+  lt_tensor *wbad = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(4, 2)));
+  lt_tensor *w3 = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(1, 4, 3)));
+  lt_tensor *bbad = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(3)));
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_F32, 1));
+  LT_EXPECT_NULL_ERR(lt_linear(NULL, w, b), LT_ERR_NULL, "x");
+  LT_EXPECT_NULL_ERR(lt_linear(x, NULL, b), LT_ERR_NULL, "weight");
+  LT_EXPECT_NULL_ERR(lt_linear(x, w64, b), LT_ERR_DTYPE, "linear: x is [2,3] f32, weight is [4,3] f64");
+  LT_EXPECT_NULL_ERR(lt_linear(xi, w, b), LT_ERR_DTYPE, "f32 or f64");
+  LT_EXPECT_NULL_ERR(lt_linear(x, wbad, b), LT_ERR_SHAPE, "weight is [4,2] f32");
+  LT_EXPECT_NULL_ERR(lt_linear(x, w3, NULL), LT_ERR_SHAPE, "[out, in]");
+  LT_EXPECT_NULL_ERR(lt_linear(s, w, NULL), LT_ERR_SHAPE, "at least 1-d");
+  LT_EXPECT_NULL_ERR(lt_linear(x, w, bbad), LT_ERR_SHAPE, "bias must be [out] = [4]");
+  LT_ASSERT_VALUES(x, 0, 1, 1, 1, 1, 1, 1); /* inputs untouched */
+  lt_tensor *v[] = {x, w, b, w64, xi, wbad, w3, bbad, s};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+}
+END_TEST
+
+/* ======================================================================== */
+/* layer_norm, rms_norm                                                     */
+/* ======================================================================== */
+
+START_TEST(test_norm_hand) {
+  lt_tensor *x = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3});
+  lt_tensor *w = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3});
+  lt_tensor *b = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){0, 0, 1});
+  const double r = sqrt(1.5); /* var = 2/3 (biased), rstd = sqrt(3/2) */
+  lt_tensor *y = LT_NN(lt_layer_norm(x, NULL, NULL, 0.0));
+  LT_ASSERT_VALUES(y, 1e-12, -r, 0, r);
+  lt_tensor *ya = LT_NN(lt_layer_norm(x, w, b, 0.0));
+  LT_ASSERT_VALUES(ya, 1e-12, -r, 0, 3 * r + 1);
+  lt_tensor *ye = LT_NN(lt_layer_norm(x, NULL, NULL, 1.0 / 3.0)); /* rstd = 1 */
+  LT_ASSERT_VALUES(ye, 1e-12, -1, 0, 1);
+  lt_tensor *x2 = from_f64(LT_DTYPE_F32, LT_SHAPE(1, 2), (double[]){3, 4});
+  lt_tensor *yr = LT_NN(lt_rms_norm(x2, NULL, 0.0)); /* mean(x^2) = 12.5 */
+  LT_ASSERT_VALUES(yr, 1e-6, 3 / sqrt(12.5), 4 / sqrt(12.5));
+  /* constant row: var 0, y = 0 * rstd = 0 (finite with eps > 0) */
+  lt_tensor *c = LT_NN(lt_full(LT_DTYPE_F32, LT_SHAPE(2, 4), 7.0));
+  lt_tensor *yc = LT_NN(lt_layer_norm(c, NULL, NULL, 1e-5));
+  LT_ASSERT_VALUES(yc, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+  /* f32 rows with a large mean: the variance is computed in double in two passes */
+  lt_tensor *big = from_f64(LT_DTYPE_F32, LT_SHAPE(4), (double[]){10000, 10001, 10002, 10003});
+  lt_tensor *yb = LT_NN(lt_layer_norm(big, NULL, NULL, 0.0));
+  const double s = 1 / sqrt(1.25);
+  LT_ASSERT_VALUES(yb, 1e-5, -1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s);
+  lt_tensor *v[] = {x, w, b, y, ya, ye, x2, yr, c, yc, big, yb};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+}
+END_TEST
+
+START_TEST(test_norms_vs_naive) {
+  const lt_dtype dts[2] = {LT_DTYPE_F32, LT_DTYPE_F64};
+  for (int k = 0; k < 2; k++) {
+    const lt_dtype dt = dts[k];
+    const norm_ctx both = {true, true, 1e-5}, wonly = {true, false, 1e-5}, bonly = {false, true, 1e-3},
+                   none = {false, false, 1e-5};
+    arg a1[3] = {A(L_PLAIN, true, LT_SHAPE(6, 10)), A(L_PLAIN, true, LT_SHAPE(10)), A(L_PLAIN, true, LT_SHAPE(10))};
+    compare("layer_norm affine", ln_fused, ln_naive, &both, 3, a1, dt, 20);
+    compare("rms_norm", rms_fused, rms_naive, &wonly, 2, a1, dt, 21);
+    arg a2[3] = {A(L_TR, true, LT_SHAPE(5, 2, 7)), A(L_SLICE, true, LT_SHAPE(7)), A(L_PLAIN, true, LT_SHAPE(7))};
+    compare("layer_norm transposed x, sliced weight", ln_fused, ln_naive, &both, 3, a2, dt, 22);
+    compare("rms_norm transposed", rms_fused, rms_naive, &wonly, 2, a2, dt, 23);
+    arg a3[2] = {A(L_EXPAND, true, LT_SHAPE(3, 4, 9)), A(L_PLAIN, true, LT_SHAPE(9))};
+    compare("layer_norm no affine expanded", ln_fused, ln_naive, &none, 1, a3, dt, 24);
+    compare("layer_norm bias only", ln_fused, ln_naive, &bonly, 2, a3, dt, 25);
+    compare("rms_norm no weight", rms_fused, rms_naive, &none, 1, a3, dt, 26);
+    arg a4[3] = {A(L_PLAIN, true, LT_SHAPE(1, 13)), A(L_PLAIN, true, LT_SHAPE(13)), A(L_PLAIN, true, LT_SHAPE(13))};
+    compare("layer_norm size-1 batch", ln_fused, ln_naive, &both, 3, a4, dt, 27);
+    arg a5[3] = {A(L_PLAIN, true, LT_SHAPE(1)), A(L_PLAIN, true, LT_SHAPE(1)), A(L_PLAIN, true, LT_SHAPE(1))};
+    compare("layer_norm C = 1", ln_fused, ln_naive, &both, 3, a5, dt, 28);
+    /* enough rows for several threads and backward chunks */
+    arg a6[3] = {A(L_PLAIN, true, LT_SHAPE(3, 150, 130)), A(L_PLAIN, true, LT_SHAPE(130)),
+                 A(L_PLAIN, true, LT_SHAPE(130))};
+    compare("layer_norm big", ln_fused, ln_naive, &both, 3, a6, dt, 29);
+    compare("rms_norm big", rms_fused, rms_naive, &wonly, 2, a6, dt, 30);
+    /* x without grad: dweight/dbias only; weights without grad: dx only */
+    arg a7[3] = {A(L_PLAIN, false, LT_SHAPE(40, 12)), A(L_PLAIN, true, LT_SHAPE(12)),
+                 A(L_PLAIN, true, LT_SHAPE(12))};
+    compare("layer_norm x no grad", ln_fused, ln_naive, &both, 3, a7, dt, 31);
+    arg a8[3] = {A(L_PLAIN, true, LT_SHAPE(40, 12)), A(L_PLAIN, false, LT_SHAPE(12)),
+                 A(L_PLAIN, false, LT_SHAPE(12))};
+    compare("layer_norm params no grad", ln_fused, ln_naive, &both, 3, a8, dt, 32);
+    compare("rms_norm params no grad", rms_fused, rms_naive, &wonly, 2, a8, dt, 33);
+  }
+}
+END_TEST
+
+START_TEST(test_norm_zero_size) {
+  lt_tensor *x = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(0, 5)));
+  lt_tensor *w = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(5)));
+  lt_tensor *b = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(5)));
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(w, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(b, true));
+  lt_tensor *y = LT_NN(lt_layer_norm(x, w, b, 1e-5));
+  LT_ASSERT_SHAPE(y, 0, 5);
+  lt_tensor *s = LT_NN(lt_sum(y, 0, NULL, false));
+  LT_OK_OR_FAIL(lt_backward(s, NULL, false));
+  LT_ASSERT_VALUES(w->grad, 0, 0, 0, 0, 0, 0);
+  LT_ASSERT_VALUES(b->grad, 0, 0, 0, 0, 0, 0);
+  lt_tensor *yr = LT_NN(lt_rms_norm(x, w, 1e-5));
+  LT_ASSERT_SHAPE(yr, 0, 5);
+  lt_tensor *v[] = {x, w, b, y, s, yr};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+}
+END_TEST
+
+START_TEST(test_norm_errors) {
+  lt_tensor *x = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(2, 3)));
+  lt_tensor *w = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(3)));
+  lt_tensor *w4 = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(4)));
+  lt_tensor *w64 = LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(3)));
+  lt_tensor *xi = LT_NN(lt_ones(LT_DTYPE_I64, LT_SHAPE(2, 3)));
+  lt_tensor *s = LT_NN(lt_scalar(LT_DTYPE_F32, 1));
+  LT_EXPECT_NULL_ERR(lt_layer_norm(NULL, w, w, 1e-5), LT_ERR_NULL, "x");
+  LT_EXPECT_NULL_ERR(lt_layer_norm(x, w4, NULL, 1e-5), LT_ERR_SHAPE,
+                     "layer_norm: x is [2,3] f32, weight is [4] f32: weight must be [C] = [3]");
+  LT_EXPECT_NULL_ERR(lt_layer_norm(x, w, w4, 1e-5), LT_ERR_SHAPE, "bias is [4] f32");
+  LT_EXPECT_NULL_ERR(lt_layer_norm(x, w64, NULL, 1e-5), LT_ERR_DTYPE, "weight must have x's dtype");
+  LT_EXPECT_NULL_ERR(lt_layer_norm(xi, NULL, NULL, 1e-5), LT_ERR_DTYPE, "f32 and f64");
+  LT_EXPECT_NULL_ERR(lt_layer_norm(s, NULL, NULL, 1e-5), LT_ERR_SHAPE, "at least 1 dim");
+  LT_EXPECT_NULL_ERR(lt_layer_norm(x, NULL, NULL, -1.0), LT_ERR_INVALID, "eps is -1");
+  LT_EXPECT_NULL_ERR(lt_layer_norm(x, NULL, NULL, NAN), LT_ERR_INVALID, "eps");
+  LT_EXPECT_NULL_ERR(lt_rms_norm(NULL, w, 1e-5), LT_ERR_NULL, "x");
+  LT_EXPECT_NULL_ERR(lt_rms_norm(x, w4, 1e-5), LT_ERR_SHAPE, "rms_norm: x is [2,3] f32, weight is [4] f32");
+  LT_EXPECT_NULL_ERR(lt_rms_norm(xi, NULL, 1e-5), LT_ERR_DTYPE, "rms_norm");
+  LT_EXPECT_NULL_ERR(lt_rms_norm(x, NULL, -2), LT_ERR_INVALID, "eps");
+  lt_tensor *v[] = {x, w, w4, w64, xi, s};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+}
+END_TEST
+
+/* ======================================================================== */
+/* dropout                                                                  */
+/* ======================================================================== */
+
+START_TEST(test_dropout) {
+  lt_generator *g = gen(42);
+  lt_tensor *x = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(40, 50)));
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  /* eval: a new tensor viewing x; gradient passes through */
+  const lt_nn_ctx eval = {false, g};
+  lt_tensor *ye = LT_NN(lt_dropout(x, 0.5, &eval));
+  ck_assert_ptr_ne(ye, x);
+  ck_assert_ptr_eq(ye->data, x->data);
+  lt_tensor *yn = LT_NN(lt_dropout(x, 0.5, NULL));
+  ck_assert_ptr_eq(yn->data, x->data);
+  lt_tensor *s = LT_NN(lt_sum(ye, 0, NULL, false));
+  LT_OK_OR_FAIL(lt_backward(s, NULL, false));
+  double gsum;
+  lt_tensor *gs = LT_NN(lt_sum(x->grad, 0, NULL, false));
+  LT_OK_OR_FAIL(lt_item(gs, &gsum));
+  ck_assert(gsum == 2000);
+  lt_zero_grad(x);
+  const lt_generator_state st0 = lt_generator_get_state(g);
+
+  /* training: the mask is lt_bernoulli(g, bool, shape, 1 - p); kept values scale by 1/(1-p) */
+  const lt_nn_ctx train = {true, g};
+  lt_tensor *y = LT_NN(lt_dropout(x, 0.25, &train));
+  const lt_generator_state st1 = lt_generator_get_state(g);
+  ck_assert(st1.offset > st0.offset);
+  LT_OK_OR_FAIL(lt_generator_set_state(g, st0));
+  lt_tensor *keep = LT_NN(lt_bernoulli(g, LT_DTYPE_BOOL, LT_SHAPE(40, 50), 0.75));
+  ck_assert(lt_generator_get_state(g).offset == st1.offset);
+  float *yv = malloc(sizeof(float) * 2000);
+  uint8_t *kv = malloc(2000);
+  LT_OK_OR_FAIL(lt_tensor_read(y, LT_DTYPE_F32, yv, 2000));
+  LT_OK_OR_FAIL(lt_tensor_read(keep, LT_DTYPE_BOOL, kv, 2000));
+  int kept = 0;
+  const float scale = 1.0f / 0.75f;
+  for (int i = 0; i < 2000; i++) {
+    ck_assert_msg(yv[i] == (kv[i] ? scale : 0.0f), "dropout element %d: %g, keep %d", i, yv[i], kv[i]);
+    kept += kv[i];
+  }
+  ck_assert_msg(kept > 1400 && kept < 1600, "kept %d of 2000 at p = 0.25", kept);
+  /* backward: g * mask * scale; with g = 1 that is y itself */
+  lt_tensor *s2 = LT_NN(lt_sum(y, 0, NULL, false));
+  LT_OK_OR_FAIL(lt_backward(s2, NULL, false));
+  ck_assert(lt_equal(x->grad, y));
+  lt_zero_grad(x);
+
+  /* p == 1: zeros, no draw; p == 0: a view, no draw */
+  const lt_generator_state st2 = lt_generator_get_state(g);
+  lt_tensor *y1 = LT_NN(lt_dropout(x, 1.0, &train));
+  LT_ASSERT_SHAPE(y1, 40, 50);
+  lt_tensor *n1 = LT_NN(lt_sum(y1, 0, NULL, false));
+  LT_ASSERT_VALUES(n1, 0, 0);
+  LT_OK_OR_FAIL(lt_backward(n1, NULL, false));
+  lt_tensor *gn1 = LT_NN(lt_sum(x->grad, 0, NULL, false));
+  LT_ASSERT_VALUES(gn1, 0, 0);
+  lt_tensor *y0 = LT_NN(lt_dropout(x, 0.0, &train));
+  ck_assert_ptr_eq(y0->data, x->data);
+  ck_assert(lt_generator_get_state(g).offset == st2.offset);
+
+  /* non-contiguous x: mask over the logical (row-major) order */
+  lt_tensor *xb = rnd(g, LT_DTYPE_F64, LT_SHAPE(30, 20));
+  lt_tensor *xt = LT_NN(lt_transpose(xb, 0, 1));
+  const lt_generator_state st3 = lt_generator_get_state(g);
+  lt_tensor *yt = LT_NN(lt_dropout(xt, 0.5, &train));
+  LT_OK_OR_FAIL(lt_generator_set_state(g, st3));
+  lt_tensor *k2 = LT_NN(lt_bernoulli(g, LT_DTYPE_F64, LT_SHAPE(20, 30), 0.5));
+  lt_tensor *k2s = LT_NN(lt_mul_scalar(k2, 2.0));
+  lt_tensor *ref = LT_NN(lt_mul(xt, k2s));
+  ck_assert(lt_equal(yt, ref));
+
+  /* errors */
+  LT_EXPECT_NULL_ERR(lt_dropout(NULL, 0.5, &train), LT_ERR_NULL, "x");
+  LT_EXPECT_NULL_ERR(lt_dropout(x, -0.1, &train), LT_ERR_INVALID, "p is -0.1, must be in [0, 1]");
+  LT_EXPECT_NULL_ERR(lt_dropout(x, 1.5, NULL), LT_ERR_INVALID, "p is 1.5");
+  LT_EXPECT_NULL_ERR(lt_dropout(x, NAN, NULL), LT_ERR_INVALID, "must be in [0, 1]");
+  const lt_nn_ctx nogen = {true, NULL};
+  LT_EXPECT_NULL_ERR(lt_dropout(x, 0.5, &nogen), LT_ERR_INVALID, "ctx->gen is NULL");
+  LT_EXPECT_NULL_ERR(lt_dropout(x, 1.0, &nogen), LT_ERR_INVALID, "training with p = 1 needs a generator");
+  lt_tensor *yng = LT_NN(lt_dropout(x, 0.0, &nogen)); /* p == 0 draws nothing */
+  ck_assert_ptr_eq(yng->data, x->data);
+  lt_tensor_free(yng);
+  lt_tensor *xi = LT_NN(lt_ones(LT_DTYPE_I32, LT_SHAPE(3)));
+  LT_EXPECT_NULL_ERR(lt_dropout(xi, 0.5, &train), LT_ERR_DTYPE, "f32 or f64");
+  lt_tensor *yi = LT_NN(lt_dropout(xi, 0.5, NULL)); /* eval passes any dtype through */
+  LT_ASSERT_VALUES(yi, 0, 1, 1, 1);
+
+  free(yv);
+  free(kv);
+  lt_tensor *v[] = {x, ye, yn, s, gs, y, keep, s2, y1, n1, gn1, y0, xb, xt, yt, k2, k2s, ref, xi, yi};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  lt_generator_free(g);
+}
+END_TEST
+
+/* ======================================================================== */
+/* cross_entropy, nll_loss, mse_loss                                        */
+/* ======================================================================== */
+
+START_TEST(test_losses_hand) {
+  const double lse = log(exp(1.0) + exp(2.0) + exp(3.0));
+  lt_tensor *x = from_f64(LT_DTYPE_F64, LT_SHAPE(1, 3), (double[]){1, 2, 3});
+  lt_tensor *t = ids(LT_DTYPE_I64, LT_SHAPE(1), (int64_t[]){2});
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  lt_tensor *l = LT_NN(lt_cross_entropy(x, t, NULL));
+  ck_assert_int_eq(l->ndim, 0);
+  LT_ASSERT_VALUES(l, 1e-12, lse - 3);
+  LT_OK_OR_FAIL(lt_backward(l, NULL, false));
+  const double p0 = exp(1 - lse), p1 = exp(2 - lse), p2 = exp(3 - lse);
+  LT_ASSERT_VALUES(x->grad, 1e-12, p0, p1, p2 - 1);
+  lt_zero_grad(x);
+  /* label smoothing 0.1 (PyTorch: 0.9 * nll + 0.1/3 * sum(-logp)) */
+  lt_cross_entropy_opts o = {-100, 0.1, LT_REDUCTION_MEAN};
+  lt_tensor *ls = LT_NN(lt_cross_entropy(x, t, &o));
+  LT_ASSERT_VALUES(ls, 1e-12, 0.9 * (lse - 3) + 0.1 / 3 * (3 * lse - 6));
+  LT_OK_OR_FAIL(lt_backward(ls, NULL, false));
+  LT_ASSERT_VALUES(x->grad, 1e-12, p0 - 0.1 / 3, p1 - 0.1 / 3, p2 - 0.1 / 3 - 0.9);
+  /* i32 targets, two rows, one ignored; none / sum / mean */
+  lt_tensor *x2 = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1, 2, 3, 0, 0, 0});
+  lt_tensor *t2 = ids(LT_DTYPE_I32, LT_SHAPE(2), (int64_t[]){0, 7});
+  o = (lt_cross_entropy_opts){7, 0.0, LT_REDUCTION_NONE};
+  lt_tensor *ln = LT_NN(lt_cross_entropy(x2, t2, &o));
+  LT_ASSERT_VALUES(ln, 1e-6, lse - 1, 0);
+  o.reduction = LT_REDUCTION_SUM;
+  lt_tensor *lsum = LT_NN(lt_cross_entropy(x2, t2, &o));
+  LT_ASSERT_VALUES(lsum, 1e-6, lse - 1);
+  o.reduction = LT_REDUCTION_MEAN;
+  lt_tensor *lmean = LT_NN(lt_cross_entropy(x2, t2, &o));
+  LT_ASSERT_VALUES(lmean, 1e-6, lse - 1);
+  /* nll */
+  lt_tensor *lp = from_f64(LT_DTYPE_F64, LT_SHAPE(2, 2), (double[]){-1, -2, -0.5, -3});
+  lt_tensor *tn = ids(LT_DTYPE_I64, LT_SHAPE(2), (int64_t[]){1, 0});
+  LT_OK_OR_FAIL(lt_requires_grad_(lp, true));
+  lt_tensor *nl = LT_NN(lt_nll_loss(lp, tn, NULL));
+  LT_ASSERT_VALUES(nl, 1e-12, 1.25);
+  LT_OK_OR_FAIL(lt_backward(nl, NULL, false));
+  LT_ASSERT_VALUES(lp->grad, 1e-12, 0, -0.5, -0.5, 0);
+  /* mse */
+  lt_tensor *mi = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3});
+  lt_tensor *mt = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 1, 1});
+  LT_OK_OR_FAIL(lt_requires_grad_(mi, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(mt, true));
+  lt_tensor *mm = LT_NN(lt_mse_loss(mi, mt, LT_REDUCTION_MEAN));
+  LT_ASSERT_VALUES(mm, 1e-12, 5.0 / 3);
+  LT_OK_OR_FAIL(lt_backward(mm, NULL, false));
+  LT_ASSERT_VALUES(mi->grad, 1e-12, 0, 2.0 / 3, 4.0 / 3);
+  LT_ASSERT_VALUES(mt->grad, 1e-12, 0, -2.0 / 3, -4.0 / 3);
+  lt_tensor *ms = LT_NN(lt_mse_loss(mi, mt, LT_REDUCTION_SUM));
+  LT_ASSERT_VALUES(ms, 1e-12, 5);
+  lt_tensor *mn = LT_NN(lt_mse_loss(mi, mt, LT_REDUCTION_NONE));
+  LT_ASSERT_VALUES(mn, 1e-12, 0, 1, 4);
+  /* f32 input, f64 target: promoted to f64 as PyTorch */
+  lt_tensor *mi32 = from_f64(LT_DTYPE_F32, LT_SHAPE(3), (double[]){1, 2, 3});
+  lt_tensor *mp = LT_NN(lt_mse_loss(mi32, mt, LT_REDUCTION_SUM));
+  ck_assert_int_eq(mp->dtype, LT_DTYPE_F64);
+  LT_ASSERT_VALUES(mp, 1e-12, 5);
+  lt_tensor *v[] = {x, t, l, ls, x2, t2, ln, lsum, lmean, lp, tn, nl, mi, mt, mm, ms, mn, mi32, mp};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+}
+END_TEST
+
+START_TEST(test_losses_vs_naive) {
+  const lt_dtype dts[2] = {LT_DTYPE_F32, LT_DTYPE_F64};
+  const lt_reduction reds[3] = {LT_REDUCTION_MEAN, LT_REDUCTION_SUM, LT_REDUCTION_NONE};
+  uint64_t seed = 100;
+  for (int k = 0; k < 2; k++) {
+    const lt_dtype dt = dts[k];
+    for (int r = 0; r < 3; r++) {
+      for (int sm = 0; sm < 3; sm++) {
+        const double eps = sm == 0 ? 0.0 : sm == 1 ? 0.1 : 1.0;
+        const lt_cross_entropy_opts o = {sm == 2 ? 3 : -100, eps, reds[r]};
+        struct {
+          int how, nd;
+          int64_t shape[3];
+          bool ignore;
+          lt_dtype tdt;
+        } cases[] = {{L_PLAIN, 2, {8, 11}, true, LT_DTYPE_I64},
+                     {L_TR, 2, {6, 9}, true, LT_DTYPE_I32},
+                     {L_PLAIN, 3, {2, 5, 7}, false, LT_DTYPE_I64},
+                     {L_SLICE, 3, {3, 4, 6}, true, LT_DTYPE_I64},
+                     {L_EXPAND, 3, {3, 2, 5}, true, LT_DTYPE_I32},
+                     {L_PLAIN, 1, {6}, false, LT_DTYPE_I64},
+                     {L_PLAIN, 2, {70, 600}, true, LT_DTYPE_I64}};
+        for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+          lt_generator *g = gen(seed);
+          ce_ctx ctx;
+          lt_tensor *tg = make_targets(g, cases[c].tdt, dt, cases[c].nd - 1, cases[c].shape,
+                                       cases[c].shape[cases[c].nd - 1], o, cases[c].ignore, &ctx);
+          lt_generator_free(g);
+          arg a[2] = {A(cases[c].how, true, cases[c].nd, cases[c].shape), FIXED(tg)};
+          compare("cross_entropy", ce_fused, ce_naive, &ctx, 2, a, dt, seed++);
+          compare("nll_loss", nll_fused, nll_naive, &ctx, 2, a, dt, seed++);
+          ce_ctx_free(&ctx);
+          lt_tensor_free(tg);
+        }
+      }
+      arg m1[2] = {A(L_PLAIN, true, LT_SHAPE(5, 7)), A(L_TR, true, LT_SHAPE(5, 7))};
+      compare("mse", mse_fused, mse_naive, &reds[r], 2, m1, dt, seed++);
+      arg m2[2] = {A(L_EXPAND, true, LT_SHAPE(3, 4, 2)), A(L_SLICE, false, LT_SHAPE(3, 4, 2))};
+      compare("mse expanded", mse_fused, mse_naive, &reds[r], 2, m2, dt, seed++);
+      arg m3[2] = {A(L_PLAIN, true, LT_SHAPE(300, 170)), A(L_PLAIN, true, LT_SHAPE(300, 170))};
+      compare("mse big", mse_fused, mse_naive, &reds[r], 2, m3, dt, seed++);
+      arg m4[2] = {A(L_PLAIN, true, 0, NULL), A(L_PLAIN, true, 0, NULL)};
+      compare("mse 0-d", mse_fused, mse_naive, &reds[r], 2, m4, dt, seed++);
+    }
+  }
+}
+END_TEST
+
+START_TEST(test_losses_edge) {
+  /* every target ignored: mean is 0 (not NaN), gradient 0 */
+  lt_tensor *x = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+  lt_tensor *t = ids(LT_DTYPE_I64, LT_SHAPE(2), (int64_t[]){-100, -100});
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  lt_cross_entropy_opts o = {-100, 0.2, LT_REDUCTION_MEAN};
+  lt_tensor *l = LT_NN(lt_cross_entropy(x, t, &o));
+  LT_ASSERT_VALUES(l, 0, 0);
+  LT_OK_OR_FAIL(lt_backward(l, NULL, false));
+  LT_ASSERT_VALUES(x->grad, 0, 0, 0, 0, 0, 0, 0);
+  lt_tensor *nl = LT_NN(lt_nll_loss(x, t, NULL));
+  LT_ASSERT_VALUES(nl, 0, 0);
+  /* no rows at all */
+  lt_tensor *x0 = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(0, 4)));
+  lt_tensor *t0 = LT_NN(lt_zeros(LT_DTYPE_I64, LT_SHAPE(0)));
+  LT_OK_OR_FAIL(lt_requires_grad_(x0, true));
+  lt_tensor *l0 = LT_NN(lt_cross_entropy(x0, t0, NULL));
+  LT_ASSERT_VALUES(l0, 0, 0);
+  LT_OK_OR_FAIL(lt_backward(l0, NULL, false));
+  LT_ASSERT_SHAPE(x0->grad, 0, 4);
+  o.reduction = LT_REDUCTION_NONE;
+  lt_tensor *l0n = LT_NN(lt_cross_entropy(x0, t0, &o));
+  LT_ASSERT_SHAPE(l0n, 0);
+  /* V == 0 with every row ignored */
+  lt_tensor *xv = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(2, 0)));
+  lt_tensor *lv = LT_NN(lt_cross_entropy(xv, t, NULL));
+  LT_ASSERT_VALUES(lv, 0, 0);
+  /* stability: logits of +-1000 */
+  lt_tensor *xs = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1000, 0, -1000, -1000, -1000, -999});
+  lt_tensor *ts = ids(LT_DTYPE_I64, LT_SHAPE(2), (int64_t[]){0, 0});
+  o.reduction = LT_REDUCTION_NONE;
+  o.label_smoothing = 0;
+  lt_tensor *lsx = LT_NN(lt_cross_entropy(xs, ts, &o));
+  LT_ASSERT_VALUES(lsx, 1e-5, 0, 1 + log(1 + 2 * exp(-1.0)));
+  /* mse of an empty tensor: mean NaN (as PyTorch), sum 0 */
+  lt_tensor *e = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(0, 3)));
+  lt_tensor *em = LT_NN(lt_mse_loss(e, e, LT_REDUCTION_MEAN));
+  double v;
+  LT_OK_OR_FAIL(lt_item(em, &v));
+  ck_assert(isnan(v));
+  lt_tensor *es = LT_NN(lt_mse_loss(e, e, LT_REDUCTION_SUM));
+  LT_ASSERT_VALUES(es, 0, 0);
+  lt_tensor *fr_[] = {x, t, l, nl, x0, t0, l0, l0n, xv, lv, xs, ts, lsx, e, em, es};
+  for (size_t i = 0; i < sizeof fr_ / sizeof fr_[0]; i++) lt_tensor_free(fr_[i]);
+}
+END_TEST
+
+START_TEST(test_losses_errors) {
+  lt_tensor *x = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(3, 5)));
+  lt_tensor *t = ids(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){0, 5, 1});
+  lt_tensor *tneg = ids(LT_DTYPE_I32, LT_SHAPE(3), (int64_t[]){0, 1, -2});
+  lt_tensor *tok = ids(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){0, 4, 1});
+  lt_tensor *tf = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(3)));
+  lt_tensor *t4 = ids(LT_DTYPE_I64, LT_SHAPE(4), (int64_t[]){0, 0, 0, 0});
+  lt_tensor *t2d = ids(LT_DTYPE_I64, LT_SHAPE(3, 1), (int64_t[]){0, 0, 0});
+  lt_tensor *xi = LT_NN(lt_zeros(LT_DTYPE_I64, LT_SHAPE(3, 5)));
+  lt_tensor *x3 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 2, 5)));
+  lt_tensor *t3 = ids(LT_DTYPE_I64, LT_SHAPE(2, 2), (int64_t[]){0, 1, 2, 9});
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(NULL, t, NULL), LT_ERR_NULL, "logits");
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(x, NULL, NULL), LT_ERR_NULL, "targets");
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(x, t, NULL), LT_ERR_INDEX,
+                     "cross_entropy: logits is [3,5] f32, targets is [3] i64: target 5 at position [1] is out "
+                     "of range [0, 5) (V = 5");
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(x, tneg, NULL), LT_ERR_INDEX, "target -2 at position [2]");
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(x3, t3, NULL), LT_ERR_INDEX, "target 9 at position [1,1]");
+  LT_EXPECT_NULL_ERR(lt_nll_loss(x, t, NULL), LT_ERR_INDEX, "nll_loss: logp is [3,5] f32");
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(x, tf, NULL), LT_ERR_DTYPE, "i32 or i64");
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(xi, tok, NULL), LT_ERR_DTYPE, "f32 and f64");
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(x, t4, NULL), LT_ERR_SHAPE, "targets is [4] i64");
+  LT_EXPECT_NULL_ERR(lt_nll_loss(x, t2d, NULL), LT_ERR_SHAPE, "without the last dim, [3]");
+  LT_EXPECT_NULL_ERR(lt_nll_loss(NULL, t, NULL), LT_ERR_NULL, "logp");
+  lt_cross_entropy_opts o = {-100, 1.5, LT_REDUCTION_MEAN};
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(x, tok, &o), LT_ERR_INVALID, "label_smoothing is 1.5");
+  o.label_smoothing = -0.1;
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(x, tok, &o), LT_ERR_INVALID, "label_smoothing");
+  o = (lt_cross_entropy_opts){-100, 0, (lt_reduction)7};
+  LT_EXPECT_NULL_ERR(lt_cross_entropy(x, tok, &o), LT_ERR_INVALID, "reduction 7");
+  /* nll ignores label_smoothing */
+  o = (lt_cross_entropy_opts){-100, 5.0, LT_REDUCTION_SUM};
+  lt_tensor *n = LT_NN(lt_nll_loss(x, tok, &o));
+  lt_tensor *y = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(3, 4)));
+  lt_tensor *y5 = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(3, 5)));
+  lt_tensor *yb = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(1, 5)));
+  LT_EXPECT_NULL_ERR(lt_mse_loss(NULL, y, LT_REDUCTION_MEAN), LT_ERR_NULL, "input");
+  LT_EXPECT_NULL_ERR(lt_mse_loss(y, NULL, LT_REDUCTION_MEAN), LT_ERR_NULL, "target");
+  LT_EXPECT_NULL_ERR(lt_mse_loss(y5, y, LT_REDUCTION_MEAN), LT_ERR_SHAPE,
+                     "mse_loss: input is [3,5] f32, target is [3,4] f32: shapes must be equal");
+  LT_EXPECT_NULL_ERR(lt_mse_loss(y5, yb, LT_REDUCTION_MEAN), LT_ERR_SHAPE, "no broadcasting");
+  LT_EXPECT_NULL_ERR(lt_mse_loss(xi, xi, LT_REDUCTION_MEAN), LT_ERR_DTYPE, "f32 or f64");
+  LT_EXPECT_NULL_ERR(lt_mse_loss(y, y, (lt_reduction)9), LT_ERR_INVALID, "reduction 9");
+  lt_tensor *v[] = {x, t, tneg, tok, tf, t4, t2d, xi, x3, t3, n, y, y5, yb};
+  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+}
+END_TEST
+
+/* ======================================================================== */
+/* Ownership: nothing leaks, on success or on error                         */
+/* ======================================================================== */
+
+int64_t lt__live_tensors(void); /* tensor/tensor.c */
+
+START_TEST(test_no_leaks) {
+  lt_generator *g = gen(3);
+  lt_tensor *x = rnd(g, LT_DTYPE_F32, LT_SHAPE(4, 6)), *w = rnd(g, LT_DTYPE_F32, LT_SHAPE(5, 6));
+  lt_tensor *b = rnd(g, LT_DTYPE_F32, LT_SHAPE(5)), *c = rnd(g, LT_DTYPE_F32, LT_SHAPE(6));
+  lt_tensor *t = ids(LT_DTYPE_I32, LT_SHAPE(4), (int64_t[]){0, 5, -100, 2});
+  lt_tensor *tbad = ids(LT_DTYPE_I32, LT_SHAPE(4), (int64_t[]){0, 6, 1, 1});
+  lt_tensor *v[] = {x, w, b, c};
+  for (int i = 0; i < 4; i++) LT_OK_OR_FAIL(lt_requires_grad_(v[i], true));
+  lt_tensor *xt = LT_NN(lt_transpose(x, 0, 1)); /* [6,4], non-contiguous */
+  const int64_t live = lt__live_tensors();
+  for (int rep = 0; rep < 2; rep++) {
+    const lt_nn_ctx train = {true, g};
+    lt_tensor *y[] = {lt_linear(x, w, b), lt_linear(xt, c, NULL), lt_layer_norm(x, c, c, 1e-5),
+                      lt_layer_norm(xt, NULL, NULL, 1e-5), lt_rms_norm(x, c, 1e-5), lt_dropout(x, 0.3, &train),
+                      lt_dropout(x, 0.3, NULL), lt_cross_entropy(x, t, NULL), lt_nll_loss(xt, tbad, NULL),
+                      lt_mse_loss(x, x, LT_REDUCTION_SUM), lt_cross_entropy(x, tbad, NULL), lt_linear(x, c, NULL),
+                      lt_layer_norm(x, b, NULL, 1e-5), lt_mse_loss(x, xt, LT_REDUCTION_MEAN)};
+    const int n = (int)(sizeof y / sizeof y[0]);
+    for (int i = 0; i < n; i++) {
+      if (!y[i]) continue;
+      ck_assert_msg(y[i]->requires_grad, "output %d does not require grad", i);
+      lt_tensor *s = LT_NN(lt_sum(y[i], 0, NULL, false));
+      LT_OK_OR_FAIL(lt_backward(s, NULL, false));
+      lt_tensor_free(s);
+      lt_tensor_free(y[i]);
+    }
+    for (int i = 0; i < 4; i++) lt_zero_grad(v[i]);
+    lt_clear_error();
+    /* 0-d input to dropout */
+    lt_tensor *z = LT_NN(lt_scalar(LT_DTYPE_F64, 3.0)), *zy = LT_NN(lt_dropout(z, 0.5, &train));
+    ck_assert_int_eq(zy->ndim, 0);
+    lt_tensor_free(zy);
+    lt_tensor_free(z);
+  }
+  ck_assert_msg(lt__live_tensors() == live, "%lld tensors leaked", (long long)(lt__live_tensors() - live));
+  lt_tensor *all[] = {x, w, b, c, t, tbad, xt};
+  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lt_tensor_free(all[i]);
+  lt_generator_free(g);
+}
+END_TEST
+
+/* ======================================================================== */
+/* Determinism: 1 thread vs 2 threads                                       */
+/* ======================================================================== */
+
+static void same_on_1_and_2_threads(op_fn f, const void *ctx, int n, const arg *a, lt_dtype dt) {
+  lt_generator *g = gen(99);
+  lt_tensor *base[4] = {0};
+  for (int i = 0; i < n; i++) {
+    if (a[i].fixed) continue;
+    int64_t bs[LT_MAX_DIMS];
+    base_shape(a[i].how, a[i].ndim, a[i].shape, bs);
+    base[i] = rnd(g, dt, a[i].ndim, bs);
+  }
+  lt_generator_free(g);
+  const int prev = lt_get_num_threads();
+  lt_tensor *y1, *y2, *g1[4], *g2[4];
+  LT_OK_OR_FAIL(lt_set_num_threads(1));
+  run_op(f, ctx, n, a, base, &y1, g1);
+  LT_OK_OR_FAIL(lt_set_num_threads(2));
+  run_op(f, ctx, n, a, base, &y2, g2);
+  LT_OK_OR_FAIL(lt_set_num_threads(prev));
+  ck_assert_msg(lt_equal(y1, y2), "output differs between 1 and 2 threads");
+  for (int i = 0; i < n; i++) {
+    if (g1[i] || g2[i]) ck_assert_msg(g1[i] && g2[i] && lt_equal(g1[i], g2[i]), "gradient %d differs", i);
+    lt_tensor_free(g1[i]);
+    lt_tensor_free(g2[i]);
+    lt_tensor_free(base[i]);
+  }
+  lt_tensor_free(y1);
+  lt_tensor_free(y2);
+}
+
+START_TEST(test_thread_count_bit_identical) {
+  const lt_dtype dts[2] = {LT_DTYPE_F32, LT_DTYPE_F64};
+  for (int k = 0; k < 2; k++) {
+    const lt_dtype dt = dts[k];
+    const bool yes = true;
+    arg al[3] = {A(L_PLAIN, true, LT_SHAPE(300, 128)), A(L_PLAIN, true, LT_SHAPE(96, 128)),
+                 A(L_PLAIN, true, LT_SHAPE(96))};
+    same_on_1_and_2_threads(linear_fused, &yes, 3, al, dt);
+    const norm_ctx nc = {true, true, 1e-5};
+    arg an[3] = {A(L_PLAIN, true, LT_SHAPE(517, 96)), A(L_PLAIN, true, LT_SHAPE(96)),
+                 A(L_PLAIN, true, LT_SHAPE(96))};
+    same_on_1_and_2_threads(ln_fused, &nc, 3, an, dt);
+    same_on_1_and_2_threads(rms_fused, &nc, 2, an, dt);
+    lt_generator *g = gen(7);
+    ce_ctx ctx;
+    const int64_t sh[2] = {301, 257};
+    lt_tensor *tg = make_targets(g, LT_DTYPE_I64, dt, 1, sh, 257, (lt_cross_entropy_opts){-100, 0.1, LT_REDUCTION_MEAN},
+                                 true, &ctx);
+    lt_generator_free(g);
+    arg ac[2] = {A(L_PLAIN, true, 2, sh), FIXED(tg)};
+    same_on_1_and_2_threads(ce_fused, &ctx, 2, ac, dt);
+    same_on_1_and_2_threads(nll_fused, &ctx, 2, ac, dt);
+    ce_ctx_free(&ctx);
+    lt_tensor_free(tg);
+    const lt_reduction rm = LT_REDUCTION_MEAN;
+    arg am[2] = {A(L_PLAIN, true, LT_SHAPE(1000, 101)), A(L_PLAIN, true, LT_SHAPE(1000, 101))};
+    same_on_1_and_2_threads(mse_fused, &rm, 2, am, dt);
+  }
+}
+END_TEST
+
+/* ======================================================================== */
+/* Benchmarks (LT_BENCH=1)                                                  */
+/* ======================================================================== */
+
+/* Best of 7 (wall and CPU time, each its own minimum): forward only, or
+ * forward + backward timed together. The first run warms the allocator. */
+typedef struct timing {
+  double wall, cpu;
+} timing;
+static timing bench(op_fn f, const void *ctx, int n, lt_tensor **in, bool backward) {
+  timing best = {1e9, 1e9};
+  for (int rep = 0; rep < 7; rep++) {
+    lt_scope *s = lt_scope_begin();
+    const double t0 = now(), c0 = cpu_now();
+    lt_tensor *y = f(in, ctx);
+    ck_assert_ptr_nonnull(y);
+    if (backward) {
+      lt_tensor *l = y->ndim == 0 ? y : lt_sum(y, 0, NULL, false);
+      LT_OK_OR_FAIL(lt_backward(l, NULL, false));
+    }
+    const double dt = now() - t0, dc = cpu_now() - c0;
+    lt_scope_end(s);
+    for (int i = 0; i < n; i++)
+      if (in[i]->requires_grad) lt_zero_grad(in[i]);
+    if (rep > 0 && dt < best.wall) best.wall = dt;
+    if (rep > 0 && dc < best.cpu) best.cpu = dc;
+  }
+  return best;
+}
+
+static void report(const char *what, const char *a, timing ta, const char *b, timing tb) {
+  printf("%-34s %s %7.2f ms (cpu %7.2f)   %s %7.2f ms (cpu %7.2f)\n", what, a, ta.wall * 1e3, ta.cpu * 1e3, b,
+         tb.wall * 1e3, tb.cpu * 1e3);
+}
+
+START_TEST(test_bench) {
+  if (!getenv("LT_BENCH")) return;
+  printf("benchmarks on %d thread(s): best wall time (best process CPU time)\n", lt_get_num_threads());
+  lt_generator *g = gen(1);
+  /* linear: x [4096, 512], W [2048, 512], b [2048], f32 */
+  lt_tensor *in[3] = {rnd(g, LT_DTYPE_F32, LT_SHAPE(4096, 512)), rnd(g, LT_DTYPE_F32, LT_SHAPE(2048, 512)),
+                      rnd(g, LT_DTYPE_F32, LT_SHAPE(2048))};
+  const bool yes = true;
+  timing tf = bench(linear_fused, &yes, 3, in, false), tn = bench(linear_naive, &yes, 3, in, false);
+  report("linear [4096,512]x[2048,512]^T+b", "lt_linear", tf, "matmul+add", tn);
+  for (int i = 0; i < 3; i++) LT_OK_OR_FAIL(lt_requires_grad_(in[i], true));
+  tf = bench(linear_fused, &yes, 3, in, true);
+  tn = bench(linear_naive, &yes, 3, in, true);
+  report("  fwd+bwd (dx, dW, db)", "lt_linear", tf, "matmul+add", tn);
+  for (int i = 0; i < 3; i++) lt_tensor_free(in[i]);
+
+  /* cross entropy: N = 2048, V = 8192, f32 */
+  ce_ctx ctx;
+  const int64_t sh[2] = {2048, 8192};
+  lt_tensor *tg = make_targets(g, LT_DTYPE_I64, LT_DTYPE_F32, 1, sh, 8192, LT_CROSS_ENTROPY_DEFAULTS, false, &ctx);
+  lt_tensor *ce_in[2] = {rnd(g, LT_DTYPE_F32, 2, sh), tg};
+  tf = bench(ce_fused, &ctx, 2, ce_in, false);
+  tn = bench(ce_naive, &ctx, 2, ce_in, false);
+  report("cross_entropy [2048,8192]", "fused", tf, "composed", tn);
+  LT_OK_OR_FAIL(lt_requires_grad_(ce_in[0], true));
+  tf = bench(ce_fused, &ctx, 2, ce_in, true);
+  tn = bench(ce_naive, &ctx, 2, ce_in, true);
+  report("  fwd+bwd", "fused", tf, "composed", tn);
+  ce_ctx_free(&ctx);
+  lt_tensor_free(ce_in[0]);
+  lt_tensor_free(tg);
+
+  /* layer norm and RMS norm [8192, 768] f32 */
+  const norm_ctx nc = {true, true, 1e-5};
+  lt_tensor *ln_in[3] = {rnd(g, LT_DTYPE_F32, LT_SHAPE(8192, 768)), rnd(g, LT_DTYPE_F32, LT_SHAPE(768)),
+                         rnd(g, LT_DTYPE_F32, LT_SHAPE(768))};
+  tf = bench(ln_fused, &nc, 3, ln_in, false);
+  tn = bench(ln_naive, &nc, 3, ln_in, false);
+  report("layer_norm [8192,768]", "fused", tf, "composed", tn);
+  tf = bench(rms_fused, &nc, 2, ln_in, false);
+  tn = bench(rms_naive, &nc, 2, ln_in, false);
+  report("rms_norm [8192,768]", "fused", tf, "composed", tn);
+  for (int i = 0; i < 3; i++) LT_OK_OR_FAIL(lt_requires_grad_(ln_in[i], true));
+  tf = bench(ln_fused, &nc, 3, ln_in, true);
+  tn = bench(ln_naive, &nc, 3, ln_in, true);
+  report("layer_norm fwd+bwd", "fused", tf, "composed", tn);
+  tf = bench(rms_fused, &nc, 2, ln_in, true);
+  tn = bench(rms_naive, &nc, 2, ln_in, true);
+  report("rms_norm fwd+bwd", "fused", tf, "composed", tn);
+  for (int i = 0; i < 3; i++) lt_tensor_free(ln_in[i]);
+  lt_generator_free(g);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("nn_functional");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, test_linear_hand);
+  tcase_add_test(tc, test_linear_vs_matmul);
+  tcase_add_test(tc, test_linear_zero_size);
+  tcase_add_test(tc, test_linear_errors);
+  tcase_add_test(tc, test_norm_hand);
+  tcase_add_test(tc, test_norms_vs_naive);
+  tcase_add_test(tc, test_norm_zero_size);
+  tcase_add_test(tc, test_norm_errors);
+  tcase_add_test(tc, test_dropout);
+  tcase_add_test(tc, test_losses_hand);
+  tcase_add_test(tc, test_losses_vs_naive);
+  tcase_add_test(tc, test_losses_edge);
+  tcase_add_test(tc, test_losses_errors);
+  tcase_add_test(tc, test_no_leaks);
+  tcase_add_test(tc, test_thread_count_bit_identical);
+  tcase_add_test(tc, test_bench);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return lt_test_run(suite()); }
