@@ -704,7 +704,10 @@ static lt_cross_entropy_opts ce_opts(const fx_case *c) {
 }
 static void body_ce(fx_case *c) {
   lt_cross_entropy_opts o = ce_opts(c);
-  fx_check(c, lt_cross_entropy(fx_in(c, "logits"), fx_in(c, "targets"), &o));
+  lt_tensor *logits = fx_in(c, "logits"), *targets = fx_in(c, "targets");
+  fx_check(c, lt_cross_entropy(logits, targets, &o));
+  if (strcmp(c->name, "ce.ignore100.mean") == 0) /* opts NULL: PyTorch's defaults */
+    fx_check_note(c, "out", lt_cross_entropy(logits, targets, NULL), " (opts NULL)");
 }
 static void body_nll(fx_case *c) {
   lt_cross_entropy_opts o = ce_opts(c);
@@ -1396,6 +1399,20 @@ START_TEST(test_clip) {
     }
     ck_assert_msg(lt_params_find(p, "nograd")->grad == NULL, "clip gave a gradient to a parameter without one");
     lt_params_free(p);
+  }
+  /* All gradients zero: the norm is 0 and nothing changes (PyTorch divides by
+   * norm + 1e-6, so no NaN). */
+  {
+    lt_params *pz = lt_params_new();
+    LT_OK_OR_FAIL(lt_params_add(pz, "z", LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(3))), 0));
+    lt_tensor *zg = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(3)));
+    set_grad(lt_params_find(pz, "z"), zg);
+    double total = -1;
+    LT_OK_OR_FAIL(lt_clip_grad_norm(pz, 1.0, &total));
+    ck_assert_msg(total == 0, "clip_grad_norm of zero gradients: total norm %g", total);
+    fx_close("clip_grad_norm of zero gradients", lt_params_find(pz, "z")->grad, zg, 0);
+    lt_tensor_free(zg);
+    lt_params_free(pz);
   }
   lt_params *p = clip_store(f);
   LT_OK_OR_FAIL(lt_clip_grad_value(p, 0.7));
