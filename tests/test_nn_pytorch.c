@@ -615,6 +615,25 @@ START_TEST(test_reader_corrupt) {
   pos = put_record(bad, pos, "o", 1, 1, (const int64_t[]){INT64_MAX / 2}, NULL, 0);
   LT_EXPECT_NULL_ERR((lt_tensor *)lt_fixture_parse(bad, pos, "bad"), LT_ERR_FORMAT, "o");
   LT_EXPECT_NULL_ERR((lt_tensor *)lt_fixture_parse(NULL, 4, "bad"), LT_ERR_NULL, NULL);
+  /* Every byte set to each of a few values: a clean success or LT_ERR_FORMAT,
+   * never a crash or an out-of-bounds read (ASan). */
+  const unsigned char vals[] = {0, 1, 2, 4, 8, 0x7f, 0x80, 0xff};
+  for (size_t at = 0; at < n; at++)
+    for (size_t k = 0; k < sizeof vals; k++) {
+      unsigned char *b = malloc(n);
+      ck_assert(b);
+      memcpy(b, buf, n);
+      b[at] = vals[k];
+      lt_fixture *f = lt_fixture_parse(b, n, "flip");
+      free(b);
+      if (f) {
+        for (int i = 0; i < lt_fixture_count(f); i++) lt_tensor_free(LT_NN(lt_fixture_get(f, lt_fixture_name(f, i))));
+        lt_fixture_free(f);
+      } else {
+        ck_assert_msg(lt_last_status() == LT_ERR_FORMAT, "byte %zu = %u: %s", at, vals[k], lt_last_error());
+        lt_clear_error();
+      }
+    }
 }
 END_TEST
 
