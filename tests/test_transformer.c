@@ -619,6 +619,19 @@ START_TEST(test_defaults_and_names) {
   lt_tf_config e = lt_tf_config_default(LT_TF_ENCODER_ONLY);
   e.vocab_size = 100;
   LT_OK_OR_FAIL(lt_tf_config_validate(&e));
+  /* the defaults build and train a step (training mode: dropout 0.1) */
+  {
+    batch b = make_batch();
+    lt_nn_ctx train = {true, g};
+    e.n_classes = 3;
+    const lt_tf_config *defs[] = {&c, &d, &e};
+    for (int i = 0; i < 3; i++) {
+      lt_transformer *m = mk(defs[i], g);
+      check_step(m, &b, &train, "default config");
+      lt_transformer_free(m);
+    }
+    free_batch(&b);
+  }
 
   c = tiny(LT_TF_ENCODER_DECODER);
   lt_transformer *m = mk(&c, g);
