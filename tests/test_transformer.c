@@ -96,7 +96,7 @@ static lt_fixture *fx_open(void) {
 }
 
 static double fx_num(const lt_fixture *f, const char *c, const char *key) {
-  char name[256];
+  char name[512];
   snprintf(name, sizeof name, "%s.%s", c, key);
   double v = 0;
   if (lt_fixture_scalar(f, name, &v) != LT_OK) ck_abort_msg("%s: %s", name, lt_last_error());
@@ -104,7 +104,7 @@ static double fx_num(const lt_fixture *f, const char *c, const char *key) {
 }
 
 static lt_tensor *fx_get(const lt_fixture *f, const char *c, const char *key) {
-  char name[256];
+  char name[512];
   snprintf(name, sizeof name, "%s.%s", c, key);
   lt_tensor *t = lt_fixture_get(f, name);
   if (!t) ck_abort_msg("%s: %s", name, lt_last_error());
