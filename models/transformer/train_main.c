@@ -68,6 +68,7 @@ static void end_line(void) {
 static _Noreturn void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static _Noreturn void die(int code, const char *fmt, ...) {
   end_line();
+  fflush(stdout);
   va_list ap;
   va_start(ap, fmt);
   fprintf(stderr, PROG ": ");
@@ -186,7 +187,7 @@ typedef struct options {
   const char *tsv, *valid_tsv, *text;
   int64_t task_train, task_valid, task_min_len, task_max_len, task_symbols, data_seed;
   double valid_fraction;
-  int tokenizer;
+  int tokenizer, tokenizer_from;
   int64_t bpe_vocab, seq_len;
   int overlong;
   bool skip_bad_lines;
@@ -246,6 +247,11 @@ static const char *tok_ename(int i) { /* lt_tokenizer_kind order */
   static const char *const n[] = {"byte", "char", "bpe"};
   return i >= 0 && i < 3 ? n[i] : "unknown";
 }
+static const char *from_ename(int i) {
+  static const char *const n[] = {"both", "source", "target"};
+  return i >= 0 && i < 3 ? n[i] : "unknown";
+}
+enum { FROM_BOTH, FROM_SOURCE, FROM_TARGET };
 static const char *optim_ename(int i) { /* lt_optim_kind order */
   static const char *const n[] = {"sgd", "adam", "adamw"};
   return i >= 0 && i < 3 ? n[i] : "unknown";
@@ -300,8 +306,11 @@ static const optdef OPTS[] = {
   O("task-symbols", K_INT, task_symbols, F_STATE, "N", "alphabet size of copy/reverse/sort (2..36)"),
   O("data-seed", K_INT, data_seed, F_STATE, "N", "seed of the generated task data"),
   O("valid-fraction", K_DBL, valid_fraction, F_STATE, "X", "share held out for validation"),
-  OE("tokenizer", tokenizer, F_STATE, tok_ename, 3, "tokenizer (char and bpe learn from the training text)", NULL),
-  O("bpe-vocab", K_INT, bpe_vocab, F_STATE, "N", "BPE vocabulary size (>= 261)"),
+  OE("tokenizer", tokenizer, F_STATE, tok_ename, 3, "tokenizer (char and bpe learn from the training text)",
+     "bpe for number_words (whole words), else char"),
+  OE("tokenizer-from", tokenizer_from, F_STATE, from_ename, 3, "pairs: the side(s) char and bpe learn from",
+     "target for number_words, else both"),
+  O("bpe-vocab", K_INT, bpe_vocab, F_STATE, "N", "BPE vocabulary size (>= 261; learning stops early when no pair repeats)"),
   OD("seq-len", K_INT, seq_len, F_STATE, "N", "language modelling: context length; seq2seq: most source tokens and target positions",
      "128 (LM), --max-len (seq2seq)"),
   OE("overlong", overlong, F_STATE, overlong_ename, 3, "what to do with a sequence longer than --seq-len", NULL),
@@ -380,7 +389,7 @@ static options default_options(void) {
   o.task_symbols = 10;
   o.data_seed = 1234;
   o.valid_fraction = 0.1;
-  o.tokenizer = LT_TOKENIZER_CHAR;
+  o.tokenizer = o.tokenizer_from = -1;
   o.bpe_vocab = 1024;
   o.seq_len = -1;
   o.overlong = LT_OVERLONG_SKIP;
@@ -587,7 +596,8 @@ static void parse_args(int argc, char **argv, options *o, bool *given) {
     bool negated = false;
     int idx = opt_index(name);
     if (!strcmp(name, "layers")) { /* sets both layer counts */
-      if (!val && (val = i + 1 < argc ? argv[++i] : NULL) == NULL) die(EXIT_USAGE, "--layers needs a value (N)");
+      if (!val && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) die(EXIT_USAGE, "--layers needs a value (N)");
+      if (!val) val = argv[++i];
       int e = opt_index("enc-layers"), d = opt_index("dec-layers");
       set_value(o, &OPTS[e], val);
       set_value(o, &OPTS[d], val);
@@ -606,8 +616,9 @@ static void parse_args(int argc, char **argv, options *o, bool *given) {
       if (val && !parse_bool(val, &b)) die(EXIT_USAGE, "--%s: '%s' is not on/off (true/false, 1/0)", name, val);
       *(bool *)field(o, d) = negated ? !b : b;
     } else {
-      if (!val) {
-        if (i + 1 >= argc) die(EXIT_USAGE, "--%s needs a value (%s)", name, d->arg ? d->arg : "NAME");
+      if (!val) { /* the next argument, unless it is the next flag (use --flag=--value for such a value) */
+        if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
+          die(EXIT_USAGE, "--%s needs a value (%s)", name, d->arg ? d->arg : "NAME");
         val = argv[++i];
       }
       set_value(o, d, val);
@@ -661,6 +672,9 @@ static void finalize_options(options *o, const bool *given) {
   if (o->arch == LT_TF_ENCODER_ONLY && !o->tsv)
     die(EXIT_USAGE, "--arch encoder-only classifies: give --tsv FILE with 'text<TAB>label' lines");
   if (o->valid_tsv && !o->tsv) die(EXIT_USAGE, "--valid-tsv needs --tsv");
+  bool words = !o->tsv && !o->text && o->task == LT_TASK_NUMBER_WORDS;
+  if (o->tokenizer < 0) o->tokenizer = words ? LT_TOKENIZER_BPE : LT_TOKENIZER_CHAR;
+  if (o->tokenizer_from < 0) o->tokenizer_from = words ? FROM_TARGET : FROM_BOTH;
   if (!o->tsv && !o->text) { /* task lengths by task */
     lt_task_opts td = LT_TASK_DEFAULTS((lt_task_kind)o->task);
     if (o->task == LT_TASK_NUMBER_WORDS) td.min_len = 1, td.max_len = 6;
@@ -988,7 +1002,19 @@ static void load_data(const options *o, data *D, lt_tokenizer *tok) {
     char *text;
     size_t len;
     TRY(EXIT_DATA, lt_text_pairs_concat(D->train_text, &text, &len), "collecting the training text");
-    D->tok = build_tokenizer(o, text, len, "the training text");
+    if (o->tokenizer_from != FROM_BOTH) { /* one side only: keep every other line of "src\ntgt\n..." */
+      size_t k = 0;
+      int line = 0;
+      for (size_t i = 0; i < len; i++) {
+        bool keep = (line % 2 == 0) == (o->tokenizer_from == FROM_SOURCE);
+        if (keep) text[k++] = text[i];
+        if (text[i] == '\n') line++;
+      }
+      len = k;
+      text[len] = '\0';
+    }
+    D->tok = build_tokenizer(o, text, len,
+                             o->tokenizer_from == FROM_BOTH ? "the training text" : "one side of the training text");
     free(text);
   }
   int64_t aff_t = 0, aff_v = 0;
@@ -1164,9 +1190,17 @@ static void eval_exact(run *r, int64_t n, eval_result *E, char **out, int64_t n_
       int64_t sl, tl, gl = 0;
       lt_seq_pairs_get(V, idx[k], &src, &sl, &tgt, &tl);
       while (gl < L && g[gl] != LT_TOKEN_EOS) gl++;
-      bool ok = gl < L && gl == tl && !memcmp(g, tgt, sizeof *g * (size_t)tl); /* an <eos> was made */
+      /* exact: an <eos> was made and the text equals the reference's (BPE may spell a text in several ways) */
+      bool ok = gl < L && gl == tl && !memcmp(g, tgt, sizeof *g * (size_t)tl);
+      char *text = ids_text(r->D.tok, g, L);
+      if (!ok && gl < L) {
+        char *ref = ids_text(r->D.tok, tgt, tl);
+        ok = !strcmp(text, ref);
+        free(ref);
+      }
       E->n_exact += ok;
-      if (out && idx[k] < n_out) out[idx[k]] = ids_text(r->D.tok, g, L);
+      if (out && idx[k] < n_out) out[idx[k]] = text;
+      else free(text);
     }
     E->n_decoded += nb;
     lt_seq2seq_batch_free(&b);
@@ -1218,8 +1252,8 @@ static eval_result evaluate(run *r, int64_t n_exact, char **out, int64_t n_out) 
 
 static void print_eval(const run *r, const eval_result *E, const char *what) {
   end_line();
-  printf("%s step %lld: loss %.4f (ppl %.2f), token accuracy %.2f%%", what, (long long)r->step, E->loss,
-         exp(E->loss), 100 * E->token_acc);
+  printf("%s step %lld: loss %.4f", what, (long long)r->step, E->loss);
+  if (r->D.kind != DATA_CLASSIFY) printf(" (ppl %.2f), token accuracy %.2f%%", exp(E->loss), 100 * E->token_acc);
   if (E->n_decoded > 0)
     printf(", %s %.2f%% (%lld/%lld)", r->D.kind == DATA_CLASSIFY ? "accuracy" : "exact match",
            100.0 * (double)E->n_exact / (double)E->n_decoded, (long long)E->n_exact, (long long)E->n_decoded);
@@ -1451,8 +1485,8 @@ static step_result train_step(run *r) {
 /* ======================================================================== */
 
 typedef struct meter {
-  double loss_ema, time_ema, tokens_ema; /* exponential moving averages over steps */
-  bool started;
+  double loss_ema, time_ema, tokens_ema; /* moving averages over steps (the plain mean of the first 20) */
+  int64_t n, n_loss;
   double last_eval_s;                    /* duration of the last periodic validation */
   int64_t win_steps, win_tokens;         /* since the last printed line (not a terminal) */
   double win_time, win_loss;
@@ -1460,11 +1494,15 @@ typedef struct meter {
 } meter;
 
 static void meter_add(meter *M, const step_result *S, double dt) {
-  const double a = 0.05;
-  if (!M->started) M->time_ema = dt, M->tokens_ema = (double)S->tokens, M->loss_ema = S->loss, M->started = true;
+  M->n++;
+  double a = M->n < 20 ? 1.0 / (double)M->n : 0.05;
   M->time_ema += a * (dt - M->time_ema);
   M->tokens_ema += a * ((double)S->tokens - M->tokens_ema);
-  if (isfinite(S->loss)) M->loss_ema = isfinite(M->loss_ema) ? M->loss_ema + a * (S->loss - M->loss_ema) : S->loss;
+  if (isfinite(S->loss)) {
+    M->n_loss++;
+    double b = M->n_loss < 20 ? 1.0 / (double)M->n_loss : 0.05;
+    M->loss_ema = M->n_loss == 1 ? S->loss : M->loss_ema + b * (S->loss - M->loss_ema);
+  }
   M->win_steps++, M->win_tokens += S->tokens, M->win_time += dt;
   if (isfinite(S->loss)) M->win_loss += S->loss, M->win_finite++;
 }
@@ -1581,7 +1619,7 @@ static void print_examples(run *r, char **outputs, int64_t n) {
              r->D.classes[tgt[0]]);
     } else {
       char *rt = ids_text(r->D.tok, tgt, tl);
-      const char *mt = outputs && outputs[i] ? outputs[i] : "?";
+      const char *mt = outputs && outputs[i] ? (outputs[i][0] ? outputs[i] : "(empty)") : "?";
       bool ok = !strcmp(mt, rt);
       printf("  %-4s %s\n       -> %s\n", ok ? "ok" : "MISS", st, mt);
       if (!ok) printf("       reference: %s\n", rt);
@@ -1658,6 +1696,7 @@ static void resume_options(run *r, const char *path) {
   lt_status s = lt_ckpt_load_training(path, &st0, &lo, &g_info);
   lt_params_free(empty);
   if (s != LT_OK) die_lt(EXIT_DATA, "--resume");
+  r->step = st0.step;
   options saved = default_options();
   lt_tf_config cfg;
   TRY(EXIT_DATA, lt_tf_config_from_meta(g_info->config, &cfg), "--resume: the checkpoint's model configuration");
@@ -1848,7 +1887,7 @@ int main(int argc, char **argv) {
       r->bad_streak++;
       end_line();
       printf("step %lld: %s (loss %g, gradient norm %g): update skipped (%lld in a row)\n", (long long)r->step, S.why,
-             S.loss, S.grad_norm, (long long)r->bad_streak);
+             fabs(S.loss), fabs(S.grad_norm), (long long)r->bad_streak);
       if (r->bad_streak >= r->o.max_nonfinite) {
         csv_row(r, &S, dt, &M, r->train_seconds, NULL);
         die(EXIT_NONFINITE, "stopping: %lld non-finite steps in a row (the last at step %lld; --max-nonfinite %lld). "
