@@ -1,0 +1,133 @@
+/*
+ * models/transformer/train_util.c: the configuration side of generate.h:
+ * names of the configuration's enums (for command lines and files) and the
+ * configuration as checkpoint attributes, so that a checkpoint rebuilds its
+ * model without any other input.
+ *
+ * What this is not: the checkpoint format itself (checkpoint/) or the
+ * training program (train_main.c, which uses these).
+ */
+#include "models/transformer/generate.h"
+#include "tensor/internal.h"
+
+/* ---- names ------------------------------------------------------------------ */
+
+static const char *const arch_names[] = {"encoder-decoder", "decoder-only", "encoder-only"};
+static const char *const norm_names[] = {"layernorm", "rmsnorm"};
+static const char *const pos_names[] = {"sinusoidal", "learned", "rope"};
+static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "silu"};
+#define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
+
+static const char *name_of(const char *const *names, int n, int v) { return v >= 0 && v < n ? names[v] : "unknown"; }
+
+/* Index of s in names, or -1 (then an LT_ERR_INVALID listing the names). */
+static int parse_name(const char *what, const char *const *names, int n, const char *s) {
+  if (!s) return lt__err(LT_ERR_NULL, "tf_%s_parse: the name is NULL", what), -1;
+  for (int i = 0; i < n; i++)
+    if (!strcmp(s, names[i])) return i;
+  char list[256] = "";
+  for (int i = 0; i < n; i++) {
+    strncat(list, names[i], sizeof list - strlen(list) - 1);
+    if (i + 1 < n) strncat(list, ", ", sizeof list - strlen(list) - 1);
+  }
+  lt__err(LT_ERR_INVALID, "unknown %s '%s' (one of: %s)", what, s, list);
+  return -1;
+}
+
+const char *lt_tf_arch_name(lt_tf_arch a) { return name_of(arch_names, COUNT(arch_names), (int)a); }
+const char *lt_tf_norm_name(lt_tf_norm n) { return name_of(norm_names, COUNT(norm_names), (int)n); }
+const char *lt_tf_pos_name(lt_tf_pos p) { return name_of(pos_names, COUNT(pos_names), (int)p); }
+const char *lt_tf_act_name(lt_activation a) { return name_of(act_names, COUNT(act_names), (int)a); }
+
+lt_status lt_tf_arch_parse(const char *s, lt_tf_arch *out) {
+  static const char *const aliases[] = {"encdec", "decoder", "encoder"};
+  for (int i = 0; s && i < COUNT(aliases); i++)
+    if (!strcmp(s, aliases[i])) return *out = (lt_tf_arch)i, LT_OK;
+  int i = parse_name("architecture", arch_names, COUNT(arch_names), s);
+  if (i < 0) return lt_last_status();
+  *out = (lt_tf_arch)i;
+  return LT_OK;
+}
+
+#define PARSER(fn, what, names, T)              \
+  lt_status fn(const char *s, T *out) {         \
+    int i = parse_name(what, names, COUNT(names), s); \
+    if (i < 0) return lt_last_status();         \
+    *out = (T)i;                                \
+    return LT_OK;                               \
+  }
+PARSER(lt_tf_norm_parse, "norm", norm_names, lt_tf_norm)
+PARSER(lt_tf_pos_parse, "positions", pos_names, lt_tf_pos)
+PARSER(lt_tf_act_parse, "activation", act_names, lt_activation)
+
+/* ---- the configuration as checkpoint attributes ------------------------------- */
+
+/* X(field) for each kind of lt_tf_config field, in declaration order. */
+#define TF_INT_FIELDS(X) \
+  X(vocab_size) X(d_model) X(n_heads) X(n_kv_heads) X(n_enc_layers) X(n_dec_layers) X(d_ff) X(max_len) \
+  X(n_classes) X(pad_id)
+#define TF_BOOL_FIELDS(X) X(pre_norm) X(swiglu) X(tie_embeddings) X(scale_embeddings) X(bias)
+#define TF_DOUBLE_FIELDS(X) X(dropout) X(norm_eps) X(rope_base)
+
+lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
+  if (!cfg || !meta) return lt__err(LT_ERR_NULL, "tf_config_to_meta: %s is NULL", cfg ? "meta" : "cfg");
+  lt_status s = LT_OK;
+  s = s ? s : lt_ckpt_meta_set_string(meta, "arch", lt_tf_arch_name(cfg->arch));
+#define SET_INT(f) s = s ? s : lt_ckpt_meta_set_int(meta, #f, cfg->f);
+#define SET_BOOL(f) s = s ? s : lt_ckpt_meta_set_int(meta, #f, cfg->f ? 1 : 0);
+#define SET_DOUBLE(f) s = s ? s : lt_ckpt_meta_set_double(meta, #f, cfg->f);
+  TF_INT_FIELDS(SET_INT)
+  TF_BOOL_FIELDS(SET_BOOL)
+  TF_DOUBLE_FIELDS(SET_DOUBLE)
+#undef SET_INT
+#undef SET_BOOL
+#undef SET_DOUBLE
+  s = s ? s : lt_ckpt_meta_set_string(meta, "norm", lt_tf_norm_name(cfg->norm));
+  s = s ? s : lt_ckpt_meta_set_string(meta, "act", lt_tf_act_name(cfg->act));
+  s = s ? s : lt_ckpt_meta_set_string(meta, "pos", lt_tf_pos_name(cfg->pos));
+  return s;
+}
+
+static lt_status need(const lt_ckpt_meta *m, const char *key, lt_ckpt_kind kind) {
+  int k = lt_ckpt_meta_kind(m, key);
+  if (k == (int)kind) return LT_OK;
+  static const char *const kinds[] = {"int", "double", "string", "bytes"};
+  if (k < 0) return lt__err(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration lacks '%s'", key);
+  return lt__err(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration's '%s' is %s, expected %s", key,
+                 kinds[k], kinds[kind]);
+}
+
+lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
+  if (!cfg || !meta) return lt__err(LT_ERR_NULL, "tf_config_from_meta: %s is NULL", cfg ? "meta" : "cfg");
+  lt_tf_config c;
+  memset(&c, 0, sizeof c);
+  const char *str;
+  int64_t v;
+  lt_status s;
+#define GET_STR(key, parse, field)                                                                     \
+  if ((s = need(meta, key, LT_CKPT_STRING)) || (s = lt_ckpt_meta_get_string(meta, key, &str))) return s; \
+  if ((s = parse(str, &c.field))) return s;
+  GET_STR("arch", lt_tf_arch_parse, arch)
+  GET_STR("norm", lt_tf_norm_parse, norm)
+  GET_STR("act", lt_tf_act_parse, act)
+  GET_STR("pos", lt_tf_pos_parse, pos)
+#undef GET_STR
+#define GET_INT(f) \
+  if ((s = need(meta, #f, LT_CKPT_INT)) || (s = lt_ckpt_meta_get_int(meta, #f, &c.f))) return s;
+#define GET_BOOL(f)                                                                       \
+  if ((s = need(meta, #f, LT_CKPT_INT)) || (s = lt_ckpt_meta_get_int(meta, #f, &v))) return s; \
+  if (v != 0 && v != 1)                                                                   \
+    return lt__err(LT_ERR_FORMAT, "tf_config_from_meta: '%s' is %lld, must be 0 or 1", #f, (long long)v); \
+  c.f = v == 1;
+#define GET_DOUBLE(f) \
+  if ((s = need(meta, #f, LT_CKPT_DOUBLE)) || (s = lt_ckpt_meta_get_double(meta, #f, &c.f))) return s;
+  TF_INT_FIELDS(GET_INT)
+  TF_BOOL_FIELDS(GET_BOOL)
+  TF_DOUBLE_FIELDS(GET_DOUBLE)
+#undef GET_INT
+#undef GET_BOOL
+#undef GET_DOUBLE
+  if ((s = lt_tf_config_validate(&c))) return s;
+  *cfg = c;
+  return LT_OK;
+}
