@@ -1413,6 +1413,12 @@ static int64_t count_false(const lt_tensor *mask) {
   return n;
 }
 
+/* One optimizer step: --accum micro-batches forward and backward, all inside
+ * one lt_scope (every intermediate and the autograd graph are freed at its
+ * end; only the parameters' .grad survive until lt_params_zero_grad), then
+ * the gradient norm (clipped to --clip), the learning rate of the schedule
+ * and the update. A non-finite loss or gradient norm skips the update (the
+ * step's data is still consumed, so the data order stays that of a clean run). */
 static step_result train_step(run *r) {
   step_result S = {0, NAN, 0, 0, false, NULL};
   const int64_t A = r->o.accum;
