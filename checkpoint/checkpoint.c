@@ -78,7 +78,7 @@ static lt_status write_named(hid_t group, const char *name, const lt_tensor *t, 
                              const char *what) {
   char *mem;
   char **comps;
-  int n;
+  int n = 0;
   lt_status s = split_name(name, what, &mem, &comps, &n);
   if (s) return s;
   hid_t g = lt__h5_open_or_create_groups(group, n - 1, comps, name, what);

@@ -63,7 +63,7 @@ static lt_status check_gain(const char *op, const lt_tensor *w, double gain) {
 /* U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)). */
 lt_status lt_init_xavier_uniform_(lt_generator *g, lt_tensor *w, double gain) {
   const char *op = "init_xavier_uniform_";
-  double fi, fo;
+  double fi = 0, fo = 0;
   lt_status s;
   if ((s = check_args(op, g, w)) != LT_OK) return s;
   if ((s = check_gain(op, w, gain)) != LT_OK) return s;
@@ -76,7 +76,7 @@ lt_status lt_init_xavier_uniform_(lt_generator *g, lt_tensor *w, double gain) {
 /* N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)). */
 lt_status lt_init_xavier_normal_(lt_generator *g, lt_tensor *w, double gain) {
   const char *op = "init_xavier_normal_";
-  double fi, fo;
+  double fi = 0, fo = 0;
   lt_status s;
   if ((s = check_args(op, g, w)) != LT_OK) return s;
   if ((s = check_gain(op, w, gain)) != LT_OK) return s;
@@ -89,7 +89,7 @@ lt_status lt_init_xavier_normal_(lt_generator *g, lt_tensor *w, double gain) {
  * (calculate_gain('leaky_relu', a)). a = sqrt(5) gives b = 1 / sqrt(fan_in). */
 lt_status lt_init_kaiming_uniform_(lt_generator *g, lt_tensor *w, double a) {
   const char *op = "init_kaiming_uniform_";
-  double fi, fo;
+  double fi = 0, fo = 0;
   lt_status s;
   if ((s = check_args(op, g, w)) != LT_OK) return s;
   if (!isfinite(a)) return lt__err(LT_ERR_INVALID, "%s: w is %s: a = %g must be finite", op, LT__D(w), a);

@@ -110,6 +110,8 @@ void lt__blas_set_threads(int n) { bli_thread_set_num_threads(n); }
 
 /* ---- GEMM --------------------------------------------------------------- */
 
+#define LT__BLAS_SMALL_MACS 4194304.0 /* 2^22 */
+
 /* BLIS rejects (and aborts on) zero strides and some size-1 layouts; a
  * stride along a dim of size <= 1 is meaningless, so make it consistent. */
 static void fix_strides(int64_t rows, int64_t cols, int64_t *rs, int64_t *cs) {
@@ -137,6 +139,10 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
                    (long long)n, (long long)k);
   rntm_t rntm = BLIS_RNTM_INITIALIZER;
   rntm_t *r = NULL;
+  /* Below about 4M multiply-adds (tens of microseconds on one core) BLIS's
+   * threads cost more at their barriers than they save, and far more when
+   * the machine is oversubscribed (attention tests: 10x slower on 2 threads). */
+  if ((double)m * (double)n * (double)k < LT__BLAS_SMALL_MACS) single = true;
   if (single) {
     bli_rntm_set_num_threads(1, &rntm);
     r = &rntm;

@@ -466,7 +466,7 @@ static lt_status unary_dtype(int op, const char *name, const lt_tensor *x, lt_dt
 
 /* out = op(x) (op may be a private derivative op); not recorded. */
 static lt_tensor *unary_compute(int op, const char *name, const lt_tensor *x) {
-  lt_dtype dt;
+  lt_dtype dt = LT_DTYPE_F32;
   if (unary_dtype(op, name, x, &dt) != LT_OK) return NULL;
   if (lt__ensure_init() != LT_OK) return NULL;
   lt_tensor *tmp;
@@ -504,7 +504,7 @@ lt_status lt_unary_(lt_unary_op op, lt_tensor *x) {
     return lt__err(LT_ERR_INVALID, "unary_: %d is not an lt_unary_op", (int)op);
   const char *name = unary_info[op].name_;
   if (!x) return lt__err_null(name, "x");
-  lt_dtype dt;
+  lt_dtype dt = LT_DTYPE_F32;
   lt_status s = unary_dtype(op, name, x, &dt);
   if (s != LT_OK) return s;
   if (dt != x->dtype)
@@ -625,7 +625,7 @@ lt_tensor *lt_clamp(const lt_tensor *x, double lo, double hi) {
     return NULL;
   }
   ew_bounds bounds;
-  lt_dtype dt;
+  lt_dtype dt = LT_DTYPE_F32;
   if (clamp_prepare("clamp", x, lo, hi, &dt, &bounds) != LT_OK) return NULL;
   if (lt__ensure_init() != LT_OK) return NULL;
   lt_tensor *tmp;
@@ -646,7 +646,7 @@ lt_tensor *lt_clamp(const lt_tensor *x, double lo, double hi) {
 lt_status lt_clamp_(lt_tensor *x, double lo, double hi) {
   if (!x) return lt__err_null("clamp_", "x");
   ew_bounds bounds;
-  lt_dtype dt;
+  lt_dtype dt = LT_DTYPE_F32;
   lt_status s = clamp_prepare("clamp_", x, lo, hi, &dt, &bounds);
   if (s != LT_OK) return s;
   if (dt != x->dtype)
@@ -734,7 +734,7 @@ lt_tensor *lt_binary(lt_binary_op op, const lt_tensor *a, const lt_tensor *b) {
     lt__err_null(name, !a ? "a" : "b");
     return NULL;
   }
-  lt_dtype c;
+  lt_dtype c = LT_DTYPE_F32;
   if (binary_dtype(op, name, a, b, &c) != LT_OK) return NULL;
   lt_tensor *out = binary_compute(op, name, a, b, c);
   if (!out || binary_info[op].cmp || !lt__needs_grad(2, (const lt_tensor *[]){a, b})) return out;
@@ -815,7 +815,7 @@ lt_status lt_binary_(lt_binary_op op, lt_tensor *a, const lt_tensor *b) {
   if (!ew_shape_is(a, nd, shape))
     return lt__err(LT_ERR_SHAPE, "%s: a is %s, b is %s: the result would be %s, but an in-place "
                    "op cannot change a's shape", name, LT__D(a), LT__D(b), LT__S(nd, shape));
-  lt_dtype c;
+  lt_dtype c = LT_DTYPE_F32;
   if ((s = binary_dtype(op, name, a, b, &c)) != LT_OK) return s;
   if (!binary_info[op].cmp && (s = ew_inplace_dtype(name, a, c, "b is another dtype")) != LT_OK)
     return s;
@@ -915,7 +915,7 @@ lt_tensor *lt_binary_scalar(lt_binary_op op, const lt_tensor *a, double s) {
     lt__err_null(name, "a");
     return NULL;
   }
-  lt_dtype c;
+  lt_dtype c = LT_DTYPE_F32;
   if (scalar_dtype(op, name, a, s, &c) != LT_OK) return NULL;
   lt_tensor *sc = lt_scalar(c, s);
   if (!sc) return NULL;
@@ -937,7 +937,7 @@ lt_status lt_binary_scalar_(lt_binary_op op, lt_tensor *a, double s) {
     return lt__err(LT_ERR_INVALID, "binary_scalar_: %d is not an lt_binary_op", (int)op);
   const char *name = binary_info[op].sname_;
   if (!a) return lt__err_null(name, "a");
-  lt_dtype c;
+  lt_dtype c = LT_DTYPE_F32;
   lt_status st = scalar_dtype(op, name, a, s, &c);
   if (st != LT_OK) return st;
   if (!binary_info[op].cmp && c != a->dtype)

@@ -144,10 +144,12 @@ static void mm_canon(int64_t m, int64_t n, int64_t *rs, int64_t *cs) {
 /* Running a plan                                                           */
 /* ======================================================================== */
 
-/* Batched products of at most this many multiply-adds each run one product
- * per thread; see lt__matmul_batch_par_max and docs/gemm.md for the
- * measurement behind the value. */
-static int64_t batch_par_max = 1 << 21;
+/* Batched products of at most this many multiply-adds each may run one
+ * product per thread (see batch_per_thread). Measured with 2 threads on an
+ * AVX-512 EPYC (docs/gemm.md): per thread is 3-4x faster at 64x64x64, 1.5-2.5x
+ * at attention sizes (128x128x64) and still 1.2-1.3x at 1024x1024x64 with 32
+ * products; 3 products of 512x512x512 were 11% faster with BLIS threads. */
+static int64_t batch_par_max = (int64_t)1 << 26;
 
 int64_t lt__matmul_batch_par_max(void) { return batch_par_max; }
 int64_t lt__matmul_set_batch_par_max(int64_t macs) {
@@ -158,10 +160,10 @@ int64_t lt__matmul_set_batch_par_max(int64_t macs) {
 
 /* One product per thread, or one product after another with BLIS threads?
  * Per thread wins clearly for small products (BLIS cannot split a 64x64 tile
- * usefully) and still by 10-30% up to a few million multiply-adds (no
- * synchronisation inside each product). For large products only a batch
- * that spreads evenly over the threads is worth it: 3 products on 2 threads
- * would leave one thread idle a third of the time. */
+ * usefully) and still by 20-30% at tens of millions of multiply-adds (no
+ * synchronisation inside each product). For the larger products only a
+ * batch that spreads evenly over the threads is worth it: 3 products on 2
+ * threads leave one thread idle a third of the time. */
 static bool batch_per_thread(int64_t nbatch, int64_t macs, int nt) {
   if (nt <= 1 || nbatch < 2 || macs > batch_par_max) return false;
   return macs <= batch_par_max / 16 || nbatch % nt == 0 || nbatch >= 4 * (int64_t)nt;

@@ -520,7 +520,9 @@ START_TEST(generate_greedy_and_sampled) {
   /* the first new token is the argmax of the prompt's last position */
   bool prev = lt_set_grad_enabled(false);
   lt_tensor *logits = LT_NN(lt_transformer_decode(m, prompt, NULL, NULL, NULL, 0, NULL));
-  lt_tensor *arg = LT_NN(lt_argmax(lt_select(logits, 1, 2), -1, false));
+  lt_tensor *last = LT_NN(lt_select(logits, 1, 2));
+  lt_tensor *arg = LT_NN(lt_argmax(last, -1, false));
+  lt_tensor_free(last);
   lt_set_grad_enabled(prev);
   int64_t a[2];
   LT_OK_OR_FAIL(lt_tensor_read(arg, LT_DTYPE_I64, a, 2));

@@ -955,8 +955,10 @@ static void load_data(const options *o, data *D, lt_tokenizer *tok) {
     if (nv < o->seq_len + 1 || N - nv < o->seq_len + 1)
       die(EXIT_DATA, "--text '%s' has %lld tokens: too few for --seq-len %lld with --valid-fraction %g (each part needs "
           "at least seq-len + 1 tokens)", o->text, (long long)N, (long long)o->seq_len, o->valid_fraction);
+    lt_scope *split = lt_scope_begin(); /* frees the narrow views */
     D->train_tokens = lt_tensor_keep(lt_contiguous(lt_narrow(all, 0, 0, N - nv)));
     D->valid_tokens = lt_tensor_keep(lt_contiguous(lt_narrow(all, 0, N - nv, nv)));
+    lt_scope_end(split);
     lt_tensor_free(all);
     if (!D->train_tokens || !D->valid_tokens) die_lt(EXIT_DATA, "splitting --text");
     lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch);

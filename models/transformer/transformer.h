@@ -16,7 +16,8 @@
  *   embed.weight, pos_embed.weight (learned positions),
  *   encoder.layers.<i>.self_attn.{q,k,v,out}_proj.{weight,bias},
  *   encoder.layers.<i>.{linear1,linear2}.{weight,bias} (or ffn w1/w2/w3 for SwiGLU),
- *   encoder.layers.<i>.{norm1,norm2}.{weight,bias}, encoder.norm.* (pre-norm),
+ *   encoder.layers.<i>.{norm1,norm2}.{weight,bias}, encoder.norm.* (always for
+ *   the encoder-decoder, as nn.Transformer; pre-norm only for the others),
  *   decoder.layers.<i>.{self_attn,cross_attn}..., decoder.layers.<i>.norm3...,
  *   lm_head.weight (untied), classifier.{weight,bias} (encoder-only).
  *
@@ -71,7 +72,12 @@ lt_status lt_tf_config_validate(const lt_tf_config *cfg);
 
 typedef struct lt_transformer lt_transformer;
 
-/* Builds the model with PyTorch's default initialisation drawn from g. */
+/* Builds the model, drawing from g: PyTorch's default initialisation of each
+ * layer, xavier_uniform on the encoder-decoder's layer matrices (as
+ * nn.Transformer), and embeddings N(0, 1/d_model) when scaled by sqrt(d_model)
+ * (fairseq) or N(0, 0.02^2) otherwise (GPT-2), since nn.Embedding's N(0, 1)
+ * with a tied head starts with logits of standard deviation ~sqrt(d_model).
+ * See docs/transformer.md. */
 lt_transformer *lt_transformer_new(const lt_tf_config *cfg, lt_generator *g);
 void lt_transformer_free(lt_transformer *m);  /* NULL is a no-op */
 const lt_tf_config *lt_transformer_config(const lt_transformer *m);  /* borrowed */

@@ -1,0 +1,521 @@
+/*
+ * models/transformer/transformer.c: the configuration-driven Transformer of
+ * transformer.h (encoder-decoder, decoder-only, encoder-only), composed from
+ * the nn/ modules: lt_embedding, lt_mha (self- and cross-attention, GQA,
+ * RoPE), lt_ffn (two-layer or SwiGLU), lt_layer_norm / lt_rms_norm and
+ * lt_linear. docs/transformer.md describes the architecture, every option,
+ * the parameter names and where dropout goes.
+ *
+ * One layer, as nn.TransformerEncoderLayer / nn.TransformerDecoderLayer
+ * (https://pytorch.org/docs/stable/generated/torch.nn.TransformerEncoderLayer.html):
+ *   post-norm:  x = norm1(x + dropout1(self_attn(x)))
+ *               x = norm2(x + dropout2(cross_attn(x, memory)))   (decoder)
+ *               x = normN(x + dropoutN(ffn(x)))
+ *   pre-norm:   x = x + dropout1(self_attn(norm1(x)))
+ *               x = x + dropout2(cross_attn(norm2(x), memory))   (decoder)
+ *               x = x + dropoutN(ffn(normN(x)))
+ * The input of a stack is dropout(embed(ids) [* sqrt(C)] [+ positions]); the
+ * attention weights and the FFN hidden activation get dropout inside lt_mha
+ * and lt_ffn. A final norm closes a stack: always for the encoder-decoder
+ * (encoder.norm, decoder.norm, as nn.Transformer adds them even for
+ * post-norm), and only with pre-norm for decoder-only (GPT-2's ln_f, named
+ * decoder.norm) and encoder-only (encoder.norm).
+ *
+ * What this is not: a KV cache or a generation loop (decode recomputes the
+ * whole target; pos0 shifts the positions), nor the loss (the caller applies
+ * lt_cross_entropy to the logits), nor PyTorch's packed in_proj_weight (the
+ * attention projections are four separate Linears, see nn/mha.c).
+ */
+#include "models/transformer/transformer.h"
+
+#include "tensor/internal.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ======================================================================== */
+/* The model struct                                                         */
+/* ======================================================================== */
+
+typedef struct tf_norm {
+  bool rms;
+  lt_layer_norm_m ln;  /* LayerNorm: weight, bias [C] */
+  lt_rms_norm_m rn;    /* RMSNorm: weight [C] */
+} tf_norm;
+
+typedef struct tf_layer {
+  lt_mha self_attn;      /* C -> C, causal in the decoder */
+  lt_mha cross_attn;     /* decoder of the encoder-decoder only */
+  bool has_cross;
+  lt_ffn ffn;            /* linear1 [d_ff, C], linear2 [C, d_ff] (SwiGLU: w1, w2, w3) */
+  tf_norm norm1, norm2, norm3; /* norm3 only with cross-attention */
+} tf_layer;
+
+struct lt_transformer {
+  lt_tf_config cfg;
+  lt_params *params;        /* owns every parameter */
+  lt_embedding_m embed;     /* [V, C], shared by source and target */
+  lt_embedding_m pos_embed; /* [max_len, C], learned positions only */
+  lt_tensor *pos_table;     /* [max_len, C] sinusoidal table (owned, no grad) or NULL */
+  tf_layer *enc;            /* [n_enc_layers] or NULL */
+  tf_layer *dec;            /* [n_dec_layers] or NULL */
+  int64_t n_enc, n_dec;
+  tf_norm enc_norm, dec_norm;
+  bool has_enc_norm, has_dec_norm;
+  lt_linear_m lm_head;      /* [V, C], untied decoders only */
+  bool has_lm_head;
+  lt_linear_m classifier;   /* [n_classes, C] (+ bias), encoder-only */
+};
+
+#define NAME_LEN 256
+
+/* ======================================================================== */
+/* Configuration                                                            */
+/* ======================================================================== */
+
+lt_tf_config lt_tf_config_default(lt_tf_arch arch) {
+  lt_tf_config c = {
+      .arch = arch,
+      .vocab_size = 0, /* to be set by the caller (the tokenizer's size) */
+      .d_model = 128,
+      .n_heads = 4,
+      .n_kv_heads = 4,
+      .n_enc_layers = 2,
+      .n_dec_layers = 2,
+      .d_ff = 512,
+      .max_len = 512,
+      .n_classes = 0,
+      .dropout = 0.1,
+      .norm = LT_TF_LAYER_NORM,
+      .pre_norm = false,
+      .act = LT_ACT_RELU,
+      .swiglu = false,
+      .pos = LT_TF_POS_SINUSOIDAL,
+      .tie_embeddings = true,
+      .scale_embeddings = true,
+      .bias = true,
+      .norm_eps = 1e-5,
+      .rope_base = 10000.0,
+      .pad_id = 0,
+  };
+  switch (arch) {
+    case LT_TF_DECODER_ONLY: /* GPT-2 */
+      c.n_enc_layers = 0;
+      c.pre_norm = true;
+      c.act = LT_ACT_GELU;
+      c.pos = LT_TF_POS_LEARNED;
+      c.scale_embeddings = false;
+      break;
+    case LT_TF_ENCODER_ONLY: /* BERT */
+      c.n_dec_layers = 0;
+      c.act = LT_ACT_GELU;
+      c.pos = LT_TF_POS_LEARNED;
+      c.tie_embeddings = false;
+      c.scale_embeddings = false;
+      c.n_classes = 2;
+      break;
+    default: break; /* the paper's encoder-decoder */
+  }
+  return c;
+}
+
+#define BAD(...) lt__err(LT_ERR_INVALID, "tf_config: " __VA_ARGS__)
+
+lt_status lt_tf_config_validate(const lt_tf_config *c) {
+  if (!c) return lt__err(LT_ERR_NULL, "tf_config_validate: cfg is NULL");
+  const bool has_enc = c->arch == LT_TF_ENCODER_DECODER || c->arch == LT_TF_ENCODER_ONLY;
+  const bool has_dec = c->arch == LT_TF_ENCODER_DECODER || c->arch == LT_TF_DECODER_ONLY;
+  if (c->arch != LT_TF_ENCODER_DECODER && c->arch != LT_TF_DECODER_ONLY && c->arch != LT_TF_ENCODER_ONLY)
+    return BAD("arch %d: must be LT_TF_ENCODER_DECODER, LT_TF_DECODER_ONLY or LT_TF_ENCODER_ONLY", (int)c->arch);
+  if (c->vocab_size < 1) return BAD("vocab_size %lld: must be >= 1 (the tokenizer's size)", (long long)c->vocab_size);
+  if (c->d_model < 1) return BAD("d_model %lld: must be >= 1", (long long)c->d_model);
+  if (c->n_heads < 1) return BAD("n_heads %lld: must be >= 1", (long long)c->n_heads);
+  if (c->d_model % c->n_heads != 0)
+    return BAD("n_heads %lld does not divide d_model %lld (head size d_model / n_heads)", (long long)c->n_heads,
+               (long long)c->d_model);
+  if (c->n_kv_heads < 1) return BAD("n_kv_heads %lld: must be >= 1", (long long)c->n_kv_heads);
+  if (c->n_heads % c->n_kv_heads != 0)
+    return BAD("n_kv_heads %lld does not divide n_heads %lld (query heads per key/value head)",
+               (long long)c->n_kv_heads, (long long)c->n_heads);
+  if (c->n_enc_layers < (has_enc ? 1 : 0))
+    return BAD("n_enc_layers %lld: must be >= %d for this architecture", (long long)c->n_enc_layers, has_enc ? 1 : 0);
+  if (c->n_dec_layers < (has_dec ? 1 : 0))
+    return BAD("n_dec_layers %lld: must be >= %d for this architecture", (long long)c->n_dec_layers, has_dec ? 1 : 0);
+  if (c->n_enc_layers > 100000 || c->n_dec_layers > 100000)
+    return BAD("n_enc_layers %lld, n_dec_layers %lld: at most 100000 layers", (long long)c->n_enc_layers,
+               (long long)c->n_dec_layers);
+  if (c->d_ff < 1) return BAD("d_ff %lld: must be >= 1", (long long)c->d_ff);
+  if (c->max_len < 1) return BAD("max_len %lld: must be >= 1", (long long)c->max_len);
+  if (c->arch == LT_TF_ENCODER_ONLY && c->n_classes < 1)
+    return BAD("n_classes %lld: the encoder-only classifier needs >= 1", (long long)c->n_classes);
+  if (c->n_classes < 0) return BAD("n_classes %lld: must be >= 0", (long long)c->n_classes);
+  if (!(c->dropout >= 0.0 && c->dropout <= 1.0)) return BAD("dropout %g: must be in [0, 1]", c->dropout);
+  if (c->norm != LT_TF_LAYER_NORM && c->norm != LT_TF_RMS_NORM)
+    return BAD("norm %d: must be LT_TF_LAYER_NORM or LT_TF_RMS_NORM", (int)c->norm);
+  if (c->act != LT_ACT_RELU && c->act != LT_ACT_GELU && c->act != LT_ACT_GELU_TANH && c->act != LT_ACT_SILU)
+    return BAD("act %d: must be LT_ACT_RELU, LT_ACT_GELU, LT_ACT_GELU_TANH or LT_ACT_SILU", (int)c->act);
+  if (c->swiglu && c->act != LT_ACT_SILU)
+    return BAD("act %d with swiglu: SwiGLU gates with SiLU, set act = LT_ACT_SILU", (int)c->act);
+  if (c->pos != LT_TF_POS_SINUSOIDAL && c->pos != LT_TF_POS_LEARNED && c->pos != LT_TF_POS_ROPE)
+    return BAD("pos %d: must be LT_TF_POS_SINUSOIDAL, LT_TF_POS_LEARNED or LT_TF_POS_ROPE", (int)c->pos);
+  if (c->pos == LT_TF_POS_ROPE) {
+    if ((c->d_model / c->n_heads) % 2 != 0)
+      return BAD("pos RoPE needs an even head size: d_model %lld / n_heads %lld = %lld", (long long)c->d_model,
+                 (long long)c->n_heads, (long long)(c->d_model / c->n_heads));
+    if (!(c->rope_base > 0.0) || isinf(c->rope_base))
+      return BAD("rope_base %g: must be finite and > 0", c->rope_base);
+  }
+  if (c->arch == LT_TF_ENCODER_ONLY && c->tie_embeddings)
+    return BAD("tie_embeddings: the encoder-only classifier has no output projection to tie");
+  if (!(c->norm_eps >= 0.0) || isinf(c->norm_eps)) return BAD("norm_eps %g: must be finite and >= 0", c->norm_eps);
+  if (c->pad_id < -1 || c->pad_id >= c->vocab_size)
+    return BAD("pad_id %lld: must be in [0, vocab_size %lld) or -1 (none)", (long long)c->pad_id,
+               (long long)c->vocab_size);
+  return LT_OK;
+}
+
+#undef BAD
+
+/* ======================================================================== */
+/* Construction                                                             */
+/* ======================================================================== */
+
+static lt_status norm_init(tf_norm *n, lt_params *p, const char *name, const lt_tf_config *c) {
+  n->rms = c->norm == LT_TF_RMS_NORM;
+  if (n->rms) return lt_rms_norm_init(&n->rn, p, name, c->d_model, c->norm_eps);
+  return lt_layer_norm_init(&n->ln, p, name, c->d_model, c->norm_eps, true);
+}
+
+static lt_tensor *norm_forward(const tf_norm *n, const lt_tensor *x) {
+  return n->rms ? lt_rms_norm_forward(&n->rn, x) : lt_layer_norm_forward(&n->ln, x);
+}
+
+static lt_status mha_init(lt_mha *m, lt_params *p, const char *layer, const char *leaf, const lt_tf_config *c,
+                          bool rope, lt_generator *g) {
+  char name[NAME_LEN];
+  lt_status s = lt_mha_init(m, p, lt_name_join(name, sizeof name, layer, leaf), c->d_model, c->n_heads,
+                            c->n_kv_heads, c->bias, c->dropout, g);
+  if (s == LT_OK && rope) {
+    m->rope = true;
+    m->rope_base = c->rope_base;
+  }
+  return s;
+}
+
+/* Registers one layer under "<stack>.layers.<i>" in the order
+ * self_attn, [cross_attn], linear1/linear2 (w1/w2/w3), norm1, norm2, [norm3]. */
+static lt_status layer_init(tf_layer *L, lt_params *p, const char *stack, int64_t i, bool cross,
+                            const lt_tf_config *c, lt_generator *g) {
+  char name[NAME_LEN], sub[NAME_LEN];
+  snprintf(name, sizeof name, "%s.layers.%lld", stack, (long long)i);
+  const bool rope = c->pos == LT_TF_POS_ROPE;
+  lt_status s;
+  L->has_cross = cross;
+  if ((s = mha_init(&L->self_attn, p, name, "self_attn", c, rope, g)) != LT_OK) return s;
+  if (cross && (s = mha_init(&L->cross_attn, p, name, "cross_attn", c, false, g)) != LT_OK) return s;
+  if ((s = lt_ffn_init(&L->ffn, p, name, c->d_model, c->d_ff, c->act, c->swiglu, c->bias, c->dropout, g)) != LT_OK)
+    return s;
+  if ((s = norm_init(&L->norm1, p, lt_name_join(sub, sizeof sub, name, "norm1"), c)) != LT_OK) return s;
+  if ((s = norm_init(&L->norm2, p, lt_name_join(sub, sizeof sub, name, "norm2"), c)) != LT_OK) return s;
+  if (cross && (s = norm_init(&L->norm3, p, lt_name_join(sub, sizeof sub, name, "norm3"), c)) != LT_OK) return s;
+  return LT_OK;
+}
+
+/* Token (and learned position) embeddings: N(0, std^2) with the padding row
+ * zeroed. std = 1/sqrt(C) when the embeddings are scaled by sqrt(C) (fairseq's
+ * Transformer: the scaled embedding is N(0, 1)), else 0.02 (GPT-2), so that a
+ * tied output head starts with small logits. Learned positions are drawn at
+ * the scale of the (scaled) token embedding they are added to. */
+static lt_status embed_reinit(lt_embedding_m *e, double std, lt_generator *g) {
+  lt_status s = lt_init_normal_(g, e->weight, 0.0, std);
+  if (s != LT_OK || e->padding_idx < 0) return s;
+  bool prev = lt_set_grad_enabled(false);
+  lt_tensor *row = lt_select(e->weight, 0, e->padding_idx);
+  s = row ? lt_zero_(row) : lt_last_status();
+  lt_tensor_free(row);
+  lt_set_grad_enabled(prev);
+  return s;
+}
+
+static bool has_prefix(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
+
+static lt_status build(lt_transformer *m, lt_generator *g) {
+  const lt_tf_config *c = &m->cfg;
+  lt_params *p = m->params;
+  const int64_t C = c->d_model;
+  lt_status s;
+  const bool has_enc = c->arch != LT_TF_DECODER_ONLY, has_dec = c->arch != LT_TF_ENCODER_ONLY;
+
+  if ((s = lt_embedding_init(&m->embed, p, "embed", c->vocab_size, C, c->pad_id, g)) != LT_OK) return s;
+  const double emb_std = c->scale_embeddings ? 1.0 / sqrt((double)C) : 0.02;
+  if ((s = embed_reinit(&m->embed, emb_std, g)) != LT_OK) return s;
+  if (c->pos == LT_TF_POS_LEARNED) {
+    if ((s = lt_embedding_init(&m->pos_embed, p, "pos_embed", c->max_len, C, -1, g)) != LT_OK) return s;
+    if ((s = embed_reinit(&m->pos_embed, c->scale_embeddings ? 1.0 : 0.02, g)) != LT_OK) return s;
+  } else if (c->pos == LT_TF_POS_SINUSOIDAL) {
+    /* made outside any open scope: the model owns it */
+    m->pos_table = lt_tensor_keep(lt_sinusoidal_table(LT_DTYPE_F32, c->max_len, C));
+    if (!m->pos_table) return lt_last_status();
+  }
+
+  if (has_enc) {
+    m->n_enc = c->n_enc_layers;
+    m->enc = calloc((size_t)m->n_enc, sizeof *m->enc);
+    if (!m->enc) return lt__err(LT_ERR_NOMEM, "transformer_new: %lld encoder layers", (long long)m->n_enc);
+    for (int64_t i = 0; i < m->n_enc; i++)
+      if ((s = layer_init(&m->enc[i], p, "encoder", i, false, c, g)) != LT_OK) return s;
+    m->has_enc_norm = c->arch == LT_TF_ENCODER_DECODER || c->pre_norm;
+    if (m->has_enc_norm && (s = norm_init(&m->enc_norm, p, "encoder.norm", c)) != LT_OK) return s;
+  }
+  if (has_dec) {
+    m->n_dec = c->n_dec_layers;
+    m->dec = calloc((size_t)m->n_dec, sizeof *m->dec);
+    if (!m->dec) return lt__err(LT_ERR_NOMEM, "transformer_new: %lld decoder layers", (long long)m->n_dec);
+    const bool cross = c->arch == LT_TF_ENCODER_DECODER;
+    for (int64_t i = 0; i < m->n_dec; i++)
+      if ((s = layer_init(&m->dec[i], p, "decoder", i, cross, c, g)) != LT_OK) return s;
+    m->has_dec_norm = c->arch == LT_TF_ENCODER_DECODER || c->pre_norm;
+    if (m->has_dec_norm && (s = norm_init(&m->dec_norm, p, "decoder.norm", c)) != LT_OK) return s;
+    m->has_lm_head = !c->tie_embeddings;
+    if (m->has_lm_head && (s = lt_linear_init(&m->lm_head, p, "lm_head", C, c->vocab_size, false, g)) != LT_OK)
+      return s;
+  }
+  if (c->arch == LT_TF_ENCODER_ONLY &&
+      (s = lt_linear_init(&m->classifier, p, "classifier", C, c->n_classes, c->bias, g)) != LT_OK)
+    return s;
+
+  /* nn.Transformer._reset_parameters: xavier_uniform_ on every matrix of the
+   * encoder and decoder stacks (the encoder-decoder only; nn.TransformerEncoder
+   * and GPT-style models keep nn.Linear's default). */
+  if (c->arch == LT_TF_ENCODER_DECODER) {
+    for (int i = 0; i < lt_params_count(p); i++) {
+      const lt_param *pr = lt_params_at(p, i);
+      if (pr->value->ndim > 1 && (has_prefix(pr->name, "encoder.") || has_prefix(pr->name, "decoder.")) &&
+          (s = lt_init_xavier_uniform_(g, pr->value, 1.0)) != LT_OK)
+        return s;
+    }
+  }
+  return LT_OK;
+}
+
+lt_transformer *lt_transformer_new(const lt_tf_config *cfg, lt_generator *g) {
+  if (!cfg) return lt__err(LT_ERR_NULL, "transformer_new: cfg is NULL"), NULL;
+  if (!g) return lt__err(LT_ERR_NULL, "transformer_new: g (the generator) is NULL"), NULL;
+  if (lt_tf_config_validate(cfg) != LT_OK) return NULL;
+  lt_transformer *m = calloc(1, sizeof *m);
+  if (!m) return lt__err(LT_ERR_NOMEM, "transformer_new: out of memory"), NULL;
+  m->cfg = *cfg;
+  m->params = lt_params_new();
+  if (!m->params) {
+    free(m);
+    return NULL;
+  }
+  const lt_generator_state gs = lt_generator_get_state(g);
+  if (build(m, g) != LT_OK) {
+    lt_generator_set_state(g, gs); /* a failed build draws nothing */
+    lt_status s = lt_last_status();
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", lt_last_error());
+    lt_transformer_free(m);
+    lt__err(s != LT_OK ? s : LT_ERR_NOMEM, "transformer_new: %s", msg);
+    return NULL;
+  }
+  return m;
+}
+
+void lt_transformer_free(lt_transformer *m) {
+  if (!m) return;
+  lt_params_free(m->params);
+  lt_tensor_free(m->pos_table);
+  free(m->enc);
+  free(m->dec);
+  free(m);
+}
+
+const lt_tf_config *lt_transformer_config(const lt_transformer *m) { return m ? &m->cfg : NULL; }
+
+lt_params *lt_transformer_params(lt_transformer *m) { return m ? m->params : NULL; }
+
+/* ======================================================================== */
+/* Forward                                                                  */
+/* ======================================================================== */
+
+/* Replace *x (freed) by y; false when y is NULL (the error is pending). */
+static bool step(lt_tensor **x, lt_tensor *y) {
+  lt_tensor_free(*x);
+  *x = y;
+  return y != NULL;
+}
+
+static lt_tensor *drop(lt_tensor *x, double p, const lt_nn_ctx *ctx) {
+  /* x is consumed */
+  if (!x || !(p > 0.0) || !ctx || !ctx->training) return x;
+  lt_tensor *y = lt_dropout(x, p, ctx);
+  lt_tensor_free(x);
+  return y;
+}
+
+/* Sublayer input: norm(x) with pre-norm, x itself (one more reference) with post-norm. */
+static lt_tensor *sub_in(const tf_norm *n, const lt_tensor *x, bool pre) {
+  return pre ? norm_forward(n, x) : lt_tensor_retain((lt_tensor *)x);
+}
+
+/* Residual: pre-norm x + dropout(y), post-norm norm(x + dropout(y)). Consumes y. */
+static lt_tensor *sub_out(const tf_norm *n, const lt_tensor *x, lt_tensor *y, bool pre, double p,
+                          const lt_nn_ctx *ctx) {
+  y = drop(y, p, ctx);
+  if (!y) return NULL;
+  lt_tensor *r = lt_add(x, y);
+  lt_tensor_free(y);
+  if (!r || pre) return r;
+  lt_tensor *o = norm_forward(n, r);
+  lt_tensor_free(r);
+  return o;
+}
+
+/* One encoder or decoder layer on x [B, L, C]; memory [B, S, C] for the
+ * cross-attention. Returns new. */
+static lt_tensor *layer_forward(const tf_layer *Ly, const lt_tf_config *c, const lt_tensor *x, bool causal,
+                                const lt_tensor *self_pad, const lt_tensor *memory, const lt_tensor *mem_pad,
+                                int64_t pos0, const lt_nn_ctx *ctx) {
+  const bool pre = c->pre_norm;
+  const double p = c->dropout;
+  lt_attention_opts so = {.causal = causal, .key_padding_mask = self_pad};
+  lt_tensor *h = sub_in(&Ly->norm1, x, pre);
+  lt_tensor *y = h ? lt_mha_forward(&Ly->self_attn, h, h, &so, pos0, ctx, NULL) : NULL;
+  lt_tensor_free(h);
+  lt_tensor *cur = y ? sub_out(&Ly->norm1, x, y, pre, p, ctx) : NULL;
+  if (!cur) return NULL;
+  const tf_norm *ffn_norm = &Ly->norm2;
+  if (Ly->has_cross) {
+    lt_attention_opts co = {.key_padding_mask = mem_pad};
+    h = sub_in(&Ly->norm2, cur, pre);
+    y = h ? lt_mha_forward(&Ly->cross_attn, h, memory, &co, 0, ctx, NULL) : NULL;
+    lt_tensor_free(h);
+    if (!step(&cur, y ? sub_out(&Ly->norm2, cur, y, pre, p, ctx) : NULL)) return NULL;
+    ffn_norm = &Ly->norm3;
+  }
+  h = sub_in(ffn_norm, cur, pre);
+  y = h ? lt_ffn_forward(&Ly->ffn, h, ctx) : NULL;
+  lt_tensor_free(h);
+  step(&cur, y ? sub_out(ffn_norm, cur, y, pre, p, ctx) : NULL);
+  return cur;
+}
+
+static bool is_int(const lt_tensor *t) { return t->dtype == LT_DTYPE_I32 || t->dtype == LT_DTYPE_I64; }
+
+/* ids [B, L] integer, pad NULL or bool [B, L], 1 <= L, pos0 + L <= max_len. */
+static lt_status check_ids(const char *op, const char *what, const char *pad_what, const lt_transformer *m,
+                           const lt_tensor *ids, const lt_tensor *pad, int64_t pos0) {
+  if (!ids) return lt__err(LT_ERR_NULL, "%s: %s is NULL", op, what);
+  if (ids->ndim != 2 || !is_int(ids))
+    return lt__err(ids->ndim != 2 ? LT_ERR_SHAPE : LT_ERR_DTYPE, "%s: %s is %s: need [B, L] token ids (i32 or i64)",
+                   op, what, LT__D(ids));
+  const int64_t L = ids->shape[1];
+  if (L < 1 || ids->shape[0] < 1)
+    return lt__err(LT_ERR_SHAPE, "%s: %s is %s: need at least one sequence of at least one token", op, what,
+                   LT__D(ids));
+  if (pos0 < 0 || pos0 > m->cfg.max_len - L)
+    return lt__err(LT_ERR_INVALID, "%s: %s is %s at positions %lld..%lld: beyond max_len %lld", op, what, LT__D(ids),
+                   (long long)pos0, (long long)(pos0 + L - 1), (long long)m->cfg.max_len);
+  if (pad && (pad->dtype != LT_DTYPE_BOOL || pad->ndim != 2 || pad->shape[0] != ids->shape[0] ||
+              pad->shape[1] != L))
+    return lt__err(LT_ERR_SHAPE, "%s: %s is %s, %s is %s: need a bool mask of the ids' shape (true = padding)", op,
+                   pad_what, LT__D(pad), what, LT__D(ids));
+  return LT_OK;
+}
+
+/* dropout(embed(ids) [* sqrt(C)] [+ positions pos0..]) -> [B, L, C]. */
+static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, int64_t pos0, const lt_nn_ctx *ctx) {
+  const lt_tf_config *c = &m->cfg;
+  const int64_t L = ids->shape[1];
+  lt_tensor *x = lt_embedding_forward(&m->embed, ids); /* [B, L, C] */
+  if (x && c->scale_embeddings && !step(&x, lt_mul_scalar(x, sqrt((double)c->d_model)))) return NULL;
+  if (x && c->pos != LT_TF_POS_ROPE) {
+    lt_tensor *table = c->pos == LT_TF_POS_LEARNED ? m->pos_embed.weight : m->pos_table;
+    lt_tensor *pe = lt_narrow(table, 0, pos0, L); /* [L, C] */
+    lt_tensor *y = pe ? lt_add(x, pe) : NULL;
+    lt_tensor_free(pe);
+    step(&x, y);
+  }
+  return drop(x, c->dropout, ctx);
+}
+
+lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
+                                 const lt_nn_ctx *ctx) {
+  const char *op = "transformer_encode";
+  if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
+  if (!m->enc)
+    return lt__err(LT_ERR_INVALID, "%s: a decoder-only model has no encoder (use transformer_decode)", op), NULL;
+  if (check_ids(op, "src", "src_pad", m, src, src_pad, 0) != LT_OK) return NULL;
+  lt_tensor *x = embed_forward(m, src, 0, ctx);
+  for (int64_t i = 0; x && i < m->n_enc; i++)
+    step(&x, layer_forward(&m->enc[i], &m->cfg, x, false, src_pad, NULL, NULL, 0, ctx));
+  if (x && m->has_enc_norm) step(&x, norm_forward(&m->enc_norm, x));
+  return x;
+}
+
+lt_tensor *lt_transformer_decode(const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
+                                 const lt_tensor *memory, const lt_tensor *src_pad, int64_t pos0,
+                                 const lt_nn_ctx *ctx) {
+  const char *op = "transformer_decode";
+  if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
+  const lt_tf_config *c = &m->cfg;
+  if (!m->dec)
+    return lt__err(LT_ERR_INVALID, "%s: an encoder-only model has no decoder (use transformer_classify)", op), NULL;
+  if (check_ids(op, "tgt", "tgt_pad", m, tgt, tgt_pad, pos0) != LT_OK) return NULL;
+  if (c->arch == LT_TF_ENCODER_DECODER) {
+    if (!memory) return lt__err(LT_ERR_NULL, "%s: memory is NULL: the encoder-decoder needs the encoder output", op), NULL;
+    if (memory->ndim != 3 || memory->shape[0] != tgt->shape[0] || memory->shape[2] != c->d_model ||
+        !lt_dtype_is_float(memory->dtype))
+      return lt__err(LT_ERR_SHAPE, "%s: memory is %s, tgt is %s: need [B, S, C] floats with C = d_model %lld", op,
+                     LT__D(memory), LT__D(tgt), (long long)c->d_model),
+             NULL;
+    if (src_pad && (src_pad->dtype != LT_DTYPE_BOOL || src_pad->ndim != 2 || src_pad->shape[0] != memory->shape[0] ||
+                    src_pad->shape[1] != memory->shape[1]))
+      return lt__err(LT_ERR_SHAPE, "%s: src_pad is %s, memory is %s: need a bool [B, S] mask (true = padding)", op,
+                     LT__D(src_pad), LT__D(memory)),
+             NULL;
+  } else if (memory || src_pad) {
+    return lt__err(LT_ERR_INVALID, "%s: memory / src_pad given to a decoder-only model (pass NULL)", op), NULL;
+  }
+  lt_tensor *x = embed_forward(m, tgt, pos0, ctx);
+  for (int64_t i = 0; x && i < m->n_dec; i++)
+    step(&x, layer_forward(&m->dec[i], c, x, true, tgt_pad, memory, src_pad, pos0, ctx));
+  if (x && m->has_dec_norm) step(&x, norm_forward(&m->dec_norm, x));
+  if (x) step(&x, m->has_lm_head ? lt_linear_forward(&m->lm_head, x) : lt_linear(x, m->embed.weight, NULL));
+  return x;
+}
+
+lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
+                                   const lt_nn_ctx *ctx) {
+  const char *op = "transformer_classify";
+  if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
+  if (m->cfg.arch != LT_TF_ENCODER_ONLY)
+    return lt__err(LT_ERR_INVALID, "%s: only an encoder-only model has a classifier", op), NULL;
+  lt_tensor *h = lt_transformer_encode(m, src, src_pad, ctx); /* [B, S, C] */
+  if (!h) return NULL;
+  /* mean over the non-padding positions: sum_s h * keep / max(count, 1) */
+  lt_tensor *pooled = NULL;
+  if (!src_pad) {
+    pooled = lt_mean(h, LT_DIMS(1), false); /* [B, C] */
+  } else {
+    lt_tensor *keepb = lt_eq_scalar(src_pad, 0.0);                  /* [B, S] bool */
+    lt_tensor *keep = keepb ? lt_to_dtype(keepb, h->dtype) : NULL;  /* [B, S] 1 = token */
+    lt_tensor *keep3 = keep ? lt_unsqueeze(keep, -1) : NULL;         /* [B, S, 1] */
+    lt_tensor *hk = keep3 ? lt_mul(h, keep3) : NULL;                 /* [B, S, C] */
+    lt_tensor *sum = hk ? lt_sum(hk, LT_DIMS(1), false) : NULL;      /* [B, C] */
+    lt_tensor *cnt = keep ? lt_sum(keep, LT_DIMS(1), true) : NULL;   /* [B, 1] */
+    lt_tensor *cnt1 = cnt ? lt_clamp(cnt, 1.0, INFINITY) : NULL;     /* all padding: zeros, not NaN */
+    pooled = sum && cnt1 ? lt_div(sum, cnt1) : NULL;
+    lt_tensor *tmp[] = {keepb, keep, keep3, hk, sum, cnt, cnt1};
+    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) lt_tensor_free(tmp[i]);
+  }
+  lt_tensor_free(h);
+  if (!pooled) return NULL;
+  lt_tensor *out = lt_linear_forward(&m->classifier, pooled); /* [B, n_classes] */
+  lt_tensor_free(pooled);
+  return out;
+}

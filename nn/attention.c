@@ -1,0 +1,744 @@
+/*
+ * nn/attention.c: scaled dot-product attention
+ * (torch.nn.functional.scaled_dot_product_attention), a fused forward and a
+ * fused backward.
+ *
+ * What this is: for every (batch b, query head h), with g = h / (NH / NKV) the
+ * key/value head of h's group (GQA/MQA, no copy of k/v per query head):
+ *     P[b,h] = softmax(scale * q[b,h] k[b,g]^T  + masks)      [T, S]
+ *     W[b,h] = P[b,h] * keep[b,h] / (1 - p)  (dropout, training only)
+ *     out[b,h] = W[b,h] v[b,g]                                [T, HSV]
+ * The products are BLIS GEMMs on the operands' own strides (a q made by
+ * transposing [B,T,NH,HS] is never copied), one (b, h) per OpenMP thread with
+ * single-threaded BLIS inside. Masks are applied row by row while the scores
+ * are in cache: causal (query t sees keys s <= t + S - T, the alignment a KV
+ * cache needs; no T x S mask is made), attn_mask (bool: true = may attend;
+ * float: added), key_padding_mask [B,S] (true = padding). A row whose keys
+ * are all masked gets weights 0 and output 0 (not NaN), and gradient 0.
+ * Causal attention works in blocks of query rows and skips the key columns
+ * a whole block cannot see. The output (and each gradient) is laid out in
+ * the memory order of q (of the input): for the usual q = transpose of a
+ * [B,T,NH,HS] projection, out is the transpose of a contiguous [B,T,NH,HS],
+ * so merging the heads afterwards is a view, not a copy.
+ *
+ * Saved for backward: the (possibly copied) q, k, v, the probabilities P
+ * [B,NH,T,S] after masking and before dropout, and the keep mask (bool) when
+ * dropout was on. The backward, per (b, kv head g) so that the GQA sums over
+ * the group's query heads need no locks:
+ *     dV[g] += W^T dO                  for each h of the group
+ *     dW     = dO V^T,  dP = dW * keep / (1 - p)
+ *     dS     = P * (dP - rowsum(dP * P))
+ *     dQ[h]  = scale * dS K[g]
+ *     dK[g] += scale * dS^T Q[h]
+ *
+ * What this is not: a flash-attention kernel (the T x S probabilities are
+ * materialised, which is what backward needs them for anyway), and the float
+ * attn_mask gets no gradient (it is a constant of the op). The weights handed
+ * back through `weights` are W (after dropout, as nn.MultiheadAttention
+ * returns them, one per head) and are not differentiable.
+ */
+#include "nn/nn.h"
+
+#include "autograd/internal.h"
+#include "tensor/internal.h"
+
+#include <math.h>
+#include <omp.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define OP "scaled_dot_product_attention"
+
+/* ======================================================================== */
+/* Strides BLIS accepts                                                     */
+/* ======================================================================== */
+
+/* BLIS aborts on strides it rejects (bli_check_matrix_strides): nonzero,
+ * positive strides whose rows and columns cannot overlap. A stride along a dim
+ * of size 1 is never followed, so it is first given the value BLIS expects.
+ * A matrix that fails (an expanded dim of stride 0, some stepped slices) is
+ * copied; the batch dims (b, h) are indexed here and may have any stride. */
+static bool mat_ok(int64_t m, int64_t n, int64_t rs, int64_t cs) {
+  if (m == 0 || n == 0) return true;
+  if (m == 1 && n == 1) return true;
+  if (m == 1) rs = n * cs;
+  else if (n == 1) cs = m * rs;
+  if (rs <= 0 || cs <= 0) return false;
+  if (rs != 1 && cs != 1) {
+    if (rs == cs) return m == 1 || n == 1;
+    if (rs < cs) return m * rs <= cs;
+    return n * cs <= rs;
+  }
+  if (rs == 1 && cs == 1) return m == 1 || n == 1;
+  if (rs == 1) return cs >= m;
+  return rs >= n;
+}
+
+/* x (4-d) as a tensor of dtype dt whose last-two-dims matrices BLIS takes:
+ * x itself (*tmp NULL) when it already is, else a contiguous copy made with
+ * grad mode off (*tmp, to free). NULL on error. */
+static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
+  *tmp = NULL;
+  if (x->dtype == dt && mat_ok(x->shape[2], x->shape[3], x->stride[2], x->stride[3])) return x;
+  const bool prev = lt_set_grad_enabled(false);
+  lt_tensor *c = x->dtype == dt ? lt_clone(x) : lt_to_dtype(x, dt);
+  lt_set_grad_enabled(prev);
+  *tmp = c;
+  return c;
+}
+
+/* ======================================================================== */
+/* Row kernels (contiguous rows of S entries)                               */
+/* ======================================================================== */
+
+/* Every loop over a row runs in blocks of 8 lanes plus a tail (EACH8): gcc
+ * -O2 (the Release flags) vectorises such fixed-width blocks but not plain
+ * loops of unknown length. */
+#define EACH8(s, l, n, BODY)                                          \
+  do {                                                                \
+    int64_t s##0_ = 0;                                                \
+    for (; s##0_ + 8 <= (n); s##0_ += 8)                              \
+      for (int l = 0; l < 8; l++) {                                   \
+        const int64_t s = s##0_ + l;                                  \
+        BODY;                                                         \
+      }                                                               \
+    for (int l = 0; s##0_ + l < (n); l++) {                           \
+      const int64_t s = s##0_ + l;                                    \
+      BODY;                                                           \
+    }                                                                 \
+  } while (0)
+#define LANES8(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
+
+/* exp(x) for x <= 0 in f32 without a libm call, so that it vectorises:
+ * Cody-Waite reduction x = n ln2 + r (|r| <= ln2/2), a degree-7 Taylor
+ * polynomial for e^r, and 2^n put into the exponent bits; x < -87 (and -inf)
+ * gives exactly 0. Relative error at most 1.7 ulp (measured against exp()
+ * in double on 2e7 points of [-87, 0]); the f32 tests compare whole
+ * attention outputs with the f64 reference. Integer selects instead of
+ * float compares keep gcc's -ftrapping-math from blocking vectorisation. */
+static inline float exp_neg_f32(float x) {
+  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  const uint32_t lo = 0xC2AE0000u; /* bits of -87.0f */
+  uint32_t xb, nb, rb;
+  memcpy(&xb, &x, 4);
+  const uint32_t under = 0u - (uint32_t)(xb > lo); /* all ones when x < -87 (negative floats order by bits) */
+  xb = (xb & ~under) | (lo & under);
+  float xc, sc, res;
+  memcpy(&xc, &xb, 4);
+  const float nm = xc * 1.44269504088896341f + magic, n = nm - magic;
+  float r = xc - n * 0.693145751953125f;
+  r = r - n * 1.42860682030941723212e-6f;
+  float q = 1.0f / 5040.0f;
+  q = q * r + 1.0f / 720.0f;
+  q = q * r + 1.0f / 120.0f;
+  q = q * r + 1.0f / 24.0f;
+  q = q * r + 1.0f / 6.0f;
+  q = q * r + 0.5f;
+  q = q * r + 1.0f;
+  q = q * r + 1.0f;
+  memcpy(&nb, &nm, 4);
+  nb = (nb - 0x4B400000u + 127u) << 23; /* 2^n: n sits in the low mantissa bits of nm */
+  memcpy(&sc, &nb, 4);
+  res = q * sc;
+  memcpy(&rb, &res, 4);
+  rb &= ~under;
+  memcpy(&res, &rb, 4);
+  return res;
+}
+static inline double exp_neg_f64(double x) { return exp(x); }
+
+/* Forward row: scores p[0..S) (already scaled) -> probabilities. Keys s >= lim
+ * are masked by causality; am (stride ams) is the attn_mask row (bool or T),
+ * kpm (stride kpms) the padding row. A row with no finite score becomes 0.
+ * The max is over unmasked keys; exp sums are accumulated in double. */
+#define SDPA_ROW_KERNELS(NAME, T)                                                        \
+  static void fwd_row_##NAME(T *p, int64_t S, int64_t lim, const void *am, bool am_bool, \
+                             int64_t ams, const unsigned char *kpm, int64_t kpms) {      \
+    if (lim > S) lim = S;                                                                \
+    if (lim < 0) lim = 0;                                                                \
+    if (am && am_bool) {                                                                 \
+      const unsigned char *m = (const unsigned char *)am;                                \
+      for (int64_t s = 0; s < lim; s++)                                                  \
+        if (!m[s * ams]) p[s] = -INFINITY;                                               \
+    } else if (am) {                                                                     \
+      const T *m = (const T *)am;                                                        \
+      for (int64_t s = 0; s < lim; s++) p[s] += m[s * ams];                              \
+    }                                                                                    \
+    if (kpm)                                                                             \
+      for (int64_t s = 0; s < lim; s++)                                                  \
+        if (kpm[s * kpms]) p[s] = -INFINITY;                                             \
+    T mx8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,                             \
+                -INFINITY, -INFINITY, -INFINITY, -INFINITY};                             \
+    EACH8(s, l, lim, mx8[l] = p[s] > mx8[l] ? p[s] : mx8[l]);                   \
+    T mx = mx8[0];                                                                       \
+    for (int l = 1; l < 8; l++) mx = mx8[l] > mx ? mx8[l] : mx;                          \
+    if (!(mx > -INFINITY)) { /* every key masked (or no key) */                          \
+      EACH8(s, l, S, p[s] = 0);                                                             \
+      return;                                                                            \
+    }                                                                                    \
+    double a[8] = {0};                                                                   \
+    EACH8(s, l, lim, p[s] = exp_neg_##NAME(p[s] - mx));                                     \
+    EACH8(s, l, lim, a[l] += (double)p[s]);                                             \
+    const T inv = (T)(1.0 / LANES8(a));                                                  \
+    EACH8(s, l, lim, p[s] *= inv);                                                          \
+    T *z = p + lim;                                                                      \
+    EACH8(s, l, S - lim, z[s] = 0);                                                         \
+  }                                                                                      \
+  /* Dropout: w = p * keep * ks. */                                                      \
+  static void drop_row_##NAME(const T *restrict p, const unsigned char *restrict keep,  \
+                              T ks, T *restrict w,                                      \
+                              int64_t n) {                                              \
+    EACH8(s, l, n, w[s] = p[s] * (T)keep[s] * ks);                                          \
+  }                                                                                      \
+  /* Backward row: d holds dW = dO V^T on entry and dS on exit (without scale):  \
+   * dP = dW * keep * ks;  dS = P * (dP - sum(dP * P)). */                               \
+  static void bwd_row_##NAME(const T *restrict p, T *restrict d, int64_t n,            \
+                             const unsigned char *restrict keep,                        \
+                             T ks) {                                                     \
+    if (keep) EACH8(s, l, n, d[s] *= (T)keep[s] * ks);                                      \
+    double a[8] = {0};                                                                   \
+    EACH8(s, l, n, a[l] += (double)p[s] * (double)d[s]);                                \
+    const T c = (T)LANES8(a);                                                            \
+    EACH8(s, l, n, d[s] = p[s] * (d[s] - c));                                               \
+  }
+SDPA_ROW_KERNELS(f32, float)
+SDPA_ROW_KERNELS(f64, double)
+
+/* ======================================================================== */
+/* The plan shared by forward and backward                                  */
+/* ======================================================================== */
+
+typedef struct sdpa_plan {
+  lt_dtype dt;
+  int64_t es; /* element size in bytes */
+  int64_t B, NH, NKV, T, S, HS, HSV, group;
+  double scale;
+  bool causal;
+  /* q [B,NH,T,HS], k [B,NKV,S,HS], v [B,NKV,S,HSV]: data and strides */
+  const char *q, *k, *v;
+  int64_t qs[4], ks[4], vs[4];
+  /* attn_mask broadcast on [B,NH,T,S] (stride 0 where broadcast), or NULL */
+  const char *am;
+  bool am_bool;
+  int64_t ames, ams[4];
+  /* key_padding_mask [B,S] (bool; stride 0 on a broadcast batch), or NULL */
+  const unsigned char *kpm;
+  int64_t kpms[2];
+  /* dropout keep mask, contiguous [B,NH,T,S] bool, or NULL */
+  const unsigned char *keep;
+  double ks_drop; /* 1 / (1 - p), or 0 when p == 1 */
+  /* forward: out [B,NH,T,HSV]; backward: dO (same shape), and the gradients
+   * dq, dk, dv (NULL when not needed): data and strides */
+  char *o;
+  int64_t os[4];
+  const char *go;
+  int64_t gs[4];
+  char *dq, *dk, *dv;
+  int64_t dqs[4], dks[4], dvs[4];
+} sdpa_plan;
+
+/* Zeroes the [n, m] matrix at p with strides (rs, cs). */
+static void zero_mat(char *p, int64_t n, int64_t m, int64_t rs, int64_t cs, int64_t es) {
+  for (int64_t i = 0; i < n; i++) {
+    if (cs == 1) memset(p + i * rs * es, 0, (size_t)(m * es));
+    else
+      for (int64_t j = 0; j < m; j++) memset(p + (i * rs + j * cs) * es, 0, (size_t)es);
+  }
+}
+
+static inline char *at4(const char *base, const int64_t *st, int64_t es, int64_t i0, int64_t i1) {
+  return (char *)base + (i0 * st[0] + i1 * st[1]) * es;
+}
+
+/* One query row t of (b, h): probabilities in place over the scores row. */
+static void fwd_row(const sdpa_plan *pl, char *prow, int64_t b, int64_t h, int64_t t) {
+  const int64_t lim = pl->causal ? t + pl->S - pl->T + 1 : pl->S;
+  const void *am = NULL;
+  int64_t ams = 0;
+  if (pl->am) {
+    am = pl->am + (b * pl->ams[0] + h * pl->ams[1] + t * pl->ams[2]) * pl->ames;
+    ams = pl->ams[3];
+  }
+  const unsigned char *kpm = pl->kpm ? pl->kpm + b * pl->kpms[0] : NULL;
+  if (pl->dt == LT_DTYPE_F32) fwd_row_f32((float *)prow, pl->S, lim, am, pl->am_bool, ams, kpm, pl->kpms[1]);
+  else fwd_row_f64((double *)prow, pl->S, lim, am, pl->am_bool, ams, kpm, pl->kpms[1]);
+}
+
+typedef lt_status (*gemm_fn)(lt_dtype, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
+                             const void *, int64_t, int64_t, double, void *, int64_t, int64_t);
+
+/* Causal attention runs in blocks of this many query rows: block [t0, t1)
+ * needs only keys s < t1 + S - T (kmax), so the products skip most of the
+ * masked upper triangle (a quarter of the work at T = S = 256). Smaller
+ * blocks skip more but lose it again to the fixed cost of each BLIS call
+ * (measured: 16 and 32 rows are slower than no blocking at T = 128; 64 and
+ * 128 about equal at T = 256). */
+#define CAUSAL_ROWS 128
+
+/* Keys the rows [t0, t1) can see: all S, or causally up to t1 + S - T. */
+static inline int64_t block_keys(const sdpa_plan *pl, int64_t t1) {
+  if (!pl->causal) return pl->S;
+  const int64_t k = t1 + pl->S - pl->T;
+  return k < 0 ? 0 : k > pl->S ? pl->S : k;
+}
+
+/* Forward of one (b, h): P (contiguous [T,S]) gets the probabilities, W the
+ * dropped weights (when dropout; may be a scratch), pl->o the output. Row
+ * block by row block (one block unless causal). */
+static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t h, char *P, char *W) {
+  const int64_t T = pl->T, S = pl->S, HSV = pl->HSV, es = pl->es, g = h / pl->group;
+  const char *Q = at4(pl->q, pl->qs, es, b, h);
+  const char *K = at4(pl->k, pl->ks, es, b, g);
+  const char *V = at4(pl->v, pl->vs, es, b, g);
+  char *O = at4(pl->o, pl->os, es, b, h);
+  const unsigned char *keep = pl->keep ? pl->keep + ((b * pl->NH + h) * T) * S : NULL;
+  const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
+  for (int64_t t0 = 0; t0 < T; t0 += rb) {
+    const int64_t t1 = t0 + rb < T ? t0 + rb : T, nb = t1 - t0, kmax = block_keys(pl, t1);
+    char *Pb = P + t0 * S * es, *Wb = keep ? W + t0 * S * es : Pb, *Ob = O + t0 * pl->os[2] * es;
+    if (kmax == 0) { /* no row of the block sees a key */
+      memset(Pb, 0, (size_t)(nb * S * es));
+      if (keep) memset(Wb, 0, (size_t)(nb * S * es));
+      zero_mat(Ob, nb, HSV, pl->os[2], pl->os[3], es);
+      continue;
+    }
+    /* P = scale * Q K^T: [nb,HS] x [HS,kmax] */
+    lt_status st = gemm(pl->dt, nb, kmax, pl->HS, pl->scale, Q + t0 * pl->qs[2] * es, pl->qs[2], pl->qs[3], K,
+                        pl->ks[3], pl->ks[2], 0.0, Pb, S, 1);
+    if (st != LT_OK) return st;
+    for (int64_t t = t0; t < t1; t++) fwd_row(pl, P + t * S * es, b, h, t); /* zeroes keys >= lim */
+    if (keep) {
+      if (pl->dt == LT_DTYPE_F32)
+        drop_row_f32((const float *)Pb, keep + t0 * S, (float)pl->ks_drop, (float *)Wb, nb * S);
+      else drop_row_f64((const double *)Pb, keep + t0 * S, pl->ks_drop, (double *)Wb, nb * S);
+    }
+    /* out = W V: [nb,kmax] x [kmax,HSV] */
+    st = gemm(pl->dt, nb, HSV, kmax, 1.0, Wb, S, 1, V, pl->vs[2], pl->vs[3], 0.0, Ob, pl->os[2], pl->os[3]);
+    if (st != LT_OK) return st;
+  }
+  return LT_OK;
+}
+
+/* Backward of one (b, kv head g): loops over the query heads of the group,
+ * accumulating dK[g] and dV[g] (zero on entry); dQ[h] is overwritten. scr
+ * and wscr are per-thread scratch of T*S elements (wscr only with dropout
+ * and dv). The same row blocks as the forward. */
+static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t g, const char *P, char *scr,
+                          char *wscr) {
+  const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, es = pl->es;
+  const char *K = at4(pl->k, pl->ks, es, b, g);
+  const char *V = at4(pl->v, pl->vs, es, b, g);
+  char *dKg = pl->dk ? at4(pl->dk, pl->dks, es, b, g) : NULL;
+  char *dVg = pl->dv ? at4(pl->dv, pl->dvs, es, b, g) : NULL;
+  const int64_t *gs = pl->gs, *qs = pl->qs, *dqs = pl->dqs;
+  const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
+  for (int64_t h = g * pl->group; h < (g + 1) * pl->group; h++) {
+    const int64_t bh = b * pl->NH + h;
+    const char *Q = at4(pl->q, qs, es, b, h);
+    const char *dOh = at4(pl->go, gs, es, b, h);
+    char *dQh = pl->dq ? at4(pl->dq, dqs, es, b, h) : NULL;
+    const unsigned char *keep = pl->keep ? pl->keep + bh * T * S : NULL;
+    for (int64_t t0 = 0; t0 < T; t0 += rb) {
+      const int64_t t1 = t0 + rb < T ? t0 + rb : T, nb = t1 - t0, kmax = block_keys(pl, t1);
+      if (kmax == 0) {
+        if (dQh) zero_mat(dQh + t0 * dqs[2] * es, nb, HS, dqs[2], dqs[3], es);
+        continue;
+      }
+      const char *Pb = P + (bh * T + t0) * S * es, *dOb = dOh + t0 * gs[2] * es, *Qb = Q + t0 * qs[2] * es;
+      const unsigned char *kb = keep ? keep + t0 * S : NULL;
+      lt_status st;
+      if (dVg) {
+        /* dV[g] += W^T dO: [kmax,nb] x [nb,HSV] */
+        const char *Wm = Pb;
+        if (kb) {
+          if (pl->dt == LT_DTYPE_F32)
+            drop_row_f32((const float *)Pb, kb, (float)pl->ks_drop, (float *)wscr, nb * S);
+          else drop_row_f64((const double *)Pb, kb, pl->ks_drop, (double *)wscr, nb * S);
+          Wm = wscr;
+        }
+        st = gemm(pl->dt, kmax, HSV, nb, 1.0, Wm, 1, S, dOb, gs[2], gs[3], 1.0, dVg, pl->dvs[2], pl->dvs[3]);
+        if (st != LT_OK) return st;
+      }
+      if (!dQh && !dKg) continue;
+      /* dW = dO V^T: [nb,HSV] x [HSV,kmax] */
+      st = gemm(pl->dt, nb, kmax, HSV, 1.0, dOb, gs[2], gs[3], V, pl->vs[3], pl->vs[2], 0.0, scr, S, 1);
+      if (st != LT_OK) return st;
+      for (int64_t t = 0; t < nb; t++) { /* P is 0 at keys >= kmax: they add nothing */
+        const unsigned char *kr = kb ? kb + t * S : NULL;
+        if (pl->dt == LT_DTYPE_F32)
+          bwd_row_f32((const float *)Pb + t * S, (float *)scr + t * S, kmax, kr, (float)pl->ks_drop);
+        else bwd_row_f64((const double *)Pb + t * S, (double *)scr + t * S, kmax, kr, pl->ks_drop);
+      }
+      if (dQh) { /* dQ[h] = scale * dS K: [nb,kmax] x [kmax,HS] */
+        st = gemm(pl->dt, nb, HS, kmax, pl->scale, scr, S, 1, K, pl->ks[2], pl->ks[3], 0.0, dQh + t0 * dqs[2] * es,
+                  dqs[2], dqs[3]);
+        if (st != LT_OK) return st;
+      }
+      if (dKg) { /* dK[g] += scale * dS^T Q: [kmax,nb] x [nb,HS] */
+        st = gemm(pl->dt, kmax, HS, nb, pl->scale, scr, 1, S, Qb, qs[2], qs[3], 1.0, dKg, pl->dks[2], pl->dks[3]);
+        if (st != LT_OK) return st;
+      }
+    }
+  }
+  return LT_OK;
+}
+
+/* A new tensor of shape `shape` (4-d) whose memory follows the dim order of
+ * x's strides when x is a permutation of a contiguous tensor (a transposed
+ * view, say), else contiguous; zero-filled if zero. So the output and the
+ * gradients of the usual q = view(x W^T).transpose(1, 2) are themselves
+ * transposes of contiguous [B,T,NH,HS] buffers, and the transpose + reshape
+ * that merge or unmerge the heads around attention need no copy. */
+static lt_tensor *alloc_like(lt_dtype dt, const int64_t *shape, const lt_tensor *x, bool zero) {
+  int ord[4] = {0, 1, 2, 3};
+  for (int i = 1; i < 4; i++) /* stable insertion sort by decreasing stride */
+    for (int j = i; j > 0 && x->stride[ord[j]] > x->stride[ord[j - 1]]; j--) {
+      const int t = ord[j];
+      ord[j] = ord[j - 1];
+      ord[j - 1] = t;
+    }
+  bool dense = x->numel > 0;
+  int64_t want = 1;
+  for (int i = 3; i >= 0 && dense; i--) { /* x's strides are the permuted contiguous ones */
+    if (x->shape[ord[i]] != 1 && x->stride[ord[i]] != want) dense = false;
+    want *= x->shape[ord[i]];
+  }
+  if (!dense)
+    for (int i = 0; i < 4; i++) ord[i] = i;
+  int64_t pshape[4], st[4];
+  for (int i = 0; i < 4; i++) pshape[i] = shape[ord[i]];
+  lt_tensor *buf = zero ? lt_zeros(dt, 4, pshape) : lt_empty(dt, 4, pshape);
+  if (!buf) return NULL;
+  if (!dense) return buf;
+  int64_t acc = 1;
+  for (int i = 3; i >= 0; i--) {
+    st[ord[i]] = acc;
+    acc *= pshape[i];
+  }
+  lt_tensor *v = lt__view_of(buf, 4, shape, st, buf->offset);
+  lt_tensor_free(buf);
+  if (!v) lt__err(LT_ERR_NOMEM, OP ": out of memory for a tensor object");
+  return v;
+}
+
+/* How to run ntasks independent tasks of `work` multiply-adds in all: one
+ * task per thread with single-threaded BLIS; or, with fewer tasks than
+ * threads but much work, the tasks one after another with BLIS threads;
+ * or, for little work, everything on this thread. Each task computes the
+ * same bits whichever way (BLIS splits rows and columns, not sums). */
+static int task_threads(int64_t ntasks, int64_t work, gemm_fn *gemm) {
+  const int nt = omp_get_max_threads();
+  *gemm = lt__blas_gemm_1t;
+  if (nt <= 1 || work < LT__PARALLEL_MIN * 16) return 1;
+  if (ntasks >= nt) return nt;
+  *gemm = lt__blas_gemm;
+  return 1;
+}
+
+/* ======================================================================== */
+/* Validation                                                               */
+/* ======================================================================== */
+
+static lt_status check_inputs(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                              const lt_attention_opts *o, const lt_nn_ctx *ctx) {
+  if (!q) return lt__err_null(OP, "q");
+  if (!k) return lt__err_null(OP, "k");
+  if (!v) return lt__err_null(OP, "v");
+  if (q->ndim != 4 || k->ndim != 4 || v->ndim != 4)
+    return lt__err(LT_ERR_SHAPE,
+                   OP ": q is %s, k is %s, v is %s: q must be [B,NH,T,HS] and k, v [B,NKV,S,HS] (4-d)",
+                   LT__D(q), LT__D(k), LT__D(v));
+  if (!lt_dtype_is_float(q->dtype) || q->dtype != k->dtype || q->dtype != v->dtype)
+    return lt__err(LT_ERR_DTYPE, OP ": q is %s, k is %s, v is %s: q, k, v need one float dtype (f32 or f64)",
+                   LT__D(q), LT__D(k), LT__D(v));
+  const int64_t B = q->shape[0], NH = q->shape[1], NKV = k->shape[1];
+  if (k->shape[0] != B || v->shape[0] != B)
+    return lt__err(LT_ERR_SHAPE, OP ": q is %s, k is %s, v is %s: batch sizes differ", LT__D(q), LT__D(k),
+                   LT__D(v));
+  if (k->shape[3] != q->shape[3])
+    return lt__err(LT_ERR_SHAPE, OP ": q is %s, k is %s: head sizes differ (%lld vs %lld)", LT__D(q), LT__D(k),
+                   (long long)q->shape[3], (long long)k->shape[3]);
+  if (v->shape[1] != NKV || v->shape[2] != k->shape[2])
+    return lt__err(LT_ERR_SHAPE, OP ": k is %s, v is %s: k and v need the same heads and length [B,NKV,S,*]",
+                   LT__D(k), LT__D(v));
+  if (NKV < 1 ? NH != 0 : NH % NKV != 0)
+    return lt__err(LT_ERR_SHAPE,
+                   OP ": q is %s, k is %s: %lld query heads are not a multiple of %lld key/value heads",
+                   LT__D(q), LT__D(k), (long long)NH, (long long)NKV);
+  if (!o) return LT_OK;
+  const int64_t full[4] = {B, NH, q->shape[2], k->shape[2]};
+  const lt_tensor *am = o->attn_mask;
+  if (am) {
+    if (am->dtype != LT_DTYPE_BOOL && !lt_dtype_is_float(am->dtype))
+      return lt__err(LT_ERR_DTYPE, OP ": attn_mask is %s: must be bool (true = attend) or float (added)",
+                     LT__D(am));
+    bool ok = am->ndim <= 4;
+    for (int i = 0; ok && i < am->ndim; i++) {
+      const int64_t z = am->shape[am->ndim - 1 - i];
+      ok = z == 1 || z == full[3 - i];
+    }
+    if (!ok)
+      return lt__err(LT_ERR_SHAPE, OP ": attn_mask is %s: does not broadcast to [B,NH,T,S] = %s", LT__D(am),
+                     LT__S(4, full));
+  }
+  const lt_tensor *kp = o->key_padding_mask;
+  if (kp) {
+    if (kp->dtype != LT_DTYPE_BOOL)
+      return lt__err(LT_ERR_DTYPE, OP ": key_padding_mask is %s: must be bool (true = padding)", LT__D(kp));
+    if (kp->ndim != 2 || (kp->shape[0] != B && kp->shape[0] != 1) || kp->shape[1] != full[3])
+      return lt__err(LT_ERR_SHAPE, OP ": key_padding_mask is %s: must be [B,S] = [%lld,%lld]", LT__D(kp),
+                     (long long)B, (long long)full[3]);
+  }
+  if (!(o->dropout_p >= 0.0 && o->dropout_p <= 1.0))
+    return lt__err(LT_ERR_INVALID, OP ": dropout_p %g: need 0 <= p <= 1", o->dropout_p);
+  if (isnan(o->scale)) return lt__err(LT_ERR_INVALID, OP ": scale is NaN (use 0 for 1/sqrt(HS))");
+  if (ctx && ctx->training && o->dropout_p > 0 && !ctx->gen)
+    return lt__err(LT_ERR_NULL, OP ": training with dropout_p %g needs ctx->gen (a generator)", o->dropout_p);
+  return LT_OK;
+}
+
+/* ======================================================================== */
+/* Forward                                                                  */
+/* ======================================================================== */
+
+typedef struct sdpa_aux {
+  double scale, ks_drop;
+  bool causal, dropout;
+} sdpa_aux;
+
+static void free_n(lt_tensor **t, int n) {
+  for (int i = 0; i < n; i++) lt_tensor_free(t[i]);
+}
+
+/* Fills the geometry fields of pl from the prepared q, k, v. */
+static void plan_geometry(sdpa_plan *pl, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v) {
+  pl->dt = q->dtype;
+  pl->es = (int64_t)lt_dtype_size(q->dtype);
+  pl->B = q->shape[0];
+  pl->NH = q->shape[1];
+  pl->T = q->shape[2];
+  pl->HS = q->shape[3];
+  pl->NKV = k->shape[1];
+  pl->S = k->shape[2];
+  pl->HSV = v->shape[3];
+  pl->group = pl->NKV > 0 ? pl->NH / pl->NKV : 1;
+  pl->q = q->data;
+  pl->k = k->data;
+  pl->v = v->data;
+  memcpy(pl->qs, q->stride, sizeof pl->qs);
+  memcpy(pl->ks, k->stride, sizeof pl->ks);
+  memcpy(pl->vs, v->stride, sizeof pl->vs);
+}
+
+lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                                           const lt_attention_opts *opts, const lt_nn_ctx *ctx,
+                                           lt_tensor **weights) {
+  if (check_inputs(q, k, v, opts, ctx) != LT_OK) return NULL;
+  const lt_attention_opts o = opts ? *opts : (lt_attention_opts){0};
+  lt_status st = lt__ensure_init();
+  if (st != LT_OK) return NULL;
+  const lt_dtype dt = q->dtype;
+  const bool dropout = ctx && ctx->training && o.dropout_p > 0;
+  const bool grad = lt__needs_grad(3, (const lt_tensor *[]){q, k, v});
+
+  /* tmp: copies of q, k, v, a cast float mask, P, keep, W */
+  enum { TQ, TK, TV, TAM, TP, TKEEP, TW, NTMP };
+  lt_tensor *tmp[NTMP] = {0};
+  const lt_tensor *qu = blis_ready(q, dt, &tmp[TQ]);
+  const lt_tensor *ku = qu ? blis_ready(k, dt, &tmp[TK]) : NULL;
+  const lt_tensor *vu = ku ? blis_ready(v, dt, &tmp[TV]) : NULL;
+  if (!vu) {
+    free_n(tmp, NTMP);
+    return NULL;
+  }
+  sdpa_plan pl = {0};
+  plan_geometry(&pl, qu, ku, vu);
+  const int64_t B = pl.B, NH = pl.NH, T = pl.T, S = pl.S;
+  pl.scale = o.scale > 0 ? o.scale : (pl.HS > 0 ? 1.0 / sqrt((double)pl.HS) : 1.0);
+  pl.causal = o.causal;
+  if (o.attn_mask) {
+    const lt_tensor *am = o.attn_mask;
+    if (am->dtype != LT_DTYPE_BOOL && am->dtype != dt) {
+      const bool prev = lt_set_grad_enabled(false);
+      tmp[TAM] = lt_to_dtype(am, dt);
+      lt_set_grad_enabled(prev);
+      if (!tmp[TAM]) {
+        free_n(tmp, NTMP);
+        return NULL;
+      }
+      am = tmp[TAM];
+    }
+    pl.am = am->data;
+    pl.am_bool = am->dtype == LT_DTYPE_BOOL;
+    pl.ames = (int64_t)lt_dtype_size(am->dtype);
+    for (int i = 0; i < 4; i++) {
+      const int d = am->ndim - 4 + i;
+      pl.ams[i] = d >= 0 && am->shape[d] != 1 ? am->stride[d] : 0;
+    }
+  }
+  if (o.key_padding_mask) {
+    const lt_tensor *kp = o.key_padding_mask;
+    pl.kpm = kp->data;
+    pl.kpms[0] = kp->shape[0] != 1 ? kp->stride[0] : 0;
+    pl.kpms[1] = kp->stride[1];
+  }
+  if (dropout) {
+    pl.ks_drop = o.dropout_p < 1 ? 1.0 / (1.0 - o.dropout_p) : 0.0;
+    tmp[TKEEP] = lt_bernoulli(ctx->gen, LT_DTYPE_BOOL, LT_SHAPE(B, NH, T, S), 1.0 - o.dropout_p);
+    if (!tmp[TKEEP]) {
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+    pl.keep = tmp[TKEEP]->data;
+  }
+
+  /* P for all (b, h) when backward or the caller needs it; else per thread. */
+  const bool p_full = grad || (weights && !dropout);
+  const bool w_full = weights && dropout;
+  const int64_t oshape[4] = {B, NH, T, pl.HSV};
+  lt_tensor *out = alloc_like(dt, oshape, q, S == 0); /* q's memory order */
+  if (p_full) tmp[TP] = lt_empty(dt, LT_SHAPE(B, NH, T, S)); /* every row is written */
+  if (w_full) tmp[TW] = lt_empty(dt, LT_SHAPE(B, NH, T, S));
+  if (!out || (p_full && !tmp[TP]) || (w_full && !tmp[TW])) {
+    lt_tensor_free(out);
+    free_n(tmp, NTMP);
+    return NULL;
+  }
+  pl.o = out->data;
+  memcpy(pl.os, out->stride, sizeof pl.os);
+
+  const int64_t ntasks = B * NH, ts = T * S;
+  gemm_fn gemm;
+  const int nt = task_threads(ntasks, ntasks * T * (S + 1) * (pl.HS + pl.HSV + 1), &gemm);
+  const int nscr = (!p_full) + (dropout && !w_full);
+  char *scratch = NULL;
+  if (nscr && ntasks && ts) {
+    scratch = malloc((size_t)(nt * nscr * ts * pl.es));
+    if (!scratch) {
+      lt__err(LT_ERR_NOMEM, OP ": out of memory for %d x %lld scratch scores", nt * nscr, (long long)ts);
+      lt_tensor_free(out);
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+  }
+  if (S > 0 && T > 0) {
+    int err = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int64_t i = 0; i < ntasks; i++) {
+      const int tid = nt > 1 ? omp_get_thread_num() : 0;
+      char *mine = scratch ? scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es) : NULL;
+      char *P = p_full ? (char *)tmp[TP]->data + i * ts * pl.es : mine;
+      char *W = w_full ? (char *)tmp[TW]->data + i * ts * pl.es : (p_full ? mine : mine + ts * pl.es);
+      if (fwd_task(&pl, gemm, i / NH, i % NH, P, W) != LT_OK) {
+#pragma omp atomic write
+        err = 1;
+      }
+    }
+    if (err) {
+      lt__err(LT_ERR_BACKEND, OP ": q is %s, k is %s, v is %s: a BLIS product failed", LT__D(q), LT__D(k),
+              LT__D(v));
+      free(scratch);
+      lt_tensor_free(out);
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+  }
+  free(scratch);
+
+  if (grad) {
+    const sdpa_aux aux = {pl.scale, pl.ks_drop, pl.causal, dropout};
+    const lt_tensor *saved[5] = {qu, ku, vu, tmp[TP], tmp[TKEEP]};
+    if (lt__record(out, LT__OP_scaled_dot_product_attention, 3, (const lt_tensor *[]){q, k, v},
+                   dropout ? 5 : 4, saved, &aux, sizeof aux) != LT_OK) {
+      lt_tensor_free(out);
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+  }
+  if (weights) {
+    lt_tensor *w = dropout ? tmp[TW] : tmp[TP];
+    if (dropout) tmp[TW] = NULL;
+    else tmp[TP] = NULL;
+    *weights = w;
+  }
+  free_n(tmp, NTMP);
+  return out;
+}
+
+/* ======================================================================== */
+/* Backward                                                                 */
+/* ======================================================================== */
+
+lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  const sdpa_aux *a = (const sdpa_aux *)node->aux;
+  const lt_tensor *q = node->saved[0], *k = node->saved[1], *v = node->saved[2], *P = node->saved[3];
+  const bool need_q = lt__needs_input_grad(node, 0), need_k = lt__needs_input_grad(node, 1),
+             need_v = lt__needs_input_grad(node, 2);
+  if (!need_q && !need_k && !need_v) return LT_OK;
+  sdpa_plan pl = {0};
+  plan_geometry(&pl, q, k, v);
+  pl.scale = a->scale;
+  pl.causal = a->causal;
+  pl.ks_drop = a->ks_drop;
+  pl.keep = a->dropout ? node->saved[4]->data : NULL;
+  const int64_t B = pl.B, NH = pl.NH, NKV = pl.NKV, T = pl.T, S = pl.S, ts = T * S;
+
+  lt_tensor *gtmp;
+  const lt_tensor *g = blis_ready(gout, pl.dt, &gtmp);
+  if (!g) return lt_last_status();
+  /* dq is written everywhere by the tasks, which run unless T * S == 0; dk
+   * and dv accumulate. */
+  lt_tensor *dq = need_q ? alloc_like(pl.dt, q->shape, q, ts == 0) : NULL;
+  lt_tensor *dk = need_k ? alloc_like(pl.dt, k->shape, k, true) : NULL;
+  lt_tensor *dv = need_v ? alloc_like(pl.dt, v->shape, v, true) : NULL;
+  pl.go = g->data;
+  memcpy(pl.gs, g->stride, sizeof pl.gs);
+  if (dq) {
+    pl.dq = dq->data;
+    memcpy(pl.dqs, dq->stride, sizeof pl.dqs);
+  }
+  if (dk) {
+    pl.dk = dk->data;
+    memcpy(pl.dks, dk->stride, sizeof pl.dks);
+  }
+  if (dv) {
+    pl.dv = dv->data;
+    memcpy(pl.dvs, dv->stride, sizeof pl.dvs);
+  }
+  const int64_t ntasks = B * NKV;
+  gemm_fn gemm;
+  const int nt = task_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1), &gemm);
+  const int nscr = 1 + (a->dropout && need_v);
+  char *scratch = ntasks && ts ? malloc((size_t)(nt * nscr * ts * pl.es)) : NULL;
+  lt_status st = LT_OK;
+  if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
+  else if (ntasks && ts && !scratch)
+    st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d x %lld scratch scores", nt * nscr,
+                 (long long)ts);
+  if (st == LT_OK && ntasks && ts) {
+    int err = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int64_t i = 0; i < ntasks; i++) {
+      const int tid = nt > 1 ? omp_get_thread_num() : 0;
+      char *scr = scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es);
+      if (bwd_task(&pl, gemm, i / NKV, i % NKV, P->data, scr, scr + ts * pl.es) != LT_OK) {
+#pragma omp atomic write
+        err = 1;
+      }
+    }
+    if (err) st = lt__err(LT_ERR_BACKEND, OP " backward: q is %s, k is %s: a BLIS product failed", LT__D(q), LT__D(k));
+  }
+  free(scratch);
+  lt_tensor_free(gtmp);
+  if (st != LT_OK) {
+    lt_tensor_free(dq);
+    lt_tensor_free(dk);
+    lt_tensor_free(dv);
+    return st;
+  }
+  gin[0] = dq;
+  gin[1] = dk;
+  gin[2] = dv;
+  return LT_OK;
+}

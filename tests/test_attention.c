@@ -1,0 +1,901 @@
+/*
+ * tests/test_attention.c: lt_scaled_dot_product_attention, lt_rope,
+ * lt_sinusoidal_table and the lt_mha module.
+ *
+ * Attention is checked against a naive composition of tensor ops (lt_matmul,
+ * lt_masked_fill, lt_softmax, ...: ref_sdpa below), forward values, returned
+ * weights and the gradients of q, k, v through lt_backward, over MHA / GQA /
+ * MQA, causal with S == T, S > T and S < T, bool / float / padding masks,
+ * non-contiguous and expanded inputs, dropout (with the keep mask read back
+ * from the returned weights) and zero-size shapes; fully masked rows give
+ * zeros and no NaN forward and backward; GQA equals MHA on repeated k/v heads;
+ * causal equals an explicit tril mask; results do not depend on the thread
+ * count; every error path. RoPE is checked against the formula written out
+ * element by element, for norm preservation, shift consistency (pos0) and
+ * its backward; the sinusoidal table against hand values. The module against
+ * the same computation written with lt_matmul.
+ */
+#include "test_util.h"
+
+#include "nn/nn.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- helpers ------------------------------------------------------------- */
+
+static lt_generator *gen;
+static lt_scope *scope;
+
+static void setup(void) {
+  gen = lt_generator_new(42);
+  ck_assert(gen);
+  scope = lt_scope_begin();
+  ck_assert(scope);
+}
+static void teardown(void) {
+  lt_scope_end(scope);
+  lt_generator_free(gen);
+}
+
+static lt_tensor *randn(lt_dtype dt, int ndim, const int64_t *shape) {
+  return LT_NN(lt_randn(gen, dt, ndim, shape));
+}
+
+static lt_tensor *leaf(lt_tensor *t) {
+  LT_OK_OR_FAIL(lt_requires_grad_(t, true));
+  return t;
+}
+
+static bool all_finite(const lt_tensor *t) {
+  int64_t n = t->numel;
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  ck_assert(v);
+  ck_assert(lt_tensor_read(t, LT_DTYPE_F64, v, n) == LT_OK);
+  bool ok = true;
+  for (int64_t i = 0; i < n; i++) ok = ok && isfinite(v[i]);
+  free(v);
+  return ok;
+}
+
+static bool all_zero(const lt_tensor *t) {
+  int64_t n = t->numel;
+  double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  ck_assert(v);
+  ck_assert(lt_tensor_read(t, LT_DTYPE_F64, v, n) == LT_OK);
+  bool ok = true;
+  for (int64_t i = 0; i < n; i++) ok = ok && v[i] == 0.0;
+  free(v);
+  return ok;
+}
+
+static bool same_bits(const lt_tensor *a, const lt_tensor *b) {
+  if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)) return false;
+  lt_tensor *ca = LT_NN(lt_contiguous(a)), *cb = LT_NN(lt_contiguous(b));
+  return ca->dtype == cb->dtype && memcmp(ca->data, cb->data, (size_t)ca->numel * lt_dtype_size(ca->dtype)) == 0;
+}
+
+/* The naive composition attention is tested against (same contract):
+ * k, v repeated per query head (expand + reshape), scores by lt_matmul,
+ * masks by lt_masked_fill / lt_add, softmax with fully masked rows set to 0,
+ * optional dropout multiplier drop [B,NH,T,S], then lt_matmul with v.
+ * *p gets the probabilities (after drop) if p is not NULL. */
+static lt_tensor *ref_sdpa(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                           const lt_attention_opts *o, const lt_tensor *drop, lt_tensor **p) {
+  const int64_t B = q->shape[0], NH = q->shape[1], T = q->shape[2], HS = q->shape[3];
+  const int64_t NKV = k->shape[1], S = k->shape[2], HSV = v->shape[3], G = NH / NKV;
+  lt_tensor *kr = LT_NN(lt_reshape(LT_NN(lt_expand(LT_NN(lt_unsqueeze(k, 2)), LT_SHAPE(B, NKV, G, S, HS))),
+                                   LT_SHAPE(B, NH, S, HS)));
+  lt_tensor *vr = LT_NN(lt_reshape(LT_NN(lt_expand(LT_NN(lt_unsqueeze(v, 2)), LT_SHAPE(B, NKV, G, S, HSV))),
+                                   LT_SHAPE(B, NH, S, HSV)));
+  const double scale = o && o->scale > 0 ? o->scale : 1.0 / sqrt((double)HS);
+  lt_tensor *sc = LT_NN(lt_mul_scalar(LT_NN(lt_matmul(q, LT_NN(lt_transpose(kr, -2, -1)))), scale));
+  if (o && o->causal) {
+    lt_tensor *tri = LT_NN(lt_tril(LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(T, S))), S - T));
+    sc = LT_NN(lt_masked_fill(sc, LT_NN(lt_eq_scalar(tri, 0)), -INFINITY));
+  }
+  if (o && o->attn_mask) {
+    if (o->attn_mask->dtype == LT_DTYPE_BOOL)
+      sc = LT_NN(lt_masked_fill(sc, LT_NN(lt_eq_scalar(o->attn_mask, 0)), -INFINITY));
+    else sc = LT_NN(lt_add(sc, LT_NN(lt_to_dtype(o->attn_mask, q->dtype))));
+  }
+  if (o && o->key_padding_mask) {
+    const lt_tensor *kp = o->key_padding_mask;
+    sc = LT_NN(lt_masked_fill(sc, LT_NN(lt_view(kp, LT_SHAPE(kp->shape[0], 1, 1, S))), -INFINITY));
+  }
+  bool prev = lt_set_grad_enabled(false);
+  lt_tensor *full = S ? LT_NN(lt_eq_scalar(LT_NN(lt_amax(sc, LT_DIMS(-1), true)), -INFINITY))
+                      : LT_NN(lt_ones(LT_DTYPE_BOOL, LT_SHAPE(B, NH, T, 1)));
+  lt_set_grad_enabled(prev);
+  lt_tensor *pr = LT_NN(lt_masked_fill(LT_NN(lt_softmax(LT_NN(lt_masked_fill(sc, full, 0)), -1)), full, 0));
+  if (drop) pr = LT_NN(lt_mul(pr, drop));
+  if (p) *p = pr;
+  return LT_NN(lt_matmul(pr, vr));
+}
+
+/* One configuration of the comparison with the reference. */
+typedef struct cfg {
+  int64_t B, NH, NKV, T, S, HS, HSV;
+  bool causal;
+  int mask;        /* 0 none; 1 bool [T,S]; 2 bool [B,1,T,S] with a full row; 3 f32 float [NH,T,S] with -inf */
+  bool padding;    /* key_padding_mask [B,S]: last batch fully padded when B > 1, else the last key */
+  bool q_trans;    /* q made as [B,T,NH,HS] and transposed */
+  int k_kind;      /* 0 plain; 1 stepped slice along HS (BLIS cannot take it: copied); 2 expanded heads */
+  bool v_expand;   /* v expanded along S (stride 0: copied) */
+  bool g_trans;    /* the loss weights the transposed output (non-contiguous gradient) */
+  double scale;
+} cfg;
+
+static lt_tensor *make_mask(const cfg *c, lt_dtype dt) {
+  const int64_t B = c->B, NH = c->NH, T = c->T, S = c->S;
+  if (c->mask == 1) {
+    lt_tensor *u = LT_NN(lt_rand(gen, LT_DTYPE_F64, LT_SHAPE(T, S)));
+    return LT_NN(lt_lt_scalar(u, 0.7));
+  }
+  if (c->mask == 2) {
+    lt_tensor *u = LT_NN(lt_rand(gen, LT_DTYPE_F64, LT_SHAPE(B, 1, T, S)));
+    lt_tensor *m = LT_NN(lt_lt_scalar(u, 0.6));
+    for (int64_t s = 0; s < S; s++) LT_OK_OR_FAIL(lt_set(m, (int64_t[]){0, 0, T - 1, s}, 0));
+    return m;
+  }
+  if (c->mask == 3) {
+    lt_tensor *m = LT_NN(lt_to_dtype(randn(LT_DTYPE_F64, LT_SHAPE(NH, T, S)), LT_DTYPE_F32));
+    LT_OK_OR_FAIL(lt_set(m, (int64_t[]){0, 0, 0}, -INFINITY));
+    if (S > 1) LT_OK_OR_FAIL(lt_set(m, (int64_t[]){NH - 1, T - 1, 1}, -INFINITY));
+    (void)dt;
+    return m;
+  }
+  return NULL;
+}
+
+static lt_tensor *make_padding(const cfg *c) {
+  if (!c->padding) return NULL;
+  lt_tensor *m = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(c->B, c->S)));
+  for (int64_t s = 0; s < c->S; s++)
+    if (c->B > 1 || s == c->S - 1) LT_OK_OR_FAIL(lt_set(m, (int64_t[]){c->B - 1, s}, 1));
+  return m;
+}
+
+/* Forward, weights and gradients of lt_scaled_dot_product_attention against
+ * ref_sdpa for configuration c in dtype dt. */
+static void check_cfg(cfg c, lt_dtype dt) {
+  const int64_t B = c.B, NH = c.NH, NKV = c.NKV, T = c.T, S = c.S, HS = c.HS, HSV = c.HSV ? c.HSV : c.HS;
+  lt_tensor *ql = leaf(c.q_trans ? randn(dt, LT_SHAPE(B, T, NH, HS)) : randn(dt, LT_SHAPE(B, NH, T, HS)));
+  lt_tensor *kl = leaf(c.k_kind == 1   ? randn(dt, LT_SHAPE(B, NKV, S, 2 * HS))
+                       : c.k_kind == 2 ? randn(dt, LT_SHAPE(B, 1, S, HS))
+                                       : randn(dt, LT_SHAPE(B, NKV, S, HS)));
+  lt_tensor *vl = leaf(c.v_expand ? randn(dt, LT_SHAPE(B, NKV, 1, HSV)) : randn(dt, LT_SHAPE(B, NKV, S, HSV)));
+  lt_tensor *q = c.q_trans ? LT_NN(lt_transpose(ql, 1, 2)) : ql;
+  lt_tensor *k = c.k_kind == 1   ? LT_NN(lt_slice(kl, 3, 0, 2 * HS, 2))
+                 : c.k_kind == 2 ? LT_NN(lt_expand(kl, LT_SHAPE(B, NKV, S, HS)))
+                                 : kl;
+  lt_tensor *v = c.v_expand ? LT_NN(lt_expand(vl, LT_SHAPE(B, NKV, S, HSV))) : vl;
+  lt_attention_opts o = {.causal = c.causal, .attn_mask = make_mask(&c, dt), .key_padding_mask = make_padding(&c),
+                         .scale = c.scale};
+  lt_tensor *w = NULL;
+  lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, &w));
+  LT_ASSERT_SHAPE(out, B, NH, T, HSV);
+  LT_ASSERT_SHAPE(w, B, NH, T, S);
+  ck_assert(out->dtype == dt && w->dtype == dt);
+  ck_assert_msg(all_finite(out) && all_finite(w), "NaN or inf in the output or weights");
+  lt_tensor *pref = NULL;
+  lt_tensor *ref = ref_sdpa(q, k, v, &o, NULL, &pref);
+  const double tol = dt == LT_DTYPE_F32 ? 1e-5 : 1e-12;
+  LT_ASSERT_CLOSE(out, ref, tol, tol);
+  LT_ASSERT_CLOSE(w, pref, tol, tol);
+
+  /* Gradients: loss = sum(out * r), r random (on the transposed output when g_trans). */
+  lt_tensor *r = randn(dt, LT_SHAPE(B, NH, T, HSV));
+  lt_tensor *xs[3] = {ql, kl, vl}, *g1[3], *g2[3];
+  for (int pass = 0; pass < 2; pass++) {
+    lt_tensor *y = pass == 0 ? out : ref;
+    if (c.g_trans) {
+      y = LT_NN(lt_transpose(y, 1, 2));
+      r = pass == 0 ? LT_NN(lt_contiguous(LT_NN(lt_transpose(r, 1, 2)))) : r;
+    }
+    lt_tensor *loss = LT_NN(lt_sum(LT_NN(lt_mul(y, r)), 0, NULL, false));
+    LT_OK_OR_FAIL(lt_backward(loss, NULL, false));
+    for (int i = 0; i < 3; i++) {
+      ck_assert_msg(xs[i]->grad, "input %d got no gradient", i);
+      (pass == 0 ? g1 : g2)[i] = xs[i]->grad;
+      lt_tensor_keep(xs[i]->grad);
+      xs[i]->grad = NULL;
+    }
+  }
+  const double gtol = dt == LT_DTYPE_F32 ? 1e-4 : 1e-11;
+  for (int i = 0; i < 3; i++) {
+    ck_assert_msg(all_finite(g1[i]), "gradient %d has NaN or inf", i);
+    LT_ASSERT_CLOSE(g1[i], g2[i], gtol, gtol);
+    lt_tensor_free(g1[i]);
+    lt_tensor_free(g2[i]);
+  }
+}
+
+/* ---- attention: against the reference ------------------------------------ */
+
+static const cfg cfgs[] = {
+    {.B = 2, .NH = 2, .NKV = 2, .T = 5, .S = 7, .HS = 4},
+    {.B = 2, .NH = 4, .NKV = 2, .T = 6, .S = 6, .HS = 3, .g_trans = true},              /* GQA */
+    {.B = 3, .NH = 3, .NKV = 1, .T = 4, .S = 5, .HS = 2, .causal = true},               /* MQA causal S>T */
+    {.B = 1, .NH = 2, .NKV = 2, .T = 6, .S = 6, .HS = 5, .causal = true},               /* causal S==T */
+    {.B = 2, .NH = 2, .NKV = 1, .T = 6, .S = 3, .HS = 4, .causal = true},               /* causal S<T */
+    {.B = 2, .NH = 2, .NKV = 2, .T = 4, .S = 5, .HS = 3, .mask = 1},                    /* bool [T,S] */
+    {.B = 2, .NH = 4, .NKV = 2, .T = 4, .S = 5, .HS = 3, .mask = 2, .causal = true},    /* bool + full row */
+    {.B = 2, .NH = 2, .NKV = 2, .T = 3, .S = 4, .HS = 3, .mask = 3},                    /* float (cast) */
+    {.B = 3, .NH = 2, .NKV = 1, .T = 3, .S = 4, .HS = 2, .padding = true},              /* padding */
+    {.B = 1, .NH = 2, .NKV = 2, .T = 3, .S = 4, .HS = 2, .padding = true, .mask = 3},
+    {.B = 2, .NH = 4, .NKV = 2, .T = 5, .S = 6, .HS = 3, .q_trans = true, .g_trans = true},
+    {.B = 2, .NH = 2, .NKV = 2, .T = 4, .S = 5, .HS = 3, .k_kind = 1, .v_expand = true},
+    {.B = 2, .NH = 4, .NKV = 2, .T = 4, .S = 5, .HS = 3, .k_kind = 2, .causal = true},
+    {.B = 1, .NH = 2, .NKV = 1, .T = 3, .S = 4, .HS = 2, .HSV = 5, .scale = 0.3},      /* HSV != HS */
+    {.B = 2, .NH = 4, .NKV = 4, .T = 33, .S = 40, .HS = 16, .causal = true, .mask = 1}, /* parallel path */
+    {.B = 4, .NH = 8, .NKV = 2, .T = 32, .S = 32, .HS = 32, .causal = true, .q_trans = true},
+    {.B = 2, .NH = 2, .NKV = 1, .T = 300, .S = 100, .HS = 4, .causal = true, .padding = true}, /* empty block */
+    {.B = 1, .NH = 2, .NKV = 2, .T = 145, .S = 300, .HS = 8, .causal = true, .mask = 3, .g_trans = true},
+    {.B = 1, .NH = 4, .NKV = 2, .T = 260, .S = 260, .HS = 8, .causal = true, .q_trans = true},
+};
+#define NCFGS ((int)(sizeof cfgs / sizeof cfgs[0]))
+
+START_TEST(test_vs_reference_f64) { check_cfg(cfgs[_i], LT_DTYPE_F64); }
+END_TEST
+
+START_TEST(test_vs_reference_f32) { check_cfg(cfgs[_i], LT_DTYPE_F32); }
+END_TEST
+
+/* Hand-computed: one query, two keys, HS 1, scale 1: weights softmax([1*1, 1*2]). */
+START_TEST(test_hand_values) {
+  lt_tensor *q = LT_NN(lt_full(LT_DTYPE_F64, LT_SHAPE(1, 1, 1, 1), 1.0));
+  double kv[] = {1, 2}, vv[] = {10, 20};
+  lt_tensor *k = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(1, 1, 2, 1), kv));
+  lt_tensor *v = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(1, 1, 2, 1), vv));
+  lt_attention_opts o = {.scale = 1.0};
+  lt_tensor *w = NULL;
+  lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, &w));
+  const double e1 = exp(1.0), e2 = exp(2.0), p1 = e1 / (e1 + e2), p2 = e2 / (e1 + e2);
+  LT_ASSERT_VALUES(w, 1e-15, p1, p2);
+  LT_ASSERT_VALUES(out, 1e-13, 10 * p1 + 20 * p2);
+  /* Default scale 1/sqrt(HS): HS 4 gives 1/2. */
+  lt_tensor *q4 = LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(1, 1, 1, 4)));
+  lt_tensor *k4 = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(1, 1, 2, 4), (double[]){0, 0, 0, 0, 1, 1, 1, 1}));
+  lt_tensor *v4 = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(1, 1, 2, 1), vv));
+  lt_tensor *w4 = NULL;
+  LT_NN(lt_scaled_dot_product_attention(q4, k4, v4, NULL, NULL, &w4));
+  const double a = 1 / (1 + exp(2.0));
+  LT_ASSERT_VALUES(w4, 1e-15, a, 1 - a);
+}
+END_TEST
+
+/* Fully masked rows (bool mask, padding, causal S < T): zeros forward, zero
+ * weights, finite gradients with zero rows of dq. */
+START_TEST(test_fully_masked_rows) {
+  const int64_t B = 2, NH = 2, T = 3, S = 4, HS = 2;
+  lt_tensor *q = leaf(randn(LT_DTYPE_F64, LT_SHAPE(B, NH, T, HS)));
+  lt_tensor *k = leaf(randn(LT_DTYPE_F64, LT_SHAPE(B, NH, S, HS)));
+  lt_tensor *v = leaf(randn(LT_DTYPE_F64, LT_SHAPE(B, NH, S, HS)));
+  /* Row 1 masked everywhere by the bool mask; batch 1 all padding. */
+  lt_tensor *m = LT_NN(lt_ones(LT_DTYPE_BOOL, LT_SHAPE(T, S)));
+  for (int64_t s = 0; s < S; s++) LT_OK_OR_FAIL(lt_set(m, (int64_t[]){1, s}, 0));
+  lt_tensor *kp = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(B, S)));
+  for (int64_t s = 0; s < S; s++) LT_OK_OR_FAIL(lt_set(kp, (int64_t[]){1, s}, 1));
+  lt_attention_opts o = {.attn_mask = m, .key_padding_mask = kp};
+  lt_tensor *w = NULL;
+  lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, &w));
+  ck_assert(all_finite(out) && all_finite(w));
+  ck_assert(all_zero(LT_NN(lt_select(out, 0, 1))));          /* batch 1: padding everywhere */
+  ck_assert(all_zero(LT_NN(lt_select(w, 0, 1))));
+  ck_assert(all_zero(LT_NN(lt_select(LT_NN(lt_select(out, 0, 0)), 1, 1)))); /* batch 0, row 1 */
+  ck_assert(all_zero(LT_NN(lt_select(LT_NN(lt_select(w, 0, 0)), 1, 1))));
+  ck_assert(!all_zero(LT_NN(lt_select(LT_NN(lt_select(out, 0, 0)), 1, 0))));
+  lt_tensor *loss = LT_NN(lt_sum(LT_NN(lt_mul(out, randn(LT_DTYPE_F64, LT_SHAPE(B, NH, T, HS)))), 0, NULL, false));
+  LT_OK_OR_FAIL(lt_backward(loss, NULL, false));
+  ck_assert(all_finite(q->grad) && all_finite(k->grad) && all_finite(v->grad));
+  ck_assert(all_zero(LT_NN(lt_select(q->grad, 0, 1))));
+  ck_assert(all_zero(LT_NN(lt_select(k->grad, 0, 1))));
+  ck_assert(all_zero(LT_NN(lt_select(v->grad, 0, 1))));
+  ck_assert(all_zero(LT_NN(lt_select(LT_NN(lt_select(q->grad, 0, 0)), 1, 1))));
+
+  /* Causal with S < T: the first T - S rows see no key. A float mask of -inf everywhere. */
+  lt_tensor *q2 = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 1, 5, 3)));
+  lt_tensor *k2 = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 1, 2, 3)));
+  lt_tensor *v2 = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 1, 2, 3)));
+  lt_attention_opts oc = {.causal = true};
+  lt_tensor *out2 = LT_NN(lt_scaled_dot_product_attention(q2, k2, v2, &oc, NULL, NULL));
+  ck_assert(all_zero(LT_NN(lt_narrow(out2, 2, 0, 3))));
+  ck_assert(!all_zero(LT_NN(lt_narrow(out2, 2, 3, 2))));
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(out2, 0, NULL, false)), NULL, false));
+  ck_assert(all_finite(q2->grad) && all_zero(LT_NN(lt_narrow(q2->grad, 2, 0, 3))));
+  lt_tensor *ninf = LT_NN(lt_full(LT_DTYPE_F32, LT_SHAPE(5, 2), -INFINITY));
+  lt_attention_opts of = {.attn_mask = ninf};
+  lt_tensor *out3 = LT_NN(lt_scaled_dot_product_attention(q2, k2, v2, &of, NULL, NULL));
+  ck_assert(all_zero(out3));
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(out3, 0, NULL, false)), NULL, false));
+  ck_assert(all_finite(q2->grad) && all_finite(k2->grad) && all_finite(v2->grad));
+}
+END_TEST
+
+/* GQA equals MHA on k/v heads repeated (materialised) per query head. */
+START_TEST(test_gqa_equals_repeated_mha) {
+  const int64_t B = 2, NH = 6, NKV = 2, G = 3, T = 5, S = 7, HS = 4;
+  lt_tensor *q = leaf(randn(LT_DTYPE_F64, LT_SHAPE(B, NH, T, HS)));
+  lt_tensor *k = leaf(randn(LT_DTYPE_F64, LT_SHAPE(B, NKV, S, HS)));
+  lt_tensor *v = leaf(randn(LT_DTYPE_F64, LT_SHAPE(B, NKV, S, HS)));
+  bool prev = lt_set_grad_enabled(false);
+  lt_tensor *kr = leaf(LT_NN(lt_clone(LT_NN(lt_reshape(LT_NN(lt_expand(LT_NN(lt_unsqueeze(k, 2)),
+                                                                        LT_SHAPE(B, NKV, G, S, HS))),
+                                                       LT_SHAPE(B, NH, S, HS))))));
+  lt_tensor *vr = leaf(LT_NN(lt_clone(LT_NN(lt_reshape(LT_NN(lt_expand(LT_NN(lt_unsqueeze(v, 2)),
+                                                                        LT_SHAPE(B, NKV, G, S, HS))),
+                                                       LT_SHAPE(B, NH, S, HS))))));
+  lt_set_grad_enabled(prev);
+  lt_attention_opts o = {.causal = true};
+  lt_tensor *a = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, NULL));
+  lt_tensor *b = LT_NN(lt_scaled_dot_product_attention(q, kr, vr, &o, NULL, NULL));
+  LT_ASSERT_CLOSE(a, b, 1e-14, 1e-14);
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(a, 0, NULL, false)), NULL, false));
+  lt_tensor *gq = lt_tensor_keep(q->grad);
+  q->grad = NULL;
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(b, 0, NULL, false)), NULL, false));
+  LT_ASSERT_CLOSE(gq, q->grad, 1e-13, 1e-13);
+  lt_tensor_free(gq);
+  /* dk of GQA = sum over the group of the repeated heads' gradients. */
+  lt_tensor *gk = LT_NN(lt_sum(LT_NN(lt_view(kr->grad, LT_SHAPE(B, NKV, G, S, HS))), LT_DIMS(2), false));
+  lt_tensor *gv = LT_NN(lt_sum(LT_NN(lt_view(vr->grad, LT_SHAPE(B, NKV, G, S, HS))), LT_DIMS(2), false));
+  LT_ASSERT_CLOSE(k->grad, gk, 1e-13, 1e-13);
+  LT_ASSERT_CLOSE(v->grad, gv, 1e-13, 1e-13);
+}
+END_TEST
+
+/* causal equals an explicit mask tril(ones(T, S), S - T) (equal to tril when S == T). */
+START_TEST(test_causal_equals_tril) {
+  const int64_t TS[][2] = {{6, 6}, {3, 7}, {7, 3}, {1, 5}, {70, 70}, {40, 75}, {75, 40}, {200, 200}, {300, 130}};
+  for (int c = 0; c < 9; c++) {
+    const int64_t T = TS[c][0], S = TS[c][1];
+    lt_tensor *q = randn(LT_DTYPE_F64, LT_SHAPE(2, 3, T, 4));
+    lt_tensor *k = randn(LT_DTYPE_F64, LT_SHAPE(2, 3, S, 4));
+    lt_tensor *v = randn(LT_DTYPE_F64, LT_SHAPE(2, 3, S, 4));
+    lt_tensor *tri = LT_NN(lt_ne_scalar(LT_NN(lt_tril(LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(T, S))), S - T)), 0));
+    lt_attention_opts oc = {.causal = true}, om = {.attn_mask = tri};
+    lt_tensor *w1 = NULL, *w2 = NULL;
+    lt_tensor *a = LT_NN(lt_scaled_dot_product_attention(q, k, v, &oc, NULL, &w1));
+    lt_tensor *b = LT_NN(lt_scaled_dot_product_attention(q, k, v, &om, NULL, &w2));
+    /* (causal skips the masked blocks, so the sums may group differently) */
+    LT_ASSERT_CLOSE(a, b, 1e-14, 1e-14);
+    LT_ASSERT_CLOSE(w1, w2, 1e-14, 1e-14);
+    /* query t sees exactly keys s <= t + S - T */
+    for (int64_t t = 0; t < T; t++)
+      for (int64_t s = 0; s < S; s++) {
+        double x;
+        LT_OK_OR_FAIL(lt_get(w1, (int64_t[]){1, 2, t, s}, &x));
+        ck_assert_msg((x > 0) == (s <= t + S - T), "T %lld S %lld: weight[%lld,%lld] = %g", (long long)T,
+                      (long long)S, (long long)t, (long long)s, x);
+      }
+  }
+}
+END_TEST
+
+/* The weights are returned whether or not a gradient is recorded, and the
+ * output is the same along every internal path (scratch vs saved P). */
+START_TEST(test_paths_agree) {
+  lt_tensor *q = randn(LT_DTYPE_F32, LT_SHAPE(2, 4, 17, 8));
+  lt_tensor *k = randn(LT_DTYPE_F32, LT_SHAPE(2, 2, 19, 8));
+  lt_tensor *v = randn(LT_DTYPE_F32, LT_SHAPE(2, 2, 19, 8));
+  lt_attention_opts o = {.causal = true};
+  lt_tensor *a = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, NULL));
+  lt_tensor *w = NULL;
+  lt_tensor *b = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, &w));
+  lt_tensor *ql = leaf(LT_NN(lt_clone(q)));
+  lt_tensor *c = LT_NN(lt_scaled_dot_product_attention(ql, k, v, &o, NULL, NULL));
+  ck_assert(c->grad_fn != NULL && w->grad_fn == NULL && !w->requires_grad);
+  ck_assert(same_bits(a, b) && same_bits(a, c));
+  /* the output follows q's memory order: contiguous for a contiguous q, a
+   * transpose of a contiguous [B,T,NH,HS] for q = transpose(x, 1, 2), so that
+   * merging the heads needs no copy */
+  ck_assert(lt_is_contiguous(a));
+  lt_tensor *qt = LT_NN(lt_transpose(LT_NN(lt_contiguous(LT_NN(lt_transpose(q, 1, 2)))), 1, 2));
+  lt_tensor *e = LT_NN(lt_scaled_dot_product_attention(qt, k, v, &o, NULL, NULL));
+  ck_assert(!lt_is_contiguous(e) && lt_is_contiguous(LT_NN(lt_transpose(e, 1, 2))));
+  LT_ASSERT_CLOSE(e, a, 0, 0);
+  /* with an open no-grad mode nothing is recorded */
+  bool prev = lt_set_grad_enabled(false);
+  lt_tensor *d = LT_NN(lt_scaled_dot_product_attention(ql, k, v, &o, NULL, NULL));
+  lt_set_grad_enabled(prev);
+  ck_assert(d->grad_fn == NULL && same_bits(a, d));
+}
+END_TEST
+
+/* Results do not depend on the thread count (one task per thread, or one
+ * task with BLIS threads). */
+START_TEST(test_thread_count_independent) {
+  const int64_t shapes[][5] = {{2, 4, 2, 48, 32}, {1, 1, 1, 200, 32}}; /* B NH NKV T HS */
+  for (int c = 0; c < 2; c++) {
+    const int64_t B = shapes[c][0], NH = shapes[c][1], NKV = shapes[c][2], T = shapes[c][3], HS = shapes[c][4];
+    lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS)));
+    lt_tensor *k = leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS)));
+    lt_tensor *v = leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS)));
+    lt_tensor *r = randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS));
+    lt_tensor *res[2][4];
+    const int threads[2] = {1, 2};
+    const int before = lt_get_num_threads();
+    for (int i = 0; i < 2; i++) {
+      LT_OK_OR_FAIL(lt_set_num_threads(threads[i]));
+      lt_attention_opts o = {.causal = true};
+      lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, NULL));
+      LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, r)), 0, NULL, false)), NULL, false));
+      res[i][0] = out;
+      res[i][1] = lt_tensor_keep(q->grad);
+      res[i][2] = lt_tensor_keep(k->grad);
+      res[i][3] = lt_tensor_keep(v->grad);
+      q->grad = k->grad = v->grad = NULL;
+    }
+    LT_OK_OR_FAIL(lt_set_num_threads(before));
+    for (int j = 0; j < 4; j++) ck_assert_msg(same_bits(res[0][j], res[1][j]), "case %d result %d differs", c, j);
+    for (int i = 0; i < 2; i++)
+      for (int j = 1; j < 4; j++) lt_tensor_free(res[i][j]);
+  }
+}
+END_TEST
+
+/* ---- dropout ------------------------------------------------------------- */
+
+START_TEST(test_dropout) {
+  const int64_t B = 2, NH = 4, NKV = 2, T = 6, S = 7, HS = 3;
+  const double p = 0.3;
+  lt_tensor *q = leaf(randn(LT_DTYPE_F64, LT_SHAPE(B, NH, T, HS)));
+  lt_tensor *k = leaf(randn(LT_DTYPE_F64, LT_SHAPE(B, NKV, S, HS)));
+  lt_tensor *v = leaf(randn(LT_DTYPE_F64, LT_SHAPE(B, NKV, S, HS)));
+  lt_attention_opts o = {.causal = true, .dropout_p = p};
+  /* evaluation (ctx NULL or training false): no dropout */
+  lt_tensor *plain = LT_NN(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.causal = true}, NULL, NULL));
+  lt_nn_ctx eval = {false, NULL};
+  ck_assert(same_bits(plain, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, NULL))));
+  ck_assert(same_bits(plain, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, &eval, NULL))));
+  /* training: out = ref with the keep mask read back from the weights */
+  lt_generator *dg = lt_generator_new(7);
+  lt_nn_ctx train = {true, dg};
+  lt_generator_state st0 = lt_generator_get_state(dg);
+  lt_tensor *w = NULL;
+  lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, &train, &w));
+  lt_generator_state st1 = lt_generator_get_state(dg);
+  ck_assert_msg(st1.offset > st0.offset, "dropout did not draw from the generator");
+  lt_tensor *drop = LT_NN(lt_mul_scalar(LT_NN(lt_to_dtype(LT_NN(lt_ne_scalar(w, 0)), LT_DTYPE_F64)), 1 / (1 - p)));
+  lt_tensor *pw = NULL;
+  lt_tensor *ref = ref_sdpa(q, k, v, &o, drop, &pw);
+  LT_ASSERT_CLOSE(out, ref, 1e-12, 1e-12);
+  LT_ASSERT_CLOSE(w, pw, 1e-12, 1e-12);
+  ck_assert(!same_bits(out, plain));
+  lt_tensor *r = randn(LT_DTYPE_F64, LT_SHAPE(B, NH, T, HS));
+  lt_tensor *xs[3] = {q, k, v}, *g1[3];
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, r)), 0, NULL, false)), NULL, false));
+  for (int i = 0; i < 3; i++) {
+    g1[i] = lt_tensor_keep(xs[i]->grad);
+    xs[i]->grad = NULL;
+  }
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(ref, r)), 0, NULL, false)), NULL, false));
+  for (int i = 0; i < 3; i++) {
+    LT_ASSERT_CLOSE(g1[i], xs[i]->grad, 1e-11, 1e-11);
+    lt_tensor_free(g1[i]);
+  }
+  /* the same generator state gives the same draw */
+  LT_OK_OR_FAIL(lt_generator_set_state(dg, st0));
+  ck_assert(same_bits(out, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, &train, NULL))));
+  /* p = 1 drops everything */
+  lt_attention_opts o1 = {.dropout_p = 1.0};
+  ck_assert(all_zero(LT_NN(lt_scaled_dot_product_attention(q, k, v, &o1, &train, NULL))));
+  /* the kept fraction is about 1 - p */
+  lt_tensor *qb = randn(LT_DTYPE_F32, LT_SHAPE(4, 4, 64, 8));
+  lt_tensor *wb = NULL;
+  LT_NN(lt_scaled_dot_product_attention(qb, qb, qb, &(lt_attention_opts){.dropout_p = p}, &train, &wb));
+  double kept;
+  LT_OK_OR_FAIL(lt_item(LT_NN(lt_mean(LT_NN(lt_to_dtype(LT_NN(lt_ne_scalar(wb, 0)), LT_DTYPE_F64)), 0, NULL,
+                                      false)),
+                        &kept));
+  ck_assert_msg(fabs(kept - (1 - p)) < 0.02, "kept fraction %g, expected about %g", kept, 1 - p);
+  /* training with dropout needs a generator */
+  lt_nn_ctx nogen = {true, NULL};
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k, v, &o, &nogen, NULL), LT_ERR_NULL, "gen");
+  lt_generator_free(dg);
+}
+END_TEST
+
+/* ---- zero-size shapes ----------------------------------------------------- */
+
+START_TEST(test_zero_size) {
+  /* S == 0: every row is fully masked: zeros; gradients zeros */
+  lt_tensor *q = leaf(randn(LT_DTYPE_F64, LT_SHAPE(2, 2, 3, 4)));
+  lt_tensor *k = leaf(LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(2, 1, 0, 4))));
+  lt_tensor *v = leaf(LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(2, 1, 0, 4))));
+  lt_tensor *w = NULL;
+  lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(q, k, v, NULL, NULL, &w));
+  LT_ASSERT_SHAPE(out, 2, 2, 3, 4);
+  LT_ASSERT_SHAPE(w, 2, 2, 3, 0);
+  ck_assert(all_zero(out));
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(out, 0, NULL, false)), NULL, false));
+  ck_assert(all_zero(q->grad));
+  LT_ASSERT_SHAPE(k->grad, 2, 1, 0, 4);
+  /* HS == 0: every score is 0, so the weights are uniform */
+  lt_tensor *qh = leaf(LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(1, 2, 3, 0))));
+  lt_tensor *kh = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(1, 1, 4, 0)));
+  lt_tensor *vh = leaf(randn(LT_DTYPE_F64, LT_SHAPE(1, 1, 4, 2)));
+  lt_tensor *wh = NULL;
+  lt_tensor *oh = LT_NN(lt_scaled_dot_product_attention(qh, kh, vh, NULL, NULL, &wh));
+  LT_ASSERT_CLOSE(wh, LT_NN(lt_full(LT_DTYPE_F64, LT_SHAPE(1, 2, 3, 4), 0.25)), 1e-15, 1e-15);
+  LT_ASSERT_CLOSE(oh, LT_NN(lt_expand(LT_NN(lt_mean(vh, LT_DIMS(2), true)), LT_SHAPE(1, 2, 3, 2))), 1e-14, 1e-14);
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(oh, 0, NULL, false)), NULL, false));
+  LT_ASSERT_SHAPE(qh->grad, 1, 2, 3, 0);
+  LT_ASSERT_CLOSE(vh->grad, LT_NN(lt_full(LT_DTYPE_F64, LT_SHAPE(1, 1, 4, 2), 1.5)), 1e-14, 1e-14);
+  /* T == 0 and B == 0 */
+  lt_tensor *q0 = randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 0, 4));
+  lt_tensor *k0 = randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 5, 4));
+  LT_ASSERT_SHAPE(LT_NN(lt_scaled_dot_product_attention(q0, k0, k0, NULL, NULL, NULL)), 1, 2, 0, 4);
+  lt_tensor *qb = randn(LT_DTYPE_F32, LT_SHAPE(0, 2, 3, 4));
+  lt_tensor *kb = randn(LT_DTYPE_F32, LT_SHAPE(0, 2, 5, 4));
+  LT_ASSERT_SHAPE(LT_NN(lt_scaled_dot_product_attention(qb, kb, kb, &(lt_attention_opts){.causal = true}, NULL, NULL)),
+                  0, 2, 3, 4);
+}
+END_TEST
+
+/* ---- errors --------------------------------------------------------------- */
+
+START_TEST(test_errors) {
+  lt_tensor *q = randn(LT_DTYPE_F32, LT_SHAPE(2, 4, 3, 8));
+  lt_tensor *k = randn(LT_DTYPE_F32, LT_SHAPE(2, 2, 5, 8));
+  lt_tensor *v = randn(LT_DTYPE_F32, LT_SHAPE(2, 2, 5, 8));
+  lt_tensor *w = (lt_tensor *)&w; /* a sentinel: must stay untouched on failure */
+  lt_tensor *const sentinel = w;
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(NULL, k, v, NULL, NULL, &w), LT_ERR_NULL, "q");
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, NULL, v, NULL, NULL, &w), LT_ERR_NULL, "k");
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k, NULL, NULL, NULL, &w), LT_ERR_NULL, "v");
+  lt_clear_error();
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(LT_NN(lt_view(q, LT_SHAPE(8, 3, 8))), k, v, NULL, NULL, &w),
+                     LT_ERR_SHAPE, "4-d");
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, LT_NN(lt_to_dtype(k, LT_DTYPE_F64)), v, NULL, NULL, &w),
+                     LT_ERR_DTYPE, "one float dtype");
+  lt_tensor *qi = LT_NN(lt_to_dtype(q, LT_DTYPE_I32)), *ki = LT_NN(lt_to_dtype(k, LT_DTYPE_I32));
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(qi, ki, ki, NULL, NULL, &w), LT_ERR_DTYPE, "float");
+  lt_tensor *k3 = randn(LT_DTYPE_F32, LT_SHAPE(2, 3, 5, 8)); /* 4 % 3 != 0 */
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k3, k3, NULL, NULL, &w), LT_ERR_SHAPE, "not a multiple");
+  lt_tensor *kB = randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 5, 8));
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, kB, kB, NULL, NULL, &w), LT_ERR_SHAPE, "batch");
+  lt_tensor *kH = randn(LT_DTYPE_F32, LT_SHAPE(2, 2, 5, 7));
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, kH, v, NULL, NULL, &w), LT_ERR_SHAPE, "head sizes");
+  lt_tensor *vS = randn(LT_DTYPE_F32, LT_SHAPE(2, 2, 6, 8));
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k, vS, NULL, NULL, &w), LT_ERR_SHAPE, "same heads and length");
+  /* masks */
+  lt_tensor *m_bad = LT_NN(lt_ones(LT_DTYPE_BOOL, LT_SHAPE(3, 4)));
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.attn_mask = m_bad}, NULL, &w),
+                     LT_ERR_SHAPE, "does not broadcast");
+  lt_tensor *m_5d = LT_NN(lt_ones(LT_DTYPE_BOOL, LT_SHAPE(1, 2, 4, 3, 5)));
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.attn_mask = m_5d}, NULL, &w),
+                     LT_ERR_SHAPE, "does not broadcast");
+  lt_tensor *m_int = LT_NN(lt_ones(LT_DTYPE_I64, LT_SHAPE(3, 5)));
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.attn_mask = m_int}, NULL, &w),
+                     LT_ERR_DTYPE, "bool");
+  lt_tensor *kp_bad = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(2, 4)));
+  LT_EXPECT_NULL_ERR(
+      lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.key_padding_mask = kp_bad}, NULL, &w),
+      LT_ERR_SHAPE, "key_padding_mask");
+  lt_tensor *kp_f = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 5)));
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.key_padding_mask = kp_f}, NULL, &w),
+                     LT_ERR_DTYPE, "key_padding_mask");
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.dropout_p = 1.5}, NULL, &w),
+                     LT_ERR_INVALID, "dropout_p");
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.scale = NAN}, NULL, &w),
+                     LT_ERR_INVALID, "scale");
+  ck_assert(w == sentinel);
+  /* a broadcastable mask of every rank works */
+  lt_tensor *m_ok = LT_NN(lt_ones(LT_DTYPE_BOOL, LT_SHAPE(2, 1, 1, 5)));
+  LT_NN(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.attn_mask = m_ok}, NULL, NULL));
+  lt_tensor *m_1d = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(5)));
+  LT_NN(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.attn_mask = m_1d}, NULL, NULL));
+}
+END_TEST
+
+/* ---- RoPE ----------------------------------------------------------------- */
+
+/* The formula element by element, in double, on a [..., T, HS] tensor. */
+static lt_tensor *rope_naive(const lt_tensor *x, int64_t pos0, double base, double sign) {
+  const int nd = x->ndim;
+  const int64_t T = x->shape[nd - 2], HS = x->shape[nd - 1], H = HS / 2, n = x->numel;
+  double *a = malloc(sizeof(double) * (size_t)(n ? n : 1)), *y = malloc(sizeof(double) * (size_t)(n ? n : 1));
+  ck_assert(a && y);
+  ck_assert(lt_tensor_read(x, LT_DTYPE_F64, a, n) == LT_OK);
+  for (int64_t r = 0; r < n / (HS ? HS : 1); r++) {
+    const int64_t t = r % T;
+    for (int64_t i = 0; i < H; i++) {
+      const double th = (double)(pos0 + t) * pow(base, -2.0 * (double)i / (double)HS);
+      const double c = cos(th), s = sign * sin(th), x1 = a[r * HS + i], x2 = a[r * HS + i + H];
+      y[r * HS + i] = x1 * c - x2 * s;
+      y[r * HS + i + H] = x2 * c + x1 * s;
+    }
+  }
+  lt_tensor *out = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, nd, x->shape, y));
+  free(a);
+  free(y);
+  return out;
+}
+
+START_TEST(test_rope_values) {
+  const int64_t pos0s[] = {0, 5, 1000};
+  const double bases[] = {10000.0, 500.0, 10000.0};
+  for (int c = 0; c < 3; c++)
+    for (int d = 0; d < 2; d++) {
+      const lt_dtype dt = d ? LT_DTYPE_F32 : LT_DTYPE_F64;
+      lt_tensor *x = randn(dt, LT_SHAPE(2, 3, 5, 8));
+      lt_tensor *y = LT_NN(lt_rope(x, pos0s[c], bases[c]));
+      ck_assert(y->dtype == dt && lt_is_contiguous(y));
+      LT_ASSERT_CLOSE(y, rope_naive(x, pos0s[c], bases[c], 1), d ? 1e-5 : 1e-13, d ? 1e-5 : 1e-13);
+    }
+  /* hand values: HS 2, pos 1, theta = 1: (1, 0) -> (cos 1, sin 1) */
+  lt_tensor *x = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(1, 1, 2, 2), (double[]){1, 0, 1, 0}));
+  LT_ASSERT_VALUES(LT_NN(lt_rope(x, 0, 10000.0)), 1e-15, 1, 0, cos(1.0), sin(1.0));
+  /* 2-d and 3-d inputs are [T, HS] and [NH, T, HS] */
+  lt_tensor *x2 = randn(LT_DTYPE_F64, LT_SHAPE(4, 6));
+  LT_ASSERT_CLOSE(LT_NN(lt_rope(x2, 2, 100.0)), rope_naive(x2, 2, 100.0, 1), 1e-13, 1e-13);
+}
+END_TEST
+
+START_TEST(test_rope_properties) {
+  /* rotation preserves the norm of each (x_i, x_{i+H}) pair and of each row */
+  lt_tensor *x = randn(LT_DTYPE_F64, LT_SHAPE(2, 2, 7, 6));
+  lt_tensor *y = LT_NN(lt_rope(x, 3, 10000.0));
+  lt_tensor *nx = LT_NN(lt_add(LT_NN(lt_square(LT_NN(lt_narrow(x, 3, 0, 3)))), LT_NN(lt_square(LT_NN(lt_narrow(x, 3, 3, 3))))));
+  lt_tensor *ny = LT_NN(lt_add(LT_NN(lt_square(LT_NN(lt_narrow(y, 3, 0, 3)))), LT_NN(lt_square(LT_NN(lt_narrow(y, 3, 3, 3))))));
+  LT_ASSERT_CLOSE(ny, nx, 1e-13, 1e-13);
+  /* position 0 is the identity */
+  LT_ASSERT_CLOSE(LT_NN(lt_narrow(LT_NN(lt_rope(x, 0, 10000.0)), 2, 0, 1)), LT_NN(lt_narrow(x, 2, 0, 1)), 0, 0);
+  /* shifting: rope(x[..., 2:, :], pos0 2) == rope(x, 0)[..., 2:, :] */
+  lt_tensor *full = LT_NN(lt_rope(x, 0, 10000.0));
+  LT_ASSERT_CLOSE(LT_NN(lt_rope(LT_NN(lt_narrow(x, 2, 2, 5)), 2, 10000.0)), LT_NN(lt_narrow(full, 2, 2, 5)), 1e-14,
+                  1e-14);
+  /* relative: <rope(q, m), rope(k, n)> depends on m - n only */
+  lt_tensor *q = randn(LT_DTYPE_F64, LT_SHAPE(1, 1, 1, 8)), *k = randn(LT_DTYPE_F64, LT_SHAPE(1, 1, 1, 8));
+  double d1, d2;
+  LT_OK_OR_FAIL(lt_item(LT_NN(lt_sum(LT_NN(lt_mul(LT_NN(lt_rope(q, 7, 100.0)), LT_NN(lt_rope(k, 3, 100.0)))), 0,
+                                     NULL, false)),
+                        &d1));
+  LT_OK_OR_FAIL(lt_item(LT_NN(lt_sum(LT_NN(lt_mul(LT_NN(lt_rope(q, 14, 100.0)), LT_NN(lt_rope(k, 10, 100.0)))), 0,
+                                     NULL, false)),
+                        &d2));
+  ck_assert_msg(fabs(d1 - d2) < 1e-12, "%g vs %g", d1, d2);
+  /* non-contiguous inputs: a transposed view and a stepped slice of the last dim */
+  lt_tensor *xt = LT_NN(lt_transpose(randn(LT_DTYPE_F32, LT_SHAPE(2, 5, 3, 4)), 1, 2));
+  LT_ASSERT_CLOSE(LT_NN(lt_rope(xt, 4, 10000.0)), rope_naive(xt, 4, 10000.0, 1), 1e-5, 1e-5);
+  lt_tensor *xs = LT_NN(lt_slice(randn(LT_DTYPE_F64, LT_SHAPE(2, 3, 4, 12)), 3, 1, 12, 2));
+  LT_ASSERT_CLOSE(LT_NN(lt_rope(xs, 1, 10000.0)), rope_naive(xs, 1, 10000.0, 1), 1e-13, 1e-13);
+  /* zero-size */
+  LT_ASSERT_SHAPE(LT_NN(lt_rope(randn(LT_DTYPE_F32, LT_SHAPE(2, 0, 3, 4)), 0, 10000.0)), 2, 0, 3, 4);
+  LT_ASSERT_SHAPE(LT_NN(lt_rope(randn(LT_DTYPE_F32, LT_SHAPE(2, 3, 0)), 0, 10000.0)), 2, 3, 0);
+}
+END_TEST
+
+/* The gradient of sum(rope(x) * r) is the inverse rotation of r. */
+START_TEST(test_rope_backward) {
+  lt_tensor *x = leaf(randn(LT_DTYPE_F64, LT_SHAPE(2, 3, 5, 8)));
+  lt_tensor *r = randn(LT_DTYPE_F64, LT_SHAPE(2, 3, 5, 8));
+  lt_tensor *y = LT_NN(lt_rope(x, 9, 1000.0));
+  ck_assert(y->grad_fn != NULL);
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(y, r)), 0, NULL, false)), NULL, false));
+  LT_ASSERT_CLOSE(x->grad, rope_naive(r, 9, 1000.0, -1), 1e-13, 1e-13);
+  /* a gradient with zero strides (from sum) */
+  lt_tensor_free(lt_tensor_keep(x->grad));
+  x->grad = NULL;
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_rope(x, 9, 1000.0)), 0, NULL, false)), NULL, false));
+  LT_ASSERT_CLOSE(x->grad, rope_naive(LT_NN(lt_ones_like(x)), 9, 1000.0, -1), 1e-13, 1e-13);
+}
+END_TEST
+
+START_TEST(test_rope_errors) {
+  lt_tensor *odd = randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 3, 5));
+  LT_EXPECT_NULL_ERR(lt_rope(odd, 0, 10000.0), LT_ERR_SHAPE, "odd");
+  LT_EXPECT_NULL_ERR(lt_rope(NULL, 0, 10000.0), LT_ERR_NULL, "x");
+  lt_clear_error();
+  LT_EXPECT_NULL_ERR(lt_rope(randn(LT_DTYPE_F32, LT_SHAPE(4)), 0, 10000.0), LT_ERR_SHAPE, "2-d");
+  LT_EXPECT_NULL_ERR(lt_rope(LT_NN(lt_zeros(LT_DTYPE_I64, LT_SHAPE(2, 4))), 0, 10000.0), LT_ERR_DTYPE, "f32");
+  lt_tensor *x = randn(LT_DTYPE_F32, LT_SHAPE(2, 4));
+  LT_EXPECT_NULL_ERR(lt_rope(x, 0, 0.0), LT_ERR_INVALID, "base");
+  LT_EXPECT_NULL_ERR(lt_rope(x, 0, -1.0), LT_ERR_INVALID, "base");
+  LT_EXPECT_NULL_ERR(lt_rope(x, 0, NAN), LT_ERR_INVALID, "base");
+}
+END_TEST
+
+/* ---- sinusoidal table ------------------------------------------------------ */
+
+START_TEST(test_sinusoidal) {
+  lt_tensor *pe = LT_NN(lt_sinusoidal_table(LT_DTYPE_F64, 3, 4));
+  LT_ASSERT_SHAPE(pe, 3, 4);
+  ck_assert(!pe->requires_grad);
+  /* columns: sin(t), cos(t), sin(t/100), cos(t/100) since 10000^(2/4) = 100 */
+  LT_ASSERT_VALUES(pe, 1e-15, 0, 1, 0, 1, sin(1.0), cos(1.0), sin(0.01), cos(0.01), sin(2.0), cos(2.0), sin(0.02),
+                   cos(0.02));
+  /* odd C: the last column is a sine; f32 */
+  lt_tensor *p5 = LT_NN(lt_sinusoidal_table(LT_DTYPE_F32, 2, 5));
+  ck_assert(p5->dtype == LT_DTYPE_F32);
+  const double f1 = pow(10000.0, -2.0 / 5), f2 = pow(10000.0, -4.0 / 5);
+  LT_ASSERT_VALUES(p5, 1e-7, 0, 1, 0, 1, 0, sin(1.0), cos(1.0), sin(f1), cos(f1), sin(f2));
+  LT_ASSERT_SHAPE(LT_NN(lt_sinusoidal_table(LT_DTYPE_F32, 0, 8)), 0, 8);
+  LT_ASSERT_SHAPE(LT_NN(lt_sinusoidal_table(LT_DTYPE_F32, 3, 0)), 3, 0);
+  LT_EXPECT_NULL_ERR(lt_sinusoidal_table(LT_DTYPE_I32, 3, 4), LT_ERR_DTYPE, "f32");
+  LT_EXPECT_NULL_ERR(lt_sinusoidal_table(LT_DTYPE_F32, -1, 4), LT_ERR_INVALID, ">= 0");
+  LT_EXPECT_NULL_ERR(lt_sinusoidal_table((lt_dtype)99, 1, 4), LT_ERR_DTYPE, "invalid");
+}
+END_TEST
+
+/* ---- the module ------------------------------------------------------------ */
+
+/* x W^T + b written with lt_matmul (the reference for lt_linear_forward). */
+static lt_tensor *ref_linear(const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
+  lt_tensor *y = LT_NN(lt_matmul(x, LT_NN(lt_transpose(w, 0, 1))));
+  return b ? LT_NN(lt_add(y, b)) : y;
+}
+
+static lt_tensor *param(lt_params *p, const char *name) {
+  lt_tensor *t = lt_params_find(p, name);
+  ck_assert_msg(t != NULL, "parameter %s missing", name);
+  return t;
+}
+
+START_TEST(test_mha_init) {
+  lt_params *p = lt_params_new();
+  ck_assert(p);
+  lt_mha m;
+  LT_OK_OR_FAIL(lt_mha_init(&m, p, "enc.attn", 12, 4, 2, true, 0.1, gen));
+  ck_assert_int_eq(m.C, 12);
+  ck_assert_int_eq(m.NH, 4);
+  ck_assert_int_eq(m.NKV, 2);
+  ck_assert_int_eq(m.HS, 3);
+  ck_assert(!m.rope && m.rope_base == 10000.0 && m.dropout == 0.1);
+  ck_assert_int_eq(lt_params_count(p), 8);
+  LT_ASSERT_SHAPE(param(p, "enc.attn.q_proj.weight"), 12, 12);
+  LT_ASSERT_SHAPE(param(p, "enc.attn.k_proj.weight"), 6, 12);
+  LT_ASSERT_SHAPE(param(p, "enc.attn.v_proj.weight"), 6, 12);
+  LT_ASSERT_SHAPE(param(p, "enc.attn.out_proj.weight"), 12, 12);
+  LT_ASSERT_SHAPE(param(p, "enc.attn.k_proj.bias"), 6);
+  ck_assert(param(p, "enc.attn.out_proj.bias") == m.out_proj.bias);
+  ck_assert(param(p, "enc.attn.q_proj.weight") == m.q_proj.weight);
+  /* nn.Linear init: |w| <= 1/sqrt(in) */
+  double mx;
+  LT_OK_OR_FAIL(lt_item(LT_NN(lt_amax(LT_NN(lt_abs(m.q_proj.weight)), 0, NULL, false)), &mx));
+  ck_assert(mx > 0 && mx <= 1 / sqrt(12.0));
+  lt_mha m2;
+  LT_OK_OR_FAIL(lt_mha_init(&m2, p, "", 8, 2, 2, false, 0.0, gen));
+  ck_assert(m2.q_proj.bias == NULL && lt_params_find(p, "q_proj.weight") == m2.q_proj.weight);
+  /* errors */
+  lt_mha m3;
+  memset(&m3, 0x5a, sizeof m3);
+  LT_EXPECT_ERR(lt_mha_init(&m3, p, "x", 10, 4, 4, true, 0.0, gen), LT_ERR_INVALID, "not a multiple of NH");
+  LT_EXPECT_ERR(lt_mha_init(&m3, p, "x", 12, 4, 3, true, 0.0, gen), LT_ERR_INVALID, "not a multiple of NKV");
+  LT_EXPECT_ERR(lt_mha_init(&m3, p, "x", 12, 0, 1, true, 0.0, gen), LT_ERR_INVALID, ">= 1");
+  LT_EXPECT_ERR(lt_mha_init(&m3, p, "x", 12, 4, 4, true, 2.0, gen), LT_ERR_INVALID, "dropout");
+  LT_EXPECT_ERR(lt_mha_init(&m3, p, "x", 12, 4, 4, true, 0.0, NULL), LT_ERR_NULL, "generator");
+  ck_assert_int_eq(lt_params_count(p), 12);
+  ck_assert(m3.C == 0x5a5a5a5a5a5a5a5a);
+  lt_params_free(p);
+}
+END_TEST
+
+/* The module against the same computation written out with lt_matmul,
+ * views and ref_sdpa, forward and gradients of every parameter and input. */
+static void check_mha(int64_t NH, int64_t NKV, bool rope, bool bias, int64_t T, int64_t S, int64_t pos0) {
+  const int64_t B = 2, C = 24, HS = C / NH;
+  lt_params *p = lt_params_new();
+  lt_mha m;
+  LT_OK_OR_FAIL(lt_mha_init(&m, p, "attn", C, NH, NKV, bias, 0.0, gen));
+  lt_tensor *params[8];
+  int np = lt_params_count(p);
+  ck_assert_int_eq(np, bias ? 8 : 4);
+  for (int i = 0; i < np; i++) params[i] = lt_params_at(p, i)->value;
+  m.rope = rope;
+  m.rope_base = 500.0;
+  lt_tensor *xq = leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, T, C)));
+  lt_tensor *xkv = S == T ? xq : leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, S, C)));
+  lt_attention_opts o = {.causal = true};
+  lt_tensor *w = NULL;
+  lt_tensor *out = LT_NN(lt_mha_forward(&m, xq, xkv, &o, pos0, NULL, &w));
+  LT_ASSERT_SHAPE(out, B, T, C);
+  LT_ASSERT_SHAPE(w, B, NH, T, S);
+  /* reference */
+  lt_tensor *q = LT_NN(lt_transpose(LT_NN(lt_view(ref_linear(xq, m.q_proj.weight, m.q_proj.bias), LT_SHAPE(B, T, NH, HS))), 1, 2));
+  lt_tensor *k = LT_NN(lt_transpose(LT_NN(lt_view(ref_linear(xkv, m.k_proj.weight, m.k_proj.bias), LT_SHAPE(B, S, NKV, HS))), 1, 2));
+  lt_tensor *v = LT_NN(lt_transpose(LT_NN(lt_view(ref_linear(xkv, m.v_proj.weight, m.v_proj.bias), LT_SHAPE(B, S, NKV, HS))), 1, 2));
+  if (rope) {
+    q = LT_NN(lt_rope(q, pos0, 500.0));
+    k = LT_NN(lt_rope(k, pos0 + T - S, 500.0));
+  }
+  lt_tensor *pw = NULL;
+  lt_tensor *a = ref_sdpa(q, k, v, &o, NULL, &pw);
+  lt_tensor *am = LT_NN(lt_reshape(LT_NN(lt_transpose(a, 1, 2)), LT_SHAPE(B, T, C)));
+  lt_tensor *ref = ref_linear(am, m.out_proj.weight, m.out_proj.bias);
+  LT_ASSERT_CLOSE(out, ref, 1e-5, 1e-5);
+  LT_ASSERT_CLOSE(w, pw, 1e-5, 1e-5);
+  /* gradients */
+  lt_tensor *r = randn(LT_DTYPE_F32, LT_SHAPE(B, T, C));
+  lt_tensor *xs[10], *g1[10];
+  int nx = 0;
+  for (int i = 0; i < np; i++) xs[nx++] = params[i];
+  xs[nx++] = xq;
+  if (xkv != xq) xs[nx++] = xkv;
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, r)), 0, NULL, false)), NULL, false));
+  for (int i = 0; i < nx; i++) {
+    ck_assert_msg(xs[i]->grad, "input %d got no gradient", i);
+    g1[i] = lt_tensor_keep(xs[i]->grad);
+    xs[i]->grad = NULL;
+  }
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(ref, r)), 0, NULL, false)), NULL, false));
+  for (int i = 0; i < nx; i++) {
+    LT_ASSERT_CLOSE(g1[i], xs[i]->grad, 1e-4, 1e-5);
+    lt_tensor_free(g1[i]);
+  }
+  lt_params_free(p);
+}
+
+START_TEST(test_mha_forward) {
+  check_mha(4, 4, false, true, 5, 5, 0);  /* plain MHA, self-attention */
+  check_mha(4, 2, true, false, 5, 5, 3);  /* GQA + RoPE at pos0 3 */
+  check_mha(3, 1, true, true, 4, 6, 2);   /* MQA, cross-attention S > T, RoPE */
+}
+END_TEST
+
+START_TEST(test_mha_errors) {
+  lt_params *p = lt_params_new();
+  lt_mha m;
+  LT_OK_OR_FAIL(lt_mha_init(&m, p, "a", 8, 2, 1, true, 0.5, gen));
+  lt_tensor *x = randn(LT_DTYPE_F32, LT_SHAPE(2, 3, 8));
+  lt_tensor *w = (lt_tensor *)&w;
+  lt_tensor *const sentinel = w;
+  LT_EXPECT_NULL_ERR(lt_mha_forward(&m, x, NULL, NULL, 0, NULL, &w), LT_ERR_NULL, "x_kv");
+  LT_EXPECT_NULL_ERR(lt_mha_forward(&m, NULL, x, NULL, 0, NULL, &w), LT_ERR_NULL, "x_q");
+  lt_clear_error();
+  LT_EXPECT_NULL_ERR(lt_mha_forward(&m, randn(LT_DTYPE_F32, LT_SHAPE(2, 3, 6)), x, NULL, 0, NULL, &w), LT_ERR_SHAPE,
+                     "C = 8");
+  LT_EXPECT_NULL_ERR(lt_mha_forward(&m, x, randn(LT_DTYPE_F32, LT_SHAPE(3, 3, 8)), NULL, 0, NULL, &w), LT_ERR_SHAPE,
+                     "[B,S,C]");
+  /* a mask that does not fit S */
+  lt_tensor *bad = LT_NN(lt_ones(LT_DTYPE_BOOL, LT_SHAPE(3, 4)));
+  LT_EXPECT_NULL_ERR(lt_mha_forward(&m, x, x, &(lt_attention_opts){.attn_mask = bad}, 0, NULL, &w), LT_ERR_SHAPE,
+                     "attn_mask");
+  /* dropout from the module needs a generator when training */
+  lt_nn_ctx train = {true, NULL};
+  LT_EXPECT_NULL_ERR(lt_mha_forward(&m, x, x, NULL, 0, &train, &w), LT_ERR_NULL, "gen");
+  ck_assert(w == sentinel);
+  /* evaluation: no dropout, deterministic */
+  lt_tensor *a = LT_NN(lt_mha_forward(&m, x, x, NULL, 0, NULL, NULL));
+  lt_tensor *b = LT_NN(lt_mha_forward(&m, x, x, NULL, 0, &(lt_nn_ctx){false, NULL}, NULL));
+  ck_assert(same_bits(a, b));
+  lt_params_free(p);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("attention");
+  TCase *tc = tcase_create("sdpa");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 600);
+  tcase_add_loop_test(tc, test_vs_reference_f64, 0, NCFGS);
+  tcase_add_loop_test(tc, test_vs_reference_f32, 0, NCFGS);
+  tcase_add_test(tc, test_hand_values);
+  tcase_add_test(tc, test_fully_masked_rows);
+  tcase_add_test(tc, test_gqa_equals_repeated_mha);
+  tcase_add_test(tc, test_causal_equals_tril);
+  tcase_add_test(tc, test_paths_agree);
+  tcase_add_test(tc, test_thread_count_independent);
+  tcase_add_test(tc, test_dropout);
+  tcase_add_test(tc, test_zero_size);
+  tcase_add_test(tc, test_errors);
+  suite_add_tcase(s, tc);
+  TCase *tr = tcase_create("positional");
+  tcase_add_checked_fixture(tr, setup, teardown);
+  tcase_add_test(tr, test_rope_values);
+  tcase_add_test(tr, test_rope_properties);
+  tcase_add_test(tr, test_rope_backward);
+  tcase_add_test(tr, test_rope_errors);
+  tcase_add_test(tr, test_sinusoidal);
+  suite_add_tcase(s, tr);
+  TCase *tm = tcase_create("mha");
+  tcase_add_checked_fixture(tm, setup, teardown);
+  tcase_add_test(tm, test_mha_init);
+  tcase_add_test(tm, test_mha_forward);
+  tcase_add_test(tm, test_mha_errors);
+  suite_add_tcase(s, tm);
+  return lt_test_run(s);
+}
