@@ -368,7 +368,7 @@ static const optdef OPTS[] = {
 
   GROUP("Run"),
   OD("threads", K_INT, threads, F_RUN | F_NOSAVE, "N", "threads for BLIS and libtensor's kernels (results do not depend on it)",
-     "LT_NUM_THREADS, else auto: all cores or 1, whichever trains faster, measured every 1000 steps"),
+     "LT_NUM_THREADS, else auto: all cores or 1, whichever trains faster (measured as it goes)"),
   O("log-every", K_INT, log_every, F_RUN, "N", "progress line every N steps when stdout is not a terminal"),
   OD("csv", K_STR, csv, F_RUN | F_NOSAVE, "FILE", "metrics CSV, one row per step", "<ckpt-dir>/metrics.csv"),
 };
@@ -1496,45 +1496,73 @@ static step_result train_step(run *r) {
 /* Threads: all cores or one, whichever is faster right now                 */
 /* ======================================================================== */
 
-/* A small model on a busy machine can train several times faster on one
- * thread than on two (every parallel region waits for a thread that another
- * process holds). Since results never depend on the thread count, "auto"
- * simply measures: in every period of 1000 steps, steps 10..29 run on all
- * cores and 30..49 on one thread, and the rest of the period uses the faster
- * (in tokens per second). */
+/* A small model on a busy machine can train many times faster on one thread
+ * than on two: every parallel region waits for a thread that another process
+ * holds, and a step can go from 50 ms to seconds. Since results never depend
+ * on the thread count, "auto" measures and switches:
+ *   - it trains on the chosen setting (all cores at first) and keeps a moving
+ *     average of its speed in tokens per second;
+ *   - now and then it probes the other setting for PROBE_STEPS steps: 10
+ *     steps in, then every PROBE_EVERY seconds (doubling, up to PROBE_MAX,
+ *     after each probe that loses), and at once when a step runs at less than
+ *     a third of the average;
+ *   - a probe step at less than a third of the chosen setting's speed ends
+ *     the probe (so a bad probe costs one step);
+ *   - the faster setting (by 10%) becomes the chosen one. */
 typedef struct autothreads {
   bool on;
-  int max, chosen;
-  double tokens[2], seconds[2]; /* [0] all cores, [1] one thread */
+  int max;              /* all cores */
+  int chosen;           /* max or 1 */
+  double rate[2];       /* tokens/s moving averages: [0] all cores, [1] one thread; 0 = not measured */
+  int probe_left;       /* steps left in the current probe of the other setting */
+  double probe_tokens, probe_seconds;
+  double next_probe;    /* wall time of the next scheduled probe */
+  double interval;      /* seconds between scheduled probes */
+  int64_t steps;        /* steps seen */
 } autothreads;
 
-enum { AUTO_PERIOD = 1000, AUTO_A = 10, AUTO_B = 30, AUTO_END = 50 };
+enum { PROBE_STEPS = 8, PROBE_FIRST_STEP = 10 };
+#define PROBE_EVERY 20.0
+#define PROBE_MAX 320.0
 
-static int auto_threads_for(const autothreads *T, int64_t step) {
-  int64_t k = step % AUTO_PERIOD;
-  if (k < AUTO_A) return T->chosen;
-  if (k < AUTO_B) return T->max;
-  if (k < AUTO_END) return 1;
-  return T->chosen;
+static int at_slot(const autothreads *T, int threads) { return threads == T->max ? 0 : 1; }
+
+/* The thread count for the next step. */
+static int auto_threads_next(autothreads *T) {
+  int other = T->chosen == T->max ? 1 : T->max;
+  if (T->probe_left == 0 && T->steps >= PROBE_FIRST_STEP && now_s() >= T->next_probe) {
+    T->probe_left = PROBE_STEPS;
+    T->probe_tokens = T->probe_seconds = 0;
+  }
+  return T->probe_left > 0 ? other : T->chosen;
 }
 
-static void auto_threads_record(autothreads *T, int64_t step, const step_result *S, double dt) {
-  int64_t k = step % AUTO_PERIOD;
-  if (k >= AUTO_A && k < AUTO_END) {
-    int w = k < AUTO_B ? 0 : 1;
-    T->tokens[w] += (double)S->tokens, T->seconds[w] += dt;
+static void auto_threads_record(autothreads *T, int threads, const step_result *S, double dt) {
+  T->steps++;
+  if (dt <= 0 || S->tokens <= 0) return;
+  double r = (double)S->tokens / dt, *cur = &T->rate[at_slot(T, T->chosen)];
+  if (threads == T->chosen) {
+    bool slow = *cur > 0 && r < *cur / 3;
+    *cur = *cur > 0 ? *cur + 0.2 * (r - *cur) : r;
+    if (slow && T->steps >= PROBE_FIRST_STEP) T->next_probe = 0; /* something changed: probe now */
+    return;
   }
-  if (k == AUTO_END - 1) {
-    double a = T->tokens[0] / T->seconds[0], b = T->tokens[1] / T->seconds[1];
-    int pick = b > a ? 1 : T->max;
-    if (pick != T->chosen) {
-      end_line();
-      printf("threads: now %d (%.0f tokens/s on %d threads, %.0f on 1, over 20 steps each)\n", pick, a, T->max, b);
-      fflush(stdout);
-    }
-    T->chosen = pick;
-    T->tokens[0] = T->tokens[1] = T->seconds[0] = T->seconds[1] = 0;
+  T->probe_tokens += (double)S->tokens, T->probe_seconds += dt;
+  bool bad = *cur > 0 && r < *cur / 3;
+  if (--T->probe_left > 0 && !bad) return;
+  T->probe_left = 0;
+  double p = T->probe_tokens / T->probe_seconds;
+  T->rate[at_slot(T, threads)] = p;
+  if (p > 1.1 * *cur) {
+    end_line();
+    printf("threads: now %d (%.0f tokens/s, against %.0f on %d)\n", threads, p, *cur, T->chosen);
+    fflush(stdout);
+    T->chosen = threads;
+    T->interval = PROBE_EVERY;
+  } else if (T->interval < PROBE_MAX) {
+    T->interval *= 2;
   }
+  T->next_probe = now_s() + T->interval;
 }
 
 /* ======================================================================== */
@@ -1945,7 +1973,7 @@ int main(int argc, char **argv) {
 
   /* train */
   autothreads AT = {r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1,
-                    lt_get_num_threads(), lt_get_num_threads(), {0, 0}, {0, 0}};
+                    lt_get_num_threads(), lt_get_num_threads(), {0, 0}, 0, 0, 0, 0, PROBE_EVERY, 0};
   install_signals();
   meter M = {0};
   M.loss_ema = NAN;
@@ -1955,13 +1983,14 @@ int main(int argc, char **argv) {
   eval_result final;
   bool stopped = false, final_done = false;
   while (r->step < r->o.steps && !g_signal) {
-    if (AT.on) lt_set_num_threads(auto_threads_for(&AT, r->step));
+    int threads = AT.on ? auto_threads_next(&AT) : 0;
+    if (AT.on) lt_set_num_threads(threads);
     double t0 = now_s();
     step_result S = train_step(r);
     double dt = now_s() - t0;
     if (AT.on) {
-      auto_threads_record(&AT, r->step, &S, dt);
-      lt_set_num_threads(AT.chosen);
+      auto_threads_record(&AT, threads, &S, dt);
+      lt_set_num_threads(AT.chosen); /* validation and checkpoints run on the chosen setting */
     }
     r->step++;
     r->tokens += S.tokens;
