@@ -208,7 +208,7 @@ START_TEST(tiny_run_learns_and_is_bit_identical) {
     expect_exit(run_train(args, run ? "b.log" : "a.log"), 0, run ? "b.log" : "a.log");
   }
   expect_in_log("a.log", "final validation at step 40");
-  expect_in_log("a.log", "held-out examples (greedy decoding)");
+  expect_in_log("a.log", "held-out examples (greedy decoding");
   expect_in_log("a.log", "peak RSS");
   double la[STEPS], lb[STEPS], va[STEPS], vb[STEPS];
   long long sa[STEPS], sb[STEPS];

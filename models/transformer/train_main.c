@@ -282,7 +282,8 @@ static const optdef OPTS[] = {
   OD("dec-layers", K_INT, dec_layers, F_MODEL, "N", "decoder layers", "by --arch"),
   OD("d-ff", K_INT, d_ff, F_MODEL, "N", "feed-forward hidden size", "by --arch"),
   OD("max-len", K_INT, max_len, F_MODEL, "N", "longest sequence the model takes (positions)", "by --arch"),
-  OD("dropout", K_DBL, dropout, F_MODEL, "P", "dropout probability (PyTorch's places)", "by --arch"),
+  OD("dropout", K_DBL, dropout, F_MODEL, "P", "dropout probability (PyTorch's places)",
+     "0 for built-in tasks, else by --arch"),
   OE("norm", norm, F_MODEL, norm_ename, 2, "normalisation", "by --arch"),
   OD("pre-norm", K_BOOL, pre_norm, F_MODEL, NULL, "pre-norm (--post-norm or --no-pre-norm: post-norm)", "by --arch"),
   OE("act", act, F_MODEL, act_ename, 4, "feed-forward activation", "by --arch"),
@@ -366,7 +367,8 @@ static const optdef OPTS[] = {
   OD("stop-after", K_INT, stop_after, F_RUN | F_NOSAVE, "N", "stop after step N with a checkpoint, as Ctrl-C would (for resume)", "0: off"),
 
   GROUP("Run"),
-  OD("threads", K_INT, threads, F_RUN | F_NOSAVE, "N", "threads for BLIS and libtensor's kernels", "LT_NUM_THREADS or all cores"),
+  OD("threads", K_INT, threads, F_RUN | F_NOSAVE, "N", "threads for BLIS and libtensor's kernels (results do not depend on it)",
+     "LT_NUM_THREADS, else auto: all cores or 1, whichever trains faster (measured as it goes)"),
   O("log-every", K_INT, log_every, F_RUN, "N", "progress line every N steps when stdout is not a terminal"),
   OD("csv", K_STR, csv, F_RUN | F_NOSAVE, "FILE", "metrics CSV, one row per step", "<ckpt-dir>/metrics.csv"),
 };
@@ -383,7 +385,7 @@ static options default_options(void) {
   o.dropout = o.norm_eps = o.rope_base = NAN;
   o.norm = o.act = o.pos = -1;
   o.task = LT_TASK_NUMBER_WORDS;
-  o.task_train = 50000;
+  o.task_train = 200000;
   o.task_valid = 1000;
   o.task_min_len = o.task_max_len = -1;
   o.task_symbols = 10;
@@ -395,7 +397,7 @@ static options default_options(void) {
   o.overlong = LT_OVERLONG_SKIP;
   o.bucket = 8;
   o.batch = 64;
-  o.steps = 3000;
+  o.steps = 4000;
   o.accum = 1;
   o.optim = -1;
   o.lr = o.beta1 = o.beta2 = o.eps = o.weight_decay = NAN;
@@ -403,7 +405,7 @@ static options default_options(void) {
   o.schedule = -1;
   o.warmup = -1;
   o.min_lr = 0;
-  o.noam_scale = 1.0;
+  o.noam_scale = 0.5;
   o.step_size = 1000;
   o.gamma = 0.1;
   o.label_smoothing = NAN;
@@ -660,6 +662,8 @@ static void finalize_options(options *o, const bool *given) {
   for (int i = 0; i < N_OPTS; i++)
     if ((OPTS[i].flags & F_MODEL) && OPTS[i].ecount >= 0 && !given[i]) copy_value(o, &m, &OPTS[i]);
   if (given[opt_index("heads")] && !given[opt_index("kv-heads")]) o->kv_heads = o->heads;
+  /* generated tasks never repeat an epoch's worth of data much: no dropout needed (and it slows learning) */
+  if (!given[opt_index("dropout")] && !o->tsv && !o->text) o->dropout = 0.0;
 
   bool encdec = o->arch == LT_TF_ENCODER_DECODER;
   int n_src = G(given, "task") + (o->tsv != NULL) + (o->text != NULL);
@@ -1411,6 +1415,12 @@ static int64_t count_false(const lt_tensor *mask) {
   return n;
 }
 
+/* One optimizer step: --accum micro-batches forward and backward, all inside
+ * one lt_scope (every intermediate and the autograd graph are freed at its
+ * end; only the parameters' .grad survive until lt_params_zero_grad), then
+ * the gradient norm (clipped to --clip), the learning rate of the schedule
+ * and the update. A non-finite loss or gradient norm skips the update (the
+ * step's data is still consumed, so the data order stays that of a clean run). */
 static step_result train_step(run *r) {
   step_result S = {0, NAN, 0, 0, false, NULL};
   const int64_t A = r->o.accum;
@@ -1480,6 +1490,79 @@ static step_result train_step(run *r) {
   lt_params_zero_grad(r->params);
   lt_scope_end(scope);
   return S;
+}
+
+/* ======================================================================== */
+/* Threads: all cores or one, whichever is faster right now                 */
+/* ======================================================================== */
+
+/* A small model on a busy machine can train many times faster on one thread
+ * than on two: every parallel region waits for a thread that another process
+ * holds, and a step can go from 50 ms to seconds. Since results never depend
+ * on the thread count, "auto" measures and switches:
+ *   - it trains on the chosen setting (all cores at first) and keeps a moving
+ *     average of its speed in tokens per second;
+ *   - now and then it probes the other setting for PROBE_STEPS steps: 10
+ *     steps in, then every PROBE_EVERY seconds (doubling, up to PROBE_MAX,
+ *     after each probe that loses), and at once when a step runs at less than
+ *     a third of the average;
+ *   - a probe step at less than a third of the chosen setting's speed ends
+ *     the probe (so a bad probe costs one step);
+ *   - the faster setting (by 10%) becomes the chosen one. */
+typedef struct autothreads {
+  bool on;
+  int max;              /* all cores */
+  int chosen;           /* max or 1 */
+  double rate[2];       /* tokens/s moving averages: [0] all cores, [1] one thread; 0 = not measured */
+  int probe_left;       /* steps left in the current probe of the other setting */
+  double probe_tokens, probe_seconds;
+  double next_probe;    /* wall time of the next scheduled probe */
+  double interval;      /* seconds between scheduled probes */
+  int64_t steps;        /* steps seen */
+} autothreads;
+
+enum { PROBE_STEPS = 8, PROBE_FIRST_STEP = 10 };
+#define PROBE_EVERY 20.0
+#define PROBE_MAX 320.0
+
+static int at_slot(const autothreads *T, int threads) { return threads == T->max ? 0 : 1; }
+
+/* The thread count for the next step. */
+static int auto_threads_next(autothreads *T) {
+  int other = T->chosen == T->max ? 1 : T->max;
+  if (T->probe_left == 0 && T->steps >= PROBE_FIRST_STEP && now_s() >= T->next_probe) {
+    T->probe_left = PROBE_STEPS;
+    T->probe_tokens = T->probe_seconds = 0;
+  }
+  return T->probe_left > 0 ? other : T->chosen;
+}
+
+static void auto_threads_record(autothreads *T, int threads, const step_result *S, double dt) {
+  T->steps++;
+  if (dt <= 0 || S->tokens <= 0) return;
+  double r = (double)S->tokens / dt, *cur = &T->rate[at_slot(T, T->chosen)];
+  if (threads == T->chosen) {
+    bool slow = *cur > 0 && r < *cur / 3;
+    *cur = *cur > 0 ? *cur + 0.2 * (r - *cur) : r;
+    if (slow && T->steps >= PROBE_FIRST_STEP) T->next_probe = 0; /* something changed: probe now */
+    return;
+  }
+  T->probe_tokens += (double)S->tokens, T->probe_seconds += dt;
+  bool bad = *cur > 0 && r < *cur / 3;
+  if (--T->probe_left > 0 && !bad) return;
+  T->probe_left = 0;
+  double p = T->probe_tokens / T->probe_seconds;
+  T->rate[at_slot(T, threads)] = p;
+  if (p > 1.1 * *cur) {
+    end_line();
+    printf("threads: now %d (%.0f tokens/s, against %.0f on %d)\n", threads, p, *cur, T->chosen);
+    fflush(stdout);
+    T->chosen = threads;
+    T->interval = PROBE_EVERY;
+  } else if (T->interval < PROBE_MAX) {
+    T->interval *= 2;
+  }
+  T->next_probe = now_s() + T->interval;
 }
 
 /* ======================================================================== */
@@ -1560,6 +1643,10 @@ static void csv_row(run *r, const step_result *S, double step_s, const meter *M,
 /* The end: examples                                                        */
 /* ======================================================================== */
 
+/* print_examples shows the first n distinct sources among the first
+ * n * EXAMPLE_POOL validation examples (a task may repeat a short source). */
+enum { EXAMPLE_POOL = 4 };
+
 static void print_examples(run *r, char **outputs, int64_t n) {
   if (n <= 0) return;
   if (r->D.kind == DATA_LM) {
@@ -1590,9 +1677,11 @@ static void print_examples(run *r, char **outputs, int64_t n) {
     lt_scope_end(s);
     return;
   }
-  int64_t nv = lt_seq_pairs_count(r->D.valid);
+  int64_t nv = lt_seq_pairs_count(r->D.valid), n_want = n;
+  n *= EXAMPLE_POOL; /* outputs[] covers this many: the examples shown are the first distinct sources */
   if (n > nv) n = nv;
-  printf("\nheld-out examples (%s):\n", r->D.kind == DATA_CLASSIFY ? "predicted class" : "greedy decoding");
+  printf("\nheld-out examples (%s):\n",
+         r->D.kind == DATA_CLASSIFY ? "predicted class" : "greedy decoding; a MISS shows the reference");
   int64_t *pred = NULL;
   if (r->D.kind == DATA_CLASSIFY) { /* predictions of the first n examples */
     pred = xmalloc(sizeof *pred * (size_t)n);
@@ -1610,10 +1699,19 @@ static void print_examples(run *r, char **outputs, int64_t n) {
     lt_set_grad_enabled(prev);
     free(idx);
   }
-  for (int64_t i = 0; i < n; i++) {
+  for (int64_t i = 0, shown = 0; i < n && shown < n_want; i++) {
     const int64_t *src, *tgt;
     int64_t sl, tl;
     lt_seq_pairs_get(r->D.valid, i, &src, &sl, &tgt, &tl);
+    bool seen = false;
+    for (int64_t j = 0; j < i && !seen; j++) {
+      const int64_t *s2, *t2;
+      int64_t l2, m2;
+      lt_seq_pairs_get(r->D.valid, j, &s2, &l2, &t2, &m2);
+      seen = l2 == sl && !memcmp(s2, src, sizeof *src * (size_t)sl);
+    }
+    if (seen) continue;
+    shown++;
     char *st = ids_text(r->D.tok, src, sl);
     if (r->D.kind == DATA_CLASSIFY) {
       bool ok = pred[i] == tgt[0];
@@ -1666,11 +1764,16 @@ static void describe(const run *r) {
              lt_schedule_lr(&r->sched, o->warmup > 0 ? o->warmup : 1));
   else
     snprintf(lr, sizeof lr, "%s (lr %g, warmup %lld)", sched_ename(o->schedule), o->lr, (long long)o->warmup);
+  char threads[64];
+  if (o->threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1)
+    snprintf(threads, sizeof threads, "threads: auto (%d or 1)", lt_get_num_threads());
+  else
+    snprintf(threads, sizeof threads, "%d threads", lt_get_num_threads());
   printf("training: %s, %s, label smoothing %g, clip %g, batch %lld x %lld, %lld steps (%.2f epochs), seed %lld, "
-         "%d threads\n", optim_ename(o->optim), lr, o->label_smoothing, o->clip, (long long)o->batch,
-         (long long)o->accum, (long long)o->steps,
+         "%s\n", optim_ename(o->optim), lr, o->label_smoothing, o->clip, (long long)o->batch, (long long)o->accum,
+         (long long)o->steps,
          (double)(o->steps * o->accum) / (double)(batches_per_epoch(&r->D) ? batches_per_epoch(&r->D) : 1),
-         (long long)o->seed, lt_get_num_threads());
+         (long long)o->seed, threads);
 }
 
 /* The checkpoint --resume names: a file, or the newest valid one in a directory. */
@@ -1825,14 +1928,14 @@ int main(int argc, char **argv) {
   r->start_step = r->last_saved = r->step;
   describe(r);
 
-  int64_t n_show = r->o.examples;
+  int64_t n_show = r->o.examples, n_pool = n_show * EXAMPLE_POOL; /* examples shown; outputs kept */
   if (r->o.eval_only) { /* validate the checkpoint, print examples, done */
     printf("evaluating %s\n", resume_path);
-    char **outs = calloc((size_t)n_show + 1, sizeof *outs);
-    eval_result E = evaluate(r, lt_seq_pairs_count(r->D.valid), outs, n_show);
+    char **outs = calloc((size_t)n_pool + 1, sizeof *outs);
+    eval_result E = evaluate(r, lt_seq_pairs_count(r->D.valid), outs, n_pool);
     print_eval(r, &E, "validation at");
     print_examples(r, outs, n_show);
-    for (int64_t i = 0; i < n_show; i++) free(outs[i]);
+    for (int64_t i = 0; i < n_pool; i++) free(outs[i]);
     free(outs);
     finish(r);
     return 0;
@@ -1869,18 +1972,26 @@ int main(int argc, char **argv) {
   fflush(stdout);
 
   /* train */
+  autothreads AT = {r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1,
+                    lt_get_num_threads(), lt_get_num_threads(), {0, 0}, 0, 0, 0, 0, PROBE_EVERY, 0};
   install_signals();
   meter M = {0};
   M.loss_ema = NAN;
   int64_t n_eval_exact = r->o.eval_examples;
   int64_t n_all = r->D.kind == DATA_SEQ2SEQ ? lt_seq_pairs_count(r->D.valid) : 0;
-  char **outs = calloc((size_t)n_show + 1, sizeof *outs); /* decoded examples of the final validation */
+  char **outs = calloc((size_t)n_pool + 1, sizeof *outs); /* decoded examples of the final validation */
   eval_result final;
   bool stopped = false, final_done = false;
   while (r->step < r->o.steps && !g_signal) {
+    int threads = AT.on ? auto_threads_next(&AT) : 0;
+    if (AT.on) lt_set_num_threads(threads);
     double t0 = now_s();
     step_result S = train_step(r);
     double dt = now_s() - t0;
+    if (AT.on) {
+      auto_threads_record(&AT, threads, &S, dt);
+      lt_set_num_threads(AT.chosen); /* validation and checkpoints run on the chosen setting */
+    }
     r->step++;
     r->tokens += S.tokens;
     r->train_seconds += dt;
@@ -1905,7 +2016,7 @@ int main(int argc, char **argv) {
     bool evaluated = false;
     if (r->step == r->o.steps && !g_signal) { /* the end: every held-out example */
       end_line();
-      E = final = evaluate(r, n_all, outs, n_show);
+      E = final = evaluate(r, n_all, outs, n_pool);
       evaluated = final_done = !E.interrupted;
       if (evaluated) print_eval(r, &E, "final validation at");
     } else if (r->o.eval_every > 0 && r->step % r->o.eval_every == 0 && !g_signal) {
@@ -1925,7 +2036,7 @@ int main(int argc, char **argv) {
   }
   end_line();
   if (g_signal || stopped) {
-    for (int64_t i = 0; i < n_show; i++) free(outs[i]);
+    for (int64_t i = 0; i < n_pool; i++) free(outs[i]);
     free(outs);
     if (r->last_saved != r->step) save_checkpoint(r);
     if (g_signal)
@@ -1941,13 +2052,13 @@ int main(int argc, char **argv) {
 
   /* the end: save, show examples and the final validation */
   if (!final_done) { /* resumed at the last step: validate now */
-    final = evaluate(r, n_all, outs, n_show);
+    final = evaluate(r, n_all, outs, n_pool);
     if (!final.interrupted) print_eval(r, &final, "final validation at");
   }
   eval_result E = final;
   if (r->last_saved != r->step) save_checkpoint(r);
   if (!g_signal) print_examples(r, outs, n_show);
-  for (int64_t i = 0; i < n_show; i++) free(outs[i]);
+  for (int64_t i = 0; i < n_pool; i++) free(outs[i]);
   free(outs);
   double wall = now_s() - t_start;
   printf("\ndone: %lld steps", (long long)r->step);
