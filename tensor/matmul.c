@@ -16,7 +16,6 @@
  * Vocabulary: a is [..., m, k], b is [..., k, n], out is [..., m, n]; the
  * "..." are the batch dims, broadcast against each other.
  */
-#define _DEFAULT_SOURCE /* madvise */
 #include "tensor/matmul_internal.h"
 
 #include "autograd/internal.h"
@@ -24,7 +23,6 @@
 
 #include <stdint.h>
 #ifdef __linux__
-#include <sys/mman.h>
 #endif
 
 /* ======================================================================== */
@@ -258,25 +256,6 @@ static lt_status mm_run(const lt_tensor *a, const lt_tensor *b, const mm_shape *
   return LT_OK;
 }
 
-/* Ask for transparent huge pages on a large output before BLIS first touches
- * it. A fresh output of tens of MB comes straight from mmap, and faulting it
- * in 4 KiB pages costs as much as a third of the GEMM ([4096,2048] f32: 12 ms
- * of page faults against 39 ms of arithmetic, see docs/gemm.md); 2 MiB pages
- * cut that to under 2 ms. Only the 2 MiB-aligned interior is advised; the
- * advice changes no contents. TODO: this belongs in the storage allocator
- * (tensor/tensor.c), where every large tensor would profit. */
-static void advise_huge_pages(void *p, size_t bytes) {
-#if defined(__linux__) && defined(MADV_HUGEPAGE)
-  const uintptr_t huge = (uintptr_t)2 << 20;
-  if (bytes < 2 * huge) return;
-  uintptr_t lo = ((uintptr_t)p + huge - 1) & ~(huge - 1), hi = ((uintptr_t)p + bytes) & ~(huge - 1);
-  if (hi > lo) (void)madvise((void *)lo, hi - lo, MADV_HUGEPAGE);
-#else
-  (void)p;
-  (void)bytes;
-#endif
-}
-
 /* A contiguous copy made for BLIS only: not recorded for autograd (the
  * matmul node records the caller's tensors). */
 static lt_tensor *contiguous_untracked(const lt_tensor *x) {
@@ -302,7 +281,6 @@ lt_tensor *lt_matmul(const lt_tensor *a, const lt_tensor *b) {
   if (!out) return NULL;
 
   if (compute) {
-    advise_huge_pages(out->data, (size_t)s.numel * lt_dtype_size(out->dtype));
     /* Each operand goes to BLIS with its own strides; only a matrix whose
      * strides BLIS cannot take (0 from lt_expand, overlapping rows) is copied. */
     lt_tensor *ac = NULL, *bc = NULL;

@@ -7,14 +7,18 @@
  * open is owned by that scope, which releases it at lt_scope_end. Views, math
  * and autograd live elsewhere (view.c, elementwise.c, autograd/).
  */
+#define _DEFAULT_SOURCE /* madvise */
 #include "autograd/internal.h"
 
 #include <math.h>
 #include <omp.h>
+#include <pthread.h>
+#include <sys/mman.h>
 
 struct lt_storage {
   void *base;        /* 64-byte aligned, or the user's buffer */
   size_t nbytes;
+  size_t alloc_size; /* bytes actually allocated (cache bookkeeping) */
   int refcount;
   bool borrowed;     /* base belongs to the user */
   uint64_t version;  /* bumped by every in-place write */
@@ -45,12 +49,86 @@ int64_t lt__live_storages(void) {
 
 /* ---- storage ----------------------------------------------------------- */
 
+/* A small cache of large freed blocks. glibc serves big blocks straight from
+ * mmap and returns them on free, so without it every large output of every
+ * step is fresh memory that the kernel faults in and zeroes page by page: a
+ * quarter of a [4096,512]x[512,2048] GEMM (docs/gemm.md). Blocks of at least
+ * 4 MiB are kept (at most 8 of them, 256 MiB in all) and reused for a request
+ * of between half and all of their size. New large blocks get huge pages. */
+#define CACHE_MIN ((size_t)4 << 20)
+#define CACHE_SLOTS 8
+#define CACHE_MAX_BYTES ((size_t)256 << 20)
+
+static struct {
+  void *p;
+  size_t size;
+} cache[CACHE_SLOTS];
+static size_t cache_bytes = 0;
+static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+static void *block_alloc(size_t alloc, size_t *got) {
+  *got = alloc;
+  if (alloc < CACHE_MIN) return aligned_alloc(64, alloc);
+  void *p = NULL;
+  pthread_mutex_lock(&cache_lock);
+  int best = -1;
+  for (int i = 0; i < CACHE_SLOTS; i++)
+    if (cache[i].p && cache[i].size >= alloc && cache[i].size / 2 <= alloc &&
+        (best < 0 || cache[i].size < cache[best].size))
+      best = i;
+  if (best >= 0) {
+    p = cache[best].p;
+    *got = cache[best].size;
+    cache_bytes -= cache[best].size;
+    cache[best].p = NULL;
+  }
+  pthread_mutex_unlock(&cache_lock);
+  if (p) return p;
+  size_t huge = (size_t)2 << 20;
+  alloc = (alloc + huge - 1) / huge * huge;
+  *got = alloc;
+  p = aligned_alloc(huge, alloc);
+#ifdef MADV_HUGEPAGE
+  if (p) (void)madvise(p, alloc, MADV_HUGEPAGE); /* advice only: failure is harmless */
+#endif
+  return p;
+}
+
+static void block_free(void *p, size_t size) {
+  if (!p) return;
+  if (size >= CACHE_MIN && size <= CACHE_MAX_BYTES) {
+    pthread_mutex_lock(&cache_lock);
+    /* Evict the smallest blocks until this one fits. */
+    while (cache_bytes + size > CACHE_MAX_BYTES) {
+      int small = -1;
+      for (int i = 0; i < CACHE_SLOTS; i++)
+        if (cache[i].p && (small < 0 || cache[i].size < cache[small].size)) small = i;
+      if (small < 0) break;
+      free(cache[small].p);
+      cache_bytes -= cache[small].size;
+      cache[small].p = NULL;
+    }
+    int slot = -1;
+    for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
+      if (!cache[i].p) slot = i;
+    if (slot >= 0 && cache_bytes + size <= CACHE_MAX_BYTES) {
+      cache[slot].p = p;
+      cache[slot].size = size;
+      cache_bytes += size;
+      p = NULL;
+    }
+    pthread_mutex_unlock(&cache_lock);
+  }
+  free(p);
+}
+
 static lt_storage *storage_new(const char *op, size_t nbytes) {
   lt_storage *s = calloc(1, sizeof *s);
   size_t alloc = (nbytes + 63) & ~(size_t)63;
   if (alloc < nbytes) alloc = nbytes; /* overflow guard; aligned_alloc then fails */
   if (alloc == 0) alloc = 64;
-  void *base = s ? aligned_alloc(64, alloc) : NULL;
+  size_t got = 0;
+  void *base = s ? block_alloc(alloc, &got) : NULL;
   if (!s || !base) {
     free(s);
     free(base);
@@ -59,6 +137,7 @@ static lt_storage *storage_new(const char *op, size_t nbytes) {
   }
   s->base = base;
   s->nbytes = nbytes;
+  s->alloc_size = got;
   s->refcount = 1;
 #pragma omp atomic
   live_storages++;
@@ -67,7 +146,7 @@ static lt_storage *storage_new(const char *op, size_t nbytes) {
 
 static void storage_release(lt_storage *s) {
   if (!s || --s->refcount > 0) return;
-  if (!s->borrowed) free(s->base);
+  if (!s->borrowed) block_free(s->base, s->alloc_size);
   free(s);
 #pragma omp atomic
   live_storages--;
