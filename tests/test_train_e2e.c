@@ -511,7 +511,7 @@ START_TEST(generate_greedy_and_sampled) {
   lt_transformer *m = tiny_model(LT_TF_DECODER_ONLY, V);
   lt_tensor *prompt = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(2, 3), (int64_t[]){4, 5, 6, 7, 7, 8}));
   /* greedy: 30 new tokens (beyond max_len 24: the context window slides) */
-  lt_tensor *y = LT_NN(lt_tf_generate(m, prompt, 30, 0.0, 0, NULL));
+  lt_tensor *y = LT_NN(lt_tf_generate(m, prompt, 30, 0, 0.0, 0, NULL));
   ck_assert_int_eq(y->shape[0], 2);
   ck_assert_int_eq(y->shape[1], 33);
   int64_t ids[66];
@@ -528,25 +528,41 @@ START_TEST(generate_greedy_and_sampled) {
   LT_OK_OR_FAIL(lt_tensor_read(arg, LT_DTYPE_I64, a, 2));
   ck_assert_int_eq(ids[3], a[0]);
   ck_assert_int_eq(ids[36], a[1]);
+  /* a context of 3 tokens: the second new token comes from the window y[:, 1:4] alone */
+  lt_tensor *y3 = LT_NN(lt_tf_generate(m, prompt, 2, 3, 0.0, 0, NULL));
+  int64_t i3[10];
+  LT_OK_OR_FAIL(lt_tensor_read(y3, LT_DTYPE_I64, i3, 10));
+  ck_assert(i3[3] == a[0] && i3[8] == a[1]);
+  prev = lt_set_grad_enabled(false);
+  lt_tensor *view = LT_NN(lt_narrow(y3, 1, 1, 3));
+  lt_tensor *win = LT_NN(lt_contiguous(view));
+  lt_tensor *wl = LT_NN(lt_transformer_decode(m, win, NULL, NULL, NULL, 0, NULL));
+  lt_tensor *wlast = LT_NN(lt_select(wl, 1, 2));
+  lt_tensor *warg = LT_NN(lt_argmax(wlast, -1, false));
+  lt_set_grad_enabled(prev);
+  int64_t w2[2];
+  LT_OK_OR_FAIL(lt_tensor_read(warg, LT_DTYPE_I64, w2, 2));
+  ck_assert_int_eq(i3[4], w2[0]);
+  ck_assert_int_eq(i3[9], w2[1]);
   /* sampling: reproducible from the generator state; top_k 1 is greedy */
   lt_generator *g = lt_generator_new(3);
   lt_generator_state s0 = lt_generator_get_state(g);
-  lt_tensor *s1 = LT_NN(lt_tf_generate(m, prompt, 10, 1.5, 0, g));
+  lt_tensor *s1 = LT_NN(lt_tf_generate(m, prompt, 10, 0, 1.5, 0, g));
   LT_OK_OR_FAIL(lt_generator_set_state(g, s0));
-  lt_tensor *s2 = LT_NN(lt_tf_generate(m, prompt, 10, 1.5, 0, g));
+  lt_tensor *s2 = LT_NN(lt_tf_generate(m, prompt, 10, 0, 1.5, 0, g));
   ck_assert(lt_equal(s1, s2));
-  lt_tensor *k1 = LT_NN(lt_tf_generate(m, prompt, 10, 1.0, 1, g));
-  lt_tensor *gr = LT_NN(lt_tf_generate(m, prompt, 10, 0.0, 0, NULL));
+  lt_tensor *k1 = LT_NN(lt_tf_generate(m, prompt, 10, 0, 1.0, 1, g));
+  lt_tensor *gr = LT_NN(lt_tf_generate(m, prompt, 10, 0, 0.0, 0, NULL));
   ck_assert(lt_equal(k1, gr));
   int64_t sv[26];
   LT_OK_OR_FAIL(lt_tensor_read(s1, LT_DTYPE_I64, sv, 26));
   for (int i = 0; i < 26; i++) ck_assert(sv[i] >= 0 && sv[i] < V);
   /* errors */
-  LT_EXPECT_NULL_ERR(lt_tf_generate(m, prompt, 5, 1.0, 0, NULL), LT_ERR_NULL, "generator");
-  LT_EXPECT_NULL_ERR(lt_tf_generate(m, prompt, -1, 0.0, 0, NULL), LT_ERR_INVALID, "n_new");
+  LT_EXPECT_NULL_ERR(lt_tf_generate(m, prompt, 5, 0, 1.0, 0, NULL), LT_ERR_NULL, "generator");
+  LT_EXPECT_NULL_ERR(lt_tf_generate(m, prompt, -1, 0, 0.0, 0, NULL), LT_ERR_INVALID, "n_new");
   lt_transformer *s2s = tiny_model(LT_TF_ENCODER_DECODER, V);
-  LT_EXPECT_NULL_ERR(lt_tf_generate(s2s, prompt, 5, 0.0, 0, NULL), LT_ERR_INVALID, "not decoder-only");
-  lt_tensor *ts[] = {prompt, y, logits, arg, s1, s2, k1, gr};
+  LT_EXPECT_NULL_ERR(lt_tf_generate(s2s, prompt, 5, 0, 0.0, 0, NULL), LT_ERR_INVALID, "not decoder-only");
+  lt_tensor *ts[] = {prompt, y, logits, arg, s1, s2, k1, gr, y3, view, win, wl, wlast, warg};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lt_tensor_free(ts[i]);
   lt_generator_free(g);
   lt_transformer_free(m);

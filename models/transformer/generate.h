@@ -49,15 +49,18 @@ lt_tensor *lt_tf_greedy_decode(const lt_transformer *m, const lt_tensor *src, co
 
 /* Continues prompt [B, P] (integer ids, P >= 1, no padding) of a
  * decoder-only model by n_new >= 0 tokens. Each step feeds the last
- * min(length, max_len) tokens (positions restart at 0 in the window, as
- * GPT-2 generation crops its context) and picks the next token from the
+ * min(length, context) tokens (positions restart at 0 in the window, as
+ * GPT-2 generation crops its context; context <= 0 or beyond the model's
+ * max_len means max_len; a model trained on shorter sequences should be given
+ * its training length, since later positions were never trained) and picks
+ * the next token from the
  * logits of the last position: the argmax when temperature <= 0 (g may be
  * NULL), else a draw from softmax(logits / temperature) restricted to the
  * top_k most likely tokens (top_k <= 0: all), using one uniform number per
  * row from g (so the same generator state gives the same text). Returns new
  * [B, P + n_new] i64: the prompt followed by the new tokens. */
-lt_tensor *lt_tf_generate(const lt_transformer *m, const lt_tensor *prompt, int64_t n_new, double temperature,
-                          int64_t top_k, lt_generator *g);
+lt_tensor *lt_tf_generate(const lt_transformer *m, const lt_tensor *prompt, int64_t n_new, int64_t context,
+                          double temperature, int64_t top_k, lt_generator *g);
 
 /* ---- names of the configuration's enums ------------------------------------ */
 /* Canonical names (used on train's command line and in checkpoints):

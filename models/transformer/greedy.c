@@ -141,8 +141,8 @@ static int64_t pick(const double *l, int64_t V, double temperature, int64_t top_
   return best; /* rounding at the very end of the CDF */
 }
 
-lt_tensor *lt_tf_generate(const lt_transformer *m, const lt_tensor *prompt, int64_t n_new, double temperature,
-                          int64_t top_k, lt_generator *g) {
+lt_tensor *lt_tf_generate(const lt_transformer *m, const lt_tensor *prompt, int64_t n_new, int64_t context,
+                          double temperature, int64_t top_k, lt_generator *g) {
   const char *op = "tf_generate";
   if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
   if (!prompt) return lt__err_null(op, "prompt"), NULL;
@@ -157,6 +157,7 @@ lt_tensor *lt_tf_generate(const lt_transformer *m, const lt_tensor *prompt, int6
     return lt__err(LT_ERR_NULL, "%s: sampling (temperature %g > 0) needs a generator", op, temperature), NULL;
 
   const int64_t B = prompt->shape[0], P = prompt->shape[1], W = P + n_new, V = cfg->vocab_size;
+  if (context <= 0 || context > cfg->max_len) context = cfg->max_len;
   int64_t *pr = read_ids(prompt);
   if (!pr) return NULL;
   int64_t *buf = malloc(sizeof *buf * (size_t)(B * W + 1));
@@ -172,7 +173,7 @@ lt_tensor *lt_tf_generate(const lt_transformer *m, const lt_tensor *prompt, int6
   bool prev = lt_set_grad_enabled(false);
   bool ok = true;
   for (int64_t t = 0; ok && B > 0 && t < n_new; t++) {
-    int64_t len = P + t, w = len < cfg->max_len ? len : cfg->max_len;
+    int64_t len = P + t, w = len < context ? len : context;
     lt_scope *s = lt_scope_begin();
     lt_tensor *last = s ? last_logits(m, buf, B, W, len - w, w, NULL, NULL) : NULL; /* [B, V] */
     ok = last && lt_tensor_read(last, LT_DTYPE_F64, row, B * V) == LT_OK;

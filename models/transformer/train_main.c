@@ -281,7 +281,8 @@ static const optdef OPTS[] = {
   OD("enc-layers", K_INT, enc_layers, F_MODEL, "N", "encoder layers (--layers N sets both)", "by --arch"),
   OD("dec-layers", K_INT, dec_layers, F_MODEL, "N", "decoder layers", "by --arch"),
   OD("d-ff", K_INT, d_ff, F_MODEL, "N", "feed-forward hidden size", "by --arch"),
-  OD("max-len", K_INT, max_len, F_MODEL, "N", "longest sequence the model takes (positions)", "by --arch"),
+  OD("max-len", K_INT, max_len, F_MODEL, "N", "longest sequence the model takes (positions)",
+     "--seq-len for --text, else by --arch"),
   OD("dropout", K_DBL, dropout, F_MODEL, "P", "dropout probability (PyTorch's places)",
      "0 for built-in tasks, else by --arch"),
   OE("norm", norm, F_MODEL, norm_ename, 2, "normalisation", "by --arch"),
@@ -711,7 +712,12 @@ static void finalize_options(options *o, const bool *given) {
     o->noam_scale = o->lr * sqrt((double)o->d_model) * sqrt(w);
   }
   if (!G(given, "label-smoothing")) o->label_smoothing = encdec ? 0.1 : 0.0;
-  if (!G(given, "seq-len")) o->seq_len = o->text ? (o->max_len < 128 ? o->max_len : 128) : o->max_len;
+  if (o->text) { /* language modelling: the model's positions are the context it trains on */
+    if (!G(given, "seq-len")) o->seq_len = G(given, "max-len") && o->max_len < 128 ? o->max_len : 128;
+    if (!G(given, "max-len")) o->max_len = o->seq_len;
+  } else if (!G(given, "seq-len")) {
+    o->seq_len = o->max_len;
+  }
 }
 
 /* Range checks of everything the library does not check itself. */
@@ -1662,8 +1668,8 @@ static void print_examples(run *r, char **outputs, int64_t n) {
     }
     lt_scope *s = lt_scope_begin();
     lt_tensor *prompt = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, P}, ids);
-    lt_tensor *y = prompt ? lt_tf_generate(r->model, prompt, r->o.gen_tokens, r->o.temperature, r->o.top_k,
-                                           r->sample_gen) : NULL;
+    lt_tensor *y = prompt ? lt_tf_generate(r->model, prompt, r->o.gen_tokens, r->o.seq_len, r->o.temperature,
+                                           r->o.top_k, r->sample_gen) : NULL; /* the trained context length */
     if (!y) die_lt(EXIT_DATA, "generating text");
     int64_t *g = xmalloc(sizeof *g * (size_t)y->numel);
     TRY(EXIT_DATA, lt_tensor_read(y, LT_DTYPE_I64, g, y->numel), "generated ids");
@@ -1967,7 +1973,7 @@ int main(int argc, char **argv) {
   if (r->o.csv) fmt_path(r->csv_path, "%s", r->o.csv);
   else fmt_path(r->csv_path, "%s/metrics.csv", r->dir);
   open_csv(r, r->o.resume != NULL);
-  printf("run directory: %s%s\n", r->dir, r->o.resume ? "" : "");
+  printf("run directory: %s\n", r->dir);
   if (r->o.resume) printf("resumed from %s at step %lld\n", resume_path, (long long)r->step);
   fflush(stdout);
 
