@@ -7,6 +7,8 @@
  *   nn/nn.h              parameters, layers, attention, losses, optimizers, schedules
  *   datasets/datasets.h  IDX images (Fashion-MNIST), tokenizers, corpora, tasks, batching
  *   checkpoint/checkpoint.h  HDF5 checkpoints: save, load, resume (safe and durable)
+ *   models/transformer/transformer.h  the Transformer (encoder-decoder, decoder-only, encoder-only)
+ *   models/transformer/generate.h     decoding, and the model's configuration in checkpoints
  */
 #ifndef LIBTENSOR_H
 #define LIBTENSOR_H
@@ -16,5 +18,7 @@
 #include "nn/nn.h"
 #include "datasets/datasets.h"
 #include "checkpoint/checkpoint.h"
+#include "models/transformer/transformer.h"
+#include "models/transformer/generate.h"
 
 #endif

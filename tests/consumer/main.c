@@ -12,6 +12,13 @@ int main(void) {
     fprintf(stderr, "consumer: failed: %s\n", lt_last_error());
     return 1;
   }
+  /* The flagship model's headers come with the umbrella header too. */
+  lt_tf_config cfg = lt_tf_config_default(LT_TF_DECODER_ONLY);
+  cfg.vocab_size = 256;
+  if (lt_tf_config_validate(&cfg) != LT_OK) {
+    fprintf(stderr, "consumer: default config invalid: %s\n", lt_last_error());
+    return 1;
+  }
   lt_runtime_info info;
   lt_runtime_get_info(&info);
   printf("consumer: libtensor %s, BLIS kernels %s, t[2,1] = %g\n", info.version, info.blas_arch, v);
