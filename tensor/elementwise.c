@@ -19,14 +19,18 @@
  * What this is not: a fused-kernel generator. Each call is one pass over
  * memory; a chain like gelu(x*w+b) makes three passes. f32 math uses the
  * float functions of libm (expf, erff, ...), which GCC does not vectorise
- * without -ffast-math (never used here), so transcendental kernels run one
- * element at a time per thread; the arithmetic kernels are vectorised.
+ * without -ffast-math (never used here); exp, tanh and what is built on them
+ * (sigmoid, silu, gelu_tanh and their derivatives) therefore use the inline
+ * f32 approximations of tensor/vmath.h (<= 2 ulp), which vectorise; log,
+ * erf, sin, cos still run one element at a time. f64 uses libm throughout.
  *
  * Semantics follow PyTorch: maximum/minimum propagate NaN, clamp with lo > hi
  * gives hi, relu'(0) = abs'(0) = 0, integer division is true division (f32),
  * integer arithmetic wraps (two's complement) instead of being undefined.
  */
 #include "autograd/internal.h"
+
+#include "tensor/vmath.h"
 
 #include <tgmath.h> /* exp(x) is expf for float x: f32 kernels compute in float */
 
@@ -39,35 +43,47 @@
 #define EW_SQRT_2_OVER_PI 0.79788456080286535588 /* sqrt(2/pi) */
 #define EW_GELU_C 0.044715
 
+/* exp and tanh: f32 by tensor/vmath.h's inline approximations (<= 2 ulp;
+ * they vectorise), f64 by libm. */
+#define EW_EXP(x) _Generic((x), float: lt__vexpf, double: ew_exp_f64)(x)
+#define EW_TANH(x) _Generic((x), float: lt__vtanhf, double: ew_tanh_f64)(x)
+static inline double ew_exp_f64(double x) { return exp(x); }
+static inline double ew_tanh_f64(double x) { return tanh(x); }
+
 /* Scalar helpers for the activations, for T = float (f32) and double (f64).
  * sigmoid uses exp(-|x|) so it never overflows: 1/(1+z) for x >= 0, z/(1+z)
- * otherwise. d<name> are the derivatives used by backward. */
+ * otherwise (f32: the same in vmath.h, selected by bits so that it
+ * vectorises). d<name> are the derivatives used by backward. */
+static inline float ew_sigmoid_f32(float x) { return lt__vsigmoidf(x); }
+static inline double ew_sigmoid_f64(double x) {
+  const double z = exp(-fabs(x));
+  const double r = 1 / (1 + z);
+  return x >= 0 ? r : z * r;
+}
 #define EW_HELPERS(T, sfx)                                                          \
-  static inline T ew_sigmoid_##sfx(T x) {                                           \
-    const T z = exp(-fabs(x));                                                      \
-    const T r = (T)1 / ((T)1 + z);                                                  \
-    return x >= 0 ? r : z * r;                                                      \
-  }                                                                                 \
   static inline T ew_silu_##sfx(T x) { return x * ew_sigmoid_##sfx(x); }           \
   /* gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) */                         \
   static inline T ew_gelu_##sfx(T x) {                                              \
     return (T)0.5 * x * ((T)1 + erf(x * (T)EW_SQRT1_2));                            \
   }                                                                                 \
-  /* gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) */              \
+  /* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),        \
+   * computed as x sigmoid(2u) = x / (1 + e^(-2u)): one exp, and no cancellation   \
+   * in 1 + tanh(u) for negative u. */                                             \
   static inline T ew_gelu_tanh_##sfx(T x) {                                         \
     const T u = (T)EW_SQRT_2_OVER_PI * (x + (T)EW_GELU_C * x * x * x);              \
-    return (T)0.5 * x * ((T)1 + tanh(u));                                           \
+    return x / ((T)1 + EW_EXP((T)-2 * u));                                          \
   }                                                                                 \
   /* gelu'(x) = Phi(x) + x phi(x) */                                                \
   static inline T ew_dgelu_##sfx(T x) {                                             \
     return (T)0.5 * ((T)1 + erf(x * (T)EW_SQRT1_2)) +                               \
            x * (T)EW_INV_SQRT_2PI * exp((T)-0.5 * x * x);                           \
   }                                                                                 \
-  /* gelu_tanh'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(u) */  \
+  /* gelu_tanh'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(u);    \
+   * with s = sigmoid(2u) = 0.5 (1 + t): s + 2 x s (1 - s) k (1 + 3 c x^2). */      \
   static inline T ew_dgelu_tanh_##sfx(T x) {                                        \
     const T k = (T)EW_SQRT_2_OVER_PI, c = (T)EW_GELU_C;                             \
-    const T t = tanh(k * (x + c * x * x * x));                                      \
-    return (T)0.5 * ((T)1 + t) + (T)0.5 * x * ((T)1 - t * t) * k * ((T)1 + (T)3 * c * x * x); \
+    const T s = (T)1 / ((T)1 + EW_EXP((T)-2 * k * (x + c * x * x * x)));            \
+    return s + (T)2 * x * s * ((T)1 - s) * k * ((T)1 + (T)3 * c * x * x);          \
   }                                                                                 \
   /* silu'(x) = s (1 + x (1 - s)), s = sigmoid(x) */                                \
   static inline T ew_dsilu_##sfx(T x) {                                             \
@@ -110,13 +126,13 @@ enum {
 #define EW_UNARY_FLOAT(X)                  \
   X(NEG, -x)                               \
   X(ABS, fabs(x))                          \
-  X(EXP, exp(x))                           \
+  X(EXP, EW_EXP(x))                        \
   X(LOG, log(x))                           \
   X(LOG1P, log1p(x))                       \
   X(SQRT, sqrt(x))                         \
   X(RSQRT, (T_)1 / sqrt(x))                \
   X(SQUARE, x * x)                         \
-  X(TANH, tanh(x))                         \
+  X(TANH, EW_TANH(x))                      \
   X(SIGMOID, EW_GENERIC(sigmoid, x))       \
   X(RELU, x < 0 ? (T_)0 : x) /* NaN stays NaN */ \
   X(GELU, EW_GENERIC(gelu, x))             \

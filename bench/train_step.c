@@ -1,0 +1,338 @@
+/*
+ * bench/train_step.c: times full training steps of fixed Transformer
+ * configurations (forward, cross-entropy loss, backward, AdamW step,
+ * zero-grad) and prints tokens/s, ms/step (median and min), peak RSS, the
+ * parameter count and the step's GFLOP/s as a fraction of the single-GEMM
+ * peak measured in the same process. bench/train_step_torch.py runs the same
+ * models in PyTorch; bench/run_train_bench.sh runs both and prints the ratios
+ * (docs/benchmarks.md keeps the table).
+ *
+ * Usage: bench_train_step [--config small|medium|encdec|all] [--steps N]
+ *                         [--warmup N] [--threads N] [--no-peak] [--csv]
+ *
+ * The configurations (issue 7):
+ *   small   GPT-style: V 256, C 256, 4 layers, 4 heads, T 128, B 16
+ *   medium  GPT-style: V 8192, C 512, 6 layers, 8 heads, T 256, B 8
+ *   encdec  encoder-decoder: C 256, 3+3 layers, 4 heads, d_ff 1024,
+ *           S = T = 64, B 32, V 1000
+ * GPT: pre-norm, learned positions, tanh GELU, biases on every Linear, tied
+ * output head, no dropout, d_ff 4C. Encoder-decoder: nn.Transformer's
+ * defaults (post-norm, ReLU, dropout 0.1, final encoder and decoder norms)
+ * with learned positions, unscaled embeddings and an untied head. Tokens are
+ * uniform random ids from a fixed seed (no padding); the GPT target is the
+ * input shifted by one. AdamW with PyTorch's defaults (lr 1e-3, wd 0.01).
+ *
+ * Tokens per step: B*T for the GPT models; B*(S+T) for the encoder-decoder
+ * (source and target tokens, as models/transformer/train counts them).
+ *
+ * FLOPs per step (the usual estimate, PaLM appendix B): 6 FLOPs per matrix
+ * parameter per token that goes through it (2 forward, 4 backward), plus
+ * attention: 12 * B * Lq * Lk * C per attention layer (q·k^T and p·v, 2*2
+ * forward, twice that backward), counting the full Lq x Lk square even when
+ * causal. Every parameter counts once per token of the stack it belongs to
+ * (encoder: source tokens; decoder and head: target tokens); the token
+ * embedding counts only when tied to the head (a lookup is not a product),
+ * and position embeddings do not count. For the GPT models this is
+ * 6 * (params - positions) * B*T + 12 * L * B * T^2 * C.
+ *
+ * Peak RSS is getrusage's ru_maxrss of the whole process when the last step
+ * of a configuration ends: the library, BLIS and OpenMP runtimes, the model,
+ * its gradients and AdamW state, the autograd graph's saved tensors and
+ * libtensor's storage cache. With --config all it is the maximum so far;
+ * run one configuration per process for per-configuration peaks (as
+ * run_train_bench.sh does). The GEMM-peak measurement runs after it is read.
+ *
+ * What this is not: a convergence test (the tokens are noise), nor a
+ * benchmark of the data loader or of the rest of the training program.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+
+#include "libtensor.h"
+
+static double now(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_train_step: %s: %s: %s\n", what, lt_status_name(lt_last_status()), lt_last_error());
+  exit(1);
+}
+
+#define TRY(call, what) \
+  do {                  \
+    if ((call) != LT_OK) die(what); \
+  } while (0)
+
+static double peak_rss_mib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
+}
+
+/* Current RSS from /proc/self/statm (MiB), 0 if unreadable. */
+static double rss_mib(void) {
+  FILE *f = fopen("/proc/self/statm", "r");
+  long pages = 0, res = 0;
+  if (!f) return 0;
+  if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
+  fclose(f);
+  return (double)res * 4096.0 / (1024.0 * 1024.0);
+}
+
+typedef struct bench_config {
+  const char *name;
+  bool encdec;
+  int64_t V, C, L, NH, dff, B, T; /* encdec: L layers in each stack, S = T */
+} bench_config;
+
+static const bench_config configs[] = {
+    {"small", false, 256, 256, 4, 4, 1024, 16, 128},
+    {"medium", false, 8192, 512, 6, 8, 2048, 8, 256},
+    {"encdec", true, 1000, 256, 3, 4, 1024, 32, 64},
+};
+
+static lt_tf_config model_config(const bench_config *b) {
+  lt_tf_config c;
+  if (!b->encdec) {
+    c = lt_tf_config_default(LT_TF_DECODER_ONLY);
+    c.pre_norm = true;
+    c.act = LT_ACT_GELU_TANH;
+    c.pos = LT_TF_POS_LEARNED;
+    c.tie_embeddings = true;
+    c.scale_embeddings = false;
+    c.dropout = 0.0;
+    c.n_dec_layers = b->L;
+    c.pad_id = -1;
+  } else {
+    c = lt_tf_config_default(LT_TF_ENCODER_DECODER);
+    c.pre_norm = false;
+    c.act = LT_ACT_RELU;
+    c.pos = LT_TF_POS_LEARNED;
+    c.tie_embeddings = false;
+    c.scale_embeddings = false;
+    c.dropout = 0.1;
+    c.n_enc_layers = c.n_dec_layers = b->L;
+    c.pad_id = -1;
+  }
+  c.bias = true;
+  c.vocab_size = b->V;
+  c.d_model = b->C;
+  c.n_heads = c.n_kv_heads = b->NH;
+  c.d_ff = b->dff;
+  c.max_len = b->T;
+  c.norm = LT_TF_LAYER_NORM;
+  c.norm_eps = 1e-5;
+  return c;
+}
+
+static bool starts(const char *s, const char *p) { return strncmp(s, p, strlen(p)) == 0; }
+
+/* The FLOP estimate of the header comment. */
+static double step_flops(const bench_config *b, lt_params *p) {
+  const double BT = (double)(b->B * b->T); /* S = T for the encoder-decoder */
+  double f = 0;
+  for (int i = 0; i < lt_params_count(p); i++) {
+    const lt_param *pr = lt_params_at(p, i);
+    const double n = (double)pr->value->numel;
+    if (starts(pr->name, "pos_embed")) continue;
+    if (starts(pr->name, "embed") && b->encdec) continue; /* untied: a lookup only */
+    f += 6.0 * n * BT; /* encoder params see B*S tokens, decoder ones B*T, S = T */
+  }
+  const double attn_layers = b->encdec ? 3.0 * (double)b->L /* enc self, dec self, dec cross */ : (double)b->L;
+  f += attn_layers * 12.0 * (double)b->B * (double)b->T * (double)b->T * (double)b->C;
+  return f;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
+typedef struct result {
+  double tok_s, ms_med, ms_min, peak_mib, base_mib, gflop, loss0, loss1;
+  int64_t params, tokens;
+} result;
+
+/* ids [B, L] i64 uniform in [0, V) from a fixed-seed LCG. */
+static lt_tensor *random_ids(uint64_t *state, int64_t B, int64_t L, int64_t V) {
+  int64_t *buf = malloc(sizeof *buf * (size_t)(B * L));
+  if (!buf) die("malloc");
+  for (int64_t i = 0; i < B * L; i++) {
+    *state = *state * 6364136223846793005ULL + 1442695040888963407ULL;
+    buf[i] = (int64_t)((*state >> 33) % (uint64_t)V);
+  }
+  lt_tensor *t = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){B, L}, buf);
+  free(buf);
+  if (!t) die("ids");
+  return t;
+}
+
+static result run_config(const bench_config *b, int warmup, int steps) {
+  result R = {0};
+  R.base_mib = rss_mib();
+  lt_tf_config cfg = model_config(b);
+  lt_generator *g = lt_generator_new(1234);
+  if (!g) die("generator");
+  lt_transformer *m = lt_transformer_new(&cfg, g);
+  if (!m) die("transformer_new");
+  lt_params *params = lt_transformer_params(m);
+  R.params = lt_params_numel(params, true);
+  lt_optim_config oc = lt_optim_defaults(LT_OPTIM_ADAMW);
+  lt_optimizer *opt = lt_optimizer_new(params, &oc);
+  if (!opt) die("optimizer_new");
+
+  /* The batch: GPT x = ids[:, :T], y = ids[:, 1:]; encdec src, tgt_in, labels. */
+  uint64_t rng = 42;
+  lt_tensor *x = NULL, *y = NULL, *src = NULL;
+  if (!b->encdec) {
+    lt_tensor *ids = random_ids(&rng, b->B, b->T + 1, b->V);
+    lt_tensor *xv = lt_narrow(ids, 1, 0, b->T), *yv = lt_narrow(ids, 1, 1, b->T);
+    x = xv ? lt_contiguous(xv) : NULL;
+    y = yv ? lt_contiguous(yv) : NULL;
+    if (!x || !y) die("batch");
+    lt_tensor_free(xv);
+    lt_tensor_free(yv);
+    lt_tensor_free(ids);
+    R.tokens = b->B * b->T;
+  } else {
+    src = random_ids(&rng, b->B, b->T, b->V);
+    x = random_ids(&rng, b->B, b->T, b->V);
+    y = random_ids(&rng, b->B, b->T, b->V);
+    R.tokens = 2 * b->B * b->T;
+  }
+  R.gflop = step_flops(b, params) * 1e-9;
+
+  lt_cross_entropy_opts ce = LT_CROSS_ENTROPY_DEFAULTS;
+  lt_nn_ctx ctx = {true, g};
+  const int total = warmup + steps;
+  double *ms = malloc(sizeof *ms * (size_t)(steps > 0 ? steps : 1));
+  if (!ms) die("malloc");
+  for (int s = 0; s < total; s++) {
+    const double t0 = now();
+    lt_scope *scope = lt_scope_begin();
+    if (!scope) die("scope");
+    lt_tensor *logits;
+    if (!b->encdec) {
+      logits = lt_transformer_decode(m, x, NULL, NULL, NULL, 0, &ctx); /* [B, T, V] */
+    } else {
+      lt_tensor *mem = lt_transformer_encode(m, src, NULL, &ctx);      /* [B, S, C] */
+      logits = mem ? lt_transformer_decode(m, x, NULL, mem, NULL, 0, &ctx) : NULL;
+    }
+    if (!logits) die("forward");
+    lt_tensor *loss = lt_cross_entropy(logits, y, &ce);
+    double v;
+    if (!loss || lt_item(loss, &v) != LT_OK) die("loss");
+    TRY(lt_backward(loss, NULL, false), "backward");
+    TRY(lt_optimizer_step(opt), "optimizer step");
+    lt_params_zero_grad(params);
+    lt_scope_end(scope);
+    const double dt = now() - t0;
+    if (s == 0) R.loss0 = v;
+    R.loss1 = v;
+    if (s >= warmup) ms[s - warmup] = dt * 1e3;
+  }
+  R.peak_mib = peak_rss_mib();
+  if (steps > 0) {
+    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    R.ms_med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+    R.ms_min = ms[0];
+    R.tok_s = (double)R.tokens / (R.ms_med * 1e-3);
+  }
+  free(ms);
+  lt_tensor_free(x);
+  lt_tensor_free(y);
+  lt_tensor_free(src);
+  lt_optimizer_free(opt);
+  lt_transformer_free(m);
+  lt_generator_free(g);
+  return R;
+}
+
+/* GFLOP/s of one square f32 product through lt_matmul, best of a few. */
+static double gemm_peak(int64_t n, int reps) {
+  lt_generator *g = lt_generator_new(7);
+  lt_tensor *a = lt_randn(g, LT_DTYPE_F32, 2, (int64_t[]){n, n});
+  lt_tensor *bm = lt_randn(g, LT_DTYPE_F32, 2, (int64_t[]){n, n});
+  if (!a || !bm) die("gemm operands");
+  double best = INFINITY;
+  for (int r = 0; r < reps + 1; r++) {
+    const double t0 = now();
+    lt_tensor *c = lt_matmul(a, bm);
+    const double dt = now() - t0;
+    if (!c) die("matmul");
+    lt_tensor_free(c);
+    if (r > 0 && dt < best) best = dt;
+  }
+  lt_tensor_free(a);
+  lt_tensor_free(bm);
+  lt_generator_free(g);
+  return 2.0 * (double)n * (double)n * (double)n / best * 1e-9;
+}
+
+static void usage(void) {
+  fprintf(stderr,
+          "usage: bench_train_step [--config small|medium|encdec|all] [--steps N] [--warmup N] [--threads N]\n"
+          "                        [--no-peak] [--csv]\n");
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  const char *which = "all";
+  int steps = 10, warmup = 2, threads = 0;
+  bool peak = true, csv = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
+    else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--no-peak")) peak = false;
+    else if (!strcmp(argv[i], "--csv")) csv = true;
+    else usage();
+  }
+  if (steps < 1 || warmup < 0) usage();
+  TRY(lt_init(), "init");
+  if (threads > 0) TRY(lt_set_num_threads(threads), "set_num_threads");
+  lt_runtime_info info;
+  TRY(lt_runtime_get_info(&info), "runtime info");
+  if (!csv)
+    printf("libtensor %s, BLIS kernels %s, %d threads, %d warm-up + %d timed steps\n", info.version, info.blas_arch,
+           info.num_threads, warmup, steps);
+
+  result res[3];
+  bool ran[3] = {false, false, false};
+  for (int k = 0; k < 3; k++) {
+    if (strcmp(which, "all") && strcmp(which, configs[k].name)) continue;
+    res[k] = run_config(&configs[k], warmup, steps);
+    ran[k] = true;
+  }
+  if (!ran[0] && !ran[1] && !ran[2]) usage();
+  /* After every step: the product's 3 x n^2 floats must not count in the peak RSS. */
+  const double gpeak = peak ? gemm_peak(2048, 3) : NAN;
+  if (!csv && peak)
+    printf("GEMM peak (lt_matmul 2048^3 f32, %d threads): %.1f GFLOP/s\n", info.num_threads, gpeak);
+  if (csv) printf("config,threads,params,tokens,tok_s,ms_med,ms_min,peak_mib,base_mib,gflop,gflops,frac_peak,loss0,loss1\n");
+  else
+    printf("%-7s %10s %8s %10s %9s %9s %9s %10s %8s %7s %9s\n", "config", "params", "tokens", "tokens/s", "ms med",
+           "ms min", "peak MiB", "GFLOP/step", "GFLOP/s", "peak %", "loss");
+  for (int k = 0; k < 3; k++) {
+    if (!ran[k]) continue;
+    const result *R = &res[k];
+    const double gfs = R->gflop / (R->ms_med * 1e-3);
+    if (csv)
+      printf("%s,%d,%lld,%lld,%.1f,%.2f,%.2f,%.1f,%.1f,%.2f,%.2f,%.4f,%.4f,%.4f\n", configs[k].name,
+             info.num_threads, (long long)R->params, (long long)R->tokens, R->tok_s, R->ms_med, R->ms_min,
+             R->peak_mib, R->base_mib, R->gflop, gfs, gfs / gpeak, R->loss0, R->loss1);
+    else
+      printf("%-7s %10lld %8lld %10.0f %9.1f %9.1f %9.1f %10.2f %8.1f %6.1f%% %4.2f->%4.2f\n", configs[k].name,
+             (long long)R->params, (long long)R->tokens, R->tok_s, R->ms_med, R->ms_min, R->peak_mib, R->gflop, gfs,
+             100.0 * gfs / gpeak, R->loss0, R->loss1);
+  }
+  return 0;
+}

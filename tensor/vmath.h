@@ -1,0 +1,101 @@
+/*
+ * tensor/vmath.h (internal): f32 exp and tanh written so that GCC vectorises
+ * the loops that call them (`omp simd` loops in tensor/elementwise.c and
+ * nn/attention.c), without -ffast-math: branch-free, no libm call, integer
+ * bit tricks for 2^n and for the selects that -ftrapping-math would
+ * otherwise keep scalar. libm's expf/tanhf are scalar calls and were most of
+ * a GPT training step's time (GELU-tanh forward and backward).
+ *
+ * Accuracy (tests/test_vmath.c checks it against libm in double over the
+ * whole float range, including subnormals, +-inf and NaN):
+ *   lt__vexpf:  <= 2 ulp; exact 0 below -103.98, +inf above 88.73, NaN kept;
+ *               subnormal results are computed (not flushed).
+ *   lt__vtanhf: <= 2 ulp; odd, tanh(+-inf) = +-1, tanh(-0) = -0, NaN kept.
+ *   lt__vsigmoidf: 1 / (1 + exp(-x)), <= 3 ulp (subnormal results
+ *               included), never NaN for finite x.
+ *
+ * What this is not: an f64 library. f64 kernels keep libm (they serve
+ * gradient checks and references, where accuracy matters more than speed).
+ */
+#ifndef LT_VMATH_H
+#define LT_VMATH_H
+
+#include <stdint.h>
+#include <string.h>
+
+static inline uint32_t lt__f2u(float x) {
+  uint32_t u;
+  memcpy(&u, &x, 4);
+  return u;
+}
+static inline float lt__u2f(uint32_t u) {
+  float x;
+  memcpy(&x, &u, 4);
+  return x;
+}
+
+/* e^x. Clamp x to [-104, 89] (by bits: NaN stays NaN), reduce x = n ln2 + r
+ * with |r| <= ln2/2 (Cody-Waite, ln2 in two parts), e^r by its degree-7
+ * Taylor polynomial (truncation < 6e-9 relative), and scale by 2^n as two
+ * factors 2^(n/2) 2^(n - n/2) so that results down to the subnormals and up
+ * to overflow come out right. */
+static inline float lt__vexpf(float x) {
+  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
+  uint32_t xb = lt__f2u(x);
+  /* x < -104 (including -inf): negative floats above -104's bits. */
+  const uint32_t lo = 0xC2D00000u, hi = 0x42B20000u; /* -104.0f, 89.0f */
+  const uint32_t below = 0u - (uint32_t)(xb > lo && xb <= 0xFF800000u);
+  const uint32_t above = 0u - (uint32_t)(xb > hi && xb <= 0x7F800000u);
+  xb = (xb & ~below) | (lo & below);
+  xb = (xb & ~above) | (hi & above);
+  const float xc = lt__u2f(xb);
+  const float nm = xc * 1.44269504088896341f + magic, n = nm - magic;
+  float r = xc - n * 0.693145751953125f;
+  r = r - n * 1.42860682030941723212e-6f;
+  float q = 1.0f / 5040.0f;
+  q = q * r + 1.0f / 720.0f;
+  q = q * r + 1.0f / 120.0f;
+  q = q * r + 1.0f / 24.0f;
+  q = q * r + 1.0f / 6.0f;
+  q = q * r + 0.5f;
+  q = q * r + 1.0f;
+  q = q * r + 1.0f;
+  /* n (in -150..129) sits in the low mantissa bits of nm. */
+  const int32_t ni = (int32_t)(lt__f2u(nm) - 0x4B400000u);
+  const int32_t n1 = ni >> 1, n2 = ni - n1; /* each in -75..65 */
+  const float s1 = lt__u2f((uint32_t)(n1 + 127) << 23), s2 = lt__u2f((uint32_t)(n2 + 127) << 23);
+  return q * s1 * s2;
+}
+
+/* tanh(x): |x| < 0.625 by x + x^3 P(x^2) (P of degree 4, fitted for relative
+ * error, 0.73 ulp in float), else sign(x) (1 - 2 / (e^(2|x|) + 1)) (no
+ * cancellation there: the subtracted term is at most 0.45). Both are
+ * computed and the result selected by bits. */
+static inline float lt__vtanhf(float x) {
+  const uint32_t xb = lt__f2u(x), sign = xb & 0x80000000u;
+  const float a = lt__u2f(xb & 0x7FFFFFFFu);
+  const float z = x * x;
+  float p = -0.005706078372895718f;
+  p = p * z + 0.020639989525079727f;
+  p = p * z - 0.05373996123671532f;
+  p = p * z + 0.13331444561481476f;
+  p = p * z - 0.3333328068256378f;
+  const float small = lt__u2f(lt__f2u(a + a * z * p) | sign); /* -0 stays -0 */
+  const float e = lt__vexpf(2.0f * a);
+  const float big = lt__u2f(lt__f2u(1.0f - 2.0f / (e + 1.0f)) | sign);
+  const uint32_t use_small = 0u - (uint32_t)((xb & 0x7FFFFFFFu) < 0x3F200000u); /* |x| < 0.625 */
+  return lt__u2f((lt__f2u(small) & use_small) | (lt__f2u(big) & ~use_small));
+}
+
+/* 1 / (1 + e^-x) without overflow: z = e^-|x|, r = 1 / (1 + z), then r for
+ * x >= 0 and z r = 1 - r (without its cancellation) for x < 0, selected by
+ * the sign bit (-0 gives 0.5, NaN stays NaN). */
+static inline float lt__vsigmoidf(float x) {
+  const uint32_t xb = lt__f2u(x);
+  const float z = lt__vexpf(-lt__u2f(xb & 0x7FFFFFFFu));
+  const float r = 1.0f / (1.0f + z), zr = z * r;
+  const uint32_t neg = 0u - (xb >> 31);
+  return lt__u2f((lt__f2u(zr) & neg) | (lt__f2u(r) & ~neg));
+}
+
+#endif /* LT_VMATH_H */
