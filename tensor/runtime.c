@@ -6,6 +6,9 @@
 
 #include <omp.h>
 #include <pthread.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #ifndef LT_VERSION_STRING
 #define LT_VERSION_STRING "unknown"
@@ -21,7 +24,27 @@ static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int num_threads = 0;
 static char init_note[256];
 
+/* glibc serves blocks above its mmap threshold (128 KiB, rising to at most
+ * 32 MiB as such blocks are freed) with fresh mmaps, and returns the top of
+ * the heap to the system once 128 KiB of it are free. A training step
+ * allocates and frees the same few hundred megabytes every step, so with the
+ * defaults every step faults in and zeroes most of its memory again (15k page
+ * faults, a tenth of a GPT-small step: docs/benchmarks.md). Raising both
+ * keeps freed blocks in the heap for the next step; the peak RSS is that of
+ * the largest step either way, plus some fragmentation. LT_MALLOC_TUNE=0
+ * keeps glibc's defaults. (Blocks of 4 MiB and more also go through the
+ * storage cache of tensor.c.) */
+static void tune_malloc(void) {
+#ifdef __GLIBC__
+  const char *env = getenv("LT_MALLOC_TUNE");
+  if (env && !strcmp(env, "0")) return;
+  (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
+  (void)mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
+}
+
 static void init_runtime(void) {
+  tune_malloc();
   int n = omp_get_num_procs();
   const char *env = getenv("LT_NUM_THREADS");
   if (env && *env) {
