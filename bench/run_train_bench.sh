@@ -1,0 +1,136 @@
+#!/bin/sh
+# bench/run_train_bench.sh: libtensor against PyTorch on full training steps,
+# same machine, same invocation, configuration by configuration (small,
+# medium, encdec; see bench/train_step.c for the models and the formulas).
+#
+# Usage: bench/run_train_bench.sh [--configs "small medium encdec"] [--steps N]
+#                                 [--threads N] [--build DIR] [--quick]
+#
+# Builds bench_train_step in Release (DIR, default build-rel) if needed. Each
+# side runs one configuration per process, so peak RSS is per configuration.
+#
+# PyTorch at its best. Debian's python3-torch calls whatever libblas.so.3 the
+# system's alternatives point to; on this machine that is BLIS, whose
+# runtime picks its slow 'generic' kernels on this CPU unless BLIS_ARCH_TYPE
+# names a kernel set, and OPENBLAS_CORETYPE=Haswell in the environment halves
+# OpenBLAS's speed. The script therefore tries, with a short probe per
+# configuration, each BLAS it can give torch:
+#   - the system libblas.so.3 (BLIS: with BLIS_ARCH_TYPE set to the kernel set
+#     libtensor chose; OpenBLAS: with OPENBLAS_CORETYPE unset);
+#   - OpenBLAS from $TORCH_OPENBLAS_DIR or /usr/lib/x86_64-linux-gnu/openblas-pthread
+#     (put first on LD_LIBRARY_PATH), with OPENBLAS_CORETYPE unset;
+# each in two threading set-ups: torch 1 thread with the BLAS on N threads,
+# and torch N threads with OMP_WAIT_POLICY=PASSIVE (idle OpenMP threads then
+# sleep instead of spinning against the BLAS threads). The fastest is used
+# for the timed run and printed.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+configs="small medium encdec"
+steps=10
+threads=2
+build="$root/build-rel"
+probe_steps=2
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --configs) configs=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --quick) steps=3; probe_steps=1; shift ;;
+    *) echo "usage: $0 [--configs \"small medium encdec\"] [--steps N] [--threads N] [--build DIR] [--quick]" >&2; exit 2 ;;
+  esac
+done
+py=/usr/bin/python3
+exe="$build/bench/bench_train_step"
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$build" -j2 --target bench_train_step >/dev/null
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# Which BLAS does torch load by default?
+sysblas=$(env -u LD_LIBRARY_PATH $py -c '
+import torch
+torch.ones(4, 4) @ torch.ones(4, 4)
+libs = [l.split()[-1] for l in open("/proc/self/maps") if "libblas" in l or "openblas" in l or "blis" in l]
+print(libs[0] if libs else "unknown")' 2>/dev/null || echo unknown)
+echo "# torch's default BLAS: $sysblas"
+
+# libtensor's BLIS kernel set (its number for BLIS_ARCH_TYPE).
+arch=$("$exe" --config small --steps 1 --warmup 0 --no-peak | sed -n 's/.*BLIS kernels \([a-z0-9]*\).*/\1/p')
+case "$arch" in
+  skx) archnum=0 ;; zen3) archnum=6 ;; zen2) archnum=5 ;; zen) archnum=4 ;; haswell) archnum=3 ;; *) archnum= ;;
+esac
+
+# Candidate BLAS environments for torch: "name|env assignments".
+cands="$tmp/cands"
+: >"$cands"
+case "$sysblas" in
+  *blis*) echo "system BLIS ($arch kernels)|BLIS_ARCH_TYPE=$archnum" >>"$cands" ;;
+  *openblas*) echo "system OpenBLAS|" >>"$cands" ;;
+  *) echo "system BLAS|" >>"$cands" ;;
+esac
+obdir=${TORCH_OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
+case "$sysblas" in
+  *openblas*) ;;
+  *) [ -f "$obdir/libblas.so.3" ] && echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$cands" ;;
+esac
+
+# run_torch CONFIG STEPS WARMUP TORCH_THREADS "ENV" -> one CSV line
+run_torch() {
+  # shellcheck disable=SC2086
+  env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS -u OMP_WAIT_POLICY $5 \
+    "$py" "$here/train_step_torch.py" --config "$1" --steps "$2" --warmup "$3" --threads "$4" 2>/dev/null | tail -1
+}
+
+printf '\n%-7s | %10s %10s %8s | %10s %10s %8s | %6s | %8s %8s | %s\n' config "lt tok/s" "lt ms" "lt MiB" \
+  "pt tok/s" "pt ms" "pt MiB" ratio "GFLOP/s" "of peak" "PyTorch settings"
+summary="$tmp/summary"
+: >"$summary"
+peak=$("$exe" --config small --steps 1 --warmup 0 --threads "$threads" | sed -n 's/^GEMM peak.*: \([0-9.]*\) GFLOP.*/\1/p')
+for c in $configs; do
+  # PyTorch: probe every candidate and threading set-up, keep the fastest.
+  best_ms=; best_env=; best_tt=; best_name=
+  while IFS='|' read -r name envs; do
+    for tt in 1 "$threads"; do
+      if [ "$tt" = 1 ]; then e="$envs OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads"
+      else e="$envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads"; fi
+      line=$(run_torch "$c" "$probe_steps" 1 "$tt" "$e")
+      ms=$(echo "$line" | cut -d, -f6)
+      [ -n "$ms" ] || continue
+      echo "# probe $c: torch threads $tt, $name, $e: $ms ms/step" >>"$summary"
+      if [ -z "$best_ms" ] || awk "BEGIN{exit !($ms < $best_ms)}"; then
+        best_ms=$ms; best_env=$e; best_tt=$tt; best_name=$name
+      fi
+      [ "$tt" = "$threads" ] && break
+    done
+  done <"$cands"
+  pt=$(run_torch "$c" "$steps" 2 "$best_tt" "$best_env")
+  lt=$("$exe" --config "$c" --steps "$steps" --warmup 2 --threads "$threads" --no-peak --csv | tail -1)
+  # lt csv: config,threads,params,tokens,tok_s,ms_med,ms_min,peak_mib,base_mib,gflop,gflops,frac_peak,...
+  lt_tok=$(echo "$lt" | cut -d, -f5); lt_ms=$(echo "$lt" | cut -d, -f6); lt_mib=$(echo "$lt" | cut -d, -f8)
+  gflop=$(echo "$lt" | cut -d, -f10)
+  pt_tok=$(echo "$pt" | cut -d, -f5); pt_ms=$(echo "$pt" | cut -d, -f6); pt_mib=$(echo "$pt" | cut -d, -f8)
+  ratio=$(awk "BEGIN{printf \"%.2f\", $lt_tok / $pt_tok}")
+  gfs=$(awk "BEGIN{printf \"%.1f\", $gflop / ($lt_ms * 1e-3)}")
+  frac=$(awk "BEGIN{printf \"%.0f%%\", 100 * $gflop / ($lt_ms * 1e-3) / $peak}")
+  printf '%-7s | %10.0f %10.1f %8.0f | %10.0f %10.1f %8.0f | %6s | %8s %8s | torch %s thread(s), %s: %s\n' "$c" \
+    "$lt_tok" "$lt_ms" "$lt_mib" "$pt_tok" "$pt_ms" "$pt_mib" "$ratio" "$gfs" "$frac" "$best_tt" "$best_name" \
+    "$best_env"
+  echo "# lt $lt" >>"$summary"
+  echo "# pt $pt" >>"$summary"
+done
+echo
+echo "# ratio = libtensor tokens/s / PyTorch tokens/s (> 1: libtensor faster); ms = median ms/step of $steps steps"
+echo "# after 2 warm-up steps; MiB = peak RSS (ru_maxrss) of the process; libtensor on $threads threads ($arch)."
+echo "# GFLOP/s = (6 * params * tokens + attention) / median step time; 'of peak' = against lt_matmul 2048^3"
+echo "# on $threads threads in the same run: $peak GFLOP/s."
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+cat "$summary"

@@ -1,0 +1,152 @@
+/*
+ * tests/test_vmath.c: the f32 approximations of tensor/vmath.h against libm in
+ * double: every 61st float bit pattern (70 million values spanning the whole
+ * range, both signs, subnormals included), the special values (+-0, +-inf,
+ * NaN, the overflow and underflow edges), and the vectorised loop against the
+ * scalar call (same bits). Failures print the worst input with both values.
+ */
+#include <check.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "tensor/vmath.h"
+#include "test_util.h"
+
+/* Error of y in units in the last place of the float nearest to ref (a
+ * subnormal ulp below 2^-126). */
+static double ulp_err(float y, double ref) {
+  if (isnan(ref)) return isnan(y) ? 0 : INFINITY;
+  if (isnan(y)) return INFINITY;
+  if (isinf(ref) || isinf(y)) return (double)y == ref ? 0 : INFINITY;
+  const double a = fabs(ref);
+  int e;
+  frexp(a, &e); /* a in [2^(e-1), 2^e) */
+  double ulp = ldexp(1.0, e - 24);
+  if (ulp < ldexp(1.0, -149)) ulp = ldexp(1.0, -149);
+  return fabs((double)y - ref) / ulp;
+}
+
+typedef float (*f32_fn)(float);
+typedef double (*f64_fn)(double);
+
+static double sigmoid_ref(double x) { return 1.0 / (1.0 + exp(-x)); }
+
+/* Max ulp error of f against ref over every step-th bit pattern. Values
+ * within 2 ulp of FLT_MAX may overflow to inf (the true result rounds to
+ * FLT_MAX): accepted. */
+static void sweep(f32_fn f, f64_fn ref, const char *name, double max_ulp) {
+  double worst = 0;
+  float wx = 0, wy = 0;
+  for (uint64_t b = 0; b < 0x100000000ull; b += 61) {
+    const float x = lt__u2f((uint32_t)b);
+    const float y = f(x);
+    const double r = ref((double)x);
+    double e = ulp_err(y, r);
+    if (isinf(y) && !isinf(r) && fabs(r) > 0x1.fffffcp127 * (1 - 0x1p-22)) e = 0;
+    if (e > worst) worst = e, wx = x, wy = y;
+  }
+  ck_assert_msg(worst <= max_ulp, "%s: %.3f ulp at x = %a (%.9g): got %a, libm %a", name, worst, wx, wx, wy,
+                ref((double)wx));
+  printf("%s: max %.3f ulp\n", name, worst);
+}
+
+START_TEST(test_exp_range) { sweep(lt__vexpf, exp, "vexpf", 2.0); }
+END_TEST
+
+START_TEST(test_tanh_range) { sweep(lt__vtanhf, tanh, "vtanhf", 2.0); }
+END_TEST
+
+START_TEST(test_sigmoid_range) { sweep(lt__vsigmoidf, sigmoid_ref, "vsigmoidf", 3.0); }
+END_TEST
+
+static void same_bits(float got, float want, const char *what, float x) {
+  ck_assert_msg(lt__f2u(got) == lt__f2u(want) || (isnan(got) && isnan(want)), "%s(%a): got %a, want %a", what, x,
+                got, want);
+}
+
+START_TEST(test_specials) {
+  const float inf = INFINITY, nan = NAN;
+  same_bits(lt__vexpf(0.0f), 1.0f, "exp", 0.0f);
+  same_bits(lt__vexpf(-0.0f), 1.0f, "exp", -0.0f);
+  same_bits(lt__vexpf(inf), inf, "exp", inf);
+  same_bits(lt__vexpf(-inf), 0.0f, "exp", -inf);
+  same_bits(lt__vexpf(nan), nan, "exp", nan);
+  same_bits(lt__vexpf(-nan), nan, "exp", -nan);
+  same_bits(lt__vexpf(89.0f), inf, "exp", 89.0f);
+  same_bits(lt__vexpf(1e30f), inf, "exp", 1e30f);
+  same_bits(lt__vexpf(-104.0f), 0.0f, "exp", -104.0f);
+  same_bits(lt__vexpf(-1e30f), 0.0f, "exp", -1e30f);
+  same_bits(lt__vexpf(-103.9f), 0x1p-149f, "exp", -103.9f); /* the smallest subnormal */
+  ck_assert(lt__vexpf(-90.0f) > 0 && lt__vexpf(-90.0f) < 0x1p-126f); /* subnormal, not flushed */
+  same_bits(lt__vexpf(1e-40f), 1.0f, "exp", 1e-40f);
+  same_bits(lt__vexpf(1.0f), expf(1.0f), "exp", 1.0f);
+
+  same_bits(lt__vtanhf(0.0f), 0.0f, "tanh", 0.0f);
+  same_bits(lt__vtanhf(-0.0f), -0.0f, "tanh", -0.0f);
+  same_bits(lt__vtanhf(inf), 1.0f, "tanh", inf);
+  same_bits(lt__vtanhf(-inf), -1.0f, "tanh", -inf);
+  same_bits(lt__vtanhf(nan), nan, "tanh", nan);
+  same_bits(lt__vtanhf(1e-40f), 1e-40f, "tanh", 1e-40f);
+  same_bits(lt__vtanhf(-1e-40f), -1e-40f, "tanh", -1e-40f);
+  same_bits(lt__vtanhf(20.0f), 1.0f, "tanh", 20.0f);
+  same_bits(lt__vtanhf(-1e30f), -1.0f, "tanh", -1e30f);
+
+  same_bits(lt__vsigmoidf(0.0f), 0.5f, "sigmoid", 0.0f);
+  same_bits(lt__vsigmoidf(-0.0f), 0.5f, "sigmoid", -0.0f);
+  same_bits(lt__vsigmoidf(inf), 1.0f, "sigmoid", inf);
+  same_bits(lt__vsigmoidf(-inf), 0.0f, "sigmoid", -inf);
+  same_bits(lt__vsigmoidf(nan), nan, "sigmoid", nan);
+  same_bits(lt__vsigmoidf(-1e30f), 0.0f, "sigmoid", -1e30f);
+  ck_assert(lt__vsigmoidf(-95.0f) > 0 && lt__vsigmoidf(-95.0f) < 0x1p-126f); /* subnormal */
+}
+END_TEST
+
+/* The vectorised loop (as elementwise.c and attention.c run it) gives the
+ * same bits as one call at a time. */
+static void vloop_exp(float *restrict o, const float *restrict x, int n) {
+#pragma omp simd
+  for (int i = 0; i < n; i++) o[i] = lt__vexpf(x[i]);
+}
+static void vloop_tanh(float *restrict o, const float *restrict x, int n) {
+#pragma omp simd
+  for (int i = 0; i < n; i++) o[i] = lt__vtanhf(x[i]);
+}
+static void vloop_sigmoid(float *restrict o, const float *restrict x, int n) {
+#pragma omp simd
+  for (int i = 0; i < n; i++) o[i] = lt__vsigmoidf(x[i]);
+}
+
+START_TEST(test_vector_equals_scalar) {
+  enum { N = 4099 };
+  static float x[N], o[N];
+  uint32_t s = 12345;
+  for (int i = 0; i < N; i++) {
+    s = s * 1664525u + 1013904223u;
+    x[i] = lt__u2f(s); /* any bit pattern: NaNs, infinities, subnormals too */
+  }
+  x[0] = INFINITY, x[1] = -INFINITY, x[2] = NAN, x[3] = -0.0f;
+  vloop_exp(o, x, N);
+  for (int i = 0; i < N; i++) same_bits(o[i], lt__vexpf(x[i]), "exp (loop)", x[i]);
+  vloop_tanh(o, x, N);
+  for (int i = 0; i < N; i++) same_bits(o[i], lt__vtanhf(x[i]), "tanh (loop)", x[i]);
+  vloop_sigmoid(o, x, N);
+  for (int i = 0; i < N; i++) same_bits(o[i], lt__vsigmoidf(x[i]), "sigmoid (loop)", x[i]);
+}
+END_TEST
+
+static Suite *suite(void) {
+  Suite *s = suite_create("vmath");
+  TCase *tc = tcase_create("core");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, test_exp_range);
+  tcase_add_test(tc, test_tanh_range);
+  tcase_add_test(tc, test_sigmoid_range);
+  tcase_add_test(tc, test_specials);
+  tcase_add_test(tc, test_vector_equals_scalar);
+  suite_add_tcase(s, tc);
+  return s;
+}
+
+int main(void) { return lt_test_run(suite()); }
