@@ -175,8 +175,19 @@ enum {
     }                                                                         \
   }
 
+/* The float kernels are compiled three times (AVX-512, AVX2+FMA, baseline
+ * SSE2) and the best one for the CPU is picked at load time (an ifunc): the
+ * transcendental ones (vmath.h) are compute-bound and gain from wider
+ * vectors. -std=c11 implies -ffp-contract=off, so every clone gives the same
+ * bits. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define EW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define EW_CLONES
+#endif
+
 #define EW_UF_DEF(N, E) \
-  EW_UNARY_LOOP(u_##N##_f32, float, float, E) EW_UNARY_LOOP(u_##N##_f64, double, double, E)
+  EW_CLONES EW_UNARY_LOOP(u_##N##_f32, float, float, E) EW_UNARY_LOOP(u_##N##_f64, double, double, E)
 #define EW_UI_DEF(N, E) \
   EW_UNARY_LOOP(u_##N##_i32, int32_t, uint32_t, E) EW_UNARY_LOOP(u_##N##_i64, int64_t, uint64_t, E)
 #define EW_UB_DEF(N, E) EW_UNARY_LOOP(u_##N##_b8, uint8_t, uint8_t, E)
@@ -191,6 +202,53 @@ static const lt__loop_fn unary_kernels[EW_U_COUNT][LT_DTYPE_COUNT] = {
   [EW_U_##N][LT_DTYPE_I32] = u_##N##_i32, [EW_U_##N][LT_DTYPE_I64] = u_##N##_i64,
 #define EW_UB_REG(N, E) [EW_U_##N][LT_DTYPE_BOOL] = u_##N##_b8,
     EW_UNARY_FLOAT(EW_UF_REG) EW_UNARY_INT(EW_UI_REG) EW_UNARY_BOOL(EW_UB_REG)};
+
+/* X(NAME, expression in g and x of type T_): fused backward kernels of the
+ * unary ops, gin = g * f'(x) in one pass over memory instead of two or three
+ * (f'(x), then the product; relu: a mask, then masked_fill). x is what the
+ * forward saved (the output for relu, tanh, sigmoid). relu'(0) = 0 and a NaN
+ * output passes g through, as masked_fill(g, out <= 0, 0) did. */
+#define EW_GRAD_FLOAT(X)                             \
+  X(RELU, x <= (T_)0 ? (T_)0 : g)                    \
+  X(TANH, g * ((T_)1 - x * x))                       \
+  X(SIGMOID, g * (x * ((T_)1 - x)))                  \
+  X(GELU, g * EW_GENERIC(dgelu, x))                  \
+  X(GELU_TANH, g * EW_GENERIC(dgelu_tanh, x))        \
+  X(SILU, g * EW_GENERIC(dsilu, x))
+enum {
+#define EW_G_ENUM(N, E) EW_G_##N,
+  EW_GRAD_FLOAT(EW_G_ENUM)
+#undef EW_G_ENUM
+  EW_G_COUNT
+};
+/* p[0] = gin, p[1] = g, p[2] = x. */
+#define EW_GRAD_LOOP(name, T, EXPR)                                                  \
+  static void name(int64_t n, char *const *p, const int64_t *s, void *ctx) {         \
+    typedef T T_;                                                                    \
+    (void)ctx;                                                                       \
+    const int64_t es = (int64_t)sizeof(T_);                                          \
+    if (s[0] == es && s[1] == es && s[2] == es) {                                    \
+      T_ *o = (T_ *)p[0];                                                            \
+      const T_ *pg = (const T_ *)p[1], *px = (const T_ *)p[2];                       \
+      _Pragma("omp simd") for (int64_t i = 0; i < n; i++) {                          \
+        const T_ g = pg[i], x = px[i];                                               \
+        o[i] = (T_)(EXPR);                                                           \
+      }                                                                              \
+    } else {                                                                         \
+      for (int64_t i = 0; i < n; i++) {                                              \
+        const T_ g = *(const T_ *)(p[1] + i * s[1]), x = *(const T_ *)(p[2] + i * s[2]); \
+        *(T_ *)(p[0] + i * s[0]) = (T_)(EXPR);                                       \
+      }                                                                              \
+    }                                                                                \
+  }
+#define EW_G_DEF(N, E) EW_CLONES EW_GRAD_LOOP(g_##N##_f32, float, E) EW_GRAD_LOOP(g_##N##_f64, double, E)
+EW_GRAD_FLOAT(EW_G_DEF)
+#undef EW_G_DEF
+static const lt__loop_fn grad_kernels[EW_G_COUNT][LT_DTYPE_COUNT] = {
+#define EW_G_REG(N, E) [EW_G_##N][LT_DTYPE_F32] = g_##N##_f32, [EW_G_##N][LT_DTYPE_F64] = g_##N##_f64,
+    EW_GRAD_FLOAT(EW_G_REG)
+#undef EW_G_REG
+};
 
 /* X(NAME, expression in a, b of type T_): binary kernels. Comparisons write
  * bool (uint8_t) and exist for every dtype. */
@@ -539,6 +597,18 @@ lt_status lt_unary_(lt_unary_op op, lt_tensor *x) {
 LT_UNARY_TABLE(EW_UNARY_WRAP)
 #undef EW_UNARY_WRAP
 
+/* g * f'(s) by a fused kernel when g and s are float tensors of one dtype
+ * and shape (always, from the engine, for float inputs); NULL otherwise (no
+ * error set: the caller then composes public ops). */
+static lt_tensor *grad_compute(int op, const lt_tensor *g, const lt_tensor *s) {
+  if (g->dtype != s->dtype || !grad_kernels[op][g->dtype] || g->ndim != s->ndim ||
+      memcmp(g->shape, s->shape, sizeof(int64_t) * (size_t)g->ndim) != 0)
+    return NULL;
+  lt_tensor *out = lt_empty(g->dtype, g->ndim, g->shape);
+  if (out) ew_run(grad_kernels[op][g->dtype], 3, (const lt_tensor *[]){out, g, s}, NULL);
+  return out;
+}
+
 /* 1 - t */
 static lt_tensor *ew_one_minus(const lt_tensor *t) { return lt_add_scalar(lt_neg(t), 1.0); }
 
@@ -562,12 +632,24 @@ static lt_status unary_backward(lt_unary_op op, const lt_node *node, const lt_te
       r = lt_mul(g, lt_mul_scalar(lt_mul(s, lt_square(s)), -0.5));
       break;
     case LT_UNARY_SQUARE: r = lt_mul(g, lt_mul_scalar(s, 2)); break;  /* 2 g x */
-    case LT_UNARY_TANH: r = lt_mul(g, ew_one_minus(lt_square(s))); break; /* g (1 - out^2) */
-    case LT_UNARY_SIGMOID: r = lt_mul(g, lt_mul(s, ew_one_minus(s))); break; /* g out (1-out) */
-    case LT_UNARY_RELU: r = lt_masked_fill(g, lt_le_scalar(s, 0), 0); break; /* 0 where out<=0 */
-    case LT_UNARY_GELU: r = lt_mul(g, unary_compute(EW_U_DGELU, name, s)); break;
-    case LT_UNARY_GELU_TANH: r = lt_mul(g, unary_compute(EW_U_DGELU_TANH, name, s)); break;
-    case LT_UNARY_SILU: r = lt_mul(g, unary_compute(EW_U_DSILU, name, s)); break;
+    case LT_UNARY_TANH:                                               /* g (1 - out^2) */
+      r = (r = grad_compute(EW_G_TANH, g, s)) ? r : lt_mul(g, ew_one_minus(lt_square(s)));
+      break;
+    case LT_UNARY_SIGMOID:                                            /* g out (1-out) */
+      r = (r = grad_compute(EW_G_SIGMOID, g, s)) ? r : lt_mul(g, lt_mul(s, ew_one_minus(s)));
+      break;
+    case LT_UNARY_RELU:                                               /* 0 where out<=0 */
+      r = (r = grad_compute(EW_G_RELU, g, s)) ? r : lt_masked_fill(g, lt_le_scalar(s, 0), 0);
+      break;
+    case LT_UNARY_GELU:
+      r = (r = grad_compute(EW_G_GELU, g, s)) ? r : lt_mul(g, unary_compute(EW_U_DGELU, name, s));
+      break;
+    case LT_UNARY_GELU_TANH:
+      r = (r = grad_compute(EW_G_GELU_TANH, g, s)) ? r : lt_mul(g, unary_compute(EW_U_DGELU_TANH, name, s));
+      break;
+    case LT_UNARY_SILU:
+      r = (r = grad_compute(EW_G_SILU, g, s)) ? r : lt_mul(g, unary_compute(EW_U_DSILU, name, s));
+      break;
     case LT_UNARY_SIN: r = lt_mul(g, lt_cos(s)); break;               /* g cos x */
     case LT_UNARY_COS: r = lt_neg(lt_mul(g, lt_sin(s))); break;       /* -g sin x */
     default: LT_CHECK(!"unary op without backward");
