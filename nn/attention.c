@@ -41,6 +41,7 @@
 
 #include "autograd/internal.h"
 #include "tensor/internal.h"
+#include "tensor/vmath.h"
 
 #include <math.h>
 #include <omp.h>
@@ -110,42 +111,10 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
   } while (0)
 #define LANES8(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
 
-/* exp(x) for x <= 0 in f32 without a libm call, so that it vectorises:
- * Cody-Waite reduction x = n ln2 + r (|r| <= ln2/2), a degree-7 Taylor
- * polynomial for e^r, and 2^n put into the exponent bits; x < -87 (and -inf)
- * gives exactly 0. Relative error at most 1.7 ulp (measured against exp()
- * in double on 2e7 points of [-87, 0]); the f32 tests compare whole
- * attention outputs with the f64 reference. Integer selects instead of
- * float compares keep gcc's -ftrapping-math from blocking vectorisation. */
-static inline float exp_neg_f32(float x) {
-  const float magic = 12582912.0f; /* 1.5 * 2^23: adding it rounds to an integer */
-  const uint32_t lo = 0xC2AE0000u; /* bits of -87.0f */
-  uint32_t xb, nb, rb;
-  memcpy(&xb, &x, 4);
-  const uint32_t under = 0u - (uint32_t)(xb > lo); /* all ones when x < -87 (negative floats order by bits) */
-  xb = (xb & ~under) | (lo & under);
-  float xc, sc, res;
-  memcpy(&xc, &xb, 4);
-  const float nm = xc * 1.44269504088896341f + magic, n = nm - magic;
-  float r = xc - n * 0.693145751953125f;
-  r = r - n * 1.42860682030941723212e-6f;
-  float q = 1.0f / 5040.0f;
-  q = q * r + 1.0f / 720.0f;
-  q = q * r + 1.0f / 120.0f;
-  q = q * r + 1.0f / 24.0f;
-  q = q * r + 1.0f / 6.0f;
-  q = q * r + 0.5f;
-  q = q * r + 1.0f;
-  q = q * r + 1.0f;
-  memcpy(&nb, &nm, 4);
-  nb = (nb - 0x4B400000u + 127u) << 23; /* 2^n: n sits in the low mantissa bits of nm */
-  memcpy(&sc, &nb, 4);
-  res = q * sc;
-  memcpy(&rb, &res, 4);
-  rb &= ~under;
-  memcpy(&res, &rb, 4);
-  return res;
-}
+/* exp(x) for the softmax (x <= 0: scores minus the row max): tensor/vmath.h's
+ * f32 exp (<= 2 ulp, no libm call, so the row loops vectorise; -inf gives
+ * exactly 0), libm's exp for f64. */
+static inline float exp_neg_f32(float x) { return lt__vexpf(x); }
 static inline double exp_neg_f64(double x) { return exp(x); }
 
 /* Forward row: scores p[0..S) (already scaled) -> probabilities. Keys s >= lim
