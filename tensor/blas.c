@@ -9,6 +9,7 @@
 #include "tensor/internal.h"
 
 #include <blis.h>
+#include <omp.h>
 #include <stdio.h>
 
 /* ---- kernel-set choice -------------------------------------------------- */
@@ -125,6 +126,70 @@ static void fix_strides(int64_t rows, int64_t cols, int64_t *rs, int64_t *cs) {
   }
 }
 
+/* LT_GEMM_SPLIT=0 goes back to BLIS's own threads (for comparisons). */
+static bool split_off(void) {
+  static int off = -1;
+  int v;
+#pragma omp atomic read
+  v = off;
+  if (v < 0) {
+    const char *e = getenv("LT_GEMM_SPLIT");
+    v = e && !strcmp(e, "0");
+#pragma omp atomic write
+    off = v;
+  }
+  return v == 1;
+}
+
+/* A multi-threaded product as nt single-threaded BLIS calls, each on its own
+ * block of C's rows (or columns, when C is wider than tall), in one OpenMP
+ * region. BLIS's own threads meet at a barrier several times per product
+ * (after packing each panel), spinning while they wait; when another process
+ * holds one of the cores, every barrier waits for a time slice and a step
+ * can take ten times longer (docs/benchmarks.md). Here the threads meet once,
+ * at the end of the region, where libgomp's wait sleeps after a short spin.
+ * Each thread packs its own copy of the shared operand's panels, which costs
+ * little next to the product itself at the sizes that reach this (>= 4M
+ * multiply-adds). Every element of C is computed by the same micro-kernel
+ * calls in the same order as on one thread (BLIS never splits k), so results
+ * do not depend on the thread count. Blocks are multiples of 96 rows or
+ * columns (a multiple of every kernel set's register tile). */
+static lt_status gemm_split(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                            int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
+                            void *c, int64_t rsc, int64_t csc, int nt) {
+  const bool by_rows = m >= n;
+  const int64_t dim = by_rows ? m : n, tile = 96;
+  int64_t chunk = (dim + nt - 1) / nt;
+  chunk = (chunk + tile - 1) / tile * tile;
+  const int parts = (int)((dim + chunk - 1) / chunk);
+  const size_t es = dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double);
+#pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
+  for (int t = 0; t < parts; t++) {
+    const int64_t lo = (int64_t)t * chunk, len = lo + chunk <= dim ? chunk : dim - lo;
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+    bli_rntm_set_num_threads(1, &rntm);
+    /* rows [lo, lo+len) of C and A, or columns of C and B */
+    const char *pa = (const char *)a + (by_rows ? (size_t)(lo * rsa) * es : 0);
+    const char *pb = (const char *)b + (by_rows ? 0 : (size_t)(lo * csb) * es);
+    char *pc = (char *)c + (size_t)(lo * (by_rows ? rsc : csc)) * es;
+    const int64_t mm = by_rows ? len : m, nn = by_rows ? n : len;
+    int64_t rsa_ = rsa, csa_ = csa, rsb_ = rsb, csb_ = csb, rsc_ = rsc, csc_ = csc;
+    fix_strides(mm, k, &rsa_, &csa_);
+    fix_strides(k, nn, &rsb_, &csb_);
+    fix_strides(mm, nn, &rsc_, &csc_);
+    if (dtype == LT_DTYPE_F32) {
+      float al = (float)alpha, be = (float)beta;
+      bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, mm, nn, k, &al, (float *)pa, rsa_, csa_, (float *)pb, rsb_,
+                   csb_, &be, (float *)pc, rsc_, csc_, NULL, &rntm);
+    } else {
+      double al = alpha, be = beta;
+      bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, mm, nn, k, &al, (double *)pa, rsa_, csa_, (double *)pb,
+                   rsb_, csb_, &be, (double *)pc, rsc_, csc_, NULL, &rntm);
+    }
+  }
+  return LT_OK;
+}
+
 static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                       int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
                       void *c, int64_t rsc, int64_t csc, bool single) {
@@ -143,6 +208,9 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
    * threads cost more at their barriers than they save, and far more when
    * the machine is oversubscribed (attention tests: 10x slower on 2 threads). */
   if ((double)m * (double)n * (double)k < LT__BLAS_SMALL_MACS) single = true;
+  const int nt = single || omp_in_parallel() ? 1 : lt_get_num_threads();
+  if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off())
+    return gemm_split(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt);
   if (single) {
     bli_rntm_set_num_threads(1, &rntm);
     r = &rntm;
