@@ -42,6 +42,12 @@
  * run one configuration per process for per-configuration peaks (as
  * run_train_bench.sh does). The GEMM-peak measurement runs after it is read.
  *
+ * Threads: on a machine shared with other work, run with
+ * OMP_WAIT_POLICY=PASSIVE (libgomp reads it at start-up): with the default,
+ * a thread waiting at one of the step's many parallel-region barriers spins
+ * while the thread it waits for has lost its core, and two threads can be
+ * several times slower than one (docs/benchmarks.md).
+ *
  * What this is not: a convergence test (the tokens are noise), nor a
  * benchmark of the data loader or of the rest of the training program.
  */
@@ -302,8 +308,9 @@ int main(int argc, char **argv) {
   lt_runtime_info info;
   TRY(lt_runtime_get_info(&info), "runtime info");
   if (!csv)
-    printf("libtensor %s, BLIS kernels %s, %d threads, %d warm-up + %d timed steps\n", info.version, info.blas_arch,
-           info.num_threads, warmup, steps);
+    printf("libtensor %s, BLIS kernels %s, %d threads (OMP_WAIT_POLICY=%s), %d warm-up + %d timed steps\n",
+           info.version, info.blas_arch, info.num_threads, getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset",
+           warmup, steps);
 
   result res[3];
   bool ran[3] = {false, false, false};
