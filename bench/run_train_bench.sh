@@ -85,10 +85,12 @@ case "$sysblas" in
   *) [ -f "$obdir/libblas.so.3" ] && echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$cands" ;;
 esac
 
-# run_torch CONFIG STEPS WARMUP TORCH_THREADS "ENV" -> one CSV line
+# run_torch CONFIG STEPS WARMUP TORCH_THREADS "ENV" [TIMEOUT] -> one CSV line
+# (nothing when it fails or runs out of time: a probe of a hopeless set-up,
+# such as BLIS's threads on a busy machine, is cut short).
 run_torch() {
   # shellcheck disable=SC2086
-  env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS -u OMP_WAIT_POLICY $5 \
+  env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS -u OMP_WAIT_POLICY $5 timeout "${6:-3600}" \
     "$py" "$here/train_step_torch.py" --config "$1" --steps "$2" --warmup "$3" --threads "$4" 2>/dev/null | tail -1
 }
 
@@ -104,7 +106,7 @@ for c in $configs; do
     for tt in 1 "$threads"; do
       if [ "$tt" = 1 ]; then e="$envs OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads"
       else e="$envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads"; fi
-      line=$(run_torch "$c" "$probe_steps" 1 "$tt" "$e")
+      line=$(run_torch "$c" "$probe_steps" 1 "$tt" "$e" 120 || true)
       ms=$(echo "$line" | cut -d, -f6)
       [ -n "$ms" ] || continue
       echo "# probe $c: torch threads $tt, $name, $e: $ms ms/step" >>"$summary"
