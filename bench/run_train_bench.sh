@@ -22,7 +22,8 @@
 # each in two threading set-ups: torch 1 thread with the BLAS on N threads,
 # and torch N threads with OMP_WAIT_POLICY=PASSIVE (idle OpenMP threads then
 # sleep instead of spinning against the BLAS threads). The fastest is used
-# for the timed run and printed. libtensor gets the same choice: N threads
+# for the timed run and printed (probes compare their fastest step, which
+# other processes disturb least). libtensor gets the same choice: N threads
 # with OMP_WAIT_POLICY=PASSIVE, or 1 thread (on a busy machine, libgomp's
 # spinning waits make N threads several times slower than 1).
 set -eu
@@ -94,8 +95,8 @@ run_torch() {
     "$py" "$here/train_step_torch.py" --config "$1" --steps "$2" --warmup "$3" --threads "$4" 2>/dev/null | tail -1
 }
 
-printf '\n%-7s | %10s %10s %8s | %10s %10s %8s | %6s | %8s %8s | %s\n' config "lt tok/s" "lt ms" "lt MiB" \
-  "pt tok/s" "pt ms" "pt MiB" ratio "GFLOP/s" "of peak" "settings"
+printf '\n%-7s | %9s %8s %8s %7s | %9s %8s %8s %7s | %5s %5s | %7s %7s | %s\n' config "lt tok/s" "lt ms" \
+  "lt min" "lt MiB" "pt tok/s" "pt ms" "pt min" "pt MiB" ratio "r min" "GFLOP/s" "of peak" "settings"
 summary="$tmp/summary"
 : >"$summary"
 peak=$(OMP_WAIT_POLICY=PASSIVE "$exe" --config small --steps 1 --warmup 0 --threads "$threads" | sed -n 's/^GEMM peak.*: \([0-9.]*\) GFLOP.*/\1/p')
@@ -107,9 +108,9 @@ for c in $configs; do
       if [ "$tt" = 1 ]; then e="$envs OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads"
       else e="$envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads"; fi
       line=$(run_torch "$c" "$probe_steps" 1 "$tt" "$e" 120 || true)
-      ms=$(echo "$line" | cut -d, -f6)
+      ms=$(echo "$line" | cut -d, -f7)
       [ -n "$ms" ] || continue
-      echo "# probe $c: torch threads $tt, $name, $e: $ms ms/step" >>"$summary"
+      echo "# probe $c: torch threads $tt, $name, $e: min $ms ms/step" >>"$summary"
       if [ -z "$best_ms" ] || awk "BEGIN{exit !($ms < $best_ms)}"; then
         best_ms=$ms; best_env=$e; best_tt=$tt; best_name=$name
       fi
@@ -121,8 +122,8 @@ for c in $configs; do
   for lt_t in "$threads" 1; do
     if [ "$lt_t" = 1 ]; then e="OMP_WAIT_POLICY=${OMP_WAIT_POLICY:-(unset)}"; else e="OMP_WAIT_POLICY=PASSIVE"; fi
     ms=$(env -u OMP_WAIT_POLICY $(echo "$e" | grep -v unset) "$exe" --config "$c" --steps "$probe_steps" --warmup 1 \
-         --threads "$lt_t" --no-peak --csv | tail -1 | cut -d, -f6)
-    echo "# probe $c: libtensor threads $lt_t, $e: $ms ms/step" >>"$summary"
+         --threads "$lt_t" --no-peak --csv | tail -1 | cut -d, -f7)
+    echo "# probe $c: libtensor threads $lt_t, $e: min $ms ms/step" >>"$summary"
     if [ -z "$lt_best_ms" ] || awk "BEGIN{exit !($ms < $lt_best_ms)}"; then
       lt_best_ms=$ms; lt_best_t=$lt_t; lt_best_env=$e
     fi
@@ -133,20 +134,24 @@ for c in $configs; do
        --threads "$lt_best_t" --no-peak --csv | tail -1)
   # lt csv: config,threads,params,tokens,tok_s,ms_med,ms_min,peak_mib,base_mib,gflop,gflops,frac_peak,...
   lt_tok=$(echo "$lt" | cut -d, -f5); lt_ms=$(echo "$lt" | cut -d, -f6); lt_mib=$(echo "$lt" | cut -d, -f8)
+  lt_min=$(echo "$lt" | cut -d, -f7)
   gflop=$(echo "$lt" | cut -d, -f10)
   pt_tok=$(echo "$pt" | cut -d, -f5); pt_ms=$(echo "$pt" | cut -d, -f6); pt_mib=$(echo "$pt" | cut -d, -f8)
+  pt_min=$(echo "$pt" | cut -d, -f7)
   ratio=$(awk "BEGIN{printf \"%.2f\", $lt_tok / $pt_tok}")
+  ratio_min=$(awk "BEGIN{printf \"%.2f\", $pt_min / $lt_min}")
   gfs=$(awk "BEGIN{printf \"%.1f\", $gflop / ($lt_ms * 1e-3)}")
   frac=$(awk "BEGIN{printf \"%.0f%%\", 100 * $gflop / ($lt_ms * 1e-3) / $peak}")
-  printf '%-7s | %10.0f %10.1f %8.0f | %10.0f %10.1f %8.0f | %6s | %8s %8s | lt %s thr; torch %s thr, %s: %s\n' "$c" \
-    "$lt_tok" "$lt_ms" "$lt_mib" "$pt_tok" "$pt_ms" "$pt_mib" "$ratio" "$gfs" "$frac" "$lt_best_t" "$best_tt" \
-    "$best_name" "$best_env"
+  printf '%-7s | %9.0f %8.1f %8.1f %7.0f | %9.0f %8.1f %8.1f %7.0f | %5s %5s | %7s %7s | lt %s thr; torch %s thr, %s: %s\n' \
+    "$c" "$lt_tok" "$lt_ms" "$lt_min" "$lt_mib" "$pt_tok" "$pt_ms" "$pt_min" "$pt_mib" "$ratio" "$ratio_min" "$gfs" \
+    "$frac" "$lt_best_t" "$best_tt" "$best_name" "$best_env"
   echo "# lt $lt" >>"$summary"
   echo "# pt $pt" >>"$summary"
 done
 echo
-echo "# ratio = libtensor tokens/s / PyTorch tokens/s (> 1: libtensor faster); ms = median ms/step of $steps steps"
-echo "# after 2 warm-up steps; MiB = peak RSS (ru_maxrss) of the process; libtensor BLIS kernels: $arch; 'thr' = threads"
+echo "# ratio = libtensor tokens/s / PyTorch tokens/s from the medians (> 1: libtensor faster); r min = the same from"
+echo "# the fastest step of each; ms = median ms/step of $steps steps, min = fastest step"
+echo "# (both after 2 warm-up steps); MiB = peak RSS (ru_maxrss) of the process; libtensor BLIS kernels: $arch; 'thr' = threads"
 echo "# chosen by the probes (N threads always with OMP_WAIT_POLICY=PASSIVE for libtensor)."
 echo "# GFLOP/s = (6 * params * tokens + attention) / median step time; 'of peak' = against lt_matmul 2048^3"
 echo "# on $threads threads in the same run: $peak GFLOP/s."
