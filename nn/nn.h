@@ -255,15 +255,24 @@ void lt_optimizer_free(lt_optimizer *o);
 lt_status lt_optimizer_step(lt_optimizer *o);
 void lt_optimizer_set_lr(lt_optimizer *o, double lr);
 double lt_optimizer_get_lr(const lt_optimizer *o);
-int64_t lt_optimizer_step_count(const lt_optimizer *o);
-/* Per-parameter state by name: "momentum_buffer" (SGD), "exp_avg", "exp_avg_sq"
- * (Adam/AdamW); borrowed, NULL if absent. For checkpoints. */
+int64_t lt_optimizer_step_count(const lt_optimizer *o); /* lt_optimizer_step calls */
+/* Per-parameter state by name, as PyTorch's optimizer.state[param]:
+ * "momentum_buffer" (SGD with momentum), "exp_avg", "exp_avg_sq" and "step"
+ * (Adam/AdamW). "step" is a 0-d i64 tensor: the updates applied to that
+ * parameter, which its bias corrections use (a step that finds the parameter
+ * without .grad does not advance it). State is created at a parameter's first
+ * update. Borrowed (writable: checkpoint loaders fill it); NULL if absent. */
 lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, const char *state_name);
-/* For loading a checkpoint: step > 0 creates every missing state tensor as
- * zeros and sets every parameter's step to `step` (the loader then fills the
- * tensors from lt_optimizer_state); step == 0 drops all state. Adam keeps a
- * step per parameter, as PyTorch: one that first gets a gradient late starts
- * its bias correction at 1. */
+/* For loading a checkpoint, atomically (on failure nothing changed): sets the
+ * step count to step_count, drops every parameter's state, and gives each of
+ * the n named parameters zero state with step 0, which the loader then fills
+ * through lt_optimizer_state ("step" included). Every name must be a
+ * parameter the optimizer updates (LT_ERR_INVALID otherwise). */
+lt_status lt_optimizer_reset_state(lt_optimizer *o, int64_t step_count, int n, const char *const *param_names);
+/* Older, coarser restore: step > 0 creates every missing state tensor as
+ * zeros and sets the step count and every parameter's step to `step`; step
+ * == 0 drops all state. Exact only if every parameter was updated at every
+ * step (prefer lt_optimizer_reset_state). */
 lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step);
 
 /* ======================================================================== */
