@@ -59,7 +59,7 @@ extern "C" {
 
 /* The format this library writes and the newest it reads. */
 #define LT_CKPT_FORMAT_NAME "libtensor-checkpoint"
-#define LT_CKPT_FORMAT_VERSION 1
+#define LT_CKPT_FORMAT_VERSION 2
 
 /* ======================================================================== */
 /* Named values: configuration and "extra" training state                   */
