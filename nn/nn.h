@@ -70,6 +70,18 @@ void lt_params_zero_grad(lt_params *p);
 /* Freeze (requires_grad false) or unfreeze every parameter whose name starts with prefix. */
 lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, bool requires_grad);
 
+/* PyTorch's model.double() / model.float(): converts every float parameter
+ * and float buffer of p to dtype (a float dtype) in place. The tensor objects
+ * keep their identity, so layer structs holding pointers into the store stay
+ * valid; their storage, dtype and strides change (contiguous afterwards),
+ * their .grad is dropped. Integer and bool buffers are left alone. Refused
+ * (LT_ERR_INVALID, nothing changed) if a tensor to convert shares its memory
+ * with another tensor (a view of it, one it views, a live graph that saved
+ * it) or the user: convert right after building the model. An optimizer made before the conversion refuses to step
+ * parameters whose dtype no longer matches its state: make it afterwards (or
+ * convert before the first step). On failure nothing changed. */
+lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype);
+
 /* Joins a prefix and a name with a dot into buf ("encoder.layers" + "0"); an
  * empty prefix gives the name alone. Returns buf (always NUL-terminated). */
 char *lt_name_join(char *buf, size_t size, const char *prefix, const char *name);

@@ -439,6 +439,14 @@ lt_status lt_optimizer_step(lt_optimizer *o) {
       return lt__err(LT_ERR_SHAPE, "%s: parameter '%s' is %s but its .grad is %s", op, o->e[i].name,
                      LT__D(p), LT__D(g));
     }
+    const lt_tensor *b = o->e[i].buf;
+    if (b && (b->dtype != p->dtype || !same_shape(p, b))) {
+      free(todo);
+      return lt__err(LT_ERR_DTYPE,
+                     "%s: parameter '%s' is %s but its optimizer state is %s (the store was converted after "
+                     "the optimizer made its state: make the optimizer after lt_params_to_dtype)",
+                     op, o->e[i].name, LT__D(p), LT__D(b));
+    }
     todo[i] = true;
   }
   /* 2. Lazily created state (freed again if one allocation fails). */

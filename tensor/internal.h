@@ -78,6 +78,17 @@ void lt__tensor_release(lt_tensor *t);
  * be adopted (e.g. as a .grad) without a copy. */
 bool lt__tensor_exclusive(const lt_tensor *t);
 
+/* True if t's storage is seen by another tensor object (a view of it, or one
+ * it views) or belongs to the user (lt_tensor_from_borrowed). */
+bool lt__storage_shared(const lt_tensor *t);
+/* Moves src's storage, dtype and geometry into dst, which keeps its identity
+ * (the object, its references, scope and autograd fields), and frees src.
+ * dst's old storage reference is released; both storages' versions are
+ * bumped so that graphs that saved dst (or a view of it) fail their backward. src must be a fresh
+ * tensor (one reference, in no scope, no grad_fn, no grad). For in-place
+ * conversions such as lt_params_to_dtype. */
+void lt__tensor_take_storage(lt_tensor *dst, lt_tensor *src);
+
 /* Contiguous row-major strides for shape. */
 void lt__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 
