@@ -712,6 +712,35 @@ START_TEST(training_reads_format_version_1) {
 }
 END_TEST
 
+/* A model converted to f64 (lt_params_to_dtype) saves its tensors as f64
+ * and loads back into an f64 model; an f32 model refuses the file, naming
+ * the fix. Training state (optimizer made after the conversion) too. */
+START_TEST(f64_model_roundtrip) {
+  lt_params *a = make_model(13), *b = make_model(0), *c = make_model(0);
+  LT_OK_OR_FAIL(lt_params_to_dtype(a, LT_DTYPE_F64));
+  LT_OK_OR_FAIL(lt_params_to_dtype(b, LT_DTYPE_F64));
+  lt_optim_config cfg = lt_optim_defaults(LT_OPTIM_ADAM);
+  lt_optimizer *oa = lt_optimizer_new(a, &cfg), *ob = lt_optimizer_new(b, &cfg);
+  lt_schedule sc = {.kind = LT_SCHED_CONSTANT, .base_lr = 1e-3};
+  lt_train_state sa = {.params = a, .optim = oa, .optim_config = &cfg, .schedule = &sc};
+  lt_train_state sb = {.params = b, .optim = ob, .optim_config = &cfg, .schedule = &sc};
+  train_steps(a, oa, &sc, &sa.step, 2);
+  LT_OK_OR_FAIL(lt_ckpt_save_training(ckpt_path("f64.h5"), &sa, NULL, NULL, NULL));
+  LT_OK_OR_FAIL(lt_ckpt_load_training(ckpt_path("f64.h5"), &sb, NULL, NULL));
+  assert_same_bytes(a, b);
+  assert_optim_same(a, oa, ob);
+  ck_assert_int_eq(lt_optimizer_state(ob, "embed.weight", "exp_avg")->dtype, LT_DTYPE_F64);
+  LT_EXPECT_ERR(lt_ckpt_load_params(ckpt_path("f64.h5"), c, NULL, NULL), LT_ERR_DTYPE,
+                "is f32 (float, 4 bytes, little-endian) (tensors are saved in their "
+                "own dtype: lt_params_to_dtype");
+  lt_optimizer_free(oa);
+  lt_optimizer_free(ob);
+  lt_params_free(a);
+  lt_params_free(b);
+  lt_params_free(c);
+}
+END_TEST
+
 /* The datasets module's state as the trainer stores it: the tokenizer as a
  * blob, the loader position as int64 values (u64 fields by bit pattern). */
 START_TEST(tokenizer_and_loader_in_extra) {
@@ -992,6 +1021,7 @@ int main(void) {
   tcase_add_test(tc, training_fresh_and_sgd);
   tcase_add_test(tc, training_resume_with_skipped_params);
   tcase_add_test(tc, training_reads_format_version_1);
+  tcase_add_test(tc, f64_model_roundtrip);
   tcase_add_test(tc, tokenizer_and_loader_in_extra);
   tcase_add_test(tc, numbered_rotation_latest);
   tcase_add_test(tc, live_temporary_kept);
