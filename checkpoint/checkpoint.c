@@ -611,9 +611,10 @@ static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *
     if (s) return s;
     hid_t fapl = lt__h5_fapl();
     L->file = fapl < 0 ? -1 : H5Fopen(L->path, H5F_ACC_RDONLY, fapl);
-    if (L->file < 0) {
+    if (L->file < 0) { /* the message first: any HDF5 call (H5Pclose) clears the error stack */
+      lt_status s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': HDF5 cannot open it", L->path);
       if (fapl >= 0) H5Pclose(fapl);
-      return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': HDF5 cannot open it", L->path);
+      return s;
     }
     /* The file HDF5 opened must be the one we verified: a save may have
      * renamed a new file over the name in between (then verify that one). */

@@ -10,7 +10,10 @@
  * Crafted bad files are in test_checkpoint_badfiles.c, the SIGKILL trials in
  * test_checkpoint_kill.c.
  */
-#define _DEFAULT_SOURCE /* flock */
+#define _GNU_SOURCE /* flock, unshare */
+#include <sched.h>
+#include <sys/mount.h>
+#include <sys/wait.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
@@ -25,8 +28,10 @@
 #include "checkpoint/checkpoint.h"
 #include "datasets/datasets.h"
 #include "nn/nn.h"
+#include "models/transformer/transformer.h"
 #include "test_util.h"
 #include "util_ckpt.h"
+#include "util_fixtures.h"
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -281,10 +286,28 @@ static herr_t visit_cb(hid_t obj, const char *name, const H5O_info_t *info, void
   return 0;
 }
 
+/* The layout of dataset path: H5D_CONTIGUOUS / H5D_CHUNKED, and whether its
+ * only filter is deflate. */
+static H5D_layout_t layout_of(hid_t f, const char *path, bool *deflate) {
+  hid_t d = H5Dopen2(f, path, H5P_DEFAULT);
+  ck_assert_msg(d >= 0, "no dataset %s", path);
+  hid_t dcpl = H5Dget_create_plist(d);
+  H5D_layout_t l = H5Pget_layout(dcpl);
+  int nf = H5Pget_nfilters(dcpl);
+  unsigned flags;
+  size_t nelem = 0;
+  *deflate = nf == 1 && H5Pget_filter2(dcpl, 0, &flags, &nelem, NULL, 0, NULL, NULL) == H5Z_FILTER_DEFLATE;
+  H5Pclose(dcpl);
+  H5Dclose(d);
+  return l;
+}
+
 START_TEST(names_match_state_dict) {
   lt_params *a = make_model(77);
   const char *p = ckpt_path("names.h5");
-  LT_OK_OR_FAIL(lt_ckpt_save_params(p, a, NULL, NULL));
+  lt_ckpt_meta *cfg = make_config(V);
+  LT_OK_OR_FAIL(lt_ckpt_save_params(p, a, cfg, NULL));
+  lt_ckpt_meta_free(cfg);
   /* Plain HDF5, independent of the loader. */
   hid_t f = H5Fopen(p, H5F_ACC_RDONLY, H5P_DEFAULT);
   ck_assert_int_ge(f, 0);
@@ -315,6 +338,32 @@ START_TEST(names_match_state_dict) {
   H5Aread(at, H5T_NATIVE_LLONG, &ver);
   H5Aclose(at);
   ck_assert_int_eq(ver, LT_CKPT_FORMAT_VERSION);
+  char str[64] = "";
+  hid_t st = H5Tcopy(H5T_C_S1);
+  H5Tset_size(st, sizeof str - 1);
+  H5Tset_cset(st, H5T_CSET_UTF8);
+  at = H5Aopen(f, "format", H5P_DEFAULT);
+  ck_assert_int_ge(H5Aread(at, st, str), 0);
+  H5Aclose(at);
+  ck_assert_str_eq(str, "libtensor-checkpoint");
+  memset(str, 0, sizeof str);
+  at = H5Aopen_by_name(f, "/model", "activation", H5P_DEFAULT, H5P_DEFAULT);
+  ck_assert_int_ge(H5Aread(at, st, str), 0);
+  H5Aclose(at);
+  ck_assert_str_eq(str, "gelu");
+  H5Tclose(st);
+  at = H5Aopen_by_name(f, "/model", "vocab_size", H5P_DEFAULT, H5P_DEFAULT);
+  H5Aread(at, H5T_NATIVE_LLONG, &ver);
+  H5Aclose(at);
+  ck_assert_int_eq(ver, V);
+  /* Storage: big.weight (repetitive) chunked and deflated; random weights
+   * and small tensors contiguous without filters. */
+  bool deflate;
+  ck_assert_int_eq(layout_of(f, "/model/big/weight", &deflate), H5D_CHUNKED);
+  ck_assert(deflate);
+  ck_assert_int_eq(layout_of(f, "/model/embed/weight", &deflate), H5D_CONTIGUOUS);
+  ck_assert(!deflate);
+  ck_assert_int_eq(layout_of(f, "/model/encoder/layers/0/norm1/bias", &deflate), H5D_CONTIGUOUS);
   free(s);
   H5Gclose(g);
   H5Fclose(f);
@@ -923,6 +972,155 @@ START_TEST(write_failure_keeps_previous) {
 }
 END_TEST
 
+/* A full disk: in a private mount namespace (a child process, so nothing is
+ * mounted for anyone else) a 192 KiB tmpfs takes a small checkpoint, then a
+ * 1 MiB one fails with ENOSPC: LT_ERR_IO naming the cause, the previous
+ * checkpoint intact and loadable, no temporary left. Skipped where mount
+ * namespaces are not allowed (not root, no CAP_SYS_ADMIN). */
+static int full_disk_child(const char *dir) {
+  if (unshare(CLONE_NEWNS) != 0 || mount(NULL, "/", NULL, MS_REC | MS_PRIVATE, NULL) != 0 ||
+      mount("tmpfs", dir, "tmpfs", 0, "size=192k") != 0)
+    return 77;
+  lt_params *small = lt_params_new(), *big = lt_params_new(), *back = lt_params_new();
+  lt_generator *g = lt_generator_new(4);
+  if (lt_params_add(small, "w", lt_randn(g, LT_DTYPE_F32, LT_SHAPE(64, 64)), 0) ||
+      lt_params_add(back, "w", lt_zeros(LT_DTYPE_F32, LT_SHAPE(64, 64)), 0) ||
+      lt_params_add(big, "w", lt_randn(g, LT_DTYPE_F32, LT_SHAPE(512, 512)), 0))
+    return 2;
+  char path[600];
+  snprintf(path, sizeof path, "%s/ckpt.h5", dir);
+  if (lt_ckpt_save_params(path, small, NULL, NULL) != LT_OK) return fprintf(stderr, "%s\n", lt_last_error()), 3;
+  struct stat st0, st1;
+  stat(path, &st0);
+  lt_status s = lt_ckpt_save_params(path, big, NULL, NULL);
+  printf("full disk reported as: %s\n", lt_last_error());
+  fflush(stdout);
+  if (s != LT_ERR_IO || !strstr(lt_last_error(), "No space left on device")) return 4;
+  if (stat(path, &st1) != 0 || st1.st_size != st0.st_size || st1.st_ino != st0.st_ino) return 5;
+  if (lt_ckpt_load_params(path, back, NULL, NULL) != LT_OK) return fprintf(stderr, "%s\n", lt_last_error()), 6;
+  if (!lt_equal(lt_params_find(back, "w"), lt_params_find(small, "w"))) return 7;
+  if (ckpt_count_tmp_files(dir) != 0) return 8;
+  /* Space is back: the next save works. */
+  if (lt_ckpt_save_params(path, back, NULL, NULL) != LT_OK) return 9;
+  lt_params_free(small);
+  lt_params_free(big);
+  lt_params_free(back);
+  lt_generator_free(g);
+  return 0;
+}
+
+START_TEST(full_disk_keeps_previous) {
+  const char *dir = ckpt_path("full");
+  ck_assert_int_eq(mkdir(dir, 0755), 0);
+  fflush(stdout);
+  pid_t pid = fork();
+  ck_assert_int_ge(pid, 0);
+  if (pid == 0) _exit(full_disk_child(dir));
+  int status;
+  ck_assert_int_eq(waitpid(pid, &status, 0), pid);
+  ck_assert_msg(WIFEXITED(status), "the child died (status %d)", status);
+  if (WEXITSTATUS(status) == 77) {
+    printf("full_disk_keeps_previous: skipped (no private mount namespace with a tmpfs here)\n");
+    return;
+  }
+  ck_assert_msg(WEXITSTATUS(status) == 0, "full-disk check %d failed (see the child's output)", WEXITSTATUS(status));
+}
+END_TEST
+
+/* The names and shapes in a checkpoint of a Transformer are those of the
+ * equivalent PyTorch model's parameters, as PyTorch itself listed them
+ * (tests/fixtures/transformer.bin, "<case>.param.<name>", written by
+ * make_transformer_fixtures.py from named_parameters()), read back with
+ * plain HDF5 calls. */
+typedef struct name_list {
+  char name[256][128];
+  int ndim[256];
+  hsize_t dims[256][8];
+  int n;
+} name_list;
+
+static herr_t list_cb(hid_t obj, const char *name, const H5O_info_t *info, void *data) {
+  name_list *l = data;
+  if (info->type != H5O_TYPE_DATASET) return 0;
+  ck_assert_int_lt(l->n, 256);
+  hid_t d = H5Dopen2(obj, name, H5P_DEFAULT), sp = H5Dget_space(d);
+  snprintf(l->name[l->n], 128, "%s", name);
+  for (char *c = l->name[l->n]; *c; c++)
+    if (*c == '/') *c = '.';
+  l->ndim[l->n] = H5Sget_simple_extent_ndims(sp);
+  H5Sget_simple_extent_dims(sp, l->dims[l->n], NULL);
+  l->n++;
+  H5Sclose(sp);
+  H5Dclose(d);
+  return 0;
+}
+
+static double fx_num(const lt_fixture *f, const char *c, const char *key) {
+  char name[256];
+  double v = 0;
+  snprintf(name, sizeof name, "%s.cfg.%s", c, key);
+  LT_OK_OR_FAIL(lt_fixture_scalar(f, name, &v));
+  return v;
+}
+
+START_TEST(transformer_names_match_pytorch) {
+  char fpath[1024];
+  lt_fixture *f = lt_fixture_load(lt_fixture_path("transformer.bin", fpath, sizeof fpath));
+  ck_assert_msg(f != NULL, "%s", lt_last_error());
+  int cases = 0;
+  for (int r = 0; r < lt_fixture_count(f); r++) {
+    const char *rec = lt_fixture_name(f, r), *dot = strstr(rec, ".cfg.arch");
+    if (!dot || dot[9]) continue;
+    char c[128];
+    snprintf(c, sizeof c, "%.*s", (int)(dot - rec), rec);
+    lt_tf_config g;
+#define I(k) ((int64_t)fx_num(f, c, #k))
+    g.arch = (lt_tf_arch)I(arch), g.vocab_size = I(vocab_size), g.d_model = I(d_model), g.n_heads = I(n_heads);
+    g.n_kv_heads = I(n_kv_heads), g.n_enc_layers = I(n_enc_layers), g.n_dec_layers = I(n_dec_layers);
+    g.d_ff = I(d_ff), g.max_len = I(max_len), g.n_classes = I(n_classes), g.dropout = fx_num(f, c, "dropout");
+    g.norm = (lt_tf_norm)I(norm), g.pre_norm = I(pre_norm) != 0, g.act = (lt_activation)I(act);
+    g.swiglu = I(swiglu) != 0, g.pos = (lt_tf_pos)I(pos), g.tie_embeddings = I(tie_embeddings) != 0;
+    g.scale_embeddings = I(scale_embeddings) != 0, g.bias = I(bias) != 0, g.norm_eps = fx_num(f, c, "norm_eps");
+    g.rope_base = fx_num(f, c, "rope_base"), g.pad_id = I(pad_id);
+#undef I
+    lt_generator *gen = lt_generator_new(1);
+    lt_transformer *m = lt_transformer_new(&g, gen);
+    ck_assert_msg(m != NULL, "%s: %s", c, lt_last_error());
+    LT_OK_OR_FAIL(lt_ckpt_save_params(ckpt_path("tf.h5"), lt_transformer_params(m), NULL, NULL));
+    hid_t h = H5Fopen(ckpt_path("tf.h5"), H5F_ACC_RDONLY, H5P_DEFAULT);
+    hid_t grp = H5Gopen2(h, "/model", H5P_DEFAULT);
+    name_list *l = calloc(1, sizeof *l);
+    ck_assert_int_ge(H5Ovisit(grp, H5_INDEX_NAME, H5_ITER_INC, list_cb, l), 0);
+    H5Gclose(grp);
+    H5Fclose(h);
+    char prefix[160];
+    int np = snprintf(prefix, sizeof prefix, "%s.param.", c), in_torch = 0;
+    for (int i = 0; i < lt_fixture_count(f); i++) {
+      const char *n = lt_fixture_name(f, i);
+      if (strncmp(n, prefix, (size_t)np)) continue;
+      in_torch++;
+      int k = -1;
+      for (int j = 0; j < l->n; j++)
+        if (!strcmp(l->name[j], n + np)) k = j;
+      ck_assert_msg(k >= 0, "%s: PyTorch's %s is not in the file", c, n + np);
+      lt_tensor *t = LT_NN(lt_fixture_get(f, n));
+      ck_assert_int_eq(l->ndim[k], t->ndim);
+      for (int d = 0; d < t->ndim; d++)
+        ck_assert_msg((int64_t)l->dims[k][d] == t->shape[d], "%s: %s dim %d", c, n + np, d);
+      lt_tensor_free(t);
+    }
+    ck_assert_msg(in_torch == l->n, "%s: %d datasets in the file, %d parameters in PyTorch", c, l->n, in_torch);
+    free(l);
+    lt_transformer_free(m);
+    lt_generator_free(gen);
+    cases++;
+  }
+  ck_assert_int_gt(cases, 2);
+  printf("transformer_names_match_pytorch: %d PyTorch models, names and shapes equal\n", cases);
+  lt_fixture_free(f);
+}
+END_TEST
+
 /* lt_ckpt_seal adopts an HDF5 file written by another tool with a 512-byte
  * user block and our layout (what h5py would write). */
 START_TEST(seal_foreign_file) {
@@ -1026,6 +1224,8 @@ int main(void) {
   tcase_add_test(tc, numbered_rotation_latest);
   tcase_add_test(tc, live_temporary_kept);
   tcase_add_test(tc, write_failure_keeps_previous);
+  tcase_add_test(tc, full_disk_keeps_previous);
+  tcase_add_test(tc, transformer_names_match_pytorch);
   tcase_add_test(tc, seal_foreign_file);
   tcase_add_test(tc, hdf5_state_restored);
   suite_add_tcase(s, tc);
