@@ -365,7 +365,8 @@ static void names_free(names *l) {
   *l = (names){0};
 }
 
-static lt_status names_push(names *l, const char *s) {
+/* Appends prefix + s to l (prefix may be ""). */
+static lt_status names_push2(names *l, const char *prefix, const char *s) {
   if (l->n == l->cap) {
     int cap = l->cap ? 2 * l->cap : 16;
     char **v = realloc(l->v, (size_t)cap * sizeof *v);
@@ -373,10 +374,15 @@ static lt_status names_push(names *l, const char *s) {
     l->v = v;
     l->cap = cap;
   }
-  if (!(l->v[l->n] = strdup(s))) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  size_t a = strlen(prefix), b = strlen(s);
+  if (!(l->v[l->n] = malloc(a + b + 1))) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  memcpy(l->v[l->n], prefix, a);
+  memcpy(l->v[l->n] + a, s, b + 1);
   l->n++;
   return LT_OK;
 }
+
+static lt_status names_push(names *l, const char *s) { return names_push2(l, "", s); }
 
 /* A tensor the file may hold: its dotted name under the group, the tensor
  * that gives its dtype and shape, and where the data goes (resolved at
@@ -574,8 +580,10 @@ static lt_status load_group(loader *L, const char *group, targets *T, bool missi
     H5Dclose(d);
     if (!s) s = check_values(L, list.v[i].path, t->like->dtype, t->buf, t->like->numel);
   }
-  for (int i = 0; i < miss.n && !s; i++) s = names_push(&L->missing, miss.v[i]);
-  for (int i = 0; i < unexp.n && !s; i++) s = names_push(&L->unexpected, unexp.v[i]);
+  /* For lt_ckpt_info: model tensors by name, optimizer states as "optim/<param>.<state>". */
+  const char *pre = strcmp(group, "/model") ? "optim/" : "";
+  for (int i = 0; i < miss.n && !s; i++) s = names_push2(&L->missing, pre, miss.v[i]);
+  for (int i = 0; i < unexp.n && !s; i++) s = names_push2(&L->unexpected, pre, unexp.v[i]);
 done:
   names_free(&miss);
   names_free(&unexp);
@@ -927,6 +935,8 @@ static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_ge
                 "%d not given%s%s%s", L->path, miss.n, miss.n ? " (" : "", a, miss.n ? ")" : "", unexp.n,
                 unexp.n ? " (" : "", b, unexp.n ? ")" : "");
   }
+  for (int i = 0; i < miss.n && !s; i++) s = names_push2(&L->missing, "rng/", miss.v[i]);
+  for (int i = 0; i < unexp.n && !s; i++) s = names_push2(&L->unexpected, "rng/", unexp.v[i]);
   names_free(&miss);
   names_free(&unexp);
   lt__h5_list_free(&list);

@@ -389,6 +389,8 @@ END_TEST
 
 /* ---- strict and non-strict ---------------------------------------------- */
 
+static void train_steps(lt_params *p, lt_optimizer *o, const lt_schedule *sc, int64_t *step, int n);
+
 START_TEST(strict_and_non_strict) {
   lt_params *a = lt_params_new(), *b = lt_params_new();
   LT_OK_OR_FAIL(lt_params_add(a, "enc.w", lt_full(LT_DTYPE_F32, LT_SHAPE(2, 2), 1.0), 0));
@@ -417,6 +419,27 @@ START_TEST(strict_and_non_strict) {
   ck_assert_int_eq(info->n_unexpected, 1);
   ck_assert_str_eq(info->unexpected[0], "old.head");
   lt_ckpt_info_free(info);
+  /* A training checkpoint: the optimizer states it skips are listed too. */
+  lt_optim_config cfg = lt_optim_defaults(LT_OPTIM_ADAM);
+  lt_optimizer *oa = lt_optimizer_new(a, &cfg), *ob = lt_optimizer_new(b, &cfg);
+  lt_schedule sc = {.kind = LT_SCHED_CONSTANT, .base_lr = 1e-3};
+  lt_train_state sa = {.params = a, .optim = oa, .optim_config = &cfg};
+  lt_train_state sb = {.params = b, .optim = ob, .optim_config = &cfg};
+  train_steps(a, oa, &sc, &sa.step, 1);
+  LT_OK_OR_FAIL(lt_ckpt_save_training(ckpt_path("ft_train.h5"), &sa, NULL, NULL, NULL));
+  LT_EXPECT_ERR(lt_ckpt_load_training(ckpt_path("ft_train.h5"), &sb, NULL, NULL), LT_ERR_INVALID, "old.head");
+  LT_OK_OR_FAIL(lt_ckpt_load_training(ckpt_path("ft_train.h5"), &sb, &o, &info));
+  ck_assert_int_eq(info->n_missing, 2);
+  ck_assert_int_eq(info->n_unexpected, 4);
+  ck_assert_str_eq(info->unexpected[0], "old.head");
+  ck_assert_str_eq(info->unexpected[1], "optim/old.head.exp_avg");
+  ck_assert_str_eq(info->unexpected[2], "optim/old.head.exp_avg_sq");
+  ck_assert_str_eq(info->unexpected[3], "optim/old.head.step");
+  ck_assert(lt_optimizer_state(ob, "enc.w", "step") != NULL);
+  ck_assert_ptr_null(lt_optimizer_state(ob, "new.head", "step")); /* no state in the file: none */
+  lt_ckpt_info_free(info);
+  lt_optimizer_free(oa);
+  lt_optimizer_free(ob);
   lt_params_free(a);
   lt_params_free(b);
 }
@@ -608,7 +631,13 @@ START_TEST(training_roundtrip_and_resume) {
   lt_train_state s3 = {.params = pc, .n_generators = 1, .generator_names = other, .generators = gb};
   LT_EXPECT_ERR(lt_ckpt_load_training(p, &s3, NULL, NULL), LT_ERR_INVALID, "1 missing from the file (sampler)");
   lo.non_strict = true;
-  LT_OK_OR_FAIL(lt_ckpt_load_training(p, &s3, &lo, NULL));
+  LT_OK_OR_FAIL(lt_ckpt_load_training(p, &s3, &lo, &info));
+  ck_assert_int_eq(info->n_missing, 1);
+  ck_assert_str_eq(info->missing[0], "rng/sampler");
+  ck_assert_int_eq(info->n_unexpected, 2);
+  ck_assert_str_eq(info->unexpected[0], "rng/dropout");
+  ck_assert_str_eq(info->unexpected[1], "rng/shuffle");
+  lt_ckpt_info_free(info);
 
   lt_optimizer_free(os);
   lt_optimizer_free(o2);
