@@ -1,11 +1,17 @@
 /*
  * tests/test_checkpoint.c: checkpoints that work: save -> load round-trips
  * every byte of parameters, buffers (every dtype, 0-d and zero-size tensors),
- * optimizer state, generator states, schedule and extra values; the file
- * lists the PyTorch state_dict names and shapes when read with plain HDF5
- * calls (H5Ovisit), independent of our loader, and h5dump reads it; strict
- * and non-strict loading; durability (temporaries, rotation, latest, a write
- * failure leaves the previous checkpoint intact).
+ * optimizer state (each parameter's own step included), generator states,
+ * schedule and extra values; a resume with parameters that some steps skip
+ * is bit-exact; format version 1 files still load; f64 models keep their
+ * dtype. The file lists the PyTorch names and shapes when read with plain
+ * HDF5 calls (H5Ovisit), independent of our loader: for a spec'd model and
+ * for the Transformers whose parameters PyTorch itself listed
+ * (fixtures/transformer.bin); layouts, filters and attributes too; h5dump
+ * reads it. Strict and non-strict loading (what was skipped is listed).
+ * Durability: temporaries, rotation, latest, a write failure (file size
+ * limit) and a full disk (a private tmpfs) leave the previous checkpoint
+ * intact.
  *
  * Crafted bad files are in test_checkpoint_badfiles.c, the SIGKILL trials in
  * test_checkpoint_kill.c.

@@ -7,13 +7,15 @@
  * extra datasets, wrong format version and name, wrong vocabulary size, NaN
  * and infinite weights, soft/external links, external storage, virtual
  * datasets, foreign filters, named types, aliases and cycles, dots in link
- * names, unwritten data, bad bools, unexpected objects, and training-state
- * damage.
+ * names, unwritten data, bad bools, unexpected objects, HDF5 data HDF5
+ * cannot parse behind a valid header (its error stack in the message), and
+ * training-state damage (per-parameter optimizer steps included).
  *
  * Files are damaged with plain HDF5 calls on a good checkpoint and then
  * resealed with lt_ckpt_seal (so the integrity header passes and the checks
  * behind it are reached), or damaged at the byte level (caught by the
- * header). Each test prints how many cases it ran.
+ * header). Most cases are table rows (replace_case, damage_case). Each test
+ * prints how many cases it ran.
  */
 #include <math.h>
 #include <stdio.h>
