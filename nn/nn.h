@@ -263,7 +263,10 @@ typedef struct lt_optimizer lt_optimizer;
 lt_optimizer *lt_optimizer_new(lt_params *p, const lt_optim_config *cfg);
 void lt_optimizer_free(lt_optimizer *o);
 /* One update from the parameters' .grad (parameters without .grad are skipped,
- * as PyTorch). Runs under no-grad. */
+ * as PyTorch, and their "step" is not advanced). Runs under no-grad. Fails,
+ * changing nothing, if a .grad's shape differs from its parameter's
+ * (LT_ERR_SHAPE) or a parameter's dtype from its state's (LT_ERR_DTYPE: the
+ * store was converted by lt_params_to_dtype after the state was made). */
 lt_status lt_optimizer_step(lt_optimizer *o);
 void lt_optimizer_set_lr(lt_optimizer *o, double lr);
 double lt_optimizer_get_lr(const lt_optimizer *o);
