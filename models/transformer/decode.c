@@ -155,7 +155,8 @@ typedef struct dec {
   double *logits;        /* [R, V]: the last position's logits */
   double *lse;           /* [R]: their log-sum-exp */
   lt_tensor *memory;     /* [R, S, C] encoder output (owned), or NULL */
-  lt_tensor *src_pad;    /* [R, S] (owned), or NULL */
+  const lt_tensor *src_pad; /* [R, S] (the caller's when K = 1, else pad_owned), or NULL */
+  lt_tensor *pad_owned;  /* [R, S] rows repeated for the beams (owned), or NULL */
   lt_tf_cache *cache;    /* NULL without the cache */
 } dec;
 
@@ -481,10 +482,10 @@ lt_status lt_tf_decode(const lt_transformer *m, const lt_tensor *src, const lt_t
     lt_tensor *mem = s ? lt_transformer_encode(m, src, src_pad, NULL) : NULL; /* [B, S, C] */
     if (K == 1) {
       d.memory = lt_tensor_keep(mem);
-      d.src_pad = mem && src_pad ? lt_tensor_retain((lt_tensor *)src_pad) : NULL;
+      d.src_pad = src_pad; /* borrowed */
     } else { /* each input's rows repeated for its K beams */
       d.memory = mem ? lt_tensor_keep(repeat_rows(mem, K)) : NULL; /* [R, S, C] */
-      d.src_pad = d.memory && src_pad ? lt_tensor_keep(repeat_rows(src_pad, K)) : NULL;
+      d.src_pad = d.pad_owned = d.memory && src_pad ? lt_tensor_keep(repeat_rows(src_pad, K)) : NULL;
     }
     if (!d.memory || (src_pad && !d.src_pad)) st = lt_last_status();
     lt_scope_end(s);
@@ -521,7 +522,7 @@ lt_status lt_tf_decode(const lt_transformer *m, const lt_tensor *src, const lt_t
   }
 done:
   lt_tf_cache_free(d.cache);
-  lt_tensor_free(d.memory), lt_tensor_free(d.src_pad);
+  lt_tensor_free(d.memory), lt_tensor_free(d.pad_owned);
   free(d.seq), free(d.tmp), free(d.logits), free(d.lse), free(len), free(tok), free(score);
   return st;
 }

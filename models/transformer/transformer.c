@@ -573,36 +573,31 @@ int64_t lt_tf_cache_len(const lt_tf_cache *c) { return c && c->n > 0 ? c->layer[
 
 lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows) {
   if (!c) return lt__err(LT_ERR_NULL, "tf_cache_reorder: the cache is NULL");
-  /* into copies first, so that a failure changes nothing */
-  tf_layer_cache *nl = malloc(sizeof *nl * (size_t)c->n);
-  if (!nl) return lt__err(LT_ERR_NOMEM, "tf_cache_reorder: out of memory");
+  if (!rows) return lt__err_null("tf_cache_reorder", "rows");
+  /* every buffer reordered into a new one first, so that a failure changes nothing */
+  const int64_t n = 4 * c->n;
+  lt_tensor **nt = calloc((size_t)n, sizeof *nt);
+  if (!nt) return lt__err(LT_ERR_NOMEM, "tf_cache_reorder: out of memory");
+  bool prev = lt_set_grad_enabled(false);
   lt_status s = LT_OK;
-  int64_t i = 0;
-  for (; i < c->n && s == LT_OK; i++) {
-    nl[i] = c->layer[i];
-    nl[i].self.k = nl[i].self.v = nl[i].cross.k = nl[i].cross.v = NULL;
-    /* reorder a shallow copy sharing the old buffers (reorder replaces, never frees, on failure) */
-    lt_kv_cache a = c->layer[i].self, b = c->layer[i].cross;
-    s = lt_kv_cache_reorder(&a, rows);
-    if (s == LT_OK) nl[i].self.k = a.k, nl[i].self.v = a.v;
-    if (s == LT_OK) s = lt_kv_cache_reorder(&b, rows);
-    if (s == LT_OK) nl[i].cross.k = b.k, nl[i].cross.v = b.v;
+  for (int64_t i = 0; i < n && s == LT_OK; i++) {
+    tf_layer_cache *L = &c->layer[i / 4];
+    lt_tensor *old = (lt_tensor *[]){L->self.k, L->self.v, L->cross.k, L->cross.v}[i % 4];
+    if (old && !(nt[i] = lt_tensor_keep(lt_index_select(old, 0, rows)))) s = lt_last_status();
   }
-  if (s != LT_OK) {
-    for (int64_t j = 0; j < i; j++) {
-      if (nl[j].self.k != c->layer[j].self.k) lt_kv_cache_free(&nl[j].self);
-      if (nl[j].cross.k != c->layer[j].cross.k) lt_kv_cache_free(&nl[j].cross);
+  lt_set_grad_enabled(prev);
+  for (int64_t i = 0; i < n; i++) {
+    tf_layer_cache *L = &c->layer[i / 4];
+    lt_tensor **slot = (lt_tensor **[]){&L->self.k, &L->self.v, &L->cross.k, &L->cross.v}[i % 4];
+    if (s != LT_OK) {
+      lt_tensor_free(nt[i]);
+    } else if (*slot) {
+      lt_tensor_free(*slot);
+      *slot = nt[i];
     }
-    free(nl);
-    return s;
   }
-  for (i = 0; i < c->n; i++) {
-    lt_kv_cache_free(&c->layer[i].self);
-    lt_kv_cache_free(&c->layer[i].cross);
-    c->layer[i] = nl[i];
-  }
-  free(nl);
-  return LT_OK;
+  free(nt);
+  return s;
 }
 
 lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
