@@ -160,10 +160,14 @@ int main(int argc, char **argv) {
           if (t < best[c]) best[c] = t;
         }
       const double tok = (double)(n * batch);
-      printf("| %s (d_model %lld, %lld layers%s, vocab %lld) | %.1fM | %lld | %.0f | %.0f | %.1fx |\n", s->name,
+      char unc[32] = "-", sp[32] = "-";
+      if (!cached_only) {
+        snprintf(unc, sizeof unc, "%.0f", tok / best[1]);
+        snprintf(sp, sizeof sp, "%.1fx", best[1] / best[0]);
+      }
+      printf("| %s (d_model %lld, %lld layers%s, vocab %lld) | %.1fM | %lld | %.0f | %s | %s |\n", s->name,
              (long long)s->C, (long long)s->L, encdec ? " each" : "", (long long)s->V,
-             (double)lt_params_numel(lt_transformer_params(m), false) / 1e6, (long long)n, tok / best[0],
-             tok / best[1], best[1] / best[0]);
+             (double)lt_params_numel(lt_transformer_params(m), false) / 1e6, (long long)n, tok / best[0], unc, sp);
       fflush(stdout);
     }
     lt_tensor_free(in);
