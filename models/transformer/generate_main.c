@@ -82,6 +82,7 @@ static const char *const USAGE =
     "  decoder-only:    the continuation of each prompt;\n"
     "  encoder-only:    the predicted label of each text.\n"
     "Inputs are the TEXT arguments, else the lines of --input, else the lines of standard input.\n"
+    "An encoder-only checkpoint ignores the decoding flags (--strategy to --context, --no-cache).\n"
     "\n"
     "Options:\n"
     "  --checkpoint FILE     the checkpoint (a train-*.h5 file written by train); required\n"
