@@ -637,6 +637,30 @@ START_TEST(program_end_to_end) {
   snprintf(args, sizeof args, "--checkpoint '%s' abc", in_tmp("junk.h5"));
   ck_assert_int_ne(gen(args, NULL), 0);
   ck_assert(strstr(slurp("err.txt"), "junk.h5"));
+  /* a model-only checkpoint (no tokenizer), and a checkpoint of something that is not a Transformer */
+  {
+    lt_tf_config c = tiny_config(ARCH_GPT, 13);
+    lt_generator *g = lt_generator_new(1);
+    lt_transformer *m = lt_transformer_new(&c, g);
+    lt_ckpt_meta *config = lt_ckpt_meta_new();
+    LT_OK_OR_FAIL(lt_tf_config_to_meta(&c, config));
+    LT_OK_OR_FAIL(lt_ckpt_save_params(in_tmp("model_only.h5"), lt_transformer_params(m), config, NULL));
+    snprintf(args, sizeof args, "--checkpoint '%s' abc", in_tmp("model_only.h5"));
+    ck_assert_int_eq(gen(args, NULL), 1);
+    ck_assert(strstr(slurp("err.txt"), "holds a model only"));
+    lt_params *p = lt_params_new();
+    lt_linear_m lin;
+    LT_OK_OR_FAIL(lt_linear_init(&lin, p, "fc", 4, 2, true, g));
+    lt_train_state st = {.params = p};
+    LT_OK_OR_FAIL(lt_ckpt_save_training(in_tmp("mlp.h5"), &st, NULL, NULL, NULL));
+    snprintf(args, sizeof args, "--checkpoint '%s' abc", in_tmp("mlp.h5"));
+    ck_assert_int_eq(gen(args, NULL), 1);
+    ck_assert(strstr(slurp("err.txt"), "not a Transformer checkpoint"));
+    lt_params_free(p);
+    lt_ckpt_meta_free(config);
+    lt_transformer_free(m);
+    lt_generator_free(g);
+  }
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (!getenv("LT_KEEP_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
