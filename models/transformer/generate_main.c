@@ -85,7 +85,7 @@ static const char *const USAGE =
     "An encoder-only checkpoint ignores the decoding flags (--strategy to --context, --no-cache).\n"
     "\n"
     "Options:\n"
-    "  --checkpoint FILE     the checkpoint (a train-*.h5 file written by train); required\n"
+    "  --checkpoint FILE     the checkpoint (a ckpt-*.h5 file that train wrote in its run directory); required\n"
     "  --strategy S          greedy (default), beam or sample\n"
     "  --beam N              beam search: hypotheses kept per input (default 4; 1 = greedy)\n"
     "  --length-penalty A    beam search: rank hypotheses by sum(log p) / length^A (default 0.6)\n"
@@ -271,7 +271,7 @@ int main(int argc, char **argv) {
     snprintf(why, sizeof why, "%s", lt_last_error());
     if (lt_ckpt_load_params(o.checkpoint, empty, &lo, NULL) == LT_OK)
       die(EXIT_DATA, "checkpoint '%s' holds a model only, without the tokenizer: generate needs a checkpoint "
-          "written by train (train-*.h5)", o.checkpoint);
+          "written by train (runs/.../ckpt-*.h5)", o.checkpoint);
     if (strstr(why, o.checkpoint)) die(EXIT_DATA, "%s", why); /* the loader's message names the file */
     die(EXIT_DATA, "checkpoint '%s': %s", o.checkpoint, why);
   }
