@@ -240,6 +240,44 @@ lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor
                           const lt_attention_opts *opts, int64_t pos0, const lt_nn_ctx *ctx,
                           lt_tensor **weights);
 
+/* A key/value cache for one lt_mha (one layer's self- or cross-attention),
+ * for incremental decoding: the keys and values of the positions seen so far,
+ * so that each new token costs one position instead of the whole prefix.
+ *   k, v  [B, NKV, cap, HS] each (k after RoPE), owned by the cache (outside
+ *         any scope), allocated at the first append in the dtype of the
+ *         projections; positions [0, len) are filled.
+ * Ownership: the caller owns the struct (on the stack or in a model's state);
+ * lt_kv_cache_init makes it empty, lt_kv_cache_free frees the tensors (and
+ * leaves it empty, ready for reuse). A cache is inference-only (no autograd). */
+typedef struct lt_kv_cache {
+  lt_tensor *k, *v;  /* [B, NKV, cap, HS] or NULL before the first append */
+  int64_t cap;       /* positions it can hold (>= 1) */
+  int64_t len;       /* positions filled */
+} lt_kv_cache;
+/* Empty cache for up to cap positions (LT_ERR_INVALID if cap < 1). */
+lt_status lt_kv_cache_init(lt_kv_cache *c, int64_t cap);
+void lt_kv_cache_free(lt_kv_cache *c); /* NULL is a no-op */
+/* Beam search: row i of the cache becomes old row rows[i] (rows: 1-d i32/i64
+ * [B'] with entries in [0, B); B' may differ from B). Same for an empty cache
+ * (nothing to do). On failure the cache is unchanged. */
+lt_status lt_kv_cache_reorder(lt_kv_cache *c, const lt_tensor *rows);
+
+/* lt_mha_forward with a cache. x_kv [B, Tn, C] (or NULL: no new keys) is
+ * projected to Tn new keys/values that are appended to the cache (RoPE keys at
+ * positions pos0 + T - Tn + j, the last new key aligned with the last query);
+ * then the T queries of x_q [B, T, C] (RoPE at pos0 + t) attend to all
+ * cache->len keys, with causal alignment as lt_scaled_dot_product_attention
+ * (query t sees keys s <= t + len - T). opts->key_padding_mask, if given,
+ * covers all cached keys ([B, len]).
+ *   self-attention step:  x_kv = x_q, opts->causal, pos0 = cache->len before;
+ *   cross-attention:      x_kv = memory on the first call, NULL afterwards.
+ * The same values as lt_mha_forward on the whole sequence (up to rounding).
+ * Runs under no-grad, without dropout. Errors: cache full (len + Tn > cap),
+ * a batch or dtype differing from the cache's, no keys at all; the cache is
+ * unchanged on failure. Returns new [B, T, C]. */
+lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv, lt_kv_cache *cache,
+                                 const lt_attention_opts *opts, int64_t pos0);
+
 /* ======================================================================== */
 /* Optimizers                                                               */
 /* ======================================================================== */
