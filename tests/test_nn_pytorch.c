@@ -676,56 +676,51 @@ static void body_embedding(fx_case *c) {
   lt_params_free(p);
 }
 
-START_TEST(test_linear) {
-  g_layout = _i;
-  lt_fixture *f = lt_fx_open("nn_functional.bin");
-  run_cases(f, "linear.", body_linear);
-  run_cases(f, "linear_m.", body_linear_m);
+/* A test over groups of fixture cases from one file, in layout `layout`:
+ * each {prefix, body} runs every case whose name starts with prefix. Ends
+ * the test (failing it, naming what, if anything mismatched). */
+typedef struct fx_group {
+  const char *prefix;
+  fx_body body;
+} fx_group;
+static void run_groups(const char *file, const char *what, int layout, const fx_group *groups, int n) {
+  g_layout = layout;
+  lt_fixture *f = lt_fx_open(file);
+  for (int i = 0; i < n; i++) run_cases(f, groups[i].prefix, groups[i].body);
   lt_fixture_free(f);
-  lt_fx_done("linear");
+  lt_generator_free(g_gen);
+  g_gen = NULL;
+  lt_fx_done(what);
+}
+#define RUN_GROUPS(file, what, ...)                                                      \
+  run_groups((file), (what), _i, (const fx_group[]){__VA_ARGS__},                        \
+             (int)(sizeof((const fx_group[]){__VA_ARGS__}) / sizeof(fx_group)))
+
+START_TEST(test_linear) {
+  RUN_GROUPS("nn_functional.bin", "linear", {"linear.", body_linear}, {"linear_m.", body_linear_m});
 }
 END_TEST
 
 START_TEST(test_norms) {
-  g_layout = _i;
-  lt_fixture *f = lt_fx_open("nn_functional.bin");
-  run_cases(f, "layer_norm.", body_layer_norm);
-  run_cases(f, "layer_norm_m.", body_layer_norm_m);
-  run_cases(f, "rms_norm.", body_rms_norm);
-  run_cases(f, "rms_norm_m", body_rms_norm_m);
-  lt_fixture_free(f);
-  lt_fx_done("norms");
+  RUN_GROUPS("nn_functional.bin", "norms", {"layer_norm.", body_layer_norm},
+             {"layer_norm_m.", body_layer_norm_m},
+             {"rms_norm.", body_rms_norm},
+             {"rms_norm_m", body_rms_norm_m});
 }
 END_TEST
 
 START_TEST(test_activations) {
-  g_layout = _i;
-  lt_fixture *f = lt_fx_open("nn_functional.bin");
-  run_cases(f, "act.", body_act);
-  lt_fixture_free(f);
-  lt_fx_done("activations");
+  RUN_GROUPS("nn_functional.bin", "activations", {"act.", body_act});
 }
 END_TEST
 
 START_TEST(test_losses) {
-  g_layout = _i;
-  lt_fixture *f = lt_fx_open("nn_functional.bin");
-  run_cases(f, "ce.", body_ce);
-  run_cases(f, "nll.", body_nll);
-  run_cases(f, "mse.", body_mse);
-  lt_fixture_free(f);
-  lt_fx_done("losses");
+  RUN_GROUPS("nn_functional.bin", "losses", {"ce.", body_ce}, {"nll.", body_nll}, {"mse.", body_mse});
 }
 END_TEST
 
 START_TEST(test_embedding) {
-  g_layout = _i;
-  lt_fixture *f = lt_fx_open("nn_functional.bin");
-  run_cases(f, "embedding.", body_embedding);
-  lt_fixture_free(f);
-  lt_generator_free(g_gen);
-  g_gen = NULL;
-  lt_fx_done("embedding");
+  RUN_GROUPS("nn_functional.bin", "embedding", {"embedding.", body_embedding});
 }
 END_TEST
 
@@ -905,11 +900,7 @@ static void body_ffn(fx_case *c) {
 }
 
 START_TEST(test_sdpa) {
-  g_layout = _i;
-  lt_fixture *f = lt_fx_open("nn_attention.bin");
-  run_cases(f, "sdpa.", body_sdpa);
-  lt_fixture_free(f);
-  lt_fx_done("scaled_dot_product_attention");
+  RUN_GROUPS("nn_attention.bin", "scaled_dot_product_attention", {"sdpa.", body_sdpa});
 }
 END_TEST
 
@@ -971,24 +962,12 @@ START_TEST(test_rope_sinusoidal) {
 END_TEST
 
 START_TEST(test_mha) {
-  g_layout = _i;
-  lt_fixture *f = lt_fx_open("nn_attention.bin");
-  run_cases(f, "mha.", body_mha);
-  lt_fixture_free(f);
-  lt_generator_free(g_gen);
-  g_gen = NULL;
-  lt_fx_done("mha");
+  RUN_GROUPS("nn_attention.bin", "mha", {"mha.", body_mha});
 }
 END_TEST
 
 START_TEST(test_ffn) {
-  g_layout = _i;
-  lt_fixture *f = lt_fx_open("nn_attention.bin");
-  run_cases(f, "ffn.", body_ffn);
-  lt_fixture_free(f);
-  lt_generator_free(g_gen);
-  g_gen = NULL;
-  lt_fx_done("ffn");
+  RUN_GROUPS("nn_attention.bin", "ffn", {"ffn.", body_ffn});
 }
 END_TEST
 
@@ -1194,20 +1173,18 @@ static const char *OPTIM_CONFIGS[] = {"sgd",         "sgd_momentum_wd", "sgd_dam
                                       "adamw_sched", "adam_bigeps",     "adamw_skip",    "sgd_skip"};
 #define N_OPTIM_CONFIGS ((int)(sizeof OPTIM_CONFIGS / sizeof OPTIM_CONFIGS[0]))
 
-START_TEST(test_optimizer_replay) {
+/* Configuration cfg in one mode as a whole test. */
+static void trajectory_test(const char *cfg, int mode) {
   lt_fixture *f = lt_fx_open("nn_optim.bin");
-  run_trajectory(f, OPTIM_CONFIGS[_i], MODE_REPLAY);
+  run_trajectory(f, cfg, mode);
   lt_fixture_free(f);
-  lt_fx_done(OPTIM_CONFIGS[_i]);
+  lt_fx_done(cfg);
 }
+
+START_TEST(test_optimizer_replay) { trajectory_test(OPTIM_CONFIGS[_i], MODE_REPLAY); }
 END_TEST
 
-START_TEST(test_optimizer_train) {
-  lt_fixture *f = lt_fx_open("nn_optim.bin");
-  run_trajectory(f, OPTIM_CONFIGS[_i], MODE_TRAIN);
-  lt_fixture_free(f);
-  lt_fx_done(OPTIM_CONFIGS[_i]);
-}
+START_TEST(test_optimizer_train) { trajectory_test(OPTIM_CONFIGS[_i], MODE_TRAIN); }
 END_TEST
 
 /* Not adamw_skip: its parameters have different step counts (PyTorch's
@@ -1216,10 +1193,7 @@ END_TEST
  * per-parameter step setter). */
 START_TEST(test_optimizer_resume) {
   if (strcmp(OPTIM_CONFIGS[_i], "adamw_skip") == 0) return;
-  lt_fixture *f = lt_fx_open("nn_optim.bin");
-  run_trajectory(f, OPTIM_CONFIGS[_i], MODE_RESUME);
-  lt_fixture_free(f);
-  lt_fx_done(OPTIM_CONFIGS[_i]);
+  trajectory_test(OPTIM_CONFIGS[_i], MODE_RESUME);
 }
 END_TEST
 
