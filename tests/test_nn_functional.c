@@ -106,18 +106,24 @@ static void run_op(op_fn f, const void *ctx, int n, const arg *a, lt_tensor *con
   lt_tensor_free(y);
 }
 
-/* Fused op against its naive composition: forward values and gradients. */
-static void compare(const char *what, op_fn fused, op_fn naive, const void *ctx, int n, const arg *a, lt_dtype dt,
-                    uint64_t seed) {
+/* Random base leaves (seeded) for the args of an op; NULL for fixed args. */
+static void make_bases(int n, const arg *a, lt_dtype dt, uint64_t seed, lt_tensor **base) {
   lt_generator *g = gen(seed);
-  lt_tensor *base[8] = {0};
   for (int i = 0; i < n; i++) {
+    base[i] = NULL;
     if (a[i].fixed) continue;
     int64_t bs[LT_MAX_DIMS];
     base_shape(a[i].how, a[i].ndim, a[i].shape, bs);
     base[i] = rnd(g, dt, a[i].ndim, bs);
   }
   lt_generator_free(g);
+}
+
+/* Fused op against its naive composition: forward values and gradients. */
+static void compare(const char *what, op_fn fused, op_fn naive, const void *ctx, int n, const arg *a, lt_dtype dt,
+                    uint64_t seed) {
+  lt_tensor *base[8];
+  make_bases(n, a, dt, seed, base);
   lt_tensor *yf, *yn, *gf[8], *gn[8];
   run_op(fused, ctx, n, a, base, &yf, gf);
   run_op(naive, ctx, n, a, base, &yn, gn);
@@ -330,8 +336,7 @@ START_TEST(test_linear_hand) {
   LT_ASSERT_VALUES(x->grad, 1e-6, 4, 5, 10, 11);
   LT_ASSERT_VALUES(w->grad, 1e-6, 13, 18, 17, 24, 21, 30);
   LT_ASSERT_VALUES(b->grad, 1e-6, 5, 7, 9);
-  lt_tensor *v[] = {x, w, b, y, yn, g};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, y, yn, g);
 }
 END_TEST
 
@@ -412,8 +417,7 @@ START_TEST(test_linear_zero_size) {
   lt_tensor *s3 = LT_NN(lt_sum(y3, 0, NULL, false));
   LT_OK_OR_FAIL(lt_backward(s3, NULL, false));
   LT_ASSERT_VALUES(x3->grad, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  lt_tensor *v[] = {x, w, b, y, y0, s, x2, w2, b2, y2, s2, w3, x3, y3, s3};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, y, y0, s, x2, w2, b2, y2, s2, w3, x3, y3, s3);
   lt_generator_free(g);
 }
 END_TEST
@@ -437,8 +441,7 @@ START_TEST(test_linear_errors) {
   LT_EXPECT_NULL_ERR(lt_linear(s, w, NULL), LT_ERR_SHAPE, "at least 1-d");
   LT_EXPECT_NULL_ERR(lt_linear(x, w, bbad), LT_ERR_SHAPE, "bias must be [out] = [4]");
   LT_ASSERT_VALUES(x, 0, 1, 1, 1, 1, 1, 1); /* inputs untouched */
-  lt_tensor *v[] = {x, w, b, w64, xi, wbad, w3, bbad, s};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, w64, xi, wbad, w3, bbad, s);
 }
 END_TEST
 
@@ -469,8 +472,7 @@ START_TEST(test_norm_hand) {
   lt_tensor *yb = LT_NN(lt_layer_norm(big, NULL, NULL, 0.0));
   const double s = 1 / sqrt(1.25);
   LT_ASSERT_VALUES(yb, 1e-5, -1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s);
-  lt_tensor *v[] = {x, w, b, y, ya, ye, x2, yr, c, yc, big, yb};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, y, ya, ye, x2, yr, c, yc, big, yb);
 }
 END_TEST
 
@@ -526,8 +528,7 @@ START_TEST(test_norm_zero_size) {
   LT_ASSERT_VALUES(b->grad, 0, 0, 0, 0, 0, 0);
   lt_tensor *yr = LT_NN(lt_rms_norm(x, w, 1e-5));
   LT_ASSERT_SHAPE(yr, 0, 5);
-  lt_tensor *v[] = {x, w, b, y, s, yr};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, y, s, yr);
 }
 END_TEST
 
@@ -551,8 +552,7 @@ START_TEST(test_norm_errors) {
   LT_EXPECT_NULL_ERR(lt_rms_norm(x, w4, 1e-5), LT_ERR_SHAPE, "rms_norm: x is [2,3] f32, weight is [4] f32");
   LT_EXPECT_NULL_ERR(lt_rms_norm(xi, NULL, 1e-5), LT_ERR_DTYPE, "rms_norm");
   LT_EXPECT_NULL_ERR(lt_rms_norm(x, NULL, -2), LT_ERR_INVALID, "eps");
-  lt_tensor *v[] = {x, w, w4, w64, xi, s};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, w4, w64, xi, s);
 }
 END_TEST
 
@@ -647,8 +647,7 @@ START_TEST(test_dropout) {
 
   free(yv);
   free(kv);
-  lt_tensor *v[] = {x, ye, yn, s, gs, y, keep, s2, y1, n1, gn1, y0, xb, xt, yt, k2, k2s, ref, xi, yi};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, ye, yn, s, gs, y, keep, s2, y1, n1, gn1, y0, xb, xt, yt, k2, k2s, ref, xi, yi);
   lt_generator_free(g);
 }
 END_TEST
@@ -714,8 +713,7 @@ START_TEST(test_losses_hand) {
   lt_tensor *mp = LT_NN(lt_mse_loss(mi32, mt, LT_REDUCTION_SUM));
   ck_assert_int_eq(mp->dtype, LT_DTYPE_F64);
   LT_ASSERT_VALUES(mp, 1e-12, 5);
-  lt_tensor *v[] = {x, t, l, ls, x2, t2, ln, lsum, lmean, lp, tn, nl, mi, mt, mm, ms, mn, mi32, mp};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, t, l, ls, x2, t2, ln, lsum, lmean, lp, tn, nl, mi, mt, mm, ms, mn, mi32, mp);
 }
 END_TEST
 
@@ -857,8 +855,7 @@ START_TEST(test_losses_errors) {
   LT_EXPECT_NULL_ERR(lt_mse_loss(y5, yb, LT_REDUCTION_MEAN), LT_ERR_SHAPE, "no broadcasting");
   LT_EXPECT_NULL_ERR(lt_mse_loss(xi, xi, LT_REDUCTION_MEAN), LT_ERR_DTYPE, "f32 or f64");
   LT_EXPECT_NULL_ERR(lt_mse_loss(y, y, (lt_reduction)9), LT_ERR_INVALID, "reduction 9");
-  lt_tensor *v[] = {x, t, tneg, tok, tf, t4, t2d, xi, x3, t3, n, y, y5, yb};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, t, tneg, tok, tf, t4, t2d, xi, x3, t3, n, y, y5, yb);
 }
 END_TEST
 
@@ -903,8 +900,7 @@ START_TEST(test_no_leaks) {
     lt_tensor_free(z);
   }
   ck_assert_msg(lt__live_tensors() == live, "%lld tensors leaked", (long long)(lt__live_tensors() - live));
-  lt_tensor *all[] = {x, w, b, c, t, tbad, xt};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lt_tensor_free(all[i]);
+  LT_FREE_ALL(x, w, b, c, t, tbad, xt);
   lt_generator_free(g);
 }
 END_TEST
@@ -914,15 +910,8 @@ END_TEST
 /* ======================================================================== */
 
 static void same_on_1_and_2_threads(op_fn f, const void *ctx, int n, const arg *a, lt_dtype dt) {
-  lt_generator *g = gen(99);
-  lt_tensor *base[4] = {0};
-  for (int i = 0; i < n; i++) {
-    if (a[i].fixed) continue;
-    int64_t bs[LT_MAX_DIMS];
-    base_shape(a[i].how, a[i].ndim, a[i].shape, bs);
-    base[i] = rnd(g, dt, a[i].ndim, bs);
-  }
-  lt_generator_free(g);
+  lt_tensor *base[4];
+  make_bases(n, a, dt, 99, base);
   const int prev = lt_get_num_threads();
   lt_tensor *y1, *y2, *g1[4], *g2[4];
   LT_OK_OR_FAIL(lt_set_num_threads(1));

@@ -37,6 +37,14 @@ lt_tensor *lt_test_as_dtype(lt_tensor *t, lt_dtype dt);
 lt_tensor *lt_test_from_f64(lt_dtype dt, int ndim, const int64_t *shape, const double *v);
 lt_tensor *lt_test_from_i64(lt_dtype dt, int ndim, const int64_t *shape, const int64_t *v);
 
+/* Free every listed tensor (NULLs allowed). */
+#define LT_FREE_ALL(...)                                                              \
+  do {                                                                                \
+    lt_tensor *free_all_[] = {__VA_ARGS__};                                           \
+    for (size_t i_ = 0; i_ < sizeof free_all_ / sizeof free_all_[0]; i_++)            \
+      lt_tensor_free(free_all_[i_]);                                                  \
+  } while (0)
+
 /* Expect a failure with status st and a message containing substr (may be NULL). */
 #define LT_EXPECT_ERR(expr, st, substr) \
   lt_test_expect_err((lt_status)(expr), (st), (substr), #expr, __FILE__, __LINE__)
