@@ -15,15 +15,6 @@
 #include "datasets/datasets.h"
 #include "test_util.h"
 
-static char *write_temp(const char *data, size_t n) {
-  char *path = strdup("/tmp/lt_test_batch_XXXXXX");
-  int fd = mkstemp(path);
-  ck_assert(fd >= 0);
-  ck_assert(write(fd, data, n) == (ssize_t)n);
-  close(fd);
-  return path;
-}
-
 static void expect_pair(const lt_text_pairs *p, int64_t i, const char *src, const char *tgt) {
   const char *s, *t;
   size_t sn, tn;
@@ -95,18 +86,18 @@ START_TEST(test_tsv_bad_data) {
                "2 of them bad");
   LT_EXPECT_NULLP_ERR(lt_text_pairs_parse_tsv(NULL, 3, NULL, NULL, NULL), LT_ERR_NULL, "data");
   /* Files. */
-  char *path = write_temp("one\tun\ntwo\tdeux\n", 15);
+  char *path = lt_test_write_temp("one\tun\ntwo\tdeux\n", 15);
   lt_text_pairs *p = LT_NNP(lt_text_pairs_load_tsv(path, NULL, NULL));
   ck_assert_int_eq(lt_text_pairs_count(p), 2);
   expect_pair(p, 1, "two", "deux");
   lt_text_pairs_free(p);
   unlink(path);
   free(path);
-  path = write_temp("", 0);
+  path = lt_test_write_temp("", 0);
   LT_EXPECT_NULLP_ERR(lt_text_pairs_load_tsv(path, NULL, NULL), LT_ERR_FORMAT, "is empty");
   unlink(path);
   free(path);
-  path = write_temp("a\tb\nbroken\n", 11);
+  path = lt_test_write_temp("a\tb\nbroken\n", 11);
   LT_EXPECT_NULLP_ERR(lt_text_pairs_load_tsv(path, NULL, NULL), LT_ERR_FORMAT, "line 2 has no tab");
   /* The message names the file. */
   LT_EXPECT_NULLP_ERR(lt_text_pairs_load_tsv(path, NULL, NULL), LT_ERR_FORMAT, path);

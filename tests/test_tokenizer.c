@@ -31,15 +31,6 @@ static void round_trip(const lt_tokenizer *tok, const char *s, size_t n) {
   free(back);
 }
 
-static char *write_temp(const char *data, size_t n) {
-  char *path = strdup("/tmp/lt_test_tok_XXXXXX");
-  int fd = mkstemp(path);
-  ck_assert(fd >= 0);
-  ck_assert(write(fd, data, n) == (ssize_t)n);
-  close(fd);
-  return path;
-}
-
 /* ---- UTF-8 ------------------------------------------------------------------ */
 
 START_TEST(test_utf8_valid) {
@@ -648,7 +639,7 @@ END_TEST
 
 START_TEST(test_text_files) {
   const char *text = "to be or not to be, that is the question\n";
-  char *path = write_temp(text, strlen(text));
+  char *path = lt_test_write_temp(text, strlen(text));
   char *data;
   size_t n;
   LT_OK_OR_FAIL(lt_text_file_read(path, &data, &n));
@@ -669,7 +660,7 @@ START_TEST(test_text_files) {
   unlink(path);
   free(path);
   /* An empty file reads fine but has no tokens and nothing to learn from. */
-  path = write_temp("", 0);
+  path = lt_test_write_temp("", 0);
   LT_OK_OR_FAIL(lt_text_file_read(path, &data, &n));
   ck_assert_uint_eq(n, 0);
   ck_assert_str_eq(data, "");
@@ -683,7 +674,7 @@ START_TEST(test_text_files) {
   LT_EXPECT_NULL_ERR(lt_text_file_tokens(b, "/nonexistent/lt_text"), LT_ERR_IO, "cannot open");
   LT_EXPECT_ERR(lt_text_file_read(NULL, &data, &n), LT_ERR_NULL, "path");
   /* Invalid UTF-8 in a file given to a char tokenizer. */
-  path = write_temp("ab\xC3(", 4);
+  path = lt_test_write_temp("ab\xC3(", 4);
   lt_tokenizer *c = LT_NNP(lt_tokenizer_new_char("ab", 2));
   LT_EXPECT_NULL_ERR(lt_text_file_tokens(c, path), LT_ERR_FORMAT, "byte offset 2");
   lt_tokenizer_free(c);
@@ -693,7 +684,7 @@ START_TEST(test_text_files) {
   size_t big = 200000;
   char *bigtext = malloc(big);
   for (size_t i = 0; i < big; i++) bigtext[i] = (char)('a' + i % 26);
-  path = write_temp(bigtext, big);
+  path = lt_test_write_temp(bigtext, big);
   LT_OK_OR_FAIL(lt_text_file_read(path, &data, &n));
   ck_assert(n == big && memcmp(data, bigtext, big) == 0);
   free(data);

@@ -4,6 +4,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 lt_tensor *lt_test_nonnull(lt_tensor *t, const char *expr, const char *file, int line) {
   if (!t)
@@ -127,6 +128,16 @@ void lt_test_assert_shape(const lt_tensor *t, int ndim, const int64_t *shape, co
   if (t->ndim != ndim || memcmp(t->shape, shape, sizeof(int64_t) * ndim) != 0)
     ck_abort_msg("%s:%d: %s has shape %s, expected %s", file, line, et,
                  lt_shape_str(t->ndim, t->shape, sa, sizeof sa), lt_shape_str(ndim, shape, sb, sizeof sb));
+}
+
+char *lt_test_write_temp(const void *data, size_t n) {
+  char *path = strdup("/tmp/lt_test_XXXXXX");
+  ck_assert(path);
+  int fd = mkstemp(path);
+  ck_assert_msg(fd >= 0, "mkstemp %s failed", path);
+  ck_assert(write(fd, data, n) == (ssize_t)n);
+  close(fd);
+  return path;
 }
 
 int lt_test_run(Suite *s) {

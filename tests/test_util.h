@@ -78,6 +78,10 @@ void lt_test_assert_values(const lt_tensor *t, double tol, const double *want, i
 void lt_test_assert_shape(const lt_tensor *t, int ndim, const int64_t *shape, const char *et,
                           const char *file, int line);
 
+/* Writes n bytes to a new file /tmp/lt_test_XXXXXX; returns its path
+ * (malloc'd: unlink and free it). Fails the test on error. */
+char *lt_test_write_temp(const void *data, size_t n);
+
 /* Run a suite (CK_NORMAL output); returns the process exit code. */
 int lt_test_run(Suite *s);
 
