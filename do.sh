@@ -36,13 +36,9 @@ case "${1:-}" in
   run)
     setup
     build build -DCMAKE_BUILD_TYPE=Release
-    # The main program: until models/transformer/train exists, the GEMM
-    # benchmark (libtensor's matmul against raw BLIS) is the best one there is.
-    if [ -x build/models/transformer/train ]; then
-      exec build/models/transformer/train
-    else
-      exec build/bench/bench_gemm
-    fi
+    # The main job: train the default Transformer (flags after "run" pass through).
+    shift
+    exec build/models/transformer/train "$@"
     ;;
   test)
     setup

@@ -107,7 +107,10 @@ static const char *optim_kind_name(lt_optim_kind k) {
 static const char *const sched_names[] = {"constant", "warmup_linear", "warmup_cosine", "noam", "step"};
 #define N_SCHED ((int)(sizeof sched_names / sizeof sched_names[0]))
 
-/* The state tensors an optimizer of this configuration keeps per parameter. */
+/* The state tensors an optimizer of this configuration keeps per parameter
+ * (all or none of them: they are created together). "step" (0-d i64) is
+ * written since format version 2. */
+#define MAX_STATES 3
 static int optim_state_names(const lt_optim_config *c, const char **names) {
   if (c->kind == LT_OPTIM_SGD) {
     if (c->momentum == 0) return 0;
@@ -116,7 +119,8 @@ static int optim_state_names(const lt_optim_config *c, const char **names) {
   }
   names[0] = "exp_avg";
   names[1] = "exp_avg_sq";
-  return 2;
+  names[2] = "step";
+  return 3;
 }
 
 static hid_t create_group(hid_t loc, const char *name) {
@@ -149,7 +153,7 @@ static lt_status write_optim(hid_t root, const lt_params *p, const lt_optimizer 
   if (!s) s = lt__h5_attr_double(g, "eps", c->eps);
   if (!s) s = lt__h5_attr_double(g, "weight_decay", c->weight_decay);
   if (!s) s = lt__h5_attr_int(g, "decay_all", c->decay_all);
-  const char *names[2];
+  const char *names[MAX_STATES];
   int ns = optim_state_names(c, names);
   for (int i = 0; i < lt_params_count(p) && !s; i++) {
     const lt_param *q = lt_params_at(p, i);
@@ -361,7 +365,8 @@ static void names_free(names *l) {
   *l = (names){0};
 }
 
-static lt_status names_push(names *l, const char *s) {
+/* Appends prefix + s to l (prefix may be ""). */
+static lt_status names_push2(names *l, const char *prefix, const char *s) {
   if (l->n == l->cap) {
     int cap = l->cap ? 2 * l->cap : 16;
     char **v = realloc(l->v, (size_t)cap * sizeof *v);
@@ -369,10 +374,15 @@ static lt_status names_push(names *l, const char *s) {
     l->v = v;
     l->cap = cap;
   }
-  if (!(l->v[l->n] = strdup(s))) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  size_t a = strlen(prefix), b = strlen(s);
+  if (!(l->v[l->n] = malloc(a + b + 1))) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  memcpy(l->v[l->n], prefix, a);
+  memcpy(l->v[l->n] + a, s, b + 1);
   l->n++;
   return LT_OK;
 }
+
+static lt_status names_push(names *l, const char *s) { return names_push2(l, "", s); }
 
 /* A tensor the file may hold: its dotted name under the group, the tensor
  * that gives its dtype and shape, and where the data goes (resolved at
@@ -441,6 +451,7 @@ typedef struct loader {
   hid_t file;
   uint64_t size;
   const lt_ckpt_load_opts *opts;
+  int64_t version;             /* the file's format_version */
   names missing, unexpected;   /* across model and optimizer, for lt_ckpt_info */
 } loader;
 
@@ -569,8 +580,10 @@ static lt_status load_group(loader *L, const char *group, targets *T, bool missi
     H5Dclose(d);
     if (!s) s = check_values(L, list.v[i].path, t->like->dtype, t->buf, t->like->numel);
   }
-  for (int i = 0; i < miss.n && !s; i++) s = names_push(&L->missing, miss.v[i]);
-  for (int i = 0; i < unexp.n && !s; i++) s = names_push(&L->unexpected, unexp.v[i]);
+  /* For lt_ckpt_info: model tensors by name, optimizer states as "optim/<param>.<state>". */
+  const char *pre = strcmp(group, "/model") ? "optim/" : "";
+  for (int i = 0; i < miss.n && !s; i++) s = names_push2(&L->missing, pre, miss.v[i]);
+  for (int i = 0; i < unexp.n && !s; i++) s = names_push2(&L->unexpected, pre, unexp.v[i]);
 done:
   names_free(&miss);
   names_free(&unexp);
@@ -606,9 +619,10 @@ static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *
     if (s) return s;
     hid_t fapl = lt__h5_fapl();
     L->file = fapl < 0 ? -1 : H5Fopen(L->path, H5F_ACC_RDONLY, fapl);
-    if (L->file < 0) {
+    if (L->file < 0) { /* the message first: any HDF5 call (H5Pclose) clears the error stack */
+      lt_status s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': HDF5 cannot open it", L->path);
       if (fapl >= 0) H5Pclose(fapl);
-      return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': HDF5 cannot open it", L->path);
+      return s;
     }
     /* The file HDF5 opened must be the one we verified: a save may have
      * renamed a new file over the name in between (then verify that one). */
@@ -741,6 +755,10 @@ typedef struct optim_stage {
   bool present;
   int64_t step;
   double lr;
+  int ns;                 /* state tensors per parameter; targets are parameter-major */
+  lt_tensor *step_like;   /* 0-d i64: what a "step" dataset must be (owned) */
+  int n_with;             /* parameters with state in the file */
+  const char **with;      /* their names (borrowed from the store) */
 } optim_stage;
 
 static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, targets *T, optim_stage *os) {
@@ -780,26 +798,52 @@ static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, tar
   free(kind);
   H5Gclose(g);
   if (s) return s;
-  /* Targets: every applicable state of every parameter, shaped like it. */
-  const char *sn[2];
-  int ns = optim_state_names(c, sn);
+  /* Targets: every applicable state of every parameter, shaped like it
+   * ("step" like a 0-d i64). */
+  const char *sn[MAX_STATES];
+  int ns = os->ns = optim_state_names(c, sn);
+  if (ns == MAX_STATES && !(os->step_like = lt_tensor_keep(lt_scalar(LT_DTYPE_I64, 0)))) return lt_last_status();
+  int np = 0;
   for (int i = 0; i < lt_params_count(st->params) && !s; i++) {
     const lt_param *q = lt_params_at(st->params, i);
     if (q->flags & LT_PARAM_BUFFER) continue;
+    np++;
     for (int k = 0; k < ns && !s; k++) {
       char full[LT__CKPT_MAX_PATH];
       snprintf(full, sizeof full, "%s.%s", q->name, sn[k]);
-      s = targets_push(T, full, q->value, NULL, q->name, sn[k]);
+      s = targets_push(T, full, k == 2 ? os->step_like : q->value, NULL, q->name, sn[k]);
     }
   }
   if (s) return s;
   /* States are created lazily, so a file may lack some: never "missing". */
-  s = load_group(L, "/optim", T, true);
-  if (!s && os->step == 0)
-    for (int i = 0; i < T->n; i++)
-      if (T->v[i].found)
-        return lt__err(LT_ERR_FORMAT, "checkpoint '%s': optimizer step 0 with state tensors", L->path);
-  return s;
+  if ((s = load_group(L, "/optim", T, true))) return s;
+  /* A parameter has all its states or none (version 1 files have no "step",
+   * which the commit sets to the optimizer's step count). */
+  if (!(os->with = malloc(sizeof(char *) * (size_t)(np ? np : 1))))
+    return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  for (int i = 0; i + ns <= T->n; i += ns) {
+    int need = L->version < 2 && ns == MAX_STATES ? ns - 1 : ns, bad = -1;
+    bool any = false;
+    for (int k = 0; k < ns; k++) any |= T->v[i + k].found;
+    if (!any) continue;
+    for (int k = 0; k < ns && bad < 0; k++)
+      if (T->v[i + k].found != (k < need)) bad = k;
+    if (bad >= 0)
+      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': the optimizer state of '%s' %s '%s' (format version %lld "
+                     "stores %s, all or none)", L->path, T->v[i].pname, T->v[i + bad].found ? "has" : "lacks",
+                     T->v[i + bad].sname, (long long)L->version,
+                     need == 1 ? "momentum_buffer" : need == 2 ? "exp_avg and exp_avg_sq" : "exp_avg, exp_avg_sq and step");
+    if (os->step == 0)
+      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': optimizer step 0 with state tensors", L->path);
+    if (ns == MAX_STATES && T->v[i + 2].found) {
+      int64_t t = *(const int64_t *)T->v[i + 2].buf;
+      if (t < 0)
+        return lt__err(LT_ERR_FORMAT, "checkpoint '%s': the optimizer step of '%s' is %lld < 0", L->path,
+                       T->v[i].pname, (long long)t);
+    }
+    os->with[os->n_with++] = T->v[i].pname;
+  }
+  return LT_OK;
 }
 
 static lt_status load_schedule(loader *L, hid_t root, lt_schedule *sc, int64_t *step, bool *have_sched) {
@@ -891,6 +935,8 @@ static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_ge
                 "%d not given%s%s%s", L->path, miss.n, miss.n ? " (" : "", a, miss.n ? ")" : "", unexp.n,
                 unexp.n ? " (" : "", b, unexp.n ? ")" : "");
   }
+  for (int i = 0; i < miss.n && !s; i++) s = names_push2(&L->missing, "rng/", miss.v[i]);
+  for (int i = 0; i < unexp.n && !s; i++) s = names_push2(&L->unexpected, "rng/", unexp.v[i]);
   names_free(&miss);
   names_free(&unexp);
   lt__h5_list_free(&list);
@@ -925,6 +971,7 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
   }
   /* Phase 1 and 2: verify, open, check, read into scratch. */
   if ((s = open_checked(&L, &info->format_version, &info->library_version, &training))) goto done;
+  L.version = info->format_version;
   info->training = training;
   if (st && !training) {
     s = lt__err(LT_ERR_INVALID, "checkpoint '%s' holds a model only, no training state (lt_ckpt_load_params loads it)",
@@ -978,12 +1025,18 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
   L.missing = (names){0};
   L.unexpected = (names){0};
 
-  /* Phase 3: commit. The optimizer first: it may allocate (missing state
-   * tensors) and fails atomically. */
+  /* Phase 3: commit. The optimizer first: it allocates the state of the
+   * parameters that have some in the file, atomically. */
   if (st && st->optim && os.present) {
-    if ((s = lt_optimizer_set_step_count(st->optim, os.step))) goto done;
+    if ((s = lt_optimizer_reset_state(st->optim, os.step, os.n_with, os.with))) goto done;
     for (int i = 0; i < TO.n; i++) {
-      if (!TO.v[i].found) continue;
+      if (!TO.v[i].found) {
+        /* Version 1: no per-parameter step; each parameter with state gets the step count. */
+        lt_tensor *t = os.ns == MAX_STATES && i % os.ns == 2 && TO.v[i - 2].found
+                           ? lt_optimizer_state(st->optim, TO.v[i].pname, "step") : NULL;
+        if (t && t->dtype == LT_DTYPE_I64) *(int64_t *)t->data = os.step;
+        continue;
+      }
       TO.v[i].dst = lt_optimizer_state(st->optim, TO.v[i].pname, TO.v[i].sname);
       if (!TO.v[i].dst || TO.v[i].dst->dtype != TO.v[i].like->dtype || TO.v[i].dst->numel != TO.v[i].like->numel) {
         s = lt__err(LT_ERR_INVALID, "%s '%s': the optimizer has no '%s' state for '%s' after restoring its step: "
@@ -1016,6 +1069,8 @@ done:
   names_free(&L.unexpected);
   targets_free(&TM);
   targets_free(&TO);
+  lt_tensor_free(os.step_like);
+  free(os.with);
   free(gs);
   free(gfound);
   lt_ckpt_info_free(info);

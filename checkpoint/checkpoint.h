@@ -59,7 +59,7 @@ extern "C" {
 
 /* The format this library writes and the newest it reads. */
 #define LT_CKPT_FORMAT_NAME "libtensor-checkpoint"
-#define LT_CKPT_FORMAT_VERSION 1
+#define LT_CKPT_FORMAT_VERSION 2
 
 /* ======================================================================== */
 /* Named values: configuration and "extra" training state                   */
@@ -112,7 +112,9 @@ typedef struct lt_ckpt_load_opts {
    * every file name in the model; the error lists them. Non-strict: missing
    * ones keep their values, unexpected ones are skipped (fine-tuning); both
    * lists are returned in lt_ckpt_info. Also applies to optimizer states and
-   * generators of a training load. */
+   * generators of a training load (listed as "optim/<param>.<state>" and
+   * "rng/<name>"; an optimizer state absent from the file is never missing:
+   * the parameter simply had no update yet). */
   bool non_strict;
   bool allow_nonfinite;               /* accept NaN and infinities in float tensors */
   bool allow_hparam_change;           /* training load: optimizer hyperparameters may differ */
@@ -127,7 +129,7 @@ typedef struct lt_ckpt_info {
   bool training;             /* a full training state (else model only) */
   lt_ckpt_meta *config;      /* the model configuration (attributes of /model) */
   lt_ckpt_meta *extra;       /* training: the extra values and blobs; else empty */
-  int n_missing;             /* names in the model but not in the file (non-strict) */
+  int n_missing;             /* names in the model but not in the file (non-strict; see non_strict) */
   char **missing;
   int n_unexpected;          /* names in the file but not in the model (non-strict) */
   char **unexpected;

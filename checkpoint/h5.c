@@ -922,8 +922,12 @@ lt_status lt__h5_check_dataset(hid_t dset, const char *path, const lt__h5_expect
       s = lt__err(LT_ERR_DTYPE, "checkpoint: dataset %s is %s, not %s", path, lt__h5_type_desc(type, a, sizeof a),
                   lt__h5_type_desc(want, b, sizeof b));
     else
-      s = lt__err(LT_ERR_DTYPE, "checkpoint: dataset %s is %s but the model's '%s' is %s", path,
-                  lt__h5_type_desc(type, a, sizeof a), e->model_name, lt__h5_type_desc(want, b, sizeof b));
+      s = lt__err(LT_ERR_DTYPE, "checkpoint: dataset %s is %s but the model's '%s' is %s%s", path,
+                  lt__h5_type_desc(type, a, sizeof a), e->model_name, lt__h5_type_desc(want, b, sizeof b),
+                  H5Tget_class(type) == H5T_FLOAT && lt_dtype_is_float(e->dtype)
+                      ? " (tensors are saved in their own dtype: lt_params_to_dtype converts the model to the "
+                        "file's before loading)"
+                      : "");
     goto done;
   }
   size_t es = raw ? H5Tget_size(want) : lt_dtype_size(e->dtype);

@@ -50,23 +50,6 @@ static const unsigned char hdf5_sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a,
 #define HEADER_VERSION 1u
 #define HEADER_CRC_AT 508
 
-static void put_u32(unsigned char *p, uint32_t v) {
-  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
-}
-static uint32_t get_u32(const unsigned char *p) {
-  uint32_t v = 0;
-  for (int i = 3; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-static uint64_t get_u64(const unsigned char *p) {
-  uint64_t v = 0;
-  for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
-  return v;
-}
-
 /* Reads up to n bytes at off; returns the count (short only at EOF) or -1. */
 static ssize_t pread_full(int fd, void *buf, size_t n, off_t off) {
   size_t got = 0;
@@ -179,20 +162,20 @@ lt_status lt__ckpt_verify(const char *path, uint64_t *size_out, uint64_t *dev, u
     goto done;
   }
   uint32_t hcrc = (uint32_t)crc32(crc32(0L, Z_NULL, 0), h, HEADER_CRC_AT);
-  if (hcrc != get_u32(h + HEADER_CRC_AT)) {
+  if (hcrc != lt__get_le32(h + HEADER_CRC_AT)) {
     s = lt__err(LT_ERR_FORMAT,
                 "checkpoint '%s': integrity header checksum mismatch (stored %08x, computed %08x): the file is "
-                "damaged", path, get_u32(h + HEADER_CRC_AT), hcrc);
+                "damaged", path, lt__get_le32(h + HEADER_CRC_AT), hcrc);
     goto done;
   }
-  uint32_t version = get_u32(h + 8), hsize = get_u32(h + 12);
+  uint32_t version = lt__get_le32(h + 8), hsize = lt__get_le32(h + 12);
   if (version != HEADER_VERSION || hsize != LT__CKPT_UB) {
     s = lt__err(LT_ERR_FORMAT,
                 "checkpoint '%s': integrity header version %u size %u is not supported (this library reads "
                 "version %u, size %d)", path, version, hsize, HEADER_VERSION, LT__CKPT_UB);
     goto done;
   }
-  uint64_t recorded = get_u64(h + 16);
+  uint64_t recorded = lt__get_le64(h + 16);
   if (size < recorded) {
     s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': truncated: the header records %llu bytes, the file has %llu",
                 path, (unsigned long long)recorded, (unsigned long long)size);
@@ -207,10 +190,10 @@ lt_status lt__ckpt_verify(const char *path, uint64_t *size_out, uint64_t *dev, u
   uint32_t crc;
   s = crc_range(fd, path, LT__CKPT_UB, size, &crc);
   if (s) goto done;
-  if (crc != get_u32(h + 24)) {
+  if (crc != lt__get_le32(h + 24)) {
     s = lt__err(LT_ERR_FORMAT,
                 "checkpoint '%s': checksum mismatch over bytes %d..%llu (stored %08x, computed %08x): the file "
-                "is damaged", path, LT__CKPT_UB, (unsigned long long)size, get_u32(h + 24), crc);
+                "is damaged", path, LT__CKPT_UB, (unsigned long long)size, lt__get_le32(h + 24), crc);
     goto done;
   }
   if (size_out) *size_out = size;
@@ -225,12 +208,12 @@ done:
 static void make_header(unsigned char *h, uint64_t size, uint32_t crc) {
   memset(h, 0, LT__CKPT_UB);
   memcpy(h, ckpt_magic, 8);
-  put_u32(h + 8, HEADER_VERSION);
-  put_u32(h + 12, LT__CKPT_UB);
-  put_u64(h + 16, size);
-  put_u32(h + 24, crc);
-  put_u32(h + 28, 0);
-  put_u32(h + HEADER_CRC_AT, (uint32_t)crc32(crc32(0L, Z_NULL, 0), h, HEADER_CRC_AT));
+  lt__put_le32(h + 8, HEADER_VERSION);
+  lt__put_le32(h + 12, LT__CKPT_UB);
+  lt__put_le64(h + 16, size);
+  lt__put_le32(h + 24, crc);
+  lt__put_le32(h + 28, 0);
+  lt__put_le32(h + HEADER_CRC_AT, (uint32_t)crc32(crc32(0L, Z_NULL, 0), h, HEADER_CRC_AT));
 }
 
 void lt__ckpt_seal_buffer(unsigned char *buf, size_t size) {

@@ -953,19 +953,6 @@ lt_status lt_tokenizer_decode_tensor(const lt_tokenizer *tok, const lt_tensor *i
 #define SER_VERSION 1u
 #define SER_HEADER 32
 
-static void put_u32(unsigned char *p, uint32_t v) {
-  for (int k = 0; k < 4; k++) p[k] = (unsigned char)(v >> (8 * k));
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-  for (int k = 0; k < 8; k++) p[k] = (unsigned char)(v >> (8 * k));
-}
-static uint32_t get_u32(const unsigned char *p) {
-  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
-}
-static uint64_t get_u64(const unsigned char *p) {
-  return (uint64_t)get_u32(p) | (uint64_t)get_u32(p + 4) << 32;
-}
-
 static uint32_t crc_of(const unsigned char *p, size_t n) {
   uLong c = crc32(0L, Z_NULL, 0);
   while (n > 0) { /* zlib takes uInt lengths */
@@ -988,23 +975,23 @@ lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *si
   unsigned char *p = malloc(n);
   if (!p) return lt__err(LT_ERR_NOMEM, "%s: out of memory for %zu bytes", op, n);
   memcpy(p, SER_MAGIC, 4);
-  put_u32(p + 4, SER_VERSION);
-  put_u32(p + 8, (uint32_t)tok->kind);
-  put_u32(p + 12, NSPEC);
-  put_u64(p + 16, (uint64_t)tok->vocab);
-  put_u64(p + 24, count);
+  lt__put_le32(p + 4, SER_VERSION);
+  lt__put_le32(p + 8, (uint32_t)tok->kind);
+  lt__put_le32(p + 12, NSPEC);
+  lt__put_le64(p + 16, (uint64_t)tok->vocab);
+  lt__put_le64(p + 24, count);
   unsigned char *q = p + SER_HEADER;
   for (uint64_t i = 0; i < count; i++) {
     if (tok->kind == LT_TOKENIZER_CHAR) {
-      put_u32(q, tok->cps[i]);
+      lt__put_le32(q, tok->cps[i]);
       q += 4;
     } else {
-      put_u32(q, (uint32_t)tok->merge_l[i]);
-      put_u32(q + 4, (uint32_t)tok->merge_r[i]);
+      lt__put_le32(q, (uint32_t)tok->merge_l[i]);
+      lt__put_le32(q + 4, (uint32_t)tok->merge_r[i]);
       q += 8;
     }
   }
-  put_u32(q, crc_of(p, (size_t)(q - p)));
+  lt__put_le32(q, crc_of(p, (size_t)(q - p)));
   *buf = p;
   *size = n;
   return LT_OK;
@@ -1020,8 +1007,8 @@ lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size) {
   if (memcmp(p, SER_MAGIC, 4) != 0)
     return lt__err(LT_ERR_FORMAT, "%s: bad magic (expected \"%s\"): not a tokenizer buffer", op, SER_MAGIC),
            NULL;
-  uint32_t version = get_u32(p + 4), kind = get_u32(p + 8), nspec = get_u32(p + 12);
-  uint64_t vocab = get_u64(p + 16), count = get_u64(p + 24);
+  uint32_t version = lt__get_le32(p + 4), kind = lt__get_le32(p + 8), nspec = lt__get_le32(p + 12);
+  uint64_t vocab = lt__get_le64(p + 16), count = lt__get_le64(p + 24);
   if (version != SER_VERSION)
     return lt__err(LT_ERR_FORMAT, "%s: format version %u, this library reads version %u", op, version,
                    SER_VERSION), NULL;
@@ -1042,7 +1029,7 @@ lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size) {
   if (vocab != want_vocab)
     return lt__err(LT_ERR_FORMAT, "%s: vocabulary size %llu, but the contents make %llu", op,
                    (unsigned long long)vocab, (unsigned long long)want_vocab), NULL;
-  uint32_t crc = get_u32(p + size - 4), got = crc_of(p, size - 4);
+  uint32_t crc = lt__get_le32(p + size - 4), got = crc_of(p, size - 4);
   if (crc != got)
     return lt__err(LT_ERR_FORMAT, "%s: checksum mismatch (stored %08x, computed %08x): the buffer is corrupt",
                    op, crc, got), NULL;
@@ -1053,7 +1040,7 @@ lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size) {
     uint32_t *cps = malloc((size_t)(count ? count : 1) * sizeof *cps);
     if (!cps) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op), NULL;
     for (uint64_t i = 0; i < count; i++) {
-      cps[i] = get_u32(q + 4 * i);
+      cps[i] = lt__get_le32(q + 4 * i);
       if (cps[i] > MAX_CODEPOINT || (cps[i] >= 0xD800 && cps[i] <= 0xDFFF) || (i > 0 && cps[i] <= cps[i - 1])) {
         lt__err(LT_ERR_FORMAT, "%s: code point %llu is U+%04X: not a scalar value above the previous one", op,
                 (unsigned long long)i, cps[i]);
@@ -1072,7 +1059,7 @@ lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size) {
     return lt__err(LT_ERR_NOMEM, "%s: out of memory", op), NULL;
   }
   for (uint64_t i = 0; i < count; i++) {
-    uint32_t l = get_u32(q + 8 * i), r = get_u32(q + 8 * i + 4);
+    uint32_t l = lt__get_le32(q + 8 * i), r = lt__get_le32(q + 8 * i + 4);
     /* Range-checked in bpe_build_tables; clamp so int32 cannot wrap first. */
     t->merge_l[i] = l > INT32_MAX ? INT32_MAX : (int32_t)l;
     t->merge_r[i] = r > INT32_MAX ? INT32_MAX : (int32_t)r;

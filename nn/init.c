@@ -60,29 +60,25 @@ static lt_status check_gain(const char *op, const lt_tensor *w, double gain) {
   return LT_OK;
 }
 
-/* U(-a, a), a = gain * sqrt(6 / (fan_in + fan_out)). */
-lt_status lt_init_xavier_uniform_(lt_generator *g, lt_tensor *w, double gain) {
-  const char *op = "init_xavier_uniform_";
+/* std = gain * sqrt(2 / (fan_in + fan_out)); uniform: U(-a, a) with
+ * a = sqrt(3) std = gain * sqrt(6 / (fan_in + fan_out)), else N(0, std^2). */
+static lt_status xavier(const char *op, lt_generator *g, lt_tensor *w, double gain, bool uniform) {
   double fi = 0, fo = 0;
   lt_status s;
   if ((s = check_args(op, g, w)) != LT_OK) return s;
   if ((s = check_gain(op, w, gain)) != LT_OK) return s;
   if ((s = fans(op, w, &fi, &fo)) != LT_OK) return s;
   if (w->numel == 0) return LT_OK;
-  double std = gain * sqrt(2.0 / (fi + fo));
-  return fill_uniform(g, w, sqrt(3.0) * std);
+  const double std = gain * sqrt(2.0 / (fi + fo));
+  return uniform ? fill_uniform(g, w, sqrt(3.0) * std) : fill_normal(g, w, 0.0, std);
 }
 
-/* N(0, std^2), std = gain * sqrt(2 / (fan_in + fan_out)). */
+lt_status lt_init_xavier_uniform_(lt_generator *g, lt_tensor *w, double gain) {
+  return xavier("init_xavier_uniform_", g, w, gain, true);
+}
+
 lt_status lt_init_xavier_normal_(lt_generator *g, lt_tensor *w, double gain) {
-  const char *op = "init_xavier_normal_";
-  double fi = 0, fo = 0;
-  lt_status s;
-  if ((s = check_args(op, g, w)) != LT_OK) return s;
-  if ((s = check_gain(op, w, gain)) != LT_OK) return s;
-  if ((s = fans(op, w, &fi, &fo)) != LT_OK) return s;
-  if (w->numel == 0) return LT_OK;
-  return fill_normal(g, w, 0.0, gain * sqrt(2.0 / (fi + fo)));
+  return xavier("init_xavier_normal_", g, w, gain, false);
 }
 
 /* U(-b, b), b = sqrt(3) * gain / sqrt(fan_in), gain = sqrt(2 / (1 + a^2))

@@ -21,7 +21,15 @@
  * packed in_proj_weight, xavier init): the projections here are four
  * separate nn.Linear with nn.Linear's default init, as in LLaMA / Hugging
  * Face models, and the weights returned are per head ([B,NH,T,S]), not
- * averaged. There is no KV cache inside the module.
+ * averaged. The module itself holds no state: a KV cache (lt_kv_cache, for
+ * incremental decoding) is the caller's and is passed to
+ * lt_mha_forward_cached, which shares the projections and the attention with
+ * lt_mha_forward (one code path) and differs only in where the keys and
+ * values come from:
+ *
+ *     k_new, v_new = split(k_proj(x_kv)), split(v_proj(x_kv))   [B,NKV,Tn,HS]
+ *     cache.k[:, :, len:len+Tn] = rope(k_new)                     (a copy into the buffer)
+ *     k = cache.k[:, :, :len+Tn]    (a view: no copy; attention reads its strides)
  */
 #include "nn/nn.h"
 
@@ -73,6 +81,36 @@ static lt_tensor *split_heads(const lt_tensor *x, int64_t H, int64_t HS) {
   return t;
 }
 
+/* The attention of q [B,NH,T,HS] on k, v [B,NKV,S,HS], heads merged and
+ * projected: out_proj(merge(attention(q, k, v))) -> [B,T,C]. Returns new. */
+static lt_tensor *attend(const lt_mha *m, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                         const lt_attention_opts *o, const lt_nn_ctx *ctx, lt_tensor **weights) {
+  const int64_t B = q->shape[0], T = q->shape[2];
+  lt_tensor *w = NULL, *out = NULL;
+  lt_tensor *a = lt_scaled_dot_product_attention(q, k, v, o, ctx, weights ? &w : NULL); /* [B,NH,T,HS] */
+  lt_tensor *at = a ? lt_transpose(a, 1, 2) : NULL;                                        /* [B,T,NH,HS] */
+  lt_tensor *am = at ? lt_reshape(at, LT_SHAPE(B, T, m->C)) : NULL;                        /* [B,T,C] */
+  if (am) out = lt_linear_forward(&m->out_proj, am);
+  if (out && weights) *weights = w;
+  else lt_tensor_free(w);
+  lt_tensor_free(a), lt_tensor_free(at), lt_tensor_free(am);
+  return out;
+}
+
+/* rope(x, pos) when the module uses RoPE, else x itself with one more
+ * reference. Returns new (or a retained x). */
+static lt_tensor *maybe_rope(const lt_mha *m, lt_tensor *x, int64_t pos) {
+  return m->rope ? lt_rope(x, pos, m->rope_base) : lt_tensor_retain(x);
+}
+
+/* split_heads(lin(x)), [B,L,C] -> [B,H,L,HS]. Returns new. */
+static lt_tensor *project(const lt_linear_m *lin, const lt_tensor *x, int64_t H, int64_t HS) {
+  lt_tensor *y = lt_linear_forward(lin, x);
+  lt_tensor *h = y ? split_heads(y, H, HS) : NULL;
+  lt_tensor_free(y);
+  return h;
+}
+
 lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv,
                           const lt_attention_opts *opts, int64_t pos0, const lt_nn_ctx *ctx,
                           lt_tensor **weights) {
@@ -91,31 +129,120 @@ lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor
   o.dropout_p = m->dropout;
   o.scale = 0;
 
-  enum { QL, KL, VL, Q, K, V, QR, KR, A, AT, AM, N };
+  enum { Q, K, V, QR, KR, N };
   lt_tensor *t[N] = {0};
-  lt_tensor *out = NULL, *w = NULL;
-  const lt_tensor *q, *k;
-  if (!(t[QL] = lt_linear_forward(&m->q_proj, x_q))) goto done;
-  if (!(t[KL] = lt_linear_forward(&m->k_proj, x_kv))) goto done;
-  if (!(t[VL] = lt_linear_forward(&m->v_proj, x_kv))) goto done;
-  if (!(t[Q] = split_heads(t[QL], NH, HS))) goto done;
-  if (!(t[K] = split_heads(t[KL], NKV, HS))) goto done;
-  if (!(t[V] = split_heads(t[VL], NKV, HS))) goto done;
-  q = t[Q];
-  k = t[K];
-  if (m->rope) {
-    if (!(t[QR] = lt_rope(t[Q], pos0, m->rope_base))) goto done;
-    if (!(t[KR] = lt_rope(t[K], pos0 + T - S, m->rope_base))) goto done;
-    q = t[QR];
-    k = t[KR];
-  }
-  if (!(t[A] = lt_scaled_dot_product_attention(q, k, t[V], &o, ctx, weights ? &w : NULL))) goto done;
-  if (!(t[AT] = lt_transpose(t[A], 1, 2))) goto done;
-  if (!(t[AM] = lt_reshape(t[AT], LT_SHAPE(x_q->shape[0], T, C)))) goto done;
-  out = lt_linear_forward(&m->out_proj, t[AM]);
-  if (out && weights) *weights = w;
-  else lt_tensor_free(w);
+  lt_tensor *out = NULL;
+  if (!(t[Q] = project(&m->q_proj, x_q, NH, HS))) goto done;
+  if (!(t[K] = project(&m->k_proj, x_kv, NKV, HS))) goto done;
+  if (!(t[V] = project(&m->v_proj, x_kv, NKV, HS))) goto done;
+  if (!(t[QR] = maybe_rope(m, t[Q], pos0))) goto done;
+  if (!(t[KR] = maybe_rope(m, t[K], pos0 + T - S))) goto done;
+  out = attend(m, t[QR], t[KR], t[V], &o, ctx, weights);
 done:
   for (int i = 0; i < N; i++) lt_tensor_free(t[i]);
+  return out;
+}
+
+/* ======================================================================== */
+/* KV cache                                                                 */
+/* ======================================================================== */
+
+lt_status lt_kv_cache_init(lt_kv_cache *c, int64_t cap) {
+  if (!c) return lt__err(LT_ERR_NULL, "kv_cache_init: c is NULL");
+  if (cap < 1) return lt__err(LT_ERR_INVALID, "kv_cache_init: cap %lld: must be >= 1", (long long)cap);
+  *c = (lt_kv_cache){.cap = cap};
+  return LT_OK;
+}
+
+void lt_kv_cache_free(lt_kv_cache *c) {
+  if (!c) return;
+  lt_tensor_free(c->k);
+  lt_tensor_free(c->v);
+  c->k = c->v = NULL;
+  c->len = 0;
+}
+
+lt_status lt_kv_cache_reorder(lt_kv_cache *c, const lt_tensor *rows) {
+  if (!c) return lt__err(LT_ERR_NULL, "kv_cache_reorder: c is NULL");
+  if (!rows) return lt__err_null("kv_cache_reorder", "rows");
+  if (rows->ndim != 1 || (rows->dtype != LT_DTYPE_I32 && rows->dtype != LT_DTYPE_I64))
+    return lt__err(LT_ERR_SHAPE, "kv_cache_reorder: rows is %s: need 1-d i32/i64 row indices", LT__D(rows));
+  if (!c->k) return LT_OK;
+  bool prev = lt_set_grad_enabled(false);
+  lt_tensor *k = lt_tensor_keep(lt_index_select(c->k, 0, rows));
+  lt_tensor *v = k ? lt_tensor_keep(lt_index_select(c->v, 0, rows)) : NULL;
+  lt_set_grad_enabled(prev);
+  if (!v) {
+    lt_tensor_free(k);
+    return lt_last_status();
+  }
+  lt_tensor_free(c->k), lt_tensor_free(c->v);
+  c->k = k, c->v = v;
+  return LT_OK;
+}
+
+lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv, lt_kv_cache *cache,
+                                 const lt_attention_opts *opts, int64_t pos0) {
+  const char *op = "mha_forward_cached";
+  if (!m) return lt__err(LT_ERR_NULL, "%s: m is NULL", op), NULL;
+  if (!x_q) return lt__err_null(op, "x_q"), NULL;
+  if (!cache) return lt__err(LT_ERR_NULL, "%s: cache is NULL", op), NULL;
+  const int64_t C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS;
+  if (x_q->ndim != 3 || x_q->shape[2] != C ||
+      (x_kv && (x_kv->ndim != 3 || x_kv->shape[2] != C || x_kv->shape[0] != x_q->shape[0]))) {
+    lt__err(LT_ERR_SHAPE, "%s: x_q is %s, x_kv is %s: need [B,T,C] and [B,Tn,C] (or NULL) with C = %lld", op,
+            LT__D(x_q), x_kv ? LT__D(x_kv) : "NULL", (long long)C);
+    return NULL;
+  }
+  const int64_t B = x_q->shape[0], T = x_q->shape[1], Tn = x_kv ? x_kv->shape[1] : 0;
+  if (cache->k && cache->k->shape[0] != B)
+    return lt__err(LT_ERR_SHAPE, "%s: x_q is %s, the cache holds %lld rows: batch sizes differ", op, LT__D(x_q),
+                   (long long)cache->k->shape[0]), NULL;
+  if (cache->len + Tn > cache->cap)
+    return lt__err(LT_ERR_INVALID, "%s: the cache holds %lld of %lld positions: no room for %lld more", op,
+                   (long long)cache->len, (long long)cache->cap, (long long)Tn), NULL;
+  if (cache->len + Tn < 1)
+    return lt__err(LT_ERR_INVALID, "%s: no keys: the cache is empty and x_kv is NULL", op), NULL;
+  const int64_t S = cache->len + Tn;
+  lt_attention_opts o = opts ? *opts : (lt_attention_opts){0};
+  o.dropout_p = 0;
+  o.scale = 0;
+
+  bool prev = lt_set_grad_enabled(false);
+  enum { Q, QR, K, KR, V, KN, VN, KA, VA, N };
+  lt_tensor *t[N] = {0};
+  lt_tensor *out = NULL;
+  if (!(t[Q] = project(&m->q_proj, x_q, NH, HS))) goto done;
+  if (!(t[QR] = maybe_rope(m, t[Q], pos0))) goto done;
+  if (Tn > 0) {
+    if (!(t[K] = project(&m->k_proj, x_kv, NKV, HS))) goto done;
+    if (!(t[V] = project(&m->v_proj, x_kv, NKV, HS))) goto done;
+    if (!(t[KR] = maybe_rope(m, t[K], pos0 + T - Tn))) goto done;
+    if (cache->k && cache->k->dtype != t[KR]->dtype) {
+      lt__err(LT_ERR_DTYPE, "%s: new keys are %s, the cache is %s: dtypes differ", op, LT__D(t[KR]),
+              LT__D(cache->k));
+      goto done;
+    }
+    if (!cache->k) { /* first append: the buffers, outside any scope */
+      const int64_t shape[4] = {B, NKV, cache->cap, HS};
+      lt_tensor *k = lt_tensor_keep(lt_zeros(t[KR]->dtype, 4, shape));
+      lt_tensor *v = k ? lt_tensor_keep(lt_zeros(t[V]->dtype, 4, shape)) : NULL;
+      if (!v) {
+        lt_tensor_free(k);
+        goto done;
+      }
+      cache->k = k, cache->v = v;
+    }
+    if (!(t[KN] = lt_narrow(cache->k, 2, cache->len, Tn))) goto done;
+    if (!(t[VN] = lt_narrow(cache->v, 2, cache->len, Tn))) goto done;
+    if (lt_copy_(t[KN], t[KR]) != LT_OK || lt_copy_(t[VN], t[V]) != LT_OK) goto done;
+  }
+  if (!(t[KA] = lt_narrow(cache->k, 2, 0, S))) goto done; /* [B,NKV,S,HS] views of the buffers */
+  if (!(t[VA] = lt_narrow(cache->v, 2, 0, S))) goto done;
+  out = attend(m, t[QR], t[KA], t[VA], &o, NULL, NULL);
+  if (out) cache->len = S;
+done:
+  for (int i = 0; i < N; i++) lt_tensor_free(t[i]);
+  lt_set_grad_enabled(prev);
   return out;
 }

@@ -70,6 +70,18 @@ void lt_params_zero_grad(lt_params *p);
 /* Freeze (requires_grad false) or unfreeze every parameter whose name starts with prefix. */
 lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, bool requires_grad);
 
+/* PyTorch's model.double() / model.float(): converts every float parameter
+ * and float buffer of p to dtype (a float dtype) in place. The tensor objects
+ * keep their identity, so layer structs holding pointers into the store stay
+ * valid; their storage, dtype and strides change (contiguous afterwards),
+ * their .grad is dropped. Integer and bool buffers are left alone. Refused
+ * (LT_ERR_INVALID, nothing changed) if a tensor to convert shares its memory
+ * with another tensor (a view of it, one it views, a live graph that saved
+ * it) or the user: convert right after building the model. An optimizer made before the conversion refuses to step
+ * parameters whose dtype no longer matches its state: make it afterwards (or
+ * convert before the first step). On failure nothing changed. */
+lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype);
+
 /* Joins a prefix and a name with a dot into buf ("encoder.layers" + "0"); an
  * empty prefix gives the name alone. Returns buf (always NUL-terminated). */
 char *lt_name_join(char *buf, size_t size, const char *prefix, const char *name);
@@ -228,6 +240,44 @@ lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor
                           const lt_attention_opts *opts, int64_t pos0, const lt_nn_ctx *ctx,
                           lt_tensor **weights);
 
+/* A key/value cache for one lt_mha (one layer's self- or cross-attention),
+ * for incremental decoding: the keys and values of the positions seen so far,
+ * so that each new token costs one position instead of the whole prefix.
+ *   k, v  [B, NKV, cap, HS] each (k after RoPE), owned by the cache (outside
+ *         any scope), allocated at the first append in the dtype of the
+ *         projections; positions [0, len) are filled.
+ * Ownership: the caller owns the struct (on the stack or in a model's state);
+ * lt_kv_cache_init makes it empty, lt_kv_cache_free frees the tensors (and
+ * leaves it empty, ready for reuse). A cache is inference-only (no autograd). */
+typedef struct lt_kv_cache {
+  lt_tensor *k, *v;  /* [B, NKV, cap, HS] or NULL before the first append */
+  int64_t cap;       /* positions it can hold (>= 1) */
+  int64_t len;       /* positions filled */
+} lt_kv_cache;
+/* Empty cache for up to cap positions (LT_ERR_INVALID if cap < 1). */
+lt_status lt_kv_cache_init(lt_kv_cache *c, int64_t cap);
+void lt_kv_cache_free(lt_kv_cache *c); /* NULL is a no-op */
+/* Beam search: row i of the cache becomes old row rows[i] (rows: 1-d i32/i64
+ * [B'] with entries in [0, B); B' may differ from B). Same for an empty cache
+ * (nothing to do). On failure the cache is unchanged. */
+lt_status lt_kv_cache_reorder(lt_kv_cache *c, const lt_tensor *rows);
+
+/* lt_mha_forward with a cache. x_kv [B, Tn, C] (or NULL: no new keys) is
+ * projected to Tn new keys/values that are appended to the cache (RoPE keys at
+ * positions pos0 + T - Tn + j, the last new key aligned with the last query);
+ * then the T queries of x_q [B, T, C] (RoPE at pos0 + t) attend to all
+ * cache->len keys, with causal alignment as lt_scaled_dot_product_attention
+ * (query t sees keys s <= t + len - T). opts->key_padding_mask, if given,
+ * covers all cached keys ([B, len]).
+ *   self-attention step:  x_kv = x_q, opts->causal, pos0 = cache->len before;
+ *   cross-attention:      x_kv = memory on the first call, NULL afterwards.
+ * The same values as lt_mha_forward on the whole sequence (up to rounding).
+ * Runs under no-grad, without dropout. Errors: cache full (len + Tn > cap),
+ * a batch or dtype differing from the cache's, no keys at all; the cache is
+ * unchanged on failure. Returns new [B, T, C]. */
+lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv, lt_kv_cache *cache,
+                                 const lt_attention_opts *opts, int64_t pos0);
+
 /* ======================================================================== */
 /* Optimizers                                                               */
 /* ======================================================================== */
@@ -251,19 +301,31 @@ typedef struct lt_optimizer lt_optimizer;
 lt_optimizer *lt_optimizer_new(lt_params *p, const lt_optim_config *cfg);
 void lt_optimizer_free(lt_optimizer *o);
 /* One update from the parameters' .grad (parameters without .grad are skipped,
- * as PyTorch). Runs under no-grad. */
+ * as PyTorch, and their "step" is not advanced). Runs under no-grad. Fails,
+ * changing nothing, if a .grad's shape differs from its parameter's
+ * (LT_ERR_SHAPE) or a parameter's dtype from its state's (LT_ERR_DTYPE: the
+ * store was converted by lt_params_to_dtype after the state was made). */
 lt_status lt_optimizer_step(lt_optimizer *o);
 void lt_optimizer_set_lr(lt_optimizer *o, double lr);
 double lt_optimizer_get_lr(const lt_optimizer *o);
-int64_t lt_optimizer_step_count(const lt_optimizer *o);
-/* Per-parameter state by name: "momentum_buffer" (SGD), "exp_avg", "exp_avg_sq"
- * (Adam/AdamW); borrowed, NULL if absent. For checkpoints. */
+int64_t lt_optimizer_step_count(const lt_optimizer *o); /* lt_optimizer_step calls */
+/* Per-parameter state by name, as PyTorch's optimizer.state[param]:
+ * "momentum_buffer" (SGD with momentum), "exp_avg", "exp_avg_sq" and "step"
+ * (Adam/AdamW). "step" is a 0-d i64 tensor: the updates applied to that
+ * parameter, which its bias corrections use (a step that finds the parameter
+ * without .grad does not advance it). State is created at a parameter's first
+ * update. Borrowed (writable: checkpoint loaders fill it); NULL if absent. */
 lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, const char *state_name);
-/* For loading a checkpoint: step > 0 creates every missing state tensor as
- * zeros and sets every parameter's step to `step` (the loader then fills the
- * tensors from lt_optimizer_state); step == 0 drops all state. Adam keeps a
- * step per parameter, as PyTorch: one that first gets a gradient late starts
- * its bias correction at 1. */
+/* For loading a checkpoint, atomically (on failure nothing changed): sets the
+ * step count to step_count, drops every parameter's state, and gives each of
+ * the n named parameters zero state with step 0, which the loader then fills
+ * through lt_optimizer_state ("step" included). Every name must be a
+ * parameter the optimizer updates (LT_ERR_INVALID otherwise). */
+lt_status lt_optimizer_reset_state(lt_optimizer *o, int64_t step_count, int n, const char *const *param_names);
+/* Older, coarser restore: step > 0 creates every missing state tensor as
+ * zeros and sets the step count and every parameter's step to `step`; step
+ * == 0 drops all state. Exact only if every parameter was updated at every
+ * step (prefer lt_optimizer_reset_state). */
 lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step);
 
 /* ======================================================================== */

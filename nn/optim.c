@@ -28,15 +28,18 @@
  * whose .grad is None. The parameter set is the store's non-buffer entries
  * when the optimizer is made (later additions are not optimized).
  *
- * State: "momentum_buffer" (SGD with momentum != 0), "exp_avg" and
- * "exp_avg_sq" (Adam, AdamW), created lazily at a parameter's first update,
- * plus a per-parameter step t for the bias corrections (PyTorch's
- * state['step']), so a parameter that first gets a gradient late starts at
- * t = 1 as in PyTorch. lt_optimizer_step_count counts lt_optimizer_step calls.
- * For checkpoints: lt_optimizer_set_step_count(o, n) with n > 0 creates every
- * missing state tensor (zeros) and sets every per-parameter step to n, so a
- * loader calls it first and then fills the tensors lt_optimizer_state returns;
- * n == 0 drops all state (a fresh optimizer).
+ * State: "momentum_buffer" (SGD with momentum != 0), "exp_avg",
+ * "exp_avg_sq" and "step" (Adam, AdamW), created together at a parameter's
+ * first update. "step" is a 0-d i64 tensor, PyTorch's per-parameter
+ * state['step']: the number of updates applied to that parameter, which its
+ * bias corrections use, so a parameter that first gets a gradient late starts
+ * at t = 1 and one skipped by a step is not advanced, as in PyTorch.
+ * lt_optimizer_step_count counts lt_optimizer_step calls.
+ * For checkpoints: lt_optimizer_reset_state(o, count, n, names) drops all
+ * state and gives exactly the named parameters zero state (atomically), which
+ * a loader then fills through lt_optimizer_state ("step" included). The older
+ * lt_optimizer_set_step_count(o, n) gives every parameter state and the one
+ * step n (n == 0 drops all state).
  *
  * What this is not: amsgrad, maximize, foreach/fused variants, or several
  * user-defined parameter groups (one config; the NO_DECAY split is the only
@@ -53,8 +56,12 @@ typedef struct opt_entry {
   double weight_decay; /* this parameter's group value */
   lt_tensor *buf;      /* SGD momentum_buffer or Adam exp_avg (owned), NULL until the first update */
   lt_tensor *sq;       /* Adam exp_avg_sq (owned) */
-  int64_t step;        /* Adam: updates applied to this parameter */
+  lt_tensor *step;     /* Adam "step": 0-d i64, updates applied to this parameter (owned) */
 } opt_entry;
+
+#define N_STATE 3 /* buf, sq, step: the slots of an entry */
+
+static lt_tensor **slot(opt_entry *e, int k) { return k == 0 ? &e->buf : k == 1 ? &e->sq : &e->step; }
 
 struct lt_optimizer {
   lt_optim_config cfg;
@@ -153,10 +160,10 @@ lt_optimizer *lt_optimizer_new(lt_params *p, const lt_optim_config *cfg) {
 }
 
 static void drop_state(opt_entry *e) {
-  lt_tensor_free(e->buf);
-  lt_tensor_free(e->sq);
-  e->buf = e->sq = NULL;
-  e->step = 0;
+  for (int k = 0; k < N_STATE; k++) {
+    lt_tensor_free(*slot(e, k));
+    *slot(e, k) = NULL;
+  }
 }
 
 void lt_optimizer_free(lt_optimizer *o) {
@@ -172,57 +179,63 @@ void lt_optimizer_set_lr(lt_optimizer *o, double lr) {
 double lt_optimizer_get_lr(const lt_optimizer *o) { return o ? o->cfg.lr : NAN; }
 int64_t lt_optimizer_step_count(const lt_optimizer *o) { return o ? o->steps : 0; }
 
+/* The entry of the parameter called name, or -1. */
+static int entry_index(const lt_optimizer *o, const char *name) {
+  lt_tensor *t = lt_params_find(o->p, name);
+  if (!t) return -1;
+  for (int i = 0; i < o->n; i++)
+    if (o->e[i].param == t) return i;
+  return -1;
+}
+
 lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, const char *state_name) {
   if (!o || !param_name || !state_name) return NULL;
-  lt_tensor *t = lt_params_find(o->p, param_name);
-  if (!t) return NULL;
-  for (int i = 0; i < o->n; i++) {
-    const opt_entry *e = &o->e[i];
-    if (e->param != t) continue;
-    if (o->cfg.kind == LT_OPTIM_SGD) return strcmp(state_name, "momentum_buffer") == 0 ? e->buf : NULL;
-    if (strcmp(state_name, "exp_avg") == 0) return e->buf;
-    if (strcmp(state_name, "exp_avg_sq") == 0) return e->sq;
-    return NULL;
-  }
+  int i = entry_index(o, param_name);
+  if (i < 0) return NULL;
+  const opt_entry *e = &o->e[i];
+  if (o->cfg.kind == LT_OPTIM_SGD) return strcmp(state_name, "momentum_buffer") == 0 ? e->buf : NULL;
+  if (strcmp(state_name, "exp_avg") == 0) return e->buf;
+  if (strcmp(state_name, "exp_avg_sq") == 0) return e->sq;
+  if (strcmp(state_name, "step") == 0) return e->step;
   return NULL;
 }
 
 /* ---- state allocation ----------------------------------------------------- */
 
 static bool has_momentum(const lt_optimizer *o) { return o->cfg.kind == LT_OPTIM_SGD && o->cfg.momentum != 0; }
-static bool needs_state(const lt_optimizer *o) { return o->cfg.kind != LT_OPTIM_SGD || has_momentum(o); }
-static bool state_missing(const lt_optimizer *o, const opt_entry *e) {
-  return needs_state(o) && (!e->buf || (o->cfg.kind != LT_OPTIM_SGD && !e->sq));
+/* Which slots of an entry this optimizer uses (SGD with momentum: buf;
+ * Adam/AdamW: buf, sq, step). */
+static bool uses_slot(const lt_optimizer *o, int k) {
+  return o->cfg.kind == LT_OPTIM_SGD ? k == 0 && has_momentum(o) : true;
 }
-
-/* Creates the missing state of e (zeros, outside any scope); *fresh tells
- * which tensors were made (freed again on a later failure). */
-static lt_status make_state(const lt_optimizer *o, opt_entry *e, bool fresh[2]) {
+/* A new state tensor for slot k of e: zeros shaped like the parameter, or a
+ * 0-d i64 zero for the step (outside any scope). */
+static lt_tensor *new_slot(const opt_entry *e, int k) {
   const lt_tensor *p = e->param;
-  fresh[0] = fresh[1] = false;
-  if (!e->buf) {
-    if (!(e->buf = lt_tensor_keep(lt_zeros(p->dtype, p->ndim, p->shape)))) return lt_last_status();
-    fresh[0] = true;
-  }
-  if (o->cfg.kind != LT_OPTIM_SGD && !e->sq) {
-    if (!(e->sq = lt_tensor_keep(lt_zeros(p->dtype, p->ndim, p->shape)))) return lt_last_status();
-    fresh[1] = true;
-  }
-  return LT_OK;
+  return lt_tensor_keep(k == 2 ? lt_scalar(LT_DTYPE_I64, 0) : lt_zeros(p->dtype, p->ndim, p->shape));
 }
 
 /* Creates the missing state of the entries marked in todo (all if todo is
- * NULL); on failure frees what it made and returns the error. */
+ * NULL); fresh[N_STATE * i + k] tells which tensors were made. On failure
+ * frees what it made and returns the error (nothing changed). */
 static lt_status make_states(lt_optimizer *o, const bool *todo, bool *fresh) {
   for (int i = 0; i < o->n; i++) {
-    if ((todo && !todo[i]) || !state_missing(o, &o->e[i])) continue;
-    lt_status s = make_state(o, &o->e[i], &fresh[2 * i]);
-    if (s != LT_OK) {
-      for (int j = 0; j <= i; j++) {
-        if (fresh[2 * j]) lt_tensor_free(o->e[j].buf), o->e[j].buf = NULL;
-        if (fresh[2 * j + 1]) lt_tensor_free(o->e[j].sq), o->e[j].sq = NULL;
+    if (todo && !todo[i]) continue;
+    for (int k = 0; k < N_STATE; k++) {
+      lt_tensor **t = slot(&o->e[i], k);
+      if (!uses_slot(o, k) || *t) continue;
+      if (!(*t = new_slot(&o->e[i], k))) {
+        lt_status s = lt_last_status();
+        for (int j = 0; j < N_STATE * o->n; j++)
+          if (fresh[j]) {
+            lt_tensor **u = slot(&o->e[j / N_STATE], j % N_STATE);
+            lt_tensor_free(*u);
+            *u = NULL;
+            fresh[j] = false;
+          }
+        return s;
       }
-      return s;
+      fresh[N_STATE * i + k] = true;
     }
   }
   return LT_OK;
@@ -237,14 +250,53 @@ lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step) {
     o->steps = 0;
     return LT_OK;
   }
-  bool *fresh = calloc((size_t)o->n * 2, sizeof(bool));
+  bool *fresh = calloc((size_t)o->n * N_STATE, sizeof(bool));
   if (!fresh) return lt__err(LT_ERR_NOMEM, "optimizer_set_step_count: out of memory");
   lt_status s = make_states(o, NULL, fresh);
   free(fresh);
   if (s != LT_OK) return s;
-  for (int i = 0; i < o->n; i++) o->e[i].step = step;
+  for (int i = 0; i < o->n; i++)
+    if (o->e[i].step) *(int64_t *)o->e[i].step->data = step;
   o->steps = step;
   return LT_OK;
+}
+
+lt_status lt_optimizer_reset_state(lt_optimizer *o, int64_t step_count, int n, const char *const *param_names) {
+  const char *op = "optimizer_reset_state";
+  if (!o) return lt__err(LT_ERR_NULL, "%s: the optimizer is NULL", op);
+  if (step_count < 0) return lt__err(LT_ERR_INVALID, "%s: step count %lld must be >= 0", op, (long long)step_count);
+  if (n < 0 || (n > 0 && !param_names))
+    return lt__err(LT_ERR_INVALID, "%s: %d names but no name array", op, n);
+  bool *todo = calloc((size_t)o->n * (1 + N_STATE), sizeof(bool)); /* todo[n], fresh[N_STATE n] */
+  if (!todo) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+  for (int j = 0; j < n; j++) {
+    int i = param_names[j] ? entry_index(o, param_names[j]) : -1;
+    if (i < 0) {
+      free(todo);
+      return lt__err(LT_ERR_INVALID, "%s: '%s' is not a parameter this optimizer updates (buffers and names "
+                     "added after lt_optimizer_new are not)", op, param_names[j] ? param_names[j] : "(null)");
+    }
+    todo[i] = true;
+  }
+  /* Build the new state aside (the old one stays until all is made). */
+  opt_entry *old = malloc(sizeof(opt_entry) * (size_t)o->n);
+  if (!old) {
+    free(todo);
+    return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+  }
+  memcpy(old, o->e, sizeof(opt_entry) * (size_t)o->n);
+  for (int i = 0; i < o->n; i++)
+    for (int k = 0; k < N_STATE; k++) *slot(&o->e[i], k) = NULL;
+  lt_status s = make_states(o, todo, todo + o->n);
+  if (s != LT_OK) { /* make_states freed what it made: put the old state back */
+    memcpy(o->e, old, sizeof(opt_entry) * (size_t)o->n);
+  } else {
+    for (int i = 0; i < o->n; i++) drop_state(&old[i]);
+    o->steps = step_count;
+  }
+  free(old);
+  free(todo);
+  return s;
 }
 
 /* ---- the fused update loops ----------------------------------------------- */
@@ -348,8 +400,8 @@ static void update_one(lt_optimizer *o, opt_entry *e, void *p, const void *g, bo
     run_spans(true, f32, n, p, g, e->buf ? e->buf->data : NULL, NULL, &h, nt);
     return;
   }
-  e->step++;
-  double t = (double)e->step;
+  int64_t *step = e->step->data;
+  double t = (double)++*step;
   bool adamw = c->kind == LT_OPTIM_ADAMW;
   h.decay = adamw ? 1.0 - c->lr * e->weight_decay : 1.0;
   h.l2 = adamw ? 0.0 : e->weight_decay;
@@ -376,7 +428,7 @@ lt_status lt_optimizer_step(lt_optimizer *o) {
 
   /* 1. Which parameters update, and are their gradients usable? (Nothing
    *    changes if not.) */
-  bool *todo = calloc((size_t)o->n * 3, sizeof(bool)); /* todo[n], fresh[2n] */
+  bool *todo = calloc((size_t)o->n * (1 + N_STATE), sizeof(bool)); /* todo[n], fresh[N_STATE n] */
   if (!todo) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
   bool *fresh = todo + o->n;
   for (int i = 0; i < o->n; i++) {
@@ -386,6 +438,14 @@ lt_status lt_optimizer_step(lt_optimizer *o) {
       free(todo);
       return lt__err(LT_ERR_SHAPE, "%s: parameter '%s' is %s but its .grad is %s", op, o->e[i].name,
                      LT__D(p), LT__D(g));
+    }
+    const lt_tensor *b = o->e[i].buf;
+    if (b && (b->dtype != p->dtype || !same_shape(p, b))) {
+      free(todo);
+      return lt__err(LT_ERR_DTYPE,
+                     "%s: parameter '%s' is %s but its optimizer state is %s (the store was converted after "
+                     "the optimizer made its state: make the optimizer after lt_params_to_dtype)",
+                     op, o->e[i].name, LT__D(p), LT__D(b));
     }
     todo[i] = true;
   }
@@ -418,8 +478,8 @@ lt_status lt_optimizer_step(lt_optimizer *o) {
       s = lt_last_status();
       break;
     }
-    if (p->numel > 0) update_one(o, e, pc ? p->data : pt->data, g->data, fresh[2 * i], nt);
-    else if (o->cfg.kind != LT_OPTIM_SGD) e->step++;
+    if (p->numel > 0) update_one(o, e, pc ? p->data : pt->data, g->data, fresh[N_STATE * i], nt);
+    else if (o->cfg.kind != LT_OPTIM_SGD) ++*(int64_t *)e->step->data;
     if (pt) {
       lt_status s2 = lt_copy_(p, pt); /* bumps p's version */
       if (s2 != LT_OK) s = s2;

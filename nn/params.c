@@ -209,6 +209,61 @@ lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, bool req
   return LT_OK;
 }
 
+/* Two passes so that a failure changes nothing: check every tensor and make
+ * every converted copy, then move the copies' storage into the tensors. */
+lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype) {
+  const char *op = "params_to_dtype";
+  if (!p) return lt__err(LT_ERR_NULL, "%s: the store is NULL", op);
+  if (!lt__valid_dtype(dtype) || !lt_dtype_is_float(dtype))
+    return lt__err(LT_ERR_DTYPE, "%s: the target dtype must be a float dtype, not %s", op,
+                   lt__valid_dtype(dtype) ? lt_dtype_name(dtype) : "an invalid one");
+  for (int k = 0; k < p->n; k++) {
+    const lt_param *e = &p->items[k];
+    if (!lt_dtype_is_float(e->value->dtype) || e->value->dtype == dtype) continue;
+    if (lt__storage_shared(e->value))
+      return lt__err(LT_ERR_INVALID,
+                     "%s: '%s' is %s and shares its memory with another tensor (a view of it, one it views, a "
+                     "recorded graph that saved it) or the user: converting it would leave the other with the "
+                     "old values; free such views and graphs first (a parameter registered as a view: "
+                     "register lt_clone of it)",
+                     op, e->name, LT__D(e->value));
+  }
+  lt_tensor **made = calloc((size_t)(p->n ? p->n : 1), sizeof *made);
+  if (!made) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+  bool prev = lt_set_grad_enabled(false);
+  lt_status s = LT_OK;
+  for (int k = 0; k < p->n && s == LT_OK; k++) {
+    const lt_tensor *v = p->items[k].value;
+    if (!lt_dtype_is_float(v->dtype) || v->dtype == dtype) continue;
+    lt_tensor *c = lt_to_dtype(v, dtype);
+    if (c && !lt_is_contiguous(c)) { /* a strided parameter becomes contiguous */
+      lt_tensor *cc = lt_contiguous(c);
+      lt_tensor_free(c);
+      c = cc;
+    }
+    if (!c) {
+      s = lt_last_status();
+      break;
+    }
+    c = lt_tensor_keep(c);
+    LT_CHECK(lt__tensor_exclusive(c)); /* a new tensor of another dtype: nothing else sees it */
+    made[k] = c;
+  }
+  lt_set_grad_enabled(prev);
+  if (s != LT_OK) {
+    for (int k = 0; k < p->n; k++) lt_tensor_free(made[k]);
+    free(made);
+    return s;
+  }
+  for (int k = 0; k < p->n; k++) {
+    if (!made[k]) continue;
+    lt_zero_grad(p->items[k].value); /* a gradient of the old dtype is dropped */
+    lt__tensor_take_storage(p->items[k].value, made[k]);
+  }
+  free(made);
+  return LT_OK;
+}
+
 char *lt_name_join(char *buf, size_t size, const char *prefix, const char *name) {
   if (!buf || size == 0) return buf;
   if (!name) name = "";

@@ -3,7 +3,7 @@
  * index_select, gather, scatter_add, embedding, tril/triu, one_hot, cat,
  * stack, split, chunk (PyTorch semantics; see tensor.h for the contracts).
  *
- * What this is. One strided gather/scatter kernel (gs_exec) serves
+ * What this is. One strided gather/scatter kernel (gs_run) serves
  * index_select, gather, scatter_add, embedding and the backwards of all four:
  * the work is seen as positions (p, j, s), p over the dims before the indexed
  * dim, j along it, s over the dims after it, and each op only chooses strides.
@@ -340,30 +340,45 @@ static void gs_exec(gs_plan *pl) {
   }
 }
 
-/* Fills a plan's geometry. xt/yt give strides with rank r (nonempty_geom);
- * ind is contiguous over ishape (rank r) unless select_mode, where ind is a
- * 1-d list of J indices shared by all p, s. */
-static void gs_plan_init(gs_plan *pl, lt_dtype dt, bool add, int r, int dim, const int64_t *shape,
-                         void *x, const int64_t *xst, void *y, const int64_t *yst,
-                         const int64_t *ind, const int64_t *ishape, bool select_mode) {
-  memset(pl, 0, sizeof *pl);
-  pl->dtype = dt;
-  pl->add = add;
-  pl->r = r;
-  pl->dim = dim;
-  pl->x = x;
-  pl->y = y;
-  pl->ind = ind;
+/* Builds the plan and runs it. x and y strides have rank r (nonempty_geom).
+ * ind is contiguous over shape, or, in select_mode, a 1-d list of J indices
+ * shared by all p, s. */
+static void gs_run(lt_dtype dt, bool add, int r, int dim, const int64_t *shape, void *x,
+                   const int64_t *xst, void *y, const int64_t *yst, const int64_t *ind,
+                   bool select_mode) {
+  gs_plan pl;
+  memset(&pl, 0, sizeof pl);
+  pl.dtype = dt;
+  pl.add = add;
+  pl.r = r;
+  pl.dim = dim;
+  pl.x = x;
+  pl.y = y;
+  pl.ind = ind;
   for (int d = 0; d < r; d++) {
-    pl->shape[d] = shape[d];
-    pl->xst[d] = xst[d];
-    pl->yst[d] = yst[d];
+    pl.shape[d] = shape[d];
+    pl.xst[d] = xst[d];
+    pl.yst[d] = yst[d];
   }
-  if (select_mode) {
-    pl->ist[dim] = 1;
-  } else {
-    lt__contiguous_strides(r, ishape, pl->ist);
-  }
+  if (select_mode)
+    pl.ist[dim] = 1;
+  else
+    lt__contiguous_strides(r, shape, pl.ist);
+  gs_exec(&pl);
+}
+
+/* gs_run on tensors seen with rank max(ndim, 1), x and y of one dtype. With
+ * index NULL (index_select) the positions are y's; otherwise (gather and
+ * scatter) they are index's, and y may be larger than index. */
+static void gs_run_tensors(bool add, int dim, const lt_tensor *x, const lt_tensor *y,
+                           const idx_buf *ib, const lt_tensor *index) {
+  int64_t xsh[LT_MAX_DIMS], xst[LT_MAX_DIMS], ysh[LT_MAX_DIMS], yst[LT_MAX_DIMS];
+  int64_t ish[LT_MAX_DIMS], ist[LT_MAX_DIMS];
+  nonempty_geom(x, xsh, xst);
+  nonempty_geom(y, ysh, yst);
+  if (index) nonempty_geom(index, ish, ist);
+  gs_run(x->dtype, add, nonempty_rank(x), dim, index ? ish : ysh, x->data, xst, y->data, yst,
+         ib->v, index == NULL);
 }
 
 /* ======================================================================== */
@@ -424,19 +439,99 @@ typedef struct dim_aux {
   int dim;
 } dim_aux;
 
+/* out when its autograd record succeeded (s == LT_OK); otherwise out is freed
+ * and NULL returned, the record's error set. */
+static lt_tensor *recorded(lt_tensor *out, lt_status s) {
+  if (s == LT_OK) return out;
+  lt_tensor_free(out);
+  return NULL;
+}
+
+/* idx_load for an op that indexes dim d of x: a value outside the dim is an
+ * LT_ERR_INDEX naming its position ("gather: index[1,3] = 7 is out of range
+ * for dim 1 of x [4,5] f32 (valid 0..4)"), and ib then holds nothing. */
+static lt_status idx_load_dim(const char *op, const lt_tensor *index, const lt_tensor *x, int d,
+                              idx_buf *ib) {
+  const int64_t size = nonempty_size(x, d);
+  int64_t bad, badv;
+  lt_status s = idx_load(op, index, size, ib, &bad, &badv);
+  if (s != LT_OK || bad < 0) return s;
+  idx_release(ib);
+  return lt__err(LT_ERR_INDEX, "%s: index%s = %lld is out of range for dim %d of x %s %s", op,
+                 IDX_POS(index, bad), (long long)badv, d, LT__D(x), VALID(size));
+}
+
+/* idx_load for a backward: the forward checked every value and the engine
+ * checks that the saved index was not written since, so a bad value here is
+ * a broken invariant. Only fails on NOMEM. */
+static lt_status idx_load_saved(const char *op, const lt_tensor *index, int64_t size,
+                                idx_buf *ib) {
+  int64_t bad, badv;
+  lt_status s = idx_load(op, index, size, ib, &bad, &badv);
+  if (s == LT_OK) LT_CHECK(bad < 0);
+  return s;
+}
+
 /* ======================================================================== */
-/* index_select                                                             */
+/* index_select and gather                                                  */
 /* ======================================================================== */
+
+/* The checks index_select, gather and scatter_add open with: x and index
+ * given, dim valid for x (wrapped into *d), index i32 or i64. */
+static lt_status index_args(const char *op, const lt_tensor *x, int dim, const lt_tensor *index,
+                            int *d) {
+  if (!x) return lt__err_null(op, "x");
+  if (!index) return lt__err_null(op, "index");
+  lt_status s = lt__wrap_dim(op, dim, x->ndim, d);
+  return s != LT_OK ? s : idx_check_dtype(op, "index", index);
+}
+
+/* What index_select and gather share once their arguments are checked:
+ * out [oshape] = x indexed along d by index (select: index is a 1-d list
+ * along d; else index has out's shape), recorded as id with index saved. */
+static lt_tensor *index_forward(const char *op, lt__op_id id, const lt_tensor *x, int d,
+                                const lt_tensor *index, int ond, const int64_t *oshape,
+                                bool select) {
+  idx_buf ib;
+  if (idx_load_dim(op, index, x, d, &ib) != LT_OK) return NULL;
+  lt_tensor *out = lt_empty(x->dtype, ond, oshape);
+  if (out) gs_run_tensors(false, d, x, out, &ib, select ? NULL : index);
+  idx_release(&ib);
+  if (!out) return NULL;
+  dim_aux aux = {d};
+  return recorded(out, lt__record(out, id, 1, (const lt_tensor *[]){x}, 1,
+                                  (const lt_tensor *[]){index}, &aux, sizeof aux));
+}
+
+/* Their backward: dx = zeros like x, then dout added at the indexed places
+ * (index_add for index_select, scatter_add for gather). */
+static lt_status index_backward(const char *op, const lt_node *node, const lt_tensor *gout,
+                                lt_tensor **gin, bool select) {
+  if (!lt__needs_input_grad(node, 0)) return LT_OK;
+  dim_aux aux;
+  memcpy(&aux, node->aux, sizeof aux);
+  const lt__edge *e = &node->in[0];
+  const lt_tensor *index = node->saved[0];
+  lt_tensor *gx = lt_zeros(gout->dtype, e->ndim, e->shape);
+  if (!gx) return lt_last_status();
+  idx_buf ib;
+  lt_status s = idx_load_saved(op, index, nonempty_size(gx, aux.dim), &ib);
+  if (s != LT_OK) {
+    lt_tensor_free(gx);
+    return s;
+  }
+  gs_run_tensors(true, aux.dim, gx, gout, &ib, select ? NULL : index);
+  idx_release(&ib);
+  gin[0] = gx;
+  return LT_OK;
+}
 
 /* x [..., N, ...] (dim), index [n] -> out [..., n, ...]:
  *     out[..., j, ...] = x[..., index[j], ...] */
 lt_tensor *lt_index_select(const lt_tensor *x, int dim, const lt_tensor *index) {
   static const char *op = "index_select";
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (!index) return lt__err_null(op, "index"), NULL;
   int d;
-  if (lt__wrap_dim(op, dim, x->ndim, &d) != LT_OK) return NULL;
-  if (idx_check_dtype(op, "index", index) != LT_OK) return NULL;
+  if (index_args(op, x, dim, index, &d) != LT_OK) return NULL;
   if (index->ndim > 1) {
     lt__err(LT_ERR_SHAPE, "index_select: x is %s, index is %s: index must be 1-d (or 0-d)", LT__D(x),
             LT__D(index));
@@ -447,74 +542,16 @@ lt_tensor *lt_index_select(const lt_tensor *x, int dim, const lt_tensor *index) 
             LT__D(x), LT__D(index));
     return NULL;
   }
-  const int64_t size = nonempty_size(x, d);
-  idx_buf ib;
-  int64_t bad, badv;
-  if (idx_load(op, index, size, &ib, &bad, &badv) != LT_OK) return NULL;
-  if (bad >= 0) {
-    lt__err(LT_ERR_INDEX, "index_select: index%s = %lld is out of range for dim %d of x %s %s",
-            IDX_POS(index, bad), (long long)badv, d, LT__D(x), VALID(size));
-    idx_release(&ib);
-    return NULL;
-  }
   int64_t oshape[LT_MAX_DIMS];
   for (int i = 0; i < x->ndim; i++) oshape[i] = x->shape[i];
   if (x->ndim > 0) oshape[d] = index->numel;
-  lt_tensor *out = lt_empty(x->dtype, x->ndim, oshape);
-  if (!out) {
-    idx_release(&ib);
-    return NULL;
-  }
-  const int r = nonempty_rank(x);
-  int64_t xsh[LT_MAX_DIMS], xst[LT_MAX_DIMS], ysh[LT_MAX_DIMS], yst[LT_MAX_DIMS];
-  nonempty_geom(x, xsh, xst);
-  nonempty_geom(out, ysh, yst);
-  gs_plan pl;
-  gs_plan_init(&pl, x->dtype, false, r, d, ysh, x->data, xst, out->data, yst, ib.v, NULL, true);
-  gs_exec(&pl);
-  idx_release(&ib);
-  dim_aux aux = {d};
-  if (lt__record(out, LT__OP_index_select, 1, (const lt_tensor *[]){x}, 1,
-                 (const lt_tensor *[]){index}, &aux, sizeof aux) != LT_OK) {
-    lt_tensor_free(out);
-    return NULL;
-  }
-  return out;
+  return index_forward(op, LT__OP_index_select, x, d, index, x->ndim, oshape, true);
 }
 
 /* dx = zeros like x; dx[..., index[j], ...] += dout[..., j, ...] (index_add). */
 lt_status lt__bw_index_select(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  if (!lt__needs_input_grad(node, 0)) return LT_OK;
-  dim_aux aux;
-  memcpy(&aux, node->aux, sizeof aux);
-  const lt__edge *e = &node->in[0];
-  const lt_tensor *index = node->saved[0];
-  lt_tensor *gx = lt_zeros(gout->dtype, e->ndim, e->shape);
-  if (!gx) return lt_last_status();
-  idx_buf ib;
-  int64_t bad, badv;
-  int64_t size = e->ndim > 0 ? e->shape[aux.dim] : 1;
-  if (idx_load("index_select backward", index, size, &ib, &bad, &badv) != LT_OK) {
-    lt_tensor_free(gx);
-    return lt_last_status();
-  }
-  LT_CHECK(bad < 0); /* checked by the forward; the engine checks versions */
-  const int r = nonempty_rank(gx);
-  int64_t xsh[LT_MAX_DIMS], xst[LT_MAX_DIMS], ysh[LT_MAX_DIMS], yst[LT_MAX_DIMS];
-  nonempty_geom(gx, xsh, xst);
-  nonempty_geom(gout, ysh, yst);
-  gs_plan pl;
-  gs_plan_init(&pl, gout->dtype, true, r, aux.dim, ysh, gx->data, xst, gout->data, yst, ib.v, NULL,
-               true);
-  gs_exec(&pl);
-  idx_release(&ib);
-  gin[0] = gx;
-  return LT_OK;
+  return index_backward("index_select backward", node, gout, gin, true);
 }
-
-/* ======================================================================== */
-/* gather and scatter_add                                                   */
-/* ======================================================================== */
 
 /* PyTorch's shape rules: same rank (0-d counts as 1-d); index.size(i) <=
  * a.size(i) for every i, except i == dim when skip_dim. */
@@ -536,82 +573,27 @@ static lt_status check_index_shape(const char *op, const char *an, const lt_tens
 /* out[i][j] = x[index[i][j]][j] (dim 0), out has index's shape. */
 lt_tensor *lt_gather(const lt_tensor *x, int dim, const lt_tensor *index) {
   static const char *op = "gather";
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (!index) return lt__err_null(op, "index"), NULL;
   int d;
-  if (lt__wrap_dim(op, dim, x->ndim, &d) != LT_OK) return NULL;
-  if (idx_check_dtype(op, "index", index) != LT_OK) return NULL;
+  if (index_args(op, x, dim, index, &d) != LT_OK) return NULL;
   if (check_index_shape(op, "x", x, index, d, true) != LT_OK) return NULL;
-  const int64_t size = nonempty_size(x, d);
-  idx_buf ib;
-  int64_t bad, badv;
-  if (idx_load(op, index, size, &ib, &bad, &badv) != LT_OK) return NULL;
-  if (bad >= 0) {
-    lt__err(LT_ERR_INDEX, "gather: index%s = %lld is out of range for dim %d of x %s %s",
-            IDX_POS(index, bad), (long long)badv, d, LT__D(x), VALID(size));
-    idx_release(&ib);
-    return NULL;
-  }
-  lt_tensor *out = lt_empty(x->dtype, index->ndim, index->shape);
-  if (!out) {
-    idx_release(&ib);
-    return NULL;
-  }
-  const int r = nonempty_rank(x);
-  int64_t xsh[LT_MAX_DIMS], xst[LT_MAX_DIMS], ish[LT_MAX_DIMS], yst[LT_MAX_DIMS];
-  nonempty_geom(x, xsh, xst);
-  nonempty_geom(out, ish, yst);
-  gs_plan pl;
-  gs_plan_init(&pl, x->dtype, false, r, d, ish, x->data, xst, out->data, yst, ib.v, ish, false);
-  gs_exec(&pl);
-  idx_release(&ib);
-  dim_aux aux = {d};
-  if (lt__record(out, LT__OP_gather, 1, (const lt_tensor *[]){x}, 1, (const lt_tensor *[]){index},
-                 &aux, sizeof aux) != LT_OK) {
-    lt_tensor_free(out);
-    return NULL;
-  }
-  return out;
+  return index_forward(op, LT__OP_gather, x, d, index, index->ndim, index->shape, false);
 }
 
 /* dx = zeros like x; dx[index[i][j]][j] += dout[i][j] (scatter_add). */
 lt_status lt__bw_gather(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  if (!lt__needs_input_grad(node, 0)) return LT_OK;
-  dim_aux aux;
-  memcpy(&aux, node->aux, sizeof aux);
-  const lt__edge *e = &node->in[0];
-  const lt_tensor *index = node->saved[0];
-  lt_tensor *gx = lt_zeros(gout->dtype, e->ndim, e->shape);
-  if (!gx) return lt_last_status();
-  idx_buf ib;
-  int64_t bad, badv;
-  if (idx_load("gather backward", index, nonempty_size(gx, aux.dim), &ib, &bad, &badv) != LT_OK) {
-    lt_tensor_free(gx);
-    return lt_last_status();
-  }
-  LT_CHECK(bad < 0);
-  const int r = nonempty_rank(gx);
-  int64_t xsh[LT_MAX_DIMS], xst[LT_MAX_DIMS], ish[LT_MAX_DIMS], yst[LT_MAX_DIMS];
-  nonempty_geom(gx, xsh, xst);
-  nonempty_geom(gout, ish, yst);
-  gs_plan pl;
-  gs_plan_init(&pl, gout->dtype, true, r, aux.dim, ish, gx->data, xst, gout->data, yst, ib.v, ish,
-               false);
-  gs_exec(&pl);
-  idx_release(&ib);
-  gin[0] = gx;
-  return LT_OK;
+  return index_backward("gather backward", node, gout, gin, false);
 }
+
+/* ======================================================================== */
+/* scatter_add                                                              */
+/* ======================================================================== */
 
 /* out = x; out[index[i][j]][j] += src[i][j] (dim 0). */
 lt_tensor *lt_scatter_add(const lt_tensor *x, int dim, const lt_tensor *index, const lt_tensor *src) {
   static const char *op = "scatter_add";
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (!index) return lt__err_null(op, "index"), NULL;
-  if (!src) return lt__err_null(op, "src"), NULL;
   int d;
-  if (lt__wrap_dim(op, dim, x->ndim, &d) != LT_OK) return NULL;
-  if (idx_check_dtype(op, "index", index) != LT_OK) return NULL;
+  if (index_args(op, x, dim, index, &d) != LT_OK) return NULL;
+  if (!src) return lt__err_null(op, "src"), NULL;
   if (src->dtype != x->dtype) {
     lt__err(LT_ERR_DTYPE, "scatter_add: x is %s, src is %s: src must have x's dtype", LT__D(x),
             LT__D(src));
@@ -619,39 +601,18 @@ lt_tensor *lt_scatter_add(const lt_tensor *x, int dim, const lt_tensor *index, c
   }
   if (check_index_shape(op, "x", x, index, d, true) != LT_OK) return NULL;
   if (check_index_shape(op, "src", src, index, d, false) != LT_OK) return NULL;
-  const int64_t size = nonempty_size(x, d);
   idx_buf ib;
-  int64_t bad, badv;
-  if (idx_load(op, index, size, &ib, &bad, &badv) != LT_OK) return NULL;
-  if (bad >= 0) {
-    lt__err(LT_ERR_INDEX, "scatter_add: index%s = %lld is out of range for dim %d of x %s %s",
-            IDX_POS(index, bad), (long long)badv, d, LT__D(x), VALID(size));
-    idx_release(&ib);
-    return NULL;
-  }
+  if (idx_load_dim(op, index, x, d, &ib) != LT_OK) return NULL;
   lt_tensor *out = lt_empty(x->dtype, x->ndim, x->shape);
-  if (!out) {
-    idx_release(&ib);
-    return NULL;
+  if (out) {
+    copy_into(out, x);
+    gs_run_tensors(true, d, out, src, &ib, index);
   }
-  copy_into(out, x);
-  const int r = nonempty_rank(x);
-  int64_t xsh[LT_MAX_DIMS], xst[LT_MAX_DIMS], ish[LT_MAX_DIMS], ist[LT_MAX_DIMS];
-  int64_t ssh[LT_MAX_DIMS], sst[LT_MAX_DIMS];
-  nonempty_geom(out, xsh, xst);
-  nonempty_geom(index, ish, ist);
-  nonempty_geom(src, ssh, sst);
-  gs_plan pl;
-  gs_plan_init(&pl, x->dtype, true, r, d, ish, out->data, xst, src->data, sst, ib.v, ish, false);
-  gs_exec(&pl);
   idx_release(&ib);
+  if (!out) return NULL;
   dim_aux aux = {d};
-  if (lt__record(out, LT__OP_scatter_add, 2, (const lt_tensor *[]){x, src}, 1,
-                 (const lt_tensor *[]){index}, &aux, sizeof aux) != LT_OK) {
-    lt_tensor_free(out);
-    return NULL;
-  }
-  return out;
+  return recorded(out, lt__record(out, LT__OP_scatter_add, 2, (const lt_tensor *[]){x, src}, 1,
+                                  (const lt_tensor *[]){index}, &aux, sizeof aux));
 }
 
 /* dx = dout; dsrc[i][j] = dout[index[i][j]][j] where index reaches (gather),
@@ -672,23 +633,12 @@ lt_status lt__bw_scatter_add(const lt_node *node, const lt_tensor *gout, lt_tens
                        : lt_zeros(gout->dtype, e->ndim, e->shape);
   if (!gs) return lt_last_status();
   idx_buf ib;
-  int64_t bad, badv;
-  if (idx_load("scatter_add backward", index, nonempty_size(gout, aux.dim), &ib, &bad, &badv) !=
-      LT_OK) {
+  lt_status s = idx_load_saved("scatter_add backward", index, nonempty_size(gout, aux.dim), &ib);
+  if (s != LT_OK) {
     lt_tensor_free(gs);
-    return lt_last_status();
+    return s;
   }
-  LT_CHECK(bad < 0);
-  const int r = nonempty_rank(gout);
-  int64_t xsh[LT_MAX_DIMS], xst[LT_MAX_DIMS], ish[LT_MAX_DIMS], ist[LT_MAX_DIMS];
-  int64_t ssh[LT_MAX_DIMS], sst[LT_MAX_DIMS];
-  nonempty_geom(gout, xsh, xst);
-  nonempty_geom(index, ish, ist);
-  nonempty_geom(gs, ssh, sst);
-  gs_plan pl;
-  gs_plan_init(&pl, gout->dtype, false, r, aux.dim, ish, gout->data, xst, gs->data, sst, ib.v, ish,
-               false);
-  gs_exec(&pl);
+  gs_run_tensors(false, aux.dim, gout, gs, &ib, index);
   idx_release(&ib);
   gin[1] = gs;
   return LT_OK;
@@ -730,21 +680,13 @@ lt_tensor *lt_embedding(const lt_tensor *table, const lt_tensor *ids) {
     return NULL;
   }
   lt_tensor *out = lt_empty(table->dtype, ids->ndim + 1, oshape);
-  if (!out) {
-    idx_release(&ib);
-    return NULL;
-  }
-  gs_plan pl;
-  gs_plan_init(&pl, table->dtype, false, 2, 0, (const int64_t[]){N, D}, table->data, table->stride,
-               out->data, (const int64_t[]){D, 1}, ib.v, NULL, true);
-  gs_exec(&pl);
+  if (out)
+    gs_run(table->dtype, false, 2, 0, (const int64_t[]){N, D}, table->data, table->stride,
+           out->data, (const int64_t[]){D, 1}, ib.v, true);
   idx_release(&ib);
-  if (lt__record(out, LT__OP_embedding, 1, (const lt_tensor *[]){table}, 1,
-                 (const lt_tensor *[]){ids}, NULL, 0) != LT_OK) {
-    lt_tensor_free(out);
-    return NULL;
-  }
-  return out;
+  if (!out) return NULL;
+  return recorded(out, lt__record(out, LT__OP_embedding, 1, (const lt_tensor *[]){table}, 1,
+                                  (const lt_tensor *[]){ids}, NULL, 0));
 }
 
 /* dtable = zeros [V, D]; dtable[ids[i], :] += dout[i, :] for i in order.
@@ -758,22 +700,15 @@ lt_status lt__bw_embedding(const lt_node *node, const lt_tensor *gout, lt_tensor
   lt_tensor *gt = lt_zeros(gout->dtype, 2, e->shape);
   if (!gt) return lt_last_status();
   lt_tensor *g2 = lt_reshape(gout, 2, (const int64_t[]){N, D}); /* a view unless gout is odd */
-  if (!g2) {
-    lt_tensor_free(gt);
-    return lt_last_status();
-  }
   idx_buf ib;
-  int64_t bad, badv;
-  if (idx_load("embedding backward", ids, V, &ib, &bad, &badv) != LT_OK) {
+  lt_status s = g2 ? idx_load_saved("embedding backward", ids, V, &ib) : lt_last_status();
+  if (s != LT_OK) {
     lt_tensor_free(g2);
     lt_tensor_free(gt);
-    return lt_last_status();
+    return s;
   }
-  LT_CHECK(bad < 0);
-  gs_plan pl;
-  gs_plan_init(&pl, gout->dtype, true, 2, 0, (const int64_t[]){N, D}, gt->data,
-               (const int64_t[]){D, 1}, g2->data, g2->stride, ib.v, NULL, true);
-  gs_exec(&pl);
+  gs_run(gout->dtype, true, 2, 0, (const int64_t[]){N, D}, gt->data, (const int64_t[]){D, 1},
+         g2->data, g2->stride, ib.v, true);
   idx_release(&ib);
   lt_tensor_free(g2);
   gin[0] = gt;
@@ -832,43 +767,31 @@ static lt_tensor *tri(const char *op, const lt_tensor *x, int64_t k, bool lower)
   return out;
 }
 
-lt_tensor *lt_tril(const lt_tensor *x, int64_t k) {
-  lt_tensor *out = tri("tril", x, k, true);
+static lt_tensor *tri_forward(const char *op, lt__op_id id, const lt_tensor *x, int64_t k,
+                              bool lower) {
+  lt_tensor *out = tri(op, x, k, lower);
+  if (!out) return NULL;
   tri_aux aux = {k};
-  if (out && lt__record(out, LT__OP_tril, 1, (const lt_tensor *[]){x}, 0, NULL, &aux, sizeof aux) !=
-                 LT_OK) {
-    lt_tensor_free(out);
-    return NULL;
-  }
-  return out;
-}
-
-lt_tensor *lt_triu(const lt_tensor *x, int64_t k) {
-  lt_tensor *out = tri("triu", x, k, false);
-  tri_aux aux = {k};
-  if (out && lt__record(out, LT__OP_triu, 1, (const lt_tensor *[]){x}, 0, NULL, &aux, sizeof aux) !=
-                 LT_OK) {
-    lt_tensor_free(out);
-    return NULL;
-  }
-  return out;
+  return recorded(out, lt__record(out, id, 1, (const lt_tensor *[]){x}, 0, NULL, &aux, sizeof aux));
 }
 
 /* dx = tril(dout, k) / triu(dout, k): the same mask. */
-lt_status lt__bw_tril(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+static lt_status tri_backward(const char *op, const lt_node *node, const lt_tensor *gout,
+                              lt_tensor **gin, bool lower) {
   if (!lt__needs_input_grad(node, 0)) return LT_OK;
   tri_aux aux;
   memcpy(&aux, node->aux, sizeof aux);
-  gin[0] = tri("tril backward", gout, aux.k, true);
+  gin[0] = tri(op, gout, aux.k, lower);
   return gin[0] ? LT_OK : lt_last_status();
 }
 
+lt_tensor *lt_tril(const lt_tensor *x, int64_t k) { return tri_forward("tril", LT__OP_tril, x, k, true); }
+lt_tensor *lt_triu(const lt_tensor *x, int64_t k) { return tri_forward("triu", LT__OP_triu, x, k, false); }
+lt_status lt__bw_tril(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  return tri_backward("tril backward", node, gout, gin, true);
+}
 lt_status lt__bw_triu(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  if (!lt__needs_input_grad(node, 0)) return LT_OK;
-  tri_aux aux;
-  memcpy(&aux, node->aux, sizeof aux);
-  gin[0] = tri("triu backward", gout, aux.k, false);
-  return gin[0] ? LT_OK : lt_last_status();
+  return tri_backward("triu backward", node, gout, gin, false);
 }
 
 /* ======================================================================== */
@@ -947,6 +870,12 @@ static lt_status check_list(const char *op, int n, lt_tensor *const *xs) {
   return LT_OK;
 }
 
+/* cat and stack record their n inputs and the dim (nothing saved). */
+static lt_tensor *record_list(lt_tensor *out, lt__op_id id, int n, lt_tensor *const *xs, int d) {
+  dim_aux aux = {d};
+  return recorded(out, lt__record(out, id, n, (const lt_tensor *const *)xs, 0, NULL, &aux, sizeof aux));
+}
+
 /* torch.cat's legacy rule: a 1-d tensor of size 0 may join tensors of any rank. */
 static bool cat_skippable(const lt_tensor *t) { return t->ndim == 1 && t->shape[0] == 0; }
 
@@ -1013,13 +942,7 @@ lt_tensor *lt_cat(int n, lt_tensor *const *xs, int dim) {
     copy_into(&v, t);
     off += t->shape[d];
   }
-  dim_aux aux = {d};
-  if (lt__record(out, LT__OP_cat, n, (const lt_tensor *const *)xs, 0, NULL, &aux, sizeof aux) !=
-      LT_OK) {
-    lt_tensor_free(out);
-    return NULL;
-  }
-  return out;
+  return record_list(out, LT__OP_cat, n, xs, d);
 }
 
 /* dxs[i] = narrow(dout, dim, offset_i, n_i); zeros for skipped [0] inputs. */
@@ -1090,13 +1013,7 @@ lt_tensor *lt_stack(int n, lt_tensor *const *xs, int dim) {
       copy_into(&v, xs[i]);
     }
   }
-  dim_aux aux = {d};
-  if (lt__record(out, LT__OP_stack, n, (const lt_tensor *const *)xs, 0, NULL, &aux, sizeof aux) !=
-      LT_OK) {
-    lt_tensor_free(out);
-    return NULL;
-  }
-  return out;
+  return record_list(out, LT__OP_stack, n, xs, d);
 }
 
 /* dxs[i] = select(dout, dim, i). */

@@ -6,7 +6,8 @@
  *   only; anything a caller, a file or the environment can cause gets a status);
  * - dtype helpers (load/store as double, promotion);
  * - lt__iter: the one strided N-d iterator that every elementwise kernel uses;
- * - view construction and dim normalisation shared by tensor/ files.
+ * - view construction and dim normalisation shared by tensor/ files;
+ * - little-endian integer load/store for the library's file formats.
  *
  * Internal names use the lt__ prefix (two underscores).
  */
@@ -78,6 +79,17 @@ void lt__tensor_release(lt_tensor *t);
  * be adopted (e.g. as a .grad) without a copy. */
 bool lt__tensor_exclusive(const lt_tensor *t);
 
+/* True if t's storage is seen by another tensor object (a view of it, or one
+ * it views) or belongs to the user (lt_tensor_from_borrowed). */
+bool lt__storage_shared(const lt_tensor *t);
+/* Moves src's storage, dtype and geometry into dst, which keeps its identity
+ * (the object, its references, scope and autograd fields), and frees src.
+ * dst's old storage reference is released; both storages' versions are
+ * bumped so that graphs that saved dst (or a view of it) fail their backward. src must be a fresh
+ * tensor (one reference, in no scope, no grad_fn, no grad). For in-place
+ * conversions such as lt_params_to_dtype. */
+void lt__tensor_take_storage(lt_tensor *dst, lt_tensor *src);
+
 /* Contiguous row-major strides for shape. */
 void lt__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 
@@ -123,6 +135,23 @@ void lt__iter_run(const lt__iter *it, lt__loop_fn fn, void *ctx, bool parallel);
 
 /* Minimum elements before a kernel goes multi-threaded. */
 #define LT__PARALLEL_MIN 32768
+
+/* ---- little-endian integers in byte buffers (file formats) ------------- */
+
+/* Checkpoint headers and serialised tokenizers store integers little-endian
+ * whatever the host's byte order. */
+static inline void lt__put_le32(unsigned char *p, uint32_t v) {
+  for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline void lt__put_le64(unsigned char *p, uint64_t v) {
+  for (int i = 0; i < 8; i++) p[i] = (unsigned char)(v >> (8 * i));
+}
+static inline uint32_t lt__get_le32(const unsigned char *p) {
+  return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+static inline uint64_t lt__get_le64(const unsigned char *p) {
+  return (uint64_t)lt__get_le32(p) | (uint64_t)lt__get_le32(p + 4) << 32;
+}
 
 /* ---- runtime ----------------------------------------------------------- */
 

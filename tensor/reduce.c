@@ -254,14 +254,6 @@ typedef void (*col_kernel)(const rplan *p, const void *x, void *const *outs, int
 
 #define COLBLK 2048
 
-/* The shared prologue of a column kernel. */
-#define COL_PROLOGUE(T)                                                                 \
-  const int64_t nl = p->ksh[p->nk - 1], ks = p->kst[p->nk - 1];                         \
-  const int64_t m = j1 - j0;                                                            \
-  const int64_t obase = ob * nl + j0;                                                   \
-  const T *xb = (const T *)xv + k_offset(p, p->nk - 1, ob) + j0 * ks;                   \
-  (void)c;
-
 /* Use the column loop when the innermost kept dim has the smaller stride. */
 static bool use_columns(const rplan *p) {
   if (p->nk < 1 || p->nr < 1) return false;
@@ -321,25 +313,59 @@ static void run_plan(const rplan *p, const void *x, void *const *outs, row_kerne
 #define FIN_DIV(O, t) ((O)((double)(t) / c->div))
 #define FIN_INT(O, t) ((O)(int64_t)(t))
 
-/* sum and mean: T input, A accumulator, O output. */
-#define SUM_KERNELS(NAME, T, A, O, FIN)                                                 \
-  static void sum_row_##NAME(const rplan *p, const void *xv, void *const *outs,        \
-                             int64_t o0, int64_t o1, const rctx *c) {                   \
+/* The dtypes a reduction takes, as X(K, SFX, T, DT, A, O, FIN, ISNAN): kernel
+ * family K, name suffix SFX, element type T, LT_DTYPE_##DT, and for sums the
+ * accumulator A, output type O and finish FIN; ISNAN tests for NaN. The float
+ * list is the first two. */
+#define FLOAT_DTYPES(X, K)                                                              \
+  X(K, f32, float, F32, double, float, FIN_DIV, ISNAN_F)                                \
+  X(K, f64, double, F64, double, double, FIN_DIV, ISNAN_F)
+#define ALL_DTYPES(X, K)                                                                \
+  FLOAT_DTYPES(X, K)                                                                    \
+  X(K, i32, int32_t, I32, uint64_t, int64_t, FIN_INT, ISNAN_I)                          \
+  X(K, i64, int64_t, I64, uint64_t, int64_t, FIN_INT, ISNAN_I)                          \
+  X(K, b8, uint8_t, BOOL, uint64_t, int64_t, FIN_INT, ISNAN_I)
+
+/* The two kernel skeletons; a kernel family states only its body.
+ * K##_row_##SFX: the body runs once per output element o in [o0, o1), with
+ * xb at o's first input element and out = outs[0] (type O).
+ * K##_col_##SFX: the body runs once for the block of m = j1 - j0 outputs
+ * along the innermost kept dim (stride ks) at index ob of the other kept
+ * dims, with xb at output j0's first input element, out at output j0, and
+ * obase its index in the output. */
+#define ROW_KERNEL(K, SFX, T, O, ...)                                                   \
+  static void K##_row_##SFX(const rplan *p, const void *xv, void *const *outs,         \
+                            int64_t o0, int64_t o1, const rctx *c) {                    \
     O *out = (O *)outs[0];                                                              \
     kodo k;                                                                             \
     kodo_init(&k, p, o0);                                                               \
     for (int64_t o = o0; o < o1; o++, kodo_next(&k, p)) {                               \
       const T *xb = (const T *)xv + k.off;                                              \
-      A a[8] = {0};                                                                     \
-      ROW_FOR_ELEMS(p, xb, T, l, v, a[l] += (A)v;);                                     \
-      A t = LANES_SUM(a);                                                               \
-      out[o] = FIN(O, t);                                                               \
+      __VA_ARGS__                                                                       \
     }                                                                                   \
-  }                                                                                     \
-  static void sum_col_##NAME(const rplan *p, const void *xv, void *const *outs,        \
-                             int64_t ob, int64_t j0, int64_t j1, const rctx *c) {       \
-    COL_PROLOGUE(T)                                                                     \
+    (void)c;                                                                            \
+  }
+#define COL_KERNEL(K, SFX, T, O, ...)                                                   \
+  static void K##_col_##SFX(const rplan *p, const void *xv, void *const *outs,         \
+                            int64_t ob, int64_t j0, int64_t j1, const rctx *c) {        \
+    const int64_t nl = p->ksh[p->nk - 1], ks = p->kst[p->nk - 1];                       \
+    const int64_t m = j1 - j0;                                                          \
+    const int64_t obase = ob * nl + j0;                                                 \
+    const T *xb = (const T *)xv + k_offset(p, p->nk - 1, ob) + j0 * ks;                 \
     O *out = (O *)outs[0] + obase;                                                      \
+    (void)c;                                                                            \
+    __VA_ARGS__                                                                         \
+  }
+
+/* sum and mean: T input, A accumulator, O output. */
+#define SUM_KERNELS(K, SFX, T, DT, A, O, FIN, ISNAN)                                    \
+  ROW_KERNEL(K, SFX, T, O, {                                                            \
+    A a[8] = {0};                                                                       \
+    ROW_FOR_ELEMS(p, xb, T, l, v, a[l] += (A)v;);                                       \
+    A t = LANES_SUM(a);                                                                 \
+    out[o] = FIN(O, t);                                                                 \
+  })                                                                                    \
+  COL_KERNEL(K, SFX, T, O, {                                                            \
     A acc[COLBLK];                                                                      \
     for (int64_t j = 0; j < m; j++) acc[j] = 0;                                         \
     /* Four rows at a time: one accumulator update per four elements. */              \
@@ -361,81 +387,54 @@ static void run_plan(const rplan *p, const void *x, void *const *outs, row_kerne
       }                                                                                 \
     });                                                                                 \
     for (int64_t j = 0; j < m; j++) out[j] = FIN(O, acc[j]);                            \
-  }
+  })
+ALL_DTYPES(SUM_KERNELS, sum)
 
-SUM_KERNELS(f32, float, double, float, FIN_DIV)
-SUM_KERNELS(f64, double, double, double, FIN_DIV)
-SUM_KERNELS(i32, int32_t, uint64_t, int64_t, FIN_INT)
-SUM_KERNELS(i64, int64_t, uint64_t, int64_t, FIN_INT)
-SUM_KERNELS(b8, uint8_t, uint64_t, int64_t, FIN_INT)
+/* Which way amax/amin and argmax/argmin compare. */
+#define CMP_amax >
+#define CMP_amin <
+#define CMP_argmax >
+#define CMP_argmin <
 
 /* amax/amin: a = v if v beats a or v is NaN (NaN wins and stays). Every lane
  * starts at the first reduced element, so the set must not be empty. */
-#define MINMAX_KERNELS(NAME, T, CMP, ISNAN)                                             \
-  static void NAME##_row(const rplan *p, const void *xv, void *const *outs, int64_t o0, \
-                         int64_t o1, const rctx *c) {                                   \
-    T *out = (T *)outs[0];                                                              \
-    kodo k;                                                                             \
-    kodo_init(&k, p, o0);                                                               \
-    for (int64_t o = o0; o < o1; o++, kodo_next(&k, p)) {                               \
-      const T *xb = (const T *)xv + k.off;                                              \
-      T a[8];                                                                           \
-      for (int l = 0; l < 8; l++) a[l] = xb[0];                                         \
-      ROW_FOR_ELEMS(p, xb, T, l, v, a[l] = (v CMP a[l] || ISNAN(v)) ? v : a[l];);       \
-      T r = a[0];                                                                       \
-      for (int l = 1; l < 8; l++) r = (a[l] CMP r || ISNAN(a[l])) ? a[l] : r;           \
-      out[o] = r;                                                                       \
-    }                                                                                   \
-  }                                                                                     \
-  static void NAME##_col(const rplan *p, const void *xv, void *const *outs, int64_t ob, \
-                         int64_t j0, int64_t j1, const rctx *c) {                       \
-    COL_PROLOGUE(T)                                                                     \
-    T *out = (T *)outs[0] + obase;                                                      \
+#define MINMAX_KERNELS(K, SFX, T, DT, A, O, FIN, ISNAN)                                 \
+  ROW_KERNEL(K, SFX, T, T, {                                                            \
+    T a[8];                                                                             \
+    for (int l = 0; l < 8; l++) a[l] = xb[0];                                           \
+    ROW_FOR_ELEMS(p, xb, T, l, v, a[l] = (v CMP_##K a[l] || ISNAN(v)) ? v : a[l];);     \
+    T r = a[0];                                                                         \
+    for (int l = 1; l < 8; l++) r = (a[l] CMP_##K r || ISNAN(a[l])) ? a[l] : r;         \
+    out[o] = r;                                                                         \
+  })                                                                                    \
+  COL_KERNEL(K, SFX, T, T, {                                                            \
     T acc[COLBLK];                                                                      \
     for (int64_t j = 0; j < m; j++) acc[j] = xb[j * ks];                                \
-    COL_FOR_ROWS(p, xb, ks, m, T, j, v, acc[j] = (v CMP acc[j] || ISNAN(v)) ? v : acc[j];); \
+    COL_FOR_ROWS(p, xb, ks, m, T, j, v, acc[j] = (v CMP_##K acc[j] || ISNAN(v)) ? v : acc[j];); \
     for (int64_t j = 0; j < m; j++) out[j] = acc[j];                                    \
-  }
-
-#define MINMAX_ALL(T, NAME, ISNAN)                                                      \
-  MINMAX_KERNELS(amax_##NAME, T, >, ISNAN)                                              \
-  MINMAX_KERNELS(amin_##NAME, T, <, ISNAN)
-MINMAX_ALL(float, f32, ISNAN_F)
-MINMAX_ALL(double, f64, ISNAN_F)
-MINMAX_ALL(int32_t, i32, ISNAN_I)
-MINMAX_ALL(int64_t, i64, ISNAN_I)
-MINMAX_ALL(uint8_t, b8, ISNAN_I)
+  })
+ALL_DTYPES(MINMAX_KERNELS, amax)
+ALL_DTYPES(MINMAX_KERNELS, amin)
 
 /* max/min along one dim with the index of the first occurrence (the first NaN
- * if there is one). The R-space is a single run (one dim). */
+ * if there is one) in outs[1]. The R-space is a single run (one dim). */
 #define ARG_BETTER(v, b, CMP, ISNAN) ((v CMP b) || (ISNAN(v) && !ISNAN(b)))
-#define ARG_KERNELS(NAME, T, CMP, ISNAN)                                                \
-  static void NAME##_row(const rplan *p, const void *xv, void *const *outs, int64_t o0, \
-                         int64_t o1, const rctx *c) {                                   \
-    T *out = (T *)outs[0];                                                              \
-    int64_t *idx = (int64_t *)outs[1];                                                  \
+#define ARG_KERNELS(K, SFX, T, DT, A, O, FIN, ISNAN)                                    \
+  ROW_KERNEL(K, SFX, T, T, {                                                            \
     const int64_t n = p->nr ? p->rsh[0] : 1, s = p->nr ? p->rst[0] : 0;                 \
-    kodo k;                                                                             \
-    kodo_init(&k, p, o0);                                                               \
-    for (int64_t o = o0; o < o1; o++, kodo_next(&k, p)) {                               \
-      const T *q = (const T *)xv + k.off;                                               \
-      T best = q[0];                                                                    \
-      int64_t bi = 0;                                                                   \
-      for (int64_t i = 1; i < n; i++) {                                                 \
-        const T v = q[i * s];                                                           \
-        if (ARG_BETTER(v, best, CMP, ISNAN)) {                                          \
-          best = v;                                                                     \
-          bi = i;                                                                       \
-        }                                                                               \
+    T best = xb[0];                                                                     \
+    int64_t bi = 0;                                                                     \
+    for (int64_t i = 1; i < n; i++) {                                                   \
+      const T v = xb[i * s];                                                            \
+      if (ARG_BETTER(v, best, CMP_##K, ISNAN)) {                                        \
+        best = v;                                                                       \
+        bi = i;                                                                         \
       }                                                                                 \
-      out[o] = best;                                                                    \
-      idx[o] = bi;                                                                      \
     }                                                                                   \
-  }                                                                                     \
-  static void NAME##_col(const rplan *p, const void *xv, void *const *outs, int64_t ob, \
-                         int64_t j0, int64_t j1, const rctx *c) {                       \
-    COL_PROLOGUE(T)                                                                     \
-    T *out = (T *)outs[0] + obase;                                                      \
+    out[o] = best;                                                                      \
+    ((int64_t *)outs[1])[o] = bi;                                                       \
+  })                                                                                    \
+  COL_KERNEL(K, SFX, T, T, {                                                            \
     int64_t *idx = (int64_t *)outs[1] + obase;                                          \
     const int64_t n = p->rsh[0], s = p->rst[0];                                         \
     T best[COLBLK];                                                                     \
@@ -448,7 +447,7 @@ MINMAX_ALL(uint8_t, b8, ISNAN_I)
       const T *q = xb + i * s;                                                          \
       for (int64_t j = 0; j < m; j++) {                                                 \
         const T v = q[j * ks];                                                          \
-        if (ARG_BETTER(v, best[j], CMP, ISNAN)) {                                       \
+        if (ARG_BETTER(v, best[j], CMP_##K, ISNAN)) {                                   \
           best[j] = v;                                                                  \
           bi[j] = i;                                                                    \
         }                                                                               \
@@ -458,91 +457,59 @@ MINMAX_ALL(uint8_t, b8, ISNAN_I)
       out[j] = best[j];                                                                 \
       idx[j] = bi[j];                                                                   \
     }                                                                                   \
-  }
-
-#define ARG_ALL(T, NAME, ISNAN)                                                         \
-  ARG_KERNELS(argmax_##NAME, T, >, ISNAN)                                               \
-  ARG_KERNELS(argmin_##NAME, T, <, ISNAN)
-ARG_ALL(float, f32, ISNAN_F)
-ARG_ALL(double, f64, ISNAN_F)
-ARG_ALL(int32_t, i32, ISNAN_I)
-ARG_ALL(int64_t, i64, ISNAN_I)
-ARG_ALL(uint8_t, b8, ISNAN_I)
+  })
+ALL_DTYPES(ARG_KERNELS, argmax)
+ALL_DTYPES(ARG_KERNELS, argmin)
 
 /* var/std, two passes in double: mean, then the sum of squared deviations,
- * divided by max(0, N - corr) (0/0 = NaN for N - corr <= 0, as PyTorch). */
-#define VAR_FINISH(ss, N)                                                               \
-  do {                                                                                  \
-    double d_ = (double)(N) - c->corr;                                                  \
-    double v_ = (ss) / (d_ > 0 ? d_ : 0.0);                                             \
-    r = c->root ? sqrt(v_) : v_;                                                        \
-  } while (0)
-#define VAR_KERNELS(NAME, T)                                                            \
-  static void var_row_##NAME(const rplan *p, const void *xv, void *const *outs,        \
-                             int64_t o0, int64_t o1, const rctx *c) {                   \
-    T *out = (T *)outs[0];                                                              \
+ * divided by max(0, N - corr) (0/0 = NaN for N - corr <= 0, as PyTorch);
+ * std takes the square root. */
+static inline double var_finish(double ss, double N, const rctx *c) {
+  const double d = N - c->corr;
+  const double v = ss / (d > 0 ? d : 0.0);
+  return c->root ? sqrt(v) : v;
+}
+#define VAR_KERNELS(K, SFX, T, DT, A, O, FIN, ISNAN)                                    \
+  ROW_KERNEL(K, SFX, T, T, {                                                            \
     const double N = (double)p->nred;                                                   \
-    kodo k;                                                                             \
-    kodo_init(&k, p, o0);                                                               \
-    for (int64_t o = o0; o < o1; o++, kodo_next(&k, p)) {                               \
-      const T *xb = (const T *)xv + k.off;                                              \
-      double a[8] = {0};                                                                \
-      ROW_FOR_ELEMS(p, xb, T, l, v, a[l] += (double)v;);                                \
-      const double mean = (LANES_SUM(a)) / N;                                           \
-      double b[8] = {0};                                                                \
-      ROW_FOR_ELEMS(p, xb, T, l, v, const double d = (double)v - mean; b[l] += d * d;); \
-      double r;                                                                         \
-      VAR_FINISH(LANES_SUM(b), N);                                                      \
-      out[o] = (T)r;                                                                    \
-    }                                                                                   \
-  }                                                                                     \
-  static void var_col_##NAME(const rplan *p, const void *xv, void *const *outs,        \
-                             int64_t ob, int64_t j0, int64_t j1, const rctx *c) {       \
-    COL_PROLOGUE(T)                                                                     \
-    T *out = (T *)outs[0] + obase;                                                      \
+    double a[8] = {0};                                                                  \
+    ROW_FOR_ELEMS(p, xb, T, l, v, a[l] += (double)v;);                                  \
+    const double mean = (LANES_SUM(a)) / N;                                             \
+    double b[8] = {0};                                                                  \
+    ROW_FOR_ELEMS(p, xb, T, l, v, const double d = (double)v - mean; b[l] += d * d;);   \
+    out[o] = (T)var_finish(LANES_SUM(b), N, c);                                         \
+  })                                                                                    \
+  COL_KERNEL(K, SFX, T, T, {                                                            \
     const double N = (double)p->nred;                                                   \
     double mean[COLBLK], ss[COLBLK];                                                    \
     for (int64_t j = 0; j < m; j++) mean[j] = ss[j] = 0;                                \
     COL_FOR_ROWS(p, xb, ks, m, T, j, v, mean[j] += (double)v;);                         \
     for (int64_t j = 0; j < m; j++) mean[j] /= N;                                       \
     COL_FOR_ROWS(p, xb, ks, m, T, j, v, const double d = (double)v - mean[j]; ss[j] += d * d;); \
-    for (int64_t j = 0; j < m; j++) {                                                   \
-      double r;                                                                         \
-      VAR_FINISH(ss[j], N);                                                             \
-      out[j] = (T)r;                                                                    \
-    }                                                                                   \
-  }
-VAR_KERNELS(f32, float)
-VAR_KERNELS(f64, double)
+    for (int64_t j = 0; j < m; j++) out[j] = (T)var_finish(ss[j], N, c);                \
+  })
+FLOAT_DTYPES(VAR_KERNELS, var)
 
 /* logsumexp: m = max (NaN propagates), then m' + log(sum exp(x - m')) with
  * m' = 0 where m is infinite (so all -inf gives -inf, as PyTorch). exp runs in
  * T (expf for f32); the sum accumulates in double. */
 #define LSE_SHIFT(mx) (isinf(mx) ? 0.0 : (double)(mx))
-#define LSE_KERNELS(NAME, T, EXP)                                                       \
-  static void lse_row_##NAME(const rplan *p, const void *xv, void *const *outs,        \
-                             int64_t o0, int64_t o1, const rctx *c) {                   \
-    T *out = (T *)outs[0];                                                              \
-    kodo k;                                                                             \
-    kodo_init(&k, p, o0);                                                               \
-    for (int64_t o = o0; o < o1; o++, kodo_next(&k, p)) {                               \
-      const T *xb = (const T *)xv + k.off;                                              \
-      T a[8];                                                                           \
-      for (int l = 0; l < 8; l++) a[l] = -INFINITY;                                     \
-      ROW_FOR_ELEMS(p, xb, T, l, v, a[l] = (v > a[l] || v != v) ? v : a[l];);           \
-      T mx = a[0];                                                                      \
-      for (int l = 1; l < 8; l++) mx = (a[l] > mx || a[l] != a[l]) ? a[l] : mx;         \
-      const double sh = LSE_SHIFT(mx);                                                  \
-      const T sht = (T)sh;                                                              \
-      double s[8] = {0};                                                                \
-      ROW_FOR_ELEMS(p, xb, T, l, v, s[l] += (double)EXP(v - sht););                     \
-      out[o] = (T)(log(LANES_SUM(s)) + sh);                                             \
-    }                                                                                   \
-  }                                                                                     \
-  static void lse_col_##NAME(const rplan *p, const void *xv, void *const *outs,        \
-                             int64_t ob, int64_t j0, int64_t j1, const rctx *c) {       \
-    COL_PROLOGUE(T)                                                                     \
-    T *out = (T *)outs[0] + obase;                                                      \
+#define EXP_f32 expf
+#define EXP_f64 exp
+#define LSE_KERNELS(K, SFX, T, DT, A, O, FIN, ISNAN)                                    \
+  ROW_KERNEL(K, SFX, T, T, {                                                            \
+    T a[8];                                                                             \
+    for (int l = 0; l < 8; l++) a[l] = -INFINITY;                                       \
+    ROW_FOR_ELEMS(p, xb, T, l, v, a[l] = (v > a[l] || v != v) ? v : a[l];);             \
+    T mx = a[0];                                                                        \
+    for (int l = 1; l < 8; l++) mx = (a[l] > mx || a[l] != a[l]) ? a[l] : mx;           \
+    const double sh = LSE_SHIFT(mx);                                                    \
+    const T sht = (T)sh;                                                                \
+    double s[8] = {0};                                                                  \
+    ROW_FOR_ELEMS(p, xb, T, l, v, s[l] += (double)EXP_##SFX(v - sht););                 \
+    out[o] = (T)(log(LANES_SUM(s)) + sh);                                               \
+  })                                                                                    \
+  COL_KERNEL(K, SFX, T, T, {                                                            \
     T mx[COLBLK];                                                                       \
     double s[COLBLK];                                                                   \
     for (int64_t j = 0; j < m; j++) {                                                   \
@@ -551,46 +518,24 @@ VAR_KERNELS(f64, double)
     }                                                                                   \
     COL_FOR_ROWS(p, xb, ks, m, T, j, v, mx[j] = (v > mx[j] || v != v) ? v : mx[j];);    \
     for (int64_t j = 0; j < m; j++) mx[j] = (T)LSE_SHIFT(mx[j]);                        \
-    COL_FOR_ROWS(p, xb, ks, m, T, j, v, s[j] += (double)EXP(v - mx[j]););               \
+    COL_FOR_ROWS(p, xb, ks, m, T, j, v, s[j] += (double)EXP_##SFX(v - mx[j]););         \
     for (int64_t j = 0; j < m; j++) out[j] = (T)(log(s[j]) + (double)mx[j]);            \
-  }
-LSE_KERNELS(f32, float, expf)
-LSE_KERNELS(f64, double, exp)
+  })
+FLOAT_DTYPES(LSE_KERNELS, lse)
 
 /* Kernel tables by input dtype (NULL: unsupported). */
 typedef struct kpair {
   row_kernel row;
   col_kernel col;
 } kpair;
-#define KP(a, b) {a, b}
-static const kpair k_sum[LT_DTYPE_COUNT] = {
-    [LT_DTYPE_F32] = KP(sum_row_f32, sum_col_f32), [LT_DTYPE_F64] = KP(sum_row_f64, sum_col_f64),
-    [LT_DTYPE_I32] = KP(sum_row_i32, sum_col_i32), [LT_DTYPE_I64] = KP(sum_row_i64, sum_col_i64),
-    [LT_DTYPE_BOOL] = KP(sum_row_b8, sum_col_b8)};
-static const kpair k_amax[LT_DTYPE_COUNT] = {
-    [LT_DTYPE_F32] = KP(amax_f32_row, amax_f32_col), [LT_DTYPE_F64] = KP(amax_f64_row, amax_f64_col),
-    [LT_DTYPE_I32] = KP(amax_i32_row, amax_i32_col), [LT_DTYPE_I64] = KP(amax_i64_row, amax_i64_col),
-    [LT_DTYPE_BOOL] = KP(amax_b8_row, amax_b8_col)};
-static const kpair k_amin[LT_DTYPE_COUNT] = {
-    [LT_DTYPE_F32] = KP(amin_f32_row, amin_f32_col), [LT_DTYPE_F64] = KP(amin_f64_row, amin_f64_col),
-    [LT_DTYPE_I32] = KP(amin_i32_row, amin_i32_col), [LT_DTYPE_I64] = KP(amin_i64_row, amin_i64_col),
-    [LT_DTYPE_BOOL] = KP(amin_b8_row, amin_b8_col)};
-static const kpair k_argmax[LT_DTYPE_COUNT] = {
-    [LT_DTYPE_F32] = KP(argmax_f32_row, argmax_f32_col),
-    [LT_DTYPE_F64] = KP(argmax_f64_row, argmax_f64_col),
-    [LT_DTYPE_I32] = KP(argmax_i32_row, argmax_i32_col),
-    [LT_DTYPE_I64] = KP(argmax_i64_row, argmax_i64_col),
-    [LT_DTYPE_BOOL] = KP(argmax_b8_row, argmax_b8_col)};
-static const kpair k_argmin[LT_DTYPE_COUNT] = {
-    [LT_DTYPE_F32] = KP(argmin_f32_row, argmin_f32_col),
-    [LT_DTYPE_F64] = KP(argmin_f64_row, argmin_f64_col),
-    [LT_DTYPE_I32] = KP(argmin_i32_row, argmin_i32_col),
-    [LT_DTYPE_I64] = KP(argmin_i64_row, argmin_i64_col),
-    [LT_DTYPE_BOOL] = KP(argmin_b8_row, argmin_b8_col)};
-static const kpair k_var[LT_DTYPE_COUNT] = {[LT_DTYPE_F32] = KP(var_row_f32, var_col_f32),
-                                            [LT_DTYPE_F64] = KP(var_row_f64, var_col_f64)};
-static const kpair k_lse[LT_DTYPE_COUNT] = {[LT_DTYPE_F32] = KP(lse_row_f32, lse_col_f32),
-                                            [LT_DTYPE_F64] = KP(lse_row_f64, lse_col_f64)};
+#define KP(K, SFX, T, DT, ...) [LT_DTYPE_##DT] = {K##_row_##SFX, K##_col_##SFX},
+static const kpair k_sum[LT_DTYPE_COUNT] = {ALL_DTYPES(KP, sum)};
+static const kpair k_amax[LT_DTYPE_COUNT] = {ALL_DTYPES(KP, amax)};
+static const kpair k_amin[LT_DTYPE_COUNT] = {ALL_DTYPES(KP, amin)};
+static const kpair k_argmax[LT_DTYPE_COUNT] = {ALL_DTYPES(KP, argmax)};
+static const kpair k_argmin[LT_DTYPE_COUNT] = {ALL_DTYPES(KP, argmin)};
+static const kpair k_var[LT_DTYPE_COUNT] = {FLOAT_DTYPES(KP, var)};
+static const kpair k_lse[LT_DTYPE_COUNT] = {FLOAT_DTYPES(KP, lse)};
 
 /* ======================================================================== */
 /* Autograd helpers                                                         */

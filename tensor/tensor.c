@@ -254,6 +254,26 @@ bool lt__tensor_exclusive(const lt_tensor *t) {
          (size_t)t->numel * lt_dtype_size(t->dtype) == t->storage->nbytes;
 }
 
+bool lt__storage_shared(const lt_tensor *t) { return t->storage->refcount > 1 || t->storage->borrowed; }
+
+void lt__tensor_take_storage(lt_tensor *dst, lt_tensor *src) {
+  LT_CHECK(src->refcount_ == 1 && !src->scope_ && !src->grad_fn && !src->grad);
+  uint64_t version = dst->storage->version + 1;
+  lt_storage *old = dst->storage;
+  dst->dtype = src->dtype;
+  dst->ndim = src->ndim;
+  memcpy(dst->shape, src->shape, sizeof dst->shape);
+  memcpy(dst->stride, src->stride, sizeof dst->stride);
+  dst->numel = src->numel;
+  dst->offset = src->offset;
+  dst->data = src->data;
+  dst->storage = src->storage;
+  src->storage = old; /* released with src */
+  if (dst->storage->version < version) dst->storage->version = version;
+  old->version++; /* views of the old storage (saved by a graph) see a write too */
+  release(src);
+}
+
 lt_tensor *lt_tensor_retain(lt_tensor *t) {
   if (t) t->refcount_++;
   return t;

@@ -15,28 +15,6 @@
 #include "datasets/datasets.h"
 #include "test_util.h"
 
-#define EXPECT_NULLP(expr, st, substr)                                                         \
-  do {                                                                                         \
-    void *p_ = (void *)(expr);                                                                 \
-    ck_assert_msg(p_ == NULL, "%s succeeded, expected %s", #expr, lt_status_name(st));         \
-    lt_test_expect_err(lt_last_status(), (st), (substr), #expr, __FILE__, __LINE__);           \
-  } while (0)
-
-#define NN(expr) nonnull_((expr), #expr)
-static void *nonnull_(void *p, const char *e) {
-  ck_assert_msg(p != NULL, "%s failed: %s", e, lt_last_error());
-  return p;
-}
-
-static char *write_temp(const char *data, size_t n) {
-  char *path = strdup("/tmp/lt_test_batch_XXXXXX");
-  int fd = mkstemp(path);
-  ck_assert(fd >= 0);
-  ck_assert(write(fd, data, n) == (ssize_t)n);
-  close(fd);
-  return path;
-}
-
 static void expect_pair(const lt_text_pairs *p, int64_t i, const char *src, const char *tgt) {
   const char *s, *t;
   size_t sn, tn;
@@ -54,7 +32,7 @@ START_TEST(test_tsv_parse) {
   const char *tsv = "\xEF\xBB\xBFhello\tbonjour\r\n\nthank you\tmerci\tCC-BY 2.0 (France) Attribution\n"
                     "caf\xC3\xA9\tcaf\xC3\xA9\n\r\nlast\tdernier";
   int64_t skipped = -1;
-  lt_text_pairs *p = NN(lt_text_pairs_parse_tsv(tsv, strlen(tsv), "t.tsv", NULL, &skipped));
+  lt_text_pairs *p = LT_NNP(lt_text_pairs_parse_tsv(tsv, strlen(tsv), "t.tsv", NULL, &skipped));
   ck_assert_int_eq(lt_text_pairs_count(p), 4);
   ck_assert_int_eq(skipped, 0);
   expect_pair(p, 0, "hello", "bonjour");
@@ -91,46 +69,46 @@ START_TEST(test_tsv_bad_data) {
   };
   for (size_t i = 0; i < sizeof cases / sizeof *cases; i++) {
     size_t len = cases[i].len ? cases[i].len : strlen(cases[i].data);
-    EXPECT_NULLP(lt_text_pairs_parse_tsv(cases[i].data, len, "c.tsv", NULL, NULL), LT_ERR_FORMAT, cases[i].msg);
+    LT_EXPECT_NULLP_ERR(lt_text_pairs_parse_tsv(cases[i].data, len, "c.tsv", NULL, NULL), LT_ERR_FORMAT, cases[i].msg);
     /* Skipping: the bad line is counted, the good ones kept. */
     int64_t skipped = -1;
     lt_tsv_opts o = {true};
-    lt_text_pairs *p = NN(lt_text_pairs_parse_tsv(cases[i].data, len, "c.tsv", &o, &skipped));
+    lt_text_pairs *p = LT_NNP(lt_text_pairs_parse_tsv(cases[i].data, len, "c.tsv", &o, &skipped));
     ck_assert_int_eq(skipped, 1);
     ck_assert_int_ge(lt_text_pairs_count(p), 1);
     expect_pair(p, 0, "a", "b");
     lt_text_pairs_free(p);
   }
   /* Empty input, blank lines only, all lines bad. */
-  EXPECT_NULLP(lt_text_pairs_parse_tsv("", 0, "e.tsv", NULL, NULL), LT_ERR_FORMAT, "e.tsv is empty");
-  EXPECT_NULLP(lt_text_pairs_parse_tsv("\n\r\n\n", 4, NULL, NULL, NULL), LT_ERR_FORMAT, "<buffer> has no examples");
-  EXPECT_NULLP(lt_text_pairs_parse_tsv("x\ny\n", 4, "b.tsv", &(lt_tsv_opts){true}, NULL), LT_ERR_FORMAT,
+  LT_EXPECT_NULLP_ERR(lt_text_pairs_parse_tsv("", 0, "e.tsv", NULL, NULL), LT_ERR_FORMAT, "e.tsv is empty");
+  LT_EXPECT_NULLP_ERR(lt_text_pairs_parse_tsv("\n\r\n\n", 4, NULL, NULL, NULL), LT_ERR_FORMAT, "<buffer> has no examples");
+  LT_EXPECT_NULLP_ERR(lt_text_pairs_parse_tsv("x\ny\n", 4, "b.tsv", &(lt_tsv_opts){true}, NULL), LT_ERR_FORMAT,
                "2 of them bad");
-  EXPECT_NULLP(lt_text_pairs_parse_tsv(NULL, 3, NULL, NULL, NULL), LT_ERR_NULL, "data");
+  LT_EXPECT_NULLP_ERR(lt_text_pairs_parse_tsv(NULL, 3, NULL, NULL, NULL), LT_ERR_NULL, "data");
   /* Files. */
-  char *path = write_temp("one\tun\ntwo\tdeux\n", 15);
-  lt_text_pairs *p = NN(lt_text_pairs_load_tsv(path, NULL, NULL));
+  char *path = lt_test_write_temp("one\tun\ntwo\tdeux\n", 15);
+  lt_text_pairs *p = LT_NNP(lt_text_pairs_load_tsv(path, NULL, NULL));
   ck_assert_int_eq(lt_text_pairs_count(p), 2);
   expect_pair(p, 1, "two", "deux");
   lt_text_pairs_free(p);
   unlink(path);
   free(path);
-  path = write_temp("", 0);
-  EXPECT_NULLP(lt_text_pairs_load_tsv(path, NULL, NULL), LT_ERR_FORMAT, "is empty");
+  path = lt_test_write_temp("", 0);
+  LT_EXPECT_NULLP_ERR(lt_text_pairs_load_tsv(path, NULL, NULL), LT_ERR_FORMAT, "is empty");
   unlink(path);
   free(path);
-  path = write_temp("a\tb\nbroken\n", 11);
-  EXPECT_NULLP(lt_text_pairs_load_tsv(path, NULL, NULL), LT_ERR_FORMAT, "line 2 has no tab");
+  path = lt_test_write_temp("a\tb\nbroken\n", 11);
+  LT_EXPECT_NULLP_ERR(lt_text_pairs_load_tsv(path, NULL, NULL), LT_ERR_FORMAT, "line 2 has no tab");
   /* The message names the file. */
-  EXPECT_NULLP(lt_text_pairs_load_tsv(path, NULL, NULL), LT_ERR_FORMAT, path);
+  LT_EXPECT_NULLP_ERR(lt_text_pairs_load_tsv(path, NULL, NULL), LT_ERR_FORMAT, path);
   unlink(path);
   free(path);
-  EXPECT_NULLP(lt_text_pairs_load_tsv("/nonexistent/x.tsv", NULL, NULL), LT_ERR_IO, "/nonexistent/x.tsv");
+  LT_EXPECT_NULLP_ERR(lt_text_pairs_load_tsv("/nonexistent/x.tsv", NULL, NULL), LT_ERR_IO, "/nonexistent/x.tsv");
 }
 END_TEST
 
 START_TEST(test_split) {
-  lt_text_pairs *p = NN(lt_text_pairs_new());
+  lt_text_pairs *p = LT_NNP(lt_text_pairs_new());
   char src[32], tgt[32];
   for (int i = 0; i < 2000; i++) {
     snprintf(src, sizeof src, "s%d", i % 1500); /* some duplicated sources */
@@ -289,8 +267,8 @@ START_TEST(test_tasks) {
     lt_task_opts o = LT_TASK_DEFAULTS((lt_task_kind)k);
     o.num_examples = 600;
     if (k == LT_TASK_NUMBER_WORDS) o.max_len = 7;
-    lt_text_pairs *tr = NN(lt_task_generate(&o, LT_SPLIT_TRAIN));
-    lt_text_pairs *va = NN(lt_task_generate(&o, LT_SPLIT_VALID));
+    lt_text_pairs *tr = LT_NNP(lt_task_generate(&o, LT_SPLIT_TRAIN));
+    lt_text_pairs *va = LT_NNP(lt_task_generate(&o, LT_SPLIT_VALID));
     ck_assert_int_eq(lt_text_pairs_count(tr), 600);
     ck_assert_int_eq(lt_text_pairs_count(va), 600);
     int seen_formats = 0;
@@ -317,9 +295,9 @@ START_TEST(test_tasks) {
       }
     }
     /* Reproducible from the seed, different for another seed. */
-    lt_text_pairs *again = NN(lt_task_generate(&o, LT_SPLIT_TRAIN));
+    lt_text_pairs *again = LT_NNP(lt_task_generate(&o, LT_SPLIT_TRAIN));
     o.seed++;
-    lt_text_pairs *other = NN(lt_task_generate(&o, LT_SPLIT_TRAIN));
+    lt_text_pairs *other = LT_NNP(lt_task_generate(&o, LT_SPLIT_TRAIN));
     int same = 0;
     for (int64_t i = 0; i < 600; i++) {
       const char *a, *b, *c;
@@ -353,7 +331,7 @@ START_TEST(test_tasks) {
   for (size_t i = 0; i < sizeof pinned / sizeof *pinned; i++) {
     lt_task_opts o = LT_TASK_DEFAULTS(pinned[i].kind);
     o.num_examples = 1;
-    lt_text_pairs *p1 = NN(lt_task_generate(&o, pinned[i].split));
+    lt_text_pairs *p1 = LT_NNP(lt_task_generate(&o, pinned[i].split));
     expect_pair(p1, 0, pinned[i].src, pinned[i].tgt);
     lt_text_pairs_free(p1);
   }
@@ -368,7 +346,7 @@ START_TEST(test_task_lengths_and_errors) {
   o.min_len = 3;
   o.max_len = 6;
   o.num_examples = 400;
-  lt_text_pairs *p = NN(lt_task_generate(&o, LT_SPLIT_TRAIN));
+  lt_text_pairs *p = LT_NNP(lt_task_generate(&o, LT_SPLIT_TRAIN));
   int seen = 0;
   for (int64_t i = 0; i < 400; i++) {
     size_t n;
@@ -381,7 +359,7 @@ START_TEST(test_task_lengths_and_errors) {
   o = LT_TASK_DEFAULTS(LT_TASK_NUMBER_WORDS);
   o.min_len = o.max_len = 15;
   o.num_examples = 50;
-  p = NN(lt_task_generate(&o, LT_SPLIT_VALID));
+  p = LT_NNP(lt_task_generate(&o, LT_SPLIT_VALID));
   for (int64_t i = 0; i < 50; i++) {
     size_t n;
     LT_OK_OR_FAIL(lt_text_pairs_get(p, i, NULL, &n, NULL, NULL));
@@ -391,36 +369,36 @@ START_TEST(test_task_lengths_and_errors) {
   /* Errors name the option. */
   lt_task_opts bad;
   bad = LT_TASK_DEFAULTS(LT_TASK_COPY), bad.num_symbols = 1;
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "num_symbols is 1");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "num_symbols is 1");
   bad = LT_TASK_DEFAULTS(LT_TASK_COPY), bad.num_symbols = 37;
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "num_symbols is 37");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "num_symbols is 37");
   bad = LT_TASK_DEFAULTS(LT_TASK_COPY), bad.min_len = 0;
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "min_len");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "min_len");
   bad = LT_TASK_DEFAULTS(LT_TASK_REVERSE), bad.min_len = 5, bad.max_len = 4;
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "[5, 4]");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "[5, 4]");
   bad = LT_TASK_DEFAULTS(LT_TASK_REVERSE), bad.max_len = 201;
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "max_len <= 200");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "max_len <= 200");
   bad = LT_TASK_DEFAULTS(LT_TASK_NUMBER_WORDS), bad.max_len = 16;
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "<= 15");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "<= 15");
   bad = LT_TASK_DEFAULTS(LT_TASK_DATE), bad.num_examples = 0;
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "num_examples is 0");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "num_examples is 0");
   bad = LT_TASK_DEFAULTS(LT_TASK_DATE), bad.valid_fraction = 0;
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "valid_fraction");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "valid_fraction");
   bad = LT_TASK_DEFAULTS(LT_TASK_DATE), bad.valid_fraction = 1;
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_VALID), LT_ERR_INVALID, "valid_fraction");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_VALID), LT_ERR_INVALID, "valid_fraction");
   bad = LT_TASK_DEFAULTS((lt_task_kind)42);
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "unknown task kind 42");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_TRAIN), LT_ERR_INVALID, "unknown task kind 42");
   bad = LT_TASK_DEFAULTS(LT_TASK_DATE);
-  EXPECT_NULLP(lt_task_generate(&bad, (lt_task_split)5), LT_ERR_INVALID, "unknown split 5");
-  EXPECT_NULLP(lt_task_generate(NULL, LT_SPLIT_TRAIN), LT_ERR_NULL, "opts");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, (lt_task_split)5), LT_ERR_INVALID, "unknown split 5");
+  LT_EXPECT_NULLP_ERR(lt_task_generate(NULL, LT_SPLIT_TRAIN), LT_ERR_NULL, "opts");
   /* A source space too small for the split: 2 one-letter sources, neither of
    * which may hash into a 1% validation share. */
   bad = LT_TASK_DEFAULTS(LT_TASK_COPY);
   bad.num_symbols = 2, bad.min_len = bad.max_len = 1, bad.valid_fraction = 0.01, bad.num_examples = 10;
   bool a_valid = lt_text_in_valid_split("a", 1, 0.01), b_valid = lt_text_in_valid_split("b", 1, 0.01);
   ck_assert(!a_valid && !b_valid); /* true for this hash; the test relies on it */
-  EXPECT_NULLP(lt_task_generate(&bad, LT_SPLIT_VALID), LT_ERR_STATE, "too small");
-  p = NN(lt_task_generate(&bad, LT_SPLIT_TRAIN));
+  LT_EXPECT_NULLP_ERR(lt_task_generate(&bad, LT_SPLIT_VALID), LT_ERR_STATE, "too small");
+  p = LT_NNP(lt_task_generate(&bad, LT_SPLIT_TRAIN));
   lt_text_pairs_free(p);
 }
 END_TEST
@@ -428,13 +406,13 @@ END_TEST
 /* ---- token-id pairs ------------------------------------------------------------ */
 
 START_TEST(test_seq_pairs_encode) {
-  lt_text_pairs *t = NN(lt_text_pairs_new());
+  lt_text_pairs *t = LT_NNP(lt_text_pairs_new());
   LT_OK_OR_FAIL(lt_text_pairs_add(t, "abc", 3, "xy", 2));
   LT_OK_OR_FAIL(lt_text_pairs_add(t, "abcdefgh", 8, "x", 1));
   LT_OK_OR_FAIL(lt_text_pairs_add(t, "a", 1, "xyzxyz", 6));
-  lt_tokenizer *tok = NN(lt_tokenizer_new_byte());
+  lt_tokenizer *tok = LT_NNP(lt_tokenizer_new_byte());
   int64_t aff = -1;
-  lt_seq_pairs *p = NN(lt_seq_pairs_encode(t, tok, tok, NULL, &aff));
+  lt_seq_pairs *p = LT_NNP(lt_seq_pairs_encode(t, tok, tok, NULL, &aff));
   ck_assert_int_eq(lt_seq_pairs_count(p), 3);
   ck_assert_int_eq(aff, 0);
   const int64_t *s, *g;
@@ -448,9 +426,9 @@ START_TEST(test_seq_pairs_encode) {
   lt_seq_pairs_free(p);
   /* max_src_len 4, max_tgt_len 4 (3 target tokens + <eos>). */
   lt_seq_opts o = {4, 4, LT_OVERLONG_ERROR};
-  EXPECT_NULLP(lt_seq_pairs_encode(t, tok, tok, &o, NULL), LT_ERR_INVALID, "example 1 has 8 source tokens");
+  LT_EXPECT_NULLP_ERR(lt_seq_pairs_encode(t, tok, tok, &o, NULL), LT_ERR_INVALID, "example 1 has 8 source tokens");
   o.overlong = LT_OVERLONG_TRUNCATE;
-  p = NN(lt_seq_pairs_encode(t, tok, tok, &o, &aff));
+  p = LT_NNP(lt_seq_pairs_encode(t, tok, tok, &o, &aff));
   ck_assert_int_eq(aff, 2);
   ck_assert_int_eq(lt_seq_pairs_count(p), 3);
   LT_OK_OR_FAIL(lt_seq_pairs_get(p, 1, &s, &sn, NULL, NULL));
@@ -460,31 +438,31 @@ START_TEST(test_seq_pairs_encode) {
   ck_assert_int_eq(gn, 3);
   lt_seq_pairs_free(p);
   o.overlong = LT_OVERLONG_SKIP;
-  p = NN(lt_seq_pairs_encode(t, tok, tok, &o, &aff));
+  p = LT_NNP(lt_seq_pairs_encode(t, tok, tok, &o, &aff));
   ck_assert_int_eq(aff, 2);
   ck_assert_int_eq(lt_seq_pairs_count(p), 1);
   lt_seq_pairs_free(p);
   /* Nothing left. */
   o = (lt_seq_opts){1, 2, LT_OVERLONG_SKIP};
-  EXPECT_NULLP(lt_seq_pairs_encode(t, tok, tok, &o, NULL), LT_ERR_INVALID, "no example left");
+  LT_EXPECT_NULLP_ERR(lt_seq_pairs_encode(t, tok, tok, &o, NULL), LT_ERR_INVALID, "no example left");
   o = (lt_seq_opts){0, 1, LT_OVERLONG_TRUNCATE};
-  EXPECT_NULLP(lt_seq_pairs_encode(t, tok, tok, &o, NULL), LT_ERR_INVALID, ">= 2 for the target");
+  LT_EXPECT_NULLP_ERR(lt_seq_pairs_encode(t, tok, tok, &o, NULL), LT_ERR_INVALID, ">= 2 for the target");
   o = (lt_seq_opts){0, 0, (lt_overlong)9};
-  EXPECT_NULLP(lt_seq_pairs_encode(t, tok, tok, &o, NULL), LT_ERR_INVALID, "overlong policy 9");
+  LT_EXPECT_NULLP_ERR(lt_seq_pairs_encode(t, tok, tok, &o, NULL), LT_ERR_INVALID, "overlong policy 9");
   /* Encoding errors name the example. */
-  lt_tokenizer *c = NN(lt_tokenizer_new_char("abcxyz", 6));
+  lt_tokenizer *c = LT_NNP(lt_tokenizer_new_char("abcxyz", 6));
   LT_OK_OR_FAIL(lt_text_pairs_add(t, "a\xFF", 2, "x", 1));
-  EXPECT_NULLP(lt_seq_pairs_encode(t, c, c, NULL, NULL), LT_ERR_FORMAT, "example 3: tokenizer_encode: invalid UTF-8");
+  LT_EXPECT_NULLP_ERR(lt_seq_pairs_encode(t, c, c, NULL, NULL), LT_ERR_FORMAT, "example 3: tokenizer_encode: invalid UTF-8");
   lt_text_pairs_free(t);
-  t = NN(lt_text_pairs_new());
+  t = LT_NNP(lt_text_pairs_new());
   LT_OK_OR_FAIL(lt_text_pairs_add(t, "", 0, "x", 1));
-  EXPECT_NULLP(lt_seq_pairs_encode(t, c, c, NULL, NULL), LT_ERR_INVALID, "example 0 has an empty source");
-  EXPECT_NULLP(lt_seq_pairs_encode(t, NULL, c, NULL, NULL), LT_ERR_NULL, "src_tok");
+  LT_EXPECT_NULLP_ERR(lt_seq_pairs_encode(t, c, c, NULL, NULL), LT_ERR_INVALID, "example 0 has an empty source");
+  LT_EXPECT_NULLP_ERR(lt_seq_pairs_encode(t, NULL, c, NULL, NULL), LT_ERR_NULL, "src_tok");
   lt_text_pairs_free(t);
   lt_tokenizer_free(c);
   lt_tokenizer_free(tok);
   /* Adding ids directly. */
-  p = NN(lt_seq_pairs_new());
+  p = LT_NNP(lt_seq_pairs_new());
   int64_t ids[] = {5, 6, -1};
   LT_EXPECT_ERR(lt_seq_pairs_add(p, ids, 0, ids, 1), LT_ERR_INVALID, "source length 0");
   LT_EXPECT_ERR(lt_seq_pairs_add(p, ids, 3, ids, 1), LT_ERR_INVALID, "source id -1 at 2");
@@ -499,7 +477,7 @@ END_TEST
 /* ---- collation --------------------------------------------------------------------- */
 
 static lt_seq_pairs *small_pairs(void) {
-  lt_seq_pairs *p = NN(lt_seq_pairs_new());
+  lt_seq_pairs *p = LT_NNP(lt_seq_pairs_new());
   int64_t s0[] = {10, 11, 12}, t0[] = {20, 21};
   int64_t s1[] = {13}, t1[] = {22, 23, 24, 25};
   int64_t s2[] = {14, 15}, t2[] = {26};
@@ -541,7 +519,7 @@ START_TEST(test_collate) {
   lt_seq2seq_batch_free(&b); /* twice is fine */
   lt_seq2seq_batch_free(NULL);
   /* One example, order as given, an empty target. */
-  lt_seq_pairs *q = NN(lt_seq_pairs_new());
+  lt_seq_pairs *q = LT_NNP(lt_seq_pairs_new());
   int64_t s[] = {9};
   LT_OK_OR_FAIL(lt_seq_pairs_add(q, s, 1, NULL, 0));
   int64_t one = 0;
@@ -571,7 +549,7 @@ END_TEST
 /* n examples, example i with source length 1 + i % 7 (first id = i + 100) and
  * target length i % 5. */
 static lt_seq_pairs *numbered_pairs(int64_t n) {
-  lt_seq_pairs *p = NN(lt_seq_pairs_new());
+  lt_seq_pairs *p = LT_NNP(lt_seq_pairs_new());
   int64_t s[16], t[16];
   for (int64_t i = 0; i < n; i++) {
     int64_t sl = 1 + i % 7, tl = i % 5;
@@ -602,7 +580,7 @@ START_TEST(test_seq2seq_loader_epochs) {
     o.seed = 5;
     o.shuffle = variant & 1;
     o.drop_last = variant & 2;
-    lt_seq2seq_loader *L = NN(lt_seq2seq_loader_new(p, &o));
+    lt_seq2seq_loader *L = LT_NNP(lt_seq2seq_loader_new(p, &o));
     int64_t nb = lt_seq2seq_loader_batches_per_epoch(L);
     ck_assert_int_eq(nb, o.drop_last ? 6 : 7);
     int64_t first_order[64], pos = 0;
@@ -657,7 +635,7 @@ START_TEST(test_seq2seq_loader_bucketing) {
   lt_batch_opts o = LT_BATCH_DEFAULTS(10);
   o.seed = 11;
   o.bucket_batches = 20; /* the whole epoch is one window */
-  lt_seq2seq_loader *L = NN(lt_seq2seq_loader_new(p, &o));
+  lt_seq2seq_loader *L = LT_NNP(lt_seq2seq_loader_new(p, &o));
   int64_t lo[20], hi[20], padded = 0;
   bool in_order = true;
   for (int64_t bi = 0; bi < 20; bi++) {
@@ -689,7 +667,7 @@ START_TEST(test_seq2seq_loader_bucketing) {
   /* Bucketing without shuffling: sorted order within each window. */
   o.shuffle = false;
   o.bucket_batches = 2;
-  L = NN(lt_seq2seq_loader_new(p, &o));
+  L = LT_NNP(lt_seq2seq_loader_new(p, &o));
   int64_t prev = 0;
   for (int64_t bi = 0; bi < 20; bi++) {
     lt_seq2seq_batch b;
@@ -716,7 +694,7 @@ START_TEST(test_seq2seq_resume) {
     o.seed = 1000 + (uint64_t)variant;
     o.bucket_batches = variant == 1 ? 3 : 0;
     o.shuffle = variant != 2;
-    lt_seq2seq_loader *L = NN(lt_seq2seq_loader_new(p, &o));
+    lt_seq2seq_loader *L = LT_NNP(lt_seq2seq_loader_new(p, &o));
     int64_t nb = lt_seq2seq_loader_batches_per_epoch(L); /* 10 */
     /* Save positions at several points, crossing epoch boundaries, among
      * them exactly at the end of an epoch (index == nb). */
@@ -734,7 +712,7 @@ START_TEST(test_seq2seq_resume) {
       /* A fresh loader with another seed: the position carries the state. */
       lt_batch_opts o2 = o;
       o2.seed = 99;
-      lt_seq2seq_loader *R = NN(lt_seq2seq_loader_new(p, &o2));
+      lt_seq2seq_loader *R = LT_NNP(lt_seq2seq_loader_new(p, &o2));
       LT_OK_OR_FAIL(lt_seq2seq_loader_set_position(R, pos[k]));
       lt_loader_position back = lt_seq2seq_loader_get_position(R);
       ck_assert(back.epoch == pos[k].epoch && back.index == pos[k].index && back.gen.seed == pos[k].gen.seed &&
@@ -766,14 +744,14 @@ START_TEST(test_seq2seq_resume) {
   }
   /* A loader over different data or options refuses the position. */
   lt_batch_opts o = LT_BATCH_DEFAULTS(4);
-  lt_seq2seq_loader *L = NN(lt_seq2seq_loader_new(p, &o));
+  lt_seq2seq_loader *L = LT_NNP(lt_seq2seq_loader_new(p, &o));
   lt_loader_position pos = lt_seq2seq_loader_get_position(L);
   lt_seq_pairs *q = numbered_pairs(38);
-  lt_seq2seq_loader *M = NN(lt_seq2seq_loader_new(q, &o));
+  lt_seq2seq_loader *M = LT_NNP(lt_seq2seq_loader_new(q, &o));
   LT_EXPECT_ERR(lt_seq2seq_loader_set_position(M, pos), LT_ERR_STATE, "different data or options");
   lt_seq2seq_loader_free(M);
   o.batch_size = 5;
-  M = NN(lt_seq2seq_loader_new(p, &o));
+  M = LT_NNP(lt_seq2seq_loader_new(p, &o));
   LT_EXPECT_ERR(lt_seq2seq_loader_set_position(M, pos), LT_ERR_STATE, "fingerprint");
   lt_seq2seq_loader_free(M);
   lt_seq2seq_loader_free(L);
@@ -785,22 +763,22 @@ END_TEST
 START_TEST(test_seq2seq_loader_errors) {
   lt_seq_pairs *p = numbered_pairs(5);
   lt_batch_opts o = LT_BATCH_DEFAULTS(0);
-  EXPECT_NULLP(lt_seq2seq_loader_new(p, &o), LT_ERR_INVALID, "batch_size is 0");
+  LT_EXPECT_NULLP_ERR(lt_seq2seq_loader_new(p, &o), LT_ERR_INVALID, "batch_size is 0");
   o = LT_BATCH_DEFAULTS(6);
   o.drop_last = true;
-  EXPECT_NULLP(lt_seq2seq_loader_new(p, &o), LT_ERR_INVALID, "make no batch");
+  LT_EXPECT_NULLP_ERR(lt_seq2seq_loader_new(p, &o), LT_ERR_INVALID, "make no batch");
   o = LT_BATCH_DEFAULTS(2);
   o.bucket_batches = -1;
-  EXPECT_NULLP(lt_seq2seq_loader_new(p, &o), LT_ERR_INVALID, "bucket_batches");
-  EXPECT_NULLP(lt_seq2seq_loader_new(p, NULL), LT_ERR_NULL, "opts");
-  EXPECT_NULLP(lt_seq2seq_loader_new(NULL, &o), LT_ERR_NULL, "data");
-  lt_seq_pairs *empty = NN(lt_seq_pairs_new());
+  LT_EXPECT_NULLP_ERR(lt_seq2seq_loader_new(p, &o), LT_ERR_INVALID, "bucket_batches");
+  LT_EXPECT_NULLP_ERR(lt_seq2seq_loader_new(p, NULL), LT_ERR_NULL, "opts");
+  LT_EXPECT_NULLP_ERR(lt_seq2seq_loader_new(NULL, &o), LT_ERR_NULL, "data");
+  lt_seq_pairs *empty = LT_NNP(lt_seq_pairs_new());
   o = LT_BATCH_DEFAULTS(2);
-  EXPECT_NULLP(lt_seq2seq_loader_new(empty, &o), LT_ERR_INVALID, "no example");
+  LT_EXPECT_NULLP_ERR(lt_seq2seq_loader_new(empty, &o), LT_ERR_INVALID, "no example");
   lt_seq_pairs_free(empty);
   /* A batch larger than the data: one batch per epoch. */
   o = LT_BATCH_DEFAULTS(100);
-  lt_seq2seq_loader *L = NN(lt_seq2seq_loader_new(p, &o));
+  lt_seq2seq_loader *L = LT_NNP(lt_seq2seq_loader_new(p, &o));
   ck_assert_int_eq(lt_seq2seq_loader_batches_per_epoch(L), 1);
   lt_seq2seq_batch b;
   LT_OK_OR_FAIL(lt_seq2seq_loader_next(L, &b));
@@ -820,7 +798,7 @@ START_TEST(test_lm_loader) {
   lt_tensor *tok = LT_NN(lt_arange(LT_DTYPE_I32, 0, (double)N, 1));
   lt_batch_opts o = LT_BATCH_DEFAULTS(5);
   o.seed = 3;
-  lt_lm_loader *L = NN(lt_lm_loader_new(tok, T, &o));
+  lt_lm_loader *L = LT_NNP(lt_lm_loader_new(tok, T, &o));
   lt_tensor_free(tok); /* the loader copied the tokens */
   ck_assert_int_eq(lt_lm_loader_batches_per_epoch(L), 3);
   lt_tensor *xs[9], *ys[9];
@@ -852,7 +830,7 @@ START_TEST(test_lm_loader) {
   int64_t saves[] = {2, 3, 4};
   for (int s = 0; s < 3; s++) {
     lt_tensor *t2 = LT_NN(lt_arange(LT_DTYPE_I64, 0, (double)N, 1));
-    lt_lm_loader *R = NN(lt_lm_loader_new(t2, T, &o));
+    lt_lm_loader *R = LT_NNP(lt_lm_loader_new(t2, T, &o));
     lt_tensor_free(t2);
     lt_tensor *x, *y;
     for (int64_t k = 0; k < saves[s]; k++) {
@@ -863,7 +841,7 @@ START_TEST(test_lm_loader) {
     lt_loader_position pos = lt_lm_loader_get_position(R);
     lt_lm_loader_free(R);
     t2 = LT_NN(lt_arange(LT_DTYPE_I64, 0, (double)N, 1));
-    R = NN(lt_lm_loader_new(t2, T, &(lt_batch_opts){5, true, false, 0, 777}));
+    R = LT_NNP(lt_lm_loader_new(t2, T, &(lt_batch_opts){5, true, false, 0, 777}));
     lt_tensor_free(t2);
     LT_OK_OR_FAIL(lt_lm_loader_set_position(R, pos));
     for (int64_t k = saves[s]; k < 9; k++) {
@@ -887,18 +865,18 @@ END_TEST
 START_TEST(test_lm_loader_errors) {
   lt_batch_opts o = LT_BATCH_DEFAULTS(2);
   lt_tensor *f = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(20)));
-  EXPECT_NULLP(lt_lm_loader_new(f, 4, &o), LT_ERR_SHAPE, "1-d integer tensor");
+  LT_EXPECT_NULLP_ERR(lt_lm_loader_new(f, 4, &o), LT_ERR_SHAPE, "1-d integer tensor");
   lt_tensor *m = LT_NN(lt_zeros(LT_DTYPE_I64, LT_SHAPE(4, 5)));
-  EXPECT_NULLP(lt_lm_loader_new(m, 4, &o), LT_ERR_SHAPE, "[4,5]");
+  LT_EXPECT_NULLP_ERR(lt_lm_loader_new(m, 4, &o), LT_ERR_SHAPE, "[4,5]");
   lt_tensor *t = LT_NN(lt_zeros(LT_DTYPE_I64, LT_SHAPE(8)));
-  EXPECT_NULLP(lt_lm_loader_new(t, 8, &o), LT_ERR_INVALID, "8 tokens, need at least T + 1 = 9");
-  EXPECT_NULLP(lt_lm_loader_new(t, 0, &o), LT_ERR_INVALID, "T is 0");
+  LT_EXPECT_NULLP_ERR(lt_lm_loader_new(t, 8, &o), LT_ERR_INVALID, "8 tokens, need at least T + 1 = 9");
+  LT_EXPECT_NULLP_ERR(lt_lm_loader_new(t, 0, &o), LT_ERR_INVALID, "T is 0");
   o.drop_last = true;
   o.batch_size = 3;
-  EXPECT_NULLP(lt_lm_loader_new(t, 4, &o), LT_ERR_INVALID, "make no batch");
-  EXPECT_NULLP(lt_lm_loader_new(NULL, 4, &o), LT_ERR_NULL, "tokens");
+  LT_EXPECT_NULLP_ERR(lt_lm_loader_new(t, 4, &o), LT_ERR_INVALID, "make no batch");
+  LT_EXPECT_NULLP_ERR(lt_lm_loader_new(NULL, 4, &o), LT_ERR_NULL, "tokens");
   /* Exactly T + 1 tokens: one chunk. */
-  lt_lm_loader *L = NN(lt_lm_loader_new(t, 7, &LT_BATCH_DEFAULTS(4)));
+  lt_lm_loader *L = LT_NNP(lt_lm_loader_new(t, 7, &LT_BATCH_DEFAULTS(4)));
   ck_assert_int_eq(lt_lm_loader_batches_per_epoch(L), 1);
   lt_tensor *x, *y;
   LT_OK_OR_FAIL(lt_lm_loader_next(L, &x, &y));
@@ -923,23 +901,23 @@ START_TEST(test_end_to_end_task_pipeline) {
   lt_task_opts to = LT_TASK_DEFAULTS(LT_TASK_NUMBER_WORDS);
   to.num_examples = 300;
   to.max_len = 6;
-  lt_text_pairs *tr = NN(lt_task_generate(&to, LT_SPLIT_TRAIN));
+  lt_text_pairs *tr = LT_NNP(lt_task_generate(&to, LT_SPLIT_TRAIN));
   char *text;
   size_t n;
   LT_OK_OR_FAIL(lt_text_pairs_concat(tr, &text, &n));
-  lt_tokenizer *tok0 = NN(lt_tokenizer_new_char(text, n));
+  lt_tokenizer *tok0 = LT_NNP(lt_tokenizer_new_char(text, n));
   free(text);
   void *buf;
   size_t bn;
   LT_OK_OR_FAIL(lt_tokenizer_serialize(tok0, &buf, &bn));
-  lt_tokenizer *tok = NN(lt_tokenizer_deserialize(buf, bn));
+  lt_tokenizer *tok = LT_NNP(lt_tokenizer_deserialize(buf, bn));
   free(buf);
   lt_tokenizer_free(tok0);
-  lt_seq_pairs *sp = NN(lt_seq_pairs_encode(tr, tok, tok, &(lt_seq_opts){0, 0, LT_OVERLONG_ERROR}, NULL));
+  lt_seq_pairs *sp = LT_NNP(lt_seq_pairs_encode(tr, tok, tok, &(lt_seq_opts){0, 0, LT_OVERLONG_ERROR}, NULL));
   lt_batch_opts bo = LT_BATCH_DEFAULTS(16);
   bo.bucket_batches = 4;
   bo.seed = 8;
-  lt_seq2seq_loader *L = NN(lt_seq2seq_loader_new(sp, &bo));
+  lt_seq2seq_loader *L = LT_NNP(lt_seq2seq_loader_new(sp, &bo));
   lt_seq2seq_batch b;
   LT_OK_OR_FAIL(lt_seq2seq_loader_next(L, &b));
   int64_t B = b.labels->shape[0], T = b.labels->shape[1], S = b.src->shape[1];
@@ -965,27 +943,12 @@ START_TEST(test_end_to_end_task_pipeline) {
 }
 END_TEST
 
-static Suite *suite(void) {
+int main(void) {
   Suite *s = suite_create("batch");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_tsv_parse);
-  tcase_add_test(tc, test_tsv_bad_data);
-  tcase_add_test(tc, test_split);
-  tcase_add_test(tc, test_number_words);
-  tcase_add_test(tc, test_tasks);
-  tcase_add_test(tc, test_task_lengths_and_errors);
-  tcase_add_test(tc, test_seq_pairs_encode);
-  tcase_add_test(tc, test_collate);
-  tcase_add_test(tc, test_seq2seq_loader_epochs);
-  tcase_add_test(tc, test_seq2seq_loader_bucketing);
-  tcase_add_test(tc, test_seq2seq_resume);
-  tcase_add_test(tc, test_seq2seq_loader_errors);
-  tcase_add_test(tc, test_lm_loader);
-  tcase_add_test(tc, test_lm_loader_errors);
-  tcase_add_test(tc, test_end_to_end_task_pipeline);
-  suite_add_tcase(s, tc);
-  return s;
+  LT_TEST_CASE(s, "core", 300, test_tsv_parse, test_tsv_bad_data, test_split, test_number_words,
+               test_tasks, test_task_lengths_and_errors, test_seq_pairs_encode, test_collate,
+               test_seq2seq_loader_epochs, test_seq2seq_loader_bucketing, test_seq2seq_resume,
+               test_seq2seq_loader_errors, test_lm_loader, test_lm_loader_errors,
+               test_end_to_end_task_pipeline);
+  return lt_test_run(s);
 }
-
-int main(void) { return lt_test_run(suite()); }

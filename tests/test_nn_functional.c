@@ -32,27 +32,7 @@ static lt_generator *gen(uint64_t seed) { return lt_generator_new(seed); }
 /* Random normal tensor of dtype (drawn in f64 and cast, so f32 and f64 cases
  * see the same values). */
 static lt_tensor *rnd(lt_generator *g, lt_dtype dt, int ndim, const int64_t *shape) {
-  lt_tensor *t = LT_NN(lt_randn(g, LT_DTYPE_F64, ndim, shape));
-  if (dt == LT_DTYPE_F64) return t;
-  lt_tensor *c = LT_NN(lt_to_dtype(t, dt));
-  lt_tensor_free(t);
-  return c;
-}
-
-static lt_tensor *from_f64(lt_dtype dt, int ndim, const int64_t *shape, const double *v) {
-  lt_tensor *t = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, ndim, shape, v));
-  if (dt == LT_DTYPE_F64) return t;
-  lt_tensor *c = LT_NN(lt_to_dtype(t, dt));
-  lt_tensor_free(t);
-  return c;
-}
-
-static lt_tensor *ids(lt_dtype dt, int ndim, const int64_t *shape, const int64_t *v) {
-  lt_tensor *t = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, ndim, shape, v));
-  if (dt == LT_DTYPE_I64) return t;
-  lt_tensor *c = LT_NN(lt_to_dtype(t, dt));
-  lt_tensor_free(t);
-  return c;
+  return lt_test_as_dtype(LT_NN(lt_randn(g, LT_DTYPE_F64, ndim, shape)), dt);
 }
 
 /* Layouts of an input made from a contiguous base leaf:
@@ -126,18 +106,24 @@ static void run_op(op_fn f, const void *ctx, int n, const arg *a, lt_tensor *con
   lt_tensor_free(y);
 }
 
-/* Fused op against its naive composition: forward values and gradients. */
-static void compare(const char *what, op_fn fused, op_fn naive, const void *ctx, int n, const arg *a, lt_dtype dt,
-                    uint64_t seed) {
+/* Random base leaves (seeded) for the args of an op; NULL for fixed args. */
+static void make_bases(int n, const arg *a, lt_dtype dt, uint64_t seed, lt_tensor **base) {
   lt_generator *g = gen(seed);
-  lt_tensor *base[8] = {0};
   for (int i = 0; i < n; i++) {
+    base[i] = NULL;
     if (a[i].fixed) continue;
     int64_t bs[LT_MAX_DIMS];
     base_shape(a[i].how, a[i].ndim, a[i].shape, bs);
     base[i] = rnd(g, dt, a[i].ndim, bs);
   }
   lt_generator_free(g);
+}
+
+/* Fused op against its naive composition: forward values and gradients. */
+static void compare(const char *what, op_fn fused, op_fn naive, const void *ctx, int n, const arg *a, lt_dtype dt,
+                    uint64_t seed) {
+  lt_tensor *base[8];
+  make_bases(n, a, dt, seed, base);
   lt_tensor *yf, *yn, *gf[8], *gn[8];
   run_op(fused, ctx, n, a, base, &yf, gf);
   run_op(naive, ctx, n, a, base, &yn, gn);
@@ -304,9 +290,9 @@ static lt_tensor *make_targets(lt_generator *g, lt_dtype tdt, lt_dtype xdt, int 
   int64_t sh1[LT_MAX_DIMS];
   memcpy(sh1, shape, sizeof(int64_t) * (size_t)ndim);
   sh1[ndim] = 1;
-  c->safe = ids(LT_DTYPE_I64, ndim + 1, sh1, s);
-  c->valid = from_f64(xdt, ndim, shape, v);
-  lt_tensor *tt = ids(tdt, ndim, shape, t);
+  c->safe = lt_test_from_i64(LT_DTYPE_I64, ndim + 1, sh1, s);
+  c->valid = lt_test_from_f64(xdt, ndim, shape, v);
+  lt_tensor *tt = lt_test_from_i64(tdt, ndim, shape, t);
   free(t);
   free(s);
   free(v);
@@ -333,9 +319,9 @@ static lt_tensor *mse_naive(lt_tensor *const *in, const void *ctx) {
 /* ======================================================================== */
 
 START_TEST(test_linear_hand) {
-  lt_tensor *x = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 2), (double[]){1, 2, 3, 4});
-  lt_tensor *w = from_f64(LT_DTYPE_F32, LT_SHAPE(3, 2), (double[]){1, 0, 0, 1, 1, 1});
-  lt_tensor *b = from_f64(LT_DTYPE_F32, LT_SHAPE(3), (double[]){0.5, -0.5, 1});
+  lt_tensor *x = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(2, 2), (double[]){1, 2, 3, 4});
+  lt_tensor *w = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(3, 2), (double[]){1, 0, 0, 1, 1, 1});
+  lt_tensor *b = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(3), (double[]){0.5, -0.5, 1});
   LT_OK_OR_FAIL(lt_requires_grad_(x, true));
   LT_OK_OR_FAIL(lt_requires_grad_(w, true));
   LT_OK_OR_FAIL(lt_requires_grad_(b, true));
@@ -345,13 +331,12 @@ START_TEST(test_linear_hand) {
   lt_tensor *yn = LT_NN(lt_linear(x, w, NULL));
   LT_ASSERT_VALUES(yn, 1e-6, 1, 2, 3, 3, 4, 7);
   /* L = sum(y * g), g = [[1,2,3],[4,5,6]]: dx = g W, dW = g^T x, db = colsum g */
-  lt_tensor *g = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+  lt_tensor *g = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
   LT_OK_OR_FAIL(lt_backward(y, g, false));
   LT_ASSERT_VALUES(x->grad, 1e-6, 4, 5, 10, 11);
   LT_ASSERT_VALUES(w->grad, 1e-6, 13, 18, 17, 24, 21, 30);
   LT_ASSERT_VALUES(b->grad, 1e-6, 5, 7, 9);
-  lt_tensor *v[] = {x, w, b, y, yn, g};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, y, yn, g);
 }
 END_TEST
 
@@ -400,7 +385,7 @@ START_TEST(test_linear_zero_size) {
   /* in == 0: y = bias (or zeros); dW is [out, 0]; db = colsum g */
   lt_tensor *x = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(3, 0)));
   lt_tensor *w = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(2, 0)));
-  lt_tensor *b = from_f64(LT_DTYPE_F64, LT_SHAPE(2), (double[]){1, 2});
+  lt_tensor *b = lt_test_from_f64(LT_DTYPE_F64, LT_SHAPE(2), (double[]){1, 2});
   LT_OK_OR_FAIL(lt_requires_grad_(x, true));
   LT_OK_OR_FAIL(lt_requires_grad_(b, true));
   lt_tensor *y = LT_NN(lt_linear(x, w, b));
@@ -432,8 +417,7 @@ START_TEST(test_linear_zero_size) {
   lt_tensor *s3 = LT_NN(lt_sum(y3, 0, NULL, false));
   LT_OK_OR_FAIL(lt_backward(s3, NULL, false));
   LT_ASSERT_VALUES(x3->grad, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-  lt_tensor *v[] = {x, w, b, y, y0, s, x2, w2, b2, y2, s2, w3, x3, y3, s3};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, y, y0, s, x2, w2, b2, y2, s2, w3, x3, y3, s3);
   lt_generator_free(g);
 }
 END_TEST
@@ -457,8 +441,7 @@ START_TEST(test_linear_errors) {
   LT_EXPECT_NULL_ERR(lt_linear(s, w, NULL), LT_ERR_SHAPE, "at least 1-d");
   LT_EXPECT_NULL_ERR(lt_linear(x, w, bbad), LT_ERR_SHAPE, "bias must be [out] = [4]");
   LT_ASSERT_VALUES(x, 0, 1, 1, 1, 1, 1, 1); /* inputs untouched */
-  lt_tensor *v[] = {x, w, b, w64, xi, wbad, w3, bbad, s};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, w64, xi, wbad, w3, bbad, s);
 }
 END_TEST
 
@@ -467,9 +450,9 @@ END_TEST
 /* ======================================================================== */
 
 START_TEST(test_norm_hand) {
-  lt_tensor *x = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3});
-  lt_tensor *w = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3});
-  lt_tensor *b = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){0, 0, 1});
+  lt_tensor *x = lt_test_from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3});
+  lt_tensor *w = lt_test_from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3});
+  lt_tensor *b = lt_test_from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){0, 0, 1});
   const double r = sqrt(1.5); /* var = 2/3 (biased), rstd = sqrt(3/2) */
   lt_tensor *y = LT_NN(lt_layer_norm(x, NULL, NULL, 0.0));
   LT_ASSERT_VALUES(y, 1e-12, -r, 0, r);
@@ -477,7 +460,7 @@ START_TEST(test_norm_hand) {
   LT_ASSERT_VALUES(ya, 1e-12, -r, 0, 3 * r + 1);
   lt_tensor *ye = LT_NN(lt_layer_norm(x, NULL, NULL, 1.0 / 3.0)); /* rstd = 1 */
   LT_ASSERT_VALUES(ye, 1e-12, -1, 0, 1);
-  lt_tensor *x2 = from_f64(LT_DTYPE_F32, LT_SHAPE(1, 2), (double[]){3, 4});
+  lt_tensor *x2 = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(1, 2), (double[]){3, 4});
   lt_tensor *yr = LT_NN(lt_rms_norm(x2, NULL, 0.0)); /* mean(x^2) = 12.5 */
   LT_ASSERT_VALUES(yr, 1e-6, 3 / sqrt(12.5), 4 / sqrt(12.5));
   /* constant row: var 0, y = 0 * rstd = 0 (finite with eps > 0) */
@@ -485,12 +468,11 @@ START_TEST(test_norm_hand) {
   lt_tensor *yc = LT_NN(lt_layer_norm(c, NULL, NULL, 1e-5));
   LT_ASSERT_VALUES(yc, 0, 0, 0, 0, 0, 0, 0, 0, 0);
   /* f32 rows with a large mean: the variance is computed in double in two passes */
-  lt_tensor *big = from_f64(LT_DTYPE_F32, LT_SHAPE(4), (double[]){10000, 10001, 10002, 10003});
+  lt_tensor *big = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(4), (double[]){10000, 10001, 10002, 10003});
   lt_tensor *yb = LT_NN(lt_layer_norm(big, NULL, NULL, 0.0));
   const double s = 1 / sqrt(1.25);
   LT_ASSERT_VALUES(yb, 1e-5, -1.5 * s, -0.5 * s, 0.5 * s, 1.5 * s);
-  lt_tensor *v[] = {x, w, b, y, ya, ye, x2, yr, c, yc, big, yb};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, y, ya, ye, x2, yr, c, yc, big, yb);
 }
 END_TEST
 
@@ -546,8 +528,7 @@ START_TEST(test_norm_zero_size) {
   LT_ASSERT_VALUES(b->grad, 0, 0, 0, 0, 0, 0);
   lt_tensor *yr = LT_NN(lt_rms_norm(x, w, 1e-5));
   LT_ASSERT_SHAPE(yr, 0, 5);
-  lt_tensor *v[] = {x, w, b, y, s, yr};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, b, y, s, yr);
 }
 END_TEST
 
@@ -571,8 +552,7 @@ START_TEST(test_norm_errors) {
   LT_EXPECT_NULL_ERR(lt_rms_norm(x, w4, 1e-5), LT_ERR_SHAPE, "rms_norm: x is [2,3] f32, weight is [4] f32");
   LT_EXPECT_NULL_ERR(lt_rms_norm(xi, NULL, 1e-5), LT_ERR_DTYPE, "rms_norm");
   LT_EXPECT_NULL_ERR(lt_rms_norm(x, NULL, -2), LT_ERR_INVALID, "eps");
-  lt_tensor *v[] = {x, w, w4, w64, xi, s};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, w, w4, w64, xi, s);
 }
 END_TEST
 
@@ -667,8 +647,7 @@ START_TEST(test_dropout) {
 
   free(yv);
   free(kv);
-  lt_tensor *v[] = {x, ye, yn, s, gs, y, keep, s2, y1, n1, gn1, y0, xb, xt, yt, k2, k2s, ref, xi, yi};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, ye, yn, s, gs, y, keep, s2, y1, n1, gn1, y0, xb, xt, yt, k2, k2s, ref, xi, yi);
   lt_generator_free(g);
 }
 END_TEST
@@ -679,8 +658,8 @@ END_TEST
 
 START_TEST(test_losses_hand) {
   const double lse = log(exp(1.0) + exp(2.0) + exp(3.0));
-  lt_tensor *x = from_f64(LT_DTYPE_F64, LT_SHAPE(1, 3), (double[]){1, 2, 3});
-  lt_tensor *t = ids(LT_DTYPE_I64, LT_SHAPE(1), (int64_t[]){2});
+  lt_tensor *x = lt_test_from_f64(LT_DTYPE_F64, LT_SHAPE(1, 3), (double[]){1, 2, 3});
+  lt_tensor *t = lt_test_from_i64(LT_DTYPE_I64, LT_SHAPE(1), (int64_t[]){2});
   LT_OK_OR_FAIL(lt_requires_grad_(x, true));
   lt_tensor *l = LT_NN(lt_cross_entropy(x, t, NULL));
   ck_assert_int_eq(l->ndim, 0);
@@ -696,8 +675,8 @@ START_TEST(test_losses_hand) {
   LT_OK_OR_FAIL(lt_backward(ls, NULL, false));
   LT_ASSERT_VALUES(x->grad, 1e-12, p0 - 0.1 / 3, p1 - 0.1 / 3, p2 - 0.1 / 3 - 0.9);
   /* i32 targets, two rows, one ignored; none / sum / mean */
-  lt_tensor *x2 = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1, 2, 3, 0, 0, 0});
-  lt_tensor *t2 = ids(LT_DTYPE_I32, LT_SHAPE(2), (int64_t[]){0, 7});
+  lt_tensor *x2 = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1, 2, 3, 0, 0, 0});
+  lt_tensor *t2 = lt_test_from_i64(LT_DTYPE_I32, LT_SHAPE(2), (int64_t[]){0, 7});
   o = (lt_cross_entropy_opts){7, 0.0, LT_REDUCTION_NONE};
   lt_tensor *ln = LT_NN(lt_cross_entropy(x2, t2, &o));
   LT_ASSERT_VALUES(ln, 1e-6, lse - 1, 0);
@@ -708,16 +687,16 @@ START_TEST(test_losses_hand) {
   lt_tensor *lmean = LT_NN(lt_cross_entropy(x2, t2, &o));
   LT_ASSERT_VALUES(lmean, 1e-6, lse - 1);
   /* nll */
-  lt_tensor *lp = from_f64(LT_DTYPE_F64, LT_SHAPE(2, 2), (double[]){-1, -2, -0.5, -3});
-  lt_tensor *tn = ids(LT_DTYPE_I64, LT_SHAPE(2), (int64_t[]){1, 0});
+  lt_tensor *lp = lt_test_from_f64(LT_DTYPE_F64, LT_SHAPE(2, 2), (double[]){-1, -2, -0.5, -3});
+  lt_tensor *tn = lt_test_from_i64(LT_DTYPE_I64, LT_SHAPE(2), (int64_t[]){1, 0});
   LT_OK_OR_FAIL(lt_requires_grad_(lp, true));
   lt_tensor *nl = LT_NN(lt_nll_loss(lp, tn, NULL));
   LT_ASSERT_VALUES(nl, 1e-12, 1.25);
   LT_OK_OR_FAIL(lt_backward(nl, NULL, false));
   LT_ASSERT_VALUES(lp->grad, 1e-12, 0, -0.5, -0.5, 0);
   /* mse */
-  lt_tensor *mi = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3});
-  lt_tensor *mt = from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 1, 1});
+  lt_tensor *mi = lt_test_from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 2, 3});
+  lt_tensor *mt = lt_test_from_f64(LT_DTYPE_F64, LT_SHAPE(3), (double[]){1, 1, 1});
   LT_OK_OR_FAIL(lt_requires_grad_(mi, true));
   LT_OK_OR_FAIL(lt_requires_grad_(mt, true));
   lt_tensor *mm = LT_NN(lt_mse_loss(mi, mt, LT_REDUCTION_MEAN));
@@ -730,12 +709,11 @@ START_TEST(test_losses_hand) {
   lt_tensor *mn = LT_NN(lt_mse_loss(mi, mt, LT_REDUCTION_NONE));
   LT_ASSERT_VALUES(mn, 1e-12, 0, 1, 4);
   /* f32 input, f64 target: promoted to f64 as PyTorch */
-  lt_tensor *mi32 = from_f64(LT_DTYPE_F32, LT_SHAPE(3), (double[]){1, 2, 3});
+  lt_tensor *mi32 = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(3), (double[]){1, 2, 3});
   lt_tensor *mp = LT_NN(lt_mse_loss(mi32, mt, LT_REDUCTION_SUM));
   ck_assert_int_eq(mp->dtype, LT_DTYPE_F64);
   LT_ASSERT_VALUES(mp, 1e-12, 5);
-  lt_tensor *v[] = {x, t, l, ls, x2, t2, ln, lsum, lmean, lp, tn, nl, mi, mt, mm, ms, mn, mi32, mp};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, t, l, ls, x2, t2, ln, lsum, lmean, lp, tn, nl, mi, mt, mm, ms, mn, mi32, mp);
 }
 END_TEST
 
@@ -789,8 +767,8 @@ END_TEST
 
 START_TEST(test_losses_edge) {
   /* every target ignored: mean is 0 (not NaN), gradient 0 */
-  lt_tensor *x = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
-  lt_tensor *t = ids(LT_DTYPE_I64, LT_SHAPE(2), (int64_t[]){-100, -100});
+  lt_tensor *x = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1, 2, 3, 4, 5, 6});
+  lt_tensor *t = lt_test_from_i64(LT_DTYPE_I64, LT_SHAPE(2), (int64_t[]){-100, -100});
   LT_OK_OR_FAIL(lt_requires_grad_(x, true));
   lt_cross_entropy_opts o = {-100, 0.2, LT_REDUCTION_MEAN};
   lt_tensor *l = LT_NN(lt_cross_entropy(x, t, &o));
@@ -815,8 +793,8 @@ START_TEST(test_losses_edge) {
   lt_tensor *lv = LT_NN(lt_cross_entropy(xv, t, NULL));
   LT_ASSERT_VALUES(lv, 0, 0);
   /* stability: logits of +-1000 */
-  lt_tensor *xs = from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1000, 0, -1000, -1000, -1000, -999});
-  lt_tensor *ts = ids(LT_DTYPE_I64, LT_SHAPE(2), (int64_t[]){0, 0});
+  lt_tensor *xs = lt_test_from_f64(LT_DTYPE_F32, LT_SHAPE(2, 3), (double[]){1000, 0, -1000, -1000, -1000, -999});
+  lt_tensor *ts = lt_test_from_i64(LT_DTYPE_I64, LT_SHAPE(2), (int64_t[]){0, 0});
   o.reduction = LT_REDUCTION_NONE;
   o.label_smoothing = 0;
   lt_tensor *lsx = LT_NN(lt_cross_entropy(xs, ts, &o));
@@ -836,15 +814,15 @@ END_TEST
 
 START_TEST(test_losses_errors) {
   lt_tensor *x = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(3, 5)));
-  lt_tensor *t = ids(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){0, 5, 1});
-  lt_tensor *tneg = ids(LT_DTYPE_I32, LT_SHAPE(3), (int64_t[]){0, 1, -2});
-  lt_tensor *tok = ids(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){0, 4, 1});
+  lt_tensor *t = lt_test_from_i64(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){0, 5, 1});
+  lt_tensor *tneg = lt_test_from_i64(LT_DTYPE_I32, LT_SHAPE(3), (int64_t[]){0, 1, -2});
+  lt_tensor *tok = lt_test_from_i64(LT_DTYPE_I64, LT_SHAPE(3), (int64_t[]){0, 4, 1});
   lt_tensor *tf = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(3)));
-  lt_tensor *t4 = ids(LT_DTYPE_I64, LT_SHAPE(4), (int64_t[]){0, 0, 0, 0});
-  lt_tensor *t2d = ids(LT_DTYPE_I64, LT_SHAPE(3, 1), (int64_t[]){0, 0, 0});
+  lt_tensor *t4 = lt_test_from_i64(LT_DTYPE_I64, LT_SHAPE(4), (int64_t[]){0, 0, 0, 0});
+  lt_tensor *t2d = lt_test_from_i64(LT_DTYPE_I64, LT_SHAPE(3, 1), (int64_t[]){0, 0, 0});
   lt_tensor *xi = LT_NN(lt_zeros(LT_DTYPE_I64, LT_SHAPE(3, 5)));
   lt_tensor *x3 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 2, 5)));
-  lt_tensor *t3 = ids(LT_DTYPE_I64, LT_SHAPE(2, 2), (int64_t[]){0, 1, 2, 9});
+  lt_tensor *t3 = lt_test_from_i64(LT_DTYPE_I64, LT_SHAPE(2, 2), (int64_t[]){0, 1, 2, 9});
   LT_EXPECT_NULL_ERR(lt_cross_entropy(NULL, t, NULL), LT_ERR_NULL, "logits");
   LT_EXPECT_NULL_ERR(lt_cross_entropy(x, NULL, NULL), LT_ERR_NULL, "targets");
   LT_EXPECT_NULL_ERR(lt_cross_entropy(x, t, NULL), LT_ERR_INDEX,
@@ -877,8 +855,7 @@ START_TEST(test_losses_errors) {
   LT_EXPECT_NULL_ERR(lt_mse_loss(y5, yb, LT_REDUCTION_MEAN), LT_ERR_SHAPE, "no broadcasting");
   LT_EXPECT_NULL_ERR(lt_mse_loss(xi, xi, LT_REDUCTION_MEAN), LT_ERR_DTYPE, "f32 or f64");
   LT_EXPECT_NULL_ERR(lt_mse_loss(y, y, (lt_reduction)9), LT_ERR_INVALID, "reduction 9");
-  lt_tensor *v[] = {x, t, tneg, tok, tf, t4, t2d, xi, x3, t3, n, y, y5, yb};
-  for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) lt_tensor_free(v[i]);
+  LT_FREE_ALL(x, t, tneg, tok, tf, t4, t2d, xi, x3, t3, n, y, y5, yb);
 }
 END_TEST
 
@@ -892,8 +869,8 @@ START_TEST(test_no_leaks) {
   lt_generator *g = gen(3);
   lt_tensor *x = rnd(g, LT_DTYPE_F32, LT_SHAPE(4, 6)), *w = rnd(g, LT_DTYPE_F32, LT_SHAPE(5, 6));
   lt_tensor *b = rnd(g, LT_DTYPE_F32, LT_SHAPE(5)), *c = rnd(g, LT_DTYPE_F32, LT_SHAPE(6));
-  lt_tensor *t = ids(LT_DTYPE_I32, LT_SHAPE(4), (int64_t[]){0, 5, -100, 2});
-  lt_tensor *tbad = ids(LT_DTYPE_I32, LT_SHAPE(4), (int64_t[]){0, 6, 1, 1});
+  lt_tensor *t = lt_test_from_i64(LT_DTYPE_I32, LT_SHAPE(4), (int64_t[]){0, 5, -100, 2});
+  lt_tensor *tbad = lt_test_from_i64(LT_DTYPE_I32, LT_SHAPE(4), (int64_t[]){0, 6, 1, 1});
   lt_tensor *v[] = {x, w, b, c};
   for (int i = 0; i < 4; i++) LT_OK_OR_FAIL(lt_requires_grad_(v[i], true));
   lt_tensor *xt = LT_NN(lt_transpose(x, 0, 1)); /* [6,4], non-contiguous */
@@ -923,8 +900,7 @@ START_TEST(test_no_leaks) {
     lt_tensor_free(z);
   }
   ck_assert_msg(lt__live_tensors() == live, "%lld tensors leaked", (long long)(lt__live_tensors() - live));
-  lt_tensor *all[] = {x, w, b, c, t, tbad, xt};
-  for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lt_tensor_free(all[i]);
+  LT_FREE_ALL(x, w, b, c, t, tbad, xt);
   lt_generator_free(g);
 }
 END_TEST
@@ -934,15 +910,8 @@ END_TEST
 /* ======================================================================== */
 
 static void same_on_1_and_2_threads(op_fn f, const void *ctx, int n, const arg *a, lt_dtype dt) {
-  lt_generator *g = gen(99);
-  lt_tensor *base[4] = {0};
-  for (int i = 0; i < n; i++) {
-    if (a[i].fixed) continue;
-    int64_t bs[LT_MAX_DIMS];
-    base_shape(a[i].how, a[i].ndim, a[i].shape, bs);
-    base[i] = rnd(g, dt, a[i].ndim, bs);
-  }
-  lt_generator_free(g);
+  lt_tensor *base[4];
+  make_bases(n, a, dt, 99, base);
   const int prev = lt_get_num_threads();
   lt_tensor *y1, *y2, *g1[4], *g2[4];
   LT_OK_OR_FAIL(lt_set_num_threads(1));
@@ -1081,28 +1050,12 @@ START_TEST(test_bench) {
 }
 END_TEST
 
-static Suite *suite(void) {
+int main(void) {
   Suite *s = suite_create("nn_functional");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, test_linear_hand);
-  tcase_add_test(tc, test_linear_vs_matmul);
-  tcase_add_test(tc, test_linear_zero_size);
-  tcase_add_test(tc, test_linear_errors);
-  tcase_add_test(tc, test_norm_hand);
-  tcase_add_test(tc, test_norms_vs_naive);
-  tcase_add_test(tc, test_norm_zero_size);
-  tcase_add_test(tc, test_norm_errors);
-  tcase_add_test(tc, test_dropout);
-  tcase_add_test(tc, test_losses_hand);
-  tcase_add_test(tc, test_losses_vs_naive);
-  tcase_add_test(tc, test_losses_edge);
-  tcase_add_test(tc, test_losses_errors);
-  tcase_add_test(tc, test_no_leaks);
-  tcase_add_test(tc, test_thread_count_bit_identical);
-  tcase_add_test(tc, test_bench);
-  suite_add_tcase(s, tc);
-  return s;
+  LT_TEST_CASE(s, "core", 600, test_linear_hand, test_linear_vs_matmul, test_linear_zero_size,
+               test_linear_errors, test_norm_hand, test_norms_vs_naive, test_norm_zero_size,
+               test_norm_errors, test_dropout, test_losses_hand, test_losses_vs_naive,
+               test_losses_edge, test_losses_errors, test_no_leaks, test_thread_count_bit_identical,
+               test_bench);
+  return lt_test_run(s);
 }
-
-int main(void) { return lt_test_run(suite()); }

@@ -25,6 +25,7 @@
  */
 #include "test_util.h"
 #include "util_fixtures.h"
+#include "util_fxcheck.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -38,90 +39,12 @@
 #define RTOL_PARAM32 1e-5
 #define RTOL_64 1e-9
 
-/* ---- comparison that reports and goes on -------------------------------- */
+/* ---- comparison that reports and goes on (util_fxcheck.h) --------------- */
 
-static int g_failures;  /* mismatches in the current test (each test runs in its own process) */
 static int g_layout;    /* 0: contiguous inputs, 1: strided views */
 
-static bool verbose(void) {
-  const char *v = getenv("LT_FIXTURE_VERBOSE");
-  return v && *v && strcmp(v, "0") != 0;
-}
-
-/* Compares got with want (values, shape): |got - want| <= rtol * |want| +
- * max(rtol * max|want|, atol_floor). On a mismatch prints a report and counts
- * a failure. Returns true if close. */
-static bool fx_close_floor(const char *label, const lt_tensor *got, const lt_tensor *want, double rtol,
-                           double atol_floor) {
-  char sg[64], sw[64];
-  if (!got || !want) {
-    printf("MISMATCH %s: %s is NULL (%s: %s)\n", label, !got ? "result" : "reference",
-           lt_status_name(lt_last_status()), lt_last_error());
-    g_failures++;
-    return false;
-  }
-  if (got->ndim != want->ndim || memcmp(got->shape, want->shape, sizeof(int64_t) * (size_t)got->ndim) != 0) {
-    printf("MISMATCH %s: shape %s, PyTorch %s\n", label, lt_shape_str(got->ndim, got->shape, sg, sizeof sg),
-           lt_shape_str(want->ndim, want->shape, sw, sizeof sw));
-    g_failures++;
-    return false;
-  }
-  int64_t n = got->numel;
-  double *a = malloc(sizeof(double) * (size_t)(n ? n : 1)), *b = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  ck_assert(a && b);
-  ck_assert(lt_tensor_read(got, LT_DTYPE_F64, a, n) == LT_OK);
-  ck_assert(lt_tensor_read(want, LT_DTYPE_F64, b, n) == LT_OK);
-  double maxabs = 0;
-  for (int64_t i = 0; i < n; i++)
-    if (isfinite(b[i]) && fabs(b[i]) > maxabs) maxabs = fabs(b[i]);
-  double atol = fmax(rtol * maxabs, atol_floor), maxdiff = 0, maxrel = 0;
-  int64_t bad = 0;
-  char report[1024];
-  size_t pos = 0;
-  report[0] = '\0';
-  for (int64_t i = 0; i < n; i++) {
-    bool same = a[i] == b[i] || (isnan(a[i]) && isnan(b[i]));
-    double d = same ? 0 : fabs(a[i] - b[i]);
-    if (isnan(d)) d = INFINITY;
-    if (d > maxdiff) maxdiff = d;
-    if (d > 0 && b[i] != 0 && d / fabs(b[i]) > maxrel) maxrel = d / fabs(b[i]);
-    if (!same && !(d <= atol + rtol * fabs(b[i]))) {
-      if (bad < 5 && pos < sizeof report - 120)
-        pos += (size_t)snprintf(report + pos, sizeof report - pos, "\n      [%lld] got %.9g want %.9g (diff %.3g)",
-                                (long long)i, a[i], b[i], d);
-      bad++;
-    }
-  }
-  free(a);
-  free(b);
-  if (bad) {
-    printf("MISMATCH %s %s: %lld of %lld elements, max abs diff %.3g, max rel diff %.3g, max|want| %.3g, "
-           "rtol %g%s\n",
-           label, lt_shape_str(want->ndim, want->shape, sw, sizeof sw), (long long)bad, (long long)n, maxdiff,
-           maxrel, maxabs, rtol, report);
-    g_failures++;
-    return false;
-  }
-  if (verbose()) printf("ok %-60s max abs diff %.3g (max|want| %.3g)\n", label, maxdiff, maxabs);
-  return true;
-}
-
 static bool fx_close(const char *label, const lt_tensor *got, const lt_tensor *want, double rtol) {
-  return fx_close_floor(label, got, want, rtol, 0);
-}
-
-/* Ends a test: fails it if any comparison failed. */
-static void fx_done(const char *what) {
-  fflush(stdout);
-  ck_assert_msg(g_failures == 0, "%s: %d mismatches against PyTorch (listed above)", what, g_failures);
-}
-
-static lt_fixture *fx_open(const char *file) {
-  char path[1024];
-  lt_fixture_path(file, path, sizeof path);
-  lt_fixture *f = lt_fixture_load(path);
-  if (!f) ck_abort_msg("%s: %s", path, lt_last_error());
-  return f;
+  return lt_fx_close(label, got, want, rtol, 0);
 }
 
 /* A copy of t whose last dim has stride 2 (a sliced view of a bigger buffer):
@@ -294,7 +217,7 @@ static void fx_cmp(fx_case *c, const char *key, const lt_tensor *got, double rto
   snprintf(label, sizeof label, "%s%s.%s%s", c->name, g_layout ? " (strided)" : "", key, note);
   if (fx_has(c, key) || !got) {
     lt_tensor *want = fx_get(c, fx_has(c, key) ? key : strcat(strcpy(k2, key), ".rowsum"));
-    fx_close_floor(label, got, want, rtol_for(want, rtol32), floor);
+    lt_fx_close(label, got, want, rtol_for(want, rtol32), floor);
     lt_tensor_free(want);
     return;
   }
@@ -329,9 +252,9 @@ static void fx_cmp(fx_case *c, const char *key, const lt_tensor *got, double rto
   const double rtol = got->dtype == LT_DTYPE_F64 ? RTOL_64 : rtol32;
   char l2[600];
   snprintf(l2, sizeof l2, "%s (row sums)", label);
-  fx_close_floor(l2, got_rs, want_rs, rtol, rowabs * (got->dtype == LT_DTYPE_F64 ? 1e-12 : 1e-5));
+  lt_fx_close(l2, got_rs, want_rs, rtol, rowabs * (got->dtype == LT_DTYPE_F64 ? 1e-12 : 1e-5));
   snprintf(l2, sizeof l2, "%s (every %lld-th element)", label, (long long)stride);
-  fx_close_floor(l2, got_s, want_s, rtol, floor);
+  lt_fx_close(l2, got_s, want_s, rtol, floor);
   lt_tensor_free(got_rs);
   lt_tensor_free(got_s);
   lt_tensor_free(want_rs);
@@ -385,7 +308,7 @@ static void fx_check(fx_case *c, lt_tensor *out) {
   lt_tensor_free(dout);
   if (st != LT_OK) {
     printf("MISMATCH %s: backward failed: %s: %s\n", c->name, lt_status_name(st), lt_last_error());
-    g_failures++;
+    lt_fx_failures++;
     return;
   }
   for (int i = 0; i < c->n; i++) {
@@ -640,7 +563,7 @@ END_TEST
 START_TEST(test_reader_real_files) {
   const char *files[] = {"nn_functional.bin", "nn_attention.bin", "nn_optim.bin"};
   for (int k = 0; k < 3; k++) {
-    lt_fixture *f = fx_open(files[k]);
+    lt_fixture *f = lt_fx_open(files[k]);
     ck_assert_int_gt(lt_fixture_count(f), 100);
     for (int i = 0; i < lt_fixture_count(f); i++) {
       lt_tensor *t = lt_fixture_get(f, lt_fixture_name(f, i));
@@ -753,56 +676,51 @@ static void body_embedding(fx_case *c) {
   lt_params_free(p);
 }
 
-START_TEST(test_linear) {
-  g_layout = _i;
-  lt_fixture *f = fx_open("nn_functional.bin");
-  run_cases(f, "linear.", body_linear);
-  run_cases(f, "linear_m.", body_linear_m);
+/* A test over groups of fixture cases from one file, in layout `layout`:
+ * each {prefix, body} runs every case whose name starts with prefix. Ends
+ * the test (failing it, naming what, if anything mismatched). */
+typedef struct fx_group {
+  const char *prefix;
+  fx_body body;
+} fx_group;
+static void run_groups(const char *file, const char *what, int layout, const fx_group *groups, int n) {
+  g_layout = layout;
+  lt_fixture *f = lt_fx_open(file);
+  for (int i = 0; i < n; i++) run_cases(f, groups[i].prefix, groups[i].body);
   lt_fixture_free(f);
-  fx_done("linear");
+  lt_generator_free(g_gen);
+  g_gen = NULL;
+  lt_fx_done(what);
+}
+#define RUN_GROUPS(file, what, ...)                                                      \
+  run_groups((file), (what), _i, (const fx_group[]){__VA_ARGS__},                        \
+             (int)(sizeof((const fx_group[]){__VA_ARGS__}) / sizeof(fx_group)))
+
+START_TEST(test_linear) {
+  RUN_GROUPS("nn_functional.bin", "linear", {"linear.", body_linear}, {"linear_m.", body_linear_m});
 }
 END_TEST
 
 START_TEST(test_norms) {
-  g_layout = _i;
-  lt_fixture *f = fx_open("nn_functional.bin");
-  run_cases(f, "layer_norm.", body_layer_norm);
-  run_cases(f, "layer_norm_m.", body_layer_norm_m);
-  run_cases(f, "rms_norm.", body_rms_norm);
-  run_cases(f, "rms_norm_m", body_rms_norm_m);
-  lt_fixture_free(f);
-  fx_done("norms");
+  RUN_GROUPS("nn_functional.bin", "norms", {"layer_norm.", body_layer_norm},
+             {"layer_norm_m.", body_layer_norm_m},
+             {"rms_norm.", body_rms_norm},
+             {"rms_norm_m", body_rms_norm_m});
 }
 END_TEST
 
 START_TEST(test_activations) {
-  g_layout = _i;
-  lt_fixture *f = fx_open("nn_functional.bin");
-  run_cases(f, "act.", body_act);
-  lt_fixture_free(f);
-  fx_done("activations");
+  RUN_GROUPS("nn_functional.bin", "activations", {"act.", body_act});
 }
 END_TEST
 
 START_TEST(test_losses) {
-  g_layout = _i;
-  lt_fixture *f = fx_open("nn_functional.bin");
-  run_cases(f, "ce.", body_ce);
-  run_cases(f, "nll.", body_nll);
-  run_cases(f, "mse.", body_mse);
-  lt_fixture_free(f);
-  fx_done("losses");
+  RUN_GROUPS("nn_functional.bin", "losses", {"ce.", body_ce}, {"nll.", body_nll}, {"mse.", body_mse});
 }
 END_TEST
 
 START_TEST(test_embedding) {
-  g_layout = _i;
-  lt_fixture *f = fx_open("nn_functional.bin");
-  run_cases(f, "embedding.", body_embedding);
-  lt_fixture_free(f);
-  lt_generator_free(g_gen);
-  g_gen = NULL;
-  fx_done("embedding");
+  RUN_GROUPS("nn_functional.bin", "embedding", {"embedding.", body_embedding});
 }
 END_TEST
 
@@ -830,7 +748,7 @@ END_TEST
 /* ---- dropout ------------------------------------------------------------- */
 
 START_TEST(test_dropout) {
-  lt_fixture *f = fx_open("nn_functional.bin");
+  lt_fixture *f = lt_fx_open("nn_functional.bin");
   lt_tensor *x = LT_NN(lt_fixture_get(f, "dropout.x"));
   lt_generator *g = lt_generator_new(7);
   lt_nn_ctx eval = {false, g}, train = {true, g};
@@ -910,7 +828,7 @@ START_TEST(test_dropout) {
   lt_generator_free(g);
   lt_tensor_free(x);
   lt_fixture_free(f);
-  fx_done("dropout");
+  lt_fx_done("dropout");
 }
 END_TEST
 
@@ -982,18 +900,14 @@ static void body_ffn(fx_case *c) {
 }
 
 START_TEST(test_sdpa) {
-  g_layout = _i;
-  lt_fixture *f = fx_open("nn_attention.bin");
-  run_cases(f, "sdpa.", body_sdpa);
-  lt_fixture_free(f);
-  fx_done("scaled_dot_product_attention");
+  RUN_GROUPS("nn_attention.bin", "scaled_dot_product_attention", {"sdpa.", body_sdpa});
 }
 END_TEST
 
 /* Training mode with dropout_p = 0 is evaluation; with dropout_p = 1 every
  * weight is dropped and the output is zero. */
 START_TEST(test_sdpa_dropout_edges) {
-  lt_fixture *f = fx_open("nn_attention.bin");
+  lt_fixture *f = lt_fx_open("nn_attention.bin");
   fx_case c;
   memset(&c, 0, sizeof c);
   c.fx = f;
@@ -1020,13 +934,13 @@ START_TEST(test_sdpa_dropout_edges) {
   lt_tensor_free(want);
   lt_generator_free(g);
   lt_fixture_free(f);
-  fx_done("sdpa dropout edges");
+  lt_fx_done("sdpa dropout edges");
 }
 END_TEST
 
 START_TEST(test_rope_sinusoidal) {
   g_layout = _i;
-  lt_fixture *f = fx_open("nn_attention.bin");
+  lt_fixture *f = lt_fx_open("nn_attention.bin");
   run_cases(f, "rope.", body_rope);
   const int64_t tc[][2] = {{10, 16}, {7, 6}, {1, 2}};
   for (int i = 0; i < 3; i++)
@@ -1043,29 +957,17 @@ START_TEST(test_rope_sinusoidal) {
       lt_tensor_free(want);
     }
   lt_fixture_free(f);
-  fx_done("rope / sinusoidal");
+  lt_fx_done("rope / sinusoidal");
 }
 END_TEST
 
 START_TEST(test_mha) {
-  g_layout = _i;
-  lt_fixture *f = fx_open("nn_attention.bin");
-  run_cases(f, "mha.", body_mha);
-  lt_fixture_free(f);
-  lt_generator_free(g_gen);
-  g_gen = NULL;
-  fx_done("mha");
+  RUN_GROUPS("nn_attention.bin", "mha", {"mha.", body_mha});
 }
 END_TEST
 
 START_TEST(test_ffn) {
-  g_layout = _i;
-  lt_fixture *f = fx_open("nn_attention.bin");
-  run_cases(f, "ffn.", body_ffn);
-  lt_fixture_free(f);
-  lt_generator_free(g_gen);
-  g_gen = NULL;
-  fx_done("ffn");
+  RUN_GROUPS("nn_attention.bin", "ffn", {"ffn.", body_ffn});
 }
 END_TEST
 
@@ -1141,25 +1043,37 @@ static lt_optim_config optim_config(const lt_fixture *f, const char *cfg) {
   return c;
 }
 
-static const char *STATES[] = {"momentum_buffer", "exp_avg", "exp_avg_sq"};
+static const char *STATES[] = {"momentum_buffer", "exp_avg", "exp_avg_sq", "step"};
+enum { N_STATES = sizeof STATES / sizeof STATES[0] };
 
-/* A new optimizer continuing o as a checkpoint would: set_step_count, then the
- * state tensors copied (PyTorch's optimizer.load_state_dict). Frees o. */
+/* A new optimizer continuing o as a checkpoint would: state created for
+ * exactly the parameters that had some (lt_optimizer_reset_state), then the
+ * state tensors copied, each parameter's step included (PyTorch's
+ * optimizer.load_state_dict). Frees o. */
 static lt_optimizer *resume(lt_optimizer *o, lt_params *p, const lt_optim_config *oc, const char *cfg) {
   lt_optimizer *o2 = lt_optimizer_new(p, oc);
   ck_assert_msg(o2 != NULL, "%s", lt_last_error());
-  LT_OK_OR_FAIL(lt_optimizer_set_step_count(o2, lt_optimizer_step_count(o)));
+  const char *with_state[64];
+  int n = 0;
+  for (int i = 0; i < lt_params_count(p); i++)
+    for (int k = 0; k < N_STATES; k++)
+      if (lt_optimizer_state(o, lt_params_at(p, i)->name, STATES[k])) {
+        ck_assert_int_lt(n, 64);
+        with_state[n++] = lt_params_at(p, i)->name;
+        break;
+      }
+  LT_OK_OR_FAIL(lt_optimizer_reset_state(o2, lt_optimizer_step_count(o), n, with_state));
   lt_optimizer_set_lr(o2, lt_optimizer_get_lr(o));
   bool prev = lt_set_grad_enabled(false);
   for (int i = 0; i < lt_params_count(p); i++)
-    for (int k = 0; k < 3; k++) {
+    for (int k = 0; k < N_STATES; k++) {
       const char *pn = lt_params_at(p, i)->name;
       lt_tensor *src = lt_optimizer_state(o, pn, STATES[k]), *dst = lt_optimizer_state(o2, pn, STATES[k]);
       if (!src && !dst) continue;
       if (!src || !dst) {
-        printf("MISMATCH optim %s resume: state %s.%s is %s before and %s after set_step_count\n", cfg, pn,
+        printf("MISMATCH optim %s resume: state %s.%s is %s before and %s after reset_state\n", cfg, pn,
                STATES[k], src ? "present" : "absent", dst ? "present" : "absent");
-        g_failures++;
+        lt_fx_failures++;
         continue;
       }
       LT_OK_OR_FAIL(lt_copy_(dst, src));
@@ -1192,7 +1106,7 @@ static void run_trajectory(const lt_fixture *f, const char *cfg, int mode_) {
     if ((nd != 0) != ((pr->flags & LT_PARAM_NO_DECAY) != 0)) {
       printf("MISMATCH %s: LT_PARAM_NO_DECAY is %s, expected %s (norms and biases)\n", pr->name,
              (pr->flags & LT_PARAM_NO_DECAY) ? "set" : "unset", nd != 0 ? "set" : "unset");
-      g_failures++;
+      lt_fx_failures++;
     }
   }
   lt_optim_config oc = optim_config(f, cfg);
@@ -1256,7 +1170,7 @@ static void run_trajectory(const lt_fixture *f, const char *cfg, int mode_) {
         fx_close(label, got, LT_NN(lt_fixture_get(f, name)), replay ? RTOL_PARAM32 : RTOL_GRAD32);
       } else if (got) {
         printf("MISMATCH %s: present, PyTorch has no such state\n", label);
-        g_failures++;
+        lt_fx_failures++;
       }
     }
   lt_scope_end(sc);
@@ -1271,37 +1185,30 @@ static const char *OPTIM_CONFIGS[] = {"sgd",         "sgd_momentum_wd", "sgd_dam
                                       "adamw_sched", "adam_bigeps",     "adamw_skip",    "sgd_skip"};
 #define N_OPTIM_CONFIGS ((int)(sizeof OPTIM_CONFIGS / sizeof OPTIM_CONFIGS[0]))
 
-START_TEST(test_optimizer_replay) {
-  lt_fixture *f = fx_open("nn_optim.bin");
-  run_trajectory(f, OPTIM_CONFIGS[_i], MODE_REPLAY);
+/* Configuration cfg in one mode as a whole test. */
+static void trajectory_test(const char *cfg, int mode) {
+  lt_fixture *f = lt_fx_open("nn_optim.bin");
+  run_trajectory(f, cfg, mode);
   lt_fixture_free(f);
-  fx_done(OPTIM_CONFIGS[_i]);
+  lt_fx_done(cfg);
 }
+
+START_TEST(test_optimizer_replay) { trajectory_test(OPTIM_CONFIGS[_i], MODE_REPLAY); }
 END_TEST
 
-START_TEST(test_optimizer_train) {
-  lt_fixture *f = fx_open("nn_optim.bin");
-  run_trajectory(f, OPTIM_CONFIGS[_i], MODE_TRAIN);
-  lt_fixture_free(f);
-  fx_done(OPTIM_CONFIGS[_i]);
-}
+START_TEST(test_optimizer_train) { trajectory_test(OPTIM_CONFIGS[_i], MODE_TRAIN); }
 END_TEST
 
-/* Not adamw_skip: its parameters have different step counts (PyTorch's
- * per-parameter state['step']), and lt_optimizer_set_step_count restores one
- * count for all, so that checkpoint cannot resume exactly (nn.h has no
- * per-parameter step setter). */
+/* Every configuration, adamw_skip and sgd_skip included: their parameters
+ * have different step counts (PyTorch's per-parameter state['step']), which
+ * the resume restores one by one. */
 START_TEST(test_optimizer_resume) {
-  if (strcmp(OPTIM_CONFIGS[_i], "adamw_skip") == 0) return;
-  lt_fixture *f = fx_open("nn_optim.bin");
-  run_trajectory(f, OPTIM_CONFIGS[_i], MODE_RESUME);
-  lt_fixture_free(f);
-  fx_done(OPTIM_CONFIGS[_i]);
+  trajectory_test(OPTIM_CONFIGS[_i], MODE_RESUME);
 }
 END_TEST
 
 START_TEST(test_optim_defaults) {
-  lt_fixture *f = fx_open("nn_optim.bin");
+  lt_fixture *f = lt_fx_open("nn_optim.bin");
   const char *kinds[] = {"sgd", "adam", "adamw"};
   for (int k = 0; k < 3; k++) {
     lt_optim_config c = lt_optim_defaults((lt_optim_kind)k);
@@ -1322,23 +1229,23 @@ START_TEST(test_optim_defaults) {
       }
       if (fields[i].got != want) {
         printf("MISMATCH lt_optim_defaults(%s).%s = %g, PyTorch %g\n", kinds[k], fields[i].key, fields[i].got, want);
-        g_failures++;
+        lt_fx_failures++;
       }
     }
     if (k == 0 && c.lr != 1e-3) {
       printf("MISMATCH lt_optim_defaults(sgd).lr = %g, nn.h says 1e-3\n", c.lr);
-      g_failures++;
+      lt_fx_failures++;
     }
   }
   lt_fixture_free(f);
-  fx_done("optim defaults");
+  lt_fx_done("optim defaults");
 }
 END_TEST
 
 /* ---- schedules, clipping --------------------------------------------------- */
 
 START_TEST(test_schedules) {
-  lt_fixture *f = fx_open("nn_optim.bin");
+  lt_fixture *f = lt_fx_open("nn_optim.bin");
   int found = 0;
   for (int i = 0; i < lt_fixture_count(f); i++) {
     const char *nm = lt_fixture_name(f, i);
@@ -1372,7 +1279,7 @@ START_TEST(test_schedules) {
   }
   ck_assert_int_ge(found, 7);
   lt_fixture_free(f);
-  fx_done("schedules");
+  lt_fx_done("schedules");
 }
 END_TEST
 
@@ -1394,7 +1301,7 @@ static lt_params *clip_store(const lt_fixture *f) {
 }
 
 START_TEST(test_clip) {
-  lt_fixture *f = fx_open("nn_optim.bin");
+  lt_fixture *f = lt_fx_open("nn_optim.bin");
   const char *names[] = {"a", "b", "c"};
   const double norms[] = {1.0, 100.0, 0.5};
   char n[128], label[160];
@@ -1407,7 +1314,7 @@ START_TEST(test_clip) {
     if (!(fabs(total - want) <= 1e-6 * want)) {
       printf("MISMATCH clip_grad_norm(max_norm %g) total norm %.9g, PyTorch %.9g (diff %.3g)\n", norms[k], total, want,
              fabs(total - want));
-      g_failures++;
+      lt_fx_failures++;
     }
     for (int i = 0; i < 3; i++) {
       snprintf(n, sizeof n, "clip.norm%g.grad.%s", norms[k], names[i]);
@@ -1445,7 +1352,7 @@ START_TEST(test_clip) {
   ck_assert(lt_params_find(p, "nograd")->grad == NULL);
   lt_params_free(p);
   lt_fixture_free(f);
-  fx_done("clip");
+  lt_fx_done("clip");
 }
 END_TEST
 
@@ -1474,14 +1381,14 @@ static void check_stats(const char *label, const lt_tensor *w, double mean, doub
   if (!ok) {
     printf("MISMATCH init %s: mean %.5g (want %.5g), std %.5g (want %.5g), max |w - mean| %.5g (bound %.5g), n %lld\n",
            label, m, mean, sd, std, mx, bound, (long long)n);
-    g_failures++;
-  } else if (verbose()) {
+    lt_fx_failures++;
+  } else if (lt_fx_verbose()) {
     printf("ok init %s: mean %.5g std %.5g (want %.5g) max %.5g (bound %.5g)\n", label, m, sd, std, mx, bound);
   }
 }
 
 START_TEST(test_init) {
-  lt_fixture *f = fx_open("nn_optim.bin");
+  lt_fixture *f = lt_fx_open("nn_optim.bin");
   lt_generator *g = lt_generator_new(99);
   const char *shapes[] = {"w2d", "w4d"};
   char n[128], label[128];
@@ -1548,50 +1455,29 @@ START_TEST(test_init) {
   lt_params_free(p);
   lt_generator_free(g);
   lt_fixture_free(f);
-  fx_done("init");
+  lt_fx_done("init");
 }
 END_TEST
 
-static Suite *suite(void) {
+int main(void) {
   Suite *s = suite_create("nn_pytorch");
-  TCase *tr = tcase_create("reader");
-  tcase_add_test(tr, test_reader_round_trip);
-  tcase_add_test(tr, test_reader_truncated);
-  tcase_add_test(tr, test_reader_corrupt);
-  tcase_add_test(tr, test_reader_real_files);
-  suite_add_tcase(s, tr);
-
-  TCase *tc = tcase_create("functional");
-  tcase_set_timeout(tc, 300);
+  LT_TEST_CASE(s, "reader", 0, test_reader_round_trip, test_reader_truncated, test_reader_corrupt,
+               test_reader_real_files);
+  TCase *tc = LT_TEST_CASE(s, "functional", 300, test_cross_entropy_all_ignored, test_dropout);
   tcase_add_loop_test(tc, test_linear, 0, 2);
   tcase_add_loop_test(tc, test_norms, 0, 2);
   tcase_add_loop_test(tc, test_activations, 0, 2);
   tcase_add_loop_test(tc, test_losses, 0, 2);
   tcase_add_loop_test(tc, test_embedding, 0, 2);
-  tcase_add_test(tc, test_cross_entropy_all_ignored);
-  tcase_add_test(tc, test_dropout);
-  suite_add_tcase(s, tc);
-
-  TCase *ta = tcase_create("attention");
-  tcase_set_timeout(ta, 300);
+  TCase *ta = LT_TEST_CASE(s, "attention", 300, test_sdpa_dropout_edges);
   tcase_add_loop_test(ta, test_sdpa, 0, 2);
-  tcase_add_test(ta, test_sdpa_dropout_edges);
   tcase_add_loop_test(ta, test_rope_sinusoidal, 0, 2);
   tcase_add_loop_test(ta, test_mha, 0, 2);
   tcase_add_loop_test(ta, test_ffn, 0, 2);
-  suite_add_tcase(s, ta);
-
-  TCase *to = tcase_create("optim");
-  tcase_set_timeout(to, 300);
+  TCase *to = LT_TEST_CASE(s, "optim", 300, test_optim_defaults, test_schedules, test_clip,
+                           test_init);
   tcase_add_loop_test(to, test_optimizer_replay, 0, N_OPTIM_CONFIGS);
   tcase_add_loop_test(to, test_optimizer_train, 0, N_OPTIM_CONFIGS);
   tcase_add_loop_test(to, test_optimizer_resume, 0, N_OPTIM_CONFIGS);
-  tcase_add_test(to, test_optim_defaults);
-  tcase_add_test(to, test_schedules);
-  tcase_add_test(to, test_clip);
-  tcase_add_test(to, test_init);
-  suite_add_tcase(s, to);
-  return s;
+  return lt_test_run(s);
 }
-
-int main(void) { return lt_test_run(suite()); }

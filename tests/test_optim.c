@@ -9,8 +9,10 @@
  * correction starts at t = 1), a frozen one, one that never gets a gradient,
  * a buffer, a non-contiguous parameter and a non-contiguous gradient. Also:
  * f32 against the f64 reference, thread-count independence of a big update,
- * checkpoint-style resume through set_step_count + lt_optimizer_state, and
- * the error paths.
+ * checkpoint-style resume through lt_optimizer_reset_state +
+ * lt_optimizer_state ("step" per parameter), PyTorch's trajectories with
+ * skipped gradients resumed mid-run (fixtures/nn_optim.bin), and the error
+ * paths.
  */
 #include <math.h>
 #include <stdlib.h>
@@ -19,6 +21,7 @@
 #include "nn/nn.h"
 #include "tensor/internal.h"
 #include "test_util.h"
+#include "util_fixtures.h"
 
 #define PI 3.14159265358979323846
 
@@ -220,6 +223,15 @@ static void compare(const fixture *f, const lt_optimizer *o, const lt_optim_conf
                       sv[i], sr[k][i]);
       free(sv);
     }
+    /* Adam's per-parameter step (PyTorch's state['step']): updates applied to it. */
+    lt_tensor *st = lt_optimizer_state(o, spec[j].name, "step");
+    if (c->kind == LT_OPTIM_SGD || !r->has_buf) {
+      ck_assert_msg(st == NULL, "step %d: %s has a step", s, spec[j].name);
+    } else {
+      ck_assert_msg(st && st->dtype == LT_DTYPE_I64 && st->ndim == 0, "step %d: step of %s", s, spec[j].name);
+      ck_assert_msg(*(int64_t *)st->data == r->t, "step %d: %s step %lld, reference %lld", s, spec[j].name,
+                    (long long)*(int64_t *)st->data, (long long)r->t);
+    }
   }
 }
 
@@ -372,65 +384,186 @@ START_TEST(test_big_threads) {
 }
 END_TEST
 
-/* Checkpoint-style resume: a second optimizer given the step count and the
- * first one's state continues exactly like the first. */
+/* Checkpoint-style resume: a second optimizer given the step count and, for
+ * exactly the parameters that have state in the first, all of it ("step"
+ * included) through lt_optimizer_reset_state + lt_optimizer_state, continues
+ * bit for bit like the first, the late parameter (fewer updates, its own bias
+ * correction) included. */
+static const char *const STATE_NAMES[4] = {"momentum_buffer", "exp_avg", "exp_avg_sq", "step"};
+
+static void copy_optimizer(lt_optimizer *dst, const lt_optimizer *src, const lt_params *p) {
+  const char *names[16];
+  int n = 0;
+  for (int i = 0; i < lt_params_count(p); i++) {
+    const char *pn = lt_params_at(p, i)->name;
+    bool has = false;
+    for (int k = 0; k < 4; k++) has |= lt_optimizer_state(src, pn, STATE_NAMES[k]) != NULL;
+    if (has) names[n++] = pn;
+  }
+  LT_OK_OR_FAIL(lt_optimizer_reset_state(dst, lt_optimizer_step_count(src), n, names));
+  lt_optimizer_set_lr(dst, lt_optimizer_get_lr(src));
+  bool prev = lt_set_grad_enabled(false);
+  for (int i = 0; i < lt_params_count(p); i++)
+    for (int k = 0; k < 4; k++) {
+      const char *pn = lt_params_at(p, i)->name;
+      lt_tensor *a = lt_optimizer_state(src, pn, STATE_NAMES[k]), *b = lt_optimizer_state(dst, pn, STATE_NAMES[k]);
+      ck_assert_msg((a == NULL) == (b == NULL), "%s.%s: present in one optimizer only", pn, STATE_NAMES[k]);
+      if (a) LT_OK_OR_FAIL(lt_copy_(b, a));
+    }
+  lt_set_grad_enabled(prev);
+}
+
 START_TEST(test_resume) {
-  lt_optim_config cfgs[2] = {lt_optim_defaults(LT_OPTIM_ADAMW), sgd(0.05, 0.9, 0.2, false, 0.01)};
-  for (int k = 0; k < 2; k++) {
+  lt_optim_config cfgs[3] = {lt_optim_defaults(LT_OPTIM_ADAMW), sgd(0.05, 0.9, 0.2, false, 0.01),
+                             lt_optim_defaults(LT_OPTIM_ADAM)};
+  for (int k = 0; k < 3; k++) {
     lt_optim_config c = cfgs[k];
     fixture a, b;
     fixture_make(&a, LT_DTYPE_F64, &c);
     fixture_make(&b, LT_DTYPE_F64, &c);
     lt_optimizer *oa = lt_optimizer_new(a.store, &c), *ob = lt_optimizer_new(b.store, &c);
     ck_assert(oa && ob);
-    for (int s = 1; s <= 5; s++) {
+    /* Stop after step 5 (the late parameter had 2 updates) or after step 2
+     * (it had none: it must stay without state). */
+    int stop = k == 2 ? 2 : 5;
+    for (int s = 1; s <= stop; s++) {
       set_grads(&a, s);
       LT_OK_OR_FAIL(lt_optimizer_step(oa));
     }
-    ck_assert(lt_optimizer_state(ob, "enc.weight", k ? "momentum_buffer" : "exp_avg") == NULL);
-    LT_OK_OR_FAIL(lt_optimizer_set_step_count(ob, 5));
-    ck_assert_int_eq(lt_optimizer_step_count(ob), 5);
-    const char *names[2] = {k ? "momentum_buffer" : "exp_avg", "exp_avg_sq"};
-    bool prev = lt_set_grad_enabled(false);
-    for (int j = 0; j < NP; j++) {
-      if (j == P_BUF) continue;
-      LT_OK_OR_FAIL(lt_copy_(b.t[j], a.t[j]));
-      for (int q = 0; q < (k ? 1 : 2); q++) {
-        lt_tensor *sb = lt_optimizer_state(ob, spec[j].name, names[q]);
-        ck_assert_msg(sb != NULL, "state %s of %s", names[q], spec[j].name);
-        lt_tensor *sa = lt_optimizer_state(oa, spec[j].name, names[q]);
-        if (sa) LT_OK_OR_FAIL(lt_copy_(sb, sa));
-        else ck_assert(j == P_FROZEN || j == P_NOGRAD);
-      }
+    if (c.kind != LT_OPTIM_SGD) {
+      lt_tensor *late = lt_optimizer_state(oa, "late.weight", "step");
+      ck_assert(stop < LATE_FIRST_STEP ? late == NULL : *(int64_t *)late->data == 2);
     }
+    bool prev = lt_set_grad_enabled(false);
+    for (int j = 0; j < NP; j++) LT_OK_OR_FAIL(lt_copy_(b.t[j], a.t[j]));
     lt_set_grad_enabled(prev);
-    /* The late parameter had 2 updates in a (steps 4, 5), b thinks 5: only
-     * compare the others' bias corrections by restricting to s >= 6 where
-     * "late" differs for Adam; check the rest. */
-    for (int s = 6; s <= 8; s++) {
+    copy_optimizer(ob, oa, a.store);
+    ck_assert_int_eq(lt_optimizer_step_count(ob), stop);
+    ck_assert(lt_optimizer_state(ob, "nograd.weight", STATE_NAMES[k == 1 ? 0 : 1]) == NULL);
+    for (int s = stop + 1; s <= 8; s++) {
       set_grads(&a, s);
       set_grads(&b, s);
       LT_OK_OR_FAIL(lt_optimizer_step(oa));
       LT_OK_OR_FAIL(lt_optimizer_step(ob));
     }
-    for (int j = 0; j < NP; j++) {
-      if (k == 0 && j == P_LATE) continue;
+    for (int j = 0; j < NP; j++)
       ck_assert_msg(lt_equal(a.t[j], b.t[j]), "k %d: %s differs after resume", k, spec[j].name);
-    }
+    for (int j = 0; j < NP; j++)
+      for (int q = 0; q < 4; q++) {
+        lt_tensor *x = lt_optimizer_state(oa, spec[j].name, STATE_NAMES[q]);
+        lt_tensor *y = lt_optimizer_state(ob, spec[j].name, STATE_NAMES[q]);
+        ck_assert((x == NULL) == (y == NULL));
+        if (x) ck_assert_msg(lt_equal(x, y), "k %d: state %s.%s differs", k, spec[j].name, STATE_NAMES[q]);
+      }
+    /* The coarse restore gives every parameter state and one step. */
+    LT_OK_OR_FAIL(lt_optimizer_set_step_count(ob, 5));
+    ck_assert_int_eq(lt_optimizer_step_count(ob), 5);
+    ck_assert(lt_optimizer_state(ob, "nograd.weight", STATE_NAMES[k == 1 ? 0 : 1]) != NULL);
+    if (c.kind != LT_OPTIM_SGD) ck_assert_int_eq(*(int64_t *)lt_optimizer_state(ob, "late.weight", "step")->data, 5);
     /* step count 0 drops the state */
     LT_OK_OR_FAIL(lt_optimizer_set_step_count(ob, 0));
-    ck_assert(lt_optimizer_state(ob, "enc.weight", names[0]) == NULL);
+    ck_assert(lt_optimizer_state(ob, "enc.weight", STATE_NAMES[k == 1 ? 0 : 1]) == NULL);
     ck_assert_int_eq(lt_optimizer_step_count(ob), 0);
     LT_EXPECT_ERR(lt_optimizer_set_step_count(ob, -1), LT_ERR_INVALID, "step -1");
+    /* reset_state errors change nothing */
+    const char *bad[2] = {"enc.weight", "buf"};
+    LT_OK_OR_FAIL(lt_optimizer_reset_state(ob, 3, 1, bad));
+    lt_tensor *kept = lt_optimizer_state(ob, "enc.weight", STATE_NAMES[k == 1 ? 0 : 1]);
+    ck_assert(kept != NULL);
+    LT_EXPECT_ERR(lt_optimizer_reset_state(ob, 4, 2, bad), LT_ERR_INVALID, "'buf' is not a parameter");
+    LT_EXPECT_ERR(lt_optimizer_reset_state(ob, -1, 0, NULL), LT_ERR_INVALID, "step count -1");
+    LT_EXPECT_ERR(lt_optimizer_reset_state(ob, 1, 1, NULL), LT_ERR_INVALID, "no name array");
+    LT_EXPECT_ERR(lt_optimizer_reset_state(NULL, 1, 0, NULL), LT_ERR_NULL, NULL);
+    ck_assert(lt_optimizer_state(ob, "enc.weight", STATE_NAMES[k == 1 ? 0 : 1]) == kept);
+    ck_assert_int_eq(lt_optimizer_step_count(ob), 3);
+    LT_OK_OR_FAIL(lt_optimizer_reset_state(ob, 0, 0, NULL));
+    ck_assert(lt_optimizer_state(ob, "enc.weight", STATE_NAMES[k == 1 ? 0 : 1]) == NULL);
     /* unknown names */
     ck_assert(lt_optimizer_state(oa, "nope", "exp_avg") == NULL);
     ck_assert(lt_optimizer_state(oa, "enc.weight", "nope") == NULL);
-    ck_assert(lt_optimizer_state(oa, "buf", names[0]) == NULL);
+    ck_assert(lt_optimizer_state(oa, "buf", STATE_NAMES[1]) == NULL);
     lt_optimizer_free(oa);
     lt_optimizer_free(ob);
     fixture_free(&a);
     fixture_free(&b);
   }
+}
+END_TEST
+
+/* PyTorch's trajectories with skipped gradients (tests/fixtures/nn_optim.bin,
+ * configurations adamw_skip and sgd_skip: some parameters have no .grad at
+ * some steps), replayed with the optimizer replaced after step 5 by a new one
+ * restored through lt_optimizer_reset_state: parameters match PyTorch at
+ * every step, and each parameter's "step" counts its own updates. */
+static const char *const TINY[6] = {"fc1.weight", "fc1.bias", "ln.weight", "ln.bias", "fc2.weight", "fc2.bias"};
+
+static double fx_scalar(const lt_fixture *f, const char *cfg, const char *key) {
+  char name[160];
+  double v;
+  snprintf(name, sizeof name, "optim.%s.%s", cfg, key);
+  LT_OK_OR_FAIL(lt_fixture_scalar(f, name, &v));
+  return v;
+}
+
+static void replay_skip(const char *cfg, const int64_t want_steps[6]) {
+  char path[1024], name[160];
+  lt_fixture_path("nn_optim.bin", path, sizeof path);
+  lt_fixture *f = lt_fixture_load(path);
+  ck_assert_msg(f != NULL, "%s", lt_last_error());
+  lt_params *p = lt_params_new();
+  for (int i = 0; i < 6; i++) {
+    snprintf(name, sizeof name, "optim.init.%s", TINY[i]);
+    LT_OK_OR_FAIL(lt_params_add(p, TINY[i], LT_NN(lt_fixture_get(f, name)), 0));
+  }
+  lt_optim_config c = lt_optim_defaults((lt_optim_kind)fx_scalar(f, cfg, "kind"));
+  c.lr = fx_scalar(f, cfg, "lr");
+  c.momentum = fx_scalar(f, cfg, "momentum");
+  c.dampening = fx_scalar(f, cfg, "dampening");
+  c.nesterov = fx_scalar(f, cfg, "nesterov") != 0;
+  c.beta1 = fx_scalar(f, cfg, "beta1");
+  c.beta2 = fx_scalar(f, cfg, "beta2");
+  c.eps = fx_scalar(f, cfg, "eps");
+  c.weight_decay = fx_scalar(f, cfg, "weight_decay");
+  c.decay_all = fx_scalar(f, cfg, "decay_all") != 0;
+  lt_optimizer *o = lt_optimizer_new(p, &c);
+  ck_assert(o);
+  for (int s = 1; s <= 10; s++) {
+    if (s == 6) {
+      lt_optimizer *o2 = lt_optimizer_new(p, &c);
+      copy_optimizer(o2, o, p);
+      lt_optimizer_free(o);
+      o = o2;
+    }
+    lt_params_zero_grad(p);
+    for (int i = 0; i < 6; i++) {
+      snprintf(name, sizeof name, "optim.%s.s%d.grad.%s", cfg, s, TINY[i]);
+      if (lt_fixture_has(f, name)) lt_params_find(p, TINY[i])->grad = LT_NN(lt_fixture_get(f, name));
+    }
+    LT_OK_OR_FAIL(lt_optimizer_step(o));
+    for (int i = 0; i < 6; i++) {
+      snprintf(name, sizeof name, "optim.%s.s%d.param.%s", cfg, s, TINY[i]);
+      lt_tensor *want = LT_NN(lt_fixture_get(f, name));
+      LT_ASSERT_CLOSE(lt_params_find(p, TINY[i]), want, 1e-5, 1e-6);
+      lt_tensor_free(want);
+    }
+  }
+  for (int i = 0; i < 6; i++) {
+    lt_tensor *st = lt_optimizer_state(o, TINY[i], "step");
+    if (c.kind == LT_OPTIM_SGD) ck_assert(st == NULL);
+    else ck_assert_msg(*(int64_t *)st->data == want_steps[i], "%s: %s step %lld, PyTorch %lld", cfg, TINY[i],
+                       (long long)*(int64_t *)st->data, (long long)want_steps[i]);
+  }
+  lt_params_zero_grad(p);
+  lt_optimizer_free(o);
+  lt_params_free(p);
+  lt_fixture_free(f);
+}
+
+START_TEST(test_skip_resume_pytorch) {
+  /* adamw_skip skips ln.weight at steps 1 and 2, fc2.bias at 2, fc1.weight at 5. */
+  static const int64_t adamw_steps[6] = {9, 10, 8, 10, 10, 9};
+  replay_skip("adamw_skip", adamw_steps);
+  replay_skip("sgd_skip", NULL);
 }
 END_TEST
 
@@ -450,7 +583,7 @@ START_TEST(test_step_inside_scope) {
     lt_scope_end(sc);
     lt_params_zero_grad(p);
   }
-  ck_assert_int_eq(lt__live_tensors(), live0 + 2); /* exp_avg, exp_avg_sq */
+  ck_assert_int_eq(lt__live_tensors(), live0 + 3); /* exp_avg, exp_avg_sq, step */
   ck_assert(lt_optimizer_state(o, "w", "exp_avg_sq") != NULL);
   /* a graph that saved w before a step cannot backward through it afterwards */
   lt_tensor *y = LT_NN(lt_mul(w, w));
@@ -711,6 +844,7 @@ int main(void) {
   tcase_add_test(tc, test_defaults);
   tcase_add_test(tc, test_big_threads);
   tcase_add_test(tc, test_resume);
+  tcase_add_test(tc, test_skip_resume_pytorch);
   tcase_add_test(tc, test_step_inside_scope);
   tcase_add_test(tc, test_optim_errors);
   tcase_add_test(tc, test_schedules);

@@ -4,7 +4,8 @@
  * (bounds and statistics as torch.nn.init) and the layer modules (PyTorch's
  * default initialisation, state_dict names, forward against the functional
  * composition, the embedding's padding_idx gradient, roll-back of a failed
- * init).
+ * init), and lt_params_to_dtype (identity kept, values converted, views
+ * refused, composition with an optimizer).
  */
 #include <math.h>
 #include <stdio.h>
@@ -632,6 +633,112 @@ START_TEST(test_modules_no_leak) {
 }
 END_TEST
 
+/* ======================================================================== */
+/* lt_params_to_dtype (model.double())                                      */
+/* ======================================================================== */
+
+START_TEST(test_to_dtype) {
+  int64_t live0 = lt__live_tensors();
+  lt_params *p = lt_params_new();
+  lt_generator *g = lt_generator_new(3);
+  lt_linear_m lin;
+  LT_OK_OR_FAIL(lt_linear_init(&lin, p, "fc", 3, 2, true, g));
+  lt_tensor *base = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(4, 3)));
+  lt_tensor *tr = LT_NN(lt_transpose(base, 0, 1)); /* [3, 4], strided, sole user once base is freed */
+  lt_tensor *strided = LT_NN(lt_detach(tr));
+  lt_tensor_free(tr);
+  lt_tensor_free(base);
+  LT_OK_OR_FAIL(lt_params_add(p, "strided", strided, 0));
+  LT_OK_OR_FAIL(lt_params_add(p, "ids", LT_NN(lt_arange(LT_DTYPE_I64, 0, 5, 1)), LT_PARAM_BUFFER));
+  LT_OK_OR_FAIL(lt_params_add(p, "pe", LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(2, 2))), LT_PARAM_BUFFER));
+  ck_assert(!lt_is_contiguous(strided));
+  lt_tensor *w0 = LT_NN(lt_to_dtype(lin.weight, LT_DTYPE_F64)), *s0 = LT_NN(lt_to_dtype(strided, LT_DTYPE_F64));
+  lt_tensor *pe0 = LT_NN(lt_to_dtype(lt_params_find(p, "pe"), LT_DTYPE_F64));
+  /* A gradient from before the conversion; a live graph that saved the
+   * weight blocks the conversion until it is freed. */
+  lt_tensor *x = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(1, 3)));
+  lt_scope *sc = lt_scope_begin();
+  lt_tensor *loss = LT_NN(lt_sum(LT_NN(lt_linear_forward(&lin, x)), 0, NULL, false));
+  LT_EXPECT_ERR(lt_params_to_dtype(p, LT_DTYPE_F64), LT_ERR_INVALID, "recorded graph that saved it");
+  ck_assert_int_eq(lin.weight->dtype, LT_DTYPE_F32);
+  LT_OK_OR_FAIL(lt_backward(loss, NULL, false));
+  lt_scope_end(sc);
+  ck_assert(lin.weight->grad != NULL);
+  lt_tensor *wptr = lin.weight;
+
+  LT_OK_OR_FAIL(lt_params_to_dtype(p, LT_DTYPE_F64));
+  ck_assert(lin.weight == wptr && lt_params_find(p, "fc.weight") == wptr); /* identity kept */
+  ck_assert_int_eq(lin.weight->dtype, LT_DTYPE_F64);
+  ck_assert_int_eq(lin.bias->dtype, LT_DTYPE_F64);
+  ck_assert(lin.weight->requires_grad && lin.weight->grad == NULL);
+  ck_assert(lt_equal(lin.weight, w0));
+  ck_assert(lt_is_contiguous(strided) && lt_equal(strided, s0) && strided->dtype == LT_DTYPE_F64);
+  ck_assert(lt_equal(lt_params_find(p, "pe"), pe0));
+  ck_assert(!lt_params_find(p, "pe")->requires_grad);
+  ck_assert_int_eq(lt_params_find(p, "ids")->dtype, LT_DTYPE_I64);
+  /* The module works in f64, gradients included; converting back and again to
+   * the same dtype are fine. */
+  sc = lt_scope_begin();
+  lt_tensor *x64 = LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(1, 3)));
+  lt_tensor *y = LT_NN(lt_linear_forward(&lin, x64));
+  ck_assert_int_eq(y->dtype, LT_DTYPE_F64);
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(y, 0, NULL, false)), NULL, false));
+  lt_scope_end(sc);
+  ck_assert_int_eq(lin.weight->grad->dtype, LT_DTYPE_F64);
+  LT_OK_OR_FAIL(lt_params_to_dtype(p, LT_DTYPE_F64));
+  ck_assert(lin.weight->grad != NULL); /* nothing to convert: grads kept */
+  /* Errors change nothing. */
+  LT_EXPECT_ERR(lt_params_to_dtype(p, LT_DTYPE_I32), LT_ERR_DTYPE, "float dtype, not i32");
+  LT_EXPECT_ERR(lt_params_to_dtype(p, (lt_dtype)99), LT_ERR_DTYPE, "invalid");
+  LT_EXPECT_ERR(lt_params_to_dtype(NULL, LT_DTYPE_F64), LT_ERR_NULL, NULL);
+  lt_tensor *view = LT_NN(lt_reshape(lin.bias, LT_SHAPE(2, 1))); /* shares bias's memory */
+  LT_EXPECT_ERR(lt_params_to_dtype(p, LT_DTYPE_F32), LT_ERR_INVALID, "'fc.bias' is");
+  ck_assert_int_eq(lin.weight->dtype, LT_DTYPE_F64);
+  ck_assert(lin.weight->grad != NULL);
+  lt_tensor_free(view);
+  LT_OK_OR_FAIL(lt_params_to_dtype(p, LT_DTYPE_F32));
+  ck_assert_int_eq(lin.weight->dtype, LT_DTYPE_F32);
+  lt_tensor *w32 = LT_NN(lt_to_dtype(w0, LT_DTYPE_F32));
+  ck_assert(lt_equal(lin.weight, w32));
+  lt_tensor_free(w32);
+  lt_tensor_free(x);
+  lt_tensor_free(w0);
+  lt_tensor_free(s0);
+  lt_tensor_free(pe0);
+  lt_generator_free(g);
+  lt_params_free(p);
+  ck_assert_int_eq(lt__live_tensors(), live0);
+}
+END_TEST
+
+/* With an optimizer: one made before the conversion works while it has no
+ * state (its state is made in the new dtype); with state of the old dtype it
+ * refuses to step, naming the fix; one made after works. */
+START_TEST(test_to_dtype_optimizer) {
+  lt_params *p = lt_params_new();
+  LT_OK_OR_FAIL(lt_params_add(p, "w", LT_NN(lt_full(LT_DTYPE_F32, LT_SHAPE(3), 2.0)), 0));
+  lt_tensor *w = lt_params_find(p, "w");
+  lt_optim_config c = lt_optim_defaults(LT_OPTIM_ADAMW);
+  lt_optimizer *o = lt_optimizer_new(p, &c);
+  LT_OK_OR_FAIL(lt_params_to_dtype(p, LT_DTYPE_F64));
+  w->grad = LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(3)));
+  LT_OK_OR_FAIL(lt_optimizer_step(o));
+  ck_assert_int_eq(lt_optimizer_state(o, "w", "exp_avg")->dtype, LT_DTYPE_F64);
+  LT_OK_OR_FAIL(lt_params_to_dtype(p, LT_DTYPE_F32));
+  lt_tensor *before = LT_NN(lt_clone(w));
+  w->grad = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(3)));
+  LT_EXPECT_ERR(lt_optimizer_step(o), LT_ERR_DTYPE, "make the optimizer after lt_params_to_dtype");
+  ck_assert(lt_equal(w, before));
+  lt_optimizer_free(o);
+  o = lt_optimizer_new(p, &c);
+  LT_OK_OR_FAIL(lt_optimizer_step(o));
+  ck_assert(!lt_equal(w, before));
+  lt_tensor_free(before);
+  lt_optimizer_free(o);
+  lt_params_free(p);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("params");
   TCase *tc = tcase_create("params");
@@ -649,6 +756,8 @@ int main(void) {
   tcase_add_test(tc, test_activations);
   tcase_add_test(tc, test_ffn);
   tcase_add_test(tc, test_modules_no_leak);
+  tcase_add_test(tc, test_to_dtype);
+  tcase_add_test(tc, test_to_dtype_optimizer);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

@@ -34,10 +34,8 @@ static lt_tensor *rand_tensor(lt_dtype dt, int ndim, const int64_t *shape) {
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
   ck_assert(v);
   for (int64_t i = 0; i < n; i++) v[i] = 4.0 * rng_unif() - 2.0;
-  lt_tensor *t64 = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, ndim, shape, v));
+  lt_tensor *t = lt_test_from_f64(dt, ndim, shape, v);
   free(v);
-  lt_tensor *t = LT_NN(lt_to_dtype(t64, dt));
-  lt_tensor_free(t64);
   return t;
 }
 
@@ -997,27 +995,13 @@ START_TEST(test_bench) {
 }
 END_TEST
 
-static Suite *suite(void) {
+int main(void) {
   Suite *s = suite_create("reduce");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_hand_values);
-  tcase_add_test(tc, test_sum_f32_accumulates_in_double);
+  TCase *tc = LT_TEST_CASE(s, "core", 300, test_hand_values, test_sum_f32_accumulates_in_double,
+                           test_big_shapes_vs_reference, test_thread_count_bit_identical,
+                           test_zero_d, test_zero_size, test_integer_dtypes, test_nan_and_ties,
+                           test_softmax_random, test_softmax_stability_and_masks, test_errors,
+                           test_amax_tie_splitting, test_backward_values, test_bench);
   tcase_add_loop_test(tc, test_random_vs_reference, 0, 3);
-  tcase_add_test(tc, test_big_shapes_vs_reference);
-  tcase_add_test(tc, test_thread_count_bit_identical);
-  tcase_add_test(tc, test_zero_d);
-  tcase_add_test(tc, test_zero_size);
-  tcase_add_test(tc, test_integer_dtypes);
-  tcase_add_test(tc, test_nan_and_ties);
-  tcase_add_test(tc, test_softmax_random);
-  tcase_add_test(tc, test_softmax_stability_and_masks);
-  tcase_add_test(tc, test_errors);
-  tcase_add_test(tc, test_amax_tie_splitting);
-  tcase_add_test(tc, test_backward_values);
-  tcase_add_test(tc, test_bench);
-  suite_add_tcase(s, tc);
-  return s;
+  return lt_test_run(s);
 }
-
-int main(void) { return lt_test_run(suite()); }

@@ -15,20 +15,6 @@
 #include "datasets/datasets.h"
 #include "test_util.h"
 
-/* Expect a NULL (non-tensor) result with status st and a message containing substr. */
-#define EXPECT_NULLP(expr, st, substr)                                                         \
-  do {                                                                                         \
-    void *p_ = (void *)(expr);                                                                 \
-    ck_assert_msg(p_ == NULL, "%s succeeded, expected %s", #expr, lt_status_name(st));         \
-    lt_test_expect_err(lt_last_status(), (st), (substr), #expr, __FILE__, __LINE__);           \
-  } while (0)
-
-#define NN(expr) nonnull_((expr), #expr)
-static void *nonnull_(void *p, const char *e) {
-  ck_assert_msg(p != NULL, "%s failed: %s", e, lt_last_error());
-  return p;
-}
-
 /* decode(encode(s)) must give s back exactly. */
 static void round_trip(const lt_tokenizer *tok, const char *s, size_t n) {
   int64_t *ids, m;
@@ -43,15 +29,6 @@ static void round_trip(const lt_tokenizer *tok, const char *s, size_t n) {
   ck_assert(back[bn] == '\0');
   free(ids);
   free(back);
-}
-
-static char *write_temp(const char *data, size_t n) {
-  char *path = strdup("/tmp/lt_test_tok_XXXXXX");
-  int fd = mkstemp(path);
-  ck_assert(fd >= 0);
-  ck_assert(write(fd, data, n) == (ssize_t)n);
-  close(fd);
-  return path;
 }
 
 /* ---- UTF-8 ------------------------------------------------------------------ */
@@ -80,7 +57,7 @@ END_TEST
 /* ---- byte tokenizer -------------------------------------------------------- */
 
 START_TEST(test_byte_tokenizer) {
-  lt_tokenizer *t = NN(lt_tokenizer_new_byte());
+  lt_tokenizer *t = LT_NNP(lt_tokenizer_new_byte());
   ck_assert_int_eq(lt_tokenizer_get_kind(t), LT_TOKENIZER_BYTE);
   ck_assert_int_eq(lt_tokenizer_vocab_size(t), 260);
   ck_assert_int_eq(lt_tokenizer_num_merges(t), 0);
@@ -120,7 +97,7 @@ START_TEST(test_byte_tokenizer) {
 END_TEST
 
 START_TEST(test_decode_specials_and_range) {
-  lt_tokenizer *t = NN(lt_tokenizer_new_byte());
+  lt_tokenizer *t = LT_NNP(lt_tokenizer_new_byte());
   int64_t ids[] = {LT_TOKEN_BOS, 4 + 'h', LT_TOKEN_UNK, 4 + 'i', LT_TOKEN_EOS, LT_TOKEN_PAD, LT_TOKEN_PAD};
   char *s;
   size_t n;
@@ -156,7 +133,7 @@ END_TEST
 
 START_TEST(test_char_tokenizer) {
   const char *text = "h\xC3\xA9llo w\xC3\xB6rld \xF0\x9F\x98\x80!";
-  lt_tokenizer *t = NN(lt_tokenizer_new_char(text, strlen(text)));
+  lt_tokenizer *t = LT_NNP(lt_tokenizer_new_char(text, strlen(text)));
   ck_assert_int_eq(lt_tokenizer_get_kind(t), LT_TOKENIZER_CHAR);
   /* Distinct: ' ', '!', d, h, l, o, r, w, e-acute, o-umlaut, emoji = 11. */
   ck_assert_int_eq(lt_tokenizer_vocab_size(t), 4 + 11);
@@ -190,11 +167,11 @@ START_TEST(test_char_tokenizer) {
   LT_EXPECT_ERR(lt_tokenizer_decode(t, big, 1, 0, &s, &sn), LT_ERR_INDEX, "outside [0, 15)");
   lt_tokenizer_free(t);
   /* Building: empty text, invalid UTF-8, NULL. */
-  EXPECT_NULLP(lt_tokenizer_new_char("", 0), LT_ERR_INVALID, "empty");
-  EXPECT_NULLP(lt_tokenizer_new_char("ab\xFF", 3), LT_ERR_FORMAT, "byte offset 2");
-  EXPECT_NULLP(lt_tokenizer_new_char(NULL, 3), LT_ERR_NULL, "text");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_new_char("", 0), LT_ERR_INVALID, "empty");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_new_char("ab\xFF", 3), LT_ERR_FORMAT, "byte offset 2");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_new_char(NULL, 3), LT_ERR_NULL, "text");
   /* NUL is an ordinary character. */
-  t = NN(lt_tokenizer_new_char("a\0b", 3));
+  t = LT_NNP(lt_tokenizer_new_char("a\0b", 3));
   ck_assert_int_eq(lt_tokenizer_vocab_size(t), 7);
   round_trip(t, "b\0a", 3);
   lt_tokenizer_free(t);
@@ -210,7 +187,7 @@ START_TEST(test_bpe_hand_example) {
    * occurs once, below min_frequency 2. */
   const char *text = "aaabdaaabac";
   lt_bpe_opts o = {10, 0, 2};
-  lt_tokenizer *t = NN(lt_tokenizer_train_bpe(text, strlen(text), &o));
+  lt_tokenizer *t = LT_NNP(lt_tokenizer_train_bpe(text, strlen(text), &o));
   ck_assert_int_eq(lt_tokenizer_get_kind(t), LT_TOKENIZER_BPE);
   ck_assert_int_eq(lt_tokenizer_num_merges(t), 3);
   ck_assert_int_eq(lt_tokenizer_vocab_size(t), 263);
@@ -240,14 +217,14 @@ START_TEST(test_bpe_hand_example) {
 
   /* Tie-breaking among equal counts, min_frequency 1: ab < bc < cd. */
   o = (lt_bpe_opts){1, 0, 1};
-  t = NN(lt_tokenizer_train_bpe("abcd", 4, &o));
+  t = LT_NNP(lt_tokenizer_train_bpe("abcd", 4, &o));
   LT_OK_OR_FAIL(lt_tokenizer_merge(t, 0, &l, &r));
   ck_assert(l == 4 + 'a' && r == 4 + 'b');
   lt_tokenizer_free(t);
 
   /* A vocabulary-size target: 262 = 260 + 2 merges. */
   o = (lt_bpe_opts){0, 262, 2};
-  t = NN(lt_tokenizer_train_bpe(text, strlen(text), &o));
+  t = LT_NNP(lt_tokenizer_train_bpe(text, strlen(text), &o));
   ck_assert_int_eq(lt_tokenizer_num_merges(t), 2);
   ck_assert_int_eq(lt_tokenizer_vocab_size(t), 262);
   lt_tokenizer_free(t);
@@ -259,7 +236,7 @@ START_TEST(test_bpe_pieces) {
    * a space after its first byte, or mixes letters with digits or symbols. */
   const char *text = "the cat sat on the mat, the cat ate 42 rats!! the end.\n\nthe  cat  sat 4242";
   lt_bpe_opts o = {200, 0, 1};
-  lt_tokenizer *t = NN(lt_tokenizer_train_bpe(text, strlen(text), &o));
+  lt_tokenizer *t = LT_NNP(lt_tokenizer_train_bpe(text, strlen(text), &o));
   ck_assert(lt_tokenizer_num_merges(t) > 10);
   for (int64_t id = 260; id < lt_tokenizer_vocab_size(t); id++) {
     char *s;
@@ -376,7 +353,7 @@ START_TEST(test_bpe_against_reference) {
     int64_t want[40][2];
     int64_t nwant = ref_train(text, len, merges, minf, want);
     lt_bpe_opts o = {merges, 0, minf};
-    lt_tokenizer *t = NN(lt_tokenizer_train_bpe(text, len, &o));
+    lt_tokenizer *t = LT_NNP(lt_tokenizer_train_bpe(text, len, &o));
     ck_assert_msg(lt_tokenizer_num_merges(t) == nwant, "trial %d: %lld merges, reference %lld", trial,
                   (long long)lt_tokenizer_num_merges(t), (long long)nwant);
     for (int64_t i = 0; i < nwant; i++) {
@@ -398,7 +375,7 @@ START_TEST(test_bpe_round_trips_and_determinism) {
   const char *train = "na\xC3\xAFve caf\xC3\xA9 \xE2\x82\xAC 12 \xF0\x9F\x98\x80\xF0\x9F\x98\x80 caf\xC3\xA9 na\xC3\xAFve "
                       "caf\xC3\xA9 \xE2\x82\xAC\xE2\x82\xAC 1212";
   lt_bpe_opts o = {0, 300, 2};
-  lt_tokenizer *t = NN(lt_tokenizer_train_bpe(train, strlen(train), &o));
+  lt_tokenizer *t = LT_NNP(lt_tokenizer_train_bpe(train, strlen(train), &o));
   round_trip(t, train, strlen(train));
   round_trip(t, "\xFF\xFE\x00 caf\xC3 \xC3\xA9\x80", 12);
   char junk[1000];
@@ -412,7 +389,7 @@ START_TEST(test_bpe_round_trips_and_determinism) {
   char *longrun = malloc(5000);
   memset(longrun, 'a', 5000);
   round_trip(t, longrun, 5000);
-  lt_tokenizer *t2 = NN(lt_tokenizer_train_bpe(longrun, 5000, &(lt_bpe_opts){20, 0, 2}));
+  lt_tokenizer *t2 = LT_NNP(lt_tokenizer_train_bpe(longrun, 5000, &(lt_bpe_opts){20, 0, 2}));
   for (int64_t id = 260; id < lt_tokenizer_vocab_size(t2); id++) {
     char *s;
     size_t n;
@@ -424,7 +401,7 @@ START_TEST(test_bpe_round_trips_and_determinism) {
   lt_tokenizer_free(t2);
   free(longrun);
   /* Training twice gives the same bytes. */
-  lt_tokenizer *t3 = NN(lt_tokenizer_train_bpe(train, strlen(train), &o));
+  lt_tokenizer *t3 = LT_NNP(lt_tokenizer_train_bpe(train, strlen(train), &o));
   void *b1, *b3;
   size_t n1, n3;
   LT_OK_OR_FAIL(lt_tokenizer_serialize(t, &b1, &n1));
@@ -438,23 +415,23 @@ START_TEST(test_bpe_round_trips_and_determinism) {
 END_TEST
 
 START_TEST(test_bpe_errors) {
-  EXPECT_NULLP(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){5, 300, 2}), LT_ERR_INVALID, "exactly one");
-  EXPECT_NULLP(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){0, 0, 2}), LT_ERR_INVALID, "exactly one");
-  EXPECT_NULLP(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){0, 200, 2}), LT_ERR_INVALID, "vocab_size 200");
-  EXPECT_NULLP(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){5, 0, 0}), LT_ERR_INVALID, "min_frequency");
-  EXPECT_NULLP(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){LT_BPE_MAX_MERGES + 1, 0, 2}), LT_ERR_INVALID,
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){5, 300, 2}), LT_ERR_INVALID, "exactly one");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){0, 0, 2}), LT_ERR_INVALID, "exactly one");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){0, 200, 2}), LT_ERR_INVALID, "vocab_size 200");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){5, 0, 0}), LT_ERR_INVALID, "min_frequency");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_train_bpe("abc", 3, &(lt_bpe_opts){LT_BPE_MAX_MERGES + 1, 0, 2}), LT_ERR_INVALID,
                "at most");
-  EXPECT_NULLP(lt_tokenizer_train_bpe("", 0, NULL), LT_ERR_INVALID, "empty");
-  EXPECT_NULLP(lt_tokenizer_train_bpe(NULL, 4, NULL), LT_ERR_NULL, "text");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_train_bpe("", 0, NULL), LT_ERR_INVALID, "empty");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_train_bpe(NULL, 4, NULL), LT_ERR_NULL, "text");
   /* A text with nothing to merge gives a byte-level BPE with 0 merges. */
-  lt_tokenizer *t = NN(lt_tokenizer_train_bpe("abc", 3, NULL));
+  lt_tokenizer *t = LT_NNP(lt_tokenizer_train_bpe("abc", 3, NULL));
   ck_assert_int_eq(lt_tokenizer_num_merges(t), 0);
   round_trip(t, "cab", 3);
   lt_tokenizer_free(t);
   /* NULL tokenizer arguments. */
   int64_t *ids, n;
   LT_EXPECT_ERR(lt_tokenizer_encode(NULL, "a", 1, &ids, &n), LT_ERR_NULL, "tok");
-  lt_tokenizer *b = NN(lt_tokenizer_new_byte());
+  lt_tokenizer *b = LT_NNP(lt_tokenizer_new_byte());
   LT_EXPECT_ERR(lt_tokenizer_encode(b, NULL, 1, &ids, &n), LT_ERR_NULL, "text");
   LT_EXPECT_ERR(lt_tokenizer_encode(b, "a", 1, NULL, &n), LT_ERR_NULL, "ids");
   ck_assert_int_eq(lt_tokenizer_vocab_size(NULL), 0);
@@ -474,12 +451,12 @@ static lt_tokenizer *make_kind(int k) {
 START_TEST(test_serialize_round_trip) {
   const char *probe = "the mat sat; caf\xC3\xA9 \xF0\x9F\x98\x80";
   for (int k = 0; k < 3; k++) {
-    lt_tokenizer *t = NN(make_kind(k));
+    lt_tokenizer *t = LT_NNP(make_kind(k));
     void *buf;
     size_t n;
     LT_OK_OR_FAIL(lt_tokenizer_serialize(t, &buf, &n));
     ck_assert(memcmp(buf, "LTTK", 4) == 0);
-    lt_tokenizer *u = NN(lt_tokenizer_deserialize(buf, n));
+    lt_tokenizer *u = LT_NNP(lt_tokenizer_deserialize(buf, n));
     ck_assert_int_eq(lt_tokenizer_get_kind(u), lt_tokenizer_get_kind(t));
     ck_assert_int_eq(lt_tokenizer_vocab_size(u), lt_tokenizer_vocab_size(t));
     ck_assert_int_eq(lt_tokenizer_num_merges(u), lt_tokenizer_num_merges(t));
@@ -534,48 +511,48 @@ static unsigned char *forge(uint32_t kind, uint64_t vocab, uint64_t count, const
     uint32_t w_[] = {0, __VA_ARGS__};                                                         \
     size_t n_;                                                                                \
     unsigned char *b_ = forge((kind), (vocab), (count), w_ + 1, sizeof w_ / 4 - 1, &n_);      \
-    EXPECT_NULLP(lt_tokenizer_deserialize(b_, n_), LT_ERR_FORMAT, (substr));                  \
+    LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(b_, n_), LT_ERR_FORMAT, (substr));                  \
     free(b_);                                                                                 \
   } while (0)
 
 START_TEST(test_deserialize_corrupt) {
-  lt_tokenizer *t = NN(make_kind(2));
+  lt_tokenizer *t = LT_NNP(make_kind(2));
   unsigned char *buf;
   size_t n;
   LT_OK_OR_FAIL(lt_tokenizer_serialize(t, (void **)&buf, &n));
   lt_tokenizer_free(t);
   /* Every truncation. */
-  for (size_t k = 0; k < n; k++) EXPECT_NULLP(lt_tokenizer_deserialize(buf, k), LT_ERR_FORMAT, NULL);
-  EXPECT_NULLP(lt_tokenizer_deserialize(buf, 10), LT_ERR_FORMAT, "shorter than");
-  EXPECT_NULLP(lt_tokenizer_deserialize(buf, n - 1), LT_ERR_FORMAT, "its header implies");
-  EXPECT_NULLP(lt_tokenizer_deserialize(NULL, n), LT_ERR_NULL, "buf");
+  for (size_t k = 0; k < n; k++) LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(buf, k), LT_ERR_FORMAT, NULL);
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(buf, 10), LT_ERR_FORMAT, "shorter than");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(buf, n - 1), LT_ERR_FORMAT, "its header implies");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(NULL, n), LT_ERR_NULL, "buf");
   /* Every single-bit flip is caught (most by the checksum). */
   for (size_t k = 0; k < n; k++)
     for (int bit = 0; bit < 8; bit++) {
       buf[k] ^= (unsigned char)(1u << bit);
-      EXPECT_NULLP(lt_tokenizer_deserialize(buf, n), LT_ERR_FORMAT, NULL);
+      LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(buf, n), LT_ERR_FORMAT, NULL);
       buf[k] ^= (unsigned char)(1u << bit);
     }
   buf[40] ^= 1;
-  EXPECT_NULLP(lt_tokenizer_deserialize(buf, n), LT_ERR_FORMAT, "checksum");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(buf, n), LT_ERR_FORMAT, "checksum");
   buf[40] ^= 1;
   buf[0] = 'X';
-  EXPECT_NULLP(lt_tokenizer_deserialize(buf, n), LT_ERR_FORMAT, "magic");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(buf, n), LT_ERR_FORMAT, "magic");
   free(buf);
 
   /* Semantic checks, with valid checksums. */
   size_t m;
   unsigned char *v = forge(0, 260, 0, NULL, 0, &m);
-  lt_tokenizer *ok = NN(lt_tokenizer_deserialize(v, m));
+  lt_tokenizer *ok = LT_NNP(lt_tokenizer_deserialize(v, m));
   ck_assert_int_eq(lt_tokenizer_vocab_size(ok), 260);
   lt_tokenizer_free(ok);
   put32(v + 4, 2);
   fix_crc(v, m);
-  EXPECT_NULLP(lt_tokenizer_deserialize(v, m), LT_ERR_FORMAT, "version 2");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(v, m), LT_ERR_FORMAT, "version 2");
   put32(v + 4, 1);
   put32(v + 12, 5);
   fix_crc(v, m);
-  EXPECT_NULLP(lt_tokenizer_deserialize(v, m), LT_ERR_FORMAT, "5 special tokens");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(v, m), LT_ERR_FORMAT, "5 special tokens");
   free(v);
   EXPECT_FORGED(7, 260, 0, "unknown tokenizer kind 7", 0);
   EXPECT_FORGED(0, 261, 0, "vocabulary size 261");
@@ -603,11 +580,11 @@ START_TEST(test_deserialize_corrupt) {
   }
   size_t cn;
   unsigned char *cb = forge(2, 268, 8, chain, 16, &cn);
-  EXPECT_NULLP(lt_tokenizer_deserialize(cb, cn), LT_ERR_FORMAT, "bytes (at most 128)");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_deserialize(cb, cn), LT_ERR_FORMAT, "bytes (at most 128)");
   /* Seven doublings (128 bytes) are fine. */
   free(cb);
   cb = forge(2, 267, 7, chain, 14, &cn);
-  ok = NN(lt_tokenizer_deserialize(cb, cn));
+  ok = LT_NNP(lt_tokenizer_deserialize(cb, cn));
   int64_t id = 266;
   char *s;
   size_t sn;
@@ -662,19 +639,19 @@ END_TEST
 
 START_TEST(test_text_files) {
   const char *text = "to be or not to be, that is the question\n";
-  char *path = write_temp(text, strlen(text));
+  char *path = lt_test_write_temp(text, strlen(text));
   char *data;
   size_t n;
   LT_OK_OR_FAIL(lt_text_file_read(path, &data, &n));
   ck_assert_uint_eq(n, strlen(text));
   ck_assert_str_eq(data, text);
   free(data);
-  lt_tokenizer *b = NN(lt_tokenizer_new_byte());
+  lt_tokenizer *b = LT_NNP(lt_tokenizer_new_byte());
   lt_tensor *toks = LT_NN(lt_text_file_tokens(b, path));
   LT_ASSERT_SHAPE(toks, (int64_t)strlen(text));
   ck_assert_int_eq(((int64_t *)toks->data)[0], 4 + 't');
   lt_tensor_free(toks);
-  lt_tokenizer *bpe = NN(lt_tokenizer_train_bpe_file(path, &(lt_bpe_opts){10, 0, 2}));
+  lt_tokenizer *bpe = LT_NNP(lt_tokenizer_train_bpe_file(path, &(lt_bpe_opts){10, 0, 2}));
   ck_assert(lt_tokenizer_num_merges(bpe) > 0);
   toks = LT_NN(lt_text_file_tokens(bpe, path));
   ck_assert(toks->numel < (int64_t)strlen(text));
@@ -683,13 +660,13 @@ START_TEST(test_text_files) {
   unlink(path);
   free(path);
   /* An empty file reads fine but has no tokens and nothing to learn from. */
-  path = write_temp("", 0);
+  path = lt_test_write_temp("", 0);
   LT_OK_OR_FAIL(lt_text_file_read(path, &data, &n));
   ck_assert_uint_eq(n, 0);
   ck_assert_str_eq(data, "");
   free(data);
   LT_EXPECT_NULL_ERR(lt_text_file_tokens(b, path), LT_ERR_FORMAT, "is empty");
-  EXPECT_NULLP(lt_tokenizer_train_bpe_file(path, NULL), LT_ERR_FORMAT, "is empty");
+  LT_EXPECT_NULLP_ERR(lt_tokenizer_train_bpe_file(path, NULL), LT_ERR_FORMAT, "is empty");
   unlink(path);
   free(path);
   /* Missing file, NULL path. */
@@ -697,8 +674,8 @@ START_TEST(test_text_files) {
   LT_EXPECT_NULL_ERR(lt_text_file_tokens(b, "/nonexistent/lt_text"), LT_ERR_IO, "cannot open");
   LT_EXPECT_ERR(lt_text_file_read(NULL, &data, &n), LT_ERR_NULL, "path");
   /* Invalid UTF-8 in a file given to a char tokenizer. */
-  path = write_temp("ab\xC3(", 4);
-  lt_tokenizer *c = NN(lt_tokenizer_new_char("ab", 2));
+  path = lt_test_write_temp("ab\xC3(", 4);
+  lt_tokenizer *c = LT_NNP(lt_tokenizer_new_char("ab", 2));
   LT_EXPECT_NULL_ERR(lt_text_file_tokens(c, path), LT_ERR_FORMAT, "byte offset 2");
   lt_tokenizer_free(c);
   unlink(path);
@@ -707,7 +684,7 @@ START_TEST(test_text_files) {
   size_t big = 200000;
   char *bigtext = malloc(big);
   for (size_t i = 0; i < big; i++) bigtext[i] = (char)('a' + i % 26);
-  path = write_temp(bigtext, big);
+  path = lt_test_write_temp(bigtext, big);
   LT_OK_OR_FAIL(lt_text_file_read(path, &data, &n));
   ck_assert(n == big && memcmp(data, bigtext, big) == 0);
   free(data);
@@ -731,7 +708,7 @@ START_TEST(test_bpe_compresses_real_text) {
     n += l;
     text[n++] = '\n';
   }
-  lt_tokenizer *t = NN(lt_tokenizer_train_bpe(text, n, &(lt_bpe_opts){0, 512, 2}));
+  lt_tokenizer *t = LT_NNP(lt_tokenizer_train_bpe(text, n, &(lt_bpe_opts){0, 512, 2}));
   int64_t *ids, m;
   LT_OK_OR_FAIL(lt_tokenizer_encode(t, text, n, &ids, &m));
   ck_assert_msg(m * 4 < (int64_t)n, "%lld tokens for %zu bytes", (long long)m, n);
@@ -742,26 +719,12 @@ START_TEST(test_bpe_compresses_real_text) {
 }
 END_TEST
 
-static Suite *suite(void) {
+int main(void) {
   Suite *s = suite_create("tokenizer");
-  TCase *tc = tcase_create("core");
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_utf8_valid);
-  tcase_add_test(tc, test_byte_tokenizer);
-  tcase_add_test(tc, test_decode_specials_and_range);
-  tcase_add_test(tc, test_char_tokenizer);
-  tcase_add_test(tc, test_bpe_hand_example);
-  tcase_add_test(tc, test_bpe_pieces);
-  tcase_add_test(tc, test_bpe_against_reference);
-  tcase_add_test(tc, test_bpe_round_trips_and_determinism);
-  tcase_add_test(tc, test_bpe_errors);
-  tcase_add_test(tc, test_serialize_round_trip);
-  tcase_add_test(tc, test_deserialize_corrupt);
-  tcase_add_test(tc, test_deserialize_fuzz);
-  tcase_add_test(tc, test_text_files);
-  tcase_add_test(tc, test_bpe_compresses_real_text);
-  suite_add_tcase(s, tc);
-  return s;
+  LT_TEST_CASE(s, "core", 300, test_utf8_valid, test_byte_tokenizer, test_decode_specials_and_range,
+               test_char_tokenizer, test_bpe_hand_example, test_bpe_pieces,
+               test_bpe_against_reference, test_bpe_round_trips_and_determinism, test_bpe_errors,
+               test_serialize_round_trip, test_deserialize_corrupt, test_deserialize_fuzz,
+               test_text_files, test_bpe_compresses_real_text);
+  return lt_test_run(s);
 }
-
-int main(void) { return lt_test_run(suite()); }

@@ -266,8 +266,9 @@ START_TEST(resume_is_bit_exact) {
   int n_states = 0;
   for (int i = 0; i < lt_params_count(p); i++) {
     const char *name = lt_params_at(p, i)->name;
-    for (int k = 0; k < 2; k++) {
-      const char *state = k ? "exp_avg_sq" : "exp_avg";
+    for (int k = 0; k < 3; k++) {
+      static const char *const states[] = {"exp_avg", "exp_avg_sq", "step"};
+      const char *state = states[k];
       lt_tensor *x = lt_optimizer_state(oa, name, state), *y = lt_optimizer_state(ob, name, state);
       ck_assert_msg((x == NULL) == (y == NULL), "optimizer state %s of %s in one run only", state, name);
       if (x) ck_assert_msg(lt_equal(x, y), "optimizer state %s of %s differs", state, name), n_states++;

@@ -23,6 +23,7 @@
  */
 #include "test_util.h"
 #include "util_fixtures.h"
+#include "util_fxcheck.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,68 +33,6 @@
 #include "tensor/internal.h"
 
 #define RTOL 1e-4
-
-static int g_failures;
-
-static bool verbose(void) {
-  const char *v = getenv("LT_FIXTURE_VERBOSE");
-  return v && *v && strcmp(v, "0") != 0;
-}
-
-/* |got - want| <= rtol |want| + max(rtol max|want|, atol_floor); prints and counts mismatches. */
-static bool close_report(const char *label, const lt_tensor *got, const lt_tensor *want, double rtol,
-                         double atol_floor) {
-  char sg[64], sw[64];
-  if (!got || !want) {
-    printf("MISMATCH %s: %s is NULL (%s)\n", label, !got ? "result" : "reference", lt_last_error());
-    g_failures++;
-    return false;
-  }
-  if (got->ndim != want->ndim || memcmp(got->shape, want->shape, sizeof(int64_t) * (size_t)got->ndim) != 0) {
-    printf("MISMATCH %s: shape %s, PyTorch %s\n", label, lt_shape_str(got->ndim, got->shape, sg, sizeof sg),
-           lt_shape_str(want->ndim, want->shape, sw, sizeof sw));
-    g_failures++;
-    return false;
-  }
-  const int64_t n = got->numel;
-  double *a = malloc(sizeof(double) * (size_t)(n ? n : 1)), *b = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  ck_assert(a && b);
-  ck_assert(lt_tensor_read(got, LT_DTYPE_F64, a, n) == LT_OK);
-  ck_assert(lt_tensor_read(want, LT_DTYPE_F64, b, n) == LT_OK);
-  double maxabs = 0, maxdiff = 0;
-  for (int64_t i = 0; i < n; i++) maxabs = fmax(maxabs, fabs(b[i]));
-  const double atol = fmax(rtol * maxabs, atol_floor);
-  int64_t bad = 0;
-  for (int64_t i = 0; i < n; i++) {
-    double d = fabs(a[i] - b[i]);
-    if (isnan(d)) d = INFINITY;
-    maxdiff = fmax(maxdiff, d);
-    if (!(d <= atol + rtol * fabs(b[i]))) {
-      if (bad == 0)
-        printf("MISMATCH %s %s:", label, lt_shape_str(want->ndim, want->shape, sw, sizeof sw));
-      if (bad < 5) printf("\n      [%lld] got %.9g want %.9g (diff %.3g)", (long long)i, a[i], b[i], d);
-      bad++;
-    }
-  }
-  if (bad) {
-    printf("\n      %lld of %lld elements, max abs diff %.3g, max|want| %.3g, atol %.3g\n", (long long)bad,
-           (long long)n, maxdiff, maxabs, atol);
-    g_failures++;
-  } else if (verbose()) {
-    printf("ok %-64s max abs diff %.3g (max|want| %.3g)\n", label, maxdiff, maxabs);
-  }
-  free(a);
-  free(b);
-  return bad == 0;
-}
-
-static lt_fixture *fx_open(void) {
-  char path[1024];
-  lt_fixture_path("transformer.bin", path, sizeof path);
-  lt_fixture *f = lt_fixture_load(path);
-  if (!f) ck_abort_msg("%s: %s", path, lt_last_error());
-  return f;
-}
 
 static double fx_num(const lt_fixture *f, const char *c, const char *key) {
   char name[512];
@@ -151,7 +90,7 @@ static void fx_load_params(const lt_fixture *f, const char *c, lt_transformer *m
       in_file++;
       if (!lt_params_find(p, lt_fixture_name(f, i) + n)) {
         printf("MISMATCH %s: PyTorch has parameter %s, the model has not\n", c, lt_fixture_name(f, i) + n);
-        g_failures++;
+        lt_fx_failures++;
       }
     }
   bool prev = lt_set_grad_enabled(false);
@@ -161,7 +100,7 @@ static void fx_load_params(const lt_fixture *f, const char *c, lt_transformer *m
     snprintf(key, sizeof key, "%s%s", prefix, pr->name);
     if (!lt_fixture_has(f, key)) {
       printf("MISMATCH %s: the model has parameter %s, PyTorch has not\n", c, pr->name);
-      g_failures++;
+      lt_fx_failures++;
       continue;
     }
     lt_tensor *t = lt_fixture_get(f, key);
@@ -188,7 +127,7 @@ static lt_tensor *run_case(const lt_transformer *m, const lt_fixture *f, const c
 }
 
 static void parity_case(const char *c) {
-  lt_fixture *f = fx_open();
+  lt_fixture *f = lt_fx_open("transformer.bin");
   lt_tf_config cfg = fx_config(f, c);
   lt_generator *gen = lt_generator_new(1);
   lt_transformer *m = lt_transformer_new(&cfg, gen);
@@ -201,11 +140,11 @@ static void parity_case(const char *c) {
   lt_tensor *logits = run_case(m, f, c, 0);
   char label[300];
   snprintf(label, sizeof label, "%s.out (logits)", c);
-  close_report(label, logits, fx_get(f, c, "out"), RTOL, 0);
+  lt_fx_close(label, logits, fx_get(f, c, "out"), RTOL, 0);
   ck_assert(logits);
   lt_tensor *loss = LT_NN(lt_cross_entropy(logits, fx_get(f, c, "in.labels"), NULL));
   snprintf(label, sizeof label, "%s.loss", c);
-  close_report(label, loss, LT_NN(lt_scalar(LT_DTYPE_F64, fx_num(f, c, "loss"))), RTOL, 0);
+  lt_fx_close(label, loss, LT_NN(lt_scalar(LT_DTYPE_F64, fx_num(f, c, "loss"))), RTOL, 0);
   LT_OK_OR_FAIL(lt_backward(loss, NULL, false));
 
   /* G: the largest reference gradient element of the case */
@@ -224,13 +163,13 @@ static void parity_case(const char *c) {
     snprintf(key, sizeof key, "grad.param.%s", pr->name);
     snprintf(label, sizeof label, "%s.%s", c, key);
     lt_tensor *got = pr->value->grad ? pr->value->grad : LT_NN(lt_zeros_like(pr->value));
-    close_report(label, got, fx_get(f, c, key), RTOL, RTOL * 1e-3 * G);
+    lt_fx_close(label, got, fx_get(f, c, key), RTOL, RTOL * 1e-3 * G);
   }
   if (cfg.arch == LT_TF_DECODER_ONLY) {
     bool prev = lt_set_grad_enabled(false);
     lt_tensor *l3 = run_case(m, f, c, 3);
     snprintf(label, sizeof label, "%s.pos3.out (logits at pos0 3)", c);
-    close_report(label, l3, fx_get(f, c, "pos3.out"), RTOL, 0);
+    lt_fx_close(label, l3, fx_get(f, c, "pos3.out"), RTOL, 0);
     lt_set_grad_enabled(prev);
   }
   lt_scope_end(s);
@@ -238,8 +177,7 @@ static void parity_case(const char *c) {
   lt_transformer_free(m);
   lt_generator_free(gen);
   lt_fixture_free(f);
-  fflush(stdout);
-  ck_assert_msg(g_failures == 0, "%s: %d mismatches against PyTorch (listed above)", c, g_failures);
+  lt_fx_done(c);
 }
 
 START_TEST(test_parity_encdec_post) { parity_case("encdec_post"); }
@@ -957,34 +895,15 @@ START_TEST(test_overfits_tiny_batch) {
 }
 END_TEST
 
-static Suite *suite(void) {
+int main(void) {
   Suite *s = suite_create("transformer");
-  TCase *tp = tcase_create("pytorch");
-  tcase_add_test(tp, test_parity_encdec_post);
-  tcase_add_test(tp, test_parity_gpt_pre_gelu);
-  tcase_add_test(tp, test_parity_llama_rms_rope_gqa);
-  tcase_add_test(tp, test_parity_bert_cls);
-  tcase_add_test(tp, test_parity_encdec_pre_rms_rope_mqa);
-  tcase_add_test(tp, test_parity_encdec_pre_gelu);
-  suite_add_tcase(s, tp);
-  TCase *tm = tcase_create("model");
-  tcase_add_test(tm, test_all_option_combinations);
-  tcase_add_test(tm, test_padding_is_invisible);
-  tcase_add_test(tm, test_causality);
-  tcase_add_test(tm, test_pos0);
-  tcase_add_test(tm, test_dropout_modes);
-  tcase_add_test(tm, test_classify);
-  tcase_add_test(tm, test_defaults_and_names);
-  tcase_add_test(tm, test_init_deterministic);
-  tcase_add_test(tm, test_overfits_tiny_batch);
-  suite_add_tcase(s, tm);
-  TCase *te = tcase_create("errors");
-  tcase_add_test(te, test_config_validation);
-  tcase_add_test(te, test_input_errors);
-  tcase_add_test(te, test_build_failure_rolls_back);
-  tcase_add_test(te, test_no_leaks_across_steps);
-  suite_add_tcase(s, te);
-  return s;
+  LT_TEST_CASE(s, "pytorch", 0, test_parity_encdec_post, test_parity_gpt_pre_gelu,
+               test_parity_llama_rms_rope_gqa, test_parity_bert_cls,
+               test_parity_encdec_pre_rms_rope_mqa, test_parity_encdec_pre_gelu);
+  LT_TEST_CASE(s, "model", 0, test_all_option_combinations, test_padding_is_invisible,
+               test_causality, test_pos0, test_dropout_modes, test_classify,
+               test_defaults_and_names, test_init_deterministic, test_overfits_tiny_batch);
+  LT_TEST_CASE(s, "errors", 0, test_config_validation, test_input_errors,
+               test_build_failure_rolls_back, test_no_leaks_across_steps);
+  return lt_test_run(s);
 }
-
-int main(void) { return lt_test_run(suite()); }

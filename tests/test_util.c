@@ -4,12 +4,35 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 lt_tensor *lt_test_nonnull(lt_tensor *t, const char *expr, const char *file, int line) {
   if (!t)
     ck_abort_msg("%s:%d: %s returned NULL: %s: %s", file, line, expr,
                  lt_status_name(lt_last_status()), lt_last_error());
   return t;
+}
+
+void *lt_test_nonnull_ptr(void *p, const char *expr, const char *file, int line) {
+  if (!p)
+    ck_abort_msg("%s:%d: %s returned NULL: %s: %s", file, line, expr,
+                 lt_status_name(lt_last_status()), lt_last_error());
+  return p;
+}
+
+lt_tensor *lt_test_as_dtype(lt_tensor *t, lt_dtype dt) {
+  if (t->dtype == dt) return t;
+  lt_tensor *c = LT_NN(lt_to_dtype(t, dt));
+  lt_tensor_free(t);
+  return c;
+}
+
+lt_tensor *lt_test_from_f64(lt_dtype dt, int ndim, const int64_t *shape, const double *v) {
+  return lt_test_as_dtype(LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, ndim, shape, v)), dt);
+}
+
+lt_tensor *lt_test_from_i64(lt_dtype dt, int ndim, const int64_t *shape, const int64_t *v) {
+  return lt_test_as_dtype(LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, ndim, shape, v)), dt);
 }
 
 void lt_test_expect_err(lt_status got, lt_status want, const char *substr, const char *expr,
@@ -29,6 +52,12 @@ void lt_test_expect_null_err(lt_tensor *got, lt_status want, const char *substr,
     lt_tensor_free(got);
     ck_abort_msg("%s:%d: %s succeeded, expected %s", file, line, expr, lt_status_name(want));
   }
+  lt_test_expect_err(lt_last_status(), want, substr, expr, file, line);
+}
+
+void lt_test_expect_nullp_err(const void *got, lt_status want, const char *substr,
+                              const char *expr, const char *file, int line) {
+  if (got) ck_abort_msg("%s:%d: %s succeeded, expected %s", file, line, expr, lt_status_name(want));
   lt_test_expect_err(lt_last_status(), want, substr, expr, file, line);
 }
 
@@ -101,10 +130,28 @@ void lt_test_assert_shape(const lt_tensor *t, int ndim, const int64_t *shape, co
                  lt_shape_str(t->ndim, t->shape, sa, sizeof sa), lt_shape_str(ndim, shape, sb, sizeof sb));
 }
 
+char *lt_test_write_temp(const void *data, size_t n) {
+  char *path = strdup("/tmp/lt_test_XXXXXX");
+  ck_assert(path);
+  int fd = mkstemp(path);
+  ck_assert_msg(fd >= 0, "mkstemp %s failed", path);
+  ck_assert(write(fd, data, n) == (ssize_t)n);
+  close(fd);
+  return path;
+}
+
 int lt_test_run(Suite *s) {
   SRunner *sr = srunner_create(s);
   srunner_run_all(sr, CK_NORMAL);
   int failed = srunner_ntests_failed(sr);
   srunner_free(sr);
   return failed == 0 ? EXIT_SUCCESS : EXIT_FAILURE;
+}
+
+TCase *lt_test_case(Suite *s, const char *name, double timeout, const TTest *const *tests, int n) {
+  TCase *tc = tcase_create(name);
+  if (timeout > 0) tcase_set_timeout(tc, timeout);
+  for (int i = 0; i < n; i++) tcase_add_test(tc, tests[i]);
+  suite_add_tcase(s, tc);
+  return tc;
 }

@@ -24,6 +24,27 @@
 #define LT_NN(expr) lt_test_nonnull((expr), #expr, __FILE__, __LINE__)
 lt_tensor *lt_test_nonnull(lt_tensor *t, const char *expr, const char *file, int line);
 
+/* LT_NN for any other pointer result (a loader, a tokenizer): fails unless
+ * non-NULL; evaluates to it as void *. */
+#define LT_NNP(expr) lt_test_nonnull_ptr((void *)(expr), #expr, __FILE__, __LINE__)
+void *lt_test_nonnull_ptr(void *p, const char *expr, const char *file, int line);
+
+/* t as dtype dt: t itself if it has dt, else a converted copy (t is freed).
+ * Takes ownership of t; fails the test on error. */
+lt_tensor *lt_test_as_dtype(lt_tensor *t, lt_dtype dt);
+/* New contiguous tensors of dtype dt from row-major f64 / i64 values (given in
+ * the wide type so that one list serves every dtype). */
+lt_tensor *lt_test_from_f64(lt_dtype dt, int ndim, const int64_t *shape, const double *v);
+lt_tensor *lt_test_from_i64(lt_dtype dt, int ndim, const int64_t *shape, const int64_t *v);
+
+/* Free every listed tensor (NULLs allowed). */
+#define LT_FREE_ALL(...)                                                              \
+  do {                                                                                \
+    lt_tensor *free_all_[] = {__VA_ARGS__};                                           \
+    for (size_t i_ = 0; i_ < sizeof free_all_ / sizeof free_all_[0]; i_++)            \
+      lt_tensor_free(free_all_[i_]);                                                  \
+  } while (0)
+
 /* Expect a failure with status st and a message containing substr (may be NULL). */
 #define LT_EXPECT_ERR(expr, st, substr) \
   lt_test_expect_err((lt_status)(expr), (st), (substr), #expr, __FILE__, __LINE__)
@@ -33,6 +54,12 @@ void lt_test_expect_err(lt_status got, lt_status want, const char *substr, const
                         const char *file, int line);
 void lt_test_expect_null_err(lt_tensor *got, lt_status want, const char *substr,
                              const char *expr, const char *file, int line);
+/* LT_EXPECT_NULL_ERR for any other pointer result (not freed if non-NULL:
+ * the test fails there). */
+#define LT_EXPECT_NULLP_ERR(expr, st, substr) \
+  lt_test_expect_nullp_err((const void *)(expr), (st), (substr), #expr, __FILE__, __LINE__)
+void lt_test_expect_nullp_err(const void *got, lt_status want, const char *substr,
+                              const char *expr, const char *file, int line);
 
 /* Compare two tensors elementwise: same shape, |a-b| <= atol + rtol*|b|.
  * On failure prints up to 10 mismatches with indices and the max difference. */
@@ -51,7 +78,22 @@ void lt_test_assert_values(const lt_tensor *t, double tol, const double *want, i
 void lt_test_assert_shape(const lt_tensor *t, int ndim, const int64_t *shape, const char *et,
                           const char *file, int line);
 
+/* Writes n bytes to a new file /tmp/lt_test_XXXXXX; returns its path
+ * (malloc'd: unlink and free it). Fails the test on error. */
+char *lt_test_write_temp(const void *data, size_t n);
+
 /* Run a suite (CK_NORMAL output); returns the process exit code. */
 int lt_test_run(Suite *s);
+
+/* Adds to suite s a test case `name` holding the listed tests (START_TEST
+ * names), with a timeout in seconds (0 keeps Check's default); returns the
+ * TCase for anything else (loop tests). A test program's main is then:
+ *     Suite *s = suite_create("batch");
+ *     LT_TEST_CASE(s, "core", 300, test_a, test_b);
+ *     return lt_test_run(s); */
+#define LT_TEST_CASE(s, name, timeout, ...)                                              \
+  lt_test_case((s), (name), (timeout), (const TTest *const[]){__VA_ARGS__},           \
+               (int)(sizeof((const TTest *const[]){__VA_ARGS__}) / sizeof(const TTest *)))
+TCase *lt_test_case(Suite *s, const char *name, double timeout, const TTest *const *tests, int n);
 
 #endif

@@ -21,8 +21,11 @@
  * post-norm), and only with pre-norm for decoder-only (GPT-2's ln_f, named
  * decoder.norm) and encoder-only (encoder.norm).
  *
- * What this is not: a KV cache or a generation loop (decode recomputes the
- * whole target; pos0 shifts the positions), nor the loss (the caller applies
+ * Incremental decoding: lt_transformer_decode_step runs the same decoder
+ * (the same layer_forward) with a per-layer lt_kv_cache for the self- and
+ * cross-attention (nn/mha.c), so a step costs the new positions only.
+ *
+ * What this is not: a generation loop (models/transformer/decode.c), nor the loss (the caller applies
  * lt_cross_entropy to the logits), nor PyTorch's packed in_proj_weight (the
  * attention projections are four separate Linears, see nn/mha.c).
  */
@@ -375,16 +378,31 @@ static lt_tensor *sub_out(const tf_norm *n, const lt_tensor *x, lt_tensor *y, bo
   return o;
 }
 
+/* One decoder layer's KV caches (incremental decoding). */
+typedef struct tf_layer_cache {
+  lt_kv_cache self;   /* [B, NKV, cap, HS] */
+  lt_kv_cache cross;  /* [B, NKV, S, HS], filled from the memory once */
+} tf_layer_cache;
+
+struct lt_tf_cache {
+  int64_t n;           /* decoder layers */
+  int64_t cap;         /* self-attention positions */
+  tf_layer_cache *layer;
+};
+
 /* One encoder or decoder layer on x [B, L, C]; memory [B, S, C] for the
- * cross-attention. Returns new. */
+ * cross-attention. With lc (decoder steps), attention reads and extends the
+ * layer's caches: x holds the new positions only. Returns new. */
 static lt_tensor *layer_forward(const tf_layer *Ly, const lt_tf_config *c, const lt_tensor *x, bool causal,
                                 const lt_tensor *self_pad, const lt_tensor *memory, const lt_tensor *mem_pad,
-                                int64_t pos0, const lt_nn_ctx *ctx) {
+                                int64_t pos0, const lt_nn_ctx *ctx, tf_layer_cache *lc) {
   const bool pre = c->pre_norm;
   const double p = c->dropout;
   lt_attention_opts so = {.causal = causal, .key_padding_mask = self_pad};
   lt_tensor *h = sub_in(&Ly->norm1, x, pre);
-  lt_tensor *y = h ? lt_mha_forward(&Ly->self_attn, h, h, &so, pos0, ctx, NULL) : NULL;
+  lt_tensor *y = !h ? NULL
+                 : lc ? lt_mha_forward_cached(&Ly->self_attn, h, h, &lc->self, &so, pos0)
+                      : lt_mha_forward(&Ly->self_attn, h, h, &so, pos0, ctx, NULL);
   lt_tensor_free(h);
   lt_tensor *cur = y ? sub_out(&Ly->norm1, x, y, pre, p, ctx) : NULL;
   if (!cur) return NULL;
@@ -392,7 +410,9 @@ static lt_tensor *layer_forward(const tf_layer *Ly, const lt_tf_config *c, const
   if (Ly->has_cross) {
     lt_attention_opts co = {.key_padding_mask = mem_pad};
     h = sub_in(&Ly->norm2, cur, pre);
-    y = h ? lt_mha_forward(&Ly->cross_attn, h, memory, &co, 0, ctx, NULL) : NULL;
+    y = !h ? NULL
+        : lc ? lt_mha_forward_cached(&Ly->cross_attn, h, lc->cross.len == 0 ? memory : NULL, &lc->cross, &co, 0)
+             : lt_mha_forward(&Ly->cross_attn, h, memory, &co, 0, ctx, NULL);
     lt_tensor_free(h);
     if (!step(&cur, y ? sub_out(&Ly->norm2, cur, y, pre, p, ctx) : NULL)) return NULL;
     ffn_norm = &Ly->norm3;
@@ -452,41 +472,142 @@ lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, 
   if (check_ids(op, "src", "src_pad", m, src, src_pad, 0) != LT_OK) return NULL;
   lt_tensor *x = embed_forward(m, src, 0, ctx);
   for (int64_t i = 0; x && i < m->n_enc; i++)
-    step(&x, layer_forward(&m->enc[i], &m->cfg, x, false, src_pad, NULL, NULL, 0, ctx));
+    step(&x, layer_forward(&m->enc[i], &m->cfg, x, false, src_pad, NULL, NULL, 0, ctx, NULL));
   if (x && m->has_enc_norm) step(&x, norm_forward(&m->enc_norm, x));
+  return x;
+}
+
+/* The decoder, whole-sequence (cache NULL) or incremental (positions from
+ * the cache's length). Arguments as lt_transformer_decode. */
+static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
+                              const lt_tensor *memory, const lt_tensor *src_pad, int64_t pos0, const lt_nn_ctx *ctx,
+                              lt_tf_cache *cache) {
+  if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
+  const lt_tf_config *c = &m->cfg;
+  if (!m->dec)
+    return lt__err(LT_ERR_INVALID, "%s: an encoder-only model has no decoder (use transformer_classify)", op), NULL;
+  if (check_ids(op, "tgt", "tgt_pad", m, tgt, tgt_pad, pos0) != LT_OK) return NULL;
+  /* with a filled cross-attention cache the memory is not read again */
+  const bool need_memory = !cache || cache->layer[0].cross.len == 0;
+  if (c->arch == LT_TF_ENCODER_DECODER) {
+    if (!memory && need_memory)
+      return lt__err(LT_ERR_NULL, "%s: memory is NULL: the encoder-decoder needs the encoder output", op), NULL;
+    if (memory && (memory->ndim != 3 || memory->shape[0] != tgt->shape[0] || memory->shape[2] != c->d_model ||
+                   !lt_dtype_is_float(memory->dtype)))
+      return lt__err(LT_ERR_SHAPE, "%s: memory is %s, tgt is %s: need [B, S, C] floats with C = d_model %lld", op,
+                     LT__D(memory), LT__D(tgt), (long long)c->d_model),
+             NULL;
+    const int64_t S = memory ? memory->shape[1] : cache->layer[0].cross.len;
+    if (src_pad && (src_pad->dtype != LT_DTYPE_BOOL || src_pad->ndim != 2 || src_pad->shape[0] != tgt->shape[0] ||
+                    src_pad->shape[1] != S))
+      return lt__err(LT_ERR_SHAPE, "%s: src_pad is %s, tgt is %s, memory has %lld positions: need a bool [B, S] "
+                     "mask (true = padding)", op, LT__D(src_pad), LT__D(tgt), (long long)S),
+             NULL;
+  } else if (memory || src_pad) {
+    return lt__err(LT_ERR_INVALID, "%s: memory / src_pad given to a decoder-only model (pass NULL)", op), NULL;
+  }
+  int64_t *lens = NULL; /* cache lengths before the step, restored on failure */
+  if (cache) {
+    if (!(lens = malloc(sizeof *lens * (size_t)(2 * cache->n)))) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op), NULL;
+    for (int64_t i = 0; i < cache->n; i++) {
+      lens[2 * i] = cache->layer[i].self.len, lens[2 * i + 1] = cache->layer[i].cross.len;
+      if (need_memory && memory) cache->layer[i].cross.cap = memory->shape[1];
+    }
+  }
+  lt_tensor *x = embed_forward(m, tgt, pos0, ctx);
+  for (int64_t i = 0; x && i < m->n_dec; i++)
+    step(&x, layer_forward(&m->dec[i], c, x, true, tgt_pad, memory, src_pad, pos0, ctx,
+                           cache ? &cache->layer[i] : NULL));
+  if (x && m->has_dec_norm) step(&x, norm_forward(&m->dec_norm, x));
+  if (x) step(&x, m->has_lm_head ? lt_linear_forward(&m->lm_head, x) : lt_linear(x, m->embed.weight, NULL));
+  if (cache && !x)
+    for (int64_t i = 0; i < cache->n; i++) cache->layer[i].self.len = lens[2 * i], cache->layer[i].cross.len = lens[2 * i + 1];
+  free(lens);
   return x;
 }
 
 lt_tensor *lt_transformer_decode(const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
                                  const lt_tensor *memory, const lt_tensor *src_pad, int64_t pos0,
                                  const lt_nn_ctx *ctx) {
-  const char *op = "transformer_decode";
-  if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
-  const lt_tf_config *c = &m->cfg;
-  if (!m->dec)
-    return lt__err(LT_ERR_INVALID, "%s: an encoder-only model has no decoder (use transformer_classify)", op), NULL;
-  if (check_ids(op, "tgt", "tgt_pad", m, tgt, tgt_pad, pos0) != LT_OK) return NULL;
-  if (c->arch == LT_TF_ENCODER_DECODER) {
-    if (!memory) return lt__err(LT_ERR_NULL, "%s: memory is NULL: the encoder-decoder needs the encoder output", op), NULL;
-    if (memory->ndim != 3 || memory->shape[0] != tgt->shape[0] || memory->shape[2] != c->d_model ||
-        !lt_dtype_is_float(memory->dtype))
-      return lt__err(LT_ERR_SHAPE, "%s: memory is %s, tgt is %s: need [B, S, C] floats with C = d_model %lld", op,
-                     LT__D(memory), LT__D(tgt), (long long)c->d_model),
-             NULL;
-    if (src_pad && (src_pad->dtype != LT_DTYPE_BOOL || src_pad->ndim != 2 || src_pad->shape[0] != memory->shape[0] ||
-                    src_pad->shape[1] != memory->shape[1]))
-      return lt__err(LT_ERR_SHAPE, "%s: src_pad is %s, memory is %s: need a bool [B, S] mask (true = padding)", op,
-                     LT__D(src_pad), LT__D(memory)),
-             NULL;
-  } else if (memory || src_pad) {
-    return lt__err(LT_ERR_INVALID, "%s: memory / src_pad given to a decoder-only model (pass NULL)", op), NULL;
+  return decode_impl("transformer_decode", m, tgt, tgt_pad, memory, src_pad, pos0, ctx, NULL);
+}
+
+/* ---- incremental decoding ---------------------------------------------------- */
+
+lt_tf_cache *lt_tf_cache_new(const lt_transformer *m, int64_t cap) {
+  if (!m) return lt__err(LT_ERR_NULL, "tf_cache_new: the model is NULL"), NULL;
+  if (!m->dec) return lt__err(LT_ERR_INVALID, "tf_cache_new: an encoder-only model has no decoder to cache"), NULL;
+  if (cap < 1 || cap > m->cfg.max_len)
+    return lt__err(LT_ERR_INVALID, "tf_cache_new: cap %lld: must be in [1, max_len %lld]", (long long)cap,
+                   (long long)m->cfg.max_len), NULL;
+  lt_tf_cache *c = calloc(1, sizeof *c);
+  if (c) c->layer = calloc((size_t)m->n_dec, sizeof *c->layer);
+  if (!c || !c->layer) {
+    free(c);
+    return lt__err(LT_ERR_NOMEM, "tf_cache_new: out of memory"), NULL;
   }
-  lt_tensor *x = embed_forward(m, tgt, pos0, ctx);
-  for (int64_t i = 0; x && i < m->n_dec; i++)
-    step(&x, layer_forward(&m->dec[i], c, x, true, tgt_pad, memory, src_pad, pos0, ctx));
-  if (x && m->has_dec_norm) step(&x, norm_forward(&m->dec_norm, x));
-  if (x) step(&x, m->has_lm_head ? lt_linear_forward(&m->lm_head, x) : lt_linear(x, m->embed.weight, NULL));
-  return x;
+  c->n = m->n_dec, c->cap = cap;
+  for (int64_t i = 0; i < c->n; i++) {
+    lt_kv_cache_init(&c->layer[i].self, cap);
+    lt_kv_cache_init(&c->layer[i].cross, 1); /* capacity set from the memory at the first step */
+  }
+  return c;
+}
+
+void lt_tf_cache_reset(lt_tf_cache *c) {
+  if (!c) return;
+  for (int64_t i = 0; i < c->n; i++) {
+    lt_kv_cache_free(&c->layer[i].self);
+    lt_kv_cache_free(&c->layer[i].cross);
+  }
+}
+
+void lt_tf_cache_free(lt_tf_cache *c) {
+  if (!c) return;
+  lt_tf_cache_reset(c);
+  free(c->layer);
+  free(c);
+}
+
+int64_t lt_tf_cache_len(const lt_tf_cache *c) { return c && c->n > 0 ? c->layer[0].self.len : 0; }
+
+lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows) {
+  if (!c) return lt__err(LT_ERR_NULL, "tf_cache_reorder: the cache is NULL");
+  if (!rows) return lt__err_null("tf_cache_reorder", "rows");
+  /* every buffer reordered into a new one first, so that a failure changes nothing */
+  const int64_t n = 4 * c->n;
+  lt_tensor **nt = calloc((size_t)n, sizeof *nt);
+  if (!nt) return lt__err(LT_ERR_NOMEM, "tf_cache_reorder: out of memory");
+  bool prev = lt_set_grad_enabled(false);
+  lt_status s = LT_OK;
+  for (int64_t i = 0; i < n && s == LT_OK; i++) {
+    tf_layer_cache *L = &c->layer[i / 4];
+    lt_tensor *old = (lt_tensor *[]){L->self.k, L->self.v, L->cross.k, L->cross.v}[i % 4];
+    if (old && !(nt[i] = lt_tensor_keep(lt_index_select(old, 0, rows)))) s = lt_last_status();
+  }
+  lt_set_grad_enabled(prev);
+  for (int64_t i = 0; i < n; i++) {
+    tf_layer_cache *L = &c->layer[i / 4];
+    lt_tensor **slot = (lt_tensor **[]){&L->self.k, &L->self.v, &L->cross.k, &L->cross.v}[i % 4];
+    if (s != LT_OK) {
+      lt_tensor_free(nt[i]);
+    } else if (*slot) {
+      lt_tensor_free(*slot);
+      *slot = nt[i];
+    }
+  }
+  free(nt);
+  return s;
+}
+
+lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
+                                      const lt_tensor *memory, const lt_tensor *src_pad) {
+  const char *op = "transformer_decode_step";
+  if (!c) return lt__err(LT_ERR_NULL, "%s: the cache is NULL", op), NULL;
+  if (m && c->n != m->n_dec)
+    return lt__err(LT_ERR_INVALID, "%s: the cache has %lld layers, the model's decoder %lld: made for another model",
+                   op, (long long)c->n, (long long)m->n_dec), NULL;
+  return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c);
 }
 
 lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,

@@ -95,6 +95,35 @@ lt_tensor *lt_transformer_decode(const lt_transformer *m, const lt_tensor *tgt, 
                                  const lt_tensor *memory, const lt_tensor *src_pad, int64_t pos0,
                                  const lt_nn_ctx *ctx);
 
+/* ---- Incremental decoding (a KV cache per decoder layer) ------------------- */
+/* The state of an incremental decode: per decoder layer, the self-attention
+ * keys and values of the positions fed so far and (encoder-decoder) the
+ * cross-attention keys and values of the memory, computed once. Inference
+ * only (no-grad, no dropout). Returns new (free with lt_tf_cache_free); cap
+ * (1 <= cap <= max_len) is the most decoder positions it will hold; the
+ * batch size is set by the first step. Buffers are allocated at the first
+ * step: 2 x n_dec_layers x B x n_kv_heads x (cap + S) x head size floats. */
+typedef struct lt_tf_cache lt_tf_cache;
+lt_tf_cache *lt_tf_cache_new(const lt_transformer *m, int64_t cap);
+void lt_tf_cache_free(lt_tf_cache *c);        /* NULL is a no-op */
+int64_t lt_tf_cache_len(const lt_tf_cache *c); /* positions fed so far (0 for NULL) */
+void lt_tf_cache_reset(lt_tf_cache *c);        /* back to empty (a new batch or source) */
+/* Beam search: row i becomes old row rows[i] (1-d i32/i64), in every layer's
+ * self- and cross-attention cache. Unchanged on failure. */
+lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows);
+
+/* One incremental decoder step: tgt [B, T] (T >= 1; usually T = 1 after a
+ * first call with the whole prefix) holds the ids at positions len .. len+T-1
+ * (len = lt_tf_cache_len(c)); returns their logits [B, T, V] (new), the same
+ * values (up to rounding) as lt_transformer_decode on the whole sequence so
+ * far. memory [B, S, C] is needed while the cache is empty (the
+ * cross-attention keys and values are computed from it then, and it is
+ * ignored afterwards, may be NULL); src_pad [B, S] (or NULL) at every step.
+ * Errors as lt_transformer_decode, plus a full cache (len + T > cap) and a
+ * batch size other than the first step's. On failure the cache is unchanged. */
+lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
+                                      const lt_tensor *memory, const lt_tensor *src_pad);
+
 /* Encoder-only classifier: mean over non-padding positions of the encoder
  * output, then classifier -> [B, n_classes]. */
 lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,

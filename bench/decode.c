@@ -1,0 +1,180 @@
+/*
+ * bench/decode.c: tokens/s of greedy decoding (lt_tf_decode) with and
+ * without the KV cache, for a small and a medium decoder-only model and an
+ * encoder-decoder, at several output lengths. docs/decoding.md records the
+ * results.
+ *
+ *   bench_decode                 every model, lengths 64 and 256, batch 1
+ *   bench_decode --quick         lengths 32 and 64 (a smoke run)
+ *   bench_decode --lengths 64,256,512 --batch 4 --repeat 3 --threads 2
+ *   bench_decode --only medium --cached-only   (profiling the cached path)
+ *
+ * Models are randomly initialised (speed does not depend on the weights) and
+ * never stop early (eos -1), so every run makes exactly the requested number
+ * of tokens. Decoder-only prompts are 8 tokens, encoder-decoder sources 32.
+ * Each figure is the best of --repeat runs (default 3 for the cached path,
+ * 1 for the uncached one, which is slow by design). tokens/s counts the new
+ * tokens of all rows. The load line gives how many cores other processes
+ * used during the run, from /proc/stat: figures on a busy machine are low.
+ *
+ * What this is not: a comparison with other frameworks, or a measurement of
+ * sampling / beam search (they share the model calls; their bookkeeping is a
+ * small part of a step).
+ */
+#include "models/transformer/generate.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_decode: %s: %s\n", what, lt_last_error());
+  exit(1);
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+/* Busy CPU seconds of the whole machine (user + nice + system + irq + softirq + steal). */
+static double machine_busy(void) {
+  FILE *f = fopen("/proc/stat", "r");
+  if (!f) return 0;
+  unsigned long long v[8] = {0};
+  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+                 &v[7]);
+  fclose(f);
+  if (n < 8) return 0;
+  return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / 100.0; /* USER_HZ = 100 */
+}
+
+static double self_busy(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+typedef struct model_spec {
+  const char *name;
+  lt_tf_arch arch;
+  int64_t C, NH, L, V, d_ff;
+} model_spec;
+
+static const model_spec MODELS[] = {
+    {"small decoder-only", LT_TF_DECODER_ONLY, 256, 4, 4, 1024, 1024},
+    {"medium decoder-only", LT_TF_DECODER_ONLY, 512, 8, 6, 8192, 2048},
+    {"encoder-decoder", LT_TF_ENCODER_DECODER, 256, 4, 3, 1024, 1024},
+};
+
+static lt_transformer *build(const model_spec *s) {
+  lt_tf_config c = lt_tf_config_default(s->arch);
+  c.vocab_size = s->V, c.d_model = s->C, c.n_heads = s->NH, c.n_kv_heads = s->NH, c.d_ff = s->d_ff;
+  c.max_len = 1024, c.dropout = 0.0;
+  c.n_enc_layers = s->arch == LT_TF_DECODER_ONLY ? 0 : s->L;
+  c.n_dec_layers = s->L;
+  lt_generator *g = lt_generator_new(1);
+  lt_transformer *m = lt_transformer_new(&c, g);
+  lt_generator_free(g);
+  if (!m) die("building a model");
+  return m;
+}
+
+/* Seconds for one greedy decode of n tokens per row. */
+static double time_decode(const lt_transformer *m, const lt_tensor *in, bool encdec, int64_t n, bool cache) {
+  lt_decode_opts o = lt_decode_defaults();
+  o.max_new = n, o.eos_id = -1, o.no_cache = !cache;
+  lt_decode_result r = {0};
+  const double t0 = now();
+  if (lt_tf_decode(m, encdec ? in : NULL, NULL, encdec ? NULL : in, &o, &r) != LT_OK) die("decoding");
+  const double t = now() - t0;
+  if (r.tokens->shape[1] != n) {
+    fprintf(stderr, "bench_decode: made %lld tokens, not %lld\n", (long long)r.tokens->shape[1], (long long)n);
+    exit(1);
+  }
+  lt_decode_result_free(&r);
+  return t;
+}
+
+int main(int argc, char **argv) {
+  int64_t lengths[8] = {64, 256}, n_len = 2, batch = 1, repeat = 3, threads = 0;
+  const char *only = NULL;
+  bool cached_only = false;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) {
+      lengths[0] = 32, lengths[1] = 64, n_len = 2, repeat = 1;
+    } else if (!strcmp(argv[i], "--lengths") && i + 1 < argc) {
+      n_len = 0;
+      for (char *p = argv[++i]; *p && n_len < 8;) {
+        lengths[n_len++] = strtoll(p, &p, 10);
+        if (*p == ',') p++;
+      }
+    } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
+      batch = strtoll(argv[++i], NULL, 10);
+    } else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
+      repeat = strtoll(argv[++i], NULL, 10);
+    } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
+      threads = strtoll(argv[++i], NULL, 10);
+    } else if (!strcmp(argv[i], "--cached-only")) {
+      cached_only = true; /* for profiling the cached path */
+    } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+      only = argv[++i]; /* a substring of a model's name */
+    } else {
+      fprintf(stderr, "usage: bench_decode [--quick] [--lengths N,N,..] [--batch B] [--repeat R] [--threads N] "
+                      "[--only NAME]\n");
+      return 2;
+    }
+  }
+  if (threads > 0 && lt_set_num_threads((int)threads) != LT_OK) die("--threads");
+  lt_runtime_info info;
+  if (lt_runtime_get_info(&info) != LT_OK) die("runtime info");
+  char date[64];
+  time_t tt = time(NULL);
+  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&tt));
+  printf("libtensor %s, BLIS kernel set %s (%s), %d threads, batch %lld, %s\n", info.version, info.blas_arch,
+         info.blas_arch_why, info.num_threads, (long long)batch, date);
+  printf("| model | parameters | output tokens | cached tok/s | uncached tok/s | speed-up |\n");
+  printf("|---|---|---|---|---|---|\n");
+  fflush(stdout);
+  const double busy0 = machine_busy(), self0 = self_busy(), wall0 = now();
+  for (size_t mi = 0; mi < sizeof MODELS / sizeof *MODELS; mi++) {
+    const model_spec *s = &MODELS[mi];
+    if (only && !strstr(s->name, only)) continue;
+    lt_transformer *m = build(s);
+    const bool encdec = s->arch == LT_TF_ENCODER_DECODER;
+    const int64_t P = encdec ? 32 : 8;
+    int64_t *ids = malloc(sizeof *ids * (size_t)(batch * P));
+    for (int64_t i = 0; i < batch * P; i++) ids[i] = 4 + (i * 7919) % (s->V - 4);
+    lt_tensor *in = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){batch, P}, ids);
+    free(ids);
+    if (!in) die("input");
+    time_decode(m, in, encdec, 8, true); /* warm-up: first-touch allocations, BLIS packing buffers */
+    for (int64_t li = 0; li < n_len; li++) {
+      const int64_t n = lengths[li];
+      double best[2] = {1e30, 1e30};
+      for (int c = 0; c < 2; c++)
+        for (int64_t r = 0; r < (c == 0 ? repeat : cached_only ? 0 : 1); r++) {
+          const double t = time_decode(m, in, encdec, n, c == 0);
+          if (t < best[c]) best[c] = t;
+        }
+      const double tok = (double)(n * batch);
+      char unc[32] = "-", sp[32] = "-";
+      if (!cached_only) {
+        snprintf(unc, sizeof unc, "%.0f", tok / best[1]);
+        snprintf(sp, sizeof sp, "%.1fx", best[1] / best[0]);
+      }
+      printf("| %s (d_model %lld, %lld layers%s, vocab %lld) | %.1fM | %lld | %.0f | %s | %s |\n", s->name,
+             (long long)s->C, (long long)s->L, encdec ? " each" : "", (long long)s->V,
+             (double)lt_params_numel(lt_transformer_params(m), false) / 1e6, (long long)n, tok / best[0], unc, sp);
+      fflush(stdout);
+    }
+    lt_tensor_free(in);
+    lt_transformer_free(m);
+  }
+  const double wall = now() - wall0, others = (machine_busy() - busy0) - (self_busy() - self0);
+  printf("load: other processes used %.2f cores on average during the %.0f s run\n", others > 0 ? others / wall : 0.0,
+         wall);
+  return 0;
+}

@@ -1,0 +1,686 @@
+/*
+ * tests/test_decode.c: decoding (models/transformer/decode.c), the KV cache
+ * (nn/mha.c lt_mha_forward_cached, transformer.c lt_transformer_decode_step)
+ * and the `generate` program.
+ *
+ * The central check: for every architecture that generates (the
+ * encoder-decoder; decoder-only with learned positions; decoder-only with
+ * RoPE, GQA, RMSNorm and SwiGLU) and every strategy (greedy, beam search,
+ * sampling with temperature + top-k + top-p), the cached path makes exactly
+ * the same tokens as the uncached one and scores within 1e-5. Then the
+ * strategies' own properties (beam width 1 = greedy, top_k 1 = greedy,
+ * sampling reproducible by seed, stop at <eos>, max_new, the context window,
+ * beam scores equal to teacher-forced sums), the error paths, and the program
+ * end to end on checkpoints written here through the library's save API.
+ * Models are small and randomly initialised: equivalence needs no training.
+ */
+#include "checkpoint/checkpoint.h"
+#include "datasets/datasets.h"
+#include "models/transformer/generate.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+enum { ARCH_ENCDEC, ARCH_GPT, ARCH_ROPE_GQA, N_ARCH };
+static const char *const ARCH_NAMES[] = {"encoder-decoder", "decoder-only (learned positions)",
+                                         "decoder-only (RoPE, GQA 4/2 heads, RMSNorm, SwiGLU)"};
+
+static lt_tf_config tiny_config(int arch, int64_t V) {
+  lt_tf_config c = lt_tf_config_default(arch == ARCH_ENCDEC ? LT_TF_ENCODER_DECODER : LT_TF_DECODER_ONLY);
+  c.vocab_size = V, c.d_model = 16, c.n_heads = 2, c.n_kv_heads = 2, c.d_ff = 32, c.max_len = 24;
+  c.n_enc_layers = arch == ARCH_ENCDEC ? 2 : 0;
+  c.n_dec_layers = 2;
+  if (arch == ARCH_ROPE_GQA) {
+    c.n_heads = 4, c.n_kv_heads = 2, c.pos = LT_TF_POS_ROPE, c.norm = LT_TF_RMS_NORM;
+    c.swiglu = true, c.act = LT_ACT_SILU, c.tie_embeddings = false, c.bias = false;
+  }
+  return c;
+}
+
+static lt_transformer *tiny_model(int arch, int64_t V, uint64_t seed) {
+  lt_tf_config c = tiny_config(arch, V);
+  lt_generator *g = lt_generator_new(seed);
+  lt_transformer *m = lt_transformer_new(&c, g);
+  lt_generator_free(g);
+  ck_assert_msg(m != NULL, "%s", lt_last_error());
+  return m;
+}
+
+/* The input of arch: sources [3, 5] with padding for the encoder-decoder, a
+ * prompt [3, 4] for the decoder-only models. */
+static void make_input(int arch, lt_tensor **src, lt_tensor **pad, lt_tensor **prompt) {
+  *src = *pad = *prompt = NULL;
+  if (arch == ARCH_ENCDEC) {
+    int64_t ids[] = {4, 5, 6, 7, 8, 9, 10, 4, 0, 0, 5, 12, 5, 11, 5};
+    bool p[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
+    *src = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(3, 5), ids));
+    *pad = LT_NN(lt_tensor_from_copy(LT_DTYPE_BOOL, LT_SHAPE(3, 5), p));
+  } else {
+    int64_t ids[] = {4, 5, 6, 7, 7, 8, 9, 3, 12, 11, 10, 9};
+    *prompt = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(3, 4), ids));
+  }
+}
+
+static lt_status reseed(lt_generator *g, uint64_t seed) {
+  return lt_generator_set_state(g, (lt_generator_state){.seed = seed, .offset = 0});
+}
+
+static void free3(lt_tensor *a, lt_tensor *b, lt_tensor *c) {
+  lt_tensor_free(a), lt_tensor_free(b), lt_tensor_free(c);
+}
+
+/* lt_tf_decode, failing the test on error. */
+static lt_decode_result run(const lt_transformer *m, const lt_tensor *src, const lt_tensor *pad,
+                            const lt_tensor *prompt, const lt_decode_opts *o) {
+  lt_decode_result r = {0};
+  LT_OK_OR_FAIL(lt_tf_decode(m, src, pad, prompt, o, &r));
+  ck_assert(r.tokens && r.lengths && r.scores);
+  return r;
+}
+
+static void assert_same_result(const lt_decode_result *a, const lt_decode_result *b, const char *what) {
+  ck_assert_msg(lt_equal(a->tokens, b->tokens), "%s: tokens differ", what);
+  ck_assert_msg(lt_equal(a->lengths, b->lengths), "%s: lengths differ", what);
+  LT_ASSERT_CLOSE(a->scores, b->scores, 0.0, 1e-5);
+}
+
+static lt_decode_opts strategy_opts(int s, lt_generator *g) {
+  lt_decode_opts o = lt_decode_defaults();
+  o.max_new = 12;
+  if (s == 1) o.strategy = LT_DECODE_BEAM, o.beam_width = 3, o.length_penalty = 0.7;
+  if (s == 2) o.strategy = LT_DECODE_SAMPLE, o.temperature = 0.9, o.top_k = 8, o.top_p = 0.9, o.gen = g;
+  return o;
+}
+
+/* ======================================================================== */
+
+START_TEST(mha_cached_steps_match_full_forward) {
+  /* GQA (4 query heads, 2 kv heads) with RoPE: prefill 3 positions, then 1 at a time */
+  lt_params *p = lt_params_new();
+  lt_generator *g = lt_generator_new(5);
+  lt_mha m;
+  LT_OK_OR_FAIL(lt_mha_init(&m, p, "attn", 16, 4, 2, true, 0.0, g));
+  m.rope = true;
+  const int64_t B = 2, T = 7;
+  lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, T, 16)));
+  bool prev = lt_set_grad_enabled(false);
+  lt_attention_opts causal = {.causal = true};
+  lt_tensor *full = LT_NN(lt_mha_forward(&m, x, x, &causal, 0, NULL, NULL)); /* [B, T, C] */
+  lt_kv_cache c;
+  LT_OK_OR_FAIL(lt_kv_cache_init(&c, T));
+  for (int64_t t0 = 0; t0 < T;) {
+    const int64_t n = t0 == 0 ? 3 : 1;
+    lt_tensor *xs = LT_NN(lt_narrow(x, 1, t0, n));
+    lt_tensor *y = LT_NN(lt_mha_forward_cached(&m, xs, xs, &c, &causal, t0));
+    lt_tensor *want = LT_NN(lt_narrow(full, 1, t0, n));
+    LT_ASSERT_CLOSE(y, want, 1e-5, 1e-5);
+    ck_assert_int_eq(c.len, t0 + n);
+    free3(xs, y, want);
+    t0 += n;
+  }
+  /* full: no room; the cache is unchanged */
+  lt_tensor *x1 = LT_NN(lt_narrow(x, 1, 0, 1));
+  LT_EXPECT_NULL_ERR(lt_mha_forward_cached(&m, x1, x1, &c, &causal, T), LT_ERR_INVALID, "no room");
+  ck_assert_int_eq(c.len, T);
+  /* another batch size */
+  lt_tensor *x3 = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(3, 1, 16)));
+  LT_EXPECT_NULL_ERR(lt_mha_forward_cached(&m, x3, NULL, &c, NULL, 0), LT_ERR_SHAPE, "batch");
+  /* reorder: swap the two rows; attending with x_kv NULL reads the cache only */
+  lt_tensor *rows = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(2), ((int64_t[]){1, 0})));
+  lt_tensor *q = LT_NN(lt_narrow(x, 1, T - 1, 1));
+  lt_tensor *before = LT_NN(lt_mha_forward_cached(&m, q, NULL, &c, NULL, T - 1));
+  LT_OK_OR_FAIL(lt_kv_cache_reorder(&c, rows));
+  lt_tensor *qs = LT_NN(lt_index_select(q, 0, rows));
+  lt_tensor *after = LT_NN(lt_mha_forward_cached(&m, qs, NULL, &c, NULL, T - 1));
+  lt_tensor *want = LT_NN(lt_index_select(before, 0, rows));
+  LT_ASSERT_CLOSE(after, want, 0.0, 0.0);
+  lt_tensor *bad = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(1), ((int64_t[]){5})));
+  ck_assert(lt_kv_cache_reorder(&c, bad) != LT_OK);
+  ck_assert_int_eq(c.k->shape[0], 2);
+  /* empty cache and no new keys */
+  lt_kv_cache e;
+  LT_OK_OR_FAIL(lt_kv_cache_init(&e, 4));
+  LT_EXPECT_NULL_ERR(lt_mha_forward_cached(&m, q, NULL, &e, NULL, 0), LT_ERR_INVALID, "no keys");
+  LT_EXPECT_ERR(lt_kv_cache_init(&e, 0), LT_ERR_INVALID, "cap");
+  lt_set_grad_enabled(prev);
+  lt_kv_cache_free(&c);
+  lt_kv_cache_free(&e);
+  lt_kv_cache_free(NULL);
+  lt_tensor *ts[] = {x, full, x1, x3, rows, q, before, qs, after, want, bad};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lt_tensor_free(ts[i]);
+  lt_generator_free(g);
+  lt_params_free(p);
+}
+END_TEST
+
+START_TEST(decode_step_matches_decode) {
+  for (int arch = 0; arch < N_ARCH; arch++) {
+    const int64_t V = 13;
+    lt_transformer *m = tiny_model(arch, V, 11);
+    lt_tensor *src, *pad, *prompt;
+    make_input(arch, &src, &pad, &prompt);
+    int64_t ids[] = {1, 4, 9, 5, 12, 7, 1, 6, 6, 2, 3, 8, 1, 11, 10, 9, 4, 4};
+    lt_tensor *tgt = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(3, 6), ids));
+    bool prev = lt_set_grad_enabled(false);
+    lt_tensor *mem = src ? LT_NN(lt_transformer_encode(m, src, pad, NULL)) : NULL;
+    lt_tensor *full = LT_NN(lt_transformer_decode(m, tgt, NULL, mem, pad, 0, NULL)); /* [3, 6, V] */
+    lt_tf_cache *c = lt_tf_cache_new(m, 6);
+    ck_assert_msg(c != NULL, "%s", lt_last_error());
+    for (int64_t t0 = 0; t0 < 6;) {
+      const int64_t n = t0 == 0 ? 2 : 1;
+      lt_tensor *v = LT_NN(lt_narrow(tgt, 1, t0, n));
+      lt_tensor *step = LT_NN(lt_contiguous(v));
+      /* the memory is read at the first step only */
+      lt_tensor *y = LT_NN(lt_transformer_decode_step(m, c, step, t0 == 0 ? mem : NULL, pad));
+      lt_tensor *want = LT_NN(lt_narrow(full, 1, t0, n));
+      LT_ASSERT_CLOSE(y, want, 1e-5, 1e-5);
+      ck_assert_int_eq(lt_tf_cache_len(c), t0 + n);
+      lt_tensor_free(v);
+      free3(step, y, want);
+      t0 += n;
+    }
+    /* full cache: an error, and the cache is unchanged */
+    lt_tensor *one = LT_NN(lt_narrow(tgt, 1, 0, 1));
+    lt_tensor *one_c = LT_NN(lt_contiguous(one));
+    LT_EXPECT_NULL_ERR(lt_transformer_decode_step(m, c, one_c, mem, pad), LT_ERR_INVALID, "no room");
+    ck_assert_int_eq(lt_tf_cache_len(c), 6);
+    lt_tf_cache_reset(c);
+    ck_assert_int_eq(lt_tf_cache_len(c), 0);
+    if (arch == ARCH_ENCDEC)
+      LT_EXPECT_NULL_ERR(lt_transformer_decode_step(m, c, one_c, NULL, pad), LT_ERR_NULL, "memory");
+    lt_set_grad_enabled(prev);
+    lt_tf_cache_free(c);
+    free3(src, pad, prompt);
+    free3(tgt, mem, full);
+    lt_tensor_free(one), lt_tensor_free(one_c);
+    lt_transformer_free(m);
+  }
+  /* cache errors */
+  lt_transformer *m = tiny_model(ARCH_GPT, 13, 1);
+  LT_EXPECT_NULL_ERR((lt_tensor *)lt_tf_cache_new(m, 25), LT_ERR_INVALID, "max_len");
+  LT_EXPECT_NULL_ERR((lt_tensor *)lt_tf_cache_new(NULL, 4), LT_ERR_NULL, "model");
+  LT_EXPECT_NULL_ERR(lt_transformer_decode_step(m, NULL, NULL, NULL, NULL), LT_ERR_NULL, "cache");
+  lt_tf_cache_free(NULL);
+  lt_transformer_free(m);
+}
+END_TEST
+
+START_TEST(cached_equals_uncached_every_arch_and_strategy) {
+  static const char *const SNAMES[] = {"greedy", "beam 3", "sample"};
+  for (int arch = 0; arch < N_ARCH; arch++) {
+    const int64_t V = 13;
+    lt_transformer *m = tiny_model(arch, V, 100 + (uint64_t)arch);
+    lt_tensor *src, *pad, *prompt;
+    make_input(arch, &src, &pad, &prompt);
+    for (int s = 0; s < 3; s++) {
+      lt_generator *g = lt_generator_new(42);
+      lt_decode_opts o = strategy_opts(s, g);
+      lt_decode_result a = run(m, src, pad, prompt, &o);
+      LT_OK_OR_FAIL(reseed(g, 42));
+      o.no_cache = true;
+      lt_decode_result b = run(m, src, pad, prompt, &o);
+      char what[128];
+      snprintf(what, sizeof what, "%s, %s", ARCH_NAMES[arch], SNAMES[s]);
+      assert_same_result(&a, &b, what);
+      /* well formed: lengths in [1, max_new], tokens in the vocabulary, pad after <eos> */
+      int64_t len[3], tok[3 * 12];
+      const int64_t L = a.tokens->shape[1];
+      ck_assert(L >= 1 && L <= 12 && a.tokens->shape[0] == 3);
+      LT_OK_OR_FAIL(lt_tensor_read(a.lengths, LT_DTYPE_I64, len, 3));
+      LT_OK_OR_FAIL(lt_tensor_read(a.tokens, LT_DTYPE_I64, tok, 3 * L));
+      for (int64_t r = 0; r < 3; r++) {
+        ck_assert(len[r] >= 1 && len[r] <= L);
+        for (int64_t i = 0; i < L; i++) {
+          ck_assert(tok[r * L + i] >= 0 && tok[r * L + i] < V);
+          if (i >= len[r]) ck_assert_int_eq(tok[r * L + i], o.pad_id);
+          if (i < len[r] - 1) ck_assert_int_ne(tok[r * L + i], o.eos_id);
+        }
+        if (len[r] < 12) ck_assert_int_eq(tok[r * L + len[r] - 1], o.eos_id);
+      }
+      lt_decode_result_free(&a);
+      lt_decode_result_free(&b);
+      lt_generator_free(g);
+    }
+    free3(src, pad, prompt);
+    lt_transformer_free(m);
+  }
+}
+END_TEST
+
+/* Teacher forcing: sum of log p of tokens[0..len) after the row's prefix. */
+static double forced_logp(const lt_transformer *m, const lt_tensor *src1, const lt_tensor *pad1,
+                          const int64_t *prefix, int64_t P, const int64_t *tok, int64_t len) {
+  int64_t in[64];
+  memcpy(in, prefix, sizeof *in * (size_t)P);
+  memcpy(in + P, tok, sizeof *in * (size_t)(len - 1));
+  const int64_t T = P + len - 1;
+  bool prev = lt_set_grad_enabled(false);
+  lt_scope *s = lt_scope_begin();
+  lt_tensor *x = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(1, T), in));
+  lt_tensor *mem = src1 ? LT_NN(lt_transformer_encode(m, src1, pad1, NULL)) : NULL;
+  lt_tensor *lp = LT_NN(lt_log_softmax(LT_NN(lt_transformer_decode(m, x, NULL, mem, pad1, 0, NULL)), -1));
+  const int64_t V = lp->shape[2];
+  double *v = malloc(sizeof *v * (size_t)(T * V)), sum = 0;
+  LT_OK_OR_FAIL(lt_tensor_read(lp, LT_DTYPE_F64, v, T * V));
+  for (int64_t i = 0; i < len; i++) sum += v[(P - 1 + i) * V + tok[i]];
+  free(v);
+  lt_scope_end(s);
+  lt_set_grad_enabled(prev);
+  return sum;
+}
+
+START_TEST(strategy_properties) {
+  const int64_t V = 13;
+  for (int arch = 0; arch < N_ARCH; arch++) {
+    lt_transformer *m = tiny_model(arch, V, 7 + (uint64_t)arch);
+    lt_tensor *src, *pad, *prompt;
+    make_input(arch, &src, &pad, &prompt);
+    lt_generator *g = lt_generator_new(3);
+    lt_decode_opts o = strategy_opts(0, g);
+    lt_decode_result greedy = run(m, src, pad, prompt, &o);
+    /* beam width 1 = greedy (tokens) */
+    o.strategy = LT_DECODE_BEAM, o.beam_width = 1, o.length_penalty = 0.0;
+    lt_decode_result b1 = run(m, src, pad, prompt, &o);
+    ck_assert_msg(lt_equal(b1.tokens, greedy.tokens), "%s: beam width 1 differs from greedy", ARCH_NAMES[arch]);
+    LT_ASSERT_CLOSE(b1.scores, greedy.scores, 0.0, 1e-9); /* alpha 0: the same sums */
+    /* top_k 1 = greedy, whatever the temperature */
+    o = strategy_opts(2, g);
+    o.top_k = 1, o.temperature = 5.0, o.top_p = 1.0;
+    lt_decode_result k1 = run(m, src, pad, prompt, &o);
+    ck_assert_msg(lt_equal(k1.tokens, greedy.tokens), "%s: top_k 1 differs from greedy", ARCH_NAMES[arch]);
+    LT_ASSERT_CLOSE(k1.scores, greedy.scores, 0.0, 1e-9);
+    /* sampling: the same seed gives the same tokens, another seed other tokens */
+    o = strategy_opts(2, g);
+    o.temperature = 3.0, o.top_k = 0, o.top_p = 1.0, o.eos_id = -1;
+    LT_OK_OR_FAIL(reseed(g, 9));
+    lt_decode_result s1 = run(m, src, pad, prompt, &o);
+    LT_OK_OR_FAIL(reseed(g, 9));
+    lt_decode_result s2 = run(m, src, pad, prompt, &o);
+    LT_OK_OR_FAIL(reseed(g, 10));
+    lt_decode_result s3 = run(m, src, pad, prompt, &o);
+    ck_assert(lt_equal(s1.tokens, s2.tokens));
+    ck_assert_msg(!lt_equal(s1.tokens, s3.tokens), "%s: seeds 9 and 10 sampled the same", ARCH_NAMES[arch]);
+    /* top_p small keeps only the most likely token: greedy again */
+    o.top_p = 1e-6, o.eos_id = 2;
+    lt_decode_result p0 = run(m, src, pad, prompt, &o);
+    ck_assert(lt_equal(p0.tokens, greedy.tokens));
+    /* eos -1: every row makes exactly max_new tokens */
+    o = strategy_opts(0, g);
+    o.eos_id = -1, o.max_new = 9;
+    lt_decode_result nm = run(m, src, pad, prompt, &o);
+    ck_assert_int_eq(nm.tokens->shape[1], 9);
+    int64_t lens[3];
+    LT_OK_OR_FAIL(lt_tensor_read(nm.lengths, LT_DTYPE_I64, lens, 3));
+    ck_assert(lens[0] == 9 && lens[1] == 9 && lens[2] == 9);
+    /* stop at <eos>: make row 0's first greedy token the end token */
+    int64_t first;
+    int64_t all9[27];
+    LT_OK_OR_FAIL(lt_tensor_read(nm.tokens, LT_DTYPE_I64, all9, 27));
+    first = all9[0];
+    o.eos_id = first;
+    lt_decode_result st = run(m, src, pad, prompt, &o);
+    LT_OK_OR_FAIL(lt_tensor_read(st.lengths, LT_DTYPE_I64, lens, 3));
+    ck_assert_int_eq(lens[0], 1);
+    /* max_new 0: nothing */
+    o.max_new = 0;
+    lt_decode_result z = run(m, src, pad, prompt, &o);
+    ck_assert_int_eq(z.tokens->shape[1], 0);
+    /* beam: the score is the teacher-forced sum over length^alpha, and the cache agrees */
+    o = strategy_opts(1, g);
+    o.beam_width = 4, o.length_penalty = 1.0;
+    lt_decode_result bm = run(m, src, pad, prompt, &o);
+    int64_t btok[3 * 12], blen[3];
+    double bsc[3];
+    const int64_t L = bm.tokens->shape[1];
+    LT_OK_OR_FAIL(lt_tensor_read(bm.tokens, LT_DTYPE_I64, btok, 3 * L));
+    LT_OK_OR_FAIL(lt_tensor_read(bm.lengths, LT_DTYPE_I64, blen, 3));
+    LT_OK_OR_FAIL(lt_tensor_read(bm.scores, LT_DTYPE_F64, bsc, 3));
+    for (int64_t r = 0; r < 3; r++) {
+      int64_t prefix[8] = {1};
+      int64_t P = 1;
+      lt_tensor *s1r = NULL, *p1r = NULL;
+      if (src) {
+        s1r = LT_NN(lt_narrow(src, 0, r, 1));
+        p1r = LT_NN(lt_narrow(pad, 0, r, 1));
+      } else {
+        P = 4;
+        lt_tensor *pr = LT_NN(lt_narrow(prompt, 0, r, 1));
+        LT_OK_OR_FAIL(lt_tensor_read(pr, LT_DTYPE_I64, prefix, 4));
+        lt_tensor_free(pr);
+      }
+      const double want = forced_logp(m, s1r, p1r, prefix, P, btok + r * L, blen[r]) / (double)blen[r];
+      ck_assert_msg(fabs(want - bsc[r]) < 1e-5, "%s row %lld: beam score %.8f, teacher-forced %.8f",
+                    ARCH_NAMES[arch], (long long)r, bsc[r], want);
+      lt_tensor_free(s1r), lt_tensor_free(p1r);
+    }
+    lt_decode_result *all[] = {&greedy, &b1, &k1, &s1, &s2, &s3, &p0, &nm, &st, &z, &bm};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lt_decode_result_free(all[i]);
+    lt_generator_free(g);
+    free3(src, pad, prompt);
+    lt_transformer_free(m);
+  }
+}
+END_TEST
+
+START_TEST(context_window_past_max_len) {
+  /* decoder-only: prompt 4 + 30 new tokens > max_len 24: the window slides,
+   * cached and uncached agree (the cache is rebuilt each step past the window) */
+  for (int arch = ARCH_GPT; arch < N_ARCH; arch++) {
+    lt_transformer *m = tiny_model(arch, 13, 5);
+    lt_tensor *src, *pad, *prompt;
+    make_input(arch, &src, &pad, &prompt);
+    for (int s = 0; s < 3; s++) {
+      lt_generator *g = lt_generator_new(1);
+      lt_decode_opts o = strategy_opts(s, g);
+      o.max_new = 30, o.eos_id = -1, o.context = s == 0 ? 0 : 10;
+      lt_decode_result a = run(m, src, pad, prompt, &o);
+      LT_OK_OR_FAIL(reseed(g, 1));
+      o.no_cache = true;
+      lt_decode_result b = run(m, src, pad, prompt, &o);
+      assert_same_result(&a, &b, ARCH_NAMES[arch]);
+      ck_assert_int_eq(a.tokens->shape[1], 30);
+      lt_decode_result_free(&a);
+      lt_decode_result_free(&b);
+      lt_generator_free(g);
+    }
+    /* the old entry point keeps working on the same loop */
+    lt_tensor *y = LT_NN(lt_tf_generate(m, prompt, 5, 0, 0.0, 0, NULL));
+    ck_assert_int_eq(y->shape[1], 9);
+    lt_tensor_free(y);
+    free3(src, pad, prompt);
+    lt_transformer_free(m);
+  }
+}
+END_TEST
+
+START_TEST(encoder_only_and_errors) {
+  const int64_t V = 13;
+  /* the encoder-only model classifies; it does not generate */
+  lt_tf_config c = lt_tf_config_default(LT_TF_ENCODER_ONLY);
+  c.vocab_size = V, c.d_model = 16, c.n_heads = 2, c.n_kv_heads = 2, c.d_ff = 32, c.max_len = 24, c.n_classes = 3;
+  c.n_enc_layers = 1;
+  lt_generator *g = lt_generator_new(2);
+  lt_transformer *enc = lt_transformer_new(&c, g);
+  ck_assert(enc != NULL);
+  lt_tensor *src, *pad, *prompt;
+  make_input(ARCH_ENCDEC, &src, &pad, &prompt);
+  bool prev = lt_set_grad_enabled(false);
+  lt_tensor *logits = LT_NN(lt_transformer_classify(enc, src, pad, NULL));
+  lt_tensor *label = LT_NN(lt_argmax(logits, -1, false));
+  LT_ASSERT_SHAPE(label, 3);
+  lt_set_grad_enabled(prev);
+  lt_decode_result r = {0};
+  LT_EXPECT_ERR(lt_tf_decode(enc, src, pad, NULL, NULL, &r), LT_ERR_INVALID, "encoder-only");
+  ck_assert(!lt_tf_cache_new(enc, 4));
+
+  lt_transformer *s2s = tiny_model(ARCH_ENCDEC, V, 1), *gpt = tiny_model(ARCH_GPT, V, 1);
+  lt_tensor *dummy;
+  make_input(ARCH_GPT, &dummy, &dummy, &prompt);
+  lt_decode_opts o = lt_decode_defaults();
+  o.max_new = 5;
+  LT_EXPECT_ERR(lt_tf_decode(NULL, src, pad, NULL, &o, &r), LT_ERR_NULL, "model");
+  LT_EXPECT_ERR(lt_tf_decode(s2s, src, pad, NULL, &o, NULL), LT_ERR_NULL, "out");
+  LT_EXPECT_ERR(lt_tf_decode(s2s, NULL, NULL, NULL, &o, &r), LT_ERR_NULL, "src");
+  LT_EXPECT_ERR(lt_tf_decode(s2s, src, pad, prompt, &o, &r), LT_ERR_INVALID, "prompt given to an encoder-decoder");
+  LT_EXPECT_ERR(lt_tf_decode(gpt, src, NULL, prompt, &o, &r), LT_ERR_INVALID, "decoder-only");
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, NULL, &o, &r), LT_ERR_NULL, "prompt");
+  /* empty input */
+  lt_tensor *empty = LT_NN(lt_zeros(LT_DTYPE_I64, LT_SHAPE(1, 0)));
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, empty, &o, &r), LT_ERR_SHAPE, "empty input");
+  LT_EXPECT_ERR(lt_tf_decode(s2s, empty, NULL, NULL, &o, &r), LT_ERR_SHAPE, "empty input");
+  /* ids outside the vocabulary, floats */
+  lt_tensor *big = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(1, 2), ((int64_t[]){4, 13})));
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, big, &o, &r), LT_ERR_INVALID, "id 13 at flat index 1");
+  lt_tensor *fl = LT_NN(lt_to_dtype(prompt, LT_DTYPE_F32));
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, fl, &o, &r), LT_ERR_DTYPE, "prompt");
+  /* lengths beyond the model's positions */
+  lt_tensor *longsrc = LT_NN(lt_full(LT_DTYPE_I64, LT_SHAPE(1, 25), 4.0));
+  LT_EXPECT_ERR(lt_tf_decode(s2s, longsrc, NULL, NULL, &o, &r), LT_ERR_INVALID, "max_len");
+  o.max_new = 25;
+  LT_EXPECT_ERR(lt_tf_decode(s2s, src, pad, NULL, &o, &r), LT_ERR_INVALID, "max_new 25");
+  o.max_new = -1;
+  LT_EXPECT_ERR(lt_tf_decode(s2s, src, pad, NULL, &o, &r), LT_ERR_INVALID, "max_new");
+  /* options */
+  o = lt_decode_defaults();
+  o.strategy = LT_DECODE_SAMPLE;
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_NULL, "generator");
+  o.gen = g, o.temperature = 0.0;
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "temperature");
+  o.temperature = 1.0, o.top_p = 0.0;
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "top_p");
+  o = lt_decode_defaults();
+  o.strategy = LT_DECODE_BEAM, o.beam_width = 0;
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "beam_width");
+  o.beam_width = 2, o.length_penalty = -1;
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "length_penalty");
+  o = lt_decode_defaults();
+  o.eos_id = V;
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "eos");
+  o = lt_decode_defaults();
+  o.strategy = (lt_decode_strategy)9;
+  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "strategy");
+  ck_assert(!r.tokens && !r.lengths && !r.scores);
+  lt_decode_result_free(NULL);
+
+  lt_tensor *ts[] = {src, pad, prompt, logits, label, empty, big, fl, longsrc};
+  for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lt_tensor_free(ts[i]);
+  lt_transformer_free(enc), lt_transformer_free(s2s), lt_transformer_free(gpt);
+  lt_generator_free(g);
+}
+END_TEST
+
+/* ======================================================================== */
+/* The program                                                              */
+/* ======================================================================== */
+
+#ifdef LT_GENERATE_EXE
+static char tmpdir[256];
+
+static const char *in_tmp(const char *name) {
+  static char buf[4][512];
+  static int i;
+  i = (i + 1) % 4;
+  snprintf(buf[i], sizeof buf[i], "%s/%s", tmpdir, name);
+  return buf[i];
+}
+
+/* Runs generate with args (shell words), stdout to out.txt, stderr to err.txt;
+ * returns the exit status. */
+static int gen(const char *args, const char *stdin_text) {
+  char cmd[4096];
+  if (stdin_text) {
+    FILE *f = fopen(in_tmp("stdin.txt"), "w");
+    ck_assert(f);
+    fputs(stdin_text, f);
+    fclose(f);
+  }
+  snprintf(cmd, sizeof cmd, "'%s' %s < '%s' > '%s' 2> '%s'", LT_GENERATE_EXE, args,
+           stdin_text ? in_tmp("stdin.txt") : "/dev/null", in_tmp("out.txt"), in_tmp("err.txt"));
+  int st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static char *slurp(const char *name) {
+  FILE *f = fopen(in_tmp(name), "rb");
+  ck_assert(f);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static int count_lines(const char *s) {
+  int n = 0;
+  for (; *s; s++) n += *s == '\n';
+  return n;
+}
+
+/* A checkpoint as `train` writes it: a training state with the configuration
+ * and the tokenizer (and the class names for the classifier). */
+static void write_checkpoint(const char *path, lt_tf_arch arch) {
+  const char *text = "abcdefgh 0123456789";
+  lt_tokenizer *tok = lt_tokenizer_new_char(text, strlen(text));
+  ck_assert(tok);
+  lt_tf_config c = lt_tf_config_default(arch);
+  c.vocab_size = lt_tokenizer_vocab_size(tok);
+  c.d_model = 16, c.n_heads = 2, c.n_kv_heads = 2, c.d_ff = 32, c.max_len = 24;
+  c.n_enc_layers = arch == LT_TF_DECODER_ONLY ? 0 : 1;
+  c.n_dec_layers = arch == LT_TF_ENCODER_ONLY ? 0 : 1;
+  if (arch == LT_TF_ENCODER_ONLY) c.n_classes = 2;
+  lt_generator *g = lt_generator_new(4);
+  lt_transformer *m = lt_transformer_new(&c, g);
+  ck_assert(m);
+  lt_ckpt_meta *config = lt_ckpt_meta_new(), *extra = lt_ckpt_meta_new();
+  LT_OK_OR_FAIL(lt_tf_config_to_meta(&c, config));
+  void *blob;
+  size_t size;
+  LT_OK_OR_FAIL(lt_tokenizer_serialize(tok, &blob, &size));
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_bytes(extra, "tokenizer", blob, size));
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_bytes(extra, "classes", "neg\npos\n", 8));
+  free(blob);
+  lt_train_state st = {.params = lt_transformer_params(m)};
+  LT_OK_OR_FAIL(lt_ckpt_save_training(path, &st, config, extra, NULL));
+  lt_ckpt_meta_free(config), lt_ckpt_meta_free(extra);
+  lt_transformer_free(m);
+  lt_generator_free(g);
+  lt_tokenizer_free(tok);
+}
+
+START_TEST(program_end_to_end) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lt_test_decode_XXXXXX");
+  ck_assert(mkdtemp(tmpdir));
+  char ed[600], lm[600], cl[600], args[2048];
+  snprintf(ed, sizeof ed, "%s", in_tmp("s2s.h5"));
+  snprintf(lm, sizeof lm, "%s", in_tmp("lm.h5"));
+  snprintf(cl, sizeof cl, "%s", in_tmp("cls.h5"));
+  write_checkpoint(ed, LT_TF_ENCODER_DECODER);
+  write_checkpoint(lm, LT_TF_DECODER_ONLY);
+  write_checkpoint(cl, LT_TF_ENCODER_ONLY);
+
+  ck_assert_int_eq(gen("--help", NULL), 0);
+  ck_assert(strstr(slurp("out.txt"), "--top-p"));
+  /* encoder-decoder: arguments, standard input, a file; every strategy, cached or not */
+  snprintf(args, sizeof args, "--checkpoint '%s' --max-len 10 abc 123 'h g f'", ed);
+  ck_assert_int_eq(gen(args, NULL), 0);
+  static char first[1 << 16];
+  snprintf(first, sizeof first, "%s", slurp("out.txt"));
+  ck_assert_int_eq(count_lines(first), 3);
+  snprintf(args, sizeof args, "--checkpoint '%s' --max-len 10 --no-cache --batch 2 abc 123 'h g f'", ed);
+  ck_assert_int_eq(gen(args, NULL), 0);
+  ck_assert_str_eq(slurp("out.txt"), first);
+  snprintf(args, sizeof args, "--checkpoint '%s' --max-len 10 --input -", ed);
+  ck_assert_int_eq(gen(args, "abc\n123\nh g f\n"), 0);
+  ck_assert_str_eq(slurp("out.txt"), first);
+  for (int nc = 0; nc < 2; nc++) {
+    static char out0[1 << 16];
+    snprintf(args, sizeof args, "--checkpoint '%s' --strategy beam --beam 3 --length-penalty 0.6 --max-len 8 %s "
+             "--scores abc 12", ed, nc ? "--no-cache" : "");
+    ck_assert_int_eq(gen(args, NULL), 0);
+    snprintf(out0, sizeof out0, "%s", slurp("out.txt"));
+    ck_assert_int_eq(count_lines(out0), 2);
+    ck_assert(strchr(out0, '\t'));
+  }
+  snprintf(args, sizeof args, "--checkpoint '%s' --strategy sample --temperature 0.8 --top-k 5 --top-p 0.9 "
+           "--seed 3 --max-len 8 abc 12", ed);
+  ck_assert_int_eq(gen(args, NULL), 0);
+  snprintf(first, sizeof first, "%s", slurp("out.txt"));
+  ck_assert_int_eq(gen(args, NULL), 0);
+  ck_assert_str_eq(slurp("out.txt"), first); /* the same seed, the same text */
+  /* decoder-only: prompts of different lengths in one batch */
+  snprintf(args, sizeof args, "--checkpoint '%s' --max-len 6 ab abc 1 abcd", lm);
+  ck_assert_int_eq(gen(args, NULL), 0);
+  ck_assert_int_eq(count_lines(slurp("out.txt")), 4);
+  /* encoder-only: a label per line */
+  snprintf(args, sizeof args, "--checkpoint '%s' abc 12 hh", cl);
+  ck_assert_int_eq(gen(args, NULL), 0);
+  const char *labels = slurp("out.txt");
+  ck_assert_int_eq(count_lines(labels), 3);
+  ck_assert(strstr(labels, "neg") || strstr(labels, "pos"));
+  /* unknown characters become <unk> with a warning */
+  snprintf(args, sizeof args, "--checkpoint '%s' --max-len 4 'abz'", ed);
+  ck_assert_int_eq(gen(args, NULL), 0);
+  ck_assert(strstr(slurp("err.txt"), "<unk>"));
+
+  /* errors: a clear message and a non-zero exit */
+  struct {
+    const char *args, *in, *msg;
+  } bad[] = {
+      {"--checkpoint '%s' --bogus abc", NULL, "--bogus"},
+      {"--checkpoint '%s' --strategy greedyy abc", NULL, "greedyy"},
+      {"--checkpoint '%s' --top-p 1.5 abc", NULL, "top-p"},
+      {"--checkpoint '%s' --input -", "", "no input"},
+      {"--checkpoint '%s' --input -", "abc\n\n12\n", "line 2 is empty"},
+      {"--checkpoint '%s' ''", NULL, "empty"},
+      {"--checkpoint '%s' 0123456789012345678901234", NULL, "longer than"},
+      {"--checkpoint '%s' --max-len 100 abc", NULL, "--max-len"},
+      {"--checkpoint '%s/missing.h5' abc", NULL, "missing.h5"},
+      {"--checkpoint '%s' --input '/nonexistent/in.txt'", NULL, "in.txt"},
+      {"abc %s", NULL, "--checkpoint"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char a[1024];
+    snprintf(a, sizeof a, bad[i].args, strstr(bad[i].msg, "missing") ? tmpdir : ed);
+    int rc = gen(a, bad[i].in);
+    const char *err = slurp("err.txt");
+    ck_assert_msg(rc != 0, "generate %s: exit 0", a);
+    ck_assert_msg(strstr(err, bad[i].msg), "generate %s: stderr lacks '%s':\n%s", a, bad[i].msg, err);
+  }
+  /* a file that is not a checkpoint */
+  FILE *f = fopen(in_tmp("junk.h5"), "w");
+  fputs("not a checkpoint", f);
+  fclose(f);
+  snprintf(args, sizeof args, "--checkpoint '%s' abc", in_tmp("junk.h5"));
+  ck_assert_int_ne(gen(args, NULL), 0);
+  ck_assert(strstr(slurp("err.txt"), "junk.h5"));
+  /* a model-only checkpoint (no tokenizer), and a checkpoint of something that is not a Transformer */
+  {
+    lt_tf_config c = tiny_config(ARCH_GPT, 13);
+    lt_generator *g = lt_generator_new(1);
+    lt_transformer *m = lt_transformer_new(&c, g);
+    lt_ckpt_meta *config = lt_ckpt_meta_new();
+    LT_OK_OR_FAIL(lt_tf_config_to_meta(&c, config));
+    LT_OK_OR_FAIL(lt_ckpt_save_params(in_tmp("model_only.h5"), lt_transformer_params(m), config, NULL));
+    snprintf(args, sizeof args, "--checkpoint '%s' abc", in_tmp("model_only.h5"));
+    ck_assert_int_eq(gen(args, NULL), 1);
+    ck_assert(strstr(slurp("err.txt"), "holds a model only"));
+    lt_params *p = lt_params_new();
+    lt_linear_m lin;
+    LT_OK_OR_FAIL(lt_linear_init(&lin, p, "fc", 4, 2, true, g));
+    lt_train_state st = {.params = p};
+    LT_OK_OR_FAIL(lt_ckpt_save_training(in_tmp("mlp.h5"), &st, NULL, NULL, NULL));
+    snprintf(args, sizeof args, "--checkpoint '%s' abc", in_tmp("mlp.h5"));
+    ck_assert_int_eq(gen(args, NULL), 1);
+    ck_assert(strstr(slurp("err.txt"), "not a Transformer checkpoint"));
+    lt_params_free(p);
+    lt_ckpt_meta_free(config);
+    lt_transformer_free(m);
+    lt_generator_free(g);
+  }
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (!getenv("LT_KEEP_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+END_TEST
+#endif
+
+int main(void) {
+  Suite *s = suite_create("decode");
+  TCase *tc = tcase_create("decode");
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, mha_cached_steps_match_full_forward);
+  tcase_add_test(tc, decode_step_matches_decode);
+  tcase_add_test(tc, cached_equals_uncached_every_arch_and_strategy);
+  tcase_add_test(tc, strategy_properties);
+  tcase_add_test(tc, context_window_past_max_len);
+  tcase_add_test(tc, encoder_only_and_errors);
+#ifdef LT_GENERATE_EXE
+  tcase_add_test(tc, program_end_to_end);
+#endif
+  suite_add_tcase(s, tc);
+  return lt_test_run(s);
+}

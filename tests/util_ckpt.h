@@ -1,0 +1,44 @@
+/*
+ * tests/util_ckpt.h: what the checkpoint tests share: a temporary directory
+ * per test (made by the checked fixture, removed with its contents after),
+ * paths in it, whole-file reads and writes, and HDF5's header (which
+ * tests/CMakeLists.txt does not put on the include path: Debian keeps it in
+ * /usr/include/hdf5/serial).
+ *
+ * What this is not: a checkpoint writer. Bad files are crafted in
+ * test_checkpoint_badfiles.c with plain HDF5 calls.
+ */
+#ifndef LT_TEST_UTIL_CKPT_H
+#define LT_TEST_UTIL_CKPT_H
+
+#if __has_include(<hdf5.h>)
+#include <hdf5.h>
+#else
+#include <hdf5/serial/hdf5.h>
+#endif
+#include <stddef.h>
+#include <sys/types.h>
+
+/* The current test's directory ("/tmp/lt_ckpt_XXXXXX" made unique). */
+extern char ckpt_tmpdir[256];
+/* Checked-fixture setup and teardown: makes ckpt_tmpdir (and switches HDF5's
+ * automatic error printing off: crafting calls may fail on purpose); removes
+ * it with everything in it. */
+void ckpt_tmpdir_make(void);
+void ckpt_tmpdir_remove(void);
+/* Removes dir and everything below it (symbolic links are not followed). */
+void ckpt_rm_rf(const char *dir);
+/* "<ckpt_tmpdir>/<name>" in one of 4 rotating static buffers. */
+char *ckpt_path(const char *name);
+
+/* The whole file (new, free it; one spare byte) and its size; fails the test
+ * if it cannot be read. */
+unsigned char *ckpt_read_file(const char *path, size_t *n);
+/* Writes n bytes as the whole file (fails the test if it cannot). */
+void ckpt_write_file(const char *path, const void *b, size_t n);
+/* The size of path (fails the test if it does not exist). */
+off_t ckpt_file_size(const char *path);
+/* Files in dir whose name marks a save's temporary (".lttmp."). */
+int ckpt_count_tmp_files(const char *dir);
+
+#endif
