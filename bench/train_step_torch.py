@@ -25,7 +25,8 @@ The models:
     else the explicit softmax(q k^T / sqrt(hs) + causal mask) v.
   encdec: nn.Transformer with its defaults (post-norm, ReLU, dropout 0.1,
     final encoder/decoder norms, batch_first) plus token embedding, learned
-    positions and dropout on the embedding sum, and an untied head without
+    positions (both N(0, 0.02^2), as libtensor initialises unscaled
+    embeddings) and dropout on the embedding sum, and an untied head without
     bias; causal target mask, no padding.
 """
 import argparse
@@ -108,6 +109,8 @@ class EncDec(nn.Module):
         super().__init__()
         self.embed = nn.Embedding(V, C)
         self.pos = nn.Embedding(T, C)
+        nn.init.normal_(self.embed.weight, 0.0, 0.02)  # as libtensor's unscaled embeddings
+        nn.init.normal_(self.pos.weight, 0.0, 0.02)
         self.drop = nn.Dropout(0.1)
         self.tf = nn.Transformer(d_model=C, nhead=NH, num_encoder_layers=L, num_decoder_layers=L,
                                  dim_feedforward=dff, dropout=0.1, batch_first=True)
