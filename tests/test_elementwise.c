@@ -198,6 +198,71 @@ START_TEST(test_unary_random_reference) {
 }
 END_TEST
 
+/* Derivatives in double for the ops whose backward is one fused kernel. */
+static double ref_dunary(lt_unary_op op, double x) {
+  const double pi = 3.14159265358979323846, k = sqrt(2 / pi), c = 0.044715;
+  switch (op) {
+    case LT_UNARY_TANH: return 1 - tanh(x) * tanh(x);
+    case LT_UNARY_SIGMOID: return exp(-x) / ((1 + exp(-x)) * (1 + exp(-x)));
+    case LT_UNARY_RELU: return x > 0 ? 1 : 0;
+    case LT_UNARY_GELU: return 0.5 * (1 + erf(x / sqrt(2))) + x * exp(-0.5 * x * x) / sqrt(2 * pi);
+    case LT_UNARY_GELU_TANH: {
+      const double t = tanh(k * (x + c * x * x * x));
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * k * (1 + 3 * c * x * x);
+    }
+    case LT_UNARY_SILU: return 1 / (1 + exp(-x)) * (1 + x * (1 - 1 / (1 + exp(-x))));
+    default: ck_abort_msg("no derivative for op %d", op);
+  }
+  return 0;
+}
+
+/* Backward of the activations (fused g * f'(x) kernels) against the double
+ * reference, f32 and f64, with a non-contiguous incoming gradient (a
+ * transposed view) and enough elements for the threaded path. */
+START_TEST(test_unary_backward_reference) {
+  const lt_unary_op ops[] = {LT_UNARY_TANH, LT_UNARY_SIGMOID, LT_UNARY_RELU,
+                             LT_UNARY_GELU, LT_UNARY_GELU_TANH, LT_UNARY_SILU};
+  for (size_t o = 0; o < sizeof ops / sizeof *ops; o++) {
+    for (int k = 0; k < 2; k++) {
+      BEGIN;
+      const lt_dtype dt = k ? F64 : F32;
+      lt_tensor *x = rand_tensor(dt, LT_SHAPE(70, 700), -8, 8);
+      LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+      lt_tensor *y = LT_NN(lt_unary(ops[o], x));
+      lt_tensor *gt = rand_tensor(dt, LT_SHAPE(700, 70), -2, 2);
+      lt_tensor *g = LT_NN(lt_transpose(gt, 0, 1)); /* [70, 700], strided */
+      LT_OK_OR_FAIL(lt_backward(y, g, false));
+      ck_assert(x->grad != NULL);
+      double *xv = vals(x), *gv = vals(g);
+      double *rv = malloc(sizeof(double) * (size_t)x->numel);
+      for (int64_t i = 0; i < x->numel; i++) rv[i] = gv[i] * ref_dunary(ops[o], xv[i]);
+      lt_tensor *ref = LT_NN(lt_tensor_from_copy(F64, x->ndim, x->shape, rv));
+      if (dt == F32)
+        LT_ASSERT_CLOSE(x->grad, ref, 1e-5, 1e-6);
+      else
+        LT_ASSERT_CLOSE(x->grad, ref, 1e-12, 1e-14);
+      free(xv);
+      free(gv);
+      free(rv);
+      END;
+    }
+  }
+  /* relu: gradient 0 at 0 and below, g above; f32 gelu_tanh far out: 0 and g. */
+  {
+    BEGIN;
+    lt_tensor *x = T(F32, LT_SHAPE(5), -1, 0, 2, -30, 30);
+    LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+    LT_OK_OR_FAIL(lt_backward(LT_NN(lt_relu(x)), T(F32, LT_SHAPE(5), 3, 3, 3, 3, 3), false));
+    LT_ASSERT_VALUES(x->grad, 0, 0, 0, 3, 0, 3);
+    lt_tensor *x2 = T(F32, LT_SHAPE(3), -30, 30, 0);
+    LT_OK_OR_FAIL(lt_requires_grad_(x2, true));
+    LT_OK_OR_FAIL(lt_backward(LT_NN(lt_gelu_tanh(x2)), T(F32, LT_SHAPE(3), 2, 2, 2), false));
+    LT_ASSERT_VALUES(x2->grad, 0, 0, 2, 1);
+    END;
+  }
+}
+END_TEST
+
 START_TEST(test_unary_int_dtypes) {
   BEGIN;
   lt_tensor *i = T(I32, LT_SHAPE(4), -3, 0, 2, 7);
@@ -986,6 +1051,7 @@ int main(void) {
       {"unary_values", test_unary_values},
       {"sigmoid_stable", test_sigmoid_stable},
       {"unary_random_reference", test_unary_random_reference},
+      {"unary_backward_reference", test_unary_backward_reference},
       {"unary_int_dtypes", test_unary_int_dtypes},
       {"binary_values", test_binary_values},
       {"binary_random_reference", test_binary_random_reference},
