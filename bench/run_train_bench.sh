@@ -81,6 +81,18 @@ case "$sysblas" in
   *) echo "system BLAS|" >>"$cands" ;;
 esac
 obdir=${TORCH_OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
+# Not installed: fetch Debian's OpenBLAS package and unpack it under the build
+# directory (nothing is installed; only torch's process sees it).
+if [ ! -f "$obdir/libblas.so.3" ] && [ -z "${TORCH_OPENBLAS_DIR:-}" ]; then
+  obroot="$build/openblas"
+  obdir="$obroot/usr/lib/x86_64-linux-gnu/openblas-pthread"
+  if [ ! -f "$obdir/libblas.so.3" ]; then
+    mkdir -p "$obroot"
+    (cd "$obroot" && apt-get download libopenblas0-pthread >/dev/null 2>&1 &&
+      dpkg -x libopenblas0-pthread_*.deb . ) ||
+      echo "# could not fetch libopenblas0-pthread (apt-get download): PyTorch gets only the system BLAS"
+  fi
+fi
 case "$sysblas" in
   *openblas*) ;;
   *) [ -f "$obdir/libblas.so.3" ] && echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$cands" ;;
