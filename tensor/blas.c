@@ -190,6 +190,46 @@ static lt_status gemm_split(lt_dtype dtype, int64_t m, int64_t n, int64_t k, dou
   return LT_OK;
 }
 
+/* A product with one row or one column of C (c[1,n] = a[1,k] b[k,n], or
+ * c[m,1] = a[m,k] b[k,1]) as BLIS's gemv: gemm would pack the whole matrix
+ * operand for a single row (74% of a cached decoding step, where every Linear
+ * has one row: docs/decoding.md), gemv streams it once. With nt > 1 threads
+ * the long dimension of C is split in blocks of 96 (like gemm_split), each
+ * block one single-threaded gemv; every element of C is the same dot product
+ * whatever the split, so results do not depend on the thread count. */
+static void gemv_split(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a, int64_t rsa,
+                       int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta, void *c, int64_t rsc,
+                       int64_t csc, int nt) {
+  const bool row = m == 1; /* c[1,n]: c^T = b^T a^T */
+  const int64_t dim = row ? n : m, tile = 96;
+  int64_t chunk = (dim + nt - 1) / nt;
+  chunk = (chunk + tile - 1) / tile * tile;
+  const int parts = (int)((dim + chunk - 1) / chunk);
+  const size_t es = dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double);
+#pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
+  for (int t = 0; t < parts; t++) {
+    const int64_t lo = (int64_t)t * chunk, len = lo + chunk <= dim ? chunk : dim - lo;
+    rntm_t rntm = BLIS_RNTM_INITIALIZER;
+    bli_rntm_set_num_threads(1, &rntm);
+    /* the matrix operand (b^T for a row, a for a column), its vector, C's block */
+    const trans_t tr = row ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+    const int64_t mr = row ? k : len, mc = row ? len : k;
+    const char *mat = row ? (const char *)b + (size_t)(lo * csb) * es : (const char *)a + (size_t)(lo * rsa) * es;
+    const int64_t rsm = row ? rsb : rsa, csm = row ? csb : csa;
+    const void *x = row ? a : b;
+    const int64_t incx = row ? csa : rsb, incy = row ? csc : rsc;
+    char *y = (char *)c + (size_t)(lo * incy) * es;
+    if (dtype == LT_DTYPE_F32) {
+      float al = (float)alpha, be = (float)beta;
+      bli_sgemv_ex(tr, BLIS_NO_CONJUGATE, mr, mc, &al, (float *)mat, rsm, csm, (float *)x, incx, &be, (float *)y,
+                   incy, NULL, &rntm);
+    } else {
+      bli_dgemv_ex(tr, BLIS_NO_CONJUGATE, mr, mc, &alpha, (double *)mat, rsm, csm, (double *)x, incx, &beta,
+                   (double *)y, incy, NULL, &rntm);
+    }
+  }
+}
+
 static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                       int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
                       void *c, int64_t rsc, int64_t csc, bool single) {
@@ -209,6 +249,13 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
    * the machine is oversubscribed (attention tests: 10x slower on 2 threads). */
   if ((double)m * (double)n * (double)k < LT__BLAS_SMALL_MACS) single = true;
   const int nt = single || omp_in_parallel() ? 1 : lt_get_num_threads();
+  /* Splitting a gemv over threads pays from the same size as gemm's
+   * (measured: smaller thresholds slowed decoding, thread wake-ups cost more
+   * than the bandwidth they add). */
+  if ((m == 1 || n == 1) && k > 0 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64)) {
+    gemv_split(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt);
+    return LT_OK;
+  }
   if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off())
     return gemm_split(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt);
   if (single) {

@@ -256,6 +256,43 @@ START_TEST(test_batched_paths_agree) {
 }
 END_TEST
 
+/* Products with one row or one column of the output (decoding: every Linear
+ * on one position) go through BLIS's gemv, split over threads from 2^22
+ * multiply-adds (these are 4.7M): values match
+ * the reference, through transposed and strided operands, and the bits are
+ * the same on 1 and 2 threads. */
+START_TEST(test_gemv_paths) {
+  for (int d = 0; d < 2; d++) {
+    lt_dtype dt = d ? LT_DTYPE_F64 : LT_DTYPE_F32;
+    lt_tensor *x = rnd(dt, LT_SHAPE(1, 1024)), *w = rnd(dt, LT_SHAPE(4608, 1024));
+    lt_tensor *wt = LT_NN(lt_transpose(w, 0, 1));            /* [1024, 4608], a view */
+    lt_tensor *xc = LT_NN(lt_transpose(x, 0, 1));            /* [1024, 1] */
+    lt_tensor *wide = rnd(dt, LT_SHAPE(1024, 9216));
+    lt_tensor *ws = LT_NN(lt_slice(wide, 1, 0, 9216, 2));    /* [1024, 4608], stride 2 */
+    lt_tensor *wst = LT_NN(lt_transpose(ws, 0, 1));          /* [4608, 1024], strided and transposed */
+    /* one row: x·W^T, x·(strided); one column: W·x^T, (strided^T)·x^T */
+    const lt_tensor *lhs[] = {x, x, w, wst};
+    const lt_tensor *rhs[] = {wt, ws, xc, xc};
+    int nt = lt_get_num_threads();
+    for (int i = 0; i < 4; i++) {
+      LT_OK_OR_FAIL(lt_set_num_threads(2));
+      lt_tensor *two = LT_NN(lt_matmul(lhs[i], rhs[i]));
+      LT_OK_OR_FAIL(lt_set_num_threads(1));
+      lt_tensor *one = LT_NN(lt_matmul(lhs[i], rhs[i]));
+      lt_tensor *ref = LT_NN(lt__matmul_ref(lhs[i], rhs[i]));
+      ck_assert_msg(same_bits(one, two), "case %d (%s): 1 and 2 threads differ", i, lt_dtype_name(dt));
+      LT_ASSERT_CLOSE(two, ref, d ? 1e-12 : 1e-4, d ? 1e-12 : 1e-4);
+      lt_tensor_free(two);
+      lt_tensor_free(one);
+      lt_tensor_free(ref);
+    }
+    LT_OK_OR_FAIL(lt_set_num_threads(nt));
+    lt_tensor *objs[] = {x, w, wt, xc, wide, ws, wst};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+  }
+}
+END_TEST
+
 /* Many random shapes, strides and broadcasts. */
 START_TEST(test_random_shapes) {
   for (int it = 0; it < 200; it++) {
@@ -445,6 +482,7 @@ int main(void) {
   tcase_add_test(tc, test_transposed_operands);
   tcase_add_test(tc, test_sliced_and_expanded_operands);
   tcase_add_test(tc, test_batched_paths_agree);
+  tcase_add_test(tc, test_gemv_paths);
   tcase_add_test(tc, test_random_shapes);
   tcase_add_test(tc, test_zero_size);
   tcase_add_test(tc, test_errors);
