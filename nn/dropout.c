@@ -42,10 +42,19 @@ DROPOUT_KERNEL(f32, float)
 DROPOUT_KERNEL(f64, double)
 
 /* scale = 1 / (1 - p), computed in the dtype as PyTorch's div_(1 - p). */
-static void drop_run(lt_dtype dt, void *y, const void *x, const uint8_t *keep, double p, int64_t n) {
-  if (dt == LT_DTYPE_F32) drop_f32(y, x, keep, 1.0f / (float)(1.0 - p), n);
-  else drop_f64(y, x, keep, 1.0 / (1.0 - p), n);
+static double drop_scale(lt_dtype dt, double p) {
+  return dt == LT_DTYPE_F32 ? (double)(1.0f / (float)(1.0 - p)) : 1.0 / (1.0 - p);
 }
+static void drop_run(lt_dtype dt, void *y, const void *x, const uint8_t *keep, double p, int64_t n) {
+  if (dt == LT_DTYPE_F32) drop_f32(y, x, keep, (float)drop_scale(dt, p), n);
+  else drop_f64(y, x, keep, drop_scale(dt, p), n);
+}
+
+/* tensor/random.c: keep = bernoulli(q) over n elements drawn from g, and
+ * y = x * (keep ? s : 0) in the same pass (x, y, keep contiguous; dt f32 or
+ * f64). Declared here rather than in tensor/internal.h (owned elsewhere). */
+void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double s, const void *x,
+                      void *y, uint8_t *keep);
 
 /* A contiguous copy of x (not recorded) or x itself. */
 static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
@@ -81,10 +90,15 @@ lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx) {
     y = lt_mul_scalar(x, 0.0);
     lt_set_grad_enabled(prev);
   } else {
+    /* One pass: the mask's words, the mask and y together (the values of
+     * lt_bernoulli(gen, bool, x's shape, 1 - p), and the generator advances
+     * as for it). */
     const lt_tensor *xc = as_contig(x, x->dtype, &xt);
-    keep = xc ? lt_bernoulli(ctx->gen, LT_DTYPE_BOOL, x->ndim, x->shape, 1.0 - p) : NULL;
+    keep = xc ? lt_empty(LT_DTYPE_BOOL, x->ndim, x->shape) : NULL;
     y = keep ? lt_empty(x->dtype, x->ndim, x->shape) : NULL;
-    if (y) drop_run(x->dtype, y->data, xc->data, keep->data, p, x->numel);
+    if (y)
+      lt__dropout_draw(ctx->gen, x->dtype, x->numel, 1.0 - p, drop_scale(x->dtype, p), xc->data,
+                       y->data, keep->data);
   }
   if (y && lt__record(y, LT__OP_dropout, 1, &x, keep ? 1 : 0, (const lt_tensor *[]){keep}, &aux,
                       sizeof aux) != LT_OK) {

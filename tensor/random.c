@@ -21,6 +21,8 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct lt_generator {
   uint64_t seed;
@@ -108,21 +110,33 @@ typedef struct fill_params {
   double p;                /* bernoulli */
 } fill_params;
 
-/* Philox over PHILOX_BATCH consecutive blocks b0, b0+1, ... at once, in
- * structure-of-arrays form (W[k][j] is word k of block b0 + j) so that the
- * compiler vectorises the rounds across blocks (32x32->64 multiplies). The
- * words are exactly those of philox_block (the layout tests check it). */
+/* Philox over PHILOX_BATCH consecutive blocks b0, b0+1, ... at once. The
+ * output is in element order: words[4*j + k] is word k of block b0 + j, the
+ * order in which the 4-element-per-block fills consume them. Three versions
+ * give the same words (the layout tests and the Random123 known-answer tests
+ * check them against philox4x32_10): AVX-512 (16 blocks in one vector per
+ * counter word; the 32x32->64 multiplies by _mm512_mul_epu32 on the even and
+ * odd lanes), AVX2 (two vectors of 8 blocks) and portable C. The fills pick
+ * one per draw (philox_pick) and pass it to their threads. */
 #define PHILOX_BATCH 16
-static void philox_batch(uint64_t seed, uint64_t offset, uint64_t b0,
-                         uint32_t W[4][PHILOX_BATCH]) {
-  uint32_t c0[PHILOX_BATCH], c1[PHILOX_BATCH], c2[PHILOX_BATCH], c3[PHILOX_BATCH];
+typedef void (*philox_batch_fn)(uint64_t seed, uint64_t offset, uint64_t b0,
+                                uint32_t words[4 * PHILOX_BATCH]);
+
+/* The counters of blocks b0 .. b0+15: low and middle words, and the carry. */
+static inline void philox_counters(uint64_t offset, uint64_t b0, uint32_t c0[PHILOX_BATCH],
+                                   uint32_t c1[PHILOX_BATCH], uint32_t c2[PHILOX_BATCH]) {
   for (int j = 0; j < PHILOX_BATCH; j++) {
     uint64_t lo = offset + b0 + (uint64_t)j;
     c0[j] = (uint32_t)lo;
     c1[j] = (uint32_t)(lo >> 32);
     c2[j] = lo < offset ? 1u : 0u;
-    c3[j] = 0;
   }
+}
+
+static void philox_batch_c(uint64_t seed, uint64_t offset, uint64_t b0,
+                           uint32_t words[4 * PHILOX_BATCH]) {
+  uint32_t c0[PHILOX_BATCH], c1[PHILOX_BATCH], c2[PHILOX_BATCH], c3[PHILOX_BATCH] = {0};
+  philox_counters(offset, b0, c0, c1, c2);
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   for (int r = 0; r < 10; r++) {
     for (int j = 0; j < PHILOX_BATCH; j++) {
@@ -139,11 +153,121 @@ static void philox_batch(uint64_t seed, uint64_t offset, uint64_t b0,
     k1 += PHILOX_W1;
   }
   for (int j = 0; j < PHILOX_BATCH; j++) {
-    W[0][j] = c0[j];
-    W[1][j] = c1[j];
-    W[2][j] = c2[j];
-    W[3][j] = c3[j];
+    words[4 * j] = c0[j];
+    words[4 * j + 1] = c1[j];
+    words[4 * j + 2] = c2[j];
+    words[4 * j + 3] = c3[j];
   }
+}
+
+#if defined(__x86_64__) && defined(__GNUC__)
+#define LT_PHILOX_X86 1
+#include <immintrin.h>
+
+/* hi and lo 32 bits of m * c in each 32-bit lane: the even lanes' products
+ * from one _mm512_mul_epu32, the odd lanes' from another on c >> 32. */
+__attribute__((target("avx512f"))) static inline void mulhilo512(__m512i m, __m512i c, __m512i *hi,
+                                                                  __m512i *lo) {
+  const __m512i pe = _mm512_mul_epu32(c, m), po = _mm512_mul_epu32(_mm512_srli_epi64(c, 32), m);
+  *lo = _mm512_mask_blend_epi32(0xAAAA, pe, _mm512_slli_epi64(po, 32));
+  *hi = _mm512_mask_blend_epi32(0xAAAA, _mm512_srli_epi64(pe, 32), po);
+}
+
+__attribute__((target("avx512f"))) static void philox_batch_avx512(uint64_t seed, uint64_t offset,
+                                                                   uint64_t b0,
+                                                                   uint32_t words[4 * PHILOX_BATCH]) {
+  uint32_t a0[PHILOX_BATCH], a1[PHILOX_BATCH], a2[PHILOX_BATCH];
+  philox_counters(offset, b0, a0, a1, a2);
+  __m512i c0 = _mm512_loadu_si512(a0), c1 = _mm512_loadu_si512(a1), c2 = _mm512_loadu_si512(a2);
+  __m512i c3 = _mm512_setzero_si512();
+  const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0), m1 = _mm512_set1_epi32((int)PHILOX_M1);
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    __m512i hi0, lo0, hi1, lo1;
+    mulhilo512(m0, c0, &hi0, &lo0);
+    mulhilo512(m1, c2, &hi1, &lo1);
+    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32((int)k0));
+    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32((int)k1));
+    c1 = lo1;
+    c3 = lo0;
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  /* Transpose to element order: a 4x4 transpose of 32-bit words inside each
+   * 128-bit lane (t: lane L of r_k is block 4L + k), then one of the lanes. */
+  const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
+  const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
+  const __m512i r0 = _mm512_unpacklo_epi64(t0, t2), r1 = _mm512_unpackhi_epi64(t0, t2);
+  const __m512i r2 = _mm512_unpacklo_epi64(t1, t3), r3 = _mm512_unpackhi_epi64(t1, t3);
+  const __m512i u0 = _mm512_shuffle_i32x4(r0, r1, 0x44), u1 = _mm512_shuffle_i32x4(r0, r1, 0xEE);
+  const __m512i u2 = _mm512_shuffle_i32x4(r2, r3, 0x44), u3 = _mm512_shuffle_i32x4(r2, r3, 0xEE);
+  _mm512_storeu_si512(words, _mm512_shuffle_i32x4(u0, u2, 0x88));
+  _mm512_storeu_si512(words + 16, _mm512_shuffle_i32x4(u0, u2, 0xDD));
+  _mm512_storeu_si512(words + 32, _mm512_shuffle_i32x4(u1, u3, 0x88));
+  _mm512_storeu_si512(words + 48, _mm512_shuffle_i32x4(u1, u3, 0xDD));
+}
+
+__attribute__((target("avx2"))) static inline void mulhilo256(__m256i m, __m256i c, __m256i *hi,
+                                                              __m256i *lo) {
+  const __m256i pe = _mm256_mul_epu32(c, m), po = _mm256_mul_epu32(_mm256_srli_epi64(c, 32), m);
+  *lo = _mm256_blend_epi32(pe, _mm256_slli_epi64(po, 32), 0xAA);
+  *hi = _mm256_blend_epi32(_mm256_srli_epi64(pe, 32), po, 0xAA);
+}
+
+__attribute__((target("avx2"))) static void philox_batch_avx2(uint64_t seed, uint64_t offset,
+                                                              uint64_t b0,
+                                                              uint32_t words[4 * PHILOX_BATCH]) {
+  uint32_t a0[PHILOX_BATCH], a1[PHILOX_BATCH], a2[PHILOX_BATCH];
+  philox_counters(offset, b0, a0, a1, a2);
+  __m256i c0[2], c1[2], c2[2], c3[2];
+  for (int h = 0; h < 2; h++) {
+    c0[h] = _mm256_loadu_si256((const __m256i *)(a0 + 8 * h));
+    c1[h] = _mm256_loadu_si256((const __m256i *)(a1 + 8 * h));
+    c2[h] = _mm256_loadu_si256((const __m256i *)(a2 + 8 * h));
+    c3[h] = _mm256_setzero_si256();
+  }
+  const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+  for (int r = 0; r < 10; r++) {
+    const __m256i kk0 = _mm256_set1_epi32((int)k0), kk1 = _mm256_set1_epi32((int)k1);
+    for (int h = 0; h < 2; h++) {
+      __m256i hi0, lo0, hi1, lo1;
+      mulhilo256(m0, c0[h], &hi0, &lo0);
+      mulhilo256(m1, c2[h], &hi1, &lo1);
+      c0[h] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[h]), kk0);
+      c2[h] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[h]), kk1);
+      c1[h] = lo1;
+      c3[h] = lo0;
+    }
+    k0 += PHILOX_W0;
+    k1 += PHILOX_W1;
+  }
+  /* Element order: 4x4 transposes inside the 128-bit lanes (lane L of r_k is
+   * block 4L + k of this half), then the lanes put in block order. */
+  for (int h = 0; h < 2; h++) {
+    const __m256i t0 = _mm256_unpacklo_epi32(c0[h], c1[h]), t1 = _mm256_unpackhi_epi32(c0[h], c1[h]);
+    const __m256i t2 = _mm256_unpacklo_epi32(c2[h], c3[h]), t3 = _mm256_unpackhi_epi32(c2[h], c3[h]);
+    const __m256i r0 = _mm256_unpacklo_epi64(t0, t2), r1 = _mm256_unpackhi_epi64(t0, t2);
+    const __m256i r2 = _mm256_unpacklo_epi64(t1, t3), r3 = _mm256_unpackhi_epi64(t1, t3);
+    uint32_t *o = words + 32 * h;
+    _mm256_storeu_si256((__m256i *)o, _mm256_permute2x128_si256(r0, r1, 0x20));
+    _mm256_storeu_si256((__m256i *)(o + 8), _mm256_permute2x128_si256(r2, r3, 0x20));
+    _mm256_storeu_si256((__m256i *)(o + 16), _mm256_permute2x128_si256(r0, r1, 0x31));
+    _mm256_storeu_si256((__m256i *)(o + 24), _mm256_permute2x128_si256(r2, r3, 0x31));
+  }
+}
+#endif
+
+/* The fastest version this CPU runs. LT_PHILOX=c|avx2|avx512 in the
+ * environment narrows the choice (the tests compare the versions). */
+static philox_batch_fn philox_pick(void) {
+#ifdef LT_PHILOX_X86
+  const char *e = getenv("LT_PHILOX");
+  const bool any = !e || !*e;
+  if ((any || !strcmp(e, "avx512")) && __builtin_cpu_supports("avx512f")) return philox_batch_avx512;
+  if ((any || !strcmp(e, "avx2")) && __builtin_cpu_supports("avx2")) return philox_batch_avx2;
+#endif
+  return philox_batch_c;
 }
 
 /* DEFINE_FILL(name, T, EPB, BODY) defines
@@ -157,14 +281,15 @@ static void philox_batch(uint64_t seed, uint64_t offset, uint64_t b0,
   static void name(T *restrict out, int64_t n, const fill_params *P) {          \
     const int64_t nb = (n + (EPB)-1) / (EPB);                                    \
     const int64_t nbatch = (nb + PHILOX_BATCH - 1) / PHILOX_BATCH;               \
+    const philox_batch_fn pb = philox_pick();                                    \
     _Pragma("omp parallel for schedule(static) if (n >= LT__PARALLEL_MIN)")      \
     for (int64_t bb = 0; bb < nbatch; bb++) {                                    \
-      uint32_t W[4][PHILOX_BATCH];                                               \
+      uint32_t words[4 * PHILOX_BATCH];                                          \
       const int64_t b0 = bb * PHILOX_BATCH;                                      \
-      philox_batch(P->seed, P->offset, (uint64_t)b0, W);                         \
+      pb(P->seed, P->offset, (uint64_t)b0, words);                               \
       for (int jb = 0; jb < PHILOX_BATCH && b0 + jb < nb; jb++) {                \
         const int64_t b = b0 + jb;                                               \
-        const uint32_t w[4] = {W[0][jb], W[1][jb], W[2][jb], W[3][jb]};          \
+        const uint32_t *w = words + 4 * jb;                                      \
         T vals[EPB];                                                             \
         BODY                                                                     \
         T *o = out + b * (EPB);                                                  \
@@ -214,11 +339,36 @@ DEFINE_FILL(fill_normal_f64, double, 2, {
   vals[1] = P->mean + P->std * (r * sin(a));
 })
 
-/* bernoulli, any dtype: element i = (word i%4 of block i/4) * 2^-32 < p. */
-#define DEFINE_BERNOULLI(name, T)                                    \
-  DEFINE_FILL(name, T, 4, {                                          \
-    for (int j = 0; j < 4; j++) vals[j] = (T)(u32(w[j]) < P->p);    \
-  })
+/* bernoulli, any dtype: element i = (word i%4 of block i/4) * 2^-32 < p.
+ * Both sides scaled by 2^32 (exact), that is word < ceil(p 2^32), computed as
+ * (word <= lim) & any in 32-bit integers (bern_threshold), which vectorises;
+ * a batch of blocks gives 4 * PHILOX_BATCH consecutive elements. */
+static void bern_threshold(double p, uint32_t *lim, uint32_t *any) {
+  const double t = ceil(p * 0x1p32); /* keep iff word < t */
+  *any = t >= 1.0;
+  *lim = t >= 0x1p32 ? UINT32_MAX : t >= 1.0 ? (uint32_t)(t - 1.0) : 0u;
+}
+
+#define BERN_EPBATCH (4 * PHILOX_BATCH)
+#define DEFINE_BERNOULLI(name, T)                                                    \
+  static void name(T *restrict out, int64_t n, const fill_params *P) {              \
+    const int64_t nbatch = (n + BERN_EPBATCH - 1) / BERN_EPBATCH;                    \
+    const philox_batch_fn pb = philox_pick();                                        \
+    uint32_t lim, any;                                                               \
+    bern_threshold(P->p, &lim, &any);                                                \
+    _Pragma("omp parallel for schedule(static) if (n >= LT__PARALLEL_MIN)")          \
+    for (int64_t bb = 0; bb < nbatch; bb++) {                                        \
+      uint32_t words[BERN_EPBATCH];                                                  \
+      pb(P->seed, P->offset, (uint64_t)(bb * PHILOX_BATCH), words);                  \
+      T *o = out + bb * BERN_EPBATCH;                                                \
+      const int64_t left = n - bb * BERN_EPBATCH;                                    \
+      if (left >= BERN_EPBATCH) {                                                    \
+        for (int i = 0; i < BERN_EPBATCH; i++) o[i] = (T)((words[i] <= lim) & any);  \
+      } else {                                                                       \
+        for (int i = 0; i < (int)left; i++) o[i] = (T)((words[i] <= lim) & any);     \
+      }                                                                              \
+    }                                                                                \
+  }
 DEFINE_BERNOULLI(fill_bernoulli_f32, float)
 DEFINE_BERNOULLI(fill_bernoulli_f64, double)
 DEFINE_BERNOULLI(fill_bernoulli_i32, int32_t)
@@ -401,6 +551,54 @@ lt_tensor *lt_bernoulli(lt_generator *g, lt_dtype dtype, int ndim, const int64_t
   }
   P.p = p;
   return draw_new("bernoulli", g, DIST_BERNOULLI, dtype, ndim, shape, &P);
+}
+
+/* ---- dropout's fused draw ---------------------------------------------- */
+
+/* For nn/dropout.c (declared there: no header holds internal nn hooks):
+ * keep[i] = the values lt_bernoulli(g, LT_DTYPE_BOOL, [n], q) would draw,
+ * y[i] = x[i] * (keep[i] ? s : 0), in one pass over the words without a
+ * separate mask draw; g advances exactly as for that draw. dt is f32 or f64
+ * (s is then a float widened to double); x, y, keep are contiguous. */
+#define DEFINE_DROPOUT(SUF, T)                                                          \
+  static void dropout_##SUF(const fill_params *P, int64_t n, const T *restrict x,       \
+                            T *restrict y, uint8_t *restrict keep, T s) {               \
+    const int64_t nbatch = (n + BERN_EPBATCH - 1) / BERN_EPBATCH;                        \
+    const philox_batch_fn pb = philox_pick();                                            \
+    uint32_t lim, any;                                                                   \
+    bern_threshold(P->p, &lim, &any);                                                    \
+    _Pragma("omp parallel for schedule(static) if (n >= LT__PARALLEL_MIN)")              \
+    for (int64_t bb = 0; bb < nbatch; bb++) {                                            \
+      uint32_t words[BERN_EPBATCH];                                                      \
+      pb(P->seed, P->offset, (uint64_t)(bb * PHILOX_BATCH), words);                      \
+      const int64_t o = bb * BERN_EPBATCH, left = n - o;                                 \
+      const int m = left >= BERN_EPBATCH ? BERN_EPBATCH : (int)left;                     \
+      if (m == BERN_EPBATCH) {                                                           \
+        for (int i = 0; i < BERN_EPBATCH; i++) {                                         \
+          const uint8_t k = (uint8_t)((words[i] <= lim) & any);                          \
+          keep[o + i] = k;                                                               \
+          y[o + i] = x[o + i] * (k ? s : (T)0);                                          \
+        }                                                                                \
+      } else {                                                                           \
+        for (int i = 0; i < m; i++) {                                                    \
+          const uint8_t k = (uint8_t)((words[i] <= lim) & any);                          \
+          keep[o + i] = k;                                                               \
+          y[o + i] = x[o + i] * (k ? s : (T)0);                                          \
+        }                                                                                \
+      }                                                                                  \
+    }                                                                                    \
+  }
+DEFINE_DROPOUT(f32, float)
+DEFINE_DROPOUT(f64, double)
+
+void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double s, const void *x,
+                      void *y, uint8_t *keep);
+void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double s, const void *x,
+                      void *y, uint8_t *keep) {
+  fill_params P = {.seed = g->seed, .offset = g->offset, .p = q};
+  if (dt == LT_DTYPE_F32) dropout_f32(&P, n, x, y, keep, (float)s);
+  else dropout_f64(&P, n, x, y, keep, s);
+  g->offset += blocks_for(n, 4);
 }
 
 /* ---- randperm: Fisher-Yates on a sequential word stream ----------------- */

@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/nn.h"
 #include "tensor/internal.h"
 #include "test_util.h"
 
@@ -142,6 +143,87 @@ START_TEST(test_layout_normal_bernoulli) {
   lt_tensor_free(n64);
   lt_tensor_free(bern);
   lt_generator_free(g);
+}
+END_TEST
+
+/* ---- the batched generator versions ------------------------------------- */
+
+/* Long draws (many batches of 16 blocks, a partial last one) through each
+ * version of the batched generator (LT_PHILOX: portable C, AVX2, AVX-512; a
+ * version the CPU lacks falls back to another), at offsets whose counters
+ * carry into the second and third words: uniform f32, bernoulli at p on and
+ * between the 2^-32 grid (the threshold compare is done in integers), and
+ * dropout's fused draw (the same mask, y = x * mask * scale). */
+START_TEST(test_layout_versions) {
+  const char *versions[] = {"c", "avx2", "avx512", ""};
+  const uint64_t seeds[] = {99, 0xDEADBEEFCAFEF00DULL};
+  const uint64_t offs[] = {0, 5, 0xFFFFFFFFull - 100, UINT64_MAX - 200};
+  const int64_t n = 4 * 16 * 5 + 37; /* 5 full batches and a partial one */
+  for (int v = 0; v < 4; v++) {
+    setenv("LT_PHILOX", versions[v], 1);
+    for (int si = 0; si < 2; si++)
+      for (int oi = 0; oi < 4; oi++) {
+        const uint64_t seed = seeds[si], off = offs[oi];
+        uint32_t *w = malloc(sizeof(uint32_t) * (size_t)n);
+        ck_assert(w);
+        for (int64_t i = 0; i < n; i += 4) {
+          uint32_t b[4];
+          block(seed, off, (uint64_t)i / 4, b);
+          for (int k = 0; k < 4 && i + k < n; k++) w[i + k] = b[k];
+        }
+        lt_generator *g = lt_generator_new(seed);
+        LT_OK_OR_FAIL(lt_generator_set_state(g, (lt_generator_state){seed, off}));
+        lt_tensor *u = LT_NN(lt_rand(g, LT_DTYPE_F32, LT_SHAPE(n)));
+        for (int64_t i = 0; i < n; i++)
+          ck_assert_msg(((float *)u->data)[i] == (float)(w[i] >> 8) * 0x1p-24f,
+                        "version %s seed %llx offset %llx: uniform element %lld", versions[v],
+                        (unsigned long long)seed, (unsigned long long)off, (long long)i);
+        lt_tensor_free(u);
+        const double ps[] = {0.0, 0.1, 0.5, 0.9, 1.0, 0x1p-33, 1.0 - 0x1p-33, (double)w[7] * 0x1p-32,
+                             ((double)w[7] + 0.5) * 0x1p-32, ((double)w[7] + 1.0) * 0x1p-32};
+        for (int pi = 0; pi < 10; pi++) {
+          lt_generator_state st = {seed, off};
+          LT_OK_OR_FAIL(lt_generator_set_state(g, st));
+          lt_tensor *b = LT_NN(lt_bernoulli(g, LT_DTYPE_BOOL, LT_SHAPE(n), ps[pi]));
+          const uint8_t *bb = b->data;
+          for (int64_t i = 0; i < n; i++)
+            ck_assert_msg(bb[i] == ((double)w[i] * 0x1p-32 < ps[pi]),
+                          "version %s offset %llx p %a: bernoulli element %lld", versions[v],
+                          (unsigned long long)off, ps[pi], (long long)i);
+          ck_assert_uint_eq(lt_generator_get_state(g).offset, off + (uint64_t)(n + 3) / 4);
+          lt_tensor_free(b);
+        }
+        /* dropout with p: the mask of bernoulli(1 - p), scaled by 1/(1 - p) */
+        for (int dt = 0; dt < 2; dt++) {
+          const lt_dtype d = dt ? LT_DTYPE_F64 : LT_DTYPE_F32;
+          const double p = 0.1;
+          lt_tensor *x = LT_NN(lt_rand(g, d, LT_SHAPE(n)));
+          lt_tensor *xc = LT_NN(lt_clone(x));
+          LT_OK_OR_FAIL(lt_generator_set_state(g, (lt_generator_state){seed, off}));
+          lt_nn_ctx ctx = {.training = true, .gen = g};
+          lt_tensor *y = LT_NN(lt_dropout(x, p, &ctx));
+          ck_assert_uint_eq(lt_generator_get_state(g).offset, off + (uint64_t)(n + 3) / 4);
+          ck_assert(same_bytes(x, xc));
+          for (int64_t i = 0; i < n; i++) {
+            const bool keep = (double)w[i] * 0x1p-32 < 1.0 - p;
+            double got, want;
+            if (dt) {
+              got = ((double *)y->data)[i];
+              want = ((double *)x->data)[i] * (keep ? 1.0 / (1.0 - p) : 0.0);
+            } else {
+              got = ((float *)y->data)[i];
+              want = ((float *)x->data)[i] * (keep ? 1.0f / (float)(1.0 - p) : 0.0f);
+            }
+            ck_assert_msg(got == want, "version %s: dropout %s element %lld: %a vs %a", versions[v],
+                          lt_dtype_name(d), (long long)i, got, want);
+          }
+          lt_tensor_free(x), lt_tensor_free(xc), lt_tensor_free(y);
+        }
+        lt_generator_free(g);
+        free(w);
+      }
+  }
+  unsetenv("LT_PHILOX");
 }
 END_TEST
 
@@ -521,6 +603,7 @@ int main(void) {
   tcase_add_test(tc, test_kat);
   tcase_add_test(tc, test_layout_uniform);
   tcase_add_test(tc, test_layout_normal_bernoulli);
+  tcase_add_test(tc, test_layout_versions);
   tcase_add_test(tc, test_same_seed_same_values);
   tcase_add_test(tc, test_state_resume);
   tcase_add_test(tc, test_threads_independent);
