@@ -29,6 +29,7 @@
 
 #include "autograd/internal.h"
 #include "tensor/internal.h"
+#include "tensor/vmath.h"
 
 #include <math.h>
 #include <omp.h>
@@ -185,8 +186,8 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
  * stat[i] = {max, log(sum exp(x - max))} in T.
  * ce_bwd: rows [r0, r1): dx = k_i * (exp((x - max) - logsum) - eps/V - (1-eps)[c == t]),
  * zeros for ignored rows. */
-#define CE_KERNELS(NAME, T, EXP)                                                                  \
-  static void ce_fwd_##NAME(const T *x, const int64_t *t, double *loss, T *stat, const ce_aux *a, \
+#define CE_KERNELS(NAME, T, EXP, CLONES)                                                          \
+  CLONES static void ce_fwd_##NAME(const T *x, const int64_t *t, double *loss, T *stat, const ce_aux *a, \
                             int64_t r0, int64_t r1) {                                             \
     const int64_t V = a->V;                                                                       \
     const double eps = a->eps;                                                                    \
@@ -226,7 +227,7 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
       loss[r] = eps > 0 ? (1 - eps) * nll + (eps / (double)V) * ((double)V * lse - LANES_SUM(sx)) : nll; \
     }                                                                                             \
   }                                                                                               \
-  static void ce_bwd_##NAME(T *dx, const T *x, const int64_t *t, const T *stat, const double *k,  \
+  CLONES static void ce_bwd_##NAME(T *dx, const T *x, const int64_t *t, const T *stat, const double *k,  \
                             const ce_aux *a, int64_t r0, int64_t r1) {                            \
     const int64_t V = a->V;                                                                       \
     for (int64_t r = r0; r < r1; r++) {                                                           \
@@ -241,8 +242,18 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
       dr[t[r]] = kr * ((EXP((xr[t[r]] - m) - ls) - sm) - (T)(1 - a->eps));                        \
     }                                                                                             \
   }
-CE_KERNELS(f32, float, expf)
-CE_KERNELS(f64, double, exp)
+/* f32 uses vmath's lt__vexpf (<= 2 ulp, branch-free, so the row loops
+ * vectorise; libm's expf is a scalar call) and is compiled for AVX-512,
+ * AVX2+FMA and baseline SSE2, picked at load time like tensor/elementwise.c
+ * (-std=c11 keeps -ffp-contract=off: every clone gives the same bits). f64
+ * keeps libm (gradient checks). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define CE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define CE_CLONES
+#endif
+CE_KERNELS(f32, float, lt__vexpf, CE_CLONES)
+CE_KERNELS(f64, double, exp, )
 
 /* ======================================================================== */
 /* Cross entropy: forward and backward                                      */

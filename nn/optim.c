@@ -310,10 +310,13 @@ typedef struct opt_hyper {
 } opt_hyper;
 
 /* The span kernels run over [0, n) of contiguous arrays with `omp simd`; the
- * driver below splits a tensor into blocks over the OpenMP threads. (GCC does
- * not vectorise the Adam span: sqrt keeps its errno branch without
- * -fno-math-errno, which a function attribute does not switch off. The step is
- * memory-bound and small next to a forward/backward pass.) */
+ * driver below splits a tensor into blocks over the OpenMP threads. GCC does
+ * not vectorise a loop calling sqrtf/sqrt: without -fno-math-errno (which a
+ * function attribute does not switch off) it keeps a branch to the libm call
+ * for errno. So the f32 Adam span runs in chunks of ADAM_CHUNK in three
+ * vectorised passes (moments; sqrt by SSE's sqrtps, correctly rounded like
+ * sqrtf; the parameter update), the same operations in the same order as the
+ * one-loop f64 span, so the same bits as a scalar loop. */
 
 #define OPT_SGD_SPAN(T, SUF)                                                                       \
   static void sgd_span_##SUF(int64_t n, T *restrict p, const T *restrict g, T *restrict buf,       \
@@ -363,8 +366,55 @@ OPT_SGD_SPAN(double, f64)
       OPT_ADAM_BODY(T, SQRT, 0)                                                                    \
     }                                                                                              \
   }
-OPT_ADAM_SPAN(float, f32, sqrtf)
 OPT_ADAM_SPAN(double, f64, sqrt)
+
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#include <immintrin.h>
+#define OPT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#define OPT_SQRT_SSE 1
+#else
+#define OPT_CLONES
+#endif
+
+#define ADAM_CHUNK 256
+OPT_CLONES static void adam_span_f32(int64_t n, float *restrict p, const float *restrict g,
+                                     float *restrict m, float *restrict v, const opt_hyper *h) {
+  const float decay = (float)h->decay, l2 = (float)h->l2, b1 = (float)h->beta1, b2 = (float)h->beta2,
+              c1 = (float)(1.0 - h->beta1), c2 = (float)(1.0 - h->beta2), eps = (float)h->eps,
+              nstep = (float)(-h->step_size), bc2s = (float)h->bc2_sqrt;
+  const bool use_l2 = h->l2 != 0;
+  float den[ADAM_CHUNK];
+  for (int64_t c0 = 0; c0 < n; c0 += ADAM_CHUNK) {
+    const int len = n - c0 < ADAM_CHUNK ? (int)(n - c0) : ADAM_CHUNK;
+    float *restrict pc = p + c0, *restrict mc = m + c0, *restrict vc = v + c0;
+    const float *restrict gc = g + c0;
+    /* moments (the gradient with Adam's L2 term) */
+    if (use_l2) {
+      _Pragma("omp simd") for (int i = 0; i < len; i++) {
+        const float gi = gc[i] + l2 * pc[i];
+        mc[i] = mc[i] * b1 + c1 * gi;
+        vc[i] = vc[i] * b2 + c2 * gi * gi;
+      }
+    } else {
+      _Pragma("omp simd") for (int i = 0; i < len; i++) {
+        const float gi = gc[i];
+        mc[i] = mc[i] * b1 + c1 * gi;
+        vc[i] = vc[i] * b2 + c2 * gi * gi;
+      }
+    }
+    /* sqrt(v) */
+    int i = 0;
+#ifdef OPT_SQRT_SSE
+    for (; i + 4 <= len; i += 4) _mm_storeu_ps(den + i, _mm_sqrt_ps(_mm_loadu_ps(vc + i)));
+#endif
+    for (; i < len; i++) den[i] = sqrtf(vc[i]);
+    /* p = p * (1 - lr wd) - step_size * m / (sqrt(v) / bc2_sqrt + eps) */
+    _Pragma("omp simd") for (int j = 0; j < len; j++) {
+      const float d = den[j] / bc2s + eps;
+      pc[j] = pc[j] * decay + nstep * mc[j] / d;
+    }
+  }
+}
 
 #define OPT_BLOCK 16384
 
