@@ -6,8 +6,12 @@
  * x's elements in row-major order (one lt_bernoulli draw, so the generator
  * advances as for any draw of x->numel bool elements), then
  *     y = x * (keep ? scale : 0),   scale = 1 / (1 - p) in x's dtype,
- * which is PyTorch's `input * bernoulli_(1 - p).div_(1 - p)`. The keep mask
- * is saved (one byte per element) and the backward is g * (keep ? scale : 0).
+ * which is PyTorch's `input * bernoulli_(1 - p).div_(1 - p)`. The forward
+ * draws the mask and applies it in one pass (lt__dropout_draw in
+ * tensor/random.c: the same mask values and generator advance as
+ * lt_bernoulli). The keep mask is saved (one byte per element; cheaper to
+ * read back than to recompute from the counters) and the backward is
+ * g * (keep ? scale : 0).
  * p == 1 gives x * 0 (zeros; NaN stays NaN as in PyTorch) without a draw.
  * Evaluation (ctx NULL or not training), p == 0 or an empty x: y is a view
  * of x recorded as identity (its gradient is g), and nothing is drawn.
