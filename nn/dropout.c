@@ -54,12 +54,6 @@ static void drop_run(lt_dtype dt, void *y, const void *x, const uint8_t *keep, d
   else drop_f64(y, x, keep, drop_scale(dt, p), n);
 }
 
-/* tensor/random.c: keep = bernoulli(q) over n elements drawn from g, and
- * y = x * (keep ? s : 0) in the same pass (x, y, keep contiguous; dt f32 or
- * f64). Declared here rather than in tensor/internal.h (owned elsewhere). */
-void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double s, const void *x,
-                      void *y, uint8_t *keep);
-
 /* A contiguous copy of x (not recorded) or x itself. */
 static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
   *tmp = NULL;

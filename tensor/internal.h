@@ -175,4 +175,11 @@ lt_status lt__blas_gemm_1t(lt_dtype dtype, int64_t m, int64_t n, int64_t k, doub
                            void *c, int64_t rsc, int64_t csc);
 void lt__blas_set_threads(int n);
 
+/* tensor/random.c, for nn/dropout.c: keep = bernoulli(q) over n elements
+ * drawn from g (advancing it as lt_bernoulli would), and
+ * y = x * (keep ? s : 0) in the same pass (x, y, keep contiguous; dt f32 or
+ * f64). */
+void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double s, const void *x, void *y,
+                      uint8_t *keep);
+
 #endif /* LT_TENSOR_INTERNAL_H */

@@ -592,8 +592,6 @@ DEFINE_DROPOUT(f32, float)
 DEFINE_DROPOUT(f64, double)
 
 void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double s, const void *x,
-                      void *y, uint8_t *keep);
-void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double s, const void *x,
                       void *y, uint8_t *keep) {
   fill_params P = {.seed = g->seed, .offset = g->offset, .p = q};
   if (dt == LT_DTYPE_F32) dropout_f32(&P, n, x, y, keep, (float)s);
