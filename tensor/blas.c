@@ -348,10 +348,13 @@ static bool sk_available(void) {
 }
 #endif
 
-/* Largest short side of C sent to each kernel (measured on Zen 5, f32,
- * docs/gemm.md: the dot kernel beats BLIS up to m = 64 and beyond, the axpy
- * kernel only up to m = 8). */
-#define LT__SK_DOT_MAX 64
+/* Where each kernel beats BLIS (measured on Zen 5, f32, docs/gemm.md): the
+ * dot kernel up to 32 rows, and up to 64 while B is at most 2^22 elements
+ * (at [64,4096]x[4096,4096] BLIS's packing pays off), from k = 64 (below, the
+ * final reductions cost more than the sums); the axpy kernel up to 8 rows. */
+#define LT__SK_DOT_MAX 32
+#define LT__SK_DOT_MAX_SMALL_B 64
+#define LT__SK_DOT_MIN_K 64
 #define LT__SK_AXPY_MAX 8
 
 /* Computes C with the skinny kernels and returns true, or returns false
@@ -380,7 +383,8 @@ static bool gemm_skinny(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double 
     rsc = csc;
     csc = x;
   }
-  const bool dot = csa == 1 && rsb == 1 && m <= LT__SK_DOT_MAX;
+  const bool dot = csa == 1 && rsb == 1 && k >= LT__SK_DOT_MIN_K &&
+                   (m <= LT__SK_DOT_MAX || (m <= LT__SK_DOT_MAX_SMALL_B && (double)k * (double)n <= 4194304.0));
   const bool axpy = !dot && csb == 1 && m <= LT__SK_AXPY_MAX;
   if (!dot && !axpy) return false;
   const int64_t tile = 96;

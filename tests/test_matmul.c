@@ -316,8 +316,8 @@ START_TEST(test_skinny_paths) {
     lt_tensor *x5t = LT_NN(lt_transpose(x5, 0, 1));          /* [600, 5] */
     lt_tensor *q = rnd(dt, LT_SHAPE(64, 64)), *kk = rnd(dt, LT_SHAPE(64, 64));
     lt_tensor *kkt = LT_NN(lt_transpose(kk, 0, 1));
-    lt_tensor *s3 = rnd(dt, LT_SHAPE(3, 7)), *s5 = rnd(dt, LT_SHAPE(5, 7)), *s75 = rnd(dt, LT_SHAPE(7, 5));
-    lt_tensor *s5t = LT_NN(lt_transpose(s5, 0, 1));          /* [7, 5] view */
+    lt_tensor *s3 = rnd(dt, LT_SHAPE(3, 70)), *s5 = rnd(dt, LT_SHAPE(5, 70)), *s75 = rnd(dt, LT_SHAPE(70, 5));
+    lt_tensor *s5t = LT_NN(lt_transpose(s5, 0, 1));          /* [70, 5] view */
     const lt_tensor *lhs[] = {x, w, x5, bst, q, q, s3, s3};
     const lt_tensor *rhs[] = {wt, xt, bs, x5t, kkt, kk, s5t, s75};
     int nt = lt_get_num_threads();
