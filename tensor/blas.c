@@ -359,8 +359,9 @@ static bool sk_available(void) {
 
 /* Computes C with the skinny kernels and returns true, or returns false
  * (nothing written) when the shape or layout is not theirs. m, n >= 2 here
- * (gemv takes one row or column). Threads split the long side of C in blocks
- * of 96 (a multiple of both kernels' blocks is not needed: see above). */
+ * (gemv takes one row or column). With nt > 1 threads the long side of C is
+ * split in blocks of 96, one kernel call each; an element's operations do
+ * not depend on where its block starts, so the bits do not depend on nt. */
 static bool gemm_skinny(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                         int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta, void *c,
                         int64_t rsc, int64_t csc, int nt) {
