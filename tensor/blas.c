@@ -5,6 +5,9 @@
  * does not recognise every CPU and would fall back to slow generic kernels:
  * on an AVX-512 AMD EPYC, 39 GFLOP/s per core against 204 with 'skx'), and
  * wraps bli_?gemm with general strides. Everything else calls lt__blas_gemm.
+ * Products with one row or column go to BLIS's gemv, and skinny ones (a few
+ * rows or columns of C) to two small AVX-512 kernels of this file, which
+ * BLIS 0.9's 'skx' set lacks ("sup" kernels; docs/gemm.md).
  */
 #include "tensor/internal.h"
 
