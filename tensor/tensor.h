@@ -107,7 +107,12 @@ const char *lt_status_message(lt_status s);
 /* Initialise the runtime: read LT_NUM_THREADS, choose the BLIS kernel set
  * (unless BLIS_ARCH_TYPE is already set by the user) and initialise BLIS.
  * Called automatically by the first op that needs it; calling it first is only
- * useful to catch an error early. Idempotent, thread-safe. */
+ * useful to catch an error early. Idempotent, thread-safe.
+ * Process-wide effect: with glibc, it raises malloc's mmap threshold to 32 MiB
+ * and its trim threshold to 512 MiB (mallopt), so that the memory a training
+ * step frees stays in the heap for the next step instead of being returned and
+ * faulted in again (docs/benchmarks.md). Set LT_MALLOC_TUNE=0 in the
+ * environment to keep glibc's defaults. */
 lt_status lt_init(void);
 
 /* One setting for BLIS and libtensor's OpenMP kernels together. n >= 1; the
