@@ -5,6 +5,9 @@
  * does not recognise every CPU and would fall back to slow generic kernels:
  * on an AVX-512 AMD EPYC, 39 GFLOP/s per core against 204 with 'skx'), and
  * wraps bli_?gemm with general strides. Everything else calls lt__blas_gemm.
+ * Products with one row or column go to BLIS's gemv, and skinny ones (a few
+ * rows or columns of C) to two small AVX-512 kernels of this file, which
+ * BLIS 0.9's 'skx' set lacks ("sup" kernels; docs/gemm.md).
  */
 #include "tensor/internal.h"
 
@@ -230,6 +233,195 @@ static void gemv_split(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double a
   }
 }
 
+/* ---- skinny products ---------------------------------------------------- */
+
+/* Products with few rows (or columns) of C, and small ones, written here with
+ * AVX-512 intrinsics. Debian's BLIS 0.9 registers no small/unpacked ("sup")
+ * kernels for 'skx' (the 'haswell' set has them, but its context is not
+ * reachable from the exported API while 'skx' is active), so every such
+ * product packs the whole of B and runs the 32x12 micro-kernel on a tile
+ * mostly of padding: [8,512]x[512,2048] with B a transposed view (a Linear's
+ * W^T) ran at 25 GFLOP/s against 140 here (docs/gemm.md, "Skinny and small
+ * products"). Two layouts, after orienting C so that its short side is m:
+ * - dot: A's rows and B's columns contiguous along k (x W^T, Q K^T): 4x4
+ *   blocks of C, each element a sum of 16-lane (8 for f64) partial sums over
+ *   k, reduced at the end;
+ * - axpy: B's rows contiguous along n (P V, dY W): 4 rows x 64 columns of C,
+ *   each element one FMA per p in order.
+ * In both, every element of C is a fixed sequence of operations that depends
+ * only on m, n, k and the layout, never on where its block starts: a split
+ * of n over threads gives the same bits. Compiled for AVX-512 with target
+ * attributes (the library is built without -march), chosen at run time. */
+#if (defined(__x86_64__) || defined(__i386__)) && (defined(__GNUC__) || defined(__clang__))
+#define LT__SK 1
+#include <immintrin.h>
+#define SK_TARGET __attribute__((target("avx512f,fma")))
+#define SK_DEFINE(T, S, VT, MT, VW)                                                                             \
+  /* dot: a[i*rsa + p], b[j*csb + p] */                                                                         \
+  SK_TARGET static void sk_dot_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int64_t rsa,          \
+                                   const T *b, int64_t csb, T beta, T *c, int64_t rsc, int64_t csc) {          \
+    const MT tail = (MT)((1u << (k % VW)) - 1);                                                                \
+    const int64_t kv = k - k % VW;                                                                             \
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {                                                                    \
+      const T *ar[4]; /* rows past m repeat the last (computed, not stored) */                                 \
+      for (int r = 0; r < 4; r++) ar[r] = a + (i0 + r < m ? i0 + r : m - 1) * rsa;                             \
+      for (int64_t j0 = 0; j0 < n; j0 += 4) {                                                                  \
+        const T *bq[4];                                                                                        \
+        for (int q = 0; q < 4; q++) bq[q] = b + (j0 + q < n ? j0 + q : n - 1) * csb;                           \
+        VT acc[4][4];                                                                                          \
+        for (int r = 0; r < 4; r++)                                                                            \
+          for (int q = 0; q < 4; q++) acc[r][q] = _mm512_setzero_##S();                                        \
+        for (int64_t p = 0; p <= kv; p += VW) {                                                                \
+          VT av[4], bv[4];                                                                                     \
+          if (p < kv) {                                                                                        \
+            for (int r = 0; r < 4; r++) av[r] = _mm512_loadu_##S(ar[r] + p);                                   \
+            for (int q = 0; q < 4; q++) bv[q] = _mm512_loadu_##S(bq[q] + p);                                   \
+          } else {                                                                                             \
+            if (!tail) break;                                                                                  \
+            for (int r = 0; r < 4; r++) av[r] = _mm512_maskz_loadu_##S(tail, ar[r] + p);                       \
+            for (int q = 0; q < 4; q++) bv[q] = _mm512_maskz_loadu_##S(tail, bq[q] + p);                       \
+          }                                                                                                    \
+          for (int r = 0; r < 4; r++)                                                                          \
+            for (int q = 0; q < 4; q++) acc[r][q] = _mm512_fmadd_##S(av[r], bv[q], acc[r][q]);                 \
+        }                                                                                                      \
+        for (int r = 0; r < 4 && i0 + r < m; r++)                                                              \
+          for (int q = 0; q < 4 && j0 + q < n; q++) {                                                          \
+            T v = alpha * _mm512_reduce_add_##S(acc[r][q]), *pc = c + (i0 + r) * rsc + (j0 + q) * csc;         \
+            *pc = beta == 0 ? v : v + beta * *pc;                                                              \
+          }                                                                                                    \
+      }                                                                                                        \
+    }                                                                                                          \
+  }                                                                                                            \
+  /* axpy: a[i*rsa + p*csa], b[p*rsb + j] */                                                                   \
+  SK_TARGET static void sk_axpy_##S(int64_t m, int64_t n, int64_t k, T alpha, const T *a, int64_t rsa,         \
+                                    int64_t csa, const T *b, int64_t rsb, T beta, T *c, int64_t rsc,           \
+                                    int64_t csc) {                                                             \
+    for (int64_t i0 = 0; i0 < m; i0 += 4) {                                                                    \
+      const T *ar[4];                                                                                          \
+      for (int r = 0; r < 4; r++) ar[r] = a + (i0 + r < m ? i0 + r : m - 1) * rsa;                             \
+      for (int64_t j0 = 0; j0 < n; j0 += 4 * VW) {                                                             \
+        MT mk[4]; /* lanes inside C */                                                                         \
+        for (int q = 0; q < 4; q++) {                                                                          \
+          const int64_t left = n - j0 - q * VW;                                                                \
+          mk[q] = left >= VW ? (MT)~(MT)0 : left <= 0 ? (MT)0 : (MT)((1u << left) - 1);                        \
+        }                                                                                                      \
+        VT acc[4][4];                                                                                          \
+        for (int r = 0; r < 4; r++)                                                                            \
+          for (int q = 0; q < 4; q++) acc[r][q] = _mm512_setzero_##S();                                        \
+        for (int64_t p = 0; p < k; p++) {                                                                      \
+          VT bv[4];                                                                                            \
+          const T *bp = b + p * rsb + j0;                                                                      \
+          for (int q = 0; q < 4; q++)                                                                          \
+            bv[q] = mk[q] == (MT)~(MT)0 ? _mm512_loadu_##S(bp + q * VW)                                        \
+                                        : _mm512_maskz_loadu_##S(mk[q], bp + q * VW);                          \
+          for (int r = 0; r < 4; r++) {                                                                        \
+            const VT av = _mm512_set1_##S(ar[r][p * csa]);                                                     \
+            for (int q = 0; q < 4; q++) acc[r][q] = _mm512_fmadd_##S(av, bv[q], acc[r][q]);                    \
+          }                                                                                                    \
+        }                                                                                                      \
+        const int64_t w = n - j0 < 4 * VW ? n - j0 : 4 * VW;                                                   \
+        for (int r = 0; r < 4 && i0 + r < m; r++) {                                                            \
+          T out[4 * VW], *pc = c + (i0 + r) * rsc + j0 * csc;                                                  \
+          for (int q = 0; q < 4; q++) _mm512_storeu_##S(out + q * VW, acc[r][q]);                              \
+          if (beta == 0)                                                                                       \
+            for (int64_t j = 0; j < w; j++) pc[j * csc] = alpha * out[j];                                      \
+          else                                                                                                 \
+            for (int64_t j = 0; j < w; j++) pc[j * csc] = alpha * out[j] + beta * pc[j * csc];                 \
+        }                                                                                                      \
+      }                                                                                                        \
+    }                                                                                                          \
+  }
+SK_DEFINE(float, ps, __m512, __mmask16, 16)
+SK_DEFINE(double, pd, __m512d, __mmask8, 8)
+#undef SK_DEFINE
+
+static bool sk_available(void) {
+  static int have = -1;
+  int v;
+#pragma omp atomic read
+  v = have;
+  if (v < 0) {
+    const char *e = getenv("LT_GEMM_SKINNY");
+    __builtin_cpu_init();
+    v = __builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "0"));
+#pragma omp atomic write
+    have = v;
+  }
+  return v == 1;
+}
+#endif
+
+/* Where each kernel beats BLIS (measured on Zen 5, f32, docs/gemm.md): the
+ * dot kernel up to 32 rows, and up to 64 while B is at most 2^22 elements
+ * (at [64,4096]x[4096,4096] BLIS's packing pays off), from k = 64 (below, the
+ * final reductions cost more than the sums); the axpy kernel up to 8 rows. */
+#define LT__SK_DOT_MAX 32
+#define LT__SK_DOT_MAX_SMALL_B 64
+#define LT__SK_DOT_MIN_K 64
+#define LT__SK_AXPY_MAX 8
+
+/* Computes C with the skinny kernels and returns true, or returns false
+ * (nothing written) when the shape or layout is not theirs. m, n >= 2 here
+ * (gemv takes one row or column). With nt > 1 threads the long side of C is
+ * split in blocks of 96, one kernel call each; an element's operations do
+ * not depend on where its block starts, so the bits do not depend on nt. */
+static bool gemm_skinny(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
+                        int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta, void *c,
+                        int64_t rsc, int64_t csc, int nt) {
+#ifdef LT__SK
+  if (!sk_available() || (dtype != LT_DTYPE_F32 && dtype != LT_DTYPE_F64)) return false;
+  if (n < m) { /* C^T = B^T A^T: the short side becomes m */
+    const void *t = a;
+    a = b;
+    b = t;
+    int64_t x = m;
+    m = n;
+    n = x;
+    x = rsa;
+    rsa = csb;
+    csb = x; /* A' = B^T: rsa' = csb, csa' = rsb */
+    x = csa;
+    csa = rsb;
+    rsb = x; /* B' = A^T: rsb' = csa, csb' = rsa */
+    x = rsc;
+    rsc = csc;
+    csc = x;
+  }
+  const bool dot = csa == 1 && rsb == 1 && k >= LT__SK_DOT_MIN_K &&
+                   (m <= LT__SK_DOT_MAX || (m <= LT__SK_DOT_MAX_SMALL_B && (double)k * (double)n <= 4194304.0));
+  const bool axpy = !dot && csb == 1 && m <= LT__SK_AXPY_MAX;
+  if (!dot && !axpy) return false;
+  const int64_t tile = 96;
+  int64_t chunk = (n + nt - 1) / nt;
+  chunk = (chunk + tile - 1) / tile * tile;
+  const int parts = (int)((n + chunk - 1) / chunk);
+  const size_t es = dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double);
+#pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
+  for (int t = 0; t < parts; t++) {
+    const int64_t lo = (int64_t)t * chunk, len = lo + chunk <= n ? chunk : n - lo;
+    const char *pb = (const char *)b + (size_t)(lo * (dot ? csb : 1)) * es;
+    char *pc = (char *)c + (size_t)(lo * csc) * es;
+    if (dtype == LT_DTYPE_F32) {
+      if (dot)
+        sk_dot_ps(m, len, k, (float)alpha, a, rsa, (const float *)pb, csb, (float)beta, (float *)pc, rsc, csc);
+      else
+        sk_axpy_ps(m, len, k, (float)alpha, a, rsa, csa, (const float *)pb, rsb, (float)beta, (float *)pc, rsc,
+                   csc);
+    } else {
+      if (dot)
+        sk_dot_pd(m, len, k, alpha, a, rsa, (const double *)pb, csb, beta, (double *)pc, rsc, csc);
+      else
+        sk_axpy_pd(m, len, k, alpha, a, rsa, csa, (const double *)pb, rsb, beta, (double *)pc, rsc, csc);
+    }
+  }
+  return true;
+#else
+  (void)dtype, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)rsa, (void)csa, (void)b, (void)rsb;
+  (void)csb, (void)beta, (void)c, (void)rsc, (void)csc, (void)nt;
+  return false;
+#endif
+}
+
 static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                       int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
                       void *c, int64_t rsc, int64_t csc, bool single) {
@@ -256,6 +448,7 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
     gemv_split(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt);
     return LT_OK;
   }
+  if (k > 0 && gemm_skinny(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt)) return LT_OK;
   if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off())
     return gemm_split(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt);
   if (single) {

@@ -293,6 +293,53 @@ START_TEST(test_gemv_paths) {
 }
 END_TEST
 
+/* Products with a short side of C (2..64 rows or columns: batched decoding,
+ * attention heads) go through tensor/blas.c's own kernels when the layout is
+ * theirs: "dot" (A's rows and B's columns contiguous along k, as in x W^T)
+ * and "axpy" (B's rows contiguous, A any strides). Values match the
+ * reference with k and n tails (not multiples of the vector width), C^T
+ * orientation (short side n), strided operands and tiny shapes; from 2^22
+ * multiply-adds the long side is split over threads, and 1 and 2 threads
+ * give the same bits. */
+START_TEST(test_skinny_paths) {
+  for (int d = 0; d < 2; d++) {
+    lt_dtype dt = d ? LT_DTYPE_F64 : LT_DTYPE_F32;
+    lt_tensor *x = rnd(dt, LT_SHAPE(8, 515)), *w = rnd(dt, LT_SHAPE(1100, 515));
+    lt_tensor *wt = LT_NN(lt_transpose(w, 0, 1));            /* [515, 1100] view: dot */
+    lt_tensor *xt = LT_NN(lt_transpose(x, 0, 1));            /* [515, 8]: C [1100, 8], short side n */
+    lt_tensor *wide = rnd(dt, LT_SHAPE(10, 1200));
+    lt_tensor *xs = LT_NN(lt_slice(wide, 1, 0, 1200, 2));    /* [10, 600], column stride 2 */
+    lt_tensor *x5 = LT_NN(lt_slice(xs, 0, 0, 5, 1));         /* [5, 600] */
+    lt_tensor *bw = rnd(dt, LT_SHAPE(600, 1600));
+    lt_tensor *bs = LT_NN(lt_slice(bw, 1, 0, 1500, 1));      /* [600, 1500], row stride 1600: axpy */
+    lt_tensor *bst = LT_NN(lt_transpose(bs, 0, 1));          /* [1500, 600] */
+    lt_tensor *x5t = LT_NN(lt_transpose(x5, 0, 1));          /* [600, 5] */
+    lt_tensor *q = rnd(dt, LT_SHAPE(64, 64)), *kk = rnd(dt, LT_SHAPE(64, 64));
+    lt_tensor *kkt = LT_NN(lt_transpose(kk, 0, 1));
+    lt_tensor *s3 = rnd(dt, LT_SHAPE(3, 70)), *s5 = rnd(dt, LT_SHAPE(5, 70)), *s75 = rnd(dt, LT_SHAPE(70, 5));
+    lt_tensor *s5t = LT_NN(lt_transpose(s5, 0, 1));          /* [70, 5] view */
+    const lt_tensor *lhs[] = {x, w, x5, bst, q, q, s3, s3};
+    const lt_tensor *rhs[] = {wt, xt, bs, x5t, kkt, kk, s5t, s75};
+    int nt = lt_get_num_threads();
+    for (int i = 0; i < 8; i++) {
+      LT_OK_OR_FAIL(lt_set_num_threads(2));
+      lt_tensor *two = LT_NN(lt_matmul(lhs[i], rhs[i]));
+      LT_OK_OR_FAIL(lt_set_num_threads(1));
+      lt_tensor *one = LT_NN(lt_matmul(lhs[i], rhs[i]));
+      lt_tensor *ref = LT_NN(lt__matmul_ref(lhs[i], rhs[i]));
+      ck_assert_msg(same_bits(one, two), "case %d (%s): 1 and 2 threads differ", i, lt_dtype_name(dt));
+      LT_ASSERT_CLOSE(two, ref, d ? 1e-12 : 1e-4, d ? 1e-12 : 1e-4);
+      lt_tensor_free(two);
+      lt_tensor_free(one);
+      lt_tensor_free(ref);
+    }
+    LT_OK_OR_FAIL(lt_set_num_threads(nt));
+    lt_tensor *objs[] = {x, w, wt, xt, wide, xs, x5, bw, bs, bst, x5t, q, kk, kkt, s3, s5, s75, s5t};
+    for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+  }
+}
+END_TEST
+
 /* Many random shapes, strides and broadcasts. */
 START_TEST(test_random_shapes) {
   for (int it = 0; it < 200; it++) {
@@ -483,6 +530,7 @@ int main(void) {
   tcase_add_test(tc, test_sliced_and_expanded_operands);
   tcase_add_test(tc, test_batched_paths_agree);
   tcase_add_test(tc, test_gemv_paths);
+  tcase_add_test(tc, test_skinny_paths);
   tcase_add_test(tc, test_random_shapes);
   tcase_add_test(tc, test_zero_size);
   tcase_add_test(tc, test_errors);
