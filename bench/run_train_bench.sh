@@ -165,7 +165,7 @@ echo "# ratio = libtensor tokens/s / PyTorch tokens/s from the medians (> 1: lib
 echo "# the fastest step of each; ms = median ms/step of $steps steps, min = fastest step"
 echo "# (both after 2 warm-up steps); MiB = peak RSS (ru_maxrss) of the process; libtensor BLIS kernels: $arch; 'thr' = threads"
 echo "# chosen by the probes (N threads always with OMP_WAIT_POLICY=PASSIVE for libtensor)."
-echo "# GFLOP/s = (6 * params * tokens + attention) / median step time; 'of peak' = against lt_matmul 2048^3"
+echo "# GFLOP/s = (6 * params * tokens + attention) / median step time; 'of peak' = against lt_matmul's best square f32 product (512^3, 1024^3 or 2048^3)"
 echo "# on $threads threads in the same run: $peak GFLOP/s."
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
 cat "$summary"
