@@ -37,7 +37,10 @@ case "${1:-}" in
     setup
     build build -DCMAKE_BUILD_TYPE=Release
     # The main job: train the default Transformer (flags after "run" pass through).
+    # Idle OpenMP threads sleep instead of spinning: the same speed on a quiet
+    # machine, several times faster on a busy one (docs/benchmarks.md).
     shift
+    export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
     exec build/models/transformer/train "$@"
     ;;
   test)
