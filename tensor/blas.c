@@ -144,6 +144,16 @@ static bool split_off(void) {
   return v == 1;
 }
 
+/* Splits dim into at most nt blocks of *chunk (a multiple of 96: of every
+ * kernel set's register tile), the last one shorter; returns their number. */
+static int split_blocks(int64_t dim, int nt, int64_t *chunk) {
+  const int64_t tile = 96;
+  int64_t c = (dim + nt - 1) / nt;
+  c = (c + tile - 1) / tile * tile;
+  *chunk = c;
+  return (int)((dim + c - 1) / c);
+}
+
 /* A multi-threaded product as nt single-threaded BLIS calls, each on its own
  * block of C's rows (or columns, when C is wider than tall), in one OpenMP
  * region. BLIS's own threads meet at a barrier several times per product
@@ -161,10 +171,9 @@ static lt_status gemm_split(lt_dtype dtype, int64_t m, int64_t n, int64_t k, dou
                             int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
                             void *c, int64_t rsc, int64_t csc, int nt) {
   const bool by_rows = m >= n;
-  const int64_t dim = by_rows ? m : n, tile = 96;
-  int64_t chunk = (dim + nt - 1) / nt;
-  chunk = (chunk + tile - 1) / tile * tile;
-  const int parts = (int)((dim + chunk - 1) / chunk);
+  const int64_t dim = by_rows ? m : n;
+  int64_t chunk;
+  const int parts = split_blocks(dim, nt, &chunk);
   const size_t es = dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double);
 #pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
   for (int t = 0; t < parts; t++) {
@@ -204,10 +213,9 @@ static void gemv_split(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double a
                        int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta, void *c, int64_t rsc,
                        int64_t csc, int nt) {
   const bool row = m == 1; /* c[1,n]: c^T = b^T a^T */
-  const int64_t dim = row ? n : m, tile = 96;
-  int64_t chunk = (dim + nt - 1) / nt;
-  chunk = (chunk + tile - 1) / tile * tile;
-  const int parts = (int)((dim + chunk - 1) / chunk);
+  const int64_t dim = row ? n : m;
+  int64_t chunk;
+  const int parts = split_blocks(dim, nt, &chunk);
   const size_t es = dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double);
 #pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
   for (int t = 0; t < parts; t++) {
