@@ -144,15 +144,36 @@ static bool split_off(void) {
   return v == 1;
 }
 
-/* Splits dim into at most nt blocks of *chunk (a multiple of 96: of every
- * kernel set's register tile), the last one shorter; returns their number. */
-static int split_blocks(int64_t dim, int nt, int64_t *chunk) {
+/* One product c = alpha a b + beta c with its strides (elements), handed to
+ * the per-block functions of run_blocks. */
+typedef struct prod {
+  lt_dtype dtype;
+  int64_t m, n, k;
+  double alpha, beta;
+  const void *a, *b;
+  void *c;
+  int64_t rsa, csa, rsb, csb, rsc, csc;
+  bool flag; /* gemm: split C's rows (else its columns); skinny: the dot kernel (else axpy) */
+} prod;
+
+/* Runs block(p, lo, len) over [0, dim) cut into at most nt blocks, each a
+ * multiple of 96 long (of every kernel set's register tile) but the last, one
+ * block per thread in one OpenMP region (a single block runs inline). The
+ * products split here compute every element of C the same way whatever the
+ * cut, so results do not depend on the thread count. */
+static void run_blocks(const prod *p, int64_t dim, int nt, void (*block)(const prod *, int64_t, int64_t)) {
   const int64_t tile = 96;
-  int64_t c = (dim + nt - 1) / nt;
-  c = (c + tile - 1) / tile * tile;
-  *chunk = c;
-  return (int)((dim + c - 1) / c);
+  int64_t chunk = (dim + nt - 1) / nt;
+  chunk = (chunk + tile - 1) / tile * tile;
+  const int parts = (int)((dim + chunk - 1) / chunk);
+#pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
+  for (int t = 0; t < parts; t++) {
+    const int64_t lo = (int64_t)t * chunk;
+    block(p, lo, lo + chunk <= dim ? chunk : dim - lo);
+  }
 }
+
+static size_t elem_size(lt_dtype dtype) { return dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double); }
 
 /* A multi-threaded product as nt single-threaded BLIS calls, each on its own
  * block of C's rows (or columns, when C is wider than tall), in one OpenMP
@@ -165,79 +186,61 @@ static int split_blocks(int64_t dim, int nt, int64_t *chunk) {
  * little next to the product itself at the sizes that reach this (>= 4M
  * multiply-adds). Every element of C is computed by the same micro-kernel
  * calls in the same order as on one thread (BLIS never splits k), so results
- * do not depend on the thread count. Blocks are multiples of 96 rows or
- * columns (a multiple of every kernel set's register tile). */
-static lt_status gemm_split(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                            int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
-                            void *c, int64_t rsc, int64_t csc, int nt) {
-  const bool by_rows = m >= n;
-  const int64_t dim = by_rows ? m : n;
-  int64_t chunk;
-  const int parts = split_blocks(dim, nt, &chunk);
-  const size_t es = dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double);
-#pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
-  for (int t = 0; t < parts; t++) {
-    const int64_t lo = (int64_t)t * chunk, len = lo + chunk <= dim ? chunk : dim - lo;
-    rntm_t rntm = BLIS_RNTM_INITIALIZER;
-    bli_rntm_set_num_threads(1, &rntm);
-    /* rows [lo, lo+len) of C and A, or columns of C and B */
-    const char *pa = (const char *)a + (by_rows ? (size_t)(lo * rsa) * es : 0);
-    const char *pb = (const char *)b + (by_rows ? 0 : (size_t)(lo * csb) * es);
-    char *pc = (char *)c + (size_t)(lo * (by_rows ? rsc : csc)) * es;
-    const int64_t mm = by_rows ? len : m, nn = by_rows ? n : len;
-    int64_t rsa_ = rsa, csa_ = csa, rsb_ = rsb, csb_ = csb, rsc_ = rsc, csc_ = csc;
-    fix_strides(mm, k, &rsa_, &csa_);
-    fix_strides(k, nn, &rsb_, &csb_);
-    fix_strides(mm, nn, &rsc_, &csc_);
-    if (dtype == LT_DTYPE_F32) {
-      float al = (float)alpha, be = (float)beta;
-      bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, mm, nn, k, &al, (float *)pa, rsa_, csa_, (float *)pb, rsb_,
-                   csb_, &be, (float *)pc, rsc_, csc_, NULL, &rntm);
-    } else {
-      double al = alpha, be = beta;
-      bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, mm, nn, k, &al, (double *)pa, rsa_, csa_, (double *)pb,
-                   rsb_, csb_, &be, (double *)pc, rsc_, csc_, NULL, &rntm);
-    }
+ * do not depend on the thread count. (run_blocks + gemm_block) */
+/* Rows [lo, lo+len) of C and A (p->flag), or columns of C and B. */
+static void gemm_block(const prod *p, int64_t lo, int64_t len) {
+  const size_t es = elem_size(p->dtype);
+  const bool by_rows = p->flag;
+  rntm_t rntm = BLIS_RNTM_INITIALIZER;
+  bli_rntm_set_num_threads(1, &rntm);
+  const char *pa = (const char *)p->a + (by_rows ? (size_t)(lo * p->rsa) * es : 0);
+  const char *pb = (const char *)p->b + (by_rows ? 0 : (size_t)(lo * p->csb) * es);
+  char *pc = (char *)p->c + (size_t)(lo * (by_rows ? p->rsc : p->csc)) * es;
+  const int64_t mm = by_rows ? len : p->m, nn = by_rows ? p->n : len, k = p->k;
+  int64_t rsa = p->rsa, csa = p->csa, rsb = p->rsb, csb = p->csb, rsc = p->rsc, csc = p->csc;
+  fix_strides(mm, k, &rsa, &csa);
+  fix_strides(k, nn, &rsb, &csb);
+  fix_strides(mm, nn, &rsc, &csc);
+  if (p->dtype == LT_DTYPE_F32) {
+    float al = (float)p->alpha, be = (float)p->beta;
+    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, mm, nn, k, &al, (float *)pa, rsa, csa, (float *)pb, rsb, csb,
+                 &be, (float *)pc, rsc, csc, NULL, &rntm);
+  } else {
+    double al = p->alpha, be = p->beta;
+    bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, mm, nn, k, &al, (double *)pa, rsa, csa, (double *)pb, rsb,
+                 csb, &be, (double *)pc, rsc, csc, NULL, &rntm);
   }
-  return LT_OK;
 }
 
 /* A product with one row or one column of C (c[1,n] = a[1,k] b[k,n], or
  * c[m,1] = a[m,k] b[k,1]) as BLIS's gemv: gemm would pack the whole matrix
  * operand for a single row (74% of a cached decoding step, where every Linear
  * has one row: docs/decoding.md), gemv streams it once. With nt > 1 threads
- * the long dimension of C is split in blocks of 96 (like gemm_split), each
- * block one single-threaded gemv; every element of C is the same dot product
+ * the long dimension of C is split by run_blocks, each block one
+ * single-threaded gemv; every element of C is the same dot product
  * whatever the split, so results do not depend on the thread count. */
-static void gemv_split(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a, int64_t rsa,
-                       int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta, void *c, int64_t rsc,
-                       int64_t csc, int nt) {
-  const bool row = m == 1; /* c[1,n]: c^T = b^T a^T */
-  const int64_t dim = row ? n : m;
-  int64_t chunk;
-  const int parts = split_blocks(dim, nt, &chunk);
-  const size_t es = dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double);
-#pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
-  for (int t = 0; t < parts; t++) {
-    const int64_t lo = (int64_t)t * chunk, len = lo + chunk <= dim ? chunk : dim - lo;
-    rntm_t rntm = BLIS_RNTM_INITIALIZER;
-    bli_rntm_set_num_threads(1, &rntm);
-    /* the matrix operand (b^T for a row, a for a column), its vector, C's block */
-    const trans_t tr = row ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
-    const int64_t mr = row ? k : len, mc = row ? len : k;
-    const char *mat = row ? (const char *)b + (size_t)(lo * csb) * es : (const char *)a + (size_t)(lo * rsa) * es;
-    const int64_t rsm = row ? rsb : rsa, csm = row ? csb : csa;
-    const void *x = row ? a : b;
-    const int64_t incx = row ? csa : rsb, incy = row ? csc : rsc;
-    char *y = (char *)c + (size_t)(lo * incy) * es;
-    if (dtype == LT_DTYPE_F32) {
-      float al = (float)alpha, be = (float)beta;
-      bli_sgemv_ex(tr, BLIS_NO_CONJUGATE, mr, mc, &al, (float *)mat, rsm, csm, (float *)x, incx, &be, (float *)y,
-                   incy, NULL, &rntm);
-    } else {
-      bli_dgemv_ex(tr, BLIS_NO_CONJUGATE, mr, mc, &alpha, (double *)mat, rsm, csm, (double *)x, incx, &beta,
-                   (double *)y, incy, NULL, &rntm);
-    }
+static void gemv_block(const prod *p, int64_t lo, int64_t len) {
+  const size_t es = elem_size(p->dtype);
+  const bool row = p->m == 1; /* c[1,n]: c^T = b^T a^T */
+  rntm_t rntm = BLIS_RNTM_INITIALIZER;
+  bli_rntm_set_num_threads(1, &rntm);
+  /* the matrix operand (b^T for a row, a for a column), its vector, C's block */
+  const trans_t tr = row ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
+  const int64_t mr = row ? p->k : len, mc = row ? len : p->k;
+  const char *mat =
+      row ? (const char *)p->b + (size_t)(lo * p->csb) * es : (const char *)p->a + (size_t)(lo * p->rsa) * es;
+  const int64_t rsm = row ? p->rsb : p->rsa, csm = row ? p->csb : p->csa;
+  const void *x = row ? p->a : p->b;
+  const int64_t incx = row ? p->csa : p->rsb, incy = row ? p->csc : p->rsc;
+  char *y = (char *)p->c + (size_t)(lo * incy) * es;
+  if (p->dtype == LT_DTYPE_F32) {
+    float al = (float)p->alpha, be = (float)p->beta;
+    bli_sgemv_ex(tr, BLIS_NO_CONJUGATE, mr, mc, &al, (float *)mat, rsm, csm, (float *)x, incx, &be, (float *)y, incy,
+                 NULL, &rntm);
+  } else {
+    double al = p->alpha, be = p->beta;
+    bli_dgemv_ex(tr, BLIS_NO_CONJUGATE, mr, mc, &al, (double *)mat, rsm, csm, (double *)x, incx, &be, (double *)y,
+                 incy, NULL, &rntm);
   }
 }
 
@@ -357,6 +360,28 @@ static bool sk_available(void) {
   }
   return v == 1;
 }
+
+/* Columns [lo, lo+len) of C and B, one skinny kernel call (p->flag: dot). */
+static void skinny_block(const prod *p, int64_t lo, int64_t len) {
+  const size_t es = elem_size(p->dtype);
+  const bool dot = p->flag;
+  const char *pb = (const char *)p->b + (size_t)(lo * (dot ? p->csb : 1)) * es;
+  char *pc = (char *)p->c + (size_t)(lo * p->csc) * es;
+  const int64_t m = p->m, k = p->k;
+  if (p->dtype == LT_DTYPE_F32) {
+    const float al = (float)p->alpha, be = (float)p->beta;
+    if (dot) sk_dot_ps(m, len, k, al, p->a, p->rsa, (const float *)pb, p->csb, be, (float *)pc, p->rsc, p->csc);
+    else
+      sk_axpy_ps(m, len, k, al, p->a, p->rsa, p->csa, (const float *)pb, p->rsb, be, (float *)pc, p->rsc, p->csc);
+  } else {
+    if (dot)
+      sk_dot_pd(m, len, k, p->alpha, p->a, p->rsa, (const double *)pb, p->csb, p->beta, (double *)pc, p->rsc,
+                p->csc);
+    else
+      sk_axpy_pd(m, len, k, p->alpha, p->a, p->rsa, p->csa, (const double *)pb, p->rsb, p->beta, (double *)pc,
+                 p->rsc, p->csc);
+  }
+}
 #endif
 
 /* Where each kernel beats BLIS (measured on Zen 5, f32, docs/gemm.md): the
@@ -399,29 +424,8 @@ static bool gemm_skinny(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double 
                    (m <= LT__SK_DOT_MAX || (m <= LT__SK_DOT_MAX_SMALL_B && (double)k * (double)n <= 4194304.0));
   const bool axpy = !dot && csb == 1 && m <= LT__SK_AXPY_MAX;
   if (!dot && !axpy) return false;
-  const int64_t tile = 96;
-  int64_t chunk = (n + nt - 1) / nt;
-  chunk = (chunk + tile - 1) / tile * tile;
-  const int parts = (int)((n + chunk - 1) / chunk);
-  const size_t es = dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double);
-#pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
-  for (int t = 0; t < parts; t++) {
-    const int64_t lo = (int64_t)t * chunk, len = lo + chunk <= n ? chunk : n - lo;
-    const char *pb = (const char *)b + (size_t)(lo * (dot ? csb : 1)) * es;
-    char *pc = (char *)c + (size_t)(lo * csc) * es;
-    if (dtype == LT_DTYPE_F32) {
-      if (dot)
-        sk_dot_ps(m, len, k, (float)alpha, a, rsa, (const float *)pb, csb, (float)beta, (float *)pc, rsc, csc);
-      else
-        sk_axpy_ps(m, len, k, (float)alpha, a, rsa, csa, (const float *)pb, rsb, (float)beta, (float *)pc, rsc,
-                   csc);
-    } else {
-      if (dot)
-        sk_dot_pd(m, len, k, alpha, a, rsa, (const double *)pb, csb, beta, (double *)pc, rsc, csc);
-      else
-        sk_axpy_pd(m, len, k, alpha, a, rsa, csa, (const double *)pb, rsb, beta, (double *)pc, rsc, csc);
-    }
-  }
+  const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, dot};
+  run_blocks(&p, n, nt, skinny_block);
   return true;
 #else
   (void)dtype, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)rsa, (void)csa, (void)b, (void)rsb;
@@ -453,12 +457,16 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
    * (measured: smaller thresholds slowed decoding, thread wake-ups cost more
    * than the bandwidth they add). */
   if ((m == 1 || n == 1) && k > 0 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64)) {
-    gemv_split(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt);
+    const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, false};
+    run_blocks(&p, m == 1 ? n : m, nt, gemv_block);
     return LT_OK;
   }
   if (k > 0 && gemm_skinny(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt)) return LT_OK;
-  if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off())
-    return gemm_split(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt);
+  if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off()) {
+    const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, m >= n};
+    run_blocks(&p, m >= n ? m : n, nt, gemm_block);
+    return LT_OK;
+  }
   if (single) {
     bli_rntm_set_num_threads(1, &rntm);
     r = &rntm;

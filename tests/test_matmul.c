@@ -256,6 +256,26 @@ START_TEST(test_batched_paths_agree) {
 }
 END_TEST
 
+/* For each pair: lhs[i]·rhs[i] has the same bits on 1 and 2 threads and
+ * matches the reference (f64 within 1e-12, f32 within 1e-4). */
+static void same_bits_on_1_and_2_threads(const lt_tensor *const *lhs, const lt_tensor *const *rhs, int n) {
+  int nt = lt_get_num_threads();
+  for (int i = 0; i < n; i++) {
+    const bool f64 = lhs[i]->dtype == LT_DTYPE_F64;
+    LT_OK_OR_FAIL(lt_set_num_threads(2));
+    lt_tensor *two = LT_NN(lt_matmul(lhs[i], rhs[i]));
+    LT_OK_OR_FAIL(lt_set_num_threads(1));
+    lt_tensor *one = LT_NN(lt_matmul(lhs[i], rhs[i]));
+    lt_tensor *ref = LT_NN(lt__matmul_ref(lhs[i], rhs[i]));
+    ck_assert_msg(same_bits(one, two), "case %d (%s): 1 and 2 threads differ", i, lt_dtype_name(lhs[i]->dtype));
+    LT_ASSERT_CLOSE(two, ref, f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-4);
+    lt_tensor_free(two);
+    lt_tensor_free(one);
+    lt_tensor_free(ref);
+  }
+  LT_OK_OR_FAIL(lt_set_num_threads(nt));
+}
+
 /* Products with one row or one column of the output (decoding: every Linear
  * on one position) go through BLIS's gemv, split over threads from 2^22
  * multiply-adds (these are 4.7M): values match
@@ -273,20 +293,7 @@ START_TEST(test_gemv_paths) {
     /* one row: x·W^T, x·(strided); one column: W·x^T, (strided^T)·x^T */
     const lt_tensor *lhs[] = {x, x, w, wst};
     const lt_tensor *rhs[] = {wt, ws, xc, xc};
-    int nt = lt_get_num_threads();
-    for (int i = 0; i < 4; i++) {
-      LT_OK_OR_FAIL(lt_set_num_threads(2));
-      lt_tensor *two = LT_NN(lt_matmul(lhs[i], rhs[i]));
-      LT_OK_OR_FAIL(lt_set_num_threads(1));
-      lt_tensor *one = LT_NN(lt_matmul(lhs[i], rhs[i]));
-      lt_tensor *ref = LT_NN(lt__matmul_ref(lhs[i], rhs[i]));
-      ck_assert_msg(same_bits(one, two), "case %d (%s): 1 and 2 threads differ", i, lt_dtype_name(dt));
-      LT_ASSERT_CLOSE(two, ref, d ? 1e-12 : 1e-4, d ? 1e-12 : 1e-4);
-      lt_tensor_free(two);
-      lt_tensor_free(one);
-      lt_tensor_free(ref);
-    }
-    LT_OK_OR_FAIL(lt_set_num_threads(nt));
+    same_bits_on_1_and_2_threads(lhs, rhs, 4);
     lt_tensor *objs[] = {x, w, wt, xc, wide, ws, wst};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
   }
@@ -320,20 +327,7 @@ START_TEST(test_skinny_paths) {
     lt_tensor *s5t = LT_NN(lt_transpose(s5, 0, 1));          /* [70, 5] view */
     const lt_tensor *lhs[] = {x, w, x5, bst, q, q, s3, s3};
     const lt_tensor *rhs[] = {wt, xt, bs, x5t, kkt, kk, s5t, s75};
-    int nt = lt_get_num_threads();
-    for (int i = 0; i < 8; i++) {
-      LT_OK_OR_FAIL(lt_set_num_threads(2));
-      lt_tensor *two = LT_NN(lt_matmul(lhs[i], rhs[i]));
-      LT_OK_OR_FAIL(lt_set_num_threads(1));
-      lt_tensor *one = LT_NN(lt_matmul(lhs[i], rhs[i]));
-      lt_tensor *ref = LT_NN(lt__matmul_ref(lhs[i], rhs[i]));
-      ck_assert_msg(same_bits(one, two), "case %d (%s): 1 and 2 threads differ", i, lt_dtype_name(dt));
-      LT_ASSERT_CLOSE(two, ref, d ? 1e-12 : 1e-4, d ? 1e-12 : 1e-4);
-      lt_tensor_free(two);
-      lt_tensor_free(one);
-      lt_tensor_free(ref);
-    }
-    LT_OK_OR_FAIL(lt_set_num_threads(nt));
+    same_bits_on_1_and_2_threads(lhs, rhs, 8);
     lt_tensor *objs[] = {x, w, wt, xt, wide, xs, x5, bw, bs, bst, x5t, q, kk, kkt, s3, s5, s75, s5t};
     for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
   }
