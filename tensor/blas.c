@@ -129,19 +129,25 @@ static void fix_strides(int64_t rows, int64_t cols, int64_t *rs, int64_t *cs) {
   }
 }
 
+/* Whether the environment variable name is set to "0" (a path switched off,
+ * for comparisons), read once into *cache (-1 until then). */
+static bool env_off(const char *name, int *cache) {
+  int v;
+#pragma omp atomic read
+  v = *cache;
+  if (v < 0) {
+    const char *e = getenv(name);
+    v = e && !strcmp(e, "0");
+#pragma omp atomic write
+    *cache = v;
+  }
+  return v == 1;
+}
+
 /* LT_GEMM_SPLIT=0 goes back to BLIS's own threads (for comparisons). */
 static bool split_off(void) {
   static int off = -1;
-  int v;
-#pragma omp atomic read
-  v = off;
-  if (v < 0) {
-    const char *e = getenv("LT_GEMM_SPLIT");
-    v = e && !strcmp(e, "0");
-#pragma omp atomic write
-    off = v;
-  }
-  return v == 1;
+  return env_off("LT_GEMM_SPLIT", &off);
 }
 
 /* One product c = alpha a b + beta c with its strides (elements), handed to
@@ -347,18 +353,10 @@ SK_DEFINE(double, pd, __m512d, __mmask8, 8)
 #undef SK_DEFINE
 
 static bool sk_available(void) {
-  static int have = -1;
-  int v;
-#pragma omp atomic read
-  v = have;
-  if (v < 0) {
-    const char *e = getenv("LT_GEMM_SKINNY");
-    __builtin_cpu_init();
-    v = __builtin_cpu_supports("avx512f") && !(e && !strcmp(e, "0"));
-#pragma omp atomic write
-    have = v;
-  }
-  return v == 1;
+  static int off = -1;
+  if (env_off("LT_GEMM_SKINNY", &off)) return false;
+  __builtin_cpu_init(); /* idempotent: a flag check after the first call */
+  return __builtin_cpu_supports("avx512f");
 }
 
 /* Columns [lo, lo+len) of C and B, one skinny kernel call (p->flag: dot). */
