@@ -282,7 +282,7 @@ int main(int argc, char **argv) {
         o.checkpoint, lt_last_error());
   const void *blob;
   size_t blob_size;
-  if (lt_ckpt_meta_get_bytes(info->extra, "tokenizer", &blob, &blob_size) != LT_OK)
+  if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &blob_size) != LT_OK)
     die(EXIT_DATA, "checkpoint '%s' has no tokenizer (a model-only checkpoint? generate needs one written by train)",
         o.checkpoint);
   lt_tokenizer *tok = lt_tokenizer_deserialize(blob, blob_size);
@@ -296,7 +296,7 @@ int main(int argc, char **argv) {
     if (!classes) die(EXIT_DATA, "out of memory");
     const void *cb;
     size_t cs;
-    if (lt_ckpt_meta_get_bytes(info->extra, "classes", &cb, &cs) == LT_OK) {
+    if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_CLASSES, &cb, &cs) == LT_OK) {
       const char *p = cb, *end = p + cs;
       for (int64_t i = 0; i < cfg.n_classes && p < end; i++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));
