@@ -181,7 +181,7 @@ lt_status lt_trainer_find_resume(const char *arg, const char *prefix, char *path
   lt_status s = lt_ckpt_latest(arg, prefix, true, &step, path, size);
   if (s != LT_OK) return s;
   if (step < 0)
-    return lt__err(LT_ERR_INVALID, "'%s': no valid checkpoint (%s-*.h5) in this directory", arg, prefix);
+    return lt__err(LT_ERR_STATE, "'%s': no valid checkpoint (%s-*.h5) in this directory", arg, prefix);
   return LT_OK;
 }
 

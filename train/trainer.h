@@ -302,9 +302,9 @@ lt_status lt_trainer_make_dir(const char *dir);
 /* The checkpoint a resume names: path_or_dir itself if it is a file, else
  * the newest numbered checkpoint of prefix in that directory whose integrity
  * check passes, into path (size bytes). LT_ERR_INVALID if path_or_dir does
- * not exist ("'<path>': <reason>") or the directory holds no valid
- * checkpoint; LT_ERR_IO / LT_ERR_OVERFLOW from reading the directory or a
- * path that does not fit. */
+ * not exist ("'<path>': <reason>"); LT_ERR_STATE if the directory holds no
+ * valid checkpoint; LT_ERR_IO / LT_ERR_OVERFLOW from reading the directory
+ * or a path that does not fit. */
 lt_status lt_trainer_find_resume(const char *path_or_dir, const char *prefix, char *path, size_t size);
 /* Deletes the numbered checkpoints of prefix in dir (starting a run over);
  * a missing dir is not an error. LT_ERR_IO naming a file that cannot be
