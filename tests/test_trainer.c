@@ -182,27 +182,19 @@ static lt_trainer *fx_trainer(fx *f, const lt_trainer_config *c) {
 
 /* ---- helpers ---------------------------------------------------------------- */
 
-static char *slurp(const char *path) {
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  ck_assert(fread(s, 1, (size_t)n, f) == (size_t)n);
-  s[n] = '\0';
-  fclose(f);
-  return s;
-}
-
 /* Column col of every data row; checks the steps are 1, 2, ... Returns the row count. */
 static int read_csv(const char *path, int col, double *v, int cap) {
-  char *s = slurp(path), *save = NULL;
-  char *line = strtok_r(s, "\n", &save);
-  ck_assert_msg(line && !strncmp(line, "step,epoch,lr,train_loss,", 25), "header: %s", line ? line : "(none)");
-  ck_assert_msg(strstr(line, ",val_mse,rss_mb"), "header without the metric column: %s", line);
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  char *line = NULL;
+  size_t size = 0;
+  ck_assert(getline(&line, &size, f) > 0);
+  ck_assert_msg(!strncmp(line, "step,epoch,lr,train_loss,", 25), "header: %s", line);
+  ck_assert_msg(strstr(line, ",val_mse,rss_mb\n"), "header without the metric column: %s", line);
   int n = 0;
-  while ((line = strtok_r(NULL, "\n", &save)) && n < cap) {
+  while (getline(&line, &size, f) > 0) {
+    ck_assert_msg(n < cap, "more rows than %d in %s", cap, path);
+    ck_assert_msg(line[strlen(line) - 1] == '\n', "a torn row: %s", line);
     ck_assert_msg(strtoll(line, NULL, 10) == n + 1, "row %d is step %s", n + 1, line);
     char *p = line;
     for (int c = 0; c < col; c++) {
@@ -210,10 +202,10 @@ static int read_csv(const char *path, int col, double *v, int cap) {
       ck_assert_msg(p != NULL, "short CSV row: %s", line);
       p++;
     }
-    v[n++] = (*p == ',' || *p == '\0') ? NAN : strtod(p, NULL);
+    v[n++] = (*p == ',' || *p == '\n') ? NAN : strtod(p, NULL);
   }
-  ck_assert_msg(line == NULL, "more rows than %d in %s", cap, path);
-  free(s);
+  free(line);
+  fclose(f);
   return n;
 }
 

@@ -266,6 +266,11 @@ lt_status lt_trainer_save(lt_trainer *t);
  * "reading '%s': %s", path, strerror(errno));`. */
 lt_status lt_trainer_fail(lt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
+/* seconds as the progress line writes durations ("12.3s", "4m05s",
+ * "1h02m"; "?" if negative, NaN or absurd) into buf (size bytes); returns
+ * buf. For a program's own summary lines. */
+char *lt_trainer_fmt_duration(double seconds, char *buf, size_t size);
+
 /* Optimizer steps done so far (the restored step after lt_trainer_resume). */
 int64_t lt_trainer_step(const lt_trainer *t);
 

@@ -108,15 +108,8 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* "4m05s", "1h02m", "12.3s" */
-static char *fmt_dur(double s, char *buf, size_t n) {
-  if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
-  else if (s < 60) snprintf(buf, n, "%.1fs", s);
-  else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
-  else snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
-  return buf;
-}
-#define DUR(s) fmt_dur((s), (char[32]){0}, 32)
+/* "4m05s", "1h02m", "12.3s", as the progress line writes them */
+#define DUR(s) lt_trainer_fmt_duration((s), (char[32]){0}, 32)
 
 /* Resident set size at its peak, in MB. */
 static double peak_rss_mb(void) {
