@@ -22,7 +22,8 @@
  * decoded examples next to their references. docs/train.md documents the
  * flags, the CSV columns, the checkpoint contents and the measured results.
  *
- * Exit codes: 0 done (also after --stop-after), 1 a runtime or data error,
+ * Exit codes: 0 done (also after --stop-after), 1 a runtime or data error
+ * (a full disk or a file over the size limit included: SIGXFSZ is ignored),
  * 2 a bad command line or configuration, 3 stopped after too many non-finite
  * steps in a row, 128 + signal number after SIGINT / SIGTERM (the checkpoint
  * is saved first).
