@@ -12,7 +12,7 @@
  *   - a non-finite loss skips the update (parameters unchanged, CSV skipped=1)
  *     and too many in a row stop the run with LT_ERR_NUMERIC;
  *   - accumulation over 2 micro-batches of 4 equals one batch of 8;
- *   - keep-last-N rotation;
+ *   - keep-last-N rotation; stop_after saves and returns;
  *   - a CSV write failure (/dev/full) is an error naming the file;
  *   - restored counters out of range are refused naming key, value and range.
  */
@@ -380,6 +380,19 @@ START_TEST(keep_last_n_checkpoints) {
   LT_EXPECT_ERR(lt_trainer_find_resume(in_tmp("keep"), "ckpt", (char[64]){0}, 64), LT_ERR_STATE,
                 "no valid checkpoint");
   LT_EXPECT_ERR(lt_trainer_find_resume(in_tmp("none"), "ckpt", (char[64]){0}, 64), LT_ERR_INVALID, "none");
+  lt_trainer_free(t);
+  fx_free(&f);
+  /* stop_after: a checkpoint of that step, and fit returns STOPPED */
+  fx_init(&f, 5, 4, 0.0, 5, LT_OPTIM_ADAM);
+  c = fx_config(&f, 5, 1, in_tmp("keep"));
+  c.stop_after = 3;
+  t = fx_trainer(&f, &c);
+  lt_trainer_result r;
+  LT_OK_OR_FAIL(lt_trainer_fit(t, &r));
+  ck_assert_int_eq(r.end, LT_TRAINER_STOPPED);
+  ck_assert_int_eq(r.step, 3);
+  LT_OK_OR_FAIL(lt_ckpt_latest(in_tmp("keep"), "ckpt", true, &latest, NULL, 0));
+  ck_assert_int_eq(latest, 3);
   lt_trainer_free(t);
   fx_free(&f);
 }
