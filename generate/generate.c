@@ -140,6 +140,7 @@ static lt_status next_logp(gen_state *d) {
   const char *op = "generate";
   lt_scope *s = lt_scope_begin();
   if (!s) return lt_last_status();
+  lt_clear_error(); /* so that a NULL without an error of its own is told apart from an older failure */
   lt_tensor *l = d->model->next_logits(d->model->self, d->seq, d->W, d->R, d->n);
   lt_status st = LT_OK;
   if (!l) {
