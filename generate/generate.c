@@ -259,7 +259,8 @@ static lt_status run_beam(gen_state *d, int64_t B, int64_t *out_tok, int64_t *le
     bool all = true;
     for (int64_t b = 0; b < B; b++) {
       if (bdone[b]) { /* keep its rows as they are */
-        for (int64_t k = 0; k < K; k++) from[b * K + k] = b * K + k, ntok[b * K + k] = o->pad_id, nsum[b * K + k] = -INFINITY;
+        for (int64_t k = 0; k < K; k++)
+          from[b * K + k] = b * K + k, ntok[b * K + k] = o->pad_id, nsum[b * K + k] = -INFINITY;
         continue;
       }
       /* the best 2K (beam, token) continuations, by score, ties to the lower (k, v) */

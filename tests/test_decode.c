@@ -431,7 +431,8 @@ START_TEST(encoder_only_and_errors) {
   LT_EXPECT_ERR(lt_transformer_generate(NULL, src, pad, NULL, &o, NULL, &r), LT_ERR_NULL, "model");
   LT_EXPECT_ERR(lt_transformer_generate(s2s, src, pad, NULL, &o, NULL, NULL), LT_ERR_NULL, "out");
   LT_EXPECT_ERR(lt_transformer_generate(s2s, NULL, NULL, NULL, &o, NULL, &r), LT_ERR_NULL, "src");
-  LT_EXPECT_ERR(lt_transformer_generate(s2s, src, pad, prompt, &o, NULL, &r), LT_ERR_INVALID, "prompt given to an encoder-decoder");
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, src, pad, prompt, &o, NULL, &r), LT_ERR_INVALID,
+                "prompt given to an encoder-decoder");
   LT_EXPECT_ERR(lt_transformer_generate(gpt, src, NULL, prompt, &o, NULL, &r), LT_ERR_INVALID, "decoder-only");
   LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, NULL, &o, NULL, &r), LT_ERR_NULL, "prompt");
   /* empty input */

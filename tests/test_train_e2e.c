@@ -605,7 +605,8 @@ START_TEST(generate_greedy_and_sampled) {
   LT_EXPECT_NULL_ERR(lm_generate(m, prompt, 5, 0, 1.0, 0, NULL), LT_ERR_NULL, "generator");
   LT_EXPECT_NULL_ERR(lm_generate(m, prompt, -1, 0, 0.0, 0, NULL), LT_ERR_INVALID, "max_new");
   lt_transformer *s2s = tiny_model(LT_TF_ENCODER_DECODER, V);
-  LT_EXPECT_NULL_ERR(lm_generate(s2s, prompt, 5, 0, 0.0, 0, NULL), LT_ERR_INVALID, "prompt given to an encoder-decoder");
+  LT_EXPECT_NULL_ERR(lm_generate(s2s, prompt, 5, 0, 0.0, 0, NULL), LT_ERR_INVALID,
+                     "prompt given to an encoder-decoder");
   lt_tensor *ts[] = {prompt, y, logits, arg, s1, s2, k1, gr, y3, view, win, wl, wlast, warg};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lt_tensor_free(ts[i]);
   lt_generator_free(g);

@@ -148,7 +148,8 @@ lt_status lt_transformer_generate(const lt_transformer *m, const lt_tensor *src,
                    (long long)cfg->max_len);
   if (encdec && o.max_new > cfg->max_len)
     return lt__err(LT_ERR_INVALID, "%s: max_new %lld: beyond the decoder's max_len %lld positions (<bos> + %lld "
-                   "tokens fed back)", op, (long long)o.max_new, (long long)cfg->max_len, (long long)(cfg->max_len - 1));
+                   "tokens fed back)", op, (long long)o.max_new, (long long)cfg->max_len,
+                   (long long)(cfg->max_len - 1));
 
   tf_gen g = {.m = m, .src = encdec ? src : NULL, .src_pad = encdec ? src_pad : NULL, .B = in->shape[0],
               .max_new = o.max_new, .use_cache = !t.no_cache};
