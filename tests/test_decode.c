@@ -442,6 +442,11 @@ START_TEST(encoder_only_and_errors) {
   /* ids outside the vocabulary, floats */
   lt_tensor *big = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(1, 2), ((int64_t[]){4, 13})));
   LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, big, &o, NULL, &r), LT_ERR_INVALID, "id 13 at flat index 1");
+  /* a source id outside the vocabulary: the encoder's embedding says so (at the loop's first step) */
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, big, NULL, NULL, &o, NULL, &r), LT_ERR_INDEX, "out of range");
+  lt_tf_generate_opts bad_bos = lt_tf_generate_defaults();
+  bad_bos.bos_id = V;
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, src, pad, NULL, &o, &bad_bos, &r), LT_ERR_INVALID, "bos 13");
   lt_tensor *fl = LT_NN(lt_to_dtype(prompt, LT_DTYPE_F32));
   LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, fl, &o, NULL, &r), LT_ERR_DTYPE, "prompt");
   /* lengths beyond the model's positions */
