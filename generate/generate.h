@@ -78,7 +78,8 @@ void lt_generate_result_free(lt_generate_result *r); /* frees the tensors, sets 
  *   n - 1] (borrowed for the call). Returns the logits of every row's next
  *   token, [R, V] f32 or f64 (any strides), or NULL with the error set by
  *   the library call that failed (the loop stops and returns that status;
- *   a NULL with no error set is LT_ERR_INVALID). It is called inside an lt_scope
+ *   lt_generate clears the pending error before each call, so a NULL with no
+ *   error set is told apart: LT_ERR_INVALID). It is called inside an lt_scope
  *   that the loop ends once it has read the logits, so the result and the
  *   call's intermediates may be left to the scope. A model with a cache
  *   feeds only the columns it has not seen; a model without one recomputes

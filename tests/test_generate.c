@@ -39,12 +39,14 @@ typedef struct bigram {
   int64_t calls, reorders;
   int64_t fail_at;      /* > 0: the fail_at-th next_logits call fails (error paths) */
   bool bad_shape;       /* return [R, V + 1] logits (error paths) */
+  bool silent_null;     /* return NULL without an error (error paths) */
 } bigram;
 
 static lt_tensor *bigram_logits(void *self, const int64_t *ids, int64_t stride, int64_t R, int64_t n) {
   bigram *b = self;
   b->calls++;
   if (b->fail_at > 0 && b->calls == b->fail_at) return lt__err(LT_ERR_INVALID, "bigram: asked to fail"), NULL;
+  if (b->silent_null) return NULL;
   if (b->cache) {
     if (b->len == 0) { /* the first call: the whole prefixes */
       b->R = R, b->cap = 64;
@@ -465,6 +467,10 @@ START_TEST(errors) {
   ck_assert_int_eq(b.calls, 3);
   b.fail_at = 0, b.calls = 0, b.bad_shape = true;
   LT_EXPECT_ERR(lt_generate(&m, prefix, &o, &r), LT_ERR_INVALID, "next_logits returned");
+  /* NULL without an error of its own, after an older failure is still pending: told apart */
+  b.bad_shape = false, b.silent_null = true;
+  LT_EXPECT_ERR(lt_generate(&m, big, &o, &r), LT_ERR_INVALID, "outside the vocabulary"); /* leaves an error */
+  LT_EXPECT_ERR(lt_generate(&m, prefix, &o, &r), LT_ERR_INVALID, "without an error");
   ck_assert(!r.tokens && !r.lengths && !r.scores);
   lt_generate_result_free(&r);
   lt_generator_free(g);
