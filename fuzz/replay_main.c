@@ -1,0 +1,92 @@
+/*
+ * fuzz/replay_main.c: the regression side of a fuzz harness. Linked with one
+ * fuzz/fuzz_<name>.c by the normal (gcc) build in place of libFuzzer, it
+ * feeds every file of the directories it is given to LLVMFuzzerTestOneInput,
+ * in name order, one at a time:
+ *
+ *     fuzz_<name>_replay <seed dir> [<findings dir> ...]
+ *
+ * The seed directory must hold at least one file (an empty one would make a
+ * test that cannot fail); the others may be missing or empty. Files whose
+ * name starts with '.' (.gitkeep) are skipped. A harness check that fails
+ * aborts, so the ctest test fails naming the input (printed before it runs).
+ * Exit status 0 when every input ran, 1 on a usage or I/O error.
+ */
+#include <dirent.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "fuzz_util.h"
+
+static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* Runs every file of dir; returns how many, or -1 on an error. */
+static long replay_dir(const char *dir, int required) {
+  DIR *d = opendir(dir);
+  if (!d) {
+    if (required) fprintf(stderr, "replay: cannot open seed directory %s\n", dir);
+    return required ? -1 : 0;
+  }
+  char **names = NULL;
+  size_t n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (de->d_name[0] == '.') continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 64;
+      char **nn = realloc(names, cap * sizeof *names);
+      if (!nn) return fprintf(stderr, "replay: out of memory\n"), -1;
+      names = nn;
+    }
+    if (!(names[n++] = strdup(de->d_name))) return fprintf(stderr, "replay: out of memory\n"), -1;
+  }
+  closedir(d);
+  if (n) qsort(names, n, sizeof *names, cmp_str);
+  long ran = 0;
+  for (size_t i = 0; i < n; i++) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, names[i]);
+    FILE *f = fopen(path, "rb");
+    if (!f) return fprintf(stderr, "replay: cannot open %s\n", path), -1;
+    size_t size = 0, cap2 = 1 << 16;
+    unsigned char *buf = malloc(cap2), *tmp;
+    size_t got;
+    while (buf && (got = fread(buf + size, 1, cap2 - size, f)) > 0) {
+      size += got;
+      if (size == cap2 && (tmp = realloc(buf, cap2 *= 2))) buf = tmp;
+      else if (size == cap2) free(buf), buf = NULL;
+    }
+    fclose(f);
+    if (!buf) return fprintf(stderr, "replay: out of memory reading %s\n", path), -1;
+    fprintf(stderr, "replay: %s (%zu bytes)\n", path, size);
+    /* An exact-size copy, so that ASan sees reads past the input's end. */
+    unsigned char *exact = malloc(size ? size : 1);
+    if (!exact) return fprintf(stderr, "replay: out of memory\n"), -1;
+    memcpy(exact, buf, size);
+    free(buf);
+    LLVMFuzzerTestOneInput(exact, size);
+    free(exact);
+    free(names[i]);
+    ran++;
+  }
+  free(names);
+  return ran;
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2) {
+    fprintf(stderr, "usage: %s <seed dir> [<findings dir> ...]\n", argv[0]);
+    return 1;
+  }
+  for (int i = 1; i < argc; i++) {
+    long n = replay_dir(argv[i], i == 1);
+    if (n < 0) return 1;
+    if (i == 1 && n == 0) {
+      fprintf(stderr, "replay: the seed directory %s holds no input\n", argv[i]);
+      return 1;
+    }
+    printf("replay: %ld inputs from %s\n", n, argv[i]);
+  }
+  return 0;
+}
