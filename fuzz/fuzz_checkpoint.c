@@ -12,7 +12,7 @@
  *      see MAX_* below, a limit of this harness, not of the library), then a
  *      strict parameter load and a training load with the AdamW optimizer,
  *      schedule and "dropout" generator of tests/util_tfckpt.c (hyperparameter
- *      changes allowed).
+ *      changes allowed), and one optimizer update from the loaded state.
  * Seeds (fuzz/corpus/checkpoint/) are real checkpoints of the three
  * architectures made by fuzz/make_ckpt_seeds.c.
  *
@@ -126,6 +126,15 @@ static void load_model(const char *path, const lt_tf_config *cfg) {
   loaded(s, info, "load_training (strict)");
   fuzz_log("checkpoint: strict load_training: %s", s ? lt_last_error() : "ok");
   if (s) FUZZ_ASSERT(snap_same(p, before) && st.step == 0, "a failed load_training changed the state");
+  if (s == LT_OK) {
+    /* The loaded state is usable: one update with zero gradients. */
+    for (int i = 0; i < lt_params_count(p); i++) {
+      lt_tensor *v = lt_params_at(p, i)->value;
+      if (v->requires_grad && !v->grad) v->grad = lt_zeros_like(v);
+    }
+    fuzz_check_status(lt_optimizer_step(opt), "optimizer_step after a load");
+    lt_params_zero_grad(p);
+  }
   lt_ckpt_info_free(info);
   snap_free(p, before);
   lt_optimizer_free(opt);

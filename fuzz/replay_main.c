@@ -4,25 +4,56 @@
  * feeds every file of the directories it is given to LLVMFuzzerTestOneInput,
  * in name order, one at a time:
  *
- *     fuzz_<name>_replay <seed dir> [<findings dir> ...]
+ *     fuzz_<name>_replay <seed dir> [<findings dir> ...] [--known <known dir>]
  *
  * The seed directory must hold at least one file (an empty one would make a
  * test that cannot fail); the others may be missing or empty. Files whose
  * name starts with '.' (.gitkeep) are skipped. A harness check that fails
  * aborts, so the ctest test fails naming the input (printed before it runs).
+ *
+ * Known cases (fuzz/known/<name>/: inputs that still crash because of a bug
+ * tracked elsewhere, see fuzz/README.md) each run in a child process: a crash
+ * is reported as "still crashes", no crash as "did not crash in this build"
+ * (move it to findings/ once fixed; a build without sanitizers may not notice
+ * undefined behaviour). Neither fails the run, and neither is silent.
  * Exit status 0 when every input ran, 1 on a usage or I/O error.
  */
 #include <dirent.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include "fuzz_util.h"
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* Runs every file of dir; returns how many, or -1 on an error. */
-static long replay_dir(const char *dir, int required) {
+/* Runs one known case in a child and reports what happened. */
+static void run_known(const char *path, const unsigned char *data, size_t size) {
+  fflush(NULL);
+  pid_t pid = fork();
+  if (pid < 0) {
+    fprintf(stderr, "replay: fork failed; known case %s not run\n", path);
+    return;
+  }
+  if (pid == 0) {
+    LLVMFuzzerTestOneInput(data, size);
+    _exit(0);
+  }
+  int st = 0;
+  waitpid(pid, &st, 0);
+  if (WIFEXITED(st) && WEXITSTATUS(st) == 0)
+    printf("replay: known case %s did not crash in this build (if it is fixed, move it to findings/)\n", path);
+  else
+    printf("replay: known case %s still crashes (%s %d; fuzz/README.md says where it is tracked)\n", path,
+           WIFSIGNALED(st) ? "signal" : "exit status", WIFSIGNALED(st) ? WTERMSIG(st) : WEXITSTATUS(st));
+}
+
+/* Runs every file of dir (known: each in a child, see run_known); returns
+ * how many, or -1 on an error. */
+static long replay_dir(const char *dir, int required, int known) {
   DIR *d = opendir(dir);
   if (!d) {
     if (required) fprintf(stderr, "replay: cannot open seed directory %s\n", dir);
@@ -65,7 +96,8 @@ static long replay_dir(const char *dir, int required) {
     if (!exact) return fprintf(stderr, "replay: out of memory\n"), -1;
     memcpy(exact, buf, size);
     free(buf);
-    LLVMFuzzerTestOneInput(exact, size);
+    if (known) run_known(path, exact, size);
+    else LLVMFuzzerTestOneInput(exact, size);
     free(exact);
     free(names[i]);
     ran++;
@@ -79,14 +111,19 @@ int main(int argc, char **argv) {
     fprintf(stderr, "usage: %s <seed dir> [<findings dir> ...]\n", argv[0]);
     return 1;
   }
+  int known = 0;
   for (int i = 1; i < argc; i++) {
-    long n = replay_dir(argv[i], i == 1);
+    if (!strcmp(argv[i], "--known")) {
+      known = 1;
+      continue;
+    }
+    long n = replay_dir(argv[i], i == 1, known);
     if (n < 0) return 1;
     if (i == 1 && n == 0) {
       fprintf(stderr, "replay: the seed directory %s holds no input\n", argv[i]);
       return 1;
     }
-    printf("replay: %ld inputs from %s\n", n, argv[i]);
+    printf("replay: %ld %sinputs from %s\n", n, known ? "known " : "", argv[i]);
   }
   return 0;
 }
