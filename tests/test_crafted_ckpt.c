@@ -28,10 +28,12 @@
  * message) with the model's values and the training state unchanged, or a
  * correct load (every parameter, optimizer moment and per-parameter step equal
  * to what plain HDF5 reads from the same file, the step equal to /schedule's);
- * at most MAX_CASE_SECONDS per case; the process's peak RSS at most
- * RSS_BOUND_MB (getrusage); the file unchanged by the load (size, mtime and a
- * CRC-32 of its bytes, before and after). Each test prints its case count,
- * refused / accepted, the slowest case and the peak RSS.
+ * at most MAX_CASE_SECONDS of CPU time per load (CPU, not wall time: the
+ * machine running the tests may be busy; one library thread); the process's
+ * peak RSS at most RSS_BOUND_MB (getrusage); the file unchanged by the load
+ * (size, mtime and a CRC-32 of its bytes, before and after; the pristine file
+ * too, over the whole test). Each test prints its case count, refused /
+ * accepted, the slowest load and the peak RSS.
  *
  * Known cases (the KNOWN table) are run like the others; a known case that
  * misbehaves is reported as such instead of failing, with the pointer to its
