@@ -155,19 +155,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   FUZZ_ASSERT(lt_ckpt_verify(path) == LT_OK, "the sealed file does not verify: %s", lt_last_error());
 
   /* 1. configuration and extra values, as generate and train --resume read them */
-  lt_params *empty = lt_params_new();
-  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
-  lo.non_strict = true;
-  lt_train_state st0 = {.params = empty};
   lt_ckpt_info *info = (lt_ckpt_info *)&info;
-  lt_status s = lt_ckpt_load_training(path, &st0, &lo, &info);
-  loaded(s, info, "load_training (config)");
-  if (s) {
-    info = (lt_ckpt_info *)&info;
-    s = lt_ckpt_load_params(path, empty, &lo, &info);
-    loaded(s, info, "load_params (config)");
-  }
-  lt_params_free(empty);
+  lt_status s = tfckpt_read_info(path, true, &info);
+  loaded(s, info, "reading the configuration");
   fuzz_log("checkpoint: configuration: %s", s ? lt_last_error() : "ok");
   if (s == LT_OK) {
     /* 2. the tokenizer; 3. the model */

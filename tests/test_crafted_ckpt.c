@@ -266,13 +266,8 @@ static bool fail_at(outcome *o, lt_status s, const char *stage) {
  * the values against plain HDF5. Fails the test on a broken promise. */
 static outcome load_as_train(const char *path, const char *name) {
   outcome o = {LT_OK, "", "done"};
-  lt_params *empty = lt_params_new();
-  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
-  lo.non_strict = true;
-  lt_train_state st0 = {.params = empty};
   lt_ckpt_info *info = (lt_ckpt_info *)&info;
-  lt_status s = lt_ckpt_load_training(path, &st0, &lo, &info);
-  lt_params_free(empty);
+  lt_status s = tfckpt_read_info(path, false, &info);
   ck_assert_msg(s == LT_OK || info == NULL, "%s: a failed load left *info set", name);
   if (s) return fail_at(&o, s, "configuration"), o;
   lt_tf_config cfg;
@@ -353,18 +348,6 @@ typedef struct stats {
 } stats;
 static stats S;
 
-/* Wall time, and this process's CPU time (the per-case limit: the machine
- * running the tests may be busy, which stretches wall time only). */
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-static double cpu_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 static long max_rss_kb(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -383,9 +366,9 @@ static void run_case(const char *name) {
   fstamp before = stamp(work);
   long rss0 = max_rss_kb();
   lt_clear_error();
-  double w0 = now(), t0 = cpu_now();
+  double w0 = lt_test_now(), t0 = lt_test_cpu_now();
   outcome o = load_as_train(work, name);
-  double dt = cpu_now() - t0, wall = now() - w0;
+  double dt = lt_test_cpu_now() - t0, wall = lt_test_now() - w0;
   long rss1 = max_rss_kb();
   const char *why = known(name);
   bool ok = (o.status == LT_OK || o.msg[0]) && dt <= MAX_CASE_SECONDS && rss1 <= RSS_BOUND_MB * 1024L;
@@ -642,7 +625,7 @@ static void run_arch(lt_tf_arch arch) {
   outcome o = load_as_train(base, "pristine");
   ck_assert_msg(o.status == LT_OK, "the pristine %s checkpoint does not load: %s", ARCH_NAMES[arch], o.msg);
   items l = list_items(base);
-  double t0 = now(), c0 = cpu_now();
+  double t0 = lt_test_now(), c0 = lt_test_cpu_now();
   attribute_cases(&l, ARCH_NAMES[arch]);
   dataset_cases(&l, ARCH_NAMES[arch]);
   link_cases(&l, ARCH_NAMES[arch]);
@@ -650,8 +633,8 @@ static void run_arch(lt_tf_arch arch) {
   printf("crafted %s: %d cases (%d refused with a message, %d accepted and loaded correctly; known: %d still "
          "misbehave, %d now pass) in %.1f s (%.1f s CPU); slowest load %.3f s CPU (%s), %.3f s wall at most; "
          "peak RSS %ld MB (bound %d MB), largest rise in one case %ld KB (%s)\n",
-         ARCH_NAMES[arch], S.cases, S.refused, S.accepted, S.known_bad, S.known_ok, now() - t0, cpu_now() - c0,
-         S.slowest, S.slowest_name, S.slowest_wall, S.peak_rss_kb / 1024, RSS_BOUND_MB, S.worst_growth_kb,
+         ARCH_NAMES[arch], S.cases, S.refused, S.accepted, S.known_bad, S.known_ok, lt_test_now() - t0,
+         lt_test_cpu_now() - c0, S.slowest, S.slowest_name, S.slowest_wall, S.peak_rss_kb / 1024, RSS_BOUND_MB, S.worst_growth_kb,
          S.growth_name);
   free(l.v);
   remove_dir();

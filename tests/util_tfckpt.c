@@ -111,3 +111,15 @@ lt_status tfckpt_write(const char *path, lt_tf_arch arch, int steps, bool traini
   lt_generator_free(drop);
   return s;
 }
+
+lt_status tfckpt_read_info(const char *path, bool model_only_ok, lt_ckpt_info **info) {
+  lt_params *empty = lt_params_new();
+  if (!empty) return lt_last_status();
+  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lo.non_strict = true;
+  lt_train_state st = {.params = empty};
+  lt_status s = lt_ckpt_load_training(path, &st, &lo, info);
+  if (s && model_only_ok) s = lt_ckpt_load_params(path, empty, &lo, info);
+  lt_params_free(empty);
+  return s;
+}

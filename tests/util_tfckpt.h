@@ -37,4 +37,12 @@ extern const char *const tfckpt_generator_names[TFCKPT_N_GENERATORS];
  * be NULL (the defaults: small tensors contiguous, larger ones deflated). */
 lt_status tfckpt_write(const char *path, lt_tf_arch arch, int steps, bool training, const lt_ckpt_save_opts *opts);
 
+/* Reads the model configuration and the extra values of the checkpoint at
+ * path the way generate and train --resume do: a non-strict training load
+ * into an empty store. With model_only_ok, a model-only checkpoint (which has
+ * no training state) is read with lt_ckpt_load_params instead. *info: as
+ * those functions set it (new on success, free with lt_ckpt_info_free; NULL
+ * on failure). */
+lt_status tfckpt_read_info(const char *path, bool model_only_ok, lt_ckpt_info **info);
+
 #endif
