@@ -4,9 +4,10 @@
  *   bit 0  the payload is a TSV parallel corpus (lt_text_pairs_parse_tsv,
  *          and lt_text_pairs_load_tsv on the same bytes written to a file),
  *          else a plain text file (lt_text_file_read, lt_text_file_tokens);
- *   bit 1  skip bad TSV lines;
- *   bits 2-7  sizes: batch size, maximum lengths, the overlong policy, the
- *          validation fraction.
+ *   bit 1  skip bad TSV lines.
+ * The sizes (validation fraction, maximum lengths and overlong policy, batch
+ * size and loader options; the LM loader's batch and sequence length) come
+ * from the payload's first bytes, which are also part of the text.
  * What parses is carried through the pipeline a training run uses: split,
  * concat, tokenized pairs (byte tokenizer), a seq2seq loader (a few batches,
  * position saved and restored), or an LM loader over the token stream.
