@@ -26,7 +26,7 @@
 #include "checkpoint/internal.h" /* lt__ckpt_seal_buffer, LT__CKPT_UB */
 #include "datasets/datasets.h"
 #include "fuzz_util.h"
-#include "models/transformer/generate.h"
+#include "models/transformer/config.h"
 #include "models/transformer/transformer.h"
 #include "util_tfckpt.h"
 

@@ -56,7 +56,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "datasets/datasets.h"
-#include "models/transformer/generate.h"
+#include "models/transformer/config.h"
 #include "models/transformer/transformer.h"
 #include "test_util.h"
 #include "util_ckpt.h"

@@ -6,7 +6,7 @@
 
 #include "autograd/autograd.h"
 #include "datasets/datasets.h"
-#include "models/transformer/generate.h"
+#include "models/transformer/config.h"
 #include "nn/nn.h"
 #include "tensor/internal.h" /* lt__err */
 
