@@ -83,7 +83,8 @@ case "${1:-}" in
       unwind=1
       [ "$name" = checkpoint ] && unwind=0
       if LT_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE ASAN_OPTIONS=fast_unwind_on_malloc=$unwind \
-           LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp:print_suppressions=0" "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+           LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp:print_suppressions=0" \
+           "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
            -print_final_stats=1 -artifact_prefix="fuzz/findings/$name/" \
            "build-fuzz/corpus/$name" "fuzz/corpus/$name" >"$log" 2>&1; then
         status=ok
