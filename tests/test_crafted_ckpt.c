@@ -655,8 +655,8 @@ static void run_arch(lt_tf_arch arch) {
   link_cases(&l, ARCH_NAMES[arch]);
   ck_assert_msg(same_stamp(base_stamp, stamp(base)), "the pristine checkpoint changed on disk");
   printf("crafted %s: %d cases (%d refused with a message, %d accepted (known ones included); known: %d still "
-         "misbehave, %d now pass) in %.1f s (%.1f s CPU, %.1f s of it loading); slowest load %.3f s CPU (%s), %.3f s wall at most; "
-         "peak RSS %ld MB (bound %d MB), largest rise in one case %ld KB (%s)\n",
+         "misbehave, %d now pass) in %.1f s (%.1f s CPU, %.1f s of it loading); slowest load %.3f s CPU (%s), "
+         "%.3f s wall at most; peak RSS %ld MB (bound %d MB), largest rise in one case %ld KB (%s)\n",
          ARCH_NAMES[arch], S.cases, S.refused, S.accepted, S.known_bad, S.known_ok, lt_test_now() - t0,
          lt_test_cpu_now() - c0, S.load_cpu, S.slowest, S.slowest_name, S.slowest_wall, S.peak_rss_kb / 1024, RSS_BOUND_MB, S.worst_growth_kb,
          S.growth_name);
