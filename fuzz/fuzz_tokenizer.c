@@ -48,7 +48,8 @@ static void exercise(const lt_tokenizer *tok, const uint8_t *text, size_t len) {
     fuzz_check_status(lt_tokenizer_decode(tok, ids, n, 0, &back, &blen), "decode");
     FUZZ_ASSERT(back != NULL, "decode of encode failed: %s", lt_last_error());
     FUZZ_ASSERT(back[blen] == '\0', "decode's text is not NUL-terminated");
-    if (!has_unk) FUZZ_ASSERT(blen == len && !memcmp(back, t, len), "decode(encode(x)) != x (%zu vs %zu bytes)", blen, len);
+    if (!has_unk)
+      FUZZ_ASSERT(blen == len && !memcmp(back, t, len), "decode(encode(x)) != x (%zu vs %zu bytes)", blen, len);
     free(back);
 
     /* The tensor forms agree with the array forms. */

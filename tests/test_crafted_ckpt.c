@@ -658,8 +658,8 @@ static void run_arch(lt_tf_arch arch) {
          "misbehave, %d now pass) in %.1f s (%.1f s CPU, %.1f s of it loading); slowest load %.3f s CPU (%s), "
          "%.3f s wall at most; peak RSS %ld MB (bound %d MB), largest rise in one case %ld KB (%s)\n",
          ARCH_NAMES[arch], S.cases, S.refused, S.accepted, S.known_bad, S.known_ok, lt_test_now() - t0,
-         lt_test_cpu_now() - c0, S.load_cpu, S.slowest, S.slowest_name, S.slowest_wall, S.peak_rss_kb / 1024, RSS_BOUND_MB, S.worst_growth_kb,
-         S.growth_name);
+         lt_test_cpu_now() - c0, S.load_cpu, S.slowest, S.slowest_name, S.slowest_wall, S.peak_rss_kb / 1024,
+         RSS_BOUND_MB, S.worst_growth_kb, S.growth_name);
   free(l.v);
   remove_dir();
 }
