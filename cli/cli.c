@@ -205,7 +205,7 @@ int lt_cli_find(const lt_cli *cli, const char *name) {
 
 /* Sets option o from text v; false with msg on a bad value. The message
  * quotes at most 64 bytes of v (a value may be long). */
-static bool set_value(const lt_cli_opt *o, void *values, const char *v, char *msg, size_t msg_size) {
+static bool set_value(const lt_cli_opt *o, const char *flag, void *values, const char *v, char *msg, size_t msg_size) {
   void *p = field(o, values);
   char range[512];
   char *end = NULL;
@@ -215,18 +215,18 @@ static bool set_value(const lt_cli_opt *o, void *values, const char *v, char *ms
       /* digits with an optional sign only: no spaces, no "1e18", no hex */
       const char *d = v + (*v == '-' || *v == '+');
       if (!isdigit((unsigned char)*d)) {
-        snprintf(msg, msg_size, "--%s: '%.64s' is not an integer in %s", o->name, v,
+        snprintf(msg, msg_size, "--%s: '%.64s' is not an integer in %s", flag, v,
                  lt_cli_range_text(o, range, sizeof range));
         return false;
       }
       long long x = strtoll(v, &end, 10);
       if (*end) {
-        snprintf(msg, msg_size, "--%s: '%.64s' is not an integer in %s", o->name, v,
+        snprintf(msg, msg_size, "--%s: '%.64s' is not an integer in %s", flag, v,
                  lt_cli_range_text(o, range, sizeof range));
         return false;
       }
       if (errno == ERANGE || x < o->min || x > o->max) {
-        snprintf(msg, msg_size, "--%s %.64s: must be in %s", o->name, v, lt_cli_range_text(o, range, sizeof range));
+        snprintf(msg, msg_size, "--%s %.64s: must be in %s", flag, v, lt_cli_range_text(o, range, sizeof range));
         return false;
       }
       *(int64_t *)p = x;
@@ -236,7 +236,7 @@ static bool set_value(const lt_cli_opt *o, void *values, const char *v, char *ms
       double x = *v && !isspace((unsigned char)*v) ? strtod(v, &end) : 0;
       bool overflow = errno == ERANGE && isinf(x); /* "1e999"; an underflow ("1e-999") is a tiny number */
       if (!end || end == v || *end || isnan(x) || (isinf(x) && !overflow)) {
-        snprintf(msg, msg_size, "--%s: '%.64s' is not a finite number in %s", o->name, v,
+        snprintf(msg, msg_size, "--%s: '%.64s' is not a finite number in %s", flag, v,
                  lt_cli_range_text(o, range, sizeof range));
         return false;
       }
@@ -244,7 +244,7 @@ static bool set_value(const lt_cli_opt *o, void *values, const char *v, char *ms
       *(double *)p = x;
       if (overflow || !lt_cli_check(o, values, msg, msg_size)) {
         *(double *)p = saved;
-        snprintf(msg, msg_size, "--%s %.64s: must be in %s", o->name, v, lt_cli_range_text(o, range, sizeof range));
+        snprintf(msg, msg_size, "--%s %.64s: must be in %s", flag, v, lt_cli_range_text(o, range, sizeof range));
         return false;
       }
       return true;
@@ -253,9 +253,9 @@ static bool set_value(const lt_cli_opt *o, void *values, const char *v, char *ms
       size_t n = strnlen(v, (size_t)o->max + 1);
       if ((int64_t)n < o->min || (int64_t)n > o->max) {
         if (n == 0)
-          snprintf(msg, msg_size, "--%s: the value is empty (%s)", o->name, lt_cli_range_text(o, range, sizeof range));
+          snprintf(msg, msg_size, "--%s: the value is empty (%s)", flag, lt_cli_range_text(o, range, sizeof range));
         else
-          snprintf(msg, msg_size, "--%s: the value is %s than %lld bytes", o->name,
+          snprintf(msg, msg_size, "--%s: the value is %s than %lld bytes", flag,
                    (int64_t)n > o->max ? "longer" : "shorter", (long long)((int64_t)n > o->max ? o->max : o->min));
         return false;
       }
@@ -264,7 +264,7 @@ static bool set_value(const lt_cli_opt *o, void *values, const char *v, char *ms
     }
     case LT_CLI_BOOL:
       if (!parse_bool(v, (bool *)p)) {
-        snprintf(msg, msg_size, "--%s: '%.64s' is not on/off (true/false, yes/no, 1/0)", o->name, v);
+        snprintf(msg, msg_size, "--%s: '%.64s' is not on/off (true/false, yes/no, 1/0)", flag, v);
         return false;
       }
       return true;
@@ -279,13 +279,13 @@ static bool set_value(const lt_cli_opt *o, void *values, const char *v, char *ms
           *(int *)p = k;
           return true;
         }
-      snprintf(msg, msg_size, "--%s: unknown value '%.64s' (%s)", o->name, v,
+      snprintf(msg, msg_size, "--%s: unknown value '%.64s' (%s)", flag, v,
                lt_cli_range_text(o, range, sizeof range));
       return false;
     }
     case LT_CLI_GROUP: break;
   }
-  snprintf(msg, msg_size, "--%s: not an option", o->name);
+  snprintf(msg, msg_size, "--%s: not an option", flag);
   return false;
 }
 
@@ -341,15 +341,8 @@ lt_cli_status lt_cli_parse(const lt_cli *cli, int argc, char *const *argv, void 
           BAD("--%s needs a value (%s)", name, o->arg ? o->arg : "NAME");
         val = argv[++i];
       }
-      for (int k = 0; k < 2 && idx[k] >= 0; k++)
-        if (!set_value(&cli->opts[idx[k]], values, val, msg, msg_size)) {
-          if (idx[k] != lt_cli_find(cli, name)) { /* an alias: name the flag the user wrote */
-            char inner[512];
-            snprintf(inner, sizeof inner, "%s", msg);
-            snprintf(msg, msg_size, "--%s (%s)", name, inner);
-          }
-          return LT_CLI_BAD;
-        }
+      for (int k = 0; k < 2 && idx[k] >= 0; k++) /* the message names the flag as written (an alias too) */
+        if (!set_value(&cli->opts[idx[k]], name, values, val, msg, msg_size)) return LT_CLI_BAD;
     }
     for (int k = 0; k < 2 && idx[k] >= 0; k++)
       if (given) given[idx[k]] = true;

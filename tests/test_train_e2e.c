@@ -391,7 +391,7 @@ START_TEST(bad_flags_and_data) {
       {"--d-model abc", 2, "--d-model: 'abc' is not an integer"},
       {"--steps", 2, "--steps needs a value"},
       {"--arch gpt", 2, "--arch: unknown value 'gpt'"},
-      {"--lr -1", 2, "--lr -1: must be > 0"},
+      {"--lr -1", 2, "--lr -1: must be in (0, 1e+30]"},
       {"--no-steps", 2, "unknown flag --no-steps"},
       {"--d-model 30 --heads 4", 2, "model configuration"},
       {"--task copy --text x", 2, "give one data source"},
@@ -400,6 +400,23 @@ START_TEST(bad_flags_and_data) {
       {"--resume /nonexistent/dir", 2, "--resume '/nonexistent/dir'"},
       {"--tsv /nonexistent.tsv", 1, "/nonexistent.tsv"},
       {"positional", 2, "unexpected argument 'positional'"},
+      /* every flag is bounded: the message names the flag and its range */
+      {"--examples 1e18", 2, "--examples: '1e18' is not an integer in [0, 10000]"},
+      {"--examples 1000000000000000000", 2, "--examples 1000000000000000000: must be in [0, 10000]"},
+      {"--examples 99999999999999999999", 2, "--examples 99999999999999999999: must be in [0, 10000]"},
+      {"--eval-batch 99999999999", 2, "--eval-batch 99999999999: must be in [1, 65536]"},
+      {"--accum 9223372036854775807", 2, "--accum 9223372036854775807: must be in [1, 65536]"},
+      {"--ckpt-every -1", 2, "--ckpt-every -1: must be in [0, 1000000000000]"},
+      {"--eval-every -5", 2, "--eval-every -5: must be in [0, 1000000000000]"},
+      {"--dropout nan", 2, "--dropout: 'nan' is not a finite number in [0, 1]"},
+      {"--clip inf", 2, "--clip: 'inf' is not a finite number in [0, 1e+06]"},
+      {"--task-train=", 2, "--task-train: '' is not an integer in [1, 10000000]"},
+      {"--tokenizer words", 2, "--tokenizer: unknown value 'words' (one of: byte, char, bpe)"},
+      {"--layers 2000", 2, "--layers 2000: must be in [0, 1024]"},
+      /* and across flags: the sizes of a batch (the default --seq-len is --max-len, 512) */
+      {"--batch 65536", 2, "--batch 65536 x --seq-len 512: at most 2^24 (16777216) tokens per micro-batch"},
+      {"--eval-batch 65536", 2, "--eval-batch 65536 x --seq-len 512: at most 2^24"},
+      {"--batch 1024 --accum 65536", 2, "--batch 1024 x --seq-len 512 x --accum 65536: at most 2^32"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char args[512];
