@@ -456,6 +456,27 @@ START_TEST(bad_flags_and_data) {
   snprintf(args, sizeof args, "--resume '%s' --eval-only", in_tmp("used"));
   expect_exit(run_train(args, "used4.log"), 0, "used4.log");
   expect_in_log("used4.log", "validation at step 2");
+  /* the saved settings are checked against the flags' ranges on resume: a checkpoint whose
+   * opt.eval-batch was made huge is refused, naming the setting and the range */
+  {
+    lt_params *empty = lt_params_new();
+    lt_train_state st0 = {.params = empty};
+    lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+    lo.non_strict = true;
+    lt_ckpt_info *info = NULL;
+    LT_OK_OR_FAIL(lt_ckpt_load_training(ckpt("used", 2), &st0, &lo, &info));
+    lt_params_free(empty);
+    LT_OK_OR_FAIL(lt_ckpt_meta_set_int(info->extra, "opt.eval-batch", 99999999));
+    lt_transformer *m = load_model(ckpt("used", 2));
+    lt_train_state st = {.params = lt_transformer_params(m), .step = 2};
+    LT_OK_OR_FAIL(lt_ckpt_save_training(in_tmp("tampered.h5"), &st, info->config, info->extra, NULL));
+    lt_transformer_free(m);
+    lt_ckpt_info_free(info);
+    snprintf(args, sizeof args, "--resume '%s' --ckpt-dir '%s'", in_tmp("tampered.h5"), in_tmp("tampered"));
+    ck_assert_int_eq(run_train(args, "tampered.log"), 1);
+    expect_in_log("tampered.log", "the saved setting 'opt.eval-batch' is out of range: --eval-batch 99999999: "
+                  "must be in [1, 65536]");
+  }
 }
 END_TEST
 

@@ -279,21 +279,26 @@ int main(int argc, char **argv) {
     bool model_only = lt_ckpt_load_params(o.checkpoint, empty, &lo, &pinfo) == LT_OK && !pinfo->training;
     lt_ckpt_info_free(pinfo);
     if (model_only)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s' holds a model only, without the tokenizer: generate needs a checkpoint "
-          "written by train (runs/.../ckpt-*.h5)", o.checkpoint);
+      lt_cli_die(LT_CLI_EXIT_FAILURE,
+                 "checkpoint '%s' holds a model only, without the tokenizer: generate needs a checkpoint "
+                 "written by train (runs/.../ckpt-*.h5)",
+                 o.checkpoint);
     if (strstr(why, o.checkpoint)) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", why); /* the loader's message names the file */
     lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, why);
   }
   lt_params_free(empty);
   lt_tf_config cfg;
   if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': not a Transformer checkpoint of train (its model configuration: %s)",
-        o.checkpoint, lt_last_error());
+    lt_cli_die(LT_CLI_EXIT_FAILURE,
+               "checkpoint '%s': not a Transformer checkpoint of train (its model configuration: %s)", o.checkpoint,
+               lt_last_error());
   const void *blob;
   size_t blob_size;
   if (lt_ckpt_meta_get_bytes(info->extra, "tokenizer", &blob, &blob_size) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s' is a training state without a tokenizer (the extra value 'tokenizer'): "
-        "generate needs a checkpoint written by train", o.checkpoint);
+    lt_cli_die(LT_CLI_EXIT_FAILURE,
+               "checkpoint '%s' is a training state without a tokenizer (the extra value 'tokenizer'): "
+               "generate needs a checkpoint written by train",
+               o.checkpoint);
   lt_tokenizer *tok = lt_tokenizer_deserialize(blob, blob_size);
   if (!tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': its tokenizer: %s", o.checkpoint, lt_last_error());
   if (lt_tokenizer_vocab_size(tok) != cfg.vocab_size)
@@ -329,14 +334,16 @@ int main(int argc, char **argv) {
   if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': building its model: %s", o.checkpoint, lt_last_error());
   lt_generator_free(init);
   if (lt_ckpt_load_params(o.checkpoint, lt_transformer_params(m), NULL, NULL) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': loading the model's parameters: %s", o.checkpoint, lt_last_error());
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': loading the model's parameters: %s", o.checkpoint,
+               lt_last_error());
 
   /* ---- generation limits ---- */
   if (cfg.arch == LT_TF_ENCODER_DECODER) {
     if (given[lt_cli_find(&CLI, "max-len")] && o.max_len > cfg.max_len)
-      lt_cli_die(LT_CLI_EXIT_USAGE, "--max-len %lld: this encoder-decoder has %lld decoder positions (<bos> + %lld tokens fed "
-          "back), so at most %lld", (long long)o.max_len, (long long)cfg.max_len, (long long)(cfg.max_len - 1),
-          (long long)cfg.max_len);
+      lt_cli_die(LT_CLI_EXIT_USAGE,
+                 "--max-len %lld: this encoder-decoder has %lld decoder positions (<bos> + %lld tokens fed "
+                 "back), so at most %lld",
+                 (long long)o.max_len, (long long)cfg.max_len, (long long)(cfg.max_len - 1), (long long)cfg.max_len);
     if (o.max_len > cfg.max_len) o.max_len = cfg.max_len;
   }
 
@@ -355,13 +362,16 @@ int main(int argc, char **argv) {
     if (from_file) close(input_fd);
     in = split_lines(text, size, &n);
     free(text);
-    if (n == 0) lt_cli_die(LT_CLI_EXIT_FAILURE, "no input: %s is empty (give TEXT arguments, --input FILE, or lines on stdin)", name);
+    if (n == 0)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "no input: %s is empty (give TEXT arguments, --input FILE, or lines on stdin)",
+                 name);
   }
   const char *what = n_texts > 0 ? "input" : "input line";
   const int64_t limit = cfg.arch == LT_TF_DECODER_ONLY ? context : cfg.max_len;
   for (int64_t i = 0; i < n; i++) {
     size_t len = strlen(in[i].text);
-    if (len == 0) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s %lld is empty: there is nothing to condition on", what, (long long)i + 1);
+    if (len == 0)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "%s %lld is empty: there is nothing to condition on", what, (long long)i + 1);
     if (lt_tokenizer_encode(tok, in[i].text, len, &in[i].ids, &in[i].n) != LT_OK)
       lt_cli_die(LT_CLI_EXIT_FAILURE, "%s %lld: %s", what, (long long)i + 1, lt_last_error());
     int64_t unk = 0;
@@ -394,8 +404,8 @@ int main(int argc, char **argv) {
     }
     lt_scope *s = lt_scope_begin();
     int64_t nbS; /* nb <= --batch and S <= the model's positions, both bounded; checked all the same */
-    if (__builtin_mul_overflow(nb, S, &nbS)) lt_cli_die(LT_CLI_EXIT_FAILURE, "a batch of %lld x %lld tokens is too large", (long long)nb,
-                                                 (long long)S);
+    if (__builtin_mul_overflow(nb, S, &nbS))
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "a batch of %lld x %lld tokens is too large", (long long)nb, (long long)S);
     int64_t *ids = lt_cli_xmalloc_n((size_t)nbS, sizeof *ids);
     bool *pad = lt_cli_xmalloc_n((size_t)nbS, sizeof *pad);
     for (int64_t k = 0; k < nb; k++)
@@ -431,7 +441,8 @@ int main(int argc, char **argv) {
       if (lt_tf_decode(m, encdec ? x : NULL, encdec ? xp : NULL, encdec ? NULL : x, &d, &r) != LT_OK)
         die_lt("decoding");
       const int64_t L = r.tokens->shape[1];
-      int64_t *y = lt_cli_xmalloc_n((size_t)nb, sizeof *y * (size_t)L), *len = lt_cli_xmalloc_n((size_t)nb, sizeof *len);
+      int64_t *y = lt_cli_xmalloc_n((size_t)nb, sizeof *y * (size_t)L),
+              *len = lt_cli_xmalloc_n((size_t)nb, sizeof *len);
       double *sc = lt_cli_xmalloc_n((size_t)nb, sizeof *sc);
       if (lt_tensor_read(r.tokens, LT_DTYPE_I64, y, nb * L) != LT_OK ||
           lt_tensor_read(r.lengths, LT_DTYPE_I64, len, nb) != LT_OK ||
