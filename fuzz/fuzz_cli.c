@@ -2,10 +2,9 @@
  * fuzz/fuzz_cli.c: the programs' option parser (cli/cli.h, lt_cli_parse) on
  * arbitrary command lines. The first input byte chooses whether operands are
  * allowed (bit 0); the rest is the command line, its words separated by '\0'
- * (at most 64 words, each at most 4096 bytes). The option table has every kind
- * of value (integers with full and small ranges, numbers with open and closed
- * ends, a bounded string, switches, an enum with an alias spelling), an alias
- * of two options and a negating alias, like train's and generate's tables.
+ * (at most 64 words, each at most 4096 bytes). The option table is that of
+ * tests/cli_example.h (shared with tests/test_cli.c): every kind of value, an
+ * alias of two options and a negating alias, like train's and generate's.
  *
  * Checked promises (cli/cli.h): lt_cli_parse never exits and returns one of
  * its three statuses; a refusal has a message that starts by naming the flag
@@ -21,46 +20,15 @@
 
 #include <string.h>
 
+#include "cli_example.h" /* tests/: the option table */
 #include "fuzz_util.h"
 
-typedef struct vals {
-  int64_t n, any;
-  double x, p;
-  const char *path;
-  bool on, off;
-  int color;
-} vals;
-
-static const char *color_name(int i) {
-  static const char *const n[] = {"red", "green", "blue"};
-  return i >= 0 && i < 3 ? n[i] : "unknown";
-}
-static bool color_alias(const char *t, int *v) { return !strcmp(t, "grn") ? (*v = 1, true) : false; }
-
-static const lt_cli_opt OPTS[] = {
-    LT_CLI_GROUP_TITLE("Numbers"),
-    LT_CLI_OPT_INT(vals, "n", n, "N", 1, 65536, "a count"),
-    LT_CLI_OPT_INT(vals, "any", any, "N", INT64_MIN, INT64_MAX, "any integer"),
-    LT_CLI_OPT_DOUBLE(vals, "x", x, "X", 0, 1e30, "a number", .flags = LT_CLI_MIN_OPEN),
-    LT_CLI_OPT_DOUBLE(vals, "p", p, "P", 0, 1, "a probability", .flags = LT_CLI_MAX_OPEN),
-    LT_CLI_GROUP_TITLE("Others"),
-    LT_CLI_OPT_STRING(vals, "path", path, "FILE", 16, "a short path"),
-    LT_CLI_OPT_BOOL(vals, "on", on, "on by default"),
-    LT_CLI_OPT_BOOL(vals, "off", off, "off by default"),
-    LT_CLI_OPT_ENUM(vals, "color", color, color_name, 3, "a color", .parse_alias = color_alias),
-};
-enum { N_OPTS = (int)(sizeof OPTS / sizeof OPTS[0]), MAX_WORDS = 64, MAX_WORD = 4096 };
-static const lt_cli_alias ALIASES[] = {
-    {"both", {"n", "any"}, false, "sets --n and --any"},
-    {"dark", {"on", NULL}, true, "the same as --no-on"},
-};
-static const vals DEFAULTS = {.n = 5, .any = -1, .x = 1, .p = 0.5, .on = true, .color = 2};
+enum { MAX_WORDS = 64, MAX_WORD = 4096 };
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_init();
   if (size == 0) return 0;
-  const lt_cli cli = {.prog = "fuzz", .synopsis = "usage: fuzz\n", .opts = OPTS, .n_opts = N_OPTS,
-                      .aliases = ALIASES, .n_aliases = 2, .defaults = &DEFAULTS, .positional = data[0] & 1};
+  const lt_cli cli = cli_of(data[0] & 1);
   /* the words: copies of the '\0'-separated pieces (the last one terminated here) */
   static char words[MAX_WORDS][MAX_WORD + 1];
   char *argv[MAX_WORDS + 2] = {"fuzz"};
@@ -78,7 +46,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   argv[argc] = NULL;
 
   vals v = DEFAULTS;
-  bool given[N_OPTS] = {false};
+  bool given[N] = {false};
   const char *pos[MAX_WORDS + 2];
   int n_pos = -1;
   char msg[256];
@@ -94,7 +62,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_ASSERT(msg[0] == '\0', "a message without a refusal: '%s'", msg);
   if (st == LT_CLI_PARSED) {
     char why[256], text[512];
-    for (int i = 0; i < N_OPTS; i++) {
+    for (int i = 0; i < N; i++) {
       FUZZ_ASSERT(!given[i] || OPTS[i].kind != LT_CLI_GROUP, "a heading marked given");
       if (OPTS[i].kind == LT_CLI_GROUP) continue;
       FUZZ_ASSERT(lt_cli_check(&OPTS[i], &v, why, sizeof why), "parsed, yet out of range: %s", why);

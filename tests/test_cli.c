@@ -3,54 +3,16 @@
  * kind of value, the ranges, the strings an attacker tries (1e18, 20 nines,
  * -1, nan, inf, empty, an unknown enum name, a missing value), aliases,
  * operands, --help, the range check of values from elsewhere and the help
- * text. The programs' use of it is tested in test_train_e2e.c and
- * test_decode.c, which run them.
+ * text, on the example table of cli_example.h. The programs' use of it is
+ * tested in test_train_e2e.c and test_decode.c, which run them.
  */
 #include "cli/cli.h"
+#include "cli_example.h"
 #include "test_util.h"
 
 #include <float.h>
 #include <stdlib.h>
 #include <string.h>
-
-typedef struct vals {
-  int64_t n, big;
-  double x, p;
-  const char *path;
-  bool on, off;
-  int color;
-} vals;
-
-static const char *color_name(int i) {
-  static const char *const n[] = {"red", "green", "blue"};
-  return i >= 0 && i < 3 ? n[i] : "unknown";
-}
-static bool color_alias(const char *t, int *v) { return !strcmp(t, "grn") ? (*v = 1, true) : false; }
-
-static const lt_cli_opt OPTS[] = {
-    LT_CLI_GROUP_TITLE("Numbers"),
-    LT_CLI_OPT_INT(vals, "n", n, "N", 1, 100, "a count"),
-    LT_CLI_OPT_INT(vals, "big", big, "N", INT64_MIN, INT64_MAX, "any integer"),
-    LT_CLI_OPT_DOUBLE(vals, "x", x, "X", 0, 10, "a number", .flags = LT_CLI_MIN_OPEN),
-    LT_CLI_OPT_DOUBLE(vals, "p", p, "P", 0, 1, "a probability", .flags = LT_CLI_MAX_OPEN,
-                      .default_text = "by --n"),
-    LT_CLI_GROUP_TITLE("Others"),
-    LT_CLI_OPT_STRING(vals, "path", path, "FILE", 8, "a short path"),
-    LT_CLI_OPT_BOOL(vals, "on", on, "a switch on by default"),
-    LT_CLI_OPT_BOOL(vals, "off", off, "a switch off by default"),
-    LT_CLI_OPT_ENUM(vals, "color", color, color_name, 3, "a color", .parse_alias = color_alias),
-};
-enum { N = (int)(sizeof OPTS / sizeof OPTS[0]) };
-static const lt_cli_alias ALIASES[] = {
-    {"both", {"n", "big"}, false, "sets --n and --big"},
-    {"dark", {"on", NULL}, true, "the same as --no-on"},
-};
-static const vals DEFAULTS = {.n = 5, .big = 0, .x = 1, .p = 0.5, .on = true, .color = 2};
-
-static lt_cli cli_of(bool positional) {
-  return (lt_cli){.prog = "prog", .synopsis = "usage: prog\n", .epilogue = "the end\n", .opts = OPTS, .n_opts = N,
-                  .aliases = ALIASES, .n_aliases = 2, .defaults = &DEFAULTS, .positional = positional};
-}
 
 /* Parses the words of line (split at spaces; "_" stands for an empty word). */
 static lt_cli_status parse(const char *line, vals *v, bool *given, char *msg, size_t msg_size, bool positional,
