@@ -20,8 +20,10 @@
  * What this is not: a server (each run loads the model once and reads its
  * inputs to the end), nor a trainer (models/transformer/train).
  *
- * Exit status: 0 on success, 1 for data errors (checkpoint, input), 2 for
- * usage errors (flags).
+ * Exit status (cli/cli.h): 0 on success, 1 for data errors (checkpoint,
+ * input, a failed write), 2 for usage errors (flags). Every flag is bounded
+ * (the table OPTS, read by cli/cli.h), --input must be a regular file and
+ * inputs are at most INPUT_LIMIT bytes, and every write to stdout is checked.
  */
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"

@@ -22,10 +22,11 @@
  * references. docs/train.md documents the flags, the CSV columns, the
  * checkpoint contents and the measured results.
  *
- * Exit codes: 0 done (also after --stop-after), 1 a runtime or data error,
- * 2 a bad command line or configuration, 3 stopped after too many non-finite
- * steps in a row, 128 + signal number after SIGINT / SIGTERM (the checkpoint
- * is saved first).
+ * Exit codes (cli/cli.h): 0 done (also after --stop-after), 1 a runtime or
+ * data error, 2 a bad command line or configuration, 3 stopped after too many
+ * non-finite steps in a row, 128 + signal number after SIGINT / SIGTERM (the
+ * checkpoint is saved first). The flags, their ranges and --help come from one
+ * table read by cli/cli.h.
  *
  * What this is not: a distributed or mixed-precision trainer. Everything runs
  * in f32 on the CPU threads of one process.
