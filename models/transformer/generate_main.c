@@ -8,7 +8,7 @@
  *   encoder-only     a text             -> its label (the class name)
  * Inputs come from the command line (one per argument), a file or standard
  * input (--input FILE or -, one per line; with neither, standard input).
- * Decoding is lt_tf_decode (generate.h): greedy, beam search or sampling, with
+ * Decoding is lt_transformer_generate (generate.h): greedy, beam search or sampling, with
  * the KV cache unless --no-cache. docs/decoding.md is the manual.
  *
  * Inputs are checked before anything is decoded (empty inputs, text the
@@ -28,6 +28,7 @@
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
 #include "datasets/datasets.h"
+#include "models/transformer/config.h"
 #include "models/transformer/generate.h"
 
 #include <errno.h>
@@ -56,14 +57,14 @@ static _Noreturn void die_lt(const char *what) { lt_cli_die(LT_CLI_EXIT_FAILURE,
 
 typedef struct options {
   const char *checkpoint;
-  int strategy; /* lt_decode_strategy */
+  int strategy; /* lt_generate_strategy */
   int64_t beam, top_k, max_len, context, batch, threads, seed;
   double length_penalty, temperature, top_p;
   bool no_cache, scores;
   const char *input; /* file, "-" or NULL */
 } options;
 
-static const char *strategy_name(int i) { /* lt_decode_strategy order */
+static const char *strategy_name(int i) { /* lt_generate_strategy order */
   static const char *const n[] = {"greedy", "beam", "sample"};
   return i >= 0 && i < 3 ? n[i] : "unknown";
 }
@@ -102,7 +103,7 @@ static const lt_cli_opt OPTS[] = {
 #undef D
 enum { N_OPTS = (int)(sizeof OPTS / sizeof OPTS[0]) };
 
-static const options DEFAULTS = {.strategy = LT_DECODE_GREEDY, .beam = 4, .top_k = 0, .max_len = 64, .context = 0,
+static const options DEFAULTS = {.strategy = LT_GENERATE_GREEDY, .beam = 4, .top_k = 0, .max_len = 64, .context = 0,
                                  .batch = 32, .length_penalty = 0.6, .temperature = 1.0, .top_p = 1.0,
                                  .seed = 1234};
 
@@ -140,7 +141,7 @@ static options parse_args(int argc, char **argv, bool *given, const char ***text
   if (!o.checkpoint) lt_cli_die(LT_CLI_EXIT_USAGE, "--checkpoint FILE is required");
   if (o.input && *n_texts > 0) lt_cli_die(LT_CLI_EXIT_USAGE, "give inputs as arguments or with --input, not both");
   int64_t hyp;
-  if (o.strategy == LT_DECODE_BEAM && (__builtin_mul_overflow(o.batch, o.beam, &hyp) || hyp > ((int64_t)1 << 20)))
+  if (o.strategy == LT_GENERATE_BEAM && (__builtin_mul_overflow(o.batch, o.beam, &hyp) || hyp > ((int64_t)1 << 20)))
     lt_cli_die(LT_CLI_EXIT_USAGE, "--batch %lld x --beam %lld: at most 2^20 (1048576) hypotheses are decoded together",
         (long long)o.batch, (long long)o.beam);
   return o;
@@ -393,11 +394,11 @@ int main(int argc, char **argv) {
   double *score = lt_cli_xcalloc((size_t)n, sizeof *score);
   lt_generator *gen = lt_generator_new((uint64_t)o.seed);
   if (!gen) die_lt("the sampling generator");
-  lt_decode_opts d = lt_decode_defaults();
-  d.strategy = (lt_decode_strategy)o.strategy, d.beam_width = o.beam, d.length_penalty = o.length_penalty;
+  lt_generate_opts d = lt_generate_defaults();
+  d.strategy = (lt_generate_strategy)o.strategy, d.beam_width = o.beam, d.length_penalty = o.length_penalty;
   d.temperature = o.temperature, d.top_k = o.top_k, d.top_p = o.top_p, d.gen = gen;
-  d.max_new = o.max_len, d.context = context, d.no_cache = o.no_cache;
-  d.bos_id = LT_TOKEN_BOS, d.eos_id = LT_TOKEN_EOS, d.pad_id = LT_TOKEN_PAD;
+  d.max_new = o.max_len, d.eos_id = LT_TOKEN_EOS, d.pad_id = LT_TOKEN_PAD;
+  const lt_tf_generate_opts dt = {.bos_id = LT_TOKEN_BOS, .context = context, .no_cache = o.no_cache};
   for (int64_t b0 = 0; b0 < n;) {
     int64_t nb = 1, S = in[b0].n;
     while (b0 + nb < n && nb < o.batch && (cfg.arch != LT_TF_DECODER_ONLY || in[b0 + nb].n == S)) {
@@ -438,9 +439,9 @@ int main(int argc, char **argv) {
       }
       free(p);
     } else {
-      lt_decode_result r = {0};
+      lt_generate_result r = {0};
       const bool encdec = cfg.arch == LT_TF_ENCODER_DECODER;
-      if (lt_tf_decode(m, encdec ? x : NULL, encdec ? xp : NULL, encdec ? NULL : x, &d, &r) != LT_OK)
+      if (lt_transformer_generate(m, encdec ? x : NULL, encdec ? xp : NULL, encdec ? NULL : x, &d, &dt, &r) != LT_OK)
         die_lt("decoding");
       const int64_t L = r.tokens->shape[1];
       int64_t *y = lt_cli_xmalloc_n((size_t)nb, sizeof *y * (size_t)L),
@@ -458,7 +459,7 @@ int main(int argc, char **argv) {
         score[b0 + k] = sc[k];
       }
       free(y), free(len), free(sc);
-      lt_decode_result_free(&r);
+      lt_generate_result_free(&r);
     }
     lt_scope_end(s);
     for (int64_t k = 0; k < nb; k++)
