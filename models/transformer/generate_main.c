@@ -297,7 +297,7 @@ int main(int argc, char **argv) {
                lt_last_error());
   const void *blob;
   size_t blob_size;
-  if (lt_ckpt_meta_get_bytes(info->extra, "tokenizer", &blob, &blob_size) != LT_OK)
+  if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &blob_size) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE,
                "checkpoint '%s' is a training state without a tokenizer (the extra value 'tokenizer'): "
                "generate needs a checkpoint written by train",
@@ -312,7 +312,7 @@ int main(int argc, char **argv) {
     classes = lt_cli_xcalloc((size_t)cfg.n_classes, sizeof *classes);
     const void *cb;
     size_t cs;
-    if (lt_ckpt_meta_get_bytes(info->extra, "classes", &cb, &cs) == LT_OK) {
+    if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_CLASSES, &cb, &cs) == LT_OK) {
       const char *p = cb, *end = p + cs;
       for (int64_t i = 0; i < cfg.n_classes && p < end; i++) {
         const char *nl = memchr(p, '\n', (size_t)(end - p));

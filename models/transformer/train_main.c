@@ -14,16 +14,17 @@
  * What it does, in order: parse the flags (one table, below, drives parsing,
  * --help, saving the settings into checkpoints and checking them on resume);
  * load or generate the data and build the tokenizer; build the model and the
- * optimizer (or restore the whole training state from a checkpoint); then
- * train, one step per lt_scope (so memory stays flat), with a live progress
- * line, a CSV row per step, periodic validation (loss, token accuracy and
- * exact match by greedy decoding) and periodic checkpoints; finally validate
- * on every held-out example and print decoded examples next to their
- * references. docs/train.md documents the flags, the CSV columns, the
- * checkpoint contents and the measured results.
+ * optimizer; then hand them to the library's training loop (train/trainer.h:
+ * the step, resume, the progress line, the CSV, checkpoints, Ctrl-C) with
+ * this program's part as hooks: the loss of a micro-batch, the validation
+ * (loss, token accuracy and exact match by greedy decoding) and the values
+ * it keeps in checkpoints (settings, tokenizer, class labels); finally print
+ * decoded examples next to their references. docs/train.md documents the
+ * flags, the CSV columns, the checkpoint contents and the measured results.
  *
  * Exit codes (cli/cli.h): 0 done (also after --stop-after), 1 a runtime or
- * data error, 2 a bad command line or configuration, 3 stopped after too many
+ * data error (a full disk or a file over the size limit included: SIGXFSZ is
+ * ignored), 2 a bad command line or configuration, 3 stopped after too many
  * non-finite steps in a row, 128 + signal number after SIGINT / SIGTERM (the
  * checkpoint is saved first). The flags, their ranges and --help come from one
  * table read by cli/cli.h.
@@ -37,7 +38,6 @@
 #include "models/transformer/generate.h"
 #include "models/transformer/transformer.h"
 
-#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <signal.h>
@@ -47,7 +47,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -61,13 +60,7 @@ enum { EXIT_DATA = LT_CLI_EXIT_FAILURE, EXIT_USAGE = LT_CLI_EXIT_USAGE, EXIT_NON
 /* Errors: a program may exit (the library never does)                     */
 /* ======================================================================== */
 
-static bool g_tty;          /* stdout is a terminal: the progress line redraws in place */
-static bool g_line_open;    /* a progress line without its newline is on screen */
-
-static void end_line(void) {
-  if (g_line_open) fputs("\r\033[K", stdout), fflush(stdout);
-  g_line_open = false;
-}
+static lt_trainer *g_trainer; /* its progress line is cleared before a message */
 
 /* The error exit and checked allocation of cli/cli.h under this file's short
  * names; main's lt_cli_init(PROG, end_line) ends a progress line before a
@@ -75,6 +68,8 @@ static void end_line(void) {
 #define die lt_cli_die
 #define xmalloc lt_cli_xmalloc
 #define xstrdup lt_cli_xstrdup
+
+static void end_line(void) { lt_trainer_end_line(g_trainer); }
 
 /* A libtensor call failed: its message names the op and what was wrong. */
 static _Noreturn void die_lt(int code, const char *what) {
@@ -103,54 +98,14 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* "4m05s", "1h02m", "12.3s" */
-static char *fmt_dur(double s, char *buf, size_t n) {
-  if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
-  else if (s < 60) snprintf(buf, n, "%.1fs", s);
-  else if (s < 3600) snprintf(buf, n, "%dm%02ds", (int)(s / 60), (int)s % 60);
-  else snprintf(buf, n, "%dh%02dm", (int)(s / 3600), (int)(s / 60) % 60);
-  return buf;
-}
-#define DUR(s) fmt_dur((s), (char[32]){0}, 32)
+/* "4m05s", "1h02m", "12.3s", as the progress line writes them */
+#define DUR(s) lt_trainer_fmt_duration((s), (char[32]){0}, 32)
 
-/* Resident set size now and at its peak, in MB. */
-static double rss_mb(void) {
-  FILE *f = fopen("/proc/self/statm", "r");
-  long pages = 0, res = 0;
-  if (f) {
-    if (fscanf(f, "%ld %ld", &pages, &res) != 2) res = 0;
-    fclose(f);
-  }
-  return (double)res * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
-}
+/* Resident set size at its peak, in MB. */
 static double peak_rss_mb(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   return (double)ru.ru_maxrss / 1024.0; /* KiB on Linux */
-}
-
-/* ======================================================================== */
-/* Signals: the handler only sets a flag; the loop checks it between steps  */
-/* ======================================================================== */
-
-static volatile sig_atomic_t g_signal;
-
-static void on_signal(int sig) {
-  g_signal = sig;
-  static const char msg[] = "\n" PROG ": signal received: stopping after this step and saving a checkpoint "
-                            "(again to quit at once)\n";
-  ssize_t w = write(STDERR_FILENO, msg, sizeof msg - 1);
-  (void)w;
-}
-
-static void install_signals(void) {
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESETHAND; /* a second Ctrl-C kills at once (saves are atomic: no torn file) */
-  sigemptyset(&sa.sa_mask);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
 }
 
 /* ======================================================================== */
@@ -923,36 +878,8 @@ static char *ids_text(const lt_tokenizer *tok, const int64_t *ids, int64_t n) {
 }
 
 /* ======================================================================== */
-/* The run: everything a step, an evaluation and a checkpoint need          */
+/* The run: the model, its data, and what the hooks need                    */
 /* ======================================================================== */
-
-typedef struct run {
-  options o;
-  bool given[N_OPTS];
-  data D;
-  lt_tf_config cfg;
-  lt_transformer *model;
-  lt_params *params;
-  lt_optim_config oc;
-  lt_optimizer *opt;
-  lt_schedule sched;
-  lt_generator *dropout_gen;  /* dropout draws (saved as "dropout") */
-  lt_generator *sample_gen;   /* sampling of generated text (not training state) */
-  int64_t step;               /* optimizer steps done (including skipped ones) */
-  int64_t start_step;         /* where this process started */
-  int64_t last_saved;         /* step of the newest checkpoint this run wrote or loaded */
-  int64_t tokens;             /* tokens trained on so far (all processes) */
-  double train_seconds;       /* time in training steps so far (all processes) */
-  int64_t bad_streak;         /* non-finite steps in a row */
-  char dir[PATH_LEN];         /* run directory */
-  char csv_path[PATH_LEN];
-  FILE *csv;
-  char last_ckpt[PATH_LEN];
-} run;
-
-static run R; /* global so that everything stays reachable (and leak-checked) whatever the exit path */
-
-/* ---- evaluation ------------------------------------------------------------ */
 
 typedef struct eval_result {
   double loss;        /* mean cross-entropy per target token (no label smoothing) */
@@ -962,13 +889,45 @@ typedef struct eval_result {
   bool interrupted;
 } eval_result;
 
+typedef struct run {
+  options o;
+  bool given[N_OPTS];
+  data D;
+  lt_tf_config cfg;
+  lt_ckpt_meta *cfg_meta;     /* cfg as checkpoint attributes */
+  lt_transformer *model;
+  lt_params *params;
+  lt_optim_config oc;
+  lt_optimizer *opt;
+  lt_schedule sched;
+  lt_generator *dropout_gen;  /* dropout draws (saved as "dropout") */
+  lt_generator *sample_gen;   /* sampling of generated text (not training state) */
+  int64_t step;               /* --eval-only: the checkpoint's step */
+  char dir[PATH_LEN];         /* run directory */
+  char csv_path[PATH_LEN];
+  /* the micro-batches of the current step (pairs: all fetched first, weights need the total) */
+  lt_seq2seq_batch *mb;       /* [accum], owned by the step's lt_scope */
+  int64_t *mb_tokens;         /* [accum] tokens of each (real source + target) */
+  int64_t mb_total;           /* target tokens (classification: examples) of the step */
+  /* validation */
+  eval_result E;              /* the newest */
+  char **outs;                /* decoded examples of the final validation [n_pool] */
+  int64_t n_pool;
+  lt_trainer *trainer;
+} run;
+
+static run R; /* global so that everything stays reachable (and leak-checked) whatever the exit path */
+
+/* ---- evaluation ------------------------------------------------------------ */
+/* ---- evaluation ------------------------------------------------------------ */
+
 /* Loss and token accuracy of examples [0, n) of pairs, teacher forced. */
 static void eval_pairs_loss(run *r, const lt_seq_pairs *pairs, eval_result *E) {
   int64_t n = lt_seq_pairs_count(pairs), B = r->o.eval_batch;
   double loss_sum = 0, correct = 0, count = 0;
   int64_t *idx = lt_cli_xmalloc_n((size_t)B, sizeof *idx);
   lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
-  for (int64_t b0 = 0; b0 < n && !g_signal; b0 += B) {
+  for (int64_t b0 = 0; b0 < n && !lt_trainer_stop_requested(); b0 += B) {
     int64_t nb = n - b0 < B ? n - b0 : B;
     for (int64_t i = 0; i < nb; i++) idx[i] = b0 + i;
     lt_scope *s = lt_scope_begin();
@@ -996,7 +955,7 @@ static void eval_pairs_loss(run *r, const lt_seq_pairs *pairs, eval_result *E) {
   E->loss = count > 0 ? loss_sum / count : NAN;
   E->token_acc = count > 0 ? correct / count : NAN;
   if (r->D.kind == DATA_CLASSIFY) E->n_exact = (int64_t)correct, E->n_decoded = (int64_t)count;
-  E->interrupted = g_signal != 0;
+  E->interrupted = lt_trainer_stop_requested() != 0;
 }
 
 typedef struct len_idx {
@@ -1024,7 +983,7 @@ static void eval_exact(run *r, int64_t n, eval_result *E, char **out, int64_t n_
   qsort(order, (size_t)n, sizeof *order, cmp_len);
   int64_t B = r->o.eval_batch, *idx = lt_cli_xmalloc_n((size_t)B, sizeof *idx), *gen = NULL;
   E->n_exact = E->n_decoded = 0;
-  for (int64_t b0 = 0; b0 < n && !g_signal; b0 += B) {
+  for (int64_t b0 = 0; b0 < n && !lt_trainer_stop_requested(); b0 += B) {
     int64_t nb = n - b0 < B ? n - b0 : B, maxlen = 0;
     for (int64_t k = 0; k < nb; k++) {
       idx[k] = order[b0 + k].i;
@@ -1064,7 +1023,7 @@ static void eval_exact(run *r, int64_t n, eval_result *E, char **out, int64_t n_
     lt_scope_end(s);
   }
   free(gen), free(idx), free(order);
-  E->interrupted = g_signal != 0;
+  E->interrupted = lt_trainer_stop_requested() != 0;
 }
 
 /* Language modelling: mean loss over the validation tokens in chunks of --seq-len. */
@@ -1075,7 +1034,7 @@ static void eval_lm(run *r, eval_result *E) {
   if (!L) die_lt(EXIT_DATA, "validation loader");
   lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
   double sum = 0, correct = 0, count = 0;
-  for (int64_t i = 0; i < lt_lm_loader_batches_per_epoch(L) && !g_signal; i++) {
+  for (int64_t i = 0; i < lt_lm_loader_batches_per_epoch(L) && !lt_trainer_stop_requested(); i++) {
     lt_scope *s = lt_scope_begin();
     lt_tensor *x, *y;
     TRY(EXIT_DATA, lt_lm_loader_next(L, &x, &y), "validation batch");
@@ -1090,7 +1049,7 @@ static void eval_lm(run *r, eval_result *E) {
   lt_lm_loader_free(L);
   E->loss = count > 0 ? sum / count : NAN;
   E->token_acc = count > 0 ? correct / count : NAN;
-  E->interrupted = g_signal != 0;
+  E->interrupted = lt_trainer_stop_requested() != 0;
 }
 
 /* Validation: loss and token accuracy on every held-out example; exact match
@@ -1107,153 +1066,24 @@ static eval_result evaluate(run *r, int64_t n_exact, char **out, int64_t n_out) 
   return E;
 }
 
-static void print_eval(const run *r, const eval_result *E, const char *what) {
-  end_line();
-  printf("%s step %lld: loss %.4f", what, (long long)r->step, E->loss);
-  if (r->D.kind != DATA_CLASSIFY) printf(" (ppl %.2f), token accuracy %.2f%%", exp(E->loss), 100 * E->token_acc);
-  if (E->n_decoded > 0)
-    printf(", %s %.2f%% (%lld/%lld)", r->D.kind == DATA_CLASSIFY ? "accuracy" : "exact match",
-           100.0 * (double)E->n_exact / (double)E->n_decoded, (long long)E->n_exact, (long long)E->n_decoded);
-  printf(" [%s]\n", DUR(E->seconds));
-  fflush(stdout);
+
+/* The text of an evaluation line after "validation at step N: ". */
+static void eval_text(const run *r, const eval_result *E, char *buf, size_t size) {
+  size_t n = (size_t)snprintf(buf, size, "loss %.4f", E->loss);
+  if (n < size && r->D.kind != DATA_CLASSIFY)
+    n += (size_t)snprintf(buf + n, size - n, " (ppl %.2f), token accuracy %.2f%%", exp(E->loss), 100 * E->token_acc);
+  if (n < size && E->n_decoded > 0)
+    snprintf(buf + n, size - n, ", %s %.2f%% (%lld/%lld)", r->D.kind == DATA_CLASSIFY ? "accuracy" : "exact match",
+             100.0 * (double)E->n_exact / (double)E->n_decoded, (long long)E->n_exact, (long long)E->n_decoded);
 }
 
-/* ---- checkpoints ------------------------------------------------------------- */
+/* ======================================================================== */
+/* The hooks of the training loop (train/trainer.h)                         */
+/* ======================================================================== */
 
 static const char *const GEN_NAMES[] = {"dropout"};
-
-static void save_checkpoint(run *r) {
-  if (r->o.no_ckpt) return;
-  char path[PATH_LEN];
-  TRY(EXIT_DATA, lt_ckpt_step_path(path, sizeof path, r->dir, CKPT_PREFIX, r->step), "checkpoint path");
-  lt_ckpt_meta *config = lt_ckpt_meta_new(), *extra = lt_ckpt_meta_new();
-  if (!config || !extra) die(EXIT_DATA, "out of memory");
-  TRY(EXIT_DATA, lt_tf_config_to_meta(&r->cfg, config), "saving the model configuration");
-  options_to_meta(&r->o, extra);
-  void *blob;
-  size_t size;
-  TRY(EXIT_DATA, lt_tokenizer_serialize(r->D.tok, &blob, &size), "saving the tokenizer");
-  lt_status s = lt_ckpt_meta_set_bytes(extra, "tokenizer", blob, size);
-  free(blob);
-  lt_loader_position pos = loader_pos(&r->D);
-  s = s ? s : lt_ckpt_meta_set_int(extra, "loader.epoch", pos.epoch);
-  s = s ? s : lt_ckpt_meta_set_int(extra, "loader.index", pos.index);
-  s = s ? s : lt_ckpt_meta_set_int(extra, "loader.seed", (int64_t)pos.gen.seed);
-  s = s ? s : lt_ckpt_meta_set_int(extra, "loader.offset", (int64_t)pos.gen.offset);
-  s = s ? s : lt_ckpt_meta_set_int(extra, "loader.fingerprint", (int64_t)pos.fingerprint);
-  s = s ? s : lt_ckpt_meta_set_int(extra, "run.tokens", r->tokens);
-  s = s ? s : lt_ckpt_meta_set_double(extra, "run.train_seconds", r->train_seconds);
-  s = s ? s : lt_ckpt_meta_set_int(extra, "run.bad_streak", r->bad_streak);
-  if (r->D.kind == DATA_CLASSIFY) {
-    size_t total = 1;
-    for (int64_t i = 0; i < r->D.n_classes; i++) total += strlen(r->D.classes[i]) + 1;
-    char *c = xmalloc(total), *p = c;
-    for (int64_t i = 0; i < r->D.n_classes; i++) p += sprintf(p, "%s\n", r->D.classes[i]);
-    s = s ? s : lt_ckpt_meta_set_bytes(extra, "classes", c, (size_t)(p - c));
-    free(c);
-  }
-  TRY(EXIT_DATA, s, "saving the training state");
-  lt_train_state st = {r->params, r->opt, &r->oc, &r->sched, r->step, 1, GEN_NAMES, &r->dropout_gen};
-  s = lt_ckpt_save_training(path, &st, config, extra, NULL);
-  lt_ckpt_meta_free(config);
-  lt_ckpt_meta_free(extra);
-  if (s != LT_OK) die_lt(EXIT_DATA, "saving the checkpoint");
-  if (r->o.keep > 0) TRY(EXIT_DATA, lt_ckpt_rotate(r->dir, CKPT_PREFIX, (int)r->o.keep), "rotating checkpoints");
-  fmt_path(r->last_ckpt, "%s", path);
-  r->last_saved = r->step;
-}
-
-/* Deletes the numbered checkpoints of dir (--overwrite). */
-static void remove_checkpoints(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return;
-  struct dirent *e;
-  while ((e = readdir(d))) {
-    const char *n = e->d_name;
-    size_t len = strlen(n);
-    if (len == strlen(CKPT_PREFIX) + 16 && !strncmp(n, CKPT_PREFIX "-", strlen(CKPT_PREFIX) + 1) &&
-        !strcmp(n + len - 3, ".h5")) {
-      char p[PATH_LEN];
-      fmt_path(p, "%s/%s", dir, n);
-      if (remove(p) != 0) die(EXIT_DATA, "--overwrite: cannot delete '%s': %s", p, strerror(errno));
-    }
-  }
-  closedir(d);
-}
-
-static void mkdir_p(const char *dir) {
-  char p[PATH_LEN];
-  fmt_path(p, "%s", dir);
-  for (char *s = p + 1; *s; s++) {
-    if (*s != '/') continue;
-    *s = '\0';
-    if (mkdir(p, 0777) != 0 && errno != EEXIST) die(EXIT_DATA, "cannot create directory '%s': %s", p, strerror(errno));
-    *s = '/';
-  }
-  if (mkdir(p, 0777) != 0 && errno != EEXIST) die(EXIT_DATA, "cannot create directory '%s': %s", p, strerror(errno));
-}
-
-/* ---- metrics CSV --------------------------------------------------------------- */
-
-#define CSV_HEADER \
-  "step,epoch,lr,train_loss,grad_norm,skipped,tokens,step_ms,tokens_per_s,elapsed_s,val_loss,val_token_acc,val_exact_match,rss_mb\n"
-
-/* Opens the CSV: new with its header, or (resume) keeping only the rows up
- * to the resumed step, so that rows written after the last checkpoint by a
- * crashed process are not duplicated. */
-static void open_csv(run *r, bool resuming) {
-  if (resuming) {
-    FILE *f = fopen(r->csv_path, "r");
-    if (f) {
-      char **lines = NULL, buf[4096];
-      size_t n = 0;
-      while (fgets(buf, sizeof buf, f)) {
-        long long st = -1;
-        if (n > 0 && (sscanf(buf, "%lld", &st) != 1 || st > r->step)) continue;
-        lines = realloc(lines, sizeof *lines * (n + 1));
-        if (!lines) die(EXIT_DATA, "out of memory");
-        lines[n++] = xstrdup(buf);
-      }
-      fclose(f);
-      r->csv = fopen(r->csv_path, "w");
-      if (!r->csv) die(EXIT_DATA, "cannot write --csv '%s': %s", r->csv_path, strerror(errno));
-      if (n == 0) fputs(CSV_HEADER, r->csv);
-      for (size_t i = 0; i < n; i++) fputs(lines[i], r->csv), free(lines[i]);
-      free(lines);
-      fflush(r->csv);
-      return;
-    }
-  }
-  r->csv = fopen(r->csv_path, "w");
-  if (!r->csv) die(EXIT_DATA, "cannot write --csv '%s': %s", r->csv_path, strerror(errno));
-  fputs(CSV_HEADER, r->csv);
-  fflush(r->csv);
-}
-
-/* ======================================================================== */
-/* One training step                                                        */
-/* ======================================================================== */
-
-typedef struct step_result {
-  double loss;       /* the optimized loss (with label smoothing), token-weighted mean over micro-batches */
-  double grad_norm;  /* before clipping */
-  double lr;
-  int64_t tokens;
-  bool skipped;
-  const char *why;   /* why it was skipped */
-} step_result;
-
-/* Forward and backward of one micro-batch; returns the loss value (times w
- * for the gradient) or NAN. */
-static double micro_step(run *r, lt_tensor *logits, lt_tensor *labels, double w) {
-  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, r->o.label_smoothing, LT_REDUCTION_MEAN};
-  lt_tensor *loss = lt_cross_entropy(logits, labels, &ce);
-  double v;
-  if (!loss || lt_item(loss, &v) != LT_OK) die_lt(EXIT_DATA, "training forward");
-  if (!isfinite(v)) return v;
-  TRY(EXIT_DATA, lt_backward(lt_mul_scalar(loss, w), NULL, false), "backward");
-  return v;
-}
+/* The CSV's validation columns. */
+static const lt_trainer_metric METRICS[] = {{"val_loss", NULL}, {"val_token_acc", NULL}, {"val_exact_match", "%.6f"}};
 
 /* Number of false entries of a bool mask (the real tokens of a padding mask). */
 static int64_t count_false(const lt_tensor *mask) {
@@ -1266,233 +1096,109 @@ static int64_t count_false(const lt_tensor *mask) {
   return n;
 }
 
-/* One optimizer step: --accum micro-batches forward and backward, all inside
- * one lt_scope (every intermediate and the autograd graph are freed at its
- * end; only the parameters' .grad survive until lt_params_zero_grad), then
- * the gradient norm (clipped to --clip), the learning rate of the schedule
- * and the update. A non-finite loss or gradient norm skips the update (the
- * step's data is still consumed, so the data order stays that of a clean run). */
-static step_result train_step(run *r) {
-  step_result S = {0, NAN, 0, 0, false, NULL};
-  const int64_t A = r->o.accum;
+/* Pairs: all micro-batches of the step first, since each one's weight is its
+ * share of the step's target tokens (classification: examples). */
+static lt_status hook_begin_step(void *user, int64_t step, int64_t accum) {
+  run *r = user;
+  if (r->D.kind == DATA_LM) return LT_OK;
+  r->mb_total = 0;
+  for (int64_t a = 0; a < accum; a++) {
+    lt_seq2seq_batch *b = &r->mb[a];
+    TRY(EXIT_DATA, lt_seq2seq_loader_next(r->D.sl, b), "next batch");
+    r->mb_total += r->D.kind == DATA_CLASSIFY ? b->src->shape[0] : b->n_tokens;
+    /* tokens: real source tokens + target tokens (classification: source only) */
+    r->mb_tokens[a] = (r->D.kind == DATA_CLASSIFY ? 0 : b->n_tokens) + count_false(b->src_mask);
+  }
+  return LT_OK;
+}
+
+/* One micro-batch: the forward pass and the loss (cross-entropy with
+ * --label-smoothing). Language modelling fetches its batch here; every
+ * micro-batch weighs 1/accum. */
+static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
+  run *r = user;
   lt_nn_ctx ctx = {true, r->dropout_gen};
-  lt_scope *scope = lt_scope_begin();
-  if (!scope) die_lt(EXIT_DATA, "scope");
-  bool finite = true;
+  lt_tensor *logits, *labels;
   if (r->D.kind == DATA_LM) {
-    for (int64_t a = 0; a < A; a++) {
-      lt_tensor *x, *y;
-      TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
-      S.tokens += y->numel;
-      if (!finite) continue; /* the batch is still consumed: the data order stays that of a clean run */
-      lt_tensor *logits = lt_transformer_decode(r->model, x, NULL, NULL, NULL, 0, &ctx); /* [B, T, V] */
-      if (!logits) die_lt(EXIT_DATA, "training forward");
-      double v = micro_step(r, logits, y, 1.0 / (double)A);
-      finite = isfinite(v);
-      S.loss += v / (double)A;
-    }
+    lt_tensor *x, *y;
+    TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
+    m->tokens = y->numel;
+    if (!m->forward) return LT_OK; /* the batch is still consumed: the data order stays that of a clean run */
+    logits = lt_transformer_decode(r->model, x, NULL, NULL, NULL, 0, &ctx); /* [B, T, V] */
+    labels = y;
+    m->weight = 1.0 / (double)m->accum;
   } else {
-    lt_seq2seq_batch mb[64], *b = A <= 64 ? mb : lt_cli_xmalloc_n((size_t)A, sizeof *b);
-    int64_t total = 0;
-    for (int64_t a = 0; a < A; a++) { /* all micro-batches first: the weights need the total */
-      TRY(EXIT_DATA, lt_seq2seq_loader_next(r->D.sl, &b[a]), "next batch");
-      total += r->D.kind == DATA_CLASSIFY ? b[a].src->shape[0] : b[a].n_tokens;
-      /* tokens: real source tokens + target tokens (classification: source only) */
-      S.tokens += (r->D.kind == DATA_CLASSIFY ? 0 : b[a].n_tokens) + count_false(b[a].src_mask);
-    }
-    for (int64_t a = 0; a < A && finite; a++) {
-      lt_tensor *logits, *labels;
-      double n;
-      if (r->D.kind == DATA_CLASSIFY) {
-        logits = lt_transformer_classify(r->model, b[a].src, b[a].src_mask, &ctx); /* [B, n_classes] */
-        labels = lt_select(b[a].labels, 1, 0);
-        n = (double)b[a].src->shape[0];
-      } else {
-        lt_tensor *mem = lt_transformer_encode(r->model, b[a].src, b[a].src_mask, &ctx);        /* [B, S, C] */
-        logits = lt_transformer_decode(r->model, b[a].tgt_in, b[a].tgt_mask, mem, b[a].src_mask, 0, &ctx); /* [B, T, V] */
-        labels = b[a].labels;
-        n = (double)b[a].n_tokens;
-      }
-      if (!logits || !labels) die_lt(EXIT_DATA, "training forward");
-      double w = total > 0 ? n / (double)total : 0;
-      double v = micro_step(r, logits, labels, w);
-      finite = isfinite(v);
-      S.loss += finite ? v * w : v;
-    }
-    for (int64_t a = 0; a < A; a++) lt_seq2seq_batch_free(&b[a]);
-    if (b != mb) free(b);
-  }
-  S.lr = lt_schedule_lr(&r->sched, r->step + 1);
-  if (!isfinite(S.lr)) die_lt(EXIT_USAGE, "the learning-rate schedule");
-  if (!finite) {
-    S.skipped = true, S.why = "non-finite loss";
-  } else {
-    lt_status s = lt_clip_grad_norm(r->params, r->o.clip > 0 ? r->o.clip : INFINITY, &S.grad_norm);
-    if (s == LT_ERR_NUMERIC) {
-      S.skipped = true, S.why = "non-finite gradient";
-      lt_clear_error();
-    } else if (s != LT_OK) {
-      die_lt(EXIT_DATA, "gradient clipping");
+    lt_seq2seq_batch *b = &r->mb[m->index];
+    m->tokens = r->mb_tokens[m->index];
+    if (!m->forward) return LT_OK;
+    double n;
+    if (r->D.kind == DATA_CLASSIFY) {
+      logits = lt_transformer_classify(r->model, b->src, b->src_mask, &ctx); /* [B, n_classes] */
+      labels = lt_select(b->labels, 1, 0);
+      n = (double)b->src->shape[0];
     } else {
-      lt_optimizer_set_lr(r->opt, S.lr);
-      TRY(EXIT_DATA, lt_optimizer_step(r->opt), "optimizer step");
+      lt_tensor *mem = lt_transformer_encode(r->model, b->src, b->src_mask, &ctx);                  /* [B, S, C] */
+      logits = lt_transformer_decode(r->model, b->tgt_in, b->tgt_mask, mem, b->src_mask, 0, &ctx); /* [B, T, V] */
+      labels = b->labels;
+      n = (double)b->n_tokens;
     }
+    m->weight = r->mb_total > 0 ? n / (double)r->mb_total : 0;
   }
-  lt_params_zero_grad(r->params);
-  lt_scope_end(scope);
-  return S;
+  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, r->o.label_smoothing, LT_REDUCTION_MEAN};
+  m->loss = logits && labels ? lt_cross_entropy(logits, labels, &ce) : NULL;
+  if (!m->loss) die_lt(EXIT_DATA, "training forward");
+  return LT_OK;
 }
 
-/* ======================================================================== */
-/* Threads: all cores or one, whichever is faster right now                 */
-/* ======================================================================== */
-
-/* A small model on a busy machine can train many times faster on one thread
- * than on two: every parallel region waits for a thread that another process
- * holds, and a step can go from 50 ms to seconds. Since results never depend
- * on the thread count, "auto" measures and switches:
- *   - it trains on the chosen setting (all cores at first) and keeps a moving
- *     average of its speed in tokens per second;
- *   - now and then it probes the other setting for PROBE_STEPS steps: 10
- *     steps in, then every PROBE_EVERY seconds (doubling, up to PROBE_MAX,
- *     after each probe that loses), and at once when a step runs at less than
- *     a third of the average;
- *   - a probe step at less than a third of the chosen setting's speed ends
- *     the probe (so a bad probe costs one step);
- *   - the faster setting (by 10%) becomes the chosen one. */
-typedef struct autothreads {
-  bool on;
-  int max;              /* all cores */
-  int chosen;           /* max or 1 */
-  double rate[2];       /* tokens/s moving averages: [0] all cores, [1] one thread; 0 = not measured */
-  int probe_left;       /* steps left in the current probe of the other setting */
-  double probe_tokens, probe_seconds;
-  double next_probe;    /* wall time of the next scheduled probe */
-  double interval;      /* seconds between scheduled probes */
-  int64_t steps;        /* steps seen */
-} autothreads;
-
-enum { PROBE_STEPS = 8, PROBE_FIRST_STEP = 10 };
-#define PROBE_EVERY 20.0
-#define PROBE_MAX 320.0
-
-static int at_slot(const autothreads *T, int threads) { return threads == T->max ? 0 : 1; }
-
-/* The thread count for the next step. */
-static int auto_threads_next(autothreads *T) {
-  int other = T->chosen == T->max ? 1 : T->max;
-  if (T->probe_left == 0 && T->steps >= PROBE_FIRST_STEP && now_s() >= T->next_probe) {
-    T->probe_left = PROBE_STEPS;
-    T->probe_tokens = T->probe_seconds = 0;
-  }
-  return T->probe_left > 0 ? other : T->chosen;
+/* Periodic validation (exact match on the first --eval-examples), or the
+ * final one (every held-out example, keeping the decoded texts to print). */
+static lt_status hook_evaluate(void *user, lt_trainer_eval *ev) {
+  run *r = user;
+  int64_t n_all = r->D.kind == DATA_SEQ2SEQ ? lt_seq_pairs_count(r->D.valid) : 0;
+  r->E = ev->final ? evaluate(r, n_all, r->outs, r->n_pool) : evaluate(r, r->o.eval_examples, NULL, 0);
+  ev->values[0] = r->E.loss;
+  ev->values[1] = r->E.token_acc;
+  if (r->E.n_decoded > 0) ev->values[2] = (double)r->E.n_exact / (double)r->E.n_decoded;
+  ev->interrupted = r->E.interrupted;
+  return LT_OK;
 }
 
-static void auto_threads_record(autothreads *T, int threads, const step_result *S, double dt) {
-  T->steps++;
-  if (dt <= 0 || S->tokens <= 0) return;
-  double r = (double)S->tokens / dt, *cur = &T->rate[at_slot(T, T->chosen)];
-  if (threads == T->chosen) {
-    bool slow = *cur > 0 && r < *cur / 3;
-    *cur = *cur > 0 ? *cur + 0.2 * (r - *cur) : r;
-    if (slow && T->steps >= PROBE_FIRST_STEP) T->next_probe = 0; /* something changed: probe now */
-    return;
-  }
-  T->probe_tokens += (double)S->tokens, T->probe_seconds += dt;
-  bool bad = *cur > 0 && r < *cur / 3;
-  if (--T->probe_left > 0 && !bad) return;
-  T->probe_left = 0;
-  double p = T->probe_tokens / T->probe_seconds;
-  T->rate[at_slot(T, threads)] = p;
-  if (p > 1.1 * *cur) {
-    end_line();
-    printf("threads: now %d (%.0f tokens/s, against %.0f on %d)\n", threads, p, *cur, T->chosen);
-    fflush(stdout);
-    T->chosen = threads;
-    T->interval = PROBE_EVERY;
-  } else if (T->interval < PROBE_MAX) {
-    T->interval *= 2;
-  }
-  T->next_probe = now_s() + T->interval;
+static void hook_eval_line(void *user, const lt_trainer_eval *ev, char *buf, size_t size) {
+  const run *r = user;
+  eval_text(r, &r->E, buf, size);
 }
 
-/* ======================================================================== */
-/* Progress                                                                 */
-/* ======================================================================== */
-
-typedef struct meter {
-  double loss_ema, time_ema, tokens_ema; /* moving averages over steps (the plain mean of the first 20) */
-  int64_t n, n_loss;
-  double last_eval_s;                    /* duration of the last periodic validation */
-  int64_t win_steps, win_tokens;         /* since the last printed line (not a terminal) */
-  double win_time, win_loss;
-  int64_t win_finite;
-} meter;
-
-static void meter_add(meter *M, const step_result *S, double dt) {
-  M->n++;
-  double a = M->n < 20 ? 1.0 / (double)M->n : 0.05;
-  M->time_ema += a * (dt - M->time_ema);
-  M->tokens_ema += a * ((double)S->tokens - M->tokens_ema);
-  if (isfinite(S->loss)) {
-    M->n_loss++;
-    double b = M->n_loss < 20 ? 1.0 / (double)M->n_loss : 0.05;
-    M->loss_ema = M->n_loss == 1 ? S->loss : M->loss_ema + b * (S->loss - M->loss_ema);
+/* This program's values in a checkpoint: the settings, the tokenizer, the class labels. */
+static lt_status hook_save_extra(void *user, lt_ckpt_meta *extra) {
+  run *r = user;
+  options_to_meta(&r->o, extra);
+  void *blob;
+  size_t size;
+  TRY(EXIT_DATA, lt_tokenizer_serialize(r->D.tok, &blob, &size), "saving the tokenizer");
+  lt_status s = lt_ckpt_meta_set_bytes(extra, LT_TF_CKPT_TOKENIZER, blob, size);
+  free(blob);
+  if (s == LT_OK && r->D.kind == DATA_CLASSIFY) {
+    size_t total = 1;
+    for (int64_t i = 0; i < r->D.n_classes; i++) total += strlen(r->D.classes[i]) + 1;
+    char *c = xmalloc(total), *p = c;
+    for (int64_t i = 0; i < r->D.n_classes; i++) p += sprintf(p, "%s\n", r->D.classes[i]);
+    s = lt_ckpt_meta_set_bytes(extra, LT_TF_CKPT_CLASSES, c, (size_t)(p - c));
+    free(c);
   }
-  M->win_steps++, M->win_tokens += S->tokens, M->win_time += dt;
-  if (isfinite(S->loss)) M->win_loss += S->loss, M->win_finite++;
+  return s;
 }
 
-static double epoch_of(const run *r) {
-  lt_loader_position p = loader_pos(&r->D);
-  int64_t bpe = batches_per_epoch(&r->D);
-  return (double)p.epoch + (bpe > 0 ? (double)p.index / (double)bpe : 0.0);
+static lt_loader_position hook_get_position(void *user) { return loader_pos(&((run *)user)->D); }
+static lt_status hook_set_position(void *user, lt_loader_position pos) {
+  run *r = user;
+  return r->D.kind == DATA_LM ? lt_lm_loader_set_position(r->D.ll, pos) : lt_seq2seq_loader_set_position(r->D.sl, pos);
 }
-
-/* The live line: redrawn in place on a terminal, else printed every --log-every steps. */
-static void progress(run *r, meter *M, const step_result *S) {
-  bool tty = g_tty;
-  if (!tty && r->step % r->o.log_every != 0 && r->step != r->o.steps) return;
-  double loss = tty ? M->loss_ema : (M->win_finite ? M->win_loss / (double)M->win_finite : NAN);
-  double tps = tty ? M->tokens_ema / M->time_ema : (double)M->win_tokens / M->win_time;
-  int64_t left = r->o.steps - r->step;
-  int64_t evals_left = r->o.eval_every > 0 ? left / r->o.eval_every : 0;
-  double eta = (double)left * M->time_ema + (double)evals_left * M->last_eval_s;
-  char line[256];
-  snprintf(line, sizeof line, "step %*lld/%lld | epoch %.2f | loss %.4f | lr %.2e | %.0f tok/s | %s | ETA %s",
-           (int)snprintf(NULL, 0, "%lld", (long long)r->o.steps), (long long)r->step, (long long)r->o.steps,
-           epoch_of(r), loss, S->lr, tps, DUR(r->train_seconds), DUR(eta));
-  if (tty) {
-    printf("\r\033[K%s", line);
-    g_line_open = true;
-  } else {
-    printf("%s\n", line);
-  }
-  fflush(stdout);
-  M->win_steps = M->win_tokens = M->win_finite = 0;
-  M->win_time = M->win_loss = 0;
-}
-
-static void csv_row(run *r, const step_result *S, double step_s, const meter *M, double elapsed,
-                    const eval_result *E) {
-  if (!r->csv) return;
-  fprintf(r->csv, "%lld,%.4f,%.9g,%.17g,%.9g,%d,%lld,%.3f,%.1f,%.3f,", (long long)r->step, epoch_of(r), S->lr,
-          S->loss, S->grad_norm, S->skipped ? 1 : 0, (long long)r->tokens, 1000 * step_s,
-          M->tokens_ema / M->time_ema, elapsed);
-  if (E && !E->interrupted) {
-    fprintf(r->csv, "%.9g,%.9g,", E->loss, E->token_acc);
-    if (E->n_decoded > 0) fprintf(r->csv, "%.6f", (double)E->n_exact / (double)E->n_decoded);
-    fputc(',', r->csv);
-  } else {
-    fputs(",,,", r->csv);
-  }
-  fprintf(r->csv, "%.1f\n", rss_mb());
-  fflush(r->csv);
-}
+static int64_t hook_batches_per_epoch(void *user) { return batches_per_epoch(&((run *)user)->D); }
 
 /* ======================================================================== */
 /* The end: examples                                                        */
 /* ======================================================================== */
+
 
 /* print_examples shows the first n distinct sources among the first
  * n * EXAMPLE_POOL validation examples (a task may repeat a short source). */
@@ -1634,19 +1340,14 @@ static void describe(const run *r) {
          (long long)o->seed, threads);
 }
 
+
 /* The checkpoint --resume names: a file, or the newest valid one in a directory. */
 static void resolve_resume(const char *arg, char *path, size_t size) {
-  struct stat sb;
-  if (stat(arg, &sb) != 0) die(EXIT_USAGE, "--resume '%s': %s", arg, strerror(errno));
-  if (S_ISDIR(sb.st_mode)) {
-    int64_t step;
-    TRY(EXIT_DATA, lt_ckpt_latest(arg, CKPT_PREFIX, true, &step, path, size),
-        "--resume: finding the newest checkpoint");
-    if (step < 0) die(EXIT_DATA, "--resume '%s': no valid checkpoint (" CKPT_PREFIX "-*.h5) in this directory", arg);
-  } else {
-    snprintf(path, size, "%s", arg);
-  }
+  lt_status s = lt_trainer_find_resume(arg, CKPT_PREFIX, path, size);
+  if (s != LT_OK) die(s == LT_ERR_INVALID ? EXIT_USAGE : EXIT_DATA, "--resume %s", lt_last_error());
 }
+
+static lt_ckpt_info *g_info; /* the resumed checkpoint's configuration and extra values */
 
 static lt_ckpt_info *g_info; /* the resumed checkpoint's configuration and extra values */
 
@@ -1688,16 +1389,15 @@ static void resume_options(run *r, const char *path) {
   r->cfg = cfg;
 }
 
-static int64_t extra_int(const char *key, const char *path) {
-  int64_t v;
-  if (lt_ckpt_meta_get_int(g_info->extra, key, &v) != LT_OK)
-    die(EXIT_DATA, "checkpoint '%s' lacks the training value '%s' (not written by " PROG "?)", path, key);
-  return v;
-}
 
 static void finish(run *r) {
-  if (r->csv) fclose(r->csv);
-  r->csv = NULL;
+  lt_trainer_free(r->trainer);
+  g_trainer = r->trainer = NULL;
+  free(r->mb);
+  free(r->mb_tokens);
+  for (int64_t i = 0; r->outs && i < r->n_pool; i++) free(r->outs[i]);
+  free(r->outs);
+  lt_ckpt_meta_free(r->cfg_meta);
   lt_optimizer_free(r->opt);
   lt_transformer_free(r->model);
   lt_generator_free(r->dropout_gen);
@@ -1713,7 +1413,7 @@ int main(int argc, char **argv) {
   lt_cli_init(PROG, end_line);
   r->o = default_options();
   parse_args(argc, argv, &r->o, r->given);
-  g_tty = isatty(STDOUT_FILENO);
+  signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is an ordinary write error (EFBIG), not a kill */
   if (r->o.threads > 0) TRY(EXIT_USAGE, lt_set_num_threads((int)r->o.threads), "--threads");
   TRY(EXIT_DATA, lt_init(), "starting libtensor");
 
@@ -1724,7 +1424,7 @@ int main(int argc, char **argv) {
     resume_options(r, resume_path);
     const void *blob;
     size_t size;
-    if (lt_ckpt_meta_get_bytes(g_info->extra, "tokenizer", &blob, &size) != LT_OK)
+    if (lt_ckpt_meta_get_bytes(g_info->extra, LT_TF_CKPT_TOKENIZER, &blob, &size) != LT_OK)
       die(EXIT_DATA, "checkpoint '%s' has no tokenizer (not written by " PROG "?)", resume_path);
     if (!(tok = lt_tokenizer_deserialize(blob, size))) die_lt(EXIT_DATA, "--resume: the checkpoint's tokenizer");
   } else {
@@ -1761,6 +1461,8 @@ int main(int argc, char **argv) {
   lt_generator_free(init);
   if (!r->model) die_lt(EXIT_USAGE, "building the model");
   r->params = lt_transformer_params(r->model);
+  if (!(r->cfg_meta = lt_ckpt_meta_new())) die(EXIT_DATA, "out of memory");
+  TRY(EXIT_DATA, lt_tf_config_to_meta(&r->cfg, r->cfg_meta), "saving the model configuration");
   r->oc = lt_optim_defaults((lt_optim_kind)r->o.optim);
   r->oc.lr = r->o.lr, r->oc.beta1 = r->o.beta1, r->oc.beta2 = r->o.beta2, r->oc.eps = r->o.eps;
   r->oc.weight_decay = r->o.weight_decay, r->oc.momentum = r->o.momentum, r->oc.nesterov = r->o.nesterov;
@@ -1772,43 +1474,7 @@ int main(int argc, char **argv) {
   r->sample_gen = lt_generator_new((uint64_t)r->o.seed + 3);
   if (!r->dropout_gen || !r->sample_gen) die_lt(EXIT_DATA, "generators");
 
-  /* the training state of a resumed run */
-  if (r->o.resume && r->o.eval_only) {
-    TRY(EXIT_DATA, lt_ckpt_load_params(resume_path, r->params, NULL, NULL), "--resume: loading the parameters");
-  } else if (r->o.resume) {
-    lt_train_state st = {r->params, r->opt, &r->oc, NULL, 0, 1, GEN_NAMES, &r->dropout_gen};
-    TRY(EXIT_DATA, lt_ckpt_load_training(resume_path, &st, NULL, NULL), "--resume: loading the training state");
-    r->step = st.step;
-    lt_loader_position pos = {extra_int("loader.epoch", resume_path), extra_int("loader.index", resume_path),
-                              {(uint64_t)extra_int("loader.seed", resume_path),
-                               (uint64_t)extra_int("loader.offset", resume_path)},
-                              (uint64_t)extra_int("loader.fingerprint", resume_path)};
-    lt_status s = r->D.kind == DATA_LM ? lt_lm_loader_set_position(r->D.ll, pos)
-                                       : lt_seq2seq_loader_set_position(r->D.sl, pos);
-    if (s != LT_OK) die_lt(EXIT_DATA, "--resume: the data loader's position (has the data changed?)");
-    r->tokens = extra_int("run.tokens", resume_path);
-    r->bad_streak = extra_int("run.bad_streak", resume_path);
-    double ts = 0;
-    lt_ckpt_meta_get_double(g_info->extra, "run.train_seconds", &ts);
-    r->train_seconds = ts;
-  }
-  r->start_step = r->last_saved = r->step;
-  describe(r);
-
-  int64_t n_show = r->o.examples, n_pool = n_show * EXAMPLE_POOL; /* examples shown; outputs kept */
-  if (r->o.eval_only) { /* validate the checkpoint, print examples, done */
-    printf("evaluating %s\n", resume_path);
-    char **outs = lt_cli_xcalloc((size_t)n_pool + 1, sizeof *outs);
-    eval_result E = evaluate(r, lt_seq_pairs_count(r->D.valid), outs, n_pool);
-    print_eval(r, &E, "validation at");
-    print_examples(r, outs, n_show);
-    for (int64_t i = 0; i < n_pool; i++) free(outs[i]);
-    free(outs);
-    finish(r);
-    return 0;
-  }
-
-  /* the run directory */
+  /* the run directory (created below, after --eval-only) */
   if (r->o.ckpt_dir) {
     fmt_path(r->dir, "%s", r->o.ckpt_dir);
   } else if (r->o.resume) {
@@ -1820,7 +1486,50 @@ int main(int argc, char **argv) {
     strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", localtime(&t));
     fmt_path(r->dir, "runs/%s-%s", stamp, r->D.name);
   }
-  mkdir_p(r->dir);
+  if (r->o.csv) fmt_path(r->csv_path, "%s", r->o.csv);
+  else fmt_path(r->csv_path, "%s/metrics.csv", r->dir);
+
+  /* the training loop, with this program's hooks */
+  lt_trainer_config tc = LT_TRAINER_DEFAULTS;
+  tc.params = r->params, tc.optim = r->opt, tc.optim_config = &r->oc, tc.schedule = &r->sched;
+  tc.n_generators = 1, tc.generator_names = GEN_NAMES, tc.generators = &r->dropout_gen;
+  tc.model_config = r->cfg_meta;
+  tc.steps = r->o.steps, tc.accum = r->o.accum, tc.clip = r->o.clip, tc.max_nonfinite = r->o.max_nonfinite;
+  tc.eval_every = r->o.eval_every, tc.ckpt_every = r->o.ckpt_every, tc.keep = r->o.keep;
+  tc.stop_after = r->o.stop_after;
+  tc.dir = r->dir, tc.ckpt_prefix = CKPT_PREFIX, tc.no_ckpt = r->o.no_ckpt, tc.csv_path = r->csv_path;
+  tc.n_metrics = 3, tc.metrics = METRICS;
+  tc.log_every = r->o.log_every;
+  tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
+  lt_trainer_hooks hooks = {r, hook_micro_batch, hook_begin_step, hook_evaluate, hook_eval_line, hook_save_extra,
+                            NULL, hook_get_position, hook_set_position, hook_batches_per_epoch};
+  if (!(g_trainer = r->trainer = lt_trainer_new(&tc, &hooks))) die_lt(EXIT_USAGE, "the training loop");
+  r->mb = xmalloc(sizeof *r->mb * (size_t)r->o.accum);
+  r->mb_tokens = xmalloc(sizeof *r->mb_tokens * (size_t)r->o.accum);
+  r->n_pool = r->o.examples * EXAMPLE_POOL; /* decoded outputs kept for the examples shown */
+  r->outs = calloc((size_t)r->n_pool + 1, sizeof *r->outs);
+  if (!r->outs) die(EXIT_DATA, "out of memory");
+
+  /* the training state of a resumed run */
+  if (r->o.resume && r->o.eval_only) {
+    TRY(EXIT_DATA, lt_ckpt_load_params(resume_path, r->params, NULL, NULL), "--resume: loading the parameters");
+  } else if (r->o.resume) {
+    TRY(EXIT_DATA, lt_trainer_resume(r->trainer, resume_path), "--resume: loading the training state");
+  }
+  describe(r);
+
+  if (r->o.eval_only) { /* validate the checkpoint, print examples, done */
+    printf("evaluating %s\n", resume_path);
+    eval_result E = evaluate(r, lt_seq_pairs_count(r->D.valid), r->outs, r->n_pool);
+    char text[512];
+    eval_text(r, &E, text, sizeof text);
+    printf("validation at step %lld: %s [%s]\n", (long long)r->step, text, DUR(E.seconds));
+    print_examples(r, r->outs, r->o.examples);
+    finish(r);
+    return 0;
+  }
+
+  TRY(EXIT_DATA, lt_trainer_make_dir(r->dir), "--ckpt-dir");
   if (!r->o.resume) {
     int64_t latest;
     TRY(EXIT_DATA, lt_ckpt_latest(r->dir, CKPT_PREFIX, false, &latest, NULL, 0), "--ckpt-dir");
@@ -1828,110 +1537,44 @@ int main(int argc, char **argv) {
       if (!r->o.overwrite)
         die(EXIT_USAGE, "'%s' already holds checkpoints (the newest at step %lld): --resume %s continues that run, "
             "--overwrite starts over (deleting them), or choose another --ckpt-dir", r->dir, (long long)latest, r->dir);
-      remove_checkpoints(r->dir);
+      TRY(EXIT_DATA, lt_trainer_clear_dir(r->dir, CKPT_PREFIX), "--overwrite");
     }
   }
-  if (r->o.csv) fmt_path(r->csv_path, "%s", r->o.csv);
-  else fmt_path(r->csv_path, "%s/metrics.csv", r->dir);
-  open_csv(r, r->o.resume != NULL);
   printf("run directory: %s\n", r->dir);
-  if (r->o.resume) printf("resumed from %s at step %lld\n", resume_path, (long long)r->step);
+  if (r->o.resume) printf("resumed from %s at step %lld\n", resume_path, (long long)lt_trainer_step(r->trainer));
   fflush(stdout);
 
   /* train */
-  autothreads AT = {r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1,
-                    lt_get_num_threads(), lt_get_num_threads(), {0, 0}, 0, 0, 0, 0, PROBE_EVERY, 0};
-  install_signals();
-  meter M = {0};
-  M.loss_ema = NAN;
-  int64_t n_eval_exact = r->o.eval_examples;
-  int64_t n_all = r->D.kind == DATA_SEQ2SEQ ? lt_seq_pairs_count(r->D.valid) : 0;
-  char **outs = lt_cli_xcalloc((size_t)n_pool + 1, sizeof *outs); /* decoded examples of the final validation */
-  eval_result final;
-  bool stopped = false, final_done = false;
-  while (r->step < r->o.steps && !g_signal) {
-    int threads = AT.on ? auto_threads_next(&AT) : 0;
-    if (AT.on) lt_set_num_threads(threads);
-    double t0 = now_s();
-    step_result S = train_step(r);
-    double dt = now_s() - t0;
-    if (AT.on) {
-      auto_threads_record(&AT, threads, &S, dt);
-      lt_set_num_threads(AT.chosen); /* validation and checkpoints run on the chosen setting */
-    }
-    r->step++;
-    r->tokens += S.tokens;
-    r->train_seconds += dt;
-    meter_add(&M, &S, dt);
-    if (S.skipped) {
-      r->bad_streak++;
-      end_line();
-      printf("step %lld: %s (loss %g, gradient norm %g): update skipped (%lld in a row)\n", (long long)r->step, S.why,
-             fabs(S.loss), fabs(S.grad_norm), (long long)r->bad_streak);
-      if (r->bad_streak >= r->o.max_nonfinite) {
-        csv_row(r, &S, dt, &M, r->train_seconds, NULL);
-        die(EXIT_NONFINITE, "stopping: %lld non-finite steps in a row (the last at step %lld; --max-nonfinite %lld). "
-            "Skipped steps leave the parameters unchanged; the newest checkpoint is %s. Try a lower --lr or --clip.",
-            (long long)r->bad_streak, (long long)r->step, (long long)r->o.max_nonfinite,
-            r->last_ckpt[0] ? r->last_ckpt : "(none yet)");
-      }
-    } else {
-      r->bad_streak = 0;
-    }
-    progress(r, &M, &S);
-    eval_result E;
-    bool evaluated = false;
-    if (r->step == r->o.steps && !g_signal) { /* the end: every held-out example */
-      end_line();
-      E = final = evaluate(r, n_all, outs, n_pool);
-      evaluated = final_done = !E.interrupted;
-      if (evaluated) print_eval(r, &E, "final validation at");
-    } else if (r->o.eval_every > 0 && r->step % r->o.eval_every == 0 && !g_signal) {
-      E = evaluate(r, n_eval_exact, NULL, 0);
-      if (!E.interrupted) {
-        print_eval(r, &E, "validation at");
-        M.last_eval_s = E.seconds;
-        evaluated = true;
-      }
-    }
-    csv_row(r, &S, dt, &M, r->train_seconds, evaluated ? &E : NULL);
-    if (r->o.ckpt_every > 0 && r->step % r->o.ckpt_every == 0 && r->step < r->o.steps) save_checkpoint(r);
-    if (r->o.stop_after > 0 && r->step >= r->o.stop_after && r->step < r->o.steps) {
-      stopped = true;
-      break;
-    }
-  }
-  end_line();
-  if (g_signal || stopped) {
-    for (int64_t i = 0; i < n_pool; i++) free(outs[i]);
-    free(outs);
-    if (r->last_saved != r->step) save_checkpoint(r);
-    if (g_signal)
-      printf("interrupted by %s at step %lld: ", g_signal == SIGINT ? "SIGINT" : "SIGTERM", (long long)r->step);
+  TRY(EXIT_DATA, lt_trainer_install_signal_handlers(PROG), "signals");
+  lt_trainer_result res;
+  lt_status s = lt_trainer_fit(r->trainer, &res);
+  if (res.end == LT_TRAINER_NONFINITE)
+    die(EXIT_NONFINITE, "stopping: %lld non-finite steps in a row (the last at step %lld; --max-nonfinite %lld). "
+        "Skipped steps leave the parameters unchanged; the newest checkpoint is %s. Try a lower --lr or --clip.",
+        (long long)res.bad_streak, (long long)res.step, (long long)r->o.max_nonfinite,
+        res.last_checkpoint[0] ? res.last_checkpoint : "(none yet)");
+  if (s != LT_OK) die_lt(EXIT_DATA, "training");
+  int sig = lt_trainer_stop_requested();
+  if (res.end != LT_TRAINER_DONE) { /* stopped by a signal or --stop-after: the checkpoint is saved */
+    if (res.end == LT_TRAINER_INTERRUPTED)
+      printf("interrupted by %s at step %lld: ", res.stop_reason == SIGINT ? "SIGINT" : "SIGTERM", (long long)res.step);
     else
-      printf("stopped after step %lld (--stop-after): ", (long long)r->step);
+      printf("stopped after step %lld (--stop-after): ", (long long)res.step);
     if (r->o.no_ckpt) printf("no checkpoint (--no-ckpt)\n");
-    else printf("saved %s\ncontinue with: " PROG " --resume %s\n", r->last_ckpt, r->dir);
-    int code = g_signal ? 128 + (int)g_signal : 0;
+    else printf("saved %s\ncontinue with: " PROG " --resume %s\n", res.last_checkpoint, r->dir);
+    int code = res.end == LT_TRAINER_INTERRUPTED ? 128 + res.stop_reason : 0;
     finish(r);
     return code;
   }
 
-  /* the end: save, show examples and the final validation */
-  if (!final_done) { /* resumed at the last step: validate now */
-    final = evaluate(r, n_all, outs, n_pool);
-    if (!final.interrupted) print_eval(r, &final, "final validation at");
-  }
-  eval_result E = final;
-  if (r->last_saved != r->step) save_checkpoint(r);
-  if (!g_signal) print_examples(r, outs, n_show);
-  for (int64_t i = 0; i < n_pool; i++) free(outs[i]);
-  free(outs);
+  /* the end: examples and the final validation (the trainer saved the checkpoint) */
+  eval_result E = r->E;
+  if (!sig) print_examples(r, r->outs, r->o.examples);
   double wall = now_s() - t_start;
-  printf("\ndone: %lld steps", (long long)r->step);
-  if (r->step > r->start_step)
-    printf(" (%lld in this process) in %s, %.0f tokens/s in training steps", (long long)(r->step - r->start_step),
-           DUR(wall), (double)r->tokens / (r->train_seconds > 0 ? r->train_seconds : 1));
+  printf("\ndone: %lld steps", (long long)res.step);
+  if (res.step > res.start_step)
+    printf(" (%lld in this process) in %s, %.0f tokens/s in training steps", (long long)(res.step - res.start_step),
+           DUR(wall), (double)res.tokens / (res.train_seconds > 0 ? res.train_seconds : 1));
   printf("\n");
   if (!E.interrupted) {
     if (r->D.kind == DATA_LM)
@@ -1943,9 +1586,9 @@ int main(int argc, char **argv) {
              (long long)E.n_decoded, E.loss, 100 * E.token_acc);
   }
   printf("peak RSS %.1f MB\n", peak_rss_mb());
-  if (!r->o.no_ckpt) printf("checkpoint: %s\n", r->last_ckpt);
-  printf("metrics: %s\n", r->csv_path);
-  int code = g_signal ? 128 + (int)g_signal : 0;
+  if (!r->o.no_ckpt) printf("checkpoint: %s\n", res.last_checkpoint);
+  printf("metrics: %s\n", res.csv_path);
+  int code = sig ? 128 + sig : 0;
   finish(r);
   return code;
 }
