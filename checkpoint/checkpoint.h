@@ -116,11 +116,25 @@ typedef struct lt_ckpt_load_opts {
    * "rng/<name>"; an optimizer state absent from the file is never missing:
    * the parameter simply had no update yet). */
   bool non_strict;
-  bool allow_nonfinite;               /* accept NaN and infinities in float tensors */
+  /* Accept NaN and infinities in model tensors. Optimizer state is always
+   * checked (finite moments, exp_avg_sq >= 0, steps in [0, LT_OPTIM_MAX_STEP]):
+   * a non-finite moment would turn every later update into NaN. */
+  bool allow_nonfinite;
   bool allow_hparam_change;           /* training load: optimizer hyperparameters may differ */
   const lt_ckpt_meta *expect_config;  /* keys whose values the file's config must equal, or NULL */
+  /* Accept HDF5 files whose object headers carry no checksums (version-0/1
+   * superblock, version-1 object headers, old-style groups: h5py's default
+   * layout). Refused by default: libhdf5 1.10 has known parser faults on
+   * crafted files of that layout (docs/security.md). Only for files from a
+   * source you trust; better rewrite them (h5repack --latest). */
+  bool allow_unchecksummed;
+  /* Memory cap in bytes for what a load allocates for the file's tensors
+   * and blobs (summed from the HDF5 metadata and refused, LT_ERR_NOMEM,
+   * before anything is allocated); 0: no cap. See also
+   * lt_ckpt_check_model_size and lt_ckpt_default_memory_cap. */
+  uint64_t max_bytes;
 } lt_ckpt_load_opts;
-#define LT_CKPT_LOAD_DEFAULTS ((lt_ckpt_load_opts){false, false, false, NULL})
+#define LT_CKPT_LOAD_DEFAULTS ((lt_ckpt_load_opts){false, false, false, NULL, false, 0})
 
 /* What a successful load read besides the tensors it copied. */
 typedef struct lt_ckpt_info {
@@ -133,8 +147,28 @@ typedef struct lt_ckpt_info {
   char **missing;
   int n_unexpected;          /* names in the file but not in the model (non-strict) */
   char **unexpected;
+  /* What the file's /model holds, from the HDF5 metadata of every dataset
+   * (types and dataspaces checked; no data read), whatever the model given
+   * to the load: so a caller can size a model from the configuration and
+   * compare before building it (lt_ckpt_check_model_size). */
+  int64_t model_tensors;     /* datasets under /model */
+  int64_t model_elements;    /* their elements, summed */
+  uint64_t model_bytes;      /* their bytes in memory, summed */
 } lt_ckpt_info;
 void lt_ckpt_info_free(lt_ckpt_info *info); /* NULL is a no-op */
+
+/* Before building a model from a checkpoint's configuration: n_params
+ * elements (bytes bytes in memory) are what the configuration describes
+ * (e.g. lt_tf_config_size). Refuses, naming both sides, a model with more
+ * elements than the file's /model holds (LT_ERR_FORMAT: the configuration
+ * claims more than the file can fill, such as 100,000 layers in a small
+ * file) and a model of more than max_bytes bytes (LT_ERR_NOMEM; max_bytes 0:
+ * no cap). path is for messages (may be NULL). Allocates nothing. */
+lt_status lt_ckpt_check_model_size(const lt_ckpt_info *info, const char *path, int64_t n_params, uint64_t bytes,
+                                   uint64_t max_bytes);
+/* The default memory cap of the programs: half of the physical memory
+ * (sysconf), or 0 (no cap) if it cannot be found. */
+uint64_t lt_ckpt_default_memory_cap(void);
 
 /* ======================================================================== */
 /* Model parameters                                                         */

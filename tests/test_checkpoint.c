@@ -613,7 +613,8 @@ START_TEST(training_roundtrip_and_resume) {
   lt_params *pc = make_model(0);
   LT_OK_OR_FAIL(lt_ckpt_load_params(p, pc, NULL, NULL));
   LT_OK_OR_FAIL(lt_ckpt_save_params(ckpt_path("m.h5"), pc, NULL, NULL));
-  LT_EXPECT_ERR(lt_ckpt_load_training(ckpt_path("m.h5"), &sb, NULL, NULL), LT_ERR_INVALID, "model only");
+  LT_EXPECT_ERR(lt_ckpt_load_training(ckpt_path("m.h5"), &sb, NULL, NULL), LT_ERR_INVALID,
+                "its root attribute 'content' is 'model': a model checkpoint without training state");
 
   /* Wrong optimizer kind or hyperparameters: refused, nothing changes. */
   lt_optim_config sgd = lt_optim_defaults(LT_OPTIM_SGD);
@@ -1156,13 +1157,16 @@ START_TEST(transformer_names_match_pytorch) {
 }
 END_TEST
 
-/* lt_ckpt_seal adopts an HDF5 file written by another tool with a 512-byte
- * user block and our layout (what h5py would write). */
-START_TEST(seal_foreign_file) {
-  const char *p = ckpt_path("foreign.h5");
+/* A file written by another tool with a 512-byte user block and our layout,
+ * as h5py writes it: with libver 'earliest' (h5py's default: version-0
+ * superblock, version-1 object headers without checksums) or 'latest'. */
+static void write_foreign(const char *p, bool latest) {
   hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
   H5Pset_userblock(fcpl, 512);
-  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+  if (latest) H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, fcpl, fapl);
+  H5Pclose(fapl);
   hid_t st = H5Tcopy(H5T_C_S1);
   H5Tset_size(st, H5T_VARIABLE); /* variable-length strings, as h5py writes */
   hid_t sp = H5Screate(H5S_SCALAR);
@@ -1194,17 +1198,41 @@ START_TEST(seal_foreign_file) {
   H5Pclose(lcpl);
   H5Pclose(fcpl);
   H5Fclose(f);
+}
+
+/* lt_ckpt_seal adopts such a file. h5py's default (unchecksummed) layout is
+ * refused with a hint unless allow_unchecksummed; libver 'latest' loads. */
+START_TEST(seal_foreign_file) {
   lt_params *m = lt_params_new();
   LT_OK_OR_FAIL(lt_params_add(m, "layer.weight", lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 3)), 0));
-  LT_EXPECT_ERR(lt_ckpt_load_params(p, m, NULL, NULL), LT_ERR_FORMAT, "no libtensor integrity header");
-  LT_OK_OR_FAIL(lt_ckpt_seal(p));
-  lt_ckpt_info *info;
-  LT_OK_OR_FAIL(lt_ckpt_load_params(p, m, NULL, &info));
-  LT_ASSERT_VALUES(lt_params_find(m, "layer.weight"), 0, 1, 2, 3, 4, 5, 6);
-  ck_assert_str_eq(info->library_version, "h5py");
-  lt_ckpt_info_free(info);
+  for (int latest = 0; latest < 2; latest++) {
+    const char *p = ckpt_path(latest ? "foreign-latest.h5" : "foreign.h5");
+    write_foreign(p, latest);
+    memset(lt_params_find(m, "layer.weight")->data, 0, 6 * sizeof(float));
+    LT_EXPECT_ERR(lt_ckpt_load_params(p, m, NULL, NULL), LT_ERR_FORMAT, "no libtensor integrity header");
+    LT_OK_OR_FAIL(lt_ckpt_seal(p));
+    lt_ckpt_info *info = NULL;
+    lt_ckpt_load_opts o = LT_CKPT_LOAD_DEFAULTS;
+    if (!latest) {
+      ck_assert_int_eq(lt_ckpt_load_params(p, m, NULL, &info), LT_ERR_FORMAT);
+      const char *e = lt_last_error();
+      ck_assert_msg(strstr(e, "version-0 superblock and unchecksummed object headers") &&
+                        strstr(e, "h5repack --latest") && strstr(e, "allow_unchecksummed"),
+                    "no reason or rewrite hint: %s", e);
+      ck_assert_ptr_null(info);
+      LT_ASSERT_VALUES(lt_params_find(m, "layer.weight"), 0, 0, 0, 0, 0, 0, 0);
+      o.allow_unchecksummed = true;
+    }
+    LT_OK_OR_FAIL(lt_ckpt_load_params(p, m, &o, &info));
+    LT_ASSERT_VALUES(lt_params_find(m, "layer.weight"), 0, 1, 2, 3, 4, 5, 6);
+    ck_assert_str_eq(info->library_version, "h5py");
+    ck_assert_int_eq(info->model_tensors, 1);
+    ck_assert_int_eq(info->model_elements, 6);
+    ck_assert_int_eq((int64_t)info->model_bytes, 24);
+    lt_ckpt_info_free(info);
+  }
   /* A file without a user block cannot be sealed. */
-  f = H5Fcreate(ckpt_path("noub.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t f = H5Fcreate(ckpt_path("noub.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   H5Fclose(f);
   LT_EXPECT_ERR(lt_ckpt_seal(ckpt_path("noub.h5")), LT_ERR_FORMAT, "user block");
   lt_params_free(m);
