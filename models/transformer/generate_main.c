@@ -68,7 +68,8 @@ typedef struct options {
   int64_t beam, top_k, max_len, context, batch, threads;
   double length_penalty, temperature, top_p;
   uint64_t seed;
-  bool no_cache, scores, max_len_given, context_given;
+  bool no_cache, scores, max_len_given, context_given, allow_unchecksummed;
+  int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap() */
   const char *input; /* file, "-" or NULL */
   char **texts;      /* inputs given as arguments */
   int n_texts;
@@ -106,6 +107,10 @@ static const char *const USAGE =
     "                        generated tokens (beam: divided by length^A; encoder-only: the label's\n"
     "                        probability)\n"
     "  --threads N           threads for BLIS and libtensor's kernels (default: LT_NUM_THREADS or all)\n"
+    "  --max-memory MIB      refuse a checkpoint whose model needs more memory (default: half of physical\n"
+    "                        memory; 0: no cap)\n"
+    "  --allow-unchecksummed accept an HDF5 file without object header checksums (h5py's default layout;\n"
+    "                        only from a trusted source, see docs/security.md)\n"
     "  --help                this text\n"
     "\n"
     "Input handling: an empty input, text the tokenizer cannot read (invalid UTF-8 for a character\n"
@@ -133,7 +138,7 @@ static double parse_double(const char *flag, const char *v) {
 
 static options parse_args(int argc, char **argv) {
   options o = {.strategy = LT_DECODE_GREEDY, .beam = 4, .top_k = 0, .max_len = 64, .context = 0, .batch = 32,
-               .length_penalty = 0.6, .temperature = 1.0, .top_p = 1.0, .seed = 1234};
+               .length_penalty = 0.6, .temperature = 1.0, .top_p = 1.0, .seed = 1234, .max_memory = -1};
   o.texts = xmalloc(sizeof *o.texts * (size_t)argc);
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i];
@@ -157,9 +162,13 @@ static options parse_args(int argc, char **argv) {
       o.scores = true;
       continue;
     }
+    if (!strcmp(a, "--allow-unchecksummed")) {
+      o.allow_unchecksummed = true;
+      continue;
+    }
     static const char *const with_value[] = {"--checkpoint", "--strategy", "--beam", "--length-penalty",
                                              "--temperature", "--top-k", "--top-p", "--seed", "--max-len",
-                                             "--context", "--batch", "--input", "--threads"};
+                                             "--context", "--batch", "--input", "--threads", "--max-memory"};
     bool known = false;
     for (size_t k = 0; k < sizeof with_value / sizeof *with_value; k++) known = known || !strcmp(a, with_value[k]);
     if (!known) die(EXIT_USAGE, "unknown option %s", a);
@@ -188,6 +197,7 @@ static options parse_args(int argc, char **argv) {
     else if (!strcmp(a, "--batch")) o.batch = parse_int(a, v, 1, 1 << 20);
     else if (!strcmp(a, "--threads")) o.threads = parse_int(a, v, 1, 1024);
     else if (!strcmp(a, "--input")) o.input = v;
+    else if (!strcmp(a, "--max-memory")) o.max_memory = parse_int(a, v, 0, INT64_MAX >> 20);
   }
   if (!o.checkpoint) die(EXIT_USAGE, "--checkpoint FILE is required");
   if (o.input && o.n_texts > 0) die(EXIT_USAGE, "give inputs as arguments or with --input, not both");
@@ -263,15 +273,17 @@ int main(int argc, char **argv) {
   lt_params *empty = lt_params_new();
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.non_strict = true; /* only the configuration and the extra values here */
+  lo.allow_unchecksummed = o.allow_unchecksummed;
+  lo.max_bytes = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
   lt_ckpt_info *info = NULL;
   lt_train_state st0 = {.params = empty};
   if (lt_ckpt_load_training(o.checkpoint, &st0, &lo, &info) != LT_OK) {
-    /* a model-only checkpoint has no tokenizer; anything else: the loader's reason */
+    /* a model checkpoint has no tokenizer; anything else: the loader's reason */
     char why[1024];
     snprintf(why, sizeof why, "%s", lt_last_error());
-    if (lt_ckpt_load_params(o.checkpoint, empty, &lo, NULL) == LT_OK)
-      die(EXIT_DATA, "checkpoint '%s' holds a model only, without the tokenizer: generate needs a checkpoint "
-          "written by train (runs/.../ckpt-*.h5)", o.checkpoint);
+    if (lt_ckpt_load_params(o.checkpoint, empty, &lo, &info) == LT_OK && !info->training)
+      die(EXIT_DATA, "checkpoint '%s' is a model checkpoint (content 'model'), without the tokenizer: generate "
+          "needs a checkpoint written by train (runs/.../ckpt-*.h5)", o.checkpoint);
     if (strstr(why, o.checkpoint)) die(EXIT_DATA, "%s", why); /* the loader's message names the file */
     die(EXIT_DATA, "checkpoint '%s': %s", o.checkpoint, why);
   }
@@ -280,10 +292,15 @@ int main(int argc, char **argv) {
   if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
     die(EXIT_DATA, "checkpoint '%s': not a Transformer checkpoint of train (its model configuration: %s)",
         o.checkpoint, lt_last_error());
+  int64_t n_params; /* the model's size, checked against the file and the cap before it is built */
+  size_t model_bytes;
+  if (lt_tf_config_size(&cfg, &n_params, &model_bytes) != LT_OK ||
+      lt_ckpt_check_model_size(info, o.checkpoint, n_params, model_bytes, lo.max_bytes) != LT_OK)
+    die(EXIT_DATA, "%s", lt_last_error());
   const void *blob;
   size_t blob_size;
   if (lt_ckpt_meta_get_bytes(info->extra, "tokenizer", &blob, &blob_size) != LT_OK)
-    die(EXIT_DATA, "checkpoint '%s' has no tokenizer (a model-only checkpoint? generate needs one written by train)",
+    die(EXIT_DATA, "checkpoint '%s' has no 'tokenizer' blob in /extra: generate needs a checkpoint written by train",
         o.checkpoint);
   lt_tokenizer *tok = lt_tokenizer_deserialize(blob, blob_size);
   if (!tok) die(EXIT_DATA, "checkpoint '%s': its tokenizer: %s", o.checkpoint, lt_last_error());
@@ -320,7 +337,8 @@ int main(int argc, char **argv) {
   lt_transformer *m = init ? lt_transformer_new(&cfg, init) : NULL;
   if (!m) die(EXIT_DATA, "checkpoint '%s': building its model: %s", o.checkpoint, lt_last_error());
   lt_generator_free(init);
-  if (lt_ckpt_load_params(o.checkpoint, lt_transformer_params(m), NULL, NULL) != LT_OK)
+  lo.non_strict = false;
+  if (lt_ckpt_load_params(o.checkpoint, lt_transformer_params(m), &lo, NULL) != LT_OK)
     die(EXIT_DATA, "checkpoint '%s': %s", o.checkpoint, lt_last_error());
 
   /* ---- generation limits ---- */

@@ -217,6 +217,8 @@ typedef struct options {
   /* run */
   int64_t threads, log_every;
   const char *csv;
+  int64_t max_memory;         /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
+  bool allow_unchecksummed;
 } options;
 
 typedef enum { K_INT, K_DBL, K_STR, K_BOOL, K_ENUM } opt_kind;
@@ -372,6 +374,10 @@ static const optdef OPTS[] = {
      "LT_NUM_THREADS, else auto: all cores or 1, whichever trains faster (measured as it goes)"),
   O("log-every", K_INT, log_every, F_RUN, "N", "progress line every N steps when stdout is not a terminal"),
   OD("csv", K_STR, csv, F_RUN | F_NOSAVE, "FILE", "metrics CSV, one row per step", "<ckpt-dir>/metrics.csv"),
+  OD("max-memory", K_INT, max_memory, F_RUN | F_NOSAVE, "MIB", "refuse a model (built or resumed) whose parameters need "
+     "more memory (0: no cap)", "half of physical memory"),
+  O("allow-unchecksummed", K_BOOL, allow_unchecksummed, F_RUN | F_NOSAVE, NULL, "--resume: accept an HDF5 file "
+    "without object header checksums (h5py's default layout; trusted sources only, docs/security.md)"),
 };
 #define N_OPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
 
@@ -381,6 +387,7 @@ static const optdef OPTS[] = {
 static options default_options(void) {
   options o;
   memset(&o, 0, sizeof o);
+  o.max_memory = -1;
   o.arch = LT_TF_ENCODER_DECODER;
   o.d_model = o.heads = o.kv_heads = o.enc_layers = o.dec_layers = o.d_ff = o.max_len = -1;
   o.dropout = o.norm_eps = o.rope_base = NAN;
@@ -727,6 +734,8 @@ static void check_options(const options *o, const bool *given) {
     if (!(cond)) die(EXIT_USAGE, __VA_ARGS__); \
   } while (0)
   NEED(o->batch >= 1, "--batch %lld: must be >= 1", (long long)o->batch);
+  NEED(o->max_memory >= -1 && o->max_memory <= INT64_MAX >> 20, "--max-memory %lld: must be in [0, %lld] MiB",
+       (long long)o->max_memory, (long long)(INT64_MAX >> 20));
   NEED(o->steps >= 1, "--steps %lld: must be >= 1", (long long)o->steps);
   NEED(o->epochs >= 0, "--epochs %lld: must be >= 0", (long long)o->epochs);
   NEED(!(G(given, "steps") && G(given, "epochs")), "give --steps or --epochs, not both");
@@ -1797,12 +1806,20 @@ static void resolve_resume(const char *arg, char *path, size_t size) {
 
 static lt_ckpt_info *g_info; /* the resumed checkpoint's configuration and extra values */
 
+/* Load options from --max-memory and --allow-unchecksummed. */
+static lt_ckpt_load_opts ckpt_opts(const options *o) {
+  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lo.allow_unchecksummed = o->allow_unchecksummed;
+  lo.max_bytes = o->max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o->max_memory << 20;
+  return lo;
+}
+
 /* Settings of a resumed run: the checkpoint's, with the command line's run
  * flags on top; a model, data or optimizer flag must not differ. */
 static void resume_options(run *r, const char *path) {
   lt_params *empty = lt_params_new();
   lt_train_state st0 = {.params = empty};
-  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lt_ckpt_load_opts lo = ckpt_opts(&r->o);
   lo.non_strict = true; /* only the configuration and extra values are wanted here */
   lt_status s = lt_ckpt_load_training(path, &st0, &lo, &g_info);
   lt_params_free(empty);
@@ -1895,6 +1912,15 @@ int main(int argc, char **argv) {
         (long long)r->cfg.vocab_size, (long long)r->cfg.n_classes, (long long)lt_tokenizer_vocab_size(r->D.tok),
         (long long)r->D.n_classes);
   }
+  /* The model's size before it is built: against the checkpoint it resumes and the memory cap. */
+  int64_t n_params;
+  size_t model_bytes;
+  lt_ckpt_load_opts lo = ckpt_opts(&r->o);
+  TRY(EXIT_USAGE, lt_tf_config_size(&r->cfg, &n_params, &model_bytes), "model configuration");
+  if (r->o.resume) TRY(EXIT_DATA, lt_ckpt_check_model_size(g_info, resume_path, n_params, model_bytes, lo.max_bytes), "--resume");
+  else if (lo.max_bytes && model_bytes > lo.max_bytes)
+    die(EXIT_USAGE, "the model needs %zu bytes (%lld parameters), more than --max-memory (%llu bytes)", model_bytes,
+        (long long)n_params, (unsigned long long)lo.max_bytes);
   lt_generator *init = lt_generator_new((uint64_t)r->o.seed);
   r->model = init ? lt_transformer_new(&r->cfg, init) : NULL;
   lt_generator_free(init);
@@ -1913,10 +1939,10 @@ int main(int argc, char **argv) {
 
   /* the training state of a resumed run */
   if (r->o.resume && r->o.eval_only) {
-    TRY(EXIT_DATA, lt_ckpt_load_params(resume_path, r->params, NULL, NULL), "--resume");
+    TRY(EXIT_DATA, lt_ckpt_load_params(resume_path, r->params, &lo, NULL), "--resume");
   } else if (r->o.resume) {
     lt_train_state st = {r->params, r->opt, &r->oc, NULL, 0, 1, GEN_NAMES, &r->dropout_gen};
-    TRY(EXIT_DATA, lt_ckpt_load_training(resume_path, &st, NULL, NULL), "--resume");
+    TRY(EXIT_DATA, lt_ckpt_load_training(resume_path, &st, &lo, NULL), "--resume");
     r->step = st.step;
     lt_loader_position pos = {extra_int("loader.epoch", resume_path), extra_int("loader.index", resume_path),
                               {(uint64_t)extra_int("loader.seed", resume_path),
