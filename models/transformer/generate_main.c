@@ -282,7 +282,7 @@ int main(int argc, char **argv) {
     char why[1024];
     snprintf(why, sizeof why, "%s", lt_last_error());
     if (lt_ckpt_load_params(o.checkpoint, empty, &lo, &info) == LT_OK && !info->training)
-      die(EXIT_DATA, "checkpoint '%s' is a model checkpoint (content 'model'), without the tokenizer: generate "
+      die(EXIT_DATA, "checkpoint '%s' holds a model only (content 'model'), without the tokenizer: generate "
           "needs a checkpoint written by train (runs/.../ckpt-*.h5)", o.checkpoint);
     if (strstr(why, o.checkpoint)) die(EXIT_DATA, "%s", why); /* the loader's message names the file */
     die(EXIT_DATA, "checkpoint '%s': %s", o.checkpoint, why);
