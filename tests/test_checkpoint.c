@@ -1157,57 +1157,18 @@ START_TEST(transformer_names_match_pytorch) {
 }
 END_TEST
 
-/* A file written by another tool with a 512-byte user block and our layout,
- * as h5py writes it: with libver 'earliest' (h5py's default: version-0
- * superblock, version-1 object headers without checksums) or 'latest'. */
-static void write_foreign(const char *p, bool latest) {
-  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-  H5Pset_userblock(fcpl, 512);
-  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  if (latest) H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
-  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, fcpl, fapl);
-  H5Pclose(fapl);
-  hid_t st = H5Tcopy(H5T_C_S1);
-  H5Tset_size(st, H5T_VARIABLE); /* variable-length strings, as h5py writes */
-  hid_t sp = H5Screate(H5S_SCALAR);
-  const char *fmt = "libtensor-checkpoint", *ver = "h5py", *content = "model";
-  hid_t a = H5Acreate2(f, "format", st, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, st, &fmt);
-  H5Aclose(a);
-  a = H5Acreate2(f, "library_version", st, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, st, &ver);
-  H5Aclose(a);
-  a = H5Acreate2(f, "content", st, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, st, &content);
-  H5Aclose(a);
-  long long one = 1;
-  a = H5Acreate2(f, "format_version", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, H5T_NATIVE_LLONG, &one);
-  H5Aclose(a);
-  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-  H5Pset_create_intermediate_group(lcpl, 1);
-  hsize_t dims[2] = {2, 3};
-  hid_t dsp = H5Screate_simple(2, dims, NULL);
-  hid_t d = H5Dcreate2(f, "/model/layer/weight", H5T_IEEE_F32LE, dsp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-  float w[6] = {1, 2, 3, 4, 5, 6};
-  H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w);
-  H5Dclose(d);
-  H5Sclose(dsp);
-  H5Sclose(sp);
-  H5Tclose(st);
-  H5Pclose(lcpl);
-  H5Pclose(fcpl);
-  H5Fclose(f);
-}
-
-/* lt_ckpt_seal adopts such a file. h5py's default (unchecksummed) layout is
- * refused with a hint unless allow_unchecksummed; libver 'latest' loads. */
+/* lt_ckpt_seal adopts a file written by another tool with a 512-byte user
+ * block and our layout (what h5py would write: ckpt_write_h5py). h5py's
+ * default (unchecksummed) layout is refused with a hint unless
+ * allow_unchecksummed; libver 'latest' loads. */
 START_TEST(seal_foreign_file) {
-  lt_params *m = lt_params_new();
+  lt_params *m = lt_params_new(), *src = lt_params_new();
   LT_OK_OR_FAIL(lt_params_add(m, "layer.weight", lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 3)), 0));
+  const float w[6] = {1, 2, 3, 4, 5, 6};
+  LT_OK_OR_FAIL(lt_params_add(src, "layer.weight", lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2, 3), w), 0));
   for (int latest = 0; latest < 2; latest++) {
     const char *p = ckpt_path(latest ? "foreign-latest.h5" : "foreign.h5");
-    write_foreign(p, latest);
+    ckpt_write_h5py(p, src, latest);
     memset(lt_params_find(m, "layer.weight")->data, 0, 6 * sizeof(float));
     LT_EXPECT_ERR(lt_ckpt_load_params(p, m, NULL, NULL), LT_ERR_FORMAT, "no libtensor integrity header");
     LT_OK_OR_FAIL(lt_ckpt_seal(p));
@@ -1236,6 +1197,7 @@ START_TEST(seal_foreign_file) {
   H5Fclose(f);
   LT_EXPECT_ERR(lt_ckpt_seal(ckpt_path("noub.h5")), LT_ERR_FORMAT, "user block");
   lt_params_free(m);
+  lt_params_free(src);
 }
 END_TEST
 
