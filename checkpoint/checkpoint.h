@@ -13,12 +13,17 @@
  *   the optimizer's step and hyperparameters, the schedule and its position,
  *   named generator states, and caller-given "extra" values and byte blobs
  *   (data-loader position, tokenizer).
- * - Safe to load: a 512-byte integrity header in the HDF5 user block records
- *   the file's size and a CRC32, checked before HDF5 parses a single byte.
- *   Then links, layouts, filters, types, ranks and dimensions are checked
- *   before anything is allocated, everything is read into scratch memory and
- *   checked (NaN/Inf refused by default), and only then copied into the
- *   model. A failed load changes nothing.
+ * - Checked before it is trusted (docs/security.md states the trust model):
+ *   only a regular file is opened (a FIFO or device is refused at once); a
+ *   512-byte integrity header in the HDF5 user block records the file's size
+ *   and a CRC32, checked before HDF5 parses a single byte (it catches
+ *   accidents, not attackers); HDF5 layouts without checksums (h5py's
+ *   default) are refused unless allow_unchecksummed; then links, layouts,
+ *   filters, types, ranks and dimensions are checked and sizes summed against
+ *   the caps before anything is allocated, everything is read into scratch
+ *   memory and checked (NaN/Inf refused by default, optimizer and schedule
+ *   state range-checked always), and only then copied into the model. A
+ *   failed load changes nothing.
  * - Durable to save: HDF5 builds the file in memory; it is then written to a
  *   temporary file in the destination directory, fsynced, renamed over the
  *   final name, and the directory fsynced. A crash leaves either the old
@@ -36,16 +41,20 @@
  * Errors follow tensor/tensor.h: a status code and lt_last_error(). Codes used:
  *   LT_ERR_IO        the file or directory cannot be opened, read, written,
  *                    synced or renamed (disk full, file size limit, ...);
- *   LT_ERR_FORMAT    not a checkpoint, damaged (size or checksum), or not laid
- *                    out as documented (links, layouts, filters, versions);
+ *   LT_ERR_FORMAT    not a regular file (FIFO, device, directory), not a
+ *                    checkpoint, damaged (size or checksum), an unchecksummed
+ *                    HDF5 layout, not laid out as documented (links, layouts,
+ *                    filters, versions), optimizer or schedule values out of
+ *                    range (the message names group, attribute, value, range);
  *   LT_ERR_DTYPE     a dataset's element type differs from the model tensor's;
  *   LT_ERR_SHAPE     a dataset's rank or dimensions differ from the model's;
  *   LT_ERR_OVERFLOW  a dataset's dimensions overflow size arithmetic or exceed
  *                    the hard caps;
  *   LT_ERR_INVALID   bad arguments, names that do not match the model in
  *                    strict mode, configuration values that differ;
- *   LT_ERR_NUMERIC   NaN or infinite values without allow_nonfinite;
- *   LT_ERR_NOMEM     out of memory.
+ *   LT_ERR_NUMERIC   NaN or infinite values without allow_nonfinite, and
+ *                    non-finite optimizer moments always;
+ *   LT_ERR_NOMEM     out of memory, or over the memory cap (max_bytes).
  */
 #ifndef LT_CHECKPOINT_H
 #define LT_CHECKPOINT_H
@@ -220,7 +229,8 @@ lt_status lt_ckpt_load_training(const char *path, lt_train_state *st, const lt_c
 /* ======================================================================== */
 
 /* Checks the integrity header (size and CRC32) of path without parsing HDF5.
- * LT_OK, or LT_ERR_FORMAT / LT_ERR_IO naming the problem. */
+ * LT_OK, or LT_ERR_FORMAT / LT_ERR_IO naming the problem (a path that is not
+ * a regular file is LT_ERR_FORMAT, refused without blocking). */
 lt_status lt_ckpt_verify(const char *path);
 /* Writes the integrity header into an HDF5 file that has a 512-byte user
  * block (h5py: File(path, "w", userblock_size=512)) and fsyncs it, so that
@@ -229,14 +239,16 @@ lt_status lt_ckpt_seal(const char *path);
 
 /* "<dir>/<prefix>-<step as 12 digits>.h5" into buf. prefix: no '/'. */
 lt_status lt_ckpt_step_path(char *buf, size_t size, const char *dir, const char *prefix, int64_t step);
-/* The newest numbered checkpoint of prefix in dir (exact name pattern only;
+/* The newest numbered checkpoint of prefix in dir (exact name pattern only,
+ * regular files only: a FIFO or directory under such a name is ignored;
  * temporaries never match). With verify, candidates whose integrity check
  * fails are skipped for the next older one. Sets *step to -1 and path to ""
  * if there is none (that is not an error). path may be NULL. */
 lt_status lt_ckpt_latest(const char *dir, const char *prefix, bool verify, int64_t *step, char *path,
                          size_t size);
 /* Deletes all but the keep_last newest numbered checkpoints of prefix in dir
- * (keep_last <= 0 keeps all) and every leftover temporary of a crashed save. */
+ * (keep_last <= 0 keeps all; regular files only, as lt_ckpt_latest) and
+ * every leftover temporary of a crashed save. */
 lt_status lt_ckpt_rotate(const char *dir, const char *prefix, int keep_last);
 
 #ifdef __cplusplus
