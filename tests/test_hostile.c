@@ -31,7 +31,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/internal.h" /* lt__ckpt_seal_buffer */
 #include "datasets/datasets.h"
-#include "models/transformer/generate.h"
+#include "models/transformer/config.h"
 #include "nn/nn.h"
 #include "test_util.h"
 #include "util_ckpt.h"
