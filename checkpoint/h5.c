@@ -720,10 +720,13 @@ lt_status lt__h5_check_ohdr(const lt__h5_raw *r, haddr_t addr, const char *obj) 
   if (addr == HADDR_UNDEF || __builtin_add_overflow(r->base, (uint64_t)addr, &off) || !raw_read(r, off, sig, 5))
     return lt__err(LT_ERR_FORMAT, "checkpoint '%s': the object header of %s (address %llu) is outside the file",
                    r->path, obj, (unsigned long long)addr);
-  if (memcmp(sig, "OHDR", 4) != 0)
-    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s has a version-%u object header without a checksum (h5py's "
+  if (memcmp(sig, "OHDR", 4) != 0 && sig[0] == 1)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s has a version-1 object header without a checksum (h5py's "
                    "default layout), which libhdf5 1.10 cannot parse safely: refused; " LT__H5_REWRITE_HINT,
-                   r->path, obj, sig[0]);
+                   r->path, obj);
+  if (memcmp(sig, "OHDR", 4) != 0)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s (address %llu) does not start with an object header (byte "
+                   "0x%02x): damaged", r->path, obj, (unsigned long long)addr, sig[0]);
   if (sig[4] != 2)
     return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s has an object header of version %u (expected 2)", r->path,
                    obj, sig[4]);
