@@ -449,7 +449,10 @@ static void list_names(char *buf, size_t size, const names *l) {
 typedef struct loader {
   const char *path;
   hid_t file;
+  int fd;                      /* the verified file, open while HDF5 reads it */
+  lt__h5_raw raw;              /* object header checks (h5.c) */
   uint64_t size;
+  uint64_t used;               /* bytes allocated for tensors and blobs so far (opts->max_bytes) */
   const lt_ckpt_load_opts *opts;
   int64_t version;             /* the file's format_version */
   names missing, unexpected;   /* across model and optimizer, for lt_ckpt_info */
@@ -489,6 +492,29 @@ static lt_status check_values(const loader *L, const char *dpath, lt_dtype dt, c
   return LT_OK;
 }
 
+/* Optimizer state is checked whatever allow_nonfinite says (nn/optim.c has
+ * the rule): finite moments, exp_avg_sq >= 0, steps in [0, LT_OPTIM_MAX_STEP]. */
+static lt_status check_optim_values(const loader *L, const char *dpath, const target *t) {
+  char what[LT__CKPT_MAX_PATH + 16];
+  snprintf(what, sizeof what, "dataset %s", dpath);
+  lt_status s = lt_optim_check_state(t->sname, t->like->dtype, t->buf, t->like->numel, what);
+  if (s == LT_ERR_INVALID) return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s", L->path, lt_last_error());
+  if (s) return lt__err(s, "checkpoint '%s': %s", L->path, lt_last_error());
+  return LT_OK;
+}
+
+/* Adds bytes to what the load allocates; refuses past opts->max_bytes. */
+static lt_status charge(loader *L, uint64_t bytes, const char *what) {
+  uint64_t total;
+  if (__builtin_add_overflow(L->used, bytes, &total) ||
+      (L->opts->max_bytes && total > L->opts->max_bytes))
+    return lt__err(LT_ERR_NOMEM, "checkpoint '%s': %s needs %llu bytes, which with the %llu bytes before it is more "
+                   "than the memory cap of %llu bytes (max_bytes): refused before allocating", L->path, what,
+                   (unsigned long long)bytes, (unsigned long long)L->used, (unsigned long long)L->opts->max_bytes);
+  L->used = total;
+  return LT_OK;
+}
+
 /* For a destination that is not contiguous: buf wrapped as a tensor, made
  * before the commit so that the commit cannot fail. */
 static lt_status prepare_strided(const loader *L, target *t) {
@@ -508,7 +534,7 @@ static lt_status prepare_strided(const loader *L, target *t) {
  * dataset, then allocate and read into t->v[i].buf. */
 static lt_status load_group(loader *L, const char *group, targets *T, bool missing_ok) {
   lt__h5_list list;
-  lt_status s = lt__h5_walk(L->file, group, &list);
+  lt_status s = lt__h5_walk(L->file, &L->raw, group, &list);
   if (s) return s;
   target **idx = malloc((size_t)(T->n ? T->n : 1) * sizeof *idx);
   int *match = malloc((size_t)(list.n ? list.n : 1) * sizeof *match);
@@ -557,6 +583,9 @@ static lt_status load_group(loader *L, const char *group, targets *T, bool missi
     H5Dclose(d);
     if (s) name_file(L);
   }
+  /* The memory cap, from the checked sizes, before anything is allocated. */
+  for (int i = 0; i < list.n && !s; i++)
+    if (match[i] >= 0) s = charge(L, T->v[match[i]].bytes, list.v[i].path);
   /* Phase 2: allocate, read, check values. */
   for (int i = 0; i < list.n && !s; i++) {
     if (match[i] < 0) continue;
@@ -578,7 +607,8 @@ static lt_status load_group(loader *L, const char *group, targets *T, bool missi
     }
     s = lt__h5_read_dataset(d, list.v[i].path, t->like->dtype, t->buf);
     H5Dclose(d);
-    if (!s) s = check_values(L, list.v[i].path, t->like->dtype, t->buf, t->like->numel);
+    if (!s && t->sname) s = check_optim_values(L, list.v[i].path, t);
+    else if (!s) s = check_values(L, list.v[i].path, t->like->dtype, t->buf, t->like->numel);
   }
   /* For lt_ckpt_info: model tensors by name, optimizer states as "optim/<param>.<state>". */
   const char *pre = strcmp(group, "/model") ? "optim/" : "";
@@ -609,33 +639,38 @@ static void copy_into(const target *t) {
   LT_CHECK(s == LT_OK); /* same shape and dtype, no overlap, grad mode off */
 }
 
-/* Opens path: integrity header first, then HDF5, then the root attributes
- * and the top-level layout. */
+/* Opens path: a regular file (tensor/file.c), its integrity header, the
+ * HDF5 superblock and the root group's object header (h5.c: checksummed
+ * layout unless allow_unchecksummed), then HDF5 on that same descriptor,
+ * then the root attributes and the top-level layout. */
 static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *training) {
-  uint64_t dev = 0, ino = 0;
   *libver = NULL;
-  for (int attempt = 0;; attempt++) {
-    lt_status s = lt__ckpt_verify(L->path, &L->size, &dev, &ino);
-    if (s) return s;
-    hid_t fapl = lt__h5_fapl();
-    L->file = fapl < 0 ? -1 : H5Fopen(L->path, H5F_ACC_RDONLY, fapl);
-    if (L->file < 0) { /* the message first: any HDF5 call (H5Pclose) clears the error stack */
-      lt_status s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': HDF5 cannot open it", L->path);
-      if (fapl >= 0) H5Pclose(fapl);
-      return s;
-    }
-    /* The file HDF5 opened must be the one we verified: a save may have
-     * renamed a new file over the name in between (then verify that one). */
-    void *handle = NULL;
-    struct stat st;
-    bool same = H5Fget_vfd_handle(L->file, fapl, &handle) >= 0 && handle && fstat(*(int *)handle, &st) == 0 &&
-                (uint64_t)st.st_dev == dev && (uint64_t)st.st_ino == ino && (uint64_t)st.st_size == L->size;
-    H5Pclose(fapl);
-    if (same) break;
-    H5Fclose(L->file);
-    L->file = -1;
+  lt_status s = lt__ckpt_open_verified(L->path, &L->fd, &L->size);
+  if (s) return s;
+  if ((s = lt__h5_raw_init(&L->raw, L->fd, L->size, L->path, L->opts->allow_unchecksummed))) return s;
+  /* HDF5 opens the descriptor that was verified, not the name (which a save
+   * may rename a new file over, or someone replace by a FIFO, meanwhile);
+   * without /proc the name, and then the identity check below. */
+  char fdpath[64];
+  snprintf(fdpath, sizeof fdpath, "/proc/self/fd/%d", L->fd);
+  const char *h5path = access(fdpath, R_OK) == 0 ? fdpath : L->path;
+  hid_t fapl = lt__h5_fapl();
+  L->file = fapl < 0 ? -1 : H5Fopen(h5path, H5F_ACC_RDONLY, fapl);
+  if (L->file < 0) { /* the message first: any HDF5 call (H5Pclose) clears the error stack */
+    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': HDF5 cannot open it", L->path);
+    if (fapl >= 0) H5Pclose(fapl);
+    return s;
+  }
+  /* The file HDF5 opened must be the one verified. */
+  void *handle = NULL;
+  struct stat a, b;
+  bool same = H5Fget_vfd_handle(L->file, fapl, &handle) >= 0 && handle && fstat(*(int *)handle, &a) == 0 &&
+              fstat(L->fd, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino &&
+              (uint64_t)a.st_size == L->size;
+  H5Pclose(fapl);
+  if (!same) {
     H5Eclear2(H5E_DEFAULT);
-    if (attempt == 2) return lt__err(LT_ERR_IO, "checkpoint '%s': the file keeps changing while it is opened", L->path);
+    return lt__err(LT_ERR_IO, "checkpoint '%s': the file was replaced while it was opened (try again)", L->path);
   }
   hsize_t ub = 0;
   hid_t fcpl = H5Fget_create_plist(L->file);
@@ -648,7 +683,7 @@ static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *
   hid_t root = H5Gopen2(L->file, "/", H5P_DEFAULT);
   if (root < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open the root group", L->path);
   char *format = NULL, *content = NULL;
-  lt_status s = lt__h5_get_attr_string(root, "/", "format", &format);
+  s = lt__h5_get_attr_string(root, "/", "format", &format);
   if (s == LT_ERR_INDEX)
     s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no 'format' attribute: not a libtensor checkpoint", L->path);
   else if (!s && strcmp(format, LT_CKPT_FORMAT_NAME))
@@ -694,10 +729,15 @@ static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *
       break;
     }
     H5O_info_t oi;
-    if (H5Lget_info(root, name, &li, H5P_DEFAULT) < 0 || li.type != H5L_TYPE_HARD ||
-        H5Oget_info_by_name2(root, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 || oi.type != H5O_TYPE_GROUP) {
+    char obj[72];
+    snprintf(obj, sizeof obj, "/%s", name);
+    if (H5Lget_info(root, name, &li, H5P_DEFAULT) < 0 || li.type != H5L_TYPE_HARD) {
       H5Eclear2(H5E_DEFAULT);
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /%s is not a group reached by a hard link", L->path, name);
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /%s is not reached by a hard link", L->path, name);
+    } else if (!(s = lt__h5_check_ohdr(&L->raw, li.u.address, obj)) &&
+               (H5Oget_info_by_name2(root, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0 || oi.type != H5O_TYPE_GROUP)) {
+      H5Eclear2(H5E_DEFAULT);
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /%s is not a group", L->path, name);
     }
     if (i > 16) break;
   }
@@ -711,6 +751,13 @@ static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *
     *libver = NULL;
   }
   return s;
+}
+
+/* An absent attribute (lt__h5_get_attr_* said which) is a format error. */
+static lt_status absent_attr(const loader *L) {
+  lt__err(LT_ERR_FORMAT, "%s", lt_last_error());
+  name_file(L);
+  return LT_ERR_FORMAT;
 }
 
 static lt_status check_config(const loader *L, const lt_ckpt_meta *file_cfg) {
@@ -750,6 +797,49 @@ static lt_status check_config(const loader *L, const lt_ckpt_meta *file_cfg) {
   return LT_OK;
 }
 
+/* lt_ckpt_info's model_*: every dataset under /model (the model's or not)
+ * checked as lt__h5_check_dataset checks (its own type, any shape), and its
+ * elements and bytes summed. Nothing is read. */
+static lt_status model_totals(loader *L, lt_ckpt_info *info) {
+  lt__h5_list list;
+  lt_status s = lt__h5_walk(L->file, &L->raw, "/model", &list);
+  if (s) return s;
+  uint64_t elems = 0, bytes = 0;
+  for (int i = 0; i < list.n && !s; i++) {
+    hid_t d = H5Dopen2(L->file, list.v[i].path, H5P_DEFAULT);
+    hid_t t = d < 0 ? -1 : H5Dget_type(d);
+    if (t < 0) {
+      s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open dataset %s", L->path, list.v[i].path);
+      if (d >= 0) H5Dclose(d);
+      break;
+    }
+    lt__h5_expect e = {.dtype = LT_DTYPE_COUNT, .raw_type = t, .ndim = -1};
+    int nd;
+    int64_t shape[LT_MAX_DIMS];
+    size_t nb;
+    s = lt__h5_check_dataset(d, list.v[i].path, &e, L->size, &nd, shape, &nb);
+    H5Tclose(t);
+    H5Dclose(d);
+    if (s) {
+      name_file(L);
+      break;
+    }
+    uint64_t n = 1;
+    for (int k = 0; k < nd; k++) n *= (uint64_t)shape[k]; /* checked by lt__h5_check_dataset */
+    if (__builtin_add_overflow(elems, n, &elems) || __builtin_add_overflow(bytes, (uint64_t)nb, &bytes) ||
+        elems > (uint64_t)INT64_MAX)
+      s = lt__err(LT_ERR_OVERFLOW, "checkpoint '%s': the datasets under /model hold more than 2^63 elements",
+                  L->path);
+  }
+  if (!s) {
+    info->model_tensors = list.n;
+    info->model_elements = (int64_t)elems;
+    info->model_bytes = bytes;
+  }
+  lt__h5_list_free(&list);
+  return s;
+}
+
 /* The optimizer part of a training load: attributes checked, state read. */
 typedef struct optim_stage {
   bool present;
@@ -777,10 +867,13 @@ static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, tar
     s = lt__err(LT_ERR_INVALID, "checkpoint '%s': the file holds %.16s optimizer state but the optimizer is %s",
                 L->path, kind, optim_kind_name(c->kind));
   if (!s) s = lt__h5_get_attr_int(g, "/optim", "step", &os->step);
-  if (!s && os->step < 0) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': optimizer step %lld < 0", L->path, (long long)os->step);
+  if (!s && (os->step < 0 || os->step > LT_OPTIM_MAX_STEP))
+    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
+                "outside [0, %lld] (LT_OPTIM_MAX_STEP)", L->path, (long long)os->step, (long long)LT_OPTIM_MAX_STEP);
   if (!s) s = lt__h5_get_attr_double(g, "/optim", "lr", &os->lr);
   if (!s && !(isfinite(os->lr) && os->lr >= 0))
-    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': optimizer lr %g is not finite and >= 0", L->path, os->lr);
+    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'lr' is %g, outside [0, inf) (a finite learning "
+                "rate)", L->path, os->lr);
   struct { const char *name; double want; } hp[] = {
       {"momentum", c->momentum}, {"dampening", c->dampening}, {"beta1", c->beta1}, {"beta2", c->beta2},
       {"eps", c->eps}, {"weight_decay", c->weight_decay}, {"nesterov", c->nesterov}, {"decay_all", c->decay_all}};
@@ -794,7 +887,7 @@ static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, tar
       s = lt__err(LT_ERR_INVALID, "checkpoint '%s': optimizer %s is %.17g in the file but %.17g in optim_config "
                   "(allow_hparam_change accepts this)", L->path, hp[i].name, v, hp[i].want);
   }
-  if (s == LT_ERR_INDEX) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim lacks an attribute", L->path);
+  if (s == LT_ERR_INDEX) s = absent_attr(L);
   free(kind);
   H5Gclose(g);
   if (s) return s;
@@ -834,15 +927,33 @@ static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, tar
                      T->v[i + bad].sname, (long long)L->version,
                      need == 1 ? "momentum_buffer" : need == 2 ? "exp_avg and exp_avg_sq" : "exp_avg, exp_avg_sq and step");
     if (os->step == 0)
-      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': optimizer step 0 with state tensors", L->path);
-    if (ns == MAX_STATES && T->v[i + 2].found) {
-      int64_t t = *(const int64_t *)T->v[i + 2].buf;
-      if (t < 0)
-        return lt__err(LT_ERR_FORMAT, "checkpoint '%s': the optimizer step of '%s' is %lld < 0", L->path,
-                       T->v[i].pname, (long long)t);
-    }
+      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' is 0 (no optimizer step done) but "
+                     "'%s' has optimizer state", L->path, T->v[i].pname);
     os->with[os->n_with++] = T->v[i].pname;
   }
+  return LT_OK;
+}
+
+/* The schedule's values, so that lt_schedule_lr cannot turn NaN later: the
+ * learning rates and factors finite (and the rates >= 0), the counts in
+ * [0, LT_OPTIM_MAX_STEP], and what the kind divides by >= 1. */
+static lt_status check_schedule(const loader *L, const lt_schedule *v) {
+  struct { const char *name; double x, lo, hi; } d[] = {
+      {"base_lr", v->base_lr, 0, INFINITY}, {"min_lr", v->min_lr, 0, INFINITY},
+      {"gamma", v->gamma, -INFINITY, INFINITY}, {"scale", v->scale, -INFINITY, INFINITY}};
+  for (size_t i = 0; i < sizeof d / sizeof *d; i++)
+    if (!isfinite(d[i].x) || d[i].x < d[i].lo)
+      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': /schedule attribute '%s' is %g, outside [%g, %g] (finite)",
+                     L->path, d[i].name, d[i].x, d[i].lo, d[i].hi);
+  struct { const char *name; int64_t x, lo; } n[] = {
+      {"warmup", v->warmup, 0}, {"total", v->total, 0},
+      {"step_size", v->step_size, v->kind == LT_SCHED_STEP ? 1 : 0},
+      {"d_model", v->d_model, v->kind == LT_SCHED_NOAM ? 1 : 0}};
+  for (size_t i = 0; i < sizeof n / sizeof *n; i++)
+    if (n[i].x < n[i].lo || n[i].x > LT_OPTIM_MAX_STEP)
+      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': /schedule attribute '%s' is %lld, outside [%lld, %lld] for "
+                     "schedule '%s'", L->path, n[i].name, (long long)n[i].x, (long long)n[i].lo,
+                     (long long)LT_OPTIM_MAX_STEP, sched_names[v->kind]);
   return LT_OK;
 }
 
@@ -854,7 +965,9 @@ static lt_status load_schedule(loader *L, hid_t root, lt_schedule *sc, int64_t *
   if (g < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /schedule", L->path);
   char *kind = NULL;
   lt_status s = lt__h5_get_attr_int(g, "/schedule", "step", step);
-  if (!s && *step < 0) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': schedule step %lld < 0", L->path, (long long)*step);
+  if (!s && (*step < 0 || *step > LT_OPTIM_MAX_STEP))
+    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /schedule attribute 'step' is %lld, outside [0, %lld] "
+                "(LT_OPTIM_MAX_STEP)", L->path, (long long)*step, (long long)LT_OPTIM_MAX_STEP);
   if (!s) s = lt__h5_get_attr_string(g, "/schedule", "kind", &kind);
   if (!s && strcmp(kind, "none")) {
     int k = -1;
@@ -870,17 +983,18 @@ static lt_status load_schedule(loader *L, hid_t root, lt_schedule *sc, int64_t *
     if (!s) s = lt__h5_get_attr_int(g, "/schedule", "total", &v.total);
     if (!s) s = lt__h5_get_attr_int(g, "/schedule", "step_size", &v.step_size);
     if (!s) s = lt__h5_get_attr_int(g, "/schedule", "d_model", &v.d_model);
+    if (!s) s = check_schedule(L, &v);
     if (!s) {
       *sc = v;
       *have_sched = true;
     }
   }
-  if (s == LT_ERR_INDEX) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /schedule lacks an attribute", L->path);
+  if (s == LT_ERR_INDEX) s = absent_attr(L);
   free(kind);
   H5Gclose(g);
   if (!s) {
     lt__h5_list list;
-    s = lt__h5_walk(L->file, "/schedule", &list);
+    s = lt__h5_walk(L->file, &L->raw, "/schedule", &list);
     if (!s) {
       if (list.n) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': unexpected dataset %s", L->path, list.v[0].path);
       lt__h5_list_free(&list);
@@ -893,7 +1007,7 @@ static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_ge
   if (H5Lexists(root, "rng", H5P_DEFAULT) <= 0)
     return lt__err(LT_ERR_FORMAT, "checkpoint '%s': no /rng group in a training checkpoint", L->path);
   lt__h5_list list;
-  lt_status s = lt__h5_walk(L->file, "/rng", &list);
+  lt_status s = lt__h5_walk(L->file, &L->raw, "/rng", &list);
   if (s) return s;
   names miss = {0}, unexp = {0};
   for (int i = 0; i < list.n && !s; i++) {
@@ -953,7 +1067,7 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
 
   lt__h5_guard guard;
   lt__h5_enter(&guard);
-  loader L = {.path = path, .file = -1, .opts = opts};
+  loader L = {.path = path, .file = -1, .fd = -1, .opts = opts};
   targets TM = {0}, TO = {0};
   optim_stage os = {0};
   lt_schedule sched = {0};
@@ -974,8 +1088,8 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
   L.version = info->format_version;
   info->training = training;
   if (st && !training) {
-    s = lt__err(LT_ERR_INVALID, "checkpoint '%s' holds a model only, no training state (lt_ckpt_load_params loads it)",
-                path);
+    s = lt__err(LT_ERR_INVALID, "checkpoint '%s': its root attribute 'content' is 'model': a model checkpoint without "
+                "training state (lt_ckpt_load_params loads it)", path);
     goto done;
   }
   root = H5Gopen2(L.file, "/", H5P_DEFAULT);
@@ -984,7 +1098,7 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
     s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /model", path);
     goto done;
   }
-  s = lt__h5_read_meta(g, "/model", info->config, false, L.size);
+  s = lt__h5_read_meta(g, &L.raw, "/model", info->config, NULL);
   H5Gclose(g);
   g = -1;
   if (s) {
@@ -997,6 +1111,7 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
     s = targets_push(&TM, q->name, q->value, q->value, NULL, NULL);
   }
   if (s || (s = load_group(&L, "/model", &TM, false))) goto done;
+  if ((s = model_totals(&L, info))) goto done;
   if (st) {
     if (st->optim && (s = load_optim(&L, root, st, &TO, &os))) goto done;
     if ((s = load_schedule(&L, root, &sched, &step, &have_sched))) goto done;
@@ -1007,7 +1122,11 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
         s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /extra", path);
         goto done;
       }
-      s = lt__h5_read_meta(g, "/extra", info->extra, true, L.size);
+      /* Blobs are charged to the memory cap as they are read. */
+      uint64_t left = !opts->max_bytes ? UINT64_MAX : opts->max_bytes > L.used ? opts->max_bytes - L.used : 0;
+      uint64_t before = left;
+      s = lt__h5_read_meta(g, &L.raw, "/extra", info->extra, &left);
+      L.used += before - left;
       H5Gclose(g);
       g = -1;
       if (s) {
@@ -1065,6 +1184,7 @@ done:
   if (g >= 0) H5Gclose(g);
   if (root >= 0) H5Gclose(root);
   if (L.file >= 0) H5Fclose(L.file);
+  if (L.fd >= 0) close(L.fd);
   names_free(&L.missing);
   names_free(&L.unexpected);
   targets_free(&TM);

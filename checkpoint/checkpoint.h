@@ -13,12 +13,17 @@
  *   the optimizer's step and hyperparameters, the schedule and its position,
  *   named generator states, and caller-given "extra" values and byte blobs
  *   (data-loader position, tokenizer).
- * - Safe to load: a 512-byte integrity header in the HDF5 user block records
- *   the file's size and a CRC32, checked before HDF5 parses a single byte.
- *   Then links, layouts, filters, types, ranks and dimensions are checked
- *   before anything is allocated, everything is read into scratch memory and
- *   checked (NaN/Inf refused by default), and only then copied into the
- *   model. A failed load changes nothing.
+ * - Checked before it is trusted (docs/security.md states the trust model):
+ *   only a regular file is opened (a FIFO or device is refused at once); a
+ *   512-byte integrity header in the HDF5 user block records the file's size
+ *   and a CRC32, checked before HDF5 parses a single byte (it catches
+ *   accidents, not attackers); HDF5 layouts without checksums (h5py's
+ *   default) are refused unless allow_unchecksummed; then links, layouts,
+ *   filters, types, ranks and dimensions are checked and sizes summed against
+ *   the caps before anything is allocated, everything is read into scratch
+ *   memory and checked (NaN/Inf refused by default, optimizer and schedule
+ *   state range-checked always), and only then copied into the model. A
+ *   failed load changes nothing.
  * - Durable to save: HDF5 builds the file in memory; it is then written to a
  *   temporary file in the destination directory, fsynced, renamed over the
  *   final name, and the directory fsynced. A crash leaves either the old
@@ -36,16 +41,20 @@
  * Errors follow tensor/tensor.h: a status code and lt_last_error(). Codes used:
  *   LT_ERR_IO        the file or directory cannot be opened, read, written,
  *                    synced or renamed (disk full, file size limit, ...);
- *   LT_ERR_FORMAT    not a checkpoint, damaged (size or checksum), or not laid
- *                    out as documented (links, layouts, filters, versions);
+ *   LT_ERR_FORMAT    not a regular file (FIFO, device, directory), not a
+ *                    checkpoint, damaged (size or checksum), an unchecksummed
+ *                    HDF5 layout, not laid out as documented (links, layouts,
+ *                    filters, versions), optimizer or schedule values out of
+ *                    range (the message names group, attribute, value, range);
  *   LT_ERR_DTYPE     a dataset's element type differs from the model tensor's;
  *   LT_ERR_SHAPE     a dataset's rank or dimensions differ from the model's;
  *   LT_ERR_OVERFLOW  a dataset's dimensions overflow size arithmetic or exceed
  *                    the hard caps;
  *   LT_ERR_INVALID   bad arguments, names that do not match the model in
  *                    strict mode, configuration values that differ;
- *   LT_ERR_NUMERIC   NaN or infinite values without allow_nonfinite;
- *   LT_ERR_NOMEM     out of memory.
+ *   LT_ERR_NUMERIC   NaN or infinite values without allow_nonfinite, and
+ *                    non-finite optimizer moments always;
+ *   LT_ERR_NOMEM     out of memory, or over the memory cap (max_bytes).
  */
 #ifndef LT_CHECKPOINT_H
 #define LT_CHECKPOINT_H
@@ -116,11 +125,25 @@ typedef struct lt_ckpt_load_opts {
    * "rng/<name>"; an optimizer state absent from the file is never missing:
    * the parameter simply had no update yet). */
   bool non_strict;
-  bool allow_nonfinite;               /* accept NaN and infinities in float tensors */
+  /* Accept NaN and infinities in model tensors. Optimizer state is always
+   * checked (finite moments, exp_avg_sq >= 0, steps in [0, LT_OPTIM_MAX_STEP]):
+   * a non-finite moment would turn every later update into NaN. */
+  bool allow_nonfinite;
   bool allow_hparam_change;           /* training load: optimizer hyperparameters may differ */
   const lt_ckpt_meta *expect_config;  /* keys whose values the file's config must equal, or NULL */
+  /* Accept HDF5 files whose object headers carry no checksums (version-0/1
+   * superblock, version-1 object headers, old-style groups: h5py's default
+   * layout). Refused by default: libhdf5 1.10 has known parser faults on
+   * crafted files of that layout (docs/security.md). Only for files from a
+   * source you trust; better rewrite them (h5repack --latest). */
+  bool allow_unchecksummed;
+  /* Memory cap in bytes for what a load allocates for the file's tensors
+   * and blobs (summed from the HDF5 metadata and refused, LT_ERR_NOMEM,
+   * before anything is allocated); 0: no cap. See also
+   * lt_ckpt_check_model_size and lt_ckpt_default_memory_cap. */
+  uint64_t max_bytes;
 } lt_ckpt_load_opts;
-#define LT_CKPT_LOAD_DEFAULTS ((lt_ckpt_load_opts){false, false, false, NULL})
+#define LT_CKPT_LOAD_DEFAULTS ((lt_ckpt_load_opts){false, false, false, NULL, false, 0})
 
 /* What a successful load read besides the tensors it copied. */
 typedef struct lt_ckpt_info {
@@ -133,8 +156,28 @@ typedef struct lt_ckpt_info {
   char **missing;
   int n_unexpected;          /* names in the file but not in the model (non-strict) */
   char **unexpected;
+  /* What the file's /model holds, from the HDF5 metadata of every dataset
+   * (types and dataspaces checked; no data read), whatever the model given
+   * to the load: so a caller can size a model from the configuration and
+   * compare before building it (lt_ckpt_check_model_size). */
+  int64_t model_tensors;     /* datasets under /model */
+  int64_t model_elements;    /* their elements, summed */
+  uint64_t model_bytes;      /* their bytes in memory, summed */
 } lt_ckpt_info;
 void lt_ckpt_info_free(lt_ckpt_info *info); /* NULL is a no-op */
+
+/* Before building a model from a checkpoint's configuration: n_params
+ * elements (bytes bytes in memory) are what the configuration describes
+ * (e.g. lt_tf_config_size). Refuses, naming both sides, a model with more
+ * elements than the file's /model holds (LT_ERR_FORMAT: the configuration
+ * claims more than the file can fill, such as 100,000 layers in a small
+ * file) and a model of more than max_bytes bytes (LT_ERR_NOMEM; max_bytes 0:
+ * no cap). path is for messages (may be NULL). Allocates nothing. */
+lt_status lt_ckpt_check_model_size(const lt_ckpt_info *info, const char *path, int64_t n_params, uint64_t bytes,
+                                   uint64_t max_bytes);
+/* The default memory cap of the programs: half of the physical memory
+ * (sysconf), or 0 (no cap) if it cannot be found. */
+uint64_t lt_ckpt_default_memory_cap(void);
 
 /* ======================================================================== */
 /* Model parameters                                                         */
@@ -186,7 +229,8 @@ lt_status lt_ckpt_load_training(const char *path, lt_train_state *st, const lt_c
 /* ======================================================================== */
 
 /* Checks the integrity header (size and CRC32) of path without parsing HDF5.
- * LT_OK, or LT_ERR_FORMAT / LT_ERR_IO naming the problem. */
+ * LT_OK, or LT_ERR_FORMAT / LT_ERR_IO naming the problem (a path that is not
+ * a regular file is LT_ERR_FORMAT, refused without blocking). */
 lt_status lt_ckpt_verify(const char *path);
 /* Writes the integrity header into an HDF5 file that has a 512-byte user
  * block (h5py: File(path, "w", userblock_size=512)) and fsyncs it, so that
@@ -195,14 +239,16 @@ lt_status lt_ckpt_seal(const char *path);
 
 /* "<dir>/<prefix>-<step as 12 digits>.h5" into buf. prefix: no '/'. */
 lt_status lt_ckpt_step_path(char *buf, size_t size, const char *dir, const char *prefix, int64_t step);
-/* The newest numbered checkpoint of prefix in dir (exact name pattern only;
+/* The newest numbered checkpoint of prefix in dir (exact name pattern only,
+ * regular files only: a FIFO or directory under such a name is ignored;
  * temporaries never match). With verify, candidates whose integrity check
  * fails are skipped for the next older one. Sets *step to -1 and path to ""
  * if there is none (that is not an error). path may be NULL. */
 lt_status lt_ckpt_latest(const char *dir, const char *prefix, bool verify, int64_t *step, char *path,
                          size_t size);
 /* Deletes all but the keep_last newest numbered checkpoints of prefix in dir
- * (keep_last <= 0 keeps all) and every leftover temporary of a crashed save. */
+ * (keep_last <= 0 keeps all; regular files only, as lt_ckpt_latest) and
+ * every leftover temporary of a crashed save. */
 lt_status lt_ckpt_rotate(const char *dir, const char *prefix, int keep_last);
 
 #ifdef __cplusplus

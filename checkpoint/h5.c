@@ -23,6 +23,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <errno.h>
+#include <unistd.h>
 #include <zlib.h>
 
 /* ---- guard and errors -------------------------------------------------- */
@@ -403,7 +405,7 @@ static lt_status get_attr(hid_t obj, const char *what, const char *name, lt_ckpt
                           char **owned) {
   htri_t ex = H5Aexists(obj, name);
   if (ex < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint: looking up attribute '%s' of %s", name, what);
-  if (ex == 0) return LT_ERR_INDEX;
+  if (ex == 0) return lt__err(LT_ERR_INDEX, "checkpoint: %s has no attribute '%s'", what, name);
   lt_status s = read_attr(obj, what, name, v, owned);
   if (s) return s;
   if (v->kind != kind) {
@@ -479,6 +481,7 @@ static herr_t attr_name_cb(hid_t loc, const char *name, const H5A_info_t *info, 
 typedef struct link_list {
   name_list names;
   const char *what;
+  const lt__h5_raw *raw;
 } link_list;
 
 static herr_t blob_link_cb(hid_t g, const char *name, const H5L_info_t *info, void *data) {
@@ -492,6 +495,11 @@ static herr_t blob_link_cb(hid_t g, const char *name, const H5L_info_t *info, vo
     l->names.s = lt__err(LT_ERR_FORMAT, "checkpoint: more than %d objects in %s", LT__CKPT_MAX_ATTRS, l->what);
     return -1;
   }
+  if (l->raw && l->raw->check) {
+    char obj[600];
+    snprintf(obj, sizeof obj, "%s/%s", l->what, name);
+    if ((l->names.s = lt__h5_check_ohdr(l->raw, info->u.address, obj))) return -1;
+  }
   if (!name_list_push(&l->names, name)) {
     l->names.s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
     return -1;
@@ -499,7 +507,8 @@ static herr_t blob_link_cb(hid_t g, const char *name, const H5L_info_t *info, vo
   return 0;
 }
 
-static lt_status read_blob(hid_t obj, const char *what, const char *name, uint64_t file_size, lt_ckpt_meta *m) {
+static lt_status read_blob(hid_t obj, const char *what, const char *name, uint64_t file_size, uint64_t *budget,
+                           lt_ckpt_meta *m) {
   H5O_info_t oi;
   if (H5Oget_info_by_name2(obj, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0)
     return lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot inspect '%s' in %s", name, what);
@@ -515,6 +524,14 @@ static lt_status read_blob(hid_t obj, const char *what, const char *name, uint64
   int64_t shape[LT_MAX_DIMS];
   size_t bytes;
   lt_status s = lt__h5_check_dataset(d, path, &e, file_size, &nd, shape, &bytes);
+  /* The size from the dataspace, before HDF5 inflates anything. */
+  uint64_t limit = *budget < LT__CKPT_MAX_BLOB ? *budget : LT__CKPT_MAX_BLOB;
+  if (!s && bytes > limit)
+    s = lt__err(*budget < LT__CKPT_MAX_BLOB ? LT_ERR_NOMEM : LT_ERR_OVERFLOW,
+                "checkpoint: blob %s holds %zu bytes, more than the %llu bytes allowed (%s): refused before "
+                "reading", path, bytes, (unsigned long long)limit,
+                *budget < LT__CKPT_MAX_BLOB ? "what is left under the memory cap, max_bytes" : "one blob's limit");
+  if (!s) *budget -= bytes;
   void *buf = NULL;
   if (!s && !(buf = malloc(bytes ? bytes : 1))) s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory for %s", path);
   if (!s && bytes && H5Dread(d, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0)
@@ -525,7 +542,8 @@ static lt_status read_blob(hid_t obj, const char *what, const char *name, uint64
   return s;
 }
 
-lt_status lt__h5_read_meta(hid_t obj, const char *what, lt_ckpt_meta *m, bool read_blobs, uint64_t file_size) {
+lt_status lt__h5_read_meta(hid_t obj, const lt__h5_raw *raw, const char *what, lt_ckpt_meta *m,
+                           uint64_t *budget) {
   name_list attrs = {0};
   hsize_t idx = 0;
   if (H5Aiterate2(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, attr_name_cb, &attrs) < 0) {
@@ -551,8 +569,8 @@ lt_status lt__h5_read_meta(hid_t obj, const char *what, lt_ckpt_meta *m, bool re
     free(owned);
   }
   name_list_free(&attrs);
-  if (s || !read_blobs) return s;
-  link_list links = {.what = what};
+  if (s || !budget) return s;
+  link_list links = {.what = what, .raw = raw};
   idx = 0;
   if (H5Literate(obj, H5_INDEX_NAME, H5_ITER_INC, &idx, blob_link_cb, &links) < 0) {
     s = links.names.s ? links.names.s : lt__h5_err(LT_ERR_FORMAT, "checkpoint: listing %s", what);
@@ -564,7 +582,7 @@ lt_status lt__h5_read_meta(hid_t obj, const char *what, lt_ckpt_meta *m, bool re
     else if (lt__ckpt_check_key(links.names.v[i], "checkpoint"))
       s = lt__err(LT_ERR_FORMAT, "checkpoint: blob name '%.64s' in %s is not a valid key", links.names.v[i], what);
     else
-      s = read_blob(obj, what, links.names.v[i], file_size, m);
+      s = read_blob(obj, what, links.names.v[i], raw->size, budget, m);
   }
   name_list_free(&links.names);
   return s;
@@ -681,6 +699,72 @@ done:
   return s;
 }
 
+/* ---- object headers read before HDF5 reads them ------------------------ */
+
+static bool raw_read(const lt__h5_raw *r, uint64_t off, void *buf, size_t n) {
+  if (off > r->size || n > r->size - off) return false;
+  size_t got = 0;
+  while (got < n) {
+    ssize_t k = pread(r->fd, (char *)buf + got, n - got, (off_t)(off + got));
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) return false;
+    got += (size_t)k;
+  }
+  return true;
+}
+
+lt_status lt__h5_check_ohdr(const lt__h5_raw *r, haddr_t addr, const char *obj) {
+  if (!r || !r->check) return LT_OK;
+  unsigned char sig[5];
+  uint64_t off;
+  if (addr == HADDR_UNDEF || __builtin_add_overflow(r->base, (uint64_t)addr, &off) || !raw_read(r, off, sig, 5))
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': the object header of %s (address %llu) is outside the file",
+                   r->path, obj, (unsigned long long)addr);
+  if (memcmp(sig, "OHDR", 4) != 0 && sig[0] == 1)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s has a version-1 object header without a checksum (h5py's "
+                   "default layout), which libhdf5 1.10 cannot parse safely: refused; " LT__H5_REWRITE_HINT,
+                   r->path, obj);
+  if (memcmp(sig, "OHDR", 4) != 0)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s (address %llu) does not start with an object header (byte "
+                   "0x%02x): damaged", r->path, obj, (unsigned long long)addr, sig[0]);
+  if (sig[4] != 2)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s has an object header of version %u (expected 2)", r->path,
+                   obj, sig[4]);
+  return LT_OK;
+}
+
+lt_status lt__h5_raw_init(lt__h5_raw *r, int fd, uint64_t size, const char *path, bool allow_unchecksummed) {
+  *r = (lt__h5_raw){.fd = fd, .size = size, .base = 0, .check = false, .path = path};
+  /* Superblock version 2 and 3 (48 bytes with 8-byte offsets): signature,
+   * version, offset size, length size, flags, then the base, superblock
+   * extension, end-of-file and root group header addresses and a checksum. */
+  unsigned char sb[48];
+  if (!raw_read(r, LT__CKPT_UB, sb, 9) || memcmp(sb, "\x89HDF\r\n\x1a\n", 8) != 0)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': no HDF5 superblock at byte %d", path, LT__CKPT_UB);
+  unsigned version = sb[8];
+  if (version < 2) {
+    if (allow_unchecksummed) return LT_OK;
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': an HDF5 file with a version-%u superblock and unchecksummed "
+                   "object headers (h5py's default layout), which libhdf5 1.10 cannot parse safely: refused; "
+                   LT__H5_REWRITE_HINT, path, version);
+  }
+  if (version > 3 || !raw_read(r, LT__CKPT_UB, sb, sizeof sb))
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': HDF5 superblock version %u is not supported", path, version);
+  if (sb[9] != 8 || sb[10] != 8)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': the HDF5 superblock uses %u-byte addresses and %u-byte lengths "
+                   "(only 8 are accepted)", path, sb[9], sb[10]);
+  r->base = lt__get_le64(sb + 12);
+  uint64_t ext = lt__get_le64(sb + 20), root = lt__get_le64(sb + 36);
+  r->check = true;
+  if (allow_unchecksummed) {
+    r->check = false;
+    return LT_OK;
+  }
+  lt_status s = lt__h5_check_ohdr(r, (haddr_t)root, "the root group");
+  if (!s && ext != UINT64_MAX) s = lt__h5_check_ohdr(r, (haddr_t)ext, "the superblock extension");
+  return s;
+}
+
 /* ---- the checked walk -------------------------------------------------- */
 
 void lt__h5_list_free(lt__h5_list *l) {
@@ -730,6 +814,7 @@ static bool addr_insert(addr_set *s, haddr_t a, bool *was_there) {
 
 typedef struct walk_ctx {
   lt__h5_list *out;
+  const lt__h5_raw *raw;
   addr_set seen;
   int64_t count;
   int depth;
@@ -739,6 +824,17 @@ typedef struct walk_ctx {
 } walk_ctx;
 
 static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *data);
+
+/* An old-style group (symbol table: a version-1 B-tree and a local heap, no
+ * checksums) is refused like a version-1 object header. */
+static lt_status check_group_storage(hid_t g, const lt__h5_raw *raw, const char *path) {
+  H5G_info_t gi;
+  if (H5Gget_info(g, &gi) < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot inspect group %s", path);
+  if (gi.storage_type == H5G_STORAGE_TYPE_SYMBOL_TABLE)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': group %s keeps its links in an old-style symbol table (no "
+                   "checksums): refused; " LT__H5_REWRITE_HINT, raw->path, path);
+  return LT_OK;
+}
 
 static lt_status walk_group(hid_t g, walk_ctx *c) {
   hsize_t idx = 0;
@@ -799,6 +895,11 @@ static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *d
                    c->path, name);
     return -1;
   }
+  if (c->raw && c->raw->check) {
+    char obj[LT__CKPT_MAX_PATH + 8];
+    snprintf(obj, sizeof obj, "%s/%s", c->path, name);
+    if ((c->s = lt__h5_check_ohdr(c->raw, info->u.address, obj))) return -1;
+  }
   H5O_info_t oi;
   if (H5Oget_info_by_name2(g, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) < 0) {
     c->s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot inspect %s/%s", c->path, name);
@@ -816,6 +917,8 @@ static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *d
       hid_t sub = H5Gopen2(g, name, H5P_DEFAULT);
       if (sub < 0) {
         c->s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot open group %s", c->path);
+      } else if (c->raw && c->raw->check && (c->s = check_group_storage(sub, c->raw, c->path))) {
+        H5Gclose(sub);
       } else {
         c->depth++;
         walk_group(sub, c);
@@ -834,11 +937,12 @@ static herr_t walk_cb(hid_t g, const char *name, const H5L_info_t *info, void *d
   return c->s ? -1 : 0;
 }
 
-lt_status lt__h5_walk(hid_t file, const char *path, lt__h5_list *out) {
+lt_status lt__h5_walk(hid_t file, const lt__h5_raw *raw, const char *path, lt__h5_list *out) {
   *out = (lt__h5_list){0};
   walk_ctx *c = calloc(1, sizeof *c);
   if (!c) return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
   c->out = out;
+  c->raw = raw;
   snprintf(c->path, sizeof c->path, "%s", path);
   hid_t g = H5Gopen2(file, path, H5P_DEFAULT);
   lt_status s;
@@ -849,6 +953,8 @@ lt_status lt__h5_walk(hid_t file, const char *path, lt__h5_list *out) {
     bool dup;
     if (H5Oget_info2(g, &oi, H5O_INFO_BASIC) < 0)
       c->s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: cannot inspect %s", path);
+    else if (raw && raw->check && (c->s = check_group_storage(g, raw, path)))
+      ;
     else if (!addr_insert(&c->seen, oi.addr, &dup))
       c->s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
     s = c->s ? c->s : walk_group(g, c);

@@ -21,10 +21,15 @@
 
 #define LT__CKPT_UB 512 /* user block size = integrity header size */
 
-/* Opens path read-only, checks the header (magic, version, its CRC, size,
- * payload CRC) and returns the file's size and identity (device, inode; any
- * pointer may be NULL). */
-lt_status lt__ckpt_verify(const char *path, uint64_t *size, uint64_t *dev, uint64_t *ino);
+/* Opens path read-only as a regular file (tensor/file.c: a FIFO, device or
+ * directory is refused at once, LT_ERR_FORMAT), checks the header (magic,
+ * version, its CRC, size, payload CRC) on that descriptor and returns it in
+ * *fd (the caller closes it; -1 on failure) with the file's size (size may
+ * be NULL). HDF5 then opens the same file through /proc/self/fd/<fd>, so
+ * what it parses is what was verified. */
+lt_status lt__ckpt_open_verified(const char *path, int *fd, uint64_t *size);
+/* lt__ckpt_open_verified, descriptor closed. */
+lt_status lt__ckpt_verify(const char *path);
 /* Writes the header into the open file fd (HDF5 data from byte 512 on) and
  * fsyncs it. */
 lt_status lt__ckpt_seal_fd(int fd, const char *path);
@@ -91,6 +96,33 @@ hid_t lt__h5_fapl_image(lt__h5_image *img); /* img must outlive the file */
 size_t lt__h5_image_length(const lt__h5_image *img);
 hid_t lt__h5_gcpl(void);  /* links tracked and indexed by creation order */
 
+/* The file under HDF5, for checks HDF5 cannot be trusted to make: HDF5
+ * 1.10 has parser faults on crafted version-1 object headers (no checksum),
+ * so before HDF5 reads an object's header, its first bytes are read from our
+ * own descriptor and must be a version-2 header ("OHDR", checksummed). */
+typedef struct lt__h5_raw {
+  int fd;          /* the verified file (HDF5 opened the same one) */
+  uint64_t size;   /* its size */
+  uint64_t base;   /* HDF5's base address: file offset of address 0 */
+  bool check;      /* false: unchecksummed files accepted (allow_unchecksummed), no checks */
+  const char *path;
+} lt__h5_raw;
+/* Reads the superblock at byte 512 from r->fd: version 0 and 1 superblocks
+ * (no checksums; h5py's default layout) are refused unless
+ * allow_unchecksummed, with a message saying how to rewrite the file; for
+ * version 2 and 3, sets r->base and checks the root group's header (and the
+ * superblock extension's, if any). */
+lt_status lt__h5_raw_init(lt__h5_raw *r, int fd, uint64_t size, const char *path, bool allow_unchecksummed);
+/* Checks that the object header at HDF5 address addr is a version-2 header
+ * ("OHDR") before HDF5 reads it; obj names it in the message (LT_ERR_FORMAT).
+ * A no-op when r is NULL or r->check is false. */
+lt_status lt__h5_check_ohdr(const lt__h5_raw *r, haddr_t addr, const char *obj);
+/* The message part that says how to rewrite an unchecksummed file. */
+#define LT__H5_REWRITE_HINT                                                                              \
+  "rewrite it with checksummed headers (h5repack --latest --block=512 in.h5 out.h5, or h5py "           \
+  "File(..., libver='latest', userblock_size=512)), then lt_ckpt_seal it; or accept it with "           \
+  "allow_unchecksummed (--allow-unchecksummed) if you trust its source"
+
 /* Attribute writers (scalar; strings fixed-length UTF-8). */
 lt_status lt__h5_attr_int(hid_t obj, const char *name, int64_t v);
 lt_status lt__h5_attr_double(hid_t obj, const char *name, double v);
@@ -99,9 +131,14 @@ lt_status lt__h5_attr_string(hid_t obj, const char *name, const char *v);
  * blob as a uint8 dataset (blobs refused when allow_bytes is false). */
 lt_status lt__h5_write_meta(hid_t obj, const lt_ckpt_meta *m, bool allow_bytes, const char *what);
 /* Reads every attribute of obj into m (int64 / double / string only) and,
- * with read_blobs, every dataset child as a blob. what names obj in errors. */
-lt_status lt__h5_read_meta(hid_t obj, const char *what, lt_ckpt_meta *m, bool read_blobs, uint64_t file_size);
-/* Reads one attribute by name. LT_ERR_INDEX (no message set) if absent. */
+ * with budget not NULL, every dataset child as a blob (each header checked
+ * by lt__h5_check_ohdr first; each at most LT__CKPT_MAX_BLOB bytes and at
+ * most *budget, which it is subtracted from; refused from the dataspace
+ * before anything is read or inflated). what names obj in errors. */
+lt_status lt__h5_read_meta(hid_t obj, const lt__h5_raw *raw, const char *what, lt_ckpt_meta *m,
+                           uint64_t *budget);
+/* Reads one attribute by name. LT_ERR_INDEX if absent, with the message
+ * "checkpoint: <what> has no attribute '<name>'". */
 lt_status lt__h5_get_attr_int(hid_t obj, const char *what, const char *name, int64_t *v);
 lt_status lt__h5_get_attr_double(hid_t obj, const char *what, const char *name, double *v);
 lt_status lt__h5_get_attr_string(hid_t obj, const char *what, const char *name, char **v); /* new (free) */
@@ -126,9 +163,11 @@ typedef struct lt__h5_list {
 } lt__h5_list;
 void lt__h5_list_free(lt__h5_list *l);
 /* Walks the group at path recursively (hard links only; groups and datasets
- * only; no dots in link names; depth, count and cycle checks) and lists its
+ * only; no dots in link names; depth, count and cycle checks; each object's
+ * header checked by lt__h5_check_ohdr before HDF5 reads it, and groups with
+ * an old-style symbol table refused when raw->check) and lists its
  * datasets. */
-lt_status lt__h5_walk(hid_t file, const char *path, lt__h5_list *out);
+lt_status lt__h5_walk(hid_t file, const lt__h5_raw *raw, const char *path, lt__h5_list *out);
 
 /* What a dataset must be. */
 typedef struct lt__h5_expect {
@@ -170,6 +209,7 @@ bool lt__ckpt_meta_at(const lt_ckpt_meta *m, int i, const char **key, lt__meta_v
 #define LT__CKPT_MAX_ATTRS 65536       /* attributes per object */
 #define LT__CKPT_MAX_STRING (1 << 20)  /* bytes in a string attribute */
 #define LT__CKPT_MAX_BYTES ((uint64_t)1 << 40) /* bytes in one dataset (1 TiB) */
+#define LT__CKPT_MAX_BLOB ((uint64_t)1 << 28)  /* bytes in one /extra blob (256 MiB; a tokenizer is ~1 MiB) */
 /* Deflate expands at most ~1032:1; a dataset cannot decode to more than this
  * many bytes per byte of file. */
 #define LT__CKPT_MAX_RATIO 1040

@@ -11,6 +11,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 typedef struct meta_entry {
   char *key;
@@ -206,4 +207,30 @@ void lt_ckpt_info_free(lt_ckpt_info *info) {
   free(info->missing);
   free(info->unexpected);
   free(info);
+}
+
+lt_status lt_ckpt_check_model_size(const lt_ckpt_info *info, const char *path, int64_t n_params, uint64_t bytes,
+                                   uint64_t max_bytes) {
+  const char *op = "ckpt_check_model_size";
+  if (!info) return lt__err_null(op, "info");
+  if (!path) path = "(unnamed)";
+  if (n_params < 0) return lt__err(LT_ERR_INVALID, "%s: n_params %lld is negative", op, (long long)n_params);
+  if (n_params > info->model_elements)
+    return lt__err(LT_ERR_FORMAT, "checkpoint '%s': its configuration describes a model of %lld parameters (%llu "
+                   "bytes) but its /model holds %lld elements in %lld tensors: refused before building the model",
+                   path, (long long)n_params, (unsigned long long)bytes, (long long)info->model_elements,
+                   (long long)info->model_tensors);
+  if (max_bytes && bytes > max_bytes)
+    return lt__err(LT_ERR_NOMEM, "checkpoint '%s': its model needs %llu bytes (%lld parameters), more than the "
+                   "memory cap of %llu bytes (--max-memory / max_bytes): refused before building it", path,
+                   (unsigned long long)bytes, (long long)n_params, (unsigned long long)max_bytes);
+  return LT_OK;
+}
+
+uint64_t lt_ckpt_default_memory_cap(void) {
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGESIZE);
+  if (pages <= 0 || page <= 0) return 0;
+  uint64_t total;
+  if (__builtin_mul_overflow((uint64_t)pages, (uint64_t)page, &total)) return UINT64_MAX / 2;
+  return total / 2;
 }

@@ -112,21 +112,15 @@ static int popcount8(unsigned v) {
   return n;
 }
 
-lt_status lt__ckpt_verify(const char *path, uint64_t *size_out, uint64_t *dev, uint64_t *ino) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return lt__err(LT_ERR_IO, "checkpoint '%s': cannot open: %s", path, strerror(errno));
-  struct stat st;
+lt_status lt__ckpt_open_verified(const char *path, int *fd_out, uint64_t *size_out) {
+  *fd_out = -1;
+  /* Regular files only, opened without blocking (a FIFO under a checkpoint's
+   * name must not hang the load): tensor/file.c. */
+  uint64_t size = 0;
+  int fd = lt__open_regular(path, "checkpoint", (uint64_t)INT64_MAX, LT_ERR_FORMAT, &size);
+  if (fd < 0) return lt_last_status();
   lt_status s = LT_OK;
   unsigned char h[LT__CKPT_UB];
-  if (fstat(fd, &st) != 0) {
-    s = lt__err(LT_ERR_IO, "checkpoint '%s': cannot stat: %s", path, strerror(errno));
-    goto done;
-  }
-  if (!S_ISREG(st.st_mode)) {
-    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': not a regular file", path);
-    goto done;
-  }
-  uint64_t size = (uint64_t)st.st_size;
   if (size == 0) {
     s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': the file is empty (0 bytes): not a checkpoint", path);
     goto done;
@@ -197,10 +191,16 @@ lt_status lt__ckpt_verify(const char *path, uint64_t *size_out, uint64_t *dev, u
     goto done;
   }
   if (size_out) *size_out = size;
-  if (dev) *dev = (uint64_t)st.st_dev;
-  if (ino) *ino = (uint64_t)st.st_ino;
 done:
-  close(fd);
+  if (s) close(fd);
+  else *fd_out = fd;
+  return s;
+}
+
+lt_status lt__ckpt_verify(const char *path) {
+  int fd;
+  lt_status s = lt__ckpt_open_verified(path, &fd, NULL);
+  if (!s) close(fd);
   return s;
 }
 
@@ -248,7 +248,7 @@ lt_status lt__ckpt_seal_fd(int fd, const char *path) {
 
 lt_status lt_ckpt_verify(const char *path) {
   if (!path) return lt__err_null("ckpt_verify", "path");
-  return lt__ckpt_verify(path, NULL, NULL, NULL);
+  return lt__ckpt_verify(path);
 }
 
 lt_status lt_ckpt_seal(const char *path) {
@@ -482,7 +482,8 @@ static void free_list(step_file *v, int n) {
   free(v);
 }
 
-/* Lists the numbered checkpoints of prefix in dir, newest first. */
+/* Lists the numbered checkpoints of prefix in dir (regular files only),
+ * newest first. */
 static lt_status list_steps(const char *op, const char *dir, const char *prefix, step_file **out, int *n_out) {
   DIR *d = opendir(dir);
   if (!d) return lt__err(LT_ERR_IO, "%s: cannot open directory '%s': %s", op, dir, strerror(errno));
@@ -493,6 +494,14 @@ static lt_status list_steps(const char *op, const char *dir, const char *prefix,
   while ((de = readdir(d))) {
     int64_t step;
     if (!parse_step_name(de->d_name, prefix, &step)) continue;
+    /* Only regular files (or links to them) count: a FIFO, directory or
+     * device under a checkpoint's name is neither loaded nor removed. stat
+     * does not open, so a FIFO cannot block here. */
+    char *full = str_printf("%s/%s", dir, de->d_name);
+    struct stat sb;
+    bool regular = full && stat(full, &sb) == 0 && S_ISREG(sb.st_mode);
+    free(full);
+    if (!regular) continue;
     if (n == cap) {
       int nc = cap ? 2 * cap : 16;
       step_file *nv = realloc(v, (size_t)nc * sizeof *nv);
@@ -542,7 +551,7 @@ lt_status lt_ckpt_latest(const char *dir, const char *prefix, bool verify, int64
       free_list(v, n);
       return lt__err(LT_ERR_NOMEM, "ckpt_latest: out of memory");
     }
-    lt_status vs = lt__ckpt_verify(p, NULL, NULL, NULL);
+    lt_status vs = lt__ckpt_verify(p);
     free(p);
     if (vs == LT_OK) found = i;
     else if (vs == LT_ERR_NOMEM) {

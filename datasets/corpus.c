@@ -3,8 +3,9 @@
  * stream (language modelling), pairs of texts (a TSV parallel corpus), their
  * train/validation split by hash, and token-id pairs for seq2seq.
  *
- * Files are input from outside: sizes are checked against LT_TEXT_MAX_BYTES
- * while reading (not trusted from stat), every bad line is reported with the
+ * Files are input from outside: only regular files are opened (a FIFO or a
+ * device is refused at once, tensor/file.c), sizes are checked against
+ * LT_TEXT_MAX_BYTES before and while reading, every bad line is reported with the
  * file name and line number, and nothing here can crash on any byte sequence.
  *
  * What this is not: a CSV parser (no quoting: a TSV field ends at the next tab
@@ -23,54 +24,9 @@ lt_status lt_text_file_read(const char *path, char **data, size_t *len) {
   const char *op = "text_file_read";
   if (!path) return lt__err(LT_ERR_NULL, "%s: path is NULL", op);
   if (!data || !len) return lt__err(LT_ERR_NULL, "%s: data and len must not be NULL", op);
-  FILE *f = fopen(path, "rb");
-  if (!f) return lt__err(LT_ERR_IO, "%s: cannot open %s: %s", op, path, strerror(errno));
-  size_t cap = 1 << 16, n = 0;
-  char *buf = malloc(cap);
-  lt_status st = LT_OK;
-  if (!buf) {
-    st = lt__err(LT_ERR_NOMEM, "%s: out of memory reading %s", op, path);
-    goto done;
-  }
-  for (;;) {
-    if (cap - n < 2) { /* keep room for the NUL */
-      if (cap >= (size_t)LT_TEXT_MAX_BYTES + 2) {
-        st = lt__err(LT_ERR_OVERFLOW, "%s: %s is larger than the limit of %lld bytes", op, path,
-                     (long long)LT_TEXT_MAX_BYTES);
-        goto done;
-      }
-      size_t ncap = cap * 2;
-      if (ncap > (size_t)LT_TEXT_MAX_BYTES + 2) ncap = (size_t)LT_TEXT_MAX_BYTES + 2;
-      char *nb = realloc(buf, ncap);
-      if (!nb) {
-        st = lt__err(LT_ERR_NOMEM, "%s: out of memory reading %s (%zu bytes so far)", op, path, n);
-        goto done;
-      }
-      buf = nb;
-      cap = ncap;
-    }
-    size_t got = fread(buf + n, 1, cap - n - 1, f);
-    n += got;
-    if (n > (size_t)LT_TEXT_MAX_BYTES) {
-      st = lt__err(LT_ERR_OVERFLOW, "%s: %s is larger than the limit of %lld bytes", op, path,
-                   (long long)LT_TEXT_MAX_BYTES);
-      goto done;
-    }
-    if (got == 0) {
-      if (ferror(f)) st = lt__err(LT_ERR_IO, "%s: error reading %s: %s", op, path, strerror(errno));
-      break;
-    }
-  }
-done:
-  fclose(f);
-  if (st != LT_OK) {
-    free(buf);
-    return st;
-  }
-  buf[n] = '\0';
-  *data = buf;
-  *len = n;
-  return LT_OK;
+  /* Regular files only (a FIFO or /dev/zero would block or never end), at
+   * most LT_TEXT_MAX_BYTES: tensor/file.c. */
+  return lt__read_regular(path, op, (uint64_t)LT_TEXT_MAX_BYTES, data, len);
 }
 
 lt_tensor *lt_text_file_tokens(const lt_tokenizer *tok, const char *path) {

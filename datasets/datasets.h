@@ -58,7 +58,8 @@ typedef struct lt_idx_header {
 } lt_idx_header;
 
 /* Reads and checks only the header of the IDX file at path into *out. Errors:
- * LT_ERR_IO (cannot open or read), LT_ERR_FORMAT (not IDX, unknown type, 0 or
+ * LT_ERR_IO (cannot open or read; not a regular file: a FIFO, device or
+ * directory is refused at once), LT_ERR_FORMAT (not IDX, unknown type, 0 or
  * more than LT_MAX_DIMS dims, truncated header), LT_ERR_OVERFLOW (payload
  * larger than LT_IDX_MAX_BYTES). */
 lt_status lt_idx_read_header(const char *path, lt_idx_header *out);
@@ -258,9 +259,12 @@ lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size);
 #define LT_TEXT_MAX_BYTES ((int64_t)1 << 32)
 
 /* Reads the whole file at path into *data (returns new, free with free();
- * NUL-terminated, the NUL not counted in *len). Errors: LT_ERR_IO (cannot open
- * or read, naming the path and the system's reason), LT_ERR_OVERFLOW (larger
- * than LT_TEXT_MAX_BYTES). An empty file is not an error here. */
+ * NUL-terminated, the NUL not counted in *len). Only a regular file is read:
+ * a FIFO, device or directory is refused at once. Errors: LT_ERR_IO (not a
+ * regular file, naming the path and what it is; cannot open or read, naming
+ * the path and the system's reason), LT_ERR_OVERFLOW (larger than
+ * LT_TEXT_MAX_BYTES, checked before reading and while reading). An empty file
+ * is not an error here. */
 lt_status lt_text_file_read(const char *path, char **data, size_t *len);
 
 /* Language modelling: the whole file at path as one token stream, a 1-d i64

@@ -2,7 +2,8 @@
  * datasets/idx.c: the IDX file reader and the MNIST / Fashion-MNIST loader
  * (declared in datasets/datasets.h).
  *
- * A file is untrusted input. Every header field is checked before it is used:
+ * A file is untrusted input. Only a regular file is opened (tensor/file.c:
+ * a FIFO or device is refused at once). Every header field is checked before it is used:
  * the magic, the type code, the number of dims, each size (u32), their product
  * and the payload size in checked 64-bit arithmetic against LT_IDX_MAX_BYTES.
  * The payload buffer grows as bytes actually arrive (never to what the header
@@ -20,6 +21,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include "tensor/internal.h"
@@ -120,11 +122,13 @@ static lt_status reader_open(idx_reader *r, const char *op, const char *path) {
   memset(r, 0, sizeof *r);
   r->op = op;
   r->path = path;
-  errno = 0;
-  r->f = gzopen(path, "rb");
+  /* Regular files only (a FIFO would block, /dev/zero never end): tensor/file.c. */
+  int fd = lt__open_regular(path, op, (uint64_t)LT_IDX_MAX_BYTES, LT_ERR_IO, NULL);
+  if (fd < 0) return lt_last_status();
+  r->f = gzdopen(fd, "rb");
   if (!r->f) {
-    if (errno == 0) return lt__err(LT_ERR_NOMEM, "%s: %s: cannot open: zlib is out of memory", op, path);
-    return lt__err(LT_ERR_IO, "%s: %s: cannot open: %s", op, path, strerror(errno));
+    close(fd);
+    return lt__err(LT_ERR_NOMEM, "%s: %s: cannot open: zlib is out of memory", op, path);
   }
   gzbuffer(r->f, 1u << 17);
 

@@ -322,6 +322,21 @@ lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, con
  * through lt_optimizer_state ("step" included). Every name must be a
  * parameter the optimizer updates (LT_ERR_INVALID otherwise). */
 lt_status lt_optimizer_reset_state(lt_optimizer *o, int64_t step_count, int n, const char *const *param_names);
+/* The largest step count and per-parameter "step" an optimizer accepts from
+ * outside (2^53: exact in the double its bias corrections use; at a million
+ * steps per second a run reaches it after 285 years). Larger values would
+ * overflow the int64 counters (a crafted checkpoint with INT64_MAX). */
+#define LT_OPTIM_MAX_STEP ((int64_t)1 << 53)
+/* Checks values before a loader restores them as state state_name
+ * ("momentum_buffer", "exp_avg", "exp_avg_sq" or "step"): n elements of
+ * dtype at data (borrowed; nothing changes). The moments must be finite
+ * (LT_ERR_NUMERIC), exp_avg_sq >= 0 (LT_ERR_INVALID: a negative second
+ * moment makes sqrt NaN), a step in [0, LT_OPTIM_MAX_STEP] (LT_ERR_INVALID);
+ * an unknown state name or dtype is LT_ERR_INVALID. The message names what
+ * (e.g. the dataset holding the values), the flat index, the value and the
+ * allowed range. */
+lt_status lt_optim_check_state(const char *state_name, lt_dtype dtype, const void *data, int64_t n,
+                               const char *what);
 /* Older, coarser restore: step > 0 creates every missing state tensor as
  * zeros and sets the step count and every parameter's step to `step`; step
  * == 0 drops all state. Exact only if every parameter was updated at every

@@ -243,8 +243,9 @@ static lt_status make_states(lt_optimizer *o, const bool *todo, bool *fresh) {
 
 lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step) {
   if (!o) return lt__err(LT_ERR_NULL, "optimizer_set_step_count: the optimizer is NULL");
-  if (step < 0)
-    return lt__err(LT_ERR_INVALID, "optimizer_set_step_count: step %lld must be >= 0", (long long)step);
+  if (step < 0 || step > LT_OPTIM_MAX_STEP)
+    return lt__err(LT_ERR_INVALID, "optimizer_set_step_count: step %lld is outside [0, %lld] (LT_OPTIM_MAX_STEP)",
+                   (long long)step, (long long)LT_OPTIM_MAX_STEP);
   if (step == 0) {
     for (int i = 0; i < o->n; i++) drop_state(&o->e[i]);
     o->steps = 0;
@@ -261,10 +262,43 @@ lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step) {
   return LT_OK;
 }
 
+lt_status lt_optim_check_state(const char *state_name, lt_dtype dtype, const void *data, int64_t n,
+                               const char *what) {
+  const char *op = "optim_check_state";
+  if (!state_name || !what || (!data && n > 0)) return lt__err(LT_ERR_NULL, "%s: an argument is NULL", op);
+  if (!strcmp(state_name, "step")) {
+    if (dtype != LT_DTYPE_I64) return lt__err(LT_ERR_INVALID, "%s: %s: step must be i64", op, what);
+    const int64_t *v = data;
+    for (int64_t i = 0; i < n; i++)
+      if (v[i] < 0 || v[i] > LT_OPTIM_MAX_STEP)
+        return lt__err(LT_ERR_INVALID, "%s: step %lld is outside [0, %lld] (LT_OPTIM_MAX_STEP)", what,
+                       (long long)v[i], (long long)LT_OPTIM_MAX_STEP);
+    return LT_OK;
+  }
+  bool sq = !strcmp(state_name, "exp_avg_sq");
+  if (!sq && strcmp(state_name, "exp_avg") && strcmp(state_name, "momentum_buffer"))
+    return lt__err(LT_ERR_INVALID, "%s: %s: unknown optimizer state '%s'", op, what, state_name);
+  if (dtype != LT_DTYPE_F32 && dtype != LT_DTYPE_F64)
+    return lt__err(LT_ERR_INVALID, "%s: %s: optimizer state must be f32 or f64, not %s", op, what,
+                   lt_dtype_name(dtype));
+  for (int64_t i = 0; i < n; i++) {
+    double x = dtype == LT_DTYPE_F32 ? (double)((const float *)data)[i] : ((const double *)data)[i];
+    if (!isfinite(x))
+      return lt__err(LT_ERR_NUMERIC, "%s holds %s at flat index %lld: %s must be finite", what,
+                     isnan(x) ? "NaN" : x > 0 ? "+inf" : "-inf", (long long)i, state_name);
+    if (sq && x < 0)
+      return lt__err(LT_ERR_INVALID, "%s holds %g at flat index %lld: exp_avg_sq (a second moment) must be in "
+                     "[0, inf)", what, x, (long long)i);
+  }
+  return LT_OK;
+}
+
 lt_status lt_optimizer_reset_state(lt_optimizer *o, int64_t step_count, int n, const char *const *param_names) {
   const char *op = "optimizer_reset_state";
   if (!o) return lt__err(LT_ERR_NULL, "%s: the optimizer is NULL", op);
-  if (step_count < 0) return lt__err(LT_ERR_INVALID, "%s: step count %lld must be >= 0", op, (long long)step_count);
+  if (step_count < 0 || step_count > LT_OPTIM_MAX_STEP)
+    return lt__err(LT_ERR_INVALID, "%s: step count %lld is outside [0, %lld] (LT_OPTIM_MAX_STEP)", op,
+                   (long long)step_count, (long long)LT_OPTIM_MAX_STEP);
   if (n < 0 || (n > 0 && !param_names))
     return lt__err(LT_ERR_INVALID, "%s: %d names but no name array", op, n);
   bool *todo = calloc((size_t)o->n * (1 + N_STATE), sizeof(bool)); /* todo[n], fresh[N_STATE n] */

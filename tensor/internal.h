@@ -7,7 +7,8 @@
  * - dtype helpers (load/store as double, promotion);
  * - lt__iter: the one strided N-d iterator that every elementwise kernel uses;
  * - view construction and dim normalisation shared by tensor/ files;
- * - little-endian integer load/store for the library's file formats.
+ * - little-endian integer load/store for the library's file formats;
+ * - opening files from outside (regular files only, size-bounded reads).
  *
  * Internal names use the lt__ prefix (two underscores).
  */
@@ -152,6 +153,27 @@ static inline uint32_t lt__get_le32(const unsigned char *p) {
 static inline uint64_t lt__get_le64(const unsigned char *p) {
   return (uint64_t)lt__get_le32(p) | (uint64_t)lt__get_le32(p + 4) << 32;
 }
+
+/* ---- files from outside (tensor/file.c) --------------------------------- */
+
+/* Opens path for reading the way every loader must (one home): with
+ * O_NONBLOCK, so that a FIFO cannot block the open; fstat()ed; refused
+ * unless a regular file (status not_regular, naming the path and what it
+ * is: FIFO, device, directory, ...; the dataset readers say LT_ERR_IO, the
+ * checkpoint loader LT_ERR_FORMAT; LT_ERR_IO if it cannot be opened); refused if larger than max_bytes
+ * (LT_ERR_OVERFLOW naming the bound); then switched to blocking reads.
+ * Returns the descriptor (the caller closes it) and the size from fstat in
+ * *size (may be NULL), or -1 with the error set. op prefixes messages. */
+int lt__open_regular(const char *path, const char *op, uint64_t max_bytes, lt_status not_regular,
+                     uint64_t *size);
+/* Reads the whole regular file at path (opened by lt__open_regular) into a
+ * new buffer *data (free with free(); NUL-terminated after *len bytes),
+ * never more than max_bytes (LT_ERR_OVERFLOW naming the bound, also for a
+ * file that grows while it is read); a file that is not regular is
+ * LT_ERR_IO. */
+lt_status lt__read_regular(const char *path, const char *op, uint64_t max_bytes, char **data, size_t *len);
+/* "a FIFO (named pipe)", "a directory", ... for an st_mode. */
+const char *lt__file_kind(unsigned mode);
 
 /* ---- runtime ----------------------------------------------------------- */
 

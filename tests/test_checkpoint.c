@@ -613,7 +613,8 @@ START_TEST(training_roundtrip_and_resume) {
   lt_params *pc = make_model(0);
   LT_OK_OR_FAIL(lt_ckpt_load_params(p, pc, NULL, NULL));
   LT_OK_OR_FAIL(lt_ckpt_save_params(ckpt_path("m.h5"), pc, NULL, NULL));
-  LT_EXPECT_ERR(lt_ckpt_load_training(ckpt_path("m.h5"), &sb, NULL, NULL), LT_ERR_INVALID, "model only");
+  LT_EXPECT_ERR(lt_ckpt_load_training(ckpt_path("m.h5"), &sb, NULL, NULL), LT_ERR_INVALID,
+                "its root attribute 'content' is 'model': a model checkpoint without training state");
 
   /* Wrong optimizer kind or hyperparameters: refused, nothing changes. */
   lt_optim_config sgd = lt_optim_defaults(LT_OPTIM_SGD);
@@ -1156,58 +1157,47 @@ START_TEST(transformer_names_match_pytorch) {
 }
 END_TEST
 
-/* lt_ckpt_seal adopts an HDF5 file written by another tool with a 512-byte
- * user block and our layout (what h5py would write). */
+/* lt_ckpt_seal adopts a file written by another tool with a 512-byte user
+ * block and our layout (what h5py would write: ckpt_write_h5py). h5py's
+ * default (unchecksummed) layout is refused with a hint unless
+ * allow_unchecksummed; libver 'latest' loads. */
 START_TEST(seal_foreign_file) {
-  const char *p = ckpt_path("foreign.h5");
-  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
-  H5Pset_userblock(fcpl, 512);
-  hid_t f = H5Fcreate(p, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
-  hid_t st = H5Tcopy(H5T_C_S1);
-  H5Tset_size(st, H5T_VARIABLE); /* variable-length strings, as h5py writes */
-  hid_t sp = H5Screate(H5S_SCALAR);
-  const char *fmt = "libtensor-checkpoint", *ver = "h5py", *content = "model";
-  hid_t a = H5Acreate2(f, "format", st, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, st, &fmt);
-  H5Aclose(a);
-  a = H5Acreate2(f, "library_version", st, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, st, &ver);
-  H5Aclose(a);
-  a = H5Acreate2(f, "content", st, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, st, &content);
-  H5Aclose(a);
-  long long one = 1;
-  a = H5Acreate2(f, "format_version", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
-  H5Awrite(a, H5T_NATIVE_LLONG, &one);
-  H5Aclose(a);
-  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-  H5Pset_create_intermediate_group(lcpl, 1);
-  hsize_t dims[2] = {2, 3};
-  hid_t dsp = H5Screate_simple(2, dims, NULL);
-  hid_t d = H5Dcreate2(f, "/model/layer/weight", H5T_IEEE_F32LE, dsp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-  float w[6] = {1, 2, 3, 4, 5, 6};
-  H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, w);
-  H5Dclose(d);
-  H5Sclose(dsp);
-  H5Sclose(sp);
-  H5Tclose(st);
-  H5Pclose(lcpl);
-  H5Pclose(fcpl);
-  H5Fclose(f);
-  lt_params *m = lt_params_new();
+  lt_params *m = lt_params_new(), *src = lt_params_new();
   LT_OK_OR_FAIL(lt_params_add(m, "layer.weight", lt_zeros(LT_DTYPE_F32, LT_SHAPE(2, 3)), 0));
-  LT_EXPECT_ERR(lt_ckpt_load_params(p, m, NULL, NULL), LT_ERR_FORMAT, "no libtensor integrity header");
-  LT_OK_OR_FAIL(lt_ckpt_seal(p));
-  lt_ckpt_info *info;
-  LT_OK_OR_FAIL(lt_ckpt_load_params(p, m, NULL, &info));
-  LT_ASSERT_VALUES(lt_params_find(m, "layer.weight"), 0, 1, 2, 3, 4, 5, 6);
-  ck_assert_str_eq(info->library_version, "h5py");
-  lt_ckpt_info_free(info);
+  const float w[6] = {1, 2, 3, 4, 5, 6};
+  LT_OK_OR_FAIL(lt_params_add(src, "layer.weight", lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2, 3), w), 0));
+  for (int latest = 0; latest < 2; latest++) {
+    const char *p = ckpt_path(latest ? "foreign-latest.h5" : "foreign.h5");
+    ckpt_write_h5py(p, src, latest);
+    memset(lt_params_find(m, "layer.weight")->data, 0, 6 * sizeof(float));
+    LT_EXPECT_ERR(lt_ckpt_load_params(p, m, NULL, NULL), LT_ERR_FORMAT, "no libtensor integrity header");
+    LT_OK_OR_FAIL(lt_ckpt_seal(p));
+    lt_ckpt_info *info = NULL;
+    lt_ckpt_load_opts o = LT_CKPT_LOAD_DEFAULTS;
+    if (!latest) {
+      ck_assert_int_eq(lt_ckpt_load_params(p, m, NULL, &info), LT_ERR_FORMAT);
+      const char *e = lt_last_error();
+      ck_assert_msg(strstr(e, "version-0 superblock and unchecksummed object headers") &&
+                        strstr(e, "h5repack --latest") && strstr(e, "allow_unchecksummed"),
+                    "no reason or rewrite hint: %s", e);
+      ck_assert_ptr_null(info);
+      LT_ASSERT_VALUES(lt_params_find(m, "layer.weight"), 0, 0, 0, 0, 0, 0, 0);
+      o.allow_unchecksummed = true;
+    }
+    LT_OK_OR_FAIL(lt_ckpt_load_params(p, m, &o, &info));
+    LT_ASSERT_VALUES(lt_params_find(m, "layer.weight"), 0, 1, 2, 3, 4, 5, 6);
+    ck_assert_str_eq(info->library_version, "h5py");
+    ck_assert_int_eq(info->model_tensors, 1);
+    ck_assert_int_eq(info->model_elements, 6);
+    ck_assert_int_eq((int64_t)info->model_bytes, 24);
+    lt_ckpt_info_free(info);
+  }
   /* A file without a user block cannot be sealed. */
-  f = H5Fcreate(ckpt_path("noub.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+  hid_t f = H5Fcreate(ckpt_path("noub.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   H5Fclose(f);
   LT_EXPECT_ERR(lt_ckpt_seal(ckpt_path("noub.h5")), LT_ERR_FORMAT, "user block");
   lt_params_free(m);
+  lt_params_free(src);
 }
 END_TEST
 

@@ -184,18 +184,34 @@ START_TEST(not_checkpoints) {
   hid_t f = H5Fcreate(ckpt_path("plain.h5"), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   H5Fclose(f);
   expect_load(ckpt_path("plain.h5"), NULL, LT_ERR_FORMAT, "without libtensor's integrity header", "plain HDF5");
-  /* HDF5 with a user block but no header in it. */
-  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+  /* HDF5 with a user block but no header in it, in the default
+   * (unchecksummed) layout and in the latest one. */
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
   H5Pset_userblock(fcpl, 512);
   f = H5Fcreate(ckpt_path("unsealed.h5"), H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
   H5Fclose(f);
+  H5Pset_libver_bounds(fapl, H5F_LIBVER_LATEST, H5F_LIBVER_LATEST);
+  f = H5Fcreate(ckpt_path("unsealed2.h5"), H5F_ACC_TRUNC, fcpl, fapl);
+  H5Fclose(f);
+  H5Pclose(fapl);
   H5Pclose(fcpl);
   expect_load(ckpt_path("unsealed.h5"), NULL, LT_ERR_FORMAT, "holds no libtensor integrity header", "unsealed");
-  /* A sealed HDF5 file that is not laid out as a checkpoint. */
+  /* A sealed HDF5 file that is not laid out as a checkpoint: in the default
+   * layout refused for its unchecksummed headers first; accepted so far
+   * with allow_unchecksummed; in the latest layout it reaches the layout
+   * checks. */
   LT_OK_OR_FAIL(lt_ckpt_seal(ckpt_path("unsealed.h5")));
-  expect_load(ckpt_path("unsealed.h5"), NULL, LT_ERR_FORMAT, "no 'format' attribute", "sealed empty HDF5");
+  expect_load(ckpt_path("unsealed.h5"), NULL, LT_ERR_FORMAT, "version-0 superblock and unchecksummed object headers",
+              "sealed empty HDF5 (default layout)");
+  lt_ckpt_load_opts uo = LT_CKPT_LOAD_DEFAULTS;
+  uo.allow_unchecksummed = true;
+  expect_load(ckpt_path("unsealed.h5"), &uo, LT_ERR_FORMAT, "no 'format' attribute", "sealed empty HDF5, allowed");
+  LT_OK_OR_FAIL(lt_ckpt_seal(ckpt_path("unsealed2.h5")));
+  expect_load(ckpt_path("unsealed2.h5"), NULL, LT_ERR_FORMAT, "no 'format' attribute", "sealed empty HDF5");
   /* A valid integrity header over HDF5 data that HDF5 cannot parse (the
-   * superblock signature broken): HDF5's own error stack ends the message. */
+   * superblock signature broken: refused before HDF5 looks for a superblock
+   * elsewhere; a byte of the superblock's base address changed: HDF5's own
+   * error stack (its checksum) ends the message). */
   {
     size_t n;
     lt_params *m = make_model(V, 1);
@@ -204,6 +220,14 @@ START_TEST(not_checkpoints) {
     unsigned char *b = ckpt_read_file(ckpt_path("sb.h5"), &n);
     ck_assert(!memcmp(b + 512, "\x89HDF", 4));
     b[513] = 'X';
+    lt__ckpt_seal_buffer(b, n);
+    ckpt_write_file(ckpt_path("sb.h5"), b, n);
+    free(b);
+    LT_OK_OR_FAIL(lt_ckpt_verify(ckpt_path("sb.h5")));
+    expect_load(ckpt_path("sb.h5"), NULL, LT_ERR_FORMAT, "no HDF5 superblock at byte 512", "broken signature");
+    b = ckpt_read_file(ckpt_path("sb.h5"), &n);
+    b[513] = 'H';
+    b[512 + 44] ^= 0x40; /* the superblock's checksum */
     lt__ckpt_seal_buffer(b, n);
     ckpt_write_file(ckpt_path("sb.h5"), b, n);
     free(b);
@@ -820,13 +844,13 @@ START_TEST(training_state_damage) {
       {"t3.h5", optim_shape, LT_ERR_SHAPE, "/optim/layer/w/exp_avg has shape [6,4] but the model's 'layer.w.exp_avg' is [4,6]"},
       {"t4.h5", optim_nan, LT_ERR_NUMERIC, "/optim/layer/w/exp_avg_sq holds NaN at flat index 5"},
       {"t5.h5", optim_unknown_state, LT_ERR_INVALID, "1 not in the model (layer.b.momentum_buffer)"},
-      {"t6.h5", optim_step, LT_ERR_FORMAT, "optimizer step -3 < 0"},
-      {"ta.h5", param_step_negative, LT_ERR_FORMAT, "the optimizer step of 'layer.w' is -2 < 0"},
+      {"t6.h5", optim_step, LT_ERR_FORMAT, "/optim attribute 'step' (the optimizer's step count) is -3, outside [0, 9007199254740992]"},
+      {"ta.h5", param_step_negative, LT_ERR_FORMAT, "dataset /optim/layer/w/step: step -2 is outside [0, 9007199254740992]"},
       {"tb.h5", param_step_f32, LT_ERR_DTYPE, "dataset /optim/layer/w/step is f32"},
       {"tc.h5", param_step_1d, LT_ERR_SHAPE, "/optim/layer/w/step has shape [1] but the model's 'layer.w.step' is []"},
       {"td.h5", param_step_dropped, LT_ERR_FORMAT, "the optimizer state of 'layer.b' lacks 'step' (format version 2"},
       {"te.h5", param_sq_dropped, LT_ERR_FORMAT, "the optimizer state of 'embed.weight' lacks 'exp_avg_sq'"},
-      {"t7.h5", sched_step, LT_ERR_FORMAT, "schedule step -1 < 0"},
+      {"t7.h5", sched_step, LT_ERR_FORMAT, "/schedule attribute 'step' is -1, outside [0, 9007199254740992]"},
       {"t8.h5", no_rng, LT_ERR_FORMAT, "no /rng group"},
       {"t9.h5", blob_type, LT_ERR_DTYPE, "dataset /extra/tokenizer is i32"},
   };

@@ -336,6 +336,14 @@ START_TEST(test_all_option_combinations) {
                              arch, norm, pre, ffn, pos, tie, scale, bias, (long long)c.n_kv_heads);
                     lt_transformer *m = lt_transformer_new(&c, g);
                     ck_assert_msg(m, "%s: %s", what, lt_last_error());
+                    /* The size known before building is the built model's. */
+                    int64_t np;
+                    size_t nbytes;
+                    LT_OK_OR_FAIL(lt_tf_config_size(&c, &np, &nbytes));
+                    const int64_t table = c.pos == LT_TF_POS_SINUSOIDAL ? c.max_len * c.d_model : 0;
+                    ck_assert_msg(np == lt_params_numel(lt_transformer_params(m), false), "%s: size %lld, built %lld",
+                                  what, (long long)np, (long long)lt_params_numel(lt_transformer_params(m), false));
+                    ck_assert_uint_eq(nbytes, (size_t)(np + table) * sizeof(float));
                     check_step(m, &b, n % 2 ? &train : NULL, what);
                     lt_transformer_free(m);
                     n++;
@@ -688,6 +696,29 @@ static const char *break_field(lt_tf_config *c, int i) {
 }
 
 /* Each broken field is refused with a message naming it. */
+/* The size of a configuration, without building it: a huge model is
+ * sized at once, overflow is an error naming the term. */
+START_TEST(test_config_size) {
+  lt_tf_config c = tiny(LT_TF_DECODER_ONLY);
+  c.n_dec_layers = 100000;
+  c.d_ff = 4096;
+  int64_t np = 0;
+  size_t bytes = 0;
+  LT_OK_OR_FAIL(lt_tf_config_size(&c, &np, &bytes));
+  ck_assert_int_gt(np, 100000LL * 2 * 4096 * 8);
+  ck_assert_uint_eq(bytes, (size_t)np * sizeof(float));
+  c = tiny(LT_TF_DECODER_ONLY);
+  c.vocab_size = (int64_t)1 << 40;
+  c.d_model = (int64_t)1 << 32;
+  c.n_heads = 1;
+  c.n_kv_heads = 1;
+  LT_EXPECT_ERR(lt_tf_config_size(&c, &np, &bytes), LT_ERR_OVERFLOW, "overflows 64-bit arithmetic");
+  c = tiny(LT_TF_DECODER_ONLY);
+  c.d_model = 7; /* not divisible by 4 heads */
+  LT_EXPECT_ERR(lt_tf_config_size(&c, NULL, NULL), LT_ERR_INVALID, "n_heads");
+}
+END_TEST
+
 START_TEST(test_config_validation) {
   lt_generator *g = lt_generator_new(1);
   for (int i = 0;; i++) {
@@ -903,7 +934,7 @@ int main(void) {
   LT_TEST_CASE(s, "model", 0, test_all_option_combinations, test_padding_is_invisible,
                test_causality, test_pos0, test_dropout_modes, test_classify,
                test_defaults_and_names, test_init_deterministic, test_overfits_tiny_batch);
-  LT_TEST_CASE(s, "errors", 0, test_config_validation, test_input_errors,
+  LT_TEST_CASE(s, "errors", 0, test_config_validation, test_config_size, test_input_errors,
                test_build_failure_rolls_back, test_no_leaks_across_steps);
   return lt_test_run(s);
 }

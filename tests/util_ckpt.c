@@ -81,3 +81,46 @@ int ckpt_count_tmp_files(const char *dir) {
   closedir(d);
   return n;
 }
+
+void ckpt_write_h5py(const char *path, const lt_params *p, bool latest) {
+  hid_t fcpl = H5Pcreate(H5P_FILE_CREATE), fapl = H5Pcreate(H5P_FILE_ACCESS);
+  H5Pset_userblock(fcpl, 512);
+  H5Pset_libver_bounds(fapl, latest ? H5F_LIBVER_LATEST : H5F_LIBVER_EARLIEST, H5F_LIBVER_LATEST);
+  hid_t f = H5Fcreate(path, H5F_ACC_TRUNC, fcpl, fapl);
+  ck_assert_int_ge(f, 0);
+  hid_t st = H5Tcopy(H5T_C_S1), sp = H5Screate(H5S_SCALAR);
+  H5Tset_size(st, H5T_VARIABLE);
+  const char *keys[3] = {"format", "library_version", "content"}, *vals[3] = {"libtensor-checkpoint", "h5py", "model"};
+  for (int i = 0; i < 3; i++) {
+    hid_t a = H5Acreate2(f, keys[i], st, sp, H5P_DEFAULT, H5P_DEFAULT);
+    H5Awrite(a, st, &vals[i]);
+    H5Aclose(a);
+  }
+  long long one = 1;
+  hid_t a = H5Acreate2(f, "format_version", H5T_STD_I64LE, sp, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, H5T_NATIVE_LLONG, &one);
+  H5Aclose(a);
+  hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+  H5Pset_create_intermediate_group(lcpl, 1);
+  for (int i = 0; i < lt_params_count(p); i++) {
+    const lt_param *q = lt_params_at(p, i);
+    ck_assert(q->value->dtype == LT_DTYPE_F32 && lt_is_contiguous(q->value));
+    char h5path[256];
+    snprintf(h5path, sizeof h5path, "/model/%s", q->name);
+    for (char *c = h5path; *c; c++)
+      if (*c == '.') *c = '/';
+    hsize_t dims[LT_MAX_DIMS];
+    for (int d = 0; d < q->value->ndim; d++) dims[d] = (hsize_t)q->value->shape[d];
+    hid_t dsp = H5Screate_simple(q->value->ndim, dims, NULL);
+    hid_t d = H5Dcreate2(f, h5path, H5T_IEEE_F32LE, dsp, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(H5Dwrite(d, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, q->value->data), 0);
+    H5Dclose(d);
+    H5Sclose(dsp);
+  }
+  H5Pclose(lcpl);
+  H5Sclose(sp);
+  H5Tclose(st);
+  H5Pclose(fapl);
+  H5Pclose(fcpl);
+  H5Fclose(f);
+}

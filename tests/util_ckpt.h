@@ -5,8 +5,9 @@
  * tests/CMakeLists.txt does not put on the include path: Debian keeps it in
  * /usr/include/hdf5/serial).
  *
- * What this is not: a checkpoint writer. Bad files are crafted in
- * test_checkpoint_badfiles.c with plain HDF5 calls.
+ * What this is not: a checkpoint writer (but for ckpt_write_h5py, a file as
+ * another tool writes it). Bad files are crafted in test_checkpoint_badfiles.c
+ * and test_hostile.c with plain HDF5 calls.
  */
 #ifndef LT_TEST_UTIL_CKPT_H
 #define LT_TEST_UTIL_CKPT_H
@@ -16,8 +17,11 @@
 #else
 #include <hdf5/serial/hdf5.h>
 #endif
+#include <stdbool.h>
 #include <stddef.h>
 #include <sys/types.h>
+
+#include "nn/nn.h"
 
 /* The current test's directory ("/tmp/lt_ckpt_XXXXXX" made unique). */
 extern char ckpt_tmpdir[256];
@@ -40,5 +44,12 @@ void ckpt_write_file(const char *path, const void *b, size_t n);
 off_t ckpt_file_size(const char *path);
 /* Files in dir whose name marks a save's temporary (".lttmp."). */
 int ckpt_count_tmp_files(const char *dir);
+/* The checkpoint layout of the f32 tensors of p ("format_version" 1,
+ * "library_version" "h5py", "content" "model", variable-length strings) with
+ * a 512-byte user block, unsealed, as h5py writes it: with latest false in
+ * h5py's default layout (H5F_LIBVER_EARLIEST: version-0 superblock,
+ * version-1 object headers, symbol-table groups, no checksums), with latest
+ * true as h5py's libver='latest'. */
+void ckpt_write_h5py(const char *path, const lt_params *p, bool latest);
 
 #endif

@@ -355,7 +355,7 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
   /* the schedule stays the configured one: a resumed run may change its total steps */
   lt_train_state st = train_state(t, NULL, 0);
   lt_ckpt_info *info = NULL;
-  lt_status s = lt_ckpt_load_training(path, &st, NULL, &info);
+  lt_status s = lt_ckpt_load_training(path, &st, t->c.load_opts, &info);
   if (s != LT_OK) return s;
   const lt_ckpt_meta *x = info->extra;
   char range[96];

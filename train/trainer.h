@@ -178,6 +178,8 @@ typedef struct lt_trainer_config {
   const char *ckpt_prefix;/* numbered checkpoints "<prefix>-<step>.h5"; NULL: "ckpt" */
   bool no_ckpt;           /* write no checkpoint (the CSV is still written) */
   const char *csv_path;   /* metrics CSV; NULL: <dir>/metrics.csv (none without dir) */
+  const lt_ckpt_load_opts *load_opts; /* lt_trainer_resume's checks (memory cap, unchecksummed files);
+                                       * NULL: LT_CKPT_LOAD_DEFAULTS. Borrowed. */
   /* Metrics of the evaluate hook: CSV columns between elapsed_s and rss_mb. */
   int n_metrics;
   const lt_trainer_metric *metrics;
@@ -194,7 +196,7 @@ typedef struct lt_trainer_config {
  * steps, no automatic threads. */
 #define LT_TRAINER_DEFAULTS                                                                              \
   ((lt_trainer_config){NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, 1, 1, 1.0, 5, 0, 0, 3, 0, NULL, NULL, \
-                       false, NULL, 0, NULL, NULL, LT_TRAINER_PROGRESS_AUTO, 100, false})
+                       false, NULL, NULL, 0, NULL, NULL, LT_TRAINER_PROGRESS_AUTO, 100, false})
 
 /* ======================================================================== */
 /* The trainer                                                              */

@@ -60,8 +60,9 @@ typedef struct options {
   int strategy; /* lt_generate_strategy */
   int64_t beam, top_k, max_len, context, batch, threads, seed;
   double length_penalty, temperature, top_p;
-  bool no_cache, scores;
+  bool no_cache, scores, allow_unchecksummed;
   const char *input; /* file, "-" or NULL */
+  int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
 } options;
 
 static const char *strategy_name(int i) { /* lt_generate_strategy order */
@@ -98,6 +99,10 @@ static const lt_cli_opt OPTS[] = {
                   "of the generated tokens (beam: divided by length^A; encoder-only: the label's probability)"),
   I("threads", threads, "N", 1, 1024, "threads for BLIS and libtensor's kernels",
     .default_text = "LT_NUM_THREADS, else all"),
+  I("max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs more memory (0: no "
+    "cap; docs/security.md)", .default_text = "half of physical memory"),
+  LT_CLI_OPT_BOOL(options, "allow-unchecksummed", allow_unchecksummed, "accept an HDF5 file without object header "
+                  "checksums (h5py's default layout; only from a trusted source, docs/security.md)"),
 };
 #undef I
 #undef D
@@ -105,7 +110,7 @@ enum { N_OPTS = (int)(sizeof OPTS / sizeof OPTS[0]) };
 
 static const options DEFAULTS = {.strategy = LT_GENERATE_GREEDY, .beam = 4, .top_k = 0, .max_len = 64, .context = 0,
                                  .batch = 32, .length_penalty = 0.6, .temperature = 1.0, .top_p = 1.0,
-                                 .seed = 1234};
+                                 .seed = 1234, .max_memory = -1};
 
 static const lt_cli CLI = {
     .prog = PROG,
@@ -272,6 +277,8 @@ int main(int argc, char **argv) {
   lt_params *empty = lt_params_new();
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.non_strict = true; /* only the configuration and the extra values here */
+  lo.allow_unchecksummed = o.allow_unchecksummed;
+  lo.max_bytes = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
   lt_ckpt_info *info = NULL;
   lt_train_state st0 = {.params = empty};
   if (lt_ckpt_load_training(o.checkpoint, &st0, &lo, &info) != LT_OK) {
@@ -295,6 +302,11 @@ int main(int argc, char **argv) {
     lt_cli_die(LT_CLI_EXIT_FAILURE,
                "checkpoint '%s': not a Transformer checkpoint of train (its model configuration: %s)", o.checkpoint,
                lt_last_error());
+  int64_t n_params; /* the model's size, checked against the file and the cap before it is built */
+  size_t model_bytes;
+  if (lt_tf_config_size(&cfg, &n_params, &model_bytes) != LT_OK ||
+      lt_ckpt_check_model_size(info, o.checkpoint, n_params, model_bytes, lo.max_bytes) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
   const void *blob;
   size_t blob_size;
   if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &blob_size) != LT_OK)
@@ -336,7 +348,8 @@ int main(int argc, char **argv) {
   lt_transformer *m = init ? lt_transformer_new(&cfg, init) : NULL;
   if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': building its model: %s", o.checkpoint, lt_last_error());
   lt_generator_free(init);
-  if (lt_ckpt_load_params(o.checkpoint, lt_transformer_params(m), NULL, NULL) != LT_OK)
+  lo.non_strict = false;
+  if (lt_ckpt_load_params(o.checkpoint, lt_transformer_params(m), &lo, NULL) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': loading the model's parameters: %s", o.checkpoint,
                lt_last_error());
 

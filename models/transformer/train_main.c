@@ -159,6 +159,8 @@ typedef struct options {
   /* run */
   int64_t threads, log_every;
   const char *csv;
+  int64_t max_memory;         /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
+  bool allow_unchecksummed;
 } options;
 
 /* lt_cli_opt.flags (cli/cli.h) of this table:
@@ -340,6 +342,11 @@ static const lt_cli_opt OPTS[] = {
       "progress line every N steps when stdout is not a terminal"),
     OD("csv", LT_CLI_STRING, csv, F_RUN | F_NOSAVE, "FILE", 1, PATH_MAX_LEN, "metrics CSV, one row per step",
        "<ckpt-dir>/metrics.csv"),
+    OD("max-memory", LT_CLI_INT, max_memory, F_RUN | F_NOSAVE, "MIB", 0, INT64_MAX >> 20,
+       "refuse a model (built or resumed) whose parameters need more memory (0: no cap)", "half of physical memory"),
+    O("allow-unchecksummed", LT_CLI_BOOL, allow_unchecksummed, F_RUN | F_NOSAVE, NULL, 0, 0,
+      "--resume: accept an HDF5 file without object header checksums (h5py's default layout; trusted sources "
+      "only, docs/security.md)"),
 };
 #define N_OPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
 
@@ -349,6 +356,7 @@ static const lt_cli_opt OPTS[] = {
 static options default_options(void) {
   options o;
   memset(&o, 0, sizeof o);
+  o.max_memory = -1; /* lt_ckpt_default_memory_cap() */
   o.arch = LT_TF_ENCODER_DECODER;
   o.d_model = o.heads = o.kv_heads = o.enc_layers = o.dec_layers = o.d_ff = o.max_len = -1;
   o.dropout = o.norm_eps = o.rope_base = NAN;
@@ -1349,14 +1357,20 @@ static void resolve_resume(const char *arg, char *path, size_t size) {
 
 static lt_ckpt_info *g_info; /* the resumed checkpoint's configuration and extra values */
 
-static lt_ckpt_info *g_info; /* the resumed checkpoint's configuration and extra values */
+/* Load options from --max-memory and --allow-unchecksummed. */
+static lt_ckpt_load_opts ckpt_opts(const options *o) {
+  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lo.allow_unchecksummed = o->allow_unchecksummed;
+  lo.max_bytes = o->max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o->max_memory << 20;
+  return lo;
+}
 
 /* Settings of a resumed run: the checkpoint's, with the command line's run
  * flags on top; a model, data or optimizer flag must not differ. */
 static void resume_options(run *r, const char *path) {
   lt_params *empty = lt_params_new();
   lt_train_state st0 = {.params = empty};
-  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lt_ckpt_load_opts lo = ckpt_opts(&r->o);
   lo.non_strict = true; /* only the configuration and extra values are wanted here */
   lt_status s = lt_ckpt_load_training(path, &st0, &lo, &g_info);
   lt_params_free(empty);
@@ -1456,6 +1470,15 @@ int main(int argc, char **argv) {
         (long long)r->cfg.vocab_size, (long long)r->cfg.n_classes, (long long)lt_tokenizer_vocab_size(r->D.tok),
         (long long)r->D.n_classes);
   }
+  /* The model's size before it is built: against the checkpoint it resumes and the memory cap. */
+  int64_t n_params;
+  size_t model_bytes;
+  lt_ckpt_load_opts lo = ckpt_opts(&r->o);
+  TRY(EXIT_USAGE, lt_tf_config_size(&r->cfg, &n_params, &model_bytes), "model configuration");
+  if (r->o.resume) TRY(EXIT_DATA, lt_ckpt_check_model_size(g_info, resume_path, n_params, model_bytes, lo.max_bytes), "--resume");
+  else if (lo.max_bytes && model_bytes > lo.max_bytes)
+    die(EXIT_USAGE, "the model needs %zu bytes (%lld parameters), more than --max-memory (%llu bytes)", model_bytes,
+        (long long)n_params, (unsigned long long)lo.max_bytes);
   lt_generator *init = lt_generator_new((uint64_t)r->o.seed);
   r->model = init ? lt_transformer_new(&r->cfg, init) : NULL;
   lt_generator_free(init);
@@ -1498,6 +1521,7 @@ int main(int argc, char **argv) {
   tc.eval_every = r->o.eval_every, tc.ckpt_every = r->o.ckpt_every, tc.keep = r->o.keep;
   tc.stop_after = r->o.stop_after;
   tc.dir = r->dir, tc.ckpt_prefix = CKPT_PREFIX, tc.no_ckpt = r->o.no_ckpt, tc.csv_path = r->csv_path;
+  tc.load_opts = &lo;
   tc.n_metrics = 3, tc.metrics = METRICS;
   tc.log_every = r->o.log_every;
   tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
@@ -1512,7 +1536,7 @@ int main(int argc, char **argv) {
 
   /* the training state of a resumed run */
   if (r->o.resume && r->o.eval_only) {
-    TRY(EXIT_DATA, lt_ckpt_load_params(resume_path, r->params, NULL, NULL), "--resume: loading the parameters");
+    TRY(EXIT_DATA, lt_ckpt_load_params(resume_path, r->params, &lo, NULL), "--resume: loading the parameters");
   } else if (r->o.resume) {
     TRY(EXIT_DATA, lt_trainer_resume(r->trainer, resume_path), "--resume: loading the training state");
   }

@@ -181,6 +181,64 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
 
 #undef BAD
 
+/* ---- size before building ------------------------------------------------ */
+
+/* Checked a * b + c into *acc (the running total), naming what overflows. */
+static lt_status size_add(int64_t *acc, int64_t a, int64_t b, const char *what) {
+  int64_t p, t;
+  if (__builtin_mul_overflow(a, b, &p) || __builtin_add_overflow(*acc, p, &t))
+    return lt__err(LT_ERR_OVERFLOW, "tf_config_size: %s (%lld x %lld) overflows 64-bit arithmetic", what,
+                   (long long)a, (long long)b);
+  *acc = t;
+  return LT_OK;
+}
+
+/* Mirrors build() term by term; test_transformer compares it with the built
+ * store for every architecture and option. */
+lt_status lt_tf_config_size(const lt_tf_config *c, int64_t *n_params, size_t *bytes) {
+  lt_status s = lt_tf_config_validate(c);
+  if (s != LT_OK) return s;
+  const int64_t C = c->d_model, kv = c->n_kv_heads * (C / c->n_heads), nb = c->bias ? 1 : 0;
+  const int64_t norm = c->norm == LT_TF_RMS_NORM ? C : 2 * C;
+  const bool has_enc = c->arch != LT_TF_DECODER_ONLY, has_dec = c->arch != LT_TF_ENCODER_ONLY;
+  /* one attention block: q, out [C, C]; k, v [kv, C]; biases */
+  int64_t attn = 0, ffn = 0, layer_self = 0, layer_cross = 0, n = 0, table = 0;
+  if ((s = size_add(&attn, 2 * C, C + nb, "attention q/out projections")) ||
+      (s = size_add(&attn, 2 * kv, C + nb, "attention k/v projections")) ||
+      (s = size_add(&ffn, c->d_ff, C + nb, "feed-forward linear1")) ||
+      (s = size_add(&ffn, C, c->d_ff + nb, "feed-forward linear2")) ||
+      (c->swiglu && (s = size_add(&ffn, c->d_ff, C + nb, "feed-forward w3"))))
+    return s;
+  if ((s = size_add(&layer_self, 1, attn, "a layer")) || (s = size_add(&layer_self, 1, ffn, "a layer")) ||
+      (s = size_add(&layer_self, 2, norm, "a layer's norms")) ||
+      (s = size_add(&layer_cross, 1, layer_self, "a decoder layer")) ||
+      (s = size_add(&layer_cross, 1, attn + norm, "a decoder layer's cross-attention")))
+    return s;
+  if ((s = size_add(&n, c->vocab_size, C, "the embedding [vocab_size, d_model]"))) return s;
+  if (c->pos == LT_TF_POS_LEARNED && (s = size_add(&n, c->max_len, C, "learned positions [max_len, d_model]")))
+    return s;
+  if (c->pos == LT_TF_POS_SINUSOIDAL && (s = size_add(&table, c->max_len, C, "the position table [max_len, d_model]")))
+    return s;
+  if (has_enc) {
+    if ((s = size_add(&n, c->n_enc_layers, layer_self, "the encoder layers"))) return s;
+    if ((c->arch == LT_TF_ENCODER_DECODER || c->pre_norm) && (s = size_add(&n, 1, norm, "encoder.norm"))) return s;
+  }
+  if (has_dec) {
+    const bool cross = c->arch == LT_TF_ENCODER_DECODER;
+    if ((s = size_add(&n, c->n_dec_layers, cross ? layer_cross : layer_self, "the decoder layers"))) return s;
+    if ((c->arch == LT_TF_ENCODER_DECODER || c->pre_norm) && (s = size_add(&n, 1, norm, "decoder.norm"))) return s;
+    if (!c->tie_embeddings && (s = size_add(&n, c->vocab_size, C, "lm_head [vocab_size, d_model]"))) return s;
+  }
+  if (c->arch == LT_TF_ENCODER_ONLY && (s = size_add(&n, c->n_classes, C + nb, "the classifier"))) return s;
+  int64_t all = n, b;
+  if ((s = size_add(&all, 1, table, "parameters and table")) ||
+      __builtin_mul_overflow(all, (int64_t)sizeof(float), &b) || (uint64_t)b > SIZE_MAX)
+    return s ? s : lt__err(LT_ERR_OVERFLOW, "tf_config_size: %lld elements overflow a byte count", (long long)all);
+  if (n_params) *n_params = n;
+  if (bytes) *bytes = (size_t)b;
+  return LT_OK;
+}
+
 /* ======================================================================== */
 /* Construction                                                             */
 /* ======================================================================== */

@@ -70,6 +70,18 @@ lt_tf_config lt_tf_config_default(lt_tf_arch arch);
  * dividing heads, even head size for RoPE, ...); the error names the field. */
 lt_status lt_tf_config_validate(const lt_tf_config *cfg);
 
+/* What a model of this configuration holds, before building it (checked
+ * 64-bit arithmetic, nothing allocated): *n_params, the elements of its
+ * parameters (as lt_params_numel of the built model's store, buffers
+ * included), and *bytes, the memory its tensors take as built (f32: the
+ * parameters plus the sinusoidal position table). Training needs about four
+ * times bytes (gradients, Adam's two moments) plus activations. Either
+ * output may be NULL. Errors: those of lt_tf_config_validate, and
+ * LT_ERR_OVERFLOW (naming the term) when a count does not fit in 63 bits. A
+ * loader compares these with the checkpoint before building
+ * (lt_ckpt_check_model_size). */
+lt_status lt_tf_config_size(const lt_tf_config *cfg, int64_t *n_params, size_t *bytes);
+
 typedef struct lt_transformer lt_transformer;
 
 /* Builds the model, drawing from g: PyTorch's default initialisation of each
