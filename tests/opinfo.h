@@ -12,8 +12,8 @@
  *            inputs in one layout, and each input alone; util_layout.h);
  *            a strided variant must also give the same bits as the op on
  *            contiguous copies of its inputs (unless layout_inexact);
- *   threads  every sample x dtype, contiguous and transposed: 1 and 2 threads
- *            give the same bits;
+ *   threads  every fixed sample x dtype, contiguous and transposed: 1 and 2
+ *            threads give the same bits (output and, with grad, gradients);
  *   errors   every error case fails with its status and message fragment,
  *            and a NULL in place of each input fails with LT_ERR_NULL and
  *            "<op>: argument ...";
@@ -54,7 +54,7 @@ enum {
 };
 
 #define OI_MAX_IN 4
-#define OI_MAX_ARG 4
+#define OI_MAX_ARG 8
 /* gradcheck only samples up to this many elements (all inputs together). */
 #define OI_GRAD_MAX_NUMEL 256
 /* Samples with more elements (there for the threaded paths) are checked in
@@ -75,7 +75,8 @@ typedef struct oi_sample {
   int nin;
   oi_input in[OI_MAX_IN];
   double arg[OI_MAX_ARG];
-  bool no_grad; /* values only (ties, kinks) */
+  bool no_grad;      /* values only (ties, kinks) */
+  double tol[2][2];  /* {rtol, atol} for f32, f64 if not {0, 0}: overrides the entry's */
 } oi_sample;
 
 /* An error case: inputs of the given dtypes (values from the domains) and
@@ -99,6 +100,18 @@ typedef lt_tensor *(*oi_call_fn)(const opinfo *e, const double *arg, lt_tensor *
  * returns a new f64 tensor of the expected result. Fails the test itself. */
 typedef lt_tensor *(*oi_ref_fn)(const opinfo *e, const oi_sample *s, lt_tensor *const *in);
 
+/* The result's dtype. */
+enum {
+  OI_OUT_SAME,     /* the tested dtype */
+  OI_OUT_BOOL,     /* bool (comparisons) */
+  OI_OUT_I64,      /* i64 (indices) */
+  OI_OUT_SUM       /* the tested float dtype; i64 for integers (sum) */
+};
+
+/* Uniform draws for random samples: an integer in [0, n), a double in [0, 1). */
+int oi_rand_int(uint64_t *seed, int n);
+double oi_rand_unif(uint64_t *seed);
+
 /* Supported dtypes, as a mask. */
 #define OI_F32 (1u << LT_DTYPE_F32)
 #define OI_F64 (1u << LT_DTYPE_F64)
@@ -115,12 +128,16 @@ struct opinfo {
   oi_call_fn call;    /* NULL: values, threads and errors are tested in the old per-module file */
   oi_ref_fn ref;
   unsigned dtypes;    /* OI_* mask */
-  bool out_bool;      /* the result is bool (else it has the tested dtype) */
+  int out;            /* the result's dtype: OI_OUT_* */
   bool grad;          /* f64 gradcheck of the samples */
   bool layout_inexact; /* results on strided inputs may differ in the last bits from
                           those on contiguous copies (a different summation order) */
   double tol[2][2];   /* {rtol, atol} for f32, f64; {0, 0}: OI_TOL_DEFAULT */
   const oi_sample *samples; /* ended by an entry with label NULL */
+  /* Random samples after the fixed ones: nrandom calls of random, which fills
+   * *out (zeroed; label may stay NULL) drawing from *seed with oi_rand_*. */
+  void (*random)(const opinfo *e, uint64_t *seed, oi_sample *out);
+  int nrandom;
   const oi_error *errors;   /* the same; NULL: none */
 };
 

@@ -64,9 +64,9 @@ lt_tensor *oi_ref_broadcast(const opinfo *e, const oi_sample *s, int n, lt_tenso
 /* ---- the entries ----------------------------------------------------------- */
 
 #include "opinfo_elementwise.inc"
+#include "opinfo_reduce.inc"
 
 #include "gradcases_view.inc"
-#include "gradcases_reduce.inc"
 #include "gradcases_matmul.inc"
 #include "gradcases_index.inc"
 #include "gradcases_nn.inc"
@@ -79,7 +79,7 @@ static const struct {
   int n;
 } tables[] = {
 #define OI_TABLE(t) {t, (int)(sizeof t / sizeof t[0])},
-    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_pending)
+    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_pending)
 #undef OI_TABLE
 };
 
@@ -91,7 +91,7 @@ typedef struct gradcase {
 } gradcase;
 #define GRADCASE_ENTRY(op, fn) {op, fn, #fn},
 static const gradcase gradcases[] = {
-    GRADCASES_VIEW(GRADCASE_ENTRY) GRADCASES_REDUCE(GRADCASE_ENTRY) GRADCASES_MATMUL(GRADCASE_ENTRY)
+    GRADCASES_VIEW(GRADCASE_ENTRY) GRADCASES_MATMUL(GRADCASE_ENTRY)
     GRADCASES_INDEX(GRADCASE_ENTRY) GRADCASES_NN(GRADCASE_ENTRY) GRADCASES_ATTENTION(GRADCASE_ENTRY)
     {NULL, NULL, NULL}};
 #undef GRADCASE_ENTRY
@@ -122,6 +122,8 @@ static uint64_t splitmix(uint64_t *s) {
   return z ^ (z >> 31);
 }
 static double unif(uint64_t *s) { return (double)(splitmix(s) >> 11) * (1.0 / 9007199254740992.0); }
+int oi_rand_int(uint64_t *seed, int n) { return (int)(splitmix(seed) % (uint64_t)n); }
+double oi_rand_unif(uint64_t *seed) { return unif(seed); }
 
 /* The seed of input k of sample si of entry e: the same for every dtype and
  * layout, so that they see the same values. */
@@ -132,6 +134,24 @@ static uint64_t seed_of(const opinfo *e, int si, int k) {
 }
 
 static bool is_data(int domain) { return domain < OI_BOOL; }
+
+static int fixed_samples(const opinfo *e) {
+  int n = 0;
+  while (e->samples && e->samples[n].label) n++;
+  return n;
+}
+static int total_samples(const opinfo *e) { return fixed_samples(e) + (e->random ? e->nrandom : 0); }
+
+/* Sample si of e: a fixed one, or random sample si - fixed made in *buf. */
+static const oi_sample *sample_at(const opinfo *e, int si, oi_sample *buf) {
+  const int nf = fixed_samples(e);
+  if (si < nf) return &e->samples[si];
+  memset(buf, 0, sizeof *buf);
+  uint64_t seed = seed_of(e, si, OI_MAX_IN + 1);
+  e->random(e, &seed, buf);
+  if (!buf->label) buf->label = "random";
+  return buf;
+}
 
 /* One value of the domain: a float, or (ints) an integer. */
 static double draw(int domain, bool integer, uint64_t *s) {
@@ -175,8 +195,8 @@ static lt_tensor *make_input(const oi_input *in, lt_dtype dt, uint64_t seed) {
 /* The inputs of sample si in dtype dt, input k in layout lay[k]. Returns false
  * (nothing made) when lay is not all-contiguous but every input came out
  * contiguous: the contiguous variant already covers it. */
-static bool make_inputs(const opinfo *e, int si, lt_dtype dt, const lt_test_layout *lay, lt_tensor **in) {
-  const oi_sample *s = &e->samples[si];
+static bool make_inputs(const opinfo *e, int si, const oi_sample *s, lt_dtype dt, const lt_test_layout *lay,
+                        lt_tensor **in) {
   bool want_strided = false, strided = false;
   for (int k = 0; k < s->nin; k++) {
     in[k] = lt_test_layout_of(make_input(&s->in[k], dt, seed_of(e, si, k)), lay[k]);
@@ -213,9 +233,14 @@ static int layout_variants(int nin, lt_test_layout out[][OI_MAX_IN]) {
   return nv;
 }
 
-static void describe(char *buf, size_t size, const opinfo *e, int si, lt_dtype dt, const lt_test_layout *lay) {
-  const oi_sample *s = &e->samples[si];
-  int pos = snprintf(buf, size, "%s sample %s %s", e->name, s->label, lt_dtype_name(dt));
+static void describe(char *buf, size_t size, const opinfo *e, int si, const oi_sample *s, lt_dtype dt,
+                     const lt_test_layout *lay) {
+  int pos = snprintf(buf, size, "%s sample %s", e->name, s->label);
+  if (si >= fixed_samples(e)) pos += snprintf(buf + pos, size - (size_t)pos, " %d", si - fixed_samples(e));
+  pos += snprintf(buf + pos, size - (size_t)pos, " %s", lt_dtype_name(dt));
+  int nargs = OI_MAX_ARG;
+  while (nargs > 0 && s->arg[nargs - 1] == 0) nargs--;
+  for (int a = 0; a < nargs; a++) pos += snprintf(buf + pos, size - (size_t)pos, "%s%g", a ? "," : " args ", s->arg[a]);
   for (int k = 0; k < s->nin && pos > 0 && (size_t)pos < size; k++) {
     char sh[96];
     pos += snprintf(buf + pos, size - (size_t)pos, "%s in%d %s %s", k ? "," : ":", k,
@@ -244,13 +269,15 @@ static bool all_same(const lt_test_layout *lay, int n) {
 static int check_values(const opinfo *e) {
   int runs = 0;
   lt_test_layout lays[OI_MAX_VARIANTS][OI_MAX_IN];
-  for (int si = 0; e->samples[si].label; si++) {
-    const oi_sample *s = &e->samples[si];
+  for (int si = 0; si < total_samples(e); si++) {
+    oi_sample buf;
+    const oi_sample *s = sample_at(e, si, &buf);
     const int nv = layout_variants(s->nin, lays);
     const bool heavy = sample_numel(s) > OI_HEAVY_NUMEL;
     for (int dt = 0; dt < LT_DTYPE_COUNT; dt++) {
       if (!(e->dtypes & (1u << dt))) continue;
-      const double *tol = e->tol[dt == LT_DTYPE_F64];
+      const double *tol = s->tol[dt == LT_DTYPE_F64];
+      if (tol[0] == 0 && tol[1] == 0) tol = e->tol[dt == LT_DTYPE_F64];
       static const double deflt[2][2] = OI_TOL_DEFAULT;
       if (tol[0] == 0 && tol[1] == 0) tol = deflt[dt == LT_DTYPE_F64];
       const bool exact = !lt_dtype_is_float((lt_dtype)dt);
@@ -259,13 +286,15 @@ static int check_values(const opinfo *e) {
          * all inputs, and integers contiguous only */
         if (heavy && v > 0 && (exact || !all_same(lays[v], s->nin))) continue;
         lt_tensor *in[OI_MAX_IN] = {0}, *in64[OI_MAX_IN] = {0};
-        if (!make_inputs(e, si, (lt_dtype)dt, lays[v], in)) continue;
+        if (!make_inputs(e, si, s, (lt_dtype)dt, lays[v], in)) continue;
         char what[512];
-        describe(what, sizeof what, e, si, (lt_dtype)dt, lays[v]);
+        describe(what, sizeof what, e, si, s, (lt_dtype)dt, lays[v]);
         lt_clear_error();
         lt_tensor *out = e->call(e, s->arg, in);
         ck_assert_msg(out, "%s: failed: %s: %s", what, lt_status_name(lt_last_status()), lt_last_error());
-        lt_dtype want = e->out_bool ? LT_DTYPE_BOOL : (lt_dtype)dt;
+        lt_dtype want = e->out == OI_OUT_BOOL ? LT_DTYPE_BOOL
+                        : e->out == OI_OUT_I64 || (e->out == OI_OUT_SUM && exact) ? LT_DTYPE_I64
+                                                                                    : (lt_dtype)dt;
         ck_assert_msg(out->dtype == want, "%s: result is %s, expected %s", what, lt_dtype_name(out->dtype),
                       lt_dtype_name(want));
         for (int k = 0; k < s->nin; k++) {
@@ -301,6 +330,7 @@ static int check_values(const opinfo *e) {
 typedef struct thread_ctx {
   const opinfo *e;
   int si;
+  const oi_sample *s;
   lt_dtype dt;
   const lt_test_layout *lay;
 } thread_ctx;
@@ -309,9 +339,9 @@ typedef struct thread_ctx {
  * inputs' gradients for a fixed random output gradient. */
 static int thread_run(void *u, lt_tensor **out, int cap) {
   const thread_ctx *c = u;
-  const oi_sample *s = &c->e->samples[c->si];
+  const oi_sample *s = c->s;
   lt_tensor *in[OI_MAX_IN] = {0};
-  ck_assert(make_inputs(c->e, c->si, c->dt, c->lay, in));
+  ck_assert(make_inputs(c->e, c->si, s, c->dt, c->lay, in));
   const bool grad = c->e->grad && lt_dtype_is_float(c->dt);
   for (int k = 0; grad && k < s->nin; k++)
     if (is_data(s->in[k].domain)) LT_OK_OR_FAIL(lt_requires_grad_(in[k], true));
@@ -334,18 +364,21 @@ static int thread_run(void *u, lt_tensor **out, int cap) {
 
 static int check_threads(const opinfo *e) {
   int runs = 0;
-  for (int si = 0; e->samples[si].label; si++) {
+  /* the fixed samples: the random ones are too small for the threaded paths */
+  for (int si = 0; si < fixed_samples(e); si++) {
+    oi_sample buf;
+    const oi_sample *s = sample_at(e, si, &buf);
     lt_test_layout lays[2][OI_MAX_IN];
     for (int k = 0; k < OI_MAX_IN; k++) lays[0][k] = LT_TEST_CONTIGUOUS, lays[1][k] = LT_TEST_TRANSPOSED;
     for (int dt = 0; dt < LT_DTYPE_COUNT; dt++) {
       if (!(e->dtypes & (1u << dt))) continue;
       for (int v = 0; v < 2; v++) {
         lt_tensor *probe[OI_MAX_IN] = {0};
-        if (!make_inputs(e, si, (lt_dtype)dt, lays[v], probe)) continue;
-        free_inputs(e->samples[si].nin, probe);
+        if (!make_inputs(e, si, s, (lt_dtype)dt, lays[v], probe)) continue;
+        free_inputs(s->nin, probe);
         char what[512];
-        describe(what, sizeof what, e, si, (lt_dtype)dt, lays[v]);
-        thread_ctx c = {e, si, (lt_dtype)dt, lays[v]};
+        describe(what, sizeof what, e, si, s, (lt_dtype)dt, lays[v]);
+        thread_ctx c = {e, si, s, (lt_dtype)dt, lays[v]};
         lt_test_same_on_threads(thread_run, &c, what);
         runs++;
       }
@@ -405,14 +438,15 @@ static bool gradable(const oi_sample *s) { return !s->no_grad && sample_numel(s)
 
 static int check_grad(const opinfo *e, lt_generator *g) {
   int runs = 0;
-  for (int si = 0; e->grad && e->samples[si].label; si++) {
-    const oi_sample *s = &e->samples[si];
+  for (int si = 0; e->grad && si < total_samples(e); si++) {
+    oi_sample buf;
+    const oi_sample *s = sample_at(e, si, &buf);
     if (!gradable(s)) continue;
     /* expanded leaves alias their elements: central differences do not apply */
     for (int l = LT_TEST_CONTIGUOUS; l <= LT_TEST_SLICED; l++) {
       lt_test_layout lay[OI_MAX_IN] = {(lt_test_layout)l, (lt_test_layout)l, (lt_test_layout)l, (lt_test_layout)l};
       lt_tensor *in[OI_MAX_IN] = {0}, *leaves[OI_MAX_IN] = {0};
-      if (!make_inputs(e, si, LT_DTYPE_F64, lay, in)) continue;
+      if (!make_inputs(e, si, s, LT_DTYPE_F64, lay, in)) continue;
       int n = 0;
       for (int k = 0; k < s->nin; k++)
         if (is_data(s->in[k].domain)) {
@@ -420,7 +454,7 @@ static int check_grad(const opinfo *e, lt_generator *g) {
           leaves[n++] = in[k];
         }
       char what[512];
-      describe(what, sizeof what, e, si, LT_DTYPE_F64, lay);
+      describe(what, sizeof what, e, si, s, LT_DTYPE_F64, lay);
       grad_ctx c = {e, s, in};
       lt_clear_error();
       lt_status st = lt_gradcheck(grad_fn, &c, n, leaves, NULL);
@@ -485,7 +519,10 @@ static int gradcases_for(const char *op) {
 
 static int gradable_samples(const opinfo *e) {
   int k = 0;
-  for (int i = 0; e->grad && e->samples && e->samples[i].label; i++) k += gradable(&e->samples[i]);
+  for (int i = 0; e->grad && e->samples && i < total_samples(e); i++) {
+    oi_sample buf;
+    k += gradable(sample_at(e, i, &buf));
+  }
   return k;
 }
 
