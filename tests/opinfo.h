@@ -8,7 +8,7 @@
  * inputs (shapes, value domains, scalar arguments) and error cases, and says
  * whether it has a gradient. The runner checks, for every entry:
  *   values   every sample x every supported dtype against the reference, with
- *            the inputs contiguous, transposed, sliced and expanded (all
+ *            the inputs contiguous, transposed, sliced, strided and expanded (all
  *            inputs in one layout, and each input alone; util_layout.h);
  *            a strided variant must also give the same bits as the op on
  *            contiguous copies of its inputs (unless layout_inexact);
@@ -18,7 +18,8 @@
  *            and a NULL in place of each input fails with LT_ERR_NULL and
  *            "<op>: argument ...";
  *   grad     (grad set) f64 lt_gradcheck of every sample with at most
- *            OI_GRAD_MAX_NUMEL elements, contiguous, transposed and sliced,
+ *            OI_GRAD_MAX_NUMEL elements, contiguous, transposed, sliced and
+ *            strided,
  *            plus the hand-written gradcheck cases listed for the op in
  *            tests/gradcases_<module>.inc;
  *   leaks    each of the above frees what it makes.

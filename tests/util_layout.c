@@ -38,6 +38,17 @@ lt_tensor *lt_test_layout_of(lt_tensor *t, lt_test_layout l) {
       lt_tensor_free(buf);
       break;
     }
+    case LT_TEST_STRIDED: {
+      if (nd < 1 || nd == LT_MAX_DIMS) break;
+      int64_t sh[LT_MAX_DIMS];
+      memcpy(sh, t->shape, sizeof(int64_t) * (size_t)nd);
+      sh[nd] = 2;
+      lt_tensor *buf = LT_NN(lt_zeros(t->dtype, nd + 1, sh));
+      r = LT_NN(lt_select(buf, nd, 0));
+      LT_OK_OR_FAIL(lt_copy_(r, t));
+      lt_tensor_free(buf);
+      break;
+    }
     case LT_TEST_EXPANDED: {
       int d = 0;
       while (d < nd && t->shape[d] <= 1) d++;

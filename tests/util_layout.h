@@ -20,11 +20,14 @@
  *   SLICED      the same values at every second row of dim 0 of a buffer
  *               twice as long (lt_slice with step 2): rows stay contiguous
  *               but the tensor is not (1-d: stride 2);
+ *   STRIDED     the same values with every stride doubled (lt_select of a
+ *               [*shape, 2] buffer): no dim is contiguous;
  *   EXPANDED    a stride-0 view: the first dim of size > 1 becomes a size-1
  *               dim expanded back (lt_expand). This changes the values: every
  *               slice along that dim equals the first one. */
 #define LT_TEST_LAYOUT_TABLE(X) \
-  X(CONTIGUOUS, contiguous) X(TRANSPOSED, transposed) X(SLICED, sliced) X(EXPANDED, expanded)
+  X(CONTIGUOUS, contiguous) X(TRANSPOSED, transposed) X(SLICED, sliced) X(STRIDED, strided) \
+  X(EXPANDED, expanded)
 
 typedef enum {
 #define LT_TEST_LAYOUT_ENUM(N, n) LT_TEST_##N,
@@ -38,7 +41,8 @@ const char *lt_test_layout_name(lt_test_layout l);
 
 /* t in layout l (see the table). Takes ownership of t; returns new (free with
  * lt_tensor_free), not requiring grad. Where the layout does not apply (0-d,
- * TRANSPOSED of a 1-d tensor, EXPANDED with no dim of size > 1) or cannot
+ * TRANSPOSED of a 1-d tensor, EXPANDED with no dim of size > 1, STRIDED of a
+ * tensor of rank LT_MAX_DIMS) or cannot
  * differ from a contiguous tensor, the result is contiguous: callers that
  * want only non-contiguous cases test lt_is_contiguous. Fails the test on a
  * library error. */
