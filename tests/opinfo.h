@@ -106,7 +106,8 @@ enum {
   OI_OUT_SAME,     /* the tested dtype */
   OI_OUT_BOOL,     /* bool (comparisons) */
   OI_OUT_I64,      /* i64 (indices) */
-  OI_OUT_SUM       /* the tested float dtype; i64 for integers (sum) */
+  OI_OUT_SUM,      /* the tested float dtype; i64 for integers (sum) */
+  OI_OUT_ARG0      /* the dtype in arg[0] (casts) */
 };
 
 /* Uniform draws for random samples: an integer in [0, n), a double in [0, 1). */

@@ -63,8 +63,12 @@ lt_tensor *oi_ref_broadcast(const opinfo *e, const oi_sample *s, int n, lt_tenso
 
 /* ---- the entries ----------------------------------------------------------- */
 
+/* x[0]: the reference of ops that only move values (expand). */
+static double oi_first(const opinfo *e, const double *arg, const double *x) { return x[0]; }
+
 #include "opinfo_elementwise.inc"
 #include "opinfo_reduce.inc"
+#include "opinfo_view.inc"
 
 #include "gradcases_view.inc"
 #include "gradcases_matmul.inc"
@@ -79,7 +83,7 @@ static const struct {
   int n;
 } tables[] = {
 #define OI_TABLE(t) {t, (int)(sizeof t / sizeof t[0])},
-    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_pending)
+    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_pending)
 #undef OI_TABLE
 };
 
@@ -292,7 +296,8 @@ static int check_values(const opinfo *e) {
         lt_clear_error();
         lt_tensor *out = e->call(e, s->arg, in);
         ck_assert_msg(out, "%s: failed: %s: %s", what, lt_status_name(lt_last_status()), lt_last_error());
-        lt_dtype want = e->out == OI_OUT_BOOL ? LT_DTYPE_BOOL
+        lt_dtype want = e->out == OI_OUT_ARG0 ? (lt_dtype)s->arg[0]
+                        : e->out == OI_OUT_BOOL ? LT_DTYPE_BOOL
                         : e->out == OI_OUT_I64 || (e->out == OI_OUT_SUM && exact) ? LT_DTYPE_I64
                                                                                     : (lt_dtype)dt;
         ck_assert_msg(out->dtype == want, "%s: result is %s, expected %s", what, lt_dtype_name(out->dtype),
