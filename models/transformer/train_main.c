@@ -22,14 +22,16 @@
  * references. docs/train.md documents the flags, the CSV columns, the
  * checkpoint contents and the measured results.
  *
- * Exit codes: 0 done (also after --stop-after), 1 a runtime or data error,
- * 2 a bad command line or configuration, 3 stopped after too many non-finite
- * steps in a row, 128 + signal number after SIGINT / SIGTERM (the checkpoint
- * is saved first).
+ * Exit codes (cli/cli.h): 0 done (also after --stop-after), 1 a runtime or
+ * data error, 2 a bad command line or configuration, 3 stopped after too many
+ * non-finite steps in a row, 128 + signal number after SIGINT / SIGTERM (the
+ * checkpoint is saved first). The flags, their ranges and --help come from one
+ * table read by cli/cli.h.
  *
  * What this is not: a distributed or mixed-precision trainer. Everything runs
  * in f32 on the CPU threads of one process.
  */
+#include "cli/cli.h"
 #include "libtensor.h"
 #include "models/transformer/config.h"
 #include "models/transformer/generate.h"
@@ -52,7 +54,8 @@
 #define PROG "train"
 #define CKPT_PREFIX "ckpt"
 
-enum { EXIT_DATA = 1, EXIT_USAGE = 2, EXIT_NONFINITE = 3 };
+/* The exit codes (cli/cli.h has them all) under this file's short names. */
+enum { EXIT_DATA = LT_CLI_EXIT_FAILURE, EXIT_USAGE = LT_CLI_EXIT_USAGE, EXIT_NONFINITE = LT_CLI_EXIT_NONFINITE };
 
 /* ======================================================================== */
 /* Errors: a program may exit (the library never does)                     */
@@ -66,18 +69,12 @@ static void end_line(void) {
   g_line_open = false;
 }
 
-static _Noreturn void die(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static _Noreturn void die(int code, const char *fmt, ...) {
-  end_line();
-  fflush(stdout);
-  va_list ap;
-  va_start(ap, fmt);
-  fprintf(stderr, PROG ": ");
-  vfprintf(stderr, fmt, ap);
-  fprintf(stderr, "\n");
-  va_end(ap);
-  exit(code);
-}
+/* The error exit and checked allocation of cli/cli.h under this file's short
+ * names; main's lt_cli_init(PROG, end_line) ends a progress line before a
+ * message. */
+#define die lt_cli_die
+#define xmalloc lt_cli_xmalloc
+#define xstrdup lt_cli_xstrdup
 
 /* A libtensor call failed: its message names the op and what was wrong. */
 static _Noreturn void die_lt(int code, const char *what) {
@@ -88,17 +85,6 @@ static _Noreturn void die_lt(int code, const char *what) {
   do {                                           \
     if ((expr) != LT_OK) die_lt((code), (what)); \
   } while (0)
-
-static void *xmalloc(size_t n) {
-  void *p = malloc(n ? n : 1);
-  if (!p) die(EXIT_DATA, "out of memory (%zu bytes)", n);
-  return p;
-}
-
-static char *xstrdup(const char *s) {
-  char *p = xmalloc(strlen(s) + 1);
-  return strcpy(p, s);
-}
 
 /* Paths: formatted into PATH_LEN bytes; longer is an error, never a silent cut. */
 #define PATH_LEN 4096
@@ -220,24 +206,12 @@ typedef struct options {
   const char *csv;
 } options;
 
-typedef enum { K_INT, K_DBL, K_STR, K_BOOL, K_ENUM } opt_kind;
-/* F_MODEL: a model configuration field (on resume it comes from the checkpoint).
+/* lt_cli_opt.flags (cli/cli.h) of this table:
+ * F_MODEL: a model configuration field (on resume it comes from the checkpoint).
  * F_STATE: saved in checkpoints; on resume it must not change (data, optimizer, ...).
  * F_RUN:   how the run goes on; saved, and may be changed on resume.
  * F_NOSAVE (with F_RUN): about this process only; not saved. */
-enum { F_MODEL = 1, F_STATE = 2, F_RUN = 4, F_NOSAVE = 8 };
-
-typedef struct optdef {
-  const char *name;
-  opt_kind kind;
-  size_t off;
-  unsigned flags;
-  const char *arg;                /* "N", "X", "FILE" ... in --help */
-  const char *help;
-  const char *(*ename)(int);      /* K_ENUM: the name of value i */
-  int ecount;                     /* K_ENUM: number of values */
-  const char *defdesc;            /* --help: describes a default that depends on other flags */
-} optdef;
+enum { F_MODEL = LT_CLI_USER, F_STATE = LT_CLI_USER << 1, F_RUN = LT_CLI_USER << 2, F_NOSAVE = LT_CLI_USER << 3 };
 
 static const char *arch_ename(int i) { return lt_tf_arch_name((lt_tf_arch)i); }
 static const char *norm_ename(int i) { return lt_tf_norm_name((lt_tf_norm)i); }
@@ -265,114 +239,152 @@ static const char *overlong_ename(int i) { /* lt_overlong order */
   static const char *const n[] = {"error", "truncate", "skip"};
   return i >= 0 && i < 3 ? n[i] : "unknown";
 }
+static bool arch_alias(const char *text, int *value) { /* encdec, decoder, encoder */
+  lt_tf_arch a;
+  return lt_tf_arch_parse(text, &a) == LT_OK ? (*value = (int)a, true) : false;
+}
 
-#define O(name, kind, field, flags, arg, help) {name, kind, offsetof(options, field), flags, arg, help, NULL, 0, NULL}
-#define OD(name, kind, field, flags, arg, help, defdesc) \
-  {name, kind, offsetof(options, field), flags, arg, help, NULL, 0, defdesc}
-#define OE(name, field, flags, fn, count, help, defdesc) \
-  {name, K_ENUM, offsetof(options, field), flags, NULL, help, fn, count, defdesc}
-#define GROUP(title) {title, K_INT, 0, 0, NULL, NULL, NULL, -1, NULL} /* a --help heading */
+/* Table entries: O and OD give LO..HI (an INT's or DOUBLE's range; a STRING's
+ * length in bytes; 0, 0 for a BOOL), OD and OE a --help default text, OE's
+ * tail more fields (.parse_alias). */
+#define OD(N_, K_, FIELD_, FLAGS_, ARG_, LO_, HI_, HELP_, DEF_)                                                   \
+  {.name = N_, .kind = K_, .offset = offsetof(options, FIELD_), .flags = FLAGS_, .arg = ARG_, .help = HELP_,     \
+   .min = I64_(LO_), .max = I64_(HI_), .dmin = (double)(LO_), .dmax = (double)(HI_), .default_text = DEF_}
+#define I64_(x) ((x) >= 9e18 ? INT64_MAX : (int64_t)(x)) /* an INT's bound; a DOUBLE's may be larger */
+#define O(N_, K_, FIELD_, FLAGS_, ARG_, LO_, HI_, HELP_) OD(N_, K_, FIELD_, FLAGS_, ARG_, LO_, HI_, HELP_, NULL)
+#define OE(N_, FIELD_, FLAGS_, FN_, COUNT_, HELP_, DEF_, ...)                                                  \
+  {.name = N_, .kind = LT_CLI_ENUM, .offset = offsetof(options, FIELD_), .flags = FLAGS_, .help = HELP_,      \
+   .value_name = FN_, .n_values = COUNT_, .default_text = DEF_, __VA_ARGS__}
+#define GROUP(TITLE_) LT_CLI_GROUP_TITLE(TITLE_) /* a --help heading */
+#define COUNT_MAX 1000000000000LL                /* steps and step counts: at most 10^12 */
+#define PATH_MAX_LEN (PATH_LEN - 1)
 
-static const optdef OPTS[] = {
-  GROUP("Model (every lt_tf_config field; vocab_size, n_classes and pad_id come from the data)"),
-  OE("arch", arch, F_MODEL, arch_ename, 3, "architecture (or encdec, decoder, encoder)", NULL),
-  OD("d-model", K_INT, d_model, F_MODEL, "N", "model width C", "by --arch"),
-  OD("heads", K_INT, heads, F_MODEL, "N", "attention heads", "by --arch"),
-  OD("kv-heads", K_INT, kv_heads, F_MODEL, "N", "key/value heads (GQA; 1 = MQA)", "= --heads"),
-  OD("enc-layers", K_INT, enc_layers, F_MODEL, "N", "encoder layers (--layers N sets both)", "by --arch"),
-  OD("dec-layers", K_INT, dec_layers, F_MODEL, "N", "decoder layers", "by --arch"),
-  OD("d-ff", K_INT, d_ff, F_MODEL, "N", "feed-forward hidden size", "by --arch"),
-  OD("max-len", K_INT, max_len, F_MODEL, "N", "longest sequence the model takes (positions)",
-     "--seq-len for --text, else by --arch"),
-  OD("dropout", K_DBL, dropout, F_MODEL, "P", "dropout probability (PyTorch's places)",
-     "0 for built-in tasks, else by --arch"),
-  OE("norm", norm, F_MODEL, norm_ename, 2, "normalisation", "by --arch"),
-  OD("pre-norm", K_BOOL, pre_norm, F_MODEL, NULL, "pre-norm (--post-norm or --no-pre-norm: post-norm)", "by --arch"),
-  OE("act", act, F_MODEL, act_ename, 4, "feed-forward activation", "by --arch"),
-  OD("swiglu", K_BOOL, swiglu, F_MODEL, NULL, "SwiGLU feed-forward (with --act silu)", "by --arch"),
-  OE("pos", pos, F_MODEL, pos_ename, 3, "positions", "by --arch"),
-  OD("tie", K_BOOL, tie, F_MODEL, NULL, "tie the output projection to the embedding", "by --arch"),
-  OD("scale-emb", K_BOOL, scale_emb, F_MODEL, NULL, "multiply embeddings by sqrt(d_model)", "by --arch"),
-  OD("bias", K_BOOL, bias, F_MODEL, NULL, "biases on every Linear", "by --arch"),
-  OD("norm-eps", K_DBL, norm_eps, F_MODEL, "X", "epsilon of the norms", "by --arch"),
-  OD("rope-base", K_DBL, rope_base, F_MODEL, "X", "RoPE base", "by --arch"),
+static const lt_cli_opt OPTS[] = {
+    GROUP("Model (every lt_tf_config field; vocab_size, n_classes and pad_id come from the data)"),
+    OE("arch", arch, F_MODEL, arch_ename, 3, "architecture (or encdec, decoder, encoder)", NULL,
+       .parse_alias = arch_alias),
+    OD("d-model", LT_CLI_INT, d_model, F_MODEL, "N", 1, 65536, "model width C", "by --arch"),
+    OD("heads", LT_CLI_INT, heads, F_MODEL, "N", 1, 4096, "attention heads", "by --arch"),
+    OD("kv-heads", LT_CLI_INT, kv_heads, F_MODEL, "N", 1, 4096, "key/value heads (GQA; 1 = MQA)", "= --heads"),
+    OD("enc-layers", LT_CLI_INT, enc_layers, F_MODEL, "N", 0, 1024, "encoder layers (--layers N sets both)",
+       "by --arch"),
+    OD("dec-layers", LT_CLI_INT, dec_layers, F_MODEL, "N", 0, 1024, "decoder layers", "by --arch"),
+    OD("d-ff", LT_CLI_INT, d_ff, F_MODEL, "N", 1, 1 << 20, "feed-forward hidden size", "by --arch"),
+    OD("max-len", LT_CLI_INT, max_len, F_MODEL, "N", 1, 1 << 20, "longest sequence the model takes (positions)",
+       "--seq-len for --text, else by --arch"),
+    OD("dropout", LT_CLI_DOUBLE, dropout, F_MODEL, "P", 0, 1, "dropout probability (PyTorch's places)",
+       "0 for built-in tasks, else by --arch"),
+    OE("norm", norm, F_MODEL, norm_ename, 2, "normalisation", "by --arch"),
+    OD("pre-norm", LT_CLI_BOOL, pre_norm, F_MODEL, NULL, 0, 0, "pre-norm (--post-norm or --no-pre-norm: post-norm)",
+       "by --arch"),
+    OE("act", act, F_MODEL, act_ename, 4, "feed-forward activation", "by --arch"),
+    OD("swiglu", LT_CLI_BOOL, swiglu, F_MODEL, NULL, 0, 0, "SwiGLU feed-forward (with --act silu)", "by --arch"),
+    OE("pos", pos, F_MODEL, pos_ename, 3, "positions", "by --arch"),
+    OD("tie", LT_CLI_BOOL, tie, F_MODEL, NULL, 0, 0, "tie the output projection to the embedding", "by --arch"),
+    OD("scale-emb", LT_CLI_BOOL, scale_emb, F_MODEL, NULL, 0, 0, "multiply embeddings by sqrt(d_model)", "by --arch"),
+    OD("bias", LT_CLI_BOOL, bias, F_MODEL, NULL, 0, 0, "biases on every Linear", "by --arch"),
+    OD("norm-eps", LT_CLI_DOUBLE, norm_eps, F_MODEL | LT_CLI_MIN_OPEN, "X", 0, 1, "epsilon of the norms", "by --arch"),
+    OD("rope-base", LT_CLI_DOUBLE, rope_base, F_MODEL | LT_CLI_MIN_OPEN, "X", 1, 1e9, "RoPE base", "by --arch"),
 
-  GROUP("Data (one source: a built-in task, --tsv or --text)"),
-  OE("task", task, F_STATE, task_ename, LT_TASK_COUNT, "built-in seq2seq task, generated from --data-seed", NULL),
-  O("tsv", K_STR, tsv, F_STATE, "FILE", "parallel corpus, one 'source<TAB>target' per line (encoder-only: 'text<TAB>label')"),
-  OD("valid-tsv", K_STR, valid_tsv, F_STATE, "FILE", "validation pairs (else --valid-fraction of --tsv)", "none"),
-  O("text", K_STR, text, F_STATE, "FILE", "plain text for decoder-only language modelling"),
-  O("task-train", K_INT, task_train, F_STATE, "N", "training examples to generate"),
-  O("task-valid", K_INT, task_valid, F_STATE, "N", "held-out examples to generate"),
-  OD("task-min-len", K_INT, task_min_len, F_STATE, "N", "shortest source (symbols; digits for number_words)", "by task"),
-  OD("task-max-len", K_INT, task_max_len, F_STATE, "N", "longest source", "by task"),
-  O("task-symbols", K_INT, task_symbols, F_STATE, "N", "alphabet size of copy/reverse/sort (2..36)"),
-  O("data-seed", K_INT, data_seed, F_STATE, "N", "seed of the generated task data"),
-  O("valid-fraction", K_DBL, valid_fraction, F_STATE, "X", "share held out for validation"),
-  OE("tokenizer", tokenizer, F_STATE, tok_ename, 3, "tokenizer (char and bpe learn from the training text)",
-     "bpe for number_words (whole words), else char"),
-  OE("tokenizer-from", tokenizer_from, F_STATE, from_ename, 3, "pairs: the side(s) char and bpe learn from",
-     "target for number_words, else both"),
-  O("bpe-vocab", K_INT, bpe_vocab, F_STATE, "N", "BPE vocabulary size (>= 261; learning stops early when no pair repeats)"),
-  OD("seq-len", K_INT, seq_len, F_STATE, "N", "language modelling: context length; seq2seq: most source tokens and target positions",
-     "128 (LM), --max-len (seq2seq)"),
-  OE("overlong", overlong, F_STATE, overlong_ename, 3, "what to do with a sequence longer than --seq-len", NULL),
-  O("skip-bad-lines", K_BOOL, skip_bad_lines, F_STATE, NULL, "skip (and count) bad TSV lines instead of failing"),
-  O("bucket", K_INT, bucket, F_STATE, "N", "sort by length within windows of N batches (0: off)"),
+    GROUP("Data (one source: a built-in task, --tsv or --text)"),
+    OE("task", task, F_STATE, task_ename, LT_TASK_COUNT, "built-in seq2seq task, generated from --data-seed", NULL),
+    O("tsv", LT_CLI_STRING, tsv, F_STATE, "FILE", 1, PATH_MAX_LEN,
+      "parallel corpus, one 'source<TAB>target' per line (encoder-only: 'text<TAB>label')"),
+    OD("valid-tsv", LT_CLI_STRING, valid_tsv, F_STATE, "FILE", 1, PATH_MAX_LEN,
+       "validation pairs (else --valid-fraction of --tsv)", "none"),
+    O("text", LT_CLI_STRING, text, F_STATE, "FILE", 1, PATH_MAX_LEN, "plain text for decoder-only language modelling"),
+    O("task-train", LT_CLI_INT, task_train, F_STATE, "N", 1, 10000000, "training examples to generate"),
+    O("task-valid", LT_CLI_INT, task_valid, F_STATE, "N", 1, 10000000, "held-out examples to generate"),
+    OD("task-min-len", LT_CLI_INT, task_min_len, F_STATE, "N", 1, 200,
+       "shortest source (symbols; digits for number_words)", "by task"),
+    OD("task-max-len", LT_CLI_INT, task_max_len, F_STATE, "N", 1, 200, "longest source", "by task"),
+    O("task-symbols", LT_CLI_INT, task_symbols, F_STATE, "N", 2, 36, "alphabet size of copy/reverse/sort (2..36)"),
+    O("data-seed", LT_CLI_INT, data_seed, F_STATE, "N", 0, INT64_MAX, "seed of the generated task data"),
+    O("valid-fraction", LT_CLI_DOUBLE, valid_fraction, F_STATE | LT_CLI_MIN_OPEN | LT_CLI_MAX_OPEN, "X", 0, 1,
+      "share held out for validation"),
+    OE("tokenizer", tokenizer, F_STATE, tok_ename, 3, "tokenizer (char and bpe learn from the training text)",
+       "bpe for number_words (whole words), else char"),
+    OE("tokenizer-from", tokenizer_from, F_STATE, from_ename, 3, "pairs: the side(s) char and bpe learn from",
+       "target for number_words, else both"),
+    O("bpe-vocab", LT_CLI_INT, bpe_vocab, F_STATE, "N", 261, 1 << 20,
+      "BPE vocabulary size (>= 261; learning stops early when no pair repeats)"),
+    OD("seq-len", LT_CLI_INT, seq_len, F_STATE, "N", 2, 1 << 20,
+       "language modelling: context length; seq2seq: most source tokens and target positions",
+       "128 (LM), --max-len (seq2seq)"),
+    OE("overlong", overlong, F_STATE, overlong_ename, 3, "what to do with a sequence longer than --seq-len", NULL),
+    O("skip-bad-lines", LT_CLI_BOOL, skip_bad_lines, F_STATE, NULL, 0, 0,
+      "skip (and count) bad TSV lines instead of failing"),
+    O("bucket", LT_CLI_INT, bucket, F_STATE, "N", 0, 1 << 20, "sort by length within windows of N batches (0: off)"),
 
-  GROUP("Training"),
-  O("batch", K_INT, batch, F_STATE, "N", "examples (LM: sequences) per micro-batch"),
-  O("steps", K_INT, steps, F_RUN, "N", "optimizer steps"),
-  OD("epochs", K_INT, epochs, F_RUN, "N", "train for N epochs instead of --steps", "0: use --steps"),
-  O("accum", K_INT, accum, F_STATE, "N", "micro-batches per optimizer step (gradient accumulation)"),
-  OE("optim", optim, F_STATE, optim_ename, 3, "optimizer", "adam (encoder-decoder, as the paper), else adamw"),
-  OD("lr", K_DBL, lr, F_STATE, "X", "learning rate (with noam: the peak, setting --noam-scale)", "1e-3"),
-  OD("beta1", K_DBL, beta1, F_STATE, "X", "Adam beta1", "0.9"),
-  OD("beta2", K_DBL, beta2, F_STATE, "X", "Adam beta2", "0.98 (encoder-decoder), else 0.999"),
-  OD("eps", K_DBL, eps, F_STATE, "X", "Adam epsilon", "1e-9 (encoder-decoder), else 1e-8"),
-  OD("weight-decay", K_DBL, weight_decay, F_STATE, "X", "weight decay (decoupled for adamw; not on norms, biases, embeddings)",
-     "0.01 (adamw), else 0"),
-  O("momentum", K_DBL, momentum, F_STATE, "X", "SGD momentum"),
-  O("nesterov", K_BOOL, nesterov, F_STATE, NULL, "SGD Nesterov momentum"),
-  OE("schedule", schedule, F_STATE, sched_ename, 5, "learning-rate schedule",
-     "noam (encoder-decoder, the paper's warmup), else cosine"),
-  OD("warmup", K_INT, warmup, F_STATE, "N", "warmup steps", "by --schedule"),
-  O("min-lr", K_DBL, min_lr, F_STATE, "X", "final learning rate of linear and cosine"),
-  O("noam-scale", K_DBL, noam_scale, F_STATE, "X", "noam: lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)"),
-  O("step-size", K_INT, step_size, F_STATE, "N", "step schedule: decay every N steps"),
-  O("gamma", K_DBL, gamma, F_STATE, "X", "step schedule: decay factor"),
-  OD("label-smoothing", K_DBL, label_smoothing, F_STATE, "X", "label smoothing of the training loss",
-     "0.1 (encoder-decoder), else 0"),
-  O("clip", K_DBL, clip, F_STATE, "X", "clip the global gradient norm to X (0: off)"),
-  O("seed", K_INT, seed, F_STATE, "N", "seed of initialisation, dropout and shuffling"),
-  O("max-nonfinite", K_INT, max_nonfinite, F_RUN, "N", "stop after N non-finite steps in a row (each is skipped)"),
+    GROUP("Training"),
+    O("batch", LT_CLI_INT, batch, F_STATE, "N", 1, 65536, "examples (LM: sequences) per micro-batch"),
+    O("steps", LT_CLI_INT, steps, F_RUN, "N", 1, COUNT_MAX, "optimizer steps"),
+    OD("epochs", LT_CLI_INT, epochs, F_RUN, "N", 0, 1000000, "train for N epochs instead of --steps", "0: use --steps"),
+    O("accum", LT_CLI_INT, accum, F_STATE, "N", 1, 65536, "micro-batches per optimizer step (gradient accumulation)"),
+    OE("optim", optim, F_STATE, optim_ename, 3, "optimizer", "adam (encoder-decoder, as the paper), else adamw"),
+    OD("lr", LT_CLI_DOUBLE, lr, F_STATE | LT_CLI_MIN_OPEN, "X", 0, 1e30,
+       "learning rate (with noam: the peak, setting --noam-scale)", "1e-3"),
+    OD("beta1", LT_CLI_DOUBLE, beta1, F_STATE | LT_CLI_MAX_OPEN, "X", 0, 1, "Adam beta1", "0.9"),
+    OD("beta2", LT_CLI_DOUBLE, beta2, F_STATE | LT_CLI_MAX_OPEN, "X", 0, 1, "Adam beta2",
+       "0.98 (encoder-decoder), else 0.999"),
+    OD("eps", LT_CLI_DOUBLE, eps, F_STATE, "X", 0, 1, "Adam epsilon", "1e-9 (encoder-decoder), else 1e-8"),
+    OD("weight-decay", LT_CLI_DOUBLE, weight_decay, F_STATE, "X", 0, 100,
+       "weight decay (decoupled for adamw; not on norms, biases, embeddings)", "0.01 (adamw), else 0"),
+    O("momentum", LT_CLI_DOUBLE, momentum, F_STATE, "X", 0, 1, "SGD momentum"),
+    O("nesterov", LT_CLI_BOOL, nesterov, F_STATE, NULL, 0, 0, "SGD Nesterov momentum"),
+    OE("schedule", schedule, F_STATE, sched_ename, 5, "learning-rate schedule",
+       "noam (encoder-decoder, the paper's warmup), else cosine"),
+    OD("warmup", LT_CLI_INT, warmup, F_STATE, "N", 0, COUNT_MAX, "warmup steps", "by --schedule"),
+    O("min-lr", LT_CLI_DOUBLE, min_lr, F_STATE, "X", 0, 100, "final learning rate of linear and cosine"),
+    O("noam-scale", LT_CLI_DOUBLE, noam_scale, F_STATE | LT_CLI_MIN_OPEN, "X", 0, 1e300,
+      "noam: lr = scale * d_model^-0.5 * min(step^-0.5, step * warmup^-1.5)"),
+    O("step-size", LT_CLI_INT, step_size, F_STATE, "N", 1, COUNT_MAX, "step schedule: decay every N steps"),
+    O("gamma", LT_CLI_DOUBLE, gamma, F_STATE, "X", 0, 1e3, "step schedule: decay factor"),
+    OD("label-smoothing", LT_CLI_DOUBLE, label_smoothing, F_STATE, "X", 0, 1, "label smoothing of the training loss",
+       "0.1 (encoder-decoder), else 0"),
+    O("clip", LT_CLI_DOUBLE, clip, F_STATE, "X", 0, 1e6, "clip the global gradient norm to X (0: off)"),
+    O("seed", LT_CLI_INT, seed, F_STATE, "N", 0, INT64_MAX, "seed of initialisation, dropout and shuffling"),
+    O("max-nonfinite", LT_CLI_INT, max_nonfinite, F_RUN, "N", 1, 1000000,
+      "stop after N non-finite steps in a row (each is skipped)"),
 
-  GROUP("Evaluation"),
-  OD("eval-every", K_INT, eval_every, F_RUN, "N", "validate every N steps (0: only at the end)", "by --steps"),
-  O("eval-examples", K_INT, eval_examples, F_RUN, "N", "held-out examples decoded for exact match during training (the end uses all)"),
-  O("eval-batch", K_INT, eval_batch, F_RUN, "N", "batch size of validation and decoding"),
-  O("examples", K_INT, examples, F_RUN, "N", "decoded examples printed at the end"),
-  O("gen-tokens", K_INT, gen_tokens, F_RUN, "N", "decoder-only: tokens generated at the end"),
-  OD("prompt", K_STR, prompt, F_RUN, "TEXT", "decoder-only: prompt of the generated text", "the start of the validation text"),
-  O("temperature", K_DBL, temperature, F_RUN, "X", "decoder-only: sampling temperature (0: greedy)"),
-  O("top-k", K_INT, top_k, F_RUN, "N", "decoder-only: sample among the N most likely tokens (0: all)"),
+    GROUP("Evaluation"),
+    OD("eval-every", LT_CLI_INT, eval_every, F_RUN, "N", 0, COUNT_MAX, "validate every N steps (0: only at the end)",
+       "by --steps"),
+    O("eval-examples", LT_CLI_INT, eval_examples, F_RUN, "N", 1, 10000000,
+      "held-out examples decoded for exact match during training (the end uses all)"),
+    O("eval-batch", LT_CLI_INT, eval_batch, F_RUN, "N", 1, 65536, "batch size of validation and decoding"),
+    O("examples", LT_CLI_INT, examples, F_RUN, "N", 0, 10000, "decoded examples printed at the end"),
+    O("gen-tokens", LT_CLI_INT, gen_tokens, F_RUN, "N", 0, 1 << 20, "decoder-only: tokens generated at the end"),
+    OD("prompt", LT_CLI_STRING, prompt, F_RUN, "TEXT", 1, 1 << 16, "decoder-only: prompt of the generated text",
+       "the start of the validation text"),
+    O("temperature", LT_CLI_DOUBLE, temperature, F_RUN, "X", 0, 100, "decoder-only: sampling temperature (0: greedy)"),
+    O("top-k", LT_CLI_INT, top_k, F_RUN, "N", 0, 1 << 24,
+      "decoder-only: sample among the N most likely tokens (0: all)"),
 
-  GROUP("Checkpoints"),
-  OD("ckpt-dir", K_STR, ckpt_dir, F_RUN | F_NOSAVE, "DIR", "run directory: checkpoints and metrics.csv",
-     "runs/<date>-<time>-<data>, or the resumed run's"),
-  OD("ckpt-every", K_INT, ckpt_every, F_RUN, "N", "save every N steps (0: only at the end)", "by --steps"),
-  O("keep", K_INT, keep, F_RUN, "N", "keep the N newest checkpoints (0: all)"),
-  O("resume", K_STR, resume, F_RUN | F_NOSAVE, "PATH", "continue from a checkpoint file, or the newest in a run directory"),
-  O("overwrite", K_BOOL, overwrite, F_RUN | F_NOSAVE, NULL, "start over in a --ckpt-dir that holds checkpoints (deletes them)"),
-  O("no-ckpt", K_BOOL, no_ckpt, F_RUN | F_NOSAVE, NULL, "write no checkpoint"),
-  O("eval-only", K_BOOL, eval_only, F_RUN | F_NOSAVE, NULL, "with --resume: only validate and print examples"),
-  OD("stop-after", K_INT, stop_after, F_RUN | F_NOSAVE, "N", "stop after step N with a checkpoint, as Ctrl-C would (for resume)", "0: off"),
+    GROUP("Checkpoints"),
+    OD("ckpt-dir", LT_CLI_STRING, ckpt_dir, F_RUN | F_NOSAVE, "DIR", 1, PATH_MAX_LEN,
+       "run directory: checkpoints and metrics.csv", "runs/<date>-<time>-<data>, or the resumed run's"),
+    OD("ckpt-every", LT_CLI_INT, ckpt_every, F_RUN, "N", 0, COUNT_MAX, "save every N steps (0: only at the end)",
+       "by --steps"),
+    O("keep", LT_CLI_INT, keep, F_RUN, "N", 0, 1000000, "keep the N newest checkpoints (0: all)"),
+    O("resume", LT_CLI_STRING, resume, F_RUN | F_NOSAVE, "PATH", 1, PATH_MAX_LEN,
+      "continue from a checkpoint file, or the newest in a run directory"),
+    O("overwrite", LT_CLI_BOOL, overwrite, F_RUN | F_NOSAVE, NULL, 0, 0,
+      "start over in a --ckpt-dir that holds checkpoints (deletes them)"),
+    O("no-ckpt", LT_CLI_BOOL, no_ckpt, F_RUN | F_NOSAVE, NULL, 0, 0, "write no checkpoint"),
+    O("eval-only", LT_CLI_BOOL, eval_only, F_RUN | F_NOSAVE, NULL, 0, 0,
+      "with --resume: only validate and print examples"),
+    OD("stop-after", LT_CLI_INT, stop_after, F_RUN | F_NOSAVE, "N", 0, COUNT_MAX,
+       "stop after step N with a checkpoint, as Ctrl-C would (for resume)", "0: off"),
 
-  GROUP("Run"),
-  OD("threads", K_INT, threads, F_RUN | F_NOSAVE, "N", "threads for BLIS and libtensor's kernels (results do not depend on it)",
-     "LT_NUM_THREADS, else auto: all cores or 1, whichever trains faster (measured as it goes)"),
-  O("log-every", K_INT, log_every, F_RUN, "N", "progress line every N steps when stdout is not a terminal"),
-  OD("csv", K_STR, csv, F_RUN | F_NOSAVE, "FILE", "metrics CSV, one row per step", "<ckpt-dir>/metrics.csv"),
+    GROUP("Run"),
+    OD("threads", LT_CLI_INT, threads, F_RUN | F_NOSAVE, "N", 0, 1024,
+       "threads for BLIS and libtensor's kernels (results do not depend on it)",
+       "LT_NUM_THREADS, else auto: all cores or 1, whichever trains faster (measured as it goes)"),
+    O("log-every", LT_CLI_INT, log_every, F_RUN, "N", 1, COUNT_MAX,
+      "progress line every N steps when stdout is not a terminal"),
+    OD("csv", LT_CLI_STRING, csv, F_RUN | F_NOSAVE, "FILE", 1, PATH_MAX_LEN, "metrics CSV, one row per step",
+       "<ckpt-dir>/metrics.csv"),
 };
 #define N_OPTS ((int)(sizeof OPTS / sizeof OPTS[0]))
 
@@ -428,207 +440,38 @@ static options default_options(void) {
   return o;
 }
 
-static void *field(options *o, const optdef *d) { return (char *)o + d->off; }
-static const void *cfield(const options *o, const optdef *d) { return (const char *)o + d->off; }
+static const lt_cli_alias ALIASES[] = {
+  {"layers", {"enc-layers", "dec-layers"}, false, "sets --enc-layers and --dec-layers"},
+  {"post-norm", {"pre-norm", NULL}, true, "the same as --no-pre-norm"},
+};
 
-static int opt_index(const char *name) {
-  for (int i = 0; i < N_OPTS; i++)
-    if (OPTS[i].ecount >= 0 && !strcmp(OPTS[i].name, name)) return i;
-  return -1;
-}
+static options g_defaults; /* default_options(), for --help */
 
-/* The value of option d in o, as text. */
-static char *fmt_value(const options *o, const optdef *d, char *buf, size_t n) {
-  const void *p = cfield(o, d);
-  switch (d->kind) {
-    case K_INT: snprintf(buf, n, "%lld", (long long)*(const int64_t *)p); break;
-    case K_DBL: snprintf(buf, n, "%g", *(const double *)p); break;
-    case K_STR: snprintf(buf, n, "%s", *(const char *const *)p ? *(const char *const *)p : "(none)"); break;
-    case K_BOOL: snprintf(buf, n, "%s", *(const bool *)p ? "on" : "off"); break;
-    case K_ENUM: snprintf(buf, n, "%s", *(const int *)p < 0 ? "(auto)" : d->ename(*(const int *)p)); break;
-  }
-  return buf;
-}
-#define VAL(o, d) fmt_value((o), (d), (char[256]){0}, 256)
+static const lt_cli CLI = {
+  .prog = PROG,
+  .synopsis = "usage: " PROG " [--FLAG VALUE | --FLAG=VALUE | --[no-]SWITCH]...\n"
+              "\n"
+              "Trains a Transformer and reports validation loss, token accuracy and exact match (greedy\n"
+              "decoding). With no flags: an encoder-decoder learns to write numbers in words (about five\n"
+              "minutes on 2 cores). Ctrl-C saves a checkpoint; --resume continues bit-exactly.\n",
+  .epilogue = "Cross-flag limits: --batch x --seq-len and --eval-batch x --seq-len at most 2^24 tokens per\n"
+              "micro-batch; --batch x --seq-len x --accum at most 2^32 tokens per step.\n"
+              LT_CLI_EXIT_HELP
+              "docs/train.md describes the flags, the CSV columns and checkpoints in full.\n",
+  .opts = OPTS,
+  .n_opts = N_OPTS,
+  .aliases = ALIASES,
+  .n_aliases = (int)(sizeof ALIASES / sizeof ALIASES[0]),
+  .defaults = &g_defaults,
+};
 
-static bool same_value(const options *a, const options *b, const optdef *d) {
-  const void *x = cfield(a, d), *y = cfield(b, d);
-  switch (d->kind) {
-    case K_INT: return *(const int64_t *)x == *(const int64_t *)y;
-    case K_DBL: return *(const double *)x == *(const double *)y;
-    case K_BOOL: return *(const bool *)x == *(const bool *)y;
-    case K_ENUM: return *(const int *)x == *(const int *)y;
-    case K_STR: {
-      const char *s = *(const char *const *)x, *t = *(const char *const *)y;
-      return s == t || (s && t && !strcmp(s, t));
-    }
-  }
-  return false;
-}
+static int opt_index(const char *name) { return lt_cli_find(&CLI, name); }
 
-static void copy_value(options *dst, const options *src, const optdef *d) {
-  static const size_t sizes[] = {sizeof(int64_t), sizeof(double), sizeof(const char *), sizeof(bool), sizeof(int)};
-  memcpy(field(dst, d), cfield(src, d), sizes[d->kind]);
-}
-
-/* "  --flag ARG   text" with the text wrapped at 100 columns under itself. */
-static void print_wrapped(FILE *f, const char *lhs, const char *text) {
-  enum { INDENT = 27, WIDTH = 100 };
-  int col = fprintf(f, "  %-24s ", lhs);
-  if (col > INDENT) fprintf(f, "\n%*s", INDENT, ""), col = INDENT;
-  const char *p = text;
-  while (*p) {
-    const char *w = p;
-    while (*w && *w != ' ') w++;
-    int len = (int)(w - p);
-    if (col > INDENT && col + 1 + len > WIDTH) fprintf(f, "\n%*s", INDENT, ""), col = INDENT;
-    else if (col > INDENT) fputc(' ', f), col++;
-    fprintf(f, "%.*s", len, p);
-    col += len;
-    p = *w ? w + 1 : w;
-  }
-  fputc('\n', f);
-}
-
-static void usage(FILE *f) {
-  options def = default_options();
-  fprintf(f,
-          "usage: " PROG " [FLAG VALUE | --FLAG=VALUE | --[no-]SWITCH]...\n"
-          "\n"
-          "Trains a Transformer and reports validation loss, token accuracy and exact match (greedy\n"
-          "decoding). With no flags: an encoder-decoder learns to write numbers in words (about five\n"
-          "minutes on 2 cores). Ctrl-C saves a checkpoint; --resume continues bit-exactly.\n");
-  for (int i = 0; i < N_OPTS; i++) {
-    const optdef *d = &OPTS[i];
-    if (d->ecount < 0) {
-      fprintf(f, "\n%s:\n", d->name);
-      continue;
-    }
-    char lhs[64], text[1024];
-    size_t n = 0;
-    if (d->kind == K_BOOL)
-      snprintf(lhs, sizeof lhs, "--%s%s", d->defdesc || *(const bool *)cfield(&def, d) ? "[no-]" : "", d->name);
-    else if (d->kind == K_ENUM) snprintf(lhs, sizeof lhs, "--%s NAME", d->name);
-    else snprintf(lhs, sizeof lhs, "--%s %s", d->name, d->arg);
-    n += (size_t)snprintf(text + n, sizeof text - n, "%s", d->help);
-    if (d->kind == K_ENUM) {
-      n += (size_t)snprintf(text + n, sizeof text - n, ": ");
-      for (int k = 0; k < d->ecount && n < sizeof text; k++)
-        n += (size_t)snprintf(text + n, sizeof text - n, "%s%s", k ? ", " : "", d->ename(k));
-    }
-    if (n < sizeof text && d->defdesc) n += (size_t)snprintf(text + n, sizeof text - n, " (default: %s)", d->defdesc);
-    else if (n < sizeof text && d->kind != K_BOOL && (d->kind != K_STR || *(const char *const *)cfield(&def, d)))
-      n += (size_t)snprintf(text + n, sizeof text - n, " (default: %s)", VAL(&def, d));
-    print_wrapped(f, lhs, text);
-  }
-  fprintf(f,
-          "\n  --layers N               sets --enc-layers and --dec-layers\n"
-          "  --post-norm              the same as --no-pre-norm\n"
-          "  -h, --help               this text\n"
-          "\nExit status: 0 done, 1 runtime or data error, 2 bad flags or configuration, 3 too many\n"
-          "non-finite steps in a row, 128+N after signal N (a checkpoint is saved first).\n"
-          "docs/train.md describes the flags, the CSV columns and checkpoints in full.\n");
-}
-
-static bool parse_bool(const char *v, bool *out) {
-  if (!strcmp(v, "1") || !strcmp(v, "true") || !strcmp(v, "yes") || !strcmp(v, "on")) return *out = true, true;
-  if (!strcmp(v, "0") || !strcmp(v, "false") || !strcmp(v, "no") || !strcmp(v, "off")) return *out = false, true;
-  return false;
-}
-
-/* Sets option d of o from text v, or exits with a message naming the flag. */
-static void set_value(options *o, const optdef *d, const char *v) {
-  void *p = field(o, d);
-  char *end = NULL;
-  errno = 0;
-  switch (d->kind) {
-    case K_INT: {
-      long long x = strtoll(v, &end, 10);
-      if (end == v || *end || errno) die(EXIT_USAGE, "--%s: '%s' is not an integer", d->name, v);
-      *(int64_t *)p = x;
-      break;
-    }
-    case K_DBL: {
-      double x = strtod(v, &end);
-      if (end == v || *end || errno || !isfinite(x)) die(EXIT_USAGE, "--%s: '%s' is not a finite number", d->name, v);
-      *(double *)p = x;
-      break;
-    }
-    case K_STR:
-      *(const char **)p = v;
-      break;
-    case K_BOOL:
-      if (!parse_bool(v, (bool *)p)) die(EXIT_USAGE, "--%s: '%s' is not on/off (true/false, 1/0)", d->name, v);
-      break;
-    case K_ENUM: {
-      if (d->ename == arch_ename) {
-        lt_tf_arch a;
-        if (lt_tf_arch_parse(v, &a) == LT_OK) {
-          *(int *)p = (int)a;
-          break;
-        }
-      }
-      for (int k = 0; k < d->ecount; k++)
-        if (!strcmp(v, d->ename(k))) {
-          *(int *)p = k;
-          return;
-        }
-      char list[512] = "";
-      for (int k = 0; k < d->ecount; k++)
-        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", k ? ", " : "", d->ename(k));
-      die(EXIT_USAGE, "--%s: unknown value '%s' (one of: %s)", d->name, v, list);
-    }
-  }
-}
-
-/* Parses argv into *o; given[i] says which options the command line set. */
+/* Parses argv into *o; given[i] says which options the command line set.
+ * --help prints the flags and exits 0; a bad flag exits 2. */
 static void parse_args(int argc, char **argv, options *o, bool *given) {
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i];
-    if (!strcmp(a, "-h") || !strcmp(a, "--help")) {
-      usage(stdout);
-      exit(0);
-    }
-    if (strncmp(a, "--", 2) != 0 || !a[2]) die(EXIT_USAGE, "unexpected argument '%s' (flags start with --; see --help)", a);
-    char name[128];
-    const char *eq = strchr(a, '='), *val = NULL;
-    size_t len = eq ? (size_t)(eq - a - 2) : strlen(a + 2);
-    if (len >= sizeof name) die(EXIT_USAGE, "unknown flag '%s' (see --help)", a);
-    memcpy(name, a + 2, len);
-    name[len] = '\0';
-    if (eq) val = eq + 1;
-    bool negated = false;
-    int idx = opt_index(name);
-    if (!strcmp(name, "layers")) { /* sets both layer counts */
-      if (!val && (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))) die(EXIT_USAGE, "--layers needs a value (N)");
-      if (!val) val = argv[++i];
-      int e = opt_index("enc-layers"), d = opt_index("dec-layers");
-      set_value(o, &OPTS[e], val);
-      set_value(o, &OPTS[d], val);
-      given[e] = given[d] = true;
-      continue;
-    }
-    if (idx < 0 && !strcmp(name, "post-norm")) idx = opt_index("pre-norm"), negated = true;
-    if (idx < 0 && !strncmp(name, "no-", 3) && (idx = opt_index(name + 3)) >= 0) {
-      if (OPTS[idx].kind != K_BOOL) idx = -1;
-      negated = true;
-    }
-    if (idx < 0) die(EXIT_USAGE, "unknown flag --%s (see --help)", name);
-    const optdef *d = &OPTS[idx];
-    if (d->kind == K_BOOL) {
-      bool b = true;
-      if (val && !parse_bool(val, &b)) die(EXIT_USAGE, "--%s: '%s' is not on/off (true/false, 1/0)", name, val);
-      *(bool *)field(o, d) = negated ? !b : b;
-    } else {
-      if (!val) { /* the next argument, unless it is the next flag (use --flag=--value for such a value) */
-        if (i + 1 >= argc || !strncmp(argv[i + 1], "--", 2))
-          die(EXIT_USAGE, "--%s needs a value (%s)", name, d->arg ? d->arg : "NAME");
-        val = argv[++i];
-      }
-      set_value(o, d, val);
-    }
-    given[idx] = true;
-  }
+  g_defaults = default_options();
+  lt_cli_parse_or_exit(&CLI, argc, argv, o, given, NULL, NULL);
 }
 
 static bool G(const bool *given, const char *name) { return given[opt_index(name)]; }
@@ -662,7 +505,7 @@ static void finalize_options(options *o, const bool *given) {
   lt_tf_config dc = lt_tf_config_default((lt_tf_arch)o->arch);
   options_from_config(&m, &dc);
   for (int i = 0; i < N_OPTS; i++)
-    if ((OPTS[i].flags & F_MODEL) && OPTS[i].ecount >= 0 && !given[i]) copy_value(o, &m, &OPTS[i]);
+    if ((OPTS[i].flags & F_MODEL) && OPTS[i].kind != LT_CLI_GROUP && !given[i]) lt_cli_copy_value(&OPTS[i], o, &m);
   if (given[opt_index("heads")] && !given[opt_index("kv-heads")]) o->kv_heads = o->heads;
   /* generated tasks never repeat an epoch's worth of data much: no dropout needed (and it slows learning) */
   if (!given[opt_index("dropout")] && !o->tsv && !o->text) o->dropout = 0.0;
@@ -721,68 +564,56 @@ static void finalize_options(options *o, const bool *given) {
   }
 }
 
-/* Range checks of everything the library does not check itself. */
+/* The checks across flags (each flag's own range is in OPTS and was checked
+ * as it was parsed, or read from a checkpoint). */
 static void check_options(const options *o, const bool *given) {
 #define NEED(cond, ...) \
   do {                  \
     if (!(cond)) die(EXIT_USAGE, __VA_ARGS__); \
   } while (0)
-  NEED(o->batch >= 1, "--batch %lld: must be >= 1", (long long)o->batch);
-  NEED(o->steps >= 1, "--steps %lld: must be >= 1", (long long)o->steps);
-  NEED(o->epochs >= 0, "--epochs %lld: must be >= 0", (long long)o->epochs);
   NEED(!(G(given, "steps") && G(given, "epochs")), "give --steps or --epochs, not both");
-  NEED(o->accum >= 1, "--accum %lld: must be >= 1", (long long)o->accum);
-  NEED(o->lr > 0, "--lr %g: must be > 0", o->lr);
-  NEED(o->noam_scale > 0, "--noam-scale %g: must be > 0", o->noam_scale);
-  NEED(o->warmup >= 0, "--warmup %lld: must be >= 0", (long long)o->warmup);
-  NEED(o->min_lr >= 0, "--min-lr %g: must be >= 0", o->min_lr);
-  NEED(o->step_size >= 1, "--step-size %lld: must be >= 1", (long long)o->step_size);
-  NEED(o->label_smoothing >= 0 && o->label_smoothing <= 1, "--label-smoothing %g: must be in [0, 1]",
-       o->label_smoothing);
-  NEED(o->clip >= 0, "--clip %g: must be >= 0 (0 turns clipping off)", o->clip);
-  NEED(o->beta1 >= 0 && o->beta1 < 1 && o->beta2 >= 0 && o->beta2 < 1, "--beta1 %g / --beta2 %g: must be in [0, 1)",
-       o->beta1, o->beta2);
-  NEED(o->eps >= 0 && o->weight_decay >= 0 && o->momentum >= 0, "--eps, --weight-decay and --momentum must be >= 0");
-  NEED(o->max_nonfinite >= 1, "--max-nonfinite %lld: must be >= 1", (long long)o->max_nonfinite);
-  NEED(o->valid_fraction > 0 && o->valid_fraction < 1, "--valid-fraction %g: must be in (0, 1)", o->valid_fraction);
-  NEED(o->task_train >= 1 && o->task_valid >= 1, "--task-train and --task-valid must be >= 1");
-  NEED(o->bpe_vocab >= 261, "--bpe-vocab %lld: must be >= 261 (4 specials + 256 bytes + 1 merge)",
-       (long long)o->bpe_vocab);
-  NEED(o->seq_len >= 2, "--seq-len %lld: must be >= 2", (long long)o->seq_len);
   NEED(o->seq_len <= o->max_len, "--seq-len %lld is longer than the model's --max-len %lld", (long long)o->seq_len,
        (long long)o->max_len);
-  NEED(o->bucket >= 0, "--bucket %lld: must be >= 0", (long long)o->bucket);
-  NEED(o->eval_examples >= 1 && o->eval_batch >= 1, "--eval-examples and --eval-batch must be >= 1");
-  NEED(o->examples >= 0 && o->gen_tokens >= 0 && o->top_k >= 0, "--examples, --gen-tokens and --top-k must be >= 0");
-  NEED(o->temperature >= 0, "--temperature %g: must be >= 0", o->temperature);
-  NEED(o->keep >= 0 && o->stop_after >= 0, "--keep and --stop-after must be >= 0");
-  NEED(o->threads >= 0 && o->threads <= 1024, "--threads %lld: must be in [1, 1024]", (long long)o->threads);
-  NEED(o->log_every >= 1, "--log-every %lld: must be >= 1", (long long)o->log_every);
   NEED(!o->eval_only || o->resume, "--eval-only evaluates a checkpoint: give --resume PATH");
+  /* tokens per micro-batch and per step (sizes of the batches, logits and their counts) */
+  const int64_t micro_max = (int64_t)1 << 24, step_max = (int64_t)1 << 32;
+  int64_t micro, eval_micro, step;
+  NEED(!__builtin_mul_overflow(o->batch, o->seq_len, &micro) && micro <= micro_max,
+       "--batch %lld x --seq-len %lld: at most 2^24 (%lld) tokens per micro-batch", (long long)o->batch,
+       (long long)o->seq_len, (long long)micro_max);
+  NEED(!__builtin_mul_overflow(o->eval_batch, o->seq_len, &eval_micro) && eval_micro <= micro_max,
+       "--eval-batch %lld x --seq-len %lld: at most 2^24 (%lld) tokens per validation batch", (long long)o->eval_batch,
+       (long long)o->seq_len, (long long)micro_max);
+  NEED(!__builtin_mul_overflow(micro, o->accum, &step) && step <= step_max,
+       "--batch %lld x --seq-len %lld x --accum %lld: at most 2^32 (%lld) tokens per optimizer step",
+       (long long)o->batch, (long long)o->seq_len, (long long)o->accum, (long long)step_max);
 #undef NEED
 }
 
 /* ---- options in a checkpoint ("opt.<name>" in /extra) ----------------------- */
 
 /* Saved: the data, optimizer and run settings (the model is in the config). */
-static bool saved_option(const optdef *d) { return d->ecount >= 0 && !(d->flags & (F_MODEL | F_NOSAVE)); }
+static bool saved_option(const lt_cli_opt *d) {
+  return d->kind != LT_CLI_GROUP && !(d->flags & (F_MODEL | F_NOSAVE));
+}
 
 static void options_to_meta(const options *o, lt_ckpt_meta *m) {
   for (int i = 0; i < N_OPTS; i++) {
-    const optdef *d = &OPTS[i];
+    const lt_cli_opt *d = &OPTS[i];
     if (!saved_option(d)) continue;
     char key[96];
     snprintf(key, sizeof key, "opt.%s", d->name);
-    const void *p = cfield(o, d);
+    const void *p = (const char *)o + d->offset;
     lt_status s = LT_OK;
     switch (d->kind) {
-      case K_INT: s = lt_ckpt_meta_set_int(m, key, *(const int64_t *)p); break;
-      case K_DBL: s = lt_ckpt_meta_set_double(m, key, *(const double *)p); break;
-      case K_BOOL: s = lt_ckpt_meta_set_int(m, key, *(const bool *)p); break;
-      case K_ENUM: s = lt_ckpt_meta_set_string(m, key, d->ename(*(const int *)p)); break;
-      case K_STR:
+      case LT_CLI_INT: s = lt_ckpt_meta_set_int(m, key, *(const int64_t *)p); break;
+      case LT_CLI_DOUBLE: s = lt_ckpt_meta_set_double(m, key, *(const double *)p); break;
+      case LT_CLI_BOOL: s = lt_ckpt_meta_set_int(m, key, *(const bool *)p); break;
+      case LT_CLI_ENUM: s = lt_ckpt_meta_set_string(m, key, d->value_name(*(const int *)p)); break;
+      case LT_CLI_STRING:
         if (*(const char *const *)p) s = lt_ckpt_meta_set_string(m, key, *(const char *const *)p);
         break;
+      case LT_CLI_GROUP: break;
     }
     TRY(EXIT_DATA, s, "saving the settings");
   }
@@ -792,16 +623,20 @@ static void options_to_meta(const options *o, lt_ckpt_meta *m) {
 static char *g_strings[64];
 static int g_nstrings;
 
+/* The saved settings of a checkpoint into *o (which holds the defaults). Each
+ * value must be in its flag's range, or be the built-in default (-1 of a
+ * setting "by task" and the like), as a command line would have to. */
 static void options_from_meta(options *o, const lt_ckpt_meta *m, const char *path) {
+  const options def = default_options();
   for (int i = 0; i < N_OPTS; i++) {
-    const optdef *d = &OPTS[i];
+    const lt_cli_opt *d = &OPTS[i];
     if (!saved_option(d)) continue;
     char key[96];
     snprintf(key, sizeof key, "opt.%s", d->name);
     int kind = lt_ckpt_meta_kind(m, key);
-    void *p = field(o, d);
+    void *p = (char *)o + d->offset;
     if (kind < 0) {
-      if (d->kind == K_STR) *(const char **)p = NULL;
+      if (d->kind == LT_CLI_STRING) *(const char **)p = NULL;
       continue; /* absent: the default */
     }
     int64_t iv;
@@ -809,24 +644,31 @@ static void options_from_meta(options *o, const lt_ckpt_meta *m, const char *pat
     const char *sv;
     bool ok = true;
     switch (d->kind) {
-      case K_INT: ok = lt_ckpt_meta_get_int(m, key, &iv) == LT_OK, *(int64_t *)p = iv; break;
-      case K_DBL: ok = lt_ckpt_meta_get_double(m, key, &dv) == LT_OK, *(double *)p = dv; break;
-      case K_BOOL: ok = lt_ckpt_meta_get_int(m, key, &iv) == LT_OK, *(bool *)p = iv != 0; break;
-      case K_ENUM:
+      case LT_CLI_INT: ok = lt_ckpt_meta_get_int(m, key, &iv) == LT_OK, *(int64_t *)p = iv; break;
+      case LT_CLI_DOUBLE: ok = lt_ckpt_meta_get_double(m, key, &dv) == LT_OK, *(double *)p = dv; break;
+      case LT_CLI_BOOL: ok = lt_ckpt_meta_get_int(m, key, &iv) == LT_OK, *(bool *)p = iv != 0; break;
+      case LT_CLI_ENUM:
         ok = lt_ckpt_meta_get_string(m, key, &sv) == LT_OK;
         if (ok) {
           int k = 0;
-          while (k < d->ecount && strcmp(d->ename(k), sv)) k++;
-          ok = k < d->ecount;
+          while (k < d->n_values && strcmp(d->value_name(k), sv)) k++;
+          if (k == d->n_values)
+            die(EXIT_DATA, "checkpoint '%s': the saved setting '%s' is '%s', which this " PROG " does not know",
+                path, key, sv);
           *(int *)p = k;
         }
         break;
-      case K_STR:
-        ok = lt_ckpt_meta_get_string(m, key, &sv) == LT_OK && g_nstrings < 64;
+      case LT_CLI_STRING:
+        ok = lt_ckpt_meta_get_string(m, key, &sv) == LT_OK;
+        if (ok && g_nstrings == 64) die(EXIT_DATA, "checkpoint '%s': more than 64 saved text settings", path);
         if (ok) *(const char **)p = g_strings[g_nstrings++] = xstrdup(sv);
         break;
+      case LT_CLI_GROUP: break;
     }
-    if (!ok) die(EXIT_DATA, "checkpoint '%s': the saved setting '%s' is unreadable", path, key);
+    if (!ok) die(EXIT_DATA, "checkpoint '%s': the saved setting '%s' is not of the type of --%s", path, key, d->name);
+    char why[512];
+    if (!lt_cli_same_value(d, o, &def) && !lt_cli_check(d, o, why, sizeof why))
+      die(EXIT_DATA, "checkpoint '%s': the saved setting '%s' is out of range: %s", path, key, why);
   }
 }
 
@@ -1124,7 +966,7 @@ typedef struct eval_result {
 static void eval_pairs_loss(run *r, const lt_seq_pairs *pairs, eval_result *E) {
   int64_t n = lt_seq_pairs_count(pairs), B = r->o.eval_batch;
   double loss_sum = 0, correct = 0, count = 0;
-  int64_t *idx = xmalloc(sizeof *idx * (size_t)B);
+  int64_t *idx = lt_cli_xmalloc_n((size_t)B, sizeof *idx);
   lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
   for (int64_t b0 = 0; b0 < n && !g_signal; b0 += B) {
     int64_t nb = n - b0 < B ? n - b0 : B;
@@ -1172,7 +1014,7 @@ static int cmp_len(const void *a, const void *b) {
 static void eval_exact(run *r, int64_t n, eval_result *E, char **out, int64_t n_out) {
   const lt_seq_pairs *V = r->D.valid;
   if (n > lt_seq_pairs_count(V)) n = lt_seq_pairs_count(V);
-  len_idx *order = xmalloc(sizeof *order * (size_t)n);
+  len_idx *order = lt_cli_xmalloc_n((size_t)n, sizeof *order);
   for (int64_t i = 0; i < n; i++) {
     const int64_t *s, *t;
     int64_t sl, tl;
@@ -1180,7 +1022,7 @@ static void eval_exact(run *r, int64_t n, eval_result *E, char **out, int64_t n_
     order[i] = (len_idx){tl, i};
   }
   qsort(order, (size_t)n, sizeof *order, cmp_len);
-  int64_t B = r->o.eval_batch, *idx = xmalloc(sizeof *idx * (size_t)B), *gen = NULL;
+  int64_t B = r->o.eval_batch, *idx = lt_cli_xmalloc_n((size_t)B, sizeof *idx), *gen = NULL;
   E->n_exact = E->n_decoded = 0;
   for (int64_t b0 = 0; b0 < n && !g_signal; b0 += B) {
     int64_t nb = n - b0 < B ? n - b0 : B, maxlen = 0;
@@ -1197,8 +1039,8 @@ static void eval_exact(run *r, int64_t n, eval_result *E, char **out, int64_t n_
     TRY(EXIT_DATA, lt_transformer_generate(r->model, b.src, b.src_mask, NULL, &go, NULL, &gr), "greedy decoding");
     lt_tensor *y = gr.tokens; /* [nb, L] */
     int64_t L = y->shape[1];
-    gen = realloc(gen, sizeof *gen * (size_t)(nb * L));
-    if (!gen) die(EXIT_DATA, "out of memory");
+    free(gen);
+    gen = lt_cli_xmalloc_n((size_t)nb, sizeof *gen * (size_t)L); /* L <= maxlen + 1 */
     TRY(EXIT_DATA, lt_tensor_read(y, LT_DTYPE_I64, gen, nb * L), "reading decoded ids");
     for (int64_t k = 0; k < nb; k++) {
       const int64_t *src, *tgt, *g = gen + k * L;
@@ -1450,7 +1292,7 @@ static step_result train_step(run *r) {
       S.loss += v / (double)A;
     }
   } else {
-    lt_seq2seq_batch mb[64], *b = A <= 64 ? mb : xmalloc(sizeof *b * (size_t)A);
+    lt_seq2seq_batch mb[64], *b = A <= 64 ? mb : lt_cli_xmalloc_n((size_t)A, sizeof *b);
     int64_t total = 0;
     for (int64_t a = 0; a < A; a++) { /* all micro-batches first: the weights need the total */
       TRY(EXIT_DATA, lt_seq2seq_loader_next(r->D.sl, &b[a]), "next batch");
@@ -1666,7 +1508,7 @@ static void print_examples(run *r, char **outputs, int64_t n) {
       if (P == 0) die(EXIT_USAGE, "--prompt is empty");
     } else {
       P = r->D.valid_tokens->numel < 32 ? r->D.valid_tokens->numel : 32;
-      ids = xmalloc(sizeof *ids * (size_t)r->D.valid_tokens->numel);
+      ids = lt_cli_xmalloc_n((size_t)r->D.valid_tokens->numel, sizeof *ids);
       TRY(EXIT_DATA, lt_tensor_read(r->D.valid_tokens, LT_DTYPE_I64, ids, r->D.valid_tokens->numel), "prompt");
     }
     lt_scope *s = lt_scope_begin();
@@ -1681,7 +1523,7 @@ static void print_examples(run *r, char **outputs, int64_t n) {
     if (!prompt || lt_transformer_generate(r->model, NULL, NULL, prompt, &go, &to, &gr) != LT_OK)
       die_lt(EXIT_DATA, "generating text");
     lt_tensor *y = gr.tokens; /* [1, gen_tokens] */
-    int64_t *g = xmalloc(sizeof *g * (size_t)(y->numel + 1));
+    int64_t *g = lt_cli_xmalloc_n((size_t)y->numel + 1, sizeof *g);
     TRY(EXIT_DATA, lt_tensor_read(y, LT_DTYPE_I64, g, y->numel), "generated ids");
     char *pt, *ct;
     size_t pl, cl;
@@ -1700,8 +1542,8 @@ static void print_examples(run *r, char **outputs, int64_t n) {
          r->D.kind == DATA_CLASSIFY ? "predicted class" : "greedy decoding; a MISS shows the reference");
   int64_t *pred = NULL;
   if (r->D.kind == DATA_CLASSIFY) { /* predictions of the first n examples */
-    pred = xmalloc(sizeof *pred * (size_t)n);
-    int64_t *idx = xmalloc(sizeof *idx * (size_t)n);
+    pred = lt_cli_xmalloc_n((size_t)n, sizeof *pred);
+    int64_t *idx = lt_cli_xmalloc_n((size_t)n, sizeof *idx);
     for (int64_t i = 0; i < n; i++) idx[i] = i;
     bool prev = lt_set_grad_enabled(false);
     lt_scope *s = lt_scope_begin();
@@ -1798,7 +1640,8 @@ static void resolve_resume(const char *arg, char *path, size_t size) {
   if (stat(arg, &sb) != 0) die(EXIT_USAGE, "--resume '%s': %s", arg, strerror(errno));
   if (S_ISDIR(sb.st_mode)) {
     int64_t step;
-    TRY(EXIT_DATA, lt_ckpt_latest(arg, CKPT_PREFIX, true, &step, path, size), "--resume");
+    TRY(EXIT_DATA, lt_ckpt_latest(arg, CKPT_PREFIX, true, &step, path, size),
+        "--resume: finding the newest checkpoint");
     if (step < 0) die(EXIT_DATA, "--resume '%s': no valid checkpoint (" CKPT_PREFIX "-*.h5) in this directory", arg);
   } else {
     snprintf(path, size, "%s", arg);
@@ -1816,7 +1659,7 @@ static void resume_options(run *r, const char *path) {
   lo.non_strict = true; /* only the configuration and extra values are wanted here */
   lt_status s = lt_ckpt_load_training(path, &st0, &lo, &g_info);
   lt_params_free(empty);
-  if (s != LT_OK) die_lt(EXIT_DATA, "--resume");
+  if (s != LT_OK) die_lt(EXIT_DATA, "--resume: reading the checkpoint's settings");
   r->step = st0.step;
   options saved = default_options();
   lt_tf_config cfg;
@@ -1824,16 +1667,20 @@ static void resume_options(run *r, const char *path) {
   options_from_config(&saved, &cfg);
   options_from_meta(&saved, g_info->extra, path);
   for (int i = 0; i < N_OPTS; i++) {
-    const optdef *d = &OPTS[i];
-    if (d->ecount < 0) continue;
+    const lt_cli_opt *d = &OPTS[i];
+    if (d->kind == LT_CLI_GROUP) continue;
     if (d->flags & F_NOSAVE) {
-      copy_value(&saved, &r->o, d); /* this process's own */
+      lt_cli_copy_value(d, &saved, &r->o); /* this process's own */
     } else if (r->given[i]) {
-      if (d->flags & F_RUN) copy_value(&saved, &r->o, d);
-      else if (!same_value(&saved, &r->o, d))
+      if (d->flags & F_RUN) {
+        lt_cli_copy_value(d, &saved, &r->o);
+      } else if (!lt_cli_same_value(d, &saved, &r->o)) {
+        char mine[256], theirs[256];
         die(EXIT_USAGE, "--%s %s differs from the checkpoint's %s: a resumed run keeps the %s it was started with "
-            "(leave the flag out, or start a new run)", d->name, VAL(&r->o, d), VAL(&saved, d),
+            "(leave the flag out, or start a new run)", d->name, lt_cli_value_text(d, &r->o, mine, sizeof mine),
+            lt_cli_value_text(d, &saved, theirs, sizeof theirs),
             d->flags & F_MODEL ? "model" : "data and optimizer settings");
+      }
     }
   }
   if (r->given[opt_index("steps")]) saved.epochs = 0;
@@ -1863,6 +1710,7 @@ static void finish(run *r) {
 int main(int argc, char **argv) {
   run *r = &R;
   double t_start = now_s();
+  lt_cli_init(PROG, end_line);
   r->o = default_options();
   parse_args(argc, argv, &r->o, r->given);
   g_tty = isatty(STDOUT_FILENO);
@@ -1887,8 +1735,11 @@ int main(int argc, char **argv) {
   /* data */
   load_data(&r->o, &r->D, tok);
   if (r->o.epochs > 0 && (!r->o.resume || r->given[opt_index("epochs")])) {
-    int64_t bpe = batches_per_epoch(&r->D);
-    r->o.steps = (r->o.epochs * bpe + r->o.accum - 1) / r->o.accum;
+    int64_t bpe = batches_per_epoch(&r->D), micro;
+    if (__builtin_mul_overflow(r->o.epochs, bpe, &micro) || micro / r->o.accum >= COUNT_MAX)
+      die(EXIT_USAGE, "--epochs %lld of %lld batches (with --accum %lld) are more than %lld steps",
+          (long long)r->o.epochs, (long long)bpe, (long long)r->o.accum, (long long)COUNT_MAX);
+    r->o.steps = (micro + r->o.accum - 1) / r->o.accum;
   }
   if (r->o.eval_every < 0) r->o.eval_every = r->o.steps / 10 > 0 ? r->o.steps / 10 : 1;
   if (r->o.ckpt_every < 0) r->o.ckpt_every = r->o.steps / 5 > 0 ? r->o.steps / 5 : 1;
@@ -1923,10 +1774,10 @@ int main(int argc, char **argv) {
 
   /* the training state of a resumed run */
   if (r->o.resume && r->o.eval_only) {
-    TRY(EXIT_DATA, lt_ckpt_load_params(resume_path, r->params, NULL, NULL), "--resume");
+    TRY(EXIT_DATA, lt_ckpt_load_params(resume_path, r->params, NULL, NULL), "--resume: loading the parameters");
   } else if (r->o.resume) {
     lt_train_state st = {r->params, r->opt, &r->oc, NULL, 0, 1, GEN_NAMES, &r->dropout_gen};
-    TRY(EXIT_DATA, lt_ckpt_load_training(resume_path, &st, NULL, NULL), "--resume");
+    TRY(EXIT_DATA, lt_ckpt_load_training(resume_path, &st, NULL, NULL), "--resume: loading the training state");
     r->step = st.step;
     lt_loader_position pos = {extra_int("loader.epoch", resume_path), extra_int("loader.index", resume_path),
                               {(uint64_t)extra_int("loader.seed", resume_path),
@@ -1947,7 +1798,7 @@ int main(int argc, char **argv) {
   int64_t n_show = r->o.examples, n_pool = n_show * EXAMPLE_POOL; /* examples shown; outputs kept */
   if (r->o.eval_only) { /* validate the checkpoint, print examples, done */
     printf("evaluating %s\n", resume_path);
-    char **outs = calloc((size_t)n_pool + 1, sizeof *outs);
+    char **outs = lt_cli_xcalloc((size_t)n_pool + 1, sizeof *outs);
     eval_result E = evaluate(r, lt_seq_pairs_count(r->D.valid), outs, n_pool);
     print_eval(r, &E, "validation at");
     print_examples(r, outs, n_show);
@@ -1995,7 +1846,7 @@ int main(int argc, char **argv) {
   M.loss_ema = NAN;
   int64_t n_eval_exact = r->o.eval_examples;
   int64_t n_all = r->D.kind == DATA_SEQ2SEQ ? lt_seq_pairs_count(r->D.valid) : 0;
-  char **outs = calloc((size_t)n_pool + 1, sizeof *outs); /* decoded examples of the final validation */
+  char **outs = lt_cli_xcalloc((size_t)n_pool + 1, sizeof *outs); /* decoded examples of the final validation */
   eval_result final;
   bool stopped = false, final_done = false;
   while (r->step < r->o.steps && !g_signal) {
