@@ -11,8 +11,8 @@
  * The forward function (public, in tensor.h) records the op with lt__record();
  * the backward sits next to it in the same .c file.
  *
- * tests/test_gradcheck_table.c enumerates this table: an op whose backward has
- * no gradcheck case fails the suite.
+ * tests/test_ops.c enumerates this table: an op without a test entry
+ * (tests/opinfo_<module>.inc) or whose backward has no gradcheck fails the suite.
  */
 #ifndef LT_AUTOGRAD_OP_TABLE_H
 #define LT_AUTOGRAD_OP_TABLE_H

@@ -16,6 +16,7 @@
  * the same computation written with lt_matmul.
  */
 #include "test_util.h"
+#include "util_layout.h"
 
 #include "nn/nn.h"
 
@@ -68,12 +69,6 @@ static bool all_zero(const lt_tensor *t) {
   for (int64_t i = 0; i < n; i++) ok = ok && v[i] == 0.0;
   free(v);
   return ok;
-}
-
-static bool same_bits(const lt_tensor *a, const lt_tensor *b) {
-  if (a->ndim != b->ndim || memcmp(a->shape, b->shape, sizeof(int64_t) * (size_t)a->ndim)) return false;
-  lt_tensor *ca = LT_NN(lt_contiguous(a)), *cb = LT_NN(lt_contiguous(b));
-  return ca->dtype == cb->dtype && memcmp(ca->data, cb->data, (size_t)ca->numel * lt_dtype_size(ca->dtype)) == 0;
 }
 
 /* The naive composition attention is tested against (same contract):
@@ -387,7 +382,8 @@ START_TEST(test_paths_agree) {
   lt_tensor *ql = leaf(LT_NN(lt_clone(q)));
   lt_tensor *c = LT_NN(lt_scaled_dot_product_attention(ql, k, v, &o, NULL, NULL));
   ck_assert(c->grad_fn != NULL && w->grad_fn == NULL && !w->requires_grad);
-  ck_assert(same_bits(a, b) && same_bits(a, c));
+  LT_ASSERT_SAME_BITS(a, b);
+  LT_ASSERT_SAME_BITS(a, c);
   /* the output follows q's memory order: contiguous for a contiguous q, a
    * transpose of a contiguous [B,T,NH,HS] for q = transpose(x, 1, 2), so that
    * merging the heads needs no copy */
@@ -400,9 +396,28 @@ START_TEST(test_paths_agree) {
   bool prev = lt_set_grad_enabled(false);
   lt_tensor *d = LT_NN(lt_scaled_dot_product_attention(ql, k, v, &o, NULL, NULL));
   lt_set_grad_enabled(prev);
-  ck_assert(d->grad_fn == NULL && same_bits(a, d));
+  ck_assert(d->grad_fn == NULL);
+  LT_ASSERT_SAME_BITS(a, d);
 }
 END_TEST
+
+/* lt_test_same_on_threads callback: causal attention's output and the
+ * gradients of sum(out * r) for q, k, v. */
+typedef struct attn_ctx {
+  lt_tensor *q, *k, *v, *r;
+} attn_ctx;
+static int attn_run(void *u, lt_tensor **res, int cap) {
+  attn_ctx *c = u;
+  lt_attention_opts o = {.causal = true};
+  lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(c->q, c->k, c->v, &o, NULL, NULL));
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, c->r)), 0, NULL, false)), NULL, false));
+  res[0] = out;
+  res[1] = lt_tensor_keep(c->q->grad);
+  res[2] = lt_tensor_keep(c->k->grad);
+  res[3] = lt_tensor_keep(c->v->grad);
+  c->q->grad = c->k->grad = c->v->grad = NULL;
+  return 4;
+}
 
 /* Results do not depend on the thread count (one task per thread, or one
  * task with BLIS threads). */
@@ -410,28 +425,9 @@ START_TEST(test_thread_count_independent) {
   const int64_t shapes[][5] = {{2, 4, 2, 48, 32}, {1, 1, 1, 200, 32}}; /* B NH NKV T HS */
   for (int c = 0; c < 2; c++) {
     const int64_t B = shapes[c][0], NH = shapes[c][1], NKV = shapes[c][2], T = shapes[c][3], HS = shapes[c][4];
-    lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS)));
-    lt_tensor *k = leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS)));
-    lt_tensor *v = leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS)));
-    lt_tensor *r = randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS));
-    lt_tensor *res[2][4];
-    const int threads[2] = {1, 2};
-    const int before = lt_get_num_threads();
-    for (int i = 0; i < 2; i++) {
-      LT_OK_OR_FAIL(lt_set_num_threads(threads[i]));
-      lt_attention_opts o = {.causal = true};
-      lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, NULL));
-      LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, r)), 0, NULL, false)), NULL, false));
-      res[i][0] = out;
-      res[i][1] = lt_tensor_keep(q->grad);
-      res[i][2] = lt_tensor_keep(k->grad);
-      res[i][3] = lt_tensor_keep(v->grad);
-      q->grad = k->grad = v->grad = NULL;
-    }
-    LT_OK_OR_FAIL(lt_set_num_threads(before));
-    for (int j = 0; j < 4; j++) ck_assert_msg(same_bits(res[0][j], res[1][j]), "case %d result %d differs", c, j);
-    for (int i = 0; i < 2; i++)
-      for (int j = 1; j < 4; j++) lt_tensor_free(res[i][j]);
+    attn_ctx ctx = {leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS))), leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))),
+                    leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))), randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS))};
+    lt_test_same_on_threads(attn_run, &ctx, c ? "attention, one task" : "attention, a task per thread");
   }
 }
 END_TEST
@@ -448,8 +444,8 @@ START_TEST(test_dropout) {
   /* evaluation (ctx NULL or training false): no dropout */
   lt_tensor *plain = LT_NN(lt_scaled_dot_product_attention(q, k, v, &(lt_attention_opts){.causal = true}, NULL, NULL));
   lt_nn_ctx eval = {false, NULL};
-  ck_assert(same_bits(plain, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, NULL))));
-  ck_assert(same_bits(plain, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, &eval, NULL))));
+  LT_ASSERT_SAME_BITS(plain, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, NULL)));
+  LT_ASSERT_SAME_BITS(plain, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, &eval, NULL)));
   /* training: out = ref with the keep mask read back from the weights */
   lt_generator *dg = lt_generator_new(7);
   lt_nn_ctx train = {true, dg};
@@ -463,7 +459,7 @@ START_TEST(test_dropout) {
   lt_tensor *ref = ref_sdpa(q, k, v, &o, drop, &pw);
   LT_ASSERT_CLOSE(out, ref, 1e-12, 1e-12);
   LT_ASSERT_CLOSE(w, pw, 1e-12, 1e-12);
-  ck_assert(!same_bits(out, plain));
+  ck_assert(!lt_test_same_bits(out, plain));
   lt_tensor *r = randn(LT_DTYPE_F64, LT_SHAPE(B, NH, T, HS));
   lt_tensor *xs[3] = {q, k, v}, *g1[3];
   LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, r)), 0, NULL, false)), NULL, false));
@@ -478,7 +474,7 @@ START_TEST(test_dropout) {
   }
   /* the same generator state gives the same draw */
   LT_OK_OR_FAIL(lt_generator_set_state(dg, st0));
-  ck_assert(same_bits(out, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, &train, NULL))));
+  LT_ASSERT_SAME_BITS(out, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, &train, NULL)));
   /* p = 1 drops everything */
   lt_attention_opts o1 = {.dropout_p = 1.0};
   ck_assert(all_zero(LT_NN(lt_scaled_dot_product_attention(q, k, v, &o1, &train, NULL))));
@@ -861,7 +857,7 @@ START_TEST(test_mha_errors) {
   /* evaluation: no dropout, deterministic */
   lt_tensor *a = LT_NN(lt_mha_forward(&m, x, x, NULL, 0, NULL, NULL));
   lt_tensor *b = LT_NN(lt_mha_forward(&m, x, x, NULL, 0, &(lt_nn_ctx){false, NULL}, NULL));
-  ck_assert(same_bits(a, b));
+  LT_ASSERT_SAME_BITS(a, b);
   lt_params_free(p);
 }
 END_TEST

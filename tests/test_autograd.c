@@ -11,7 +11,7 @@
  * memory, and gradchecks of an MLP and of masked attention, including a proof
  * that gradcheck fails on a wrong gradient.
  *
- * Not covered here: the per-op derivative rules (tests/test_gradcheck_table.c).
+ * Not covered here: the per-op derivative rules (tests/test_ops.c and tests/opinfo_*.inc).
  */
 #include "test_util.h"
 

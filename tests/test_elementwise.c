@@ -1,15 +1,18 @@
 /*
  * tests/test_elementwise.c: the elementwise ops of tensor/elementwise.c.
  *
- * Hand-computed values for every op; random f32/f64 inputs against a scalar
- * double reference loop (with broadcasting done by hand); broadcasting edge
- * cases (0-d, size-1, zero-size dims); non-contiguous inputs (transposed,
- * sliced with a step, expanded); integer and bool dtypes and promotion; the
- * scalar and in-place forms (version counter, aliasing, shape and dtype
- * errors); where and masked_fill; every error path; and the autograd
- * bookkeeping (what is saved, what is not recorded, max/min tie halving, pow
- * at a zero base). The gradients themselves are checked by gradcheck in
- * tests/gradcases_elementwise.inc.
+ * Hand-computed values for every op, special values (NaN, inf, -0);
+ * broadcasting edge cases (0-d, size-1, zero-size dims); integer and bool
+ * dtypes, wrapping and promotion; the scalar and in-place forms (version
+ * counter, aliasing, shape and dtype errors); where and masked_fill by hand;
+ * the error paths no table entry covers; the fused activation backward on
+ * big inputs; and the autograd bookkeeping (what is saved, what is not
+ * recorded, max/min tie halving, pow at a zero base).
+ *
+ * Random inputs against the double reference over dtypes and layouts
+ * (contiguous, transposed, sliced, expanded), 1-vs-2-thread bits, the
+ * table's error cases and the f64 gradchecks are the runner's: the entries
+ * are in tests/opinfo_elementwise.inc (tests/test_ops.c runs them).
  *
  * Every test body runs inside a scope (BEGIN/END), so tensors need no free.
  */
@@ -45,19 +48,15 @@ static double urand(double lo, double hi) {
   rng_state = rng_state * 6364136223846793005ULL + 1442695040888963407ULL;
   return lo + (hi - lo) * (double)(rng_state >> 11) * (1.0 / 9007199254740992.0);
 }
-/* Uniform values in [lo, hi); integers (floor) if discrete, so ties occur. */
-static lt_tensor *rand_values(lt_dtype dt, int nd, const int64_t *shape, double lo, double hi,
-                              bool discrete) {
+/* Uniform values in [lo, hi). */
+static lt_tensor *rand_tensor(lt_dtype dt, int nd, const int64_t *shape, double lo, double hi) {
   int64_t n = 1;
   for (int i = 0; i < nd; i++) n *= shape[i];
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  for (int64_t i = 0; i < n; i++) v[i] = discrete ? floor(urand(lo, hi)) : urand(lo, hi);
+  for (int64_t i = 0; i < n; i++) v[i] = urand(lo, hi);
   lt_tensor *t = mk(dt, nd, shape, v);
   free(v);
   return t;
-}
-static lt_tensor *rand_tensor(lt_dtype dt, int nd, const int64_t *shape, double lo, double hi) {
-  return rand_values(dt, nd, shape, lo, hi, false);
 }
 /* All values of t as doubles (malloc'd). */
 static double *vals(const lt_tensor *t) {
@@ -142,57 +141,6 @@ START_TEST(test_sigmoid_stable) {
     v = vals(si);
     ck_assert(v[0] == 0 && v[5] == 1000 && isfinite(v[1]));
     free(v);
-  }
-  END;
-}
-END_TEST
-
-/* The reference: each function in double, written independently of the kernels. */
-static double ref_unary(lt_unary_op op, double x) {
-  const double pi = 3.14159265358979323846;
-  switch (op) {
-    case LT_UNARY_NEG: return -x;
-    case LT_UNARY_ABS: return fabs(x);
-    case LT_UNARY_EXP: return exp(x);
-    case LT_UNARY_LOG: return log(x);
-    case LT_UNARY_LOG1P: return log1p(x);
-    case LT_UNARY_SQRT: return sqrt(x);
-    case LT_UNARY_RSQRT: return 1 / sqrt(x);
-    case LT_UNARY_SQUARE: return x * x;
-    case LT_UNARY_TANH: return tanh(x);
-    case LT_UNARY_SIGMOID: return 1 / (1 + exp(-x));
-    case LT_UNARY_RELU: return x > 0 ? x : 0;
-    case LT_UNARY_GELU: return 0.5 * x * (1 + erf(x / sqrt(2)));
-    case LT_UNARY_GELU_TANH: return 0.5 * x * (1 + tanh(sqrt(2 / pi) * (x + 0.044715 * x * x * x)));
-    case LT_UNARY_SILU: return x / (1 + exp(-x));
-    case LT_UNARY_SIN: return sin(x);
-    case LT_UNARY_COS: return cos(x);
-    default: ck_abort_msg("no reference for op %d", op);
-  }
-  return 0;
-}
-
-START_TEST(test_unary_random_reference) {
-  BEGIN;
-  for (int op = 0; op < LT_UNARY_COUNT; op++) {
-    bool pos = op == LT_UNARY_LOG || op == LT_UNARY_SQRT || op == LT_UNARY_RSQRT;
-    double lo = pos ? 0.01 : op == LT_UNARY_LOG1P ? -0.99 : -6, hi = 6;
-    for (int k = 0; k < 2; k++) {
-      lt_dtype dt = k ? F64 : F32;
-      /* [70, 700] > LT__PARALLEL_MIN elements: the threaded path too */
-      lt_tensor *x = rand_tensor(dt, LT_SHAPE(70, 700), lo, hi);
-      lt_tensor *y = LT_NN(lt_unary((lt_unary_op)op, x));
-      double *xv = vals(x);
-      double *rv = malloc(sizeof(double) * (size_t)x->numel);
-      for (int64_t i = 0; i < x->numel; i++) rv[i] = ref_unary((lt_unary_op)op, xv[i]);
-      lt_tensor *ref = LT_NN(lt_tensor_from_copy(F64, x->ndim, x->shape, rv));
-      if (dt == F32)
-        LT_ASSERT_CLOSE(y, ref, 1e-5, 1e-6);
-      else
-        LT_ASSERT_CLOSE(y, ref, 1e-13, 1e-15);
-      free(xv);
-      free(rv);
-    }
   }
   END;
 }
@@ -288,9 +236,6 @@ START_TEST(test_unary_int_dtypes) {
   LT_ASSERT_VALUES(lt_sigmoid(b), 1e-7, 0.7310585786, 0.5, 0.7310585786);
   ck_assert_int_eq(lt_square(b)->dtype, BOOL);
   LT_ASSERT_VALUES(lt_relu(b), 0, 1, 0, 1);
-  /* neg/abs of bool are errors */
-  LT_EXPECT_NULL_ERR(lt_neg(b), LT_ERR_DTYPE, "neg: x is [3] bool: not defined for bool");
-  LT_EXPECT_NULL_ERR(lt_abs(b), LT_ERR_DTYPE, "abs");
   /* wrapping, not undefined behaviour */
   lt_tensor *m = T(I32, LT_SHAPE(2), -2147483648.0, 65536);
   LT_ASSERT_VALUES(lt_neg(m), 0, -2147483648.0, -65536);
@@ -346,101 +291,6 @@ START_TEST(test_binary_values) {
 }
 END_TEST
 
-static double ref_binary(lt_binary_op op, double a, double b) {
-  switch (op) {
-    case LT_BINARY_ADD: return a + b;
-    case LT_BINARY_SUB: return a - b;
-    case LT_BINARY_MUL: return a * b;
-    case LT_BINARY_DIV: return a / b;
-    case LT_BINARY_POW: return pow(a, b);
-    case LT_BINARY_MAXIMUM: return a > b ? a : b;
-    case LT_BINARY_MINIMUM: return a < b ? a : b;
-    case LT_BINARY_EQ: return a == b;
-    case LT_BINARY_NE: return a != b;
-    case LT_BINARY_LT: return a < b;
-    case LT_BINARY_LE: return a <= b;
-    case LT_BINARY_GT: return a > b;
-    case LT_BINARY_GE: return a >= b;
-    default: ck_abort_msg("no reference for op %d", op);
-  }
-  return 0;
-}
-
-/* out = a op b with NumPy broadcasting, by explicit index arithmetic. */
-static lt_tensor *ref_binary_tensor(lt_binary_op op, const lt_tensor *a, const lt_tensor *b) {
-  int nd = a->ndim > b->ndim ? a->ndim : b->ndim;
-  int64_t shape[LT_MAX_DIMS];
-  for (int i = 0; i < nd; i++) {
-    int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
-    int64_t sa = ia >= 0 ? a->shape[ia] : 1, sb = ib >= 0 ? b->shape[ib] : 1;
-    shape[i] = sa == 1 ? sb : sa;
-  }
-  int64_t n = 1;
-  for (int i = 0; i < nd; i++) n *= shape[i];
-  double *av = vals(a), *bv = vals(b), *ov = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  for (int64_t f = 0; f < n; f++) {
-    int64_t rem = f, fa = 0, fb = 0, ma = 1, mb = 1;
-    for (int i = nd - 1; i >= 0; i--) {
-      int64_t idx = rem % shape[i];
-      rem /= shape[i];
-      int ia = i - (nd - a->ndim), ib = i - (nd - b->ndim);
-      if (ia >= 0) {
-        fa += (a->shape[ia] == 1 ? 0 : idx) * ma;
-        ma *= a->shape[ia];
-      }
-      if (ib >= 0) {
-        fb += (b->shape[ib] == 1 ? 0 : idx) * mb;
-        mb *= b->shape[ib];
-      }
-    }
-    ov[f] = ref_binary(op, av[fa], bv[fb]);
-  }
-  lt_tensor *r = LT_NN(lt_tensor_from_copy(F64, nd, shape, ov));
-  free(av);
-  free(bv);
-  free(ov);
-  return r;
-}
-
-static bool binary_is_cmp(int op) { return op >= LT_BINARY_EQ; }
-
-START_TEST(test_binary_random_reference) {
-  BEGIN;
-  /* pairs of shapes: equal, broadcast both ways, 0-d, big (threaded) */
-  struct {
-    int na, nb;
-    int64_t sa[4], sb[4];
-  } cases[] = {
-      {2, 2, {6, 7}, {6, 7}},
-      {2, 2, {3, 1}, {1, 4}},
-      {1, 3, {5}, {2, 3, 5}},
-      {3, 2, {4, 1, 5}, {3, 1}},
-      {0, 2, {0}, {3, 4}},
-      {2, 0, {3, 4}, {0}},
-      {3, 1, {40, 30, 50}, {50}},
-      {3, 3, {40, 1, 50}, {1, 30, 1}},
-  };
-  for (size_t c = 0; c < sizeof cases / sizeof *cases; c++) {
-    for (int op = 0; op < LT_BINARY_COUNT; op++) {
-      for (int k = 0; k < 2; k++) {
-        lt_dtype dt = k ? F64 : F32;
-        bool pw = op == LT_BINARY_POW;
-        bool ties = binary_is_cmp(op) || op == LT_BINARY_MAXIMUM; /* small integers */
-        lt_tensor *a = rand_values(dt, cases[c].na, cases[c].sa, pw ? 0.1 : -3, 3, ties);
-        lt_tensor *b = rand_values(dt, cases[c].nb, cases[c].sb, pw ? -2 : -3, pw ? 2 : 3, ties);
-        lt_tensor *y = LT_NN(lt_binary((lt_binary_op)op, a, b));
-        lt_tensor *ref = ref_binary_tensor((lt_binary_op)op, a, b);
-        if (dt == F32)
-          LT_ASSERT_CLOSE(y, ref, 2e-6, 1e-6);
-        else
-          LT_ASSERT_CLOSE(y, ref, 1e-15, 0);
-      }
-    }
-  }
-  END;
-}
-END_TEST
-
 START_TEST(test_broadcasting) {
   BEGIN;
   lt_tensor *c = T(F32, LT_SHAPE(3, 1), 0, 10, 20);
@@ -479,40 +329,6 @@ START_TEST(test_broadcasting) {
 }
 END_TEST
 
-START_TEST(test_noncontiguous) {
-  BEGIN;
-  lt_tensor *base = rand_tensor(F32, LT_SHAPE(6, 8), -2, 2);
-  lt_tensor *t = LT_NN(lt_transpose(base, 0, 1));          /* [8,6] transposed */
-  lt_tensor *sl = LT_NN(lt_slice(base, 1, 1, 8, 2));       /* [6,4] step 2 */
-  lt_tensor *row = rand_tensor(F32, LT_SHAPE(1, 4), -2, 2);
-  lt_tensor *ex = LT_NN(lt_expand(row, LT_SHAPE(6, 4)));   /* stride 0 */
-  ck_assert(!lt_is_contiguous(t) && !lt_is_contiguous(sl) && !lt_is_contiguous(ex));
-  lt_tensor *tc = LT_NN(lt_contiguous(t)), *slc = LT_NN(lt_contiguous(sl)), *exc = LT_NN(lt_contiguous(ex));
-  /* unary on views equals unary on contiguous copies */
-  LT_ASSERT_CLOSE(lt_gelu(t), lt_gelu(tc), 0, 0);
-  LT_ASSERT_CLOSE(lt_exp(sl), lt_exp(slc), 0, 0);
-  LT_ASSERT_CLOSE(lt_square(ex), lt_square(exc), 0, 0);
-  /* binary with mixed layouts */
-  LT_ASSERT_CLOSE(lt_mul(sl, ex), lt_mul(slc, exc), 0, 0);
-  LT_ASSERT_CLOSE(lt_sub(ex, sl), lt_sub(exc, slc), 0, 0);
-  LT_ASSERT_CLOSE(lt_maximum(t, lt_neg(t)), lt_maximum(tc, lt_neg(tc)), 0, 0);
-  lt_tensor *tt = LT_NN(lt_transpose(sl, 0, 1)); /* [4,6], strided both ways */
-  LT_ASSERT_CLOSE(lt_add(tt, tt), lt_mul_scalar(LT_NN(lt_contiguous(tt)), 2), 0, 0);
-  LT_ASSERT_CLOSE(lt_gt(sl, ex), lt_gt(slc, exc), 0, 0);
-  LT_ASSERT_CLOSE(lt_clamp(t, -0.5, 0.5), lt_clamp(tc, -0.5, 0.5), 0, 0);
-  /* values of the sliced view, by hand */
-  double *bv = vals(base), *sv = vals(lt_neg(sl));
-  for (int i = 0; i < 6; i++)
-    for (int j = 0; j < 4; j++) ck_assert(sv[i * 4 + j] == -bv[i * 8 + 1 + 2 * j]);
-  free(bv);
-  free(sv);
-  /* where with a transposed cond */
-  lt_tensor *cond = LT_NN(lt_gt_scalar(t, 0));
-  LT_ASSERT_CLOSE(lt_where(cond, t, lt_neg(t)), lt_abs(t), 0, 0);
-  END;
-}
-END_TEST
-
 START_TEST(test_promotion) {
   BEGIN;
   lt_tensor *f = T(F32, LT_SHAPE(2), 1.5, 2);
@@ -536,15 +352,13 @@ START_TEST(test_promotion) {
   LT_ASSERT_VALUES(q, 0, 3.5, -3.5);
   ck_assert_int_eq(lt_div(b, b)->dtype, F32);
   ck_assert_int_eq(lt_div(l, d)->dtype, F64);
-  /* bool arithmetic: add/maximum are or, mul/minimum and; sub/pow errors */
+  /* bool arithmetic: add/maximum are or, mul/minimum and (sub/pow errors: tests/opinfo_elementwise.inc) */
   lt_tensor *b1 = T(BOOL, LT_SHAPE(4), 0, 0, 1, 1), *b2 = T(BOOL, LT_SHAPE(4), 0, 1, 0, 1);
   LT_ASSERT_VALUES(lt_add(b1, b2), 0, 0, 1, 1, 1);
   LT_ASSERT_VALUES(lt_mul(b1, b2), 0, 0, 0, 0, 1);
   LT_ASSERT_VALUES(lt_maximum(b1, b2), 0, 0, 1, 1, 1);
   LT_ASSERT_VALUES(lt_minimum(b1, b2), 0, 0, 0, 0, 1);
   LT_ASSERT_VALUES(lt_lt(b1, b2), 0, 0, 1, 0, 0);
-  LT_EXPECT_NULL_ERR(lt_sub(b1, b2), LT_ERR_DTYPE, "sub: a is [4] bool, b is [4] bool: not defined for bool");
-  LT_EXPECT_NULL_ERR(lt_pow(b1, b2), LT_ERR_DTYPE, "pow");
   /* comparisons across dtypes compare values */
   LT_ASSERT_VALUES(lt_eq(i, T(F32, LT_SHAPE(2), 7, -7.5)), 0, 1, 0);
   LT_ASSERT_VALUES(lt_gt(l, b), 0, 1, 1);
@@ -817,9 +631,6 @@ START_TEST(test_clamp) {
   LT_ASSERT_VALUES(cf, 0, -0.5, 0, 2.5);
   LT_ASSERT_VALUES(lt_clamp(T(I32, LT_SHAPE(2), -5, 5), -1e20, 3), 0, -5, 3);
   /* errors */
-  LT_EXPECT_NULL_ERR(lt_clamp(T(BOOL, LT_SHAPE(1), 1), 0, 1), LT_ERR_DTYPE, "clamp: x is [1] bool");
-  LT_EXPECT_NULL_ERR(lt_clamp(x, NAN, 1), LT_ERR_INVALID, "NaN");
-  LT_EXPECT_NULL_ERR(lt_clamp(NULL, 0, 1), LT_ERR_NULL, "clamp");
   END;
 }
 END_TEST
@@ -862,14 +673,7 @@ START_TEST(test_where_masked_fill) {
   /* zero-size */
   LT_ASSERT_SHAPE(lt_masked_fill(LT_NN(lt_zeros(F32, LT_SHAPE(0, 2))), m = T(BOOL, LT_SHAPE(2), 1, 0), 1), 0, 2);
   /* errors */
-  LT_EXPECT_NULL_ERR(lt_where(T(F32, LT_SHAPE(1), 1), a, b), LT_ERR_DTYPE, "where: cond is [1] f32");
-  LT_EXPECT_NULL_ERR(lt_where(T(BOOL, LT_SHAPE(2), 1, 0), a, b), LT_ERR_SHAPE, "where: cond is [2] bool, a is [1,4] f32, b is [] f32");
-  LT_EXPECT_NULL_ERR(lt_where(NULL, a, b), LT_ERR_NULL, "where: argument cond is NULL");
   LT_EXPECT_NULL_ERR(lt_where(cond, a, NULL), LT_ERR_NULL, "argument b");
-  LT_EXPECT_NULL_ERR(lt_masked_fill(a, T(BOOL, LT_SHAPE(3, 1), 1, 0, 1), 0), LT_ERR_SHAPE,
-                     "masked_fill: x is [1,4] f32, mask is [3,1] bool: mask must broadcast to x's shape");
-  LT_EXPECT_NULL_ERR(lt_masked_fill(a, T(I32, LT_SHAPE(4), 1, 0, 1, 0), 0), LT_ERR_DTYPE, "mask must be bool");
-  LT_EXPECT_NULL_ERR(lt_masked_fill(NULL, m, 0), LT_ERR_NULL, "masked_fill: argument x is NULL");
   END;
 }
 END_TEST
@@ -882,14 +686,8 @@ START_TEST(test_errors) {
   BEGIN;
   lt_tensor *a = T(F32, LT_SHAPE(2, 3), 1, 2, 3, 4, 5, 6);
   lt_tensor *b = T(F32, LT_SHAPE(4), 1, 2, 3, 4);
-  LT_EXPECT_NULL_ERR(lt_add(a, b), LT_ERR_SHAPE,
-                     "add: a is [2,3] f32, b is [4] f32: shapes do not broadcast (sizes 3 and 4 at dim -1");
   LT_EXPECT_NULL_ERR(lt_lt(T(F64, LT_SHAPE(3, 2), 1, 2, 3, 4, 5, 6), T(I32, LT_SHAPE(2, 1), 1, 2)), LT_ERR_SHAPE,
                      "lt: a is [3,2] f64, b is [2,1] i32: shapes do not broadcast (sizes 3 and 2 at dim -2");
-  LT_EXPECT_NULL_ERR(lt_mul_scalar(NULL, 2), LT_ERR_NULL, "mul_scalar: argument a is NULL");
-  LT_EXPECT_NULL_ERR(lt_add(NULL, b), LT_ERR_NULL, "add: argument a is NULL");
-  LT_EXPECT_NULL_ERR(lt_add(a, NULL), LT_ERR_NULL, "add: argument b is NULL");
-  LT_EXPECT_NULL_ERR(lt_gelu(NULL), LT_ERR_NULL, "gelu: argument x is NULL");
   LT_EXPECT_NULL_ERR(lt_unary((lt_unary_op)LT_UNARY_COUNT, a), LT_ERR_INVALID, "not an lt_unary_op");
   LT_EXPECT_NULL_ERR(lt_binary((lt_binary_op)-1, a, a), LT_ERR_INVALID, "not an lt_binary_op");
   LT_EXPECT_NULL_ERR(lt_binary_scalar((lt_binary_op)99, a, 1), LT_ERR_INVALID, "not an lt_binary_op");
@@ -1050,13 +848,10 @@ int main(void) {
       {"names", test_names},
       {"unary_values", test_unary_values},
       {"sigmoid_stable", test_sigmoid_stable},
-      {"unary_random_reference", test_unary_random_reference},
       {"unary_backward_reference", test_unary_backward_reference},
       {"unary_int_dtypes", test_unary_int_dtypes},
       {"binary_values", test_binary_values},
-      {"binary_random_reference", test_binary_random_reference},
       {"broadcasting", test_broadcasting},
-      {"noncontiguous", test_noncontiguous},
       {"promotion", test_promotion},
       {"int_arith", test_int_arith},
       {"scalar_ops", test_scalar_ops},

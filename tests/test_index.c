@@ -13,6 +13,7 @@
 
 #include "autograd/internal.h"
 #include "test_util.h"
+#include "util_layout.h"
 
 /* ---- helpers ------------------------------------------------------------ */
 
@@ -52,32 +53,9 @@ static lt_tensor *rand_ids(lt_dtype dt, int nd, const int64_t *shape, int64_t hi
   return t;
 }
 
-/* The same values in a non-contiguous layout: every stride doubled (a view of
- * a [*shape, 2] buffer). Consumes t. */
-static lt_tensor *strided(lt_tensor *t) {
-  int64_t sh[LT_MAX_DIMS];
-  for (int i = 0; i < t->ndim; i++) sh[i] = t->shape[i];
-  sh[t->ndim] = 2;
-  lt_tensor *u = LT_NN(lt_zeros(t->dtype, t->ndim + 1, sh));
-  lt_tensor *v = LT_NN(lt_select(u, -1, 0));
-  LT_OK_OR_FAIL(lt_copy_(v, t));
-  lt_tensor_free(u);
-  lt_tensor_free(t);
-  if (v->numel > 1) ck_assert(!lt_is_contiguous(v));
-  return v;
-}
-
-/* The same values, transposed storage: x[i][j] lives at a column-major spot.
- * Consumes t (rank >= 2). */
-static lt_tensor *transposed_layout(lt_tensor *t) {
-  lt_tensor *tt = LT_NN(lt_transpose(t, 0, 1));
-  lt_tensor *c = LT_NN(lt_contiguous(tt));
-  lt_tensor *back = LT_NN(lt_transpose(c, 0, 1));
-  lt_tensor_free(tt);
-  lt_tensor_free(c);
-  lt_tensor_free(t);
-  return back;
-}
+/* The same values in another layout (tests/util_layout.h). Consume t. */
+static lt_tensor *strided(lt_tensor *t) { return lt_test_layout_of(t, LT_TEST_STRIDED); }
+static lt_tensor *transposed_layout(lt_tensor *t) { return lt_test_layout_of(t, LT_TEST_TRANSPOSED); }
 
 /* Randomly one of: as is, strided, transposed (rank >= 2). Consumes t. */
 static lt_tensor *any_layout(lt_tensor *t) {
@@ -892,6 +870,26 @@ static void run_bw(const lt_tensor *out, const lt_tensor *gout, int n, lt_tensor
   lt_set_grad_enabled(prev);
 }
 
+/* lt_test_same_on_threads callbacks: the first input's gradient of out's
+ * backward; scatter_add. */
+typedef struct bw_ctx {
+  const lt_tensor *out, *gout;
+} bw_ctx;
+static int bw_run(void *u, lt_tensor **o, int cap) {
+  const bw_ctx *c = u;
+  run_bw(c->out, c->gout, 1, o);
+  return 1;
+}
+typedef struct scatter_ctx {
+  const lt_tensor *x, *idx, *src;
+  int dim;
+} scatter_ctx;
+static int scatter_run(void *u, lt_tensor **o, int cap) {
+  const scatter_ctx *c = u;
+  o[0] = LT_NN(lt_scatter_add(c->x, c->dim, c->idx, c->src));
+  return 1;
+}
+
 START_TEST(test_backward_values) {
   lt_tensor *g[4];
   /* embedding: duplicate ids accumulate */
@@ -994,14 +992,10 @@ START_TEST(test_embedding_backward_deterministic) {
   float *gv = malloc(sizeof(float) * (size_t)(N * D));
   for (int64_t i = 0; i < N * D; i++) gv[i] = (float)((double)(rnd() % 2000001) / 1e6 - 1.0);
   lt_tensor *gout = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(64, 64, D), gv));
-  lt_tensor *g1, *g2;
-  int threads = lt_get_num_threads();
-  LT_OK_OR_FAIL(lt_set_num_threads(1));
+  bw_ctx c = {out, gout};
+  lt_test_same_on_threads(bw_run, &c, "embedding backward");
+  lt_tensor *g1;
   run_bw(out, gout, 1, &g1);
-  LT_OK_OR_FAIL(lt_set_num_threads(2));
-  run_bw(out, gout, 1, &g2);
-  LT_OK_OR_FAIL(lt_set_num_threads(threads));
-  ck_assert_int_eq(memcmp(g1->data, g2->data, sizeof(float) * (size_t)(V * D)), 0);
   double *ref = calloc((size_t)(V * D), sizeof(double));
   const int64_t *iv = ids->data;
   for (int64_t i = 0; i < N; i++)
@@ -1010,7 +1004,7 @@ START_TEST(test_embedding_backward_deterministic) {
   LT_ASSERT_CLOSE(g1, r, 1e-4, 1e-4);
   free(gv);
   free(ref);
-  FREE(t, ids, out, gout, g1, g2, r);
+  FREE(t, ids, out, gout, g1, r);
 }
 END_TEST
 
@@ -1028,14 +1022,8 @@ START_TEST(test_scatter_add_deterministic) {
     float *sv = src->data;
     for (int64_t i = 0; i < src->numel; i++) sv[i] = (float)((double)(rnd() % 2000001) / 1e6 - 1.0);
     lt_tensor *idx = rand_ids(LT_DTYPE_I64, 2, ish, xsh[dim]);
-    int threads = lt_get_num_threads();
-    LT_OK_OR_FAIL(lt_set_num_threads(1));
-    lt_tensor *a = LT_NN(lt_scatter_add(x, dim, idx, src));
-    LT_OK_OR_FAIL(lt_set_num_threads(2));
-    lt_tensor *b = LT_NN(lt_scatter_add(x, dim, idx, src));
-    LT_OK_OR_FAIL(lt_set_num_threads(threads));
-    ck_assert_int_eq(memcmp(a->data, b->data, sizeof(float) * (size_t)a->numel), 0);
-    FREE(x, src, idx, a, b);
+    lt_test_same_on_threads(scatter_run, &(scatter_ctx){x, idx, src, dim}, "scatter_add");
+    FREE(x, src, idx);
   }
 }
 END_TEST
@@ -1079,13 +1067,8 @@ START_TEST(test_large_vs_naive) {
     if (c < 2) {
       int dim = c == 0 ? 1 : 0;
       lt_tensor *z = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(R, C)));
-      int threads = lt_get_num_threads();
-      LT_OK_OR_FAIL(lt_set_num_threads(1));
+      lt_test_same_on_threads(scatter_run, &(scatter_ctx){z, idx, out, dim}, "scatter_add");
       lt_tensor *a = LT_NN(lt_scatter_add(z, dim, idx, out));
-      LT_OK_OR_FAIL(lt_set_num_threads(2));
-      lt_tensor *b = LT_NN(lt_scatter_add(z, dim, idx, out));
-      LT_OK_OR_FAIL(lt_set_num_threads(threads));
-      ck_assert_int_eq(memcmp(a->data, b->data, sizeof(float) * (size_t)a->numel), 0);
       double *av = read_all(a);
       double *ref = calloc((size_t)(R * C), sizeof(double));
       for (int64_t r = 0; r < orows; r++)
@@ -1096,7 +1079,7 @@ START_TEST(test_large_vs_naive) {
       for (int64_t i = 0; i < R * C; i++) ck_assert(av[i] == ref[i]); /* small integers: exact */
       free(av);
       free(ref);
-      FREE(z, a, b);
+      FREE(z, a);
     }
     free(xv);
     free(iv);

@@ -6,9 +6,11 @@
  * the backward through lt_backward against reference products.
  */
 #include "test_util.h"
+#include "util_layout.h"
 
 #include "tensor/matmul_internal.h"
 
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -52,20 +54,6 @@ static void check_vs_ref(lt_tensor *a, lt_tensor *b) {
   lt_tensor_free(want);
   lt_tensor_free(a);
   lt_tensor_free(b);
-}
-
-/* Bitwise equality of two tensors' values. */
-static bool same_bits(const lt_tensor *x, const lt_tensor *y) {
-  if (x->ndim != y->ndim || memcmp(x->shape, y->shape, sizeof(int64_t) * (size_t)x->ndim)) return false;
-  int64_t n = x->numel;
-  double *vx = malloc(sizeof(double) * (size_t)(n ? n : 1)), *vy = malloc(sizeof(double) * (size_t)(n ? n : 1));
-  ck_assert(vx && vy);
-  ck_assert(lt_tensor_read(x, LT_DTYPE_F64, vx, n) == LT_OK);
-  ck_assert(lt_tensor_read(y, LT_DTYPE_F64, vy, n) == LT_OK);
-  bool eq = memcmp(vx, vy, sizeof(double) * (size_t)n) == 0;
-  free(vx);
-  free(vy);
-  return eq;
 }
 
 /* ---- hand-computed ------------------------------------------------------- */
@@ -243,10 +231,10 @@ START_TEST(test_batched_paths_agree) {
   lt_tensor *one_small = LT_NN(lt_matmul(q, kt));
   lt_tensor *one_big = LT_NN(lt_matmul(big_a, big_b));
   LT_OK_OR_FAIL(lt_set_num_threads(nt));
-  ck_assert(same_bits(par_small, seq_small));
-  ck_assert(same_bits(par_big, seq_big));
-  ck_assert(same_bits(par_small, one_small));
-  ck_assert(same_bits(par_big, one_big));
+  LT_ASSERT_SAME_BITS(par_small, seq_small);
+  LT_ASSERT_SAME_BITS(par_big, seq_big);
+  LT_ASSERT_SAME_BITS(par_small, one_small);
+  LT_ASSERT_SAME_BITS(par_big, one_big);
   lt_tensor *ref_small = LT_NN(lt__matmul_ref(q, kt)), *ref_big = LT_NN(lt__matmul_ref(big_a, big_b));
   LT_ASSERT_CLOSE(par_small, ref_small, 2e-5, 2e-5);
   LT_ASSERT_CLOSE(par_big, ref_big, 2e-5, 1e-4);
@@ -256,24 +244,30 @@ START_TEST(test_batched_paths_agree) {
 }
 END_TEST
 
+/* lt_test_same_on_threads callback: a·b. */
+typedef struct mm_ctx {
+  const lt_tensor *a, *b;
+} mm_ctx;
+static int mm_run(void *u, lt_tensor **out, int cap) {
+  const mm_ctx *c = u;
+  out[0] = LT_NN(lt_matmul(c->a, c->b));
+  return 1;
+}
+
 /* For each pair: lhs[i]·rhs[i] has the same bits on 1 and 2 threads and
  * matches the reference (f64 within 1e-12, f32 within 1e-4). */
 static void same_bits_on_1_and_2_threads(const lt_tensor *const *lhs, const lt_tensor *const *rhs, int n) {
-  int nt = lt_get_num_threads();
   for (int i = 0; i < n; i++) {
     const bool f64 = lhs[i]->dtype == LT_DTYPE_F64;
-    LT_OK_OR_FAIL(lt_set_num_threads(2));
+    char what[64];
+    snprintf(what, sizeof what, "case %d (%s)", i, lt_dtype_name(lhs[i]->dtype));
+    lt_test_same_on_threads(mm_run, &(mm_ctx){lhs[i], rhs[i]}, what);
     lt_tensor *two = LT_NN(lt_matmul(lhs[i], rhs[i]));
-    LT_OK_OR_FAIL(lt_set_num_threads(1));
-    lt_tensor *one = LT_NN(lt_matmul(lhs[i], rhs[i]));
     lt_tensor *ref = LT_NN(lt__matmul_ref(lhs[i], rhs[i]));
-    ck_assert_msg(same_bits(one, two), "case %d (%s): 1 and 2 threads differ", i, lt_dtype_name(lhs[i]->dtype));
     LT_ASSERT_CLOSE(two, ref, f64 ? 1e-12 : 1e-4, f64 ? 1e-12 : 1e-4);
     lt_tensor_free(two);
-    lt_tensor_free(one);
     lt_tensor_free(ref);
   }
-  LT_OK_OR_FAIL(lt_set_num_threads(nt));
 }
 
 /* Products with one row or one column of the output (decoding: every Linear

@@ -15,6 +15,7 @@
  * composition. Gradchecks live in tests/gradcases_nn.inc.
  */
 #include "test_util.h"
+#include "util_layout.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -897,25 +898,29 @@ END_TEST
 /* Determinism: 1 thread vs 2 threads                                       */
 /* ======================================================================== */
 
+/* lt_test_same_on_threads callback: run_op's output and gradients. */
+typedef struct op_run_ctx {
+  op_fn f;
+  const void *ctx;
+  int n;
+  const arg *a;
+  lt_tensor *const *base;
+} op_run_ctx;
+static int op_run(void *u, lt_tensor **out, int cap) {
+  const op_run_ctx *c = u;
+  lt_tensor *g[8];
+  run_op(c->f, c->ctx, c->n, c->a, c->base, &out[0], g);
+  int k = 1;
+  for (int i = 0; i < c->n; i++)
+    if (g[i]) out[k++] = g[i];
+  return k;
+}
+
 static void same_on_1_and_2_threads(op_fn f, const void *ctx, int n, const arg *a, lt_dtype dt) {
   lt_tensor *base[4];
   make_bases(n, a, dt, 99, base);
-  const int prev = lt_get_num_threads();
-  lt_tensor *y1, *y2, *g1[4], *g2[4];
-  LT_OK_OR_FAIL(lt_set_num_threads(1));
-  run_op(f, ctx, n, a, base, &y1, g1);
-  LT_OK_OR_FAIL(lt_set_num_threads(2));
-  run_op(f, ctx, n, a, base, &y2, g2);
-  LT_OK_OR_FAIL(lt_set_num_threads(prev));
-  ck_assert_msg(lt_equal(y1, y2), "output differs between 1 and 2 threads");
-  for (int i = 0; i < n; i++) {
-    if (g1[i] || g2[i]) ck_assert_msg(g1[i] && g2[i] && lt_equal(g1[i], g2[i]), "gradient %d differs", i);
-    lt_tensor_free(g1[i]);
-    lt_tensor_free(g2[i]);
-    lt_tensor_free(base[i]);
-  }
-  lt_tensor_free(y1);
-  lt_tensor_free(y2);
+  lt_test_same_on_threads(op_run, &(op_run_ctx){f, ctx, n, a, base}, lt_dtype_name(dt));
+  for (int i = 0; i < n; i++) lt_tensor_free(base[i]);
 }
 
 START_TEST(test_thread_count_bit_identical) {

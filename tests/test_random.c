@@ -10,6 +10,7 @@
 #include "nn/nn.h"
 #include "tensor/internal.h"
 #include "test_util.h"
+#include "util_layout.h"
 
 /* tensor/random.c (not in a header: only the known-answer test needs it). */
 void lt__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
@@ -27,11 +28,6 @@ static double *read_f64(const lt_tensor *t) {
   ck_assert(v);
   LT_OK_OR_FAIL(lt_tensor_read(t, LT_DTYPE_F64, v, t->numel));
   return v;
-}
-
-static bool same_bytes(const lt_tensor *a, const lt_tensor *b) {
-  return a->dtype == b->dtype && a->numel == b->numel &&
-         memcmp(a->data, b->data, (size_t)a->numel * lt_dtype_size(a->dtype)) == 0;
 }
 
 /* ---- Philox known answers (Random123 kat_vectors, philox4x32_10) -------- */
@@ -203,7 +199,7 @@ START_TEST(test_layout_versions) {
           lt_nn_ctx ctx = {.training = true, .gen = g};
           lt_tensor *y = LT_NN(lt_dropout(x, p, &ctx));
           ck_assert_uint_eq(lt_generator_get_state(g).offset, off + (uint64_t)(n + 3) / 4);
-          ck_assert(same_bytes(x, xc));
+          LT_ASSERT_SAME_BITS(x, xc);
           for (int64_t i = 0; i < n; i++) {
             const bool keep = (double)w[i] * 0x1p-32 < 1.0 - p;
             double got, want;
@@ -235,13 +231,13 @@ START_TEST(test_same_seed_same_values) {
     lt_tensor *a = LT_NN(lt_randn(g1, (lt_dtype)dt, LT_SHAPE(4, 33)));
     lt_tensor *b = LT_NN(lt_randn(g2, (lt_dtype)dt, LT_SHAPE(4, 33)));
     lt_tensor *c = LT_NN(lt_randn(g3, (lt_dtype)dt, LT_SHAPE(4, 33)));
-    ck_assert(same_bytes(a, b));
+    LT_ASSERT_SAME_BITS(a, b);
     ck_assert(!lt_equal(a, c));
     /* the next draw continues, so it differs from the first */
     lt_tensor *a2 = LT_NN(lt_randn(g1, (lt_dtype)dt, LT_SHAPE(4, 33)));
     ck_assert(!lt_equal(a, a2));
     lt_tensor *b2 = LT_NN(lt_randn(g2, (lt_dtype)dt, LT_SHAPE(4, 33)));
-    ck_assert(same_bytes(a2, b2));
+    LT_ASSERT_SAME_BITS(a2, b2);
     lt_tensor_free(a), lt_tensor_free(b), lt_tensor_free(c), lt_tensor_free(a2), lt_tensor_free(b2);
   }
   /* a block-aligned draw splits: rand(8) == rand(4) then rand(4) */
@@ -283,14 +279,14 @@ START_TEST(test_state_resume) {
   q[3] = LT_NN(lt_randperm(h, 50));
   q[4] = LT_NN(lt_normal(h, LT_DTYPE_F64, LT_SHAPE(3), 5, 0.1));
   q[5] = LT_NN(lt_rand(h, LT_DTYPE_F32, LT_SHAPE(0)));
-  for (int i = 0; i < 6; i++) ck_assert_msg(same_bytes(r[i], q[i]), "draw %d differs after resume", i);
+  for (int i = 0; i < 6; i++) LT_ASSERT_SAME_BITS(r[i], q[i]); /* after resume */
   lt_generator_state hend = lt_generator_get_state(h);
   ck_assert_uint_eq(hend.seed, end.seed);
   ck_assert_uint_eq(hend.offset, end.offset);
   /* and the same generator rewound too */
   LT_OK_OR_FAIL(lt_generator_set_state(g, st));
   lt_tensor *again = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(5, 3)));
-  ck_assert(same_bytes(again, r[0]));
+  LT_ASSERT_SAME_BITS(again, r[0]);
   for (int i = 0; i < 6; i++) lt_tensor_free(r[i]), lt_tensor_free(q[i]);
   lt_tensor_free(again), lt_tensor_free(warm), lt_tensor_free(perm0);
   lt_generator_free(g);
@@ -299,34 +295,25 @@ START_TEST(test_state_resume) {
 }
 END_TEST
 
-START_TEST(test_threads_independent) {
+/* lt_test_same_on_threads callback: every distribution from one seed, and
+ * lt_normal_ in place on a transposed view. */
+static int draws(void *u, lt_tensor **a, int cap) {
   const int64_t n = 1000003; /* not a multiple of a block */
-  lt_tensor *a[2][5];
-  lt_tensor *x[2];
-  int saved = lt_get_num_threads();
-  for (int t = 0; t < 2; t++) {
-    LT_OK_OR_FAIL(lt_set_num_threads(t + 1));
-    lt_generator *g = lt_generator_new(314159);
-    a[t][0] = LT_NN(lt_rand(g, LT_DTYPE_F32, LT_SHAPE(n)));
-    a[t][1] = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(n)));
-    a[t][2] = LT_NN(lt_uniform(g, LT_DTYPE_F64, LT_SHAPE(n), -3, 3));
-    a[t][3] = LT_NN(lt_normal(g, LT_DTYPE_F64, LT_SHAPE(n), 0, 2));
-    a[t][4] = LT_NN(lt_bernoulli(g, LT_DTYPE_I64, LT_SHAPE(n), 0.7));
-    /* in place on a transposed view */
-    lt_tensor *base = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1000, 1001)));
-    x[t] = LT_NN(lt_transpose(base, 0, 1));
-    lt_tensor_free(base);
-    LT_OK_OR_FAIL(lt_normal_(g, x[t], 0, 1));
-    lt_generator_free(g);
-  }
-  for (int k = 0; k < 5; k++) ck_assert_msg(same_bytes(a[0][k], a[1][k]), "draw %d depends on threads", k);
-  ck_assert(lt_equal(x[0], x[1]));
-  for (int t = 0; t < 2; t++) {
-    for (int k = 0; k < 5; k++) lt_tensor_free(a[t][k]);
-    lt_tensor_free(x[t]);
-  }
-  LT_OK_OR_FAIL(lt_set_num_threads(saved));
+  lt_generator *g = lt_generator_new(314159);
+  a[0] = LT_NN(lt_rand(g, LT_DTYPE_F32, LT_SHAPE(n)));
+  a[1] = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(n)));
+  a[2] = LT_NN(lt_uniform(g, LT_DTYPE_F64, LT_SHAPE(n), -3, 3));
+  a[3] = LT_NN(lt_normal(g, LT_DTYPE_F64, LT_SHAPE(n), 0, 2));
+  a[4] = LT_NN(lt_bernoulli(g, LT_DTYPE_I64, LT_SHAPE(n), 0.7));
+  lt_tensor *base = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1000, 1001)));
+  a[5] = LT_NN(lt_transpose(base, 0, 1));
+  lt_tensor_free(base);
+  LT_OK_OR_FAIL(lt_normal_(g, a[5], 0, 1));
+  lt_generator_free(g);
+  return 6;
 }
+
+START_TEST(test_threads_independent) { lt_test_same_on_threads(draws, NULL, "random draws"); }
 END_TEST
 
 /* ---- statistics -------------------------------------------------------- */
