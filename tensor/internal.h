@@ -31,7 +31,7 @@ lt_status lt__err(lt_status s, const char *fmt, ...) __attribute__((format(print
 lt_status lt__err_null(const char *op, const char *arg);
 
 /* "[4,8] f32" for messages. buf must hold at least LT__DESC_SIZE bytes. */
-#define LT__DESC_SIZE 160
+#define LT__DESC_SIZE LT_TENSOR_DESC_SIZE
 char *lt__desc(const lt_tensor *t, char *buf);
 /* Convenience for one-shot messages: LT__D(t) expands to a temporary string. */
 #define LT__D(t) lt__desc((t), (char[LT__DESC_SIZE]){0})

@@ -8,7 +8,8 @@
  * training program (train_main.c, which uses these).
  */
 #include "models/transformer/generate.h"
-#include "tensor/internal.h"
+
+#include <string.h>
 
 /* ---- names ------------------------------------------------------------------ */
 
@@ -22,7 +23,7 @@ static const char *name_of(const char *const *names, int n, int v) { return v >=
 
 /* Index of s in names, or -1 (then an LT_ERR_INVALID listing the names). */
 static int parse_name(const char *what, const char *const *names, int n, const char *s) {
-  if (!s) return lt__err(LT_ERR_NULL, "tf_%s_parse: the name is NULL", what), -1;
+  if (!s) return lt_error_set(LT_ERR_NULL, "tf_%s_parse: the name is NULL", what), -1;
   for (int i = 0; i < n; i++)
     if (!strcmp(s, names[i])) return i;
   char list[256] = "";
@@ -30,7 +31,7 @@ static int parse_name(const char *what, const char *const *names, int n, const c
     strncat(list, names[i], sizeof list - strlen(list) - 1);
     if (i + 1 < n) strncat(list, ", ", sizeof list - strlen(list) - 1);
   }
-  lt__err(LT_ERR_INVALID, "unknown %s '%s' (one of: %s)", what, s, list);
+  lt_error_set(LT_ERR_INVALID, "unknown %s '%s' (one of: %s)", what, s, list);
   return -1;
 }
 
@@ -70,7 +71,7 @@ PARSER(lt_tf_act_parse, "activation", act_names, lt_activation)
 #define TF_DOUBLE_FIELDS(X) X(dropout) X(norm_eps) X(rope_base)
 
 lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
-  if (!cfg || !meta) return lt__err(LT_ERR_NULL, "tf_config_to_meta: %s is NULL", cfg ? "meta" : "cfg");
+  if (!cfg || !meta) return lt_error_set(LT_ERR_NULL, "tf_config_to_meta: %s is NULL", cfg ? "meta" : "cfg");
   lt_status s = LT_OK;
   s = s ? s : lt_ckpt_meta_set_string(meta, "arch", lt_tf_arch_name(cfg->arch));
 #define SET_INT(f) s = s ? s : lt_ckpt_meta_set_int(meta, #f, cfg->f);
@@ -92,13 +93,13 @@ static lt_status need(const lt_ckpt_meta *m, const char *key, lt_ckpt_kind kind)
   int k = lt_ckpt_meta_kind(m, key);
   if (k == (int)kind) return LT_OK;
   static const char *const kinds[] = {"int", "double", "string", "bytes"};
-  if (k < 0) return lt__err(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration lacks '%s'", key);
-  return lt__err(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration's '%s' is %s, expected %s", key,
+  if (k < 0) return lt_error_set(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration lacks '%s'", key);
+  return lt_error_set(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration's '%s' is %s, expected %s", key,
                  kinds[k], kinds[kind]);
 }
 
 lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
-  if (!cfg || !meta) return lt__err(LT_ERR_NULL, "tf_config_from_meta: %s is NULL", cfg ? "meta" : "cfg");
+  if (!cfg || !meta) return lt_error_set(LT_ERR_NULL, "tf_config_from_meta: %s is NULL", cfg ? "meta" : "cfg");
   lt_tf_config c;
   memset(&c, 0, sizeof c);
   const char *str;
@@ -117,7 +118,7 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
 #define GET_BOOL(f)                                                                       \
   if ((s = need(meta, #f, LT_CKPT_INT)) || (s = lt_ckpt_meta_get_int(meta, #f, &v))) return s; \
   if (v != 0 && v != 1)                                                                   \
-    return lt__err(LT_ERR_FORMAT, "tf_config_from_meta: '%s' is %lld, must be 0 or 1", #f, (long long)v); \
+    return lt_error_set(LT_ERR_FORMAT, "tf_config_from_meta: '%s' is %lld, must be 0 or 1", #f, (long long)v); \
   c.f = v == 1;
 #define GET_DOUBLE(f) \
   if ((s = need(meta, #f, LT_CKPT_DOUBLE)) || (s = lt_ckpt_meta_get_double(meta, #f, &c.f))) return s;
