@@ -28,7 +28,6 @@
 
 #include "autograd/autograd.h"
 #include "autograd/op_table.h"
-#include "tensor/internal.h"
 
 #define LT__AUX_MAX 128
 

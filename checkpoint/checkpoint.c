@@ -32,6 +32,8 @@
 #include <unistd.h>
 
 #include "autograd/autograd.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 /* ---- names ------------------------------------------------------------- */
 

@@ -11,9 +11,11 @@
  * or line end) or a streaming reader (a corpus is read whole into memory).
  */
 #include "datasets/datasets.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ======================================================================== */
 /* Files                                                                    */

@@ -14,7 +14,10 @@
  * within a split (sampling with replacement); lengths are the caller's choice.
  */
 #include "datasets/datasets.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 static uint64_t sm_next(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);

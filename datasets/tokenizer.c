@@ -22,8 +22,11 @@
  * corpora (one piece at a time, quadratic in the piece length, which is capped).
  */
 #include "datasets/datasets.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/byteorder_internal.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <zlib.h>
 
 #define NSPEC LT_TOKEN_NUM_SPECIAL

@@ -28,11 +28,14 @@
 #include "nn/nn.h"
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
 #include "tensor/vmath.h"
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ======================================================================== */
@@ -40,24 +43,6 @@
 /* ======================================================================== */
 
 #define LANES_SUM(a) ((((a)[0] + (a)[4]) + ((a)[1] + (a)[5])) + (((a)[2] + (a)[6]) + ((a)[3] + (a)[7])))
-
-/* x as a contiguous tensor of dtype dt: x itself (*tmp = NULL) or a copy made
- * without recording (*tmp, to free). NULL on error. */
-static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
-  *tmp = NULL;
-  if (x->dtype == dt && lt_is_contiguous(x)) return x;
-  const bool prev = lt_set_grad_enabled(false);
-  lt_tensor *t = x->dtype == dt ? lt_clone(x) : lt_to_dtype(x, dt);
-  lt_set_grad_enabled(prev);
-  *tmp = t;
-  return t;
-}
-
-static int threads_for(int64_t work, int64_t units) {
-  int nt = work >= LT__PARALLEL_MIN ? omp_get_max_threads() : 1;
-  if (nt > units) nt = (int)(units > 0 ? units : 1);
-  return nt;
-}
 
 /* Row-major multi-index of flat position i in (ndim, shape), as "[1,2]". */
 static char *pos_str(int ndim, const int64_t *shape, int64_t i, char *buf, size_t size) {
@@ -107,7 +92,7 @@ static lt_status targets_check(const char *op, const char *xn, const lt_tensor *
     return lt__err(LT_ERR_INVALID, "%s: label_smoothing is %g, must be in [0, 1]", op, o->label_smoothing);
   const int64_t V = x->shape[x->ndim - 1], N = targets->numel;
   lt_tensor *t;
-  const lt_tensor *tc = as_contig(targets, LT_DTYPE_I64, &t);
+  const lt_tensor *tc = lt__as_contig(targets, LT_DTYPE_I64, &t);
   if (!tc) return lt_last_status();
   if (!t) t = lt__view_of(tc, tc->ndim, tc->shape, tc->stride, tc->offset); /* own a reference */
   if (!t) return lt_last_status();
@@ -266,12 +251,12 @@ lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, c
   double *loss = NULL;
   if (targets_check("cross_entropy", "logits", logits, targets, &o, true, &t, &a) != LT_OK) return NULL;
   const lt_dtype dt = logits->dtype;
-  const lt_tensor *x = as_contig(logits, dt, &xt);
+  const lt_tensor *x = lt__as_contig(logits, dt, &xt);
   stat = x ? lt_empty(dt, 2, (const int64_t[]){a.N, 2}) : NULL; /* [N, 2]: max, log-sum */
   loss = stat ? malloc(sizeof(double) * (size_t)(a.N > 0 ? a.N : 1)) : NULL;
   if (stat && !loss) lt__err(LT_ERR_NOMEM, "cross_entropy: out of memory for %lld row losses", (long long)a.N);
   if (!loss) goto done;
-  const int nt = threads_for(a.N * a.V, a.N);
+  const int nt = lt__threads_for(a.N * a.V, a.N);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     const int64_t T = omp_get_num_threads(), id = omp_get_thread_num();
@@ -305,7 +290,7 @@ lt_status lt__bw_cross_entropy(const lt_node *node, const lt_tensor *gout, lt_te
     free(k);
     return lt_last_status();
   }
-  const int nt = threads_for(a->N * a->V, a->N);
+  const int nt = lt__threads_for(a->N * a->V, a->N);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     const int64_t T = omp_get_num_threads(), id = omp_get_thread_num();
@@ -452,8 +437,8 @@ lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduc
   const lt_dtype dt = lt__promote(input->dtype, target->dtype);
   const int64_t n = input->numel;
   lt_tensor *xt = NULL, *tt = NULL, *out = NULL;
-  const lt_tensor *x = as_contig(input, dt, &xt);
-  const lt_tensor *t = x ? as_contig(target, dt, &tt) : NULL;
+  const lt_tensor *x = lt__as_contig(input, dt, &xt);
+  const lt_tensor *t = x ? lt__as_contig(target, dt, &tt) : NULL;
   if (!t) goto done;
   if (reduction == LT_REDUCTION_NONE) {
     out = lt_empty(dt, input->ndim, input->shape);
@@ -486,7 +471,7 @@ lt_status lt__bw_mse_loss(const lt_node *node, const lt_tensor *gout, lt_tensor 
   const lt_tensor *g = NULL;
   double f = 0;
   if (a->reduction == LT_REDUCTION_NONE) {
-    if (!(g = as_contig(gout, dt, &gt))) return lt_last_status();
+    if (!(g = lt__as_contig(gout, dt, &gt))) return lt_last_status();
   } else {
     lt_status s = lt_item(gout, &f);
     if (s != LT_OK) return s;

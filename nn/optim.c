@@ -46,9 +46,13 @@
  * grouping).
  */
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct opt_entry {
   lt_tensor *param;    /* borrowed from the store */

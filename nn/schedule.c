@@ -25,9 +25,11 @@
  * lt_schedule_lr(&s, step) and lt_optimizer_set_lr each step).
  */
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/runtime_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #define LT__PI 3.14159265358979323846
 

@@ -19,7 +19,10 @@
 #include "tensor/matmul_internal.h"
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/blas_internal.h"
 
 #include <stdint.h>
 #ifdef __linux__

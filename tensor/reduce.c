@@ -28,7 +28,10 @@
  * one thread, still vectorised), or a compensated (Kahan) sum.
  */
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/iter_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -1130,23 +1133,6 @@ static void sm_run(const smjob *j) {
   }
 }
 
-/* x as a contiguous tensor of dtype dt: x itself (*tmp = NULL) if it already
- * is one, else a copy made without recording (*tmp, to free). NULL on error. */
-static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
-  *tmp = NULL;
-  if (x->dtype == dt && lt_is_contiguous(x)) return x;
-  const bool prev = lt_set_grad_enabled(false);
-  lt_tensor *t = x->dtype == dt ? lt_contiguous(x) : lt_to_dtype(x, dt);
-  if (t && !lt_is_contiguous(t)) {
-    lt_tensor *u = lt_contiguous(t);
-    lt_tensor_free(t);
-    t = u;
-  }
-  lt_set_grad_enabled(prev);
-  *tmp = t;
-  return t;
-}
-
 static lt_tensor *softmax_op(const char *op, bool logsm, const lt_tensor *x, int dim) {
   if (!x) {
     lt__err_null(op, "x");
@@ -1156,7 +1142,7 @@ static lt_tensor *softmax_op(const char *op, bool logsm, const lt_tensor *x, int
   if (lt__wrap_dim(op, dim, x->ndim, &d) != LT_OK) return NULL;
   /* The kernel wants a contiguous float input (integers compute in f32). */
   lt_tensor *xc;
-  const lt_tensor *xin = as_contig(x, lt__float_result(x->dtype), &xc);
+  const lt_tensor *xin = lt__as_contig(x, lt__float_result(x->dtype), &xc);
   if (!xin) return NULL;
   lt_tensor *y = lt_empty(xin->dtype, xin->ndim, xin->shape);
   if (!y) {
@@ -1189,7 +1175,7 @@ static lt_status bw_softmax_common(const lt_node *node, const lt_tensor *gout, l
   const raux *a = (const raux *)node->aux;
   const lt_tensor *y = node->saved[0];
   lt_tensor *gc;
-  const lt_tensor *g = as_contig(gout, y->dtype, &gc);
+  const lt_tensor *g = lt__as_contig(gout, y->dtype, &gc);
   if (!g) return lt_last_status();
   lt_tensor *dx = lt_empty(y->dtype, y->ndim, y->shape);
   if (dx) {

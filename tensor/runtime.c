@@ -2,12 +2,16 @@
  * tensor/runtime.c: process-wide runtime state: initialisation, the one
  * thread-count setting shared by BLIS and our OpenMP kernels, and the info call.
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/blas_internal.h"
 
 #include <omp.h>
 #include <pthread.h>
 #ifdef __GLIBC__
 #include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
 #endif
 
 #ifndef LT_VERSION_STRING

@@ -3,10 +3,13 @@
  * and shape formatting. The status table itself lives in tensor.h
  * (LT_STATUS_TABLE) so names and messages cannot drift from the enum.
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define LT__ERRMSG_SIZE 1024
 

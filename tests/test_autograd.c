@@ -21,6 +21,8 @@
 #include <string.h>
 
 #include "autograd/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 /* From tensor/tensor.c (also declared in tensor/internal.h): live objects. */
 int64_t lt__live_tensors(void);

@@ -20,7 +20,7 @@
 #include <string.h>
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
 
 /* From tensor/tensor.c (also declared in tensor/internal.h). */
 int64_t lt__live_tensors(void);

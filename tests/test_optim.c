@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
 #include "test_util.h"
 #include "util_fixtures.h"
 

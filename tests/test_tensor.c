@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
 #include "test_util.h"
 
 START_TEST(test_creation) {
