@@ -35,6 +35,7 @@
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 
 /* ======================================================================== */
 /* Dims, output shapes, the reduction plan                                  */

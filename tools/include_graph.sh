@@ -5,7 +5,7 @@
 #
 #   tools/include_graph.sh modules   module -> modules it includes from (default)
 #   tools/include_graph.sh internal  each internal header (*internal.h,
-#                                    op_table.h, op_registry.h, tensor/vmath.h)
+#                                    op_registry.h, tensor/vmath.h)
 #                                    and how many files include it
 #   tools/include_graph.sh files     every "file -> included header" edge
 #
@@ -39,7 +39,7 @@ case "$what" in
     edges | modof | awk '$1 != $2' | sort -u |
       awk '{ a[$1] = a[$1] (a[$1] ? ", " : "") $2 } END { for (m in a) print m " -> " a[m] }' | sort ;;
   internal)
-    edges | awk '$2 ~ /internal\.h$|op_table\.h$|op_registry\.h$|vmath\.h$/ { n[$2]++ }
+    edges | awk '$2 ~ /internal\.h$|op_registry\.h$|vmath\.h$/ { n[$2]++ }
                  END { for (h in n) printf "%4d  %s\n", n[h], h }' | sort -k2 ;;
   *) echo "usage: $0 [modules|internal|files]" >&2; exit 2 ;;
 esac
