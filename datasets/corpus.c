@@ -338,6 +338,17 @@ struct lt_seq_pairs {
   int64_t count, cap;
 };
 
+static const char *const overlong_names[] = {"error", "truncate", "skip"};
+
+const char *lt_overlong_name(lt_overlong policy) { return lt_enum_name(overlong_names, 3, (int)policy); }
+
+lt_status lt_overlong_parse(const char *s, lt_overlong *out) {
+  int v;
+  lt_status st = lt_enum_parse("overlong policy", overlong_names, 3, NULL, 0, s, &v);
+  if (st == LT_OK) *out = (lt_overlong)v;
+  return st;
+}
+
 lt_seq_pairs *lt_seq_pairs_new(void) {
   lt_seq_pairs *p = calloc(1, sizeof *p);
   if (!p) lt__err(LT_ERR_NOMEM, "seq_pairs_new: out of memory");

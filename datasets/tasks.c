@@ -38,8 +38,13 @@ static uint64_t sm_below(uint64_t *s, uint64_t n) {
 static const char *const task_names[LT_TASK_COUNT] = {"copy", "reverse", "sort", "number_words", "date",
                                                       "date_normalize"};
 
-const char *lt_task_name(lt_task_kind kind) {
-  return (int)kind >= 0 && kind < LT_TASK_COUNT ? task_names[kind] : "unknown";
+const char *lt_task_name(lt_task_kind kind) { return lt_enum_name(task_names, LT_TASK_COUNT, (int)kind); }
+
+lt_status lt_task_parse(const char *s, lt_task_kind *out) {
+  int v;
+  lt_status st = lt_enum_parse("task", task_names, LT_TASK_COUNT, NULL, 0, s, &v);
+  if (st == LT_OK) *out = (lt_task_kind)v;
+  return st;
 }
 
 /* ---- numbers in words ---------------------------------------------------- */

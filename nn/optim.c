@@ -75,6 +75,18 @@ struct lt_optimizer {
   int64_t steps; /* lt_optimizer_step calls */
 };
 
+static const char *const optim_kind_names[] = {"sgd", "adam", "adamw"};
+#define N_OPTIM_KINDS ((int)(sizeof optim_kind_names / sizeof optim_kind_names[0]))
+
+const char *lt_optim_kind_name(lt_optim_kind kind) { return lt_enum_name(optim_kind_names, N_OPTIM_KINDS, (int)kind); }
+
+lt_status lt_optim_kind_parse(const char *s, lt_optim_kind *out) {
+  int v;
+  lt_status st = lt_enum_parse("optimizer", optim_kind_names, N_OPTIM_KINDS, NULL, 0, s, &v);
+  if (st == LT_OK) *out = (lt_optim_kind)v;
+  return st;
+}
+
 lt_optim_config lt_optim_defaults(lt_optim_kind kind) {
   lt_optim_config c = {0};
   c.kind = kind;

@@ -33,6 +33,23 @@
 
 #define LT__PI 3.14159265358979323846
 
+static const char *const sched_kind_names[] = {"constant", "linear", "cosine", "noam", "step"};
+#define N_SCHED_KINDS ((int)(sizeof sched_kind_names / sizeof sched_kind_names[0]))
+/* Checkpoints before the shared table wrote these (docs/checkpoint-format.md). */
+static const lt_enum_alias sched_kind_aliases[] = {{"warmup_linear", LT_SCHED_WARMUP_LINEAR},
+                                                   {"warmup_cosine", LT_SCHED_WARMUP_COSINE}};
+
+const char *lt_schedule_kind_name(lt_schedule_kind kind) {
+  return lt_enum_name(sched_kind_names, N_SCHED_KINDS, (int)kind);
+}
+
+lt_status lt_schedule_kind_parse(const char *s, lt_schedule_kind *out) {
+  int v;
+  lt_status st = lt_enum_parse("schedule", sched_kind_names, N_SCHED_KINDS, sched_kind_aliases, 2, s, &v);
+  if (st == LT_OK) *out = (lt_schedule_kind)v;
+  return st;
+}
+
 double lt_schedule_lr(const lt_schedule *s, int64_t step) {
   const char *op = "schedule_lr";
   if (!s) return lt__err(LT_ERR_NULL, "%s: the schedule is NULL", op), NAN;

@@ -81,6 +81,29 @@ lt_status lt__err_null(const char *op, const char *arg) {
 
 lt_status lt_error_null_arg(const char *op, const char *arg) { return lt__err_null(op, arg); }
 
+/* ---- enum names -------------------------------------------------------- */
+
+const char *lt_enum_name(const char *const *names, int n, int v) {
+  return names && v >= 0 && v < n && names[v] ? names[v] : "unknown";
+}
+
+lt_status lt_enum_parse(const char *what, const char *const *names, int n, const lt_enum_alias *aliases,
+                        int naliases, const char *s, int *out) {
+  if (!what) what = "value";
+  if (!s) return lt__err(LT_ERR_NULL, "parsing a %s: the name is NULL", what);
+  if (!out) return lt__err(LT_ERR_NULL, "parsing a %s: out is NULL", what);
+  for (int i = 0; i < n; i++)
+    if (names[i] && !strcmp(s, names[i])) return *out = i, LT_OK;
+  for (int i = 0; i < naliases; i++)
+    if (!strcmp(s, aliases[i].name)) return *out = aliases[i].value, LT_OK;
+  char list[512] = "";
+  for (int i = 0; i < n; i++) {
+    strncat(list, names[i] ? names[i] : "?", sizeof list - strlen(list) - 1);
+    if (i + 1 < n) strncat(list, ", ", sizeof list - strlen(list) - 1);
+  }
+  return lt__err(LT_ERR_INVALID, "unknown %s '%s' (one of: %s)", what, s, list);
+}
+
 _Noreturn void lt__check_failed(const char *expr, const char *file, int line) {
   fprintf(stderr, "libtensor: internal invariant failed: %s (%s:%d)\n", expr, file, line);
   abort();

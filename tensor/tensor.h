@@ -122,6 +122,28 @@ lt_status lt_error_set(lt_status code, const char *fmt, ...)
  * recorded status. op and arg are borrowed. */
 lt_status lt_error_null_arg(const char *op, const char *arg);
 
+/* ---- enum names ---------------------------------------------------------- */
+/* The one rule behind every enum's _name and _parse pair (lt_optim_kind_name,
+ * lt_tf_arch_parse, ...): each enum keeps one table of names, indexed by
+ * value, beside its declaration; files and command lines both go through it.
+ *
+ * lt_enum_name: names[v] for 0 <= v < n, else "unknown". Returns a borrowed
+ * (normally static) string. */
+const char *lt_enum_name(const char *const *names, int n, int v);
+/* An extra spelling accepted by lt_enum_parse (never produced by a _name
+ * function): an older file format's name, a command-line shorthand. */
+typedef struct lt_enum_alias {
+  const char *name;
+  int value;
+} lt_enum_alias;
+/* Sets *out to the index of s in names[0..n), or to the value of the alias
+ * named s among aliases[0..naliases) (aliases may be NULL when naliases is 0).
+ * Errors: LT_ERR_NULL if s is NULL; LT_ERR_INVALID "unknown <what> '<s>' (one
+ * of: <names>)" if s matches nothing. *out is untouched on failure. All
+ * arguments are borrowed. */
+lt_status lt_enum_parse(const char *what, const char *const *names, int n, const lt_enum_alias *aliases,
+                        int naliases, const char *s, int *out);
+
 /* ======================================================================== */
 /* Runtime: threads, BLAS kernels, version                                  */
 /* ======================================================================== */

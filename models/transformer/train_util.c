@@ -19,47 +19,26 @@ static const char *const pos_names[] = {"sinusoidal", "learned", "rope"};
 static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "silu"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static const char *name_of(const char *const *names, int n, int v) { return v >= 0 && v < n ? names[v] : "unknown"; }
+const char *lt_tf_arch_name(lt_tf_arch a) { return lt_enum_name(arch_names, COUNT(arch_names), (int)a); }
+const char *lt_tf_norm_name(lt_tf_norm n) { return lt_enum_name(norm_names, COUNT(norm_names), (int)n); }
+const char *lt_tf_pos_name(lt_tf_pos p) { return lt_enum_name(pos_names, COUNT(pos_names), (int)p); }
+const char *lt_tf_act_name(lt_activation a) { return lt_enum_name(act_names, COUNT(act_names), (int)a); }
 
-/* Index of s in names, or -1 (then an LT_ERR_INVALID listing the names). */
-static int parse_name(const char *what, const char *const *names, int n, const char *s) {
-  if (!s) return lt_error_set(LT_ERR_NULL, "tf_%s_parse: the name is NULL", what), -1;
-  for (int i = 0; i < n; i++)
-    if (!strcmp(s, names[i])) return i;
-  char list[256] = "";
-  for (int i = 0; i < n; i++) {
-    strncat(list, names[i], sizeof list - strlen(list) - 1);
-    if (i + 1 < n) strncat(list, ", ", sizeof list - strlen(list) - 1);
+/* Shorthands the command line has always accepted. */
+static const lt_enum_alias arch_aliases[] = {
+    {"encdec", LT_TF_ENCODER_DECODER}, {"decoder", LT_TF_DECODER_ONLY}, {"encoder", LT_TF_ENCODER_ONLY}};
+
+#define PARSER(fn, what, names, aliases, naliases, T)                          \
+  lt_status fn(const char *s, T *out) {                                        \
+    int v;                                                                     \
+    lt_status st = lt_enum_parse(what, names, COUNT(names), aliases, naliases, s, &v); \
+    if (st == LT_OK) *out = (T)v;                                              \
+    return st;                                                                 \
   }
-  lt_error_set(LT_ERR_INVALID, "unknown %s '%s' (one of: %s)", what, s, list);
-  return -1;
-}
-
-const char *lt_tf_arch_name(lt_tf_arch a) { return name_of(arch_names, COUNT(arch_names), (int)a); }
-const char *lt_tf_norm_name(lt_tf_norm n) { return name_of(norm_names, COUNT(norm_names), (int)n); }
-const char *lt_tf_pos_name(lt_tf_pos p) { return name_of(pos_names, COUNT(pos_names), (int)p); }
-const char *lt_tf_act_name(lt_activation a) { return name_of(act_names, COUNT(act_names), (int)a); }
-
-lt_status lt_tf_arch_parse(const char *s, lt_tf_arch *out) {
-  static const char *const aliases[] = {"encdec", "decoder", "encoder"};
-  for (int i = 0; s && i < COUNT(aliases); i++)
-    if (!strcmp(s, aliases[i])) return *out = (lt_tf_arch)i, LT_OK;
-  int i = parse_name("architecture", arch_names, COUNT(arch_names), s);
-  if (i < 0) return lt_last_status();
-  *out = (lt_tf_arch)i;
-  return LT_OK;
-}
-
-#define PARSER(fn, what, names, T)              \
-  lt_status fn(const char *s, T *out) {         \
-    int i = parse_name(what, names, COUNT(names), s); \
-    if (i < 0) return lt_last_status();         \
-    *out = (T)i;                                \
-    return LT_OK;                               \
-  }
-PARSER(lt_tf_norm_parse, "norm", norm_names, lt_tf_norm)
-PARSER(lt_tf_pos_parse, "positions", pos_names, lt_tf_pos)
-PARSER(lt_tf_act_parse, "activation", act_names, lt_activation)
+PARSER(lt_tf_arch_parse, "architecture", arch_names, arch_aliases, COUNT(arch_aliases), lt_tf_arch)
+PARSER(lt_tf_norm_parse, "norm", norm_names, NULL, 0, lt_tf_norm)
+PARSER(lt_tf_pos_parse, "positions", pos_names, NULL, 0, lt_tf_pos)
+PARSER(lt_tf_act_parse, "activation", act_names, NULL, 0, lt_activation)
 
 /* ---- the configuration as checkpoint attributes ------------------------------- */
 
