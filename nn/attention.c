@@ -44,7 +44,7 @@
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/blas_internal.h"
-#include "tensor/vmath.h"
+#include "tensor/softmax_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -112,18 +112,12 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
       BODY;                                                           \
     }                                                                 \
   } while (0)
-#define LANES8(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
-
-/* exp(x) for the softmax (x <= 0: scores minus the row max): tensor/vmath.h's
- * f32 exp (<= 2 ulp, no libm call, so the row loops vectorise; -inf gives
- * exactly 0), libm's exp for f64. */
-static inline float exp_neg_f32(float x) { return lt__vexpf(x); }
-static inline double exp_neg_f64(double x) { return exp(x); }
 
 /* Forward row: scores p[0..S) (already scaled) -> probabilities. Keys s >= lim
  * are masked by causality; am (stride ams) is the attn_mask row (bool or T),
  * kpm (stride kpms) the padding row. A row with no finite score becomes 0.
- * The max is over unmasked keys; exp sums are accumulated in double. */
+ * The softmax steps are tensor/softmax_internal.h's (max over unmasked keys,
+ * exp, sum in double). */
 #define SDPA_ROW_KERNELS(NAME, T)                                                        \
   static void fwd_row_##NAME(T *p, int64_t S, int64_t lim, const void *am, bool am_bool, \
                              int64_t ams, const unsigned char *kpm, int64_t kpms) {      \
@@ -140,19 +134,12 @@ static inline double exp_neg_f64(double x) { return exp(x); }
     if (kpm)                                                                             \
       for (int64_t s = 0; s < lim; s++)                                                  \
         if (kpm[s * kpms]) p[s] = -INFINITY;                                             \
-    T mx8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,                             \
-                -INFINITY, -INFINITY, -INFINITY, -INFINITY};                             \
-    EACH8(s, l, lim, mx8[l] = p[s] > mx8[l] ? p[s] : mx8[l]);                   \
-    T mx = mx8[0];                                                                       \
-    for (int l = 1; l < 8; l++) mx = mx8[l] > mx ? mx8[l] : mx;                          \
-    if (!(mx > -INFINITY)) { /* every key masked (or no key) */                          \
+    const T mx = lt__row_max_##NAME(p, lim); /* NaN wins: a NaN score gives a NaN row */ \
+    if (mx == -INFINITY) { /* every key masked (or no key) */                            \
       EACH8(s, l, S, p[s] = 0);                                                             \
       return;                                                                            \
     }                                                                                    \
-    double a[8] = {0};                                                                   \
-    EACH8(s, l, lim, p[s] = exp_neg_##NAME(p[s] - mx));                                     \
-    EACH8(s, l, lim, a[l] += (double)p[s]);                                             \
-    const T inv = (T)(1.0 / LANES8(a));                                                  \
+    const T inv = (T)(1.0 / lt__row_exp_##NAME(p, mx, p, lim));                          \
     EACH8(s, l, lim, p[s] *= inv);                                                          \
     T *z = p + lim;                                                                      \
     EACH8(s, l, S - lim, z[s] = 0);                                                         \
@@ -169,9 +156,7 @@ static inline double exp_neg_f64(double x) { return exp(x); }
                              const unsigned char *restrict keep,                        \
                              T ks) {                                                     \
     if (keep) EACH8(s, l, n, d[s] *= (T)keep[s] * ks);                                      \
-    double a[8] = {0};                                                                   \
-    EACH8(s, l, n, a[l] += (double)p[s] * (double)d[s]);                                \
-    const T c = (T)LANES8(a);                                                            \
+    const T c = (T)lt__row_dot_##NAME(p, d, n);                                          \
     EACH8(s, l, n, d[s] = p[s] * (d[s] - c));                                               \
   }
 SDPA_ROW_KERNELS(f32, float)

@@ -31,7 +31,7 @@
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
-#include "tensor/vmath.h"
+#include "tensor/softmax_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -41,8 +41,6 @@
 /* ======================================================================== */
 /* Shared helpers                                                           */
 /* ======================================================================== */
-
-#define LANES_SUM(a) ((((a)[0] + (a)[4]) + ((a)[1] + (a)[5])) + (((a)[2] + (a)[6]) + ((a)[3] + (a)[7])))
 
 /* Row-major multi-index of flat position i in (ndim, shape), as "[1,2]". */
 static char *pos_str(int ndim, const int64_t *shape, int64_t i, char *buf, size_t size) {
@@ -171,7 +169,7 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
  * stat[i] = {max, log(sum exp(x - max))} in T.
  * ce_bwd: rows [r0, r1): dx = k_i * (exp((x - max) - logsum) - eps/V - (1-eps)[c == t]),
  * zeros for ignored rows. */
-#define CE_KERNELS(NAME, T, EXP, CLONES)                                                          \
+#define CE_KERNELS(NAME, T, CLONES)                                                          \
   CLONES static void ce_fwd_##NAME(const T *x, const int64_t *t, double *loss, T *stat, const ce_aux *a, \
                             int64_t r0, int64_t r1) {                                             \
     const int64_t V = a->V;                                                                       \
@@ -183,33 +181,12 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
         stat[2 * r] = stat[2 * r + 1] = 0;                                                        \
         continue;                                                                                 \
       }                                                                                           \
-      T mx[8];                                                                                    \
-      for (int l = 0; l < 8; l++) mx[l] = -INFINITY;                                              \
-      int64_t i = 0;                                                                              \
-      for (; i + 8 <= V; i += 8)                                                                  \
-        for (int l = 0; l < 8; l++) {                                                             \
-          const T v = xr[i + l];                                                                  \
-          mx[l] = (v > mx[l] || v != v) ? v : mx[l];                                              \
-        }                                                                                         \
-      for (int l = 0; i < V; i++, l++) mx[l] = (xr[i] > mx[l] || xr[i] != xr[i]) ? xr[i] : mx[l]; \
-      T m = mx[0];                                                                                \
-      for (int l = 1; l < 8; l++) m = (mx[l] > m || mx[l] != mx[l]) ? mx[l] : m;                  \
-      double se[8] = {0}, sx[8] = {0};                                                            \
-      i = 0;                                                                                      \
-      for (; i + 8 <= V; i += 8)                                                                  \
-        for (int l = 0; l < 8; l++) {                                                             \
-          se[l] += (double)EXP(xr[i + l] - m);                                                    \
-          sx[l] += (double)xr[i + l];                                                             \
-        }                                                                                         \
-      for (int l = 0; i < V; i++, l++) {                                                          \
-        se[l] += (double)EXP(xr[i] - m);                                                          \
-        sx[l] += (double)xr[i];                                                                   \
-      }                                                                                           \
-      const double ls = log(LANES_SUM(se)), lse = (double)m + ls;                                 \
+      const T m = lt__row_max_##NAME(xr, V);                                                      \
+      const double ls = log(lt__row_sumexp_##NAME(xr, m, V)), lse = (double)m + ls;               \
       stat[2 * r] = m;                                                                            \
       stat[2 * r + 1] = (T)ls;                                                                    \
       const double nll = lse - (double)xr[t[r]];                                                  \
-      loss[r] = eps > 0 ? (1 - eps) * nll + (eps / (double)V) * ((double)V * lse - LANES_SUM(sx)) : nll; \
+      loss[r] = eps > 0 ? (1 - eps) * nll + (eps / (double)V) * ((double)V * lse - lt__row_sum_##NAME(xr, V)) : nll; \
     }                                                                                             \
   }                                                                                               \
   CLONES static void ce_bwd_##NAME(T *dx, const T *x, const int64_t *t, const T *stat, const double *k,  \
@@ -223,12 +200,12 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
       }                                                                                           \
       const T *xr = x + r * V;                                                                    \
       const T m = stat[2 * r], ls = stat[2 * r + 1], kr = (T)k[r], sm = (T)(a->eps / (double)V);  \
-      for (int64_t i = 0; i < V; i++) dr[i] = kr * (EXP((xr[i] - m) - ls) - sm);                  \
-      dr[t[r]] = kr * ((EXP((xr[t[r]] - m) - ls) - sm) - (T)(1 - a->eps));                        \
+      for (int64_t i = 0; i < V; i++) dr[i] = kr * (lt__exp_##NAME((xr[i] - m) - ls) - sm);                  \
+      dr[t[r]] = kr * ((lt__exp_##NAME((xr[t[r]] - m) - ls) - sm) - (T)(1 - a->eps));                        \
     }                                                                                             \
   }
-/* f32 uses vmath's lt__vexpf (<= 2 ulp, branch-free, so the row loops
- * vectorise; libm's expf is a scalar call) and is compiled for AVX-512,
+/* The row steps are tensor/softmax_internal.h's (f32 exp: vmath's lt__vexpf,
+ * branch-free, so the row loops vectorise); f32 is compiled for AVX-512,
  * AVX2+FMA and baseline SSE2, picked at load time like tensor/elementwise.c
  * (-std=c11 keeps -ffp-contract=off: every clone gives the same bits). f64
  * keeps libm (gradient checks). */
@@ -237,8 +214,8 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
 #else
 #define CE_CLONES
 #endif
-CE_KERNELS(f32, float, lt__vexpf, CE_CLONES)
-CE_KERNELS(f64, double, exp, )
+CE_KERNELS(f32, float, CE_CLONES)
+CE_KERNELS(f64, double, )
 
 /* ======================================================================== */
 /* Cross entropy: forward and backward                                      */
