@@ -174,6 +174,26 @@ static lt_status mm_gemm_at(const mm_shape *s, lt_dtype dt, const char *pa, cons
                       LT__MAT(B, s->k, s->n, s->rsb, s->csb), 0.0, LT__MAT(C, s->m, s->n, rsc, csc));
 }
 
+/* Dims (shape, stride), outermost first, nest into one run of rows when each
+ * dim's stride is the next inner dim's stride times that dim's size (dims of
+ * size 1 are never followed and ignored). True if they do, with *inner set to
+ * the innermost followed dim's stride (left as is when there is none). */
+static bool nest_rows(int nd, const int64_t *shape, const int64_t *stride, int64_t *inner) {
+  bool have = false;
+  int64_t span = 0; /* the stride the next outer dim needs */
+  for (int d = nd - 1; d >= 0; d--) {
+    if (shape[d] == 1) continue;
+    if (!have) {
+      have = true;
+      *inner = stride[d];
+    } else if (stride[d] != span) {
+      return false;
+    }
+    span = stride[d] * shape[d];
+  }
+  return true;
+}
+
 /* When b is the same matrix for every batch entry and a's batch dims nest
  * into its rows (a [B,T,C] contiguous, say), the batch is one GEMM of
  * [nbatch*m, k] x [k, n]: out is contiguous, so its rows nest the same way.
@@ -182,23 +202,17 @@ static bool mm_fold_rows(const mm_shape *s, int64_t *rows, int64_t *rs) {
   if (s->nbatch <= 1) return false;
   for (int d = 0; d < s->nbd; d++)
     if (s->sb[d] != 0) return false;
-  bool have = false;
-  int64_t inner = 0, span = 0; /* stride of the innermost row; stride the next dim needs */
+  int64_t shape[LT_MAX_DIMS + 1], stride[LT_MAX_DIMS + 1], inner = 0;
+  int nd = 0;
+  for (int d = 0; d < s->nbd; d++, nd++) {
+    shape[nd] = s->bshape[d];
+    stride[nd] = s->sa[d];
+  }
   if (s->m > 1) {
-    have = true;
-    inner = s->rsa;
-    span = s->m * s->rsa;
+    shape[nd] = s->m;
+    stride[nd++] = s->rsa;
   }
-  for (int d = s->nbd - 1; d >= 0; d--) {
-    if (s->bshape[d] == 1) continue;
-    if (!have) {
-      have = true;
-      inner = s->sa[d];
-    } else if (s->sa[d] != span) {
-      return false;
-    }
-    span = s->sa[d] * s->bshape[d];
-  }
+  if (!nest_rows(nd, shape, stride, &inner)) return false;
   int64_t r = s->nbatch * s->m, rsa = inner, csa = s->csa;
   mm_canon(r, s->k, &rsa, &csa);
   if (!lt__mat_ok(r, s->k, rsa, csa)) return false;
@@ -422,20 +436,9 @@ bool lt__mat_ok(int64_t m, int64_t n, int64_t rs, int64_t cs) {
 bool lt__mat_rows(const lt_tensor *x, lt__mat *m) {
   LT_CHECK(x->ndim >= 1);
   const int64_t K = x->shape[x->ndim - 1], cs = x->stride[x->ndim - 1];
-  int64_t N = 1;
+  int64_t N = 1, inner = K * cs;
   for (int d = 0; d < x->ndim - 1; d++) N *= x->shape[d];
-  bool have = false;
-  int64_t inner = K * cs, span = 0; /* stride of the innermost row; stride the next dim needs */
-  for (int d = x->ndim - 2; d >= 0; d--) {
-    if (x->shape[d] == 1) continue;
-    if (!have) {
-      have = true;
-      inner = x->stride[d];
-    } else if (x->stride[d] != span) {
-      return false;
-    }
-    span = x->stride[d] * x->shape[d];
-  }
+  if (!nest_rows(x->ndim - 1, x->shape, x->stride, &inner)) return false;
   *m = LT__MAT(x->data, N, K, inner, cs);
   return lt__mat_ok(N, K, inner, cs);
 }
