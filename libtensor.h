@@ -1,14 +1,16 @@
 /*
- * libtensor.h: the umbrella header. Include this one file to use libtensor:
+ * libtensor.h: the umbrella header of the core. Include this one file to use
+ * libtensor (link libtensor, CMake target libtensor::tensor):
  *     #include <libtensor/libtensor.h>
  * Each module has one public header, documented there:
  *   tensor/tensor.h      N-d tensors, ops, matmul on BLIS, random numbers
  *   autograd/autograd.h  reverse-mode differentiation, gradcheck
  *   nn/nn.h              parameters, layers, attention, losses, optimizers, schedules
+ *   generate/generate.h  autoregressive generation for any model: greedy, beam search, sampling
  *   datasets/datasets.h  IDX images (Fashion-MNIST), tokenizers, corpora, tasks, batching
  *   checkpoint/checkpoint.h  HDF5 checkpoints: save, load, resume (safe and durable)
- *   models/transformer/transformer.h  the Transformer (encoder-decoder, decoder-only, encoder-only)
- *   models/transformer/generate.h     decoding, and the model's configuration in checkpoints
+ * Models are libraries of their own on top of the core, each with its own
+ * umbrella header: the Transformer is <libtensor/libtensor_transformer.h>.
  */
 #ifndef LIBTENSOR_H
 #define LIBTENSOR_H
@@ -16,9 +18,8 @@
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
 #include "nn/nn.h"
+#include "generate/generate.h"
 #include "datasets/datasets.h"
 #include "checkpoint/checkpoint.h"
-#include "models/transformer/transformer.h"
-#include "models/transformer/generate.h"
 
 #endif

@@ -1,5 +1,5 @@
 /*
- * bench/decode.c: tokens/s of greedy decoding (lt_tf_decode) with and
+ * bench/decode.c: tokens/s of greedy decoding (lt_transformer_generate) with and
  * without the KV cache, for a small and a medium decoder-only model and an
  * encoder-decoder, at several output lengths. docs/decoding.md records the
  * results.
@@ -21,7 +21,7 @@
  * sampling / beam search (they share the model calls; their bookkeeping is a
  * small part of a step).
  */
-#include "models/transformer/generate.h"
+#include "libtensor_transformer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -84,17 +84,19 @@ static lt_transformer *build(const model_spec *s) {
 
 /* Seconds for one greedy decode of n tokens per row. */
 static double time_decode(const lt_transformer *m, const lt_tensor *in, bool encdec, int64_t n, bool cache) {
-  lt_decode_opts o = lt_decode_defaults();
-  o.max_new = n, o.eos_id = -1, o.no_cache = !cache;
-  lt_decode_result r = {0};
+  lt_generate_opts o = lt_generate_defaults();
+  o.max_new = n, o.eos_id = -1;
+  lt_tf_generate_opts tf = lt_tf_generate_defaults();
+  tf.no_cache = !cache;
+  lt_generate_result r = {0};
   const double t0 = now();
-  if (lt_tf_decode(m, encdec ? in : NULL, NULL, encdec ? NULL : in, &o, &r) != LT_OK) die("decoding");
+  if (lt_transformer_generate(m, encdec ? in : NULL, NULL, encdec ? NULL : in, &o, &tf, &r) != LT_OK) die("decoding");
   const double t = now() - t0;
   if (r.tokens->shape[1] != n) {
     fprintf(stderr, "bench_decode: made %lld tokens, not %lld\n", (long long)r.tokens->shape[1], (long long)n);
     exit(1);
   }
-  lt_decode_result_free(&r);
+  lt_generate_result_free(&r);
   return t;
 }
 

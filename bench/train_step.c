@@ -58,7 +58,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
-#include "libtensor.h"
+#include "libtensor_transformer.h"
 
 static double now(void) {
   struct timespec ts;

@@ -24,10 +24,6 @@
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 
-/* From tensor/tensor.c (also declared in tensor/internal.h): live objects. */
-int64_t lt__live_tensors(void);
-int64_t lt__live_storages(void);
-
 /* ---- helpers ---- */
 
 /* An f64 leaf with the given values, requiring grad. */

@@ -1,5 +1,6 @@
 /*
- * tests/test_decode.c: decoding (models/transformer/decode.c), the KV cache
+ * tests/test_decode.c: generating with the Transformer (lt_transformer_generate,
+ * models/transformer/generate.c, on the loop of generate/generate.c), the KV cache
  * (nn/mha.c lt_mha_forward_cached, transformer.c lt_transformer_decode_step)
  * and the `generate` program.
  *
@@ -16,6 +17,7 @@
  */
 #include "checkpoint/checkpoint.h"
 #include "datasets/datasets.h"
+#include "models/transformer/config.h"
 #include "models/transformer/generate.h"
 #include "test_util.h"
 
@@ -73,26 +75,26 @@ static void free3(lt_tensor *a, lt_tensor *b, lt_tensor *c) {
   lt_tensor_free(a), lt_tensor_free(b), lt_tensor_free(c);
 }
 
-/* lt_tf_decode, failing the test on error. */
-static lt_decode_result run(const lt_transformer *m, const lt_tensor *src, const lt_tensor *pad,
-                            const lt_tensor *prompt, const lt_decode_opts *o) {
-  lt_decode_result r = {0};
-  LT_OK_OR_FAIL(lt_tf_decode(m, src, pad, prompt, o, &r));
+/* lt_transformer_generate, failing the test on error (tf NULL: the defaults, cache on). */
+static lt_generate_result run(const lt_transformer *m, const lt_tensor *src, const lt_tensor *pad,
+                              const lt_tensor *prompt, const lt_generate_opts *o, const lt_tf_generate_opts *tf) {
+  lt_generate_result r = {0};
+  LT_OK_OR_FAIL(lt_transformer_generate(m, src, pad, prompt, o, tf, &r));
   ck_assert(r.tokens && r.lengths && r.scores);
   return r;
 }
 
-static void assert_same_result(const lt_decode_result *a, const lt_decode_result *b, const char *what) {
+static void assert_same_result(const lt_generate_result *a, const lt_generate_result *b, const char *what) {
   ck_assert_msg(lt_equal(a->tokens, b->tokens), "%s: tokens differ", what);
   ck_assert_msg(lt_equal(a->lengths, b->lengths), "%s: lengths differ", what);
   LT_ASSERT_CLOSE(a->scores, b->scores, 0.0, 1e-5);
 }
 
-static lt_decode_opts strategy_opts(int s, lt_generator *g) {
-  lt_decode_opts o = lt_decode_defaults();
+static lt_generate_opts strategy_opts(int s, lt_generator *g) {
+  lt_generate_opts o = lt_generate_defaults();
   o.max_new = 12;
-  if (s == 1) o.strategy = LT_DECODE_BEAM, o.beam_width = 3, o.length_penalty = 0.7;
-  if (s == 2) o.strategy = LT_DECODE_SAMPLE, o.temperature = 0.9, o.top_k = 8, o.top_p = 0.9, o.gen = g;
+  if (s == 1) o.strategy = LT_GENERATE_BEAM, o.beam_width = 3, o.length_penalty = 0.7;
+  if (s == 2) o.strategy = LT_GENERATE_SAMPLE, o.temperature = 0.9, o.top_k = 8, o.top_p = 0.9, o.gen = g;
   return o;
 }
 
@@ -218,11 +220,12 @@ START_TEST(cached_equals_uncached_every_arch_and_strategy) {
     make_input(arch, &src, &pad, &prompt);
     for (int s = 0; s < 3; s++) {
       lt_generator *g = lt_generator_new(42);
-      lt_decode_opts o = strategy_opts(s, g);
-      lt_decode_result a = run(m, src, pad, prompt, &o);
+      lt_generate_opts o = strategy_opts(s, g);
+      lt_generate_result a = run(m, src, pad, prompt, &o, NULL);
       LT_OK_OR_FAIL(reseed(g, 42));
-      o.no_cache = true;
-      lt_decode_result b = run(m, src, pad, prompt, &o);
+      lt_tf_generate_opts nc = lt_tf_generate_defaults();
+      nc.no_cache = true;
+      lt_generate_result b = run(m, src, pad, prompt, &o, &nc);
       char what[128];
       snprintf(what, sizeof what, "%s, %s", ARCH_NAMES[arch], SNAMES[s]);
       assert_same_result(&a, &b, what);
@@ -241,8 +244,8 @@ START_TEST(cached_equals_uncached_every_arch_and_strategy) {
         }
         if (len[r] < 12) ck_assert_int_eq(tok[r * L + len[r] - 1], o.eos_id);
       }
-      lt_decode_result_free(&a);
-      lt_decode_result_free(&b);
+      lt_generate_result_free(&a);
+      lt_generate_result_free(&b);
       lt_generator_free(g);
     }
     free3(src, pad, prompt);
@@ -280,38 +283,38 @@ START_TEST(strategy_properties) {
     lt_tensor *src, *pad, *prompt;
     make_input(arch, &src, &pad, &prompt);
     lt_generator *g = lt_generator_new(3);
-    lt_decode_opts o = strategy_opts(0, g);
-    lt_decode_result greedy = run(m, src, pad, prompt, &o);
+    lt_generate_opts o = strategy_opts(0, g);
+    lt_generate_result greedy = run(m, src, pad, prompt, &o, NULL);
     /* beam width 1 = greedy (tokens) */
-    o.strategy = LT_DECODE_BEAM, o.beam_width = 1, o.length_penalty = 0.0;
-    lt_decode_result b1 = run(m, src, pad, prompt, &o);
+    o.strategy = LT_GENERATE_BEAM, o.beam_width = 1, o.length_penalty = 0.0;
+    lt_generate_result b1 = run(m, src, pad, prompt, &o, NULL);
     ck_assert_msg(lt_equal(b1.tokens, greedy.tokens), "%s: beam width 1 differs from greedy", ARCH_NAMES[arch]);
     LT_ASSERT_CLOSE(b1.scores, greedy.scores, 0.0, 1e-9); /* alpha 0: the same sums */
     /* top_k 1 = greedy, whatever the temperature */
     o = strategy_opts(2, g);
     o.top_k = 1, o.temperature = 5.0, o.top_p = 1.0;
-    lt_decode_result k1 = run(m, src, pad, prompt, &o);
+    lt_generate_result k1 = run(m, src, pad, prompt, &o, NULL);
     ck_assert_msg(lt_equal(k1.tokens, greedy.tokens), "%s: top_k 1 differs from greedy", ARCH_NAMES[arch]);
     LT_ASSERT_CLOSE(k1.scores, greedy.scores, 0.0, 1e-9);
     /* sampling: the same seed gives the same tokens, another seed other tokens */
     o = strategy_opts(2, g);
     o.temperature = 3.0, o.top_k = 0, o.top_p = 1.0, o.eos_id = -1;
     LT_OK_OR_FAIL(reseed(g, 9));
-    lt_decode_result s1 = run(m, src, pad, prompt, &o);
+    lt_generate_result s1 = run(m, src, pad, prompt, &o, NULL);
     LT_OK_OR_FAIL(reseed(g, 9));
-    lt_decode_result s2 = run(m, src, pad, prompt, &o);
+    lt_generate_result s2 = run(m, src, pad, prompt, &o, NULL);
     LT_OK_OR_FAIL(reseed(g, 10));
-    lt_decode_result s3 = run(m, src, pad, prompt, &o);
+    lt_generate_result s3 = run(m, src, pad, prompt, &o, NULL);
     ck_assert(lt_equal(s1.tokens, s2.tokens));
     ck_assert_msg(!lt_equal(s1.tokens, s3.tokens), "%s: seeds 9 and 10 sampled the same", ARCH_NAMES[arch]);
     /* top_p small keeps only the most likely token: greedy again */
     o.top_p = 1e-6, o.eos_id = 2;
-    lt_decode_result p0 = run(m, src, pad, prompt, &o);
+    lt_generate_result p0 = run(m, src, pad, prompt, &o, NULL);
     ck_assert(lt_equal(p0.tokens, greedy.tokens));
     /* eos -1: every row makes exactly max_new tokens */
     o = strategy_opts(0, g);
     o.eos_id = -1, o.max_new = 9;
-    lt_decode_result nm = run(m, src, pad, prompt, &o);
+    lt_generate_result nm = run(m, src, pad, prompt, &o, NULL);
     ck_assert_int_eq(nm.tokens->shape[1], 9);
     int64_t lens[3];
     LT_OK_OR_FAIL(lt_tensor_read(nm.lengths, LT_DTYPE_I64, lens, 3));
@@ -322,17 +325,17 @@ START_TEST(strategy_properties) {
     LT_OK_OR_FAIL(lt_tensor_read(nm.tokens, LT_DTYPE_I64, all9, 27));
     first = all9[0];
     o.eos_id = first;
-    lt_decode_result st = run(m, src, pad, prompt, &o);
+    lt_generate_result st = run(m, src, pad, prompt, &o, NULL);
     LT_OK_OR_FAIL(lt_tensor_read(st.lengths, LT_DTYPE_I64, lens, 3));
     ck_assert_int_eq(lens[0], 1);
     /* max_new 0: nothing */
     o.max_new = 0;
-    lt_decode_result z = run(m, src, pad, prompt, &o);
+    lt_generate_result z = run(m, src, pad, prompt, &o, NULL);
     ck_assert_int_eq(z.tokens->shape[1], 0);
     /* beam: the score is the teacher-forced sum over length^alpha, and the cache agrees */
     o = strategy_opts(1, g);
     o.beam_width = 4, o.length_penalty = 1.0;
-    lt_decode_result bm = run(m, src, pad, prompt, &o);
+    lt_generate_result bm = run(m, src, pad, prompt, &o, NULL);
     int64_t btok[3 * 12], blen[3];
     double bsc[3];
     const int64_t L = bm.tokens->shape[1];
@@ -357,8 +360,8 @@ START_TEST(strategy_properties) {
                     ARCH_NAMES[arch], (long long)r, bsc[r], want);
       lt_tensor_free(s1r), lt_tensor_free(p1r);
     }
-    lt_decode_result *all[] = {&greedy, &b1, &k1, &s1, &s2, &s3, &p0, &nm, &st, &z, &bm};
-    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lt_decode_result_free(all[i]);
+    lt_generate_result *all[] = {&greedy, &b1, &k1, &s1, &s2, &s3, &p0, &nm, &st, &z, &bm};
+    for (size_t i = 0; i < sizeof all / sizeof all[0]; i++) lt_generate_result_free(all[i]);
     lt_generator_free(g);
     free3(src, pad, prompt);
     lt_transformer_free(m);
@@ -375,22 +378,25 @@ START_TEST(context_window_past_max_len) {
     make_input(arch, &src, &pad, &prompt);
     for (int s = 0; s < 3; s++) {
       lt_generator *g = lt_generator_new(1);
-      lt_decode_opts o = strategy_opts(s, g);
-      o.max_new = 30, o.eos_id = -1, o.context = s == 0 ? 0 : 10;
-      lt_decode_result a = run(m, src, pad, prompt, &o);
+      lt_generate_opts o = strategy_opts(s, g);
+      o.max_new = 30, o.eos_id = -1;
+      lt_tf_generate_opts t = lt_tf_generate_defaults();
+      t.context = s == 0 ? 0 : 10;
+      lt_generate_result a = run(m, src, pad, prompt, &o, &t);
       LT_OK_OR_FAIL(reseed(g, 1));
-      o.no_cache = true;
-      lt_decode_result b = run(m, src, pad, prompt, &o);
+      t.no_cache = true;
+      lt_generate_result b = run(m, src, pad, prompt, &o, &t);
       assert_same_result(&a, &b, ARCH_NAMES[arch]);
       ck_assert_int_eq(a.tokens->shape[1], 30);
-      lt_decode_result_free(&a);
-      lt_decode_result_free(&b);
+      lt_generate_result_free(&a);
+      lt_generate_result_free(&b);
       lt_generator_free(g);
     }
-    /* the old entry point keeps working on the same loop */
-    lt_tensor *y = LT_NN(lt_tf_generate(m, prompt, 5, 0, 0.0, 0, NULL));
-    ck_assert_int_eq(y->shape[1], 9);
-    lt_tensor_free(y);
+    /* NULL options: greedy with the defaults (64 new tokens, the window slides past max_len 24) */
+    lt_generate_result d = run(m, NULL, NULL, prompt, NULL, NULL);
+    ck_assert_int_eq(d.tokens->shape[0], 3);
+    ck_assert(d.tokens->shape[1] >= 1 && d.tokens->shape[1] <= 64);
+    lt_generate_result_free(&d);
     free3(src, pad, prompt);
     lt_transformer_free(m);
   }
@@ -413,58 +419,64 @@ START_TEST(encoder_only_and_errors) {
   lt_tensor *label = LT_NN(lt_argmax(logits, -1, false));
   LT_ASSERT_SHAPE(label, 3);
   lt_set_grad_enabled(prev);
-  lt_decode_result r = {0};
-  LT_EXPECT_ERR(lt_tf_decode(enc, src, pad, NULL, NULL, &r), LT_ERR_INVALID, "encoder-only");
+  lt_generate_result r = {0};
+  LT_EXPECT_ERR(lt_transformer_generate(enc, src, pad, NULL, NULL, NULL, &r), LT_ERR_INVALID, "encoder-only");
   ck_assert(!lt_tf_cache_new(enc, 4));
 
   lt_transformer *s2s = tiny_model(ARCH_ENCDEC, V, 1), *gpt = tiny_model(ARCH_GPT, V, 1);
   lt_tensor *dummy;
   make_input(ARCH_GPT, &dummy, &dummy, &prompt);
-  lt_decode_opts o = lt_decode_defaults();
+  lt_generate_opts o = lt_generate_defaults();
   o.max_new = 5;
-  LT_EXPECT_ERR(lt_tf_decode(NULL, src, pad, NULL, &o, &r), LT_ERR_NULL, "model");
-  LT_EXPECT_ERR(lt_tf_decode(s2s, src, pad, NULL, &o, NULL), LT_ERR_NULL, "out");
-  LT_EXPECT_ERR(lt_tf_decode(s2s, NULL, NULL, NULL, &o, &r), LT_ERR_NULL, "src");
-  LT_EXPECT_ERR(lt_tf_decode(s2s, src, pad, prompt, &o, &r), LT_ERR_INVALID, "prompt given to an encoder-decoder");
-  LT_EXPECT_ERR(lt_tf_decode(gpt, src, NULL, prompt, &o, &r), LT_ERR_INVALID, "decoder-only");
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, NULL, &o, &r), LT_ERR_NULL, "prompt");
+  LT_EXPECT_ERR(lt_transformer_generate(NULL, src, pad, NULL, &o, NULL, &r), LT_ERR_NULL, "model");
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, src, pad, NULL, &o, NULL, NULL), LT_ERR_NULL, "out");
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, NULL, NULL, NULL, &o, NULL, &r), LT_ERR_NULL, "src");
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, src, pad, prompt, &o, NULL, &r), LT_ERR_INVALID,
+                "prompt given to an encoder-decoder");
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, src, NULL, prompt, &o, NULL, &r), LT_ERR_INVALID, "decoder-only");
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, NULL, &o, NULL, &r), LT_ERR_NULL, "prompt");
   /* empty input */
   lt_tensor *empty = LT_NN(lt_zeros(LT_DTYPE_I64, LT_SHAPE(1, 0)));
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, empty, &o, &r), LT_ERR_SHAPE, "empty input");
-  LT_EXPECT_ERR(lt_tf_decode(s2s, empty, NULL, NULL, &o, &r), LT_ERR_SHAPE, "empty input");
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, empty, &o, NULL, &r), LT_ERR_SHAPE, "empty input");
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, empty, NULL, NULL, &o, NULL, &r), LT_ERR_SHAPE, "empty input");
   /* ids outside the vocabulary, floats */
   lt_tensor *big = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(1, 2), ((int64_t[]){4, 13})));
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, big, &o, &r), LT_ERR_INVALID, "id 13 at flat index 1");
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, big, &o, NULL, &r), LT_ERR_INVALID, "id 13 at flat index 1");
+  /* a source id outside the vocabulary: the encoder's embedding says so (at the loop's first step) */
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, big, NULL, NULL, &o, NULL, &r), LT_ERR_INDEX, "out of range");
+  lt_tf_generate_opts bad_bos = lt_tf_generate_defaults();
+  bad_bos.bos_id = V;
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, src, pad, NULL, &o, &bad_bos, &r), LT_ERR_INVALID, "bos 13");
   lt_tensor *fl = LT_NN(lt_to_dtype(prompt, LT_DTYPE_F32));
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, fl, &o, &r), LT_ERR_DTYPE, "prompt");
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, fl, &o, NULL, &r), LT_ERR_DTYPE, "prompt");
   /* lengths beyond the model's positions */
   lt_tensor *longsrc = LT_NN(lt_full(LT_DTYPE_I64, LT_SHAPE(1, 25), 4.0));
-  LT_EXPECT_ERR(lt_tf_decode(s2s, longsrc, NULL, NULL, &o, &r), LT_ERR_INVALID, "max_len");
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, longsrc, NULL, NULL, &o, NULL, &r), LT_ERR_INVALID, "max_len");
   o.max_new = 25;
-  LT_EXPECT_ERR(lt_tf_decode(s2s, src, pad, NULL, &o, &r), LT_ERR_INVALID, "max_new 25");
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, src, pad, NULL, &o, NULL, &r), LT_ERR_INVALID, "max_new 25");
   o.max_new = -1;
-  LT_EXPECT_ERR(lt_tf_decode(s2s, src, pad, NULL, &o, &r), LT_ERR_INVALID, "max_new");
+  LT_EXPECT_ERR(lt_transformer_generate(s2s, src, pad, NULL, &o, NULL, &r), LT_ERR_INVALID, "max_new");
   /* options */
-  o = lt_decode_defaults();
-  o.strategy = LT_DECODE_SAMPLE;
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_NULL, "generator");
+  o = lt_generate_defaults();
+  o.strategy = LT_GENERATE_SAMPLE;
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, prompt, &o, NULL, &r), LT_ERR_NULL, "generator");
   o.gen = g, o.temperature = 0.0;
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "temperature");
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, prompt, &o, NULL, &r), LT_ERR_INVALID, "temperature");
   o.temperature = 1.0, o.top_p = 0.0;
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "top_p");
-  o = lt_decode_defaults();
-  o.strategy = LT_DECODE_BEAM, o.beam_width = 0;
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "beam_width");
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, prompt, &o, NULL, &r), LT_ERR_INVALID, "top_p");
+  o = lt_generate_defaults();
+  o.strategy = LT_GENERATE_BEAM, o.beam_width = 0;
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, prompt, &o, NULL, &r), LT_ERR_INVALID, "beam_width");
   o.beam_width = 2, o.length_penalty = -1;
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "length_penalty");
-  o = lt_decode_defaults();
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, prompt, &o, NULL, &r), LT_ERR_INVALID, "length_penalty");
+  o = lt_generate_defaults();
   o.eos_id = V;
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "eos");
-  o = lt_decode_defaults();
-  o.strategy = (lt_decode_strategy)9;
-  LT_EXPECT_ERR(lt_tf_decode(gpt, NULL, NULL, prompt, &o, &r), LT_ERR_INVALID, "strategy");
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, prompt, &o, NULL, &r), LT_ERR_INVALID, "eos");
+  o = lt_generate_defaults();
+  o.strategy = (lt_generate_strategy)9;
+  LT_EXPECT_ERR(lt_transformer_generate(gpt, NULL, NULL, prompt, &o, NULL, &r), LT_ERR_INVALID, "strategy");
   ck_assert(!r.tokens && !r.lengths && !r.scores);
-  lt_decode_result_free(NULL);
+  lt_generate_result_free(NULL);
 
   lt_tensor *ts[] = {src, pad, prompt, logits, label, empty, big, fl, longsrc};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lt_tensor_free(ts[i]);

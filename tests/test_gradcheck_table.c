@@ -22,9 +22,6 @@
 #include "autograd/internal.h"
 #include "tensor/storage_internal.h"
 
-/* From tensor/tensor.c (also declared in tensor/internal.h). */
-int64_t lt__live_tensors(void);
-
 #include "gradcases_view.inc"
 #include "gradcases_elementwise.inc"
 #include "gradcases_reduce.inc"

@@ -1,6 +1,7 @@
 /*
  * tests/test_train_e2e.c: models/transformer/train end to end, and the
- * decoding helpers of models/transformer/generate.h.
+ * library calls it makes to decode and generate (lt_transformer_generate, as
+ * train calls it) and to keep its configuration (models/transformer/config.h).
  *
  * The program tests run the real executable (its path is LT_TRAIN_EXE, set
  * by tests/CMakeLists.txt) with tiny configurations, then read what it wrote:
@@ -16,9 +17,10 @@
  *   - Ctrl-C (SIGINT) saves a checkpoint and exits with 130, and the run
  *     resumes from it; a non-finite run stops with exit 3; bad flags and bad
  *     data give a message and a non-zero exit.
- * The library tests check lt_tf_greedy_decode against teacher forcing,
- * lt_tf_generate, the configuration in checkpoint attributes, and the error
- * paths.
+ * The library tests check train's greedy decoding (lt_transformer_generate
+ * on an encoder-decoder) against teacher forcing, its text generation
+ * (decoder-only: greedy, sampled, the context window), the configuration in
+ * checkpoint attributes, and the error paths.
  *
  * The final parameters of two runs are compared by rebuilding the model from
  * each checkpoint's configuration (lt_tf_config_from_meta) and loading it.
@@ -35,6 +37,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "datasets/datasets.h"
+#include "models/transformer/config.h"
 #include "models/transformer/generate.h"
 #include "models/transformer/transformer.h"
 #include "test_util.h"
@@ -456,6 +459,40 @@ static lt_transformer *tiny_model(lt_tf_arch arch, int64_t V) {
   return m;
 }
 
+/* Greedy decoding with an encoder-decoder as train's validation runs it:
+ * the tokens after <bos> (new [B, L]), or NULL with the error set. */
+static lt_tensor *greedy_decode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *mask, int64_t max_new,
+                                int64_t eos) {
+  lt_generate_opts o = lt_generate_defaults();
+  o.max_new = max_new, o.eos_id = eos;
+  lt_generate_result r = {0};
+  if (lt_transformer_generate(m, src, mask, NULL, &o, NULL, &r) != LT_OK) return NULL;
+  lt_tensor *y = r.tokens;
+  r.tokens = NULL;
+  lt_generate_result_free(&r);
+  return y;
+}
+
+/* A decoder-only continuation as train's text sample makes it (greedy when
+ * temperature <= 0, else sampled; never stopping at <eos>): the prompt
+ * followed by the n_new tokens (new [B, P + n_new]), or NULL with the error set. */
+static lt_tensor *lm_generate(const lt_transformer *m, const lt_tensor *prompt, int64_t n_new, int64_t context,
+                              double temperature, int64_t top_k, lt_generator *g) {
+  lt_generate_opts o = lt_generate_defaults();
+  o.strategy = temperature > 0 ? LT_GENERATE_SAMPLE : LT_GENERATE_GREEDY;
+  o.temperature = temperature > 0 ? temperature : 1.0;
+  o.top_k = top_k, o.gen = g, o.max_new = n_new, o.eos_id = -1;
+  lt_tf_generate_opts t = lt_tf_generate_defaults();
+  t.context = context;
+  lt_generate_result r = {0};
+  if (lt_transformer_generate(m, NULL, NULL, prompt, &o, &t, &r) != LT_OK) return NULL;
+  lt_tensor *p64 = lt_to_dtype(prompt, LT_DTYPE_I64);
+  lt_tensor *y = p64 ? lt_cat(2, (lt_tensor *const[]){p64, r.tokens}, 1) : NULL;
+  lt_tensor_free(p64);
+  lt_generate_result_free(&r);
+  return y;
+}
+
 START_TEST(greedy_decode_matches_teacher_forcing) {
   const int64_t V = 11, B = 3, S = 5;
   lt_transformer *m = tiny_model(LT_TF_ENCODER_DECODER, V);
@@ -463,7 +500,7 @@ START_TEST(greedy_decode_matches_teacher_forcing) {
   bool pad[] = {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0, 0};
   lt_tensor *src = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(B, S), src_ids));
   lt_tensor *mask = LT_NN(lt_tensor_from_copy(LT_DTYPE_BOOL, LT_SHAPE(B, S), pad));
-  lt_tensor *y = LT_NN(lt_tf_greedy_decode(m, src, mask, 6, LT_TOKEN_BOS, LT_TOKEN_EOS, LT_TOKEN_PAD));
+  lt_tensor *y = LT_NN(greedy_decode(m, src, mask, 6, LT_TOKEN_EOS));
   ck_assert_int_eq(y->ndim, 2);
   ck_assert_int_eq(y->shape[0], B);
   ck_assert(y->shape[1] >= 1 && y->shape[1] <= 6);
@@ -494,17 +531,18 @@ START_TEST(greedy_decode_matches_teacher_forcing) {
   }
   /* errors: wrong model, bad shapes, bad ids; nothing is made */
   lt_transformer *gpt = tiny_model(LT_TF_DECODER_ONLY, V);
-  LT_EXPECT_NULL_ERR(lt_tf_greedy_decode(gpt, src, mask, 6, 1, 2, 0), LT_ERR_INVALID, "not encoder-decoder");
-  LT_EXPECT_NULL_ERR(lt_tf_greedy_decode(m, src, mask, 0, 1, 2, 0), LT_ERR_INVALID, "max_new");
-  LT_EXPECT_NULL_ERR(lt_tf_greedy_decode(m, src, mask, 6, 1, V, 0), LT_ERR_INVALID, "eos");
+  LT_EXPECT_NULL_ERR(greedy_decode(gpt, src, mask, 6, 2), LT_ERR_INVALID, "decoder-only");
+  LT_EXPECT_NULL_ERR(greedy_decode(m, src, mask, -1, 2), LT_ERR_INVALID, "max_new");
+  LT_EXPECT_NULL_ERR(greedy_decode(m, src, mask, 6, V), LT_ERR_INVALID, "eos");
   lt_tensor *fsrc = LT_NN(lt_to_dtype(src, LT_DTYPE_F32));
-  LT_EXPECT_NULL_ERR(lt_tf_greedy_decode(m, fsrc, mask, 6, 1, 2, 0), LT_ERR_SHAPE, "src");
+  LT_EXPECT_NULL_ERR(greedy_decode(m, fsrc, mask, 6, 2), LT_ERR_DTYPE, "src");
   lt_tensor *short_mask = LT_NN(lt_narrow(mask, 1, 0, 3));
-  LT_EXPECT_NULL_ERR(lt_tf_greedy_decode(m, src, short_mask, 6, 1, 2, 0), LT_ERR_SHAPE, "src_pad");
-  LT_EXPECT_NULL_ERR(lt_tf_greedy_decode(NULL, src, mask, 6, 1, 2, 0), LT_ERR_NULL, "model");
-  /* max_new beyond max_len is capped */
-  lt_tensor *y2 = LT_NN(lt_tf_greedy_decode(m, src, mask, 1000, LT_TOKEN_BOS, V - 1, LT_TOKEN_PAD));
-  ck_assert(y2->shape[1] <= 24);
+  LT_EXPECT_NULL_ERR(greedy_decode(m, src, short_mask, 6, 2), LT_ERR_SHAPE, "src_pad");
+  LT_EXPECT_NULL_ERR(greedy_decode(NULL, src, mask, 6, 2), LT_ERR_NULL, "model");
+  /* max_new beyond max_len is an error (train caps it); max_len itself works */
+  LT_EXPECT_NULL_ERR(greedy_decode(m, src, mask, 1000, V - 1), LT_ERR_INVALID, "max_new 1000");
+  lt_tensor *y2 = LT_NN(greedy_decode(m, src, mask, 24, V - 1));
+  ck_assert(y2->shape[1] >= 1 && y2->shape[1] <= 24);
   lt_tensor *tensors[] = {src, mask, y, tgt, mem, logits, arg, fsrc, short_mask, y2};
   for (size_t i = 0; i < sizeof tensors / sizeof tensors[0]; i++) lt_tensor_free(tensors[i]);
   lt_transformer_free(m);
@@ -517,7 +555,7 @@ START_TEST(generate_greedy_and_sampled) {
   lt_transformer *m = tiny_model(LT_TF_DECODER_ONLY, V);
   lt_tensor *prompt = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(2, 3), (int64_t[]){4, 5, 6, 7, 7, 8}));
   /* greedy: 30 new tokens (beyond max_len 24: the context window slides) */
-  lt_tensor *y = LT_NN(lt_tf_generate(m, prompt, 30, 0, 0.0, 0, NULL));
+  lt_tensor *y = LT_NN(lm_generate(m, prompt, 30, 0, 0.0, 0, NULL));
   ck_assert_int_eq(y->shape[0], 2);
   ck_assert_int_eq(y->shape[1], 33);
   int64_t ids[66];
@@ -535,7 +573,7 @@ START_TEST(generate_greedy_and_sampled) {
   ck_assert_int_eq(ids[3], a[0]);
   ck_assert_int_eq(ids[36], a[1]);
   /* a context of 3 tokens: the second new token comes from the window y[:, 1:4] alone */
-  lt_tensor *y3 = LT_NN(lt_tf_generate(m, prompt, 2, 3, 0.0, 0, NULL));
+  lt_tensor *y3 = LT_NN(lm_generate(m, prompt, 2, 3, 0.0, 0, NULL));
   int64_t i3[10];
   LT_OK_OR_FAIL(lt_tensor_read(y3, LT_DTYPE_I64, i3, 10));
   ck_assert(i3[3] == a[0] && i3[8] == a[1]);
@@ -553,21 +591,22 @@ START_TEST(generate_greedy_and_sampled) {
   /* sampling: reproducible from the generator state; top_k 1 is greedy */
   lt_generator *g = lt_generator_new(3);
   lt_generator_state s0 = lt_generator_get_state(g);
-  lt_tensor *s1 = LT_NN(lt_tf_generate(m, prompt, 10, 0, 1.5, 0, g));
+  lt_tensor *s1 = LT_NN(lm_generate(m, prompt, 10, 0, 1.5, 0, g));
   LT_OK_OR_FAIL(lt_generator_set_state(g, s0));
-  lt_tensor *s2 = LT_NN(lt_tf_generate(m, prompt, 10, 0, 1.5, 0, g));
+  lt_tensor *s2 = LT_NN(lm_generate(m, prompt, 10, 0, 1.5, 0, g));
   ck_assert(lt_equal(s1, s2));
-  lt_tensor *k1 = LT_NN(lt_tf_generate(m, prompt, 10, 0, 1.0, 1, g));
-  lt_tensor *gr = LT_NN(lt_tf_generate(m, prompt, 10, 0, 0.0, 0, NULL));
+  lt_tensor *k1 = LT_NN(lm_generate(m, prompt, 10, 0, 1.0, 1, g));
+  lt_tensor *gr = LT_NN(lm_generate(m, prompt, 10, 0, 0.0, 0, NULL));
   ck_assert(lt_equal(k1, gr));
   int64_t sv[26];
   LT_OK_OR_FAIL(lt_tensor_read(s1, LT_DTYPE_I64, sv, 26));
   for (int i = 0; i < 26; i++) ck_assert(sv[i] >= 0 && sv[i] < V);
   /* errors */
-  LT_EXPECT_NULL_ERR(lt_tf_generate(m, prompt, 5, 0, 1.0, 0, NULL), LT_ERR_NULL, "generator");
-  LT_EXPECT_NULL_ERR(lt_tf_generate(m, prompt, -1, 0, 0.0, 0, NULL), LT_ERR_INVALID, "n_new");
+  LT_EXPECT_NULL_ERR(lm_generate(m, prompt, 5, 0, 1.0, 0, NULL), LT_ERR_NULL, "generator");
+  LT_EXPECT_NULL_ERR(lm_generate(m, prompt, -1, 0, 0.0, 0, NULL), LT_ERR_INVALID, "max_new");
   lt_transformer *s2s = tiny_model(LT_TF_ENCODER_DECODER, V);
-  LT_EXPECT_NULL_ERR(lt_tf_generate(s2s, prompt, 5, 0, 0.0, 0, NULL), LT_ERR_INVALID, "not decoder-only");
+  LT_EXPECT_NULL_ERR(lm_generate(s2s, prompt, 5, 0, 0.0, 0, NULL), LT_ERR_INVALID,
+                     "prompt given to an encoder-decoder");
   lt_tensor *ts[] = {prompt, y, logits, arg, s1, s2, k1, gr, y3, view, win, wl, wlast, warg};
   for (size_t i = 0; i < sizeof ts / sizeof ts[0]; i++) lt_tensor_free(ts[i]);
   lt_generator_free(g);

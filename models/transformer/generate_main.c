@@ -8,7 +8,7 @@
  *   encoder-only     a text             -> its label (the class name)
  * Inputs come from the command line (one per argument), a file or standard
  * input (--input FILE or -, one per line; with neither, standard input).
- * Decoding is lt_tf_decode (generate.h): greedy, beam search or sampling, with
+ * Decoding is lt_transformer_generate (generate.h): greedy, beam search or sampling, with
  * the KV cache unless --no-cache. docs/decoding.md is the manual.
  *
  * Inputs are checked before anything is decoded (empty inputs, text the
@@ -25,6 +25,7 @@
  */
 #include "checkpoint/checkpoint.h"
 #include "datasets/datasets.h"
+#include "models/transformer/config.h"
 #include "models/transformer/generate.h"
 
 #include <errno.h>
@@ -64,7 +65,7 @@ static void *xmalloc(size_t n) {
 
 typedef struct options {
   const char *checkpoint;
-  lt_decode_strategy strategy;
+  lt_generate_strategy strategy;
   int64_t beam, top_k, max_len, context, batch, threads;
   double length_penalty, temperature, top_p;
   uint64_t seed;
@@ -132,7 +133,7 @@ static double parse_double(const char *flag, const char *v) {
 }
 
 static options parse_args(int argc, char **argv) {
-  options o = {.strategy = LT_DECODE_GREEDY, .beam = 4, .top_k = 0, .max_len = 64, .context = 0, .batch = 32,
+  options o = {.strategy = LT_GENERATE_GREEDY, .beam = 4, .top_k = 0, .max_len = 64, .context = 0, .batch = 32,
                .length_penalty = 0.6, .temperature = 1.0, .top_p = 1.0, .seed = 1234};
   o.texts = xmalloc(sizeof *o.texts * (size_t)argc);
   for (int i = 1; i < argc; i++) {
@@ -167,9 +168,9 @@ static options parse_args(int argc, char **argv) {
     const char *v = argv[++i];
     if (!strcmp(a, "--checkpoint")) o.checkpoint = v;
     else if (!strcmp(a, "--strategy")) {
-      if (!strcmp(v, "greedy")) o.strategy = LT_DECODE_GREEDY;
-      else if (!strcmp(v, "beam")) o.strategy = LT_DECODE_BEAM;
-      else if (!strcmp(v, "sample")) o.strategy = LT_DECODE_SAMPLE;
+      if (!strcmp(v, "greedy")) o.strategy = LT_GENERATE_GREEDY;
+      else if (!strcmp(v, "beam")) o.strategy = LT_GENERATE_BEAM;
+      else if (!strcmp(v, "sample")) o.strategy = LT_GENERATE_SAMPLE;
       else die(EXIT_USAGE, "--strategy '%s': one of greedy, beam, sample", v);
     } else if (!strcmp(a, "--beam")) o.beam = parse_int(a, v, 1, 1024);
     else if (!strcmp(a, "--length-penalty")) {
@@ -374,11 +375,11 @@ int main(int argc, char **argv) {
   double *score = calloc((size_t)n, sizeof *score);
   lt_generator *gen = lt_generator_new(o.seed);
   if (!out || !score || !gen) die(EXIT_DATA, "out of memory");
-  lt_decode_opts d = lt_decode_defaults();
+  lt_generate_opts d = lt_generate_defaults();
   d.strategy = o.strategy, d.beam_width = o.beam, d.length_penalty = o.length_penalty;
   d.temperature = o.temperature, d.top_k = o.top_k, d.top_p = o.top_p, d.gen = gen;
-  d.max_new = o.max_len, d.context = context, d.no_cache = o.no_cache;
-  d.bos_id = LT_TOKEN_BOS, d.eos_id = LT_TOKEN_EOS, d.pad_id = LT_TOKEN_PAD;
+  d.max_new = o.max_len, d.eos_id = LT_TOKEN_EOS, d.pad_id = LT_TOKEN_PAD;
+  const lt_tf_generate_opts dt = {.bos_id = LT_TOKEN_BOS, .context = context, .no_cache = o.no_cache};
   for (int64_t b0 = 0; b0 < n;) {
     int64_t nb = 1, S = in[b0].n;
     while (b0 + nb < n && nb < o.batch && (cfg.arch != LT_TF_DECODER_ONLY || in[b0 + nb].n == S)) {
@@ -416,9 +417,9 @@ int main(int argc, char **argv) {
       }
       free(p);
     } else {
-      lt_decode_result r = {0};
+      lt_generate_result r = {0};
       const bool encdec = cfg.arch == LT_TF_ENCODER_DECODER;
-      if (lt_tf_decode(m, encdec ? x : NULL, encdec ? xp : NULL, encdec ? NULL : x, &d, &r) != LT_OK)
+      if (lt_transformer_generate(m, encdec ? x : NULL, encdec ? xp : NULL, encdec ? NULL : x, &d, &dt, &r) != LT_OK)
         die_lt("decoding");
       const int64_t L = r.tokens->shape[1];
       int64_t *y = xmalloc(sizeof *y * (size_t)(nb * L + 1)), *len = xmalloc(sizeof *len * (size_t)nb);
@@ -435,7 +436,7 @@ int main(int argc, char **argv) {
         score[b0 + k] = sc[k];
       }
       free(y), free(len), free(sc);
-      lt_decode_result_free(&r);
+      lt_generate_result_free(&r);
     }
     lt_scope_end(s);
     for (int64_t k = 0; k < nb; k++)

@@ -31,6 +31,7 @@
  * in f32 on the CPU threads of one process.
  */
 #include "libtensor.h"
+#include "models/transformer/config.h"
 #include "models/transformer/generate.h"
 #include "models/transformer/transformer.h"
 
@@ -1178,9 +1179,11 @@ static void eval_exact(run *r, int64_t n, eval_result *E, char **out, int64_t n_
     lt_scope *s = lt_scope_begin();
     lt_seq2seq_batch b;
     TRY(EXIT_DATA, lt_seq2seq_collate(V, idx, nb, &b), "decoding batch");
-    lt_tensor *y = lt_tf_greedy_decode(r->model, b.src, b.src_mask, maxlen + 1, LT_TOKEN_BOS, LT_TOKEN_EOS,
-                                       LT_TOKEN_PAD); /* [nb, L] */
-    if (!y) die_lt(EXIT_DATA, "greedy decoding");
+    lt_generate_opts go = lt_generate_defaults(); /* greedy; <bos>, <eos>, <pad>: the LT_TOKEN_* ids */
+    go.max_new = maxlen + 1 < r->cfg.max_len ? maxlen + 1 : r->cfg.max_len;
+    lt_generate_result gr = {0};
+    TRY(EXIT_DATA, lt_transformer_generate(r->model, b.src, b.src_mask, NULL, &go, NULL, &gr), "greedy decoding");
+    lt_tensor *y = gr.tokens; /* [nb, L] */
     int64_t L = y->shape[1];
     gen = realloc(gen, sizeof *gen * (size_t)(nb * L));
     if (!gen) die(EXIT_DATA, "out of memory");
@@ -1656,17 +1659,24 @@ static void print_examples(run *r, char **outputs, int64_t n) {
     }
     lt_scope *s = lt_scope_begin();
     lt_tensor *prompt = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, P}, ids);
-    lt_tensor *y = prompt ? lt_tf_generate(r->model, prompt, r->o.gen_tokens, r->o.seq_len, r->o.temperature,
-                                           r->o.top_k, r->sample_gen) : NULL; /* the trained context length */
-    if (!y) die_lt(EXIT_DATA, "generating text");
-    int64_t *g = xmalloc(sizeof *g * (size_t)y->numel);
+    lt_generate_opts go = lt_generate_defaults();
+    go.strategy = r->o.temperature > 0 ? LT_GENERATE_SAMPLE : LT_GENERATE_GREEDY;
+    go.temperature = r->o.temperature > 0 ? r->o.temperature : 1.0;
+    go.top_k = r->o.top_k, go.gen = r->sample_gen, go.max_new = r->o.gen_tokens, go.eos_id = -1;
+    lt_tf_generate_opts to = lt_tf_generate_defaults();
+    to.context = r->o.seq_len; /* the trained context length */
+    lt_generate_result gr = {0};
+    if (!prompt || lt_transformer_generate(r->model, NULL, NULL, prompt, &go, &to, &gr) != LT_OK)
+      die_lt(EXIT_DATA, "generating text");
+    lt_tensor *y = gr.tokens; /* [1, gen_tokens] */
+    int64_t *g = xmalloc(sizeof *g * (size_t)(y->numel + 1));
     TRY(EXIT_DATA, lt_tensor_read(y, LT_DTYPE_I64, g, y->numel), "generated ids");
     char *pt, *ct;
     size_t pl, cl;
-    TRY(EXIT_DATA, lt_tokenizer_decode(r->D.tok, g, P, 0, &pt, &pl), "decoding");
-    TRY(EXIT_DATA, lt_tokenizer_decode(r->D.tok, g + P, y->numel - P, 0, &ct, &cl), "decoding");
+    TRY(EXIT_DATA, lt_tokenizer_decode(r->D.tok, ids, P, 0, &pt, &pl), "decoding");
+    TRY(EXIT_DATA, lt_tokenizer_decode(r->D.tok, g, y->numel, 0, &ct, &cl), "decoding");
     printf("\ngenerated text (%s, %lld tokens) after the prompt in [brackets]:\n[%s]%s\n",
-           r->o.temperature > 0 ? "sampled" : "greedy", (long long)(y->numel - P), pt, ct);
+           r->o.temperature > 0 ? "sampled" : "greedy", (long long)y->numel, pt, ct);
     free(pt), free(ct), free(g), free(ids);
     lt_scope_end(s);
     return;

@@ -1,13 +1,13 @@
 /*
- * models/transformer/train_util.c: the configuration side of generate.h:
- * names of the configuration's enums (for command lines and files) and the
- * configuration as checkpoint attributes, so that a checkpoint rebuilds its
- * model without any other input.
+ * models/transformer/config.c: the Transformer's configuration in words and
+ * in files (config.h): names of the configuration's enums (for command lines
+ * and files) and the configuration as checkpoint attributes, so that a
+ * checkpoint rebuilds its model without any other input.
  *
  * What this is not: the checkpoint format itself (checkpoint/) or the
  * training program (train_main.c, which uses these).
  */
-#include "models/transformer/generate.h"
+#include "models/transformer/config.h"
 
 #include <string.h>
 

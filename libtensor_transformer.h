@@ -1,0 +1,20 @@
+/*
+ * libtensor_transformer.h: the umbrella header of the Transformer, a model
+ * library on top of the libtensor core (link libtensor_transformer, CMake
+ * target libtensor::transformer, pkg-config module libtensor_transformer; each
+ * brings the core with it):
+ *     #include <libtensor/libtensor_transformer.h>
+ * It includes the core's umbrella header, then the model's headers:
+ *   models/transformer/transformer.h  the model (encoder-decoder, decoder-only, encoder-only), KV cache
+ *   models/transformer/generate.h     generating with it (lt_transformer_generate, on generate/generate.h)
+ *   models/transformer/config.h       its configuration's names, and the configuration in checkpoints
+ */
+#ifndef LIBTENSOR_TRANSFORMER_H
+#define LIBTENSOR_TRANSFORMER_H
+
+#include "libtensor.h"
+#include "models/transformer/transformer.h"
+#include "models/transformer/generate.h"
+#include "models/transformer/config.h"
+
+#endif
