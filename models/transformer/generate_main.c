@@ -168,10 +168,8 @@ static options parse_args(int argc, char **argv) {
     const char *v = argv[++i];
     if (!strcmp(a, "--checkpoint")) o.checkpoint = v;
     else if (!strcmp(a, "--strategy")) {
-      if (!strcmp(v, "greedy")) o.strategy = LT_GENERATE_GREEDY;
-      else if (!strcmp(v, "beam")) o.strategy = LT_GENERATE_BEAM;
-      else if (!strcmp(v, "sample")) o.strategy = LT_GENERATE_SAMPLE;
-      else die(EXIT_USAGE, "--strategy '%s': one of greedy, beam, sample", v);
+      if (lt_generate_strategy_parse(v, &o.strategy) != LT_OK)
+        die(EXIT_USAGE, "--strategy '%s': one of greedy, beam, sample", v);
     } else if (!strcmp(a, "--beam")) o.beam = parse_int(a, v, 1, 1024);
     else if (!strcmp(a, "--length-penalty")) {
       o.length_penalty = parse_double(a, v);
