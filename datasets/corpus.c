@@ -342,12 +342,7 @@ static const char *const overlong_names[] = {"error", "truncate", "skip"};
 
 const char *lt_overlong_name(lt_overlong policy) { return lt_enum_name(overlong_names, 3, (int)policy); }
 
-lt_status lt_overlong_parse(const char *s, lt_overlong *out) {
-  int v;
-  lt_status st = lt_enum_parse("overlong policy", overlong_names, 3, NULL, 0, s, &v);
-  if (st == LT_OK) *out = (lt_overlong)v;
-  return st;
-}
+LT_ENUM_PARSER(lt_overlong_parse, lt_overlong, "overlong policy", overlong_names, 3, NULL, 0)
 
 lt_seq_pairs *lt_seq_pairs_new(void) {
   lt_seq_pairs *p = calloc(1, sizeof *p);

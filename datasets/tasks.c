@@ -40,12 +40,7 @@ static const char *const task_names[LT_TASK_COUNT] = {"copy", "reverse", "sort",
 
 const char *lt_task_name(lt_task_kind kind) { return lt_enum_name(task_names, LT_TASK_COUNT, (int)kind); }
 
-lt_status lt_task_parse(const char *s, lt_task_kind *out) {
-  int v;
-  lt_status st = lt_enum_parse("task", task_names, LT_TASK_COUNT, NULL, 0, s, &v);
-  if (st == LT_OK) *out = (lt_task_kind)v;
-  return st;
-}
+LT_ENUM_PARSER(lt_task_parse, lt_task_kind, "task", task_names, LT_TASK_COUNT, NULL, 0)
 
 /* ---- numbers in words ---------------------------------------------------- */
 

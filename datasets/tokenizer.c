@@ -291,12 +291,7 @@ const char *lt_tokenizer_kind_name(lt_tokenizer_kind kind) {
   return lt_enum_name(tokenizer_kind_names, 3, (int)kind);
 }
 
-lt_status lt_tokenizer_kind_parse(const char *s, lt_tokenizer_kind *out) {
-  int v;
-  lt_status st = lt_enum_parse("tokenizer", tokenizer_kind_names, 3, NULL, 0, s, &v);
-  if (st == LT_OK) *out = (lt_tokenizer_kind)v;
-  return st;
-}
+LT_ENUM_PARSER(lt_tokenizer_kind_parse, lt_tokenizer_kind, "tokenizer", tokenizer_kind_names, 3, NULL, 0)
 
 lt_tokenizer_kind lt_tokenizer_get_kind(const lt_tokenizer *tok) {
   return tok ? tok->kind : LT_TOKENIZER_BYTE;

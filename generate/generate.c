@@ -35,12 +35,7 @@ const char *lt_generate_strategy_name(lt_generate_strategy strategy) {
   return lt_enum_name(strategy_names, 3, (int)strategy);
 }
 
-lt_status lt_generate_strategy_parse(const char *s, lt_generate_strategy *out) {
-  int v;
-  lt_status st = lt_enum_parse("strategy", strategy_names, 3, NULL, 0, s, &v);
-  if (st == LT_OK) *out = (lt_generate_strategy)v;
-  return st;
-}
+LT_ENUM_PARSER(lt_generate_strategy_parse, lt_generate_strategy, "strategy", strategy_names, 3, NULL, 0)
 
 lt_generate_opts lt_generate_defaults(void) {
   return (lt_generate_opts){

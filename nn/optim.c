@@ -80,12 +80,7 @@ static const char *const optim_kind_names[] = {"sgd", "adam", "adamw"};
 
 const char *lt_optim_kind_name(lt_optim_kind kind) { return lt_enum_name(optim_kind_names, N_OPTIM_KINDS, (int)kind); }
 
-lt_status lt_optim_kind_parse(const char *s, lt_optim_kind *out) {
-  int v;
-  lt_status st = lt_enum_parse("optimizer", optim_kind_names, N_OPTIM_KINDS, NULL, 0, s, &v);
-  if (st == LT_OK) *out = (lt_optim_kind)v;
-  return st;
-}
+LT_ENUM_PARSER(lt_optim_kind_parse, lt_optim_kind, "optimizer", optim_kind_names, N_OPTIM_KINDS, NULL, 0)
 
 lt_optim_config lt_optim_defaults(lt_optim_kind kind) {
   lt_optim_config c = {0};

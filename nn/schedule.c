@@ -43,12 +43,7 @@ const char *lt_schedule_kind_name(lt_schedule_kind kind) {
   return lt_enum_name(sched_kind_names, N_SCHED_KINDS, (int)kind);
 }
 
-lt_status lt_schedule_kind_parse(const char *s, lt_schedule_kind *out) {
-  int v;
-  lt_status st = lt_enum_parse("schedule", sched_kind_names, N_SCHED_KINDS, sched_kind_aliases, 2, s, &v);
-  if (st == LT_OK) *out = (lt_schedule_kind)v;
-  return st;
-}
+LT_ENUM_PARSER(lt_schedule_kind_parse, lt_schedule_kind, "schedule", sched_kind_names, N_SCHED_KINDS, sched_kind_aliases, 2)
 
 double lt_schedule_lr(const lt_schedule *s, int64_t step) {
   const char *op = "schedule_lr";

@@ -143,6 +143,15 @@ typedef struct lt_enum_alias {
  * arguments are borrowed. */
 lt_status lt_enum_parse(const char *what, const char *const *names, int n, const lt_enum_alias *aliases,
                         int naliases, const char *s, int *out);
+/* Defines `lt_status fn(const char *s, T *out)`, the typed parser of enum T
+ * over lt_enum_parse with the other arguments as given. */
+#define LT_ENUM_PARSER(fn, T, what, names, n, aliases, naliases)                   \
+  lt_status fn(const char *s, T *out) {                                            \
+    int v_;                                                                        \
+    lt_status st_ = lt_enum_parse((what), (names), (n), (aliases), (naliases), s, &v_); \
+    if (st_ == LT_OK) *out = (T)v_;                                                \
+    return st_;                                                                    \
+  }
 
 /* ======================================================================== */
 /* Runtime: threads, BLAS kernels, version                                  */

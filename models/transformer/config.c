@@ -28,17 +28,10 @@ const char *lt_tf_act_name(lt_activation a) { return lt_enum_name(act_names, COU
 static const lt_enum_alias arch_aliases[] = {
     {"encdec", LT_TF_ENCODER_DECODER}, {"decoder", LT_TF_DECODER_ONLY}, {"encoder", LT_TF_ENCODER_ONLY}};
 
-#define PARSER(fn, what, names, aliases, naliases, T)                          \
-  lt_status fn(const char *s, T *out) {                                        \
-    int v;                                                                     \
-    lt_status st = lt_enum_parse(what, names, COUNT(names), aliases, naliases, s, &v); \
-    if (st == LT_OK) *out = (T)v;                                              \
-    return st;                                                                 \
-  }
-PARSER(lt_tf_arch_parse, "architecture", arch_names, arch_aliases, COUNT(arch_aliases), lt_tf_arch)
-PARSER(lt_tf_norm_parse, "norm", norm_names, NULL, 0, lt_tf_norm)
-PARSER(lt_tf_pos_parse, "positions", pos_names, NULL, 0, lt_tf_pos)
-PARSER(lt_tf_act_parse, "activation", act_names, NULL, 0, lt_activation)
+LT_ENUM_PARSER(lt_tf_arch_parse, lt_tf_arch, "architecture", arch_names, COUNT(arch_names), arch_aliases, COUNT(arch_aliases))
+LT_ENUM_PARSER(lt_tf_norm_parse, lt_tf_norm, "norm", norm_names, COUNT(norm_names), NULL, 0)
+LT_ENUM_PARSER(lt_tf_pos_parse, lt_tf_pos, "positions", pos_names, COUNT(pos_names), NULL, 0)
+LT_ENUM_PARSER(lt_tf_act_parse, lt_activation, "activation", act_names, COUNT(act_names), NULL, 0)
 
 /* ---- the configuration as checkpoint attributes ------------------------------- */
 
