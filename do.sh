@@ -5,12 +5,18 @@
 #   ./do.sh test   install what is missing, build, run every test (the
 #                  normal build, then again under AddressSanitizer + UBSan)
 #   ./do.sh build  install what is missing and build only
+#   ./do.sh fuzz [seconds]  install clang if missing, build the fuzz harnesses
+#                  with libFuzzer + ASan + UBSan, run each for the given seconds
+#                  (default 60), one after the other; new crashes go to
+#                  fuzz/findings/<harness>/ (fuzz/README.md)
 #
-# Builds go to build/ (Release) and build-asan/ (sanitizers).
+# Builds go to build/ (Release), build-asan/ (sanitizers), build-fuzz/ (clang).
 set -eu
 cd "$(dirname "$0")"
 
 PACKAGES="cmake make gcc pkg-config libblis-openmp-dev libhdf5-dev zlib1g-dev check hdf5-tools dataset-fashion-mnist"
+# Only ./do.sh fuzz needs these (clang, its libFuzzer runtime, and its OpenMP).
+FUZZ_PACKAGES="clang libclang-rt-14-dev libomp-14-dev"
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 setup() {
@@ -56,8 +62,48 @@ case "${1:-}" in
     setup
     build build -DCMAKE_BUILD_TYPE=Release
     ;;
+  fuzz)
+    seconds="${2:-60}"
+    PACKAGES="$PACKAGES $FUZZ_PACKAGES"
+    setup
+    build build-fuzz -DCMAKE_C_COMPILER=clang -DCMAKE_BUILD_TYPE=RelWithDebInfo -DLT_FUZZ=ON \
+      -DLT_BUILD_TESTS=OFF -DLT_BUILD_BENCH=OFF
+    # One harness at a time, one process each (-jobs is not used): the machine
+    # may be shared. New interesting inputs go to build-fuzz/corpus/<name>
+    # (not committed); crashes, timeouts and OOMs to fuzz/findings/<name>/.
+    failed=""
+    for exe in build-fuzz/fuzz/fuzz_*; do
+      [ -x "$exe" ] || continue
+      name=${exe##*/fuzz_}
+      mkdir -p "build-fuzz/corpus/$name" "fuzz/findings/$name"
+      log="build-fuzz/fuzz-$name.log"
+      echo "do.sh fuzz: $name for ${seconds}s"
+      # fuzz/lsan.supp names HDF5 functions: the harnesses that use HDF5 need
+      # full allocation stacks (slower mallocs); the others keep fast ones.
+      unwind=1
+      [ "$name" = checkpoint ] && unwind=0
+      if LT_NUM_THREADS=1 OMP_WAIT_POLICY=PASSIVE ASAN_OPTIONS=fast_unwind_on_malloc=$unwind \
+           LSAN_OPTIONS="suppressions=$PWD/fuzz/lsan.supp:print_suppressions=0" \
+           "$exe" -max_total_time="$seconds" -timeout=10 -rss_limit_mb=2048 \
+           -print_final_stats=1 -artifact_prefix="fuzz/findings/$name/" \
+           "build-fuzz/corpus/$name" "fuzz/corpus/$name" >"$log" 2>&1; then
+        status=ok
+      else
+        status="FOUND A CRASH (see $log and fuzz/findings/$name/)"
+        failed="$failed $name"
+      fi
+      execs=$(sed -n 's/^stat::number_of_executed_units: *//p' "$log" | tail -1)
+      speed=$(sed -n 's/^stat::average_exec_per_sec: *//p' "$log" | tail -1)
+      cov=$(grep -o 'cov: [0-9]*' "$log" | tail -1)
+      echo "do.sh fuzz: $name: ${execs:-?} executions (${speed:-?}/s), $cov: $status"
+    done
+    if [ -n "$failed" ]; then
+      echo "do.sh fuzz: crashes in:$failed (inputs in fuzz/findings/; the replay tests now run them)" >&2
+      exit 1
+    fi
+    ;;
   *)
-    echo "usage: ./do.sh run | test | build" >&2
+    echo "usage: ./do.sh run | test | build | fuzz [seconds]" >&2
     exit 2
     ;;
 esac

@@ -154,18 +154,6 @@ static arg A(int how, bool grad, int ndim, const int64_t *shape) {
 }
 static arg FIXED(lt_tensor *t) { return (arg){.fixed = t}; }
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-/* Process CPU time: on a machine shared with other work, with one thread,
- * this is the steadier measure. */
-static double cpu_now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ======================================================================== */
 /* Naive compositions (the references)                                      */
@@ -974,14 +962,14 @@ static timing bench(op_fn f, const void *ctx, int n, lt_tensor **in, bool backwa
   timing best = {1e9, 1e9};
   for (int rep = 0; rep < 7; rep++) {
     lt_scope *s = lt_scope_begin();
-    const double t0 = now(), c0 = cpu_now();
+    const double t0 = lt_test_now(), c0 = lt_test_cpu_now();
     lt_tensor *y = f(in, ctx);
     ck_assert_ptr_nonnull(y);
     if (backward) {
       lt_tensor *l = y->ndim == 0 ? y : lt_sum(y, 0, NULL, false);
       LT_OK_OR_FAIL(lt_backward(l, NULL, false));
     }
-    const double dt = now() - t0, dc = cpu_now() - c0;
+    const double dt = lt_test_now() - t0, dc = lt_test_cpu_now() - c0;
     lt_scope_end(s);
     for (int i = 0; i < n; i++)
       if (in[i]->requires_grad) lt_zero_grad(in[i]);

@@ -4,7 +4,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
+
+static double seconds(clockid_t clock) {
+  struct timespec ts;
+  clock_gettime(clock, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+double lt_test_now(void) { return seconds(CLOCK_MONOTONIC); }
+double lt_test_cpu_now(void) { return seconds(CLOCK_PROCESS_CPUTIME_ID); }
 
 lt_tensor *lt_test_nonnull(lt_tensor *t, const char *expr, const char *file, int line) {
   if (!t)

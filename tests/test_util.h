@@ -82,6 +82,12 @@ void lt_test_assert_shape(const lt_tensor *t, int ndim, const int64_t *shape, co
  * (malloc'd: unlink and free it). Fails the test on error. */
 char *lt_test_write_temp(const void *data, size_t n);
 
+/* Seconds of wall time (monotonic) and of this process's CPU time. On a
+ * machine shared with other work, CPU time (with one library thread) is the
+ * steadier measure of a test's own work. */
+double lt_test_now(void);
+double lt_test_cpu_now(void);
+
 /* Run a suite (CK_NORMAL output); returns the process exit code. */
 int lt_test_run(Suite *s);
 

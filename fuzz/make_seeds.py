@@ -1,0 +1,68 @@
+#!/usr/bin/env python3
+"""fuzz/make_seeds.py: writes the small hand-made seeds of the tokenizer, corpus
+and idx harnesses (fuzz/corpus/<name>/). Each file starts with the harness's
+mode byte (see the comment at the top of fuzz/fuzz_<name>.c). The checkpoint
+seeds are real checkpoints: fuzz/make_ckpt_seeds.c writes them.
+
+    python3 fuzz/make_seeds.py        # from the repository root; deterministic
+"""
+import gzip
+import os
+import struct
+import zlib
+
+ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "corpus")
+
+
+def put(harness, name, data):
+    os.makedirs(os.path.join(ROOT, harness), exist_ok=True)
+    with open(os.path.join(ROOT, harness, name), "wb") as f:
+        f.write(data)
+
+
+# ---- tokenizer: serialised buffers (docs/datasets.md), training texts ----
+def tok_buf(kind, count, body):
+    vocab = (4 if kind == 1 else 260) + count
+    b = b"LTTK" + struct.pack("<IIIQQ", 1, kind, 4, vocab, count) + body
+    return b + struct.pack("<I", zlib.crc32(b))
+
+
+cps = sorted(set(ord(c) for c in "héllo wörld 数字 🙂"))
+char_buf = tok_buf(1, len(cps), b"".join(struct.pack("<I", c) for c in cps))
+# merges: "l"+"l" -> 260, "he" -> 261, 261 + 260 -> 262
+merges = [(4 + ord("l"), 4 + ord("l")), (4 + ord("h"), 4 + ord("e")), (261, 260)]
+bpe_buf = tok_buf(2, len(merges), b"".join(struct.pack("<II", l, r) for l, r in merges))
+put("tokenizer", "deser-byte", b"\x00" + tok_buf(0, 0, b""))
+put("tokenizer", "deser-char", b"\x00" + char_buf)
+put("tokenizer", "deser-bpe", b"\x00" + bpe_buf)
+put("tokenizer", "crcfix-bpe", b"\x01" + bpe_buf[:-4] + b"\0\0\0\0")
+text = "the quick brown fox jumps over the lazy dog; the dog sleeps. 12345 12345!!\n\tnaïve café 数字\n"
+put("tokenizer", "train-bpe", b"\x02\x20\x01" + text.encode())
+put("tokenizer", "char-utf8", b"\x03" + "héllo wörld 数字 🙂 <pad>".encode())
+put("tokenizer", "char-bad-utf8", b"\x03abc\xc3\x28\xed\xa0\x80\xf4\x90\x80\x80")
+
+# ---- corpus: TSV (mode bit 0), text files ----
+tsv = ("hello\tbonjour\n" "cat\tchat\tCC-BY 2.0 (Tatoeba)\r\n" "\n" "dog\tchien\n"
+       "no tab here\n" "\tempty source\n" "x\t\n" "naïve\tnaïf\n" "last line\twithout newline")
+put("corpus", "tsv-strict", b"\x01\x00\x11\x25" + tsv.encode())
+put("corpus", "tsv-skip", b"\x03\x03\x7f\xd1" + tsv.encode())
+put("corpus", "tsv-good", b"\x01\x02\x09\x44" + "a b c\tx y\nd e\tz\nf\tg h i\nj\tk\n".encode())
+put("corpus", "text", b"\x00" + b"\x1b" + (text * 3).encode())
+put("corpus", "text-empty", b"\x00")
+
+
+# ---- idx: headers and payloads (datasets.h) ----
+def idx(type_code, dims, payload):
+    return bytes([0, 0, type_code, len(dims)]) + b"".join(struct.pack(">I", d) for d in dims) + payload
+
+
+images = idx(0x08, [2, 3, 3], bytes(range(0, 180, 10)))
+put("idx", "images-raw", b"\x00" + images)
+put("idx", "images-gz", b"\x11" + images)
+put("idx", "labels", b"\x02" + idx(0x08, [4], b"\x00\x09\x03\x07"))
+put("idx", "f32", b"\x04" + idx(0x0D, [2, 2], struct.pack(">4f", 0.5, -1, float("nan"), 1e30)))
+put("idx", "f64", b"\x06" + idx(0x0E, [3], struct.pack(">3d", 1, 2, 3)))
+put("idx", "i16", b"\x02" + idx(0x0B, [1, 2], struct.pack(">2h", -5, 300)))
+put("idx", "i32-bool", b"\x08" + idx(0x0C, [2], struct.pack(">2i", 7, -7)))
+put("idx", "truncated", b"\x00" + idx(0x08, [100, 28, 28], b"\x01\x02"))
+put("idx", "gzip-stream", b"\x00" + gzip.compress(images, mtime=0))

@@ -1,0 +1,125 @@
+/* tests/util_tfckpt.c: see util_tfckpt.h. */
+#include "util_tfckpt.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#include "autograd/autograd.h"
+#include "datasets/datasets.h"
+#include "models/transformer/config.h"
+#include "nn/nn.h"
+#include "tensor/internal.h" /* lt__err */
+
+const char *const tfckpt_generator_names[TFCKPT_N_GENERATORS] = {"dropout"};
+
+lt_tf_config tfckpt_config(lt_tf_arch arch) {
+  lt_tf_config c = lt_tf_config_default(arch);
+  c.vocab_size = LT_TOKEN_NUM_SPECIAL + (int64_t)strlen(TFCKPT_TEXT); /* its characters are all distinct */
+  c.d_model = 8, c.n_heads = 2, c.n_kv_heads = 2, c.d_ff = 16, c.max_len = 8;
+  c.n_enc_layers = arch == LT_TF_DECODER_ONLY ? 0 : 1;
+  c.n_dec_layers = arch == LT_TF_ENCODER_ONLY ? 0 : 1;
+  c.n_classes = arch == LT_TF_ENCODER_ONLY ? 2 : 0;
+  c.dropout = 0.0;
+  return c;
+}
+
+lt_optim_config tfckpt_optim_config(void) {
+  lt_optim_config oc = lt_optim_defaults(LT_OPTIM_ADAMW);
+  oc.lr = 1e-2;
+  return oc;
+}
+
+lt_schedule tfckpt_schedule(void) {
+  return (lt_schedule){LT_SCHED_WARMUP_LINEAR, 1e-2, 0.0, 1.0, 1.0, 2, 100, 1, 8};
+}
+
+/* The loss of one fixed batch (B = 2, length 5): next-token prediction for
+ * the decoder-only model, teacher-forced translation (target = reversed
+ * source) for the encoder-decoder, two classes for the encoder-only one.
+ * Returns new (in the caller's scope). */
+static lt_tensor *batch_loss(const lt_transformer *m, lt_tf_arch arch, const lt_nn_ctx *ctx) {
+  enum { B = 2, T = 5 };
+  int64_t src[B * T], tgt[B * T], lab[B * T], cls[B] = {0, 1};
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) {
+      src[b * T + t] = LT_TOKEN_NUM_SPECIAL + (b * 7 + t * 3) % 19;
+      lab[b * T + t] = LT_TOKEN_NUM_SPECIAL + (b * 7 + (T - 1 - t) * 3) % 19;
+      tgt[b * T + t] = t == 0 ? LT_TOKEN_BOS : lab[b * T + t - 1];
+    }
+  lt_tensor *s = lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(B, T), src);
+  lt_tensor *ti = lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(B, T), arch == LT_TF_DECODER_ONLY ? src : tgt);
+  lt_tensor *l = lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(B, T), lab);
+  lt_tensor *c = lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(B), cls);
+  if (!s || !ti || !l || !c) return NULL;
+  lt_tensor *logits;
+  if (arch == LT_TF_ENCODER_ONLY) return lt_cross_entropy(lt_transformer_classify(m, s, NULL, ctx), c, NULL);
+  if (arch == LT_TF_DECODER_ONLY) logits = lt_transformer_decode(m, ti, NULL, NULL, NULL, 0, ctx);
+  else logits = lt_transformer_decode(m, ti, NULL, lt_transformer_encode(m, s, NULL, ctx), NULL, 0, ctx);
+  if (!logits) return NULL;
+  return lt_cross_entropy(lt_reshape(logits, LT_SHAPE(B * T, lt_transformer_config(m)->vocab_size)),
+                          lt_reshape(l, LT_SHAPE(B * T)), NULL);
+}
+
+lt_status tfckpt_write(const char *path, lt_tf_arch arch, int steps, bool training, const lt_ckpt_save_opts *opts) {
+  lt_tf_config cfg = tfckpt_config(arch);
+  lt_optim_config oc = tfckpt_optim_config();
+  lt_schedule sc = tfckpt_schedule();
+  lt_generator *init = lt_generator_new(7), *drop = lt_generator_new(8);
+  lt_tokenizer *tok = lt_tokenizer_new_char(TFCKPT_TEXT, strlen(TFCKPT_TEXT));
+  lt_transformer *m = init ? lt_transformer_new(&cfg, init) : NULL;
+  lt_optimizer *opt = m ? lt_optimizer_new(lt_transformer_params(m), &oc) : NULL;
+  lt_ckpt_meta *config = lt_ckpt_meta_new(), *extra = lt_ckpt_meta_new();
+  lt_status s = drop && tok && opt && config && extra ? LT_OK : lt_last_status();
+  if (!s && lt_tokenizer_vocab_size(tok) != cfg.vocab_size)
+    s = lt__err(LT_ERR_STATE, "tfckpt: the tokenizer has %lld ids, the configuration %lld",
+                       (long long)lt_tokenizer_vocab_size(tok), (long long)cfg.vocab_size);
+  lt_nn_ctx ctx = {true, drop};
+  for (int i = 0; !s && i < steps; i++) {
+    lt_params_zero_grad(lt_transformer_params(m));
+    lt_optimizer_set_lr(opt, lt_schedule_lr(&sc, i + 1));
+    lt_scope *scope = lt_scope_begin();
+    lt_tensor *loss = batch_loss(m, arch, &ctx);
+    s = loss ? lt_backward(loss, NULL, false) : lt_last_status();
+    lt_scope_end(scope);
+    if (!s) s = lt_optimizer_step(opt);
+  }
+  if (!s) s = lt_tf_config_to_meta(&cfg, config);
+  void *blob = NULL;
+  size_t size = 0;
+  if (!s) s = lt_tokenizer_serialize(tok, &blob, &size);
+  if (!s) s = lt_ckpt_meta_set_bytes(extra, "tokenizer", blob, size);
+  free(blob);
+  if (!s && arch == LT_TF_ENCODER_ONLY) s = lt_ckpt_meta_set_bytes(extra, "classes", "neg\npos\n", 8);
+  if (!s) s = lt_ckpt_meta_set_int(extra, "loader.epoch", 0);
+  if (!s) s = lt_ckpt_meta_set_int(extra, "loader.index", steps);
+  if (!s) s = lt_ckpt_meta_set_int(extra, "run.tokens", 10 * steps);
+  if (!s) s = lt_ckpt_meta_set_double(extra, "run.train_seconds", 0.25);
+  if (!s) s = lt_ckpt_meta_set_string(extra, "opt.data", "tfckpt");
+  if (!s && training) {
+    lt_train_state st = {lt_transformer_params(m), opt, &oc, &sc, steps, TFCKPT_N_GENERATORS,
+                         tfckpt_generator_names, &drop};
+    s = lt_ckpt_save_training(path, &st, config, extra, opts);
+  } else if (!s) {
+    s = lt_ckpt_save_params(path, lt_transformer_params(m), config, opts);
+  }
+  lt_ckpt_meta_free(config);
+  lt_ckpt_meta_free(extra);
+  lt_optimizer_free(opt);
+  lt_transformer_free(m);
+  lt_tokenizer_free(tok);
+  lt_generator_free(init);
+  lt_generator_free(drop);
+  return s;
+}
+
+lt_status tfckpt_read_info(const char *path, bool model_only_ok, lt_ckpt_info **info) {
+  lt_params *empty = lt_params_new();
+  if (!empty) return lt_last_status();
+  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lo.non_strict = true;
+  lt_train_state st = {.params = empty};
+  lt_status s = lt_ckpt_load_training(path, &st, &lo, info);
+  if (s && model_only_ok) s = lt_ckpt_load_params(path, empty, &lo, info);
+  lt_params_free(empty);
+  return s;
+}
