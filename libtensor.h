@@ -9,6 +9,8 @@
  *   generate/generate.h  autoregressive generation for any model: greedy, beam search, sampling
  *   datasets/datasets.h  IDX images (Fashion-MNIST), tokenizers, corpora, tasks, batching
  *   checkpoint/checkpoint.h  HDF5 checkpoints: save, load, resume (safe and durable)
+ *   train/trainer.h      the training loop for any model: accumulation, clipping,
+ *                        evaluation and checkpoint cadence, resume, metrics CSV, stop requests
  * Models are libraries of their own on top of the core, each with its own
  * umbrella header: the Transformer is <libtensor/libtensor_transformer.h>.
  */
@@ -21,5 +23,6 @@
 #include "generate/generate.h"
 #include "datasets/datasets.h"
 #include "checkpoint/checkpoint.h"
+#include "train/trainer.h"
 
 #endif

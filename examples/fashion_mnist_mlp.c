@@ -5,12 +5,15 @@
  * docs/tutorial.md walks through this file from top to bottom.
  *
  * What it shows: a model as a plain C struct of layers whose parameters live
- * in one lt_params store; a training step inside an lt_scope (so none of its
- * intermediates needs a free of its own); lt_backward; an optimizer (AdamW,
- * or SGD with momentum) with a warmup + cosine learning-rate schedule;
- * mini-batches shuffled by lt_randperm from a seeded generator; evaluation
- * under no-grad; and error handling where a program (unlike the library) may
- * exit.
+ * in one lt_params store; its loss for one mini-batch, handed to the
+ * library's training loop (train/trainer.h) as a hook, so that the program
+ * gets the step (inside an lt_scope: no intermediate needs a free of its
+ * own), the progress line, a metrics CSV, checkpoints, resume and Ctrl-C
+ * without writing them; an optimizer (AdamW, or SGD with momentum) with a
+ * warmup + cosine learning-rate schedule; mini-batches shuffled by
+ * lt_randperm from a seeded generator, whose position goes into checkpoints;
+ * evaluation under no-grad; and error handling where a program (unlike the
+ * library) may exit.
  *
  * What it is not: a benchmark of the best Fashion-MNIST model (a CNN does
  * better than an MLP's ~0.89).
@@ -21,10 +24,13 @@
  *   fashion_mnist_mlp                      # the full run (10 epochs, AdamW)
  *   fashion_mnist_mlp --max-steps 300      # a quick check that it learns
  *   fashion_mnist_mlp --optim sgd --lr 0.05
+ *   fashion_mnist_mlp --dir run            # checkpoints every epoch and run/metrics.csv
+ *   fashion_mnist_mlp --dir run --resume   # continue from run's newest checkpoint
  */
 #include <libtensor/libtensor.h>
 #include <libtensor/nn/nn.h>
 
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -82,14 +88,6 @@ static lt_tensor *mlp_forward(const mlp *m, const lt_tensor *x) {
   return h;
 }
 
-/* Number of rows of logits [B, 10] whose argmax equals labels [B]. */
-static int64_t count_correct(const lt_tensor *logits, const lt_tensor *labels) {
-  double correct = 0;
-  lt_tensor *hits = lt_sum(lt_eq(lt_argmax(logits, 1, false), labels), 0, NULL, false);
-  TRY(lt_item(hits, &correct));
-  return (int64_t)correct;
-}
-
 /* Accuracy of the model on (x, y), in batches of 1000, under no-grad (no graph
  * is recorded). Per-class accuracies go to per_class[10] if not NULL. */
 static double evaluate(const mlp *m, const lt_tensor *x, const lt_tensor *y, double *per_class) {
@@ -111,6 +109,95 @@ static double evaluate(const mlp *m, const lt_tensor *x, const lt_tensor *y, dou
   return (double)correct / (double)N;
 }
 
+/* ---- the data loader: shuffled mini-batches, and its position ------------- */
+
+/* A new order of the training set each epoch (lt_randperm from gen). Its
+ * position (epoch, batches done, the generator's state at the start of the
+ * epoch) is what a checkpoint needs to continue with the same batches. */
+typedef struct loader {
+  const lt_tensor *x, *y;          /* [N, 784] f32, [N] i64 (borrowed) */
+  int64_t n, batch;
+  lt_generator *gen;               /* borrowed */
+  lt_tensor *perm;                 /* [N] i64, this epoch's order (owned; NULL before the first batch) */
+  lt_generator_state epoch_start;  /* gen before perm was drawn */
+  int64_t epoch, index;            /* 0-based epoch, batches returned in it */
+} loader;
+
+static int64_t batches_per_epoch(const loader *L) { return (L->n + L->batch - 1) / L->batch; }
+
+/* Draws the order of the current epoch (outside any scope: the loader owns it). */
+static lt_status new_order(loader *L) {
+  lt_tensor_free(L->perm);
+  L->epoch_start = lt_generator_get_state(L->gen);
+  L->perm = lt_tensor_keep(lt_randperm(L->gen, L->n));
+  return L->perm ? LT_OK : lt_last_status();
+}
+
+/* The next batch: xb [nb, 784], yb [nb] (new, owned by the open scope). */
+static lt_status loader_next(loader *L, lt_tensor **xb, lt_tensor **yb) {
+  if (L->index == batches_per_epoch(L)) L->epoch++, L->index = 0, lt_tensor_free(L->perm), L->perm = NULL;
+  if (!L->perm && new_order(L) != LT_OK) return lt_last_status();
+  int64_t b = L->index++ * L->batch, nb = L->n - b < L->batch ? L->n - b : L->batch;
+  lt_tensor *idx = lt_narrow(L->perm, 0, b, nb); /* [nb] view into perm */
+  *xb = lt_index_select(L->x, 0, idx);
+  *yb = lt_index_select(L->y, 0, idx);
+  return *xb && *yb ? LT_OK : lt_last_status();
+}
+
+/* ---- the model's part of the training loop (train/trainer.h hooks) ---------- */
+
+typedef struct run {
+  mlp model;
+  loader data;
+  const lt_tensor *test_x, *test_y;
+  float *losses;     /* per step of this process, for the summary */
+  int64_t n_losses, cap_losses;
+  double test_acc, per_class[10]; /* of the newest evaluation */
+} run;
+
+/* One mini-batch: forward and the mean cross-entropy. The trainer does the
+ * backward pass, the optimizer step and the learning rate of the schedule. */
+static lt_status micro_batch(void *user, lt_trainer_micro *m) {
+  run *r = user;
+  lt_tensor *xb = NULL, *yb = NULL;
+  if (loader_next(&r->data, &xb, &yb) != LT_OK) return lt_last_status();
+  m->tokens = xb->shape[0]; /* examples, for examples/s */
+  if (!m->forward) return LT_OK;
+  lt_cross_entropy_opts ce = LT_CROSS_ENTROPY_DEFAULTS;
+  m->loss = lt_cross_entropy(mlp_forward(&r->model, xb), yb, &ce); /* [] mean over the batch */
+  m->weight = 1.0 / (double)m->accum;
+  double l;
+  if (!m->loss || lt_item(m->loss, &l) != LT_OK) return lt_last_status();
+  if (r->n_losses < r->cap_losses) r->losses[r->n_losses++] = (float)l;
+  return LT_OK;
+}
+
+static const lt_trainer_metric METRICS[] = {{"test_accuracy", "%.4f"}};
+
+static lt_status evaluate_hook(void *user, lt_trainer_eval *ev) {
+  run *r = user;
+  ev->values[0] = r->test_acc = evaluate(&r->model, r->test_x, r->test_y, r->per_class);
+  return LT_OK;
+}
+
+static lt_loader_position get_position(void *user) {
+  const loader *L = &((run *)user)->data;
+  lt_generator_state g = L->perm ? L->epoch_start : lt_generator_get_state(L->gen);
+  return (lt_loader_position){L->epoch, L->index, g, (uint64_t)L->n};
+}
+
+static lt_status set_position(void *user, lt_loader_position pos) {
+  loader *L = &((run *)user)->data;
+  if (pos.fingerprint != (uint64_t)L->n)
+    return lt_trainer_fail(LT_ERR_STATE, "the checkpoint was trained on %llu images, this data has %lld",
+                           (unsigned long long)pos.fingerprint, (long long)L->n);
+  if (lt_generator_set_state(L->gen, pos.gen) != LT_OK || new_order(L) != LT_OK) return lt_last_status();
+  L->epoch = pos.epoch, L->index = pos.index;
+  return LT_OK;
+}
+
+static int64_t bpe_hook(void *user) { return batches_per_epoch(&((run *)user)->data); }
+
 /* ---- command line ----------------------------------------------------------- */
 
 typedef struct options {
@@ -123,24 +210,33 @@ typedef struct options {
   bool sgd;
   uint64_t seed;
   int threads;        /* 0: libtensor's default (LT_NUM_THREADS or all cores) */
+  const char *dir;    /* run directory: checkpoints and metrics.csv (NULL: none) */
+  bool resume;
 } options;
 
 static void usage(void) {
   fprintf(stderr,
           "usage: fashion_mnist_mlp [--data DIR] [--epochs N] [--batch B] [--max-steps N]\n"
           "                         [--optim adamw|sgd] [--lr X] [--weight-decay X] [--seed S]\n"
-          "                         [--threads T] [--log-every K]\n"
+          "                         [--threads T] [--log-every K] [--dir DIR [--resume]]\n"
           "  --data DIR       the four Fashion-MNIST *-ubyte.gz files (default %s)\n"
-          "  --max-steps N    stop after N optimizer steps (a quick check; 0 = all epochs)\n",
+          "  --max-steps N    stop after N optimizer steps (a quick check; 0 = all epochs)\n"
+          "  --dir DIR        run directory: a checkpoint every epoch (the 2 newest kept) and\n"
+          "                   DIR/metrics.csv; Ctrl-C saves one; starts over unless --resume\n"
+          "  --resume         continue from the newest checkpoint in --dir\n",
           LT_FASHION_MNIST_DIR);
   exit(2);
 }
 
 static options parse(int argc, char **argv) {
-  options o = {LT_FASHION_MNIST_DIR, 10, 128, 0, 100, 0, -1, false, 42, 0};
+  options o = {LT_FASHION_MNIST_DIR, 10, 128, 0, 100, 0, -1, false, 42, 0, NULL, false};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();
+    if (!strcmp(a, "--resume")) {
+      o.resume = true;
+      continue;
+    }
     if (!v) usage();
     i++;
     if (!strcmp(a, "--data")) o.data = v;
@@ -152,10 +248,11 @@ static options parse(int argc, char **argv) {
     else if (!strcmp(a, "--weight-decay")) o.weight_decay = atof(v);
     else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
     else if (!strcmp(a, "--threads")) o.threads = atoi(v);
+    else if (!strcmp(a, "--dir")) o.dir = v;
     else if (!strcmp(a, "--optim") && (!strcmp(v, "sgd") || !strcmp(v, "adamw"))) o.sgd = !strcmp(v, "sgd");
     else usage();
   }
-  if (o.epochs < 1 || o.batch < 1 || o.max_steps < 0 || o.log_every < 1) usage();
+  if (o.epochs < 1 || o.batch < 1 || o.max_steps < 0 || o.log_every < 1 || (o.resume && !o.dir)) usage();
   if (o.lr <= 0) o.lr = o.sgd ? 0.05 : 1e-3;
   if (o.weight_decay < 0) o.weight_decay = o.sgd ? 5e-4 : 0.01;
   return o;
@@ -165,6 +262,7 @@ static options parse(int argc, char **argv) {
 
 int main(int argc, char **argv) {
   options opt = parse(argc, argv);
+  signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is a write error, not a kill */
   if (opt.threads > 0) TRY(lt_set_num_threads(opt.threads));
   lt_runtime_info info;
   TRY(lt_runtime_get_info(&info));
@@ -191,8 +289,8 @@ int main(int argc, char **argv) {
   lt_generator *gen = lt_generator_new(opt.seed);
   lt_params *params = lt_params_new();
   if (!gen || !params) die("setup");
-  mlp model;
-  TRY(mlp_init(&model, params, gen));
+  run r = {.data = {train_x, train_y, N, opt.batch, gen, NULL, {0, 0}, 0, 0}, .test_x = test_x, .test_y = test_y};
+  TRY(mlp_init(&r.model, params, gen));
   printf("model: MLP 784-256-128-100-10, %lld parameters:\n", (long long)lt_params_numel(params, true));
   for (int i = 0; i < lt_params_count(params); i++) {
     const lt_param *p = lt_params_at(params, i);
@@ -202,7 +300,7 @@ int main(int argc, char **argv) {
 
   /* The optimizer and the learning-rate schedule: linear warmup, then cosine
    * decay to 1% of the base rate at the last step. */
-  const int64_t steps_per_epoch = (N + opt.batch - 1) / opt.batch;
+  const int64_t steps_per_epoch = batches_per_epoch(&r.data);
   int64_t total_steps = steps_per_epoch * opt.epochs;
   if (opt.max_steps > 0 && opt.max_steps < total_steps) total_steps = opt.max_steps;
   lt_optim_config oc = lt_optim_defaults(opt.sgd ? LT_OPTIM_SGD : LT_OPTIM_ADAMW);
@@ -213,75 +311,65 @@ int main(int argc, char **argv) {
   if (!optim) die("lt_optimizer_new");
   lt_schedule sched = {.kind = LT_SCHED_WARMUP_COSINE, .base_lr = opt.lr, .min_lr = opt.lr * 0.01,
                        .warmup = total_steps / 50, .total = total_steps};
-  if (!(lt_schedule_lr(&sched, 1) >= 0)) die("lt_schedule_lr"); /* NaN on a bad schedule */
   printf("training: %s lr %g weight decay %g, batch %lld, %lld steps (%lld per epoch)\n",
          opt.sgd ? "SGD (Nesterov momentum 0.9)" : "AdamW", opt.lr, opt.weight_decay, (long long)opt.batch,
          (long long)total_steps, (long long)steps_per_epoch);
 
-  lt_cross_entropy_opts ce = LT_CROSS_ENTROPY_DEFAULTS;
-  float *losses = calloc((size_t)total_steps, sizeof *losses); /* per step, for the summary */
-  if (!losses) die("calloc");
-  int64_t step = 0;
-  double t_train = now_seconds(), t_log = t_train, loss_sum = 0;
-  int64_t seen = 0, correct = 0, log_examples = 0;
-  for (int epoch = 1; epoch <= opt.epochs && step < total_steps; epoch++) {
-    /* A fresh order of the training set each epoch: perm [N] i64. */
-    lt_tensor *perm = lt_randperm(gen, N);
-    if (!perm) die("lt_randperm");
-    for (int64_t b = 0; b < N && step < total_steps; b += opt.batch) {
-      const int64_t nb = N - b < opt.batch ? N - b : opt.batch;
-      /* Everything made between begin and end belongs to the scope: the
-       * batch, the activations, the graph, the loss. */
-      lt_scope *scope = lt_scope_begin();
-      lt_tensor *idx = lt_narrow(perm, 0, b, nb);          /* [nb] view into perm */
-      lt_tensor *xb = lt_index_select(train_x, 0, idx);    /* [nb, 784] */
-      lt_tensor *yb = lt_index_select(train_y, 0, idx);    /* [nb] */
-      lt_tensor *logits = mlp_forward(&model, xb);         /* [nb, 10] */
-      lt_tensor *loss = lt_cross_entropy(logits, yb, &ce); /* [] mean over the batch */
-      if (!loss) die("forward");
-
-      lt_params_zero_grad(params);  /* .grad of every parameter back to none */
-      TRY(lt_backward(loss, NULL, false));
-      lt_optimizer_set_lr(optim, lt_schedule_lr(&sched, step + 1));
-      TRY(lt_optimizer_step(optim));
-
-      double l;
-      TRY(lt_item(loss, &l));
-      losses[step++] = (float)l;
-      loss_sum += l * (double)nb;
-      correct += count_correct(logits, yb);
-      seen += nb;
-      log_examples += nb;
-      lt_scope_end(scope); /* frees all of the above; the parameters keep their .grad */
-
-      if (step % opt.log_every == 0 || step == total_steps) {
-        double t = now_seconds();
-        printf("epoch %2d  step %5lld/%lld  loss %.4f  accuracy %.4f  lr %.2e  %6.0f examples/s\n", epoch,
-               (long long)step, (long long)total_steps, loss_sum / (double)seen, (double)correct / (double)seen,
-               lt_optimizer_get_lr(optim), (double)log_examples / (t - t_log));
-        fflush(stdout);
-        t_log = t;
-        loss_sum = 0, seen = 0, correct = 0, log_examples = 0;
-      }
+  /* The training loop of the library: our part is the hooks above. The
+   * generator is training state (it shuffles), so checkpoints keep it. */
+  r.cap_losses = total_steps;
+  r.losses = calloc((size_t)total_steps, sizeof *r.losses);
+  if (!r.losses) die("calloc");
+  const char *const gen_names[] = {"shuffle"};
+  lt_trainer_config tc = LT_TRAINER_DEFAULTS;
+  tc.params = params, tc.optim = optim, tc.optim_config = &oc, tc.schedule = &sched;
+  tc.n_generators = 1, tc.generator_names = gen_names, tc.generators = &gen;
+  tc.steps = total_steps;
+  tc.clip = 0; /* no clipping (the norm is still measured, and a non-finite one skips the step) */
+  tc.eval_every = steps_per_epoch, tc.ckpt_every = steps_per_epoch, tc.keep = 2;
+  tc.dir = opt.dir;
+  tc.n_metrics = 1, tc.metrics = METRICS;
+  tc.log_every = opt.log_every;
+  lt_trainer_hooks hooks = {.user = &r, .micro_batch = micro_batch, .evaluate = evaluate_hook,
+                            .get_position = get_position, .set_position = set_position,
+                            .batches_per_epoch = bpe_hook};
+  lt_trainer *trainer = lt_trainer_new(&tc, &hooks);
+  if (!trainer) die("lt_trainer_new");
+  if (opt.dir) {
+    TRY(lt_trainer_make_dir(opt.dir));
+    char path[4096];
+    if (opt.resume) {
+      TRY(lt_trainer_find_resume(opt.dir, "ckpt", path, sizeof path));
+      TRY(lt_trainer_resume(trainer, path));
+      printf("resumed from %s at step %lld\n", path, (long long)lt_trainer_step(trainer));
+    } else {
+      TRY(lt_trainer_clear_dir(opt.dir, "ckpt")); /* a new run starts over */
     }
-    lt_tensor_free(perm);
   }
-  double train_seconds = now_seconds() - t_train;
+  TRY(lt_trainer_install_signal_handlers("fashion_mnist_mlp")); /* Ctrl-C: save and stop */
+  lt_trainer_result res;
+  if (lt_trainer_fit(trainer, &res) != LT_OK) die("training");
+  if (res.end != LT_TRAINER_DONE) {
+    printf("stopped at step %lld; saved %s\n", (long long)res.step, res.last_checkpoint[0] ? res.last_checkpoint : "nothing (no --dir)");
+    return 128 + res.stop_reason;
+  }
 
-  double per_class[10];
-  double acc = evaluate(&model, test_x, test_y, per_class);
-  printf("test accuracy %.4f after %lld steps (%.1f s of training)\n", acc, (long long)step, train_seconds);
-  for (int c = 0; c < 10; c++) printf("  %-12s %.3f\n", lt_fashion_mnist_class_name(c), per_class[c]);
+  double acc = r.test_acc; /* the trainer's final evaluation */
+  printf("test accuracy %.4f after %lld steps (%.1f s of training)\n", acc, (long long)res.step, res.train_seconds);
+  for (int c = 0; c < 10; c++) printf("  %-12s %.3f\n", lt_fashion_mnist_class_name(c), r.per_class[c]);
+  if (res.csv_path[0]) printf("metrics: %s\n", res.csv_path);
 
   /* For scripts (tests/example_test.sh): mean loss of the first and the last
-   * 20 steps. */
-  int64_t k = step < 20 ? step : 20;
+   * 20 steps of this process. */
+  int64_t n = r.n_losses, k = n < 20 ? n : 20;
   double first = 0, last = 0;
-  for (int64_t i = 0; i < k; i++) first += losses[i] / (double)k, last += losses[step - k + i] / (double)k;
+  for (int64_t i = 0; i < k; i++) first += r.losses[i] / (double)k, last += r.losses[n - k + i] / (double)k;
   printf("summary: steps=%lld first_loss=%.4f last_loss=%.4f test_accuracy=%.4f train_seconds=%.1f\n",
-         (long long)step, first, last, acc, train_seconds);
+         (long long)res.step, first, last, acc, res.train_seconds);
 
-  free(losses);
+  lt_trainer_free(trainer);
+  free(r.losses);
+  lt_tensor_free(r.data.perm);
   lt_optimizer_free(optim);
   lt_params_free(params);
   lt_generator_free(gen);

@@ -1,6 +1,8 @@
 /*
  * tensor/runtime.c: process-wide runtime state: initialisation, the one
- * thread-count setting shared by BLIS and our OpenMP kernels, and the info call.
+ * thread-count setting shared by BLIS and our OpenMP kernels, the automatic
+ * choice between all cores and one thread for training loops
+ * (lt_autothreads_*), and the info call.
  */
 #include "tensor/error_internal.h"
 #include "tensor/runtime_internal.h"
@@ -8,6 +10,7 @@
 
 #include <omp.h>
 #include <pthread.h>
+#include <time.h>
 #ifdef __GLIBC__
 #include <malloc.h>
 #include <stdlib.h>
@@ -85,6 +88,66 @@ lt_status lt_set_num_threads(int n) {
 int lt_get_num_threads(void) {
   lt__ensure_init();
   return num_threads;
+}
+
+/* ---- lt_autothreads: all cores or one, whichever is faster right now ---- */
+
+enum { AT_PROBE_STEPS = 8, AT_PROBE_FIRST_STEP = 10 };
+#define AT_PROBE_EVERY 20.0
+#define AT_PROBE_MAX 320.0
+
+static double mono_seconds(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static int at_slot(const lt_autothreads *T, int threads) { return threads == T->max ? 0 : 1; }
+
+void lt_autothreads_init(lt_autothreads *T, bool on, int max_threads) {
+  memset(T, 0, sizeof *T);
+  T->on = on;
+  T->max = T->chosen = max_threads >= 1 ? max_threads : 1;
+  T->interval = AT_PROBE_EVERY;
+}
+
+int lt_autothreads_next(lt_autothreads *T) {
+  if (!T->on) return T->chosen;
+  int other = T->chosen == T->max ? 1 : T->max;
+  if (T->probe_left == 0 && T->steps >= AT_PROBE_FIRST_STEP && mono_seconds() >= T->next_probe) {
+    T->probe_left = AT_PROBE_STEPS;
+    T->probe_work = T->probe_seconds = 0;
+  }
+  return T->probe_left > 0 ? other : T->chosen;
+}
+
+bool lt_autothreads_record(lt_autothreads *T, int threads, double work, double seconds) {
+  if (!T->on) return false;
+  T->steps++;
+  if (seconds <= 0 || work <= 0) return false;
+  double r = work / seconds, *cur = &T->rate[at_slot(T, T->chosen)];
+  if (threads == T->chosen) {
+    bool slow = *cur > 0 && r < *cur / 3;
+    *cur = *cur > 0 ? *cur + 0.2 * (r - *cur) : r;
+    if (slow && T->steps >= AT_PROBE_FIRST_STEP) T->next_probe = 0; /* something changed: probe now */
+    return false;
+  }
+  T->probe_work += work, T->probe_seconds += seconds;
+  bool bad = *cur > 0 && r < *cur / 3;
+  if (--T->probe_left > 0 && !bad) return false;
+  T->probe_left = 0;
+  double p = T->probe_work / T->probe_seconds;
+  T->rate[at_slot(T, threads)] = p;
+  bool switched = false;
+  if (p > 1.1 * *cur) {
+    T->chosen = threads;
+    T->interval = AT_PROBE_EVERY;
+    switched = true;
+  } else if (T->interval < AT_PROBE_MAX) {
+    T->interval *= 2;
+  }
+  T->next_probe = mono_seconds() + T->interval;
+  return switched;
 }
 
 const char *lt_version(void) { return LT_VERSION_STRING; }

@@ -173,6 +173,47 @@ lt_status lt_init(void);
 lt_status lt_set_num_threads(int n);
 int lt_get_num_threads(void);
 
+/* Automatic choice between all cores and one thread, for a training loop.
+ * A small model on a busy machine can train many times faster on one thread
+ * than on all: every parallel region waits for a thread that another process
+ * holds. Results never depend on the thread count, so the loop may measure
+ * and switch:
+ *   - it trains on the chosen setting (all cores at first) and keeps a moving
+ *     average of its speed (tokens, or any unit of work, per second);
+ *   - now and then it probes the other setting for 8 steps: 10 steps in,
+ *     then every 20 seconds (doubling, up to 320, after each probe that
+ *     loses), and at once when a step runs at less than a third of the
+ *     average;
+ *   - a probe step at less than a third of the chosen setting's speed ends
+ *     the probe (so a bad probe costs one step);
+ *   - the faster setting (by 10%) becomes the chosen one.
+ * The caller owns the struct (fields are read-only outside these calls) and
+ * sets the thread count itself: lt_set_num_threads(lt_autothreads_next(&T))
+ * before a step, lt_autothreads_record after it, then
+ * lt_set_num_threads(T.chosen) for anything that is not a timed step. Used by
+ * train/trainer.h; plain arithmetic and a monotonic clock, no errors. */
+typedef struct lt_autothreads {
+  bool on;              /* measuring at all (lt_autothreads_next returns chosen when off) */
+  int max;              /* all cores */
+  int chosen;           /* max or 1 */
+  double rate[2];       /* work/s moving averages: [0] all cores, [1] one thread; 0 = not measured */
+  int probe_left;       /* steps left in the current probe of the other setting */
+  double probe_work, probe_seconds;
+  double next_probe;    /* monotonic time (s) of the next scheduled probe */
+  double interval;      /* seconds between scheduled probes */
+  int64_t steps;        /* steps recorded */
+} lt_autothreads;
+/* Initialises *T choosing between max_threads (>= 1) and 1; on = false makes
+ * every call return max_threads. */
+void lt_autothreads_init(lt_autothreads *T, bool on, int max_threads);
+/* The thread count for the next step: the chosen one, or the other during a probe. */
+int lt_autothreads_next(lt_autothreads *T);
+/* Records a step made on threads (the value lt_autothreads_next returned)
+ * that did work units in seconds. Returns true when the chosen setting has
+ * just changed (T->chosen is the new one; T->rate[] holds both speeds: slot 0
+ * all cores, slot 1 one thread). */
+bool lt_autothreads_record(lt_autothreads *T, int threads, double work, double seconds);
+
 typedef struct lt_runtime_info {
   const char *version;        /* libtensor version, e.g. "0.1.0" */
   const char *blas_arch;      /* BLIS kernel set in use, e.g. "skx" */

@@ -4,8 +4,10 @@
 # temporary prefix, configures the standalone examples/ CMake project with
 # find_package(libtensor), compiles the example once more with the pkg-config
 # line, then trains for a few hundred steps and checks that the mean loss of
-# the last 20 steps is well below that of the first 20 and that test accuracy
-# is far above chance (the full run is in docs/tutorial.md, not here).
+# the last 20 steps is well below that of the first 20, that test accuracy
+# is far above chance and that the library's training loop wrote one CSV row
+# per step and a checkpoint into --dir (the full run is in docs/tutorial.md,
+# not here).
 # Usage: example_test.sh <build dir> <source dir> [steps]
 # Exits 77 (ctest: skipped) when the Fashion-MNIST files are not installed.
 set -eu
@@ -23,7 +25,7 @@ libdir=$(ls -d "$tmp"/prefix/lib*/pkgconfig | head -n1)
 cc -O2 "$src/examples/fashion_mnist_mlp.c" -o "$tmp/fashion_mnist_mlp_pc" \
   $(PKG_CONFIG_PATH="$libdir" pkg-config --define-variable=prefix="$tmp/prefix" --cflags --libs libtensor)
 
-if ! "$tmp/cmake/fashion_mnist_mlp" --max-steps "$steps" --log-every 50 >"$tmp/out.txt" 2>&1; then
+if ! "$tmp/cmake/fashion_mnist_mlp" --max-steps "$steps" --log-every 50 --dir "$tmp/run" >"$tmp/out.txt" 2>&1; then
   cat "$tmp/out.txt"
   echo "example_test: FAILED: fashion_mnist_mlp exited with an error"
   exit 1
@@ -40,3 +42,9 @@ echo "$summary" | awk -v want="$steps" '{
   }
   print "example_test: the loss fell from " v["first_loss"] " to " v["last_loss"] ", test accuracy " v["test_accuracy"]
 }'
+rows=$(($(wc -l <"$tmp/run/metrics.csv") - 1))
+if [ "$rows" -ne "$steps" ] || ! ls "$tmp/run"/ckpt-*.h5 >/dev/null 2>&1; then
+  echo "example_test: FAILED: $rows CSV rows for $steps steps, or no checkpoint in --dir"
+  exit 1
+fi
+echo "example_test: $rows CSV rows and a checkpoint in --dir"

@@ -25,6 +25,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 enum { ARCH_ENCDEC, ARCH_GPT, ARCH_ROPE_GQA, N_ARCH };
@@ -660,6 +664,13 @@ START_TEST(program_end_to_end) {
     snprintf(args, sizeof args, "--checkpoint '%s' abc", in_tmp("model_only.h5"));
     ck_assert_int_eq(gen(args, NULL), 1);
     ck_assert(strstr(slurp("err.txt"), "holds a model only"));
+    /* the same model as a training state without the tokenizer: not called model-only */
+    lt_train_state ts = {.params = lt_transformer_params(m)};
+    LT_OK_OR_FAIL(lt_ckpt_save_training(in_tmp("notok.h5"), &ts, config, NULL, NULL));
+    snprintf(args, sizeof args, "--checkpoint '%s' abc", in_tmp("notok.h5"));
+    ck_assert_int_eq(gen(args, NULL), 1);
+    const char *err = slurp("err.txt");
+    ck_assert_msg(strstr(err, "is a training state without a tokenizer") && !strstr(err, "model only"), "%s", err);
     lt_params *p = lt_params_new();
     lt_linear_m lin;
     LT_OK_OR_FAIL(lt_linear_init(&lin, p, "fc", 4, 2, true, g));
@@ -673,6 +684,107 @@ START_TEST(program_end_to_end) {
     lt_transformer_free(m);
     lt_generator_free(g);
   }
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (!getenv("LT_KEEP_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+END_TEST
+
+/* Runs generate with argv (NULL-terminated, after the program name), its
+ * stdout on fd out and stderr into err.txt; returns the exit status. */
+static int gen_to_fd(const char *const *args, int out) {
+  const char *argv[32] = {LT_GENERATE_EXE};
+  int n = 1;
+  while (*args && n < 31) argv[n++] = *args++;
+  argv[n] = NULL;
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    int err = open(in_tmp("err.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    int in = open("/dev/null", O_RDONLY);
+    if (err < 0 || in < 0 || dup2(out, 1) < 0 || dup2(err, 2) < 0 || dup2(in, 0) < 0) _exit(99);
+    execv(LT_GENERATE_EXE, (char *const *)argv);
+    _exit(98);
+  }
+  int st;
+  ck_assert(waitpid(pid, &st, 0) == pid);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* The program's reliability: every flag bounded (exit 2 and a message naming
+ * the flag and its range), --input a bounded regular file read without
+ * blocking, standard input bounded, every write checked (exit 1). */
+START_TEST(program_failures) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lt_test_decode_XXXXXX");
+  ck_assert(mkdtemp(tmpdir));
+  char ed[600], args[2048];
+  snprintf(ed, sizeof ed, "%s", in_tmp("s2s.h5"));
+  write_checkpoint(ed, LT_TF_ENCODER_DECODER);
+  /* inputs that are not regular files, or too large (a sparse file: no disk used) */
+  ck_assert_int_eq(mkfifo(in_tmp("fifo"), 0600), 0);
+  int big = open(in_tmp("big.txt"), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  ck_assert(big >= 0 && ftruncate(big, ((off_t)64 << 20) + 1) == 0);
+  close(big);
+  struct {
+    const char *args; /* %s: the checkpoint */
+    int code;
+    const char *msg;
+  } bad[] = {
+      {"--checkpoint '%s' --max-len 0 abc", 2, "--max-len 0: must be in [1, 16777216]"},
+      {"--checkpoint '%s' --top-k 99999999999999999999 abc", 2, "--top-k 99999999999999999999: must be in [0, "},
+      {"--checkpoint '%s' --beam 1e18 abc", 2, "--beam: '1e18' is not an integer in [1, 1024]"},
+      {"--checkpoint '%s' --batch -1 abc", 2, "--batch -1: must be in [1, 1048576]"},
+      {"--checkpoint '%s' --temperature nan abc", 2, "--temperature: 'nan' is not a finite number in (0, 100]"},
+      {"--checkpoint '%s' --length-penalty inf abc", 2, "--length-penalty: 'inf' is not a finite number"},
+      {"--checkpoint '%s' --top-p 0 abc", 2, "--top-p 0: must be in (0, 1]"},
+      {"--checkpoint '%s' --seed -1 abc", 2, "--seed -1: must be in [0, 9223372036854775807]"},
+      {"--checkpoint '%s' --threads 0 abc", 2, "--threads 0: must be in [1, 1024]"},
+      {"--checkpoint '%s' --context= abc", 2, "--context: '' is not an integer"},
+      {"--checkpoint '%s' --strategy", 2, "--strategy needs a value"},
+      {"--checkpoint '%s' --strategy Beam abc", 2, "--strategy: unknown value 'Beam' (one of: greedy, beam, sample)"},
+      {"--checkpoint '%s' --strategy beam --beam 1024 --batch 2048 abc", 2, "at most 2^20 (1048576) hypotheses"},
+      {"--checkpoint '' abc %s", 2, "--checkpoint: the value is empty"},
+      {"--checkpoint '%s' --input /dev/zero", 2, "--input '/dev/zero' is a character device, not a regular file"},
+      {"--checkpoint '%s' --input '%s'", 2, "is a FIFO, not a regular file"},
+      {"--checkpoint '%s' --input '%s'", 2, "is 67108865 bytes, more than the input limit of 64 MiB"},
+      {"--checkpoint '%s' --input /tmp", 2, "is a directory"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *file = strstr(bad[i].msg, "FIFO") ? in_tmp("fifo") : in_tmp("big.txt");
+    snprintf(args, sizeof args, bad[i].args, ed, file);
+    int rc = gen(args, NULL);
+    const char *err = slurp("err.txt");
+    ck_assert_msg(rc == bad[i].code, "generate %s: exit %d, expected %d\n%s", args, rc, bad[i].code, err);
+    ck_assert_msg(strstr(err, bad[i].msg), "generate %s: stderr lacks '%s':\n%s", args, bad[i].msg, err);
+  }
+  /* standard input is bounded too (exit 1: the data, not a flag) */
+  snprintf(args, sizeof args, "'%s' --checkpoint '%s' --input - < '%s' > /dev/null 2> '%s'", LT_GENERATE_EXE, ed,
+           in_tmp("big.txt"), in_tmp("err.txt"));
+  int st = system(args);
+  ck_assert(WIFEXITED(st) && WEXITSTATUS(st) == 1);
+  ck_assert_msg(strstr(slurp("err.txt"), "standard input is longer than the input limit of 64 MiB"), "%s",
+                slurp("err.txt"));
+
+  /* a full disk: exit 1 naming the failed write */
+  int full = open("/dev/full", O_WRONLY);
+  if (full >= 0) {
+    const char *a[] = {"--checkpoint", ed, "--max-len", "4", "abc", "12", NULL};
+    ck_assert_int_eq(gen_to_fd(a, full), 1);
+    ck_assert_msg(strstr(slurp("err.txt"), "writing the output: No space left on device"), "%s", slurp("err.txt"));
+    const char *h[] = {"--help", NULL};
+    ck_assert_int_eq(gen_to_fd(h, full), 1);
+    ck_assert(strstr(slurp("err.txt"), "writing the help text"));
+    close(full);
+  }
+  /* a closed pipe: EPIPE is an error like any other (SIGPIPE does not kill it silently) */
+  int pfd[2];
+  ck_assert_int_eq(pipe(pfd), 0);
+  close(pfd[0]);
+  const char *a[] = {"--checkpoint", ed, "--max-len", "4", "abc", NULL};
+  ck_assert_int_eq(gen_to_fd(a, pfd[1]), 1);
+  ck_assert_msg(strstr(slurp("err.txt"), "writing the output: Broken pipe"), "%s", slurp("err.txt"));
+  close(pfd[1]);
+
   char cmd[600];
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
   if (!getenv("LT_KEEP_TMP") && system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
@@ -692,6 +804,7 @@ int main(void) {
   tcase_add_test(tc, encoder_only_and_errors);
 #ifdef LT_GENERATE_EXE
   tcase_add_test(tc, program_end_to_end);
+  tcase_add_test(tc, program_failures);
 #endif
   suite_add_tcase(s, tc);
   return lt_test_run(s);

@@ -394,7 +394,7 @@ START_TEST(bad_flags_and_data) {
       {"--d-model abc", 2, "--d-model: 'abc' is not an integer"},
       {"--steps", 2, "--steps needs a value"},
       {"--arch gpt", 2, "--arch: unknown value 'gpt'"},
-      {"--lr -1", 2, "--lr -1: must be > 0"},
+      {"--lr -1", 2, "--lr -1: must be in (0, 1e+30]"},
       {"--no-steps", 2, "unknown flag --no-steps"},
       {"--d-model 30 --heads 4", 2, "model configuration"},
       {"--task copy --text x", 2, "give one data source"},
@@ -403,6 +403,23 @@ START_TEST(bad_flags_and_data) {
       {"--resume /nonexistent/dir", 2, "--resume '/nonexistent/dir'"},
       {"--tsv /nonexistent.tsv", 1, "/nonexistent.tsv"},
       {"positional", 2, "unexpected argument 'positional'"},
+      /* every flag is bounded: the message names the flag and its range */
+      {"--examples 1e18", 2, "--examples: '1e18' is not an integer in [0, 10000]"},
+      {"--examples 1000000000000000000", 2, "--examples 1000000000000000000: must be in [0, 10000]"},
+      {"--examples 99999999999999999999", 2, "--examples 99999999999999999999: must be in [0, 10000]"},
+      {"--eval-batch 99999999999", 2, "--eval-batch 99999999999: must be in [1, 65536]"},
+      {"--accum 9223372036854775807", 2, "--accum 9223372036854775807: must be in [1, 65536]"},
+      {"--ckpt-every -1", 2, "--ckpt-every -1: must be in [0, 1000000000000]"},
+      {"--eval-every -5", 2, "--eval-every -5: must be in [0, 1000000000000]"},
+      {"--dropout nan", 2, "--dropout: 'nan' is not a finite number in [0, 1]"},
+      {"--clip inf", 2, "--clip: 'inf' is not a finite number in [0, 1e+06]"},
+      {"--task-train=", 2, "--task-train: '' is not an integer in [1, 10000000]"},
+      {"--tokenizer words", 2, "--tokenizer: unknown value 'words' (one of: byte, char, bpe)"},
+      {"--layers 2000", 2, "--layers 2000: must be in [0, 1024]"},
+      /* and across flags: the sizes of a batch (the default --seq-len is --max-len, 512) */
+      {"--batch 65536", 2, "--batch 65536 x --seq-len 512: at most 2^24 (16777216) tokens per micro-batch"},
+      {"--eval-batch 65536", 2, "--eval-batch 65536 x --seq-len 512: at most 2^24"},
+      {"--batch 1024 --accum 65536", 2, "--batch 1024 x --seq-len 512 x --accum 65536: at most 2^32"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     char args[512];
@@ -442,6 +459,27 @@ START_TEST(bad_flags_and_data) {
   snprintf(args, sizeof args, "--resume '%s' --eval-only", in_tmp("used"));
   expect_exit(run_train(args, "used4.log"), 0, "used4.log");
   expect_in_log("used4.log", "validation at step 2");
+  /* the saved settings are checked against the flags' ranges on resume: a checkpoint whose
+   * opt.eval-batch was made huge is refused, naming the setting and the range */
+  {
+    lt_params *empty = lt_params_new();
+    lt_train_state st0 = {.params = empty};
+    lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+    lo.non_strict = true;
+    lt_ckpt_info *info = NULL;
+    LT_OK_OR_FAIL(lt_ckpt_load_training(ckpt("used", 2), &st0, &lo, &info));
+    lt_params_free(empty);
+    LT_OK_OR_FAIL(lt_ckpt_meta_set_int(info->extra, "opt.eval-batch", 99999999));
+    lt_transformer *m = load_model(ckpt("used", 2));
+    lt_train_state st = {.params = lt_transformer_params(m), .step = 2};
+    LT_OK_OR_FAIL(lt_ckpt_save_training(in_tmp("tampered.h5"), &st, info->config, info->extra, NULL));
+    lt_transformer_free(m);
+    lt_ckpt_info_free(info);
+    snprintf(args, sizeof args, "--resume '%s' --ckpt-dir '%s'", in_tmp("tampered.h5"), in_tmp("tampered"));
+    ck_assert_int_eq(run_train(args, "tampered.log"), 1);
+    expect_in_log("tampered.log", "the saved setting 'opt.eval-batch' is out of range: --eval-batch 99999999: "
+                  "must be in [1, 65536]");
+  }
 }
 END_TEST
 

@@ -53,6 +53,12 @@ lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta);
  * On failure *cfg is untouched. */
 lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg);
 
+/* Keys of the values `train` saves in a checkpoint's /extra beside the
+ * trainer's own (train/trainer.h: loader.*, run.*) and `generate` reads: one
+ * home for both programs. */
+#define LT_TF_CKPT_TOKENIZER "tokenizer" /* bytes: lt_tokenizer_serialize of the run's tokenizer */
+#define LT_TF_CKPT_CLASSES "classes"     /* bytes: encoder-only class labels, one per line, in class-id order */
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,322 @@
+/*
+ * train/trainer.h: the training loop as a library module. The model's code
+ * supplies its part through hooks (a micro-batch's loss, an evaluation, its
+ * own checkpoint values); the trainer owns the rest:
+ *   - the step: gradient accumulation over micro-batches, the non-finite
+ *     skip (a NaN/Inf loss or gradient norm skips the update; too many in a
+ *     row stop the run), global-norm clipping, the schedule's learning rate
+ *     and the optimizer step, each step inside one lt_scope;
+ *   - the cadence: evaluation every N steps and a full one at the end,
+ *     checkpoints every N steps and at the end, keeping the newest N;
+ *   - the run directory: numbered checkpoints "<prefix>-<step>.h5", resume
+ *     from the newest, the metrics CSV (one row per step, rewritten
+ *     atomically up to the resumed step), the progress line;
+ *   - stop requests: lt_trainer_request_stop (async-signal-safe), and an
+ *     opt-in helper that installs SIGINT/SIGTERM handlers calling it; a stop
+ *     saves a checkpoint and returns;
+ *   - the data loader's position, the token counter and the training time in
+ *     the checkpoint (keys below), range-checked on resume;
+ *   - the choice between all cores and one thread (lt_autothreads, tensor.h).
+ * The split follows Keras' Model.fit and Lightning's Trainer: the model gives
+ * the step's loss, the trainer the loop. docs/trainer.md shows a complete
+ * program (examples/fashion_mnist_mlp.c uses it; so does
+ * models/transformer/train_main.c).
+ *
+ * What this is not: a model builder (the caller passes its parameters,
+ * optimizer, schedule and generators, all borrowed), a data pipeline (the
+ * micro-batch hook fetches its own batches), or multi-process: everything
+ * runs in the calling thread, and one process trains one trainer at a time
+ * (the stop request is process-wide, as a signal is).
+ *
+ * Errors follow tensor/tensor.h: every function returns an lt_status with a
+ * message in lt_last_error() naming what failed (the file, the key, the
+ * value and its range). A hook that fails returns its status with its own
+ * message set (any lt_ call's, or lt_trainer_fail's); the trainer returns it
+ * unchanged after cleaning up the step. The trainer never exits and never
+ * prints to stderr; it prints the progress line, skipped steps, evaluations
+ * and thread switches to the configured stream (stdout by default).
+ */
+#ifndef LT_TRAINER_H
+#define LT_TRAINER_H
+
+#include <stdio.h>
+
+#include "checkpoint/checkpoint.h"
+#include "datasets/datasets.h"
+#include "nn/nn.h"
+#include "tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ======================================================================== */
+/* Checkpoint keys the trainer writes into /extra (one home for each name)  */
+/* ======================================================================== */
+
+#define LT_TRAINER_KEY_LOADER_EPOCH "loader.epoch"             /* int: the loader's 0-based epoch */
+#define LT_TRAINER_KEY_LOADER_INDEX "loader.index"             /* int: batches returned in that epoch */
+#define LT_TRAINER_KEY_LOADER_SEED "loader.seed"               /* int: its generator's seed (bits of a u64) */
+#define LT_TRAINER_KEY_LOADER_OFFSET "loader.offset"           /* int: its generator's offset (bits of a u64) */
+#define LT_TRAINER_KEY_LOADER_FINGERPRINT "loader.fingerprint" /* int: the data's fingerprint (bits of a u64) */
+#define LT_TRAINER_KEY_TOKENS "run.tokens"                     /* int: tokens trained on, all processes */
+#define LT_TRAINER_KEY_TRAIN_SECONDS "run.train_seconds"       /* double: time in training steps */
+#define LT_TRAINER_KEY_BAD_STREAK "run.bad_streak"             /* int: non-finite steps in a row */
+
+/* The largest accumulation count the trainer accepts. */
+#define LT_TRAINER_MAX_ACCUM ((int64_t)1 << 20)
+
+/* ======================================================================== */
+/* Hooks: the model's part                                                  */
+/* ======================================================================== */
+
+/* One micro-batch, passed to the micro_batch hook. The trainer fills the
+ * first block; the hook fills the second. */
+typedef struct lt_trainer_micro {
+  int64_t step;     /* the optimizer step being made, 1-based */
+  int64_t index;    /* this micro-batch, in [0, accum) */
+  int64_t accum;    /* micro-batches in the step */
+  bool forward;     /* false: an earlier micro-batch of this step was non-finite; consume the
+                       batch (so the data order stays that of a clean run), set tokens, no loss */
+  /* set by the hook */
+  lt_tensor *loss;  /* the scalar loss, made inside the step's scope (the trainer's lt_scope
+                       frees it); the trainer calls lt_backward(loss * weight) */
+  double weight;    /* its weight in the step's gradient and in the reported loss: 1/accum for
+                       equal micro-batches, or this batch's share of the step's tokens */
+  int64_t tokens;   /* work units of this micro-batch (tokens, examples) for throughput and the
+                       token counter; set also when !forward */
+} lt_trainer_micro;
+
+/* One evaluation, passed to the evaluate hook. */
+typedef struct lt_trainer_eval {
+  int64_t step;       /* optimizer steps done */
+  bool final;         /* the end of the run (the hook may evaluate more data, keep outputs, ...) */
+  double *values;     /* out: values[i] of metric i of lt_trainer_config.metrics; NAN (preset)
+                         leaves the CSV field empty */
+  bool interrupted;   /* out: a stop request cut it short: nothing is printed or written */
+  double seconds;     /* set by the trainer after the hook: the evaluation's wall time */
+} lt_trainer_eval;
+
+/* A metric the evaluate hook returns: a CSV column and a part of the
+ * evaluation line. */
+typedef struct lt_trainer_metric {
+  const char *name;        /* CSV column name, e.g. "val_loss" (borrowed, static) */
+  const char *csv_format;  /* printf format of the value in the CSV; NULL: "%.9g" */
+} lt_trainer_metric;
+
+/* The model's part. Only micro_batch is required; every other hook may be
+ * NULL. Each is called with user as its first argument, from the thread that
+ * called lt_trainer_fit, and returns LT_OK or an error status with its
+ * message set. */
+typedef struct lt_trainer_hooks {
+  void *user;
+  /* Required. Fetches the next micro-batch and (if m->forward) runs the
+   * forward pass in training mode, setting m->loss, m->weight, m->tokens.
+   * Called accum times per step, inside the step's lt_scope, after
+   * begin_step. */
+  lt_status (*micro_batch)(void *user, lt_trainer_micro *m);
+  /* Optional. Called at the start of each step inside its scope, before the
+   * micro-batches: a hook that weights micro-batches by their share of the
+   * step's tokens fetches them all here. step is 1-based. */
+  lt_status (*begin_step)(void *user, int64_t step, int64_t accum);
+  /* Optional. Evaluates the model (under lt_set_grad_enabled(false), which
+   * the trainer sets) and fills ev->values. Should check
+   * lt_trainer_stop_requested() between batches and set ev->interrupted. */
+  lt_status (*evaluate)(void *user, lt_trainer_eval *ev);
+  /* Optional. Writes the evaluation line's text after "validation at step N: "
+   * into buf (size bytes, NUL-terminated); the trainer adds " [duration]".
+   * NULL: "name value" pairs of the metrics. */
+  void (*eval_line)(void *user, const lt_trainer_eval *ev, char *buf, size_t size);
+  /* Optional. Adds the caller's own values (tokenizer, class names,
+   * settings) to a checkpoint's extra map before the trainer's keys. */
+  lt_status (*save_extra)(void *user, lt_ckpt_meta *extra);
+  /* Optional. Reads the caller's values back (lt_trainer_resume), after the
+   * trainer's own state is restored. extra is borrowed for the call. */
+  lt_status (*load_extra)(void *user, const lt_ckpt_meta *extra);
+  /* Optional, together: the data loader's position (saved under the
+   * loader.* keys, restored on resume) and its batches per epoch (for the
+   * epoch column and the range check on resume). Without them the epoch
+   * column is 0 and no loader.* keys are written. */
+  lt_loader_position (*get_position)(void *user);
+  lt_status (*set_position)(void *user, lt_loader_position pos);
+  int64_t (*batches_per_epoch)(void *user);
+} lt_trainer_hooks;
+
+/* ======================================================================== */
+/* Configuration                                                            */
+/* ======================================================================== */
+
+typedef enum {
+  LT_TRAINER_PROGRESS_AUTO,   /* redraw one line in place on a terminal, else lines */
+  LT_TRAINER_PROGRESS_LINES,  /* a line every log_every steps (and at the last step) */
+  LT_TRAINER_PROGRESS_REDRAW, /* one line redrawn in place with \r */
+  LT_TRAINER_PROGRESS_OFF,    /* no progress line (skips, evaluations still print) */
+} lt_trainer_progress;
+
+typedef struct lt_trainer_config {
+  /* The model's state: borrowed, must outlive the trainer. */
+  lt_params *params;                     /* required */
+  lt_optimizer *optim;                   /* required */
+  const lt_optim_config *optim_config;   /* required: the optimizer's kind and hyperparameters */
+  const lt_schedule *schedule;           /* required: the learning rate of step s is lt_schedule_lr(schedule, s) */
+  int n_generators;                      /* generators saved and restored by name (dropout, ...) */
+  const char *const *generator_names;
+  lt_generator *const *generators;
+  const lt_ckpt_meta *model_config;      /* saved as each checkpoint's configuration; may be NULL */
+  /* The step. */
+  int64_t steps;          /* optimizer steps of the whole run (>= 1) */
+  int64_t accum;          /* micro-batches per step, 1..LT_TRAINER_MAX_ACCUM */
+  double clip;            /* clip the global gradient norm to this (0: off; the norm is still measured) */
+  int64_t max_nonfinite;  /* stop after this many non-finite steps in a row (>= 1) */
+  /* The cadence. */
+  int64_t eval_every;     /* evaluate every N steps (0: only at the end; needs the evaluate hook) */
+  int64_t ckpt_every;     /* save every N steps (0: only at the end and on a stop) */
+  int64_t keep;           /* keep the newest N checkpoints (0: all) */
+  int64_t stop_after;     /* stop after this step with a checkpoint, as a stop request would (0: off) */
+  /* Files. */
+  const char *dir;        /* run directory: checkpoints (and metrics.csv); NULL: none of either */
+  const char *ckpt_prefix;/* numbered checkpoints "<prefix>-<step>.h5"; NULL: "ckpt" */
+  bool no_ckpt;           /* write no checkpoint (the CSV is still written) */
+  const char *csv_path;   /* metrics CSV; NULL: <dir>/metrics.csv (none without dir) */
+  /* Metrics of the evaluate hook: CSV columns between elapsed_s and rss_mb. */
+  int n_metrics;
+  const lt_trainer_metric *metrics;
+  /* Output. */
+  FILE *out;              /* progress, skipped steps, evaluations; NULL: stdout */
+  lt_trainer_progress progress;
+  int64_t log_every;      /* LINES: a progress line every N steps (>= 1) */
+  bool auto_threads;      /* choose between lt_get_num_threads() and 1 as it goes (lt_autothreads) */
+} lt_trainer_config;
+
+/* Defaults: no model state (set params, optim, optim_config, schedule), 1
+ * step, no accumulation, clip 1.0, max_nonfinite 5, evaluation and
+ * checkpoints only at the end, keep 3, no directory, progress AUTO every 100
+ * steps, no automatic threads. */
+#define LT_TRAINER_DEFAULTS                                                                              \
+  ((lt_trainer_config){NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, 1, 1, 1.0, 5, 0, 0, 3, 0, NULL, NULL, \
+                       false, NULL, 0, NULL, NULL, LT_TRAINER_PROGRESS_AUTO, 100, false})
+
+/* ======================================================================== */
+/* The trainer                                                              */
+/* ======================================================================== */
+
+typedef struct lt_trainer lt_trainer;
+
+/* How lt_trainer_fit ended. */
+typedef enum {
+  LT_TRAINER_DONE,        /* all steps made; the final evaluation and checkpoint are done */
+  LT_TRAINER_STOPPED,     /* stop_after reached: checkpoint saved */
+  LT_TRAINER_INTERRUPTED, /* lt_trainer_request_stop: checkpoint saved */
+  LT_TRAINER_NONFINITE,   /* max_nonfinite non-finite steps in a row (the status is LT_ERR_NUMERIC) */
+  LT_TRAINER_FAILED,      /* an error (a hook's, a file's): the status says which */
+} lt_trainer_end;
+
+typedef struct lt_trainer_result {
+  lt_trainer_end end;
+  int stop_reason;           /* INTERRUPTED: the value given to lt_trainer_request_stop (a signal number) */
+  int64_t step;              /* optimizer steps done, including skipped ones */
+  int64_t start_step;        /* where this process started (the resumed step, or 0) */
+  int64_t tokens;            /* work units trained on, all processes */
+  double train_seconds;      /* time in training steps, all processes */
+  int64_t bad_streak;        /* non-finite steps in a row at the end */
+  const char *last_checkpoint; /* the newest checkpoint written or loaded ("" if none); valid until lt_trainer_free */
+  const char *csv_path;      /* the metrics CSV ("" if none); valid until lt_trainer_free */
+} lt_trainer_result;
+
+/* Checks cfg and returns a new trainer (free with lt_trainer_free) at step 0.
+ * cfg and hooks are copied; what they point to is borrowed (strings too).
+ * NULL with LT_ERR_NULL / LT_ERR_INVALID naming the field and its range. */
+lt_trainer *lt_trainer_new(const lt_trainer_config *cfg, const lt_trainer_hooks *hooks);
+void lt_trainer_free(lt_trainer *t); /* NULL is a no-op; closes the CSV */
+
+/* Restores a training checkpoint written by a trainer: the parameters,
+ * optimizer state and learning rate, the generators, the step, the token
+ * counter, the training time, the non-finite streak, the loader position
+ * (set_position) and then the caller's values (load_extra). The schedule is
+ * not read from the file: the configured one is used, so a resumed run may
+ * change its total steps. Every restored counter is range-checked (step in
+ * [0, steps], loader epoch >= 0 and index in [0, batches per epoch], tokens
+ * and train seconds finite and >= 0, streak in [0, max_nonfinite)); an
+ * error names the file, the key, the value and the range. The next
+ * lt_trainer_fit rewrites the CSV up to the restored step. On failure the
+ * trainer's counters are unchanged (the model state may be partly restored:
+ * do not train on after a failed resume). */
+lt_status lt_trainer_resume(lt_trainer *t, const char *path);
+
+/* Trains from the current step to cfg.steps (or to a stop), then runs the
+ * final evaluation and saves the final checkpoint. Opens the CSV on its
+ * first call (new with its header; after lt_trainer_resume, the existing
+ * file's rows up to the resumed step, rewritten atomically: a kill at any
+ * moment leaves a complete CSV). Fills *result (may be NULL) in every case.
+ * Returns LT_OK for DONE, STOPPED and INTERRUPTED; LT_ERR_NUMERIC for
+ * NONFINITE; else the failing status: a hook's, LT_ERR_IO for a CSV or
+ * checkpoint write (disk full, file too large: the previous checkpoints
+ * stay), ... A stop request between steps (or during an evaluation, which
+ * is then not reported) ends the run after the current step. After an
+ * error, do not call it again. */
+lt_status lt_trainer_fit(lt_trainer *t, lt_trainer_result *result);
+
+/* Saves a checkpoint of the current step now (rotating to cfg.keep), unless
+ * no_ckpt or no dir. fit calls it on its cadence; a program may call it
+ * between fits. */
+lt_status lt_trainer_save(lt_trainer *t);
+
+/* For hooks: sets status s with a printf-formatted message (lt_last_error)
+ * and returns s, so a hook can write `return lt_trainer_fail(LT_ERR_IO,
+ * "reading '%s': %s", path, strerror(errno));`. */
+lt_status lt_trainer_fail(lt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+
+/* seconds as the progress line writes durations ("12.3s", "4m05s",
+ * "1h02m"; "?" if negative, NaN or absurd) into buf (size bytes); returns
+ * buf. For a program's own summary lines. */
+char *lt_trainer_fmt_duration(double seconds, char *buf, size_t size);
+
+/* Optimizer steps done so far (the restored step after lt_trainer_resume). */
+int64_t lt_trainer_step(const lt_trainer *t);
+
+/* Clears the progress line if one is open on the output stream (call before
+ * printing elsewhere, e.g. an error message from a hook). */
+void lt_trainer_end_line(lt_trainer *t);
+
+/* ======================================================================== */
+/* Stop requests                                                            */
+/* ======================================================================== */
+
+/* Asks every running lt_trainer_fit of the process to stop after its
+ * current step and save a checkpoint. reason != 0 (a signal number, or any
+ * positive value); 0 clears the request. Async-signal-safe: it only stores
+ * to a volatile sig_atomic_t. */
+void lt_trainer_request_stop(int reason);
+/* The pending request's reason, or 0. Async-signal-safe. */
+int lt_trainer_stop_requested(void);
+/* Opt-in: installs SIGINT and SIGTERM handlers that call
+ * lt_trainer_request_stop(signal) and write "\n<program>: signal received:
+ * stopping after this step and saving a checkpoint (again to quit at
+ * once)\n" to stderr. One-shot (SA_RESETHAND): a second signal kills at
+ * once (checkpoint saves are atomic, so no file is torn). program is copied
+ * (up to 64 bytes); NULL: "libtensor". LT_ERR_IO if sigaction fails. */
+lt_status lt_trainer_install_signal_handlers(const char *program);
+
+/* ======================================================================== */
+/* Run directories                                                          */
+/* ======================================================================== */
+
+/* Creates dir and its missing parents (mkdir -p). LT_ERR_IO naming the
+ * directory that cannot be created. */
+lt_status lt_trainer_make_dir(const char *dir);
+/* The checkpoint a resume names: path_or_dir itself if it is a file, else
+ * the newest numbered checkpoint of prefix in that directory whose integrity
+ * check passes, into path (size bytes). LT_ERR_INVALID if path_or_dir does
+ * not exist ("'<path>': <reason>"); LT_ERR_STATE if the directory holds no
+ * valid checkpoint; LT_ERR_IO / LT_ERR_OVERFLOW from reading the directory
+ * or a path that does not fit. */
+lt_status lt_trainer_find_resume(const char *path_or_dir, const char *prefix, char *path, size_t size);
+/* Deletes the numbered checkpoints of prefix in dir (starting a run over);
+ * a missing dir is not an error. LT_ERR_IO naming a file that cannot be
+ * deleted. */
+lt_status lt_trainer_clear_dir(const char *dir, const char *prefix);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LT_TRAINER_H */
