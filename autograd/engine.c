@@ -36,9 +36,14 @@
  * with the depth of the graph.
  */
 #include "autograd/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/iter_internal.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Called by lt__record (autograd/graph.c) on every recorded output. */
 lt_status lt__anomaly_check(const char *what, const lt_tensor *t);

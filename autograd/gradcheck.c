@@ -20,9 +20,12 @@
  * can be inputs).
  */
 #include "autograd/internal.h"
+#include "tensor/error_internal.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* Weight k of the fixed weighting: splitmix64 of k, mapped to +-[0.5, 1.5). */
 static double weight(int64_t k) {

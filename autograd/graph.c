@@ -9,6 +9,11 @@
  * an output, so there are no reference cycles.
  */
 #include "autograd/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 static _Thread_local bool tl_grad_disabled = false;
 

@@ -27,8 +27,7 @@
 #define LT_AUTOGRAD_INTERNAL_H
 
 #include "autograd/autograd.h"
-#include "autograd/op_table.h"
-#include "tensor/internal.h"
+#include "op_registry.h"
 
 #define LT__AUX_MAX 128
 

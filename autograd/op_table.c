@@ -1,6 +1,6 @@
 /*
  * autograd/op_table.c: the op table itself, generated from the .def lines
- * (see autograd/op_table.h). Nothing else lists ops.
+ * (see op_registry.h at the root). Nothing else lists ops.
  */
 #include "autograd/internal.h"
 

@@ -32,6 +32,8 @@
 #include <unistd.h>
 
 #include "autograd/autograd.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 /* ---- names ------------------------------------------------------------- */
 
@@ -95,18 +97,6 @@ static lt_status write_named(hid_t group, const char *name, const lt_tensor *t, 
 
 /* ---- small helpers ----------------------------------------------------- */
 
-static const char *optim_kind_name(lt_optim_kind k) {
-  switch (k) {
-    case LT_OPTIM_SGD: return "sgd";
-    case LT_OPTIM_ADAM: return "adam";
-    case LT_OPTIM_ADAMW: return "adamw";
-  }
-  return NULL;
-}
-
-static const char *const sched_names[] = {"constant", "warmup_linear", "warmup_cosine", "noam", "step"};
-#define N_SCHED ((int)(sizeof sched_names / sizeof sched_names[0]))
-
 /* The state tensors an optimizer of this configuration keeps per parameter
  * (all or none of them: they are created together). "step" (0-d i64) is
  * written since format version 2. */
@@ -140,8 +130,8 @@ static lt_status write_optim(hid_t root, const lt_params *p, const lt_optimizer 
   hid_t g = create_group(root, "optim");
   if (g < 0) return lt_last_status();
   lt_status s = LT_OK;
-  const char *kind = optim_kind_name(c->kind);
-  if (!kind) s = lt__err(LT_ERR_INVALID, "checkpoint save: unknown optimizer kind %d", (int)c->kind);
+  const char *kind = lt_optim_kind_name(c->kind);
+  if (!strcmp(kind, "unknown")) s = lt__err(LT_ERR_INVALID, "checkpoint save: unknown optimizer kind %d", (int)c->kind);
   if (!s) s = lt__h5_attr_string(g, "kind", kind);
   if (!s) s = lt__h5_attr_int(g, "step", lt_optimizer_step_count(o));
   if (!s) s = lt__h5_attr_double(g, "lr", lt_optimizer_get_lr(o));
@@ -175,9 +165,10 @@ static lt_status write_schedule(hid_t root, const lt_schedule *sc, int64_t step)
   if (g < 0) return lt_last_status();
   lt_status s = lt__h5_attr_int(g, "step", step);
   if (!s && sc) {
-    if ((int)sc->kind < 0 || (int)sc->kind >= N_SCHED)
+    const char *kind = lt_schedule_kind_name(sc->kind);
+    if (!strcmp(kind, "unknown"))
       s = lt__err(LT_ERR_INVALID, "checkpoint save: unknown schedule kind %d", (int)sc->kind);
-    if (!s) s = lt__h5_attr_string(g, "kind", sched_names[sc->kind]);
+    if (!s) s = lt__h5_attr_string(g, "kind", kind);
     if (!s) s = lt__h5_attr_double(g, "base_lr", sc->base_lr);
     if (!s) s = lt__h5_attr_double(g, "min_lr", sc->min_lr);
     if (!s) s = lt__h5_attr_double(g, "gamma", sc->gamma);
@@ -863,9 +854,9 @@ static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, tar
   if (g < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /optim", L->path);
   char *kind = NULL;
   lt_status s = lt__h5_get_attr_string(g, "/optim", "kind", &kind);
-  if (!s && strcmp(kind, optim_kind_name(c->kind)))
+  if (!s && strcmp(kind, lt_optim_kind_name(c->kind)))
     s = lt__err(LT_ERR_INVALID, "checkpoint '%s': the file holds %.16s optimizer state but the optimizer is %s",
-                L->path, kind, optim_kind_name(c->kind));
+                L->path, kind, lt_optim_kind_name(c->kind));
   if (!s) s = lt__h5_get_attr_int(g, "/optim", "step", &os->step);
   if (!s && (os->step < 0 || os->step > LT_OPTIM_MAX_STEP))
     s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
@@ -953,7 +944,7 @@ static lt_status check_schedule(const loader *L, const lt_schedule *v) {
     if (n[i].x < n[i].lo || n[i].x > LT_OPTIM_MAX_STEP)
       return lt__err(LT_ERR_FORMAT, "checkpoint '%s': /schedule attribute '%s' is %lld, outside [%lld, %lld] for "
                      "schedule '%s'", L->path, n[i].name, (long long)n[i].x, (long long)n[i].lo,
-                     (long long)LT_OPTIM_MAX_STEP, sched_names[v->kind]);
+                     (long long)LT_OPTIM_MAX_STEP, lt_schedule_kind_name(v->kind));
   return LT_OK;
 }
 
@@ -970,11 +961,10 @@ static lt_status load_schedule(loader *L, hid_t root, lt_schedule *sc, int64_t *
                 "(LT_OPTIM_MAX_STEP)", L->path, (long long)*step, (long long)LT_OPTIM_MAX_STEP);
   if (!s) s = lt__h5_get_attr_string(g, "/schedule", "kind", &kind);
   if (!s && strcmp(kind, "none")) {
-    int k = -1;
-    for (int i = 0; i < N_SCHED; i++)
-      if (!strcmp(kind, sched_names[i])) k = i;
-    if (k < 0) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': unknown schedule kind '%.32s'", L->path, kind);
-    lt_schedule v = {.kind = (lt_schedule_kind)k};
+    lt_schedule_kind k = LT_SCHED_CONSTANT;
+    if (lt_schedule_kind_parse(kind, &k) != LT_OK)
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': unknown schedule kind '%.32s'", L->path, kind);
+    lt_schedule v = {.kind = k};
     if (!s) s = lt__h5_get_attr_double(g, "/schedule", "base_lr", &v.base_lr);
     if (!s) s = lt__h5_get_attr_double(g, "/schedule", "min_lr", &v.min_lr);
     if (!s) s = lt__h5_get_attr_double(g, "/schedule", "gamma", &v.gamma);

@@ -19,6 +19,8 @@
  * holds what) or the integrity header (seal.c).
  */
 #include "checkpoint/internal.h"
+#include "tensor/byteorder_internal.h"
+#include "tensor/error_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

@@ -15,7 +15,6 @@
 #include <hdf5.h>
 
 #include "checkpoint/checkpoint.h"
-#include "tensor/internal.h"
 
 /* ---- integrity header (seal.c) ----------------------------------------- */
 

@@ -7,6 +7,7 @@
  * holds tens of such values, not thousands).
  */
 #include "checkpoint/internal.h"
+#include "tensor/error_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>

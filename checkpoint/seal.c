@@ -32,6 +32,9 @@
  */
 #define _DEFAULT_SOURCE /* flock */
 #include "checkpoint/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/byteorder_internal.h"
+#include "tensor/file_internal.h"
 
 #include <dirent.h>
 #include <errno.h>

@@ -14,7 +14,10 @@
  * weights. Batches are new tensors each time, not reused buffers.
  */
 #include "datasets/datasets.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 /* ======================================================================== */
 /* Collation                                                                */

@@ -12,9 +12,12 @@
  * or line end) or a streaming reader (a corpus is read whole into memory).
  */
 #include "datasets/datasets.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/file_internal.h"
 
 #include <errno.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ======================================================================== */
 /* Files                                                                    */
@@ -291,6 +294,12 @@ struct lt_seq_pairs {
   seq_pair *pairs;
   int64_t count, cap;
 };
+
+static const char *const overlong_names[] = {"error", "truncate", "skip"};
+
+const char *lt_overlong_name(lt_overlong policy) { return lt_enum_name(overlong_names, 3, (int)policy); }
+
+LT_ENUM_PARSER(lt_overlong_parse, lt_overlong, "overlong policy", overlong_names, 3, NULL, 0)
 
 lt_seq_pairs *lt_seq_pairs_new(void) {
   lt_seq_pairs *p = calloc(1, sizeof *p);

@@ -209,6 +209,12 @@ lt_tokenizer *lt_tokenizer_train_bpe_file(const char *path, const lt_bpe_opts *o
 void lt_tokenizer_free(lt_tokenizer *tok);  /* NULL is a no-op */
 
 lt_tokenizer_kind lt_tokenizer_get_kind(const lt_tokenizer *tok);  /* byte for NULL */
+/* Names of the kinds, the one table for files and command lines: "byte",
+ * "char", "bpe". _name returns a static string ("unknown" out of range);
+ * _parse sets *out from a name or fails with LT_ERR_INVALID listing the names
+ * (LT_ERR_NULL for a NULL s), *out untouched. */
+const char *lt_tokenizer_kind_name(lt_tokenizer_kind kind);
+lt_status lt_tokenizer_kind_parse(const char *s, lt_tokenizer_kind *out);
 /* Number of ids (specials included); 0 for NULL. */
 int64_t lt_tokenizer_vocab_size(const lt_tokenizer *tok);
 /* Number of BPE merges (0 for byte and char). */
@@ -362,7 +368,12 @@ typedef struct lt_task_opts {
 } lt_task_opts;
 #define LT_TASK_DEFAULTS(kind_) ((lt_task_opts){(kind_), 10000, 1, 10, 10, 0.1, 1234})
 
-const char *lt_task_name(lt_task_kind kind);  /* "copy", ...; "unknown" */
+/* "copy", "reverse", "sort", "number_words", "date", "date_normalize"
+ * ("unknown" out of range; static). _parse sets *out from a name or fails
+ * with LT_ERR_INVALID listing the names (LT_ERR_NULL for a NULL s), *out
+ * untouched. */
+const char *lt_task_name(lt_task_kind kind);
+lt_status lt_task_parse(const char *s, lt_task_kind *out);
 /* num_examples pairs of the split (returns new). Errors: LT_ERR_INVALID for
  * options out of range (naming the option), LT_ERR_STATE when the split's
  * share of the source space is too small to find distinct enough examples
@@ -381,6 +392,12 @@ typedef enum {
   LT_OVERLONG_TRUNCATE,  /* keep the first tokens */
   LT_OVERLONG_SKIP       /* drop the example */
 } lt_overlong;
+/* Names: "error", "truncate", "skip" (the one table for files and command
+ * lines). _name returns a static string ("unknown" out of range); _parse sets
+ * *out from a name or fails with LT_ERR_INVALID listing the names (LT_ERR_NULL
+ * for a NULL s), *out untouched. */
+const char *lt_overlong_name(lt_overlong policy);
+lt_status lt_overlong_parse(const char *s, lt_overlong *out);
 
 /* max_src_len: most source tokens (encoder positions). max_tgt_len: most
  * decoder positions, i.e. target tokens + 1 (for <bos> / <eos>), so a target is

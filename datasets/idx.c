@@ -21,10 +21,14 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <unistd.h>
 #include <zlib.h>
 
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/file_internal.h"
+#include "tensor/storage_internal.h"
 
 /* ---- reading bytes through zlib ---------------------------------------- */
 

@@ -14,7 +14,10 @@
  * within a split (sampling with replacement); lengths are the caller's choice.
  */
 #include "datasets/datasets.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 static uint64_t sm_next(uint64_t *s) {
   uint64_t z = (*s += 0x9e3779b97f4a7c15ULL);
@@ -35,9 +38,9 @@ static uint64_t sm_below(uint64_t *s, uint64_t n) {
 static const char *const task_names[LT_TASK_COUNT] = {"copy", "reverse", "sort", "number_words", "date",
                                                       "date_normalize"};
 
-const char *lt_task_name(lt_task_kind kind) {
-  return (int)kind >= 0 && kind < LT_TASK_COUNT ? task_names[kind] : "unknown";
-}
+const char *lt_task_name(lt_task_kind kind) { return lt_enum_name(task_names, LT_TASK_COUNT, (int)kind); }
+
+LT_ENUM_PARSER(lt_task_parse, lt_task_kind, "task", task_names, LT_TASK_COUNT, NULL, 0)
 
 /* ---- numbers in words ---------------------------------------------------- */
 

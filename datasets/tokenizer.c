@@ -22,8 +22,11 @@
  * corpora (one piece at a time, quadratic in the piece length, which is capped).
  */
 #include "datasets/datasets.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/byteorder_internal.h"
 
+#include <stdlib.h>
+#include <string.h>
 #include <zlib.h>
 
 #define NSPEC LT_TOKEN_NUM_SPECIAL
@@ -281,6 +284,14 @@ lt_tokenizer *lt_tokenizer_new_byte(void) {
   if (t) t->vocab = NBASE;
   return t;
 }
+
+static const char *const tokenizer_kind_names[] = {"byte", "char", "bpe"};
+
+const char *lt_tokenizer_kind_name(lt_tokenizer_kind kind) {
+  return lt_enum_name(tokenizer_kind_names, 3, (int)kind);
+}
+
+LT_ENUM_PARSER(lt_tokenizer_kind_parse, lt_tokenizer_kind, "tokenizer", tokenizer_kind_names, 3, NULL, 0)
 
 lt_tokenizer_kind lt_tokenizer_get_kind(const lt_tokenizer *tok) {
   return tok ? tok->kind : LT_TOKENIZER_BYTE;
@@ -891,7 +902,7 @@ lt_status lt_tokenizer_decode(const lt_tokenizer *tok, const int64_t *ids, int64
     if (ids[i] < 0 || ids[i] >= tok->vocab)
       return lt__err(LT_ERR_INDEX, "%s: id %lld at position %lld is outside [0, %lld) (%s vocabulary)", op,
                      (long long)ids[i], (long long)i, (long long)tok->vocab,
-                     tok->kind == LT_TOKENIZER_BYTE ? "byte" : tok->kind == LT_TOKENIZER_CHAR ? "char" : "bpe");
+                     lt_tokenizer_kind_name(tok->kind));
   bytebuf b = {0};
   bool ok = bb_reserve(&b, (size_t)n + 1);
   for (int64_t i = 0; i < n && ok; i++) {

@@ -23,11 +23,19 @@
  */
 #include "generate/generate.h"
 #include "autograd/autograd.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+static const char *const strategy_names[] = {"greedy", "beam", "sample"};
+
+const char *lt_generate_strategy_name(lt_generate_strategy strategy) {
+  return lt_enum_name(strategy_names, 3, (int)strategy);
+}
+
+LT_ENUM_PARSER(lt_generate_strategy_parse, lt_generate_strategy, "strategy", strategy_names, 3, NULL, 0)
 
 lt_generate_opts lt_generate_defaults(void) {
   return (lt_generate_opts){

@@ -32,6 +32,12 @@ extern "C" {
 #endif
 
 typedef enum { LT_GENERATE_GREEDY, LT_GENERATE_BEAM, LT_GENERATE_SAMPLE } lt_generate_strategy;
+/* Names: "greedy", "beam", "sample" (the one table for files and command
+ * lines). _name returns a static string ("unknown" out of range); _parse sets
+ * *out from a name or fails with LT_ERR_INVALID listing the names (LT_ERR_NULL
+ * for a NULL s), *out untouched. */
+const char *lt_generate_strategy_name(lt_generate_strategy strategy);
+lt_status lt_generate_strategy_parse(const char *s, lt_generate_strategy *out);
 
 /* How to pick tokens and when to stop (the same for every model). */
 typedef struct lt_generate_opts {

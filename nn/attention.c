@@ -40,8 +40,11 @@
 #include "nn/nn.h"
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
-#include "tensor/vmath.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/gemm_internal.h"
+#include "tensor/softmax_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -55,33 +58,16 @@
 /* Strides BLIS accepts                                                     */
 /* ======================================================================== */
 
-/* BLIS aborts on strides it rejects (bli_check_matrix_strides): nonzero,
- * positive strides whose rows and columns cannot overlap. A stride along a dim
- * of size 1 is never followed, so it is first given the value BLIS expects.
- * A matrix that fails (an expanded dim of stride 0, some stepped slices) is
- * copied; the batch dims (b, h) are indexed here and may have any stride. */
-static bool mat_ok(int64_t m, int64_t n, int64_t rs, int64_t cs) {
-  if (m == 0 || n == 0) return true;
-  if (m == 1 && n == 1) return true;
-  if (m == 1) rs = n * cs;
-  else if (n == 1) cs = m * rs;
-  if (rs <= 0 || cs <= 0) return false;
-  if (rs != 1 && cs != 1) {
-    if (rs == cs) return m == 1 || n == 1;
-    if (rs < cs) return m * rs <= cs;
-    return n * cs <= rs;
-  }
-  if (rs == 1 && cs == 1) return m == 1 || n == 1;
-  if (rs == 1) return cs >= m;
-  return rs >= n;
-}
-
+/* The batch dims (b, h) are indexed here and may have any stride; the
+ * last two dims of q, k, v and dO must form matrices BLIS takes
+ * (lt__mat_ok), else the tensor is copied (an expanded dim of stride 0, some
+ * stepped slices). */
 /* x (4-d) as a tensor of dtype dt whose last-two-dims matrices BLIS takes:
  * x itself (*tmp NULL) when it already is, else a contiguous copy made with
  * grad mode off (*tmp, to free). NULL on error. */
 static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
   *tmp = NULL;
-  if (x->dtype == dt && mat_ok(x->shape[2], x->shape[3], x->stride[2], x->stride[3])) return x;
+  if (x->dtype == dt && lt__mat_ok(x->shape[2], x->shape[3], x->stride[2], x->stride[3])) return x;
   const bool prev = lt_set_grad_enabled(false);
   lt_tensor *c = x->dtype == dt ? lt_clone(x) : lt_to_dtype(x, dt);
   lt_set_grad_enabled(prev);
@@ -109,18 +95,12 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
       BODY;                                                           \
     }                                                                 \
   } while (0)
-#define LANES8(a) ((((a)[0] + (a)[1]) + ((a)[2] + (a)[3])) + (((a)[4] + (a)[5]) + ((a)[6] + (a)[7])))
-
-/* exp(x) for the softmax (x <= 0: scores minus the row max): tensor/vmath.h's
- * f32 exp (<= 2 ulp, no libm call, so the row loops vectorise; -inf gives
- * exactly 0), libm's exp for f64. */
-static inline float exp_neg_f32(float x) { return lt__vexpf(x); }
-static inline double exp_neg_f64(double x) { return exp(x); }
 
 /* Forward row: scores p[0..S) (already scaled) -> probabilities. Keys s >= lim
  * are masked by causality; am (stride ams) is the attn_mask row (bool or T),
  * kpm (stride kpms) the padding row. A row with no finite score becomes 0.
- * The max is over unmasked keys; exp sums are accumulated in double. */
+ * The softmax steps are tensor/softmax_internal.h's (max over unmasked keys,
+ * exp, sum in double). */
 #define SDPA_ROW_KERNELS(NAME, T)                                                        \
   static void fwd_row_##NAME(T *p, int64_t S, int64_t lim, const void *am, bool am_bool, \
                              int64_t ams, const unsigned char *kpm, int64_t kpms) {      \
@@ -137,19 +117,12 @@ static inline double exp_neg_f64(double x) { return exp(x); }
     if (kpm)                                                                             \
       for (int64_t s = 0; s < lim; s++)                                                  \
         if (kpm[s * kpms]) p[s] = -INFINITY;                                             \
-    T mx8[8] = {-INFINITY, -INFINITY, -INFINITY, -INFINITY,                             \
-                -INFINITY, -INFINITY, -INFINITY, -INFINITY};                             \
-    EACH8(s, l, lim, mx8[l] = p[s] > mx8[l] ? p[s] : mx8[l]);                   \
-    T mx = mx8[0];                                                                       \
-    for (int l = 1; l < 8; l++) mx = mx8[l] > mx ? mx8[l] : mx;                          \
-    if (!(mx > -INFINITY)) { /* every key masked (or no key) */                          \
+    const T mx = lt__row_max_##NAME(p, lim); /* NaN wins: a NaN score gives a NaN row */ \
+    if (mx == -INFINITY) { /* every key masked (or no key) */                            \
       EACH8(s, l, S, p[s] = 0);                                                             \
       return;                                                                            \
     }                                                                                    \
-    double a[8] = {0};                                                                   \
-    EACH8(s, l, lim, p[s] = exp_neg_##NAME(p[s] - mx));                                     \
-    EACH8(s, l, lim, a[l] += (double)p[s]);                                             \
-    const T inv = (T)(1.0 / LANES8(a));                                                  \
+    const T inv = (T)(1.0 / lt__row_exp_##NAME(p, mx, p, lim));                          \
     EACH8(s, l, lim, p[s] *= inv);                                                          \
     T *z = p + lim;                                                                      \
     EACH8(s, l, S - lim, z[s] = 0);                                                         \
@@ -166,9 +139,7 @@ static inline double exp_neg_f64(double x) { return exp(x); }
                              const unsigned char *restrict keep,                        \
                              T ks) {                                                     \
     if (keep) EACH8(s, l, n, d[s] *= (T)keep[s] * ks);                                      \
-    double a[8] = {0};                                                                   \
-    EACH8(s, l, n, a[l] += (double)p[s] * (double)d[s]);                                \
-    const T c = (T)LANES8(a);                                                            \
+    const T c = (T)lt__row_dot_##NAME(p, d, n);                                          \
     EACH8(s, l, n, d[s] = p[s] * (d[s] - c));                                               \
   }
 SDPA_ROW_KERNELS(f32, float)
@@ -234,8 +205,6 @@ static void fwd_row(const sdpa_plan *pl, char *prow, int64_t b, int64_t h, int64
   else fwd_row_f64((double *)prow, pl->S, lim, am, pl->am_bool, ams, kpm, pl->kpms[1]);
 }
 
-typedef lt_status (*gemm_fn)(lt_dtype, int64_t, int64_t, int64_t, double, const void *, int64_t, int64_t,
-                             const void *, int64_t, int64_t, double, void *, int64_t, int64_t);
 
 /* Causal attention runs in blocks of this many query rows: block [t0, t1)
  * needs only keys s < t1 + S - T (kmax), so the products skip most of the
@@ -255,7 +224,7 @@ static inline int64_t block_keys(const sdpa_plan *pl, int64_t t1) {
 /* Forward of one (b, h): P (contiguous [T,S]) gets the probabilities, W the
  * dropped weights (when dropout; may be a scratch), pl->o the output. Row
  * block by row block (one block unless causal). */
-static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t h, char *P, char *W) {
+static lt_status fwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t h, char *P, char *W) {
   const int64_t T = pl->T, S = pl->S, HSV = pl->HSV, es = pl->es, g = h / pl->group;
   const char *Q = at4(pl->q, pl->qs, es, b, h);
   const char *K = at4(pl->k, pl->ks, es, b, g);
@@ -273,8 +242,9 @@ static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
       continue;
     }
     /* P = scale * Q K^T: [nb,HS] x [HS,kmax] */
-    lt_status st = gemm(pl->dt, nb, kmax, pl->HS, pl->scale, Q + t0 * pl->qs[2] * es, pl->qs[2], pl->qs[3], K,
-                        pl->ks[3], pl->ks[2], 0.0, Pb, S, 1);
+    lt_status st = lt__mat_gemm(pl->dt, one, pl->scale, LT__MAT(Q + t0 * pl->qs[2] * es, nb, pl->HS, pl->qs[2], pl->qs[3]),
+                                lt__mat_t(LT__MAT(K, kmax, pl->HS, pl->ks[2], pl->ks[3])), 0.0,
+                                LT__MAT(Pb, nb, kmax, S, 1));
     if (st != LT_OK) return st;
     for (int64_t t = t0; t < t1; t++) fwd_row(pl, P + t * S * es, b, h, t); /* zeroes keys >= lim */
     if (keep) {
@@ -283,7 +253,8 @@ static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
       else drop_row_f64((const double *)Pb, keep + t0 * S, pl->ks_drop, (double *)Wb, nb * S);
     }
     /* out = W V: [nb,kmax] x [kmax,HSV] */
-    st = gemm(pl->dt, nb, HSV, kmax, 1.0, Wb, S, 1, V, pl->vs[2], pl->vs[3], 0.0, Ob, pl->os[2], pl->os[3]);
+    st = lt__mat_gemm(pl->dt, one, 1.0, LT__MAT(Wb, nb, kmax, S, 1), LT__MAT(V, kmax, HSV, pl->vs[2], pl->vs[3]), 0.0,
+                      LT__MAT(Ob, nb, HSV, pl->os[2], pl->os[3]));
     if (st != LT_OK) return st;
   }
   return LT_OK;
@@ -293,7 +264,7 @@ static lt_status fwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
  * accumulating dK[g] and dV[g] (zero on entry); dQ[h] is overwritten. scr
  * and wscr are per-thread scratch of T*S elements (wscr only with dropout
  * and dv). The same row blocks as the forward. */
-static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t g, const char *P, char *scr,
+static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, const char *P, char *scr,
                           char *wscr) {
   const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, es = pl->es;
   const char *K = at4(pl->k, pl->ks, es, b, g);
@@ -326,12 +297,14 @@ static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
           else drop_row_f64((const double *)Pb, kb, pl->ks_drop, (double *)wscr, nb * S);
           Wm = wscr;
         }
-        st = gemm(pl->dt, kmax, HSV, nb, 1.0, Wm, 1, S, dOb, gs[2], gs[3], 1.0, dVg, pl->dvs[2], pl->dvs[3]);
+        st = lt__mat_gemm(pl->dt, one, 1.0, lt__mat_t(LT__MAT(Wm, nb, kmax, S, 1)), LT__MAT(dOb, nb, HSV, gs[2], gs[3]),
+                          1.0, LT__MAT(dVg, kmax, HSV, pl->dvs[2], pl->dvs[3]));
         if (st != LT_OK) return st;
       }
       if (!dQh && !dKg) continue;
       /* dW = dO V^T: [nb,HSV] x [HSV,kmax] */
-      st = gemm(pl->dt, nb, kmax, HSV, 1.0, dOb, gs[2], gs[3], V, pl->vs[3], pl->vs[2], 0.0, scr, S, 1);
+      st = lt__mat_gemm(pl->dt, one, 1.0, LT__MAT(dOb, nb, HSV, gs[2], gs[3]),
+                        lt__mat_t(LT__MAT(V, kmax, HSV, pl->vs[2], pl->vs[3])), 0.0, LT__MAT(scr, nb, kmax, S, 1));
       if (st != LT_OK) return st;
       for (int64_t t = 0; t < nb; t++) { /* P is 0 at keys >= kmax: they add nothing */
         const unsigned char *kr = kb ? kb + t * S : NULL;
@@ -340,12 +313,13 @@ static lt_status bwd_task(const sdpa_plan *pl, gemm_fn gemm, int64_t b, int64_t 
         else bwd_row_f64((const double *)Pb + t * S, (double *)scr + t * S, kmax, kr, pl->ks_drop);
       }
       if (dQh) { /* dQ[h] = scale * dS K: [nb,kmax] x [kmax,HS] */
-        st = gemm(pl->dt, nb, HS, kmax, pl->scale, scr, S, 1, K, pl->ks[2], pl->ks[3], 0.0, dQh + t0 * dqs[2] * es,
-                  dqs[2], dqs[3]);
+        st = lt__mat_gemm(pl->dt, one, pl->scale, LT__MAT(scr, nb, kmax, S, 1), LT__MAT(K, kmax, HS, pl->ks[2], pl->ks[3]),
+                          0.0, LT__MAT(dQh + t0 * dqs[2] * es, nb, HS, dqs[2], dqs[3]));
         if (st != LT_OK) return st;
       }
       if (dKg) { /* dK[g] += scale * dS^T Q: [kmax,nb] x [nb,HS] */
-        st = gemm(pl->dt, kmax, HS, nb, pl->scale, scr, 1, S, Qb, qs[2], qs[3], 1.0, dKg, pl->dks[2], pl->dks[3]);
+        st = lt__mat_gemm(pl->dt, one, pl->scale, lt__mat_t(LT__MAT(scr, nb, kmax, S, 1)), LT__MAT(Qb, nb, HS, qs[2], qs[3]),
+                          1.0, LT__MAT(dKg, kmax, HS, pl->dks[2], pl->dks[3]));
         if (st != LT_OK) return st;
       }
     }
@@ -396,12 +370,12 @@ static lt_tensor *alloc_like(lt_dtype dt, const int64_t *shape, const lt_tensor 
  * threads but much work, the tasks one after another with BLIS threads;
  * or, for little work, everything on this thread. Each task computes the
  * same bits whichever way (BLIS splits rows and columns, not sums). */
-static int task_threads(int64_t ntasks, int64_t work, gemm_fn *gemm) {
+static int task_threads(int64_t ntasks, int64_t work, bool *one) {
   const int nt = omp_get_max_threads();
-  *gemm = lt__blas_gemm_1t;
+  *one = true;
   if (nt <= 1 || work < LT__PARALLEL_MIN * 16) return 1;
   if (ntasks >= nt) return nt;
-  *gemm = lt__blas_gemm;
+  *one = false;
   return 1;
 }
 
@@ -578,8 +552,8 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
   memcpy(pl.os, out->stride, sizeof pl.os);
 
   const int64_t ntasks = B * NH, ts = T * S;
-  gemm_fn gemm;
-  const int nt = task_threads(ntasks, ntasks * T * (S + 1) * (pl.HS + pl.HSV + 1), &gemm);
+  bool one;
+  const int nt = task_threads(ntasks, ntasks * T * (S + 1) * (pl.HS + pl.HSV + 1), &one);
   const int nscr = (!p_full) + (dropout && !w_full);
   char *scratch = NULL;
   if (nscr && ntasks && ts) {
@@ -599,7 +573,7 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
       char *mine = scratch ? scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es) : NULL;
       char *P = p_full ? (char *)tmp[TP]->data + i * ts * pl.es : mine;
       char *W = w_full ? (char *)tmp[TW]->data + i * ts * pl.es : (p_full ? mine : mine + ts * pl.es);
-      if (fwd_task(&pl, gemm, i / NH, i % NH, P, W) != LT_OK) {
+      if (fwd_task(&pl, one, i / NH, i % NH, P, W) != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }
@@ -676,8 +650,8 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
     memcpy(pl.dvs, dv->stride, sizeof pl.dvs);
   }
   const int64_t ntasks = B * NKV;
-  gemm_fn gemm;
-  const int nt = task_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1), &gemm);
+  bool one;
+  const int nt = task_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1), &one);
   const int nscr = 1 + (a->dropout && need_v);
   char *scratch = ntasks && ts ? malloc((size_t)(nt * nscr * ts * pl.es)) : NULL;
   lt_status st = LT_OK;
@@ -691,7 +665,7 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
     for (int64_t i = 0; i < ntasks; i++) {
       const int tid = nt > 1 ? omp_get_thread_num() : 0;
       char *scr = scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es);
-      if (bwd_task(&pl, gemm, i / NKV, i % NKV, P->data, scr, scr + ts * pl.es) != LT_OK) {
+      if (bwd_task(&pl, one, i / NKV, i % NKV, P->data, scr, scr + ts * pl.es) != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }

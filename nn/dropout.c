@@ -23,7 +23,10 @@
 #include "nn/nn.h"
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/random_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -54,17 +57,6 @@ static void drop_run(lt_dtype dt, void *y, const void *x, const uint8_t *keep, d
   else drop_f64(y, x, keep, drop_scale(dt, p), n);
 }
 
-/* A contiguous copy of x (not recorded) or x itself. */
-static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
-  *tmp = NULL;
-  if (x->dtype == dt && lt_is_contiguous(x)) return x;
-  const bool prev = lt_set_grad_enabled(false);
-  lt_tensor *t = x->dtype == dt ? lt_clone(x) : lt_to_dtype(x, dt);
-  lt_set_grad_enabled(prev);
-  *tmp = t;
-  return t;
-}
-
 lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx) {
   if (!x) return lt__err_null("dropout", "x"), NULL;
   if (!(p >= 0 && p <= 1))
@@ -91,7 +83,7 @@ lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx) {
     /* One pass: the mask's words, the mask and y together (the values of
      * lt_bernoulli(gen, bool, x's shape, 1 - p), and the generator advances
      * as for it). */
-    const lt_tensor *xc = as_contig(x, x->dtype, &xt);
+    const lt_tensor *xc = lt__as_contig(x, x->dtype, &xt);
     keep = xc ? lt_empty(LT_DTYPE_BOOL, x->ndim, x->shape) : NULL;
     y = keep ? lt_empty(x->dtype, x->ndim, x->shape) : NULL;
     if (y)
@@ -122,7 +114,7 @@ lt_status lt__bw_dropout(const lt_node *node, const lt_tensor *gout, lt_tensor *
   } else {
     const lt_tensor *keep = node->saved[0];
     lt_tensor *gt;
-    const lt_tensor *g = as_contig(gout, dt, &gt);
+    const lt_tensor *g = lt__as_contig(gout, dt, &gt);
     dx = g ? lt_empty(dt, keep->ndim, keep->shape) : NULL;
     if (dx) drop_run(dt, dx->data, g->data, keep->data, a->p, keep->numel);
   }

@@ -15,7 +15,7 @@
  * PyTorch's.
  */
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
 
 #include <math.h>
 

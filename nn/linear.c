@@ -15,14 +15,17 @@
  *             dW [out, in] = g^T [out, N] · x [N, in]    (one GEMM over the batch)
  *             db [out]    = sum over rows of g            (lt_sum: deterministic)
  *
- * What this is not: a GEMM (that is BLIS, reached through lt__blas_gemm), or a
+ * What this is not: a GEMM (that is BLIS, reached through lt__mat_gemm), or a
  * fused activation: lt_linear followed by lt_gelu is two passes.
  */
 #define _DEFAULT_SOURCE /* madvise */
 #include "nn/nn.h"
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/gemm_internal.h"
 
 #include <omp.h>
 #include <string.h>
@@ -33,46 +36,6 @@
 /* ======================================================================== */
 /* Matrix views for BLIS                                                    */
 /* ======================================================================== */
-
-/* BLIS 0.9.0's rule for the strides of an m x n matrix (it aborts when it is
- * broken, see tensor/matmul.c): positive strides, rows and columns that cannot
- * overlap. Strides along a dim of size 1 are first made canonical (they are
- * never followed). */
-static bool blis_ok(int64_t m, int64_t n, int64_t rs, int64_t cs) {
-  if (m == 0 || n == 0) return true;
-  if (m == 1 && n == 1) return true;
-  if (m == 1) rs = n * cs;
-  else if (n == 1) cs = m * rs;
-  if (rs <= 0 || cs <= 0) return false;
-  if (rs != 1 && cs != 1) {
-    if (rs == cs) return false;
-    if (rs < cs) return m * rs <= cs;
-    return n * cs <= rs;
-  }
-  if (rs == 1 && cs == 1) return false;
-  if (rs == 1) return cs >= m;
-  return rs >= n;
-}
-
-/* x [..., K] as a matrix [N, K]: true (and its row stride in *rs) if the
- * leading dims nest into one stride and BLIS accepts the result. */
-static bool as_rows(const lt_tensor *x, int64_t N, int64_t K, int64_t *rs) {
-  const int64_t cs = x->stride[x->ndim - 1];
-  bool have = false;
-  int64_t inner = K * cs, span = 0;
-  for (int d = x->ndim - 2; d >= 0; d--) {
-    if (x->shape[d] == 1) continue;
-    if (!have) {
-      have = true;
-      inner = x->stride[d];
-    } else if (x->stride[d] != span) {
-      return false;
-    }
-    span = x->stride[d] * x->shape[d];
-  }
-  *rs = inner;
-  return blis_ok(N, K, inner, cs);
-}
 
 /* A contiguous copy of x in dtype dt, not recorded for autograd (the linear
  * node records the caller's tensors). */
@@ -151,14 +114,15 @@ lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
 
   /* Operands BLIS cannot take as they are are copied (contiguous). */
   lt_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL;
-  int64_t rsx = 0;
-  if (!as_rows(x, N, K, &rsx)) {
+  lt__mat X; /* [N, K] */
+  if (!lt__mat_rows(x, &X)) {
     if (!(xc = copy_untracked(x))) goto fail;
-    rsx = K;
+    LT_CHECK(lt__mat_rows(xc, &X));
   }
   const lt_tensor *xin = xc ? xc : x;
-  if (!blis_ok(K, M, weight->stride[1], weight->stride[0]) && !(wc = copy_untracked(weight))) goto fail;
+  if (!lt__mat_ok(M, K, weight->stride[0], weight->stride[1]) && !(wc = copy_untracked(weight))) goto fail;
   const lt_tensor *win = wc ? wc : weight;
+  const lt__mat W = LT__MAT(win->data, M, K, win->stride[0], win->stride[1]); /* [M, K] */
   if (bias && bias->stride[0] != 1 && M > 1 && !(bc = copy_untracked(bias))) goto fail;
   const lt_tensor *bin = bc ? bc : bias;
 
@@ -167,8 +131,8 @@ lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
     advise_huge_pages(y->data, (size_t)(N * M) * es);
     if (bin) fill_bias(y->data, bin->data, N, M, es);
     else if (K == 0) memset(y->data, 0, (size_t)(N * M) * es);
-    if (K > 0 && lt__blas_gemm(dt, N, M, K, 1.0, xin->data, rsx, xin->stride[xin->ndim - 1], win->data,
-                               win->stride[1], win->stride[0], bin ? 1.0 : 0.0, y->data, M, 1) != LT_OK)
+    /* y [N, M] = X [N, K] W^T [K, M] (+ the bias already in y) */
+    if (K > 0 && lt__mat_gemm(dt, false, 1.0, X, lt__mat_t(W), bin ? 1.0 : 0.0, LT__MAT(y->data, N, M, M, 1)) != LT_OK)
       goto fail;
   }
   /* Saved: x and weight as BLIS reads them (the copies, if any). */
@@ -200,24 +164,21 @@ lt_status lt__bw_linear(const lt_node *node, const lt_tensor *gout, lt_tensor **
   const int64_t K = x->shape[x->ndim - 1], M = w->shape[0];
   int64_t Nx = 1; /* rows: the product of x's leading dims */
   for (int d = 0; d < x->ndim - 1; d++) Nx *= x->shape[d];
-  int64_t rsg = 0, rsx = 0;
+  lt__mat G, X; /* g [N, M], x [N, K] */
   const lt_tensor *g = gout;
-  if (g->dtype != dt || !as_rows(g, Nx, M, &rsg)) {
+  if (g->dtype != dt || !lt__mat_rows(g, &G)) {
     g = lt_to_dtype(gout, dt);
     if (g && !lt_is_contiguous(g)) g = lt_contiguous(g);
     if (!g) return lt_last_status();
-    rsg = M;
+    LT_CHECK(lt__mat_rows(g, &G));
   }
-  const int64_t csg = g->stride[g->ndim - 1];
-  LT_CHECK(as_rows(x, Nx, K, &rsx));
-  const int64_t csx = x->stride[x->ndim - 1];
+  LT_CHECK(lt__mat_rows(x, &X));
+  const lt__mat W = LT__MAT(w->data, M, K, w->stride[0], w->stride[1]); /* [M, K] */
 
   if (lt__needs_input_grad(node, 0)) { /* dx [N, K] = g [N, M] · W [M, K] */
     lt_tensor *dx = (M > 0 ? lt_empty : lt_zeros)(dt, x->ndim, x->shape);
     if (!dx) return lt_last_status();
-    if (M > 0 && Nx * K > 0 &&
-        lt__blas_gemm(dt, Nx, K, M, 1.0, g->data, rsg, csg, w->data, w->stride[0], w->stride[1], 0.0,
-                      dx->data, K, 1) != LT_OK)
+    if (M > 0 && Nx * K > 0 && lt__mat_gemm(dt, false, 1.0, G, W, 0.0, LT__MAT(dx->data, Nx, K, K, 1)) != LT_OK)
       return lt_last_status();
     gin[0] = dx;
   }
@@ -225,13 +186,12 @@ lt_status lt__bw_linear(const lt_node *node, const lt_tensor *gout, lt_tensor **
     lt_tensor *dw = (Nx > 0 ? lt_empty : lt_zeros)(dt, 2, w->shape);
     if (!dw) return lt_last_status();
     if (Nx > 0 && M * K > 0 &&
-        lt__blas_gemm(dt, M, K, Nx, 1.0, g->data, csg, rsg, x->data, rsx, csx, 0.0, dw->data, K, 1) !=
-            LT_OK)
+        lt__mat_gemm(dt, false, 1.0, lt__mat_t(G), X, 0.0, LT__MAT(dw->data, M, K, K, 1)) != LT_OK)
       return lt_last_status();
     gin[1] = dw;
   }
   if (lt__needs_input_grad(node, 2)) { /* db [M] = sum over the N rows of g */
-    lt_tensor *gv = lt__view_of(g, 2, (const int64_t[]){Nx, M}, (const int64_t[]){rsg, csg}, g->offset);
+    lt_tensor *gv = lt__view_of(g, 2, (const int64_t[]){Nx, M}, (const int64_t[]){G.rs, G.cs}, g->offset);
     lt_tensor *db = gv ? lt_sum(gv, LT_DIMS(0), false) : NULL;
     lt_tensor_free(gv);
     if (!db) return lt_last_status();

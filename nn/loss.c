@@ -28,36 +28,19 @@
 #include "nn/nn.h"
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
-#include "tensor/vmath.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/softmax_internal.h"
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ======================================================================== */
 /* Shared helpers                                                           */
 /* ======================================================================== */
-
-#define LANES_SUM(a) ((((a)[0] + (a)[4]) + ((a)[1] + (a)[5])) + (((a)[2] + (a)[6]) + ((a)[3] + (a)[7])))
-
-/* x as a contiguous tensor of dtype dt: x itself (*tmp = NULL) or a copy made
- * without recording (*tmp, to free). NULL on error. */
-static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
-  *tmp = NULL;
-  if (x->dtype == dt && lt_is_contiguous(x)) return x;
-  const bool prev = lt_set_grad_enabled(false);
-  lt_tensor *t = x->dtype == dt ? lt_clone(x) : lt_to_dtype(x, dt);
-  lt_set_grad_enabled(prev);
-  *tmp = t;
-  return t;
-}
-
-static int threads_for(int64_t work, int64_t units) {
-  int nt = work >= LT__PARALLEL_MIN ? omp_get_max_threads() : 1;
-  if (nt > units) nt = (int)(units > 0 ? units : 1);
-  return nt;
-}
 
 /* Row-major multi-index of flat position i in (ndim, shape), as "[1,2]". */
 static char *pos_str(int ndim, const int64_t *shape, int64_t i, char *buf, size_t size) {
@@ -107,7 +90,7 @@ static lt_status targets_check(const char *op, const char *xn, const lt_tensor *
     return lt__err(LT_ERR_INVALID, "%s: label_smoothing is %g, must be in [0, 1]", op, o->label_smoothing);
   const int64_t V = x->shape[x->ndim - 1], N = targets->numel;
   lt_tensor *t;
-  const lt_tensor *tc = as_contig(targets, LT_DTYPE_I64, &t);
+  const lt_tensor *tc = lt__as_contig(targets, LT_DTYPE_I64, &t);
   if (!tc) return lt_last_status();
   if (!t) t = lt__view_of(tc, tc->ndim, tc->shape, tc->stride, tc->offset); /* own a reference */
   if (!t) return lt_last_status();
@@ -186,7 +169,7 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
  * stat[i] = {max, log(sum exp(x - max))} in T.
  * ce_bwd: rows [r0, r1): dx = k_i * (exp((x - max) - logsum) - eps/V - (1-eps)[c == t]),
  * zeros for ignored rows. */
-#define CE_KERNELS(NAME, T, EXP, CLONES)                                                          \
+#define CE_KERNELS(NAME, T, CLONES)                                                          \
   CLONES static void ce_fwd_##NAME(const T *x, const int64_t *t, double *loss, T *stat, const ce_aux *a, \
                             int64_t r0, int64_t r1) {                                             \
     const int64_t V = a->V;                                                                       \
@@ -198,33 +181,12 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
         stat[2 * r] = stat[2 * r + 1] = 0;                                                        \
         continue;                                                                                 \
       }                                                                                           \
-      T mx[8];                                                                                    \
-      for (int l = 0; l < 8; l++) mx[l] = -INFINITY;                                              \
-      int64_t i = 0;                                                                              \
-      for (; i + 8 <= V; i += 8)                                                                  \
-        for (int l = 0; l < 8; l++) {                                                             \
-          const T v = xr[i + l];                                                                  \
-          mx[l] = (v > mx[l] || v != v) ? v : mx[l];                                              \
-        }                                                                                         \
-      for (int l = 0; i < V; i++, l++) mx[l] = (xr[i] > mx[l] || xr[i] != xr[i]) ? xr[i] : mx[l]; \
-      T m = mx[0];                                                                                \
-      for (int l = 1; l < 8; l++) m = (mx[l] > m || mx[l] != mx[l]) ? mx[l] : m;                  \
-      double se[8] = {0}, sx[8] = {0};                                                            \
-      i = 0;                                                                                      \
-      for (; i + 8 <= V; i += 8)                                                                  \
-        for (int l = 0; l < 8; l++) {                                                             \
-          se[l] += (double)EXP(xr[i + l] - m);                                                    \
-          sx[l] += (double)xr[i + l];                                                             \
-        }                                                                                         \
-      for (int l = 0; i < V; i++, l++) {                                                          \
-        se[l] += (double)EXP(xr[i] - m);                                                          \
-        sx[l] += (double)xr[i];                                                                   \
-      }                                                                                           \
-      const double ls = log(LANES_SUM(se)), lse = (double)m + ls;                                 \
+      const T m = lt__row_max_##NAME(xr, V);                                                      \
+      const double ls = log(lt__row_sumexp_##NAME(xr, m, V)), lse = (double)m + ls;               \
       stat[2 * r] = m;                                                                            \
       stat[2 * r + 1] = (T)ls;                                                                    \
       const double nll = lse - (double)xr[t[r]];                                                  \
-      loss[r] = eps > 0 ? (1 - eps) * nll + (eps / (double)V) * ((double)V * lse - LANES_SUM(sx)) : nll; \
+      loss[r] = eps > 0 ? (1 - eps) * nll + (eps / (double)V) * ((double)V * lse - lt__row_sum_##NAME(xr, V)) : nll; \
     }                                                                                             \
   }                                                                                               \
   CLONES static void ce_bwd_##NAME(T *dx, const T *x, const int64_t *t, const T *stat, const double *k,  \
@@ -238,12 +200,12 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
       }                                                                                           \
       const T *xr = x + r * V;                                                                    \
       const T m = stat[2 * r], ls = stat[2 * r + 1], kr = (T)k[r], sm = (T)(a->eps / (double)V);  \
-      for (int64_t i = 0; i < V; i++) dr[i] = kr * (EXP((xr[i] - m) - ls) - sm);                  \
-      dr[t[r]] = kr * ((EXP((xr[t[r]] - m) - ls) - sm) - (T)(1 - a->eps));                        \
+      for (int64_t i = 0; i < V; i++) dr[i] = kr * (lt__exp_##NAME((xr[i] - m) - ls) - sm);                  \
+      dr[t[r]] = kr * ((lt__exp_##NAME((xr[t[r]] - m) - ls) - sm) - (T)(1 - a->eps));                        \
     }                                                                                             \
   }
-/* f32 uses vmath's lt__vexpf (<= 2 ulp, branch-free, so the row loops
- * vectorise; libm's expf is a scalar call) and is compiled for AVX-512,
+/* The row steps are tensor/softmax_internal.h's (f32 exp: vmath's lt__vexpf,
+ * branch-free, so the row loops vectorise); f32 is compiled for AVX-512,
  * AVX2+FMA and baseline SSE2, picked at load time like tensor/elementwise.c
  * (-std=c11 keeps -ffp-contract=off: every clone gives the same bits). f64
  * keeps libm (gradient checks). */
@@ -252,8 +214,8 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
 #else
 #define CE_CLONES
 #endif
-CE_KERNELS(f32, float, lt__vexpf, CE_CLONES)
-CE_KERNELS(f64, double, exp, )
+CE_KERNELS(f32, float, CE_CLONES)
+CE_KERNELS(f64, double, )
 
 /* ======================================================================== */
 /* Cross entropy: forward and backward                                      */
@@ -266,12 +228,12 @@ lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, c
   double *loss = NULL;
   if (targets_check("cross_entropy", "logits", logits, targets, &o, true, &t, &a) != LT_OK) return NULL;
   const lt_dtype dt = logits->dtype;
-  const lt_tensor *x = as_contig(logits, dt, &xt);
+  const lt_tensor *x = lt__as_contig(logits, dt, &xt);
   stat = x ? lt_empty(dt, 2, (const int64_t[]){a.N, 2}) : NULL; /* [N, 2]: max, log-sum */
   loss = stat ? malloc(sizeof(double) * (size_t)(a.N > 0 ? a.N : 1)) : NULL;
   if (stat && !loss) lt__err(LT_ERR_NOMEM, "cross_entropy: out of memory for %lld row losses", (long long)a.N);
   if (!loss) goto done;
-  const int nt = threads_for(a.N * a.V, a.N);
+  const int nt = lt__threads_for(a.N * a.V, a.N);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     const int64_t T = omp_get_num_threads(), id = omp_get_thread_num();
@@ -305,7 +267,7 @@ lt_status lt__bw_cross_entropy(const lt_node *node, const lt_tensor *gout, lt_te
     free(k);
     return lt_last_status();
   }
-  const int nt = threads_for(a->N * a->V, a->N);
+  const int nt = lt__threads_for(a->N * a->V, a->N);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     const int64_t T = omp_get_num_threads(), id = omp_get_thread_num();
@@ -452,8 +414,8 @@ lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduc
   const lt_dtype dt = lt__promote(input->dtype, target->dtype);
   const int64_t n = input->numel;
   lt_tensor *xt = NULL, *tt = NULL, *out = NULL;
-  const lt_tensor *x = as_contig(input, dt, &xt);
-  const lt_tensor *t = x ? as_contig(target, dt, &tt) : NULL;
+  const lt_tensor *x = lt__as_contig(input, dt, &xt);
+  const lt_tensor *t = x ? lt__as_contig(target, dt, &tt) : NULL;
   if (!t) goto done;
   if (reduction == LT_REDUCTION_NONE) {
     out = lt_empty(dt, input->ndim, input->shape);
@@ -486,7 +448,7 @@ lt_status lt__bw_mse_loss(const lt_node *node, const lt_tensor *gout, lt_tensor 
   const lt_tensor *g = NULL;
   double f = 0;
   if (a->reduction == LT_REDUCTION_NONE) {
-    if (!(g = as_contig(gout, dt, &gt))) return lt_last_status();
+    if (!(g = lt__as_contig(gout, dt, &gt))) return lt_last_status();
   } else {
     lt_status s = lt_item(gout, &f);
     if (s != LT_OK) return s;

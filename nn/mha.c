@@ -33,7 +33,7 @@
  */
 #include "nn/nn.h"
 
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
 
 #include <math.h>
 #include <stdio.h>

@@ -295,6 +295,12 @@ typedef struct lt_optim_config {
 } lt_optim_config;
 /* PyTorch's defaults for each kind (lr 1e-3; AdamW weight_decay 0.01). */
 lt_optim_config lt_optim_defaults(lt_optim_kind kind);
+/* Names of the kinds, the one table for checkpoints and command lines:
+ * "sgd", "adam", "adamw". _name returns a static string ("unknown" out of
+ * range); _parse sets *out from a name, or fails with LT_ERR_INVALID listing
+ * the names (LT_ERR_NULL for a NULL s), *out untouched. */
+const char *lt_optim_kind_name(lt_optim_kind kind);
+lt_status lt_optim_kind_parse(const char *s, lt_optim_kind *out);
 
 typedef struct lt_optimizer lt_optimizer;
 /* Optimizes every trainable parameter of p (borrowed: p must outlive it). Returns new. */
@@ -362,6 +368,14 @@ typedef struct lt_schedule {
 } lt_schedule;
 /* The learning rate for a 1-based step. */
 double lt_schedule_lr(const lt_schedule *s, int64_t step);
+/* Names of the kinds, the one table for checkpoints and command lines:
+ * "constant", "linear", "cosine", "noam", "step". _name returns a static
+ * string ("unknown" out of range); _parse sets *out from a name, and also
+ * accepts "warmup_linear" and "warmup_cosine" (the names checkpoints were
+ * written with before the table was shared), or fails with LT_ERR_INVALID
+ * listing the names (LT_ERR_NULL for a NULL s), *out untouched. */
+const char *lt_schedule_kind_name(lt_schedule_kind kind);
+lt_status lt_schedule_kind_parse(const char *s, lt_schedule_kind *out);
 
 /* torch.nn.utils.clip_grad_norm_: scales all grads so their global L2 norm is
  * at most max_norm; stores the norm before clipping in *total_norm. */

@@ -25,39 +25,23 @@
 #include "nn/nn.h"
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* ======================================================================== */
 /* Shared helpers                                                           */
 /* ======================================================================== */
 
-/* x as a contiguous tensor of dtype dt: x itself (*tmp = NULL) if it already
- * is one, else a copy made without recording (*tmp, to free). NULL on error. */
-static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
-  *tmp = NULL;
-  if (!x || (x->dtype == dt && lt_is_contiguous(x))) return x;
-  const bool prev = lt_set_grad_enabled(false);
-  lt_tensor *t = x->dtype == dt ? lt_clone(x) : lt_to_dtype(x, dt);
-  lt_set_grad_enabled(prev);
-  *tmp = t;
-  return t;
-}
-
 /* Rows in [r0, r1) of this thread when N rows are split over nt threads. */
 #define ROW_SPLIT(N, r0, r1)                                           \
   const int64_t nt_ = omp_get_num_threads(), id_ = omp_get_thread_num(); \
   const int64_t r0 = (N) * id_ / nt_, r1 = (N) * (id_ + 1) / nt_
-
-/* Number of threads for work on numel elements. */
-static int threads_for(int64_t numel, int64_t units) {
-  int nt = numel >= LT__PARALLEL_MIN ? omp_get_max_threads() : 1;
-  if (nt > units) nt = (int)(units > 0 ? units : 1);
-  return nt;
-}
 
 /* Backward chunks: at most NCHUNK_MAX chunks of at least CHUNK_MIN rows,
  * fixed by N alone (never by the thread count). */
@@ -248,7 +232,7 @@ static void fwd_rows(const norm_job *j, int64_t r0, int64_t r1) {
 }
 
 static void norm_forward(const norm_job *j) {
-  const int nt = threads_for(j->N * j->C, j->N);
+  const int nt = lt__threads_for(j->N * j->C, j->N);
   if (nt <= 1) {
     fwd_rows(j, 0, j->N);
     return;
@@ -271,7 +255,7 @@ static void bwd_rows(const norm_job *j, double *dw, double *db, int64_t r0, int6
 static lt_status norm_backward(const norm_job *j, double *dw, double *db) {
   const int64_t N = j->N, C = j->C;
   if (!dw && !db) { /* rows alone */
-    const int nt = threads_for(N * C, N);
+    const int nt = lt__threads_for(N * C, N);
 #pragma omp parallel num_threads(nt) if (nt > 1)
     {
       ROW_SPLIT(N, r0, r1);
@@ -284,7 +268,7 @@ static lt_status norm_backward(const norm_job *j, double *dw, double *db) {
   double *part = calloc((size_t)(nch * per * C > 0 ? nch * per * C : 1), sizeof(double));
   if (!part) return lt__err(LT_ERR_NOMEM, "norm backward: out of memory for %lld partial sums",
                             (long long)(nch * per * C));
-  const int nt = threads_for(N * C, nch);
+  const int nt = lt__threads_for(N * C, nch);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t k = 0; k < nch; k++) {
     double *pw = dw ? part + k * per * C : NULL;
@@ -326,7 +310,7 @@ static lt_tensor *norm_op(const char *op, bool center, const lt_tensor *x, const
   const lt_dtype dt = x->dtype;
   const int64_t C = x->shape[x->ndim - 1], N = rows_of(x);
   lt_tensor *xt, *wt, *bt, *y = NULL, *mean = NULL, *rstd = NULL;
-  const lt_tensor *xc = as_contig(x, dt, &xt), *wc = as_contig(weight, dt, &wt), *bc = as_contig(bias, dt, &bt);
+  const lt_tensor *xc = lt__as_contig(x, dt, &xt), *wc = lt__as_contig(weight, dt, &wt), *bc = lt__as_contig(bias, dt, &bt);
   if (!xc || (weight && !wc) || (bias && !bc)) goto done;
   y = lt_empty(dt, x->ndim, x->shape);
   /* mean / rstd [...] over the leading dims */
@@ -376,7 +360,7 @@ static lt_status norm_bw(bool center, const lt_node *node, const lt_tensor *gout
   const bool need_dw = lt__needs_input_grad(node, 1);
   const bool need_db = center && lt__needs_input_grad(node, 2);
   lt_tensor *gt;
-  const lt_tensor *g = as_contig(gout, dt, &gt);
+  const lt_tensor *g = lt__as_contig(gout, dt, &gt);
   if (!g) return lt_last_status();
   lt_tensor *dx = need_dx ? lt_empty(dt, x->ndim, x->shape) : NULL;
   if (need_dx && !dx) return lt_last_status();

@@ -46,9 +46,13 @@
  * grouping).
  */
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
+#include <string.h>
 
 typedef struct opt_entry {
   lt_tensor *param;    /* borrowed from the store */
@@ -70,6 +74,13 @@ struct lt_optimizer {
   int n;
   int64_t steps; /* lt_optimizer_step calls */
 };
+
+static const char *const optim_kind_names[] = {"sgd", "adam", "adamw"};
+#define N_OPTIM_KINDS ((int)(sizeof optim_kind_names / sizeof optim_kind_names[0]))
+
+const char *lt_optim_kind_name(lt_optim_kind kind) { return lt_enum_name(optim_kind_names, N_OPTIM_KINDS, (int)kind); }
+
+LT_ENUM_PARSER(lt_optim_kind_parse, lt_optim_kind, "optimizer", optim_kind_names, N_OPTIM_KINDS, NULL, 0)
 
 lt_optim_config lt_optim_defaults(lt_optim_kind kind) {
   lt_optim_config c = {0};

@@ -19,9 +19,12 @@
  * the caller (or the scope) still owns the tensor.
  */
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 struct lt_params {
   lt_param *items; /* n entries in insertion order; names owned */

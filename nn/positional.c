@@ -13,7 +13,8 @@
  */
 #include "nn/nn.h"
 
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 #include <math.h>
 

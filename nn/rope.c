@@ -20,7 +20,8 @@
 #include "nn/nn.h"
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/runtime_internal.h"
 
 #include <math.h>
 #include <stdlib.h>

@@ -25,11 +25,25 @@
  * lt_schedule_lr(&s, step) and lt_optimizer_set_lr each step).
  */
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/runtime_internal.h"
 
 #include <math.h>
+#include <stdlib.h>
 
 #define LT__PI 3.14159265358979323846
+
+static const char *const sched_kind_names[] = {"constant", "linear", "cosine", "noam", "step"};
+#define N_SCHED_KINDS ((int)(sizeof sched_kind_names / sizeof sched_kind_names[0]))
+/* Checkpoints before the shared table wrote these (docs/checkpoint-format.md). */
+static const lt_enum_alias sched_kind_aliases[] = {{"warmup_linear", LT_SCHED_WARMUP_LINEAR},
+                                                   {"warmup_cosine", LT_SCHED_WARMUP_COSINE}};
+
+const char *lt_schedule_kind_name(lt_schedule_kind kind) {
+  return lt_enum_name(sched_kind_names, N_SCHED_KINDS, (int)kind);
+}
+
+LT_ENUM_PARSER(lt_schedule_kind_parse, lt_schedule_kind, "schedule", sched_kind_names, N_SCHED_KINDS, sched_kind_aliases, 2)
 
 double lt_schedule_lr(const lt_schedule *s, int64_t step) {
   const char *op = "schedule_lr";

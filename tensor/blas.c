@@ -9,11 +9,15 @@
  * rows or columns of C) to two small AVX-512 kernels of this file, which
  * BLIS 0.9's 'skx' set lacks ("sup" kernels; docs/gemm.md).
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/blas_internal.h"
 
 #include <blis.h>
 #include <omp.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ---- kernel-set choice -------------------------------------------------- */
 

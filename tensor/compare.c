@@ -18,7 +18,9 @@
  * error (and return false) only for NULL arguments or bad tolerances.
  * What this is not: a differentiable op (neither records for autograd).
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/iter_internal.h"
 
 #include <math.h>
 

@@ -31,7 +31,12 @@
 #include "autograd/internal.h"
 
 #include "tensor/vmath.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/iter_internal.h"
 
+#include <string.h>
 #include <tgmath.h> /* exp(x) is expf for float x: f32 kernels compute in float */
 
 /* ======================================================================== */

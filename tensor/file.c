@@ -1,7 +1,7 @@
 /*
  * tensor/file.c: the one way the library opens a file that comes from
  * outside (checkpoints, text and TSV corpora, IDX files, tokenizer training
- * text): lt__open_regular and lt__read_regular (tensor/internal.h).
+ * text): lt__open_regular and lt__read_regular (tensor/file_internal.h).
  *
  * Why: open(2) on a FIFO blocks until a writer appears (forever), and a
  * character device such as /dev/zero never ends. So the file is opened with
@@ -14,11 +14,14 @@
  *
  * What this is not: a parser. Callers decide what the bytes mean.
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/file_internal.h"
 
 #include <errno.h>
 #include <fcntl.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
 

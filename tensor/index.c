@@ -20,9 +20,15 @@
  * never differentiable; one_hot records nothing.
  */
 #include "autograd/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/iter_internal.h"
 
 #include <limits.h>
 #include <omp.h>
+#include <stdlib.h>
+#include <string.h>
 
 /* ======================================================================== */
 /* Indices: read as row-major int64 and range-check                          */

@@ -9,7 +9,9 @@
  * number of threads. It deliberately does not reorder dims (the output's order
  * is kept); transposed inputs are still correct, just strided.
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/iter_internal.h"
 
 #include <omp.h>
 

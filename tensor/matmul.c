@@ -19,7 +19,11 @@
 #include "tensor/matmul_internal.h"
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/blas_internal.h"
+#include "tensor/gemm_internal.h"
 
 #include <stdint.h>
 #ifdef __linux__
@@ -107,23 +111,6 @@ static lt_status mm_check(const lt_tensor *a, const lt_tensor *b, mm_shape *s) {
 /* Strides BLIS accepts                                                     */
 /* ======================================================================== */
 
-/* BLIS 0.9.0's rule for the strides of an m x n matrix
- * (bli_check_matrix_strides), which makes BLIS abort when broken: nonzero
- * strides, and rows/columns that cannot overlap. We also refuse negative
- * strides (libtensor views never make them). */
-static bool blis_strides_ok(int64_t m, int64_t n, int64_t rs, int64_t cs) {
-  if (m == 0 || n == 0) return true;
-  if (rs <= 0 || cs <= 0) return false;
-  if (rs != 1 && cs != 1) {
-    if (rs == cs) return m == 1 || n == 1;
-    if (rs < cs) return m * rs <= cs;
-    return n * cs <= rs;
-  }
-  if (rs == 1 && cs == 1) return m == 1 || n == 1;
-  if (rs == 1) return cs >= m;
-  return rs >= n;
-}
-
 /* The stride of a size-1 dim is never followed, so it may be anything in a
  * view (or a placeholder for a promoted 1-d operand): give it the value BLIS
  * expects of a row vector (rs = n*cs) or a column vector (cs = m*rs). */
@@ -183,8 +170,28 @@ static lt_status mm_gemm_at(const mm_shape *s, lt_dtype dt, const char *pa, cons
   mm_canon(s->m, s->n, &rsc, &csc);
   const char *A = pa + oa * es, *B = pb + ob * es;
   char *C = pc + i * s->m * s->n * es;
-  return (single ? lt__blas_gemm_1t : lt__blas_gemm)(dt, s->m, s->n, s->k, 1.0, A, s->rsa, s->csa,
-                                                     B, s->rsb, s->csb, 0.0, C, rsc, csc);
+  return lt__mat_gemm(dt, single, 1.0, LT__MAT(A, s->m, s->k, s->rsa, s->csa),
+                      LT__MAT(B, s->k, s->n, s->rsb, s->csb), 0.0, LT__MAT(C, s->m, s->n, rsc, csc));
+}
+
+/* Dims (shape, stride), outermost first, nest into one run of rows when each
+ * dim's stride is the next inner dim's stride times that dim's size (dims of
+ * size 1 are never followed and ignored). True if they do, with *inner set to
+ * the innermost followed dim's stride (left as is when there is none). */
+static bool nest_rows(int nd, const int64_t *shape, const int64_t *stride, int64_t *inner) {
+  bool have = false;
+  int64_t span = 0; /* the stride the next outer dim needs */
+  for (int d = nd - 1; d >= 0; d--) {
+    if (shape[d] == 1) continue;
+    if (!have) {
+      have = true;
+      *inner = stride[d];
+    } else if (stride[d] != span) {
+      return false;
+    }
+    span = stride[d] * shape[d];
+  }
+  return true;
 }
 
 /* When b is the same matrix for every batch entry and a's batch dims nest
@@ -195,26 +202,20 @@ static bool mm_fold_rows(const mm_shape *s, int64_t *rows, int64_t *rs) {
   if (s->nbatch <= 1) return false;
   for (int d = 0; d < s->nbd; d++)
     if (s->sb[d] != 0) return false;
-  bool have = false;
-  int64_t inner = 0, span = 0; /* stride of the innermost row; stride the next dim needs */
+  int64_t shape[LT_MAX_DIMS + 1], stride[LT_MAX_DIMS + 1], inner = 0;
+  int nd = 0;
+  for (int d = 0; d < s->nbd; d++, nd++) {
+    shape[nd] = s->bshape[d];
+    stride[nd] = s->sa[d];
+  }
   if (s->m > 1) {
-    have = true;
-    inner = s->rsa;
-    span = s->m * s->rsa;
+    shape[nd] = s->m;
+    stride[nd++] = s->rsa;
   }
-  for (int d = s->nbd - 1; d >= 0; d--) {
-    if (s->bshape[d] == 1) continue;
-    if (!have) {
-      have = true;
-      inner = s->sa[d];
-    } else if (s->sa[d] != span) {
-      return false;
-    }
-    span = s->sa[d] * s->bshape[d];
-  }
+  if (!nest_rows(nd, shape, stride, &inner)) return false;
   int64_t r = s->nbatch * s->m, rsa = inner, csa = s->csa;
   mm_canon(r, s->k, &rsa, &csa);
-  if (!blis_strides_ok(r, s->k, rsa, csa)) return false;
+  if (!lt__mat_ok(r, s->k, rsa, csa)) return false;
   *rows = r;
   *rs = rsa;
   return true;
@@ -232,8 +233,8 @@ static lt_status mm_run(const lt_tensor *a, const lt_tensor *b, const mm_shape *
     int64_t csa = s->csa, rsc = s->n, csc = 1;
     mm_canon(rows, s->k, &rsa, &csa);
     mm_canon(rows, s->n, &rsc, &csc);
-    return lt__blas_gemm(dt, rows, s->n, s->k, 1.0, pa, rsa, csa, pb, s->rsb, s->csb, 0.0, pc, rsc,
-                         csc);
+    return lt__mat_gemm(dt, false, 1.0, LT__MAT(pa, rows, s->k, rsa, csa),
+                        LT__MAT(pb, s->k, s->n, s->rsb, s->csb), 0.0, LT__MAT(pc, rows, s->n, rsc, csc));
   }
 
   const int nt = lt_get_num_threads();
@@ -286,8 +287,8 @@ lt_tensor *lt_matmul(const lt_tensor *a, const lt_tensor *b) {
     lt_tensor *ac = NULL, *bc = NULL;
     mm_canon(s.m, s.k, &s.rsa, &s.csa);
     mm_canon(s.k, s.n, &s.rsb, &s.csb);
-    const bool copy_a = !blis_strides_ok(s.m, s.k, s.rsa, s.csa);
-    const bool copy_b = !blis_strides_ok(s.k, s.n, s.rsb, s.csb);
+    const bool copy_a = !lt__mat_ok(s.m, s.k, s.rsa, s.csa);
+    const bool copy_b = !lt__mat_ok(s.k, s.n, s.rsb, s.csb);
     if ((copy_a && !(ac = contiguous_untracked(a))) || (copy_b && !(bc = contiguous_untracked(b)))) {
       lt_tensor_free(ac);
       lt_tensor_free(out);
@@ -299,8 +300,8 @@ lt_tensor *lt_matmul(const lt_tensor *a, const lt_tensor *b) {
       st = mm_check(ua, ub, &s);
       mm_canon(s.m, s.k, &s.rsa, &s.csa);
       mm_canon(s.k, s.n, &s.rsb, &s.csb);
-      LT_CHECK(st != LT_OK || (blis_strides_ok(s.m, s.k, s.rsa, s.csa) &&
-                               blis_strides_ok(s.k, s.n, s.rsb, s.csb)));
+      LT_CHECK(st != LT_OK || (lt__mat_ok(s.m, s.k, s.rsa, s.csa) &&
+                               lt__mat_ok(s.k, s.n, s.rsb, s.csb)));
     }
     if (st == LT_OK) st = mm_run(ua, ub, &s, out);
     lt_tensor_free(ac);
@@ -412,4 +413,38 @@ lt_tensor *lt__matmul_ref(const lt_tensor *a, const lt_tensor *b) {
       }
   }
   return out;
+}
+
+/* ======================================================================== */
+/* Strided products of matrix views (tensor/gemm_internal.h)                */
+/* ======================================================================== */
+
+bool lt__mat_ok(int64_t m, int64_t n, int64_t rs, int64_t cs) {
+  if (m == 0 || n == 0) return true;
+  mm_canon(m, n, &rs, &cs);
+  if (rs <= 0 || cs <= 0) return false;
+  if (rs != 1 && cs != 1) {
+    if (rs == cs) return m == 1 || n == 1;
+    if (rs < cs) return m * rs <= cs;
+    return n * cs <= rs;
+  }
+  if (rs == 1 && cs == 1) return m == 1 || n == 1;
+  if (rs == 1) return cs >= m;
+  return rs >= n;
+}
+
+bool lt__mat_rows(const lt_tensor *x, lt__mat *m) {
+  LT_CHECK(x->ndim >= 1);
+  const int64_t K = x->shape[x->ndim - 1], cs = x->stride[x->ndim - 1];
+  int64_t N = 1, inner = K * cs;
+  for (int d = 0; d < x->ndim - 1; d++) N *= x->shape[d];
+  if (!nest_rows(x->ndim - 1, x->shape, x->stride, &inner)) return false;
+  *m = LT__MAT(x->data, N, K, inner, cs);
+  return lt__mat_ok(N, K, inner, cs);
+}
+
+lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c) {
+  LT_CHECK(a.rows == c.rows && b.cols == c.cols && a.cols == b.rows);
+  return (one_thread ? lt__blas_gemm_1t : lt__blas_gemm)(dt, c.rows, c.cols, a.cols, alpha, a.data, a.rs, a.cs,
+                                                        b.data, b.rs, b.cs, beta, c.data, c.rs, c.cs);
 }

@@ -21,10 +21,13 @@
  *
  * What this is not: a configurable printer (no print options) or a parser.
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define PRINT_PRECISION 4
 #define PRINT_THRESHOLD 1000

@@ -17,7 +17,11 @@
  * What this is not: a cryptographic generator, or a source of entropy (there is
  * no default, time-seeded generator: every draw names its generator).
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/iter_internal.h"
+#include "tensor/random_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -62,9 +66,7 @@ static inline void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], u
   out[3] = c3;
 }
 
-/* Exported for tests/test_random.c (the Random123 known-answer tests); not in
- * a header because nothing else needs it. */
-void lt__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
+/* For tests/test_random.c (the Random123 known-answer tests). */
 void lt__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   philox4x32_10(ctr, key, out);
 }

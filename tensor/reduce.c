@@ -28,10 +28,15 @@
  * one thread, still vectorised), or a compensated (Kahan) sum.
  */
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/iter_internal.h"
+#include "tensor/softmax_internal.h"
 
 #include <math.h>
 #include <omp.h>
+#include <stdlib.h>
 
 /* ======================================================================== */
 /* Dims, output shapes, the reduction plan                                  */
@@ -492,10 +497,10 @@ FLOAT_DTYPES(VAR_KERNELS, var)
 
 /* logsumexp: m = max (NaN propagates), then m' + log(sum exp(x - m')) with
  * m' = 0 where m is infinite (so all -inf gives -inf, as PyTorch). exp runs in
- * T (expf for f32); the sum accumulates in double. */
+ * T (lt__exp_f32 for f32, tensor/softmax_internal.h); the sum accumulates in double. */
 #define LSE_SHIFT(mx) (isinf(mx) ? 0.0 : (double)(mx))
-#define EXP_f32 expf
-#define EXP_f64 exp
+#define EXP_f32 lt__exp_f32
+#define EXP_f64 lt__exp_f64
 #define LSE_KERNELS(K, SFX, T, DT, A, O, FIN, ISNAN)                                    \
   ROW_KERNEL(K, SFX, T, T, {                                                            \
     T a[8];                                                                             \
@@ -938,42 +943,6 @@ static sgeom softmax_geom(const lt_tensor *x, int d) {
 
 #define SMBLK 256
 
-/* Contiguous row helpers with 8 lanes (vectorised): max (NaN wins), sum and
- * dot product in double. */
-#define ROW_HELPERS(NAME, T)                                                            \
-  static inline T rmax_##NAME(const T *q, int64_t n) {                                  \
-    T a[8];                                                                             \
-    for (int l = 0; l < 8; l++) a[l] = -INFINITY;                                       \
-    int64_t i = 0;                                                                      \
-    for (; i + 8 <= n; i += 8)                                                          \
-      for (int l = 0; l < 8; l++) {                                                     \
-        const T v = q[i + l];                                                           \
-        a[l] = (v > a[l] || v != v) ? v : a[l];                                         \
-      }                                                                                 \
-    for (int l = 0; i < n; i++, l++) a[l] = (q[i] > a[l] || q[i] != q[i]) ? q[i] : a[l]; \
-    T m = a[0];                                                                         \
-    for (int l = 1; l < 8; l++) m = (a[l] > m || a[l] != a[l]) ? a[l] : m;              \
-    return m;                                                                           \
-  }                                                                                     \
-  static inline double rsum_##NAME(const T *q, int64_t n) {                             \
-    double a[8] = {0};                                                                  \
-    int64_t i = 0;                                                                      \
-    for (; i + 8 <= n; i += 8)                                                          \
-      for (int l = 0; l < 8; l++) a[l] += (double)q[i + l];                             \
-    for (int l = 0; i < n; i++, l++) a[l] += (double)q[i];                              \
-    return LANES_SUM(a);                                                                \
-  }                                                                                     \
-  static inline double rdot_##NAME(const T *p, const T *q, int64_t n) {                 \
-    double a[8] = {0};                                                                  \
-    int64_t i = 0;                                                                      \
-    for (; i + 8 <= n; i += 8)                                                          \
-      for (int l = 0; l < 8; l++) a[l] += (double)p[i + l] * (double)q[i + l];          \
-    for (int l = 0; i < n; i++, l++) a[l] += (double)p[i] * (double)q[i];               \
-    return LANES_SUM(a);                                                                \
-  }
-ROW_HELPERS(f32, float)
-ROW_HELPERS(f64, double)
-
 /* Forward, y = softmax(x) or log_softmax(x) along n. m = max (NaN wins), then
  * e = exp(x - m) in T with the sum in double; softmax y = e * (1/sum),
  * log_softmax y = (x - m) - log(sum).
@@ -984,9 +953,8 @@ ROW_HELPERS(f64, double)
     for (int64_t r = r0; r < r1; r++) {                                                 \
       const T *xr = x + r * n;                                                          \
       T *yr = y + r * n;                                                                \
-      const T m = rmax_##NAME(xr, n);                                                   \
-      for (int64_t i = 0; i < n; i++) yr[i] = EXP(xr[i] - m);                           \
-      const double sum = rsum_##NAME(yr, n);                                            \
+      const T m = lt__row_max_##NAME(xr, n);                                            \
+      const double sum = lt__row_exp_##NAME(xr, m, yr, n);                              \
       if (!logsm) {                                                                     \
         const T inv = (T)(1.0 / sum);                                                   \
         for (int64_t i = 0; i < n; i++) yr[i] *= inv;                                   \
@@ -1029,8 +997,8 @@ ROW_HELPERS(f64, double)
           yb[i * in + j] = (xb[i * in + j] - mx[j]) - f[j];                             \
     }                                                                                   \
   }
-SOFTMAX_KERNELS(f32, float, expf)
-SOFTMAX_KERNELS(f64, double, exp)
+SOFTMAX_KERNELS(f32, float, lt__exp_f32)
+SOFTMAX_KERNELS(f64, double, lt__exp_f64)
 
 /* Backward: softmax dx = y * (g - sum(g * y)); log_softmax dx = g - exp(y) *
  * sum(g). Sums in double. */
@@ -1041,10 +1009,10 @@ SOFTMAX_KERNELS(f64, double, exp)
       const T *yr = y + r * n, *gr = g + r * n;                                         \
       T *dr = dx + r * n;                                                               \
       if (!logsm) {                                                                     \
-        const T st = (T)rdot_##NAME(gr, yr, n);                                         \
+        const T st = (T)lt__row_dot_##NAME(gr, yr, n);                                         \
         for (int64_t i = 0; i < n; i++) dr[i] = yr[i] * (gr[i] - st);                   \
       } else {                                                                          \
-        const T st = (T)rsum_##NAME(gr, n);                                             \
+        const T st = (T)lt__row_sum_##NAME(gr, n);                                             \
         for (int64_t i = 0; i < n; i++) dr[i] = gr[i] - EXP(yr[i]) * st;                \
       }                                                                                 \
     }                                                                                   \
@@ -1068,8 +1036,8 @@ SOFTMAX_KERNELS(f64, double, exp)
         db[k] = logsm ? gb[k] - EXP(yb[k]) * st[j] : yb[k] * (gb[k] - st[j]);           \
       }                                                                                 \
   }
-SOFTMAX_BW_KERNELS(f32, float, expf)
-SOFTMAX_BW_KERNELS(f64, double, exp)
+SOFTMAX_BW_KERNELS(f32, float, lt__exp_f32)
+SOFTMAX_BW_KERNELS(f64, double, lt__exp_f64)
 
 /* Runs a softmax-shaped kernel over rows or column blocks, in parallel when
  * big enough (each row / block is independent). */
@@ -1130,23 +1098,6 @@ static void sm_run(const smjob *j) {
   }
 }
 
-/* x as a contiguous tensor of dtype dt: x itself (*tmp = NULL) if it already
- * is one, else a copy made without recording (*tmp, to free). NULL on error. */
-static const lt_tensor *as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
-  *tmp = NULL;
-  if (x->dtype == dt && lt_is_contiguous(x)) return x;
-  const bool prev = lt_set_grad_enabled(false);
-  lt_tensor *t = x->dtype == dt ? lt_contiguous(x) : lt_to_dtype(x, dt);
-  if (t && !lt_is_contiguous(t)) {
-    lt_tensor *u = lt_contiguous(t);
-    lt_tensor_free(t);
-    t = u;
-  }
-  lt_set_grad_enabled(prev);
-  *tmp = t;
-  return t;
-}
-
 static lt_tensor *softmax_op(const char *op, bool logsm, const lt_tensor *x, int dim) {
   if (!x) {
     lt__err_null(op, "x");
@@ -1156,7 +1107,7 @@ static lt_tensor *softmax_op(const char *op, bool logsm, const lt_tensor *x, int
   if (lt__wrap_dim(op, dim, x->ndim, &d) != LT_OK) return NULL;
   /* The kernel wants a contiguous float input (integers compute in f32). */
   lt_tensor *xc;
-  const lt_tensor *xin = as_contig(x, lt__float_result(x->dtype), &xc);
+  const lt_tensor *xin = lt__as_contig(x, lt__float_result(x->dtype), &xc);
   if (!xin) return NULL;
   lt_tensor *y = lt_empty(xin->dtype, xin->ndim, xin->shape);
   if (!y) {
@@ -1189,7 +1140,7 @@ static lt_status bw_softmax_common(const lt_node *node, const lt_tensor *gout, l
   const raux *a = (const raux *)node->aux;
   const lt_tensor *y = node->saved[0];
   lt_tensor *gc;
-  const lt_tensor *g = as_contig(gout, y->dtype, &gc);
+  const lt_tensor *g = lt__as_contig(gout, y->dtype, &gc);
   if (!g) return lt_last_status();
   lt_tensor *dx = lt_empty(y->dtype, y->ndim, y->shape);
   if (dx) {

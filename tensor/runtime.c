@@ -4,13 +4,17 @@
  * choice between all cores and one thread for training loops
  * (lt_autothreads_*), and the info call.
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/runtime_internal.h"
+#include "tensor/blas_internal.h"
 
 #include <omp.h>
 #include <pthread.h>
 #include <time.h>
 #ifdef __GLIBC__
 #include <malloc.h>
+#include <stdlib.h>
+#include <string.h>
 #endif
 
 #ifndef LT_VERSION_STRING

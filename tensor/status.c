@@ -3,10 +3,13 @@
  * and shape formatting. The status table itself lives in tensor.h
  * (LT_STATUS_TABLE) so names and messages cannot drift from the enum.
  */
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 #include <math.h>
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define LT__ERRMSG_SIZE 1024
 
@@ -45,21 +48,60 @@ const char *lt_status_message(lt_status s) {
   }
 }
 
-lt_status lt__err(lt_status s, const char *fmt, ...) {
+static lt_status set_error(lt_status s, const char *fmt, va_list ap) {
   /* Format into a local buffer first: fmt arguments may point into tl_message. */
   char buf[LT__ERRMSG_SIZE];
-  va_list ap;
-  va_start(ap, fmt);
   vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
   memcpy(tl_message, buf, sizeof buf);
   tl_status = s;
   return s;
 }
 
+lt_status lt__err(lt_status s, const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  set_error(s, fmt, ap);
+  va_end(ap);
+  return s;
+}
+
+lt_status lt_error_set(lt_status code, const char *fmt, ...) {
+  if ((unsigned)code >= LT_STATUS_COUNT) code = LT_ERR_INVALID;
+  va_list ap;
+  va_start(ap, fmt);
+  set_error(code, fmt ? fmt : "(no message)", ap);
+  va_end(ap);
+  return code;
+}
+
 lt_status lt__err_null(const char *op, const char *arg) {
   if (tl_status != LT_OK) return tl_status;
   return lt__err(LT_ERR_NULL, "%s: argument %s is NULL", op, arg);
+}
+
+lt_status lt_error_null_arg(const char *op, const char *arg) { return lt__err_null(op, arg); }
+
+/* ---- enum names -------------------------------------------------------- */
+
+const char *lt_enum_name(const char *const *names, int n, int v) {
+  return names && v >= 0 && v < n && names[v] ? names[v] : "unknown";
+}
+
+lt_status lt_enum_parse(const char *what, const char *const *names, int n, const lt_enum_alias *aliases,
+                        int naliases, const char *s, int *out) {
+  if (!what) what = "value";
+  if (!s) return lt__err(LT_ERR_NULL, "parsing a %s: the name is NULL", what);
+  if (!out) return lt__err(LT_ERR_NULL, "parsing a %s: out is NULL", what);
+  for (int i = 0; i < n; i++)
+    if (names[i] && !strcmp(s, names[i])) return *out = i, LT_OK;
+  for (int i = 0; i < naliases; i++)
+    if (!strcmp(s, aliases[i].name)) return *out = aliases[i].value, LT_OK;
+  char list[512] = "";
+  for (int i = 0; i < n; i++) {
+    strncat(list, names[i] ? names[i] : "?", sizeof list - strlen(list) - 1);
+    if (i + 1 < n) strncat(list, ", ", sizeof list - strlen(list) - 1);
+  }
+  return lt__err(LT_ERR_INVALID, "unknown %s '%s' (one of: %s)", what, s, list);
 }
 
 _Noreturn void lt__check_failed(const char *expr, const char *file, int line) {
@@ -130,16 +172,19 @@ char *lt_shape_str(int ndim, const int64_t *shape, char *buf, size_t size) {
   return buf;
 }
 
-char *lt__desc(const lt_tensor *t, char *buf) {
+char *lt_tensor_desc(const lt_tensor *t, char *buf, size_t size) {
+  if (!buf || size == 0) return buf;
   if (!t) {
-    snprintf(buf, LT__DESC_SIZE, "NULL");
+    snprintf(buf, size, "NULL");
     return buf;
   }
-  char s[LT__DESC_SIZE - 16];
+  char s[LT_TENSOR_DESC_SIZE - 16];
   lt_shape_str(t->ndim, t->shape, s, sizeof s);
-  snprintf(buf, LT__DESC_SIZE, "%s %s", s, lt_dtype_name(t->dtype));
+  snprintf(buf, size, "%s %s", s, lt_dtype_name(t->dtype));
   return buf;
 }
+
+char *lt__desc(const lt_tensor *t, char *buf) { return lt_tensor_desc(t, buf, LT__DESC_SIZE); }
 
 lt_status lt__wrap_dim(const char *op, int dim, int ndim, int *out) {
   int n = ndim > 0 ? ndim : 1; /* PyTorch lets a 0-d tensor use dim 0 / -1 */

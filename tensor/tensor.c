@@ -9,10 +9,15 @@
  */
 #define _DEFAULT_SOURCE /* madvise */
 #include "autograd/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/iter_internal.h"
 
 #include <math.h>
 #include <omp.h>
 #include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/mman.h>
 
 struct lt_storage {
@@ -667,6 +672,16 @@ lt_tensor *lt_contiguous(const lt_tensor *x) {
     lt_tensor_free(t);
     return NULL;
   }
+  return t;
+}
+
+const lt_tensor *lt__as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp) {
+  *tmp = NULL;
+  if (!x || (x->dtype == dt && lt_is_contiguous(x))) return x;
+  const bool prev = lt_set_grad_enabled(false);
+  lt_tensor *t = x->dtype == dt ? lt_clone(x) : lt_to_dtype(x, dt);
+  lt_set_grad_enabled(prev);
+  *tmp = t;
   return t;
 }
 

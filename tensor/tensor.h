@@ -100,6 +100,59 @@ const char *lt_status_name(lt_status s);
 /* The generic message of a code ("incompatible shapes"). Static. */
 const char *lt_status_message(lt_status s);
 
+/* Raising an error from code outside the library (a model, an extension, a
+ * program), through the same channel as libtensor's own calls.
+ *
+ * lt_error_set records code and the printf-formatted detail (fmt, ...) as this
+ * thread's lt_last_status() / lt_last_error() and returns code, so a function
+ * ends with `return lt_error_set(LT_ERR_SHAPE, "myop: x is %s: need 2-d", d);`.
+ * Name the op, the argument, what it is and the rule broken, as libtensor's
+ * messages do. The message is truncated to 1023 bytes; fmt's arguments may
+ * point into the current lt_last_error() text. code should be an LT_ERR_*
+ * value; a value outside the status table is recorded as LT_ERR_INVALID (and
+ * returned as such). fmt must not be NULL. */
+lt_status lt_error_set(lt_status code, const char *fmt, ...)
+#if defined(__GNUC__) || defined(__clang__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+/* For a NULL argument: keeps a pending error (lt_last_status() != LT_OK), so a
+ * failure deep inside a composed expression surfaces with its first message,
+ * else records LT_ERR_NULL as "<op>: argument <arg> is NULL". Returns the
+ * recorded status. op and arg are borrowed. */
+lt_status lt_error_null_arg(const char *op, const char *arg);
+
+/* ---- enum names ---------------------------------------------------------- */
+/* The one rule behind every enum's _name and _parse pair (lt_optim_kind_name,
+ * lt_tf_arch_parse, ...): each enum keeps one table of names, indexed by
+ * value, beside its declaration; files and command lines both go through it.
+ *
+ * lt_enum_name: names[v] for 0 <= v < n, else "unknown". Returns a borrowed
+ * (normally static) string. */
+const char *lt_enum_name(const char *const *names, int n, int v);
+/* An extra spelling accepted by lt_enum_parse (never produced by a _name
+ * function): an older file format's name, a command-line shorthand. */
+typedef struct lt_enum_alias {
+  const char *name;
+  int value;
+} lt_enum_alias;
+/* Sets *out to the index of s in names[0..n), or to the value of the alias
+ * named s among aliases[0..naliases) (aliases may be NULL when naliases is 0).
+ * Errors: LT_ERR_NULL if s is NULL; LT_ERR_INVALID "unknown <what> '<s>' (one
+ * of: <names>)" if s matches nothing. *out is untouched on failure. All
+ * arguments are borrowed. */
+lt_status lt_enum_parse(const char *what, const char *const *names, int n, const lt_enum_alias *aliases,
+                        int naliases, const char *s, int *out);
+/* Defines `lt_status fn(const char *s, T *out)`, the typed parser of enum T
+ * over lt_enum_parse with the other arguments as given. */
+#define LT_ENUM_PARSER(fn, T, what, names, n, aliases, naliases)                   \
+  lt_status fn(const char *s, T *out) {                                            \
+    int v_;                                                                        \
+    lt_status st_ = lt_enum_parse((what), (names), (n), (aliases), (naliases), s, &v_); \
+    if (st_ == LT_OK) *out = (T)v_;                                                \
+    return st_;                                                                    \
+  }
+
 /* ======================================================================== */
 /* Runtime: threads, BLAS kernels, version                                  */
 /* ======================================================================== */
@@ -293,6 +346,16 @@ lt_tensor *lt_tensor_from_borrowed(lt_dtype dtype, int ndim, const int64_t *shap
 bool lt_is_contiguous(const lt_tensor *x);  /* row-major, no gaps */
 /* Formats a shape as "[4,8]" into buf (always NUL-terminated); returns buf. */
 char *lt_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+/* Formats x's shape and dtype as "[4,8] f32" ("NULL" for a NULL x) into buf,
+ * which holds size bytes (always NUL-terminated when size > 0); returns buf.
+ * LT_TENSOR_DESC_SIZE bytes always suffice. For error messages. */
+#define LT_TENSOR_DESC_SIZE 160
+char *lt_tensor_desc(const lt_tensor *x, char *buf, size_t size);
+#ifndef __cplusplus
+/* lt_tensor_desc into a temporary buffer that lives until the end of the
+ * enclosing block: lt_error_set(LT_ERR_SHAPE, "f: x is %s", LT_DESC(x)). */
+#define LT_DESC(x) lt_tensor_desc((x), (char[LT_TENSOR_DESC_SIZE]){0}, LT_TENSOR_DESC_SIZE)
+#endif
 /* Value of a one-element tensor, converted to double. */
 lt_status lt_item(const lt_tensor *x, double *out);
 /* Element at a full index (ndim entries, negatives count from the end). */

@@ -8,6 +8,10 @@
  * ids (see ops_view.def); the backwards are at the end of this file.
  */
 #include "autograd/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+
+#include <string.h>
 
 /* Record a view op; on failure frees out and returns NULL. */
 static lt_tensor *recorded(lt_tensor *out, lt__op_id op, const lt_tensor *x, const void *aux,

@@ -23,7 +23,7 @@
  *            plus the hand-written gradcheck cases listed for the op in
  *            tests/gradcases_<module>.inc;
  *   leaks    each of the above frees what it makes.
- * and that every op of the autograd op table (autograd/op_table.h) has an
+ * and that every op of the autograd op table (op_registry.h) has an
  * entry and a gradient check. Entries live in tests/opinfo_<module>.inc;
  * docs/testing.md says how to add one.
  *

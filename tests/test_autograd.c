@@ -21,10 +21,8 @@
 #include <string.h>
 
 #include "autograd/internal.h"
-
-/* From tensor/tensor.c (also declared in tensor/internal.h): live objects. */
-int64_t lt__live_tensors(void);
-int64_t lt__live_storages(void);
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 /* ---- helpers ---- */
 

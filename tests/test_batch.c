@@ -337,6 +337,29 @@ START_TEST(test_tasks) {
   }
   ck_assert_str_eq(lt_task_name(LT_TASK_NUMBER_WORDS), "number_words");
   ck_assert_str_eq(lt_task_name((lt_task_kind)99), "unknown");
+  /* The datasets enums' name tables round-trip through their parsers. */
+  for (int k = 0; k < LT_TASK_COUNT; k++) {
+    lt_task_kind v = (lt_task_kind)-1;
+    LT_OK_OR_FAIL(lt_task_parse(lt_task_name((lt_task_kind)k), &v));
+    ck_assert_int_eq(v, k);
+  }
+  for (int k = LT_TOKENIZER_BYTE; k <= LT_TOKENIZER_BPE; k++) {
+    lt_tokenizer_kind v = (lt_tokenizer_kind)-1;
+    LT_OK_OR_FAIL(lt_tokenizer_kind_parse(lt_tokenizer_kind_name((lt_tokenizer_kind)k), &v));
+    ck_assert_int_eq(v, k);
+  }
+  for (int k = LT_OVERLONG_ERROR; k <= LT_OVERLONG_SKIP; k++) {
+    lt_overlong v = (lt_overlong)-1;
+    LT_OK_OR_FAIL(lt_overlong_parse(lt_overlong_name((lt_overlong)k), &v));
+    ck_assert_int_eq(v, k);
+  }
+  ck_assert_str_eq(lt_tokenizer_kind_name(LT_TOKENIZER_BPE), "bpe");
+  ck_assert_str_eq(lt_overlong_name(LT_OVERLONG_TRUNCATE), "truncate");
+  lt_task_kind tk = LT_TASK_SORT;
+  LT_EXPECT_ERR(lt_task_parse("add", &tk), LT_ERR_INVALID, "unknown task 'add' (one of: copy, reverse");
+  ck_assert_int_eq(tk, LT_TASK_SORT);
+  LT_EXPECT_ERR(lt_overlong_parse("wrap", &(lt_overlong){0}), LT_ERR_INVALID, "error, truncate, skip");
+  lt_clear_error();
 }
 END_TEST
 

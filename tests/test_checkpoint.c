@@ -797,6 +797,64 @@ START_TEST(training_reads_format_version_1) {
 }
 END_TEST
 
+/* Files written before the schedule names were shared with the command line
+ * say "warmup_linear" / "warmup_cosine" in /schedule; they still load, and
+ * new files use the shared names ("linear", "cosine"). */
+START_TEST(training_reads_old_schedule_names) {
+  static const char *const old_names[] = {"warmup_linear", "warmup_cosine"};
+  static const lt_schedule_kind kinds[] = {LT_SCHED_WARMUP_LINEAR, LT_SCHED_WARMUP_COSINE};
+  for (int c = 0; c < 2; c++) {
+    lt_params *pa = make_model(5), *pb = make_model(0);
+    lt_optim_config cfg = lt_optim_defaults(LT_OPTIM_ADAMW);
+    lt_optimizer *oa = lt_optimizer_new(pa, &cfg), *ob = lt_optimizer_new(pb, &cfg);
+    lt_schedule sc = {.kind = kinds[c], .base_lr = 1e-3, .min_lr = 1e-5, .warmup = 2, .total = 10};
+    lt_schedule sc_b = {.kind = LT_SCHED_CONSTANT};
+    lt_train_state sa = {.params = pa, .optim = oa, .optim_config = &cfg, .schedule = &sc};
+    lt_train_state sb = {.params = pb, .optim = ob, .optim_config = &cfg, .schedule = &sc_b};
+    train_steps(pa, oa, &sc, &sa.step, 2);
+    const char *p = ckpt_path("oldsched.h5");
+    LT_OK_OR_FAIL(lt_ckpt_save_training(p, &sa, NULL, NULL, NULL));
+    hid_t f = H5Fopen(p, H5F_ACC_RDWR, H5P_DEFAULT);
+    ck_assert_int_ge(f, 0);
+    hid_t g = H5Gopen2(f, "schedule", H5P_DEFAULT);
+    ck_assert_int_ge(g, 0);
+    /* The name this version writes. */
+    hid_t a = H5Aopen(g, "kind", H5P_DEFAULT), t = H5Aget_type(a);
+    char now[32] = {0};
+    ck_assert_int_lt(H5Tget_size(t), sizeof now);
+    ck_assert_int_ge(H5Aread(a, t, now), 0);
+    ck_assert_str_eq(now, lt_schedule_kind_name(kinds[c]));
+    H5Tclose(t);
+    H5Aclose(a);
+    /* Rewrite it as the older writer did. */
+    ck_assert_int_ge(H5Adelete(g, "kind"), 0);
+    t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(old_names[c]));
+    H5Tset_strpad(t, H5T_STR_NULLPAD);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    a = H5Acreate2(g, "kind", t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(H5Awrite(a, t, old_names[c]), 0);
+    H5Aclose(a);
+    H5Sclose(sp);
+    H5Tclose(t);
+    H5Gclose(g);
+    H5Fclose(f);
+    LT_OK_OR_FAIL(lt_ckpt_seal(p));
+    LT_OK_OR_FAIL(lt_ckpt_load_training(p, &sb, NULL, NULL));
+    ck_assert_int_eq(sc_b.kind, kinds[c]);
+    ck_assert(sc_b.base_lr == sc.base_lr && sc_b.min_lr == sc.min_lr);
+    ck_assert_int_eq(sc_b.warmup, 2);
+    ck_assert_int_eq(sc_b.total, 10);
+    ck_assert_int_eq(sb.step, 2);
+    assert_same_bytes(pa, pb);
+    lt_optimizer_free(oa);
+    lt_optimizer_free(ob);
+    lt_params_free(pa);
+    lt_params_free(pb);
+  }
+}
+END_TEST
+
 /* A model converted to f64 (lt_params_to_dtype) saves its tensors as f64
  * and loads back into an f64 model; an f32 model refuses the file, naming
  * the fix. Training state (optimizer made after the conversion) too. */
@@ -1244,6 +1302,7 @@ int main(void) {
   tcase_add_test(tc, training_fresh_and_sgd);
   tcase_add_test(tc, training_resume_with_skipped_params);
   tcase_add_test(tc, training_reads_format_version_1);
+  tcase_add_test(tc, training_reads_old_schedule_names);
   tcase_add_test(tc, f64_model_roundtrip);
   tcase_add_test(tc, tokenizer_and_loader_in_extra);
   tcase_add_test(tc, numbered_rotation_latest);

@@ -21,7 +21,7 @@
 #include <string.h>
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
 #include "test_util.h"
 
 #define F32 LT_DTYPE_F32

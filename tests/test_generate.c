@@ -18,7 +18,6 @@
  * tests/test_decode.c checks the Transformer on the same loop.
  */
 #include "generate/generate.h"
-#include "tensor/internal.h" /* lt__err: the toy fails like a library call */
 #include "test_util.h"
 
 #include <math.h>
@@ -45,7 +44,7 @@ typedef struct bigram {
 static lt_tensor *bigram_logits(void *self, const int64_t *ids, int64_t stride, int64_t R, int64_t n) {
   bigram *b = self;
   b->calls++;
-  if (b->fail_at > 0 && b->calls == b->fail_at) return lt__err(LT_ERR_INVALID, "bigram: asked to fail"), NULL;
+  if (b->fail_at > 0 && b->calls == b->fail_at) return lt_error_set(LT_ERR_INVALID, "bigram: asked to fail"), NULL;
   if (b->silent_null) return NULL;
   if (b->cache) {
     if (b->len == 0) { /* the first call: the whole prefixes */
@@ -479,6 +478,23 @@ START_TEST(errors) {
 }
 END_TEST
 
+/* The strategy names: one table, round-tripping through the parser. */
+START_TEST(strategy_names) {
+  for (int k = LT_GENERATE_GREEDY; k <= LT_GENERATE_SAMPLE; k++) {
+    lt_generate_strategy v = (lt_generate_strategy)-1;
+    LT_OK_OR_FAIL(lt_generate_strategy_parse(lt_generate_strategy_name((lt_generate_strategy)k), &v));
+    ck_assert_int_eq(v, k);
+  }
+  ck_assert_str_eq(lt_generate_strategy_name(LT_GENERATE_BEAM), "beam");
+  ck_assert_str_eq(lt_generate_strategy_name((lt_generate_strategy)9), "unknown");
+  lt_generate_strategy v = LT_GENERATE_BEAM;
+  LT_EXPECT_ERR(lt_generate_strategy_parse("topk", &v), LT_ERR_INVALID,
+                "unknown strategy 'topk' (one of: greedy, beam, sample)");
+  ck_assert_int_eq(v, LT_GENERATE_BEAM);
+  lt_clear_error();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("generate");
   TCase *tc = tcase_create("generate");
@@ -487,6 +503,7 @@ int main(void) {
   tcase_add_test(tc, beam_wide_equals_exhaustive_search);
   tcase_add_test(tc, sampling_follows_truncated_distribution);
   tcase_add_test(tc, errors);
+  tcase_add_test(tc, strategy_names);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

@@ -30,6 +30,7 @@
 
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/internal.h" /* lt__ckpt_seal_buffer */
+#include "tensor/byteorder_internal.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
 #include "nn/nn.h"

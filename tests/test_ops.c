@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "autograd/internal.h"
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
 #include "util_layout.h"
 
 /* ---- the reference helper shared by the entries -------------------------- */

@@ -19,7 +19,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
 #include "test_util.h"
 #include "util_fixtures.h"
 
@@ -830,9 +830,40 @@ START_TEST(test_clip_value) {
 }
 END_TEST
 
+/* One name table per enum, round-tripping; old checkpoint spellings parse. */
+START_TEST(test_kind_names) {
+  for (int k = LT_OPTIM_SGD; k <= LT_OPTIM_ADAMW; k++) {
+    lt_optim_kind v = (lt_optim_kind)-1;
+    LT_OK_OR_FAIL(lt_optim_kind_parse(lt_optim_kind_name((lt_optim_kind)k), &v));
+    ck_assert_int_eq(v, k);
+  }
+  ck_assert_str_eq(lt_optim_kind_name(LT_OPTIM_ADAMW), "adamw");
+  ck_assert_str_eq(lt_optim_kind_name((lt_optim_kind)7), "unknown");
+  for (int k = LT_SCHED_CONSTANT; k <= LT_SCHED_STEP; k++) {
+    lt_schedule_kind v = (lt_schedule_kind)-1;
+    LT_OK_OR_FAIL(lt_schedule_kind_parse(lt_schedule_kind_name((lt_schedule_kind)k), &v));
+    ck_assert_int_eq(v, k);
+  }
+  ck_assert_str_eq(lt_schedule_kind_name(LT_SCHED_WARMUP_LINEAR), "linear");
+  ck_assert_str_eq(lt_schedule_kind_name(LT_SCHED_WARMUP_COSINE), "cosine");
+  lt_schedule_kind sk = LT_SCHED_CONSTANT;
+  LT_OK_OR_FAIL(lt_schedule_kind_parse("warmup_linear", &sk));
+  ck_assert_int_eq(sk, LT_SCHED_WARMUP_LINEAR);
+  LT_OK_OR_FAIL(lt_schedule_kind_parse("warmup_cosine", &sk));
+  ck_assert_int_eq(sk, LT_SCHED_WARMUP_COSINE);
+  LT_EXPECT_ERR(lt_schedule_kind_parse("exp", &sk), LT_ERR_INVALID,
+                "unknown schedule 'exp' (one of: constant, linear, cosine, noam, step)");
+  ck_assert_int_eq(sk, LT_SCHED_WARMUP_COSINE); /* untouched */
+  LT_EXPECT_ERR(lt_optim_kind_parse(NULL, &(lt_optim_kind){0}), LT_ERR_NULL, "NULL");
+  LT_EXPECT_ERR(lt_optim_kind_parse("lamb", &(lt_optim_kind){0}), LT_ERR_INVALID, "sgd, adam, adamw");
+  lt_clear_error();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("optim");
   TCase *tc = tcase_create("optim");
+  tcase_add_test(tc, test_kind_names);
   tcase_add_test(tc, test_sgd_plain);
   tcase_add_test(tc, test_sgd_weight_decay);
   tcase_add_test(tc, test_sgd_momentum);

@@ -13,7 +13,7 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
 #include "test_util.h"
 
 static double *read_all(const lt_tensor *t) {

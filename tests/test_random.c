@@ -8,12 +8,10 @@
 #include <string.h>
 
 #include "nn/nn.h"
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
+#include "tensor/random_internal.h"
 #include "test_util.h"
 #include "util_layout.h"
-
-/* tensor/random.c (not in a header: only the known-answer test needs it). */
-void lt__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]);
 
 /* Block b of a draw by generator state (seed, offset), through the raw function. */
 static void block(uint64_t seed, uint64_t offset, uint64_t b, uint32_t w[4]) {

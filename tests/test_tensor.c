@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
 #include "test_util.h"
 
 START_TEST(test_creation) {
@@ -97,6 +97,34 @@ START_TEST(test_status_table) {
   lt_clear_error();
   ck_assert_int_eq(lt_last_status(), LT_OK);
   ck_assert_str_eq(lt_last_error(), "");
+  lt_tensor_free(x);
+}
+END_TEST
+
+/* The public way for code outside the library to raise an error. */
+START_TEST(test_error_set) {
+  lt_tensor *x = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(4, 8)));
+  char buf[LT_TENSOR_DESC_SIZE];
+  ck_assert_str_eq(lt_tensor_desc(x, buf, sizeof buf), "[4,8] f32");
+  ck_assert_str_eq(lt_tensor_desc(NULL, buf, sizeof buf), "NULL");
+  ck_assert_str_eq(lt_tensor_desc(x, buf, 4), "[4,");
+  lt_clear_error();
+  ck_assert_int_eq(lt_error_set(LT_ERR_SHAPE, "myop: x is %s: need %d-d", LT_DESC(x), 3), LT_ERR_SHAPE);
+  ck_assert_int_eq(lt_last_status(), LT_ERR_SHAPE);
+  ck_assert_str_eq(lt_last_error(), "myop: x is [4,8] f32: need 3-d");
+  /* The arguments may point into the current message. */
+  ck_assert_int_eq(lt_error_set(LT_ERR_IO, "outer: %s", lt_last_error()), LT_ERR_IO);
+  ck_assert_str_eq(lt_last_error(), "outer: myop: x is [4,8] f32: need 3-d");
+  /* A code outside the table is recorded as LT_ERR_INVALID. */
+  ck_assert_int_eq(lt_error_set((lt_status)1000, "bad code %d", 1000), LT_ERR_INVALID);
+  ck_assert_int_eq(lt_last_status(), LT_ERR_INVALID);
+  /* A NULL argument keeps a pending error, else names op and argument. */
+  ck_assert_int_eq(lt_error_null_arg("myop", "x"), LT_ERR_INVALID);
+  ck_assert_str_eq(lt_last_error(), "bad code 1000");
+  lt_clear_error();
+  ck_assert_int_eq(lt_error_null_arg("myop", "x"), LT_ERR_NULL);
+  ck_assert_str_eq(lt_last_error(), "myop: argument x is NULL");
+  lt_clear_error();
   lt_tensor_free(x);
 }
 END_TEST
@@ -383,6 +411,7 @@ int main(void) {
   tcase_add_test(tc, test_from_buffers);
   tcase_add_test(tc, test_access_errors);
   tcase_add_test(tc, test_status_table);
+  tcase_add_test(tc, test_error_set);
   tcase_add_test(tc, test_views_share_storage);
   tcase_add_test(tc, test_view_of_noncontiguous);
   tcase_add_test(tc, test_slice_select_squeeze);

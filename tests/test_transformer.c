@@ -30,7 +30,7 @@
 #include <string.h>
 
 #include "models/transformer/transformer.h"
-#include "tensor/internal.h"
+#include "tensor/storage_internal.h"
 
 #define RTOL 1e-4
 

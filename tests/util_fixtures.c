@@ -6,7 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
 
 #define FX_MAX_NAME 4096
 

@@ -8,7 +8,6 @@
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
 #include "nn/nn.h"
-#include "tensor/internal.h" /* lt__err */
 
 const char *const tfckpt_generator_names[TFCKPT_N_GENERATORS] = {"dropout"};
 
@@ -71,7 +70,7 @@ lt_status tfckpt_write(const char *path, lt_tf_arch arch, int steps, bool traini
   lt_ckpt_meta *config = lt_ckpt_meta_new(), *extra = lt_ckpt_meta_new();
   lt_status s = drop && tok && opt && config && extra ? LT_OK : lt_last_status();
   if (!s && lt_tokenizer_vocab_size(tok) != cfg.vocab_size)
-    s = lt__err(LT_ERR_STATE, "tfckpt: the tokenizer has %lld ids, the configuration %lld",
+    s = lt_error_set(LT_ERR_STATE, "tfckpt: the tokenizer has %lld ids, the configuration %lld",
                        (long long)lt_tokenizer_vocab_size(tok), (long long)cfg.vocab_size);
   lt_nn_ctx ctx = {true, drop};
   for (int i = 0; !s && i < steps; i++) {

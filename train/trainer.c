@@ -9,7 +9,7 @@
  */
 #include "train/trainer.h"
 
-#include "tensor/internal.h"
+#include "tensor/error_internal.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -17,6 +17,8 @@
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
+#include <stdlib.h>
+#include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>

@@ -8,7 +8,8 @@
  * training program (train_main.c, which uses these).
  */
 #include "models/transformer/config.h"
-#include "tensor/internal.h"
+
+#include <string.h>
 
 /* ---- names ------------------------------------------------------------------ */
 
@@ -18,47 +19,19 @@ static const char *const pos_names[] = {"sinusoidal", "learned", "rope"};
 static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "silu"};
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
-static const char *name_of(const char *const *names, int n, int v) { return v >= 0 && v < n ? names[v] : "unknown"; }
+const char *lt_tf_arch_name(lt_tf_arch a) { return lt_enum_name(arch_names, COUNT(arch_names), (int)a); }
+const char *lt_tf_norm_name(lt_tf_norm n) { return lt_enum_name(norm_names, COUNT(norm_names), (int)n); }
+const char *lt_tf_pos_name(lt_tf_pos p) { return lt_enum_name(pos_names, COUNT(pos_names), (int)p); }
+const char *lt_tf_act_name(lt_activation a) { return lt_enum_name(act_names, COUNT(act_names), (int)a); }
 
-/* Index of s in names, or -1 (then an LT_ERR_INVALID listing the names). */
-static int parse_name(const char *what, const char *const *names, int n, const char *s) {
-  if (!s) return lt__err(LT_ERR_NULL, "tf_%s_parse: the name is NULL", what), -1;
-  for (int i = 0; i < n; i++)
-    if (!strcmp(s, names[i])) return i;
-  char list[256] = "";
-  for (int i = 0; i < n; i++) {
-    strncat(list, names[i], sizeof list - strlen(list) - 1);
-    if (i + 1 < n) strncat(list, ", ", sizeof list - strlen(list) - 1);
-  }
-  lt__err(LT_ERR_INVALID, "unknown %s '%s' (one of: %s)", what, s, list);
-  return -1;
-}
+/* Shorthands the command line has always accepted. */
+static const lt_enum_alias arch_aliases[] = {
+    {"encdec", LT_TF_ENCODER_DECODER}, {"decoder", LT_TF_DECODER_ONLY}, {"encoder", LT_TF_ENCODER_ONLY}};
 
-const char *lt_tf_arch_name(lt_tf_arch a) { return name_of(arch_names, COUNT(arch_names), (int)a); }
-const char *lt_tf_norm_name(lt_tf_norm n) { return name_of(norm_names, COUNT(norm_names), (int)n); }
-const char *lt_tf_pos_name(lt_tf_pos p) { return name_of(pos_names, COUNT(pos_names), (int)p); }
-const char *lt_tf_act_name(lt_activation a) { return name_of(act_names, COUNT(act_names), (int)a); }
-
-lt_status lt_tf_arch_parse(const char *s, lt_tf_arch *out) {
-  static const char *const aliases[] = {"encdec", "decoder", "encoder"};
-  for (int i = 0; s && i < COUNT(aliases); i++)
-    if (!strcmp(s, aliases[i])) return *out = (lt_tf_arch)i, LT_OK;
-  int i = parse_name("architecture", arch_names, COUNT(arch_names), s);
-  if (i < 0) return lt_last_status();
-  *out = (lt_tf_arch)i;
-  return LT_OK;
-}
-
-#define PARSER(fn, what, names, T)              \
-  lt_status fn(const char *s, T *out) {         \
-    int i = parse_name(what, names, COUNT(names), s); \
-    if (i < 0) return lt_last_status();         \
-    *out = (T)i;                                \
-    return LT_OK;                               \
-  }
-PARSER(lt_tf_norm_parse, "norm", norm_names, lt_tf_norm)
-PARSER(lt_tf_pos_parse, "positions", pos_names, lt_tf_pos)
-PARSER(lt_tf_act_parse, "activation", act_names, lt_activation)
+LT_ENUM_PARSER(lt_tf_arch_parse, lt_tf_arch, "architecture", arch_names, COUNT(arch_names), arch_aliases, COUNT(arch_aliases))
+LT_ENUM_PARSER(lt_tf_norm_parse, lt_tf_norm, "norm", norm_names, COUNT(norm_names), NULL, 0)
+LT_ENUM_PARSER(lt_tf_pos_parse, lt_tf_pos, "positions", pos_names, COUNT(pos_names), NULL, 0)
+LT_ENUM_PARSER(lt_tf_act_parse, lt_activation, "activation", act_names, COUNT(act_names), NULL, 0)
 
 /* ---- the configuration as checkpoint attributes ------------------------------- */
 
@@ -70,7 +43,7 @@ PARSER(lt_tf_act_parse, "activation", act_names, lt_activation)
 #define TF_DOUBLE_FIELDS(X) X(dropout) X(norm_eps) X(rope_base)
 
 lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
-  if (!cfg || !meta) return lt__err(LT_ERR_NULL, "tf_config_to_meta: %s is NULL", cfg ? "meta" : "cfg");
+  if (!cfg || !meta) return lt_error_set(LT_ERR_NULL, "tf_config_to_meta: %s is NULL", cfg ? "meta" : "cfg");
   lt_status s = LT_OK;
   s = s ? s : lt_ckpt_meta_set_string(meta, "arch", lt_tf_arch_name(cfg->arch));
 #define SET_INT(f) s = s ? s : lt_ckpt_meta_set_int(meta, #f, cfg->f);
@@ -92,13 +65,13 @@ static lt_status need(const lt_ckpt_meta *m, const char *key, lt_ckpt_kind kind)
   int k = lt_ckpt_meta_kind(m, key);
   if (k == (int)kind) return LT_OK;
   static const char *const kinds[] = {"int", "double", "string", "bytes"};
-  if (k < 0) return lt__err(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration lacks '%s'", key);
-  return lt__err(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration's '%s' is %s, expected %s", key,
+  if (k < 0) return lt_error_set(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration lacks '%s'", key);
+  return lt_error_set(LT_ERR_FORMAT, "tf_config_from_meta: the model configuration's '%s' is %s, expected %s", key,
                  kinds[k], kinds[kind]);
 }
 
 lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
-  if (!cfg || !meta) return lt__err(LT_ERR_NULL, "tf_config_from_meta: %s is NULL", cfg ? "meta" : "cfg");
+  if (!cfg || !meta) return lt_error_set(LT_ERR_NULL, "tf_config_from_meta: %s is NULL", cfg ? "meta" : "cfg");
   lt_tf_config c;
   memset(&c, 0, sizeof c);
   const char *str;
@@ -117,7 +90,7 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
 #define GET_BOOL(f)                                                                       \
   if ((s = need(meta, #f, LT_CKPT_INT)) || (s = lt_ckpt_meta_get_int(meta, #f, &v))) return s; \
   if (v != 0 && v != 1)                                                                   \
-    return lt__err(LT_ERR_FORMAT, "tf_config_from_meta: '%s' is %lld, must be 0 or 1", #f, (long long)v); \
+    return lt_error_set(LT_ERR_FORMAT, "tf_config_from_meta: '%s' is %lld, must be 0 or 1", #f, (long long)v); \
   c.f = v == 1;
 #define GET_DOUBLE(f) \
   if ((s = need(meta, #f, LT_CKPT_DOUBLE)) || (s = lt_ckpt_meta_get_double(meta, #f, &c.f))) return s;

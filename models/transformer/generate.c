@@ -19,7 +19,6 @@
  * models/transformer/generate_main.c does text).
  */
 #include "models/transformer/generate.h"
-#include "tensor/internal.h"
 
 #include <stdlib.h>
 
@@ -45,7 +44,7 @@ typedef struct tf_gen {
 static lt_tensor *repeat_rows(const lt_tensor *x, int64_t K) {
   const int64_t R = x->shape[0] * K;
   int64_t *idx = malloc(sizeof *idx * (size_t)R);
-  if (!idx) return lt__err(LT_ERR_NOMEM, "transformer_generate: out of memory"), NULL;
+  if (!idx) return lt_error_set(LT_ERR_NOMEM, "transformer_generate: out of memory"), NULL;
   for (int64_t r = 0; r < R; r++) idx[r] = r / K;
   lt_tensor *it = lt_tensor_from_copy(LT_DTYPE_I64, 1, (int64_t[]){R}, idx);
   free(idx);
@@ -117,8 +116,8 @@ lt_status lt_transformer_generate(const lt_transformer *m, const lt_tensor *src,
                                   const lt_tensor *prompt, const lt_generate_opts *opts,
                                   const lt_tf_generate_opts *tf, lt_generate_result *out) {
   const char *op = "transformer_generate";
-  if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op);
-  if (!out) return lt__err(LT_ERR_NULL, "%s: out is NULL", op);
+  if (!m) return lt_error_set(LT_ERR_NULL, "%s: the model is NULL", op);
+  if (!out) return lt_error_set(LT_ERR_NULL, "%s: out is NULL", op);
   const lt_generate_opts o = opts ? *opts : lt_generate_defaults();
   const lt_tf_generate_opts t = tf ? *tf : lt_tf_generate_defaults();
   const lt_tf_config *cfg = lt_transformer_config(m);
@@ -126,28 +125,28 @@ lt_status lt_transformer_generate(const lt_transformer *m, const lt_tensor *src,
   const bool encdec = cfg->arch == LT_TF_ENCODER_DECODER;
   const lt_tensor *in = encdec ? src : prompt;
   if (cfg->arch == LT_TF_ENCODER_ONLY)
-    return lt__err(LT_ERR_INVALID, "%s: the model is encoder-only: it classifies (transformer_classify), it does "
+    return lt_error_set(LT_ERR_INVALID, "%s: the model is encoder-only: it classifies (transformer_classify), it does "
                    "not generate", op);
-  if (encdec && prompt) return lt__err(LT_ERR_INVALID, "%s: prompt given to an encoder-decoder (pass src)", op);
+  if (encdec && prompt) return lt_error_set(LT_ERR_INVALID, "%s: prompt given to an encoder-decoder (pass src)", op);
   if (!encdec && (src || src_pad))
-    return lt__err(LT_ERR_INVALID, "%s: src / src_pad given to a decoder-only model (pass prompt)", op);
-  if (!in) return lt__err(LT_ERR_NULL, "%s: %s is NULL", op, encdec ? "src" : "prompt");
+    return lt_error_set(LT_ERR_INVALID, "%s: src / src_pad given to a decoder-only model (pass prompt)", op);
+  if (!in) return lt_error_set(LT_ERR_NULL, "%s: %s is NULL", op, encdec ? "src" : "prompt");
   if (!is_ids(in))
-    return lt__err(in->ndim != 2 || in->shape[0] < 1 || in->shape[1] < 1 ? LT_ERR_SHAPE : LT_ERR_DTYPE,
+    return lt_error_set(in->ndim != 2 || in->shape[0] < 1 || in->shape[1] < 1 ? LT_ERR_SHAPE : LT_ERR_DTYPE,
                    "%s: %s is %s: need [B, L] i32/i64 ids with B, L >= 1 (an empty input has nothing to condition on)",
-                   op, encdec ? "src" : "prompt", LT__D(in));
+                   op, encdec ? "src" : "prompt", LT_DESC(in));
   if (src_pad && (src_pad->ndim != 2 || src_pad->dtype != LT_DTYPE_BOOL || src_pad->shape[0] != src->shape[0] ||
                   src_pad->shape[1] != src->shape[1]))
-    return lt__err(LT_ERR_SHAPE, "%s: src is %s, src_pad is %s: src_pad must be bool of src's shape", op, LT__D(src),
-                   LT__D(src_pad));
+    return lt_error_set(LT_ERR_SHAPE, "%s: src is %s, src_pad is %s: src_pad must be bool of src's shape", op, LT_DESC(src),
+                   LT_DESC(src_pad));
   if (t.bos_id < 0 || t.bos_id >= V)
-    return lt__err(LT_ERR_INVALID, "%s: bos %lld: must be in [0, vocab_size %lld)", op, (long long)t.bos_id,
+    return lt_error_set(LT_ERR_INVALID, "%s: bos %lld: must be in [0, vocab_size %lld)", op, (long long)t.bos_id,
                    (long long)V);
   if (encdec && in->shape[1] > cfg->max_len)
-    return lt__err(LT_ERR_INVALID, "%s: src is %s: longer than the model's max_len %lld positions", op, LT__D(in),
+    return lt_error_set(LT_ERR_INVALID, "%s: src is %s: longer than the model's max_len %lld positions", op, LT_DESC(in),
                    (long long)cfg->max_len);
   if (encdec && o.max_new > cfg->max_len)
-    return lt__err(LT_ERR_INVALID, "%s: max_new %lld: beyond the decoder's max_len %lld positions (<bos> + %lld "
+    return lt_error_set(LT_ERR_INVALID, "%s: max_new %lld: beyond the decoder's max_len %lld positions (<bos> + %lld "
                    "tokens fed back)", op, (long long)o.max_new, (long long)cfg->max_len,
                    (long long)(cfg->max_len - 1));
 

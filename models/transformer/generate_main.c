@@ -65,10 +65,7 @@ typedef struct options {
   int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
 } options;
 
-static const char *strategy_name(int i) { /* lt_generate_strategy order */
-  static const char *const n[] = {"greedy", "beam", "sample"};
-  return i >= 0 && i < 3 ? n[i] : "unknown";
-}
+static const char *strategy_name(int i) { return lt_generate_strategy_name((lt_generate_strategy)i); }
 
 #define PATH_MAX_LEN 4095
 #define I(...) LT_CLI_OPT_INT(options, __VA_ARGS__)

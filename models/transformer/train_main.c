@@ -175,27 +175,15 @@ static const char *norm_ename(int i) { return lt_tf_norm_name((lt_tf_norm)i); }
 static const char *act_ename(int i) { return lt_tf_act_name((lt_activation)i); }
 static const char *pos_ename(int i) { return lt_tf_pos_name((lt_tf_pos)i); }
 static const char *task_ename(int i) { return lt_task_name((lt_task_kind)i); }
-static const char *tok_ename(int i) { /* lt_tokenizer_kind order */
-  static const char *const n[] = {"byte", "char", "bpe"};
-  return i >= 0 && i < 3 ? n[i] : "unknown";
-}
+static const char *tok_ename(int i) { return lt_tokenizer_kind_name((lt_tokenizer_kind)i); }
 static const char *from_ename(int i) {
   static const char *const n[] = {"both", "source", "target"};
   return i >= 0 && i < 3 ? n[i] : "unknown";
 }
 enum { FROM_BOTH, FROM_SOURCE, FROM_TARGET };
-static const char *optim_ename(int i) { /* lt_optim_kind order */
-  static const char *const n[] = {"sgd", "adam", "adamw"};
-  return i >= 0 && i < 3 ? n[i] : "unknown";
-}
-static const char *sched_ename(int i) { /* lt_schedule_kind order */
-  static const char *const n[] = {"constant", "linear", "cosine", "noam", "step"};
-  return i >= 0 && i < 5 ? n[i] : "unknown";
-}
-static const char *overlong_ename(int i) { /* lt_overlong order */
-  static const char *const n[] = {"error", "truncate", "skip"};
-  return i >= 0 && i < 3 ? n[i] : "unknown";
-}
+static const char *optim_ename(int i) { return lt_optim_kind_name((lt_optim_kind)i); }
+static const char *sched_ename(int i) { return lt_schedule_kind_name((lt_schedule_kind)i); }
+static const char *overlong_ename(int i) { return lt_overlong_name((lt_overlong)i); }
 static bool arch_alias(const char *text, int *value) { /* encdec, decoder, encoder */
   lt_tf_arch a;
   return lt_tf_arch_parse(text, &a) == LT_OK ? (*value = (int)a, true) : false;

@@ -31,8 +31,6 @@
  */
 #include "models/transformer/transformer.h"
 
-#include "tensor/internal.h"
-
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -124,10 +122,10 @@ lt_tf_config lt_tf_config_default(lt_tf_arch arch) {
   return c;
 }
 
-#define BAD(...) lt__err(LT_ERR_INVALID, "tf_config: " __VA_ARGS__)
+#define BAD(...) lt_error_set(LT_ERR_INVALID, "tf_config: " __VA_ARGS__)
 
 lt_status lt_tf_config_validate(const lt_tf_config *c) {
-  if (!c) return lt__err(LT_ERR_NULL, "tf_config_validate: cfg is NULL");
+  if (!c) return lt_error_set(LT_ERR_NULL, "tf_config_validate: cfg is NULL");
   const bool has_enc = c->arch == LT_TF_ENCODER_DECODER || c->arch == LT_TF_ENCODER_ONLY;
   const bool has_dec = c->arch == LT_TF_ENCODER_DECODER || c->arch == LT_TF_DECODER_ONLY;
   if (c->arch != LT_TF_ENCODER_DECODER && c->arch != LT_TF_DECODER_ONLY && c->arch != LT_TF_ENCODER_ONLY)
@@ -187,7 +185,7 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
 static lt_status size_add(int64_t *acc, int64_t a, int64_t b, const char *what) {
   int64_t p, t;
   if (__builtin_mul_overflow(a, b, &p) || __builtin_add_overflow(*acc, p, &t))
-    return lt__err(LT_ERR_OVERFLOW, "tf_config_size: %s (%lld x %lld) overflows 64-bit arithmetic", what,
+    return lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: %s (%lld x %lld) overflows 64-bit arithmetic", what,
                    (long long)a, (long long)b);
   *acc = t;
   return LT_OK;
@@ -233,7 +231,7 @@ lt_status lt_tf_config_size(const lt_tf_config *c, int64_t *n_params, size_t *by
   int64_t all = n, b;
   if ((s = size_add(&all, 1, table, "parameters and table")) ||
       __builtin_mul_overflow(all, (int64_t)sizeof(float), &b) || (uint64_t)b > SIZE_MAX)
-    return s ? s : lt__err(LT_ERR_OVERFLOW, "tf_config_size: %lld elements overflow a byte count", (long long)all);
+    return s ? s : lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: %lld elements overflow a byte count", (long long)all);
   if (n_params) *n_params = n;
   if (bytes) *bytes = (size_t)b;
   return LT_OK;
@@ -324,7 +322,7 @@ static lt_status build(lt_transformer *m, lt_generator *g) {
   if (has_enc) {
     m->n_enc = c->n_enc_layers;
     m->enc = calloc((size_t)m->n_enc, sizeof *m->enc);
-    if (!m->enc) return lt__err(LT_ERR_NOMEM, "transformer_new: %lld encoder layers", (long long)m->n_enc);
+    if (!m->enc) return lt_error_set(LT_ERR_NOMEM, "transformer_new: %lld encoder layers", (long long)m->n_enc);
     for (int64_t i = 0; i < m->n_enc; i++)
       if ((s = layer_init(&m->enc[i], p, "encoder", i, false, c, g)) != LT_OK) return s;
     m->has_enc_norm = c->arch == LT_TF_ENCODER_DECODER || c->pre_norm;
@@ -333,7 +331,7 @@ static lt_status build(lt_transformer *m, lt_generator *g) {
   if (has_dec) {
     m->n_dec = c->n_dec_layers;
     m->dec = calloc((size_t)m->n_dec, sizeof *m->dec);
-    if (!m->dec) return lt__err(LT_ERR_NOMEM, "transformer_new: %lld decoder layers", (long long)m->n_dec);
+    if (!m->dec) return lt_error_set(LT_ERR_NOMEM, "transformer_new: %lld decoder layers", (long long)m->n_dec);
     const bool cross = c->arch == LT_TF_ENCODER_DECODER;
     for (int64_t i = 0; i < m->n_dec; i++)
       if ((s = layer_init(&m->dec[i], p, "decoder", i, cross, c, g)) != LT_OK) return s;
@@ -362,11 +360,11 @@ static lt_status build(lt_transformer *m, lt_generator *g) {
 }
 
 lt_transformer *lt_transformer_new(const lt_tf_config *cfg, lt_generator *g) {
-  if (!cfg) return lt__err(LT_ERR_NULL, "transformer_new: cfg is NULL"), NULL;
-  if (!g) return lt__err(LT_ERR_NULL, "transformer_new: g (the generator) is NULL"), NULL;
+  if (!cfg) return lt_error_set(LT_ERR_NULL, "transformer_new: cfg is NULL"), NULL;
+  if (!g) return lt_error_set(LT_ERR_NULL, "transformer_new: g (the generator) is NULL"), NULL;
   if (lt_tf_config_validate(cfg) != LT_OK) return NULL;
   lt_transformer *m = calloc(1, sizeof *m);
-  if (!m) return lt__err(LT_ERR_NOMEM, "transformer_new: out of memory"), NULL;
+  if (!m) return lt_error_set(LT_ERR_NOMEM, "transformer_new: out of memory"), NULL;
   m->cfg = *cfg;
   m->params = lt_params_new();
   if (!m->params) {
@@ -380,7 +378,7 @@ lt_transformer *lt_transformer_new(const lt_tf_config *cfg, lt_generator *g) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", lt_last_error());
     lt_transformer_free(m);
-    lt__err(s != LT_OK ? s : LT_ERR_NOMEM, "transformer_new: %s", msg);
+    lt_error_set(s != LT_OK ? s : LT_ERR_NOMEM, "transformer_new: %s", msg);
     return NULL;
   }
   return m;
@@ -487,21 +485,21 @@ static bool is_int(const lt_tensor *t) { return t->dtype == LT_DTYPE_I32 || t->d
 /* ids [B, L] integer, pad NULL or bool [B, L], 1 <= L, pos0 + L <= max_len. */
 static lt_status check_ids(const char *op, const char *what, const char *pad_what, const lt_transformer *m,
                            const lt_tensor *ids, const lt_tensor *pad, int64_t pos0) {
-  if (!ids) return lt__err(LT_ERR_NULL, "%s: %s is NULL", op, what);
+  if (!ids) return lt_error_set(LT_ERR_NULL, "%s: %s is NULL", op, what);
   if (ids->ndim != 2 || !is_int(ids))
-    return lt__err(ids->ndim != 2 ? LT_ERR_SHAPE : LT_ERR_DTYPE, "%s: %s is %s: need [B, L] token ids (i32 or i64)",
-                   op, what, LT__D(ids));
+    return lt_error_set(ids->ndim != 2 ? LT_ERR_SHAPE : LT_ERR_DTYPE, "%s: %s is %s: need [B, L] token ids (i32 or i64)",
+                   op, what, LT_DESC(ids));
   const int64_t L = ids->shape[1];
   if (L < 1 || ids->shape[0] < 1)
-    return lt__err(LT_ERR_SHAPE, "%s: %s is %s: need at least one sequence of at least one token", op, what,
-                   LT__D(ids));
+    return lt_error_set(LT_ERR_SHAPE, "%s: %s is %s: need at least one sequence of at least one token", op, what,
+                   LT_DESC(ids));
   if (pos0 < 0 || pos0 > m->cfg.max_len - L)
-    return lt__err(LT_ERR_INVALID, "%s: %s is %s at positions %lld..%lld: beyond max_len %lld", op, what, LT__D(ids),
+    return lt_error_set(LT_ERR_INVALID, "%s: %s is %s at positions %lld..%lld: beyond max_len %lld", op, what, LT_DESC(ids),
                    (long long)pos0, (long long)(pos0 + L - 1), (long long)m->cfg.max_len);
   if (pad && (pad->dtype != LT_DTYPE_BOOL || pad->ndim != 2 || pad->shape[0] != ids->shape[0] ||
               pad->shape[1] != L))
-    return lt__err(LT_ERR_SHAPE, "%s: %s is %s, %s is %s: need a bool mask of the ids' shape (true = padding)", op,
-                   pad_what, LT__D(pad), what, LT__D(ids));
+    return lt_error_set(LT_ERR_SHAPE, "%s: %s is %s, %s is %s: need a bool mask of the ids' shape (true = padding)", op,
+                   pad_what, LT_DESC(pad), what, LT_DESC(ids));
   return LT_OK;
 }
 
@@ -524,9 +522,9 @@ static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, i
 lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
                                  const lt_nn_ctx *ctx) {
   const char *op = "transformer_encode";
-  if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
+  if (!m) return lt_error_set(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
   if (!m->enc)
-    return lt__err(LT_ERR_INVALID, "%s: a decoder-only model has no encoder (use transformer_decode)", op), NULL;
+    return lt_error_set(LT_ERR_INVALID, "%s: a decoder-only model has no encoder (use transformer_decode)", op), NULL;
   if (check_ids(op, "src", "src_pad", m, src, src_pad, 0) != LT_OK) return NULL;
   lt_tensor *x = embed_forward(m, src, 0, ctx);
   for (int64_t i = 0; x && i < m->n_enc; i++)
@@ -540,33 +538,33 @@ lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, 
 static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
                               const lt_tensor *memory, const lt_tensor *src_pad, int64_t pos0, const lt_nn_ctx *ctx,
                               lt_tf_cache *cache) {
-  if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
+  if (!m) return lt_error_set(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
   const lt_tf_config *c = &m->cfg;
   if (!m->dec)
-    return lt__err(LT_ERR_INVALID, "%s: an encoder-only model has no decoder (use transformer_classify)", op), NULL;
+    return lt_error_set(LT_ERR_INVALID, "%s: an encoder-only model has no decoder (use transformer_classify)", op), NULL;
   if (check_ids(op, "tgt", "tgt_pad", m, tgt, tgt_pad, pos0) != LT_OK) return NULL;
   /* with a filled cross-attention cache the memory is not read again */
   const bool need_memory = !cache || cache->layer[0].cross.len == 0;
   if (c->arch == LT_TF_ENCODER_DECODER) {
     if (!memory && need_memory)
-      return lt__err(LT_ERR_NULL, "%s: memory is NULL: the encoder-decoder needs the encoder output", op), NULL;
+      return lt_error_set(LT_ERR_NULL, "%s: memory is NULL: the encoder-decoder needs the encoder output", op), NULL;
     if (memory && (memory->ndim != 3 || memory->shape[0] != tgt->shape[0] || memory->shape[2] != c->d_model ||
                    !lt_dtype_is_float(memory->dtype)))
-      return lt__err(LT_ERR_SHAPE, "%s: memory is %s, tgt is %s: need [B, S, C] floats with C = d_model %lld", op,
-                     LT__D(memory), LT__D(tgt), (long long)c->d_model),
+      return lt_error_set(LT_ERR_SHAPE, "%s: memory is %s, tgt is %s: need [B, S, C] floats with C = d_model %lld", op,
+                     LT_DESC(memory), LT_DESC(tgt), (long long)c->d_model),
              NULL;
     const int64_t S = memory ? memory->shape[1] : cache->layer[0].cross.len;
     if (src_pad && (src_pad->dtype != LT_DTYPE_BOOL || src_pad->ndim != 2 || src_pad->shape[0] != tgt->shape[0] ||
                     src_pad->shape[1] != S))
-      return lt__err(LT_ERR_SHAPE, "%s: src_pad is %s, tgt is %s, memory has %lld positions: need a bool [B, S] "
-                     "mask (true = padding)", op, LT__D(src_pad), LT__D(tgt), (long long)S),
+      return lt_error_set(LT_ERR_SHAPE, "%s: src_pad is %s, tgt is %s, memory has %lld positions: need a bool [B, S] "
+                     "mask (true = padding)", op, LT_DESC(src_pad), LT_DESC(tgt), (long long)S),
              NULL;
   } else if (memory || src_pad) {
-    return lt__err(LT_ERR_INVALID, "%s: memory / src_pad given to a decoder-only model (pass NULL)", op), NULL;
+    return lt_error_set(LT_ERR_INVALID, "%s: memory / src_pad given to a decoder-only model (pass NULL)", op), NULL;
   }
   int64_t *lens = NULL; /* cache lengths before the step, restored on failure */
   if (cache) {
-    if (!(lens = malloc(sizeof *lens * (size_t)(2 * cache->n)))) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op), NULL;
+    if (!(lens = malloc(sizeof *lens * (size_t)(2 * cache->n)))) return lt_error_set(LT_ERR_NOMEM, "%s: out of memory", op), NULL;
     for (int64_t i = 0; i < cache->n; i++) {
       lens[2 * i] = cache->layer[i].self.len, lens[2 * i + 1] = cache->layer[i].cross.len;
       if (need_memory && memory) cache->layer[i].cross.cap = memory->shape[1];
@@ -593,16 +591,16 @@ lt_tensor *lt_transformer_decode(const lt_transformer *m, const lt_tensor *tgt, 
 /* ---- incremental decoding ---------------------------------------------------- */
 
 lt_tf_cache *lt_tf_cache_new(const lt_transformer *m, int64_t cap) {
-  if (!m) return lt__err(LT_ERR_NULL, "tf_cache_new: the model is NULL"), NULL;
-  if (!m->dec) return lt__err(LT_ERR_INVALID, "tf_cache_new: an encoder-only model has no decoder to cache"), NULL;
+  if (!m) return lt_error_set(LT_ERR_NULL, "tf_cache_new: the model is NULL"), NULL;
+  if (!m->dec) return lt_error_set(LT_ERR_INVALID, "tf_cache_new: an encoder-only model has no decoder to cache"), NULL;
   if (cap < 1 || cap > m->cfg.max_len)
-    return lt__err(LT_ERR_INVALID, "tf_cache_new: cap %lld: must be in [1, max_len %lld]", (long long)cap,
+    return lt_error_set(LT_ERR_INVALID, "tf_cache_new: cap %lld: must be in [1, max_len %lld]", (long long)cap,
                    (long long)m->cfg.max_len), NULL;
   lt_tf_cache *c = calloc(1, sizeof *c);
   if (c) c->layer = calloc((size_t)m->n_dec, sizeof *c->layer);
   if (!c || !c->layer) {
     free(c);
-    return lt__err(LT_ERR_NOMEM, "tf_cache_new: out of memory"), NULL;
+    return lt_error_set(LT_ERR_NOMEM, "tf_cache_new: out of memory"), NULL;
   }
   c->n = m->n_dec, c->cap = cap;
   for (int64_t i = 0; i < c->n; i++) {
@@ -630,12 +628,12 @@ void lt_tf_cache_free(lt_tf_cache *c) {
 int64_t lt_tf_cache_len(const lt_tf_cache *c) { return c && c->n > 0 ? c->layer[0].self.len : 0; }
 
 lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows) {
-  if (!c) return lt__err(LT_ERR_NULL, "tf_cache_reorder: the cache is NULL");
-  if (!rows) return lt__err_null("tf_cache_reorder", "rows");
+  if (!c) return lt_error_set(LT_ERR_NULL, "tf_cache_reorder: the cache is NULL");
+  if (!rows) return lt_error_null_arg("tf_cache_reorder", "rows");
   /* every buffer reordered into a new one first, so that a failure changes nothing */
   const int64_t n = 4 * c->n;
   lt_tensor **nt = calloc((size_t)n, sizeof *nt);
-  if (!nt) return lt__err(LT_ERR_NOMEM, "tf_cache_reorder: out of memory");
+  if (!nt) return lt_error_set(LT_ERR_NOMEM, "tf_cache_reorder: out of memory");
   bool prev = lt_set_grad_enabled(false);
   lt_status s = LT_OK;
   for (int64_t i = 0; i < n && s == LT_OK; i++) {
@@ -661,9 +659,9 @@ lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows) {
 lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
                                       const lt_tensor *memory, const lt_tensor *src_pad) {
   const char *op = "transformer_decode_step";
-  if (!c) return lt__err(LT_ERR_NULL, "%s: the cache is NULL", op), NULL;
+  if (!c) return lt_error_set(LT_ERR_NULL, "%s: the cache is NULL", op), NULL;
   if (m && c->n != m->n_dec)
-    return lt__err(LT_ERR_INVALID, "%s: the cache has %lld layers, the model's decoder %lld: made for another model",
+    return lt_error_set(LT_ERR_INVALID, "%s: the cache has %lld layers, the model's decoder %lld: made for another model",
                    op, (long long)c->n, (long long)m->n_dec), NULL;
   return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c);
 }
@@ -671,9 +669,9 @@ lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, c
 lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
                                    const lt_nn_ctx *ctx) {
   const char *op = "transformer_classify";
-  if (!m) return lt__err(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
+  if (!m) return lt_error_set(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
   if (m->cfg.arch != LT_TF_ENCODER_ONLY)
-    return lt__err(LT_ERR_INVALID, "%s: only an encoder-only model has a classifier", op), NULL;
+    return lt_error_set(LT_ERR_INVALID, "%s: only an encoder-only model has a classifier", op), NULL;
   lt_tensor *h = lt_transformer_encode(m, src, src_pad, ctx); /* [B, S, C] */
   if (!h) return NULL;
   /* mean over the non-padding positions: sum_s h * keep / max(count, 1) */

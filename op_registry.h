@@ -1,5 +1,8 @@
 /*
- * autograd/op_table.h: the one table of differentiable ops.
+ * op_registry.h: the registry of differentiable ops. It sits at the root on
+ * purpose: it belongs to no module, lists every module's .def file, and is
+ * what lets autograd/ run ops of modules above it (nn/) without including
+ * them. Not installed.
  *
  * Each op is declared exactly once, by a line X(id, nin, has_backward) in the
  * .def file beside its kernels:
@@ -8,14 +11,21 @@
  *   - has_backward: 1 if the op's file defines
  *         lt_status lt__bw_<id>(const lt_node *node, const lt_tensor *gout, lt_tensor **gin);
  *     0 if not (backward through it then fails with an error naming the op).
- * The forward function (public, in tensor.h) records the op with lt__record();
- * the backward sits next to it in the same .c file.
+ * The forward function (public, in its module's header) records the op with
+ * lt__record() (autograd/internal.h); the backward sits next to it in the
+ * same .c file.
  *
- * tests/test_ops.c enumerates this table: an op without a test entry
+ * Adding an op: one line in its module's .def file (nothing here changes).
+ * Adding a module that defines ops: a <module>/ops_<name>.def file with
+ * `#define LT_OPS_<NAME>(X) ...`, then one #include and one LT_OPS_<NAME>(X)
+ * line below.
+ *
+ * autograd/op_table.c turns the table into lt__ops[] (name, arity, backward);
+ * tests/test_ops.c enumerates it: an op without a test entry
  * (tests/opinfo_<module>.inc) or whose backward has no gradcheck fails the suite.
  */
-#ifndef LT_AUTOGRAD_OP_TABLE_H
-#define LT_AUTOGRAD_OP_TABLE_H
+#ifndef LT_OP_REGISTRY_H
+#define LT_OP_REGISTRY_H
 
 #include "tensor/ops_view.def"
 #include "tensor/ops_elementwise.def"
@@ -41,4 +51,4 @@ typedef enum {
   LT__OP_COUNT
 } lt__op_id;
 
-#endif /* LT_AUTOGRAD_OP_TABLE_H */
+#endif /* LT_OP_REGISTRY_H */

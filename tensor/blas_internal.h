@@ -1,0 +1,28 @@
+/*
+ * tensor/blas_internal.h: the BLAS layer (tensor/blas.c, the only file that
+ * includes blis.h). Not installed.
+ *
+ * Only tensor/ calls it: modules above use the tensor-level strided product
+ * in tensor/gemm_internal.h, which decides transposes and strides once.
+ */
+#ifndef LT_TENSOR_BLAS_INTERNAL_H
+#define LT_TENSOR_BLAS_INTERNAL_H
+
+#include "tensor/tensor.h"
+
+/* C = alpha * op(A) * op(B) + beta * C with general strides in elements
+ * (rs = row stride, cs = column stride); transposition is expressed through
+ * the strides. dtype f32 or f64; m, n, k >= 0. */
+lt_status lt__blas_gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha,
+                        const void *a, int64_t rsa, int64_t csa,
+                        const void *b, int64_t rsb, int64_t csb, double beta,
+                        void *c, int64_t rsc, int64_t csc);
+/* The same on one thread, for callers that parallelise over a batch of
+ * small products themselves (inside an OpenMP region). */
+lt_status lt__blas_gemm_1t(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha,
+                           const void *a, int64_t rsa, int64_t csa,
+                           const void *b, int64_t rsb, int64_t csb, double beta,
+                           void *c, int64_t rsc, int64_t csc);
+void lt__blas_set_threads(int n);
+
+#endif /* LT_TENSOR_BLAS_INTERNAL_H */

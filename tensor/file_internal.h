@@ -1,0 +1,37 @@
+/* tensor/file_internal.h: opening files from outside, the one way every
+ * loader does it (tensor/file.c). Internal (lt__ prefix): used by datasets/
+ * (text, TSV, IDX, tokenizer training) and checkpoint/ (the seal check and
+ * the HDF5 open). Not the place for writing files: checkpoint/seal.c owns
+ * atomic saves.
+ */
+#ifndef LT_TENSOR_FILE_INTERNAL_H
+#define LT_TENSOR_FILE_INTERNAL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+/* Opens path for reading the way every loader must (one home): with
+ * O_NONBLOCK, so that a FIFO cannot block the open; fstat()ed; refused
+ * unless a regular file (status not_regular, naming the path and what it
+ * is: FIFO, device, directory, ...; the dataset readers say LT_ERR_IO, the
+ * checkpoint loader LT_ERR_FORMAT; LT_ERR_IO if it cannot be opened);
+ * refused if larger than max_bytes (LT_ERR_OVERFLOW naming the bound); then
+ * switched to blocking reads. Returns the descriptor (the caller closes it)
+ * and the size from fstat in *size (may be NULL), or -1 with the error set.
+ * op prefixes messages. */
+int lt__open_regular(const char *path, const char *op, uint64_t max_bytes, lt_status not_regular,
+                     uint64_t *size);
+
+/* Reads the whole regular file at path (opened by lt__open_regular) into a
+ * new buffer *data (free with free(); NUL-terminated after *len bytes),
+ * never more than max_bytes (LT_ERR_OVERFLOW naming the bound, also for a
+ * file that grows while it is read); a file that is not regular is
+ * LT_ERR_IO. */
+lt_status lt__read_regular(const char *path, const char *op, uint64_t max_bytes, char **data, size_t *len);
+
+/* "a FIFO (named pipe)", "a directory", ... for an st_mode. */
+const char *lt__file_kind(unsigned mode);
+
+#endif

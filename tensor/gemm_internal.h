@@ -1,0 +1,54 @@
+/*
+ * tensor/gemm_internal.h: strided products of matrix views, the one place
+ * outside tensor/blas.c that knows which strides BLIS takes. Not installed.
+ *
+ * Modules above tensor/ (nn/linear.c, nn/attention.c) multiply views of
+ * their tensors through lt__mat_gemm instead of the BLAS layer: a transpose
+ * is a view (lt__mat_t), never a flag, and the stride rule (lt__mat_ok) is
+ * written once, here, for tensor/matmul.c as well.
+ */
+#ifndef LT_TENSOR_GEMM_INTERNAL_H
+#define LT_TENSOR_GEMM_INTERNAL_H
+
+#include "tensor/tensor.h"
+
+#include <stdbool.h>
+#include <stdint.h>
+
+/* A rows x cols matrix view: element (i, j) is at data + i*rs + j*cs
+ * elements. Borrows data. */
+typedef struct lt__mat {
+  void *data;
+  int64_t rows, cols;
+  int64_t rs, cs;
+} lt__mat;
+
+#define LT__MAT(data_, rows_, cols_, rs_, cs_) \
+  ((lt__mat){(void *)(data_), (rows_), (cols_), (rs_), (cs_)})
+
+/* The transpose of a, as a view of the same elements. */
+static inline lt__mat lt__mat_t(lt__mat a) { return LT__MAT(a.data, a.cols, a.rows, a.cs, a.rs); }
+
+/* BLIS 0.9.0's rule for the strides of a rows x cols matrix
+ * (bli_check_matrix_strides; BLIS aborts when it is broken): positive
+ * strides, rows and columns that cannot overlap. A stride along a dim of
+ * size 1 is never followed, so it is first given the value BLIS expects
+ * (rs = cols*cs for one row, cs = rows*rs for one column). Empty matrices
+ * pass. Negative strides are refused (libtensor views never make them). */
+bool lt__mat_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
+
+/* x [..., K] (ndim >= 1) as the matrix [N, K] of its rows, N the product of
+ * the leading dims: true, with *m filled (data at x->data), when the leading
+ * dims nest into one row stride and lt__mat_ok accepts the result; false
+ * otherwise (then copy x contiguous). */
+bool lt__mat_rows(const lt_tensor *x, lt__mat *m);
+
+/* c = alpha * a b + beta * c for views a [m, k], b [k, n], c [m, n] of dtype
+ * dt (f32 or f64) whose strides lt__mat_ok accepts (c must not overlap a or
+ * b). one_thread: run on this thread only (the caller parallelises over a
+ * batch of products itself, inside an OpenMP region); else BLIS's and
+ * libtensor's threads as the size warrants. Shapes that do not chain are a
+ * programmer error (LT_CHECK). Errors: LT_ERR_DTYPE, LT_ERR_BACKEND. */
+lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c);
+
+#endif /* LT_TENSOR_GEMM_INTERNAL_H */

@@ -1,0 +1,100 @@
+/*
+ * tensor/softmax_internal.h: the softmax row kernel, in one place. Not
+ * installed.
+ *
+ * Every softmax-shaped computation in the library (lt_softmax,
+ * lt_log_softmax and their backward in tensor/reduce.c, the fused
+ * cross-entropy in nn/loss.c, the attention probabilities in nn/attention.c)
+ * builds a contiguous row from these steps:
+ *   m   = lt__row_max(x)                  max, NaN wins (propagates);
+ *   s   = lt__row_sumexp(x, m)            sum of exp(x - m), in double;
+ *   s   = lt__row_exp(x, m, y)            the same, storing y = exp(x - m);
+ *   lse = m + log(s)                      (callers write this line);
+ * plus the row sum and dot product a backward needs. exp is lt__exp_f32
+ * (tensor/vmath.h's branch-free lt__vexpf, <= 2 ulp, so row loops vectorise;
+ * exp(-inf) is exactly 0) and libm's exp for f64. Sums run in 8 double lanes
+ * combined in one fixed order (LT__ROW_LANES_SUM), so a row's result never
+ * depends on threads or on which caller computed it.
+ *
+ * What this is not: the strided logsumexp reduction (tensor/reduce.c walks
+ * any dims; it uses lt__exp_* from here), or the masking of attention rows
+ * (nn/attention.c applies masks first and treats a row without a finite
+ * score itself).
+ *
+ * Static inline on purpose: the callers' loops (some compiled for several
+ * instruction sets with target_clones) inline them.
+ */
+#ifndef LT_TENSOR_SOFTMAX_INTERNAL_H
+#define LT_TENSOR_SOFTMAX_INTERNAL_H
+
+#include "tensor/vmath.h"
+
+#include <math.h>
+#include <stdint.h>
+
+static inline float lt__exp_f32(float x) { return lt__vexpf(x); }
+static inline double lt__exp_f64(double x) { return exp(x); }
+
+/* The fixed combination of 8 lanes. */
+#define LT__ROW_LANES_SUM(a) ((((a)[0] + (a)[4]) + ((a)[1] + (a)[5])) + (((a)[2] + (a)[6]) + ((a)[3] + (a)[7])))
+
+/* Each row loop runs in blocks of 8 lanes (element i + l goes to lane l) and
+ * a tail whose element k goes to lane k. */
+#define LT__ROW_KERNELS(NAME, T)                                                         \
+  /* max over x[0..n), NaN wins; -inf for n == 0. */                                     \
+  static inline T lt__row_max_##NAME(const T *x, int64_t n) {                            \
+    T a[8];                                                                              \
+    for (int l = 0; l < 8; l++) a[l] = -INFINITY;                                        \
+    int64_t i = 0;                                                                       \
+    for (; i + 8 <= n; i += 8)                                                           \
+      for (int l = 0; l < 8; l++) {                                                      \
+        const T v = x[i + l];                                                            \
+        a[l] = (v > a[l] || v != v) ? v : a[l];                                          \
+      }                                                                                  \
+    for (int l = 0; i < n; i++, l++) a[l] = (x[i] > a[l] || x[i] != x[i]) ? x[i] : a[l]; \
+    T m = a[0];                                                                          \
+    for (int l = 1; l < 8; l++) m = (a[l] > m || a[l] != a[l]) ? a[l] : m;               \
+    return m;                                                                            \
+  }                                                                                      \
+  /* sum of exp(x[i] - m) over [0, n), in double. */                                     \
+  static inline double lt__row_sumexp_##NAME(const T *x, T m, int64_t n) {               \
+    double a[8] = {0};                                                                   \
+    int64_t i = 0;                                                                       \
+    for (; i + 8 <= n; i += 8)                                                           \
+      for (int l = 0; l < 8; l++) a[l] += (double)lt__exp_##NAME(x[i + l] - m);          \
+    for (int l = 0; i < n; i++, l++) a[l] += (double)lt__exp_##NAME(x[i] - m);           \
+    return LT__ROW_LANES_SUM(a);                                                         \
+  }                                                                                      \
+  /* y[i] = exp(x[i] - m) over [0, n) (y may be x) and their sum in double.         \
+   * Two loops: gcc vectorises each, not the fused one. */                             \
+  static inline double lt__row_sum_##NAME(const T *x, int64_t n);                       \
+  static inline double lt__row_exp_##NAME(const T *x, T m, T *y, int64_t n) {            \
+    int64_t i = 0;                                                                       \
+    for (; i + 8 <= n; i += 8)                                                           \
+      for (int l = 0; l < 8; l++) y[i + l] = lt__exp_##NAME(x[i + l] - m);               \
+    for (; i < n; i++) y[i] = lt__exp_##NAME(x[i] - m);                                  \
+    return lt__row_sum_##NAME(y, n);                                                     \
+  }                                                                                      \
+  /* sum of x[0..n) in double. */                                                        \
+  static inline double lt__row_sum_##NAME(const T *x, int64_t n) {                       \
+    double a[8] = {0};                                                                   \
+    int64_t i = 0;                                                                       \
+    for (; i + 8 <= n; i += 8)                                                           \
+      for (int l = 0; l < 8; l++) a[l] += (double)x[i + l];                              \
+    for (int l = 0; i < n; i++, l++) a[l] += (double)x[i];                               \
+    return LT__ROW_LANES_SUM(a);                                                         \
+  }                                                                                      \
+  /* sum of p[i] * q[i] over [0, n) in double. */                                        \
+  static inline double lt__row_dot_##NAME(const T *p, const T *q, int64_t n) {           \
+    double a[8] = {0};                                                                   \
+    int64_t i = 0;                                                                       \
+    for (; i + 8 <= n; i += 8)                                                           \
+      for (int l = 0; l < 8; l++) a[l] += (double)p[i + l] * (double)q[i + l];           \
+    for (int l = 0; i < n; i++, l++) a[l] += (double)p[i] * (double)q[i];                \
+    return LT__ROW_LANES_SUM(a);                                                         \
+  }
+LT__ROW_KERNELS(f32, float)
+LT__ROW_KERNELS(f64, double)
+#undef LT__ROW_KERNELS
+
+#endif /* LT_TENSOR_SOFTMAX_INTERNAL_H */
