@@ -384,6 +384,22 @@ START_TEST(nonfinite_steps_stop_the_run) {
 }
 END_TEST
 
+/* Standard output on a full disk: the run trains and saves, then exits 1
+ * saying that output was lost (never 0 with lost lines). */
+START_TEST(stdout_write_failure_exits_1) {
+  char cmd[2048];
+  snprintf(cmd, sizeof cmd, "'%s' " TINY_ENCDEC " --steps 4 --threads 1 --ckpt-dir '%s' > /dev/full 2> '%s'",
+           LT_TRAIN_EXE, in_tmp("full"), in_tmp("full.log"));
+  int st = system(cmd);
+  ck_assert(st != -1 && WIFEXITED(st));
+  expect_exit(WEXITSTATUS(st), 1, "full.log");
+  expect_in_log("full.log", "writing the output");
+  char ck[600];
+  snprintf(ck, sizeof ck, "%s/ckpt-000000000004.h5", in_tmp("full"));
+  ck_assert_msg(access(ck, R_OK) == 0, "the final checkpoint %s was not kept", ck);
+}
+END_TEST
+
 START_TEST(bad_flags_and_data) {
   struct {
     const char *args;
@@ -717,6 +733,7 @@ int main(void) {
   tcase_add_test(tc, sigint_saves_and_resumes);
   tcase_add_test(tc, nonfinite_steps_stop_the_run);
   tcase_add_test(tc, bad_flags_and_data);
+  tcase_add_test(tc, stdout_write_failure_exits_1);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

@@ -1407,6 +1407,13 @@ static void finish(run *r) {
   free_data(&r->D);
   lt_ckpt_info_free(g_info);
   for (int i = 0; i < g_nstrings; i++) free(g_strings[i]);
+  /* Progress, examples and results went to stdout: a lost line (ENOSPC,
+   * EPIPE) is a failure, exit 1, after the checkpoints are safe. */
+  if (ferror(stdout)) {
+    fprintf(stderr, PROG ": writing the output: some output was lost (a write to standard output failed)\n");
+    exit(EXIT_DATA);
+  }
+  lt_cli_flush(stdout, "the output");
 }
 
 int main(int argc, char **argv) {
@@ -1416,6 +1423,7 @@ int main(int argc, char **argv) {
   r->o = default_options();
   parse_args(argc, argv, &r->o, r->given);
   signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is an ordinary write error (EFBIG), not a kill */
+  signal(SIGPIPE, SIG_IGN); /* a closed stdout is a write error (EPIPE), reported at the end; training goes on */
   if (r->o.threads > 0) TRY(EXIT_USAGE, lt_set_num_threads((int)r->o.threads), "--threads");
   TRY(EXIT_DATA, lt_init(), "starting libtensor");
 
