@@ -189,7 +189,7 @@ static lt_loader_position get_position(void *user) {
 static lt_status set_position(void *user, lt_loader_position pos) {
   loader *L = &((run *)user)->data;
   if (pos.fingerprint != (uint64_t)L->n)
-    return lt_trainer_fail(LT_ERR_STATE, "the checkpoint was trained on %llu images, this data has %lld",
+    return lt_error_set(LT_ERR_STATE, "the checkpoint was trained on %llu images, this data has %lld",
                            (unsigned long long)pos.fingerprint, (long long)L->n);
   if (lt_generator_set_state(L->gen, pos.gen) != LT_OK || new_order(L) != LT_OK) return lt_last_status();
   L->epoch = pos.epoch, L->index = pos.index;

@@ -79,7 +79,7 @@ static lt_loader_position fx_get_position(void *u) {
 }
 static lt_status fx_set_position(void *u, lt_loader_position pos) {
   fx *f = u;
-  if (pos.fingerprint != (uint64_t)N) return lt_trainer_fail(LT_ERR_STATE, "fingerprint %llu, expected %d",
+  if (pos.fingerprint != (uint64_t)N) return lt_error_set(LT_ERR_STATE, "fingerprint %llu, expected %d",
                                                               (unsigned long long)pos.fingerprint, N);
   f->epoch = pos.epoch, f->index = pos.index;
   return LT_OK;

@@ -70,15 +70,6 @@ static volatile sig_atomic_t stop_flag;
 /* Small helpers                                                            */
 /* ======================================================================== */
 
-lt_status lt_trainer_fail(lt_status s, const char *fmt, ...) {
-  char buf[1024];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(buf, sizeof buf, fmt, ap);
-  va_end(ap);
-  return lt__err(s, "%s", buf);
-}
-
 static double now_s(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -31,7 +31,7 @@
  * Errors follow tensor/tensor.h: every function returns an lt_status with a
  * message in lt_last_error() naming what failed (the file, the key, the
  * value and its range). A hook that fails returns its status with its own
- * message set (any lt_ call's, or lt_trainer_fail's); the trainer returns it
+ * message set (any lt_ call's, or lt_error_set's); the trainer returns it
  * unchanged after cleaning up the step. The trainer never exits and never
  * prints to stderr; it prints the progress line, skipped steps, evaluations
  * and thread switches to the configured stream (stdout by default).
@@ -263,10 +263,6 @@ lt_status lt_trainer_fit(lt_trainer *t, lt_trainer_result *result);
  * between fits. */
 lt_status lt_trainer_save(lt_trainer *t);
 
-/* For hooks: sets status s with a printf-formatted message (lt_last_error)
- * and returns s, so a hook can write `return lt_trainer_fail(LT_ERR_IO,
- * "reading '%s': %s", path, strerror(errno));`. */
-lt_status lt_trainer_fail(lt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 
 /* seconds as the progress line writes durations ("12.3s", "4m05s",
  * "1h02m"; "?" if negative, NaN or absurd) into buf (size bytes); returns
