@@ -496,13 +496,7 @@ END_TEST
 #ifdef LT_GENERATE_EXE
 static char tmpdir[256];
 
-static const char *in_tmp(const char *name) {
-  static char buf[4][512];
-  static int i;
-  i = (i + 1) % 4;
-  snprintf(buf[i], sizeof buf[i], "%s/%s", tmpdir, name);
-  return buf[i];
-}
+static const char *in_tmp(const char *name) { return lt_test_join(tmpdir, name); }
 
 /* Runs generate with args (shell words), stdout to out.txt, stderr to err.txt;
  * returns the exit status. */

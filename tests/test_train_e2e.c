@@ -59,13 +59,7 @@ static void teardown(void) {
   if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
 }
 
-static const char *in_tmp(const char *name) {
-  static char buf[4][512];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-  return buf[k];
-}
+static const char *in_tmp(const char *name) { return lt_test_join(tmpdir, name); }
 
 /* Runs train with args, output to <tmpdir>/<log>; returns its exit status. */
 static int run_train(const char *args, const char *log) {

@@ -44,13 +44,7 @@ static void teardown(void) {
   lt_trainer_request_stop(0);
 }
 
-static const char *in_tmp(const char *name) {
-  static char buf[4][512];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", tmpdir, name);
-  return buf[k];
-}
+static const char *in_tmp(const char *name) { return lt_test_join(tmpdir, name); }
 
 /* ---- the model and its hooks ------------------------------------------------- */
 

@@ -164,3 +164,11 @@ TCase *lt_test_case(Suite *s, const char *name, double timeout, const TTest *con
   suite_add_tcase(s, tc);
   return tc;
 }
+
+char *lt_test_join(const char *dir, const char *name) {
+  static char buf[8][512];
+  static int k;
+  char *b = buf[k++ & 7];
+  snprintf(b, sizeof buf[0], "%s/%s", dir, name);
+  return b;
+}

@@ -86,6 +86,10 @@ char *lt_test_write_temp(const void *data, size_t n);
  * machine shared with other work, CPU time (with one library thread) is the
  * steadier measure of a test's own work. */
 double lt_test_now(void);
+
+/* "<dir>/<name>" in one of 8 rotating static buffers (valid until 8 more
+ * calls; up to 511 bytes): a path inside a test's temporary folder. */
+char *lt_test_join(const char *dir, const char *name);
 double lt_test_cpu_now(void);
 
 /* Run a suite (CK_NORMAL output); returns the process exit code. */

@@ -2,6 +2,8 @@
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include "util_ckpt.h"
 
+#include "test_util.h"
+
 #include <check.h>
 #include <dirent.h>
 #include <stdio.h>
@@ -36,13 +38,7 @@ void ckpt_rm_rf(const char *dir) {
 
 void ckpt_tmpdir_remove(void) { ckpt_rm_rf(ckpt_tmpdir); }
 
-char *ckpt_path(const char *name) {
-  static char buf[4][512];
-  static int k;
-  char *b = buf[k++ & 3];
-  snprintf(b, 512, "%s/%s", ckpt_tmpdir, name);
-  return b;
-}
+char *ckpt_path(const char *name) { return lt_test_join(ckpt_tmpdir, name); }
 
 unsigned char *ckpt_read_file(const char *path, size_t *n) {
   FILE *f = fopen(path, "rb");
