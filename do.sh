@@ -14,7 +14,13 @@
 set -eu
 cd "$(dirname "$0")"
 
-PACKAGES="cmake make gcc pkg-config libblis-openmp-dev libhdf5-dev zlib1g-dev check hdf5-tools dataset-fashion-mnist"
+# Debian packages, one group per line (add a new dependency on a line of its
+# own, and to the README's list, in the commit that starts using it).
+PACKAGES="cmake make gcc pkg-config"
+PACKAGES="$PACKAGES libblis-openmp-dev"             # f32/f64 products
+PACKAGES="$PACKAGES libhdf5-dev zlib1g-dev hdf5-tools" # checkpoints
+PACKAGES="$PACKAGES check"                          # tests
+PACKAGES="$PACKAGES dataset-fashion-mnist"          # the Fashion-MNIST example
 # Only ./do.sh fuzz needs these (clang, its libFuzzer runtime, and its OpenMP).
 FUZZ_PACKAGES="clang libclang-rt-14-dev libomp-14-dev"
 JOBS=$(nproc 2>/dev/null || echo 2)
