@@ -80,7 +80,7 @@ static void round_trip(const lt_tf_config *c, lt_hf_family want) {
   ck_assert_int_eq(back.tie_embeddings, c->tie_embeddings);
   ck_assert(back.norm_eps == c->norm_eps && back.rope_base == (c->pos == LT_TF_POS_ROPE ? c->rope_base : back.rope_base));
   ck_assert_int_eq(back.pad_id, c->pad_id);
-  lt_transformer *m2 = lt_hf_load(dir);
+  lt_transformer *m2 = lt_hf_load(dir, 0);
   ck_assert_msg(m2 != NULL, "%s", lt_last_error());
   lt_params *P2 = lt_transformer_params(m2);
   ck_assert_int_eq(lt_params_count(P2), lt_params_count(P));
@@ -214,22 +214,22 @@ START_TEST(damaged_directories) {
   write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16,"
                     "\"hidden_act\": \"gelu\"}");
-  LT_EXPECT_NULLP_ERR(lt_hf_load(dir), LT_ERR_INVALID, "key 'hidden_act' must be \"silu\"");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "key 'hidden_act' must be \"silu\"");
   write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16,"
                     "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}");
-  LT_EXPECT_NULLP_ERR(lt_hf_load(dir), LT_ERR_INVALID, "rope_scaling");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "rope_scaling");
   write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": \"16\"}");
-  LT_EXPECT_NULLP_ERR(lt_hf_load(dir), LT_ERR_FORMAT, "key 'hidden_size' is not an integer");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "key 'hidden_size' is not an integer");
   write_text(cpath, "{\"model_type\": \"bert\"}");
-  LT_EXPECT_NULLP_ERR(lt_hf_load(dir), LT_ERR_INVALID, "model_type");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "model_type");
   write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                     "\"n_positions\": 8, \"activation_function\": \"relu\"}");
-  LT_EXPECT_NULLP_ERR(lt_hf_load(dir), LT_ERR_INVALID, "activation_function");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "activation_function");
   /* the GPT-2 config, with llama weights: names missing */
   write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                     "\"n_positions\": 8}");
-  LT_EXPECT_NULLP_ERR(lt_hf_load(dir), LT_ERR_INVALID, "'transformer.wte.weight' (libtensor's embed.weight) is missing");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "'transformer.wte.weight' (libtensor's embed.weight) is missing");
   for (int i = 0; i < n; i++) lt_tensor_free(ts[i]);
   free(ts);
   free(names);

@@ -616,9 +616,24 @@ out:
   return s;
 }
 
-lt_transformer *lt_hf_load(const char *dir) {
+lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes) {
   lt_tf_config c;
   if (lt_hf_read_config(dir, &c, NULL) != LT_OK) return NULL;
+  /* the size the configuration claims, against what the file holds, before building */
+  int64_t n_params, in_file = 0;
+  size_t bytes;
+  char path[PATH_LEN];
+  if (lt_tf_config_size(&c, &n_params, &bytes) != LT_OK) return NULL;
+  lt_st_file *f = lt_st_open(join(path, dir, LT_HF_WEIGHTS_FILE));
+  if (!f) return NULL;
+  for (int i = 0; i < lt_st_count(f); i++) in_file += lt_st_info(f, i)->numel; /* the tensors tile the file: at most its size */
+  lt_st_close(f);
+  if (n_params > in_file)
+    return lt_error_set(LT_ERR_FORMAT, "hf '%s': the configuration describes %lld parameters, the weights file holds "
+                        "%lld", dir, (long long)n_params, (long long)in_file), NULL;
+  if (max_bytes && bytes > max_bytes)
+    return lt_error_set(LT_ERR_NOMEM, "hf '%s': the model needs %zu bytes, over the memory cap of %llu", dir, bytes,
+                        (unsigned long long)max_bytes), NULL;
   lt_generator *g = lt_generator_new(0); /* the values are replaced by the file's */
   if (!g) return NULL;
   lt_transformer *m = lt_transformer_new(&c, g);

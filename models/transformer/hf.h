@@ -81,9 +81,13 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *fa
 lt_status lt_hf_load_params(const char *dir, lt_transformer *m);
 
 /* lt_hf_read_config, lt_transformer_new, lt_hf_load_params: the model of an
- * exported directory. Returns new (free with lt_transformer_free), or NULL
- * with the error set. */
-lt_transformer *lt_hf_load(const char *dir);
+ * exported directory. Before the model is built, its size
+ * (lt_tf_config_size) is compared with the weights file: a configuration
+ * claiming more elements than model.safetensors holds is refused
+ * (LT_ERR_FORMAT), and so is a model of more than max_bytes bytes
+ * (LT_ERR_NOMEM; 0: no cap). Returns new (free with lt_transformer_free), or
+ * NULL with the error set. */
+lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes);
 
 #ifdef __cplusplus
 }
