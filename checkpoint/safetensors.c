@@ -299,10 +299,8 @@ lt_st_file *lt_st_open(const char *path) {
     free(f);
     return lt__err(LT_ERR_NOMEM, "safetensors_open: out of memory"), NULL;
   }
-  char op[64];
-  snprintf(op, sizeof op, "safetensors_open");
   uint64_t fsize = 0;
-  int fd = lt__open_regular(path, op, SIZE_MAX, LT_ERR_FORMAT, &fsize);
+  int fd = lt__open_regular(path, "safetensors_open", SIZE_MAX, LT_ERR_FORMAT, &fsize);
   if (fd < 0) {
     lt_st_close(f);
     return NULL;
@@ -313,14 +311,12 @@ lt_st_file *lt_st_open(const char *path) {
     s = BAD("safetensors '%s': %zu bytes: too short for the 8-byte header length", path, f->size);
     goto out;
   }
-  if (f->size > 0) {
-    void *m = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-    if (m != MAP_FAILED) {
-      f->bytes = m;
-      f->mapped = true;
-    } else if ((s = read_all(fd, f)) != LT_OK) {
-      goto out;
-    }
+  void *map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
+  if (map != MAP_FAILED) {
+    f->bytes = map;
+    f->mapped = true;
+  } else if ((s = read_all(fd, f)) != LT_OK) {
+    goto out;
   }
   const uint64_t hlen = lt__get_le64(f->bytes);
   if (hlen > LT_ST_MAX_HEADER) {

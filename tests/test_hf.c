@@ -221,6 +221,14 @@ START_TEST(damaged_directories) {
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "rope_scaling");
   write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": \"16\"}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "key 'hidden_size' is not an integer");
+  /* a configuration that claims more than the file holds is refused before the model is built */
+  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+                    "\"num_hidden_layers\": 100000, \"num_attention_heads\": 4, \"max_position_embeddings\": 16}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "the configuration describes");
+  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+                    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+                    "\"max_position_embeddings\": 16}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 1000), LT_ERR_NOMEM, "over the memory cap");
   write_text(cpath, "{\"model_type\": \"bert\"}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "model_type");
   write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"

@@ -102,14 +102,8 @@ int main(int argc, char **argv) {
   if (lt_tf_config_size(&cfg, &n_params, &bytes) != LT_OK ||
       lt_ckpt_check_model_size(info, o.checkpoint, n_params, bytes, lo.max_bytes) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-  lt_generator *init = lt_generator_new(0); /* the values are replaced by the checkpoint's */
-  lt_transformer *m = init ? lt_transformer_new(&cfg, init) : NULL;
-  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': building its model: %s", o.checkpoint, lt_last_error());
-  lt_generator_free(init);
-  lo.non_strict = false;
-  if (lt_ckpt_load_params(o.checkpoint, lt_transformer_params(m), &lo, NULL) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': loading the model's parameters: %s", o.checkpoint,
-               lt_last_error());
+  lt_transformer *m = lt_tf_load_model(o.checkpoint, &cfg, &lo);
+  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
 
   if (lt_hf_export(m, o.out) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o.out, lt_last_error());
   const void *blob;

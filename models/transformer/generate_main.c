@@ -378,14 +378,7 @@ int main(int argc, char **argv) {
             (long long)cfg.max_len);
     }
     lt_ckpt_info_free(info);
-    lt_generator *init = lt_generator_new(0); /* the values are replaced by the checkpoint's */
-    m = init ? lt_transformer_new(&cfg, init) : NULL;
-    if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': building its model: %s", o.checkpoint, lt_last_error());
-    lt_generator_free(init);
-    lo.non_strict = false;
-    if (lt_ckpt_load_params(o.checkpoint, lt_transformer_params(m), &lo, NULL) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': loading the model's parameters: %s", o.checkpoint,
-                 lt_last_error());
+    if (!(m = lt_tf_load_model(o.checkpoint, &cfg, &lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
   }
 
   /* ---- generation limits ---- */

@@ -616,24 +616,30 @@ out:
   return s;
 }
 
-lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes) {
-  lt_tf_config c;
-  if (lt_hf_read_config(dir, &c, NULL) != LT_OK) return NULL;
-  /* the size the configuration claims, against what the file holds, before building */
+lt_status lt_hf_check_size(const char *dir, const lt_tf_config *c, uint64_t max_bytes) {
+  if (!dir) return lt_error_null_arg("hf_check_size", "dir");
+  if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_check_size: directory name too long");
   int64_t n_params, in_file = 0;
   size_t bytes;
   char path[PATH_LEN];
-  if (lt_tf_config_size(&c, &n_params, &bytes) != LT_OK) return NULL;
+  lt_status s = lt_tf_config_size(c, &n_params, &bytes);
+  if (s != LT_OK) return s;
   lt_st_file *f = lt_st_open(join(path, dir, LT_HF_WEIGHTS_FILE));
-  if (!f) return NULL;
+  if (!f) return lt_last_status();
   for (int i = 0; i < lt_st_count(f); i++) in_file += lt_st_info(f, i)->numel; /* the tensors tile the file: at most its size */
   lt_st_close(f);
   if (n_params > in_file)
     return lt_error_set(LT_ERR_FORMAT, "hf '%s': the configuration describes %lld parameters, the weights file holds "
-                        "%lld", dir, (long long)n_params, (long long)in_file), NULL;
+                        "%lld", dir, (long long)n_params, (long long)in_file);
   if (max_bytes && bytes > max_bytes)
     return lt_error_set(LT_ERR_NOMEM, "hf '%s': the model needs %zu bytes, over the memory cap of %llu", dir, bytes,
-                        (unsigned long long)max_bytes), NULL;
+                        (unsigned long long)max_bytes);
+  return LT_OK;
+}
+
+lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes) {
+  lt_tf_config c;
+  if (lt_hf_read_config(dir, &c, NULL) != LT_OK || lt_hf_check_size(dir, &c, max_bytes) != LT_OK) return NULL;
   lt_generator *g = lt_generator_new(0); /* the values are replaced by the file's */
   if (!g) return NULL;
   lt_transformer *m = lt_transformer_new(&c, g);

@@ -80,13 +80,16 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *fa
  * LT_ERR_SHAPE, LT_ERR_DTYPE, each naming the file and the tensor. */
 lt_status lt_hf_load_params(const char *dir, lt_transformer *m);
 
-/* lt_hf_read_config, lt_transformer_new, lt_hf_load_params: the model of an
- * exported directory. Before the model is built, its size
- * (lt_tf_config_size) is compared with the weights file: a configuration
- * claiming more elements than model.safetensors holds is refused
- * (LT_ERR_FORMAT), and so is a model of more than max_bytes bytes
- * (LT_ERR_NOMEM; 0: no cap). Returns new (free with lt_transformer_free), or
- * NULL with the error set. */
+/* Before a model of configuration cfg (borrowed) is built for dir: its size
+ * (lt_tf_config_size) against dir/model.safetensors (opened and checked, no
+ * tensor read): a configuration claiming more elements than the file holds
+ * is refused (LT_ERR_FORMAT, such as 100,000 layers in a small file), and so
+ * is a model of more than max_bytes bytes (LT_ERR_NOMEM; 0: no cap). */
+lt_status lt_hf_check_size(const char *dir, const lt_tf_config *cfg, uint64_t max_bytes);
+
+/* lt_hf_read_config, lt_hf_check_size, lt_transformer_new,
+ * lt_hf_load_params: the model of an exported directory. Returns new (free
+ * with lt_transformer_free), or NULL with the error set. */
 lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes);
 
 #ifdef __cplusplus

@@ -1420,6 +1420,9 @@ static lt_tokenizer *init_from_options(run *r) {
       if (!tok) die_lt(EXIT_DATA, "--init-from: the tokenizer");
     }
   } else {
+    static char file[PATH_LEN]; /* a run directory stands for its newest valid checkpoint, as --resume */
+    if (lt_trainer_find_resume(path, CKPT_PREFIX, file, sizeof file) != LT_OK) die_lt(EXIT_DATA, "--init-from");
+    r->o.init_from = path = file;
     lt_params *empty = lt_params_new();
     lt_train_state st0 = {.params = empty};
     lt_ckpt_load_opts lo = ckpt_opts(&r->o);
@@ -1546,6 +1549,10 @@ int main(int argc, char **argv) {
   lt_ckpt_load_opts lo = ckpt_opts(&r->o);
   TRY(EXIT_USAGE, lt_tf_config_size(&r->cfg, &n_params, &model_bytes), "model configuration");
   if (r->o.resume) TRY(EXIT_DATA, lt_ckpt_check_model_size(g_info, resume_path, n_params, model_bytes, lo.max_bytes), "--resume");
+  else if (r->o.init_from && lt_hf_is_dir(r->o.init_from))
+    TRY(EXIT_DATA, lt_hf_check_size(r->o.init_from, &r->cfg, lo.max_bytes), "--init-from");
+  else if (r->o.init_from)
+    TRY(EXIT_DATA, lt_ckpt_check_model_size(g_info, r->o.init_from, n_params, model_bytes, lo.max_bytes), "--init-from");
   else if (lo.max_bytes && model_bytes > lo.max_bytes)
     die(EXIT_USAGE, "the model needs %zu bytes (%lld parameters), more than --max-memory (%llu bytes)", model_bytes,
         (long long)n_params, (unsigned long long)lo.max_bytes);
