@@ -111,6 +111,32 @@ class Directions(unittest.TestCase):
         for q in m.parameters():
             torch.testing.assert_close(opt.state[q]["exp_avg"], back.state[q]["exp_avg"], rtol=0, atol=0)
 
+    def test_options(self):
+        """Every option the PyTorch models take, on random weights: the logits of libtensor's model agree."""
+        tok = lt.Tokenizer("byte")
+        ids = [tok.encode("options, all of them")]
+        variants = [
+            ("decoder-only", dict(norm="rmsnorm", swiglu=True, act="silu", bias=False, tie_embeddings=False)),
+            ("decoder-only", dict(pre_norm=False, pos="sinusoidal", act="gelu_tanh", scale_embeddings=True)),
+            ("decoder-only", dict(act="relu", n_kv_heads=1, norm_eps=1e-6)),
+            ("encoder-decoder", dict(pre_norm=True, act="gelu", pos="learned", tie_embeddings=False)),
+        ]
+        for i, (arch, over) in enumerate(variants):
+            torch.manual_seed(10 + i)
+            cfg = tm.default_config(arch, tok.vocab_size, d_model=16, n_heads=4, n_kv_heads=over.pop("n_kv_heads", 4),
+                                    n_enc_layers=1, n_dec_layers=2, d_ff=24, max_len=32, dropout=0.0, **over)
+            m = (tm.GPT if arch == "decoder-only" else tm.Seq2Seq)(cfg)
+            for q in m.parameters():  # not the initial values: norms and biases too
+                torch.nn.init.normal_(q, 0.0, 0.3)
+            p = os.path.join(self.d, "opt%d.h5" % i)
+            lt.save(p, lt.Checkpoint(content="model", config=m.config, tensors=tm.to_libtensor(m.state_dict(), arch)))
+            m.eval()
+            with torch.no_grad():
+                if arch == "decoder-only":
+                    self.assert_logits(p, m.config, m(torch.tensor(ids)).numpy(), ids)
+                else:
+                    self.assert_logits(p, m.config, m(torch.tensor(ids), torch.tensor(ids)).numpy(), ids, ids)
+
     def test_libtensor_to_torch(self):
         """Checkpoints written by train, loaded into the PyTorch models."""
         corpus = os.path.join(self.d, "c.txt")
