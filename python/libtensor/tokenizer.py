@@ -58,6 +58,19 @@ def pieces(data):
     return out
 
 
+def merge_pair(sym, left, right, joined):
+    """sym with every occurrence, left to right, of the pair (left, right) replaced by joined."""
+    out, i = [], 0
+    while i < len(sym):
+        if i + 1 < len(sym) and sym[i] == left and sym[i + 1] == right:
+            out.append(joined)
+            i += 2
+        else:
+            out.append(sym[i])
+            i += 1
+    return out
+
+
 class TokenizerError(ValueError):
     pass
 
@@ -152,15 +165,7 @@ class Tokenizer:
             if best == 1 << 62:
                 break
             l, r = self.merges[best]
-            out, i = [], 0
-            while i < len(sym):
-                if i + 1 < len(sym) and sym[i] == l and sym[i + 1] == r:
-                    out.append(NBASE + best)
-                    i += 2
-                else:
-                    out.append(sym[i])
-                    i += 1
-            sym = out
+            sym = merge_pair(sym, l, r, NBASE + best)
         return sym
 
     def encode(self, text):
@@ -286,14 +291,6 @@ def hf_encode(obj, text):
                 break
             r = min(cand)[0]
             a, b = model["merges"][r].split(" ")
-            out, i = [], 0
-            while i < len(sym):
-                if i + 1 < len(sym) and sym[i] == a and sym[i + 1] == b:
-                    out.append(a + b)
-                    i += 2
-                else:
-                    out.append(sym[i])
-                    i += 1
-            sym = out
+            sym = merge_pair(sym, a, b, a + b)
         ids.extend(vocab[s] for s in sym)
     return ids

@@ -89,6 +89,23 @@ def _act(name):
             "silu": F.silu}[name]
 
 
+@torch.no_grad()
+def greedy(model, next_logits, start, max_new, eos):
+    """Greedy decoding as `generate --strategy greedy`: next_logits(ids) gives
+    the logits of the position after ids; the new ids, the first eos included."""
+    was = model.training
+    model.eval()
+    ids, out = list(start), []
+    for _ in range(max_new):
+        nxt = int(next_logits(ids).argmax())
+        out.append(nxt)
+        ids.append(nxt)
+        if nxt == eos:
+            break
+    model.train(was)
+    return out
+
+
 class Attention(nn.Module):
     """lt_mha: q/k/v/out projections, n_kv_heads key/value heads (query head h uses kv head h // (NH / NKV))."""
 
@@ -188,21 +205,9 @@ class GPT(nn.Module):
             x = self.decoder.norm(x)
         return self.lm_head(x) if not c["tie_embeddings"] else x @ self.embed.weight.t()
 
-    @torch.no_grad()
     def generate(self, prompt, max_new, eos=2):
-        """Greedy continuation of one prompt (a list of ids), as `generate --strategy greedy`
-        within max_len positions: the new ids, the first eos included."""
-        was = self.training
-        self.eval()
-        ids, out = list(prompt), []
-        for _ in range(max_new):
-            nxt = int(self(torch.tensor([ids]))[0, -1].argmax())
-            out.append(nxt)
-            ids.append(nxt)
-            if nxt == eos:
-                break
-        self.train(was)
-        return out
+        """Greedy continuation of one prompt (a list of ids) within max_len positions."""
+        return greedy(self, lambda ids: self(torch.tensor([ids]))[0, -1], prompt, max_new, eos)
 
 
 class Seq2Seq(nn.Transformer):
@@ -258,19 +263,13 @@ class Seq2Seq(nn.Transformer):
         """src [B, S], tgt [B, T] (<bos> first) -> logits [B, T, V]."""
         return self.decode(tgt, self.encode(src, src_pad), src_pad, tgt_pad)
 
-    @torch.no_grad()
     def generate(self, src, max_new, bos=1, eos=2):
-        """Greedy output for one source (a list of ids), the first eos included."""
+        """Greedy output for one source (a list of ids), from <bos>."""
         was = self.training
         self.eval()
-        mem = self.encode(torch.tensor([src]))
-        ys, out = [bos], []
-        for _ in range(max_new):
-            nxt = int(self.decode(torch.tensor([ys]), mem)[0, -1].argmax())
-            out.append(nxt)
-            ys.append(nxt)
-            if nxt == eos:
-                break
+        with torch.no_grad():
+            mem = self.encode(torch.tensor([src]))
+        out = greedy(self, lambda ys: self.decode(torch.tensor([ys]), mem)[0, -1], [bos], max_new, eos)
         self.train(was)
         return out
 
@@ -279,6 +278,17 @@ class Seq2Seq(nn.Transformer):
 
 def _np(t):
     return t.detach().cpu().numpy().copy() if isinstance(t, torch.Tensor) else np.asarray(t)
+
+
+def torch_name(name, arch):
+    """The PyTorch parameter a libtensor name comes from: q/k/v_proj.{weight,bias}
+    of nn.Transformer are in in_proj_{weight,bias}, cross_attn is multihead_attn."""
+    if arch != "encoder-decoder":
+        return name
+    name = name.replace(".cross_attn.", ".multihead_attn.")
+    for p in "qkv":
+        name = name.replace(".%s_proj.weight" % p, ".in_proj_weight").replace(".%s_proj.bias" % p, ".in_proj_bias")
+    return name
 
 
 def to_libtensor(state, arch):
@@ -356,13 +366,7 @@ def optim_to_libtensor(opt, model, arch):
         for n, a in conv.items():
             state.setdefault(n, {})[leaf] = a
     for n in state:  # the step of each converted name: its source's
-        src = n
-        if arch == "encoder-decoder":
-            src = n.replace(".cross_attn.", ".multihead_attn.")
-            for p in "qkv":
-                src = src.replace(".%s_proj.weight" % p, ".in_proj_weight").replace(".%s_proj.bias" % p,
-                                                                                     ".in_proj_bias")
-        state[n]["step"] = per[src]["step"]
+        state[n]["step"] = per[torch_name(n, arch)]["step"]
     return {"kind": "adamw", "step": max(steps) if steps else 0, "lr": float(g0["lr"]), "momentum": 0.0,
             "dampening": 0.0, "nesterov": 0, "beta1": float(g0["betas"][0]), "beta2": float(g0["betas"][1]),
             "eps": float(g0["eps"]), "weight_decay": float(wd), "decay_all": 0, "state": state}
@@ -386,12 +390,7 @@ def optim_from_libtensor(optim, model, arch):
             opt.state[params[n]][leaf] = t.clone()
     steps = {}
     for n, s in st.items():
-        tn = n
-        if arch == "encoder-decoder":
-            tn = n.replace(".cross_attn.", ".multihead_attn.")
-            for p in "qkv":
-                tn = tn.replace(".%s_proj.weight" % p, ".in_proj_weight").replace(".%s_proj.bias" % p,
-                                                                                ".in_proj_bias")
+        tn = torch_name(n, arch)
         if tn in steps and steps[tn] != s["step"]:
             raise ValueError("%s: q, k and v have different steps (%d, %d): cannot pack them" % (tn, steps[tn],
                                                                                                s["step"]))

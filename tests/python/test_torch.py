@@ -20,6 +20,16 @@ torch.set_num_threads(1)
 TOL = 1e-5
 
 
+def fit(model, opt, steps, batch):
+    """steps of opt on the cross-entropy of batch() = (logits [B, T, V], labels [B, T])."""
+    for _ in range(steps):
+        logits, labels = batch()
+        loss = torch.nn.functional.cross_entropy(logits.flatten(0, 1), labels.flatten())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+
 def save_converted(path, model, opt, arch, tok, steps):
     ck = lt.Checkpoint(content="training", config=model.config, tensors=tm.to_libtensor(model.state_dict(), arch),
                        optim=tm.optim_to_libtensor(opt, model, arch), schedule={"step": steps},
@@ -51,12 +61,7 @@ class Directions(unittest.TestCase):
         m = tm.GPT(cfg)
         opt = torch.optim.AdamW(tm.param_groups(m, 0.01), lr=1e-2)
         data = torch.tensor([tok.encode("hello world, hello libtensor. " * 4)])
-        for _ in range(60):
-            x, y = data[:, :40], data[:, 1:41]
-            loss = torch.nn.functional.cross_entropy(m(x).flatten(0, 1), y.flatten())
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        fit(m, opt, 60, lambda: (m(data[:, :40]), data[:, 1:41]))
         p = os.path.join(self.d, "gpt.h5")
         ck = save_converted(p, m, opt, "decoder-only", tok, 60)
         m.eval()
@@ -83,14 +88,12 @@ class Directions(unittest.TestCase):
         m = tm.Seq2Seq(cfg)
         opt = torch.optim.AdamW(tm.param_groups(m, 0.0), lr=1e-2, betas=(0.9, 0.98), eps=1e-9)
         g = torch.Generator().manual_seed(2)
-        for _ in range(80):  # copy task
+
+        def copy_batch():  # the copy task: <bos> x -> x <eos>
             src = torch.randint(4, tok.vocab_size, (32, 6), generator=g)
             tgt_in = torch.cat([torch.ones(32, 1, dtype=torch.long), src], 1)
-            labels = torch.cat([src, torch.full((32, 1), 2)], 1)
-            loss = torch.nn.functional.cross_entropy(m(src, tgt_in).flatten(0, 1), labels.flatten())
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+            return m(src, tgt_in), torch.cat([src, torch.full((32, 1), 2)], 1)
+        fit(m, opt, 80, copy_batch)
         p = os.path.join(self.d, "s2s.h5")
         ck = save_converted(p, m, opt, "encoder-decoder", tok, 80)
         m.eval()
