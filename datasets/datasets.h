@@ -259,6 +259,26 @@ lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *si
  * Returns new. */
 lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size);
 
+/* The tokenizer as tokenizer.json, the format of Hugging Face tokenizers
+ * (docs/datasets.md "tokenizer.json"): byte and BPE as a byte-level BPE model
+ * (libtensor's piece rule as a Split regex, lt_tokenizer_piece_regex), char
+ * as a WordLevel model with one piece per character; the special tokens as
+ * added tokens with their ids. A BPE vocabulary in which two ids spell the
+ * same bytes cannot be written that way: it is written as libtensor's own
+ * JSON ("format": "libtensor-tokenizer", with the reason in "why").
+ * *json returns new (free with free()), NUL-terminated, ASCII (other
+ * characters escaped), *len bytes without the NUL. Errors: LT_ERR_NULL,
+ * LT_ERR_NOMEM. On failure *json and *len are untouched. */
+lt_status lt_tokenizer_to_json(const lt_tokenizer *tok, char **json, size_t *len);
+/* The same written to path (replaced if it exists), with a final newline.
+ * Errors: those of lt_tokenizer_to_json, LT_ERR_IO naming the path. */
+lt_status lt_tokenizer_save_json(const lt_tokenizer *tok, const char *path);
+/* libtensor's BPE pieces as a regular expression (Oniguruma and Python re
+ * syntax; static string): the same pieces as the tokenizer cuts for every
+ * text whose runs of whitespace, and whose runs of letters with non-ASCII
+ * characters, are at most 128 bytes (docs/datasets.md). */
+const char *lt_tokenizer_piece_regex(void);
+
 /* ---- Text sources ------------------------------------------------------- */
 
 /* Largest file the text readers accept (bytes). */
