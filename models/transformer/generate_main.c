@@ -63,6 +63,7 @@ typedef struct options {
   double length_penalty, temperature, top_p;
   bool no_cache, scores, allow_unchecksummed;
   const char *input; /* file, "-" or NULL */
+  const char *write_tokenizer; /* tokenizer.json to write instead of decoding, or NULL */
   int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
 } options;
 
@@ -99,6 +100,9 @@ static const lt_cli_opt OPTS[] = {
     .default_text = "LT_NUM_THREADS, else all"),
   I("max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs more memory (0: no "
     "cap; docs/security.md)", .default_text = "half of physical memory"),
+  LT_CLI_OPT_STRING(options, "write-tokenizer", write_tokenizer, "FILE", PATH_MAX_LEN, "write the checkpoint's "
+                    "tokenizer as FILE (tokenizer.json of Hugging Face tokenizers; docs/datasets.md) and exit "
+                    "without decoding"),
   LT_CLI_OPT_BOOL(options, "allow-unchecksummed", allow_unchecksummed, "accept an HDF5 file without object header "
                   "checksums (h5py's default layout; only from a trusted source, docs/security.md)"),
 };
@@ -143,6 +147,8 @@ static options parse_args(int argc, char **argv, bool *given, const char ***text
   lt_cli_parse_or_exit(&CLI, argc, argv, &o, given, *texts, n_texts);
   if (!o.checkpoint) lt_cli_die(LT_CLI_EXIT_USAGE, "--checkpoint FILE is required");
   if (o.input && *n_texts > 0) lt_cli_die(LT_CLI_EXIT_USAGE, "give inputs as arguments or with --input, not both");
+  if (o.write_tokenizer && (o.input || *n_texts > 0))
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--write-tokenizer writes the tokenizer only: give no inputs");
   int64_t hyp;
   if (o.strategy == LT_GENERATE_BEAM && (__builtin_mul_overflow(o.batch, o.beam, &hyp) || hyp > ((int64_t)1 << 20)))
     lt_cli_die(LT_CLI_EXIT_USAGE, "--batch %lld x --beam %lld: at most 2^20 (1048576) hypotheses are decoded together",
@@ -379,6 +385,16 @@ int main(int argc, char **argv) {
     }
     lt_ckpt_info_free(info);
     if (!(m = lt_tf_load_model(o.checkpoint, &cfg, &lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  }
+  if (o.write_tokenizer) { /* only the tokenizer, as tokenizer.json (docs/python.md) */
+    if (lt_tokenizer_save_json(tok, o.write_tokenizer) != LT_OK) die_lt("--write-tokenizer");
+    lt_tokenizer_free(tok);
+    if (classes)
+      for (int64_t i = 0; i < cfg.n_classes; i++) free(classes[i]);
+    free(classes);
+    lt_transformer_free(m);
+    free(texts);
+    return 0;
   }
 
   /* ---- generation limits ---- */

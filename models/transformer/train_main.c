@@ -48,6 +48,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -127,7 +128,7 @@ typedef struct options {
   double norm_eps, rope_base;
   /* data */
   int task;
-  const char *tsv, *valid_tsv, *text;
+  const char *tsv, *valid_tsv, *text, *dump_data;
   int64_t task_train, task_valid, task_min_len, task_max_len, task_symbols, data_seed;
   double valid_fraction;
   int tokenizer, tokenizer_from;
@@ -245,7 +246,10 @@ static const lt_cli_opt OPTS[] = {
        "shortest source (symbols; digits for number_words)", "by task"),
     OD("task-max-len", LT_CLI_INT, task_max_len, F_STATE, "N", 1, 200, "longest source", "by task"),
     O("task-symbols", LT_CLI_INT, task_symbols, F_STATE, "N", 2, 36, "alphabet size of copy/reverse/sort (2..36)"),
-    O("data-seed", LT_CLI_INT, data_seed, F_STATE, "N", 0, INT64_MAX, "seed of the generated task data"),
+    O("data-seed", LT_CLI_INT, data_seed, F_STATE, "N", 0, INT64_MAX,
+      "seed of the generated training data (validation: N + 1)"),
+    O("dump-data", LT_CLI_STRING, dump_data, F_RUN | F_NOSAVE, "DIR", 1, PATH_MAX_LEN,
+      "write the task's train.tsv and valid.tsv into DIR, print the flags that train on them, and exit"),
     O("valid-fraction", LT_CLI_DOUBLE, valid_fraction, F_STATE | LT_CLI_MIN_OPEN | LT_CLI_MAX_OPEN, "X", 0, 1,
       "share held out for validation"),
     OE("tokenizer", tokenizer, F_STATE, tok_ename, 3, "tokenizer (char and bpe learn from the training text)",
@@ -530,6 +534,8 @@ static void check_options(const options *o, const bool *given) {
   NEED(o->seq_len <= o->max_len, "--seq-len %lld is longer than the model's --max-len %lld", (long long)o->seq_len,
        (long long)o->max_len);
   NEED(!o->eval_only || o->resume, "--eval-only evaluates a checkpoint: give --resume PATH");
+  NEED(!o->dump_data || (!o->tsv && !o->text && !o->resume),
+       "--dump-data writes a generated task's data: give no --tsv, --text or --resume");
   NEED(!(o->resume && o->init_from), "--init-from starts a new run from weights; --resume continues one: not both");
   /* tokens per micro-batch and per step (sizes of the batches, logits and their counts) */
   const int64_t micro_max = (int64_t)1 << 24, step_max = (int64_t)1 << 32;
@@ -849,6 +855,25 @@ static void load_data(const options *o, data *D, lt_tokenizer *tok) {
   bo.seed = (uint64_t)o->seed + 2;
   D->sl = lt_seq2seq_loader_new(D->train, &bo);
   if (!D->sl) die_lt(EXIT_DATA, "the batch loader");
+}
+
+/* --dump-data DIR: the generated task's pairs as DIR/train.tsv and
+ * DIR/valid.tsv, and the flags with which --tsv reproduces this run (the
+ * defaults that follow from a task rather than a corpus: dropout, tokenizer). */
+static void dump_data(const options *o, const data *D) {
+  const char *dir = o->dump_data;
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) die(EXIT_DATA, "--dump-data: cannot create '%s': %s", dir, strerror(errno));
+  char train[PATH_LEN], valid[PATH_LEN];
+  if (snprintf(train, sizeof train, "%s/train.tsv", dir) >= (int)sizeof train ||
+      snprintf(valid, sizeof valid, "%s/valid.tsv", dir) >= (int)sizeof valid)
+    die(EXIT_USAGE, "--dump-data: the path '%s' is too long", dir);
+  TRY(EXIT_DATA, lt_text_pairs_save_tsv(D->train_text, train), "--dump-data: the training pairs");
+  TRY(EXIT_DATA, lt_text_pairs_save_tsv(D->valid_text, valid), "--dump-data: the validation pairs");
+  printf("%s: wrote %lld training pairs to %s and %lld validation pairs to %s\n"
+         "the same run from these files: %s --tsv '%s' --valid-tsv '%s' --dropout %.17g --tokenizer %s "
+         "--tokenizer-from %s (and the other flags of this command)\n",
+         D->name, (long long)lt_text_pairs_count(D->train_text), train, (long long)lt_text_pairs_count(D->valid_text),
+         valid, PROG, train, valid, o->dropout, tok_ename(o->tokenizer), from_ename(o->tokenizer_from));
 }
 
 static void free_data(data *D) {
@@ -1517,6 +1542,11 @@ int main(int argc, char **argv) {
 
   /* data */
   load_data(&r->o, &r->D, tok);
+  if (r->o.dump_data) {
+    dump_data(&r->o, &r->D);
+    finish(r);
+    return 0;
+  }
   if (r->o.epochs > 0 && (!r->o.resume || r->given[opt_index("epochs")])) {
     int64_t bpe = batches_per_epoch(&r->D), micro;
     if (__builtin_mul_overflow(r->o.epochs, bpe, &micro) || micro / r->o.accum >= COUNT_MAX)
