@@ -182,23 +182,33 @@ static void from_cm(lt_dtype dt, const void *t, void *y, int64_t N, int64_t C, i
   else from_cm_f64(t, y, N, C, HW, b ? b->data : NULL, b ? b->stride[0] : 0);
 }
 
-/* db [C] = sum of g [N, C, H, W] over n, h, w, in double in a fixed order. */
-static lt_tensor *channel_sum(const lt_tensor *g, lt_dtype dt) {
-  const int64_t N = g->shape[0], C = g->shape[1], H = g->shape[2], W = g->shape[3];
-  lt_tensor *db = lt_empty(dt, 1, &C);
-  if (!db) return NULL;
-  const int nt = lt__threads_for(g->numel, C);
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t c = 0; c < C; c++) {
-    double s = 0;
-    for (int64_t n = 0; n < N; n++)
-      for (int64_t h = 0; h < H; h++)
-        for (int64_t w = 0; w < W; w++)
-          s += lt__load((const char *)g->data + (size_t)(n * g->stride[0] + c * g->stride[1] + h * g->stride[2] +
-                                                         w * g->stride[3]) * lt_dtype_size(g->dtype),
-                        g->dtype);
-    lt__store((char *)db->data + (size_t)c * lt_dtype_size(dt), dt, s);
+/* db [C] = sum of g [N, C, H, W] over n, h, w, in double in a fixed order
+ * (g any strides, in dtype dt). */
+#define DEF_CHANNEL_SUM(T, sfx)                                                                   \
+  static void channel_sum_##sfx(const lt_tensor *g, T *db) {                                      \
+    const int64_t N = g->shape[0], C = g->shape[1], H = g->shape[2], W = g->shape[3];             \
+    const int64_t *gs = g->stride;                                                                \
+    const T *gd = g->data;                                                                        \
+    const int nt = lt__threads_for(g->numel, C);                                                  \
+    _Pragma("omp parallel for schedule(static) num_threads(nt)") for (int64_t c = 0; c < C; c++) { \
+      double s = 0;                                                                               \
+      for (int64_t n = 0; n < N; n++)                                                             \
+        for (int64_t h = 0; h < H; h++) {                                                         \
+          const T *row = gd + n * gs[0] + c * gs[1] + h * gs[2];                                  \
+          for (int64_t w = 0; w < W; w++) s += row[w * gs[3]];                                    \
+        }                                                                                         \
+      db[c] = (T)s;                                                                               \
+    }                                                                                             \
   }
+DEF_CHANNEL_SUM(float, f32)
+DEF_CHANNEL_SUM(double, f64)
+
+static lt_tensor *channel_sum(const lt_tensor *g, lt_dtype dt) {
+  LT_CHECK(g->dtype == dt);
+  lt_tensor *db = lt_empty(dt, 1, &g->shape[1]);
+  if (!db) return NULL;
+  if (dt == LT_DTYPE_F32) channel_sum_f32(g, db->data);
+  else channel_sum_f64(g, db->data);
   return db;
 }
 
