@@ -357,6 +357,25 @@ fail:
   return NULL;
 }
 
+/* What both convolution backwards start with: the bias gradient (input 2),
+ * and zero gradients for x and W when there are no positions (NL = 0).
+ * *go is gout in x's dtype when products remain to be done, else NULL. */
+static lt_status conv_bw_begin(const lt_node *node, const lt_tensor *gout, lt_tensor **gin, int64_t NL,
+                               const lt_tensor **go) {
+  const lt_tensor *x = node->saved[0], *w = node->saved[1];
+  const lt_dtype dt = x->dtype;
+  const lt_tensor *g = grad_as(gout, dt);
+  if (!g) return lt_last_status();
+  if (lt__needs_input_grad(node, 2) && !(gin[2] = channel_sum(g, dt))) return lt_last_status();
+  const bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
+  if (NL == 0) {
+    if (need_x && !(gin[0] = lt_zeros(dt, 4, x->shape))) return lt_last_status();
+    if (need_w && !(gin[1] = lt_zeros(dt, 4, w->shape))) return lt_last_status();
+  }
+  *go = NL > 0 && (need_x || need_w) ? g : NULL;
+  return LT_OK;
+}
+
 /* y = conv2d(x, W) + b. Saved: x, W (contiguous); aux: the geometry.
  * dW_g = G^T_g · COL_g^T, dCOL_g = W_g^T · G^T_g, dx = col2im(dCOL), db = sum g. */
 lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
@@ -364,16 +383,10 @@ lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **
   const geom *g = (const geom *)node->aux;
   const lt_dtype dt = x->dtype;
   const int64_t Cout = w->shape[0], G = g->groups, K = g->C * g->kh * g->kw, L = g->OH * g->OW, NL = g->N * L;
-  const lt_tensor *go = grad_as(gout, dt);
-  if (!go) return lt_last_status();
-  if (lt__needs_input_grad(node, 2) && !(gin[2] = channel_sum(go, dt))) return lt_last_status();
+  const lt_tensor *go = NULL;
+  if (conv_bw_begin(node, gout, gin, NL, &go) != LT_OK) return lt_last_status();
+  if (!go) return LT_OK;
   const bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
-  if (!need_x && !need_w) return LT_OK;
-  if (NL == 0) {
-    if (need_x && !(gin[0] = lt_zeros(dt, 4, x->shape))) return lt_last_status();
-    if (need_w && !(gin[1] = lt_zeros(dt, 4, w->shape))) return lt_last_status();
-    return LT_OK;
-  }
   lt_tensor *gt = lt_empty(dt, 2, (const int64_t[]){Cout, NL});
   lt_tensor *col = lt_empty(dt, 2, (const int64_t[]){K, NL});
   if (!gt || !col) return lt_last_status();
@@ -465,16 +478,10 @@ lt_status lt__bw_conv_transpose2d(const lt_node *node, const lt_tensor *gout, lt
   const geom *g = (const geom *)node->aux;
   const lt_dtype dt = x->dtype;
   const int64_t Cin = x->shape[1], G = g->groups, K = g->C * g->kh * g->kw, L = g->OH * g->OW, NL = g->N * L;
-  const lt_tensor *go = grad_as(gout, dt);
-  if (!go) return lt_last_status();
-  if (lt__needs_input_grad(node, 2) && !(gin[2] = channel_sum(go, dt))) return lt_last_status();
+  const lt_tensor *go = NULL;
+  if (conv_bw_begin(node, gout, gin, NL, &go) != LT_OK) return lt_last_status();
+  if (!go) return LT_OK;
   const bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
-  if (!need_x && !need_w) return LT_OK;
-  if (NL == 0) {
-    if (need_x && !(gin[0] = lt_zeros(dt, 4, x->shape))) return lt_last_status();
-    if (need_w && !(gin[1] = lt_zeros(dt, 4, w->shape))) return lt_last_status();
-    return LT_OK;
-  }
   lt_tensor *col = lt_empty(dt, 2, (const int64_t[]){K, NL});
   lt_tensor *t = lt_empty(dt, 2, (const int64_t[]){Cin, NL});
   if (!col || !t) return lt_last_status();
