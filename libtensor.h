@@ -20,6 +20,7 @@
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
 #include "nn/nn.h"
+#include "nn/conv.h"
 #include "generate/generate.h"
 #include "datasets/datasets.h"
 #include "checkpoint/checkpoint.h"

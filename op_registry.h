@@ -34,6 +34,7 @@
 #include "tensor/ops_index.def"
 #include "nn/ops_nn.def"
 #include "nn/ops_attention.def"
+#include "nn/ops_conv.def"
 
 #define LT_OP_TABLE(X)      \
   LT_OPS_VIEW(X)            \
@@ -42,7 +43,8 @@
   LT_OPS_MATMUL(X)          \
   LT_OPS_INDEX(X)           \
   LT_OPS_NN(X)              \
-  LT_OPS_ATTENTION(X)
+  LT_OPS_ATTENTION(X)       \
+  LT_OPS_CONV(X)
 
 typedef enum {
 #define LT__OP_ENUM(id, nin, bw) LT__OP_##id,

@@ -1,5 +1,5 @@
 /*
- * nn/layers.c: the layer modules (Linear, Embedding, LayerNorm, RMSNorm,
+ * nn/layers.c: the layer modules (Linear, Conv1d/Conv2d, Embedding, LayerNorm, RMSNorm,
  * activations, the feed-forward block) as structs borrowing parameters from
  * an lt_params store, with PyTorch's default initialisation.
  *
@@ -15,6 +15,8 @@
  * PyTorch defaults mirrored (https://pytorch.org/docs/stable/nn.html):
  *   nn.Linear      weight kaiming_uniform_(a=sqrt(5)) = U(-1/sqrt(in), 1/sqrt(in)),
  *                  then bias U(-1/sqrt(in), 1/sqrt(in)) (0 bound when in == 0)
+ *   nn.Conv1d/2d   weight kaiming_uniform_(a=sqrt(5)), bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+ *                  fan_in = C_in/groups * kernel elements
  *   nn.Embedding   weight N(0, 1), the padding_idx row zeroed
  *   nn.LayerNorm   weight 1, bias 0
  *   nn.RMSNorm     weight 1
@@ -33,6 +35,7 @@
  * themselves (nn/linear.c, nn/norm.c, nn/dropout.c).
  */
 #include "nn/nn.h"
+#include "nn/conv.h"
 #include "nn/params_internal.h"
 #include "tensor/error_internal.h"
 
@@ -149,6 +152,86 @@ lt_status lt_linear_init(lt_linear_m *m, lt_params *p, const char *name, int64_t
 lt_tensor *lt_linear_forward(const lt_linear_m *m, const lt_tensor *x) {
   if (!m) return lt__err(LT_ERR_NULL, "linear_forward: the module is NULL"), NULL;
   return lt_linear(x, m->weight, m->bias);
+}
+
+/* ======================================================================== */
+/* Conv1d, Conv2d (nn/conv.h)                                               */
+/* ======================================================================== */
+
+/* Creates and registers "<name>.weight" [C_out, C_in/groups, k...] (nk = 1 or
+ * 2 kernel dims) and "<name>.bias" [C_out], as nn.Conv2d's reset_parameters:
+ * kaiming_uniform(a = sqrt(5)), then bias U(-1/sqrt(fan_in), 1/sqrt(fan_in)). */
+static lt_status conv_register(const char *op, lt_tensor **wout, lt_tensor **bout, lt_params *p, const char *name,
+                               int64_t cin, int64_t cout, int nk, const int64_t *k, const lt_conv_opts *o,
+                               bool bias, lt_generator *g) {
+  if (o->groups < 1 || cin < 1 || cout < 1 || cin % o->groups != 0 || cout % o->groups != 0 || k[0] < 1 ||
+      (nk == 2 && k[1] < 1))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': C_in %lld, C_out %lld, kernel %lld, groups %lld: sizes must be >= 1 "
+                   "and groups must divide both channel counts",
+                   op, name, (long long)cin, (long long)cout, (long long)k[0], (long long)o->groups);
+  const int64_t shape[4] = {cout, cin / o->groups, k[0], nk == 2 ? k[1] : 1};
+  lt_tensor *w = new_param(2 + nk, shape);
+  lt_status s = w ? lt_init_kaiming_uniform_(g, w, sqrt(5.0)) : lt_last_status();
+  if (s != LT_OK) {
+    lt_tensor_free(w);
+    return s;
+  }
+  if ((s = add_param(p, name, "weight", w, LT_PARAM_DEFAULT)) != LT_OK) return s;
+  lt_tensor *b = NULL;
+  if (bias) {
+    const double bound = 1.0 / sqrt((double)(w->numel / cout));
+    b = new_param(LT_SHAPE(cout));
+    bool prev = lt_set_grad_enabled(false);
+    s = b ? lt_uniform_(g, b, -bound, bound) : lt_last_status();
+    lt_set_grad_enabled(prev);
+    if (s != LT_OK) {
+      lt_tensor_free(b);
+      return s;
+    }
+    if ((s = add_param(p, name, "bias", b, LT_PARAM_NO_DECAY)) != LT_OK) return s;
+  }
+  *wout = w;
+  *bout = b;
+  return LT_OK;
+}
+
+lt_status lt_conv2d_init(lt_conv2d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t kh,
+                         int64_t kw, const lt_conv_opts *opts, bool bias, lt_generator *g) {
+  const char *op = "conv2d_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  lt_conv2d_m tmp = {.opts = opts ? *opts : LT_CONV_OPTS_DEFAULT};
+  reg_mark mk = mark_begin(p, g);
+  if ((s = conv_register(op, &tmp.weight, &tmp.bias, p, name, C_in, C_out, 2, (const int64_t[]){kh, kw}, &tmp.opts,
+                         bias, g)) != LT_OK)
+    return mark_rollback(&mk, s);
+  *m = tmp;
+  return LT_OK;
+}
+
+lt_tensor *lt_conv2d_forward(const lt_conv2d_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "conv2d_forward: the module is NULL"), NULL;
+  return lt_conv2d(x, m->weight, m->bias, &m->opts);
+}
+
+lt_status lt_conv1d_init(lt_conv1d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t k,
+                         const lt_conv_opts *opts, bool bias, lt_generator *g) {
+  const char *op = "conv1d_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  lt_conv1d_m tmp = {.opts = opts ? *opts : LT_CONV_OPTS_DEFAULT};
+  reg_mark mk = mark_begin(p, g);
+  if ((s = conv_register(op, &tmp.weight, &tmp.bias, p, name, C_in, C_out, 1, &k, &tmp.opts, bias, g)) != LT_OK)
+    return mark_rollback(&mk, s);
+  *m = tmp;
+  return LT_OK;
+}
+
+lt_tensor *lt_conv1d_forward(const lt_conv1d_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "conv1d_forward: the module is NULL"), NULL;
+  return lt_conv1d(x, m->weight, m->bias, &m->opts);
 }
 
 /* ======================================================================== */

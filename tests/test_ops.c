@@ -72,6 +72,7 @@ static double oi_first(const opinfo *e, const double *arg, const double *x) { re
 #include "opinfo_reduce.inc"
 #include "opinfo_view.inc"
 #include "opinfo_matmul.inc"
+#include "opinfo_conv.inc"
 
 #include "gradcases_view.inc"
 #include "gradcases_matmul.inc"
@@ -86,7 +87,8 @@ static const struct {
   int n;
 } tables[] = {
 #define OI_TABLE(t) {t, (int)(sizeof t / sizeof t[0])},
-    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_matmul) OI_TABLE(opinfo_pending)
+    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_matmul)
+    OI_TABLE(opinfo_conv) OI_TABLE(opinfo_pending)
 #undef OI_TABLE
 };
 

@@ -1,0 +1,166 @@
+/*
+ * tests/test_conv.c: nn/conv.c against PyTorch (tests/fixtures/conv.bin,
+ * made by tests/fixtures/make_conv_fixtures.py): forward, backward (input,
+ * weight and bias gradients) and max-pooling indices, over strides, padding,
+ * dilation, groups, "same", odd sizes, tied maxima, and each case again with
+ * non-contiguous inputs; and the Conv1d/Conv2d modules (names, shapes,
+ * PyTorch's init bounds, roll-back on error).
+ *
+ * Values, layouts, 1 vs 2 threads, errors and f64 gradchecks of every op are
+ * in the op table (tests/opinfo_conv.inc, run by tests/test_ops.c).
+ */
+#include "test_util.h"
+#include "util_fixtures.h"
+#include "util_fxcheck.h"
+#include "util_layout.h"
+
+#include "nn/conv.h"
+#include "tensor/storage_internal.h" /* lt__live_tensors */
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+enum { OP_CONV2D, OP_CONV1D, OP_CONVT, OP_UNFOLD, OP_FOLD, OP_MAXPOOL2D, OP_AVGPOOL2D, OP_MAXPOOL1D, OP_AVGPOOL1D,
+       OP_ADAPTIVE };
+
+/* Runs case op with the fixture's arguments a (layout: make_conv_fixtures.py). */
+static lt_tensor *run_op(int op, const double *a, int nin, lt_tensor *const *in, lt_tensor **indices) {
+  lt_conv_opts c = LT_CONV_OPTS_DEFAULT;
+  for (int d = 0; d < 2; d++) {
+    c.stride[d] = (int64_t)a[0 + d], c.padding[d] = (int64_t)a[2 + d], c.dilation[d] = (int64_t)a[4 + d];
+    c.output_padding[d] = (int64_t)a[6 + d];
+  }
+  c.groups = a[8] > 0 ? (int64_t)a[8] : 1;
+  c.padding_same = a[9] != 0;
+  lt_pool_opts p = LT_POOL_OPTS((int64_t)a[10], (int64_t)a[11]);
+  for (int d = 0; d < 2; d++) p.stride[d] = (int64_t)a[d], p.padding[d] = (int64_t)a[2 + d], p.dilation[d] = (int64_t)a[4 + d];
+  p.ceil_mode = a[12] != 0, p.count_include_pad = a[13] != 0, p.divisor_override = (int64_t)a[14];
+  const lt_tensor *b = nin > 2 ? in[2] : NULL;
+  switch (op) {
+    case OP_CONV2D: return lt_conv2d(in[0], in[1], b, &c);
+    case OP_CONV1D: return lt_conv1d(in[0], in[1], b, &c);
+    case OP_CONVT: return lt_conv_transpose2d(in[0], in[1], b, &c);
+    case OP_UNFOLD: return lt_unfold(in[0], p.kernel[0], p.kernel[1], &c);
+    case OP_FOLD: return lt_fold(in[0], (int64_t)a[15], (int64_t)a[16], p.kernel[0], p.kernel[1], &c);
+    case OP_MAXPOOL2D: return lt_max_pool2d(in[0], &p, indices);
+    case OP_AVGPOOL2D: return lt_avg_pool2d(in[0], &p);
+    case OP_MAXPOOL1D: return lt_max_pool1d(in[0], &p, indices);
+    case OP_AVGPOOL1D: return lt_avg_pool1d(in[0], &p);
+    default: return lt_adaptive_avg_pool2d(in[0], (int64_t)a[15], (int64_t)a[16]);
+  }
+}
+
+/* One case, with contiguous inputs or (strided) in other layouts. */
+static void check_case(lt_fixture *f, const char *c, bool strided) {
+  char key[256], label[300];
+  double opd = 0;
+  ck_assert(lt_fixture_scalar(f, (snprintf(key, sizeof key, "%s.op", c), key), &opd) == LT_OK);
+  lt_tensor *args = LT_NN(lt_fixture_get(f, (snprintf(key, sizeof key, "%s.args", c), key)));
+  const double *a = args->data;
+  lt_tensor *in[3] = {0};
+  int nin = 0;
+  while (nin < 3 && lt_fixture_has(f, (snprintf(key, sizeof key, "%s.in.%d", c, nin), key))) {
+    lt_tensor *t = LT_NN(lt_fixture_get(f, key));
+    if (strided) t = lt_test_layout_of(t, nin == 0 ? LT_TEST_TRANSPOSED : LT_TEST_STRIDED);
+    ck_assert(lt_requires_grad_(t, true) == LT_OK);
+    in[nin++] = t;
+  }
+  const double rtol = in[0]->dtype == LT_DTYPE_F64 ? 1e-9 : 1e-5;
+  lt_scope *scope = lt_scope_begin();
+  lt_tensor *idx = NULL;
+  const bool want_idx = lt_fixture_has(f, (snprintf(key, sizeof key, "%s.indices", c), key));
+  lt_tensor *y = run_op((int)opd, a, nin, in, want_idx ? &idx : NULL);
+  lt_tensor *want = LT_NN(lt_fixture_get(f, (snprintf(key, sizeof key, "%s.out", c), key)));
+  snprintf(label, sizeof label, "%s%s.out", c, strided ? " (strided)" : "");
+  lt_fx_close(label, y, want, rtol, 0);
+  if (want_idx) {
+    lt_tensor *wi = LT_NN(lt_fixture_get(f, (snprintf(key, sizeof key, "%s.indices", c), key)));
+    snprintf(label, sizeof label, "%s%s.indices", c, strided ? " (strided)" : "");
+    lt_fx_close(label, idx, wi, 0, 0);
+  }
+  if (y) {
+    lt_tensor *dout = LT_NN(lt_fixture_get(f, (snprintf(key, sizeof key, "%s.dout", c), key)));
+    ck_assert_msg(lt_backward(y, dout, false) == LT_OK, "%s: backward: %s", c, lt_last_error());
+    for (int k = 0; k < nin; k++) {
+      lt_tensor *gw = LT_NN(lt_fixture_get(f, (snprintf(key, sizeof key, "%s.grad.%d", c, k), key)));
+      snprintf(label, sizeof label, "%s%s.grad.%d", c, strided ? " (strided)" : "", k);
+      lt_fx_close(label, in[k]->grad, gw, in[0]->dtype == LT_DTYPE_F64 ? 1e-9 : 1e-4, 0);
+    }
+  }
+  lt_scope_end(scope);
+  for (int k = 0; k < nin; k++) lt_tensor_free(in[k]);
+  lt_tensor_free(args);
+}
+
+START_TEST(test_pytorch_cases) {
+  lt_fixture *f = lt_fx_open("conv.bin");
+  const int64_t live = lt__live_tensors();
+  int cases = 0;
+  for (int i = 0; i < lt_fixture_count(f); i++) {
+    const char *name = lt_fixture_name(f, i);
+    const size_t n = strlen(name);
+    if (n < 4 || strcmp(name + n - 3, ".op") != 0) continue;
+    char c[200];
+    snprintf(c, sizeof c, "%.*s", (int)(n - 3), name);
+    check_case(f, c, false);
+    check_case(f, c, true);
+    cases++;
+  }
+  lt_fixture_free(f);
+  printf("conv: %d PyTorch cases, contiguous and strided\n", cases);
+  ck_assert_msg(cases >= 25, "only %d cases in conv.bin", cases);
+  ck_assert_msg(lt__live_tensors() == live, "leaks %lld tensors", (long long)(lt__live_tensors() - live));
+  lt_fx_done("conv PyTorch cases");
+}
+END_TEST
+
+/* Conv2d: parameter names and shapes, PyTorch's bounds (weight within
+ * 1/sqrt(fan_in) = kaiming_uniform(a = sqrt(5)), bias the same bound), the
+ * forward equal to lt_conv2d, and an init that fails changes nothing. */
+START_TEST(test_modules) {
+  lt_params *p = lt_params_new();
+  lt_generator *g = lt_generator_new(7);
+  lt_conv2d_m m;
+  lt_conv_opts o = LT_CONV_OPTS_DEFAULT;
+  o.padding[0] = o.padding[1] = 1, o.groups = 2;
+  ck_assert_int_eq(lt_conv2d_init(&m, p, "conv1", 4, 6, 3, 3, &o, true, g), LT_OK);
+  ck_assert_ptr_eq(lt_params_find(p, "conv1.weight"), m.weight);
+  ck_assert_ptr_eq(lt_params_find(p, "conv1.bias"), m.bias);
+  ck_assert_int_eq(m.weight->ndim, 4);
+  ck_assert(m.weight->shape[0] == 6 && m.weight->shape[1] == 2 && m.weight->shape[2] == 3 && m.weight->shape[3] == 3);
+  const double bound = 1.0 / sqrt(2.0 * 9.0);
+  double wmax = 0, bmax = 0;
+  for (int64_t i = 0; i < m.weight->numel; i++) wmax = fmax(wmax, fabs(((const float *)m.weight->data)[i]));
+  for (int64_t i = 0; i < m.bias->numel; i++) bmax = fmax(bmax, fabs(((const float *)m.bias->data)[i]));
+  ck_assert_msg(wmax <= bound && wmax > 0.5 * bound, "weight max %g, bound %g", wmax, bound);
+  ck_assert_msg(bmax <= bound && bmax > 0.3 * bound, "bias max %g, bound %g", bmax, bound);
+  lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, 4, (const int64_t[]){2, 4, 5, 5}));
+  lt_tensor *y = LT_NN(lt_conv2d_forward(&m, x)), *r = LT_NN(lt_conv2d(x, m.weight, m.bias, &o));
+  LT_ASSERT_SAME_BITS(y, r);
+  /* a failing init (groups do not divide) leaves the store and the generator as they were */
+  const int count = lt_params_count(p);
+  const lt_generator_state st = lt_generator_get_state(g);
+  lt_conv1d_m m1;
+  o.groups = 3;
+  LT_EXPECT_ERR(lt_conv1d_init(&m1, p, "conv2", 4, 6, 3, &o, true, g), LT_ERR_INVALID, "conv1d_init: 'conv2'");
+  ck_assert_int_eq(lt_params_count(p), count);
+  const lt_generator_state st2 = lt_generator_get_state(g);
+  ck_assert(memcmp(&st, &st2, sizeof st) == 0);
+  o.groups = 1;
+  ck_assert_int_eq(lt_conv1d_init(&m1, p, "conv2", 4, 6, 3, &o, false, g), LT_OK);
+  ck_assert_ptr_null(m1.bias);
+  ck_assert(m1.weight->ndim == 3 && m1.weight->shape[2] == 3);
+  lt_tensor_free(x);
+  lt_tensor_free(y);
+  lt_tensor_free(r);
+  lt_generator_free(g);
+  lt_params_free(p);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("conv");
+  LT_TEST_CASE(s, "conv", 300, test_pytorch_cases, test_modules);
+  return lt_test_run(s);
+}
