@@ -111,6 +111,19 @@ class Checkpoints(unittest.TestCase):
         m = lt.read_metrics(os.path.join(self.run_dir, "metrics.csv"))
         self.assertEqual(m["step"][-1], 6)
 
+    def test_write_tokenizer(self):
+        """generate --write-tokenizer: the run's tokenizer as tokenizer.json, whose rules give its ids."""
+        out = os.path.join(self.d, "tokenizer.json")
+        self.assertEqual(ltc.run([ltc.GENERATE, "--checkpoint", self.path(6), "--write-tokenizer", out]), "")
+        with open(out) as f:
+            j = json.load(f)
+        tok = lt.load(self.path(6)).tokenizer
+        self.assertEqual(j["model"]["type"], "BPE")
+        self.assertEqual(len(j["model"]["merges"]), len(tok.merges))
+        self.assertEqual(hf_encode(j, CORPUS), tok.encode(CORPUS))
+        with self.assertRaisesRegex(RuntimeError, "give no inputs"):
+            ltc.run([ltc.GENERATE, "--checkpoint", self.path(6), "--write-tokenizer", out, "text"])
+
     def test_python_c_python(self):
         """Python rewrites a C checkpoint; train --resume continues it to the
         same bits as the uninterrupted run; Python reads the result."""
