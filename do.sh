@@ -19,6 +19,7 @@ cd "$(dirname "$0")"
 PACKAGES="cmake make gcc pkg-config"
 PACKAGES="$PACKAGES libblis-openmp-dev"             # f32/f64 products
 PACKAGES="$PACKAGES libhdf5-dev zlib1g-dev hdf5-tools" # checkpoints
+PACKAGES="$PACKAGES libjansson-dev"                 # safetensors headers (JSON)
 PACKAGES="$PACKAGES check"                          # tests
 PACKAGES="$PACKAGES dataset-fashion-mnist"          # the Fashion-MNIST example
 PACKAGES="$PACKAGES libjansson-dev"           # JSON (safetensors headers, tokenizer.json)

@@ -332,6 +332,15 @@ lt_text_pairs *lt_text_pairs_load_tsv(const char *path, const lt_tsv_opts *opts,
 lt_text_pairs *lt_text_pairs_parse_tsv(const char *data, size_t len, const char *name,
                                        const lt_tsv_opts *opts, int64_t *n_skipped);
 
+/* Writes p as a TSV corpus that lt_text_pairs_load_tsv reads back into the
+ * same pairs, in order: "source<TAB>target\n" per pair, no header. Borrows p.
+ * Refuses (LT_ERR_INVALID, naming the pair, nothing written) a pair that the
+ * format cannot hold: an empty source or target, or one containing a tab,
+ * '\n', '\r' or NUL. LT_ERR_IO (with errno's text) if the file cannot be
+ * created or written; a partly written file is then removed. An existing
+ * file is replaced. */
+lt_status lt_text_pairs_save_tsv(const lt_text_pairs *p, const char *path);
+
 /* Splits p into a training and a validation set that never share a source:
  * a pair goes to validation when a hash of its source text (FNV-1a 64, see
  * docs/datasets.md) falls in the lowest valid_fraction of the hash range, so
