@@ -5,11 +5,12 @@
  *     export --checkpoint CKPT --format hf --out DIR
  * writes DIR/model.safetensors, DIR/config.json and, when the checkpoint
  * holds one, DIR/libtensor-tokenizer.bin (the tokenizer as the checkpoint
- * holds it). A configuration that is neither GPT-2's nor Llama's is refused,
+ * holds it) and DIR/tokenizer.json (the same in Hugging Face tokenizers'
+ * format, lt_tokenizer_to_json; docs/datasets.md). A configuration that is neither GPT-2's nor Llama's is refused,
  * naming the option that does not fit.
  *
  * What this is not: an importer (generate and train read such directories
- * themselves), nor a tokenizer.json writer.
+ * themselves; they read libtensor-tokenizer.bin, not tokenizer.json).
  *
  * Exit status (cli/cli.h): 0 on success, 1 for data errors (the checkpoint,
  * a configuration without a Hugging Face layout, a failed write), 2 for
@@ -113,6 +114,16 @@ int main(int argc, char **argv) {
   const bool has_tok = info->extra && lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &size) == LT_OK;
   if (has_tok && lt_ckpt_write_file(path, blob, size) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o.out, lt_last_error());
+  if (has_tok) { /* and as tokenizer.json */
+    lt_tokenizer *tok = lt_tokenizer_deserialize(blob, size);
+    char *json = NULL;
+    size_t len = 0;
+    snprintf(path, sizeof path, "%s/tokenizer.json", o.out);
+    if (!tok || lt_tokenizer_to_json(tok, &json, &len) != LT_OK || lt_ckpt_write_file(path, json, len) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': tokenizer.json: %s", o.out, lt_last_error());
+    free(json);
+    lt_tokenizer_free(tok);
+  }
   printf("export: %s -> %s/ (%s layout, %lld parameters%s)\n", o.checkpoint, o.out,
          lt_hf_family_name(fam), (long long)n_params,
          has_tok ? ", tokenizer" : ", no tokenizer in the checkpoint");
