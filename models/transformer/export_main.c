@@ -6,7 +6,7 @@
  * writes DIR/model.safetensors, DIR/config.json and, when the checkpoint
  * holds one, the tokenizer twice: DIR/libtensor-tokenizer.bin (as the
  * checkpoint holds it; what generate and train read back) and
- * DIR/tokenizer.json (lt_tokenizer_save_json, for other tools). A configuration that is neither GPT-2's nor Llama's is refused,
+ * DIR/tokenizer.json (lt_tokenizer_to_json, for other tools). A configuration that is neither GPT-2's nor Llama's is refused,
  * naming the option that does not fit.
  *
  * What this is not: an importer (generate and train read such directories
@@ -116,9 +116,12 @@ int main(int argc, char **argv) {
     lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o.out, lt_last_error());
   if (has_tok) { /* and in the Hugging Face tokenizers format, for other tools (docs/datasets.md) */
     lt_tokenizer *tok = lt_tokenizer_deserialize(blob, size);
+    char *json = NULL;
+    size_t len = 0;
     snprintf(path, sizeof path, "%s/tokenizer.json", o.out);
-    if (!tok || lt_tokenizer_save_json(tok, path) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': the tokenizer: %s", o.out, lt_last_error());
+    if (!tok || lt_tokenizer_to_json(tok, &json, &len) != LT_OK || lt_ckpt_write_file(path, json, len) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': tokenizer.json: %s", o.out, lt_last_error());
+    free(json);
     lt_tokenizer_free(tok);
   }
   printf("export: %s -> %s/ (%s layout, %lld parameters%s)\n", o.checkpoint, o.out,

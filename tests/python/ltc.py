@@ -1,8 +1,8 @@
 """libtensor's own C functions through ctypes, for the Python tests: the ids
 lt_tokenizer_encode gives, the JSON lt_tokenizer_to_json writes, and the
 logits lt_transformer_decode computes from a checkpoint. LT_LIB names the
-built libtensor_transformer.so (it brings libtensor.so); TRAIN and GENERATE
-the programs. Set by tests/python/CMakeLists (add_test)."""
+built libtensor_transformer.so (it brings libtensor.so); TRAIN, GENERATE and
+EXPORT the programs. Set by tests/python/CMakeLists (add_test)."""
 import ctypes as C
 import os
 import subprocess
@@ -13,6 +13,7 @@ LIB = C.CDLL(os.environ["LT_LIB"])
 LIBC = C.CDLL(None)
 TRAIN = os.environ["TRAIN"]
 GENERATE = os.environ["GENERATE"]
+EXPORT = os.environ["EXPORT"]
 F32, I64 = 0, 3
 
 P = C.c_void_p

@@ -70,6 +70,7 @@ class Tokenizers(unittest.TestCase):
 
 
 def train_lm(d, steps, extra=()):
+    os.makedirs(d, exist_ok=True)
     text = os.path.join(d, "c.txt")
     with open(text, "w") as f:
         f.write(CORPUS * 4)
@@ -110,6 +111,30 @@ class Checkpoints(unittest.TestCase):
         self.assertEqual(ck.metrics["loader.index"], 3)
         m = lt.read_metrics(os.path.join(self.run_dir, "metrics.csv"))
         self.assertEqual(m["step"][-1], 6)
+
+    def test_write_tokenizer(self):
+        """generate --write-tokenizer: the run's tokenizer as tokenizer.json, whose rules give its ids."""
+        out = os.path.join(self.d, "tokenizer.json")
+        self.assertEqual(ltc.run([ltc.GENERATE, "--checkpoint", self.path(6), "--write-tokenizer", out]), "")
+        with open(out) as f:
+            j = json.load(f)
+        tok = lt.load(self.path(6)).tokenizer
+        self.assertEqual(j["model"]["type"], "BPE")
+        self.assertEqual(len(j["model"]["merges"]), len(tok.merges))
+        self.assertEqual(hf_encode(j, CORPUS), tok.encode(CORPUS))
+        with self.assertRaisesRegex(RuntimeError, "give no inputs"):
+            ltc.run([ltc.GENERATE, "--checkpoint", self.path(6), "--write-tokenizer", out, "text"])
+
+    def test_export_writes_tokenizer_json(self):
+        """export --format hf writes tokenizer.json beside the weights (a GPT-2 layout needs gelu_tanh)."""
+        d = os.path.join(self.d, "gpt2")
+        run = train_lm(d, 3, ["--act", "gelu_tanh"]) if not os.path.isdir(d) else os.path.join(d, "run")
+        out = os.path.join(d, "hf")
+        ltc.run([ltc.EXPORT, "--checkpoint", run, "--format", "hf", "--out", out])
+        with open(os.path.join(out, "tokenizer.json")) as f:
+            j = json.load(f)
+        tok = lt.Tokenizer.deserialize(open(os.path.join(out, "libtensor-tokenizer.bin"), "rb").read())
+        self.assertEqual(hf_encode(j, CORPUS), tok.encode(CORPUS))
 
     def test_python_c_python(self):
         """Python rewrites a C checkpoint; train --resume continues it to the

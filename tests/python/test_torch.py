@@ -72,6 +72,17 @@ class Directions(unittest.TestCase):
         out = ltc.run([ltc.GENERATE, "--checkpoint", p, "--max-len", "12", "hello w"])
         print("GPT greedy: torch %r, generate %r" % (mine, out))
         self.assertEqual(out, ltc.escape(mine) + "\n")
+        # train --init-from fine-tunes it: its weights, configuration and tokenizer, a new optimizer
+        text = os.path.join(self.d, "more.txt")
+        with open(text, "w") as f:
+            f.write("hello world, hello libtensor. " * 20)
+        log = ltc.run([ltc.TRAIN, "--init-from", p, "--text", text, "--seq-len", "40", "--steps", "2",
+                       "--batch", "2", "--eval-every", "0", "--eval-examples", "2", "--gen-tokens", "0",
+                       "--threads", "1", "--ckpt-dir", os.path.join(self.d, "tuned")], cwd=self.d)
+        self.assertIn("done: 2 steps", log)
+        tuned = lt.load(os.path.join(self.d, "tuned", "ckpt-%012d.h5" % 2))
+        self.assertEqual(tuned.config, ck.config)
+        self.assertEqual(tuned.extra["tokenizer"], tok.serialize())
         # AdamW state back: the same moments and steps as torch's own
         back = tm.optim_from_libtensor(lt.load(p).optim, m, "decoder-only")
         names = dict(m.named_parameters())
