@@ -502,6 +502,13 @@ lt_tensor *lt_logsumexp(const lt_tensor *x, int ndims, const int *dims, bool kee
 /* Numerically stable (max-subtracted). A row of all -inf gives NaN, as PyTorch. */
 lt_tensor *lt_softmax(const lt_tensor *x, int dim);
 lt_tensor *lt_log_softmax(const lt_tensor *x, int dim);
+/* torch.cumsum: running sums along dim (negative counts from the end; a 0-d x
+ * takes 0 or -1). Returns new, of x's shape: f32/f64 keep their dtype (the
+ * sums are accumulated in double and rounded once per element, as PyTorch's
+ * CPU kernel), i32/i64/bool give i64 (wrapping on overflow). Differentiable
+ * (dx is the reversed cumsum of the gradient). Errors: dim out of range
+ * (LT_ERR_INDEX). */
+lt_tensor *lt_cumsum(const lt_tensor *x, int dim);
 
 /* ======================================================================== */
 /* Matrix multiplication (BLIS)                                             */
