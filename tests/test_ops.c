@@ -69,6 +69,8 @@ static double oi_first(const opinfo *e, const double *arg, const double *x) { re
 #include "opinfo_elementwise.inc"
 #include "opinfo_reduce.inc"
 #include "opinfo_view.inc"
+#include "opinfo_index.inc"
+#include "opinfo_nn.inc"
 
 #include "gradcases_view.inc"
 #include "gradcases_matmul.inc"
@@ -83,7 +85,7 @@ static const struct {
   int n;
 } tables[] = {
 #define OI_TABLE(t) {t, (int)(sizeof t / sizeof t[0])},
-    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_pending)
+    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_index) OI_TABLE(opinfo_nn) OI_TABLE(opinfo_pending)
 #undef OI_TABLE
 };
 
