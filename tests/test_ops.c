@@ -20,6 +20,7 @@
 #include <time.h>
 
 #include "autograd/internal.h"
+#include "tensor/matmul_internal.h"
 #include "tensor/storage_internal.h"
 #include "util_layout.h"
 
@@ -70,6 +71,7 @@ static double oi_first(const opinfo *e, const double *arg, const double *x) { re
 #include "opinfo_elementwise.inc"
 #include "opinfo_reduce.inc"
 #include "opinfo_view.inc"
+#include "opinfo_matmul.inc"
 #include "opinfo_index.inc"
 #include "opinfo_nn.inc"
 
@@ -86,7 +88,8 @@ static const struct {
   int n;
 } tables[] = {
 #define OI_TABLE(t) {t, (int)(sizeof t / sizeof t[0])},
-    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_index) OI_TABLE(opinfo_nn) OI_TABLE(opinfo_pending)
+    OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_matmul)
+    OI_TABLE(opinfo_index) OI_TABLE(opinfo_nn) OI_TABLE(opinfo_pending)
 #undef OI_TABLE
 };
 

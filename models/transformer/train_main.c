@@ -1672,6 +1672,10 @@ int main(int argc, char **argv) {
       TRY(EXIT_DATA, lt_trainer_clear_dir(r->dir, CKPT_PREFIX), "--overwrite");
     }
   }
+  lt_runtime_info info;
+  lt_runtime_get_info(&info);
+  /* The BLIS kernel set decides the last bits of every product, so of the figures (docs/train.md). */
+  printf("runtime: libtensor %s, BLIS kernels %s (%s)\n", info.version, info.blas_arch, info.blas_arch_why);
   printf("run directory: %s\n", r->dir);
   if (r->o.resume) printf("resumed from %s at step %lld\n", resume_path, (long long)lt_trainer_step(r->trainer));
   fflush(stdout);
