@@ -20,6 +20,9 @@
  *   nn.Embedding   weight N(0, 1), the padding_idx row zeroed
  *   nn.LayerNorm   weight 1, bias 0
  *   nn.RMSNorm     weight 1
+ *   nn.BatchNorm   weight 1, bias 0; buffers running_mean 0, running_var 1,
+ *                  num_batches_tracked 0 (i64)
+ *   nn.GroupNorm   weight 1, bias 0
  * Biases, norm weights and embeddings are registered LT_PARAM_NO_DECAY.
  *
  * Embedding padding_idx: the gradient is masked in a differentiable way
@@ -358,6 +361,78 @@ lt_status lt_rms_norm_init(lt_rms_norm_m *m, lt_params *p, const char *name, int
 lt_tensor *lt_rms_norm_forward(const lt_rms_norm_m *m, const lt_tensor *x) {
   if (!m) return lt__err(LT_ERR_NULL, "rms_norm_forward: the module is NULL"), NULL;
   return lt_rms_norm(x, m->weight, m->eps);
+}
+
+/* nn.BatchNorm1d/2d: weight 1, bias 0 (no decay); buffers running_mean 0,
+ * running_var 1, num_batches_tracked 0 (i64), in PyTorch's order. */
+lt_status lt_batch_norm_init(lt_batch_norm_m *m, lt_params *p, const char *name, int64_t C,
+                             const lt_batch_norm_opts *opts) {
+  const char *op = "batch_norm_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  const lt_batch_norm_opts o = opts ? *opts : LT_BATCH_NORM_DEFAULTS;
+  if (C < 1) return lt__err(LT_ERR_INVALID, "%s: '%s': C %lld must be >= 1", op, name, (long long)C);
+  if ((s = check_eps(op, name, o.eps)) != LT_OK) return s;
+  if (!o.cumulative_average && !(o.momentum >= 0 && o.momentum <= 1))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': momentum %g must be in [0, 1]", op, name, o.momentum);
+  reg_mark mk = mark_begin(p, NULL);
+  lt_batch_norm_m r = {NULL, NULL, NULL, NULL, NULL, o, p};
+  if (o.affine) {
+    if ((s = add_param(p, name, "weight", r.weight = new_filled(C, 1.0), LT_PARAM_NO_DECAY)) != LT_OK ||
+        (s = add_param(p, name, "bias", r.bias = new_filled(C, 0.0), LT_PARAM_NO_DECAY)) != LT_OK)
+      return mark_rollback(&mk, s);
+  }
+  if (o.track_running_stats) {
+    const unsigned buf = LT_PARAM_BUFFER | LT_PARAM_NO_DECAY;
+    if ((s = add_param(p, name, "running_mean", r.running_mean = new_filled(C, 0.0), buf)) != LT_OK ||
+        (s = add_param(p, name, "running_var", r.running_var = new_filled(C, 1.0), buf)) != LT_OK ||
+        (s = add_param(p, name, "num_batches_tracked",
+                       r.num_batches_tracked = lt_tensor_keep(lt_zeros(LT_DTYPE_I64, 0, NULL)), buf)) != LT_OK)
+      return mark_rollback(&mk, s);
+  }
+  *m = r;
+  return LT_OK;
+}
+
+lt_tensor *lt_batch_norm_forward(const lt_batch_norm_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "batch_norm_forward: the module is NULL"), NULL;
+  const bool training = lt_params_training(m->store);
+  lt_tensor *nbt = m->num_batches_tracked;
+  const bool count = training && nbt;
+  const int64_t tracked = count ? *(const int64_t *)nbt->data + 1 : 0;
+  const double momentum = count && m->opts.cumulative_average ? 1.0 / (double)tracked : m->opts.momentum;
+  lt_tensor *y = lt_batch_norm(x, m->running_mean, m->running_var, m->weight, m->bias, training, momentum,
+                               m->opts.eps);
+  if (y && count && lt_fill_(nbt, (double)tracked) != LT_OK) { /* a 0-d i64 buffer: cannot fail */
+    lt_tensor_free(y);
+    return NULL;
+  }
+  return y;
+}
+
+lt_status lt_group_norm_init(lt_group_norm_m *m, lt_params *p, const char *name, int64_t num_groups, int64_t C,
+                             double eps, bool affine) {
+  const char *op = "group_norm_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (C < 1 || num_groups < 1 || C % num_groups)
+    return lt__err(LT_ERR_INVALID, "%s: '%s': num_groups %lld must be >= 1 and divide C = %lld", op, name,
+                   (long long)num_groups, (long long)C);
+  if ((s = check_eps(op, name, eps)) != LT_OK) return s;
+  reg_mark mk = mark_begin(p, NULL);
+  lt_group_norm_m r = {num_groups, NULL, NULL, eps};
+  if (affine) {
+    if ((s = add_param(p, name, "weight", r.weight = new_filled(C, 1.0), LT_PARAM_NO_DECAY)) != LT_OK ||
+        (s = add_param(p, name, "bias", r.bias = new_filled(C, 0.0), LT_PARAM_NO_DECAY)) != LT_OK)
+      return mark_rollback(&mk, s);
+  }
+  *m = r;
+  return LT_OK;
+}
+
+lt_tensor *lt_group_norm_forward(const lt_group_norm_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "group_norm_forward: the module is NULL"), NULL;
+  return lt_group_norm(x, m->num_groups, m->weight, m->bias, m->eps);
 }
 
 /* ======================================================================== */

@@ -22,6 +22,8 @@
  * 0 (PyTorch gives NaN), and the class dim is the last one. mse_loss keeps
  * PyTorch's NaN for the mean of an empty tensor.
  *
+ * Also the top-k accuracy metric (lt_topk_accuracy, not differentiable).
+ *
  * What this is not: class weights, probability ("soft") targets, or the
  * N-d class-dim-1 layout of PyTorch.
  */
@@ -466,5 +468,63 @@ lt_status lt__bw_mse_loss(const lt_node *node, const lt_tensor *gout, lt_tensor 
     if (!gin[1]) return lt_last_status();
   }
   if (lt__needs_input_grad(node, 0)) gin[0] = dx;
+  return LT_OK;
+}
+
+/* ======================================================================== */
+/* Top-k accuracy (a metric)                                                */
+/* ======================================================================== */
+
+/* The rank of the target in its row: classes scoring higher, plus classes
+ * before it scoring the same (a stable sort); a NaN row ranks last. */
+lt_status lt_topk_accuracy(const lt_tensor *scores, const lt_tensor *targets, int64_t k, int64_t *correct,
+                           double *accuracy) {
+  static const char *op = "topk_accuracy";
+  if (!scores) return lt__err_null(op, "scores");
+  if (!targets) return lt__err_null(op, "targets");
+  if (!accuracy) return lt__err(LT_ERR_NULL, "%s: argument accuracy is NULL", op);
+  if (!lt_dtype_is_float(scores->dtype) || scores->ndim < 1)
+    return lt__err(LT_ERR_DTYPE, "%s: scores is %s: must be f32 or f64 [..., V]", op, LT__D(scores));
+  if (targets->dtype != LT_DTYPE_I32 && targets->dtype != LT_DTYPE_I64)
+    return lt__err(LT_ERR_DTYPE, "%s: targets is %s: must be i32 or i64", op, LT__D(targets));
+  bool same = targets->ndim == scores->ndim - 1;
+  for (int d = 0; same && d < targets->ndim; d++) same = targets->shape[d] == scores->shape[d];
+  if (!same)
+    return lt__err(LT_ERR_SHAPE, "%s: scores is %s, targets is %s: targets must be scores' shape without the last dim",
+                   op, LT__D(scores), LT__D(targets));
+  if (k < 1) return lt__err(LT_ERR_INVALID, "%s: scores is %s: k %lld must be >= 1", op, LT__D(scores), (long long)k);
+  const int64_t V = scores->shape[scores->ndim - 1], N = targets->numel;
+  lt_tensor *st, *tt;
+  const lt_tensor *sc = lt__as_contig(scores, LT_DTYPE_F64, &st), *tc = lt__as_contig(targets, LT_DTYPE_I64, &tt);
+  if (!sc || !tc) {
+    lt_tensor_free(st);
+    lt_tensor_free(tt);
+    return lt_last_status();
+  }
+  const double *s = sc->data;
+  const int64_t *t = tc->data;
+  lt_status rs = LT_OK;
+  int64_t hit = 0;
+  for (int64_t r = 0; r < N && rs == LT_OK; r++) {
+    const int64_t c = t[r];
+    if (c < 0 || c >= V) {
+      rs = lt__err(LT_ERR_INDEX, "%s: targets is %s: target %lld at row %lld is outside [0, %lld)", op,
+                   LT__D(targets), (long long)c, (long long)r, (long long)V);
+      break;
+    }
+    const double *row = s + r * V, v = row[c];
+    int64_t rank = 0;
+    bool nan = isnan(v);
+    for (int64_t j = 0; j < V && !nan; j++) {
+      nan = isnan(row[j]);
+      rank += row[j] > v || (j < c && row[j] == v);
+    }
+    hit += !nan && rank < k;
+  }
+  lt_tensor_free(st);
+  lt_tensor_free(tt);
+  if (rs != LT_OK) return rs;
+  if (correct) *correct = hit;
+  *accuracy = N ? (double)hit / (double)N : 0.0;
   return LT_OK;
 }

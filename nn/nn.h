@@ -20,13 +20,20 @@
  *
  * Train/eval: functions that behave differently in training (dropout,
  * attention dropout) take a `const lt_nn_ctx *` giving the mode and the
- * generator to draw from; NULL means evaluation (no dropout).
+ * generator to draw from; NULL means evaluation (no dropout). The mode of a
+ * whole model is set once on its store, as PyTorch's model.train() /
+ * model.eval(): lt_params_train(p, training). Modules that hold state
+ * (lt_batch_norm_m) read it from their store at each forward; code passing
+ * a ctx builds it with lt_params_ctx(p, gen), so dropout follows the same
+ * switch. A new store is in training mode, as a new PyTorch module.
  */
 #ifndef LT_NN_H
 #define LT_NN_H
 
 #include "autograd/autograd.h"
 #include "tensor/tensor.h"
+
+#include <stdio.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -82,6 +89,23 @@ lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, bool req
  * convert before the first step). On failure nothing changed. */
 lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype);
 
+/* A model summary to f (PyTorch's print(model) + parameter counts, as
+ * torchinfo): one line per entry in registration order (name, shape, dtype,
+ * elements, and "buffer" or "frozen" where it applies), then the totals:
+ * parameters, trainable parameters, buffer elements, and bytes of all.
+ * Borrows p and f. Errors: NULL p or f (LT_ERR_NULL), a write error (LT_ERR_IO). */
+lt_status lt_params_summary(const lt_params *p, FILE *f);
+
+/* Train/eval mode of everything registered in p (PyTorch's model.train(mode)
+ * / model.eval()): BatchNorm modules of the store and ctxs made by
+ * lt_params_ctx follow it. A new store is in training mode. NULL p: no-op. */
+void lt_params_train(lt_params *p, bool training);
+bool lt_params_training(const lt_params *p); /* false for NULL */
+/* The ctx for forward functions of a model in p's mode: {lt_params_training(p),
+ * gen}. gen (borrowed) is the dropout generator, needed in training mode when
+ * dropout p > 0. */
+lt_nn_ctx lt_params_ctx(const lt_params *p, lt_generator *gen);
+
 /* Joins a prefix and a name with a dot into buf ("encoder.layers" + "0"); an
  * empty prefix gives the name alone. Returns buf (always NUL-terminated). */
 char *lt_name_join(char *buf, size_t size, const char *prefix, const char *name);
@@ -108,6 +132,29 @@ lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
  * variance and eps inside the sqrt, as PyTorch; eps must be >= 0. */
 lt_tensor *lt_layer_norm(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, double eps);
 lt_tensor *lt_rms_norm(const lt_tensor *x, const lt_tensor *weight, double eps);
+/* torch.nn.functional.batch_norm over x [N, C, *] (BatchNorm1d: [N, C] or
+ * [N, C, L]; BatchNorm2d: [N, C, H, W]); per-channel statistics over N and
+ * the trailing dims. weight, bias, running_mean, running_var: [C] of x's
+ * dtype or NULL (the running pair both or neither).
+ *   training, or no running stats: normalise with the batch's mean and
+ *   biased variance (gradients flow through them); if training and the
+ *   running stats are given, update them in place (under no-grad, after
+ *   everything that can fail): running = (1 - momentum) * running +
+ *   momentum * batch, with the unbiased variance for running_var;
+ *   otherwise (evaluation): normalise with running_mean / running_var.
+ * y = (x - mean) / sqrt(var + eps) * weight + bias. Errors: x not float or
+ * of rank < 2, parameters not [C] of x's dtype, eps < 0, momentum outside
+ * [0, 1] (when updating), training with one value per channel (N * spatial
+ * == 1, as PyTorch). Returns new. */
+lt_tensor *lt_batch_norm(const lt_tensor *x, lt_tensor *running_mean, lt_tensor *running_var,
+                         const lt_tensor *weight, const lt_tensor *bias, bool training, double momentum,
+                         double eps);
+/* torch.nn.functional.group_norm over x [N, C, *]: the C channels form
+ * num_groups groups (num_groups divides C) normalised per sample over the
+ * group's channels and trailing dims (biased variance, eps in the sqrt);
+ * weight/bias [C] (per channel) or NULL. Returns new. */
+lt_tensor *lt_group_norm(const lt_tensor *x, int64_t num_groups, const lt_tensor *weight, const lt_tensor *bias,
+                         double eps);
 /* Inverted dropout: zeroes with probability p and scales by 1/(1-p) when
  * ctx->training; otherwise returns a plain copy-free view (p in [0, 1]).
  * Training with p > 0 needs ctx->gen (LT_ERR_INVALID otherwise); p == 1 gives
@@ -132,6 +179,16 @@ typedef struct lt_cross_entropy_opts {
 lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
 /* logp [N, V] log-probabilities; same target rules (label_smoothing unused). */
 lt_tensor *lt_nll_loss(const lt_tensor *logp, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
+/* Top-k accuracy (a metric, not differentiable): the fraction of rows of
+ * scores [N, V] (or [..., V]; f32/f64) whose target (i32/i64 in [0, V), shape
+ * [N] or [...]) is among the k highest scores of its row. Ties go to the
+ * lower class index, as a stable sort (a target tied with a class before it
+ * ranks after it); a row holding NaN counts as wrong. *correct (may be NULL)
+ * gets the count, *accuracy the fraction (0 for N == 0). Errors: shapes,
+ * dtypes, k < 1, a target outside [0, V) (named). */
+lt_status lt_topk_accuracy(const lt_tensor *scores, const lt_tensor *targets, int64_t k, int64_t *correct,
+                           double *accuracy);
+
 /* input and target of equal shapes (no broadcasting); the mean of an empty
  * tensor is NaN, as PyTorch. */
 lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
@@ -204,6 +261,48 @@ typedef struct lt_rms_norm_m {
 } lt_rms_norm_m;
 lt_status lt_rms_norm_init(lt_rms_norm_m *m, lt_params *p, const char *name, int64_t C, double eps);
 lt_tensor *lt_rms_norm_forward(const lt_rms_norm_m *m, const lt_tensor *x);
+
+/* nn.BatchNorm1d / nn.BatchNorm2d (one module: x [N, C, *]). Registers
+ * "<name>.weight" (ones) and "<name>.bias" (zeros) if affine, and the
+ * buffers "<name>.running_mean" (zeros), "<name>.running_var" (ones) and
+ * "<name>.num_batches_tracked" (0-d i64, 0) if track_running_stats: PyTorch's
+ * state_dict names, saved and loaded by checkpoints, never optimized or
+ * clipped. The forward follows the mode of the store it was registered in
+ * (lt_params_train): training normalises with batch statistics and, when
+ * tracking, adds 1 to num_batches_tracked and updates the running stats with
+ * momentum, or with 1 / num_batches_tracked when cumulative_average
+ * (PyTorch's momentum=None); evaluation uses the running stats (the batch's
+ * when not tracking). */
+typedef struct lt_batch_norm_opts {
+  double eps;               /* default 1e-5 */
+  double momentum;          /* default 0.1; unused with cumulative_average */
+  bool cumulative_average;  /* momentum=None: a cumulative moving average */
+  bool affine;              /* default true */
+  bool track_running_stats; /* default true */
+} lt_batch_norm_opts;
+#define LT_BATCH_NORM_DEFAULTS ((lt_batch_norm_opts){1e-5, 0.1, false, true, true})
+typedef struct lt_batch_norm_m {
+  lt_tensor *weight, *bias;               /* [C] each, or NULL without affine */
+  lt_tensor *running_mean, *running_var;  /* [C] buffers, or NULL without tracking */
+  lt_tensor *num_batches_tracked;         /* 0-d i64 buffer, or NULL without tracking */
+  lt_batch_norm_opts opts;
+  const lt_params *store;                 /* borrowed: whose mode the forward follows */
+} lt_batch_norm_m;
+/* opts NULL: LT_BATCH_NORM_DEFAULTS. C >= 1. */
+lt_status lt_batch_norm_init(lt_batch_norm_m *m, lt_params *p, const char *name, int64_t C,
+                             const lt_batch_norm_opts *opts);
+lt_tensor *lt_batch_norm_forward(const lt_batch_norm_m *m, const lt_tensor *x);
+
+/* nn.GroupNorm(num_groups, C, eps, affine): "<name>.weight" (ones) and
+ * "<name>.bias" (zeros) if affine. */
+typedef struct lt_group_norm_m {
+  int64_t num_groups;
+  lt_tensor *weight, *bias; /* [C] each, or NULL without affine */
+  double eps;
+} lt_group_norm_m;
+lt_status lt_group_norm_init(lt_group_norm_m *m, lt_params *p, const char *name, int64_t num_groups, int64_t C,
+                             double eps, bool affine);
+lt_tensor *lt_group_norm_forward(const lt_group_norm_m *m, const lt_tensor *x);
 
 typedef enum { LT_ACT_RELU, LT_ACT_GELU, LT_ACT_GELU_TANH, LT_ACT_SILU } lt_activation;
 lt_tensor *lt_activation_forward(lt_activation act, const lt_tensor *x);

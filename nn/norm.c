@@ -19,8 +19,12 @@
  * partial sums are then added in chunk order, so results are bit-identical
  * for every thread count.
  *
+ * BatchNorm and GroupNorm (lt_batch_norm, lt_group_norm) over x [N, C, *]
+ * are at the end of the file; their kernels are plainer (per channel or group
+ * loops in double), with the same rule: a fixed order per channel or group.
+ *
  * What this is not: a norm over several trailing dims (normalized_shape of
- * rank > 1), BatchNorm or GroupNorm.
+ * rank > 1), instance norm, or synchronised (multi-process) batch norm.
  */
 #include "nn/nn.h"
 
@@ -390,4 +394,369 @@ lt_tensor *lt_rms_norm(const lt_tensor *x, const lt_tensor *weight, double eps) 
 }
 lt_status lt__bw_rms_norm(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   return norm_bw(false, node, gout, gin);
+}
+
+/* ======================================================================== */
+/* BatchNorm and GroupNorm over [N, C, *]                                   */
+/* ======================================================================== */
+
+/* Both see a contiguous x [N, C, *] as [N, C, S] (S the product of the
+ * trailing dims) and keep per-group statistics in double:
+ *   batch norm: per channel c over the N * S elements x[n, c, s];
+ *   group norm: per (n, group) over the (C / G) * S elements of the group,
+ *               which are contiguous in memory.
+ * Forward y = (x - mean) * rstd * w[c] + b[c]. The backward (llm.c's
+ * layernorm_backward with the sums taken over the group's elements):
+ *   xhat = (x - mean) * rstd, dxhat = g * w[c],
+ *   dx = rstd * (dxhat - mean(dxhat) - xhat * mean(dxhat * xhat))
+ * where the statistics came from the batch; dx = rstd * dxhat when batch
+ * norm used running statistics (constants then). dw[c] = sum g * xhat and
+ * db[c] = sum g over n and s. Every channel (or group) is computed by one
+ * thread in a fixed order: results do not depend on the thread count. */
+
+typedef struct cnorm_geom {
+  int64_t N, C, S, G; /* G: groups (batch norm: C, one channel a group, across n) */
+} cnorm_geom;
+
+static cnorm_geom cnorm_geom_of(const lt_tensor *x, int64_t G) {
+  cnorm_geom g = {x->shape[0], x->shape[1], 1, G};
+  for (int d = 2; d < x->ndim; d++) g.S *= x->shape[d];
+  return g;
+}
+
+#define CNORM_KERNELS(NAME, T)                                                                      \
+  /* batch norm statistics of channel c: mean and biased variance (two passes). */                 \
+  static void bn_stats_##NAME(const T *x, cnorm_geom g, int64_t c, double *mean, double *var) {     \
+    double s = 0, q = 0;                                                                            \
+    for (int64_t n = 0; n < g.N; n++) {                                                             \
+      const T *r = x + (n * g.C + c) * g.S;                                                         \
+      for (int64_t i = 0; i < g.S; i++) s += (double)r[i];                                          \
+    }                                                                                               \
+    const double M = (double)(g.N * g.S), m = s / M;                                                \
+    for (int64_t n = 0; n < g.N; n++) {                                                             \
+      const T *r = x + (n * g.C + c) * g.S;                                                         \
+      for (int64_t i = 0; i < g.S; i++) {                                                           \
+        const double d = (double)r[i] - m;                                                          \
+        q += d * d;                                                                                 \
+      }                                                                                             \
+    }                                                                                               \
+    *mean = m;                                                                                      \
+    *var = q / M;                                                                                   \
+  }                                                                                                 \
+  /* y[n, c, :] for channel c with the channel's mean, rstd, weight and bias. */                   \
+  static void bn_apply_##NAME(const T *x, T *y, cnorm_geom g, int64_t c, double m, double rs,      \
+                              double w, double b) {                                                 \
+    const T a = (T)(rs * w), sh = (T)(b - m * rs * w);                                              \
+    for (int64_t n = 0; n < g.N; n++) {                                                             \
+      const int64_t o = (n * g.C + c) * g.S;                                                        \
+      for (int64_t i = 0; i < g.S; i++) y[o + i] = x[o + i] * a + sh;                               \
+    }                                                                                               \
+  }                                                                                                 \
+  /* Sums over n, s of g and g * xhat for channel c (xhat from mean/rstd of group grp(n)). */       \
+  static void cn_dsums_##NAME(const T *x, const T *gy, cnorm_geom g, int64_t c, const double *mean, \
+                              const double *rstd, bool per_channel, double *sg, double *sgx) {      \
+    double a = 0, b = 0;                                                                            \
+    const int64_t cg = g.C / g.G;                                                                   \
+    for (int64_t n = 0; n < g.N; n++) {                                                             \
+      const int64_t k = per_channel ? c : n * g.G + c / cg, o = (n * g.C + c) * g.S;                \
+      const double m = mean[k], rs = rstd[k];                                                       \
+      for (int64_t i = 0; i < g.S; i++) {                                                           \
+        a += (double)gy[o + i];                                                                     \
+        b += (double)gy[o + i] * (((double)x[o + i] - m) * rs);                                     \
+      }                                                                                             \
+    }                                                                                               \
+    *sg = a;                                                                                        \
+    *sgx = b;                                                                                       \
+  }
+CNORM_KERNELS(f32, float)
+CNORM_KERNELS(f64, double)
+
+/* Element e of a contiguous f32/f64 buffer as double, and back. */
+static inline double ld(const void *p, lt_dtype dt, int64_t e) {
+  return dt == LT_DTYPE_F32 ? (double)((const float *)p)[e] : ((const double *)p)[e];
+}
+static inline void st(void *p, lt_dtype dt, int64_t e, double v) {
+  if (dt == LT_DTYPE_F32) ((float *)p)[e] = (float)v;
+  else ((double *)p)[e] = v;
+}
+
+static lt_status check_cparam(const char *op, const char *name, const lt_tensor *x, const lt_tensor *p) {
+  if (!p) return LT_OK;
+  if (p->dtype != x->dtype)
+    return lt__err(LT_ERR_DTYPE, "%s: x is %s, %s is %s: %s must have x's dtype", op, LT__D(x), name, LT__D(p),
+                   name);
+  if (p->ndim != 1 || p->shape[0] != x->shape[1])
+    return lt__err(LT_ERR_SHAPE, "%s: x is %s, %s is %s: %s must be [C] = [%lld] (dim 1 of x)", op, LT__D(x),
+                   name, LT__D(p), name, (long long)x->shape[1]);
+  return LT_OK;
+}
+
+static lt_status check_cx(const char *op, const lt_tensor *x, double eps) {
+  if (!x) return lt__err_null(op, "x");
+  if (!lt_dtype_is_float(x->dtype))
+    return lt__err(LT_ERR_DTYPE, "%s: x is %s: only f32 and f64 are supported (cast with lt_to_dtype)", op,
+                   LT__D(x));
+  if (x->ndim < 2)
+    return lt__err(LT_ERR_SHAPE, "%s: x is %s: x must be [N, C, *] (at least 2 dims)", op, LT__D(x));
+  if (!(eps >= 0)) return lt__err(LT_ERR_INVALID, "%s: x is %s: eps is %g, must be >= 0", op, LT__D(x), eps);
+  return LT_OK;
+}
+
+/* A new 1-d f64 tensor of n values (saved statistics). */
+static lt_tensor *f64_vec(const double *v, int64_t n) {
+  return lt_tensor_from_copy(LT_DTYPE_F64, 1, &n, v);
+}
+
+typedef struct bn_aux {
+  bool batch_stats; /* statistics from the batch (dx through them) */
+} bn_aux;
+
+lt_tensor *lt_batch_norm(const lt_tensor *x, lt_tensor *running_mean, lt_tensor *running_var,
+                         const lt_tensor *weight, const lt_tensor *bias, bool training, double momentum,
+                         double eps) {
+  static const char *op = "batch_norm";
+  if (check_cx(op, x, eps) != LT_OK || check_cparam(op, "weight", x, weight) != LT_OK ||
+      check_cparam(op, "bias", x, bias) != LT_OK || check_cparam(op, "running_mean", x, running_mean) != LT_OK ||
+      check_cparam(op, "running_var", x, running_var) != LT_OK)
+    return NULL;
+  if (!running_mean != !running_var)
+    return lt__err(LT_ERR_INVALID, "%s: x is %s: give both running_mean and running_var, or neither", op,
+                   LT__D(x)),
+           NULL;
+  const bool batch_stats = training || !running_mean;
+  const bool update = training && running_mean;
+  if (update && !(momentum >= 0 && momentum <= 1))
+    return lt__err(LT_ERR_INVALID, "%s: x is %s: momentum is %g, must be in [0, 1]", op, LT__D(x), momentum), NULL;
+  const cnorm_geom g = cnorm_geom_of(x, x->shape[1]);
+  const int64_t M = g.N * g.S;
+  if (training && M <= 1)
+    return lt__err(LT_ERR_SHAPE,
+                   "%s: x is %s: training needs more than 1 value per channel (got %lld: N * spatial size)", op,
+                   LT__D(x), (long long)M),
+           NULL;
+  if (update && (lt__check_inplace(op, running_mean) != LT_OK || lt__check_inplace(op, running_var) != LT_OK))
+    return NULL;
+  const lt_dtype dt = x->dtype;
+  lt_tensor *xt, *wt, *bt, *rmt, *rvt, *y = NULL, *sm = NULL, *sr = NULL;
+  const lt_tensor *xc = lt__as_contig(x, dt, &xt), *wc = lt__as_contig(weight, dt, &wt),
+                  *bc = lt__as_contig(bias, dt, &bt), *rmc = lt__as_contig(running_mean, dt, &rmt),
+                  *rvc = lt__as_contig(running_var, dt, &rvt);
+  double *mean = malloc(sizeof(double) * (size_t)(2 * g.C + 1)), *rstd = mean ? mean + g.C : NULL, *var = NULL;
+  if (!xc || (weight && !wc) || (bias && !bc) || (running_mean && (!rmc || !rvc))) goto done;
+  if (!mean) {
+    lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    goto done;
+  }
+  var = malloc(sizeof(double) * (size_t)(g.C + 1));
+  y = var ? lt_empty(dt, x->ndim, x->shape) : NULL;
+  if (!y) {
+    if (!var) lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    goto done;
+  }
+  const int nt = lt__threads_for(x->numel, g.C);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t c = 0; c < g.C; c++) {
+    if (batch_stats) {
+      if (dt == LT_DTYPE_F32) bn_stats_f32(xc->data, g, c, &mean[c], &var[c]);
+      else bn_stats_f64(xc->data, g, c, &mean[c], &var[c]);
+    } else {
+      mean[c] = ld(rmc->data, dt, c);
+      var[c] = ld(rvc->data, dt, c);
+    }
+    rstd[c] = 1.0 / sqrt(var[c] + eps);
+    const double w = wc ? ld(wc->data, dt, c) : 1.0, b = bc ? ld(bc->data, dt, c) : 0.0;
+    if (dt == LT_DTYPE_F32) bn_apply_f32(xc->data, y->data, g, c, mean[c], rstd[c], w, b);
+    else bn_apply_f64(xc->data, y->data, g, c, mean[c], rstd[c], w, b);
+  }
+  if (lt__needs_grad(3, (const lt_tensor *[]){x, weight, bias})) {
+    const bn_aux aux = {batch_stats};
+    sm = f64_vec(mean, g.C);
+    sr = sm ? f64_vec(rstd, g.C) : NULL;
+    if (!sr || lt__record(y, LT__OP_batch_norm, 3, (const lt_tensor *[]){x, weight, bias}, wc ? 4 : 3,
+                          (const lt_tensor *[]){xc, sm, sr, wc}, &aux, sizeof aux) != LT_OK) {
+      lt_tensor_free(y);
+      y = NULL;
+      goto done;
+    }
+  }
+  if (update) { /* in place, after everything that can fail: running = (1 - m) * running + m * batch */
+    for (int64_t c = 0; c < g.C; c++) {
+      const int64_t im = c * running_mean->stride[0];
+      const int64_t iv = c * running_var->stride[0];
+      const double unbiased = var[c] * (double)M / (double)(M - 1);
+      st(running_mean->data, dt, im, momentum * mean[c] + (1 - momentum) * ld(running_mean->data, dt, im));
+      st(running_var->data, dt, iv, momentum * unbiased + (1 - momentum) * ld(running_var->data, dt, iv));
+    }
+    lt__bump_version(running_mean);
+    lt__bump_version(running_var);
+  }
+done:
+  free(mean);
+  free(var);
+  lt_tensor_free(sm);
+  lt_tensor_free(sr);
+  lt_tensor_free(xt);
+  lt_tensor_free(wt);
+  lt_tensor_free(bt);
+  lt_tensor_free(rmt);
+  lt_tensor_free(rvt);
+  return y;
+}
+
+/* Shared by the batch-norm and group-norm backwards. Saved: x [N, C, *]
+ * contiguous, mean and rstd (f64; [C] for batch norm, [N * G] for group
+ * norm), then weight [C] if the op had one. */
+static lt_status cnorm_bw(const lt_node *node, const lt_tensor *gout, lt_tensor **gin, bool per_channel,
+                          bool through_stats, int64_t G) {
+  const lt_tensor *x = node->saved[0], *mt = node->saved[1], *rt = node->saved[2];
+  const lt_tensor *w = node->nsaved > 3 ? node->saved[3] : NULL;
+  const lt_dtype dt = x->dtype;
+  const cnorm_geom g = cnorm_geom_of(x, per_channel ? x->shape[1] : G);
+  const double *mean = mt->data, *rstd = rt->data;
+  const bool need_dx = lt__needs_input_grad(node, 0), need_dw = lt__needs_input_grad(node, 1),
+             need_db = lt__needs_input_grad(node, 2);
+  lt_tensor *gt;
+  const lt_tensor *gc = lt__as_contig(gout, dt, &gt);
+  if (!gc) return lt_last_status();
+  double *sg = malloc(sizeof(double) * (size_t)(2 * g.C + 1)), *sgx = sg ? sg + g.C : NULL;
+  lt_tensor *dx = need_dx ? lt_empty(dt, x->ndim, x->shape) : NULL, *dw = NULL, *db = NULL;
+  lt_status s = LT_OK;
+  if (!sg || (need_dx && !dx)) {
+    s = sg ? lt_last_status() : lt__err(LT_ERR_NOMEM, "%s backward: out of memory", lt__ops[node->op].name);
+    goto done;
+  }
+  /* per channel: dw, db (and, for batch norm, what dx needs) */
+  int nt = lt__threads_for(x->numel, g.C);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t c = 0; c < g.C; c++) {
+    if (dt == LT_DTYPE_F32) cn_dsums_f32(x->data, gc->data, g, c, mean, rstd, per_channel, &sg[c], &sgx[c]);
+    else cn_dsums_f64(x->data, gc->data, g, c, mean, rstd, per_channel, &sg[c], &sgx[c]);
+  }
+  if (need_dx && per_channel) {
+    const double M = (double)(g.N * g.S);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t c = 0; c < g.C; c++) {
+      const double wc = w ? ld(w->data, dt, c) : 1.0, m = mean[c], rs = rstd[c];
+      const double a = through_stats ? sg[c] / M : 0.0, b = through_stats ? sgx[c] / M : 0.0;
+      for (int64_t n = 0; n < g.N; n++) {
+        const int64_t o = (n * g.C + c) * g.S;
+        for (int64_t i = 0; i < g.S; i++) {
+          const double xh = (ld(x->data, dt, o + i) - m) * rs;
+          st(dx->data, dt, o + i, wc * rs * (ld(gc->data, dt, o + i) - a - xh * b));
+        }
+      }
+    }
+  } else if (need_dx) { /* group norm: per (n, group), sums of dxhat and dxhat * xhat */
+    const int64_t cg = g.C / g.G, K = cg * g.S, ng = g.N * g.G;
+    nt = lt__threads_for(x->numel, ng);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+    for (int64_t k = 0; k < ng; k++) {
+      const int64_t o = k * K, c0 = (k % g.G) * cg;
+      const double m = mean[k], rs = rstd[k];
+      double a = 0, b = 0;
+      for (int64_t e = 0; e < K; e++) {
+        const double dxh = ld(gc->data, dt, o + e) * (w ? ld(w->data, dt, c0 + e / g.S) : 1.0);
+        a += dxh;
+        b += dxh * ((ld(x->data, dt, o + e) - m) * rs);
+      }
+      a /= (double)K;
+      b /= (double)K;
+      for (int64_t e = 0; e < K; e++) {
+        const double dxh = ld(gc->data, dt, o + e) * (w ? ld(w->data, dt, c0 + e / g.S) : 1.0);
+        st(dx->data, dt, o + e, rs * (dxh - a - ((ld(x->data, dt, o + e) - m) * rs) * b));
+      }
+    }
+  }
+  if (need_dw && !(dw = from_sums(dt, sgx, g.C))) s = lt_last_status();
+  if (s == LT_OK && need_db && !(db = from_sums(dt, sg, g.C))) s = lt_last_status();
+done:
+  free(sg);
+  lt_tensor_free(gt);
+  if (s != LT_OK) {
+    lt_tensor_free(dx);
+    lt_tensor_free(dw);
+    lt_tensor_free(db);
+    return s;
+  }
+  gin[0] = dx;
+  gin[1] = dw;
+  gin[2] = db;
+  return LT_OK;
+}
+
+lt_status lt__bw_batch_norm(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  const bn_aux *a = (const bn_aux *)node->aux;
+  return cnorm_bw(node, gout, gin, true, a->batch_stats, 0);
+}
+
+typedef struct gn_aux {
+  int64_t G;
+} gn_aux;
+
+lt_tensor *lt_group_norm(const lt_tensor *x, int64_t num_groups, const lt_tensor *weight, const lt_tensor *bias,
+                         double eps) {
+  static const char *op = "group_norm";
+  if (check_cx(op, x, eps) != LT_OK || check_cparam(op, "weight", x, weight) != LT_OK ||
+      check_cparam(op, "bias", x, bias) != LT_OK)
+    return NULL;
+  if (num_groups < 1 || x->shape[1] % num_groups)
+    return lt__err(LT_ERR_INVALID, "%s: x is %s: num_groups %lld must be >= 1 and divide C = %lld", op, LT__D(x),
+                   (long long)num_groups, (long long)x->shape[1]),
+           NULL;
+  const lt_dtype dt = x->dtype;
+  const cnorm_geom g = cnorm_geom_of(x, num_groups);
+  const int64_t cg = g.C / g.G, K = cg * g.S, ng = g.N * g.G;
+  lt_tensor *xt, *wt, *bt, *y = NULL, *sm = NULL, *sr = NULL;
+  const lt_tensor *xc = lt__as_contig(x, dt, &xt), *wc = lt__as_contig(weight, dt, &wt),
+                  *bc = lt__as_contig(bias, dt, &bt);
+  double *mean = malloc(sizeof(double) * (size_t)(2 * ng + 1)), *rstd = mean ? mean + ng : NULL;
+  if (!xc || (weight && !wc) || (bias && !bc)) goto done;
+  if (!mean) {
+    lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    goto done;
+  }
+  if (!(y = lt_empty(dt, x->ndim, x->shape))) goto done;
+  const int nt = lt__threads_for(x->numel, ng);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t k = 0; k < ng; k++) {
+    const int64_t o = k * K, c0 = (k % g.G) * cg;
+    double s = 0, q = 0;
+    for (int64_t e = 0; e < K; e++) s += ld(xc->data, dt, o + e);
+    const double m = K ? s / (double)K : 0.0;
+    for (int64_t e = 0; e < K; e++) {
+      const double d = ld(xc->data, dt, o + e) - m;
+      q += d * d;
+    }
+    const double rs = 1.0 / sqrt((K ? q / (double)K : 0.0) + eps);
+    mean[k] = m;
+    rstd[k] = rs;
+    for (int64_t e = 0; e < K; e++) {
+      const int64_t c = c0 + e / g.S;
+      const double w = wc ? ld(wc->data, dt, c) : 1.0, b = bc ? ld(bc->data, dt, c) : 0.0;
+      st(y->data, dt, o + e, (ld(xc->data, dt, o + e) - m) * rs * w + b);
+    }
+  }
+  if (lt__needs_grad(3, (const lt_tensor *[]){x, weight, bias})) {
+    const gn_aux aux = {num_groups};
+    sm = f64_vec(mean, ng);
+    sr = sm ? f64_vec(rstd, ng) : NULL;
+    if (!sr || lt__record(y, LT__OP_group_norm, 3, (const lt_tensor *[]){x, weight, bias}, wc ? 4 : 3,
+                          (const lt_tensor *[]){xc, sm, sr, wc}, &aux, sizeof aux) != LT_OK) {
+      lt_tensor_free(y);
+      y = NULL;
+    }
+  }
+done:
+  free(mean);
+  lt_tensor_free(sm);
+  lt_tensor_free(sr);
+  lt_tensor_free(xt);
+  lt_tensor_free(wt);
+  lt_tensor_free(bt);
+  return y;
+}
+
+lt_status lt__bw_group_norm(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  const gn_aux *a = (const gn_aux *)node->aux;
+  return cnorm_bw(node, gout, gin, false, true, a->G);
 }

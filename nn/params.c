@@ -32,6 +32,7 @@ struct lt_params {
   int n, cap;
   int *slots;      /* hash table of indices into items, -1 = empty; nslots a power of 2 */
   int nslots;
+  bool eval;       /* lt_params_train(p, false) was called last (a new store trains) */
 };
 
 static uint64_t name_hash(const char *s) {
@@ -262,6 +263,48 @@ lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype) {
   }
   free(made);
   return LT_OK;
+}
+
+lt_status lt_params_summary(const lt_params *p, FILE *f) {
+  if (!p) return lt__err(LT_ERR_NULL, "params_summary: the store is NULL");
+  if (!f) return lt__err(LT_ERR_NULL, "params_summary: argument f is NULL");
+  int w = 4;
+  for (int k = 0; k < p->n; k++) {
+    const int l = (int)strlen(p->items[k].name);
+    if (l > w) w = l < 80 ? l : 80;
+  }
+  int64_t params = 0, trainable = 0, buffers = 0;
+  uint64_t bytes = 0;
+  fprintf(f, "%-*s  %-20s %-5s %12s\n", w, "name", "shape", "dtype", "elements");
+  for (int k = 0; k < p->n; k++) {
+    const lt_param *e = &p->items[k];
+    const lt_tensor *t = e->value;
+    char shape[24 * LT_MAX_DIMS] = "[", *q = shape + 1;
+    for (int d = 0; d < t->ndim; d++)
+      q += snprintf(q, sizeof shape - (size_t)(q - shape), d ? ", %lld" : "%lld", (long long)t->shape[d]);
+    snprintf(q, sizeof shape - (size_t)(q - shape), "]");
+    const bool buf = (e->flags & LT_PARAM_BUFFER) != 0;
+    fprintf(f, "%-*s  %-20s %-5s %12lld%s\n", w, e->name, shape, lt_dtype_name(t->dtype), (long long)t->numel,
+            buf ? "  buffer" : t->requires_grad ? "" : "  frozen");
+    if (buf) buffers += t->numel;
+    else params += t->numel, trainable += t->requires_grad ? t->numel : 0;
+    bytes += (uint64_t)t->numel * lt_dtype_size(t->dtype);
+  }
+  fprintf(f, "parameters: %lld (trainable %lld, frozen %lld); buffers: %lld elements; %.2f MB in all\n",
+          (long long)params, (long long)trainable, (long long)(params - trainable), (long long)buffers,
+          (double)bytes / 1e6);
+  if (ferror(f)) return lt__err(LT_ERR_IO, "params_summary: write error");
+  return LT_OK;
+}
+
+void lt_params_train(lt_params *p, bool training) {
+  if (p) p->eval = !training;
+}
+
+bool lt_params_training(const lt_params *p) { return p && !p->eval; }
+
+lt_nn_ctx lt_params_ctx(const lt_params *p, lt_generator *gen) {
+  return (lt_nn_ctx){lt_params_training(p), gen};
 }
 
 char *lt_name_join(char *buf, size_t size, const char *prefix, const char *name) {

@@ -731,3 +731,112 @@ lt_status lt_normal_(lt_generator *g, lt_tensor *x, double mean, double std) {
   if ((s = lt__check_inplace("normal_", x)) != LT_OK) return s;
   return fill_inplace("normal_", g, x, DIST_NORMAL, &P);
 }
+
+/* ---- multinomial: categorical draws, row by row ----------------------- */
+
+/* Row r of a draw reads the word stream of blocks offset + r * bpr, ...,
+ * bpr = ceil(2 * num_samples / 4) blocks (two words, one u53, per sample), so
+ * each row's draws are fixed by the seed, the offset and r alone: rows can
+ * run on any thread, and the generator advances by rows * bpr blocks.
+ * A sample is u = u53 * (sum of the row's remaining weights); the category is
+ * the first i with w[0] + ... + w[i] > u (a zero weight never qualifies),
+ * summed in double. Without replacement the chosen weight is then set to 0
+ * and the sum recomputed. */
+static void multinomial_row(uint64_t seed, uint64_t offset, const double *p, double *w, int64_t n, int64_t k,
+                            bool replacement, int64_t *out) {
+  word_stream st = {.seed = seed, .offset = offset, .k = 0};
+  memcpy(w, p, sizeof(double) * (size_t)n);
+  int64_t last = n - 1; /* the last positive weight: where a u rounded up to the sum lands */
+  while (last > 0 && !(w[last] > 0)) last--;
+  for (int64_t s = 0; s < k; s++) {
+    double total = 0;
+    for (int64_t i = 0; i < n; i++) total += w[i];
+    const uint32_t a = next_word(&st), b = next_word(&st);
+    const double u = u53(a, b) * total;
+    double acc = 0;
+    int64_t pick = -1;
+    for (int64_t i = 0; i < n; i++) {
+      acc += w[i];
+      if (w[i] > 0 && u < acc) {
+        pick = i;
+        break;
+      }
+    }
+    if (pick < 0) pick = last;
+    out[s] = pick;
+    if (!replacement) {
+      w[pick] = 0;
+      while (last > 0 && !(w[last] > 0)) last--;
+    }
+  }
+}
+
+lt_tensor *lt_multinomial(lt_generator *g, const lt_tensor *probs, int64_t num_samples, bool replacement) {
+  static const char *op = "multinomial";
+  if (!g) return lt__err_null(op, "g"), NULL;
+  if (!probs) return lt__err_null(op, "probs"), NULL;
+  if (!lt_dtype_is_float(probs->dtype))
+    return lt__err(LT_ERR_DTYPE, "%s: probs is %s: must be f32 or f64", op, LT__D(probs)), NULL;
+  if (probs->ndim != 1 && probs->ndim != 2)
+    return lt__err(LT_ERR_SHAPE, "%s: probs is %s: must be [n] or [rows, n]", op, LT__D(probs)), NULL;
+  const int64_t n = probs->shape[probs->ndim - 1], R = probs->ndim == 2 ? probs->shape[0] : 1;
+  if (n == 0) return lt__err(LT_ERR_SHAPE, "%s: probs is %s: no categories", op, LT__D(probs)), NULL;
+  if (num_samples <= 0 || num_samples > ((int64_t)1 << 40))
+    return lt__err(LT_ERR_INVALID, "%s: probs is %s: num_samples %lld must be in [1, 2^40]", op, LT__D(probs),
+                   (long long)num_samples),
+           NULL;
+  if (!replacement && num_samples > n)
+    return lt__err(LT_ERR_INVALID,
+                   "%s: probs is %s: cannot draw %lld samples without replacement from %lld categories", op,
+                   LT__D(probs), (long long)num_samples, (long long)n),
+           NULL;
+  lt_tensor *pt;
+  const lt_tensor *pc = lt__as_contig(probs, LT_DTYPE_F64, &pt);
+  if (!pc) return NULL;
+  const double *p = pc->data;
+  /* Every row checked before anything is drawn. */
+  for (int64_t r = 0; r < R; r++) {
+    int64_t pos = 0;
+    for (int64_t i = 0; i < n; i++) {
+      const double v = p[r * n + i];
+      if (!(v >= 0) || isinf(v)) {
+        lt__err(LT_ERR_INVALID, "%s: probs is %s: row %lld has %g at category %lld: probabilities must be finite "
+                "and >= 0", op, LT__D(probs), (long long)r, v, (long long)i);
+        lt_tensor_free(pt);
+        return NULL;
+      }
+      pos += v > 0;
+    }
+    if (pos == 0 || (!replacement && pos < num_samples)) {
+      if (pos == 0)
+        lt__err(LT_ERR_INVALID, "%s: probs is %s: row %lld sums to 0 (no category can be drawn)", op,
+                LT__D(probs), (long long)r);
+      else
+        lt__err(LT_ERR_INVALID,
+                "%s: probs is %s: row %lld has %lld categories of nonzero probability, fewer than the %lld "
+                "samples to draw without replacement",
+                op, LT__D(probs), (long long)r, (long long)pos, (long long)num_samples);
+      lt_tensor_free(pt);
+      return NULL;
+    }
+  }
+  const int64_t shape[2] = {R, num_samples};
+  lt_tensor *out = probs->ndim == 2 ? lt_empty(LT_DTYPE_I64, 2, shape) : lt_empty(LT_DTYPE_I64, 1, &shape[1]);
+  double *w = out ? malloc(sizeof(double) * (size_t)n * (size_t)(omp_get_max_threads())) : NULL;
+  if (!w) {
+    if (out) lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    lt_tensor_free(out);
+    lt_tensor_free(pt);
+    return NULL;
+  }
+  const uint64_t bpr = blocks_for(2 * num_samples, 4);
+  const int nt = lt__threads_for(pc->numel * (num_samples < 64 ? num_samples : 64), R);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t r = 0; r < R; r++)
+    multinomial_row(g->seed, g->offset + (uint64_t)r * bpr, p + r * n, w + (size_t)omp_get_thread_num() * (size_t)n,
+                    n, num_samples, replacement, (int64_t *)out->data + r * num_samples);
+  g->offset += (uint64_t)R * bpr;
+  free(w);
+  lt_tensor_free(pt);
+  return out;
+}

@@ -502,6 +502,13 @@ lt_tensor *lt_logsumexp(const lt_tensor *x, int ndims, const int *dims, bool kee
 /* Numerically stable (max-subtracted). A row of all -inf gives NaN, as PyTorch. */
 lt_tensor *lt_softmax(const lt_tensor *x, int dim);
 lt_tensor *lt_log_softmax(const lt_tensor *x, int dim);
+/* torch.cumsum: running sums along dim (negative counts from the end; a 0-d x
+ * takes 0 or -1). Returns new, of x's shape: f32/f64 keep their dtype (the
+ * sums are accumulated in double and rounded once per element, as PyTorch's
+ * CPU kernel), i32/i64/bool give i64 (wrapping on overflow). Differentiable
+ * (dx is the reversed cumsum of the gradient). Errors: dim out of range
+ * (LT_ERR_INDEX). */
+lt_tensor *lt_cumsum(const lt_tensor *x, int dim);
 
 /* ======================================================================== */
 /* Matrix multiplication (BLIS)                                             */
@@ -534,6 +541,23 @@ lt_tensor *lt_one_hot(const lt_tensor *ids, int64_t num_classes);
 /* Join n tensors along an existing dim (cat) or a new one (stack). */
 lt_tensor *lt_cat(int n, lt_tensor *const *xs, int dim);
 lt_tensor *lt_stack(int n, lt_tensor *const *xs, int dim);
+/* torch.nn.functional.pad. pad holds npad values (even, at most 2 * ndim):
+ * (before, after) of the last dim, then of the second last, and so on, as
+ * F.pad's argument. Modes:
+ *   LT_PAD_CONSTANT   the new entries are value (cast to x's dtype); negative
+ *                     padding crops, as PyTorch;
+ *   LT_PAD_REFLECT    mirror without repeating the edge ([1,2,3] padded by
+ *                     (2, 1) is [3,2,1,2,3,2]); each pad must be < the dim's size;
+ *   LT_PAD_REPLICATE  repeat the edge element; the dim must not be empty.
+ * Unlike PyTorch (which limits reflect/replicate to the last 1-3 dims of a
+ * 2-d to 5-d input), any number of trailing dims of any rank may be padded
+ * in every mode. Any dtype; differentiable for float x (the backward adds the
+ * gradient of every copy of an element). Returns new (contiguous).
+ * Errors: an odd npad or more than 2 * ndim values, negative reflect or
+ * replicate padding, reflect padding >= the size, replicate or reflect
+ * padding of an empty dim, a resulting size < 0 (LT_ERR_INVALID/SHAPE). */
+typedef enum { LT_PAD_CONSTANT, LT_PAD_REFLECT, LT_PAD_REPLICATE } lt_pad_mode;
+lt_tensor *lt_pad(const lt_tensor *x, int npad, const int64_t *pad, lt_pad_mode mode, double value);
 /* Split into views of split_size along dim (the last may be smaller), or into
  * `chunks` nearly equal views (torch.chunk). Stores up to capacity new views
  * in out and their count in *n_out; fails if capacity is too small. */
@@ -573,6 +597,17 @@ lt_tensor *lt_normal(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *s
 lt_tensor *lt_bernoulli(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double p);
 /* A random permutation of 0..n-1 (i64). */
 lt_tensor *lt_randperm(lt_generator *g, int64_t n);
+/* torch.multinomial: num_samples category indices (i64) per row of probs
+ * ([n] -> [num_samples], [rows, n] -> [rows, num_samples]), drawn with
+ * probability proportional to the row's weights (f32/f64, need not sum to
+ * 1), with or without replacement (then num_samples <= the row's nonzero
+ * categories, each drawn at most once, in the order drawn). A category of
+ * weight 0 is never drawn. Row r uses its own Philox blocks (docs/random.md),
+ * so rows are independent and results do not depend on the thread count.
+ * Errors (nothing drawn, g unchanged): a negative, NaN or infinite weight or
+ * a row of zeros (the message names the row and category), num_samples < 1,
+ * too few nonzero categories without replacement, no categories. */
+lt_tensor *lt_multinomial(lt_generator *g, const lt_tensor *probs, int64_t num_samples, bool replacement);
 /* In-place fills (used by initialisers). */
 lt_status lt_uniform_(lt_generator *g, lt_tensor *x, double lo, double hi);
 lt_status lt_normal_(lt_generator *g, lt_tensor *x, double mean, double std);

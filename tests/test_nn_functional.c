@@ -23,6 +23,8 @@
 #include <time.h>
 
 #include "nn/nn.h"
+#include "checkpoint/checkpoint.h"
+#include <unistd.h>
 
 /* ======================================================================== */
 /* Helpers                                                                  */
@@ -1043,12 +1045,195 @@ START_TEST(test_bench) {
 }
 END_TEST
 
+/* ---- BatchNorm module: running statistics, momentum, mode, checkpoints ---- */
+
+/* mean and unbiased variance of channel c of x [N, C, S] (f64, contiguous). */
+static void chan_stats(const lt_tensor *x, int64_t c, double *mean, double *uvar) {
+  const int64_t N = x->shape[0], C = x->shape[1], S = x->numel / (N * C);
+  const double *v = x->data;
+  double s = 0, q = 0;
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t i = 0; i < S; i++) s += v[(n * C + c) * S + i];
+  const double m = s / (double)(N * S);
+  for (int64_t n = 0; n < N; n++)
+    for (int64_t i = 0; i < S; i++) q += (v[(n * C + c) * S + i] - m) * (v[(n * C + c) * S + i] - m);
+  *mean = m;
+  *uvar = q / (double)(N * S - 1);
+}
+
+START_TEST(test_batch_norm_module) {
+  lt_generator *g = lt_generator_new(5);
+  for (int cum = 0; cum < 2; cum++) {
+    lt_params *p = LT_NNP(lt_params_new());
+    lt_batch_norm_m bn;
+    lt_batch_norm_opts o = LT_BATCH_NORM_DEFAULTS;
+    o.cumulative_average = cum;
+    o.momentum = 0.3;
+    LT_OK_OR_FAIL(lt_batch_norm_init(&bn, p, "bn", 3, &o));
+    /* PyTorch's state_dict names and kinds */
+    const char *names[] = {"bn.weight", "bn.bias", "bn.running_mean", "bn.running_var", "bn.num_batches_tracked"};
+    ck_assert_int_eq(lt_params_count(p), 5);
+    for (int i = 0; i < 5; i++) {
+      const lt_param *q = lt_params_at(p, i);
+      ck_assert_str_eq(q->name, names[i]);
+      ck_assert_int_eq(!!(q->flags & LT_PARAM_BUFFER), i >= 2);
+    }
+    ck_assert_int_eq(bn.num_batches_tracked->dtype, LT_DTYPE_I64);
+    ck_assert_int_eq(lt_params_numel(p, false), 6); /* buffers are not parameters */
+    LT_OK_OR_FAIL(lt_params_to_dtype(p, LT_DTYPE_F64));
+    ck_assert(lt_params_training(p));
+    double rm[3] = {0, 0, 0}, rv[3] = {1, 1, 1};
+    for (int step = 1; step <= 4; step++) {
+      lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F64, LT_SHAPE(4, 3, 5)));
+      lt_tensor *y = LT_NN(lt_batch_norm_forward(&bn, x));
+      const double f = cum ? 1.0 / step : 0.3;
+      for (int c = 0; c < 3; c++) {
+        double m, v;
+        chan_stats(x, c, &m, &v);
+        rm[c] = (1 - f) * rm[c] + f * m;
+        rv[c] = (1 - f) * rv[c] + f * v;
+        ck_assert_double_eq_tol(((double *)bn.running_mean->data)[c], rm[c], 1e-12);
+        ck_assert_double_eq_tol(((double *)bn.running_var->data)[c], rv[c], 1e-12);
+      }
+      ck_assert_int_eq(*(int64_t *)bn.num_batches_tracked->data, step);
+      lt_tensor_free(y), lt_tensor_free(x);
+    }
+    /* evaluation: running statistics, nothing updated; one switch on the store */
+    lt_params_train(p, false);
+    ck_assert(!lt_params_training(p));
+    lt_nn_ctx ctx = lt_params_ctx(p, g);
+    ck_assert(!ctx.training && ctx.gen == g);
+    lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F64, LT_SHAPE(2, 3, 5)));
+    lt_tensor *y = LT_NN(lt_batch_norm_forward(&bn, x));
+    for (int64_t i = 0; i < x->numel; i++) {
+      const int c = (int)(i / 5 % 3);
+      const double want = (((double *)x->data)[i] - rm[c]) / sqrt(rv[c] + 1e-5);
+      ck_assert_double_eq_tol(((double *)y->data)[i], want, 1e-12);
+    }
+    ck_assert_int_eq(*(int64_t *)bn.num_batches_tracked->data, 4);
+    /* dropout follows the same switch through the ctx */
+    lt_tensor *d = LT_NN(lt_dropout(x, 0.5, &ctx));
+    ck_assert(lt_equal(d, x));
+    lt_params_train(p, true);
+    ctx = lt_params_ctx(p, g);
+    lt_tensor *d2 = LT_NN(lt_dropout(x, 0.5, &ctx));
+    ck_assert(!lt_equal(d2, x));
+    lt_tensor_free(d2), lt_tensor_free(d), lt_tensor_free(y), lt_tensor_free(x);
+
+    /* checkpoint round trip of the buffers (num_batches_tracked stays i64) */
+    char *path = lt_test_write_temp("", 0);
+    LT_OK_OR_FAIL(lt_ckpt_save_params(path, p, NULL, NULL));
+    lt_params *p2 = LT_NNP(lt_params_new());
+    lt_batch_norm_m bn2;
+    LT_OK_OR_FAIL(lt_batch_norm_init(&bn2, p2, "bn", 3, &o));
+    LT_OK_OR_FAIL(lt_params_to_dtype(p2, LT_DTYPE_F64));
+    LT_OK_OR_FAIL(lt_ckpt_load_params(path, p2, NULL, NULL));
+    ck_assert(lt_equal(bn2.running_mean, bn.running_mean));
+    ck_assert(lt_equal(bn2.running_var, bn.running_var));
+    ck_assert_int_eq(bn2.num_batches_tracked->dtype, LT_DTYPE_I64);
+    ck_assert_int_eq(*(int64_t *)bn2.num_batches_tracked->data, 4);
+    unlink(path);
+    free(path);
+    /* optimizers and clipping skip the buffers */
+    lt_tensor *x2 = LT_NN(lt_randn(g, LT_DTYPE_F64, LT_SHAPE(4, 3, 2)));
+    lt_scope *sc = lt_scope_begin();
+    lt_tensor *l = LT_NN(lt_sum(LT_NN(lt_square(LT_NN(lt_batch_norm_forward(&bn2, x2)))), 0, NULL, false));
+    LT_OK_OR_FAIL(lt_backward(l, NULL, false));
+    lt_scope_end(sc);
+    ck_assert_ptr_null(bn2.running_mean->grad);
+    lt_tensor *rm_before = LT_NN(lt_clone(bn2.running_mean));
+    double norm;
+    LT_OK_OR_FAIL(lt_clip_grad_norm(p2, 1.0, &norm));
+    lt_optim_config oc = lt_optim_defaults(LT_OPTIM_SGD);
+    oc.lr = 0.5;
+    lt_optimizer *opt = LT_NNP(lt_optimizer_new(p2, &oc));
+    LT_OK_OR_FAIL(lt_optimizer_step(opt));
+    ck_assert(lt_equal(bn2.running_mean, rm_before));
+    lt_optimizer_free(opt);
+    lt_tensor_free(rm_before), lt_tensor_free(x2);
+    lt_params_free(p2);
+    lt_params_free(p);
+  }
+  /* without tracking: batch statistics in both modes, no buffers */
+  lt_params *p = LT_NNP(lt_params_new());
+  lt_batch_norm_m bn;
+  lt_batch_norm_opts o = LT_BATCH_NORM_DEFAULTS;
+  o.track_running_stats = false;
+  o.affine = false;
+  LT_OK_OR_FAIL(lt_batch_norm_init(&bn, p, "bn", 2, &o));
+  ck_assert_int_eq(lt_params_count(p), 0);
+  lt_params_train(p, false);
+  lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(6, 2)));
+  lt_tensor *y = LT_NN(lt_batch_norm_forward(&bn, x)), *z = LT_NN(lt_batch_norm(x, NULL, NULL, NULL, NULL, true, 0.1, 1e-5));
+  ck_assert(lt_equal(y, z));
+  lt_tensor_free(z), lt_tensor_free(y), lt_tensor_free(x);
+  LT_EXPECT_ERR(lt_batch_norm_init(&bn, p, "bad", 0, NULL), LT_ERR_INVALID, "C 0 must be >= 1");
+  o = LT_BATCH_NORM_DEFAULTS;
+  o.momentum = 2;
+  LT_EXPECT_ERR(lt_batch_norm_init(&bn, p, "bad", 2, &o), LT_ERR_INVALID, "momentum 2");
+  ck_assert_int_eq(lt_params_count(p), 0);
+  lt_group_norm_m gn;
+  LT_EXPECT_ERR(lt_group_norm_init(&gn, p, "gn", 4, 6, 1e-5, true), LT_ERR_INVALID, "divide C = 6");
+  LT_OK_OR_FAIL(lt_group_norm_init(&gn, p, "gn", 3, 6, 1e-5, true));
+  ck_assert_int_eq(lt_params_count(p), 2);
+  lt_params_free(p);
+  lt_generator_free(g);
+}
+END_TEST
+
+START_TEST(test_topk_summary) {
+  /* rows: target best; target 2nd; tie with an earlier class (ranks after it); NaN row */
+  const double sc[4][4] = {{0.1, 3, 1, 2}, {5, 1, 4, 0}, {2, 2, 0, 1}, {1, NAN, 3, 0}};
+  const int64_t tg[4] = {1, 2, 1, 2};
+  lt_tensor *s = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(4, 4), sc));
+  lt_tensor *t = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(4), tg));
+  int64_t n;
+  double acc;
+  LT_OK_OR_FAIL(lt_topk_accuracy(s, t, 1, &n, &acc));
+  ck_assert_int_eq(n, 1);
+  ck_assert_double_eq(acc, 0.25);
+  LT_OK_OR_FAIL(lt_topk_accuracy(s, t, 2, &n, &acc));
+  ck_assert_int_eq(n, 3);
+  LT_OK_OR_FAIL(lt_topk_accuracy(s, t, 4, &n, &acc));
+  ck_assert_int_eq(n, 3); /* the NaN row never counts */
+  const int64_t bad[4] = {1, 2, 4, 0};
+  lt_tensor *tb = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(4), bad));
+  LT_EXPECT_ERR(lt_topk_accuracy(s, tb, 1, &n, &acc), LT_ERR_INDEX, "target 4 at row 2 is outside [0, 4)");
+  LT_EXPECT_ERR(lt_topk_accuracy(s, t, 0, &n, &acc), LT_ERR_INVALID, "k 0 must be >= 1");
+  LT_EXPECT_ERR(lt_topk_accuracy(t, t, 1, &n, &acc), LT_ERR_DTYPE, "scores is [4] i64");
+  lt_tensor_free(tb), lt_tensor_free(t), lt_tensor_free(s);
+
+  /* summary: every name, shape and the totals */
+  lt_generator *g = lt_generator_new(1);
+  lt_params *p = LT_NNP(lt_params_new());
+  lt_linear_m lin;
+  lt_batch_norm_m bn;
+  LT_OK_OR_FAIL(lt_linear_init(&lin, p, "fc", 3, 2, true, g));
+  LT_OK_OR_FAIL(lt_batch_norm_init(&bn, p, "bn", 2, NULL));
+  LT_OK_OR_FAIL(lt_params_set_requires_grad(p, "fc.bias", false));
+  char *buf = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&buf, &len);
+  LT_OK_OR_FAIL(lt_params_summary(p, f));
+  fclose(f);
+  const char *want[] = {"fc.weight", "[2, 3]", "fc.bias", "frozen", "bn.running_var", "buffer",
+                        "bn.num_batches_tracked", "[]", "i64",
+                        "parameters: 12 (trainable 10, frozen 2); buffers: 5 elements"};
+  for (size_t i = 0; i < sizeof want / sizeof want[0]; i++)
+    ck_assert_msg(strstr(buf, want[i]), "summary lacks '%s':\n%s", want[i], buf);
+  free(buf);
+  LT_EXPECT_ERR(lt_params_summary(p, NULL), LT_ERR_NULL, "params_summary");
+  lt_params_free(p);
+  lt_generator_free(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("nn_functional");
   LT_TEST_CASE(s, "core", 600, test_linear_hand, test_linear_vs_matmul, test_linear_zero_size,
                test_linear_errors, test_norm_hand, test_norms_vs_naive, test_norm_zero_size,
                test_norm_errors, test_dropout, test_losses_hand, test_losses_vs_naive,
                test_losses_edge, test_losses_errors, test_no_leaks, test_thread_count_bit_identical,
-               test_bench);
+               test_bench, test_batch_norm_module, test_topk_summary);
   return lt_test_run(s);
 }

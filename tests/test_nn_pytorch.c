@@ -1459,11 +1459,118 @@ START_TEST(test_init) {
 }
 END_TEST
 
+/* ---- issue 18 ops: BatchNorm, GroupNorm, pad, cumsum (nn_ops.bin) ------- */
+
+static lt_tensor *fxg(const lt_fixture *f, const char *fmt, const char *a, int k) {
+  char name[256];
+  snprintf(name, sizeof name, fmt, a, k);
+  lt_tensor *t = lt_fixture_get(f, name);
+  ck_assert_msg(t != NULL, "%s: %s", name, lt_last_error());
+  return t;
+}
+
+static double fxs(const lt_fixture *f, const char *fmt, const char *a) {
+  char name[256];
+  double v;
+  snprintf(name, sizeof name, fmt, a);
+  ck_assert_msg(lt_fixture_scalar(f, name, &v) == LT_OK, "%s: %s", name, lt_last_error());
+  return v;
+}
+
+/* sum(out * dout).backward() for the leaves */
+static void backward_dot(lt_tensor *out, const lt_tensor *dout) {
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, dout)), 0, NULL, false)), NULL, false));
+}
+
+START_TEST(test_nnops_fixtures) {
+  lt_fixture *f = lt_fx_open("nn_ops.bin");
+  lt_scope *sc = lt_scope_begin();
+  char lbl[256];
+  /* BatchNorm: 3 training steps (outputs, gradients, running statistics), then eval */
+  const char *bn_cases[] = {"1d", "1d_seq", "2d"};
+  for (int i = 0; i < 3; i++) {
+    const char *c = bn_cases[i];
+    lt_tensor *w0 = fxg(f, "bn.%s.param.weight%.0d", c, 0), *b0 = fxg(f, "bn.%s.param.bias%.0d", c, 0);
+    lt_params *p = LT_NNP(lt_params_new());
+    lt_batch_norm_m bn;
+    lt_batch_norm_opts o = LT_BATCH_NORM_DEFAULTS;
+    const double mom = fxs(f, "bn.%s.momentum", c);
+    o.cumulative_average = mom < 0;
+    o.momentum = mom < 0 ? 0.1 : mom;
+    o.eps = fxs(f, "bn.%s.eps", c);
+    LT_OK_OR_FAIL(lt_batch_norm_init(&bn, p, "bn", w0->shape[0], &o));
+    const bool prev = lt_set_grad_enabled(false);
+    LT_OK_OR_FAIL(lt_copy_(bn.weight, w0));
+    LT_OK_OR_FAIL(lt_copy_(bn.bias, b0));
+    lt_set_grad_enabled(prev);
+    for (int k = 0; k < 3; k++) {
+      lt_tensor *x = fxg(f, "bn.%s.in.%d", c, k);
+      LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+      lt_params_zero_grad(p);
+      lt_tensor *y = LT_NN(lt_batch_norm_forward(&bn, x));
+      backward_dot(y, fxg(f, "bn.%s.dout.%d", c, k));
+#define BN_CMP(what, got, key, rtol)                                    \
+  snprintf(lbl, sizeof lbl, "bn.%s.%s.%d", c, what, k);                 \
+  lt_fx_close(lbl, got, fxg(f, "bn.%s." key ".%d", c, k), rtol, 1e-6)
+      BN_CMP("out", y, "out", 1e-5);
+      BN_CMP("grad_x", x->grad, "grad_x", 1e-4);
+      BN_CMP("grad_w", bn.weight->grad, "grad_w", 1e-4);
+      BN_CMP("grad_b", bn.bias->grad, "grad_b", 1e-4);
+      BN_CMP("running_mean", bn.running_mean, "rm", 1e-5);
+      BN_CMP("running_var", bn.running_var, "rv", 1e-5);
+      BN_CMP("num_batches_tracked", bn.num_batches_tracked, "nbt", 0);
+#undef BN_CMP
+    }
+    lt_params_train(p, false);
+    snprintf(lbl, sizeof lbl, "bn.%s.eval.out", c);
+    lt_fx_close(lbl, LT_NN(lt_batch_norm_forward(&bn, fxg(f, "bn.%s.eval.in%.0d", c, 0))),
+                fxg(f, "bn.%s.eval.out%.0d", c, 0), 1e-5, 1e-6);
+    lt_params_free(p);
+  }
+  /* GroupNorm, pad, cumsum: forward and the gradients of sum(out * dout) */
+  const char *cases[] = {"gn.g2", "gn.g1_4d", "gn.g_per_channel", "pad.constant", "pad.reflect_1d",
+                         "pad.reflect_2d", "pad.replicate_1d", "pad.replicate_2d", "pad.replicate_3d",
+                         "cumsum.last", "cumsum.first", "cumsum.mid", "cumsum.last_f32", "cumsum.first_f32",
+                         "cumsum.mid_f32", "cumsum.int"};
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    const char *c = cases[i];
+    const int nin = !strncmp(c, "gn.", 3) ? 3 : 1;
+    lt_tensor *in[3];
+    for (int k = 0; k < nin; k++) {
+      in[k] = fxg(f, "%s.in.%d", c, k);
+      if (lt_dtype_is_float(in[k]->dtype)) LT_OK_OR_FAIL(lt_requires_grad_(in[k], true));
+    }
+    lt_tensor *y;
+    if (nin == 3) {
+      y = lt_group_norm(in[0], (int64_t)fxs(f, "%s.groups", c), in[1], in[2], 1e-5);
+    } else if (!strncmp(c, "pad.", 4)) {
+      lt_tensor *pt = fxg(f, "%s.pad%.0d", c, 0);
+      y = lt_pad(in[0], (int)pt->numel, pt->data, (lt_pad_mode)fxs(f, "%s.mode", c), fxs(f, "%s.value", c));
+    } else {
+      y = lt_cumsum(in[0], (int)fxs(f, "%s.dim", c));
+    }
+    snprintf(lbl, sizeof lbl, "%s.out", c);
+    const double rt = in[0]->dtype == LT_DTYPE_F64 ? 1e-12 : 1e-5;
+    lt_fx_close(lbl, y, fxg(f, "%s.out%.0d", c, 0), rt, 0);
+    if (!y || !lt_dtype_is_float(y->dtype)) continue;
+    backward_dot(y, fxg(f, "%s.dout%.0d", c, 0));
+    for (int k = 0; k < nin; k++) {
+      snprintf(lbl, sizeof lbl, "%s.grad.%d", c, k);
+      lt_fx_close(lbl, in[k]->grad, fxg(f, "%s.grad.%d", c, k), rt * 10, rt);
+    }
+  }
+  lt_scope_end(sc);
+  lt_fixture_free(f);
+  lt_fx_done("nn_ops.bin");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("nn_pytorch");
   LT_TEST_CASE(s, "reader", 0, test_reader_round_trip, test_reader_truncated, test_reader_corrupt,
                test_reader_real_files);
-  TCase *tc = LT_TEST_CASE(s, "functional", 300, test_cross_entropy_all_ignored, test_dropout);
+  TCase *tc = LT_TEST_CASE(s, "functional", 300, test_cross_entropy_all_ignored, test_dropout,
+                           test_nnops_fixtures);
   tcase_add_loop_test(tc, test_linear, 0, 2);
   tcase_add_loop_test(tc, test_norms, 0, 2);
   tcase_add_loop_test(tc, test_activations, 0, 2);

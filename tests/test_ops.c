@@ -73,6 +73,8 @@ static double oi_first(const opinfo *e, const double *arg, const double *x) { re
 #include "opinfo_view.inc"
 #include "opinfo_matmul.inc"
 #include "opinfo_conv.inc"
+#include "opinfo_index.inc"
+#include "opinfo_nn.inc"
 
 #include "gradcases_view.inc"
 #include "gradcases_matmul.inc"
@@ -88,7 +90,7 @@ static const struct {
 } tables[] = {
 #define OI_TABLE(t) {t, (int)(sizeof t / sizeof t[0])},
     OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_matmul)
-    OI_TABLE(opinfo_conv) OI_TABLE(opinfo_pending)
+    OI_TABLE(opinfo_conv) OI_TABLE(opinfo_index) OI_TABLE(opinfo_nn) OI_TABLE(opinfo_pending)
 #undef OI_TABLE
 };
 

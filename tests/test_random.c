@@ -582,6 +582,122 @@ START_TEST(test_errors) {
 }
 END_TEST
 
+/* ---- multinomial ------------------------------------------------------- */
+
+static int multinomial_draws(void *ctx, lt_tensor **out, int cap) {
+  (void)ctx, (void)cap;
+  lt_generator *g = lt_generator_new(2718);
+  lt_tensor *p = LT_NN(lt_rand(g, LT_DTYPE_F64, LT_SHAPE(64, 40)));
+  out[0] = LT_NN(lt_multinomial(g, p, 600, true)); /* above the parallel threshold */
+  out[1] = LT_NN(lt_multinomial(g, p, 30, false));
+  lt_tensor_free(p);
+  lt_generator_free(g);
+  return 2;
+}
+
+/* Chi-square of counts against probabilities p (k categories, n draws); the
+ * statistic of a correct sampler is ~ chi2(k - 1): mean k - 1, sd sqrt(2(k-1)). */
+static double chi2(const int64_t *count, const double *p, int k, int64_t n) {
+  double c = 0;
+  for (int i = 0; i < k; i++) {
+    const double e = p[i] * (double)n;
+    if (e > 0) c += ((double)count[i] - e) * ((double)count[i] - e) / e;
+  }
+  return c;
+}
+
+START_TEST(test_multinomial) {
+  lt_generator *g = lt_generator_new(99);
+  /* weights (unnormalised) with zeros, 8 categories, 2 rows */
+  const double w[2][8] = {{1, 0, 2, 3, 0, 4, 0.5, 1.5}, {0, 0, 0, 5, 0, 0, 0, 1}};
+  lt_tensor *p = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(2, 8), w));
+  const int64_t n = 100000;
+  lt_tensor *d = LT_NN(lt_multinomial(g, p, n, true));
+  ck_assert_int_eq(d->ndim, 2);
+  ck_assert_int_eq(d->shape[0], 2);
+  ck_assert_int_eq(d->shape[1], n);
+  ck_assert_int_eq(d->dtype, LT_DTYPE_I64);
+  for (int r = 0; r < 2; r++) {
+    int64_t count[8] = {0};
+    double sum = 0, q[8];
+    for (int i = 0; i < 8; i++) sum += w[r][i];
+    for (int i = 0; i < 8; i++) q[i] = w[r][i] / sum;
+    const int64_t *v = (const int64_t *)d->data + r * n;
+    for (int64_t i = 0; i < n; i++) {
+      ck_assert_msg(v[i] >= 0 && v[i] < 8, "row %d draw %lld is %lld", r, (long long)i, (long long)v[i]);
+      count[v[i]]++;
+    }
+    for (int i = 0; i < 8; i++)
+      if (w[r][i] == 0) ck_assert_msg(count[i] == 0, "row %d: category %d of weight 0 drawn %lld times", r, i,
+                                      (long long)count[i]);
+    int k = 0;
+    for (int i = 0; i < 8; i++) k += w[r][i] > 0;
+    /* chi2(k - 1) beyond mean + 6 sd is a p-value below 1e-6 (fixed seed: deterministic anyway) */
+    const double c = chi2(count, q, 8, n), bound = (k - 1) + 6 * sqrt(2.0 * (k - 1));
+    ck_assert_msg(c < bound, "row %d: chi-square %g >= %g", r, c, bound);
+  }
+  /* reproducible from the seed; a 1-d input gives a 1-d result equal to row 0 of its own draw */
+  lt_generator *g2 = lt_generator_new(99);
+  lt_tensor *d2 = LT_NN(lt_multinomial(g2, p, n, true));
+  ck_assert(lt_equal(d, d2));
+  lt_generator_state st = lt_generator_get_state(g2);
+  ck_assert_uint_eq(st.offset, 2 * (uint64_t)((2 * n + 3) / 4));
+  /* rows independent of each other: row 1 alone draws what row 1 of the pair drew at its blocks */
+  lt_generator *g3 = lt_generator_new(99);
+  lt_tensor *row0 = LT_NN(lt_select(p, 0, 0));
+  lt_tensor *d3 = LT_NN(lt_multinomial(g3, row0, n, true));
+  ck_assert_int_eq(d3->ndim, 1);
+  lt_tensor *d0 = LT_NN(lt_select(d, 0, 0));
+  ck_assert(lt_equal(d3, d0));
+
+  /* without replacement: distinct categories, never a zero-weight one, all of them when k == positives */
+  lt_tensor *u = LT_NN(lt_multinomial(g, p, 2, false));
+  const int64_t *uv = u->data;
+  ck_assert(uv[2] != uv[3] && (uv[2] == 3 || uv[2] == 7) && (uv[3] == 3 || uv[3] == 7));
+  ck_assert(uv[0] != uv[1] && w[0][uv[0]] > 0 && w[0][uv[1]] > 0);
+  /* first draw without replacement has the categorical distribution; the second excludes the first */
+  const double w1[4] = {1, 2, 3, 4};
+  lt_tensor *p1 = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(1, 4), w1));
+  lt_tensor *big = LT_NN(lt_expand(p1, LT_SHAPE(40000, 4)));
+  lt_tensor *s2 = LT_NN(lt_multinomial(g, big, 4, false));
+  int64_t first[4] = {0};
+  for (int64_t r = 0; r < 40000; r++) {
+    const int64_t *v = (const int64_t *)s2->data + r * 4;
+    int seen = 0;
+    for (int j = 0; j < 4; j++) seen |= 1 << v[j];
+    ck_assert_int_eq(seen, 15); /* a permutation */
+    first[v[0]]++;
+  }
+  const double q1[4] = {0.1, 0.2, 0.3, 0.4};
+  const double c1 = chi2(first, q1, 4, 40000);
+  ck_assert_msg(c1 < 3 + 6 * sqrt(6.0), "first draw without replacement: chi-square %g", c1);
+
+  /* invalid rows are refused, naming the row and category; nothing drawn */
+  lt_generator_state before = lt_generator_get_state(g);
+  const double bad[3][3] = {{1, -0.5, 1}, {1, NAN, 0}, {0, 0, 0}};
+  const char *frag[3] = {"row 0 has -0.5 at category 1", "row 0 has nan at category 1", "row 0 sums to 0"};
+  for (int i = 0; i < 3; i++) {
+    lt_tensor *b = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(3), bad[i]));
+    LT_EXPECT_NULL_ERR(lt_multinomial(g, b, 1, true), LT_ERR_INVALID, frag[i]);
+    lt_tensor_free(b);
+  }
+  LT_EXPECT_NULL_ERR(lt_multinomial(g, p, 3, false), LT_ERR_INVALID,
+                "row 1 has 2 categories of nonzero probability, fewer than the 3 samples");
+  LT_EXPECT_NULL_ERR(lt_multinomial(g, p, 0, true), LT_ERR_INVALID, "num_samples 0");
+  LT_EXPECT_NULL_ERR(lt_multinomial(g, p, 9, false), LT_ERR_INVALID,
+                "cannot draw 9 samples without replacement from 8 categories");
+  LT_EXPECT_NULL_ERR(lt_multinomial(NULL, p, 1, true), LT_ERR_NULL, "multinomial");
+  lt_tensor *ints = LT_NN(lt_zeros(LT_DTYPE_I64, LT_SHAPE(3)));
+  LT_EXPECT_NULL_ERR(lt_multinomial(g, ints, 1, true), LT_ERR_DTYPE, "probs is [3] i64");
+  ck_assert_uint_eq(lt_generator_get_state(g).offset, before.offset);
+  lt_test_same_on_threads(multinomial_draws, NULL, "multinomial");
+  lt_tensor_free(ints), lt_tensor_free(s2), lt_tensor_free(big), lt_tensor_free(p1), lt_tensor_free(u);
+  lt_tensor_free(d0), lt_tensor_free(d3), lt_tensor_free(row0), lt_tensor_free(d2), lt_tensor_free(d);
+  lt_tensor_free(p);
+  lt_generator_free(g3), lt_generator_free(g2), lt_generator_free(g);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("random");
   TCase *tc = tcase_create("random");
@@ -597,6 +713,8 @@ int main(void) {
   tcase_add_test(tc, test_uniform_excludes_hi);
   tcase_add_test(tc, test_inplace);
   tcase_add_test(tc, test_errors);
+  tcase_add_test(tc, test_multinomial);
+  tcase_set_timeout(tc, 60); /* wall time on a loaded machine; the suite's CPU time is under 2 s */
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }
