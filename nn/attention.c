@@ -946,13 +946,18 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
 /* ======================================================================== */
 
 /* Fused unless weights are requested (only the unfused path has them), or
- * impl / LT_ATTENTION say unfused. */
-static bool want_fused(const lt_attention_opts *o, bool weights) {
+ * impl / LT_ATTENTION=fused|unfused say otherwise. AUTO picks unfused when
+ * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC): there the
+ * fused path saves no memory worth having (P is at most 128 KB per head) and
+ * measured up to 1.15x slower at T = 128 (docs/attention.md). */
+static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor *q, const lt_tensor *k) {
   if (weights) return false;
   const lt_attention_impl impl = o ? o->impl : LT_ATTENTION_AUTO;
   if (impl != LT_ATTENTION_AUTO) return impl == LT_ATTENTION_FUSED;
   const char *e = getenv("LT_ATTENTION");
-  return !(e && !strcmp(e, "unfused"));
+  if (e && !strcmp(e, "unfused")) return false;
+  if (e && !strcmp(e, "fused")) return true;
+  return q->shape[2] > FL_BR || k->shape[2] > FL_BC;
 }
 
 lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
@@ -960,6 +965,6 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
                                            lt_tensor **weights) {
   if (check_inputs(q, k, v, opts, ctx) != LT_OK) return NULL;
   if (lt__ensure_init() != LT_OK) return NULL;
-  return want_fused(opts, weights != NULL) ? sdpa_fused(q, k, v, opts, ctx)
+  return want_fused(opts, weights != NULL, q, k) ? sdpa_fused(q, k, v, opts, ctx)
                                            : sdpa_unfused(q, k, v, opts, ctx, weights);
 }

@@ -287,9 +287,17 @@ END_TEST
 /* LT_ATTENTION=unfused in the environment switches the default path; an
  * explicit impl wins over it; weights always come from the unfused path. */
 START_TEST(test_fused_switch) {
-  lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 9, 8)));
+  lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 129, 8)));
+  lt_tensor *qs = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 128, 8)));
   lt_attention_opts o = {.causal = true};
+  unsetenv("LT_ATTENTION");
   ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
+            LT__OP_scaled_dot_product_attention_fused);
+  /* one tile (T <= 128, S <= 256): unfused unless LT_ATTENTION=fused */
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
+            LT__OP_scaled_dot_product_attention);
+  setenv("LT_ATTENTION", "fused", 1);
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention_fused);
   setenv("LT_ATTENTION", "unfused", 1);
   ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
