@@ -31,11 +31,39 @@
  *     dQ[h]  = scale * dS K[g]
  *     dK[g] += scale * dS^T Q[h]
  *
- * What this is not: a flash-attention kernel (the T x S probabilities are
- * materialised, which is what backward needs them for anyway), and the float
- * attn_mask gets no gradient (it is a constant of the op). The weights handed
- * back through `weights` are W (after dropout, as nn.MultiheadAttention
- * returns them, one per head) and are not differentiable.
+ * Two implementations of that contract live here (docs/attention.md):
+ *
+ * Unfused (op scaled_dot_product_attention, the reference, and the only one
+ * that can return the weights): the T x S probabilities are materialised per
+ * (b, h) and saved for backward, as described above.
+ *
+ * Fused (op scaled_dot_product_attention_fused, FlashAttention-2, Dao 2023,
+ * the default): tiles of FL_BR = 128 query rows x FL_BC = 256 keys
+ * (nn/attention_fused.inc). For each query tile the keys are visited tile by
+ * tile (causal: only those up to the tile's last visible key) with an online
+ * softmax: a running row max m and sum l of exp(score - m); when m grows the
+ * sum and the output rows accumulated so far are rescaled by exp(m_old -
+ * m_new); at the end out /= l. The exp, max and sums are
+ * tensor/softmax_internal.h's. Saved for backward: q, k, v, out and the row
+ * logsumexp lse = m + log(l) [B,NH,T] (+inf for a row without keys), so
+ * memory is O(T) per head, not O(T*S). The backward, per (b, kv head g),
+ * recomputes P = exp(score - lse) tile by tile:
+ *     D      = rowsum(dO * out)        (= rowsum(P * dP), per query row)
+ *     dV[g] += W^T dO,  dP = (dO V^T) * keep / (1 - p),  dS = P * (dP - D)
+ *     dQ[h] += scale * dS K[g],  dK[g] += scale * dS^T Q[h]
+ * Dropout never stores a mask: the forward reserves the generator's counters
+ * for a [B,NH,T,S] bernoulli draw (lt__bernoulli_defer) and both passes
+ * regenerate any tile's bits from them (lt__bernoulli_tile): the same bits
+ * the unfused path draws from the same generator state. Tile products are
+ * lt__mat_gemm on one thread (the GEMM entry lt_matmul uses); the forward is
+ * threaded over (b, h, query tile), the backward over (b, kv head), so
+ * results never depend on the thread count. Per call, scratch of a few tiles
+ * per thread is allocated once; nothing is allocated inside the tile loops.
+ *
+ * What this is not: the float attn_mask gets no gradient (it is a constant
+ * of the op). The weights handed back through `weights` are W (after
+ * dropout, as nn.MultiheadAttention returns them, one per head), are not
+ * differentiable, and always come from the unfused path.
  */
 #include "nn/nn.h"
 
@@ -45,6 +73,7 @@
 #include "tensor/runtime_internal.h"
 #include "tensor/gemm_internal.h"
 #include "tensor/softmax_internal.h"
+#include "tensor/random_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -176,6 +205,10 @@ typedef struct sdpa_plan {
   int64_t gs[4];
   char *dq, *dk, *dv;
   int64_t dqs[4], dks[4], dvs[4];
+  /* fused path only: the row logsumexp [B,NH,T] (contiguous, dtype dt), and
+   * the deferred dropout draw over [B,NH,T,S] (NULL without dropout) */
+  char *lse;
+  const lt__bern_draw *drop;
 } sdpa_plan;
 
 /* Zeroes the [n, m] matrix at p with strides (rs, cs). */
@@ -327,6 +360,33 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
   return LT_OK;
 }
 
+/* ======================================================================== */
+/* Fused tiles (FlashAttention-2 style; nn/attention_fused.inc)             */
+/* ======================================================================== */
+
+/* A tile is FL_BR query rows x FL_BC keys. Measured (bench/attention.c, f32,
+ * B 2, NH 4, HS 64, T 1024, fwd+bwd, machine loaded): 64 x 128 tiles were
+ * 2.6x slower than unfused (BLIS's fixed cost per call and the repacking
+ * of each k/v tile per query tile), 128 x 128 1.7x, 128 x 256 and 256 x 256
+ * 1.2-1.5x; 128 rows keep the causal diagonal tiles smaller. */
+#define FL_BR 128
+#define FL_BC 256
+
+#define FT float
+#define FN f32
+#define FDT LT_DTYPE_F32
+#include "nn/attention_fused.inc"
+#undef FT
+#undef FN
+#undef FDT
+#define FT double
+#define FN f64
+#define FDT LT_DTYPE_F64
+#include "nn/attention_fused.inc"
+#undef FT
+#undef FN
+#undef FDT
+
 /* A new tensor of shape `shape` (4-d) whose memory follows the dim order of
  * x's strides when x is a permutation of a contiguous tensor (a transposed
  * view, say), else contiguous; zero-filled if zero. So the output and the
@@ -436,6 +496,8 @@ static lt_status check_inputs(const lt_tensor *q, const lt_tensor *k, const lt_t
   if (!(o->dropout_p >= 0.0 && o->dropout_p <= 1.0))
     return lt__err(LT_ERR_INVALID, OP ": dropout_p %g: need 0 <= p <= 1", o->dropout_p);
   if (isnan(o->scale)) return lt__err(LT_ERR_INVALID, OP ": scale is NaN (use 0 for 1/sqrt(HS))");
+  if (o->impl != LT_ATTENTION_AUTO && o->impl != LT_ATTENTION_FUSED && o->impl != LT_ATTENTION_UNFUSED)
+    return lt__err(LT_ERR_INVALID, OP ": impl %d is not an lt_attention_impl", (int)o->impl);
   if (ctx && ctx->training && o->dropout_p > 0 && !ctx->gen)
     return lt__err(LT_ERR_NULL, OP ": training with dropout_p %g needs ctx->gen (a generator)", o->dropout_p);
   return LT_OK;
@@ -474,13 +536,40 @@ static void plan_geometry(sdpa_plan *pl, const lt_tensor *q, const lt_tensor *k,
   memcpy(pl->vs, v->stride, sizeof pl->vs);
 }
 
-lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
-                                           const lt_attention_opts *opts, const lt_nn_ctx *ctx,
-                                           lt_tensor **weights) {
-  if (check_inputs(q, k, v, opts, ctx) != LT_OK) return NULL;
+/* attn_mask as the plan reads it: bool or dtype dt (a float mask of
+ * another dtype is cast, *tmp to free). NULL for no mask or on error. */
+static const lt_tensor *mask_ready(const lt_tensor *am, lt_dtype dt, lt_tensor **tmp) {
+  *tmp = NULL;
+  if (!am || am->dtype == LT_DTYPE_BOOL || am->dtype == dt) return am;
+  const bool prev = lt_set_grad_enabled(false);
+  *tmp = lt_to_dtype(am, dt);
+  lt_set_grad_enabled(prev);
+  return *tmp;
+}
+
+/* Fills the mask fields of pl: am (bool or dt, from mask_ready) broadcast on
+ * [B,NH,T,S], kp [B or 1,S]; either may be NULL. */
+static void plan_masks(sdpa_plan *pl, const lt_tensor *am, const lt_tensor *kp) {
+  if (am) {
+    pl->am = am->data;
+    pl->am_bool = am->dtype == LT_DTYPE_BOOL;
+    pl->ames = (int64_t)lt_dtype_size(am->dtype);
+    for (int i = 0; i < 4; i++) {
+      const int d = am->ndim - 4 + i;
+      pl->ams[i] = d >= 0 && am->shape[d] != 1 ? am->stride[d] : 0;
+    }
+  }
+  if (kp) {
+    pl->kpm = kp->data;
+    pl->kpms[0] = kp->shape[0] != 1 ? kp->stride[0] : 0;
+    pl->kpms[1] = kp->stride[1];
+  }
+}
+
+/* The unfused forward: P [B,NH,T,S] materialised (and saved for backward). */
+static lt_tensor *sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                               const lt_attention_opts *opts, const lt_nn_ctx *ctx, lt_tensor **weights) {
   const lt_attention_opts o = opts ? *opts : (lt_attention_opts){0};
-  lt_status st = lt__ensure_init();
-  if (st != LT_OK) return NULL;
   const lt_dtype dt = q->dtype;
   const bool dropout = ctx && ctx->training && o.dropout_p > 0;
   const bool grad = lt__needs_grad(3, (const lt_tensor *[]){q, k, v});
@@ -500,32 +589,12 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
   const int64_t B = pl.B, NH = pl.NH, T = pl.T, S = pl.S;
   pl.scale = o.scale > 0 ? o.scale : (pl.HS > 0 ? 1.0 / sqrt((double)pl.HS) : 1.0);
   pl.causal = o.causal;
-  if (o.attn_mask) {
-    const lt_tensor *am = o.attn_mask;
-    if (am->dtype != LT_DTYPE_BOOL && am->dtype != dt) {
-      const bool prev = lt_set_grad_enabled(false);
-      tmp[TAM] = lt_to_dtype(am, dt);
-      lt_set_grad_enabled(prev);
-      if (!tmp[TAM]) {
-        free_n(tmp, NTMP);
-        return NULL;
-      }
-      am = tmp[TAM];
-    }
-    pl.am = am->data;
-    pl.am_bool = am->dtype == LT_DTYPE_BOOL;
-    pl.ames = (int64_t)lt_dtype_size(am->dtype);
-    for (int i = 0; i < 4; i++) {
-      const int d = am->ndim - 4 + i;
-      pl.ams[i] = d >= 0 && am->shape[d] != 1 ? am->stride[d] : 0;
-    }
+  const lt_tensor *am = mask_ready(o.attn_mask, dt, &tmp[TAM]);
+  if (o.attn_mask && !am) {
+    free_n(tmp, NTMP);
+    return NULL;
   }
-  if (o.key_padding_mask) {
-    const lt_tensor *kp = o.key_padding_mask;
-    pl.kpm = kp->data;
-    pl.kpms[0] = kp->shape[0] != 1 ? kp->stride[0] : 0;
-    pl.kpms[1] = kp->stride[1];
-  }
+  plan_masks(&pl, am, o.key_padding_mask);
   if (dropout) {
     pl.ks_drop = o.dropout_p < 1 ? 1.0 / (1.0 - o.dropout_p) : 0.0;
     tmp[TKEEP] = lt_bernoulli(ctx->gen, LT_DTYPE_BOOL, LT_SHAPE(B, NH, T, S), 1.0 - o.dropout_p);
@@ -613,6 +682,21 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
 /* Backward                                                                 */
 /* ======================================================================== */
 
+/* The end of both backwards: on success gin gets dq, dk, dv (each may be
+ * NULL); on error they are freed. Returns st. */
+static lt_status hand_grads(lt_status st, lt_tensor *dq, lt_tensor *dk, lt_tensor *dv, lt_tensor **gin) {
+  if (st != LT_OK) {
+    lt_tensor_free(dq);
+    lt_tensor_free(dk);
+    lt_tensor_free(dv);
+    return st;
+  }
+  gin[0] = dq;
+  gin[1] = dk;
+  gin[2] = dv;
+  return LT_OK;
+}
+
 lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   const sdpa_aux *a = (const sdpa_aux *)node->aux;
   const lt_tensor *q = node->saved[0], *k = node->saved[1], *v = node->saved[2], *P = node->saved[3];
@@ -674,14 +758,213 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
   }
   free(scratch);
   lt_tensor_free(gtmp);
-  if (st != LT_OK) {
-    lt_tensor_free(dq);
-    lt_tensor_free(dk);
-    lt_tensor_free(dv);
-    return st;
+  return hand_grads(st, dq, dk, dv, gin);
+}
+
+/* ======================================================================== */
+/* Fused forward and backward (FlashAttention-2 style)                      */
+/* ======================================================================== */
+
+typedef struct fl_aux {
+  double scale, ks_drop;
+  bool causal, dropout;
+  int am_at, kpm_at; /* index of the saved attn_mask / key_padding_mask, or -1 */
+  lt__bern_draw draw;
+} fl_aux;
+
+/* Threads for ntasks independent tile tasks of `work` multiply-adds in all:
+ * all of them unless the work is small; each task runs BLIS on its thread,
+ * so the result never depends on the count. */
+static int fl_threads(int64_t ntasks, int64_t work) {
+  const int nt = omp_get_max_threads();
+  if (nt <= 1 || work < LT__PARALLEL_MIN * 16) return 1;
+  return ntasks < nt ? (int)(ntasks > 0 ? ntasks : 1) : nt;
+}
+
+/* Saved for backward: q, k, v (as BLIS-ready), out, lse [B,NH,T], and the
+ * masks (attn_mask as cast) when present; the dropout draw in aux. */
+static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                             const lt_attention_opts *opts, const lt_nn_ctx *ctx) {
+  const lt_attention_opts o = opts ? *opts : (lt_attention_opts){0};
+  const lt_dtype dt = q->dtype;
+  const bool dropout = ctx && ctx->training && o.dropout_p > 0;
+  const bool grad = lt__needs_grad(3, (const lt_tensor *[]){q, k, v});
+  enum { TQ, TK, TV, TAM, TLSE, NTMP };
+  lt_tensor *tmp[NTMP] = {0};
+  const lt_tensor *qu = blis_ready(q, dt, &tmp[TQ]);
+  const lt_tensor *ku = qu ? blis_ready(k, dt, &tmp[TK]) : NULL;
+  const lt_tensor *vu = ku ? blis_ready(v, dt, &tmp[TV]) : NULL;
+  const lt_tensor *am = vu ? mask_ready(o.attn_mask, dt, &tmp[TAM]) : NULL;
+  if (!vu || (o.attn_mask && !am)) {
+    free_n(tmp, NTMP);
+    return NULL;
   }
-  gin[0] = dq;
-  gin[1] = dk;
-  gin[2] = dv;
-  return LT_OK;
+  sdpa_plan pl = {0};
+  plan_geometry(&pl, qu, ku, vu);
+  plan_masks(&pl, am, o.key_padding_mask);
+  const int64_t B = pl.B, NH = pl.NH, T = pl.T, S = pl.S, es = pl.es;
+  pl.scale = o.scale > 0 ? o.scale : (pl.HS > 0 ? 1.0 / sqrt((double)pl.HS) : 1.0);
+  pl.causal = o.causal;
+  fl_aux aux = {.scale = pl.scale, .causal = o.causal, .dropout = dropout, .am_at = -1, .kpm_at = -1};
+  if (dropout) {
+    int64_t n;
+    if (lt__shape_numel(OP, LT_SHAPE(B, NH, T, S), &n) != LT_OK) { /* the mask's element count */
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+    pl.ks_drop = aux.ks_drop = o.dropout_p < 1 ? 1.0 / (1.0 - o.dropout_p) : 0.0;
+    lt__bernoulli_defer(ctx->gen, n, 1.0 - o.dropout_p, &aux.draw);
+    pl.drop = &aux.draw;
+  }
+  const int64_t oshape[4] = {B, NH, T, pl.HSV};
+  lt_tensor *out = alloc_like(dt, oshape, q, false); /* q's memory order; every row is written */
+  tmp[TLSE] = lt_empty(dt, LT_SHAPE(B, NH, T));
+  if (!out || !tmp[TLSE]) {
+    lt_tensor_free(out);
+    free_n(tmp, NTMP);
+    return NULL;
+  }
+  pl.o = out->data;
+  memcpy(pl.os, out->stride, sizeof pl.os);
+  pl.lse = tmp[TLSE]->data;
+
+  const int64_t ntq = (T + FL_BR - 1) / FL_BR, ntasks = B * NH * ntq;
+  const int nt = fl_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1));
+  /* per thread: scores [BR,BC], m [BR], l [BR] (double), keep [BR,BC] */
+  const size_t per = (size_t)(FL_BR * FL_BC * es + FL_BR * es + FL_BR * 8 + FL_BR * FL_BC + 64);
+  char *scratch = ntasks ? malloc(per * (size_t)nt) : NULL;
+  if (ntasks && !scratch) {
+    lt__err(LT_ERR_NOMEM, OP ": out of memory for %d tile buffers", nt);
+    lt_tensor_free(out);
+    free_n(tmp, NTMP);
+    return NULL;
+  }
+  int err = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+  for (int64_t i = 0; i < ntasks; i++) {
+    char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
+    double *l = (double *)mine; /* doubles first: aligned */
+    char *Sb = mine + FL_BR * 8, *m = Sb + FL_BR * FL_BC * es;
+    uint8_t *kb = (uint8_t *)(m + FL_BR * es);
+    const int64_t bh = i / ntq, t0 = (i % ntq) * FL_BR;
+    const lt_status st = dt == LT_DTYPE_F32
+                             ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb)
+                             : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb);
+    if (st != LT_OK) {
+#pragma omp atomic write
+      err = 1;
+    }
+  }
+  free(scratch);
+  if (err) {
+    lt__err(LT_ERR_BACKEND, OP ": q is %s, k is %s, v is %s: a BLIS product failed", LT__D(q), LT__D(k), LT__D(v));
+    lt_tensor_free(out);
+    free_n(tmp, NTMP);
+    return NULL;
+  }
+  if (grad) {
+    const lt_tensor *saved[7] = {qu, ku, vu, out, tmp[TLSE]};
+    int ns = 5;
+    if (am) aux.am_at = ns, saved[ns++] = am;
+    if (o.key_padding_mask) aux.kpm_at = ns, saved[ns++] = o.key_padding_mask;
+    if (lt__record(out, LT__OP_scaled_dot_product_attention_fused, 3, (const lt_tensor *[]){q, k, v}, ns, saved,
+                   &aux, sizeof aux) != LT_OK) {
+      lt_tensor_free(out);
+      free_n(tmp, NTMP);
+      return NULL;
+    }
+  }
+  free_n(tmp, NTMP);
+  return out;
+}
+
+lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  const fl_aux *a = (const fl_aux *)node->aux;
+  const lt_tensor *q = node->saved[0], *k = node->saved[1], *v = node->saved[2], *O = node->saved[3],
+                  *lse = node->saved[4];
+  const bool need_q = lt__needs_input_grad(node, 0), need_k = lt__needs_input_grad(node, 1),
+             need_v = lt__needs_input_grad(node, 2);
+  if (!need_q && !need_k && !need_v) return LT_OK;
+  sdpa_plan pl = {0};
+  plan_geometry(&pl, q, k, v);
+  plan_masks(&pl, a->am_at >= 0 ? node->saved[a->am_at] : NULL, a->kpm_at >= 0 ? node->saved[a->kpm_at] : NULL);
+  pl.scale = a->scale;
+  pl.causal = a->causal;
+  pl.ks_drop = a->ks_drop;
+  pl.drop = a->dropout ? &a->draw : NULL;
+  pl.o = O->data;
+  memcpy(pl.os, O->stride, sizeof pl.os);
+  pl.lse = lse->data;
+  const int64_t B = pl.B, NKV = pl.NKV, es = pl.es;
+
+  lt_tensor *gtmp;
+  const lt_tensor *g = blis_ready(gout, pl.dt, &gtmp);
+  if (!g) return lt_last_status();
+  lt_tensor *dq = need_q ? alloc_like(pl.dt, q->shape, q, true) : NULL;
+  lt_tensor *dk = need_k ? alloc_like(pl.dt, k->shape, k, true) : NULL;
+  lt_tensor *dv = need_v ? alloc_like(pl.dt, v->shape, v, true) : NULL;
+  pl.go = g->data;
+  memcpy(pl.gs, g->stride, sizeof pl.gs);
+  if (dq) pl.dq = dq->data, memcpy(pl.dqs, dq->stride, sizeof pl.dqs);
+  if (dk) pl.dk = dk->data, memcpy(pl.dks, dk->stride, sizeof pl.dks);
+  if (dv) pl.dv = dv->data, memcpy(pl.dvs, dv->stride, sizeof pl.dvs);
+  const int64_t ntasks = pl.T && pl.S ? B * NKV : 0;
+  const int nt = fl_threads(ntasks, B * pl.NH * pl.T * (pl.S + 1) * (pl.HS + pl.HSV + 1));
+  /* per thread: D [BR] (double), P, W, dP [BR,BC] each, keep [BR,BC] */
+  const size_t per = (size_t)(FL_BR * 8 + 3 * FL_BR * FL_BC * es + FL_BR * FL_BC + 64);
+  char *scratch = ntasks ? malloc(per * (size_t)nt) : NULL;
+  lt_status st = LT_OK;
+  if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
+  else if (ntasks && !scratch)
+    st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d tile buffers", nt);
+  if (st == LT_OK && ntasks) {
+    int err = 0;
+#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
+    for (int64_t i = 0; i < ntasks; i++) {
+      char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
+      double *D = (double *)mine;
+      char *Pb = mine + FL_BR * 8, *Wb = Pb + FL_BR * FL_BC * es, *dPb = Wb + FL_BR * FL_BC * es;
+      uint8_t *kb = (uint8_t *)(dPb + FL_BR * FL_BC * es);
+      const lt_status s2 =
+          pl.dt == LT_DTYPE_F32
+              ? fl_bwd_f32(&pl, i / NKV, i % NKV, (float *)Pb, (float *)Wb, (float *)dPb, D, kb)
+              : fl_bwd_f64(&pl, i / NKV, i % NKV, (double *)Pb, (double *)Wb, (double *)dPb, D, kb);
+      if (s2 != LT_OK) {
+#pragma omp atomic write
+        err = 1;
+      }
+    }
+    if (err) st = lt__err(LT_ERR_BACKEND, OP " backward: q is %s, k is %s: a BLIS product failed", LT__D(q), LT__D(k));
+  }
+  free(scratch);
+  lt_tensor_free(gtmp);
+  return hand_grads(st, dq, dk, dv, gin);
+}
+
+/* ======================================================================== */
+/* The public entry: fused or unfused                                       */
+/* ======================================================================== */
+
+/* Fused unless weights are requested (only the unfused path has them), or
+ * impl / LT_ATTENTION=fused|unfused say otherwise. AUTO picks unfused when
+ * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC): there the
+ * fused path saves no memory worth having (P is at most 128 KB per head) and
+ * measured up to 1.15x slower at T = 128 (docs/attention.md). */
+static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor *q, const lt_tensor *k) {
+  if (weights) return false;
+  const lt_attention_impl impl = o ? o->impl : LT_ATTENTION_AUTO;
+  if (impl != LT_ATTENTION_AUTO) return impl == LT_ATTENTION_FUSED;
+  const char *e = getenv("LT_ATTENTION");
+  if (e && !strcmp(e, "unfused")) return false;
+  if (e && !strcmp(e, "fused")) return true;
+  return q->shape[2] > FL_BR || k->shape[2] > FL_BC;
+}
+
+lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                                           const lt_attention_opts *opts, const lt_nn_ctx *ctx,
+                                           lt_tensor **weights) {
+  if (check_inputs(q, k, v, opts, ctx) != LT_OK) return NULL;
+  if (lt__ensure_init() != LT_OK) return NULL;
+  return want_fused(opts, weights != NULL, q, k) ? sdpa_fused(q, k, v, opts, ctx)
+                                           : sdpa_unfused(q, k, v, opts, ctx, weights);
 }

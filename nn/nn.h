@@ -203,13 +203,35 @@ lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduc
  * as nn.MultiheadAttention); dropout on the attention weights when training.
  * A query row whose keys are all masked gives zeros (and zero weights), never
  * NaN. If weights is not NULL, the attention weights [B, NH, T, S] are stored
- * there (new). scale <= 0 means 1/sqrt(HS). */
+ * there (new). scale <= 0 means 1/sqrt(HS).
+ *
+ * Two implementations compute it (docs/attention.md):
+ *   fused (FlashAttention-2 style): tiles of 128 queries x 256 keys with an
+ *     online softmax; only the row logsumexp [B,NH,T] and the output are
+ *     saved for backward, which recomputes the probabilities tile by tile,
+ *     so memory grows with T, not T*S. Dropout masks are regenerated from
+ *     the generator's Philox counters in backward (never stored): the same
+ *     mask bits as the unfused path for the same generator state.
+ *   unfused: the [B,NH,T,S] probabilities are materialised and saved (the
+ *     reference, and the only path that can return `weights`).
+ * impl picks one: LT_ATTENTION_AUTO (0, the default) is fused unless weights
+ * are requested or T <= 128 and S <= 256 (one fused tile: unfused there),
+ * or the environment variable LT_ATTENTION=fused|unfused says otherwise
+ * (for tests and benchmarks; read at each call). The two agree to
+ * rounding (1e-5 relative in f32), and each is bit-identical across thread
+ * counts. */
+typedef enum {
+  LT_ATTENTION_AUTO = 0,
+  LT_ATTENTION_FUSED = 1,
+  LT_ATTENTION_UNFUSED = 2,
+} lt_attention_impl;
 typedef struct lt_attention_opts {
   bool causal;
   const lt_tensor *attn_mask;
   const lt_tensor *key_padding_mask;
   double dropout_p;
   double scale;
+  lt_attention_impl impl; /* LT_ATTENTION_AUTO unless set */
 } lt_attention_opts;
 lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
                                            const lt_attention_opts *opts, const lt_nn_ctx *ctx,

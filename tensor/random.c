@@ -601,6 +601,33 @@ void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double 
   g->offset += blocks_for(n, 4);
 }
 
+/* ---- bernoulli, deferred (nn/attention.c's fused dropout) -------------- */
+
+void lt__bernoulli_defer(lt_generator *g, int64_t n, double q, lt__bern_draw *d) {
+  d->seed = g->seed;
+  d->offset = g->offset;
+  bern_threshold(q, &d->lim, &d->any);
+  g->offset += blocks_for(n, 4);
+}
+
+/* Each row is a run of elements e0 .. e0+cols; element e is word e%4 of block
+ * e/4, made a batch of PHILOX_BATCH blocks at a time from the block holding
+ * the row's first element. */
+void lt__bernoulli_tile(const lt__bern_draw *d, int64_t i0, int64_t ld, int64_t rows, int64_t cols,
+                        uint8_t *keep, int64_t ldk) {
+  const philox_batch_fn pb = philox_pick();
+  uint32_t words[BERN_EPBATCH];
+  for (int64_t r = 0; r < rows; r++) {
+    const int64_t e0 = i0 + r * ld, e1 = e0 + cols;
+    uint8_t *k = keep + r * ldk;
+    for (int64_t b = e0 / 4; 4 * b < e1; b += PHILOX_BATCH) {
+      pb(d->seed, d->offset, (uint64_t)b, words);
+      const int64_t lo = 4 * b > e0 ? 4 * b : e0, hi = 4 * b + BERN_EPBATCH < e1 ? 4 * b + BERN_EPBATCH : e1;
+      for (int64_t e = lo; e < hi; e++) k[e - e0] = (uint8_t)((words[e - 4 * b] <= d->lim) & d->any);
+    }
+  }
+}
+
 /* ---- randperm: Fisher-Yates on a sequential word stream ----------------- */
 
 /* Words k = 0, 1, 2, ... of a draw: word k is word k%4 of block offset + k/4. */

@@ -20,4 +20,22 @@ void lt__philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t ou
 void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double s, const void *x, void *y,
                       uint8_t *keep);
 
+/* A bernoulli(q) draw of n elements whose elements are computed later, any
+ * of them at any time, instead of being stored (the fused attention's
+ * dropout mask, regenerated tile by tile in forward and backward). */
+typedef struct lt__bern_draw {
+  uint64_t seed, offset; /* the generator's key and first Philox block */
+  uint32_t lim, any;     /* keep iff (word <= lim) & any, as lt_bernoulli */
+} lt__bern_draw;
+
+/* Fills *d with where lt_bernoulli(g, ., [n], q) would draw and advances g
+ * exactly as that draw would, drawing nothing. q in [0, 1]. */
+void lt__bernoulli_defer(lt_generator *g, int64_t n, double q, lt__bern_draw *d);
+
+/* keep[r * ldk + c] = element i0 + r * ld + c of the deferred draw d (the
+ * value lt_bernoulli would have stored there), for r < rows, c < cols: the
+ * same bits whatever the tiling and the threads. */
+void lt__bernoulli_tile(const lt__bern_draw *d, int64_t i0, int64_t ld, int64_t rows, int64_t cols,
+                        uint8_t *keep, int64_t ldk);
+
 #endif /* LT_TENSOR_RANDOM_INTERNAL_H */

@@ -15,6 +15,7 @@
  * its backward; the sinusoidal table against hand values. The module against
  * the same computation written with lt_matmul.
  */
+#include "autograd/internal.h"
 #include "test_util.h"
 #include "util_layout.h"
 
@@ -207,6 +208,114 @@ static void check_cfg(cfg c, lt_dtype dt) {
   }
 }
 
+/* ---- fused against unfused ------------------------------------------------ */
+
+static double max_abs(const lt_tensor *t) {
+  double m = 0;
+  LT_OK_OR_FAIL(lt_item(LT_NN(lt_amax(LT_NN(lt_abs(LT_NN(lt_to_dtype(t, LT_DTYPE_F64)))), 0, NULL, false)), &m));
+  return m;
+}
+
+/* The fused path against the unfused one for c in dtype dt (neither asked
+ * for weights, so each runs its own kernels), with dropout p drawn from the
+ * same generator state: output and the gradients of sum(out * r) for q, k, v
+ * agree within rtol of each tensor's largest element. */
+static void check_fused(cfg c, lt_dtype dt, double p, double rtol) {
+  const int64_t B = c.B, NH = c.NH, NKV = c.NKV, T = c.T, S = c.S, HS = c.HS, HSV = c.HSV ? c.HSV : c.HS;
+  lt_tensor *ql = leaf(c.q_trans ? randn(dt, LT_SHAPE(B, T, NH, HS)) : randn(dt, LT_SHAPE(B, NH, T, HS)));
+  lt_tensor *kl = leaf(randn(dt, LT_SHAPE(B, NKV, S, HS)));
+  lt_tensor *vl = leaf(randn(dt, LT_SHAPE(B, NKV, S, HSV)));
+  lt_tensor *q = c.q_trans ? LT_NN(lt_transpose(ql, 1, 2)) : ql;
+  lt_tensor *r = randn(dt, LT_SHAPE(B, NH, T, HSV));
+  lt_attention_opts o = {.causal = c.causal, .attn_mask = make_mask(&c, dt), .key_padding_mask = make_padding(&c),
+                         .scale = c.scale, .dropout_p = p};
+  lt_generator *dg = lt_generator_new(99);
+  lt_nn_ctx train = {p > 0, dg};
+  lt_tensor *xs[3] = {ql, kl, vl}, *res[2][4];
+  uint64_t offsets[2];
+  for (int pass = 0; pass < 2; pass++) {
+    LT_OK_OR_FAIL(lt_generator_set_state(dg, (lt_generator_state){.seed = 99, .offset = 5}));
+    o.impl = pass ? LT_ATTENTION_FUSED : LT_ATTENTION_UNFUSED;
+    lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(q, kl, vl, &o, &train, NULL));
+    ck_assert(out->grad_fn && out->grad_fn->op == (pass ? LT__OP_scaled_dot_product_attention_fused
+                                                         : LT__OP_scaled_dot_product_attention));
+    offsets[pass] = lt_generator_get_state(dg).offset;
+    ck_assert_msg(all_finite(out), "NaN or inf in the %s output", pass ? "fused" : "unfused");
+    LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, r)), 0, NULL, false)), NULL, false));
+    res[pass][0] = out;
+    for (int i = 0; i < 3; i++) {
+      res[pass][1 + i] = lt_tensor_keep(xs[i]->grad);
+      xs[i]->grad = NULL;
+    }
+  }
+  ck_assert(offsets[0] == offsets[1]);
+  static const char *what[] = {"out", "dq", "dk", "dv"};
+  for (int i = 0; i < 4; i++) {
+    const double m = max_abs(res[0][i]);
+    lt_test_assert_close(res[1][i], res[0][i], rtol, rtol * m, what[i], "unfused", __FILE__, __LINE__);
+  }
+  for (int i = 1; i < 4; i++) lt_tensor_free(res[0][i]), lt_tensor_free(res[1][i]);
+  lt_generator_free(dg);
+}
+
+/* Odd sizes: T not a multiple of the 128-row tile, S of the 256-key tile,
+ * head sizes 8 to 128, T = 1 (decoding), T != S (cross-attention, a KV
+ * cache), GQA/MQA, every mask kind, a transposed q. */
+static const cfg fused_cfgs[] = {
+    {.B = 1, .NH = 2, .NKV = 2, .T = 67, .S = 67, .HS = 8, .causal = true},
+    {.B = 2, .NH = 4, .NKV = 2, .T = 130, .S = 130, .HS = 16, .causal = true, .q_trans = true},
+    {.B = 1, .NH = 2, .NKV = 1, .T = 1, .S = 200, .HS = 64},
+    {.B = 1, .NH = 4, .NKV = 1, .T = 1, .S = 129, .HS = 64, .causal = true},
+    {.B = 2, .NH = 2, .NKV = 2, .T = 5, .S = 300, .HS = 32, .padding = true},
+    {.B = 1, .NH = 2, .NKV = 2, .T = 200, .S = 70, .HS = 128, .causal = true},
+    {.B = 2, .NH = 2, .NKV = 2, .T = 65, .S = 129, .HS = 24, .mask = 1},
+    {.B = 2, .NH = 4, .NKV = 2, .T = 40, .S = 150, .HS = 8, .mask = 2, .causal = true},
+    {.B = 2, .NH = 2, .NKV = 2, .T = 64, .S = 128, .HS = 16, .mask = 3},
+    {.B = 1, .NH = 2, .NKV = 2, .T = 3, .S = 4, .HS = 2, .HSV = 5, .scale = 0.3},
+    {.B = 3, .NH = 2, .NKV = 1, .T = 70, .S = 140, .HS = 96, .padding = true, .causal = true},
+    {.B = 1, .NH = 2, .NKV = 2, .T = 257, .S = 257, .HS = 64, .causal = true},
+};
+#define NFUSED ((int)(sizeof fused_cfgs / sizeof fused_cfgs[0]))
+
+/* f32 at 1e-5; every third case with dropout 0.2. */
+START_TEST(test_fused_vs_unfused_f32) { check_fused(fused_cfgs[_i], LT_DTYPE_F32, _i % 3 == 2 ? 0.2 : 0, 1e-5); }
+END_TEST
+
+START_TEST(test_fused_vs_unfused_f64) { check_fused(fused_cfgs[_i], LT_DTYPE_F64, _i % 3 == 1 ? 0.2 : 0, 1e-12); }
+END_TEST
+
+/* LT_ATTENTION=unfused in the environment switches the default path; an
+ * explicit impl wins over it; weights always come from the unfused path. */
+START_TEST(test_fused_switch) {
+  lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 129, 8)));
+  lt_tensor *qs = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 128, 8)));
+  lt_attention_opts o = {.causal = true};
+  unsetenv("LT_ATTENTION");
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
+            LT__OP_scaled_dot_product_attention_fused);
+  /* one tile (T <= 128, S <= 256): unfused unless LT_ATTENTION=fused */
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
+            LT__OP_scaled_dot_product_attention);
+  setenv("LT_ATTENTION", "fused", 1);
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
+            LT__OP_scaled_dot_product_attention_fused);
+  setenv("LT_ATTENTION", "unfused", 1);
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
+            LT__OP_scaled_dot_product_attention);
+  o.impl = LT_ATTENTION_FUSED;
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
+            LT__OP_scaled_dot_product_attention_fused);
+  unsetenv("LT_ATTENTION");
+  lt_tensor *w = NULL;
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, &w))->grad_fn->op ==
+            LT__OP_scaled_dot_product_attention);
+  ck_assert(w != NULL);
+  lt_tensor_free(w);
+  o.impl = (lt_attention_impl)7;
+  LT_EXPECT_NULL_ERR(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL), LT_ERR_INVALID, "impl 7");
+}
+END_TEST
+
 /* ---- attention: against the reference ------------------------------------ */
 
 static const cfg cfgs[] = {
@@ -375,14 +484,15 @@ START_TEST(test_paths_agree) {
   lt_tensor *q = randn(LT_DTYPE_F32, LT_SHAPE(2, 4, 17, 8));
   lt_tensor *k = randn(LT_DTYPE_F32, LT_SHAPE(2, 2, 19, 8));
   lt_tensor *v = randn(LT_DTYPE_F32, LT_SHAPE(2, 2, 19, 8));
-  lt_attention_opts o = {.causal = true};
+  lt_attention_opts o = {.causal = true, .impl = _i ? LT_ATTENTION_FUSED : LT_ATTENTION_UNFUSED};
   lt_tensor *a = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, NULL));
   lt_tensor *w = NULL;
-  lt_tensor *b = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, &w));
+  lt_tensor *b = LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, NULL, &w)); /* weights: always unfused */
   lt_tensor *ql = leaf(LT_NN(lt_clone(q)));
   lt_tensor *c = LT_NN(lt_scaled_dot_product_attention(ql, k, v, &o, NULL, NULL));
   ck_assert(c->grad_fn != NULL && w->grad_fn == NULL && !w->requires_grad);
-  LT_ASSERT_SAME_BITS(a, b);
+  if (_i) LT_ASSERT_CLOSE(a, b, 1e-5, 1e-6);
+  else LT_ASSERT_SAME_BITS(a, b);
   LT_ASSERT_SAME_BITS(a, c);
   /* the output follows q's memory order: contiguous for a contiguous q, a
    * transpose of a contiguous [B,T,NH,HS] for q = transpose(x, 1, 2), so that
@@ -405,10 +515,11 @@ END_TEST
  * gradients of sum(out * r) for q, k, v. */
 typedef struct attn_ctx {
   lt_tensor *q, *k, *v, *r;
+  lt_attention_impl impl;
 } attn_ctx;
 static int attn_run(void *u, lt_tensor **res, int cap) {
   attn_ctx *c = u;
-  lt_attention_opts o = {.causal = true};
+  lt_attention_opts o = {.causal = true, .impl = c->impl};
   lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(c->q, c->k, c->v, &o, NULL, NULL));
   LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, c->r)), 0, NULL, false)), NULL, false));
   res[0] = out;
@@ -422,12 +533,17 @@ static int attn_run(void *u, lt_tensor **res, int cap) {
 /* Results do not depend on the thread count (one task per thread, or one
  * task with BLIS threads). */
 START_TEST(test_thread_count_independent) {
-  const int64_t shapes[][5] = {{2, 4, 2, 48, 32}, {1, 1, 1, 200, 32}}; /* B NH NKV T HS */
-  for (int c = 0; c < 2; c++) {
-    const int64_t B = shapes[c][0], NH = shapes[c][1], NKV = shapes[c][2], T = shapes[c][3], HS = shapes[c][4];
+  const int64_t shapes[][5] = {{2, 4, 2, 48, 32}, {1, 1, 1, 200, 32}, {2, 4, 2, 150, 64}}; /* B NH NKV T HS */
+  for (int c = 0; c < 6; c++) {
+    const int impl = c % 2 ? LT_ATTENTION_FUSED : LT_ATTENTION_UNFUSED;
+    const int64_t *sh = shapes[c / 2];
+    const int64_t B = sh[0], NH = sh[1], NKV = sh[2], T = sh[3], HS = sh[4];
     attn_ctx ctx = {leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS))), leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))),
-                    leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))), randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS))};
-    lt_test_same_on_threads(attn_run, &ctx, c ? "attention, one task" : "attention, a task per thread");
+                    leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))), randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS)),
+                    impl};
+    static const char *names[] = {"unfused, a task per thread", "fused, a task per thread", "unfused, one task",
+                                  "fused, one task", "unfused, tiles", "fused, several tiles"};
+    lt_test_same_on_threads(attn_run, &ctx, names[c]);
   }
 }
 END_TEST
@@ -470,11 +586,26 @@ START_TEST(test_dropout) {
   LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(ref, r)), 0, NULL, false)), NULL, false));
   for (int i = 0; i < 3; i++) {
     LT_ASSERT_CLOSE(g1[i], xs[i]->grad, 1e-11, 1e-11);
+    lt_tensor_free(xs[i]->grad);
+    xs[i]->grad = NULL;
+  }
+  /* the same generator state gives the same draw (unfused), and the fused
+   * path regenerates the same mask bits from the counters and advances the
+   * generator as far */
+  lt_attention_opts ou = o, of = o;
+  ou.impl = LT_ATTENTION_UNFUSED;
+  of.impl = LT_ATTENTION_FUSED;
+  LT_OK_OR_FAIL(lt_generator_set_state(dg, st0));
+  LT_ASSERT_SAME_BITS(out, LT_NN(lt_scaled_dot_product_attention(q, k, v, &ou, &train, NULL)));
+  LT_OK_OR_FAIL(lt_generator_set_state(dg, st0));
+  lt_tensor *fo = LT_NN(lt_scaled_dot_product_attention(q, k, v, &of, &train, NULL));
+  ck_assert(lt_generator_get_state(dg).offset == st1.offset);
+  LT_ASSERT_CLOSE(fo, out, 1e-12, 1e-12);
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(fo, r)), 0, NULL, false)), NULL, false));
+  for (int i = 0; i < 3; i++) {
+    LT_ASSERT_CLOSE(xs[i]->grad, g1[i], 1e-11, 1e-11);
     lt_tensor_free(g1[i]);
   }
-  /* the same generator state gives the same draw */
-  LT_OK_OR_FAIL(lt_generator_set_state(dg, st0));
-  LT_ASSERT_SAME_BITS(out, LT_NN(lt_scaled_dot_product_attention(q, k, v, &o, &train, NULL)));
   /* p = 1 drops everything */
   lt_attention_opts o1 = {.dropout_p = 1.0};
   ck_assert(all_zero(LT_NN(lt_scaled_dot_product_attention(q, k, v, &o1, &train, NULL))));
@@ -869,11 +1000,14 @@ int main(void) {
   tcase_set_timeout(tc, 600);
   tcase_add_loop_test(tc, test_vs_reference_f64, 0, NCFGS);
   tcase_add_loop_test(tc, test_vs_reference_f32, 0, NCFGS);
+  tcase_add_loop_test(tc, test_fused_vs_unfused_f32, 0, NFUSED);
+  tcase_add_loop_test(tc, test_fused_vs_unfused_f64, 0, NFUSED);
+  tcase_add_test(tc, test_fused_switch);
   tcase_add_test(tc, test_hand_values);
   tcase_add_test(tc, test_fully_masked_rows);
   tcase_add_test(tc, test_gqa_equals_repeated_mha);
   tcase_add_test(tc, test_causal_equals_tril);
-  tcase_add_test(tc, test_paths_agree);
+  tcase_add_loop_test(tc, test_paths_agree, 0, 2); /* 0 unfused, 1 fused */
   tcase_add_test(tc, test_thread_count_independent);
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_zero_size);

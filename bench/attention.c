@@ -1,0 +1,147 @@
+/*
+ * bench/attention.c: lt_scaled_dot_product_attention, fused against unfused
+ * (issue 15; docs/attention.md records the results): milliseconds of the
+ * forward and of forward + backward, and the peak RSS, for q, k, v of
+ * [B, NH, T, HS] f32 at each T, causal or not, head sizes 64 and 128.
+ *
+ *   bench_attention                       T 128,512,1024,2048,4096; HS 64,128
+ *   bench_attention --T 128,1024 --hs 64 --repeat 3 --B 1 --NH 4
+ *   bench_attention --one fused 1024 64 1 (one configuration, this process)
+ *
+ * Every (path, T, HS, causal) runs in its own process (the program runs
+ * itself with --one), so each peak RSS (getrusage ru_maxrss) is that
+ * configuration's alone: the forward first (its peak read before the
+ * backward runs), then forward + backward. The backward is of
+ * sum(out * r) with r fixed. Each time is the best of --repeat runs after one
+ * warm-up. The load line is uptime's: on a shared machine compare the two
+ * paths of the same run (ratios), not absolute figures.
+ *
+ * What this is not: a whole training step (bench/train_step.c and the
+ * train program are; docs/attention.md has both).
+ */
+#include "libtensor.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <time.h>
+#include <unistd.h>
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_attention: %s: %s\n", what, lt_last_error());
+  exit(1);
+}
+
+static double now(void) {
+  struct timespec t;
+  clock_gettime(CLOCK_MONOTONIC, &t);
+  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+}
+
+static double peak_mb(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
+}
+
+/* One configuration in this process: prints
+ *   fwd_ms fwd_peak_mb fwdbwd_ms fwdbwd_peak_mb */
+static int run_one(const char *path, int64_t T, int64_t HS, bool causal, int64_t B, int64_t NH, int repeat) {
+  lt_generator *g = lt_generator_new(1);
+  lt_tensor *q = lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS));
+  lt_tensor *k = lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS));
+  lt_tensor *v = lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS));
+  lt_tensor *r = lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS));
+  if (!q || !k || !v || !r) die("inputs");
+  lt_attention_opts o = {.causal = causal,
+                         .impl = strcmp(path, "fused") ? LT_ATTENTION_UNFUSED : LT_ATTENTION_FUSED};
+  double best[2] = {1e30, 1e30}, peak[2];
+  for (int mode = 0; mode < 2; mode++) {
+    if (mode == 1)
+      for (int i = 0; i < 3; i++) lt_requires_grad_((lt_tensor *[]){q, k, v}[i], true);
+    for (int it = 0; it <= repeat; it++) {
+      lt_scope *s = lt_scope_begin();
+      const double t0 = now();
+      lt_tensor *out = lt_scaled_dot_product_attention(q, k, v, &o, NULL, NULL);
+      if (!out) die("attention");
+      if (mode == 1) {
+        lt_tensor *loss = lt_sum(lt_mul(out, r), 0, NULL, false);
+        if (!loss || lt_backward(loss, NULL, false) != LT_OK) die("backward");
+      }
+      const double dt = now() - t0;
+      lt_scope_end(s);
+      if (mode == 1)
+        for (int i = 0; i < 3; i++) {
+          lt_tensor *x = (lt_tensor *[]){q, k, v}[i];
+          lt_tensor_free(x->grad);
+          x->grad = NULL;
+        }
+      if (it > 0 && dt < best[mode]) best[mode] = dt; /* it 0 is the warm-up */
+    }
+    peak[mode] = peak_mb();
+  }
+  printf("%.3f %.1f %.3f %.1f\n", 1e3 * best[0], peak[0], 1e3 * best[1], peak[1]);
+  lt_tensor_free(q), lt_tensor_free(k), lt_tensor_free(v), lt_tensor_free(r);
+  lt_generator_free(g);
+  return 0;
+}
+
+static int parse_list(const char *s, int64_t *out, int cap) {
+  int n = 0;
+  while (*s && n < cap) {
+    out[n++] = strtoll(s, (char **)&s, 10);
+    if (*s == ',') s++;
+  }
+  return n;
+}
+
+int main(int argc, char **argv) {
+  int64_t Ts[8] = {128, 512, 1024, 2048, 4096}, HSs[4] = {64, 128}, B = 1, NH = 4;
+  int nT = 5, nHS = 2, repeat = 2;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--one") && i + 4 < argc)
+      return run_one(argv[i + 1], atoll(argv[i + 2]), atoll(argv[i + 3]), atoi(argv[i + 4]), B, NH, repeat);
+    else if (!strcmp(argv[i], "--T") && i + 1 < argc) nT = parse_list(argv[++i], Ts, 8);
+    else if (!strcmp(argv[i], "--hs") && i + 1 < argc) nHS = parse_list(argv[++i], HSs, 4);
+    else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
+    else if (!strcmp(argv[i], "--B") && i + 1 < argc) B = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--NH") && i + 1 < argc) NH = atoll(argv[++i]);
+    else {
+      fprintf(stderr, "usage: bench_attention [--T 128,512] [--hs 64,128] [--repeat N] [--B N] [--NH N]\n");
+      return 2;
+    }
+  }
+  FILE *up = popen("uptime", "r");
+  char load[256] = "";
+  if (up && fgets(load, sizeof load, up)) printf("load at start:%s", strchr(load, ',') ? strchr(load, ',') + 1 : load);
+  if (up) pclose(up);
+  printf("B %lld, NH %lld, f32, %d threads, best of %d\n", (long long)B, (long long)NH, lt_get_num_threads(), repeat);
+  printf("| HS | T | causal | fwd unfused ms | fwd fused ms | speed-up | fwd+bwd unfused ms | fwd+bwd fused ms | "
+         "speed-up | peak MB unfused | peak MB fused |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
+  for (int h = 0; h < nHS; h++)
+    for (int c = 1; c >= 0; c--)
+      for (int t = 0; t < nT; t++) {
+        double res[2][4];
+        for (int p = 0; p < 2; p++) {
+          char cmd[512];
+          snprintf(cmd, sizeof cmd, "/proc/%d/exe --B %lld --NH %lld --repeat %d --one %s %lld %lld %d",
+                   (int)getpid(), (long long)B, (long long)NH, repeat, p ? "fused" : "unfused", (long long)Ts[t],
+                   (long long)HSs[h], c);
+          FILE *f = popen(cmd, "r");
+          if (!f || fscanf(f, "%lf %lf %lf %lf", &res[p][0], &res[p][1], &res[p][2], &res[p][3]) != 4) {
+            fprintf(stderr, "bench_attention: %s failed\n", cmd);
+            return 1;
+          }
+          pclose(f);
+        }
+        printf("| %lld | %lld | %s | %.2f | %.2f | %.2fx | %.2f | %.2f | %.2fx | %.0f | %.0f |\n", (long long)HSs[h],
+               (long long)Ts[t], c ? "yes" : "no", res[0][0], res[1][0], res[0][0] / res[1][0], res[0][2], res[1][2],
+               res[0][2] / res[1][2], res[0][3], res[1][3]);
+        fflush(stdout);
+      }
+  up = popen("uptime", "r");
+  if (up && fgets(load, sizeof load, up)) printf("load at end:%s", strchr(load, ',') ? strchr(load, ',') + 1 : load);
+  if (up) pclose(up);
+  return 0;
+}
