@@ -21,6 +21,7 @@ PACKAGES="$PACKAGES libblis-openmp-dev"             # f32/f64 products
 PACKAGES="$PACKAGES libhdf5-dev zlib1g-dev hdf5-tools" # checkpoints
 PACKAGES="$PACKAGES check"                          # tests
 PACKAGES="$PACKAGES dataset-fashion-mnist"          # the Fashion-MNIST example
+PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin"     # data parallelism over MPI (dist/, mpirun)
 # Only ./do.sh fuzz needs these (clang, its libFuzzer runtime, and its OpenMP).
 FUZZ_PACKAGES="clang libclang-rt-14-dev libomp-14-dev"
 JOBS=$(nproc 2>/dev/null || echo 2)
