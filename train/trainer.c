@@ -283,8 +283,9 @@ lt_trainer *lt_trainer_new(const lt_trainer_config *cfg, const lt_trainer_hooks 
     }
     t->out = t->devnull;
   }
+  /* under mpirun a rank's stdout is a pseudo-terminal whatever mpirun's own is: lines */
   t->redraw = c->progress == LT_TRAINER_PROGRESS_REDRAW ||
-              (c->progress == LT_TRAINER_PROGRESS_AUTO && isatty(fileno(t->out)));
+              (c->progress == LT_TRAINER_PROGRESS_AUTO && !lt_dist_active() && isatty(fileno(t->out)));
   return t;
 }
 
@@ -316,6 +317,7 @@ static lt_status put_extra(const lt_trainer *t, lt_ckpt_meta *extra) {
   s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_TOKENS, t->tokens);
   s = s ? s : lt_ckpt_meta_set_double(extra, LT_TRAINER_KEY_TRAIN_SECONDS, t->train_seconds);
   s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_BAD_STREAK, t->bad_streak);
+  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_RANKS, lt_dist_size());
   return s;
 }
 

@@ -62,6 +62,7 @@ extern "C" {
 #define LT_TRAINER_KEY_TOKENS "run.tokens"                     /* int: tokens trained on, all processes */
 #define LT_TRAINER_KEY_TRAIN_SECONDS "run.train_seconds"       /* double: time in training steps */
 #define LT_TRAINER_KEY_BAD_STREAK "run.bad_streak"             /* int: non-finite steps in a row */
+#define LT_TRAINER_KEY_RANKS "dist.ranks"                    /* int: ranks that trained it (dist/dist.h; absent: 1) */
 
 /* The largest accumulation count the trainer accepts. */
 #define LT_TRAINER_MAX_ACCUM ((int64_t)1 << 20)

@@ -1432,6 +1432,7 @@ static void finish(run *r) {
   free_data(&r->D);
   lt_ckpt_info_free(g_info);
   for (int i = 0; i < g_nstrings; i++) free(g_strings[i]);
+  lt_dist_finalize();
   /* Progress, examples and results went to stdout: a lost line (ENOSPC,
    * EPIPE) is a failure, exit 1, after the checkpoints are safe. */
   if (ferror(stdout)) {
@@ -1449,7 +1450,9 @@ int main(int argc, char **argv) {
   if (lt_dist_init(&argc, &argv) != LT_OK) die_lt(EXIT_DATA, "starting MPI");
   if (lt_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) /* rank 0 alone prints progress */
     die(EXIT_DATA, "rank %d: cannot send its output to /dev/null", lt_dist_rank());
-  atexit(lt_dist_finalize);
+  /* lt_dist_finalize only on a normal end (finish): a rank that exits on an
+   * error without it makes mpirun end the whole job instead of leaving the
+   * other ranks waiting in a collective call. */
   r->o = default_options();
   parse_args(argc, argv, &r->o, r->given);
   signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is an ordinary write error (EFBIG), not a kill */
@@ -1471,6 +1474,23 @@ int main(int argc, char **argv) {
     finalize_options(&r->o, r->given);
   }
   check_options(&r->o, r->given);
+  /* Resuming on another number of ranks: the global batch (N x --batch) stays
+   * the checkpoint's, so the data order and position carry over. */
+  int64_t saved_ranks = 1;
+  if (r->o.resume && lt_ckpt_meta_kind(g_info->extra, LT_TRAINER_KEY_RANKS) >= 0)
+    TRY(EXIT_DATA, lt_ckpt_meta_get_int(g_info->extra, LT_TRAINER_KEY_RANKS, &saved_ranks), "--resume: dist.ranks");
+  if (saved_ranks < 1 || saved_ranks > INT32_MAX) die(EXIT_DATA, "--resume: dist.ranks %lld: not a number of ranks", (long long)saved_ranks);
+  if (r->o.resume && saved_ranks != lt_dist_size()) {
+    int64_t global = r->o.batch * saved_ranks;
+    if (global % lt_dist_size() != 0)
+      die(EXIT_USAGE, "--resume: the run's global batch is %lld (%lld ranks x --batch %lld), which %d ranks cannot "
+          "share equally: resume with a number of ranks that divides it", (long long)global, (long long)saved_ranks,
+          (long long)r->o.batch, lt_dist_size());
+    printf("resuming a run of %lld ranks on %d: --batch %lld -> %lld per rank (the global batch %lld is kept)\n",
+           (long long)saved_ranks, lt_dist_size(), (long long)r->o.batch, (long long)(global / lt_dist_size()),
+           (long long)global);
+    r->o.batch = global / lt_dist_size();
+  }
   if (lt_dist_size() > 1) {
     if (r->o.text == NULL)
       die(EXIT_USAGE, "mpirun -np %d: data parallelism covers language modelling (--text) so far; the pair tasks "
