@@ -116,7 +116,7 @@ static int worker_fail;
   } while (0)
 
 /* Check's assertions work only inside its runner: the worker's own. */
-#define W_OK(expr) W_CHECK((expr) == LT_OK, "%s", lt_last_error())
+#define WK_OK(expr) W_CHECK((expr) == LT_OK, "%s", lt_last_error())
 #define W_ERR(expr, code, frag) \
   W_CHECK((expr) == (code) && strstr(lt_last_error(), frag), "want %d '%s', got: %s", (int)(code), frag, lt_last_error())
 
@@ -125,10 +125,10 @@ static int worker_fail;
 static void worker_grads(size_t bucket_bytes) {
   const int R = lt_dist_rank(), N = lt_dist_size();
   lt_params *p = small_params(R, LT_DTYPE_F64);
-  W_OK(lt_dist_broadcast_params(p)); /* rank 0's values everywhere */
+  WK_OK(lt_dist_broadcast_params(p)); /* rank 0's values everywhere */
   W_CHECK(((float *)lt_params_find(p, "a.weight")->data)[0] == 0.0f, "broadcast: not rank 0's value");
   W_CHECK(((float *)lt_params_find(p, "stats")->data)[3] == 3.0f, "broadcast: the buffer is not rank 0's");
-  W_OK(lt_dist_check_params_same(p));
+  WK_OK(lt_dist_check_params_same(p));
   for (int i = 0; i < lt_params_count(p); i++) {
     const lt_param *q = lt_params_at(p, i);
     if (q->flags & LT_PARAM_BUFFER || !strcmp(q->name, "b.bias")) continue; /* b.bias: no grad on any rank */
@@ -141,9 +141,9 @@ static void worker_grads(size_t bucket_bytes) {
     lt_zero_grad(lt_params_find(p, "c.weight"));
   }
   lt_dist_grads *g = lt_dist_grads_new(p, bucket_bytes);
-  W_OK(lt_dist_grads_start(g));
+  WK_OK(lt_dist_grads_start(g));
   W_ERR(lt_dist_grads_start(g), LT_ERR_STATE, "already in flight");
-  W_OK(lt_dist_grads_finish(g));
+  WK_OK(lt_dist_grads_finish(g));
   W_ERR(lt_dist_grads_finish(g), LT_ERR_STATE, "no reduction in flight");
   const lt_tensor *a = lt_params_find(p, "a.weight"), *c = lt_params_find(p, "c.weight");
   for (int64_t j = 0; j < a->numel; j++) {
@@ -203,13 +203,13 @@ static int worker(int argc, char **argv) {
   }
   /* scalars: rank order, the same bits everywhere */
   double d[3] = {R + 1.0, 0.1 * (R + 1), -(double)R};
-  W_OK(lt_dist_allreduce_f64(d, 3, LT_DIST_SUM));
+  WK_OK(lt_dist_allreduce_f64(d, 3, LT_DIST_SUM));
   double want = 0;
   for (int r = 0; r < N; r++) want += 0.1 * (r + 1);
   W_CHECK(d[0] == N * (N + 1) / 2.0 && d[1] == want, "sum %g %g", d[0], d[1]);
   int64_t m[2] = {R, -R};
-  W_OK(lt_dist_allreduce_i64(m, 1, LT_DIST_MAX));
-  W_OK(lt_dist_allreduce_i64(m + 1, 1, LT_DIST_MIN));
+  WK_OK(lt_dist_allreduce_i64(m, 1, LT_DIST_MAX));
+  WK_OK(lt_dist_allreduce_i64(m + 1, 1, LT_DIST_MIN));
   W_CHECK(m[0] == N - 1 && m[1] == -(N - 1), "max %lld min %lld", (long long)m[0], (long long)m[1]);
   /* the configuration check */
   const char *names[] = {"--seed", "--batch"};
@@ -516,7 +516,7 @@ START_TEST(different_configurations_are_refused) {
   for (int c = 0; c < 3; c++) {
     char a[8192], cmd[16400];
     snprintf(a, sizeof a, "%s", train_cmd(0, 4, "cfg", "--overwrite"));
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 1 %s : -np 1 %s %s", a, a, cases[c].flag);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 1 %.8000s : -np 1 %.8000s %.100s", a, a, cases[c].flag);
     double t0 = (double)time(NULL);
     int code = run(cmd, "cfg.log");
     char *log = slurp(in_tmp("cfg.log"));
