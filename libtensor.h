@@ -24,6 +24,7 @@
 #include "generate/generate.h"
 #include "datasets/datasets.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "train/trainer.h"
 #include "dist/dist.h"
 
