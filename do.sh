@@ -23,6 +23,7 @@ PACKAGES="$PACKAGES libjansson-dev"                 # JSON (safetensors headers,
 PACKAGES="$PACKAGES check"                          # tests
 PACKAGES="$PACKAGES dataset-fashion-mnist"          # the Fashion-MNIST example
 PACKAGES="$PACKAGES python3-numpy python3-h5py python3-torch" # the Python package (python/) and its tests
+PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin"     # data parallelism over MPI (dist/, mpirun)
 # Only ./do.sh fuzz needs these (clang, its libFuzzer runtime, and its OpenMP).
 FUZZ_PACKAGES="clang libclang-rt-14-dev libomp-14-dev"
 JOBS=$(nproc 2>/dev/null || echo 2)

@@ -11,6 +11,7 @@
  *   checkpoint/checkpoint.h  HDF5 checkpoints: save, load, resume (safe and durable)
  *   train/trainer.h      the training loop for any model: accumulation, clipping,
  *                        evaluation and checkpoint cadence, resume, metrics CSV, stop requests
+ *   dist/dist.h          data parallelism over Open MPI: ranks, broadcast, allreduce, sharding
  * Models are libraries of their own on top of the core, each with its own
  * umbrella header: the Transformer is <libtensor/libtensor_transformer.h>.
  */
@@ -26,5 +27,6 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "train/trainer.h"
+#include "dist/dist.h"
 
 #endif

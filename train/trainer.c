@@ -9,6 +9,7 @@
  */
 #include "train/trainer.h"
 
+#include "dist/dist.h"
 #include "tensor/error_internal.h"
 
 #include <dirent.h>
@@ -62,6 +63,11 @@ struct lt_trainer {
   char last_ckpt[PATH_LEN];
   meter M;
   double *values;       /* [n_metrics] of the last evaluation */
+  /* Data parallelism (dist/dist.h; all unused with one rank). */
+  bool dist_ready;      /* the first fit checked the configuration and broadcast the parameters */
+  lt_dist_grads *grads; /* the gradient reducer */
+  int stop;             /* the stop request agreed by every rank (a signal number), or 0 */
+  FILE *devnull;        /* ranks other than 0 print here */
 };
 
 static volatile sig_atomic_t stop_flag;
@@ -193,7 +199,8 @@ lt_status lt_trainer_clear_dir(const char *dir, const char *prefix) {
       char p[PATH_LEN];
       int k = snprintf(p, sizeof p, "%s/%s", dir, n);
       if (k < 0 || k >= PATH_LEN) s = lt__err(LT_ERR_OVERFLOW, "'%s/%s': the path is too long", dir, n);
-      else if (remove(p) != 0) s = lt__err(LT_ERR_IO, "cannot delete '%s': %s", p, strerror(errno));
+      else if (remove(p) != 0 && errno != ENOENT) /* another rank may have deleted it */
+        s = lt__err(LT_ERR_IO, "cannot delete '%s': %s", p, strerror(errno));
     }
   }
   closedir(d);
@@ -266,14 +273,27 @@ lt_trainer *lt_trainer_new(const lt_trainer_config *cfg, const lt_trainer_hooks 
     return NULL;
   }
   t->out = c->out ? c->out : stdout;
+  if (lt_dist_rank() != 0) { /* rank 0 alone prints, writes the CSV and saves checkpoints */
+    t->csv_path[0] = '\0';
+    t->devnull = fopen("/dev/null", "w");
+    if (!t->devnull) {
+      lt__err(LT_ERR_IO, "trainer_new: cannot open /dev/null for rank %d's output", lt_dist_rank());
+      lt_trainer_free(t);
+      return NULL;
+    }
+    t->out = t->devnull;
+  }
+  /* under mpirun a rank's stdout is a pseudo-terminal whatever mpirun's own is: lines */
   t->redraw = c->progress == LT_TRAINER_PROGRESS_REDRAW ||
-              (c->progress == LT_TRAINER_PROGRESS_AUTO && isatty(fileno(t->out)));
+              (c->progress == LT_TRAINER_PROGRESS_AUTO && !lt_dist_active() && isatty(fileno(t->out)));
   return t;
 }
 
 void lt_trainer_free(lt_trainer *t) {
   if (!t) return;
   if (t->csv) fclose(t->csv);
+  if (t->devnull) fclose(t->devnull);
+  lt_dist_grads_free(t->grads);
   free(t->values);
   free(t);
 }
@@ -297,6 +317,7 @@ static lt_status put_extra(const lt_trainer *t, lt_ckpt_meta *extra) {
   s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_TOKENS, t->tokens);
   s = s ? s : lt_ckpt_meta_set_double(extra, LT_TRAINER_KEY_TRAIN_SECONDS, t->train_seconds);
   s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_BAD_STREAK, t->bad_streak);
+  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_RANKS, lt_dist_size());
   return s;
 }
 
@@ -305,11 +326,36 @@ static lt_train_state train_state(const lt_trainer *t, lt_schedule *sched, int64
                           t->c.generator_names, t->c.generators};
 }
 
+/* With several ranks: every rank's parameters and generators must equal rank
+ * 0's, which the checkpoint holds (so it is every rank's state). */
+static lt_status check_ranks_agree(const lt_trainer *t) {
+  if (lt_dist_size() == 1) return LT_OK;
+  lt_status s = lt_dist_check_params_same(t->c.params);
+  int n = t->c.n_generators;
+  char(*vals)[48] = calloc((size_t)n + 1, sizeof *vals);
+  const char **names = calloc((size_t)n + 1, sizeof *names), **pv = calloc((size_t)n + 1, sizeof *pv);
+  if (s == LT_OK && (!vals || !names || !pv)) s = lt__err(LT_ERR_NOMEM, "trainer: out of memory");
+  for (int i = 0; i < n && s == LT_OK; i++) {
+    lt_generator_state g = lt_generator_get_state(t->c.generators[i]);
+    snprintf(vals[i], sizeof vals[i], "%llu/%llu", (unsigned long long)g.seed, (unsigned long long)g.offset);
+    names[i] = t->c.generator_names[i], pv[i] = vals[i];
+  }
+  if (s == LT_OK) s = lt_dist_check_same("trainer: generator states before a checkpoint", n, names, pv);
+  free(vals), free(names), free(pv);
+  return s;
+}
+
 lt_status lt_trainer_save(lt_trainer *t) {
   if (!t) return lt__err(LT_ERR_NULL, "trainer_save: t is NULL");
   if (t->c.no_ckpt || !t->dir[0]) return LT_OK;
+  lt_status s = check_ranks_agree(t);
+  if (s != LT_OK) return s;
+  if (lt_dist_rank() != 0) { /* rank 0 writes the checkpoint of every rank */
+    t->last_saved = t->step;
+    return LT_OK;
+  }
   char path[PATH_LEN];
-  lt_status s = lt_ckpt_step_path(path, sizeof path, t->dir, t->prefix, t->step);
+  s = lt_ckpt_step_path(path, sizeof path, t->dir, t->prefix, t->step);
   if (s != LT_OK) return s;
   lt_ckpt_meta *extra = lt_ckpt_meta_new();
   if (!extra) return lt__err(LT_ERR_NOMEM, "trainer: saving step %lld: out of memory", (long long)t->step);
@@ -591,6 +637,11 @@ static lt_status evaluate(lt_trainer *t, bool final, const char *what, bool *don
   lt_set_grad_enabled(prev);
   ev.seconds = now_s() - t0;
   if (s != LT_OK) return s;
+  if (lt_dist_size() > 1) { /* reported only if no rank was interrupted */
+    int64_t cut = ev.interrupted;
+    if ((s = lt_dist_allreduce_i64(&cut, 1, LT_DIST_MAX)) != LT_OK) return s;
+    ev.interrupted = cut != 0;
+  }
   if (seconds) *seconds = ev.seconds;
   if (ev.interrupted) return LT_OK;
   *done = true;
@@ -612,6 +663,24 @@ static lt_status evaluate(lt_trainer *t, bool final, const char *what, bool *don
 /* ======================================================================== */
 /* One training step                                                        */
 /* ======================================================================== */
+
+/* With several ranks, after the micro-batches of a step: the step's loss
+ * (the mean of the ranks' losses), its tokens (the sum), whether every rank's
+ * loss was finite, and the stop request (any rank's), agreed by every rank
+ * at this step boundary (a signal reaches one rank, or reaches them at
+ * different moments). */
+static lt_status dist_agree(lt_trainer *t, step_result *S, bool *finite) {
+  double v[3] = {*finite ? S->loss : 0.0, *finite ? 0.0 : 1.0, (double)S->tokens};
+  int64_t stop = stop_flag;
+  lt_status s = lt_dist_allreduce_f64(v, 3, LT_DIST_SUM);
+  if (s == LT_OK) s = lt_dist_allreduce_i64(&stop, 1, LT_DIST_MAX);
+  if (s != LT_OK) return s;
+  if (*finite) S->loss = v[1] == 0 ? v[0] / (double)lt_dist_size() : NAN;
+  *finite = v[1] == 0;
+  S->tokens = (int64_t)v[2];
+  t->stop = (int)stop;
+  return LT_OK;
+}
 
 /* accum micro-batches forward and backward, all inside one lt_scope (every
  * intermediate and the autograd graph are freed at its end; only the
@@ -650,11 +719,13 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
     if (!isfinite(S->lr))
       s = lt__err(LT_ERR_INVALID, "trainer: the learning-rate schedule gives %g at step %lld", S->lr, (long long)step);
   }
+  if (s == LT_OK && lt_dist_size() > 1) s = dist_agree(t, S, &finite);
   if (s == LT_OK && !finite) {
     S->skipped = true, S->why = "non-finite loss";
   } else if (s == LT_OK) {
-    s = lt_clip_grad_norm(c->params, c->clip > 0 ? c->clip : INFINITY, &S->grad_norm);
-    if (s == LT_ERR_NUMERIC) {
+    if (lt_dist_size() > 1 && (s = lt_dist_grads_start(t->grads)) == LT_OK) s = lt_dist_grads_finish(t->grads);
+    if (s == LT_OK) s = lt_clip_grad_norm(c->params, c->clip > 0 ? c->clip : INFINITY, &S->grad_norm);
+    if (s == LT_ERR_NUMERIC) { /* with several ranks: the averaged gradient, the same on every rank */
       S->skipped = true, S->why = "non-finite gradient";
       lt_clear_error();
       s = LT_OK;
@@ -674,21 +745,56 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
 
 static void fill_result(const lt_trainer *t, lt_trainer_result *r, lt_trainer_end end) {
   if (!r) return;
-  *r = (lt_trainer_result){end, end == LT_TRAINER_INTERRUPTED ? lt_trainer_stop_requested() : 0, t->step,
+  *r = (lt_trainer_result){end, end == LT_TRAINER_INTERRUPTED ? t->stop : 0, t->step,
                            t->start_step, t->tokens, t->train_seconds, t->bad_streak, t->last_ckpt, t->csv_path};
+}
+
+/* The stop request: this process's, or with several ranks the one agreed at
+ * the last step boundary (dist_agree), so that every rank stops together. */
+static int stop_now(lt_trainer *t) {
+  if (lt_dist_size() == 1) t->stop = stop_flag;
+  return t->stop;
+}
+
+/* With several ranks, once: the run's settings and the model's shape must be
+ * the same on every rank; rank 0's parameters go to all; the reducer. */
+static lt_status dist_setup(lt_trainer *t) {
+  t->dist_ready = true;
+  if (lt_dist_size() == 1) return LT_OK;
+  const lt_trainer_config *c = &t->c;
+  char v[8][64];
+  snprintf(v[0], 64, "%lld", (long long)c->steps);
+  snprintf(v[1], 64, "%lld", (long long)c->accum);
+  snprintf(v[2], 64, "%.17g", c->clip);
+  snprintf(v[3], 64, "%d", lt_params_count(c->params));
+  snprintf(v[4], 64, "%lld", (long long)lt_params_numel(c->params, false));
+  snprintf(v[5], 64, "%lld", (long long)t->step);
+  snprintf(v[6], 64, "%d", (int)c->optim_config->kind);
+  snprintf(v[7], 64, "%.17g", c->optim_config->weight_decay);
+  static const char *const names[8] = {"steps", "accum", "clip", "parameter tensors", "parameters",
+                                       "the step resumed from", "optimizer", "weight decay"};
+  const char *vals[8] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
+  lt_status s = lt_dist_check_same("trainer", 8, names, vals);
+  s = s ? s : lt_dist_broadcast_params(c->params);
+  if (s == LT_OK && !(t->grads = lt_dist_grads_new(c->params, 0))) s = lt_last_status();
+  int64_t stop = stop_flag;
+  s = s ? s : lt_dist_allreduce_i64(&stop, 1, LT_DIST_MAX);
+  t->stop = (int)stop;
+  return s;
 }
 
 lt_status lt_trainer_fit(lt_trainer *t, lt_trainer_result *result) {
   if (!t) return lt__err(LT_ERR_NULL, "trainer_fit: t is NULL");
   const lt_trainer_config *c = &t->c;
-  lt_status s = t->csv_opened ? LT_OK : csv_open(t);
+  lt_status s = t->dist_ready ? LT_OK : dist_setup(t);
+  s = s ? s : t->csv_opened ? LT_OK : csv_open(t);
   if (s != LT_OK) return fill_result(t, result, LT_TRAINER_FAILED), s;
   lt_autothreads AT;
   lt_autothreads_init(&AT, c->auto_threads, lt_get_num_threads());
   t->M = (meter){0};
   t->M.loss_ema = NAN;
   bool stopped = false, final_done = false;
-  while (t->step < c->steps && !stop_flag) {
+  while (t->step < c->steps && !stop_now(t)) {
     int threads = AT.on ? lt_autothreads_next(&AT) : 0;
     if (AT.on) lt_set_num_threads(threads);
     step_result S;
@@ -731,11 +837,11 @@ lt_status lt_trainer_fit(lt_trainer *t, lt_trainer_result *result) {
     }
     progress(t, &S);
     bool evaluated = false;
-    if (t->step == c->steps && !stop_flag) { /* the end: the final evaluation */
+    if (t->step == c->steps && !stop_now(t)) { /* the end: the final evaluation */
       lt_trainer_end_line(t);
       s = evaluate(t, true, "final validation at", &evaluated, NULL);
       final_done = evaluated;
-    } else if (c->eval_every > 0 && t->step % c->eval_every == 0 && !stop_flag) {
+    } else if (c->eval_every > 0 && t->step % c->eval_every == 0 && !stop_now(t)) {
       s = evaluate(t, false, "validation at", &evaluated, &t->M.last_eval_s);
     }
     if (s != LT_OK) break;
@@ -750,9 +856,9 @@ lt_status lt_trainer_fit(lt_trainer *t, lt_trainer_result *result) {
   }
   lt_trainer_end_line(t);
   if (s != LT_OK) return fill_result(t, result, LT_TRAINER_FAILED), s;
-  if (stop_flag || stopped) {
+  if (stop_now(t) || stopped) {
     if (t->last_saved != t->step) s = lt_trainer_save(t);
-    fill_result(t, result, s != LT_OK ? LT_TRAINER_FAILED : stop_flag ? LT_TRAINER_INTERRUPTED : LT_TRAINER_STOPPED);
+    fill_result(t, result, s != LT_OK ? LT_TRAINER_FAILED : t->stop ? LT_TRAINER_INTERRUPTED : LT_TRAINER_STOPPED);
     return s;
   }
   bool done;

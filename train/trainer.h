@@ -24,9 +24,20 @@
  *
  * What this is not: a model builder (the caller passes its parameters,
  * optimizer, schedule and generators, all borrowed), a data pipeline (the
- * micro-batch hook fetches its own batches), or multi-process: everything
- * runs in the calling thread, and one process trains one trainer at a time
- * (the stop request is process-wide, as a signal is).
+ * micro-batch hook fetches its own batches), or a scheduler of threads:
+ * everything runs in the calling thread, and one process trains one trainer
+ * at a time (the stop request is process-wide, as a signal is).
+ *
+ * Several processes (mpirun -np N, dist/dist.h; docs/distributed.md): when
+ * lt_dist_size() > 1 the trainer checks at the first fit that every rank has
+ * the same steps, accum, clip, optimizer and model size, broadcasts rank 0's
+ * parameters, agrees at every step on the loss (mean over ranks), tokens
+ * (sum), finiteness and stop requests, and averages the gradients after the
+ * last micro-batch (lt_dist_grads); rank 0 alone prints, writes the CSV and
+ * saves checkpoints (after checking that every rank's parameters and
+ * generators equal its own). The hooks shard their batches
+ * (lt_dist_shard) and reduce their evaluations; fit, save and resume are
+ * then collective: every rank calls them, in the same order.
  *
  * Errors follow tensor/tensor.h: every function returns an lt_status with a
  * message in lt_last_error() naming what failed (the file, the key, the
@@ -62,6 +73,7 @@ extern "C" {
 #define LT_TRAINER_KEY_TOKENS "run.tokens"                     /* int: tokens trained on, all processes */
 #define LT_TRAINER_KEY_TRAIN_SECONDS "run.train_seconds"       /* double: time in training steps */
 #define LT_TRAINER_KEY_BAD_STREAK "run.bad_streak"             /* int: non-finite steps in a row */
+#define LT_TRAINER_KEY_RANKS "dist.ranks"                    /* int: ranks that trained it (dist/dist.h; absent: 1) */
 
 /* The largest accumulation count the trainer accepts. */
 #define LT_TRAINER_MAX_ACCUM ((int64_t)1 << 20)

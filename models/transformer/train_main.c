@@ -772,7 +772,9 @@ static void load_data(const options *o, data *D, lt_tokenizer *tok) {
     lt_scope_end(split);
     lt_tensor_free(all);
     if (!D->train_tokens || !D->valid_tokens) die_lt(EXIT_DATA, "splitting --text");
-    lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch);
+    /* With N ranks (mpirun) every rank draws the global batch of N x --batch
+     * chunks in the same order and trains on its slice (lt_dist_shard). */
+    lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch * lt_dist_size());
     bo.seed = (uint64_t)o->seed + 2;
     D->ll = lt_lm_loader_new(D->train_tokens, o->seq_len, &bo);
     if (!D->ll) die_lt(EXIT_DATA, "the text loader");
@@ -1060,10 +1062,18 @@ static void eval_lm(run *r, eval_result *E) {
   if (!L) die_lt(EXIT_DATA, "validation loader");
   lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
   double sum = 0, correct = 0, count = 0;
-  for (int64_t i = 0; i < lt_lm_loader_batches_per_epoch(L) && !lt_trainer_stop_requested(); i++) {
+  /* With N ranks, rank r evaluates batches r, r + N, ... and the sums are
+   * reduced (a stop request does not cut it short: every rank must reach the
+   * reduction). */
+  const int N = lt_dist_size(), rank = lt_dist_rank();
+  for (int64_t i = 0; i < lt_lm_loader_batches_per_epoch(L) && (N > 1 || !lt_trainer_stop_requested()); i++) {
     lt_scope *s = lt_scope_begin();
     lt_tensor *x, *y;
     TRY(EXIT_DATA, lt_lm_loader_next(L, &x, &y), "validation batch");
+    if (i % N != rank) {
+      lt_scope_end(s);
+      continue;
+    }
     lt_tensor *logits = lt_transformer_decode(r->model, x, NULL, NULL, NULL, 0, NULL);
     double l, c;
     lt_tensor *hit = lt_sum(lt_eq(lt_argmax(logits, -1, false), y), 0, NULL, false);
@@ -1073,9 +1083,12 @@ static void eval_lm(run *r, eval_result *E) {
     lt_scope_end(s);
   }
   lt_lm_loader_free(L);
+  double v[3] = {sum, correct, count};
+  TRY(EXIT_DATA, lt_dist_allreduce_f64(v, 3, LT_DIST_SUM), "validation: reducing over the ranks");
+  sum = v[0], correct = v[1], count = v[2];
   E->loss = count > 0 ? sum / count : NAN;
   E->token_acc = count > 0 ? correct / count : NAN;
-  E->interrupted = lt_trainer_stop_requested() != 0;
+  E->interrupted = N == 1 && lt_trainer_stop_requested() != 0;
 }
 
 /* Validation: loss and token accuracy on every held-out example; exact match
@@ -1148,6 +1161,14 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
   if (r->D.kind == DATA_LM) {
     lt_tensor *x, *y;
     TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
+    if (lt_dist_size() > 1) { /* this rank's rows of the global batch */
+      int64_t b0, nb;
+      lt_dist_shard(x->shape[0], &b0, &nb);
+      if (nb == 0) die(EXIT_DATA, "rank %d: a global batch of %lld rows has none for this rank", lt_dist_rank(),
+                       (long long)x->shape[0]);
+      x = lt_narrow(x, 0, b0, nb), y = lt_narrow(y, 0, b0, nb);
+      if (!x || !y) die_lt(EXIT_DATA, "this rank's slice of the batch");
+    }
     m->tokens = y->numel;
     if (!m->forward) return LT_OK; /* the batch is still consumed: the data order stays that of a clean run */
     logits = lt_transformer_decode(r->model, x, NULL, NULL, NULL, 0, &ctx); /* [B, T, V] */
@@ -1364,6 +1385,10 @@ static void describe(const run *r) {
          (long long)o->steps,
          (double)(o->steps * o->accum) / (double)(batches_per_epoch(&r->D) ? batches_per_epoch(&r->D) : 1),
          (long long)o->seed, threads);
+  if (lt_dist_size() > 1)
+    printf("data parallel: %d ranks x --batch %lld = a global batch of %lld (x --accum %lld per step), gradients "
+           "averaged in buckets of %.0f MB\n", lt_dist_size(), (long long)o->batch, (long long)o->batch * lt_dist_size(),
+           (long long)o->accum, (double)lt_dist_bucket_bytes() / 1048576.0);
 }
 
 
@@ -1504,6 +1529,7 @@ static void finish(run *r) {
   free_data(&r->D);
   lt_ckpt_info_free(g_info);
   for (int i = 0; i < g_nstrings; i++) free(g_strings[i]);
+  lt_dist_finalize();
   /* Progress, examples and results went to stdout: a lost line (ENOSPC,
    * EPIPE) is a failure, exit 1, after the checkpoints are safe. */
   if (ferror(stdout)) {
@@ -1517,6 +1543,13 @@ int main(int argc, char **argv) {
   run *r = &R;
   double t_start = now_s();
   lt_cli_init(PROG, end_line);
+  /* mpirun -np N: N ranks (dist/dist.h); a plain start is a world of one. */
+  if (lt_dist_init(&argc, &argv) != LT_OK) die_lt(EXIT_DATA, "starting MPI");
+  if (lt_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) /* rank 0 alone prints progress */
+    die(EXIT_DATA, "rank %d: cannot send its output to /dev/null", lt_dist_rank());
+  /* lt_dist_finalize only on a normal end (finish): a rank that exits on an
+   * error without it makes mpirun end the whole job instead of leaving the
+   * other ranks waiting in a collective call. */
   r->o = default_options();
   parse_args(argc, argv, &r->o, r->given);
   signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is an ordinary write error (EFBIG), not a kill */
@@ -1539,6 +1572,39 @@ int main(int argc, char **argv) {
     finalize_options(&r->o, r->given);
   }
   check_options(&r->o, r->given);
+  /* Resuming on another number of ranks: the global batch (N x --batch) stays
+   * the checkpoint's, so the data order and position carry over. */
+  int64_t saved_ranks = 1;
+  if (r->o.resume && lt_ckpt_meta_kind(g_info->extra, LT_TRAINER_KEY_RANKS) >= 0)
+    TRY(EXIT_DATA, lt_ckpt_meta_get_int(g_info->extra, LT_TRAINER_KEY_RANKS, &saved_ranks), "--resume: dist.ranks");
+  if (saved_ranks < 1 || saved_ranks > INT32_MAX) die(EXIT_DATA, "--resume: dist.ranks %lld: not a number of ranks", (long long)saved_ranks);
+  if (r->o.resume && saved_ranks != lt_dist_size()) {
+    int64_t global = r->o.batch * saved_ranks;
+    if (global % lt_dist_size() != 0)
+      die(EXIT_USAGE, "--resume: the run's global batch is %lld (%lld ranks x --batch %lld), which %d ranks cannot "
+          "share equally: resume with a number of ranks that divides it", (long long)global, (long long)saved_ranks,
+          (long long)r->o.batch, lt_dist_size());
+    printf("resuming a run of %lld ranks on %d: --batch %lld -> %lld per rank (the global batch %lld is kept)\n",
+           (long long)saved_ranks, lt_dist_size(), (long long)r->o.batch, (long long)(global / lt_dist_size()),
+           (long long)global);
+    r->o.batch = global / lt_dist_size();
+  }
+  if (lt_dist_size() > 1) {
+    if (r->o.text == NULL)
+      die(EXIT_USAGE, "mpirun -np %d: data parallelism covers language modelling (--text) so far; the pair tasks "
+          "(--task, --tsv) run on one process", lt_dist_size());
+    if (r->o.eval_only) die(EXIT_USAGE, "--eval-only runs on one process (not under mpirun -np %d)", lt_dist_size());
+    char v[6][64];
+    snprintf(v[0], 64, "%lld", (long long)r->o.seed);
+    snprintf(v[1], 64, "%lld", (long long)r->o.batch);
+    snprintf(v[2], 64, "%lld", (long long)r->o.seq_len);
+    snprintf(v[3], 64, "%.17g", r->o.lr);
+    snprintf(v[4], 64, "%lld", (long long)r->o.accum);
+    snprintf(v[5], 64, "%.63s", r->o.resume ? r->o.resume : "");
+    const char *names[6] = {"--seed", "--batch", "--seq-len", "--lr", "--accum", "--resume"};
+    const char *vals[6] = {v[0], v[1], v[2], v[3], v[4], v[5]};
+    TRY(EXIT_USAGE, lt_dist_check_same(PROG, 6, names, vals), "mpirun");
+  }
 
   /* data */
   load_data(&r->o, &r->D, tok);

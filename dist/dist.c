@@ -1,0 +1,524 @@
+/*
+ * dist/dist.c: the dist module of dist/dist.h over Open MPI, and its size-1
+ * world when built without MPI (LT_HAVE_MPI undefined) or not started by
+ * mpirun.
+ *
+ * What this is not: a transport (every byte goes through MPI) or a scheduler
+ * of its own (buckets are reduced by MPI_Iallreduce, progressed by MPI).
+ */
+#include "dist/dist.h"
+
+#include "tensor/error_internal.h"
+#include "tensor/storage_internal.h"
+#include "autograd/autograd.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#ifdef LT_HAVE_MPI
+#include <mpi.h>
+#endif
+
+#define MAX_SCALARS 4096
+
+static struct {
+  bool active;      /* MPI_Init was called by us and MPI_Finalize not yet */
+  bool initialized; /* lt_dist_init ran */
+  int rank, size, local_rank, local_size;
+#ifdef LT_HAVE_MPI
+  MPI_Comm world;   /* a duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN */
+#endif
+} W = {.rank = 0, .size = 1, .local_rank = 0, .local_size = 1};
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+#ifdef LT_HAVE_MPI
+/* LT_ERR_IO with MPI's own words for rc. */
+static lt_status mpi_err(int rc, const char *what) {
+  char msg[MPI_MAX_ERROR_STRING] = "";
+  int len = 0;
+  if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
+  return lt__err(LT_ERR_IO, "dist: %s: %s", what, msg);
+}
+#define MPI_TRY(call, what)                     \
+  do {                                          \
+    int rc_ = (call);                           \
+    if (rc_ != MPI_SUCCESS) return mpi_err(rc_, what); \
+  } while (0)
+
+/* Started by mpirun (Open MPI sets these for every process it launches). */
+static bool launched_by_mpirun(void) {
+  return getenv("OMPI_COMM_WORLD_SIZE") || getenv("PMIX_RANK") || getenv("PMI_RANK");
+}
+#endif
+
+/* ======================================================================== */
+/* The world                                                                */
+/* ======================================================================== */
+
+bool lt_dist_built_with_mpi(void) {
+#ifdef LT_HAVE_MPI
+  return true;
+#else
+  return false;
+#endif
+}
+
+lt_status lt_dist_init(int *argc, char ***argv) {
+  if (W.initialized) return LT_OK;
+  W.initialized = true;
+#ifdef LT_HAVE_MPI
+  if (!launched_by_mpirun()) return LT_OK;
+  int already = 0;
+  MPI_Initialized(&already);
+  if (!already) {
+    int provided = 0;
+    int rc = MPI_Init_thread(argc, argv, MPI_THREAD_FUNNELED, &provided);
+    if (rc != MPI_SUCCESS) return lt__err(LT_ERR_IO, "dist: MPI_Init_thread failed (error %d)", rc);
+  }
+  MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+  MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &W.world), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(W.world, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(W.world, &W.rank);
+  MPI_Comm_size(W.world, &W.size);
+  MPI_Comm local;
+  MPI_TRY(MPI_Comm_split_type(W.world, MPI_COMM_TYPE_SHARED, W.rank, MPI_INFO_NULL, &local),
+          "MPI_Comm_split_type (the ranks of this machine)");
+  MPI_Comm_rank(local, &W.local_rank);
+  MPI_Comm_size(local, &W.local_size);
+  MPI_Comm_free(&local);
+  W.active = true;
+#else
+  (void)argc, (void)argv;
+#endif
+  return LT_OK;
+}
+
+void lt_dist_finalize(void) {
+#ifdef LT_HAVE_MPI
+  if (W.active) {
+    MPI_Comm_free(&W.world);
+    MPI_Finalize();
+  }
+#endif
+  W.active = false;
+  W.rank = 0, W.size = 1, W.local_rank = 0, W.local_size = 1;
+}
+
+_Noreturn void lt_dist_abort(int code) {
+  fflush(stdout), fflush(stderr);
+#ifdef LT_HAVE_MPI
+  if (W.active) MPI_Abort(MPI_COMM_WORLD, code);
+#endif
+  exit(code);
+}
+
+bool lt_dist_active(void) { return W.active; }
+int lt_dist_rank(void) { return W.rank; }
+int lt_dist_size(void) { return W.size; }
+int lt_dist_local_rank(void) { return W.local_rank; }
+int lt_dist_local_size(void) { return W.local_size; }
+
+lt_status lt_dist_barrier(void) {
+#ifdef LT_HAVE_MPI
+  if (W.active) MPI_TRY(MPI_Barrier(W.world), "barrier");
+#endif
+  return LT_OK;
+}
+
+/* ======================================================================== */
+/* Scalars                                                                  */
+/* ======================================================================== */
+
+/* Gathers n 8-byte values of every rank into all[size * n] (rank order). */
+static lt_status gather8(const void *v, int n, void *all) {
+#ifdef LT_HAVE_MPI
+  MPI_TRY(MPI_Allgather(v, n * 8, MPI_BYTE, all, n * 8, MPI_BYTE, W.world), "allgather");
+#else
+  (void)v, (void)n, (void)all;
+#endif
+  return LT_OK;
+}
+
+static lt_status check_n(const char *what, const void *v, int n, lt_dist_op op) {
+  if (n < 0 || n > MAX_SCALARS) return lt__err(LT_ERR_INVALID, "%s: n %d: must be in [0, %d]", what, n, MAX_SCALARS);
+  if (n > 0 && !v) return lt__err_null(what, "v");
+  if (op != LT_DIST_SUM && op != LT_DIST_MAX && op != LT_DIST_MIN)
+    return lt__err(LT_ERR_INVALID, "%s: op %d is not an lt_dist_op", what, (int)op);
+  return LT_OK;
+}
+
+/* Defines lt_dist_allreduce_<name>: an allgather, then op over the ranks in
+ * rank order (so a SUM has one order, the same on every rank). */
+#define DEFINE_ALLREDUCE(name, T)                                                               \
+  lt_status lt_dist_allreduce_##name(T *v, int n, lt_dist_op op) {                              \
+    lt_status s = check_n("dist_allreduce_" #name, v, n, op);                                   \
+    if (s != LT_OK || W.size == 1 || n == 0) return s;                                          \
+    T *all = malloc((size_t)W.size * (size_t)n * sizeof *all);                                  \
+    if (!all) return lt__err(LT_ERR_NOMEM, "dist_allreduce_" #name ": out of memory");          \
+    s = gather8(v, n, all);                                                                     \
+    for (int i = 0; i < n && s == LT_OK; i++) {                                                 \
+      T acc = all[i];                                                                           \
+      for (int r = 1; r < W.size; r++) {                                                        \
+        T x = all[(size_t)r * (size_t)n + (size_t)i];                                           \
+        acc = op == LT_DIST_SUM ? acc + x : op == LT_DIST_MAX ? (x > acc ? x : acc) : (x < acc ? x : acc); \
+      }                                                                                         \
+      v[i] = acc;                                                                               \
+    }                                                                                           \
+    free(all);                                                                                  \
+    return s;                                                                                   \
+  }
+DEFINE_ALLREDUCE(f64, double)
+DEFINE_ALLREDUCE(i64, int64_t)
+#undef DEFINE_ALLREDUCE
+
+/* FNV-1a over bytes, continuing from h. */
+static uint64_t fnv(uint64_t h, const void *p, size_t n) {
+  const unsigned char *b = p;
+  for (size_t i = 0; i < n; i++) h = (h ^ b[i]) * 1099511628211ull;
+  return h;
+}
+#define FNV_START 1469598103934665603ull
+
+/* The ranks (after rank 0) whose all[r] differs from all[0], as "1, 3" in buf. */
+static int differing_ranks(const uint64_t *all, size_t stride, size_t i, char *buf, size_t size) {
+  int count = 0;
+  size_t len = 0;
+  buf[0] = '\0';
+  for (int r = 1; r < W.size; r++) {
+    if (all[(size_t)r * stride + i] == all[i]) continue;
+    if (len < size) len += (size_t)snprintf(buf + len, size - len, "%s%d", count ? ", " : "", r);
+    count++;
+  }
+  return count;
+}
+
+lt_status lt_dist_check_same(const char *what, int n, const char *const *names, const char *const *values) {
+  if (!what) what = "dist";
+  if (n < 0 || n > MAX_SCALARS - 1) return lt__err(LT_ERR_INVALID, "%s: check_same: n %d: must be in [0, %d]", what, n, MAX_SCALARS - 1);
+  if (n > 0 && (!names || !values)) return lt__err_null("dist_check_same", !names ? "names" : "values");
+  for (int i = 0; i < n; i++)
+    if (!names[i] || !values[i]) return lt__err_null("dist_check_same", !names[i] ? "names[i]" : "values[i]");
+  if (W.size == 1) return LT_OK;
+  /* [0]: the count, then one hash per value (name and value). */
+  uint64_t *mine = malloc(((size_t)n + 1) * sizeof *mine);
+  uint64_t *all = malloc((size_t)W.size * ((size_t)n + 1) * sizeof *all);
+  if (!mine || !all) return free(mine), free(all), lt__err(LT_ERR_NOMEM, "%s: check_same: out of memory", what);
+  mine[0] = (uint64_t)n;
+  /* Every rank sends MAX(n) values: agree on the largest count first. */
+  int64_t nmax = n;
+  lt_status s = lt_dist_allreduce_i64(&nmax, 1, LT_DIST_MAX);
+  if (s == LT_OK && nmax != n) {
+    int64_t nmin = n;
+    lt_dist_allreduce_i64(&nmin, 1, LT_DIST_MIN);
+    s = lt__err(LT_ERR_INVALID, "%s: the configuration differs across ranks: %lld values on one rank, %lld on another%s",
+                what, (long long)nmin, (long long)nmax, W.rank ? " (see rank 0's message)" : "");
+  } else if (s == LT_OK) {
+    int64_t nmin = n;
+    s = lt_dist_allreduce_i64(&nmin, 1, LT_DIST_MIN);
+    if (s == LT_OK && nmin != n)
+      s = lt__err(LT_ERR_INVALID, "%s: the configuration differs across ranks: %lld values on one rank, %d on another%s",
+                  what, (long long)nmin, n, W.rank ? " (see rank 0's message)" : "");
+  }
+  for (int i = 0; i < n; i++) {
+    uint64_t h = fnv(FNV_START, names[i], strlen(names[i]) + 1);
+    mine[i + 1] = fnv(h, values[i], strlen(values[i]));
+  }
+  if (s == LT_OK) s = gather8(mine, n + 1, all);
+  for (int i = 1; i <= n && s == LT_OK; i++) {
+    char ranks[128];
+    int bad = differing_ranks(all, (size_t)n + 1, (size_t)i, ranks, sizeof ranks);
+    if (!bad) continue;
+    if (W.rank == 0)
+      s = lt__err(LT_ERR_INVALID, "%s: the configuration differs across ranks: '%s' is '%s' on rank 0 and different on rank%s %s",
+                  what, names[i - 1], values[i - 1], bad > 1 ? "s" : "", ranks);
+    else
+      s = lt__err(LT_ERR_INVALID, "%s: the configuration differs across ranks: '%s' is '%s' on rank %d, which differs from "
+                  "rank 0's (see rank 0's message)", what, names[i - 1], values[i - 1], W.rank);
+  }
+  free(mine), free(all);
+  return s;
+}
+
+/* ======================================================================== */
+/* Parameters                                                               */
+/* ======================================================================== */
+
+/* The hash of one tensor's name, shape and dtype (meta) or also its bits. */
+static uint64_t tensor_hash(uint64_t h, const char *name, const lt_tensor *t, bool bits) {
+  h = fnv(h, name, strlen(name) + 1);
+  h = fnv(h, &t->dtype, sizeof t->dtype);
+  h = fnv(h, &t->ndim, sizeof t->ndim);
+  h = fnv(h, t->shape, (size_t)t->ndim * sizeof t->shape[0]);
+  if (!bits) return h;
+  lt_tensor *tmp = NULL;
+  const lt_tensor *c = lt__as_contig(t, t->dtype, &tmp);
+  if (c) h = fnv(h, c->data, (size_t)c->numel * lt_dtype_size(c->dtype));
+  else h = fnv(h, "?", 1), lt_clear_error();
+  lt_tensor_free(tmp);
+  return h;
+}
+
+uint64_t lt_dist_params_hash(const lt_params *p) {
+  uint64_t h = FNV_START;
+  for (int i = 0; p && i < lt_params_count(p); i++) {
+    const lt_param *q = lt_params_at(p, i);
+    h = tensor_hash(h, q->name, q->value, true);
+  }
+  return h;
+}
+
+/* Every rank's hash of p (meta only or with bits); the ranks that differ
+ * from rank 0 into ranks; the count. */
+static lt_status compare_hashes(const lt_params *p, bool bits, int *bad, char *ranks, size_t size) {
+  *bad = 0;
+  ranks[0] = '\0';
+  uint64_t h = FNV_START;
+  for (int i = 0; i < lt_params_count(p); i++) {
+    const lt_param *q = lt_params_at(p, i);
+    h = tensor_hash(h, q->name, q->value, bits);
+  }
+  uint64_t *all = malloc((size_t)W.size * sizeof *all);
+  if (!all) return lt__err(LT_ERR_NOMEM, "dist: out of memory");
+  lt_status s = gather8(&h, 1, all);
+  if (s == LT_OK) *bad = differing_ranks(all, 1, 0, ranks, size);
+  free(all);
+  return s;
+}
+
+lt_status lt_dist_check_params_same(const lt_params *p) {
+  if (!p) return lt__err_null("dist_check_params_same", "p");
+  if (W.size == 1) return LT_OK;
+  char ranks[128];
+  int bad;
+  lt_status s = compare_hashes(p, true, &bad, ranks, sizeof ranks);
+  if (s == LT_OK && bad)
+    s = lt__err(LT_ERR_STATE, "dist: the model copies have diverged: the parameters of rank%s %s differ from rank 0's",
+                bad > 1 ? "s" : "", ranks);
+  return s;
+}
+
+lt_status lt_dist_broadcast_params(lt_params *p) {
+  if (!p) return lt__err_null("dist_broadcast_params", "p");
+  if (W.size == 1) return LT_OK;
+  char ranks[128];
+  int bad;
+  lt_status s = compare_hashes(p, false, &bad, ranks, sizeof ranks);
+  if (s == LT_OK && bad)
+    s = lt__err(LT_ERR_INVALID, "dist_broadcast_params: the parameter names, shapes or dtypes of rank%s %s differ from "
+                "rank 0's (a different model configuration?)", bad > 1 ? "s" : "", ranks);
+#ifdef LT_HAVE_MPI
+  for (int i = 0; i < lt_params_count(p) && s == LT_OK; i++) {
+    lt_tensor *t = lt_params_at(p, i)->value;
+    LT_CHECK(lt_is_contiguous(t)); /* the store's tensors are made contiguous */
+    size_t bytes = (size_t)t->numel * lt_dtype_size(t->dtype);
+    /* MPI counts are int: send in chunks of at most 1 GB */
+    for (size_t off = 0; off < bytes && s == LT_OK; off += (size_t)1 << 30) {
+      size_t n = bytes - off < ((size_t)1 << 30) ? bytes - off : (size_t)1 << 30;
+      int rc = MPI_Bcast((char *)t->data + off, (int)n, MPI_BYTE, 0, W.world);
+      if (rc != MPI_SUCCESS) s = mpi_err(rc, "broadcast of the parameters");
+    }
+    lt__bump_version(t);
+  }
+#endif
+  return s;
+}
+
+/* ======================================================================== */
+/* The sampler                                                              */
+/* ======================================================================== */
+
+void lt_dist_shard(int64_t n, int64_t *start, int64_t *count) {
+  if (n < 0) n = 0;
+  /* floor(r * n / N) without overflow for any n < 2^63 and N < 2^31 */
+  int64_t N = W.size, r = W.rank;
+  int64_t a = (n / N) * r + (n % N) * r / N;
+  int64_t b = (n / N) * (r + 1) + (n % N) * (r + 1) / N;
+  if (start) *start = a;
+  if (count) *count = b - a;
+}
+
+/* ======================================================================== */
+/* Gradient buckets                                                         */
+/* ======================================================================== */
+
+typedef struct bucket {
+  int first, count;   /* entries [first, first + count) of g->params */
+  lt_dtype dtype;
+  int64_t numel;
+  void *buf;          /* numel elements of dtype */
+#ifdef LT_HAVE_MPI
+  MPI_Request req;
+#endif
+} bucket;
+
+struct lt_dist_grads {
+  lt_params *store;
+  lt_tensor **params;  /* the trainable parameters, in store order (borrowed) */
+  int n_params;
+  bucket *buckets;
+  int n_buckets;
+  bool in_flight;
+  double t_start, wait_s, total_s;
+};
+
+void lt_dist_grads_free(lt_dist_grads *g) {
+  if (!g) return;
+#ifdef LT_HAVE_MPI
+  if (g->in_flight && W.active)
+    for (int b = 0; b < g->n_buckets; b++) MPI_Wait(&g->buckets[b].req, MPI_STATUS_IGNORE);
+#endif
+  for (int b = 0; b < g->n_buckets; b++) free(g->buckets[b].buf);
+  free(g->buckets);
+  free(g->params);
+  free(g);
+}
+
+static size_t g_bucket_bytes = LT_DIST_BUCKET_BYTES;
+void lt_dist_set_bucket_bytes(size_t bytes) { g_bucket_bytes = bytes ? bytes : LT_DIST_BUCKET_BYTES; }
+size_t lt_dist_bucket_bytes(void) { return g_bucket_bytes; }
+
+lt_dist_grads *lt_dist_grads_new(lt_params *p, size_t bucket_bytes) {
+  if (!p) return lt__err_null("dist_grads_new", "p"), NULL;
+  if (bucket_bytes == 0) bucket_bytes = g_bucket_bytes;
+  int np = lt_params_count(p);
+  lt_dist_grads *g = calloc(1, sizeof *g);
+  if (g) g->params = calloc((size_t)np + 1, sizeof *g->params);
+  if (g) g->buckets = calloc((size_t)np + 1, sizeof *g->buckets);
+  if (!g || !g->params || !g->buckets) {
+    lt_dist_grads_free(g);
+    return lt__err(LT_ERR_NOMEM, "dist_grads_new: out of memory"), NULL;
+  }
+  g->store = p;
+  for (int i = 0; i < np; i++) {
+    const lt_param *q = lt_params_at(p, i);
+    if (q->flags & LT_PARAM_BUFFER || !q->value->requires_grad) continue;
+    if (!lt_dtype_is_float(q->value->dtype)) continue;
+    g->params[g->n_params++] = q->value;
+  }
+  /* Consecutive parameters of one dtype until a bucket holds bucket_bytes. */
+  size_t bytes = 0;
+  for (int i = 0; i < g->n_params; i++) {
+    lt_tensor *t = g->params[i];
+    bucket *cur = g->n_buckets ? &g->buckets[g->n_buckets - 1] : NULL;
+    if (!cur || cur->dtype != t->dtype || bytes >= bucket_bytes) {
+      cur = &g->buckets[g->n_buckets++];
+      *cur = (bucket){.first = i, .dtype = t->dtype};
+      bytes = 0;
+    }
+    cur->count++;
+    cur->numel += t->numel;
+    bytes += (size_t)t->numel * lt_dtype_size(t->dtype);
+  }
+  for (int b = 0; b < g->n_buckets && W.size > 1; b++) {
+    bucket *k = &g->buckets[b];
+    if (k->numel > INT32_MAX) {
+      lt_dist_grads_free(g);
+      return lt__err(LT_ERR_OVERFLOW, "dist_grads_new: a bucket of %lld elements: MPI counts are int (at most %d); "
+                     "split the parameter", (long long)k->numel, INT32_MAX), NULL;
+    }
+    k->buf = malloc((size_t)k->numel * lt_dtype_size(k->dtype) + 1);
+    if (!k->buf) {
+      lt_dist_grads_free(g);
+      return lt__err(LT_ERR_NOMEM, "dist_grads_new: out of memory for a bucket of %lld elements", (long long)k->numel), NULL;
+    }
+  }
+  return g;
+}
+
+int lt_dist_grads_buckets(const lt_dist_grads *g) { return g ? g->n_buckets : 0; }
+
+void lt_dist_grads_times(const lt_dist_grads *g, double *wait_seconds, double *total_seconds) {
+  if (wait_seconds) *wait_seconds = g ? g->wait_s : 0;
+  if (total_seconds) *total_seconds = g ? g->total_s : 0;
+}
+
+lt_status lt_dist_grads_start(lt_dist_grads *g) {
+  if (!g) return lt__err_null("dist_grads_start", "g");
+  if (g->in_flight) return lt__err(LT_ERR_STATE, "dist_grads_start: a reduction is already in flight (call finish)");
+  if (W.size == 1) return LT_OK;
+  g->t_start = now_s();
+  g->in_flight = true;
+#ifdef LT_HAVE_MPI
+  for (int b = 0; b < g->n_buckets; b++) {
+    bucket *k = &g->buckets[b];
+    size_t es = lt_dtype_size(k->dtype);
+    char *dst = k->buf;
+    for (int i = k->first; i < k->first + k->count; i++) {
+      lt_tensor *t = g->params[i];
+      size_t n = (size_t)t->numel * es;
+      if (!t->grad) {
+        memset(dst, 0, n);
+      } else {
+        lt_tensor *tmp = NULL;
+        const lt_tensor *c = lt__as_contig(t->grad, k->dtype, &tmp);
+        if (!c) {
+          k->req = MPI_REQUEST_NULL; /* this rank cannot go on: the job ends when the program exits */
+          return lt_last_status();
+        }
+        memcpy(dst, c->data, n);
+        lt_tensor_free(tmp);
+      }
+      dst += n;
+    }
+    int rc = MPI_Iallreduce(MPI_IN_PLACE, k->buf, (int)k->numel, k->dtype == LT_DTYPE_F64 ? MPI_DOUBLE : MPI_FLOAT,
+                            MPI_SUM, W.world, &k->req);
+    if (rc != MPI_SUCCESS) return mpi_err(rc, "gradient allreduce (MPI_Iallreduce)");
+  }
+#endif
+  return LT_OK;
+}
+
+lt_status lt_dist_grads_finish(lt_dist_grads *g) {
+  if (!g) return lt__err_null("dist_grads_finish", "g");
+  if (W.size == 1) return LT_OK;
+  if (!g->in_flight) return lt__err(LT_ERR_STATE, "dist_grads_finish: no reduction in flight (call start)");
+  lt_status s = LT_OK;
+#ifdef LT_HAVE_MPI
+  double t0 = now_s();
+  for (int b = 0; b < g->n_buckets; b++) {
+    int rc = MPI_Wait(&g->buckets[b].req, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS && s == LT_OK) s = mpi_err(rc, "gradient allreduce (MPI_Wait)");
+  }
+  g->wait_s += now_s() - t0;
+  g->in_flight = false;
+  for (int b = 0; b < g->n_buckets && s == LT_OK; b++) {
+    bucket *k = &g->buckets[b];
+    size_t es = lt_dtype_size(k->dtype);
+    const char *src = k->buf;
+    for (int i = k->first; i < k->first + k->count && s == LT_OK; i++) {
+      lt_tensor *t = g->params[i];
+      if (!t->grad || !lt_is_contiguous(t->grad) || t->grad->dtype != k->dtype || lt__storage_shared(t->grad)) {
+        lt_tensor *z = lt_tensor_keep(lt_zeros(t->dtype, t->ndim, t->shape)); /* the leaf owns its .grad */
+        if (!z) {
+          s = lt_last_status();
+          break;
+        }
+        lt_zero_grad(t);
+        t->grad = z;
+      }
+      if (k->dtype == LT_DTYPE_F64) {
+        const double *x = (const double *)src;
+        double *y = t->grad->data;
+        const double n = (double)W.size;
+        for (int64_t j = 0; j < t->numel; j++) y[j] = x[j] / n;
+      } else {
+        const float *x = (const float *)src;
+        float *y = t->grad->data;
+        const float n = (float)W.size;
+        for (int64_t j = 0; j < t->numel; j++) y[j] = x[j] / n;
+      }
+      lt__bump_version(t->grad);
+      src += (size_t)t->numel * es;
+    }
+  }
+  g->total_s += now_s() - g->t_start;
+#endif
+  return s;
+}

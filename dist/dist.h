@@ -1,0 +1,174 @@
+/*
+ * dist/dist.h: data parallelism over MPI (Open MPI), for any model.
+ *
+ * N processes (ranks) each hold a full copy of the model, each trains on its
+ * own slice of every global batch, and their gradients are averaged before
+ * every optimizer step, so the N copies stay bit-identical. The pieces:
+ *   - the world: lt_dist_init / lt_dist_finalize, rank, size, local rank;
+ *   - lt_dist_broadcast_params: parameters and buffers from rank 0 at start;
+ *   - lt_dist_allreduce_f64 / _i64: scalars (loss, token counts, metrics,
+ *     stop requests), summed in rank order so every rank gets the same bits;
+ *   - lt_dist_check_same: a configuration (named values) identical on every
+ *     rank, else an error naming the value and the ranks that differ;
+ *   - lt_dist_shard: the sampler, this rank's slice of a global batch;
+ *   - lt_dist_grads: gradient averaging in buckets with MPI_Iallreduce.
+ * train/trainer.h calls these itself (docs/distributed.md): a program adds
+ * lt_dist_init / lt_dist_finalize, shards its batches with lt_dist_shard and
+ * its validation with lt_dist_shard + lt_dist_allreduce_f64.
+ *
+ * Without MPI (built with -DLT_MPI=OFF, or Open MPI not found), or when the
+ * program was not started by mpirun (no OMPI_COMM_WORLD_SIZE / PMIX_RANK in
+ * the environment), the world has size 1, rank 0, and every call below is a
+ * cheap no-op (allreduce returns its input, the shard is the whole batch).
+ * So one program serves both cases.
+ *
+ * What this is not: a transport (Open MPI is), model parallelism, or
+ * fault tolerance. A rank that dies ends the whole job: Open MPI's mpirun
+ * aborts every process when one exits without lt_dist_finalize or is killed
+ * (its default), within a second or two on one machine.
+ *
+ * Determinism: scalars are gathered and summed in rank order. Gradients use
+ * MPI_Iallreduce; in Open MPI the algorithm (libnbc's schedules) is chosen
+ * from the message size and the number of ranks only, and each schedule adds
+ * in a fixed order, so a fixed N, bucket size and parameter list give the
+ * same bits on every run and on every rank (tests/test_dist.c checks both).
+ *
+ * Threads: every call must come from the thread that called lt_dist_init
+ * (MPI_THREAD_FUNNELED), in the same order on every rank (they are
+ * collective: a rank that skips one deadlocks the others).
+ *
+ * Errors follow tensor/tensor.h: an lt_status, a message in lt_last_error();
+ * an MPI error is LT_ERR_IO with MPI's error string.
+ */
+#ifndef LT_DIST_H
+#define LT_DIST_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "nn/nn.h"
+#include "tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---- the world ---------------------------------------------------------- */
+
+/* Starts MPI (MPI_Init_thread, FUNNELED) if the library was built with it
+ * and the process was started by mpirun; otherwise the world is size 1.
+ * argc/argv may be NULL. Calling it again is a no-op. Errors go to
+ * MPI_ERRORS_RETURN and come back as LT_ERR_IO. */
+lt_status lt_dist_init(int *argc, char ***argv);
+/* Ends MPI (MPI_Finalize) if lt_dist_init started it. A no-op otherwise and
+ * on a second call. Call it before returning from main on every rank: a rank
+ * that exits without it makes mpirun abort the job. */
+void lt_dist_finalize(void);
+/* Ends every rank of the job now with exit code code (MPI_Abort), or exit(code)
+ * without MPI. For programs only (the library never calls it): a rank that
+ * failed alone cannot tell the others. Does not return. */
+_Noreturn void lt_dist_abort(int code);
+
+bool lt_dist_built_with_mpi(void); /* true if the library was built with Open MPI */
+bool lt_dist_active(void);         /* true if MPI runs (started by mpirun, lt_dist_init called) */
+int lt_dist_rank(void);            /* this process's rank in [0, size); 0 without MPI */
+int lt_dist_size(void);            /* number of ranks; 1 without MPI */
+int lt_dist_local_rank(void);      /* rank among the ranks of this machine; 0 without MPI */
+int lt_dist_local_size(void);      /* ranks on this machine; 1 without MPI */
+
+/* Waits for every rank. */
+lt_status lt_dist_barrier(void);
+
+/* ---- parameters and scalars ---------------------------------------------- */
+
+/* Overwrites every parameter and buffer of p (in store order) with rank 0's
+ * values. Every rank must hold the same names, shapes and dtypes (checked:
+ * LT_ERR_INVALID naming the first parameter that differs, on every rank).
+ * p is borrowed; tensors are written in place (their version is bumped). */
+lt_status lt_dist_broadcast_params(lt_params *p);
+
+typedef enum {
+  LT_DIST_SUM,
+  LT_DIST_MAX,
+  LT_DIST_MIN,
+} lt_dist_op;
+
+/* v[0..n) of every rank combined elementwise with op; every rank gets the
+ * result in v. SUM adds in rank order (rank 0 first), so the bits are the
+ * same on every rank and in every run at a fixed size. n in [0, 4096]. */
+lt_status lt_dist_allreduce_f64(double *v, int n, lt_dist_op op);
+lt_status lt_dist_allreduce_i64(int64_t *v, int n, lt_dist_op op);
+
+/* Checks that n named values (strings, borrowed; a program formats its
+ * flags, a model its sizes) are identical on every rank. what names the
+ * caller ("train", "trainer"). On a difference every rank returns
+ * LT_ERR_INVALID; rank 0's message names the value and the ranks:
+ * "train: the configuration differs across ranks: 'batch' is '8' on rank 0
+ * and different on ranks 1" (other ranks: "... differs from rank 0's: see
+ * rank 0's message"). Also an error if n differs. */
+lt_status lt_dist_check_same(const char *what, int n, const char *const *names, const char *const *values);
+
+/* A 64-bit hash of every parameter's and buffer's name, shape, dtype and
+ * bits (FNV-1a): equal on every rank while the copies agree. */
+uint64_t lt_dist_params_hash(const lt_params *p);
+/* LT_ERR_STATE naming the ranks whose lt_dist_params_hash differs from
+ * rank 0's: the copies have diverged (a missing reduction, a rank-local
+ * update). The trainer checks it before every checkpoint. */
+lt_status lt_dist_check_params_same(const lt_params *p);
+
+/* ---- the sampler --------------------------------------------------------- */
+
+/* This rank's slice of a global batch of n examples: [*start, *start +
+ * *count), rank r taking examples floor(r*n/N) .. floor((r+1)*n/N). Every
+ * example of the global batch goes to exactly one rank; when n is not a
+ * multiple of N, the slices differ by at most one example (ranks with the
+ * larger slices are the higher ones). When n < N, some ranks get count 0;
+ * callers that need an example on every rank keep n >= N (the trainer's
+ * equivalence: N ranks x batch B see exactly the examples 1 process x batch
+ * N*B sees, in the same order, when every rank draws the same global order
+ * from the same seed). Without MPI: start 0, count n. */
+void lt_dist_shard(int64_t n, int64_t *start, int64_t *count);
+
+/* ---- gradient averaging -------------------------------------------------- */
+
+/* The gradient reducer of a parameter store: the trainable parameters (in
+ * store order; buffers and frozen parameters are left out) grouped into
+ * buckets of about bucket_bytes (a parameter larger than that is a bucket of
+ * its own; parameters of different dtypes go to different buckets).
+ * lt_dist_grads_start packs each bucket's gradients into one buffer and
+ * starts its MPI_Iallreduce as soon as it is packed; lt_dist_grads_finish
+ * waits for every bucket, divides by N and writes the averages back into
+ * each parameter's .grad (a parameter without a .grad on this rank, unused
+ * by its batch, gets one: it contributed zeros). */
+typedef struct lt_dist_grads lt_dist_grads;
+
+/* The default bucket size: PyTorch DDP's 25 MB (bench/dist_bench.c measures
+ * others; docs/distributed.md). */
+#define LT_DIST_BUCKET_BYTES ((size_t)25 << 20)
+
+/* The bucket size lt_dist_grads_new uses when given 0 (the trainer does):
+ * LT_DIST_BUCKET_BYTES until set; 0 restores it. Process-wide. */
+void lt_dist_set_bucket_bytes(size_t bytes);
+size_t lt_dist_bucket_bytes(void);
+
+/* Returns new (free with lt_dist_grads_free); p is borrowed and must outlive
+ * it, with the same parameters (lt_params_to_dtype after it: make a new one).
+ * bucket_bytes 0: lt_dist_bucket_bytes(). */
+lt_dist_grads *lt_dist_grads_new(lt_params *p, size_t bucket_bytes);
+void lt_dist_grads_free(lt_dist_grads *g); /* NULL is a no-op; waits for buckets in flight */
+/* Starts the reduction of every bucket (a no-op with size 1). LT_ERR_STATE
+ * if one is already in flight. */
+lt_status lt_dist_grads_start(lt_dist_grads *g);
+/* Waits for the buckets and writes the averages (a no-op with size 1).
+ * LT_ERR_STATE if none was started. */
+lt_status lt_dist_grads_finish(lt_dist_grads *g);
+/* Buckets, and the time spent in lt_dist_grads_finish waiting (the exposed
+ * communication) and in total from start to finish, summed over calls. */
+int lt_dist_grads_buckets(const lt_dist_grads *g);
+void lt_dist_grads_times(const lt_dist_grads *g, double *wait_seconds, double *total_seconds);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LT_DIST_H */

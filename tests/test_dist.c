@@ -1,0 +1,639 @@
+/*
+ * tests/test_dist.c: data parallelism (dist/dist.h) at three levels.
+ *
+ *   - the size-1 world (this process, not started by mpirun): every call is a
+ *     no-op with the documented results, argument errors have messages;
+ *   - the API at N ranks: this program started by mpirun with --worker
+ *     (shards, scalar allreduce, the configuration check, the broadcast,
+ *     gradient averaging over several bucket sizes and dtypes);
+ *   - the train program under mpirun -np 2 and 3 on a tiny decoder-only
+ *     model: N ranks x --batch B against 1 process x --batch N*B (losses and
+ *     parameters within 1e-5), two runs bit-identical, resume N=2 -> 2
+ *     bit-exact and N=2 -> 1, a configuration that differs across ranks
+ *     refused at start, a rank killed mid-run ending the job, and no process
+ *     left behind. (SIGTERM to mpirun: docs/distributed.md, not tested yet.)
+ *
+ * The mpirun parts need the library built with Open MPI and mpirun
+ * (LT_MPIEXEC, set by tests/CMakeLists.txt); they run in the Release build
+ * only (Open MPI's own allocations are not ours to chase under LSan).
+ */
+#define _DEFAULT_SOURCE /* mkdtemp, usleep */
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "checkpoint/checkpoint.h"
+#include "dist/dist.h"
+#include "models/transformer/config.h"
+#include "models/transformer/transformer.h"
+#include "test_util.h"
+
+/* ======================================================================== */
+/* The size-1 world                                                         */
+/* ======================================================================== */
+
+/* Four tensors (aborts on failure: used by the worker outside Check too). */
+static lt_params *small_params(double fill, lt_dtype second) {
+  lt_params *p = lt_params_new();
+  if (!p || lt_params_add(p, "a.weight", lt_full(LT_DTYPE_F32, 2, (int64_t[]){3, 5}, fill), 0) ||
+      lt_params_add(p, "b.bias", lt_full(second, 1, (int64_t[]){7}, fill + 1), 0) ||
+      lt_params_add(p, "c.weight", lt_full(LT_DTYPE_F32, 1, (int64_t[]){1000}, fill + 2), 0) ||
+      lt_params_add(p, "stats", lt_full(LT_DTYPE_F32, 1, (int64_t[]){4}, fill + 3), LT_PARAM_BUFFER)) {
+    fprintf(stderr, "small_params: %s\n", lt_last_error());
+    abort();
+  }
+  return p;
+}
+
+START_TEST(size_one_world_is_a_no_op) {
+  LT_OK_OR_FAIL(lt_dist_init(NULL, NULL));
+  LT_OK_OR_FAIL(lt_dist_init(NULL, NULL)); /* again: a no-op */
+  ck_assert(!lt_dist_active());
+  ck_assert_int_eq(lt_dist_rank(), 0);
+  ck_assert_int_eq(lt_dist_size(), 1);
+  ck_assert_int_eq(lt_dist_local_rank(), 0);
+  ck_assert_int_eq(lt_dist_local_size(), 1);
+  LT_OK_OR_FAIL(lt_dist_barrier());
+  int64_t a, n;
+  lt_dist_shard(10, &a, &n);
+  ck_assert(a == 0 && n == 10);
+  double v[3] = {1.5, -2, NAN};
+  LT_OK_OR_FAIL(lt_dist_allreduce_f64(v, 3, LT_DIST_SUM));
+  ck_assert(v[0] == 1.5 && v[1] == -2 && isnan(v[2]));
+  int64_t k = 7;
+  LT_OK_OR_FAIL(lt_dist_allreduce_i64(&k, 1, LT_DIST_MAX));
+  ck_assert_int_eq(k, 7);
+  LT_EXPECT_ERR(lt_dist_allreduce_f64(v, -1, LT_DIST_SUM), LT_ERR_INVALID, "n -1");
+  LT_EXPECT_ERR(lt_dist_allreduce_f64(NULL, 2, LT_DIST_SUM), LT_ERR_NULL, "dist_allreduce_f64");
+  LT_EXPECT_ERR(lt_dist_allreduce_i64(&k, 1, (lt_dist_op)9), LT_ERR_INVALID, "not an lt_dist_op");
+  const char *names[] = {"seed"}, *vals[] = {"1"};
+  LT_OK_OR_FAIL(lt_dist_check_same("t", 1, names, vals));
+  LT_EXPECT_ERR(lt_dist_check_same("t", 1, names, NULL), LT_ERR_NULL, "values");
+  lt_params *p = small_params(1, LT_DTYPE_F64);
+  uint64_t h = lt_dist_params_hash(p);
+  LT_OK_OR_FAIL(lt_dist_broadcast_params(p));
+  LT_OK_OR_FAIL(lt_dist_check_params_same(p));
+  ck_assert(lt_dist_params_hash(p) == h);
+  ((float *)lt_params_find(p, "c.weight")->data)[999] = 3.0000002f; /* one bit of one element */
+  ck_assert(lt_dist_params_hash(p) != h);
+  lt_dist_grads *g = lt_dist_grads_new(p, 64);
+  ck_assert_ptr_nonnull(g);
+  ck_assert_int_eq(lt_dist_grads_buckets(g), 3); /* f32 [3,5] | f64 [7] | f32 [1000]; the buffer is left out */
+  LT_OK_OR_FAIL(lt_dist_grads_start(g));
+  LT_OK_OR_FAIL(lt_dist_grads_finish(g));
+  lt_dist_grads_free(g);
+  lt_dist_grads_free(NULL);
+  LT_EXPECT_ERR(lt_dist_broadcast_params(NULL), LT_ERR_NULL, "dist_broadcast_params");
+  ck_assert_ptr_null(lt_dist_grads_new(NULL, 0));
+  lt_params_free(p);
+  lt_dist_set_bucket_bytes(1 << 20);
+  ck_assert_uint_eq(lt_dist_bucket_bytes(), 1 << 20);
+  lt_dist_set_bucket_bytes(0);
+  ck_assert_uint_eq(lt_dist_bucket_bytes(), LT_DIST_BUCKET_BYTES);
+  lt_dist_finalize();
+}
+END_TEST
+
+/* ======================================================================== */
+/* The API at N ranks (--worker, under mpirun)                              */
+/* ======================================================================== */
+
+static int worker_fail;
+#define W_CHECK(cond, ...)                                                     \
+  do {                                                                         \
+    if (!(cond)) {                                                             \
+      fprintf(stderr, "rank %d: %s:%d: %s: ", lt_dist_rank(), __FILE__, __LINE__, #cond); \
+      fprintf(stderr, __VA_ARGS__);                                            \
+      fprintf(stderr, "\n");                                                   \
+      worker_fail = 1;                                                         \
+    }                                                                          \
+  } while (0)
+
+/* Check's assertions work only inside its runner: the worker's own. */
+#define WK_OK(expr) W_CHECK((expr) == LT_OK, "%s", lt_last_error())
+#define W_ERR(expr, code, frag) \
+  W_CHECK((expr) == (code) && strstr(lt_last_error(), frag), "want %d '%s', got: %s", (int)(code), frag, lt_last_error())
+
+/* Every rank fills gradients with values of its own; after the reduction each
+ * is the mean over the ranks, the same bits on every rank, for any bucket size. */
+static void worker_grads(size_t bucket_bytes) {
+  const int R = lt_dist_rank(), N = lt_dist_size();
+  lt_params *p = small_params(R, LT_DTYPE_F64);
+  WK_OK(lt_dist_broadcast_params(p)); /* rank 0's values everywhere */
+  W_CHECK(((float *)lt_params_find(p, "a.weight")->data)[0] == 0.0f, "broadcast: not rank 0's value");
+  W_CHECK(((float *)lt_params_find(p, "stats")->data)[3] == 3.0f, "broadcast: the buffer is not rank 0's");
+  WK_OK(lt_dist_check_params_same(p));
+  for (int i = 0; i < lt_params_count(p); i++) {
+    const lt_param *q = lt_params_at(p, i);
+    if (q->flags & LT_PARAM_BUFFER || !strcmp(q->name, "b.bias")) continue; /* b.bias: no grad on any rank */
+    lt_tensor *t = q->value;
+    t->grad = lt_tensor_keep(lt_zeros(t->dtype, t->ndim, t->shape));
+    float *d = t->grad->data;
+    for (int64_t j = 0; j < t->numel; j++) d[j] = (float)(R + 1) * 0.1f + (float)j;
+  }
+  if (R == 1) { /* a rank whose batch did not use c.weight: it sends zeros */
+    lt_zero_grad(lt_params_find(p, "c.weight"));
+  }
+  lt_dist_grads *g = lt_dist_grads_new(p, bucket_bytes);
+  WK_OK(lt_dist_grads_start(g));
+  W_ERR(lt_dist_grads_start(g), LT_ERR_STATE, "already in flight");
+  WK_OK(lt_dist_grads_finish(g));
+  W_ERR(lt_dist_grads_finish(g), LT_ERR_STATE, "no reduction in flight");
+  const lt_tensor *a = lt_params_find(p, "a.weight"), *c = lt_params_find(p, "c.weight");
+  for (int64_t j = 0; j < a->numel; j++) {
+    double want = 0;
+    for (int r = 0; r < N; r++) want += (double)((float)(r + 1) * 0.1f + (float)j);
+    want /= N;
+    float got = ((const float *)a->grad->data)[j];
+    W_CHECK(fabs(got - want) <= 1e-6 * fabs(want) + 1e-7, "a.weight.grad[%lld] = %.9g, want %.9g", (long long)j, got, want);
+  }
+  double want_c = 0;
+  for (int r = 0; r < N; r++) want_c += r == 1 ? 0 : (double)((float)(r + 1) * 0.1f + 5.0f);
+  want_c /= N;
+  W_CHECK(c->grad && fabs(((const float *)c->grad->data)[5] - want_c) <= 1e-6 * want_c, "c.weight.grad[5] wrong");
+  W_CHECK(lt_params_find(p, "b.bias")->grad != NULL, "a parameter without a grad gets the (zero) average");
+  /* the averaged gradients are the same bits on every rank */
+  uint64_t h = 1469598103934665603ull;
+  for (int i = 0; i < lt_params_count(p); i++) {
+    const lt_tensor *t = lt_params_at(p, i)->value;
+    if (!t->grad) continue;
+    const unsigned char *b = t->grad->data;
+    for (size_t k = 0; k < (size_t)t->numel * lt_dtype_size(t->dtype); k++) h = (h ^ b[k]) * 1099511628211ull;
+  }
+  char hs[32];
+  snprintf(hs, sizeof hs, "%016llx", (unsigned long long)h);
+  const char *names[] = {"gradient bits"}, *vals[] = {hs};
+  W_CHECK(lt_dist_check_same("grads", 1, names, vals) == LT_OK, "%s", lt_last_error());
+  double wait_s, total_s;
+  lt_dist_grads_times(g, &wait_s, &total_s);
+  W_CHECK(wait_s >= 0 && total_s >= wait_s, "times %g %g", wait_s, total_s);
+  lt_dist_grads_free(g);
+  lt_params_free(p);
+}
+
+static int worker(int argc, char **argv) {
+  if (lt_dist_init(&argc, &argv) != LT_OK) return fprintf(stderr, "%s\n", lt_last_error()), 1;
+  const int R = lt_dist_rank(), N = lt_dist_size();
+  W_CHECK(lt_dist_active() && N >= 2, "not started by mpirun with -np >= 2 (size %d)", N);
+  W_CHECK(lt_dist_local_size() == N && lt_dist_local_rank() == R, "one machine: local rank %d of %d",
+          lt_dist_local_rank(), lt_dist_local_size());
+  /* the shard: every example of a global batch once, for sizes around N */
+  for (int64_t n = 0; n < 3 * N + 2; n++) {
+    int64_t a, c;
+    lt_dist_shard(n, &a, &c);
+    int64_t v[3] = {c, a == 0 && R == 0 ? 1 : 0, 0};
+    int64_t *all = calloc((size_t)N * 2, sizeof *all);
+    int64_t mine[2] = {a, c};
+    for (int r = 0; r < N; r++) { /* the next rank starts where this one ends: check with an allreduce per rank */
+      int64_t e[2] = {r == R ? mine[0] : 0, r == R ? mine[1] : 0};
+      lt_dist_allreduce_i64(e, 2, LT_DIST_SUM);
+      all[2 * r] = e[0], all[2 * r + 1] = e[1];
+    }
+    for (int r = 1; r < N; r++) W_CHECK(all[2 * r] == all[2 * r - 2] + all[2 * r - 1], "shard of %lld: gap at rank %d", (long long)n, r);
+    free(all);
+    lt_dist_allreduce_i64(v, 3, LT_DIST_SUM);
+    W_CHECK(v[0] == n && v[1] == 1, "shard of %lld: %lld examples over the ranks", (long long)n, (long long)v[0]);
+    W_CHECK(c >= n / N && c <= n / N + 1, "shard of %lld: %lld on rank %d", (long long)n, (long long)c, R);
+  }
+  /* scalars: rank order, the same bits everywhere */
+  double d[3] = {R + 1.0, 0.1 * (R + 1), -(double)R};
+  WK_OK(lt_dist_allreduce_f64(d, 3, LT_DIST_SUM));
+  double want = 0;
+  for (int r = 0; r < N; r++) want += 0.1 * (r + 1);
+  W_CHECK(d[0] == N * (N + 1) / 2.0 && d[1] == want, "sum %g %g", d[0], d[1]);
+  int64_t m[2] = {R, -R};
+  WK_OK(lt_dist_allreduce_i64(m, 1, LT_DIST_MAX));
+  WK_OK(lt_dist_allreduce_i64(m + 1, 1, LT_DIST_MIN));
+  W_CHECK(m[0] == N - 1 && m[1] == -(N - 1), "max %lld min %lld", (long long)m[0], (long long)m[1]);
+  /* the configuration check */
+  const char *names[] = {"--seed", "--batch"};
+  const char *same[] = {"1", "8"}, *diff[] = {"1", R == N - 1 ? "9" : "8"};
+  W_CHECK(lt_dist_check_same("worker", 2, names, same) == LT_OK, "%s", lt_last_error());
+  lt_status s = lt_dist_check_same("worker", 2, names, diff);
+  W_CHECK(s == LT_ERR_INVALID, "a differing --batch was accepted");
+  char expect[160];
+  snprintf(expect, sizeof expect, "'--batch' is '8' on rank 0 and different on rank %d", N - 1);
+  if (R == 0) W_CHECK(strstr(lt_last_error(), expect) != NULL, "message: %s", lt_last_error());
+  W_CHECK(lt_dist_check_same("worker", R == 0 ? 1 : 2, names, same) == LT_ERR_INVALID, "a differing count was accepted");
+  /* gradients, over bucket sizes: one per parameter, a few, all in one (dtypes still split) */
+  worker_grads(1);
+  worker_grads(64);
+  worker_grads(0);
+  /* a diverged copy is found */
+  lt_params *p = small_params(0, LT_DTYPE_F32);
+  if (R == N - 1) ((float *)lt_params_find(p, "a.weight")->data)[2] = 1;
+  s = lt_dist_check_params_same(p);
+  W_CHECK(s == LT_ERR_STATE && strstr(lt_last_error(), "diverged"), "divergence not found: %s", lt_last_error());
+  lt_params_free(p);
+  int64_t bad = worker_fail;
+  lt_dist_allreduce_i64(&bad, 1, LT_DIST_MAX);
+  if (R == 0) printf("worker: %d ranks: %s\n", N, bad ? "FAILED" : "all checks passed");
+  lt_dist_finalize();
+  return bad ? 1 : 0;
+}
+
+#ifdef LT_MPIEXEC
+/* ======================================================================== */
+/* mpirun: helpers                                                          */
+/* ======================================================================== */
+
+static char tmpdir[256];
+static char self_exe[1024];
+
+static void setup(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lt_dist_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static pid_t g_mpirun; /* a background mpirun (start_mpirun), ended by teardown */
+
+static void teardown(void) {
+  if (g_mpirun > 0 && kill(g_mpirun, SIGTERM) == 0) { /* a failed test: mpirun ends its ranks */
+    int st;
+    for (int i = 0; i < 100 && waitpid(g_mpirun, &st, WNOHANG) == 0; i++) usleep(100000);
+    if (waitpid(g_mpirun, &st, WNOHANG) == 0) kill(g_mpirun, SIGKILL), waitpid(g_mpirun, &st, 0);
+  }
+  g_mpirun = 0;
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+static const char *in_tmp(const char *name) { return lt_test_join(tmpdir, name); }
+
+#define MPIRUN LT_MPIEXEC " --allow-run-as-root --oversubscribe --bind-to none"
+
+/* No process of this test's temporary folder (a rank, an mpirun) is left. */
+static void expect_no_leftovers(void) {
+  char cmd[512];
+  for (int i = 0; i < 50; i++) { /* mpirun reaps its ranks as it exits: allow a moment */
+    snprintf(cmd, sizeof cmd, "pgrep -f '[%c]%s' > /dev/null", tmpdir[0], tmpdir + 1); /* not this shell */
+    if (system(cmd) != 0) return;
+    usleep(100000);
+  }
+  snprintf(cmd, sizeof cmd, "pgrep -af '[%c]%s'", tmpdir[0], tmpdir + 1);
+  if (system(cmd)) {}
+  ck_abort_msg("MPI processes of %s are left behind", tmpdir);
+}
+
+/* Runs a shell command line (stdout and stderr to log in the temporary
+ * folder), bounded by 120 s; its exit status. */
+static int run(const char *cmdline, const char *log) {
+  char cmd[20000];
+  snprintf(cmd, sizeof cmd, "OMP_WAIT_POLICY=PASSIVE timeout -k 5 120 %s > '%s' 2>&1", cmdline, in_tmp(log));
+  int st = system(cmd);
+  return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  static char buf[1 << 16];
+  size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+  return buf;
+}
+
+/* The end of a log, short enough for a failure message. */
+static const char *tail(const char *s) {
+  size_t n = strlen(s);
+  return s + (n > 2500 ? n - 2500 : 0);
+}
+
+static void expect_exit(int got, int want, const char *log) {
+  if (got != want) ck_abort_msg("exit %d, want %d; the output (%s):\n%s", got, want, log, tail(slurp(in_tmp(log))));
+}
+
+/* The train_loss column of a metrics CSV into v (rows), its row count. */
+static int read_losses(const char *path, double *v, int cap) {
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  char line[4096];
+  int n = 0;
+  ck_assert(fgets(line, sizeof line, f) != NULL);
+  while (fgets(line, sizeof line, f) && n < cap) {
+    char *p = line;
+    for (int c = 0; c < 3 && p; c++) p = strchr(p, ','), p = p ? p + 1 : NULL;
+    ck_assert_msg(p != NULL, "short CSV row: %s", line);
+    v[n++] = strtod(p, NULL);
+  }
+  fclose(f);
+  return n;
+}
+
+/* The parameters of a checkpoint (returns new store, with the model). */
+static lt_transformer *load_model(const char *path) {
+  lt_params *empty = lt_params_new();
+  lt_ckpt_info *info = NULL;
+  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lo.non_strict = true;
+  LT_OK_OR_FAIL(lt_ckpt_load_params(path, empty, &lo, &info));
+  lt_params_free(empty);
+  lt_tf_config cfg;
+  LT_OK_OR_FAIL(lt_tf_config_from_meta(info->config, &cfg));
+  lt_ckpt_info_free(info);
+  lt_generator *g = lt_generator_new(1);
+  lt_transformer *m = lt_transformer_new(&cfg, g);
+  lt_generator_free(g);
+  ck_assert_ptr_nonnull(m);
+  LT_OK_OR_FAIL(lt_ckpt_load_params(path, lt_transformer_params(m), NULL, NULL));
+  return m;
+}
+
+/* The parameters of two checkpoints: equal bits (rtol 0), or within rtol of
+ * the larger of the element and the tensor's largest. Returns the largest
+ * relative difference. */
+static double compare_params(const char *a, const char *b, double rtol) {
+  lt_transformer *ma = load_model(a), *mb = load_model(b);
+  lt_params *pa = lt_transformer_params(ma), *pb = lt_transformer_params(mb);
+  ck_assert_int_eq(lt_params_count(pa), lt_params_count(pb));
+  double worst = 0;
+  for (int i = 0; i < lt_params_count(pa); i++) {
+    const lt_param *x = lt_params_at(pa, i), *y = lt_params_at(pb, i);
+    ck_assert_str_eq(x->name, y->name);
+    const float *u = x->value->data, *w = y->value->data;
+    double big = 0;
+    for (int64_t j = 0; j < y->value->numel; j++) big = fmax(big, fabs(w[j]));
+    for (int64_t j = 0; j < y->value->numel; j++) {
+      double d = fabs((double)u[j] - (double)w[j]) / (fabs(w[j]) + big);
+      worst = fmax(worst, d);
+      if (rtol == 0) ck_assert_msg(memcmp(&u[j], &w[j], 4) == 0, "%s[%lld]: %.9g in %s, %.9g in %s", x->name,
+                                   (long long)j, u[j], a, w[j], b);
+      else ck_assert_msg(d <= rtol, "%s[%lld]: %.9g in %s, %.9g in %s (relative %.3g > %g)", x->name, (long long)j,
+                         u[j], a, w[j], b, d, rtol);
+    }
+  }
+  lt_transformer_free(ma);
+  lt_transformer_free(mb);
+  return worst;
+}
+
+static const char *ckpt(const char *dir, long long step) {
+  static char buf[2][512];
+  static int k;
+  k ^= 1;
+  snprintf(buf[k], sizeof buf[k], "%s/%s/ckpt-%012lld.h5", tmpdir, dir, step);
+  return buf[k];
+}
+
+/* A small text from a fixed grammar. */
+static void write_text(void) {
+  static const char *const w[] = {"the cat", "a dog", "the old man", "my sister", "sees", "likes", "the house",
+                                  "a red ball"};
+  FILE *f = fopen(in_tmp("text.txt"), "w");
+  ck_assert_ptr_nonnull(f);
+  uint64_t s = 12345;
+  for (int i = 0; i < 3000; i++) {
+    s = s * 6364136223846793005ULL + 1442695040888963407ULL;
+    fprintf(f, "%s ", w[(s >> 33) % 8]);
+  }
+  fclose(f);
+}
+
+/* The train command line: N ranks (0: no mpirun), per-rank batch, the run
+ * directory, extra flags. */
+static const char *train_cmd(int N, int batch, const char *dir, const char *extra) {
+  static char cmd[8192];
+  char launch[256] = "";
+  if (N > 0) snprintf(launch, sizeof launch, MPIRUN " -np %d ", N);
+  snprintf(cmd, sizeof cmd,
+           "%s'%s' --arch decoder-only --text '%s' --d-model 32 --heads 2 --layers 1 --d-ff 64 --max-len 16 "
+           "--seq-len 16 --batch %d --steps 20 --eval-every 10 --ckpt-every 10 --keep 0 --dropout 0 --gen-tokens 0 "
+           "--lr 3e-3 --threads 1 --log-every 5 --ckpt-dir '%s' %s",
+           launch, LT_TRAIN_EXE, in_tmp("text.txt"), batch, in_tmp(dir), extra);
+  return cmd;
+}
+
+/* ======================================================================== */
+/* mpirun: the tests                                                        */
+/* ======================================================================== */
+
+START_TEST(api_on_2_and_3_ranks) {
+  for (int N = 2; N <= 3; N++) {
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, MPIRUN " -np %d '%s' --worker", N, self_exe);
+    char log[32];
+    snprintf(log, sizeof log, "worker%d.log", N);
+    expect_exit(run(cmd, log), 0, log);
+    ck_assert_msg(strstr(slurp(in_tmp(log)), "all checks passed"), "%s", tail(slurp(in_tmp(log))));
+  }
+  expect_no_leftovers();
+}
+END_TEST
+
+/* N ranks x batch B against 1 process x batch N*B; two runs at N bit-identical. */
+START_TEST(equivalence_and_determinism) {
+  write_text();
+  static const int cases[][2] = {{2, 4}, {3, 2}};
+  for (int c = 0; c < 2; c++) {
+    int N = cases[c][0], B = cases[c][1];
+    char one[32], d1[32], d2[32];
+    snprintf(one, sizeof one, "one%d", N), snprintf(d1, sizeof d1, "np%d_a", N), snprintf(d2, sizeof d2, "np%d_b", N);
+    /* SGD: AdamW divides each gradient by its running size, so the rounding
+     * noise of gradients that are zero in exact arithmetic (the key
+     * projection's bias) becomes a step of lr (1e-4 relative differences) */
+    const char *sgd = "--optim sgd --lr 0.1 --momentum 0.9";
+    expect_exit(run(train_cmd(0, N * B, one, sgd), "one.log"), 0, "one.log");
+    expect_exit(run(train_cmd(N, B, d1, sgd), "a.log"), 0, "a.log");
+    if (N == 2) expect_exit(run(train_cmd(N, B, d2, sgd), "b.log"), 0, "b.log"); /* bit-identical: once is enough for the time budget */
+    if (c == 0) {
+      char *log = slurp(in_tmp("a.log"));
+      ck_assert_msg(strstr(log, "data parallel: 2 ranks x --batch 4 = a global batch of 8"), "%s", tail(log));
+      ck_assert_msg(strstr(log, "step 20/20") && strstr(log, "final validation at step 20"), "%s", tail(log));
+    }
+    double l1[32], la[32], lb[32];
+    char p[512];
+    snprintf(p, sizeof p, "%s/metrics.csv", in_tmp(one));
+    ck_assert_int_eq(read_losses(p, l1, 32), 20);
+    snprintf(p, sizeof p, "%s/metrics.csv", in_tmp(d1));
+    ck_assert_int_eq(read_losses(p, la, 32), 20);
+    snprintf(p, sizeof p, "%s/metrics.csv", in_tmp(N == 2 ? d2 : d1));
+    ck_assert_int_eq(read_losses(p, lb, 32), 20);
+    double worst = 0;
+    for (int i = 0; i < 20; i++) {
+      double d = fabs(la[i] - l1[i]) / fabs(l1[i]);
+      worst = fmax(worst, d);
+      ck_assert_msg(d <= 1e-5, "N=%d step %d: loss %.17g on %d ranks x %d, %.17g on 1 x %d", N, i + 1, la[i], N, B,
+                    l1[i], N * B);
+      ck_assert_msg(memcmp(&la[i], &lb[i], sizeof la[i]) == 0, "N=%d step %d: two runs differ: %.17g, %.17g", N,
+                    i + 1, la[i], lb[i]);
+    }
+    double wp = compare_params(ckpt(d1, 20), ckpt(one, 20), 1e-5);
+    if (N == 2) compare_params(ckpt(d1, 20), ckpt(d2, 20), 0);
+    printf("equivalence: %d ranks x batch %d vs 1 x %d over 20 steps: losses within %.2g, parameters within %.2g "
+           "(relative)%s\n", N, B, N * B, worst, wp, N == 2 ? "; two runs bit-identical" : "");
+  }
+  expect_no_leftovers();
+}
+END_TEST
+
+/* Resume N=2 -> 2 is bit-exact; N=2 -> 1 continues with the global batch. */
+START_TEST(resume_same_and_other_n) {
+  write_text();
+  expect_exit(run(train_cmd(2, 4, "full", ""), "full.log"), 0, "full.log");
+  expect_exit(run(train_cmd(2, 4, "part", "--stop-after 10"), "part.log"), 0, "part.log");
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("part"));
+  expect_exit(run(cmd, "resume.log"), 0, "resume.log");
+  compare_params(ckpt("part", 20), ckpt("full", 20), 0);
+  double lf[32], lp[32];
+  char p[512];
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("full"));
+  ck_assert_int_eq(read_losses(p, lf, 32), 20);
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("part"));
+  ck_assert_int_eq(read_losses(p, lp, 32), 20);
+  for (int i = 0; i < 20; i++) ck_assert_msg(memcmp(&lf[i], &lp[i], 8) == 0, "step %d: %.17g vs %.17g", i + 1, lf[i], lp[i]);
+  /* N=2 -> 1: from the step-10 checkpoint of the full run, on one process */
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/'", in_tmp("one"), ckpt("full", 10), in_tmp("one"));
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, "'%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("one"));
+  expect_exit(run(cmd, "one.log"), 0, "one.log");
+  char *log = slurp(in_tmp("one.log"));
+  ck_assert_msg(strstr(log, "resuming a run of 2 ranks on 1: --batch 4 -> 8 per rank"), "%s", tail(log));
+  double worst = compare_params(ckpt("one", 20), ckpt("full", 20), 1e-4);
+  printf("resume: 2 -> 2 ranks bit-exact; 2 -> 1 continues, parameters at step 20 within %.2g of the 2-rank run\n",
+         worst);
+  expect_no_leftovers();
+}
+END_TEST
+
+/* Another --seed or --batch on one rank, or another model size: refused at
+ * start, with the message on rank 0. */
+START_TEST(different_configurations_are_refused) {
+  write_text();
+  static const struct {
+    const char *flag, *expect;
+  } cases[] = {{"--seed 7", "'--seed' is '42' on rank 0 and different on rank 1"},
+               {"--batch 3", "'--batch' is '4' on rank 0 and different on rank 1"},
+               {"--d-ff 48", "'parameters' is"}};
+  for (int c = 0; c < 3; c++) {
+    char a[8192], cmd[16400];
+    snprintf(a, sizeof a, "%s", train_cmd(0, 4, "cfg", "--overwrite"));
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 1 %.8000s : -np 1 %.8000s %.100s", a, a, cases[c].flag);
+    double t0 = (double)time(NULL);
+    int code = run(cmd, "cfg.log");
+    char *log = slurp(in_tmp("cfg.log"));
+    ck_assert_msg(code != 0 && code != 124, "%s on rank 1: exit %d\n%s", cases[c].flag, code, tail(log));
+    ck_assert_msg(strstr(log, "the configuration differs across ranks") && strstr(log, cases[c].expect),
+                  "%s on rank 1: no clear message\n%s", cases[c].flag, tail(log));
+    ck_assert_msg((double)time(NULL) - t0 < 60, "too slow to fail");
+  }
+  expect_no_leftovers();
+}
+END_TEST
+
+/* Starts mpirun -np N train in the background; its pid. */
+static pid_t start_mpirun(int N, const char *dir, const char *extra, const char *log) {
+  char cmd[8400];
+  snprintf(cmd, sizeof cmd, "exec %s > '%s' 2>&1", train_cmd(N, 4, dir, extra), in_tmp(log));
+  pid_t pid = fork();
+  ck_assert(pid >= 0);
+  if (pid == 0) {
+    setenv("OMP_WAIT_POLICY", "PASSIVE", 1);
+    execl("/bin/sh", "sh", "-c", cmd, (char *)NULL);
+    _exit(127);
+  }
+  g_mpirun = pid;
+  return pid;
+}
+
+/* Waits for pid at most seconds; its exit status (128 + signal), or -1 on a timeout (then kills it). */
+static int wait_for(pid_t pid, double seconds, double *took) {
+  struct timespec a, b;
+  clock_gettime(CLOCK_MONOTONIC, &a);
+  for (;;) {
+    int st;
+    pid_t w = waitpid(pid, &st, WNOHANG);
+    clock_gettime(CLOCK_MONOTONIC, &b);
+    *took = (double)(b.tv_sec - a.tv_sec) + 1e-9 * (double)(b.tv_nsec - a.tv_nsec);
+    if (w == pid) g_mpirun = 0;
+    if (w == pid) return WIFEXITED(st) ? WEXITSTATUS(st) : 128 + WTERMSIG(st);
+    if (*took > seconds) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &st, 0);
+      return -1;
+    }
+    usleep(20000);
+  }
+}
+
+/* The pids of the ranks (children of mpirun running train) into pids. */
+static int rank_pids(pid_t mpirun, pid_t *pids, int cap) {
+  char cmd[256];
+  snprintf(cmd, sizeof cmd, "pgrep -P %d", (int)mpirun);
+  FILE *f = popen(cmd, "r");
+  ck_assert_ptr_nonnull(f);
+  int n = 0;
+  long v;
+  while (n < cap && fscanf(f, "%ld", &v) == 1) pids[n++] = (pid_t)v;
+  pclose(f);
+  return n;
+}
+
+/* Waits until the run's log shows step >= the given step (progress lines). */
+static void wait_for_step(const char *log, int step) {
+  char want[32];
+  snprintf(want, sizeof want, "step %6d/100000", step); /* the width of --steps 100000 */
+  for (int i = 0; i < 600; i++) {
+    FILE *f = fopen(in_tmp(log), "r");
+    if (f) {
+      fclose(f);
+      if (strstr(slurp(in_tmp(log)), want)) return;
+    }
+    usleep(50000);
+  }
+  ck_abort_msg("the run did not reach step %d:\n%s", step, tail(slurp(in_tmp(log))));
+}
+
+/* A rank killed mid-run ends the job, non-zero, within seconds. */
+START_TEST(a_killed_rank_ends_the_job) {
+  write_text();
+  pid_t m = start_mpirun(2, "kill", "--steps 100000 --eval-every 0 --ckpt-every 0", "kill.log");
+  wait_for_step("kill.log", 5);
+  pid_t r[8];
+  int n = 0;
+  for (int i = 0; i < 50 && (n = rank_pids(m, r, 8)) < 1; i++) usleep(100000);
+  ck_assert_msg(n >= 1, "no rank process found under mpirun %d", (int)m);
+  ck_assert_int_eq(kill(r[n - 1], SIGKILL), 0); /* mpirun's children are the ranks: kill the last one */
+  double took;
+  int code = wait_for(m, 20, &took);
+  ck_assert_msg(code != -1, "the job did not end within 20 s of a rank's death:\n%s", tail(slurp(in_tmp("kill.log"))));
+  ck_assert_msg(code != 0, "exit 0 after a rank was killed:\n%s", tail(slurp(in_tmp("kill.log"))));
+  printf("a killed rank: mpirun ended the job in %.1f s with exit %d\n", took, code);
+  expect_no_leftovers();
+}
+END_TEST
+
+#endif /* LT_MPIEXEC */
+
+int main(int argc, char **argv) {
+  if (argc > 1 && !strcmp(argv[1], "--worker")) return worker(argc, argv);
+  Suite *s = suite_create("dist");
+  TCase *api = tcase_create("size1");
+  tcase_add_test(api, size_one_world_is_a_no_op);
+  suite_add_tcase(s, api);
+#ifdef LT_MPIEXEC
+  snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
+  if (argv[0][0] != '/') {
+    char cwd[512];
+    if (getcwd(cwd, sizeof cwd)) snprintf(self_exe, sizeof self_exe, "%s/%s", cwd, argv[0]);
+  }
+  TCase *tc = tcase_create("mpirun");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 300);
+  tcase_add_test(tc, api_on_2_and_3_ranks);
+  tcase_add_test(tc, equivalence_and_determinism);
+  tcase_add_test(tc, resume_same_and_other_n);
+  tcase_add_test(tc, different_configurations_are_refused);
+  tcase_add_test(tc, a_killed_rank_ends_the_job);
+  suite_add_tcase(s, tc);
+#endif
+  return lt_test_run(s);
+}
