@@ -20,8 +20,11 @@ PACKAGES="cmake make gcc pkg-config"
 PACKAGES="$PACKAGES libblis-openmp-dev"             # f32/f64 products
 PACKAGES="$PACKAGES libdnnl-dev"                    # bf16 products (oneDNN)
 PACKAGES="$PACKAGES libhdf5-dev zlib1g-dev hdf5-tools" # checkpoints
+PACKAGES="$PACKAGES libjansson-dev"                 # safetensors headers (JSON)
 PACKAGES="$PACKAGES check"                          # tests
 PACKAGES="$PACKAGES dataset-fashion-mnist"          # the Fashion-MNIST example
+PACKAGES="$PACKAGES libjansson-dev"           # JSON (safetensors headers, tokenizer.json)
+PACKAGES="$PACKAGES python3-numpy python3-h5py python3-torch" # the Python package (python/) and its tests
 # Only ./do.sh fuzz needs these (clang, its libFuzzer runtime, and its OpenMP).
 FUZZ_PACKAGES="clang libclang-rt-14-dev libomp-14-dev"
 JOBS=$(nproc 2>/dev/null || echo 2)

@@ -23,6 +23,7 @@
 #include "generate/generate.h"
 #include "datasets/datasets.h"
 #include "checkpoint/checkpoint.h"
+#include "checkpoint/safetensors.h"
 #include "train/trainer.h"
 
 #endif

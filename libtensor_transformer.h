@@ -16,5 +16,6 @@
 #include "models/transformer/transformer.h"
 #include "models/transformer/generate.h"
 #include "models/transformer/config.h"
+#include "models/transformer/hf.h"
 
 #endif

@@ -251,6 +251,17 @@ lt_status lt_ckpt_latest(const char *dir, const char *prefix, bool verify, int64
  * every leftover temporary of a crashed save. */
 lt_status lt_ckpt_rotate(const char *dir, const char *prefix, int keep_last);
 
+/* Whole files beside a checkpoint (config.json of an exported directory).
+ * lt_ckpt_write_file writes size bytes of data (borrowed) to path durably,
+ * as a save does (temporary in the same directory, fsync, rename, fsync of
+ * the directory): a failure leaves the old file (LT_ERR_IO). */
+lt_status lt_ckpt_write_file(const char *path, const void *data, size_t size);
+/* Reads the regular file path (a FIFO, device or directory is refused
+ * without blocking, LT_ERR_IO) of at most max_bytes bytes (LT_ERR_OVERFLOW
+ * naming the bound) into new memory *data (free with free();
+ * NUL-terminated after *size bytes; size may be NULL). */
+lt_status lt_ckpt_read_file(const char *path, uint64_t max_bytes, char **data, size_t *size);
+
 #ifdef __cplusplus
 }
 #endif

@@ -323,7 +323,24 @@ lt_status lt__h5_write_meta(hid_t obj, const lt_ckpt_meta *m, bool allow_bytes, 
   return LT_OK;
 }
 
-/* Reads one attribute as an int, double or string (owned is the string). */
+/* True for an enum type with exactly the members FALSE = 0 and TRUE = 1 on a
+ * 1-byte integer: h5py's (and our datasets') bool. */
+static bool is_bool_enum(hid_t t) {
+  if (H5Tget_nmembers(t) != 2 || H5Tget_size(t) != 1) return false;
+  hid_t b = H5Tget_super(t);
+  bool ok = b >= 0 && H5Tget_class(b) == H5T_INTEGER;
+  if (b >= 0) H5Tclose(b);
+  for (unsigned i = 0; ok && i < 2; i++) {
+    signed char v = -1;
+    char *n = H5Tget_member_name(t, i);
+    ok = n && H5Tget_member_value(t, i, &v) >= 0 && v == (signed char)i && !strcmp(n, i ? "TRUE" : "FALSE");
+    if (n) H5free_memory(n);
+  }
+  return ok;
+}
+
+/* Reads one attribute as an int, double or string (owned is the string); a
+ * bool (h5py's enum) is read as the int 0 or 1. */
 static lt_status read_attr(hid_t obj, const char *what, const char *name, lt__meta_val *v, char **owned) {
   *owned = NULL;
   lt_status s = LT_OK;
@@ -346,6 +363,14 @@ static lt_status read_attr(hid_t obj, const char *what, const char *name, lt__me
   if (cls == H5T_INTEGER && size <= 8 && (H5Tget_sign(t) != H5T_SGN_NONE || size < 8)) {
     v->kind = LT_CKPT_INT;
     if (H5Aread(a, H5T_NATIVE_INT64, &v->i) < 0) s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading '%s' of %s", name, what);
+  } else if (cls == H5T_ENUM && is_bool_enum(t)) {
+    /* h5py's bool (numpy.bool_): an enum of int8 with FALSE = 0 and TRUE = 1, read as the int 0 or 1 */
+    signed char b = 0; /* the raw byte (no enum conversion, which would map other bytes silently) */
+    v->kind = LT_CKPT_INT;
+    if (H5Aread(a, t, &b) < 0) s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading '%s' of %s", name, what);
+    else if (b != 0 && b != 1)
+      s = lt__err(LT_ERR_FORMAT, "checkpoint: bool attribute '%s' of %s holds %d, not 0 or 1", name, what, (int)b);
+    v->i = b;
   } else if (cls == H5T_FLOAT && (size == 4 || size == 8)) {
     v->kind = LT_CKPT_DOUBLE;
     if (H5Aread(a, H5T_NATIVE_DOUBLE, &v->d) < 0) s = lt__h5_err(LT_ERR_FORMAT, "checkpoint: reading '%s' of %s", name, what);
@@ -390,7 +415,7 @@ static lt_status read_attr(hid_t obj, const char *what, const char *name, lt__me
     if (!s) v->s = *owned;
   } else {
     s = lt__err(LT_ERR_FORMAT, "checkpoint: attribute '%s' of %s has an unsupported type (%s): expected int64, "
-                "double or string", name, what, lt__h5_type_desc(t, tdesc, sizeof tdesc));
+                "double, string or bool", name, what, lt__h5_type_desc(t, tdesc, sizeof tdesc));
   }
 done:
   if (s) {

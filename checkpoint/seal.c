@@ -607,3 +607,21 @@ lt_status lt_ckpt_rotate(const char *dir, const char *prefix, int keep_last) {
   if (!s) s = fsync_dir(dir);
   return s;
 }
+
+/* ---- whole files for other formats (config.json beside safetensors) ---- */
+
+lt_status lt_ckpt_write_file(const char *path, const void *data, size_t size) {
+  if (!path || (!data && size)) return lt__err(LT_ERR_NULL, "write_file: path or data is NULL");
+  lt__tmpfile t;
+  lt_status s = lt__tmp_begin(path, &t);
+  if (s != LT_OK) return s;
+  return lt__tmp_commit(&t, data, size);
+}
+
+lt_status lt_ckpt_read_file(const char *path, uint64_t max_bytes, char **data, size_t *size) {
+  if (!path || !data) return lt__err(LT_ERR_NULL, "read_file: path or data is NULL");
+  size_t n = 0;
+  lt_status s = lt__read_regular(path, "read_file", max_bytes, data, &n);
+  if (s == LT_OK && size) *size = n;
+  return s;
+}

@@ -1,7 +1,8 @@
 /*
  * datasets/corpus.c: text sources: reading a text file, a file as one token
  * stream (language modelling), pairs of texts (a TSV parallel corpus), their
- * train/validation split by hash, and token-id pairs for seq2seq.
+ * train/validation split by hash, and token-id pairs for seq2seq; writing
+ * pairs back as TSV (so that generated task data can be reused with --tsv).
  *
  * Files are input from outside: only regular files are opened (a FIFO or a
  * device is refused at once, tensor/file.c), sizes are checked against
@@ -16,6 +17,7 @@
 #include "tensor/file_internal.h"
 
 #include <errno.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -225,6 +227,40 @@ lt_text_pairs *lt_text_pairs_parse_tsv(const char *data, size_t len, const char 
   }
   if (n_skipped) *n_skipped = skipped;
   return p;
+}
+
+lt_status lt_text_pairs_save_tsv(const lt_text_pairs *p, const char *path) {
+  const char *op = "text_pairs_save_tsv";
+  if (!p || !path) return lt__err(LT_ERR_NULL, "%s: %s is NULL", op, !p ? "p" : "path");
+  for (int64_t i = 0; i < p->count; i++) { /* check everything before creating the file */
+    const char *f[2];
+    size_t n[2];
+    lt_text_pairs_get(p, i, &f[0], &n[0], &f[1], &n[1]);
+    for (int k = 0; k < 2; k++) {
+      const char *side = k ? "target" : "source";
+      if (n[k] == 0) return lt__err(LT_ERR_INVALID, "%s: pair %lld has an empty %s", op, (long long)i, side);
+      if (strcspn(f[k], "\t\n\r") < n[k] || strlen(f[k]) != n[k])
+        return lt__err(LT_ERR_INVALID, "%s: pair %lld's %s contains a tab, a line break or a NUL byte, which TSV "
+                       "cannot hold", op, (long long)i, side);
+    }
+  }
+  FILE *fp = fopen(path, "wb");
+  if (!fp) return lt__err(LT_ERR_IO, "%s: cannot create '%s': %s", op, path, strerror(errno));
+  bool ok = true;
+  for (int64_t i = 0; i < p->count && ok; i++) {
+    const char *src, *tgt;
+    size_t ns, nt;
+    lt_text_pairs_get(p, i, &src, &ns, &tgt, &nt);
+    ok = fwrite(src, 1, ns, fp) == ns && fputc('\t', fp) != EOF && fwrite(tgt, 1, nt, fp) == nt &&
+         fputc('\n', fp) != EOF;
+  }
+  int err = ok ? 0 : errno;
+  if (fclose(fp) != 0 && ok) ok = false, err = errno;
+  if (!ok) {
+    remove(path);
+    return lt__err(LT_ERR_IO, "%s: writing '%s': %s", op, path, strerror(err));
+  }
+  return LT_OK;
 }
 
 lt_text_pairs *lt_text_pairs_load_tsv(const char *path, const lt_tsv_opts *opts, int64_t *n_skipped) {

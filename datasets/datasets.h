@@ -259,6 +259,26 @@ lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *si
  * Returns new. */
 lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size);
 
+/* The tokenizer as tokenizer.json, the format of Hugging Face tokenizers
+ * (docs/datasets.md "tokenizer.json"): byte and BPE as a byte-level BPE model
+ * (libtensor's piece rule as a Split regex, lt_tokenizer_piece_regex), char
+ * as a WordLevel model with one piece per character; the special tokens as
+ * added tokens with their ids. A BPE vocabulary in which two ids spell the
+ * same bytes cannot be written that way: it is written as libtensor's own
+ * JSON ("format": "libtensor-tokenizer", with the reason in "why").
+ * *json returns new (free with free()), NUL-terminated, ASCII (other
+ * characters escaped), *len bytes without the NUL. Errors: LT_ERR_NULL,
+ * LT_ERR_NOMEM. On failure *json and *len are untouched. */
+lt_status lt_tokenizer_to_json(const lt_tokenizer *tok, char **json, size_t *len);
+/* The same written to path (replaced if it exists), with a final newline.
+ * Errors: those of lt_tokenizer_to_json, LT_ERR_IO naming the path. */
+lt_status lt_tokenizer_save_json(const lt_tokenizer *tok, const char *path);
+/* libtensor's BPE pieces as a regular expression (Oniguruma and Python re
+ * syntax; static string): the same pieces as the tokenizer cuts for every
+ * text whose runs of whitespace, and whose runs of letters with non-ASCII
+ * characters, are at most 128 bytes (docs/datasets.md). */
+const char *lt_tokenizer_piece_regex(void);
+
 /* ---- Text sources ------------------------------------------------------- */
 
 /* Largest file the text readers accept (bytes). */
@@ -311,6 +331,15 @@ lt_text_pairs *lt_text_pairs_load_tsv(const char *path, const lt_tsv_opts *opts,
 /* The same on a buffer in memory (name is used in messages; may be NULL). */
 lt_text_pairs *lt_text_pairs_parse_tsv(const char *data, size_t len, const char *name,
                                        const lt_tsv_opts *opts, int64_t *n_skipped);
+
+/* Writes p as a TSV corpus that lt_text_pairs_load_tsv reads back into the
+ * same pairs, in order: "source<TAB>target\n" per pair, no header. Borrows p.
+ * Refuses (LT_ERR_INVALID, naming the pair, nothing written) a pair that the
+ * format cannot hold: an empty source or target, or one containing a tab,
+ * '\n', '\r' or NUL. LT_ERR_IO (with errno's text) if the file cannot be
+ * created or written; a partly written file is then removed. An existing
+ * file is replaced. */
+lt_status lt_text_pairs_save_tsv(const lt_text_pairs *p, const char *path);
 
 /* Splits p into a training and a validation set that never share a source:
  * a pair goes to validation when a hash of its source text (FNV-1a 64, see

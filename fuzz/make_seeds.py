@@ -66,3 +66,34 @@ put("idx", "i16", b"\x02" + idx(0x0B, [1, 2], struct.pack(">2h", -5, 300)))
 put("idx", "i32-bool", b"\x08" + idx(0x0C, [2], struct.pack(">2i", 7, -7)))
 put("idx", "truncated", b"\x00" + idx(0x08, [100, 28, 28], b"\x01\x02"))
 put("idx", "gzip-stream", b"\x00" + gzip.compress(images, mtime=0))
+
+# ---- safetensors: the whole input is the file (docs/interop.md) ----
+def st_file(entries, meta=None, pad=True):
+    """entries: (name, dtype, shape, bytes) in data order."""
+    import json
+    hdr, off, body = {}, 0, b""
+    if meta is not None:
+        hdr["__metadata__"] = meta
+    for name, dt, shape, data in entries:
+        hdr[name] = {"dtype": dt, "shape": shape, "data_offsets": [off, off + len(data)]}
+        off += len(data)
+        body += data
+    h = json.dumps(hdr, separators=(",", ":")).encode()
+    if pad:
+        h += b" " * (-len(h) % 8)
+    return struct.pack("<Q", len(h)) + h + body
+
+
+f32 = struct.pack("<6f", 1.0, -2.5, 3.25, 0.0, -0.0, 1e-3)
+put("safetensors", "f32-meta", st_file([("w", "F32", [2, 3], f32)], {"format": "pt"}))
+put("safetensors", "all-dtypes", st_file([
+    ("a.f64", "F64", [2], struct.pack("<2d", 1.5, -1e300)),
+    ("b.f16", "F16", [3], struct.pack("<3H", 0x3c00, 0x7c00, 0x0001)),
+    ("c.bf16", "BF16", [1, 2], struct.pack("<2H", 0x3f80, 0xc040)),
+    ("d.i32", "I32", [2], struct.pack("<2i", -7, 2**31 - 1)),
+    ("e.i64", "I64", [], struct.pack("<q", -2**63)),
+    ("f.empty", "F32", [0, 4], b""),
+], {"k": "v", "note": "h\u00e9llo"}))
+put("safetensors", "unpadded", st_file([("x", "F32", [1], struct.pack("<f", 2.0))], pad=False))
+put("safetensors", "overlap", struct.pack("<Q", 96) + b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
+    b'"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}'.ljust(96) + bytes(8))

@@ -33,14 +33,12 @@
  * themselves (nn/linear.c, nn/norm.c, nn/dropout.c).
  */
 #include "nn/nn.h"
+#include "nn/params_internal.h"
 #include "tensor/error_internal.h"
 
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-
-/* nn/params.c: drops the store's entries from index count on. */
-void lt__params_truncate(lt_params *p, int count);
 
 #define NAME_MAX_LEN 512
 

@@ -235,7 +235,8 @@ typedef struct lt_mha {
 lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
                       double dropout, lt_generator *g);
 /* opts: causal / masks as in lt_scaled_dot_product_attention (dropout_p and
- * scale are taken from the module). pos0: position of the first query (RoPE). */
+ * scale are taken from the module); borrowed, and may be NULL for no mask,
+ * not causal. pos0: position of the first query (RoPE). */
 lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv,
                           const lt_attention_opts *opts, int64_t pos0, const lt_nn_ctx *ctx,
                           lt_tensor **weights);

@@ -19,6 +19,7 @@
  * the caller (or the scope) still owns the tensor.
  */
 #include "nn/nn.h"
+#include "nn/params_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 
@@ -32,10 +33,6 @@ struct lt_params {
   int *slots;      /* hash table of indices into items, -1 = empty; nslots a power of 2 */
   int nslots;
 };
-
-/* Internal (used by nn/layers.c to roll back a failed layer init): frees the
- * entries from index `count` on. */
-void lt__params_truncate(lt_params *p, int count);
 
 static uint64_t name_hash(const char *s) {
   uint64_t h = 1469598103934665603ULL; /* FNV-1a 64 */

@@ -107,6 +107,44 @@ START_TEST(test_tsv_bad_data) {
 }
 END_TEST
 
+/* lt_text_pairs_save_tsv writes what lt_text_pairs_load_tsv reads back, pair
+ * for pair, and refuses what TSV cannot hold without writing anything. */
+START_TEST(test_tsv_save) {
+  lt_text_pairs *p = LT_NNP(lt_text_pairs_new());
+  const char *pairs[][2] = {{"one", "un"}, {"deux mots", "two words"}, {"\xC3\xA9t\xC3\xA9", "summer"}, {" x ", "y"}};
+  for (int i = 0; i < 4; i++)
+    LT_OK_OR_FAIL(lt_text_pairs_add(p, pairs[i][0], strlen(pairs[i][0]), pairs[i][1], strlen(pairs[i][1])));
+  char *path = lt_test_write_temp("old content\n", 12);
+  LT_OK_OR_FAIL(lt_text_pairs_save_tsv(p, path)); /* replaces the file */
+  lt_text_pairs *back = LT_NNP(lt_text_pairs_load_tsv(path, NULL, NULL));
+  ck_assert_int_eq(lt_text_pairs_count(back), 4);
+  for (int i = 0; i < 4; i++) expect_pair(back, i, pairs[i][0], pairs[i][1]);
+  lt_text_pairs_free(back);
+  const char *bad[][2] = {{"a\tb", "c"}, {"a", "b\nc"}, {"a\r", "b"}};
+  for (int i = 0; i < 3; i++) {
+    lt_text_pairs *q = LT_NNP(lt_text_pairs_new());
+    LT_OK_OR_FAIL(lt_text_pairs_add(q, "fine", 4, "ok", 2));
+    LT_OK_OR_FAIL(lt_text_pairs_add(q, bad[i][0], strlen(bad[i][0]), bad[i][1], strlen(bad[i][1])));
+    unlink(path);
+    ck_assert_int_eq(lt_text_pairs_save_tsv(q, path), LT_ERR_INVALID);
+    ck_assert_ptr_nonnull(strstr(lt_last_error(), "pair 1"));
+    ck_assert_int_eq(access(path, F_OK), -1); /* nothing written */
+    lt_text_pairs_free(q);
+  }
+  lt_text_pairs *e = LT_NNP(lt_text_pairs_new());
+  LT_OK_OR_FAIL(lt_text_pairs_add(e, "", 0, "x", 1));
+  ck_assert_int_eq(lt_text_pairs_save_tsv(e, path), LT_ERR_INVALID);
+  ck_assert_ptr_nonnull(strstr(lt_last_error(), "empty source"));
+  lt_text_pairs_free(e);
+  ck_assert_int_eq(lt_text_pairs_save_tsv(p, "/nonexistent/dir/x.tsv"), LT_ERR_IO);
+  ck_assert_ptr_nonnull(strstr(lt_last_error(), "/nonexistent/dir/x.tsv"));
+  ck_assert_int_eq(lt_text_pairs_save_tsv(NULL, path), LT_ERR_NULL);
+  lt_text_pairs_free(p);
+  unlink(path);
+  free(path);
+}
+END_TEST
+
 START_TEST(test_split) {
   lt_text_pairs *p = LT_NNP(lt_text_pairs_new());
   char src[32], tgt[32];
@@ -968,7 +1006,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("batch");
-  LT_TEST_CASE(s, "core", 300, test_tsv_parse, test_tsv_bad_data, test_split, test_number_words,
+  LT_TEST_CASE(s, "core", 300, test_tsv_parse, test_tsv_bad_data, test_tsv_save, test_split, test_number_words,
                test_tasks, test_task_lengths_and_errors, test_seq_pairs_encode, test_collate,
                test_seq2seq_loader_epochs, test_seq2seq_loader_bucketing, test_seq2seq_resume,
                test_seq2seq_loader_errors, test_lm_loader, test_lm_loader_errors,

@@ -1245,6 +1245,11 @@ START_TEST(seal_foreign_file) {
     LT_OK_OR_FAIL(lt_ckpt_load_params(p, m, &o, &info));
     LT_ASSERT_VALUES(lt_params_find(m, "layer.weight"), 0, 1, 2, 3, 4, 5, 6);
     ck_assert_str_eq(info->library_version, "h5py");
+    int64_t b = -1; /* h5py's bools are ints 0/1 */
+    LT_OK_OR_FAIL(lt_ckpt_meta_get_int(info->config, "pre_norm", &b));
+    ck_assert_int_eq(b, 1);
+    LT_OK_OR_FAIL(lt_ckpt_meta_get_int(info->config, "bias", &b));
+    ck_assert_int_eq(b, 0);
     ck_assert_int_eq(info->model_tensors, 1);
     ck_assert_int_eq(info->model_elements, 6);
     ck_assert_int_eq((int64_t)info->model_bytes, 24);

@@ -548,6 +548,22 @@ static void compound_config(hid_t f) {
   H5Sclose(sp);
   H5Tclose(t);
 }
+/* A bool attribute (h5py's enum) holding the raw byte 7, and an enum that is
+ * not a bool. */
+static void enum_config(hid_t f, signed char raw, const char *true_name) {
+  hid_t t = H5Tenum_create(H5T_STD_I8LE);
+  signed char f0 = 0, t1 = 1;
+  H5Tenum_insert(t, "FALSE", &f0);
+  H5Tenum_insert(t, true_name, &t1);
+  hid_t sp = H5Screate(H5S_SCALAR);
+  hid_t a = H5Acreate_by_name(f, "/model", "flag", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+  H5Awrite(a, t, &raw);
+  H5Aclose(a);
+  H5Sclose(sp);
+  H5Tclose(t);
+}
+static void bool7_config(hid_t f) { enum_config(f, 7, "TRUE"); }
+static void color_config(hid_t f) { enum_config(f, 1, "RED"); }
 
 START_TEST(wrong_format_version_and_config) {
   begin_cases();
@@ -563,6 +579,8 @@ START_TEST(wrong_format_version_and_config) {
       {"bad content", bad_content, LT_ERR_FORMAT, "content 'weights'"},
       {"array config", array_config, LT_ERR_FORMAT, "attribute 'layers' of /model is not a single value"},
       {"compound config", compound_config, LT_ERR_FORMAT, "unsupported type (compound"},
+      {"bool config 7", bool7_config, LT_ERR_FORMAT, "bool attribute 'flag' of /model holds 7, not 0 or 1"},
+      {"enum config", color_config, LT_ERR_FORMAT, "unsupported type (enum"},
   };
   run_damage_cases(tc, N_OF(tc));
   end_cases("wrong_format_version_and_config");

@@ -20,6 +20,7 @@
 #include "models/transformer/config.h"
 #include "models/transformer/generate.h"
 #include "test_util.h"
+#include "util_tfckpt.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -530,35 +531,13 @@ static int count_lines(const char *s) {
   return n;
 }
 
-/* A checkpoint as `train` writes it: a training state with the configuration
- * and the tokenizer (and the class names for the classifier). */
+/* A checkpoint as `train` writes it (tests/util_tfckpt.c: a training state
+ * with the configuration, the tokenizer, the class names for the classifier),
+ * of a model wider and with a longer context than tfckpt_config's, untrained. */
 static void write_checkpoint(const char *path, lt_tf_arch arch) {
-  const char *text = "abcdefgh 0123456789";
-  lt_tokenizer *tok = lt_tokenizer_new_char(text, strlen(text));
-  ck_assert(tok);
-  lt_tf_config c = lt_tf_config_default(arch);
-  c.vocab_size = lt_tokenizer_vocab_size(tok);
-  c.d_model = 16, c.n_heads = 2, c.n_kv_heads = 2, c.d_ff = 32, c.max_len = 24;
-  c.n_enc_layers = arch == LT_TF_DECODER_ONLY ? 0 : 1;
-  c.n_dec_layers = arch == LT_TF_ENCODER_ONLY ? 0 : 1;
-  if (arch == LT_TF_ENCODER_ONLY) c.n_classes = 2;
-  lt_generator *g = lt_generator_new(4);
-  lt_transformer *m = lt_transformer_new(&c, g);
-  ck_assert(m);
-  lt_ckpt_meta *config = lt_ckpt_meta_new(), *extra = lt_ckpt_meta_new();
-  LT_OK_OR_FAIL(lt_tf_config_to_meta(&c, config));
-  void *blob;
-  size_t size;
-  LT_OK_OR_FAIL(lt_tokenizer_serialize(tok, &blob, &size));
-  LT_OK_OR_FAIL(lt_ckpt_meta_set_bytes(extra, "tokenizer", blob, size));
-  LT_OK_OR_FAIL(lt_ckpt_meta_set_bytes(extra, "classes", "neg\npos\n", 8));
-  free(blob);
-  lt_train_state st = {.params = lt_transformer_params(m)};
-  LT_OK_OR_FAIL(lt_ckpt_save_training(path, &st, config, extra, NULL));
-  lt_ckpt_meta_free(config), lt_ckpt_meta_free(extra);
-  lt_transformer_free(m);
-  lt_generator_free(g);
-  lt_tokenizer_free(tok);
+  lt_tf_config c = tfckpt_config(arch);
+  c.d_model = 16, c.d_ff = 32, c.max_len = 24;
+  LT_OK_OR_FAIL(tfckpt_write_config(path, &c, 0, true, NULL));
 }
 
 START_TEST(program_end_to_end) {

@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "autograd/internal.h"
 #include "tensor/storage_internal.h"
@@ -492,12 +493,19 @@ static int check_grad(const opinfo *e, lt_generator *g) {
 enum { T_VALUES, T_THREADS, T_ERRORS, T_GRAD, T_COUNT };
 static const char *const technique[T_COUNT] = {"values", "threads", "errors", "grad"};
 
-/* One Check loop test per (entry, technique): _i = entry * T_COUNT + technique. */
-START_TEST(test_entry) {
-  const opinfo *e = entries[_i / T_COUNT];
-  const int t = _i % T_COUNT;
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+/* Checks entry i with technique t; prints the cases run and the seconds taken
+ * (the profile of the runner: which entries dominate). */
+static void check_entry(int i, int t) {
+  const opinfo *e = entries[i];
   if (!e->call && t != T_GRAD) return;
-  lt_generator *g = lt_generator_new(0x5eed0000u + (uint64_t)_i);
+  const double t0 = now_s();
+  lt_generator *g = lt_generator_new(0x5eed0000u + (uint64_t)(i * T_COUNT + t));
   ck_assert(g);
   const int64_t live = lt__live_tensors();
   int runs = 0;
@@ -511,10 +519,37 @@ START_TEST(test_entry) {
   ck_assert_msg(lt__live_tensors() == live, "%s %s leaks %lld tensors", e->name, technique[t],
                 (long long)(lt__live_tensors() - live));
   ck_assert_msg(runs > 0 || t == T_GRAD, "%s %s: no case ran", e->name, technique[t]);
-  printf("opinfo %s %s %s: %d cases\n", e->family, e->name, technique[t], runs);
+  printf("opinfo %s %s %s: %d cases, %.2f s\n", e->family, e->name, technique[t], runs, now_s() - t0);
   fflush(stdout);
 }
+
+/* The Check test cases: "grad" (every entry), and "<technique>_<family>" for
+ * values, threads and errors of the entries of one family, so that ctest runs
+ * them as separate tests, side by side with -j (tests/CMakeLists.txt selects
+ * each with CK_RUN_CASE; LT_OPS_FAMILIES lists the families it registers). One
+ * Check loop test per entry: _i indexes by_family, the entries with a call
+ * ordered by family, and a family's test case loops over its range. */
+#ifndef LT_OPS_FAMILIES
+#error "LT_OPS_FAMILIES (the families tests/CMakeLists.txt registers, space-separated) must be defined by the build"
+#endif
+static int by_family[1024];
+START_TEST(test_values) { check_entry(by_family[_i], T_VALUES); }
 END_TEST
+START_TEST(test_threads) { check_entry(by_family[_i], T_THREADS); }
+END_TEST
+START_TEST(test_errors) { check_entry(by_family[_i], T_ERRORS); }
+END_TEST
+START_TEST(test_grad) { check_entry(_i, T_GRAD); }
+END_TEST
+
+/* Is family one of LT_OPS_FAMILIES? */
+static bool family_registered(const char *family) {
+  const char *list = LT_OPS_FAMILIES;
+  size_t n = strlen(family);
+  for (const char *p = list; (p = strstr(p, family)) != NULL; p += n)
+    if ((p == list || p[-1] == ' ') && (p[n] == ' ' || p[n] == '\0')) return true;
+  return false;
+}
 
 static const opinfo *find_entry(const char *name) {
   for (int i = 0; i < nentries; i++)
@@ -544,7 +579,7 @@ static void append(char *buf, size_t size, const char *text) {
 }
 
 START_TEST(test_coverage) {
-  char missing[4096] = "", nograd[4096] = "", few[4096] = "", unknown[4096] = "", dup[4096] = "", bad[4096] = "";
+  char unregistered[512] = "", missing[4096] = "", nograd[4096] = "", few[4096] = "", unknown[4096] = "", dup[4096] = "", bad[4096] = "";
   int nbw = 0, pending = 0;
   for (int op = 0; op < LT__OP_COUNT; op++) {
     const lt__op_def *d = &lt__ops[op];
@@ -574,6 +609,8 @@ START_TEST(test_coverage) {
       pending++;
       continue;
     }
+    if (!family_registered(e->family) && !strstr(unregistered, e->family))
+      append(unregistered, sizeof unregistered, e->family);
     if (!e->ref || !e->dtypes || !e->samples || !e->samples[0].label)
       append(bad, sizeof bad, e->name);
   }
@@ -587,6 +624,8 @@ START_TEST(test_coverage) {
   ck_assert_msg(!unknown[0], "gradcheck cases naming ops without an entry: %s", unknown);
   ck_assert_msg(!dup[0], "entries named twice: %s", dup);
   ck_assert_msg(!bad[0], "entries with a call but no reference, dtypes or samples: %s", bad);
+  ck_assert_msg(!unregistered[0], "families with runner entries that tests/CMakeLists.txt does not register as "
+                "test_ops_<technique>_<family> tests (LT_OPS_FAMILIES \"%s\"): %s", LT_OPS_FAMILIES, unregistered);
 }
 END_TEST
 
@@ -594,9 +633,44 @@ int main(void) {
   collect_entries();
   Suite *s = suite_create("ops");
   LT_TEST_CASE(s, "coverage", 0, test_coverage);
-  TCase *tc = tcase_create("entries");
-  tcase_set_timeout(tc, 600);
-  tcase_add_loop_test(tc, test_entry, 0, nentries * T_COUNT);
-  suite_add_tcase(s, tc);
+  TCase *grad = tcase_create("grad");
+  tcase_set_timeout(grad, 600);
+  tcase_add_loop_test(grad, test_grad, 0, nentries);
+  suite_add_tcase(s, grad);
+  /* by_family: the entries with a call, family by family; fam_start[k] to
+   * fam_start[k + 1] is family k's range. */
+  enum { MAX_FAM = 16 };
+  const char *fams[MAX_FAM];
+  int nfam = 0, n = 0, fam_start[MAX_FAM + 1];
+  if ((size_t)nentries > sizeof by_family / sizeof *by_family) {
+    fprintf(stderr, "test_ops: %d entries: raise the size of by_family\n", nentries);
+    return 1;
+  }
+  for (int i = 0; i < nentries; i++) {
+    if (!entries[i]->call) continue;
+    bool seen = false;
+    for (int k = 0; k < nfam; k++) seen |= strcmp(fams[k], entries[i]->family) == 0;
+    if (!seen && nfam == MAX_FAM) {
+      fprintf(stderr, "test_ops: more than %d families: raise MAX_FAM\n", MAX_FAM);
+      return 1;
+    }
+    if (!seen) fams[nfam++] = entries[i]->family;
+  }
+  for (int k = 0; k < nfam; k++) {
+    fam_start[k] = n;
+    for (int i = 0; i < nentries; i++)
+      if (entries[i]->call && strcmp(entries[i]->family, fams[k]) == 0) by_family[n++] = i;
+  }
+  fam_start[nfam] = n;
+  const TTest *const per_technique[T_GRAD] = {test_values, test_threads, test_errors};
+  static char names[T_GRAD][MAX_FAM][64];
+  for (int t = 0; t < T_GRAD; t++)
+    for (int k = 0; k < nfam; k++) {
+      snprintf(names[t][k], sizeof names[t][k], "%s_%s", technique[t], fams[k]);
+      TCase *tc = tcase_create(names[t][k]);
+      tcase_set_timeout(tc, 600);
+      tcase_add_loop_test(tc, per_technique[t], fam_start[k], fam_start[k + 1]);
+      suite_add_tcase(s, tc);
+    }
   return lt_test_run(s);
 }

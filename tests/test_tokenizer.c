@@ -10,6 +10,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <jansson.h>
 #include <zlib.h>
 
 #include "datasets/datasets.h"
@@ -719,12 +720,110 @@ START_TEST(test_bpe_compresses_real_text) {
 }
 END_TEST
 
+/* tokenizer.json of t, parsed (fails the test if it is not JSON). */
+static json_t *to_json(const lt_tokenizer *t) {
+  char *s;
+  size_t n;
+  LT_OK_OR_FAIL(lt_tokenizer_to_json(t, &s, &n));
+  ck_assert_uint_eq(strlen(s), n);
+  for (size_t i = 0; i < n; i++) ck_assert_msg((unsigned char)s[i] < 0x80, "byte %zu is not ASCII", i);
+  json_error_t e;
+  json_t *j = json_loadb(s, n, 0, &e);
+  ck_assert_msg(j != NULL, "not JSON: %s (line %d)", e.text, e.line);
+  free(s);
+  return j;
+}
+
+static int64_t vocab_id(json_t *j, const char *token) {
+  json_t *v = json_object_get(json_object_get(json_object_get(j, "model"), "vocab"), token);
+  ck_assert_msg(json_is_integer(v), "'%s' is not in the vocabulary", token);
+  return (int64_t)json_integer_value(v);
+}
+
+START_TEST(test_tokenizer_json) {
+  /* BPE: the hand example's merges aa = 260, ab = 261, (aa)(ab) = 262, byte-level spelled. */
+  lt_tokenizer *t = LT_NNP(lt_tokenizer_train_bpe("aaabdaaabac", 11, &(lt_bpe_opts){10, 0, 2}));
+  json_t *j = to_json(t);
+  json_t *model = json_object_get(j, "model");
+  ck_assert_str_eq(json_string_value(json_object_get(model, "type")), "BPE");
+  ck_assert_int_eq(json_object_size(json_object_get(model, "vocab")), 263);
+  ck_assert_int_eq(vocab_id(j, "<pad>"), 0);
+  ck_assert_int_eq(vocab_id(j, "<unk>"), 3);
+  ck_assert_int_eq(vocab_id(j, "a"), 4 + 'a');
+  ck_assert_int_eq(vocab_id(j, "\u0120"), 4 + ' ');   /* GPT-2's byte alphabet: space is U+0120 */
+  ck_assert_int_eq(vocab_id(j, "\u0100"), 4 + 0);     /* byte 0 is U+0100 */
+  ck_assert_int_eq(vocab_id(j, "aaab"), 262);
+  json_t *merges = json_object_get(model, "merges");
+  ck_assert_int_eq(json_array_size(merges), 3);
+  ck_assert_str_eq(json_string_value(json_array_get(merges, 2)), "aa ab");
+  json_t *pre = json_object_get(j, "pre_tokenizer");
+  ck_assert_str_eq(json_string_value(json_object_get(pre, "type")), "Sequence");
+  json_t *split = json_array_get(json_object_get(pre, "pretokenizers"), 0);
+  ck_assert_str_eq(json_string_value(json_object_get(json_object_get(split, "pattern"), "Regex")),
+                   lt_tokenizer_piece_regex());
+  json_t *added = json_object_get(j, "added_tokens");
+  ck_assert_int_eq(json_array_size(added), 4);
+  ck_assert_str_eq(json_string_value(json_object_get(json_array_get(added, 2), "content")), "<eos>");
+  json_decref(j);
+  lt_tokenizer_free(t);
+
+  /* byte: a BPE model without merges, the pre-tokenizer ByteLevel alone */
+  t = LT_NNP(lt_tokenizer_new_byte());
+  j = to_json(t);
+  ck_assert_int_eq(json_object_size(json_object_get(json_object_get(j, "model"), "vocab")), 260);
+  ck_assert_int_eq(json_array_size(json_object_get(json_object_get(j, "model"), "merges")), 0);
+  ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "pre_tokenizer"), "type")), "ByteLevel");
+  ck_assert_int_eq(vocab_id(j, "\u00ff"), 4 + 255);
+  json_decref(j);
+  lt_tokenizer_free(t);
+
+  /* char: WordLevel over the characters, <unk> for the others */
+  const char *text = "b\xc3\xa9" "a"; /* "bea" with e-acute: code points 'a' < 'b' < U+00E9 */
+  t = LT_NNP(lt_tokenizer_new_char(text, strlen(text)));
+  j = to_json(t);
+  ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "model"), "type")), "WordLevel");
+  ck_assert_str_eq(json_string_value(json_object_get(json_object_get(j, "model"), "unk_token")), "<unk>");
+  ck_assert_int_eq(vocab_id(j, "a"), 4);
+  ck_assert_int_eq(vocab_id(j, "\xc3\xa9"), 6);
+  json_decref(j);
+  lt_tokenizer_free(t);
+
+  /* Two ids spelling "aaa" ((aa)a and a(aa)): libtensor's own JSON, saying why. */
+  unsigned char buf[32 + 24 + 4] = {'L', 'T', 'T', 'K', 1, 0, 0, 0, 2, 0, 0, 0, 4, 0, 0, 0, 7, 1, 0, 0, 0, 0, 0, 0,
+                                    3, 0, 0, 0, 0, 0, 0, 0};
+  const uint32_t m[6] = {4 + 'a', 4 + 'a', 260, 4 + 'a', 4 + 'a', 260};
+  for (int i = 0; i < 6; i++)
+    for (int b = 0; b < 4; b++) buf[32 + 4 * i + b] = (unsigned char)(m[i] >> (8 * b));
+  uint32_t crc = (uint32_t)crc32(0, buf, 56);
+  for (int b = 0; b < 4; b++) buf[56 + b] = (unsigned char)(crc >> (8 * b));
+  t = LT_NNP(lt_tokenizer_deserialize(buf, sizeof buf));
+  j = to_json(t);
+  ck_assert_str_eq(json_string_value(json_object_get(j, "format")), "libtensor-tokenizer");
+  ck_assert(strstr(json_string_value(json_object_get(j, "why")), "same bytes"));
+  json_t *vocab = json_object_get(j, "vocab");
+  ck_assert_int_eq(json_array_size(vocab), 263);
+  ck_assert_str_eq(json_string_value(json_array_get(vocab, 261)), "616161");
+  ck_assert_str_eq(json_string_value(json_array_get(vocab, 262)), "616161");
+  ck_assert_int_eq(json_integer_value(json_array_get(json_array_get(json_object_get(j, "merges"), 2), 1)), 260);
+  json_decref(j);
+
+  /* errors */
+  char *s = NULL;
+  size_t n = 0;
+  LT_EXPECT_ERR(lt_tokenizer_to_json(NULL, &s, &n), LT_ERR_NULL, "tok");
+  LT_EXPECT_ERR(lt_tokenizer_to_json(t, NULL, &n), LT_ERR_NULL, "json");
+  ck_assert_ptr_null(s);
+  LT_EXPECT_ERR(lt_tokenizer_save_json(t, "/nonexistent-dir/tokenizer.json"), LT_ERR_IO, "/nonexistent-dir");
+  lt_tokenizer_free(t);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tokenizer");
   LT_TEST_CASE(s, "core", 300, test_utf8_valid, test_byte_tokenizer, test_decode_specials_and_range,
                test_char_tokenizer, test_bpe_hand_example, test_bpe_pieces,
                test_bpe_against_reference, test_bpe_round_trips_and_determinism, test_bpe_errors,
                test_serialize_round_trip, test_deserialize_corrupt, test_deserialize_fuzz,
-               test_text_files, test_bpe_compresses_real_text);
+               test_text_files, test_bpe_compresses_real_text, test_tokenizer_json);
   return lt_test_run(s);
 }

@@ -190,9 +190,10 @@ static const char *ckpt(const char *dir, long long step) {
 }
 
 /* A tiny encoder-decoder on the reverse task. */
-#define TINY_ENCDEC                                                                                          \
-  "--task reverse --task-max-len 6 --task-train 1000 --task-valid 60 --d-model 32 --heads 2 --layers 1 " \
-  "--d-ff 64 --batch 16 --lr 3e-3 --warmup 10 --eval-examples 20 --examples 2"
+#define TINY_TASK "--task reverse --task-max-len 6 --task-train 1000 --task-valid 60"
+#define TINY_MODEL \
+  "--d-model 32 --heads 2 --layers 1 --d-ff 64 --batch 16 --lr 3e-3 --warmup 10 --eval-examples 20 --examples 2"
+#define TINY_ENCDEC TINY_TASK " " TINY_MODEL
 
 /* ---- end to end ------------------------------------------------------------ */
 
@@ -225,6 +226,45 @@ START_TEST(tiny_run_learns_and_is_bit_identical) {
   for (int i = 0; i < STEPS; i++)
     ck_assert_msg((isnan(va[i]) && isnan(vb[i])) || va[i] == vb[i], "step %d: validation loss differs", i + 1);
   expect_same_params(ckpt("a", STEPS), ckpt("b", STEPS));
+}
+END_TEST
+
+/* --dump-data writes the task's pairs; training on them with the flags it
+ * prints (--tsv, --valid-tsv, ...) gives the very same run. */
+START_TEST(dumped_data_reproduces_the_run) {
+  enum { STEPS = 12 };
+  char args[2048];
+  snprintf(args, sizeof args, TINY_TASK " --dump-data '%s'", in_tmp("data"));
+  expect_exit(run_train(args, "dump.log"), 0, "dump.log");
+  char *log = slurp(in_tmp("dump.log"));
+  const char *key = "the same run from these files: ", *at = strstr(log, key), *end = at ? strstr(at, " (and the") : NULL;
+  ck_assert_msg(at && end, "no reproducing command in the output of --dump-data:\n%s", log);
+  at += strlen(key);
+  ck_assert(!strncmp(at, "train ", 6));
+  at += 6;
+  char flags[1024];
+  snprintf(flags, sizeof flags, "%.*s", (int)(end - at), at);
+  free(log);
+  const char *tail = " --steps 12 --eval-every 6 --ckpt-every 12 --threads 2 --ckpt-dir";
+  snprintf(args, sizeof args, TINY_ENCDEC "%s '%s'", tail, in_tmp("task"));
+  expect_exit(run_train(args, "task.log"), 0, "task.log");
+  snprintf(args, sizeof args, TINY_MODEL " %s%s '%s'", flags, tail, in_tmp("tsv"));
+  expect_exit(run_train(args, "tsv.log"), 0, "tsv.log");
+  for (int col = 0; col < 2; col++) {
+    int c = col ? COL_VAL_LOSS : COL_LOSS;
+    double a[STEPS], b[STEPS];
+    long long sa[STEPS], sb[STEPS];
+    ck_assert_int_eq(read_csv(in_tmp("task/metrics.csv"), c, a, sa, STEPS), STEPS);
+    ck_assert_int_eq(read_csv(in_tmp("tsv/metrics.csv"), c, b, sb, STEPS), STEPS);
+    for (int i = 0; i < STEPS; i++)
+      ck_assert_msg((isnan(a[i]) && isnan(b[i])) || a[i] == b[i], "step %d: %s %.17g from the task, %.17g from --tsv",
+                    i + 1, col ? "validation loss" : "loss", a[i], b[i]);
+    if (col) ck_assert(isfinite(a[5]) && isfinite(a[11]));
+  }
+  expect_same_params(ckpt("task", STEPS), ckpt("tsv", STEPS));
+  /* Only a generated task can be dumped. */
+  snprintf(args, sizeof args, "--tsv '%s' --dump-data '%s'", in_tmp("data/train.tsv"), in_tmp("d2"));
+  ck_assert_int_eq(run_train(args, "dump2.log"), 2);
 }
 END_TEST
 
@@ -757,6 +797,7 @@ int main(void) {
   tcase_add_test(tc, tiny_run_learns_and_is_bit_identical);
   tcase_add_test(tc, resume_is_bit_exact);
   tcase_add_test(tc, bf16_resume_is_bit_exact);
+  tcase_add_test(tc, dumped_data_reproduces_the_run);
   tcase_add_test(tc, decoder_only_learns_a_text_and_generates);
   tcase_add_test(tc, sigint_saves_and_resumes);
   tcase_add_test(tc, nonfinite_steps_stop_the_run);

@@ -114,6 +114,19 @@ void ckpt_write_h5py(const char *path, const lt_params *p, bool latest) {
     H5Sclose(dsp);
   }
   H5Pclose(lcpl);
+  /* h5py writes a Python bool as an enum of int8 (FALSE = 0, TRUE = 1) */
+  hid_t bt = H5Tenum_create(H5T_STD_I8LE), g = H5Gopen2(f, "/model", H5P_DEFAULT);
+  signed char no = 0, yes = 1;
+  H5Tenum_insert(bt, "FALSE", &no);
+  H5Tenum_insert(bt, "TRUE", &yes);
+  const char *bkeys[2] = {"pre_norm", "bias"};
+  for (int i = 0; i < 2; i++) {
+    hid_t ba = H5Acreate2(g, bkeys[i], bt, sp, H5P_DEFAULT, H5P_DEFAULT);
+    ck_assert_int_ge(H5Awrite(ba, bt, i == 0 ? &yes : &no), 0);
+    H5Aclose(ba);
+  }
+  H5Gclose(g);
+  H5Tclose(bt);
   H5Sclose(sp);
   H5Tclose(st);
   H5Pclose(fapl);

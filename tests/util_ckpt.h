@@ -45,7 +45,8 @@ off_t ckpt_file_size(const char *path);
 /* Files in dir whose name marks a save's temporary (".lttmp."). */
 int ckpt_count_tmp_files(const char *dir);
 /* The checkpoint layout of the f32 tensors of p ("format_version" 1,
- * "library_version" "h5py", "content" "model", variable-length strings) with
+ * "library_version" "h5py", "content" "model", variable-length strings; on
+ * /model the bools "pre_norm" true and "bias" false as h5py's enum) with
  * a 512-byte user block, unsealed, as h5py writes it: with latest false in
  * h5py's default layout (H5F_LIBVER_EARLIEST: version-0 superblock,
  * version-1 object headers, symbol-table groups, no checksums), with latest

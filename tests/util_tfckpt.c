@@ -61,6 +61,13 @@ static lt_tensor *batch_loss(const lt_transformer *m, lt_tf_arch arch, const lt_
 
 lt_status tfckpt_write(const char *path, lt_tf_arch arch, int steps, bool training, const lt_ckpt_save_opts *opts) {
   lt_tf_config cfg = tfckpt_config(arch);
+  return tfckpt_write_config(path, &cfg, steps, training, opts);
+}
+
+lt_status tfckpt_write_config(const char *path, const lt_tf_config *cfg_in, int steps, bool training,
+                              const lt_ckpt_save_opts *opts) {
+  lt_tf_config cfg = *cfg_in;
+  lt_tf_arch arch = cfg.arch;
   lt_optim_config oc = tfckpt_optim_config();
   lt_schedule sc = tfckpt_schedule();
   lt_generator *init = lt_generator_new(7), *drop = lt_generator_new(8);

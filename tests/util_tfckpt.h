@@ -36,6 +36,12 @@ extern const char *const tfckpt_generator_names[TFCKPT_N_GENERATORS];
  * (training = true) or a model-only checkpoint (training = false). opts may
  * be NULL (the defaults: small tensors contiguous, larger ones deflated). */
 lt_status tfckpt_write(const char *path, lt_tf_arch arch, int steps, bool training, const lt_ckpt_save_opts *opts);
+/* The same with another configuration of the same kind (borrowed): cfg->arch
+ * gives the architecture, cfg->vocab_size must be TFCKPT_TEXT's char
+ * vocabulary, cfg->max_len at least 5 when steps > 0 (tests/test_decode.c
+ * uses a wider model with a longer context). */
+lt_status tfckpt_write_config(const char *path, const lt_tf_config *cfg, int steps, bool training,
+                              const lt_ckpt_save_opts *opts);
 
 /* Reads the model configuration and the extra values of the checkpoint at
  * path the way generate and train --resume do: a non-strict training load

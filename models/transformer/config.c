@@ -9,6 +9,7 @@
  */
 #include "models/transformer/config.h"
 
+#include <stdio.h>
 #include <string.h>
 
 /* ---- names ------------------------------------------------------------------ */
@@ -103,4 +104,26 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
   if ((s = lt_tf_config_validate(&c))) return s;
   *cfg = c;
   return LT_OK;
+}
+
+lt_transformer *lt_tf_load_model(const char *path, const lt_tf_config *cfg, const lt_ckpt_load_opts *opts) {
+  if (!path || !cfg) return lt_error_set(LT_ERR_NULL, "tf_load_model: %s is NULL", path ? "cfg" : "path"), NULL;
+  lt_generator *init = lt_generator_new(0); /* the values are replaced by the checkpoint's */
+  lt_transformer *m = init ? lt_transformer_new(cfg, init) : NULL;
+  lt_generator_free(init);
+  if (!m) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", lt_last_error());
+    return lt_error_set(lt_last_status(), "checkpoint '%s': building its model: %s", path, msg), NULL;
+  }
+  lt_ckpt_load_opts lo = opts ? *opts : LT_CKPT_LOAD_DEFAULTS;
+  lo.non_strict = false;
+  if (lt_ckpt_load_params(path, lt_transformer_params(m), &lo, NULL) != LT_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", lt_last_error());
+    lt_status s = lt_last_status();
+    lt_transformer_free(m);
+    return lt_error_set(s, "checkpoint '%s': loading the model's parameters: %s", path, msg), NULL;
+  }
+  return m;
 }

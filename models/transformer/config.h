@@ -53,6 +53,14 @@ lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta);
  * On failure *cfg is untouched. */
 lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg);
 
+/* The model of configuration cfg (borrowed; e.g. from lt_tf_config_from_meta
+ * of the checkpoint's info, size already checked with
+ * lt_ckpt_check_model_size) with every parameter loaded strictly from the
+ * checkpoint path (lt_ckpt_load_params; opts may be NULL, its non_strict is
+ * ignored). Returns new (free with lt_transformer_free), or NULL with the
+ * error set, its message naming path. */
+lt_transformer *lt_tf_load_model(const char *path, const lt_tf_config *cfg, const lt_ckpt_load_opts *opts);
+
 /* Keys of the values `train` saves in a checkpoint's /extra beside the
  * trainer's own (train/trainer.h: loader.*, run.*) and `generate` reads: one
  * home for both programs. */

@@ -27,6 +27,7 @@
  */
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
+#include "models/transformer/hf.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
 #include "models/transformer/generate.h"
@@ -63,6 +64,7 @@ typedef struct options {
   double length_penalty, temperature, top_p;
   bool no_cache, scores, allow_unchecksummed;
   const char *input; /* file, "-" or NULL */
+  const char *write_tokenizer; /* tokenizer.json to write instead of decoding, or NULL */
   int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
 } options;
 
@@ -73,7 +75,7 @@ static const char *strategy_name(int i) { return lt_generate_strategy_name((lt_g
 #define D(...) LT_CLI_OPT_DOUBLE(options, __VA_ARGS__)
 static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_STRING(options, "checkpoint", checkpoint, "FILE", PATH_MAX_LEN,
-                    "the checkpoint (a ckpt-*.h5 file that train wrote in its run directory); required"),
+                    "the checkpoint (a ckpt-*.h5 file that train wrote in its run directory, or a directory that export wrote); required"),
   LT_CLI_OPT_ENUM(options, "strategy", strategy, strategy_name, 3, "decoding strategy"),
   I("beam", beam, "N", 1, 1024, "beam search: hypotheses kept per input (1 = greedy)"),
   D("length-penalty", length_penalty, "A", 0, 100, "beam search: rank hypotheses by sum(log p) / length^A"),
@@ -102,6 +104,9 @@ static const lt_cli_opt OPTS[] = {
                   .default_text = "f32"),
   I("max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs more memory (0: no "
     "cap; docs/security.md)", .default_text = "half of physical memory"),
+  LT_CLI_OPT_STRING(options, "write-tokenizer", write_tokenizer, "FILE", PATH_MAX_LEN, "write the checkpoint's "
+                    "tokenizer as FILE (tokenizer.json of Hugging Face tokenizers; docs/datasets.md) and exit "
+                    "without decoding"),
   LT_CLI_OPT_BOOL(options, "allow-unchecksummed", allow_unchecksummed, "accept an HDF5 file without object header "
                   "checksums (h5py's default layout; only from a trusted source, docs/security.md)"),
 };
@@ -146,6 +151,8 @@ static options parse_args(int argc, char **argv, bool *given, const char ***text
   lt_cli_parse_or_exit(&CLI, argc, argv, &o, given, *texts, n_texts);
   if (!o.checkpoint) lt_cli_die(LT_CLI_EXIT_USAGE, "--checkpoint FILE is required");
   if (o.input && *n_texts > 0) lt_cli_die(LT_CLI_EXIT_USAGE, "give inputs as arguments or with --input, not both");
+  if (o.write_tokenizer && (o.input || *n_texts > 0))
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--write-tokenizer writes the tokenizer only: give no inputs");
   int64_t hyp;
   if (o.strategy == LT_GENERATE_BEAM && (__builtin_mul_overflow(o.batch, o.beam, &hyp) || hyp > ((int64_t)1 << 20)))
     lt_cli_die(LT_CLI_EXIT_USAGE, "--batch %lld x --beam %lld: at most 2^20 (1048576) hypotheses are decoded together",
@@ -254,6 +261,30 @@ static void put_text(const char *s, size_t n) {
 /* main                                                                     */
 /* ======================================================================== */
 
+/* A Hugging Face directory written by export (models/transformer/hf.h): the
+ * model from config.json and model.safetensors, the tokenizer from
+ * libtensor-tokenizer.bin. */
+static lt_transformer *load_hf_dir(const char *dir, uint64_t max_bytes, lt_tokenizer **tok) {
+  lt_transformer *m = lt_hf_load(dir, max_bytes);
+  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  char path[PATH_MAX_LEN + 64];
+  snprintf(path, sizeof path, "%s/%s", dir, LT_HF_TOKENIZER_FILE);
+  char *blob = NULL;
+  size_t size = 0;
+  if (lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE,
+               "'%s': a Hugging Face directory without libtensor's tokenizer (%s): generate reads ids through "
+               "libtensor's tokenizer, which export writes there; tokenizer.json is not read (docs/interop.md): %s",
+               dir, LT_HF_TOKENIZER_FILE, lt_last_error());
+  *tok = lt_tokenizer_deserialize(blob, size);
+  free(blob);
+  if (!*tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", path, lt_last_error());
+  if (lt_tokenizer_vocab_size(*tok) != lt_transformer_config(m)->vocab_size)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': the tokenizer has %lld ids, the model %lld", dir,
+               (long long)lt_tokenizer_vocab_size(*tok), (long long)lt_transformer_config(m)->vocab_size);
+  return m;
+}
+
 static int cmp_len(const void *a, const void *b) {
   const input *x = a, *y = b;
   return x->n != y->n ? (x->n < y->n ? -1 : 1) : (x->order > y->order) - (x->order < y->order);
@@ -276,84 +307,100 @@ int main(int argc, char **argv) {
   if (o.precision == LT_CLI_PRECISION_BF16) lt_set_autocast(LT_DTYPE_BF16);
 
   /* ---- the checkpoint: configuration, tokenizer, then the model ---- */
-  lt_params *empty = lt_params_new();
-  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
-  lo.non_strict = true; /* only the configuration and the extra values here */
-  lo.allow_unchecksummed = o.allow_unchecksummed;
-  lo.max_bytes = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
-  lt_ckpt_info *info = NULL;
-  lt_train_state st0 = {.params = empty};
-  if (lt_ckpt_load_training(o.checkpoint, &st0, &lo, &info) != LT_OK) {
-    /* a model-only checkpoint (lt_ckpt_save_params) has no tokenizer; anything else: the loader's reason */
-    char why[1024];
-    snprintf(why, sizeof why, "%s", lt_last_error());
-    lt_ckpt_info *pinfo = NULL;
-    bool model_only = lt_ckpt_load_params(o.checkpoint, empty, &lo, &pinfo) == LT_OK && !pinfo->training;
-    lt_ckpt_info_free(pinfo);
-    if (model_only)
-      lt_cli_die(LT_CLI_EXIT_FAILURE,
-                 "checkpoint '%s' holds a model only, without the tokenizer: generate needs a checkpoint "
-                 "written by train (runs/.../ckpt-*.h5)",
-                 o.checkpoint);
-    if (strstr(why, o.checkpoint)) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", why); /* the loader's message names the file */
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, why);
-  }
-  lt_params_free(empty);
+  const uint64_t max_bytes = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
   lt_tf_config cfg;
-  if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE,
-               "checkpoint '%s': not a Transformer checkpoint of train (its model configuration: %s)", o.checkpoint,
-               lt_last_error());
-  int64_t n_params; /* the model's size, checked against the file and the cap before it is built */
-  size_t model_bytes;
-  if (lt_tf_config_size(&cfg, &n_params, &model_bytes) != LT_OK ||
-      lt_ckpt_check_model_size(info, o.checkpoint, n_params, model_bytes, lo.max_bytes) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-  const void *blob;
-  size_t blob_size;
-  if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &blob_size) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE,
-               "checkpoint '%s' is a training state without a tokenizer (the extra value 'tokenizer'): "
-               "generate needs a checkpoint written by train",
-               o.checkpoint);
-  lt_tokenizer *tok = lt_tokenizer_deserialize(blob, blob_size);
-  if (!tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': its tokenizer: %s", o.checkpoint, lt_last_error());
-  if (lt_tokenizer_vocab_size(tok) != cfg.vocab_size)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': the tokenizer has %lld ids, the model %lld", o.checkpoint,
-        (long long)lt_tokenizer_vocab_size(tok), (long long)cfg.vocab_size);
+  lt_tokenizer *tok = NULL;
   char **classes = NULL; /* encoder-only: class names, one per line of the "classes" blob */
-  if (cfg.arch == LT_TF_ENCODER_ONLY) {
-    classes = lt_cli_xcalloc((size_t)cfg.n_classes, sizeof *classes);
-    const void *cb;
-    size_t cs;
-    if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_CLASSES, &cb, &cs) == LT_OK) {
-      const char *p = cb, *end = p + cs;
-      for (int64_t i = 0; i < cfg.n_classes && p < end; i++) {
-        const char *nl = memchr(p, '\n', (size_t)(end - p));
-        size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-        classes[i] = strndup(p, n);
-        p += n + 1;
-      }
-    }
-  }
-  int64_t context = cfg.max_len;
-  if (cfg.arch == LT_TF_DECODER_ONLY) {
-    int64_t sl;
-    if (given[lt_cli_find(&CLI, "context")]) context = o.context;
-    else if (lt_ckpt_meta_get_int(info->extra, "opt.seq-len", &sl) == LT_OK && sl >= 1) context = sl;
+  int64_t context = 0;
+  lt_transformer *m = NULL;
+  if (lt_hf_is_dir(o.checkpoint)) {
+    m = load_hf_dir(o.checkpoint, max_bytes, &tok);
+    cfg = *lt_transformer_config(m);
+    context = given[lt_cli_find(&CLI, "context")] ? o.context : cfg.max_len;
     if (context > cfg.max_len)
       lt_cli_die(LT_CLI_EXIT_USAGE, "--context %lld: the model has max_len %lld positions", (long long)context,
           (long long)cfg.max_len);
+  } else {
+    lt_params *empty = lt_params_new();
+    lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+    lo.non_strict = true; /* only the configuration and the extra values here */
+    lo.allow_unchecksummed = o.allow_unchecksummed;
+    lo.max_bytes = max_bytes;
+    lt_ckpt_info *info = NULL;
+    lt_train_state st0 = {.params = empty};
+    if (lt_ckpt_load_training(o.checkpoint, &st0, &lo, &info) != LT_OK) {
+      /* a model-only checkpoint (lt_ckpt_save_params) has no tokenizer; anything else: the loader's reason */
+      char why[1024];
+      snprintf(why, sizeof why, "%s", lt_last_error());
+      lt_ckpt_info *pinfo = NULL;
+      bool model_only = lt_ckpt_load_params(o.checkpoint, empty, &lo, &pinfo) == LT_OK && !pinfo->training;
+      lt_ckpt_info_free(pinfo);
+      if (model_only)
+        lt_cli_die(LT_CLI_EXIT_FAILURE,
+                   "checkpoint '%s' holds a model only, without the tokenizer: generate needs a checkpoint "
+                   "written by train (runs/.../ckpt-*.h5)",
+                   o.checkpoint);
+      if (strstr(why, o.checkpoint)) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", why); /* the loader's message names the file */
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, why);
+    }
+    lt_params_free(empty);
+    if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE,
+                 "checkpoint '%s': not a Transformer checkpoint of train (its model configuration: %s)", o.checkpoint,
+                 lt_last_error());
+    int64_t n_params; /* the model's size, checked against the file and the cap before it is built */
+    size_t model_bytes;
+    if (lt_tf_config_size(&cfg, &n_params, &model_bytes) != LT_OK ||
+        lt_ckpt_check_model_size(info, o.checkpoint, n_params, model_bytes, lo.max_bytes) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+    const void *blob;
+    size_t blob_size;
+    if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &blob_size) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE,
+                 "checkpoint '%s' is a training state without a tokenizer (the extra value 'tokenizer'): "
+                 "generate needs a checkpoint written by train",
+                 o.checkpoint);
+    tok = lt_tokenizer_deserialize(blob, blob_size);
+    if (!tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': its tokenizer: %s", o.checkpoint, lt_last_error());
+    if (lt_tokenizer_vocab_size(tok) != cfg.vocab_size)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': the tokenizer has %lld ids, the model %lld", o.checkpoint,
+          (long long)lt_tokenizer_vocab_size(tok), (long long)cfg.vocab_size);
+    if (cfg.arch == LT_TF_ENCODER_ONLY) {
+      classes = lt_cli_xcalloc((size_t)cfg.n_classes, sizeof *classes);
+      const void *cb;
+      size_t cs;
+      if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_CLASSES, &cb, &cs) == LT_OK) {
+        const char *p = cb, *end = p + cs;
+        for (int64_t i = 0; i < cfg.n_classes && p < end; i++) {
+          const char *nl = memchr(p, '\n', (size_t)(end - p));
+          size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
+          classes[i] = strndup(p, n);
+          p += n + 1;
+        }
+      }
+    }
+    context = cfg.max_len;
+    if (cfg.arch == LT_TF_DECODER_ONLY) {
+      int64_t sl;
+      if (given[lt_cli_find(&CLI, "context")]) context = o.context;
+      else if (lt_ckpt_meta_get_int(info->extra, "opt.seq-len", &sl) == LT_OK && sl >= 1) context = sl;
+      if (context > cfg.max_len)
+        lt_cli_die(LT_CLI_EXIT_USAGE, "--context %lld: the model has max_len %lld positions", (long long)context,
+            (long long)cfg.max_len);
+    }
+    lt_ckpt_info_free(info);
+    if (!(m = lt_tf_load_model(o.checkpoint, &cfg, &lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
   }
-  lt_ckpt_info_free(info);
-  lt_generator *init = lt_generator_new(0); /* the values are replaced by the checkpoint's */
-  lt_transformer *m = init ? lt_transformer_new(&cfg, init) : NULL;
-  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': building its model: %s", o.checkpoint, lt_last_error());
-  lt_generator_free(init);
-  lo.non_strict = false;
-  if (lt_ckpt_load_params(o.checkpoint, lt_transformer_params(m), &lo, NULL) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': loading the model's parameters: %s", o.checkpoint,
-               lt_last_error());
+  if (o.write_tokenizer) { /* only the tokenizer, as tokenizer.json (docs/python.md) */
+    if (lt_tokenizer_save_json(tok, o.write_tokenizer) != LT_OK) die_lt("--write-tokenizer");
+    lt_tokenizer_free(tok);
+    if (classes)
+      for (int64_t i = 0; i < cfg.n_classes; i++) free(classes[i]);
+    free(classes);
+    lt_transformer_free(m);
+    free(texts);
+    return 0;
+  }
 
   /* ---- generation limits ---- */
   if (cfg.arch == LT_TF_ENCODER_DECODER) {

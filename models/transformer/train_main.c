@@ -38,6 +38,7 @@
 #include "libtensor.h"
 #include "models/transformer/config.h"
 #include "models/transformer/generate.h"
+#include "models/transformer/hf.h"
 #include "models/transformer/transformer.h"
 
 #include <errno.h>
@@ -49,6 +50,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 
@@ -128,7 +130,7 @@ typedef struct options {
   double norm_eps, rope_base;
   /* data */
   int task;
-  const char *tsv, *valid_tsv, *text;
+  const char *tsv, *valid_tsv, *text, *dump_data;
   int64_t task_train, task_valid, task_min_len, task_max_len, task_symbols, data_seed;
   double valid_fraction;
   int tokenizer, tokenizer_from;
@@ -155,7 +157,7 @@ typedef struct options {
   /* checkpoints */
   const char *ckpt_dir;
   int64_t ckpt_every, keep;
-  const char *resume;
+  const char *resume, *init_from;
   bool overwrite, no_ckpt, eval_only;
   int64_t stop_after;
   /* run */
@@ -247,7 +249,10 @@ static const lt_cli_opt OPTS[] = {
        "shortest source (symbols; digits for number_words)", "by task"),
     OD("task-max-len", LT_CLI_INT, task_max_len, F_STATE, "N", 1, 200, "longest source", "by task"),
     O("task-symbols", LT_CLI_INT, task_symbols, F_STATE, "N", 2, 36, "alphabet size of copy/reverse/sort (2..36)"),
-    O("data-seed", LT_CLI_INT, data_seed, F_STATE, "N", 0, INT64_MAX, "seed of the generated task data"),
+    O("data-seed", LT_CLI_INT, data_seed, F_STATE, "N", 0, INT64_MAX,
+      "seed of the generated training data (validation: N + 1)"),
+    O("dump-data", LT_CLI_STRING, dump_data, F_RUN | F_NOSAVE, "DIR", 1, PATH_MAX_LEN,
+      "write the task's train.tsv and valid.tsv into DIR, print the flags that train on them, and exit"),
     O("valid-fraction", LT_CLI_DOUBLE, valid_fraction, F_STATE | LT_CLI_MIN_OPEN | LT_CLI_MAX_OPEN, "X", 0, 1,
       "share held out for validation"),
     OE("tokenizer", tokenizer, F_STATE, tok_ename, 3, "tokenizer (char and bpe learn from the training text)",
@@ -317,6 +322,9 @@ static const lt_cli_opt OPTS[] = {
     O("keep", LT_CLI_INT, keep, F_RUN, "N", 0, 1000000, "keep the N newest checkpoints (0: all)"),
     O("resume", LT_CLI_STRING, resume, F_RUN | F_NOSAVE, "PATH", 1, PATH_MAX_LEN,
       "continue from a checkpoint file, or the newest in a run directory"),
+    O("init-from", LT_CLI_STRING, init_from, F_RUN | F_NOSAVE, "PATH", 1, PATH_MAX_LEN,
+      "start from the weights (and model configuration and tokenizer) of a checkpoint file or a Hugging Face "
+      "directory (export's, docs/interop.md), with a fresh optimizer and schedule"),
     O("overwrite", LT_CLI_BOOL, overwrite, F_RUN | F_NOSAVE, NULL, 0, 0,
       "start over in a --ckpt-dir that holds checkpoints (deletes them)"),
     O("no-ckpt", LT_CLI_BOOL, no_ckpt, F_RUN | F_NOSAVE, NULL, 0, 0, "write no checkpoint"),
@@ -532,6 +540,9 @@ static void check_options(const options *o, const bool *given) {
   NEED(o->seq_len <= o->max_len, "--seq-len %lld is longer than the model's --max-len %lld", (long long)o->seq_len,
        (long long)o->max_len);
   NEED(!o->eval_only || o->resume, "--eval-only evaluates a checkpoint: give --resume PATH");
+  NEED(!o->dump_data || (!o->tsv && !o->text && !o->resume),
+       "--dump-data writes a generated task's data: give no --tsv, --text or --resume");
+  NEED(!(o->resume && o->init_from), "--init-from starts a new run from weights; --resume continues one: not both");
   /* tokens per micro-batch and per step (sizes of the batches, logits and their counts) */
   const int64_t micro_max = (int64_t)1 << 24, step_max = (int64_t)1 << 32;
   int64_t micro, eval_micro, step;
@@ -850,6 +861,25 @@ static void load_data(const options *o, data *D, lt_tokenizer *tok) {
   bo.seed = (uint64_t)o->seed + 2;
   D->sl = lt_seq2seq_loader_new(D->train, &bo);
   if (!D->sl) die_lt(EXIT_DATA, "the batch loader");
+}
+
+/* --dump-data DIR: the generated task's pairs as DIR/train.tsv and
+ * DIR/valid.tsv, and the flags with which --tsv reproduces this run (the
+ * defaults that follow from a task rather than a corpus: dropout, tokenizer). */
+static void dump_data(const options *o, const data *D) {
+  const char *dir = o->dump_data;
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST) die(EXIT_DATA, "--dump-data: cannot create '%s': %s", dir, strerror(errno));
+  char train[PATH_LEN], valid[PATH_LEN];
+  if (snprintf(train, sizeof train, "%s/train.tsv", dir) >= (int)sizeof train ||
+      snprintf(valid, sizeof valid, "%s/valid.tsv", dir) >= (int)sizeof valid)
+    die(EXIT_USAGE, "--dump-data: the path '%s' is too long", dir);
+  TRY(EXIT_DATA, lt_text_pairs_save_tsv(D->train_text, train), "--dump-data: the training pairs");
+  TRY(EXIT_DATA, lt_text_pairs_save_tsv(D->valid_text, valid), "--dump-data: the validation pairs");
+  printf("%s: wrote %lld training pairs to %s and %lld validation pairs to %s\n"
+         "the same run from these files: %s --tsv '%s' --valid-tsv '%s' --dropout %.17g --tokenizer %s "
+         "--tokenizer-from %s (and the other flags of this command)\n",
+         D->name, (long long)lt_text_pairs_count(D->train_text), train, (long long)lt_text_pairs_count(D->valid_text),
+         valid, PROG, train, valid, o->dropout, tok_ename(o->tokenizer), from_ename(o->tokenizer_from));
 }
 
 static void free_data(data *D) {
@@ -1398,6 +1428,73 @@ static void resume_options(run *r, const char *path) {
 }
 
 
+/* --init-from PATH (a fresh run): the model configuration of a checkpoint or
+ * a Hugging Face directory replaces the model flags (a given one must agree),
+ * and its tokenizer, if it holds one, is the run's. The weights are loaded
+ * once the model is built (init_weights). */
+static int64_t g_init_vocab; /* --init-from: the source model's vocab_size */
+
+static lt_tokenizer *init_from_options(run *r) {
+  const char *path = r->o.init_from;
+  lt_tf_config cfg;
+  lt_tokenizer *tok = NULL;
+  if (lt_hf_is_dir(path)) {
+    TRY(EXIT_DATA, lt_hf_read_config(path, &cfg, NULL), "--init-from");
+    char tpath[PATH_LEN];
+    fmt_path(tpath, "%s/%s", path, LT_HF_TOKENIZER_FILE);
+    char *blob = NULL;
+    size_t size = 0;
+    if (access(tpath, F_OK) == 0) {
+      TRY(EXIT_DATA, lt_ckpt_read_file(tpath, 1u << 30, &blob, &size), "--init-from: the tokenizer");
+      tok = lt_tokenizer_deserialize(blob, size);
+      free(blob);
+      if (!tok) die_lt(EXIT_DATA, "--init-from: the tokenizer");
+    }
+  } else {
+    static char file[PATH_LEN]; /* a run directory stands for its newest valid checkpoint, as --resume */
+    if (lt_trainer_find_resume(path, CKPT_PREFIX, file, sizeof file) != LT_OK) die_lt(EXIT_DATA, "--init-from");
+    r->o.init_from = path = file;
+    lt_params *empty = lt_params_new();
+    lt_train_state st0 = {.params = empty};
+    lt_ckpt_load_opts lo = ckpt_opts(&r->o);
+    lo.non_strict = true;
+    if (lt_ckpt_load_training(path, &st0, &lo, &g_info) != LT_OK &&
+        lt_ckpt_load_params(path, empty, &lo, &g_info) != LT_OK)
+      die_lt(EXIT_DATA, "--init-from");
+    lt_params_free(empty);
+    TRY(EXIT_DATA, lt_tf_config_from_meta(g_info->config, &cfg), "--init-from: the checkpoint's model configuration");
+    const void *blob;
+    size_t size;
+    if (g_info->extra && lt_ckpt_meta_get_bytes(g_info->extra, LT_TF_CKPT_TOKENIZER, &blob, &size) == LT_OK &&
+        !(tok = lt_tokenizer_deserialize(blob, size)))
+      die_lt(EXIT_DATA, "--init-from: the checkpoint's tokenizer");
+  }
+  g_init_vocab = cfg.vocab_size;
+  options src = r->o;
+  options_from_config(&src, &cfg);
+  for (int i = 0; i < N_OPTS; i++) {
+    const lt_cli_opt *d = &OPTS[i];
+    if (!(d->flags & F_MODEL) || d->kind == LT_CLI_GROUP) continue;
+    if (r->given[i] && !lt_cli_same_value(d, &src, &r->o)) {
+      char mine[256], theirs[256];
+      die(EXIT_USAGE, "--%s %s differs from --init-from's %s (the model comes from it: leave the flag out)", d->name,
+          lt_cli_value_text(d, &r->o, mine, sizeof mine), lt_cli_value_text(d, &src, theirs, sizeof theirs));
+    }
+    lt_cli_copy_value(d, &r->o, &src);
+    r->given[i] = true; /* so that finalize_options keeps it */
+  }
+  if (tok) r->o.tokenizer = (int)lt_tokenizer_get_kind(tok);
+  return tok;
+}
+
+/* --init-from: the weights into the new model (every tensor, strictly). */
+static void init_weights(run *r) {
+  const char *path = r->o.init_from;
+  lt_ckpt_load_opts lo = ckpt_opts(&r->o);
+  if (lt_hf_is_dir(path)) TRY(EXIT_DATA, lt_hf_load_params(path, r->model), "--init-from");
+  else TRY(EXIT_DATA, lt_ckpt_load_params(path, r->params, &lo, NULL), "--init-from");
+}
+
 static void finish(run *r) {
   lt_trainer_free(r->trainer);
   g_trainer = r->trainer = NULL;
@@ -1444,12 +1541,18 @@ int main(int argc, char **argv) {
       die(EXIT_DATA, "checkpoint '%s' has no tokenizer (not written by " PROG "?)", resume_path);
     if (!(tok = lt_tokenizer_deserialize(blob, size))) die_lt(EXIT_DATA, "--resume: the checkpoint's tokenizer");
   } else {
+    if (r->o.init_from) tok = init_from_options(r);
     finalize_options(&r->o, r->given);
   }
   check_options(&r->o, r->given);
 
   /* data */
   load_data(&r->o, &r->D, tok);
+  if (r->o.dump_data) {
+    dump_data(&r->o, &r->D);
+    finish(r);
+    return 0;
+  }
   if (r->o.epochs > 0 && (!r->o.resume || r->given[opt_index("epochs")])) {
     int64_t bpe = batches_per_epoch(&r->D), micro;
     if (__builtin_mul_overflow(r->o.epochs, bpe, &micro) || micro / r->o.accum >= COUNT_MAX)
@@ -1466,8 +1569,12 @@ int main(int argc, char **argv) {
     r->cfg.vocab_size = lt_tokenizer_vocab_size(r->D.tok);
     if (r->D.kind == DATA_CLASSIFY) r->cfg.n_classes = r->D.n_classes;
     if (lt_tf_config_validate(&r->cfg) != LT_OK) die(EXIT_USAGE, "model configuration: %s", lt_last_error());
-  } else if (r->cfg.vocab_size != lt_tokenizer_vocab_size(r->D.tok) ||
-             (r->D.kind == DATA_CLASSIFY && r->cfg.n_classes != r->D.n_classes)) {
+  }
+  if (r->o.init_from && g_init_vocab != r->cfg.vocab_size)
+    die(EXIT_DATA, "--init-from: its model has vocab_size %lld, this run's tokenizer %lld (the source holds no "
+        "tokenizer, and the one built from the data differs)", (long long)g_init_vocab, (long long)r->cfg.vocab_size);
+  if (r->o.resume && (r->cfg.vocab_size != lt_tokenizer_vocab_size(r->D.tok) ||
+                      (r->D.kind == DATA_CLASSIFY && r->cfg.n_classes != r->D.n_classes))) {
     die(EXIT_DATA, "--resume: the checkpoint's model has vocab_size %lld / %lld classes, the data %lld / %lld",
         (long long)r->cfg.vocab_size, (long long)r->cfg.n_classes, (long long)lt_tokenizer_vocab_size(r->D.tok),
         (long long)r->D.n_classes);
@@ -1478,6 +1585,10 @@ int main(int argc, char **argv) {
   lt_ckpt_load_opts lo = ckpt_opts(&r->o);
   TRY(EXIT_USAGE, lt_tf_config_size(&r->cfg, &n_params, &model_bytes), "model configuration");
   if (r->o.resume) TRY(EXIT_DATA, lt_ckpt_check_model_size(g_info, resume_path, n_params, model_bytes, lo.max_bytes), "--resume");
+  else if (r->o.init_from && lt_hf_is_dir(r->o.init_from))
+    TRY(EXIT_DATA, lt_hf_check_size(r->o.init_from, &r->cfg, lo.max_bytes), "--init-from");
+  else if (r->o.init_from)
+    TRY(EXIT_DATA, lt_ckpt_check_model_size(g_info, r->o.init_from, n_params, model_bytes, lo.max_bytes), "--init-from");
   else if (lo.max_bytes && model_bytes > lo.max_bytes)
     die(EXIT_USAGE, "the model needs %zu bytes (%lld parameters), more than --max-memory (%llu bytes)", model_bytes,
         (long long)n_params, (unsigned long long)lo.max_bytes);
@@ -1486,6 +1597,7 @@ int main(int argc, char **argv) {
   lt_generator_free(init);
   if (!r->model) die_lt(EXIT_USAGE, "building the model");
   r->params = lt_transformer_params(r->model);
+  if (r->o.init_from) init_weights(r);
   if (!(r->cfg_meta = lt_ckpt_meta_new())) die(EXIT_DATA, "out of memory");
   TRY(EXIT_DATA, lt_tf_config_to_meta(&r->cfg, r->cfg_meta), "saving the model configuration");
   r->oc = lt_optim_defaults((lt_optim_kind)r->o.optim);

@@ -1,7 +1,10 @@
 /* A tiny program built against an INSTALLED libtensor core alone, the way a
  * user would (tests/install_test.sh builds it with find_package and with
- * pkg-config): tensors, and the generic generation loop with a toy model. */
+ * pkg-config, shared and --static): tensors, the generic generation loop with
+ * a toy model, and a call to sqrt, which links only if the library's CMake
+ * target and pkg-config module pass -lm on. */
 #include <libtensor/libtensor.h>
+#include <math.h>
 #include <stdio.h>
 
 #ifdef LT_TRANSFORMER_H
@@ -35,6 +38,13 @@ int main(void) {
   if (!prefix || lt_generate(&model, prefix, &o, &r) != LT_OK || lt_tensor_read(r.tokens, LT_DTYPE_I64, tok, 6) ||
       tok[0] != 4 || tok[1] != 0 || tok[2] != 1 || tok[3] != 1 || tok[4] != 2 || tok[5] != 3) {
     fprintf(stderr, "consumer_core: generation failed: %s\n", lt_last_error());
+    return 1;
+  }
+  /* v comes from the library at run time, so the compiler cannot fold the call away. */
+  volatile double five = v;
+  double root = sqrt(five - 1.0);
+  if (root != 2.0) {
+    fprintf(stderr, "consumer_core: sqrt(4) gave %g\n", root);
     return 1;
   }
   lt_runtime_info info;

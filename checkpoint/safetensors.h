@@ -1,0 +1,151 @@
+/*
+ * checkpoint/safetensors.h: reading and writing safetensors files, the
+ * tensor format of Hugging Face (https://huggingface.co/docs/safetensors):
+ *   8 bytes      N, the header's length, unsigned little-endian;
+ *   N bytes      a JSON object (UTF-8): for each tensor name
+ *                {"dtype": "F32", "shape": [2, 3], "data_offsets": [begin, end]}
+ *                and an optional "__metadata__" object of string values;
+ *   the rest     the data section: every tensor's bytes, row-major and
+ *                little-endian, at [begin, end) of the section.
+ * The JSON is parsed and written with jansson (Debian libjansson-dev).
+ *
+ * What this is: the bounded, checked path for weights from elsewhere. Before
+ * a tensor is touched, lt_st_open checks, and refuses with LT_ERR_FORMAT
+ * naming the file, the tensor and the field:
+ *   - a header length over LT_ST_MAX_HEADER (100,000,000 bytes, the cap of
+ *     the reference implementation) or past the end of the file;
+ *   - JSON that is not an object of the fields above (unknown fields, a
+ *     non-string metadata value, negative or non-integer sizes and offsets,
+ *     more than LT_MAX_DIMS dimensions, an unsupported dtype, a name that is
+ *     empty or given twice);
+ *   - dtype size x shape (checked 64-bit arithmetic; LT_ERR_OVERFLOW when it
+ *     overflows) not equal to end - begin;
+ *   - offsets outside the data section, overlapping another tensor's, or
+ *     leaving a gap (the tensors must cover the data section exactly).
+ * The file is opened as every loader does (tensor/file_internal.h: a regular
+ * file only, a FIFO or device is refused without blocking) and mapped
+ * read-only (mmap); tensor bytes are then read in place, never copied into a
+ * buffer of their own: lt_st_read_into converts straight from the mapping
+ * into the destination, and lt_st_view gives a tensor over the mapping when
+ * its offset is aligned for its dtype. If the file cannot be mapped, it is
+ * read into memory once. A mapped file must not be truncated by another
+ * process while it is open (the reads would fault, as with any mmap).
+ *
+ * Dtypes: F32, F64, I32 and I64 are read and written as they are. F16 and
+ * BF16 are read, converted exactly to f32 (libtensor has no 16-bit dtype
+ * yet: when LT_DTYPE_BF16 lands, its row in safetensors.c's dtype table gets
+ * the native dtype and BF16 tensors load and save as they are).
+ *
+ * What this is not: a writer of 16-bit tensors (f32 tensors are written as
+ * F32), a reader of sharded checkpoints (model.safetensors.index.json), or a
+ * mapping of names (models/transformer/hf.h maps Hugging Face names).
+ *
+ * Errors and ownership as tensor/tensor.h: a status and lt_last_error();
+ * "returns new", "borrowed".
+ */
+#ifndef LT_SAFETENSORS_H
+#define LT_SAFETENSORS_H
+
+#include "nn/nn.h"
+#include "tensor/tensor.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* The largest header accepted, in bytes (the reference implementation's). */
+#define LT_ST_MAX_HEADER 100000000u
+
+/* The element types of a safetensors file that libtensor reads. */
+typedef enum { LT_ST_F32, LT_ST_F64, LT_ST_F16, LT_ST_BF16, LT_ST_I32, LT_ST_I64, LT_ST_DTYPE_COUNT } lt_st_dtype;
+/* "F32", "F64", "F16", "BF16", "I32", "I64" (the file's spelling); "unknown"
+ * out of range. */
+const char *lt_st_dtype_name(lt_st_dtype d);
+/* Bytes per element (0 out of range). */
+size_t lt_st_dtype_size(lt_st_dtype d);
+
+/* One tensor of an open file. Borrowed from the file (valid until
+ * lt_st_close). */
+typedef struct lt_st_tensor_info {
+  const char *name;
+  lt_st_dtype dtype;
+  int ndim;
+  int64_t shape[LT_MAX_DIMS];
+  int64_t numel;
+  uint64_t begin, end; /* byte range in the data section */
+} lt_st_tensor_info;
+
+typedef struct lt_st_file lt_st_file;
+
+/* Opens path, checks its header and every tensor's entry (above) and maps
+ * it. Returns new (close with lt_st_close), or NULL with the error set:
+ * LT_ERR_IO (cannot open or read), LT_ERR_FORMAT (not a regular file, or a
+ * check above), LT_ERR_OVERFLOW (sizes), LT_ERR_NOMEM. */
+lt_st_file *lt_st_open(const char *path);
+void lt_st_close(lt_st_file *f); /* NULL is a no-op */
+
+/* The tensors, in the order of their data (ascending offsets). */
+int lt_st_count(const lt_st_file *f);
+const lt_st_tensor_info *lt_st_info(const lt_st_file *f, int i); /* borrowed; NULL out of range */
+/* Index of the tensor called name, or -1 (no error set). */
+int lt_st_find(const lt_st_file *f, const char *name);
+/* Tensor i's bytes in the file (little-endian, possibly unaligned), borrowed
+ * until lt_st_close; NULL out of range. */
+const void *lt_st_data(const lt_st_file *f, int i);
+/* True when the file is memory-mapped (false: it was read into memory). */
+bool lt_st_is_mapped(const lt_st_file *f);
+
+/* The "__metadata__" map: count, key and value of entry i (borrowed; NULL
+ * out of range), and the value of key (NULL if absent). */
+int lt_st_metadata_count(const lt_st_file *f);
+const char *lt_st_metadata_key(const lt_st_file *f, int i);
+const char *lt_st_metadata_value(const lt_st_file *f, int i);
+const char *lt_st_metadata_get(const lt_st_file *f, const char *key);
+
+/* Whether a tensor stored as src loads into dtype dst: floats into f32 from
+ * F32, F16, BF16 (exact), into f64 from any float; integers into i64 from
+ * I32, I64, into i32 from I32. Narrowing (F64 into f32, I64 into i32) and
+ * mixing integers with floats are refused. */
+bool lt_st_dtype_loads_into(lt_st_dtype src, lt_dtype dst);
+
+/* Copies tensor i into dst (borrowed; contiguous, the same shape, a dtype
+ * lt_st_dtype_loads_into accepts), converting from the file's bytes without
+ * an intermediate buffer. No autograd record (dst's version is bumped).
+ * Errors: LT_ERR_INDEX, LT_ERR_SHAPE, LT_ERR_DTYPE, LT_ERR_INVALID (dst not
+ * contiguous), each naming the file and the tensor; dst unchanged then. */
+lt_status lt_st_read_into(const lt_st_file *f, int i, lt_tensor *dst);
+/* Tensor i as a new tensor of dtype (conversion as lt_st_read_into).
+ * Returns new, or NULL with the error set. */
+lt_tensor *lt_st_tensor(const lt_st_file *f, int i, lt_dtype dtype);
+/* Tensor i without a copy: a tensor borrowing the mapping (read-only by
+ * contract: never write to it), valid until lt_st_close; only for F32, F64,
+ * I32 and I64 on a little-endian host at an offset aligned for the dtype,
+ * else NULL with LT_ERR_INVALID naming the reason (use lt_st_tensor). */
+lt_tensor *lt_st_view(const lt_st_file *f, int i);
+
+/* Writes n tensors (borrowed; f32, f64, i32 or i64, any layout) under names
+ * (unique, non-empty, not "__metadata__") to path as one safetensors file,
+ * in the given order, with n_meta metadata entries (keys[i] -> values[i],
+ * strings, keys unique; may be 0 and NULL). The header is padded with spaces
+ * to a multiple of 8 bytes so that every tensor's bytes are 8-byte aligned.
+ * Durable as checkpoints are (a temporary in the same directory, fsync,
+ * rename): a failed save leaves the old file. Builds the file in memory
+ * first. Errors: LT_ERR_NULL, LT_ERR_INVALID (names), LT_ERR_DTYPE,
+ * LT_ERR_IO, LT_ERR_NOMEM. */
+lt_status lt_st_save(const char *path, int n, const char *const *names, const lt_tensor *const *tensors, int n_meta,
+                     const char *const *keys, const char *const *values);
+
+/* Every parameter and buffer of p under its own name (lt_st_save). */
+lt_status lt_st_save_params(const char *path, const lt_params *p, int n_meta, const char *const *keys,
+                            const char *const *values);
+/* Loads path into p: every name of p must be in the file and every name of
+ * the file in p, with the same shape and a dtype that loads into the
+ * parameter's (lt_st_dtype_loads_into); all of it is checked before a value
+ * is written, so on failure p is unchanged. The error lists the first
+ * missing and unexpected names. */
+lt_status lt_st_load_params(const char *path, lt_params *p);
+
+#ifdef __cplusplus
+}
+#endif
+#endif /* LT_SAFETENSORS_H */

@@ -1,0 +1,122 @@
+/*
+ * models/transformer/export_main.c: the `export` program: a checkpoint of
+ * train (or a model-only checkpoint) to a Hugging Face directory
+ * (models/transformer/hf.h; docs/interop.md):
+ *     export --checkpoint CKPT --format hf --out DIR
+ * writes DIR/model.safetensors, DIR/config.json and, when the checkpoint
+ * holds one, DIR/libtensor-tokenizer.bin (the tokenizer as the checkpoint
+ * holds it). A configuration that is neither GPT-2's nor Llama's is refused,
+ * naming the option that does not fit.
+ *
+ * What this is not: an importer (generate and train read such directories
+ * themselves), nor a tokenizer.json writer.
+ *
+ * Exit status (cli/cli.h): 0 on success, 1 for data errors (the checkpoint,
+ * a configuration without a Hugging Face layout, a failed write), 2 for
+ * usage errors.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli/cli.h"
+#include "libtensor_transformer.h"
+
+#define PROG "export"
+#define PATH_MAX_LEN 4000
+
+typedef struct options {
+  const char *checkpoint, *out;
+  int format;
+  bool allow_unchecksummed;
+  int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
+} options;
+
+static const char *format_name(int i) { return i == 0 ? "hf" : "unknown"; }
+
+static const lt_cli_opt OPTS[] = {
+  LT_CLI_OPT_STRING(options, "checkpoint", checkpoint, "FILE", PATH_MAX_LEN,
+                    "the checkpoint to export (a ckpt-*.h5 of train, a run directory for its newest, or a model-only "
+                    "checkpoint); required"),
+  LT_CLI_OPT_ENUM(options, "format", format, format_name, 1, "the output format: hf (a Hugging Face directory, "
+                  "GPT-2 or Llama layout)"),
+  LT_CLI_OPT_STRING(options, "out", out, "DIR", PATH_MAX_LEN, "the directory to write (created if absent); required"),
+  LT_CLI_OPT_INT(options, "max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs "
+                 "more memory (0: no cap)", .default_text = "half of physical memory"),
+  LT_CLI_OPT_BOOL(options, "allow-unchecksummed", allow_unchecksummed, "accept an HDF5 file without object header "
+                  "checksums (only from a trusted source, docs/security.md)"),
+};
+enum { N_OPTS = (int)(sizeof OPTS / sizeof OPTS[0]) };
+
+static const options DEFAULTS = {.format = 0, .max_memory = -1};
+
+static const lt_cli CLI = {
+    .prog = PROG,
+    .synopsis = "Usage: " PROG " --checkpoint FILE --format hf --out DIR\n"
+                "\n"
+                "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's or\n"
+                "Llama's tensor names), config.json (GPT2Config's or LlamaConfig's keys) and\n"
+                "libtensor-tokenizer.bin (the checkpoint's tokenizer). generate --checkpoint DIR and\n"
+                "train --init-from DIR read it back (docs/interop.md).\n"
+                "\n"
+                "Options (--flag VALUE or --flag=VALUE):\n",
+    .epilogue = LT_CLI_EXIT_HELP,
+    .opts = OPTS,
+    .n_opts = N_OPTS,
+    .defaults = &DEFAULTS,
+};
+
+int main(int argc, char **argv) {
+  options o = DEFAULTS;
+  bool given[N_OPTS] = {false};
+  lt_cli_init(PROG, NULL);
+  lt_cli_parse_or_exit(&CLI, argc, argv, &o, given, NULL, NULL);
+  if (!o.checkpoint) lt_cli_die(LT_CLI_EXIT_USAGE, "--checkpoint FILE is required");
+  if (!o.out) lt_cli_die(LT_CLI_EXIT_USAGE, "--out DIR is required");
+  char ckpt[PATH_MAX_LEN + 64]; /* a run directory stands for its newest valid checkpoint, as train --resume */
+  if (lt_trainer_find_resume(o.checkpoint, "ckpt", ckpt, sizeof ckpt) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s", lt_last_error());
+  o.checkpoint = ckpt;
+
+  /* the configuration and the extra values (tokenizer) first, then the model */
+  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lo.non_strict = true;
+  lo.allow_unchecksummed = o.allow_unchecksummed;
+  lo.max_bytes = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
+  lt_params *empty = lt_params_new();
+  lt_ckpt_info *info = NULL;
+  lt_train_state st0 = {.params = empty};
+  if (lt_ckpt_load_training(o.checkpoint, &st0, &lo, &info) != LT_OK &&
+      lt_ckpt_load_params(o.checkpoint, empty, &lo, &info) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, lt_last_error());
+  lt_params_free(empty);
+  lt_tf_config cfg;
+  int64_t n_params;
+  size_t bytes;
+  if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': not a Transformer checkpoint of train: %s", o.checkpoint,
+               lt_last_error());
+  lt_hf_family fam;
+  if (lt_hf_family_of(&cfg, &fam) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': no Hugging Face layout: %s", o.checkpoint, lt_last_error());
+  if (lt_tf_config_size(&cfg, &n_params, &bytes) != LT_OK ||
+      lt_ckpt_check_model_size(info, o.checkpoint, n_params, bytes, lo.max_bytes) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  lt_transformer *m = lt_tf_load_model(o.checkpoint, &cfg, &lo);
+  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+
+  if (lt_hf_export(m, o.out) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o.out, lt_last_error());
+  const void *blob;
+  size_t size;
+  char path[PATH_MAX_LEN + 64];
+  snprintf(path, sizeof path, "%s/%s", o.out, LT_HF_TOKENIZER_FILE);
+  const bool has_tok = info->extra && lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &size) == LT_OK;
+  if (has_tok && lt_ckpt_write_file(path, blob, size) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o.out, lt_last_error());
+  printf("export: %s -> %s/ (%s layout, %lld parameters%s)\n", o.checkpoint, o.out,
+         lt_hf_family_name(fam), (long long)n_params,
+         has_tok ? ", tokenizer" : ", no tokenizer in the checkpoint");
+  lt_ckpt_info_free(info);
+  lt_transformer_free(m);
+  return 0;
+}

@@ -1,0 +1,652 @@
+/*
+ * models/transformer/hf.c: the decoder-only Transformer as a Hugging Face
+ * GPT-2 or Llama directory (hf.h): which layout a configuration fits, the
+ * name and orientation mapping (one table of pieces per layout, used both
+ * ways), config.json with jansson, and the checked load.
+ *
+ * A piece is one Hugging Face tensor made of one or more libtensor
+ * parameters:
+ *   SAME    the same tensor under another name;
+ *   T       transposed (GPT-2's Conv1D stores [in, out], nn.Linear [out, in]);
+ *   CAT_T   q, k, v weights concatenated along their rows, then transposed
+ *           (GPT-2's c_attn.weight [C, 3C]);
+ *   CAT     biases concatenated (c_attn.bias [3C]).
+ * Export builds each piece from the parameters; import checks every piece's
+ * name, shape and dtype first, then splits it back.
+ *
+ * What this is not: the safetensors format (checkpoint/safetensors.c) or a
+ * tokenizer converter.
+ */
+#include "models/transformer/hf.h"
+
+#include <errno.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "libtensor.h"
+#include "models/transformer/config.h"
+
+#define NAME_LEN 256
+#define PATH_LEN 4096
+#define CONFIG_MAX_BYTES (1u << 20)
+
+const char *lt_hf_family_name(lt_hf_family f) {
+  return f == LT_HF_GPT2 ? "gpt2" : f == LT_HF_LLAMA ? "llama" : "unknown";
+}
+
+/* ======================================================================== */
+/* Which layout                                                             */
+/* ======================================================================== */
+
+#define NOFIT(...) lt_error_set(LT_ERR_INVALID, __VA_ARGS__)
+
+lt_status lt_hf_family_of(const lt_tf_config *c, lt_hf_family *out) {
+  if (!c) return lt_error_null_arg("hf_family_of", "cfg");
+  lt_status s = lt_tf_config_validate(c);
+  if (s != LT_OK) return s;
+  if (c->arch != LT_TF_DECODER_ONLY)
+    return NOFIT("hf: arch %s: only the decoder-only model has a Hugging Face layout (GPT-2 or Llama)",
+                 lt_tf_arch_name(c->arch));
+  if (!c->pre_norm) return NOFIT("hf: pre_norm false (post-norm): GPT-2 and Llama are pre-norm");
+  if (c->scale_embeddings)
+    return NOFIT("hf: scale_embeddings true: GPT-2 and Llama do not scale embeddings by sqrt(d_model)");
+  if (c->norm == LT_TF_LAYER_NORM) {
+    const char *who = "hf: a LayerNorm model is exported as GPT-2, which needs";
+    if (c->act != LT_ACT_GELU_TANH || c->swiglu)
+      return NOFIT("%s act gelu_tanh without swiglu (GPT-2's gelu_new); this model has act %s%s", who,
+                   lt_tf_act_name(c->act), c->swiglu ? " with swiglu" : "");
+    if (c->pos != LT_TF_POS_LEARNED)
+      return NOFIT("%s pos learned; this model has pos %s", who, lt_tf_pos_name(c->pos));
+    if (!c->tie_embeddings) return NOFIT("%s tie_embeddings (GPT-2's head is the embedding)", who);
+    if (!c->bias) return NOFIT("%s bias (GPT-2 has biases on every layer)", who);
+    if (c->n_kv_heads != c->n_heads)
+      return NOFIT("%s n_kv_heads == n_heads (no GQA); this model has %lld key/value heads for %lld", who,
+                   (long long)c->n_kv_heads, (long long)c->n_heads);
+    if (out) *out = LT_HF_GPT2;
+    return LT_OK;
+  }
+  const char *who = "hf: an RMSNorm model is exported as Llama, which needs";
+  if (!c->swiglu || c->act != LT_ACT_SILU)
+    return NOFIT("%s swiglu with act silu; this model has act %s%s", who, lt_tf_act_name(c->act),
+                 c->swiglu ? " with swiglu" : " without swiglu");
+  if (c->pos != LT_TF_POS_ROPE) return NOFIT("%s pos rope; this model has pos %s", who, lt_tf_pos_name(c->pos));
+  if (c->bias) return NOFIT("%s bias false (Llama has no biases)", who);
+  if (out) *out = LT_HF_LLAMA;
+  return LT_OK;
+}
+
+/* ======================================================================== */
+/* The name tables                                                          */
+/* ======================================================================== */
+
+typedef enum { P_SAME, P_T, P_CAT_T, P_CAT } piece_op;
+
+typedef struct piece {
+  char hf[NAME_LEN];
+  piece_op op;
+  int n;                  /* libtensor parameters (1, or 3 for q, k, v) */
+  lt_tensor *src[3];      /* borrowed from the model's store */
+  char lt[3][NAME_LEN];
+  int64_t shape[2];       /* the Hugging Face tensor's shape */
+  int ndim;
+} piece;
+
+typedef struct pieces {
+  piece *p;
+  int n, cap;
+} pieces;
+
+static lt_status add_piece(pieces *ps, lt_params *params, const char *hf, piece_op op, int n, const char *l0,
+                           const char *l1, const char *l2) {
+  if (ps->n == ps->cap) {
+    int cap = ps->cap ? 2 * ps->cap : 64;
+    piece *np = realloc(ps->p, (size_t)cap * sizeof *np);
+    if (!np) return lt_error_set(LT_ERR_NOMEM, "hf: out of memory");
+    ps->p = np, ps->cap = cap;
+  }
+  piece *p = &ps->p[ps->n];
+  memset(p, 0, sizeof *p);
+  snprintf(p->hf, sizeof p->hf, "%s", hf);
+  p->op = op, p->n = n;
+  const char *l[3] = {l0, l1, l2};
+  int64_t rows = 0;
+  for (int k = 0; k < n; k++) {
+    snprintf(p->lt[k], NAME_LEN, "%s", l[k]);
+    if (!(p->src[k] = lt_params_find(params, l[k])))
+      return lt_error_set(LT_ERR_INVALID, "hf: the model has no parameter '%s' (for '%s')", l[k], hf);
+    rows += p->src[k]->shape[0];
+  }
+  const lt_tensor *t = p->src[0];
+  switch (op) {
+    case P_SAME: p->ndim = t->ndim, p->shape[0] = t->shape[0], p->shape[1] = t->ndim > 1 ? t->shape[1] : 0; break;
+    case P_T: p->ndim = 2, p->shape[0] = t->shape[1], p->shape[1] = t->shape[0]; break;
+    case P_CAT_T: p->ndim = 2, p->shape[0] = t->shape[1], p->shape[1] = rows; break;
+    case P_CAT: p->ndim = 1, p->shape[0] = rows; break;
+  }
+  ps->n++;
+  return LT_OK;
+}
+
+/* The pieces of m's layout, in Hugging Face's order. */
+static lt_status layout(lt_transformer *m, lt_hf_family fam, pieces *ps) {
+  const lt_tf_config *c = lt_transformer_config(m);
+  lt_params *P = lt_transformer_params(m);
+  char h[NAME_LEN], l[4][NAME_LEN];
+  lt_status s;
+#define LT(k, fmt) (snprintf(l[k], NAME_LEN, "decoder.layers.%lld." fmt, (long long)i), l[k])
+#define HF(fmt) (snprintf(h, NAME_LEN, fmt, (long long)i), h)
+  if (fam == LT_HF_GPT2) {
+    if ((s = add_piece(ps, P, "transformer.wte.weight", P_SAME, 1, "embed.weight", 0, 0)) ||
+        (s = add_piece(ps, P, "transformer.wpe.weight", P_SAME, 1, "pos_embed.weight", 0, 0)))
+      return s;
+    for (int64_t i = 0; i < c->n_dec_layers; i++) {
+      if ((s = add_piece(ps, P, HF("transformer.h.%lld.ln_1.weight"), P_SAME, 1, LT(0, "norm1.weight"), 0, 0)) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.ln_1.bias"), P_SAME, 1, LT(0, "norm1.bias"), 0, 0)) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.attn.c_attn.weight"), P_CAT_T, 3,
+                         LT(0, "self_attn.q_proj.weight"), LT(1, "self_attn.k_proj.weight"),
+                         LT(2, "self_attn.v_proj.weight"))) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.attn.c_attn.bias"), P_CAT, 3, LT(0, "self_attn.q_proj.bias"),
+                         LT(1, "self_attn.k_proj.bias"), LT(2, "self_attn.v_proj.bias"))) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.attn.c_proj.weight"), P_T, 1,
+                         LT(0, "self_attn.out_proj.weight"), 0, 0)) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.attn.c_proj.bias"), P_SAME, 1, LT(0, "self_attn.out_proj.bias"),
+                         0, 0)) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.ln_2.weight"), P_SAME, 1, LT(0, "norm2.weight"), 0, 0)) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.ln_2.bias"), P_SAME, 1, LT(0, "norm2.bias"), 0, 0)) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.mlp.c_fc.weight"), P_T, 1, LT(0, "linear1.weight"), 0, 0)) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.mlp.c_fc.bias"), P_SAME, 1, LT(0, "linear1.bias"), 0, 0)) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.mlp.c_proj.weight"), P_T, 1, LT(0, "linear2.weight"), 0, 0)) ||
+          (s = add_piece(ps, P, HF("transformer.h.%lld.mlp.c_proj.bias"), P_SAME, 1, LT(0, "linear2.bias"), 0, 0)))
+        return s;
+    }
+    if ((s = add_piece(ps, P, "transformer.ln_f.weight", P_SAME, 1, "decoder.norm.weight", 0, 0)) ||
+        (s = add_piece(ps, P, "transformer.ln_f.bias", P_SAME, 1, "decoder.norm.bias", 0, 0)))
+      return s;
+    return LT_OK;
+  }
+  if ((s = add_piece(ps, P, "model.embed_tokens.weight", P_SAME, 1, "embed.weight", 0, 0))) return s;
+  for (int64_t i = 0; i < c->n_dec_layers; i++) {
+    static const char *const attn[4][2] = {
+        {"q_proj", "q_proj"}, {"k_proj", "k_proj"}, {"v_proj", "v_proj"}, {"o_proj", "out_proj"}};
+    for (int k = 0; k < 4; k++) {
+      char hn[NAME_LEN], ln[NAME_LEN];
+      snprintf(hn, sizeof hn, "model.layers.%lld.self_attn.%s.weight", (long long)i, attn[k][0]);
+      snprintf(ln, sizeof ln, "decoder.layers.%lld.self_attn.%s.weight", (long long)i, attn[k][1]);
+      if ((s = add_piece(ps, P, hn, P_SAME, 1, ln, 0, 0))) return s;
+    }
+    /* SwiGLU: w2(silu(w1 x) * w3 x) = down(silu(gate x) * up x) */
+    if ((s = add_piece(ps, P, HF("model.layers.%lld.mlp.gate_proj.weight"), P_SAME, 1, LT(0, "w1.weight"), 0, 0)) ||
+        (s = add_piece(ps, P, HF("model.layers.%lld.mlp.up_proj.weight"), P_SAME, 1, LT(0, "w3.weight"), 0, 0)) ||
+        (s = add_piece(ps, P, HF("model.layers.%lld.mlp.down_proj.weight"), P_SAME, 1, LT(0, "w2.weight"), 0, 0)) ||
+        (s = add_piece(ps, P, HF("model.layers.%lld.input_layernorm.weight"), P_SAME, 1, LT(0, "norm1.weight"), 0,
+                       0)) ||
+        (s = add_piece(ps, P, HF("model.layers.%lld.post_attention_layernorm.weight"), P_SAME, 1,
+                       LT(0, "norm2.weight"), 0, 0)))
+      return s;
+  }
+  if ((s = add_piece(ps, P, "model.norm.weight", P_SAME, 1, "decoder.norm.weight", 0, 0))) return s;
+  if (!c->tie_embeddings && (s = add_piece(ps, P, "lm_head.weight", P_SAME, 1, "lm_head.weight", 0, 0))) return s;
+  return LT_OK;
+#undef LT
+#undef HF
+}
+
+/* The layout's pieces cover every parameter of m exactly once (a check of
+ * the tables against the model, so a new parameter cannot be left out). */
+static lt_status check_cover(lt_transformer *m, const pieces *ps) {
+  lt_params *P = lt_transformer_params(m);
+  int used = 0;
+  for (int i = 0; i < ps->n; i++) used += ps->p[i].n;
+  if (used != lt_params_count(P))
+    return lt_error_set(LT_ERR_INVALID, "hf: the layout maps %d tensors, the model has %d", used, lt_params_count(P));
+  return LT_OK;
+}
+
+/* ======================================================================== */
+/* Export                                                                   */
+/* ======================================================================== */
+
+/* The Hugging Face tensor of piece p (returns new, contiguous). */
+static lt_tensor *piece_tensor(const piece *p) {
+  switch (p->op) {
+    case P_SAME: return lt_contiguous(p->src[0]);
+    case P_T: {
+      lt_tensor *t = lt_transpose(p->src[0], 0, 1), *c = lt_contiguous(t);
+      lt_tensor_free(t);
+      return c;
+    }
+    case P_CAT: return lt_cat(p->n, (lt_tensor *const *)p->src, 0);
+    case P_CAT_T: {
+      lt_tensor *cat = lt_cat(p->n, (lt_tensor *const *)p->src, 0);
+      lt_tensor *t = cat ? lt_transpose(cat, 0, 1) : NULL, *c = t ? lt_contiguous(t) : NULL;
+      lt_tensor_free(t);
+      lt_tensor_free(cat);
+      return c;
+    }
+  }
+  return NULL;
+}
+
+static json_t *config_json(const lt_tf_config *c, lt_hf_family fam) {
+  json_t *j = json_object();
+  if (!j) return NULL;
+#define SET(k, v) json_object_set_new(j, k, v)
+  const json_int_t C = c->d_model;
+  if (fam == LT_HF_GPT2) {
+    SET("architectures", json_pack("[s]", "GPT2LMHeadModel"));
+    SET("model_type", json_string("gpt2"));
+    SET("vocab_size", json_integer(c->vocab_size));
+    SET("n_positions", json_integer(c->max_len));
+    SET("n_ctx", json_integer(c->max_len));
+    SET("n_embd", json_integer(C));
+    SET("n_layer", json_integer(c->n_dec_layers));
+    SET("n_head", json_integer(c->n_heads));
+    SET("n_inner", json_integer(c->d_ff));
+    SET("activation_function", json_string("gelu_new"));
+    SET("resid_pdrop", json_real(c->dropout));
+    SET("embd_pdrop", json_real(c->dropout));
+    SET("attn_pdrop", json_real(c->dropout));
+    SET("layer_norm_epsilon", json_real(c->norm_eps));
+    SET("initializer_range", json_real(0.02));
+    SET("scale_attn_weights", json_true());
+    SET("scale_attn_by_inverse_layer_idx", json_false());
+    SET("reorder_and_upcast_attn", json_false());
+    SET("tie_word_embeddings", json_true());
+  } else {
+    SET("architectures", json_pack("[s]", "LlamaForCausalLM"));
+    SET("model_type", json_string("llama"));
+    SET("vocab_size", json_integer(c->vocab_size));
+    SET("hidden_size", json_integer(C));
+    SET("intermediate_size", json_integer(c->d_ff));
+    SET("num_hidden_layers", json_integer(c->n_dec_layers));
+    SET("num_attention_heads", json_integer(c->n_heads));
+    SET("num_key_value_heads", json_integer(c->n_kv_heads));
+    SET("head_dim", json_integer(C / c->n_heads));
+    SET("hidden_act", json_string("silu"));
+    SET("max_position_embeddings", json_integer(c->max_len));
+    SET("rms_norm_eps", json_real(c->norm_eps));
+    SET("rope_theta", json_real(c->rope_base));
+    SET("rope_scaling", json_null());
+    SET("attention_bias", json_false());
+    SET("mlp_bias", json_false());
+    SET("attention_dropout", json_real(c->dropout));
+    SET("initializer_range", json_real(0.02));
+    SET("pretraining_tp", json_integer(1));
+    SET("tie_word_embeddings", json_boolean(c->tie_embeddings));
+  }
+  if (c->pad_id >= 0) SET("pad_token_id", json_integer(c->pad_id));
+  SET("torch_dtype", json_string("float32"));
+  SET("use_cache", json_true());
+#undef SET
+  return j;
+}
+
+static const char *join(char *buf, const char *dir, const char *file) {
+  snprintf(buf, PATH_LEN, "%s/%s", dir, file);
+  return buf;
+}
+
+lt_status lt_hf_export(lt_transformer *m, const char *dir) {
+  if (!m) return lt_error_null_arg("hf_export", "m");
+  if (!dir) return lt_error_null_arg("hf_export", "dir");
+  if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_export: directory name too long");
+  const lt_tf_config *c = lt_transformer_config(m);
+  lt_hf_family fam;
+  lt_status s = lt_hf_family_of(c, &fam);
+  if (s != LT_OK) return s;
+  if (mkdir(dir, 0777) != 0 && errno != EEXIST)
+    return lt_error_set(LT_ERR_IO, "hf_export: cannot create directory '%s': %s", dir, strerror(errno));
+  pieces ps = {0};
+  lt_tensor **ts = NULL;
+  const char **names = NULL;
+  char *text = NULL;
+  json_t *cj = NULL;
+  if ((s = layout(m, fam, &ps)) != LT_OK || (s = check_cover(m, &ps)) != LT_OK) goto out;
+  ts = calloc((size_t)ps.n, sizeof *ts);
+  names = calloc((size_t)ps.n, sizeof *names);
+  if (!ts || !names) {
+    s = lt_error_set(LT_ERR_NOMEM, "hf_export: out of memory");
+    goto out;
+  }
+  bool prev = lt_set_grad_enabled(false);
+  for (int i = 0; i < ps.n && s == LT_OK; i++) {
+    names[i] = ps.p[i].hf;
+    if (!(ts[i] = piece_tensor(&ps.p[i]))) s = lt_last_status();
+  }
+  lt_set_grad_enabled(prev);
+  char path[PATH_LEN];
+  const char *mk[] = {"format"}, *mv[] = {"pt"};
+  if (s != LT_OK ||
+      (s = lt_st_save(join(path, dir, LT_HF_WEIGHTS_FILE), ps.n, names, (const lt_tensor *const *)ts, 1, mk, mv)))
+    goto out;
+  if (!(cj = config_json(c, fam)) || !(text = json_dumps(cj, JSON_INDENT(2)))) {
+    s = lt_error_set(LT_ERR_NOMEM, "hf_export: config.json");
+    goto out;
+  }
+  size_t n = strlen(text);
+  text[n] = '\n'; /* json_dumps leaves no newline; the NUL is ours to overwrite, written n + 1 bytes */
+  s = lt_ckpt_write_file(join(path, dir, LT_HF_CONFIG_FILE), text, n + 1);
+out:
+  for (int i = 0; ts && i < ps.n; i++) lt_tensor_free(ts[i]);
+  free(ts);
+  free(names);
+  free(ps.p);
+  free(text);
+  json_decref(cj);
+  return s;
+}
+
+/* ======================================================================== */
+/* config.json                                                              */
+/* ======================================================================== */
+
+bool lt_hf_is_dir(const char *path) {
+  struct stat st;
+  char p[PATH_LEN];
+  if (!path || strlen(path) > PATH_LEN - 64 || stat(path, &st) != 0 || !S_ISDIR(st.st_mode)) return false;
+  return stat(join(p, path, LT_HF_CONFIG_FILE), &st) == 0;
+}
+
+typedef struct cfg_reader {
+  const char *path;
+  json_t *j;
+  lt_status s;
+} cfg_reader;
+
+/* An integer key (required unless def_ok), stored in *out. */
+static void get_int(cfg_reader *r, const char *key, int64_t *out, bool required) {
+  if (r->s != LT_OK) return;
+  json_t *v = json_object_get(r->j, key);
+  if (!v || json_is_null(v)) {
+    if (required) r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is missing", r->path, key);
+    return;
+  }
+  if (!json_is_integer(v)) {
+    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not an integer", r->path, key);
+    return;
+  }
+  *out = json_integer_value(v);
+}
+
+static void get_real(cfg_reader *r, const char *key, double *out) {
+  if (r->s != LT_OK) return;
+  json_t *v = json_object_get(r->j, key);
+  if (!v || json_is_null(v)) return;
+  if (!json_is_number(v)) {
+    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not a number", r->path, key);
+    return;
+  }
+  *out = json_number_value(v);
+}
+
+static void get_bool(cfg_reader *r, const char *key, bool *out) {
+  if (r->s != LT_OK) return;
+  json_t *v = json_object_get(r->j, key);
+  if (!v || json_is_null(v)) return;
+  if (!json_is_boolean(v)) {
+    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not true or false", r->path, key);
+    return;
+  }
+  *out = json_is_true(v);
+}
+
+/* A key that must be absent, null, or one of the given values (strings). */
+static void want_str(cfg_reader *r, const char *key, const char *a, const char *b) {
+  if (r->s != LT_OK) return;
+  json_t *v = json_object_get(r->j, key);
+  if (!v || json_is_null(v)) return;
+  if (!json_is_string(v) || (strcmp(json_string_value(v), a) && (!b || strcmp(json_string_value(v), b))))
+    r->s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key '%s' must be \"%s\"%s%s%s (libtensor runs nothing else)",
+                        r->path, key, a, b ? " or \"" : "", b ? b : "", b ? "\"" : "");
+}
+
+static void want_bool(cfg_reader *r, const char *key, bool want) {
+  bool v = want;
+  get_bool(r, key, &v);
+  if (r->s == LT_OK && v != want)
+    r->s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key '%s' is %s: libtensor's %s", r->path, key,
+                        v ? "true" : "false", want ? "needs true" : "runs only false");
+}
+
+lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *family) {
+  if (!dir) return lt_error_null_arg("hf_read_config", "dir");
+  if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_read_config: directory name too long");
+  char path[PATH_LEN];
+  join(path, dir, LT_HF_CONFIG_FILE);
+  char *text = NULL;
+  size_t n = 0;
+  lt_status s = lt_ckpt_read_file(path, CONFIG_MAX_BYTES, &text, &n);
+  if (s != LT_OK) return s;
+  json_error_t jerr;
+  json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+  free(text);
+  if (!j || !json_is_object(j)) {
+    json_decref(j);
+    return lt_error_set(LT_ERR_FORMAT, "hf config '%s': not a JSON object%s%s", path, j ? "" : ": ",
+                        j ? "" : jerr.text);
+  }
+  cfg_reader r = {path, j, LT_OK};
+  json_t *mt = json_object_get(j, "model_type");
+  lt_hf_family fam;
+  if (json_is_string(mt) && strcmp(json_string_value(mt), "gpt2") == 0) fam = LT_HF_GPT2;
+  else if (json_is_string(mt) && strcmp(json_string_value(mt), "llama") == 0) fam = LT_HF_LLAMA;
+  else {
+    json_decref(j);
+    return lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'model_type' must be \"gpt2\" or \"llama\"", path);
+  }
+  lt_tf_config c = lt_tf_config_default(LT_TF_DECODER_ONLY);
+  c.pre_norm = true, c.scale_embeddings = false, c.pad_id = -1;
+  get_int(&r, "vocab_size", &c.vocab_size, true);
+  get_int(&r, "pad_token_id", &c.pad_id, false);
+  if (fam == LT_HF_GPT2) {
+    c.norm = LT_TF_LAYER_NORM, c.act = LT_ACT_GELU_TANH, c.pos = LT_TF_POS_LEARNED;
+    c.tie_embeddings = true, c.bias = true, c.dropout = 0.1, c.norm_eps = 1e-5;
+    get_int(&r, "n_embd", &c.d_model, true);
+    get_int(&r, "n_layer", &c.n_dec_layers, true);
+    get_int(&r, "n_head", &c.n_heads, true);
+    get_int(&r, "n_positions", &c.max_len, true);
+    c.d_ff = 4 * c.d_model; /* n_inner null: 4 * n_embd, as GPT2MLP */
+    get_int(&r, "n_inner", &c.d_ff, false);
+    c.n_kv_heads = c.n_heads;
+    get_real(&r, "layer_norm_epsilon", &c.norm_eps);
+    get_real(&r, "resid_pdrop", &c.dropout);
+    want_str(&r, "activation_function", "gelu_new", "gelu_pytorch_tanh");
+    want_bool(&r, "tie_word_embeddings", true);
+    want_bool(&r, "scale_attn_weights", true);
+    want_bool(&r, "scale_attn_by_inverse_layer_idx", false);
+    want_bool(&r, "add_cross_attention", false);
+  } else {
+    c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU, c.swiglu = true, c.pos = LT_TF_POS_ROPE;
+    c.tie_embeddings = false, c.bias = false, c.dropout = 0.0, c.norm_eps = 1e-6, c.rope_base = 10000.0;
+    get_int(&r, "hidden_size", &c.d_model, true);
+    get_int(&r, "intermediate_size", &c.d_ff, true);
+    get_int(&r, "num_hidden_layers", &c.n_dec_layers, true);
+    get_int(&r, "num_attention_heads", &c.n_heads, true);
+    c.n_kv_heads = c.n_heads;
+    get_int(&r, "num_key_value_heads", &c.n_kv_heads, false);
+    get_int(&r, "max_position_embeddings", &c.max_len, true);
+    get_real(&r, "rms_norm_eps", &c.norm_eps);
+    get_real(&r, "rope_theta", &c.rope_base);
+    get_real(&r, "attention_dropout", &c.dropout);
+    get_bool(&r, "tie_word_embeddings", &c.tie_embeddings);
+    want_str(&r, "hidden_act", "silu", NULL);
+    want_bool(&r, "attention_bias", false);
+    want_bool(&r, "mlp_bias", false);
+    if (r.s == LT_OK) {
+      json_t *rs = json_object_get(j, "rope_scaling");
+      if (rs && !json_is_null(rs))
+        r.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'rope_scaling' must be null (libtensor's RoPE is "
+                           "unscaled)", path);
+    }
+    int64_t hd = -1;
+    get_int(&r, "head_dim", &hd, false);
+    if (r.s == LT_OK && hd != -1 && (c.n_heads < 1 || hd * c.n_heads != c.d_model))
+      r.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'head_dim' %lld: libtensor needs hidden_size / "
+                         "num_attention_heads = %lld / %lld", path, (long long)hd, (long long)c.d_model,
+                         (long long)c.n_heads);
+  }
+  json_decref(j);
+  if (r.s != LT_OK) return r.s;
+  if (lt_tf_config_validate(&c) != LT_OK || lt_hf_family_of(&c, NULL) != LT_OK) {
+    char msg[1024];
+    snprintf(msg, sizeof msg, "%s", lt_last_error());
+    return lt_error_set(LT_ERR_INVALID, "hf config '%s': %s", path, msg);
+  }
+  if (out) *out = c;
+  if (family) *family = fam;
+  return LT_OK;
+}
+
+/* ======================================================================== */
+/* Import                                                                   */
+/* ======================================================================== */
+
+/* GPT-2 names are found with or without "transformer." (GPT2Model saves them bare). */
+static int find_hf(const lt_st_file *f, const char *name, lt_hf_family fam) {
+  int i = lt_st_find(f, name);
+  if (i < 0 && fam == LT_HF_GPT2 && strncmp(name, "transformer.", 12) == 0) i = lt_st_find(f, name + 12);
+  return i;
+}
+
+static bool ends_with(const char *s, const char *suffix) {
+  size_t a = strlen(s), b = strlen(suffix);
+  return a >= b && strcmp(s + a - b, suffix) == 0;
+}
+
+/* Names a file may hold besides the layout's, ignored: GPT-2's causal-mask
+ * buffers. (A tied head's lm_head.weight is checked separately.) */
+static bool tolerated(const char *name, lt_hf_family fam) {
+  return fam == LT_HF_GPT2 && (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"));
+}
+
+lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
+  if (!dir) return lt_error_null_arg("hf_load_params", "dir");
+  if (!m) return lt_error_null_arg("hf_load_params", "m");
+  if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_load_params: directory name too long");
+  const lt_tf_config *c = lt_transformer_config(m);
+  lt_hf_family fam;
+  lt_status s = lt_hf_family_of(c, &fam);
+  if (s != LT_OK) return s;
+  char path[PATH_LEN];
+  join(path, dir, LT_HF_WEIGHTS_FILE);
+  lt_st_file *f = lt_st_open(path);
+  if (!f) return lt_last_status();
+  pieces ps = {0};
+  int *idx = NULL;
+  if ((s = layout(m, fam, &ps)) != LT_OK || (s = check_cover(m, &ps)) != LT_OK) goto out;
+  if (!(idx = calloc((size_t)ps.n, sizeof *idx))) {
+    s = lt_error_set(LT_ERR_NOMEM, "hf_load_params: out of memory");
+    goto out;
+  }
+  /* 1. every piece present, with its shape and a dtype that loads */
+  for (int i = 0; i < ps.n; i++) {
+    const piece *p = &ps.p[i];
+    if ((idx[i] = find_hf(f, p->hf, fam)) < 0) {
+      s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor '%s' (libtensor's %s) is missing", path, p->hf, p->lt[0]);
+      goto out;
+    }
+    const lt_st_tensor_info *ti = lt_st_info(f, idx[i]);
+    bool same = ti->ndim == p->ndim;
+    for (int k = 0; same && k < p->ndim; k++) same = ti->shape[k] == p->shape[k];
+    if (!same) {
+      s = lt_error_set(LT_ERR_SHAPE, "hf '%s': tensor '%s': shape %s in the file, %s expected by the configuration",
+                       path, ti->name, lt_shape_str(ti->ndim, ti->shape, (char[64]){0}, 64),
+                       lt_shape_str(p->ndim, p->shape, (char[64]){0}, 64));
+      goto out;
+    }
+    if (!lt_st_dtype_loads_into(ti->dtype, p->src[0]->dtype)) {
+      s = lt_error_set(LT_ERR_DTYPE, "hf '%s': tensor '%s': dtype %s does not load into %s", path, ti->name,
+                       lt_st_dtype_name(ti->dtype), lt_dtype_name(p->src[0]->dtype));
+      goto out;
+    }
+  }
+  /* 2. nothing else, but the tolerated names */
+  for (int k = 0; k < lt_st_count(f); k++) {
+    const lt_st_tensor_info *ti = lt_st_info(f, k);
+    bool mine = false;
+    for (int i = 0; i < ps.n && !mine; i++) mine = idx[i] == k;
+    if (mine || tolerated(ti->name, fam)) continue;
+    if (c->tie_embeddings && strcmp(ti->name, "lm_head.weight") == 0) {
+      /* a tied head saved anyway: it must be the embedding, byte for byte */
+      const lt_st_tensor_info *e = lt_st_info(f, idx[0]);
+      if (e->dtype == ti->dtype && e->end - e->begin == ti->end - ti->begin &&
+          memcmp(lt_st_data(f, idx[0]), lt_st_data(f, k), (size_t)(e->end - e->begin)) == 0)
+        continue;
+      s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor 'lm_head.weight' differs from the embedding '%s', but the "
+                       "configuration ties them (tie_word_embeddings)", path, e->name);
+      goto out;
+    }
+    s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor '%s' is not part of the %s layout for this configuration", path,
+                     ti->name, lt_hf_family_name(fam));
+    goto out;
+  }
+  /* 3. write: read straight into the parameter, or convert then split */
+  bool prev = lt_set_grad_enabled(false);
+  for (int i = 0; i < ps.n && s == LT_OK; i++) {
+    const piece *p = &ps.p[i];
+    if (p->op == P_SAME) {
+      s = lt_st_read_into(f, idx[i], p->src[0]);
+      continue;
+    }
+    lt_tensor *t = lt_st_tensor(f, idx[i], p->src[0]->dtype);
+    lt_tensor *v = t && p->op != P_CAT ? lt_transpose(t, 0, 1) : t; /* back to [out, in] */
+    if (!v) {
+      s = lt_last_status();
+      lt_tensor_free(t);
+      continue;
+    }
+    int64_t row = 0;
+    for (int k = 0; k < p->n && s == LT_OK; k++) {
+      lt_tensor *part = lt_narrow(v, 0, row, p->src[k]->shape[0]);
+      s = part ? lt_copy_(p->src[k], part) : lt_last_status();
+      row += p->src[k]->shape[0];
+      lt_tensor_free(part);
+    }
+    if (v != t) lt_tensor_free(v);
+    lt_tensor_free(t);
+  }
+  lt_set_grad_enabled(prev);
+out:
+  free(idx);
+  free(ps.p);
+  lt_st_close(f);
+  return s;
+}
+
+lt_status lt_hf_check_size(const char *dir, const lt_tf_config *c, uint64_t max_bytes) {
+  if (!dir) return lt_error_null_arg("hf_check_size", "dir");
+  if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_check_size: directory name too long");
+  int64_t n_params, in_file = 0;
+  size_t bytes;
+  char path[PATH_LEN];
+  lt_status s = lt_tf_config_size(c, &n_params, &bytes);
+  if (s != LT_OK) return s;
+  lt_st_file *f = lt_st_open(join(path, dir, LT_HF_WEIGHTS_FILE));
+  if (!f) return lt_last_status();
+  for (int i = 0; i < lt_st_count(f); i++) in_file += lt_st_info(f, i)->numel; /* the tensors tile the file: at most its size */
+  lt_st_close(f);
+  if (n_params > in_file)
+    return lt_error_set(LT_ERR_FORMAT, "hf '%s': the configuration describes %lld parameters, the weights file holds "
+                        "%lld", dir, (long long)n_params, (long long)in_file);
+  if (max_bytes && bytes > max_bytes)
+    return lt_error_set(LT_ERR_NOMEM, "hf '%s': the model needs %zu bytes, over the memory cap of %llu", dir, bytes,
+                        (unsigned long long)max_bytes);
+  return LT_OK;
+}
+
+lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes) {
+  lt_tf_config c;
+  if (lt_hf_read_config(dir, &c, NULL) != LT_OK || lt_hf_check_size(dir, &c, max_bytes) != LT_OK) return NULL;
+  lt_generator *g = lt_generator_new(0); /* the values are replaced by the file's */
+  if (!g) return NULL;
+  lt_transformer *m = lt_transformer_new(&c, g);
+  lt_generator_free(g);
+  if (m && lt_hf_load_params(dir, m) != LT_OK) {
+    lt_transformer_free(m);
+    return NULL;
+  }
+  return m;
+}

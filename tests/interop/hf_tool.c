@@ -1,0 +1,99 @@
+/*
+ * tests/interop/hf_tool.c: the C side of tests/interop/test_hf_torch.py,
+ * which compares libtensor's Hugging Face directories with PyTorch models
+ * written from the published GPT-2 and Llama descriptions.
+ *
+ *   hf_tool make gpt2|llama DIR SEED   a tiny model of that layout with
+ *                                      random weights (norms and biases too),
+ *                                      exported to DIR (lt_hf_export)
+ *   hf_tool logits DIR OUT IDS         loads DIR (lt_hf_load), runs the ids
+ *                                      (comma-separated) as one sequence and
+ *                                      writes the logits [1, T, V] to OUT
+ *                                      (safetensors, tensor "logits")
+ *   hf_tool tokenizer DIR              writes libtensor's byte tokenizer to
+ *                                      DIR/libtensor-tokenizer.bin, so that
+ *                                      generate runs on a directory PyTorch
+ *                                      wrote
+ * Exit 0 on success, 1 with a message on stderr otherwise.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "libtensor_transformer.h"
+
+static int fail(const char *what) {
+  fprintf(stderr, "hf_tool: %s: %s\n", what, lt_last_error());
+  return 1;
+}
+
+static int make(const char *family, const char *dir, uint64_t seed) {
+  lt_tf_config c = lt_tf_config_default(LT_TF_DECODER_ONLY);
+  c.vocab_size = 50, c.d_model = 16, c.n_heads = 4, c.n_kv_heads = 4, c.n_dec_layers = 2, c.d_ff = 40;
+  c.max_len = 24, c.dropout = 0.0, c.pad_id = -1;
+  if (strcmp(family, "gpt2") == 0) {
+    c.act = LT_ACT_GELU_TANH;
+  } else {
+    c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU, c.swiglu = true, c.pos = LT_TF_POS_ROPE, c.bias = false;
+    c.tie_embeddings = false, c.n_kv_heads = 2, c.norm_eps = 1e-6, c.rope_base = 10000.0;
+  }
+  lt_generator *g = lt_generator_new(seed);
+  lt_transformer *m = lt_transformer_new(&c, g);
+  if (!m) return fail("building the model");
+  lt_params *P = lt_transformer_params(m);
+  for (int i = 0; i < lt_params_count(P); i++) {
+    const lt_param *p = lt_params_at(P, i);
+    const bool norm = strstr(p->name, "norm") != NULL && strstr(p->name, ".weight");
+    if (lt_init_normal_(g, p->value, norm ? 1.0 : 0.0, norm ? 0.2 : 0.3) != LT_OK) return fail("init");
+  }
+  if (lt_hf_export(m, dir) != LT_OK) return fail("export");
+  lt_transformer_free(m);
+  lt_generator_free(g);
+  return 0;
+}
+
+static int logits(const char *dir, const char *out, const char *ids_text) {
+  lt_transformer *m = lt_hf_load(dir, 0);
+  if (!m) return fail("loading");
+  int64_t ids[256], T = 0;
+  const char *p = ids_text;
+  while (*p && T < 256) {
+    char *end;
+    long long v = strtoll(p, &end, 10);
+    if (end == p) break;
+    ids[T++] = v;
+    p = *end == ',' ? end + 1 : end;
+  }
+  lt_tensor *x = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, T}, ids);
+  lt_tensor *y = x ? lt_transformer_decode(m, x, NULL, NULL, NULL, 0, NULL) : NULL;
+  if (!y) return fail("decode");
+  const char *name[] = {"logits"};
+  const lt_tensor *ts[] = {y};
+  if (lt_st_save(out, 1, name, ts, 0, NULL, NULL) != LT_OK) return fail("saving the logits");
+  lt_tensor_free(x);
+  lt_tensor_free(y);
+  lt_transformer_free(m);
+  return 0;
+}
+
+static int tokenizer(const char *dir) {
+  lt_tokenizer *t = lt_tokenizer_new_byte();
+  void *buf;
+  size_t size;
+  char path[4200];
+  snprintf(path, sizeof path, "%s/%s", dir, LT_HF_TOKENIZER_FILE);
+  if (!t || lt_tokenizer_serialize(t, &buf, &size) != LT_OK || lt_ckpt_write_file(path, buf, size) != LT_OK)
+    return fail("the tokenizer");
+  printf("%lld\n", (long long)lt_tokenizer_vocab_size(t));
+  free(buf);
+  lt_tokenizer_free(t);
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "make") == 0) return make(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+  if (argc == 5 && strcmp(argv[1], "logits") == 0) return logits(argv[2], argv[3], argv[4]);
+  if (argc == 3 && strcmp(argv[1], "tokenizer") == 0) return tokenizer(argv[2]);
+  fprintf(stderr, "usage: hf_tool make gpt2|llama DIR SEED | logits DIR OUT IDS | tokenizer DIR\n");
+  return 2;
+}

@@ -1,0 +1,257 @@
+/*
+ * tests/test_hf.c: models/transformer/hf.h. For tiny GPT-2 and Llama
+ * configurations (Llama with GQA, tied and untied): export, then import,
+ * gives bit-identical parameters and logits; GPT-2's merged c_attn and
+ * Conv1D orientation are checked element by element; configurations that fit
+ * neither layout are refused naming the option; damaged directories
+ * (missing, extra and misshapen tensors, config keys libtensor cannot run)
+ * are refused and leave the model unchanged.
+ * tests/interop/test_hf_torch.py checks the same directories against
+ * PyTorch models written from the published descriptions.
+ */
+#include <check.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "libtensor_transformer.h"
+#include "test_util.h"
+
+static char tmp[] = "/tmp/lt_hf_XXXXXX";
+
+static void tmp_make(void) {
+  strcpy(tmp, "/tmp/lt_hf_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(tmp));
+}
+static void tmp_remove(void) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+static lt_tf_config gpt2_config(void) {
+  lt_tf_config c = lt_tf_config_default(LT_TF_DECODER_ONLY);
+  c.vocab_size = 13, c.d_model = 8, c.n_heads = 2, c.n_kv_heads = 2, c.n_dec_layers = 2, c.d_ff = 24, c.max_len = 16;
+  c.act = LT_ACT_GELU_TANH, c.dropout = 0.0, c.pad_id = 0;
+  return c;
+}
+
+static lt_tf_config llama_config(bool tied) {
+  lt_tf_config c = gpt2_config();
+  c.d_model = 16, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 20, c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU;
+  c.swiglu = true, c.pos = LT_TF_POS_ROPE, c.bias = false, c.tie_embeddings = tied, c.norm_eps = 1e-6;
+  c.rope_base = 500.0, c.pad_id = -1;
+  return c;
+}
+
+/* Logits of m on a fixed batch [2, 7]. */
+static lt_tensor *logits(const lt_transformer *m) {
+  const int64_t ids[] = {1, 5, 2, 12, 0, 7, 3, 4, 4, 9, 11, 6, 10, 2};
+  lt_tensor *x = LT_NN(lt_test_from_i64(LT_DTYPE_I64, 2, (int64_t[]){2, 7}, ids));
+  lt_tensor *y = LT_NN(lt_transformer_decode(m, x, NULL, NULL, NULL, 0, NULL));
+  lt_tensor_free(x);
+  return y;
+}
+
+static void assert_bit_identical(const lt_tensor *a, const lt_tensor *b, const char *what) {
+  ck_assert_int_eq(a->numel, b->numel);
+  ck_assert_int_eq(a->dtype, b->dtype);
+  ck_assert_msg(memcmp(a->data, b->data, (size_t)a->numel * lt_dtype_size(a->dtype)) == 0, "%s differ", what);
+}
+
+/* Export m (seeded init), import, compare every parameter and the logits bit for bit. */
+static void round_trip(const lt_tf_config *c, lt_hf_family want) {
+  lt_hf_family fam;
+  LT_OK_OR_FAIL(lt_hf_family_of(c, &fam));
+  ck_assert_int_eq(fam, want);
+  lt_generator *g = lt_generator_new(7);
+  lt_transformer *m = LT_NNP(lt_transformer_new(c, g));
+  /* nonzero norms and biases, so that a swapped or missing one shows */
+  lt_params *P = lt_transformer_params(m);
+  for (int i = 0; i < lt_params_count(P); i++) LT_OK_OR_FAIL(lt_init_normal_(g, lt_params_at(P, i)->value, 0.1, 0.5));
+  const char *dir = lt_test_join(tmp, lt_hf_family_name(want));
+  LT_OK_OR_FAIL(lt_hf_export(m, dir));
+  ck_assert(lt_hf_is_dir(dir));
+  lt_tf_config back;
+  LT_OK_OR_FAIL(lt_hf_read_config(dir, &back, &fam));
+  ck_assert_int_eq(fam, want);
+  ck_assert_int_eq(back.n_kv_heads, c->n_kv_heads);
+  ck_assert_int_eq(back.tie_embeddings, c->tie_embeddings);
+  ck_assert(back.norm_eps == c->norm_eps && back.rope_base == (c->pos == LT_TF_POS_ROPE ? c->rope_base : back.rope_base));
+  ck_assert_int_eq(back.pad_id, c->pad_id);
+  lt_transformer *m2 = lt_hf_load(dir, 0);
+  ck_assert_msg(m2 != NULL, "%s", lt_last_error());
+  lt_params *P2 = lt_transformer_params(m2);
+  ck_assert_int_eq(lt_params_count(P2), lt_params_count(P));
+  for (int i = 0; i < lt_params_count(P); i++) {
+    const lt_param *a = lt_params_at(P, i);
+    assert_bit_identical(a->value, LT_NN(lt_params_find(P2, a->name)), a->name);
+  }
+  lt_tensor *y = logits(m), *y2 = logits(m2);
+  assert_bit_identical(y, y2, "logits");
+  printf("hf %s: %d tensors, logits [2,7,%lld] bit-identical after export and import\n", lt_hf_family_name(want),
+         lt_params_count(P), (long long)c->vocab_size);
+
+  if (want == LT_HF_GPT2) {
+    /* c_attn.weight [C, 3C]: column o < C is q_proj's row o (Conv1D: x @ W) */
+    char path[600];
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    lt_st_file *f = LT_NNP(lt_st_open(path));
+    ck_assert_str_eq(lt_st_metadata_get(f, "format"), "pt");
+    lt_tensor *w = LT_NN(lt_st_tensor(f, lt_st_find(f, "transformer.h.1.attn.c_attn.weight"), LT_DTYPE_F32));
+    const lt_tensor *q = lt_params_find(P, "decoder.layers.1.self_attn.q_proj.weight");
+    const lt_tensor *v = lt_params_find(P, "decoder.layers.1.self_attn.v_proj.weight");
+    const int64_t C = c->d_model;
+    LT_ASSERT_SHAPE(w, C, 3 * C);
+    const float *W = w->data, *Q = q->data, *V = v->data;
+    for (int64_t o = 0; o < C; o++)
+      for (int64_t j = 0; j < C; j++) {
+        ck_assert(W[j * 3 * C + o] == Q[o * C + j]);
+        ck_assert(W[j * 3 * C + 2 * C + o] == V[o * C + j]);
+      }
+    ck_assert_int_lt(lt_st_find(f, "lm_head.weight"), 0); /* tied: not written */
+    lt_tensor_free(w);
+    lt_st_close(f);
+  }
+  LT_FREE_ALL(y, y2);
+  lt_transformer_free(m);
+  lt_transformer_free(m2);
+  lt_generator_free(g);
+}
+
+START_TEST(gpt2_round_trip) {
+  lt_tf_config c = gpt2_config();
+  round_trip(&c, LT_HF_GPT2);
+}
+END_TEST
+
+START_TEST(llama_round_trip) {
+  lt_tf_config c = llama_config(false);
+  round_trip(&c, LT_HF_LLAMA);
+  tmp_remove(), tmp_make();
+  c = llama_config(true);
+  round_trip(&c, LT_HF_LLAMA);
+}
+END_TEST
+
+START_TEST(refusals) {
+  lt_tf_config c = lt_tf_config_default(LT_TF_ENCODER_DECODER);
+  c.vocab_size = 10;
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "arch encoder-decoder");
+  c = lt_tf_config_default(LT_TF_DECODER_ONLY);
+  c.vocab_size = 10;
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "act gelu_tanh");
+  c = gpt2_config(), c.pos = LT_TF_POS_ROPE;
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "pos learned; this model has pos rope");
+  c = gpt2_config(), c.tie_embeddings = false;
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "tie_embeddings");
+  c = gpt2_config(), c.n_kv_heads = 1;
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "n_kv_heads");
+  c = gpt2_config(), c.pre_norm = false;
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "pre_norm");
+  c = llama_config(false), c.bias = true;
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "bias false");
+  c = llama_config(false), c.swiglu = false, c.act = LT_ACT_GELU;
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "swiglu with act silu");
+  c = llama_config(false), c.scale_embeddings = true;
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "scale_embeddings");
+  /* export refuses too, and writes nothing */
+  c = lt_tf_config_default(LT_TF_DECODER_ONLY);
+  c.vocab_size = 10;
+  lt_generator *g = lt_generator_new(1);
+  lt_transformer *m = LT_NNP(lt_transformer_new(&c, g));
+  const char *dir = lt_test_join(tmp, "no");
+  LT_EXPECT_ERR(lt_hf_export(m, dir), LT_ERR_INVALID, "act gelu_tanh");
+  ck_assert(!lt_hf_is_dir(dir));
+  lt_transformer_free(m);
+  lt_generator_free(g);
+}
+END_TEST
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+START_TEST(damaged_directories) {
+  lt_tf_config c = llama_config(false);
+  lt_generator *g = lt_generator_new(3);
+  lt_transformer *m = LT_NNP(lt_transformer_new(&c, g));
+  const char *dir = lt_test_join(tmp, "llama");
+  LT_OK_OR_FAIL(lt_hf_export(m, dir));
+  char wpath[600], cpath[600];
+  snprintf(wpath, sizeof wpath, "%s/model.safetensors", dir);
+  snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+  lt_st_file *f = LT_NNP(lt_st_open(wpath));
+  const int n = lt_st_count(f);
+  const char **names = calloc((size_t)n + 1, sizeof *names);
+  lt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+  for (int i = 0; i < n; i++) names[i] = lt_st_info(f, i)->name, ts[i] = LT_NN(lt_st_tensor(f, i, LT_DTYPE_F32));
+  lt_transformer *other = LT_NNP(lt_transformer_new(&c, g));
+  lt_tensor *before = logits(other);
+  /* one tensor missing */
+  const char *k[] = {"format"}, *v[] = {"pt"};
+  LT_OK_OR_FAIL(lt_st_save(wpath, n - 1, names + 1, (const lt_tensor *const *)ts + 1, 1, k, v));
+  LT_EXPECT_ERR(lt_hf_load_params(dir, other), LT_ERR_INVALID, "is missing");
+  /* one extra */
+  lt_tensor *extra = LT_NN(lt_zeros(LT_DTYPE_F32, 1, (int64_t[]){2}));
+  names[n] = "model.layers.0.self_attn.rotary_emb.inv_freq", ts[n] = extra;
+  LT_OK_OR_FAIL(lt_st_save(wpath, n + 1, names, (const lt_tensor *const *)ts, 1, k, v));
+  LT_EXPECT_ERR(lt_hf_load_params(dir, other), LT_ERR_INVALID, "'model.layers.0.self_attn.rotary_emb.inv_freq' is not part");
+  /* one misshapen: the first tensor transposed */
+  lt_tensor *t0 = ts[0], *tt = LT_NN(lt_transpose(t0, 0, 1));
+  ts[0] = tt;
+  LT_OK_OR_FAIL(lt_st_save(wpath, n, names, (const lt_tensor *const *)ts, 1, k, v));
+  LT_EXPECT_ERR(lt_hf_load_params(dir, other), LT_ERR_SHAPE, "shape [16,13] in the file");
+  ts[0] = t0;
+  lt_tensor *after = logits(other);
+  assert_bit_identical(before, after, "the model after failed loads");
+  /* config keys libtensor cannot run */
+  LT_OK_OR_FAIL(lt_st_save(wpath, n, names, (const lt_tensor *const *)ts, 1, k, v));
+  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+                    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16,"
+                    "\"hidden_act\": \"gelu\"}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "key 'hidden_act' must be \"silu\"");
+  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+                    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16,"
+                    "\"rope_scaling\": {\"type\": \"linear\", \"factor\": 2.0}}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "rope_scaling");
+  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": \"16\"}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "key 'hidden_size' is not an integer");
+  /* a configuration that claims more than the file holds is refused before the model is built */
+  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+                    "\"num_hidden_layers\": 100000, \"num_attention_heads\": 4, \"max_position_embeddings\": 16}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "the configuration describes");
+  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+                    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
+                    "\"max_position_embeddings\": 16}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 1000), LT_ERR_NOMEM, "over the memory cap");
+  write_text(cpath, "{\"model_type\": \"bert\"}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "model_type");
+  write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
+                    "\"n_positions\": 8, \"activation_function\": \"relu\"}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "activation_function");
+  /* the GPT-2 config, with llama weights: names missing */
+  write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
+                    "\"n_positions\": 8}");
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "'transformer.wte.weight' (libtensor's embed.weight) is missing");
+  for (int i = 0; i < n; i++) lt_tensor_free(ts[i]);
+  free(ts);
+  free(names);
+  LT_FREE_ALL(extra, tt, before, after);
+  lt_st_close(f);
+  lt_transformer_free(m);
+  lt_transformer_free(other);
+  lt_generator_free(g);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("hf");
+  TCase *tc = LT_TEST_CASE(s, "hf", 120, gpt2_round_trip, llama_round_trip, refusals, damaged_directories);
+  tcase_add_checked_fixture(tc, tmp_make, tmp_remove);
+  return lt_test_run(s);
+}
