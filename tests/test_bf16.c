@@ -125,6 +125,7 @@ END_TEST
 /* Result dtypes follow PyTorch: bf16 op bf16 -> bf16, bf16 op f32 -> f32,
  * bf16 op integer -> bf16, reductions keep bf16, argmax gives i64. */
 START_TEST(test_bf16_dtype_rules) {
+  lt_scope *scope = lt_scope_begin(); /* the intermediates of nested calls */
   lt_tensor *b = LT_NN(lt_to_dtype(LT_NN(lt_arange(LT_DTYPE_F32, -3, 3, 0.75)), LT_DTYPE_BF16));
   lt_tensor *f = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(8)));
   lt_tensor *i = LT_NN(lt_ones(LT_DTYPE_I32, LT_SHAPE(8)));
@@ -153,12 +154,14 @@ START_TEST(test_bf16_dtype_rules) {
   LT_OK_OR_FAIL(lt_item(p, &v));
   ck_assert_double_eq(v, 256);
   LT_FREE_ALL(b, f, i, c, want_c, k256, p);
+  lt_scope_end(scope);
 }
 END_TEST
 
 /* lt_to_dtype is differentiable both ways: the gradient is cast back to the
  * input's dtype. */
 START_TEST(test_bf16_cast_grad) {
+  lt_scope *scope = lt_scope_begin(); /* the intermediates of nested calls */
   lt_tensor *x = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(3), (float[]){0.5f, -1.25f, 3}));
   LT_OK_OR_FAIL(lt_requires_grad_(x, true));
   lt_tensor *w = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(3), (float[]){1.0f / 3, 2, -0.1f}));
@@ -178,6 +181,7 @@ START_TEST(test_bf16_cast_grad) {
   ck_assert_int_eq(bl->grad->dtype, LT_DTYPE_BF16);
   ck_assert(lt_equal(bl->grad, wb));
   LT_FREE_ALL(x, w, wb, y, wf, b, bl, z);
+  lt_scope_end(scope);
 }
 END_TEST
 
