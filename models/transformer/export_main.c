@@ -4,12 +4,13 @@
  * (models/transformer/hf.h; docs/interop.md):
  *     export --checkpoint CKPT --format hf --out DIR
  * writes DIR/model.safetensors, DIR/config.json and, when the checkpoint
- * holds one, DIR/libtensor-tokenizer.bin (the tokenizer as the checkpoint
- * holds it). A configuration that is neither GPT-2's nor Llama's is refused,
+ * holds one, the tokenizer twice: DIR/libtensor-tokenizer.bin (as the
+ * checkpoint holds it; what generate and train read back) and
+ * DIR/tokenizer.json (lt_tokenizer_save_json, for other tools). A configuration that is neither GPT-2's nor Llama's is refused,
  * naming the option that does not fit.
  *
  * What this is not: an importer (generate and train read such directories
- * themselves), nor a tokenizer.json writer.
+ * themselves).
  *
  * Exit status (cli/cli.h): 0 on success, 1 for data errors (the checkpoint,
  * a configuration without a Hugging Face layout, a failed write), 2 for
@@ -56,7 +57,7 @@ static const lt_cli CLI = {
                 "\n"
                 "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's or\n"
                 "Llama's tensor names), config.json (GPT2Config's or LlamaConfig's keys) and\n"
-                "libtensor-tokenizer.bin (the checkpoint's tokenizer). generate --checkpoint DIR and\n"
+                "the checkpoint's tokenizer (libtensor-tokenizer.bin, tokenizer.json). generate --checkpoint DIR and\n"
                 "train --init-from DIR read it back (docs/interop.md).\n"
                 "\n"
                 "Options (--flag VALUE or --flag=VALUE):\n",
@@ -113,6 +114,13 @@ int main(int argc, char **argv) {
   const bool has_tok = info->extra && lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &size) == LT_OK;
   if (has_tok && lt_ckpt_write_file(path, blob, size) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o.out, lt_last_error());
+  if (has_tok) { /* and in the Hugging Face tokenizers format, for other tools (docs/datasets.md) */
+    lt_tokenizer *tok = lt_tokenizer_deserialize(blob, size);
+    snprintf(path, sizeof path, "%s/tokenizer.json", o.out);
+    if (!tok || lt_tokenizer_save_json(tok, path) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': the tokenizer: %s", o.out, lt_last_error());
+    lt_tokenizer_free(tok);
+  }
   printf("export: %s -> %s/ (%s layout, %lld parameters%s)\n", o.checkpoint, o.out,
          lt_hf_family_name(fam), (long long)n_params,
          has_tok ? ", tokenizer" : ", no tokenizer in the checkpoint");

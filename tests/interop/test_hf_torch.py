@@ -15,9 +15,10 @@ written with a few lines of numpy (the safetensors package is not in Debian).
       the same logits as libtensor (max difference <= 1e-5).
   PyTorch -> libtensor: a random PyTorch model of each layout is written as
       model.safetensors + config.json; libtensor loads it (hf_tool logits)
-      with the same logits, and `generate --checkpoint DIR` runs on it.
+      with the same logits, `generate --checkpoint DIR` runs on it, and
+      `train --init-from DIR` fine-tunes it (a model flag that differs is refused).
 
-    test_hf_torch.py HF_TOOL GENERATE      (ctest runs it: interop_hf_torch)
+    test_hf_torch.py HF_TOOL GENERATE TRAIN     (ctest runs it: interop_hf_torch)
 Exit 0 on success, 1 on a mismatch, 77 (skipped) when torch is absent.
 """
 import json
@@ -191,7 +192,7 @@ def random_model(family, seed, vocab):
 
 
 def main():
-    tool, generate = sys.argv[1], sys.argv[2]
+    tool, generate, train = sys.argv[1], sys.argv[2], sys.argv[3]
     failed = False
     with tempfile.TemporaryDirectory() as tmp:
         for family, seed in (("gpt2", 11), ("llama", 12)):
@@ -223,6 +224,19 @@ def main():
             print("%-5s generate --checkpoint DIR: exit %d" % (family, g.returncode))
             if g.returncode != 0:
                 print(g.stderr.decode(errors="replace"))
+                failed = True
+            # fine-tune from the directory: weights, configuration and tokenizer from it
+            text = os.path.join(tmp, "text.txt")
+            open(text, "w").write("the quick brown fox jumps over the lazy dog. " * 40)
+            run = [train, "--init-from", d, "--text", text, "--steps", "2", "--batch", "4", "--no-ckpt",
+                   "--threads", "1", "--eval-every", "1"]
+            t = subprocess.run(run, capture_output=True, encoding="utf-8", errors="replace")
+            ok = t.returncode == 0 and "validation at step 1" in t.stdout
+            print("%-5s train --init-from DIR: exit %d" % (family, t.returncode))
+            t2 = subprocess.run(run + ["--d-model", "64"], capture_output=True, encoding="utf-8", errors="replace")
+            ok = ok and t2.returncode == 2 and "differs from --init-from" in t2.stderr
+            if not ok:
+                print(t.stdout[-2000:], t.stderr[-2000:], t2.stderr[-2000:])
                 failed = True
     print("FAILED" if failed else "ok")
     return 1 if failed else 0
