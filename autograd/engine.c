@@ -203,7 +203,7 @@ static lt_status apply_hook(lt_grad_hook hook, void *user, const lt_tensor *t, l
   if (!r) return LT_OK;
   if (r == *pg) /* a hook returned its argument: treat as "keep" */
     return LT_OK;
-  if (!shape_eq(r->ndim, r->shape, ndim, shape) || !lt_dtype_is_float(r->dtype)) {
+  if (!shape_eq(r->ndim, r->shape, ndim, shape) || !lt_dtype_is_floating(r->dtype)) {
     lt__err(LT_ERR_AUTOGRAD, "backward: the hook of %s returned a gradient %s for a tensor of shape %s %s",
             who, LT__D(r), LT__S(ndim, shape), lt_dtype_name(dtype));
     lt_tensor_free(r);
@@ -498,7 +498,7 @@ static lt_status run_node(engine *e, lt_node *n) {
       s = lt__err(LT_ERR_AUTOGRAD, "backward of '%s' returned no gradient for its input %d", name, i);
       goto fail;
     }
-    if (gin[i] && !lt_dtype_is_float(gin[i]->dtype)) {
+    if (gin[i] && !lt_dtype_is_floating(gin[i]->dtype)) {
       s = lt__err(LT_ERR_AUTOGRAD, "backward of '%s' returned a gradient %s for input %d: gradients must be float",
                   name, LT__D(gin[i]), i);
       goto fail;
@@ -542,7 +542,7 @@ static lt_status prepare_leaf(leaf_acc *a) {
   if (s != LT_OK) return s;
   if (leaf->grad) {
     if (!shape_eq(leaf->grad->ndim, leaf->grad->shape, a->acc->ndim, a->acc->shape) ||
-        !lt_dtype_is_float(leaf->grad->dtype))
+        !lt_dtype_is_floating(leaf->grad->dtype))
       return lt__err(LT_ERR_AUTOGRAD, "backward: leaf %s has a .grad %s that does not match it",
                      LT__D(leaf), LT__D(leaf->grad));
     return LT_OK;
@@ -580,7 +580,7 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
                    "backward: root %s does not require grad and has no grad_fn (was it computed "
                    "with grad mode off, or from inputs that do not require grad?)",
                    LT__D(root));
-  if (!lt_dtype_is_float(root->dtype))
+  if (!lt_dtype_is_floating(root->dtype))
     return lt__err(LT_ERR_DTYPE, "backward: root %s is not a float tensor", LT__D(root));
   if (!grad_output && root->numel != 1)
     return lt__err(LT_ERR_SHAPE,
@@ -590,7 +590,7 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
   if (grad_output && !shape_eq(grad_output->ndim, grad_output->shape, root->ndim, root->shape))
     return lt__err(LT_ERR_SHAPE, "backward: grad_output is %s but root is %s: shapes must match",
                    LT__D(grad_output), LT__D(root));
-  if (grad_output && !lt_dtype_is_float(grad_output->dtype))
+  if (grad_output && !lt_dtype_is_floating(grad_output->dtype))
     return lt__err(LT_ERR_DTYPE, "backward: grad_output %s must be a float tensor (root is %s)",
                    LT__D(grad_output), LT__D(root));
 

@@ -3,8 +3,12 @@
  * directly, f32, on the shapes a Transformer uses. Prints a Markdown table
  * (docs/gemm.md keeps the latest one) with the ratio lt/raw per row.
  *
- * Usage: bench_gemm [--quick] [--switch] [threads ...]   (default threads: 1 2)
+ * Usage: bench_gemm [--quick] [--switch] [--dtype f32|bf16] [threads ...]   (default threads: 1 2)
  *   --quick   fewer repeats (a smoke run)
+ *   --dtype bf16  instead of lt vs raw BLIS, time lt_matmul three ways in the
+ *             same run: f32 (BLIS), bf16 operands (oneDNN, bf16 out) and f32
+ *             under autocast (bf16 copies made per call, f32 out), with the
+ *             ratios to f32 (docs/mixed-precision.md keeps the table)
  *   --switch  also time batched products both ways (one product per thread,
  *             or one after another with BLIS threads) to place the switch
  *             point lt__matmul_batch_par_max
@@ -69,6 +73,7 @@ static const row rows[] = {
 
 typedef struct {
   lt_tensor *a_store, *b_store, *a, *b; /* a, b: the operands lt_matmul gets */
+  lt_tensor *a16, *b16;                 /* bf16 copies, same orientation (--dtype bf16) */
   float *c;                             /* raw output */
   int64_t rsa, csa, rsb, csb, bsa, bsb; /* strides raw BLIS gets (elements) */
 } operands;
@@ -103,12 +108,15 @@ static void make(const row *r, operands *o) {
   o->csb = o->b->stride[o1 + 1];
   o->bsa = r->m * r->k;
   o->bsb = r->k * r->n;
+  o->a16 = o->b16 = NULL;
   o->c = malloc(sizeof(float) * (size_t)(nb * r->m * r->n));
   if (!o->c) die("malloc");
   memset(o->c, 0, sizeof(float) * (size_t)(nb * r->m * r->n));
 }
 
 static void unmake(operands *o) {
+  lt_tensor_free(o->a16);
+  lt_tensor_free(o->b16);
   lt_tensor_free(o->a);
   lt_tensor_free(o->b);
   lt_tensor_free(o->a_store);
@@ -130,6 +138,45 @@ static void run_lt(const operands *o) {
   lt_tensor *c = lt_matmul(o->a, o->b);
   if (!c) die("lt_matmul");
   lt_tensor_free(c);
+}
+
+/* --dtype bf16: bf16 copies of the stores, viewed as the f32 operands are. */
+static void make_bf16(const row *r, operands *o) {
+  lt_tensor *as = lt_to_dtype(o->a_store, LT_DTYPE_BF16), *bs = lt_to_dtype(o->b_store, LT_DTYPE_BF16);
+  if (!as || !bs) die("lt_to_dtype");
+  o->a16 = r->ta ? lt_transpose(as, -2, -1) : lt_tensor_retain(as);
+  o->b16 = r->tb ? lt_transpose(bs, -2, -1) : lt_tensor_retain(bs);
+  lt_tensor_free(as);
+  lt_tensor_free(bs);
+  if (!o->a16 || !o->b16) die("lt_transpose");
+}
+
+static void run_way(const operands *o, int way) { /* 0 f32, 1 bf16, 2 f32 under autocast */
+  lt_dtype prev = lt_set_autocast(way == 2 ? LT_DTYPE_BF16 : LT_DTYPE_F32);
+  lt_tensor *c = way == 1 ? lt_matmul(o->a16, o->b16) : lt_matmul(o->a, o->b);
+  lt_set_autocast(prev);
+  if (!c) die("lt_matmul");
+  lt_tensor_free(c);
+}
+
+/* Best-of times of the three ways, each repeat running them in a rotating
+ * order so that noise hits all three alike. */
+static void time_ways(const operands *o, bool quick, double best[3]) {
+  double t0 = now();
+  for (int w = 0; w < 3; w++) run_way(o, w), run_way(o, w); /* warm-up, primitive cache */
+  double once = (now() - t0) / 6;
+  int reps = once > 0 ? (int)((quick ? 0.3 : 1.5) / (3 * once)) : 50;
+  if (reps < (quick ? 2 : 5)) reps = quick ? 2 : 5;
+  if (reps > 200) reps = 200;
+  best[0] = best[1] = best[2] = 1e30;
+  for (int i = 0; i < reps; i++)
+    for (int j = 0; j < 3; j++) {
+      int w = (i + j) % 3;
+      double a = now();
+      run_way(o, w);
+      double t = now() - a;
+      if (t < best[w]) best[w] = t;
+    }
 }
 
 /* Best-of times of raw and lt, alternating. */
@@ -256,14 +303,16 @@ static void switch_sweep(bool quick) {
 }
 
 int main(int argc, char **argv) {
-  bool quick = false, sweep = false;
+  bool quick = false, sweep = false, bf16 = false;
   int threads[8], nthreads = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--switch")) sweep = true;
+    else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && (!strcmp(argv[i + 1], "bf16") || !strcmp(argv[i + 1], "f32")))
+      bf16 = !strcmp(argv[++i], "bf16");
     else if (nthreads < 8 && atoi(argv[i]) > 0) threads[nthreads++] = atoi(argv[i]);
     else {
-      fprintf(stderr, "usage: %s [--quick] [--switch] [threads ...]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--switch] [--dtype f32|bf16] [threads ...]\n", argv[0]);
       return 2;
     }
   }
@@ -279,6 +328,29 @@ int main(int argc, char **argv) {
     if (lt_set_num_threads(threads[ti]) != LT_OK) die("lt_set_num_threads");
     bli_thread_set_num_threads(threads[ti]); /* raw calls use BLIS's global setting */
     cpu_mark m0 = mark();
+    if (bf16) {
+      lt_runtime_info info;
+      if (lt_runtime_get_info(&info) != LT_OK) die("lt_runtime_get_info");
+      printf("\n### bf16 vs f32, %d thread%s (bf16 products: %s)\n\n", threads[ti], threads[ti] > 1 ? "s" : "",
+             info.bf16_gemm);
+      printf("| shape (m x n x k) | f32 GFLOP/s | bf16 GFLOP/s | autocast GFLOP/s | bf16/f32 | autocast/f32 |\n"
+             "|---|---:|---:|---:|---:|---:|\n");
+      for (size_t i = 0; i < sizeof rows / sizeof *rows; i++) {
+        const row *r = &rows[i];
+        operands o;
+        make(r, &o);
+        make_bf16(r, &o);
+        double best[3];
+        time_ways(&o, quick, best);
+        double fl = 2.0 * (double)((r->nb ? r->nb : 1) * r->m * r->n * r->k);
+        printf("| %s | %.1f | %.1f | %.1f | %.2f | %.2f |\n", r->name, fl / best[0] * 1e-9, fl / best[1] * 1e-9,
+               fl / best[2] * 1e-9, best[0] / best[1], best[0] / best[2]);
+        fflush(stdout);
+        unmake(&o);
+      }
+      print_others(m0);
+      continue;
+    }
     printf("\n### f32, %d thread%s\n\n", threads[ti], threads[ti] > 1 ? "s" : "");
     printf("| shape (m x n x k) | lt GFLOP/s | raw BLIS GFLOP/s | lt/raw |\n|---|---:|---:|---:|\n");
     fflush(stdout);

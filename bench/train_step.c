@@ -9,6 +9,9 @@
  *
  * Usage: bench_train_step [--config small|medium|encdec|all] [--steps N]
  *                         [--warmup N] [--threads N] [--no-peak] [--csv]
+ *                         [--precision f32|bf16]
+ * --precision bf16 runs the steps (and the GEMM peak) under autocast
+ * (lt_set_autocast: bf16 products with f32 accumulation; docs/mixed-precision.md).
  *
  * The configurations (issue 7):
  *   small   GPT-style: V 256, C 256, 4 layers, 4 heads, T 128, B 16
@@ -285,14 +288,14 @@ static double gemm_peak(int64_t n, int reps) {
 static void usage(void) {
   fprintf(stderr,
           "usage: bench_train_step [--config small|medium|encdec|all] [--steps N] [--warmup N] [--threads N]\n"
-          "                        [--no-peak] [--csv]\n");
+          "                        [--no-peak] [--csv] [--precision f32|bf16]\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   const char *which = "all";
   int steps = 10, warmup = 2, threads = 0;
-  bool peak = true, csv = false;
+  bool peak = true, csv = false, bf16 = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
@@ -300,17 +303,21 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-peak")) peak = false;
     else if (!strcmp(argv[i], "--csv")) csv = true;
+    else if (!strcmp(argv[i], "--precision") && i + 1 < argc && (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "bf16")))
+      bf16 = !strcmp(argv[++i], "bf16");
     else usage();
   }
   if (steps < 1 || warmup < 0) usage();
   TRY(lt_init(), "init");
   if (threads > 0) TRY(lt_set_num_threads(threads), "set_num_threads");
+  if (bf16) lt_set_autocast(LT_DTYPE_BF16); /* steps and the peak alike */
   lt_runtime_info info;
   TRY(lt_runtime_get_info(&info), "runtime info");
   if (!csv)
-    printf("libtensor %s, BLIS kernels %s, %d threads (OMP_WAIT_POLICY=%s), %d warm-up + %d timed steps\n",
+    printf("libtensor %s, BLIS kernels %s, %d threads (OMP_WAIT_POLICY=%s), %d warm-up + %d timed steps, "
+           "precision %s (bf16 products: %s)\n",
            info.version, info.blas_arch, info.num_threads, getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset",
-           warmup, steps);
+           warmup, steps, bf16 ? "bf16 (autocast)" : "f32", info.bf16_gemm);
 
   result res[3];
   bool ran[3] = {false, false, false};
@@ -330,8 +337,8 @@ int main(int argc, char **argv) {
       if (!(gpeak >= gf)) gpeak = gf;
     }
   if (!csv && peak)
-    printf("GEMM peak (lt_matmul f32, best of 512^3, 1024^3, 2048^3, %d threads): %.1f GFLOP/s\n",
-           info.num_threads, gpeak);
+    printf("GEMM peak (lt_matmul f32%s, best of 512^3, 1024^3, 2048^3, %d threads): %.1f GFLOP/s\n",
+           bf16 ? " under autocast" : "", info.num_threads, gpeak);
   if (csv) printf("config,threads,params,tokens,tok_s,ms_med,ms_min,peak_mib,base_mib,gflop,gflops,frac_peak,loss0,loss1\n");
   else
     printf("%-7s %10s %8s %10s %9s %9s %9s %10s %8s %7s %9s\n", "config", "params", "tokens", "tokens/s", "ms med",

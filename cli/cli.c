@@ -434,3 +434,8 @@ int lt_cli_usage(const lt_cli *cli, FILE *f) {
   if (cli->epilogue) fprintf(f, "\n%s", cli->epilogue);
   return ferror(f) ? -1 : 0;
 }
+
+const char *lt_cli_precision_name(int i) {
+  static const char *const names[LT_CLI_PRECISION_COUNT] = {"f32", "bf16"};
+  return i >= 0 && i < LT_CLI_PRECISION_COUNT ? names[i] : "unknown";
+}

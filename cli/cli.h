@@ -73,6 +73,14 @@ void lt_cli_write(FILE *f, const void *p, size_t n, const char *what);
 /* fflush(f), with the same failure as lt_cli_write. */
 void lt_cli_flush(FILE *f, const char *what);
 
+/* ---- --precision, the same option in every program ---------------------------- */
+
+/* The values of an LT_CLI_ENUM --precision option (train, generate,
+ * bench_train_step): f32, or bf16 = autocast on (the program calls
+ * lt_set_autocast(LT_DTYPE_BF16); docs/mixed-precision.md). */
+enum { LT_CLI_PRECISION_F32, LT_CLI_PRECISION_BF16, LT_CLI_PRECISION_COUNT };
+const char *lt_cli_precision_name(int i); /* "f32", "bf16"; "unknown" out of range */
+
 /* ---- the option table -------------------------------------------------------- */
 
 /* The type of an option's field in the caller's struct:

@@ -201,8 +201,9 @@ EW_UNARY_INT(EW_UI_DEF)
 EW_UNARY_BOOL(EW_UB_DEF)
 
 static const lt__loop_fn unary_kernels[EW_U_COUNT][LT_DTYPE_COUNT] = {
-#define EW_UF_REG(N, E) \
-  [EW_U_##N][LT_DTYPE_F32] = u_##N##_f32, [EW_U_##N][LT_DTYPE_F64] = u_##N##_f64,
+#define EW_UF_REG(N, E)                                                        \
+  [EW_U_##N][LT_DTYPE_F32] = u_##N##_f32, [EW_U_##N][LT_DTYPE_F64] = u_##N##_f64, \
+  [EW_U_##N][LT_DTYPE_BF16] = u_##N##_f32,
 #define EW_UI_REG(N, E) \
   [EW_U_##N][LT_DTYPE_I32] = u_##N##_i32, [EW_U_##N][LT_DTYPE_I64] = u_##N##_i64,
 #define EW_UB_REG(N, E) [EW_U_##N][LT_DTYPE_BOOL] = u_##N##_b8,
@@ -250,7 +251,9 @@ enum {
 EW_GRAD_FLOAT(EW_G_DEF)
 #undef EW_G_DEF
 static const lt__loop_fn grad_kernels[EW_G_COUNT][LT_DTYPE_COUNT] = {
-#define EW_G_REG(N, E) [EW_G_##N][LT_DTYPE_F32] = g_##N##_f32, [EW_G_##N][LT_DTYPE_F64] = g_##N##_f64,
+#define EW_G_REG(N, E)                                                      \
+  [EW_G_##N][LT_DTYPE_F32] = g_##N##_f32, [EW_G_##N][LT_DTYPE_F64] = g_##N##_f64, \
+  [EW_G_##N][LT_DTYPE_BF16] = g_##N##_f32,
     EW_GRAD_FLOAT(EW_G_REG)
 #undef EW_G_REG
 };
@@ -337,8 +340,9 @@ EW_COMPARE(EW_BC_DEF)
 
 /* binary_kernels[op][dtype]: NULL where the op is not defined for the dtype. */
 static const lt__loop_fn binary_kernels[LT_BINARY_COUNT][LT_DTYPE_COUNT] = {
-#define EW_BF_REG(N, E) \
-  [LT_BINARY_##N][LT_DTYPE_F32] = b_##N##_f32, [LT_BINARY_##N][LT_DTYPE_F64] = b_##N##_f64,
+#define EW_BF_REG(N, E)                                                                    \
+  [LT_BINARY_##N][LT_DTYPE_F32] = b_##N##_f32, [LT_BINARY_##N][LT_DTYPE_F64] = b_##N##_f64, \
+  [LT_BINARY_##N][LT_DTYPE_BF16] = b_##N##_f32,
 #define EW_BI_REG(N, E) \
   [LT_BINARY_##N][LT_DTYPE_I32] = b_##N##_i32, [LT_BINARY_##N][LT_DTYPE_I64] = b_##N##_i64,
 #define EW_BB_REG(N, E) [LT_BINARY_##N][LT_DTYPE_BOOL] = b_##N##_b8,
@@ -373,7 +377,7 @@ EW_WHERE_LOOP(where_4, uint32_t)
 EW_WHERE_LOOP(where_8, uint64_t)
 
 static lt__loop_fn where_kernel(lt_dtype d) {
-  size_t es = lt_dtype_size(d);
+  size_t es = lt_dtype_size(lt__compute_dtype(d)); /* ew_run widens bf16 */
   return es == 1 ? where_1 : es == 4 ? where_4 : where_8;
 }
 
@@ -403,13 +407,53 @@ EW_CLAMP_LOOP(clamp_i32, int32_t)
 EW_CLAMP_LOOP(clamp_i64, int64_t)
 static const lt__loop_fn clamp_kernels[LT_DTYPE_COUNT] = {
     [LT_DTYPE_F32] = clamp_f32, [LT_DTYPE_F64] = clamp_f64,
-    [LT_DTYPE_I32] = clamp_i32, [LT_DTYPE_I64] = clamp_i64};
+    [LT_DTYPE_I32] = clamp_i32, [LT_DTYPE_I64] = clamp_i64, [LT_DTYPE_BF16] = clamp_f32};
 
-/* Runs fn over ops[0]'s shape (ops[0] is the output; the others broadcast to it). */
-static void ew_run(lt__loop_fn fn, int nops, const lt_tensor *const *ops, void *ctx) {
+static lt_tensor *ew_copy_as(const lt_tensor *x, lt_dtype dtype);
+
+/* Runs fn over ops[0]'s shape (ops[0] is the output; the others broadcast to
+ * it, and may be ops[0] itself for in-place ops).
+ *
+ * bf16 is computed in f32, as PyTorch does, here and nowhere else: the bf16
+ * entries of the kernel tables are the f32 kernels, bf16 inputs are widened
+ * into f32 temporaries (exact), the kernel writes an f32 temporary, and a bf16
+ * output is rounded from it once (nearest even). Every elementwise op, in
+ * place or not, forward or backward, goes through here. Errors: LT_ERR_NOMEM
+ * for the temporaries (ops[0] unchanged). */
+static lt_status ew_run(lt__loop_fn fn, int nops, const lt_tensor *const *ops, void *ctx) {
+  const lt_tensor *run[LT__ITER_MAX_OPS];
+  lt_tensor *tmp[LT__ITER_MAX_OPS] = {NULL};
+  lt_status s = LT_OK;
+  for (int k = 0; k < nops; k++) {
+    run[k] = ops[k];
+    if (ops[k]->dtype != LT_DTYPE_BF16) continue;
+    tmp[k] = k == 0 ? lt_empty(LT_DTYPE_F32, ops[0]->ndim, ops[0]->shape) : ew_copy_as(ops[k], LT_DTYPE_F32);
+    if (!tmp[k]) {
+      s = lt_last_status();
+      goto done;
+    }
+    run[k] = tmp[k];
+  }
   lt__iter it;
-  lt__iter_init(&it, ops[0]->ndim, ops[0]->shape, nops, ops);
+  lt__iter_init(&it, run[0]->ndim, run[0]->shape, nops, run);
   lt__iter_run(&it, fn, ctx, true);
+  if (tmp[0]) {
+    const bool prev = lt_set_grad_enabled(false);
+    s = lt_copy_((lt_tensor *)ops[0], tmp[0]);
+    lt_set_grad_enabled(prev);
+  }
+done:
+  for (int k = 0; k < nops; k++) lt_tensor_free(tmp[k]);
+  return s;
+}
+
+/* ew_run into a fresh output: out, or NULL (out freed) on failure. */
+static lt_tensor *ew_into(lt_tensor *out, lt__loop_fn fn, int nops, const lt_tensor *const *ops, void *ctx) {
+  if (out && ew_run(fn, nops, ops, ctx) != LT_OK) {
+    lt_tensor_free(out);
+    return NULL;
+  }
+  return out;
 }
 
 /* ======================================================================== */
@@ -467,11 +511,19 @@ static lt_tensor *ew_copy_as(const lt_tensor *x, lt_dtype dtype) {
   return t;
 }
 
+/* Does an operand of dtype x need converting for a kernel of dtype compute?
+ * Not when they match, nor f32 for bf16: bf16 kernels run in f32 (ew_run),
+ * so f32 operands (a scalar, the other side of an in-place op) go in
+ * unrounded, as PyTorch's opmath. */
+static bool ew_needs_cast(lt_dtype x, lt_dtype compute) {
+  return x != compute && !(compute == LT_DTYPE_BF16 && x == LT_DTYPE_F32);
+}
+
 /* x itself if it already has dtype, else a converted copy stored in *tmp
  * (which the caller frees). NULL on error. */
 static const lt_tensor *ew_as(const lt_tensor *x, lt_dtype dtype, lt_tensor **tmp) {
   *tmp = NULL;
-  if (x->dtype == dtype) return x;
+  if (!ew_needs_cast(x->dtype, dtype)) return x;
   *tmp = ew_copy_as(x, dtype);
   return *tmp;
 }
@@ -552,7 +604,7 @@ static lt_tensor *unary_compute(int op, const char *name, const lt_tensor *x) {
   const lt_tensor *src = ew_as(x, dt, &tmp);
   if (!src) return NULL;
   lt_tensor *out = lt_empty(dt, x->ndim, x->shape);
-  if (out) ew_run(unary_kernels[op][dt], 2, (const lt_tensor *[]){out, src}, NULL);
+  out = ew_into(out, unary_kernels[op][dt], 2, (const lt_tensor *[]){out, src}, NULL);
   lt_tensor_free(tmp);
   return out;
 }
@@ -591,7 +643,7 @@ lt_status lt_unary_(lt_unary_op op, lt_tensor *x) {
                    name, LT__D(x), lt_dtype_name(dt));
   if ((s = lt__check_inplace(name, x)) != LT_OK) return s;
   if ((s = lt__ensure_init()) != LT_OK) return s;
-  ew_run(unary_kernels[op][dt], 2, (const lt_tensor *[]){x, x}, NULL);
+  if ((s = ew_run(unary_kernels[op][dt], 2, (const lt_tensor *[]){x, x}, NULL)) != LT_OK) return s;
   lt__bump_version(x);
   return LT_OK;
 }
@@ -610,7 +662,7 @@ static lt_tensor *grad_compute(int op, const lt_tensor *g, const lt_tensor *s) {
       memcmp(g->shape, s->shape, sizeof(int64_t) * (size_t)g->ndim) != 0)
     return NULL;
   lt_tensor *out = lt_empty(g->dtype, g->ndim, g->shape);
-  if (out) ew_run(grad_kernels[op][g->dtype], 3, (const lt_tensor *[]){out, g, s}, NULL);
+  out = ew_into(out, grad_kernels[op][g->dtype], 3, (const lt_tensor *[]){out, g, s}, NULL);
   return out;
 }
 
@@ -696,10 +748,11 @@ static lt_status clamp_prepare(const char *name, const lt_tensor *x, double lo, 
   if (x->dtype == LT_DTYPE_BOOL)
     return lt__err(LT_ERR_DTYPE, "%s: x is %s: not defined for bool tensors", name, LT__D(x));
   *dt = x->dtype;
-  if (!lt_dtype_is_float(x->dtype) && !((isinf(lo) || lo == floor(lo)) && (isinf(hi) || hi == floor(hi))))
+  if (!lt_dtype_is_floating(x->dtype) && !((isinf(lo) || lo == floor(lo)) && (isinf(hi) || hi == floor(hi))))
     *dt = LT_DTYPE_F32;
   switch (*dt) {
     case LT_DTYPE_F32:
+    case LT_DTYPE_BF16: /* computed in f32 (ew_run) */
       bounds->f32[0] = (float)lo;
       bounds->f32[1] = (float)hi;
       break;
@@ -735,7 +788,7 @@ lt_tensor *lt_clamp(const lt_tensor *x, double lo, double hi) {
   const lt_tensor *src = ew_as(x, dt, &tmp);
   if (!src) return NULL;
   lt_tensor *out = lt_empty(dt, x->ndim, x->shape);
-  if (out) ew_run(clamp_kernels[dt], 2, (const lt_tensor *[]){out, src}, &bounds);
+  out = ew_into(out, clamp_kernels[dt], 2, (const lt_tensor *[]){out, src}, &bounds);
   lt_tensor_free(tmp);
   if (!out) return NULL;
   ew_clamp_aux aux = {lo, hi};
@@ -757,7 +810,7 @@ lt_status lt_clamp_(lt_tensor *x, double lo, double hi) {
                    "stored in x in place", LT__D(x), lo, hi, lt_dtype_name(dt));
   if ((s = lt__check_inplace("clamp_", x)) != LT_OK) return s;
   if ((s = lt__ensure_init()) != LT_OK) return s;
-  ew_run(clamp_kernels[dt], 2, (const lt_tensor *[]){x, x}, &bounds);
+  if ((s = ew_run(clamp_kernels[dt], 2, (const lt_tensor *[]){x, x}, &bounds)) != LT_OK) return s;
   lt__bump_version(x);
   return LT_OK;
 }
@@ -802,7 +855,7 @@ static lt_tensor *binary_compute(lt_binary_op op, const char *name, const lt_ten
   const lt_tensor *ca = ew_as(a, compute, &ta);
   const lt_tensor *cb = ca ? ew_as(b, compute, &tb) : NULL;
   if (cb) out = lt_empty(binary_info[op].cmp ? LT_DTYPE_BOOL : compute, nd, shape);
-  if (out) ew_run(binary_kernels[op][compute], 3, (const lt_tensor *[]){out, ca, cb}, NULL);
+  out = ew_into(out, binary_kernels[op][compute], 3, (const lt_tensor *[]){out, ca, cb}, NULL);
   lt_tensor_free(ta);
   lt_tensor_free(tb);
   return out;
@@ -861,7 +914,7 @@ lt_tensor *lt_binary(lt_binary_op op, const lt_tensor *a, const lt_tensor *b) {
  * into an integer a, no integer result into a bool a). */
 static lt_status ew_inplace_dtype(const char *name, const lt_tensor *a, lt_dtype result,
                                   const char *what) {
-  bool ok = lt_dtype_is_float(a->dtype) || !lt_dtype_is_float(result);
+  bool ok = lt_dtype_is_floating(a->dtype) || !lt_dtype_is_floating(result);
   if (a->dtype == LT_DTYPE_BOOL && result != LT_DTYPE_BOOL) ok = false;
   if (!ok)
     return lt__err(LT_ERR_DTYPE, "%s: a is %s, %s: the result is %s and cannot be stored in a "
@@ -890,8 +943,8 @@ static lt_status binary_inplace_run(lt_binary_op op, const char *name, lt_tensor
                      memcmp(a->stride, b->stride, sizeof(int64_t) * (size_t)a->ndim) == 0;
   lt_tensor *tmp = NULL;
   const lt_tensor *cb = b;
-  if (b->dtype != a->dtype || (b->storage == a->storage && !same_layout)) {
-    tmp = ew_copy_as(b, a->dtype);
+  if (ew_needs_cast(b->dtype, a->dtype) || (b->storage == a->storage && !same_layout)) {
+    tmp = ew_copy_as(b, ew_needs_cast(b->dtype, a->dtype) ? a->dtype : b->dtype);
     if (!tmp) return lt_last_status();
     cb = tmp;
   }
@@ -900,8 +953,9 @@ static lt_status binary_inplace_run(lt_binary_op op, const char *name, lt_tensor
     return lt__err(LT_ERR_DTYPE, "%s: a is %s, b is %s: not defined for %s operands", name,
                    LT__D(a), LT__D(b), lt_dtype_name(a->dtype));
   }
-  ew_run(binary_kernels[op][a->dtype], 3, (const lt_tensor *[]){a, a, cb}, NULL);
+  s = ew_run(binary_kernels[op][a->dtype], 3, (const lt_tensor *[]){a, a, cb}, NULL);
   lt_tensor_free(tmp);
+  if (s != LT_OK) return s;
   lt__bump_version(a);
   return LT_OK;
 }
@@ -988,7 +1042,7 @@ static lt_status binary_backward(lt_binary_op op, const lt_node *node, const lt_
 static lt_status scalar_dtype(lt_binary_op op, const char *name, const lt_tensor *a, double s,
                               lt_dtype *compute) {
   lt_dtype c = a->dtype;
-  if (lt_dtype_is_float(c)) {
+  if (lt_dtype_is_floating(c)) {
   } else if (binary_info[op].cmp) {
     if (!ew_scalar_fits(s, c)) c = LT_DTYPE_F64;
   } else if (op == LT_BINARY_DIV || op == LT_BINARY_POW || !(s == floor(s))) {
@@ -1020,7 +1074,7 @@ lt_tensor *lt_binary_scalar(lt_binary_op op, const lt_tensor *a, double s) {
   }
   lt_dtype c = LT_DTYPE_F32;
   if (scalar_dtype(op, name, a, s, &c) != LT_OK) return NULL;
-  lt_tensor *sc = lt_scalar(c, s);
+  lt_tensor *sc = lt_scalar(lt__compute_dtype(c), s); /* bf16: s stays f32 (ew_as) */
   if (!sc) return NULL;
   lt_tensor *out = binary_compute(op, name, a, sc, c);
   lt_tensor_free(sc);
@@ -1046,7 +1100,7 @@ lt_status lt_binary_scalar_(lt_binary_op op, lt_tensor *a, double s) {
   if (!binary_info[op].cmp && c != a->dtype)
     return lt__err(LT_ERR_DTYPE, "%s: a is %s, s = %.17g: the result is %s and cannot be stored "
                    "in a in place", name, LT__D(a), s, lt_dtype_name(c));
-  lt_tensor *sc = lt_scalar(c, s);
+  lt_tensor *sc = lt_scalar(lt__compute_dtype(c), s);
   if (!sc) return lt_last_status();
   st = binary_inplace_run(op, name, a, sc);
   lt_tensor_free(sc);
@@ -1134,7 +1188,7 @@ lt_tensor *lt_where(const lt_tensor *cond, const lt_tensor *a, const lt_tensor *
   const lt_tensor *ca = ew_as(a, dt, &ta);
   const lt_tensor *cb = ca ? ew_as(b, dt, &tb) : NULL;
   if (cb) out = lt_empty(dt, nd2, shape);
-  if (out) ew_run(where_kernel(dt), 4, (const lt_tensor *[]){out, cond, ca, cb}, NULL);
+  out = ew_into(out, where_kernel(dt), 4, (const lt_tensor *[]){out, cond, ca, cb}, NULL);
   lt_tensor_free(ta);
   lt_tensor_free(tb);
   if (!out) return NULL;
@@ -1179,7 +1233,7 @@ lt_tensor *lt_masked_fill(const lt_tensor *x, const lt_tensor *mask, double valu
   if (lt__ensure_init() != LT_OK) return NULL;
   lt_tensor *v = lt_scalar(x->dtype, value);
   lt_tensor *out = v ? lt_empty(x->dtype, x->ndim, x->shape) : NULL;
-  if (out) ew_run(where_kernel(x->dtype), 4, (const lt_tensor *[]){out, mask, v, x}, NULL);
+  out = ew_into(out, where_kernel(x->dtype), 4, (const lt_tensor *[]){out, mask, v, x}, NULL);
   lt_tensor_free(v);
   if (!out) return NULL;
   if (lt__record(out, LT__OP_masked_fill, 2, (const lt_tensor *[]){x, mask}, 1, &mask, NULL, 0) !=

@@ -43,12 +43,20 @@ bool lt__mat_ok(int64_t rows, int64_t cols, int64_t rs, int64_t cs);
  * otherwise (then copy x contiguous). */
 bool lt__mat_rows(const lt_tensor *x, lt__mat *m);
 
-/* c = alpha * a b + beta * c for views a [m, k], b [k, n], c [m, n] of dtype
- * dt (f32 or f64) whose strides lt__mat_ok accepts (c must not overlap a or
- * b). one_thread: run on this thread only (the caller parallelises over a
- * batch of products itself, inside an OpenMP region); else BLIS's and
+/* c = alpha * a b + beta * c for views a [m, k], b [k, n], c [m, n] whose
+ * strides lt__mat_ok accepts (c must not overlap a or b). dt is a's and b's
+ * dtype: f32 or f64 (c the same; BLIS), or bf16 (c is f32, accumulated in
+ * f32; oneDNN, tensor/dnnl_internal.h). Under autocast (lt_set_autocast) an
+ * f32 product takes bf16 copies of a and b (made here, once per call, in
+ * their own orientation) and runs as a bf16 one: this is the one autocast
+ * hook, so every product of the library (lt_matmul, Linear, attention, and
+ * their backward) gets it. Where oneDNN has no bf16 matmul for the CPU, bf16
+ * operands are widened to f32 and autocast leaves products in f32.
+ * one_thread: run on this thread only (the caller parallelises over a batch
+ * of products itself, inside an OpenMP region); else BLIS's, oneDNN's and
  * libtensor's threads as the size warrants. Shapes that do not chain are a
- * programmer error (LT_CHECK). Errors: LT_ERR_DTYPE, LT_ERR_BACKEND. */
+ * programmer error (LT_CHECK). Errors: LT_ERR_DTYPE, LT_ERR_BACKEND,
+ * LT_ERR_NOMEM. */
 lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c);
 
 #endif /* LT_TENSOR_GEMM_INTERNAL_H */

@@ -23,9 +23,11 @@
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/blas_internal.h"
+#include "tensor/dnnl_internal.h"
 #include "tensor/gemm_internal.h"
 
 #include <stdint.h>
+#include <stdlib.h>
 #ifdef __linux__
 #endif
 
@@ -59,9 +61,9 @@ static lt_status mm_check(const lt_tensor *a, const lt_tensor *b, mm_shape *s) {
                    "matmul: a is %s, b is %s: both operands need at least 1 dimension (%s is 0-d; "
                    "use lt_mul for a scalar factor)",
                    LT__D(a), LT__D(b), a->ndim == 0 ? "a" : "b");
-  if (!lt_dtype_is_float(a->dtype) || !lt_dtype_is_float(b->dtype))
+  if (!lt_dtype_is_floating(a->dtype) || !lt_dtype_is_floating(b->dtype))
     return lt__err(LT_ERR_DTYPE,
-                   "matmul: a is %s, b is %s: only f32 and f64 are supported (cast with lt_to_dtype)",
+                   "matmul: a is %s, b is %s: only f32, f64 and bf16 are supported (cast with lt_to_dtype)",
                    LT__D(a), LT__D(b));
   if (a->dtype != b->dtype)
     return lt__err(LT_ERR_DTYPE,
@@ -159,6 +161,7 @@ static bool batch_per_thread(int64_t nbatch, int64_t macs, int nt) {
 static lt_status mm_gemm_at(const mm_shape *s, lt_dtype dt, const char *pa, const char *pb,
                             char *pc, int64_t i, bool single) {
   const int64_t es = (int64_t)lt_dtype_size(dt);
+  const int64_t esc = (int64_t)lt_dtype_size(lt__compute_dtype(dt)); /* bf16 products write f32 */
   int64_t oa = 0, ob = 0, rem = i;
   for (int d = s->nbd - 1; d >= 0; d--) {
     const int64_t id = rem % s->bshape[d];
@@ -169,7 +172,7 @@ static lt_status mm_gemm_at(const mm_shape *s, lt_dtype dt, const char *pa, cons
   int64_t rsc = s->n, csc = 1;
   mm_canon(s->m, s->n, &rsc, &csc);
   const char *A = pa + oa * es, *B = pb + ob * es;
-  char *C = pc + i * s->m * s->n * es;
+  char *C = pc + i * s->m * s->n * esc;
   return lt__mat_gemm(dt, single, 1.0, LT__MAT(A, s->m, s->k, s->rsa, s->csa),
                       LT__MAT(B, s->k, s->n, s->rsb, s->csb), 0.0, LT__MAT(C, s->m, s->n, rsc, csc));
 }
@@ -275,10 +278,12 @@ lt_tensor *lt_matmul(const lt_tensor *a, const lt_tensor *b) {
   if (mm_check(a, b, &s) != LT_OK) return NULL;
   if (lt__ensure_init() != LT_OK) return NULL;
 
-  /* k == 0: an empty sum, zeros. m, n or a batch dim == 0: an empty result. */
+  /* k == 0: an empty sum, zeros. m, n or a batch dim == 0: an empty result.
+   * bf16 operands accumulate in f32 (oneDNN writes f32) and the result is
+   * rounded to bf16 once, as PyTorch. */
   const bool compute = s.numel > 0 && s.k > 0;
-  lt_tensor *out = compute ? lt_empty(a->dtype, s.out_ndim, s.out_shape)
-                           : lt_zeros(a->dtype, s.out_ndim, s.out_shape);
+  const lt_dtype acc = lt__compute_dtype(a->dtype);
+  lt_tensor *out = compute ? lt_empty(acc, s.out_ndim, s.out_shape) : lt_zeros(a->dtype, s.out_ndim, s.out_shape);
   if (!out) return NULL;
 
   if (compute) {
@@ -306,6 +311,14 @@ lt_tensor *lt_matmul(const lt_tensor *a, const lt_tensor *b) {
     if (st == LT_OK) st = mm_run(ua, ub, &s, out);
     lt_tensor_free(ac);
     lt_tensor_free(bc);
+    if (st == LT_OK && acc != a->dtype) {
+      const bool prev = lt_set_grad_enabled(false);
+      lt_tensor *r = lt_to_dtype(out, a->dtype);
+      lt_set_grad_enabled(prev);
+      lt_tensor_free(out);
+      out = r;
+      if (!r) return NULL;
+    }
     if (st != LT_OK) {
       lt_tensor_free(out);
       return NULL;
@@ -443,8 +456,106 @@ bool lt__mat_rows(const lt_tensor *x, lt__mat *m) {
   return lt__mat_ok(N, K, inner, cs);
 }
 
+/* ---- autocast ------------------------------------------------------------ */
+
+/* The mode is thread-local, like grad mode. Products issued from inside an
+ * OpenMP region (the per-thread batched products of lt_matmul and attention)
+ * run on worker threads, which never saw the caller's mode: there the mode is
+ * on when any thread has it on (autocast_threads > 0). One application thread
+ * driving libtensor (every program here) thus gets the same products on any
+ * number of threads; application threads that run libtensor concurrently with
+ * different modes would mix (docs/mixed-precision.md). */
+static _Thread_local lt_dtype tl_autocast = LT_DTYPE_F32;
+static int autocast_threads = 0;
+
+lt_dtype lt_autocast_dtype(void) { return tl_autocast; }
+
+lt_dtype lt_set_autocast(lt_dtype dtype) {
+  const lt_dtype prev = tl_autocast;
+  if (dtype != LT_DTYPE_F32 && dtype != LT_DTYPE_BF16) {
+    lt__err(LT_ERR_DTYPE, "set_autocast: dtype %s: autocast takes bf16 (on) or f32 (off)", lt_dtype_name(dtype));
+    return prev;
+  }
+  if (dtype != prev) {
+    const int d = dtype == LT_DTYPE_BF16 ? 1 : -1;
+#pragma omp atomic
+    autocast_threads += d;
+  }
+  tl_autocast = dtype;
+  return prev;
+}
+
+static bool autocast_on(void) {
+  if (!omp_in_parallel()) return tl_autocast == LT_DTYPE_BF16;
+  int n;
+#pragma omp atomic read
+  n = autocast_threads;
+  return n > 0;
+}
+
+/* ---- bf16 operands -------------------------------------------------------- */
+
+/* Per-thread conversion buffers (two operands), grown as needed and kept for
+ * the thread's life: a step converts the same sizes again and again. */
+static _Thread_local void *tl_buf[2];
+static _Thread_local size_t tl_cap[2];
+
+static void *conv_buf(int i, size_t bytes) {
+  if (bytes <= tl_cap[i]) return tl_buf[i];
+  free(tl_buf[i]);
+  size_t sz = (bytes + 4095) & ~(size_t)4095;
+  tl_buf[i] = aligned_alloc(64, sz);
+  tl_cap[i] = tl_buf[i] ? sz : 0;
+  if (!tl_buf[i]) lt__err(LT_ERR_NOMEM, "matmul: cannot allocate %zu bytes to convert an operand", bytes);
+  return tl_buf[i];
+}
+
+/* x (f32 when to is bf16, bf16 when to is f32) converted into buffer i, in
+ * the same orientation as x (rows contiguous unless x's columns are), so a
+ * transposed view stays a pair of strides. *out describes the copy. */
+static lt_status convert(int i, lt__mat x, lt_dtype to, bool one_thread, lt__mat *out) {
+  const bool colmajor = x.rs == 1 && x.cs != 1;
+  const int64_t outer = colmajor ? x.cols : x.rows, inner = colmajor ? x.rows : x.cols;
+  const int64_t so = colmajor ? x.cs : x.rs, si = colmajor ? x.rs : x.cs;
+  void *buf = conv_buf(i, (size_t)(outer * inner) * lt_dtype_size(to) + 1);
+  if (!buf) return LT_ERR_NOMEM;
+  const int nt = one_thread ? 1 : lt__threads_for(outer * inner, outer);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t o = 0; o < outer; o++) {
+    if (to == LT_DTYPE_BF16) {
+      const float *src = (const float *)x.data + o * so;
+      uint16_t *dst = (uint16_t *)buf + o * inner;
+      for (int64_t j = 0; j < inner; j++) dst[j] = lt__bf16_from_f32(src[j * si]);
+    } else {
+      const uint16_t *src = (const uint16_t *)x.data + o * so;
+      float *dst = (float *)buf + o * inner;
+      for (int64_t j = 0; j < inner; j++) dst[j] = lt__f32_from_bf16(src[j * si]);
+    }
+  }
+  *out = colmajor ? LT__MAT(buf, x.rows, x.cols, 1, x.rows) : LT__MAT(buf, x.rows, x.cols, x.cols, 1);
+  return LT_OK;
+}
+
 lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c) {
   LT_CHECK(a.rows == c.rows && b.cols == c.cols && a.cols == b.rows);
+  lt_status st;
+  const bool bf16_ok = lt__dnnl_bf16_available();
+  if (dt == LT_DTYPE_F32 && autocast_on() && bf16_ok && a.cols > 0 && c.rows > 0 && c.cols > 0) {
+    /* Autocast: bf16 copies of the f32 operands, f32 accumulation, f32 out. */
+    if ((st = convert(0, a, LT_DTYPE_BF16, one_thread, &a)) != LT_OK ||
+        (st = convert(1, b, LT_DTYPE_BF16, one_thread, &b)) != LT_OK)
+      return st;
+    dt = LT_DTYPE_BF16;
+  } else if (dt == LT_DTYPE_BF16 && !bf16_ok) {
+    /* No bf16 matmul in oneDNN for this CPU: widen (exactly) and use BLIS. */
+    if ((st = convert(0, a, LT_DTYPE_F32, one_thread, &a)) != LT_OK ||
+        (st = convert(1, b, LT_DTYPE_F32, one_thread, &b)) != LT_OK)
+      return st;
+    dt = LT_DTYPE_F32;
+  }
+  if (dt == LT_DTYPE_BF16)
+    return lt__dnnl_gemm_bf16(one_thread, c.rows, c.cols, a.cols, (float)alpha, a.data, a.rs, a.cs, b.data, b.rs,
+                              b.cs, (float)beta, c.data, c.rs, c.cs);
   return (one_thread ? lt__blas_gemm_1t : lt__blas_gemm)(dt, c.rows, c.cols, a.cols, alpha, a.data, a.rs, a.cs,
                                                         b.data, b.rs, b.cs, beta, c.data, c.rs, c.cs);
 }

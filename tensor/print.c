@@ -145,7 +145,7 @@ static void width_fn(formatter *f, const char *p) {
 static void formatter_init(formatter *f, const lt_tensor *x, bool summarize) {
   memset(f, 0, sizeof *f);
   f->dtype = x->dtype;
-  f->is_float = lt_dtype_is_float(x->dtype);
+  f->is_float = lt_dtype_is_floating(x->dtype);
   f->int_mode = true;
   f->width = 1;
   if (f->is_float) {

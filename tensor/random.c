@@ -352,7 +352,7 @@ static void bern_threshold(double p, uint32_t *lim, uint32_t *any) {
 }
 
 #define BERN_EPBATCH (4 * PHILOX_BATCH)
-#define DEFINE_BERNOULLI(name, T)                                                    \
+#define DEFINE_BERNOULLI(name, T, ONE) /* ONE: 1 in T's bits */                    \
   static void name(T *restrict out, int64_t n, const fill_params *P) {              \
     const int64_t nbatch = (n + BERN_EPBATCH - 1) / BERN_EPBATCH;                    \
     const philox_batch_fn pb = philox_pick();                                        \
@@ -365,17 +365,18 @@ static void bern_threshold(double p, uint32_t *lim, uint32_t *any) {
       T *o = out + bb * BERN_EPBATCH;                                                \
       const int64_t left = n - bb * BERN_EPBATCH;                                    \
       if (left >= BERN_EPBATCH) {                                                    \
-        for (int i = 0; i < BERN_EPBATCH; i++) o[i] = (T)((words[i] <= lim) & any);  \
+        for (int i = 0; i < BERN_EPBATCH; i++) o[i] = (T)(((words[i] <= lim) & any) * ONE); \
       } else {                                                                       \
-        for (int i = 0; i < (int)left; i++) o[i] = (T)((words[i] <= lim) & any);     \
+        for (int i = 0; i < (int)left; i++) o[i] = (T)(((words[i] <= lim) & any) * ONE); \
       }                                                                              \
     }                                                                                \
   }
-DEFINE_BERNOULLI(fill_bernoulli_f32, float)
-DEFINE_BERNOULLI(fill_bernoulli_f64, double)
-DEFINE_BERNOULLI(fill_bernoulli_i32, int32_t)
-DEFINE_BERNOULLI(fill_bernoulli_i64, int64_t)
-DEFINE_BERNOULLI(fill_bernoulli_bool, uint8_t)
+DEFINE_BERNOULLI(fill_bernoulli_f32, float, 1u)
+DEFINE_BERNOULLI(fill_bernoulli_f64, double, 1u)
+DEFINE_BERNOULLI(fill_bernoulli_i32, int32_t, 1u)
+DEFINE_BERNOULLI(fill_bernoulli_i64, int64_t, 1u)
+DEFINE_BERNOULLI(fill_bernoulli_bool, uint8_t, 1u)
+DEFINE_BERNOULLI(fill_bernoulli_bf16, uint16_t, 0x3f80u) /* 1.0 in bf16 */
 
 /* Blocks a draw of n elements of this dtype uses (a partial block counts). */
 static uint64_t blocks_for(int64_t n, int epb) { return (uint64_t)((n + epb - 1) / epb); }
@@ -398,6 +399,7 @@ static uint64_t fill_contiguous(dist_kind kind, lt_dtype dtype, void *out, int64
         case LT_DTYPE_F64: fill_bernoulli_f64(out, n, P); break;
         case LT_DTYPE_I32: fill_bernoulli_i32(out, n, P); break;
         case LT_DTYPE_I64: fill_bernoulli_i64(out, n, P); break;
+        case LT_DTYPE_BF16: fill_bernoulli_bf16(out, n, P); break;
         default: fill_bernoulli_bool(out, n, P); break;
       }
       return blocks_for(n, 4);

@@ -608,6 +608,29 @@ static lt_status set_gin(lt_tensor **gin, lt_tensor *g) {
 
 typedef enum { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_VAR, R_STD, R_LSE } rkind;
 
+/* bf16 is reduced in f32, as PyTorch: the input is widened (exactly) into an
+ * f32 copy, the f32 kernels run, and the result is rounded back once. r_widen
+ * gives the tensor the kernels see (x, or the copy in *tmp, made with grad
+ * mode off); r_narrow turns an f32 result into dt (bf16), freeing it; both
+ * return NULL with the error set on failure. Every forward and backward
+ * kernel of this file goes through the pair. */
+static const lt_tensor *r_widen(const lt_tensor *x, lt_tensor **tmp) {
+  *tmp = NULL;
+  if (x->dtype != LT_DTYPE_BF16) return x;
+  const bool prev = lt_set_grad_enabled(false);
+  *tmp = lt_to_dtype(x, LT_DTYPE_F32);
+  lt_set_grad_enabled(prev);
+  return *tmp;
+}
+static lt_tensor *r_narrow(lt_tensor *y, lt_dtype dt) {
+  if (!y || y->dtype == dt) return y;
+  const bool prev = lt_set_grad_enabled(false);
+  lt_tensor *r = lt_to_dtype(y, dt);
+  lt_set_grad_enabled(prev);
+  lt_tensor_free(y);
+  return r;
+}
+
 static lt_tensor *reduce_op(const char *op, rkind kind, const lt_tensor *x, int ndims,
                             const int *dims, bool keepdim, bool unbiased) {
   if (!x) {
@@ -616,7 +639,7 @@ static lt_tensor *reduce_op(const char *op, rkind kind, const lt_tensor *x, int 
   }
   unsigned mask = 0;
   if (parse_dims(op, x, ndims, dims, &mask) != LT_OK) return NULL;
-  const bool fl = lt_dtype_is_float(x->dtype);
+  const bool fl = lt_dtype_is_floating(x->dtype);
   if (!fl && (kind == R_MEAN || kind == R_VAR || kind == R_STD)) {
     lt__err(LT_ERR_DTYPE, "%s: x is %s: %s needs a float dtype (cast with lt_to_dtype first)", op,
             LT__D(x), op);
@@ -632,7 +655,8 @@ static lt_tensor *reduce_op(const char *op, rkind kind, const lt_tensor *x, int 
   }
   /* logsumexp of integers: compute on an f32 copy (as the float functions). */
   lt_tensor *xf = NULL;
-  const lt_tensor *xin = x;
+  const lt_tensor *xin = r_widen(x, &xf);
+  if (!xin) return NULL;
   if (kind == R_LSE && !fl) {
     xf = lt_to_dtype(x, LT_DTYPE_F32);
     if (!xf) return NULL;
@@ -664,6 +688,7 @@ static lt_tensor *reduce_op(const char *op, rkind kind, const lt_tensor *x, int 
   plan_init(&p, xin, mask);
   run_plan(&p, xin->data, (void *const[]){out->data}, kp->row, kp->col, &c);
   lt_tensor_free(xf);
+  if (x->dtype == LT_DTYPE_BF16 && !(out = r_narrow(out, LT_DTYPE_BF16))) return NULL;
 
   static const lt__op_id ids[] = {[R_SUM] = LT__OP_sum, [R_MEAN] = LT__OP_mean,
                                   [R_AMAX] = LT__OP_amax, [R_AMIN] = LT__OP_amin,
@@ -826,17 +851,25 @@ static lt_tensor *arg_op(const char *op, bool is_min, const lt_tensor *x, int di
   }
   int64_t shape[LT_MAX_DIMS];
   const int ond = reduced_shape(x, mask, keepdim, shape);
-  lt_tensor *vals = lt_empty(x->dtype, ond, shape);
+  lt_tensor *xw;
+  const lt_tensor *xin = r_widen(x, &xw);
+  lt_tensor *vals = xin ? lt_empty(xin->dtype, ond, shape) : NULL;
   lt_tensor *idx = vals ? lt_empty(LT_DTYPE_I64, ond, shape) : NULL;
   if (!idx) {
     lt_tensor_free(vals);
+    lt_tensor_free(xw);
     return NULL;
   }
-  const kpair *kp = is_min ? &k_argmin[x->dtype] : &k_argmax[x->dtype];
+  const kpair *kp = is_min ? &k_argmin[xin->dtype] : &k_argmax[xin->dtype];
   rplan p;
-  plan_init(&p, x, mask);
+  plan_init(&p, xin, mask);
   const rctx c = {1.0, 0.0, false};
-  run_plan(&p, x->data, (void *const[]){vals->data, idx->data}, kp->row, kp->col, &c);
+  run_plan(&p, xin->data, (void *const[]){vals->data, idx->data}, kp->row, kp->col, &c);
+  lt_tensor_free(xw);
+  if (want_values && !(vals = r_narrow(vals, x->dtype))) {
+    lt_tensor_free(idx);
+    return NULL;
+  }
   if (!want_values) {
     lt_tensor_free(vals);
     return idx;
@@ -1107,7 +1140,7 @@ static lt_tensor *softmax_op(const char *op, bool logsm, const lt_tensor *x, int
   if (lt__wrap_dim(op, dim, x->ndim, &d) != LT_OK) return NULL;
   /* The kernel wants a contiguous float input (integers compute in f32). */
   lt_tensor *xc;
-  const lt_tensor *xin = lt__as_contig(x, lt__float_result(x->dtype), &xc);
+  const lt_tensor *xin = lt__as_contig(x, lt__compute_dtype(lt__float_result(x->dtype)), &xc);
   if (!xin) return NULL;
   lt_tensor *y = lt_empty(xin->dtype, xin->ndim, xin->shape);
   if (!y) {
@@ -1117,6 +1150,7 @@ static lt_tensor *softmax_op(const char *op, bool logsm, const lt_tensor *x, int
   const smjob job = {xin->dtype, false, logsm, xin->data, NULL, y->data, softmax_geom(xin, d)};
   sm_run(&job);
   lt_tensor_free(xc);
+  if (!(y = r_narrow(y, lt__float_result(x->dtype)))) return NULL;
   if (lt__needs_grad(1, &x)) {
     raux aux = {0, false, 0.0, 0, d};
     if (lt__record(y, logsm ? LT__OP_log_softmax : LT__OP_softmax, 1, &x, 1,
@@ -1138,17 +1172,19 @@ static lt_status bw_softmax_common(const lt_node *node, const lt_tensor *gout, l
                                    bool logsm) {
   if (!lt__needs_input_grad(node, 0)) return LT_OK;
   const raux *a = (const raux *)node->aux;
-  const lt_tensor *y = node->saved[0];
+  lt_tensor *yw;
+  const lt_tensor *y = r_widen(node->saved[0], &yw);
+  if (!y) return lt_last_status();
   lt_tensor *gc;
   const lt_tensor *g = lt__as_contig(gout, y->dtype, &gc);
-  if (!g) return lt_last_status();
-  lt_tensor *dx = lt_empty(y->dtype, y->ndim, y->shape);
+  lt_tensor *dx = g ? lt_empty(y->dtype, y->ndim, y->shape) : NULL;
   if (dx) {
     const smjob job = {y->dtype, true, logsm, y->data, g->data, dx->data, softmax_geom(y, a->dim)};
     sm_run(&job);
   }
   lt_tensor_free(gc);
-  return set_gin(gin, dx);
+  lt_tensor_free(yw);
+  return set_gin(gin, r_narrow(dx, node->saved[0]->dtype));
 }
 lt_status lt__bw_softmax(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   return bw_softmax_common(node, gout, gin, false);

@@ -7,6 +7,7 @@
 #include "tensor/error_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/blas_internal.h"
+#include "tensor/dnnl_internal.h"
 
 #include <omp.h>
 #include <pthread.h>
@@ -160,5 +161,7 @@ lt_status lt_runtime_get_info(lt_runtime_info *info) {
   info->blas_arch_why = *init_note ? init_note : lt__blas_arch_why();
   info->num_threads = num_threads;
   info->blas_arch_from_user = lt__blas_arch_from_user();
+  info->bf16_gemm = lt__dnnl_bf16_path();
+  info->bf16_native = lt__dnnl_bf16_native();
   return LT_OK;
 }

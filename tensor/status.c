@@ -111,18 +111,26 @@ _Noreturn void lt__check_failed(const char *expr, const char *file, int line) {
 
 /* ---- dtypes ------------------------------------------------------------ */
 
-static const char *const dtype_names[LT_DTYPE_COUNT] = {"f32", "f64", "i32", "i64", "bool"};
-static const size_t dtype_sizes[LT_DTYPE_COUNT] = {4, 8, 4, 8, 1};
-/* Promotion rank: bool < i32 < i64 < f32 < f64. */
-static const int dtype_rank[LT_DTYPE_COUNT] = {3, 4, 1, 2, 0};
+static const char *const dtype_names[LT_DTYPE_COUNT] = {"f32", "f64", "i32", "i64", "bool", "bf16"};
+static const size_t dtype_sizes[LT_DTYPE_COUNT] = {4, 8, 4, 8, 1, 2};
+/* Promotion rank: bool < i32 < i64 < bf16 < f32 < f64 (PyTorch's: bf16 with
+ * an integer is bf16, bf16 with f32 is f32). */
+static const int dtype_rank[LT_DTYPE_COUNT] = {4, 5, 1, 2, 0, 3};
 
 bool lt__valid_dtype(lt_dtype d) { return (unsigned)d < LT_DTYPE_COUNT; }
 const char *lt_dtype_name(lt_dtype d) { return lt__valid_dtype(d) ? dtype_names[d] : "invalid"; }
 size_t lt_dtype_size(lt_dtype d) { return lt__valid_dtype(d) ? dtype_sizes[d] : 0; }
 bool lt_dtype_is_float(lt_dtype d) { return d == LT_DTYPE_F32 || d == LT_DTYPE_F64; }
+bool lt_dtype_is_floating(lt_dtype d) { return lt_dtype_is_float(d) || d == LT_DTYPE_BF16; }
 
 lt_dtype lt__promote(lt_dtype a, lt_dtype b) { return dtype_rank[a] >= dtype_rank[b] ? a : b; }
-lt_dtype lt__float_result(lt_dtype d) { return d == LT_DTYPE_F64 ? LT_DTYPE_F64 : LT_DTYPE_F32; }
+lt_dtype lt__float_result(lt_dtype d) {
+  return d == LT_DTYPE_F64 || d == LT_DTYPE_BF16 ? d : LT_DTYPE_F32;
+}
+lt_dtype lt__compute_dtype(lt_dtype d) { return d == LT_DTYPE_BF16 ? LT_DTYPE_F32 : d; }
+
+uint16_t lt_bf16_from_f32(float x) { return lt__bf16_from_f32(x); }
+float lt_f32_from_bf16(uint16_t b) { return lt__f32_from_bf16(b); }
 
 double lt__load(const void *p, lt_dtype d) {
   switch (d) {
@@ -131,6 +139,7 @@ double lt__load(const void *p, lt_dtype d) {
     case LT_DTYPE_I32: return *(const int32_t *)p;
     case LT_DTYPE_I64: return (double)*(const int64_t *)p;
     case LT_DTYPE_BOOL: return *(const uint8_t *)p ? 1.0 : 0.0;
+    case LT_DTYPE_BF16: return lt__f32_from_bf16(*(const uint16_t *)p);
     default: LT_CHECK(!"bad dtype");
   }
 }
@@ -151,6 +160,8 @@ void lt__store(void *p, lt_dtype d, double v) {
     case LT_DTYPE_I32: *(int32_t *)p = (int32_t)to_i64(v, -2147483648.0, 2147483647.0); break;
     case LT_DTYPE_I64: *(int64_t *)p = to_i64(v, -9223372036854775808.0, 9223372036854774784.0); break;
     case LT_DTYPE_BOOL: *(uint8_t *)p = v != 0.0; break;
+    /* Through f32, as PyTorch's c10::BFloat16(float(v)). */
+    case LT_DTYPE_BF16: *(uint16_t *)p = lt__bf16_from_f32((float)v); break;
     default: LT_CHECK(!"bad dtype");
   }
 }

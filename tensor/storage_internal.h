@@ -15,14 +15,37 @@
 
 #include <stdbool.h>
 #include <stdint.h>
+#include <string.h>
 
 double lt__load(const void *p, lt_dtype d);
 void lt__store(void *p, lt_dtype d, double v);
 /* Larger of two dtypes in bool < i32 < i64 < f32 < f64. */
 lt_dtype lt__promote(lt_dtype a, lt_dtype b);
-/* The dtype a float-valued function returns for input d (f64 stays f64, else f32). */
+/* The dtype a float-valued function returns for input d (f64 and bf16 stay,
+ * else f32). */
 lt_dtype lt__float_result(lt_dtype d);
+/* The dtype kernels compute d in: f32 for bf16, d itself otherwise. */
+lt_dtype lt__compute_dtype(lt_dtype d);
 bool lt__valid_dtype(lt_dtype d);
+
+/* bf16 <-> f32, the one home of the rounding rule (lt_bf16_from_f32 in
+ * tensor.h documents it). Round to nearest even by adding 0x7fff plus the
+ * lowest kept bit before truncating; a NaN is truncated with the quiet bit
+ * set instead (rounding could carry it into an infinity). Inline: the cast
+ * loops and the GEMM packing call them per element. */
+static inline uint16_t lt__bf16_from_f32(float x) {
+  uint32_t u;
+  memcpy(&u, &x, sizeof u);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((u >> 16) | 0x0040u);
+  u += 0x7fffu + ((u >> 16) & 1u);
+  return (uint16_t)(u >> 16);
+}
+static inline float lt__f32_from_bf16(uint16_t b) {
+  uint32_t u = (uint32_t)b << 16;
+  float x;
+  memcpy(&x, &u, sizeof x);
+  return x;
+}
 
 /* ---- shapes and dims --------------------------------------------------- */
 

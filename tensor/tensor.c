@@ -532,6 +532,7 @@ lt_status lt_item(const lt_tensor *x, double *out) {
     for (int64_t i = 0; i < n; i++) memcpy(d + i * s[0], src + i * s[1], sizeof(T));   \
   }
 COPY_SAME(uint8_t)
+COPY_SAME(uint16_t)
 COPY_SAME(uint32_t)
 COPY_SAME(uint64_t)
 
@@ -547,6 +548,12 @@ static void copy_cast(int64_t n, char *const *p, const int64_t *s, void *vctx) {
     for (int64_t i = 0; i < n; i++) *(float *)(p[0] + i * s[0]) = (float)*(const double *)(p[1] + i * s[1]);
   } else if (c->to == LT_DTYPE_F64 && c->from == LT_DTYPE_F32) {
     for (int64_t i = 0; i < n; i++) *(double *)(p[0] + i * s[0]) = *(const float *)(p[1] + i * s[1]);
+  } else if (c->to == LT_DTYPE_BF16 && c->from == LT_DTYPE_F32) {
+    for (int64_t i = 0; i < n; i++)
+      *(uint16_t *)(p[0] + i * s[0]) = lt__bf16_from_f32(*(const float *)(p[1] + i * s[1]));
+  } else if (c->to == LT_DTYPE_F32 && c->from == LT_DTYPE_BF16) {
+    for (int64_t i = 0; i < n; i++)
+      *(float *)(p[0] + i * s[0]) = lt__f32_from_bf16(*(const uint16_t *)(p[1] + i * s[1]));
   } else if (is_int_like(c->to) && is_int_like(c->from)) {
     /* Exact through int64 (double would lose i64 precision). */
     for (int64_t i = 0; i < n; i++) {
@@ -569,7 +576,10 @@ static void copy_raw(lt_tensor *dst, const lt_tensor *src) {
   lt__iter_init(&it, dst->ndim, dst->shape, 2, (const lt_tensor *[]){dst, src});
   if (dst->dtype == src->dtype) {
     size_t es = lt_dtype_size(dst->dtype);
-    lt__loop_fn fn = es == 1 ? copy_same_uint8_t : es == 4 ? copy_same_uint32_t : copy_same_uint64_t;
+    lt__loop_fn fn = es == 1   ? copy_same_uint8_t
+                     : es == 2 ? copy_same_uint16_t
+                     : es == 4 ? copy_same_uint32_t
+                               : copy_same_uint64_t;
     lt__iter_run(&it, fn, NULL, true);
   } else {
     cast_ctx c = {dst->dtype, src->dtype};
@@ -652,7 +662,7 @@ static lt_tensor *copy_as(const char *name, const lt_tensor *x, lt_dtype dtype, 
   lt_tensor *t = new_tensor(name, dtype, x->ndim, x->shape);
   if (!t) return NULL;
   copy_raw(t, x);
-  if (lt_dtype_is_float(dtype) && lt__record(t, op, 1, (const lt_tensor *[]){x}, 0, NULL, NULL, 0) != LT_OK) {
+  if (lt_dtype_is_floating(dtype) && lt__record(t, op, 1, (const lt_tensor *[]){x}, 0, NULL, NULL, 0) != LT_OK) {
     lt_tensor_free(t);
     return NULL;
   }
@@ -688,8 +698,8 @@ const lt_tensor *lt__as_contig(const lt_tensor *x, lt_dtype dt, lt_tensor **tmp)
 lt_tensor *lt_to_dtype(const lt_tensor *x, lt_dtype dtype) {
   if (!x) return lt__err_null("to_dtype", "x"), NULL;
   if (!lt__valid_dtype(dtype)) return lt__err(LT_ERR_DTYPE, "to_dtype: invalid dtype %d", (int)dtype), NULL;
-  /* Only float->float casts carry gradients. */
-  if (!lt_dtype_is_float(x->dtype) || !lt_dtype_is_float(dtype)) {
+  /* Only float->float casts (bf16 included) carry gradients. */
+  if (!lt_dtype_is_floating(x->dtype) || !lt_dtype_is_floating(dtype)) {
     bool prev = lt_set_grad_enabled(false);
     lt_tensor *t = copy_as("to_dtype", x, dtype, LT__OP_cast);
     lt_set_grad_enabled(prev);

@@ -220,6 +220,12 @@ typedef struct lt_runtime_info {
   const char *blas_arch_why;  /* how it was chosen, e.g. "avx512f+dq+bw+vl on this CPU" */
   int num_threads;
   bool blas_arch_from_user;   /* true when BLIS_ARCH_TYPE was set by the user */
+  /* bf16 products (oneDNN): how they run on this CPU, e.g. "native (oneDNN,
+   * AVX512_BF16)" or a "fallback (...)" naming what replaces the missing
+   * instructions (oneDNN's emulation, or f32 through BLIS). Never an illegal
+   * instruction: oneDNN dispatches on CPUID. */
+  const char *bf16_gemm;
+  bool bf16_native;           /* AVX512_BF16 or AMX in use */
 } lt_runtime_info;
 /* Fills *info (strings are static). Initialises the runtime if needed. */
 lt_status lt_runtime_get_info(lt_runtime_info *info);
@@ -235,12 +241,45 @@ typedef enum {
   LT_DTYPE_I32,
   LT_DTYPE_I64,
   LT_DTYPE_BOOL, /* one byte per element, 0 or 1 */
+  /* bfloat16: the top 16 bits of an f32 (8 exponent bits, 7 mantissa bits).
+   * A storage dtype: elementwise ops and reductions compute in f32 and round
+   * the result back (as PyTorch); matrix products take it through oneDNN
+   * (docs/mixed-precision.md). Appended last: the values above are stored in
+   * checkpoints and fixtures and never change. */
+  LT_DTYPE_BF16,
   LT_DTYPE_COUNT
 } lt_dtype;
 
-const char *lt_dtype_name(lt_dtype d); /* "f32", ...; static */
+const char *lt_dtype_name(lt_dtype d); /* "f32", ..., "bf16"; static */
 size_t lt_dtype_size(lt_dtype d);      /* bytes per element; 0 if invalid */
+/* f32 or f64: the dtypes with kernels of their own, which most ops (nn/,
+ * random numbers, initialisers) require. */
 bool lt_dtype_is_float(lt_dtype d);
+/* f32, f64 or bf16: any floating-point dtype, the dtypes that can carry
+ * gradients (PyTorch's is_floating_point). */
+bool lt_dtype_is_floating(lt_dtype d);
+
+/* One f32 value as bf16 bits, rounded to nearest even; NaN stays NaN (made
+ * quiet, sign kept), infinities and zeros keep their sign, and values past
+ * the largest finite bf16 (3.3895e38) round to infinity as IEEE rounding
+ * says. Subnormal f32 values round to bf16 subnormals (nothing is flushed). */
+uint16_t lt_bf16_from_f32(float x);
+/* bf16 bits as f32 (exact: every bf16 is an f32). */
+float lt_f32_from_bf16(uint16_t b);
+
+/* Autocast (mixed precision; docs/mixed-precision.md): thread-local, off by
+ * default, scoped like grad mode. lt_set_autocast(LT_DTYPE_BF16) turns it on,
+ * lt_set_autocast(LT_DTYPE_F32) off; it returns the previous mode, so a scope
+ * is
+ *     lt_dtype prev = lt_set_autocast(LT_DTYPE_BF16); ...; lt_set_autocast(prev);
+ * Under it every f32 matrix product (lt_matmul, lt_linear, attention's QK^T
+ * and AV, and their backward products run by lt_backward while it is on)
+ * multiplies bf16 copies of its operands and accumulates in f32; outputs,
+ * parameters, gradients and everything else (softmax, norms, losses,
+ * optimizers) stay f32. f64 products are never changed. Another dtype sets
+ * LT_ERR_DTYPE and leaves the mode as it was (the current mode is returned). */
+lt_dtype lt_set_autocast(lt_dtype dtype);
+lt_dtype lt_autocast_dtype(void); /* LT_DTYPE_BF16 when on, LT_DTYPE_F32 when off */
 
 #define LT_MAX_DIMS 8
 

@@ -120,6 +120,9 @@ double oi_rand_unif(uint64_t *seed);
 #define OI_I32 (1u << LT_DTYPE_I32)
 #define OI_I64 (1u << LT_DTYPE_I64)
 #define OI_FLOAT (OI_F32 | OI_F64)
+/* bf16: computed in f32 and rounded once, so checked against the f64
+ * reference on the same (bf16) inputs with OI_TOL_BF16. */
+#define OI_BF16 (1u << LT_DTYPE_BF16)
 #define OI_NUMERIC (OI_FLOAT | OI_I32 | OI_I64)
 
 struct opinfo {
@@ -145,6 +148,10 @@ struct opinfo {
 
 /* Default tolerances: |got - want| <= atol + rtol * |want|. */
 #define OI_TOL_DEFAULT {{1e-5, 1e-6}, {1e-13, 1e-15}}
+/* bf16 results: the f32 result rounded to 8 significant bits (half an ulp
+ * is 2^-9 relative), so two bf16 ulps relative, plus the entry's f32
+ * tolerance (whichever is larger). */
+#define OI_TOL_BF16 {7.9e-3, 1e-6}
 
 /* .samples = OI_SAMPLES({...}, {...}); .errors = OI_ERRORS(...): the lists
  * with their end marker. */

@@ -380,7 +380,7 @@ START_TEST(test_errors) {
   LT_EXPECT_NULL_ERR(lt__matmul_ref(a, b), LT_ERR_SHAPE, "inner dimensions 8 != 7");
   lt_tensor *i1 = LT_NN(lt_zeros(LT_DTYPE_I32, LT_SHAPE(2, 3)));
   lt_tensor *bl = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(3, 2)));
-  LT_EXPECT_NULL_ERR(lt_matmul(i1, bl), LT_ERR_DTYPE, "only f32 and f64");
+  LT_EXPECT_NULL_ERR(lt_matmul(i1, bl), LT_ERR_DTYPE, "only f32, f64 and bf16");
   lt_tensor *f3 = rnd(LT_DTYPE_F32, LT_SHAPE(3, 2));
   LT_EXPECT_NULL_ERR(lt_matmul(i1, f3), LT_ERR_DTYPE, "i32");
   LT_EXPECT_NULL_ERR(lt_matmul(a, NULL), LT_ERR_NULL, "matmul: argument b is NULL");

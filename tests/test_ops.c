@@ -197,7 +197,7 @@ static lt_tensor *make_input(const oi_input *in, lt_dtype dt, uint64_t seed) {
   for (int i = 0; i < in->ndim; i++) n *= in->shape[i];
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
   ck_assert(v);
-  for (int64_t i = 0; i < n; i++) v[i] = draw(in->domain, !lt_dtype_is_float(t), &seed);
+  for (int64_t i = 0; i < n; i++) v[i] = draw(in->domain, !lt_dtype_is_floating(t), &seed);
   lt_tensor *x = lt_test_from_f64(t, in->ndim, in->shape, v);
   free(v);
   return x;
@@ -291,7 +291,13 @@ static int check_values(const opinfo *e) {
       if (tol[0] == 0 && tol[1] == 0) tol = e->tol[dt == LT_DTYPE_F64];
       static const double deflt[2][2] = OI_TOL_DEFAULT;
       if (tol[0] == 0 && tol[1] == 0) tol = deflt[dt == LT_DTYPE_F64];
-      const bool exact = !lt_dtype_is_float((lt_dtype)dt);
+      double tol_bf16[2] = OI_TOL_BF16;
+      if (dt == LT_DTYPE_BF16) {
+        tol_bf16[0] = fmax(tol_bf16[0], tol[0]);
+        tol_bf16[1] = fmax(tol_bf16[1], tol[1]);
+        tol = tol_bf16;
+      }
+      const bool exact = !lt_dtype_is_floating((lt_dtype)dt);
       for (int v = 0; v < nv; v++) {
         /* big samples (there for the threaded paths): each layout once for
          * all inputs, and integers contiguous only */
@@ -354,7 +360,7 @@ static int thread_run(void *u, lt_tensor **out, int cap) {
   const oi_sample *s = c->s;
   lt_tensor *in[OI_MAX_IN] = {0};
   ck_assert(make_inputs(c->e, c->si, s, c->dt, c->lay, in));
-  const bool grad = c->e->grad && lt_dtype_is_float(c->dt);
+  const bool grad = c->e->grad && lt_dtype_is_floating(c->dt);
   for (int k = 0; grad && k < s->nin; k++)
     if (is_data(s->in[k].domain)) LT_OK_OR_FAIL(lt_requires_grad_(in[k], true));
   lt_tensor *y = LT_NN(c->e->call(c->e, s->arg, in));

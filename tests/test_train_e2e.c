@@ -335,6 +335,39 @@ static void write_text(const char *path, int sentences) {
   fclose(f);
 }
 
+/* --precision bf16 (autocast): a run resumed in a new process, at another
+ * thread count and without the flag (a saved run setting), gives the same
+ * losses and parameters bit for bit; and autocast did change the losses. */
+START_TEST(bf16_resume_is_bit_exact) {
+  enum { N = 8, K = 3 };
+  char args[1024];
+  snprintf(args, sizeof args, TINY_ENCDEC " --steps %d --eval-every 4 --threads 2 --precision bf16 --ckpt-dir '%s'", N,
+           in_tmp("bstraight"));
+  expect_exit(run_train(args, "bstraight.log"), 0, "bstraight.log");
+  snprintf(args, sizeof args,
+           TINY_ENCDEC " --steps %d --eval-every 4 --threads 2 --precision bf16 --stop-after %d --ckpt-dir '%s'", N, K,
+           in_tmp("bsplit"));
+  expect_exit(run_train(args, "bsplit1.log"), 0, "bsplit1.log");
+  snprintf(args, sizeof args, "--resume '%s' --threads 1", in_tmp("bsplit"));
+  expect_exit(run_train(args, "bsplit2.log"), 0, "bsplit2.log");
+  expect_in_log("bsplit2.log", "resumed from");
+  snprintf(args, sizeof args, TINY_ENCDEC " --steps %d --eval-every 4 --threads 2 --ckpt-dir '%s'", N, in_tmp("bf32"));
+  expect_exit(run_train(args, "bf32.log"), 0, "bf32.log");
+  double a[N], b[N], f[N];
+  long long sa[N], sb[N], sf[N];
+  ck_assert_int_eq(read_csv(in_tmp("bstraight/metrics.csv"), COL_LOSS, a, sa, N), N);
+  ck_assert_int_eq(read_csv(in_tmp("bsplit/metrics.csv"), COL_LOSS, b, sb, N), N);
+  ck_assert_int_eq(read_csv(in_tmp("bf32/metrics.csv"), COL_LOSS, f, sf, N), N);
+  bool differs = false;
+  for (int i = 0; i < N; i++) {
+    ck_assert_msg(a[i] == b[i], "step %d: bf16 loss %.17g straight, %.17g resumed", i + 1, a[i], b[i]);
+    differs |= a[i] != f[i];
+  }
+  ck_assert_msg(differs, "bf16 and f32 runs gave the same losses: autocast did not apply");
+  expect_same_params(ckpt("bstraight", N), ckpt("bsplit", N));
+}
+END_TEST
+
 START_TEST(decoder_only_learns_a_text_and_generates) {
   write_text(in_tmp("text.txt"), 1500);
   char args[1024];
@@ -763,6 +796,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, tiny_run_learns_and_is_bit_identical);
   tcase_add_test(tc, resume_is_bit_exact);
+  tcase_add_test(tc, bf16_resume_is_bit_exact);
   tcase_add_test(tc, dumped_data_reproduces_the_run);
   tcase_add_test(tc, decoder_only_learns_a_text_and_generates);
   tcase_add_test(tc, sigint_saves_and_resumes);

@@ -60,6 +60,7 @@ typedef struct options {
   const char *checkpoint;
   int strategy; /* lt_generate_strategy */
   int64_t beam, top_k, max_len, context, batch, threads, seed;
+  int precision; /* LT_CLI_PRECISION_* */
   double length_penalty, temperature, top_p;
   bool no_cache, scores, allow_unchecksummed;
   const char *input; /* file, "-" or NULL */
@@ -98,6 +99,9 @@ static const lt_cli_opt OPTS[] = {
                   "of the generated tokens (beam: divided by length^A; encoder-only: the label's probability)"),
   I("threads", threads, "N", 1, 1024, "threads for BLIS and libtensor's kernels",
     .default_text = "LT_NUM_THREADS, else all"),
+  LT_CLI_OPT_ENUM(options, "precision", precision, lt_cli_precision_name, LT_CLI_PRECISION_COUNT,
+                  "matrix products in f32, or bf16 with f32 accumulation (autocast; docs/mixed-precision.md)",
+                  .default_text = "f32"),
   I("max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs more memory (0: no "
     "cap; docs/security.md)", .default_text = "half of physical memory"),
   LT_CLI_OPT_STRING(options, "write-tokenizer", write_tokenizer, "FILE", PATH_MAX_LEN, "write the checkpoint's "
@@ -300,6 +304,7 @@ int main(int argc, char **argv) {
   const bool from_file = o.input && strcmp(o.input, "-");
   const int input_fd = from_file ? open_input(o.input) : STDIN_FILENO; /* checked before the model is loaded */
   if (o.threads > 0 && lt_set_num_threads((int)o.threads) != LT_OK) die_lt("--threads");
+  if (o.precision == LT_CLI_PRECISION_BF16) lt_set_autocast(LT_DTYPE_BF16);
 
   /* ---- the checkpoint: configuration, tokenizer, then the model ---- */
   const uint64_t max_bytes = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;

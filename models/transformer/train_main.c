@@ -29,8 +29,10 @@
  * checkpoint is saved first). The flags, their ranges and --help come from one
  * table read by cli/cli.h.
  *
- * What this is not: a distributed or mixed-precision trainer. Everything runs
- * in f32 on the CPU threads of one process.
+ * What this is not: a distributed trainer. Everything runs on the CPU threads
+ * of one process, in f32, or with --precision bf16 its matrix products in bf16
+ * with f32 accumulation (autocast; the weights, gradients and optimizer state
+ * stay f32, so checkpoints are the same either way).
  */
 #include "cli/cli.h"
 #include "libtensor.h"
@@ -160,6 +162,7 @@ typedef struct options {
   int64_t stop_after;
   /* run */
   int64_t threads, log_every;
+  int precision;              /* LT_CLI_PRECISION_* */
   const char *csv;
   int64_t max_memory;         /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
   bool allow_unchecksummed;
@@ -336,6 +339,9 @@ static const lt_cli_opt OPTS[] = {
        "LT_NUM_THREADS, else auto: all cores or 1, whichever trains faster (measured as it goes)"),
     O("log-every", LT_CLI_INT, log_every, F_RUN, "N", 1, COUNT_MAX,
       "progress line every N steps when stdout is not a terminal"),
+    OE("precision", precision, F_RUN, lt_cli_precision_name, LT_CLI_PRECISION_COUNT,
+       "matrix products in f32, or bf16 with f32 accumulation (autocast; master weights, gradients and "
+       "optimizer state stay f32; docs/mixed-precision.md)", "f32"),
     OD("csv", LT_CLI_STRING, csv, F_RUN | F_NOSAVE, "FILE", 1, PATH_MAX_LEN, "metrics CSV, one row per step",
        "<ckpt-dir>/metrics.csv"),
     OD("max-memory", LT_CLI_INT, max_memory, F_RUN | F_NOSAVE, "MIB", 0, INT64_MAX >> 20,
@@ -1701,6 +1707,9 @@ int main(int argc, char **argv) {
   tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
   lt_trainer_hooks hooks = {r, hook_micro_batch, hook_begin_step, hook_evaluate, hook_eval_line, hook_save_extra,
                             NULL, hook_get_position, hook_set_position, hook_batches_per_epoch};
+  /* After resume resolved the settings (a bf16 run resumes in bf16); this
+   * thread runs every step, evaluation and decoding. */
+  if (r->o.precision == LT_CLI_PRECISION_BF16) lt_set_autocast(LT_DTYPE_BF16);
   if (!(g_trainer = r->trainer = lt_trainer_new(&tc, &hooks))) die_lt(EXIT_USAGE, "the training loop");
   r->mb = xmalloc(sizeof *r->mb * (size_t)r->o.accum);
   r->mb_tokens = xmalloc(sizeof *r->mb_tokens * (size_t)r->o.accum);

@@ -1,0 +1,269 @@
+/*
+ * tensor/dnnl.c: the bf16 GEMM engine, on oneDNN (Debian's libdnnl-dev,
+ * oneDNN 2.6); the only file of the library that includes dnnl.h.
+ *
+ * What it is: bf16 x bf16 -> f32 products through oneDNN's matmul primitive
+ * (docs/mixed-precision.md). Each operand is described by its own strides
+ * (dnnl_memory_desc_init_by_strides), so a transposed view is never copied.
+ * Creating a primitive costs far more than a small product, so primitives
+ * are cached by geometry: (m, n, k, the six strides, alpha, beta); a training
+ * step uses a few dozen geometries, all cached after the first step. Each
+ * primitive is made with a user scratchpad, and each thread executes on its
+ * own stream with its own scratchpad buffer, so one cached primitive serves
+ * several threads at once (the batched products of attention run one per
+ * thread inside an OpenMP region, where oneDNN's OpenMP runtime stays on the
+ * calling thread).
+ *
+ * What it is not: an f32 engine (BLIS does f32 and f64) nor a general oneDNN
+ * binding. oneDNN 2.6's C API has no bf16 GEMM function (dnnl_sgemm and
+ * dnnl_gemm_u8s8s32 only; gemm_bf16bf16f32 is internal C++), so the matmul
+ * primitive is the one public way in.
+ *
+ * Hardware: oneDNN picks its kernels by CPUID at run time, so this never
+ * executes an instruction the CPU lacks. With AVX512_BF16 (or AMX) products
+ * are native; on other AVX-512 CPUs oneDNN emulates them; where oneDNN has no
+ * bf16 matmul at all (no AVX-512) lt__dnnl_bf16_native is false, creating the
+ * primitive fails, and tensor/matmul.c widens to f32 and uses BLIS.
+ */
+#include "tensor/dnnl_internal.h"
+
+#include "tensor/error_internal.h"
+
+#include <oneapi/dnnl/dnnl.h>
+#include <omp.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ---- the engine, once ---------------------------------------------------- */
+
+static dnnl_engine_t engine;
+static pthread_once_t engine_once = PTHREAD_ONCE_INIT;
+static dnnl_status_t engine_status = dnnl_runtime_error;
+
+static void engine_init(void) { engine_status = dnnl_engine_create(&engine, dnnl_cpu, 0); }
+
+/* ---- the primitive cache ------------------------------------------------- */
+
+typedef struct mm_key {
+  int64_t m, n, k, rsa, csa, rsb, csb, rsc, csc;
+  float alpha, beta;
+  int threads; /* oneDNN fixes a primitive's thread count when it is made */
+} mm_key;
+
+typedef struct mm_entry {
+  mm_key key;
+  dnnl_primitive_t prim;
+  dnnl_memory_desc_t md[3]; /* a, b, c */
+  size_t scratch;           /* scratchpad bytes */
+} mm_entry;
+
+/* Entries are never removed while the process runs (a thread may be
+ * executing any of them): past CACHE_MAX geometries, a product makes its
+ * primitive, runs it and destroys it. */
+#define CACHE_MAX 512
+static mm_entry cache[CACHE_MAX];
+static int ncache = 0;
+static pthread_rwlock_t cache_lock = PTHREAD_RWLOCK_INITIALIZER;
+
+int lt__dnnl_cached_primitives(void) {
+  pthread_rwlock_rdlock(&cache_lock);
+  int n = ncache;
+  pthread_rwlock_unlock(&cache_lock);
+  return n;
+}
+
+static bool key_eq(const mm_key *a, const mm_key *b) {
+  return a->m == b->m && a->n == b->n && a->k == b->k && a->rsa == b->rsa && a->csa == b->csa && a->rsb == b->rsb &&
+         a->csb == b->csb && a->rsc == b->rsc && a->csc == b->csc && a->alpha == b->alpha && a->beta == b->beta &&
+         a->threads == b->threads;
+}
+
+static const mm_entry *cache_find(const mm_key *k) {
+  const mm_entry *e = NULL;
+  pthread_rwlock_rdlock(&cache_lock);
+  for (int i = ncache - 1; i >= 0 && !e; i--)
+    if (key_eq(&cache[i].key, k)) e = &cache[i];
+  pthread_rwlock_unlock(&cache_lock);
+  return e;
+}
+
+/* Builds the primitive of k into *e. Returns the oneDNN status. */
+static dnnl_status_t build(const mm_key *k, mm_entry *e) {
+  memset(e, 0, sizeof *e);
+  e->key = *k;
+  dnnl_status_t s;
+  dnnl_primitive_attr_t attr = NULL;
+  dnnl_post_ops_t po = NULL;
+  dnnl_primitive_desc_t pd = NULL;
+  dnnl_matmul_desc_t desc;
+  if ((s = dnnl_memory_desc_init_by_strides(&e->md[0], 2, (dnnl_dims_t){k->m, k->k}, dnnl_bf16,
+                                            (dnnl_dims_t){k->rsa, k->csa})) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_strides(&e->md[1], 2, (dnnl_dims_t){k->k, k->n}, dnnl_bf16,
+                                            (dnnl_dims_t){k->rsb, k->csb})) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_strides(&e->md[2], 2, (dnnl_dims_t){k->m, k->n}, dnnl_f32,
+                                            (dnnl_dims_t){k->rsc, k->csc})) != dnnl_success ||
+      (s = dnnl_matmul_desc_init(&desc, &e->md[0], &e->md[1], NULL, &e->md[2])) != dnnl_success ||
+      (s = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
+      (s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) != dnnl_success)
+    goto done;
+  if (k->alpha != 1.0f && (s = dnnl_primitive_attr_set_output_scales(attr, 1, 0, &k->alpha)) != dnnl_success)
+    goto done;
+  if (k->beta != 0.0f) {
+    if ((s = dnnl_post_ops_create(&po)) != dnnl_success || (s = dnnl_post_ops_append_sum(po, k->beta)) != dnnl_success ||
+        (s = dnnl_primitive_attr_set_post_ops(attr, po)) != dnnl_success)
+      goto done;
+  }
+  if ((s = dnnl_primitive_desc_create(&pd, &desc, attr, engine, NULL)) != dnnl_success) goto done;
+  const dnnl_memory_desc_t *smd = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+  e->scratch = smd ? dnnl_memory_desc_get_size(smd) : 0;
+  s = dnnl_primitive_create(&e->prim, pd);
+done:
+  if (pd) dnnl_primitive_desc_destroy(pd);
+  if (po) dnnl_post_ops_destroy(po);
+  if (attr) dnnl_primitive_attr_destroy(attr);
+  return s;
+}
+
+/* ---- per-thread stream and scratchpad ------------------------------------ */
+
+static _Thread_local dnnl_stream_t tl_stream;
+static _Thread_local void *tl_scratch;
+static _Thread_local size_t tl_scratch_size;
+
+static void *scratch_for(size_t n) {
+  if (n <= tl_scratch_size) return tl_scratch;
+  free(tl_scratch);
+  size_t sz = (n + 4095) & ~(size_t)4095;
+  tl_scratch = aligned_alloc(64, sz);
+  tl_scratch_size = tl_scratch ? sz : 0;
+  return tl_scratch;
+}
+
+/* ---- the product ---------------------------------------------------------- */
+
+static lt_status fail(dnnl_status_t s, const char *what, int64_t m, int64_t n, int64_t k) {
+  return lt__err(s == dnnl_out_of_memory ? LT_ERR_NOMEM : LT_ERR_BACKEND,
+                 "matmul: bf16 product [%lld,%lld] x [%lld,%lld]: oneDNN %s failed (status %d%s)", (long long)m,
+                 (long long)k, (long long)k, (long long)n, what, (int)s,
+                 s == dnnl_unimplemented ? ": no bf16 matmul for this CPU" : "");
+}
+
+static lt_status run(const mm_entry *e, const void *a, const void *b, void *c) {
+  const mm_key *k = &e->key;
+  dnnl_status_t s;
+  if (!tl_stream && (s = dnnl_stream_create(&tl_stream, engine, dnnl_stream_default_flags)) != dnnl_success)
+    return fail(s, "stream_create", k->m, k->n, k->k);
+  void *scr = e->scratch ? scratch_for(e->scratch) : NULL;
+  if (e->scratch && !scr)
+    return lt__err(LT_ERR_NOMEM, "matmul: bf16 product: cannot allocate %zu bytes of scratchpad", e->scratch);
+  dnnl_memory_t mem[4] = {NULL};
+  dnnl_memory_desc_t smd;
+  if (e->scratch) dnnl_memory_desc_init_by_tag(&smd, 1, (dnnl_dims_t){(dnnl_dim_t)e->scratch}, dnnl_u8, dnnl_a);
+  const void *h[3] = {a, b, c};
+  s = dnnl_success;
+  for (int i = 0; i < 3 && s == dnnl_success; i++) s = dnnl_memory_create(&mem[i], &e->md[i], engine, (void *)h[i]);
+  if (s == dnnl_success && e->scratch) s = dnnl_memory_create(&mem[3], &smd, engine, scr);
+  if (s == dnnl_success) {
+    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]},
+                               {DNNL_ARG_SCRATCHPAD, mem[3]}};
+    s = dnnl_primitive_execute(e->prim, tl_stream, e->scratch ? 4 : 3, args);
+    if (s == dnnl_success) s = dnnl_stream_wait(tl_stream);
+  }
+  for (int i = 0; i < 4; i++)
+    if (mem[i]) dnnl_memory_destroy(mem[i]);
+  return s == dnnl_success ? LT_OK : fail(s, "execute", k->m, k->n, k->k);
+}
+
+/* Products of fewer multiply-adds than this run on one thread: oneDNN opens
+ * an OpenMP region for every product it may split, and on a busy machine a
+ * region of two threads waits for a descheduled one (measured: a 96x64x32
+ * product under autocast took 11.6 ms on 2 threads against 0.13 ms on 1 with
+ * the default OMP_WAIT_POLICY, load average 15 on 2 cores). BLIS keeps such
+ * products on one thread by itself. */
+#define PAR_MIN_MACS ((int64_t)1 << 21)
+
+static lt_status gemm(const mm_key *key, const void *a, const void *b, void *c);
+
+lt_status lt__dnnl_gemm_bf16(bool one_thread, int64_t m, int64_t n, int64_t k, float alpha,
+                             const uint16_t *a, int64_t rsa, int64_t csa, const uint16_t *b, int64_t rsb,
+                             int64_t csb, float beta, float *c, int64_t rsc, int64_t csc) {
+  if (m == 0 || n == 0) return LT_OK;
+  if (k == 0) { /* an empty sum: C = beta C */
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) c[i * rsc + j * csc] = beta == 0.0f ? 0.0f : beta * c[i * rsc + j * csc];
+    return LT_OK;
+  }
+  pthread_once(&engine_once, engine_init);
+  if (engine_status != dnnl_success) return fail(engine_status, "engine_create", m, n, k);
+  /* The thread count oneDNN sees (omp_get_max_threads, this thread's
+   * setting) while the primitive is made and run; restored after. */
+  const int nt = omp_get_max_threads();
+  const int use = one_thread || omp_in_parallel() || m * n * k < PAR_MIN_MACS ? 1 : nt;
+  const mm_key key = {m, n, k, rsa, csa, rsb, csb, rsc, csc, alpha, beta, use};
+  if (use != nt) omp_set_num_threads(use);
+  lt_status st = gemm(&key, a, b, c);
+  if (use != nt) omp_set_num_threads(nt);
+  return st;
+}
+
+static lt_status gemm(const mm_key *kp, const void *a, const void *b, void *c) {
+  const mm_key key = *kp;
+  const int64_t m = key.m, n = key.n, k = key.k;
+  const mm_entry *e = cache_find(&key);
+  if (e) return run(e, a, b, c);
+  mm_entry fresh;
+  dnnl_status_t s = build(&key, &fresh);
+  if (s != dnnl_success) {
+    if (fresh.prim) dnnl_primitive_destroy(fresh.prim);
+    return fail(s, "primitive creation", m, n, k);
+  }
+  pthread_rwlock_wrlock(&cache_lock);
+  for (int i = 0; i < ncache && !e; i++) /* another thread may have added it meanwhile */
+    if (key_eq(&cache[i].key, &key)) e = &cache[i];
+  if (!e && ncache < CACHE_MAX) {
+    cache[ncache] = fresh;
+    e = &cache[ncache++];
+    fresh.prim = NULL;
+  }
+  pthread_rwlock_unlock(&cache_lock);
+  lt_status st = run(e ? e : &fresh, a, b, c);
+  if (fresh.prim) dnnl_primitive_destroy(fresh.prim);
+  return st;
+}
+
+/* ---- what this CPU gets --------------------------------------------------- */
+
+static const char *path_str = "unknown";
+static bool native = false, available = false;
+static pthread_once_t path_once = PTHREAD_ONCE_INIT;
+
+static void path_init(void) {
+  const dnnl_cpu_isa_t isa = dnnl_get_effective_cpu_isa();
+  const unsigned u = (unsigned)isa;
+  available = (u & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core;
+  if ((u & (unsigned)dnnl_cpu_isa_avx512_core_amx) == (unsigned)dnnl_cpu_isa_avx512_core_amx) {
+    native = true;
+    path_str = "native (oneDNN, AMX)";
+  } else if ((u & (unsigned)dnnl_cpu_isa_avx512_core_bf16) == (unsigned)dnnl_cpu_isa_avx512_core_bf16) {
+    native = true;
+    path_str = "native (oneDNN, AVX512_BF16)";
+  } else if ((u & (unsigned)dnnl_cpu_isa_avx512_core) == (unsigned)dnnl_cpu_isa_avx512_core) {
+    path_str = "fallback (oneDNN emulates bf16 on AVX-512 without AVX512_BF16)";
+  } else {
+    path_str = "fallback (no oneDNN bf16 matmul on this CPU: operands widened to f32, BLIS)";
+  }
+}
+
+const char *lt__dnnl_bf16_path(void) {
+  pthread_once(&path_once, path_init);
+  return path_str;
+}
+bool lt__dnnl_bf16_native(void) {
+  pthread_once(&path_once, path_init);
+  return native;
+}
+bool lt__dnnl_bf16_available(void) {
+  pthread_once(&path_once, path_init);
+  return available;
+}
