@@ -27,8 +27,8 @@
 #include "tensor/storage_internal.h"
 
 /* ---- the dtype table: the file's name, the element size, the native
- * libtensor dtype (or -1: converted to f32 on load) and the kind. Adding
- * LT_DTYPE_BF16 is one change: its row's native dtype. */
+ * libtensor dtype (or -1: converted to f32 on load, never written) and the
+ * kind. */
 typedef struct st_dtype_row {
   const char *name;
   size_t size;
@@ -38,7 +38,7 @@ typedef struct st_dtype_row {
 
 static const st_dtype_row st_dtypes[LT_ST_DTYPE_COUNT] = {
     [LT_ST_F32] = {"F32", 4, LT_DTYPE_F32, true},  [LT_ST_F64] = {"F64", 8, LT_DTYPE_F64, true},
-    [LT_ST_F16] = {"F16", 2, -1, true},            [LT_ST_BF16] = {"BF16", 2, -1, true},
+    [LT_ST_F16] = {"F16", 2, -1, true},            [LT_ST_BF16] = {"BF16", 2, LT_DTYPE_BF16, true},
     [LT_ST_I32] = {"I32", 4, LT_DTYPE_I32, false}, [LT_ST_I64] = {"I64", 8, LT_DTYPE_I64, false},
 };
 
@@ -49,7 +49,8 @@ size_t lt_st_dtype_size(lt_st_dtype d) { return (unsigned)d < LT_ST_DTYPE_COUNT 
 
 bool lt_st_dtype_loads_into(lt_st_dtype src, lt_dtype dst) {
   if ((unsigned)src >= LT_ST_DTYPE_COUNT) return false;
-  if (st_dtypes[src].is_float) return dst == LT_DTYPE_F64 || (dst == LT_DTYPE_F32 && src != LT_ST_F64);
+  if (st_dtypes[src].is_float)
+    return dst == LT_DTYPE_F64 || (dst == LT_DTYPE_F32 && src != LT_ST_F64) || (dst == LT_DTYPE_BF16 && src == LT_ST_BF16);
   return dst == LT_DTYPE_I64 || (dst == LT_DTYPE_I32 && src == LT_ST_I32);
 }
 
@@ -406,6 +407,7 @@ static void convert(lt_st_dtype d, const unsigned char *src, int64_t n, lt_dtype
     switch (dt) {
       case LT_DTYPE_F32: ((float *)dst)[k] = (float)load_float(d, p); break;
       case LT_DTYPE_F64: ((double *)dst)[k] = load_float(d, p); break;
+      case LT_DTYPE_BF16: ((uint16_t *)dst)[k] = (uint16_t)le_bits(p, 2); break; /* from BF16 only */
       case LT_DTYPE_I32: ((int32_t *)dst)[k] = (int32_t)(uint32_t)le_bits(p, 4); break;
       default: {
         uint64_t u = le_bits(p, es);

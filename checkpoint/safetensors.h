@@ -31,13 +31,13 @@
  * read into memory once. A mapped file must not be truncated by another
  * process while it is open (the reads would fault, as with any mmap).
  *
- * Dtypes: F32, F64, I32 and I64 are read and written as they are. F16 and
- * BF16 are read, converted exactly to f32 (libtensor has no 16-bit dtype
- * yet: when LT_DTYPE_BF16 lands, its row in safetensors.c's dtype table gets
- * the native dtype and BF16 tensors load and save as they are).
+ * Dtypes: F32, F64, BF16, I32 and I64 are read and written as they are
+ * (LT_DTYPE_BF16 tensors are written as BF16); BF16 also loads into f32 and
+ * f64, exactly. F16 is read, converted exactly to f32 or f64 (libtensor has
+ * no f16 dtype, so F16 is never written).
  *
- * What this is not: a writer of 16-bit tensors (f32 tensors are written as
- * F32), a reader of sharded checkpoints (model.safetensors.index.json), or a
+ * What this is not: a writer of F16 (f32 tensors are written as F32, bf16
+ * ones as BF16), a reader of sharded checkpoints (model.safetensors.index.json), or a
  * mapping of names (models/transformer/hf.h maps Hugging Face names).
  *
  * Errors and ownership as tensor/tensor.h: a status and lt_last_error();
@@ -103,7 +103,8 @@ const char *lt_st_metadata_value(const lt_st_file *f, int i);
 const char *lt_st_metadata_get(const lt_st_file *f, const char *key);
 
 /* Whether a tensor stored as src loads into dtype dst: floats into f32 from
- * F32, F16, BF16 (exact), into f64 from any float; integers into i64 from
+ * F32, F16, BF16 (exact), into f64 from any float, into bf16 from BF16 only
+ * (bits as they are); integers into i64 from
  * I32, I64, into i32 from I32. Narrowing (F64 into f32, I64 into i32) and
  * mixing integers with floats are refused. */
 bool lt_st_dtype_loads_into(lt_st_dtype src, lt_dtype dst);
@@ -119,7 +120,7 @@ lt_status lt_st_read_into(const lt_st_file *f, int i, lt_tensor *dst);
 lt_tensor *lt_st_tensor(const lt_st_file *f, int i, lt_dtype dtype);
 /* Tensor i without a copy: a tensor borrowing the mapping (read-only by
  * contract: never write to it), valid until lt_st_close; only for F32, F64,
- * I32 and I64 on a little-endian host at an offset aligned for the dtype,
+ * BF16, I32 and I64 on a little-endian host at an offset aligned for the dtype,
  * else NULL with LT_ERR_INVALID naming the reason (use lt_st_tensor). */
 lt_tensor *lt_st_view(const lt_st_file *f, int i);
 

@@ -125,11 +125,44 @@ START_TEST(half_floats) {
   lt_tensor *u = LT_NN(lt_st_tensor(f, lt_st_find(f, "bf"), LT_DTYPE_F64));
   const double *y = u->data;
   ck_assert(y[0] == 1.0 && y[1] == -3.0 && y[2] == 0x1p127);
+  /* BF16 into bf16: the bits as they are; into i64 or f16-less dtypes: refused */
+  lt_tensor *v = LT_NN(lt_st_tensor(f, lt_st_find(f, "bf"), LT_DTYPE_BF16));
+  ck_assert(v->dtype == LT_DTYPE_BF16 && !memcmp(v->data, bf, sizeof bf));
+  ck_assert(!lt_st_dtype_loads_into(LT_ST_F16, LT_DTYPE_BF16) && !lt_st_dtype_loads_into(LT_ST_F32, LT_DTYPE_BF16));
+  LT_EXPECT_NULL_ERR(lt_st_tensor(f, lt_st_find(f, "h"), LT_DTYPE_BF16), LT_ERR_DTYPE, "h");
   LT_EXPECT_NULL_ERR(lt_st_view(f, 0), LT_ERR_INVALID, "lt_st_tensor");
   lt_st_close(f);
-  LT_FREE_ALL(t, u);
+  LT_FREE_ALL(t, u, v);
   unlink(path);
   free(path);
+}
+END_TEST
+
+/* A bf16 tensor is written as BF16 and reads back bit for bit, as bf16 and
+ * (exactly) as f32. */
+START_TEST(bf16_round_trip) {
+  char dir[] = "/tmp/lt_st_bf16_XXXXXX";
+  ck_assert(mkdtemp(dir) != NULL);
+  char path[64];
+  snprintf(path, sizeof path, "%s/w.safetensors", dir);
+  const float src[] = {1.0f, -3.0f, 0.1f, 65504.0f, -0.0f, 1e-40f};
+  lt_tensor *x = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, 2, (int64_t[]){2, 3}, src));
+  lt_tensor *b = LT_NN(lt_to_dtype(x, LT_DTYPE_BF16));
+  const char *names[] = {"w"};
+  const lt_tensor *ts[] = {b};
+  ck_assert_msg(lt_st_save(path, 1, names, ts, 0, NULL, NULL) == LT_OK, "%s", lt_last_error());
+  lt_st_file *f = lt_st_open(path);
+  ck_assert_msg(f != NULL, "%s", lt_last_error());
+  ck_assert(lt_st_info(f, 0)->dtype == LT_ST_BF16 && lt_st_info(f, 0)->numel == 6);
+  lt_tensor *r = LT_NN(lt_st_tensor(f, 0, LT_DTYPE_BF16));
+  ck_assert(r->ndim == 2 && r->shape[0] == 2 && r->shape[1] == 3 && !memcmp(r->data, b->data, 12));
+  lt_tensor *r32 = LT_NN(lt_st_tensor(f, 0, LT_DTYPE_F32));
+  lt_tensor *b32 = LT_NN(lt_to_dtype(b, LT_DTYPE_F32));
+  ck_assert(!memcmp(r32->data, b32->data, 24));
+  lt_st_close(f);
+  LT_FREE_ALL(x, b, r, r32, b32);
+  unlink(path);
+  rmdir(dir);
 }
 END_TEST
 
@@ -253,6 +286,6 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("safetensors");
-  LT_TEST_CASE(s, "safetensors", 120, round_trip, half_floats, crafted_files, load_params);
+  LT_TEST_CASE(s, "safetensors", 120, round_trip, half_floats, bf16_round_trip, crafted_files, load_params);
   return lt_test_run(s);
 }
