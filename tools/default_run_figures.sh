@@ -41,7 +41,11 @@ exact=$(echo "$final" | sed -n 's/.*: \([0-9.]*% ([0-9]*\/[0-9]*)\).*/\1/p')
 rss=$(sed -n 's/^peak RSS \(.*\)$/\1/p' "$log")
 toks=$(sed -n 's/.*, \([0-9]*\) tokens\/s in training steps.*/\1/p' "$log")
 blis=$(sed -n 's/^runtime: //p' "$log")
-threads=$(sed -n 's/^training: .*threads: //p; s/^threads: //p' "$log" | paste -sd ';' -)  # the setting; what auto chose
+# the setting, then where the auto-tuning ended and how often it switched
+setting=$(sed -n 's/^training: .*threads: //p' "$log" | head -n 1)
+switches=$(grep -c '^threads: now' "$log" || true)
+last=$(sed -n 's/^threads: //p' "$log" | tail -n 1)
+threads="${setting:-(not printed)}${last:+; last: $last, after $switches switches}"
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 secs=$((t1 - t0))
 {
