@@ -108,10 +108,14 @@ static lt_status check_eps(const char *op, const char *name, double eps) {
 /* Linear                                                                   */
 /* ======================================================================== */
 
-/* Creates and registers "<name>.weight" [out, in] (and "<name>.bias" [out]). */
-static lt_status linear_register(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out,
-                                 bool bias, lt_generator *g) {
-  lt_tensor *w = new_param(LT_SHAPE(out, in));
+/* Creates and registers "<name>.weight" of the given shape [out, ...] and,
+ * with bias, "<name>.bias" [out], by PyTorch's reset_parameters rule for
+ * Linear and Conv: weight kaiming_uniform(a = sqrt(5)), bias
+ * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in the product of the weight's
+ * dims after the first (bound 0 when it is 0). */
+static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, const int64_t *shape, bool bias,
+                                      lt_generator *g, lt_tensor **wout, lt_tensor **bout) {
+  lt_tensor *w = new_param(ndim, shape);
   lt_status s = w ? lt_init_kaiming_uniform_(g, w, sqrt(5.0)) : lt_last_status();
   if (s != LT_OK) {
     lt_tensor_free(w);
@@ -120,8 +124,10 @@ static lt_status linear_register(lt_linear_m *m, lt_params *p, const char *name,
   if ((s = add_param(p, name, "weight", w, LT_PARAM_DEFAULT)) != LT_OK) return s;
   lt_tensor *b = NULL;
   if (bias) {
-    b = new_param(LT_SHAPE(out));
-    double bound = in > 0 ? 1.0 / sqrt((double)in) : 0.0;
+    int64_t fan_in = 1;
+    for (int d = 1; d < ndim; d++) fan_in *= shape[d];
+    const double bound = fan_in > 0 ? 1.0 / sqrt((double)fan_in) : 0.0;
+    b = new_param(LT_SHAPE(shape[0]));
     bool prev = lt_set_grad_enabled(false);
     s = b ? lt_uniform_(g, b, -bound, bound) : lt_last_status();
     lt_set_grad_enabled(prev);
@@ -131,9 +137,15 @@ static lt_status linear_register(lt_linear_m *m, lt_params *p, const char *name,
     }
     if ((s = add_param(p, name, "bias", b, LT_PARAM_NO_DECAY)) != LT_OK) return s;
   }
-  m->weight = w;
-  m->bias = b;
+  *wout = w;
+  *bout = b;
   return LT_OK;
+}
+
+/* Creates and registers "<name>.weight" [out, in] (and "<name>.bias" [out]). */
+static lt_status linear_register(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out,
+                                 bool bias, lt_generator *g) {
+  return register_weight_bias(p, name, 2, (const int64_t[]){out, in}, bias, g, &m->weight, &m->bias);
 }
 
 lt_status lt_linear_init(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
@@ -173,29 +185,7 @@ static lt_status conv_register(const char *op, lt_tensor **wout, lt_tensor **bou
                    "and groups must divide both channel counts",
                    op, name, (long long)cin, (long long)cout, (long long)k[0], (long long)o->groups);
   const int64_t shape[4] = {cout, cin / o->groups, k[0], nk == 2 ? k[1] : 1};
-  lt_tensor *w = new_param(2 + nk, shape);
-  lt_status s = w ? lt_init_kaiming_uniform_(g, w, sqrt(5.0)) : lt_last_status();
-  if (s != LT_OK) {
-    lt_tensor_free(w);
-    return s;
-  }
-  if ((s = add_param(p, name, "weight", w, LT_PARAM_DEFAULT)) != LT_OK) return s;
-  lt_tensor *b = NULL;
-  if (bias) {
-    const double bound = 1.0 / sqrt((double)(w->numel / cout));
-    b = new_param(LT_SHAPE(cout));
-    bool prev = lt_set_grad_enabled(false);
-    s = b ? lt_uniform_(g, b, -bound, bound) : lt_last_status();
-    lt_set_grad_enabled(prev);
-    if (s != LT_OK) {
-      lt_tensor_free(b);
-      return s;
-    }
-    if ((s = add_param(p, name, "bias", b, LT_PARAM_NO_DECAY)) != LT_OK) return s;
-  }
-  *wout = w;
-  *bout = b;
-  return LT_OK;
+  return register_weight_bias(p, name, 2 + nk, shape, bias, g, wout, bout);
 }
 
 lt_status lt_conv2d_init(lt_conv2d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t kh,
