@@ -41,6 +41,7 @@
 #include "models/transformer/generate.h"
 #include "models/transformer/transformer.h"
 #include "test_util.h"
+#include "util_tfckpt.h"
 
 #ifndef LT_TRAIN_EXE
 #error "LT_TRAIN_EXE (the path of the train program) must be defined by the build"
@@ -131,20 +132,8 @@ enum { COL_LOSS = 3, COL_VAL_LOSS = 10, COL_VAL_EXACT = 12 };
 
 /* The model a checkpoint describes, with the checkpoint's parameters. */
 static lt_transformer *load_model(const char *path) {
-  lt_params *empty = lt_params_new();
-  lt_ckpt_info *info = NULL;
-  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
-  lo.non_strict = true;
-  LT_OK_OR_FAIL(lt_ckpt_load_params(path, empty, &lo, &info));
-  lt_params_free(empty);
-  lt_tf_config cfg;
-  LT_OK_OR_FAIL(lt_tf_config_from_meta(info->config, &cfg));
-  lt_ckpt_info_free(info);
-  lt_generator *g = lt_generator_new(1);
-  lt_transformer *m = lt_transformer_new(&cfg, g);
-  lt_generator_free(g);
-  ck_assert_ptr_nonnull(m);
-  LT_OK_OR_FAIL(lt_ckpt_load_params(path, lt_transformer_params(m), NULL, NULL));
+  lt_transformer *m = tfckpt_load_model(path);
+  ck_assert_msg(m != NULL, "%s", lt_last_error());
   return m;
 }
 

@@ -129,3 +129,12 @@ lt_status tfckpt_read_info(const char *path, bool model_only_ok, lt_ckpt_info **
   lt_params_free(empty);
   return s;
 }
+
+lt_transformer *tfckpt_load_model(const char *path) {
+  lt_ckpt_info *info = NULL;
+  if (tfckpt_read_info(path, true, &info) != LT_OK) return NULL;
+  lt_tf_config cfg;
+  lt_status s = lt_tf_config_from_meta(info->config, &cfg);
+  lt_ckpt_info_free(info);
+  return s == LT_OK ? lt_tf_load_model(path, &cfg, NULL) : NULL;
+}

@@ -51,4 +51,10 @@ lt_status tfckpt_write_config(const char *path, const lt_tf_config *cfg, int ste
  * on failure). */
 lt_status tfckpt_read_info(const char *path, bool model_only_ok, lt_ckpt_info **info);
 
+/* The model a checkpoint (of train, or model-only) describes, with its
+ * parameters: its configuration read as tfckpt_read_info does, then
+ * lt_tf_load_model. Returns new (lt_transformer_free), or NULL with the
+ * library's error set. */
+lt_transformer *tfckpt_load_model(const char *path);
+
 #endif
