@@ -384,6 +384,160 @@ static void skinny_block(const prod *p, int64_t lo, int64_t len) {
                  p->rsc, p->csc);
   }
 }
+
+/* ---- small products: the panel kernel (f32) ------------------------------ */
+
+/* Products whose B is small (k x n fits in L2 once packed) and whose k or n
+ * is too short for BLIS's 32x12 tiles and per-call setup to pay: the tiny
+ * batched products of attention ([17,16]x[16,17] with 512 of them per layer
+ * in a ViT, docs/gemm.md, "Small products") and the Linear layers of small
+ * models ([2176,64]x[64,128]). BLIS 0.9 costs there about as much in setup
+ * (control tree, memory-pool mutexes, packing) as in arithmetic.
+ *
+ * B is packed into panels of 64 columns (nv <= 4 vectors of 16, the last
+ * panel zero-padded to whole vectors), k rows each; A is read in place with
+ * any strides (one broadcast per element). A tile of mr rows x nv vectors of
+ * C keeps its sums in registers over the whole of k: every element of C is
+ * sum_p a[i,p] b[p,j], accumulated by FMA from zero in the order p = 0..k-1,
+ * then multiplied by alpha (and beta c added, as in the skinny kernels). That
+ * sequence depends on nothing but k, so any split of C over threads, and any
+ * tile a row lands in, gives the same bits. */
+#define SP_W 64 /* panel width in floats */
+
+SK_TARGET static inline __attribute__((always_inline)) void sp_tile(const int mr, const int nv, int64_t k,
+                                                                    const float *a, int64_t rsa, int64_t csa,
+                                                                    const float *bp, float alpha, float beta,
+                                                                    float *c, int64_t rsc, int64_t csc, int64_t w) {
+  __m512 acc[8][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+    for (int q = 0; q < nv; q++) acc[r][q] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; p++) {
+    __m512 bv[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < nv; q++) bv[q] = _mm512_load_ps(bp + p * nv * 16 + q * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+      const __m512 av = _mm512_set1_ps(a[r * rsa + p * csa]);
+#pragma GCC unroll 4
+      for (int q = 0; q < nv; q++) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha), be = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < mr; r++) {
+    float *pc = c + r * rsc;
+    if (csc == 1) {
+#pragma GCC unroll 4
+      for (int q = 0; q < nv; q++) {
+        const int64_t left = w - q * 16;
+        const __mmask16 mk = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        __m512 v = _mm512_mul_ps(al, acc[r][q]);
+        if (beta != 0) v = _mm512_add_ps(v, _mm512_mul_ps(be, _mm512_maskz_loadu_ps(mk, pc + q * 16)));
+        _mm512_mask_storeu_ps(pc + q * 16, mk, v);
+      }
+    } else {
+      float out[SP_W];
+#pragma GCC unroll 4
+      for (int q = 0; q < nv; q++) _mm512_storeu_ps(out + q * 16, acc[r][q]);
+      for (int64_t j = 0; j < w; j++)
+        pc[j * csc] = beta == 0 ? alpha * out[j] : alpha * out[j] + beta * pc[j * csc];
+    }
+  }
+}
+
+/* Rows [i0, i1) of C against one packed panel of nv vectors (w columns):
+ * tiles of 8 rows (nv <= 2) or 6 rows (nv 3, 4: 18 and 24 accumulators),
+ * then the remaining rows as one shorter tile. */
+#define SP_ROWS(NV, MR)                                                                                         \
+  SK_TARGET static void sp_rows_##NV(int64_t i0, int64_t i1, int64_t k, const float *a, int64_t rsa,            \
+                                     int64_t csa, const float *bp, float alpha, float beta, float *c,          \
+                                     int64_t rsc, int64_t csc, int64_t w) {                                     \
+    int64_t i = i0;                                                                                             \
+    for (; i + MR <= i1; i += MR) sp_tile(MR, NV, k, a + i * rsa, rsa, csa, bp, alpha, beta, c + i * rsc, rsc, csc, w); \
+    const float *ai = a + i * rsa;                                                                              \
+    float *ci = c + i * rsc;                                                                                    \
+    switch (i1 - i) {                                                                                           \
+    case 7: sp_tile(7 < MR ? 7 : 1, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;              \
+    case 6: sp_tile(6 < MR ? 6 : 1, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;              \
+    case 5: sp_tile(5, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 4: sp_tile(4, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 3: sp_tile(3, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 2: sp_tile(2, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 1: sp_tile(1, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    default: break;                                                                                             \
+    }                                                                                                           \
+  }
+SP_ROWS(1, 8)
+SP_ROWS(2, 8)
+SP_ROWS(3, 6)
+SP_ROWS(4, 6)
+#undef SP_ROWS
+
+/* Per-thread packing buffer, grown as needed and kept for the thread's life
+ * (a training step packs the same sizes again and again). */
+static _Thread_local float *sp_buf;
+static _Thread_local size_t sp_cap;
+
+static float *sp_buffer(size_t floats) {
+  if (floats <= sp_cap) return sp_buf;
+  free(sp_buf);
+  const size_t bytes = (floats * sizeof(float) + 4095) & ~(size_t)4095;
+  sp_buf = aligned_alloc(64, bytes);
+  sp_cap = sp_buf ? bytes / sizeof(float) : 0;
+  return sp_buf;
+}
+
+/* Task t of a product cut into row blocks of SP_MB rows x panels: p->b is the
+ * packed B (panel q at q*k*SP_W floats), p->rsb the number of row blocks. */
+#define SP_MB 96
+static void sp_task(const prod *p, int64_t t) {
+  const int64_t nrb = p->rsb, rb = t % nrb, q = t / nrb;
+  const int64_t i0 = rb * SP_MB, i1 = i0 + SP_MB < p->m ? i0 + SP_MB : p->m;
+  const int64_t j0 = q * SP_W, w = p->n - j0 < SP_W ? p->n - j0 : SP_W;
+  const float *bp = (const float *)p->b + q * p->k * SP_W;
+  const float al = (float)p->alpha, be = (float)p->beta;
+  float *c = (float *)p->c + j0 * p->csc;
+  switch ((w + 15) / 16) {
+  case 1: sp_rows_1(i0, i1, p->k, p->a, p->rsa, p->csa, bp, al, be, c, p->rsc, p->csc, w); break;
+  case 2: sp_rows_2(i0, i1, p->k, p->a, p->rsa, p->csa, bp, al, be, c, p->rsc, p->csc, w); break;
+  case 3: sp_rows_3(i0, i1, p->k, p->a, p->rsa, p->csa, bp, al, be, c, p->rsc, p->csc, w); break;
+  default: sp_rows_4(i0, i1, p->k, p->a, p->rsa, p->csa, bp, al, be, c, p->rsc, p->csc, w); break;
+  }
+}
+
+/* C = alpha A B + beta C (f32) with the panel kernel on nt threads; false
+ * (nothing written) when the packing buffer cannot be had. */
+static bool gemm_panel(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                       const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t rsc, int64_t csc,
+                       int nt) {
+  const int64_t np = (n + SP_W - 1) / SP_W;
+  float *buf = sp_buffer((size_t)(np * k * SP_W));
+  if (!buf) return false;
+  for (int64_t q = 0; q < np; q++) { /* panel q: k rows of nv*16 floats */
+    const int64_t j0 = q * SP_W, w = n - j0 < SP_W ? n - j0 : SP_W, ld = (w + 15) / 16 * 16;
+    float *dst = buf + q * k * SP_W;
+    for (int64_t p = 0; p < k; p++) {
+      const float *src = b + p * rsb + j0 * csb;
+      float *d = dst + p * ld;
+      if (csb == 1) memcpy(d, src, (size_t)w * sizeof(float));
+      else
+        for (int64_t j = 0; j < w; j++) d[j] = src[j * csb];
+      for (int64_t j = w; j < ld; j++) d[j] = 0.0f;
+    }
+  }
+  const int64_t nrb = (m + SP_MB - 1) / SP_MB, tasks = nrb * np;
+  const prod p = {LT_DTYPE_F32, m, n, k, alpha, beta, a, buf, c, rsa, csa, nrb, 0, rsc, csc, false};
+  const int use = tasks < nt ? (int)tasks : nt;
+  if (use <= 1) { /* no OpenMP region: its team costs more than a tiny product */
+    for (int64_t t = 0; t < tasks; t++) sp_task(&p, t);
+    return true;
+  }
+#pragma omp parallel for schedule(static) num_threads(use)
+  for (int64_t t = 0; t < tasks; t++) sp_task(&p, t);
+  return true;
+}
 #endif
 
 /* Where each kernel beats BLIS (measured on Zen 5, f32, docs/gemm.md): the
@@ -436,6 +590,79 @@ static bool gemm_skinny(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double 
 #endif
 }
 
+/* The small-product engine: 0 off (BLIS), 1 the measured rule below, 2 every
+ * f32 product the panel kernel can take (benchmarks). -1 until read from
+ * LT_GEMM_SMALL (default 1). */
+static int small_mode = -1;
+
+int lt__blas_set_small(int mode) {
+  int prev;
+#pragma omp atomic capture
+  {
+    prev = small_mode;
+    small_mode = mode;
+  }
+  return prev;
+}
+
+static int small_get(void) {
+  int v;
+#pragma omp atomic read
+  v = small_mode;
+  if (v < 0) {
+    const char *e = getenv("LT_GEMM_SMALL");
+    v = e && (*e == '0' || *e == '2') ? *e - '0' : 1;
+#pragma omp atomic write
+    small_mode = v;
+  }
+  return v;
+}
+
+/* Where the panel kernel beats BLIS (f32, measured on this project's Xeon,
+ * docs/gemm.md "Small products"): after orienting C so that n <= m, while
+ * the packed B (k x n rounded up to panels of 64) fits in half of L2, and
+ * the product is small or its short sides are. */
+#define LT__SP_MAX_B 65536 /* floats of packed B: 256 KiB */
+#define LT__SP_MAX_K 256
+#define LT__SP_MAX_N 256
+#define LT__SP_MIN_N 16 /* below, a vector is mostly padding: the skinny kernels */
+
+/* Computes C with the panel kernel and returns true, or returns false
+ * (nothing written) when the rule sends the product elsewhere. */
+static bool gemm_small(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a, int64_t rsa,
+                       int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta, void *c, int64_t rsc,
+                       int64_t csc, int nt) {
+#ifdef LT__SK
+  const int mode = small_get();
+  if (mode == 0 || dtype != LT_DTYPE_F32 || !sk_available()) return false;
+  if (n > m) { /* C^T = B^T A^T: the short side becomes n, the packed one */
+    const void *t = a;
+    a = b;
+    b = t;
+    int64_t x = m;
+    m = n;
+    n = x;
+    x = rsa;
+    rsa = csb;
+    csb = x;
+    x = csa;
+    csa = rsb;
+    rsb = x;
+    x = rsc;
+    rsc = csc;
+    csc = x;
+  }
+  const int64_t packed = k * ((n + SP_W - 1) / SP_W * SP_W);
+  if (packed > LT__SP_MAX_B) return false;
+  if (mode == 1 && !(k <= LT__SP_MAX_K && n <= LT__SP_MAX_N && n >= LT__SP_MIN_N)) return false;
+  return gemm_panel(m, n, k, (float)alpha, a, rsa, csa, b, rsb, csb, (float)beta, c, rsc, csc, nt);
+#else
+  (void)dtype, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)rsa, (void)csa, (void)b, (void)rsb;
+  (void)csb, (void)beta, (void)c, (void)rsc, (void)csc, (void)nt;
+  return false;
+#endif
+}
+
 static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                       int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
                       void *c, int64_t rsc, int64_t csc, bool single) {
@@ -463,6 +690,7 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
     run_blocks(&p, m == 1 ? n : m, nt, gemv_block);
     return LT_OK;
   }
+  if (k > 0 && gemm_small(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt)) return LT_OK;
   if (k > 0 && gemm_skinny(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt)) return LT_OK;
   if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off()) {
     const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, m >= n};
