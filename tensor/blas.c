@@ -519,6 +519,34 @@ static void sp_task(const sp_job *jb, int64_t t) {
   }
 }
 
+/* Packs B [k, w] (w <= 64, strides rsb, csb) into k rows of nv*16 floats,
+ * the lanes past w zero: masked vector loads when B's rows are contiguous,
+ * gathers otherwise (a transposed view, as K^T in Q K^T: element by element
+ * this packing cost as much as the product of a [17,16]x[16,17]). */
+SK_TARGET static void sp_pack(int64_t k, int64_t w, const float *b, int64_t rsb, int64_t csb, float *dst) {
+  const int nv = (int)((w + 15) / 16);
+  __mmask16 mk[4];
+  for (int q = 0; q < nv; q++) {
+    const int64_t left = w - q * 16;
+    mk[q] = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+  }
+  if (csb == 1) {
+    for (int64_t p = 0; p < k; p++)
+      for (int q = 0; q < nv; q++)
+        _mm512_store_ps(dst + (p * nv + q) * 16, _mm512_maskz_loadu_ps(mk[q], b + p * rsb + q * 16));
+  } else if (csb > 0 && csb <= ((int64_t)1 << 24)) { /* 64 csb fits the 32-bit gather indices */
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32((int)csb));
+    for (int64_t p = 0; p < k; p++)
+      for (int q = 0; q < nv; q++)
+        _mm512_store_ps(dst + (p * nv + q) * 16,
+                        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk[q], idx, b + p * rsb + q * 16 * csb, 4));
+  } else {
+    for (int64_t p = 0; p < k; p++)
+      for (int64_t j = 0; j < nv * 16; j++) dst[p * nv * 16 + j] = j < w ? b[p * rsb + j * csb] : 0.0f;
+  }
+}
+
 /* The chunks of k a long-k product is cut into. Fixed (never derived from
  * the thread count), so the partial sums, and C, have the same bits on any
  * number of threads. */
@@ -538,17 +566,9 @@ static bool gemm_panel(int64_t m, int64_t n, int64_t k, int64_t kc, float alpha,
   if (!buf) return false;
   for (int64_t h = 0; h < nch; h++)
     for (int64_t q = 0; q < np; q++) { /* chunk h, panel q: kl rows of nv*16 floats */
-      const int64_t j0 = q * SP_W, w = n - j0 < SP_W ? n - j0 : SP_W, ld = (w + 15) / 16 * 16;
+      const int64_t j0 = q * SP_W, w = n - j0 < SP_W ? n - j0 : SP_W;
       const int64_t p0 = h * kc, kl = k - p0 < kc ? k - p0 : kc;
-      float *dst = buf + (h * np + q) * kc * SP_W;
-      for (int64_t p = 0; p < kl; p++) {
-        const float *src = b + (p0 + p) * rsb + j0 * csb;
-        float *d = dst + p * ld;
-        if (csb == 1) memcpy(d, src, (size_t)w * sizeof(float));
-        else
-          for (int64_t j = 0; j < w; j++) d[j] = src[j * csb];
-        for (int64_t j = w; j < ld; j++) d[j] = 0.0f;
-      }
+      sp_pack(kl, w, b + p0 * rsb + j0 * csb, rsb, csb, buf + (h * np + q) * kc * SP_W);
     }
   const bool split = nch > 1;
   const sp_job jb = {m, n, kc, k, (m + SP_MB - 1) / SP_MB, np, nch, split ? 1.0f : alpha, split ? 0.0f : beta,
