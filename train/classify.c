@@ -253,12 +253,8 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
   fprintf(out, "libtensor %s, threads %d, BLIS kernels %s\n", info.version, info.num_threads, info.blas_arch);
   fprintf(out, "data: %lld training and %lld test examples from %s\n", (long long)d->train_x->shape[0],
           (long long)d->test_x->shape[0], o->data ? o->data : "memory");
-  fprintf(out, "model: %s, %lld parameters:\n", m->name ? m->name : "classifier", (long long)lt_params_numel(m->params, true));
-  for (int i = 0; i < lt_params_count(m->params); i++) {
-    const lt_param *p = lt_params_at(m->params, i);
-    char shape[64];
-    fprintf(out, "  %-20s %s\n", p->name, lt_shape_str(p->value->ndim, p->value->shape, shape, sizeof shape));
-  }
+  fprintf(out, "model: %s\n", m->name ? m->name : "classifier");
+  if (lt_params_summary(m->params, out) != LT_OK) return lt_last_status();
 
   run r = {.m = m, .d = d, .o = o};
   lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch);

@@ -124,7 +124,7 @@ typedef struct lt_classify_result {
 } lt_classify_result;
 
 /* Trains m on d with the settings o and the library's trainer: prints the
- * banner (threads, data, parameters, optimizer), the progress and evaluation
+ * banner (threads, data, lt_params_summary, optimizer), the progress and evaluation
  * lines, then the test accuracy, per-class accuracies and the line
  * "summary: steps=N first_loss=X last_loss=X test_accuracy=X train_seconds=X"
  * to out (NULL: stdout). With o->dir: checkpoints every epoch, metrics.csv,
