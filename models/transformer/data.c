@@ -10,6 +10,7 @@
 #include "models/transformer/data.h"
 
 #include "dist/dist.h"
+#include "models/transformer/config.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -315,4 +316,21 @@ char *lt_tf_data_describe(const lt_tf_data *D, char *buf, size_t size) {
              (long long)lt_seq_pairs_count(D->train), (long long)lt_seq_pairs_count(D->valid), tok, vocab,
              D->kind == LT_TF_DATA_CLASSIFY ? ", classes" : "");
   return buf;
+}
+
+lt_status lt_tf_data_save_extra(const lt_tf_data *D, lt_ckpt_meta *extra) {
+  void *blob;
+  size_t size;
+  TRY(lt_tokenizer_serialize(D->tok, &blob, &size), "saving the tokenizer");
+  lt_status s = lt_ckpt_meta_set_bytes(extra, LT_TF_CKPT_TOKENIZER, blob, size);
+  free(blob);
+  if (s != LT_OK || D->kind != LT_TF_DATA_CLASSIFY) return s;
+  size_t total = 1;
+  for (int64_t i = 0; i < D->n_classes; i++) total += strlen(D->classes[i]) + 1;
+  char *c = malloc(total), *p = c;
+  if (!c) return lt_error_set(LT_ERR_NOMEM, "saving the class labels: out of memory (%zu bytes)", total);
+  for (int64_t i = 0; i < D->n_classes; i++) p += sprintf(p, "%s\n", D->classes[i]);
+  s = lt_ckpt_meta_set_bytes(extra, LT_TF_CKPT_CLASSES, c, (size_t)(p - c));
+  free(c);
+  return s;
 }

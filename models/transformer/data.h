@@ -27,6 +27,7 @@
 #include <stdbool.h>
 #include <stdint.h>
 
+#include "checkpoint/checkpoint.h"
 #include "datasets/datasets.h"
 #include "tensor/tensor.h"
 
@@ -115,6 +116,13 @@ lt_status lt_tf_data_set_position(lt_tf_data *D, lt_loader_position pos);
  * pairs "... examples, bpe tokenizer (vocab 1024)" (", classes" for
  * classification). Into buf (size bytes, terminated); returns buf. */
 char *lt_tf_data_describe(const lt_tf_data *D, char *buf, size_t size);
+
+/* What a checkpoint needs to rebuild D's vocabulary (config.h's keys): the
+ * tokenizer (LT_TF_CKPT_TOKENIZER) and, for classification, the class labels
+ * one per line in class-id order (LT_TF_CKPT_CLASSES), into extra
+ * (borrowed; the trainer's save_extra hook). Errors: "saving the tokenizer:
+ * ...", and those of lt_ckpt_meta_set_bytes. */
+lt_status lt_tf_data_save_extra(const lt_tf_data *D, lt_ckpt_meta *extra);
 
 /* The class id of label (classification), or -1. */
 int64_t lt_tf_data_class_of(const lt_tf_data *D, const char *label);
