@@ -10,6 +10,7 @@
 #include "models/transformer/config.h"
 
 #include "models/transformer/hf.h"
+#include "models/transformer/internal.h"
 #include "train/trainer.h"
 
 #include <stdlib.h>
@@ -183,23 +184,23 @@ lt_status lt_tf_source_read(const char *path, const char *prefix, const lt_ckpt_
     char *blob = NULL;
     size_t bytes = 0;
     if (lt_ckpt_read_file(tpath, 1u << 30, &blob, &bytes) != LT_OK)
-      return lt_error_set(lt_last_status(), "the tokenizer: %s", lt_last_error());
+      return lt__tf_fail("the tokenizer");
     *tok = lt_tokenizer_deserialize(blob, bytes);
     free(blob);
-    return *tok ? LT_OK : lt_error_set(lt_last_status(), "the tokenizer: %s", lt_last_error());
+    return *tok ? LT_OK : lt__tf_fail("the tokenizer");
   }
   /* a run directory stands for its newest valid checkpoint, as a resume does */
   if (lt_trainer_find_resume(path, prefix, file, size) != LT_OK) return lt_last_status();
   if (lt_tf_read_checkpoint_info(file, opts, true, info, NULL) != LT_OK) return lt_last_status();
   lt_status s = lt_tf_config_from_meta((*info)->config, cfg);
   if (s != LT_OK) {
-    s = lt_error_set(s, "the checkpoint's model configuration: %s", lt_last_error());
+    s = lt__tf_fail("the checkpoint's model configuration");
   } else {
     const void *blob;
     size_t bytes;
     if ((*info)->extra && lt_ckpt_meta_get_bytes((*info)->extra, LT_TF_CKPT_TOKENIZER, &blob, &bytes) == LT_OK &&
         !(*tok = lt_tokenizer_deserialize(blob, bytes)))
-      s = lt_error_set(lt_last_status(), "the checkpoint's tokenizer: %s", lt_last_error());
+      s = lt__tf_fail("the checkpoint's tokenizer");
   }
   if (s != LT_OK) lt_ckpt_info_free(*info), *info = NULL;
   return s;

@@ -10,6 +10,7 @@
 #include "models/transformer/data.h"
 
 #include "dist/dist.h"
+#include "models/transformer/internal.h"
 #include "models/transformer/config.h"
 
 #include <stdio.h>
@@ -19,13 +20,7 @@
 static const char *const FROM_NAMES[] = {"both", "source", "target"};
 const char *lt_tf_tokenizer_from_name(int i) { return lt_enum_name(FROM_NAMES, LT_TF_TOKENIZER_FROM_COUNT, i); }
 
-/* The pending error, prefixed with what was being done: "<what>: <message>". */
-static lt_status fail(const char *what) { return lt_error_set(lt_last_status(), "%s: %s", what, lt_last_error()); }
 
-#define TRY(expr, what)                    \
-  do {                                     \
-    if ((expr) != LT_OK) return fail(what); \
-  } while (0)
 
 static const char *base_name(const char *p) {
   const char *s = strrchr(p, '/');
@@ -93,7 +88,7 @@ int64_t lt_tf_data_class_of(const lt_tf_data *D, const char *label) {
 static lt_status encode_classes(const lt_tf_data_opts *o, const lt_tf_data *D, const lt_text_pairs *tp,
                                 lt_seq_pairs **out, int64_t *n_aff) {
   lt_seq_pairs *sp = lt_seq_pairs_new();
-  if (!sp) return fail("encoding");
+  if (!sp) return lt__tf_fail("encoding");
   *n_aff = 0;
   lt_status s = LT_OK;
   for (int64_t i = 0; i < lt_text_pairs_count(tp) && s == LT_OK; i++) {
@@ -103,7 +98,7 @@ static lt_status encode_classes(const lt_tf_data_opts *o, const lt_tf_data *D, c
     int64_t c = lt_tf_data_class_of(D, tgt);
     int64_t *ids, n;
     if (lt_tokenizer_encode(D->tok, src, sl, &ids, &n) != LT_OK) {
-      s = fail("encoding a text");
+      s = lt__tf_fail("encoding a text");
       break;
     }
     if (c < 0 || n == 0 || (n > o->seq_len && o->overlong == LT_OVERLONG_SKIP)) {
@@ -113,7 +108,7 @@ static lt_status encode_classes(const lt_tf_data_opts *o, const lt_tf_data *D, c
                        "'%s': example %lld has %lld tokens, more than --seq-len %lld (--overlong skip or truncate)",
                        D->name, (long long)i + 1, (long long)n, (long long)o->seq_len);
     } else if (lt_seq_pairs_add(sp, ids, n > o->seq_len ? o->seq_len : n, &c, 1) != LT_OK) {
-      s = fail("encoding");
+      s = lt__tf_fail("encoding");
     }
     free(ids);
   }
@@ -127,7 +122,7 @@ static lt_status encode_classes(const lt_tf_data_opts *o, const lt_tf_data *D, c
 static lt_status prepare_lm(const lt_tf_data_opts *o, lt_tf_data *D) {
   char *text;
   size_t len;
-  TRY(lt_text_file_read(o->text, &text, &len), "reading --text");
+  LT__TF_TRY(lt_text_file_read(o->text, &text, &len), "reading --text");
   lt_status s = LT_OK;
   size_t bad;
   if (len == 0) s = lt_error_set(LT_ERR_FORMAT, "--text '%s' is empty", o->text);
@@ -138,7 +133,7 @@ static lt_status prepare_lm(const lt_tf_data_opts *o, lt_tf_data *D) {
   lt_tensor *all = s == LT_OK ? lt_tokenizer_encode_tensor(D->tok, text, len) : NULL;
   free(text);
   if (s != LT_OK) return s;
-  if (!all) return fail("tokenizing --text");
+  if (!all) return lt__tf_fail("tokenizing --text");
   int64_t N = all->numel, nv = (int64_t)((double)N * o->valid_fraction);
   if (nv < o->seq_len + 1 || N - nv < o->seq_len + 1) {
     lt_tensor_free(all);
@@ -152,13 +147,13 @@ static lt_status prepare_lm(const lt_tf_data_opts *o, lt_tf_data *D) {
   D->valid_tokens = lt_tensor_keep(lt_contiguous(lt_narrow(all, 0, N - nv, nv)));
   lt_scope_end(split);
   lt_tensor_free(all);
-  if (!D->train_tokens || !D->valid_tokens) return fail("splitting --text");
+  if (!D->train_tokens || !D->valid_tokens) return lt__tf_fail("splitting --text");
   /* With N ranks (mpirun) every rank draws the global batch of N x --batch
    * chunks in the same order and trains on its slice (lt_dist_shard). */
   lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch * lt_dist_size());
   bo.seed = o->seed + 2;
   D->ll = lt_lm_loader_new(D->train_tokens, o->seq_len, &bo);
-  if (!D->ll) return fail("the text loader");
+  if (!D->ll) return lt__tf_fail("the text loader");
   return LT_OK;
 }
 
@@ -178,17 +173,17 @@ lt_status lt_tf_data_read(const lt_tf_data_opts *o, lt_tf_data *D, bool *bad_con
     snprintf(D->name, sizeof D->name, "%s", base_name(o->tsv));
     lt_tsv_opts to = {o->skip_bad_lines};
     lt_text_pairs *all = lt_text_pairs_load_tsv(o->tsv, &to, &D->skipped_lines);
-    if (!all) return fail("reading --tsv");
+    if (!all) return lt__tf_fail("reading --tsv");
     if (o->valid_tsv) {
       D->train_text = all;
       int64_t skipped = 0;
       D->valid_text = lt_text_pairs_load_tsv(o->valid_tsv, &to, &skipped);
-      if (!D->valid_text) return fail("reading --valid-tsv");
+      if (!D->valid_text) return lt__tf_fail("reading --valid-tsv");
       return LT_OK;
     }
     lt_status s = lt_text_pairs_split(all, o->valid_fraction, &D->train_text, &D->valid_text);
     lt_text_pairs_free(all);
-    if (s != LT_OK) return fail("splitting --tsv");
+    if (s != LT_OK) return lt__tf_fail("splitting --tsv");
     if (lt_text_pairs_count(D->valid_text) == 0)
       return lt_error_set(LT_ERR_FORMAT,
                           "--tsv '%s': no example fell into the validation part (raise --valid-fraction or give "
@@ -208,11 +203,11 @@ lt_status lt_tf_data_read(const lt_tf_data_opts *o, lt_tf_data *D, bool *bad_con
   to.seed = o->data_seed;
   *bad_config = true; /* the generator fails only on its options */
   D->train_text = lt_task_generate(&to, LT_SPLIT_TRAIN);
-  if (!D->train_text) return fail("generating the task");
+  if (!D->train_text) return lt__tf_fail("generating the task");
   to.num_examples = o->task_valid;
   to.seed = o->data_seed + 1;
   D->valid_text = lt_task_generate(&to, LT_SPLIT_VALID);
-  if (!D->valid_text) return fail("generating the task's validation examples");
+  if (!D->valid_text) return lt__tf_fail("generating the task's validation examples");
   *bad_config = false;
   return LT_OK;
 }
@@ -222,7 +217,7 @@ lt_status lt_tf_data_read(const lt_tf_data_opts *o, lt_tf_data *D, bool *bad_con
 static lt_status learn_tokenizer(const lt_tf_data_opts *o, lt_tf_data *D) {
   char *text;
   size_t len;
-  TRY(lt_text_pairs_concat(D->train_text, &text, &len), "collecting the training text");
+  LT__TF_TRY(lt_text_pairs_concat(D->train_text, &text, &len), "collecting the training text");
   if (o->tokenizer_from != LT_TF_TOKENIZER_FROM_BOTH) { /* one side only: keep every other line */
     size_t k = 0;
     int line = 0;
@@ -254,15 +249,15 @@ lt_status lt_tf_data_prepare(const lt_tf_data_opts *o, lt_tf_data *D, lt_tokeniz
   } else {
     lt_seq_opts so = {o->seq_len, o->seq_len, o->overlong};
     D->train = lt_seq_pairs_encode(D->train_text, D->tok, D->tok, &so, &D->affected_train);
-    if (!D->train) return fail("encoding the training examples (see --seq-len, --overlong)");
+    if (!D->train) return lt__tf_fail("encoding the training examples (see --seq-len, --overlong)");
     D->valid = lt_seq_pairs_encode(D->valid_text, D->tok, D->tok, &so, &D->affected_valid);
-    if (!D->valid) return fail("encoding the validation examples (see --seq-len, --overlong)");
+    if (!D->valid) return lt__tf_fail("encoding the validation examples (see --seq-len, --overlong)");
   }
   lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch);
   bo.bucket_batches = o->bucket;
   bo.seed = o->seed + 2;
   D->sl = lt_seq2seq_loader_new(D->train, &bo);
-  if (!D->sl) return fail("the batch loader");
+  if (!D->sl) return lt__tf_fail("the batch loader");
   return LT_OK;
 }
 
@@ -321,7 +316,7 @@ char *lt_tf_data_describe(const lt_tf_data *D, char *buf, size_t size) {
 lt_status lt_tf_data_save_extra(const lt_tf_data *D, lt_ckpt_meta *extra) {
   void *blob;
   size_t size;
-  TRY(lt_tokenizer_serialize(D->tok, &blob, &size), "saving the tokenizer");
+  LT__TF_TRY(lt_tokenizer_serialize(D->tok, &blob, &size), "saving the tokenizer");
   lt_status s = lt_ckpt_meta_set_bytes(extra, LT_TF_CKPT_TOKENIZER, blob, size);
   free(blob);
   if (s != LT_OK || D->kind != LT_TF_DATA_CLASSIFY) return s;

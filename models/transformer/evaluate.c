@@ -9,6 +9,7 @@
 #include "models/transformer/evaluate.h"
 
 #include "dist/dist.h"
+#include "models/transformer/internal.h"
 #include "models/transformer/generate.h"
 #include "nn/nn.h"
 #include "train/trainer.h"
@@ -18,13 +19,7 @@
 #include <string.h>
 #include <time.h>
 
-/* The pending error, prefixed with what was being done: "<what>: <message>". */
-static lt_status fail(const char *what) { return lt_error_set(lt_last_status(), "%s: %s", what, lt_last_error()); }
 
-#define TRY(expr, what)                     \
-  do {                                      \
-    if ((expr) != LT_OK) return fail(what); \
-  } while (0)
 
 static double now_s(void) {
   struct timespec ts;
@@ -54,7 +49,7 @@ static lt_status eval_pairs_loss(lt_transformer *model, const lt_tf_data *D, int
     lt_scope *s = lt_scope_begin();
     lt_seq2seq_batch b;
     if (lt_seq2seq_collate(pairs, idx, nb, &b) != LT_OK) {
-      st = fail("validation batch");
+      st = lt__tf_fail("validation batch");
       lt_scope_end(s);
       break;
     }
@@ -70,7 +65,7 @@ static lt_status eval_pairs_loss(lt_transformer *model, const lt_tf_data *D, int
     double l, c;
     lt_tensor *hit = lt_sum(lt_eq(lt_argmax(logits, -1, false), labels), 0, NULL, false);
     if (!hit || lt_item(lt_cross_entropy(logits, labels, &ce), &l) != LT_OK || lt_item(hit, &c) != LT_OK) {
-      st = fail("validation forward");
+      st = lt__tf_fail("validation forward");
     } else {
       loss_sum += l, correct += c;
       count += D->kind == LT_TF_DATA_CLASSIFY ? (double)nb : (double)b.n_tokens;
@@ -101,20 +96,20 @@ static lt_status exact_batch(lt_transformer *model, const lt_tf_data *D, const i
                              int64_t max_new, lt_tf_eval_result *E, char **out, int64_t n_out) {
   const lt_seq_pairs *V = D->valid;
   lt_seq2seq_batch b;
-  TRY(lt_seq2seq_collate(V, idx, nb, &b), "decoding batch");
+  LT__TF_TRY(lt_seq2seq_collate(V, idx, nb, &b), "decoding batch");
   lt_generate_opts go = lt_generate_defaults(); /* greedy; <bos>, <eos>, <pad>: the LT_TOKEN_* ids */
   go.max_new = max_new;
   lt_generate_result gr = {0};
   lt_status st = lt_transformer_generate(model, b.src, b.src_mask, NULL, &go, NULL, &gr);
   if (st != LT_OK) {
     lt_seq2seq_batch_free(&b);
-    return fail("greedy decoding");
+    return lt__tf_fail("greedy decoding");
   }
   lt_tensor *y = gr.tokens; /* [nb, L] */
   int64_t L = y->shape[1];
   int64_t *gen = alloc_n((size_t)nb, sizeof *gen * (size_t)L); /* L <= max_new */
   if (!gen) st = NOMEM("decoding");
-  else if (lt_tensor_read(y, LT_DTYPE_I64, gen, nb * L) != LT_OK) st = fail("reading decoded ids");
+  else if (lt_tensor_read(y, LT_DTYPE_I64, gen, nb * L) != LT_OK) st = lt__tf_fail("reading decoded ids");
   for (int64_t k = 0; k < nb && st == LT_OK; k++) {
     const int64_t *src, *tgt, *g = gen + k * L;
     int64_t sl, tl, gl = 0;
@@ -186,7 +181,7 @@ static lt_status eval_lm(lt_transformer *model, const lt_tf_data *D, int64_t B, 
   lt_batch_opts bo = LT_BATCH_DEFAULTS(B);
   bo.shuffle = false;
   lt_lm_loader *L = lt_lm_loader_new(D->valid_tokens, D->seq_len, &bo);
-  if (!L) return fail("validation loader");
+  if (!L) return lt__tf_fail("validation loader");
   lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
   double sum = 0, correct = 0, count = 0;
   /* With N ranks, rank r evaluates batches r, r + N, ... and the sums are
@@ -197,13 +192,13 @@ static lt_status eval_lm(lt_transformer *model, const lt_tf_data *D, int64_t B, 
   for (int64_t i = 0; i < lt_lm_loader_batches_per_epoch(L) && (N > 1 || !lt_trainer_stop_requested()); i++) {
     lt_scope *s = lt_scope_begin();
     lt_tensor *x, *y;
-    if (lt_lm_loader_next(L, &x, &y) != LT_OK) st = fail("validation batch");
+    if (lt_lm_loader_next(L, &x, &y) != LT_OK) st = lt__tf_fail("validation batch");
     if (st == LT_OK && i % N == rank) {
       lt_tensor *logits = lt_transformer_decode(model, x, NULL, NULL, NULL, 0, NULL);
       double l, c;
       lt_tensor *hit = lt_sum(lt_eq(lt_argmax(logits, -1, false), y), 0, NULL, false);
       if (!hit || lt_item(lt_cross_entropy(logits, y, &ce), &l) != LT_OK || lt_item(hit, &c) != LT_OK)
-        st = fail("validation forward");
+        st = lt__tf_fail("validation forward");
       else
         sum += l, correct += c, count += (double)y->numel;
     }
@@ -213,7 +208,7 @@ static lt_status eval_lm(lt_transformer *model, const lt_tf_data *D, int64_t B, 
   lt_lm_loader_free(L);
   if (st != LT_OK) return st;
   double v[3] = {sum, correct, count};
-  TRY(lt_dist_allreduce_f64(v, 3, LT_DIST_SUM), "validation: reducing over the ranks");
+  LT__TF_TRY(lt_dist_allreduce_f64(v, 3, LT_DIST_SUM), "validation: reducing over the ranks");
   sum = v[0], correct = v[1], count = v[2];
   E->loss = count > 0 ? sum / count : NAN;
   E->token_acc = count > 0 ? correct / count : NAN;
@@ -249,7 +244,7 @@ void lt_tf_eval_text(const lt_tf_data *D, const lt_tf_eval_result *E, char *buf,
 static lt_status print_generated(FILE *f, lt_transformer *model, const lt_tf_data *D, const lt_tf_examples_opts *o) {
   int64_t *ids, P;
   if (o->prompt) {
-    TRY(lt_tokenizer_encode(D->tok, o->prompt, strlen(o->prompt), &ids, &P), "encoding --prompt");
+    LT__TF_TRY(lt_tokenizer_encode(D->tok, o->prompt, strlen(o->prompt), &ids, &P), "encoding --prompt");
     if (P == 0) {
       free(ids);
       return lt_error_set(LT_ERR_INVALID, "--prompt is empty");
@@ -259,7 +254,7 @@ static lt_status print_generated(FILE *f, lt_transformer *model, const lt_tf_dat
     if (!(ids = alloc_n((size_t)D->valid_tokens->numel, sizeof *ids))) return NOMEM("prompt");
     if (lt_tensor_read(D->valid_tokens, LT_DTYPE_I64, ids, D->valid_tokens->numel) != LT_OK) {
       free(ids);
-      return fail("prompt");
+      return lt__tf_fail("prompt");
     }
   }
   lt_scope *s = lt_scope_begin();
@@ -276,14 +271,14 @@ static lt_status print_generated(FILE *f, lt_transformer *model, const lt_tf_dat
   char *pt = NULL, *ct = NULL;
   size_t pl, cl;
   if (!prompt || lt_transformer_generate(model, NULL, NULL, prompt, &go, &to, &gr) != LT_OK) {
-    st = fail("generating text");
+    st = lt__tf_fail("generating text");
   } else {
     lt_tensor *y = gr.tokens; /* [1, max_new] */
     if (!(g = alloc_n((size_t)y->numel + 1, sizeof *g))) st = NOMEM("generated ids");
-    else if (lt_tensor_read(y, LT_DTYPE_I64, g, y->numel) != LT_OK) st = fail("generated ids");
+    else if (lt_tensor_read(y, LT_DTYPE_I64, g, y->numel) != LT_OK) st = lt__tf_fail("generated ids");
     else if (lt_tokenizer_decode(D->tok, ids, P, 0, &pt, &pl) != LT_OK ||
              lt_tokenizer_decode(D->tok, g, y->numel, 0, &ct, &cl) != LT_OK)
-      st = fail("decoding");
+      st = lt__tf_fail("decoding");
     else
       fprintf(f, "\ngenerated text (%s, %lld tokens) after the prompt in [brackets]:\n[%s]%s\n",
               o->temperature > 0 ? "sampled" : "greedy", (long long)y->numel, pt, ct);
@@ -303,11 +298,11 @@ static lt_status predict_classes(lt_transformer *model, const lt_tf_data *D, int
   lt_seq2seq_batch b;
   lt_status st = LT_OK;
   if (lt_seq2seq_collate(D->valid, idx, n, &b) != LT_OK) {
-    st = fail("examples");
+    st = lt__tf_fail("examples");
   } else {
     lt_tensor *a = lt_argmax(lt_transformer_classify(model, b.src, b.src_mask, NULL), -1, false);
-    if (!a) st = fail("classifying the examples");
-    else if (lt_tensor_read(a, LT_DTYPE_I64, pred, n) != LT_OK) st = fail("predictions");
+    if (!a) st = lt__tf_fail("classifying the examples");
+    else if (lt_tensor_read(a, LT_DTYPE_I64, pred, n) != LT_OK) st = lt__tf_fail("predictions");
     lt_seq2seq_batch_free(&b);
   }
   lt_scope_end(s);
