@@ -11,23 +11,24 @@
  *   train --resume runs/RUN --eval-only    # evaluate a checkpoint
  *   train --help                           # every flag
  *
- * What it does, in order: parse the flags (one table, below, drives parsing,
- * --help, saving the settings into checkpoints and checking them on resume);
- * load or generate the data and build the tokenizer; build the model and the
- * optimizer; then hand them to the library's training loop (train/trainer.h:
- * the step, resume, the progress line, the CSV, checkpoints, Ctrl-C) with
- * this program's part as hooks: the loss of a micro-batch, the validation
- * (loss, token accuracy and exact match by greedy decoding) and the values
- * it keeps in checkpoints (settings, tokenizer, class labels); finally print
- * decoded examples next to their references. docs/train.md documents the
- * flags, the CSV columns, the checkpoint contents and the measured results.
+ * What it does, in order: parse the flags (one table, in train_cli.c, drives
+ * parsing, --help, saving the settings into checkpoints and checking them on
+ * resume); load or generate the data and build the tokenizer (the model
+ * library's data.h); build the model and the optimizer; then hand them to
+ * the library's training loop (train/trainer.h: the step, resume, the
+ * progress line, the CSV, checkpoints, Ctrl-C) with this program's part as
+ * hooks: the loss of a micro-batch, the validation (evaluate.h: loss, token
+ * accuracy and exact match by greedy decoding) and the values it keeps in
+ * checkpoints (settings, tokenizer, class labels); finally print decoded
+ * examples next to their references. docs/train.md documents the flags, the
+ * CSV columns, the checkpoint contents and the measured results.
  *
  * Exit codes (cli/cli.h): 0 done (also after --stop-after), 1 a runtime or
  * data error (a full disk or a file over the size limit included: SIGXFSZ is
  * ignored), 2 a bad command line or configuration, 3 stopped after too many
  * non-finite steps in a row, 128 + signal number after SIGINT / SIGTERM (the
  * checkpoint is saved first). The flags, their ranges and --help come from one
- * table read by cli/cli.h.
+ * table (train_cli.c) read by cli/cli.h.
  *
  * What this is not: a distributed trainer. Everything runs on the CPU threads
  * of one process, in f32, or with --precision bf16 its matrix products in bf16
@@ -56,7 +57,6 @@
 #include <sys/resource.h>
 #include <sys/stat.h>
 #include <time.h>
-#include <unistd.h>
 
 #define PROG "train"
 #define CKPT_PREFIX "ckpt"
