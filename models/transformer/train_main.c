@@ -391,7 +391,7 @@ static void resume_options(run *r, const char *path) {
 /* --init-from PATH (a fresh run): the model configuration of a checkpoint or
  * a Hugging Face directory replaces the model flags (a given one must agree),
  * and its tokenizer, if it holds one, is the run's. The weights are loaded
- * once the model is built (init_weights). */
+ * once the model is built (lt_tf_source_load_weights). */
 static int64_t g_init_vocab; /* --init-from: the source model's vocab_size */
 
 static lt_tokenizer *init_from_options(run *r) {
