@@ -166,6 +166,14 @@ typedef struct prod {
   bool flag; /* gemm: split C's rows (else its columns); skinny: the dot kernel (else axpy) */
 } prod;
 
+/* The same product turned around, C^T = B^T A^T: A' = B^T, B' = A^T, m and
+ * n swapped, C's strides swapped. */
+static inline prod prod_t(prod p) {
+  const prod t = {p.dtype, p.n, p.m, p.k, p.alpha, p.beta, p.b, p.a, p.c,
+                  p.csb, p.rsb, p.csa, p.rsa, p.csc, p.rsc, p.flag};
+  return t;
+}
+
 /* Runs block(p, lo, len) over [0, dim) cut into at most nt blocks, each a
  * multiple of 96 long (of every kernel set's register tile) but the last, one
  * block per thread in one OpenMP region (a single block runs inline). The
@@ -611,38 +619,19 @@ static bool gemm_panel(int64_t m, int64_t n, int64_t k, int64_t kc, float alpha,
  * (gemv takes one row or column). With nt > 1 threads the long side of C is
  * split in blocks of 96, one kernel call each; an element's operations do
  * not depend on where its block starts, so the bits do not depend on nt. */
-static bool gemm_skinny(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                        int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta, void *c,
-                        int64_t rsc, int64_t csc, int nt) {
+static bool gemm_skinny(prod p, int nt) {
 #ifdef LT__SK
-  if (!sk_available() || (dtype != LT_DTYPE_F32 && dtype != LT_DTYPE_F64)) return false;
-  if (n < m) { /* C^T = B^T A^T: the short side becomes m */
-    const void *t = a;
-    a = b;
-    b = t;
-    int64_t x = m;
-    m = n;
-    n = x;
-    x = rsa;
-    rsa = csb;
-    csb = x; /* A' = B^T: rsa' = csb, csa' = rsb */
-    x = csa;
-    csa = rsb;
-    rsb = x; /* B' = A^T: rsb' = csa, csb' = rsa */
-    x = rsc;
-    rsc = csc;
-    csc = x;
-  }
-  const bool dot = csa == 1 && rsb == 1 && k >= LT__SK_DOT_MIN_K &&
-                   (m <= LT__SK_DOT_MAX || (m <= LT__SK_DOT_MAX_SMALL_B && (double)k * (double)n <= 4194304.0));
-  const bool axpy = !dot && csb == 1 && m <= LT__SK_AXPY_MAX;
+  if (!sk_available() || (p.dtype != LT_DTYPE_F32 && p.dtype != LT_DTYPE_F64)) return false;
+  if (p.n < p.m) p = prod_t(p); /* the short side becomes m */
+  const bool dot = p.csa == 1 && p.rsb == 1 && p.k >= LT__SK_DOT_MIN_K &&
+                   (p.m <= LT__SK_DOT_MAX || (p.m <= LT__SK_DOT_MAX_SMALL_B && (double)p.k * (double)p.n <= 4194304.0));
+  const bool axpy = !dot && p.csb == 1 && p.m <= LT__SK_AXPY_MAX;
   if (!dot && !axpy) return false;
-  const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, dot};
-  run_blocks(&p, n, nt, skinny_block);
+  p.flag = dot;
+  run_blocks(&p, p.n, nt, skinny_block);
   return true;
 #else
-  (void)dtype, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)rsa, (void)csa, (void)b, (void)rsb;
-  (void)csb, (void)beta, (void)c, (void)rsc, (void)csc, (void)nt;
+  (void)p, (void)nt;
   return false;
 #endif
 }
@@ -688,44 +677,27 @@ static int small_get(void) {
 
 /* Computes C with the panel kernel and returns true, or returns false
  * (nothing written) when the rule sends the product elsewhere. */
-static bool gemm_small(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a, int64_t rsa,
-                       int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta, void *c, int64_t rsc,
-                       int64_t csc, int nt) {
+static bool gemm_small(prod p, int nt) {
 #ifdef LT__SK
   const int mode = small_get();
-  if (mode == 0 || dtype != LT_DTYPE_F32 || !sk_available()) return false;
-  if (n > m) { /* C^T = B^T A^T: the short side becomes n, the packed one */
-    const void *t = a;
-    a = b;
-    b = t;
-    int64_t x = m;
-    m = n;
-    n = x;
-    x = rsa;
-    rsa = csb;
-    csb = x;
-    x = csa;
-    csa = rsb;
-    rsb = x;
-    x = rsc;
-    rsc = csc;
-    csc = x;
-  }
-  const int64_t npad = (n + SP_W - 1) / SP_W * SP_W;
+  if (mode == 0 || p.dtype != LT_DTYPE_F32 || !sk_available()) return false;
+  if (p.n > p.m) p = prod_t(p); /* the short side becomes n, the packed one */
+  const int64_t m = p.m, n = p.n, k = p.k, npad = (n + SP_W - 1) / SP_W * SP_W;
   /* A read down its columns a page or more apart (A^T of a wide matrix, as
    * in [128,128]x[128,1568] turned around): a TLB miss per element, BLIS's
    * packing wins (measured 145 against 122 GFLOP/s). */
-  if (mode == 1 && rsa == 1 && csa >= 1024) return false;
-  if (k * npad <= LT__SP_MAX_B && (mode == 2 || (k <= LT__SP_MAX_K && n <= LT__SP_MAX_N && n >= LT__SP_MIN_N)))
-    return gemm_panel(m, n, k, k, (float)alpha, a, rsa, csa, b, rsb, csb, (float)beta, c, rsc, csc, nt);
+  if (mode == 1 && p.rsa == 1 && p.csa >= 1024) return false;
+  const bool whole =
+      k * npad <= LT__SP_MAX_B && (mode == 2 || (k <= LT__SP_MAX_K && n <= LT__SP_MAX_N && n >= LT__SP_MIN_N));
   /* Long k, small C (a weight gradient X^T G): k in fixed chunks. */
-  if (k > SP_KC && npad * SP_KC <= LT__SP_MAX_B && (mode == 2 || (m <= LT__SP_SPLIT_MAX_M && n >= LT__SP_MIN_N)) &&
-      (double)m * (double)n * (double)((k + SP_KC - 1) / SP_KC) <= LT__SP_MAX_PARTIAL)
-    return gemm_panel(m, n, k, SP_KC, (float)alpha, a, rsa, csa, b, rsb, csb, (float)beta, c, rsc, csc, nt);
-  return false;
+  const bool chunks = !whole && k > SP_KC && npad * SP_KC <= LT__SP_MAX_B &&
+                      (mode == 2 || (m <= LT__SP_SPLIT_MAX_M && n >= LT__SP_MIN_N)) &&
+                      (double)m * (double)n * (double)((k + SP_KC - 1) / SP_KC) <= LT__SP_MAX_PARTIAL;
+  if (!whole && !chunks) return false;
+  return gemm_panel(m, n, k, whole ? k : SP_KC, (float)p.alpha, p.a, p.rsa, p.csa, p.b, p.rsb, p.csb, (float)p.beta,
+                    p.c, p.rsc, p.csc, nt);
 #else
-  (void)dtype, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)rsa, (void)csa, (void)b, (void)rsb;
-  (void)csb, (void)beta, (void)c, (void)rsc, (void)csc, (void)nt;
+  (void)p, (void)nt;
   return false;
 #endif
 }
@@ -757,8 +729,8 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
     run_blocks(&p, m == 1 ? n : m, nt, gemv_block);
     return LT_OK;
   }
-  if (k > 0 && gemm_small(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt)) return LT_OK;
-  if (k > 0 && gemm_skinny(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt)) return LT_OK;
+  const prod pr = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, false};
+  if (k > 0 && (gemm_small(pr, nt) || gemm_skinny(pr, nt))) return LT_OK;
   if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off()) {
     const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, m >= n};
     run_blocks(&p, m >= n ? m : n, nt, gemm_block);
