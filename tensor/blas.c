@@ -673,6 +673,7 @@ static int small_get(void) {
 #define LT__SP_MAX_N 256
 #define LT__SP_MIN_N 16 /* below, a vector is mostly padding: the skinny kernels */
 #define LT__SP_SPLIT_MAX_M 512     /* k split: C at most 512 x 256 */
+#define LT__SP_SPLIT_MAX_K 8192    /* and k at most 32 chunks: [144,25088]x[25088,32] is BLIS's (39 vs 31) */
 #define LT__SP_MAX_PARTIAL 4194304.0 /* floats of partial sums (16 MiB) */
 
 /* Computes C with the panel kernel and returns true, or returns false
@@ -691,7 +692,7 @@ static bool gemm_small(prod p, int nt) {
       k * npad <= LT__SP_MAX_B && (mode == 2 || (k <= LT__SP_MAX_K && n <= LT__SP_MAX_N && n >= LT__SP_MIN_N));
   /* Long k, small C (a weight gradient X^T G): k in fixed chunks. */
   const bool chunks = !whole && k > SP_KC && npad * SP_KC <= LT__SP_MAX_B &&
-                      (mode == 2 || (m <= LT__SP_SPLIT_MAX_M && n >= LT__SP_MIN_N)) &&
+                      (mode == 2 || (m <= LT__SP_SPLIT_MAX_M && n >= LT__SP_MIN_N && k <= LT__SP_SPLIT_MAX_K)) &&
                       (double)m * (double)n * (double)((k + SP_KC - 1) / SP_KC) <= LT__SP_MAX_PARTIAL;
   if (!whole && !chunks) return false;
   return gemm_panel(m, n, k, whole ? k : SP_KC, (float)p.alpha, p.a, p.rsa, p.csa, p.b, p.rsb, p.csb, (float)p.beta,
