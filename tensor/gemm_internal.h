@@ -16,18 +16,35 @@
 #include <stdint.h>
 
 /* A rows x cols matrix view: element (i, j) is at data + i*rs + j*cs
- * elements. Borrows data. */
+ * elements. Borrows data. param: the tensor whose memory data points into
+ * when that tensor is a parameter (a leaf requiring grad) whose bf16 copy
+ * autocast may keep for reuse (lt__mat_param); NULL otherwise (LT__MAT). */
 typedef struct lt__mat {
   void *data;
   int64_t rows, cols;
   int64_t rs, cs;
+  const lt_tensor *param;
 } lt__mat;
 
 #define LT__MAT(data_, rows_, cols_, rs_, cs_) \
-  ((lt__mat){(void *)(data_), (rows_), (cols_), (rs_), (cs_)})
+  ((lt__mat){(void *)(data_), (rows_), (cols_), (rs_), (cs_), NULL})
 
 /* The transpose of a, as a view of the same elements. */
-static inline lt__mat lt__mat_t(lt__mat a) { return LT__MAT(a.data, a.cols, a.rows, a.cs, a.rs); }
+static inline lt__mat lt__mat_t(lt__mat a) {
+  lt__mat t = LT__MAT(a.data, a.cols, a.rows, a.cs, a.rs);
+  t.param = a.param;
+  return t;
+}
+
+/* m marked as reading t's memory: when t is a leaf requiring grad (PyTorch's
+ * rule for its autocast weight cache) an autocast product keeps one bf16 copy
+ * of it per storage version, reused by every product that reads it until the
+ * optimizer (or any in-place write) bumps the version. Other tensors: m
+ * unchanged. Borrows t (the caller keeps it alive during the product). */
+static inline lt__mat lt__mat_param(lt__mat m, const lt_tensor *t) {
+  if (t && t->requires_grad && !t->grad_fn) m.param = t;
+  return m;
+}
 
 /* BLIS 0.9.0's rule for the strides of a rows x cols matrix
  * (bli_check_matrix_strides; BLIS aborts when it is broken): positive
@@ -58,5 +75,19 @@ bool lt__mat_rows(const lt_tensor *x, lt__mat *m);
  * programmer error (LT_CHECK). Errors: LT_ERR_DTYPE, LT_ERR_BACKEND,
  * LT_ERR_NOMEM. */
 lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c);
+
+/* Sets this thread's autocast mode without touching its weight cache and
+ * returns the previous one. For OpenMP regions that issue products: worker
+ * threads never saw the caller's thread-local mode, so the region's body
+ * adopts the mode the caller read before the region (lt_autocast_dtype) and
+ * restores the worker's own after:
+ *   const lt_dtype ac = lt_autocast_dtype();
+ *   #pragma omp parallel for ...
+ *   for (...) { const lt_dtype prev = lt__autocast_adopt(ac); ...; lt__autocast_adopt(prev); } */
+lt_dtype lt__autocast_adopt(lt_dtype mode);
+
+/* The calling thread's autocast weight cache: entries and bytes of bf16
+ * copies held (for tests and benchmarks), and conversions made so far. */
+void lt__autocast_cache_stats(int *entries, size_t *bytes, int64_t *conversions);
 
 #endif /* LT_TENSOR_GEMM_INTERNAL_H */

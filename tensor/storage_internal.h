@@ -87,6 +87,11 @@ void lt__contiguous_strides(int ndim, const int64_t *shape, int64_t *stride);
 /* The storage's version counter (bumped by every in-place write) and bump. */
 uint64_t lt__version(const lt_tensor *x);
 void lt__bump_version(lt_tensor *x);
+/* x's storage's identity: unique for the process's life (a freed storage's
+ * id is never given again, unlike its address), shared by x's views. With
+ * lt__version it names the contents of x's memory (the autocast weight cache,
+ * tensor/matmul.c). */
+uint64_t lt__storage_id(const lt_tensor *x);
 /* Validate an in-place write on x by op (not a leaf requiring grad while grad
  * mode is on, etc.). Returns LT_OK or the error. */
 lt_status lt__check_inplace(const char *op, const lt_tensor *x);
