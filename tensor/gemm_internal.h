@@ -16,14 +16,15 @@
 #include <stdint.h>
 
 /* A rows x cols matrix view: element (i, j) is at data + i*rs + j*cs
- * elements. Borrows data. param: the tensor whose memory data points into
- * when that tensor is a parameter (a leaf requiring grad) whose bf16 copy
- * autocast may keep for reuse (lt__mat_param); NULL otherwise (LT__MAT). */
+ * elements. Borrows data. src: the tensor whose memory data points into,
+ * when the caller names it (lt__mat_of), so that autocast can reuse a bf16
+ * copy of the same memory at the same storage version; NULL otherwise
+ * (LT__MAT). */
 typedef struct lt__mat {
   void *data;
   int64_t rows, cols;
   int64_t rs, cs;
-  const lt_tensor *param;
+  const lt_tensor *src;
 } lt__mat;
 
 #define LT__MAT(data_, rows_, cols_, rs_, cs_) \
@@ -32,17 +33,20 @@ typedef struct lt__mat {
 /* The transpose of a, as a view of the same elements. */
 static inline lt__mat lt__mat_t(lt__mat a) {
   lt__mat t = LT__MAT(a.data, a.cols, a.rows, a.cs, a.rs);
-  t.param = a.param;
+  t.src = a.src;
   return t;
 }
 
-/* m marked as reading t's memory: when t is a leaf requiring grad (PyTorch's
- * rule for its autocast weight cache) an autocast product keeps one bf16 copy
- * of it per storage version, reused by every product that reads it until the
- * optimizer (or any in-place write) bumps the version. Other tensors: m
- * unchanged. Borrows t (the caller keeps it alive during the product). */
-static inline lt__mat lt__mat_param(lt__mat m, const lt_tensor *t) {
-  if (t && t->requires_grad && !t->grad_fn) m.param = t;
+/* m marked as reading t's memory (borrowed: t must stay alive and unwritten
+ * during the product). Under autocast the bf16 copy of such an operand is
+ * kept per thread, keyed by t's storage id, version and the view's geometry
+ * (tensor/matmul.c, "the autocast operand cache"): a parameter's (a leaf
+ * requiring grad: PyTorch's rule for its weight cache) until its version
+ * changes, so one conversion serves the forward and backward products of a
+ * step; any other tensor's in a couple of short-lived slots, so that the two
+ * backward products of a Linear (g W and g^T x) convert g once. */
+static inline lt__mat lt__mat_of(lt__mat m, const lt_tensor *t) {
+  m.src = t;
   return m;
 }
 

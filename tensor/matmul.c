@@ -522,6 +522,13 @@ static conv_geom geom_of(lt__mat x) {
                      colmajor ? x.rs : x.cs};
 }
 
+/* One contiguous run to bf16: the loop that vectorises (AVX-512: 16 per
+ * instruction). */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) static void
+bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) {
+  for (int64_t j = 0; j < n; j++) dst[j] = lt__bf16_from_f32(src[j]);
+}
+
 /* x (f32 when to is bf16, bf16 when to is f32) converted into buf (g's
  * outer*inner elements of to), on one thread or libtensor's. */
 static void convert_into(lt__mat x, conv_geom g, lt_dtype to, void *buf, bool one_thread) {
@@ -531,7 +538,9 @@ static void convert_into(lt__mat x, conv_geom g, lt_dtype to, void *buf, bool on
     if (to == LT_DTYPE_BF16) {
       const float *src = (const float *)x.data + o * g.so;
       uint16_t *dst = (uint16_t *)buf + o * g.inner;
-      for (int64_t j = 0; j < g.inner; j++) dst[j] = lt__bf16_from_f32(src[j * g.si]);
+      if (g.si == 1) bf16_run(dst, src, g.inner);
+      else
+        for (int64_t j = 0; j < g.inner; j++) dst[j] = lt__bf16_from_f32(src[j * g.si]);
     } else {
       const uint16_t *src = (const uint16_t *)x.data + o * g.so;
       float *dst = (float *)buf + o * g.inner;
@@ -555,33 +564,40 @@ static lt_status convert(int i, lt__mat x, lt_dtype to, bool one_thread, lt__mat
   return LT_OK;
 }
 
-/* ---- the autocast weight cache --------------------------------------------
+/* ---- the autocast operand cache --------------------------------------------
  *
- * A parameter's bf16 copy, made once per step instead of once per product
- * (a weight is read by its forward product and its input-gradient product).
- * Per thread, like PyTorch's (autocast_mode.cpp, cached_casts): no locks, and
- * no thread reads a copy another thread is rewriting. An entry is keyed by
- * the parameter's storage id (never reused, so a freed parameter's entry can
- * never answer for a new tensor at the same address), its data address and
- * geometry; it is valid for the storage version it was made at. Every
- * in-place write bumps the version (the optimizer's step, lt_copy_, loading
- * a checkpoint), so the next product after an update converts again, into
- * the same buffer: no stale reads. Writes through ->data that bypass the
- * library are not seen (the same contract as autograd's saved tensors).
+ * A parameter's bf16 copy is made once per step instead of once per product
+ * (a weight is read by its forward product and its input-gradient product),
+ * and a gradient's once per Linear backward instead of twice (g W and
+ * g^T x). Operands that name their tensor (lt__mat_of) are looked up here.
+ * Per thread, like PyTorch's cache (autocast_mode.cpp, cached_casts): no
+ * locks, and no thread reads a copy another thread is rewriting. An entry is
+ * keyed by the tensor's storage id (never reused, so a freed tensor's entry
+ * can never answer for a new one at the same address), the view's address
+ * and geometry; it holds the copy of one storage version. Every in-place
+ * write through the library bumps the version (the optimizer's step,
+ * lt_copy_, lt_add_, gradient accumulation, loading a checkpoint), so a
+ * product after a write converts again, into the same buffer: no stale
+ * reads. Writes through ->data that bypass the library are not seen (the
+ * same contract as autograd's saved tensors).
  *
- * Memory: the cache owns its buffers. At most WC_MAX entries and WC_BYTES
- * bytes per thread; past either, the least recently used entry is freed.
+ * Memory: the cache owns its buffers. Parameters (leaves requiring grad)
+ * stay until their version changes, at most WC_MAX entries and WC_BYTES
+ * bytes per thread, least recently used dropped first. Other tensors share
+ * WC_TRANSIENT slots, reused (buffer included) in least-recently-used order.
  * Turning autocast off on the thread (lt_set_autocast(F32)) frees them all,
  * as PyTorch does when leaving its outermost autocast region. */
 #define WC_MAX 256
 #define WC_BYTES ((size_t)1 << 30)
+#define WC_TRANSIENT 2
 
 typedef struct wc_entry {
   uint64_t id, version, used; /* storage id and version of the copy; last use */
   const void *data;           /* the source view's address and geometry */
   conv_geom g;
-  uint16_t *bf16; /* outer*inner elements, owned */
-  size_t bytes;
+  bool persistent;            /* a parameter's copy (else a transient slot) */
+  uint16_t *bf16;             /* cap bytes, owned */
+  size_t cap;
 } wc_entry;
 
 static _Thread_local wc_entry tl_wc[WC_MAX];
@@ -592,7 +608,7 @@ static _Thread_local int64_t tl_wc_conversions;
 
 static void wc_drop(int i) {
   free(tl_wc[i].bf16);
-  tl_wc_bytes -= tl_wc[i].bytes;
+  tl_wc_bytes -= tl_wc[i].cap;
   tl_wc[i] = tl_wc[--tl_wc_n];
 }
 
@@ -610,43 +626,60 @@ static bool geom_eq(conv_geom a, conv_geom b) {
   return a.outer == b.outer && a.inner == b.inner && a.so == b.so && a.si == b.si;
 }
 
-/* x (an f32 view of parameter x.param) as bf16, from the cache; falls back to
+/* The least recently used entry of the kind, or -1. */
+static int wc_lru(bool persistent) {
+  int lru = -1;
+  for (int j = 0; j < tl_wc_n; j++)
+    if (tl_wc[j].persistent == persistent && (lru < 0 || tl_wc[j].used < tl_wc[lru].used)) lru = j;
+  return lru;
+}
+
+/* x (an f32 view of tensor x.src) as bf16, from the cache; falls back to
  * buffer i when the copy is too large to keep. */
-static lt_status convert_param(int i, lt__mat x, bool one_thread, lt__mat *out) {
+static lt_status convert_cached(int i, lt__mat x, bool one_thread, lt__mat *out) {
   const conv_geom g = geom_of(x);
-  const uint64_t id = lt__storage_id(x.param), ver = lt__version(x.param);
-  const size_t bytes = (size_t)(g.outer * g.inner) * sizeof(uint16_t);
-  if (bytes > WC_BYTES) return convert(i, x, LT_DTYPE_BF16, one_thread, out);
+  const bool persistent = x.src->requires_grad && !x.src->grad_fn;
+  const uint64_t id = lt__storage_id(x.src), ver = lt__version(x.src);
+  const size_t bytes = ((size_t)(g.outer * g.inner) * sizeof(uint16_t) + 63) & ~(size_t)63;
+  if (bytes > WC_BYTES / 4) return convert(i, x, LT_DTYPE_BF16, one_thread, out);
   wc_entry *e = NULL;
   for (int j = 0; j < tl_wc_n && !e; j++)
     if (tl_wc[j].id == id && tl_wc[j].data == x.data && geom_eq(tl_wc[j].g, g)) e = &tl_wc[j];
+  if (e && e->version == ver) {
+    e->used = ++tl_wc_tick;
+    *out = copy_view(x, g, e->bf16);
+    return LT_OK;
+  }
+  if (!e && !persistent) { /* a transient slot: the least recently used one, its buffer reused if it fits */
+    int n = 0;
+    for (int j = 0; j < tl_wc_n; j++) n += !tl_wc[j].persistent;
+    const int lru = n >= WC_TRANSIENT ? wc_lru(false) : -1;
+    if (lru >= 0 && tl_wc[lru].cap >= bytes) e = &tl_wc[lru];
+    else if (lru >= 0) wc_drop(lru);
+  }
   if (!e) {
     while (tl_wc_n > 0 && (tl_wc_n == WC_MAX || tl_wc_bytes + bytes > WC_BYTES)) {
-      int lru = 0;
-      for (int j = 1; j < tl_wc_n; j++)
-        if (tl_wc[j].used < tl_wc[lru].used) lru = j;
-      wc_drop(lru);
+      const int lru = wc_lru(true);
+      wc_drop(lru >= 0 ? lru : wc_lru(false));
     }
-    uint16_t *buf = aligned_alloc(64, (bytes + 63) & ~(size_t)63);
-    if (!buf) return lt__err(LT_ERR_NOMEM, "matmul: cannot allocate %zu bytes for a weight's bf16 copy", bytes);
+    uint16_t *buf = aligned_alloc(64, bytes);
+    if (!buf) return lt__err(LT_ERR_NOMEM, "matmul: cannot allocate %zu bytes for an operand's bf16 copy", bytes);
     e = &tl_wc[tl_wc_n++];
-    *e = (wc_entry){id, ver, 0, x.data, g, buf, bytes};
+    e->bf16 = buf;
+    e->cap = bytes;
     tl_wc_bytes += bytes;
-    convert_into(x, g, LT_DTYPE_BF16, buf, one_thread);
-    tl_wc_conversions++;
-  } else if (e->version != ver) {
-    convert_into(x, g, LT_DTYPE_BF16, e->bf16, one_thread);
-    e->version = ver;
-    tl_wc_conversions++;
   }
+  e->id = id, e->version = ver, e->data = x.data, e->g = g, e->persistent = persistent;
+  convert_into(x, g, LT_DTYPE_BF16, e->bf16, one_thread);
+  tl_wc_conversions++;
   e->used = ++tl_wc_tick;
   *out = copy_view(x, g, e->bf16);
   return LT_OK;
 }
 
-/* Operand i of an autocast product as bf16: cached for parameters. */
+/* Operand i of an autocast product as bf16: cached when it names its tensor. */
 static lt_status to_bf16(int i, lt__mat x, bool one_thread, lt__mat *out) {
-  return x.param ? convert_param(i, x, one_thread, out) : convert(i, x, LT_DTYPE_BF16, one_thread, out);
+  return x.src ? convert_cached(i, x, one_thread, out) : convert(i, x, LT_DTYPE_BF16, one_thread, out);
 }
 
 lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c) {
