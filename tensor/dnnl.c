@@ -226,6 +226,21 @@ static void copy_mat(int64_t rows, int64_t cols, size_t es, const void *src, int
     }
 }
 
+/* Matrix `name` (rows x cols of es bytes at *p, strides *rs, *cs) made dense
+ * when it is not: *p then points to per-thread buffer i, row-major, holding
+ * a copy when copy_in (an output with beta 0 needs none). */
+static lt_status to_dense(int i, int64_t rows, int64_t cols, size_t es, const void **p, int64_t *rs, int64_t *cs,
+                          bool copy_in, const char *name) {
+  if (dense(rows, cols, *rs, *cs)) return LT_OK;
+  void *d = dense_buf(i, (size_t)(rows * cols) * es);
+  if (!d)
+    return lt__err(LT_ERR_NOMEM, "matmul: bf16 product: cannot allocate a dense copy of %s [%lld,%lld]", name,
+                   (long long)rows, (long long)cols);
+  if (copy_in) copy_mat(rows, cols, es, *p, *rs, *cs, d, true);
+  *p = d, *rs = cols, *cs = 1;
+  return LT_OK;
+}
+
 lt_status lt__dnnl_gemm_bf16(bool one_thread, int64_t m, int64_t n, int64_t k, float alpha,
                              const uint16_t *a, int64_t rsa, int64_t csa, const uint16_t *b, int64_t rsb,
                              int64_t csb, float beta, float *c, int64_t rsc, int64_t csc) {
@@ -244,30 +259,16 @@ lt_status lt__dnnl_gemm_bf16(bool one_thread, int64_t m, int64_t n, int64_t k, f
   /* Strided matrices dense (see "dense operands" above). */
   float *c_out = c;
   const int64_t rsc_out = rsc, csc_out = csc;
-  if (!dense(m, k, rsa, csa)) {
-    void *d = dense_buf(0, (size_t)(m * k) * 2);
-    if (!d) return lt__err(LT_ERR_NOMEM, "matmul: bf16 product: cannot allocate a dense copy of a [%lld,%lld]",
-                           (long long)m, (long long)k);
-    copy_mat(m, k, 2, a, rsa, csa, d, true);
-    a = d, rsa = k, csa = 1;
-  }
-  if (!dense(k, n, rsb, csb)) {
-    void *d = dense_buf(1, (size_t)(k * n) * 2);
-    if (!d) return lt__err(LT_ERR_NOMEM, "matmul: bf16 product: cannot allocate a dense copy of b [%lld,%lld]",
-                           (long long)k, (long long)n);
-    copy_mat(k, n, 2, b, rsb, csb, d, true);
-    b = d, rsb = n, csb = 1;
-  }
-  if (!dense(m, n, rsc, csc)) {
-    float *d = dense_buf(2, (size_t)(m * n) * sizeof(float));
-    if (!d) return lt__err(LT_ERR_NOMEM, "matmul: bf16 product: cannot allocate a dense copy of c [%lld,%lld]",
-                           (long long)m, (long long)n);
-    if (beta != 0.0f) copy_mat(m, n, sizeof(float), c, rsc, csc, d, true);
-    c = d, rsc = n, csc = 1;
-  }
+  const void *pa = a, *pb = b, *pc = c;
+  lt_status st;
+  if ((st = to_dense(0, m, k, 2, &pa, &rsa, &csa, true, "a")) != LT_OK ||
+      (st = to_dense(1, k, n, 2, &pb, &rsb, &csb, true, "b")) != LT_OK ||
+      (st = to_dense(2, m, n, sizeof(float), &pc, &rsc, &csc, beta != 0.0f, "c")) != LT_OK)
+    return st;
+  a = pa, b = pb, c = (float *)pc;
   const mm_key key = {m, n, k, rsa, csa, rsb, csb, rsc, csc, alpha, beta, use};
   if (use != nt) omp_set_num_threads(use);
-  lt_status st = gemm(&key, a, b, c);
+  st = gemm(&key, a, b, c);
   if (use != nt) omp_set_num_threads(nt);
   if (st == LT_OK && c != c_out) copy_mat(m, n, sizeof(float), c, rsc_out, csc_out, c_out, false);
   return st;
