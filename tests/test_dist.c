@@ -178,6 +178,60 @@ static void worker_grads(size_t bucket_bytes) {
   lt_params_free(p);
 }
 
+/* L = (R+1) (sum(a) + sum(c * c)) on rank R: dL/da = R+1, dL/dc = 2c (R+1). */
+static lt_tensor *overlap_loss(lt_params *p, int R) {
+  lt_tensor *a = lt_params_find(p, "a.weight"), *c = lt_params_find(p, "c.weight");
+  lt_tensor *cc = lt_mul(c, c), *sa = lt_sum(a, 0, NULL, false), *sc = lt_sum(cc, 0, NULL, false);
+  lt_tensor *l = lt_add(sa, sc), *r = lt_mul_scalar(l, R + 1.0);
+  lt_tensor_free(cc), lt_tensor_free(sa), lt_tensor_free(sc), lt_tensor_free(l);
+  return r;
+}
+
+/* The reduction starts during backward: bucket 0 (c.weight: reverse store
+ * order) when its gradient is final; b.bias is unused, so bucket 1 starts in
+ * finish. A backward with sync off starts nothing (gradient accumulation);
+ * two backwards with sync on are refused. */
+static void worker_overlap(void) {
+  const int R = lt_dist_rank(), N = lt_dist_size();
+  lt_params *p = small_params(0, LT_DTYPE_F32);
+  WK_OK(lt_dist_broadcast_params(p));
+  lt_dist_grads *g = lt_dist_grads_new(p, 64);
+  W_CHECK(lt_dist_grads_buckets(g) == 2, "%d buckets, want c.weight | b.bias a.weight", lt_dist_grads_buckets(g));
+  int64_t early = -1;
+  lt_dist_grads_set_sync(g, false); /* micro-batch 1 of 2 */
+  lt_tensor *l = overlap_loss(p, R);
+  WK_OK(lt_backward(l, NULL, false));
+  lt_tensor_free(l);
+  lt_dist_grads_overlap(g, &early, NULL);
+  W_CHECK(early == 0, "no_sync: %lld buckets started", (long long)early);
+  lt_dist_grads_set_sync(g, true); /* micro-batch 2 of 2: the last */
+  l = overlap_loss(p, R);
+  WK_OK(lt_backward(l, NULL, false));
+  lt_tensor_free(l);
+  lt_dist_grads_overlap(g, &early, NULL);
+  W_CHECK(early == 1, "sync: %lld buckets started during backward, want 1 (c.weight)", (long long)early);
+  WK_OK(lt_dist_grads_finish(g));
+  double mean = 0;
+  for (int r = 0; r < N; r++) mean += 2.0 * (r + 1);
+  mean /= N;
+  const lt_tensor *a = lt_params_find(p, "a.weight"), *c = lt_params_find(p, "c.weight");
+  W_CHECK(fabs(((float *)a->grad->data)[4] - mean) < 1e-5, "a.grad %g, want %g", ((float *)a->grad->data)[4], mean);
+  W_CHECK(fabs(((float *)c->grad->data)[999] - 4 * mean) < 1e-5, "c.grad %g, want %g", ((float *)c->grad->data)[999], 4 * mean);
+  /* two backwards with sync on before a finish: the second fails, and so does finish */
+  lt_params_zero_grad(p);
+  l = overlap_loss(p, R);
+  WK_OK(lt_backward(l, NULL, false));
+  lt_tensor_free(l);
+  l = overlap_loss(p, R);
+  W_ERR(lt_backward(l, NULL, false), LT_ERR_STATE, "became final twice");
+  lt_tensor_free(l);
+  W_ERR(lt_dist_grads_finish(g), LT_ERR_STATE, "hook failed");
+  lt_clear_error();
+  lt_dist_grads_free(g);
+  W_CHECK(c->post_hook_ == NULL, "lt_dist_grads_free left its hook on c.weight");
+  lt_params_free(p);
+}
+
 static int worker(int argc, char **argv) {
   if (lt_dist_init(&argc, &argv) != LT_OK) return fprintf(stderr, "%s\n", lt_last_error()), 1;
   const int R = lt_dist_rank(), N = lt_dist_size();
@@ -226,6 +280,7 @@ static int worker(int argc, char **argv) {
   worker_grads(1);
   worker_grads(64);
   worker_grads(0);
+  worker_overlap();
   /* a diverged copy is found */
   lt_params *p = small_params(0, LT_DTYPE_F32);
   if (R == N - 1) ((float *)lt_params_find(p, "a.weight")->data)[2] = 1;

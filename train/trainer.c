@@ -698,6 +698,7 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
   bool finite = true;
   for (int64_t a = 0; a < A && s == LT_OK; a++) {
     lt_trainer_micro m = {step, a, A, finite, NULL, 0, 0};
+    lt_dist_grads_set_sync(t->grads, a == A - 1); /* only the last backward starts the reduction */
     s = t->h.micro_batch(t->h.user, &m);
     if (s != LT_OK) break;
     S->tokens += m.tokens;
@@ -720,10 +721,13 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
       s = lt__err(LT_ERR_INVALID, "trainer: the learning-rate schedule gives %g at step %lld", S->lr, (long long)step);
   }
   if (s == LT_OK && lt_dist_size() > 1) s = dist_agree(t, S, &finite);
+  /* The buckets the last backward started (and any it did not) complete on
+   * every rank, even when a loss was not finite: every rank issued them. */
+  if (s == LT_OK && lt_dist_size() > 1 && (s = lt_dist_grads_start(t->grads)) == LT_OK)
+    s = lt_dist_grads_finish(t->grads);
   if (s == LT_OK && !finite) {
     S->skipped = true, S->why = "non-finite loss";
   } else if (s == LT_OK) {
-    if (lt_dist_size() > 1 && (s = lt_dist_grads_start(t->grads)) == LT_OK) s = lt_dist_grads_finish(t->grads);
     if (s == LT_OK) s = lt_clip_grad_norm(c->params, c->clip > 0 ? c->clip : INFINITY, &S->grad_norm);
     if (s == LT_ERR_NUMERIC) { /* with several ranks: the averaged gradient, the same on every rank */
       S->skipped = true, S->why = "non-finite gradient";
