@@ -11,7 +11,8 @@
  *     parameters within 1e-5), two runs bit-identical, resume N=2 -> 2
  *     bit-exact and N=2 -> 1, a configuration that differs across ranks
  *     refused at start, a rank killed mid-run ending the job, and no process
- *     left behind. (SIGTERM to mpirun: docs/distributed.md, not tested yet.)
+ *     left behind; SIGTERM to mpirun stops every rank and saves one
+ *     checkpoint.
  *
  * The mpirun parts need the library built with Open MPI and mpirun
  * (LT_MPIEXEC, set by tests/CMakeLists.txt); they run in the Release build
@@ -441,12 +442,15 @@ static void write_text(void) {
   fclose(f);
 }
 
+/* Flags for mpirun itself in train_cmd (the SIGTERM test's). */
+static const char *g_mpirun_flags = "";
+
 /* The train command line: N ranks (0: no mpirun), per-rank batch, the run
  * directory, extra flags. */
 static const char *train_cmd(int N, int batch, const char *dir, const char *extra) {
   static char cmd[8192];
-  char launch[256] = "";
-  if (N > 0) snprintf(launch, sizeof launch, MPIRUN " -np %d ", N);
+  char launch[512] = "";
+  if (N > 0) snprintf(launch, sizeof launch, MPIRUN " %s -np %d ", g_mpirun_flags, N);
   snprintf(cmd, sizeof cmd,
            "%s'%s' --arch decoder-only --text '%s' --d-model 32 --heads 2 --layers 1 --d-ff 64 --max-len 16 "
            "--seq-len 16 --batch %d --steps 20 --eval-every 10 --ckpt-every 10 --keep 0 --dropout 0 --gen-tokens 0 "
@@ -655,6 +659,35 @@ START_TEST(a_killed_rank_ends_the_job) {
 }
 END_TEST
 
+/* SIGTERM to mpirun (Ctrl-C is the same path): every rank stops after its
+ * step, rank 0 saves ONE checkpoint, the job ends and leaves no process.
+ * Open MPI 4.1's mpirun SIGKILLs the ranks odls_base_sigkill_timeout seconds
+ * after its SIGTERM (default 1 s: too short for a step and a save on a
+ * loaded machine), so the run gives it 5 s, as docs/distributed.md advises. */
+START_TEST(sigterm_to_mpirun_saves_one_checkpoint) {
+  write_text();
+  g_mpirun_flags = "--mca odls_base_sigkill_timeout 5";
+  pid_t m = start_mpirun(2, "term", "--steps 100000 --eval-every 0 --ckpt-every 0", "term.log");
+  g_mpirun_flags = "";
+  wait_for_step("term.log", 5);
+  ck_assert_int_eq(kill(m, SIGTERM), 0);
+  double took;
+  int code = wait_for(m, 45, &took);
+  const char *log = slurp(in_tmp("term.log"));
+  ck_assert_msg(code != -1, "mpirun did not end within 45 s of SIGTERM:\n%s", tail(log));
+  ck_assert_msg(strstr(log, "interrupted by SIGTERM at step"), "rank 0 did not report the stop:\n%s", tail(log));
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '^ckpt-.*\\.h5$'", in_tmp("term"));
+  FILE *f = popen(cmd, "r");
+  int n = -1;
+  ck_assert(f && fscanf(f, "%d", &n) == 1);
+  pclose(f);
+  ck_assert_msg(n == 1, "%d checkpoints after SIGTERM, want 1:\n%s", n, tail(log));
+  printf("SIGTERM to mpirun: one checkpoint, mpirun ended in %.1f s with exit %d\n", took, code);
+  expect_no_leftovers();
+}
+END_TEST
+
 #endif /* LT_MPIEXEC */
 
 int main(int argc, char **argv) {
@@ -677,6 +710,7 @@ int main(int argc, char **argv) {
   tcase_add_test(tc, resume_same_and_other_n);
   tcase_add_test(tc, different_configurations_are_refused);
   tcase_add_test(tc, a_killed_rank_ends_the_job);
+  tcase_add_test(tc, sigterm_to_mpirun_saves_one_checkpoint);
   suite_add_tcase(s, tc);
 #endif
   return lt_test_run(s);
