@@ -344,6 +344,8 @@ void lt_dist_shard(int64_t n, int64_t *start, int64_t *count) {
   if (count) *count = b - a;
 }
 
+uint64_t lt_dist_rank_seed(uint64_t seed) { return seed + (uint64_t)W.rank * 0x9E3779B97F4A7C15ull; }
+
 /* ======================================================================== */
 /* Gradient buckets                                                         */
 /* ======================================================================== */

@@ -131,6 +131,13 @@ lt_status lt_dist_check_params_same(const lt_params *p);
  * from the same seed). Without MPI: start 0, count n. */
 void lt_dist_shard(int64_t n, int64_t *start, int64_t *count);
 
+/* The seed of this rank's own random stream derived from seed: seed itself
+ * on rank 0 (so a world of one draws what it always drew), seed + rank x
+ * 0x9E3779B97F4A7C15 (the golden-ratio increment, mod 2^64) on the others:
+ * different on every rank, the same in every run. The trainer gives each
+ * rank its own dropout stream with it (train/trainer.h). */
+uint64_t lt_dist_rank_seed(uint64_t seed);
+
 /* ---- gradient averaging -------------------------------------------------- */
 
 /* The gradient reducer of a parameter store: the trainable parameters

@@ -9,7 +9,7 @@
  *   - the train program under mpirun -np 2 and 3 on a tiny decoder-only
  *     model: N ranks x --batch B against 1 process x --batch N*B (losses and
  *     parameters within 1e-5), two runs bit-identical, resume N=2 -> 2
- *     bit-exact and N=2 -> 1, a configuration that differs across ranks
+ *     bit-exact (also with dropout: per-rank streams restored) and N=2 -> 1, a configuration that differs across ranks
  *     refused at start, a rank killed mid-run ending the job, and no process
  *     left behind; SIGTERM to mpirun stops every rank and saves one
  *     checkpoint.
@@ -282,6 +282,14 @@ static int worker(int argc, char **argv) {
   worker_grads(64);
   worker_grads(0);
   worker_overlap();
+  /* every rank its own stream: rank 0 keeps the seed, the others differ */
+  int64_t seeds[64] = {0};
+  if (N <= 64) {
+    seeds[R] = (int64_t)lt_dist_rank_seed(42);
+    WK_OK(lt_dist_allreduce_i64(seeds, N, LT_DIST_SUM));
+    W_CHECK(seeds[0] == 42, "rank 0's seed %lld", (long long)seeds[0]);
+    for (int r = 1; r < N; r++) W_CHECK(seeds[r] != seeds[r - 1] && seeds[r] != 42, "rank %d's seed", r);
+  }
   /* a diverged copy is found */
   lt_params *p = small_params(0, LT_DTYPE_F32);
   if (R == N - 1) ((float *)lt_params_find(p, "a.weight")->data)[2] = 1;
@@ -538,6 +546,13 @@ START_TEST(resume_same_and_other_n) {
   snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("part"));
   ck_assert_int_eq(read_losses(p, lp, 32), 20);
   for (int i = 0; i < 20; i++) ck_assert_msg(memcmp(&lf[i], &lp[i], 8) == 0, "step %d: %.17g vs %.17g", i + 1, lf[i], lp[i]);
+  /* with dropout: each rank's own stream, restored from the checkpoint (were
+   * rank 1's not, its masks after step 10 would differ) */
+  expect_exit(run(train_cmd(2, 4, "fulld", "--dropout 0.2"), "fulld.log"), 0, "fulld.log");
+  expect_exit(run(train_cmd(2, 4, "partd", "--dropout 0.2 --stop-after 10"), "partd.log"), 0, "partd.log");
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("partd"));
+  expect_exit(run(cmd, "resumed.log"), 0, "resumed.log");
+  compare_params(ckpt("partd", 20), ckpt("fulld", 20), 0);
   /* N=2 -> 1: from the step-10 checkpoint of the full run, on one process */
   snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/'", in_tmp("one"), ckpt("full", 10), in_tmp("one"));
   ck_assert_int_eq(system(cmd), 0);
