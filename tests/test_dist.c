@@ -703,29 +703,60 @@ START_TEST(sigterm_to_mpirun_saves_one_checkpoint) {
 }
 END_TEST
 
+/* examples/dist_mlp.c, a hand-written loop with the dist calls: 2 ranks x
+ * batch 8 end where 1 process x batch 16 does. */
+START_TEST(the_example_loop_is_equivalent) {
+  double v[2][2];
+  for (int k = 0; k < 2; k++) {
+    char cmd[2048], log[16];
+    snprintf(cmd, sizeof cmd, "%s'%s' --batch %d --steps 40", k ? MPIRUN " -np 2 " : "", LT_DIST_MLP_EXE, k ? 8 : 16);
+    snprintf(log, sizeof log, "mlp%d.log", k);
+    expect_exit(run(cmd, log), 0, log);
+    const char *out = slurp(in_tmp(log)), *f = strstr(out, "final loss ");
+    ck_assert_msg(f && sscanf(f, "final loss %lf weight sum %lf", &v[k][0], &v[k][1]) == 2, "%s", tail(out));
+  }
+  for (int i = 0; i < 2; i++)
+    ck_assert_msg(fabs(v[1][i] - v[0][i]) <= 1e-5 * fabs(v[0][i]), "%s: %.9g on 2 ranks, %.9g on 1",
+                  i ? "weight sum" : "loss", v[1][i], v[0][i]);
+  printf("examples/dist_mlp: 2 x 8 vs 1 x 16 after 40 steps: loss %.9g vs %.9g\n", v[1][0], v[0][0]);
+  expect_no_leftovers();
+}
+END_TEST
+
 #endif /* LT_MPIEXEC */
 
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--worker")) return worker(argc, argv);
-  Suite *s = suite_create("dist");
-  TCase *api = tcase_create("size1");
-  tcase_add_test(api, size_one_world_is_a_no_op);
-  suite_add_tcase(s, api);
+  /* Two ctest entries, each under a minute on a loaded machine: test_dist
+   * (the size-1 world and most mpirun tests) and test_dist_stop
+   * (LT_DIST_PART=stop: SIGTERM to mpirun and the example's loop). */
+  const char *part = getenv("LT_DIST_PART");
+  const bool stop_part = part && !strcmp(part, "stop");
+  Suite *s = suite_create(stop_part ? "dist_stop" : "dist");
+  if (!stop_part) {
+    TCase *api = tcase_create("size1");
+    tcase_add_test(api, size_one_world_is_a_no_op);
+    suite_add_tcase(s, api);
+  }
 #ifdef LT_MPIEXEC
   snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
   if (argv[0][0] != '/') {
     char cwd[512];
     if (getcwd(cwd, sizeof cwd)) snprintf(self_exe, sizeof self_exe, "%s/%s", cwd, argv[0]);
   }
-  TCase *tc = tcase_create("mpirun");
+  TCase *tc = tcase_create(stop_part ? "mpirun_stop" : "mpirun");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, api_on_2_and_3_ranks);
-  tcase_add_test(tc, equivalence_and_determinism);
-  tcase_add_test(tc, resume_same_and_other_n);
-  tcase_add_test(tc, different_configurations_are_refused);
-  tcase_add_test(tc, a_killed_rank_ends_the_job);
-  tcase_add_test(tc, sigterm_to_mpirun_saves_one_checkpoint);
+  if (stop_part) {
+    tcase_add_test(tc, sigterm_to_mpirun_saves_one_checkpoint);
+    tcase_add_test(tc, the_example_loop_is_equivalent);
+  } else {
+    tcase_add_test(tc, api_on_2_and_3_ranks);
+    tcase_add_test(tc, equivalence_and_determinism);
+    tcase_add_test(tc, resume_same_and_other_n);
+    tcase_add_test(tc, different_configurations_are_refused);
+    tcase_add_test(tc, a_killed_rank_ends_the_job);
+  }
   suite_add_tcase(s, tc);
 #endif
   return lt_test_run(s);

@@ -56,6 +56,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h> /* _exit */
 #include <time.h>
 
 #define PROG "train"
