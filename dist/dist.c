@@ -304,18 +304,14 @@ lt_status lt_dist_check_params_same(const lt_params *p) {
   return s;
 }
 
-lt_status lt_dist_broadcast_params(lt_params *p) {
-  if (!p) return lt__err_null("dist_broadcast_params", "p");
-  if (W.size == 1) return LT_OK;
-  char ranks[128];
-  int bad;
-  lt_status s = compare_hashes(p, false, &bad, ranks, sizeof ranks);
-  if (s == LT_OK && bad)
-    s = lt__err(LT_ERR_INVALID, "dist_broadcast_params: the parameter names, shapes or dtypes of rank%s %s differ from "
-                "rank 0's (a different model configuration?)", bad > 1 ? "s" : "", ranks);
+/* Rank 0's bytes of every tensor of p (or only its buffers) to every rank. */
+static lt_status bcast_tensors(lt_params *p, bool buffers_only) {
+  lt_status s = LT_OK;
 #ifdef LT_HAVE_MPI
   for (int i = 0; i < lt_params_count(p) && s == LT_OK; i++) {
-    lt_tensor *t = lt_params_at(p, i)->value;
+    const lt_param *q = lt_params_at(p, i);
+    if (buffers_only && !(q->flags & LT_PARAM_BUFFER)) continue;
+    lt_tensor *t = q->value;
     LT_CHECK(lt_is_contiguous(t)); /* the store's tensors are made contiguous */
     size_t bytes = (size_t)t->numel * lt_dtype_size(t->dtype);
     /* MPI counts are int: send in chunks of at most 1 GB */
@@ -326,8 +322,27 @@ lt_status lt_dist_broadcast_params(lt_params *p) {
     }
     lt__bump_version(t);
   }
+#else
+  (void)p, (void)buffers_only;
 #endif
   return s;
+}
+
+lt_status lt_dist_broadcast_params(lt_params *p) {
+  if (!p) return lt__err_null("dist_broadcast_params", "p");
+  if (W.size == 1) return LT_OK;
+  char ranks[128];
+  int bad;
+  lt_status s = compare_hashes(p, false, &bad, ranks, sizeof ranks);
+  if (s == LT_OK && bad)
+    s = lt__err(LT_ERR_INVALID, "dist_broadcast_params: the parameter names, shapes or dtypes of rank%s %s differ from "
+                "rank 0's (a different model configuration?)", bad > 1 ? "s" : "", ranks);
+  return s == LT_OK ? bcast_tensors(p, false) : s;
+}
+
+lt_status lt_dist_broadcast_buffers(lt_params *p) {
+  if (!p) return lt__err_null("dist_broadcast_buffers", "p");
+  return W.size == 1 ? LT_OK : bcast_tensors(p, true);
 }
 
 /* ======================================================================== */

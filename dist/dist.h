@@ -88,6 +88,13 @@ lt_status lt_dist_barrier(void);
  * LT_ERR_INVALID naming the first parameter that differs, on every rank).
  * p is borrowed; tensors are written in place (their version is bumped). */
 lt_status lt_dist_broadcast_params(lt_params *p);
+/* Overwrites only the buffers of p (LT_PARAM_BUFFER: BatchNorm's running
+ * statistics) with rank 0's, as PyTorch DDP's broadcast_buffers does: each
+ * rank updates them from its own rows, so without this the copies drift
+ * apart. The trainer calls it after every step of a store that has buffers.
+ * The same names and shapes on every rank are assumed (checked at start by
+ * lt_dist_broadcast_params). */
+lt_status lt_dist_broadcast_buffers(lt_params *p);
 
 typedef enum {
   LT_DIST_SUM,

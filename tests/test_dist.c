@@ -282,6 +282,12 @@ static int worker(int argc, char **argv) {
   worker_grads(64);
   worker_grads(0);
   worker_overlap();
+  /* buffers alone from rank 0 (BatchNorm's running statistics); parameters untouched */
+  lt_params *bp = small_params(R, LT_DTYPE_F32);
+  WK_OK(lt_dist_broadcast_buffers(bp));
+  W_CHECK(((float *)lt_params_find(bp, "stats")->data)[0] == 3.0f, "the buffer is not rank 0's");
+  W_CHECK(((float *)lt_params_find(bp, "a.weight")->data)[0] == (float)R, "a parameter was broadcast");
+  lt_params_free(bp);
   /* every rank its own stream: rank 0 keeps the seed, the others differ */
   int64_t seeds[64] = {0};
   if (N <= 64) {

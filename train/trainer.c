@@ -66,6 +66,7 @@ struct lt_trainer {
   /* Data parallelism (dist/dist.h; all unused with one rank). */
   bool dist_ready;      /* the first fit checked the configuration and broadcast the parameters */
   bool rank_streams;    /* the generators are this rank's own streams (set up, or resumed) */
+  bool has_buffers;     /* several ranks and the store has buffers: rank 0's after every step */
   lt_dist_grads *grads; /* the gradient reducer */
   int stop;             /* the stop request agreed by every rank (a signal number), or 0 */
   FILE *devnull;        /* ranks other than 0 print here */
@@ -779,6 +780,7 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
       s = lt_optimizer_step(c->optim);
     }
   }
+  if (s == LT_OK && t->has_buffers) s = lt_dist_broadcast_buffers(c->params); /* rank 0's running statistics */
   lt_params_zero_grad(c->params);
   lt_scope_end(scope);
   return s;
@@ -827,6 +829,8 @@ static lt_status dist_setup(lt_trainer *t) {
     s = lt_generator_set_state(c->generators[i], g);
   }
   t->rank_streams = true;
+  for (int i = 0; i < lt_params_count(c->params); i++)
+    t->has_buffers |= (lt_params_at(c->params, i)->flags & LT_PARAM_BUFFER) != 0;
   if (s == LT_OK && !(t->grads = lt_dist_grads_new(c->params, 0))) s = lt_last_status();
   int64_t stop = stop_flag;
   s = s ? s : lt_dist_allreduce_i64(&stop, 1, LT_DIST_MAX);
