@@ -659,13 +659,48 @@ static lt_status pool_geom(const char *op, const lt_tensor *x, const lt_pool_opt
   return LT_OK;
 }
 
-/* Max pooling over (n, c) planes; idx gets flat positions h W + w. */
+/* The 2x2 window of stride 2 without padding or dilation (the CNN's), over
+ * rows with unit stride: the four values in the general loop's order, so
+ * the same first maximum (and the same NaN rule) as there. idx may be NULL
+ * (no backward will read it). */
+#define DEF_MAXPOOL22(T, sfx)                                                                                    \
+  static void maxpool22_plane_##sfx(const geom *g, const T *xp, int64_t rs, T *y, int64_t *idx) {              \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                                     \
+      const T *r0 = xp + 2 * oh * rs, *r1 = r0 + rs;                                                             \
+      T *yo = y + oh * g->OW;                                                                                    \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                                   \
+        const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];                         \
+        T m = a;                                                                                                 \
+        int k = 0;                                                                                               \
+        if (b > m || isnan(b)) m = b, k = 1;                                                                     \
+        if (c > m || isnan(c)) m = c, k = 2;                                                                     \
+        if (d > m || isnan(d)) m = d, k = 3;                                                                     \
+        yo[ow] = m;                                                                                              \
+        if (idx) idx[oh * g->OW + ow] = (2 * oh + (k >> 1)) * g->W + 2 * ow + (k & 1);                          \
+      }                                                                                                          \
+    }                                                                                                            \
+  }
+DEF_MAXPOOL22(float, f32)
+DEF_MAXPOOL22(double, f64)
+
+static bool is_pool22(const geom *g, const int64_t *xs) {
+  return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 && g->dh == 1 &&
+         g->dw == 1 && xs[3] == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W;
+}
+
+/* Max pooling over (n, c) planes; idx (NULL: not wanted) gets flat positions
+ * h W + w. */
 #define DEF_MAXPOOL(T, sfx)                                                                                       \
   static void maxpool_##sfx(const geom *g, const T *x, const int64_t *xs, T *y, int64_t *idx) {                  \
     const int64_t NC = g->N * g->C, L = g->OH * g->OW;                                                           \
     const int nt = lt__threads_for(NC * L * g->kh * g->kw, NC);                                                  \
+    const bool p22 = is_pool22(g, xs);                                                                           \
     _Pragma("omp parallel for schedule(static) num_threads(nt)") for (int64_t nc = 0; nc < NC; nc++) {           \
       const T *xp = x + (nc / g->C) * xs[0] + (nc % g->C) * xs[1];                                               \
+      if (p22) {                                                                                                 \
+        maxpool22_plane_##sfx(g, xp, xs[2], y + nc * L, idx ? idx + nc * L : NULL);                              \
+        continue;                                                                                                \
+      }                                                                                                          \
       for (int64_t oh = 0; oh < g->OH; oh++)                                                                     \
         for (int64_t ow = 0; ow < g->OW; ow++) {                                                                 \
           int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;                                              \
@@ -684,7 +719,7 @@ static lt_status pool_geom(const char *op, const lt_tensor *x, const lt_pool_opt
               }                                                                                                  \
             }                                                                                                    \
           y[nc * L + oh * g->OW + ow] = m;                                                                       \
-          idx[nc * L + oh * g->OW + ow] = best;                                                                  \
+          if (idx) idx[nc * L + oh * g->OW + ow] = best;                                                         \
         }                                                                                                        \
     }                                                                                                            \
   }
@@ -697,11 +732,14 @@ lt_tensor *lt_max_pool2d(const lt_tensor *x, const lt_pool_opts *opts, lt_tensor
   geom g;
   if (pool_geom(op, x, opts, true, &g) != LT_OK) return NULL;
   const int64_t shape[4] = {g.N, g.C, g.OH, g.OW};
-  lt_tensor *y = lt_empty(x->dtype, 4, shape), *idx = lt_empty(LT_DTYPE_I64, 4, shape);
-  if (!y || !idx) goto fail;
+  /* The indices only if the caller or a backward wants them. */
+  const bool want_idx = indices || lt__needs_grad(1, &x);
+  lt_tensor *y = lt_empty(x->dtype, 4, shape), *idx = want_idx ? lt_empty(LT_DTYPE_I64, 4, shape) : NULL;
+  if (!y || (want_idx && !idx)) goto fail;
   if (y->numel > 0) {
-    if (x->dtype == LT_DTYPE_F32) maxpool_f32(&g, x->data, x->stride, y->data, idx->data);
-    else maxpool_f64(&g, x->data, x->stride, y->data, idx->data);
+    int64_t *ix = idx ? idx->data : NULL;
+    if (x->dtype == LT_DTYPE_F32) maxpool_f32(&g, x->data, x->stride, y->data, ix);
+    else maxpool_f64(&g, x->data, x->stride, y->data, ix);
   }
   if (lt__record(y, LT__OP_max_pool2d, 1, &x, 1, (const lt_tensor *[]){idx}, &g, sizeof g) != LT_OK) goto fail;
   if (indices) *indices = idx;
