@@ -714,11 +714,15 @@ static lt_status pool_geom(const char *op, const lt_tensor *x, const lt_pool_opt
       T *yo = y + oh * g->OW;                                                                                    \
       for (int64_t ow = 0; ow < g->OW; ow++) {                                                                   \
         const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];                         \
+        /* branch-free (selects): the data decides each comparison at random */                                 \
         T m = a;                                                                                                 \
-        int k = 0;                                                                                               \
-        if (b > m || isnan(b)) m = b, k = 1;                                                                     \
-        if (c > m || isnan(c)) m = c, k = 2;                                                                     \
-        if (d > m || isnan(d)) m = d, k = 3;                                                                     \
+        int64_t k = 0;                                                                                           \
+        const bool tb = (b > m) | (b != b);                                                                      \
+        m = tb ? b : m, k = tb ? 1 : k;                                                                          \
+        const bool tc = (c > m) | (c != c);                                                                      \
+        m = tc ? c : m, k = tc ? 2 : k;                                                                          \
+        const bool td = (d > m) | (d != d);                                                                      \
+        m = td ? d : m, k = td ? 3 : k;                                                                          \
         yo[ow] = m;                                                                                              \
         if (idx) idx[oh * g->OW + ow] = (2 * oh + (k >> 1)) * g->W + 2 * ow + (k & 1);                          \
       }                                                                                                          \
