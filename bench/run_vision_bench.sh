@@ -5,12 +5,19 @@
 # and their ratios (PyTorch / libtensor: above 1 means libtensor is faster).
 #
 # Usage: bench/run_vision_bench.sh [cnn] [--steps N] [--threads N] [--build DIR]
+#        bench/run_vision_bench.sh cnn --accuracy "42 43 44" [--epochs 3]
 #
 # Models: cnn (examples/cnn_fashion_mnist.c against
 # bench/cnn_fashion_mnist_torch.py). Each side trains N steps (default 100)
 # of batch 128, then evaluates once (10 batches of 1000) in eval mode; the
 # examples print their training time and the evaluation's. Takes about a
 # minute per model on a quiet 2-core machine.
+#
+# --accuracy "SEEDS": instead, the full run (--epochs, default 3) once per
+# seed on each side (libtensor, then PyTorch with OpenBLAS if present, else
+# the system BLAS), printing each test accuracy and epoch time and the
+# mean / min / max of the accuracies (about 3 x 30 s per seed and side on a
+# quiet machine for the CNN).
 #
 # PyTorch at its best (as bench/run_train_bench.sh, whose comment explains
 # the choices): OMP_WAIT_POLICY=PASSIVE, OPENBLAS_CORETYPE unset, N threads,
@@ -27,13 +34,17 @@ models=
 steps=100
 threads=2
 build="$root/build-rel"
+seeds=
+epochs=3
 while [ $# -gt 0 ]; do
   case "$1" in
     cnn) models="$models $1"; shift ;;
     --steps) steps=$2; shift 2 ;;
     --threads) threads=$2; shift 2 ;;
     --build) build=$2; shift 2 ;;
-    *) echo "usage: $0 [cnn] [--steps N] [--threads N] [--build DIR]" >&2; exit 2 ;;
+    --accuracy) seeds=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
+    *) echo "usage: $0 [cnn] [--steps N] [--threads N] [--build DIR] [--accuracy \"SEEDS\" [--epochs N]]" >&2; exit 2 ;;
   esac
 done
 [ -n "$models" ] || models=cnn
@@ -65,6 +76,35 @@ pt_figures() {
        /^summary:/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
        END { printf "%.2f %.3f %s\n", 1000 * v["train_seconds"] / v["steps"], ev, v["test_accuracy"] }' "$1"
 }
+
+if [ -n "$seeds" ]; then
+  stats() { awk '{ s += $1; if (NR == 1 || $1 < lo) lo = $1; if (NR == 1 || $1 > hi) hi = $1 }
+                 END { printf "mean %.4f min %.4f max %.4f (%d seeds)", s / NR, lo, hi, NR }'; }
+  for m in $models; do
+    case "$m" in
+      cnn) exe="$build/examples/cnn_fashion_mnist"; script="$here/cnn_fashion_mnist_torch.py" ;;
+    esac
+    ptenv=$(tail -1 "$cands" | cut -d'|' -f2)
+    : >"$tmp/lt_acc"; : >"$tmp/pt_acc"
+    for seed in $seeds; do
+      env OMP_WAIT_POLICY=PASSIVE LT_NUM_THREADS="$threads" "$exe" --epochs "$epochs" --seed "$seed" \
+        --log-every 1000000 >"$tmp/lt.txt" 2>&1 || { cat "$tmp/lt.txt"; exit 1; }
+      set -- $(lt_figures "$tmp/lt.txt")
+      echo "$3" >>"$tmp/lt_acc"
+      echo "$m seed $seed libtensor: test accuracy $3, $(awk '/^summary:/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } } END { printf "%.1f s of training", v["train_seconds"] }' "$tmp/lt.txt") ($epochs epochs)"
+      # shellcheck disable=SC2086
+      env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS OMP_WAIT_POLICY=PASSIVE $ptenv "$py" "$script" --epochs "$epochs" \
+        --seed "$seed" --threads "$threads" >"$tmp/pt.txt" 2>&1 || { cat "$tmp/pt.txt"; exit 1; }
+      set -- $(pt_figures "$tmp/pt.txt")
+      echo "$3" >>"$tmp/pt_acc"
+      echo "$m seed $seed PyTorch:   test accuracy $3, $(awk '/^summary:/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } } END { printf "%.1f s of training", v["train_seconds"] }' "$tmp/pt.txt")"
+    done
+    echo "$m libtensor: $(stats <"$tmp/lt_acc")"
+    echo "$m PyTorch:   $(stats <"$tmp/pt_acc")"
+  done
+  echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
 
 printf '\n%-5s | %10s %9s | %10s %9s | %10s %9s | %s\n' model "lt ms/step" "lt eval s" "pt ms/step" \
   "pt eval s" "step ratio" "eval ratio" "PyTorch set-up"

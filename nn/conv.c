@@ -84,8 +84,13 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t pad_l, int64_t
             }                                                                                                 \
             const T *row = xp + ih * xs[2];                                                                   \
             int64_t iw = j * g->dw - g->pw;                                                                   \
-            if (g->sw == 1 && xs[3] == 1 && iw >= 0 && iw + g->OW <= g->W) {                                  \
-              memcpy(dst, row + iw, sizeof(T) * (size_t)g->OW);                                               \
+            if (g->sw == 1 && xs[3] == 1) { /* zeros, the row's valid span, zeros */                          \
+              const int64_t lo = iw < 0 ? (-iw < g->OW ? -iw : g->OW) : 0;                                    \
+              int64_t hi = g->W - iw < g->OW ? g->W - iw : g->OW;                                             \
+              if (hi < lo) hi = lo;                                                                           \
+              for (int64_t ow = 0; ow < lo; ow++) dst[ow] = (T)0;                                             \
+              for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[iw + ow];                                    \
+              for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = (T)0;                                         \
               continue;                                                                                       \
             }                                                                                                 \
             for (int64_t ow = 0; ow < g->OW; ow++, iw += g->sw)                                               \
@@ -119,6 +124,12 @@ DEF_IM2COL(double, f64)
             if (ih < 0 || ih >= g->H) continue;                                                                  \
             T *row = xp + ih * g->W;                                                                             \
             int64_t iw = j * g->dw - g->pw;                                                                      \
+            if (g->sw == 1) { /* the valid span only */                                                          \
+              const int64_t lo = iw < 0 ? (-iw < g->OW ? -iw : g->OW) : 0;                                       \
+              int64_t hi = g->W - iw < g->OW ? g->W - iw : g->OW;                                                \
+              for (int64_t ow = lo; ow < hi; ow++) row[iw + ow] += src[ow];                                      \
+              continue;                                                                                          \
+            }                                                                                                    \
             for (int64_t ow = 0; ow < g->OW; ow++, iw += g->sw)                                                  \
               if (iw >= 0 && iw < g->W) row[iw] += src[ow];                                                      \
           }                                                                                                      \
