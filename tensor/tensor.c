@@ -63,7 +63,7 @@ int64_t lt__live_storages(void) {
  * - Blocks of CACHE_MIN (256 KiB) or more are rounded up to a size class
  *   (4 classes per power of two: at most 25% slack; from 4 MiB on, also to
  *   whole 2 MiB huge pages, which new blocks are advised to use) and a freed
- *   one is kept for the next request of the same class.
+ *   one is kept for the next request of the same class (the newest first).
  * - Bounded: at most CACHE_SLOTS blocks and CACHE_MAX_BYTES in all; a free
  *   that does not fit evicts the least recently cached blocks, and a block
  *   larger than the bound goes back to the system.
@@ -127,14 +127,15 @@ static void *block_alloc(size_t alloc, size_t *got) {
   *got = alloc;
   void *p = NULL;
   pthread_mutex_lock(&cache_lock);
-  if (cache_on()) {
+  if (cache_on()) { /* the newest block of the class: the likeliest still in the CPU's caches */
+    int best = -1;
     for (int i = 0; i < CACHE_SLOTS; i++)
-      if (cache[i].p && cache[i].size == alloc) {
-        p = cache[i].p;
-        cache_bytes -= cache[i].size;
-        cache[i].p = NULL;
-        break;
-      }
+      if (cache[i].p && cache[i].size == alloc && (best < 0 || cache[i].age > cache[best].age)) best = i;
+    if (best >= 0) {
+      p = cache[best].p;
+      cache_bytes -= cache[best].size;
+      cache[best].p = NULL;
+    }
   }
   pthread_mutex_unlock(&cache_lock);
   if (p) {
