@@ -237,15 +237,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("classify");
-  TCase *tc = tcase_create("classify");
-  tcase_add_test(tc, test_loader_epochs_and_resume);
-  tcase_add_test(tc, test_parse_args);
-  tcase_add_test(tc, test_evaluate);
-  tcase_add_test(tc, test_fit_learns_and_resumes);
-  suite_add_tcase(s, tc);
-  SRunner *sr = srunner_create(s);
-  srunner_run_all(sr, CK_NORMAL);
-  int failed = srunner_ntests_failed(sr);
-  srunner_free(sr);
-  return failed ? EXIT_FAILURE : EXIT_SUCCESS;
+  LT_TEST_CASE(s, "classify", 120, test_loader_epochs_and_resume, test_parse_args, test_evaluate,
+               test_fit_learns_and_resumes);
+  return lt_test_run(s);
 }
