@@ -5,9 +5,10 @@
  *
  * What this is: one home for im2col/col2im (im2col, col2im below), used by
  * all four convolution passes and by unfold/fold. A convolution is one GEMM
- * per group over the whole batch, so BLIS sees few large products rather than
- * N small ones (its per-call setup is what makes small products slow; see
- * docs/vision.md):
+ * per group over a slice of the batch (conv2d: conv_slice images, about
+ * 2 MiB of COL; conv_transpose2d: the whole batch), so BLIS sees few large
+ * products rather than N small ones (its per-call setup is what makes small
+ * products slow; see docs/vision.md), and conv2d's scratch stays in cache:
  *
  *   COL [C_in kh kw, N OH OW]  = im2col(x)               (row (c, i, j), column (n, oh, ow))
  *   conv2d forward:   Y^T_g [C_out/g, N L]   = W_g [C_out/g, K_g] · COL_g [K_g, N L]
@@ -22,7 +23,8 @@
  * K_g = C_in/g kh kw, L = OH OW. Each product reduces over one contraction
  * inside one BLIS call, and every other loop writes disjoint (n, c) planes,
  * so results do not depend on the thread count. Scratch is one COL buffer
- * and one transposed buffer per call (no allocation inside the loops).
+ * and one transposed buffer per call (no allocation inside the loops; the
+ * storage cache of tensor/tensor.c hands the same blocks back every step).
  *
  * What this is not: a direct or Winograd kernel (im2col measured as the
  * better fit on the example's shapes; docs/vision.md), or NHWC layouts.
