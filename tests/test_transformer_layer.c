@@ -23,39 +23,24 @@
 
 #include "nn/transformer_layer.h"
 
-static double fx_num(const lt_fixture *f, const char *c, const char *key) {
-  char name[512];
-  snprintf(name, sizeof name, "%s.%s", c, key);
-  double v = 0;
-  if (lt_fixture_scalar(f, name, &v) != LT_OK) ck_abort_msg("%s: %s", name, lt_last_error());
-  return v;
-}
-
+/* The record "<c>.<key>", floats converted to dtype. */
 static lt_tensor *fx_get(const lt_fixture *f, const char *c, const char *key, lt_dtype dtype) {
-  char name[512];
-  snprintf(name, sizeof name, "%s.%s", c, key);
-  lt_tensor *t = lt_fixture_get(f, name);
-  if (!t) ck_abort_msg("%s: %s", name, lt_last_error());
-  if (lt_dtype_is_float(t->dtype) && t->dtype != dtype) {
-    lt_tensor *u = LT_NN(lt_to_dtype(t, dtype));
-    lt_tensor_free(t);
-    t = u;
-  }
-  return t;
+  lt_tensor *t = lt_fx_get(f, c, key);
+  return lt_dtype_is_float(t->dtype) ? lt_test_as_dtype(t, dtype) : t;
 }
 
 /* One fixture case in dtype: build, load PyTorch's weights by name, forward,
  * backward of sum(out * dout), compare everything. */
 static void parity_case(const char *c, lt_dtype dtype, double rtol) {
   lt_fixture *f = lt_fx_open("transformer_layer.bin");
-  const bool decoder = fx_num(f, c, "decoder") != 0;
-  lt_transformer_layer_opts o = LT_TRANSFORMER_LAYER_DEFAULTS((int64_t)fx_num(f, c, "d_model"),
-                                                              (int64_t)fx_num(f, c, "n_heads"));
-  o.d_ff = (int64_t)fx_num(f, c, "d_ff");
+  const bool decoder = lt_fx_num(f, c, "decoder") != 0;
+  lt_transformer_layer_opts o = LT_TRANSFORMER_LAYER_DEFAULTS((int64_t)lt_fx_num(f, c, "d_model"),
+                                                              (int64_t)lt_fx_num(f, c, "n_heads"));
+  o.d_ff = (int64_t)lt_fx_num(f, c, "d_ff");
   o.dropout = 0;
-  o.act = (lt_activation)fx_num(f, c, "act");
-  o.norm_first = fx_num(f, c, "norm_first") != 0;
-  o.norm_eps = fx_num(f, c, "norm_eps");
+  o.act = (lt_activation)lt_fx_num(f, c, "act");
+  o.norm_first = lt_fx_num(f, c, "norm_first") != 0;
+  o.norm_eps = lt_fx_num(f, c, "norm_eps");
   lt_generator *g = lt_generator_new(1);
   lt_params *p = lt_params_new();
   lt_transformer_layer L;
@@ -80,7 +65,7 @@ static void parity_case(const char *c, lt_dtype dtype, double rtol) {
   lt_scope *s = lt_scope_begin();
   lt_tensor *x = fx_get(f, c, "in.x", dtype), *mem = NULL;
   LT_OK_OR_FAIL(lt_requires_grad_(x, true));
-  lt_attention_opts self_mask = {.causal = fx_num(f, c, "causal") != 0,
+  lt_attention_opts self_mask = {.causal = lt_fx_num(f, c, "causal") != 0,
                                  .key_padding_mask = fx_get(f, c, "in.pad", dtype)};
   lt_attention_opts mem_mask = {0};
   lt_tensor *out;

@@ -385,14 +385,6 @@ static bool step(lt_tensor **x, lt_tensor *y) {
   return y != NULL;
 }
 
-/* dropout(x) in training with p > 0, else x itself. Consumes x. */
-static lt_tensor *drop(lt_tensor *x, double p, const lt_nn_ctx *ctx) {
-  if (!x || !(p > 0.0) || !ctx || !ctx->training) return x;
-  lt_tensor *y = lt_dropout(x, p, ctx);
-  lt_tensor_free(x);
-  return y;
-}
-
 /* One decoder layer's KV caches (incremental decoding): self [B, NKV, cap, HS],
  * cross [B, NKV, S, HS] filled from the memory once. */
 typedef lt_transformer_layer_cache tf_layer_cache;
@@ -439,7 +431,8 @@ static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, i
     lt_tensor_free(pe);
     step(&x, y);
   }
-  return drop(x, c->dropout, ctx);
+  if (x && c->dropout > 0.0 && ctx && ctx->training) step(&x, lt_dropout(x, c->dropout, ctx));
+  return x;
 }
 
 lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
