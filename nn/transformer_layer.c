@@ -130,9 +130,12 @@ static lt_tensor *drop(lt_tensor *x, double p, const lt_nn_ctx *ctx) {
   return y;
 }
 
-/* Sublayer input: norm(x) with pre-norm, x itself (one more reference) with post-norm. */
-static lt_tensor *sub_in(const lt_norm_m *n, const lt_tensor *x, bool pre) {
-  return pre ? lt_norm_forward(n, x) : lt_tensor_retain((lt_tensor *)x);
+/* Sublayer input: norm(x) with pre-norm (new, into *own, which the caller
+ * frees), x itself with post-norm (*own NULL). Not a retain of x: x may be
+ * the caller's tensor in a scope, and lt_tensor_free would take it out. */
+static const lt_tensor *sub_in(const lt_norm_m *n, const lt_tensor *x, bool pre, lt_tensor **own) {
+  *own = pre ? lt_norm_forward(n, x) : NULL;
+  return pre ? *own : x;
 }
 
 /* Residual: pre-norm x + dropout(y), post-norm norm(x + dropout(y)). Consumes y. */
@@ -156,26 +159,27 @@ static lt_tensor *layer_forward(const lt_transformer_layer *Ly, const lt_tensor 
                                 int64_t pos0, const lt_nn_ctx *ctx, lt_transformer_layer_cache *lc) {
   const bool pre = Ly->opts.norm_first;
   const double p = Ly->opts.dropout;
-  lt_tensor *h = sub_in(&Ly->norm1, x, pre);
+  lt_tensor *own;
+  const lt_tensor *h = sub_in(&Ly->norm1, x, pre, &own);
   lt_tensor *y = !h ? NULL
                  : lc ? lt_mha_forward_cached(&Ly->self_attn, h, h, &lc->self, self_mask, pos0)
                       : lt_mha_forward(&Ly->self_attn, h, h, self_mask, pos0, ctx, NULL);
-  lt_tensor_free(h);
+  lt_tensor_free(own);
   lt_tensor *cur = y ? sub_out(&Ly->norm1, x, y, pre, p, ctx) : NULL;
   if (!cur) return NULL;
   const lt_norm_m *ffn_norm = &Ly->norm2;
   if (Ly->has_cross) {
-    h = sub_in(&Ly->norm2, cur, pre);
+    h = sub_in(&Ly->norm2, cur, pre, &own);
     y = !h ? NULL
         : lc ? lt_mha_forward_cached(&Ly->cross_attn, h, lc->cross.len == 0 ? memory : NULL, &lc->cross, mem_mask, 0)
              : lt_mha_forward(&Ly->cross_attn, h, memory, mem_mask, 0, ctx, NULL);
-    lt_tensor_free(h);
+    lt_tensor_free(own);
     if (!step(&cur, y ? sub_out(&Ly->norm2, cur, y, pre, p, ctx) : NULL)) return NULL;
     ffn_norm = &Ly->norm3;
   }
-  h = sub_in(ffn_norm, cur, pre);
+  h = sub_in(ffn_norm, cur, pre, &own);
   y = h ? lt_ffn_forward(&Ly->ffn, h, ctx) : NULL;
-  lt_tensor_free(h);
+  lt_tensor_free(own);
   step(&cur, y ? sub_out(ffn_norm, cur, y, pre, p, ctx) : NULL);
   return cur;
 }

@@ -11,6 +11,8 @@
  * - Incremental decoding: lt_transformer_layer_forward_cached fed one position
  *   at a time gives the whole-sequence causal forward.
  * - Errors: options, inputs, and a failed init that changes nothing.
+ * - Ownership: x is borrowed; a caller's x in a scope stays there (the live
+ *   tensor count returns to where it was).
  * The f64 gradchecks of the layers are in tests/test_nn_module_gradcheck.c,
  * the flagship built on them in tests/test_transformer.c.
  */
@@ -22,6 +24,7 @@
 #include <string.h>
 
 #include "nn/transformer_layer.h"
+#include "tensor/storage_internal.h"
 
 /* The record "<c>.<key>", floats converted to dtype. */
 static lt_tensor *fx_get(const lt_fixture *f, const char *c, const char *key, lt_dtype dtype) {
@@ -33,6 +36,7 @@ static lt_tensor *fx_get(const lt_fixture *f, const char *c, const char *key, lt
  * backward of sum(out * dout), compare everything. */
 static void parity_case(const char *c, lt_dtype dtype, double rtol) {
   lt_fixture *f = lt_fx_open("transformer_layer.bin");
+  const int64_t live0 = lt__live_tensors(); /* the caller's x in a scope must not leak (it is borrowed) */
   const bool decoder = lt_fx_num(f, c, "decoder") != 0;
   lt_transformer_layer_opts o = LT_TRANSFORMER_LAYER_DEFAULTS((int64_t)lt_fx_num(f, c, "d_model"),
                                                               (int64_t)lt_fx_num(f, c, "n_heads"));
@@ -97,6 +101,7 @@ static void parity_case(const char *c, lt_dtype dtype, double rtol) {
   lt_scope_end(s);
   lt_params_free(p);
   lt_generator_free(g);
+  ck_assert_int_eq(lt__live_tensors(), live0);
   lt_fixture_free(f);
   lt_fx_done(c);
 }
@@ -114,6 +119,7 @@ END_TEST
 START_TEST(test_cached_equals_full) {
   enum { B = 2, T = 6, S = 5, C = 16 };
   for (int decoder = 0; decoder < 2; decoder++) {
+    const int64_t live0 = lt__live_tensors();
     lt_generator *g = lt_generator_new(7 + decoder);
     lt_params *p = lt_params_new();
     lt_transformer_layer L;
@@ -154,6 +160,7 @@ START_TEST(test_cached_equals_full) {
     lt_scope_end(s);
     lt_params_free(p);
     lt_generator_free(g);
+    ck_assert_int_eq(lt__live_tensors(), live0); /* nothing leaked, post-norm (x read as is) or pre-norm */
   }
   lt_fx_done("cached");
 }
