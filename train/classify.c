@@ -16,6 +16,7 @@
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ======================================================================== */
 /* Command line                                                             */
@@ -196,6 +197,7 @@ typedef struct run {
   int64_t n_losses, cap_losses;
   int64_t n_classes;
   double test_acc, per_class[LT_CLASSIFY_MAX_CLASSES];
+  double eval_seconds; /* wall time of the newest evaluation */
 } run;
 
 /* One mini-batch: forward in training mode and the mean cross-entropy. The
@@ -232,8 +234,12 @@ static const lt_trainer_metric METRICS[] = {{"test_accuracy", "%.4f"}};
 
 static lt_status evaluate_hook(void *user, lt_trainer_eval *ev) {
   run *r = user;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   lt_status s = lt_classify_evaluate(r->m, r->d->test_x, r->d->test_y, r->o->eval_batch, r->n_classes, &r->test_acc,
                                      r->per_class);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  r->eval_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   ev->values[0] = r->test_acc;
   return s;
 }
@@ -367,10 +373,11 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
   int64_t n = r.n_losses, k = n < 20 ? n : 20;
   double first = 0, last = 0;
   for (int64_t i = 0; i < k; i++) first += r.losses[i] / (double)k, last += r.losses[n - k + i] / (double)k;
-  fprintf(out, "summary: steps=%lld first_loss=%.4f last_loss=%.4f test_accuracy=%.4f train_seconds=%.1f\n",
-          (long long)tr.step, first, last, r.test_acc, tr.train_seconds);
+  fprintf(out, "summary: steps=%lld first_loss=%.4f last_loss=%.4f test_accuracy=%.4f train_seconds=%.1f "
+          "eval_seconds=%.2f\n", (long long)tr.step, first, last, r.test_acc, tr.train_seconds, r.eval_seconds);
   if (res) {
     res->test_accuracy = r.test_acc, res->first_loss = first, res->last_loss = last, res->n_classes = r.n_classes;
+    res->eval_seconds = r.eval_seconds;
     memcpy(res->per_class, r.per_class, sizeof r.per_class);
   }
   goto done;
