@@ -372,20 +372,33 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
 #define FL_BR 128
 #define FL_BC 256
 
+/* The f32 row steps of the tiles are compiled for AVX-512, AVX2+FMA and
+ * baseline SSE2, picked at load time (like tensor/elementwise.c; -std=c11
+ * keeps -ffp-contract=off, so every clone gives the same bits); f64 keeps
+ * libm's exp and one build. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define FL_CLONES_F32 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FL_CLONES_F32
+#endif
 #define FT float
 #define FN f32
 #define FDT LT_DTYPE_F32
+#define FL_CLONES FL_CLONES_F32
 #include "nn/attention_fused.inc"
 #undef FT
 #undef FN
 #undef FDT
+#undef FL_CLONES
 #define FT double
 #define FN f64
 #define FDT LT_DTYPE_F64
+#define FL_CLONES
 #include "nn/attention_fused.inc"
 #undef FT
 #undef FN
 #undef FDT
+#undef FL_CLONES
 
 /* A new tensor of shape `shape` (4-d) whose memory follows the dim order of
  * x's strides when x is a permutation of a contiguous tensor (a transposed
@@ -781,6 +794,51 @@ static int fl_threads(int64_t ntasks, int64_t work) {
   return ntasks < nt ? (int)(ntasks > 0 ? ntasks : 1) : nt;
 }
 
+/* The backward's key chunks. One task per (b, kv head) leaves threads idle
+ * when B * NKV is small (MQA at batch 1: one task), so the keys of each
+ * (b, g) are then split into up to FL_MAX_CHUNKS chunks of whole key tiles,
+ * enough for FL_MIN_TASKS tasks, each with its own dK, dV rows and a partial
+ * dQ (summed in chunk order afterwards). The split depends on the shapes
+ * only, never on the thread count, so results do not either. Causal: the
+ * chunks are balanced by work (the query rows that see each key tile: the
+ * first keys are seen by all). Fills bounds[0..n] (key indices); returns n. */
+#define FL_MIN_TASKS 8
+#define FL_MAX_CHUNKS 8
+static int64_t fl_chunks(const sdpa_plan *pl, int64_t *bounds) {
+  const int64_t bg = pl->B * pl->NKV, nkt = (pl->S + FL_BC - 1) / FL_BC;
+  int64_t n = bg >= FL_MIN_TASKS || bg == 0 ? 1 : (FL_MIN_TASKS + bg - 1) / bg;
+  if (n > nkt) n = nkt;
+  if (n > FL_MAX_CHUNKS) n = FL_MAX_CHUNKS;
+  bounds[0] = 0;
+  if (n <= 1) {
+    bounds[1] = pl->S;
+    return 1;
+  }
+  double total = 0, w[64 * FL_MAX_CHUNKS]; /* per key tile; tiles beyond the array count as the last */
+  const int64_t nw = nkt < 64 * FL_MAX_CHUNKS ? nkt : 64 * FL_MAX_CHUNKS;
+  for (int64_t j = 0; j < nkt; j++) {
+    int64_t rows = pl->T;
+    if (pl->causal) { /* rows t with t + S - T >= j * BC see the tile */
+      const int64_t first = j * FL_BC - pl->S + pl->T;
+      rows = first <= 0 ? pl->T : first >= pl->T ? 0 : pl->T - first;
+    }
+    const double wj = (double)rows + 1; /* + 1: every tile costs something */
+    if (j < nw) w[j] = wj;
+    else w[nw - 1] += wj;
+    total += wj;
+  }
+  int64_t c = 1;
+  double acc = 0;
+  for (int64_t j = 0; j < nw && c < n; j++) {
+    acc += w[j];
+    /* close chunk c after tile j when its share is reached, keeping a tile for each chunk left */
+    if ((acc >= total * (double)c / (double)n || nw - 1 - j <= n - c) && nw - 1 - j >= n - c) bounds[c++] = (j + 1) * FL_BC;
+  }
+  n = c;
+  bounds[n] = pl->S;
+  return n;
+}
+
 /* Saved for backward: q, k, v (as BLIS-ready), out, lse [B,NH,T], and the
  * masks (attn_mask as cast) when present; the dropout draw in aux. */
 static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
@@ -846,7 +904,9 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
     double *l = (double *)mine; /* doubles first: aligned */
     char *Sb = mine + FL_BR * 8, *m = Sb + FL_BR * FL_BC * es;
     uint8_t *kb = (uint8_t *)(m + FL_BR * es);
-    const int64_t bh = i / ntq, t0 = (i % ntq) * FL_BR;
+    /* the last query tiles first: causal, they have the most keys to see
+     * (dynamic scheduling then evens out the triangle) */
+    const int64_t bh = i % (B * NH), t0 = (ntq - 1 - i / (B * NH)) * FL_BR;
     const lt_status st = dt == LT_DTYPE_F32
                              ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb)
                              : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb);
@@ -908,15 +968,23 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   if (dq) pl.dq = dq->data, memcpy(pl.dqs, dq->stride, sizeof pl.dqs);
   if (dk) pl.dk = dk->data, memcpy(pl.dks, dk->stride, sizeof pl.dks);
   if (dv) pl.dv = dv->data, memcpy(pl.dvs, dv->stride, sizeof pl.dvs);
-  const int64_t ntasks = pl.T && pl.S ? B * NKV : 0;
+  /* tasks: (b, g, key chunk c); with several chunks each task sums its dQ
+   * into its own zeroed slab [group, T, HS] of dqp, reduced afterwards */
+  int64_t bounds[FL_MAX_CHUNKS + 1];
+  const int64_t nch = fl_chunks(&pl, bounds), NH = pl.NH, T = pl.T, HS = pl.HS, grp = pl.group;
+  const int64_t ntasks = pl.T && pl.S ? B * NKV * nch : 0, slab = grp * T * HS;
   const int nt = fl_threads(ntasks, B * pl.NH * pl.T * (pl.S + 1) * (pl.HS + pl.HSV + 1));
   /* per thread: D [BR] (double), P, W, dP [BR,BC] each, keep [BR,BC] */
   const size_t per = (size_t)(FL_BR * 8 + 3 * FL_BR * FL_BC * es + FL_BR * FL_BC + 64);
   char *scratch = ntasks ? malloc(per * (size_t)nt) : NULL;
+  char *dqp = NULL;
   lt_status st = LT_OK;
   if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
   else if (ntasks && !scratch)
     st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d tile buffers", nt);
+  else if (ntasks && dq && nch > 1 && !(dqp = calloc((size_t)(ntasks * slab), (size_t)es)))
+    st = lt__err(LT_ERR_NOMEM, OP " backward: q is %s: out of memory for %lld partial dq sums", LT__D(q),
+                 (long long)nch);
   if (st == LT_OK && ntasks) {
     int err = 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
@@ -925,17 +993,47 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
       double *D = (double *)mine;
       char *Pb = mine + FL_BR * 8, *Wb = Pb + FL_BR * FL_BC * es, *dPb = Wb + FL_BR * FL_BC * es;
       uint8_t *kb = (uint8_t *)(dPb + FL_BR * FL_BC * es);
+      const int64_t bg = i / nch, c = i % nch, bb = bg / NKV, gg = bg % NKV;
+      /* dQ of the group's first head and its strides: dq itself, or this task's slab */
+      char *dqt = NULL;
+      int64_t dqh = 0, dqr = 0, dqc = 0;
+      if (dqp) dqt = dqp + i * slab * es, dqh = T * HS, dqr = HS, dqc = 1;
+      else if (dq) dqt = at4(pl.dq, pl.dqs, es, bb, gg * grp), dqh = pl.dqs[1], dqr = pl.dqs[2], dqc = pl.dqs[3];
       const lt_status s2 =
           pl.dt == LT_DTYPE_F32
-              ? fl_bwd_f32(&pl, i / NKV, i % NKV, (float *)Pb, (float *)Wb, (float *)dPb, D, kb)
-              : fl_bwd_f64(&pl, i / NKV, i % NKV, (double *)Pb, (double *)Wb, (double *)dPb, D, kb);
+              ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb,
+                           (float *)Wb, (float *)dPb, D, kb)
+              : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc, (double *)Pb,
+                           (double *)Wb, (double *)dPb, D, kb);
       if (s2 != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }
     }
     if (err) st = lt__err(LT_ERR_BACKEND, OP " backward: q is %s, k is %s: a BLIS product failed", LT__D(q), LT__D(k));
+    if (!err && dqp) { /* dq = the chunks' partial sums, added in chunk order */
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+      for (int64_t bh = 0; bh < B * NH; bh++) {
+        const int64_t bb = bh / NH, hh = bh % NH, gg = hh / grp;
+        char *dst = at4(pl.dq, pl.dqs, es, bb, hh);
+        const char *src = dqp + (((bb * NKV + gg) * nch) * slab + (hh - gg * grp) * T * HS) * es;
+        for (int64_t t = 0; t < T; t++)
+          for (int64_t x = 0; x < HS; x++) {
+            const int64_t o = (t * pl.dqs[2] + x * pl.dqs[3]) * es, si = (t * HS + x) * es;
+            if (es == 4) {
+              float acc = 0;
+              for (int64_t c = 0; c < nch; c++) acc += *(const float *)(src + c * slab * es + si);
+              *(float *)(dst + o) = acc;
+            } else {
+              double acc = 0;
+              for (int64_t c = 0; c < nch; c++) acc += *(const double *)(src + c * slab * es + si);
+              *(double *)(dst + o) = acc;
+            }
+          }
+      }
+    }
   }
+  free(dqp);
   free(scratch);
   lt_tensor_free(gtmp);
   return hand_grads(st, dq, dk, dv, gin);
