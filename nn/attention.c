@@ -38,7 +38,7 @@
  * (b, h) and saved for backward, as described above.
  *
  * Fused (op scaled_dot_product_attention_fused, FlashAttention-2, Dao 2023,
- * the default): tiles of FL_BR = 128 query rows x FL_BC = 256 keys
+ * the default): tiles of FL_BR = 256 query rows x FL_BC = 256 keys
  * (nn/attention_fused.inc). For each query tile the keys are visited tile by
  * tile (causal: only those up to the tile's last visible key) with an online
  * softmax: a running row max m and sum l of exp(score - m); when m grows the
@@ -368,8 +368,10 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
  * B 2, NH 4, HS 64, T 1024, fwd+bwd, machine loaded): 64 x 128 tiles were
  * 2.6x slower than unfused (BLIS's fixed cost per call and the repacking
  * of each k/v tile per query tile), 128 x 128 1.7x, 128 x 256 and 256 x 256
- * 1.2-1.5x; 128 rows keep the causal diagonal tiles smaller. */
-#define FL_BR 128
+ * 1.2-1.5x. On the Xeon (AVX-512), CPU time of fwd+bwd at T 2048, B 2:
+ * 256 x 256 0.91x the time of 128 x 256 (0.89x non-causal), 128 x 512
+ * 0.93x, 64 x 512 1.5x; 256 x 256 it is. */
+#define FL_BR 256
 #define FL_BC 256
 
 /* The f32 row steps of the tiles are compiled for AVX-512, AVX2+FMA and
@@ -1045,9 +1047,11 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
 
 /* Fused unless weights are requested (only the unfused path has them), or
  * impl / LT_ATTENTION=fused|unfused say otherwise. AUTO picks unfused when
- * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC): there the
- * fused path saves no memory worth having (P is at most 128 KB per head) and
- * measured up to 1.15x slower at T = 128 (docs/attention.md). */
+ * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC; 256 x 256):
+ * there the fused path saves little memory (P is at most 256 KB per head)
+ * and its backward recomputes P, so fwd+bwd measured 0.6x-0.9x the unfused
+ * speed at T = 128 and 256 (the crossover is in docs/attention.md). This is
+ * the one place the rule lives. */
 static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor *q, const lt_tensor *k) {
   if (weights) return false;
   const lt_attention_impl impl = o ? o->impl : LT_ATTENTION_AUTO;
