@@ -56,8 +56,10 @@
  * regenerate any tile's bits from them (lt__bernoulli_tile): the same bits
  * the unfused path draws from the same generator state. Tile products are
  * lt__mat_gemm on one thread (the GEMM entry lt_matmul uses); the forward is
- * threaded over (b, h, query tile), the backward over (b, kv head), so
- * results never depend on the thread count. Per call, scratch of a few tiles
+ * threaded over (b, h, query tile), largest causal tiles first, the backward
+ * over (b, kv head) and, when that gives fewer than 8 tasks (MQA at batch 1),
+ * chunks of key tiles with partial dq sums added in a fixed order
+ * (fl_chunks), so results never depend on the thread count. Per call, scratch of a few tiles
  * per thread is allocated once; nothing is allocated inside the tile loops.
  *
  * What this is not: the float attn_mask gets no gradient (it is a constant
