@@ -123,8 +123,8 @@ int main(int argc, char **argv) {
   char load[256] = "";
   if (up && fgets(load, sizeof load, up)) printf("load at start:%s", strchr(load, ',') ? strchr(load, ',') + 1 : load);
   if (up) pclose(up);
-  printf("B %lld, NH %lld, f32, %d threads, best of %d, %s\n", (long long)B, (long long)NH, lt_get_num_threads(), repeat,
-         cpu_time ? "CPU time of all threads (ms)" : "wall time (ms)");
+  printf("B %lld, NH %lld, f32, %d threads, best of %d, %s\n", (long long)B, (long long)NH, lt_get_num_threads(),
+         repeat, cpu_time ? "CPU time of all threads (ms)" : "wall time (ms)");
   printf("| HS | T | causal | fwd unfused ms | fwd fused ms | speed-up | fwd+bwd unfused ms | fwd+bwd fused ms | "
          "speed-up | peak MB unfused | peak MB fused |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int h = 0; h < nHS; h++)
@@ -134,8 +134,8 @@ int main(int argc, char **argv) {
         for (int p = 0; p < 2; p++) {
           char cmd[512];
           snprintf(cmd, sizeof cmd, "/proc/%d/exe%s --B %lld --NH %lld --repeat %d --one %s %lld %lld %d",
-                   (int)getpid(), cpu_time ? " --cpu" : "", (long long)B, (long long)NH, repeat, p ? "fused" : "unfused", (long long)Ts[t],
-                   (long long)HSs[h], c);
+                   (int)getpid(), cpu_time ? " --cpu" : "", (long long)B, (long long)NH, repeat,
+                   p ? "fused" : "unfused", (long long)Ts[t], (long long)HSs[h], c);
           FILE *f = popen(cmd, "r");
           if (!f || fscanf(f, "%lf %lf %lf %lf", &res[p][0], &res[p][1], &res[p][2], &res[p][3]) != 4) {
             fprintf(stderr, "bench_attention: %s failed\n", cmd);

@@ -59,8 +59,9 @@
  * threaded over (b, h, query tile), largest causal tiles first, the backward
  * over (b, kv head) and, when that gives fewer than 8 tasks (MQA at batch 1),
  * chunks of key tiles with partial dq sums added in a fixed order
- * (fl_chunks), so results never depend on the thread count. Per call, scratch of a few tiles
- * per thread is allocated once; nothing is allocated inside the tile loops.
+ * (fl_chunks), so results never depend on the thread count. Per call,
+ * scratch of a few tiles per thread is allocated once; nothing is allocated
+ * inside the tile loops.
  *
  * What this is not: the float attn_mask gets no gradient (it is a constant
  * of the op). The weights handed back through `weights` are W (after
@@ -836,7 +837,8 @@ static int64_t fl_chunks(const sdpa_plan *pl, int64_t *bounds) {
   for (int64_t j = 0; j < nw && c < n; j++) {
     acc += w[j];
     /* close chunk c after tile j when its share is reached, keeping a tile for each chunk left */
-    if ((acc >= total * (double)c / (double)n || nw - 1 - j <= n - c) && nw - 1 - j >= n - c) bounds[c++] = (j + 1) * FL_BC;
+    const int64_t left = nw - 1 - j; /* tiles after j */
+    if ((acc >= total * (double)c / (double)n || left <= n - c) && left >= n - c) bounds[c++] = (j + 1) * FL_BC;
   }
   n = c;
   bounds[n] = pl->S;
