@@ -377,6 +377,29 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
 #define FL_BR 256
 #define FL_BC 256
 
+/* The pieces of a tile (query rows t0 .. t0+nb, keys s0 .. s0+nc) worth
+ * computing: the whole tile, or, where causal masking hides part of it (the
+ * diagonal tiles), its blocks of FL_SUB rows, each with only the nv keys its
+ * last row can see (blocks that see none are left out): 3/4 of a diagonal
+ * tile's products instead of all of them. Fills p (first row within the
+ * tile, rows, keys) and returns the count (at most FL_BR / FL_SUB). */
+#define FL_SUB 128
+typedef struct fl_piece {
+  int64_t r0, nr, nv;
+} fl_piece;
+static int fl_pieces(const sdpa_plan *pl, int64_t t0, int64_t nb, int64_t s0, int64_t nc, fl_piece *p) {
+  if (!pl->causal || block_keys(pl, t0 + (nb < FL_SUB ? nb : FL_SUB)) >= s0 + nc) {
+    p[0] = (fl_piece){0, nb, nc};
+    return 1;
+  }
+  int n = 0;
+  for (int64_t r0 = 0; r0 < nb; r0 += FL_SUB) {
+    const int64_t nr = r0 + FL_SUB < nb ? FL_SUB : nb - r0, k = block_keys(pl, t0 + r0 + nr) - s0;
+    if (k > 0) p[n++] = (fl_piece){r0, nr, k < nc ? k : nc};
+  }
+  return n;
+}
+
 /* The f32 row steps of the tiles are compiled for AVX-512, AVX2+FMA and
  * baseline SSE2, picked at load time (like tensor/elementwise.c; -std=c11
  * keeps -ffp-contract=off, so every clone gives the same bits); f64 keeps
