@@ -696,7 +696,11 @@ START_TEST(sigterm_to_mpirun_saves_one_checkpoint) {
   int code = wait_for(m, 45, &took);
   const char *log = slurp(in_tmp("term.log"));
   ck_assert_msg(code != -1, "mpirun did not end within 45 s of SIGTERM:\n%s", tail(log));
-  ck_assert_msg(strstr(log, "interrupted by SIGTERM at step"), "rank 0 did not report the stop:\n%s", tail(log));
+  /* The handler's line is written at once; the closing "interrupted by
+   * SIGTERM at step N" line may be lost, because mpirun stops forwarding the
+   * ranks' output once it is tearing the job down (docs/distributed.md). */
+  ck_assert_msg(strstr(log, "signal received: stopping after this step"), "no rank reported the signal:\n%s",
+                tail(log));
   char cmd[600];
   snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '^ckpt-.*\\.h5$'", in_tmp("term"));
   FILE *f = popen(cmd, "r");

@@ -247,19 +247,22 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
   if (r->D.kind == LT_TF_DATA_LM) {
     lt_tensor *x, *y;
     TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
+    bool none = false; /* this rank has no row of the batch */
     if (lt_dist_size() > 1) { /* this rank's rows of the global batch */
       int64_t b0, nb;
       lt_dist_shard(x->shape[0], &b0, &nb);
-      if (nb == 0) die(EXIT_DATA, "rank %d: a global batch of %lld rows has none for this rank", lt_dist_rank(),
-                       (long long)x->shape[0]);
+      /* An epoch's last, short batch may have fewer rows than there are
+       * ranks: a rank left without one runs row 0 with weight 0, so that it
+       * still takes part in the step's reductions. */
+      if (nb == 0) b0 = 0, nb = 1, none = true;
       x = lt_narrow(x, 0, b0, nb), y = lt_narrow(y, 0, b0, nb);
       if (!x || !y) die_lt(EXIT_DATA, "this rank's slice of the batch");
     }
-    m->tokens = y->numel;
+    m->tokens = none ? 0 : y->numel;
     if (!m->forward) return LT_OK; /* the batch is still consumed: the data order stays that of a clean run */
     logits = lt_transformer_decode(r->model, x, NULL, NULL, NULL, 0, &ctx); /* [B, T, V] */
     labels = y;
-    m->weight = 1.0 / (double)m->accum;
+    m->weight = none ? 0.0 : 1.0 / (double)m->accum;
   } else {
     lt_seq2seq_batch *b = &r->mb[m->index];
     m->tokens = r->mb_tokens[m->index];
