@@ -51,6 +51,10 @@ enum {
   OI_LOG1P,    /* [-0.99, 6) */
   OI_TIES,     /* integers in [-3, 3): many ties (comparisons, maximum) */
   OI_BOOL,     /* bool (always, whatever the tested dtype), p = 0.5 */
+  /* Indices and class ids (never differentiable, whatever the tested dtype):
+   * integers uniform in [range[0], range[1]) of the input (oi_input.range). */
+  OI_INDEX,    /* i64 */
+  OI_INDEX32,  /* i32 */
   OI_DOMAIN_COUNT
 };
 
@@ -63,11 +67,13 @@ enum {
  * contiguous. */
 #define OI_HEAVY_NUMEL 4096
 
-/* One input: its shape and value domain. {2, {3, 4}, OI_ANY} */
+/* One input: its shape and value domain. {2, {3, 4}, OI_ANY};
+ * indices: {1, {5}, OI_INDEX, {0, 7}} (values in [0, 7)). */
 typedef struct oi_input {
   int ndim;
   int64_t shape[LT_MAX_DIMS];
   int domain;
+  int64_t range[2]; /* OI_INDEX, OI_INDEX32: [lo, hi) */
 } oi_input;
 
 /* A sample: inputs and the op's scalar arguments (meaning per entry). */

@@ -164,9 +164,12 @@ static const oi_sample *sample_at(const opinfo *e, int si, oi_sample *buf) {
   return buf;
 }
 
-/* One value of the domain: a float, or (ints) an integer. */
-static double draw(int domain, bool integer, uint64_t *s) {
+/* One value of input in's domain: a float, or (ints) an integer. */
+static double draw(const oi_input *in, bool integer, uint64_t *s) {
+  const int domain = in->domain;
   double u = unif(s), sign = unif(s) < 0.5 ? -1 : 1;
+  if (domain == OI_INDEX || domain == OI_INDEX32)
+    return (double)in->range[0] + floor(u * (double)(in->range[1] - in->range[0]));
   if (integer) {
     switch (domain) {
       case OI_POS: case OI_WIDE_POS: return 1 + floor(5 * u);
@@ -190,14 +193,18 @@ static double draw(int domain, bool integer, uint64_t *s) {
   return 0;
 }
 
-/* A new contiguous input: dtype dt (bool for OI_BOOL), values of its domain. */
+/* A new contiguous input: dtype dt (bool for OI_BOOL, i64/i32 for indices),
+ * values of its domain. */
 static lt_tensor *make_input(const oi_input *in, lt_dtype dt, uint64_t seed) {
-  lt_dtype t = in->domain == OI_BOOL ? LT_DTYPE_BOOL : dt;
+  lt_dtype t = in->domain == OI_BOOL ? LT_DTYPE_BOOL
+               : in->domain == OI_INDEX ? LT_DTYPE_I64
+               : in->domain == OI_INDEX32 ? LT_DTYPE_I32
+                                          : dt;
   int64_t n = 1;
   for (int i = 0; i < in->ndim; i++) n *= in->shape[i];
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
   ck_assert(v);
-  for (int64_t i = 0; i < n; i++) v[i] = draw(in->domain, !lt_dtype_is_floating(t), &seed);
+  for (int64_t i = 0; i < n; i++) v[i] = draw(in, !lt_dtype_is_floating(t), &seed);
   lt_tensor *x = lt_test_from_f64(t, in->ndim, in->shape, v);
   free(v);
   return x;
@@ -411,13 +418,19 @@ static int check_errors(const opinfo *e) {
   int runs = 0;
   for (int i = 0; e->errors && e->errors[i].label; i++) {
     const oi_error *c = &e->errors[i];
-    lt_tensor *in[OI_MAX_IN] = {0};
-    for (int k = 0; k < c->nin; k++) in[k] = make_input(&c->in[k], c->dtype[k], seed_of(e, 1000 + i, k));
+    lt_tensor *in[OI_MAX_IN] = {0}, *before[OI_MAX_IN] = {0};
+    for (int k = 0; k < c->nin; k++) {
+      in[k] = make_input(&c->in[k], c->dtype[k], seed_of(e, 1000 + i, k));
+      before[k] = LT_NN(lt_clone(in[k]));
+    }
     char what[256];
     snprintf(what, sizeof what, "%s error case %s", e->name, c->label);
     lt_clear_error();
     lt_test_expect_null_err(e->call(e, c->arg, in), c->status, c->fragment, what, __FILE__, __LINE__);
+    /* a failed call changes nothing */
+    for (int k = 0; k < c->nin; k++) lt_test_assert_same_bits(in[k], before[k], what, "its input before", __FILE__, __LINE__);
     free_inputs(c->nin, in);
+    free_inputs(c->nin, before);
     runs++;
   }
   /* NULL in place of each input of the first sample */
