@@ -130,13 +130,16 @@ double oi_rand_unif(uint64_t *seed);
  * reference on the same (bf16) inputs with OI_TOL_BF16. */
 #define OI_BF16 (1u << LT_DTYPE_BF16)
 #define OI_NUMERIC (OI_FLOAT | OI_I32 | OI_I64)
+/* bool as a tested dtype (ops that only move values: index, cat, ...;
+ * inputs drawn as integers, nonzero is true); not the OI_BOOL domain. */
+#define OI_DT_BOOL (1u << LT_DTYPE_BOOL)
 
 struct opinfo {
   const char *name;   /* the op: its op-table name where it has one ("add") */
   const char *family; /* "elementwise", ...: the opinfo_<family>.inc it lives in */
   const char *op;     /* the name errors give, if not name ("maximum" for "maximum_ties") */
   int id;             /* entry-specific (an lt_unary_op, ...) */
-  oi_call_fn call;    /* NULL: values, threads and errors are tested in the old per-module file */
+  oi_call_fn call;
   oi_ref_fn ref;
   unsigned dtypes;    /* OI_* mask */
   int out;            /* the result's dtype: OI_OUT_* */
