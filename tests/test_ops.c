@@ -150,7 +150,22 @@ static int fixed_samples(const opinfo *e) {
   while (e->samples && e->samples[n].label) n++;
   return n;
 }
-static int total_samples(const opinfo *e) { return fixed_samples(e) + (e->random ? e->nrandom : 0); }
+/* Sanitized builds (LT_OPS_QUICK, defined by tests/CMakeLists.txt with
+ * LT_SANITIZE) draw one in OI_QUICK_DIV of each entry's random samples (the
+ * first ones: the same inputs as in the full run) and check the threads of
+ * samples above OI_HEAVY_NUMEL contiguous only, so that no test_ops ctest
+ * entry runs for minutes under ASan. Every fixed sample, layout, dtype and
+ * error case still runs. */
+#ifdef LT_OPS_QUICK
+enum { OI_QUICK_DIV = 8 };
+static const bool oi_quick = true;
+#else
+enum { OI_QUICK_DIV = 1 };
+static const bool oi_quick = false;
+#endif
+static int total_samples(const opinfo *e) {
+  return fixed_samples(e) + (e->random ? (e->nrandom + OI_QUICK_DIV - 1) / OI_QUICK_DIV : 0);
+}
 
 /* Sample si of e: a fixed one, or random sample si - fixed made in *buf. */
 static const oi_sample *sample_at(const opinfo *e, int si, oi_sample *buf) {
@@ -398,7 +413,7 @@ static int check_threads(const opinfo *e) {
     for (int k = 0; k < OI_MAX_IN; k++) lays[0][k] = LT_TEST_CONTIGUOUS, lays[1][k] = LT_TEST_TRANSPOSED;
     for (int dt = 0; dt < LT_DTYPE_COUNT; dt++) {
       if (!(e->dtypes & (1u << dt))) continue;
-      for (int v = 0; v < 2; v++) {
+      for (int v = 0; v < (oi_quick && sample_numel(s) > OI_HEAVY_NUMEL ? 1 : 2); v++) {
         lt_tensor *probe[OI_MAX_IN] = {0};
         if (!make_inputs(e, si, s, (lt_dtype)dt, lays[v], probe)) continue;
         free_inputs(s->nin, probe);
