@@ -14,7 +14,8 @@
  *            contiguous copies of its inputs (unless layout_inexact);
  *   threads  every fixed sample x dtype, contiguous and transposed: 1 and 2
  *            threads give the same bits (output and, with grad, gradients);
- *   errors   every error case fails with its status and message fragment,
+ *   errors   every error case fails with its status and message fragment
+ *            and leaves its inputs unchanged,
  *            and a NULL in place of each input fails with LT_ERR_NULL and
  *            "<op>: argument ...";
  *   grad     (grad set) f64 lt_gradcheck of every sample with at most

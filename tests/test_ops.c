@@ -557,8 +557,8 @@ static void check_entry(int i, int t) {
   fflush(stdout);
 }
 
-/* The Check test cases: "grad" (every entry), and "<technique>_<family>" for
- * values, threads and errors of the entries of one family, so that ctest runs
+/* The Check test cases: "coverage", and "<technique>_<family>" for values,
+ * threads, errors and grad of the entries of one family, so that ctest runs
  * them as separate tests, side by side with -j (tests/CMakeLists.txt selects
  * each with CK_RUN_CASE; LT_OPS_FAMILIES lists the families it registers). One
  * Check loop test per entry: _i indexes by_family, the entries with a call
@@ -573,7 +573,7 @@ START_TEST(test_threads) { check_entry(by_family[_i], T_THREADS); }
 END_TEST
 START_TEST(test_errors) { check_entry(by_family[_i], T_ERRORS); }
 END_TEST
-START_TEST(test_grad) { check_entry(_i, T_GRAD); }
+START_TEST(test_grad) { check_entry(by_family[_i], T_GRAD); }
 END_TEST
 
 /* Is family one of LT_OPS_FAMILIES? */
@@ -664,10 +664,6 @@ int main(void) {
   collect_entries();
   Suite *s = suite_create("ops");
   LT_TEST_CASE(s, "coverage", 0, test_coverage);
-  TCase *grad = tcase_create("grad");
-  tcase_set_timeout(grad, 600);
-  tcase_add_loop_test(grad, test_grad, 0, nentries);
-  suite_add_tcase(s, grad);
   /* by_family: the entries with a call, family by family; fam_start[k] to
    * fam_start[k + 1] is family k's range. */
   enum { MAX_FAM = 16 };
@@ -693,9 +689,9 @@ int main(void) {
       if (entries[i]->call && strcmp(entries[i]->family, fams[k]) == 0) by_family[n++] = i;
   }
   fam_start[nfam] = n;
-  const TTest *const per_technique[T_GRAD] = {test_values, test_threads, test_errors};
-  static char names[T_GRAD][MAX_FAM][64];
-  for (int t = 0; t < T_GRAD; t++)
+  const TTest *const per_technique[T_COUNT] = {test_values, test_threads, test_errors, test_grad};
+  static char names[T_COUNT][MAX_FAM][64];
+  for (int t = 0; t < T_COUNT; t++)
     for (int k = 0; k < nfam; k++) {
       snprintf(names[t][k], sizeof names[t][k], "%s_%s", technique[t], fams[k]);
       TCase *tc = tcase_create(names[t][k]);
