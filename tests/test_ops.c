@@ -152,10 +152,11 @@ static int fixed_samples(const opinfo *e) {
 }
 /* Sanitized builds (LT_OPS_QUICK, defined by tests/CMakeLists.txt with
  * LT_SANITIZE) draw one in OI_QUICK_DIV of each entry's random samples (the
- * first ones: the same inputs as in the full run) and check the threads of
- * samples above OI_HEAVY_NUMEL contiguous only, so that no test_ops ctest
- * entry runs for minutes under ASan. Every fixed sample, layout, dtype and
- * error case still runs. */
+ * first ones: the same inputs as in the full run), check values with all
+ * inputs in one layout (not each input alone), samples above OI_HEAVY_NUMEL
+ * contiguous and transposed only, and their threads contiguous only, so
+ * that no test_ops ctest entry runs for minutes under ASan. Every fixed
+ * sample, dtype, layout, error case and gradcheck still runs. */
 #ifdef LT_OPS_QUICK
 enum { OI_QUICK_DIV = 8 };
 static const bool oi_quick = true;
@@ -323,6 +324,10 @@ static int check_values(const opinfo *e) {
         /* big samples (there for the threaded paths): each layout once for
          * all inputs, and integers contiguous only */
         if (heavy && v > 0 && (exact || !all_same(lays[v], s->nin))) continue;
+        /* quick (sanitized) runs: all inputs in one layout; heavy samples
+         * contiguous and transposed only */
+        if (oi_quick && v > 0 && (!all_same(lays[v], s->nin) || (heavy && lays[v][0] != LT_TEST_TRANSPOSED)))
+          continue;
         lt_tensor *in[OI_MAX_IN] = {0}, *in64[OI_MAX_IN] = {0};
         if (!make_inputs(e, si, s, (lt_dtype)dt, lays[v], in)) continue;
         char what[512];
