@@ -27,6 +27,7 @@
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
 #include "train/trainer.h"
+#include "train/classify.h"
 #include "dist/dist.h"
 
 #endif

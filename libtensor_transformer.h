@@ -7,7 +7,11 @@
  * It includes the core's umbrella header, then the model's headers:
  *   models/transformer/transformer.h  the model (encoder-decoder, decoder-only, encoder-only), KV cache
  *   models/transformer/generate.h     generating with it (lt_transformer_generate, on generate/generate.h)
- *   models/transformer/config.h       its configuration's names, and the configuration in checkpoints
+ *   models/transformer/config.h       its configuration's names, and the configuration in checkpoints;
+ *                                     a new run's starting point (--init-from)
+ *   models/transformer/hf.h           Hugging Face directories (export and import)
+ *   models/transformer/data.h         a training run's data: text, TSV pairs or a task, tokenizer, loader
+ *   models/transformer/evaluate.h     validation on the held-out data, decoded examples
  */
 #ifndef LIBTENSOR_TRANSFORMER_H
 #define LIBTENSOR_TRANSFORMER_H
@@ -17,5 +21,7 @@
 #include "models/transformer/generate.h"
 #include "models/transformer/config.h"
 #include "models/transformer/hf.h"
+#include "models/transformer/data.h"
+#include "models/transformer/evaluate.h"
 
 #endif

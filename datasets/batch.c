@@ -482,3 +482,84 @@ lt_status lt_lm_loader_set_position(lt_lm_loader *L, lt_loader_position pos) {
   if (!L) return lt__err(LT_ERR_NULL, "lm_loader_set_position: loader is NULL");
   return plan_restore(&L->plan, "lm_loader_set_position", pos);
 }
+
+/* ======================================================================== */
+/* Tensor-rows loader                                                       */
+/* ======================================================================== */
+
+struct lt_tensor_loader {
+  const lt_tensor *x, *y; /* [N, ...] each (borrowed) */
+  lt_tensor *idx;         /* [B] i64 scratch: the rows of the current batch */
+  plan plan;
+};
+
+void lt_tensor_loader_free(lt_tensor_loader *L) {
+  if (!L) return;
+  plan_free(&L->plan);
+  lt_tensor_free(L->idx);
+  free(L);
+}
+
+lt_tensor_loader *lt_tensor_loader_new(const lt_tensor *x, const lt_tensor *y, const lt_batch_opts *opts) {
+  const char *op = "tensor_loader_new";
+  if (!x || !y) return lt__err(LT_ERR_NULL, "%s: x and y must not be NULL", op), NULL;
+  if (x->ndim < 1 || y->ndim < 1 || x->shape[0] != y->shape[0])
+    return lt__err(LT_ERR_SHAPE, "%s: x is %s, y is %s: need the same first dim N", op, LT__D(x), LT__D(y)),
+           NULL;
+  int64_t n = x->shape[0];
+  if (n < 1) return lt__err(LT_ERR_INVALID, "%s: x is %s: no rows", op, LT__D(x)), NULL;
+  lt_tensor_loader *L = calloc(1, sizeof *L);
+  if (!L) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op), NULL;
+  L->x = x;
+  L->y = y;
+  if (plan_init(&L->plan, op, n, opts) != LT_OK) goto fail;
+  /* Outside any scope: the loader owns its index scratch. */
+  L->idx = lt_tensor_keep(lt_empty(LT_DTYPE_I64, 1, (int64_t[]){L->plan.B}));
+  if (!L->idx) goto fail;
+  uint64_t h = fnv_mix(L->plan.fingerprint, 0x7e7e7e7e); /* kind tag */
+  const lt_tensor *t[2] = {x, y};
+  for (int k = 0; k < 2; k++) {
+    h = fnv_mix(h, (uint64_t)t[k]->dtype);
+    for (int d = 0; d < t[k]->ndim; d++) h = fnv_mix(h, (uint64_t)t[k]->shape[d]);
+  }
+  L->plan.fingerprint = h;
+  if (plan_start(&L->plan) != LT_OK) goto fail;
+  return L;
+fail:
+  lt_tensor_loader_free(L);
+  return NULL;
+}
+
+lt_status lt_tensor_loader_next(lt_tensor_loader *L, lt_tensor **x, lt_tensor **y) {
+  if (!L || !x || !y) return lt__err(LT_ERR_NULL, "tensor_loader_next: loader, x and y must not be NULL");
+  plan_step s;
+  lt_status st = plan_peek(&L->plan, &s);
+  if (st != LT_OK) return st;
+  memcpy(L->idx->data, s.items, (size_t)s.size * sizeof(int64_t));
+  lt_tensor *idx = lt_narrow(L->idx, 0, 0, s.size); /* [b] view of the scratch */
+  lt_tensor *xb = idx ? lt_index_select(L->x, 0, idx) : NULL;
+  lt_tensor *yb = xb ? lt_index_select(L->y, 0, idx) : NULL;
+  if (!yb) {
+    st = lt_last_status();
+    lt_tensor_free(xb);
+    lt_tensor_free(idx);
+    plan_abort(&L->plan, &s);
+    return st;
+  }
+  lt_tensor_free(idx);
+  plan_commit(&L->plan, &s);
+  *x = xb;
+  *y = yb;
+  return LT_OK;
+}
+
+int64_t lt_tensor_loader_batches_per_epoch(const lt_tensor_loader *L) { return L ? L->plan.nbatches : 0; }
+
+lt_loader_position lt_tensor_loader_get_position(const lt_tensor_loader *L) {
+  return L ? plan_position(&L->plan) : (lt_loader_position){0};
+}
+
+lt_status lt_tensor_loader_set_position(lt_tensor_loader *L, lt_loader_position pos) {
+  if (!L) return lt__err(LT_ERR_NULL, "tensor_loader_set_position: loader is NULL");
+  return plan_restore(&L->plan, "tensor_loader_set_position", pos);
+}

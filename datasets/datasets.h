@@ -542,6 +542,27 @@ int64_t lt_lm_loader_batches_per_epoch(const lt_lm_loader *L);
 lt_loader_position lt_lm_loader_get_position(const lt_lm_loader *L);
 lt_status lt_lm_loader_set_position(lt_lm_loader *L, lt_loader_position pos);
 
+/* Loader over the rows of in-memory tensors (images, features): x [N, ...]
+ * and y [N, ...] (any dtypes; borrowed: they must outlive the loader and not
+ * change). Each epoch: a permutation of [0, N) (lt_randperm) if shuffle,
+ * else the data order; a batch is x and y at the next B indices
+ * (lt_index_select along dim 0: new tensors, inside the open scope if there
+ * is one). The fingerprint mixes N, the shapes, dtypes and options (not the
+ * values). bucket_batches is ignored. Returns new (free with
+ * lt_tensor_loader_free); NULL with LT_ERR_SHAPE if x and y differ in N or
+ * are 0-d, LT_ERR_INVALID for N == 0. Used by train/classify.h; the same
+ * shuffling and resume as the loaders above. */
+typedef struct lt_tensor_loader lt_tensor_loader;
+lt_tensor_loader *lt_tensor_loader_new(const lt_tensor *x, const lt_tensor *y, const lt_batch_opts *opts);
+void lt_tensor_loader_free(lt_tensor_loader *L);  /* NULL is a no-op */
+/* The next batch: *x [b, ...], *y [b, ...] (new), b = B except for a last
+ * short batch without drop_last. On failure *x and *y are untouched and the
+ * position is unchanged. */
+lt_status lt_tensor_loader_next(lt_tensor_loader *L, lt_tensor **x, lt_tensor **y);
+int64_t lt_tensor_loader_batches_per_epoch(const lt_tensor_loader *L);
+lt_loader_position lt_tensor_loader_get_position(const lt_tensor_loader *L);
+lt_status lt_tensor_loader_set_position(lt_tensor_loader *L, lt_loader_position pos);
+
 /* ==== End of Text: tokenizers, corpora, tasks, batching ==== */
 
 #ifdef __cplusplus

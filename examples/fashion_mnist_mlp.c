@@ -5,15 +5,16 @@
  * docs/tutorial.md walks through this file from top to bottom.
  *
  * What it shows: a model as a plain C struct of layers whose parameters live
- * in one lt_params store; its loss for one mini-batch, handed to the
- * library's training loop (train/trainer.h) as a hook, so that the program
- * gets the step (inside an lt_scope: no intermediate needs a free of its
- * own), the progress line, a metrics CSV, checkpoints, resume and Ctrl-C
- * without writing them; an optimizer (AdamW, or SGD with momentum) with a
- * warmup + cosine learning-rate schedule; mini-batches shuffled by
- * lt_randperm from a seeded generator, whose position goes into checkpoints;
- * evaluation under no-grad; and error handling where a program (unlike the
- * library) may exit.
+ * in one lt_params store, and its forward function; everything else is the
+ * library's run of a classifier (train/classify.h): the command line, the
+ * data, mini-batches shuffled from a seeded generator whose position goes
+ * into checkpoints, the loss of a mini-batch handed to the training loop
+ * (train/trainer.h: the step inside an lt_scope, so no intermediate needs a
+ * free of its own, the progress line, a metrics CSV, checkpoints, resume and
+ * Ctrl-C), an optimizer (AdamW, or SGD with momentum) with a warmup + cosine
+ * learning-rate schedule, evaluation under no-grad in evaluation mode; and
+ * error handling where a program (unlike the library) may exit. The CNN
+ * (cnn_fashion_mnist.c) shares all of it and differs only in its model.
  *
  * What it is not: a benchmark of the best Fashion-MNIST model (a CNN does
  * better than an MLP's ~0.89).
@@ -33,8 +34,6 @@
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
-#include <time.h>
 
 /* ---- error handling: a program may exit, the library never does ---------- */
 
@@ -50,12 +49,6 @@ static _Noreturn void die(const char *what) {
   do {                                         \
     if ((expr) != LT_OK) die(#expr);           \
   } while (0)
-
-static double now_seconds(void) {
-  struct timespec ts;
-  timespec_get(&ts, TIME_UTC);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* ---- the model ------------------------------------------------------------ */
 
@@ -88,291 +81,44 @@ static lt_tensor *mlp_forward(const mlp *m, const lt_tensor *x) {
   return h;
 }
 
-/* Accuracy of the model on (x, y), in batches of 1000, under no-grad (no graph
- * is recorded). Per-class accuracies go to per_class[10] if not NULL. */
-static double evaluate(const mlp *m, const lt_tensor *x, const lt_tensor *y, double *per_class) {
-  bool prev = lt_set_grad_enabled(false);
-  const int64_t N = x->shape[0], B = 1000;
-  int64_t correct = 0, hit[10] = {0}, total[10] = {0};
-  for (int64_t b = 0; b < N; b += B) {
-    int64_t nb = N - b < B ? N - b : B;
-    lt_scope *s = lt_scope_begin();
-    lt_tensor *xb = lt_narrow(x, 0, b, nb), *yb = lt_narrow(y, 0, b, nb); /* views: no copy */
-    lt_tensor *pred = lt_argmax(mlp_forward(m, xb), 1, false);             /* [nb] i64 */
-    if (!pred) die("evaluate");
-    const int64_t *p = pred->data, *t = yb->data; /* contiguous i64: read directly */
-    for (int64_t i = 0; i < nb; i++) hit[t[i]] += p[i] == t[i], total[t[i]]++, correct += p[i] == t[i];
-    lt_scope_end(s);
-  }
-  for (int c = 0; per_class && c < 10; c++) per_class[c] = total[c] ? (double)hit[c] / (double)total[c] : 0;
-  lt_set_grad_enabled(prev);
-  return (double)correct / (double)N;
-}
+/* ---- the run: the library's (train/classify.h) ---------------------------- */
 
-/* ---- the data loader: shuffled mini-batches, and its position ------------- */
-
-/* A new order of the training set each epoch (lt_randperm from gen). Its
- * position (epoch, batches done, the generator's state at the start of the
- * epoch) is what a checkpoint needs to continue with the same batches. */
-typedef struct loader {
-  const lt_tensor *x, *y;          /* [N, 784] f32, [N] i64 (borrowed) */
-  int64_t n, batch;
-  lt_generator *gen;               /* borrowed */
-  lt_tensor *perm;                 /* [N] i64, this epoch's order (owned; NULL before the first batch) */
-  lt_generator_state epoch_start;  /* gen before perm was drawn */
-  int64_t epoch, index;            /* 0-based epoch, batches returned in it */
-} loader;
-
-static int64_t batches_per_epoch(const loader *L) { return (L->n + L->batch - 1) / L->batch; }
-
-/* Draws the order of the current epoch (outside any scope: the loader owns it). */
-static lt_status new_order(loader *L) {
-  lt_tensor_free(L->perm);
-  L->epoch_start = lt_generator_get_state(L->gen);
-  L->perm = lt_tensor_keep(lt_randperm(L->gen, L->n));
-  return L->perm ? LT_OK : lt_last_status();
-}
-
-/* The next batch: xb [nb, 784], yb [nb] (new, owned by the open scope). */
-static lt_status loader_next(loader *L, lt_tensor **xb, lt_tensor **yb) {
-  if (L->index == batches_per_epoch(L)) L->epoch++, L->index = 0, lt_tensor_free(L->perm), L->perm = NULL;
-  if (!L->perm && new_order(L) != LT_OK) return lt_last_status();
-  int64_t b = L->index++ * L->batch, nb = L->n - b < L->batch ? L->n - b : L->batch;
-  lt_tensor *idx = lt_narrow(L->perm, 0, b, nb); /* [nb] view into perm */
-  *xb = lt_index_select(L->x, 0, idx);
-  *yb = lt_index_select(L->y, 0, idx);
-  return *xb && *yb ? LT_OK : lt_last_status();
-}
-
-/* ---- the model's part of the training loop (train/trainer.h hooks) ---------- */
-
-typedef struct run {
-  mlp model;
-  loader data;
-  const lt_tensor *test_x, *test_y;
-  float *losses;     /* per step of this process, for the summary */
-  int64_t n_losses, cap_losses;
-  double test_acc, per_class[10]; /* of the newest evaluation */
-} run;
-
-/* One mini-batch: forward and the mean cross-entropy. The trainer does the
- * backward pass, the optimizer step and the learning rate of the schedule. */
-static lt_status micro_batch(void *user, lt_trainer_micro *m) {
-  run *r = user;
-  lt_tensor *xb = NULL, *yb = NULL;
-  if (loader_next(&r->data, &xb, &yb) != LT_OK) return lt_last_status();
-  m->tokens = xb->shape[0]; /* examples, for examples/s */
-  if (!m->forward) return LT_OK;
-  lt_cross_entropy_opts ce = LT_CROSS_ENTROPY_DEFAULTS;
-  m->loss = lt_cross_entropy(mlp_forward(&r->model, xb), yb, &ce); /* [] mean over the batch */
-  m->weight = 1.0 / (double)m->accum;
-  double l;
-  if (!m->loss || lt_item(m->loss, &l) != LT_OK) return lt_last_status();
-  if (r->n_losses < r->cap_losses) r->losses[r->n_losses++] = (float)l;
-  return LT_OK;
-}
-
-static const lt_trainer_metric METRICS[] = {{"test_accuracy", "%.4f"}};
-
-static lt_status evaluate_hook(void *user, lt_trainer_eval *ev) {
-  run *r = user;
-  ev->values[0] = r->test_acc = evaluate(&r->model, r->test_x, r->test_y, r->per_class);
-  return LT_OK;
-}
-
-static lt_loader_position get_position(void *user) {
-  const loader *L = &((run *)user)->data;
-  lt_generator_state g = L->perm ? L->epoch_start : lt_generator_get_state(L->gen);
-  return (lt_loader_position){L->epoch, L->index, g, (uint64_t)L->n};
-}
-
-static lt_status set_position(void *user, lt_loader_position pos) {
-  loader *L = &((run *)user)->data;
-  if (pos.fingerprint != (uint64_t)L->n)
-    return lt_error_set(LT_ERR_STATE, "the checkpoint was trained on %llu images, this data has %lld",
-                           (unsigned long long)pos.fingerprint, (long long)L->n);
-  if (lt_generator_set_state(L->gen, pos.gen) != LT_OK || new_order(L) != LT_OK) return lt_last_status();
-  L->epoch = pos.epoch, L->index = pos.index;
-  return LT_OK;
-}
-
-static int64_t bpe_hook(void *user) { return batches_per_epoch(&((run *)user)->data); }
-
-/* ---- command line ----------------------------------------------------------- */
-
-typedef struct options {
-  const char *data;
-  int epochs;
-  int64_t batch;
-  int64_t max_steps;  /* 0: run all epochs */
-  int log_every;
-  double lr, weight_decay;
-  bool sgd;
-  uint64_t seed;
-  int threads;        /* 0: libtensor's default (LT_NUM_THREADS or all cores) */
-  const char *dir;    /* run directory: checkpoints and metrics.csv (NULL: none) */
-  bool resume;
-} options;
-
-static void usage(void) {
-  fprintf(stderr,
-          "usage: fashion_mnist_mlp [--data DIR] [--epochs N] [--batch B] [--max-steps N]\n"
-          "                         [--optim adamw|sgd] [--lr X] [--weight-decay X] [--seed S]\n"
-          "                         [--threads T] [--log-every K] [--dir DIR [--resume]]\n"
-          "  --data DIR       the four Fashion-MNIST *-ubyte.gz files (default %s)\n"
-          "  --max-steps N    stop after N optimizer steps (a quick check; 0 = all epochs)\n"
-          "  --dir DIR        run directory: a checkpoint every epoch (the 2 newest kept) and\n"
-          "                   DIR/metrics.csv; Ctrl-C saves one; starts over unless --resume\n"
-          "  --resume         continue from the newest checkpoint in --dir\n",
-          LT_FASHION_MNIST_DIR);
-  exit(2);
-}
-
-static options parse(int argc, char **argv) {
-  options o = {LT_FASHION_MNIST_DIR, 10, 128, 0, 100, 0, -1, false, 42, 0, NULL, false};
-  for (int i = 1; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) usage();
-    if (!strcmp(a, "--resume")) {
-      o.resume = true;
-      continue;
-    }
-    if (!v) usage();
-    i++;
-    if (!strcmp(a, "--data")) o.data = v;
-    else if (!strcmp(a, "--epochs")) o.epochs = atoi(v);
-    else if (!strcmp(a, "--batch")) o.batch = atoll(v);
-    else if (!strcmp(a, "--max-steps")) o.max_steps = atoll(v);
-    else if (!strcmp(a, "--log-every")) o.log_every = atoi(v);
-    else if (!strcmp(a, "--lr")) o.lr = atof(v);
-    else if (!strcmp(a, "--weight-decay")) o.weight_decay = atof(v);
-    else if (!strcmp(a, "--seed")) o.seed = strtoull(v, NULL, 10);
-    else if (!strcmp(a, "--threads")) o.threads = atoi(v);
-    else if (!strcmp(a, "--dir")) o.dir = v;
-    else if (!strcmp(a, "--optim") && (!strcmp(v, "sgd") || !strcmp(v, "adamw"))) o.sgd = !strcmp(v, "sgd");
-    else usage();
-  }
-  if (o.epochs < 1 || o.batch < 1 || o.max_steps < 0 || o.log_every < 1 || (o.resume && !o.dir)) usage();
-  if (o.lr <= 0) o.lr = o.sgd ? 0.05 : 1e-3;
-  if (o.weight_decay < 0) o.weight_decay = o.sgd ? 5e-4 : 0.01;
-  return o;
-}
-
-/* ---- training --------------------------------------------------------------- */
+static lt_tensor *forward(void *m, const lt_tensor *x) { return mlp_forward(m, x); }
 
 int main(int argc, char **argv) {
-  options opt = parse(argc, argv);
+  lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("fashion_mnist_mlp", 10);
+  if (lt_classify_parse_args(&opt, argc, argv) != LT_OK) {
+    if (!opt.help) fprintf(stderr, "fashion_mnist_mlp: %s\n", lt_last_error());
+    lt_classify_usage(&opt, opt.help ? stdout : stderr);
+    return opt.help ? 0 : 2;
+  }
   signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is a write error, not a kill */
-  if (opt.threads > 0) TRY(lt_set_num_threads(opt.threads));
-  lt_runtime_info info;
-  TRY(lt_runtime_get_info(&info));
-  printf("libtensor %s, threads %d, BLIS kernels %s\n", info.version, info.num_threads, info.blas_arch);
 
   /* Data: images [N, 784] f32 normalised with the training set's mean and
-   * std, labels [N] i64. These tensors are made outside any scope: we own
-   * them and free them at the end. */
-  lt_mnist_opts data_opts = {.normalize = true, .mean = LT_FASHION_MNIST_MEAN, .std = LT_FASHION_MNIST_STD};
-  lt_tensor *train_x, *train_y, *test_x, *test_y;
-  double t0 = now_seconds();
-  if (lt_mnist_load(opt.data, LT_DATASET_TRAIN, &data_opts, &train_x, &train_y) != LT_OK ||
-      lt_mnist_load(opt.data, LT_DATASET_TEST, &data_opts, &test_x, &test_y) != LT_OK) {
+   * std, labels [N] i64 (we own them: lt_classify_data_free). */
+  lt_classify_data data;
+  if (lt_classify_load_fashion_mnist(opt.data, &data) != LT_OK) {
     fprintf(stderr, "fashion_mnist_mlp: %s\n(install Debian's dataset-fashion-mnist package or pass --data DIR)\n",
             lt_last_error());
     return 1;
   }
-  const int64_t N = train_x->shape[0];
-  printf("data: %lld training and %lld test images from %s (%.2f s)\n", (long long)N,
-         (long long)test_x->shape[0], opt.data, now_seconds() - t0);
 
-  /* The model: parameters in one store, drawn from one seeded generator,
-   * which also shuffles the batches: a run is reproducible from --seed. */
+  /* The model: parameters in one store, drawn from a generator seeded with
+   * --seed (the loader shuffles from its own, seeded the same way): a run is
+   * reproducible from --seed. */
   lt_generator *gen = lt_generator_new(opt.seed);
   lt_params *params = lt_params_new();
+  mlp model;
   if (!gen || !params) die("setup");
-  run r = {.data = {train_x, train_y, N, opt.batch, gen, NULL, {0, 0}, 0, 0}, .test_x = test_x, .test_y = test_y};
-  TRY(mlp_init(&r.model, params, gen));
-  printf("model: MLP 784-256-128-100-10, %lld parameters:\n", (long long)lt_params_numel(params, true));
-  for (int i = 0; i < lt_params_count(params); i++) {
-    const lt_param *p = lt_params_at(params, i);
-    char shape[64];
-    printf("  %-10s %s\n", p->name, lt_shape_str(p->value->ndim, p->value->shape, shape, sizeof shape));
-  }
+  TRY(mlp_init(&model, params, gen));
 
-  /* The optimizer and the learning-rate schedule: linear warmup, then cosine
-   * decay to 1% of the base rate at the last step. */
-  const int64_t steps_per_epoch = batches_per_epoch(&r.data);
-  int64_t total_steps = steps_per_epoch * opt.epochs;
-  if (opt.max_steps > 0 && opt.max_steps < total_steps) total_steps = opt.max_steps;
-  lt_optim_config oc = lt_optim_defaults(opt.sgd ? LT_OPTIM_SGD : LT_OPTIM_ADAMW);
-  oc.lr = opt.lr;
-  oc.weight_decay = opt.weight_decay;
-  if (opt.sgd) oc.momentum = 0.9, oc.nesterov = true;
-  lt_optimizer *optim = lt_optimizer_new(params, &oc);
-  if (!optim) die("lt_optimizer_new");
-  lt_schedule sched = {.kind = LT_SCHED_WARMUP_COSINE, .base_lr = opt.lr, .min_lr = opt.lr * 0.01,
-                       .warmup = total_steps / 50, .total = total_steps};
-  printf("training: %s lr %g weight decay %g, batch %lld, %lld steps (%lld per epoch)\n",
-         opt.sgd ? "SGD (Nesterov momentum 0.9)" : "AdamW", opt.lr, opt.weight_decay, (long long)opt.batch,
-         (long long)total_steps, (long long)steps_per_epoch);
+  /* Training, evaluation, checkpoints, resume, Ctrl-C: the library's. */
+  lt_classifier clf = {&model, forward, params, "MLP 784-256-128-100-10"};
+  lt_classify_result res;
+  if (lt_classify_fit(&clf, &data, &opt, stdout, &res) != LT_OK) die("training");
 
-  /* The training loop of the library: our part is the hooks above. The
-   * generator is training state (it shuffles), so checkpoints keep it. */
-  r.cap_losses = total_steps;
-  r.losses = calloc((size_t)total_steps, sizeof *r.losses);
-  if (!r.losses) die("calloc");
-  const char *const gen_names[] = {"shuffle"};
-  lt_trainer_config tc = LT_TRAINER_DEFAULTS;
-  tc.params = params, tc.optim = optim, tc.optim_config = &oc, tc.schedule = &sched;
-  tc.n_generators = 1, tc.generator_names = gen_names, tc.generators = &gen;
-  tc.steps = total_steps;
-  tc.clip = 0; /* no clipping (the norm is still measured, and a non-finite one skips the step) */
-  tc.eval_every = steps_per_epoch, tc.ckpt_every = steps_per_epoch, tc.keep = 2;
-  tc.dir = opt.dir;
-  tc.n_metrics = 1, tc.metrics = METRICS;
-  tc.log_every = opt.log_every;
-  lt_trainer_hooks hooks = {.user = &r, .micro_batch = micro_batch, .evaluate = evaluate_hook,
-                            .get_position = get_position, .set_position = set_position,
-                            .batches_per_epoch = bpe_hook};
-  lt_trainer *trainer = lt_trainer_new(&tc, &hooks);
-  if (!trainer) die("lt_trainer_new");
-  if (opt.dir) {
-    TRY(lt_trainer_make_dir(opt.dir));
-    char path[4096];
-    if (opt.resume) {
-      TRY(lt_trainer_find_resume(opt.dir, "ckpt", path, sizeof path));
-      TRY(lt_trainer_resume(trainer, path));
-      printf("resumed from %s at step %lld\n", path, (long long)lt_trainer_step(trainer));
-    } else {
-      TRY(lt_trainer_clear_dir(opt.dir, "ckpt")); /* a new run starts over */
-    }
-  }
-  TRY(lt_trainer_install_signal_handlers("fashion_mnist_mlp")); /* Ctrl-C: save and stop */
-  lt_trainer_result res;
-  if (lt_trainer_fit(trainer, &res) != LT_OK) die("training");
-  if (res.end != LT_TRAINER_DONE) {
-    printf("stopped at step %lld; saved %s\n", (long long)res.step, res.last_checkpoint[0] ? res.last_checkpoint : "nothing (no --dir)");
-    return 128 + res.stop_reason;
-  }
-
-  double acc = r.test_acc; /* the trainer's final evaluation */
-  printf("test accuracy %.4f after %lld steps (%.1f s of training)\n", acc, (long long)res.step, res.train_seconds);
-  for (int c = 0; c < 10; c++) printf("  %-12s %.3f\n", lt_fashion_mnist_class_name(c), r.per_class[c]);
-  if (res.csv_path[0]) printf("metrics: %s\n", res.csv_path);
-
-  /* For scripts (tests/example_test.sh): mean loss of the first and the last
-   * 20 steps of this process. */
-  int64_t n = r.n_losses, k = n < 20 ? n : 20;
-  double first = 0, last = 0;
-  for (int64_t i = 0; i < k; i++) first += r.losses[i] / (double)k, last += r.losses[n - k + i] / (double)k;
-  printf("summary: steps=%lld first_loss=%.4f last_loss=%.4f test_accuracy=%.4f train_seconds=%.1f\n",
-         (long long)res.step, first, last, acc, res.train_seconds);
-
-  lt_trainer_free(trainer);
-  free(r.losses);
-  lt_tensor_free(r.data.perm);
-  lt_optimizer_free(optim);
   lt_params_free(params);
   lt_generator_free(gen);
-  lt_tensor_free(train_x), lt_tensor_free(train_y), lt_tensor_free(test_x), lt_tensor_free(test_y);
-  return 0;
+  lt_classify_data_free(&data);
+  return res.end == LT_TRAINER_DONE ? 0 : 128 + res.stop_reason;
 }

@@ -3,10 +3,14 @@
  * kind of value, the ranges, the strings an attacker tries (1e18, 20 nines,
  * -1, nan, inf, empty, an unknown enum name, a missing value), aliases,
  * operands, --help, the range check of values from elsewhere and the help
- * text, on the example table of cli_example.h. The programs' use of it is
+ * text, on the example table of cli_example.h; and the values of a table in
+ * a checkpoint's key-value map (cli/cli_ckpt.h): a round trip of every kind,
+ * skipped flags, a wrong kind, an unknown enum name, a value out of range
+ * and the default outside its range. The programs' use of it is
  * tested in test_train_e2e.c and test_decode.c, which run them.
  */
 #include "cli/cli.h"
+#include "cli/cli_ckpt.h"
 #include "cli_example.h"
 #include "test_util.h"
 
@@ -231,6 +235,69 @@ START_TEST(help_text) {
 }
 END_TEST
 
+/* The table's values in a checkpoint's map and back (cli/cli_ckpt.h). */
+START_TEST(values_in_a_checkpoint) {
+  lt_cli cli = cli_of(false);
+  vals v = {.n = 42, .big = -7, .x = 2.5, .p = 0.25, .path = "a/b", .on = false, .off = true, .color = 1};
+  lt_ckpt_meta *m = lt_ckpt_meta_new();
+  ck_assert_ptr_nonnull(m);
+  ck_assert_int_eq(lt_cli_to_meta(&cli, &v, 0, "opt.", m), LT_OK);
+  ck_assert_int_eq(lt_ckpt_meta_count(m), 8);
+  const char *sv;
+  ck_assert_int_eq(lt_ckpt_meta_get_string(m, "opt.color", &sv), LT_OK);
+  ck_assert_str_eq(sv, "green"); /* an enum by its name */
+  vals back = DEFAULTS;
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, 0, "opt.", m, "ck.h5"), LT_OK);
+  ck_assert_int_eq(back.n, 42);
+  ck_assert_int_eq(back.big, -7);
+  ck_assert_double_eq(back.x, 2.5);
+  ck_assert_double_eq(back.p, 0.25);
+  ck_assert_str_eq(back.path, "a/b");
+  ck_assert(!back.on && back.off);
+  ck_assert_int_eq(back.color, 1);
+  lt_ckpt_meta_free(m);
+
+  /* skipped flags are neither written nor read; a NULL string is no entry and reads back as NULL */
+  lt_cli_opt opts[N];
+  memcpy(opts, OPTS, sizeof opts);
+  opts[1].flags |= LT_CLI_USER; /* n */
+  cli.opts = opts;
+  v.path = NULL;
+  m = lt_ckpt_meta_new();
+  ck_assert_int_eq(lt_cli_to_meta(&cli, &v, LT_CLI_USER, "", m), LT_OK);
+  ck_assert_int_eq(lt_ckpt_meta_count(m), 6);
+  ck_assert_int_lt(lt_ckpt_meta_kind(m, "n"), 0);
+  back = DEFAULTS;
+  back.path = "kept?";
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_OK);
+  ck_assert_int_eq(back.n, DEFAULTS.n);
+  ck_assert_ptr_null(back.path);
+
+  /* a wrong kind, an unknown enum name, a value out of range */
+  ck_assert_int_eq(lt_ckpt_meta_set_string(m, "big", "many"), LT_OK);
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_ERR_FORMAT);
+  ck_assert_str_eq(lt_last_error(), "checkpoint 'ck.h5': the saved setting 'big' is not of the type of --big");
+  ck_assert_int_eq(lt_ckpt_meta_set_int(m, "big", 1), LT_OK);
+  ck_assert_int_eq(lt_ckpt_meta_set_string(m, "color", "mauve"), LT_OK);
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_ERR_FORMAT);
+  ck_assert_str_eq(lt_last_error(),
+                   "checkpoint 'ck.h5': the saved setting 'color' is 'mauve', which this prog does not know");
+  ck_assert_int_eq(lt_ckpt_meta_set_string(m, "color", "red"), LT_OK);
+  ck_assert_int_eq(lt_ckpt_meta_set_double(m, "x", 11.0), LT_OK);
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_ERR_FORMAT);
+  ck_assert_msg(strstr(lt_last_error(), "the saved setting 'x' is out of range: --x 11: must be in (0, 10]") != NULL,
+                "%s", lt_last_error());
+  /* the default is accepted even outside the range (a default "by task", -1) */
+  vals odd = DEFAULTS;
+  odd.x = -1;
+  cli.defaults = &odd;
+  ck_assert_int_eq(lt_ckpt_meta_set_double(m, "x", -1.0), LT_OK);
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_OK);
+  ck_assert_double_eq(back.x, -1.0);
+  lt_ckpt_meta_free(m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("cli");
   TCase *tc = tcase_create("cli");
@@ -239,6 +306,7 @@ int main(void) {
   tcase_add_test(tc, help_and_operands);
   tcase_add_test(tc, check_and_text);
   tcase_add_test(tc, help_text);
+  tcase_add_test(tc, values_in_a_checkpoint);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

@@ -15,6 +15,7 @@
 #define LT_TF_CONFIG_H
 
 #include "checkpoint/checkpoint.h"
+#include "datasets/datasets.h"
 #include "models/transformer/transformer.h"
 
 #ifdef __cplusplus
@@ -40,6 +41,12 @@ lt_status lt_tf_norm_parse(const char *s, lt_tf_norm *out);
 lt_status lt_tf_pos_parse(const char *s, lt_tf_pos *out);
 lt_status lt_tf_act_parse(const char *s, lt_activation *out);
 
+/* cfg in one line, as train prints it after "model: ": "encoder-decoder,
+ * 1.23M parameters (d_model 128, 4 heads, 2+2 layers, d_ff 512, pre-norm
+ * layernorm relu, sinusoidal positions, dropout 0)"; n_params is the
+ * model's parameter count. Into buf (size bytes, terminated); returns buf. */
+char *lt_tf_config_describe(const lt_tf_config *cfg, int64_t n_params, char *buf, size_t size);
+
 /* ---- the configuration in a checkpoint ------------------------------------- */
 /* One entry per lt_tf_config field, keyed by the field's name: the enums as
  * strings (names above), the bools as int 0/1, sizes as int, dropout,
@@ -60,6 +67,30 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg);
  * ignored). Returns new (free with lt_transformer_free), or NULL with the
  * error set, its message naming path. */
 lt_transformer *lt_tf_load_model(const char *path, const lt_tf_config *cfg, const lt_ckpt_load_opts *opts);
+
+/* The configuration and extra values of the checkpoint at path, without its
+ * parameters: a training state (*step, if not NULL, gets its step), or with
+ * allow_model_only also a model-only file (step 0). opts may be NULL; its
+ * non_strict is ignored. *info: new (free with lt_ckpt_info_free), NULL on
+ * failure, with the loader's message. */
+lt_status lt_tf_read_checkpoint_info(const char *path, const lt_ckpt_load_opts *opts, bool allow_model_only,
+                                     lt_ckpt_info **info, int64_t *step);
+
+/* Where a new run may start from (train --init-from): a Hugging Face
+ * directory (hf.h; its tokenizer file if there is one), a run directory
+ * (its newest valid checkpoint of prefix, lt_trainer_find_resume) or a
+ * checkpoint file (its tokenizer, if it holds one). file (size bytes)
+ * receives the path the weights are read from later (lt_tf_source_load_weights);
+ * *cfg the model configuration; *tok the tokenizer (new, free with
+ * lt_tokenizer_free) or NULL if the source has none. The checkpoint's *info
+ * (new, free with lt_ckpt_info_free; NULL for a Hugging Face directory)
+ * serves the size check (lt_ckpt_check_model_size). On failure nothing is
+ * returned that needs freeing. */
+lt_status lt_tf_source_read(const char *path, const char *prefix, const lt_ckpt_load_opts *opts, char *file,
+                            size_t size, lt_tf_config *cfg, lt_tokenizer **tok, lt_ckpt_info **info);
+/* Loads the weights of the source that lt_tf_source_read resolved (file) into
+ * m, every tensor strictly. */
+lt_status lt_tf_source_load_weights(const char *file, lt_transformer *m, const lt_ckpt_load_opts *opts);
 
 /* Keys of the values `train` saves in a checkpoint's /extra beside the
  * trainer's own (train/trainer.h: loader.*, run.*) and `generate` reads: one

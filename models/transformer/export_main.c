@@ -81,16 +81,11 @@ int main(int argc, char **argv) {
 
   /* the configuration and the extra values (tokenizer) first, then the model */
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
-  lo.non_strict = true;
   lo.allow_unchecksummed = o.allow_unchecksummed;
   lo.max_bytes = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
-  lt_params *empty = lt_params_new();
   lt_ckpt_info *info = NULL;
-  lt_train_state st0 = {.params = empty};
-  if (lt_ckpt_load_training(o.checkpoint, &st0, &lo, &info) != LT_OK &&
-      lt_ckpt_load_params(o.checkpoint, empty, &lo, &info) != LT_OK)
+  if (lt_tf_read_checkpoint_info(o.checkpoint, &lo, true, &info, NULL) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, lt_last_error());
-  lt_params_free(empty);
   lt_tf_config cfg;
   int64_t n_params;
   size_t bytes;
