@@ -154,9 +154,10 @@ static int fixed_samples(const opinfo *e) {
  * LT_SANITIZE) draw one in OI_QUICK_DIV of each entry's random samples (the
  * first ones: the same inputs as in the full run), check values with all
  * inputs in one layout (not each input alone), samples above OI_HEAVY_NUMEL
- * contiguous and transposed only, and their threads contiguous only, so
+ * contiguous and transposed only, and their threads contiguous only,
+ * gradchecks of the samples contiguous and transposed only, so
  * that no test_ops ctest entry runs for minutes under ASan. Every fixed
- * sample, dtype, layout, error case and gradcheck still runs. */
+ * sample, dtype, layout, error case and hand-written gradcheck still runs. */
 #ifdef LT_OPS_QUICK
 enum { OI_QUICK_DIV = 8 };
 static const bool oi_quick = true;
@@ -495,7 +496,7 @@ static int check_grad(const opinfo *e, lt_generator *g) {
     const oi_sample *s = sample_at(e, si, &buf);
     if (!gradable(s)) continue;
     /* expanded leaves alias their elements: central differences do not apply */
-    for (int l = LT_TEST_CONTIGUOUS; l < LT_TEST_EXPANDED; l++) {
+    for (int l = LT_TEST_CONTIGUOUS; l < (oi_quick ? LT_TEST_SLICED : LT_TEST_EXPANDED); l++) {
       lt_test_layout lay[OI_MAX_IN] = {(lt_test_layout)l, (lt_test_layout)l, (lt_test_layout)l, (lt_test_layout)l};
       lt_tensor *in[OI_MAX_IN] = {0}, *leaves[OI_MAX_IN] = {0};
       if (!make_inputs(e, si, s, LT_DTYPE_F64, lay, in)) continue;
@@ -572,13 +573,26 @@ static void check_entry(int i, int t) {
 #error "LT_OPS_FAMILIES (the families tests/CMakeLists.txt registers, space-separated) must be defined by the build"
 #endif
 static int by_family[1024];
-START_TEST(test_values) { check_entry(by_family[_i], T_VALUES); }
+/* LT_OPS_PART=k/n (1 <= k <= n; tests/CMakeLists.txt sets it): this process
+ * checks the entries _i with _i % n == k - 1 of each test case only, so that
+ * a long case runs as n ctest tests side by side. Unset: every entry. */
+static int part_k, part_n = 1;
+static bool in_part(int i) { return i % part_n == part_k; }
+START_TEST(test_values) {
+  if (in_part(_i)) check_entry(by_family[_i], T_VALUES);
+}
 END_TEST
-START_TEST(test_threads) { check_entry(by_family[_i], T_THREADS); }
+START_TEST(test_threads) {
+  if (in_part(_i)) check_entry(by_family[_i], T_THREADS);
+}
 END_TEST
-START_TEST(test_errors) { check_entry(by_family[_i], T_ERRORS); }
+START_TEST(test_errors) {
+  if (in_part(_i)) check_entry(by_family[_i], T_ERRORS);
+}
 END_TEST
-START_TEST(test_grad) { check_entry(by_family[_i], T_GRAD); }
+START_TEST(test_grad) {
+  if (in_part(_i)) check_entry(by_family[_i], T_GRAD);
+}
 END_TEST
 
 /* Is family one of LT_OPS_FAMILIES? */
@@ -667,6 +681,12 @@ END_TEST
 
 int main(void) {
   collect_entries();
+  const char *part = getenv("LT_OPS_PART");
+  if (part && (sscanf(part, "%d/%d", &part_k, &part_n) != 2 || part_n < 1 || part_k < 1 || part_k > part_n)) {
+    fprintf(stderr, "test_ops: LT_OPS_PART is '%s': want k/n with 1 <= k <= n\n", part);
+    return 1;
+  }
+  part_k = part ? part_k - 1 : 0;
   Suite *s = suite_create("ops");
   LT_TEST_CASE(s, "coverage", 0, test_coverage);
   /* by_family: the entries with a call, family by family; fam_start[k] to
