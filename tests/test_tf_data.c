@@ -7,6 +7,10 @@
  *     the message naming --text and the counts when it is too short;
  *   - a generated task: a refused option is the options' fault (bad_config);
  *   - a tokenizer learnt from one side of the pairs knows only that side;
+ *   - a new run's starting point (config.h): a model-only checkpoint file and
+ *     its run directory give the configuration and no tokenizer, the weights
+ *     load bit-exactly; a Hugging Face directory with libtensor's tokenizer
+ *     file gives the tokenizer too; a directory without checkpoints fails;
  *   - lt_tf_evaluate on a small untrained model: finite loss near log(V),
  *     token accuracy in [0, 1], exact match decoded on exactly the first N
  *     examples with their texts returned, the same figures on a second call,
@@ -17,9 +21,12 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <sys/stat.h>
 
+#include "models/transformer/config.h"
 #include "models/transformer/data.h"
 #include "models/transformer/evaluate.h"
+#include "models/transformer/hf.h"
 #include "models/transformer/transformer.h"
 #include "test_util.h"
 
@@ -202,10 +209,111 @@ START_TEST(evaluation_of_an_untrained_model) {
 }
 END_TEST
 
+/* Whether every parameter of a and b holds the same bits. */
+static bool same_params(lt_transformer *a, lt_transformer *b) {
+  lt_params *pa = lt_transformer_params(a), *pb = lt_transformer_params(b);
+  ck_assert_int_eq(lt_params_count(pa), lt_params_count(pb));
+  bool same = true;
+  for (int i = 0; i < lt_params_count(pa) && same; i++) {
+    const lt_tensor *x = lt_params_at(pa, i)->value, *y = lt_params_at(pb, i)->value;
+    ck_assert_int_eq(x->numel, y->numel);
+    same = !memcmp(x->data, y->data, lt_dtype_size(x->dtype) * (size_t)x->numel);
+  }
+  return same;
+}
+
+START_TEST(a_new_run_starts_from_a_checkpoint_or_a_hugging_face_directory) {
+  char dir[] = "/tmp/lt_tf_source_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  lt_tf_config c = lt_tf_config_default(LT_TF_DECODER_ONLY);
+  c.d_model = 16, c.n_heads = 2, c.n_kv_heads = 2, c.n_dec_layers = 1, c.d_ff = 32, c.max_len = 16;
+  c.vocab_size = 40, c.dropout = 0, c.act = LT_ACT_GELU_TANH, c.pad_id = LT_TOKEN_PAD;
+  lt_generator *g = lt_generator_new(5);
+  lt_transformer *m = lt_transformer_new(&c, g);
+  ck_assert_ptr_nonnull(m);
+  lt_ckpt_meta *meta = lt_ckpt_meta_new();
+  ck_assert_int_eq(lt_tf_config_to_meta(&c, meta), LT_OK);
+  char path[600];
+  snprintf(path, sizeof path, "%s/ckpt-000000000007.h5", dir);
+  ck_assert_int_eq(lt_ckpt_save_params(path, lt_transformer_params(m), meta, NULL), LT_OK);
+
+  /* the file itself, then its run directory (the newest checkpoint) */
+  for (int k = 0; k < 2; k++) {
+    char file[600];
+    lt_tf_config got;
+    lt_tokenizer *tok = (lt_tokenizer *)1;
+    lt_ckpt_info *info = NULL;
+    ck_assert_msg(lt_tf_source_read(k ? dir : path, "ckpt", NULL, file, sizeof file, &got, &tok, &info) == LT_OK, "%s",
+                  lt_last_error());
+    ck_assert_str_eq(file, path);
+    ck_assert_ptr_null(tok); /* a model-only file holds none */
+    ck_assert_ptr_nonnull(info);
+    ck_assert_int_eq(got.d_model, 16);
+    ck_assert_int_eq(got.vocab_size, 40);
+    ck_assert_int_eq(got.arch, LT_TF_DECODER_ONLY);
+    lt_generator *g2 = lt_generator_new(99);
+    lt_transformer *m2 = lt_transformer_new(&got, g2);
+    ck_assert(!same_params(m, m2));
+    ck_assert_int_eq(lt_tf_source_load_weights(file, m2, NULL), LT_OK);
+    ck_assert(same_params(m, m2));
+    lt_transformer_free(m2), lt_generator_free(g2), lt_ckpt_info_free(info);
+  }
+  int64_t step = -1;
+  lt_ckpt_info *info = NULL;
+  ck_assert_int_ne(lt_tf_read_checkpoint_info(path, NULL, false, &info, &step), LT_OK); /* not a training state */
+  ck_assert_ptr_null(info);
+  ck_assert_int_eq(lt_tf_read_checkpoint_info(path, NULL, true, &info, &step), LT_OK);
+  ck_assert_ptr_nonnull(info);
+  lt_ckpt_info_free(info);
+
+  /* a Hugging Face directory with libtensor's tokenizer beside the weights */
+  char hf[600], tpath[700];
+  snprintf(hf, sizeof hf, "%s/hf", dir);
+  ck_assert_msg(lt_hf_export(m, hf) == LT_OK, "%s", lt_last_error());
+  lt_tokenizer *bt = lt_tokenizer_new_byte();
+  void *blob;
+  size_t size;
+  ck_assert_int_eq(lt_tokenizer_serialize(bt, &blob, &size), LT_OK);
+  snprintf(tpath, sizeof tpath, "%s/%s", hf, LT_HF_TOKENIZER_FILE);
+  ck_assert_int_eq(lt_ckpt_write_file(tpath, blob, size), LT_OK);
+  free(blob);
+  char file[600];
+  lt_tf_config got;
+  lt_tokenizer *tok = NULL;
+  ck_assert_msg(lt_tf_source_read(hf, "ckpt", NULL, file, sizeof file, &got, &tok, &info) == LT_OK, "%s",
+                lt_last_error());
+  ck_assert_ptr_null(info);
+  ck_assert_str_eq(file, hf);
+  ck_assert_ptr_nonnull(tok);
+  ck_assert_int_eq(lt_tokenizer_get_kind(tok), LT_TOKENIZER_BYTE);
+  ck_assert_int_eq(got.d_model, 16);
+  lt_transformer *m3 = lt_transformer_new(&got, g);
+  ck_assert_int_eq(lt_tf_source_load_weights(file, m3, NULL), LT_OK);
+  ck_assert(same_params(m, m3));
+  lt_transformer_free(m3), lt_tokenizer_free(tok), lt_tokenizer_free(bt);
+
+  /* a directory without checkpoints */
+  char empty[600];
+  snprintf(empty, sizeof empty, "%s/empty", dir);
+  ck_assert_int_eq(mkdir(empty, 0700), 0);
+  ck_assert_int_ne(lt_tf_source_read(empty, "ckpt", NULL, file, sizeof file, &got, &tok, &info), LT_OK);
+  ck_assert_ptr_null(tok);
+  ck_assert_ptr_null(info);
+
+  lt_ckpt_meta_free(meta);
+  lt_transformer_free(m);
+  lt_generator_free(g);
+  char cmd[700];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tf_data");
   LT_TEST_CASE(s, "data", 60, classification_labels_are_sorted_and_unknown_ones_skipped,
                language_modelling_splits_the_text_at_its_end, a_refused_task_option_is_a_configuration_error,
-               a_tokenizer_learnt_from_one_side_knows_only_that_side, evaluation_of_an_untrained_model);
+               a_tokenizer_learnt_from_one_side_knows_only_that_side, evaluation_of_an_untrained_model,
+               a_new_run_starts_from_a_checkpoint_or_a_hugging_face_directory);
   return lt_test_run(s);
 }
