@@ -14,7 +14,8 @@
  *            contiguous copies of its inputs (unless layout_inexact);
  *   threads  every fixed sample x dtype, contiguous and transposed: 1 and 2
  *            threads give the same bits (output and, with grad, gradients);
- *   errors   every error case fails with its status and message fragment,
+ *   errors   every error case fails with its status and message fragment
+ *            and leaves its inputs unchanged,
  *            and a NULL in place of each input fails with LT_ERR_NULL and
  *            "<op>: argument ...";
  *   grad     (grad set) f64 lt_gradcheck of every sample with at most
@@ -51,6 +52,10 @@ enum {
   OI_LOG1P,    /* [-0.99, 6) */
   OI_TIES,     /* integers in [-3, 3): many ties (comparisons, maximum) */
   OI_BOOL,     /* bool (always, whatever the tested dtype), p = 0.5 */
+  /* Indices and class ids (never differentiable, whatever the tested dtype):
+   * integers uniform in [range[0], range[1]) of the input (oi_input.range). */
+  OI_INDEX,    /* i64 */
+  OI_INDEX32,  /* i32 */
   OI_DOMAIN_COUNT
 };
 
@@ -63,11 +68,13 @@ enum {
  * contiguous. */
 #define OI_HEAVY_NUMEL 4096
 
-/* One input: its shape and value domain. {2, {3, 4}, OI_ANY} */
+/* One input: its shape and value domain. {2, {3, 4}, OI_ANY};
+ * indices: {1, {5}, OI_INDEX, {0, 7}} (values in [0, 7)). */
 typedef struct oi_input {
   int ndim;
   int64_t shape[LT_MAX_DIMS];
   int domain;
+  int64_t range[2]; /* OI_INDEX, OI_INDEX32: [lo, hi) */
 } oi_input;
 
 /* A sample: inputs and the op's scalar arguments (meaning per entry). */
@@ -124,13 +131,16 @@ double oi_rand_unif(uint64_t *seed);
  * reference on the same (bf16) inputs with OI_TOL_BF16. */
 #define OI_BF16 (1u << LT_DTYPE_BF16)
 #define OI_NUMERIC (OI_FLOAT | OI_I32 | OI_I64)
+/* bool as a tested dtype (ops that only move values: index, cat, ...;
+ * inputs drawn as integers, nonzero is true); not the OI_BOOL domain. */
+#define OI_DT_BOOL (1u << LT_DTYPE_BOOL)
 
 struct opinfo {
   const char *name;   /* the op: its op-table name where it has one ("add") */
   const char *family; /* "elementwise", ...: the opinfo_<family>.inc it lives in */
   const char *op;     /* the name errors give, if not name ("maximum" for "maximum_ties") */
   int id;             /* entry-specific (an lt_unary_op, ...) */
-  oi_call_fn call;    /* NULL: values, threads and errors are tested in the old per-module file */
+  oi_call_fn call;
   oi_ref_fn ref;
   unsigned dtypes;    /* OI_* mask */
   int out;            /* the result's dtype: OI_OUT_* */

@@ -75,6 +75,7 @@ static double oi_first(const opinfo *e, const double *arg, const double *x) { re
 #include "opinfo_conv.inc"
 #include "opinfo_index.inc"
 #include "opinfo_nn.inc"
+#include "opinfo_attention.inc"
 
 #include "gradcases_view.inc"
 #include "gradcases_matmul.inc"
@@ -82,15 +83,13 @@ static double oi_first(const opinfo *e, const double *arg, const double *x) { re
 #include "gradcases_nn.inc"
 #include "gradcases_attention.inc"
 
-#include "opinfo_pending.inc"
-
 static const struct {
   const opinfo *v;
   int n;
 } tables[] = {
 #define OI_TABLE(t) {t, (int)(sizeof t / sizeof t[0])},
     OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_matmul)
-    OI_TABLE(opinfo_conv) OI_TABLE(opinfo_index) OI_TABLE(opinfo_nn) OI_TABLE(opinfo_pending)
+    OI_TABLE(opinfo_conv) OI_TABLE(opinfo_index) OI_TABLE(opinfo_nn) OI_TABLE(opinfo_attention)
 #undef OI_TABLE
 };
 
@@ -151,7 +150,24 @@ static int fixed_samples(const opinfo *e) {
   while (e->samples && e->samples[n].label) n++;
   return n;
 }
-static int total_samples(const opinfo *e) { return fixed_samples(e) + (e->random ? e->nrandom : 0); }
+/* Sanitized builds (LT_OPS_QUICK, defined by tests/CMakeLists.txt with
+ * LT_SANITIZE) draw one in OI_QUICK_DIV of each entry's random samples (the
+ * first ones: the same inputs as in the full run), check values with all
+ * inputs in one layout (not each input alone), samples above OI_HEAVY_NUMEL
+ * contiguous and transposed only, and their threads contiguous only,
+ * gradchecks of the samples contiguous and transposed only, so
+ * that no test_ops ctest entry runs for minutes under ASan. Every fixed
+ * sample, dtype, layout, error case and hand-written gradcheck still runs. */
+#ifdef LT_OPS_QUICK
+enum { OI_QUICK_DIV = 8 };
+static const bool oi_quick = true;
+#else
+enum { OI_QUICK_DIV = 1 };
+static const bool oi_quick = false;
+#endif
+static int total_samples(const opinfo *e) {
+  return fixed_samples(e) + (e->random ? (e->nrandom + OI_QUICK_DIV - 1) / OI_QUICK_DIV : 0);
+}
 
 /* Sample si of e: a fixed one, or random sample si - fixed made in *buf. */
 static const oi_sample *sample_at(const opinfo *e, int si, oi_sample *buf) {
@@ -164,9 +180,12 @@ static const oi_sample *sample_at(const opinfo *e, int si, oi_sample *buf) {
   return buf;
 }
 
-/* One value of the domain: a float, or (ints) an integer. */
-static double draw(int domain, bool integer, uint64_t *s) {
+/* One value of input in's domain: a float, or (ints) an integer. */
+static double draw(const oi_input *in, bool integer, uint64_t *s) {
+  const int domain = in->domain;
   double u = unif(s), sign = unif(s) < 0.5 ? -1 : 1;
+  if (domain == OI_INDEX || domain == OI_INDEX32)
+    return (double)in->range[0] + floor(u * (double)(in->range[1] - in->range[0]));
   if (integer) {
     switch (domain) {
       case OI_POS: case OI_WIDE_POS: return 1 + floor(5 * u);
@@ -190,14 +209,18 @@ static double draw(int domain, bool integer, uint64_t *s) {
   return 0;
 }
 
-/* A new contiguous input: dtype dt (bool for OI_BOOL), values of its domain. */
+/* A new contiguous input: dtype dt (bool for OI_BOOL, i64/i32 for indices),
+ * values of its domain. */
 static lt_tensor *make_input(const oi_input *in, lt_dtype dt, uint64_t seed) {
-  lt_dtype t = in->domain == OI_BOOL ? LT_DTYPE_BOOL : dt;
+  lt_dtype t = in->domain == OI_BOOL ? LT_DTYPE_BOOL
+               : in->domain == OI_INDEX ? LT_DTYPE_I64
+               : in->domain == OI_INDEX32 ? LT_DTYPE_I32
+                                          : dt;
   int64_t n = 1;
   for (int i = 0; i < in->ndim; i++) n *= in->shape[i];
   double *v = malloc(sizeof(double) * (size_t)(n ? n : 1));
   ck_assert(v);
-  for (int64_t i = 0; i < n; i++) v[i] = draw(in->domain, !lt_dtype_is_floating(t), &seed);
+  for (int64_t i = 0; i < n; i++) v[i] = draw(in, !lt_dtype_is_floating(t), &seed);
   lt_tensor *x = lt_test_from_f64(t, in->ndim, in->shape, v);
   free(v);
   return x;
@@ -302,24 +325,30 @@ static int check_values(const opinfo *e) {
         /* big samples (there for the threaded paths): each layout once for
          * all inputs, and integers contiguous only */
         if (heavy && v > 0 && (exact || !all_same(lays[v], s->nin))) continue;
+        /* quick (sanitized) runs: all inputs in one layout; heavy samples
+         * contiguous and transposed only */
+        if (oi_quick && v > 0 && (!all_same(lays[v], s->nin) || (heavy && lays[v][0] != LT_TEST_TRANSPOSED)))
+          continue;
         lt_tensor *in[OI_MAX_IN] = {0}, *in64[OI_MAX_IN] = {0};
         if (!make_inputs(e, si, s, (lt_dtype)dt, lays[v], in)) continue;
         char what[512];
         describe(what, sizeof what, e, si, s, (lt_dtype)dt, lays[v]);
+        for (int k = 0; k < s->nin; k++) {
+          lt_tensor *c = LT_NN(lt_to_dtype(in[k], LT_DTYPE_F64));
+          in64[k] = LT_NN(lt_contiguous(c));
+          lt_tensor_free(c);
+        }
         lt_clear_error();
         lt_tensor *out = e->call(e, s->arg, in);
         ck_assert_msg(out, "%s: failed: %s: %s", what, lt_status_name(lt_last_status()), lt_last_error());
+        for (int k = 0; k < s->nin; k++) /* the op left its inputs unchanged */
+          lt_test_assert_close(in[k], in64[k], 0, 0, what, "its input before the call", __FILE__, __LINE__);
         lt_dtype want = e->out == OI_OUT_ARG0 ? (lt_dtype)s->arg[0]
                         : e->out == OI_OUT_BOOL ? LT_DTYPE_BOOL
                         : e->out == OI_OUT_I64 || (e->out == OI_OUT_SUM && exact) ? LT_DTYPE_I64
                                                                                     : (lt_dtype)dt;
         ck_assert_msg(out->dtype == want, "%s: result is %s, expected %s", what, lt_dtype_name(out->dtype),
                       lt_dtype_name(want));
-        for (int k = 0; k < s->nin; k++) {
-          lt_tensor *c = LT_NN(lt_to_dtype(in[k], LT_DTYPE_F64));
-          in64[k] = LT_NN(lt_contiguous(c));
-          lt_tensor_free(c);
-        }
         lt_tensor *ref = e->ref(e, s, in64);
         lt_test_assert_close(out, ref, exact ? 0 : tol[0], exact ? 0 : tol[1], what, "the reference",
                              __FILE__, __LINE__);
@@ -390,7 +419,7 @@ static int check_threads(const opinfo *e) {
     for (int k = 0; k < OI_MAX_IN; k++) lays[0][k] = LT_TEST_CONTIGUOUS, lays[1][k] = LT_TEST_TRANSPOSED;
     for (int dt = 0; dt < LT_DTYPE_COUNT; dt++) {
       if (!(e->dtypes & (1u << dt))) continue;
-      for (int v = 0; v < 2; v++) {
+      for (int v = 0; v < (oi_quick && sample_numel(s) > OI_HEAVY_NUMEL ? 1 : 2); v++) {
         lt_tensor *probe[OI_MAX_IN] = {0};
         if (!make_inputs(e, si, s, (lt_dtype)dt, lays[v], probe)) continue;
         free_inputs(s->nin, probe);
@@ -411,13 +440,19 @@ static int check_errors(const opinfo *e) {
   int runs = 0;
   for (int i = 0; e->errors && e->errors[i].label; i++) {
     const oi_error *c = &e->errors[i];
-    lt_tensor *in[OI_MAX_IN] = {0};
-    for (int k = 0; k < c->nin; k++) in[k] = make_input(&c->in[k], c->dtype[k], seed_of(e, 1000 + i, k));
+    lt_tensor *in[OI_MAX_IN] = {0}, *before[OI_MAX_IN] = {0};
+    for (int k = 0; k < c->nin; k++) {
+      in[k] = make_input(&c->in[k], c->dtype[k], seed_of(e, 1000 + i, k));
+      before[k] = LT_NN(lt_clone(in[k]));
+    }
     char what[256];
     snprintf(what, sizeof what, "%s error case %s", e->name, c->label);
     lt_clear_error();
     lt_test_expect_null_err(e->call(e, c->arg, in), c->status, c->fragment, what, __FILE__, __LINE__);
+    /* a failed call changes nothing */
+    for (int k = 0; k < c->nin; k++) lt_test_assert_same_bits(in[k], before[k], what, "its input before", __FILE__, __LINE__);
     free_inputs(c->nin, in);
+    free_inputs(c->nin, before);
     runs++;
   }
   /* NULL in place of each input of the first sample */
@@ -456,12 +491,12 @@ static bool gradable(const oi_sample *s) { return !s->no_grad && sample_numel(s)
 
 static int check_grad(const opinfo *e, lt_generator *g) {
   int runs = 0;
-  for (int si = 0; e->grad && si < total_samples(e); si++) {
+  for (int si = 0; e->grad && e->call && si < total_samples(e); si++) {
     oi_sample buf;
     const oi_sample *s = sample_at(e, si, &buf);
     if (!gradable(s)) continue;
     /* expanded leaves alias their elements: central differences do not apply */
-    for (int l = LT_TEST_CONTIGUOUS; l < LT_TEST_EXPANDED; l++) {
+    for (int l = LT_TEST_CONTIGUOUS; l < (oi_quick ? LT_TEST_SLICED : LT_TEST_EXPANDED); l++) {
       lt_test_layout lay[OI_MAX_IN] = {(lt_test_layout)l, (lt_test_layout)l, (lt_test_layout)l, (lt_test_layout)l};
       lt_tensor *in[OI_MAX_IN] = {0}, *leaves[OI_MAX_IN] = {0};
       if (!make_inputs(e, si, s, LT_DTYPE_F64, lay, in)) continue;
@@ -509,7 +544,6 @@ static double now_s(void) {
  * (the profile of the runner: which entries dominate). */
 static void check_entry(int i, int t) {
   const opinfo *e = entries[i];
-  if (!e->call && t != T_GRAD) return;
   const double t0 = now_s();
   lt_generator *g = lt_generator_new(0x5eed0000u + (uint64_t)(i * T_COUNT + t));
   ck_assert(g);
@@ -529,8 +563,8 @@ static void check_entry(int i, int t) {
   fflush(stdout);
 }
 
-/* The Check test cases: "grad" (every entry), and "<technique>_<family>" for
- * values, threads and errors of the entries of one family, so that ctest runs
+/* The Check test cases: "coverage", and "<technique>_<family>" for values,
+ * threads, errors and grad of the entries of one family, so that ctest runs
  * them as separate tests, side by side with -j (tests/CMakeLists.txt selects
  * each with CK_RUN_CASE; LT_OPS_FAMILIES lists the families it registers). One
  * Check loop test per entry: _i indexes by_family, the entries with a call
@@ -539,13 +573,26 @@ static void check_entry(int i, int t) {
 #error "LT_OPS_FAMILIES (the families tests/CMakeLists.txt registers, space-separated) must be defined by the build"
 #endif
 static int by_family[1024];
-START_TEST(test_values) { check_entry(by_family[_i], T_VALUES); }
+/* LT_OPS_PART=k/n (1 <= k <= n; tests/CMakeLists.txt sets it): this process
+ * checks the entries _i with _i % n == k - 1 of each test case only, so that
+ * a long case runs as n ctest tests side by side. Unset: every entry. */
+static int part_k, part_n = 1;
+static bool in_part(int i) { return i % part_n == part_k; }
+START_TEST(test_values) {
+  if (in_part(_i)) check_entry(by_family[_i], T_VALUES);
+}
 END_TEST
-START_TEST(test_threads) { check_entry(by_family[_i], T_THREADS); }
+START_TEST(test_threads) {
+  if (in_part(_i)) check_entry(by_family[_i], T_THREADS);
+}
 END_TEST
-START_TEST(test_errors) { check_entry(by_family[_i], T_ERRORS); }
+START_TEST(test_errors) {
+  if (in_part(_i)) check_entry(by_family[_i], T_ERRORS);
+}
 END_TEST
-START_TEST(test_grad) { check_entry(_i, T_GRAD); }
+START_TEST(test_grad) {
+  if (in_part(_i)) check_entry(by_family[_i], T_GRAD);
+}
 END_TEST
 
 /* Is family one of LT_OPS_FAMILIES? */
@@ -586,7 +633,7 @@ static void append(char *buf, size_t size, const char *text) {
 
 START_TEST(test_coverage) {
   char unregistered[512] = "", missing[4096] = "", nograd[4096] = "", few[4096] = "", unknown[4096] = "", dup[4096] = "", bad[4096] = "";
-  int nbw = 0, pending = 0;
+  int nbw = 0;
   for (int op = 0; op < LT__OP_COUNT; op++) {
     const lt__op_def *d = &lt__ops[op];
     ck_assert_msg(d->name != NULL, "op table entry %d has no name", op);
@@ -611,25 +658,22 @@ START_TEST(test_coverage) {
     const opinfo *e = entries[i];
     for (int j = 0; j < i; j++)
       if (strcmp(entries[j]->name, e->name) == 0) append(dup, sizeof dup, e->name);
-    if (!e->call) {
-      pending++;
+    if (!e->call || !e->ref || !e->dtypes || !e->samples || !e->samples[0].label) {
+      append(bad, sizeof bad, e->name);
       continue;
     }
     if (!family_registered(e->family) && !strstr(unregistered, e->family))
       append(unregistered, sizeof unregistered, e->family);
-    if (!e->ref || !e->dtypes || !e->samples || !e->samples[0].label)
-      append(bad, sizeof bad, e->name);
   }
-  printf("opinfo: %d entries (%d with values in the runner, %d still tested in the per-module files), "
-         "%d ops in the op table, %d with a backward, %d hand-written gradcheck cases\n",
-         nentries, nentries - pending, pending, (int)LT__OP_COUNT, nbw, NGRADCASES);
+  printf("opinfo: %d entries, %d ops in the op table, %d with a backward, %d hand-written gradcheck cases\n",
+         nentries, (int)LT__OP_COUNT, nbw, NGRADCASES);
   if (few[0]) printf("opinfo: warning: ops with fewer than 3 gradient checks: %s\n", few);
   fflush(stdout);
   ck_assert_msg(!missing[0], "ops of the op table without an opinfo entry: %s", missing);
   ck_assert_msg(!nograd[0], "ops with a backward but no gradient check (samples or gradcases): %s", nograd);
   ck_assert_msg(!unknown[0], "gradcheck cases naming ops without an entry: %s", unknown);
   ck_assert_msg(!dup[0], "entries named twice: %s", dup);
-  ck_assert_msg(!bad[0], "entries with a call but no reference, dtypes or samples: %s", bad);
+  ck_assert_msg(!bad[0], "entries without a call, reference, dtypes or samples: %s", bad);
   ck_assert_msg(!unregistered[0], "families with runner entries that tests/CMakeLists.txt does not register as "
                 "test_ops_<technique>_<family> tests (LT_OPS_FAMILIES \"%s\"): %s", LT_OPS_FAMILIES, unregistered);
 }
@@ -637,12 +681,14 @@ END_TEST
 
 int main(void) {
   collect_entries();
+  const char *part = getenv("LT_OPS_PART");
+  if (part && (sscanf(part, "%d/%d", &part_k, &part_n) != 2 || part_n < 1 || part_k < 1 || part_k > part_n)) {
+    fprintf(stderr, "test_ops: LT_OPS_PART is '%s': want k/n with 1 <= k <= n\n", part);
+    return 1;
+  }
+  part_k = part ? part_k - 1 : 0;
   Suite *s = suite_create("ops");
   LT_TEST_CASE(s, "coverage", 0, test_coverage);
-  TCase *grad = tcase_create("grad");
-  tcase_set_timeout(grad, 600);
-  tcase_add_loop_test(grad, test_grad, 0, nentries);
-  suite_add_tcase(s, grad);
   /* by_family: the entries with a call, family by family; fam_start[k] to
    * fam_start[k + 1] is family k's range. */
   enum { MAX_FAM = 16 };
@@ -668,9 +714,9 @@ int main(void) {
       if (entries[i]->call && strcmp(entries[i]->family, fams[k]) == 0) by_family[n++] = i;
   }
   fam_start[nfam] = n;
-  const TTest *const per_technique[T_GRAD] = {test_values, test_threads, test_errors};
-  static char names[T_GRAD][MAX_FAM][64];
-  for (int t = 0; t < T_GRAD; t++)
+  const TTest *const per_technique[T_COUNT] = {test_values, test_threads, test_errors, test_grad};
+  static char names[T_COUNT][MAX_FAM][64];
+  for (int t = 0; t < T_COUNT; t++)
     for (int k = 0; k < nfam; k++) {
       snprintf(names[t][k], sizeof names[t][k], "%s_%s", technique[t], fams[k]);
       TCase *tc = tcase_create(names[t][k]);
