@@ -22,6 +22,7 @@
 #include "autograd/autograd.h"
 #include "nn/nn.h"
 #include "nn/conv.h"
+#include "nn/lstm.h"
 #include "generate/generate.h"
 #include "datasets/datasets.h"
 #include "checkpoint/checkpoint.h"
