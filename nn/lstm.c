@@ -39,40 +39,57 @@
 /* Fused cell kernels (one row b of B, all H units)                          */
 /* ======================================================================== */
 
+/* Each kernel is compiled for AVX-512, AVX2 and the baseline, chosen at
+ * load time (as nn/loss.c's and nn/optim.c's): the baseline alone would run
+ * the vectorised exp/tanh 4 wide without FMA. */
+#define LSTM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+
 /* Forward of one row: G [4H] pre-activations in, activations out; cp the
- * previous cell (NULL: zeros); h, c [H] out. */
-#define LSTM_CELL_FWD(NAME, TY, SIG, TANH)                                                  \
-  static void NAME(TY *restrict G, const TY *restrict cp, TY *restrict h, TY *restrict c, \
-                   int64_t H) {                                                             \
-    _Pragma("omp simd") for (int64_t j = 0; j < H; j++) {                                   \
-      const TY i = SIG(G[j]), f = SIG(G[H + j]), g = TANH(G[2 * H + j]), o = SIG(G[3 * H + j]); \
-      const TY cn = (cp ? f * cp[j] : (TY)0) + i * g;                                       \
-      G[j] = i, G[H + j] = f, G[2 * H + j] = g, G[3 * H + j] = o;                           \
-      c[j] = cn;                                                                            \
-      h[j] = o * TANH(cn);                                                                  \
-    }                                                                                       \
+ * previous cell (NULL: zeros, a loop of its own so that neither has a
+ * branch); h, c [H] out. */
+#define LSTM_CELL_BODY(TY, SIG, TANH, CPJ)                                                      \
+  _Pragma("omp simd") for (int64_t j = 0; j < H; j++) {                                         \
+    const TY i = SIG(G[j]), f = SIG(G[H + j]), g = TANH(G[2 * H + j]), o = SIG(G[3 * H + j]); \
+    const TY cn = f * (CPJ) + i * g;                                                            \
+    G[j] = i, G[H + j] = f, G[2 * H + j] = g, G[3 * H + j] = o;                                 \
+    c[j] = cn;                                                                                  \
+    h[j] = o * TANH(cn);                                                                        \
+  }
+#define LSTM_CELL_FWD(NAME, TY, SIG, TANH)                                                                  \
+  LSTM_CLONES static void NAME(TY *restrict G, const TY *restrict cp, TY *restrict h, TY *restrict c,      \
+                               int64_t H) {                                                                 \
+    if (cp) {                                                                                               \
+      LSTM_CELL_BODY(TY, SIG, TANH, cp[j])                                                                  \
+    } else {                                                                                                \
+      LSTM_CELL_BODY(TY, SIG, TANH, (TY)0)                                                                  \
+    }                                                                                                       \
   }
 
 /* Backward of one row: G [4H] activations, c [H] this step's cell, cp the
- * previous one (NULL: zeros); gh, gc [H] the output gradients of this step
- * (NULL: none); dh, dc [H] the carries from step t+1, dc updated to the
- * carry into step t-1; dG [4H] out (dh is read only: the caller recomputes
- * it from dG). */
-#define LSTM_CELL_BWD(NAME, TY, TANH)                                                                  \
-  static void NAME(const TY *restrict G, const TY *restrict c, const TY *restrict cp,                \
-                   const TY *restrict gh, const TY *restrict gc, const TY *restrict dh,              \
-                   TY *restrict dc, TY *restrict dG, int64_t H) {                                    \
-    _Pragma("omp simd") for (int64_t j = 0; j < H; j++) {                                            \
-      const TY i = G[j], f = G[H + j], g = G[2 * H + j], o = G[3 * H + j];                           \
-      const TY tc = TANH(c[j]);                                                                      \
-      const TY dht = (gh ? gh[j] : (TY)0) + dh[j];                                                   \
-      const TY dct = (gc ? gc[j] : (TY)0) + dc[j] + dht * o * ((TY)1 - tc * tc);                     \
-      dG[j] = dct * g * i * ((TY)1 - i);                                                             \
-      dG[H + j] = (cp ? dct * cp[j] : (TY)0) * f * ((TY)1 - f);                                      \
-      dG[2 * H + j] = dct * i * ((TY)1 - g * g);                                                     \
-      dG[3 * H + j] = dht * tc * o * ((TY)1 - o);                                                    \
-      dc[j] = dct * f;                                                                               \
-    }                                                                                                \
+ * previous one (NULL: zeros); gh, gc [H] the output gradients of this step;
+ * dh, dc [H] the carries from step t+1, dc updated to the carry into step
+ * t-1; dG [4H] out (dh is read only: the caller recomputes it from dG). */
+#define LSTM_CELL_BWD_BODY(TY, TANH, CPJ)                                              \
+  _Pragma("omp simd") for (int64_t j = 0; j < H; j++) {                                \
+    const TY i = G[j], f = G[H + j], g = G[2 * H + j], o = G[3 * H + j];               \
+    const TY tc = TANH(c[j]);                                                          \
+    const TY dht = gh[j] + dh[j];                                                      \
+    const TY dct = gc[j] + dc[j] + dht * o * ((TY)1 - tc * tc);                        \
+    dG[j] = dct * g * i * ((TY)1 - i);                                                 \
+    dG[H + j] = dct * (CPJ) * f * ((TY)1 - f);                                         \
+    dG[2 * H + j] = dct * i * ((TY)1 - g * g);                                         \
+    dG[3 * H + j] = dht * tc * o * ((TY)1 - o);                                        \
+    dc[j] = dct * f;                                                                   \
+  }
+#define LSTM_CELL_BWD(NAME, TY, TANH)                                                                        \
+  LSTM_CLONES static void NAME(const TY *restrict G, const TY *restrict c, const TY *restrict cp,          \
+                               const TY *restrict gh, const TY *restrict gc, const TY *restrict dh,        \
+                               TY *restrict dc, TY *restrict dG, int64_t H) {                              \
+    if (cp) {                                                                                               \
+      LSTM_CELL_BWD_BODY(TY, TANH, cp[j])                                                                   \
+    } else {                                                                                                \
+      LSTM_CELL_BWD_BODY(TY, TANH, (TY)0)                                                                   \
+    }                                                                                                       \
   }
 
 static inline double sigmoid_d(double x) { return x >= 0 ? 1.0 / (1.0 + exp(-x)) : exp(x) / (1.0 + exp(x)); }
@@ -103,7 +120,7 @@ static void cell_bwd(lt_dtype dt, const char *G, const char *c, const char *cp, 
 #pragma omp parallel for schedule(static) if (B * H * 16 >= LT__PARALLEL_MIN)
   for (int64_t b = 0; b < B; b++) {
     const size_t o4 = (size_t)b * g4, oh = (size_t)b * hr;
-    const char *cpb = cp ? cp + oh : NULL, *ghb = gh ? gh + oh : NULL, *gcb = gc ? gc + oh : NULL;
+    const char *cpb = cp ? cp + oh : NULL, *ghb = gh + oh, *gcb = gc + oh;
     if (dt == LT_DTYPE_F32)
       cell_bwd_f32((const float *)(G + o4), (const float *)(c + oh), (const float *)cpb, (const float *)ghb,
                    (const float *)gcb, (const float *)(dh + oh), (float *)(dc + oh), (float *)(dG + o4), H);
