@@ -100,11 +100,13 @@ LSTM_CELL_BWD(cell_bwd_f32, float, lt__vtanhf)
 LSTM_CELL_BWD(cell_bwd_f64, double, tanh)
 
 /* The rows of one step, threaded over b when the step is large enough (each
- * row is independent: results do not depend on the thread count). */
+ * row is independent: results do not depend on the thread count). A row
+ * element costs about 16 times a copied element (5 exp-based functions), so
+ * the work passed to lt__threads_for is B * H * 16. */
 static void cell_fwd(lt_dtype dt, char *G, const char *cp, char *h, char *c, int64_t B, int64_t H) {
   const size_t es = lt_dtype_size(dt);
   const size_t g4 = (size_t)(4 * H) * es, hr = (size_t)H * es;
-#pragma omp parallel for schedule(static) if (B * H * 16 >= LT__PARALLEL_MIN)
+#pragma omp parallel for schedule(static) num_threads(lt__threads_for(B * H * 16, B))
   for (int64_t b = 0; b < B; b++) {
     char *Gb = G + (size_t)b * g4, *hb = h + (size_t)b * hr, *cb = c + (size_t)b * hr;
     const char *cpb = cp ? cp + (size_t)b * hr : NULL;
@@ -117,7 +119,7 @@ static void cell_bwd(lt_dtype dt, const char *G, const char *c, const char *cp, 
                      const char *dh, char *dc, char *dG, int64_t B, int64_t H) {
   const size_t es = lt_dtype_size(dt);
   const size_t g4 = (size_t)(4 * H) * es, hr = (size_t)H * es;
-#pragma omp parallel for schedule(static) if (B * H * 16 >= LT__PARALLEL_MIN)
+#pragma omp parallel for schedule(static) num_threads(lt__threads_for(B * H * 16, B))
   for (int64_t b = 0; b < B; b++) {
     const size_t o4 = (size_t)b * g4, oh = (size_t)b * hr;
     const char *cpb = cp ? cp + oh : NULL, *ghb = gh + oh, *gcb = gc + oh;
@@ -162,20 +164,6 @@ static lt_status check(const lt_tensor *xg, const lt_tensor *w, const lt_tensor 
   return LT_OK;
 }
 
-/* A contiguous copy not recorded for autograd (the node records the caller's tensor). */
-static lt_tensor *copy_untracked(const lt_tensor *x) {
-  const bool prev = lt_set_grad_enabled(false);
-  lt_tensor *c = lt_contiguous(x);
-  lt_set_grad_enabled(prev);
-  return c;
-}
-
-/* x itself if contiguous, else a contiguous copy into *tmp (NULL on failure). */
-static const lt_tensor *dense(const lt_tensor *x, lt_tensor **tmp) {
-  if (!x || lt_is_contiguous(x)) return x;
-  return *tmp = copy_untracked(x);
-}
-
 lt_tensor *lt_lstm_recurrence(const lt_tensor *xg, const lt_tensor *w_hh, const lt_tensor *h0, const lt_tensor *c0) {
   if (check(xg, w_hh, h0, c0) != LT_OK) return NULL;
   if (lt__ensure_init() != LT_OK) return NULL;
@@ -183,8 +171,10 @@ lt_tensor *lt_lstm_recurrence(const lt_tensor *xg, const lt_tensor *w_hh, const 
   const size_t es = lt_dtype_size(dt);
   const int64_t T = xg->shape[0], B = xg->shape[1], H = w_hh->shape[1], H4 = 4 * H;
   lt_tensor *tmp[4] = {0}, *G = NULL, *Y = NULL;
-  const lt_tensor *x = xg->stride[2] == 1 ? xg : (tmp[0] = copy_untracked(xg));
-  const lt_tensor *w = dense(w_hh, &tmp[1]), *h = dense(h0, &tmp[2]), *c = dense(c0, &tmp[3]);
+  /* xg is read row by row through its strides; the others as contiguous matrices. */
+  const lt_tensor *x = xg->stride[2] == 1 ? xg : lt__as_contig(xg, dt, &tmp[0]);
+  const lt_tensor *w = lt__as_contig(w_hh, dt, &tmp[1]), *h = lt__as_contig(h0, dt, &tmp[2]),
+                  *c = lt__as_contig(c0, dt, &tmp[3]);
   if (!x || !w || (h0 && !h) || (c0 && !c)) goto fail;
   if (!(G = lt_empty(dt, 3, (const int64_t[]){T, B, H4}))) goto fail;
   if (!(Y = lt_empty(dt, 4, (const int64_t[]){2, T, B, H}))) goto fail;
@@ -239,12 +229,9 @@ lt_status lt__bw_lstm_recurrence(const lt_node *node, const lt_tensor *gout, lt_
   const lt_dtype dt = G->dtype;
   const size_t es = lt_dtype_size(dt);
   const int64_t T = G->shape[0], B = G->shape[1], H = w->shape[1], H4 = 4 * H;
-  const lt_tensor *g = gout;
-  if (g->dtype != dt || !lt_is_contiguous(g)) {
-    g = lt_to_dtype(gout, dt);
-    if (g && !lt_is_contiguous(g)) g = lt_contiguous(g);
-    if (!g) return lt_last_status();
-  }
+  lt_tensor *gtmp = NULL; /* in the engine's scope, as every temporary here */
+  const lt_tensor *g = lt__as_contig(gout, dt, &gtmp);
+  if (!g) return lt_last_status();
   lt_tensor *dG = lt_empty(dt, 3, G->shape);
   lt_tensor *dh = lt_zeros(dt, 2, (const int64_t[]){B, H}), *dc = lt_zeros(dt, 2, (const int64_t[]){B, H});
   if (!dG || !dh || !dc) return lt_last_status();
