@@ -3,12 +3,16 @@
  * directly, f32, on the shapes a Transformer uses. Prints a Markdown table
  * (docs/gemm.md keeps the latest one) with the ratio lt/raw per row.
  *
- * Usage: bench_gemm [--quick] [--switch] [--dtype f32|bf16] [threads ...]   (default threads: 1 2)
+ * Usage: bench_gemm [--quick] [--switch] [--small] [--dtype f32|bf16] [threads ...]   (default threads: 1 2)
  *   --quick   fewer repeats (a smoke run)
  *   --dtype bf16  instead of lt vs raw BLIS, time lt_matmul three ways in the
  *             same run: f32 (BLIS), bf16 operands (oneDNN, bf16 out) and f32
  *             under autocast (bf16 copies made per call, f32 out), with the
  *             ratios to f32 (docs/mixed-precision.md keeps the table)
+ *   --small   instead, the small and batched products of a ViT and a CNN
+ *             (issue 18) and a few Transformer ones, by engine: BLIS (the
+ *             path before), the panel kernel, oneDNN's f32 matmul (batched,
+ *             one call) and the shipped rule (docs/gemm.md, "Small products")
  *   --switch  also time batched products both ways (one product per thread,
  *             or one after another with BLIS threads) to place the switch
  *             point lt__matmul_batch_par_max
@@ -32,7 +36,10 @@
 #include <unistd.h>
 
 #include "libtensor.h"
+#include "tensor/blas_internal.h"
 #include "tensor/matmul_internal.h"
+
+#include <oneapi/dnnl/dnnl.h>
 
 static double now(void) {
   struct timespec ts;
@@ -302,17 +309,180 @@ static void switch_sweep(bool quick) {
   }
 }
 
+/* ---- --small: engines for small and batched products ---------------------- */
+
+/* The ViT's and the CNN's products (issue 18) and a few of the Transformer
+ * benchmark's, each timed with every engine in the same run:
+ * - blis: lt_matmul with the small-product engine off (LT_GEMM_SMALL=0: BLIS,
+ *   the skinny kernels, one BLIS call per batch entry), the path before;
+ * - panel: lt_matmul with the panel kernel forced wherever it can run;
+ * - dnnl: oneDNN's f32 matmul primitive, made once per row (batch dims as one
+ *   3-d primitive, one call for the whole batch, oneDNN's threads);
+ * - auto: lt_matmul as shipped (the rule in tensor/blas.c). */
+static const row small_rows[] = {
+    {"ViT q·k^T [512,17,16]·[512,17,16]^T", 512, 17, 17, 16, false, true},
+    {"ViT p·v [512,17,17]·[512,17,16]", 512, 17, 16, 17, false, false},
+    {"ViT bwd dP = dO·V^T [512,17,16]·[512,17,16]^T", 512, 17, 17, 16, false, true},
+    {"ViT bwd dV = P^T·dO [512,17,17]^T·[512,17,16]", 512, 17, 16, 17, true, false},
+    {"ViT bwd dK = dS^T·Q [512,17,17]^T·[512,17,16]", 512, 17, 16, 17, true, false},
+    {"ViT Linear [2176,64]·[64,64]^T", 0, 2176, 64, 64, false, true},
+    {"ViT Linear [2176,64]·[128,64]^T", 0, 2176, 128, 64, false, true},
+    {"ViT Linear [2176,64]·[192,64]^T", 0, 2176, 192, 64, false, true},
+    {"ViT Linear [2176,128]·[64,128]^T", 0, 2176, 64, 128, false, true},
+    {"ViT Linear bwd dX [2176,64]·[64,64]", 0, 2176, 64, 64, false, false},
+    {"ViT Linear bwd dX [2176,128]·[128,64]", 0, 2176, 64, 128, false, false},
+    {"ViT Linear bwd dX [2176,192]·[192,64]", 0, 2176, 64, 192, false, false},
+    {"ViT Linear bwd dW [2176,64]^T·[2176,64]", 0, 64, 64, 2176, true, false},
+    {"ViT Linear bwd dW [2176,128]^T·[2176,64]", 0, 128, 64, 2176, true, false},
+    {"ViT Linear bwd dW [2176,192]^T·[2176,64]", 0, 192, 64, 2176, true, false},
+    {"CNN conv1 im2col [100352,9]·[9,16]", 0, 100352, 16, 9, false, false},
+    {"CNN conv2 im2col [25088,144]·[144,32]", 0, 25088, 32, 144, false, false},
+    {"CNN conv2 bwd dcol [25088,32]·[144,32]^T", 0, 25088, 144, 32, false, true},
+    {"CNN conv2 bwd dW [25088,144]^T·[25088,32]", 0, 144, 32, 25088, true, false},
+    {"CNN FC [128,1568]·[128,1568]^T", 0, 128, 128, 1568, false, true},
+    {"CNN FC bwd dX [128,128]·[128,1568]", 0, 128, 1568, 128, false, false},
+    {"Transformer q·k^T [64,128,64]·[64,128,64]^T", 64, 128, 128, 64, false, true},
+    {"Transformer p·v [64,128,128]·[64,128,64]", 64, 128, 64, 128, false, false},
+    {"Transformer Linear [4096,512]·[2048,512]^T", 0, 4096, 2048, 512, false, true},
+    {"Transformer Linear [4096,512]·[512,512]^T", 0, 4096, 512, 512, false, true},
+    {"Transformer bwd dW [4096,512]^T·[4096,512]", 0, 512, 512, 4096, true, false},
+};
+
+/* A oneDNN f32 matmul primitive for a row, with the operands' own strides. */
+typedef struct {
+  dnnl_engine_t eng;
+  dnnl_stream_t stream;
+  dnnl_primitive_t prim;
+  dnnl_memory_t mem[3];
+  void *scratch;
+} dnnl_row;
+
+static void dnnl_make(const row *r, const operands *o, dnnl_row *d) {
+  const int nd = r->nb ? 3 : 2;
+  const int64_t nb = r->nb ? r->nb : 1;
+  dnnl_memory_desc_t md[3];
+  dnnl_dims_t da = {nb, r->m, r->k}, db = {nb, r->k, r->n}, dc = {nb, r->m, r->n};
+  dnnl_dims_t sa = {o->bsa, o->rsa, o->csa}, sb = {o->bsb, o->rsb, o->csb}, sc = {r->m * r->n, r->n, 1};
+  const int off = r->nb ? 0 : 1;
+  memset(d, 0, sizeof *d);
+  if (dnnl_engine_create(&d->eng, dnnl_cpu, 0) || dnnl_stream_create(&d->stream, d->eng, dnnl_stream_default_flags) ||
+      dnnl_memory_desc_init_by_strides(&md[0], nd, da + off, dnnl_f32, sa + off) ||
+      dnnl_memory_desc_init_by_strides(&md[1], nd, db + off, dnnl_f32, sb + off) ||
+      dnnl_memory_desc_init_by_strides(&md[2], nd, dc + off, dnnl_f32, sc + off)) {
+    fprintf(stderr, "bench_gemm: oneDNN setup failed\n");
+    exit(1);
+  }
+  dnnl_matmul_desc_t desc;
+  dnnl_primitive_desc_t pd;
+  if (dnnl_matmul_desc_init(&desc, &md[0], &md[1], NULL, &md[2]) ||
+      dnnl_primitive_desc_create(&pd, &desc, NULL, d->eng, NULL) || dnnl_primitive_create(&d->prim, pd)) {
+    fprintf(stderr, "bench_gemm: oneDNN f32 matmul primitive failed\n");
+    exit(1);
+  }
+  dnnl_primitive_desc_destroy(pd);
+  void *h[3] = {o->a->data, o->b->data, o->c};
+  for (int i = 0; i < 3; i++)
+    if (dnnl_memory_create(&d->mem[i], &md[i], d->eng, h[i])) {
+      fprintf(stderr, "bench_gemm: oneDNN memory failed\n");
+      exit(1);
+    }
+}
+
+static void dnnl_run(const dnnl_row *d) {
+  dnnl_exec_arg_t args[3] = {{DNNL_ARG_SRC, d->mem[0]}, {DNNL_ARG_WEIGHTS, d->mem[1]}, {DNNL_ARG_DST, d->mem[2]}};
+  if (dnnl_primitive_execute(d->prim, d->stream, 3, args) || dnnl_stream_wait(d->stream)) {
+    fprintf(stderr, "bench_gemm: oneDNN execute failed\n");
+    exit(1);
+  }
+}
+
+static void dnnl_unmake(dnnl_row *d) {
+  for (int i = 0; i < 3; i++) dnnl_memory_destroy(d->mem[i]);
+  dnnl_primitive_destroy(d->prim);
+  dnnl_stream_destroy(d->stream);
+  dnnl_engine_destroy(d->eng);
+}
+
+#define N_ENG 4
+static const char *const eng_names[N_ENG] = {"blis", "panel", "dnnl", "auto"};
+
+static void run_eng(const operands *o, const dnnl_row *d, int e) {
+  if (e == 2) {
+    dnnl_run(d);
+    return;
+  }
+  int prev = lt__blas_set_small(e == 0 ? 0 : e == 1 ? 2 : 1);
+  run_lt(o);
+  lt__blas_set_small(prev);
+}
+
+static void small_table(bool quick) {
+  printf("\n### Small and batched f32 products, %d thread%s, GFLOP/s by engine\n\n", lt_get_num_threads(),
+         lt_get_num_threads() > 1 ? "s" : "");
+  printf("| shape | blis (before) | panel | oneDNN | auto (shipped) | auto/blis | max err auto |\n"
+         "|---|---:|---:|---:|---:|---:|---:|\n");
+  fflush(stdout);
+  for (size_t i = 0; i < sizeof small_rows / sizeof *small_rows; i++) {
+    const row *r = &small_rows[i];
+    operands o;
+    make(r, &o);
+    dnnl_row d;
+    dnnl_make(r, &o, &d);
+    /* the shipped path against the reference on a few entries */
+    lt_tensor *c = lt_matmul(o.a, o.b), *ref = NULL;
+    double err = 0;
+    if (!c) die("lt_matmul");
+    if (r->m * r->n * r->k <= (int64_t)1 << 24) {
+      ref = lt__matmul_ref(o.a, o.b);
+      if (!ref) die("lt__matmul_ref");
+      const float *x = c->data, *y = ref->data;
+      for (int64_t j = 0; j < c->numel; j++) {
+        double e = x[j] > y[j] ? x[j] - y[j] : y[j] - x[j];
+        if (e > err) err = e;
+      }
+    }
+    lt_tensor_free(c);
+    lt_tensor_free(ref);
+    double t0 = now();
+    for (int e = 0; e < N_ENG; e++) run_eng(&o, &d, e), run_eng(&o, &d, e); /* warm-up */
+    double once = (now() - t0) / (2 * N_ENG);
+    int reps = once > 0 ? (int)((quick ? 0.2 : 1.0) / (N_ENG * once)) : 50;
+    if (reps < (quick ? 2 : 5)) reps = quick ? 2 : 5;
+    if (reps > 300) reps = 300;
+    double best[N_ENG];
+    for (int e = 0; e < N_ENG; e++) best[e] = 1e30;
+    for (int rep = 0; rep < reps; rep++)
+      for (int j = 0; j < N_ENG; j++) {
+        const int e = (rep + j) % N_ENG;
+        double a = now();
+        run_eng(&o, &d, e);
+        double t = now() - a;
+        if (t < best[e]) best[e] = t;
+      }
+    double fl = 2.0 * (double)((r->nb ? r->nb : 1) * r->m * r->n * r->k);
+    printf("| %s | %.1f | %.1f | %.1f | %.1f | %.2f |", r->name, fl / best[0] * 1e-9, fl / best[1] * 1e-9,
+           fl / best[2] * 1e-9, fl / best[3] * 1e-9, best[0] / best[3]);
+    if (ref || err > 0) printf(" %.1e |\n", err);
+    else printf(" - |\n");
+    fflush(stdout);
+    dnnl_unmake(&d);
+    unmake(&o);
+  }
+  (void)eng_names;
+}
+
 int main(int argc, char **argv) {
-  bool quick = false, sweep = false, bf16 = false;
+  bool quick = false, sweep = false, bf16 = false, small = false;
   int threads[8], nthreads = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) quick = true;
     else if (!strcmp(argv[i], "--switch")) sweep = true;
+    else if (!strcmp(argv[i], "--small")) small = true;
     else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && (!strcmp(argv[i + 1], "bf16") || !strcmp(argv[i + 1], "f32")))
       bf16 = !strcmp(argv[++i], "bf16");
     else if (nthreads < 8 && atoi(argv[i]) > 0) threads[nthreads++] = atoi(argv[i]);
     else {
-      fprintf(stderr, "usage: %s [--quick] [--switch] [--dtype f32|bf16] [threads ...]\n", argv[0]);
+      fprintf(stderr, "usage: %s [--quick] [--switch] [--small] [--dtype f32|bf16] [threads ...]\n", argv[0]);
       return 2;
     }
   }
@@ -328,6 +498,11 @@ int main(int argc, char **argv) {
     if (lt_set_num_threads(threads[ti]) != LT_OK) die("lt_set_num_threads");
     bli_thread_set_num_threads(threads[ti]); /* raw calls use BLIS's global setting */
     cpu_mark m0 = mark();
+    if (small) {
+      small_table(quick);
+      print_others(m0);
+      continue;
+    }
     if (bf16) {
       lt_runtime_info info;
       if (lt_runtime_get_info(&info) != LT_OK) die("lt_runtime_get_info");

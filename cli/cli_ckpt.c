@@ -88,3 +88,5 @@ lt_status lt_cli_from_meta(const lt_cli *cli, void *values, unsigned skip, const
   }
   return LT_OK;
 }
+
+uint64_t lt_cli_memory_cap(int64_t mib) { return mib < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)mib << 20; }

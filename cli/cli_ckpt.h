@@ -40,6 +40,12 @@ lt_status lt_cli_to_meta(const lt_cli *cli, const void *values, unsigned skip, c
 lt_status lt_cli_from_meta(const lt_cli *cli, void *values, unsigned skip, const char *prefix, const lt_ckpt_meta *m,
                            const char *what);
 
+/* The programs' --max-memory rule, written once: the flag's value in MiB, -1
+ * (the default) for lt_ckpt_default_memory_cap(), 0 for no cap. Returns the
+ * cap in bytes, for lt_ckpt_load_opts.max_bytes. mib is range-checked by the
+ * option table (at most INT64_MAX >> 20), so the shift cannot overflow. */
+uint64_t lt_cli_memory_cap(int64_t mib);
+
 #ifdef __cplusplus
 }
 #endif

@@ -166,6 +166,14 @@ typedef struct prod {
   bool flag; /* gemm: split C's rows (else its columns); skinny: the dot kernel (else axpy) */
 } prod;
 
+/* The same product turned around, C^T = B^T A^T: A' = B^T, B' = A^T, m and
+ * n swapped, C's strides swapped. */
+static inline prod prod_t(prod p) {
+  const prod t = {p.dtype, p.n, p.m, p.k, p.alpha, p.beta, p.b, p.a, p.c,
+                  p.csb, p.rsb, p.csa, p.rsa, p.csc, p.rsc, p.flag};
+  return t;
+}
+
 /* Runs block(p, lo, len) over [0, dim) cut into at most nt blocks, each a
  * multiple of 96 long (of every kernel set's register tile) but the last, one
  * block per thread in one OpenMP region (a single block runs inline). The
@@ -384,6 +392,217 @@ static void skinny_block(const prod *p, int64_t lo, int64_t len) {
                  p->rsc, p->csc);
   }
 }
+
+/* ---- small products: the panel kernel (f32) ------------------------------ */
+
+/* Products whose B is small (k x n fits in L2 once packed) and whose k or n
+ * is too short for BLIS's 32x12 tiles and per-call setup to pay: the tiny
+ * batched products of attention ([17,16]x[16,17] with 512 of them per layer
+ * in a ViT, docs/gemm.md, "Small products") and the Linear layers of small
+ * models ([2176,64]x[64,128]). BLIS 0.9 costs there about as much in setup
+ * (control tree, memory-pool mutexes, packing) as in arithmetic.
+ *
+ * B is packed into panels of 64 columns (nv <= 4 vectors of 16, the last
+ * panel zero-padded to whole vectors), k rows each; A is read in place with
+ * any strides (one broadcast per element). A tile of mr rows x nv vectors of
+ * C keeps its sums in registers over the whole of k: every element of C is
+ * sum_p a[i,p] b[p,j], accumulated by FMA from zero in the order p = 0..k-1,
+ * then multiplied by alpha (and beta c added, as in the skinny kernels). That
+ * sequence depends on nothing but k, so any split of C over threads, and any
+ * tile a row lands in, gives the same bits. */
+#define SP_W 64 /* panel width in floats */
+
+SK_TARGET static inline __attribute__((always_inline)) void sp_tile(const int mr, const int nv, int64_t k,
+                                                                    const float *a, int64_t rsa, int64_t csa,
+                                                                    const float *bp, float alpha, float beta,
+                                                                    float *c, int64_t rsc, int64_t csc, int64_t w) {
+  __m512 acc[8][4];
+#pragma GCC unroll 8
+  for (int r = 0; r < mr; r++)
+#pragma GCC unroll 4
+    for (int q = 0; q < nv; q++) acc[r][q] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < k; p++) {
+    __m512 bv[4];
+#pragma GCC unroll 4
+    for (int q = 0; q < nv; q++) bv[q] = _mm512_load_ps(bp + p * nv * 16 + q * 16);
+#pragma GCC unroll 8
+    for (int r = 0; r < mr; r++) {
+      const __m512 av = _mm512_set1_ps(a[r * rsa + p * csa]);
+#pragma GCC unroll 4
+      for (int q = 0; q < nv; q++) acc[r][q] = _mm512_fmadd_ps(av, bv[q], acc[r][q]);
+    }
+  }
+  const __m512 al = _mm512_set1_ps(alpha), be = _mm512_set1_ps(beta);
+#pragma GCC unroll 8
+  for (int r = 0; r < mr; r++) {
+    float *pc = c + r * rsc;
+    if (csc == 1) {
+#pragma GCC unroll 4
+      for (int q = 0; q < nv; q++) {
+        const int64_t left = w - q * 16;
+        const __mmask16 mk = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+        __m512 v = _mm512_mul_ps(al, acc[r][q]);
+        if (beta != 0) v = _mm512_add_ps(v, _mm512_mul_ps(be, _mm512_maskz_loadu_ps(mk, pc + q * 16)));
+        _mm512_mask_storeu_ps(pc + q * 16, mk, v);
+      }
+    } else {
+      float out[SP_W];
+#pragma GCC unroll 4
+      for (int q = 0; q < nv; q++) _mm512_storeu_ps(out + q * 16, acc[r][q]);
+      for (int64_t j = 0; j < w; j++)
+        pc[j * csc] = beta == 0 ? alpha * out[j] : alpha * out[j] + beta * pc[j * csc];
+    }
+  }
+}
+
+/* Rows [i0, i1) of C against one packed panel of nv vectors (w columns):
+ * tiles of 8 rows (nv <= 2) or 6 rows (nv 3, 4: 18 and 24 accumulators),
+ * then the remaining rows as one shorter tile. */
+#define SP_ROWS(NV, MR)                                                                                         \
+  SK_TARGET static void sp_rows_##NV(int64_t i0, int64_t i1, int64_t k, const float *a, int64_t rsa,            \
+                                     int64_t csa, const float *bp, float alpha, float beta, float *c,          \
+                                     int64_t rsc, int64_t csc, int64_t w) {                                     \
+    int64_t i = i0;                                                                                             \
+    for (; i + MR <= i1; i += MR) sp_tile(MR, NV, k, a + i * rsa, rsa, csa, bp, alpha, beta, c + i * rsc, rsc, csc, w); \
+    const float *ai = a + i * rsa;                                                                              \
+    float *ci = c + i * rsc;                                                                                    \
+    switch (i1 - i) {                                                                                           \
+    case 7: sp_tile(7 < MR ? 7 : 1, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;              \
+    case 6: sp_tile(6 < MR ? 6 : 1, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;              \
+    case 5: sp_tile(5, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 4: sp_tile(4, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 3: sp_tile(3, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 2: sp_tile(2, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 1: sp_tile(1, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    default: break;                                                                                             \
+    }                                                                                                           \
+  }
+SP_ROWS(1, 8)
+SP_ROWS(2, 8)
+SP_ROWS(3, 6)
+SP_ROWS(4, 6)
+#undef SP_ROWS
+
+/* Per-thread packing buffer, grown as needed and kept for the thread's life
+ * (a training step packs the same sizes again and again). */
+static _Thread_local float *sp_buf;
+static _Thread_local size_t sp_cap;
+
+static float *sp_buffer(size_t floats) {
+  if (floats <= sp_cap) return sp_buf;
+  free(sp_buf);
+  const size_t bytes = (floats * sizeof(float) + 4095) & ~(size_t)4095;
+  sp_buf = aligned_alloc(64, bytes);
+  sp_cap = sp_buf ? bytes / sizeof(float) : 0;
+  return sp_buf;
+}
+
+/* One panel product: C (or, with k split, the partial sums of each chunk of
+ * k) from row blocks of SP_MB rows x panels x chunks, one task each. */
+#define SP_MB 96
+typedef struct sp_job {
+  int64_t m, n, kc, k;       /* kc: the chunk length (k when not split) */
+  int64_t nrb, np, nch;      /* row blocks, panels, chunks */
+  float alpha, beta;         /* of the tasks (1, 0 for partial sums) */
+  const float *a;            /* A [m, k] in place */
+  int64_t rsa, csa;
+  const float *bp;           /* packed B: chunk h, panel q at (h*np + q)*kc*SP_W */
+  float *c;                  /* C, or partials: chunk h at h*m*n, rows of n */
+  int64_t rsc, csc;
+} sp_job;
+
+static void sp_task(const sp_job *jb, int64_t t) {
+  const int64_t rb = t % jb->nrb, q = (t / jb->nrb) % jb->np, h = t / (jb->nrb * jb->np);
+  const int64_t i0 = rb * SP_MB, i1 = i0 + SP_MB < jb->m ? i0 + SP_MB : jb->m;
+  const int64_t j0 = q * SP_W, w = jb->n - j0 < SP_W ? jb->n - j0 : SP_W;
+  const int64_t p0 = h * jb->kc, kl = jb->k - p0 < jb->kc ? jb->k - p0 : jb->kc;
+  const float *bp = jb->bp + (h * jb->np + q) * jb->kc * SP_W, *a = jb->a + p0 * jb->csa;
+  float *c = jb->c + (jb->nch > 1 ? h * jb->m * jb->n : 0) + j0 * jb->csc;
+  const float al = jb->alpha, be = jb->beta;
+  switch ((w + 15) / 16) {
+  case 1: sp_rows_1(i0, i1, kl, a, jb->rsa, jb->csa, bp, al, be, c, jb->rsc, jb->csc, w); break;
+  case 2: sp_rows_2(i0, i1, kl, a, jb->rsa, jb->csa, bp, al, be, c, jb->rsc, jb->csc, w); break;
+  case 3: sp_rows_3(i0, i1, kl, a, jb->rsa, jb->csa, bp, al, be, c, jb->rsc, jb->csc, w); break;
+  default: sp_rows_4(i0, i1, kl, a, jb->rsa, jb->csa, bp, al, be, c, jb->rsc, jb->csc, w); break;
+  }
+}
+
+/* Packs B [k, w] (w <= 64, strides rsb, csb) into k rows of nv*16 floats,
+ * the lanes past w zero: masked vector loads when B's rows are contiguous,
+ * gathers otherwise (a transposed view, as K^T in Q K^T: element by element
+ * this packing cost as much as the product of a [17,16]x[16,17]). */
+SK_TARGET static void sp_pack(int64_t k, int64_t w, const float *b, int64_t rsb, int64_t csb, float *dst) {
+  const int nv = (int)((w + 15) / 16);
+  __mmask16 mk[4];
+  for (int q = 0; q < nv; q++) {
+    const int64_t left = w - q * 16;
+    mk[q] = left >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << left) - 1);
+  }
+  if (csb == 1) {
+    for (int64_t p = 0; p < k; p++)
+      for (int q = 0; q < nv; q++)
+        _mm512_store_ps(dst + (p * nv + q) * 16, _mm512_maskz_loadu_ps(mk[q], b + p * rsb + q * 16));
+  } else if (csb > 0 && csb <= ((int64_t)1 << 24)) { /* 64 csb fits the 32-bit gather indices */
+    const __m512i idx = _mm512_mullo_epi32(_mm512_set_epi32(15, 14, 13, 12, 11, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0),
+                                           _mm512_set1_epi32((int)csb));
+    for (int64_t p = 0; p < k; p++)
+      for (int q = 0; q < nv; q++)
+        _mm512_store_ps(dst + (p * nv + q) * 16,
+                        _mm512_mask_i32gather_ps(_mm512_setzero_ps(), mk[q], idx, b + p * rsb + q * 16 * csb, 4));
+  } else {
+    for (int64_t p = 0; p < k; p++)
+      for (int64_t j = 0; j < nv * 16; j++) dst[p * nv * 16 + j] = j < w ? b[p * rsb + j * csb] : 0.0f;
+  }
+}
+
+/* The chunks of k a long-k product is cut into. Fixed (never derived from
+ * the thread count), so the partial sums, and C, have the same bits on any
+ * number of threads. */
+#define SP_KC 256
+
+/* C = alpha A B + beta C (f32) with the panel kernel on nt threads, k in
+ * chunks of kc (kc == k: one chunk, C written directly). With several
+ * chunks, each chunk's product goes to its own [m, n] block of partial sums
+ * and C = alpha (P_0 + P_1 + ...) + beta C is summed in chunk order. False
+ * (nothing written) when the buffer cannot be had. */
+static bool gemm_panel(int64_t m, int64_t n, int64_t k, int64_t kc, float alpha, const float *a, int64_t rsa,
+                       int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t rsc,
+                       int64_t csc, int nt) {
+  const int64_t np = (n + SP_W - 1) / SP_W, nch = (k + kc - 1) / kc;
+  const int64_t packed = nch * np * kc * SP_W;
+  float *buf = sp_buffer((size_t)(packed + (nch > 1 ? nch * m * n : 0)));
+  if (!buf) return false;
+  for (int64_t h = 0; h < nch; h++)
+    for (int64_t q = 0; q < np; q++) { /* chunk h, panel q: kl rows of nv*16 floats */
+      const int64_t j0 = q * SP_W, w = n - j0 < SP_W ? n - j0 : SP_W;
+      const int64_t p0 = h * kc, kl = k - p0 < kc ? k - p0 : kc;
+      sp_pack(kl, w, b + p0 * rsb + j0 * csb, rsb, csb, buf + (h * np + q) * kc * SP_W);
+    }
+  const bool split = nch > 1;
+  const sp_job jb = {m, n, kc, k, (m + SP_MB - 1) / SP_MB, np, nch, split ? 1.0f : alpha, split ? 0.0f : beta,
+                     a, rsa, csa, buf, split ? buf + packed : c, split ? n : rsc, split ? 1 : csc};
+  const int64_t tasks = jb.nrb * np * nch;
+  const int use = tasks < nt ? (int)tasks : nt;
+  if (use <= 1) { /* no OpenMP region: its team costs more than a tiny product */
+    for (int64_t t = 0; t < tasks; t++) sp_task(&jb, t);
+  } else {
+#pragma omp parallel for schedule(static) num_threads(use)
+    for (int64_t t = 0; t < tasks; t++) sp_task(&jb, t);
+  }
+  if (split) {
+    const float *part = buf + packed;
+    const int ur = m >= 2 * nt ? nt : 1;
+#pragma omp parallel for schedule(static) num_threads(ur) if (ur > 1)
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        float s = part[i * n + j];
+        for (int64_t h = 1; h < nch; h++) s += part[h * m * n + i * n + j];
+        float *pc = c + i * rsc + j * csc;
+        *pc = beta == 0 ? alpha * s : alpha * s + beta * *pc;
+      }
+  }
+  return true;
+}
 #endif
 
 /* Where each kernel beats BLIS (measured on Zen 5, f32, docs/gemm.md): the
@@ -400,38 +619,86 @@ static void skinny_block(const prod *p, int64_t lo, int64_t len) {
  * (gemv takes one row or column). With nt > 1 threads the long side of C is
  * split in blocks of 96, one kernel call each; an element's operations do
  * not depend on where its block starts, so the bits do not depend on nt. */
-static bool gemm_skinny(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                        int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta, void *c,
-                        int64_t rsc, int64_t csc, int nt) {
+static bool gemm_skinny(prod p, int nt) {
 #ifdef LT__SK
-  if (!sk_available() || (dtype != LT_DTYPE_F32 && dtype != LT_DTYPE_F64)) return false;
-  if (n < m) { /* C^T = B^T A^T: the short side becomes m */
-    const void *t = a;
-    a = b;
-    b = t;
-    int64_t x = m;
-    m = n;
-    n = x;
-    x = rsa;
-    rsa = csb;
-    csb = x; /* A' = B^T: rsa' = csb, csa' = rsb */
-    x = csa;
-    csa = rsb;
-    rsb = x; /* B' = A^T: rsb' = csa, csb' = rsa */
-    x = rsc;
-    rsc = csc;
-    csc = x;
-  }
-  const bool dot = csa == 1 && rsb == 1 && k >= LT__SK_DOT_MIN_K &&
-                   (m <= LT__SK_DOT_MAX || (m <= LT__SK_DOT_MAX_SMALL_B && (double)k * (double)n <= 4194304.0));
-  const bool axpy = !dot && csb == 1 && m <= LT__SK_AXPY_MAX;
+  if (!sk_available() || (p.dtype != LT_DTYPE_F32 && p.dtype != LT_DTYPE_F64)) return false;
+  if (p.n < p.m) p = prod_t(p); /* the short side becomes m */
+  const bool dot = p.csa == 1 && p.rsb == 1 && p.k >= LT__SK_DOT_MIN_K &&
+                   (p.m <= LT__SK_DOT_MAX || (p.m <= LT__SK_DOT_MAX_SMALL_B && (double)p.k * (double)p.n <= 4194304.0));
+  const bool axpy = !dot && p.csb == 1 && p.m <= LT__SK_AXPY_MAX;
   if (!dot && !axpy) return false;
-  const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, dot};
-  run_blocks(&p, n, nt, skinny_block);
+  p.flag = dot;
+  run_blocks(&p, p.n, nt, skinny_block);
   return true;
 #else
-  (void)dtype, (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)rsa, (void)csa, (void)b, (void)rsb;
-  (void)csb, (void)beta, (void)c, (void)rsc, (void)csc, (void)nt;
+  (void)p, (void)nt;
+  return false;
+#endif
+}
+
+/* The small-product engine: 0 off (BLIS), 1 the measured rule below, 2 every
+ * f32 product the panel kernel can take (benchmarks). -1 until read from
+ * LT_GEMM_SMALL (default 1). */
+static int small_mode = -1;
+
+int lt__blas_set_small(int mode) {
+  int prev;
+#pragma omp atomic capture
+  {
+    prev = small_mode;
+    small_mode = mode;
+  }
+  return prev;
+}
+
+static int small_get(void) {
+  int v;
+#pragma omp atomic read
+  v = small_mode;
+  if (v < 0) {
+    const char *e = getenv("LT_GEMM_SMALL");
+    v = e && (*e == '0' || *e == '2') ? *e - '0' : 1;
+#pragma omp atomic write
+    small_mode = v;
+  }
+  return v;
+}
+
+/* Where the panel kernel beats BLIS (f32, measured on this project's Xeon,
+ * docs/gemm.md "Small products"): after orienting C so that n <= m, while
+ * the packed B (k x n rounded up to panels of 64) fits in half of L2, and
+ * the product is small or its short sides are. */
+#define LT__SP_MAX_B 65536 /* floats of packed B: 256 KiB */
+#define LT__SP_MAX_K 256
+#define LT__SP_MAX_N 256
+#define LT__SP_MIN_N 16 /* below, a vector is mostly padding: the skinny kernels */
+#define LT__SP_SPLIT_MAX_M 512     /* k split: C at most 512 x 256 */
+#define LT__SP_SPLIT_MAX_K 8192    /* and k at most 32 chunks: [144,25088]x[25088,32] is BLIS's (39 vs 31) */
+#define LT__SP_MAX_PARTIAL 4194304.0 /* floats of partial sums (16 MiB) */
+
+/* Computes C with the panel kernel and returns true, or returns false
+ * (nothing written) when the rule sends the product elsewhere. */
+static bool gemm_small(prod p, int nt) {
+#ifdef LT__SK
+  const int mode = small_get();
+  if (mode == 0 || p.dtype != LT_DTYPE_F32 || !sk_available()) return false;
+  if (p.n > p.m) p = prod_t(p); /* the short side becomes n, the packed one */
+  const int64_t m = p.m, n = p.n, k = p.k, npad = (n + SP_W - 1) / SP_W * SP_W;
+  /* A read down its columns a page or more apart (A^T of a wide matrix, as
+   * in [128,128]x[128,1568] turned around): a TLB miss per element, BLIS's
+   * packing wins (measured 145 against 122 GFLOP/s). */
+  if (mode == 1 && p.rsa == 1 && p.csa >= 1024) return false;
+  const bool whole =
+      k * npad <= LT__SP_MAX_B && (mode == 2 || (k <= LT__SP_MAX_K && n <= LT__SP_MAX_N && n >= LT__SP_MIN_N));
+  /* Long k, small C (a weight gradient X^T G): k in fixed chunks. */
+  const bool chunks = !whole && k > SP_KC && npad * SP_KC <= LT__SP_MAX_B &&
+                      (mode == 2 || (m <= LT__SP_SPLIT_MAX_M && n >= LT__SP_MIN_N && k <= LT__SP_SPLIT_MAX_K)) &&
+                      (double)m * (double)n * (double)((k + SP_KC - 1) / SP_KC) <= LT__SP_MAX_PARTIAL;
+  if (!whole && !chunks) return false;
+  return gemm_panel(m, n, k, whole ? k : SP_KC, (float)p.alpha, p.a, p.rsa, p.csa, p.b, p.rsb, p.csb, (float)p.beta,
+                    p.c, p.rsc, p.csc, nt);
+#else
+  (void)p, (void)nt;
   return false;
 #endif
 }
@@ -463,7 +730,8 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
     run_blocks(&p, m == 1 ? n : m, nt, gemv_block);
     return LT_OK;
   }
-  if (k > 0 && gemm_skinny(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, nt)) return LT_OK;
+  const prod pr = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, false};
+  if (k > 0 && (gemm_small(pr, nt) || gemm_skinny(pr, nt))) return LT_OK;
   if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off()) {
     const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, m >= n};
     run_blocks(&p, m >= n ? m : n, nt, gemm_block);

@@ -25,4 +25,10 @@ lt_status lt__blas_gemm_1t(lt_dtype dtype, int64_t m, int64_t n, int64_t k, doub
                            void *c, int64_t rsc, int64_t csc);
 void lt__blas_set_threads(int n);
 
+/* The engine for small f32 products (tensor/blas.c, docs/gemm.md "Small
+ * products"): 0 BLIS (as before), 1 the measured rule (default), 2 the panel
+ * kernel wherever it can run (benchmarks and tests). LT_GEMM_SMALL=0/2 sets
+ * it at start. Returns the previous mode (-1: not yet read). */
+int lt__blas_set_small(int mode);
+
 #endif /* LT_TENSOR_BLAS_INTERNAL_H */

@@ -19,10 +19,10 @@
  * What this is not: a fused-kernel generator. Each call is one pass over
  * memory; a chain like gelu(x*w+b) makes three passes. f32 math uses the
  * float functions of libm (expf, erff, ...), which GCC does not vectorise
- * without -ffast-math (never used here); exp, tanh and what is built on them
- * (sigmoid, silu, gelu_tanh and their derivatives) therefore use the inline
- * f32 approximations of tensor/vmath.h (<= 2 ulp), which vectorise; log,
- * erf, sin, cos still run one element at a time. f64 uses libm throughout.
+ * without -ffast-math (never used here); exp, tanh, erf and what is built on
+ * them (sigmoid, silu, gelu, gelu_tanh and their derivatives) therefore use
+ * the inline f32 approximations of tensor/vmath.h (<= 3 ulp), which
+ * vectorise; log, sin, cos still run one element at a time. f64 uses libm throughout.
  *
  * Semantics follow PyTorch: maximum/minimum propagate NaN, clamp with lo > hi
  * gives hi, relu'(0) = abs'(0) = 0, integer division is true division (f32),
@@ -52,8 +52,10 @@
  * they vectorise), f64 by libm. */
 #define EW_EXP(x) _Generic((x), float: lt__vexpf, double: ew_exp_f64)(x)
 #define EW_TANH(x) _Generic((x), float: lt__vtanhf, double: ew_tanh_f64)(x)
+#define EW_ERF(x) _Generic((x), float: lt__verff, double: ew_erf_f64)(x)
 static inline double ew_exp_f64(double x) { return exp(x); }
 static inline double ew_tanh_f64(double x) { return tanh(x); }
+static inline double ew_erf_f64(double x) { return erf(x); }
 
 /* Scalar helpers for the activations, for T = float (f32) and double (f64).
  * sigmoid uses exp(-|x|) so it never overflows: 1/(1+z) for x >= 0, z/(1+z)
@@ -69,7 +71,7 @@ static inline double ew_sigmoid_f64(double x) {
   static inline T ew_silu_##sfx(T x) { return x * ew_sigmoid_##sfx(x); }           \
   /* gelu(x) = x * Phi(x) = 0.5 x (1 + erf(x / sqrt(2))) */                         \
   static inline T ew_gelu_##sfx(T x) {                                              \
-    return (T)0.5 * x * ((T)1 + erf(x * (T)EW_SQRT1_2));                            \
+    return (T)0.5 * x * ((T)1 + EW_ERF(x * (T)EW_SQRT1_2));                         \
   }                                                                                 \
   /* gelu_tanh(x) = 0.5 x (1 + tanh(u)), u = sqrt(2/pi) (x + 0.044715 x^3),        \
    * computed as x sigmoid(2u) = x / (1 + e^(-2u)): one exp, and no cancellation   \
@@ -80,8 +82,8 @@ static inline double ew_sigmoid_f64(double x) {
   }                                                                                 \
   /* gelu'(x) = Phi(x) + x phi(x) */                                                \
   static inline T ew_dgelu_##sfx(T x) {                                             \
-    return (T)0.5 * ((T)1 + erf(x * (T)EW_SQRT1_2)) +                               \
-           x * (T)EW_INV_SQRT_2PI * exp((T)-0.5 * x * x);                           \
+    return (T)0.5 * ((T)1 + EW_ERF(x * (T)EW_SQRT1_2)) +                            \
+           x * (T)EW_INV_SQRT_2PI * EW_EXP((T)-0.5 * x * x);                        \
   }                                                                                 \
   /* gelu_tanh'(x) = 0.5 (1 + t) + 0.5 x (1 - t^2) k (1 + 3 c x^2), t = tanh(u);    \
    * with s = sigmoid(2u) = 0.5 (1 + t): s + 2 x s (1 - s) k (1 + 3 c x^2). */      \

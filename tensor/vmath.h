@@ -1,5 +1,5 @@
 /*
- * tensor/vmath.h (internal): f32 exp and tanh written so that GCC vectorises
+ * tensor/vmath.h (internal): f32 exp, tanh and erf written so that GCC vectorises
  * the loops that call them (`omp simd` loops in tensor/elementwise.c and
  * nn/attention.c), without -ffast-math: branch-free, no libm call, integer
  * bit tricks for 2^n and for the selects that -ftrapping-math would
@@ -13,6 +13,8 @@
  *   lt__vtanhf: <= 2 ulp; odd, tanh(+-inf) = +-1, tanh(-0) = -0, NaN kept.
  *   lt__vsigmoidf: 1 / (1 + exp(-x)), <= 3 ulp (subnormal results
  *               included), never NaN for finite x.
+ *   lt__verff:  <= 3 ulp; odd, erf(+-inf) = +-1, erf(-0) = -0, NaN kept
+ *               (the erf GELU and its derivative, tensor/elementwise.c).
  *
  * What this is not: an f64 library. f64 kernels keep libm (they serve
  * gradient checks and references, where accuracy matters more than speed).
@@ -96,6 +98,44 @@ static inline float lt__vsigmoidf(float x) {
   const float r = 1.0f / (1.0f + z), zr = z * r;
   const uint32_t neg = 0u - (xb >> 31);
   return lt__u2f((lt__f2u(zr) & neg) | (lt__f2u(r) & ~neg));
+}
+
+/* erf(x): |x| < 0.921875 by x P(x^2) (P of degree 6, fitted for relative
+ * error), else sign(x) (1 - e^(-x^2) R(|x| - 0.921875)), where R (degree 10,
+ * fitted to erfc(x) e^(x^2) on [0.921875, 3.925]) is evaluated at |x|
+ * clamped to 3.925 (beyond, erfc(x) < 2^-26 and the result rounds to 1).
+ * The errors of e^(-x^2) and R are scaled down by erfc <= 0.2 against a
+ * result near 1. Both branches are computed and selected by bits; NaN is
+ * never clamped, so it propagates. Coefficients: least squares on Chebyshev
+ * nodes, by tools/fit_erf.py. */
+static inline float lt__verff(float x) {
+  const uint32_t xb = lt__f2u(x), sign = xb & 0x80000000u, ab = xb & 0x7FFFFFFFu;
+  const float z = x * x;
+  float p = 8.438100485363975e-05f;
+  p = p * z - 0.0008160604629665613f;
+  p = p * z + 0.005202817264944315f;
+  p = p * z - 0.026860231533646584f;
+  p = p * z + 0.11283713579177856f;
+  p = p * z - 0.37612634897232056f;
+  p = p * z + 1.128379225730896f;
+  const float small = x * p; /* -0 stays -0 */
+  const uint32_t hib = 0x407B3333u; /* 3.925f */
+  const uint32_t clamp = 0u - (uint32_t)(ab > hib && ab <= 0x7F800000u);
+  const float t = lt__u2f((ab & ~clamp) | (hib & clamp)) - 0.921875f;
+  float r = 2.097428932756884e-06f;
+  r = r * t - 3.9388523873640224e-05f;
+  r = r * t + 0.0003365884767845273f;
+  r = r * t - 0.0017611319199204445f;
+  r = r * t + 0.0064722029492259026f;
+  r = r * t - 0.01838773488998413f;
+  r = r * t + 0.04366926848888397f;
+  r = r * t - 0.0916784480214119f;
+  r = r * t + 0.17433209717273712f;
+  r = r * t - 0.29885333776474f;
+  r = r * t + 0.44990965723991394f;
+  const float big = lt__u2f(lt__f2u(1.0f - lt__vexpf(-z) * r) | sign);
+  const uint32_t use_small = 0u - (uint32_t)(ab < 0x3F6C0000u); /* |x| < 0.921875 */
+  return lt__u2f((lt__f2u(small) & use_small) | (lt__f2u(big) & ~use_small));
 }
 
 #endif /* LT_VMATH_H */

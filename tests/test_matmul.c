@@ -10,6 +10,8 @@
 #include "test_util.h"
 #include "util_layout.h"
 
+#include "tensor/blas_internal.h"
+#include "tensor/gemm_internal.h"
 #include "tensor/matmul_internal.h"
 
 #include <stdio.h>
@@ -286,6 +288,59 @@ START_TEST(test_skinny_paths) {
 }
 END_TEST
 
+/* Small f32 products (tensor/blas.c's panel kernel, docs/gemm.md "Small
+ * products"): the ViT's shapes (512 attention products [17,16]x[16,17] and
+ * their backward layouts, Linear layers of 2176 rows) and odd sizes (k and n
+ * tails, one row, C^T orientation, strided operands), under the shipped rule
+ * and with the kernel forced wherever it can run: values match the
+ * reference, and 1 and 2 threads give the same bits (the Linear rows are
+ * above 2^22 multiply-adds, so they are split over threads). */
+START_TEST(test_small_paths) {
+  const lt_dtype dt = LT_DTYPE_F32;
+  lt_tensor *q = rnd(dt, LT_SHAPE(512, 17, 16)), *k = rnd(dt, LT_SHAPE(512, 17, 16));
+  lt_tensor *p = rnd(dt, LT_SHAPE(512, 17, 17));
+  lt_tensor *kt = LT_NN(lt_transpose(k, 1, 2)), *pt = LT_NN(lt_transpose(p, 1, 2));
+  lt_tensor *x = rnd(dt, LT_SHAPE(128, 17, 64)), *w = rnd(dt, LT_SHAPE(192, 64)), *g = rnd(dt, LT_SHAPE(2176, 192));
+  lt_tensor *wt = LT_NN(lt_transpose(w, 0, 1));                 /* [64, 192] view: x W^T */
+  lt_tensor *x2 = LT_NN(lt_reshape(x, LT_SHAPE(2176, 64)));
+  lt_tensor *gt = LT_NN(lt_transpose(g, 0, 1));                 /* [192, 2176]: dW = g^T x */
+  lt_tensor *o1 = rnd(dt, LT_SHAPE(33, 70)), *o2 = rnd(dt, LT_SHAPE(70, 47)), *o3 = rnd(dt, LT_SHAPE(1, 70));
+  lt_tensor *wide = rnd(dt, LT_SHAPE(70, 100));
+  lt_tensor *os = LT_NN(lt_slice(wide, 1, 0, 100, 2));          /* [70, 50], column stride 2 */
+  lt_tensor *o2t = LT_NN(lt_transpose(o2, 0, 1)), *o1t = LT_NN(lt_transpose(o1, 0, 1)); /* both operands views */
+  const lt_tensor *lhs[] = {q, p, pt, x, g, gt, o1, o1, o3, o2t};
+  const lt_tensor *rhs[] = {kt, k, q, wt, w, x2, o2, os, o2, o1t};
+  for (int mode = 2; mode >= 1; mode--) {
+    const int prev = lt__blas_set_small(mode);
+    same_bits_on_1_and_2_threads(lhs, rhs, (int)(sizeof lhs / sizeof *lhs));
+    lt__blas_set_small(prev);
+  }
+
+  /* alpha, beta and a column-major C (the scalar store path) through the
+   * gemm layer: C = 0.5 A B + 0.25 C against the same sum in double. */
+  enum { M = 21, N = 18, K = 19 };
+  float A[M * K], B[K * N], C[N * M], C0[N * M];
+  for (int i = 0; i < M * K; i++) A[i] = (float)rng_uniform();
+  for (int i = 0; i < K * N; i++) B[i] = (float)rng_uniform();
+  for (int i = 0; i < N * M; i++) C0[i] = C[i] = (float)rng_uniform();
+  const int prev = lt__blas_set_small(2);
+  LT_OK_OR_FAIL(lt__mat_gemm(dt, false, 0.5, LT__MAT(A, M, K, K, 1), LT__MAT(B, K, N, N, 1), 0.25,
+                             LT__MAT(C, M, N, 1, M)));
+  lt__blas_set_small(prev);
+  double worst = 0;
+  for (int i = 0; i < M; i++)
+    for (int j = 0; j < N; j++) {
+      double s = 0;
+      for (int t = 0; t < K; t++) s += (double)A[i * K + t] * B[t * N + j];
+      const double want = 0.5 * s + 0.25 * C0[j * M + i], e = fabs(C[j * M + i] - want);
+      if (e > worst) worst = e;
+    }
+  ck_assert_msg(worst < 1e-5, "alpha/beta, column-major C: max error %g", worst);
+  lt_tensor *objs[] = {q, k, p, kt, pt, x, w, g, wt, x2, gt, o1, o2, o3, wide, os, o2t, o1t};
+  for (size_t i = 0; i < sizeof objs / sizeof *objs; i++) lt_tensor_free(objs[i]);
+}
+END_TEST
+
 /* Many random shapes, strides and broadcasts. */
 START_TEST(test_random_shapes) {
   for (int it = 0; it < 200; it++) {
@@ -460,6 +515,7 @@ int main(void) {
   tcase_add_test(tc, test_batched_paths_agree);
   tcase_add_test(tc, test_gemv_paths);
   tcase_add_test(tc, test_skinny_paths);
+  tcase_add_test(tc, test_small_paths);
   tcase_add_test(tc, test_random_shapes);
   tcase_add_test(tc, test_zero_size);
   tcase_add_test(tc, test_errors);

@@ -3,10 +3,13 @@
  * double: every 61st float bit pattern (70 million values spanning the whole
  * range, both signs, subnormals included), the special values (+-0, +-inf,
  * NaN, the overflow and underflow edges), and the vectorised loop against the
- * scalar call (same bits). Failures print the worst input with both values.
+ * scalar call (same bits); erf also on every float of 0.5 <= |x| <= 4.5.
+ * Failures print the worst input with both values. lt__verff's coefficients
+ * come from tools/fit_erf.py.
  */
 #include <check.h>
 #include <math.h>
+#include <stdbool.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <string.h>
@@ -36,10 +39,10 @@ static double sigmoid_ref(double x) { return 1.0 / (1.0 + exp(-x)); }
 /* Max ulp error of f against ref over every step-th bit pattern. Values
  * within 2 ulp of FLT_MAX may overflow to inf (the true result rounds to
  * FLT_MAX): accepted. */
-static void sweep(f32_fn f, f64_fn ref, const char *name, double max_ulp) {
+static void sweep_step(f32_fn f, f64_fn ref, const char *name, double max_ulp, uint64_t step) {
   double worst = 0;
   float wx = 0, wy = 0;
-  for (uint64_t b = 0; b < 0x100000000ull; b += 61) {
+  for (uint64_t b = 0; b < 0x100000000ull; b += step) {
     const float x = lt__u2f((uint32_t)b);
     const float y = f(x);
     const double r = ref((double)x);
@@ -51,6 +54,16 @@ static void sweep(f32_fn f, f64_fn ref, const char *name, double max_ulp) {
                 ref((double)wx));
   printf("%s: max %.3f ulp\n", name, worst);
 }
+static void sweep(f32_fn f, f64_fn ref, const char *name, double max_ulp) { sweep_step(f, ref, name, max_ulp, 61); }
+
+/* erf's checks are the newest and the longest; under the sanitizers (10x
+ * slower) they take every 7th of those points, so that the test stays
+ * within its time budget there (the Release build runs them all). */
+#if defined(__SANITIZE_ADDRESS__)
+#define ERF_THIN 7
+#else
+#define ERF_THIN 1
+#endif
 
 START_TEST(test_exp_range) { sweep(lt__vexpf, exp, "vexpf", 2.0); }
 END_TEST
@@ -59,6 +72,37 @@ START_TEST(test_tanh_range) { sweep(lt__vtanhf, tanh, "vtanhf", 2.0); }
 END_TEST
 
 START_TEST(test_sigmoid_range) { sweep(lt__vsigmoidf, sigmoid_ref, "vsigmoidf", 3.0); }
+END_TEST
+
+START_TEST(test_erf_range) { sweep_step(lt__verff, erf, "verff", 3.0, 61 * ERF_THIN); }
+END_TEST
+
+/* erf on every 5th float of [0.5, 4.5] and of [-4.5, -0.5] (the tail where
+ * the result reaches 1 included), on every float within 2^18 patterns of the
+ * switch at 0.921875 and of the clamp at 3.925, and on tiny values (below
+ * 2^-60 in magnitude, stepping by 2^16 patterns). */
+START_TEST(test_erf_dense) {
+  double worst = 0;
+  float wx = 0;
+  const uint32_t lo = lt__f2u(0.5f), hi = lt__f2u(4.5f), sw = lt__f2u(0.921875f), cl = lt__f2u(3.925f);
+  for (uint32_t b = lo; b <= hi; b++) {
+    const bool near = (b > sw - (1u << 18) && b < sw + (1u << 18)) || (b > cl - (1u << 18) && b < cl + (1u << 18));
+    if (!near && b % 5) continue;
+    if (b % ERF_THIN) continue;
+    for (int s = 0; s < 2; s++) {
+      const float x = lt__u2f(b | (s ? 0x80000000u : 0u));
+      const double e = ulp_err(lt__verff(x), erf((double)x));
+      if (e > worst) worst = e, wx = x;
+    }
+  }
+  for (uint32_t b = 0; b < lt__f2u(0x1p-60f); b += 1u << 16) {
+    const float x = lt__u2f(b);
+    const double e = ulp_err(lt__verff(x), erf((double)x));
+    if (e > worst) worst = e, wx = x;
+  }
+  ck_assert_msg(worst <= 3.0, "verff: %.3f ulp at x = %a: got %a, libm %a", worst, wx, lt__verff(wx), erf((double)wx));
+  printf("verff dense: max %.3f ulp\n", worst);
+}
 END_TEST
 
 static void same_bits(float got, float want, const char *what, float x) {
@@ -93,6 +137,17 @@ START_TEST(test_specials) {
   same_bits(lt__vtanhf(20.0f), 1.0f, "tanh", 20.0f);
   same_bits(lt__vtanhf(-1e30f), -1.0f, "tanh", -1e30f);
 
+  same_bits(lt__verff(0.0f), 0.0f, "erf", 0.0f);
+  same_bits(lt__verff(-0.0f), -0.0f, "erf", -0.0f);
+  same_bits(lt__verff(inf), 1.0f, "erf", inf);
+  same_bits(lt__verff(-inf), -1.0f, "erf", -inf);
+  same_bits(lt__verff(nan), nan, "erf", nan);
+  same_bits(lt__verff(-nan), nan, "erf", -nan);
+  same_bits(lt__verff(1e-40f), erff(1e-40f), "erf", 1e-40f);
+  same_bits(lt__verff(4.0f), 1.0f, "erf", 4.0f);
+  same_bits(lt__verff(-1e30f), -1.0f, "erf", -1e30f);
+  same_bits(lt__verff(3.4e38f), 1.0f, "erf", 3.4e38f);
+
   same_bits(lt__vsigmoidf(0.0f), 0.5f, "sigmoid", 0.0f);
   same_bits(lt__vsigmoidf(-0.0f), 0.5f, "sigmoid", -0.0f);
   same_bits(lt__vsigmoidf(inf), 1.0f, "sigmoid", inf);
@@ -112,6 +167,10 @@ static void vloop_exp(float *restrict o, const float *restrict x, int n) {
 static void vloop_tanh(float *restrict o, const float *restrict x, int n) {
 #pragma omp simd
   for (int i = 0; i < n; i++) o[i] = lt__vtanhf(x[i]);
+}
+static void vloop_erf(float *restrict o, const float *restrict x, int n) {
+#pragma omp simd
+  for (int i = 0; i < n; i++) o[i] = lt__verff(x[i]);
 }
 static void vloop_sigmoid(float *restrict o, const float *restrict x, int n) {
 #pragma omp simd
@@ -133,6 +192,8 @@ START_TEST(test_vector_equals_scalar) {
   for (int i = 0; i < N; i++) same_bits(o[i], lt__vtanhf(x[i]), "tanh (loop)", x[i]);
   vloop_sigmoid(o, x, N);
   for (int i = 0; i < N; i++) same_bits(o[i], lt__vsigmoidf(x[i]), "sigmoid (loop)", x[i]);
+  vloop_erf(o, x, N);
+  for (int i = 0; i < N; i++) same_bits(o[i], lt__verff(x[i]), "erf (loop)", x[i]);
 }
 END_TEST
 
@@ -143,6 +204,8 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_exp_range);
   tcase_add_test(tc, test_tanh_range);
   tcase_add_test(tc, test_sigmoid_range);
+  tcase_add_test(tc, test_erf_range);
+  tcase_add_test(tc, test_erf_dense);
   tcase_add_test(tc, test_specials);
   tcase_add_test(tc, test_vector_equals_scalar);
   suite_add_tcase(s, tc);

@@ -21,6 +21,7 @@
 #include <string.h>
 
 #include "cli/cli.h"
+#include "cli/cli_ckpt.h"
 #include "libtensor_transformer.h"
 
 #define PROG "export"
@@ -82,7 +83,7 @@ int main(int argc, char **argv) {
   /* the configuration and the extra values (tokenizer) first, then the model */
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.allow_unchecksummed = o.allow_unchecksummed;
-  lo.max_bytes = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
+  lo.max_bytes = lt_cli_memory_cap(o.max_memory);
   lt_ckpt_info *info = NULL;
   if (lt_tf_read_checkpoint_info(o.checkpoint, &lo, true, &info, NULL) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, lt_last_error());

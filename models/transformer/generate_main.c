@@ -27,6 +27,7 @@
  */
 #include "checkpoint/checkpoint.h"
 #include "cli/cli.h"
+#include "cli/cli_ckpt.h"
 #include "models/transformer/hf.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
@@ -307,7 +308,7 @@ int main(int argc, char **argv) {
   if (o.precision == LT_CLI_PRECISION_BF16) lt_set_autocast(LT_DTYPE_BF16);
 
   /* ---- the checkpoint: configuration, tokenizer, then the model ---- */
-  const uint64_t max_bytes = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
+  const uint64_t max_bytes = lt_cli_memory_cap(o.max_memory);
   lt_tf_config cfg;
   lt_tokenizer *tok = NULL;
   char **classes = NULL; /* encoder-only: class names, one per line of the "classes" blob */
@@ -321,19 +322,16 @@ int main(int argc, char **argv) {
       lt_cli_die(LT_CLI_EXIT_USAGE, "--context %lld: the model has max_len %lld positions", (long long)context,
           (long long)cfg.max_len);
   } else {
-    lt_params *empty = lt_params_new();
     lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
-    lo.non_strict = true; /* only the configuration and the extra values here */
     lo.allow_unchecksummed = o.allow_unchecksummed;
     lo.max_bytes = max_bytes;
-    lt_ckpt_info *info = NULL;
-    lt_train_state st0 = {.params = empty};
-    if (lt_ckpt_load_training(o.checkpoint, &st0, &lo, &info) != LT_OK) {
+    lt_ckpt_info *info = NULL; /* only the configuration and the extra values here */
+    if (lt_tf_read_checkpoint_info(o.checkpoint, &lo, false, &info, NULL) != LT_OK) {
       /* a model-only checkpoint (lt_ckpt_save_params) has no tokenizer; anything else: the loader's reason */
       char why[1024];
       snprintf(why, sizeof why, "%s", lt_last_error());
       lt_ckpt_info *pinfo = NULL;
-      bool model_only = lt_ckpt_load_params(o.checkpoint, empty, &lo, &pinfo) == LT_OK && !pinfo->training;
+      bool model_only = lt_tf_read_checkpoint_info(o.checkpoint, &lo, true, &pinfo, NULL) == LT_OK && !pinfo->training;
       lt_ckpt_info_free(pinfo);
       if (model_only)
         lt_cli_die(LT_CLI_EXIT_FAILURE,
@@ -343,7 +341,6 @@ int main(int argc, char **argv) {
       if (strstr(why, o.checkpoint)) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", why); /* the loader's message names the file */
       lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, why);
     }
-    lt_params_free(empty);
     if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
       lt_cli_die(LT_CLI_EXIT_FAILURE,
                  "checkpoint '%s': not a Transformer checkpoint of train (its model configuration: %s)", o.checkpoint,

@@ -366,7 +366,7 @@ static lt_ckpt_info *g_info; /* the resumed checkpoint's configuration and extra
 static lt_ckpt_load_opts ckpt_opts(const options *o) {
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.allow_unchecksummed = o->allow_unchecksummed;
-  lo.max_bytes = o->max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o->max_memory << 20;
+  lo.max_bytes = lt_cli_memory_cap(o->max_memory);
   return lo;
 }
 
