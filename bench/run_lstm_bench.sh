@@ -11,8 +11,8 @@
 # PyTorch at its best, as bench/run_train_bench.sh: each BLAS torch can use
 # (the system libblas.so.3, with BLIS_ARCH_TYPE=0 for BLIS's skx kernels;
 # OpenBLAS from $TORCH_OPENBLAS_DIR or /usr/lib/x86_64-linux-gnu/openblas-pthread)
-# with torch on N threads (OMP_WAIT_POLICY=PASSIVE) or 1 thread, probed for
-# 20 steps; the fastest runs the timed run. libtensor gets the same choice
+# with torch on N threads or 1 and the BLAS on N threads or 1
+# (OMP_WAIT_POLICY=PASSIVE), probed for 20 steps; the fastest runs the timed run. libtensor gets the same choice
 # between N threads (PASSIVE) and 1. OPENBLAS_CORETYPE is unset for torch.
 set -eu
 
@@ -74,11 +74,14 @@ run_lt() { # STEPS THREADS "ENV" [TIMEOUT]
 
 best_ms=; best=
 while IFS='|' read -r name envs; do
-  for tt in "$threads" 1; do
-    e="$envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads"
+  # torch threads / BLAS threads: N/N, 1/N, 1/1 (on a busy machine BLAS threads
+  # can be hopeless: 13 s a step was seen with BLIS on 2 threads at load 10)
+  for tb in "$threads/$threads" "1/$threads" 1/1; do
+    tt=${tb%/*}; bt=${tb#*/}
+    e="$envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$bt BLIS_NUM_THREADS=$bt"
     ms=$(field ms_per_step "$(run_torch 20 "$tt" "$e" 120)")
-    [ -n "$ms" ] || continue
-    echo "# probe torch: $tt threads, $name: $ms ms/step"
+    [ -n "$ms" ] || { echo "# probe torch: $tt threads, BLAS $bt, $name: no result within 120 s"; continue; }
+    echo "# probe torch: $tt threads, BLAS $bt, $name: $ms ms/step"
     if [ -z "$best_ms" ] || awk "BEGIN{exit !($ms < $best_ms)}"; then best_ms=$ms; best="$tt|$e|$name"; fi
   done
 done <"$cands"
