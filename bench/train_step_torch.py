@@ -9,7 +9,13 @@ which includes the ~200-300 MiB of the torch import; base_mib is the RSS
 before the model was built).
 
 Usage: /usr/bin/python3 bench/train_step_torch.py --config small [--steps N]
-       [--warmup N] [--threads N] [--header]
+       [--warmup N] [--threads N] [--precision f32|bf16] [--header]
+
+--precision bf16 is PyTorch's CPU mixed precision as its documentation
+gives it: the forward and the loss under torch.autocast("cpu",
+dtype=torch.bfloat16), the backward and the optimizer outside it (f32 master
+weights, gradients and AdamW state; autocast's lower_precision_fp ops run
+in bf16 through oneDNN, the fp32 list stays f32).
 
 Threads are NOT set here beyond torch.set_num_threads(--threads): the caller
 (run_train_bench.sh) chooses the environment (OPENBLAS_CORETYPE unset,
@@ -125,7 +131,7 @@ class EncDec(nn.Module):
         return self.head(y)
 
 
-def run(name, steps, warmup):
+def run(name, steps, warmup, bf16=False):
     c = CONFIGS[name]
     base = rss_mib()
     torch.manual_seed(1234)
@@ -151,8 +157,9 @@ def run(name, steps, warmup):
     ms, losses = [], []
     for s in range(warmup + steps):
         t0 = time.perf_counter()
-        logits = model(src, x) if c["encdec"] else model(x)
-        loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            logits = model(src, x) if c["encdec"] else model(x)
+            loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
         loss.backward()
         opt.step()
         opt.zero_grad(set_to_none=True)
@@ -174,13 +181,14 @@ def main():
     ap.add_argument("--steps", type=int, default=10)
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--precision", choices=("f32", "bf16"), default="f32")
     ap.add_argument("--header", action="store_true")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
     env = " ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in
                    ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"))
     print(f"# torch {torch.__version__}, torch threads {torch.get_num_threads()}, {env}", file=sys.stderr)
-    r = run(a.config, a.steps, a.warmup)
+    r = run(a.config, a.steps, a.warmup, a.precision == "bf16")
     if a.header:
         print("config,torch_threads,params,tokens,tok_s,ms_med,ms_min,peak_mib,base_mib,loss0,loss1")
     print(f"{a.config},{torch.get_num_threads()},{r['params']},{r['tokens']},{r['tok_s']:.1f},{r['ms_med']:.2f},"

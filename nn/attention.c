@@ -636,8 +636,10 @@ static lt_tensor *sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_
   }
   if (S > 0 && T > 0) {
     int err = 0;
+    const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {
+      const lt_dtype prev = lt__autocast_adopt(ac);
       const int tid = nt > 1 ? omp_get_thread_num() : 0;
       char *mine = scratch ? scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es) : NULL;
       char *P = p_full ? (char *)tmp[TP]->data + i * ts * pl.es : mine;
@@ -646,6 +648,7 @@ static lt_tensor *sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_
 #pragma omp atomic write
         err = 1;
       }
+      lt__autocast_adopt(prev);
     }
     if (err) {
       lt__err(LT_ERR_BACKEND, OP ": q is %s, k is %s, v is %s: a BLIS product failed", LT__D(q), LT__D(k),
@@ -745,14 +748,17 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
                  (long long)ts);
   if (st == LT_OK && ntasks && ts) {
     int err = 0;
+    const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {
+      const lt_dtype prev = lt__autocast_adopt(ac);
       const int tid = nt > 1 ? omp_get_thread_num() : 0;
       char *scr = scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es);
       if (bwd_task(&pl, one, i / NKV, i % NKV, P->data, scr, scr + ts * pl.es) != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }
+      lt__autocast_adopt(prev);
     }
     if (err) st = lt__err(LT_ERR_BACKEND, OP " backward: q is %s, k is %s: a BLIS product failed", LT__D(q), LT__D(k));
   }

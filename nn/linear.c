@@ -120,9 +120,11 @@ lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
     LT_CHECK(lt__mat_rows(xc, &X));
   }
   const lt_tensor *xin = xc ? xc : x;
+  X = lt__mat_of(X, xin); /* an input shared by several Linears (q, k, v) is converted once under autocast */
   if (!lt__mat_ok(M, K, weight->stride[0], weight->stride[1]) && !(wc = copy_untracked(weight))) goto fail;
   const lt_tensor *win = wc ? wc : weight;
-  const lt__mat W = LT__MAT(win->data, M, K, win->stride[0], win->stride[1]); /* [M, K] */
+  /* [M, K]; under autocast a parameter's bf16 copy is kept for the backward */
+  const lt__mat W = lt__mat_of(LT__MAT(win->data, M, K, win->stride[0], win->stride[1]), win);
   if (bias && bias->stride[0] != 1 && M > 1 && !(bc = copy_untracked(bias))) goto fail;
   const lt_tensor *bin = bc ? bc : bias;
 
@@ -173,7 +175,9 @@ lt_status lt__bw_linear(const lt_node *node, const lt_tensor *gout, lt_tensor **
     LT_CHECK(lt__mat_rows(g, &G));
   }
   LT_CHECK(lt__mat_rows(x, &X));
-  const lt__mat W = LT__MAT(w->data, M, K, w->stride[0], w->stride[1]); /* [M, K] */
+  G = lt__mat_of(G, g); /* g's bf16 copy serves both products under autocast */
+  X = lt__mat_of(X, x);
+  const lt__mat W = lt__mat_of(LT__MAT(w->data, M, K, w->stride[0], w->stride[1]), w); /* [M, K] */
 
   if (lt__needs_input_grad(node, 0)) { /* dx [N, K] = g [N, M] · W [M, K] */
     lt_tensor *dx = (M > 0 ? lt_empty : lt_zeros)(dt, x->ndim, x->shape);

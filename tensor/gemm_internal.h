@@ -16,18 +16,39 @@
 #include <stdint.h>
 
 /* A rows x cols matrix view: element (i, j) is at data + i*rs + j*cs
- * elements. Borrows data. */
+ * elements. Borrows data. src: the tensor whose memory data points into,
+ * when the caller names it (lt__mat_of), so that autocast can reuse a bf16
+ * copy of the same memory at the same storage version; NULL otherwise
+ * (LT__MAT). */
 typedef struct lt__mat {
   void *data;
   int64_t rows, cols;
   int64_t rs, cs;
+  const lt_tensor *src;
 } lt__mat;
 
 #define LT__MAT(data_, rows_, cols_, rs_, cs_) \
-  ((lt__mat){(void *)(data_), (rows_), (cols_), (rs_), (cs_)})
+  ((lt__mat){(void *)(data_), (rows_), (cols_), (rs_), (cs_), NULL})
 
 /* The transpose of a, as a view of the same elements. */
-static inline lt__mat lt__mat_t(lt__mat a) { return LT__MAT(a.data, a.cols, a.rows, a.cs, a.rs); }
+static inline lt__mat lt__mat_t(lt__mat a) {
+  lt__mat t = LT__MAT(a.data, a.cols, a.rows, a.cs, a.rs);
+  t.src = a.src;
+  return t;
+}
+
+/* m marked as reading t's memory (borrowed: t must stay alive and unwritten
+ * during the product). Under autocast the bf16 copy of such an operand is
+ * kept per thread, keyed by t's storage id, version and the view's geometry
+ * (tensor/matmul.c, "the autocast operand cache"): a parameter's (a leaf
+ * requiring grad: PyTorch's rule for its weight cache) until its version
+ * changes, so one conversion serves the forward and backward products of a
+ * step; any other tensor's in a couple of short-lived slots, so that the two
+ * backward products of a Linear (g W and g^T x) convert g once. */
+static inline lt__mat lt__mat_of(lt__mat m, const lt_tensor *t) {
+  m.src = t;
+  return m;
+}
 
 /* BLIS 0.9.0's rule for the strides of a rows x cols matrix
  * (bli_check_matrix_strides; BLIS aborts when it is broken): positive
@@ -58,5 +79,19 @@ bool lt__mat_rows(const lt_tensor *x, lt__mat *m);
  * programmer error (LT_CHECK). Errors: LT_ERR_DTYPE, LT_ERR_BACKEND,
  * LT_ERR_NOMEM. */
 lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c);
+
+/* Sets this thread's autocast mode without touching its weight cache and
+ * returns the previous one. For OpenMP regions that issue products: worker
+ * threads never saw the caller's thread-local mode, so the region's body
+ * adopts the mode the caller read before the region (lt_autocast_dtype) and
+ * restores the worker's own after:
+ *   const lt_dtype ac = lt_autocast_dtype();
+ *   #pragma omp parallel for ...
+ *   for (...) { const lt_dtype prev = lt__autocast_adopt(ac); ...; lt__autocast_adopt(prev); } */
+lt_dtype lt__autocast_adopt(lt_dtype mode);
+
+/* The calling thread's autocast weight cache: entries and bytes of bf16
+ * copies held (for tests and benchmarks), and conversions made so far. */
+void lt__autocast_cache_stats(int *entries, size_t *bytes, int64_t *conversions);
 
 #endif /* LT_TENSOR_GEMM_INTERNAL_H */

@@ -245,9 +245,13 @@ static lt_status mm_run(const lt_tensor *a, const lt_tensor *b, const mm_shape *
     /* Many small products (attention: B*NH of [T,HS]x[HS,T]): one per thread.
      * Errors are set on the worker's thread, so report one here. */
     int bad = 0;
+    const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(static) num_threads(nt) reduction(| : bad)
-    for (int64_t i = 0; i < s->nbatch; i++)
+    for (int64_t i = 0; i < s->nbatch; i++) {
+      const lt_dtype prev = lt__autocast_adopt(ac);
       if (!bad) bad |= mm_gemm_at(s, dt, pa, pb, pc, i, true) != LT_OK;
+      lt__autocast_adopt(prev);
+    }
     if (bad)
       return lt__err(LT_ERR_BACKEND, "matmul: a is %s, b is %s: BLIS gemm failed in a batched product",
                      LT__D(a), LT__D(b));
@@ -458,15 +462,13 @@ bool lt__mat_rows(const lt_tensor *x, lt__mat *m) {
 
 /* ---- autocast ------------------------------------------------------------ */
 
-/* The mode is thread-local, like grad mode. Products issued from inside an
- * OpenMP region (the per-thread batched products of lt_matmul and attention)
- * run on worker threads, which never saw the caller's mode: there the mode is
- * on when any thread has it on (autocast_threads > 0). One application thread
- * driving libtensor (every program here) thus gets the same products on any
- * number of threads; application threads that run libtensor concurrently with
- * different modes would mix (docs/mixed-precision.md). */
+/* The mode is thread-local, like grad mode. OpenMP regions that issue
+ * products hand the caller's mode to their workers (lt__autocast_adopt), so
+ * a product runs in the mode of the thread that asked for it, on any number
+ * of threads. */
 static _Thread_local lt_dtype tl_autocast = LT_DTYPE_F32;
-static int autocast_threads = 0;
+
+static void wcache_clear(void);
 
 lt_dtype lt_autocast_dtype(void) { return tl_autocast; }
 
@@ -476,21 +478,15 @@ lt_dtype lt_set_autocast(lt_dtype dtype) {
     lt__err(LT_ERR_DTYPE, "set_autocast: dtype %s: autocast takes bf16 (on) or f32 (off)", lt_dtype_name(dtype));
     return prev;
   }
-  if (dtype != prev) {
-    const int d = dtype == LT_DTYPE_BF16 ? 1 : -1;
-#pragma omp atomic
-    autocast_threads += d;
-  }
   tl_autocast = dtype;
+  if (dtype == LT_DTYPE_F32) wcache_clear(); /* leaving autocast drops the bf16 weights, as PyTorch */
   return prev;
 }
 
-static bool autocast_on(void) {
-  if (!omp_in_parallel()) return tl_autocast == LT_DTYPE_BF16;
-  int n;
-#pragma omp atomic read
-  n = autocast_threads;
-  return n > 0;
+lt_dtype lt__autocast_adopt(lt_dtype mode) {
+  const lt_dtype prev = tl_autocast;
+  tl_autocast = mode;
+  return prev;
 }
 
 /* ---- bf16 operands -------------------------------------------------------- */
@@ -510,40 +506,189 @@ static void *conv_buf(int i, size_t bytes) {
   return tl_buf[i];
 }
 
-/* x (f32 when to is bf16, bf16 when to is f32) converted into buffer i, in
- * the same orientation as x (rows contiguous unless x's columns are), so a
- * transposed view stays a pair of strides. *out describes the copy. */
-static lt_status convert(int i, lt__mat x, lt_dtype to, bool one_thread, lt__mat *out) {
+/* How a matrix view is copied: in its own orientation (rows contiguous
+ * unless its columns are), `outer` runs of `inner` elements, source run i at
+ * i*so, element j of a run at j*si. W and its transpose W^T have the same
+ * geometry, so the forward product (x W^T) and the backward one (g W) share
+ * one bf16 copy of a weight. */
+typedef struct conv_geom {
+  bool colmajor;
+  int64_t outer, inner, so, si;
+} conv_geom;
+
+static conv_geom geom_of(lt__mat x) {
   const bool colmajor = x.rs == 1 && x.cs != 1;
-  const int64_t outer = colmajor ? x.cols : x.rows, inner = colmajor ? x.rows : x.cols;
-  const int64_t so = colmajor ? x.cs : x.rs, si = colmajor ? x.rs : x.cs;
-  void *buf = conv_buf(i, (size_t)(outer * inner) * lt_dtype_size(to) + 1);
-  if (!buf) return LT_ERR_NOMEM;
-  const int nt = one_thread ? 1 : lt__threads_for(outer * inner, outer);
+  return (conv_geom){colmajor, colmajor ? x.cols : x.rows, colmajor ? x.rows : x.cols, colmajor ? x.cs : x.rs,
+                     colmajor ? x.rs : x.cs};
+}
+
+/* One contiguous run to bf16: the loop that vectorises (AVX-512: 16 per
+ * instruction). */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) static void
+bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) {
+  for (int64_t j = 0; j < n; j++) dst[j] = lt__bf16_from_f32(src[j]);
+}
+
+/* x (f32 when to is bf16, bf16 when to is f32) converted into buf (g's
+ * outer*inner elements of to), on one thread or libtensor's. */
+static void convert_into(lt__mat x, conv_geom g, lt_dtype to, void *buf, bool one_thread) {
+  const int nt = one_thread ? 1 : lt__threads_for(g.outer * g.inner, g.outer);
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t o = 0; o < outer; o++) {
+  for (int64_t o = 0; o < g.outer; o++) {
     if (to == LT_DTYPE_BF16) {
-      const float *src = (const float *)x.data + o * so;
-      uint16_t *dst = (uint16_t *)buf + o * inner;
-      for (int64_t j = 0; j < inner; j++) dst[j] = lt__bf16_from_f32(src[j * si]);
+      const float *src = (const float *)x.data + o * g.so;
+      uint16_t *dst = (uint16_t *)buf + o * g.inner;
+      if (g.si == 1) bf16_run(dst, src, g.inner);
+      else
+        for (int64_t j = 0; j < g.inner; j++) dst[j] = lt__bf16_from_f32(src[j * g.si]);
     } else {
-      const uint16_t *src = (const uint16_t *)x.data + o * so;
-      float *dst = (float *)buf + o * inner;
-      for (int64_t j = 0; j < inner; j++) dst[j] = lt__f32_from_bf16(src[j * si]);
+      const uint16_t *src = (const uint16_t *)x.data + o * g.so;
+      float *dst = (float *)buf + o * g.inner;
+      for (int64_t j = 0; j < g.inner; j++) dst[j] = lt__f32_from_bf16(src[j * g.si]);
     }
   }
-  *out = colmajor ? LT__MAT(buf, x.rows, x.cols, 1, x.rows) : LT__MAT(buf, x.rows, x.cols, x.cols, 1);
+}
+
+/* The view of x's copy in buf (same orientation as x). */
+static lt__mat copy_view(lt__mat x, conv_geom g, void *buf) {
+  return g.colmajor ? LT__MAT(buf, x.rows, x.cols, 1, x.rows) : LT__MAT(buf, x.rows, x.cols, x.cols, 1);
+}
+
+/* x converted into buffer i; *out describes the copy. */
+static lt_status convert(int i, lt__mat x, lt_dtype to, bool one_thread, lt__mat *out) {
+  const conv_geom g = geom_of(x);
+  void *buf = conv_buf(i, (size_t)(g.outer * g.inner) * lt_dtype_size(to) + 1);
+  if (!buf) return LT_ERR_NOMEM;
+  convert_into(x, g, to, buf, one_thread);
+  *out = copy_view(x, g, buf);
   return LT_OK;
+}
+
+/* ---- the autocast operand cache --------------------------------------------
+ *
+ * A parameter's bf16 copy is made once per step instead of once per product
+ * (a weight is read by its forward product and its input-gradient product),
+ * and a gradient's once per Linear backward instead of twice (g W and
+ * g^T x). Operands that name their tensor (lt__mat_of) are looked up here.
+ * Per thread, like PyTorch's cache (autocast_mode.cpp, cached_casts): no
+ * locks, and no thread reads a copy another thread is rewriting. An entry is
+ * keyed by the tensor's storage id (never reused, so a freed tensor's entry
+ * can never answer for a new one at the same address), the view's address
+ * and geometry; it holds the copy of one storage version. Every in-place
+ * write through the library bumps the version (the optimizer's step,
+ * lt_copy_, lt_add_, gradient accumulation, loading a checkpoint), so a
+ * product after a write converts again, into the same buffer: no stale
+ * reads. Writes through ->data that bypass the library are not seen (the
+ * same contract as autograd's saved tensors).
+ *
+ * Memory: the cache owns its buffers. Parameters (leaves requiring grad)
+ * stay until their version changes, at most WC_MAX entries and WC_BYTES
+ * bytes per thread, least recently used dropped first. Other tensors share
+ * WC_TRANSIENT slots, reused (buffer included) in least-recently-used order.
+ * Turning autocast off on the thread (lt_set_autocast(F32)) frees them all,
+ * as PyTorch does when leaving its outermost autocast region. */
+#define WC_MAX 256
+#define WC_BYTES ((size_t)1 << 30)
+#define WC_TRANSIENT 2
+
+typedef struct wc_entry {
+  uint64_t id, version, used; /* storage id and version of the copy; last use */
+  const void *data;           /* the source view's address and geometry */
+  conv_geom g;
+  bool persistent;            /* a parameter's copy (else a transient slot) */
+  uint16_t *bf16;             /* cap bytes, owned */
+  size_t cap;
+} wc_entry;
+
+static _Thread_local wc_entry tl_wc[WC_MAX];
+static _Thread_local int tl_wc_n;
+static _Thread_local size_t tl_wc_bytes;
+static _Thread_local uint64_t tl_wc_tick;
+static _Thread_local int64_t tl_wc_conversions;
+
+static void wc_drop(int i) {
+  free(tl_wc[i].bf16);
+  tl_wc_bytes -= tl_wc[i].cap;
+  tl_wc[i] = tl_wc[--tl_wc_n];
+}
+
+static void wcache_clear(void) {
+  while (tl_wc_n > 0) wc_drop(tl_wc_n - 1);
+}
+
+void lt__autocast_cache_stats(int *entries, size_t *bytes, int64_t *conversions) {
+  if (entries) *entries = tl_wc_n;
+  if (bytes) *bytes = tl_wc_bytes;
+  if (conversions) *conversions = tl_wc_conversions;
+}
+
+static bool geom_eq(conv_geom a, conv_geom b) {
+  return a.outer == b.outer && a.inner == b.inner && a.so == b.so && a.si == b.si;
+}
+
+/* The least recently used entry of the kind, or -1. */
+static int wc_lru(bool persistent) {
+  int lru = -1;
+  for (int j = 0; j < tl_wc_n; j++)
+    if (tl_wc[j].persistent == persistent && (lru < 0 || tl_wc[j].used < tl_wc[lru].used)) lru = j;
+  return lru;
+}
+
+/* x (an f32 view of tensor x.src) as bf16, from the cache; falls back to
+ * buffer i when the copy is too large to keep. */
+static lt_status convert_cached(int i, lt__mat x, bool one_thread, lt__mat *out) {
+  const conv_geom g = geom_of(x);
+  const bool persistent = x.src->requires_grad && !x.src->grad_fn;
+  const uint64_t id = lt__storage_id(x.src), ver = lt__version(x.src);
+  const size_t bytes = ((size_t)(g.outer * g.inner) * sizeof(uint16_t) + 63) & ~(size_t)63;
+  if (bytes > WC_BYTES / 4) return convert(i, x, LT_DTYPE_BF16, one_thread, out);
+  wc_entry *e = NULL;
+  for (int j = 0; j < tl_wc_n && !e; j++)
+    if (tl_wc[j].id == id && tl_wc[j].data == x.data && geom_eq(tl_wc[j].g, g)) e = &tl_wc[j];
+  if (e && e->version == ver) {
+    e->used = ++tl_wc_tick;
+    *out = copy_view(x, g, e->bf16);
+    return LT_OK;
+  }
+  if (!e && !persistent) { /* a transient slot: the least recently used one, its buffer reused if it fits */
+    int n = 0;
+    for (int j = 0; j < tl_wc_n; j++) n += !tl_wc[j].persistent;
+    const int lru = n >= WC_TRANSIENT ? wc_lru(false) : -1;
+    if (lru >= 0 && tl_wc[lru].cap >= bytes) e = &tl_wc[lru];
+    else if (lru >= 0) wc_drop(lru);
+  }
+  if (!e) {
+    while (tl_wc_n > 0 && (tl_wc_n == WC_MAX || tl_wc_bytes + bytes > WC_BYTES)) {
+      const int lru = wc_lru(true);
+      wc_drop(lru >= 0 ? lru : wc_lru(false));
+    }
+    uint16_t *buf = aligned_alloc(64, bytes);
+    if (!buf) return lt__err(LT_ERR_NOMEM, "matmul: cannot allocate %zu bytes for an operand's bf16 copy", bytes);
+    e = &tl_wc[tl_wc_n++];
+    e->bf16 = buf;
+    e->cap = bytes;
+    tl_wc_bytes += bytes;
+  }
+  e->id = id, e->version = ver, e->data = x.data, e->g = g, e->persistent = persistent;
+  convert_into(x, g, LT_DTYPE_BF16, e->bf16, one_thread);
+  tl_wc_conversions++;
+  e->used = ++tl_wc_tick;
+  *out = copy_view(x, g, e->bf16);
+  return LT_OK;
+}
+
+/* Operand i of an autocast product as bf16: cached when it names its tensor. */
+static lt_status to_bf16(int i, lt__mat x, bool one_thread, lt__mat *out) {
+  return x.src ? convert_cached(i, x, one_thread, out) : convert(i, x, LT_DTYPE_BF16, one_thread, out);
 }
 
 lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c) {
   LT_CHECK(a.rows == c.rows && b.cols == c.cols && a.cols == b.rows);
   lt_status st;
   const bool bf16_ok = lt__dnnl_bf16_available();
-  if (dt == LT_DTYPE_F32 && autocast_on() && bf16_ok && a.cols > 0 && c.rows > 0 && c.cols > 0) {
+  if (dt == LT_DTYPE_F32 && tl_autocast == LT_DTYPE_BF16 && bf16_ok && a.cols > 0 && c.rows > 0 && c.cols > 0) {
     /* Autocast: bf16 copies of the f32 operands, f32 accumulation, f32 out. */
-    if ((st = convert(0, a, LT_DTYPE_BF16, one_thread, &a)) != LT_OK ||
-        (st = convert(1, b, LT_DTYPE_BF16, one_thread, &b)) != LT_OK)
+    if ((st = to_bf16(0, a, one_thread, &a)) != LT_OK || (st = to_bf16(1, b, one_thread, &b)) != LT_OK)
       return st;
     dt = LT_DTYPE_BF16;
   } else if (dt == LT_DTYPE_BF16 && !bf16_ok) {

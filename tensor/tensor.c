@@ -27,6 +27,7 @@ struct lt_storage {
   int refcount;
   bool borrowed;     /* base belongs to the user */
   uint64_t version;  /* bumped by every in-place write */
+  uint64_t id;       /* unique for the process's life (never reused, unlike the address) */
 };
 
 struct lt_scope {
@@ -127,6 +128,15 @@ static void block_free(void *p, size_t size) {
   free(p);
 }
 
+/* The next storage id (lt__storage_id); 0 is never given. */
+static uint64_t next_storage_id = 0;
+static uint64_t storage_id_new(void) {
+  uint64_t id;
+#pragma omp atomic capture
+  id = ++next_storage_id;
+  return id;
+}
+
 static lt_storage *storage_new(const char *op, size_t nbytes) {
   lt_storage *s = calloc(1, sizeof *s);
   size_t alloc = (nbytes + 63) & ~(size_t)63;
@@ -144,6 +154,7 @@ static lt_storage *storage_new(const char *op, size_t nbytes) {
   s->nbytes = nbytes;
   s->alloc_size = got;
   s->refcount = 1;
+  s->id = storage_id_new();
 #pragma omp atomic
   live_storages++;
   return s;
@@ -159,6 +170,7 @@ static void storage_release(lt_storage *s) {
 
 uint64_t lt__version(const lt_tensor *x) { return x->storage->version; }
 void lt__bump_version(lt_tensor *x) { x->storage->version++; }
+uint64_t lt__storage_id(const lt_tensor *x) { return x->storage->id; }
 
 /* ---- scopes ------------------------------------------------------------ */
 
@@ -454,6 +466,7 @@ lt_tensor *lt_tensor_from_borrowed(lt_dtype dtype, int ndim, const int64_t *shap
   s->nbytes = (size_t)numel * lt_dtype_size(dtype);
   s->refcount = 1;
   s->borrowed = true;
+  s->id = storage_id_new();
   int64_t stride[LT_MAX_DIMS];
   lt__contiguous_strides(ndim, shape, stride);
   lt_tensor *t = tensor_over(s, dtype, ndim, shape, stride, 0);

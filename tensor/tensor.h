@@ -276,8 +276,14 @@ float lt_f32_from_bf16(uint16_t b);
  * and AV, and their backward products run by lt_backward while it is on)
  * multiplies bf16 copies of its operands and accumulates in f32; outputs,
  * parameters, gradients and everything else (softmax, norms, losses,
- * optimizers) stay f32. f64 products are never changed. Another dtype sets
- * LT_ERR_DTYPE and leaves the mode as it was (the current mode is returned). */
+ * optimizers) stay f32. f64 products are never changed. A parameter's bf16
+ * copy (a leaf requiring grad) is made once per storage version and kept in
+ * a per-thread cache the library owns (bounded; redone after any in-place
+ * write, such as an optimizer step); turning autocast off on a thread,
+ * lt_set_autocast(LT_DTYPE_F32), frees that thread's copies. The mode of the
+ * calling thread also governs the products the library runs for it on its
+ * worker threads. Another dtype sets LT_ERR_DTYPE and leaves the mode as it
+ * was (the current mode is returned). */
 lt_dtype lt_set_autocast(lt_dtype dtype);
 lt_dtype lt_autocast_dtype(void); /* LT_DTYPE_BF16 when on, LT_DTYPE_F32 when off */
 

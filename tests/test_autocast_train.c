@@ -1,0 +1,293 @@
+/*
+ * tests/test_autocast_train.c: autocast over whole training steps.
+ *
+ * - the weight cache (tensor/matmul.c): a parameter's bf16 copy is made once
+ *   per version and shared by its forward and backward products; an in-place
+ *   update (the optimizer) makes the next product convert again, and the
+ *   result has the bits of an uncached product of the new values (no stale
+ *   read), also for a new parameter allocated where a freed one was; leaving
+ *   autocast frees the copies;
+ * - the mode inside OpenMP regions: a batched product's workers use the mode
+ *   of the thread that asked for it, whatever other threads have set;
+ * - a tiny decoder-only Transformer trained for a few steps under autocast
+ *   against f32 (losses and first gradients within the bf16 tolerance below),
+ *   and two autocast runs on the same thread count bit-identical.
+ */
+#include <math.h>
+#include <pthread.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "test_util.h"
+#include "util_layout.h"
+#include "models/transformer/transformer.h"
+#include "tensor/gemm_internal.h"
+
+/* Losses of the autocast run within LOSS_TOL (relative) of the f32 run's at
+ * every step: each product's operands are rounded to 8 significant bits
+ * (relative error 2^-9), which moves a loss of ~2.8 by a few 1e-3 per step;
+ * measured max over the 12 steps here: see the test's message. */
+#define LOSS_TOL 2e-2
+/* First-step gradients within GRAD_TOL of each parameter's largest f32
+ * gradient magnitude (as tests/test_autocast.c's BF16_TOL, with the margin
+ * of a deeper network), that magnitude taken as at least GRAD_FLOOR: the key
+ * projection's bias has a zero gradient in exact arithmetic (softmax ignores
+ * a shift shared by a row), ~1e-11 in f32 and ~1e-6 of rounding noise under
+ * autocast. */
+#define GRAD_TOL 5e-2
+#define GRAD_FLOOR 1e-4
+
+static lt_tensor *rnd(lt_generator *g, int nd, const int64_t *shape) { return LT_NN(lt_randn(g, LT_DTYPE_F32, nd, shape)); }
+
+static int64_t conversions(void) {
+  int64_t n;
+  lt__autocast_cache_stats(NULL, NULL, &n);
+  return n;
+}
+
+START_TEST(test_weight_cache) {
+  lt_scope *sc = lt_scope_begin();
+  lt_generator *g = LT_NNP(lt_generator_new(5));
+  lt_params *p = LT_NNP(lt_params_new());
+  lt_linear_m lin;
+  LT_OK_OR_FAIL(lt_linear_init(&lin, p, "lin", 64, 48, true, g));
+  lt_tensor *x = rnd(g, LT_SHAPE(4, 10, 64));
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  lt_optim_config oc = lt_optim_defaults(LT_OPTIM_SGD);
+  oc.lr = 0.5;
+  lt_optimizer *opt = LT_NNP(lt_optimizer_new(p, &oc));
+
+  const lt_dtype prev = lt_set_autocast(LT_DTYPE_BF16);
+  const int64_t c0 = conversions();
+  lt_tensor *y = LT_NN(lt_linear_forward(&lin, x));
+  ck_assert_int_eq(conversions() - c0, 2); /* x and the weight */
+  lt_tensor *loss = LT_NN(lt_sum(LT_NN(lt_mul(y, y)), 0, NULL, false));
+  LT_OK_OR_FAIL(lt_backward(loss, NULL, false));
+  /* g once for g W and g^T x; W and x from the forward's copies */
+  ck_assert_int_eq(conversions() - c0, 3);
+  int entries;
+  size_t bytes;
+  lt__autocast_cache_stats(&entries, &bytes, NULL);
+  ck_assert_int_ge(entries, 1);
+  ck_assert_uint_ge(bytes, (size_t)48 * 64 * 2);
+
+  /* Same version: no conversion, same bits. */
+  lt_tensor *y2 = LT_NN(lt_linear_forward(&lin, x));
+  ck_assert_int_eq(conversions() - c0, 3);
+  LT_ASSERT_SAME_BITS(y2, y);
+
+  /* The optimizer writes the weight in place: the next product converts
+   * again and equals a product of an uncached copy of the new weight. */
+  LT_OK_OR_FAIL(lt_optimizer_step(opt));
+  lt_tensor *y3 = LT_NN(lt_linear_forward(&lin, x));
+  ck_assert_int_eq(conversions() - c0, 4); /* the weight again; x unchanged */
+  lt_tensor *wplain = LT_NN(lt_clone(LT_NN(lt_detach(lin.weight)))); /* not a parameter: never cached */
+  lt_tensor *want = LT_NN(lt_linear(x, wplain, lin.bias));
+  LT_ASSERT_SAME_BITS(y3, want);
+  ck_assert_msg(!lt_equal(y3, y), "the update changed nothing: the test cannot see a stale copy");
+
+  /* A parameter freed and another made (the allocator may give the same
+   * address): the new one's product uses its own values. */
+  for (int i = 0; i < 3; i++) {
+    lt_tensor *w = rnd(g, LT_SHAPE(48, 64));
+    LT_OK_OR_FAIL(lt_requires_grad_(w, true));
+    lt_tensor *got = LT_NN(lt_linear(x, w, NULL));
+    lt_tensor *wp = LT_NN(lt_clone(LT_NN(lt_detach(w))));
+    lt_tensor *ref = LT_NN(lt_linear(x, wp, NULL));
+    LT_ASSERT_SAME_BITS(got, ref);
+    LT_FREE_ALL(got, ref, wp, w);
+  }
+
+  /* Leaving autocast frees every copy (PyTorch's rule). */
+  lt_set_autocast(LT_DTYPE_F32);
+  lt__autocast_cache_stats(&entries, &bytes, NULL);
+  ck_assert_int_eq(entries, 0);
+  ck_assert_uint_eq(bytes, 0);
+  lt_set_autocast(prev);
+  lt_scope_end(sc);
+  lt_optimizer_free(opt);
+  lt_params_free(p);
+  lt_generator_free(g);
+}
+END_TEST
+
+/* ---- the mode inside OpenMP regions ---------------------------------------- */
+
+typedef struct {
+  pthread_barrier_t on, done;
+} other_thread;
+
+/* Another application thread with autocast on, held until the main thread
+ * has run its products. */
+static void *autocast_elsewhere(void *u) {
+  other_thread *o = u;
+  lt_set_autocast(LT_DTYPE_BF16);
+  pthread_barrier_wait(&o->on);
+  pthread_barrier_wait(&o->done);
+  lt_set_autocast(LT_DTYPE_F32);
+  return NULL;
+}
+
+START_TEST(test_autocast_mode_in_omp_regions) {
+  lt_scope *sc = lt_scope_begin();
+  lt_generator *g = LT_NNP(lt_generator_new(9));
+  /* 8 products of [32,64]x[64,32]: lt_matmul runs one per thread in an OpenMP
+   * region on 2 threads (tensor/matmul.c, batch_per_thread). */
+  lt_tensor *a = rnd(g, LT_SHAPE(8, 32, 64)), *b = rnd(g, LT_SHAPE(8, 64, 32));
+  const int nt = lt_get_num_threads();
+  LT_OK_OR_FAIL(lt_set_num_threads(2));
+  lt_tensor *f32 = LT_NN(lt_matmul(a, b));
+  lt_dtype prev = lt_set_autocast(LT_DTYPE_BF16);
+  lt_tensor *bf = LT_NN(lt_matmul(a, b));
+  lt_set_autocast(prev);
+  ck_assert_msg(!lt_equal(f32, bf), "autocast changed nothing: the test cannot tell the modes apart");
+  /* The batched bf16 products on one thread (no OpenMP region): the reference. */
+  LT_OK_OR_FAIL(lt_set_num_threads(1));
+  prev = lt_set_autocast(LT_DTYPE_BF16);
+  lt_tensor *bf1 = LT_NN(lt_matmul(a, b));
+  lt_set_autocast(prev);
+  LT_OK_OR_FAIL(lt_set_num_threads(2));
+  LT_ASSERT_SAME_BITS(bf, bf1);
+
+  /* Another thread turns autocast on: this thread's products stay f32. */
+  other_thread o;
+  pthread_barrier_init(&o.on, NULL, 2);
+  pthread_barrier_init(&o.done, NULL, 2);
+  pthread_t th;
+  ck_assert_int_eq(pthread_create(&th, NULL, autocast_elsewhere, &o), 0);
+  pthread_barrier_wait(&o.on);
+  lt_tensor *f32b = LT_NN(lt_matmul(a, b));
+  pthread_barrier_wait(&o.done);
+  pthread_join(th, NULL);
+  pthread_barrier_destroy(&o.on);
+  pthread_barrier_destroy(&o.done);
+  LT_ASSERT_SAME_BITS(f32b, f32);
+  LT_OK_OR_FAIL(lt_set_num_threads(nt));
+  lt_scope_end(sc);
+  lt_generator_free(g);
+}
+END_TEST
+
+/* ---- a tiny Transformer trained under autocast ---------------------------- */
+
+enum { STEPS = 12, B = 4, T = 16, V = 16 };
+
+typedef struct {
+  lt_dtype mode;
+} train_ctx;
+
+/* Trains a tiny decoder-only Transformer for STEPS AdamW steps on a fixed
+ * batch (next-token prediction of a repeating pattern) in the given mode.
+ * Stores: the losses [STEPS] (f64), then the first step's gradient of every
+ * parameter up to cap, and returns the count. */
+static int train(void *u, lt_tensor **out, int cap) {
+  const train_ctx *c = u;
+  lt_generator *g = LT_NNP(lt_generator_new(21));
+  lt_tf_config cfg = lt_tf_config_default(LT_TF_DECODER_ONLY);
+  cfg.vocab_size = V;
+  cfg.d_model = 32;
+  cfg.n_heads = 4;
+  cfg.n_kv_heads = 4;
+  cfg.n_dec_layers = 2;
+  cfg.d_ff = 64;
+  cfg.max_len = T;
+  cfg.dropout = 0.0;
+  lt_transformer *m = LT_NNP(lt_transformer_new(&cfg, g));
+  lt_params *p = lt_transformer_params(m);
+  lt_optim_config oc = lt_optim_defaults(LT_OPTIM_ADAMW);
+  oc.lr = 3e-3;
+  lt_optimizer *opt = LT_NNP(lt_optimizer_new(p, &oc));
+  int64_t ids[B * (T + 1)];
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t <= T; t++) ids[b * (T + 1) + t] = (3 * t + 5 * b + (t * t) % 7) % V;
+  int64_t in[B * T], lab[B * T];
+  for (int b = 0; b < B; b++)
+    for (int t = 0; t < T; t++) in[b * T + t] = ids[b * (T + 1) + t], lab[b * T + t] = ids[b * (T + 1) + t + 1];
+  lt_tensor *tgt = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(B, T), in));
+  lt_tensor *labels = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(B, T), lab));
+  lt_nn_ctx ctx = {true, g};
+  double losses[STEPS];
+  int n = 1;
+  const lt_dtype prev = lt_set_autocast(c->mode);
+  for (int s = 0; s < STEPS; s++) {
+    lt_scope *sc = lt_scope_begin();
+    lt_tensor *logits = LT_NN(lt_transformer_decode(m, tgt, NULL, NULL, NULL, 0, &ctx));
+    lt_tensor *loss = LT_NN(lt_cross_entropy(logits, labels, NULL));
+    LT_OK_OR_FAIL(lt_item(loss, &losses[s]));
+    LT_OK_OR_FAIL(lt_backward(loss, NULL, false));
+    lt_scope_end(sc);
+    for (int i = 0; s == 0 && i < lt_params_count(p) && n < cap; i++) {
+      const lt_tensor *gr = lt_params_at(p, i)->value->grad;
+      ck_assert(gr && gr->dtype == LT_DTYPE_F32);
+      out[n++] = lt_tensor_keep(LT_NN(lt_clone(gr)));
+    }
+    LT_OK_OR_FAIL(lt_optimizer_step(opt));
+    lt_params_zero_grad(p);
+  }
+  lt_set_autocast(prev);
+  out[0] = lt_tensor_keep(LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(STEPS), losses)));
+  LT_FREE_ALL(tgt, labels);
+  lt_optimizer_free(opt);
+  lt_transformer_free(m);
+  lt_generator_free(g);
+  return n;
+}
+
+START_TEST(test_tiny_transformer_autocast) {
+  lt_tensor *f[16], *h[16];
+  train_ctx cf = {LT_DTYPE_F32}, ch = {LT_DTYPE_BF16};
+  const int n = train(&cf, f, 16);
+  ck_assert_int_eq(train(&ch, h, 16), n);
+  const double *lf = f[0]->data, *lh = h[0]->data;
+  double worst = 0;
+  for (int s = 0; s < STEPS; s++) {
+    const double r = fabs(lh[s] - lf[s]) / lf[s];
+    if (r > worst) worst = r;
+    ck_assert_msg(r <= LOSS_TOL, "step %d: loss %.6f under autocast, %.6f in f32 (relative %.3g > %.3g)", s, lh[s],
+                  lf[s], r, LOSS_TOL);
+  }
+  fprintf(stderr, "tiny transformer: loss %.4f -> %.4f (f32), %.4f -> %.4f (autocast), max relative gap %.2e\n",
+          lf[0], lf[STEPS - 1], lh[0], lh[STEPS - 1], worst);
+  ck_assert_msg(lf[STEPS - 1] < 0.8 * lf[0] && lh[STEPS - 1] < 0.8 * lh[0], "the loss did not fall: %g -> %g, %g -> %g",
+                lf[0], lf[STEPS - 1], lh[0], lh[STEPS - 1]);
+  ck_assert_msg(!lt_equal(f[0], h[0]), "autocast changed no loss: it did not apply");
+  for (int i = 1; i < n; i++) {
+    lt_tensor *a = LT_NN(lt_abs(f[i]));
+    lt_tensor *mx = LT_NN(lt_amax(a, 0, NULL, false));
+    double m;
+    LT_OK_OR_FAIL(lt_item(mx, &m));
+    char what[64];
+    snprintf(what, sizeof what, "first-step gradient %d under autocast", i - 1);
+    lt_test_assert_close(h[i], f[i], 0, GRAD_TOL * (m > GRAD_FLOOR ? m : GRAD_FLOOR), what, "the f32 gradient", __FILE__, __LINE__);
+    LT_FREE_ALL(a, mx);
+  }
+  for (int i = 0; i < n; i++) LT_FREE_ALL(f[i], h[i]);
+}
+END_TEST
+
+/* Two autocast runs on one thread count, bit for bit (on 1 and on 2 threads;
+ * lt_test_same_on_threads also compares 1 against 2: every product here is
+ * below the size oneDNN would split). */
+START_TEST(test_autocast_runs_bit_identical) {
+  train_ctx ch = {LT_DTYPE_BF16};
+  lt_tensor *a[16], *b[16];
+  const int n = train(&ch, a, 16);
+  ck_assert_int_eq(train(&ch, b, 16), n);
+  for (int i = 0; i < n; i++) {
+    LT_ASSERT_SAME_BITS(a[i], b[i]);
+    LT_FREE_ALL(a[i], b[i]);
+  }
+  lt_test_same_on_threads(train, &ch, "tiny transformer under autocast");
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("autocast_train");
+  TCase *tc = tcase_create("autocast_train");
+  tcase_add_test(tc, test_weight_cache);
+  tcase_add_test(tc, test_autocast_mode_in_omp_regions);
+  tcase_add_test(tc, test_tiny_transformer_autocast);
+  tcase_add_test(tc, test_autocast_runs_bit_identical);
+  suite_add_tcase(s, tc);
+  return lt_test_run(s);
+}
