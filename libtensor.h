@@ -6,6 +6,8 @@
  *   tensor/tensor.h      N-d tensors, ops, matmul on BLIS, random numbers
  *   autograd/autograd.h  reverse-mode differentiation, gradcheck
  *   nn/nn.h              parameters, layers, attention, losses, optimizers, schedules
+ *   nn/conv.h            convolution, pooling
+ *   nn/transformer_layer.h  Transformer encoder/decoder layers on embeddings (pre/post-norm)
  *   generate/generate.h  autoregressive generation for any model: greedy, beam search, sampling
  *   datasets/datasets.h  IDX images (Fashion-MNIST), tokenizers, corpora, tasks, batching
  *   checkpoint/checkpoint.h  HDF5 checkpoints: save, load, resume (safe and durable)
@@ -23,6 +25,7 @@
 #include "nn/nn.h"
 #include "nn/conv.h"
 #include "nn/lstm.h"
+#include "nn/transformer_layer.h"
 #include "generate/generate.h"
 #include "datasets/datasets.h"
 #include "checkpoint/checkpoint.h"

@@ -57,6 +57,22 @@ void lt_zero_grad(lt_tensor *t);
  * outputs, so that freeing them frees the graph). */
 lt_status lt_tensor_set_hook(lt_tensor *t, lt_grad_hook hook, void *user);
 
+/* Call hook(t, user) once per backward, as soon as leaf t's gradient is final
+ * for that backward: after its last contribution has been added into t->grad
+ * (created if absent), while the rest of the graph is still being swept
+ * (PyTorch's register_post_accumulate_grad_hook). This is the moment to start
+ * work on the gradient (dist/dist.h starts a bucket's reduction there).
+ * The hook runs on the thread of lt_backward and must not call lt_backward;
+ * it may read t->grad but not replace or free it. A hook returning an error
+ * fails the backward with that status. Not called for a leaf the backward
+ * does not reach. One hook per tensor; NULL removes it. t must be a leaf
+ * requiring grad (LT_ERR_AUTOGRAD otherwise).
+ *
+ * What changes for such a leaf: it is committed early, so if the backward
+ * fails after its commit (a later op's backward, another hook), its .grad
+ * keeps the added gradient (other leaves are unchanged, as usual). */
+lt_status lt_tensor_set_post_accumulate_hook(lt_tensor *t, lt_post_accumulate_hook hook, void *user);
+
 /* Anomaly mode (off by default): every recorded op output and every gradient
  * is checked for NaN/Inf; the first bad one fails with LT_ERR_NUMERIC naming
  * the op that produced it. */

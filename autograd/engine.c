@@ -26,6 +26,9 @@
  *      grad_acc or into a per-leaf temporary;
  *   4. commit: leaf hooks run on each leaf's total, then the totals are added
  *      to leaf->grad (created if absent; the leaf owns it, never a scope).
+ *      A leaf with a post-accumulate hook is committed during step 3 instead,
+ *      as soon as its last consumer has run (a per-leaf count of the edges
+ *      still to come), and its post-accumulate hook runs then;
  *   5. unless retain_graph, the saved tensors of every traversed node are
  *      released. On any error before step 4, everything made is freed and no
  *      leaf's grad and no node has changed (the graph can be retried).
@@ -176,6 +179,18 @@ void lt_zero_grad(lt_tensor *t) {
   lt_tensor_free(g);
 }
 
+lt_status lt_tensor_set_post_accumulate_hook(lt_tensor *t, lt_post_accumulate_hook hook, void *user) {
+  if (!t) return lt__err_null("set_post_accumulate_hook", "t");
+  if (hook && (t->grad_fn || !t->requires_grad))
+    return lt__err(LT_ERR_AUTOGRAD,
+                   "set_post_accumulate_hook: tensor %s is %s: only a leaf that requires grad accumulates "
+                   "a .grad",
+                   LT__D(t), t->grad_fn ? "not a leaf" : "a leaf that does not require grad");
+  t->post_hook_ = hook;
+  t->post_hook_user_ = hook ? user : NULL;
+  return LT_OK;
+}
+
 lt_status lt_tensor_set_hook(lt_tensor *t, lt_grad_hook hook, void *user) {
   if (!t) return lt__err_null("set_hook", "t");
   if (hook && !t->requires_grad && !t->grad_fn)
@@ -256,6 +271,9 @@ typedef struct leaf_acc {
   lt_tensor *leaf;
   lt_tensor *acc;
   bool excl;
+  bool committed; /* a post-accumulate leaf committed during the sweep */
+  bool due;       /* committed at the end: its post-accumulate hook is due */
+  int64_t pending; /* post-accumulate leaves: edges from nodes not yet run */
 } leaf_acc;
 
 typedef struct leaf_map {
@@ -307,7 +325,7 @@ static leaf_acc *leaf_map_get(leaf_map *m, lt_tensor *leaf) {
     m->e = e;
     m->cap = cap;
   }
-  m->e[m->n] = (leaf_acc){leaf, NULL, false};
+  m->e[m->n] = (leaf_acc){leaf, NULL, false, false, false, 0};
   m->slot[h] = m->n;
   return &m->e[m->n++];
 }
@@ -426,6 +444,9 @@ static lt_status send(engine *e, const lt__edge *ed, lt_tensor *g, bool g_excl) 
   return accumulate(&a->acc, &a->excl, g, g_excl);
 }
 
+static lt_status prepare_leaf(leaf_acc *a);
+static lt_status commit_early(leaf_acc *a);
+
 /* Runs one node: hook, checks, its backward, and sends the input gradients. */
 static lt_status run_node(engine *e, lt_node *n) {
   const char *name = lt__ops[n->op].name;
@@ -522,6 +543,14 @@ static lt_status run_node(engine *e, lt_node *n) {
   }
   for (int i = 0; i < n->nin; i++)
     if (n->in[i].fn) n->in[i].fn->pending--;
+  /* A post-accumulate leaf whose last consumer this was: commit it now. */
+  for (int i = 0; i < n->nin; i++) {
+    lt_tensor *leaf = n->in[i].fn ? NULL : n->in[i].leaf;
+    if (!leaf || !leaf->post_hook_ || !leaf->requires_grad) continue;
+    leaf_acc *a = leaf_map_get(&e->leaves, leaf);
+    if (!a) return lt_last_status();
+    if (--a->pending == 0 && a->acc && (s = commit_early(a)) != LT_OK) return s;
+  }
   return LT_OK;
 fail:
   for (int i = 0; i < n->nin; i++) {
@@ -555,6 +584,31 @@ static lt_status prepare_leaf(leaf_acc *a) {
     a->excl = true;
   }
   return LT_OK;
+}
+
+/* Adds a prepared leaf's total into its .grad (phase 2 of the commit). */
+static lt_status add_to_leaf(leaf_acc *a) {
+  if (a->leaf->grad) return lt_add_(a->leaf->grad, a->acc);
+  a->leaf->grad = a->acc;
+  a->acc = NULL;
+  return LT_OK;
+}
+
+/* The whole commit of one post-accumulate leaf, during the sweep: hook,
+ * checks, the sum into .grad, then its post-accumulate hook. */
+static lt_status commit_early(leaf_acc *a) {
+  lt_status s = prepare_leaf(a);
+  if (s == LT_OK && tl_anomaly) {
+    char what[LT__DESC_SIZE + 48];
+    snprintf(what, sizeof what, "the sum (or the hook) of the gradients of leaf %s", LT__D(a->leaf));
+    s = anomaly_check_grad(what, a->acc);
+  }
+  if (s == LT_OK) s = add_to_leaf(a);
+  lt_tensor_free(a->acc);
+  a->acc = NULL;
+  a->committed = true;
+  if (s == LT_OK) s = a->leaf->post_hook_(a->leaf, a->leaf->post_hook_user_);
+  return s;
 }
 
 /* Set while a backward runs on this thread: the node marks (topo_mark,
@@ -639,8 +693,19 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
     for (int64_t i = 0; i < e.norder; i++) {
       lt_node *n = e.order[i];
       if (n->nin > maxin) maxin = n->nin;
-      for (int k = 0; k < n->nin; k++)
+      for (int k = 0; k < n->nin; k++) {
         if (n->in[k].fn) n->in[k].fn->pending++;
+        lt_tensor *leaf = n->in[k].fn ? NULL : n->in[k].leaf;
+        if (leaf && leaf->post_hook_ && leaf->requires_grad) { /* counted for an early commit */
+          leaf_acc *a = leaf_map_get(&e.leaves, leaf);
+          if (!a) {
+            lt_tensor_free(g0);
+            s = lt_last_status();
+            goto done;
+          }
+          a->pending++;
+        }
+      }
     }
     e.excl = calloc((size_t)e.norder, 1);
     e.gin = calloc((size_t)maxin, sizeof(lt_tensor *));
@@ -658,8 +723,9 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
 
   /* Commit to the leaves: phase 1 may fail and changes nothing... */
   for (int64_t k = 0; k < e.leaves.n; k++)
-    if ((s = prepare_leaf(&e.leaves.e[k])) != LT_OK) goto done;
+    if (e.leaves.e[k].acc && (s = prepare_leaf(&e.leaves.e[k])) != LT_OK) goto done;
   for (int64_t k = 0; k < e.leaves.n && tl_anomaly; k++) {
+    if (!e.leaves.e[k].acc) continue;
     char what[LT__DESC_SIZE + 48];
     snprintf(what, sizeof what, "the sum (or the hook) of the gradients of leaf %s",
              LT__D(e.leaves.e[k].leaf));
@@ -668,13 +734,17 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
   /* ...phase 2 only adds into validated, same-shape float tensors. */
   for (int64_t k = 0; k < e.leaves.n; k++) {
     leaf_acc *a = &e.leaves.e[k];
-    if (a->leaf->grad) {
-      lt_status s2 = lt_add_(a->leaf->grad, a->acc);
-      if (s2 != LT_OK && s == LT_OK) s = s2; /* cannot happen for validated shapes */
-    } else {
-      a->leaf->grad = a->acc;
-      a->acc = NULL;
-    }
+    if (!a->acc) continue; /* committed during the sweep */
+    a->due = a->leaf->post_hook_ != NULL;
+    lt_status s2 = add_to_leaf(a);
+    if (s2 != LT_OK && s == LT_OK) s = s2; /* cannot happen for validated shapes */
+  }
+  /* Post-accumulate hooks not run during the sweep (the root a leaf itself). */
+  for (int64_t k = 0; k < e.leaves.n && s == LT_OK; k++) {
+    leaf_acc *a = &e.leaves.e[k];
+    if (!a->due) continue;
+    a->due = false;
+    s = a->leaf->post_hook_(a->leaf, a->leaf->post_hook_user_);
   }
   if (!retain_graph) {
     for (int64_t i = 0; i < e.norder; i++) {

@@ -7,6 +7,7 @@
  *   bench_attention                       T 128,512,1024,2048,4096; HS 64,128
  *   bench_attention --T 128,1024 --hs 64 --repeat 3 --B 1 --NH 4
  *   bench_attention --one fused 1024 64 1 (one configuration, this process)
+ *   OMP_WAIT_POLICY=PASSIVE bench_attention --cpu   (CPU time, not wall time)
  *
  * Every (path, T, HS, causal) runs in its own process (the program runs
  * itself with --one), so each peak RSS (getrusage ru_maxrss) is that
@@ -33,9 +34,14 @@ static void die(const char *what) {
   exit(1);
 }
 
+/* --cpu: the process's CPU time (all threads) instead of wall time; with
+ * OMP_WAIT_POLICY=PASSIVE (no spinning threads) it counts the work done and
+ * is steadier than wall time on a loaded machine. */
+static bool cpu_time;
+
 static double now(void) {
   struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
+  clock_gettime(cpu_time ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
   return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
 }
 
@@ -100,7 +106,8 @@ int main(int argc, char **argv) {
   int64_t Ts[8] = {128, 512, 1024, 2048, 4096}, HSs[4] = {64, 128}, B = 1, NH = 4;
   int nT = 5, nHS = 2, repeat = 2;
   for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--one") && i + 4 < argc)
+    if (!strcmp(argv[i], "--cpu")) cpu_time = true;
+    else if (!strcmp(argv[i], "--one") && i + 4 < argc)
       return run_one(argv[i + 1], atoll(argv[i + 2]), atoll(argv[i + 3]), atoi(argv[i + 4]), B, NH, repeat);
     else if (!strcmp(argv[i], "--T") && i + 1 < argc) nT = parse_list(argv[++i], Ts, 8);
     else if (!strcmp(argv[i], "--hs") && i + 1 < argc) nHS = parse_list(argv[++i], HSs, 4);
@@ -108,7 +115,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--B") && i + 1 < argc) B = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--NH") && i + 1 < argc) NH = atoll(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_attention [--T 128,512] [--hs 64,128] [--repeat N] [--B N] [--NH N]\n");
+      fprintf(stderr, "usage: bench_attention [--T 128,512] [--hs 64,128] [--repeat N] [--B N] [--NH N] [--cpu]\n");
       return 2;
     }
   }
@@ -116,7 +123,8 @@ int main(int argc, char **argv) {
   char load[256] = "";
   if (up && fgets(load, sizeof load, up)) printf("load at start:%s", strchr(load, ',') ? strchr(load, ',') + 1 : load);
   if (up) pclose(up);
-  printf("B %lld, NH %lld, f32, %d threads, best of %d\n", (long long)B, (long long)NH, lt_get_num_threads(), repeat);
+  printf("B %lld, NH %lld, f32, %d threads, best of %d, %s\n", (long long)B, (long long)NH, lt_get_num_threads(),
+         repeat, cpu_time ? "CPU time of all threads (ms)" : "wall time (ms)");
   printf("| HS | T | causal | fwd unfused ms | fwd fused ms | speed-up | fwd+bwd unfused ms | fwd+bwd fused ms | "
          "speed-up | peak MB unfused | peak MB fused |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int h = 0; h < nHS; h++)
@@ -125,9 +133,9 @@ int main(int argc, char **argv) {
         double res[2][4];
         for (int p = 0; p < 2; p++) {
           char cmd[512];
-          snprintf(cmd, sizeof cmd, "/proc/%d/exe --B %lld --NH %lld --repeat %d --one %s %lld %lld %d",
-                   (int)getpid(), (long long)B, (long long)NH, repeat, p ? "fused" : "unfused", (long long)Ts[t],
-                   (long long)HSs[h], c);
+          snprintf(cmd, sizeof cmd, "/proc/%d/exe%s --B %lld --NH %lld --repeat %d --one %s %lld %lld %d",
+                   (int)getpid(), cpu_time ? " --cpu" : "", (long long)B, (long long)NH, repeat,
+                   p ? "fused" : "unfused", (long long)Ts[t], (long long)HSs[h], c);
           FILE *f = popen(cmd, "r");
           if (!f || fscanf(f, "%lf %lf %lf %lf", &res[p][0], &res[p][1], &res[p][2], &res[p][3]) != 4) {
             fprintf(stderr, "bench_attention: %s failed\n", cmd);

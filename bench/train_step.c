@@ -51,6 +51,18 @@
  * while the thread it waits for has lost its core, and two threads can be
  * several times slower than one (docs/benchmarks.md).
  *
+ * Data parallel (dist/dist.h): under mpirun -np N, each rank trains on its
+ * B/N rows of the same global batch (so tokens per step stay B*T), the
+ * gradients are averaged in buckets that start during backward (the
+ * post-accumulate hooks; --no-overlap starts them after backward instead),
+ * and rank 0 prints, per configuration, the exposed communication (time in
+ * lt_dist_grads_finish, median per step) against the whole reduction's
+ * time measured alone (start + finish with nothing to overlap): the hidden
+ * share is the difference (--bucket-mb X sets the bucket size). Tokens/s are the global batch's over the slowest
+ * rank's step. For np=2 x 1 thread against np=1 x 2 threads:
+ *   mpirun --bind-to none -np 2 bench_train_step --config medium --threads 1 --no-peak
+ * (bench/run_dist_bench.sh runs the comparison.)
+ *
  * What this is not: a convergence test (the tokens are noise), nor a
  * benchmark of the data loader or of the rest of the training program.
  */
@@ -166,6 +178,8 @@ static int cmp_double(const void *a, const void *b) {
 
 typedef struct result {
   double tok_s, ms_med, ms_min, peak_mib, base_mib, gflop, loss0, loss1;
+  int buckets;
+  double exposed_ms, comm_ms; /* data parallel: in lt_dist_grads_finish per step (median); the reduction alone */
   int64_t params, tokens;
 } result;
 
@@ -182,6 +196,8 @@ static lt_tensor *random_ids(uint64_t *state, int64_t B, int64_t L, int64_t V) {
   if (!t) die("ids");
   return t;
 }
+
+static bool g_overlap = true; /* --no-overlap clears it */
 
 static result run_config(const bench_config *b, int warmup, int steps) {
   result R = {0};
@@ -217,6 +233,26 @@ static result run_config(const bench_config *b, int warmup, int steps) {
     R.tokens = 2 * b->B * b->T;
   }
   R.gflop = step_flops(b, params) * 1e-9;
+  /* Data parallel: this rank's rows of the global batch, rank 0's parameters. */
+  lt_dist_grads *dg = NULL;
+  if (lt_dist_size() > 1) {
+    int64_t r0, nr;
+    lt_dist_shard(b->B, &r0, &nr);
+    lt_tensor **rows[3] = {&x, &y, &src};
+    for (int k = 0; k < 3; k++) {
+      if (!*rows[k]) continue;
+      lt_tensor *v = lt_narrow(*rows[k], 0, r0, nr), *c = v ? lt_contiguous(v) : NULL;
+      if (!c) die("shard");
+      lt_tensor_free(v);
+      lt_tensor_free(*rows[k]);
+      *rows[k] = c;
+    }
+    TRY(lt_dist_broadcast_params(params), "broadcast");
+    if (!(dg = lt_dist_grads_new(params, 0))) die("dist_grads_new");
+    lt_dist_grads_set_sync(dg, g_overlap);
+  }
+  double *exposed = calloc((size_t)(steps > 0 ? steps : 1), sizeof *exposed);
+  if (!exposed) die("malloc");
 
   lt_cross_entropy_opts ce = LT_CROSS_ENTROPY_DEFAULTS;
   lt_nn_ctx ctx = {true, g};
@@ -239,10 +275,17 @@ static result run_config(const bench_config *b, int warmup, int steps) {
     double v;
     if (!loss || lt_item(loss, &v) != LT_OK) die("loss");
     TRY(lt_backward(loss, NULL, false), "backward");
+    if (dg) {
+      const double t1 = now();
+      if (!g_overlap) TRY(lt_dist_grads_start(dg), "dist_grads_start");
+      TRY(lt_dist_grads_finish(dg), "dist_grads_finish");
+      if (s >= warmup) exposed[s - warmup] = (now() - t1) * 1e3;
+    }
     TRY(lt_optimizer_step(opt), "optimizer step");
     lt_params_zero_grad(params);
     lt_scope_end(scope);
-    const double dt = now() - t0;
+    double dt = now() - t0;
+    TRY(lt_dist_allreduce_f64(&dt, 1, LT_DIST_MAX), "step time"); /* the slowest rank's */
     if (s == 0) R.loss0 = v;
     R.loss1 = v;
     if (s >= warmup) ms[s - warmup] = dt * 1e3;
@@ -253,7 +296,25 @@ static result run_config(const bench_config *b, int warmup, int steps) {
     R.ms_med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
     R.ms_min = ms[0];
     R.tok_s = (double)R.tokens / (R.ms_med * 1e-3);
+    qsort(exposed, (size_t)steps, sizeof *exposed, cmp_double);
+    R.exposed_ms = exposed[steps / 2];
   }
+  if (dg) { /* the reduction alone: what overlap hides at most */
+    double c[5];
+    for (int k = 0; k < 5; k++) {
+      TRY(lt_dist_barrier(), "barrier");
+      const double t1 = now();
+      TRY(lt_dist_grads_start(dg), "dist_grads_start");
+      TRY(lt_dist_grads_finish(dg), "dist_grads_finish");
+      c[k] = (now() - t1) * 1e3;
+      TRY(lt_dist_allreduce_f64(&c[k], 1, LT_DIST_MAX), "comm time");
+    }
+    qsort(c, 5, sizeof *c, cmp_double);
+    R.comm_ms = c[2];
+    R.buckets = lt_dist_grads_buckets(dg);
+    lt_dist_grads_free(dg);
+  }
+  free(exposed);
   free(ms);
   lt_tensor_free(x);
   lt_tensor_free(y);
@@ -288,7 +349,7 @@ static double gemm_peak(int64_t n, int reps) {
 static void usage(void) {
   fprintf(stderr,
           "usage: bench_train_step [--config small|medium|encdec|all] [--steps N] [--warmup N] [--threads N]\n"
-          "                        [--no-peak] [--csv] [--precision f32|bf16]\n");
+          "                        [--no-peak] [--csv] [--precision f32|bf16] [--no-overlap] [--bucket-mb X]\n");
   exit(2);
 }
 
@@ -302,22 +363,28 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-peak")) peak = false;
+    else if (!strcmp(argv[i], "--no-overlap")) g_overlap = false;
+    else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) lt_dist_set_bucket_bytes((size_t)(atof(argv[++i]) * 1048576.0));
     else if (!strcmp(argv[i], "--csv")) csv = true;
     else if (!strcmp(argv[i], "--precision") && i + 1 < argc && (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "bf16")))
       bf16 = !strcmp(argv[++i], "bf16");
     else usage();
   }
   if (steps < 1 || warmup < 0) usage();
+  TRY(lt_dist_init(&argc, &argv), "dist_init");
+  if (lt_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) die("rank output");
   TRY(lt_init(), "init");
   if (threads > 0) TRY(lt_set_num_threads(threads), "set_num_threads");
   if (bf16) lt_set_autocast(LT_DTYPE_BF16); /* steps and the peak alike */
   lt_runtime_info info;
   TRY(lt_runtime_get_info(&info), "runtime info");
   if (!csv)
-    printf("libtensor %s, BLIS kernels %s, %d threads (OMP_WAIT_POLICY=%s), %d warm-up + %d timed steps, "
-           "precision %s (bf16 products: %s)\n",
-           info.version, info.blas_arch, info.num_threads, getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset",
-           warmup, steps, bf16 ? "bf16 (autocast)" : "f32", info.bf16_gemm);
+    printf("libtensor %s, BLIS kernels %s, %d ranks x %d threads (OMP_WAIT_POLICY=%s), %d warm-up + %d timed steps, "
+           "precision %s (bf16 products: %s)%s\n",
+           info.version, info.blas_arch, lt_dist_size(), info.num_threads,
+           getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset", warmup, steps,
+           bf16 ? "bf16 (autocast)" : "f32", info.bf16_gemm,
+           lt_dist_size() == 1 ? "" : g_overlap ? ", gradients reduced during backward" : ", gradients reduced after backward");
 
   result res[3];
   bool ran[3] = {false, false, false};
@@ -355,6 +422,14 @@ int main(int argc, char **argv) {
       printf("%-7s %10lld %8lld %10.0f %9.1f %9.1f %9.1f %10.2f %8.1f %6.1f%% %4.2f->%4.2f\n", configs[k].name,
              (long long)R->params, (long long)R->tokens, R->tok_s, R->ms_med, R->ms_min, R->peak_mib, R->gflop, gfs,
              100.0 * gfs / gpeak, R->loss0, R->loss1);
+    if (lt_dist_size() > 1) {
+      const double hidden = R->comm_ms > R->exposed_ms ? R->comm_ms - R->exposed_ms : 0;
+      printf("%-7s data parallel, %d ranks, %d buckets of <= %.1f MB: communication %.1f ms alone; exposed %.1f ms/step (%.1f%% of the step), "
+             "hidden %.1f ms (%.0f%% of it)\n",
+             configs[k].name, lt_dist_size(), R->buckets, (double)lt_dist_bucket_bytes() / 1048576.0, R->comm_ms, R->exposed_ms, 100.0 * R->exposed_ms / R->ms_med, hidden,
+             R->comm_ms > 0 ? 100.0 * hidden / R->comm_ms : 0.0);
+    }
   }
+  lt_dist_finalize();
   return 0;
 }

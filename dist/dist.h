@@ -11,7 +11,8 @@
  *   - lt_dist_check_same: a configuration (named values) identical on every
  *     rank, else an error naming the value and the ranks that differ;
  *   - lt_dist_shard: the sampler, this rank's slice of a global batch;
- *   - lt_dist_grads: gradient averaging in buckets with MPI_Iallreduce.
+ *   - lt_dist_grads: gradient averaging in buckets with MPI_Iallreduce,
+ *     started during backward as the buckets' gradients become final.
  * train/trainer.h calls these itself (docs/distributed.md): a program adds
  * lt_dist_init / lt_dist_finalize, shards its batches with lt_dist_shard and
  * its validation with lt_dist_shard + lt_dist_allreduce_f64.
@@ -87,6 +88,13 @@ lt_status lt_dist_barrier(void);
  * LT_ERR_INVALID naming the first parameter that differs, on every rank).
  * p is borrowed; tensors are written in place (their version is bumped). */
 lt_status lt_dist_broadcast_params(lt_params *p);
+/* Overwrites only the buffers of p (LT_PARAM_BUFFER: BatchNorm's running
+ * statistics) with rank 0's, as PyTorch DDP's broadcast_buffers does: each
+ * rank updates them from its own rows, so without this the copies drift
+ * apart. The trainer calls it after every step of a store that has buffers.
+ * The same names and shapes on every rank are assumed (checked at start by
+ * lt_dist_broadcast_params). */
+lt_status lt_dist_broadcast_buffers(lt_params *p);
 
 typedef enum {
   LT_DIST_SUM,
@@ -130,17 +138,44 @@ lt_status lt_dist_check_params_same(const lt_params *p);
  * from the same seed). Without MPI: start 0, count n. */
 void lt_dist_shard(int64_t n, int64_t *start, int64_t *count);
 
+/* The seed of this rank's own random stream derived from seed: seed itself
+ * on rank 0 (so a world of one draws what it always drew), seed + rank x
+ * 0x9E3779B97F4A7C15 (the golden-ratio increment, mod 2^64) on the others:
+ * different on every rank, the same in every run. The trainer gives each
+ * rank its own dropout stream with it (train/trainer.h). */
+uint64_t lt_dist_rank_seed(uint64_t seed);
+
 /* ---- gradient averaging -------------------------------------------------- */
 
-/* The gradient reducer of a parameter store: the trainable parameters (in
- * store order; buffers and frozen parameters are left out) grouped into
- * buckets of about bucket_bytes (a parameter larger than that is a bucket of
- * its own; parameters of different dtypes go to different buckets).
- * lt_dist_grads_start packs each bucket's gradients into one buffer and
- * starts its MPI_Iallreduce as soon as it is packed; lt_dist_grads_finish
- * waits for every bucket, divides by N and writes the averages back into
- * each parameter's .grad (a parameter without a .grad on this rank, unused
- * by its batch, gets one: it contributed zeros). */
+/* The gradient reducer of a parameter store: the trainable parameters
+ * (buffers and frozen parameters are left out) in REVERSE store order,
+ * grouped into buckets of about bucket_bytes (a parameter larger than that is
+ * a bucket of its own; parameters of different dtypes go to different
+ * buckets). Reverse, because backward makes the gradients of the last layers
+ * final first (PyTorch DDP orders its buckets the same way).
+ *
+ * Overlap with backward: with more than one rank, lt_dist_grads_new registers
+ * a post-accumulate hook (autograd.h) on every parameter it reduces (replacing
+ * any the program had set; lt_dist_grads_free removes them). While sync is on
+ * (the default), a backward that makes a parameter's gradient final marks it
+ * ready, and as soon as every gradient of bucket 0, then 1, ... is ready, that
+ * bucket is packed into one buffer and its MPI_Iallreduce starts, while the
+ * rest of backward runs (each hook also lets MPI progress the buckets in
+ * flight). Buckets always start in index order, on a communicator of their
+ * own, so every rank issues the same collectives in the same order whatever
+ * its graph, and the sums are the same bits in every run.
+ *
+ * A step:  set_sync(false) for the micro-batches before the last (gradient
+ * accumulation sends nothing: PyTorch's no_sync), set_sync(true) before the
+ * last backward, then lt_dist_grads_finish before the optimizer step. A
+ * program that does not use backward's hooks (gradients made otherwise) calls
+ * lt_dist_grads_start, which starts every bucket not started yet.
+ *
+ * lt_dist_grads_finish starts the buckets not started yet (a parameter unused
+ * by this rank's batch, or a rank that skipped its backward), waits for every
+ * bucket, divides by N and writes the averages back into each parameter's
+ * .grad (a parameter without a .grad on this rank gets one: it contributed
+ * zeros). */
 typedef struct lt_dist_grads lt_dist_grads;
 
 /* The default bucket size: PyTorch DDP's 25 MB (bench/dist_bench.c measures
@@ -157,16 +192,28 @@ size_t lt_dist_bucket_bytes(void);
  * bucket_bytes 0: lt_dist_bucket_bytes(). */
 lt_dist_grads *lt_dist_grads_new(lt_params *p, size_t bucket_bytes);
 void lt_dist_grads_free(lt_dist_grads *g); /* NULL is a no-op; waits for buckets in flight */
-/* Starts the reduction of every bucket (a no-op with size 1). LT_ERR_STATE
- * if one is already in flight. */
+/* The hooks start buckets during backward (sync, the default) or do nothing
+ * (no_sync: the micro-batches before the last of a step). A no-op with NULL
+ * and with size 1. A gradient made final twice while sync is on (two
+ * backwards before a finish) fails that backward with LT_ERR_STATE. */
+void lt_dist_grads_set_sync(lt_dist_grads *g, bool sync);
+/* Starts the reduction of every bucket not started by the hooks (a no-op
+ * with size 1). LT_ERR_STATE if called twice before a finish. */
 lt_status lt_dist_grads_start(lt_dist_grads *g);
-/* Waits for the buckets and writes the averages (a no-op with size 1).
- * LT_ERR_STATE if none was started. */
+/* Starts what is left, waits for every bucket and writes the averages (a
+ * no-op with size 1). LT_ERR_STATE if nothing was started, by
+ * lt_dist_grads_start or by a backward's hooks, since the last finish; the
+ * status of a hook that failed during backward. */
 lt_status lt_dist_grads_finish(lt_dist_grads *g);
-/* Buckets, and the time spent in lt_dist_grads_finish waiting (the exposed
- * communication) and in total from start to finish, summed over calls. */
+/* Buckets, and the time spent in lt_dist_grads_finish (starting what was
+ * left and waiting: the exposed communication) and in total from the first
+ * bucket's start to the end of finish, summed over calls. */
 int lt_dist_grads_buckets(const lt_dist_grads *g);
 void lt_dist_grads_times(const lt_dist_grads *g, double *wait_seconds, double *total_seconds);
+/* The buckets started by the hooks during backward (summed over steps), and
+ * the time spent inside the hooks (packing, starting, MPI progress), which
+ * runs on backward's thread and so adds to its time. */
+void lt_dist_grads_overlap(const lt_dist_grads *g, int64_t *early_buckets, double *hook_seconds);
 
 #ifdef __cplusplus
 }

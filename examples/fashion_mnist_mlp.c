@@ -27,6 +27,7 @@
  *   fashion_mnist_mlp --optim sgd --lr 0.05
  *   fashion_mnist_mlp --dir run            # checkpoints every epoch and run/metrics.csv
  *   fashion_mnist_mlp --dir run --resume   # continue from run's newest checkpoint
+ *   mpirun -np 2 fashion_mnist_mlp --batch 64   # 2 ranks x 64 rows of each batch of 128
  */
 #include <libtensor/libtensor.h>
 #include <libtensor/nn/nn.h>
@@ -86,6 +87,9 @@ static lt_tensor *mlp_forward(const mlp *m, const lt_tensor *x) {
 static lt_tensor *forward(void *m, const lt_tensor *x) { return mlp_forward(m, x); }
 
 int main(int argc, char **argv) {
+  /* mpirun -np N: N ranks train on slices of each batch (docs/distributed.md);
+   * a plain start is a world of one. */
+  if (lt_dist_init(&argc, &argv) != LT_OK) die("lt_dist_init");
   lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("fashion_mnist_mlp", 10);
   if (lt_classify_parse_args(&opt, argc, argv) != LT_OK) {
     if (!opt.help) fprintf(stderr, "fashion_mnist_mlp: %s\n", lt_last_error());
@@ -120,5 +124,6 @@ int main(int argc, char **argv) {
   lt_params_free(params);
   lt_generator_free(gen);
   lt_classify_data_free(&data);
+  if (res.end == LT_TRAINER_DONE) lt_dist_finalize(); /* after a signal, mpirun is ending the job: leave without */
   return res.end == LT_TRAINER_DONE ? 0 : 128 + res.stop_reason;
 }

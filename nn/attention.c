@@ -38,7 +38,7 @@
  * (b, h) and saved for backward, as described above.
  *
  * Fused (op scaled_dot_product_attention_fused, FlashAttention-2, Dao 2023,
- * the default): tiles of FL_BR = 128 query rows x FL_BC = 256 keys
+ * the default): tiles of FL_BR = 256 query rows x FL_BC = 256 keys
  * (nn/attention_fused.inc). For each query tile the keys are visited tile by
  * tile (causal: only those up to the tile's last visible key) with an online
  * softmax: a running row max m and sum l of exp(score - m); when m grows the
@@ -56,9 +56,12 @@
  * regenerate any tile's bits from them (lt__bernoulli_tile): the same bits
  * the unfused path draws from the same generator state. Tile products are
  * lt__mat_gemm on one thread (the GEMM entry lt_matmul uses); the forward is
- * threaded over (b, h, query tile), the backward over (b, kv head), so
- * results never depend on the thread count. Per call, scratch of a few tiles
- * per thread is allocated once; nothing is allocated inside the tile loops.
+ * threaded over (b, h, query tile), largest causal tiles first, the backward
+ * over (b, kv head) and, when that gives fewer than 8 tasks (MQA at batch 1),
+ * chunks of key tiles with partial dq sums added in a fixed order
+ * (fl_chunks), so results never depend on the thread count. Per call,
+ * scratch of a few tiles per thread is allocated once; nothing is allocated
+ * inside the tile loops.
  *
  * What this is not: the float attn_mask gets no gradient (it is a constant
  * of the op). The weights handed back through `weights` are W (after
@@ -368,24 +371,62 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
  * B 2, NH 4, HS 64, T 1024, fwd+bwd, machine loaded): 64 x 128 tiles were
  * 2.6x slower than unfused (BLIS's fixed cost per call and the repacking
  * of each k/v tile per query tile), 128 x 128 1.7x, 128 x 256 and 256 x 256
- * 1.2-1.5x; 128 rows keep the causal diagonal tiles smaller. */
-#define FL_BR 128
+ * 1.2-1.5x. On the Xeon (AVX-512), CPU time of fwd+bwd at T 2048, B 2:
+ * 256 x 256 0.91x the time of 128 x 256 (0.89x non-causal), 128 x 512
+ * 0.93x, 64 x 512 1.5x; 256 x 256 it is. */
+#define FL_BR 256
 #define FL_BC 256
 
+/* The pieces of a tile (query rows t0 .. t0+nb, keys s0 .. s0+nc) worth
+ * computing: the whole tile, or, where causal masking hides part of it (the
+ * diagonal tiles), its blocks of FL_SUB rows, each with only the nv keys its
+ * last row can see (blocks that see none are left out): 3/4 of a diagonal
+ * tile's products instead of all of them. Fills p (first row within the
+ * tile, rows, keys) and returns the count (at most FL_BR / FL_SUB). */
+#define FL_SUB 128
+typedef struct fl_piece {
+  int64_t r0, nr, nv;
+} fl_piece;
+static int fl_pieces(const sdpa_plan *pl, int64_t t0, int64_t nb, int64_t s0, int64_t nc, fl_piece *p) {
+  if (!pl->causal || block_keys(pl, t0 + (nb < FL_SUB ? nb : FL_SUB)) >= s0 + nc) {
+    p[0] = (fl_piece){0, nb, nc};
+    return 1;
+  }
+  int n = 0;
+  for (int64_t r0 = 0; r0 < nb; r0 += FL_SUB) {
+    const int64_t nr = r0 + FL_SUB < nb ? FL_SUB : nb - r0, k = block_keys(pl, t0 + r0 + nr) - s0;
+    if (k > 0) p[n++] = (fl_piece){r0, nr, k < nc ? k : nc};
+  }
+  return n;
+}
+
+/* The f32 row steps of the tiles are compiled for AVX-512, AVX2+FMA and
+ * baseline SSE2, picked at load time (like tensor/elementwise.c; -std=c11
+ * keeps -ffp-contract=off, so every clone gives the same bits); f64 keeps
+ * libm's exp and one build. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define FL_CLONES_F32 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FL_CLONES_F32
+#endif
 #define FT float
 #define FN f32
 #define FDT LT_DTYPE_F32
+#define FL_CLONES FL_CLONES_F32
 #include "nn/attention_fused.inc"
 #undef FT
 #undef FN
 #undef FDT
+#undef FL_CLONES
 #define FT double
 #define FN f64
 #define FDT LT_DTYPE_F64
+#define FL_CLONES
 #include "nn/attention_fused.inc"
 #undef FT
 #undef FN
 #undef FDT
+#undef FL_CLONES
 
 /* A new tensor of shape `shape` (4-d) whose memory follows the dim order of
  * x's strides when x is a permutation of a contiguous tensor (a transposed
@@ -787,6 +828,52 @@ static int fl_threads(int64_t ntasks, int64_t work) {
   return ntasks < nt ? (int)(ntasks > 0 ? ntasks : 1) : nt;
 }
 
+/* The backward's key chunks. One task per (b, kv head) leaves threads idle
+ * when B * NKV is small (MQA at batch 1: one task), so the keys of each
+ * (b, g) are then split into up to FL_MAX_CHUNKS chunks of whole key tiles,
+ * enough for FL_MIN_TASKS tasks, each with its own dK, dV rows and a partial
+ * dQ (summed in chunk order afterwards). The split depends on the shapes
+ * only, never on the thread count, so results do not either. Causal: the
+ * chunks are balanced by work (the query rows that see each key tile: the
+ * first keys are seen by all). Fills bounds[0..n] (key indices); returns n. */
+#define FL_MIN_TASKS 8
+#define FL_MAX_CHUNKS 8
+static int64_t fl_chunks(const sdpa_plan *pl, int64_t *bounds) {
+  const int64_t bg = pl->B * pl->NKV, nkt = (pl->S + FL_BC - 1) / FL_BC;
+  int64_t n = bg >= FL_MIN_TASKS || bg == 0 ? 1 : (FL_MIN_TASKS + bg - 1) / bg;
+  if (n > nkt) n = nkt;
+  if (n > FL_MAX_CHUNKS) n = FL_MAX_CHUNKS;
+  bounds[0] = 0;
+  if (n <= 1) {
+    bounds[1] = pl->S;
+    return 1;
+  }
+  double total = 0, w[64 * FL_MAX_CHUNKS]; /* per key tile; tiles beyond the array count as the last */
+  const int64_t nw = nkt < 64 * FL_MAX_CHUNKS ? nkt : 64 * FL_MAX_CHUNKS;
+  for (int64_t j = 0; j < nkt; j++) {
+    int64_t rows = pl->T;
+    if (pl->causal) { /* rows t with t + S - T >= j * BC see the tile */
+      const int64_t first = j * FL_BC - pl->S + pl->T;
+      rows = first <= 0 ? pl->T : first >= pl->T ? 0 : pl->T - first;
+    }
+    const double wj = (double)rows + 1; /* + 1: every tile costs something */
+    if (j < nw) w[j] = wj;
+    else w[nw - 1] += wj;
+    total += wj;
+  }
+  int64_t c = 1;
+  double acc = 0;
+  for (int64_t j = 0; j < nw && c < n; j++) {
+    acc += w[j];
+    /* close chunk c after tile j when its share is reached, keeping a tile for each chunk left */
+    const int64_t left = nw - 1 - j; /* tiles after j */
+    if ((acc >= total * (double)c / (double)n || left <= n - c) && left >= n - c) bounds[c++] = (j + 1) * FL_BC;
+  }
+  n = c;
+  bounds[n] = pl->S;
+  return n;
+}
+
 /* Saved for backward: q, k, v (as BLIS-ready), out, lse [B,NH,T], and the
  * masks (attn_mask as cast) when present; the dropout draw in aux. */
 static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
@@ -852,7 +939,9 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
     double *l = (double *)mine; /* doubles first: aligned */
     char *Sb = mine + FL_BR * 8, *m = Sb + FL_BR * FL_BC * es;
     uint8_t *kb = (uint8_t *)(m + FL_BR * es);
-    const int64_t bh = i / ntq, t0 = (i % ntq) * FL_BR;
+    /* the last query tiles first: causal, they have the most keys to see
+     * (dynamic scheduling then evens out the triangle) */
+    const int64_t bh = i % (B * NH), t0 = (ntq - 1 - i / (B * NH)) * FL_BR;
     const lt_status st = dt == LT_DTYPE_F32
                              ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb)
                              : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb);
@@ -914,15 +1003,23 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   if (dq) pl.dq = dq->data, memcpy(pl.dqs, dq->stride, sizeof pl.dqs);
   if (dk) pl.dk = dk->data, memcpy(pl.dks, dk->stride, sizeof pl.dks);
   if (dv) pl.dv = dv->data, memcpy(pl.dvs, dv->stride, sizeof pl.dvs);
-  const int64_t ntasks = pl.T && pl.S ? B * NKV : 0;
+  /* tasks: (b, g, key chunk c); with several chunks each task sums its dQ
+   * into its own zeroed slab [group, T, HS] of dqp, reduced afterwards */
+  int64_t bounds[FL_MAX_CHUNKS + 1];
+  const int64_t nch = fl_chunks(&pl, bounds), NH = pl.NH, T = pl.T, HS = pl.HS, grp = pl.group;
+  const int64_t ntasks = pl.T && pl.S ? B * NKV * nch : 0, slab = grp * T * HS;
   const int nt = fl_threads(ntasks, B * pl.NH * pl.T * (pl.S + 1) * (pl.HS + pl.HSV + 1));
   /* per thread: D [BR] (double), P, W, dP [BR,BC] each, keep [BR,BC] */
   const size_t per = (size_t)(FL_BR * 8 + 3 * FL_BR * FL_BC * es + FL_BR * FL_BC + 64);
   char *scratch = ntasks ? malloc(per * (size_t)nt) : NULL;
+  char *dqp = NULL;
   lt_status st = LT_OK;
   if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
   else if (ntasks && !scratch)
     st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d tile buffers", nt);
+  else if (ntasks && dq && nch > 1 && !(dqp = calloc((size_t)(ntasks * slab), (size_t)es)))
+    st = lt__err(LT_ERR_NOMEM, OP " backward: q is %s: out of memory for %lld partial dq sums", LT__D(q),
+                 (long long)nch);
   if (st == LT_OK && ntasks) {
     int err = 0;
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
@@ -931,17 +1028,47 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
       double *D = (double *)mine;
       char *Pb = mine + FL_BR * 8, *Wb = Pb + FL_BR * FL_BC * es, *dPb = Wb + FL_BR * FL_BC * es;
       uint8_t *kb = (uint8_t *)(dPb + FL_BR * FL_BC * es);
+      const int64_t bg = i / nch, c = i % nch, bb = bg / NKV, gg = bg % NKV;
+      /* dQ of the group's first head and its strides: dq itself, or this task's slab */
+      char *dqt = NULL;
+      int64_t dqh = 0, dqr = 0, dqc = 0;
+      if (dqp) dqt = dqp + i * slab * es, dqh = T * HS, dqr = HS, dqc = 1;
+      else if (dq) dqt = at4(pl.dq, pl.dqs, es, bb, gg * grp), dqh = pl.dqs[1], dqr = pl.dqs[2], dqc = pl.dqs[3];
       const lt_status s2 =
           pl.dt == LT_DTYPE_F32
-              ? fl_bwd_f32(&pl, i / NKV, i % NKV, (float *)Pb, (float *)Wb, (float *)dPb, D, kb)
-              : fl_bwd_f64(&pl, i / NKV, i % NKV, (double *)Pb, (double *)Wb, (double *)dPb, D, kb);
+              ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb,
+                           (float *)Wb, (float *)dPb, D, kb)
+              : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc, (double *)Pb,
+                           (double *)Wb, (double *)dPb, D, kb);
       if (s2 != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }
     }
     if (err) st = lt__err(LT_ERR_BACKEND, OP " backward: q is %s, k is %s: a BLIS product failed", LT__D(q), LT__D(k));
+    if (!err && dqp) { /* dq = the chunks' partial sums, added in chunk order */
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+      for (int64_t bh = 0; bh < B * NH; bh++) {
+        const int64_t bb = bh / NH, hh = bh % NH, gg = hh / grp;
+        char *dst = at4(pl.dq, pl.dqs, es, bb, hh);
+        const char *src = dqp + (((bb * NKV + gg) * nch) * slab + (hh - gg * grp) * T * HS) * es;
+        for (int64_t t = 0; t < T; t++)
+          for (int64_t x = 0; x < HS; x++) {
+            const int64_t o = (t * pl.dqs[2] + x * pl.dqs[3]) * es, si = (t * HS + x) * es;
+            if (es == 4) {
+              float acc = 0;
+              for (int64_t c = 0; c < nch; c++) acc += *(const float *)(src + c * slab * es + si);
+              *(float *)(dst + o) = acc;
+            } else {
+              double acc = 0;
+              for (int64_t c = 0; c < nch; c++) acc += *(const double *)(src + c * slab * es + si);
+              *(double *)(dst + o) = acc;
+            }
+          }
+      }
+    }
   }
+  free(dqp);
   free(scratch);
   lt_tensor_free(gtmp);
   return hand_grads(st, dq, dk, dv, gin);
@@ -953,9 +1080,11 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
 
 /* Fused unless weights are requested (only the unfused path has them), or
  * impl / LT_ATTENTION=fused|unfused say otherwise. AUTO picks unfused when
- * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC): there the
- * fused path saves no memory worth having (P is at most 128 KB per head) and
- * measured up to 1.15x slower at T = 128 (docs/attention.md). */
+ * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC; 256 x 256):
+ * there the fused path saves little memory (P is at most 256 KB per head)
+ * and its backward recomputes P, so fwd+bwd measured 0.6x-0.9x the unfused
+ * speed at T = 128 and 256 (the crossover is in docs/attention.md). This is
+ * the one place the rule lives. */
 static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor *q, const lt_tensor *k) {
   if (weights) return false;
   const lt_attention_impl impl = o ? o->impl : LT_ATTENTION_AUTO;

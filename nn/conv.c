@@ -5,9 +5,10 @@
  *
  * What this is: one home for im2col/col2im (im2col, col2im below), used by
  * all four convolution passes and by unfold/fold. A convolution is one GEMM
- * per group over the whole batch, so BLIS sees few large products rather than
- * N small ones (its per-call setup is what makes small products slow; see
- * docs/vision.md):
+ * per group over a slice of the batch (conv2d: conv_slice images, about
+ * 2 MiB of COL; conv_transpose2d: the whole batch), so BLIS sees few large
+ * products rather than N small ones (its per-call setup is what makes small
+ * products slow; see docs/vision.md), and conv2d's scratch stays in cache:
  *
  *   COL [C_in kh kw, N OH OW]  = im2col(x)               (row (c, i, j), column (n, oh, ow))
  *   conv2d forward:   Y^T_g [C_out/g, N L]   = W_g [C_out/g, K_g] · COL_g [K_g, N L]
@@ -22,7 +23,8 @@
  * K_g = C_in/g kh kw, L = OH OW. Each product reduces over one contraction
  * inside one BLIS call, and every other loop writes disjoint (n, c) planes,
  * so results do not depend on the thread count. Scratch is one COL buffer
- * and one transposed buffer per call (no allocation inside the loops).
+ * and one transposed buffer per call (no allocation inside the loops; the
+ * storage cache of tensor/tensor.c hands the same blocks back every step).
  *
  * What this is not: a direct or Winograd kernel (im2col measured as the
  * better fit on the example's shapes; docs/vision.md), or NHWC layouts.
@@ -84,8 +86,13 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t pad_l, int64_t
             }                                                                                                 \
             const T *row = xp + ih * xs[2];                                                                   \
             int64_t iw = j * g->dw - g->pw;                                                                   \
-            if (g->sw == 1 && xs[3] == 1 && iw >= 0 && iw + g->OW <= g->W) {                                  \
-              memcpy(dst, row + iw, sizeof(T) * (size_t)g->OW);                                               \
+            if (g->sw == 1 && xs[3] == 1) { /* zeros, the row's valid span, zeros */                          \
+              const int64_t lo = iw < 0 ? (-iw < g->OW ? -iw : g->OW) : 0;                                    \
+              int64_t hi = g->W - iw < g->OW ? g->W - iw : g->OW;                                             \
+              if (hi < lo) hi = lo;                                                                           \
+              for (int64_t ow = 0; ow < lo; ow++) dst[ow] = (T)0;                                             \
+              for (int64_t ow = lo; ow < hi; ow++) dst[ow] = row[iw + ow];                                    \
+              for (int64_t ow = hi; ow < g->OW; ow++) dst[ow] = (T)0;                                         \
               continue;                                                                                       \
             }                                                                                                 \
             for (int64_t ow = 0; ow < g->OW; ow++, iw += g->sw)                                               \
@@ -119,6 +126,12 @@ DEF_IM2COL(double, f64)
             if (ih < 0 || ih >= g->H) continue;                                                                  \
             T *row = xp + ih * g->W;                                                                             \
             int64_t iw = j * g->dw - g->pw;                                                                      \
+            if (g->sw == 1) { /* the valid span only */                                                          \
+              const int64_t lo = iw < 0 ? (-iw < g->OW ? -iw : g->OW) : 0;                                       \
+              int64_t hi = g->W - iw < g->OW ? g->W - iw : g->OW;                                                \
+              for (int64_t ow = lo; ow < hi; ow++) row[iw + ow] += src[ow];                                      \
+              continue;                                                                                          \
+            }                                                                                                    \
             for (int64_t ow = 0; ow < g->OW; ow++, iw += g->sw)                                                  \
               if (iw >= 0 && iw < g->W) row[iw] += src[ow];                                                      \
           }                                                                                                      \
@@ -136,6 +149,39 @@ static void im2col(lt_dtype dt, const geom *g, const lt_tensor *x, void *col, in
 static void col2im(lt_dtype dt, const geom *g, const void *col, int64_t sn, int64_t sr, void *x, const lt_tensor *b) {
   if (dt == LT_DTYPE_F32) col2im_f32(g, col, sn, sr, x, b ? b->data : NULL, b ? b->stride[0] : 0);
   else col2im_f64(g, col, sn, sr, x, b ? b->data : NULL, b ? b->stride[0] : 0);
+}
+
+/* The same for images [n0, n0 + nb) of x (any strides) / of a contiguous
+ * [N, C, H, W] output: the geometry of nb images, pointers moved to n0. */
+static void im2col_n(lt_dtype dt, const geom *g, const lt_tensor *x, int64_t n0, int64_t nb, void *col, int64_t sn,
+                     int64_t sr) {
+  geom gc = *g;
+  gc.N = nb;
+  if (dt == LT_DTYPE_F32) im2col_f32(&gc, (const float *)x->data + n0 * x->stride[0], x->stride, col, sn, sr);
+  else im2col_f64(&gc, (const double *)x->data + n0 * x->stride[0], x->stride, col, sn, sr);
+}
+
+static void col2im_n(lt_dtype dt, const geom *g, int64_t n0, int64_t nb, const void *col, int64_t sn, int64_t sr,
+                     void *x) {
+  geom gc = *g;
+  gc.N = nb;
+  const int64_t off = n0 * g->C * g->H * g->W;
+  if (dt == LT_DTYPE_F32) col2im_f32(&gc, col, sn, sr, (float *)x + off, NULL, 0);
+  else col2im_f64(&gc, col, sn, sr, (double *)x + off, NULL, 0);
+}
+
+/* Images per slice of conv2d: the im2col matrix and the product of a slice
+ * ([rows, nb OH OW], rows = max(K, C_out)) stay near 2 MiB, so that they are
+ * written and read back in cache rather than through memory (the whole
+ * batch's COL of the CNN's second layer is 14 MiB at batch 128 and 113 MiB
+ * at evaluation's 1000), and the scratch is small enough for the storage
+ * cache to keep. Depends on the shapes only: results do not depend on the
+ * thread count. */
+static int64_t conv_slice(const geom *g, int64_t rows, size_t es) {
+  const int64_t per = rows * g->OH * g->OW * (int64_t)es, target = (int64_t)2 << 20;
+  int64_t nb = per > 0 ? target / per : g->N;
+  if (nb < 1) nb = 1;
+  return nb < g->N ? nb : g->N;
 }
 
 /* Channel-major transposes between x [N, C, H, W] (any strides) and
@@ -333,14 +379,20 @@ lt_tensor *lt_conv2d(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
   if (!wc) goto fail;
   if (!(y = lt_empty(dt, 4, (const int64_t[]){g.N, Cout, g.OH, g.OW}))) goto fail;
   if (NL > 0) {
-    if (!(col = lt_empty(dt, 2, (const int64_t[]){K, NL})) || !(yt = lt_empty(dt, 2, (const int64_t[]){Cout, NL})))
+    /* Slice by slice of NB images (conv_slice): COL, Y^T, then y. */
+    const size_t es = lt_dtype_size(dt);
+    const int64_t NB = conv_slice(&g, K > Cout ? K : Cout, es);
+    if (!(col = lt_empty(dt, 1, (const int64_t[]){K * NB * L})) || !(yt = lt_empty(dt, 1, (const int64_t[]){Cout * NB * L})))
       goto fail;
-    im2col(dt, &g, x, col->data, L, NL);
-    /* Y^T_g [C_out/G, NL] = W_g [C_out/G, K_g] · COL_g [K_g, NL] */
-    if (gemm_groups(dt, g.groups, 0.0, LT__MAT(wc->data, Cout, K / g.groups, K / g.groups, 1), false,
-                    LT__MAT(col->data, K, NL, NL, 1), false, LT__MAT(yt->data, Cout, NL, NL, 1)) != LT_OK)
-      goto fail;
-    from_cm(dt, yt->data, y->data, g.N, Cout, L, bias);
+    for (int64_t n0 = 0; n0 < g.N; n0 += NB) {
+      const int64_t nb = g.N - n0 < NB ? g.N - n0 : NB, nbL = nb * L;
+      im2col_n(dt, &g, x, n0, nb, col->data, L, nbL);
+      /* Y^T_g [C_out/G, nb L] = W_g [C_out/G, K_g] · COL_g [K_g, nb L] */
+      if (gemm_groups(dt, g.groups, 0.0, LT__MAT(wc->data, Cout, K / g.groups, K / g.groups, 1), false,
+                      LT__MAT(col->data, K, nbL, nbL, 1), false, LT__MAT(yt->data, Cout, nbL, nbL, 1)) != LT_OK)
+        goto fail;
+      from_cm(dt, yt->data, (char *)y->data + (size_t)(n0 * Cout * L) * es, nb, Cout, L, bias);
+    }
   }
   if (lt__record(y, LT__OP_conv2d, 3, (const lt_tensor *[]){x, weight, bias}, 2, (const lt_tensor *[]){x, wc}, &g,
                  sizeof g) != LT_OK)
@@ -387,27 +439,32 @@ lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **
   if (conv_bw_begin(node, gout, gin, NL, &go) != LT_OK) return lt_last_status();
   if (!go) return LT_OK;
   const bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
+  /* G^T for the whole batch, then slice by slice of NB images (conv_slice):
+   * dW accumulates over the slices in order; dx is written slice by slice. */
+  const size_t es = lt_dtype_size(dt);
+  const int64_t NB = conv_slice(g, K, es);
   lt_tensor *gt = lt_empty(dt, 2, (const int64_t[]){Cout, NL});
-  lt_tensor *col = lt_empty(dt, 2, (const int64_t[]){K, NL});
-  if (!gt || !col) return lt_last_status();
+  lt_tensor *col = lt_empty(dt, 1, (const int64_t[]){K * NB * L});
+  lt_tensor *dw = need_w ? lt_empty(dt, 4, w->shape) : NULL, *dx = need_x ? lt_empty(dt, 4, x->shape) : NULL;
+  if (!gt || !col || (need_w && !dw) || (need_x && !dx)) return lt_last_status();
   to_cm(go, gt->data);
-  const lt__mat GT = LT__MAT(gt->data, Cout, NL, NL, 1), COL = LT__MAT(col->data, K, NL, NL, 1);
   const lt__mat Wm = LT__MAT(w->data, Cout, K / G, K / G, 1);
-  if (need_w) { /* dW_g [C_out/G, K_g] = G^T_g · COL_g^T */
-    lt_tensor *dw = lt_empty(dt, 4, w->shape);
-    if (!dw) return lt_last_status();
-    im2col(dt, g, x, col->data, L, NL);
-    if (gemm_groups(dt, G, 0.0, GT, false, COL, true, LT__MAT(dw->data, Cout, K / G, K / G, 1)) != LT_OK)
-      return lt_last_status();
-    gin[1] = dw;
+  for (int64_t n0 = 0; n0 < g->N; n0 += NB) {
+    const int64_t nb = g->N - n0 < NB ? g->N - n0 : NB, nbL = nb * L;
+    const lt__mat GT = LT__MAT((char *)gt->data + (size_t)(n0 * L) * es, Cout, nbL, NL, 1);
+    const lt__mat COL = LT__MAT(col->data, K, nbL, nbL, 1);
+    if (need_w) { /* dW_g [C_out/G, K_g] (+)= G^T_g · COL_g^T */
+      im2col_n(dt, g, x, n0, nb, col->data, L, nbL);
+      if (gemm_groups(dt, G, n0 ? 1.0 : 0.0, GT, false, COL, true, LT__MAT(dw->data, Cout, K / G, K / G, 1)) != LT_OK)
+        return lt_last_status();
+    }
+    if (need_x) { /* dCOL_g [K_g, nb L] = W_g^T · G^T_g, then col2im */
+      if (gemm_groups(dt, G, 0.0, Wm, true, GT, false, COL) != LT_OK) return lt_last_status();
+      col2im_n(dt, g, n0, nb, col->data, L, nbL, dx->data);
+    }
   }
-  if (need_x) { /* dCOL_g [K_g, NL] = W_g^T · G^T_g, then col2im */
-    lt_tensor *dx = lt_empty(dt, 4, x->shape);
-    if (!dx) return lt_last_status();
-    if (gemm_groups(dt, G, 0.0, Wm, true, GT, false, COL) != LT_OK) return lt_last_status();
-    col2im(dt, g, col->data, L, NL, dx->data, NULL);
-    gin[0] = dx;
-  }
+  gin[0] = dx;
+  gin[1] = dw;
   return LT_OK;
 }
 
@@ -659,13 +716,52 @@ static lt_status pool_geom(const char *op, const lt_tensor *x, const lt_pool_opt
   return LT_OK;
 }
 
-/* Max pooling over (n, c) planes; idx gets flat positions h W + w. */
+/* The 2x2 window of stride 2 without padding or dilation (the CNN's), over
+ * rows with unit stride: the four values in the general loop's order, so
+ * the same first maximum (and the same NaN rule) as there. idx may be NULL
+ * (no backward will read it). */
+#define DEF_MAXPOOL22(T, sfx)                                                                                    \
+  static void maxpool22_plane_##sfx(const geom *g, const T *xp, int64_t rs, T *y, int64_t *idx) {              \
+    for (int64_t oh = 0; oh < g->OH; oh++) {                                                                     \
+      const T *r0 = xp + 2 * oh * rs, *r1 = r0 + rs;                                                             \
+      T *yo = y + oh * g->OW;                                                                                    \
+      for (int64_t ow = 0; ow < g->OW; ow++) {                                                                   \
+        const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];                         \
+        /* branch-free (selects): the data decides each comparison at random */                                 \
+        T m = a;                                                                                                 \
+        int64_t k = 0;                                                                                           \
+        const bool tb = (b > m) | (b != b);                                                                      \
+        m = tb ? b : m, k = tb ? 1 : k;                                                                          \
+        const bool tc = (c > m) | (c != c);                                                                      \
+        m = tc ? c : m, k = tc ? 2 : k;                                                                          \
+        const bool td = (d > m) | (d != d);                                                                      \
+        m = td ? d : m, k = td ? 3 : k;                                                                          \
+        yo[ow] = m;                                                                                              \
+        if (idx) idx[oh * g->OW + ow] = (2 * oh + (k >> 1)) * g->W + 2 * ow + (k & 1);                          \
+      }                                                                                                          \
+    }                                                                                                            \
+  }
+DEF_MAXPOOL22(float, f32)
+DEF_MAXPOOL22(double, f64)
+
+static bool is_pool22(const geom *g, const int64_t *xs) {
+  return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 && g->dh == 1 &&
+         g->dw == 1 && xs[3] == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W;
+}
+
+/* Max pooling over (n, c) planes; idx (NULL: not wanted) gets flat positions
+ * h W + w. */
 #define DEF_MAXPOOL(T, sfx)                                                                                       \
   static void maxpool_##sfx(const geom *g, const T *x, const int64_t *xs, T *y, int64_t *idx) {                  \
     const int64_t NC = g->N * g->C, L = g->OH * g->OW;                                                           \
     const int nt = lt__threads_for(NC * L * g->kh * g->kw, NC);                                                  \
+    const bool p22 = is_pool22(g, xs);                                                                           \
     _Pragma("omp parallel for schedule(static) num_threads(nt)") for (int64_t nc = 0; nc < NC; nc++) {           \
       const T *xp = x + (nc / g->C) * xs[0] + (nc % g->C) * xs[1];                                               \
+      if (p22) {                                                                                                 \
+        maxpool22_plane_##sfx(g, xp, xs[2], y + nc * L, idx ? idx + nc * L : NULL);                              \
+        continue;                                                                                                \
+      }                                                                                                          \
       for (int64_t oh = 0; oh < g->OH; oh++)                                                                     \
         for (int64_t ow = 0; ow < g->OW; ow++) {                                                                 \
           int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;                                              \
@@ -684,7 +780,7 @@ static lt_status pool_geom(const char *op, const lt_tensor *x, const lt_pool_opt
               }                                                                                                  \
             }                                                                                                    \
           y[nc * L + oh * g->OW + ow] = m;                                                                       \
-          idx[nc * L + oh * g->OW + ow] = best;                                                                  \
+          if (idx) idx[nc * L + oh * g->OW + ow] = best;                                                         \
         }                                                                                                        \
     }                                                                                                            \
   }
@@ -697,11 +793,14 @@ lt_tensor *lt_max_pool2d(const lt_tensor *x, const lt_pool_opts *opts, lt_tensor
   geom g;
   if (pool_geom(op, x, opts, true, &g) != LT_OK) return NULL;
   const int64_t shape[4] = {g.N, g.C, g.OH, g.OW};
-  lt_tensor *y = lt_empty(x->dtype, 4, shape), *idx = lt_empty(LT_DTYPE_I64, 4, shape);
-  if (!y || !idx) goto fail;
+  /* The indices only if the caller or a backward wants them. */
+  const bool want_idx = indices || lt__needs_grad(1, &x);
+  lt_tensor *y = lt_empty(x->dtype, 4, shape), *idx = want_idx ? lt_empty(LT_DTYPE_I64, 4, shape) : NULL;
+  if (!y || (want_idx && !idx)) goto fail;
   if (y->numel > 0) {
-    if (x->dtype == LT_DTYPE_F32) maxpool_f32(&g, x->data, x->stride, y->data, idx->data);
-    else maxpool_f64(&g, x->data, x->stride, y->data, idx->data);
+    int64_t *ix = idx ? idx->data : NULL;
+    if (x->dtype == LT_DTYPE_F32) maxpool_f32(&g, x->data, x->stride, y->data, ix);
+    else maxpool_f64(&g, x->data, x->stride, y->data, ix);
   }
   if (lt__record(y, LT__OP_max_pool2d, 1, &x, 1, (const lt_tensor *[]){idx}, &g, sizeof g) != LT_OK) goto fail;
   if (indices) *indices = idx;

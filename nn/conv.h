@@ -5,9 +5,11 @@
  * adaptive_avg_pool2d), and the Conv1d/Conv2d modules. Included by nn/nn.h;
  * split out because nn.h was getting long.
  *
- * What this is: im2col + one GEMM per group over the whole batch (through
+ * What this is: im2col + one GEMM per group over slices of the batch (about
+ * 2 MiB of im2col each, so the scratch stays in cache; through
  * lt__mat_gemm, the entry lt_matmul uses), forward and backward; direct
- * kernels for pooling. Results do not depend on the thread count.
+ * kernels for pooling (a fast path for the 2x2 / stride 2 max pool).
+ * Results do not depend on the thread count.
  * What this is not: channels-last (NHWC) layouts, 3-d convolution, unbatched
  * inputs (add the batch dim with lt_unsqueeze), padding modes other than
  * zeros (use lt_pad when it lands).

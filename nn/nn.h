@@ -215,7 +215,7 @@ lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduc
  *   unfused: the [B,NH,T,S] probabilities are materialised and saved (the
  *     reference, and the only path that can return `weights`).
  * impl picks one: LT_ATTENTION_AUTO (0, the default) is fused unless weights
- * are requested or T <= 128 and S <= 256 (one fused tile: unfused there),
+ * are requested or T <= 256 and S <= 256 (one fused tile: unfused there),
  * or the environment variable LT_ATTENTION=fused|unfused says otherwise
  * (for tests and benchmarks; read at each call). The two agree to
  * rounding (1e-5 relative in f32), and each is bit-identical across thread

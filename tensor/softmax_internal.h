@@ -6,7 +6,8 @@
  * lt_log_softmax and their backward in tensor/reduce.c, the fused
  * cross-entropy in nn/loss.c, the attention probabilities in nn/attention.c)
  * builds a contiguous row from these steps:
- *   m   = lt__row_max(x)                  max, NaN wins (propagates);
+ *   m   = lt__row_max(x)                  max, NaN wins (propagates; vectorised
+ *                                         over integer keys);
  *   s   = lt__row_sumexp(x, m)            sum of exp(x - m), in double;
  *   s   = lt__row_exp(x, m, y)            the same, storing y = exp(x - m);
  *   lse = m + log(s)                      (callers write this line);
@@ -31,9 +32,40 @@
 
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 static inline float lt__exp_f32(float x) { return lt__vexpf(x); }
 static inline double lt__exp_f64(double x) { return exp(x); }
+
+/* max over x[0..n), NaN wins (any NaN gives NaN); -inf for n == 0. gcc
+ * vectorises no float max without -ffinite-math-only, so the max is taken
+ * over integer keys of the same order (the bits, with the magnitude bits
+ * flipped for negative numbers: -inf < ... < -0 < +0 < ... < +inf), and a
+ * second loop looks for NaN; both vectorise. The value is the same as a
+ * plain comparison loop's (up to the sign of a zero). */
+#define LT__ROW_MAX(NAME, T, I, MAG)                                    \
+  static inline I lt__fkey_##NAME(I b) { return b ^ ((b >> (8 * (int)sizeof(I) - 1)) & (I)(MAG)); } \
+  static inline T lt__row_max_##NAME(const T *x, int64_t n) {           \
+    const T ninf = -INFINITY;                                           \
+    I k, b;                                                             \
+    memcpy(&b, &ninf, sizeof b);                                        \
+    k = lt__fkey_##NAME(b);                                             \
+    for (int64_t i = 0; i < n; i++) {                                   \
+      memcpy(&b, x + i, sizeof b);                                      \
+      const I key = lt__fkey_##NAME(b);                                 \
+      k = key > k ? key : k;                                            \
+    }                                                                   \
+    int nan = 0;                                                        \
+    for (int64_t i = 0; i < n; i++) nan |= x[i] != x[i];                \
+    if (nan) return (T)NAN;                                             \
+    b = lt__fkey_##NAME(k);                                             \
+    T m;                                                                \
+    memcpy(&m, &b, sizeof m);                                           \
+    return m;                                                           \
+  }
+LT__ROW_MAX(f32, float, int32_t, 0x7fffffff)
+LT__ROW_MAX(f64, double, int64_t, 0x7fffffffffffffffLL)
+#undef LT__ROW_MAX
 
 /* The fixed combination of 8 lanes. */
 #define LT__ROW_LANES_SUM(a) ((((a)[0] + (a)[4]) + ((a)[1] + (a)[5])) + (((a)[2] + (a)[6]) + ((a)[3] + (a)[7])))
@@ -41,21 +73,6 @@ static inline double lt__exp_f64(double x) { return exp(x); }
 /* Each row loop runs in blocks of 8 lanes (element i + l goes to lane l) and
  * a tail whose element k goes to lane k. */
 #define LT__ROW_KERNELS(NAME, T)                                                         \
-  /* max over x[0..n), NaN wins; -inf for n == 0. */                                     \
-  static inline T lt__row_max_##NAME(const T *x, int64_t n) {                            \
-    T a[8];                                                                              \
-    for (int l = 0; l < 8; l++) a[l] = -INFINITY;                                        \
-    int64_t i = 0;                                                                       \
-    for (; i + 8 <= n; i += 8)                                                           \
-      for (int l = 0; l < 8; l++) {                                                      \
-        const T v = x[i + l];                                                            \
-        a[l] = (v > a[l] || v != v) ? v : a[l];                                          \
-      }                                                                                  \
-    for (int l = 0; i < n; i++, l++) a[l] = (x[i] > a[l] || x[i] != x[i]) ? x[i] : a[l]; \
-    T m = a[0];                                                                          \
-    for (int l = 1; l < 8; l++) m = (a[l] > m || a[l] != a[l]) ? a[l] : m;               \
-    return m;                                                                            \
-  }                                                                                      \
   /* sum of exp(x[i] - m) over [0, n), in double. */                                     \
   static inline double lt__row_sumexp_##NAME(const T *x, T m, int64_t n) {               \
     double a[8] = {0};                                                                   \

@@ -55,47 +55,98 @@ int64_t lt__live_storages(void) {
 
 /* ---- storage ----------------------------------------------------------- */
 
-/* A small cache of large freed blocks. glibc serves big blocks straight from
- * mmap and returns them on free, so without it every large output of every
- * step is fresh memory that the kernel faults in and zeroes page by page: a
- * quarter of a [4096,512]x[512,2048] GEMM (docs/gemm.md). Blocks of at least
- * 4 MiB are kept (at most 8 of them, 256 MiB in all) and reused for a request
- * of between half and all of their size. New large blocks get huge pages. */
-#define CACHE_MIN ((size_t)4 << 20)
-#define CACHE_SLOTS 8
-#define CACHE_MAX_BYTES ((size_t)256 << 20)
+/* A cache of large freed blocks, by size class. glibc serves big blocks
+ * straight from mmap and returns them on free, so without it every large
+ * output and scratch buffer of every step is fresh memory that the kernel
+ * faults in and zeroes page by page: a quarter of a [4096,512]x[512,2048]
+ * GEMM (docs/gemm.md), 13% of the CNN's step (docs/vision.md).
+ *
+ * - Blocks of CACHE_MIN (256 KiB) or more are rounded up to a size class
+ *   (4 classes per power of two: at most 25% slack; from 4 MiB on, also to
+ *   whole 2 MiB huge pages, which new blocks are advised to use) and a freed
+ *   one is kept for the next request of the same class (the newest first).
+ * - Bounded: at most CACHE_SLOTS blocks and CACHE_MAX_BYTES in all; a free
+ *   that does not fit evicts the least recently cached blocks, and a block
+ *   larger than the bound goes back to the system.
+ * - Thread-safe (one mutex; the blocks are large, so calls are rare next to
+ *   the work done in them).
+ * - Under AddressSanitizer a cached block is poisoned until it is handed out
+ *   again, so a use after free of a tensor is still reported.
+ * LT_STORAGE_CACHE=0 in the environment turns it off (every block goes back
+ * to the system at once), for comparisons. */
+#define CACHE_MIN ((size_t)256 << 10)
+#define CACHE_HUGE ((size_t)4 << 20)
+#define CACHE_SLOTS 64
+#define CACHE_MAX_BYTES ((size_t)512 << 20)
+
+#if defined(__SANITIZE_ADDRESS__)
+#include <sanitizer/asan_interface.h>
+#define CACHE_POISON(p, n) ASAN_POISON_MEMORY_REGION((p), (n))
+#define CACHE_UNPOISON(p, n) ASAN_UNPOISON_MEMORY_REGION((p), (n))
+#else
+#define CACHE_POISON(p, n) ((void)(p), (void)(n))
+#define CACHE_UNPOISON(p, n) ((void)(p), (void)(n))
+#endif
 
 static struct {
   void *p;
   size_t size;
+  uint64_t age; /* when it was cached: the oldest is evicted first */
 } cache[CACHE_SLOTS];
 static size_t cache_bytes = 0;
+static uint64_t cache_clock = 0;
+static int cache_enabled = -1; /* -1: not read yet */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+
+/* The size class of a request of alloc >= CACHE_MIN bytes. */
+static size_t cache_class(size_t alloc) {
+  size_t top = CACHE_MIN;
+  while (top < alloc / 2 && top <= SIZE_MAX / 4) top *= 2; /* top <= alloc < 4 top */
+  size_t step = top / 4, c = (alloc + step - 1) / step * step;
+  if (c < alloc) return alloc; /* overflow: no class (aligned_alloc then fails) */
+  if (c >= CACHE_HUGE) {
+    const size_t huge = (size_t)2 << 20;
+    size_t h = (c + huge - 1) / huge * huge;
+    c = h >= c ? h : c;
+  }
+  return c;
+}
+
+/* Called with cache_lock held. */
+static bool cache_on(void) {
+  if (cache_enabled < 0) {
+    const char *e = getenv("LT_STORAGE_CACHE");
+    cache_enabled = !(e && e[0] == '0' && !e[1]);
+  }
+  return cache_enabled;
+}
 
 static void *block_alloc(size_t alloc, size_t *got) {
   *got = alloc;
   if (alloc < CACHE_MIN) return aligned_alloc(64, alloc);
+  alloc = cache_class(alloc);
+  *got = alloc;
   void *p = NULL;
   pthread_mutex_lock(&cache_lock);
-  int best = -1;
-  for (int i = 0; i < CACHE_SLOTS; i++)
-    if (cache[i].p && cache[i].size >= alloc && cache[i].size / 2 <= alloc &&
-        (best < 0 || cache[i].size < cache[best].size))
-      best = i;
-  if (best >= 0) {
-    p = cache[best].p;
-    *got = cache[best].size;
-    cache_bytes -= cache[best].size;
-    cache[best].p = NULL;
+  if (cache_on()) { /* the newest block of the class: the likeliest still in the CPU's caches */
+    int best = -1;
+    for (int i = 0; i < CACHE_SLOTS; i++)
+      if (cache[i].p && cache[i].size == alloc && (best < 0 || cache[i].age > cache[best].age)) best = i;
+    if (best >= 0) {
+      p = cache[best].p;
+      cache_bytes -= cache[best].size;
+      cache[best].p = NULL;
+    }
   }
   pthread_mutex_unlock(&cache_lock);
-  if (p) return p;
-  size_t huge = (size_t)2 << 20;
-  alloc = (alloc + huge - 1) / huge * huge;
-  *got = alloc;
-  p = aligned_alloc(huge, alloc);
+  if (p) {
+    CACHE_UNPOISON(p, alloc);
+    return p;
+  }
+  const bool huge = alloc >= CACHE_HUGE;
+  p = aligned_alloc(huge ? (size_t)2 << 20 : 64, alloc);
 #ifdef MADV_HUGEPAGE
-  if (p) (void)madvise(p, alloc, MADV_HUGEPAGE); /* advice only: failure is harmless */
+  if (p && huge) (void)madvise(p, alloc, MADV_HUGEPAGE); /* advice only: failure is harmless */
 #endif
   return p;
 }
@@ -103,27 +154,40 @@ static void *block_alloc(size_t alloc, size_t *got) {
 static void block_free(void *p, size_t size) {
   if (!p) return;
   if (size >= CACHE_MIN && size <= CACHE_MAX_BYTES) {
+    void *evicted[CACHE_SLOTS];
+    size_t esize[CACHE_SLOTS];
+    int ne = 0;
     pthread_mutex_lock(&cache_lock);
-    /* Evict the smallest blocks until this one fits. */
-    while (cache_bytes + size > CACHE_MAX_BYTES) {
-      int small = -1;
+    if (cache_on()) {
+      /* Evict the oldest blocks until this one fits (in bytes and in slots). */
+      for (;;) {
+        int used = 0, old = -1;
+        for (int i = 0; i < CACHE_SLOTS; i++)
+          if (cache[i].p) {
+            used++;
+            if (old < 0 || cache[i].age < cache[old].age) old = i;
+          }
+        if (old < 0 || (cache_bytes + size <= CACHE_MAX_BYTES && used < CACHE_SLOTS)) break;
+        evicted[ne] = cache[old].p, esize[ne++] = cache[old].size;
+        cache_bytes -= cache[old].size;
+        cache[old].p = NULL;
+      }
       for (int i = 0; i < CACHE_SLOTS; i++)
-        if (cache[i].p && (small < 0 || cache[i].size < cache[small].size)) small = i;
-      if (small < 0) break;
-      free(cache[small].p);
-      cache_bytes -= cache[small].size;
-      cache[small].p = NULL;
-    }
-    int slot = -1;
-    for (int i = 0; i < CACHE_SLOTS && slot < 0; i++)
-      if (!cache[i].p) slot = i;
-    if (slot >= 0 && cache_bytes + size <= CACHE_MAX_BYTES) {
-      cache[slot].p = p;
-      cache[slot].size = size;
-      cache_bytes += size;
-      p = NULL;
+        if (!cache[i].p) {
+          cache[i].p = p;
+          cache[i].size = size;
+          cache[i].age = ++cache_clock;
+          cache_bytes += size;
+          CACHE_POISON(p, size);
+          p = NULL;
+          break;
+        }
     }
     pthread_mutex_unlock(&cache_lock);
+    for (int i = 0; i < ne; i++) {
+      CACHE_UNPOISON(evicted[i], esize[i]);
+      free(evicted[i]);
+    }
   }
   free(p);
 }

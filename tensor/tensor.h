@@ -298,6 +298,9 @@ typedef struct lt_tensor lt_tensor;
  * before it is accumulated; may return a replacement (returns new) or NULL to
  * keep grad unchanged. See autograd.h. */
 typedef lt_tensor *(*lt_grad_hook)(const lt_tensor *t, const lt_tensor *grad, void *user);
+/* Post-accumulate hook: called with a leaf once its .grad holds its final
+ * value for the running backward. See autograd.h. */
+typedef lt_status (*lt_post_accumulate_hook)(lt_tensor *t, void *user);
 
 /* The tensor struct is public and READ-ONLY by convention: read shape, strides
  * and data directly, change them only through the API. */
@@ -322,6 +325,8 @@ struct lt_tensor {
   int64_t scope_slot_;
   lt_grad_hook hook_;
   void *hook_user_;
+  lt_post_accumulate_hook post_hook_;
+  void *post_hook_user_;
 };
 
 /* Helpers to pass shapes and dim lists inline:

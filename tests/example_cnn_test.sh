@@ -1,5 +1,5 @@
 #!/bin/sh
-# Trains examples/cnn_fashion_mnist (the in-tree build; tests/example_test.sh
+# Trains examples/cnn_fashion_mnist or vit_fashion_mnist (the in-tree build; tests/example_test.sh
 # already checks building the examples against an installed tree) for a few
 # steps and checks that it learns: the mean loss of the last 20 steps well
 # below that of the first 20, test accuracy far above chance (0.1), one CSV
@@ -9,6 +9,7 @@
 # Exits 77 (ctest: skipped) when the Fashion-MNIST files are not installed.
 set -eu
 bin=$1; steps=${2:-30}
+name=$(basename "$bin")
 data=/usr/share/datasets/fashion-mnist
 if [ ! -r "$data/train-images-idx3-ubyte.gz" ]; then
   echo "example_cnn_test: SKIPPED: $data not found (apt-get install dataset-fashion-mnist)"
@@ -17,7 +18,7 @@ fi
 tmp=$(mktemp -d); trap 'rm -rf "$tmp"' EXIT
 if ! "$bin" --max-steps "$steps" --log-every 10 --dir "$tmp/run" >"$tmp/out.txt" 2>&1; then
   cat "$tmp/out.txt"
-  echo "example_cnn_test: FAILED: cnn_fashion_mnist exited with an error"
+  echo "example_cnn_test: FAILED: $name exited with an error"
   exit 1
 fi
 cat "$tmp/out.txt"

@@ -258,7 +258,7 @@ static void check_fused(cfg c, lt_dtype dt, double p, double rtol) {
   lt_generator_free(dg);
 }
 
-/* Odd sizes: T not a multiple of the 128-row tile, S of the 256-key tile,
+/* Odd sizes: T not a multiple of the 256-row tile, S of the 256-key tile,
  * head sizes 8 to 128, T = 1 (decoding), T != S (cross-attention, a KV
  * cache), GQA/MQA, every mask kind, a transposed q. */
 static const cfg fused_cfgs[] = {
@@ -274,6 +274,10 @@ static const cfg fused_cfgs[] = {
     {.B = 1, .NH = 2, .NKV = 2, .T = 3, .S = 4, .HS = 2, .HSV = 5, .scale = 0.3},
     {.B = 3, .NH = 2, .NKV = 1, .T = 70, .S = 140, .HS = 96, .padding = true, .causal = true},
     {.B = 1, .NH = 2, .NKV = 2, .T = 257, .S = 257, .HS = 64, .causal = true},
+    /* MQA at batch 1: the backward splits the keys into chunks (3 and 2
+     * here), each with its own partial dq */
+    {.B = 1, .NH = 3, .NKV = 1, .T = 600, .S = 600, .HS = 16, .causal = true, .padding = true},
+    {.B = 1, .NH = 2, .NKV = 1, .T = 270, .S = 520, .HS = 40, .mask = 1},
 };
 #define NFUSED ((int)(sizeof fused_cfgs / sizeof fused_cfgs[0]))
 
@@ -287,13 +291,13 @@ END_TEST
 /* LT_ATTENTION=unfused in the environment switches the default path; an
  * explicit impl wins over it; weights always come from the unfused path. */
 START_TEST(test_fused_switch) {
-  lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 129, 8)));
-  lt_tensor *qs = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 128, 8)));
+  lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 257, 8)));
+  lt_tensor *qs = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 256, 8)));
   lt_attention_opts o = {.causal = true};
   unsetenv("LT_ATTENTION");
   ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention_fused);
-  /* one tile (T <= 128, S <= 256): unfused unless LT_ATTENTION=fused */
+  /* one tile (T <= 256, S <= 256): unfused unless LT_ATTENTION=fused */
   ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention);
   setenv("LT_ATTENTION", "fused", 1);
@@ -533,8 +537,9 @@ static int attn_run(void *u, lt_tensor **res, int cap) {
 /* Results do not depend on the thread count (one task per thread, or one
  * task with BLIS threads). */
 START_TEST(test_thread_count_independent) {
-  const int64_t shapes[][5] = {{2, 4, 2, 48, 32}, {1, 1, 1, 200, 32}, {2, 4, 2, 150, 64}}; /* B NH NKV T HS */
-  for (int c = 0; c < 6; c++) {
+  /* B NH NKV T HS; the last: MQA at batch 1, the backward's keys in 3 chunks */
+  const int64_t shapes[][5] = {{2, 4, 2, 48, 32}, {1, 1, 1, 200, 32}, {2, 4, 2, 150, 64}, {1, 2, 1, 600, 16}};
+  for (int c = 0; c < 8; c++) {
     const int impl = c % 2 ? LT_ATTENTION_FUSED : LT_ATTENTION_UNFUSED;
     const int64_t *sh = shapes[c / 2];
     const int64_t B = sh[0], NH = sh[1], NKV = sh[2], T = sh[3], HS = sh[4];
@@ -542,7 +547,8 @@ START_TEST(test_thread_count_independent) {
                     leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))), randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS)),
                     impl};
     static const char *names[] = {"unfused, a task per thread", "fused, a task per thread", "unfused, one task",
-                                  "fused, one task", "unfused, tiles", "fused, several tiles"};
+                                  "fused, one task", "unfused, tiles", "fused, several tiles",
+                                  "unfused, MQA", "fused, MQA, key chunks"};
     lt_test_same_on_threads(attn_run, &ctx, names[c]);
   }
 }

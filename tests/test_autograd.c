@@ -438,6 +438,90 @@ START_TEST(test_hook_nonleaf) {
 }
 END_TEST
 
+/* Post-accumulate hooks: each fires once per backward, as soon as its leaf's
+ * gradient is final, while the rest of the sweep is still to run. */
+typedef struct post_log {
+  int calls_x, calls_w, order; /* order: 1 if w's hook ran first */
+  bool x_grad_null_at_w;       /* x had no .grad yet when w's hook ran */
+  lt_tensor *x, *w;
+  double w_at_hook[3];         /* w->grad when its hook ran */
+  lt_status fail;              /* returned by w's hook */
+} post_log;
+
+static lt_status post_hook(lt_tensor *t, void *user) {
+  post_log *h = user;
+  if (t == h->w) {
+    h->calls_w++;
+    if (h->calls_x == 0) h->order = 1, h->x_grad_null_at_w = h->x->grad == NULL;
+    lt_tensor_read(t->grad, LT_DTYPE_F64, h->w_at_hook, 3);
+    return h->fail ? lt__err(h->fail, "post_hook: asked to fail") : LT_OK;
+  }
+  h->calls_x++;
+  return LT_OK;
+}
+
+/* s = sum(2x * w) + sum(w * w): the reverse sweep ends with the mul_scalar
+ * that is x's only consumer, after both of w's consumers. */
+static lt_tensor *post_graph(lt_tensor *x, lt_tensor *w) {
+  lt_tensor *y = LT_NN(lt_mul_scalar(x, 2));
+  lt_tensor *z = LT_NN(lt_mul(y, w));
+  lt_tensor *a = LT_NN(lt_sum(z, 0, NULL, false));
+  lt_tensor *b = sumsq(w);
+  lt_tensor *s = LT_NN(lt_add(a, b));
+  lt_tensor_free(y), lt_tensor_free(z), lt_tensor_free(a), lt_tensor_free(b);
+  return s;
+}
+
+START_TEST(test_post_accumulate_hook) {
+  lt_tensor *x = LEAF(LT_SHAPE(3), 1, 2, 3);
+  lt_tensor *w = LEAF(LT_SHAPE(3), 4, 5, 6);
+  post_log h = {.x = x, .w = w};
+  LT_OK_OR_FAIL(lt_tensor_set_post_accumulate_hook(x, post_hook, &h));
+  LT_OK_OR_FAIL(lt_tensor_set_post_accumulate_hook(w, post_hook, &h));
+  lt_tensor *s = post_graph(x, w);
+  LT_OK_OR_FAIL(lt_backward(s, NULL, false));
+  lt_tensor_free(s);
+  ck_assert_int_eq(h.calls_x, 1);
+  ck_assert_int_eq(h.calls_w, 1); /* w has two consumers: one call, after both */
+  ck_assert_int_eq(h.order, 1);
+  ck_assert_msg(h.x_grad_null_at_w, "w's hook ran after x was committed: not during the sweep");
+  /* dw = 2x + 2w = 10, 14, 18, final when the hook ran */
+  ck_assert(h.w_at_hook[0] == 10 && h.w_at_hook[1] == 14 && h.w_at_hook[2] == 18);
+  LT_ASSERT_VALUES(x->grad, 1e-12, 8, 10, 12);
+  /* a second backward accumulates; the hook sees the sum */
+  s = post_graph(x, w);
+  LT_OK_OR_FAIL(lt_backward(s, NULL, false));
+  lt_tensor_free(s);
+  ck_assert_int_eq(h.calls_w, 2);
+  ck_assert(h.w_at_hook[0] == 20 && h.w_at_hook[2] == 36);
+  /* the root itself a leaf: the hook runs at the commit */
+  LT_OK_OR_FAIL(lt_tensor_set_post_accumulate_hook(x, NULL, NULL));
+  lt_tensor *ones = LT_NN(lt_ones(LT_DTYPE_F64, LT_SHAPE(3)));
+  LT_OK_OR_FAIL(lt_backward(w, ones, false));
+  lt_tensor_free(ones);
+  ck_assert_int_eq(h.calls_w, 3);
+  ck_assert(h.w_at_hook[0] == 21);
+  /* a failing hook fails the backward with its status and message */
+  h.fail = LT_ERR_STATE;
+  s = post_graph(x, w);
+  LT_EXPECT_ERR(lt_backward(s, NULL, false), LT_ERR_STATE, "asked to fail");
+  lt_tensor_free(s);
+  /* removed: no call; refused on a non-leaf, a leaf without grad, NULL */
+  LT_OK_OR_FAIL(lt_tensor_set_post_accumulate_hook(w, NULL, NULL));
+  s = post_graph(x, w);
+  LT_OK_OR_FAIL(lt_backward(s, NULL, false));
+  ck_assert_int_eq(h.calls_w, 4);
+  LT_EXPECT_ERR(lt_tensor_set_post_accumulate_hook(s, post_hook, &h), LT_ERR_AUTOGRAD, "not a leaf");
+  lt_tensor *c = LT_NN(lt_zeros(LT_DTYPE_F64, LT_SHAPE(2)));
+  LT_EXPECT_ERR(lt_tensor_set_post_accumulate_hook(c, post_hook, &h), LT_ERR_AUTOGRAD, "does not require grad");
+  LT_EXPECT_ERR(lt_tensor_set_post_accumulate_hook(NULL, post_hook, &h), LT_ERR_NULL, "set_post_accumulate_hook");
+  lt_tensor_free(c);
+  lt_tensor_free(s);
+  lt_tensor_free(x);
+  lt_tensor_free(w);
+}
+END_TEST
+
 /* A hook must not start another backward: the engine refuses it. */
 typedef struct reentry {
   lt_tensor *other;
@@ -792,6 +876,7 @@ int main(void) {
   tcase_add_test(tc, test_hook_leaf);
   tcase_add_test(tc, test_hook_nonleaf);
   tcase_add_test(tc, test_hook_reentry_refused);
+  tcase_add_test(tc, test_post_accumulate_hook);
   tcase_add_test(tc, test_error_leaves_grads_untouched);
   tcase_add_test(tc, test_anomaly_forward);
   tcase_add_test(tc, test_anomaly_backward);

@@ -159,8 +159,54 @@ START_TEST(test_modules) {
 }
 END_TEST
 
+/* conv2d over a batch large enough to be done in several slices of images
+ * (conv_slice in nn/conv.c: about 2 MiB of im2col per slice, 18 images of
+ * the CNN's second layer) equals image-by-image convolution (one slice
+ * each): y, dx, the dW accumulated over slices, and db. Groups 2, stride 1,
+ * padding 1, a strided (transposed) input. */
+START_TEST(test_conv2d_slices) {
+  const int64_t N = 41, C = 16, H = 14, W = 14, CO = 32;
+  lt_scope *scope = lt_scope_begin();
+  lt_generator *g = lt_generator_new(11);
+  lt_tensor *x0 = LT_NN(lt_randn(g, LT_DTYPE_F32, 4, (int64_t[]){N, C, W, H}));
+  lt_tensor *w = LT_NN(lt_randn(g, LT_DTYPE_F32, 4, (int64_t[]){CO, C / 2, 3, 3}));
+  lt_tensor *b = LT_NN(lt_randn(g, LT_DTYPE_F32, 1, (int64_t[]){CO}));
+  lt_tensor *dout = LT_NN(lt_randn(g, LT_DTYPE_F32, 4, (int64_t[]){N, CO, H, W}));
+  lt_conv_opts o = LT_CONV_OPTS_DEFAULT;
+  o.padding[0] = o.padding[1] = 1, o.groups = 2;
+  /* the whole batch, x [N, C, H, W] a transposed (strided) view */
+  lt_tensor *in[3] = {x0, w, b};
+  for (int k = 0; k < 3; k++) ck_assert(lt_requires_grad_(in[k], true) == LT_OK);
+  lt_tensor *y = LT_NN(lt_conv2d(LT_NN(lt_transpose(x0, 2, 3)), w, b, &o));
+  ck_assert(lt_backward(y, dout, false) == LT_OK);
+  /* image by image: one slice each */
+  lt_tensor *ys[41], *dxs[41];
+  lt_tensor *dw1 = LT_NN(lt_zeros(LT_DTYPE_F32, 4, w->shape)), *db1 = LT_NN(lt_zeros(LT_DTYPE_F32, 1, b->shape));
+  for (int64_t n = 0; n < N; n++) {
+    bool grad = lt_set_grad_enabled(false); /* fresh leaves */
+    lt_tensor *xn = LT_NN(lt_clone(LT_NN(lt_narrow(x0, 0, n, 1))));
+    lt_tensor *wi = LT_NN(lt_clone(w)), *bi = LT_NN(lt_clone(b));
+    lt_set_grad_enabled(grad);
+    lt_tensor *pi[3] = {xn, wi, bi};
+    for (int k = 0; k < 3; k++) ck_assert(lt_requires_grad_(pi[k], true) == LT_OK);
+    ys[n] = LT_NN(lt_conv2d(LT_NN(lt_transpose(xn, 2, 3)), wi, bi, &o));
+    ck_assert(lt_backward(ys[n], LT_NN(lt_narrow(dout, 0, n, 1)), false) == LT_OK);
+    dxs[n] = xn->grad;
+    ck_assert(lt_add_(dw1, wi->grad) == LT_OK);
+    ck_assert(lt_add_(db1, bi->grad) == LT_OK);
+  }
+  lt_fx_close("conv2d slices: y", y, LT_NN(lt_cat((int)N, ys, 0)), 1e-5, 1e-5);
+  lt_fx_close("conv2d slices: dx", x0->grad, LT_NN(lt_cat((int)N, dxs, 0)), 1e-5, 1e-5);
+  lt_fx_close("conv2d slices: dW", w->grad, dw1, 1e-4, 1e-3);
+  lt_fx_close("conv2d slices: db", b->grad, db1, 1e-4, 1e-3);
+  lt_scope_end(scope);
+  lt_generator_free(g);
+  lt_fx_done("conv2d slices");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("conv");
-  LT_TEST_CASE(s, "conv", 300, test_pytorch_cases, test_modules);
+  LT_TEST_CASE(s, "conv", 300, test_pytorch_cases, test_modules, test_conv2d_slices);
   return lt_test_run(s);
 }

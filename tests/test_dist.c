@@ -9,9 +9,10 @@
  *   - the train program under mpirun -np 2 and 3 on a tiny decoder-only
  *     model: N ranks x --batch B against 1 process x --batch N*B (losses and
  *     parameters within 1e-5), two runs bit-identical, resume N=2 -> 2
- *     bit-exact and N=2 -> 1, a configuration that differs across ranks
+ *     bit-exact (also with dropout: per-rank streams restored) and N=2 -> 1, a configuration that differs across ranks
  *     refused at start, a rank killed mid-run ending the job, and no process
- *     left behind. (SIGTERM to mpirun: docs/distributed.md, not tested yet.)
+ *     left behind; SIGTERM to mpirun stops every rank and saves one
+ *     checkpoint.
  *
  * The mpirun parts need the library built with Open MPI and mpirun
  * (LT_MPIEXEC, set by tests/CMakeLists.txt); they run in the Release build
@@ -178,6 +179,60 @@ static void worker_grads(size_t bucket_bytes) {
   lt_params_free(p);
 }
 
+/* L = (R+1) (sum(a) + sum(c * c)) on rank R: dL/da = R+1, dL/dc = 2c (R+1). */
+static lt_tensor *overlap_loss(lt_params *p, int R) {
+  lt_tensor *a = lt_params_find(p, "a.weight"), *c = lt_params_find(p, "c.weight");
+  lt_tensor *cc = lt_mul(c, c), *sa = lt_sum(a, 0, NULL, false), *sc = lt_sum(cc, 0, NULL, false);
+  lt_tensor *l = lt_add(sa, sc), *r = lt_mul_scalar(l, R + 1.0);
+  lt_tensor_free(cc), lt_tensor_free(sa), lt_tensor_free(sc), lt_tensor_free(l);
+  return r;
+}
+
+/* The reduction starts during backward: bucket 0 (c.weight: reverse store
+ * order) when its gradient is final; b.bias is unused, so bucket 1 starts in
+ * finish. A backward with sync off starts nothing (gradient accumulation);
+ * two backwards with sync on are refused. */
+static void worker_overlap(void) {
+  const int R = lt_dist_rank(), N = lt_dist_size();
+  lt_params *p = small_params(0, LT_DTYPE_F32);
+  WK_OK(lt_dist_broadcast_params(p));
+  lt_dist_grads *g = lt_dist_grads_new(p, 64);
+  W_CHECK(lt_dist_grads_buckets(g) == 2, "%d buckets, want c.weight | b.bias a.weight", lt_dist_grads_buckets(g));
+  int64_t early = -1;
+  lt_dist_grads_set_sync(g, false); /* micro-batch 1 of 2 */
+  lt_tensor *l = overlap_loss(p, R);
+  WK_OK(lt_backward(l, NULL, false));
+  lt_tensor_free(l);
+  lt_dist_grads_overlap(g, &early, NULL);
+  W_CHECK(early == 0, "no_sync: %lld buckets started", (long long)early);
+  lt_dist_grads_set_sync(g, true); /* micro-batch 2 of 2: the last */
+  l = overlap_loss(p, R);
+  WK_OK(lt_backward(l, NULL, false));
+  lt_tensor_free(l);
+  lt_dist_grads_overlap(g, &early, NULL);
+  W_CHECK(early == 1, "sync: %lld buckets started during backward, want 1 (c.weight)", (long long)early);
+  WK_OK(lt_dist_grads_finish(g));
+  double mean = 0;
+  for (int r = 0; r < N; r++) mean += 2.0 * (r + 1);
+  mean /= N;
+  const lt_tensor *a = lt_params_find(p, "a.weight"), *c = lt_params_find(p, "c.weight");
+  W_CHECK(fabs(((float *)a->grad->data)[4] - mean) < 1e-5, "a.grad %g, want %g", ((float *)a->grad->data)[4], mean);
+  W_CHECK(fabs(((float *)c->grad->data)[999] - 4 * mean) < 1e-5, "c.grad %g, want %g", ((float *)c->grad->data)[999], 4 * mean);
+  /* two backwards with sync on before a finish: the second fails, and so does finish */
+  lt_params_zero_grad(p);
+  l = overlap_loss(p, R);
+  WK_OK(lt_backward(l, NULL, false));
+  lt_tensor_free(l);
+  l = overlap_loss(p, R);
+  W_ERR(lt_backward(l, NULL, false), LT_ERR_STATE, "became final twice");
+  lt_tensor_free(l);
+  W_ERR(lt_dist_grads_finish(g), LT_ERR_STATE, "hook failed");
+  lt_clear_error();
+  lt_dist_grads_free(g);
+  W_CHECK(c->post_hook_ == NULL, "lt_dist_grads_free left its hook on c.weight");
+  lt_params_free(p);
+}
+
 static int worker(int argc, char **argv) {
   if (lt_dist_init(&argc, &argv) != LT_OK) return fprintf(stderr, "%s\n", lt_last_error()), 1;
   const int R = lt_dist_rank(), N = lt_dist_size();
@@ -226,6 +281,21 @@ static int worker(int argc, char **argv) {
   worker_grads(1);
   worker_grads(64);
   worker_grads(0);
+  worker_overlap();
+  /* buffers alone from rank 0 (BatchNorm's running statistics); parameters untouched */
+  lt_params *bp = small_params(R, LT_DTYPE_F32);
+  WK_OK(lt_dist_broadcast_buffers(bp));
+  W_CHECK(((float *)lt_params_find(bp, "stats")->data)[0] == 3.0f, "the buffer is not rank 0's");
+  W_CHECK(((float *)lt_params_find(bp, "a.weight")->data)[0] == (float)R, "a parameter was broadcast");
+  lt_params_free(bp);
+  /* every rank its own stream: rank 0 keeps the seed, the others differ */
+  int64_t seeds[64] = {0};
+  if (N <= 64) {
+    seeds[R] = (int64_t)lt_dist_rank_seed(42);
+    WK_OK(lt_dist_allreduce_i64(seeds, N, LT_DIST_SUM));
+    W_CHECK(seeds[0] == 42, "rank 0's seed %lld", (long long)seeds[0]);
+    for (int r = 1; r < N; r++) W_CHECK(seeds[r] != seeds[r - 1] && seeds[r] != 42, "rank %d's seed", r);
+  }
   /* a diverged copy is found */
   lt_params *p = small_params(0, LT_DTYPE_F32);
   if (R == N - 1) ((float *)lt_params_find(p, "a.weight")->data)[2] = 1;
@@ -386,12 +456,15 @@ static void write_text(void) {
   fclose(f);
 }
 
+/* Flags for mpirun itself in train_cmd (the SIGTERM test's). */
+static const char *g_mpirun_flags = "";
+
 /* The train command line: N ranks (0: no mpirun), per-rank batch, the run
  * directory, extra flags. */
 static const char *train_cmd(int N, int batch, const char *dir, const char *extra) {
   static char cmd[8192];
-  char launch[256] = "";
-  if (N > 0) snprintf(launch, sizeof launch, MPIRUN " -np %d ", N);
+  char launch[512] = "";
+  if (N > 0) snprintf(launch, sizeof launch, MPIRUN " %s -np %d ", g_mpirun_flags, N);
   snprintf(cmd, sizeof cmd,
            "%s'%s' --arch decoder-only --text '%s' --d-model 32 --heads 2 --layers 1 --d-ff 64 --max-len 16 "
            "--seq-len 16 --batch %d --steps 20 --eval-every 10 --ckpt-every 10 --keep 0 --dropout 0 --gen-tokens 0 "
@@ -479,6 +552,13 @@ START_TEST(resume_same_and_other_n) {
   snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("part"));
   ck_assert_int_eq(read_losses(p, lp, 32), 20);
   for (int i = 0; i < 20; i++) ck_assert_msg(memcmp(&lf[i], &lp[i], 8) == 0, "step %d: %.17g vs %.17g", i + 1, lf[i], lp[i]);
+  /* with dropout: each rank's own stream, restored from the checkpoint (were
+   * rank 1's not, its masks after step 10 would differ) */
+  expect_exit(run(train_cmd(2, 4, "fulld", "--dropout 0.2"), "fulld.log"), 0, "fulld.log");
+  expect_exit(run(train_cmd(2, 4, "partd", "--dropout 0.2 --stop-after 10"), "partd.log"), 0, "partd.log");
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("partd"));
+  expect_exit(run(cmd, "resumed.log"), 0, "resumed.log");
+  compare_params(ckpt("partd", 20), ckpt("fulld", 20), 0);
   /* N=2 -> 1: from the step-10 checkpoint of the full run, on one process */
   snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/'", in_tmp("one"), ckpt("full", 10), in_tmp("one"));
   ck_assert_int_eq(system(cmd), 0);
@@ -600,28 +680,89 @@ START_TEST(a_killed_rank_ends_the_job) {
 }
 END_TEST
 
+/* SIGTERM to mpirun (Ctrl-C is the same path): every rank stops after its
+ * step, rank 0 saves ONE checkpoint, the job ends and leaves no process.
+ * Open MPI 4.1's mpirun SIGKILLs the ranks odls_base_sigkill_timeout seconds
+ * after its SIGTERM (default 1 s: too short for a step and a save on a
+ * loaded machine), so the run gives it 5 s, as docs/distributed.md advises. */
+START_TEST(sigterm_to_mpirun_saves_one_checkpoint) {
+  write_text();
+  g_mpirun_flags = "--mca odls_base_sigkill_timeout 5";
+  pid_t m = start_mpirun(2, "term", "--steps 100000 --eval-every 0 --ckpt-every 0", "term.log");
+  g_mpirun_flags = "";
+  wait_for_step("term.log", 5);
+  ck_assert_int_eq(kill(m, SIGTERM), 0);
+  double took;
+  int code = wait_for(m, 45, &took);
+  const char *log = slurp(in_tmp("term.log"));
+  ck_assert_msg(code != -1, "mpirun did not end within 45 s of SIGTERM:\n%s", tail(log));
+  ck_assert_msg(strstr(log, "interrupted by SIGTERM at step"), "rank 0 did not report the stop:\n%s", tail(log));
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "ls '%s' | grep -c '^ckpt-.*\\.h5$'", in_tmp("term"));
+  FILE *f = popen(cmd, "r");
+  int n = -1;
+  ck_assert(f && fscanf(f, "%d", &n) == 1);
+  pclose(f);
+  ck_assert_msg(n == 1, "%d checkpoints after SIGTERM, want 1:\n%s", n, tail(log));
+  printf("SIGTERM to mpirun: one checkpoint, mpirun ended in %.1f s with exit %d\n", took, code);
+  expect_no_leftovers();
+}
+END_TEST
+
+/* examples/dist_mlp.c, a hand-written loop with the dist calls: 2 ranks x
+ * batch 8 end where 1 process x batch 16 does. */
+START_TEST(the_example_loop_is_equivalent) {
+  double v[2][2];
+  for (int k = 0; k < 2; k++) {
+    char cmd[2048], log[16];
+    snprintf(cmd, sizeof cmd, "%s'%s' --batch %d --steps 40", k ? MPIRUN " -np 2 " : "", LT_DIST_MLP_EXE, k ? 8 : 16);
+    snprintf(log, sizeof log, "mlp%d.log", k);
+    expect_exit(run(cmd, log), 0, log);
+    const char *out = slurp(in_tmp(log)), *f = strstr(out, "final loss ");
+    ck_assert_msg(f && sscanf(f, "final loss %lf weight sum %lf", &v[k][0], &v[k][1]) == 2, "%s", tail(out));
+  }
+  for (int i = 0; i < 2; i++)
+    ck_assert_msg(fabs(v[1][i] - v[0][i]) <= 1e-5 * fabs(v[0][i]), "%s: %.9g on 2 ranks, %.9g on 1",
+                  i ? "weight sum" : "loss", v[1][i], v[0][i]);
+  printf("examples/dist_mlp: 2 x 8 vs 1 x 16 after 40 steps: loss %.9g vs %.9g\n", v[1][0], v[0][0]);
+  expect_no_leftovers();
+}
+END_TEST
+
 #endif /* LT_MPIEXEC */
 
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--worker")) return worker(argc, argv);
-  Suite *s = suite_create("dist");
-  TCase *api = tcase_create("size1");
-  tcase_add_test(api, size_one_world_is_a_no_op);
-  suite_add_tcase(s, api);
+  /* Two ctest entries, each under a minute on a loaded machine: test_dist
+   * (the size-1 world and most mpirun tests) and test_dist_stop
+   * (LT_DIST_PART=stop: SIGTERM to mpirun and the example's loop). */
+  const char *part = getenv("LT_DIST_PART");
+  const bool stop_part = part && !strcmp(part, "stop");
+  Suite *s = suite_create(stop_part ? "dist_stop" : "dist");
+  if (!stop_part) {
+    TCase *api = tcase_create("size1");
+    tcase_add_test(api, size_one_world_is_a_no_op);
+    suite_add_tcase(s, api);
+  }
 #ifdef LT_MPIEXEC
   snprintf(self_exe, sizeof self_exe, "%s", argv[0]);
   if (argv[0][0] != '/') {
     char cwd[512];
     if (getcwd(cwd, sizeof cwd)) snprintf(self_exe, sizeof self_exe, "%s/%s", cwd, argv[0]);
   }
-  TCase *tc = tcase_create("mpirun");
+  TCase *tc = tcase_create(stop_part ? "mpirun_stop" : "mpirun");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, api_on_2_and_3_ranks);
-  tcase_add_test(tc, equivalence_and_determinism);
-  tcase_add_test(tc, resume_same_and_other_n);
-  tcase_add_test(tc, different_configurations_are_refused);
-  tcase_add_test(tc, a_killed_rank_ends_the_job);
+  if (stop_part) {
+    tcase_add_test(tc, sigterm_to_mpirun_saves_one_checkpoint);
+    tcase_add_test(tc, the_example_loop_is_equivalent);
+  } else {
+    tcase_add_test(tc, api_on_2_and_3_ranks);
+    tcase_add_test(tc, equivalence_and_determinism);
+    tcase_add_test(tc, resume_same_and_other_n);
+    tcase_add_test(tc, different_configurations_are_refused);
+    tcase_add_test(tc, a_killed_rank_ends_the_job);
+  }
   suite_add_tcase(s, tc);
 #endif
   return lt_test_run(s);

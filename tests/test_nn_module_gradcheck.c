@@ -6,7 +6,9 @@
  * bias), Embedding (with padding_idx), LayerNorm (affine or not), RMSNorm,
  * the feed-forward blocks (two-layer with each activation, SwiGLU),
  * multi-head attention (self and cross, GQA and MQA, RoPE, causal, key
- * padding and additive masks), learned and sinusoidal positions, dropout with
+ * padding and additive masks), the Transformer encoder and decoder layers
+ * (nn/transformer_layer.h: post- and pre-norm, GELU, RMSNorm + SwiGLU + GQA +
+ * RoPE, masks), learned and sinusoidal positions, dropout with
  * p = 0 and with a fixed seed (the generator is rewound before every
  * evaluation, so the mask is the same each time), and a whole tiny
  * Transformer (models/transformer) of each architecture.
@@ -19,6 +21,7 @@
 
 #include "models/transformer/transformer.h"
 #include "nn/nn.h"
+#include "nn/transformer_layer.h"
 #include "test_util.h"
 
 /* ---- the runner ------------------------------------------------------------ */
@@ -49,6 +52,8 @@ struct mod_case {
   double p_drop;
   lt_transformer *tf;
   lt_tensor *src_pad;
+  lt_transformer_layer tl;  /* nn/transformer_layer.h */
+  lt_attention_opts mem_attn;
 };
 
 static lt_tensor *gc_fn(int n, lt_tensor *const *inputs, void *user) {
@@ -278,6 +283,63 @@ START_TEST(test_mha) {
 }
 END_TEST
 
+/* ---- Transformer layers ---------------------------------------------------------- */
+
+static lt_tensor *fwd_tlayer(const mod_case *c, lt_tensor *const *x) {
+  lt_nn_ctx ctx = ctx_of(c);
+  if (c->tl.has_cross) return lt_transformer_decoder_layer_forward(&c->tl, x[0], x[1], &c->attn, &c->mem_attn, 1, &ctx);
+  return lt_transformer_encoder_layer_forward(&c->tl, x[0], &c->attn, 1, &ctx);
+}
+
+START_TEST(test_transformer_layers) {
+  enum { B = 2, T = 3, S = 4, C = 8 };
+  static const struct {
+    const char *name;
+    bool decoder, pre, rms, swiglu, rope, causal, pad, bias;
+    lt_activation act;
+    int64_t NKV;
+    double dropout;
+  } k[] = {
+      {"EncoderLayer post-norm ReLU, key padding", false, false, false, false, false, false, true, true, LT_ACT_RELU, 4, 0},
+      {"EncoderLayer pre-norm GELU, causal", false, true, false, false, false, true, false, true, LT_ACT_GELU, 4, 0},
+      {"EncoderLayer pre RMSNorm SwiGLU GQA RoPE no bias", false, true, true, true, true, true, false, false,
+       LT_ACT_SILU, 2, 0},
+      {"DecoderLayer post-norm ReLU, causal + memory padding", true, false, false, false, false, true, true, true,
+       LT_ACT_RELU, 4, 0},
+      {"DecoderLayer pre-norm GELU MQA RoPE, dropout 0.1 (fixed seed)", true, true, false, false, true, true, false,
+       true, LT_ACT_GELU, 1, 0.1},
+  };
+  for (size_t i = 0; i < sizeof k / sizeof *k; i++) {
+    lt_generator *g = lt_generator_new(40 + i);
+    lt_params *p = lt_params_new();
+    mod_case c = {.name = k[i].name, .fwd = fwd_tlayer, .training = k[i].dropout > 0};
+    lt_transformer_layer_opts o = LT_TRANSFORMER_LAYER_DEFAULTS(C, 4);
+    o.n_kv_heads = k[i].NKV, o.d_ff = 12, o.dropout = k[i].dropout, o.act = k[i].act, o.swiglu = k[i].swiglu;
+    o.norm_first = k[i].pre, o.norm = k[i].rms ? LT_NORM_RMS : LT_NORM_LAYER, o.bias = k[i].bias;
+    o.rope = k[i].rope;
+    if (k[i].decoder) LT_OK_OR_FAIL(lt_transformer_decoder_layer_init(&c.tl, p, "layer", &o, g));
+    else LT_OK_OR_FAIL(lt_transformer_encoder_layer_init(&c.tl, p, "layer", &o, g));
+    c.attn.causal = k[i].causal;
+    lt_tensor *pad = NULL;
+    if (k[i].pad) { /* the last key of batch 1 is padding (no row fully masked) */
+      const int64_t L = k[i].decoder ? S : T;
+      bool v[B * S] = {0};
+      v[2 * L - 1] = true;
+      pad = LT_NN(lt_tensor_from_copy(LT_DTYPE_BOOL, LT_SHAPE(B, L), v));
+      if (k[i].decoder) c.mem_attn.key_padding_mask = pad;
+      else c.attn.key_padding_mask = pad;
+    }
+    if (c.training) c.dropout = lt_generator_new(41);
+    lt_tensor *x[2] = {randn(g, LT_SHAPE(B, T, C)), k[i].decoder ? randn(g, LT_SHAPE(B, S, C)) : NULL};
+    check_module(&c, p, k[i].decoder ? 2 : 1, x);
+    lt_generator_free(c.dropout);
+    lt_tensor_free(pad);
+    lt_params_free(p);
+    lt_generator_free(g);
+  }
+}
+END_TEST
+
 /* ---- positions -------------------------------------------------------------------- */
 
 /* Learned: x + pos_emb(0..T-1); sinusoidal: x + table[:T] (a float buffer
@@ -393,6 +455,7 @@ int main(void) {
   tcase_add_test(tc, test_ffn);
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_mha);
+  tcase_add_test(tc, test_transformer_layers);
   tcase_add_test(tc, test_positions);
   tcase_add_test(tc, test_transformer);
   suite_add_tcase(s, tc);

@@ -404,6 +404,36 @@ START_TEST(test_iter_parallel_copy) {
 }
 END_TEST
 
+/* The storage cache (tensor/tensor.c): a freed large block comes back for
+ * the next request of its size class (the same memory, no new pages), a
+ * block of another class does not, and LT_STORAGE_CACHE is documented to
+ * turn it off. Under AddressSanitizer a cached block is poisoned: writing
+ * through a freed tensor's pointer is reported (test_storage_cache_asan). */
+START_TEST(test_storage_cache) {
+  const int64_t n = (int64_t)(1 << 20) / 4; /* 1 MiB of f32: above the cache's 256 KiB */
+  lt_tensor *a = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n));
+  void *pa = a->data;
+  lt_tensor_free(a);
+  const int64_t n2 = n - 1000; /* the same size class */
+  lt_tensor *b = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n2));
+  const char *off = getenv("LT_STORAGE_CACHE");
+  if (!(off && !strcmp(off, "0"))) ck_assert_ptr_eq(b->data, pa);
+  ((float *)b->data)[n2 - 1] = 1.0f; /* all of it is usable */
+  lt_tensor_free(b);
+}
+END_TEST
+
+#if defined(__SANITIZE_ADDRESS__)
+START_TEST(test_storage_cache_asan) {
+  const int64_t n = (int64_t)(1 << 20) / 4;
+  lt_tensor *a = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n));
+  volatile float *p = a->data;
+  lt_tensor_free(a); /* cached, poisoned */
+  p[10] = 1.0f;      /* use after free: ASan reports it and exits 1 */
+}
+END_TEST
+#endif
+
 int main(void) {
   Suite *s = suite_create("tensor");
   TCase *tc = tcase_create("core");
@@ -422,6 +452,10 @@ int main(void) {
   tcase_add_test(tc, test_zero_d_and_zero_size);
   tcase_add_test(tc, test_runtime);
   tcase_add_test(tc, test_iter_parallel_copy);
+  tcase_add_test(tc, test_storage_cache);
+#if defined(__SANITIZE_ADDRESS__)
+  tcase_add_exit_test(tc, test_storage_cache_asan, 1);
+#endif
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

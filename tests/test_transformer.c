@@ -34,25 +34,9 @@
 
 #define RTOL 1e-4
 
-static double fx_num(const lt_fixture *f, const char *c, const char *key) {
-  char name[512];
-  snprintf(name, sizeof name, "%s.%s", c, key);
-  double v = 0;
-  if (lt_fixture_scalar(f, name, &v) != LT_OK) ck_abort_msg("%s: %s", name, lt_last_error());
-  return v;
-}
-
-static lt_tensor *fx_get(const lt_fixture *f, const char *c, const char *key) {
-  char name[512];
-  snprintf(name, sizeof name, "%s.%s", c, key);
-  lt_tensor *t = lt_fixture_get(f, name);
-  if (!t) ck_abort_msg("%s: %s", name, lt_last_error());
-  return t;
-}
-
 static lt_tf_config fx_config(const lt_fixture *f, const char *c) {
   lt_tf_config g;
-#define I(k) ((int64_t)fx_num(f, c, "cfg." #k))
+#define I(k) ((int64_t)lt_fx_num(f, c, "cfg." #k))
   g.arch = (lt_tf_arch)I(arch);
   g.vocab_size = I(vocab_size);
   g.d_model = I(d_model);
@@ -63,7 +47,7 @@ static lt_tf_config fx_config(const lt_fixture *f, const char *c) {
   g.d_ff = I(d_ff);
   g.max_len = I(max_len);
   g.n_classes = I(n_classes);
-  g.dropout = fx_num(f, c, "cfg.dropout");
+  g.dropout = lt_fx_num(f, c, "cfg.dropout");
   g.norm = (lt_tf_norm)I(norm);
   g.pre_norm = I(pre_norm) != 0;
   g.act = (lt_activation)I(act);
@@ -72,8 +56,8 @@ static lt_tf_config fx_config(const lt_fixture *f, const char *c) {
   g.tie_embeddings = I(tie_embeddings) != 0;
   g.scale_embeddings = I(scale_embeddings) != 0;
   g.bias = I(bias) != 0;
-  g.norm_eps = fx_num(f, c, "cfg.norm_eps");
-  g.rope_base = fx_num(f, c, "cfg.rope_base");
+  g.norm_eps = lt_fx_num(f, c, "cfg.norm_eps");
+  g.rope_base = lt_fx_num(f, c, "cfg.rope_base");
   g.pad_id = I(pad_id);
 #undef I
   return g;
@@ -116,14 +100,14 @@ static void fx_load_params(const lt_fixture *f, const char *c, lt_transformer *m
 static lt_tensor *run_case(const lt_transformer *m, const lt_fixture *f, const char *c, int64_t pos0) {
   const lt_tf_config *g = lt_transformer_config(m);
   if (g->arch == LT_TF_ENCODER_ONLY)
-    return lt_transformer_classify(m, fx_get(f, c, "in.src"), fx_get(f, c, "in.src_pad"), NULL);
+    return lt_transformer_classify(m, lt_fx_get(f, c, "in.src"), lt_fx_get(f, c, "in.src_pad"), NULL);
   lt_tensor *mem = NULL, *src_pad = NULL;
   if (g->arch == LT_TF_ENCODER_DECODER) {
-    src_pad = fx_get(f, c, "in.src_pad");
-    mem = lt_transformer_encode(m, fx_get(f, c, "in.src"), src_pad, NULL);
+    src_pad = lt_fx_get(f, c, "in.src_pad");
+    mem = lt_transformer_encode(m, lt_fx_get(f, c, "in.src"), src_pad, NULL);
     if (!mem) return NULL;
   }
-  return lt_transformer_decode(m, fx_get(f, c, "in.tgt"), fx_get(f, c, "in.tgt_pad"), mem, src_pad, pos0, NULL);
+  return lt_transformer_decode(m, lt_fx_get(f, c, "in.tgt"), lt_fx_get(f, c, "in.tgt_pad"), mem, src_pad, pos0, NULL);
 }
 
 static void parity_case(const char *c) {
@@ -133,18 +117,18 @@ static void parity_case(const char *c) {
   lt_transformer *m = lt_transformer_new(&cfg, gen);
   ck_assert_msg(m, "%s: %s", c, lt_last_error());
   lt_params *p = lt_transformer_params(m);
-  ck_assert_int_eq(lt_params_numel(p, false), (int64_t)fx_num(f, c, "n_params"));
+  ck_assert_int_eq(lt_params_numel(p, false), (int64_t)lt_fx_num(f, c, "n_params"));
   fx_load_params(f, c, m);
 
   lt_scope *s = lt_scope_begin();
   lt_tensor *logits = run_case(m, f, c, 0);
   char label[300];
   snprintf(label, sizeof label, "%s.out (logits)", c);
-  lt_fx_close(label, logits, fx_get(f, c, "out"), RTOL, 0);
+  lt_fx_close(label, logits, lt_fx_get(f, c, "out"), RTOL, 0);
   ck_assert(logits);
-  lt_tensor *loss = LT_NN(lt_cross_entropy(logits, fx_get(f, c, "in.labels"), NULL));
+  lt_tensor *loss = LT_NN(lt_cross_entropy(logits, lt_fx_get(f, c, "in.labels"), NULL));
   snprintf(label, sizeof label, "%s.loss", c);
-  lt_fx_close(label, loss, LT_NN(lt_scalar(LT_DTYPE_F64, fx_num(f, c, "loss"))), RTOL, 0);
+  lt_fx_close(label, loss, LT_NN(lt_scalar(LT_DTYPE_F64, lt_fx_num(f, c, "loss"))), RTOL, 0);
   LT_OK_OR_FAIL(lt_backward(loss, NULL, false));
 
   /* G: the largest reference gradient element of the case */
@@ -152,7 +136,7 @@ static void parity_case(const char *c) {
   for (int i = 0; i < lt_params_count(p); i++) {
     char key[256];
     snprintf(key, sizeof key, "grad.param.%s", lt_params_at(p, i)->name);
-    lt_tensor *w = fx_get(f, c, key), *a = LT_NN(lt_abs(w)), *mx = LT_NN(lt_amax(a, 0, NULL, false));
+    lt_tensor *w = lt_fx_get(f, c, key), *a = LT_NN(lt_abs(w)), *mx = LT_NN(lt_amax(a, 0, NULL, false));
     double v;
     LT_OK_OR_FAIL(lt_item(mx, &v));
     G = fmax(G, v);
@@ -163,13 +147,13 @@ static void parity_case(const char *c) {
     snprintf(key, sizeof key, "grad.param.%s", pr->name);
     snprintf(label, sizeof label, "%s.%s", c, key);
     lt_tensor *got = pr->value->grad ? pr->value->grad : LT_NN(lt_zeros_like(pr->value));
-    lt_fx_close(label, got, fx_get(f, c, key), RTOL, RTOL * 1e-3 * G);
+    lt_fx_close(label, got, lt_fx_get(f, c, key), RTOL, RTOL * 1e-3 * G);
   }
   if (cfg.arch == LT_TF_DECODER_ONLY) {
     bool prev = lt_set_grad_enabled(false);
     lt_tensor *l3 = run_case(m, f, c, 3);
     snprintf(label, sizeof label, "%s.pos3.out (logits at pos0 3)", c);
-    lt_fx_close(label, l3, fx_get(f, c, "pos3.out"), RTOL, 0);
+    lt_fx_close(label, l3, lt_fx_get(f, c, "pos3.out"), RTOL, 0);
     lt_set_grad_enabled(prev);
   }
   lt_scope_end(s);

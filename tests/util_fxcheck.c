@@ -85,3 +85,19 @@ lt_fixture *lt_fx_open(const char *file) {
   if (!f) ck_abort_msg("%s: %s", path, lt_last_error());
   return f;
 }
+
+double lt_fx_num(const lt_fixture *f, const char *c, const char *key) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", c, key);
+  double v = 0;
+  if (lt_fixture_scalar(f, name, &v) != LT_OK) ck_abort_msg("%s: %s", name, lt_last_error());
+  return v;
+}
+
+lt_tensor *lt_fx_get(const lt_fixture *f, const char *c, const char *key) {
+  char name[512];
+  snprintf(name, sizeof name, "%s.%s", c, key);
+  lt_tensor *t = lt_fixture_get(f, name);
+  if (!t) ck_abort_msg("%s: %s", name, lt_last_error());
+  return t;
+}

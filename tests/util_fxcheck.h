@@ -41,5 +41,10 @@ void lt_fx_done(const char *what);
 /* Loads tests/fixtures/<file>; fails the test if it cannot. Returns new
  * (free with lt_fixture_free). */
 lt_fixture *lt_fx_open(const char *file);
+/* The record "<c>.<key>" of a case c: lt_fx_num its one value as double,
+ * lt_fx_get a new tensor; either fails the test, naming the record, if it
+ * is missing. */
+double lt_fx_num(const lt_fixture *f, const char *c, const char *key);
+lt_tensor *lt_fx_get(const lt_fixture *f, const char *c, const char *key);
 
 #endif

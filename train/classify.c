@@ -9,12 +9,14 @@
  * lt_tensor_loader's (datasets/batch.c). This file only wires them.
  */
 #include "train/classify.h"
+#include "dist/dist.h"
 #include "tensor/error_internal.h"
 
 #include <math.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 /* ======================================================================== */
 /* Command line                                                             */
@@ -195,6 +197,7 @@ typedef struct run {
   int64_t n_losses, cap_losses;
   int64_t n_classes;
   double test_acc, per_class[LT_CLASSIFY_MAX_CLASSES];
+  double eval_seconds; /* wall time of the newest evaluation */
 } run;
 
 /* One mini-batch: forward in training mode and the mean cross-entropy. The
@@ -203,7 +206,17 @@ static lt_status micro_batch(void *user, lt_trainer_micro *mb) {
   run *r = user;
   lt_tensor *xb = NULL, *yb = NULL;
   if (lt_tensor_loader_next(r->loader, &xb, &yb) != LT_OK) return lt_last_status();
-  mb->tokens = xb->shape[0]; /* examples, for examples/s */
+  if (lt_dist_size() > 1) { /* under mpirun: this rank's rows of the global batch */
+    int64_t b0, nb;
+    lt_dist_shard(xb->shape[0], &b0, &nb);
+    if (nb == 0)
+      return lt__err(LT_ERR_INVALID, "classify: a batch of %lld rows leaves none for rank %d of %d (the epoch's last, "
+                     "short batch?): use a --batch that divides the training set", (long long)xb->shape[0],
+                     lt_dist_rank(), lt_dist_size());
+    xb = lt_narrow(xb, 0, b0, nb), yb = lt_narrow(yb, 0, b0, nb);
+    if (!xb || !yb) return lt_last_status();
+  }
+  mb->tokens = xb->shape[0]; /* examples, for examples/s (the trainer sums the ranks') */
   if (!mb->forward) return LT_OK;
   lt_cross_entropy_opts ce = LT_CROSS_ENTROPY_DEFAULTS;
   lt_tensor *logits = r->m->forward(r->m->model, xb);
@@ -221,8 +234,12 @@ static const lt_trainer_metric METRICS[] = {{"test_accuracy", "%.4f"}};
 
 static lt_status evaluate_hook(void *user, lt_trainer_eval *ev) {
   run *r = user;
+  struct timespec t0, t1;
+  clock_gettime(CLOCK_MONOTONIC, &t0);
   lt_status s = lt_classify_evaluate(r->m, r->d->test_x, r->d->test_y, r->o->eval_batch, r->n_classes, &r->test_acc,
                                      r->per_class);
+  clock_gettime(CLOCK_MONOTONIC, &t1);
+  r->eval_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
   ev->values[0] = r->test_acc;
   return s;
 }
@@ -247,23 +264,43 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
     return lt__err(LT_ERR_INVALID, "%s: epochs %d, batch %lld, eval_batch %lld, log_every %d must be >= 1, max_steps >= 0",
                    op, o->epochs, (long long)o->batch, (long long)o->eval_batch, o->log_every);
   if (!out) out = stdout;
-  if (o->threads > 0 && lt_set_num_threads(o->threads) != LT_OK) return lt_last_status();
+  FILE *quiet = NULL; /* under mpirun, rank 0 alone prints */
+  if (lt_dist_rank() != 0 && !(out = quiet = fopen("/dev/null", "w")))
+    return lt__err(LT_ERR_IO, "%s: rank %d: cannot open /dev/null for its output", op, lt_dist_rank());
+  if (o->threads > 0 && lt_set_num_threads(o->threads) != LT_OK) {
+    if (quiet) fclose(quiet);
+    return lt_last_status();
+  }
   lt_runtime_info info;
-  if (lt_runtime_get_info(&info) != LT_OK) return lt_last_status();
+  if (lt_runtime_get_info(&info) != LT_OK) {
+    if (quiet) fclose(quiet);
+    return lt_last_status();
+  }
   fprintf(out, "libtensor %s, threads %d, BLIS kernels %s\n", info.version, info.num_threads, info.blas_arch);
   fprintf(out, "data: %lld training and %lld test examples from %s\n", (long long)d->train_x->shape[0],
           (long long)d->test_x->shape[0], o->data ? o->data : "memory");
   fprintf(out, "model: %s\n", m->name ? m->name : "classifier");
-  if (lt_params_summary(m->params, out) != LT_OK) return lt_last_status();
+  if (lt_params_summary(m->params, out) != LT_OK) {
+    if (quiet) fclose(quiet);
+    return lt_last_status();
+  }
 
   run r = {.m = m, .d = d, .o = o};
-  lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch);
+  /* Under mpirun every rank draws the global batch of N x --batch (the same
+   * order from the same seed) and keeps its slice (docs/distributed.md). */
+  lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch * lt_dist_size());
+  if (lt_dist_size() > 1)
+    fprintf(out, "data parallel: %d ranks x batch %lld = a global batch of %lld\n", lt_dist_size(),
+            (long long)o->batch, (long long)(o->batch * lt_dist_size()));
   bo.seed = o->seed;
   lt_optimizer *optim = NULL;
   lt_trainer *trainer = NULL;
   lt_status s = LT_OK;
   r.loader = lt_tensor_loader_new(d->train_x, d->train_y, &bo);
-  if (!r.loader) return lt_last_status();
+  if (!r.loader) {
+    if (quiet) fclose(quiet);
+    return lt_last_status();
+  }
 
   /* The optimizer and the schedule: linear warmup, then cosine decay to 1%
    * of the base rate at the last step. */
@@ -336,10 +373,11 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
   int64_t n = r.n_losses, k = n < 20 ? n : 20;
   double first = 0, last = 0;
   for (int64_t i = 0; i < k; i++) first += r.losses[i] / (double)k, last += r.losses[n - k + i] / (double)k;
-  fprintf(out, "summary: steps=%lld first_loss=%.4f last_loss=%.4f test_accuracy=%.4f train_seconds=%.1f\n",
-          (long long)tr.step, first, last, r.test_acc, tr.train_seconds);
+  fprintf(out, "summary: steps=%lld first_loss=%.4f last_loss=%.4f test_accuracy=%.4f train_seconds=%.1f "
+          "eval_seconds=%.2f\n", (long long)tr.step, first, last, r.test_acc, tr.train_seconds, r.eval_seconds);
   if (res) {
     res->test_accuracy = r.test_acc, res->first_loss = first, res->last_loss = last, res->n_classes = r.n_classes;
+    res->eval_seconds = r.eval_seconds;
     memcpy(res->per_class, r.per_class, sizeof r.per_class);
   }
   goto done;
@@ -350,5 +388,6 @@ done:
   lt_optimizer_free(optim);
   free(r.losses);
   lt_tensor_loader_free(r.loader);
+  if (quiet) fclose(quiet);
   return s;
 }

@@ -121,12 +121,13 @@ typedef struct lt_classify_result {
   double per_class[LT_CLASSIFY_MAX_CLASSES];
   int64_t n_classes;        /* per_class entries (the logits' width, capped) */
   double first_loss, last_loss; /* mean of the first and last 20 training losses of this process */
+  double eval_seconds;      /* wall time of the last evaluation (the test set, in eval mode, no-grad) */
 } lt_classify_result;
 
 /* Trains m on d with the settings o and the library's trainer: prints the
  * banner (threads, data, lt_params_summary, optimizer), the progress and evaluation
  * lines, then the test accuracy, per-class accuracies and the line
- * "summary: steps=N first_loss=X last_loss=X test_accuracy=X train_seconds=X"
+ * "summary: steps=N first_loss=X last_loss=X test_accuracy=X train_seconds=X eval_seconds=X"
  * to out (NULL: stdout). With o->dir: checkpoints every epoch, metrics.csv,
  * resume if o->resume. Installs the SIGINT/SIGTERM handlers (a stop saves a
  * checkpoint and returns LT_OK with r->end INTERRUPTED). Sets the thread

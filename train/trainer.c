@@ -65,6 +65,8 @@ struct lt_trainer {
   double *values;       /* [n_metrics] of the last evaluation */
   /* Data parallelism (dist/dist.h; all unused with one rank). */
   bool dist_ready;      /* the first fit checked the configuration and broadcast the parameters */
+  bool rank_streams;    /* the generators are this rank's own streams (set up, or resumed) */
+  bool has_buffers;     /* several ranks and the store has buffers: rank 0's after every step */
   lt_dist_grads *grads; /* the gradient reducer */
   int stop;             /* the stop request agreed by every rank (a signal number), or 0 */
   FILE *devnull;        /* ranks other than 0 print here */
@@ -326,31 +328,43 @@ static lt_train_state train_state(const lt_trainer *t, lt_schedule *sched, int64
                           t->c.generator_names, t->c.generators};
 }
 
-/* With several ranks: every rank's parameters and generators must equal rank
- * 0's, which the checkpoint holds (so it is every rank's state). */
-static lt_status check_ranks_agree(const lt_trainer *t) {
+/* With several ranks: every rank's parameters must equal rank 0's, which the
+ * checkpoint holds. The generators (dropout) are each rank's own stream
+ * (lt_dist_rank_seed): their states are gathered to rank 0, into rank_gens
+ * (N x n_generators x {seed, offset}; NULL without several ranks; free it). */
+static lt_status check_ranks_agree(const lt_trainer *t, int64_t **rank_gens) {
+  *rank_gens = NULL;
   if (lt_dist_size() == 1) return LT_OK;
   lt_status s = lt_dist_check_params_same(t->c.params);
-  int n = t->c.n_generators;
-  char(*vals)[48] = calloc((size_t)n + 1, sizeof *vals);
-  const char **names = calloc((size_t)n + 1, sizeof *names), **pv = calloc((size_t)n + 1, sizeof *pv);
-  if (s == LT_OK && (!vals || !names || !pv)) s = lt__err(LT_ERR_NOMEM, "trainer: out of memory");
-  for (int i = 0; i < n && s == LT_OK; i++) {
+  const int N = lt_dist_size(), R = lt_dist_rank(), n = t->c.n_generators;
+  if (s != LT_OK || n == 0) return s;
+  if ((int64_t)N * n * 2 > 4096)
+    return lt__err(LT_ERR_INVALID, "trainer: %d generators x %d ranks: too many states to gather (at most 2048)", n, N);
+  int64_t *v = calloc((size_t)N * (size_t)n * 2, sizeof *v);
+  if (!v) return lt__err(LT_ERR_NOMEM, "trainer: out of memory");
+  for (int i = 0; i < n; i++) { /* this rank's slot; the others are 0: the sum gathers */
     lt_generator_state g = lt_generator_get_state(t->c.generators[i]);
-    snprintf(vals[i], sizeof vals[i], "%llu/%llu", (unsigned long long)g.seed, (unsigned long long)g.offset);
-    names[i] = t->c.generator_names[i], pv[i] = vals[i];
+    v[((size_t)R * n + i) * 2] = (int64_t)g.seed, v[((size_t)R * n + i) * 2 + 1] = (int64_t)g.offset;
   }
-  if (s == LT_OK) s = lt_dist_check_same("trainer: generator states before a checkpoint", n, names, pv);
-  free(vals), free(names), free(pv);
-  return s;
+  s = lt_dist_allreduce_i64(v, N * n * 2, LT_DIST_SUM);
+  if (s != LT_OK) return free(v), s;
+  *rank_gens = v;
+  return LT_OK;
+}
+
+/* The checkpoint key of rank r's state of generator name: "dist.gen.<r>.<name>.seed". */
+static void rank_gen_key(char *buf, size_t size, int r, const char *name, const char *what) {
+  snprintf(buf, size, "dist.gen.%d.%s.%s", r, name, what);
 }
 
 lt_status lt_trainer_save(lt_trainer *t) {
   if (!t) return lt__err(LT_ERR_NULL, "trainer_save: t is NULL");
   if (t->c.no_ckpt || !t->dir[0]) return LT_OK;
-  lt_status s = check_ranks_agree(t);
+  int64_t *rank_gens = NULL;
+  lt_status s = check_ranks_agree(t, &rank_gens);
   if (s != LT_OK) return s;
   if (lt_dist_rank() != 0) { /* rank 0 writes the checkpoint of every rank */
+    free(rank_gens);
     t->last_saved = t->step;
     return LT_OK;
   }
@@ -361,6 +375,16 @@ lt_status lt_trainer_save(lt_trainer *t) {
   if (!extra) return lt__err(LT_ERR_NOMEM, "trainer: saving step %lld: out of memory", (long long)t->step);
   if (t->h.save_extra) s = t->h.save_extra(t->h.user, extra);
   s = s ? s : put_extra(t, extra);
+  for (int r = 0; rank_gens && r < lt_dist_size() && s == LT_OK; r++) /* every rank's own streams */
+    for (int i = 0; i < t->c.n_generators && s == LT_OK; i++) {
+      char key[160];
+      const int64_t *g = &rank_gens[((size_t)r * t->c.n_generators + i) * 2];
+      rank_gen_key(key, sizeof key, r, t->c.generator_names[i], "seed");
+      s = lt_ckpt_meta_set_int(extra, key, g[0]);
+      rank_gen_key(key, sizeof key, r, t->c.generator_names[i], "offset");
+      s = s ? s : lt_ckpt_meta_set_int(extra, key, g[1]);
+    }
+  free(rank_gens);
   if (s == LT_OK) {
     lt_schedule sched = *t->c.schedule;
     lt_train_state st = train_state(t, &sched, t->step);
@@ -436,6 +460,24 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
     }
   }
   if (s == LT_OK && t->h.load_extra) s = t->h.load_extra(t->h.user, x);
+  /* This rank's own generator streams: its saved state, or (a checkpoint of
+   * fewer ranks, or of one) the loaded state with this rank's seed. */
+  for (int i = 0; i < t->c.n_generators && s == LT_OK; i++) {
+    char ks[160], ko[160];
+    int64_t seed, off;
+    rank_gen_key(ks, sizeof ks, lt_dist_rank(), t->c.generator_names[i], "seed");
+    rank_gen_key(ko, sizeof ko, lt_dist_rank(), t->c.generator_names[i], "offset");
+    lt_generator_state g = lt_generator_get_state(t->c.generators[i]);
+    if (lt_ckpt_meta_kind(x, ks) >= 0 && lt_ckpt_meta_kind(x, ko) >= 0) {
+      s = get_int(x, ks, path, &seed);
+      s = s ? s : get_int(x, ko, path, &off);
+      g = (lt_generator_state){(uint64_t)seed, (uint64_t)off};
+    } else if (lt_dist_rank() != 0) {
+      g.seed = lt_dist_rank_seed(g.seed);
+    }
+    s = s ? s : lt_generator_set_state(t->c.generators[i], g);
+  }
+  t->rank_streams = true;
   lt_ckpt_info_free(info);
   if (s != LT_OK) return s;
   t->step = t->start_step = t->last_saved = st.step;
@@ -698,6 +740,7 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
   bool finite = true;
   for (int64_t a = 0; a < A && s == LT_OK; a++) {
     lt_trainer_micro m = {step, a, A, finite, NULL, 0, 0};
+    lt_dist_grads_set_sync(t->grads, a == A - 1); /* only the last backward starts the reduction */
     s = t->h.micro_batch(t->h.user, &m);
     if (s != LT_OK) break;
     S->tokens += m.tokens;
@@ -720,10 +763,13 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
       s = lt__err(LT_ERR_INVALID, "trainer: the learning-rate schedule gives %g at step %lld", S->lr, (long long)step);
   }
   if (s == LT_OK && lt_dist_size() > 1) s = dist_agree(t, S, &finite);
+  /* The buckets the last backward started (and any it did not) complete on
+   * every rank, even when a loss was not finite: every rank issued them. */
+  if (s == LT_OK && lt_dist_size() > 1 && (s = lt_dist_grads_start(t->grads)) == LT_OK)
+    s = lt_dist_grads_finish(t->grads);
   if (s == LT_OK && !finite) {
     S->skipped = true, S->why = "non-finite loss";
   } else if (s == LT_OK) {
-    if (lt_dist_size() > 1 && (s = lt_dist_grads_start(t->grads)) == LT_OK) s = lt_dist_grads_finish(t->grads);
     if (s == LT_OK) s = lt_clip_grad_norm(c->params, c->clip > 0 ? c->clip : INFINITY, &S->grad_norm);
     if (s == LT_ERR_NUMERIC) { /* with several ranks: the averaged gradient, the same on every rank */
       S->skipped = true, S->why = "non-finite gradient";
@@ -734,6 +780,7 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
       s = lt_optimizer_step(c->optim);
     }
   }
+  if (s == LT_OK && t->has_buffers) s = lt_dist_broadcast_buffers(c->params); /* rank 0's running statistics */
   lt_params_zero_grad(c->params);
   lt_scope_end(scope);
   return s;
@@ -776,6 +823,14 @@ static lt_status dist_setup(lt_trainer *t) {
   const char *vals[8] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
   lt_status s = lt_dist_check_same("trainer", 8, names, vals);
   s = s ? s : lt_dist_broadcast_params(c->params);
+  for (int i = 0; i < c->n_generators && s == LT_OK && !t->rank_streams; i++) { /* each rank its own dropout */
+    lt_generator_state g = lt_generator_get_state(c->generators[i]);
+    g.seed = lt_dist_rank_seed(g.seed);
+    s = lt_generator_set_state(c->generators[i], g);
+  }
+  t->rank_streams = true;
+  for (int i = 0; i < lt_params_count(c->params); i++)
+    t->has_buffers |= (lt_params_at(c->params, i)->flags & LT_PARAM_BUFFER) != 0;
   if (s == LT_OK && !(t->grads = lt_dist_grads_new(c->params, 0))) s = lt_last_status();
   int64_t stop = stop_flag;
   s = s ? s : lt_dist_allreduce_i64(&stop, 1, LT_DIST_MAX);

@@ -32,10 +32,15 @@
  * lt_dist_size() > 1 the trainer checks at the first fit that every rank has
  * the same steps, accum, clip, optimizer and model size, broadcasts rank 0's
  * parameters, agrees at every step on the loss (mean over ranks), tokens
- * (sum), finiteness and stop requests, and averages the gradients after the
- * last micro-batch (lt_dist_grads); rank 0 alone prints, writes the CSV and
- * saves checkpoints (after checking that every rank's parameters and
- * generators equal its own). The hooks shard their batches
+ * (sum), finiteness and stop requests, and averages the gradients in
+ * buckets that start during the last micro-batch's backward (lt_dist_grads;
+ * the micro-batches before it send nothing); rank 0 alone prints, writes the
+ * CSV and saves checkpoints (after checking that every rank's parameters
+ * equal its own). The generators (dropout) become each rank's own stream at
+ * the first fit (seed lt_dist_rank_seed(seed): rank 0 keeps its own);
+ * every rank's state is saved (keys "dist.gen.<rank>.<name>.seed/offset")
+ * and restored by resume with the same N; a rank the checkpoint has no state
+ * for starts from the saved state with its own seed. The hooks shard their batches
  * (lt_dist_shard) and reduce their evaluations; fit, save and resume are
  * then collective: every rank calls them, in the same order.
  *

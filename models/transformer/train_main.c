@@ -56,6 +56,7 @@
 #include <string.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h> /* _exit */
 #include <time.h>
 
 #define PROG "train"
@@ -663,6 +664,13 @@ int main(int argc, char **argv) {
     if (r->o.no_ckpt) printf("no checkpoint (--no-ckpt)\n");
     else printf("saved %s\ncontinue with: " PROG " --resume %s\n", res.last_checkpoint, r->dir);
     int code = res.end == LT_TRAINER_INTERRUPTED ? 128 + res.stop_reason : 0;
+    if (res.end == LT_TRAINER_INTERRUPTED && lt_dist_active()) {
+      /* A signal to mpirun: it is ending the job (SIGTERM to every rank,
+       * SIGKILL after odls_base_sigkill_timeout) and no longer answers
+       * MPI_Finalize. The checkpoint is saved: leave now (docs/distributed.md). */
+      fflush(stdout), fflush(stderr);
+      _exit(code);
+    }
     finish(r);
     return code;
   }

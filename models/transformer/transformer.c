@@ -1,9 +1,10 @@
 /*
  * models/transformer/transformer.c: the configuration-driven Transformer of
  * transformer.h (encoder-decoder, decoder-only, encoder-only), composed from
- * the nn/ modules: lt_embedding, lt_mha (self- and cross-attention, GQA,
- * RoPE), lt_ffn (two-layer or SwiGLU), lt_layer_norm / lt_rms_norm and
- * lt_linear. docs/transformer.md describes the architecture, every option,
+ * the nn/ modules: lt_embedding, the reusable layers of
+ * nn/transformer_layer.h (lt_transformer_layer: lt_mha self- and
+ * cross-attention with GQA and RoPE, lt_ffn two-layer or SwiGLU, LayerNorm or
+ * RMSNorm, pre- or post-norm) and lt_linear. docs/transformer.md describes the architecture, every option,
  * the parameter names and where dropout goes.
  *
  * One layer, as nn.TransformerEncoderLayer / nn.TransformerDecoderLayer
@@ -22,14 +23,16 @@
  * decoder.norm) and encoder-only (encoder.norm).
  *
  * Incremental decoding: lt_transformer_decode_step runs the same decoder
- * (the same layer_forward) with a per-layer lt_kv_cache for the self- and
- * cross-attention (nn/mha.c), so a step costs the new positions only.
+ * layers (lt_transformer_layer_forward_cached, one code path with the
+ * whole-sequence forward) with a per-layer lt_transformer_layer_cache for the
+ * self- and cross-attention, so a step costs the new positions only.
  *
  * What this is not: a generation loop (models/transformer/decode.c), nor the loss (the caller applies
  * lt_cross_entropy to the logits), nor PyTorch's packed in_proj_weight (the
  * attention projections are four separate Linears, see nn/mha.c).
  */
 #include "models/transformer/transformer.h"
+#include "nn/transformer_layer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -40,19 +43,10 @@
 /* The model struct                                                         */
 /* ======================================================================== */
 
-typedef struct tf_norm {
-  bool rms;
-  lt_layer_norm_m ln;  /* LayerNorm: weight, bias [C] */
-  lt_rms_norm_m rn;    /* RMSNorm: weight [C] */
-} tf_norm;
-
-typedef struct tf_layer {
-  lt_mha self_attn;      /* C -> C, causal in the decoder */
-  lt_mha cross_attn;     /* decoder of the encoder-decoder only */
-  bool has_cross;
-  lt_ffn ffn;            /* linear1 [d_ff, C], linear2 [C, d_ff] (SwiGLU: w1, w2, w3) */
-  tf_norm norm1, norm2, norm3; /* norm3 only with cross-attention */
-} tf_layer;
+/* A layer is nn/transformer_layer.h's: an encoder layer (self-attention, causal
+ * in a decoder-only model) or, in the encoder-decoder's decoder, a decoder
+ * layer (with cross-attention and norm3). */
+typedef lt_transformer_layer tf_layer;
 
 struct lt_transformer {
   lt_tf_config cfg;
@@ -63,7 +57,7 @@ struct lt_transformer {
   tf_layer *enc;            /* [n_enc_layers] or NULL */
   tf_layer *dec;            /* [n_dec_layers] or NULL */
   int64_t n_enc, n_dec;
-  tf_norm enc_norm, dec_norm;
+  lt_norm_m enc_norm, dec_norm;
   bool has_enc_norm, has_dec_norm;
   lt_linear_m lm_head;      /* [V, C], untied decoders only */
   bool has_lm_head;
@@ -241,45 +235,28 @@ lt_status lt_tf_config_size(const lt_tf_config *c, int64_t *n_params, size_t *by
 /* Construction                                                             */
 /* ======================================================================== */
 
-static lt_status norm_init(tf_norm *n, lt_params *p, const char *name, const lt_tf_config *c) {
-  n->rms = c->norm == LT_TF_RMS_NORM;
-  if (n->rms) return lt_rms_norm_init(&n->rn, p, name, c->d_model, c->norm_eps);
-  return lt_layer_norm_init(&n->ln, p, name, c->d_model, c->norm_eps, true);
+static lt_norm_kind norm_kind(const lt_tf_config *c) { return c->norm == LT_TF_RMS_NORM ? LT_NORM_RMS : LT_NORM_LAYER; }
+
+static lt_status norm_init(lt_norm_m *n, lt_params *p, const char *name, const lt_tf_config *c) {
+  return lt_norm_init(n, p, name, norm_kind(c), c->d_model, c->norm_eps);
 }
 
-static lt_tensor *norm_forward(const tf_norm *n, const lt_tensor *x) {
-  return n->rms ? lt_rms_norm_forward(&n->rn, x) : lt_layer_norm_forward(&n->ln, x);
+/* The layer options of a configuration (RoPE on the self-attention only). */
+static lt_transformer_layer_opts layer_opts(const lt_tf_config *c) {
+  return (lt_transformer_layer_opts){.d_model = c->d_model, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
+                                     .d_ff = c->d_ff, .dropout = c->dropout, .act = c->act, .swiglu = c->swiglu,
+                                     .norm_first = c->pre_norm, .norm = norm_kind(c), .norm_eps = c->norm_eps,
+                                     .bias = c->bias, .rope = c->pos == LT_TF_POS_ROPE, .rope_base = c->rope_base};
 }
 
-static lt_status mha_init(lt_mha *m, lt_params *p, const char *layer, const char *leaf, const lt_tf_config *c,
-                          bool rope, lt_generator *g) {
-  char name[NAME_LEN];
-  lt_status s = lt_mha_init(m, p, lt_name_join(name, sizeof name, layer, leaf), c->d_model, c->n_heads,
-                            c->n_kv_heads, c->bias, c->dropout, g);
-  if (s == LT_OK && rope) {
-    m->rope = true;
-    m->rope_base = c->rope_base;
-  }
-  return s;
-}
-
-/* Registers one layer under "<stack>.layers.<i>" in the order
- * self_attn, [cross_attn], linear1/linear2 (w1/w2/w3), norm1, norm2, [norm3]. */
+/* Registers one layer under "<stack>.layers.<i>" (nn/transformer_layer.h's order:
+ * self_attn, [cross_attn], linear1/linear2 (w1/w2/w3), norm1, norm2, [norm3]). */
 static lt_status layer_init(tf_layer *L, lt_params *p, const char *stack, int64_t i, bool cross,
                             const lt_tf_config *c, lt_generator *g) {
-  char name[NAME_LEN], sub[NAME_LEN];
+  char name[NAME_LEN];
   snprintf(name, sizeof name, "%s.layers.%lld", stack, (long long)i);
-  const bool rope = c->pos == LT_TF_POS_ROPE;
-  lt_status s;
-  L->has_cross = cross;
-  if ((s = mha_init(&L->self_attn, p, name, "self_attn", c, rope, g)) != LT_OK) return s;
-  if (cross && (s = mha_init(&L->cross_attn, p, name, "cross_attn", c, false, g)) != LT_OK) return s;
-  if ((s = lt_ffn_init(&L->ffn, p, name, c->d_model, c->d_ff, c->act, c->swiglu, c->bias, c->dropout, g)) != LT_OK)
-    return s;
-  if ((s = norm_init(&L->norm1, p, lt_name_join(sub, sizeof sub, name, "norm1"), c)) != LT_OK) return s;
-  if ((s = norm_init(&L->norm2, p, lt_name_join(sub, sizeof sub, name, "norm2"), c)) != LT_OK) return s;
-  if (cross && (s = norm_init(&L->norm3, p, lt_name_join(sub, sizeof sub, name, "norm3"), c)) != LT_OK) return s;
-  return LT_OK;
+  const lt_transformer_layer_opts o = layer_opts(c);
+  return cross ? lt_transformer_decoder_layer_init(L, p, name, &o, g) : lt_transformer_encoder_layer_init(L, p, name, &o, g);
 }
 
 /* Token (and learned position) embeddings: N(0, std^2) with the padding row
@@ -408,77 +385,15 @@ static bool step(lt_tensor **x, lt_tensor *y) {
   return y != NULL;
 }
 
-static lt_tensor *drop(lt_tensor *x, double p, const lt_nn_ctx *ctx) {
-  /* x is consumed */
-  if (!x || !(p > 0.0) || !ctx || !ctx->training) return x;
-  lt_tensor *y = lt_dropout(x, p, ctx);
-  lt_tensor_free(x);
-  return y;
-}
-
-/* Sublayer input: norm(x) with pre-norm, x itself (one more reference) with post-norm. */
-static lt_tensor *sub_in(const tf_norm *n, const lt_tensor *x, bool pre) {
-  return pre ? norm_forward(n, x) : lt_tensor_retain((lt_tensor *)x);
-}
-
-/* Residual: pre-norm x + dropout(y), post-norm norm(x + dropout(y)). Consumes y. */
-static lt_tensor *sub_out(const tf_norm *n, const lt_tensor *x, lt_tensor *y, bool pre, double p,
-                          const lt_nn_ctx *ctx) {
-  y = drop(y, p, ctx);
-  if (!y) return NULL;
-  lt_tensor *r = lt_add(x, y);
-  lt_tensor_free(y);
-  if (!r || pre) return r;
-  lt_tensor *o = norm_forward(n, r);
-  lt_tensor_free(r);
-  return o;
-}
-
-/* One decoder layer's KV caches (incremental decoding). */
-typedef struct tf_layer_cache {
-  lt_kv_cache self;   /* [B, NKV, cap, HS] */
-  lt_kv_cache cross;  /* [B, NKV, S, HS], filled from the memory once */
-} tf_layer_cache;
+/* One decoder layer's KV caches (incremental decoding): self [B, NKV, cap, HS],
+ * cross [B, NKV, S, HS] filled from the memory once. */
+typedef lt_transformer_layer_cache tf_layer_cache;
 
 struct lt_tf_cache {
   int64_t n;           /* decoder layers */
   int64_t cap;         /* self-attention positions */
   tf_layer_cache *layer;
 };
-
-/* One encoder or decoder layer on x [B, L, C]; memory [B, S, C] for the
- * cross-attention. With lc (decoder steps), attention reads and extends the
- * layer's caches: x holds the new positions only. Returns new. */
-static lt_tensor *layer_forward(const tf_layer *Ly, const lt_tf_config *c, const lt_tensor *x, bool causal,
-                                const lt_tensor *self_pad, const lt_tensor *memory, const lt_tensor *mem_pad,
-                                int64_t pos0, const lt_nn_ctx *ctx, tf_layer_cache *lc) {
-  const bool pre = c->pre_norm;
-  const double p = c->dropout;
-  lt_attention_opts so = {.causal = causal, .key_padding_mask = self_pad};
-  lt_tensor *h = sub_in(&Ly->norm1, x, pre);
-  lt_tensor *y = !h ? NULL
-                 : lc ? lt_mha_forward_cached(&Ly->self_attn, h, h, &lc->self, &so, pos0)
-                      : lt_mha_forward(&Ly->self_attn, h, h, &so, pos0, ctx, NULL);
-  lt_tensor_free(h);
-  lt_tensor *cur = y ? sub_out(&Ly->norm1, x, y, pre, p, ctx) : NULL;
-  if (!cur) return NULL;
-  const tf_norm *ffn_norm = &Ly->norm2;
-  if (Ly->has_cross) {
-    lt_attention_opts co = {.key_padding_mask = mem_pad};
-    h = sub_in(&Ly->norm2, cur, pre);
-    y = !h ? NULL
-        : lc ? lt_mha_forward_cached(&Ly->cross_attn, h, lc->cross.len == 0 ? memory : NULL, &lc->cross, &co, 0)
-             : lt_mha_forward(&Ly->cross_attn, h, memory, &co, 0, ctx, NULL);
-    lt_tensor_free(h);
-    if (!step(&cur, y ? sub_out(&Ly->norm2, cur, y, pre, p, ctx) : NULL)) return NULL;
-    ffn_norm = &Ly->norm3;
-  }
-  h = sub_in(ffn_norm, cur, pre);
-  y = h ? lt_ffn_forward(&Ly->ffn, h, ctx) : NULL;
-  lt_tensor_free(h);
-  step(&cur, y ? sub_out(ffn_norm, cur, y, pre, p, ctx) : NULL);
-  return cur;
-}
 
 static bool is_int(const lt_tensor *t) { return t->dtype == LT_DTYPE_I32 || t->dtype == LT_DTYPE_I64; }
 
@@ -516,7 +431,8 @@ static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, i
     lt_tensor_free(pe);
     step(&x, y);
   }
-  return drop(x, c->dropout, ctx);
+  if (x && c->dropout > 0.0 && ctx && ctx->training) step(&x, lt_dropout(x, c->dropout, ctx));
+  return x;
 }
 
 lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
@@ -528,8 +444,9 @@ lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, 
   if (check_ids(op, "src", "src_pad", m, src, src_pad, 0) != LT_OK) return NULL;
   lt_tensor *x = embed_forward(m, src, 0, ctx);
   for (int64_t i = 0; x && i < m->n_enc; i++)
-    step(&x, layer_forward(&m->enc[i], &m->cfg, x, false, src_pad, NULL, NULL, 0, ctx, NULL));
-  if (x && m->has_enc_norm) step(&x, norm_forward(&m->enc_norm, x));
+    step(&x, lt_transformer_encoder_layer_forward(&m->enc[i], x, &(lt_attention_opts){.key_padding_mask = src_pad},
+                                                  0, ctx));
+  if (x && m->has_enc_norm) step(&x, lt_norm_forward(&m->enc_norm, x));
   return x;
 }
 
@@ -565,16 +482,19 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
   int64_t *lens = NULL; /* cache lengths before the step, restored on failure */
   if (cache) {
     if (!(lens = malloc(sizeof *lens * (size_t)(2 * cache->n)))) return lt_error_set(LT_ERR_NOMEM, "%s: out of memory", op), NULL;
-    for (int64_t i = 0; i < cache->n; i++) {
+    for (int64_t i = 0; i < cache->n; i++)
       lens[2 * i] = cache->layer[i].self.len, lens[2 * i + 1] = cache->layer[i].cross.len;
-      if (need_memory && memory) cache->layer[i].cross.cap = memory->shape[1];
-    }
   }
   lt_tensor *x = embed_forward(m, tgt, pos0, ctx);
-  for (int64_t i = 0; x && i < m->n_dec; i++)
-    step(&x, layer_forward(&m->dec[i], c, x, true, tgt_pad, memory, src_pad, pos0, ctx,
-                           cache ? &cache->layer[i] : NULL));
-  if (x && m->has_dec_norm) step(&x, norm_forward(&m->dec_norm, x));
+  const lt_attention_opts self_mask = {.causal = true, .key_padding_mask = tgt_pad};
+  const lt_attention_opts mem_mask = {.key_padding_mask = src_pad};
+  for (int64_t i = 0; x && i < m->n_dec; i++) {
+    const tf_layer *L = &m->dec[i];
+    step(&x, cache ? lt_transformer_layer_forward_cached(L, x, memory, &cache->layer[i], &self_mask, &mem_mask, pos0)
+             : L->has_cross ? lt_transformer_decoder_layer_forward(L, x, memory, &self_mask, &mem_mask, pos0, ctx)
+                            : lt_transformer_encoder_layer_forward(L, x, &self_mask, pos0, ctx));
+  }
+  if (x && m->has_dec_norm) step(&x, lt_norm_forward(&m->dec_norm, x));
   if (x) step(&x, m->has_lm_head ? lt_linear_forward(&m->lm_head, x) : lt_linear(x, m->embed.weight, NULL));
   if (cache && !x)
     for (int64_t i = 0; i < cache->n; i++) cache->layer[i].self.len = lens[2 * i], cache->layer[i].cross.len = lens[2 * i + 1];
@@ -603,19 +523,13 @@ lt_tf_cache *lt_tf_cache_new(const lt_transformer *m, int64_t cap) {
     return lt_error_set(LT_ERR_NOMEM, "tf_cache_new: out of memory"), NULL;
   }
   c->n = m->n_dec, c->cap = cap;
-  for (int64_t i = 0; i < c->n; i++) {
-    lt_kv_cache_init(&c->layer[i].self, cap);
-    lt_kv_cache_init(&c->layer[i].cross, 1); /* capacity set from the memory at the first step */
-  }
+  for (int64_t i = 0; i < c->n; i++) lt_transformer_layer_cache_init(&c->layer[i], cap);
   return c;
 }
 
 void lt_tf_cache_reset(lt_tf_cache *c) {
   if (!c) return;
-  for (int64_t i = 0; i < c->n; i++) {
-    lt_kv_cache_free(&c->layer[i].self);
-    lt_kv_cache_free(&c->layer[i].cross);
-  }
+  for (int64_t i = 0; i < c->n; i++) lt_transformer_layer_cache_free(&c->layer[i]);
 }
 
 void lt_tf_cache_free(lt_tf_cache *c) {

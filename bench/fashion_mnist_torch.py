@@ -1,0 +1,119 @@
+"""bench/fashion_mnist_torch.py: what the PyTorch twins of the Fashion-MNIST
+examples share (bench/cnn_fashion_mnist_torch.py, vit_fashion_mnist_torch.py),
+as libtensor's examples share train/classify.h: the command line, the data,
+the optimizer, the schedule, the batch order, the evaluation and the summary
+line. Each script writes only its model.
+
+The run (the same as lt_classify_fit's): images normalised with mean 0.2860
+and std 0.3530; AdamW (lr 1e-3, weight decay 0.01 on the matrices and
+convolution kernels only: not on biases, norms or the parameters the model
+names in no_decay, as libtensor's LT_PARAM_NO_DECAY); learning rate linear
+warmup for total/50 steps then cosine to 1% at the last step (lt_schedule
+WARMUP_COSINE); batches of 128 in a new random permutation each epoch drawn
+from a generator seeded with --seed (the same structure as the C examples;
+the permutations themselves differ, since the generators differ); evaluation
+of the 10k test images in batches of 1000 at the end of each epoch (or of
+--max-steps), in eval mode.
+
+What this is not: a script (it is imported by the two beside it).
+"""
+import argparse
+import gzip
+import math
+import os
+import time
+
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+MEAN, STD = 0.2860, 0.3530
+
+
+def load(data, split, shape):
+    """Images [N, *shape] normalised, labels [N] i64."""
+    prefix = "train" if split == "train" else "t10k"
+    with gzip.open(os.path.join(data, prefix + "-images-idx3-ubyte.gz")) as f:
+        x = np.frombuffer(f.read(), np.uint8, offset=16).reshape(-1, *shape)
+    with gzip.open(os.path.join(data, prefix + "-labels-idx1-ubyte.gz")) as f:
+        y = np.frombuffer(f.read(), np.uint8, offset=8)
+    x = (torch.from_numpy(x.astype(np.float32)) / 255.0 - MEAN) / STD
+    return x, torch.from_numpy(y.astype(np.int64))
+
+
+def evaluate(model, x, y):
+    model.eval()
+    correct = 0
+    with torch.no_grad():
+        for b in range(0, len(x), 1000):
+            correct += (model(x[b:b + 1000]).argmax(1) == y[b:b + 1000]).sum().item()
+    model.train()
+    return correct / len(x)
+
+
+def run(make_model, shape, epochs, no_decay=()):
+    """Parses the command line, builds make_model() after seeding, trains and
+    prints one line per epoch and the summary line."""
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
+    ap.add_argument("--epochs", type=int, default=epochs)
+    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--max-steps", type=int, default=0)
+    ap.add_argument("--lr", type=float, default=1e-3)
+    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--seed", type=int, default=42)
+    ap.add_argument("--threads", type=int, default=2)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    torch.manual_seed(a.seed)
+    gen = torch.Generator().manual_seed(a.seed)
+    xtr, ytr = load(a.data, "train", shape)
+    xte, yte = load(a.data, "test", shape)
+    model = make_model()
+    decay = [p for n, p in model.named_parameters() if p.dim() >= 2 and n not in no_decay]
+    ids = {id(p) for p in decay}
+    opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
+                             {"params": [p for p in model.parameters() if id(p) not in ids], "weight_decay": 0.0}],
+                            lr=a.lr)
+    per_epoch = (len(xtr) + a.batch - 1) // a.batch
+    total = per_epoch * a.epochs
+    if 0 < a.max_steps < total:
+        total = a.max_steps
+    warm = total // 50
+
+    def lr_at(s):  # s = 1, 2, ... as lt_schedule_lr
+        if warm > 0 and s <= warm:
+            return s / warm
+        q = min(1.0, max(0.0, (s - warm) / (total - warm))) if total > warm else 1.0
+        return 0.01 + 0.99 * 0.5 * (1 + math.cos(math.pi * q))
+
+    print("torch %s, threads %d, %d steps, %d parameters" % (
+        torch.__version__, torch.get_num_threads(), total, sum(p.numel() for p in model.parameters())))
+    step, losses, train_seconds, eval_seconds, acc = 0, [], 0.0, 0.0, 0.0
+    while step < total:
+        t0, step0 = time.perf_counter(), step
+        perm = torch.randperm(len(xtr), generator=gen)
+        for b in range(0, len(xtr), a.batch):
+            if step == total:
+                break
+            step += 1
+            for g in opt.param_groups:
+                g["lr"] = a.lr * lr_at(step)
+            idx = perm[b:b + a.batch]
+            loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+            losses.append(loss.item())
+        dt = time.perf_counter() - t0
+        train_seconds += dt
+        te = time.perf_counter()
+        acc = evaluate(model, xte, yte)
+        eval_seconds = time.perf_counter() - te
+        print("epoch done at step %d: %.2f s training (%.2f ms/step), test accuracy %.4f (evaluation %.2f s)"
+              % (step, dt, 1e3 * dt / (step - step0), acc, eval_seconds), flush=True)
+    k = min(20, len(losses))
+    print("summary: steps=%d first_loss=%.4f last_loss=%.4f test_accuracy=%.4f train_seconds=%.1f "
+          "ms_per_step=%.2f eval_seconds=%.2f"
+          % (step, sum(losses[:k]) / k, sum(losses[-k:]) / k, acc, train_seconds, 1e3 * train_seconds / step,
+             eval_seconds))

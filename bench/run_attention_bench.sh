@@ -1,0 +1,98 @@
+#!/bin/sh
+# bench/run_attention_bench.sh: the tables of docs/attention.md in one command
+# (issue 15): fused against unfused attention, alone and in whole training
+# steps.
+#
+# Usage: bench/run_attention_bench.sh [--build DIR] [--threads N] [--repeat N]
+#                                     [--steps N] [--cpu] [--no-train]
+#                                     [--no-attention]
+#
+# 1. bench_attention (bench/attention.c): B 1, NH 4, f32, forward and
+#    forward + backward, T in {128, 512, 1024, 2048, 4096}, causal or not,
+#    head sizes 64 and 128, each configuration in its own process (its peak
+#    RSS), best of --repeat (default 2). --cpu times the CPU of all threads
+#    instead of the wall clock (steadier on a loaded machine; run with
+#    OMP_WAIT_POLICY=PASSIVE, which this script sets for --cpu).
+# 2. Whole training steps (the issue's table): train --arch decoder-only
+#    --text /usr/share/common-licenses/GPL-3 --tokenizer char, d 256, 4
+#    layers, 4 heads, 8192 tokens per step (batch 8192 / T), T in {256, 1024,
+#    2048, 4096}, --steps (default 3) steps: peak RSS and training tokens/s
+#    of the default path (AUTO: fused, except unfused where T and S fit one
+#    tile) against LT_ATTENTION=unfused, plus LT_ATTENTION=fused at T = 256.
+#
+# Builds bench_attention and train in Release (DIR, default build-rel) if
+# needed. About 3 minutes on the quiet 2-core Xeon. Compare the two paths of
+# the same row (ratios): other processes change absolute figures.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+build="$root/build-rel"
+threads=2
+repeat=2
+steps=3
+cpu=""
+train=1
+attn=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --cpu) cpu="--cpu"; shift ;;
+    --no-train) train=0; shift ;;
+    --no-attention) attn=0; shift ;;
+    *) echo "usage: $0 [--build DIR] [--threads N] [--repeat N] [--steps N] [--cpu] [--no-train] [--no-attention]" >&2; exit 2 ;;
+  esac
+done
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$build" -j2 --target bench_attention train >/dev/null
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $threads threads, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+if [ "$attn" = 1 ]; then
+  echo
+  echo "## Attention alone (bench_attention${cpu:+ --cpu}, repeat $repeat)"
+  if [ -n "$cpu" ]; then
+    OMP_WAIT_POLICY=PASSIVE LT_NUM_THREADS=$threads "$build/bench/bench_attention" --cpu --repeat "$repeat"
+  else
+    LT_NUM_THREADS=$threads "$build/bench/bench_attention" --repeat "$repeat"
+  fi
+fi
+[ "$train" = 1 ] || exit 0
+
+# One training run: prints "peak_MB tokens_per_s".
+run_train() { # T path(default|fused|unfused)
+  T=$1
+  vf=0.1
+  [ "$T" -ge 4096 ] && vf=0.15 # 35,149 tokens: 0.1 leaves no T + 1 for validation
+  env_path=""
+  [ "$2" != default ] && env_path="LT_ATTENTION=$2"
+  env $env_path "$build/models/transformer/train" --arch decoder-only --text /usr/share/common-licenses/GPL-3 \
+    --tokenizer char --d-model 256 --layers 4 --heads 4 --seq-len "$T" --batch $((8192 / T)) --steps "$steps" \
+    --threads "$threads" --eval-every 0 --ckpt-every 0 --gen-tokens 0 --valid-fraction "$vf" \
+    --ckpt-dir "$tmp/run-$T-$2" >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
+  peak=$(sed -n 's/^peak RSS \([0-9.]*\) MB.*/\1/p' "$tmp/out")
+  tps=$(sed -n 's/^done:.* \([0-9]*\) tokens\/s in training steps.*/\1/p' "$tmp/out")
+  echo "$peak $tps"
+}
+
+echo
+echo "## Whole training steps (d 256, 4 layers, 4 heads, 8192 tokens per step, $steps steps, $threads threads)"
+echo
+echo "| T | batch | peak RSS unfused | peak RSS default | tokens/s unfused | tokens/s default | speed-up | load |"
+echo "|---|---|---|---|---|---|---|---|"
+for T in 256 1024 2048 4096; do
+  set -- $(run_train "$T" unfused) $(run_train "$T" default)
+  echo "| $T | $((8192 / T)) | $1 MB | $3 MB | $2 | $4 | $(awk "BEGIN{printf \"%.2fx\", $4 / $2}") | $(cut -d' ' -f1 /proc/loadavg) |"
+  if [ "$T" = 256 ]; then
+    set -- $(run_train 256 fused)
+    echo "| 256 (LT_ATTENTION=fused) | 32 | | $1 MB | | $2 | | $(cut -d' ' -f1 /proc/loadavg) |"
+  fi
+done

@@ -1,0 +1,49 @@
+#!/bin/sh
+# bench/run_dist_bench.sh: data parallelism on this machine, in one command
+# (docs/distributed.md keeps the tables). Under 5 minutes on a quiet 2-core
+# machine.
+#
+# Usage: bench/run_dist_bench.sh [--build DIR] [--steps N] [--configs "small medium"]
+#
+#   1. the gradient allreduce over message sizes (latency, bus bandwidth) and
+#      a 100 MB gradient by bucket size: mpirun -np 2 bench_dist;
+#   2. GPT small and medium (bench/train_step.c's models, the same global
+#      batch every time): np=1 x 2 threads, then np=2 x 1 thread with the
+#      buckets reduced during backward (25 MB buckets, PyTorch's default, and
+#      1 MB ones) and after it (--no-overlap). Each np=2 line gives the
+#      reduction's time alone and the exposed part per step (time in
+#      lt_dist_grads_finish); hidden = alone - exposed.
+#
+# Threads: OMP_WAIT_POLICY=PASSIVE; --bind-to none (Open MPI binds each of 2
+# ranks to a core by default, which is what np=2 x 1 thread wants anyway).
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+build="$root/build-rel"
+steps=4
+configs="small medium"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --build) build=$2; shift 2 ;;
+    --steps) steps=$2; shift 2 ;;
+    --configs) configs=$2; shift 2 ;;
+    *) echo "usage: $0 [--build DIR] [--steps N] [--configs \"small medium\"]" >&2; exit 2 ;;
+  esac
+done
+[ -x "$build/bench/bench_dist" ] && [ -x "$build/bench/bench_train_step" ] ||
+  cmake --build "$build" -j2 --target bench_dist bench_train_step
+export OMP_WAIT_POLICY=PASSIVE
+mpirun="mpirun --bind-to none"
+[ "$(id -u)" = 0 ] && mpirun="$mpirun --allow-run-as-root"
+echo "load: $(cat /proc/loadavg)"
+$mpirun -np 2 "$build/bench/bench_dist"
+for c in $configs; do
+  echo "== $c: np=1 x 2 threads"
+  "$build/bench/bench_train_step" --config "$c" --threads 2 --no-peak --steps "$steps" --warmup 1 | tail -1
+  for mode in "--bucket-mb 25" "--bucket-mb 1" "--bucket-mb 25 --no-overlap"; do
+    echo "== $c: np=2 x 1 thread, $mode"
+    # shellcheck disable=SC2086
+    $mpirun -np 2 "$build/bench/bench_train_step" --config "$c" --threads 1 --no-peak --steps "$steps" --warmup 1 $mode | tail -2
+  done
+done
+echo "load: $(cat /proc/loadavg)"

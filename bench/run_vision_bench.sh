@@ -1,0 +1,134 @@
+#!/bin/sh
+# bench/run_vision_bench.sh: the vision examples against PyTorch, side by side
+# in one run: training ms/step over a fixed number of steps and the time to
+# evaluate the 10k test images, for libtensor and for PyTorch at its best,
+# and their ratios (PyTorch / libtensor: above 1 means libtensor is faster).
+#
+# Usage: bench/run_vision_bench.sh [cnn] [--steps N] [--threads N] [--build DIR]
+#        bench/run_vision_bench.sh cnn --accuracy "42 43 44" [--epochs 3]
+#
+# Models: cnn (examples/cnn_fashion_mnist.c against
+# bench/cnn_fashion_mnist_torch.py). Each side trains N steps (default 100)
+# of batch 128, then evaluates once (10 batches of 1000) in eval mode; the
+# examples print their training time and the evaluation's. Takes about a
+# minute per model on a quiet 2-core machine.
+#
+# --accuracy "SEEDS": instead, the full run (--epochs, default 3) once per
+# seed on each side (libtensor, then PyTorch with OpenBLAS if present, else
+# the system BLAS), printing each test accuracy and epoch time and the
+# mean / min / max of the accuracies (about 3 x 30 s per seed and side on a
+# quiet machine for the CNN).
+#
+# PyTorch at its best (as bench/run_train_bench.sh, whose comment explains
+# the choices): OMP_WAIT_POLICY=PASSIVE, OPENBLAS_CORETYPE unset, N threads,
+# and each BLAS it can be given: the system libblas.so.3 (BLIS with the skx
+# kernels, BLIS_ARCH_TYPE=0) and OpenBLAS from $TORCH_OPENBLAS_DIR or
+# /usr/lib/x86_64-linux-gnu/openblas-pthread if present. Each is run in full
+# and the faster one counts. libtensor runs on N threads with
+# OMP_WAIT_POLICY=PASSIVE. Needs Debian's dataset-fashion-mnist.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+models=
+steps=100
+threads=2
+build="$root/build-rel"
+seeds=
+epochs=3
+while [ $# -gt 0 ]; do
+  case "$1" in
+    cnn) models="$models $1"; shift ;;
+    --steps) steps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --accuracy) seeds=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
+    *) echo "usage: $0 [cnn] [--steps N] [--threads N] [--build DIR] [--accuracy \"SEEDS\" [--epochs N]]" >&2; exit 2 ;;
+  esac
+done
+[ -n "$models" ] || models=cnn
+py=/usr/bin/python3
+
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$build" -j2 --target cnn_fashion_mnist >/dev/null
+
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# BLAS set-ups for torch: "name|env".
+cands="$tmp/cands"
+echo "system BLAS (BLIS skx)|BLIS_ARCH_TYPE=0" >"$cands"
+obdir=${TORCH_OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
+[ -f "$obdir/libblas.so.3" ] && echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$cands"
+
+# "ms_per_step eval_seconds" from an example's or the torch script's output.
+lt_figures() { # the trainer's final line and the summary
+  awk '/^final validation/ { gsub(/[][s]/, "", $NF); ev = $NF }
+       /^summary:/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+       END { printf "%.2f %.3f %s\n", 1000 * v["train_seconds"] / v["steps"], ev, v["test_accuracy"] }' "$1"
+}
+pt_figures() {
+  awk '/^epoch done/ { for (i = 1; i <= NF; i++) if ($i == "(evaluation") ev = $(i + 1) }
+       /^summary:/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } }
+       END { printf "%.2f %.3f %s\n", 1000 * v["train_seconds"] / v["steps"], ev, v["test_accuracy"] }' "$1"
+}
+
+if [ -n "$seeds" ]; then
+  stats() { awk '{ s += $1; if (NR == 1 || $1 < lo) lo = $1; if (NR == 1 || $1 > hi) hi = $1 }
+                 END { printf "mean %.4f min %.4f max %.4f (%d seeds)", s / NR, lo, hi, NR }'; }
+  for m in $models; do
+    case "$m" in
+      cnn) exe="$build/examples/cnn_fashion_mnist"; script="$here/cnn_fashion_mnist_torch.py" ;;
+    esac
+    ptenv=$(tail -1 "$cands" | cut -d'|' -f2)
+    : >"$tmp/lt_acc"; : >"$tmp/pt_acc"
+    for seed in $seeds; do
+      env OMP_WAIT_POLICY=PASSIVE LT_NUM_THREADS="$threads" "$exe" --epochs "$epochs" --seed "$seed" \
+        --log-every 1000000 >"$tmp/lt.txt" 2>&1 || { cat "$tmp/lt.txt"; exit 1; }
+      set -- $(lt_figures "$tmp/lt.txt")
+      echo "$3" >>"$tmp/lt_acc"
+      echo "$m seed $seed libtensor: test accuracy $3, $(awk '/^summary:/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } } END { printf "%.1f s of training", v["train_seconds"] }' "$tmp/lt.txt") ($epochs epochs)"
+      # shellcheck disable=SC2086
+      env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS OMP_WAIT_POLICY=PASSIVE $ptenv "$py" "$script" --epochs "$epochs" \
+        --seed "$seed" --threads "$threads" >"$tmp/pt.txt" 2>&1 || { cat "$tmp/pt.txt"; exit 1; }
+      set -- $(pt_figures "$tmp/pt.txt")
+      echo "$3" >>"$tmp/pt_acc"
+      echo "$m seed $seed PyTorch:   test accuracy $3, $(awk '/^summary:/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } } END { printf "%.1f s of training", v["train_seconds"] }' "$tmp/pt.txt")"
+    done
+    echo "$m libtensor: $(stats <"$tmp/lt_acc")"
+    echo "$m PyTorch:   $(stats <"$tmp/pt_acc")"
+  done
+  echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
+  exit 0
+fi
+
+printf '\n%-5s | %10s %9s | %10s %9s | %10s %9s | %s\n' model "lt ms/step" "lt eval s" "pt ms/step" \
+  "pt eval s" "step ratio" "eval ratio" "PyTorch set-up"
+for m in $models; do
+  case "$m" in
+    cnn) exe="$build/examples/cnn_fashion_mnist"; script="$here/cnn_fashion_mnist_torch.py" ;;
+  esac
+  # libtensor. Its train_seconds are the trainer's (printed with one decimal),
+  # so N steps must take a few seconds at least: fine for N >= 50.
+  env OMP_WAIT_POLICY=PASSIVE LT_NUM_THREADS="$threads" "$exe" --max-steps "$steps" --log-every 1000000 \
+    >"$tmp/lt.txt" 2>&1 || { cat "$tmp/lt.txt"; exit 1; }
+  set -- $(lt_figures "$tmp/lt.txt")
+  lt_ms=$1 lt_ev=$2
+  best=; best_ev=; best_name=
+  while IFS='|' read -r name envs; do
+    # shellcheck disable=SC2086
+    env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS OMP_WAIT_POLICY=PASSIVE $envs "$py" "$script" \
+      --max-steps "$steps" --threads "$threads" >"$tmp/pt.txt" 2>&1 || { cat "$tmp/pt.txt"; exit 1; }
+    set -- $(pt_figures "$tmp/pt.txt")
+    if [ -z "$best" ] || awk -v a="$1" -v b="$best" 'BEGIN { exit !(a < b) }'; then
+      best=$1 best_ev=$2 best_name=$name
+    fi
+  done <"$cands"
+  awk -v m="$m" -v a="$lt_ms" -v b="$lt_ev" -v c="$best" -v d="$best_ev" -v n="$best_name" 'BEGIN {
+    printf "%-5s | %10.2f %9.3f | %10.2f %9.3f | %9.2fx %9.2fx | %s\n", m, a, b, c, d, c / a, d / b, n }'
+done
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); ratio = PyTorch time / libtensor time (> 1: libtensor faster)"

@@ -1,0 +1,114 @@
+#!/bin/sh
+# bench/run_vit_bench.sh: the ViT of issue 18, libtensor
+# (examples/vit_fashion_mnist.c) against PyTorch
+# (bench/vit_fashion_mnist_torch.py), the same model, optimizer, schedule and
+# batch size, back to back in one run: training ms/step and the evaluation of
+# the 10k test images, as ratios (libtensor / PyTorch; below 1 is faster).
+#
+# Usage: bench/run_vit_bench.sh [--steps N | --epochs N] [--seed S] [--threads N] [--build DIR]
+#   --steps N    training steps per side (default 150; the schedule is set for
+#                N steps, so both sides do the same work); a quiet 2-core
+#                machine runs the whole script in about a minute
+#   --epochs N   full epochs instead (6 is the issue's accuracy run: ~5 min a
+#                side on a quiet machine), also reporting test accuracy
+#   --seed S     both sides' seed (default 42; the issue asks for 3 seeds)
+#
+# PyTorch at its best (as bench/run_train_bench.sh): every BLAS the script can
+# give torch runs the same measurement and the fastest counts: OpenBLAS from
+# $TORCH_OPENBLAS_DIR or /usr/lib/x86_64-linux-gnu/openblas-pthread (first on
+# LD_LIBRARY_PATH) and the system's libblas.so.3 (BLIS: with BLIS_ARCH_TYPE
+# naming the kernel set libtensor uses), with OPENBLAS_CORETYPE unset; torch
+# on N threads with OMP_WAIT_POLICY=PASSIVE. A candidate taking over three
+# times libtensor's time is cut short (and reported).
+# libtensor: N threads, OMP_WAIT_POLICY=PASSIVE.
+set -eu
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+steps=150
+epochs=
+threads=2
+seed=42
+build="$root/build-rel"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) steps=$2; shift 2 ;;
+    --epochs) epochs=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    *) echo "usage: $0 [--steps N | --epochs N] [--seed S] [--threads N] [--build DIR]" >&2; exit 2 ;;
+  esac
+done
+py=/usr/bin/python3
+exe="$build/examples/vit_fashion_mnist"
+if [ ! -f "$build/CMakeCache.txt" ]; then
+  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+fi
+cmake --build "$build" -j2 --target vit_fashion_mnist >/dev/null
+if [ -n "$epochs" ]; then run_args="--epochs $epochs"; else run_args="--epochs 1000 --max-steps $steps"; fi
+run_args="$run_args --seed $seed"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# ViT: $run_args, batch 128, $threads threads"
+
+# key=value of the summary line of a log
+val() { sed -n 's/^summary:.*[ ]'"$2"'=\([0-9.]*\).*/\1/p' "$1" | tail -1; }
+
+# libtensor
+# shellcheck disable=SC2086
+env -u OMP_NUM_THREADS OMP_WAIT_POLICY=PASSIVE LT_NUM_THREADS="$threads" "$exe" $run_args --log-every 1000000 \
+  >"$tmp/lt.log" 2>&1 || { cat "$tmp/lt.log"; exit 1; }
+lt_steps=$(val "$tmp/lt.log" steps)
+lt_train=$(val "$tmp/lt.log" train_seconds)
+lt_eval=$(val "$tmp/lt.log" eval_seconds)
+lt_acc=$(val "$tmp/lt.log" test_accuracy)
+arch=$(sed -n 's/.*BLIS kernels \([a-z0-9]*\).*/\1/p' "$tmp/lt.log" | head -1)
+case "$arch" in
+  skx) archnum=0 ;; zen3) archnum=6 ;; zen2) archnum=5 ;; zen) archnum=4 ;; haswell) archnum=3 ;; *) archnum= ;;
+esac
+
+# PyTorch: each BLAS candidate ("name|env")
+sysblas=$(env -u LD_LIBRARY_PATH $py -c '
+import torch
+torch.ones(4, 4) @ torch.ones(4, 4)
+libs = [l.split()[-1] for l in open("/proc/self/maps") if "libblas" in l or "openblas" in l or "blis" in l]
+print(libs[0] if libs else "unknown")' 2>/dev/null || echo unknown)
+: >"$tmp/cands"
+obdir=${TORCH_OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
+case "$sysblas" in
+  *openblas*) ;;
+  *) if [ -f "$obdir/libblas.so.3" ]; then echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$tmp/cands"
+     else echo "# no OpenBLAS for torch (set TORCH_OPENBLAS_DIR; see bench/run_train_bench.sh)"; fi ;;
+esac
+case "$sysblas" in
+  *blis*) echo "system BLIS ($arch kernels)|BLIS_ARCH_TYPE=$archnum" >>"$tmp/cands" ;;
+  *) echo "system BLAS ($sysblas)|" >>"$tmp/cands" ;;
+esac
+# A candidate slower than 3x libtensor (plus a minute) is cut short: BLIS's
+# per-call overhead on these small products (issue 18) makes it hopeless.
+lt_total=$(awk "BEGIN{printf \"%d\", 3 * ($lt_train + $lt_eval) + 60}")
+best=; i=0
+printf '%-58s | %8s | %9s | %7s | %s\n' side "ms/step" "eval 10k" "test acc" "steps"
+printf '%-58s | %8.2f | %8.2fs | %7s | %s\n' "libtensor ($threads threads, BLIS $arch)" \
+  "$(awk "BEGIN{print 1000*$lt_train/$lt_steps}")" "$lt_eval" "$lt_acc" "$lt_steps"
+while IFS='|' read -r name envs; do
+  i=$((i + 1))
+  # shellcheck disable=SC2086
+  if env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS $envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS="$threads" \
+       BLIS_NUM_THREADS="$threads" timeout "$lt_total" "$py" "$here/vit_fashion_mnist_torch.py" $run_args --threads "$threads" \
+       >"$tmp/pt$i.log" 2>&1; then
+    ms=$(val "$tmp/pt$i.log" ms_per_step)
+    printf '%-58s | %8.2f | %8.2fs | %7s | %s\n' "PyTorch $(echo "$name" | cut -c1-48)" "$ms" \
+      "$(val "$tmp/pt$i.log" eval_seconds)" "$(val "$tmp/pt$i.log" test_accuracy)" "$(val "$tmp/pt$i.log" steps)"
+    if [ -z "$best" ] || awk "BEGIN{exit !($ms < $(val "$tmp/pt$best.log" ms_per_step))}"; then best=$i; fi
+  else
+    echo "# PyTorch with $name failed or took over ${lt_total}s:"; tail -3 "$tmp/pt$i.log"
+  fi
+done <"$tmp/cands"
+[ -n "$best" ] || exit 1
+pt_ms=$(val "$tmp/pt$best.log" ms_per_step)
+pt_eval=$(val "$tmp/pt$best.log" eval_seconds)
+echo "ratio libtensor / best PyTorch: training $(awk "BEGIN{printf \"%.2f\", 1000*$lt_train/$lt_steps/$pt_ms}")x," \
+  "evaluation $(awk "BEGIN{printf \"%.2f\", $lt_eval/$pt_eval}")x (below 1: libtensor faster)"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
