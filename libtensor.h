@@ -24,6 +24,7 @@
 #include "autograd/autograd.h"
 #include "nn/nn.h"
 #include "nn/conv.h"
+#include "nn/lstm.h"
 #include "nn/transformer_layer.h"
 #include "generate/generate.h"
 #include "datasets/datasets.h"

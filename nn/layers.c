@@ -1,6 +1,6 @@
 /*
  * nn/layers.c: the layer modules (Linear, Conv1d/Conv2d, Embedding, LayerNorm, RMSNorm,
- * activations, the feed-forward block) as structs borrowing parameters from
+ * activations, the feed-forward block, LSTM) as structs borrowing parameters from
  * an lt_params store, with PyTorch's default initialisation.
  *
  * What this is: each _init creates its parameters (f32, as PyTorch's default
@@ -23,6 +23,8 @@
  *   nn.BatchNorm   weight 1, bias 0; buffers running_mean 0, running_var 1,
  *                  num_batches_tracked 0 (i64)
  *   nn.GroupNorm   weight 1, bias 0
+ *   nn.LSTM        every weight and bias U(-1/sqrt(H), 1/sqrt(H)), in
+ *                  parameter order (weight_ih_l0, weight_hh_l0, bias_ih_l0, ...)
  * Biases, norm weights and embeddings are registered LT_PARAM_NO_DECAY.
  *
  * Embedding padding_idx: the gradient is masked in a differentiable way
@@ -39,6 +41,7 @@
  */
 #include "nn/nn.h"
 #include "nn/conv.h"
+#include "nn/lstm.h"
 #include "nn/params_internal.h"
 #include "tensor/error_internal.h"
 
@@ -499,4 +502,51 @@ lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *
   lt_tensor *y = lt_linear_forward(&m->linear2, h); /* [..., C] */
   lt_tensor_free(h);
   return y;
+}
+
+/* ======================================================================== */
+/* LSTM (nn/lstm.h; the forward is in nn/lstm.c)                            */
+/* ======================================================================== */
+
+lt_status lt_lstm_init(lt_lstm_m *m, lt_params *p, const char *name, int64_t input_size, int64_t hidden_size,
+                       const lt_lstm_opts *opts, lt_generator *g) {
+  const char *op = "lstm_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  const lt_lstm_opts o = opts ? *opts : LT_LSTM_DEFAULTS;
+  if (input_size < 1 || hidden_size < 1 ||
+      hidden_size > INT64_MAX / 4 / (input_size > hidden_size ? input_size : hidden_size))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': input_size %lld and hidden_size %lld must be >= 1 (and 4 * hidden_size * size must fit)", op,
+                   name, (long long)input_size, (long long)hidden_size);
+  if (o.num_layers < 1 || o.num_layers > LT_LSTM_MAX_LAYERS)
+    return lt__err(LT_ERR_INVALID, "%s: '%s': num_layers %lld must be in [1, %d]", op, name, (long long)o.num_layers,
+                   LT_LSTM_MAX_LAYERS);
+  if (!(o.dropout >= 0 && o.dropout <= 1))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': dropout %g must be in [0, 1]", op, name, o.dropout);
+  reg_mark mk = mark_begin(p, g);
+  lt_lstm_m tmp = {.input_size = input_size, .hidden_size = hidden_size, .opts = o};
+  const double bound = 1.0 / sqrt((double)hidden_size);
+  const int64_t H4 = 4 * hidden_size;
+  for (int l = 0; l < o.num_layers; l++) {
+    const char *leaf[4] = {"weight_ih_l%d", "weight_hh_l%d", "bias_ih_l%d", "bias_hh_l%d"};
+    lt_tensor **dst[4] = {&tmp.weight_ih[l], &tmp.weight_hh[l], &tmp.bias_ih[l], &tmp.bias_hh[l]};
+    for (int k = 0; k < (o.bias ? 4 : 2); k++) {
+      char lname[32];
+      snprintf(lname, sizeof lname, leaf[k], l);
+      lt_tensor *t = k < 2 ? new_param(LT_SHAPE(H4, k == 0 && l == 0 ? input_size : hidden_size))
+                           : new_param(LT_SHAPE(H4));
+      if (t) {
+        bool prev = lt_set_grad_enabled(false);
+        s = lt_uniform_(g, t, -bound, bound);
+        lt_set_grad_enabled(prev);
+        if (s != LT_OK) lt_tensor_free(t), t = NULL;
+      }
+      if ((s = add_param(p, name, lname, t, k < 2 ? LT_PARAM_DEFAULT : LT_PARAM_NO_DECAY)) != LT_OK)
+        return mark_rollback(&mk, s);
+      *dst[k] = t;
+    }
+  }
+  *m = tmp;
+  return LT_OK;
 }

@@ -1,0 +1,104 @@
+#!/bin/sh
+# bench/run_lstm_bench.sh: the character LSTM (examples/char_lstm.c) against
+# its PyTorch twin (bench/char_lstm_torch.py), same machine, same
+# configuration, same data order, back to back: ms per training step and the
+# validation loss after the same steps, and their ratio.
+#
+# Usage: bench/run_lstm_bench.sh [--steps N] [--threads N] [--build DIR] [--seed S] [-- EXTRA ARGS]
+#   EXTRA ARGS go to both programs (e.g. -- --hidden 512 --layers 2).
+# Defaults: 300 steps, 2 threads, build-rel; under a minute on a quiet machine.
+#
+# PyTorch at its best, as bench/run_train_bench.sh: each BLAS torch can use
+# (the system libblas.so.3, with BLIS_ARCH_TYPE=0 for BLIS's skx kernels;
+# OpenBLAS from $TORCH_OPENBLAS_DIR or /usr/lib/x86_64-linux-gnu/openblas-pthread)
+# with torch on N threads or 1 and the BLAS on N threads or 1
+# (OMP_WAIT_POLICY=PASSIVE), probed for 20 steps; the fastest runs the timed run. libtensor gets the same choice
+# between N threads (PASSIVE) and 1. OPENBLAS_CORETYPE is unset for torch.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+steps=300
+threads=2
+seed=1
+build="$root/build-rel"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --steps) steps=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    --seed) seed=$2; shift 2 ;;
+    --) shift; break ;;
+    *) echo "usage: $0 [--steps N] [--threads N] [--build DIR] [--seed S] [-- EXTRA ARGS]" >&2; exit 2 ;;
+  esac
+done
+extra="$*"
+py=/usr/bin/python3
+[ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$build" -j2 --target char_lstm >/dev/null
+exe="$build/examples/char_lstm"
+
+echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "# config: steps $steps, seed $seed, threads $threads ${extra:+, $extra}"
+
+sysblas=$(env -u LD_LIBRARY_PATH $py -c '
+import torch
+torch.ones(4, 4) @ torch.ones(4, 4)
+libs = [l.split()[-1] for l in open("/proc/self/maps") if "libblas" in l or "openblas" in l or "blis" in l]
+print(libs[0] if libs else "unknown")' 2>/dev/null || echo unknown)
+cands=$(mktemp)
+trap 'rm -f "$cands"' EXIT INT TERM
+case "$sysblas" in
+  *blis*) echo "system BLIS (skx)|BLIS_ARCH_TYPE=0" >>"$cands" ;;
+  *) echo "system BLAS $sysblas|" >>"$cands" ;;
+esac
+obdir=${TORCH_OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
+case "$sysblas" in
+  *openblas*) ;;
+  *) [ -f "$obdir/libblas.so.3" ] && echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$cands" ;;
+esac
+
+# field NAME LINE: the value after NAME in a "result:" line
+field() { echo "$2" | sed -n "s/.* $1 \([^ ]*\).*/\1/p"; }
+# A probe of a hopeless set-up (BLAS threads on a busy machine) is cut short
+# after 120 s (TIMEOUT, 4th argument); the timed runs get an hour.
+run_torch() { # STEPS TORCH_THREADS "ENV" [TIMEOUT]
+  # shellcheck disable=SC2086
+  env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS -u OMP_WAIT_POLICY $3 timeout "${4:-3600}" \
+    "$py" "$here/char_lstm_torch.py" --steps "$1" --threads "$2" --seed "$seed" $extra 2>/dev/null | grep '^result:' || true
+}
+run_lt() { # STEPS THREADS "ENV" [TIMEOUT]
+  # shellcheck disable=SC2086
+  env -u OMP_WAIT_POLICY $3 timeout "${4:-3600}" "$exe" --steps "$1" --threads "$2" --seed "$seed" --sample 0 $extra | grep '^result:' || true
+}
+
+best_ms=; best=
+while IFS='|' read -r name envs; do
+  # torch threads / BLAS threads: N/N, 1/N, 1/1 (on a busy machine BLAS threads
+  # can be hopeless: 13 s a step was seen with BLIS on 2 threads at load 10)
+  for tb in "$threads/$threads" "1/$threads" 1/1; do
+    tt=${tb%/*}; bt=${tb#*/}
+    e="$envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$bt BLIS_NUM_THREADS=$bt"
+    ms=$(field ms_per_step "$(run_torch 20 "$tt" "$e" 120)")
+    [ -n "$ms" ] || { echo "# probe torch: $tt threads, BLAS $bt, $name: no result within 120 s"; continue; }
+    echo "# probe torch: $tt threads, BLAS $bt, $name: $ms ms/step"
+    if [ -z "$best_ms" ] || awk "BEGIN{exit !($ms < $best_ms)}"; then best_ms=$ms; best="$tt|$e|$name"; fi
+  done
+done <"$cands"
+lt_best_ms=; lt_best=
+for t in "$threads" 1; do
+  ms=$(field ms_per_step "$(run_lt 20 "$t" OMP_WAIT_POLICY=PASSIVE 120)")
+  [ -n "$ms" ] || continue
+  echo "# probe libtensor: $t threads: $ms ms/step"
+  if [ -z "$lt_best_ms" ] || awk "BEGIN{exit !($ms < $lt_best_ms)}"; then lt_best_ms=$ms; lt_best=$t; fi
+done
+
+tt=$(echo "$best" | cut -d'|' -f1); te=$(echo "$best" | cut -d'|' -f2); tn=$(echo "$best" | cut -d'|' -f3)
+lt=$(run_lt "$steps" "$lt_best" OMP_WAIT_POLICY=PASSIVE)
+pt=$(run_torch "$steps" "$tt" "$te")
+lms=$(field ms_per_step "$lt"); pms=$(field ms_per_step "$pt")
+printf '\n%-9s | %10s %10s | %s\n' side "ms/step" "val loss" settings
+printf '%-9s | %10s %10s | %s\n' libtensor "$lms" "$(field val_loss "$lt")" "$lt_best threads, OMP_WAIT_POLICY=PASSIVE"
+printf '%-9s | %10s %10s | %s\n' pytorch "$pms" "$(field val_loss "$pt")" "$tt threads, $tn"
+echo "speed ratio (PyTorch ms / libtensor ms, > 1: libtensor faster): $(awk "BEGIN{printf \"%.2f\", $pms / $lms}")"
+echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"
