@@ -103,6 +103,9 @@ static lt_tensor *vit_forward(void *self, const lt_tensor *x) {
 /* ---- the run: the library's (train/classify.h) ---------------------------- */
 
 int main(int argc, char **argv) {
+  /* mpirun -np N: N ranks train on slices of each batch (docs/distributed.md);
+   * a plain start is a world of one. */
+  if (lt_dist_init(&argc, &argv) != LT_OK) die("lt_dist_init");
   lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("vit_fashion_mnist", 6);
   if (lt_classify_parse_args(&opt, argc, argv) != LT_OK) {
     if (!opt.help) fprintf(stderr, "vit_fashion_mnist: %s\n", lt_last_error());
@@ -127,5 +130,6 @@ int main(int argc, char **argv) {
   lt_params_free(params);
   lt_generator_free(gen);
   lt_classify_data_free(&data);
+  if (res.end == LT_TRAINER_DONE) lt_dist_finalize(); /* after a signal, mpirun is ending the job: leave without */
   return res.end == LT_TRAINER_DONE ? 0 : 128 + res.stop_reason;
 }
