@@ -347,10 +347,10 @@ static void describe(const run *r) {
   else
     snprintf(threads, sizeof threads, "%d threads", lt_get_num_threads());
   printf("training: %s, %s, label smoothing %g, clip %g, batch %lld x %lld, %lld steps (%.2f epochs), seed %lld, "
-         "%s\n", optim_ename(o->optim), lr, o->label_smoothing, o->clip, (long long)o->batch, (long long)o->accum,
-         (long long)o->steps,
+         "%s, precision %s\n", optim_ename(o->optim), lr, o->label_smoothing, o->clip, (long long)o->batch,
+         (long long)o->accum, (long long)o->steps,
          (double)(o->steps * o->accum) / (double)(lt_tf_data_batches_per_epoch(&r->D) ? lt_tf_data_batches_per_epoch(&r->D) : 1),
-         (long long)o->seed, threads);
+         (long long)o->seed, threads, lt_cli_precision_name(o->precision));
   if (lt_dist_size() > 1)
     printf("data parallel: %d ranks x --batch %lld = a global batch of %lld (x --accum %lld per step), gradients "
            "averaged in buckets of %.0f MB\n", lt_dist_size(), (long long)o->batch, (long long)o->batch * lt_dist_size(),
