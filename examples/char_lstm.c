@@ -93,17 +93,13 @@ typedef struct text {
 } text;
 
 static text load_text(const char *path) {
-  FILE *f = fopen(path, "rb");
-  if (!f) fprintf(stderr, "char_lstm: cannot open '%s'\n", path), exit(1);
+  /* the library's reader: regular files only (a FIFO or device is refused at
+   * once), size-bounded (datasets/datasets.h) */
+  char *data;
+  size_t n;
+  if (lt_text_file_read(path, &data, &n) != LT_OK) fprintf(stderr, "char_lstm: %s\n", lt_last_error()), exit(1);
+  const unsigned char *buf = (const unsigned char *)data;
   text t = {0};
-  unsigned char *buf = NULL;
-  size_t cap = 0, n = 0, got;
-  do {
-    if (n == cap && !(buf = realloc(buf, cap = cap ? 2 * cap : 1 << 16))) die("reading the text");
-    got = fread(buf + n, 1, cap - n, f);
-    n += got;
-  } while (got > 0);
-  fclose(f);
   int64_t map[256];
   bool seen[256] = {0};
   for (size_t i = 0; i < n; i++) seen[buf[i]] = true;
@@ -112,7 +108,7 @@ static text load_text(const char *path) {
   if (!(t.ids = malloc(sizeof *t.ids * (n ? n : 1)))) die("reading the text");
   for (size_t i = 0; i < n; i++) t.ids[i] = map[buf[i]];
   t.n = (int64_t)n;
-  free(buf);
+  free(data);
   return t;
 }
 
