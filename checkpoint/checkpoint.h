@@ -240,7 +240,7 @@ void lt_ckpt_desc_free(lt_ckpt_desc *d); /* frees d and everything in it; NULL i
  * what the description itself allocates: its names and entries).
  * On success *desc is new (free with lt_ckpt_desc_free); on failure *desc
  * is NULL, with the loader's codes and messages (LT_ERR_IO, LT_ERR_FORMAT,
- * LT_ERR_OVERFLOW, LT_ERR_NOMEM, LT_ERR_INVALID for NULL arguments). */
+ * LT_ERR_OVERFLOW, LT_ERR_NOMEM; LT_ERR_NULL for a NULL path or desc). */
 lt_status lt_ckpt_describe(const char *path, const lt_ckpt_load_opts *opts, lt_ckpt_desc **desc);
 
 /* ======================================================================== */
