@@ -13,7 +13,7 @@
  * with the MLP example (examples/fashion_mnist_mlp.c, docs/tutorial.md), so
  * only the model differs. bench/cnn_fashion_mnist_torch.py is the same run
  * in PyTorch (same configuration, seed handling and data order: a
- * permutation per epoch, batches of 128, AdamW 1e-3 with warmup + cosine).
+ * permutation per epoch, batches of 128, AdamW 5e-3 with warmup + cosine).
  *
  * BatchNorm2d is the library's lt_batch_norm_m (nn/nn.h): batch statistics
  * in training and the running ones (momentum 0.1, eps 1e-5) in evaluation,
@@ -89,6 +89,10 @@ int main(int argc, char **argv) {
    * a plain start is a world of one. */
   if (lt_dist_init(&argc, &argv) != LT_OK) die("lt_dist_init");
   lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("cnn_fashion_mnist", 3);
+  /* The recipe: AdamW lr 5e-3 (the library's default is 1e-3), weight decay
+   * 0.01, warmup + cosine, batch 128, 3 epochs: 0.91 test accuracy on both
+   * sides over 3 seeds, where 1e-3 gave 0.906 (docs/vision.md). */
+  opt.lr = 5e-3;
   if (lt_classify_parse_args(&opt, argc, argv) != LT_OK) {
     if (!opt.help) fprintf(stderr, "cnn_fashion_mnist: %s\n", lt_last_error());
     lt_classify_usage(&opt, opt.help ? stdout : stderr);

@@ -39,6 +39,7 @@ void lt_classify_usage(const lt_classify_opts *o, FILE *f) {
           "                   DIR/metrics.csv; Ctrl-C saves one; starts over unless --resume\n"
           "  --resume         continue from the newest checkpoint in --dir\n",
           p, LT_FASHION_MNIST_DIR, o ? o->epochs : 1);
+  if (o && o->lr > 0) fprintf(f, "  --lr X           this program's default: %g (either optimizer)\n", o->lr);
 }
 
 /* v as an integer in [lo, hi] into *out; LT_ERR_INVALID naming the flag. */
