@@ -1093,6 +1093,19 @@ static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_ge
   return s;
 }
 
+/* Opens the root group into *root (the caller closes it, also on failure
+ * when it is >= 0) and reads /model's attributes, the configuration, into
+ * config. */
+static lt_status read_config(loader *L, hid_t *root, lt_ckpt_meta *config) {
+  *root = H5Gopen2(L->file, "/", H5P_DEFAULT);
+  hid_t g = *root < 0 ? -1 : H5Gopen2(*root, "model", H5P_DEFAULT);
+  if (g < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /model", L->path);
+  lt_status s = lt__h5_read_meta(g, &L->raw, "/model", config, NULL);
+  H5Gclose(g);
+  if (s) name_file(L);
+  return s;
+}
+
 static lt_status load_common(const char *op, const char *path, lt_params *p, lt_train_state *st,
                              const lt_ckpt_load_opts *opts, lt_ckpt_info **info_out) {
   if (info_out) *info_out = NULL;
@@ -1128,19 +1141,7 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
                 "training state (lt_ckpt_load_params loads it)", path);
     goto done;
   }
-  root = H5Gopen2(L.file, "/", H5P_DEFAULT);
-  g = root < 0 ? -1 : H5Gopen2(root, "model", H5P_DEFAULT);
-  if (g < 0) {
-    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /model", path);
-    goto done;
-  }
-  s = lt__h5_read_meta(g, &L.raw, "/model", info->config, NULL);
-  H5Gclose(g);
-  g = -1;
-  if (s) {
-    name_file(&L);
-    goto done;
-  }
+  if ((s = read_config(&L, &root, info->config))) goto done;
   if (opts->expect_config && (s = check_config(&L, info->config))) goto done;
   for (int i = 0; i < lt_params_count(p) && !s; i++) {
     const lt_param *q = lt_params_at(p, i);
@@ -1286,19 +1287,7 @@ lt_status lt_ckpt_describe(const char *path, const lt_ckpt_load_opts *opts, lt_c
   }
   if ((s = open_checked(&L, &d->format_version, &d->library_version, &d->training))) goto done;
   L.version = d->format_version;
-  root = H5Gopen2(L.file, "/", H5P_DEFAULT);
-  g = root < 0 ? -1 : H5Gopen2(root, "model", H5P_DEFAULT);
-  if (g < 0) {
-    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /model", path);
-    goto done;
-  }
-  s = lt__h5_read_meta(g, &L.raw, "/model", d->config, NULL);
-  H5Gclose(g);
-  g = -1;
-  if (s) {
-    name_file(&L);
-    goto done;
-  }
+  if ((s = read_config(&L, &root, d->config))) goto done;
   if ((s = describe_group(&L, "/model", &d->tensors, &d->n_tensors, &elems, &bytes))) goto done;
   d->model_elements = (int64_t)elems;
   d->model_bytes = bytes;
