@@ -96,6 +96,15 @@ lt_status lt__mat_gemm_bias(bool one_thread, lt__mat a, lt__mat b, const float *
  * operands (autocast on, and a bf16 matmul on this CPU). */
 bool lt__autocast_active(void);
 
+/* Under autocast (lt__autocast_active()), an f32 operand that several
+ * products read (attention's dO and dS in its backward) converted once:
+ * *out views its bf16 copy (bf16 set) in this thread's buffer `slot` (0 or
+ * 1), valid until the next call with the same slot on this thread; the
+ * products then use it as it is, with the bits they would have got
+ * converting it themselves. one_thread as lt__mat_gemm. Errors:
+ * LT_ERR_NOMEM. */
+lt_status lt__mat_hold_bf16(int slot, lt__mat x, bool one_thread, lt__mat *out);
+
 /* The bf16 copy of x (f32, any strides) that an autocast product reads, as
  * a new contiguous bf16 tensor of x's shape: returns new (free with
  * lt_tensor_free), not recorded for autograd. A module that keeps its
