@@ -212,6 +212,7 @@ typedef struct sdpa_plan {
    * the deferred dropout draw over [B,NH,T,S] (NULL without dropout) */
   char *lse;
   const lt__bern_draw *drop;
+  bool x16; /* f32 row exps 16 lanes wide (AVX-512 CPU; fl_row_exp_f32) */
 } sdpa_plan;
 
 /* Zeroes the [n, m] matrix at p with strides (rs, cs). */
@@ -409,6 +410,22 @@ static int fl_pieces(const sdpa_plan *pl, int64_t t0, int64_t nb, int64_t s0, in
 #else
 #define FL_CLONES_F32
 #endif
+/* exp(x - m) of a row and its sum (tensor/softmax_internal.h): 16 lanes
+ * wide on an AVX-512 CPU (the same bits; gcc vectorises the portable form
+ * 8 wide only, and these exps were the largest cost of the fused row
+ * steps), the portable form otherwise and for f64. */
+static inline double fl_row_exp_f32(const sdpa_plan *pl, const float *x, float m, float *y, int64_t n) {
+#ifdef LT__HAVE_VEXP16
+  if (pl->x16) return lt__row_exp_f32x16(x, m, y, n);
+#endif
+  (void)pl;
+  return lt__row_exp_f32(x, m, y, n);
+}
+static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double m, double *y, int64_t n) {
+  (void)pl;
+  return lt__row_exp_f64(x, m, y, n);
+}
+
 #define FT float
 #define FN f32
 #define FDT LT_DTYPE_F32
@@ -561,6 +578,9 @@ static void free_n(lt_tensor **t, int n) {
 static void plan_geometry(sdpa_plan *pl, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v) {
   pl->dt = q->dtype;
   pl->es = (int64_t)lt_dtype_size(q->dtype);
+#ifdef LT__HAVE_VEXP16
+  pl->x16 = pl->dt == LT_DTYPE_F32 && lt__cpu_avx512();
+#endif
   pl->B = q->shape[0];
   pl->NH = q->shape[1];
   pl->T = q->shape[2];
