@@ -856,7 +856,7 @@ static int fl_threads(int64_t ntasks, int64_t work) {
  * only, never on the thread count, so results do not either. Causal: the
  * chunks are balanced by work (the query rows that see each key tile: the
  * first keys are seen by all). Fills bounds[0..n] (key indices); returns n. */
-#define FL_MIN_TASKS 8
+#define FL_MIN_TASKS 4
 #define FL_MAX_CHUNKS 8
 static int64_t fl_chunks(const sdpa_plan *pl, int64_t *bounds) {
   const int64_t bg = pl->B * pl->NKV, nkt = (pl->S + FL_BC - 1) / FL_BC;
