@@ -148,22 +148,28 @@ static void same_bits(float got, float want, const char *what, float x) {
                 got, want);
 }
 
+/* exp's special values and edges, for lt__vexpf and the 16-lane lt__vexpf16. */
+static void exp_specials(f32_fn f, const char *name) {
+  const float inf = INFINITY, nan = NAN;
+  same_bits(f(0.0f), 1.0f, name, 0.0f);
+  same_bits(f(-0.0f), 1.0f, name, -0.0f);
+  same_bits(f(inf), inf, name, inf);
+  same_bits(f(-inf), 0.0f, name, -inf);
+  same_bits(f(nan), nan, name, nan);
+  same_bits(f(-nan), nan, name, -nan);
+  same_bits(f(89.0f), inf, name, 89.0f);
+  same_bits(f(1e30f), inf, name, 1e30f);
+  same_bits(f(-104.0f), 0.0f, name, -104.0f);
+  same_bits(f(-1e30f), 0.0f, name, -1e30f);
+  same_bits(f(-103.9f), 0x1p-149f, name, -103.9f); /* the smallest subnormal */
+  ck_assert_msg(f(-90.0f) > 0 && f(-90.0f) < 0x1p-126f, "%s(-90): not subnormal", name); /* not flushed */
+  same_bits(f(1e-40f), 1.0f, name, 1e-40f);
+  same_bits(f(1.0f), expf(1.0f), name, 1.0f);
+}
+
 START_TEST(test_specials) {
   const float inf = INFINITY, nan = NAN;
-  same_bits(lt__vexpf(0.0f), 1.0f, "exp", 0.0f);
-  same_bits(lt__vexpf(-0.0f), 1.0f, "exp", -0.0f);
-  same_bits(lt__vexpf(inf), inf, "exp", inf);
-  same_bits(lt__vexpf(-inf), 0.0f, "exp", -inf);
-  same_bits(lt__vexpf(nan), nan, "exp", nan);
-  same_bits(lt__vexpf(-nan), nan, "exp", -nan);
-  same_bits(lt__vexpf(89.0f), inf, "exp", 89.0f);
-  same_bits(lt__vexpf(1e30f), inf, "exp", 1e30f);
-  same_bits(lt__vexpf(-104.0f), 0.0f, "exp", -104.0f);
-  same_bits(lt__vexpf(-1e30f), 0.0f, "exp", -1e30f);
-  same_bits(lt__vexpf(-103.9f), 0x1p-149f, "exp", -103.9f); /* the smallest subnormal */
-  ck_assert(lt__vexpf(-90.0f) > 0 && lt__vexpf(-90.0f) < 0x1p-126f); /* subnormal, not flushed */
-  same_bits(lt__vexpf(1e-40f), 1.0f, "exp", 1e-40f);
-  same_bits(lt__vexpf(1.0f), expf(1.0f), "exp", 1.0f);
+  exp_specials(lt__vexpf, "exp");
 
   same_bits(lt__vtanhf(0.0f), 0.0f, "tanh", 0.0f);
   same_bits(lt__vtanhf(-0.0f), -0.0f, "tanh", -0.0f);
@@ -254,16 +260,8 @@ START_TEST(test_exp16) {
     return;
   }
   sweep_strat(vexp16_lane, exp, "vexpf16", 2.0, 0x1p-25f, 104.0f, 1); /* lt__vexpf's points */
-  const float inf = INFINITY, nan = NAN;
-  same_bits(vexp16_lane(0.0f), 1.0f, "exp16", 0.0f);
-  same_bits(vexp16_lane(-0.0f), 1.0f, "exp16", -0.0f);
-  same_bits(vexp16_lane(inf), inf, "exp16", inf);
-  same_bits(vexp16_lane(-inf), 0.0f, "exp16", -inf);
-  same_bits(vexp16_lane(nan), nan, "exp16", nan);
-  same_bits(vexp16_lane(89.0f), inf, "exp16", 89.0f);
-  same_bits(vexp16_lane(1e30f), inf, "exp16", 1e30f);
-  same_bits(vexp16_lane(-104.0f), 0.0f, "exp16", -104.0f);
-  same_bits(vexp16_lane(-1e30f), 0.0f, "exp16", -1e30f);
+  exp_specials(vexp16_lane, "exp16");
+  const float inf = INFINITY;
   float x[300], y[300];
   uint32_t st = 7;
   for (int i = 0; i < 300; i++) {
