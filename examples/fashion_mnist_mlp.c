@@ -124,6 +124,7 @@ int main(int argc, char **argv) {
   lt_params_free(params);
   lt_generator_free(gen);
   lt_classify_data_free(&data);
-  if (res.end == LT_TRAINER_DONE) lt_dist_finalize(); /* after a signal, mpirun is ending the job: leave without */
-  return res.end == LT_TRAINER_DONE ? 0 : 128 + res.stop_reason;
+  const bool normal = res.end == LT_TRAINER_DONE || res.end == LT_TRAINER_STOPPED; /* the end, or --stop-after */
+  if (normal) lt_dist_finalize(); /* after a signal, mpirun is ending the job: leave without */
+  return normal ? 0 : 128 + res.stop_reason;
 }

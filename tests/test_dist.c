@@ -12,7 +12,12 @@
  *     bit-exact (also with dropout: per-rank streams restored) and N=2 -> 1, a configuration that differs across ranks
  *     refused at start, a rank killed mid-run ending the job, and no process
  *     left behind; SIGTERM to mpirun stops every rank and saves one
- *     checkpoint.
+ *     checkpoint; a stopped rank (SIGSTOP) ends the job after --dist-timeout,
+ *     named by rank 0;
+ *   - the pair tasks (--task) under mpirun: 2 ranks x 4 against 1 x 8 with
+ *     the loss weighted by each rank's share of the target tokens, resume
+ *     2 -> 2 bit-exact; the classifier run (examples/fashion_mnist_mlp)
+ *     resumed from 2 ranks on 1.
  *
  * The mpirun parts need the library built with Open MPI and mpirun
  * (LT_MPIEXEC, set by tests/CMakeLists.txt); they run in the Release build
@@ -30,6 +35,7 @@
 #include <unistd.h>
 
 #include "checkpoint/checkpoint.h"
+#include "datasets/datasets.h"
 #include "dist/dist.h"
 #include "models/transformer/config.h"
 #include "models/transformer/transformer.h"
@@ -850,13 +856,58 @@ START_TEST(the_example_loop_is_equivalent) {
 }
 END_TEST
 
+/* The classifier run (train/classify.h, examples/fashion_mnist_mlp.c):
+ * stopped at step 20 of 40 on 2 ranks x batch 16, resumed on 1 process: it
+ * keeps the global batch (32 per rank) and ends where the 2-rank run does. */
+START_TEST(the_classifier_resumes_on_fewer_ranks) {
+  if (access(LT_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
+    printf("the classifier's resume: skipped (no Fashion-MNIST in " LT_FASHION_MNIST_DIR ")\n");
+    return;
+  }
+  const char *common = "--batch 16 --max-steps 40 --threads 1 --log-every 10";
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' %s --dir '%s'", LT_MLP_EXE, common, in_tmp("c1"));
+  expect_exit(run(cmd, "c1.log"), 0, "c1.log");
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' %s --dir '%s' --stop-after 20", LT_MLP_EXE, common, in_tmp("c2"));
+  expect_exit(run(cmd, "c2.log"), 0, "c2.log");
+  snprintf(cmd, sizeof cmd, "'%s' %s --dir '%s' --resume", LT_MLP_EXE, common, in_tmp("c2"));
+  expect_exit(run(cmd, "c2r.log"), 0, "c2r.log");
+  const char *log = slurp(in_tmp("c2r.log"));
+  ck_assert_msg(strstr(log, "resuming a run of a global batch of 32 on 1 rank: batch 16 -> 32 per rank") &&
+                    strstr(log, "resumed from") && strstr(log, "at step 20"),
+                "%s", tail(log));
+  double a[48], b[48], acc[2];
+  char p[512];
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("c1"));
+  ck_assert_int_eq(read_losses(p, a, 48), 40);
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("c2"));
+  ck_assert_int_eq(read_losses(p, b, 48), 40);
+  double worst = 0;
+  for (int i = 0; i < 40; i++) {
+    double d = fabs(b[i] - a[i]) / fabs(a[i]);
+    worst = fmax(worst, d);
+    ck_assert_msg(i >= 20 ? d <= 1e-4 : d == 0, "step %d: loss %.9g resumed on 1, %.9g on 2 ranks", i + 1, b[i], a[i]);
+  }
+  for (int k = 0; k < 2; k++) {
+    const char *f = strstr(slurp(in_tmp(k ? "c2r.log" : "c1.log")), "test_accuracy=");
+    ck_assert_msg(f && sscanf(f, "test_accuracy=%lf", &acc[k]) == 1, "no summary in %s", k ? "c2r.log" : "c1.log");
+  }
+  ck_assert_msg(fabs(acc[0] - acc[1]) <= 2e-3, "test accuracy %.4f after resuming on 1, %.4f on 2 ranks", acc[1], acc[0]);
+  printf("the classifier: 2 -> 1 rank resume, losses of steps 21-40 within %.2g of the 2-rank run, test accuracy "
+         "%.4f vs %.4f\n", worst, acc[1], acc[0]);
+  expect_no_leftovers();
+}
+END_TEST
+
 #endif /* LT_MPIEXEC */
 
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--worker")) return worker(argc, argv);
-  /* Two ctest entries, each under a minute on a loaded machine: test_dist
-   * (the size-1 world and most mpirun tests) and test_dist_stop
-   * (LT_DIST_PART=stop: SIGTERM to mpirun and the example's loop). */
+  /* Three ctest entries, each under a minute on a loaded machine: test_dist
+   * (the size-1 world and most mpirun tests), test_dist_stop
+   * (LT_DIST_PART=stop: SIGTERM to mpirun, the example's loop, the
+   * classifier's resume on 1 rank) and test_dist_pairs (LT_DIST_PART=pairs:
+   * the pair tasks, a stopped rank). */
   const char *part = getenv("LT_DIST_PART");
   Suite *s = suite_create(part ? part : "dist");
   if (!part) {
@@ -877,6 +928,7 @@ int main(int argc, char **argv) {
   if (stop_part) {
     tcase_add_test(tc, sigterm_to_mpirun_saves_one_checkpoint);
     tcase_add_test(tc, the_example_loop_is_equivalent);
+    tcase_add_test(tc, the_classifier_resumes_on_fewer_ranks);
   } else if (pairs_part) {
     tcase_add_test(tc, pair_tasks_equivalence_and_resume);
     tcase_add_test(tc, a_stopped_rank_ends_the_job_after_the_timeout);
