@@ -104,6 +104,13 @@ START_TEST(size_one_world_is_a_no_op) {
   ck_assert_uint_eq(lt_dist_bucket_bytes(), 1 << 20);
   lt_dist_set_bucket_bytes(0);
   ck_assert_uint_eq(lt_dist_bucket_bytes(), LT_DIST_BUCKET_BYTES);
+  /* the collectives' timeout: a number of seconds, 0 for none */
+  ck_assert(lt_dist_timeout() == LT_DIST_TIMEOUT_DEFAULT || getenv("LT_DIST_TIMEOUT"));
+  LT_EXPECT_ERR(lt_dist_set_timeout(-1), LT_ERR_INVALID, "dist_set_timeout: -1 seconds");
+  LT_EXPECT_ERR(lt_dist_set_timeout(NAN), LT_ERR_INVALID, "must be in [0, 1e9]");
+  LT_OK_OR_FAIL(lt_dist_set_timeout(0));
+  ck_assert(lt_dist_timeout() == 0);
+  LT_OK_OR_FAIL(lt_dist_set_timeout(LT_DIST_TIMEOUT_DEFAULT));
   lt_dist_finalize();
 }
 END_TEST
