@@ -721,7 +721,7 @@ static pid_t rank_pid(pid_t mpirun, int rank) {
  * and no process is left (the stopped one included). */
 START_TEST(a_stopped_rank_ends_the_job_after_the_timeout) {
   write_text();
-  pid_t m = start_mpirun(2, "hang", "--steps 100000 --eval-every 0 --ckpt-every 0 --dist-timeout 4", "hang.log");
+  pid_t m = start_mpirun(2, "hang", "--steps 100000 --eval-every 0 --ckpt-every 0 --dist-timeout 6", "hang.log");
   wait_for_step("hang.log", 5);
   pid_t r1 = -1;
   for (int i = 0; i < 50 && (r1 = rank_pid(m, 1)) < 0; i++) usleep(100000);
@@ -735,7 +735,7 @@ START_TEST(a_stopped_rank_ends_the_job_after_the_timeout) {
   ck_assert_msg(code != 0, "exit 0 with a stopped rank:\n%s", tail(log));
   ck_assert_msg(strstr(log, "made no progress for") && strstr(log, "rank 1 did not reach it"),
                 "rank 0 did not name the stopped rank:\n%s", tail(log));
-  printf("a stopped rank (--dist-timeout 4): the job ended in %.1f s with exit %d, naming rank 1\n", took, code);
+  printf("a stopped rank (--dist-timeout 6): the job ended in %.1f s with exit %d, naming rank 1\n", took, code);
   expect_no_leftovers();
 }
 END_TEST
