@@ -201,12 +201,24 @@ END_TEST
 
 static char tmpdir[256];
 
-START_TEST(test_fit_learns_and_resumes) {
+/* The runs' data (600 training and 300 test points of blobs) and a new tmpdir. */
+static void fit_begin(lt_classify_data *d) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/lt_classify_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+  blobs(600, 3, &d->train_x, &d->train_y);
+  blobs(300, 4, &d->test_x, &d->test_y);
+}
+
+static void fit_end(lt_classify_data *d) {
+  lt_classify_data_free(d);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_fit_learns_and_resumes) {
   lt_classify_data d;
-  blobs(600, 3, &d.train_x, &d.train_y);
-  blobs(300, 4, &d.test_x, &d.test_y);
+  fit_begin(&d);
   double acc[2];
   for (int resume = 0; resume < 2; resume++) {
     lin m = {.params = LT_NNP(lt_params_new())};
@@ -234,11 +246,8 @@ START_TEST(test_fit_learns_and_resumes) {
   }
   ck_assert(acc[1] >= acc[0] - 0.02);
   ck_assert_int_eq(access(lt_test_join(tmpdir, "run/metrics.csv"), R_OK), 0);
-  lt_classify_data_free(&d);
   lt_classify_data_free(NULL);
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  ck_assert_int_eq(system(cmd), 0);
+  fit_end(&d);
 }
 END_TEST
 
@@ -318,11 +327,8 @@ static void mlp_run(const lt_classify_data *d, bool bf16, int stop_at, int threa
 }
 
 START_TEST(test_fit_bf16_resume_is_bit_exact) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/lt_classify_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
   lt_classify_data d;
-  blobs(600, 3, &d.train_x, &d.train_y);
-  blobs(300, 4, &d.test_x, &d.test_y);
+  fit_begin(&d);
   char straight[512], split[512];
   snprintf(straight, sizeof straight, "%s/straight", tmpdir);
   snprintf(split, sizeof split, "%s/split", tmpdir);
@@ -351,10 +357,7 @@ START_TEST(test_fit_bf16_resume_is_bit_exact) {
   lt_params_free(a.params);
   lt_params_free(b.params);
   lt_params_free(f.params);
-  lt_classify_data_free(&d);
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  ck_assert_int_eq(system(cmd), 0);
+  fit_end(&d);
 }
 END_TEST
 
