@@ -384,7 +384,7 @@ static lt_status conv2d_dnnl(const geom *g, const lt_tensor *x, const lt_tensor 
   if (st == LT_OK) {
     const lt__dnnl_conv dg = dnnl_geom(g, wc->shape[0]);
     st = lt__dnnl_conv_f32(LT__DNNL_CONV_FWD, &dg, xc->data, wc->data, bc ? bc->data : NULL, y->data, NULL, NULL,
-                           NULL, taken);
+                           NULL, NULL, taken);
   }
   lt_tensor_free(xtmp);
   lt_tensor_free(btmp);
@@ -437,16 +437,17 @@ fail:
   return NULL;
 }
 
-/* What both convolution backwards start with: the bias gradient (input 2),
+/* What both convolution backwards start with: the bias gradient (input 2;
+ * unless bias_later: conv2d's oneDNN weight gradient may give it),
  * and zero gradients for x and W when there are no positions (NL = 0).
  * *go is gout in x's dtype when products remain to be done, else NULL. */
 static lt_status conv_bw_begin(const lt_node *node, const lt_tensor *gout, lt_tensor **gin, int64_t NL,
-                               const lt_tensor **go) {
+                               bool bias_later, const lt_tensor **go) {
   const lt_tensor *x = node->saved[0], *w = node->saved[1];
   const lt_dtype dt = x->dtype;
   const lt_tensor *g = grad_as(gout, dt);
   if (!g) return lt_last_status();
-  if (lt__needs_input_grad(node, 2) && !(gin[2] = channel_sum(g, dt))) return lt_last_status();
+  if (!bias_later && lt__needs_input_grad(node, 2) && !(gin[2] = channel_sum(g, dt))) return lt_last_status();
   const bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
   if (NL == 0) {
     if (need_x && !(gin[0] = lt_zeros(dt, 4, x->shape))) return lt_last_status();
@@ -464,7 +465,9 @@ lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **
   const lt_dtype dt = x->dtype;
   const int64_t Cout = w->shape[0], G = g->groups, K = g->C * g->kh * g->kw, L = g->OH * g->OW, NL = g->N * L;
   const lt_tensor *go = NULL;
-  if (conv_bw_begin(node, gout, gin, NL, &go) != LT_OK) return lt_last_status();
+  /* oneDNN's weight gradient gives the bias gradient along (else channel_sum). */
+  bool need_b = dt == LT_DTYPE_F32 && NL > 0 && lt__needs_input_grad(node, 1) && lt__needs_input_grad(node, 2);
+  if (conv_bw_begin(node, gout, gin, NL, need_b, &go) != LT_OK) return lt_last_status();
   if (!go) return LT_OK;
   bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
   if (dt == LT_DTYPE_F32) { /* oneDNN's direct kernels, for the passes it has them */
@@ -474,21 +477,26 @@ lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **
     lt_status st = gc ? LT_OK : lt_last_status();
     bool taken = false;
     if (st == LT_OK && need_w) {
-      if (!(gin[1] = lt_empty(dt, 4, w->shape))) st = lt_last_status();
+      if (!(gin[1] = lt_empty(dt, 4, w->shape)) || (need_b && !(gin[2] = lt_empty(dt, 1, &Cout))))
+        st = lt_last_status();
       else st = lt__dnnl_conv_f32(LT__DNNL_CONV_BWD_W, &dg, xc->data, NULL, NULL, NULL, NULL, gin[1]->data,
-                                  gc->data, &taken);
-      if (st == LT_OK && taken) need_w = false;
-      else lt_tensor_free(gin[1]), gin[1] = NULL;
+                                  need_b ? gin[2]->data : NULL, gc->data, &taken);
+      if (st == LT_OK && taken) need_w = need_b = false;
+      else {
+        lt_tensor_free(gin[1]), gin[1] = NULL;
+        if (need_b) lt_tensor_free(gin[2]), gin[2] = NULL;
+      }
     }
     if (st == LT_OK && need_x) {
       if (!(gin[0] = lt_empty(dt, 4, x->shape))) st = lt_last_status();
-      else st = lt__dnnl_conv_f32(LT__DNNL_CONV_BWD_X, &dg, NULL, w->data, NULL, NULL, gin[0]->data, NULL,
+      else st = lt__dnnl_conv_f32(LT__DNNL_CONV_BWD_X, &dg, NULL, w->data, NULL, NULL, gin[0]->data, NULL, NULL,
                                   gc->data, &taken);
       if (st == LT_OK && taken) need_x = false;
       else lt_tensor_free(gin[0]), gin[0] = NULL;
     }
     lt_tensor_free(xtmp);
     lt_tensor_free(gtmp);
+    if (st == LT_OK && need_b && !(gin[2] = channel_sum(go, dt))) st = lt_last_status();
     if (st != LT_OK) return st;
     if (!need_x && !need_w) return LT_OK;
   }
@@ -589,7 +597,7 @@ lt_status lt__bw_conv_transpose2d(const lt_node *node, const lt_tensor *gout, lt
   const lt_dtype dt = x->dtype;
   const int64_t Cin = x->shape[1], G = g->groups, K = g->C * g->kh * g->kw, L = g->OH * g->OW, NL = g->N * L;
   const lt_tensor *go = NULL;
-  if (conv_bw_begin(node, gout, gin, NL, &go) != LT_OK) return lt_last_status();
+  if (conv_bw_begin(node, gout, gin, NL, false, &go) != LT_OK) return lt_last_status();
   if (!go) return LT_OK;
   const bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
   lt_tensor *col = lt_empty(dt, 2, (const int64_t[]){K, NL});

@@ -422,7 +422,7 @@ static dnnl_status_t cv_build(const cv_key *k, cv_entry *e) {
       (s = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
       (s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) != dnnl_success)
     goto done;
-  const bool fwd_bias = k->pass == LT__DNNL_CONV_FWD && k->has_bias;
+  const bool fwd_bias = k->pass == LT__DNNL_CONV_FWD && k->has_bias; /* BWD_W: has_bias is the bias gradient */
   if ((s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &a_img,
                                                       &a_wei, fwd_bias ? &e->md_bias : NULL, &a_out, st, dil, pl,
                                                       pr)) != dnnl_success ||
@@ -435,8 +435,9 @@ static dnnl_status_t cv_build(const cv_key *k, cv_entry *e) {
         (s = dnnl_primitive_desc_create(&pd, &bd_, attr, engine, fpd)) != dnnl_success)
       goto done;
   } else if (k->pass == LT__DNNL_CONV_BWD_W) {
-    if ((s = dnnl_dilated_convolution_backward_weights_desc_init(&bd_, dnnl_convolution_direct, &a_img, &a_wei, NULL,
-                                                                 &a_out, st, dil, pl, pr)) != dnnl_success ||
+    if ((s = dnnl_dilated_convolution_backward_weights_desc_init(&bd_, dnnl_convolution_direct, &a_img, &a_wei,
+                                                                 k->has_bias ? &e->md_bias : NULL, &a_out, st, dil,
+                                                                 pl, pr)) != dnnl_success ||
         (s = dnnl_primitive_desc_create(&pd, &bd_, attr, engine, fpd)) != dnnl_success)
       goto done;
   } else {
@@ -554,7 +555,7 @@ static void *as_blocked(dnnl_primitive_t r, const dnnl_memory_desc_t *pl, const 
 
 /* One chunk of a pass: img, out, wei are the chunk's plain arrays (inputs or
  * the output), wei_blk the weights already in the primitive's layout (FWD,
- * BWD_X). */
+ * BWD_X); bias: FWD's bias, or BWD_W's bias gradient (out). */
 static dnnl_status_t cv_chunk(const cv_entry *e, const float *img_in, float *img_out, const float *out_in,
                               float *out_out, const void *wei_blk, float *wei_out, const float *bias) {
   dnnl_status_t s = dnnl_success;
@@ -598,6 +599,7 @@ static dnnl_status_t cv_chunk(const cv_entry *e, const float *img_in, float *img
     if (!dwei) return dnnl_out_of_memory;
     ARG(DNNL_ARG_SRC, &e->md_img, src), ARG(DNNL_ARG_DIFF_DST, &e->md_out, ddst);
     ARG(DNNL_ARG_DIFF_WEIGHTS, &e->md_wei, dwei);
+    if (e->key.has_bias) ARG(DNNL_ARG_DIFF_BIAS, &e->md_bias, bias);
     if (scr) ARG(DNNL_ARG_SCRATCHPAD, &smd, scr);
     if ((s = exec_args(e->conv, n, arg, md, ptr)) != dnnl_success) return s;
     return e->r_wei ? reorder(e->r_wei, &e->md_wei, dwei, &e->pl_wei, wei_out) : dnnl_success;
@@ -629,7 +631,8 @@ static void conv_env_init(void) {
 }
 
 lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const float *w,
-                            const float *bias, float *y, float *dx, float *dw, const float *dy, bool *taken) {
+                            const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
+                            bool *taken) {
   *taken = false;
   pthread_once(&conv_env_once, conv_env_init);
   if (!conv_env || g->N < 1) return LT_OK;
@@ -639,12 +642,13 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
   chunk_plan(g, &nch, &nb, &rem);
   cv_key k;
   memset(&k, 0, sizeof k);
-  k.g = *g, k.g.N = nb, k.pass = (int32_t)pass, k.has_bias = bias != NULL;
+  k.g = *g, k.g.N = nb, k.pass = (int32_t)pass, k.has_bias = (pass == LT__DNNL_CONV_BWD_W ? db : bias) != NULL;
   const cv_entry *ef = cv_get(&k), *er = ef;
   if (ef && rem != nb) k.g.N = rem, er = cv_get(&k);
   if (!ef || !er) return lt_last_status();
   if (!ef->ok || !er->ok) return LT_OK;
   const int64_t img = g->C * g->H * g->W, out = g->O * g->OH * g->OW, wnum = g->O * (g->C / g->G) * g->kh * g->kw;
+  const int64_t pnum = wnum + (db ? g->O : 0); /* a chunk's partial gradient: dw, then db */
   /* The weights in each entry's layout (FWD, BWD_X), or the chunks' weight
    * gradients (BWD_W), in this thread's buffers 6 and 7. */
   const void *wf = w, *wr = w;
@@ -654,7 +658,7 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
     wf = as_blocked(ef->r_wei, &ef->pl_wei, &ef->md_wei, w, 6, &s);
     if (wf && s == dnnl_success) wr = er == ef ? wf : as_blocked(er->r_wei, &er->pl_wei, &er->md_wei, w, 7, &s);
     if (!wf || !wr || s != dnnl_success) goto fail;
-  } else if (nch > 1 && !(part = dense_buf(6, (size_t)(nch * wnum) * sizeof(float)))) {
+  } else if (nch > 1 && !(part = dense_buf(6, (size_t)(nch * pnum) * sizeof(float)))) {
     s = dnnl_out_of_memory;
     goto fail;
   }
@@ -670,7 +674,8 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
     else if (pass == LT__DNNL_CONV_BWD_X)
       sj = cv_chunk(e, NULL, dx + n0 * img, dy + n0 * out, NULL, j == nch - 1 ? wr : wf, NULL, NULL);
     else
-      sj = cv_chunk(e, x + n0 * img, NULL, dy + n0 * out, NULL, NULL, part ? part + j * wnum : dw, NULL);
+      sj = cv_chunk(e, x + n0 * img, NULL, dy + n0 * out, NULL, NULL, part ? part + j * pnum : dw,
+                    part ? part + j * pnum + wnum : db);
     if (sj != dnnl_success) {
 #pragma omp atomic write
       bad = (int)sj;
@@ -680,10 +685,13 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
     s = (dnnl_status_t)bad;
     goto fail;
   }
-  if (part) { /* the chunks' weight gradients, summed in chunk order */
+  if (part) { /* the chunks' weight (and bias) gradients, summed in chunk order */
     memcpy(dw, part, (size_t)wnum * sizeof(float));
-    for (int64_t j = 1; j < nch; j++)
-      for (int64_t i = 0; i < wnum; i++) dw[i] += part[j * wnum + i];
+    if (db) memcpy(db, part + wnum, (size_t)g->O * sizeof(float));
+    for (int64_t j = 1; j < nch; j++) {
+      for (int64_t i = 0; i < wnum; i++) dw[i] += part[j * pnum + i];
+      for (int64_t i = 0; db && i < g->O; i++) db[i] += part[j * pnum + wnum + i];
+    }
   }
   *taken = true;
   return LT_OK;

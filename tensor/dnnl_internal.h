@@ -56,7 +56,8 @@ typedef enum lt__dnnl_conv_pass {
  * arrays contiguous NCHW / OIHW, borrowed:
  *   FWD:   x, w, bias (or NULL) in; y out.
  *   BWD_X: dy (in y's place), w in; dx (in x's place) out.
- *   BWD_W: x, dy in; dw (in w's place) out.
+ *   BWD_W: x, dy in; dw (in w's place) and, if db is not NULL, the bias
+ *          gradient db [O] out.
  * The batch runs in chunks of images fixed by the shapes (not the thread
  * count), one chunk per thread at a time, each on a one-thread primitive;
  * BWD_W sums the chunks' weight gradients in chunk order, so every pass gives
@@ -67,7 +68,8 @@ typedef enum lt__dnnl_conv_pass {
  * set; returns an error status (message set) only when a pass that started
  * fails. */
 lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const float *w,
-                            const float *bias, float *y, float *dx, float *dw, const float *dy, bool *taken);
+                            const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
+                            bool *taken);
 
 /* Primitives in the cache (for tests and benchmarks). */
 int lt__dnnl_cached_primitives(void);
