@@ -22,11 +22,11 @@ CLASSES = [  # (class, substrings of aten op names), first match wins
     ("conv bwd", ("convolution_backward", "conv_backward", "ConvolutionBackward")),
     ("conv fwd", ("convolution", "conv2d", "mkldnn_conv")),
     ("BN", ("batch_norm", "BatchNorm")),
-    ("ReLU", ("relu", "threshold", "Relu")),
+    ("ReLU", ("relu", "threshold", "Relu", "clamp_min")),
     ("pool", ("max_pool", "MaxPool")),
     ("linear", ("addmm", "mm", "linear", "Addmm", "MmBackward", "AddmmBackward", " t", "TBackward")),
     ("loss", ("cross_entropy", "log_softmax", "nll_loss", "NllLoss", "LogSoftmax")),
-    ("optimizer", ("adam", "_foreach", "lerp", "addcdiv", "addcmul", "sqrt", "mul_", "add_", "div_")),
+    ("optimizer", ("adam", "_foreach", "lerp", "addcdiv", "addcmul", "sqrt", "mul_", "add_", "div_", "fill_", "zero_")),
 ]
 
 
