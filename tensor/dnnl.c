@@ -630,6 +630,19 @@ static void conv_env_init(void) {
   conv_env = !(v && v[0] == '0');
 }
 
+void lt__dnnl_conv_enable(bool on) {
+  pthread_once(&conv_env_once, conv_env_init);
+  conv_env = on;
+}
+
+static int64_t conv_runs = 0;
+int64_t lt__dnnl_conv_runs(void) {
+  int64_t n;
+#pragma omp atomic read
+  n = conv_runs;
+  return n;
+}
+
 lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const float *w,
                             const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
                             bool *taken) {
@@ -694,6 +707,8 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
     }
   }
   *taken = true;
+#pragma omp atomic update
+  conv_runs++;
   return LT_OK;
 fail:
   return lt__err(s == dnnl_out_of_memory ? LT_ERR_NOMEM : LT_ERR_BACKEND,

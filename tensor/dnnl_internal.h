@@ -71,6 +71,12 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
                             const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
                             bool *taken);
 
+/* For tests and benchmarks: turn the oneDNN convolution path on or off (as
+ * LT_CONV_DNNL=0 does; not thread-safe against running convolutions), and
+ * the number of passes it has run so far. */
+void lt__dnnl_conv_enable(bool on);
+int64_t lt__dnnl_conv_runs(void);
+
 /* Primitives in the cache (for tests and benchmarks). */
 int lt__dnnl_cached_primitives(void);
 
