@@ -8,16 +8,15 @@
 #   EXTRA ARGS go to both programs (e.g. -- --hidden 512 --layers 2).
 # Defaults: 300 steps, 2 threads, build-rel; under a minute on a quiet machine.
 #
-# PyTorch at its best, as bench/run_train_bench.sh: each BLAS torch can use
-# (the system libblas.so.3, with BLIS_ARCH_TYPE=0 for BLIS's skx kernels;
-# OpenBLAS from $TORCH_OPENBLAS_DIR or /usr/lib/x86_64-linux-gnu/openblas-pthread)
-# with torch on N threads or 1 and the BLAS on N threads or 1
-# (OMP_WAIT_POLICY=PASSIVE), probed for 20 steps; the fastest runs the timed run. libtensor gets the same choice
-# between N threads (PASSIVE) and 1. OPENBLAS_CORETYPE is unset for torch.
+# PyTorch at its best: each BLAS torch can use (bench/torch_env.sh says which
+# and why) with torch on N threads or 1 and the BLAS on N threads or 1
+# (OMP_WAIT_POLICY=PASSIVE), probed for 20 steps; the fastest runs the timed
+# run. libtensor gets the same choice between N threads (PASSIVE) and 1.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
+. "$here/torch_env.sh"
 steps=300
 threads=2
 seed=1
@@ -33,7 +32,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 extra="$*"
-py=/usr/bin/python3
+py=$TORCH_PY
 [ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build "$build" -j2 --target char_lstm >/dev/null
 exe="$build/examples/char_lstm"
@@ -41,22 +40,9 @@ exe="$build/examples/char_lstm"
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "# config: steps $steps, seed $seed, threads $threads ${extra:+, $extra}"
 
-sysblas=$(env -u LD_LIBRARY_PATH $py -c '
-import torch
-torch.ones(4, 4) @ torch.ones(4, 4)
-libs = [l.split()[-1] for l in open("/proc/self/maps") if "libblas" in l or "openblas" in l or "blis" in l]
-print(libs[0] if libs else "unknown")' 2>/dev/null || echo unknown)
 cands=$(mktemp)
 trap 'rm -f "$cands"' EXIT INT TERM
-case "$sysblas" in
-  *blis*) echo "system BLIS (skx)|BLIS_ARCH_TYPE=0" >>"$cands" ;;
-  *) echo "system BLAS $sysblas|" >>"$cands" ;;
-esac
-obdir=${TORCH_OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
-case "$sysblas" in
-  *openblas*) ;;
-  *) [ -f "$obdir/libblas.so.3" ] && echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$cands" ;;
-esac
+torch_blas_candidates "$cands" "$(torch_sysblas)" || true
 
 # field NAME LINE: the value after NAME in a "result:" line
 field() { echo "$2" | sed -n "s/.* $1 \([^ ]*\).*/\1/p"; }
@@ -64,7 +50,7 @@ field() { echo "$2" | sed -n "s/.* $1 \([^ ]*\).*/\1/p"; }
 # after 120 s (TIMEOUT, 4th argument); the timed runs get an hour.
 run_torch() { # STEPS TORCH_THREADS "ENV" [TIMEOUT]
   # shellcheck disable=SC2086
-  env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS -u OMP_WAIT_POLICY $3 timeout "${4:-3600}" \
+  env $TORCH_UNSET $3 timeout "${4:-3600}" \
     "$py" "$here/char_lstm_torch.py" --steps "$1" --threads "$2" --seed "$seed" $extra 2>/dev/null | grep '^result:' || true
 }
 run_lt() { # STEPS THREADS "ENV" [TIMEOUT]
@@ -78,7 +64,7 @@ while IFS='|' read -r name envs; do
   # can be hopeless: 13 s a step was seen with BLIS on 2 threads at load 10)
   for tb in "$threads/$threads" "1/$threads" 1/1; do
     tt=${tb%/*}; bt=${tb#*/}
-    e="$envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$bt BLIS_NUM_THREADS=$bt"
+    e="$envs $(torch_threads_env "$bt" passive)"
     ms=$(field ms_per_step "$(run_torch 20 "$tt" "$e" 120)")
     [ -n "$ms" ] || { echo "# probe torch: $tt threads, BLAS $bt, $name: no result within 120 s"; continue; }
     echo "# probe torch: $tt threads, BLAS $bt, $name: $ms ms/step"

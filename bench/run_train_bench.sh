@@ -19,17 +19,10 @@
 # Builds bench_train_step in Release (DIR, default build-rel) if needed. Each
 # side runs one configuration per process, so peak RSS is per configuration.
 #
-# PyTorch at its best. Debian's python3-torch calls whatever libblas.so.3 the
-# system's alternatives point to; on this machine that is BLIS, whose
-# runtime picks its slow 'generic' kernels on this CPU unless BLIS_ARCH_TYPE
-# names a kernel set, and OPENBLAS_CORETYPE=Haswell in the environment halves
-# OpenBLAS's speed. The script therefore tries, with a short probe per
-# configuration, each BLAS it can give torch:
-#   - the system libblas.so.3 (BLIS: with BLIS_ARCH_TYPE set to the kernel set
-#     libtensor chose; OpenBLAS: with OPENBLAS_CORETYPE unset);
-#   - OpenBLAS from $TORCH_OPENBLAS_DIR or /usr/lib/x86_64-linux-gnu/openblas-pthread
-#     (put first on LD_LIBRARY_PATH), with OPENBLAS_CORETYPE unset;
-# each in two threading set-ups: torch 1 thread with the BLAS on N threads,
+# PyTorch at its best. The script tries, with a short probe per
+# configuration, each BLAS it can give torch (bench/torch_env.sh says which
+# and why; where OpenBLAS is not installed it unpacks Debian's package under
+# the build directory), each in two threading set-ups: torch 1 thread with the BLAS on N threads,
 # and torch N threads with OMP_WAIT_POLICY=PASSIVE (idle OpenMP threads then
 # sleep instead of spinning against the BLAS threads). The fastest is used
 # for the timed run and printed (probes compare their fastest step, which
@@ -40,6 +33,7 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
+. "$here/torch_env.sh"
 configs="small medium encdec"
 precisions="f32 bf16"
 steps=10
@@ -57,7 +51,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--configs \"small medium encdec\"] [--steps N] [--precisions \"f32 bf16\"] [--threads N] [--build DIR] [--quick]" >&2; exit 2 ;;
   esac
 done
-py=/usr/bin/python3
+py=$TORCH_PY
 exe="$build/bench/bench_train_step"
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
@@ -71,51 +65,22 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 
 # Which BLAS does torch load by default?
-sysblas=$(env -u LD_LIBRARY_PATH $py -c '
-import torch
-torch.ones(4, 4) @ torch.ones(4, 4)
-libs = [l.split()[-1] for l in open("/proc/self/maps") if "libblas" in l or "openblas" in l or "blis" in l]
-print(libs[0] if libs else "unknown")' 2>/dev/null || echo unknown)
+sysblas=$(torch_sysblas)
 echo "# torch's default BLAS: $sysblas"
 
 # libtensor's BLIS kernel set (its number for BLIS_ARCH_TYPE).
 arch=$("$exe" --config small --steps 1 --warmup 0 --no-peak | sed -n 's/.*BLIS kernels \([a-z0-9]*\).*/\1/p')
-case "$arch" in
-  skx) archnum=0 ;; zen3) archnum=6 ;; zen2) archnum=5 ;; zen) archnum=4 ;; haswell) archnum=3 ;; *) archnum= ;;
-esac
 
 # Candidate BLAS environments for torch: "name|env assignments".
 cands="$tmp/cands"
-: >"$cands"
-case "$sysblas" in
-  *blis*) echo "system BLIS ($arch kernels)|BLIS_ARCH_TYPE=$archnum" >>"$cands" ;;
-  *openblas*) echo "system OpenBLAS|" >>"$cands" ;;
-  *) echo "system BLAS|" >>"$cands" ;;
-esac
-obdir=${TORCH_OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
-# Not installed: fetch Debian's OpenBLAS package and unpack it under the build
-# directory (nothing is installed; only torch's process sees it).
-if [ ! -f "$obdir/libblas.so.3" ] && [ -z "${TORCH_OPENBLAS_DIR:-}" ]; then
-  obroot="$build/openblas"
-  obdir="$obroot/usr/lib/x86_64-linux-gnu/openblas-pthread"
-  if [ ! -f "$obdir/libblas.so.3" ]; then
-    mkdir -p "$obroot"
-    (cd "$obroot" && apt-get download libopenblas0-pthread >/dev/null 2>&1 &&
-      dpkg -x libopenblas0-pthread_*.deb . ) ||
-      echo "# could not fetch libopenblas0-pthread (apt-get download): PyTorch gets only the system BLAS"
-  fi
-fi
-case "$sysblas" in
-  *openblas*) ;;
-  *) [ -f "$obdir/libblas.so.3" ] && echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$cands" ;;
-esac
+torch_blas_candidates "$cands" "$sysblas" "$arch" "$build/openblas" || true
 
 # run_torch CONFIG STEPS WARMUP TORCH_THREADS "ENV" TIMEOUT PRECISION -> one CSV line
 # (nothing when it fails or runs out of time: a probe of a hopeless set-up,
 # such as BLIS's threads on a busy machine, is cut short).
 run_torch() {
   # shellcheck disable=SC2086
-  env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS -u OMP_WAIT_POLICY $5 timeout "${6:-3600}" \
+  env $TORCH_UNSET $5 timeout "${6:-3600}" \
     "$py" "$here/train_step_torch.py" --config "$1" --steps "$2" --warmup "$3" --threads "$4" --precision "$7" \
     2>/dev/null | tail -1
 }
@@ -141,8 +106,8 @@ for prec in $precisions; do
   best_ms=; best_env=; best_tt=; best_name=
   while IFS='|' read -r name envs; do
     for tt in 1 "$threads"; do
-      if [ "$tt" = 1 ]; then e="$envs OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads"
-      else e="$envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS=$threads BLIS_NUM_THREADS=$threads"; fi
+      if [ "$tt" = 1 ]; then e="$envs $(torch_threads_env "$threads")"
+      else e="$envs $(torch_threads_env "$threads" passive)"; fi
       line=$(run_torch "$c" "$probe_steps" 1 "$tt" "$e" 120 "$prec" || true)
       ms=$(echo "$line" | cut -d, -f7)
       [ -n "$ms" ] || continue

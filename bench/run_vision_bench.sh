@@ -19,17 +19,16 @@
 # mean / min / max of the accuracies (about 3 x 30 s per seed and side on a
 # quiet machine for the CNN).
 #
-# PyTorch at its best (as bench/run_train_bench.sh, whose comment explains
-# the choices): OMP_WAIT_POLICY=PASSIVE, OPENBLAS_CORETYPE unset, N threads,
-# and each BLAS it can be given: the system libblas.so.3 (BLIS with the skx
-# kernels, BLIS_ARCH_TYPE=0) and OpenBLAS from $TORCH_OPENBLAS_DIR or
-# /usr/lib/x86_64-linux-gnu/openblas-pthread if present. Each is run in full
-# and the faster one counts. libtensor runs on N threads with
+# PyTorch at its best (bench/torch_env.sh explains the choices):
+# OMP_WAIT_POLICY=PASSIVE, OPENBLAS_CORETYPE unset, N threads, and each BLAS
+# it can be given (the system's, BLIS with the skx kernels; OpenBLAS if
+# present). Each is run in full and the faster one counts. libtensor runs on N threads with
 # OMP_WAIT_POLICY=PASSIVE. Needs Debian's dataset-fashion-mnist.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
+. "$here/torch_env.sh"
 models=
 steps=100
 threads=2
@@ -48,7 +47,7 @@ while [ $# -gt 0 ]; do
   esac
 done
 [ -n "$models" ] || models=cnn
-py=/usr/bin/python3
+py=$TORCH_PY
 
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -61,9 +60,7 @@ echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo 
 
 # BLAS set-ups for torch: "name|env".
 cands="$tmp/cands"
-echo "system BLAS (BLIS skx)|BLIS_ARCH_TYPE=0" >"$cands"
-obdir=${TORCH_OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
-[ -f "$obdir/libblas.so.3" ] && echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$cands"
+torch_blas_candidates "$cands" "$(torch_sysblas)" || true
 
 # "ms_per_step eval_seconds" from an example's or the torch script's output.
 lt_figures() { # the trainer's final line and the summary
@@ -93,7 +90,7 @@ if [ -n "$seeds" ]; then
       echo "$3" >>"$tmp/lt_acc"
       echo "$m seed $seed libtensor: test accuracy $3, $(awk '/^summary:/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } } END { printf "%.1f s of training", v["train_seconds"] }' "$tmp/lt.txt") ($epochs epochs)"
       # shellcheck disable=SC2086
-      env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS OMP_WAIT_POLICY=PASSIVE $ptenv "$py" "$script" --epochs "$epochs" \
+      env $TORCH_UNSET OMP_WAIT_POLICY=PASSIVE $ptenv "$py" "$script" --epochs "$epochs" \
         --seed "$seed" --threads "$threads" >"$tmp/pt.txt" 2>&1 || { cat "$tmp/pt.txt"; exit 1; }
       set -- $(pt_figures "$tmp/pt.txt")
       echo "$3" >>"$tmp/pt_acc"
@@ -121,7 +118,7 @@ for m in $models; do
   best=; best_ev=; best_name=
   while IFS='|' read -r name envs; do
     # shellcheck disable=SC2086
-    env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS OMP_WAIT_POLICY=PASSIVE $envs "$py" "$script" \
+    env $TORCH_UNSET OMP_WAIT_POLICY=PASSIVE $envs "$py" "$script" \
       --max-steps "$steps" --threads "$threads" >"$tmp/pt.txt" 2>&1 || { cat "$tmp/pt.txt"; exit 1; }
     set -- $(pt_figures "$tmp/pt.txt")
     if [ -z "$best" ] || awk -v a="$1" -v b="$best" 'BEGIN { exit !(a < b) }'; then

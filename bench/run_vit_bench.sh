@@ -13,17 +13,16 @@
 #                side on a quiet machine), also reporting test accuracy
 #   --seed S     both sides' seed (default 42; the issue asks for 3 seeds)
 #
-# PyTorch at its best (as bench/run_train_bench.sh): every BLAS the script can
-# give torch runs the same measurement and the fastest counts: OpenBLAS from
-# $TORCH_OPENBLAS_DIR or /usr/lib/x86_64-linux-gnu/openblas-pthread (first on
-# LD_LIBRARY_PATH) and the system's libblas.so.3 (BLIS: with BLIS_ARCH_TYPE
-# naming the kernel set libtensor uses), with OPENBLAS_CORETYPE unset; torch
-# on N threads with OMP_WAIT_POLICY=PASSIVE. A candidate taking over three
+# PyTorch at its best: every BLAS the script can give torch
+# (bench/torch_env.sh says which and why; BLIS with the kernel set libtensor
+# uses) runs the same measurement and the fastest counts; torch on N threads
+# with OMP_WAIT_POLICY=PASSIVE. A candidate taking over three
 # times libtensor's time is cut short (and reported).
 # libtensor: N threads, OMP_WAIT_POLICY=PASSIVE.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
+. "$here/torch_env.sh"
 steps=150
 epochs=
 threads=2
@@ -39,7 +38,7 @@ while [ $# -gt 0 ]; do
     *) echo "usage: $0 [--steps N | --epochs N] [--seed S] [--threads N] [--build DIR]" >&2; exit 2 ;;
   esac
 done
-py=/usr/bin/python3
+py=$TORCH_PY
 exe="$build/examples/vit_fashion_mnist"
 if [ ! -f "$build/CMakeCache.txt" ]; then
   cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -64,27 +63,11 @@ lt_train=$(val "$tmp/lt.log" train_seconds)
 lt_eval=$(val "$tmp/lt.log" eval_seconds)
 lt_acc=$(val "$tmp/lt.log" test_accuracy)
 arch=$(sed -n 's/.*BLIS kernels \([a-z0-9]*\).*/\1/p' "$tmp/lt.log" | head -1)
-case "$arch" in
-  skx) archnum=0 ;; zen3) archnum=6 ;; zen2) archnum=5 ;; zen) archnum=4 ;; haswell) archnum=3 ;; *) archnum= ;;
-esac
 
 # PyTorch: each BLAS candidate ("name|env")
-sysblas=$(env -u LD_LIBRARY_PATH $py -c '
-import torch
-torch.ones(4, 4) @ torch.ones(4, 4)
-libs = [l.split()[-1] for l in open("/proc/self/maps") if "libblas" in l or "openblas" in l or "blis" in l]
-print(libs[0] if libs else "unknown")' 2>/dev/null || echo unknown)
-: >"$tmp/cands"
-obdir=${TORCH_OPENBLAS_DIR:-/usr/lib/x86_64-linux-gnu/openblas-pthread}
-case "$sysblas" in
-  *openblas*) ;;
-  *) if [ -f "$obdir/libblas.so.3" ]; then echo "OpenBLAS $obdir|LD_LIBRARY_PATH=$obdir" >>"$tmp/cands"
-     else echo "# no OpenBLAS for torch (set TORCH_OPENBLAS_DIR; see bench/run_train_bench.sh)"; fi ;;
-esac
-case "$sysblas" in
-  *blis*) echo "system BLIS ($arch kernels)|BLIS_ARCH_TYPE=$archnum" >>"$tmp/cands" ;;
-  *) echo "system BLAS ($sysblas)|" >>"$tmp/cands" ;;
-esac
+sysblas=$(torch_sysblas)
+torch_blas_candidates "$tmp/cands" "$sysblas" "$arch" ||
+  echo "# no OpenBLAS for torch (set TORCH_OPENBLAS_DIR; see bench/torch_env.sh)"
 # A candidate slower than 3x libtensor (plus a minute) is cut short: BLIS's
 # per-call overhead on these small products (issue 18) makes it hopeless.
 lt_total=$(awk "BEGIN{printf \"%d\", 3 * ($lt_train + $lt_eval) + 60}")
@@ -94,9 +77,9 @@ printf '%-58s | %8.2f | %8.2fs | %7s | %s\n' "libtensor ($threads threads, BLIS 
   "$(awk "BEGIN{print 1000*$lt_train/$lt_steps}")" "$lt_eval" "$lt_acc" "$lt_steps"
 while IFS='|' read -r name envs; do
   i=$((i + 1))
-  # shellcheck disable=SC2086
-  if env -u OPENBLAS_CORETYPE -u OMP_NUM_THREADS $envs OMP_WAIT_POLICY=PASSIVE OPENBLAS_NUM_THREADS="$threads" \
-       BLIS_NUM_THREADS="$threads" timeout "$lt_total" "$py" "$here/vit_fashion_mnist_torch.py" $run_args --threads "$threads" \
+  # shellcheck disable=SC2086,SC2046
+  if env $TORCH_UNSET $envs $(torch_threads_env "$threads" passive) \
+       timeout "$lt_total" "$py" "$here/vit_fashion_mnist_torch.py" $run_args --threads "$threads" \
        >"$tmp/pt$i.log" 2>&1; then
     ms=$(val "$tmp/pt$i.log" ms_per_step)
     printf '%-58s | %8.2f | %8.2fs | %7s | %s\n' "PyTorch $(echo "$name" | cut -c1-48)" "$ms" \

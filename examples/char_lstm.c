@@ -27,6 +27,8 @@
 
 #include <math.h>
 #include <signal.h>
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -54,18 +56,39 @@ static void usage(FILE *f) {
              "                 [--layers L] [--lr LR] [--seed S] [--sample N] [--eval-every N] [--threads N]\n");
 }
 
+/* A bad command line: the message naming the flag, the usage, exit 2 (as the
+ * other programs). */
+#if defined(__GNUC__)
+__attribute__((format(printf, 1, 2)))
+#endif
+static _Noreturn void bad_usage(const char *fmt, ...) {
+  va_list ap;
+  va_start(ap, fmt);
+  fprintf(stderr, "char_lstm: ");
+  vfprintf(stderr, fmt, ap);
+  va_end(ap);
+  fputc('\n', stderr);
+  usage(stderr);
+  exit(2);
+}
+
 static opts parse(int argc, char **argv) {
   opts o = {"/usr/share/common-licenses/GPL-3", 300, 32, 64, 64, 256, 1, 200, 0, 0, 2e-3, 1};
+  static const char *const flags[] = {"--data",  "--lr",     "--steps", "--batch",  "--seq",        "--embed",
+                                      "--hidden", "--layers", "--seed",  "--sample", "--eval-every", "--threads"};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(stdout), exit(0);
-    if (!v) usage(stderr), exit(2);
+    bool known = false;
+    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) known = known || !strcmp(a, flags[k]);
+    if (!known) bad_usage("unknown flag '%s'", a);
+    if (!v) bad_usage("%s needs a value", a);
     char *end = NULL;
     const long long n = strtoll(v, &end, 10);
     const bool is_int = *v && !*end && n >= 0;
     if (!strcmp(a, "--data")) o.data = v;
     else if (!strcmp(a, "--lr")) o.lr = strtod(v, NULL);
-    else if (!is_int) usage(stderr), fprintf(stderr, "char_lstm: %s needs a count, got '%s'\n", a, v), exit(2);
+    else if (!is_int) bad_usage("%s needs a count, got '%s'", a, v);
     else if (!strcmp(a, "--steps")) o.steps = n;
     else if (!strcmp(a, "--batch")) o.batch = n;
     else if (!strcmp(a, "--seq")) o.seq = n;
@@ -75,12 +98,11 @@ static opts parse(int argc, char **argv) {
     else if (!strcmp(a, "--seed")) o.seed = (uint64_t)n;
     else if (!strcmp(a, "--sample")) o.sample = n;
     else if (!strcmp(a, "--eval-every")) o.eval_every = n;
-    else if (!strcmp(a, "--threads")) o.threads = n;
-    else usage(stderr), exit(2);
+    else o.threads = n; /* --threads */
     i++;
   }
   if (o.steps < 1 || o.batch < 1 || o.seq < 1 || o.embed < 1 || o.hidden < 1 || o.layers < 1 || !(o.lr > 0))
-    usage(stderr), fprintf(stderr, "char_lstm: sizes, steps and lr must be positive\n"), exit(2);
+    bad_usage("sizes, steps and lr must be positive");
   return o;
 }
 

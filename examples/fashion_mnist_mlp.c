@@ -13,7 +13,7 @@
  * free of its own, the progress line, a metrics CSV, checkpoints, resume and
  * Ctrl-C), an optimizer (AdamW, or SGD with momentum) with a warmup + cosine
  * learning-rate schedule, evaluation under no-grad in evaluation mode; and
- * error handling where a program (unlike the library) may exit. The CNN
+ * one exit code per outcome (lt_classify_main: main is one call). The CNN
  * (cnn_fashion_mnist.c) shares all of it and differs only in its model.
  *
  * What it is not: a benchmark of the best Fashion-MNIST model (a CNN does
@@ -32,24 +32,7 @@
 #include <libtensor/libtensor.h>
 #include <libtensor/nn/nn.h>
 
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
-
-/* ---- error handling: a program may exit, the library never does ---------- */
-
-/* Every libtensor failure leaves a message naming the op, the shapes and the
- * rule broken: print it and stop. */
-static _Noreturn void die(const char *what) {
-  fprintf(stderr, "fashion_mnist_mlp: %s failed: %s: %s\n", what, lt_status_name(lt_last_status()),
-          lt_last_error());
-  exit(1);
-}
-/* For calls returning lt_status. */
-#define TRY(expr)                              \
-  do {                                         \
-    if ((expr) != LT_OK) die(#expr);           \
-  } while (0)
 
 /* ---- the model ------------------------------------------------------------ */
 
@@ -86,44 +69,11 @@ static lt_tensor *mlp_forward(const mlp *m, const lt_tensor *x) {
 
 static lt_tensor *forward(void *m, const lt_tensor *x) { return mlp_forward(m, x); }
 
+static lt_status init(void *m, lt_params *p, lt_generator *g) { return mlp_init(m, p, g); }
+
 int main(int argc, char **argv) {
-  /* mpirun -np N: N ranks train on slices of each batch (docs/distributed.md);
-   * a plain start is a world of one. */
-  if (lt_dist_init(&argc, &argv) != LT_OK) die("lt_dist_init");
-  lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("fashion_mnist_mlp", 10);
-  if (lt_classify_parse_args(&opt, argc, argv) != LT_OK) {
-    if (!opt.help) fprintf(stderr, "fashion_mnist_mlp: %s\n", lt_last_error());
-    lt_classify_usage(&opt, opt.help ? stdout : stderr);
-    return opt.help ? 0 : 2;
-  }
-  signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is a write error, not a kill */
-
-  /* Data: images [N, 784] f32 normalised with the training set's mean and
-   * std, labels [N] i64 (we own them: lt_classify_data_free). */
-  lt_classify_data data;
-  if (lt_classify_load_fashion_mnist(opt.data, &data) != LT_OK) {
-    fprintf(stderr, "fashion_mnist_mlp: %s\n(install Debian's dataset-fashion-mnist package or pass --data DIR)\n",
-            lt_last_error());
-    return 1;
-  }
-
-  /* The model: parameters in one store, drawn from a generator seeded with
-   * --seed (the loader shuffles from its own, seeded the same way): a run is
-   * reproducible from --seed. */
-  lt_generator *gen = lt_generator_new(opt.seed);
-  lt_params *params = lt_params_new();
   mlp model;
-  if (!gen || !params) die("setup");
-  TRY(mlp_init(&model, params, gen));
-
-  /* Training, evaluation, checkpoints, resume, Ctrl-C: the library's. */
-  lt_classifier clf = {&model, forward, params, "MLP 784-256-128-100-10"};
-  lt_classify_result res;
-  if (lt_classify_fit(&clf, &data, &opt, stdout, &res) != LT_OK) die("training");
-
-  lt_params_free(params);
-  lt_generator_free(gen);
-  lt_classify_data_free(&data);
-  if (res.end == LT_TRAINER_DONE) lt_dist_finalize(); /* after a signal, mpirun is ending the job: leave without */
-  return res.end == LT_TRAINER_DONE ? 0 : 128 + res.stop_reason;
+  lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("fashion_mnist_mlp", 10);
+  const lt_classify_model spec = {&model, init, forward, "MLP 784-256-128-100-10"};
+  return lt_classify_main(argc, argv, &opt, &spec);
 }

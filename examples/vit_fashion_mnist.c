@@ -24,21 +24,7 @@
  */
 #include <libtensor/libtensor.h>
 
-#include <signal.h>
 #include <stdio.h>
-#include <stdlib.h>
-
-/* ---- error handling: a program may exit, the library never does ---------- */
-
-static _Noreturn void die(const char *what) {
-  fprintf(stderr, "vit_fashion_mnist: %s failed: %s: %s\n", what, lt_status_name(lt_last_status()),
-          lt_last_error());
-  exit(1);
-}
-#define TRY(expr)                              \
-  do {                                         \
-    if ((expr) != LT_OK) die(#expr);           \
-  } while (0)
 
 /* ---- the model ------------------------------------------------------------ */
 
@@ -102,34 +88,12 @@ static lt_tensor *vit_forward(void *self, const lt_tensor *x) {
 
 /* ---- the run: the library's (train/classify.h) ---------------------------- */
 
+static lt_status init(void *m, lt_params *p, lt_generator *g) { return vit_init(m, p, g); }
+
 int main(int argc, char **argv) {
-  /* mpirun -np N: N ranks train on slices of each batch (docs/distributed.md);
-   * a plain start is a world of one. */
-  if (lt_dist_init(&argc, &argv) != LT_OK) die("lt_dist_init");
-  lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("vit_fashion_mnist", 6);
-  if (lt_classify_parse_args(&opt, argc, argv) != LT_OK) {
-    if (!opt.help) fprintf(stderr, "vit_fashion_mnist: %s\n", lt_last_error());
-    lt_classify_usage(&opt, opt.help ? stdout : stderr);
-    return opt.help ? 0 : 2;
-  }
-  signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is a write error, not a kill */
-  lt_classify_data data;
-  if (lt_classify_load_fashion_mnist(opt.data, &data) != LT_OK) {
-    fprintf(stderr, "vit_fashion_mnist: %s\n(install Debian's dataset-fashion-mnist package or pass --data DIR)\n",
-            lt_last_error());
-    return 1;
-  }
-  lt_generator *gen = lt_generator_new(opt.seed); /* initialisation; the loader shuffles from its own */
-  lt_params *params = lt_params_new();
   vit model;
-  if (!gen || !params) die("setup");
-  TRY(vit_init(&model, params, gen));
-  lt_classifier clf = {&model, vit_forward, params, "ViT 7x7 patches, cls token, 4 pre-norm layers D 64, 4 heads, FFN 128"};
-  lt_classify_result res;
-  if (lt_classify_fit(&clf, &data, &opt, stdout, &res) != LT_OK) die("training");
-  lt_params_free(params);
-  lt_generator_free(gen);
-  lt_classify_data_free(&data);
-  if (res.end == LT_TRAINER_DONE) lt_dist_finalize(); /* after a signal, mpirun is ending the job: leave without */
-  return res.end == LT_TRAINER_DONE ? 0 : 128 + res.stop_reason;
+  lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("vit_fashion_mnist", 6);
+  const lt_classify_model spec = {&model, init, vit_forward,
+                                  "ViT 7x7 patches, cls token, 4 pre-norm layers D 64, 4 heads, FFN 128"};
+  return lt_classify_main(argc, argv, &opt, &spec);
 }

@@ -235,9 +235,78 @@ START_TEST(test_fit_learns_and_resumes) {
 }
 END_TEST
 
+/* A model for lt_classify_main: a linear 784 -> 10 on lin's storage, or a
+ * failing initialisation. */
+static int main_inits;
+static lt_status lin_init_784(void *m, lt_params *p, lt_generator *g) {
+  lin *l = m;
+  main_inits++;
+  *l = (lin){.params = p};
+  return lt_linear_init(&l->fc, p, "fc", 784, 10, true, g);
+}
+static lt_status failing_init(void *m, lt_params *p, lt_generator *g) {
+  lin *l = m;
+  main_inits++;
+  lt_status s = lt_linear_init(&l->fc, p, "fc", 784, 10, true, g);
+  return s == LT_OK ? lt_linear_init(&l->fc, p, "fc", 784, 10, true, g) : s; /* "fc.weight" twice: refused */
+}
+
+/* An IDX file of n items of item bytes (the value i % 10 each), gzip'd. */
+static void write_idx_gz(const char *path, uint32_t magic, uint32_t n, int dims) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "gzip -c > '%s'", path);
+  FILE *f = popen(cmd, "w");
+  ck_assert_ptr_nonnull(f);
+  const uint32_t hdr[4] = {magic, n, 28, 28};
+  for (int k = 0; k < 1 + dims; k++)
+    for (int b = 3; b >= 0; b--) fputc((int)(hdr[k] >> (8 * b)) & 255, f);
+  for (uint32_t i = 0; i < n; i++)
+    for (int j = 0; j < (dims == 3 ? 784 : 1); j++) fputc(dims == 3 ? (int)((i * 37 + (uint32_t)j) % 256) : (int)(i % 10), f);
+  ck_assert_int_eq(pclose(f), 0);
+}
+
+/* lt_classify_main returns each exit code and never exits: 0 for --help and
+ * a finished run, 2 for a bad flag, 1 for missing data or a failing init. */
+START_TEST(test_main_exit_codes) {
+  char dir[] = "/tmp/lt_classify_main_XXXXXX";
+  ck_assert_ptr_nonnull(mkdtemp(dir));
+  write_idx_gz(lt_test_join(dir, "train-images-idx3-ubyte.gz"), 0x803, 64, 3);
+  write_idx_gz(lt_test_join(dir, "train-labels-idx1-ubyte.gz"), 0x801, 64, 1);
+  write_idx_gz(lt_test_join(dir, "t10k-images-idx3-ubyte.gz"), 0x803, 20, 3);
+  write_idx_gz(lt_test_join(dir, "t10k-labels-idx1-ubyte.gz"), 0x801, 20, 1);
+  lin m;
+  const lt_classify_model good = {&m, lin_init_784, lin_forward, "linear 784-10"};
+  const lt_classify_model bad = {&m, failing_init, lin_forward, "broken"};
+  struct {
+    const char *argv[8];
+    int argc;
+    const lt_classify_model *model;
+    int want, inits;
+  } cases[] = {
+      {{"prog", "--help"}, 2, &good, 0, 0},
+      {{"prog", "--bogus"}, 2, &good, 2, 0},
+      {{"prog", "--batch", "0"}, 3, &good, 2, 0},
+      {{"prog", "--data", "/nonexistent/lt_classify_main"}, 3, &good, 1, 0},
+      {{"prog", "--data", dir, "--max-steps", "3", "--batch", "16"}, 7, &bad, 1, 1},
+      {{"prog", "--data", dir, "--max-steps", "3", "--batch", "16"}, 7, &good, 0, 1},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lt_classify_opts o = LT_CLASSIFY_DEFAULTS("prog", 1);
+    main_inits = 0;
+    const int code = lt_classify_main(cases[i].argc, (char **)cases[i].argv, &o, cases[i].model);
+    ck_assert_msg(code == cases[i].want, "case %zu (%s): exit code %d, want %d", i, cases[i].argv[1], code,
+                  cases[i].want);
+    ck_assert_int_eq(main_inits, cases[i].inits);
+  }
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("classify");
   LT_TEST_CASE(s, "classify", 120, test_loader_epochs_and_resume, test_parse_args, test_evaluate,
-               test_fit_learns_and_resumes);
+               test_fit_learns_and_resumes, test_main_exit_codes);
   return lt_test_run(s);
 }

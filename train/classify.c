@@ -391,3 +391,43 @@ done:
   if (quiet) fclose(quiet);
   return s;
 }
+
+/* The failure line of lt_classify_main; returns its exit code, 1. */
+static int main_failed(const lt_classify_opts *o, const char *what) {
+  fprintf(stderr, "%s: %s failed: %s: %s\n", o->program, what, lt_status_name(lt_last_status()), lt_last_error());
+  return 1;
+}
+
+int lt_classify_main(int argc, char **argv, lt_classify_opts *o, const lt_classify_model *m) {
+  if (lt_dist_init(&argc, &argv) != LT_OK) return main_failed(o, "lt_dist_init");
+  if (lt_classify_parse_args(o, argc, argv) != LT_OK) {
+    if (!o->help) fprintf(stderr, "%s: %s\n", o->program, lt_last_error());
+    lt_classify_usage(o, o->help ? stdout : stderr);
+    return o->help ? 0 : 2;
+  }
+  signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is a write error, not a kill */
+  lt_classify_data data;
+  if (lt_classify_load_fashion_mnist(o->data, &data) != LT_OK) {
+    fprintf(stderr, "%s: %s\n(install Debian's dataset-fashion-mnist package or pass --data DIR)\n", o->program,
+            lt_last_error());
+    return 1;
+  }
+  lt_generator *gen = lt_generator_new(o->seed); /* initialisation; the loader shuffles from its own */
+  lt_params *params = lt_params_new();
+  int code = 0;
+  lt_classify_result res;
+  if (!gen || !params) {
+    code = main_failed(o, "setup");
+  } else if (m->init(m->model, params, gen) != LT_OK) {
+    code = main_failed(o, "the model's initialisation");
+  } else {
+    const lt_classifier clf = {m->model, m->forward, params, m->name};
+    if (lt_classify_fit(&clf, &data, o, stdout, &res) != LT_OK) code = main_failed(o, "training");
+    else if (res.end != LT_TRAINER_DONE) code = 128 + res.stop_reason;
+  }
+  lt_params_free(params);
+  lt_generator_free(gen);
+  lt_classify_data_free(&data);
+  if (code == 0) lt_dist_finalize(); /* after a signal, mpirun is ending the job: leave without */
+  return code;
+}

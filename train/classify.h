@@ -136,6 +136,33 @@ typedef struct lt_classify_result {
 lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, const lt_classify_opts *o,
                           FILE *out, lt_classify_result *r);
 
+/* A program's model for lt_classify_main: init fills in the caller's storage
+ * (registering its parameters in p, drawn from g); forward and name are as
+ * in lt_classifier. All borrowed. */
+typedef struct lt_classify_model {
+  void *model;
+  lt_status (*init)(void *model, lt_params *p, lt_generator *g);
+  lt_tensor *(*forward)(void *model, const lt_tensor *x);
+  const char *name;
+} lt_classify_model;
+
+/* The whole run of a Fashion-MNIST example, so that its main() is one call:
+ * lt_dist_init (mpirun -np N: N ranks train on slices of each batch; a plain
+ * start is a world of one), the command line parsed into *o (which holds the
+ * program's defaults: LT_CLASSIFY_DEFAULTS and any changes), the data
+ * (o->data), a generator seeded with o->seed for the initialisation (the
+ * loader shuffles from its own), the parameters, lt_classify_fit to stdout,
+ * then everything freed and lt_dist_finalize after a finished run (after a
+ * signal, mpirun is ending the job: it is left alone).
+ * Never exits: returns the program's exit code. 0: done, or --help (usage
+ * to stdout); 2: a bad command line (the message and the usage to stderr);
+ * 1: no data or a failure (the message to stderr, as
+ * "<program>: <what> failed: <STATUS>: <detail>"); 128 + the signal: stopped
+ * by SIGINT/SIGTERM (a checkpoint is saved with --dir). Ignores SIGXFSZ (a
+ * file over the size limit is a write error, not a kill). Everything borrowed;
+ * argc and argv as main's. */
+int lt_classify_main(int argc, char **argv, lt_classify_opts *o, const lt_classify_model *m);
+
 #ifdef __cplusplus
 }
 #endif
