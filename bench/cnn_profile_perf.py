@@ -33,7 +33,7 @@ KERNELS = [
     ("conv bwd", r"col2im|to_cm_f|channel_sum"),
     ("conv fwd (im2col: fwd, and bwd's recomputed COL)", r"im2col|from_cm_f"),
     ("conv (oneDNN: JIT kernels, reorders)", r"libdnnl|\[JIT\]|perf-\d+\.map|^\w+ \[unknown\] \(\[unknown\]\)"),
-    ("BN", r"batch_norm|cnorm|sumsq|bn_"),
+    ("BN", r"batch_norm|cnorm|cn_dsums|sumsq|bn_"),
     ("ReLU", r"RELU|relu"),
     ("pool", r"max_pool|maxpool"),
     ("GEMM (conv + linear)", r"sp_rows|sp_pack|gemm_panel|sk_dot|libblis|bli_"),
