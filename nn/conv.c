@@ -26,8 +26,11 @@
  * and one transposed buffer per call (no allocation inside the loops; the
  * storage cache of tensor/tensor.c hands the same blocks back every step).
  *
- * What this is not: a direct or Winograd kernel (im2col measured as the
- * better fit on the example's shapes; docs/vision.md), or NHWC layouts.
+ * f32 conv2d (and so conv1d) runs on oneDNN's direct JIT kernels instead
+ * (lt__dnnl_conv_f32, tensor/dnnl.c) wherever oneDNN has one for the
+ * geometry; the im2col path stays for f64, conv_transpose2d and the rest.
+ *
+ * What this is not: a Winograd kernel, or NHWC layouts.
  */
 #include "nn/conv.h"
 

@@ -1,6 +1,7 @@
 /*
- * tensor/dnnl.c: the bf16 GEMM engine, on oneDNN (Debian's libdnnl-dev,
- * oneDNN 2.6); the only file of the library that includes dnnl.h.
+ * tensor/dnnl.c: the bf16 GEMM engine, and f32 conv2d's direct kernels (at
+ * the end of the file), on oneDNN (Debian's libdnnl-dev, oneDNN 2.6); the
+ * only file of the library that includes dnnl.h.
  *
  * What it is: bf16 x bf16 -> f32 products through oneDNN's matmul primitive
  * (docs/mixed-precision.md). Each operand is described by its own strides
@@ -14,8 +15,8 @@
  * thread inside an OpenMP region, where oneDNN's OpenMP runtime stays on the
  * calling thread).
  *
- * What it is not: an f32 engine (BLIS does f32 and f64) nor a general oneDNN
- * binding. oneDNN 2.6's C API has no bf16 GEMM function (dnnl_sgemm and
+ * What it is not: an f32 GEMM engine (BLIS does f32 and f64 products) nor a
+ * general oneDNN binding. oneDNN 2.6's C API has no bf16 GEMM function (dnnl_sgemm and
  * dnnl_gemm_u8s8s32 only; gemm_bf16bf16f32 is internal C++), so the matmul
  * primitive is the one public way in.
  *
