@@ -309,6 +309,7 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
   char *dVg = pl->dv ? at4(pl->dv, pl->dvs, es, b, g) : NULL;
   const int64_t *gs = pl->gs, *qs = pl->qs, *dqs = pl->dqs;
   const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
+  const bool ac = pl->dt == LT_DTYPE_F32 && lt__autocast_active(); /* bf16 products (the caller's mode) */
   for (int64_t h = g * pl->group; h < (g + 1) * pl->group; h++) {
     const int64_t bh = b * pl->NH + h;
     const char *Q = at4(pl->q, qs, es, b, h);
@@ -324,6 +325,9 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
       const char *Pb = P + (bh * T + t0) * S * es, *dOb = dOh + t0 * gs[2] * es, *Qb = Q + t0 * qs[2] * es;
       const unsigned char *kb = keep ? keep + t0 * S : NULL;
       lt_status st;
+      /* dO block [nb,HSV]; under autocast converted once for dV and dW */
+      lt__mat dO = LT__MAT(dOb, nb, HSV, gs[2], gs[3]);
+      if (ac && dVg && (dQh || dKg) && (st = lt__mat_hold_bf16(0, dO, one, &dO)) != LT_OK) return st;
       if (dVg) {
         /* dV[g] += W^T dO: [kmax,nb] x [nb,HSV] */
         const char *Wm = Pb;
@@ -333,14 +337,14 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
           else drop_row_f64((const double *)Pb, kb, pl->ks_drop, (double *)wscr, nb * S);
           Wm = wscr;
         }
-        st = lt__mat_gemm(pl->dt, one, 1.0, lt__mat_t(LT__MAT(Wm, nb, kmax, S, 1)), LT__MAT(dOb, nb, HSV, gs[2], gs[3]),
-                          1.0, LT__MAT(dVg, kmax, HSV, pl->dvs[2], pl->dvs[3]));
+        st = lt__mat_gemm(pl->dt, one, 1.0, lt__mat_t(LT__MAT(Wm, nb, kmax, S, 1)), dO, 1.0,
+                          LT__MAT(dVg, kmax, HSV, pl->dvs[2], pl->dvs[3]));
         if (st != LT_OK) return st;
       }
       if (!dQh && !dKg) continue;
       /* dW = dO V^T: [nb,HSV] x [HSV,kmax] */
-      st = lt__mat_gemm(pl->dt, one, 1.0, LT__MAT(dOb, nb, HSV, gs[2], gs[3]),
-                        lt__mat_t(LT__MAT(V, kmax, HSV, pl->vs[2], pl->vs[3])), 0.0, LT__MAT(scr, nb, kmax, S, 1));
+      st = lt__mat_gemm(pl->dt, one, 1.0, dO, lt__mat_t(LT__MAT(V, kmax, HSV, pl->vs[2], pl->vs[3])), 0.0,
+                        LT__MAT(scr, nb, kmax, S, 1));
       if (st != LT_OK) return st;
       for (int64_t t = 0; t < nb; t++) { /* P is 0 at keys >= kmax: they add nothing */
         const unsigned char *kr = kb ? kb + t * S : NULL;
@@ -348,13 +352,16 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
           bwd_row_f32((const float *)Pb + t * S, (float *)scr + t * S, kmax, kr, (float)pl->ks_drop);
         else bwd_row_f64((const double *)Pb + t * S, (double *)scr + t * S, kmax, kr, pl->ks_drop);
       }
+      /* dS [nb,kmax]; under autocast converted once for dQ and dK */
+      lt__mat dS = LT__MAT(scr, nb, kmax, S, 1);
+      if (ac && dQh && dKg && (st = lt__mat_hold_bf16(1, dS, one, &dS)) != LT_OK) return st;
       if (dQh) { /* dQ[h] = scale * dS K: [nb,kmax] x [kmax,HS] */
-        st = lt__mat_gemm(pl->dt, one, pl->scale, LT__MAT(scr, nb, kmax, S, 1), LT__MAT(K, kmax, HS, pl->ks[2], pl->ks[3]),
+        st = lt__mat_gemm(pl->dt, one, pl->scale, dS, LT__MAT(K, kmax, HS, pl->ks[2], pl->ks[3]),
                           0.0, LT__MAT(dQh + t0 * dqs[2] * es, nb, HS, dqs[2], dqs[3]));
         if (st != LT_OK) return st;
       }
       if (dKg) { /* dK[g] += scale * dS^T Q: [kmax,nb] x [nb,HS] */
-        st = lt__mat_gemm(pl->dt, one, pl->scale, lt__mat_t(LT__MAT(scr, nb, kmax, S, 1)), LT__MAT(Qb, nb, HS, qs[2], qs[3]),
+        st = lt__mat_gemm(pl->dt, one, pl->scale, lt__mat_t(dS), LT__MAT(Qb, nb, HS, qs[2], qs[3]),
                           1.0, LT__MAT(dKg, kmax, HS, pl->dks[2], pl->dks[3]));
         if (st != LT_OK) return st;
       }

@@ -113,14 +113,24 @@ lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
   shape[x->ndim - 1] = M;
 
   /* Operands BLIS cannot take as they are are copied (contiguous). */
-  lt_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL;
+  lt_tensor *xc = NULL, *wc = NULL, *bc = NULL, *y = NULL, *xb = NULL; /* xb: x's bf16 copy (autocast) */
   lt__mat X; /* [N, K] */
   if (!lt__mat_rows(x, &X)) {
     if (!(xc = copy_untracked(x))) goto fail;
     LT_CHECK(lt__mat_rows(xc, &X));
   }
   const lt_tensor *xin = xc ? xc : x;
-  X = lt__mat_of(X, xin); /* an input shared by several Linears (q, k, v) is converted once under autocast */
+  X = lt__mat_of(X, xin);
+  /* Under autocast the product reads x's bf16 copy, and the node saves that
+   * copy (as PyTorch's autocast linear does): the backward's dW = g^T x
+   * reads it without converting x again, and an f32 x read by products only
+   * (a norm's output, GELU's) is freed after the forward. An input shared by
+   * several Linears (q, k, v) is converted once (lt__autocast_input). */
+  if (dt == LT_DTYPE_F32 && lt__autocast_active() && N * K > 0 && M > 0) {
+    if (!(xb = lt__autocast_input(xin))) goto fail;
+    LT_CHECK(lt__mat_rows(xb, &X));
+    X.bf16 = true;
+  }
   if (!lt__mat_ok(M, K, weight->stride[0], weight->stride[1]) && !(wc = copy_untracked(weight))) goto fail;
   const lt_tensor *win = wc ? wc : weight;
   /* [M, K]; under autocast a parameter's bf16 copy is kept for the backward */
@@ -129,7 +139,11 @@ lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
   const lt_tensor *bin = bc ? bc : bias;
 
   if (!(y = lt_empty(dt, x->ndim, shape))) goto fail;
-  if (N * M > 0) {
+  if (N * M > 0 && K > 0 && bin && xb) {
+    /* Autocast: oneDNN adds the bias as it writes y (same bits as below). */
+    advise_huge_pages(y->data, (size_t)(N * M) * es);
+    if (lt__mat_gemm_bias(false, X, lt__mat_t(W), bin->data, LT__MAT(y->data, N, M, M, 1)) != LT_OK) goto fail;
+  } else if (N * M > 0) {
     advise_huge_pages(y->data, (size_t)(N * M) * es);
     if (bin) fill_bias(y->data, bin->data, N, M, es);
     else if (K == 0) memset(y->data, 0, (size_t)(N * M) * es);
@@ -137,15 +151,18 @@ lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
     if (K > 0 && lt__mat_gemm(dt, false, 1.0, X, lt__mat_t(W), bin ? 1.0 : 0.0, LT__MAT(y->data, N, M, M, 1)) != LT_OK)
       goto fail;
   }
-  /* Saved: x and weight as BLIS reads them (the copies, if any). */
+  /* Saved: x and weight as the product reads them (the copies, if any; x's
+   * bf16 copy under autocast). */
   if (lt__record(y, LT__OP_linear, 3, (const lt_tensor *[]){x, weight, bias}, 2,
-                 (const lt_tensor *[]){xin, win}, NULL, 0) != LT_OK)
+                 (const lt_tensor *[]){xb ? xb : xin, win}, NULL, 0) != LT_OK)
     goto fail;
+  lt_tensor_free(xb);
   lt_tensor_free(xc);
   lt_tensor_free(wc);
   lt_tensor_free(bc);
   return y;
 fail:
+  lt_tensor_free(xb);
   lt_tensor_free(xc);
   lt_tensor_free(wc);
   lt_tensor_free(bc);
@@ -158,11 +175,11 @@ fail:
 /* ======================================================================== */
 
 /* y = x W^T + b  =>  dx = g W, dW = g^T x, db = sum_rows g. Saved: x [..., in]
- * (rows BLIS accepts) and weight [out, in]. Temporaries belong to the
- * engine's scope. */
+ * (rows BLIS accepts; bf16, x's autocast copy, when the forward ran under
+ * autocast) and weight [out, in]. Temporaries belong to the engine's scope. */
 lt_status lt__bw_linear(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   const lt_tensor *x = node->saved[0], *w = node->saved[1];
-  const lt_dtype dt = x->dtype;
+  const lt_dtype dt = w->dtype;
   const int64_t K = x->shape[x->ndim - 1], M = w->shape[0];
   int64_t Nx = 1; /* rows: the product of x's leading dims */
   for (int d = 0; d < x->ndim - 1; d++) Nx *= x->shape[d];
@@ -176,7 +193,20 @@ lt_status lt__bw_linear(const lt_node *node, const lt_tensor *gout, lt_tensor **
   }
   LT_CHECK(lt__mat_rows(x, &X));
   G = lt__mat_of(G, g); /* g's bf16 copy serves both products under autocast */
+  /* Under autocast, g's bf16 copy and the bias gradient (its column sums)
+   * come from one pass over g. */
+  lt_tensor *db = NULL;
+  if (dt == LT_DTYPE_F32 && lt__autocast_active() && Nx * M > 0 &&
+      (lt__needs_input_grad(node, 0) || lt__needs_input_grad(node, 1))) {
+    if (lt__needs_input_grad(node, 2) && !(db = lt_empty(dt, 1, (const int64_t[]){M}))) return lt_last_status();
+    lt_tensor *gb = lt__autocast_bf16_colsum(G, db ? db->data : NULL);
+    if (!gb) return lt_last_status();
+    LT_CHECK(lt__mat_rows(gb, &G));
+    G.bf16 = true;
+    if (db) gin[2] = db;
+  }
   X = lt__mat_of(X, x);
+  X.bf16 = x->dtype == LT_DTYPE_BF16; /* widened exactly if the backward runs outside autocast */
   const lt__mat W = lt__mat_of(LT__MAT(w->data, M, K, w->stride[0], w->stride[1]), w); /* [M, K] */
 
   if (lt__needs_input_grad(node, 0)) { /* dx [N, K] = g [N, M] · W [M, K] */
@@ -194,12 +224,12 @@ lt_status lt__bw_linear(const lt_node *node, const lt_tensor *gout, lt_tensor **
       return lt_last_status();
     gin[1] = dw;
   }
-  if (lt__needs_input_grad(node, 2)) { /* db [M] = sum over the N rows of g */
+  if (lt__needs_input_grad(node, 2) && !db) { /* db [M] = sum over the N rows of g */
     lt_tensor *gv = lt__view_of(g, 2, (const int64_t[]){Nx, M}, (const int64_t[]){G.rs, G.cs}, g->offset);
-    lt_tensor *db = gv ? lt_sum(gv, LT_DIMS(0), false) : NULL;
+    lt_tensor *sum = gv ? lt_sum(gv, LT_DIMS(0), false) : NULL;
     lt_tensor_free(gv);
-    if (!db) return lt_last_status();
-    gin[2] = db;
+    if (!sum) return lt_last_status();
+    gin[2] = sum;
   }
   return LT_OK;
 }

@@ -51,12 +51,13 @@ typedef struct mm_key {
   int64_t m, n, k, rsa, csa, rsb, csb, rsc, csc;
   float alpha, beta;
   int threads; /* oneDNN fixes a primitive's thread count when it is made */
+  bool bias;   /* an f32 [n] bias added to every row */
 } mm_key;
 
 typedef struct mm_entry {
   mm_key key;
   dnnl_primitive_t prim;
-  dnnl_memory_desc_t md[3]; /* a, b, c */
+  dnnl_memory_desc_t md[4]; /* a, b, c, bias */
   size_t scratch;           /* scratchpad bytes */
 } mm_entry;
 
@@ -78,7 +79,7 @@ int lt__dnnl_cached_primitives(void) {
 static bool key_eq(const mm_key *a, const mm_key *b) {
   return a->m == b->m && a->n == b->n && a->k == b->k && a->rsa == b->rsa && a->csa == b->csa && a->rsb == b->rsb &&
          a->csb == b->csb && a->rsc == b->rsc && a->csc == b->csc && a->alpha == b->alpha && a->beta == b->beta &&
-         a->threads == b->threads;
+         a->threads == b->threads && a->bias == b->bias;
 }
 
 static const mm_entry *cache_find(const mm_key *k) {
@@ -105,7 +106,9 @@ static dnnl_status_t build(const mm_key *k, mm_entry *e) {
                                             (dnnl_dims_t){k->rsb, k->csb})) != dnnl_success ||
       (s = dnnl_memory_desc_init_by_strides(&e->md[2], 2, (dnnl_dims_t){k->m, k->n}, dnnl_f32,
                                             (dnnl_dims_t){k->rsc, k->csc})) != dnnl_success ||
-      (s = dnnl_matmul_desc_init(&desc, &e->md[0], &e->md[1], NULL, &e->md[2])) != dnnl_success ||
+      (k->bias && (s = dnnl_memory_desc_init_by_strides(&e->md[3], 2, (dnnl_dims_t){1, k->n}, dnnl_f32,
+                                                        (dnnl_dims_t){k->n, 1})) != dnnl_success) ||
+      (s = dnnl_matmul_desc_init(&desc, &e->md[0], &e->md[1], k->bias ? &e->md[3] : NULL, &e->md[2])) != dnnl_success ||
       (s = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
       (s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) != dnnl_success)
     goto done;
@@ -156,27 +159,30 @@ static lt_status fail(dnnl_status_t s, const char *what, int64_t m, int64_t n, i
                  s == dnnl_unimplemented ? ": no bf16 matmul for this CPU" : "");
 }
 
-static lt_status run(const mm_entry *e, const void *a, const void *b, void *c) {
+static lt_status run(const mm_entry *e, const void *a, const void *b, void *c, const float *bias) {
   const mm_key *k = &e->key;
   dnnl_status_t s;
   if ((s = thread_stream()) != dnnl_success) return fail(s, "stream_create", k->m, k->n, k->k);
   void *scr = e->scratch ? scratch_for(e->scratch) : NULL;
   if (e->scratch && !scr)
     return lt__err(LT_ERR_NOMEM, "matmul: bf16 product: cannot allocate %zu bytes of scratchpad", e->scratch);
-  dnnl_memory_t mem[4] = {NULL};
+  dnnl_memory_t mem[5] = {NULL}; /* a, b, c, scratchpad, bias */
   dnnl_memory_desc_t smd;
   if (e->scratch) dnnl_memory_desc_init_by_tag(&smd, 1, (dnnl_dims_t){(dnnl_dim_t)e->scratch}, dnnl_u8, dnnl_a);
   const void *h[3] = {a, b, c};
   s = dnnl_success;
   for (int i = 0; i < 3 && s == dnnl_success; i++) s = dnnl_memory_create(&mem[i], &e->md[i], engine, (void *)h[i]);
   if (s == dnnl_success && e->scratch) s = dnnl_memory_create(&mem[3], &smd, engine, scr);
+  if (s == dnnl_success && k->bias) s = dnnl_memory_create(&mem[4], &e->md[3], engine, (void *)bias);
   if (s == dnnl_success) {
-    dnnl_exec_arg_t args[4] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]},
-                               {DNNL_ARG_SCRATCHPAD, mem[3]}};
-    s = dnnl_primitive_execute(e->prim, tl_stream, e->scratch ? 4 : 3, args);
+    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
+    int nargs = 3;
+    if (e->scratch) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, mem[3]};
+    if (k->bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem[4]};
+    s = dnnl_primitive_execute(e->prim, tl_stream, nargs, args);
     if (s == dnnl_success) s = dnnl_stream_wait(tl_stream);
   }
-  for (int i = 0; i < 4; i++)
+  for (int i = 0; i < 5; i++)
     if (mem[i]) dnnl_memory_destroy(mem[i]);
   return s == dnnl_success ? LT_OK : fail(s, "execute", k->m, k->n, k->k);
 }
@@ -189,7 +195,7 @@ static lt_status run(const mm_entry *e, const void *a, const void *b, void *c) {
  * products on one thread by itself. */
 #define PAR_MIN_MACS ((int64_t)1 << 21)
 
-static lt_status gemm(const mm_key *key, const void *a, const void *b, void *c);
+static lt_status gemm(const mm_key *key, const void *a, const void *b, void *c, const float *bias);
 
 /* ---- dense operands -------------------------------------------------------
  *
@@ -226,6 +232,14 @@ static void *dense_buf(int i, size_t bytes) {
  * row-major (dst_rs = cols) or back (to_dense false: dst strided, src dense). */
 static void copy_mat(int64_t rows, int64_t cols, size_t es, const void *src, int64_t rs, int64_t cs, void *dst,
                      bool to_dense) {
+  if (cs == 1) { /* rows of contiguous elements (attention's per-head slices): one memcpy a row */
+    const size_t row = (size_t)cols * es;
+    for (int64_t i = 0; i < rows; i++) {
+      if (to_dense) memcpy((char *)dst + (size_t)(i * cols) * es, (const char *)src + (size_t)(i * rs) * es, row);
+      else memcpy((char *)dst + (size_t)(i * rs) * es, (const char *)src + (size_t)(i * cols) * es, row);
+    }
+    return;
+  }
   for (int64_t i = 0; i < rows; i++)
     for (int64_t j = 0; j < cols; j++) {
       const int64_t strided = i * rs + j * cs, d = i * cols + j;
@@ -251,13 +265,18 @@ static lt_status to_dense(int i, int64_t rows, int64_t cols, size_t es, const vo
 
 lt_status lt__dnnl_gemm_bf16(bool one_thread, int64_t m, int64_t n, int64_t k, float alpha,
                              const uint16_t *a, int64_t rsa, int64_t csa, const uint16_t *b, int64_t rsb,
-                             int64_t csb, float beta, float *c, int64_t rsc, int64_t csc) {
+                             int64_t csb, float beta, float *c, int64_t rsc, int64_t csc, const float *bias) {
   if (m == 0 || n == 0) return LT_OK;
-  if (k == 0) { /* an empty sum: C = beta C */
+  if (k == 0) { /* an empty sum: C = beta C (+ bias) */
     for (int64_t i = 0; i < m; i++)
-      for (int64_t j = 0; j < n; j++) c[i * rsc + j * csc] = beta == 0.0f ? 0.0f : beta * c[i * rsc + j * csc];
+      for (int64_t j = 0; j < n; j++) {
+        const float v = beta == 0.0f ? 0.0f : beta * c[i * rsc + j * csc];
+        c[i * rsc + j * csc] = bias ? v + bias[j] : v;
+      }
     return LT_OK;
   }
+  if (bias && alpha != 1.0f) /* oneDNN scales after adding the bias: not what a caller would mean */
+    return lt__err(LT_ERR_INVALID, "matmul: bf16 product with a bias: alpha %g must be 1", (double)alpha);
   pthread_once(&engine_once, engine_init);
   if (engine_status != dnnl_success) return fail(engine_status, "engine_create", m, n, k);
   /* The thread count oneDNN sees (omp_get_max_threads, this thread's
@@ -274,19 +293,19 @@ lt_status lt__dnnl_gemm_bf16(bool one_thread, int64_t m, int64_t n, int64_t k, f
       (st = to_dense(2, m, n, sizeof(float), &pc, &rsc, &csc, beta != 0.0f, "c")) != LT_OK)
     return st;
   a = pa, b = pb, c = (float *)pc;
-  const mm_key key = {m, n, k, rsa, csa, rsb, csb, rsc, csc, alpha, beta, use};
+  const mm_key key = {m, n, k, rsa, csa, rsb, csb, rsc, csc, alpha, beta, use, bias != NULL};
   if (use != nt) omp_set_num_threads(use);
-  st = gemm(&key, a, b, c);
+  st = gemm(&key, a, b, c, bias);
   if (use != nt) omp_set_num_threads(nt);
   if (st == LT_OK && c != c_out) copy_mat(m, n, sizeof(float), c, rsc_out, csc_out, c_out, false);
   return st;
 }
 
-static lt_status gemm(const mm_key *kp, const void *a, const void *b, void *c) {
+static lt_status gemm(const mm_key *kp, const void *a, const void *b, void *c, const float *bias) {
   const mm_key key = *kp;
   const int64_t m = key.m, n = key.n, k = key.k;
   const mm_entry *e = cache_find(&key);
-  if (e) return run(e, a, b, c);
+  if (e) return run(e, a, b, c, bias);
   mm_entry fresh;
   dnnl_status_t s = build(&key, &fresh);
   if (s != dnnl_success) {
@@ -302,7 +321,7 @@ static lt_status gemm(const mm_key *kp, const void *a, const void *b, void *c) {
     fresh.prim = NULL;
   }
   pthread_rwlock_unlock(&cache_lock);
-  lt_status st = run(e ? e : &fresh, a, b, c);
+  lt_status st = run(e ? e : &fresh, a, b, c, bias);
   if (fresh.prim) dnnl_primitive_destroy(fresh.prim);
   return st;
 }

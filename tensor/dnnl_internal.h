@@ -13,8 +13,10 @@
 #include <stdbool.h>
 #include <stdint.h>
 
-/* C = alpha * A B + beta * C with A [m, k] and B [k, n] in bf16 and C
- * [m, n] in f32, accumulated in f32, each with its own row and column
+/* C = alpha * A B + beta * C (+ bias in every row) with A [m, k] and B
+ * [k, n] in bf16 and C [m, n] in f32, accumulated in f32; bias: NULL, or
+ * f32 [n] (contiguous) added to the f32 accumulator by oneDNN (alpha must
+ * then be 1), so a Linear's output is written once, each with its own row and column
  * strides in elements (a transposed view is a pair of strides, never a
  * copy). The strides must pass lt__mat_ok and C must not overlap A or B.
  * one_thread: the caller is inside an OpenMP region (oneDNN then runs on
@@ -24,7 +26,7 @@
  * LT_ERR_NOMEM. */
 lt_status lt__dnnl_gemm_bf16(bool one_thread, int64_t m, int64_t n, int64_t k, float alpha,
                              const uint16_t *a, int64_t rsa, int64_t csa, const uint16_t *b, int64_t rsb,
-                             int64_t csb, float beta, float *c, int64_t rsc, int64_t csc);
+                             int64_t csb, float beta, float *c, int64_t rsc, int64_t csc, const float *bias);
 
 /* How bf16 products run on this CPU, for lt_runtime_get_info: "native
  * (avx512_core_bf16)" / "native (amx)" when oneDNN's dispatcher reaches an ISA

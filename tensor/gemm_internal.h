@@ -19,21 +19,25 @@
  * elements. Borrows data. src: the tensor whose memory data points into,
  * when the caller names it (lt__mat_of), so that autocast can reuse a bf16
  * copy of the same memory at the same storage version; NULL otherwise
- * (LT__MAT). */
+ * (LT__MAT). bf16: in an f32 product, this operand already holds bf16
+ * elements (the autocast copy of an f32 matrix, lt__autocast_input): used
+ * as it is under autocast, widened exactly to f32 otherwise. */
 typedef struct lt__mat {
   void *data;
   int64_t rows, cols;
   int64_t rs, cs;
   const lt_tensor *src;
+  bool bf16;
 } lt__mat;
 
 #define LT__MAT(data_, rows_, cols_, rs_, cs_) \
-  ((lt__mat){(void *)(data_), (rows_), (cols_), (rs_), (cs_), NULL})
+  ((lt__mat){(void *)(data_), (rows_), (cols_), (rs_), (cs_), NULL, false})
 
 /* The transpose of a, as a view of the same elements. */
 static inline lt__mat lt__mat_t(lt__mat a) {
   lt__mat t = LT__MAT(a.data, a.cols, a.rows, a.cs, a.rs);
   t.src = a.src;
+  t.bf16 = a.bf16;
   return t;
 }
 
@@ -79,6 +83,48 @@ bool lt__mat_rows(const lt_tensor *x, lt__mat *m);
  * programmer error (LT_CHECK). Errors: LT_ERR_DTYPE, LT_ERR_BACKEND,
  * LT_ERR_NOMEM. */
 lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c);
+
+/* c = a b + bias (f32 [c.cols], contiguous, added to every row) for f32
+ * views under autocast (lt__autocast_active() must be true: a programmer
+ * error otherwise): oneDNN adds the bias to the f32 accumulator, so the
+ * output is written once (no pass filling c with the bias first, no read of
+ * it back), with the bits of the fill-then-accumulate form (one f32 addition
+ * of the same two numbers). Errors as lt__mat_gemm. */
+lt_status lt__mat_gemm_bias(bool one_thread, lt__mat a, lt__mat b, const float *bias, lt__mat c);
+
+/* True when an f32 product issued on this thread now runs with bf16
+ * operands (autocast on, and a bf16 matmul on this CPU). */
+bool lt__autocast_active(void);
+
+/* Under autocast (lt__autocast_active()), an f32 operand that several
+ * products read (attention's dO and dS in its backward) converted once:
+ * *out views its bf16 copy (bf16 set) in this thread's buffer `slot` (0 or
+ * 1), valid until the next call with the same slot on this thread; the
+ * products then use it as it is, with the bits they would have got
+ * converting it themselves. one_thread as lt__mat_gemm. Errors:
+ * LT_ERR_NOMEM. */
+lt_status lt__mat_hold_bf16(int slot, lt__mat x, bool one_thread, lt__mat *out);
+
+/* The bf16 copy of x (f32, any strides) that an autocast product reads, as
+ * a new contiguous bf16 tensor of x's shape: returns new (free with
+ * lt_tensor_free), not recorded for autograd. A module that keeps its
+ * operand for the backward (Linear) saves this copy instead of x, as
+ * PyTorch's autocast does (its linear saves the bf16 input): the backward
+ * product then needs no second conversion, and an f32 activation read only
+ * by products is freed after the forward. The same copy (a new view of its
+ * storage) is handed out again while x's storage version is unchanged, for
+ * the last few inputs of the thread (q, k and v projections of one x
+ * convert it once); the thread keeps references to those copies until
+ * they are displaced or autocast is turned off. Errors: LT_ERR_NOMEM. */
+lt_tensor *lt__autocast_input(const lt_tensor *x);
+
+/* A Linear's output gradient g [N, M] (f32, any strides) for an autocast
+ * backward: returns new (free with lt_tensor_free; a contiguous bf16 [N, M]
+ * tensor, not recorded) holding g's bf16 copy, and, when colsum is not NULL,
+ * writes its column sums (the bias gradient, f32 [M], summed in f64 row by
+ * row: the same bits on any thread count) in the same pass over g. NULL on
+ * error (LT_ERR_NOMEM). lt_sum over the rows is the reference. */
+lt_tensor *lt__autocast_bf16_colsum(lt__mat g, float *colsum);
 
 /* Sets this thread's autocast mode without touching its weight cache and
  * returns the previous one. For OpenMP regions that issue products: worker

@@ -469,6 +469,7 @@ bool lt__mat_rows(const lt_tensor *x, lt__mat *m) {
 static _Thread_local lt_dtype tl_autocast = LT_DTYPE_F32;
 
 static void wcache_clear(void);
+static void ai_clear(void);
 
 lt_dtype lt_autocast_dtype(void) { return tl_autocast; }
 
@@ -479,7 +480,10 @@ lt_dtype lt_set_autocast(lt_dtype dtype) {
     return prev;
   }
   tl_autocast = dtype;
-  if (dtype == LT_DTYPE_F32) wcache_clear(); /* leaving autocast drops the bf16 weights, as PyTorch */
+  if (dtype == LT_DTYPE_F32) { /* leaving autocast drops the bf16 weights, as PyTorch */
+    wcache_clear();
+    ai_clear();
+  }
   return prev;
 }
 
@@ -561,6 +565,33 @@ static lt_status convert(int i, lt__mat x, lt_dtype to, bool one_thread, lt__mat
   if (!buf) return LT_ERR_NOMEM;
   convert_into(x, g, to, buf, one_thread);
   *out = copy_view(x, g, buf);
+  return LT_OK;
+}
+
+/* Per-thread buffers for operands converted once and read by several
+ * products (lt__mat_hold_bf16), apart from the two conversion buffers
+ * above, which every autocast product reuses. */
+static _Thread_local void *tl_hold[2];
+static _Thread_local size_t tl_hold_cap[2];
+
+lt_status lt__mat_hold_bf16(int slot, lt__mat x, bool one_thread, lt__mat *out) {
+  LT_CHECK(slot == 0 || slot == 1);
+  if (x.bf16) {
+    *out = x;
+    return LT_OK;
+  }
+  const conv_geom g = geom_of(x);
+  const size_t bytes = (size_t)(g.outer * g.inner) * sizeof(uint16_t) + 1;
+  if (bytes > tl_hold_cap[slot]) {
+    free(tl_hold[slot]);
+    const size_t sz = (bytes + 4095) & ~(size_t)4095;
+    tl_hold[slot] = aligned_alloc(64, sz);
+    tl_hold_cap[slot] = tl_hold[slot] ? sz : 0;
+    if (!tl_hold[slot]) return lt__err(LT_ERR_NOMEM, "matmul: cannot allocate %zu bytes to convert an operand", bytes);
+  }
+  convert_into(x, g, LT_DTYPE_BF16, tl_hold[slot], one_thread);
+  *out = copy_view(x, g, tl_hold[slot]);
+  out->bf16 = true;
   return LT_OK;
 }
 
@@ -677,12 +708,136 @@ static lt_status convert_cached(int i, lt__mat x, bool one_thread, lt__mat *out)
   return LT_OK;
 }
 
-/* Operand i of an autocast product as bf16: cached when it names its tensor. */
+/* Operand i of an autocast product as bf16: as it is when it holds bf16
+ * already (lt__autocast_input), cached when it names its tensor. */
 static lt_status to_bf16(int i, lt__mat x, bool one_thread, lt__mat *out) {
+  if (x.bf16) {
+    *out = x;
+    return LT_OK;
+  }
   return x.src ? convert_cached(i, x, one_thread, out) : convert(i, x, LT_DTYPE_BF16, one_thread, out);
 }
 
-lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c) {
+/* ---- a Linear's output gradient: bf16 copy and column sums in one pass ---- */
+
+/* One row's run of n columns: bf16 copies and the running column sums. */
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) static void
+bf16_colsum_run(uint16_t *restrict dst, const float *restrict src, double *restrict acc, int64_t n) {
+  for (int64_t j = 0; j < n; j++) {
+    dst[j] = lt__bf16_from_f32(src[j]);
+    acc[j] += (double)src[j];
+  }
+}
+
+#define CS_BLOCK 128 /* columns per task: one thread owns a block over all rows */
+
+lt_tensor *lt__autocast_bf16_colsum(lt__mat g, float *colsum) {
+  const int64_t N = g.rows, M = g.cols;
+  lt_tensor *out = lt_empty(LT_DTYPE_BF16, 2, (const int64_t[]){N, M});
+  if (!out || N * M == 0) {
+    if (out && colsum)
+      for (int64_t j = 0; j < M; j++) colsum[j] = 0.0f;
+    return out;
+  }
+  uint16_t *dst = out->data;
+  const int64_t nblk = (M + CS_BLOCK - 1) / CS_BLOCK;
+  const int nt = lt__threads_for(N * M, nblk);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t blk = 0; blk < nblk; blk++) {
+    const int64_t j0 = blk * CS_BLOCK, m = M - j0 < CS_BLOCK ? M - j0 : CS_BLOCK;
+    double acc[CS_BLOCK] = {0};
+    for (int64_t i = 0; i < N; i++) { /* rows in order: the sums do not depend on the thread count */
+      const float *src = (const float *)g.data + i * g.rs + j0 * g.cs;
+      uint16_t *d = dst + i * M + j0;
+      if (g.cs == 1) bf16_colsum_run(d, src, acc, m);
+      else
+        for (int64_t j = 0; j < m; j++) {
+          d[j] = lt__bf16_from_f32(src[j * g.cs]);
+          acc[j] += (double)src[j * g.cs];
+        }
+    }
+    if (colsum)
+      for (int64_t j = 0; j < m; j++) colsum[j0 + j] = (float)acc[j];
+  }
+  tl_wc_conversions++;
+  return out;
+}
+
+/* ---- autocast inputs kept as bf16 (lt__autocast_input) --------------------
+ *
+ * The last AI_MEMO copies made on this thread, keyed like the operand cache
+ * (storage id, version, address and geometry of the source): the q, k and v
+ * projections of one input, or the encoder memory read by a decoder layer's
+ * k and v projections, share one copy. The thread holds one reference to
+ * each copy; displaced copies and all of them when autocast is turned off
+ * are released. */
+#define AI_MEMO 4
+
+typedef struct ai_entry {
+  uint64_t id, version, used;
+  const void *data;
+  int ndim;
+  int64_t shape[LT_MAX_DIMS], stride[LT_MAX_DIMS];
+  lt_tensor *copy; /* owned: one reference */
+} ai_entry;
+
+static _Thread_local ai_entry tl_ai[AI_MEMO];
+static _Thread_local uint64_t tl_ai_tick;
+
+static void ai_clear(void) {
+  for (int i = 0; i < AI_MEMO; i++) {
+    lt_tensor_free(tl_ai[i].copy);
+    tl_ai[i] = (ai_entry){0};
+  }
+}
+
+bool lt__autocast_active(void) { return tl_autocast == LT_DTYPE_BF16 && lt__dnnl_bf16_available(); }
+
+static bool ai_match(const ai_entry *e, const lt_tensor *x, uint64_t id, uint64_t ver) {
+  if (!e->copy || e->id != id || e->version != ver || e->data != x->data || e->ndim != x->ndim) return false;
+  for (int d = 0; d < x->ndim; d++)
+    if (e->shape[d] != x->shape[d] || (x->shape[d] != 1 && e->stride[d] != x->stride[d])) return false;
+  return true;
+}
+
+lt_tensor *lt__autocast_input(const lt_tensor *x) {
+  LT_CHECK(x && x->dtype == LT_DTYPE_F32);
+  const uint64_t id = lt__storage_id(x), ver = lt__version(x);
+  ai_entry *e = NULL;
+  for (int i = 0; i < AI_MEMO && !e; i++)
+    if (ai_match(&tl_ai[i], x, id, ver)) e = &tl_ai[i];
+  if (!e) {
+    lt__mat X;
+    lt_tensor *xc = NULL, *copy = NULL;
+    if (!lt__mat_rows(x, &X)) { /* leading dims that do not nest: an f32 copy first */
+      const bool prev = lt_set_grad_enabled(false);
+      xc = lt_contiguous(x);
+      lt_set_grad_enabled(prev);
+      if (!xc) return NULL;
+      LT_CHECK(lt__mat_rows(xc, &X));
+    }
+    copy = lt_empty(LT_DTYPE_BF16, x->ndim, x->shape);
+    if (copy) lt_tensor_keep(copy); /* the thread's reference, outside any open scope */
+    if (copy && x->numel > 0) /* row-major [N, K]: copy is contiguous in x's shape */
+      convert_into(X, (conv_geom){false, X.rows, X.cols, X.rs, X.cs}, LT_DTYPE_BF16, copy->data, false);
+    lt_tensor_free(xc);
+    if (!copy) return NULL;
+    e = &tl_ai[0];
+    for (int i = 1; i < AI_MEMO; i++)
+      if (tl_ai[i].used < e->used) e = &tl_ai[i];
+    lt_tensor_free(e->copy);
+    *e = (ai_entry){.id = id, .version = ver, .data = x->data, .ndim = x->ndim, .copy = copy};
+    for (int d = 0; d < x->ndim; d++) e->shape[d] = x->shape[d], e->stride[d] = x->stride[d];
+    tl_wc_conversions++;
+  }
+  e->used = ++tl_ai_tick;
+  return lt__view_of(e->copy, e->copy->ndim, e->copy->shape, e->copy->stride, e->copy->offset);
+}
+
+/* lt__mat_gemm, and lt__mat_gemm_bias when bias is not NULL (then an
+ * autocast product: the bias goes to oneDNN). */
+static lt_status mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c,
+                          const float *bias) {
   LT_CHECK(a.rows == c.rows && b.cols == c.cols && a.cols == b.rows);
   lt_status st;
   const bool bf16_ok = lt__dnnl_bf16_available();
@@ -691,6 +846,11 @@ lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt
     if ((st = to_bf16(0, a, one_thread, &a)) != LT_OK || (st = to_bf16(1, b, one_thread, &b)) != LT_OK)
       return st;
     dt = LT_DTYPE_BF16;
+  } else if (dt == LT_DTYPE_F32 && (a.bf16 || b.bf16)) {
+    /* A bf16 copy (lt__autocast_input) in an f32 product outside autocast: widened, exactly. */
+    if ((a.bf16 && (st = convert(0, a, LT_DTYPE_F32, one_thread, &a)) != LT_OK) ||
+        (b.bf16 && (st = convert(1, b, LT_DTYPE_F32, one_thread, &b)) != LT_OK))
+      return st;
   } else if (dt == LT_DTYPE_BF16 && !bf16_ok) {
     /* No bf16 matmul in oneDNN for this CPU: widen (exactly) and use BLIS. */
     if ((st = convert(0, a, LT_DTYPE_F32, one_thread, &a)) != LT_OK ||
@@ -700,7 +860,17 @@ lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt
   }
   if (dt == LT_DTYPE_BF16)
     return lt__dnnl_gemm_bf16(one_thread, c.rows, c.cols, a.cols, (float)alpha, a.data, a.rs, a.cs, b.data, b.rs,
-                              b.cs, (float)beta, c.data, c.rs, c.cs);
+                              b.cs, (float)beta, c.data, c.rs, c.cs, bias);
+  LT_CHECK(!bias);
   return (one_thread ? lt__blas_gemm_1t : lt__blas_gemm)(dt, c.rows, c.cols, a.cols, alpha, a.data, a.rs, a.cs,
                                                         b.data, b.rs, b.cs, beta, c.data, c.rs, c.cs);
+}
+
+lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c) {
+  return mat_gemm(dt, one_thread, alpha, a, b, beta, c, NULL);
+}
+
+lt_status lt__mat_gemm_bias(bool one_thread, lt__mat a, lt__mat b, const float *bias, lt__mat c) {
+  LT_CHECK(lt__autocast_active() && bias);
+  return mat_gemm(LT_DTYPE_F32, one_thread, 1.0, a, b, 0.0, c, bias);
 }

@@ -7,6 +7,11 @@
  *   result has the bits of an uncached product of the new values (no stale
  *   read), also for a new parameter allocated where a freed one was; leaving
  *   autocast frees the copies;
+ * - Linear under autocast: the bias added inside the product has the bits of
+ *   product-then-add; the saved input is x's bf16 copy (a backward outside
+ *   autocast widens it; an in-place write to x makes the next forward
+ *   convert again); the fused bf16 copy and column sums of the output
+ *   gradient against lt_to_dtype and lt_sum, on 1 and 2 threads;
  * - the mode inside OpenMP regions: a batched product's workers use the mode
  *   of the thread that asked for it, whatever other threads have set;
  * - a tiny decoder-only Transformer trained for a few steps under autocast
@@ -107,6 +112,106 @@ START_TEST(test_weight_cache) {
   lt_scope_end(sc);
   lt_optimizer_free(opt);
   lt_params_free(p);
+  lt_generator_free(g);
+}
+END_TEST
+
+/* ---- Linear under autocast: the bias in the product, the bf16 input saved --- */
+
+/* The bias added by oneDNN as it writes y (lt__mat_gemm_bias) has the bits
+ * of the autocast product followed by an f32 add of the bias: the same two
+ * numbers added once. One small product (one thread) and one large enough
+ * to run on two threads (2048 x 512 x 256). */
+START_TEST(test_linear_bias_in_product) {
+  lt_scope *sc = lt_scope_begin();
+  lt_generator *g = LT_NNP(lt_generator_new(21));
+  const int64_t shapes[2][3] = {{40, 64, 48}, {2048, 256, 512}}; /* N, K, M */
+  const int nt = lt_get_num_threads();
+  LT_OK_OR_FAIL(lt_set_num_threads(2));
+  for (int i = 0; i < 2; i++) {
+    const int64_t N = shapes[i][0], K = shapes[i][1], M = shapes[i][2];
+    lt_tensor *x = rnd(g, LT_SHAPE(N, K)), *w = rnd(g, LT_SHAPE(M, K)), *b = rnd(g, LT_SHAPE(M));
+    const lt_dtype prev = lt_set_autocast(LT_DTYPE_BF16);
+    lt_tensor *y = LT_NN(lt_linear(x, w, b));
+    lt_tensor *ref = LT_NN(lt_add(LT_NN(lt_matmul(x, LT_NN(lt_transpose(w, 0, 1)))), b));
+    lt_set_autocast(prev);
+    LT_ASSERT_SAME_BITS(y, ref);
+    lt_tensor *f32 = LT_NN(lt_linear(x, w, b));
+    ck_assert_msg(!lt_equal(y, f32), "autocast changed nothing: the test cannot see the bf16 path");
+  }
+  LT_OK_OR_FAIL(lt_set_num_threads(nt));
+  lt_scope_end(sc);
+  lt_generator_free(g);
+}
+END_TEST
+
+/* The forward under autocast saves x's bf16 copy: a backward run outside
+ * autocast widens it (exactly), so its weight gradient has the bits of an
+ * f32 Linear on the bf16-rounded x. An in-place write to x between two
+ * forwards makes the second convert again (no stale copy). */
+START_TEST(test_linear_saves_bf16_input) {
+  lt_scope *sc = lt_scope_begin();
+  lt_generator *g = LT_NNP(lt_generator_new(22));
+  lt_tensor *x = rnd(g, LT_SHAPE(3, 20, 32)), *c = rnd(g, LT_SHAPE(3, 20, 24));
+  lt_tensor *w = rnd(g, LT_SHAPE(24, 32)), *b = rnd(g, LT_SHAPE(24));
+  lt_tensor *w2 = LT_NN(lt_clone(w)), *b2 = LT_NN(lt_clone(b));
+  LT_OK_OR_FAIL(lt_requires_grad_(w, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(b, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(w2, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(b2, true));
+
+  lt_dtype prev = lt_set_autocast(LT_DTYPE_BF16);
+  lt_tensor *y = LT_NN(lt_linear(x, w, b));
+  lt_set_autocast(prev);
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(y, c)), 0, NULL, false)), NULL, false)); /* g = c */
+
+  lt_tensor *xr = LT_NN(lt_to_dtype(LT_NN(lt_to_dtype(x, LT_DTYPE_BF16)), LT_DTYPE_F32));
+  lt_tensor *yr = LT_NN(lt_linear(xr, w2, b2));
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(yr, c)), 0, NULL, false)), NULL, false));
+  LT_ASSERT_SAME_BITS(w->grad, w2->grad);
+  LT_ASSERT_SAME_BITS(b->grad, b2->grad);
+  ck_assert_msg(!lt_equal(xr, x), "x is exact in bf16: the test cannot see which x was saved");
+
+  /* in place on x: the next forward converts the new values */
+  prev = lt_set_autocast(LT_DTYPE_BF16);
+  lt_tensor *y1 = LT_NN(lt_linear(x, w, b));
+  LT_OK_OR_FAIL(lt_binary_scalar_(LT_BINARY_MUL, x, 3.0));
+  lt_tensor *y2 = LT_NN(lt_linear(x, w, b));
+  lt_tensor *want = LT_NN(lt_linear(LT_NN(lt_clone(x)), w, b));
+  lt_set_autocast(prev);
+  LT_ASSERT_SAME_BITS(y2, want);
+  ck_assert_msg(!lt_equal(y1, y2), "the write changed nothing: the test cannot see a stale copy");
+  lt_scope_end(sc);
+  lt_generator_free(g);
+}
+END_TEST
+
+/* lt__autocast_bf16_colsum against its references: the copy has the bits of
+ * lt_to_dtype(g, bf16), the column sums are lt_sum over the rows (within f32
+ * rounding: both sum in f64, in different orders), and neither depends on
+ * the thread count. Contiguous g and a transposed view (column stride != 1). */
+START_TEST(test_bf16_colsum) {
+  lt_scope *sc = lt_scope_begin();
+  lt_generator *g = LT_NNP(lt_generator_new(23));
+  lt_tensor *base = rnd(g, LT_SHAPE(300, 200));
+  const int nt = lt_get_num_threads();
+  for (int tr = 0; tr < 2; tr++) {
+    lt_tensor *gt = tr ? LT_NN(lt_transpose(base, 0, 1)) : base; /* [300, 200] or [200, 300] */
+    const int64_t N = gt->shape[0], M = gt->shape[1];
+    const lt__mat G = LT__MAT(gt->data, N, M, gt->stride[0], gt->stride[1]);
+    lt_tensor *sums[2], *copies[2];
+    for (int t = 0; t < 2; t++) {
+      LT_OK_OR_FAIL(lt_set_num_threads(t + 1));
+      sums[t] = LT_NN(lt_empty(LT_DTYPE_F32, 1, (const int64_t[]){M}));
+      copies[t] = LT_NN(lt__autocast_bf16_colsum(G, sums[t]->data));
+    }
+    LT_OK_OR_FAIL(lt_set_num_threads(nt));
+    LT_ASSERT_SAME_BITS(copies[0], copies[1]);
+    LT_ASSERT_SAME_BITS(sums[0], sums[1]);
+    LT_ASSERT_SAME_BITS(copies[0], LT_NN(lt_to_dtype(gt, LT_DTYPE_BF16)));
+    LT_ASSERT_CLOSE(sums[0], LT_NN(lt_sum(gt, LT_DIMS(0), false)), 1e-6, 1e-6);
+  }
+  lt_scope_end(sc);
   lt_generator_free(g);
 }
 END_TEST
@@ -285,6 +390,9 @@ int main(void) {
   Suite *s = suite_create("autocast_train");
   TCase *tc = tcase_create("autocast_train");
   tcase_add_test(tc, test_weight_cache);
+  tcase_add_test(tc, test_linear_bias_in_product);
+  tcase_add_test(tc, test_linear_saves_bf16_input);
+  tcase_add_test(tc, test_bf16_colsum);
   tcase_add_test(tc, test_autocast_mode_in_omp_regions);
   tcase_add_test(tc, test_tiny_transformer_autocast);
   tcase_add_test(tc, test_autocast_runs_bit_identical);
