@@ -8,6 +8,8 @@
  *   bench_attention --T 128,1024 --hs 64 --repeat 3 --B 1 --NH 4
  *   bench_attention --one fused 1024 64 1 (one configuration, this process)
  *   OMP_WAIT_POLICY=PASSIVE bench_attention --cpu   (CPU time, not wall time)
+ *   bench_attention --autocast   (both paths under lt_set_autocast(bf16):
+ *                                 their products on the bf16 engine)
  *
  * Every (path, T, HS, causal) runs in its own process (the program runs
  * itself with --one), so each peak RSS (getrusage ru_maxrss) is that
@@ -38,6 +40,8 @@ static void die(const char *what) {
  * OMP_WAIT_POLICY=PASSIVE (no spinning threads) it counts the work done and
  * is steadier than wall time on a loaded machine. */
 static bool cpu_time;
+/* --autocast: forward and backward under lt_set_autocast(LT_DTYPE_BF16). */
+static bool autocast;
 
 static double now(void) {
   struct timespec t;
@@ -54,6 +58,7 @@ static double peak_mb(void) {
 /* One configuration in this process: prints
  *   fwd_ms fwd_peak_mb fwdbwd_ms fwdbwd_peak_mb */
 static int run_one(const char *path, int64_t T, int64_t HS, bool causal, int64_t B, int64_t NH, int repeat) {
+  if (autocast) lt_set_autocast(LT_DTYPE_BF16);
   lt_generator *g = lt_generator_new(1);
   lt_tensor *q = lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS));
   lt_tensor *k = lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS));
@@ -107,6 +112,7 @@ int main(int argc, char **argv) {
   int nT = 5, nHS = 2, repeat = 2;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--cpu")) cpu_time = true;
+    else if (!strcmp(argv[i], "--autocast")) autocast = true;
     else if (!strcmp(argv[i], "--one") && i + 4 < argc)
       return run_one(argv[i + 1], atoll(argv[i + 2]), atoll(argv[i + 3]), atoi(argv[i + 4]), B, NH, repeat);
     else if (!strcmp(argv[i], "--T") && i + 1 < argc) nT = parse_list(argv[++i], Ts, 8);
@@ -115,7 +121,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--B") && i + 1 < argc) B = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--NH") && i + 1 < argc) NH = atoll(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_attention [--T 128,512] [--hs 64,128] [--repeat N] [--B N] [--NH N] [--cpu]\n");
+      fprintf(stderr, "usage: bench_attention [--T 128,512] [--hs 64,128] [--repeat N] [--B N] [--NH N] [--cpu] [--autocast]\n");
       return 2;
     }
   }
@@ -123,8 +129,8 @@ int main(int argc, char **argv) {
   char load[256] = "";
   if (up && fgets(load, sizeof load, up)) printf("load at start:%s", strchr(load, ',') ? strchr(load, ',') + 1 : load);
   if (up) pclose(up);
-  printf("B %lld, NH %lld, f32, %d threads, best of %d, %s\n", (long long)B, (long long)NH, lt_get_num_threads(),
-         repeat, cpu_time ? "CPU time of all threads (ms)" : "wall time (ms)");
+  printf("B %lld, NH %lld, f32%s, %d threads, best of %d, %s\n", (long long)B, (long long)NH,
+         autocast ? " under autocast (bf16 products)" : "", lt_get_num_threads(), repeat, cpu_time ? "CPU time of all threads (ms)" : "wall time (ms)");
   printf("| HS | T | causal | fwd unfused ms | fwd fused ms | speed-up | fwd+bwd unfused ms | fwd+bwd fused ms | "
          "speed-up | peak MB unfused | peak MB fused |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int h = 0; h < nHS; h++)
@@ -133,8 +139,8 @@ int main(int argc, char **argv) {
         double res[2][4];
         for (int p = 0; p < 2; p++) {
           char cmd[512];
-          snprintf(cmd, sizeof cmd, "/proc/%d/exe%s --B %lld --NH %lld --repeat %d --one %s %lld %lld %d",
-                   (int)getpid(), cpu_time ? " --cpu" : "", (long long)B, (long long)NH, repeat,
+          snprintf(cmd, sizeof cmd, "/proc/%d/exe%s%s --B %lld --NH %lld --repeat %d --one %s %lld %lld %d",
+                   (int)getpid(), cpu_time ? " --cpu" : "", autocast ? " --autocast" : "", (long long)B, (long long)NH, repeat,
                    p ? "fused" : "unfused", (long long)Ts[t], (long long)HSs[h], c);
           FILE *f = popen(cmd, "r");
           if (!f || fscanf(f, "%lf %lf %lf %lf", &res[p][0], &res[p][1], &res[p][2], &res[p][3]) != 4) {

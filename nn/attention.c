@@ -212,6 +212,7 @@ typedef struct sdpa_plan {
    * the deferred dropout draw over [B,NH,T,S] (NULL without dropout) */
   char *lse;
   const lt__bern_draw *drop;
+  bool x16; /* f32 row exps 16 lanes wide (AVX-512 CPU; fl_row_exp_f32) */
 } sdpa_plan;
 
 /* Zeroes the [n, m] matrix at p with strides (rs, cs). */
@@ -416,6 +417,25 @@ static int fl_pieces(const sdpa_plan *pl, int64_t t0, int64_t nb, int64_t s0, in
 #else
 #define FL_CLONES_F32
 #endif
+/* exp(x - m) of a row and its sum (tensor/softmax_internal.h): on an
+ * AVX-512 CPU 16 lanes wide with lt__vexpf16 (FMA and vscalefps; gcc
+ * vectorises the portable lt__vexpf 8 wide only, and these exps were the
+ * largest cost of the fused row steps: fwd+bwd CPU time at T 1024, HS 64,
+ * causal, 26.7 -> 23.0 ms), the portable form otherwise and for f64. The
+ * two differ in the last bits (both <= 2 ulp); a CPU always takes the same
+ * one, so results never depend on the thread count. */
+static inline double fl_row_exp_f32(const sdpa_plan *pl, const float *x, float m, float *y, int64_t n) {
+#ifdef LT__HAVE_VEXP16
+  if (pl->x16) return lt__row_exp_f32x16(x, m, y, n);
+#endif
+  (void)pl;
+  return lt__row_exp_f32(x, m, y, n);
+}
+static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double m, double *y, int64_t n) {
+  (void)pl;
+  return lt__row_exp_f64(x, m, y, n);
+}
+
 #define FT float
 #define FN f32
 #define FDT LT_DTYPE_F32
@@ -568,6 +588,9 @@ static void free_n(lt_tensor **t, int n) {
 static void plan_geometry(sdpa_plan *pl, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v) {
   pl->dt = q->dtype;
   pl->es = (int64_t)lt_dtype_size(q->dtype);
+#ifdef LT__HAVE_VEXP16
+  pl->x16 = pl->dt == LT_DTYPE_F32 && lt__cpu_avx512();
+#endif
   pl->B = q->shape[0];
   pl->NH = q->shape[1];
   pl->T = q->shape[2];
@@ -842,8 +865,12 @@ static int fl_threads(int64_t ntasks, int64_t work) {
  * dQ (summed in chunk order afterwards). The split depends on the shapes
  * only, never on the thread count, so results do not either. Causal: the
  * chunks are balanced by work (the query rows that see each key tile: the
- * first keys are seen by all). Fills bounds[0..n] (key indices); returns n. */
-#define FL_MIN_TASKS 8
+ * first keys are seen by all). Fills bounds[0..n] (key indices); returns n.
+ * FL_MIN_TASKS was 8: at B * NKV = 4 (the benchmark's B 1, NH 4) that made
+ * 8 tasks with partial dQ sums where 4 whole ones balance 2 threads as well
+ * (fwd+bwd CPU time at T 1024, HS 64, causal 23.0 -> 22.7 ms, within the
+ * noise of a loaded machine; 2 MB less). */
+#define FL_MIN_TASKS 4
 #define FL_MAX_CHUNKS 8
 static int64_t fl_chunks(const sdpa_plan *pl, int64_t *bounds) {
   const int64_t bg = pl->B * pl->NKV, nkt = (pl->S + FL_BC - 1) / FL_BC;
@@ -940,8 +967,10 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
     return NULL;
   }
   int err = 0;
+  const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
   for (int64_t i = 0; i < ntasks; i++) {
+    const lt_dtype prev = lt__autocast_adopt(ac);
     char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
     double *l = (double *)mine; /* doubles first: aligned */
     char *Sb = mine + FL_BR * 8, *m = Sb + FL_BR * FL_BC * es;
@@ -956,6 +985,7 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
 #pragma omp atomic write
       err = 1;
     }
+    lt__autocast_adopt(prev);
   }
   free(scratch);
   if (err) {
@@ -1029,8 +1059,10 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
                  (long long)nch);
   if (st == LT_OK && ntasks) {
     int err = 0;
+    const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {
+      const lt_dtype prev = lt__autocast_adopt(ac);
       char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
       double *D = (double *)mine;
       char *Pb = mine + FL_BR * 8, *Wb = Pb + FL_BR * FL_BC * es, *dPb = Wb + FL_BR * FL_BC * es;
@@ -1051,6 +1083,7 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
 #pragma omp atomic write
         err = 1;
       }
+      lt__autocast_adopt(prev);
     }
     if (err) st = lt__err(LT_ERR_BACKEND, OP " backward: q is %s, k is %s: a BLIS product failed", LT__D(q), LT__D(k));
     if (!err && dqp) { /* dq = the chunks' partial sums, added in chunk order */

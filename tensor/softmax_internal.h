@@ -114,4 +114,34 @@ LT__ROW_KERNELS(f32, float)
 LT__ROW_KERNELS(f64, double)
 #undef LT__ROW_KERNELS
 
+#ifdef LT__HAVE_VEXP16
+/* lt__row_exp_f32 16 lanes at a time (AVX-512; callers check
+ * lt__cpu_avx512() first): y = exp(x - m) by lt__vexpf16 (<= 2 ulp, not
+ * lt__vexpf's bits), and their sum in double with lt__row_sum_f32's lanes
+ * and order (element i of a block of 8 to lane i % 8, the tail's element k
+ * to lane k), so a row's result depends on nothing but the row. */
+LT__VEXP16_TARGET static inline double lt__row_exp_f32x16(const float *x, float m, float *y, int64_t n) {
+  const __m512 mv = _mm512_set1_ps(m);
+  __m512d acc = _mm512_setzero_pd();
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __m512 e = lt__vexpf16(_mm512_sub_ps(_mm512_loadu_ps(x + i), mv));
+    _mm512_storeu_ps(y + i, e);
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    acc = _mm512_add_pd(acc, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  if (i < n) { /* 1..15 left: the first 8 a whole block, the rest the tail (lane k) */
+    const int64_t left = n - i;
+    const __mmask16 mk = (__mmask16)((1u << left) - 1);
+    const __m512 e = lt__vexpf16(_mm512_sub_ps(_mm512_maskz_loadu_ps(mk, x + i), mv));
+    _mm512_mask_storeu_ps(y + i, mk, e);
+    acc = _mm512_mask_add_pd(acc, (__mmask8)mk, acc, _mm512_cvtps_pd(_mm512_castps512_ps256(e)));
+    if (left > 8) acc = _mm512_mask_add_pd(acc, (__mmask8)(mk >> 8), acc, _mm512_cvtps_pd(_mm512_extractf32x8_ps(e, 1)));
+  }
+  double a[8];
+  _mm512_storeu_pd(a, acc);
+  return LT__ROW_LANES_SUM(a);
+}
+#endif
+
 #endif /* LT_TENSOR_SOFTMAX_INTERNAL_H */

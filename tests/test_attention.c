@@ -522,12 +522,15 @@ END_TEST
 typedef struct attn_ctx {
   lt_tensor *q, *k, *v, *r;
   lt_attention_impl impl;
+  bool autocast; /* forward and backward under lt_set_autocast(LT_DTYPE_BF16) */
 } attn_ctx;
 static int attn_run(void *u, lt_tensor **res, int cap) {
   attn_ctx *c = u;
   lt_attention_opts o = {.causal = true, .impl = c->impl};
+  const lt_dtype prev = lt_set_autocast(c->autocast ? LT_DTYPE_BF16 : LT_DTYPE_F32);
   lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(c->q, c->k, c->v, &o, NULL, NULL));
   LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, c->r)), 0, NULL, false)), NULL, false));
+  lt_set_autocast(prev);
   res[0] = out;
   res[1] = lt_tensor_keep(c->q->grad);
   res[2] = lt_tensor_keep(c->k->grad);
@@ -547,11 +550,20 @@ START_TEST(test_thread_count_independent) {
     const int64_t B = sh[0], NH = sh[1], NKV = sh[2], T = sh[3], HS = sh[4];
     attn_ctx ctx = {leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS))), leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))),
                     leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))), randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS)),
-                    impl};
+                    impl, false};
     static const char *names[] = {"unfused, a task per thread", "fused, a task per thread", "unfused, one task",
                                   "fused, one task", "unfused, tiles", "fused, several tiles",
                                   "unfused, MQA", "fused, MQA, key chunks"};
     lt_test_same_on_threads(attn_run, &ctx, names[c]);
+  }
+  /* Under autocast every worker runs its tile products in bf16, as the
+   * caller does (the fused path once left its other threads in f32). */
+  for (int c = 0; c < 2; c++) {
+    const int64_t B = 2, NH = 4, NKV = 2, T = 300, HS = 32;
+    attn_ctx ctx = {leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS))), leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))),
+                    leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))), randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS)),
+                    c ? LT_ATTENTION_FUSED : LT_ATTENTION_UNFUSED, true};
+    lt_test_same_on_threads(attn_run, &ctx, c ? "fused, autocast" : "unfused, autocast");
   }
 }
 END_TEST

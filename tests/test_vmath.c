@@ -16,7 +16,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "tensor/vmath.h"
+#include "tensor/softmax_internal.h" /* includes tensor/vmath.h */
 #include "test_util.h"
 
 /* Error of y in units in the last place of the float nearest to ref (a
@@ -148,22 +148,28 @@ static void same_bits(float got, float want, const char *what, float x) {
                 got, want);
 }
 
+/* exp's special values and edges, for lt__vexpf and the 16-lane lt__vexpf16. */
+static void exp_specials(f32_fn f, const char *name) {
+  const float inf = INFINITY, nan = NAN;
+  same_bits(f(0.0f), 1.0f, name, 0.0f);
+  same_bits(f(-0.0f), 1.0f, name, -0.0f);
+  same_bits(f(inf), inf, name, inf);
+  same_bits(f(-inf), 0.0f, name, -inf);
+  same_bits(f(nan), nan, name, nan);
+  same_bits(f(-nan), nan, name, -nan);
+  same_bits(f(89.0f), inf, name, 89.0f);
+  same_bits(f(1e30f), inf, name, 1e30f);
+  same_bits(f(-104.0f), 0.0f, name, -104.0f);
+  same_bits(f(-1e30f), 0.0f, name, -1e30f);
+  same_bits(f(-103.9f), 0x1p-149f, name, -103.9f); /* the smallest subnormal */
+  ck_assert_msg(f(-90.0f) > 0 && f(-90.0f) < 0x1p-126f, "%s(-90): not subnormal", name); /* not flushed */
+  same_bits(f(1e-40f), 1.0f, name, 1e-40f);
+  same_bits(f(1.0f), expf(1.0f), name, 1.0f);
+}
+
 START_TEST(test_specials) {
   const float inf = INFINITY, nan = NAN;
-  same_bits(lt__vexpf(0.0f), 1.0f, "exp", 0.0f);
-  same_bits(lt__vexpf(-0.0f), 1.0f, "exp", -0.0f);
-  same_bits(lt__vexpf(inf), inf, "exp", inf);
-  same_bits(lt__vexpf(-inf), 0.0f, "exp", -inf);
-  same_bits(lt__vexpf(nan), nan, "exp", nan);
-  same_bits(lt__vexpf(-nan), nan, "exp", -nan);
-  same_bits(lt__vexpf(89.0f), inf, "exp", 89.0f);
-  same_bits(lt__vexpf(1e30f), inf, "exp", 1e30f);
-  same_bits(lt__vexpf(-104.0f), 0.0f, "exp", -104.0f);
-  same_bits(lt__vexpf(-1e30f), 0.0f, "exp", -1e30f);
-  same_bits(lt__vexpf(-103.9f), 0x1p-149f, "exp", -103.9f); /* the smallest subnormal */
-  ck_assert(lt__vexpf(-90.0f) > 0 && lt__vexpf(-90.0f) < 0x1p-126f); /* subnormal, not flushed */
-  same_bits(lt__vexpf(1e-40f), 1.0f, "exp", 1e-40f);
-  same_bits(lt__vexpf(1.0f), expf(1.0f), "exp", 1.0f);
+  exp_specials(lt__vexpf, "exp");
 
   same_bits(lt__vtanhf(0.0f), 0.0f, "tanh", 0.0f);
   same_bits(lt__vtanhf(-0.0f), -0.0f, "tanh", -0.0f);
@@ -235,6 +241,44 @@ START_TEST(test_vector_equals_scalar) {
 }
 END_TEST
 
+#ifdef LT__HAVE_VEXP16
+/* lt__vexpf16 (AVX-512) one lane at a time, the others fed other values:
+ * the lanes must not interfere. */
+LT__VEXP16_TARGET static float vexp16_lane(float x) {
+  const __m512 v = _mm512_set_ps(x, 1, -1, 0, 2, -2, 3, -3, 4, -4, 5, -5, 6, -6, 7, x);
+  float o[16];
+  _mm512_storeu_ps(o, lt__vexpf16(v));
+  return o[0] == o[15] || (o[0] != o[0] && o[15] != o[15]) ? o[0] : -12345.0f;
+}
+
+/* The 16-lane exp of the fused attention's rows: <= 2 ulp over the float
+ * range like lt__vexpf, the same specials, and lt__row_exp_f32x16's row sum
+ * equal to the portable row sum of its own exps, whatever the length. */
+START_TEST(test_exp16) {
+  if (!lt__cpu_avx512()) {
+    printf("exp16: no AVX-512 on this CPU, skipped\n");
+    return;
+  }
+  sweep_strat(vexp16_lane, exp, "vexpf16", 2.0, 0x1p-25f, 104.0f, 1); /* lt__vexpf's points */
+  exp_specials(vexp16_lane, "exp16");
+  const float inf = INFINITY;
+  float x[300], y[300];
+  uint32_t st = 7;
+  for (int i = 0; i < 300; i++) {
+    st = st * 1664525u + 1013904223u;
+    x[i] = (float)(st >> 8) / 16777216.0f * 20.0f - 10.0f;
+  }
+  x[5] = -inf;
+  for (int n = 0; n <= 300; n += (n < 40 ? 1 : 37)) {
+    const double s = lt__row_exp_f32x16(x, 0.5f, y, n);
+    for (int i = 0; i < n; i++) same_bits(y[i], vexp16_lane(x[i] - 0.5f), "row exp16", x[i]);
+    const double want = lt__row_sum_f32(y, n);
+    ck_assert_msg(memcmp(&s, &want, sizeof s) == 0, "row exp16 sum, n %d: %.17g, portable sum %.17g", n, s, want);
+  }
+}
+END_TEST
+#endif
+
 static Suite *suite(void) {
   Suite *s = suite_create("vmath");
   TCase *tc = tcase_create("core");
@@ -246,6 +290,9 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_erf_dense);
   tcase_add_test(tc, test_specials);
   tcase_add_test(tc, test_vector_equals_scalar);
+#ifdef LT__HAVE_VEXP16
+  tcase_add_test(tc, test_exp16);
+#endif
   suite_add_tcase(s, tc);
   return s;
 }
