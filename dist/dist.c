@@ -27,10 +27,13 @@ static struct {
   bool active;      /* MPI_Init was called by us and MPI_Finalize not yet */
   bool initialized; /* lt_dist_init ran */
   int rank, size, local_rank, local_size;
+  double timeout;   /* seconds a collective may wait without completing (0: forever) */
+  int64_t seq;      /* collectives waited for so far: the same sequence on every rank */
 #ifdef LT_HAVE_MPI
   MPI_Comm world;   /* a duplicate of MPI_COMM_WORLD with MPI_ERRORS_RETURN */
+  MPI_Comm notice;  /* another: "I am waiting in collective #seq" notices after a timeout */
 #endif
-} W = {.rank = 0, .size = 1, .local_rank = 0, .local_size = 1};
+} W = {.rank = 0, .size = 1, .local_rank = 0, .local_size = 1, .timeout = LT_DIST_TIMEOUT_DEFAULT};
 
 static double now_s(void) {
   struct timespec ts;
@@ -50,6 +53,107 @@ static lt_status mpi_err(int rc, const char *what) {
   do {                                          \
     int rc_ = (call);                           \
     if (rc_ != MPI_SUCCESS) return mpi_err(rc_, what); \
+  } while (0)
+
+/* Sleeps about us microseconds. */
+static void nap(long us) {
+  struct timespec ts = {us / 1000000, (us % 1000000) * 1000};
+  nanosleep(&ts, NULL);
+}
+
+/* After a collective timed out on this rank. Every rank that waits tells
+ * rank 0 which collective it waits in (a notice on W.notice); rank 0 gathers
+ * notices for a moment and names the ranks that sent none (stopped, looping,
+ * or far behind). The others give rank 0 that moment before their error ends
+ * the job (a rank's exit makes mpirun end every rank, rank 0 included). */
+static lt_status timed_out(const char *what, double waited) {
+  enum { TAG = 17 };
+  const double collect_s = 2.0, linger_s = 5.0;
+  if (W.rank != 0) {
+    MPI_Request r;
+    static int64_t seq; /* the send may outlive this call */
+    seq = W.seq;
+    /* synchronous: complete only once rank 0 has taken it */
+    bool pending = MPI_Issend(&seq, 1, MPI_INT64_T, 0, TAG, W.notice, &r) == MPI_SUCCESS, taken = false;
+    for (double t0 = now_s(); now_s() - t0 < linger_s;) {
+      int done = 0;
+      if (pending) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
+      if (done) pending = false, taken = true;
+      nap(20000);
+    }
+    if (pending) MPI_Request_free(&r);
+    return lt__err(LT_ERR_IO,
+                   "dist: rank %d: %s (collective #%lld) made no progress for %.0f s (the timeout: --dist-timeout, "
+                   "LT_DIST_TIMEOUT): %s",
+                   W.rank, what, (long long)W.seq, waited,
+                   taken ? "a rank is stopped, in an endless loop or far behind; rank 0's message names it"
+                         : "rank 0 did not answer: rank 0 (at least) is stopped, in an endless loop or far behind");
+  }
+  char *here = calloc((size_t)W.size, 1);
+  if (!here) return lt__err(LT_ERR_NOMEM, "dist: %s timed out after %.0f s (and no memory to say more)", what, waited);
+  here[0] = 1;
+  char other[256] = "";
+  for (double t0 = now_s(); now_s() - t0 < collect_s;) {
+    int flag = 0;
+    MPI_Status st;
+    if (MPI_Iprobe(MPI_ANY_SOURCE, TAG, W.notice, &flag, &st) != MPI_SUCCESS) break;
+    if (!flag) {
+      nap(20000);
+      continue;
+    }
+    int64_t seq = -1;
+    MPI_Recv(&seq, 1, MPI_INT64_T, st.MPI_SOURCE, TAG, W.notice, MPI_STATUS_IGNORE);
+    if (seq == W.seq) here[st.MPI_SOURCE] = 1;
+    else if (strlen(other) < sizeof other - 40) /* a rank waits in another collective: a program bug */
+      snprintf(other + strlen(other), sizeof other - strlen(other), "; rank %d waits in collective #%lld",
+               st.MPI_SOURCE, (long long)seq);
+  }
+  char late[256] = "";
+  int n_late = 0;
+  for (int r = 1; r < W.size; r++)
+    if (!here[r] && strlen(late) < sizeof late - 16) {
+      snprintf(late + strlen(late), sizeof late - strlen(late), "%s%d", n_late ? ", " : "", r);
+      n_late++;
+    }
+  free(here);
+  return lt__err(LT_ERR_IO,
+                 "dist: %s (collective #%lld) made no progress for %.0f s (the timeout: --dist-timeout, "
+                 "LT_DIST_TIMEOUT): %s%s%s%s",
+                 what, (long long)W.seq, waited, n_late ? (n_late > 1 ? "ranks " : "rank ") : "",
+                 n_late ? late : "every rank waits in it (a lost message?)",
+                 n_late ? " did not reach it (stopped, in an endless loop, or far behind)" : "",
+                 other);
+}
+
+/* Waits for a collective's request, polling (MPI makes progress inside
+ * MPI_Test), for at most the timeout; then the ranks that did not reach it
+ * are named (timed_out) and the request is left: the job must end. */
+static lt_status wait_req(MPI_Request *req, const char *what) {
+  W.seq++;
+  const double t0 = now_s();
+  for (long spins = 0;; spins++) {
+    int done = 0;
+    int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS) return mpi_err(rc, what);
+    if (done) return LT_OK;
+    /* Every 256 tests, the clock. No sleeping: MPI_Test progresses as
+     * MPI_Wait does (and yields the core when oversubscribed, as MPI_Wait
+     * does); a nap of even 50 us cost milliseconds per collective under load. */
+    if ((spins & 255) == 255) {
+      double waited = now_s() - t0;
+      if (W.timeout > 0 && waited > W.timeout) return timed_out(what, waited);
+    }
+  }
+}
+
+/* Starts a non-blocking collective (call), then wait_req. */
+#define MPI_COLLECTIVE(call, what)               \
+  do {                                           \
+    MPI_Request req_;                            \
+    int rc_ = (call);                            \
+    if (rc_ != MPI_SUCCESS) return mpi_err(rc_, what); \
+    lt_status s_ = wait_req(&req_, what);        \
+    if (s_ != LT_OK) return s_;                  \
   } while (0)
 
 /* Started by mpirun (Open MPI sets these for every process it launches). */
@@ -73,6 +177,14 @@ bool lt_dist_built_with_mpi(void) {
 lt_status lt_dist_init(int *argc, char ***argv) {
   if (W.initialized) return LT_OK;
   W.initialized = true;
+  const char *env = getenv("LT_DIST_TIMEOUT");
+  if (env && *env) {
+    char *end;
+    double t = strtod(env, &end);
+    if (*end || !(t >= 0) || t > 1e9)
+      return lt__err(LT_ERR_INVALID, "dist: LT_DIST_TIMEOUT '%s': not a number of seconds in [0, 1e9]", env);
+    W.timeout = t;
+  }
 #ifdef LT_HAVE_MPI
   if (!launched_by_mpirun()) return LT_OK;
   int already = 0;
@@ -85,6 +197,8 @@ lt_status lt_dist_init(int *argc, char ***argv) {
   MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
   MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &W.world), "MPI_Comm_dup");
   MPI_Comm_set_errhandler(W.world, MPI_ERRORS_RETURN);
+  MPI_TRY(MPI_Comm_dup(MPI_COMM_WORLD, &W.notice), "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(W.notice, MPI_ERRORS_RETURN);
   MPI_Comm_rank(W.world, &W.rank);
   MPI_Comm_size(W.world, &W.size);
   MPI_Comm local;
@@ -104,6 +218,7 @@ void lt_dist_finalize(void) {
 #ifdef LT_HAVE_MPI
   if (W.active) {
     MPI_Comm_free(&W.world);
+    MPI_Comm_free(&W.notice);
     MPI_Finalize();
   }
 #endif
@@ -120,6 +235,14 @@ _Noreturn void lt_dist_abort(int code) {
 }
 
 bool lt_dist_active(void) { return W.active; }
+
+lt_status lt_dist_set_timeout(double seconds) {
+  if (!(seconds >= 0) || seconds > 1e9)
+    return lt__err(LT_ERR_INVALID, "dist_set_timeout: %g seconds: must be in [0, 1e9] (0: no timeout)", seconds);
+  W.timeout = seconds;
+  return LT_OK;
+}
+double lt_dist_timeout(void) { return W.timeout; }
 int lt_dist_rank(void) { return W.rank; }
 int lt_dist_size(void) { return W.size; }
 int lt_dist_local_rank(void) { return W.local_rank; }
@@ -127,7 +250,7 @@ int lt_dist_local_size(void) { return W.local_size; }
 
 lt_status lt_dist_barrier(void) {
 #ifdef LT_HAVE_MPI
-  if (W.active) MPI_TRY(MPI_Barrier(W.world), "barrier");
+  if (W.active) MPI_COLLECTIVE(MPI_Ibarrier(W.world, &req_), "barrier");
 #endif
   return LT_OK;
 }
@@ -139,9 +262,9 @@ lt_status lt_dist_barrier(void) {
 /* Gathers n 8-byte values of every rank into all[size * n] (rank order). */
 static lt_status gather8(const void *v, int n, void *all) {
 #ifdef LT_HAVE_MPI
-  MPI_TRY(MPI_Allgather(v, n * 8, MPI_BYTE, all, n * 8, MPI_BYTE, W.world), "allgather");
+  MPI_COLLECTIVE(MPI_Iallgather(v, n * 8, MPI_BYTE, all, n * 8, MPI_BYTE, W.world, &req_), "allgather");
 #else
-  (void)v, (void)n, (void)all;
+  memcpy(all, v, (size_t)n * 8); /* a world of one */
 #endif
   return LT_OK;
 }
@@ -317,8 +440,9 @@ static lt_status bcast_tensors(lt_params *p, bool buffers_only) {
     /* MPI counts are int: send in chunks of at most 1 GB */
     for (size_t off = 0; off < bytes && s == LT_OK; off += (size_t)1 << 30) {
       size_t n = bytes - off < ((size_t)1 << 30) ? bytes - off : (size_t)1 << 30;
-      int rc = MPI_Bcast((char *)t->data + off, (int)n, MPI_BYTE, 0, W.world);
-      if (rc != MPI_SUCCESS) s = mpi_err(rc, "broadcast of the parameters");
+      MPI_Request req;
+      int rc = MPI_Ibcast((char *)t->data + off, (int)n, MPI_BYTE, 0, W.world, &req);
+      s = rc != MPI_SUCCESS ? mpi_err(rc, "broadcast of the parameters") : wait_req(&req, "broadcast of the parameters");
     }
     lt__bump_version(t);
   }
@@ -559,6 +683,9 @@ static void progress(lt_dist_grads *g) {
 
 /* The post-accumulate hook of every parameter (autograd.h): its gradient is
  * final; start every bucket, in index order, whose gradients all are. */
+#ifndef LT_HAVE_MPI
+__attribute__((unused)) /* registered only with several ranks, so only in a build with MPI */
+#endif
 static lt_status ready_hook(lt_tensor *t, void *user) {
   slot *sl = user;
   lt_dist_grads *g = sl->g;
@@ -610,10 +737,7 @@ lt_status lt_dist_grads_finish(lt_dist_grads *g) {
 #ifdef LT_HAVE_MPI
   double t0 = now_s();
   while (g->next < g->n_buckets && s == LT_OK) s = start_bucket(g, g->next); /* unused parameters, a skipped backward */
-  for (int b = 0; b < g->next; b++) {
-    int rc = MPI_Wait(&g->buckets[b].req, MPI_STATUS_IGNORE);
-    if (rc != MPI_SUCCESS && s == LT_OK) s = mpi_err(rc, "gradient allreduce (MPI_Wait)");
-  }
+  for (int b = 0; b < g->next && s == LT_OK; b++) s = wait_req(&g->buckets[b].req, "gradient allreduce");
   g->wait_s += now_s() - t0;
   if (s == LT_OK && g->hook_err != LT_OK)
     s = lt__err(g->hook_err, "dist_grads_finish: a gradient hook failed during backward");

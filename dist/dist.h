@@ -26,7 +26,8 @@
  * What this is not: a transport (Open MPI is), model parallelism, or
  * fault tolerance. A rank that dies ends the whole job: Open MPI's mpirun
  * aborts every process when one exits without lt_dist_finalize or is killed
- * (its default), within a second or two on one machine.
+ * (its default), within a second or two on one machine. A rank that hangs
+ * makes the others' collective calls fail after a timeout (lt_dist_set_timeout).
  *
  * Determinism: scalars are gathered and summed in rank order. Gradients use
  * MPI_Iallreduce; in Open MPI the algorithm (libnbc's schedules) is chosen
@@ -60,7 +61,8 @@ extern "C" {
 /* Starts MPI (MPI_Init_thread, FUNNELED) if the library was built with it
  * and the process was started by mpirun; otherwise the world is size 1.
  * argc/argv may be NULL. Calling it again is a no-op. Errors go to
- * MPI_ERRORS_RETURN and come back as LT_ERR_IO. */
+ * MPI_ERRORS_RETURN and come back as LT_ERR_IO; LT_ERR_INVALID for an
+ * LT_DIST_TIMEOUT that is not a number of seconds (lt_dist_set_timeout). */
 lt_status lt_dist_init(int *argc, char ***argv);
 /* Ends MPI (MPI_Finalize) if lt_dist_init started it. A no-op otherwise and
  * on a second call. Call it before returning from main on every rank: a rank
@@ -80,6 +82,25 @@ int lt_dist_local_size(void);      /* ranks on this machine; 1 without MPI */
 
 /* Waits for every rank. */
 lt_status lt_dist_barrier(void);
+
+/* ---- hung ranks ------------------------------------------------------------ */
+
+/* A rank that stops making progress (SIGSTOP, an endless loop, a deadlock)
+ * would leave the others waiting in their next collective call forever. Every
+ * wait of this module (scalars, broadcasts, the configuration check, the
+ * gradient buckets) gives up after the timeout: rank 0 names the ranks that
+ * did not reach the collective ("rank 1 did not reach it (stopped, ...)"),
+ * every waiting rank returns LT_ERR_IO with that message, and the program
+ * must then end the job (exit without lt_dist_finalize, or lt_dist_abort): the
+ * collective cannot be cancelled. The default, LT_DIST_TIMEOUT_DEFAULT, is
+ * PyTorch's (30 minutes): longer than any step, evaluation or checkpoint
+ * save of rank 0 that the others wait for. The environment variable
+ * LT_DIST_TIMEOUT (seconds), read by lt_dist_init, sets it for any program;
+ * the train program also has --dist-timeout. */
+#define LT_DIST_TIMEOUT_DEFAULT 1800.0
+/* seconds in [0, 1e9]; 0: wait forever. LT_ERR_INVALID otherwise. Process-wide. */
+lt_status lt_dist_set_timeout(double seconds);
+double lt_dist_timeout(void);
 
 /* ---- parameters and scalars ---------------------------------------------- */
 

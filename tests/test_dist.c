@@ -12,7 +12,12 @@
  *     bit-exact (also with dropout: per-rank streams restored) and N=2 -> 1, a configuration that differs across ranks
  *     refused at start, a rank killed mid-run ending the job, and no process
  *     left behind; SIGTERM to mpirun stops every rank and saves one
- *     checkpoint.
+ *     checkpoint; a stopped rank (SIGSTOP) ends the job after --dist-timeout,
+ *     named by rank 0;
+ *   - the pair tasks (--task) under mpirun: 2 ranks x 4 against 1 x 8 with
+ *     the loss weighted by each rank's share of the target tokens, resume
+ *     2 -> 2 bit-exact; the classifier run (examples/fashion_mnist_mlp)
+ *     resumed from 2 ranks on 1.
  *
  * The mpirun parts need the library built with Open MPI and mpirun
  * (LT_MPIEXEC, set by tests/CMakeLists.txt); they run in the Release build
@@ -30,6 +35,7 @@
 #include <unistd.h>
 
 #include "checkpoint/checkpoint.h"
+#include "datasets/datasets.h"
 #include "dist/dist.h"
 #include "models/transformer/config.h"
 #include "models/transformer/transformer.h"
@@ -98,6 +104,13 @@ START_TEST(size_one_world_is_a_no_op) {
   ck_assert_uint_eq(lt_dist_bucket_bytes(), 1 << 20);
   lt_dist_set_bucket_bytes(0);
   ck_assert_uint_eq(lt_dist_bucket_bytes(), LT_DIST_BUCKET_BYTES);
+  /* the collectives' timeout: a number of seconds, 0 for none */
+  ck_assert(lt_dist_timeout() == LT_DIST_TIMEOUT_DEFAULT || getenv("LT_DIST_TIMEOUT"));
+  LT_EXPECT_ERR(lt_dist_set_timeout(-1), LT_ERR_INVALID, "dist_set_timeout: -1 seconds");
+  LT_EXPECT_ERR(lt_dist_set_timeout(NAN), LT_ERR_INVALID, "must be in [0, 1e9]");
+  LT_OK_OR_FAIL(lt_dist_set_timeout(0));
+  ck_assert(lt_dist_timeout() == 0);
+  LT_OK_OR_FAIL(lt_dist_set_timeout(LT_DIST_TIMEOUT_DEFAULT));
   lt_dist_finalize();
 }
 END_TEST
@@ -382,8 +395,9 @@ static void expect_exit(int got, int want, const char *log) {
   if (got != want) ck_abort_msg("exit %d, want %d; the output (%s):\n%s", got, want, log, tail(slurp(in_tmp(log))));
 }
 
-/* The train_loss column of a metrics CSV into v (rows), its row count. */
-static int read_losses(const char *path, double *v, int cap) {
+/* Column col (0-based) of a metrics CSV into v (rows; an empty cell is NAN),
+ * its row count. */
+static int read_column(const char *path, int col, double *v, int cap) {
   FILE *f = fopen(path, "r");
   ck_assert_msg(f != NULL, "cannot open %s", path);
   char line[4096];
@@ -391,13 +405,16 @@ static int read_losses(const char *path, double *v, int cap) {
   ck_assert(fgets(line, sizeof line, f) != NULL);
   while (fgets(line, sizeof line, f) && n < cap) {
     char *p = line;
-    for (int c = 0; c < 3 && p; c++) p = strchr(p, ','), p = p ? p + 1 : NULL;
+    for (int c = 0; c < col && p; c++) p = strchr(p, ','), p = p ? p + 1 : NULL;
     ck_assert_msg(p != NULL, "short CSV row: %s", line);
-    v[n++] = strtod(p, NULL);
+    v[n++] = *p == ',' || *p == '\n' ? NAN : strtod(p, NULL);
   }
   fclose(f);
   return n;
 }
+
+/* The train_loss column of a metrics CSV. */
+static int read_losses(const char *path, double *v, int cap) { return read_column(path, 3, v, cap); }
 
 /* The parameters of a checkpoint (returns new store, with the model). */
 static lt_transformer *load_model(const char *path) {
@@ -680,6 +697,49 @@ START_TEST(a_killed_rank_ends_the_job) {
 }
 END_TEST
 
+/* The pid of rank `rank` among mpirun's children (OMPI_COMM_WORLD_RANK in its environment), or -1. */
+static pid_t rank_pid(pid_t mpirun, int rank) {
+  pid_t r[8];
+  int n = rank_pids(mpirun, r, 8);
+  char want[64];
+  int wl = snprintf(want, sizeof want, "OMPI_COMM_WORLD_RANK=%d", rank) + 1; /* with its '\0' */
+  for (int i = 0; i < n; i++) {
+    char path[64], env[1 << 15];
+    snprintf(path, sizeof path, "/proc/%d/environ", (int)r[i]);
+    FILE *f = fopen(path, "rb");
+    if (!f) continue;
+    size_t len = fread(env, 1, sizeof env, f);
+    fclose(f);
+    for (size_t k = 0; k + (size_t)wl <= len; k += strlen(env + k) + 1)
+      if (!memcmp(env + k, want, (size_t)wl)) return r[i];
+  }
+  return -1;
+}
+
+/* A rank stopped (SIGSTOP) mid-run: the others' next collective gives up
+ * after --dist-timeout, rank 0 names the stopped rank, the job ends non-zero
+ * and no process is left (the stopped one included). */
+START_TEST(a_stopped_rank_ends_the_job_after_the_timeout) {
+  write_text();
+  pid_t m = start_mpirun(2, "hang", "--steps 100000 --eval-every 0 --ckpt-every 0 --dist-timeout 6", "hang.log");
+  wait_for_step("hang.log", 5);
+  pid_t r1 = -1;
+  for (int i = 0; i < 50 && (r1 = rank_pid(m, 1)) < 0; i++) usleep(100000);
+  ck_assert_msg(r1 > 0, "rank 1's process not found under mpirun %d", (int)m);
+  ck_assert_int_eq(kill(r1, SIGSTOP), 0);
+  double took;
+  int code = wait_for(m, 60, &took);
+  if (code == -1 || kill(r1, 0) == 0) kill(r1, SIGKILL); /* ours: never leave it stopped */
+  const char *log = slurp(in_tmp("hang.log"));
+  ck_assert_msg(code != -1, "the job did not end within 60 s of a rank's stop:\n%s", tail(log));
+  ck_assert_msg(code != 0, "exit 0 with a stopped rank:\n%s", tail(log));
+  ck_assert_msg(strstr(log, "made no progress for") && strstr(log, "rank 1 did not reach it"),
+                "rank 0 did not name the stopped rank:\n%s", tail(log));
+  printf("a stopped rank (--dist-timeout 6): the job ended in %.1f s with exit %d, naming rank 1\n", took, code);
+  expect_no_leftovers();
+}
+END_TEST
+
 /* SIGTERM to mpirun (Ctrl-C is the same path): every rank stops after its
  * step, rank 0 saves ONE checkpoint, the job ends and leaves no process.
  * Open MPI 4.1's mpirun SIGKILLs the ranks odls_base_sigkill_timeout seconds
@@ -713,6 +773,76 @@ START_TEST(sigterm_to_mpirun_saves_one_checkpoint) {
 }
 END_TEST
 
+/* The pair tasks' command line (a tiny encoder-decoder on --task reverse,
+ * SGD: see equivalence_and_determinism), as train_cmd. */
+static const char *pairs_cmd(int N, int batch, const char *dir, const char *extra) {
+  static char cmd[8192];
+  char launch[512] = "";
+  if (N > 0) snprintf(launch, sizeof launch, MPIRUN " -np %d ", N);
+  snprintf(cmd, sizeof cmd,
+           "%s'%s' --task reverse --task-max-len 6 --task-train 400 --task-valid 40 --d-model 32 --heads 2 "
+           "--layers 1 --d-ff 64 --batch %d --steps 20 --eval-every 10 --eval-examples 40 --examples 3 "
+           "--ckpt-every 10 --keep 0 --dropout 0 --optim sgd --lr 0.1 --momentum 0.9 --threads 1 --log-every 5 "
+           "--ckpt-dir '%s' %s",
+           launch, LT_TRAIN_EXE, batch, in_tmp(dir), extra);
+  return cmd;
+}
+
+/* The pair tasks (--task, --tsv): a batch's pairs have different numbers of
+ * target tokens, and the loss is the mean over the step's target tokens, so
+ * each rank's loss weighs its share of the global batch's tokens. 2 ranks x 4
+ * pairs give 1 x 8's losses, validation and parameters; the validation and
+ * exact match are split across the ranks; resume 2 -> 2 is bit-exact. */
+START_TEST(pair_tasks_equivalence_and_resume) {
+  expect_exit(run(pairs_cmd(0, 8, "p1", ""), "p1.log"), 0, "p1.log");
+  expect_exit(run(pairs_cmd(2, 4, "p2", ""), "p2.log"), 0, "p2.log");
+  const char *log = slurp(in_tmp("p2.log"));
+  ck_assert_msg(strstr(log, "data parallel: 2 ranks x --batch 4 = a global batch of 8"), "%s", tail(log));
+  ck_assert_msg(strstr(log, "held-out examples") && !strstr(log, "-> ?") && strstr(log, "/40)"),
+                "rank 0 lacks decoded examples or the exact match count:\n%s", tail(log));
+  /* rank 0 shows the outputs one process shows (other ranks decoded some of them) */
+  char shown[2][4096];
+  for (int k = 0; k < 2; k++) {
+    const char *l = slurp(in_tmp(k ? "p2.log" : "p1.log")), *a0 = strstr(l, "held-out examples"),
+               *a1 = a0 ? strstr(a0, "\ndone:") : NULL;
+    ck_assert_msg(a0 && a1, "no examples in p%d.log", k + 1);
+    snprintf(shown[k], sizeof shown[k], "%.*s", (int)(a1 - a0), a0);
+  }
+  ck_assert_msg(!strcmp(shown[0], shown[1]), "examples differ:\n%s\n--- 2 ranks:\n%s", shown[0], shown[1]);
+  double a[4][32], b[4][32];
+  static const int cols[4] = {3, 10, 11, 12}; /* train_loss, val_loss, val_token_acc, val_exact_match */
+  char p1[512], p2[512];
+  snprintf(p1, sizeof p1, "%s/metrics.csv", in_tmp("p1"));
+  snprintf(p2, sizeof p2, "%s/metrics.csv", in_tmp("p2"));
+  double worst = 0;
+  for (int c = 0; c < 4; c++) {
+    ck_assert_int_eq(read_column(p1, cols[c], a[c], 32), 20);
+    ck_assert_int_eq(read_column(p2, cols[c], b[c], 32), 20);
+    for (int i = 0; i < 20; i++) {
+      if (c > 0 && (i + 1) % 10) continue; /* validation at steps 10 and 20 */
+      double d = fabs(b[c][i] - a[c][i]) / fmax(fabs(a[c][i]), 1e-3);
+      if (c == 0) worst = fmax(worst, d);
+      ck_assert_msg(d <= (c == 3 ? 0.026 : 1e-5), "column %d, step %d: %.17g on 2 ranks x 4, %.17g on 1 x 8",
+                    cols[c], i + 1, b[c][i], a[c][i]); /* exact match: one example of 40 may flip on rounding */
+    }
+  }
+  double wp = compare_params(ckpt("p2", 20), ckpt("p1", 20), 1e-5);
+  /* resume 2 -> 2: bit-exact */
+  expect_exit(run(pairs_cmd(2, 4, "pp", "--stop-after 10"), "pp.log"), 0, "pp.log");
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("pp"));
+  expect_exit(run(cmd, "ppr.log"), 0, "ppr.log");
+  compare_params(ckpt("pp", 20), ckpt("p2", 20), 0);
+  snprintf(p1, sizeof p1, "%s/metrics.csv", in_tmp("pp"));
+  ck_assert_int_eq(read_losses(p1, a[0], 32), 20);
+  for (int i = 0; i < 20; i++)
+    ck_assert_msg(memcmp(&a[0][i], &b[0][i], 8) == 0, "resumed step %d: %.17g vs %.17g", i + 1, a[0][i], b[0][i]);
+  printf("pair task: 2 ranks x 4 vs 1 x 8 over 20 steps: losses within %.2g, parameters within %.2g (relative); "
+         "resume 2 -> 2 bit-exact\n", worst, wp);
+  expect_no_leftovers();
+}
+END_TEST
+
 /* examples/dist_mlp.c, a hand-written loop with the dist calls: 2 ranks x
  * batch 8 end where 1 process x batch 16 does. */
 START_TEST(the_example_loop_is_equivalent) {
@@ -733,17 +863,61 @@ START_TEST(the_example_loop_is_equivalent) {
 }
 END_TEST
 
+/* The classifier run (train/classify.h, examples/fashion_mnist_mlp.c):
+ * stopped at step 20 of 40 on 2 ranks x batch 16, resumed on 1 process: it
+ * keeps the global batch (32 per rank) and ends where the 2-rank run does. */
+START_TEST(the_classifier_resumes_on_fewer_ranks) {
+  if (access(LT_FASHION_MNIST_DIR "/train-images-idx3-ubyte.gz", R_OK) != 0) {
+    printf("the classifier's resume: skipped (no Fashion-MNIST in " LT_FASHION_MNIST_DIR ")\n");
+    return;
+  }
+  const char *common = "--batch 16 --max-steps 40 --threads 1 --log-every 10";
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' %s --dir '%s'", LT_MLP_EXE, common, in_tmp("c1"));
+  expect_exit(run(cmd, "c1.log"), 0, "c1.log");
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' %s --dir '%s' --stop-after 20", LT_MLP_EXE, common, in_tmp("c2"));
+  expect_exit(run(cmd, "c2.log"), 0, "c2.log");
+  snprintf(cmd, sizeof cmd, "'%s' %s --dir '%s' --resume", LT_MLP_EXE, common, in_tmp("c2"));
+  expect_exit(run(cmd, "c2r.log"), 0, "c2r.log");
+  const char *log = slurp(in_tmp("c2r.log"));
+  ck_assert_msg(strstr(log, "resuming a run of a global batch of 32 on 1 rank: batch 16 -> 32 per rank") &&
+                    strstr(log, "resumed from") && strstr(log, "at step 20"),
+                "%s", tail(log));
+  double a[48], b[48], acc[2];
+  char p[512];
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("c1"));
+  ck_assert_int_eq(read_losses(p, a, 48), 40);
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("c2"));
+  ck_assert_int_eq(read_losses(p, b, 48), 40);
+  double worst = 0;
+  for (int i = 0; i < 40; i++) {
+    double d = fabs(b[i] - a[i]) / fabs(a[i]);
+    worst = fmax(worst, d);
+    ck_assert_msg(i >= 20 ? d <= 1e-4 : d == 0, "step %d: loss %.9g resumed on 1, %.9g on 2 ranks", i + 1, b[i], a[i]);
+  }
+  for (int k = 0; k < 2; k++) {
+    const char *f = strstr(slurp(in_tmp(k ? "c2r.log" : "c1.log")), "test_accuracy=");
+    ck_assert_msg(f && sscanf(f, "test_accuracy=%lf", &acc[k]) == 1, "no summary in %s", k ? "c2r.log" : "c1.log");
+  }
+  ck_assert_msg(fabs(acc[0] - acc[1]) <= 2e-3, "test accuracy %.4f after resuming on 1, %.4f on 2 ranks", acc[1], acc[0]);
+  printf("the classifier: 2 -> 1 rank resume, losses of steps 21-40 within %.2g of the 2-rank run, test accuracy "
+         "%.4f vs %.4f\n", worst, acc[1], acc[0]);
+  expect_no_leftovers();
+}
+END_TEST
+
 #endif /* LT_MPIEXEC */
 
 int main(int argc, char **argv) {
   if (argc > 1 && !strcmp(argv[1], "--worker")) return worker(argc, argv);
-  /* Two ctest entries, each under a minute on a loaded machine: test_dist
-   * (the size-1 world and most mpirun tests) and test_dist_stop
-   * (LT_DIST_PART=stop: SIGTERM to mpirun and the example's loop). */
+  /* Three ctest entries, each under a minute on a loaded machine: test_dist
+   * (the size-1 world and most mpirun tests), test_dist_stop
+   * (LT_DIST_PART=stop: SIGTERM to mpirun, the example's loop, the
+   * classifier's resume on 1 rank) and test_dist_pairs (LT_DIST_PART=pairs:
+   * the pair tasks, a stopped rank). */
   const char *part = getenv("LT_DIST_PART");
-  const bool stop_part = part && !strcmp(part, "stop");
-  Suite *s = suite_create(stop_part ? "dist_stop" : "dist");
-  if (!stop_part) {
+  Suite *s = suite_create(part ? part : "dist");
+  if (!part) {
     TCase *api = tcase_create("size1");
     tcase_add_test(api, size_one_world_is_a_no_op);
     suite_add_tcase(s, api);
@@ -754,12 +928,17 @@ int main(int argc, char **argv) {
     char cwd[512];
     if (getcwd(cwd, sizeof cwd)) snprintf(self_exe, sizeof self_exe, "%s/%s", cwd, argv[0]);
   }
-  TCase *tc = tcase_create(stop_part ? "mpirun_stop" : "mpirun");
+  const bool stop_part = part && !strcmp(part, "stop"), pairs_part = part && !strcmp(part, "pairs");
+  TCase *tc = tcase_create(part ? part : "mpirun");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 300);
   if (stop_part) {
     tcase_add_test(tc, sigterm_to_mpirun_saves_one_checkpoint);
     tcase_add_test(tc, the_example_loop_is_equivalent);
+    tcase_add_test(tc, the_classifier_resumes_on_fewer_ranks);
+  } else if (pairs_part) {
+    tcase_add_test(tc, pair_tasks_equivalence_and_resume);
+    tcase_add_test(tc, a_stopped_rank_ends_the_job_after_the_timeout);
   } else {
     tcase_add_test(tc, api_on_2_and_3_ranks);
     tcase_add_test(tc, equivalence_and_determinism);

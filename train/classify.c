@@ -27,7 +27,8 @@ void lt_classify_usage(const lt_classify_opts *o, FILE *f) {
   fprintf(f,
           "usage: %s [--data DIR] [--epochs N] [--batch B] [--max-steps N]\n"
           "       [--optim adamw|sgd] [--lr X] [--weight-decay X] [--seed S]\n"
-          "       [--threads T] [--log-every K] [--dir DIR [--resume]] [--precision f32|bf16]\n"
+          "       [--threads T] [--log-every K] [--dir DIR [--resume] [--stop-after N]]\n"
+          "       [--precision f32|bf16]\n"
           "  --data DIR       the four Fashion-MNIST *-ubyte.gz files (default %s)\n"
           "  --epochs N       passes over the training set (default %d)\n"
           "  --max-steps N    stop after N optimizer steps (a quick check; 0 = all epochs)\n"
@@ -37,7 +38,9 @@ void lt_classify_usage(const lt_classify_opts *o, FILE *f) {
           "  --threads T      threads (default: LT_NUM_THREADS or all cores)\n"
           "  --dir DIR        run directory: a checkpoint every epoch (the 2 newest kept) and\n"
           "                   DIR/metrics.csv; Ctrl-C saves one; starts over unless --resume\n"
-          "  --resume         continue from the newest checkpoint in --dir\n"
+          "  --resume         continue from the newest checkpoint in --dir (under mpirun, with\n"
+          "                   any number of ranks: the run's global batch is kept)\n"
+          "  --stop-after N   stop after step N with a checkpoint in --dir, as Ctrl-C would\n"
           "  --precision P    f32 (default), or bf16: matrix products in bf16 with f32 accumulation\n"
           "                   (autocast; weights, gradients, optimizer state and checkpoints stay f32;\n"
           "                   give it again with --resume)\n",
@@ -84,7 +87,8 @@ lt_status lt_classify_parse_args(lt_classify_opts *o, int argc, char **argv) {
       continue;
     }
     static const char *const valued[] = {"--data", "--dir", "--epochs", "--batch", "--max-steps", "--log-every",
-                                         "--threads", "--seed", "--lr", "--weight-decay", "--optim", "--precision"};
+                                         "--threads", "--seed", "--lr", "--weight-decay", "--optim", "--stop-after",
+                                         "--precision"};
     bool known = false;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return lt__err(LT_ERR_INVALID, "classify: unknown flag '%s'", a);
@@ -97,6 +101,7 @@ lt_status lt_classify_parse_args(lt_classify_opts *o, int argc, char **argv) {
     else if (!strcmp(a, "--epochs")) (s = parse_int(a, v, 1, 1000000, &n)) == LT_OK ? (void)(o->epochs = (int)n) : (void)0;
     else if (!strcmp(a, "--batch")) s = parse_int(a, v, 1, (int64_t)1 << 30, &o->batch);
     else if (!strcmp(a, "--max-steps")) s = parse_int(a, v, 0, (int64_t)1 << 40, &o->max_steps);
+    else if (!strcmp(a, "--stop-after")) s = parse_int(a, v, 0, (int64_t)1 << 40, &o->stop_after);
     else if (!strcmp(a, "--log-every")) (s = parse_int(a, v, 1, 1 << 30, &n)) == LT_OK ? (void)(o->log_every = (int)n) : (void)0;
     else if (!strcmp(a, "--threads")) (s = parse_int(a, v, 0, 4096, &n)) == LT_OK ? (void)(o->threads = (int)n) : (void)0;
     else if (!strcmp(a, "--seed")) (s = parse_int(a, v, 0, INT64_MAX, &n)) == LT_OK ? (void)(o->seed = (uint64_t)n) : (void)0;
@@ -115,6 +120,7 @@ lt_status lt_classify_parse_args(lt_classify_opts *o, int argc, char **argv) {
     if (s != LT_OK) return s;
   }
   if (o->resume && !o->dir) return lt__err(LT_ERR_INVALID, "classify: --resume needs --dir");
+  if (o->stop_after && !o->dir) return lt__err(LT_ERR_INVALID, "classify: --stop-after needs --dir");
   o->lr = opt_lr(o), o->weight_decay = opt_wd(o);
   return LT_OK;
 }
@@ -204,7 +210,43 @@ typedef struct run {
   int64_t n_classes;
   double test_acc, per_class[LT_CLASSIFY_MAX_CLASSES];
   double eval_seconds; /* wall time of the newest evaluation */
+  int64_t global_batch; /* rows of a batch over all ranks (saved: a resume on another N keeps it) */
 } run;
+
+#define KEY_GLOBAL_BATCH "classify.global_batch"
+
+static lt_status save_extra(void *user, lt_ckpt_meta *extra) {
+  return lt_ckpt_meta_set_int(extra, KEY_GLOBAL_BATCH, ((run *)user)->global_batch);
+}
+
+/* The global batch of the run that wrote the checkpoint path: its
+ * classify.global_batch, or (older files) batch x its dist.ranks, or
+ * *global unchanged if it has neither. Reads only the extra values. */
+static lt_status saved_global_batch(const char *path, int64_t batch, int64_t *global) {
+  lt_params *empty = lt_params_new();
+  if (!empty) return lt_last_status();
+  lt_train_state st = {.params = empty};
+  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lo.non_strict = true; /* the extra values only */
+  lt_ckpt_info *info = NULL;
+  lt_status s = lt_ckpt_load_training(path, &st, &lo, &info);
+  int64_t v = 0;
+  if (s == LT_OK && lt_ckpt_meta_kind(info->extra, KEY_GLOBAL_BATCH) >= 0) {
+    s = lt_ckpt_meta_get_int(info->extra, KEY_GLOBAL_BATCH, &v);
+  } else if (s == LT_OK && lt_ckpt_meta_kind(info->extra, LT_TRAINER_KEY_RANKS) >= 0) {
+    s = lt_ckpt_meta_get_int(info->extra, LT_TRAINER_KEY_RANKS, &v);
+    if (s == LT_OK && (v < 1 || __builtin_mul_overflow(v, batch, &v))) v = -1;
+  } else if (s == LT_OK) {
+    v = *global;
+  }
+  if (s == LT_OK && v < 1)
+    s = lt__err(LT_ERR_FORMAT, "classify: checkpoint '%s': its global batch (%s) is not a batch size", path,
+                KEY_GLOBAL_BATCH);
+  if (s == LT_OK) *global = v;
+  lt_ckpt_info_free(info);
+  lt_params_free(empty);
+  return s;
+}
 
 /* One mini-batch: forward in training mode and the mean cross-entropy. The
  * trainer does the backward pass, the optimizer step and the learning rate. */
@@ -294,15 +336,40 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
 
   run r = {.m = m, .d = d, .o = o};
   /* Under mpirun every rank draws the global batch of N x --batch (the same
-   * order from the same seed) and keeps its slice (docs/distributed.md). */
-  lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch * lt_dist_size());
+   * order from the same seed) and keeps its slice (docs/distributed.md). A
+   * resumed run keeps the checkpoint's global batch, whatever N is now. */
+  char path[4096] = "";
+  int64_t batch = o->batch, global;
+  lt_status s = LT_OK;
+  if (__builtin_mul_overflow(o->batch, (int64_t)lt_dist_size(), &global))
+    s = lt__err(LT_ERR_OVERFLOW, "%s: batch %lld x %d ranks overflows", op, (long long)o->batch, lt_dist_size());
+  if (s == LT_OK && o->dir && o->resume) {
+    int64_t saved = global;
+    if ((s = lt_trainer_find_resume(o->dir, "ckpt", path, sizeof path)) == LT_OK)
+      s = saved_global_batch(path, o->batch, &saved);
+    if (s == LT_OK && saved != global) {
+      if (saved % lt_dist_size() != 0)
+        s = lt__err(LT_ERR_INVALID, "%s: the run in '%s' has a global batch of %lld, which %d ranks cannot share "
+                    "equally: resume with a number of ranks that divides it", op, path, (long long)saved, lt_dist_size());
+      else
+        fprintf(out, "resuming a run of a global batch of %lld on %d rank%s: batch %lld -> %lld per rank\n",
+                (long long)saved, lt_dist_size(), lt_dist_size() > 1 ? "s" : "", (long long)o->batch,
+                (long long)(saved / lt_dist_size()));
+      global = saved, batch = saved / lt_dist_size();
+    }
+  }
+  if (s != LT_OK) {
+    if (quiet) fclose(quiet);
+    return s;
+  }
+  r.global_batch = global;
+  lt_batch_opts bo = LT_BATCH_DEFAULTS(global);
   if (lt_dist_size() > 1)
     fprintf(out, "data parallel: %d ranks x batch %lld = a global batch of %lld\n", lt_dist_size(),
-            (long long)o->batch, (long long)(o->batch * lt_dist_size()));
+            (long long)batch, (long long)global);
   bo.seed = o->seed;
   lt_optimizer *optim = NULL;
   lt_trainer *trainer = NULL;
-  lt_status s = LT_OK;
   r.loader = lt_tensor_loader_new(d->train_x, d->train_y, &bo);
   if (!r.loader) {
     if (quiet) fclose(quiet);
@@ -321,7 +388,7 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
   lt_schedule sched = {.kind = LT_SCHED_WARMUP_COSINE, .base_lr = oc.lr, .min_lr = oc.lr * 0.01,
                        .warmup = total / 50, .total = total};
   fprintf(out, "training: %s lr %g weight decay %g, batch %lld, %lld steps (%lld per epoch)\n",
-          o->sgd ? "SGD (Nesterov momentum 0.9)" : "AdamW", oc.lr, oc.weight_decay, (long long)o->batch,
+          o->sgd ? "SGD (Nesterov momentum 0.9)" : "AdamW", oc.lr, oc.weight_decay, (long long)batch,
           (long long)total, (long long)steps_per_epoch);
   r.cap_losses = total;
   r.losses = calloc((size_t)total, sizeof *r.losses);
@@ -340,18 +407,17 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
   tc.dir = o->dir;
   tc.n_metrics = 1, tc.metrics = METRICS;
   tc.log_every = o->log_every;
+  tc.stop_after = o->stop_after;
   tc.out = out;
   lt_trainer_hooks hooks = {.user = &r, .micro_batch = micro_batch, .evaluate = evaluate_hook,
-                            .get_position = get_position, .set_position = set_position,
+                            .save_extra = save_extra, .get_position = get_position, .set_position = set_position,
                             .batches_per_epoch = bpe_hook};
   trainer = lt_trainer_new(&tc, &hooks);
   if (!trainer) goto fail;
   if (o->dir) {
-    char path[4096];
     if (lt_trainer_make_dir(o->dir) != LT_OK) goto fail;
     if (o->resume) {
-      if (lt_trainer_find_resume(o->dir, "ckpt", path, sizeof path) != LT_OK || lt_trainer_resume(trainer, path) != LT_OK)
-        goto fail;
+      if (lt_trainer_resume(trainer, path) != LT_OK) goto fail;
       fprintf(out, "resumed from %s at step %lld\n", path, (long long)lt_trainer_step(trainer));
     } else if (lt_trainer_clear_dir(o->dir, "ckpt") != LT_OK) { /* a new run starts over */
       goto fail;
@@ -432,7 +498,7 @@ int lt_classify_main(int argc, char **argv, lt_classify_opts *o, const lt_classi
   } else {
     const lt_classifier clf = {m->model, m->forward, params, m->name};
     if (lt_classify_fit(&clf, &data, o, stdout, &res) != LT_OK) code = main_failed(o, "training");
-    else if (res.end != LT_TRAINER_DONE) code = 128 + res.stop_reason;
+    else if (res.end != LT_TRAINER_DONE && res.end != LT_TRAINER_STOPPED) code = 128 + res.stop_reason; /* STOPPED: --stop-after */
   }
   lt_params_free(params);
   lt_generator_free(gen);

@@ -73,6 +73,7 @@ typedef struct lt_classify_opts {
   bool resume;            /* continue from dir's newest checkpoint */
   bool help;              /* set by lt_classify_parse_args for --help / -h */
   const char *(*class_name)(int64_t label); /* for the per-class lines; NULL: "class <k>" */
+  int64_t stop_after;     /* stop after this step with a checkpoint in dir, as Ctrl-C would (0: off) */
   bool bf16;              /* --precision bf16: the run (training and evaluation) under autocast
                            * (lt_set_autocast(LT_DTYPE_BF16): products in bf16 with f32 accumulation,
                            * weights, gradients, optimizer state and checkpoints f32;
@@ -84,7 +85,7 @@ typedef struct lt_classify_opts {
  * 42, a progress line every 100 steps, no directory, f32. */
 #define LT_CLASSIFY_DEFAULTS(prog, n_epochs)                                                                  \
   ((lt_classify_opts){(prog), LT_FASHION_MNIST_DIR, (n_epochs), 128, 1000, 0, 100, 0, -1, false, 42, 0, NULL, \
-                      false, false, lt_fashion_mnist_class_name, false})
+                      false, false, lt_fashion_mnist_class_name, 0, false})
 
 /* Parses argv[1..argc) into *o (which holds the defaults). --help or -h sets
  * o->help and returns LT_ERR_INVALID; an unknown flag, a missing or bad value
@@ -161,7 +162,7 @@ typedef struct lt_classify_model {
  * loader shuffles from its own), the parameters, lt_classify_fit to stdout,
  * then everything freed and lt_dist_finalize after a finished run (after a
  * signal, mpirun is ending the job: it is left alone).
- * Never exits: returns the program's exit code. 0: done, or --help (usage
+ * Never exits: returns the program's exit code. 0: done, stopped by --stop-after, or --help (usage
  * to stdout); 2: a bad command line (the message and the usage to stderr);
  * 1: no data or a failure (the message to stderr, as
  * "<program>: <what> failed: <STATUS>: <detail>"); 128 + the signal: stopped

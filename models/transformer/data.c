@@ -253,7 +253,9 @@ lt_status lt_tf_data_prepare(const lt_tf_data_opts *o, lt_tf_data *D, lt_tokeniz
     D->valid = lt_seq_pairs_encode(D->valid_text, D->tok, D->tok, &so, &D->affected_valid);
     if (!D->valid) return lt__tf_fail("encoding the validation examples (see --seq-len, --overlong)");
   }
-  lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch);
+  /* With N ranks, as for language modelling: the global batch of N x --batch
+   * pairs, the same on every rank; each trains on its rows (train_main.c). */
+  lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch * lt_dist_size());
   bo.bucket_batches = o->bucket;
   bo.seed = o->seed + 2;
   D->sl = lt_seq2seq_loader_new(D->train, &bo);

@@ -65,7 +65,7 @@ typedef struct lt_tf_data_opts {
   int64_t bpe_vocab;           /* BPE vocabulary size */
   int64_t seq_len;             /* LM: the context; pairs: most source tokens and target positions */
   lt_overlong overlong;        /* pairs: a sequence longer than seq_len */
-  int64_t batch;               /* examples (LM: windows) per batch of the loader */
+  int64_t batch;               /* examples (LM: windows) per rank: the loader draws batch x lt_dist_size() */
   int64_t bucket;              /* pairs: sort by length within windows of N batches (0: off) */
   uint64_t seed;               /* the loader's shuffling draws from seed + 2 */
 } lt_tf_data_opts;

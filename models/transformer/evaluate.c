@@ -34,7 +34,9 @@ static void *alloc_n(size_t n, size_t size) {
 }
 #define NOMEM(what) lt_error_set(LT_ERR_NOMEM, "%s: out of memory", what)
 
-/* Loss and token accuracy of every example of pairs, teacher forced. */
+/* Loss and token accuracy of every example of pairs, teacher forced. With N
+ * ranks, as for language modelling (eval_lm): rank r takes batches r, r + N,
+ * ... and the sums are reduced; a stop request does not cut it short. */
 static lt_status eval_pairs_loss(lt_transformer *model, const lt_tf_data *D, int64_t B, lt_tf_eval_result *E) {
   const lt_seq_pairs *pairs = D->valid;
   int64_t n = lt_seq_pairs_count(pairs);
@@ -42,8 +44,10 @@ static lt_status eval_pairs_loss(lt_transformer *model, const lt_tf_data *D, int
   int64_t *idx = alloc_n((size_t)B, sizeof *idx);
   if (!idx) return NOMEM("validation");
   lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
+  const int N = lt_dist_size(), rank = lt_dist_rank();
   lt_status st = LT_OK;
-  for (int64_t b0 = 0; b0 < n && !lt_trainer_stop_requested() && st == LT_OK; b0 += B) {
+  for (int64_t b0 = 0, k = 0; b0 < n && (N > 1 || !lt_trainer_stop_requested()) && st == LT_OK; b0 += B, k++) {
+    if (k % N != rank) continue;
     int64_t nb = n - b0 < B ? n - b0 : B;
     for (int64_t i = 0; i < nb; i++) idx[i] = b0 + i;
     lt_scope *s = lt_scope_begin();
@@ -75,10 +79,13 @@ static lt_status eval_pairs_loss(lt_transformer *model, const lt_tf_data *D, int
   }
   free(idx);
   if (st != LT_OK) return st;
+  double v[3] = {loss_sum, correct, count};
+  LT__TF_TRY(lt_dist_allreduce_f64(v, 3, LT_DIST_SUM), "validation: reducing over the ranks");
+  loss_sum = v[0], correct = v[1], count = v[2];
   E->loss = count > 0 ? loss_sum / count : NAN;
   E->token_acc = count > 0 ? correct / count : NAN;
   if (D->kind == LT_TF_DATA_CLASSIFY) E->n_exact = (int64_t)correct, E->n_decoded = (int64_t)count;
-  E->interrupted = lt_trainer_stop_requested() != 0;
+  E->interrupted = N == 1 && lt_trainer_stop_requested() != 0;
   return LT_OK;
 }
 
@@ -140,7 +147,10 @@ static lt_status exact_batch(lt_transformer *model, const lt_tf_data *D, const i
 /* Exact match of greedy decoding on examples [0, n) of the validation pairs.
  * Batches hold examples of similar target length (decoding stops when the
  * longest reference + 1 tokens are made: anything longer is wrong anyway).
- * out[i] (if out) receives the decoded text of example i < n_out. */
+ * out[i] (if out) receives the decoded text of example i < n_out.
+ * With N ranks, rank r decodes batches r, r + N, ... and the counts are
+ * reduced (a stop request does not cut it short); then rank 0 decodes the
+ * examples i < n_out that other ranks had, for out (not counted again). */
 static lt_status eval_exact(lt_transformer *model, const lt_tf_data *D, int64_t B, int64_t n, lt_tf_eval_result *E,
                             char **out, int64_t n_out) {
   const lt_seq_pairs *V = D->valid;
@@ -160,8 +170,10 @@ static lt_status eval_exact(lt_transformer *model, const lt_tf_data *D, int64_t 
   }
   qsort(order, (size_t)n, sizeof *order, cmp_len);
   E->n_exact = E->n_decoded = 0;
+  const int N = lt_dist_size(), rank = lt_dist_rank();
   lt_status st = LT_OK;
-  for (int64_t b0 = 0; b0 < n && !lt_trainer_stop_requested() && st == LT_OK; b0 += B) {
+  for (int64_t b0 = 0, j = 0; b0 < n && (N > 1 || !lt_trainer_stop_requested()) && st == LT_OK; b0 += B, j++) {
+    if (j % N != rank) continue;
     int64_t nb = n - b0 < B ? n - b0 : B, maxlen = 0;
     for (int64_t k = 0; k < nb; k++) {
       idx[k] = order[b0 + k].i;
@@ -171,8 +183,29 @@ static lt_status eval_exact(lt_transformer *model, const lt_tf_data *D, int64_t 
     st = exact_batch(model, D, idx, nb, maxlen + 1 < max_len ? maxlen + 1 : max_len, E, out, n_out);
     lt_scope_end(s);
   }
+  if (st == LT_OK && N > 1) {
+    int64_t v[2] = {E->n_exact, E->n_decoded};
+    st = lt_dist_allreduce_i64(v, 2, LT_DIST_SUM);
+    E->n_exact = v[0], E->n_decoded = v[1];
+    if (st != LT_OK) st = lt__tf_fail("exact match: reducing over the ranks");
+  }
+  /* rank 0's outputs of the examples other ranks decoded: in the same sorted order */
+  int64_t nb = 0, maxlen = 0;
+  lt_tf_eval_result scratch = *E;
+  for (int64_t k = 0; k < n && N > 1 && rank == 0 && out && st == LT_OK; k++) {
+    if (order[k].i < n_out && !out[order[k].i]) {
+      idx[nb++] = order[k].i;
+      if (order[k].len > maxlen) maxlen = order[k].len;
+    }
+    if (nb == B || (k == n - 1 && nb > 0)) {
+      lt_scope *s = lt_scope_begin();
+      st = exact_batch(model, D, idx, nb, maxlen + 1 < max_len ? maxlen + 1 : max_len, &scratch, out, n_out);
+      lt_scope_end(s);
+      nb = maxlen = 0;
+    }
+  }
   free(idx), free(order);
-  E->interrupted = lt_trainer_stop_requested() != 0;
+  E->interrupted = N == 1 && lt_trainer_stop_requested() != 0;
   return st;
 }
 

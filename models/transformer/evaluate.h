@@ -44,7 +44,8 @@ typedef struct lt_tf_eval_result {
  * examples (0: none). out (may be NULL) receives the decoded text of each
  * example i < n_out among them: new strings (free with free()) in out[i].
  * Fills *E; errors name the stage ("validation forward", "greedy decoding",
- * ...). A data-parallel LM run must call it on every rank. */
+ * ...). With N ranks (mpirun) it must be called on every rank: each takes
+ * every N-th batch and the sums are reduced; out gets every example on rank 0. */
 lt_status lt_tf_evaluate(lt_transformer *model, const lt_tf_data *D, int64_t batch, int64_t n_exact, char **out,
                          int64_t n_out, lt_tf_eval_result *E);
 

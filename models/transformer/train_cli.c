@@ -181,6 +181,9 @@ static const lt_cli_opt OPTS[] = {
     OD("threads", LT_CLI_INT, threads, F_RUN | F_NOSAVE, "N", 0, 1024,
        "threads for BLIS and libtensor's kernels (results do not depend on it)",
        "LT_NUM_THREADS, else auto: all cores or 1, whichever trains faster (measured as it goes)"),
+    OD("dist-timeout", LT_CLI_DOUBLE, dist_timeout, F_RUN | F_NOSAVE, "SECONDS", 0, 1e9,
+       "under mpirun: a rank waiting this long for the others ends the job, naming the hung rank (0: never)",
+       "LT_DIST_TIMEOUT, else 1800"),
     O("log-every", LT_CLI_INT, log_every, F_RUN, "N", 1, COUNT_MAX,
       "progress line every N steps when stdout is not a terminal"),
     OE("precision", precision, F_RUN, lt_cli_precision_name, LT_CLI_PRECISION_COUNT,
@@ -246,6 +249,7 @@ options default_options(void) {
   o.ckpt_every = -1;
   o.keep = 3;
   o.threads = 0;
+  o.dist_timeout = -1; /* not given: lt_dist's (LT_DIST_TIMEOUT, else the default) */
   o.log_every = 100;
   return o;
 }

@@ -69,6 +69,7 @@ typedef struct options {
   int64_t stop_after;
   /* run */
   int64_t threads, log_every;
+  double dist_timeout;        /* --dist-timeout: seconds; -1: not given */
   int precision;              /* LT_CLI_PRECISION_* */
   const char *csv;
   int64_t max_memory;         /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */

@@ -180,8 +180,9 @@ typedef struct run {
   char csv_path[PATH_LEN];
   /* the micro-batches of the current step (pairs: all fetched first, weights need the total) */
   lt_seq2seq_batch *mb;       /* [accum], owned by the step's lt_scope */
-  int64_t *mb_tokens;         /* [accum] tokens of each (real source + target) */
-  int64_t mb_total;           /* target tokens (classification: examples) of the step */
+  int64_t *mb_tokens;         /* [accum] tokens of each (real source + target), this rank's rows */
+  int64_t *mb_n;              /* [accum] target tokens (classification: examples) of this rank's rows */
+  int64_t mb_total;           /* target tokens (classification: examples) of the step, all ranks */
   /* validation */
   lt_tf_eval_result E;       /* the newest */
   char **outs;                /* decoded examples of the final validation [n_pool] */
@@ -221,18 +222,52 @@ static int64_t count_false(const lt_tensor *mask) {
   return n;
 }
 
+/* Number of targets of a labels tensor (the entries that are not LT_IGNORE_INDEX). */
+static int64_t count_targets(const lt_tensor *labels) {
+  lt_tensor *c = lt_contiguous(labels);
+  if (!c) die_lt(EXIT_DATA, "labels");
+  int64_t n = 0;
+  const int64_t *p = c->data;
+  for (int64_t i = 0; i < c->numel; i++) n += p[i] != LT_IGNORE_INDEX;
+  lt_tensor_free(c);
+  return n;
+}
+
+/* This rank's rows [b0, b0 + nb) of a global batch: views (the step's scope frees them). */
+static void narrow_pairs(lt_seq2seq_batch *b, int64_t b0, int64_t nb) {
+  lt_tensor **t[] = {&b->src, &b->src_mask, &b->tgt_in, &b->tgt_mask, &b->labels};
+  for (size_t i = 0; i < sizeof t / sizeof *t; i++)
+    if (*t[i] && !(*t[i] = lt_narrow(*t[i], 0, b0, nb))) die_lt(EXIT_DATA, "this rank's slice of the batch");
+}
+
 /* Pairs: all micro-batches of the step first, since each one's weight is its
- * share of the step's target tokens (classification: examples). */
+ * share of the step's target tokens (classification: examples). With N ranks
+ * every rank draws the same global batches (N x --batch pairs) and keeps its
+ * rows (lt_dist_shard); the step's total is that of the global batches, so
+ * known on every rank without a message (the count DDP users allreduce). */
 static lt_status hook_begin_step(void *user, int64_t step, int64_t accum) {
   run *r = user;
   if (r->D.kind == LT_TF_DATA_LM) return LT_OK;
+  const bool classify = r->D.kind == LT_TF_DATA_CLASSIFY;
   r->mb_total = 0;
   for (int64_t a = 0; a < accum; a++) {
     lt_seq2seq_batch *b = &r->mb[a];
     TRY(EXIT_DATA, lt_seq2seq_loader_next(r->D.sl, b), "next batch");
-    r->mb_total += r->D.kind == LT_TF_DATA_CLASSIFY ? b->src->shape[0] : b->n_tokens;
+    r->mb_total += classify ? b->src->shape[0] : b->n_tokens;
+    bool none = false; /* this rank has no row of the batch */
+    if (lt_dist_size() > 1) {
+      int64_t b0, nb;
+      lt_dist_shard(b->src->shape[0], &b0, &nb);
+      /* An epoch's last, short batch may have fewer pairs than there are
+       * ranks: a rank left without one runs pair 0 with weight 0 (as for
+       * language modelling), so that it still takes part in the reductions. */
+      if (nb == 0) b0 = 0, nb = 1, none = true;
+      narrow_pairs(b, b0, nb);
+      b->n_tokens = classify ? 0 : count_targets(b->labels);
+    }
+    r->mb_n[a] = none ? 0 : classify ? b->src->shape[0] : b->n_tokens;
     /* tokens: real source tokens + target tokens (classification: source only) */
-    r->mb_tokens[a] = (r->D.kind == LT_TF_DATA_CLASSIFY ? 0 : b->n_tokens) + count_false(b->src_mask);
+    r->mb_tokens[a] = none ? 0 : (classify ? 0 : b->n_tokens) + count_false(b->src_mask);
   }
   return LT_OK;
 }
@@ -267,18 +302,18 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
     lt_seq2seq_batch *b = &r->mb[m->index];
     m->tokens = r->mb_tokens[m->index];
     if (!m->forward) return LT_OK;
-    double n;
     if (r->D.kind == LT_TF_DATA_CLASSIFY) {
       logits = lt_transformer_classify(r->model, b->src, b->src_mask, &ctx); /* [B, n_classes] */
       labels = lt_select(b->labels, 1, 0);
-      n = (double)b->src->shape[0];
     } else {
       lt_tensor *mem = lt_transformer_encode(r->model, b->src, b->src_mask, &ctx);                  /* [B, S, C] */
       logits = lt_transformer_decode(r->model, b->tgt_in, b->tgt_mask, mem, b->src_mask, 0, &ctx); /* [B, T, V] */
       labels = b->labels;
-      n = (double)b->n_tokens;
     }
-    m->weight = r->mb_total > 0 ? n / (double)r->mb_total : 0;
+    /* The loss is the mean over this rank's targets: weighted by their share
+     * of the step's targets on all ranks, times N, since the trainer averages
+     * the ranks' gradients and losses (divides their sum by N). */
+    m->weight = r->mb_total > 0 ? (double)r->mb_n[m->index] * lt_dist_size() / (double)r->mb_total : 0;
   }
   lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, r->o.label_smoothing, LT_REDUCTION_MEAN};
   m->loss = logits && labels ? lt_cross_entropy(logits, labels, &ce) : NULL;
@@ -419,6 +454,7 @@ static void finish(run *r) {
   g_trainer = r->trainer = NULL;
   free(r->mb);
   free(r->mb_tokens);
+  free(r->mb_n);
   for (int64_t i = 0; r->outs && i < r->n_pool; i++) free(r->outs[i]);
   free(r->outs);
   lt_ckpt_meta_free(r->cfg_meta);
@@ -454,6 +490,7 @@ int main(int argc, char **argv) {
   signal(SIGXFSZ, SIG_IGN); /* a file over the size limit is an ordinary write error (EFBIG), not a kill */
   signal(SIGPIPE, SIG_IGN); /* a closed stdout is a write error (EPIPE), reported at the end; training goes on */
   if (r->o.threads > 0) TRY(EXIT_USAGE, lt_set_num_threads((int)r->o.threads), "--threads");
+  if (r->o.dist_timeout >= 0) TRY(EXIT_USAGE, lt_dist_set_timeout(r->o.dist_timeout), "--dist-timeout");
   TRY(EXIT_DATA, lt_init(), "starting libtensor");
 
   char resume_path[PATH_LEN] = "";
@@ -489,20 +526,18 @@ int main(int argc, char **argv) {
     r->o.batch = global / lt_dist_size();
   }
   if (lt_dist_size() > 1) {
-    if (r->o.text == NULL)
-      die(EXIT_USAGE, "mpirun -np %d: data parallelism covers language modelling (--text) so far; the pair tasks "
-          "(--task, --tsv) run on one process", lt_dist_size());
     if (r->o.eval_only) die(EXIT_USAGE, "--eval-only runs on one process (not under mpirun -np %d)", lt_dist_size());
-    char v[6][64];
+    char v[7][64];
     snprintf(v[0], 64, "%lld", (long long)r->o.seed);
     snprintf(v[1], 64, "%lld", (long long)r->o.batch);
     snprintf(v[2], 64, "%lld", (long long)r->o.seq_len);
     snprintf(v[3], 64, "%.17g", r->o.lr);
     snprintf(v[4], 64, "%lld", (long long)r->o.accum);
     snprintf(v[5], 64, "%.63s", r->o.resume ? r->o.resume : "");
-    const char *names[6] = {"--seed", "--batch", "--seq-len", "--lr", "--accum", "--resume"};
-    const char *vals[6] = {v[0], v[1], v[2], v[3], v[4], v[5]};
-    TRY(EXIT_USAGE, lt_dist_check_same(PROG, 6, names, vals), "mpirun");
+    snprintf(v[6], 64, "%.63s", r->o.text ? r->o.text : r->o.tsv ? r->o.tsv : lt_task_name(r->o.task));
+    const char *names[7] = {"--seed", "--batch", "--seq-len", "--lr", "--accum", "--resume", "data (--text, --tsv, --task)"};
+    const char *vals[7] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+    TRY(EXIT_USAGE, lt_dist_check_same(PROG, 7, names, vals), "mpirun");
   }
 
   /* data */
@@ -606,6 +641,7 @@ int main(int argc, char **argv) {
   if (!(g_trainer = r->trainer = lt_trainer_new(&tc, &hooks))) die_lt(EXIT_USAGE, "the training loop");
   r->mb = xmalloc(sizeof *r->mb * (size_t)r->o.accum);
   r->mb_tokens = xmalloc(sizeof *r->mb_tokens * (size_t)r->o.accum);
+  r->mb_n = xmalloc(sizeof *r->mb_n * (size_t)r->o.accum);
   r->n_pool = r->o.examples * LT_TF_EXAMPLE_POOL; /* decoded outputs kept for the examples shown */
   r->outs = calloc((size_t)r->n_pool + 1, sizeof *r->outs);
   if (!r->outs) die(EXIT_DATA, "out of memory");
