@@ -51,16 +51,17 @@ def evaluate(model, x, y):
     return correct / len(x)
 
 
-def run(make_model, shape, epochs, no_decay=()):
-    """Parses the command line, builds make_model() after seeding, trains and
-    prints one line per epoch and the summary line."""
+def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay=0.01):
+    """Parses the command line (epochs, lr, batch and weight_decay are the
+    model's defaults, as each C example sets its own), builds make_model()
+    after seeding, trains and prints one line per epoch and the summary line."""
     ap = argparse.ArgumentParser()
     ap.add_argument("--data", default="/usr/share/datasets/fashion-mnist")
     ap.add_argument("--epochs", type=int, default=epochs)
-    ap.add_argument("--batch", type=int, default=128)
+    ap.add_argument("--batch", type=int, default=batch)
     ap.add_argument("--max-steps", type=int, default=0)
-    ap.add_argument("--lr", type=float, default=1e-3)
-    ap.add_argument("--weight-decay", type=float, default=0.01)
+    ap.add_argument("--lr", type=float, default=lr)
+    ap.add_argument("--weight-decay", type=float, default=weight_decay)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--threads", type=int, default=2)
     a = ap.parse_args()

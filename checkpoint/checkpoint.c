@@ -422,6 +422,9 @@ static lt_status targets_push(targets *t, const char *name, const lt_tensor *lik
 static int by_name(const void *a, const void *b) {
   return strcmp((*(target *const *)a)->name, (*(target *const *)b)->name);
 }
+static int desc_by_name(const void *a, const void *b) {
+  return strcmp(((const lt_ckpt_tensor_desc *)a)->name, ((const lt_ckpt_tensor_desc *)b)->name);
+}
 
 /* "a, b, c ... and 7 more" into buf. */
 static void list_names(char *buf, size_t size, const names *l) {
@@ -788,14 +791,26 @@ static lt_status check_config(const loader *L, const lt_ckpt_meta *file_cfg) {
   return LT_OK;
 }
 
-/* lt_ckpt_info's model_*: every dataset under /model (the model's or not)
- * checked as lt__h5_check_dataset checks (its own type, any shape), and its
- * elements and bytes summed. Nothing is read. */
-static lt_status model_totals(loader *L, lt_ckpt_info *info) {
+/* Every dataset under group checked as lt__h5_check_dataset checks (its own
+ * type, any shape), its elements and bytes summed into *elems and *bytes,
+ * and, with out not NULL, described into a new array *out of *n entries
+ * (names relative to group, sorted; charged to the memory cap before they
+ * are allocated); *n is the count. Nothing is read. Used by loads (lt_ckpt_info's model_*)
+ * and lt_ckpt_describe. */
+static lt_status describe_group(loader *L, const char *group, lt_ckpt_tensor_desc **out, int *n, uint64_t *elems,
+                                uint64_t *bytes) {
   lt__h5_list list;
-  lt_status s = lt__h5_walk(L->file, &L->raw, "/model", &list);
+  lt_status s = lt__h5_walk(L->file, &L->raw, group, &list);
   if (s) return s;
-  uint64_t elems = 0, bytes = 0;
+  lt_ckpt_tensor_desc *v = NULL;
+  *elems = *bytes = 0;
+  if (out) {
+    uint64_t need = (uint64_t)list.n * sizeof *v;
+    for (int i = 0; i < list.n; i++) need += strlen(list.v[i].name) + 1;
+    if (!(s = charge(L, need, "the description of its tensors")) &&
+        !(v = calloc((size_t)(list.n ? list.n : 1), sizeof *v)))
+      s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  }
   for (int i = 0; i < list.n && !s; i++) {
     hid_t d = H5Dopen2(L->file, list.v[i].path, H5P_DEFAULT);
     hid_t t = d < 0 ? -1 : H5Dget_type(d);
@@ -809,26 +824,57 @@ static lt_status model_totals(loader *L, lt_ckpt_info *info) {
     int64_t shape[LT_MAX_DIMS];
     size_t nb;
     s = lt__h5_check_dataset(d, list.v[i].path, &e, L->size, &nd, shape, &nb);
+    lt_dtype dt = s ? LT_DTYPE_COUNT : lt__h5_dtype_of(t);
     H5Tclose(t);
     H5Dclose(d);
     if (s) {
       name_file(L);
       break;
     }
-    uint64_t n = 1;
-    for (int k = 0; k < nd; k++) n *= (uint64_t)shape[k]; /* checked by lt__h5_check_dataset */
-    if (__builtin_add_overflow(elems, n, &elems) || __builtin_add_overflow(bytes, (uint64_t)nb, &bytes) ||
-        elems > (uint64_t)INT64_MAX)
-      s = lt__err(LT_ERR_OVERFLOW, "checkpoint '%s': the datasets under /model hold more than 2^63 elements",
-                  L->path);
+    uint64_t ne = 1;
+    for (int k = 0; k < nd; k++) ne *= (uint64_t)shape[k]; /* checked by lt__h5_check_dataset */
+    if (__builtin_add_overflow(*elems, ne, elems) || __builtin_add_overflow(*bytes, (uint64_t)nb, bytes) ||
+        *elems > (uint64_t)INT64_MAX) {
+      s = lt__err(LT_ERR_OVERFLOW, "checkpoint '%s': the datasets under %s hold more than 2^63 elements", L->path,
+                  group);
+      break;
+    }
+    if (v) {
+      lt_ckpt_tensor_desc *o = &v[i];
+      if (!(o->name = strdup(list.v[i].name))) {
+        s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+        break;
+      }
+      o->dtype = dt;
+      o->ndim = nd;
+      memcpy(o->shape, shape, (size_t)nd * sizeof *shape);
+      o->numel = (int64_t)ne;
+      o->bytes = nb;
+    }
   }
-  if (!s) {
-    info->model_tensors = list.n;
-    info->model_elements = (int64_t)elems;
-    info->model_bytes = bytes;
+  if (!s && v) qsort(v, (size_t)list.n, sizeof *v, desc_by_name);
+  if (!s) *n = list.n;
+  if (!s && out) {
+    *out = v;
+    v = NULL;
   }
+  if (v)
+    for (int i = 0; i < list.n; i++) free(v[i].name);
+  free(v);
   lt__h5_list_free(&list);
   return s;
+}
+
+/* lt_ckpt_info's model_*: every dataset under /model (the model's or not). */
+static lt_status model_totals(loader *L, lt_ckpt_info *info) {
+  uint64_t elems, bytes;
+  int n;
+  lt_status s = describe_group(L, "/model", NULL, &n, &elems, &bytes);
+  if (s) return s;
+  info->model_tensors = n;
+  info->model_elements = (int64_t)elems;
+  info->model_bytes = bytes;
+  return LT_OK;
 }
 
 /* The optimizer part of a training load: attributes checked, state read. */
@@ -1047,6 +1093,19 @@ static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_ge
   return s;
 }
 
+/* Opens the root group into *root (the caller closes it, also on failure
+ * when it is >= 0) and reads /model's attributes, the configuration, into
+ * config. */
+static lt_status read_config(loader *L, hid_t *root, lt_ckpt_meta *config) {
+  *root = H5Gopen2(L->file, "/", H5P_DEFAULT);
+  hid_t g = *root < 0 ? -1 : H5Gopen2(*root, "model", H5P_DEFAULT);
+  if (g < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /model", L->path);
+  lt_status s = lt__h5_read_meta(g, &L->raw, "/model", config, NULL);
+  H5Gclose(g);
+  if (s) name_file(L);
+  return s;
+}
+
 static lt_status load_common(const char *op, const char *path, lt_params *p, lt_train_state *st,
                              const lt_ckpt_load_opts *opts, lt_ckpt_info **info_out) {
   if (info_out) *info_out = NULL;
@@ -1082,19 +1141,7 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
                 "training state (lt_ckpt_load_params loads it)", path);
     goto done;
   }
-  root = H5Gopen2(L.file, "/", H5P_DEFAULT);
-  g = root < 0 ? -1 : H5Gopen2(root, "model", H5P_DEFAULT);
-  if (g < 0) {
-    s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /model", path);
-    goto done;
-  }
-  s = lt__h5_read_meta(g, &L.raw, "/model", info->config, NULL);
-  H5Gclose(g);
-  g = -1;
-  if (s) {
-    name_file(&L);
-    goto done;
-  }
+  if ((s = read_config(&L, &root, info->config))) goto done;
   if (opts->expect_config && (s = check_config(&L, info->config))) goto done;
   for (int i = 0; i < lt_params_count(p) && !s; i++) {
     const lt_param *q = lt_params_at(p, i);
@@ -1198,4 +1245,76 @@ lt_status lt_ckpt_load_training(const char *path, lt_train_state *st, const lt_c
   lt_status s = check_train_state("ckpt_load_training", st);
   if (s) return s;
   return load_common("ckpt_load_training", path, st->params, st, opts, info);
+}
+
+/* ---- describing a checkpoint ------------------------------------------- */
+
+static void tensor_descs_free(lt_ckpt_tensor_desc *v, int n) {
+  for (int i = 0; i < n; i++) free(v[i].name);
+  free(v);
+}
+
+void lt_ckpt_desc_free(lt_ckpt_desc *d) {
+  if (!d) return;
+  free(d->library_version);
+  lt_ckpt_meta_free(d->config);
+  tensor_descs_free(d->tensors, d->n_tensors);
+  free(d->optim_kind);
+  tensor_descs_free(d->optim, d->n_optim);
+  free(d);
+}
+
+/* The loader's phase 1 without a model: open_checked, the configuration as
+ * load_common reads it, then describe_group for /model and /optim. */
+lt_status lt_ckpt_describe(const char *path, const lt_ckpt_load_opts *opts, lt_ckpt_desc **out) {
+  const char *op = "ckpt_describe";
+  if (out) *out = NULL;
+  if (!out) return lt__err_null(op, "desc");
+  if (!path) return lt__err_null(op, "path");
+  lt_ckpt_load_opts def = LT_CKPT_LOAD_DEFAULTS;
+  if (!opts) opts = &def;
+
+  lt__h5_guard guard;
+  lt__h5_enter(&guard);
+  loader L = {.path = path, .file = -1, .fd = -1, .opts = opts};
+  hid_t root = -1, g = -1;
+  uint64_t elems, bytes;
+  lt_status s = LT_OK;
+  lt_ckpt_desc *d = calloc(1, sizeof *d);
+  if (!d || !(d->config = lt_ckpt_meta_new())) {
+    s = lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    goto done;
+  }
+  if ((s = open_checked(&L, &d->format_version, &d->library_version, &d->training))) goto done;
+  L.version = d->format_version;
+  if ((s = read_config(&L, &root, d->config))) goto done;
+  if ((s = describe_group(&L, "/model", &d->tensors, &d->n_tensors, &elems, &bytes))) goto done;
+  d->model_elements = (int64_t)elems;
+  d->model_bytes = bytes;
+  if (d->training && H5Lexists(root, "optim", H5P_DEFAULT) > 0) {
+    /* open_checked made sure /optim is a group reached by a hard link, its header checked. */
+    if ((g = H5Gopen2(root, "optim", H5P_DEFAULT)) < 0) {
+      s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /optim", path);
+      goto done;
+    }
+    s = lt__h5_get_attr_string(g, "/optim", "kind", &d->optim_kind);
+    if (!s) s = lt__h5_get_attr_int(g, "/optim", "step", &d->optim_step);
+    if (!s && (d->optim_step < 0 || d->optim_step > LT_OPTIM_MAX_STEP))
+      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
+                  "outside [0, %lld] (LT_OPTIM_MAX_STEP)", path, (long long)d->optim_step,
+                  (long long)LT_OPTIM_MAX_STEP);
+    if (s == LT_ERR_INDEX) s = absent_attr(&L);
+    if (s) goto done;
+    if ((s = describe_group(&L, "/optim", &d->optim, &d->n_optim, &elems, &bytes))) goto done;
+  }
+  *out = d;
+  d = NULL;
+done:
+  if (g >= 0) H5Gclose(g);
+  if (root >= 0) H5Gclose(root);
+  if (L.file >= 0) H5Fclose(L.file);
+  if (L.fd >= 0) close(L.fd);
+  lt_ckpt_desc_free(d);
+  lt__h5_leave(&guard);
+  return s;
 }

@@ -196,6 +196,54 @@ lt_status lt_ckpt_load_params(const char *path, lt_params *p, const lt_ckpt_load
                               lt_ckpt_info **info);
 
 /* ======================================================================== */
+/* Describing a checkpoint without building anything                       */
+/* ======================================================================== */
+
+/* One tensor of a checkpoint, from its HDF5 metadata (no data read). */
+typedef struct lt_ckpt_tensor_desc {
+  char *name;                  /* state_dict name ("fc1.weight"); optimizer states "<param>.<state>"
+                                  ("fc1.weight.exp_avg") */
+  lt_dtype dtype;              /* LT_DTYPE_COUNT: a type no libtensor dtype has (a load refuses it) */
+  int ndim;
+  int64_t shape[LT_MAX_DIMS];
+  int64_t numel;
+  uint64_t bytes;              /* in memory */
+} lt_ckpt_tensor_desc;
+
+/* What a checkpoint holds: its configuration and its tensors. */
+typedef struct lt_ckpt_desc {
+  int64_t format_version;
+  char *library_version;       /* lt_version() of the writer */
+  bool training;               /* a full training state (else model only) */
+  lt_ckpt_meta *config;        /* the model configuration (attributes of /model) */
+  int n_tensors;               /* the datasets under /model, sorted by name */
+  lt_ckpt_tensor_desc *tensors;
+  int64_t model_elements;      /* their elements, summed (as lt_ckpt_info's) */
+  uint64_t model_bytes;        /* their bytes in memory, summed */
+  /* Training checkpoints with optimizer state (/optim); else NULL, 0, 0, NULL. */
+  char *optim_kind;            /* "adamw", "sgd", ... (lt_optim_kind_name) */
+  int64_t optim_step;          /* optimizer steps done, in [0, LT_OPTIM_MAX_STEP] */
+  int n_optim;                 /* the state tensors, sorted by name */
+  lt_ckpt_tensor_desc *optim;
+} lt_ckpt_desc;
+void lt_ckpt_desc_free(lt_ckpt_desc *d); /* frees d and everything in it; NULL is a no-op */
+
+/* Reads path's configuration and the name, dtype and shape of every tensor
+ * under /model (and, for a training checkpoint, of every optimizer state),
+ * from the HDF5 metadata only: no tensor data is read and no model built,
+ * so a program can list a checkpoint or size a model before building it.
+ * The file is checked as a load checks it (regular file, integrity header,
+ * checksummed layout unless opts->allow_unchecksummed, links, layouts,
+ * filters, ranks and dimensions overflow-checked and capped by the file's
+ * size), with the same walker and checks. opts may be NULL for the
+ * defaults; only allow_unchecksummed and max_bytes apply (max_bytes caps
+ * what the description itself allocates: its names and entries).
+ * On success *desc is new (free with lt_ckpt_desc_free); on failure *desc
+ * is NULL, with the loader's codes and messages (LT_ERR_IO, LT_ERR_FORMAT,
+ * LT_ERR_OVERFLOW, LT_ERR_NOMEM; LT_ERR_NULL for a NULL path or desc). */
+lt_status lt_ckpt_describe(const char *path, const lt_ckpt_load_opts *opts, lt_ckpt_desc **desc);
+
+/* ======================================================================== */
 /* Full training state                                                      */
 /* ======================================================================== */
 

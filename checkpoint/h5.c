@@ -115,13 +115,19 @@ hid_t lt__h5_mem_type(lt_dtype d) {
   }
 }
 
-char *lt__h5_type_desc(hid_t type, char *buf, size_t size) {
-  const char *name = NULL;
-  for (int d = 0; d < LT_DTYPE_COUNT && !name; d++) {
+lt_dtype lt__h5_dtype_of(hid_t type) {
+  for (int d = 0; d < LT_DTYPE_COUNT; d++) {
     hid_t t = lt__h5_file_type((lt_dtype)d);
-    if (t >= 0 && H5Tequal(type, t) > 0) name = lt_dtype_name((lt_dtype)d);
+    bool same = t >= 0 && H5Tequal(type, t) > 0;
     if (t >= 0) H5Tclose(t);
+    if (same) return (lt_dtype)d;
   }
+  return LT_DTYPE_COUNT;
+}
+
+char *lt__h5_type_desc(hid_t type, char *buf, size_t size) {
+  lt_dtype dt = lt__h5_dtype_of(type);
+  const char *name = dt == LT_DTYPE_COUNT ? NULL : lt_dtype_name(dt);
   H5T_class_t cls = H5Tget_class(type);
   size_t bytes = H5Tget_size(type);
   H5T_order_t order = H5Tget_order(type);

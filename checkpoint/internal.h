@@ -75,6 +75,9 @@ lt_status lt__h5_err(lt_status s, const char *fmt, ...) __attribute__((format(pr
  * matching memory type. Both are new type ids (H5Tclose them). */
 hid_t lt__h5_file_type(lt_dtype d);
 hid_t lt__h5_mem_type(lt_dtype d);
+/* The dtype whose file type (lt__h5_file_type) type is exactly, or
+ * LT_DTYPE_COUNT for none. */
+lt_dtype lt__h5_dtype_of(hid_t type);
 /* "f32 (IEEE float, 4 bytes, little-endian)"-style description of a type. */
 char *lt__h5_type_desc(hid_t type, char *buf, size_t size);
 

@@ -13,7 +13,7 @@
  * with the MLP example (examples/fashion_mnist_mlp.c, docs/tutorial.md), so
  * only the model differs. bench/cnn_fashion_mnist_torch.py is the same run
  * in PyTorch (same configuration, seed handling and data order: a
- * permutation per epoch, batches of 128, AdamW 1e-3 with warmup + cosine).
+ * permutation per epoch, batches of 128, AdamW 5e-3 with warmup + cosine).
  *
  * BatchNorm2d is the library's lt_batch_norm_m (nn/nn.h): batch statistics
  * in training and the running ones (momentum 0.1, eps 1e-5) in evaluation,
@@ -75,6 +75,10 @@ static lt_status init(void *m, lt_params *p, lt_generator *g) { return cnn_init(
 int main(int argc, char **argv) {
   cnn model;
   lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("cnn_fashion_mnist", 3);
+  /* The recipe: AdamW lr 5e-3 (the library's default is 1e-3), weight decay
+   * 0.01, warmup + cosine, batch 128, 3 epochs: 0.91 test accuracy on both
+   * sides over 3 seeds, where 1e-3 gave 0.906 (docs/vision.md). */
+  opt.lr = 5e-3;
   const lt_classify_model spec = {&model, init, cnn_forward, "CNN conv16-bn-pool conv32-bn-pool fc128 fc10"};
   return lt_classify_main(argc, argv, &opt, &spec);
 }

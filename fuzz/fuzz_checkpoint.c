@@ -4,7 +4,8 @@
  * block). The harness puts a user block in front, seals it in memory with the
  * library's seal (lt__ckpt_seal_buffer: size and CRC-32 then match, so the
  * fuzzer gets past the integrity check into HDF5 and the layout checks),
- * writes the file and loads it the way generate and train --resume do:
+ * writes the file, describes it (lt_ckpt_describe, as export --list) and
+ * loads it the way generate and train --resume do:
  *   1. a non-strict training load into an empty store (the configuration and
  *      the extra values), else a model-only load;
  *   2. the tokenizer blob, deserialised and used once;
@@ -153,6 +154,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   fuzz_write_file(path, file, LT__CKPT_UB + size, "", 0);
   free(file);
   FUZZ_ASSERT(lt_ckpt_verify(path) == LT_OK, "the sealed file does not verify: %s", lt_last_error());
+
+  /* 0. the description (export --list): metadata only, the same checks */
+  lt_ckpt_desc *desc = (lt_ckpt_desc *)&desc;
+  lt_status ds = lt_ckpt_describe(path, NULL, &desc);
+  fuzz_check_status(ds, "describe");
+  FUZZ_ASSERT(ds == LT_OK ? desc != NULL : desc == NULL, "describe: *desc after %s", lt_status_name(ds));
+  for (int i = 0; ds == LT_OK && i < desc->n_tensors; i++)
+    FUZZ_ASSERT(desc->tensors[i].ndim >= 0 && desc->tensors[i].ndim <= LT_MAX_DIMS && desc->tensors[i].numel >= 0,
+                "describe: tensor %d has rank %d, %lld elements", i, desc->tensors[i].ndim,
+                (long long)desc->tensors[i].numel);
+  lt_ckpt_desc_free(desc);
 
   /* 1. configuration and extra values, as generate and train --resume read them */
   lt_ckpt_info *info = (lt_ckpt_info *)&info;

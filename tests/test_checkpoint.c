@@ -1133,6 +1133,105 @@ typedef struct name_list {
   int n;
 } name_list;
 
+/* lt_ckpt_describe: the configuration and every tensor's name, dtype and
+ * shape, from the metadata, match what was saved: the store's lt_params (every
+ * dtype, 0-d and zero-size, buffers) and, for a training checkpoint, every
+ * optimizer state the optimizer holds (parameters that some steps skipped
+ * included); nothing is built. Bad arguments, a missing file and the memory
+ * cap are errors with *desc NULL. Crafted files: test_checkpoint_badfiles.c
+ * runs it on every case. */
+static void assert_desc_matches(const lt_ckpt_tensor_desc *d, const lt_tensor *t, const char *name) {
+  ck_assert_msg(d->dtype == t->dtype, "%s: dtype %d, saved %d", name, (int)d->dtype, (int)t->dtype);
+  ck_assert_msg(d->ndim == t->ndim, "%s: rank %d, saved %d", name, d->ndim, t->ndim);
+  for (int k = 0; k < t->ndim; k++) ck_assert_int_eq(d->shape[k], t->shape[k]);
+  ck_assert_int_eq(d->numel, t->numel);
+  ck_assert_uint_eq(d->bytes, (uint64_t)t->numel * lt_dtype_size(t->dtype));
+}
+
+START_TEST(describe_lists_params) {
+  lt_params *pa = make_model(11);
+  lt_ckpt_meta *cfgm = make_config(V);
+  const char *mp = ckpt_path("model.h5");
+  LT_OK_OR_FAIL(lt_ckpt_save_params(mp, pa, cfgm, NULL));
+  lt_ckpt_desc *d = NULL;
+  LT_OK_OR_FAIL(lt_ckpt_describe(mp, NULL, &d));
+  ck_assert(!d->training);
+  ck_assert_int_eq(d->format_version, LT_CKPT_FORMAT_VERSION);
+  ck_assert_str_eq(d->library_version, lt_version());
+  int64_t iv;
+  const char *sv;
+  LT_OK_OR_FAIL(lt_ckpt_meta_get_int(d->config, "vocab_size", &iv));
+  ck_assert_int_eq(iv, V);
+  LT_OK_OR_FAIL(lt_ckpt_meta_get_string(d->config, "activation", &sv));
+  ck_assert_str_eq(sv, "gelu");
+  ck_assert_int_eq(lt_ckpt_meta_count(d->config), lt_ckpt_meta_count(cfgm));
+  ck_assert_int_eq(d->n_tensors, lt_params_count(pa));
+  int64_t elems = 0;
+  for (int i = 0; i < d->n_tensors; i++) {
+    if (i) ck_assert_msg(strcmp(d->tensors[i - 1].name, d->tensors[i].name) < 0, "not sorted at %d", i);
+    const lt_tensor *t = lt_params_find(pa, d->tensors[i].name);
+    ck_assert_msg(t != NULL, "'%s' is not in the store", d->tensors[i].name);
+    assert_desc_matches(&d->tensors[i], t, d->tensors[i].name);
+    elems += t->numel;
+  }
+  ck_assert_int_eq(d->model_elements, elems);
+  ck_assert_ptr_null(d->optim_kind);
+  ck_assert_int_eq(d->n_optim, 0);
+  lt_ckpt_desc_free(d);
+
+  /* a training checkpoint: the optimizer's states too */
+  lt_optim_config cfg = lt_optim_defaults(LT_OPTIM_ADAMW);
+  lt_optimizer *oa = lt_optimizer_new(pa, &cfg);
+  lt_schedule sc = {.kind = LT_SCHED_CONSTANT, .base_lr = 1e-3};
+  lt_train_state sa = {.params = pa, .optim = oa, .optim_config = &cfg, .schedule = &sc};
+  train_steps_skip(pa, oa, &sc, &sa.step, 3, skipped);
+  const char *tp = ckpt_path("train.h5");
+  LT_OK_OR_FAIL(lt_ckpt_save_training(tp, &sa, cfgm, NULL, NULL));
+  LT_OK_OR_FAIL(lt_ckpt_describe(tp, NULL, &d));
+  ck_assert(d->training);
+  ck_assert_int_eq(d->n_tensors, lt_params_count(pa));
+  ck_assert_str_eq(d->optim_kind, "adamw");
+  ck_assert_int_eq(d->optim_step, 3);
+  static const char *const states[] = {"exp_avg", "exp_avg_sq", "step"};
+  int held = 0;
+  for (int i = 0; i < lt_params_count(pa); i++)
+    for (int k = 0; k < 3; k++) held += lt_optimizer_state(oa, lt_params_at(pa, i)->name, states[k]) != NULL;
+  ck_assert_int_gt(held, 0);
+  ck_assert_int_eq(d->n_optim, held);
+  for (int i = 0; i < d->n_optim; i++) {
+    char name[256];
+    snprintf(name, sizeof name, "%s", d->optim[i].name);
+    char *dot = strrchr(name, '.');
+    ck_assert_ptr_nonnull(dot);
+    *dot = '\0';
+    const lt_tensor *t = lt_optimizer_state(oa, name, dot + 1);
+    ck_assert_msg(t != NULL, "'%s' is not a state of the optimizer", d->optim[i].name);
+    assert_desc_matches(&d->optim[i], t, d->optim[i].name);
+  }
+  lt_ckpt_desc_free(d);
+
+  /* errors: *desc NULL, a message */
+  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lo.max_bytes = 64; /* less than the list of names */
+  d = (lt_ckpt_desc *)1;
+  ck_assert_int_eq(lt_ckpt_describe(tp, &lo, &d), LT_ERR_NOMEM);
+  ck_assert_ptr_null(d);
+  ck_assert_ptr_nonnull(strstr(lt_last_error(), "memory cap"));
+  d = (lt_ckpt_desc *)1;
+  ck_assert_int_eq(lt_ckpt_describe(ckpt_path("absent.h5"), NULL, &d), LT_ERR_IO);
+  ck_assert_ptr_null(d);
+  lt_clear_error();
+  ck_assert_int_eq(lt_ckpt_describe(NULL, NULL, &d), LT_ERR_NULL);
+  lt_clear_error();
+  ck_assert_int_eq(lt_ckpt_describe(tp, NULL, NULL), LT_ERR_NULL);
+  lt_clear_error();
+  lt_ckpt_desc_free(NULL);
+  lt_optimizer_free(oa);
+  lt_ckpt_meta_free(cfgm);
+  lt_params_free(pa);
+}
+END_TEST
+
 static herr_t list_cb(hid_t obj, const char *name, const H5O_info_t *info, void *data) {
   name_list *l = data;
   if (info->type != H5O_TYPE_DATASET) return 0;
@@ -1317,6 +1416,7 @@ int main(void) {
   tcase_add_test(tc, transformer_names_match_pytorch);
   tcase_add_test(tc, seal_foreign_file);
   tcase_add_test(tc, hdf5_state_restored);
+  tcase_add_test(tc, describe_lists_params);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

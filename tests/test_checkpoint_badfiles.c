@@ -102,6 +102,17 @@ static void expect_load(const char *path, const lt_ckpt_load_opts *o, lt_status 
                 want);
   ck_assert_msg(info == NULL, "%s: info not NULL after a failure", what);
   ck_assert_msg(same(target, &before), "%s: the model changed after a failed load", what);
+  /* lt_ckpt_describe reads the same file with the same checks and no model:
+   * it never crashes (ASan), keeps its contract, and refuses what the load
+   * refused for the file's structure or size. */
+  lt_ckpt_desc *d = (lt_ckpt_desc *)1;
+  lt_status ds = lt_ckpt_describe(path, o, &d);
+  ck_assert_msg(ds == LT_OK ? d != NULL : d == NULL && lt_last_error()[0], "%s: describe broke its contract (%s)",
+                what, lt_status_name(ds));
+  if (st == LT_ERR_OVERFLOW || st == LT_ERR_IO || (st == LT_ERR_FORMAT && !(want && strstr(want, "bool"))))
+    ck_assert_msg(ds == st, "%s: the load said %s but describe %s: %s", what, lt_status_name(st),
+                  lt_status_name(ds), ds ? lt_last_error() : "ok");
+  lt_ckpt_desc_free(d);
   lt_clear_error();
   cases++;
 }

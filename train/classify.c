@@ -45,6 +45,7 @@ void lt_classify_usage(const lt_classify_opts *o, FILE *f) {
           "                   (autocast; weights, gradients, optimizer state and checkpoints stay f32;\n"
           "                   give it again with --resume)\n",
           p, LT_FASHION_MNIST_DIR, o ? o->epochs : 1);
+  if (o && o->lr > 0) fprintf(f, "  --lr X           this program's default: %g (either optimizer)\n", o->lr);
 }
 
 /* v as an integer in [lo, hi] into *out; LT_ERR_INVALID naming the flag. */

@@ -64,7 +64,8 @@ typedef struct lt_classify_opts {
   int64_t eval_batch;     /* evaluation batch size */
   int64_t max_steps;      /* stop after this many optimizer steps (0: all epochs) */
   int log_every;          /* progress line every N steps */
-  double lr;              /* <= 0: 1e-3 for AdamW, 0.05 for SGD (lt_classify_fit and parse_args fill it in) */
+  double lr;              /* <= 0: 1e-3 for AdamW, 0.05 for SGD (lt_classify_fit and parse_args fill it in);
+                             a program may set its own default before parse_args (the usage text shows it) */
   double weight_decay;    /* < 0: 0.01 for AdamW, 5e-4 for SGD */
   bool sgd;               /* SGD with Nesterov momentum 0.9 instead of AdamW */
   uint64_t seed;          /* the program's generator (initialisation) and the loader's */

@@ -8,6 +8,10 @@
  * checkpoint holds it; what generate and train read back) and
  * DIR/tokenizer.json (lt_tokenizer_to_json, for other tools). A configuration that is neither GPT-2's nor Llama's is refused,
  * naming the option that does not fit.
+ *     export --checkpoint CKPT --list
+ * prints what any libtensor checkpoint holds (its configuration, the name,
+ * dtype and shape of every model tensor and optimizer state) from the
+ * file's metadata (lt_ckpt_describe), building and writing nothing.
  *
  * What this is not: an importer (generate and train read such directories
  * themselves).
@@ -30,7 +34,7 @@
 typedef struct options {
   const char *checkpoint, *out;
   int format;
-  bool allow_unchecksummed;
+  bool allow_unchecksummed, list;
   int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
 } options;
 
@@ -43,6 +47,8 @@ static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_ENUM(options, "format", format, format_name, 1, "the output format: hf (a Hugging Face directory, "
                   "GPT-2 or Llama layout)"),
   LT_CLI_OPT_STRING(options, "out", out, "DIR", PATH_MAX_LEN, "the directory to write (created if absent); required"),
+  LT_CLI_OPT_BOOL(options, "list", list, "print the checkpoint's configuration and tensors (names, dtypes, shapes) "
+                  "from its metadata, and write nothing (--format and --out are then not needed)"),
   LT_CLI_OPT_INT(options, "max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs "
                  "more memory (0: no cap)", .default_text = "half of physical memory"),
   LT_CLI_OPT_BOOL(options, "allow-unchecksummed", allow_unchecksummed, "accept an HDF5 file without object header "
@@ -55,6 +61,7 @@ static const options DEFAULTS = {.format = 0, .max_memory = -1};
 static const lt_cli CLI = {
     .prog = PROG,
     .synopsis = "Usage: " PROG " --checkpoint FILE --format hf --out DIR\n"
+                "       " PROG " --checkpoint FILE --list\n"
                 "\n"
                 "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's or\n"
                 "Llama's tensor names), config.json (GPT2Config's or LlamaConfig's keys) and\n"
@@ -68,22 +75,60 @@ static const lt_cli CLI = {
     .defaults = &DEFAULTS,
 };
 
+/* One line per tensor: name, dtype, shape. */
+static void print_tensors(const lt_ckpt_tensor_desc *v, int n) {
+  for (int i = 0; i < n; i++) {
+    char shape[160];
+    printf("  %-48s %-4s %s\n", v[i].name, v[i].dtype == LT_DTYPE_COUNT ? "?" : lt_dtype_name(v[i].dtype),
+           lt_shape_str(v[i].ndim, v[i].shape, shape, sizeof shape));
+  }
+}
+
+/* --list: what lt_ckpt_describe read, nothing built. */
+static void print_desc(const char *path, const lt_ckpt_desc *d) {
+  printf("checkpoint %s: format version %lld, written by libtensor %s, %s\n", path, (long long)d->format_version,
+         d->library_version, d->training ? "training state" : "model only");
+  printf("config (%d entries):\n", lt_ckpt_meta_count(d->config));
+  for (int i = 0; i < lt_ckpt_meta_count(d->config); i++) {
+    const char *k = lt_ckpt_meta_key(d->config, i), *sv;
+    int64_t iv;
+    double dv;
+    if (lt_ckpt_meta_get_int(d->config, k, &iv) == LT_OK) printf("  %s = %lld\n", k, (long long)iv);
+    else if (lt_ckpt_meta_get_double(d->config, k, &dv) == LT_OK) printf("  %s = %.17g\n", k, dv);
+    else if (lt_ckpt_meta_get_string(d->config, k, &sv) == LT_OK) printf("  %s = '%s'\n", k, sv);
+  }
+  printf("model: %d tensors, %lld elements, %llu bytes\n", d->n_tensors, (long long)d->model_elements,
+         (unsigned long long)d->model_bytes);
+  print_tensors(d->tensors, d->n_tensors);
+  if (d->optim_kind) {
+    printf("optimizer: %s, step %lld, %d state tensors\n", d->optim_kind, (long long)d->optim_step, d->n_optim);
+    print_tensors(d->optim, d->n_optim);
+  }
+}
+
 int main(int argc, char **argv) {
   options o = DEFAULTS;
   bool given[N_OPTS] = {false};
   lt_cli_init(PROG, NULL);
   lt_cli_parse_or_exit(&CLI, argc, argv, &o, given, NULL, NULL);
   if (!o.checkpoint) lt_cli_die(LT_CLI_EXIT_USAGE, "--checkpoint FILE is required");
-  if (!o.out) lt_cli_die(LT_CLI_EXIT_USAGE, "--out DIR is required");
+  if (!o.out && !o.list) lt_cli_die(LT_CLI_EXIT_USAGE, "--out DIR is required (or --list)");
   char ckpt[PATH_MAX_LEN + 64]; /* a run directory stands for its newest valid checkpoint, as train --resume */
   if (lt_trainer_find_resume(o.checkpoint, "ckpt", ckpt, sizeof ckpt) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s", lt_last_error());
   o.checkpoint = ckpt;
 
-  /* the configuration and the extra values (tokenizer) first, then the model */
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.allow_unchecksummed = o.allow_unchecksummed;
   lo.max_bytes = lt_cli_memory_cap(o.max_memory);
+  if (o.list) {
+    lt_ckpt_desc *d = NULL;
+    if (lt_ckpt_describe(o.checkpoint, &lo, &d) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+    print_desc(o.checkpoint, d);
+    lt_ckpt_desc_free(d);
+    return fflush(stdout) == 0 ? 0 : LT_CLI_EXIT_FAILURE;
+  }
+  /* the configuration and the extra values (tokenizer) first, then the model */
   lt_ckpt_info *info = NULL;
   if (lt_tf_read_checkpoint_info(o.checkpoint, &lo, true, &info, NULL) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, lt_last_error());
