@@ -19,7 +19,7 @@ cd "$(dirname "$0")"
 # own, and to the README's list, in the commit that starts using it).
 PACKAGES="cmake make gcc pkg-config"
 PACKAGES="$PACKAGES libblis-openmp-dev"             # f32/f64 products
-PACKAGES="$PACKAGES libdnnl-dev"                    # bf16 products (oneDNN)
+PACKAGES="$PACKAGES libdnnl-dev"                    # bf16 products, f32 convolutions (oneDNN)
 PACKAGES="$PACKAGES libhdf5-dev zlib1g-dev hdf5-tools" # checkpoints
 PACKAGES="$PACKAGES libjansson-dev"                 # JSON (safetensors headers, tokenizer.json)
 PACKAGES="$PACKAGES check"                          # tests

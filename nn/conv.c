@@ -26,12 +26,16 @@
  * and one transposed buffer per call (no allocation inside the loops; the
  * storage cache of tensor/tensor.c hands the same blocks back every step).
  *
- * What this is not: a direct or Winograd kernel (im2col measured as the
- * better fit on the example's shapes; docs/vision.md), or NHWC layouts.
+ * f32 conv2d (and so conv1d) runs on oneDNN's direct JIT kernels instead
+ * (lt__dnnl_conv_f32, tensor/dnnl.c) wherever oneDNN has one for the
+ * geometry; the im2col path stays for f64, conv_transpose2d and the rest.
+ *
+ * What this is not: a Winograd kernel, or NHWC layouts.
  */
 #include "nn/conv.h"
 
 #include "autograd/internal.h"
+#include "tensor/dnnl_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/gemm_internal.h"
 #include "tensor/runtime_internal.h"
@@ -365,6 +369,31 @@ static lt_status gemm_groups(lt_dtype dt, int64_t G, double beta, lt__mat a, boo
 
 static const lt_conv_opts conv_defaults = {.stride = {1, 1}, .dilation = {1, 1}, .groups = 1};
 
+/* conv2d's geometry as tensor/dnnl.c takes it. */
+static lt__dnnl_conv dnnl_geom(const geom *g, int64_t Cout) {
+  return (lt__dnnl_conv){.N = g->N, .C = g->C, .H = g->H, .W = g->W, .O = Cout, .kh = g->kh, .kw = g->kw,
+                         .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw, .dh = g->dh, .dw = g->dw,
+                         .OH = g->OH, .OW = g->OW, .G = g->groups};
+}
+
+/* f32 conv2d on oneDNN's direct kernels (tensor/dnnl.c) when it has one for
+ * the geometry: x, weight (contiguous), bias -> y. *taken false: not run. */
+static lt_status conv2d_dnnl(const geom *g, const lt_tensor *x, const lt_tensor *wc, const lt_tensor *bias,
+                             lt_tensor *y, bool *taken) {
+  lt_tensor *xtmp = NULL, *btmp = NULL;
+  const lt_tensor *xc = lt__as_contig(x, LT_DTYPE_F32, &xtmp);
+  const lt_tensor *bc = bias ? lt__as_contig(bias, LT_DTYPE_F32, &btmp) : NULL;
+  lt_status st = !xc || (bias && !bc) ? lt_last_status() : LT_OK;
+  if (st == LT_OK) {
+    const lt__dnnl_conv dg = dnnl_geom(g, wc->shape[0]);
+    st = lt__dnnl_conv_f32(LT__DNNL_CONV_FWD, &dg, xc->data, wc->data, bc ? bc->data : NULL, y->data, NULL, NULL,
+                           NULL, NULL, taken);
+  }
+  lt_tensor_free(xtmp);
+  lt_tensor_free(btmp);
+  return st;
+}
+
 lt_tensor *lt_conv2d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, const lt_conv_opts *opts) {
   const char *op = "conv2d";
   const lt_conv_opts *o = opts ? opts : &conv_defaults;
@@ -378,7 +407,9 @@ lt_tensor *lt_conv2d(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
   const lt_tensor *wc = lt__as_contig(weight, dt, &wtmp);
   if (!wc) goto fail;
   if (!(y = lt_empty(dt, 4, (const int64_t[]){g.N, Cout, g.OH, g.OW}))) goto fail;
-  if (NL > 0) {
+  bool done = false;
+  if (NL > 0 && dt == LT_DTYPE_F32 && conv2d_dnnl(&g, x, wc, bias, y, &done) != LT_OK) goto fail;
+  if (NL > 0 && !done) {
     /* Slice by slice of NB images (conv_slice): COL, Y^T, then y. */
     const size_t es = lt_dtype_size(dt);
     const int64_t NB = conv_slice(&g, K > Cout ? K : Cout, es);
@@ -409,16 +440,17 @@ fail:
   return NULL;
 }
 
-/* What both convolution backwards start with: the bias gradient (input 2),
+/* What both convolution backwards start with: the bias gradient (input 2;
+ * unless bias_later: conv2d's oneDNN weight gradient may give it),
  * and zero gradients for x and W when there are no positions (NL = 0).
  * *go is gout in x's dtype when products remain to be done, else NULL. */
 static lt_status conv_bw_begin(const lt_node *node, const lt_tensor *gout, lt_tensor **gin, int64_t NL,
-                               const lt_tensor **go) {
+                               bool bias_later, const lt_tensor **go) {
   const lt_tensor *x = node->saved[0], *w = node->saved[1];
   const lt_dtype dt = x->dtype;
   const lt_tensor *g = grad_as(gout, dt);
   if (!g) return lt_last_status();
-  if (lt__needs_input_grad(node, 2) && !(gin[2] = channel_sum(g, dt))) return lt_last_status();
+  if (!bias_later && lt__needs_input_grad(node, 2) && !(gin[2] = channel_sum(g, dt))) return lt_last_status();
   const bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
   if (NL == 0) {
     if (need_x && !(gin[0] = lt_zeros(dt, 4, x->shape))) return lt_last_status();
@@ -436,9 +468,41 @@ lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **
   const lt_dtype dt = x->dtype;
   const int64_t Cout = w->shape[0], G = g->groups, K = g->C * g->kh * g->kw, L = g->OH * g->OW, NL = g->N * L;
   const lt_tensor *go = NULL;
-  if (conv_bw_begin(node, gout, gin, NL, &go) != LT_OK) return lt_last_status();
+  /* oneDNN's weight gradient gives the bias gradient along (else channel_sum). */
+  bool need_b = dt == LT_DTYPE_F32 && NL > 0 && lt__needs_input_grad(node, 1) && lt__needs_input_grad(node, 2);
+  if (conv_bw_begin(node, gout, gin, NL, need_b, &go) != LT_OK) return lt_last_status();
   if (!go) return LT_OK;
-  const bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
+  bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
+  if (dt == LT_DTYPE_F32) { /* oneDNN's direct kernels, for the passes it has them */
+    lt_tensor *xtmp = NULL, *gtmp = NULL;
+    const lt_tensor *xc = lt__as_contig(x, dt, &xtmp), *gc = xc ? lt__as_contig(go, dt, &gtmp) : NULL;
+    const lt__dnnl_conv dg = dnnl_geom(g, Cout);
+    lt_status st = gc ? LT_OK : lt_last_status();
+    bool taken = false;
+    if (st == LT_OK && need_w) {
+      if (!(gin[1] = lt_empty(dt, 4, w->shape)) || (need_b && !(gin[2] = lt_empty(dt, 1, &Cout))))
+        st = lt_last_status();
+      else st = lt__dnnl_conv_f32(LT__DNNL_CONV_BWD_W, &dg, xc->data, NULL, NULL, NULL, NULL, gin[1]->data,
+                                  need_b ? gin[2]->data : NULL, gc->data, &taken);
+      if (st == LT_OK && taken) need_w = need_b = false;
+      else {
+        lt_tensor_free(gin[1]), gin[1] = NULL;
+        if (need_b) lt_tensor_free(gin[2]), gin[2] = NULL;
+      }
+    }
+    if (st == LT_OK && need_x) {
+      if (!(gin[0] = lt_empty(dt, 4, x->shape))) st = lt_last_status();
+      else st = lt__dnnl_conv_f32(LT__DNNL_CONV_BWD_X, &dg, NULL, w->data, NULL, NULL, gin[0]->data, NULL, NULL,
+                                  gc->data, &taken);
+      if (st == LT_OK && taken) need_x = false;
+      else lt_tensor_free(gin[0]), gin[0] = NULL;
+    }
+    lt_tensor_free(xtmp);
+    lt_tensor_free(gtmp);
+    if (st == LT_OK && need_b && !(gin[2] = channel_sum(go, dt))) st = lt_last_status();
+    if (st != LT_OK) return st;
+    if (!need_x && !need_w) return LT_OK;
+  }
   /* G^T for the whole batch, then slice by slice of NB images (conv_slice):
    * dW accumulates over the slices in order; dx is written slice by slice. */
   const size_t es = lt_dtype_size(dt);
@@ -463,8 +527,8 @@ lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **
       col2im_n(dt, g, n0, nb, col->data, L, nbL, dx->data);
     }
   }
-  gin[0] = dx;
-  gin[1] = dw;
+  if (dx) gin[0] = dx;
+  if (dw) gin[1] = dw;
   return LT_OK;
 }
 
@@ -536,7 +600,7 @@ lt_status lt__bw_conv_transpose2d(const lt_node *node, const lt_tensor *gout, lt
   const lt_dtype dt = x->dtype;
   const int64_t Cin = x->shape[1], G = g->groups, K = g->C * g->kh * g->kw, L = g->OH * g->OW, NL = g->N * L;
   const lt_tensor *go = NULL;
-  if (conv_bw_begin(node, gout, gin, NL, &go) != LT_OK) return lt_last_status();
+  if (conv_bw_begin(node, gout, gin, NL, false, &go) != LT_OK) return lt_last_status();
   if (!go) return LT_OK;
   const bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
   lt_tensor *col = lt_empty(dt, 2, (const int64_t[]){K, NL});

@@ -39,6 +39,46 @@ bool lt__dnnl_bf16_native(void);
  * emulated on AVX-512); false: callers widen to f32 and use BLIS. */
 bool lt__dnnl_bf16_available(void);
 
+/* ---- f32 convolution (nn/conv.c's conv2d) ----------------------------------
+ *
+ * The geometry of conv2d: x [N, C, H, W], weight [O, C/G, kh, kw], y [N, O,
+ * OH, OW]; strides sh, sw; top/left padding ph, pw (the bottom/right padding
+ * is implied by OH, OW); dilations dh, dw (1: none); G groups. */
+typedef struct lt__dnnl_conv {
+  int64_t N, C, H, W, O, kh, kw, sh, sw, ph, pw, dh, dw, OH, OW, G;
+} lt__dnnl_conv;
+
+typedef enum lt__dnnl_conv_pass {
+  LT__DNNL_CONV_FWD,   /* y = conv(x, w) (+ bias) */
+  LT__DNNL_CONV_BWD_X, /* dx = the input gradient of dy */
+  LT__DNNL_CONV_BWD_W  /* dw = the weight gradient of dy over x */
+} lt__dnnl_conv_pass;
+
+/* One pass of an f32 convolution on oneDNN's direct (JIT) kernels; all
+ * arrays contiguous NCHW / OIHW, borrowed:
+ *   FWD:   x, w, bias (or NULL) in; y out.
+ *   BWD_X: dy (in y's place), w in; dx (in x's place) out.
+ *   BWD_W: x, dy in; dw (in w's place) and, if db is not NULL, the bias
+ *          gradient db [O] out.
+ * The batch runs in chunks of images fixed by the shapes (not the thread
+ * count), one chunk per thread at a time, each on a one-thread primitive;
+ * BWD_W sums the chunks' weight gradients in chunk order, so every pass gives
+ * the same bits on any thread count. Primitives, reorders and scratch are
+ * cached by geometry (no allocation once warm). Sets *taken false, and
+ * returns LT_OK without touching anything, when oneDNN has no direct kernel
+ * for the geometry (the caller then runs its own path) or LT_CONV_DNNL=0 is
+ * set; returns an error status (message set) only when a pass that started
+ * fails. */
+lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const float *w,
+                            const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
+                            bool *taken);
+
+/* For tests and benchmarks: turn the oneDNN convolution path on or off (as
+ * LT_CONV_DNNL=0 does; not thread-safe against running convolutions), and
+ * the number of passes it has run so far. */
+void lt__dnnl_conv_enable(bool on);
+int64_t lt__dnnl_conv_runs(void);
+
 /* Primitives in the cache (for tests and benchmarks). */
 int lt__dnnl_cached_primitives(void);
 

@@ -11,7 +11,12 @@
  *     accuracies, run in evaluation mode (the mode is restored);
  *   - a short run (linear model on 3 separable classes) learns: the loss
  *     falls and the test accuracy is high; with a directory it writes the
- *     CSV and a checkpoint, and --resume continues to the same end.
+ *     CSV and a checkpoint, and --resume continues to the same end;
+ *   - under --precision bf16 (autocast) a run stopped half way (a stop
+ *     request in the middle of an epoch, as Ctrl-C) and resumed in a new
+ *     model, on another thread count, ends with the same losses and
+ *     parameters, bit for bit, as the straight run, and both differ from the
+ *     f32 run (autocast applied); the caller's mode is restored.
  */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include <math.h>
@@ -90,11 +95,12 @@ START_TEST(test_parse_args) {
   LT_OK_OR_FAIL(lt_classify_parse_args(&o, 1, none));
   ck_assert_int_eq(o.epochs, 3);
   ck_assert_int_eq(o.batch, 128);
-  ck_assert(o.lr == 1e-3 && o.weight_decay == 0.01 && !o.sgd);
+  ck_assert(o.lr == 1e-3 && o.weight_decay == 0.01 && !o.sgd && !o.bf16);
   o = LT_CLASSIFY_DEFAULTS("prog", 3);
   char *all[] = {"prog", "--data", "d", "--epochs", "5", "--batch", "64", "--max-steps", "9", "--optim", "sgd",
-                 "--seed", "11", "--threads", "1", "--log-every", "3", "--dir", "run", "--resume"};
-  LT_OK_OR_FAIL(lt_classify_parse_args(&o, 20, all));
+                 "--seed", "11", "--threads", "1", "--log-every", "3", "--dir", "run", "--resume", "--precision", "bf16"};
+  LT_OK_OR_FAIL(lt_classify_parse_args(&o, 22, all));
+  ck_assert(o.bf16);
   ck_assert_str_eq(o.data, "d");
   ck_assert_str_eq(o.dir, "run");
   ck_assert(o.epochs == 5 && o.batch == 64 && o.max_steps == 9 && o.sgd && o.seed == 11 && o.threads == 1 &&
@@ -112,6 +118,7 @@ START_TEST(test_parse_args) {
              {3, {"prog", "--batch", "x"}, "--batch 'x'"},
              {3, {"prog", "--lr", "-1"}, "--lr"},
              {3, {"prog", "--optim", "adam"}, "adamw or sgd"},
+             {3, {"prog", "--precision", "f16"}, "--precision 'f16': f32 or bf16"},
              {2, {"prog", "--epochs"}, "needs a value"},
              {3, {"prog", "--nope", "1"}, "unknown flag '--nope'"},
              {2, {"prog", "--nope"}, "unknown flag '--nope'"},
@@ -194,12 +201,24 @@ END_TEST
 
 static char tmpdir[256];
 
-START_TEST(test_fit_learns_and_resumes) {
+/* The runs' data (600 training and 300 test points of blobs) and a new tmpdir. */
+static void fit_begin(lt_classify_data *d) {
   snprintf(tmpdir, sizeof tmpdir, "/tmp/lt_classify_XXXXXX");
   ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+  blobs(600, 3, &d->train_x, &d->train_y);
+  blobs(300, 4, &d->test_x, &d->test_y);
+}
+
+static void fit_end(lt_classify_data *d) {
+  lt_classify_data_free(d);
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
+START_TEST(test_fit_learns_and_resumes) {
   lt_classify_data d;
-  blobs(600, 3, &d.train_x, &d.train_y);
-  blobs(300, 4, &d.test_x, &d.test_y);
+  fit_begin(&d);
   double acc[2];
   for (int resume = 0; resume < 2; resume++) {
     lin m = {.params = LT_NNP(lt_params_new())};
@@ -227,11 +246,118 @@ START_TEST(test_fit_learns_and_resumes) {
   }
   ck_assert(acc[1] >= acc[0] - 0.02);
   ck_assert_int_eq(access(lt_test_join(tmpdir, "run/metrics.csv"), R_OK), 0);
-  lt_classify_data_free(&d);
   lt_classify_data_free(NULL);
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  ck_assert_int_eq(system(cmd), 0);
+  fit_end(&d);
+}
+END_TEST
+
+/* ---- bf16: resume is bit-exact ------------------------------------------------ */
+
+typedef struct mlp {
+  lt_linear_m fc1, fc2;
+  lt_params *params;
+  int stop_at, steps; /* asks the trainer to stop in training step stop_at (0: never) */
+} mlp;
+
+static lt_tensor *mlp_forward(void *m, const lt_tensor *x) {
+  mlp *p = m;
+  if (lt_params_training(p->params) && ++p->steps == p->stop_at) lt_trainer_request_stop(1);
+  return lt_linear_forward(&p->fc2, lt_relu(lt_linear_forward(&p->fc1, x)));
+}
+
+/* The train_loss column (as written) of every row of a metrics CSV, joined
+ * by '|' into buf; returns the row count. */
+static int csv_losses(const char *path, char *buf, size_t size) {
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  char line[4096];
+  ck_assert(fgets(line, sizeof line, f) != NULL);
+  ck_assert_msg(!strncmp(line, "step,epoch,lr,train_loss,", 25), "unexpected CSV header: %s", line);
+  int n = 0;
+  buf[0] = '\0';
+  while (fgets(line, sizeof line, f)) {
+    char *p = line;
+    for (int c = 0; c < 3 && p; c++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+    ck_assert_msg(p != NULL, "short CSV row: %s", line);
+    size_t len = strcspn(p, ",\n"), used = strlen(buf);
+    ck_assert(used + len + 2 < size);
+    memcpy(buf + used, p, len);
+    buf[used + len] = '|', buf[used + len + 1] = '\0';
+    n++;
+  }
+  fclose(f);
+  return n;
+}
+
+/* A run of the 2-16-3 MLP for 4 epochs: bf16 or not, threads, into dir
+ * (NULL: none), stopped in step stop_at (0: not), resuming or not; the
+ * parameters are left in *m (new, owned by the caller: lt_params_free(m->params)). */
+static void mlp_run(const lt_classify_data *d, bool bf16, int stop_at, int threads, const char *dir, bool resume, mlp *m) {
+  const int epochs = 4;
+  *m = (mlp){.params = LT_NNP(lt_params_new()), .stop_at = stop_at};
+  lt_generator *g = LT_NNP(lt_generator_new(resume ? 99 : 7)); /* a resumed run's initial values are overwritten */
+  LT_OK_OR_FAIL(lt_linear_init(&m->fc1, m->params, "fc1", 2, 16, true, g));
+  LT_OK_OR_FAIL(lt_linear_init(&m->fc2, m->params, "fc2", 16, 3, true, g));
+  lt_generator_free(g);
+  lt_classify_opts o = LT_CLASSIFY_DEFAULTS("test_classify", epochs);
+  o.batch = 32, o.lr = 0.02, o.log_every = 1000, o.class_name = NULL, o.data = NULL;
+  o.dir = dir, o.resume = resume, o.bf16 = bf16, o.threads = threads;
+  lt_classifier c = {m, mlp_forward, m->params, "mlp 2-16-3"};
+  lt_classify_result r;
+  FILE *out = tmpfile();
+  LT_OK_OR_FAIL(lt_classify_fit(&c, d, &o, out, &r));
+  if (bf16) { /* the banner names the path */
+    char text[8192];
+    rewind(out);
+    size_t got = fread(text, 1, sizeof text - 1, out);
+    text[got] = '\0';
+    ck_assert_msg(strstr(text, "precision: bf16 (autocast), bf16 products: "), "no precision line in:\n%s", text);
+  }
+  fclose(out);
+  ck_assert_int_eq(lt_autocast_dtype(), LT_DTYPE_F32); /* the caller's mode, restored */
+  if (stop_at) {
+    ck_assert_int_eq(r.end, LT_TRAINER_INTERRUPTED);
+    ck_assert_int_eq(r.steps, stop_at);
+    lt_trainer_request_stop(0);
+    return;
+  }
+  ck_assert_int_eq(r.end, LT_TRAINER_DONE);
+  ck_assert_int_eq(r.steps, 19 * epochs);
+  ck_assert_msg(r.test_accuracy > 0.9, "test accuracy %g", r.test_accuracy);
+}
+
+START_TEST(test_fit_bf16_resume_is_bit_exact) {
+  lt_classify_data d;
+  fit_begin(&d);
+  char straight[512], split[512];
+  snprintf(straight, sizeof straight, "%s/straight", tmpdir);
+  snprintf(split, sizeof split, "%s/split", tmpdir);
+  mlp a, b, b1, f;
+  mlp_run(&d, true, 0, 2, straight, false, &a);
+  mlp_run(&d, true, 30, 2, split, false, &b1); /* stops in step 30 of 76 (in epoch 2 of 4), saving a checkpoint */
+  lt_params_free(b1.params);
+  mlp_run(&d, true, 0, 1, split, true, &b); /* a new model resumes from it, on 1 thread */
+  mlp_run(&d, false, 0, 2, NULL, false, &f);
+  ck_assert_int_eq(lt_params_count(a.params), 4);
+  bool differs = false;
+  for (int i = 0; i < lt_params_count(a.params); i++) {
+    const lt_param *x = lt_params_at(a.params, i), *y = lt_params_at(b.params, i), *z = lt_params_at(f.params, i);
+    ck_assert_str_eq(x->name, y->name);
+    ck_assert_msg(lt_equal(x->value, y->value), "parameter %s: resumed bf16 run differs from the straight one", x->name);
+    differs |= !lt_equal(x->value, z->value);
+  }
+  ck_assert_msg(differs, "the bf16 and f32 runs ended with the same parameters: autocast did not apply");
+  static char la[65536], lb[65536];
+  char pa[600], pb[600];
+  snprintf(pa, sizeof pa, "%s/metrics.csv", straight);
+  snprintf(pb, sizeof pb, "%s/metrics.csv", split);
+  ck_assert_int_eq(csv_losses(pa, la, sizeof la), 76);
+  ck_assert_int_eq(csv_losses(pb, lb, sizeof lb), 76);
+  ck_assert_msg(!strcmp(la, lb), "the losses differ:\nstraight %s\nresumed  %s", la, lb);
+  lt_params_free(a.params);
+  lt_params_free(b.params);
+  lt_params_free(f.params);
+  fit_end(&d);
 }
 END_TEST
 
@@ -307,6 +433,6 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("classify");
   LT_TEST_CASE(s, "classify", 120, test_loader_epochs_and_resume, test_parse_args, test_evaluate,
-               test_fit_learns_and_resumes, test_main_exit_codes);
+               test_fit_learns_and_resumes, test_fit_bf16_resume_is_bit_exact, test_main_exit_codes);
   return lt_test_run(s);
 }

@@ -15,6 +15,7 @@
 #include "util_layout.h"
 
 #include "nn/conv.h"
+#include "tensor/dnnl_internal.h" /* lt__dnnl_conv_enable, lt__dnnl_conv_runs */
 #include "tensor/storage_internal.h" /* lt__live_tensors */
 
 #include <math.h>
@@ -205,8 +206,64 @@ START_TEST(test_conv2d_slices) {
 }
 END_TEST
 
+/* conv2d on oneDNN (tensor/dnnl.c) against the im2col path, forward and all
+ * three gradients: the CNN's two layers (conv1: one input channel, plain
+ * input; conv2: blocked layouts), a grouped, strided, dilated one and a
+ * "same"-padded grouped one, on 41 images (chunks of 6 and a last one of 5),
+ * with the passes that ran on oneDNN counted (so the test fails if they no
+ * longer do; the dilated one's gradients have no JIT kernel in oneDNN 2.6 and
+ * take the im2col path in the same call); and a stride that leaves input
+ * columns unread (a negative right padding, which this path refuses). */
+START_TEST(test_conv2d_dnnl) {
+  typedef struct cs {
+    int64_t C, H, W, CO, k, stride, pad, dil, groups;
+    bool same;
+    int passes; /* of the 3 (forward, weight and input gradients) that oneDNN 2.6 runs on a JIT kernel */
+  } cs;
+  const cs cases[] = {{1, 28, 28, 16, 3, 1, 1, 1, 1, false, 3}, {16, 14, 14, 32, 3, 1, 1, 1, 1, false, 3},
+                      {32, 13, 11, 32, 3, 2, 2, 2, 2, false, 1}, {32, 9, 10, 32, 4, 1, 0, 1, 2, true, 3},
+                      {3, 10, 10, 5, 3, 3, 0, 1, 1, false, 0}};
+  const int64_t N = 41;
+  lt_generator *g = lt_generator_new(5);
+  for (size_t ci = 0; ci < sizeof cases / sizeof cases[0]; ci++) {
+    const cs *c = &cases[ci];
+    lt_scope *scope = lt_scope_begin();
+    lt_conv_opts o = LT_CONV_OPTS_DEFAULT;
+    o.stride[0] = o.stride[1] = c->stride, o.padding[0] = o.padding[1] = c->pad;
+    o.dilation[0] = o.dilation[1] = c->dil, o.groups = c->groups, o.padding_same = c->same;
+    lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, 4, (int64_t[]){N, c->C, c->H, c->W}));
+    lt_tensor *w = LT_NN(lt_randn(g, LT_DTYPE_F32, 4, (int64_t[]){c->CO, c->C / c->groups, c->k, c->k}));
+    lt_tensor *b = LT_NN(lt_randn(g, LT_DTYPE_F32, 1, (int64_t[]){c->CO}));
+    lt_tensor *y[2], *gr[2][3], *dy = NULL;
+    for (int path = 0; path < 2; path++) { /* 0: oneDNN, 1: im2col */
+      lt__dnnl_conv_enable(path == 0);
+      const int64_t runs = lt__dnnl_conv_runs();
+      bool grad = lt_set_grad_enabled(false);
+      lt_tensor *in[3] = {LT_NN(lt_clone(x)), LT_NN(lt_clone(w)), LT_NN(lt_clone(b))};
+      lt_set_grad_enabled(grad);
+      for (int k = 0; k < 3; k++) ck_assert(lt_requires_grad_(in[k], true) == LT_OK);
+      y[path] = LT_NN(lt_conv2d(in[0], in[1], in[2], &o));
+      if (!dy) dy = LT_NN(lt_randn(g, LT_DTYPE_F32, 4, y[path]->shape));
+      ck_assert(lt_backward(y[path], dy, false) == LT_OK);
+      for (int k = 0; k < 3; k++) gr[path][k] = in[k]->grad;
+      const int64_t ran = lt__dnnl_conv_runs() - runs, want = path == 0 ? c->passes : 0;
+      ck_assert_msg(ran == want, "conv2d case %zu, %s: %lld passes on oneDNN, expected %lld", ci,
+                    path ? "im2col" : "oneDNN", (long long)ran, (long long)want);
+    }
+    lt_fx_close("conv2d oneDNN/im2col: y", y[0], y[1], 1e-5, 1e-4);
+    lt_fx_close("conv2d oneDNN/im2col: dx", gr[0][0], gr[1][0], 1e-5, 1e-4);
+    lt_fx_close("conv2d oneDNN/im2col: dW", gr[0][1], gr[1][1], 1e-4, 1e-3);
+    lt_fx_close("conv2d oneDNN/im2col: db", gr[0][2], gr[1][2], 1e-4, 1e-3);
+    lt_scope_end(scope);
+  }
+  lt__dnnl_conv_enable(true);
+  lt_generator_free(g);
+  lt_fx_done("conv2d oneDNN/im2col");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("conv");
-  LT_TEST_CASE(s, "conv", 300, test_pytorch_cases, test_modules, test_conv2d_slices);
+  LT_TEST_CASE(s, "conv", 300, test_pytorch_cases, test_modules, test_conv2d_slices, test_conv2d_dnnl);
   return lt_test_run(s);
 }

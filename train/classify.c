@@ -28,6 +28,7 @@ void lt_classify_usage(const lt_classify_opts *o, FILE *f) {
           "usage: %s [--data DIR] [--epochs N] [--batch B] [--max-steps N]\n"
           "       [--optim adamw|sgd] [--lr X] [--weight-decay X] [--seed S]\n"
           "       [--threads T] [--log-every K] [--dir DIR [--resume] [--stop-after N]]\n"
+          "       [--precision f32|bf16]\n"
           "  --data DIR       the four Fashion-MNIST *-ubyte.gz files (default %s)\n"
           "  --epochs N       passes over the training set (default %d)\n"
           "  --max-steps N    stop after N optimizer steps (a quick check; 0 = all epochs)\n"
@@ -39,7 +40,10 @@ void lt_classify_usage(const lt_classify_opts *o, FILE *f) {
           "                   DIR/metrics.csv; Ctrl-C saves one; starts over unless --resume\n"
           "  --resume         continue from the newest checkpoint in --dir (under mpirun, with\n"
           "                   any number of ranks: the run's global batch is kept)\n"
-          "  --stop-after N   stop after step N with a checkpoint in --dir, as Ctrl-C would\n",
+          "  --stop-after N   stop after step N with a checkpoint in --dir, as Ctrl-C would\n"
+          "  --precision P    f32 (default), or bf16: matrix products in bf16 with f32 accumulation\n"
+          "                   (autocast; weights, gradients, optimizer state and checkpoints stay f32;\n"
+          "                   give it again with --resume)\n",
           p, LT_FASHION_MNIST_DIR, o ? o->epochs : 1);
   if (o && o->lr > 0) fprintf(f, "  --lr X           this program's default: %g (either optimizer)\n", o->lr);
 }
@@ -84,7 +88,8 @@ lt_status lt_classify_parse_args(lt_classify_opts *o, int argc, char **argv) {
       continue;
     }
     static const char *const valued[] = {"--data", "--dir", "--epochs", "--batch", "--max-steps", "--log-every",
-                                         "--threads", "--seed", "--lr", "--weight-decay", "--optim", "--stop-after"};
+                                         "--threads", "--seed", "--lr", "--weight-decay", "--optim", "--stop-after",
+                                         "--precision"};
     bool known = false;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return lt__err(LT_ERR_INVALID, "classify: unknown flag '%s'", a);
@@ -109,6 +114,9 @@ lt_status lt_classify_parse_args(lt_classify_opts *o, int argc, char **argv) {
     } else if (!strcmp(a, "--optim")) {
       if (strcmp(v, "sgd") && strcmp(v, "adamw")) return lt__err(LT_ERR_INVALID, "classify: --optim '%s': adamw or sgd", v);
       o->sgd = !strcmp(v, "sgd");
+    } else if (!strcmp(a, "--precision")) {
+      if (strcmp(v, "f32") && strcmp(v, "bf16")) return lt__err(LT_ERR_INVALID, "classify: --precision '%s': f32 or bf16", v);
+      o->bf16 = !strcmp(v, "bf16");
     }
     if (s != LT_OK) return s;
   }
@@ -318,6 +326,7 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
     return lt_last_status();
   }
   fprintf(out, "libtensor %s, threads %d, BLIS kernels %s\n", info.version, info.num_threads, info.blas_arch);
+  if (o->bf16) fprintf(out, "precision: bf16 (autocast), bf16 products: %s\n", info.bf16_gemm);
   fprintf(out, "data: %lld training and %lld test examples from %s\n", (long long)d->train_x->shape[0],
           (long long)d->test_x->shape[0], o->data ? o->data : "memory");
   fprintf(out, "model: %s\n", m->name ? m->name : "classifier");
@@ -417,7 +426,9 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
   }
   if (lt_trainer_install_signal_handlers(o->program) != LT_OK) goto fail; /* Ctrl-C: save and stop */
   lt_trainer_result tr;
+  const lt_dtype prev_autocast = o->bf16 ? lt_set_autocast(LT_DTYPE_BF16) : LT_DTYPE_F32;
   s = lt_trainer_fit(trainer, &tr);
+  if (o->bf16) lt_set_autocast(prev_autocast);
   if (res) res->end = tr.end, res->stop_reason = tr.stop_reason, res->steps = tr.step, res->train_seconds = tr.train_seconds;
   if (s != LT_OK) goto done;
   if (tr.end != LT_TRAINER_DONE) {

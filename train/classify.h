@@ -4,8 +4,8 @@
  * examples (examples/fashion_mnist_mlp.c, cnn_fashion_mnist.c,
  * vit_fashion_mnist.c) share:
  *   - their command line (--data, --epochs, --batch, --max-steps, --optim,
- *     --lr, --weight-decay, --seed, --threads, --log-every, --dir, --resume),
- *     parsed without exiting;
+ *     --lr, --weight-decay, --seed, --threads, --log-every, --dir, --resume,
+ *     --precision), parsed without exiting;
  *   - the data: Fashion-MNIST normalised with the training set's mean and
  *     std, images [N, 784] f32 and labels [N] i64;
  *   - the shuffled mini-batches with their checkpointed position
@@ -75,14 +75,18 @@ typedef struct lt_classify_opts {
   bool help;              /* set by lt_classify_parse_args for --help / -h */
   const char *(*class_name)(int64_t label); /* for the per-class lines; NULL: "class <k>" */
   int64_t stop_after;     /* stop after this step with a checkpoint in dir, as Ctrl-C would (0: off) */
+  bool bf16;              /* --precision bf16: the run (training and evaluation) under autocast
+                           * (lt_set_autocast(LT_DTYPE_BF16): products in bf16 with f32 accumulation,
+                           * weights, gradients, optimizer state and checkpoints f32;
+                           * docs/mixed-precision.md). Not saved: give it again with --resume. */
 } lt_classify_opts;
 
 /* Defaults: Fashion-MNIST in LT_FASHION_MNIST_DIR with its class names,
  * batch 128, evaluation batch 1000, AdamW lr 1e-3 weight decay 0.01, seed
- * 42, a progress line every 100 steps, no directory. */
+ * 42, a progress line every 100 steps, no directory, f32. */
 #define LT_CLASSIFY_DEFAULTS(prog, n_epochs)                                                                  \
   ((lt_classify_opts){(prog), LT_FASHION_MNIST_DIR, (n_epochs), 128, 1000, 0, 100, 0, -1, false, 42, 0, NULL, \
-                      false, false, lt_fashion_mnist_class_name, 0})
+                      false, false, lt_fashion_mnist_class_name, 0, false})
 
 /* Parses argv[1..argc) into *o (which holds the defaults). --help or -h sets
  * o->help and returns LT_ERR_INVALID; an unknown flag, a missing or bad value
@@ -131,8 +135,11 @@ typedef struct lt_classify_result {
  * lines, then the test accuracy, per-class accuracies and the line
  * "summary: steps=N first_loss=X last_loss=X test_accuracy=X train_seconds=X eval_seconds=X"
  * to out (NULL: stdout). With o->dir: checkpoints every epoch, metrics.csv,
- * resume if o->resume. Installs the SIGINT/SIGTERM handlers (a stop saves a
- * checkpoint and returns LT_OK with r->end INTERRUPTED). Sets the thread
+ * resume if o->resume. With o->bf16 the run is under autocast and the
+ * caller's autocast mode is restored at the end (without it the caller's mode
+ * is left as it is); the banner names the bf16 path (lt_runtime_info.bf16_gemm).
+ * Installs the SIGINT/SIGTERM handlers (a stop saves a checkpoint and
+ * returns LT_OK with r->end INTERRUPTED). Sets the thread
  * count if o->threads > 0. Everything is borrowed; *r (may be NULL) is filled
  * in every case. */
 lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, const lt_classify_opts *o,
