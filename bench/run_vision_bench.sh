@@ -4,7 +4,7 @@
 # evaluate the 10k test images, for libtensor and for PyTorch at its best,
 # and their ratios (PyTorch / libtensor: above 1 means libtensor is faster).
 #
-# Usage: bench/run_vision_bench.sh [cnn] [--steps N] [--threads N] [--build DIR]
+# Usage: bench/run_vision_bench.sh [cnn] [--steps N] [--threads N] [--build DIR] [--precision "f32 bf16"]
 #        bench/run_vision_bench.sh cnn --accuracy "42 43 44" [--epochs 3]
 #
 # Models: cnn (examples/cnn_fashion_mnist.c against
@@ -12,6 +12,10 @@
 # of batch 128, then evaluates once (10 batches of 1000) in eval mode; the
 # examples print their training time and the evaluation's. Takes about a
 # minute per model on a quiet 2-core machine.
+#
+# --precision "P...": libtensor runs once per precision (f32, bf16: the
+# example's --precision, autocast), one row each, against the same PyTorch
+# (f32) figures, so bf16 and f32 are compared in one run.
 #
 # --accuracy "SEEDS": instead, the full run (--epochs, default 3) once per
 # seed on each side (libtensor, then PyTorch with OpenBLAS if present, else
@@ -35,6 +39,7 @@ threads=2
 build="$root/build-rel"
 seeds=
 epochs=3
+precisions=f32
 while [ $# -gt 0 ]; do
   case "$1" in
     cnn) models="$models $1"; shift ;;
@@ -43,7 +48,8 @@ while [ $# -gt 0 ]; do
     --build) build=$2; shift 2 ;;
     --accuracy) seeds=$2; shift 2 ;;
     --epochs) epochs=$2; shift 2 ;;
-    *) echo "usage: $0 [cnn] [--steps N] [--threads N] [--build DIR] [--accuracy \"SEEDS\" [--epochs N]]" >&2; exit 2 ;;
+    --precision) precisions=$2; shift 2 ;;
+    *) echo "usage: $0 [cnn] [--steps N] [--threads N] [--build DIR] [--precision \"f32 bf16\"] [--accuracy \"SEEDS\" [--epochs N]]" >&2; exit 2 ;;
   esac
 done
 [ -n "$models" ] || models=cnn
@@ -109,12 +115,15 @@ for m in $models; do
   case "$m" in
     cnn) exe="$build/examples/cnn_fashion_mnist"; script="$here/cnn_fashion_mnist_torch.py" ;;
   esac
-  # libtensor. Its train_seconds are the trainer's (printed with one decimal),
-  # so N steps must take a few seconds at least: fine for N >= 50.
-  env OMP_WAIT_POLICY=PASSIVE LT_NUM_THREADS="$threads" "$exe" --max-steps "$steps" --log-every 1000000 \
-    >"$tmp/lt.txt" 2>&1 || { cat "$tmp/lt.txt"; exit 1; }
-  set -- $(lt_figures "$tmp/lt.txt")
-  lt_ms=$1 lt_ev=$2
+  # libtensor, once per precision. Its train_seconds are the trainer's
+  # (printed with one decimal), so N steps must take a few seconds at least:
+  # fine for N >= 50.
+  : >"$tmp/lt_rows"
+  for prec in $precisions; do
+    env OMP_WAIT_POLICY=PASSIVE LT_NUM_THREADS="$threads" "$exe" --max-steps "$steps" --log-every 1000000 \
+      --precision "$prec" >"$tmp/lt.txt" 2>&1 || { cat "$tmp/lt.txt"; exit 1; }
+    echo "$prec $(lt_figures "$tmp/lt.txt")" >>"$tmp/lt_rows"
+  done
   best=; best_ev=; best_name=
   while IFS='|' read -r name envs; do
     # shellcheck disable=SC2086
@@ -125,7 +134,10 @@ for m in $models; do
       best=$1 best_ev=$2 best_name=$name
     fi
   done <"$cands"
-  awk -v m="$m" -v a="$lt_ms" -v b="$lt_ev" -v c="$best" -v d="$best_ev" -v n="$best_name" 'BEGIN {
-    printf "%-5s | %10.2f %9.3f | %10.2f %9.3f | %9.2fx %9.2fx | %s\n", m, a, b, c, d, c / a, d / b, n }'
+  while read -r prec lt_ms lt_ev _acc; do
+    label=$m; [ "$precisions" = f32 ] || label="$m $prec"
+    awk -v m="$label" -v a="$lt_ms" -v b="$lt_ev" -v c="$best" -v d="$best_ev" -v n="$best_name" 'BEGIN {
+      printf "%-5s | %10.2f %9.3f | %10.2f %9.3f | %9.2fx %9.2fx | %s\n", m, a, b, c, d, c / a, d / b, n }'
+  done <"$tmp/lt_rows"
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); ratio = PyTorch time / libtensor time (> 1: libtensor faster)"

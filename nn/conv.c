@@ -29,6 +29,10 @@
  * f32 conv2d (and so conv1d) runs on oneDNN's direct JIT kernels instead
  * (lt__dnnl_conv_f32, tensor/dnnl.c) wherever oneDNN has one for the
  * geometry; the im2col path stays for f64, conv_transpose2d and the rest.
+ * Under autocast (lt_set_autocast(BF16)) its three passes run on oneDNN's
+ * bf16 convolution (lt__dnnl_conv_bf16): bf16 inputs, f32 outputs and
+ * accumulation, like every autocast product of the library (f32 out, not
+ * PyTorch's bf16 out; docs/mixed-precision.md).
  *
  * What this is not: a Winograd kernel, or NHWC layouts.
  */
@@ -376,6 +380,26 @@ static lt__dnnl_conv dnnl_geom(const geom *g, int64_t Cout) {
                          .OH = g->OH, .OW = g->OW, .G = g->groups};
 }
 
+/* One f32 conv2d pass on oneDNN (tensor/dnnl.c; arrays as lt__dnnl_conv_f32
+ * takes them). Under autocast (lt__autocast_active) oneDNN's bf16
+ * convolution, reading the weight's bf16 copy from the autocast operand
+ * cache (one conversion per weight version serves the forward and the input
+ * gradient, as for a Linear); else, or where oneDNN has no bf16 kernel for
+ * the geometry, the f32 one. w: the contiguous f32 weight (FWD, BWD_X),
+ * NULL for BWD_W. *taken false: neither ran (the im2col path remains). */
+static lt_status dnnl_pass(lt__dnnl_conv_pass pass, const lt__dnnl_conv *dg, const float *x, const lt_tensor *w,
+                           const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
+                           bool *taken) {
+  *taken = false;
+  if (lt__autocast_active() && (!w || w->numel > 0)) {
+    const uint16_t *wb = NULL;
+    lt_status st = w ? lt__autocast_bf16_of(w, &wb) : LT_OK;
+    if (st == LT_OK) st = lt__dnnl_conv_bf16(pass, dg, x, wb, bias, y, dx, dw, db, dy, taken);
+    if (st != LT_OK || *taken) return st;
+  }
+  return lt__dnnl_conv_f32(pass, dg, x, w ? w->data : NULL, bias, y, dx, dw, db, dy, taken);
+}
+
 /* f32 conv2d on oneDNN's direct kernels (tensor/dnnl.c) when it has one for
  * the geometry: x, weight (contiguous), bias -> y. *taken false: not run. */
 static lt_status conv2d_dnnl(const geom *g, const lt_tensor *x, const lt_tensor *wc, const lt_tensor *bias,
@@ -386,8 +410,8 @@ static lt_status conv2d_dnnl(const geom *g, const lt_tensor *x, const lt_tensor 
   lt_status st = !xc || (bias && !bc) ? lt_last_status() : LT_OK;
   if (st == LT_OK) {
     const lt__dnnl_conv dg = dnnl_geom(g, wc->shape[0]);
-    st = lt__dnnl_conv_f32(LT__DNNL_CONV_FWD, &dg, xc->data, wc->data, bc ? bc->data : NULL, y->data, NULL, NULL,
-                           NULL, NULL, taken);
+    st = dnnl_pass(LT__DNNL_CONV_FWD, &dg, xc->data, wc, bc ? bc->data : NULL, y->data, NULL, NULL, NULL, NULL,
+                   taken);
   }
   lt_tensor_free(xtmp);
   lt_tensor_free(btmp);
@@ -482,8 +506,8 @@ lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **
     if (st == LT_OK && need_w) {
       if (!(gin[1] = lt_empty(dt, 4, w->shape)) || (need_b && !(gin[2] = lt_empty(dt, 1, &Cout))))
         st = lt_last_status();
-      else st = lt__dnnl_conv_f32(LT__DNNL_CONV_BWD_W, &dg, xc->data, NULL, NULL, NULL, NULL, gin[1]->data,
-                                  need_b ? gin[2]->data : NULL, gc->data, &taken);
+      else st = dnnl_pass(LT__DNNL_CONV_BWD_W, &dg, xc->data, NULL, NULL, NULL, NULL, gin[1]->data,
+                          need_b ? gin[2]->data : NULL, gc->data, &taken);
       if (st == LT_OK && taken) need_w = need_b = false;
       else {
         lt_tensor_free(gin[1]), gin[1] = NULL;
@@ -492,8 +516,8 @@ lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **
     }
     if (st == LT_OK && need_x) {
       if (!(gin[0] = lt_empty(dt, 4, x->shape))) st = lt_last_status();
-      else st = lt__dnnl_conv_f32(LT__DNNL_CONV_BWD_X, &dg, NULL, w->data, NULL, NULL, gin[0]->data, NULL, NULL,
-                                  gc->data, &taken);
+      else st = dnnl_pass(LT__DNNL_CONV_BWD_X, &dg, NULL, w, NULL, NULL, gin[0]->data, NULL, NULL, gc->data,
+                          &taken);
       if (st == LT_OK && taken) need_x = false;
       else lt_tensor_free(gin[0]), gin[0] = NULL;
     }

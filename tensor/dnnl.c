@@ -15,6 +15,9 @@
  * thread inside an OpenMP region, where oneDNN's OpenMP runtime stays on the
  * calling thread).
  *
+ * The convolutions run in f32, or under autocast in bf16 (lt__dnnl_conv_bf16:
+ * bf16 inputs, f32 outputs and accumulation), on the same chunk scheme.
+ *
  * What it is not: an f32 GEMM engine (BLIS does f32 and f64 products) nor a
  * general oneDNN binding. oneDNN 2.6's C API has no bf16 GEMM function (dnnl_sgemm and
  * dnnl_gemm_u8s8s32 only; gemm_bf16bf16f32 is internal C++), so the matmul
@@ -383,6 +386,7 @@ bool lt__dnnl_bf16_available(void) {
 typedef struct cv_key {
   lt__dnnl_conv g; /* g.N: the images of one chunk */
   int32_t pass, has_bias;
+  int32_t bf16, unused; /* bf16: the autocast pass (lt__dnnl_conv_bf16) */
 } cv_key;
 
 typedef struct cv_entry {
@@ -391,7 +395,10 @@ typedef struct cv_entry {
   dnnl_primitive_t conv;
   /* img: x / dx; out: y / dy; wei: w / dw. md_*: the primitive's layouts,
    * pl_*: plain NCHW / OIHW; r_*: the reorder between them (NULL when equal),
-   * in the pass's direction (inputs plain -> blocked, the output back). */
+   * in the pass's direction (inputs plain -> blocked, the output back). In a
+   * bf16 pass the inputs' reorders also round f32 to bf16 (pl_* f32, md_*
+   * bf16), except the weights of FWD and BWD_X, which come as bf16 already
+   * (the autocast operand cache); outputs stay f32 both sides. */
   dnnl_memory_desc_t md_img, md_out, md_wei, pl_img, pl_out, pl_wei, md_bias;
   dnnl_primitive_t r_img, r_out, r_wei;
   size_t scratch;
@@ -426,26 +433,36 @@ static dnnl_status_t cv_build(const cv_key *k, cv_entry *e) {
   const int wn = g->G > 1 ? 5 : 4;
   dnnl_dims_t wd = {g->O, g->C, g->kh, g->kw};
   if (g->G > 1) wd[0] = g->G, wd[1] = g->O / g->G, wd[2] = g->C / g->G, wd[3] = g->kh, wd[4] = g->kw;
-  dnnl_memory_desc_t a_img, a_out, a_wei;
+  /* Data types: all f32, or (bf16) the primitive's inputs bf16 and its
+   * output f32 (dst, diff_src, diff_weights: accumulated in f32). */
+  const bool b16 = k->bf16 != 0, fw0 = k->pass == LT__DNNL_CONV_FWD, bx0 = k->pass == LT__DNNL_CONV_BWD_X,
+             bw0 = k->pass == LT__DNNL_CONV_BWD_W;
+  const dnnl_data_type_t t_img = b16 && !bx0 ? dnnl_bf16 : dnnl_f32, t_out = b16 && !fw0 ? dnnl_bf16 : dnnl_f32,
+                         t_wei = b16 && !bw0 ? dnnl_bf16 : dnnl_f32, t_h = b16 ? dnnl_bf16 : dnnl_f32;
+  dnnl_memory_desc_t a_img, a_out, a_wei, h_img, h_out, h_wei; /* h_*: the forward hint of a backward pass */
   dnnl_status_t s;
   dnnl_primitive_attr_t attr = NULL;
   dnnl_primitive_desc_t fpd = NULL, pd = NULL;
   dnnl_convolution_desc_t fd, bd_;
   if ((s = dnnl_memory_desc_init_by_tag(&e->pl_img, 4, sd, dnnl_f32, dnnl_nchw)) != dnnl_success ||
       (s = dnnl_memory_desc_init_by_tag(&e->pl_out, 4, dd, dnnl_f32, dnnl_nchw)) != dnnl_success ||
-      (s = dnnl_memory_desc_init_by_tag(&e->pl_wei, wn, wd, dnnl_f32, wn == 5 ? dnnl_goihw : dnnl_oihw)) !=
+      (s = dnnl_memory_desc_init_by_tag(&e->pl_wei, wn, wd, t_wei, wn == 5 ? dnnl_goihw : dnnl_oihw)) !=
           dnnl_success ||
       (s = dnnl_memory_desc_init_by_tag(&e->md_bias, 1, bd, dnnl_f32, dnnl_x)) != dnnl_success ||
-      (s = dnnl_memory_desc_init_by_tag(&a_img, 4, sd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success ||
-      (s = dnnl_memory_desc_init_by_tag(&a_out, 4, dd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success ||
-      (s = dnnl_memory_desc_init_by_tag(&a_wei, wn, wd, dnnl_f32, dnnl_format_tag_any)) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&a_img, 4, sd, t_img, dnnl_format_tag_any)) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&a_out, 4, dd, t_out, dnnl_format_tag_any)) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&a_wei, wn, wd, t_wei, dnnl_format_tag_any)) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&h_img, 4, sd, t_h, dnnl_format_tag_any)) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&h_out, 4, dd, t_h, dnnl_format_tag_any)) != dnnl_success ||
+      (s = dnnl_memory_desc_init_by_tag(&h_wei, wn, wd, t_h, dnnl_format_tag_any)) != dnnl_success ||
       (s = dnnl_primitive_attr_create(&attr)) != dnnl_success ||
       (s = dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user)) != dnnl_success)
     goto done;
   const bool fwd_bias = k->pass == LT__DNNL_CONV_FWD && k->has_bias; /* BWD_W: has_bias is the bias gradient */
-  if ((s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct, &a_img,
-                                                      &a_wei, fwd_bias ? &e->md_bias : NULL, &a_out, st, dil, pl,
-                                                      pr)) != dnnl_success ||
+  if ((s = dnnl_dilated_convolution_forward_desc_init(&fd, dnnl_forward_training, dnnl_convolution_direct,
+                                                      fw0 ? &a_img : &h_img, fw0 ? &a_wei : &h_wei,
+                                                      fwd_bias ? &e->md_bias : NULL, fw0 ? &a_out : &h_out, st, dil,
+                                                      pl, pr)) != dnnl_success ||
       (s = dnnl_primitive_desc_create(&fpd, &fd, k->pass == LT__DNNL_CONV_FWD ? attr : NULL, engine, NULL)) !=
           dnnl_success)
     goto done;
@@ -464,9 +481,11 @@ static dnnl_status_t cv_build(const cv_key *k, cv_entry *e) {
     pd = fpd, fpd = NULL;
   }
   const char *impl = NULL;
+  /* im2col + GEMM or reference: nn/conv.c's own path is as good. bf16 also
+   * takes oneDNN's brgemm convolutions ("brg", AMX). */
   if (dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl) != dnnl_success || !impl ||
-      strncmp(impl, "jit", 3) != 0)
-    goto done; /* im2col + GEMM or reference: nn/conv.c's own path is as good */
+      (strncmp(impl, "jit", 3) != 0 && !(b16 && strncmp(impl, "brg", 3) == 0)))
+    goto done;
   const bool fw = k->pass == LT__DNNL_CONV_FWD, bx = k->pass == LT__DNNL_CONV_BWD_X;
   e->md_img = *dnnl_primitive_desc_query_md(pd, bx ? dnnl_query_diff_src_md : dnnl_query_src_md, 0);
   e->md_out = *dnnl_primitive_desc_query_md(pd, fw ? dnnl_query_dst_md : dnnl_query_diff_dst_md, 0);
@@ -663,12 +682,21 @@ int64_t lt__dnnl_conv_runs(void) {
   return n;
 }
 
-lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const float *w,
-                            const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
-                            bool *taken) {
+static int64_t conv_bf16_runs = 0;
+int64_t lt__dnnl_conv_bf16_runs(void) {
+  int64_t n;
+#pragma omp atomic read
+  n = conv_bf16_runs;
+  return n;
+}
+
+/* lt__dnnl_conv_f32 (bf16 false; w f32) and lt__dnnl_conv_bf16 (w bf16). */
+static lt_status conv_pass(lt__dnnl_conv_pass pass, bool bf16, const lt__dnnl_conv *g, const float *x,
+                           const void *w, const float *bias, float *y, float *dx, float *dw, float *db,
+                           const float *dy, bool *taken) {
   *taken = false;
   pthread_once(&conv_env_once, conv_env_init);
-  if (!conv_env || g->N < 1) return LT_OK;
+  if (!conv_env || g->N < 1 || (bf16 && !lt__dnnl_bf16_available())) return LT_OK;
   pthread_once(&engine_once, engine_init);
   if (engine_status != dnnl_success) return LT_OK;
   int64_t nch, nb, rem;
@@ -676,6 +704,7 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
   cv_key k;
   memset(&k, 0, sizeof k);
   k.g = *g, k.g.N = nb, k.pass = (int32_t)pass, k.has_bias = (pass == LT__DNNL_CONV_BWD_W ? db : bias) != NULL;
+  k.bf16 = bf16;
   const cv_entry *ef = cv_get(&k), *er = ef;
   if (ef && rem != nb) k.g.N = rem, er = cv_get(&k);
   if (!ef || !er) return lt_last_status();
@@ -727,6 +756,10 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
     }
   }
   *taken = true;
+  if (bf16) {
+#pragma omp atomic update
+    conv_bf16_runs++;
+  }
 #pragma omp atomic update
   conv_runs++;
   return LT_OK;
@@ -737,4 +770,25 @@ fail:
                  (long long)(g->C / g->G), (long long)g->kh, (long long)g->kw,
                  pass == LT__DNNL_CONV_FWD ? "forward" : pass == LT__DNNL_CONV_BWD_X ? "input-gradient" : "weight-gradient",
                  (int)s);
+}
+
+lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const float *w,
+                            const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
+                            bool *taken) {
+  return conv_pass(pass, false, g, x, w, bias, y, dx, dw, db, dy, taken);
+}
+
+lt_status lt__dnnl_conv_bf16(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const uint16_t *w,
+                             const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
+                             bool *taken) {
+  return conv_pass(pass, true, g, x, w, bias, y, dx, dw, db, dy, taken);
+}
+
+const char *lt__dnnl_conv_bf16_path(void) {
+  pthread_once(&conv_env_once, conv_env_init);
+  if (!lt__dnnl_bf16_available())
+    return "f32 (no oneDNN bf16 convolution on this CPU: autocast leaves convolutions in f32)";
+  if (!conv_env) return "f32 im2col path (LT_CONV_DNNL=0; its products in bf16 through the matmul engine)";
+  return lt__dnnl_bf16_native() ? "native (oneDNN direct kernels; f32 for geometries oneDNN lacks)"
+                                : "fallback (oneDNN emulates bf16 on AVX-512; f32 for geometries it lacks)";
 }

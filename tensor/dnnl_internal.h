@@ -39,7 +39,7 @@ bool lt__dnnl_bf16_native(void);
  * emulated on AVX-512); false: callers widen to f32 and use BLIS. */
 bool lt__dnnl_bf16_available(void);
 
-/* ---- f32 convolution (nn/conv.c's conv2d) ----------------------------------
+/* ---- f32 and bf16 convolution (nn/conv.c's conv2d) -------------------------
  *
  * The geometry of conv2d: x [N, C, H, W], weight [O, C/G, kh, kw], y [N, O,
  * OH, OW]; strides sh, sw; top/left padding ph, pw (the bottom/right padding
@@ -73,11 +73,32 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
                             const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
                             bool *taken);
 
+/* The same pass under autocast: oneDNN's bf16 convolution, with the chunks,
+ * caching and bits-on-any-thread-count of lt__dnnl_conv_f32. x, dy, bias
+ * and the outputs (y, dx, dw, db) are f32 as there; x and dy are rounded to
+ * bf16 (to nearest even) by the reorders into the primitive's layout; w
+ * (FWD, BWD_X) is the weight's bf16 copy, plain OIHW (the autocast operand
+ * cache's, lt__autocast_bf16_of); BWD_W's weight and bias gradients
+ * accumulate in f32, chunks summed in chunk order. Sets *taken false (then
+ * run lt__dnnl_conv_f32) when oneDNN has no bf16 matmul for this CPU
+ * (lt__dnnl_bf16_available), no direct bf16 kernel for the geometry, or
+ * LT_CONV_DNNL=0 is set. Errors as lt__dnnl_conv_f32. */
+lt_status lt__dnnl_conv_bf16(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const uint16_t *w,
+                             const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
+                             bool *taken);
+
+/* How convolutions run under autocast on this CPU, for lt_runtime_get_info
+ * (bf16_conv): "native (...)", "fallback (oneDNN emulates ...)" or "f32
+ * (...)". Static string. */
+const char *lt__dnnl_conv_bf16_path(void);
+
 /* For tests and benchmarks: turn the oneDNN convolution path on or off (as
  * LT_CONV_DNNL=0 does; not thread-safe against running convolutions), and
  * the number of passes it has run so far. */
 void lt__dnnl_conv_enable(bool on);
 int64_t lt__dnnl_conv_runs(void);
+/* The bf16 passes among them. */
+int64_t lt__dnnl_conv_bf16_runs(void);
 
 /* Primitives in the cache (for tests and benchmarks). */
 int lt__dnnl_cached_primitives(void);

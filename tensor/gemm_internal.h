@@ -105,6 +105,14 @@ bool lt__autocast_active(void);
  * LT_ERR_NOMEM. */
 lt_status lt__mat_hold_bf16(int slot, lt__mat x, bool one_thread, lt__mat *out);
 
+/* The bf16 copy of t (f32, contiguous, not empty) from the autocast operand
+ * cache, as a contiguous array of t's elements: a parameter's copy is made
+ * once per storage version and shared with the products that read it
+ * (conv2d's forward and input gradient read the weight's, nn/conv.c).
+ * *out is borrowed: valid until the next autocast product or conversion on
+ * this thread. Errors: LT_ERR_NOMEM. */
+lt_status lt__autocast_bf16_of(const lt_tensor *t, const uint16_t **out);
+
 /* The bf16 copy of x (f32, any strides) that an autocast product reads, as
  * a new contiguous bf16 tensor of x's shape: returns new (free with
  * lt_tensor_free), not recorded for autograd. A module that keeps its

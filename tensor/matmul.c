@@ -708,6 +708,15 @@ static lt_status convert_cached(int i, lt__mat x, bool one_thread, lt__mat *out)
   return LT_OK;
 }
 
+lt_status lt__autocast_bf16_of(const lt_tensor *t, const uint16_t **out) {
+  LT_CHECK(t && t->dtype == LT_DTYPE_F32 && t->ndim >= 1 && t->numel > 0 && lt_is_contiguous(t));
+  const int64_t rows = t->shape[0], cols = t->numel / rows; /* a Linear's weight's geometry: [out, in] */
+  lt__mat m;
+  const lt_status st = convert_cached(0, lt__mat_of(LT__MAT(t->data, rows, cols, cols, 1), t), false, &m);
+  if (st == LT_OK) *out = m.data;
+  return st;
+}
+
 /* Operand i of an autocast product as bf16: as it is when it holds bf16
  * already (lt__autocast_input), cached when it names its tensor. */
 static lt_status to_bf16(int i, lt__mat x, bool one_thread, lt__mat *out) {

@@ -163,5 +163,6 @@ lt_status lt_runtime_get_info(lt_runtime_info *info) {
   info->blas_arch_from_user = lt__blas_arch_from_user();
   info->bf16_gemm = lt__dnnl_bf16_path();
   info->bf16_native = lt__dnnl_bf16_native();
+  info->bf16_conv = lt__dnnl_conv_bf16_path();
   return LT_OK;
 }

@@ -226,6 +226,10 @@ typedef struct lt_runtime_info {
    * instruction: oneDNN dispatches on CPUID. */
   const char *bf16_gemm;
   bool bf16_native;           /* AVX512_BF16 or AMX in use */
+  /* conv2d / conv1d under autocast: "native (oneDNN direct kernels; ...)",
+   * "fallback (oneDNN emulates ...)", or "f32 (...)" where oneDNN has no
+   * bf16 convolution for this CPU (convolutions then stay f32). */
+  const char *bf16_conv;
 } lt_runtime_info;
 /* Fills *info (strings are static). Initialises the runtime if needed. */
 lt_status lt_runtime_get_info(lt_runtime_info *info);

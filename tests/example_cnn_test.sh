@@ -9,10 +9,12 @@
 # --data folder with the training files linked and the test files cut to
 # N_TEST; the loader reads the count from the header): the same code path,
 # a fifth of the time (the 10k evaluation was most of the ViT test's time).
-# Usage: example_cnn_test.sh <example binary> [steps]
+# Usage: example_cnn_test.sh <example binary> [steps] [precision]
+# precision: f32 (default) or bf16 (--precision bf16: autocast; the banner
+# must then name the bf16 path of products and convolutions).
 # Exits 77 (ctest: skipped) when the Fashion-MNIST files are not installed.
 set -eu
-bin=$1; steps=${2:-30}
+bin=$1; steps=${2:-30}; precision=${3:-f32}
 name=$(basename "$bin")
 data=/usr/share/datasets/fashion-mnist
 if [ ! -r "$data/train-images-idx3-ubyte.gz" ]; then
@@ -31,7 +33,8 @@ mkdir "$tmp/data"
 ln -s "$data/train-images-idx3-ubyte.gz" "$data/train-labels-idx1-ubyte.gz" "$tmp/data/"
 cut_idx "$data/t10k-images-idx3-ubyte.gz" "$tmp/data/t10k-images-idx3-ubyte.gz" 8 784
 cut_idx "$data/t10k-labels-idx1-ubyte.gz" "$tmp/data/t10k-labels-idx1-ubyte.gz" 0 1
-if ! "$bin" --data "$tmp/data" --max-steps "$steps" --log-every 10 --dir "$tmp/run" >"$tmp/out.txt" 2>&1; then
+if ! "$bin" --data "$tmp/data" --max-steps "$steps" --log-every 10 --dir "$tmp/run" --precision "$precision" \
+  >"$tmp/out.txt" 2>&1; then
   cat "$tmp/out.txt"
   echo "example_cnn_test: FAILED: $name exited with an error"
   exit 1
@@ -39,6 +42,10 @@ fi
 cat "$tmp/out.txt"
 if ! grep -q "^data: [0-9]* training and $N_TEST test examples" "$tmp/out.txt"; then
   echo "example_cnn_test: FAILED: the run did not evaluate on the $N_TEST test images given"
+  exit 1
+fi
+if [ "$precision" = bf16 ] && ! grep -q "^precision: bf16 (autocast), bf16 products: .*; convolutions: " "$tmp/out.txt"; then
+  echo "example_cnn_test: FAILED: --precision bf16 did not print the bf16 paths"
   exit 1
 fi
 grep '^summary:' "$tmp/out.txt" | awk -v want="$steps" '{

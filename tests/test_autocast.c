@@ -11,6 +11,10 @@
  *   sum is f32), outputs stay f32, f64 is untouched, the mode nests;
  * - Linear and multi-head attention forward and backward under autocast
  *   against f32, within the bf16 tolerance stated below;
+ * - conv2d and conv1d forward and backward under autocast (oneDNN's bf16
+ *   convolution, tensor/dnnl.c) against f32 within the same tolerance: the
+ *   CNN example's two layers, a strided grouped dilated case, a conv1d; the
+ *   weight converted once for forward and backward (the operand cache);
  * - the same results on 1 and 2 threads, bit for bit.
  *
  * The CPU-without-bf16 paths: tests/CMakeLists.txt runs this program a second
@@ -27,6 +31,9 @@
 #include "test_util.h"
 #include "util_layout.h"
 #include "tensor/matmul_internal.h"
+#include "nn/conv.h"
+#include "tensor/dnnl_internal.h"  /* lt__dnnl_conv_bf16_runs */
+#include "tensor/gemm_internal.h"  /* lt__autocast_cache_stats */
 
 /* |got - want| <= BF16_TOL * max|want| for results whose operands were
  * rounded to bf16 (8 significant bits, relative error 2^-9 per operand): sums
@@ -72,7 +79,11 @@ START_TEST(test_runtime_info_and_mode) {
   LT_OK_OR_FAIL(lt_runtime_get_info(&info));
   ck_assert(info.bf16_gemm && *info.bf16_gemm);
   ck_assert(info.bf16_native == (strncmp(info.bf16_gemm, "native", 6) == 0));
-  fprintf(stderr, "bf16 products: %s\n", info.bf16_gemm);
+  fprintf(stderr, "bf16 products: %s\nconvolutions under autocast: %s\n", info.bf16_gemm, info.bf16_conv);
+  ck_assert(info.bf16_conv && *info.bf16_conv);
+  /* no bf16 matmul (AVX2): no bf16 convolution either, and the name says f32 */
+  ck_assert(autocast_rounds() == (strncmp(info.bf16_conv, "f32 (", 5) != 0));
+  ck_assert(!info.bf16_native || !strncmp(info.bf16_conv, "native", 6));
   const char *want = getenv("LT_TEST_BF16_PATH"); /* set by the fallback runs of tests/CMakeLists.txt */
   if (want) ck_assert_msg(!strncmp(info.bf16_gemm, want, strlen(want)), "bf16 path '%s', expected '%s...'", info.bf16_gemm, want);
   ck_assert_int_eq(lt_autocast_dtype(), LT_DTYPE_F32);
@@ -162,8 +173,49 @@ END_TEST
 /* y = Linear(x), loss = sum(y * r): forward and all gradients, autocast vs f32. */
 typedef struct {
   lt_dtype mode;
-  bool mha;
+  int kind; /* LINEAR, MHA, or a convolution: CONV_CASES[kind - CONV0] */
 } run_ctx;
+
+enum { LINEAR, MHA, CONV0 };
+
+/* Convolutions: x [N, C, H, W] (H 0: conv1d on [N, C, W]), weight [O, C/G, kh, kw], options. N 20 cuts
+ * into 7 chunks of 3 and one of 2 (tensor/dnnl.c's chunk_plan), so both of a pass's primitives run. */
+static const struct conv_case {
+  const char *name;
+  int64_t N, C, H, W, O, kh, kw, stride, pad, dil, G;
+  bool x_grad;
+  bool all_bf16; /* on the native path every pass runs in bf16 (else oneDNN may lack some: f32 for those) */
+} CONV_CASES[] = {
+    {"CNN conv1 (1 -> 16, 3x3, pad 1)", 20, 1, 28, 28, 16, 3, 3, 1, 1, 1, 1, false, true},
+    {"CNN conv2 (16 -> 32, 3x3, pad 1)", 20, 16, 14, 14, 32, 3, 3, 1, 1, 1, 1, true, true},
+    {"strided grouped (32 -> 32, groups 2, stride 2)", 20, 32, 13, 11, 32, 3, 3, 2, 1, 1, 2, true, true},
+    {"dilated (8 -> 16, dilation 2)", 20, 8, 13, 11, 16, 3, 3, 1, 2, 2, 1, true, true},
+    {"conv1d (8 -> 16, k 5, pad 2)", 20, 8, 0, 40, 16, 1, 5, 1, 2, 1, 1, true, true},
+    /* 4 and 6 channels a group: oneDNN 2.6 on AMX has the bf16 forward only, the backward passes run in f32 */
+    {"small groups (8 -> 12, groups 2, stride 2, dilation 2)", 20, 8, 13, 11, 12, 3, 3, 2, 1, 2, 2, true, false},
+};
+#define N_CONV ((int)(sizeof CONV_CASES / sizeof *CONV_CASES))
+
+/* The conversions the autocast operand cache made in one conv run (on the calling thread). */
+static int64_t conv_conversions;
+
+/* One convolution's forward in the caller's autocast mode: y; x, weight and
+ * bias (leaves; x requires grad if the case says so). */
+static lt_tensor *run_conv(const struct conv_case *k, lt_generator *g, lt_tensor **x, lt_tensor **w, lt_tensor **b) {
+  const bool d1 = k->H == 0;
+  *x = d1 ? rnd(g, LT_DTYPE_F32, LT_SHAPE(k->N, k->C, k->W)) : rnd(g, LT_DTYPE_F32, LT_SHAPE(k->N, k->C, k->H, k->W));
+  *w = d1 ? rnd(g, LT_DTYPE_F32, LT_SHAPE(k->O, k->C / k->G, k->kw))
+          : rnd(g, LT_DTYPE_F32, LT_SHAPE(k->O, k->C / k->G, k->kh, k->kw));
+  *b = rnd(g, LT_DTYPE_F32, LT_SHAPE(k->O));
+  if (k->x_grad) LT_OK_OR_FAIL(lt_requires_grad_(*x, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(*w, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(*b, true));
+  lt_conv_opts o = LT_CONV_OPTS_DEFAULT;
+  for (int d = 0; d < 2; d++) o.stride[d] = k->stride, o.padding[d] = k->pad, o.dilation[d] = k->dil;
+  o.groups = k->G;
+  lt__autocast_cache_stats(NULL, NULL, &conv_conversions); /* run_layer subtracts it after the backward */
+  return LT_NN(d1 ? lt_conv1d(*x, *w, *b, &o) : lt_conv2d(*x, *w, *b, &o));
+}
 
 static int run_layer(void *u, lt_tensor **out, int cap) {
   const run_ctx *c = u;
@@ -175,7 +227,15 @@ static int run_layer(void *u, lt_tensor **out, int cap) {
   lt_tensor *x, *y;
   lt_tensor *params[8];
   int np = 0;
-  if (c->mha) {
+  /* A convolution runs its forward and backward in one autocast region, as
+   * the trainer does: leaving autocast drops the weight's bf16 copy, which
+   * the backward reads again (one conversion per step, checked below). */
+  const lt_dtype prev_conv = c->kind >= CONV0 ? lt_set_autocast(c->mode) : LT_DTYPE_F32;
+  if (c->kind >= CONV0) {
+    lt_tensor *w, *b;
+    y = run_conv(&CONV_CASES[c->kind - CONV0], g, &x, &w, &b);
+    params[np++] = w, params[np++] = b;
+  } else if (c->kind == MHA) {
     LT_OK_OR_FAIL(lt_mha_init(&mha, p, "attn", 32, 4, 4, true, 0.0, g));
     x = rnd(g, LT_DTYPE_F32, LT_SHAPE(2, 24, 32));
     LT_OK_OR_FAIL(lt_requires_grad_(x, true));
@@ -199,10 +259,16 @@ static int run_layer(void *u, lt_tensor **out, int cap) {
   lt_tensor *loss = LT_NN(lt_sum(LT_NN(lt_mul(y, r)), 0, NULL, false));
   lt_dtype prev = lt_set_autocast(c->mode);
   LT_OK_OR_FAIL(lt_backward(loss, NULL, false));
+  if (c->kind >= CONV0) {
+    int64_t after = 0;
+    lt__autocast_cache_stats(NULL, NULL, &after);
+    conv_conversions = after - conv_conversions;
+    lt_set_autocast(prev_conv);
+  }
   lt_set_autocast(prev);
   int n = 0;
   out[n++] = lt_tensor_keep(LT_NN(lt_detach(y)));
-  out[n++] = lt_tensor_keep(LT_NN(lt_clone(x->grad)));
+  if (x->grad) out[n++] = lt_tensor_keep(LT_NN(lt_clone(x->grad)));
   for (int i = 0; i < np && n < cap; i++) {
     ck_assert_int_eq(params[i]->dtype, LT_DTYPE_F32);
     ck_assert_int_eq(params[i]->grad->dtype, LT_DTYPE_F32);
@@ -214,16 +280,38 @@ static int run_layer(void *u, lt_tensor **out, int cap) {
   return n;
 }
 
-static void layer_vs_f32(bool mha) {
+static void layer_vs_f32(int kind) {
   lt_tensor *f[16], *h[16];
-  run_ctx cf = {LT_DTYPE_F32, mha}, ch = {LT_DTYPE_BF16, mha};
+  run_ctx cf = {LT_DTYPE_F32, kind}, ch = {LT_DTYPE_BF16, kind};
+  const char *name = kind == LINEAR ? "linear" : kind == MHA ? "mha" : CONV_CASES[kind - CONV0].name;
   const int n = run_layer(&cf, f, 16);
+  const int64_t bf16_runs = lt__dnnl_conv_bf16_runs();
   ck_assert_int_eq(run_layer(&ch, h, 16), n);
+  if (kind >= CONV0) {
+    /* The CPU's bf16 convolution ran (native path: every pass; oneDNN's
+     * emulation may lack some), with the weight converted once for the
+     * forward and the input gradient; none without a bf16 matmul. */
+    lt_runtime_info info;
+    LT_OK_OR_FAIL(lt_runtime_get_info(&info));
+    const int64_t ran = lt__dnnl_conv_bf16_runs() - bf16_runs;
+    const int64_t passes = CONV_CASES[kind - CONV0].x_grad ? 3 : 2;
+    fprintf(stderr, "%s: %lld of %lld passes in bf16, %lld conversions\n", name, (long long)ran, (long long)passes,
+            (long long)conv_conversions);
+    if (!strncmp(info.bf16_conv, "native", 6) && CONV_CASES[kind - CONV0].all_bf16) {
+      ck_assert_msg(ran == passes, "%s: %lld of %lld passes ran on oneDNN's bf16 convolution", name, (long long)ran,
+                    (long long)passes);
+      ck_assert_msg(conv_conversions == 1, "%s: %lld bf16 conversions in a step, want 1 (the weight)", name,
+                    (long long)conv_conversions);
+    }
+    if (!autocast_rounds()) ck_assert_int_eq(ran, 0);
+  }
   for (int i = 0; i < n; i++) {
-    char what[64];
-    snprintf(what, sizeof what, "%s output %d under autocast", mha ? "mha" : "linear", i);
+    char what[160];
+    snprintf(what, sizeof what, "%s output %d under autocast", name, i);
     ck_assert_int_eq(h[i]->dtype, LT_DTYPE_F32);
-    if (i < 3 && autocast_rounds()) /* y, dx, the first weight's gradient come from products (a bias gradient is a plain sum) */
+    if (i < 2 && kind >= CONV0 && autocast_rounds() && CONV_CASES[kind - CONV0].all_bf16) /* y and the next gradient from a product */
+      ck_assert_msg(!lt_equal(h[i], f[i]), "%s: bit-identical to f32: autocast did not apply", what);
+    else if (i < 3 && kind < CONV0 && autocast_rounds()) /* y, dx, the first weight's gradient come from products (a bias gradient is a plain sum) */
       ck_assert_msg(!lt_equal(h[i], f[i]), "%s: bit-identical to f32: autocast did not apply", what);
     else if (!autocast_rounds())
       ck_assert_msg(lt_equal(h[i], f[i]), "%s: differs from f32 on the path without a bf16 matmul", what);
@@ -231,12 +319,17 @@ static void layer_vs_f32(bool mha) {
     lt_tensor_free(f[i]);
     lt_tensor_free(h[i]);
   }
-  lt_test_same_on_threads(run_layer, &ch, mha ? "mha under autocast" : "linear under autocast");
+  char what[160];
+  snprintf(what, sizeof what, "%s under autocast", name);
+  lt_test_same_on_threads(run_layer, &ch, what);
 }
 
-START_TEST(test_autocast_linear) { layer_vs_f32(false); }
+START_TEST(test_autocast_linear) { layer_vs_f32(LINEAR); }
 END_TEST
-START_TEST(test_autocast_mha) { layer_vs_f32(true); }
+START_TEST(test_autocast_mha) { layer_vs_f32(MHA); }
+END_TEST
+/* conv2d / conv1d under autocast: one case per _i (CONV_CASES). */
+START_TEST(test_autocast_conv) { layer_vs_f32(CONV0 + _i); }
 END_TEST
 
 int main(void) {
@@ -247,6 +340,7 @@ int main(void) {
   tcase_add_test(tc, test_autocast_matmul);
   tcase_add_test(tc, test_autocast_linear);
   tcase_add_test(tc, test_autocast_mha);
+  tcase_add_loop_test(tc, test_autocast_conv, 0, N_CONV);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

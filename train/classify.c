@@ -326,7 +326,8 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
     return lt_last_status();
   }
   fprintf(out, "libtensor %s, threads %d, BLIS kernels %s\n", info.version, info.num_threads, info.blas_arch);
-  if (o->bf16) fprintf(out, "precision: bf16 (autocast), bf16 products: %s\n", info.bf16_gemm);
+  if (o->bf16)
+    fprintf(out, "precision: bf16 (autocast), bf16 products: %s; convolutions: %s\n", info.bf16_gemm, info.bf16_conv);
   fprintf(out, "data: %lld training and %lld test examples from %s\n", (long long)d->train_x->shape[0],
           (long long)d->test_x->shape[0], o->data ? o->data : "memory");
   fprintf(out, "model: %s\n", m->name ? m->name : "classifier");
