@@ -674,21 +674,15 @@ void lt__dnnl_conv_enable(bool on) {
   conv_env = on;
 }
 
-static int64_t conv_runs = 0;
-int64_t lt__dnnl_conv_runs(void) {
+static int64_t conv_runs = 0, conv_bf16_runs = 0;
+static int64_t read_counter(const int64_t *c) {
   int64_t n;
 #pragma omp atomic read
-  n = conv_runs;
+  n = *c;
   return n;
 }
-
-static int64_t conv_bf16_runs = 0;
-int64_t lt__dnnl_conv_bf16_runs(void) {
-  int64_t n;
-#pragma omp atomic read
-  n = conv_bf16_runs;
-  return n;
-}
+int64_t lt__dnnl_conv_runs(void) { return read_counter(&conv_runs); }
+int64_t lt__dnnl_conv_bf16_runs(void) { return read_counter(&conv_bf16_runs); }
 
 /* lt__dnnl_conv_f32 (bf16 false; w f32) and lt__dnnl_conv_bf16 (w bf16). */
 static lt_status conv_pass(lt__dnnl_conv_pass pass, bool bf16, const lt__dnnl_conv *g, const float *x,
