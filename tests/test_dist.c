@@ -567,6 +567,18 @@ static double compare_params(const char *a, const char *b, double rtol) {
   return worst;
 }
 
+/* The 20 losses of two run directories' metrics.csv: the same bits. */
+static void expect_same_losses(const char *a, const char *b) {
+  double la[32], lb[32];
+  char p[512];
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp(a));
+  ck_assert_int_eq(read_losses(p, la, 32), 20);
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp(b));
+  ck_assert_int_eq(read_losses(p, lb, 32), 20);
+  for (int i = 0; i < 20; i++)
+    ck_assert_msg(memcmp(&la[i], &lb[i], 8) == 0, "step %d: loss %.17g in %s, %.17g in %s", i + 1, la[i], a, lb[i], b);
+}
+
 static const char *ckpt(const char *dir, long long step) {
   static char buf[2][512];
   static int k;
@@ -604,6 +616,20 @@ static const char *train_cmd(int N, int batch, const char *dir, const char *extr
            "--lr 3e-3 --threads 1 --log-every 5 --ckpt-dir '%s' %s",
            launch, LT_TRAIN_EXE, in_tmp("text.txt"), batch, in_tmp(dir), extra);
   return cmd;
+}
+
+/* A 2-rank run with flags stopped after step 10 (in directory part) and
+ * resumed with resume_flags: its step 20 (losses and parameters) bit for bit
+ * the uninterrupted run's in directory full. */
+static void expect_resume_bit_exact(const char *part, const char *flags, const char *resume_flags, const char *full) {
+  char stop[512], cmd[4096];
+  snprintf(stop, sizeof stop, "%s --stop-after 10", flags);
+  expect_exit(run(train_cmd(2, 4, part, stop), "part.log"), 0, "part.log");
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1 %s", LT_TRAIN_EXE, in_tmp(part),
+           resume_flags);
+  expect_exit(run(cmd, "resume.log"), 0, "resume.log");
+  compare_params(ckpt(part, 20), ckpt(full, 20), 0);
+  expect_same_losses(part, full);
 }
 
 /* ======================================================================== */
@@ -673,26 +699,13 @@ END_TEST
 START_TEST(resume_same_and_other_n) {
   write_text();
   expect_exit(run(train_cmd(2, 4, "full", ""), "full.log"), 0, "full.log");
-  expect_exit(run(train_cmd(2, 4, "part", "--stop-after 10"), "part.log"), 0, "part.log");
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("part"));
-  expect_exit(run(cmd, "resume.log"), 0, "resume.log");
-  compare_params(ckpt("part", 20), ckpt("full", 20), 0);
-  double lf[32], lp[32];
-  char p[512];
-  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("full"));
-  ck_assert_int_eq(read_losses(p, lf, 32), 20);
-  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("part"));
-  ck_assert_int_eq(read_losses(p, lp, 32), 20);
-  for (int i = 0; i < 20; i++) ck_assert_msg(memcmp(&lf[i], &lp[i], 8) == 0, "step %d: %.17g vs %.17g", i + 1, lf[i], lp[i]);
+  expect_resume_bit_exact("part", "", "", "full");
   /* with dropout: each rank's own stream, restored from the checkpoint (were
    * rank 1's not, its masks after step 10 would differ) */
   expect_exit(run(train_cmd(2, 4, "fulld", "--dropout 0.2"), "fulld.log"), 0, "fulld.log");
-  expect_exit(run(train_cmd(2, 4, "partd", "--dropout 0.2 --stop-after 10"), "partd.log"), 0, "partd.log");
-  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("partd"));
-  expect_exit(run(cmd, "resumed.log"), 0, "resumed.log");
-  compare_params(ckpt("partd", 20), ckpt("fulld", 20), 0);
+  expect_resume_bit_exact("partd", "--dropout 0.2", "", "fulld");
   /* N=2 -> 1: from the step-10 checkpoint of the full run, on one process */
+  char cmd[4096];
   snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/'", in_tmp("one"), ckpt("full", 10), in_tmp("one"));
   ck_assert_int_eq(system(cmd), 0);
   snprintf(cmd, sizeof cmd, "'%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("one"));
@@ -711,32 +724,17 @@ END_TEST
  * resumed with ZeRO-1 at the same N, bit-exact; resumed without it, too. */
 START_TEST(zero1_is_bit_exact_and_resumes) {
   write_text();
-  const char *adamw = "--optim adamw";
-  expect_exit(run(train_cmd(2, 4, "base", adamw), "base.log"), 0, "base.log");
+  expect_exit(run(train_cmd(2, 4, "base", "--optim adamw"), "base.log"), 0, "base.log");
   expect_exit(run(train_cmd(2, 4, "z", "--optim adamw --zero 1"), "z.log"), 0, "z.log");
   char *log = slurp(in_tmp("z.log"));
   ck_assert_msg(strstr(log, "ZeRO-1: each rank holds the optimizer state of 1/N"), "%s", tail(log));
-  double lb[32], lz[32];
-  char p[512];
-  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("base"));
-  ck_assert_int_eq(read_losses(p, lb, 32), 20);
-  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("z"));
-  ck_assert_int_eq(read_losses(p, lz, 32), 20);
-  for (int i = 0; i < 20; i++)
-    ck_assert_msg(memcmp(&lb[i], &lz[i], 8) == 0, "step %d: loss %.17g with ZeRO-1, %.17g without", i + 1, lz[i], lb[i]);
+  expect_same_losses("z", "base");
   compare_params(ckpt("z", 10), ckpt("base", 10), 0);
   compare_params(ckpt("z", 20), ckpt("base", 20), 0);
   /* stop at 10 and resume with ZeRO-1: every rank's state comes back from rank 0's file */
-  expect_exit(run(train_cmd(2, 4, "zp", "--optim adamw --zero 1 --stop-after 10"), "zp.log"), 0, "zp.log");
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1 --zero 1", LT_TRAIN_EXE, in_tmp("zp"));
-  expect_exit(run(cmd, "zpr.log"), 0, "zpr.log");
-  compare_params(ckpt("zp", 20), ckpt("base", 20), 0);
-  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("zp"));
-  ck_assert_int_eq(read_losses(p, lz, 32), 20);
-  for (int i = 0; i < 20; i++)
-    ck_assert_msg(memcmp(&lb[i], &lz[i], 8) == 0, "resumed, step %d: %.17g vs %.17g", i + 1, lz[i], lb[i]);
+  expect_resume_bit_exact("zp", "--optim adamw --zero 1", "--zero 1", "base");
   /* a ZeRO-1 checkpoint resumed without ZeRO: the same file format, the same bits */
+  char cmd[4096];
   snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/'", in_tmp("zn"), ckpt("z", 10), in_tmp("zn"));
   ck_assert_int_eq(system(cmd), 0);
   snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("zn"));
