@@ -61,7 +61,11 @@
  * share is the difference (--bucket-mb X sets the bucket size). Tokens/s are the global batch's over the slowest
  * rank's step. For np=2 x 1 thread against np=1 x 2 threads:
  *   mpirun --bind-to none -np 2 bench_train_step --config medium --threads 1 --no-peak
- * (bench/run_dist_bench.sh runs the comparison.)
+ * (bench/run_dist_bench.sh runs the comparison.) --zero 1 adds ZeRO-1
+ * (dist/dist.h's lt_dist_zero: each rank keeps AdamW's state for its shard
+ * of the parameters and broadcasts them after its update); every run under
+ * mpirun prints each rank's optimizer-state bytes and peak RSS, and with
+ * --zero 1 the parameter broadcast's time per step (median).
  *
  * What this is not: a convergence test (the tokens are noise), nor a
  * benchmark of the data loader or of the rest of the training program.
@@ -181,6 +185,8 @@ typedef struct result {
   int buckets;
   double exposed_ms, comm_ms; /* data parallel: in lt_dist_grads_finish per step (median); the reduction alone */
   int64_t params, tokens;
+  double zero_ms;             /* ZeRO-1: the parameters' broadcast per step (median) */
+  double *rank_opt_mib, *rank_peak_mib; /* data parallel: per rank (malloc'd, N each) */
 } result;
 
 /* ids [B, L] i64 uniform in [0, V) from a fixed-seed LCG. */
@@ -198,6 +204,7 @@ static lt_tensor *random_ids(uint64_t *state, int64_t B, int64_t L, int64_t V) {
 }
 
 static bool g_overlap = true; /* --no-overlap clears it */
+static int g_zero;            /* --zero 1: ZeRO-1 */
 
 static result run_config(const bench_config *b, int warmup, int steps) {
   result R = {0};
@@ -251,8 +258,11 @@ static result run_config(const bench_config *b, int warmup, int steps) {
     if (!(dg = lt_dist_grads_new(params, 0))) die("dist_grads_new");
     lt_dist_grads_set_sync(dg, g_overlap);
   }
+  lt_dist_zero *zz = NULL;
+  if (lt_dist_size() > 1 && g_zero && !(zz = lt_dist_zero_new(opt))) die("dist_zero_new");
   double *exposed = calloc((size_t)(steps > 0 ? steps : 1), sizeof *exposed);
-  if (!exposed) die("malloc");
+  double *zms = calloc((size_t)(steps > 0 ? steps : 1), sizeof *zms);
+  if (!exposed || !zms) die("malloc");
 
   lt_cross_entropy_opts ce = LT_CROSS_ENTROPY_DEFAULTS;
   lt_nn_ctx ctx = {true, g};
@@ -282,6 +292,11 @@ static result run_config(const bench_config *b, int warmup, int steps) {
       if (s >= warmup) exposed[s - warmup] = (now() - t1) * 1e3;
     }
     TRY(lt_optimizer_step(opt), "optimizer step");
+    if (zz) {
+      const double t1 = now();
+      TRY(lt_dist_zero_broadcast_params(zz), "ZeRO-1 broadcast");
+      if (s >= warmup) zms[s - warmup] = (now() - t1) * 1e3;
+    }
     lt_params_zero_grad(params);
     lt_scope_end(scope);
     double dt = now() - t0;
@@ -298,7 +313,21 @@ static result run_config(const bench_config *b, int warmup, int steps) {
     R.tok_s = (double)R.tokens / (R.ms_med * 1e-3);
     qsort(exposed, (size_t)steps, sizeof *exposed, cmp_double);
     R.exposed_ms = exposed[steps / 2];
+    qsort(zms, (size_t)steps, sizeof *zms, cmp_double);
+    R.zero_ms = zms[steps / 2];
   }
+  if (lt_dist_size() > 1) { /* every rank's optimizer state and peak RSS, gathered by a sum of slots */
+    const int N = lt_dist_size(), r = lt_dist_rank();
+    double *v = calloc((size_t)N * 2, sizeof *v);
+    if (!v) die("malloc");
+    v[r] = (double)lt_optimizer_state_bytes(opt) / 1048576.0;
+    v[N + r] = R.peak_mib;
+    TRY(lt_dist_allreduce_f64(v, 2 * N, LT_DIST_SUM), "memory per rank");
+    R.rank_opt_mib = v;
+    R.rank_peak_mib = v + N;
+  }
+  lt_dist_zero_free(zz);
+  free(zms);
   if (dg) { /* the reduction alone: what overlap hides at most */
     double c[5];
     for (int k = 0; k < 5; k++) {
@@ -349,7 +378,7 @@ static double gemm_peak(int64_t n, int reps) {
 static void usage(void) {
   fprintf(stderr,
           "usage: bench_train_step [--config small|medium|encdec|all] [--steps N] [--warmup N] [--threads N]\n"
-          "                        [--no-peak] [--csv] [--precision f32|bf16] [--no-overlap] [--bucket-mb X]\n");
+          "                        [--no-peak] [--csv] [--precision f32|bf16] [--no-overlap] [--bucket-mb X] [--zero 0|1]\n");
   exit(2);
 }
 
@@ -366,6 +395,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-overlap")) g_overlap = false;
     else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) lt_dist_set_bucket_bytes((size_t)(atof(argv[++i]) * 1048576.0));
     else if (!strcmp(argv[i], "--csv")) csv = true;
+    else if (!strcmp(argv[i], "--zero") && i + 1 < argc) g_zero = atoi(argv[++i]) == 1;
     else if (!strcmp(argv[i], "--precision") && i + 1 < argc && (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "bf16")))
       bf16 = !strcmp(argv[++i], "bf16");
     else usage();
@@ -428,6 +458,15 @@ int main(int argc, char **argv) {
              "hidden %.1f ms (%.0f%% of it)\n",
              configs[k].name, lt_dist_size(), R->buckets, (double)lt_dist_bucket_bytes() / 1048576.0, R->comm_ms, R->exposed_ms, 100.0 * R->exposed_ms / R->ms_med, hidden,
              R->comm_ms > 0 ? 100.0 * hidden / R->comm_ms : 0.0);
+      printf("%-7s memory per rank%s: optimizer state", configs[k].name,
+             g_zero ? " (ZeRO-1)" : " (no ZeRO)");
+      for (int r = 0; r < lt_dist_size(); r++) printf(" %s%.1f", r ? "/ " : "", R->rank_opt_mib[r]);
+      printf(" MiB; peak RSS");
+      for (int r = 0; r < lt_dist_size(); r++) printf(" %s%.1f", r ? "/ " : "", R->rank_peak_mib[r]);
+      printf(" MiB");
+      if (g_zero) printf("; parameter broadcast %.1f ms/step (%.1f%% of the step)", R->zero_ms, 100.0 * R->zero_ms / R->ms_med);
+      printf("\n");
+      free(R->rank_opt_mib);
     }
   }
   lt_dist_finalize();

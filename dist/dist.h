@@ -236,6 +236,54 @@ void lt_dist_grads_times(const lt_dist_grads *g, double *wait_seconds, double *t
  * runs on backward's thread and so adds to its time. */
 void lt_dist_grads_overlap(const lt_dist_grads *g, int64_t *early_buckets, double *hook_seconds);
 
+/* ---- ZeRO-1: optimizer state sharded across ranks ------------------------ */
+
+/* ZeRO-1 (DeepSpeed's stage 1; llm.c's -z 1): every rank keeps the whole
+ * model and the whole averaged gradient (lt_dist_grads, unchanged), but the
+ * optimizer's state only for its shard of the parameters: rank r updates the
+ * parameters it owns, then lt_dist_zero_broadcast_params sends each updated
+ * parameter from its owner to every rank. The shards are whole parameters,
+ * contiguous in the optimizer's order (the store's non-parameter-buffer
+ * entries), cut at about 1/N of the elements each (a parameter goes to the
+ * rank whose 1/N holds its middle element; with few big parameters a rank may
+ * own none). The per-element update is the optimizer's own, so the
+ * parameters are bit-identical to an unsharded run's; the state held per
+ * rank (AdamW: 8 bytes per f32 parameter) is about 1/N of it.
+ *
+ * A step: backward, lt_dist_grads_finish, (clipping), lt_optimizer_step (it
+ * updates this rank's shard only), lt_dist_zero_broadcast_params.
+ * A checkpoint: lt_dist_zero_gather_state (rank 0 then holds every
+ * parameter's state, the unsharded format), rank 0 saves, then
+ * lt_dist_zero_release_state (rank 0 drops the others' state again).
+ * A resume: load the whole state on every rank (the file's format is the
+ * unsharded one), then lt_dist_zero_new (or release_state) drops what the
+ * rank does not own.
+ *
+ * With one rank every call is a no-op but new's (the shard is everything). */
+typedef struct lt_dist_zero lt_dist_zero;
+
+/* Partitions o's parameters over the ranks and restricts o to this rank's
+ * shard (lt_optimizer_set_shard: the state of other parameters is dropped).
+ * o is borrowed and must outlive it. Every rank must pass the same parameter
+ * list (lt_dist_broadcast_params checks the store). Returns new; NULL with
+ * LT_ERR_NULL / LT_ERR_NOMEM. */
+lt_dist_zero *lt_dist_zero_new(lt_optimizer *o);
+/* Restores o to all its parameters (their state stays absent until their
+ * next update). NULL is a no-op. */
+void lt_dist_zero_free(lt_dist_zero *z);
+/* rank's shard: optimizer parameters [*first, *first + *count). */
+void lt_dist_zero_shard(const lt_dist_zero *z, int rank, int *first, int *count);
+/* Collective: each parameter from its owner to every rank (MPI_Ibcast, in
+ * parameter order), after the optimizer step. */
+lt_status lt_dist_zero_broadcast_params(lt_dist_zero *z);
+/* Collective: rank 0 receives every other rank's optimizer state (each
+ * owner sends its shard's tensors), so that it holds all of it, as an
+ * unsharded optimizer would, for a checkpoint. Rank 0's memory for optimizer
+ * state grows to the unsharded size until lt_dist_zero_release_state. */
+lt_status lt_dist_zero_gather_state(lt_dist_zero *z);
+/* Local: drops the state of the parameters this rank does not own. */
+lt_status lt_dist_zero_release_state(lt_dist_zero *z);
+
 #ifdef __cplusplus
 }
 #endif

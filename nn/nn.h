@@ -465,6 +465,28 @@ lt_status lt_optimizer_reset_state(lt_optimizer *o, int64_t step_count, int n, c
  * allowed range. */
 lt_status lt_optim_check_state(const char *state_name, lt_dtype dtype, const void *data, int64_t n,
                                const char *what);
+/* The parameters the optimizer updates, in its order (the store's non-buffer
+ * entries when it was made): their number, and the i-th (borrowed; NULL out
+ * of range) with its name (borrowed from the store) in *name if name is not
+ * NULL. */
+int lt_optimizer_param_count(const lt_optimizer *o);
+lt_tensor *lt_optimizer_param(const lt_optimizer *o, int i, const char **name);
+/* Bytes of optimizer state held now (moments, momentum buffers, steps). */
+int64_t lt_optimizer_state_bytes(const lt_optimizer *o);
+/* ZeRO-1 (dist/dist.h's lt_dist_zero sets it): lt_optimizer_step updates only
+ * the parameters [first, first + count) of the optimizer's order, as if the
+ * others had no .grad (the call is still counted), and the state of every
+ * other parameter is dropped now. (0, lt_optimizer_param_count) is the
+ * default: all. LT_ERR_INVALID for a range outside [0, count). Parameters
+ * given state outside the shard later (a loader, lt_optimizer_ensure_state)
+ * keep it until the next set_shard. */
+lt_status lt_optimizer_set_shard(lt_optimizer *o, int first, int count);
+void lt_optimizer_get_shard(const lt_optimizer *o, int *first, int *count);
+/* Gives the parameter param_name zero state (step 0) if it has none and the
+ * optimizer keeps state (a gatherer or loader then fills it through
+ * lt_optimizer_state); a no-op if it has state. LT_ERR_INVALID for a name the
+ * optimizer does not update. */
+lt_status lt_optimizer_ensure_state(lt_optimizer *o, const char *param_name);
 /* Older, coarser restore: step > 0 creates every missing state tensor as
  * zeros and sets the step count and every parameter's step to `step`; step
  * == 0 drops all state. Exact only if every parameter was updated at every

@@ -41,6 +41,13 @@
  * lt_optimizer_set_step_count(o, n) gives every parameter state and the one
  * step n (n == 0 drops all state).
  *
+ * Sharding (ZeRO-1, dist/dist.h's lt_dist_zero): lt_optimizer_set_shard(o,
+ * first, count) makes lt_optimizer_step update only the entries [first,
+ * first + count) (other parameters are skipped as if they had no .grad) and
+ * drops the state of the others, so a rank holds the state of its shard only;
+ * the per-element math is unchanged, so the owner computes the bits an
+ * unsharded optimizer would.
+ *
  * What this is not: amsgrad, maximize, foreach/fused variants, or several
  * user-defined parameter groups (one config; the NO_DECAY split is the only
  * grouping).
@@ -73,6 +80,7 @@ struct lt_optimizer {
   opt_entry *e;
   int n;
   int64_t steps; /* lt_optimizer_step calls */
+  int first, count; /* the shard updated (lt_optimizer_set_shard): entries [first, first + count) */
 };
 
 static const char *const optim_kind_names[] = {"sgd", "adam", "adamw"};
@@ -161,6 +169,7 @@ lt_optimizer *lt_optimizer_new(lt_params *p, const lt_optim_config *cfg) {
   o->p = p;
   o->e = e;
   o->n = n;
+  o->first = 0, o->count = n;
   for (int i = 0, k = 0; i < total; i++) {
     const lt_param *q = lt_params_at(p, i);
     if (q->flags & LT_PARAM_BUFFER) continue;
@@ -211,6 +220,40 @@ lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, con
   return NULL;
 }
 
+int lt_optimizer_param_count(const lt_optimizer *o) { return o ? o->n : 0; }
+
+lt_tensor *lt_optimizer_param(const lt_optimizer *o, int i, const char **name) {
+  if (!o || i < 0 || i >= o->n) return NULL;
+  if (name) *name = o->e[i].name;
+  return o->e[i].param;
+}
+
+int64_t lt_optimizer_state_bytes(const lt_optimizer *o) {
+  int64_t b = 0;
+  for (int i = 0; o && i < o->n; i++)
+    for (int k = 0; k < N_STATE; k++) {
+      const lt_tensor *t = *slot(&o->e[i], k);
+      if (t) b += t->numel * (int64_t)lt_dtype_size(t->dtype);
+    }
+  return b;
+}
+
+lt_status lt_optimizer_set_shard(lt_optimizer *o, int first, int count) {
+  if (!o) return lt__err(LT_ERR_NULL, "optimizer_set_shard: the optimizer is NULL");
+  if (first < 0 || count < 0 || first > o->n || count > o->n - first)
+    return lt__err(LT_ERR_INVALID, "optimizer_set_shard: parameters [%d, %d + %d) are outside the optimizer's %d",
+                   first, first, count, o->n);
+  for (int i = 0; i < o->n; i++)
+    if (i < first || i >= first + count) drop_state(&o->e[i]);
+  o->first = first, o->count = count;
+  return LT_OK;
+}
+
+void lt_optimizer_get_shard(const lt_optimizer *o, int *first, int *count) {
+  *first = o ? o->first : 0;
+  *count = o ? o->count : 0;
+}
+
 /* ---- state allocation ----------------------------------------------------- */
 
 static bool has_momentum(const lt_optimizer *o) { return o->cfg.kind == LT_OPTIM_SGD && o->cfg.momentum != 0; }
@@ -250,6 +293,19 @@ static lt_status make_states(lt_optimizer *o, const bool *todo, bool *fresh) {
     }
   }
   return LT_OK;
+}
+
+lt_status lt_optimizer_ensure_state(lt_optimizer *o, const char *param_name) {
+  const char *op = "optimizer_ensure_state";
+  if (!o || !param_name) return lt__err(LT_ERR_NULL, "%s: %s is NULL", op, o ? "param_name" : "the optimizer");
+  int i = entry_index(o, param_name);
+  if (i < 0) return lt__err(LT_ERR_INVALID, "%s: '%s' is not a parameter this optimizer updates", op, param_name);
+  bool *todo = calloc((size_t)o->n * (1 + N_STATE), sizeof(bool)); /* todo[n], fresh[N_STATE n] */
+  if (!todo) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+  todo[i] = true;
+  lt_status s = make_states(o, todo, todo + o->n);
+  free(todo);
+  return s;
 }
 
 lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step) {
@@ -528,7 +584,7 @@ lt_status lt_optimizer_step(lt_optimizer *o) {
   bool *fresh = todo + o->n;
   for (int i = 0; i < o->n; i++) {
     const lt_tensor *p = o->e[i].param, *g = p->grad;
-    if (!p->requires_grad || !g) continue;
+    if (!p->requires_grad || !g || i < o->first || i >= o->first + o->count) continue; /* or another rank's shard */
     if (!same_shape(p, g) || !lt_dtype_is_float(g->dtype)) {
       free(todo);
       return lt__err(LT_ERR_SHAPE, "%s: parameter '%s' is %s but its .grad is %s", op, o->e[i].name,

@@ -115,6 +115,51 @@ START_TEST(size_one_world_is_a_no_op) {
 }
 END_TEST
 
+/* ZeRO-1's pieces in a world of one: the shard is everything and the calls
+ * are no-ops; the optimizer's shard restricts its updates and its state. */
+START_TEST(zero_in_a_world_of_one) {
+  lt_params *p = small_params(0.5, LT_DTYPE_F32);
+  lt_optim_config oc = lt_optim_defaults(LT_OPTIM_ADAMW);
+  lt_optimizer *o = lt_optimizer_new(p, &oc);
+  ck_assert_ptr_nonnull(o);
+  ck_assert_int_eq(lt_optimizer_param_count(o), 3); /* the buffer is not optimized */
+  lt_dist_zero *z = lt_dist_zero_new(o);
+  ck_assert_ptr_nonnull(z);
+  int f, c;
+  lt_dist_zero_shard(z, 0, &f, &c);
+  ck_assert_int_eq(f, 0);
+  ck_assert_int_eq(c, 3);
+  ck_assert_int_eq(lt_dist_zero_broadcast_params(z), LT_OK);
+  ck_assert_int_eq(lt_dist_zero_gather_state(z), LT_OK);
+  lt_dist_zero_free(z);
+  /* a shard of one parameter: the others keep their values and get no state */
+  ck_assert_int_eq(lt_optimizer_set_shard(o, 1, 1), LT_OK);
+  ck_assert_int_eq(lt_optimizer_set_shard(o, 2, 2), LT_ERR_INVALID);
+  for (int i = 0; i < 3; i++) {
+    lt_tensor *t = lt_optimizer_param(o, i, NULL);
+    t->grad = lt_tensor_keep(lt_full(t->dtype, t->ndim, t->shape, 1.0));
+  }
+  ck_assert_int_eq(lt_optimizer_step(o), LT_OK);
+  const char *name;
+  for (int i = 0; i < 3; i++) {
+    const lt_tensor *t = lt_optimizer_param(o, i, &name);
+    ck_assert_msg((((const float *)t->data)[0] != (float)(0.5 + i)) == (i == 1), "%s: %g", name,
+                  (double)((const float *)t->data)[0]);
+    ck_assert_msg((lt_optimizer_state(o, name, "exp_avg") != NULL) == (i == 1), "%s's state", name);
+  }
+  ck_assert_int_eq(lt_optimizer_state_bytes(o), 7 * 4 * 2 + 8); /* b.bias: two moments and a step */
+  ck_assert_int_eq(lt_optimizer_ensure_state(o, "c.weight"), LT_OK);
+  ck_assert_int_eq(lt_optimizer_state_bytes(o), (7 + 1000) * 4 * 2 + 16);
+  ck_assert_int_eq(lt_optimizer_ensure_state(o, "stats"), LT_ERR_INVALID);
+  ck_assert_int_eq(lt_optimizer_set_shard(o, 0, 3), LT_OK);
+  ck_assert_int_eq(lt_optimizer_state_bytes(o), (7 + 1000) * 4 * 2 + 16); /* widening drops nothing */
+  ck_assert_int_eq(lt_optimizer_set_shard(o, 0, 1), LT_OK);
+  ck_assert_int_eq(lt_optimizer_state_bytes(o), 0);
+  lt_optimizer_free(o);
+  lt_params_free(p);
+}
+END_TEST
+
 /* ======================================================================== */
 /* The API at N ranks (--worker, under mpirun)                              */
 /* ======================================================================== */
@@ -246,6 +291,76 @@ static void worker_overlap(void) {
   lt_params_free(p);
 }
 
+/* ZeRO-1 (lt_dist_zero): the shards tile the optimizer's parameters in
+ * order; a sharded AdamW followed by the owners' broadcast gives the bits of
+ * an unsharded one on every rank; the state is split (its bytes summed over
+ * the ranks are the unsharded optimizer's); gathered, rank 0 holds every
+ * parameter's state, the same bits. With small_params (15, 7 and 1000
+ * elements), at N = 3 rank 2 owns nothing. */
+static void worker_zero(void) {
+  const int R = lt_dist_rank(), N = lt_dist_size();
+  lt_params *pa = small_params(0.5, LT_DTYPE_F32), *pb = small_params(0.5, LT_DTYPE_F32);
+  lt_optim_config oc = lt_optim_defaults(LT_OPTIM_ADAMW);
+  lt_optimizer *oa = lt_optimizer_new(pa, &oc), *ob = lt_optimizer_new(pb, &oc);
+  lt_dist_zero *z = oa ? lt_dist_zero_new(oa) : NULL;
+  W_CHECK(oa && ob && z, "%s", lt_last_error());
+  if (!z) return;
+  int next = 0;
+  for (int r = 0; r < N; r++) {
+    int f, c;
+    lt_dist_zero_shard(z, r, &f, &c);
+    W_CHECK(f == next && c >= 0, "rank %d's shard starts at %d (count %d), not at %d", r, f, c, next);
+    next = f + c;
+  }
+  W_CHECK(next == lt_optimizer_param_count(oa) && next == 3, "the shards cover %d parameters of %d", next,
+          lt_optimizer_param_count(oa));
+  for (int step = 1; step <= 3; step++) {
+    lt_params *ps[2] = {pa, pb};
+    for (int k = 0; k < 2; k++)
+      for (int i = 0; i < lt_params_count(ps[k]); i++) { /* the same gradient everywhere (the averaged one) */
+        const lt_param *q = lt_params_at(ps[k], i);
+        if (q->flags & LT_PARAM_BUFFER) continue;
+        lt_tensor *t = q->value;
+        t->grad = lt_tensor_keep(lt_zeros(t->dtype, t->ndim, t->shape));
+        float *d = t->grad->data;
+        for (int64_t j = 0; j < t->numel; j++) d[j] = 0.01f * (float)(step * (i + 1)) - 0.001f * (float)j;
+      }
+    WK_OK(lt_optimizer_step(oa));
+    WK_OK(lt_dist_zero_broadcast_params(z));
+    WK_OK(lt_optimizer_step(ob));
+    lt_params_zero_grad(pa);
+    lt_params_zero_grad(pb);
+  }
+  for (int i = 0; i < lt_params_count(pa); i++) {
+    const lt_tensor *a = lt_params_at(pa, i)->value, *b = lt_params_at(pb, i)->value;
+    W_CHECK(memcmp(a->data, b->data, (size_t)a->numel * lt_dtype_size(a->dtype)) == 0,
+            "%s differs from the unsharded optimizer's", lt_params_at(pa, i)->name);
+  }
+  int64_t bytes[2] = {lt_optimizer_state_bytes(oa), 0};
+  WK_OK(lt_dist_allreduce_i64(bytes, 1, LT_DIST_SUM));
+  W_CHECK(bytes[0] == lt_optimizer_state_bytes(ob), "the shards hold %lld bytes of state, unsharded %lld",
+          (long long)bytes[0], (long long)lt_optimizer_state_bytes(ob));
+  W_CHECK(lt_optimizer_state_bytes(oa) < lt_optimizer_state_bytes(ob), "rank %d holds all the state", R);
+  WK_OK(lt_dist_zero_gather_state(z));
+  static const char *const states[] = {"exp_avg", "exp_avg_sq", "step"};
+  for (int i = 0; i < lt_optimizer_param_count(ob) && R == 0; i++) {
+    const char *name;
+    lt_optimizer_param(ob, i, &name);
+    for (int k = 0; k < 3; k++) {
+      const lt_tensor *a = lt_optimizer_state(oa, name, states[k]), *b = lt_optimizer_state(ob, name, states[k]);
+      W_CHECK(a && b && memcmp(a->data, b->data, (size_t)a->numel * lt_dtype_size(a->dtype)) == 0,
+              "rank 0's gathered %s of %s differs from the unsharded one", states[k], name);
+    }
+  }
+  WK_OK(lt_dist_zero_release_state(z));
+  W_CHECK(lt_optimizer_state_bytes(oa) < lt_optimizer_state_bytes(ob), "rank %d kept the gathered state", R);
+  lt_dist_zero_free(z);
+  lt_optimizer_free(oa);
+  lt_optimizer_free(ob);
+  lt_params_free(pa);
+  lt_params_free(pb);
+}
+
 static int worker(int argc, char **argv) {
   if (lt_dist_init(&argc, &argv) != LT_OK) return fprintf(stderr, "%s\n", lt_last_error()), 1;
   const int R = lt_dist_rank(), N = lt_dist_size();
@@ -309,6 +424,7 @@ static int worker(int argc, char **argv) {
     W_CHECK(seeds[0] == 42, "rank 0's seed %lld", (long long)seeds[0]);
     for (int r = 1; r < N; r++) W_CHECK(seeds[r] != seeds[r - 1] && seeds[r] != 42, "rank %d's seed", r);
   }
+  worker_zero();
   /* a diverged copy is found */
   lt_params *p = small_params(0, LT_DTYPE_F32);
   if (R == N - 1) ((float *)lt_params_find(p, "a.weight")->data)[2] = 1;
@@ -451,6 +567,18 @@ static double compare_params(const char *a, const char *b, double rtol) {
   return worst;
 }
 
+/* The 20 losses of two run directories' metrics.csv: the same bits. */
+static void expect_same_losses(const char *a, const char *b) {
+  double la[32], lb[32];
+  char p[512];
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp(a));
+  ck_assert_int_eq(read_losses(p, la, 32), 20);
+  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp(b));
+  ck_assert_int_eq(read_losses(p, lb, 32), 20);
+  for (int i = 0; i < 20; i++)
+    ck_assert_msg(memcmp(&la[i], &lb[i], 8) == 0, "step %d: loss %.17g in %s, %.17g in %s", i + 1, la[i], a, lb[i], b);
+}
+
 static const char *ckpt(const char *dir, long long step) {
   static char buf[2][512];
   static int k;
@@ -488,6 +616,20 @@ static const char *train_cmd(int N, int batch, const char *dir, const char *extr
            "--lr 3e-3 --threads 1 --log-every 5 --ckpt-dir '%s' %s",
            launch, LT_TRAIN_EXE, in_tmp("text.txt"), batch, in_tmp(dir), extra);
   return cmd;
+}
+
+/* A 2-rank run with flags stopped after step 10 (in directory part) and
+ * resumed with resume_flags: its step 20 (losses and parameters) bit for bit
+ * the uninterrupted run's in directory full. */
+static void expect_resume_bit_exact(const char *part, const char *flags, const char *resume_flags, const char *full) {
+  char stop[512], cmd[4096];
+  snprintf(stop, sizeof stop, "%s --stop-after 10", flags);
+  expect_exit(run(train_cmd(2, 4, part, stop), "part.log"), 0, "part.log");
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1 %s", LT_TRAIN_EXE, in_tmp(part),
+           resume_flags);
+  expect_exit(run(cmd, "resume.log"), 0, "resume.log");
+  compare_params(ckpt(part, 20), ckpt(full, 20), 0);
+  expect_same_losses(part, full);
 }
 
 /* ======================================================================== */
@@ -557,26 +699,13 @@ END_TEST
 START_TEST(resume_same_and_other_n) {
   write_text();
   expect_exit(run(train_cmd(2, 4, "full", ""), "full.log"), 0, "full.log");
-  expect_exit(run(train_cmd(2, 4, "part", "--stop-after 10"), "part.log"), 0, "part.log");
-  char cmd[4096];
-  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("part"));
-  expect_exit(run(cmd, "resume.log"), 0, "resume.log");
-  compare_params(ckpt("part", 20), ckpt("full", 20), 0);
-  double lf[32], lp[32];
-  char p[512];
-  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("full"));
-  ck_assert_int_eq(read_losses(p, lf, 32), 20);
-  snprintf(p, sizeof p, "%s/metrics.csv", in_tmp("part"));
-  ck_assert_int_eq(read_losses(p, lp, 32), 20);
-  for (int i = 0; i < 20; i++) ck_assert_msg(memcmp(&lf[i], &lp[i], 8) == 0, "step %d: %.17g vs %.17g", i + 1, lf[i], lp[i]);
+  expect_resume_bit_exact("part", "", "", "full");
   /* with dropout: each rank's own stream, restored from the checkpoint (were
    * rank 1's not, its masks after step 10 would differ) */
   expect_exit(run(train_cmd(2, 4, "fulld", "--dropout 0.2"), "fulld.log"), 0, "fulld.log");
-  expect_exit(run(train_cmd(2, 4, "partd", "--dropout 0.2 --stop-after 10"), "partd.log"), 0, "partd.log");
-  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("partd"));
-  expect_exit(run(cmd, "resumed.log"), 0, "resumed.log");
-  compare_params(ckpt("partd", 20), ckpt("fulld", 20), 0);
+  expect_resume_bit_exact("partd", "--dropout 0.2", "", "fulld");
   /* N=2 -> 1: from the step-10 checkpoint of the full run, on one process */
+  char cmd[4096];
   snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/'", in_tmp("one"), ckpt("full", 10), in_tmp("one"));
   ck_assert_int_eq(system(cmd), 0);
   snprintf(cmd, sizeof cmd, "'%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("one"));
@@ -586,6 +715,33 @@ START_TEST(resume_same_and_other_n) {
   double worst = compare_params(ckpt("one", 20), ckpt("full", 20), 1e-4);
   printf("resume: 2 -> 2 ranks bit-exact; 2 -> 1 continues, parameters at step 20 within %.2g of the 2-rank run\n",
          worst);
+  expect_no_leftovers();
+}
+END_TEST
+
+/* ZeRO-1 in the train program (--zero 1, AdamW): the losses and parameters of
+ * the unsharded run, bit for bit; its checkpoints are the unsharded format:
+ * resumed with ZeRO-1 at the same N, bit-exact; resumed without it, too. */
+START_TEST(zero1_is_bit_exact_and_resumes) {
+  write_text();
+  expect_exit(run(train_cmd(2, 4, "base", "--optim adamw"), "base.log"), 0, "base.log");
+  expect_exit(run(train_cmd(2, 4, "z", "--optim adamw --zero 1"), "z.log"), 0, "z.log");
+  char *log = slurp(in_tmp("z.log"));
+  ck_assert_msg(strstr(log, "ZeRO-1: each rank holds the optimizer state of 1/N"), "%s", tail(log));
+  expect_same_losses("z", "base");
+  compare_params(ckpt("z", 10), ckpt("base", 10), 0);
+  compare_params(ckpt("z", 20), ckpt("base", 20), 0);
+  /* stop at 10 and resume with ZeRO-1: every rank's state comes back from rank 0's file */
+  expect_resume_bit_exact("zp", "--optim adamw --zero 1", "--zero 1", "base");
+  /* a ZeRO-1 checkpoint resumed without ZeRO: the same file format, the same bits */
+  char cmd[4096];
+  snprintf(cmd, sizeof cmd, "mkdir -p '%s' && cp '%s' '%s/'", in_tmp("zn"), ckpt("z", 10), in_tmp("zn"));
+  ck_assert_int_eq(system(cmd), 0);
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 2 '%s' --resume '%s' --threads 1", LT_TRAIN_EXE, in_tmp("zn"));
+  expect_exit(run(cmd, "zn.log"), 0, "zn.log");
+  compare_params(ckpt("zn", 20), ckpt("base", 20), 0);
+  printf("ZeRO-1: 2 ranks, AdamW, 20 steps: losses and parameters bit-identical to the unsharded run; resumed at "
+         "step 10 with and without ZeRO-1: bit-identical\n");
   expect_no_leftovers();
 }
 END_TEST
@@ -920,6 +1076,7 @@ int main(int argc, char **argv) {
   if (!part) {
     TCase *api = tcase_create("size1");
     tcase_add_test(api, size_one_world_is_a_no_op);
+    tcase_add_test(api, zero_in_a_world_of_one);
     suite_add_tcase(s, api);
   }
 #ifdef LT_MPIEXEC
@@ -928,7 +1085,8 @@ int main(int argc, char **argv) {
     char cwd[512];
     if (getcwd(cwd, sizeof cwd)) snprintf(self_exe, sizeof self_exe, "%s/%s", cwd, argv[0]);
   }
-  const bool stop_part = part && !strcmp(part, "stop"), pairs_part = part && !strcmp(part, "pairs");
+  const bool stop_part = part && !strcmp(part, "stop"), pairs_part = part && !strcmp(part, "pairs"),
+             zero_part = part && !strcmp(part, "zero");
   TCase *tc = tcase_create(part ? part : "mpirun");
   tcase_add_checked_fixture(tc, setup, teardown);
   tcase_set_timeout(tc, 300);
@@ -936,6 +1094,8 @@ int main(int argc, char **argv) {
     tcase_add_test(tc, sigterm_to_mpirun_saves_one_checkpoint);
     tcase_add_test(tc, the_example_loop_is_equivalent);
     tcase_add_test(tc, the_classifier_resumes_on_fewer_ranks);
+  } else if (zero_part) {
+    tcase_add_test(tc, zero1_is_bit_exact_and_resumes);
   } else if (pairs_part) {
     tcase_add_test(tc, pair_tasks_equivalence_and_resume);
     tcase_add_test(tc, a_stopped_rank_ends_the_job_after_the_timeout);

@@ -28,7 +28,7 @@ void lt_classify_usage(const lt_classify_opts *o, FILE *f) {
           "usage: %s [--data DIR] [--epochs N] [--batch B] [--max-steps N]\n"
           "       [--optim adamw|sgd] [--lr X] [--weight-decay X] [--seed S]\n"
           "       [--threads T] [--log-every K] [--dir DIR [--resume] [--stop-after N]]\n"
-          "       [--precision f32|bf16]\n"
+          "       [--precision f32|bf16] [--zero 0|1]\n"
           "  --data DIR       the four Fashion-MNIST *-ubyte.gz files (default %s)\n"
           "  --epochs N       passes over the training set (default %d)\n"
           "  --max-steps N    stop after N optimizer steps (a quick check; 0 = all epochs)\n"
@@ -43,7 +43,9 @@ void lt_classify_usage(const lt_classify_opts *o, FILE *f) {
           "  --stop-after N   stop after step N with a checkpoint in --dir, as Ctrl-C would\n"
           "  --precision P    f32 (default), or bf16: matrix products in bf16 with f32 accumulation\n"
           "                   (autocast; weights, gradients, optimizer state and checkpoints stay f32;\n"
-          "                   give it again with --resume)\n",
+          "                   give it again with --resume)\n"
+          "  --zero 1         under mpirun: each rank keeps the optimizer state of 1/N of the\n"
+          "                   parameters only (ZeRO-1; the same results and checkpoints)\n",
           p, LT_FASHION_MNIST_DIR, o ? o->epochs : 1);
   if (o && o->lr > 0) fprintf(f, "  --lr X           this program's default: %g (either optimizer)\n", o->lr);
 }
@@ -89,7 +91,7 @@ lt_status lt_classify_parse_args(lt_classify_opts *o, int argc, char **argv) {
     }
     static const char *const valued[] = {"--data", "--dir", "--epochs", "--batch", "--max-steps", "--log-every",
                                          "--threads", "--seed", "--lr", "--weight-decay", "--optim", "--stop-after",
-                                         "--precision"};
+                                         "--precision", "--zero"};
     bool known = false;
     for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(a, valued[k]);
     if (!known) return lt__err(LT_ERR_INVALID, "classify: unknown flag '%s'", a);
@@ -103,6 +105,7 @@ lt_status lt_classify_parse_args(lt_classify_opts *o, int argc, char **argv) {
     else if (!strcmp(a, "--batch")) s = parse_int(a, v, 1, (int64_t)1 << 30, &o->batch);
     else if (!strcmp(a, "--max-steps")) s = parse_int(a, v, 0, (int64_t)1 << 40, &o->max_steps);
     else if (!strcmp(a, "--stop-after")) s = parse_int(a, v, 0, (int64_t)1 << 40, &o->stop_after);
+    else if (!strcmp(a, "--zero")) (s = parse_int(a, v, 0, 1, &n)) == LT_OK ? (void)(o->zero = (int)n) : (void)0;
     else if (!strcmp(a, "--log-every")) (s = parse_int(a, v, 1, 1 << 30, &n)) == LT_OK ? (void)(o->log_every = (int)n) : (void)0;
     else if (!strcmp(a, "--threads")) (s = parse_int(a, v, 0, 4096, &n)) == LT_OK ? (void)(o->threads = (int)n) : (void)0;
     else if (!strcmp(a, "--seed")) (s = parse_int(a, v, 0, INT64_MAX, &n)) == LT_OK ? (void)(o->seed = (uint64_t)n) : (void)0;
@@ -410,6 +413,7 @@ lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, con
   tc.n_metrics = 1, tc.metrics = METRICS;
   tc.log_every = o->log_every;
   tc.stop_after = o->stop_after;
+  tc.zero = o->zero;
   tc.out = out;
   lt_trainer_hooks hooks = {.user = &r, .micro_batch = micro_batch, .evaluate = evaluate_hook,
                             .save_extra = save_extra, .get_position = get_position, .set_position = set_position,

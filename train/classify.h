@@ -79,6 +79,8 @@ typedef struct lt_classify_opts {
                            * (lt_set_autocast(LT_DTYPE_BF16): products in bf16 with f32 accumulation,
                            * weights, gradients, optimizer state and checkpoints f32;
                            * docs/mixed-precision.md). Not saved: give it again with --resume. */
+  int zero;               /* --zero 1: under mpirun, ZeRO-1 (lt_trainer_config.zero: each rank keeps the
+                           * optimizer state of its 1/N of the parameters; docs/distributed.md). 0: off */
 } lt_classify_opts;
 
 /* Defaults: Fashion-MNIST in LT_FASHION_MNIST_DIR with its class names,
@@ -86,7 +88,7 @@ typedef struct lt_classify_opts {
  * 42, a progress line every 100 steps, no directory, f32. */
 #define LT_CLASSIFY_DEFAULTS(prog, n_epochs)                                                                  \
   ((lt_classify_opts){(prog), LT_FASHION_MNIST_DIR, (n_epochs), 128, 1000, 0, 100, 0, -1, false, 42, 0, NULL, \
-                      false, false, lt_fashion_mnist_class_name, 0, false})
+                      false, false, lt_fashion_mnist_class_name, 0, false, 0})
 
 /* Parses argv[1..argc) into *o (which holds the defaults). --help or -h sets
  * o->help and returns LT_ERR_INVALID; an unknown flag, a missing or bad value

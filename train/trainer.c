@@ -68,6 +68,7 @@ struct lt_trainer {
   bool rank_streams;    /* the generators are this rank's own streams (set up, or resumed) */
   bool has_buffers;     /* several ranks and the store has buffers: rank 0's after every step */
   lt_dist_grads *grads; /* the gradient reducer */
+  lt_dist_zero *zero;   /* ZeRO-1 (cfg.zero 1 and several ranks): this rank's optimizer shard */
   int stop;             /* the stop request agreed by every rank (a signal number), or 0 */
   FILE *devnull;        /* ranks other than 0 print here */
 };
@@ -242,6 +243,8 @@ lt_trainer *lt_trainer_new(const lt_trainer_config *cfg, const lt_trainer_hooks 
        c->n_metrics);
   NEED(c->n_generators >= 0 && (c->n_generators == 0 || (c->generator_names && c->generators)),
        "trainer_new: %d generators without their names or pointers", c->n_generators);
+  NEED(c->zero == 0 || c->zero == 1, "trainer_new: zero %d: must be 0 (off) or 1 (ZeRO-1: optimizer state sharded)",
+       c->zero);
   NEED(!hooks->set_position == !hooks->get_position, "trainer_new: set_position and get_position go together");
   NEED(c->progress >= LT_TRAINER_PROGRESS_AUTO && c->progress <= LT_TRAINER_PROGRESS_OFF,
        "trainer_new: progress %d: not an lt_trainer_progress", (int)c->progress);
@@ -296,6 +299,7 @@ void lt_trainer_free(lt_trainer *t) {
   if (t->csv) fclose(t->csv);
   if (t->devnull) fclose(t->devnull);
   lt_dist_grads_free(t->grads);
+  lt_dist_zero_free(t->zero);
   free(t->values);
   free(t);
 }
@@ -363,6 +367,10 @@ lt_status lt_trainer_save(lt_trainer *t) {
   int64_t *rank_gens = NULL;
   lt_status s = check_ranks_agree(t, &rank_gens);
   if (s != LT_OK) return s;
+  if (t->zero && (s = lt_dist_zero_gather_state(t->zero)) != LT_OK) { /* rank 0: every shard's state */
+    free(rank_gens);
+    return s;
+  }
   if (lt_dist_rank() != 0) { /* rank 0 writes the checkpoint of every rank */
     free(rank_gens);
     t->last_saved = t->step;
@@ -391,6 +399,10 @@ lt_status lt_trainer_save(lt_trainer *t) {
     s = lt_ckpt_save_training(path, &st, t->c.model_config, extra, NULL);
   }
   lt_ckpt_meta_free(extra);
+  if (t->zero) { /* rank 0 holds its own shard's state again */
+    lt_status s2 = lt_dist_zero_release_state(t->zero);
+    s = s ? s : s2;
+  }
   if (s != LT_OK) return s;
   if (t->c.keep > 0) {
     s = lt_ckpt_rotate(t->dir, t->prefix, t->c.keep > INT32_MAX ? INT32_MAX : (int)t->c.keep);
@@ -479,6 +491,7 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
   }
   t->rank_streams = true;
   lt_ckpt_info_free(info);
+  if (s == LT_OK && t->zero) s = lt_dist_zero_release_state(t->zero); /* the file holds every shard's */
   if (s != LT_OK) return s;
   t->step = t->start_step = t->last_saved = st.step;
   t->tokens = tokens;
@@ -777,7 +790,8 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
       s = LT_OK;
     } else if (s == LT_OK) {
       lt_optimizer_set_lr(c->optim, S->lr);
-      s = lt_optimizer_step(c->optim);
+      s = lt_optimizer_step(c->optim); /* with ZeRO-1: this rank's shard only */
+      if (s == LT_OK && t->zero) s = lt_dist_zero_broadcast_params(t->zero); /* each from its owner */
     }
   }
   if (s == LT_OK && t->has_buffers) s = lt_dist_broadcast_buffers(c->params); /* rank 0's running statistics */
@@ -809,7 +823,7 @@ static lt_status dist_setup(lt_trainer *t) {
   t->dist_ready = true;
   if (lt_dist_size() == 1) return LT_OK;
   const lt_trainer_config *c = &t->c;
-  char v[8][64];
+  char v[9][64];
   snprintf(v[0], 64, "%lld", (long long)c->steps);
   snprintf(v[1], 64, "%lld", (long long)c->accum);
   snprintf(v[2], 64, "%.17g", c->clip);
@@ -818,10 +832,11 @@ static lt_status dist_setup(lt_trainer *t) {
   snprintf(v[5], 64, "%lld", (long long)t->step);
   snprintf(v[6], 64, "%d", (int)c->optim_config->kind);
   snprintf(v[7], 64, "%.17g", c->optim_config->weight_decay);
-  static const char *const names[8] = {"steps", "accum", "clip", "parameter tensors", "parameters",
-                                       "the step resumed from", "optimizer", "weight decay"};
-  const char *vals[8] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7]};
-  lt_status s = lt_dist_check_same("trainer", 8, names, vals);
+  snprintf(v[8], 64, "%d", c->zero);
+  static const char *const names[9] = {"steps", "accum", "clip", "parameter tensors", "parameters",
+                                       "the step resumed from", "optimizer", "weight decay", "ZeRO stage"};
+  const char *vals[9] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
+  lt_status s = lt_dist_check_same("trainer", 9, names, vals);
   s = s ? s : lt_dist_broadcast_params(c->params);
   for (int i = 0; i < c->n_generators && s == LT_OK && !t->rank_streams; i++) { /* each rank its own dropout */
     lt_generator_state g = lt_generator_get_state(c->generators[i]);
@@ -832,6 +847,7 @@ static lt_status dist_setup(lt_trainer *t) {
   for (int i = 0; i < lt_params_count(c->params); i++)
     t->has_buffers |= (lt_params_at(c->params, i)->flags & LT_PARAM_BUFFER) != 0;
   if (s == LT_OK && !(t->grads = lt_dist_grads_new(c->params, 0))) s = lt_last_status();
+  if (s == LT_OK && c->zero == 1 && !(t->zero = lt_dist_zero_new(c->optim))) s = lt_last_status();
   int64_t stop = stop_flag;
   s = s ? s : lt_dist_allreduce_i64(&stop, 1, LT_DIST_MAX);
   t->stop = (int)stop;

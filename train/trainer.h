@@ -205,6 +205,11 @@ typedef struct lt_trainer_config {
   lt_trainer_progress progress;
   int64_t log_every;      /* LINES: a progress line every N steps (>= 1) */
   bool auto_threads;      /* choose between lt_get_num_threads() and 1 as it goes (lt_autothreads) */
+  /* Data parallelism (dist/dist.h). */
+  int zero;               /* 1: ZeRO-1 with several ranks: each rank keeps the optimizer state of its
+                             1/N of the parameters only, updates them and broadcasts them
+                             (lt_dist_zero); checkpoints gather the state to rank 0 (the same file
+                             as without it). 0 (default): every rank updates every parameter. */
 } lt_trainer_config;
 
 /* Defaults: no model state (set params, optim, optim_config, schedule), 1
@@ -213,7 +218,7 @@ typedef struct lt_trainer_config {
  * steps, no automatic threads. */
 #define LT_TRAINER_DEFAULTS                                                                              \
   ((lt_trainer_config){NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, 1, 1, 1.0, 5, 0, 0, 3, 0, NULL, NULL, \
-                       false, NULL, NULL, 0, NULL, NULL, LT_TRAINER_PROGRESS_AUTO, 100, false})
+                       false, NULL, NULL, 0, NULL, NULL, LT_TRAINER_PROGRESS_AUTO, 100, false, 0})
 
 /* ======================================================================== */
 /* The trainer                                                              */

@@ -184,6 +184,9 @@ static const lt_cli_opt OPTS[] = {
     OD("dist-timeout", LT_CLI_DOUBLE, dist_timeout, F_RUN | F_NOSAVE, "SECONDS", 0, 1e9,
        "under mpirun: a rank waiting this long for the others ends the job, naming the hung rank (0: never)",
        "LT_DIST_TIMEOUT, else 1800"),
+    OD("zero", LT_CLI_INT, zero, F_RUN | F_NOSAVE, "STAGE", 0, 1,
+       "under mpirun: 1 keeps each rank's optimizer state for its 1/N of the parameters only (ZeRO-1: same "
+       "results, less memory; checkpoints unchanged; docs/distributed.md)", "0: off"),
     O("log-every", LT_CLI_INT, log_every, F_RUN, "N", 1, COUNT_MAX,
       "progress line every N steps when stdout is not a terminal"),
     OE("precision", precision, F_RUN, lt_cli_precision_name, LT_CLI_PRECISION_COUNT,

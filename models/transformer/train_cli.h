@@ -70,6 +70,7 @@ typedef struct options {
   /* run */
   int64_t threads, log_every;
   double dist_timeout;        /* --dist-timeout: seconds; -1: not given */
+  int64_t zero;               /* --zero: 1 = ZeRO-1 (optimizer state sharded across ranks), 0 = off */
   int precision;              /* LT_CLI_PRECISION_* */
   const char *csv;
   int64_t max_memory;         /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */

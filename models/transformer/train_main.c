@@ -388,8 +388,9 @@ static void describe(const run *r) {
          (long long)o->seed, threads, lt_cli_precision_name(o->precision));
   if (lt_dist_size() > 1)
     printf("data parallel: %d ranks x --batch %lld = a global batch of %lld (x --accum %lld per step), gradients "
-           "averaged in buckets of %.0f MB\n", lt_dist_size(), (long long)o->batch, (long long)o->batch * lt_dist_size(),
-           (long long)o->accum, (double)lt_dist_bucket_bytes() / 1048576.0);
+           "averaged in buckets of %.0f MB%s\n", lt_dist_size(), (long long)o->batch, (long long)o->batch * lt_dist_size(),
+           (long long)o->accum, (double)lt_dist_bucket_bytes() / 1048576.0,
+           o->zero ? "; ZeRO-1: each rank holds the optimizer state of 1/N of the parameters" : "");
 }
 
 
@@ -632,6 +633,7 @@ int main(int argc, char **argv) {
   tc.load_opts = &lo;
   tc.n_metrics = 3, tc.metrics = METRICS;
   tc.log_every = r->o.log_every;
+  tc.zero = (int)r->o.zero;
   tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
   lt_trainer_hooks hooks = {r, hook_micro_batch, hook_begin_step, hook_evaluate, hook_eval_line, hook_save_extra,
                             NULL, hook_get_position, hook_set_position, hook_batches_per_epoch};
