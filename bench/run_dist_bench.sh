@@ -10,7 +10,7 @@
 #   2. GPT small and medium (bench/train_step.c's models, the same global
 #      batch every time): np=1 x 2 threads, then np=2 x 1 thread with the
 #      buckets reduced during backward (25 MB buckets, PyTorch's default, and
-#      1 MB ones) and after it (--no-overlap). Each np=2 line gives the
+#      1 MB ones, libtensor's) and after it (--no-overlap). Each np=2 line gives the
 #      reduction's time alone and the exposed part per step (time in
 #      lt_dist_grads_finish); hidden = alone - exposed.
 #   3. ZeRO-1 (--zero 1, 1 MB buckets): every np=2 line also gives each

@@ -184,6 +184,9 @@ static const lt_cli_opt OPTS[] = {
     OD("dist-timeout", LT_CLI_DOUBLE, dist_timeout, F_RUN | F_NOSAVE, "SECONDS", 0, 1e9,
        "under mpirun: a rank waiting this long for the others ends the job, naming the hung rank (0: never)",
        "LT_DIST_TIMEOUT, else 1800"),
+    OD("bucket-mb", LT_CLI_DOUBLE, bucket_mb, F_RUN | F_NOSAVE, "MB", 0.0625, 4096,
+       "under mpirun: gradients are averaged in buckets of about this size, each reduced as soon as backward has "
+       "made it final (larger for many ranks over a slow network; docs/distributed.md)", "1"),
     OD("zero", LT_CLI_INT, zero, F_RUN | F_NOSAVE, "STAGE", 0, 1,
        "under mpirun: 1 keeps each rank's optimizer state for its 1/N of the parameters only (ZeRO-1: same "
        "results, less memory; checkpoints unchanged; docs/distributed.md)", "0: off"),
@@ -253,6 +256,7 @@ options default_options(void) {
   o.keep = 3;
   o.threads = 0;
   o.dist_timeout = -1; /* not given: lt_dist's (LT_DIST_TIMEOUT, else the default) */
+  o.bucket_mb = 0;     /* not given: lt_dist's default (LT_DIST_BUCKET_BYTES) */
   o.log_every = 100;
   return o;
 }

@@ -70,6 +70,7 @@ typedef struct options {
   /* run */
   int64_t threads, log_every;
   double dist_timeout;        /* --dist-timeout: seconds; -1: not given */
+  double bucket_mb;           /* --bucket-mb: gradient bucket size in MiB; 0: not given */
   int64_t zero;               /* --zero: 1 = ZeRO-1 (optimizer state sharded across ranks), 0 = off */
   int precision;              /* LT_CLI_PRECISION_* */
   const char *csv;

@@ -388,7 +388,7 @@ static void describe(const run *r) {
          (long long)o->seed, threads, lt_cli_precision_name(o->precision));
   if (lt_dist_size() > 1)
     printf("data parallel: %d ranks x --batch %lld = a global batch of %lld (x --accum %lld per step), gradients "
-           "averaged in buckets of %.0f MB%s\n", lt_dist_size(), (long long)o->batch, (long long)o->batch * lt_dist_size(),
+           "averaged in buckets of %g MB%s\n", lt_dist_size(), (long long)o->batch, (long long)o->batch * lt_dist_size(),
            (long long)o->accum, (double)lt_dist_bucket_bytes() / 1048576.0,
            o->zero ? "; ZeRO-1: each rank holds the optimizer state of 1/N of the parameters" : "");
 }
@@ -492,6 +492,7 @@ int main(int argc, char **argv) {
   signal(SIGPIPE, SIG_IGN); /* a closed stdout is a write error (EPIPE), reported at the end; training goes on */
   if (r->o.threads > 0) TRY(EXIT_USAGE, lt_set_num_threads((int)r->o.threads), "--threads");
   if (r->o.dist_timeout >= 0) TRY(EXIT_USAGE, lt_dist_set_timeout(r->o.dist_timeout), "--dist-timeout");
+  if (r->o.bucket_mb > 0) lt_dist_set_bucket_bytes((size_t)(r->o.bucket_mb * 1048576.0));
   TRY(EXIT_DATA, lt_init(), "starting libtensor");
 
   char resume_path[PATH_LEN] = "";
