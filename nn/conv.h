@@ -12,7 +12,7 @@
  * Results do not depend on the thread count.
  * What this is not: channels-last (NHWC) layouts, 3-d convolution, unbatched
  * inputs (add the batch dim with lt_unsqueeze), padding modes other than
- * zeros (use lt_pad when it lands).
+ * zeros (pad first with lt_pad, tensor/tensor.h: reflect or replicate).
  *
  * Shapes: N batch, C channels (C_in, C_out), H x W spatial size, k kernel
  * size. Every function here returns new (free with lt_tensor_free, or the
