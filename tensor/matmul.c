@@ -495,10 +495,11 @@ lt_dtype lt__autocast_adopt(lt_dtype mode) {
 
 /* ---- bf16 operands -------------------------------------------------------- */
 
-/* Per-thread conversion buffers (two operands), grown as needed and kept for
- * the thread's life: a step converts the same sizes again and again. */
-static _Thread_local void *tl_buf[2];
-static _Thread_local size_t tl_cap[2];
+/* Per-thread conversion buffers, grown as needed and kept for the thread's
+ * life: a step converts the same sizes again and again. 0-1: a product's two
+ * operands; 2-3: operands held for several products (lt__mat_hold_bf16). */
+static _Thread_local void *tl_buf[4];
+static _Thread_local size_t tl_cap[4];
 
 static void *conv_buf(int i, size_t bytes) {
   if (bytes <= tl_cap[i]) return tl_buf[i];
@@ -568,31 +569,18 @@ static lt_status convert(int i, lt__mat x, lt_dtype to, bool one_thread, lt__mat
   return LT_OK;
 }
 
-/* Per-thread buffers for operands converted once and read by several
- * products (lt__mat_hold_bf16), apart from the two conversion buffers
- * above, which every autocast product reuses. */
-static _Thread_local void *tl_hold[2];
-static _Thread_local size_t tl_hold_cap[2];
-
+/* x as bf16 in conversion buffer 2 + slot, apart from the two buffers every
+ * autocast product reuses: an operand converted once and read by several
+ * products. */
 lt_status lt__mat_hold_bf16(int slot, lt__mat x, bool one_thread, lt__mat *out) {
   LT_CHECK(slot == 0 || slot == 1);
   if (x.bf16) {
     *out = x;
     return LT_OK;
   }
-  const conv_geom g = geom_of(x);
-  const size_t bytes = (size_t)(g.outer * g.inner) * sizeof(uint16_t) + 1;
-  if (bytes > tl_hold_cap[slot]) {
-    free(tl_hold[slot]);
-    const size_t sz = (bytes + 4095) & ~(size_t)4095;
-    tl_hold[slot] = aligned_alloc(64, sz);
-    tl_hold_cap[slot] = tl_hold[slot] ? sz : 0;
-    if (!tl_hold[slot]) return lt__err(LT_ERR_NOMEM, "matmul: cannot allocate %zu bytes to convert an operand", bytes);
-  }
-  convert_into(x, g, LT_DTYPE_BF16, tl_hold[slot], one_thread);
-  *out = copy_view(x, g, tl_hold[slot]);
-  out->bf16 = true;
-  return LT_OK;
+  const lt_status st = convert(2 + slot, x, LT_DTYPE_BF16, one_thread, out);
+  if (st == LT_OK) out->bf16 = true;
+  return st;
 }
 
 /* ---- the autocast operand cache --------------------------------------------
