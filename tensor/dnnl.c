@@ -144,6 +144,24 @@ static dnnl_status_t thread_stream(void) {
   return tl_stream ? dnnl_success : dnnl_stream_create(&tl_stream, engine, dnnl_stream_default_flags);
 }
 
+/* Executes primitive p with n args on this thread's stream and waits. Memory
+ * objects are made around the user's pointers for the call. */
+static dnnl_status_t exec_args(dnnl_primitive_t p, int n, const int *arg, const dnnl_memory_desc_t *const *md,
+                               void *const *ptr) {
+  dnnl_memory_t mem[6] = {NULL};
+  dnnl_exec_arg_t args[6];
+  dnnl_status_t s = thread_stream();
+  for (int i = 0; i < n && s == dnnl_success; i++) {
+    s = dnnl_memory_create(&mem[i], md[i], engine, ptr[i]);
+    args[i] = (dnnl_exec_arg_t){arg[i], mem[i]};
+  }
+  if (s == dnnl_success) s = dnnl_primitive_execute(p, tl_stream, n, args);
+  if (s == dnnl_success) s = dnnl_stream_wait(tl_stream);
+  for (int i = 0; i < n; i++)
+    if (mem[i]) dnnl_memory_destroy(mem[i]);
+  return s;
+}
+
 static void *scratch_for(size_t n) {
   if (n <= tl_scratch_size) return tl_scratch;
   free(tl_scratch);
@@ -164,29 +182,19 @@ static lt_status fail(dnnl_status_t s, const char *what, int64_t m, int64_t n, i
 
 static lt_status run(const mm_entry *e, const void *a, const void *b, void *c, const float *bias) {
   const mm_key *k = &e->key;
-  dnnl_status_t s;
-  if ((s = thread_stream()) != dnnl_success) return fail(s, "stream_create", k->m, k->n, k->k);
   void *scr = e->scratch ? scratch_for(e->scratch) : NULL;
   if (e->scratch && !scr)
     return lt__err(LT_ERR_NOMEM, "matmul: bf16 product: cannot allocate %zu bytes of scratchpad", e->scratch);
-  dnnl_memory_t mem[5] = {NULL}; /* a, b, c, scratchpad, bias */
   dnnl_memory_desc_t smd;
-  if (e->scratch) dnnl_memory_desc_init_by_tag(&smd, 1, (dnnl_dims_t){(dnnl_dim_t)e->scratch}, dnnl_u8, dnnl_a);
-  const void *h[3] = {a, b, c};
-  s = dnnl_success;
-  for (int i = 0; i < 3 && s == dnnl_success; i++) s = dnnl_memory_create(&mem[i], &e->md[i], engine, (void *)h[i]);
-  if (s == dnnl_success && e->scratch) s = dnnl_memory_create(&mem[3], &smd, engine, scr);
-  if (s == dnnl_success && k->bias) s = dnnl_memory_create(&mem[4], &e->md[3], engine, (void *)bias);
-  if (s == dnnl_success) {
-    dnnl_exec_arg_t args[5] = {{DNNL_ARG_SRC, mem[0]}, {DNNL_ARG_WEIGHTS, mem[1]}, {DNNL_ARG_DST, mem[2]}};
-    int nargs = 3;
-    if (e->scratch) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_SCRATCHPAD, mem[3]};
-    if (k->bias) args[nargs++] = (dnnl_exec_arg_t){DNNL_ARG_BIAS, mem[4]};
-    s = dnnl_primitive_execute(e->prim, tl_stream, nargs, args);
-    if (s == dnnl_success) s = dnnl_stream_wait(tl_stream);
+  int arg[5] = {DNNL_ARG_SRC, DNNL_ARG_WEIGHTS, DNNL_ARG_DST}, n = 3;
+  const dnnl_memory_desc_t *md[5] = {&e->md[0], &e->md[1], &e->md[2]};
+  void *ptr[5] = {(void *)a, (void *)b, c};
+  if (e->scratch) {
+    dnnl_memory_desc_init_by_tag(&smd, 1, (dnnl_dims_t){(dnnl_dim_t)e->scratch}, dnnl_u8, dnnl_a);
+    arg[n] = DNNL_ARG_SCRATCHPAD, md[n] = &smd, ptr[n++] = scr;
   }
-  for (int i = 0; i < 5; i++)
-    if (mem[i]) dnnl_memory_destroy(mem[i]);
+  if (k->bias) arg[n] = DNNL_ARG_BIAS, md[n] = &e->md[3], ptr[n++] = (void *)bias;
+  const dnnl_status_t s = exec_args(e->prim, n, arg, md, ptr);
   return s == dnnl_success ? LT_OK : fail(s, "execute", k->m, k->n, k->k);
 }
 
@@ -555,24 +563,6 @@ static const cv_entry *cv_get(const cv_key *k) {
     e = &none;
   }
   return e;
-}
-
-/* Executes primitive p with n args on this thread's stream and waits. Memory
- * objects are made around the user's pointers for the call. */
-static dnnl_status_t exec_args(dnnl_primitive_t p, int n, const int *arg, const dnnl_memory_desc_t *const *md,
-                               void *const *ptr) {
-  dnnl_memory_t mem[6] = {NULL};
-  dnnl_exec_arg_t args[6];
-  dnnl_status_t s = thread_stream();
-  for (int i = 0; i < n && s == dnnl_success; i++) {
-    s = dnnl_memory_create(&mem[i], md[i], engine, ptr[i]);
-    args[i] = (dnnl_exec_arg_t){arg[i], mem[i]};
-  }
-  if (s == dnnl_success) s = dnnl_primitive_execute(p, tl_stream, n, args);
-  if (s == dnnl_success) s = dnnl_stream_wait(tl_stream);
-  for (int i = 0; i < n; i++)
-    if (mem[i]) dnnl_memory_destroy(mem[i]);
-  return s;
 }
 
 static dnnl_status_t reorder(dnnl_primitive_t r, const dnnl_memory_desc_t *from_md, const void *from,
