@@ -136,8 +136,6 @@ done:
 /* ---- per-thread stream and scratchpad ------------------------------------ */
 
 static _Thread_local dnnl_stream_t tl_stream;
-static _Thread_local void *tl_scratch;
-static _Thread_local size_t tl_scratch_size;
 
 /* This thread's stream, made on first use. */
 static dnnl_status_t thread_stream(void) {
@@ -162,14 +160,22 @@ static dnnl_status_t exec_args(dnnl_primitive_t p, int n, const int *arg, const 
   return s;
 }
 
-static void *scratch_for(size_t n) {
-  if (n <= tl_scratch_size) return tl_scratch;
-  free(tl_scratch);
-  size_t sz = (n + 4095) & ~(size_t)4095;
-  tl_scratch = aligned_alloc(64, sz);
-  tl_scratch_size = tl_scratch ? sz : 0;
-  return tl_scratch;
+/* Per-thread buffers, grown and never shrunk: 0-2 the dense copies of a
+ * product's a, b, c (see "dense operands"); 3-7 the convolution's blocked
+ * copies; 8 the primitives' scratchpad. */
+static _Thread_local void *tl_dense[9];
+static _Thread_local size_t tl_dense_cap[9];
+
+static void *dense_buf(int i, size_t bytes) {
+  if (bytes <= tl_dense_cap[i]) return tl_dense[i];
+  free(tl_dense[i]);
+  const size_t sz = (bytes + 4095) & ~(size_t)4095;
+  tl_dense[i] = aligned_alloc(64, sz);
+  tl_dense_cap[i] = tl_dense[i] ? sz : 0;
+  return tl_dense[i];
 }
+
+static void *scratch_for(size_t n) { return dense_buf(8, n); }
 
 /* ---- the product ---------------------------------------------------------- */
 
@@ -223,20 +229,6 @@ static lt_status gemm(const mm_key *key, const void *a, const void *b, void *c, 
 
 static bool dense(int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
   return (cs == 1 && (rs == cols || rows == 1)) || (rs == 1 && (cs == rows || cols == 1));
-}
-
-/* Per-thread buffers, grown and never shrunk: 0-2 the dense copies of a
- * product's a, b, c; 3-7 the convolution's blocked copies (see below). */
-static _Thread_local void *tl_dense[8];
-static _Thread_local size_t tl_dense_cap[8];
-
-static void *dense_buf(int i, size_t bytes) {
-  if (bytes <= tl_dense_cap[i]) return tl_dense[i];
-  free(tl_dense[i]);
-  const size_t sz = (bytes + 4095) & ~(size_t)4095;
-  tl_dense[i] = aligned_alloc(64, sz);
-  tl_dense_cap[i] = tl_dense[i] ? sz : 0;
-  return tl_dense[i];
 }
 
 /* rows x cols of es-byte elements from src (strides rs, cs) to dst, dense
