@@ -499,7 +499,9 @@ lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **
   bool need_x = lt__needs_input_grad(node, 0), need_w = lt__needs_input_grad(node, 1);
   if (dt == LT_DTYPE_F32) { /* oneDNN's direct kernels, for the passes it has them */
     lt_tensor *xtmp = NULL, *gtmp = NULL;
-    const lt_tensor *xc = lt__as_contig(x, dt, &xtmp), *gc = xc ? lt__as_contig(go, dt, &gtmp) : NULL;
+    /* x only for the weight gradient: the input gradient reads dy and W. */
+    const lt_tensor *xc = need_w ? lt__as_contig(x, dt, &xtmp) : x;
+    const lt_tensor *gc = xc ? lt__as_contig(go, dt, &gtmp) : NULL;
     const lt__dnnl_conv dg = dnnl_geom(g, Cout);
     lt_status st = gc ? LT_OK : lt_last_status();
     bool taken = false;
