@@ -877,6 +877,16 @@ static lt_status model_totals(loader *L, lt_ckpt_info *info) {
   return LT_OK;
 }
 
+/* /optim's attribute 'step' into *step, checked to be in [0, LT_OPTIM_MAX_STEP];
+ * shared by training loads and lt_ckpt_describe. */
+static lt_status read_optim_step(const loader *L, hid_t g, int64_t *step) {
+  lt_status s = lt__h5_get_attr_int(g, "/optim", "step", step);
+  if (!s && (*step < 0 || *step > LT_OPTIM_MAX_STEP))
+    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
+                "outside [0, %lld] (LT_OPTIM_MAX_STEP)", L->path, (long long)*step, (long long)LT_OPTIM_MAX_STEP);
+  return s;
+}
+
 /* The optimizer part of a training load: attributes checked, state read. */
 typedef struct optim_stage {
   bool present;
@@ -903,10 +913,7 @@ static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, tar
   if (!s && strcmp(kind, lt_optim_kind_name(c->kind)))
     s = lt__err(LT_ERR_INVALID, "checkpoint '%s': the file holds %.16s optimizer state but the optimizer is %s",
                 L->path, kind, lt_optim_kind_name(c->kind));
-  if (!s) s = lt__h5_get_attr_int(g, "/optim", "step", &os->step);
-  if (!s && (os->step < 0 || os->step > LT_OPTIM_MAX_STEP))
-    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
-                "outside [0, %lld] (LT_OPTIM_MAX_STEP)", L->path, (long long)os->step, (long long)LT_OPTIM_MAX_STEP);
+  if (!s) s = read_optim_step(L, g, &os->step);
   if (!s) s = lt__h5_get_attr_double(g, "/optim", "lr", &os->lr);
   if (!s && !(isfinite(os->lr) && os->lr >= 0))
     s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'lr' is %g, outside [0, inf) (a finite learning "
@@ -1298,11 +1305,7 @@ lt_status lt_ckpt_describe(const char *path, const lt_ckpt_load_opts *opts, lt_c
       goto done;
     }
     s = lt__h5_get_attr_string(g, "/optim", "kind", &d->optim_kind);
-    if (!s) s = lt__h5_get_attr_int(g, "/optim", "step", &d->optim_step);
-    if (!s && (d->optim_step < 0 || d->optim_step > LT_OPTIM_MAX_STEP))
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
-                  "outside [0, %lld] (LT_OPTIM_MAX_STEP)", path, (long long)d->optim_step,
-                  (long long)LT_OPTIM_MAX_STEP);
+    if (!s) s = read_optim_step(&L, g, &d->optim_step);
     if (s == LT_ERR_INDEX) s = absent_attr(&L);
     if (s) goto done;
     if ((s = describe_group(&L, "/optim", &d->optim, &d->n_optim, &elems, &bytes))) goto done;
