@@ -791,6 +791,11 @@ static lt_status check_config(const loader *L, const lt_ckpt_meta *file_cfg) {
   return LT_OK;
 }
 
+static void tensor_descs_free(lt_ckpt_tensor_desc *v, int n) {
+  for (int i = 0; i < n; i++) free(v[i].name);
+  free(v);
+}
+
 /* Every dataset under group checked as lt__h5_check_dataset checks (its own
  * type, any shape), its elements and bytes summed into *elems and *bytes,
  * and, with out not NULL, described into a new array *out of *n entries
@@ -858,9 +863,7 @@ static lt_status describe_group(loader *L, const char *group, lt_ckpt_tensor_des
     *out = v;
     v = NULL;
   }
-  if (v)
-    for (int i = 0; i < list.n; i++) free(v[i].name);
-  free(v);
+  tensor_descs_free(v, v ? list.n : 0);
   lt__h5_list_free(&list);
   return s;
 }
@@ -1255,11 +1258,6 @@ lt_status lt_ckpt_load_training(const char *path, lt_train_state *st, const lt_c
 }
 
 /* ---- describing a checkpoint ------------------------------------------- */
-
-static void tensor_descs_free(lt_ckpt_tensor_desc *v, int n) {
-  for (int i = 0; i < n; i++) free(v[i].name);
-  free(v);
-}
 
 void lt_ckpt_desc_free(lt_ckpt_desc *d) {
   if (!d) return;
