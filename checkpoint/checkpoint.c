@@ -791,6 +791,11 @@ static lt_status check_config(const loader *L, const lt_ckpt_meta *file_cfg) {
   return LT_OK;
 }
 
+static void tensor_descs_free(lt_ckpt_tensor_desc *v, int n) {
+  for (int i = 0; i < n; i++) free(v[i].name);
+  free(v);
+}
+
 /* Every dataset under group checked as lt__h5_check_dataset checks (its own
  * type, any shape), its elements and bytes summed into *elems and *bytes,
  * and, with out not NULL, described into a new array *out of *n entries
@@ -858,9 +863,7 @@ static lt_status describe_group(loader *L, const char *group, lt_ckpt_tensor_des
     *out = v;
     v = NULL;
   }
-  if (v)
-    for (int i = 0; i < list.n; i++) free(v[i].name);
-  free(v);
+  tensor_descs_free(v, v ? list.n : 0);
   lt__h5_list_free(&list);
   return s;
 }
@@ -875,6 +878,16 @@ static lt_status model_totals(loader *L, lt_ckpt_info *info) {
   info->model_elements = (int64_t)elems;
   info->model_bytes = bytes;
   return LT_OK;
+}
+
+/* /optim's attribute 'step' into *step, checked to be in [0, LT_OPTIM_MAX_STEP];
+ * shared by training loads and lt_ckpt_describe. */
+static lt_status read_optim_step(const loader *L, hid_t g, int64_t *step) {
+  lt_status s = lt__h5_get_attr_int(g, "/optim", "step", step);
+  if (!s && (*step < 0 || *step > LT_OPTIM_MAX_STEP))
+    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
+                "outside [0, %lld] (LT_OPTIM_MAX_STEP)", L->path, (long long)*step, (long long)LT_OPTIM_MAX_STEP);
+  return s;
 }
 
 /* The optimizer part of a training load: attributes checked, state read. */
@@ -903,10 +916,7 @@ static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, tar
   if (!s && strcmp(kind, lt_optim_kind_name(c->kind)))
     s = lt__err(LT_ERR_INVALID, "checkpoint '%s': the file holds %.16s optimizer state but the optimizer is %s",
                 L->path, kind, lt_optim_kind_name(c->kind));
-  if (!s) s = lt__h5_get_attr_int(g, "/optim", "step", &os->step);
-  if (!s && (os->step < 0 || os->step > LT_OPTIM_MAX_STEP))
-    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
-                "outside [0, %lld] (LT_OPTIM_MAX_STEP)", L->path, (long long)os->step, (long long)LT_OPTIM_MAX_STEP);
+  if (!s) s = read_optim_step(L, g, &os->step);
   if (!s) s = lt__h5_get_attr_double(g, "/optim", "lr", &os->lr);
   if (!s && !(isfinite(os->lr) && os->lr >= 0))
     s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'lr' is %g, outside [0, inf) (a finite learning "
@@ -1249,11 +1259,6 @@ lt_status lt_ckpt_load_training(const char *path, lt_train_state *st, const lt_c
 
 /* ---- describing a checkpoint ------------------------------------------- */
 
-static void tensor_descs_free(lt_ckpt_tensor_desc *v, int n) {
-  for (int i = 0; i < n; i++) free(v[i].name);
-  free(v);
-}
-
 void lt_ckpt_desc_free(lt_ckpt_desc *d) {
   if (!d) return;
   free(d->library_version);
@@ -1298,11 +1303,7 @@ lt_status lt_ckpt_describe(const char *path, const lt_ckpt_load_opts *opts, lt_c
       goto done;
     }
     s = lt__h5_get_attr_string(g, "/optim", "kind", &d->optim_kind);
-    if (!s) s = lt__h5_get_attr_int(g, "/optim", "step", &d->optim_step);
-    if (!s && (d->optim_step < 0 || d->optim_step > LT_OPTIM_MAX_STEP))
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
-                  "outside [0, %lld] (LT_OPTIM_MAX_STEP)", path, (long long)d->optim_step,
-                  (long long)LT_OPTIM_MAX_STEP);
+    if (!s) s = read_optim_step(&L, g, &d->optim_step);
     if (s == LT_ERR_INDEX) s = absent_attr(&L);
     if (s) goto done;
     if ((s = describe_group(&L, "/optim", &d->optim, &d->n_optim, &elems, &bytes))) goto done;
