@@ -795,8 +795,7 @@ lt_status lt_dist_grads_finish(lt_dist_grads *g) {
 
 struct lt_dist_zero {
   lt_optimizer *o;  /* borrowed */
-  int n;            /* the optimizer's parameters */
-  int *first;       /* [N + 1]: rank r owns parameters [first[r], first[r + 1]) */
+  int *first;       /* [N + 1]: rank r owns parameters [first[r], first[r + 1]); first[N]: all of them */
 };
 
 lt_dist_zero *lt_dist_zero_new(lt_optimizer *o) {
@@ -809,7 +808,7 @@ lt_dist_zero *lt_dist_zero_new(lt_optimizer *o) {
     free(z), free(first);
     return lt__err(LT_ERR_NOMEM, "%s: out of memory for %d ranks", op, N), NULL;
   }
-  z->o = o, z->n = n, z->first = first;
+  z->o = o, z->first = first;
   /* Parameter i (elements [a, a + m) of the total T) goes to the rank whose
    * 1/N of the elements holds its midpoint: floor(N (a + m/2) / T), which
    * never decreases with i, so every rank's parameters are contiguous. */
@@ -835,7 +834,7 @@ lt_dist_zero *lt_dist_zero_new(lt_optimizer *o) {
 
 void lt_dist_zero_free(lt_dist_zero *z) {
   if (!z) return;
-  lt_optimizer_set_shard(z->o, 0, z->n); /* cannot fail: the whole range */
+  lt_optimizer_set_shard(z->o, 0, z->first[W.size]); /* cannot fail: the whole range */
   free(z->first);
   free(z);
 }
