@@ -27,6 +27,7 @@ set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(dirname "$here")
+. "$here/torch_env.sh" # bench_build, bench_header
 build="$root/build-rel"
 threads=2
 repeat=2
@@ -47,15 +48,12 @@ while [ $# -gt 0 ]; do
   esac
 done
 
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-cmake --build "$build" -j2 --target bench_attention train >/dev/null
+bench_build "$root" "$build" bench_attention train
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, $threads threads, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header "$threads threads"
 if [ "$attn" = 1 ]; then
   echo
   echo "## Attention alone (bench_attention${cpu:+ --cpu}, repeat $repeat)"

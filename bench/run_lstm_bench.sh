@@ -33,11 +33,10 @@ while [ $# -gt 0 ]; do
 done
 extra="$*"
 py=$TORCH_PY
-[ -f "$build/CMakeCache.txt" ] || cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$build" -j2 --target char_lstm >/dev/null
+bench_build "$root" "$build" char_lstm
 exe="$build/examples/char_lstm"
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 echo "# config: steps $steps, seed $seed, threads $threads ${extra:+, $extra}"
 
 cands=$(mktemp)

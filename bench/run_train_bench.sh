@@ -54,15 +54,12 @@ done
 py=$TORCH_PY
 exe="$build/bench/bench_train_step"
 
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-cmake --build "$build" -j2 --target bench_train_step >/dev/null
+bench_build "$root" "$build" bench_train_step
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 
 # Which BLAS does torch load by default?
 sysblas=$(torch_sysblas)

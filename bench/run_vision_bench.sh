@@ -55,14 +55,11 @@ done
 [ -n "$models" ] || models=cnn
 py=$TORCH_PY
 
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-cmake --build "$build" -j2 --target cnn_fashion_mnist >/dev/null
+bench_build "$root" "$build" cnn_fashion_mnist
 
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 
 # BLAS set-ups for torch: "name|env".
 cands="$tmp/cands"

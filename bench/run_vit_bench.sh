@@ -40,15 +40,12 @@ while [ $# -gt 0 ]; do
 done
 py=$TORCH_PY
 exe="$build/examples/vit_fashion_mnist"
-if [ ! -f "$build/CMakeCache.txt" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-fi
-cmake --build "$build" -j2 --target vit_fashion_mnist >/dev/null
+bench_build "$root" "$build" vit_fashion_mnist
 if [ -n "$epochs" ]; then run_args="--epochs $epochs"; else run_args="--epochs 1000 --max-steps $steps"; fi
 run_args="$run_args --seed $seed"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
-echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores, load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+bench_header
 echo "# ViT: $run_args, batch 128, $threads threads"
 
 # key=value of the summary line of a log

@@ -1,7 +1,8 @@
 # shellcheck shell=sh
 # bench/torch_env.sh: how the benchmark scripts give PyTorch its best BLAS, in
 # one place. Sourced (". "$here/torch_env.sh"") by bench/run_train_bench.sh,
-# run_lstm_bench.sh, run_vision_bench.sh and run_vit_bench.sh; POSIX sh.
+# run_lstm_bench.sh, run_vision_bench.sh and run_vit_bench.sh (and, for
+# bench_build and bench_header only, run_attention_bench.sh); POSIX sh.
 #
 # Why. Debian's python3-torch calls whatever libblas.so.3 the system's
 # alternatives point to; on the project's machines that is BLIS, whose
@@ -45,6 +46,11 @@
 #                             the env assignments for a BLAS on N threads
 #                             (OPENBLAS_NUM_THREADS, BLIS_NUM_THREADS), with
 #                             OMP_WAIT_POLICY=PASSIVE first if "passive"
+#   bench_build ROOT BUILD TARGET...
+#                             configures BUILD in Release if it has no
+#                             CMakeCache.txt, then builds the TARGETs (quiet)
+#   bench_header [EXTRA]      the "# date, CPU, N cores[, EXTRA], load before"
+#                             line every script prints first
 
 # shellcheck disable=SC2034 # used by the scripts that source this file
 TORCH_PY=/usr/bin/python3
@@ -88,4 +94,15 @@ torch_blas_candidates() { # FILE SYSBLAS [ARCH [FETCH_DIR]]
 torch_threads_env() { # N [passive]
   if [ "${2:-}" = passive ]; then printf 'OMP_WAIT_POLICY=PASSIVE '; fi
   echo "OPENBLAS_NUM_THREADS=$1 BLIS_NUM_THREADS=$1"
+}
+
+bench_build() { # ROOT BUILD TARGET...
+  _bb_root=$1 _bb_build=$2
+  shift 2
+  [ -f "$_bb_build/CMakeCache.txt" ] || cmake -S "$_bb_root" -B "$_bb_build" -DCMAKE_BUILD_TYPE=Release >/dev/null
+  cmake --build "$_bb_build" -j2 --target "$@" >/dev/null
+}
+
+bench_header() { # [EXTRA]
+  echo "# $(date -u '+%Y-%m-%d %H:%M UTC'), $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cores,${1:+ $1,} load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 }

@@ -41,11 +41,7 @@
 #define BF16_TOL 2e-2
 
 static lt_tensor *rnd(lt_generator *g, lt_dtype dt, int nd, const int64_t *shape) {
-  lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, nd, shape));
-  if (dt == LT_DTYPE_F32) return x;
-  lt_tensor *y = LT_NN(lt_to_dtype(x, dt));
-  lt_tensor_free(x);
-  return y;
+  return lt_test_as_dtype(LT_NN(lt_randn(g, LT_DTYPE_F32, nd, shape)), dt);
 }
 
 /* Whether autocast rounds product operands on this CPU (or with the ISA
