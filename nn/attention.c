@@ -436,6 +436,48 @@ static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double
   return lt__row_exp_f64(x, m, y, n);
 }
 
+/* K^T (Q K^T's B) and V^T (dO V^T's B) of every key tile of every (b, kv
+ * head), packed once per call for the panel kernel (f32; lt__mat_pack,
+ * tensor/gemm_internal.h). Each product packed its B anew before: K^T and
+ * V^T by gathers, once per query tile, head and diagonal piece that reads
+ * the key tile (6% of the fused time at HS 128, T 1024). Tile j of (b, g) is
+ * at base + ((b * NKV + g) * ntk + j) * tile; a NULL base: not packed (f64,
+ * autocast, no AVX-512, a head size outside the kernel's rule, no memory). */
+typedef struct fl_packs {
+  float *kt, *vt;
+  int64_t ktile, vtile, ntk; /* floats per packed tile; key tiles per (b, g) */
+} fl_packs;
+
+/* The packed tile j (keys j*FL_BC .., nc of them, kdim rows) of (b, g) in
+ * base, tile floats apart, or NULL: use lt__mat_gemm. The test is the one
+ * fl_pack_all packed by, so both name the same tiles. */
+static const float *fl_tile(const float *base, int64_t tile, const sdpa_plan *pl, int64_t b, int64_t g, int64_t j,
+                            int64_t kdim, int64_t nc) {
+  if (!base || !lt__mat_pack_floats(kdim, nc)) return NULL;
+  return base + ((b * pl->NKV + g) * ((pl->S + FL_BC - 1) / FL_BC) + j) * tile;
+}
+
+/* Packs K^T (v false) or V^T (v true) of every key tile of every (b, g) on
+ * nt threads into a new buffer (free with free) of *tile floats per tile,
+ * or returns NULL (then the products pack their B themselves, as before). */
+static float *fl_pack_all(const sdpa_plan *pl, bool v, int nt, int64_t *tile) {
+  const int64_t kdim = v ? pl->HSV : pl->HS, S = pl->S, ntk = (S + FL_BC - 1) / FL_BC, n = pl->B * pl->NKV * ntk;
+  const int64_t last = S - (ntk - 1) * FL_BC; /* keys of the last tile */
+  *tile = pl->dt == LT_DTYPE_F32 && n > 0 ? lt__mat_pack_floats(kdim, S < FL_BC ? S : FL_BC) : 0;
+  const bool last_ok = *tile && lt__mat_pack_floats(kdim, last); /* on this thread: its autocast mode */
+  float *buf = *tile ? aligned_alloc(64, (size_t)(n * *tile) * sizeof(float)) : NULL;
+  if (!buf) return NULL;
+  const int64_t *xs = v ? pl->vs : pl->ks, per = *tile;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t i = 0; i < n; i++) {
+    const int64_t bg = i / ntk, j = i % ntk, s0 = j * FL_BC, nc = j == ntk - 1 ? last : FL_BC;
+    if (j == ntk - 1 && !last_ok) continue;
+    const float *x = (const float *)at4(v ? pl->v : pl->k, xs, sizeof(float), bg / pl->NKV, bg % pl->NKV) + s0 * xs[2];
+    lt__mat_pack(lt__mat_t(LT__MAT(x, nc, kdim, xs[2], xs[3])), buf + i * per);
+  }
+  return buf;
+}
+
 #define FT float
 #define FN f32
 #define FDT LT_DTYPE_F32
@@ -967,6 +1009,8 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
     return NULL;
   }
   int err = 0;
+  fl_packs pk = {0};
+  pk.kt = fl_pack_all(&pl, false, nt, &pk.ktile);
   const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
   for (int64_t i = 0; i < ntasks; i++) {
@@ -979,14 +1023,15 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
      * (dynamic scheduling then evens out the triangle) */
     const int64_t bh = i % (B * NH), t0 = (ntq - 1 - i / (B * NH)) * FL_BR;
     const lt_status st = dt == LT_DTYPE_F32
-                             ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb)
-                             : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb);
+                             ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb, &pk)
+                             : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb, &pk);
     if (st != LT_OK) {
 #pragma omp atomic write
       err = 1;
     }
     lt__autocast_adopt(prev);
   }
+  free(pk.kt);
   free(scratch);
   if (err) {
     lt__err(LT_ERR_BACKEND, OP ": q is %s, k is %s, v is %s: a BLIS product failed", LT__D(q), LT__D(k), LT__D(v));
@@ -1059,6 +1104,9 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
                  (long long)nch);
   if (st == LT_OK && ntasks) {
     int err = 0;
+    fl_packs pk = {0};
+    pk.kt = need_q || need_k ? fl_pack_all(&pl, false, nt, &pk.ktile) : NULL;
+    pk.vt = need_q || need_k ? fl_pack_all(&pl, true, nt, &pk.vtile) : NULL;
     const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {
@@ -1076,15 +1124,17 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
       const lt_status s2 =
           pl.dt == LT_DTYPE_F32
               ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb,
-                           (float *)Wb, (float *)dPb, D, kb)
+                           (float *)Wb, (float *)dPb, D, kb, &pk)
               : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc, (double *)Pb,
-                           (double *)Wb, (double *)dPb, D, kb);
+                           (double *)Wb, (double *)dPb, D, kb, &pk);
       if (s2 != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }
       lt__autocast_adopt(prev);
     }
+    free(pk.kt);
+    free(pk.vt);
     if (err) st = lt__err(LT_ERR_BACKEND, OP " backward: q is %s, k is %s: a BLIS product failed", LT__D(q), LT__D(k));
     if (!err && dqp) { /* dq = the chunks' partial sums, added in chunk order */
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)

@@ -751,6 +751,49 @@ static bool gemm_small(prod p, int nt) {
 #endif
 }
 
+/* ---- packed B, multiplied many times ------------------------------------ */
+
+int64_t lt__blas_pack_floats(int64_t k, int64_t n) {
+#ifdef LT__SK
+  const int mode = small_get();
+  if (mode == 0 || !sk_available() || k < 1 || n < 1 || !small_whole(mode, n, k)) return 0;
+  return (n + SP_W - 1) / SP_W * k * SP_W; /* gemm_panel's layout for one chunk */
+#else
+  (void)k, (void)n;
+  return 0;
+#endif
+}
+
+void lt__blas_pack(int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb, float *dst) {
+#ifdef LT__SK
+  fix_strides(k, n, &rsb, &csb);
+  for (int64_t q = 0; q * SP_W < n; q++) {
+    const int64_t j0 = q * SP_W, w = n - j0 < SP_W ? n - j0 : SP_W;
+    sp_pack(k, w, b + j0 * csb, rsb, csb, dst + q * k * SP_W);
+  }
+#else
+  (void)k, (void)n, (void)b, (void)rsb, (void)csb, (void)dst;
+  LT_CHECK(!"lt__blas_pack without the panel kernel");
+#endif
+}
+
+void lt__blas_gemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                          const float *bp, int64_t pn, float beta, float *c, int64_t rsc, int64_t csc) {
+#ifdef LT__SK
+  LT_CHECK(n <= pn && k >= 1);
+  if (m == 0 || n == 0) return;
+  fix_strides(m, k, &rsa, &csa);
+  fix_strides(m, n, &rsc, &csc);
+  const sp_job jb = {m, n, k, k, (m + SP_MB - 1) / SP_MB, (n + SP_W - 1) / SP_W, 1, alpha, beta,
+                     a, rsa, csa, bp, 0, pn, c, rsc, csc};
+  sp_run(&jb, 1);
+#else
+  (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)rsa, (void)csa, (void)bp, (void)pn, (void)beta, (void)c,
+      (void)rsc, (void)csc;
+  LT_CHECK(!"lt__blas_gemm_packed without the panel kernel");
+#endif
+}
+
 static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                       int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
                       void *c, int64_t rsc, int64_t csc, bool single) {
