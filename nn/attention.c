@@ -388,10 +388,13 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
 /* The pieces of a tile (query rows t0 .. t0+nb, keys s0 .. s0+nc) worth
  * computing: the whole tile, or, where causal masking hides part of it (the
  * diagonal tiles), its blocks of FL_SUB rows, each with only the nv keys its
- * last row can see (blocks that see none are left out): 3/4 of a diagonal
- * tile's products instead of all of them. Fills p (first row within the
- * tile, rows, keys) and returns the count (at most FL_BR / FL_SUB). */
-#define FL_SUB 128
+ * last row can see (blocks that see none are left out): with 32-row blocks
+ * 0.56 of a diagonal tile's products instead of all of them (128-row blocks:
+ * 0.75; 32 measured 8% faster fwd+bwd at HS 128, T 1024, causal, once the
+ * panel kernel stopped turning these products around, docs/attention.md).
+ * Fills p (first row within the tile, rows, keys) and returns the count (at
+ * most FL_BR / FL_SUB). */
+#define FL_SUB 32
 typedef struct fl_piece {
   int64_t r0, nr, nv;
 } fl_piece;
