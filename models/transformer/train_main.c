@@ -538,8 +538,8 @@ int main(int argc, char **argv) {
 
   /* data */
   load_data(&r->o, &r->D, tok);
-  if (r->o.dump_data) {
-    dump_data(&r->o, &r->D);
+  if (r->o.dump_data) { /* every rank generated the same data: one writes it */
+    if (lt_dist_rank() == 0) dump_data(&r->o, &r->D);
     finish(r);
     return 0;
   }
