@@ -461,17 +461,15 @@ static const float *fl_tile(const float *base, int64_t tile, const sdpa_plan *pl
   return base + ((b * pl->NKV + g) * ((pl->S + FL_BC - 1) / FL_BC) + j) * tile;
 }
 
-/* Packs K^T (v false) or V^T (v true) of every key tile of every (b, g) on
- * nt threads into *store, a new f32 tensor (free with lt_tensor_free; its
- * storage comes from the library's block cache, so a training step reuses
- * the same pages: fresh ones cost 3.6% of the fused time at T 2048 in page
- * zeroing) of *tile floats per tile, and returns its data; or returns NULL
- * with *store NULL (then the products pack their B themselves, as before). */
-static float *fl_pack_all(const sdpa_plan *pl, bool v, int nt, int64_t *tile, lt_tensor **store) {
-  const int64_t kdim = v ? pl->HSV : pl->HS, S = pl->S, ntk = (S + FL_BC - 1) / FL_BC, n = pl->B * pl->NKV * ntk;
-  const int64_t last = S - (ntk - 1) * FL_BC; /* keys of the last tile */
+/* The buffer for K^T (v false) or V^T (v true) of every key tile of every
+ * (b, g): *store, a new f32 tensor (free with lt_tensor_free; its storage
+ * comes from the library's block cache, so a training step reuses the same
+ * pages: fresh ones cost 3.6% of the fused time at T 2048 in page zeroing)
+ * of *tile floats per tile; returns its data, or NULL with *store NULL (then
+ * the products pack their B themselves, as before). */
+static float *fl_pack_buf(const sdpa_plan *pl, bool v, int64_t *tile, lt_tensor **store) {
+  const int64_t kdim = v ? pl->HSV : pl->HS, S = pl->S, n = pl->B * pl->NKV * ((S + FL_BC - 1) / FL_BC);
   *tile = pl->dt == LT_DTYPE_F32 && n > 0 ? lt__mat_pack_floats(kdim, S < FL_BC ? S : FL_BC) : 0;
-  const bool last_ok = *tile && lt__mat_pack_floats(kdim, last); /* on this thread: its autocast mode */
   int64_t numel;
   *store = NULL;
   if (!*tile || lt__shape_numel(OP, LT_SHAPE(n, *tile), &numel) != LT_OK) return NULL;
@@ -482,15 +480,28 @@ static float *fl_pack_all(const sdpa_plan *pl, bool v, int nt, int64_t *tile, lt
     *store = NULL;
     return NULL;
   }
-  const int64_t *xs = v ? pl->vs : pl->ks, per = *tile;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t i = 0; i < n; i++) {
-    const int64_t bg = i / ntk, j = i % ntk, s0 = j * FL_BC, nc = j == ntk - 1 ? last : FL_BC;
-    if (j == ntk - 1 && !last_ok) continue;
-    const float *x = (const float *)at4(v ? pl->v : pl->k, xs, sizeof(float), bg / pl->NKV, bg % pl->NKV) + s0 * xs[2];
-    lt__mat_pack(lt__mat_t(LT__MAT(x, nc, kdim, xs[2], xs[3])), buf + i * per);
-  }
   return buf;
+}
+
+/* Packs every key tile of every (b, g) into pk's buffers (K^T into kt, V^T
+ * into vt, those not NULL) on nt threads, in one parallel region (each
+ * region's barrier waits for a time slice on a loaded machine). */
+static void fl_pack_all(const sdpa_plan *pl, const fl_packs *pk, int nt) {
+  const int64_t S = pl->S, ntk = (S + FL_BC - 1) / FL_BC, n = pl->B * pl->NKV * ntk;
+  const int64_t last = S - (ntk - 1) * FL_BC; /* keys of the last tile */
+  /* on this thread, in its autocast mode: the test fl_tile repeats */
+  const bool klast = pk->kt && lt__mat_pack_floats(pl->HS, last), vlast = pk->vt && lt__mat_pack_floats(pl->HSV, last);
+  if (!pk->kt && !pk->vt) return;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t i = 0; i < 2 * n; i++) {
+    const bool v = i >= n;
+    const int64_t t = v ? i - n : i, bg = t / ntk, j = t % ntk, s0 = j * FL_BC, nc = j == ntk - 1 ? last : FL_BC;
+    float *buf = v ? pk->vt : pk->kt;
+    if (!buf || (j == ntk - 1 && !(v ? vlast : klast))) continue;
+    const int64_t kdim = v ? pl->HSV : pl->HS, *xs = v ? pl->vs : pl->ks;
+    const float *x = (const float *)at4(v ? pl->v : pl->k, xs, sizeof(float), bg / pl->NKV, bg % pl->NKV) + s0 * xs[2];
+    lt__mat_pack(lt__mat_t(LT__MAT(x, nc, kdim, xs[2], xs[3])), buf + t * (v ? pk->vtile : pk->ktile));
+  }
 }
 
 #define FT float
@@ -1025,7 +1036,8 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
   }
   int err = 0;
   fl_packs pk = {0};
-  pk.kt = fl_pack_all(&pl, false, nt, &pk.ktile, &pk.ktt);
+  pk.kt = fl_pack_buf(&pl, false, &pk.ktile, &pk.ktt);
+  fl_pack_all(&pl, &pk, nt);
   const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
   for (int64_t i = 0; i < ntasks; i++) {
@@ -1120,8 +1132,11 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   if (st == LT_OK && ntasks) {
     int err = 0;
     fl_packs pk = {0};
-    pk.kt = need_q || need_k ? fl_pack_all(&pl, false, nt, &pk.ktile, &pk.ktt) : NULL;
-    pk.vt = need_q || need_k ? fl_pack_all(&pl, true, nt, &pk.vtile, &pk.vtt) : NULL;
+    if (need_q || need_k) { /* Q K^T and dO V^T are needed for dS only */
+      pk.kt = fl_pack_buf(&pl, false, &pk.ktile, &pk.ktt);
+      pk.vt = fl_pack_buf(&pl, true, &pk.vtile, &pk.vtt);
+      fl_pack_all(&pl, &pk, nt);
+    }
     const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {
