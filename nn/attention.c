@@ -343,6 +343,16 @@ static lt_status fwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t h, c
   return LT_OK;
 }
 
+/* Copies the dense [n, m] f32 matrix src into dst (strides rs, cs). */
+static void put_mat(char *dst, int64_t rs, int64_t cs, const float *src, int64_t n, int64_t m) {
+  for (int64_t i = 0; i < n; i++) {
+    float *d = (float *)dst + i * rs;
+    if (cs == 1) memcpy(d, src + i * m, (size_t)m * sizeof(float));
+    else
+      for (int64_t j = 0; j < m; j++) d[j * cs] = src[i * m + j];
+  }
+}
+
 /* Backward of one (b, kv head g): loops over the query heads of the group,
  * accumulating dK[g] and dV[g] (zero on entry); dQ[h] is overwritten. scr
  * and wscr are per-thread scratch of T*S elements (wscr only with dropout
@@ -350,9 +360,13 @@ static lt_status fwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t h, c
  * the row step that computes dS also writes the bf16 copies of dS and of
  * the block's W (P without dropout) into ds16 and w16 (scratch of
  * [CAUSAL_ROWS or T, S] each), which the products then read; dO is
- * converted once per block for its two products. */
+ * converted once per block for its two products; and dK[g], dV[g] are
+ * accumulated in the dense f32 scratch acc ([S, HS] then [S, HSV]) and
+ * written once at the end (their own rows are strided, a per-head slice
+ * of the gradient laid out like k: oneDNN would copy them in and out for
+ * every product), so dk and dv need not be zero on entry. */
 static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, const char *P, char *scr,
-                          char *wscr, uint16_t *ds16, uint16_t *w16) {
+                          char *wscr, uint16_t *ds16, uint16_t *w16, float *acc) {
   const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, es = pl->es, qes = pl->qes;
   const int64_t *gs = pl->gs, *qs = pl->qs, *ks = pl->ks, *vs = pl->vs, *dqs = pl->dqs;
   const char *K = at4(pl->k, ks, qes, b, g);
@@ -361,6 +375,14 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
   char *dVg = pl->dv ? at4(pl->dv, pl->dvs, es, b, g) : NULL;
   const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
   const bool ac = pl->ac16;
+  /* where dK[g] and dV[g] accumulate: [S, HS] and [S, HSV] */
+  char *dKa = dKg, *dVa = dVg;
+  int64_t dkr = pl->dks[2], dkc = pl->dks[3], dvr = pl->dvs[2], dvc = pl->dvs[3];
+  if (ac) {
+    dKa = (char *)acc, dkr = HS, dkc = 1;
+    dVa = (char *)(acc + S * HS), dvr = HSV, dvc = 1;
+    memset(acc, 0, (size_t)(S * (HS + HSV)) * sizeof(float));
+  }
   for (int64_t h = g * pl->group; h < (g + 1) * pl->group; h++) {
     const int64_t bh = b * pl->NH + h;
     const char *Q = at4(pl->q, qs, qes, b, h);
@@ -418,7 +440,7 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
           else drop_row_f64((const double *)Pb, kb, pl->ks_drop, (double *)wscr, nb * S);
           Wm.data = wscr;
         }
-        st = lt__mat_gemm(pl->dt, one, 1.0, lt__mat_t(Wm), dO, 1.0, LT__MAT(dVg, kmax, HSV, pl->dvs[2], pl->dvs[3]));
+        st = lt__mat_gemm(pl->dt, one, 1.0, lt__mat_t(Wm), dO, 1.0, LT__MAT(dVa, kmax, HSV, dvr, dvc));
         if (st != LT_OK) return st;
       }
       if (!ds_needed) continue;
@@ -431,11 +453,13 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
       }
       if (dKg) { /* dK[g] += scale * dS^T Q: [kmax,nb] x [nb,HS] */
         st = lt__mat_gemm(pl->dt, one, pl->scale, lt__mat_t(dS), qkv_mat(pl, Qb, nb, HS, qs[2], qs[3]), 1.0,
-                          LT__MAT(dKg, kmax, HS, pl->dks[2], pl->dks[3]));
+                          LT__MAT(dKa, kmax, HS, dkr, dkc));
         if (st != LT_OK) return st;
       }
     }
   }
+  if (ac && dKg) put_mat(dKg, pl->dks[2], pl->dks[3], (const float *)dKa, S, HS);
+  if (ac && dVg) put_mat(dVg, pl->dvs[2], pl->dvs[3], (const float *)dVa, S, HSV);
   return LT_OK;
 }
 
@@ -904,8 +928,10 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
   /* dq is written everywhere by the tasks, which run unless T * S == 0; dk
    * and dv accumulate. */
   lt_tensor *dq = need_q ? alloc_order(pl.dt, q->shape, q->shape, a->lay[0], ts == 0) : NULL;
-  lt_tensor *dk = need_k ? alloc_order(pl.dt, k->shape, k->shape, a->lay[1], true) : NULL;
-  lt_tensor *dv = need_v ? alloc_order(pl.dt, v->shape, v->shape, a->lay[2], true) : NULL;
+  /* under autocast the tasks write dk and dv whole (bwd_task) */
+  const bool dkv_zero = !pl.ac16 || ts == 0;
+  lt_tensor *dk = need_k ? alloc_order(pl.dt, k->shape, k->shape, a->lay[1], dkv_zero) : NULL;
+  lt_tensor *dv = need_v ? alloc_order(pl.dt, v->shape, v->shape, a->lay[2], dkv_zero) : NULL;
   pl.go = g->data;
   memcpy(pl.gs, g->stride, sizeof pl.gs);
   if (dq) {
@@ -924,10 +950,12 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
   bool one;
   const int nt = task_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1), &one);
   const int nscr = 1 + (a->dropout && need_v);
-  /* per thread: nscr [T,S] scratch of dt; under autocast the bf16 copies of
-   * a row block's dS and W */
+  /* per thread: nscr [T,S] scratch of dt; under autocast the f32
+   * accumulators of dK[g] and dV[g] and the bf16 copies of a row block's dS
+   * and W */
   const int64_t b16n = pl.ac16 ? (pl.causal && CAUSAL_ROWS < T ? CAUSAL_ROWS : T) * S : 0;
-  const size_t per = (size_t)(nscr * ts * pl.es + 2 * b16n * 2);
+  const int64_t accn = pl.ac16 ? S * (pl.HS + pl.HSV) : 0;
+  const size_t per = (size_t)(nscr * ts * pl.es + accn * 4 + 2 * b16n * 2);
   char *scratch = ntasks && ts ? malloc(per * (size_t)nt) : NULL;
   lt_status st = LT_OK;
   if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
@@ -942,8 +970,9 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
       const lt_dtype prev = lt__autocast_adopt(ac);
       const int tid = nt > 1 ? omp_get_thread_num() : 0;
       char *scr = scratch + per * (size_t)tid;
-      uint16_t *ds16 = (uint16_t *)(scr + nscr * ts * pl.es);
-      if (bwd_task(&pl, one, i / NKV, i % NKV, P->data, scr, scr + ts * pl.es, ds16, ds16 + b16n) != LT_OK) {
+      float *acc = (float *)(scr + nscr * ts * pl.es);
+      uint16_t *ds16 = (uint16_t *)(acc + accn);
+      if (bwd_task(&pl, one, i / NKV, i % NKV, P->data, scr, scr + ts * pl.es, ds16, ds16 + b16n, acc) != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }
