@@ -398,6 +398,7 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
       const char *Pb = P + (bh * T + t0) * S * es, *dOb = dOh + t0 * gs[2] * es, *Qb = Q + t0 * qs[2] * qes;
       const unsigned char *kb = keep ? keep + t0 * S : NULL;
       const bool ds_needed = dQh || dKg;
+      const int64_t dld = ac ? kmax : S; /* the row stride of dW and dS in scr */
       /* w16 gets W's bf16 copy in the dS row step (when there is one) */
       const bool wrow16 = ac && dVg && ds_needed;
       lt_status st;
@@ -405,18 +406,19 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
       lt__mat dO = LT__MAT(dOb, nb, HSV, gs[2], gs[3]);
       if (wrow16 && (st = lt__mat_hold_bf16(0, dO, one, &dO)) != LT_OK) return st;
       if (ds_needed) {
-        /* dW = dO V^T: [nb,HSV] x [HSV,kmax] */
+        /* dW = dO V^T: [nb,HSV] x [HSV,kmax], rows dld apart in scr (dense
+         * under autocast: oneDNN would compute a strided one into a copy) */
         st = lt__mat_gemm(pl->dt, one, 1.0, dO, lt__mat_t(qkv_mat(pl, V, kmax, HSV, vs[2], vs[3])), 0.0,
-                          LT__MAT(scr, nb, kmax, S, 1));
+                          LT__MAT(scr, nb, kmax, dld, 1));
         if (st != LT_OK) return st;
         for (int64_t t = 0; t < nb; t++) { /* P is 0 at keys >= kmax: they add nothing */
           const unsigned char *kr = kb ? kb + t * S : NULL;
           if (pl->dt == LT_DTYPE_F64) {
-            bwd_row_f64((const double *)Pb + t * S, (double *)scr + t * S, kmax, kr, pl->ks_drop);
+            bwd_row_f64((const double *)Pb + t * S, (double *)scr + t * dld, kmax, kr, pl->ks_drop);
             continue;
           }
           const float *prow = (const float *)Pb + t * S;
-          float *drow = (float *)scr + t * S;
+          float *drow = (float *)scr + t * dld;
           bwd_row_f32(prow, drow, kmax, kr, (float)pl->ks_drop);
           if (!ac) continue;
           lt__bf16_run(ds16 + t * kmax, drow, kmax);
@@ -445,7 +447,7 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
       }
       if (!ds_needed) continue;
       /* dS [nb,kmax] (its bf16 copy under autocast) */
-      const lt__mat dS = ac ? bf16_mat(ds16, nb, kmax) : LT__MAT(scr, nb, kmax, S, 1);
+      const lt__mat dS = ac ? bf16_mat(ds16, nb, kmax) : LT__MAT(scr, nb, kmax, dld, 1);
       if (dQh) { /* dQ[h] = scale * dS K: [nb,kmax] x [kmax,HS] */
         st = lt__mat_gemm(pl->dt, one, pl->scale, dS, qkv_mat(pl, K, kmax, HS, ks[2], ks[3]), 0.0,
                           LT__MAT(dQh + t0 * dqs[2] * es, nb, HS, dqs[2], dqs[3]));
