@@ -23,7 +23,11 @@
  *
  * Saved for backward: the (possibly copied) q, k, v, the probabilities P
  * [B,NH,T,S] after masking and before dropout, and the keep mask (bool) when
- * dropout was on. The backward, per (b, kv head g) so that the GQA sums over
+ * dropout was on. Under autocast (f32 inputs, bf16 products) the unfused
+ * path converts q, k, v to bf16 once per call and saves those copies; its
+ * row steps write the bf16 copies of P (W) and dS that the next products
+ * read, so no product converts anything but dO (the same bits as converting
+ * per product). The backward, per (b, kv head g) so that the GQA sums over
  * the group's query heads need no locks:
  *     dV[g] += W^T dO                  for each h of the group
  *     dW     = dO V^T,  dP = dW * keep / (1 - p)
