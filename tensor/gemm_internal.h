@@ -97,7 +97,7 @@ lt_status lt__mat_gemm_bias(bool one_thread, lt__mat a, lt__mat b, const float *
 bool lt__autocast_active(void);
 
 /* Under autocast (lt__autocast_active()), an f32 operand that several
- * products read (attention's dO and dS in its backward) converted once:
+ * products read (attention's dO in its backward) converted once:
  * *out views its bf16 copy (bf16 set) in this thread's buffer `slot` (0 or
  * 1), valid until the next call with the same slot on this thread; the
  * products then use it as it is, with the bits they would have got
