@@ -576,14 +576,17 @@ static float *fl_pack_buf(const sdpa_plan *pl, bool v, int64_t *tile, lt_tensor 
 
 /* Packs every key tile of every (b, g) into pk's buffers (K^T into kt, V^T
  * into vt, those not NULL) on nt threads, in one parallel region (each
- * region's barrier waits for a time slice on a loaded machine). */
+ * region's barrier waits for a time slice on a loaded machine). The tiles
+ * are dealt out one by one (static, 1): in blocks, the forward (K^T only)
+ * gave every tile to the first thread and none to the second, all of the
+ * packing serial in wall time. */
 static void fl_pack_all(const sdpa_plan *pl, const fl_packs *pk, int nt) {
   const int64_t S = pl->S, ntk = (S + FL_BC - 1) / FL_BC, n = pl->B * pl->NKV * ntk;
   const int64_t last = S - (ntk - 1) * FL_BC; /* keys of the last tile */
   /* on this thread, in its autocast mode: the test fl_tile repeats */
   const bool klast = pk->kt && lt__mat_pack_floats(pl->HS, last), vlast = pk->vt && lt__mat_pack_floats(pl->HSV, last);
   if (!pk->kt && !pk->vt) return;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+#pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
   for (int64_t i = 0; i < 2 * n; i++) {
     const bool v = i >= n;
     const int64_t t = v ? i - n : i, bg = t / ntk, j = t % ntk, s0 = j * FL_BC, nc = j == ntk - 1 ? last : FL_BC;
