@@ -575,18 +575,22 @@ static float *fl_pack_buf(const sdpa_plan *pl, bool v, int64_t *tile, lt_tensor 
 }
 
 /* Packs every key tile of every (b, g) into pk's buffers (K^T into kt, V^T
- * into vt, those not NULL) on nt threads, in one parallel region (each
- * region's barrier waits for a time slice on a loaded machine). The tiles
- * are dealt out one by one (static, 1): in blocks, the forward (K^T only)
- * gave every tile to the first thread and none to the second, all of the
+ * into vt, those not NULL). Called by every thread of the parallel region
+ * of the tile tasks (or outside any region, on one thread), in the caller's
+ * autocast mode, before the tasks: an orphaned worksharing loop that ends
+ * in the team's barrier, so the passes wake their threads once, not twice
+ * (with OMP_WAIT_POLICY=PASSIVE each region start waits for a sleeping
+ * thread to be scheduled, on a loaded machine a time slice). The tiles are
+ * dealt out one by one (static, 1): in blocks, the forward (K^T only) gave
+ * every tile to the first thread and none to the second, all of the
  * packing serial in wall time. */
-static void fl_pack_all(const sdpa_plan *pl, const fl_packs *pk, int nt) {
+static void fl_pack_all(const sdpa_plan *pl, const fl_packs *pk) {
   const int64_t S = pl->S, ntk = (S + FL_BC - 1) / FL_BC, n = pl->B * pl->NKV * ntk;
   const int64_t last = S - (ntk - 1) * FL_BC; /* keys of the last tile */
-  /* on this thread, in its autocast mode: the test fl_tile repeats */
+  /* in this thread's autocast mode: the test fl_tile repeats */
   const bool klast = pk->kt && lt__mat_pack_floats(pl->HS, last), vlast = pk->vt && lt__mat_pack_floats(pl->HSV, last);
-  if (!pk->kt && !pk->vt) return;
-#pragma omp parallel for schedule(static, 1) num_threads(nt) if (nt > 1)
+  if (!pk->kt && !pk->vt) return; /* the same on every thread */
+#pragma omp for schedule(static, 1)
   for (int64_t i = 0; i < 2 * n; i++) {
     const bool v = i >= n;
     const int64_t t = v ? i - n : i, bg = t / ntk, j = t % ntk, s0 = j * FL_BC, nc = j == ntk - 1 ? last : FL_BC;
@@ -1203,24 +1207,27 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
   int err = 0;
   fl_packs pk = {0};
   pk.kt = fl_pack_buf(&pl, false, &pk.ktile, &pk.ktt);
-  fl_pack_all(&pl, &pk, nt);
   const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
-  for (int64_t i = 0; i < ntasks; i++) {
+#pragma omp parallel num_threads(nt) if (nt > 1)
+  {
     const lt_dtype prev = lt__autocast_adopt(ac);
-    char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
-    double *l = (double *)mine; /* doubles first: aligned */
-    char *Sb = mine + FL_BR * 8, *m = Sb + FL_BR * FL_BC * es;
-    uint8_t *kb = (uint8_t *)(m + FL_BR * es);
-    /* the last query tiles first: causal, they have the most keys to see
-     * (dynamic scheduling then evens out the triangle) */
-    const int64_t bh = i % (B * NH), t0 = (ntq - 1 - i / (B * NH)) * FL_BR;
-    const lt_status st = dt == LT_DTYPE_F32
-                             ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb, &pk)
-                             : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb, &pk);
-    if (st != LT_OK) {
+    fl_pack_all(&pl, &pk); /* K^T, then the team's barrier */
+#pragma omp for schedule(dynamic, 1)
+    for (int64_t i = 0; i < ntasks; i++) {
+      char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
+      double *l = (double *)mine; /* doubles first: aligned */
+      char *Sb = mine + FL_BR * 8, *m = Sb + FL_BR * FL_BC * es;
+      uint8_t *kb = (uint8_t *)(m + FL_BR * es);
+      /* the last query tiles first: causal, they have the most keys to see
+       * (dynamic scheduling then evens out the triangle) */
+      const int64_t bh = i % (B * NH), t0 = (ntq - 1 - i / (B * NH)) * FL_BR;
+      const lt_status st = dt == LT_DTYPE_F32
+                               ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb, &pk)
+                               : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb, &pk);
+      if (st != LT_OK) {
 #pragma omp atomic write
-      err = 1;
+        err = 1;
+      }
     }
     lt__autocast_adopt(prev);
   }
@@ -1305,32 +1312,35 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
     if (need_q || need_k) { /* Q K^T and dO V^T are needed for dS only */
       pk.kt = fl_pack_buf(&pl, false, &pk.ktile, &pk.ktt);
       pk.vt = fl_pack_buf(&pl, true, &pk.vtile, &pk.vtt);
-      fl_pack_all(&pl, &pk, nt);
     }
     const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
-#pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
-    for (int64_t i = 0; i < ntasks; i++) {
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
       const lt_dtype prev = lt__autocast_adopt(ac);
-      char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
-      double *D = (double *)mine;
-      char *Pb = mine + FL_BR * 8, *Wb = Pb + FL_BR * FL_BC * es, *dPb = Wb + FL_BR * FL_BC * es;
-      uint8_t *kb = (uint8_t *)(dPb + FL_BR * FL_BC * es);
-      const int64_t bg = i / nch, c = i % nch, bb = bg / NKV, gg = bg % NKV;
-      /* dQ of the group's first head and its strides: dq itself, or this task's slab */
-      char *dqt = NULL;
-      int64_t dqh = 0, dqr = 0, dqc = 0;
-      if (dqp) dqt = dqp + i * slab * es, dqh = T * HS, dqr = HS, dqc = 1;
-      else if (dq) dqt = at4(pl.dq, pl.dqs, es, bb, gg * grp), dqh = pl.dqs[1], dqr = pl.dqs[2], dqc = pl.dqs[3];
-      fl_bwd_zero(&pl, bb, gg, bounds[c], bounds[c + 1]);
-      const lt_status s2 =
-          pl.dt == LT_DTYPE_F32
-              ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb,
-                           (float *)Wb, (float *)dPb, D, kb, &pk)
-              : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc, (double *)Pb,
-                           (double *)Wb, (double *)dPb, D, kb, &pk);
-      if (s2 != LT_OK) {
+      fl_pack_all(&pl, &pk); /* K^T and V^T (if any), then the team's barrier */
+#pragma omp for schedule(dynamic, 1)
+      for (int64_t i = 0; i < ntasks; i++) {
+        char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
+        double *D = (double *)mine;
+        char *Pb = mine + FL_BR * 8, *Wb = Pb + FL_BR * FL_BC * es, *dPb = Wb + FL_BR * FL_BC * es;
+        uint8_t *kb = (uint8_t *)(dPb + FL_BR * FL_BC * es);
+        const int64_t bg = i / nch, c = i % nch, bb = bg / NKV, gg = bg % NKV;
+        /* dQ of the group's first head and its strides: dq itself, or this task's slab */
+        char *dqt = NULL;
+        int64_t dqh = 0, dqr = 0, dqc = 0;
+        if (dqp) dqt = dqp + i * slab * es, dqh = T * HS, dqr = HS, dqc = 1;
+        else if (dq) dqt = at4(pl.dq, pl.dqs, es, bb, gg * grp), dqh = pl.dqs[1], dqr = pl.dqs[2], dqc = pl.dqs[3];
+        fl_bwd_zero(&pl, bb, gg, bounds[c], bounds[c + 1]);
+        const lt_status s2 =
+            pl.dt == LT_DTYPE_F32
+                ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb,
+                             (float *)Wb, (float *)dPb, D, kb, &pk)
+                : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc, (double *)Pb,
+                             (double *)Wb, (double *)dPb, D, kb, &pk);
+        if (s2 != LT_OK) {
 #pragma omp atomic write
-        err = 1;
+          err = 1;
+        }
       }
       lt__autocast_adopt(prev);
     }
