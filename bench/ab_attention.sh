@@ -1,0 +1,56 @@
+#!/bin/sh
+# bench/ab_attention.sh: two builds of bench_attention against each other
+# (A/B) on the fused path, alternating in one loop with the unfused path
+# beside them, so that a change to the fused attention can be read on a
+# shared machine whose times vary 1.5-2x from run to run.
+#
+# Usage: bench/ab_attention.sh A_EXE B_EXE [--T 1024,2048] [--hs 128]
+#                              [--rounds 3] [--repeat 5] [--causal 1]
+#
+#   A_EXE, B_EXE   two bench_attention binaries (say main's build and a
+#                  branch's); the unfused runs use B_EXE.
+#
+# Each round runs, for each T and HS, in wall time then CPU time (--cpu):
+# unfused (B), fused A, fused B, each in its own process, best of --repeat
+# calls of forward + backward, B 1, NH 4, f32, 2 threads,
+# OMP_WAIT_POLICY=PASSIVE. It prints one line per (round, T, HS, clock) with
+# the three times (ms) and B's speed-up over unfused, and the load average
+# before and after. About 2 minutes with the defaults on a quiet machine.
+set -eu
+
+[ $# -ge 2 ] || { echo "usage: $0 A_EXE B_EXE [--T LIST] [--hs LIST] [--rounds N] [--repeat N] [--causal 0|1]" >&2; exit 2; }
+a=$1 b=$2
+shift 2
+Ts=1024,2048 hss=128 rounds=3 repeat=5 causal=1
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --T) Ts=$2; shift 2 ;;
+    --hs) hss=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --repeat) repeat=$2; shift 2 ;;
+    --causal) causal=$2; shift 2 ;;
+    *) echo "$0: unknown option $1" >&2; exit 2 ;;
+  esac
+done
+export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=2
+# the fwd+bwd time of one --one run (its third field)
+t() { "$1" $2 --repeat "$repeat" --one "$3" "$4" "$5" "$causal" | awk '{print $3}'; }
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "| round | T | HS | clock | unfused ms | fused A ms | fused B ms | B speed-up |"
+echo "|---|---|---|---|---|---|---|---|"
+r=1
+while [ "$r" -le "$rounds" ]; do
+  for T in $(echo "$Ts" | tr , ' '); do
+    for hs in $(echo "$hss" | tr , ' '); do
+      for clock in wall --cpu; do
+        opt=; [ "$clock" = --cpu ] && opt=--cpu
+        u=$(t "$b" "$opt" unfused "$T" "$hs")
+        ta=$(t "$a" "$opt" fused "$T" "$hs")
+        tb=$(t "$b" "$opt" fused "$T" "$hs")
+        echo "| $r | $T | $hs | ${clock#--} | $u | $ta | $tb | $(awk -v u="$u" -v f="$tb" 'BEGIN{printf "%.2fx", u / f}') |"
+      done
+    done
+  done
+  r=$((r + 1))
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"
