@@ -77,6 +77,7 @@
 #include "tensor/gemm_internal.h"
 #include "tensor/softmax_internal.h"
 #include "tensor/random_internal.h"
+#include "tensor/bf16dot_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -213,6 +214,9 @@ typedef struct sdpa_plan {
   char *lse;
   const lt__bern_draw *drop;
   bool x16; /* f32 row exps 16 lanes wide (AVX-512 CPU; fl_row_exp_f32) */
+  /* fused path under autocast only: q, k, v (and in backward dO) packed as
+   * bf16 for the tile kernels of tensor/bf16dot.c (fl16), or NULL */
+  const struct fl16 *b16;
 } sdpa_plan;
 
 /* Zeroes the [n, m] matrix at p with strides (rs, cs). */
@@ -434,6 +438,229 @@ static inline double fl_row_exp_f32(const sdpa_plan *pl, const float *x, float m
 static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double m, double *y, int64_t n) {
   (void)pl;
   return lt__row_exp_f64(x, m, y, n);
+}
+
+/* ---- bf16 tiles under autocast (tensor/bf16dot_internal.h) -------------
+ *
+ * Under autocast every tile product of an f32 call would otherwise go
+ * through lt__mat_gemm, which converts both operands of each product to
+ * bf16 and calls oneDNN once per tile. Here q, k, v (backward: also dO) are
+ * converted once per call, into the layouts the kernels read, and the f32
+ * tile matrices that are operands (P, W, dS) are converted by the pass that
+ * packs them, right after the row step that computed them; the products
+ * accumulate in f32. The rounding points are the lt__mat_gemm path's
+ * (every operand rounded once to bf16, to nearest even), the accumulation
+ * order is the kernel's (tensor/bf16dot_internal.h).
+ *
+ * Operand packs (b = batch, h = query head, g = its kv head; tp, sp, hp,
+ * hvp: T, S, HS, HSV rounded up to 32, the kernels' padding):
+ *   q   rows  [B*NH][tp][hp]        A of S = Q K^T
+ *   kt  pairs [B*NKV][hp/2][lds]    B of S = Q K^T        (k: head dim)
+ *   v   pairs [B*NKV][sp/2][2*hvp]  B of O += P V         (forward; k: key)
+ *   qt  rows  [B*NH][hp][ldt]       A of dK^T += Q^T dS   (backward)
+ *   k   pairs [B*NKV][sp/2][2*hp]   B of dQ += dS K       (backward; k: key)
+ *   vt  pairs [B*NKV][hvp/2][lds]   B of dP = dO V^T      (backward)
+ *   go  rows  [B*NH][tp][hvp]       A of dP = dO V^T      (backward)
+ *   got rows  [B*NH][hvp][ldt]      A of dV^T += dO^T W   (backward)
+ * with lds = 2*sp + 32 and ldt = tp + 32: an AMX tile load reads 16 rows at
+ * the row stride, and a stride of a multiple of 4 KB (sp = 1024) put all of
+ * them in one L1 set (tile loads were most of the kernel's time, perf);
+ * 64 bytes more per row spread them. The tile scratch's pair rows are
+ * FL16_LDP elements apart for the same reason.
+ * The kernels' B operand pairs elements along k, so the two products whose
+ * k is the query row (dV += W^T dO, dK += dS^T Q) run transposed: dV^T and
+ * dK^T accumulate in per-thread f32 buffers [HSV][S], [HS][S] (the task's
+ * key rows), written into dv, dk when the task ends. */
+#define FL16_LDP (2 * FL_BC + 32)
+typedef struct fl16 {
+  lt__bf16dot_kind kind;
+  int64_t tp, sp, hp, hvp, lds, ldt;
+  uint16_t *q, *kt, *v, *qt, *k, *vt, *go, *got;
+} fl16;
+
+/* A thread's bf16 scratch: tile operands and the transposed dK, dV. */
+typedef struct fl16_scr {
+  uint16_t *p;      /* rows [FL_BR][FL_BC]: P (forward), dS (backward) */
+  uint16_t *w, *ds; /* pairs [FL_BR/2][FL16_LDP]: W, dS (backward) */
+  float *dkt, *dvt; /* [HS][S], [HSV][S] (backward; columns of the task's keys) */
+} fl16_scr;
+
+/* The kernel for an f32 fused call under autocast, or NONE (tile products
+ * then go through lt__mat_gemm). LT_ATTENTION_BF16 (read at each call, for
+ * tests and benchmarks): "0" = NONE, "dot" = at most the vdpbf16ps kernel.
+ * The rows of the output (or dq) must have contiguous columns. */
+static lt__bf16dot_kind fl16_kind(const sdpa_plan *pl, int64_t out_cs) {
+  if (pl->dt != LT_DTYPE_F32 || out_cs != 1 || !lt__autocast_active()) return LT__BF16DOT_NONE;
+  const lt__bf16dot_kind best = lt__bf16dot_best();
+  const char *e = getenv("LT_ATTENTION_BF16");
+  if (e && !strcmp(e, "0")) return LT__BF16DOT_NONE;
+  if (e && !strcmp(e, "dot") && best > LT__BF16DOT_DOT) return LT__BF16DOT_DOT;
+  return best;
+}
+
+static void fl16_free(fl16 *x) {
+  if (!x) return;
+  free(x->q), free(x->kt), free(x->v), free(x->qt), free(x->k), free(x->vt), free(x->go), free(x->got);
+  free(x);
+}
+
+/* Packs one [rows, cols] f32 matrix of each (batch, head) of a 4-d tensor
+ * (data x, strides st, n1 heads) into dst, ld elements a row (rows layout,
+ * transposed when tr) or a pair row (pairs layout, when pairs), stride
+ * `per` elements between heads. Threaded over the heads. */
+static void fl16_pack(uint16_t *dst, int64_t per, int64_t ld, bool pairs, bool tr, const char *x, const int64_t *st,
+                      int64_t nb, int64_t n1, int64_t rows, int64_t cols, int nt) {
+  const int64_t rs = tr ? st[3] : st[2], cs = tr ? st[2] : st[3];
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t i = 0; i < nb * n1; i++) {
+    const float *src = (const float *)at4(x, st, sizeof(float), i / n1, i % n1);
+    if (pairs) lt__bf16dot_pack_pairs(dst + i * per, ld, src, rows, cols, rs, cs);
+    else lt__bf16dot_pack_rows(dst + i * per, ld, src, rows, cols, rs, cs);
+  }
+}
+
+/* The packs of a call (backward: with dO, pl->go set), or NULL with *st set
+ * (LT_ERR_NOMEM; LT_OK when the kind is NONE). Returns new (fl16_free). */
+static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward, int nt, lt_status *st) {
+  *st = LT_OK;
+  if (kind == LT__BF16DOT_NONE) return NULL;
+  fl16 *x = calloc(1, sizeof *x);
+  if (!x) {
+    *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands");
+    return NULL;
+  }
+  const int64_t B = pl->B, NH = pl->NH, NKV = pl->NKV;
+  x->kind = kind;
+  x->tp = LT__BF16DOT_CEIL(pl->T), x->sp = LT__BF16DOT_CEIL(pl->S);
+  x->hp = LT__BF16DOT_CEIL(pl->HS), x->hvp = LT__BF16DOT_CEIL(pl->HSV);
+  x->lds = 2 * x->sp + 32, x->ldt = x->tp + 32;
+  const size_t e = sizeof(uint16_t), nq = (size_t)(B * NH * x->ldt * x->hp), nk = (size_t)(B * NKV * x->lds * x->hp),
+               nv = (size_t)(B * NKV * x->lds * x->hvp), ng = (size_t)(B * NH * x->ldt * x->hvp);
+  bool ok = (x->q = malloc(nq * e)) && (x->kt = malloc(nk * e));
+  if (backward) ok = ok && (x->qt = malloc(nq * e)) && (x->k = malloc(nk * e)) && (x->vt = malloc(nv * e)) &&
+                     (x->go = malloc(ng * e)) && (x->got = malloc(ng * e));
+  else ok = ok && (x->v = malloc(nv * e));
+  if (!ok) {
+    fl16_free(x);
+    *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%zu bytes)",
+                  (2 * nq + 2 * nk + nv + 2 * ng) * e);
+    return NULL;
+  }
+  const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, tp = x->tp, sp = x->sp, hp = x->hp, hvp = x->hvp;
+  const int64_t lds = x->lds, ldt = x->ldt;
+  fl16_pack(x->q, tp * hp, hp, false, false, pl->q, pl->qs, B, NH, T, HS, nt);
+  fl16_pack(x->kt, hp / 2 * lds, lds, true, true, pl->k, pl->ks, B, NKV, HS, S, nt);
+  if (!backward) {
+    fl16_pack(x->v, sp * hvp, 2 * hvp, true, false, pl->v, pl->vs, B, NKV, S, HSV, nt);
+    return x;
+  }
+  fl16_pack(x->qt, hp * ldt, ldt, false, true, pl->q, pl->qs, B, NH, HS, T, nt);
+  fl16_pack(x->k, sp * hp, 2 * hp, true, false, pl->k, pl->ks, B, NKV, S, HS, nt);
+  fl16_pack(x->vt, hvp / 2 * lds, lds, true, true, pl->v, pl->vs, B, NKV, HSV, S, nt);
+  fl16_pack(x->go, tp * hvp, hvp, false, false, pl->go, pl->gs, B, NH, T, HSV, nt);
+  fl16_pack(x->got, hvp * ldt, ldt, false, true, pl->go, pl->gs, B, NH, HSV, T, nt);
+  return x;
+}
+
+/* Bytes of a thread's fl16_scr (backward: with dK^T, dV^T), 64-aligned. */
+static size_t fl16_scr_bytes(const sdpa_plan *pl, bool backward) {
+  size_t n = (size_t)FL_BR * FL_BC * 2 + (backward ? (size_t)FL_BR * FL16_LDP * 2 + 64 : 64);
+  if (backward) n += (size_t)(pl->HS + pl->HSV) * (size_t)pl->S * sizeof(float) + 64;
+  return (n + 63) / 64 * 64;
+}
+
+static fl16_scr fl16_scr_at(const sdpa_plan *pl, char *mem, bool backward) {
+  fl16_scr s = {0};
+  s.p = (uint16_t *)mem;
+  if (backward) {
+    s.w = s.p + FL_BR * FL_BC, s.ds = s.w + FL_BR / 2 * FL16_LDP;
+    s.dkt = (float *)(void *)(mem + ((size_t)FL_BR * FL_BC * 2 + (size_t)FL_BR * FL16_LDP * 2 + 63) / 64 * 64);
+    s.dvt = s.dkt + pl->HS * pl->S;
+  }
+  return s;
+}
+
+/* The products of the tiles (f32 buffers passed as void *: the f64
+ * instantiation of nn/attention_fused.inc names these calls too, with a
+ * NULL scratch that never reaches them). */
+
+/* Sb (row stride FL_BC) = scale * Q K^T for the rows t.. (nr) of (b, h) and
+ * the keys s0.. (nv). */
+static void fl16_scores(const sdpa_plan *pl, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0, int64_t nv,
+                        void *Sb) {
+  const fl16 *x = pl->b16;
+  const int64_t bh = b * pl->NH + h, bg = b * pl->NKV + h / pl->group;
+  lt__bf16dot_gemm(x->kind, nr, nv, pl->HS, (float)pl->scale, x->q + (bh * x->tp + t) * x->hp, x->hp,
+                   x->kt + bg * x->hp / 2 * x->lds + 2 * s0, x->lds, false, (float *)Sb, FL_BC);
+}
+
+/* O (row stride ldo) += P V for the keys s0.. (nv); P: the f32 weights in
+ * Sb (nr x nv), converted here. */
+static void fl16_pv(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t nr, int64_t s0, int64_t nv,
+                    const void *Sb, void *O, int64_t ldo) {
+  const fl16 *x = pl->b16;
+  const int64_t bg = b * pl->NKV + h / pl->group;
+  lt__bf16dot_pack_rows(sc->p, FL_BC, (const float *)Sb, nr, nv, FL_BC, 1);
+  lt__bf16dot_gemm(x->kind, nr, pl->HSV, nv, 1.0f, sc->p, FL_BC, x->v + bg * x->sp * x->hvp + s0 * x->hvp,
+                   2 * x->hvp, true, (float *)O, ldo);
+}
+
+/* dV^T[:, s0..] += dO^T W for the rows t.. (nr) of (b, h); W: f32 (row
+ * stride FL_BC), converted here. */
+static void fl16_dv(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0,
+                    int64_t nv, const void *W) {
+  const fl16 *x = pl->b16;
+  const int64_t bh = b * pl->NH + h;
+  lt__bf16dot_pack_pairs(sc->w, FL16_LDP, (const float *)W, nr, nv, FL_BC, 1);
+  lt__bf16dot_gemm(x->kind, pl->HSV, nv, nr, 1.0f, x->got + bh * x->hvp * x->ldt + t, x->ldt, sc->w, FL16_LDP, true,
+                   sc->dvt + s0, pl->S);
+}
+
+/* dPb (row stride FL_BC) = dO V^T for the rows t.. (nr) of (b, h), keys
+ * s0.. (nv). */
+static void fl16_dp(const sdpa_plan *pl, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0, int64_t nv,
+                    void *dPb) {
+  const fl16 *x = pl->b16;
+  const int64_t bh = b * pl->NH + h, bg = b * pl->NKV + h / pl->group;
+  lt__bf16dot_gemm(x->kind, nr, nv, pl->HSV, 1.0f, x->go + (bh * x->tp + t) * x->hvp, x->hvp,
+                   x->vt + bg * x->hvp / 2 * x->lds + 2 * s0, x->lds, false, (float *)dPb, FL_BC);
+}
+
+/* dQ (rows t.. of (b, h), row stride dqr; NULL: not needed) += scale dS K
+ * and (when dk is wanted) dK^T[:, s0..] += scale Q^T dS; dS: f32 (row
+ * stride FL_BC), converted here once per layout. */
+static void fl16_dqdk(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0,
+                      int64_t nv, const void *dS, void *dQ, int64_t dqr) {
+  const fl16 *x = pl->b16;
+  const int64_t bh = b * pl->NH + h, bg = b * pl->NKV + h / pl->group;
+  const float sc32 = (float)pl->scale;
+  if (dQ) {
+    lt__bf16dot_pack_rows(sc->p, FL_BC, (const float *)dS, nr, nv, FL_BC, 1);
+    lt__bf16dot_gemm(x->kind, nr, pl->HS, nv, sc32, sc->p, FL_BC, x->k + bg * x->sp * x->hp + s0 * x->hp, 2 * x->hp,
+                     true, (float *)dQ, dqr);
+  }
+  if (pl->dk) {
+    lt__bf16dot_pack_pairs(sc->ds, FL16_LDP, (const float *)dS, nr, nv, FL_BC, 1);
+    lt__bf16dot_gemm(x->kind, pl->HS, nv, nr, sc32, x->qt + bh * x->hp * x->ldt + t, x->ldt, sc->ds, FL16_LDP, true,
+                     sc->dkt + s0, pl->S);
+  }
+}
+
+/* A backward task over the keys [j0, j1): zeroes its columns of dK^T and
+ * dV^T (begin), and writes them into the rows [j0, j1) of dk, dv of
+ * (b, g) (end; dK, dV: those tensors' (b, g) matrices, NULL if not needed). */
+static void fl16_bwd_begin(const sdpa_plan *pl, fl16_scr *sc, int64_t j0, int64_t j1) {
+  for (int64_t d = 0; d < pl->HS; d++) memset(sc->dkt + d * pl->S + j0, 0, (size_t)(j1 - j0) * sizeof(float));
+  for (int64_t d = 0; d < pl->HSV; d++) memset(sc->dvt + d * pl->S + j0, 0, (size_t)(j1 - j0) * sizeof(float));
+}
+static void fl16_bwd_end(const sdpa_plan *pl, const fl16_scr *sc, int64_t j0, int64_t j1, void *dK, void *dV) {
+  const int64_t S = pl->S;
+  if (dK)
+    for (int64_t s = j0; s < j1; s++)
+      for (int64_t d = 0; d < pl->HS; d++) ((float *)dK)[s * pl->dks[2] + d * pl->dks[3]] = sc->dkt[d * S + s];
+  if (dV)
+    for (int64_t s = j0; s < j1; s++)
+      for (int64_t d = 0; d < pl->HSV; d++) ((float *)dV)[s * pl->dvs[2] + d * pl->dvs[3]] = sc->dvt[d * S + s];
 }
 
 #define FT float
@@ -957,11 +1184,17 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
 
   const int64_t ntq = (T + FL_BR - 1) / FL_BR, ntasks = B * NH * ntq;
   const int nt = fl_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1));
-  /* per thread: scores [BR,BC], m [BR], l [BR] (double), keep [BR,BC] */
-  const size_t per = (size_t)(FL_BR * FL_BC * es + FL_BR * es + FL_BR * 8 + FL_BR * FL_BC + 64);
-  char *scratch = ntasks ? malloc(per * (size_t)nt) : NULL;
+  /* under autocast: q, k, v as bf16, packed once (fl16) */
+  lt_status st16 = LT_OK;
+  fl16 *b16 = ntasks ? fl16_make(&pl, fl16_kind(&pl, pl.HSV == 1 ? 1 : pl.os[3]), false, nt, &st16) : NULL;
+  pl.b16 = b16;
+  /* per thread: scores [BR,BC], m [BR], l [BR] (double), keep [BR,BC], bf16 scratch */
+  const size_t x16b = b16 ? fl16_scr_bytes(&pl, false) : 0;
+  const size_t per = (size_t)(FL_BR * FL_BC * es + FL_BR * es + FL_BR * 8 + FL_BR * FL_BC + 64 + 63) / 64 * 64 + x16b;
+  char *scratch = ntasks && st16 == LT_OK ? aligned_alloc(64, per * (size_t)nt) : NULL;
   if (ntasks && !scratch) {
-    lt__err(LT_ERR_NOMEM, OP ": out of memory for %d tile buffers", nt);
+    if (st16 == LT_OK) lt__err(LT_ERR_NOMEM, OP ": out of memory for %d tile buffers", nt);
+    fl16_free(b16);
     lt_tensor_free(out);
     free_n(tmp, NTMP);
     return NULL;
@@ -975,12 +1208,13 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
     double *l = (double *)mine; /* doubles first: aligned */
     char *Sb = mine + FL_BR * 8, *m = Sb + FL_BR * FL_BC * es;
     uint8_t *kb = (uint8_t *)(m + FL_BR * es);
+    fl16_scr x16 = b16 ? fl16_scr_at(&pl, mine + (per - x16b), false) : (fl16_scr){0};
     /* the last query tiles first: causal, they have the most keys to see
      * (dynamic scheduling then evens out the triangle) */
     const int64_t bh = i % (B * NH), t0 = (ntq - 1 - i / (B * NH)) * FL_BR;
     const lt_status st = dt == LT_DTYPE_F32
-                             ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb)
-                             : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb);
+                             ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb, b16 ? &x16 : NULL)
+                             : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb, NULL);
     if (st != LT_OK) {
 #pragma omp atomic write
       err = 1;
@@ -988,6 +1222,7 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
     lt__autocast_adopt(prev);
   }
   free(scratch);
+  fl16_free(b16);
   if (err) {
     lt__err(LT_ERR_BACKEND, OP ": q is %s, k is %s, v is %s: a BLIS product failed", LT__D(q), LT__D(k), LT__D(v));
     lt_tensor_free(out);
@@ -1046,12 +1281,22 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   const int64_t nch = fl_chunks(&pl, bounds), NH = pl.NH, T = pl.T, HS = pl.HS, grp = pl.group;
   const int64_t ntasks = pl.T && pl.S ? B * NKV * nch : 0, slab = grp * T * HS;
   const int nt = fl_threads(ntasks, B * pl.NH * pl.T * (pl.S + 1) * (pl.HS + pl.HSV + 1));
-  /* per thread: D [BR] (double), P, W, dP [BR,BC] each, keep [BR,BC] */
-  const size_t per = (size_t)(FL_BR * 8 + 3 * FL_BR * FL_BC * es + FL_BR * FL_BC + 64);
-  char *scratch = ntasks ? malloc(per * (size_t)nt) : NULL;
+  /* under autocast: q, k, v, dO as bf16, packed once (fl16); dq's rows are
+   * the chunks' slabs (contiguous) when there are several chunks */
+  lt_status st16 = LT_OK;
+  const int64_t dq_cs = !dq || nch > 1 || HS == 1 ? 1 : pl.dqs[3];
+  fl16 *b16 = ntasks && (!need_q || dq) && (!need_k || dk) && (!need_v || dv)
+                  ? fl16_make(&pl, fl16_kind(&pl, dq_cs), true, nt, &st16)
+                  : NULL;
+  pl.b16 = b16;
+  /* per thread: D [BR] (double), P, W, dP [BR,BC] each, keep [BR,BC], bf16 scratch */
+  const size_t x16b = b16 ? fl16_scr_bytes(&pl, true) : 0;
+  const size_t per = (size_t)(FL_BR * 8 + 3 * FL_BR * FL_BC * es + FL_BR * FL_BC + 64 + 63) / 64 * 64 + x16b;
+  char *scratch = ntasks && st16 == LT_OK ? aligned_alloc(64, per * (size_t)nt) : NULL;
   char *dqp = NULL;
-  lt_status st = LT_OK;
-  if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
+  lt_status st = st16; /* not LT_OK: fl16_make set the message */
+  if (st != LT_OK) {
+  } else if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
   else if (ntasks && !scratch)
     st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d tile buffers", nt);
   else if (ntasks && dq && nch > 1 && !(dqp = calloc((size_t)(ntasks * slab), (size_t)es)))
@@ -1067,6 +1312,7 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
       double *D = (double *)mine;
       char *Pb = mine + FL_BR * 8, *Wb = Pb + FL_BR * FL_BC * es, *dPb = Wb + FL_BR * FL_BC * es;
       uint8_t *kb = (uint8_t *)(dPb + FL_BR * FL_BC * es);
+      fl16_scr x16 = b16 ? fl16_scr_at(&pl, mine + (per - x16b), true) : (fl16_scr){0};
       const int64_t bg = i / nch, c = i % nch, bb = bg / NKV, gg = bg % NKV;
       /* dQ of the group's first head and its strides: dq itself, or this task's slab */
       char *dqt = NULL;
@@ -1076,9 +1322,9 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
       const lt_status s2 =
           pl.dt == LT_DTYPE_F32
               ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb,
-                           (float *)Wb, (float *)dPb, D, kb)
+                           (float *)Wb, (float *)dPb, D, kb, b16 ? &x16 : NULL)
               : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc, (double *)Pb,
-                           (double *)Wb, (double *)dPb, D, kb);
+                           (double *)Wb, (double *)dPb, D, kb, NULL);
       if (s2 != LT_OK) {
 #pragma omp atomic write
         err = 1;
@@ -1110,6 +1356,7 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   }
   free(dqp);
   free(scratch);
+  fl16_free(b16);
   lt_tensor_free(gtmp);
   return hand_grads(st, dq, dk, dv, gin);
 }
