@@ -485,17 +485,23 @@ typedef struct fl16_scr {
   float *dkt, *dvt; /* [HS][S], [HSV][S] (backward; columns of the task's keys) */
 } fl16_scr;
 
-/* The kernel for an f32 fused call under autocast, or NONE (tile products
- * then go through lt__mat_gemm). LT_ATTENTION_BF16 (read at each call, for
- * tests and benchmarks): "0" = NONE, "dot" = at most the vdpbf16ps kernel.
- * The rows of the output (or dq) must have contiguous columns. */
-static lt__bf16dot_kind fl16_kind(const sdpa_plan *pl, int64_t out_cs) {
-  if (pl->dt != LT_DTYPE_F32 || out_cs != 1 || !lt__autocast_active()) return LT__BF16DOT_NONE;
+/* The kernel for a fused call of dtype dt on this thread: under autocast,
+ * f32, on a CPU with a kernel; else NONE (tile products then go through
+ * lt__mat_gemm). LT_ATTENTION_BF16 (read at each call, for tests and
+ * benchmarks): "0" = NONE, "dot" = at most the vdpbf16ps kernel. */
+static lt__bf16dot_kind fl16_select(lt_dtype dt) {
+  if (dt != LT_DTYPE_F32 || !lt__autocast_active()) return LT__BF16DOT_NONE;
   const lt__bf16dot_kind best = lt__bf16dot_best();
   const char *e = getenv("LT_ATTENTION_BF16");
   if (e && !strcmp(e, "0")) return LT__BF16DOT_NONE;
   if (e && !strcmp(e, "dot") && best > LT__BF16DOT_DOT) return LT__BF16DOT_DOT;
   return best;
+}
+
+/* fl16_select for a planned call whose output (or dq) has column stride
+ * out_cs: the kernels write rows with contiguous columns. */
+static lt__bf16dot_kind fl16_kind(const sdpa_plan *pl, int64_t out_cs) {
+  return out_cs == 1 ? fl16_select(pl->dt) : LT__BF16DOT_NONE;
 }
 
 static void fl16_free(fl16 *x) {
@@ -1370,8 +1376,12 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
  * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC; 256 x 256):
  * there the fused path saves little memory (P is at most 256 KB per head)
  * and its backward recomputes P, so fwd+bwd measured 0.6x-0.9x the unfused
- * speed at T = 128 and 256 (the crossover is in docs/attention.md). This is
- * the one place the rule lives. */
+ * speed at T = 128 and 256 in f32 (the crossover is in docs/attention.md) --
+ * except where the fused call would run the bf16 tile kernels (f32 under
+ * autocast, fl16_select): there fused fwd+bwd measured 1.16-1.5x the
+ * unfused speed under autocast at every T from 32 to 1024 (GPT small's and
+ * medium's shapes, the encoder-decoder's T 64), so it is fused at every
+ * size. This is the one place the rule lives. */
 static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor *q, const lt_tensor *k) {
   if (weights) return false;
   const lt_attention_impl impl = o ? o->impl : LT_ATTENTION_AUTO;
@@ -1379,6 +1389,7 @@ static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor
   const char *e = getenv("LT_ATTENTION");
   if (e && !strcmp(e, "unfused")) return false;
   if (e && !strcmp(e, "fused")) return true;
+  if (fl16_select(q->dtype) != LT__BF16DOT_NONE) return true;
   return q->shape[2] > FL_BR || k->shape[2] > FL_BC;
 }
 

@@ -293,7 +293,8 @@ START_TEST(test_fused_vs_unfused_f64) { check_fused(fused_cfgs[_i], LT_DTYPE_F64
 END_TEST
 
 /* LT_ATTENTION=unfused in the environment switches the default path; an
- * explicit impl wins over it; weights always come from the unfused path. */
+ * explicit impl wins over it; weights always come from the unfused path;
+ * under autocast with the bf16 tile kernels, fused at any size. */
 START_TEST(test_fused_switch) {
   lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 257, 8)));
   lt_tensor *qs = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 256, 8)));
@@ -304,6 +305,17 @@ START_TEST(test_fused_switch) {
   /* one tile (T <= 256, S <= 256): unfused unless LT_ATTENTION=fused */
   ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention);
+  /* ... except under autocast where the bf16 tile kernels run (fused
+   * measured faster at every T there); LT_ATTENTION_BF16=0 restores the rule */
+  const lt_dtype was = lt_set_autocast(LT_DTYPE_BF16);
+  const bool tiles = lt__autocast_active() && lt__bf16dot_best() != LT__BF16DOT_NONE;
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
+            (tiles ? LT__OP_scaled_dot_product_attention_fused : LT__OP_scaled_dot_product_attention));
+  setenv("LT_ATTENTION_BF16", "0", 1);
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
+            LT__OP_scaled_dot_product_attention);
+  unsetenv("LT_ATTENTION_BF16");
+  lt_set_autocast(was);
   setenv("LT_ATTENTION", "fused", 1);
   ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention_fused);
