@@ -659,14 +659,26 @@ static void fl16_bwd_begin(const sdpa_plan *pl, fl16_scr *sc, int64_t j0, int64_
   for (int64_t d = 0; d < pl->HS; d++) memset(sc->dkt + d * pl->S + j0, 0, (size_t)(j1 - j0) * sizeof(float));
   for (int64_t d = 0; d < pl->HSV; d++) memset(sc->dvt + d * pl->S + j0, 0, (size_t)(j1 - j0) * sizeof(float));
 }
+/* dst rows s in [j0, j1) (strides rs, cs) = columns s of src [n][S]: in
+ * registers when dst's columns are contiguous (the usual case), else in
+ * blocks of 16 keys (a cache line of src per (block, d), 16 rows of dst). */
+static void fl16_untranspose(float *dst, int64_t rs, int64_t cs, const float *src, int64_t n, int64_t S, int64_t j0,
+                             int64_t j1) {
+  if (cs == 1 || n == 1) {
+    lt__bf16dot_transpose_f32(dst + j0 * rs, rs, src + j0, S, n, j1 - j0);
+    return;
+  }
+  for (int64_t s0 = j0; s0 < j1; s0 += 16) {
+    const int64_t ns = j1 - s0 < 16 ? j1 - s0 : 16;
+    for (int64_t d = 0; d < n; d++) {
+      const float *row = src + d * S + s0;
+      for (int64_t i = 0; i < ns; i++) dst[(s0 + i) * rs + d * cs] = row[i];
+    }
+  }
+}
 static void fl16_bwd_end(const sdpa_plan *pl, const fl16_scr *sc, int64_t j0, int64_t j1, void *dK, void *dV) {
-  const int64_t S = pl->S;
-  if (dK)
-    for (int64_t s = j0; s < j1; s++)
-      for (int64_t d = 0; d < pl->HS; d++) ((float *)dK)[s * pl->dks[2] + d * pl->dks[3]] = sc->dkt[d * S + s];
-  if (dV)
-    for (int64_t s = j0; s < j1; s++)
-      for (int64_t d = 0; d < pl->HSV; d++) ((float *)dV)[s * pl->dvs[2] + d * pl->dvs[3]] = sc->dvt[d * S + s];
+  if (dK) fl16_untranspose(dK, pl->dks[2], pl->dks[3], sc->dkt, pl->HS, pl->S, j0, j1);
+  if (dV) fl16_untranspose(dV, pl->dvs[2], pl->dvs[3], sc->dvt, pl->HSV, pl->S, j0, j1);
 }
 
 #define FT float

@@ -200,49 +200,71 @@ BD_TARGET static inline __m512i bd_cvt16(__m512 x) {
 
 static inline __mmask16 bd_tail(int64_t n) { return n >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << n) - 1); }
 
+/* 16 x 16 floats transposed in registers: r[i] lane j -> r[j] lane i
+ * (unpack pairs, then pairs of pairs, then 128-bit lanes). */
+BD_TARGET static inline void bd_tr16(__m512 r[16]) {
+  __m512 t[16];
+  for (int i = 0; i < 8; i++) {
+    t[2 * i] = _mm512_unpacklo_ps(r[2 * i], r[2 * i + 1]);
+    t[2 * i + 1] = _mm512_unpackhi_ps(r[2 * i], r[2 * i + 1]);
+  }
+  for (int i = 0; i < 4; i++) { /* r[4i + j], lane L: rows 4i..4i+3 of column 4L + j */
+    const __m512d a = _mm512_castps_pd(t[4 * i]), b = _mm512_castps_pd(t[4 * i + 1]);
+    const __m512d c = _mm512_castps_pd(t[4 * i + 2]), d = _mm512_castps_pd(t[4 * i + 3]);
+    r[4 * i] = _mm512_castpd_ps(_mm512_unpacklo_pd(a, c));
+    r[4 * i + 1] = _mm512_castpd_ps(_mm512_unpackhi_pd(a, c));
+    r[4 * i + 2] = _mm512_castpd_ps(_mm512_unpacklo_pd(b, d));
+    r[4 * i + 3] = _mm512_castpd_ps(_mm512_unpackhi_pd(b, d));
+  }
+  __m512 o[16];
+  for (int j = 0; j < 4; j++) {
+    const __m512 u0 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0x88), u1 = _mm512_shuffle_f32x4(r[j], r[4 + j], 0xdd);
+    const __m512 u2 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0x88);
+    const __m512 u3 = _mm512_shuffle_f32x4(r[8 + j], r[12 + j], 0xdd);
+    o[j] = _mm512_shuffle_f32x4(u0, u2, 0x88);
+    o[8 + j] = _mm512_shuffle_f32x4(u0, u2, 0xdd);
+    o[4 + j] = _mm512_shuffle_f32x4(u1, u3, 0x88);
+    o[12 + j] = _mm512_shuffle_f32x4(u1, u3, 0xdd);
+  }
+  for (int i = 0; i < 16; i++) r[i] = o[i];
+}
+
 /* A transposed source (rs == 1: x's rows are the source's contiguous
- * columns): 16 columns of x (16 contiguous source runs) at a time, each
- * run converted to 32-bit lanes in tmp (bf16 in the low half), then every
- * row of x gathered from tmp: 16 elements of dst (rows layout, shift 1) or
- * 16 words of pairs (pairs layout, shift 0: tmp then holds pair words). */
-#define BD_CHUNK 256
+ * columns, "runs"): blocks of 16 runs x 16 output rows, each run's piece
+ * converted (rows layout: 16 elements, one per 32-bit lane; pairs layout:
+ * 32 elements as 16 pair words), transposed in registers (bd_tr16), and
+ * stored as 16 output rows of 16 elements or words. */
 BD_TARGET static void bd_transposed(uint16_t *dst, int64_t ldd, const float *x, int64_t rows, int64_t cols,
                                     int64_t cs, bool pairs) {
-  uint32_t tmp[16 * BD_CHUNK] __attribute__((aligned(64)));
   const int64_t n = pairs ? (rows + 1) / 2 : rows; /* rows of the output */
+  const __m512i ev = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const __m512i od = _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31);
   for (int64_t j0 = 0; j0 < cols; j0 += 16) {
     const int64_t nj = cols - j0 < 16 ? cols - j0 : 16;
     const __mmask16 kj = bd_tail(nj);
-    for (int64_t i0 = 0; i0 < n; i0 += BD_CHUNK) {
-      const int64_t ni = n - i0 < BD_CHUNK ? n - i0 : BD_CHUNK;
-      for (int64_t j = 0; j < 16; j++) { /* missing columns repeat the last (gathered, not stored) */
-        const float *src = x + (j0 + (j < nj ? j : nj - 1)) * cs;
-        uint32_t *t = tmp + j * BD_CHUNK;
-        if (!pairs)
-          for (int64_t i = 0; i < ni; i += 16) {
-            const __mmask16 k = bd_tail(ni - i);
-            _mm512_mask_storeu_epi32(t + i, k, bd_cvt16(_mm512_maskz_loadu_ps(k, src + i0 + i)));
-          }
-        else
-          for (int64_t p = 0; p < ni; p += 16) { /* pair words: elements 2(i0+p).. of the run */
-            const int64_t e0 = 2 * (i0 + p), ne = rows - e0 < 32 ? rows - e0 : 32;
-            const __mmask16 ka = bd_tail(ne), kb = bd_tail(ne > 16 ? ne - 16 : 0);
-            const __m512i a = bd_cvt16(_mm512_maskz_loadu_ps(ka, src + e0));
-            const __m512i b = bd_cvt16(_mm512_maskz_loadu_ps(kb, src + e0 + 16));
-            /* words: a's lanes 2w | 2w+1 << 16 for w < 8, then b's */
-            const __m512i lo = _mm512_permutex2var_epi32(
-                a, _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30), b);
-            const __m512i hi = _mm512_permutex2var_epi32(
-                a, _mm512_setr_epi32(1, 3, 5, 7, 9, 11, 13, 15, 17, 19, 21, 23, 25, 27, 29, 31), b);
-            _mm512_mask_storeu_epi32(t + p, bd_tail(ni - p), _mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
-          }
+    for (int64_t i0 = 0; i0 < n; i0 += 16) {
+      const int64_t ni = n - i0 < 16 ? n - i0 : 16;
+      __m512 r[16];
+      for (int k = 0; k < 16; k++) {
+        if (k >= nj) {
+          r[k] = _mm512_setzero_ps();
+          continue;
+        }
+        const float *src = x + (j0 + k) * cs;
+        if (!pairs) {
+          r[k] = _mm512_castsi512_ps(bd_cvt16(_mm512_maskz_loadu_ps(bd_tail(ni), src + i0)));
+          continue;
+        }
+        const int64_t e0 = 2 * i0, ne = rows - e0 < 32 ? rows - e0 : 32;
+        const __m512i a = bd_cvt16(_mm512_maskz_loadu_ps(bd_tail(ne), src + e0));
+        const __m512i b = bd_cvt16(_mm512_maskz_loadu_ps(bd_tail(ne > 16 ? ne - 16 : 0), src + e0 + 16));
+        const __m512i lo = _mm512_permutex2var_epi32(a, ev, b), hi = _mm512_permutex2var_epi32(a, od, b);
+        r[k] = _mm512_castsi512_ps(_mm512_or_si512(lo, _mm512_slli_epi32(hi, 16)));
       }
-      const __m512i idx = _mm512_mullo_epi32(_mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15),
-                                             _mm512_set1_epi32(BD_CHUNK));
-      for (int64_t i = 0; i < ni; i++) {
-        const __m512i w = _mm512_i32gather_epi32(_mm512_add_epi32(idx, _mm512_set1_epi32((int)i)), tmp, 4);
-        if (pairs) _mm512_mask_storeu_epi32(dst + (i0 + i) * ldd + 2 * j0, kj, w);
-        else _mm512_mask_cvtepi32_storeu_epi16(dst + (i0 + i) * ldd + j0, kj, w);
+      bd_tr16(r); /* r[i]: output row i0 + i, lane k: run j0 + k */
+      for (int i = 0; i < ni; i++) {
+        if (pairs) _mm512_mask_storeu_epi32(dst + (i0 + i) * ldd + 2 * j0, kj, _mm512_castps_si512(r[i]));
+        else _mm512_mask_cvtepi32_storeu_epi16(dst + (i0 + i) * ldd + j0, kj, _mm512_castps_si512(r[i]));
       }
     }
   }
@@ -296,6 +318,22 @@ BD_TARGET void lt__bf16dot_pack_pairs(uint16_t *dst, int64_t ldd, const float *x
     }
 }
 
+BD_TARGET void lt__bf16dot_transpose_f32(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t n,
+                                         int64_t m) {
+  for (int64_t i0 = 0; i0 < n; i0 += 16) {
+    const int64_t ni = n - i0 < 16 ? n - i0 : 16;
+    for (int64_t j0 = 0; j0 < m; j0 += 16) {
+      const int64_t nj = m - j0 < 16 ? m - j0 : 16;
+      const __mmask16 kj = bd_tail(nj), ki = bd_tail(ni);
+      __m512 r[16];
+      for (int k = 0; k < 16; k++)
+        r[k] = k < ni ? _mm512_maskz_loadu_ps(kj, src + (i0 + k) * lds + j0) : _mm512_setzero_ps();
+      bd_tr16(r);
+      for (int k = 0; k < nj; k++) _mm512_mask_storeu_ps(dst + (j0 + k) * ldd + i0, ki, r[k]);
+    }
+  }
+}
+
 #else /* no AVX-512 build: never available, never called */
 
 lt__bf16dot_kind lt__bf16dot_best(void) { return LT__BF16DOT_NONE; }
@@ -317,6 +355,11 @@ void lt__bf16dot_pack_pairs(uint16_t *dst, int64_t ldd, const float *x, int64_t 
                             int64_t cs) {
   (void)dst, (void)ldd, (void)x, (void)rows, (void)cols, (void)rs, (void)cs;
   LT_CHECK(!"lt__bf16dot_pack_pairs without AVX512_BF16");
+}
+
+void lt__bf16dot_transpose_f32(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t n, int64_t m) {
+  (void)dst, (void)ldd, (void)src, (void)lds, (void)n, (void)m;
+  LT_CHECK(!"lt__bf16dot_transpose_f32 without AVX-512");
 }
 
 #endif

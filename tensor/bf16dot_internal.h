@@ -83,4 +83,9 @@ void lt__bf16dot_pack_rows(uint16_t *dst, int64_t ldd, const float *x, int64_t r
 void lt__bf16dot_pack_pairs(uint16_t *dst, int64_t ldd, const float *x, int64_t rows, int64_t cols, int64_t rs,
                             int64_t cs);
 
+/* dst[j*ldd + i] = src[i*lds + j] for i < n, j < m: an f32 matrix
+ * transposed in 16 x 16 blocks in registers (the fused attention's dK^T,
+ * dV^T written back as dK, dV). Only where lt__bf16dot_best() is not NONE. */
+void lt__bf16dot_transpose_f32(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t n, int64_t m);
+
 #endif /* LT_TENSOR_BF16DOT_INTERNAL_H */

@@ -6,7 +6,7 @@
  * accumulate and alpha, leading dimensions larger than the matrix; the
  * packing of contiguous, transposed and strided sources bit for bit against
  * lt__bf16_from_f32 (NaN, infinities, ties and subnormals included), with
- * the zero padding the kernels rely on. On a CPU without AVX512_BF16 there
+ * the zero padding the kernels rely on; the f32 transpose against a loop. On a CPU without AVX512_BF16 there
  * is nothing to run (the attention tests cover the fallback).
  */
 #include <math.h>
@@ -125,12 +125,32 @@ START_TEST(test_pack) {
 }
 END_TEST
 
+START_TEST(test_transpose) {
+  if (lt__bf16dot_best() == LT__BF16DOT_NONE) return;
+  const int64_t shapes[][2] = {{1, 1}, {16, 16}, {64, 128}, {17, 33}, {40, 5}, {3, 70}};
+  for (size_t c = 0; c < sizeof shapes / sizeof shapes[0]; c++) {
+    const int64_t n = shapes[c][0], m = shapes[c][1], lds = m + 5, ldd = n + 3;
+    float *src = malloc(sizeof(float) * (size_t)(n * lds)), *dst = malloc(sizeof(float) * (size_t)(m * ldd));
+    ck_assert(src && dst);
+    for (int64_t i = 0; i < n * lds; i++) src[i] = (float)i;
+    for (int64_t i = 0; i < m * ldd; i++) dst[i] = -1;
+    lt__bf16dot_transpose_f32(dst, ldd, src, lds, n, m);
+    int64_t bad = 0;
+    for (int64_t j = 0; j < m; j++)
+      for (int64_t i = 0; i < ldd; i++) bad += dst[j * ldd + i] != (i < n ? src[i * lds + j] : -1.0f);
+    ck_assert_msg(bad == 0, "transpose [%lld, %lld]: %lld wrong elements", (long long)n, (long long)m, (long long)bad);
+    free(src), free(dst);
+  }
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("bf16dot");
   TCase *tc = tcase_create("kernels");
   tcase_set_timeout(tc, 120);
   tcase_add_test(tc, test_gemm_shapes);
   tcase_add_test(tc, test_pack);
+  tcase_add_test(tc, test_transpose);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }
