@@ -591,8 +591,8 @@ END_TEST
 
 /* ---- bf16 tiles under autocast --------------------------------------------- */
 
-/* Output and the gradients of sum(out * r) for q, k, v (res[0..3], kept out
- * of the scope), in autocast mode ac. ctx: dropout (its generator is set to
+/* Output and the gradients of sum(out * r) for q, k, v (res[0..3]; the
+ * gradients kept out of the scope: free them), in autocast mode ac. ctx: dropout (its generator is set to
  * st first, so every run draws the same mask), or NULL. */
 static void sdpa4(lt_tensor *q, lt_tensor *k, lt_tensor *v, const lt_tensor *r, const lt_attention_opts *o,
                   const lt_nn_ctx *ctx, const lt_generator_state *st, bool ac, lt_tensor **res) {
@@ -696,6 +696,8 @@ START_TEST(test_fused_bf16_tiles) {
     if (b->T > 1 && best >= LT__BF16DOT_DOT) ck_assert_msg(!same4(dot, per), "case %zu: dot = per-tile bits", c);
     if (b->T > 1 && best == LT__BF16DOT_AMX) ck_assert_msg(!same4(amx, dot), "case %zu: amx = dot bits", c);
     if (best == LT__BF16DOT_NONE) ck_assert(same4(amx, per));
+    lt_tensor **all[5] = {f32, unf, amx, dot, per};
+    for (int i = 0; i < 5; i++) LT_FREE_ALL(all[i][1], all[i][2], all[i][3]); /* the kept gradients */
   }
   lt_generator_free(dg);
 }
