@@ -542,10 +542,12 @@ static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward
   x->lds = 2 * x->sp + 32, x->ldt = x->tp + 32;
   const size_t e = sizeof(uint16_t), nq = (size_t)(B * NH * x->ldt * x->hp), nk = (size_t)(B * NKV * x->lds * x->hp),
                nv = (size_t)(B * NKV * x->lds * x->hvp), ng = (size_t)(B * NH * x->ldt * x->hvp);
-  bool ok = (x->q = malloc(nq * e)) && (x->kt = malloc(nk * e));
-  if (backward) ok = ok && (x->qt = malloc(nq * e)) && (x->k = malloc(nk * e)) && (x->vt = malloc(nv * e)) &&
-                     (x->go = malloc(ng * e)) && (x->got = malloc(ng * e));
-  else ok = ok && (x->v = malloc(nv * e));
+  /* + 1: never malloc(0) (HS or HSV 0) */
+  bool ok = (x->q = malloc(nq * e + 1)) && (x->kt = malloc(nk * e + 1));
+  if (backward)
+    ok = ok && (x->qt = malloc(nq * e + 1)) && (x->k = malloc(nk * e + 1)) && (x->vt = malloc(nv * e + 1)) &&
+         (x->go = malloc(ng * e + 1)) && (x->got = malloc(ng * e + 1));
+  else ok = ok && (x->v = malloc(nv * e + 1));
   if (!ok) {
     fl16_free(x);
     *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%zu bytes)",

@@ -700,6 +700,17 @@ START_TEST(test_fused_bf16_tiles) {
     for (int i = 0; i < 5; i++) LT_FREE_ALL(all[i][1], all[i][2], all[i][3]); /* the kept gradients */
   }
   lt_generator_free(dg);
+  /* zero sizes through the packs: HS 0 (uniform weights: the mean of v), S 0 (zeros) */
+  const lt_dtype was2 = lt_set_autocast(LT_DTYPE_BF16);
+  const lt_attention_opts of = {.impl = LT_ATTENTION_FUSED};
+  lt_tensor *qh = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1, 2, 3, 0)));
+  lt_tensor *vh = randn(LT_DTYPE_F32, LT_SHAPE(1, 1, 4, 2));
+  lt_tensor *oh = LT_NN(lt_scaled_dot_product_attention(qh, LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1, 1, 4, 0))), vh,
+                                                        &of, NULL, NULL));
+  LT_ASSERT_CLOSE(oh, LT_NN(lt_expand(LT_NN(lt_mean(vh, LT_DIMS(2), true)), LT_SHAPE(1, 2, 3, 2))), 1e-2, 1e-2);
+  lt_tensor *q0 = randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 3, 4)), *k0 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1, 1, 0, 4)));
+  ck_assert(all_zero(LT_NN(lt_scaled_dot_product_attention(q0, k0, k0, &of, NULL, NULL))));
+  lt_set_autocast(was2);
 }
 END_TEST
 
