@@ -1391,11 +1391,14 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
  * there the fused path saves little memory (P is at most 256 KB per head)
  * and its backward recomputes P, so fwd+bwd measured 0.6x-0.9x the unfused
  * speed at T = 128 and 256 in f32 (the crossover is in docs/attention.md) --
- * except where the fused call would run the bf16 tile kernels (f32 under
- * autocast, fl16_select): there fused fwd+bwd measured 1.16-1.5x the
- * unfused speed under autocast at every T from 32 to 1024 (GPT small's and
- * medium's shapes, the encoder-decoder's T 64), so it is fused at every
- * size. This is the one place the rule lives. */
+ * except where the fused call would run the AMX tile kernel (f32 under
+ * autocast, fl16_select): there fused fwd+bwd measured faster than unfused
+ * under autocast at every T from 32 to 1024 (GPT small's and medium's
+ * shapes, the encoder-decoder's T 64; 0.96x-1.6x at T 128-256 in single
+ * runs on a loaded machine), so it is fused at every size. The vdpbf16ps
+ * kernel keeps the f32 rule: on the one CPU measured it runs at half the
+ * f32 rate, and no CPU without AMX was measured. This is the one place the
+ * rule lives. */
 static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor *q, const lt_tensor *k) {
   if (weights) return false;
   const lt_attention_impl impl = o ? o->impl : LT_ATTENTION_AUTO;
@@ -1403,7 +1406,7 @@ static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor
   const char *e = getenv("LT_ATTENTION");
   if (e && !strcmp(e, "unfused")) return false;
   if (e && !strcmp(e, "fused")) return true;
-  if (fl16_select(q->dtype) != LT__BF16DOT_NONE) return true;
+  if (fl16_select(q->dtype) == LT__BF16DOT_AMX) return true;
   return q->shape[2] > FL_BR || k->shape[2] > FL_BC;
 }
 

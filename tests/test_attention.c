@@ -305,15 +305,18 @@ START_TEST(test_fused_switch) {
   /* one tile (T <= 256, S <= 256): unfused unless LT_ATTENTION=fused */
   ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention);
-  /* ... except under autocast where the bf16 tile kernels run (fused
-   * measured faster at every T there); LT_ATTENTION_BF16=0 restores the rule */
+  /* ... except under autocast where the AMX tile kernel runs (fused
+   * measured faster at every T there); LT_ATTENTION_BF16=0 or dot keep the rule */
   const lt_dtype was = lt_set_autocast(LT_DTYPE_BF16);
-  const bool tiles = lt__autocast_active() && lt__bf16dot_best() != LT__BF16DOT_NONE;
+  const bool tiles = lt__autocast_active() && lt__bf16dot_best() == LT__BF16DOT_AMX;
   ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             (tiles ? LT__OP_scaled_dot_product_attention_fused : LT__OP_scaled_dot_product_attention));
-  setenv("LT_ATTENTION_BF16", "0", 1);
-  ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
-            LT__OP_scaled_dot_product_attention);
+  static const char *narrow[] = {"0", "dot"}; /* the per-tile path, the vdpbf16ps kernel: the f32 rule */
+  for (int i = 0; i < 2; i++) {
+    setenv("LT_ATTENTION_BF16", narrow[i], 1);
+    ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
+              LT__OP_scaled_dot_product_attention);
+  }
   unsetenv("LT_ATTENTION_BF16");
   lt_set_autocast(was);
   setenv("LT_ATTENTION", "fused", 1);
