@@ -35,12 +35,6 @@ static struct {
 #endif
 } W = {.rank = 0, .size = 1, .local_rank = 0, .local_size = 1, .timeout = LT_DIST_TIMEOUT_DEFAULT};
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 #ifdef LT_HAVE_MPI
 /* LT_ERR_IO with MPI's own words for rc. */
 static lt_status mpi_err(int rc, const char *what) {
@@ -75,7 +69,7 @@ static lt_status timed_out(const char *what, double waited) {
     seq = W.seq;
     /* synchronous: complete only once rank 0 has taken it */
     bool pending = MPI_Issend(&seq, 1, MPI_INT64_T, 0, TAG, W.notice, &r) == MPI_SUCCESS, taken = false;
-    for (double t0 = now_s(); now_s() - t0 < linger_s;) {
+    for (double t0 = lt_monotonic_seconds(); lt_monotonic_seconds() - t0 < linger_s;) {
       int done = 0;
       if (pending) MPI_Test(&r, &done, MPI_STATUS_IGNORE);
       if (done) pending = false, taken = true;
@@ -93,7 +87,7 @@ static lt_status timed_out(const char *what, double waited) {
   if (!here) return lt__err(LT_ERR_NOMEM, "dist: %s timed out after %.0f s (and no memory to say more)", what, waited);
   here[0] = 1;
   char other[256] = "";
-  for (double t0 = now_s(); now_s() - t0 < collect_s;) {
+  for (double t0 = lt_monotonic_seconds(); lt_monotonic_seconds() - t0 < collect_s;) {
     int flag = 0;
     MPI_Status st;
     if (MPI_Iprobe(MPI_ANY_SOURCE, TAG, W.notice, &flag, &st) != MPI_SUCCESS) break;
@@ -130,7 +124,7 @@ static lt_status timed_out(const char *what, double waited) {
  * are named (timed_out) and the request is left: the job must end. */
 static lt_status wait_req(MPI_Request *req, const char *what) {
   W.seq++;
-  const double t0 = now_s();
+  const double t0 = lt_monotonic_seconds();
   for (long spins = 0;; spins++) {
     int done = 0;
     int rc = MPI_Test(req, &done, MPI_STATUS_IGNORE);
@@ -140,7 +134,7 @@ static lt_status wait_req(MPI_Request *req, const char *what) {
      * MPI_Wait does (and yields the core when oversubscribed, as MPI_Wait
      * does); a nap of even 50 us cost milliseconds per collective under load. */
     if ((spins & 255) == 255) {
-      double waited = now_s() - t0;
+      double waited = lt_monotonic_seconds() - t0;
       if (W.timeout > 0 && waited > W.timeout) return timed_out(what, waited);
     }
   }
@@ -654,7 +648,7 @@ static lt_status start_bucket(lt_dist_grads *g, int b) {
   bucket *k = &g->buckets[b];
   size_t es = lt_dtype_size(k->dtype);
   char *dst = k->buf;
-  if (g->next == 0) g->t_start = now_s();
+  if (g->next == 0) g->t_start = lt_monotonic_seconds();
   for (int i = k->first; i < k->first + k->count; i++) {
     lt_tensor *t = g->params[i];
     size_t n = (size_t)t->numel * es;
@@ -697,7 +691,7 @@ static lt_status ready_hook(lt_tensor *t, void *user) {
   slot *sl = user;
   lt_dist_grads *g = sl->g;
   if (!g->sync || W.size == 1) return LT_OK;
-  double t0 = now_s();
+  double t0 = lt_monotonic_seconds();
   lt_status s = LT_OK;
   if (sl->ready) {
     s = lt__err(LT_ERR_STATE, "dist_grads: the gradient of %s became final twice before lt_dist_grads_finish "
@@ -715,7 +709,7 @@ static lt_status ready_hook(lt_tensor *t, void *user) {
 #endif
   }
   if (s != LT_OK && g->hook_err == LT_OK) g->hook_err = s;
-  g->hook_s += now_s() - t0;
+  g->hook_s += lt_monotonic_seconds() - t0;
   return s;
 }
 
@@ -742,10 +736,10 @@ lt_status lt_dist_grads_finish(lt_dist_grads *g) {
     return lt__err(LT_ERR_STATE, "dist_grads_finish: no reduction in flight (call start, or run a backward first)");
   lt_status s = LT_OK;
 #ifdef LT_HAVE_MPI
-  double t0 = now_s();
+  double t0 = lt_monotonic_seconds();
   while (g->next < g->n_buckets && s == LT_OK) s = start_bucket(g, g->next); /* unused parameters, a skipped backward */
   for (int b = 0; b < g->next && s == LT_OK; b++) s = wait_req(&g->buckets[b].req, "gradient allreduce");
-  g->wait_s += now_s() - t0;
+  g->wait_s += lt_monotonic_seconds() - t0;
   if (s == LT_OK && g->hook_err != LT_OK)
     s = lt__err(g->hook_err, "dist_grads_finish: a gradient hook failed during backward");
   for (int b = 0; b < g->n_buckets && s == LT_OK; b++) {
@@ -778,7 +772,7 @@ lt_status lt_dist_grads_finish(lt_dist_grads *g) {
       src += (size_t)t->numel * es;
     }
   }
-  g->total_s += now_s() - g->t_start;
+  g->total_s += lt_monotonic_seconds() - g->t_start;
 #endif
   /* The next step starts from scratch. */
   for (int b = 0; b < g->n_buckets; b++) g->buckets[b].nready = 0, g->buckets[b].started = false;

@@ -97,7 +97,7 @@ enum { AT_PROBE_STEPS = 8, AT_PROBE_FIRST_STEP = 10 };
 #define AT_PROBE_EVERY 20.0
 #define AT_PROBE_MAX 320.0
 
-static double mono_seconds(void) {
+double lt_monotonic_seconds(void) {
   struct timespec ts;
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
@@ -115,7 +115,7 @@ void lt_autothreads_init(lt_autothreads *T, bool on, int max_threads) {
 int lt_autothreads_next(lt_autothreads *T) {
   if (!T->on) return T->chosen;
   int other = T->chosen == T->max ? 1 : T->max;
-  if (T->probe_left == 0 && T->steps >= AT_PROBE_FIRST_STEP && mono_seconds() >= T->next_probe) {
+  if (T->probe_left == 0 && T->steps >= AT_PROBE_FIRST_STEP && lt_monotonic_seconds() >= T->next_probe) {
     T->probe_left = AT_PROBE_STEPS;
     T->probe_work = T->probe_seconds = 0;
   }
@@ -147,7 +147,7 @@ bool lt_autothreads_record(lt_autothreads *T, int threads, double work, double s
   } else if (T->interval < AT_PROBE_MAX) {
     T->interval *= 2;
   }
-  T->next_probe = mono_seconds() + T->interval;
+  T->next_probe = lt_monotonic_seconds() + T->interval;
   return switched;
 }
 

@@ -213,6 +213,10 @@ int lt_autothreads_next(lt_autothreads *T);
  * just changed (T->chosen is the new one; T->rate[] holds both speeds: slot 0
  * all cores, slot 1 one thread). */
 bool lt_autothreads_record(lt_autothreads *T, int threads, double work, double seconds);
+/* Seconds on the monotonic clock (CLOCK_MONOTONIC): for durations only, its
+ * origin is arbitrary. The one clock of the library's timers (the trainer's
+ * progress and timings, the evaluator, the distributed timeouts). */
+double lt_monotonic_seconds(void);
 
 typedef struct lt_runtime_info {
   const char *version;        /* libtensor version, e.g. "0.1.0" */

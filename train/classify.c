@@ -286,12 +286,10 @@ static const lt_trainer_metric METRICS[] = {{"test_accuracy", "%.4f"}};
 
 static lt_status evaluate_hook(void *user, lt_trainer_eval *ev) {
   run *r = user;
-  struct timespec t0, t1;
-  clock_gettime(CLOCK_MONOTONIC, &t0);
+  const double t0 = lt_monotonic_seconds();
   lt_status s = lt_classify_evaluate(r->m, r->d->test_x, r->d->test_y, r->o->eval_batch, r->n_classes, &r->test_acc,
                                      r->per_class);
-  clock_gettime(CLOCK_MONOTONIC, &t1);
-  r->eval_seconds = (double)(t1.tv_sec - t0.tv_sec) + 1e-9 * (double)(t1.tv_nsec - t0.tv_nsec);
+  r->eval_seconds = lt_monotonic_seconds() - t0;
   ev->values[0] = r->test_acc;
   return s;
 }

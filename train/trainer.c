@@ -79,12 +79,6 @@ static volatile sig_atomic_t stop_flag;
 /* Small helpers                                                            */
 /* ======================================================================== */
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 char *lt_trainer_fmt_duration(double s, char *buf, size_t n) {
   if (!buf || n == 0) return buf;
   if (!(s >= 0) || s > 1e7) snprintf(buf, n, "?");
@@ -686,11 +680,11 @@ static lt_status evaluate(lt_trainer *t, bool final, const char *what, bool *don
   if (!t->h.evaluate) return LT_OK;
   for (int i = 0; i < t->c.n_metrics; i++) t->values[i] = NAN;
   lt_trainer_eval ev = {t->step, final, t->values, false, 0};
-  double t0 = now_s();
+  double t0 = lt_monotonic_seconds();
   bool prev = lt_set_grad_enabled(false);
   lt_status s = t->h.evaluate(t->h.user, &ev);
   lt_set_grad_enabled(prev);
-  ev.seconds = now_s() - t0;
+  ev.seconds = lt_monotonic_seconds() - t0;
   if (s != LT_OK) return s;
   if (lt_dist_size() > 1) { /* reported only if no rank was interrupted */
     int64_t cut = ev.interrupted;
@@ -869,9 +863,9 @@ lt_status lt_trainer_fit(lt_trainer *t, lt_trainer_result *result) {
     int threads = AT.on ? lt_autothreads_next(&AT) : 0;
     if (AT.on) lt_set_num_threads(threads);
     step_result S;
-    double t0 = now_s();
+    double t0 = lt_monotonic_seconds();
     s = train_step(t, &S);
-    double dt = now_s() - t0;
+    double dt = lt_monotonic_seconds() - t0;
     if (AT.on) {
       int prev = AT.chosen;
       if (lt_autothreads_record(&AT, threads, (double)S.tokens, dt)) {

@@ -21,12 +21,6 @@
 
 
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 static void *alloc_n(size_t n, size_t size) {
   size_t bytes;
   if (__builtin_mul_overflow(n ? n : 1, size, &bytes)) return NULL;
@@ -254,13 +248,13 @@ lt_status lt_tf_evaluate(lt_transformer *model, const lt_tf_data *D, int64_t bat
   *E = (lt_tf_eval_result){NAN, NAN, 0, 0, 0, false};
   if (!model || !D || batch < 1)
     return lt_error_set(LT_ERR_INVALID, "lt_tf_evaluate: %s", batch < 1 ? "batch must be >= 1" : "model or data is NULL");
-  double t0 = now_s();
+  double t0 = lt_monotonic_seconds();
   bool prev = lt_set_grad_enabled(false);
   lt_status st = D->kind == LT_TF_DATA_LM ? eval_lm(model, D, batch, E) : eval_pairs_loss(model, D, batch, E);
   if (st == LT_OK && D->kind == LT_TF_DATA_SEQ2SEQ && !E->interrupted && n_exact > 0)
     st = eval_exact(model, D, batch, n_exact, E, out, n_out);
   lt_set_grad_enabled(prev);
-  E->seconds = now_s() - t0;
+  E->seconds = lt_monotonic_seconds() - t0;
   return st;
 }
 

@@ -100,12 +100,6 @@ static void fmt_path(char *buf, const char *fmt, ...) {
   if (n < 0 || n >= PATH_LEN) die(EXIT_USAGE, "a path is longer than %d bytes", PATH_LEN - 1);
 }
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 /* "4m05s", "1h02m", "12.3s", as the progress line writes them */
 #define DUR(s) lt_trainer_fmt_duration((s), (char[32]){0}, 32)
 
@@ -477,7 +471,7 @@ static void finish(run *r) {
 
 int main(int argc, char **argv) {
   run *r = &R;
-  double t_start = now_s();
+  double t_start = lt_monotonic_seconds();
   lt_cli_init(PROG, end_line);
   /* mpirun -np N: N ranks (dist/dist.h); a plain start is a world of one. */
   if (lt_dist_init(&argc, &argv) != LT_OK) die_lt(EXIT_DATA, "starting MPI");
@@ -544,8 +538,8 @@ int main(int argc, char **argv) {
 
   /* data */
   load_data(&r->o, &r->D, tok);
-  if (r->o.dump_data) {
-    dump_data(&r->o, &r->D);
+  if (r->o.dump_data) { /* every rank generated the same data: one writes it */
+    if (lt_dist_rank() == 0) dump_data(&r->o, &r->D);
     finish(r);
     return 0;
   }
@@ -723,7 +717,7 @@ int main(int argc, char **argv) {
   /* the end: examples and the final validation (the trainer saved the checkpoint) */
   lt_tf_eval_result E = r->E;
   if (!sig) print_examples(r);
-  double wall = now_s() - t_start;
+  double wall = lt_monotonic_seconds() - t_start;
   printf("\ndone: %lld steps", (long long)res.step);
   if (res.step > res.start_step)
     printf(" (%lld in this process) in %s, %.0f tokens/s in training steps", (long long)(res.step - res.start_step),
