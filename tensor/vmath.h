@@ -15,6 +15,8 @@
  *               included), never NaN for finite x.
  *   lt__verff:  <= 3 ulp; odd, erf(+-inf) = +-1, erf(-0) = -0, NaN kept
  *               (the erf GELU and its derivative, tensor/elementwise.c).
+ * And on AVX-512, 16 lanes at once: lt__vexpf16 (<= 2 ulp, FMA, not
+ * lt__vexpf's bits) and lt__vexpf16_exact (lt__vexpf's bits).
  *
  * What this is not: an f64 library. f64 kernels keep libm (they serve
  * gradient checks and references, where accuracy matters more than speed).
