@@ -23,7 +23,11 @@
  *
  * Saved for backward: the (possibly copied) q, k, v, the probabilities P
  * [B,NH,T,S] after masking and before dropout, and the keep mask (bool) when
- * dropout was on. The backward, per (b, kv head g) so that the GQA sums over
+ * dropout was on. Under autocast (f32 inputs, bf16 products) the unfused
+ * path converts q, k, v to bf16 once per call and saves those copies; its
+ * row steps write the bf16 copies of P (W) and dS that the next products
+ * read, so no product converts anything but dO (the same bits as converting
+ * per product). The backward, per (b, kv head g) so that the GQA sums over
  * the group's query heads need no locks:
  *     dV[g] += W^T dO                  for each h of the group
  *     dW     = dO V^T,  dP = dW * keep / (1 - p)
@@ -111,6 +115,19 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
 /* Row kernels (contiguous rows of S entries)                               */
 /* ======================================================================== */
 
+/* The f32 row steps (these and the fused tiles') are compiled for AVX-512,
+ * AVX2+FMA and baseline SSE2, picked at load time (like
+ * tensor/elementwise.c; -std=c11 keeps -ffp-contract=off and the row sums
+ * of tensor/softmax_internal.h run in fixed lanes, so every clone gives the
+ * same bits); f64 keeps libm's exp and one build. The unfused forward's
+ * softmax rows ran 4 lanes wide (SSE2) before: 3.5% of a GPT-small bf16
+ * step. */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
+#define FL_CLONES_F32 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+#else
+#define FL_CLONES_F32
+#endif
+
 /* Every loop over a row runs in blocks of 8 lanes plus a tail (EACH8): gcc
  * -O2 (the Release flags) vectorises such fixed-width blocks but not plain
  * loops of unknown length. */
@@ -133,8 +150,8 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
  * kpm (stride kpms) the padding row. A row with no finite score becomes 0.
  * The softmax steps are tensor/softmax_internal.h's (max over unmasked keys,
  * exp, sum in double). */
-#define SDPA_ROW_KERNELS(NAME, T)                                                        \
-  static void fwd_row_##NAME(T *p, int64_t S, int64_t lim, const void *am, bool am_bool, \
+#define SDPA_ROW_KERNELS(NAME, T, CLONES)                                                \
+  CLONES static void fwd_row_##NAME(T *p, int64_t S, int64_t lim, const void *am, bool am_bool, \
                              int64_t ams, const unsigned char *kpm, int64_t kpms) {      \
     if (lim > S) lim = S;                                                                \
     if (lim < 0) lim = 0;                                                                \
@@ -160,22 +177,22 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
     EACH8(s, l, S - lim, z[s] = 0);                                                         \
   }                                                                                      \
   /* Dropout: w = p * keep * ks. */                                                      \
-  static void drop_row_##NAME(const T *restrict p, const unsigned char *restrict keep,  \
+  CLONES static void drop_row_##NAME(const T *restrict p, const unsigned char *restrict keep,  \
                               T ks, T *restrict w,                                      \
                               int64_t n) {                                              \
     EACH8(s, l, n, w[s] = p[s] * (T)keep[s] * ks);                                          \
   }                                                                                      \
   /* Backward row: d holds dW = dO V^T on entry and dS on exit (without scale):  \
    * dP = dW * keep * ks;  dS = P * (dP - sum(dP * P)). */                               \
-  static void bwd_row_##NAME(const T *restrict p, T *restrict d, int64_t n,            \
+  CLONES static void bwd_row_##NAME(const T *restrict p, T *restrict d, int64_t n,            \
                              const unsigned char *restrict keep,                        \
                              T ks) {                                                     \
     if (keep) EACH8(s, l, n, d[s] *= (T)keep[s] * ks);                                      \
     const T c = (T)lt__row_dot_##NAME(p, d, n);                                          \
     EACH8(s, l, n, d[s] = p[s] * (d[s] - c));                                               \
   }
-SDPA_ROW_KERNELS(f32, float)
-SDPA_ROW_KERNELS(f64, double)
+SDPA_ROW_KERNELS(f32, float, FL_CLONES_F32)
+SDPA_ROW_KERNELS(f64, double, )
 
 /* ======================================================================== */
 /* The plan shared by forward and backward                                  */
@@ -187,9 +204,18 @@ typedef struct sdpa_plan {
   int64_t B, NH, NKV, T, S, HS, HSV, group;
   double scale;
   bool causal;
-  /* q [B,NH,T,HS], k [B,NKV,S,HS], v [B,NKV,S,HSV]: data and strides */
+  /* q [B,NH,T,HS], k [B,NKV,S,HS], v [B,NKV,S,HSV]: data and strides, qes
+   * bytes an element: dt's, or 2 when qkv16 (unfused path under autocast:
+   * they are the bf16 copies of f32 q, k, v that the products read as they
+   * are, made once per call by heads_bf16; dt is then f32) */
   const char *q, *k, *v;
   int64_t qs[4], ks[4], vs[4];
+  int64_t qes;
+  bool qkv16;
+  /* unfused path: autocast is on for this call (lt__autocast_active): the
+   * row steps also write the bf16 copies of what the products read next
+   * (forward: P, or W with dropout; backward: dS and W) */
+  bool ac16;
   /* attn_mask broadcast on [B,NH,T,S] (stride 0 where broadcast), or NULL */
   const char *am;
   bool am_bool;
@@ -258,14 +284,34 @@ static inline int64_t block_keys(const sdpa_plan *pl, int64_t t1) {
   return k < 0 ? 0 : k > pl->S ? pl->S : k;
 }
 
+/* A [rows, cols] view of q, k or v at p (strides rs, cs): the bf16 copies
+ * of the unfused path's autocast (pl->qkv16), which the products then read
+ * as they are, or dt's elements. */
+static inline lt__mat qkv_mat(const sdpa_plan *pl, const char *p, int64_t rows, int64_t cols, int64_t rs, int64_t cs) {
+  lt__mat m = LT__MAT(p, rows, cols, rs, cs);
+  m.bf16 = pl->qkv16;
+  return m;
+}
+
+/* A dense [rows, cols] bf16 matrix (an operand already converted). */
+static inline lt__mat bf16_mat(const uint16_t *p, int64_t rows, int64_t cols) {
+  lt__mat m = LT__MAT(p, rows, cols, cols, 1);
+  m.bf16 = true;
+  return m;
+}
+
 /* Forward of one (b, h): P (contiguous [T,S]) gets the probabilities, W the
  * dropped weights (when dropout; may be a scratch), pl->o the output. Row
- * block by row block (one block unless causal). */
-static lt_status fwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t h, char *P, char *W) {
-  const int64_t T = pl->T, S = pl->S, HSV = pl->HSV, es = pl->es, g = h / pl->group;
-  const char *Q = at4(pl->q, pl->qs, es, b, h);
-  const char *K = at4(pl->k, pl->ks, es, b, g);
-  const char *V = at4(pl->v, pl->vs, es, b, g);
+ * block by row block (one block unless causal). Under autocast (pl->ac16)
+ * each row step also writes the bf16 copy of the block's W (P without
+ * dropout) into W16 (scratch of [CAUSAL_ROWS or T, S]), which the product
+ * W V reads: the values it would have converted W to itself. */
+static lt_status fwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t h, char *P, char *W, uint16_t *W16) {
+  const int64_t T = pl->T, S = pl->S, HSV = pl->HSV, es = pl->es, qes = pl->qes, g = h / pl->group;
+  const int64_t *qs = pl->qs, *ks = pl->ks, *vs = pl->vs;
+  const char *Q = at4(pl->q, qs, qes, b, h);
+  const char *K = at4(pl->k, ks, qes, b, g);
+  const char *V = at4(pl->v, vs, qes, b, g);
   char *O = at4(pl->o, pl->os, es, b, h);
   const unsigned char *keep = pl->keep ? pl->keep + ((b * pl->NH + h) * T) * S : NULL;
   const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
@@ -279,41 +325,71 @@ static lt_status fwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t h, c
       continue;
     }
     /* P = scale * Q K^T: [nb,HS] x [HS,kmax] */
-    lt_status st = lt__mat_gemm(pl->dt, one, pl->scale, LT__MAT(Q + t0 * pl->qs[2] * es, nb, pl->HS, pl->qs[2], pl->qs[3]),
-                                lt__mat_t(LT__MAT(K, kmax, pl->HS, pl->ks[2], pl->ks[3])), 0.0,
+    lt_status st = lt__mat_gemm(pl->dt, one, pl->scale, qkv_mat(pl, Q + t0 * qs[2] * qes, nb, pl->HS, qs[2], qs[3]),
+                                lt__mat_t(qkv_mat(pl, K, kmax, pl->HS, ks[2], ks[3])), 0.0,
                                 LT__MAT(Pb, nb, kmax, S, 1));
     if (st != LT_OK) return st;
-    for (int64_t t = t0; t < t1; t++) fwd_row(pl, P + t * S * es, b, h, t); /* zeroes keys >= lim */
-    if (keep) {
-      if (pl->dt == LT_DTYPE_F32)
-        drop_row_f32((const float *)Pb, keep + t0 * S, (float)pl->ks_drop, (float *)Wb, nb * S);
-      else drop_row_f64((const double *)Pb, keep + t0 * S, pl->ks_drop, (double *)Wb, nb * S);
+    for (int64_t t = t0; t < t1; t++) {
+      char *prow = P + t * S * es, *wrow = keep ? W + t * S * es : prow;
+      fwd_row(pl, prow, b, h, t); /* zeroes keys >= lim */
+      if (keep) {
+        if (pl->dt == LT_DTYPE_F32)
+          drop_row_f32((const float *)prow, keep + t * S, (float)pl->ks_drop, (float *)wrow, S);
+        else drop_row_f64((const double *)prow, keep + t * S, pl->ks_drop, (double *)wrow, S);
+      }
+      if (pl->ac16) lt__bf16_run(W16 + (t - t0) * kmax, (const float *)wrow, kmax);
     }
     /* out = W V: [nb,kmax] x [kmax,HSV] */
-    st = lt__mat_gemm(pl->dt, one, 1.0, LT__MAT(Wb, nb, kmax, S, 1), LT__MAT(V, kmax, HSV, pl->vs[2], pl->vs[3]), 0.0,
-                      LT__MAT(Ob, nb, HSV, pl->os[2], pl->os[3]));
+    st = lt__mat_gemm(pl->dt, one, 1.0, pl->ac16 ? bf16_mat(W16, nb, kmax) : LT__MAT(Wb, nb, kmax, S, 1),
+                      qkv_mat(pl, V, kmax, HSV, vs[2], vs[3]), 0.0, LT__MAT(Ob, nb, HSV, pl->os[2], pl->os[3]));
     if (st != LT_OK) return st;
   }
   return LT_OK;
 }
 
+/* Copies the dense [n, m] f32 matrix src into dst (strides rs, cs). */
+static void put_mat(char *dst, int64_t rs, int64_t cs, const float *src, int64_t n, int64_t m) {
+  for (int64_t i = 0; i < n; i++) {
+    float *d = (float *)dst + i * rs;
+    if (cs == 1) memcpy(d, src + i * m, (size_t)m * sizeof(float));
+    else
+      for (int64_t j = 0; j < m; j++) d[j * cs] = src[i * m + j];
+  }
+}
+
 /* Backward of one (b, kv head g): loops over the query heads of the group,
  * accumulating dK[g] and dV[g] (zero on entry); dQ[h] is overwritten. scr
  * and wscr are per-thread scratch of T*S elements (wscr only with dropout
- * and dv). The same row blocks as the forward. */
+ * and dv). The same row blocks as the forward. Under autocast (pl->ac16)
+ * the row step that computes dS also writes the bf16 copies of dS and of
+ * the block's W (P without dropout) into ds16 and w16 (scratch of
+ * [CAUSAL_ROWS or T, S] each), which the products then read; dO is
+ * converted once per block for its two products; and dK[g], dV[g] are
+ * accumulated in the dense f32 scratch acc ([S, HS] then [S, HSV]) and
+ * written once at the end (their own rows are strided, a per-head slice
+ * of the gradient laid out like k: oneDNN would copy them in and out for
+ * every product), so dk and dv need not be zero on entry. */
 static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, const char *P, char *scr,
-                          char *wscr) {
-  const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, es = pl->es;
-  const char *K = at4(pl->k, pl->ks, es, b, g);
-  const char *V = at4(pl->v, pl->vs, es, b, g);
+                          char *wscr, uint16_t *ds16, uint16_t *w16, float *acc) {
+  const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, es = pl->es, qes = pl->qes;
+  const int64_t *gs = pl->gs, *qs = pl->qs, *ks = pl->ks, *vs = pl->vs, *dqs = pl->dqs;
+  const char *K = at4(pl->k, ks, qes, b, g);
+  const char *V = at4(pl->v, vs, qes, b, g);
   char *dKg = pl->dk ? at4(pl->dk, pl->dks, es, b, g) : NULL;
   char *dVg = pl->dv ? at4(pl->dv, pl->dvs, es, b, g) : NULL;
-  const int64_t *gs = pl->gs, *qs = pl->qs, *dqs = pl->dqs;
   const int64_t rb = pl->causal ? CAUSAL_ROWS : T;
-  const bool ac = pl->dt == LT_DTYPE_F32 && lt__autocast_active(); /* bf16 products (the caller's mode) */
+  const bool ac = pl->ac16;
+  /* where dK[g] and dV[g] accumulate: [S, HS] and [S, HSV] */
+  char *dKa = dKg, *dVa = dVg;
+  int64_t dkr = pl->dks[2], dkc = pl->dks[3], dvr = pl->dvs[2], dvc = pl->dvs[3];
+  if (ac) {
+    dKa = (char *)acc, dkr = HS, dkc = 1;
+    dVa = (char *)(acc + S * HS), dvr = HSV, dvc = 1;
+    memset(acc, 0, (size_t)(S * (HS + HSV)) * sizeof(float));
+  }
   for (int64_t h = g * pl->group; h < (g + 1) * pl->group; h++) {
     const int64_t bh = b * pl->NH + h;
-    const char *Q = at4(pl->q, qs, es, b, h);
+    const char *Q = at4(pl->q, qs, qes, b, h);
     const char *dOh = at4(pl->go, gs, es, b, h);
     char *dQh = pl->dq ? at4(pl->dq, dqs, es, b, h) : NULL;
     const unsigned char *keep = pl->keep ? pl->keep + bh * T * S : NULL;
@@ -323,51 +399,73 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
         if (dQh) zero_mat(dQh + t0 * dqs[2] * es, nb, HS, dqs[2], dqs[3], es);
         continue;
       }
-      const char *Pb = P + (bh * T + t0) * S * es, *dOb = dOh + t0 * gs[2] * es, *Qb = Q + t0 * qs[2] * es;
+      const char *Pb = P + (bh * T + t0) * S * es, *dOb = dOh + t0 * gs[2] * es, *Qb = Q + t0 * qs[2] * qes;
       const unsigned char *kb = keep ? keep + t0 * S : NULL;
+      const bool ds_needed = dQh || dKg;
+      const int64_t dld = ac ? kmax : S; /* the row stride of dW and dS in scr */
+      /* w16 gets W's bf16 copy in the dS row step (when there is one) */
+      const bool wrow16 = ac && dVg && ds_needed;
       lt_status st;
       /* dO block [nb,HSV]; under autocast converted once for dV and dW */
       lt__mat dO = LT__MAT(dOb, nb, HSV, gs[2], gs[3]);
-      if (ac && dVg && (dQh || dKg) && (st = lt__mat_hold_bf16(0, dO, one, &dO)) != LT_OK) return st;
+      if (wrow16 && (st = lt__mat_hold_bf16(0, dO, one, &dO)) != LT_OK) return st;
+      if (ds_needed) {
+        /* dW = dO V^T: [nb,HSV] x [HSV,kmax], rows dld apart in scr (dense
+         * under autocast: oneDNN would compute a strided one into a copy) */
+        st = lt__mat_gemm(pl->dt, one, 1.0, dO, lt__mat_t(qkv_mat(pl, V, kmax, HSV, vs[2], vs[3])), 0.0,
+                          LT__MAT(scr, nb, kmax, dld, 1));
+        if (st != LT_OK) return st;
+        for (int64_t t = 0; t < nb; t++) { /* P is 0 at keys >= kmax: they add nothing */
+          const unsigned char *kr = kb ? kb + t * S : NULL;
+          if (pl->dt == LT_DTYPE_F64) {
+            bwd_row_f64((const double *)Pb + t * S, (double *)scr + t * dld, kmax, kr, pl->ks_drop);
+            continue;
+          }
+          const float *prow = (const float *)Pb + t * S;
+          float *drow = (float *)scr + t * dld;
+          bwd_row_f32(prow, drow, kmax, kr, (float)pl->ks_drop);
+          if (!ac) continue;
+          lt__bf16_run(ds16 + t * kmax, drow, kmax);
+          if (wrow16) {
+            if (kr) { /* W = P * keep / (1 - p), as the f32 path's drop_row */
+              float *wrow = (float *)wscr + t * S;
+              drop_row_f32(prow, kr, (float)pl->ks_drop, wrow, kmax);
+              prow = wrow;
+            }
+            lt__bf16_run(w16 + t * kmax, prow, kmax);
+          }
+        }
+      }
       if (dVg) {
         /* dV[g] += W^T dO: [kmax,nb] x [nb,HSV] */
-        const char *Wm = Pb;
-        if (kb) {
+        lt__mat Wm = LT__MAT(Pb, nb, kmax, S, 1);
+        if (wrow16) Wm = bf16_mat(w16, nb, kmax);
+        else if (kb) {
           if (pl->dt == LT_DTYPE_F32)
             drop_row_f32((const float *)Pb, kb, (float)pl->ks_drop, (float *)wscr, nb * S);
           else drop_row_f64((const double *)Pb, kb, pl->ks_drop, (double *)wscr, nb * S);
-          Wm = wscr;
+          Wm.data = wscr;
         }
-        st = lt__mat_gemm(pl->dt, one, 1.0, lt__mat_t(LT__MAT(Wm, nb, kmax, S, 1)), dO, 1.0,
-                          LT__MAT(dVg, kmax, HSV, pl->dvs[2], pl->dvs[3]));
+        st = lt__mat_gemm(pl->dt, one, 1.0, lt__mat_t(Wm), dO, 1.0, LT__MAT(dVa, kmax, HSV, dvr, dvc));
         if (st != LT_OK) return st;
       }
-      if (!dQh && !dKg) continue;
-      /* dW = dO V^T: [nb,HSV] x [HSV,kmax] */
-      st = lt__mat_gemm(pl->dt, one, 1.0, dO, lt__mat_t(LT__MAT(V, kmax, HSV, pl->vs[2], pl->vs[3])), 0.0,
-                        LT__MAT(scr, nb, kmax, S, 1));
-      if (st != LT_OK) return st;
-      for (int64_t t = 0; t < nb; t++) { /* P is 0 at keys >= kmax: they add nothing */
-        const unsigned char *kr = kb ? kb + t * S : NULL;
-        if (pl->dt == LT_DTYPE_F32)
-          bwd_row_f32((const float *)Pb + t * S, (float *)scr + t * S, kmax, kr, (float)pl->ks_drop);
-        else bwd_row_f64((const double *)Pb + t * S, (double *)scr + t * S, kmax, kr, pl->ks_drop);
-      }
-      /* dS [nb,kmax]; under autocast converted once for dQ and dK */
-      lt__mat dS = LT__MAT(scr, nb, kmax, S, 1);
-      if (ac && dQh && dKg && (st = lt__mat_hold_bf16(1, dS, one, &dS)) != LT_OK) return st;
+      if (!ds_needed) continue;
+      /* dS [nb,kmax] (its bf16 copy under autocast) */
+      const lt__mat dS = ac ? bf16_mat(ds16, nb, kmax) : LT__MAT(scr, nb, kmax, dld, 1);
       if (dQh) { /* dQ[h] = scale * dS K: [nb,kmax] x [kmax,HS] */
-        st = lt__mat_gemm(pl->dt, one, pl->scale, dS, LT__MAT(K, kmax, HS, pl->ks[2], pl->ks[3]),
-                          0.0, LT__MAT(dQh + t0 * dqs[2] * es, nb, HS, dqs[2], dqs[3]));
+        st = lt__mat_gemm(pl->dt, one, pl->scale, dS, qkv_mat(pl, K, kmax, HS, ks[2], ks[3]), 0.0,
+                          LT__MAT(dQh + t0 * dqs[2] * es, nb, HS, dqs[2], dqs[3]));
         if (st != LT_OK) return st;
       }
       if (dKg) { /* dK[g] += scale * dS^T Q: [kmax,nb] x [nb,HS] */
-        st = lt__mat_gemm(pl->dt, one, pl->scale, lt__mat_t(dS), LT__MAT(Qb, nb, HS, qs[2], qs[3]),
-                          1.0, LT__MAT(dKg, kmax, HS, pl->dks[2], pl->dks[3]));
+        st = lt__mat_gemm(pl->dt, one, pl->scale, lt__mat_t(dS), qkv_mat(pl, Qb, nb, HS, qs[2], qs[3]), 1.0,
+                          LT__MAT(dKa, kmax, HS, dkr, dkc));
         if (st != LT_OK) return st;
       }
     }
   }
+  if (ac && dKg) put_mat(dKg, pl->dks[2], pl->dks[3], (const float *)dKa, S, HS);
+  if (ac && dVg) put_mat(dVg, pl->dvs[2], pl->dvs[3], (const float *)dVa, S, HSV);
   return LT_OK;
 }
 
@@ -408,15 +506,8 @@ static int fl_pieces(const sdpa_plan *pl, int64_t t0, int64_t nb, int64_t s0, in
   return n;
 }
 
-/* The f32 row steps of the tiles are compiled for AVX-512, AVX2+FMA and
- * baseline SSE2, picked at load time (like tensor/elementwise.c; -std=c11
- * keeps -ffp-contract=off, so every clone gives the same bits); f64 keeps
- * libm's exp and one build. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define FL_CLONES_F32 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FL_CLONES_F32
-#endif
+/* The f32 row steps of the tiles are compiled for several instruction sets
+ * (FL_CLONES_F32, with the unfused path's row kernels above). */
 /* exp(x - m) of a row and its sum (tensor/softmax_internal.h): on an
  * AVX-512 CPU 16 lanes wide with lt__vexpf16 (FMA and vscalefps; gcc
  * vectorises the portable lt__vexpf 8 wide only, and these exps were the
@@ -456,24 +547,25 @@ static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double
 #undef FL_CLONES
 
 /* A new tensor of shape `shape` (4-d) whose memory follows the dim order of
- * x's strides when x is a permutation of a contiguous tensor (a transposed
+ * the strides xstride of a tensor x of shape xshape when x is a permutation of a contiguous tensor (a transposed
  * view, say), else contiguous; zero-filled if zero. So the output and the
  * gradients of the usual q = view(x W^T).transpose(1, 2) are themselves
  * transposes of contiguous [B,T,NH,HS] buffers, and the transpose + reshape
  * that merge or unmerge the heads around attention need no copy. */
-static lt_tensor *alloc_like(lt_dtype dt, const int64_t *shape, const lt_tensor *x, bool zero) {
+static lt_tensor *alloc_order(lt_dtype dt, const int64_t *shape, const int64_t *xshape, const int64_t *xstride,
+                              bool zero) {
   int ord[4] = {0, 1, 2, 3};
   for (int i = 1; i < 4; i++) /* stable insertion sort by decreasing stride */
-    for (int j = i; j > 0 && x->stride[ord[j]] > x->stride[ord[j - 1]]; j--) {
+    for (int j = i; j > 0 && xstride[ord[j]] > xstride[ord[j - 1]]; j--) {
       const int t = ord[j];
       ord[j] = ord[j - 1];
       ord[j - 1] = t;
     }
-  bool dense = x->numel > 0;
+  bool dense = xshape[0] * xshape[1] * xshape[2] * xshape[3] > 0;
   int64_t want = 1;
   for (int i = 3; i >= 0 && dense; i--) { /* x's strides are the permuted contiguous ones */
-    if (x->shape[ord[i]] != 1 && x->stride[ord[i]] != want) dense = false;
-    want *= x->shape[ord[i]];
+    if (xshape[ord[i]] != 1 && xstride[ord[i]] != want) dense = false;
+    want *= xshape[ord[i]];
   }
   if (!dense)
     for (int i = 0; i < 4; i++) ord[i] = i;
@@ -491,6 +583,10 @@ static lt_tensor *alloc_like(lt_dtype dt, const int64_t *shape, const lt_tensor 
   lt_tensor_free(buf);
   if (!v) lt__err(LT_ERR_NOMEM, OP ": out of memory for a tensor object");
   return v;
+}
+/* The same, in the memory order of the 4-d tensor x. */
+static lt_tensor *alloc_like(lt_dtype dt, const int64_t *shape, const lt_tensor *x, bool zero) {
+  return alloc_order(dt, shape, x->shape, x->stride, zero);
 }
 
 /* How to run ntasks independent tasks of `work` multiply-adds in all: one
@@ -578,7 +674,30 @@ static lt_status check_inputs(const lt_tensor *q, const lt_tensor *k, const lt_t
 typedef struct sdpa_aux {
   double scale, ks_drop;
   bool causal, dropout;
+  /* the strides of q, k, v (as BLIS-ready) whose memory order dq, dk, dv
+   * follow (alloc_order): the saved q, k, v are contiguous bf16 copies under
+   * autocast */
+  int64_t lay[3][4];
 } sdpa_aux;
+
+/* x (f32, 4-d [B,H,L,D], any strides) rounded to bf16 as a new contiguous
+ * tensor (returns new, not recorded; NULL on error), each (b, h) matrix
+ * converted by one thread: the operands of the unfused path's products
+ * under autocast, converted once per call for all heads (and saved for the
+ * backward) instead of once per product and row block, dense per head (the
+ * layout oneDNN's brgemm kernels take without a copy). */
+static lt_tensor *heads_bf16(const lt_tensor *x) {
+  lt_tensor *y = lt_empty(LT_DTYPE_BF16, 4, x->shape);
+  if (!y) return NULL;
+  const int64_t H = x->shape[1], L = x->shape[2], D = x->shape[3], n = x->shape[0] * H;
+  const int nt = lt__threads_for(x->numel, n);
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t i = 0; i < n; i++)
+    lt__mat_bf16_rows(LT__MAT((const float *)x->data + (i / H) * x->stride[0] + (i % H) * x->stride[1], L, D,
+                              x->stride[2], x->stride[3]),
+                      (uint16_t *)y->data + i * L * D);
+  return y;
+}
 
 static void free_n(lt_tensor **t, int n) {
   for (int i = 0; i < n; i++) lt_tensor_free(t[i]);
@@ -586,8 +705,10 @@ static void free_n(lt_tensor **t, int n) {
 
 /* Fills the geometry fields of pl from the prepared q, k, v. */
 static void plan_geometry(sdpa_plan *pl, const lt_tensor *q, const lt_tensor *k, const lt_tensor *v) {
-  pl->dt = q->dtype;
-  pl->es = (int64_t)lt_dtype_size(q->dtype);
+  pl->qkv16 = q->dtype == LT_DTYPE_BF16; /* the unfused path's autocast copies: computing in f32 */
+  pl->dt = pl->qkv16 ? LT_DTYPE_F32 : q->dtype;
+  pl->es = (int64_t)lt_dtype_size(pl->dt);
+  pl->qes = (int64_t)lt_dtype_size(q->dtype);
 #ifdef LT__HAVE_VEXP16
   pl->x16 = pl->dt == LT_DTYPE_F32 && lt__cpu_avx512();
 #endif
@@ -645,18 +766,28 @@ static lt_tensor *sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_
   const bool dropout = ctx && ctx->training && o.dropout_p > 0;
   const bool grad = lt__needs_grad(3, (const lt_tensor *[]){q, k, v});
 
-  /* tmp: copies of q, k, v, a cast float mask, P, keep, W */
-  enum { TQ, TK, TV, TAM, TP, TKEEP, TW, NTMP };
+  /* Autocast (bf16 products): q, k, v converted once here, for all heads,
+   * and saved as bf16 for the backward (whose products read them too). */
+  const bool ac16 = dt == LT_DTYPE_F32 && lt__autocast_active();
+
+  /* tmp: copies of q, k, v, a cast float mask, P, keep, W, the bf16 q, k, v */
+  enum { TQ, TK, TV, TAM, TP, TKEEP, TW, TQ16, TK16, TV16, NTMP };
   lt_tensor *tmp[NTMP] = {0};
   const lt_tensor *qu = blis_ready(q, dt, &tmp[TQ]);
   const lt_tensor *ku = qu ? blis_ready(k, dt, &tmp[TK]) : NULL;
   const lt_tensor *vu = ku ? blis_ready(v, dt, &tmp[TV]) : NULL;
+  if (vu && ac16 &&
+      (!(tmp[TQ16] = heads_bf16(qu)) || !(tmp[TK16] = heads_bf16(ku)) || !(tmp[TV16] = heads_bf16(vu))))
+    vu = NULL;
   if (!vu) {
     free_n(tmp, NTMP);
     return NULL;
   }
+  /* what the products read, and the backward gets */
+  const lt_tensor *qp = ac16 ? tmp[TQ16] : qu, *kp = ac16 ? tmp[TK16] : ku, *vp = ac16 ? tmp[TV16] : vu;
   sdpa_plan pl = {0};
-  plan_geometry(&pl, qu, ku, vu);
+  plan_geometry(&pl, qp, kp, vp);
+  pl.ac16 = ac16;
   const int64_t B = pl.B, NH = pl.NH, T = pl.T, S = pl.S;
   pl.scale = o.scale > 0 ? o.scale : (pl.HS > 0 ? 1.0 / sqrt((double)pl.HS) : 1.0);
   pl.causal = o.causal;
@@ -695,11 +826,16 @@ static lt_tensor *sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_
   bool one;
   const int nt = task_threads(ntasks, ntasks * T * (S + 1) * (pl.HS + pl.HSV + 1), &one);
   const int nscr = (!p_full) + (dropout && !w_full);
+  /* per thread: nscr [T,S] scratch scores of dt, and under autocast the bf16
+   * copy of a row block's W */
+  const int64_t w16n = ac16 ? (pl.causal && CAUSAL_ROWS < T ? CAUSAL_ROWS : T) * S : 0;
+  const size_t per = (size_t)(nscr * ts * pl.es + w16n * 2);
   char *scratch = NULL;
-  if (nscr && ntasks && ts) {
-    scratch = malloc((size_t)(nt * nscr * ts * pl.es));
+  if (per && ntasks && ts) {
+    scratch = malloc(per * (size_t)nt);
     if (!scratch) {
-      lt__err(LT_ERR_NOMEM, OP ": out of memory for %d x %lld scratch scores", nt * nscr, (long long)ts);
+      lt__err(LT_ERR_NOMEM, OP ": q is %s, k is %s: out of memory for %d x %zu bytes of scratch scores", LT__D(q),
+              LT__D(k), nt, per);
       lt_tensor_free(out);
       free_n(tmp, NTMP);
       return NULL;
@@ -712,10 +848,11 @@ static lt_tensor *sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_
     for (int64_t i = 0; i < ntasks; i++) {
       const lt_dtype prev = lt__autocast_adopt(ac);
       const int tid = nt > 1 ? omp_get_thread_num() : 0;
-      char *mine = scratch ? scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es) : NULL;
+      char *mine = scratch ? scratch + per * (size_t)tid : NULL;
       char *P = p_full ? (char *)tmp[TP]->data + i * ts * pl.es : mine;
       char *W = w_full ? (char *)tmp[TW]->data + i * ts * pl.es : (p_full ? mine : mine + ts * pl.es);
-      if (fwd_task(&pl, one, i / NH, i % NH, P, W) != LT_OK) {
+      uint16_t *W16 = ac16 ? (uint16_t *)(mine + nscr * ts * pl.es) : NULL;
+      if (fwd_task(&pl, one, i / NH, i % NH, P, W, W16) != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }
@@ -733,8 +870,11 @@ static lt_tensor *sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_
   free(scratch);
 
   if (grad) {
-    const sdpa_aux aux = {pl.scale, pl.ks_drop, pl.causal, dropout};
-    const lt_tensor *saved[5] = {qu, ku, vu, tmp[TP], tmp[TKEEP]};
+    sdpa_aux aux = {pl.scale, pl.ks_drop, pl.causal, dropout, {{0}}};
+    memcpy(aux.lay[0], qu->stride, sizeof aux.lay[0]);
+    memcpy(aux.lay[1], ku->stride, sizeof aux.lay[1]);
+    memcpy(aux.lay[2], vu->stride, sizeof aux.lay[2]);
+    const lt_tensor *saved[5] = {qp, kp, vp, tmp[TP], tmp[TKEEP]};
     if (lt__record(out, LT__OP_scaled_dot_product_attention, 3, (const lt_tensor *[]){q, k, v},
                    dropout ? 5 : 4, saved, &aux, sizeof aux) != LT_OK) {
       lt_tensor_free(out);
@@ -778,11 +918,14 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
              need_v = lt__needs_input_grad(node, 2);
   if (!need_q && !need_k && !need_v) return LT_OK;
   sdpa_plan pl = {0};
-  plan_geometry(&pl, q, k, v);
+  plan_geometry(&pl, q, k, v); /* q, k, v: bf16 copies when the forward ran under autocast */
   pl.scale = a->scale;
   pl.causal = a->causal;
   pl.ks_drop = a->ks_drop;
   pl.keep = a->dropout ? node->saved[4]->data : NULL;
+  /* bf16 products now (the forward's mode may differ: saved bf16 copies are
+   * widened exactly by an f32 product, saved f32 ones converted by a bf16 one) */
+  pl.ac16 = pl.dt == LT_DTYPE_F32 && lt__autocast_active();
   const int64_t B = pl.B, NH = pl.NH, NKV = pl.NKV, T = pl.T, S = pl.S, ts = T * S;
 
   lt_tensor *gtmp;
@@ -790,9 +933,11 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
   if (!g) return lt_last_status();
   /* dq is written everywhere by the tasks, which run unless T * S == 0; dk
    * and dv accumulate. */
-  lt_tensor *dq = need_q ? alloc_like(pl.dt, q->shape, q, ts == 0) : NULL;
-  lt_tensor *dk = need_k ? alloc_like(pl.dt, k->shape, k, true) : NULL;
-  lt_tensor *dv = need_v ? alloc_like(pl.dt, v->shape, v, true) : NULL;
+  lt_tensor *dq = need_q ? alloc_order(pl.dt, q->shape, q->shape, a->lay[0], ts == 0) : NULL;
+  /* under autocast the tasks write dk and dv whole (bwd_task) */
+  const bool dkv_zero = !pl.ac16 || ts == 0;
+  lt_tensor *dk = need_k ? alloc_order(pl.dt, k->shape, k->shape, a->lay[1], dkv_zero) : NULL;
+  lt_tensor *dv = need_v ? alloc_order(pl.dt, v->shape, v->shape, a->lay[2], dkv_zero) : NULL;
   pl.go = g->data;
   memcpy(pl.gs, g->stride, sizeof pl.gs);
   if (dq) {
@@ -811,12 +956,18 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
   bool one;
   const int nt = task_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1), &one);
   const int nscr = 1 + (a->dropout && need_v);
-  char *scratch = ntasks && ts ? malloc((size_t)(nt * nscr * ts * pl.es)) : NULL;
+  /* per thread: nscr [T,S] scratch of dt; under autocast the f32
+   * accumulators of dK[g] and dV[g] and the bf16 copies of a row block's dS
+   * and W */
+  const int64_t b16n = pl.ac16 ? (pl.causal && CAUSAL_ROWS < T ? CAUSAL_ROWS : T) * S : 0;
+  const int64_t accn = pl.ac16 ? S * (pl.HS + pl.HSV) : 0;
+  const size_t per = (size_t)(nscr * ts * pl.es + accn * 4 + 2 * b16n * 2);
+  char *scratch = ntasks && ts ? malloc(per * (size_t)nt) : NULL;
   lt_status st = LT_OK;
   if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
   else if (ntasks && ts && !scratch)
-    st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d x %lld scratch scores", nt * nscr,
-                 (long long)ts);
+    st = lt__err(LT_ERR_NOMEM, OP " backward: q is %s, k is %s: out of memory for %d x %zu bytes of scratch scores",
+                 LT__D(q), LT__D(k), nt, per);
   if (st == LT_OK && ntasks && ts) {
     int err = 0;
     const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
@@ -824,8 +975,10 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
     for (int64_t i = 0; i < ntasks; i++) {
       const lt_dtype prev = lt__autocast_adopt(ac);
       const int tid = nt > 1 ? omp_get_thread_num() : 0;
-      char *scr = scratch + (size_t)(tid * nscr) * (size_t)(ts * pl.es);
-      if (bwd_task(&pl, one, i / NKV, i % NKV, P->data, scr, scr + ts * pl.es) != LT_OK) {
+      char *scr = scratch + per * (size_t)tid;
+      float *acc = (float *)(scr + nscr * ts * pl.es);
+      uint16_t *ds16 = (uint16_t *)(acc + accn);
+      if (bwd_task(&pl, one, i / NKV, i % NKV, P->data, scr, scr + ts * pl.es, ds16, ds16 + b16n, acc) != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }

@@ -97,13 +97,27 @@ lt_status lt__mat_gemm_bias(bool one_thread, lt__mat a, lt__mat b, const float *
 bool lt__autocast_active(void);
 
 /* Under autocast (lt__autocast_active()), an f32 operand that several
- * products read (attention's dO and dS in its backward) converted once:
+ * products read (attention's dO in its backward) converted once:
  * *out views its bf16 copy (bf16 set) in this thread's buffer `slot` (0 or
  * 1), valid until the next call with the same slot on this thread; the
  * products then use it as it is, with the bits they would have got
  * converting it themselves. one_thread as lt__mat_gemm. Errors:
  * LT_ERR_NOMEM. */
 lt_status lt__mat_hold_bf16(int slot, lt__mat x, bool one_thread, lt__mat *out);
+
+/* dst[j] = the bf16 rounding of src[j] (lt__bf16_from_f32) for j < n, the
+ * rounding every autocast conversion uses, vectorised (AVX-512: 16 a
+ * step). For a kernel that writes an operand's bf16 copy while its f32
+ * values are in cache (attention's softmax rows write P's). Borrows both. */
+void lt__bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n);
+
+/* x (an f32 view) rounded to bf16 into dst, row-major and dense
+ * (dst[i * x.cols + j]), on the calling thread: the values an autocast
+ * product would convert x to, for a caller that converts an operand once and
+ * keeps the copy (attention's q, k and v, once per call for all heads; a
+ * view with bf16 set then reads it). Borrows x and dst (x.rows * x.cols
+ * elements). */
+void lt__mat_bf16_rows(lt__mat x, uint16_t *dst);
 
 /* The bf16 copy of t (f32, contiguous, not empty) from the autocast operand
  * cache, as a contiguous array of t's elements: a parameter's copy is made

@@ -529,9 +529,20 @@ static conv_geom geom_of(lt__mat x) {
 
 /* One contiguous run to bf16: the loop that vectorises (AVX-512: 16 per
  * instruction). */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) static void
-bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) {
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
+lt__bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) {
   for (int64_t j = 0; j < n; j++) dst[j] = lt__bf16_from_f32(src[j]);
+}
+
+/* n elements at src (stride si) to bf16 at dst (contiguous). */
+static void bf16_line(uint16_t *restrict dst, const float *restrict src, int64_t n, int64_t si) {
+  if (si == 1) lt__bf16_run(dst, src, n);
+  else
+    for (int64_t j = 0; j < n; j++) dst[j] = lt__bf16_from_f32(src[j * si]);
+}
+
+void lt__mat_bf16_rows(lt__mat x, uint16_t *dst) {
+  for (int64_t i = 0; i < x.rows; i++) bf16_line(dst + i * x.cols, (const float *)x.data + i * x.rs, x.cols, x.cs);
 }
 
 /* x (f32 when to is bf16, bf16 when to is f32) converted into buf (g's
@@ -541,11 +552,7 @@ static void convert_into(lt__mat x, conv_geom g, lt_dtype to, void *buf, bool on
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
   for (int64_t o = 0; o < g.outer; o++) {
     if (to == LT_DTYPE_BF16) {
-      const float *src = (const float *)x.data + o * g.so;
-      uint16_t *dst = (uint16_t *)buf + o * g.inner;
-      if (g.si == 1) bf16_run(dst, src, g.inner);
-      else
-        for (int64_t j = 0; j < g.inner; j++) dst[j] = lt__bf16_from_f32(src[j * g.si]);
+      bf16_line((uint16_t *)buf + o * g.inner, (const float *)x.data + o * g.so, g.inner, g.si);
     } else {
       const uint16_t *src = (const uint16_t *)x.data + o * g.so;
       float *dst = (float *)buf + o * g.inner;
@@ -763,7 +770,7 @@ static void colsum_cols(lt__mat g, uint16_t *dst, double *acc, int64_t j0, int64
     return;
   }
   if (!sums) { /* no bias: the copy alone */
-    for (int64_t i = 0; i < N; i++) bf16_run(dst0 + i * M, src0 + i * g.rs, m);
+    for (int64_t i = 0; i < N; i++) lt__bf16_run(dst0 + i * M, src0 + i * g.rs, m);
     return;
   }
   int64_t i = 0;

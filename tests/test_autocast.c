@@ -15,6 +15,11 @@
  *   convolution, tensor/dnnl.c) against f32 within the same tolerance: the
  *   CNN example's two layers, a strided grouped dilated case, a conv1d; the
  *   weight converted once for forward and backward (the operand cache);
+ * - attention's unfused path under autocast (nn/attention.c: q, k, v converted
+ *   once and saved as bf16, P, W and dS converted by the row steps) against
+ *   f32: causal over two row blocks with GQA and dropout, masks with the
+ *   weights returned, some inputs without gradients; a backward run outside
+ *   autocast after an autocast forward (the saved bf16 copies widened);
  * - the same results on 1 and 2 threads, bit for bit.
  *
  * The CPU-without-bf16 paths: tests/CMakeLists.txt runs this program a second
@@ -28,6 +33,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "autograd/internal.h" /* a node's saved tensors */
 #include "test_util.h"
 #include "util_layout.h"
 #include "tensor/matmul_internal.h"
@@ -328,6 +334,93 @@ END_TEST
 START_TEST(test_autocast_conv) { layer_vs_f32(CONV0 + _i); }
 END_TEST
 
+/* ---- attention's unfused path --------------------------------------------- */
+
+typedef struct attn_case {
+  int64_t B, NH, NKV, T, S, HS;
+  bool causal, masks, dropout, weights;
+  bool need[3]; /* q, k, v require grad */
+} attn_case;
+static const attn_case ATTN_CASES[] = {
+    {2, 4, 2, 200, 200, 32, true, false, true, false, {true, true, true}}, /* 2 causal row blocks, GQA, dropout */
+    {2, 2, 2, 40, 56, 16, false, true, false, true, {true, false, true}},  /* float mask, padding, weights */
+};
+#define N_ATTN ((int)(sizeof ATTN_CASES / sizeof ATTN_CASES[0]))
+
+typedef struct attn_ctx {
+  int c;
+  lt_dtype fwd, bwd; /* autocast modes of the forward and of the backward */
+} attn_ctx;
+
+/* Unfused attention of q, k, v laid out as lt_mha passes them (transposes of
+ * [B,T,NH,HS]); outputs: out, the weights (when asked), the gradients of
+ * sum(out * r) for the inputs that require them. */
+static int attn_layer(void *u, lt_tensor **out, int cap) {
+  const attn_ctx *x = u;
+  const attn_case *c = &ATTN_CASES[x->c];
+  lt_generator *g = LT_NNP(lt_generator_new(5)), *dg = LT_NNP(lt_generator_new(9));
+  lt_scope *sc = lt_scope_begin();
+  const int64_t H[3] = {c->NH, c->NKV, c->NKV}, L[3] = {c->T, c->S, c->S};
+  lt_tensor *leaf[3], *in[3];
+  for (int i = 0; i < 3; i++) {
+    leaf[i] = rnd(g, LT_DTYPE_F32, LT_SHAPE(c->B, L[i], H[i], c->HS));
+    LT_OK_OR_FAIL(lt_requires_grad_(leaf[i], c->need[i]));
+    in[i] = LT_NN(lt_transpose(leaf[i], 1, 2));
+  }
+  lt_attention_opts o = {.causal = c->causal, .impl = LT_ATTENTION_UNFUSED, .dropout_p = c->dropout ? 0.2 : 0};
+  if (c->masks) {
+    o.attn_mask = rnd(g, LT_DTYPE_F32, LT_SHAPE(c->T, c->S));
+    o.key_padding_mask = LT_NN(lt_gt_scalar(rnd(g, LT_DTYPE_F32, LT_SHAPE(c->B, c->S)), 1.0));
+  }
+  lt_nn_ctx ctx = {true, dg};
+  lt_tensor *w = NULL;
+  lt_dtype prev = lt_set_autocast(x->fwd);
+  lt_tensor *y = LT_NN(lt_scaled_dot_product_attention(in[0], in[1], in[2], &o, &ctx, c->weights ? &w : NULL));
+  lt_set_autocast(prev);
+  /* what the backward reads: the bf16 copies when the products ran in bf16 */
+  const lt_dtype saved = x->fwd == LT_DTYPE_BF16 && autocast_rounds() ? LT_DTYPE_BF16 : LT_DTYPE_F32;
+  for (int i = 0; i < 3; i++) ck_assert_int_eq(y->grad_fn->saved[i]->dtype, saved);
+  lt_tensor *loss = LT_NN(lt_sum(LT_NN(lt_mul(y, rnd(g, LT_DTYPE_F32, 4, y->shape))), 0, NULL, false));
+  prev = lt_set_autocast(x->bwd);
+  LT_OK_OR_FAIL(lt_backward(loss, NULL, false));
+  lt_set_autocast(prev);
+  int n = 0;
+  out[n++] = lt_tensor_keep(LT_NN(lt_detach(y)));
+  if (w) out[n++] = lt_tensor_keep(w);
+  for (int i = 0; i < 3 && n < cap; i++) {
+    ck_assert(c->need[i] == (leaf[i]->grad != NULL));
+    if (leaf[i]->grad) out[n++] = lt_tensor_keep(LT_NN(lt_clone(leaf[i]->grad)));
+  }
+  lt_scope_end(sc);
+  lt_generator_free(g), lt_generator_free(dg);
+  return n;
+}
+
+/* Case _i: under autocast (and with only the forward under it) against f32
+ * within the bf16 tolerance; the same bits on 1 and 2 threads. */
+START_TEST(test_autocast_attention_unfused) {
+  lt_tensor *f[8], *h[8], *m[8];
+  attn_ctx cf = {_i, LT_DTYPE_F32, LT_DTYPE_F32}, ch = {_i, LT_DTYPE_BF16, LT_DTYPE_BF16},
+           cm = {_i, LT_DTYPE_BF16, LT_DTYPE_F32};
+  const int n = attn_layer(&cf, f, 8);
+  ck_assert_int_eq(attn_layer(&ch, h, 8), n);
+  ck_assert_int_eq(attn_layer(&cm, m, 8), n);
+  for (int i = 0; i < n; i++) {
+    char what[160];
+    snprintf(what, sizeof what, "attention case %d, output %d under autocast", _i, i);
+    if (autocast_rounds()) ck_assert_msg(!lt_equal(h[i], f[i]), "%s: bit-identical to f32: autocast did not apply", what);
+    else ck_assert_msg(lt_equal(h[i], f[i]) && lt_equal(m[i], f[i]), "%s: differs from f32 without a bf16 matmul", what);
+    assert_close_scaled(h[i], f[i], BF16_TOL, what);
+    snprintf(what, sizeof what, "attention case %d, output %d, backward outside autocast", _i, i);
+    assert_close_scaled(m[i], f[i], BF16_TOL, what);
+    if (i == 0 || (ATTN_CASES[_i].weights && i == 1)) /* the forward's results do not depend on the backward's mode */
+      ck_assert_msg(lt_equal(m[i], h[i]), "%s: forward differs from the autocast run's", what);
+    LT_FREE_ALL(f[i], h[i], m[i]);
+  }
+  lt_test_same_on_threads(attn_layer, &ch, "unfused attention under autocast");
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("autocast");
   TCase *tc = tcase_create("autocast");
@@ -337,6 +430,7 @@ int main(void) {
   tcase_add_test(tc, test_autocast_linear);
   tcase_add_test(tc, test_autocast_mha);
   tcase_add_loop_test(tc, test_autocast_conv, 0, N_CONV);
+  tcase_add_loop_test(tc, test_autocast_attention_unfused, 0, N_ATTN);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }
