@@ -486,10 +486,13 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
 /* The pieces of a tile (query rows t0 .. t0+nb, keys s0 .. s0+nc) worth
  * computing: the whole tile, or, where causal masking hides part of it (the
  * diagonal tiles), its blocks of FL_SUB rows, each with only the nv keys its
- * last row can see (blocks that see none are left out): 3/4 of a diagonal
- * tile's products instead of all of them. Fills p (first row within the
- * tile, rows, keys) and returns the count (at most FL_BR / FL_SUB). */
-#define FL_SUB 128
+ * last row can see (blocks that see none are left out): with 32-row blocks
+ * 0.56 of a diagonal tile's products instead of all of them (128-row blocks:
+ * 0.75; 32 measured 8% faster fwd+bwd at HS 128, T 1024, causal, once the
+ * panel kernel stopped turning these products around, docs/attention.md).
+ * Fills p (first row within the tile, rows, keys) and returns the count (at
+ * most FL_BR / FL_SUB). */
+#define FL_SUB 32
 typedef struct fl_piece {
   int64_t r0, nr, nv;
 } fl_piece;
@@ -525,6 +528,71 @@ static inline double fl_row_exp_f32(const sdpa_plan *pl, const float *x, float m
 static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double m, double *y, int64_t n) {
   (void)pl;
   return lt__row_exp_f64(x, m, y, n);
+}
+
+/* K^T (Q K^T's B) and V^T (dO V^T's B) of every key tile of every (b, kv
+ * head), packed once per call for the panel kernel (f32; lt__mat_pack,
+ * tensor/gemm_internal.h). Each product packed its B anew before: K^T and
+ * V^T by gathers, once per query tile, head and diagonal piece that reads
+ * the key tile (6% of the fused time at HS 128, T 1024). Tile j of (b, g) is
+ * at base + ((b * NKV + g) * ntk + j) * tile; a NULL base: not packed (f64,
+ * autocast, no AVX-512, a head size outside the kernel's rule, no memory). */
+typedef struct fl_packs {
+  float *kt, *vt;
+  int64_t ktile, vtile; /* floats per packed tile */
+  lt_tensor *ktt, *vtt; /* the storage of kt, vt (free with lt_tensor_free) */
+} fl_packs;
+
+/* The packed tile j (keys j*FL_BC .., nc of them, kdim rows) of (b, g) in
+ * base, tile floats apart, or NULL: use lt__mat_gemm. The test is the one
+ * fl_pack_all packed by, so both name the same tiles. */
+static const float *fl_tile(const float *base, int64_t tile, const sdpa_plan *pl, int64_t b, int64_t g, int64_t j,
+                            int64_t kdim, int64_t nc) {
+  if (!base || !lt__mat_pack_floats(kdim, nc)) return NULL;
+  return base + ((b * pl->NKV + g) * ((pl->S + FL_BC - 1) / FL_BC) + j) * tile;
+}
+
+/* The buffer for K^T (v false) or V^T (v true) of every key tile of every
+ * (b, g): *store, a new f32 tensor (free with lt_tensor_free; its storage
+ * comes from the library's block cache, so a training step reuses the same
+ * pages: fresh ones cost 3.6% of the fused time at T 2048 in page zeroing)
+ * of *tile floats per tile; returns its data, or NULL with *store NULL (then
+ * the products pack their B themselves, as before). */
+static float *fl_pack_buf(const sdpa_plan *pl, bool v, int64_t *tile, lt_tensor **store) {
+  const int64_t kdim = v ? pl->HSV : pl->HS, S = pl->S, n = pl->B * pl->NKV * ((S + FL_BC - 1) / FL_BC);
+  *tile = pl->dt == LT_DTYPE_F32 && n > 0 ? lt__mat_pack_floats(kdim, S < FL_BC ? S : FL_BC) : 0;
+  int64_t numel;
+  *store = NULL;
+  if (!*tile || lt__shape_numel(OP, LT_SHAPE(n, *tile), &numel) != LT_OK) return NULL;
+  *store = lt_empty(LT_DTYPE_F32, LT_SHAPE(numel));
+  float *buf = *store ? (float *)(*store)->data : NULL;
+  if (!buf || ((uintptr_t)buf & 63)) { /* packed panels are read with aligned loads */
+    lt_tensor_free(*store);
+    *store = NULL;
+    return NULL;
+  }
+  return buf;
+}
+
+/* Packs every key tile of every (b, g) into pk's buffers (K^T into kt, V^T
+ * into vt, those not NULL) on nt threads, in one parallel region (each
+ * region's barrier waits for a time slice on a loaded machine). */
+static void fl_pack_all(const sdpa_plan *pl, const fl_packs *pk, int nt) {
+  const int64_t S = pl->S, ntk = (S + FL_BC - 1) / FL_BC, n = pl->B * pl->NKV * ntk;
+  const int64_t last = S - (ntk - 1) * FL_BC; /* keys of the last tile */
+  /* on this thread, in its autocast mode: the test fl_tile repeats */
+  const bool klast = pk->kt && lt__mat_pack_floats(pl->HS, last), vlast = pk->vt && lt__mat_pack_floats(pl->HSV, last);
+  if (!pk->kt && !pk->vt) return;
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t i = 0; i < 2 * n; i++) {
+    const bool v = i >= n;
+    const int64_t t = v ? i - n : i, bg = t / ntk, j = t % ntk, s0 = j * FL_BC, nc = j == ntk - 1 ? last : FL_BC;
+    float *buf = v ? pk->vt : pk->kt;
+    if (!buf || (j == ntk - 1 && !(v ? vlast : klast))) continue;
+    const int64_t kdim = v ? pl->HSV : pl->HS, *xs = v ? pl->vs : pl->ks;
+    const float *x = (const float *)at4(v ? pl->v : pl->k, xs, sizeof(float), bg / pl->NKV, bg % pl->NKV) + s0 * xs[2];
+    lt__mat_pack(lt__mat_t(LT__MAT(x, nc, kdim, xs[2], xs[3])), buf + t * (v ? pk->vtile : pk->ktile));
+  }
 }
 
 #define FT float
@@ -1120,6 +1188,9 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
     return NULL;
   }
   int err = 0;
+  fl_packs pk = {0};
+  pk.kt = fl_pack_buf(&pl, false, &pk.ktile, &pk.ktt);
+  fl_pack_all(&pl, &pk, nt);
   const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
   for (int64_t i = 0; i < ntasks; i++) {
@@ -1132,14 +1203,15 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
      * (dynamic scheduling then evens out the triangle) */
     const int64_t bh = i % (B * NH), t0 = (ntq - 1 - i / (B * NH)) * FL_BR;
     const lt_status st = dt == LT_DTYPE_F32
-                             ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb)
-                             : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb);
+                             ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb, &pk)
+                             : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb, &pk);
     if (st != LT_OK) {
 #pragma omp atomic write
       err = 1;
     }
     lt__autocast_adopt(prev);
   }
+  lt_tensor_free(pk.ktt);
   free(scratch);
   if (err) {
     lt__err(LT_ERR_BACKEND, OP ": q is %s, k is %s, v is %s: a BLIS product failed", LT__D(q), LT__D(k), LT__D(v));
@@ -1212,6 +1284,12 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
                  (long long)nch);
   if (st == LT_OK && ntasks) {
     int err = 0;
+    fl_packs pk = {0};
+    if (need_q || need_k) { /* Q K^T and dO V^T are needed for dS only */
+      pk.kt = fl_pack_buf(&pl, false, &pk.ktile, &pk.ktt);
+      pk.vt = fl_pack_buf(&pl, true, &pk.vtile, &pk.vtt);
+      fl_pack_all(&pl, &pk, nt);
+    }
     const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel for schedule(dynamic, 1) num_threads(nt) if (nt > 1)
     for (int64_t i = 0; i < ntasks; i++) {
@@ -1229,15 +1307,17 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
       const lt_status s2 =
           pl.dt == LT_DTYPE_F32
               ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb,
-                           (float *)Wb, (float *)dPb, D, kb)
+                           (float *)Wb, (float *)dPb, D, kb, &pk)
               : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc, (double *)Pb,
-                           (double *)Wb, (double *)dPb, D, kb);
+                           (double *)Wb, (double *)dPb, D, kb, &pk);
       if (s2 != LT_OK) {
 #pragma omp atomic write
         err = 1;
       }
       lt__autocast_adopt(prev);
     }
+    lt_tensor_free(pk.ktt);
+    lt_tensor_free(pk.vtt);
     if (err) st = lt__err(LT_ERR_BACKEND, OP " backward: q is %s, k is %s: a BLIS product failed", LT__D(q), LT__D(k));
     if (!err && dqp) { /* dq = the chunks' partial sums, added in chunk order */
 #pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)

@@ -414,7 +414,7 @@ static void skinny_block(const prod *p, int64_t lo, int64_t len) {
 
 SK_TARGET static inline __attribute__((always_inline)) void sp_tile(const int mr, const int nv, int64_t k,
                                                                     const float *a, int64_t rsa, int64_t csa,
-                                                                    const float *bp, float alpha, float beta,
+                                                                    const float *bp, int64_t ldb, float alpha, float beta,
                                                                     float *c, int64_t rsc, int64_t csc, int64_t w) {
   __m512 acc[8][4];
 #pragma GCC unroll 8
@@ -424,7 +424,7 @@ SK_TARGET static inline __attribute__((always_inline)) void sp_tile(const int mr
   for (int64_t p = 0; p < k; p++) {
     __m512 bv[4];
 #pragma GCC unroll 4
-    for (int q = 0; q < nv; q++) bv[q] = _mm512_load_ps(bp + p * nv * 16 + q * 16);
+    for (int q = 0; q < nv; q++) bv[q] = _mm512_loadu_ps(bp + p * ldb + q * 16);
 #pragma GCC unroll 8
     for (int r = 0; r < mr; r++) {
       const __m512 av = _mm512_set1_ps(a[r * rsa + p * csa]);
@@ -460,20 +460,21 @@ SK_TARGET static inline __attribute__((always_inline)) void sp_tile(const int mr
  * then the remaining rows as one shorter tile. */
 #define SP_ROWS(NV, MR)                                                                                         \
   SK_TARGET static void sp_rows_##NV(int64_t i0, int64_t i1, int64_t k, const float *a, int64_t rsa,            \
-                                     int64_t csa, const float *bp, float alpha, float beta, float *c,          \
+                                     int64_t csa, const float *bp, int64_t ldb, float alpha, float beta,       \
+                                     float *c,                                                                 \
                                      int64_t rsc, int64_t csc, int64_t w) {                                     \
     int64_t i = i0;                                                                                             \
-    for (; i + MR <= i1; i += MR) sp_tile(MR, NV, k, a + i * rsa, rsa, csa, bp, alpha, beta, c + i * rsc, rsc, csc, w); \
+    for (; i + MR <= i1; i += MR) sp_tile(MR, NV, k, a + i * rsa, rsa, csa, bp, ldb, alpha, beta, c + i * rsc, rsc, csc, w); \
     const float *ai = a + i * rsa;                                                                              \
     float *ci = c + i * rsc;                                                                                    \
     switch (i1 - i) {                                                                                           \
-    case 7: sp_tile(7 < MR ? 7 : 1, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;              \
-    case 6: sp_tile(6 < MR ? 6 : 1, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;              \
-    case 5: sp_tile(5, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
-    case 4: sp_tile(4, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
-    case 3: sp_tile(3, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
-    case 2: sp_tile(2, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
-    case 1: sp_tile(1, NV, k, ai, rsa, csa, bp, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 7: sp_tile(7 < MR ? 7 : 1, NV, k, ai, rsa, csa, bp, ldb, alpha, beta, ci, rsc, csc, w); break;              \
+    case 6: sp_tile(6 < MR ? 6 : 1, NV, k, ai, rsa, csa, bp, ldb, alpha, beta, ci, rsc, csc, w); break;              \
+    case 5: sp_tile(5, NV, k, ai, rsa, csa, bp, ldb, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 4: sp_tile(4, NV, k, ai, rsa, csa, bp, ldb, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 3: sp_tile(3, NV, k, ai, rsa, csa, bp, ldb, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 2: sp_tile(2, NV, k, ai, rsa, csa, bp, ldb, alpha, beta, ci, rsc, csc, w); break;                           \
+    case 1: sp_tile(1, NV, k, ai, rsa, csa, bp, ldb, alpha, beta, ci, rsc, csc, w); break;                           \
     default: break;                                                                                             \
     }                                                                                                           \
   }
@@ -498,7 +499,10 @@ static float *sp_buffer(size_t floats) {
 }
 
 /* One panel product: C (or, with k split, the partial sums of each chunk of
- * k) from row blocks of SP_MB rows x panels x chunks, one task each. */
+ * k) from row blocks of SP_MB rows x panels x chunks, one task each. B is
+ * either packed (panel q of chunk h at bp + (h*np + q)*kc*SP_W, rows of its
+ * vectors) or read in place (ldb: its row stride; panel q of chunk h at
+ * bp + h*kc*ldb + q*SP_W). */
 #define SP_MB 96
 typedef struct sp_job {
   int64_t m, n, kc, k;       /* kc: the chunk length (k when not split) */
@@ -506,7 +510,9 @@ typedef struct sp_job {
   float alpha, beta;         /* of the tasks (1, 0 for partial sums) */
   const float *a;            /* A [m, k] in place */
   int64_t rsa, csa;
-  const float *bp;           /* packed B: chunk h, panel q at (h*np + q)*kc*SP_W */
+  const float *bp;           /* B, packed or in place */
+  int64_t ldb;               /* in place: B's row stride; 0: packed */
+  int64_t pn;                /* packed: the columns B was packed for (>= n) */
   float *c;                  /* C, or partials: chunk h at h*m*n, rows of n */
   int64_t rsc, csc;
 } sp_job;
@@ -516,14 +522,24 @@ static void sp_task(const sp_job *jb, int64_t t) {
   const int64_t i0 = rb * SP_MB, i1 = i0 + SP_MB < jb->m ? i0 + SP_MB : jb->m;
   const int64_t j0 = q * SP_W, w = jb->n - j0 < SP_W ? jb->n - j0 : SP_W;
   const int64_t p0 = h * jb->kc, kl = jb->k - p0 < jb->kc ? jb->k - p0 : jb->kc;
-  const float *bp = jb->bp + (h * jb->np + q) * jb->kc * SP_W, *a = jb->a + p0 * jb->csa;
+  const float *bp;
+  int64_t ldb;
+  if (jb->ldb) {
+    bp = jb->bp + p0 * jb->ldb + j0;
+    ldb = jb->ldb;
+  } else { /* a packed panel's rows are its own vectors wide (it may be wider than w) */
+    const int64_t pw = jb->pn - j0 < SP_W ? jb->pn - j0 : SP_W, pnp = (jb->pn + SP_W - 1) / SP_W;
+    bp = jb->bp + (h * pnp + q) * jb->kc * SP_W;
+    ldb = (pw + 15) / 16 * 16;
+  }
+  const float *a = jb->a + p0 * jb->csa;
   float *c = jb->c + (jb->nch > 1 ? h * jb->m * jb->n : 0) + j0 * jb->csc;
   const float al = jb->alpha, be = jb->beta;
   switch ((w + 15) / 16) {
-  case 1: sp_rows_1(i0, i1, kl, a, jb->rsa, jb->csa, bp, al, be, c, jb->rsc, jb->csc, w); break;
-  case 2: sp_rows_2(i0, i1, kl, a, jb->rsa, jb->csa, bp, al, be, c, jb->rsc, jb->csc, w); break;
-  case 3: sp_rows_3(i0, i1, kl, a, jb->rsa, jb->csa, bp, al, be, c, jb->rsc, jb->csc, w); break;
-  default: sp_rows_4(i0, i1, kl, a, jb->rsa, jb->csa, bp, al, be, c, jb->rsc, jb->csc, w); break;
+  case 1: sp_rows_1(i0, i1, kl, a, jb->rsa, jb->csa, bp, ldb, al, be, c, jb->rsc, jb->csc, w); break;
+  case 2: sp_rows_2(i0, i1, kl, a, jb->rsa, jb->csa, bp, ldb, al, be, c, jb->rsc, jb->csc, w); break;
+  case 3: sp_rows_3(i0, i1, kl, a, jb->rsa, jb->csa, bp, ldb, al, be, c, jb->rsc, jb->csc, w); break;
+  default: sp_rows_4(i0, i1, kl, a, jb->rsa, jb->csa, bp, ldb, al, be, c, jb->rsc, jb->csc, w); break;
   }
 }
 
@@ -560,6 +576,25 @@ SK_TARGET static void sp_pack(int64_t k, int64_t w, const float *b, int64_t rsb,
  * number of threads. */
 #define SP_KC 256
 
+/* B read in place instead of packed: its rows contiguous (csb 1), every
+ * panel whole vectors (n a multiple of 16: no lane past B's row is read),
+ * and rows at most SP_INPLACE_MAX_RS floats apart (farther, each row of a
+ * panel is on its own page: packing pays). Packing such a B was a copy into
+ * the same layout (7% of the fused attention's products at HS 128). */
+#define SP_INPLACE_MAX_RS 1024
+
+/* Runs the job's tasks on nt threads (one OpenMP region, none for one). */
+static void sp_run(const sp_job *jb, int nt) {
+  const int64_t tasks = jb->nrb * jb->np * jb->nch;
+  const int use = tasks < nt ? (int)tasks : nt;
+  if (use <= 1) { /* no OpenMP region: its team costs more than a tiny product */
+    for (int64_t t = 0; t < tasks; t++) sp_task(jb, t);
+  } else {
+#pragma omp parallel for schedule(static) num_threads(use)
+    for (int64_t t = 0; t < tasks; t++) sp_task(jb, t);
+  }
+}
+
 /* C = alpha A B + beta C (f32) with the panel kernel on nt threads, k in
  * chunks of kc (kc == k: one chunk, C written directly). With several
  * chunks, each chunk's product goes to its own [m, n] block of partial sums
@@ -569,26 +604,25 @@ static bool gemm_panel(int64_t m, int64_t n, int64_t k, int64_t kc, float alpha,
                        int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t rsc,
                        int64_t csc, int nt) {
   const int64_t np = (n + SP_W - 1) / SP_W, nch = (k + kc - 1) / kc;
-  const int64_t packed = nch * np * kc * SP_W;
-  float *buf = sp_buffer((size_t)(packed + (nch > 1 ? nch * m * n : 0)));
-  if (!buf) return false;
-  for (int64_t h = 0; h < nch; h++)
-    for (int64_t q = 0; q < np; q++) { /* chunk h, panel q: kl rows of nv*16 floats */
-      const int64_t j0 = q * SP_W, w = n - j0 < SP_W ? n - j0 : SP_W;
-      const int64_t p0 = h * kc, kl = k - p0 < kc ? k - p0 : kc;
-      sp_pack(kl, w, b + p0 * rsb + j0 * csb, rsb, csb, buf + (h * np + q) * kc * SP_W);
-    }
+  const bool inplace = csb == 1 && n % 16 == 0 && rsb <= SP_INPLACE_MAX_RS;
+  const int64_t packed = inplace ? 0 : nch * np * kc * SP_W;
   const bool split = nch > 1;
-  const sp_job jb = {m, n, kc, k, (m + SP_MB - 1) / SP_MB, np, nch, split ? 1.0f : alpha, split ? 0.0f : beta,
-                     a, rsa, csa, buf, split ? buf + packed : c, split ? n : rsc, split ? 1 : csc};
-  const int64_t tasks = jb.nrb * np * nch;
-  const int use = tasks < nt ? (int)tasks : nt;
-  if (use <= 1) { /* no OpenMP region: its team costs more than a tiny product */
-    for (int64_t t = 0; t < tasks; t++) sp_task(&jb, t);
-  } else {
-#pragma omp parallel for schedule(static) num_threads(use)
-    for (int64_t t = 0; t < tasks; t++) sp_task(&jb, t);
+  float *buf = NULL;
+  if (packed || split) {
+    buf = sp_buffer((size_t)(packed + (split ? nch * m * n : 0)));
+    if (!buf) return false;
   }
+  if (!inplace)
+    for (int64_t h = 0; h < nch; h++)
+      for (int64_t q = 0; q < np; q++) { /* chunk h, panel q: kl rows of nv*16 floats */
+        const int64_t j0 = q * SP_W, w = n - j0 < SP_W ? n - j0 : SP_W;
+        const int64_t p0 = h * kc, kl = k - p0 < kc ? k - p0 : kc;
+        sp_pack(kl, w, b + p0 * rsb + j0 * csb, rsb, csb, buf + (h * np + q) * kc * SP_W);
+      }
+  const sp_job jb = {m, n, kc, k, (m + SP_MB - 1) / SP_MB, np, nch, split ? 1.0f : alpha, split ? 0.0f : beta,
+                     a, rsa, csa, inplace ? b : buf, inplace ? rsb : 0, n,
+                     split ? buf + packed : c, split ? n : rsc, split ? 1 : csc};
+  sp_run(&jb, nt);
   if (split) {
     const float *part = buf + packed;
     const int ur = m >= 2 * nt ? nt : 1;
@@ -676,20 +710,34 @@ static int small_get(void) {
 #define LT__SP_SPLIT_MAX_K 8192    /* and k at most 32 chunks: [144,25088]x[25088,32] is BLIS's (39 vs 31) */
 #define LT__SP_MAX_PARTIAL 4194304.0 /* floats of partial sums (16 MiB) */
 
+/* Whether a product with n columns of C (the packed side) and k fits the
+ * panel kernel whole (k not split) under the engine mode. */
+#ifdef LT__SK
+static bool small_whole(int mode, int64_t n, int64_t k) {
+  const int64_t npad = (n + SP_W - 1) / SP_W * SP_W;
+  return k * npad <= LT__SP_MAX_B && (mode == 2 || (k <= LT__SP_MAX_K && n <= LT__SP_MAX_N && n >= LT__SP_MIN_N));
+}
+#endif
+
 /* Computes C with the panel kernel and returns true, or returns false
  * (nothing written) when the rule sends the product elsewhere. */
 static bool gemm_small(prod p, int nt) {
 #ifdef LT__SK
   const int mode = small_get();
   if (mode == 0 || p.dtype != LT_DTYPE_F32 || !sk_available()) return false;
-  if (p.n > p.m) p = prod_t(p); /* the short side becomes n, the packed one */
+  /* The short side becomes n, the packed one, unless that turns C's
+   * contiguous rows into strided columns while the product fits as it is:
+   * the kernel stores a row of a tile as vectors, a column element by
+   * element ([128,64]x[64,256] with C's rows contiguous ran at 41 GFLOP/s
+   * turned around, 150 as it is: the diagonal tiles of the fused
+   * attention). Either way every element of C is the same FMA chain. */
+  if (p.n > p.m && !(p.csc == 1 && p.rsc != 1 && small_whole(mode, p.n, p.k))) p = prod_t(p);
   const int64_t m = p.m, n = p.n, k = p.k, npad = (n + SP_W - 1) / SP_W * SP_W;
   /* A read down its columns a page or more apart (A^T of a wide matrix, as
    * in [128,128]x[128,1568] turned around): a TLB miss per element, BLIS's
    * packing wins (measured 145 against 122 GFLOP/s). */
   if (mode == 1 && p.rsa == 1 && p.csa >= 1024) return false;
-  const bool whole =
-      k * npad <= LT__SP_MAX_B && (mode == 2 || (k <= LT__SP_MAX_K && n <= LT__SP_MAX_N && n >= LT__SP_MIN_N));
+  const bool whole = small_whole(mode, n, k);
   /* Long k, small C (a weight gradient X^T G): k in fixed chunks. */
   const bool chunks = !whole && k > SP_KC && npad * SP_KC <= LT__SP_MAX_B &&
                       (mode == 2 || (m <= LT__SP_SPLIT_MAX_M && n >= LT__SP_MIN_N && k <= LT__SP_SPLIT_MAX_K)) &&
@@ -700,6 +748,49 @@ static bool gemm_small(prod p, int nt) {
 #else
   (void)p, (void)nt;
   return false;
+#endif
+}
+
+/* ---- packed B, multiplied many times ------------------------------------ */
+
+int64_t lt__blas_pack_floats(int64_t k, int64_t n) {
+#ifdef LT__SK
+  const int mode = small_get();
+  if (mode == 0 || !sk_available() || k < 1 || n < 1 || !small_whole(mode, n, k)) return 0;
+  return (n + SP_W - 1) / SP_W * k * SP_W; /* gemm_panel's layout for one chunk */
+#else
+  (void)k, (void)n;
+  return 0;
+#endif
+}
+
+void lt__blas_pack(int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb, float *dst) {
+#ifdef LT__SK
+  fix_strides(k, n, &rsb, &csb);
+  for (int64_t q = 0; q * SP_W < n; q++) {
+    const int64_t j0 = q * SP_W, w = n - j0 < SP_W ? n - j0 : SP_W;
+    sp_pack(k, w, b + j0 * csb, rsb, csb, dst + q * k * SP_W);
+  }
+#else
+  (void)k, (void)n, (void)b, (void)rsb, (void)csb, (void)dst;
+  LT_CHECK(!"lt__blas_pack without the panel kernel");
+#endif
+}
+
+void lt__blas_gemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                          const float *bp, int64_t pn, float beta, float *c, int64_t rsc, int64_t csc) {
+#ifdef LT__SK
+  LT_CHECK(n <= pn && k >= 1);
+  if (m == 0 || n == 0) return;
+  fix_strides(m, k, &rsa, &csa);
+  fix_strides(m, n, &rsc, &csc);
+  const sp_job jb = {m, n, k, k, (m + SP_MB - 1) / SP_MB, (n + SP_W - 1) / SP_W, 1, alpha, beta,
+                     a, rsa, csa, bp, 0, pn, c, rsc, csc};
+  sp_run(&jb, 1);
+#else
+  (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)rsa, (void)csa, (void)bp, (void)pn, (void)beta, (void)c,
+      (void)rsc, (void)csc;
+  LT_CHECK(!"lt__blas_gemm_packed without the panel kernel");
 #endif
 }
 

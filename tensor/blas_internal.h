@@ -31,4 +31,20 @@ void lt__blas_set_threads(int n);
  * it at start. Returns the previous mode (-1: not yet read). */
 int lt__blas_set_small(int mode);
 
+/* A B [k, n] (f32) that many products read, packed once for the panel
+ * kernel (tensor/blas.c, docs/gemm.md): the fused attention's K^T and V^T
+ * tiles, read by every query tile and every head of a GQA group.
+ * lt__blas_pack_floats: floats the packed B takes, or 0 when the panel
+ * kernel would not take an unpacked product with this B (no AVX-512,
+ * LT_GEMM_SMALL=0 or LT_GEMM_SKINNY=0, or k, n outside its rule): then use
+ * lt__blas_gemm. lt__blas_pack writes the packed B into dst (that many
+ * floats, 64-byte aligned; caller-owned). lt__blas_gemm_packed computes
+ * C [m, n] = alpha A [m, k] B + beta C on this thread from a B packed with
+ * pn >= n columns (its first n used), every element of C the FMA chain the
+ * panel kernel gives the unpacked product. */
+int64_t lt__blas_pack_floats(int64_t k, int64_t n);
+void lt__blas_pack(int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb, float *dst);
+void lt__blas_gemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+                          const float *bp, int64_t pn, float beta, float *c, int64_t rsc, int64_t csc);
+
 #endif /* LT_TENSOR_BLAS_INTERNAL_H */

@@ -84,6 +84,22 @@ bool lt__mat_rows(const lt_tensor *x, lt__mat *m);
  * LT_ERR_NOMEM. */
 lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c);
 
+/* An f32 operand b [k, n] that many products read as their B (the fused
+ * attention's K^T and V^T tiles, read by every query tile and every head of
+ * a GQA group), packed once for the panel kernel of tensor/blas.c instead of
+ * once per product. lt__mat_pack_floats(k, n): the floats the packed b
+ * takes, or 0 when this thread's lt__mat_gemm would not run such a product
+ * in the panel kernel (no AVX-512, LT_GEMM_SMALL=0, autocast active, k or n
+ * outside the kernel's rule): then call lt__mat_gemm. lt__mat_pack writes
+ * the packed b (f32, not a bf16 copy) into dst: that many floats, 64-byte
+ * aligned, owned by the caller. lt__mat_gemm_packed: c = alpha * a bp +
+ * beta * c on this thread, bp packed from a [a.cols, pn] matrix, pn >=
+ * c.cols (its first c.cols columns are used); f32 a and c; every element
+ * of c has the bits the panel kernel gives the same product unpacked. */
+int64_t lt__mat_pack_floats(int64_t k, int64_t n);
+void lt__mat_pack(lt__mat b, float *dst);
+void lt__mat_gemm_packed(double alpha, lt__mat a, const float *bp, int64_t pn, double beta, lt__mat c);
+
 /* c = a b + bias (f32 [c.cols], contiguous, added to every row) for f32
  * views under autocast (lt__autocast_active() must be true: a programmer
  * error otherwise): oneDNN adds the bias to the f32 accumulator, so the

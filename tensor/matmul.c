@@ -920,6 +920,19 @@ lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt
   return mat_gemm(dt, one_thread, alpha, a, b, beta, c, NULL);
 }
 
+int64_t lt__mat_pack_floats(int64_t k, int64_t n) { return lt__autocast_active() ? 0 : lt__blas_pack_floats(k, n); }
+
+void lt__mat_pack(lt__mat b, float *dst) {
+  LT_CHECK(!b.bf16);
+  lt__blas_pack(b.rows, b.cols, b.data, b.rs, b.cs, dst);
+}
+
+void lt__mat_gemm_packed(double alpha, lt__mat a, const float *bp, int64_t pn, double beta, lt__mat c) {
+  LT_CHECK(a.rows == c.rows && !a.bf16);
+  lt__blas_gemm_packed(c.rows, c.cols, a.cols, (float)alpha, a.data, a.rs, a.cs, bp, pn, (float)beta, c.data, c.rs,
+                       c.cs);
+}
+
 lt_status lt__mat_gemm_bias(bool one_thread, lt__mat a, lt__mat b, const float *bias, lt__mat c) {
   LT_CHECK(lt__autocast_active() && bias);
   return mat_gemm(LT_DTYPE_F32, one_thread, 1.0, a, b, 0.0, c, bias);

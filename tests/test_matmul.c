@@ -505,6 +505,82 @@ START_TEST(test_backward_broadcast_shapes) {
 }
 END_TEST
 
+/* A B packed once and multiplied many times (lt__mat_pack / lt__mat_gemm_packed,
+ * tensor/gemm_internal.h: the fused attention's K^T and V^T tiles), and B read
+ * in place by the panel kernel (rows contiguous, whole vectors): the packed
+ * product has the bits of the same product through lt__mat_gemm's panel kernel,
+ * for the first n of pn packed columns, A and C with any strides, alpha and
+ * beta; both match a double reference. Without the panel kernel (no AVX-512,
+ * LT_GEMM_SMALL=0) the entry reports 0 floats and callers use lt__mat_gemm. */
+START_TEST(test_packed_b) {
+  enum { MAXM = 150, MAXN = 256, MAXK = 200 };
+  static const int64_t shapes[][4] = {/* m, n, k, pn */
+                                      {37, 100, 64, 128}, {128, 256, 64, 256}, {5, 17, 3, 17},
+                                      {150, 48, 200, 48}, {33, 64, 129, 200}, {6, 2, 7, 16}};
+  float *X = malloc(sizeof(float) * MAXN * MAXK), *A = malloc(sizeof(float) * MAXM * MAXK);
+  float *bp = aligned_alloc(64, sizeof(float) * 4 * 64 * MAXK);
+  float *C1 = malloc(sizeof(float) * MAXM * MAXN), *C2 = malloc(sizeof(float) * MAXM * MAXN);
+  float *C0 = malloc(sizeof(float) * MAXM * MAXN);
+  ck_assert(X && A && bp && C1 && C2 && C0);
+  const int prev = lt__blas_set_small(2); /* the reference products run in the panel kernel too */
+  if (lt__mat_pack_floats(64, 64) == 0) { /* no AVX-512 here: nothing packed, callers use lt__mat_gemm */
+    lt__blas_set_small(prev);
+    free(X), free(A), free(bp), free(C1), free(C2), free(C0);
+    return;
+  }
+  for (size_t t = 0; t < sizeof shapes / sizeof *shapes; t++) {
+    const int64_t m = shapes[t][0], n = shapes[t][1], k = shapes[t][2], pn = shapes[t][3];
+    ck_assert(lt__mat_pack_floats(k, pn) <= 4 * 64 * MAXK && lt__mat_pack_floats(k, pn) > 0);
+    for (int64_t i = 0; i < pn * k; i++) X[i] = (float)rng_uniform(); /* X [pn, k]: B = X^T, a transposed view */
+    for (int64_t i = 0; i < m * k; i++) A[i] = (float)rng_uniform();
+    for (int64_t i = 0; i < m * n; i++) C0[i] = C1[i] = C2[i] = (float)rng_uniform();
+    const lt__mat B = lt__mat_t(LT__MAT(X, pn, k, k, 1));
+    /* A row-major, or (odd t) A^T of a [k, m] matrix; C rows of n, or (t % 3 == 2) columns of m */
+    const lt__mat Am = t % 2 ? LT__MAT(A, m, k, 1, m) : LT__MAT(A, m, k, k, 1);
+    const bool colc = t % 3 == 2;
+    const double alpha = 0.125, beta = t % 2 ? 0.0 : 1.0;
+    lt__mat_pack(B, bp);
+    lt__mat_gemm_packed(alpha, Am, bp, pn, beta, colc ? LT__MAT(C1, m, n, 1, m) : LT__MAT(C1, m, n, n, 1));
+    lt__mat Bn = B;
+    Bn.cols = n;
+    LT_OK_OR_FAIL(lt__mat_gemm(LT_DTYPE_F32, true, alpha, Am, Bn, beta,
+                               colc ? LT__MAT(C2, m, n, 1, m) : LT__MAT(C2, m, n, n, 1)));
+    int64_t differ = 0;
+    double worst = 0;
+    for (int64_t i = 0; i < m; i++)
+      for (int64_t j = 0; j < n; j++) {
+        const int64_t at = colc ? j * m + i : i * n + j;
+        differ += memcmp(&C1[at], &C2[at], sizeof(float)) != 0;
+        double sum = 0;
+        for (int64_t p = 0; p < k; p++) sum += (double)(t % 2 ? A[p * m + i] : A[i * k + p]) * X[j * k + p];
+        const double e = fabs(C1[at] - (alpha * sum + beta * C0[at]));
+        if (e > worst) worst = e;
+      }
+    ck_assert_msg(differ == 0, "packed [%lld,%lld]x[%lld,%lld of %lld]: %lld elements differ from lt__mat_gemm",
+                  (long long)m, (long long)k, (long long)k, (long long)n, (long long)pn, (long long)differ);
+    ck_assert_msg(worst < 1e-5, "packed [%lld,%lld]x[%lld,%lld]: max error %g", (long long)m, (long long)k,
+                  (long long)k, (long long)n, worst);
+  }
+  /* B in place: a [k, 48] column slice of a row-major [k, 80] (rows 80 apart) */
+  for (int64_t i = 0; i < 80 * 64; i++) X[i] = (float)rng_uniform();
+  for (int64_t i = 0; i < 100 * 64; i++) A[i] = (float)rng_uniform();
+  LT_OK_OR_FAIL(lt__mat_gemm(LT_DTYPE_F32, true, 1.0, LT__MAT(A, 100, 64, 64, 1), LT__MAT(X + 16, 64, 48, 80, 1), 0.0,
+                             LT__MAT(C1, 100, 48, 48, 1)));
+  double worst = 0;
+  for (int64_t i = 0; i < 100; i++)
+    for (int64_t j = 0; j < 48; j++) {
+      double sum = 0;
+      for (int64_t p = 0; p < 64; p++) sum += (double)A[i * 64 + p] * X[p * 80 + 16 + j];
+      if (fabs(C1[i * 48 + j] - sum) > worst) worst = fabs(C1[i * 48 + j] - sum);
+    }
+  ck_assert_msg(worst < 1e-5, "B in place: max error %g", worst);
+  lt__blas_set_small(0); /* BLIS asked for: nothing is packed */
+  ck_assert_int_eq(lt__mat_pack_floats(64, 64), 0);
+  lt__blas_set_small(prev);
+  free(X), free(A), free(bp), free(C1), free(C2), free(C0);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("matmul");
   TCase *tc = tcase_create("forward");
@@ -516,6 +592,7 @@ int main(void) {
   tcase_add_test(tc, test_gemv_paths);
   tcase_add_test(tc, test_skinny_paths);
   tcase_add_test(tc, test_small_paths);
+  tcase_add_test(tc, test_packed_b);
   tcase_add_test(tc, test_random_shapes);
   tcase_add_test(tc, test_zero_size);
   tcase_add_test(tc, test_errors);
