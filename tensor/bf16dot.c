@@ -33,6 +33,7 @@
 #include "tensor/bf16dot_internal.h"
 
 #include "tensor/error_internal.h"
+#include "tensor/gemm_internal.h" /* lt__bf16_run */
 #include "tensor/storage_internal.h"
 
 #include <string.h>
@@ -187,7 +188,9 @@ void lt__bf16dot_gemm(lt__bf16dot_kind kind, int64_t M, int64_t N, int64_t K, fl
 }
 
 /* 16 floats to bf16 with lt__bf16_from_f32's rule, each in the low half of
- * a 32-bit lane (high half zero). */
+ * a 32-bit lane (high half zero): the register form the pair and transposed
+ * packs need (contiguous rows go through lt__bf16_run, the same rule);
+ * tests/test_bf16dot.c checks both against lt__bf16_from_f32 bit for bit. */
 BD_TARGET static inline __m512i bd_cvt16(__m512 x) {
   const __m512i u = _mm512_castps_si512(x), hi = _mm512_srli_epi32(u, 16);
   const __m512i lsb = _mm512_and_si512(hi, _mm512_set1_epi32(1));
@@ -275,11 +278,7 @@ BD_TARGET void lt__bf16dot_pack_rows(uint16_t *dst, int64_t ldd, const float *x,
   for (int64_t i = 0; i < rows; i++) {
     uint16_t *d = dst + i * ldd;
     const float *s = x + i * rs;
-    if (cs == 1)
-      for (int64_t j = 0; j < cols; j += 16) {
-        const __mmask16 k = bd_tail(cols - j);
-        _mm512_mask_cvtepi32_storeu_epi16(d + j, k, bd_cvt16(_mm512_maskz_loadu_ps(k, s + j)));
-      }
+    if (cs == 1) lt__bf16_run(d, s, cols); /* autocast's vectorised rounding (tensor/matmul.c) */
     else if (rs != 1)
       for (int64_t j = 0; j < cols; j++) d[j] = lt__bf16_from_f32(s[j * cs]);
     const int64_t pad = LT__BF16DOT_CEIL(cols) < ldd ? LT__BF16DOT_CEIL(cols) : ldd;
