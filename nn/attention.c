@@ -81,6 +81,7 @@
 #include "tensor/gemm_internal.h"
 #include "tensor/softmax_internal.h"
 #include "tensor/random_internal.h"
+#include "tensor/bf16dot_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -239,6 +240,9 @@ typedef struct sdpa_plan {
   char *lse;
   const lt__bern_draw *drop;
   bool x16; /* f32 row exps 16 lanes wide (AVX-512 CPU; fl_row_exp_f32) */
+  /* fused path under autocast only: q, k, v (and in backward dO) packed as
+   * bf16 for the tile kernels of tensor/bf16dot.c (fl16), or NULL */
+  const struct fl16 *b16;
 } sdpa_plan;
 
 /* Zeroes the [n, m] matrix at p with strides (rs, cs). */
@@ -528,6 +532,249 @@ static inline double fl_row_exp_f32(const sdpa_plan *pl, const float *x, float m
 static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double m, double *y, int64_t n) {
   (void)pl;
   return lt__row_exp_f64(x, m, y, n);
+}
+
+/* ---- bf16 tiles under autocast (tensor/bf16dot_internal.h) -------------
+ *
+ * Under autocast every tile product of an f32 call would otherwise go
+ * through lt__mat_gemm, which converts both operands of each product to
+ * bf16 and calls oneDNN once per tile. Here q, k, v (backward: also dO) are
+ * converted once per call, into the layouts the kernels read, and the f32
+ * tile matrices that are operands (P, W, dS) are converted by the pass that
+ * packs them, right after the row step that computed them; the products
+ * accumulate in f32. The rounding points are the lt__mat_gemm path's
+ * (every operand rounded once to bf16, to nearest even), the accumulation
+ * order is the kernel's (tensor/bf16dot_internal.h).
+ *
+ * Operand packs (b = batch, h = query head, g = its kv head; tp, sp, hp,
+ * hvp: T, S, HS, HSV rounded up to 32, the kernels' padding):
+ *   q   rows  [B*NH][tp][hp]        A of S = Q K^T
+ *   kt  pairs [B*NKV][hp/2][lds]    B of S = Q K^T        (k: head dim)
+ *   v   pairs [B*NKV][sp/2][2*hvp]  B of O += P V         (forward; k: key)
+ *   qt  rows  [B*NH][hp][ldt]       A of dK^T += Q^T dS   (backward)
+ *   k   pairs [B*NKV][sp/2][2*hp]   B of dQ += dS K       (backward; k: key)
+ *   vt  pairs [B*NKV][hvp/2][lds]   B of dP = dO V^T      (backward)
+ *   go  rows  [B*NH][tp][hvp]       A of dP = dO V^T      (backward)
+ *   got rows  [B*NH][hvp][ldt]      A of dV^T += dO^T W   (backward)
+ * with lds = 2*sp + 32 and ldt = tp + 32: an AMX tile load reads 16 rows at
+ * the row stride, and a stride of a multiple of 4 KB (sp = 1024) put all of
+ * them in one L1 set (tile loads were most of the kernel's time, perf);
+ * 64 bytes more per row spread them. The tile scratch's pair rows are
+ * FL16_LDP elements apart for the same reason.
+ * The kernels' B operand pairs elements along k, so the two products whose
+ * k is the query row (dV += W^T dO, dK += dS^T Q) run transposed: dV^T and
+ * dK^T accumulate in per-thread f32 buffers [HSV][S], [HS][S] (the task's
+ * key rows), written into dv, dk when the task ends. */
+#define FL16_LDP (2 * FL_BC + 32)
+typedef struct fl16 {
+  lt__bf16dot_kind kind;
+  int64_t tp, sp, hp, hvp, lds, ldt;
+  uint16_t *q, *kt, *v, *qt, *k, *vt, *go, *got;
+} fl16;
+
+/* A thread's bf16 scratch: tile operands and the transposed dK, dV. */
+typedef struct fl16_scr {
+  uint16_t *p;      /* rows [FL_BR][FL_BC]: P (forward), dS (backward) */
+  uint16_t *w, *ds; /* pairs [FL_BR/2][FL16_LDP]: W, dS (backward) */
+  float *dkt, *dvt; /* [HS][S], [HSV][S] (backward; columns of the task's keys) */
+} fl16_scr;
+
+/* The kernel for a fused call of dtype dt on this thread: under autocast,
+ * f32, on a CPU with a kernel; else NONE (tile products then go through
+ * lt__mat_gemm). LT_ATTENTION_BF16 (read at each call, for tests and
+ * benchmarks): "0" = NONE, "dot" = at most the vdpbf16ps kernel. */
+static lt__bf16dot_kind fl16_select(lt_dtype dt) {
+  if (dt != LT_DTYPE_F32 || !lt__autocast_active()) return LT__BF16DOT_NONE;
+  const lt__bf16dot_kind best = lt__bf16dot_best();
+  const char *e = getenv("LT_ATTENTION_BF16");
+  if (e && !strcmp(e, "0")) return LT__BF16DOT_NONE;
+  if (e && !strcmp(e, "dot") && best > LT__BF16DOT_DOT) return LT__BF16DOT_DOT;
+  return best;
+}
+
+/* fl16_select for a planned call whose output (or dq) has column stride
+ * out_cs: the kernels write rows with contiguous columns. */
+static lt__bf16dot_kind fl16_kind(const sdpa_plan *pl, int64_t out_cs) {
+  return out_cs == 1 ? fl16_select(pl->dt) : LT__BF16DOT_NONE;
+}
+
+static void fl16_free(fl16 *x) {
+  if (!x) return;
+  free(x->q), free(x->kt), free(x->v), free(x->qt), free(x->k), free(x->vt), free(x->go), free(x->got);
+  free(x);
+}
+
+/* Packs one [rows, cols] f32 matrix of each (batch, head) of a 4-d tensor
+ * (data x, strides st, n1 heads) into dst, ld elements a row (rows layout,
+ * transposed when tr) or a pair row (pairs layout, when pairs), stride
+ * `per` elements between heads. Threaded over the heads. */
+static void fl16_pack(uint16_t *dst, int64_t per, int64_t ld, bool pairs, bool tr, const char *x, const int64_t *st,
+                      int64_t nb, int64_t n1, int64_t rows, int64_t cols, int nt) {
+  const int64_t rs = tr ? st[3] : st[2], cs = tr ? st[2] : st[3];
+#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
+  for (int64_t i = 0; i < nb * n1; i++) {
+    const float *src = (const float *)at4(x, st, sizeof(float), i / n1, i % n1);
+    if (pairs) lt__bf16dot_pack_pairs(dst + i * per, ld, src, rows, cols, rs, cs);
+    else lt__bf16dot_pack_rows(dst + i * per, ld, src, rows, cols, rs, cs);
+  }
+}
+
+/* The packs of a call (backward: with dO, pl->go set), or NULL with *st set
+ * (LT_ERR_NOMEM; LT_OK when the kind is NONE). Returns new (fl16_free). */
+static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward, int nt, lt_status *st) {
+  *st = LT_OK;
+  if (kind == LT__BF16DOT_NONE) return NULL;
+  fl16 *x = calloc(1, sizeof *x);
+  if (!x) {
+    *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands");
+    return NULL;
+  }
+  const int64_t B = pl->B, NH = pl->NH, NKV = pl->NKV;
+  x->kind = kind;
+  x->tp = LT__BF16DOT_CEIL(pl->T), x->sp = LT__BF16DOT_CEIL(pl->S);
+  x->hp = LT__BF16DOT_CEIL(pl->HS), x->hvp = LT__BF16DOT_CEIL(pl->HSV);
+  x->lds = 2 * x->sp + 32, x->ldt = x->tp + 32;
+  const size_t e = sizeof(uint16_t), nq = (size_t)(B * NH * x->ldt * x->hp), nk = (size_t)(B * NKV * x->lds * x->hp),
+               nv = (size_t)(B * NKV * x->lds * x->hvp), ng = (size_t)(B * NH * x->ldt * x->hvp);
+  /* + 1: never malloc(0) (HS or HSV 0) */
+  bool ok = (x->q = malloc(nq * e + 1)) && (x->kt = malloc(nk * e + 1));
+  if (backward)
+    ok = ok && (x->qt = malloc(nq * e + 1)) && (x->k = malloc(nk * e + 1)) && (x->vt = malloc(nv * e + 1)) &&
+         (x->go = malloc(ng * e + 1)) && (x->got = malloc(ng * e + 1));
+  else ok = ok && (x->v = malloc(nv * e + 1));
+  if (!ok) {
+    fl16_free(x);
+    *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%zu bytes)",
+                  (2 * nq + 2 * nk + nv + 2 * ng) * e);
+    return NULL;
+  }
+  const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, tp = x->tp, sp = x->sp, hp = x->hp, hvp = x->hvp;
+  const int64_t lds = x->lds, ldt = x->ldt;
+  fl16_pack(x->q, tp * hp, hp, false, false, pl->q, pl->qs, B, NH, T, HS, nt);
+  fl16_pack(x->kt, hp / 2 * lds, lds, true, true, pl->k, pl->ks, B, NKV, HS, S, nt);
+  if (!backward) {
+    fl16_pack(x->v, sp * hvp, 2 * hvp, true, false, pl->v, pl->vs, B, NKV, S, HSV, nt);
+    return x;
+  }
+  fl16_pack(x->qt, hp * ldt, ldt, false, true, pl->q, pl->qs, B, NH, HS, T, nt);
+  fl16_pack(x->k, sp * hp, 2 * hp, true, false, pl->k, pl->ks, B, NKV, S, HS, nt);
+  fl16_pack(x->vt, hvp / 2 * lds, lds, true, true, pl->v, pl->vs, B, NKV, HSV, S, nt);
+  fl16_pack(x->go, tp * hvp, hvp, false, false, pl->go, pl->gs, B, NH, T, HSV, nt);
+  fl16_pack(x->got, hvp * ldt, ldt, false, true, pl->go, pl->gs, B, NH, HSV, T, nt);
+  return x;
+}
+
+/* Bytes of a thread's fl16_scr (backward: with dK^T, dV^T), 64-aligned. */
+static size_t fl16_scr_bytes(const sdpa_plan *pl, bool backward) {
+  size_t n = (size_t)FL_BR * FL_BC * 2 + (backward ? (size_t)FL_BR * FL16_LDP * 2 + 64 : 64);
+  if (backward) n += (size_t)(pl->HS + pl->HSV) * (size_t)pl->S * sizeof(float) + 64;
+  return (n + 63) / 64 * 64;
+}
+
+static fl16_scr fl16_scr_at(const sdpa_plan *pl, char *mem, bool backward) {
+  fl16_scr s = {0};
+  s.p = (uint16_t *)mem;
+  if (backward) {
+    s.w = s.p + FL_BR * FL_BC, s.ds = s.w + FL_BR / 2 * FL16_LDP;
+    s.dkt = (float *)(void *)(mem + ((size_t)FL_BR * FL_BC * 2 + (size_t)FL_BR * FL16_LDP * 2 + 63) / 64 * 64);
+    s.dvt = s.dkt + pl->HS * pl->S;
+  }
+  return s;
+}
+
+/* The products of the tiles (f32 buffers passed as void *: the f64
+ * instantiation of nn/attention_fused.inc names these calls too, with a
+ * NULL scratch that never reaches them). */
+
+/* Sb (row stride FL_BC) = scale * Q K^T for the rows t.. (nr) of (b, h) and
+ * the keys s0.. (nv). */
+static void fl16_scores(const sdpa_plan *pl, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0, int64_t nv,
+                        void *Sb) {
+  const fl16 *x = pl->b16;
+  const int64_t bh = b * pl->NH + h, bg = b * pl->NKV + h / pl->group;
+  lt__bf16dot_gemm(x->kind, nr, nv, pl->HS, (float)pl->scale, x->q + (bh * x->tp + t) * x->hp, x->hp,
+                   x->kt + bg * x->hp / 2 * x->lds + 2 * s0, x->lds, false, (float *)Sb, FL_BC);
+}
+
+/* O (row stride ldo) += P V for the keys s0.. (nv); P: the f32 weights in
+ * Sb (nr x nv), converted here. */
+static void fl16_pv(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t nr, int64_t s0, int64_t nv,
+                    const void *Sb, void *O, int64_t ldo) {
+  const fl16 *x = pl->b16;
+  const int64_t bg = b * pl->NKV + h / pl->group;
+  lt__bf16dot_pack_rows(sc->p, FL_BC, (const float *)Sb, nr, nv, FL_BC, 1);
+  lt__bf16dot_gemm(x->kind, nr, pl->HSV, nv, 1.0f, sc->p, FL_BC, x->v + bg * x->sp * x->hvp + s0 * x->hvp,
+                   2 * x->hvp, true, (float *)O, ldo);
+}
+
+/* dV^T[:, s0..] += dO^T W for the rows t.. (nr) of (b, h); W: f32 (row
+ * stride FL_BC), converted here. */
+static void fl16_dv(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0,
+                    int64_t nv, const void *W) {
+  const fl16 *x = pl->b16;
+  const int64_t bh = b * pl->NH + h;
+  lt__bf16dot_pack_pairs(sc->w, FL16_LDP, (const float *)W, nr, nv, FL_BC, 1);
+  lt__bf16dot_gemm(x->kind, pl->HSV, nv, nr, 1.0f, x->got + bh * x->hvp * x->ldt + t, x->ldt, sc->w, FL16_LDP, true,
+                   sc->dvt + s0, pl->S);
+}
+
+/* dPb (row stride FL_BC) = dO V^T for the rows t.. (nr) of (b, h), keys
+ * s0.. (nv). */
+static void fl16_dp(const sdpa_plan *pl, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0, int64_t nv,
+                    void *dPb) {
+  const fl16 *x = pl->b16;
+  const int64_t bh = b * pl->NH + h, bg = b * pl->NKV + h / pl->group;
+  lt__bf16dot_gemm(x->kind, nr, nv, pl->HSV, 1.0f, x->go + (bh * x->tp + t) * x->hvp, x->hvp,
+                   x->vt + bg * x->hvp / 2 * x->lds + 2 * s0, x->lds, false, (float *)dPb, FL_BC);
+}
+
+/* dQ (rows t.. of (b, h), row stride dqr; NULL: not needed) += scale dS K
+ * and (when dk is wanted) dK^T[:, s0..] += scale Q^T dS; dS: f32 (row
+ * stride FL_BC), converted here once per layout. */
+static void fl16_dqdk(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0,
+                      int64_t nv, const void *dS, void *dQ, int64_t dqr) {
+  const fl16 *x = pl->b16;
+  const int64_t bh = b * pl->NH + h, bg = b * pl->NKV + h / pl->group;
+  const float sc32 = (float)pl->scale;
+  if (dQ) {
+    lt__bf16dot_pack_rows(sc->p, FL_BC, (const float *)dS, nr, nv, FL_BC, 1);
+    lt__bf16dot_gemm(x->kind, nr, pl->HS, nv, sc32, sc->p, FL_BC, x->k + bg * x->sp * x->hp + s0 * x->hp, 2 * x->hp,
+                     true, (float *)dQ, dqr);
+  }
+  if (pl->dk) {
+    lt__bf16dot_pack_pairs(sc->ds, FL16_LDP, (const float *)dS, nr, nv, FL_BC, 1);
+    lt__bf16dot_gemm(x->kind, pl->HS, nv, nr, sc32, x->qt + bh * x->hp * x->ldt + t, x->ldt, sc->ds, FL16_LDP, true,
+                     sc->dkt + s0, pl->S);
+  }
+}
+
+/* A backward task over the keys [j0, j1): zeroes its columns of dK^T and
+ * dV^T (begin), and writes them into the rows [j0, j1) of dk, dv of
+ * (b, g) (end; dK, dV: those tensors' (b, g) matrices, NULL if not needed). */
+static void fl16_bwd_begin(const sdpa_plan *pl, fl16_scr *sc, int64_t j0, int64_t j1) {
+  for (int64_t d = 0; d < pl->HS; d++) memset(sc->dkt + d * pl->S + j0, 0, (size_t)(j1 - j0) * sizeof(float));
+  for (int64_t d = 0; d < pl->HSV; d++) memset(sc->dvt + d * pl->S + j0, 0, (size_t)(j1 - j0) * sizeof(float));
+}
+/* dst rows s in [j0, j1) (strides rs, cs) = columns s of src [n][S]: in
+ * registers when dst's columns are contiguous (the usual case), else in
+ * blocks of 16 keys (a cache line of src per (block, d), 16 rows of dst). */
+static void fl16_untranspose(float *dst, int64_t rs, int64_t cs, const float *src, int64_t n, int64_t S, int64_t j0,
+                             int64_t j1) {
+  if (cs == 1 || n == 1) {
+    lt__bf16dot_transpose_f32(dst + j0 * rs, rs, src + j0, S, n, j1 - j0);
+    return;
+  }
+  for (int64_t s0 = j0; s0 < j1; s0 += 16) {
+    const int64_t ns = j1 - s0 < 16 ? j1 - s0 : 16;
+    for (int64_t d = 0; d < n; d++) {
+      const float *row = src + d * S + s0;
+      for (int64_t i = 0; i < ns; i++) dst[(s0 + i) * rs + d * cs] = row[i];
+    }
+  }
+}
+static void fl16_bwd_end(const sdpa_plan *pl, const fl16_scr *sc, int64_t j0, int64_t j1, void *dK, void *dV) {
+  if (dK) fl16_untranspose(dK, pl->dks[2], pl->dks[3], sc->dkt, pl->HS, pl->S, j0, j1);
+  if (dV) fl16_untranspose(dV, pl->dvs[2], pl->dvs[3], sc->dvt, pl->HSV, pl->S, j0, j1);
 }
 
 /* K^T (Q K^T's B) and V^T (dO V^T's B) of every key tile of every (b, kv
@@ -1195,35 +1442,44 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
 
   const int64_t ntq = (T + FL_BR - 1) / FL_BR, ntasks = B * NH * ntq;
   const int nt = fl_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1));
-  /* per thread: scores [BR,BC], m [BR], l [BR] (double), keep [BR,BC] */
-  const size_t per = (size_t)(FL_BR * FL_BC * es + FL_BR * es + FL_BR * 8 + FL_BR * FL_BC + 64);
-  char *scratch = ntasks ? malloc(per * (size_t)nt) : NULL;
+  /* under autocast: q, k, v as bf16, packed once (fl16) */
+  lt_status st16 = LT_OK;
+  fl16 *b16 = ntasks ? fl16_make(&pl, fl16_kind(&pl, pl.HSV == 1 ? 1 : pl.os[3]), false, nt, &st16) : NULL;
+  pl.b16 = b16;
+  /* per thread: scores [BR,BC], m [BR], l [BR] (double), keep [BR,BC], bf16 scratch */
+  const size_t x16b = b16 ? fl16_scr_bytes(&pl, false) : 0;
+  const size_t per = (size_t)(FL_BR * FL_BC * es + FL_BR * es + FL_BR * 8 + FL_BR * FL_BC + 64 + 63) / 64 * 64 + x16b;
+  char *scratch = ntasks && st16 == LT_OK ? aligned_alloc(64, per * (size_t)nt) : NULL;
   if (ntasks && !scratch) {
-    lt__err(LT_ERR_NOMEM, OP ": out of memory for %d tile buffers", nt);
+    if (st16 == LT_OK) lt__err(LT_ERR_NOMEM, OP ": out of memory for %d tile buffers", nt);
+    fl16_free(b16);
     lt_tensor_free(out);
     free_n(tmp, NTMP);
     return NULL;
   }
   int err = 0;
   fl_packs pk = {0};
-  pk.kt = fl_pack_buf(&pl, false, &pk.ktile, &pk.ktt);
+  if (!b16) /* the bf16 tiles have their own packs */
+    pk.kt = fl_pack_buf(&pl, false, &pk.ktile, &pk.ktt);
   const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     const lt_dtype prev = lt__autocast_adopt(ac);
-    fl_pack_all(&pl, &pk); /* K^T, then the team's barrier */
+    fl_pack_all(&pl, &pk); /* K^T (if any), then the team's barrier */
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < ntasks; i++) {
       char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
       double *l = (double *)mine; /* doubles first: aligned */
       char *Sb = mine + FL_BR * 8, *m = Sb + FL_BR * FL_BC * es;
       uint8_t *kb = (uint8_t *)(m + FL_BR * es);
+      fl16_scr x16 = b16 ? fl16_scr_at(&pl, mine + (per - x16b), false) : (fl16_scr){0};
       /* the last query tiles first: causal, they have the most keys to see
        * (dynamic scheduling then evens out the triangle) */
       const int64_t bh = i % (B * NH), t0 = (ntq - 1 - i / (B * NH)) * FL_BR;
       const lt_status st = dt == LT_DTYPE_F32
-                               ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb, &pk)
-                               : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb, &pk);
+                               ? fl_fwd_f32(&pl, bh / NH, bh % NH, t0, (float *)Sb, (float *)m, l, kb, &pk,
+                                            b16 ? &x16 : NULL)
+                               : fl_fwd_f64(&pl, bh / NH, bh % NH, t0, (double *)Sb, (double *)m, l, kb, &pk, NULL);
       if (st != LT_OK) {
 #pragma omp atomic write
         err = 1;
@@ -1233,6 +1489,7 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
   }
   lt_tensor_free(pk.ktt);
   free(scratch);
+  fl16_free(b16);
   if (err) {
     lt__err(LT_ERR_BACKEND, OP ": q is %s, k is %s, v is %s: a BLIS product failed", LT__D(q), LT__D(k), LT__D(v));
     lt_tensor_free(out);
@@ -1295,12 +1552,22 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   if (dk) pl.dk = dk->data, memcpy(pl.dks, dk->stride, sizeof pl.dks);
   if (dv) pl.dv = dv->data, memcpy(pl.dvs, dv->stride, sizeof pl.dvs);
   const int nt = fl_threads(ntasks, B * pl.NH * pl.T * (pl.S + 1) * (pl.HS + pl.HSV + 1));
-  /* per thread: D [BR] (double), P, W, dP [BR,BC] each, keep [BR,BC] */
-  const size_t per = (size_t)(FL_BR * 8 + 3 * FL_BR * FL_BC * es + FL_BR * FL_BC + 64);
-  char *scratch = ntasks ? malloc(per * (size_t)nt) : NULL;
+  /* under autocast: q, k, v, dO as bf16, packed once (fl16); dq's rows are
+   * the chunks' slabs (contiguous) when there are several chunks */
+  lt_status st16 = LT_OK;
+  const int64_t dq_cs = !dq || nch > 1 || HS == 1 ? 1 : pl.dqs[3];
+  fl16 *b16 = ntasks && (!need_q || dq) && (!need_k || dk) && (!need_v || dv)
+                  ? fl16_make(&pl, fl16_kind(&pl, dq_cs), true, nt, &st16)
+                  : NULL;
+  pl.b16 = b16;
+  /* per thread: D [BR] (double), P, W, dP [BR,BC] each, keep [BR,BC], bf16 scratch */
+  const size_t x16b = b16 ? fl16_scr_bytes(&pl, true) : 0;
+  const size_t per = (size_t)(FL_BR * 8 + 3 * FL_BR * FL_BC * es + FL_BR * FL_BC + 64 + 63) / 64 * 64 + x16b;
+  char *scratch = ntasks && st16 == LT_OK ? aligned_alloc(64, per * (size_t)nt) : NULL;
   char *dqp = NULL;
-  lt_status st = LT_OK;
-  if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
+  lt_status st = st16; /* not LT_OK: fl16_make set the message */
+  if (st != LT_OK) {
+  } else if ((need_q && !dq) || (need_k && !dk) || (need_v && !dv)) st = lt_last_status();
   else if (ntasks && !scratch)
     st = lt__err(LT_ERR_NOMEM, OP " backward: out of memory for %d tile buffers", nt);
   else if (ntasks && dq && nch > 1 && !(dqp = calloc((size_t)(ntasks * slab), (size_t)es)))
@@ -1309,7 +1576,7 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   if (st == LT_OK && ntasks) {
     int err = 0;
     fl_packs pk = {0};
-    if (need_q || need_k) { /* Q K^T and dO V^T are needed for dS only */
+    if (!b16 && (need_q || need_k)) { /* Q K^T and dO V^T are needed for dS only (bf16 tiles: own packs) */
       pk.kt = fl_pack_buf(&pl, false, &pk.ktile, &pk.ktt);
       pk.vt = fl_pack_buf(&pl, true, &pk.vtile, &pk.vtt);
     }
@@ -1324,19 +1591,20 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
         double *D = (double *)mine;
         char *Pb = mine + FL_BR * 8, *Wb = Pb + FL_BR * FL_BC * es, *dPb = Wb + FL_BR * FL_BC * es;
         uint8_t *kb = (uint8_t *)(dPb + FL_BR * FL_BC * es);
+        fl16_scr x16 = b16 ? fl16_scr_at(&pl, mine + (per - x16b), true) : (fl16_scr){0};
         const int64_t bg = i / nch, c = i % nch, bb = bg / NKV, gg = bg % NKV;
         /* dQ of the group's first head and its strides: dq itself, or this task's slab */
         char *dqt = NULL;
         int64_t dqh = 0, dqr = 0, dqc = 0;
         if (dqp) dqt = dqp + i * slab * es, dqh = T * HS, dqr = HS, dqc = 1;
         else if (dq) dqt = at4(pl.dq, pl.dqs, es, bb, gg * grp), dqh = pl.dqs[1], dqr = pl.dqs[2], dqc = pl.dqs[3];
-        fl_bwd_zero(&pl, bb, gg, bounds[c], bounds[c + 1]);
+        if (!b16) fl_bwd_zero(&pl, bb, gg, bounds[c], bounds[c + 1]); /* bf16 tiles: fl16_bwd_end writes them */
         const lt_status s2 =
             pl.dt == LT_DTYPE_F32
                 ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb,
-                             (float *)Wb, (float *)dPb, D, kb, &pk)
+                             (float *)Wb, (float *)dPb, D, kb, &pk, b16 ? &x16 : NULL)
                 : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc, (double *)Pb,
-                             (double *)Wb, (double *)dPb, D, kb, &pk);
+                             (double *)Wb, (double *)dPb, D, kb, &pk, NULL);
         if (s2 != LT_OK) {
 #pragma omp atomic write
           err = 1;
@@ -1371,6 +1639,7 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   }
   free(dqp);
   free(scratch);
+  fl16_free(b16);
   lt_tensor_free(gtmp);
   return hand_grads(st, dq, dk, dv, gin);
 }
@@ -1384,8 +1653,15 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
  * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC; 256 x 256):
  * there the fused path saves little memory (P is at most 256 KB per head)
  * and its backward recomputes P, so fwd+bwd measured 0.6x-0.9x the unfused
- * speed at T = 128 and 256 (the crossover is in docs/attention.md). This is
- * the one place the rule lives. */
+ * speed at T = 128 and 256 in f32 (the crossover is in docs/attention.md) --
+ * except where the fused call would run the AMX tile kernel (f32 under
+ * autocast, fl16_select): there fused fwd+bwd measured faster than unfused
+ * under autocast at every T from 32 to 1024 (GPT small's and medium's
+ * shapes, the encoder-decoder's T 64; 0.96x-1.6x at T 128-256 in single
+ * runs on a loaded machine), so it is fused at every size. The vdpbf16ps
+ * kernel keeps the f32 rule: on the one CPU measured it runs at half the
+ * f32 rate, and no CPU without AMX was measured. This is the one place the
+ * rule lives. */
 static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor *q, const lt_tensor *k) {
   if (weights) return false;
   const lt_attention_impl impl = o ? o->impl : LT_ATTENTION_AUTO;
@@ -1393,6 +1669,7 @@ static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor
   const char *e = getenv("LT_ATTENTION");
   if (e && !strcmp(e, "unfused")) return false;
   if (e && !strcmp(e, "fused")) return true;
+  if (fl16_select(q->dtype) == LT__BF16DOT_AMX) return true;
   return q->shape[2] > FL_BR || k->shape[2] > FL_BC;
 }
 

@@ -260,6 +260,80 @@ static const lt__loop_fn grad_kernels[EW_G_COUNT][LT_DTYPE_COUNT] = {
 #undef EW_G_REG
 };
 
+/* GELU-tanh forward and backward 16 lanes wide (AVX-512), with the bits of
+ * the portable kernels above: ew_gelu_tanh_f32's and ew_dgelu_tanh_f32's
+ * operations in their order, without FMA (the portable ones have none:
+ * -ffp-contract=off), and lt__vexpf16_exact in place of lt__vexpf. gcc's
+ * vectorisation of lt__vexpf spends about 15 of a GELU's 45 instructions a
+ * vector on bit tricks that max/min, vrndscaleps and vscalefps do in three
+ * (tensor/vmath.h); the GELU forward and backward were 8-9% of a GPT-small
+ * bf16 step. tests/test_elementwise.c compares both kernels with the
+ * portable ones bit for bit. Used for contiguous runs on AVX-512 CPUs. */
+#ifdef LT__HAVE_VEXP16
+#define EW_GELU16 1
+LT__VEXP16_TARGET static inline __m512 ew_gelu_tanh16(__m512 x) {
+  const __m512 c = _mm512_set1_ps((float)EW_GELU_C), k = _mm512_set1_ps((float)EW_SQRT_2_OVER_PI);
+  const __m512 u = _mm512_mul_ps(k, _mm512_add_ps(x, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(c, x), x), x)));
+  const __m512 e = lt__vexpf16_exact(_mm512_mul_ps(_mm512_set1_ps(-2.0f), u));
+  return _mm512_div_ps(x, _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+LT__VEXP16_TARGET static inline __m512 ew_dgelu_tanh16(__m512 x) {
+  const float k = (float)EW_SQRT_2_OVER_PI, c = (float)EW_GELU_C;
+  const __m512 one = _mm512_set1_ps(1.0f), vc = _mm512_set1_ps(c);
+  const __m512 x3 = _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(vc, x), x), x);
+  const __m512 e = lt__vexpf16_exact(_mm512_mul_ps(_mm512_set1_ps(-2.0f * k), _mm512_add_ps(x, x3)));
+  const __m512 s = _mm512_div_ps(one, _mm512_add_ps(one, e));
+  __m512 t = _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(2.0f), x), s);
+  t = _mm512_mul_ps(_mm512_mul_ps(t, _mm512_sub_ps(one, s)), _mm512_set1_ps(k));
+  const __m512 p = _mm512_add_ps(one, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(3.0f * c), x), x));
+  return _mm512_add_ps(s, _mm512_mul_ps(t, p));
+}
+LT__VEXP16_TARGET static void ew_gelu_tanh_run16(int64_t n, float *o, const float *in) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, ew_gelu_tanh16(_mm512_loadu_ps(in + i)));
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(o + i, m, ew_gelu_tanh16(_mm512_maskz_loadu_ps(m, in + i)));
+  }
+}
+LT__VEXP16_TARGET static void ew_dgelu_tanh_run16(int64_t n, float *o, const float *g, const float *x) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), ew_dgelu_tanh16(_mm512_loadu_ps(x + i))));
+  if (i < n) {
+    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
+    const __m512 d = ew_dgelu_tanh16(_mm512_maskz_loadu_ps(m, x + i));
+    _mm512_mask_storeu_ps(o + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), d));
+  }
+}
+/* The kernels' entries: p[0] = out, p[1] = x (forward); p[0] = gin, p[1] =
+ * g, p[2] = x (backward). Other strides and CPUs: the portable kernels. */
+static void u_gelu_tanh_f32x(int64_t n, char *const *p, const int64_t *s, void *ctx) {
+  if (s[0] == 4 && s[1] == 4 && lt__cpu_avx512()) ew_gelu_tanh_run16(n, (float *)p[0], (const float *)p[1]);
+  else u_GELU_TANH_f32(n, p, s, ctx);
+}
+static void g_gelu_tanh_f32x(int64_t n, char *const *p, const int64_t *s, void *ctx) {
+  if (s[0] == 4 && s[1] == 4 && s[2] == 4 && lt__cpu_avx512())
+    ew_dgelu_tanh_run16(n, (float *)p[0], (const float *)p[1], (const float *)p[2]);
+  else g_GELU_TANH_f32(n, p, s, ctx);
+}
+#endif
+
+/* The kernel of unary op `op` (public or private) on dt, and of the fused
+ * backward `op` (EW_G_*) on dt: the tables', or the 16-lane GELU-tanh. */
+static lt__loop_fn unary_kernel(int op, lt_dtype dt) {
+#ifdef EW_GELU16
+  if (op == LT_UNARY_GELU_TANH && (dt == LT_DTYPE_F32 || dt == LT_DTYPE_BF16)) return u_gelu_tanh_f32x;
+#endif
+  return unary_kernels[op][dt];
+}
+static lt__loop_fn grad_kernel(int op, lt_dtype dt) {
+#ifdef EW_GELU16
+  if (op == EW_G_GELU_TANH && (dt == LT_DTYPE_F32 || dt == LT_DTYPE_BF16)) return g_gelu_tanh_f32x;
+#endif
+  return grad_kernels[op][dt];
+}
+
 /* X(NAME, expression in a, b of type T_): binary kernels. Comparisons write
  * bool (uint8_t) and exist for every dtype. */
 #define EW_BINARY_FLOAT(X)                       \
@@ -606,7 +680,7 @@ static lt_tensor *unary_compute(int op, const char *name, const lt_tensor *x) {
   const lt_tensor *src = ew_as(x, dt, &tmp);
   if (!src) return NULL;
   lt_tensor *out = lt_empty(dt, x->ndim, x->shape);
-  out = ew_into(out, unary_kernels[op][dt], 2, (const lt_tensor *[]){out, src}, NULL);
+  out = ew_into(out, unary_kernel(op, dt), 2, (const lt_tensor *[]){out, src}, NULL);
   lt_tensor_free(tmp);
   return out;
 }
@@ -645,7 +719,7 @@ lt_status lt_unary_(lt_unary_op op, lt_tensor *x) {
                    name, LT__D(x), lt_dtype_name(dt));
   if ((s = lt__check_inplace(name, x)) != LT_OK) return s;
   if ((s = lt__ensure_init()) != LT_OK) return s;
-  if ((s = ew_run(unary_kernels[op][dt], 2, (const lt_tensor *[]){x, x}, NULL)) != LT_OK) return s;
+  if ((s = ew_run(unary_kernel(op, dt), 2, (const lt_tensor *[]){x, x}, NULL)) != LT_OK) return s;
   lt__bump_version(x);
   return LT_OK;
 }
@@ -664,7 +738,7 @@ static lt_tensor *grad_compute(int op, const lt_tensor *g, const lt_tensor *s) {
       memcmp(g->shape, s->shape, sizeof(int64_t) * (size_t)g->ndim) != 0)
     return NULL;
   lt_tensor *out = lt_empty(g->dtype, g->ndim, g->shape);
-  out = ew_into(out, grad_kernels[op][g->dtype], 3, (const lt_tensor *[]){out, g, s}, NULL);
+  out = ew_into(out, grad_kernel(op, g->dtype), 3, (const lt_tensor *[]){out, g, s}, NULL);
   return out;
 }
 

@@ -102,6 +102,9 @@ lt_status lt__check_inplace(const char *op, const lt_tensor *x);
 /* Live tensor objects and storages in the process (for leak tests). */
 int64_t lt__live_tensors(void);
 int64_t lt__live_storages(void);
+/* The storage cache of large blocks (tensor/tensor.c), for tests: bytes
+ * cached, bytes of large blocks in use, their peak; any pointer may be NULL. */
+void lt__storage_cache_stats(size_t *cached, size_t *in_use, size_t *peak);
 
 /* x as a contiguous tensor of dtype dt: x itself (*tmp = NULL) when it
  * already is one (or x is NULL), else a contiguous copy or cast made with

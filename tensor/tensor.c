@@ -65,7 +65,8 @@ int64_t lt__live_storages(void) {
  *   (4 classes per power of two: at most 25% slack; from 4 MiB on, also to
  *   whole 2 MiB huge pages, which new blocks are advised to use) and a freed
  *   one is kept for the next request of the same class (the newest first).
- * - Bounded: at most CACHE_SLOTS blocks and CACHE_MAX_BYTES in all; a free
+ * - Bounded: at most CACHE_SLOTS blocks and CACHE_MAX_BYTES in all, or up
+ *   to the peak of the blocks in use when that is more (cache_cap); a free
  *   that does not fit evicts the least recently cached blocks, and a block
  *   larger than the bound goes back to the system.
  * - Thread-safe (one mutex; the blocks are large, so calls are rare next to
@@ -101,6 +102,9 @@ static size_t cache_bytes = 0;
 static uint64_t cache_clock = 0;
 static int cache_enabled = -1; /* -1: not read yet */
 static pthread_mutex_t cache_lock = PTHREAD_MUTEX_INITIALIZER;
+/* Bytes of blocks of CACHE_MIN or more in use (handed out, not yet freed),
+ * and the most ever in use at once. */
+static size_t live_bytes = 0, live_peak = 0;
 
 /* The size class of a request of alloc >= CACHE_MIN bytes. */
 static size_t cache_class(size_t alloc) {
@@ -125,6 +129,62 @@ static bool cache_on(void) {
   return cache_enabled;
 }
 
+/* The cache's bound in bytes (cache_lock held): CACHE_MAX_BYTES, or, while
+ * the blocks in use are further than that below their peak, what brings
+ * them back to it. A training step frees most of its forward's activations
+ * in the backward and allocates them again in the next forward; with a
+ * fixed 512 MiB, GPT-medium's backward evicted blocks its next forward then
+ * got fresh from the system, zeroed by the kernel (about 200 MB and 4% of a
+ * bf16 step's CPU time). Blocks in use plus cached blocks stay below
+ * max(peak in use, in use + CACHE_MAX_BYTES), the bound of the fixed size:
+ * the peak memory is not raised. */
+static size_t cache_cap(void) {
+  const size_t slack = live_peak / 4 < CACHE_MAX_BYTES ? live_peak / 4 : CACHE_MAX_BYTES;
+  const size_t room = live_peak + slack - live_bytes;
+  return room > CACHE_MAX_BYTES ? room : CACHE_MAX_BYTES;
+}
+
+/* Evicts the oldest blocks (cache_lock held) until `bytes` more fit under
+ * cache_cap and `slots` more in the table; stores them in ev/es (freed by
+ * the caller after unlocking) and returns how many. */
+static int cache_trim(size_t bytes, int slots, void **ev, size_t *es) {
+  int ne = 0;
+  for (;;) {
+    int used = 0, old = -1;
+    for (int i = 0; i < CACHE_SLOTS; i++)
+      if (cache[i].p) {
+        used++;
+        if (old < 0 || cache[i].age < cache[old].age) old = i;
+      }
+    if (old < 0 || (cache_bytes + bytes <= cache_cap() && used + slots <= CACHE_SLOTS)) break;
+    ev[ne] = cache[old].p, es[ne++] = cache[old].size;
+    cache_bytes -= cache[old].size;
+    cache[old].p = NULL;
+  }
+  return ne;
+}
+
+static void free_evicted(int ne, void **ev, const size_t *es) {
+  for (int i = 0; i < ne; i++) {
+    CACHE_UNPOISON(ev[i], es[i]);
+    free(ev[i]);
+  }
+}
+
+/* Counts a block of `alloc` bytes as in use (cache_lock held). */
+static void live_add(size_t alloc) {
+  live_bytes += alloc;
+  if (live_bytes > live_peak) live_peak = live_bytes;
+}
+
+void lt__storage_cache_stats(size_t *cached, size_t *in_use, size_t *peak) {
+  pthread_mutex_lock(&cache_lock);
+  if (cached) *cached = cache_bytes;
+  if (in_use) *in_use = live_bytes;
+  if (peak) *peak = live_peak;
+  pthread_mutex_unlock(&cache_lock);
+}
+
 static void *block_alloc(size_t alloc, size_t *got) {
   *got = alloc;
   if (alloc < CACHE_MIN) return aligned_alloc(64, alloc);
@@ -140,6 +200,7 @@ static void *block_alloc(size_t alloc, size_t *got) {
       p = cache[best].p;
       cache_bytes -= cache[best].size;
       cache[best].p = NULL;
+      live_add(alloc);
     }
   }
   pthread_mutex_unlock(&cache_lock);
@@ -152,30 +213,28 @@ static void *block_alloc(size_t alloc, size_t *got) {
 #ifdef MADV_HUGEPAGE
   if (p && huge) (void)madvise(p, alloc, MADV_HUGEPAGE); /* advice only: failure is harmless */
 #endif
+  if (p) { /* new memory: cached blocks beyond the bound (now that more is in use) go back */
+    void *ev[CACHE_SLOTS];
+    size_t es[CACHE_SLOTS];
+    pthread_mutex_lock(&cache_lock);
+    live_add(alloc);
+    const int ne = cache_trim(0, 0, ev, es);
+    pthread_mutex_unlock(&cache_lock);
+    free_evicted(ne, ev, es);
+  }
   return p;
 }
 
 static void block_free(void *p, size_t size) {
   if (!p) return;
-  if (size >= CACHE_MIN && size <= CACHE_MAX_BYTES) {
-    void *evicted[CACHE_SLOTS];
-    size_t esize[CACHE_SLOTS];
+  if (size >= CACHE_MIN) {
+    void *ev[CACHE_SLOTS];
+    size_t es[CACHE_SLOTS];
     int ne = 0;
     pthread_mutex_lock(&cache_lock);
-    if (cache_on()) {
-      /* Evict the oldest blocks until this one fits (in bytes and in slots). */
-      for (;;) {
-        int used = 0, old = -1;
-        for (int i = 0; i < CACHE_SLOTS; i++)
-          if (cache[i].p) {
-            used++;
-            if (old < 0 || cache[i].age < cache[old].age) old = i;
-          }
-        if (old < 0 || (cache_bytes + size <= CACHE_MAX_BYTES && used < CACHE_SLOTS)) break;
-        evicted[ne] = cache[old].p, esize[ne++] = cache[old].size;
-        cache_bytes -= cache[old].size;
-        cache[old].p = NULL;
-      }
+    live_bytes -= size;
+    if (cache_on() && size <= cache_cap()) {
+      ne = cache_trim(size, 1, ev, es); /* the oldest blocks go until this one fits */
       for (int i = 0; i < CACHE_SLOTS; i++)
         if (!cache[i].p) {
           cache[i].p = p;
@@ -188,10 +247,7 @@ static void block_free(void *p, size_t size) {
         }
     }
     pthread_mutex_unlock(&cache_lock);
-    for (int i = 0; i < ne; i++) {
-      CACHE_UNPOISON(evicted[i], esize[i]);
-      free(evicted[i]);
-    }
+    free_evicted(ne, ev, es);
   }
   free(p);
 }

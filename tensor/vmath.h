@@ -15,6 +15,8 @@
  *               included), never NaN for finite x.
  *   lt__verff:  <= 3 ulp; odd, erf(+-inf) = +-1, erf(-0) = -0, NaN kept
  *               (the erf GELU and its derivative, tensor/elementwise.c).
+ * And on AVX-512, 16 lanes at once: lt__vexpf16 (<= 2 ulp, FMA, not
+ * lt__vexpf's bits) and lt__vexpf16_exact (lt__vexpf's bits).
  *
  * What this is not: an f64 library. f64 kernels keep libm (they serve
  * gradient checks and references, where accuracy matters more than speed).
@@ -175,6 +177,34 @@ LT__VEXP16_TARGET static inline __m512 lt__vexpf16(__m512 x) {
   q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
   q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
   q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+  return _mm512_scalef_ps(q, n);
+}
+
+/* lt__vexpf on 16 floats with lt__vexpf's bits (for every input but NaN,
+ * which stays NaN with perhaps another payload): its operations in its
+ * order, without FMA, where the bit tricks that gcc vectorises into about 15
+ * integer operations become three instructions of the same result: the
+ * clamp is max/min (NaN passes), n = round(x log2 e) is vrndscaleps (the
+ * magic-number rounding is round-to-nearest-even too), and q 2^(n/2)
+ * 2^(n - n/2), whose first product is exact (q 2^(n/2) is never below the
+ * normal range), is q 2^n rounded once: vscalefps. For kernels whose results
+ * must not change with the CPU (GELU-tanh forward and backward,
+ * tensor/elementwise.c); lt__vexpf16 is the faster one where bits may
+ * differ. tests/test_vmath.c compares the two bit for bit. */
+LT__VEXP16_TARGET static inline __m512 lt__vexpf16_exact(__m512 x) {
+  x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
+  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693145751953125f)));
+  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f)));
+  __m512 q = _mm512_set1_ps(1.0f / 5040.0f);
+  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 720.0f));
+  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 120.0f));
+  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 24.0f));
+  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 6.0f));
+  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(0.5f));
+  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f));
+  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f));
   return _mm512_scalef_ps(q, n);
 }
 #endif

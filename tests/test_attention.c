@@ -18,6 +18,8 @@
  * gradchecks) are the runner's: tests/opinfo_attention.inc.
  */
 #include "autograd/internal.h"
+#include "tensor/bf16dot_internal.h"
+#include "tensor/gemm_internal.h"
 #include "test_util.h"
 #include "util_layout.h"
 
@@ -291,7 +293,8 @@ START_TEST(test_fused_vs_unfused_f64) { check_fused(fused_cfgs[_i], LT_DTYPE_F64
 END_TEST
 
 /* LT_ATTENTION=unfused in the environment switches the default path; an
- * explicit impl wins over it; weights always come from the unfused path. */
+ * explicit impl wins over it; weights always come from the unfused path;
+ * under autocast with the bf16 tile kernels, fused at any size. */
 START_TEST(test_fused_switch) {
   lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 257, 8)));
   lt_tensor *qs = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 256, 8)));
@@ -302,6 +305,20 @@ START_TEST(test_fused_switch) {
   /* one tile (T <= 256, S <= 256): unfused unless LT_ATTENTION=fused */
   ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention);
+  /* ... except under autocast where the AMX tile kernel runs (fused
+   * measured faster at every T there); LT_ATTENTION_BF16=0 or dot keep the rule */
+  const lt_dtype was = lt_set_autocast(LT_DTYPE_BF16);
+  const bool tiles = lt__autocast_active() && lt__bf16dot_best() == LT__BF16DOT_AMX;
+  ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
+            (tiles ? LT__OP_scaled_dot_product_attention_fused : LT__OP_scaled_dot_product_attention));
+  static const char *narrow[] = {"0", "dot"}; /* the per-tile path, the vdpbf16ps kernel: the f32 rule */
+  for (int i = 0; i < 2; i++) {
+    setenv("LT_ATTENTION_BF16", narrow[i], 1);
+    ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
+              LT__OP_scaled_dot_product_attention);
+  }
+  unsetenv("LT_ATTENTION_BF16");
+  lt_set_autocast(was);
   setenv("LT_ATTENTION", "fused", 1);
   ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention_fused);
@@ -557,14 +574,146 @@ START_TEST(test_thread_count_independent) {
     lt_test_same_on_threads(attn_run, &ctx, names[c]);
   }
   /* Under autocast every worker runs its tile products in bf16, as the
-   * caller does (the fused path once left its other threads in f32). */
-  for (int c = 0; c < 2; c++) {
-    const int64_t B = 2, NH = 4, NKV = 2, T = 300, HS = 32;
+   * caller does (the fused path once left its other threads in f32); the
+   * fused path's bf16 tile kernels (AMX, and vdpbf16ps by LT_ATTENTION_BF16)
+   * with a task per thread and with MQA key chunks. */
+  static const int64_t ash[][5] = {{2, 4, 2, 300, 32}, {2, 4, 2, 300, 32}, {2, 4, 2, 300, 32}, {1, 2, 1, 600, 16}};
+  static const char *anames[] = {"unfused, autocast", "fused, autocast", "fused, autocast, vdpbf16ps tiles",
+                                 "fused, autocast, MQA key chunks"};
+  for (int c = 0; c < 4; c++) {
+    const int64_t B = ash[c][0], NH = ash[c][1], NKV = ash[c][2], T = ash[c][3], HS = ash[c][4];
     attn_ctx ctx = {leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS))), leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))),
                     leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))), randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS)),
                     c ? LT_ATTENTION_FUSED : LT_ATTENTION_UNFUSED, true};
-    lt_test_same_on_threads(attn_run, &ctx, c ? "fused, autocast" : "unfused, autocast");
+    if (c == 2) setenv("LT_ATTENTION_BF16", "dot", 1);
+    lt_test_same_on_threads(attn_run, &ctx, anames[c]);
+    unsetenv("LT_ATTENTION_BF16");
   }
+}
+END_TEST
+
+/* ---- bf16 tiles under autocast --------------------------------------------- */
+
+/* Output and the gradients of sum(out * r) for q, k, v (res[0..3]; the
+ * gradients kept out of the scope: free them), in autocast mode ac. ctx: dropout (its generator is set to
+ * st first, so every run draws the same mask), or NULL. */
+static void sdpa4(lt_tensor *q, lt_tensor *k, lt_tensor *v, const lt_tensor *r, const lt_attention_opts *o,
+                  const lt_nn_ctx *ctx, const lt_generator_state *st, bool ac, lt_tensor **res) {
+  if (ctx) LT_OK_OR_FAIL(lt_generator_set_state(ctx->gen, *st));
+  const lt_dtype prev = lt_set_autocast(ac ? LT_DTYPE_BF16 : LT_DTYPE_F32);
+  lt_tensor *out = LT_NN(lt_scaled_dot_product_attention(q, k, v, o, ctx, NULL));
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(out, r)), 0, NULL, false)), NULL, false));
+  lt_set_autocast(prev);
+  lt_tensor *xs[3] = {q, k, v};
+  res[0] = out;
+  for (int i = 0; i < 3; i++) {
+    res[i + 1] = lt_tensor_keep(xs[i]->grad);
+    xs[i]->grad = NULL;
+  }
+}
+
+/* |got - want| <= tol * max|want| for each of the four results. */
+static void close4(lt_tensor **got, lt_tensor **want, double tol, const char *what) {
+  static const char *names[4] = {"out", "dq", "dk", "dv"};
+  for (int i = 0; i < 4; i++) {
+    double m = 0;
+    LT_OK_OR_FAIL(lt_item(LT_NN(lt_amax(LT_NN(lt_abs(want[i])), 0, NULL, false)), &m));
+    char a[96];
+    snprintf(a, sizeof a, "%s: %s", what, names[i]);
+    lt_test_assert_close(got[i], want[i], 0, tol * (m > 0 ? m : 1), a, "reference", __FILE__, __LINE__);
+  }
+}
+
+static bool same4(lt_tensor **a, lt_tensor **b) {
+  bool same = true;
+  for (int i = 0; i < 4; i++) same = same && lt_test_same_bits(a[i], b[i]);
+  return same;
+}
+
+/* The fused path under autocast runs its tile products on bf16 operands
+ * packed once per call (tensor/bf16dot.c: AMX where the CPU has it, else
+ * vdpbf16ps; LT_ATTENTION_BF16=dot / 0 select the vdpbf16ps kernel / the
+ * per-tile lt__mat_gemm path). Each of the three against the f32 result and
+ * against the unfused path under autocast, within bf16 accuracy: 2% of the
+ * largest element (operands rounded to 8 significant bits, relative error
+ * 2^-9 each; f32 accumulation), output and the three gradients, across odd
+ * sizes (T, S not multiples of a tile or of the kernels' 32, head sizes 7
+ * and 24), every mask kind, GQA / MQA (with the backward's key chunks),
+ * T != S, T = 1 and dropout. The three bf16 paths differ in the order of
+ * their f32 sums, so their bits differ: that shows each one ran. */
+START_TEST(test_fused_bf16_tiles) {
+  const lt_dtype was = lt_set_autocast(LT_DTYPE_BF16);
+  const bool active = lt__autocast_active(); /* a bf16 matmul on this CPU */
+  lt_set_autocast(was);
+  if (!active) return; /* autocast leaves products in f32: nothing to compare */
+  const lt__bf16dot_kind best = lt__bf16dot_best();
+  typedef struct {
+    int64_t B, NH, NKV, T, S, HS, HSV;
+    bool causal;
+    int mask; /* 0 none, 1 bool attn_mask, 2 float attn_mask, 3 key_padding_mask */
+    double p;
+  } bcase;
+  static const bcase cases[] = {
+      {2, 4, 2, 300, 300, 32, 32, true, 0, 0},   /* GQA, two query and key tiles */
+      {1, 2, 1, 270, 520, 24, 24, false, 1, 0},  /* MQA at batch 1: key chunks; T != S; bool mask */
+      {2, 2, 2, 257, 257, 7, 7, false, 3, 0},    /* odd head size, padding */
+      {1, 2, 2, 600, 600, 64, 40, true, 2, 0.2}, /* float mask, dropout, HSV != HS, diagonal pieces */
+      {2, 2, 1, 1, 300, 16, 16, true, 0, 0},     /* T = 1 (decoding) */
+  };
+  lt_generator *dg = lt_generator_new(11);
+  const lt_generator_state st = lt_generator_get_state(dg);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const bcase *b = &cases[c];
+    lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(b->B, b->NH, b->T, b->HS)));
+    lt_tensor *k = leaf(randn(LT_DTYPE_F32, LT_SHAPE(b->B, b->NKV, b->S, b->HS)));
+    lt_tensor *v = leaf(randn(LT_DTYPE_F32, LT_SHAPE(b->B, b->NKV, b->S, b->HSV)));
+    lt_tensor *r = randn(LT_DTYPE_F32, LT_SHAPE(b->B, b->NH, b->T, b->HSV));
+    lt_attention_opts o = {.causal = b->causal, .dropout_p = b->p, .impl = LT_ATTENTION_FUSED};
+    if (b->mask == 1) o.attn_mask = LT_NN(lt_gt_scalar(randn(LT_DTYPE_F32, LT_SHAPE(b->T, b->S)), -1.0));
+    if (b->mask == 2) o.attn_mask = randn(LT_DTYPE_F32, LT_SHAPE(b->B, 1, b->T, b->S));
+    if (b->mask == 3) o.key_padding_mask = LT_NN(lt_gt_scalar(randn(LT_DTYPE_F32, LT_SHAPE(b->B, b->S)), 1.0));
+    lt_nn_ctx train = {true, dg};
+    const lt_nn_ctx *ctx = b->p > 0 ? &train : NULL;
+    lt_tensor *f32[4], *unf[4], *amx[4], *dot[4], *per[4];
+    sdpa4(q, k, v, r, &o, ctx, &st, false, f32);
+    lt_attention_opts ou = o;
+    ou.impl = LT_ATTENTION_UNFUSED;
+    sdpa4(q, k, v, r, &ou, ctx, &st, true, unf);
+    unsetenv("LT_ATTENTION_BF16");
+    sdpa4(q, k, v, r, &o, ctx, &st, true, amx);
+    setenv("LT_ATTENTION_BF16", "dot", 1);
+    sdpa4(q, k, v, r, &o, ctx, &st, true, dot);
+    setenv("LT_ATTENTION_BF16", "0", 1);
+    sdpa4(q, k, v, r, &o, ctx, &st, true, per);
+    unsetenv("LT_ATTENTION_BF16");
+    char what[96];
+    snprintf(what, sizeof what, "case %zu, fused bf16 tiles (kernel %d) vs f32", c, (int)best);
+    close4(amx, f32, 2e-2, what);
+    snprintf(what, sizeof what, "case %zu, fused bf16 tiles vs unfused under autocast", c);
+    close4(amx, unf, 2e-2, what);
+    snprintf(what, sizeof what, "case %zu, vdpbf16ps tiles vs f32", c);
+    close4(dot, f32, 2e-2, what);
+    snprintf(what, sizeof what, "case %zu, per-tile lt__mat_gemm vs f32", c);
+    close4(per, f32, 2e-2, what);
+    /* each selection ran its own kernel (T = 1: one product row, sums may agree) */
+    if (b->T > 1 && best >= LT__BF16DOT_DOT) ck_assert_msg(!same4(dot, per), "case %zu: dot = per-tile bits", c);
+    if (b->T > 1 && best == LT__BF16DOT_AMX) ck_assert_msg(!same4(amx, dot), "case %zu: amx = dot bits", c);
+    if (best == LT__BF16DOT_NONE) ck_assert(same4(amx, per));
+    lt_tensor **all[5] = {f32, unf, amx, dot, per};
+    for (int i = 0; i < 5; i++) LT_FREE_ALL(all[i][1], all[i][2], all[i][3]); /* the kept gradients */
+  }
+  lt_generator_free(dg);
+  /* zero sizes through the packs: HS 0 (uniform weights: the mean of v), S 0 (zeros) */
+  const lt_dtype was2 = lt_set_autocast(LT_DTYPE_BF16);
+  const lt_attention_opts of = {.impl = LT_ATTENTION_FUSED};
+  lt_tensor *qh = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1, 2, 3, 0)));
+  lt_tensor *vh = randn(LT_DTYPE_F32, LT_SHAPE(1, 1, 4, 2));
+  lt_tensor *oh = LT_NN(lt_scaled_dot_product_attention(qh, LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1, 1, 4, 0))), vh,
+                                                        &of, NULL, NULL));
+  LT_ASSERT_CLOSE(oh, LT_NN(lt_expand(LT_NN(lt_mean(vh, LT_DIMS(2), true)), LT_SHAPE(1, 2, 3, 2))), 1e-2, 1e-2);
+  lt_tensor *q0 = randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 3, 4)), *k0 = LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(1, 1, 0, 4)));
+  ck_assert(all_zero(LT_NN(lt_scaled_dot_product_attention(q0, k0, k0, &of, NULL, NULL))));
+  lt_set_autocast(was2);
 }
 END_TEST
 
@@ -983,6 +1132,7 @@ int main(void) {
   tcase_add_test(tc, test_causal_equals_tril);
   tcase_add_loop_test(tc, test_paths_agree, 0, 2); /* 0 unfused, 1 fused */
   tcase_add_test(tc, test_thread_count_independent); /* the runner's sample aside: GQA, tiles, MQA key chunks */
+  tcase_add_test(tc, test_fused_bf16_tiles);
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_zero_size);
   tcase_add_test(tc, test_errors);

@@ -186,30 +186,64 @@ START_TEST(test_linear_saves_bf16_input) {
 }
 END_TEST
 
+/* The promise of lt__autocast_bf16_colsum's sums, written the plain way:
+ * column j's rows added in order in f64, rounded once to f32. */
+static lt_tensor *colsum_naive(lt__mat G) {
+  lt_tensor *s = LT_NN(lt_empty(LT_DTYPE_F32, 1, (const int64_t[]){G.cols}));
+  for (int64_t j = 0; j < G.cols; j++) {
+    double acc = 0.0;
+    for (int64_t i = 0; i < G.rows; i++) acc += (double)((const float *)G.data)[i * G.rs + j * G.cs];
+    ((float *)s->data)[j] = (float)acc;
+  }
+  return s;
+}
+
 /* lt__autocast_bf16_colsum against its references: the copy has the bits of
- * lt_to_dtype(g, bf16), the column sums are lt_sum over the rows (within f32
- * rounding: both sum in f64, in different orders), and neither depends on
- * the thread count. Contiguous g and a transposed view (column stride != 1). */
+ * lt_to_dtype(g, bf16), the column sums those of the row-order f64 loop
+ * above (and lt_sum's within f32 rounding: it sums in another order), and
+ * neither depends on the thread count. Contiguous g, a transposed view
+ * (column stride != 1), a row stride wider than the row (a column slice),
+ * column counts that split unevenly over threads (1000 = 62.5 blocks of 16,
+ * 4100 with rows of more than 4 KiB), odd and tiny row counts, the copy
+ * without sums (no bias), and values whose f64 sums change with the order of
+ * the additions (so a kernel that pairs rows differently fails). */
 START_TEST(test_bf16_colsum) {
   lt_scope *sc = lt_scope_begin();
   lt_generator *g = LT_NNP(lt_generator_new(23));
-  lt_tensor *base = rnd(g, LT_SHAPE(300, 200));
   const int nt = lt_get_num_threads();
-  for (int tr = 0; tr < 2; tr++) {
-    lt_tensor *gt = tr ? LT_NN(lt_transpose(base, 0, 1)) : base; /* [300, 200] or [200, 300] */
-    const int64_t N = gt->shape[0], M = gt->shape[1];
-    const lt__mat G = LT__MAT(gt->data, N, M, gt->stride[0], gt->stride[1]);
-    lt_tensor *sums[2], *copies[2];
-    for (int t = 0; t < 2; t++) {
-      LT_OK_OR_FAIL(lt_set_num_threads(t + 1));
-      sums[t] = LT_NN(lt_empty(LT_DTYPE_F32, 1, (const int64_t[]){M}));
-      copies[t] = LT_NN(lt__autocast_bf16_colsum(G, sums[t]->data));
+  const int64_t shapes[][2] = {{300, 200}, {67, 1000}, {9, 4100}, {1, 40000}, {2049, 24}, {1028, 64}};
+  for (size_t s = 0; s < sizeof shapes / sizeof shapes[0]; s++) {
+    lt_tensor *base = rnd(g, LT_SHAPE(shapes[s][0], shapes[s][1]));
+    if (s == 5) { /* rows cycling -2^60, 0, 2^60, 1 (shifted by column): f64 sums that depend on the order */
+      const float cyc[4] = {-0x1p60f, 0.0f, 0x1p60f, 1.0f};
+      for (int64_t i = 0; i < shapes[s][0]; i++)
+        for (int64_t j = 0; j < shapes[s][1]; j++) ((float *)base->data)[i * shapes[s][1] + j] = cyc[(i + j) % 4];
     }
-    LT_OK_OR_FAIL(lt_set_num_threads(nt));
-    LT_ASSERT_SAME_BITS(copies[0], copies[1]);
-    LT_ASSERT_SAME_BITS(sums[0], sums[1]);
-    LT_ASSERT_SAME_BITS(copies[0], LT_NN(lt_to_dtype(gt, LT_DTYPE_BF16)));
-    LT_ASSERT_CLOSE(sums[0], LT_NN(lt_sum(gt, LT_DIMS(0), false)), 1e-6, 1e-6);
+    for (int v = 0; v < 3; v++) {
+      lt_tensor *gt = base; /* v 1: transposed; v 2: columns 3.. of each row (row stride > row length) */
+      if (v == 1) gt = LT_NN(lt_transpose(base, 0, 1));
+      if (v == 2 && shapes[s][1] > 3) gt = LT_NN(lt_narrow(base, 1, 3, shapes[s][1] - 3));
+      if (v == 2 && gt == base) continue;
+      const int64_t N = gt->shape[0], M = gt->shape[1];
+      const lt__mat G = LT__MAT(gt->data, N, M, gt->stride[0], gt->stride[1]);
+      lt_tensor *sums[2], *copies[2], *bare[2];
+      for (int t = 0; t < 2; t++) {
+        LT_OK_OR_FAIL(lt_set_num_threads(t + 1));
+        sums[t] = LT_NN(lt_empty(LT_DTYPE_F32, 1, (const int64_t[]){M}));
+        copies[t] = LT_NN(lt__autocast_bf16_colsum(G, sums[t]->data));
+        bare[t] = LT_NN(lt__autocast_bf16_colsum(G, NULL));
+      }
+      LT_OK_OR_FAIL(lt_set_num_threads(nt));
+      lt_tensor *want = LT_NN(lt_to_dtype(gt, LT_DTYPE_BF16));
+      LT_ASSERT_SAME_BITS(copies[0], want);
+      LT_ASSERT_SAME_BITS(copies[1], want);
+      LT_ASSERT_SAME_BITS(bare[0], want);
+      LT_ASSERT_SAME_BITS(bare[1], want);
+      lt_tensor *naive = colsum_naive(G);
+      LT_ASSERT_SAME_BITS(sums[0], naive);
+      LT_ASSERT_SAME_BITS(sums[1], naive);
+      if (s != 5) LT_ASSERT_CLOSE(sums[0], LT_NN(lt_sum(gt, LT_DIMS(0), false)), 1e-6, 1e-6);
+    }
   }
   lt_scope_end(sc);
   lt_generator_free(g);

@@ -682,6 +682,58 @@ END_TEST
 /* Errors                                                                   */
 /* ======================================================================== */
 
+/* GELU-tanh's 16-lane kernels (AVX-512, tensor/elementwise.c) give the bits
+ * of the portable ones: a contiguous x takes the 16-lane path, a strided
+ * view of the same values the portable loop. Forward and backward (the
+ * fused g * gelu'(x)) over every 4093rd float bit pattern (all exponents,
+ * both signs, subnormals, infinities; NaN must stay NaN), a count that is
+ * no multiple of 16 (the masked tail), on 1 and 2 threads. */
+static void expect_same_bits_or_nan(const lt_tensor *got, const lt_tensor *want, const char *what) {
+  const float *a = got->data, *b = want->data;
+  int64_t bad = 0, first = -1;
+  for (int64_t i = 0; i < got->numel; i++) {
+    uint32_t ua, ub;
+    memcpy(&ua, &a[i], 4), memcpy(&ub, &b[i], 4);
+    if (ua != ub && !(isnan(a[i]) && isnan(b[i]))) bad++, first = first < 0 ? i : first;
+  }
+  ck_assert_msg(bad == 0, "%s: %lld of %lld differ, first at %lld: %a against %a", what, (long long)bad,
+                (long long)got->numel, (long long)first, first >= 0 ? a[first] : 0.0f, first >= 0 ? b[first] : 0.0f);
+}
+
+START_TEST(test_gelu_tanh_fast_bits) {
+  lt_scope *sc = lt_scope_begin();
+  const int64_t n = (int64_t)(0xFFFFFFFFu / 4093u) + 1; /* 1,049,345 */
+  lt_tensor *x = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n));
+  lt_tensor *x2 = LT_NN(lt_zeros(LT_DTYPE_F32, 2, (const int64_t[]){n, 2}));
+  lt_tensor *g = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n));
+  for (int64_t i = 0; i < n; i++) {
+    const uint32_t u = (uint32_t)(i * 4093u), ug = (uint32_t)(0x3F800000u + (uint32_t)(i * 2654435761u) % 0x00800000u);
+    float v, gv;
+    memcpy(&v, &u, 4), memcpy(&gv, &ug, 4); /* g in [1, 2) */
+    ((float *)x->data)[i] = v;
+    ((float *)x2->data)[2 * i] = v;
+    ((float *)g->data)[i] = (i & 1) ? -gv : gv;
+  }
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  LT_OK_OR_FAIL(lt_requires_grad_(x2, true));
+  const int nt = lt_get_num_threads();
+  for (int t = 1; t <= 2; t++) {
+    LT_OK_OR_FAIL(lt_set_num_threads(t));
+    lt_zero_grad(x), lt_zero_grad(x2);
+    lt_tensor *y = LT_NN(lt_gelu_tanh(x));                  /* contiguous: the 16-lane kernel */
+    lt_tensor *v = LT_NN(lt_select(x2, 1, 0));              /* stride 2: the portable loop */
+    lt_tensor *yp = LT_NN(lt_gelu_tanh(v));
+    expect_same_bits_or_nan(y, yp, "gelu_tanh forward");
+    LT_OK_OR_FAIL(lt_backward(y, g, false));
+    LT_OK_OR_FAIL(lt_backward(yp, g, false));
+    lt_tensor *gp = LT_NN(lt_contiguous(LT_NN(lt_select(x2->grad, 1, 0))));
+    expect_same_bits_or_nan(x->grad, gp, "gelu_tanh backward");
+  }
+  LT_OK_OR_FAIL(lt_set_num_threads(nt));
+  lt_scope_end(sc);
+}
+END_TEST
+
 START_TEST(test_errors) {
   BEGIN;
   lt_tensor *a = T(F32, LT_SHAPE(2, 3), 1, 2, 3, 4, 5, 6);
@@ -862,6 +914,7 @@ int main(void) {
       {"clamp", test_clamp},
       {"where_masked_fill", test_where_masked_fill},
       {"errors", test_errors},
+      {"gelu_tanh_fast_bits", test_gelu_tanh_fast_bits},
       {"autograd_records", test_autograd_records},
       {"autograd_max_ties", test_autograd_max_ties},
       {"autograd_special_points", test_autograd_special_points},

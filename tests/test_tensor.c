@@ -424,6 +424,43 @@ START_TEST(test_storage_cache) {
 }
 END_TEST
 
+/* The cache's bound follows the peak of the blocks in use: a step that
+ * frees 640 MiB of activations (40 blocks of 16 MiB, above the fixed 512
+ * MiB) and allocates them again finds every block cached (a fixed bound
+ * evicted 8, which the next step got fresh from the system). And the bound
+ * holds: while blocks of another class are allocated, in use + cached stays
+ * within max(peak + min(peak / 4, 512 MiB), in use + 512 MiB). */
+START_TEST(test_storage_cache_follows_peak) {
+  const char *off = getenv("LT_STORAGE_CACHE");
+  if (off && !strcmp(off, "0")) return;
+  enum { K = 40 };
+  const size_t mib = (size_t)1 << 20;
+  lt_tensor *t[K];
+  size_t cached0, cached, used, peak;
+  lt__storage_cache_stats(&cached0, NULL, NULL);
+  for (int round = 0; round < 2; round++) {
+    const int64_t n = (int64_t)(16 * mib / 4); /* pages are never touched: no memory is used */
+    for (int i = 0; i < K; i++) t[i] = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n));
+    if (round == 1) { /* every block came from the cache */
+      lt__storage_cache_stats(&cached, NULL, NULL);
+      ck_assert_uint_eq(cached, cached0);
+    }
+    for (int i = 0; i < K; i++) lt_tensor_free(t[i]);
+    lt__storage_cache_stats(&cached, NULL, NULL);
+    ck_assert_uint_ge(cached, cached0 + (size_t)K * 16 * mib);
+  }
+  for (int i = 0; i < K; i++) { /* 12 MiB: another class */
+    const int64_t n = (int64_t)(12 * mib / 4);
+    t[i] = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n));
+    lt__storage_cache_stats(&cached, &used, &peak);
+    const size_t slack = peak / 4 < 512 * mib ? peak / 4 : 512 * mib;
+    const size_t bound = peak + slack > used + 512 * mib ? peak + slack : used + 512 * mib;
+    ck_assert_msg(used + cached <= bound, "in use %zu + cached %zu > %zu", used, cached, bound);
+  }
+  for (int i = 0; i < K; i++) lt_tensor_free(t[i]);
+}
+END_TEST
+
 #if defined(__SANITIZE_ADDRESS__)
 START_TEST(test_storage_cache_asan) {
   const int64_t n = (int64_t)(1 << 20) / 4;
@@ -454,6 +491,7 @@ int main(void) {
   tcase_add_test(tc, test_runtime);
   tcase_add_test(tc, test_iter_parallel_copy);
   tcase_add_test(tc, test_storage_cache);
+  tcase_add_test(tc, test_storage_cache_follows_peak);
 #if defined(__SANITIZE_ADDRESS__)
   /* ASan's report ends the (forked) test with exit 1, or with SIGABRT under
    * ASAN_OPTIONS=abort_on_error=1 (as ./do.sh test runs it). */

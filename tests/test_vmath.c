@@ -251,6 +251,42 @@ LT__VEXP16_TARGET static float vexp16_lane(float x) {
   return o[0] == o[15] || (o[0] != o[0] && o[15] != o[15]) ? o[0] : -12345.0f;
 }
 
+/* lt__vexpf16_exact has lt__vexpf's bits: every 251st float bit pattern
+ * (17 million, all exponents, both signs, subnormals, infinities; NaN inputs
+ * must give NaN), 16 lanes of neighbours at a time, and the specials. */
+LT__VEXP16_TARGET static void vexp16x_block(const float *x, float *o) {
+  _mm512_storeu_ps(o, lt__vexpf16_exact(_mm512_loadu_ps(x)));
+}
+LT__VEXP16_TARGET static float vexp16x_lane(float x) {
+  float in[16], o[16];
+  for (int i = 0; i < 16; i++) in[i] = x;
+  vexp16x_block(in, o);
+  return o[0];
+}
+START_TEST(test_exp16_exact) {
+  if (!lt__cpu_avx512()) {
+    printf("exp16_exact: no AVX-512 on this CPU, skipped\n");
+    return;
+  }
+  float x[16], o[16];
+  int64_t checked = 0;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 16 * 251) {
+    for (int i = 0; i < 16; i++) x[i] = lt__u2f((uint32_t)(u + (uint64_t)i * 251 > 0xFFFFFFFFu ? u : u + (uint64_t)i * 251));
+    vexp16x_block(x, o);
+    for (int i = 0; i < 16; i++) {
+      const float want = lt__vexpf(x[i]);
+      if (lt__f2u(o[i]) != lt__f2u(want) && !(isnan(x[i]) && isnan(o[i])))
+        ck_abort_msg("vexpf16_exact(%a) = %a, lt__vexpf gives %a", x[i], o[i], want);
+    }
+    checked += 16;
+  }
+  ck_assert_int_gt(checked, 17000000);
+  exp_specials(vexp16x_lane, "vexpf16_exact");
+  const float edges[] = {-104.0f, -103.97f, -103.98f, -87.4f, -87.34f, -0x1p-30f, 0x1p-30f, 88.72f, 88.73f, 89.0f};
+  for (size_t i = 0; i < sizeof edges / sizeof *edges; i++) same_bits(vexp16x_lane(edges[i]), lt__vexpf(edges[i]), "vexpf16_exact", edges[i]);
+}
+END_TEST
+
 /* The 16-lane exp of the fused attention's rows: <= 2 ulp over the float
  * range like lt__vexpf, the same specials, and lt__row_exp_f32x16's row sum
  * equal to the portable row sum of its own exps, whatever the length. */
@@ -292,6 +328,7 @@ static Suite *suite(void) {
   tcase_add_test(tc, test_vector_equals_scalar);
 #ifdef LT__HAVE_VEXP16
   tcase_add_test(tc, test_exp16);
+  tcase_add_test(tc, test_exp16_exact);
 #endif
   suite_add_tcase(s, tc);
   return s;
