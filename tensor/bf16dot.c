@@ -71,6 +71,14 @@ lt__bf16dot_kind lt__bf16dot_best(void) {
   return bd_best;
 }
 
+const char *lt__bf16dot_path(void) {
+  switch (lt__bf16dot_best()) {
+  case LT__BF16DOT_AMX: return "AMX tiles (tdpbf16ps)";
+  case LT__BF16DOT_DOT: return "AVX512_BF16 (vdpbf16ps)";
+  default: return "none on this CPU (tile products through the bf16 products)";
+  }
+}
+
 #define BD_MR 8
 
 static inline int32_t bd_ld32(const uint16_t *p) {

@@ -58,6 +58,8 @@ typedef enum lt__bf16dot_kind {
 /* The fastest kernel this CPU runs (checked once per process). Any kind up
  * to it may be passed to lt__bf16dot_gemm. */
 lt__bf16dot_kind lt__bf16dot_best(void);
+/* lt__bf16dot_best() in words, for lt_runtime_get_info (a static string). */
+const char *lt__bf16dot_path(void);
 
 /* C[m, n] (f32, row m at C + m*ldc, columns contiguous) = alpha *
  * sum_k A[m, k] B[k, n] (+ C[m, n] when accumulate), for m < M, n < N,

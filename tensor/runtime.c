@@ -7,6 +7,7 @@
 #include "tensor/error_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/blas_internal.h"
+#include "tensor/bf16dot_internal.h"
 #include "tensor/dnnl_internal.h"
 
 #include <omp.h>
@@ -164,5 +165,6 @@ lt_status lt_runtime_get_info(lt_runtime_info *info) {
   info->bf16_gemm = lt__dnnl_bf16_path();
   info->bf16_native = lt__dnnl_bf16_native();
   info->bf16_conv = lt__dnnl_conv_bf16_path();
+  info->bf16_attention = lt__bf16dot_path();
   return LT_OK;
 }

@@ -294,7 +294,7 @@ END_TEST
 
 /* LT_ATTENTION=unfused in the environment switches the default path; an
  * explicit impl wins over it; weights always come from the unfused path;
- * under autocast with the bf16 tile kernels, fused at any size. */
+ * the same rule under autocast. */
 START_TEST(test_fused_switch) {
   lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 257, 8)));
   lt_tensor *qs = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 256, 8)));
@@ -305,17 +305,16 @@ START_TEST(test_fused_switch) {
   /* one tile (T <= 256, S <= 256): unfused unless LT_ATTENTION=fused */
   ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention);
-  /* ... except under autocast where the AMX tile kernel runs (fused
-   * measured faster at every T there); LT_ATTENTION_BF16=0 or dot keep the rule */
+  /* the same under autocast, whichever tile kernel would run */
   const lt_dtype was = lt_set_autocast(LT_DTYPE_BF16);
-  const bool tiles = lt__autocast_active() && lt__bf16dot_best() == LT__BF16DOT_AMX;
-  ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
-            (tiles ? LT__OP_scaled_dot_product_attention_fused : LT__OP_scaled_dot_product_attention));
-  static const char *narrow[] = {"0", "dot"}; /* the per-tile path, the vdpbf16ps kernel: the f32 rule */
-  for (int i = 0; i < 2; i++) {
-    setenv("LT_ATTENTION_BF16", narrow[i], 1);
+  static const char *tilek[] = {"0", "dot", NULL}; /* the per-tile path, vdpbf16ps, the best kernel */
+  for (int i = 0; i < 3; i++) {
+    if (tilek[i]) setenv("LT_ATTENTION_BF16", tilek[i], 1);
+    else unsetenv("LT_ATTENTION_BF16");
     ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
               LT__OP_scaled_dot_product_attention);
+    ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
+              LT__OP_scaled_dot_product_attention_fused);
   }
   unsetenv("LT_ATTENTION_BF16");
   lt_set_autocast(was);

@@ -83,6 +83,8 @@ START_TEST(test_runtime_info_and_mode) {
   ck_assert(info.bf16_native == (strncmp(info.bf16_gemm, "native", 6) == 0));
   fprintf(stderr, "bf16 products: %s\nconvolutions under autocast: %s\n", info.bf16_gemm, info.bf16_conv);
   ck_assert(info.bf16_conv && *info.bf16_conv);
+  ck_assert(info.bf16_attention && *info.bf16_attention);
+  fprintf(stderr, "attention tiles under autocast: %s\n", info.bf16_attention);
   /* no bf16 matmul (AVX2): no bf16 convolution either, and the name says f32 */
   ck_assert(autocast_rounds() == (strncmp(info.bf16_conv, "f32 (", 5) != 0));
   ck_assert(!info.bf16_native || !strncmp(info.bf16_conv, "native", 6));
