@@ -764,7 +764,7 @@ static void colsum_cols(lt__mat g, uint16_t *dst, double *acc, int64_t j0, int64
       uint16_t *d = dst0 + i * M;
       for (int64_t j = 0; j < m; j++) {
         d[j] = lt__bf16_from_f32(src[j * g.cs]);
-        acc[j] += (double)src[j * g.cs];
+        if (sums) acc[j] += (double)src[j * g.cs];
       }
     }
     return;
@@ -790,8 +790,8 @@ lt_tensor *lt__autocast_bf16_colsum(lt__mat g, float *colsum) {
   /* The f64 sums of all columns: each thread owns a range of columns and
    * adds every row in order, so each column's sum is the same sequence of
    * additions on any thread count. */
-  double *acc = calloc((size_t)M, sizeof *acc);
-  if (!acc) {
+  double *acc = colsum ? calloc((size_t)M, sizeof *acc) : NULL;
+  if (colsum && !acc) {
     lt_tensor_free(out);
     lt__err(LT_ERR_NOMEM, "linear backward: cannot allocate the bias gradient's sums of %lld columns", (long long)M);
     return NULL;
@@ -800,11 +800,11 @@ lt_tensor *lt__autocast_bf16_colsum(lt__mat g, float *colsum) {
   const int64_t units = (M + CS_ALIGN - 1) / CS_ALIGN;
   const int nt = lt__threads_for(N * M, units);
 #pragma omp parallel num_threads(nt) if (nt > 1)
-  {
-    const int t = nt > 1 ? omp_get_thread_num() : 0;
-    const int64_t u0 = units * t / nt, u1 = units * (t + 1) / nt;
+  { /* split by the team OpenMP gave, which may be smaller than nt */
+    const int team = omp_get_num_threads(), t = omp_get_thread_num();
+    const int64_t u0 = units * t / team, u1 = units * (t + 1) / team;
     const int64_t j0 = u0 * CS_ALIGN, j1 = u1 * CS_ALIGN < M ? u1 * CS_ALIGN : M;
-    if (j1 > j0) colsum_cols(g, dst, acc + j0, j0, j1 - j0, colsum != NULL);
+    if (j1 > j0) colsum_cols(g, dst, acc ? acc + j0 : NULL, j0, j1 - j0, colsum != NULL);
   }
   if (colsum)
     for (int64_t j = 0; j < M; j++) colsum[j] = (float)acc[j];

@@ -162,23 +162,31 @@ static inline bool lt__cpu_avx512(void) {
   return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
          __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
 }
-LT__VEXP16_TARGET static inline __m512 lt__vexpf16(__m512 x) {
+/* The one body of lt__vexpf16 (fused: each multiply-add one FMA) and
+ * lt__vexpf16_exact (not fused: a multiply then an add, lt__vexpf's two
+ * roundings); fused is a constant at both call sites. */
+LT__VEXP16_TARGET static inline __m512 lt__vexpf16_body(__m512 x, const bool fused) {
+#define LT__VX_MADD(a, b, c) (fused ? _mm512_fmadd_ps(a, b, c) : _mm512_add_ps(_mm512_mul_ps(a, b), c))
+#define LT__VX_NMADD(a, b, c) (fused ? _mm512_fnmadd_ps(a, b, c) : _mm512_sub_ps(c, _mm512_mul_ps(a, b)))
   /* max/min return their second operand when either is NaN: x, so NaN stays */
   x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
   const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
                                         _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_fnmadd_ps(n, _mm512_set1_ps(0.693145751953125f), x);
-  r = _mm512_fnmadd_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
+  __m512 r = LT__VX_NMADD(n, _mm512_set1_ps(0.693145751953125f), x);
+  r = LT__VX_NMADD(n, _mm512_set1_ps(1.42860682030941723212e-6f), r);
   __m512 q = _mm512_set1_ps(1.0f / 5040.0f);
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 720.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 120.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 24.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f / 6.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(0.5f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
-  q = _mm512_fmadd_ps(q, r, _mm512_set1_ps(1.0f));
+  q = LT__VX_MADD(q, r, _mm512_set1_ps(1.0f / 720.0f));
+  q = LT__VX_MADD(q, r, _mm512_set1_ps(1.0f / 120.0f));
+  q = LT__VX_MADD(q, r, _mm512_set1_ps(1.0f / 24.0f));
+  q = LT__VX_MADD(q, r, _mm512_set1_ps(1.0f / 6.0f));
+  q = LT__VX_MADD(q, r, _mm512_set1_ps(0.5f));
+  q = LT__VX_MADD(q, r, _mm512_set1_ps(1.0f));
+  q = LT__VX_MADD(q, r, _mm512_set1_ps(1.0f));
+#undef LT__VX_MADD
+#undef LT__VX_NMADD
   return _mm512_scalef_ps(q, n);
 }
+LT__VEXP16_TARGET static inline __m512 lt__vexpf16(__m512 x) { return lt__vexpf16_body(x, true); }
 
 /* lt__vexpf on 16 floats with lt__vexpf's bits (for every input but NaN,
  * which stays NaN with perhaps another payload): its operations in its
@@ -191,22 +199,7 @@ LT__VEXP16_TARGET static inline __m512 lt__vexpf16(__m512 x) {
  * must not change with the CPU (GELU-tanh forward and backward,
  * tensor/elementwise.c); lt__vexpf16 is the faster one where bits may
  * differ. tests/test_vmath.c compares the two bit for bit. */
-LT__VEXP16_TARGET static inline __m512 lt__vexpf16_exact(__m512 x) {
-  x = _mm512_min_ps(_mm512_set1_ps(89.0f), _mm512_max_ps(_mm512_set1_ps(-104.0f), x));
-  const __m512 n = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
-                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  __m512 r = _mm512_sub_ps(x, _mm512_mul_ps(n, _mm512_set1_ps(0.693145751953125f)));
-  r = _mm512_sub_ps(r, _mm512_mul_ps(n, _mm512_set1_ps(1.42860682030941723212e-6f)));
-  __m512 q = _mm512_set1_ps(1.0f / 5040.0f);
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 720.0f));
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 120.0f));
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 24.0f));
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f / 6.0f));
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(0.5f));
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f));
-  q = _mm512_add_ps(_mm512_mul_ps(q, r), _mm512_set1_ps(1.0f));
-  return _mm512_scalef_ps(q, n);
-}
+LT__VEXP16_TARGET static inline __m512 lt__vexpf16_exact(__m512 x) { return lt__vexpf16_body(x, false); }
 #endif
 
 #endif /* LT_VMATH_H */
