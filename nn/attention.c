@@ -58,11 +58,14 @@
  * Dropout never stores a mask: the forward reserves the generator's counters
  * for a [B,NH,T,S] bernoulli draw (lt__bernoulli_defer) and both passes
  * regenerate any tile's bits from them (lt__bernoulli_tile): the same bits
- * the unfused path draws from the same generator state. Tile products are
- * lt__mat_gemm on one thread (the GEMM entry lt_matmul uses); the forward is
+ * the unfused path draws from the same generator state. Tile products run
+ * on one thread each: in f32 on the panel kernel with K^T and V^T packed
+ * once per call (lt__mat_gemm_packed, else lt__mat_gemm, the GEMM entry
+ * lt_matmul uses); under autocast on the bf16 tile kernels of
+ * tensor/bf16dot.c (fl16_*) where the CPU has one. The forward is
  * threaded over (b, h, query tile), largest causal tiles first, the backward
- * over (b, kv head) and, when that gives fewer than 8 tasks (MQA at batch 1),
- * chunks of key tiles with partial dq sums added in a fixed order
+ * over (b, kv head) and, when that gives fewer than FL_MIN_TASKS tasks (MQA
+ * at batch 1), chunks of key tiles with partial dq sums added in a fixed order
  * (fl_chunks), so results never depend on the thread count. Per call,
  * scratch of a few tiles per thread is allocated once; nothing is allocated
  * inside the tile loops.
@@ -634,8 +637,18 @@ static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward
   x->tp = LT__BF16DOT_CEIL(pl->T), x->sp = LT__BF16DOT_CEIL(pl->S);
   x->hp = LT__BF16DOT_CEIL(pl->HS), x->hvp = LT__BF16DOT_CEIL(pl->HSV);
   x->lds = 2 * x->sp + 32, x->ldt = x->tp + 32;
-  const size_t e = sizeof(uint16_t), nq = (size_t)(B * NH * x->ldt * x->hp), nk = (size_t)(B * NKV * x->lds * x->hp),
-               nv = (size_t)(B * NKV * x->lds * x->hvp), ng = (size_t)(B * NH * x->ldt * x->hvp);
+  /* the padded sizes, checked (at T = 1 or HS = 1 they are far above q's numel) */
+  int64_t n4[4];
+  const int64_t dims[4][4] = {{B, NH, x->ldt, x->hp}, {B, NKV, x->lds, x->hp}, {B, NKV, x->lds, x->hvp},
+                              {B, NH, x->ldt, x->hvp}};
+  for (int i = 0; i < 4; i++)
+    if ((*st = lt__shape_numel(OP, 4, dims[i], &n4[i])) != LT_OK ||
+        (n4[i] > (int64_t)(SIZE_MAX / 4) &&
+         (*st = lt__err(LT_ERR_OVERFLOW, OP ": the bf16 operands need more than SIZE_MAX bytes")) != LT_OK)) {
+      fl16_free(x);
+      return NULL;
+    }
+  const size_t e = sizeof(uint16_t), nq = (size_t)n4[0], nk = (size_t)n4[1], nv = (size_t)n4[2], ng = (size_t)n4[3];
   /* + 1: never malloc(0) (HS or HSV 0) */
   bool ok = (x->q = malloc(nq * e + 1)) && (x->kt = malloc(nk * e + 1));
   if (backward)
@@ -645,7 +658,7 @@ static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward
   if (!ok) {
     fl16_free(x);
     *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%zu bytes)",
-                  (2 * nq + 2 * nk + nv + 2 * ng) * e);
+                  (backward ? 2 * nq + 2 * nk + nv + 2 * ng : nq + nk + nv) * e);
     return NULL;
   }
   const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, tp = x->tp, sp = x->sp, hp = x->hp, hvp = x->hvp;

@@ -4,9 +4,9 @@
  *
  * The library is built without -march: the functions that use AVX-512 are
  * compiled for it with target attributes and reached only after
- * lt__bf16dot_available() said yes (the callers check it once per call).
+ * lt__bf16dot_best() named a kernel (the callers check it once per call).
  * Elsewhere (other compilers or architectures) the kernel is absent and
- * lt__bf16dot_available() is false.
+ * lt__bf16dot_best() is LT__BF16DOT_NONE.
  *
  * The AMX kernel keeps a 32 x 32 block of C in four tiles (tmm0-3); per 32
  * elements of K it loads two 16-row tiles of A and two 16-column tiles of
@@ -69,14 +69,6 @@ static void bd_init(void) {
 lt__bf16dot_kind lt__bf16dot_best(void) {
   pthread_once(&bd_once, bd_init);
   return bd_best;
-}
-
-const char *lt__bf16dot_path(void) {
-  switch (lt__bf16dot_best()) {
-  case LT__BF16DOT_AMX: return "AMX tiles (tdpbf16ps)";
-  case LT__BF16DOT_DOT: return "AVX512_BF16 (vdpbf16ps)";
-  default: return "none on this CPU (tile products through the bf16 products)";
-  }
 }
 
 #define BD_MR 8
@@ -370,3 +362,11 @@ void lt__bf16dot_transpose_f32(float *dst, int64_t ldd, const float *src, int64_
 }
 
 #endif
+
+const char *lt__bf16dot_path(void) {
+  switch (lt__bf16dot_best()) {
+  case LT__BF16DOT_AMX: return "AMX tiles (tdpbf16ps)";
+  case LT__BF16DOT_DOT: return "AVX512_BF16 (vdpbf16ps)";
+  default: return "none on this CPU (tile products through the bf16 products)";
+  }
+}

@@ -234,10 +234,12 @@ typedef struct lt_runtime_info {
    * "fallback (oneDNN emulates ...)", or "f32 (...)" where oneDNN has no
    * bf16 convolution for this CPU (convolutions then stay f32). */
   const char *bf16_conv;
-  /* The fused attention's tile products under autocast (tensor/bf16dot.c):
-   * "AMX tiles (tdpbf16ps)", "AVX512_BF16 (vdpbf16ps)", or "none on this
-   * CPU (...)" where each tile goes through the bf16 products above
-   * (docs/attention.md, "bf16 tiles under autocast"). */
+  /* The kernel of the fused attention's tile products under autocast
+   * (tensor/bf16dot.c), where the fused path runs (by default only when T or
+   * S exceeds one 256 x 256 tile): "AMX tiles (tdpbf16ps)", "AVX512_BF16
+   * (vdpbf16ps)", or "none on this CPU (...)" where each tile goes through
+   * the bf16 products above (docs/attention.md, "bf16 tiles under
+   * autocast"). */
   const char *bf16_attention;
 } lt_runtime_info;
 /* Fills *info (strings are static). Initialises the runtime if needed. */

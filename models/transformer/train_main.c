@@ -679,7 +679,7 @@ int main(int argc, char **argv) {
    * under --precision bf16 the bf16 path does (native or a fallback: docs/mixed-precision.md). */
   const bool bf16 = r->o.precision == LT_CLI_PRECISION_BF16;
   printf("runtime: libtensor %s, BLIS kernels %s (%s)%s%s%s%s\n", info.version, info.blas_arch, info.blas_arch_why,
-         bf16 ? "; bf16 products: " : "", bf16 ? info.bf16_gemm : "", bf16 ? "; attention tiles: " : "",
+         bf16 ? "; bf16 products: " : "", bf16 ? info.bf16_gemm : "", bf16 ? "; fused attention tiles (T or S > 256): " : "",
          bf16 ? info.bf16_attention : "");
   printf("run directory: %s\n", r->dir);
   if (r->o.resume) printf("resumed from %s at step %lld\n", resume_path, (long long)lt_trainer_step(r->trainer));
