@@ -136,8 +136,10 @@ static bool cache_on(void) {
  * fixed 512 MiB, GPT-medium's backward evicted blocks its next forward then
  * got fresh from the system, zeroed by the kernel (about 200 MB and 4% of a
  * bf16 step's CPU time). Blocks in use plus cached blocks stay below
- * max(peak in use, in use + CACHE_MAX_BYTES), the bound of the fixed size:
- * the peak memory is not raised. */
+ * max(peak + min(peak / 4, CACHE_MAX_BYTES), in use + CACHE_MAX_BYTES), the
+ * peak being the largest in use since the process started (it never
+ * decays): after one large phase (a big evaluation batch) up to that much
+ * stays cached, never more than CACHE_SLOTS blocks. */
 static size_t cache_cap(void) {
   const size_t slack = live_peak / 4 < CACHE_MAX_BYTES ? live_peak / 4 : CACHE_MAX_BYTES;
   const size_t room = live_peak + slack - live_bytes;
