@@ -78,6 +78,7 @@
 #include "nn/nn.h"
 
 #include "autograd/internal.h"
+#include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
@@ -126,11 +127,7 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
  * same bits); f64 keeps libm's exp and one build. The unfused forward's
  * softmax rows ran 4 lanes wide (SSE2) before: 3.5% of a GPT-small bf16
  * step. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define FL_CLONES_F32 __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define FL_CLONES_F32
-#endif
+#define FL_CLONES_F32 LT__CLONES
 
 /* Every loop over a row runs in blocks of 8 lanes plus a tail (EACH8): gcc
  * -O2 (the Release flags) vectorises such fixed-width blocks but not plain

@@ -30,6 +30,7 @@
 #include "nn/nn.h"
 
 #include "autograd/internal.h"
+#include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
@@ -211,12 +212,7 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
  * AVX2+FMA and baseline SSE2, picked at load time like tensor/elementwise.c
  * (-std=c11 keeps -ffp-contract=off: every clone gives the same bits). f64
  * keeps libm (gradient checks). */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define CE_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define CE_CLONES
-#endif
-CE_KERNELS(f32, float, CE_CLONES)
+CE_KERNELS(f32, float, LT__CLONES)
 CE_KERNELS(f64, double, )
 
 /* ======================================================================== */

@@ -26,6 +26,7 @@
 #include "nn/lstm.h"
 
 #include "autograd/internal.h"
+#include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/gemm_internal.h"
 #include "tensor/runtime_internal.h"
@@ -40,9 +41,8 @@
 /* ======================================================================== */
 
 /* Each kernel is compiled for AVX-512, AVX2 and the baseline, chosen at
- * load time (as nn/loss.c's and nn/optim.c's): the baseline alone would run
- * the vectorised exp/tanh 4 wide without FMA. */
-#define LSTM_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
+ * load time (LT__CLONES, tensor/cpu_internal.h): the baseline alone would
+ * run the vectorised exp/tanh 4 wide without FMA. */
 
 /* Forward of one row: G [4H] pre-activations in, activations out; cp the
  * previous cell (NULL: zeros, a loop of its own so that neither has a
@@ -56,7 +56,7 @@
     h[j] = o * TANH(cn);                                                                        \
   }
 #define LSTM_CELL_FWD(NAME, TY, SIG, TANH)                                                                  \
-  LSTM_CLONES static void NAME(TY *restrict G, const TY *restrict cp, TY *restrict h, TY *restrict c,      \
+  LT__CLONES static void NAME(TY *restrict G, const TY *restrict cp, TY *restrict h, TY *restrict c,      \
                                int64_t H) {                                                                 \
     if (cp) {                                                                                               \
       LSTM_CELL_BODY(TY, SIG, TANH, cp[j])                                                                  \
@@ -82,7 +82,7 @@
     dc[j] = dct * f;                                                                   \
   }
 #define LSTM_CELL_BWD(NAME, TY, TANH)                                                                        \
-  LSTM_CLONES static void NAME(const TY *restrict G, const TY *restrict c, const TY *restrict cp,          \
+  LT__CLONES static void NAME(const TY *restrict G, const TY *restrict c, const TY *restrict cp,          \
                                const TY *restrict gh, const TY *restrict gc, const TY *restrict dh,        \
                                TY *restrict dc, TY *restrict dG, int64_t H) {                              \
     if (cp) {                                                                                               \

@@ -53,6 +53,7 @@
  * grouping).
  */
 #include "nn/nn.h"
+#include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
@@ -471,14 +472,11 @@ OPT_ADAM_SPAN(double, f64, sqrt)
 
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
 #include <immintrin.h>
-#define OPT_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
 #define OPT_SQRT_SSE 1
-#else
-#define OPT_CLONES
 #endif
 
 #define ADAM_CHUNK 256
-OPT_CLONES static void adam_span_f32(int64_t n, float *restrict p, const float *restrict g,
+LT__CLONES static void adam_span_f32(int64_t n, float *restrict p, const float *restrict g,
                                      float *restrict m, float *restrict v, const opt_hyper *h) {
   const float decay = (float)h->decay, l2 = (float)h->l2, b1 = (float)h->beta1, b2 = (float)h->beta2,
               c1 = (float)(1.0 - h->beta1), c2 = (float)(1.0 - h->beta2), eps = (float)h->eps,

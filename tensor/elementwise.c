@@ -31,6 +31,7 @@
 #include "autograd/internal.h"
 
 #include "tensor/vmath.h"
+#include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
@@ -183,18 +184,11 @@ enum {
   }
 
 /* The float kernels are compiled three times (AVX-512, AVX2+FMA, baseline
- * SSE2) and the best one for the CPU is picked at load time (an ifunc): the
- * transcendental ones (vmath.h) are compute-bound and gain from wider
- * vectors. -std=c11 implies -ffp-contract=off, so every clone gives the same
- * bits. */
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && defined(__linux__)
-#define EW_CLONES __attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default")))
-#else
-#define EW_CLONES
-#endif
-
+ * SSE2: LT__CLONES, tensor/cpu_internal.h) and the best one for the CPU is
+ * picked at load time: the transcendental ones (vmath.h) are compute-bound
+ * and gain from wider vectors. Every clone gives the same bits. */
 #define EW_UF_DEF(N, E) \
-  EW_CLONES EW_UNARY_LOOP(u_##N##_f32, float, float, E) EW_UNARY_LOOP(u_##N##_f64, double, double, E)
+  LT__CLONES EW_UNARY_LOOP(u_##N##_f32, float, float, E) EW_UNARY_LOOP(u_##N##_f64, double, double, E)
 #define EW_UI_DEF(N, E) \
   EW_UNARY_LOOP(u_##N##_i32, int32_t, uint32_t, E) EW_UNARY_LOOP(u_##N##_i64, int64_t, uint64_t, E)
 #define EW_UB_DEF(N, E) EW_UNARY_LOOP(u_##N##_b8, uint8_t, uint8_t, E)
@@ -249,7 +243,7 @@ enum {
       }                                                                              \
     }                                                                                \
   }
-#define EW_G_DEF(N, E) EW_CLONES EW_GRAD_LOOP(g_##N##_f32, float, E) EW_GRAD_LOOP(g_##N##_f64, double, E)
+#define EW_G_DEF(N, E) LT__CLONES EW_GRAD_LOOP(g_##N##_f32, float, E) EW_GRAD_LOOP(g_##N##_f64, double, E)
 EW_GRAD_FLOAT(EW_G_DEF)
 #undef EW_G_DEF
 static const lt__loop_fn grad_kernels[EW_G_COUNT][LT_DTYPE_COUNT] = {

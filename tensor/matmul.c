@@ -19,6 +19,7 @@
 #include "tensor/matmul_internal.h"
 
 #include "autograd/internal.h"
+#include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
@@ -529,7 +530,7 @@ static conv_geom geom_of(lt__mat x) {
 
 /* One contiguous run to bf16: the loop that vectorises (AVX-512: 16 per
  * instruction). */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) void
+LT__CLONES void
 lt__bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) {
   for (int64_t j = 0; j < n; j++) dst[j] = lt__bf16_from_f32(src[j]);
 }
@@ -725,7 +726,7 @@ static lt_status to_bf16(int i, lt__mat x, bool one_thread, lt__mat *out) {
 /* ---- a Linear's output gradient: bf16 copy and column sums in one pass ---- */
 
 /* One row's run of n columns: bf16 copies and the running column sums. */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) static void
+LT__CLONES static void
 bf16_colsum_run(uint16_t *restrict dst, const float *restrict src, double *restrict acc, int64_t n) {
   for (int64_t j = 0; j < n; j++) {
     dst[j] = lt__bf16_from_f32(src[j]);
@@ -736,7 +737,7 @@ bf16_colsum_run(uint16_t *restrict dst, const float *restrict src, double *restr
 /* Two consecutive rows (a then b) at once: acc[j] + a[j] + b[j] in that
  * order, the bits of two calls of bf16_colsum_run, with one load and store
  * of the sums instead of two. */
-__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"))) static void
+LT__CLONES static void
 bf16_colsum_run2(uint16_t *restrict da, uint16_t *restrict db, const float *restrict a, const float *restrict b,
                  double *restrict acc, int64_t n) {
   for (int64_t j = 0; j < n; j++) {
