@@ -112,31 +112,30 @@ static inline float lt__vsigmoidf(float x) {
  * result near 1. Both branches are computed and selected by bits; NaN is
  * never clamped, so it propagates. Coefficients: least squares on Chebyshev
  * nodes, by tools/fit_erf.py. */
+/* The coefficients of lt__verff's two polynomials, highest degree first:
+ * P (erf(x) / x in x^2, |x| < 0.921875) and R (erfc(x) e^(x^2) in
+ * |x| - 0.921875). Shared by the scalar and the 16-lane form. */
+static const float lt__erf_p[7] = {8.438100485363975e-05f, -0.0008160604629665613f, 0.005202817264944315f,
+                                   -0.026860231533646584f, 0.11283713579177856f,   -0.37612634897232056f,
+                                   1.128379225730896f};
+static const float lt__erf_r[11] = {2.097428932756884e-06f, -3.9388523873640224e-05f, 0.0003365884767845273f,
+                                    -0.0017611319199204445f, 0.0064722029492259026f,  -0.01838773488998413f,
+                                    0.04366926848888397f,    -0.0916784480214119f,    0.17433209717273712f,
+                                    -0.29885333776474f,      0.44990965723991394f};
+
 static inline float lt__verff(float x) {
   const uint32_t xb = lt__f2u(x), sign = xb & 0x80000000u, ab = xb & 0x7FFFFFFFu;
   const float z = x * x;
-  float p = 8.438100485363975e-05f;
-  p = p * z - 0.0008160604629665613f;
-  p = p * z + 0.005202817264944315f;
-  p = p * z - 0.026860231533646584f;
-  p = p * z + 0.11283713579177856f;
-  p = p * z - 0.37612634897232056f;
-  p = p * z + 1.128379225730896f;
+  float p = lt__erf_p[0];
+#pragma GCC unroll 8
+  for (int i = 1; i < 7; i++) p = p * z + lt__erf_p[i];
   const float small = x * p; /* -0 stays -0 */
   const uint32_t hib = 0x407B3333u; /* 3.925f */
   const uint32_t clamp = 0u - (uint32_t)(ab > hib && ab <= 0x7F800000u);
   const float t = lt__u2f((ab & ~clamp) | (hib & clamp)) - 0.921875f;
-  float r = 2.097428932756884e-06f;
-  r = r * t - 3.9388523873640224e-05f;
-  r = r * t + 0.0003365884767845273f;
-  r = r * t - 0.0017611319199204445f;
-  r = r * t + 0.0064722029492259026f;
-  r = r * t - 0.01838773488998413f;
-  r = r * t + 0.04366926848888397f;
-  r = r * t - 0.0916784480214119f;
-  r = r * t + 0.17433209717273712f;
-  r = r * t - 0.29885333776474f;
-  r = r * t + 0.44990965723991394f;
+  float r = lt__erf_r[0];
+#pragma GCC unroll 12
+  for (int i = 1; i < 11; i++) r = r * t + lt__erf_r[i];
   const float big = lt__u2f(lt__f2u(1.0f - lt__vexpf(-z) * r) | sign);
   const uint32_t use_small = 0u - (uint32_t)(ab < 0x3F6C0000u); /* |x| < 0.921875 */
   return lt__u2f((lt__f2u(small) & use_small) | (lt__f2u(big) & ~use_small));
@@ -212,33 +211,19 @@ LT__VEXP16_TARGET static inline __m512 lt__vexpf16_exact(__m512 x) { return lt__
  * a decoder step at T 2048); tests/test_vmath.c compares the two bit for
  * bit over every 251st float. */
 LT__VEXP16_TARGET static inline __m512 lt__verff16_exact(__m512 x) {
-#define LT__VE_HORNER(acc, t, c) acc = _mm512_add_ps(_mm512_mul_ps(acc, t), _mm512_set1_ps(c))
   const __m512i xb = _mm512_castps_si512(x);
   const __m512i sign = _mm512_and_si512(xb, _mm512_set1_epi32((int)0x80000000u));
   const __m512i ab = _mm512_and_si512(xb, _mm512_set1_epi32(0x7FFFFFFF));
   const __m512 z = _mm512_mul_ps(x, x);
-  __m512 p = _mm512_set1_ps(8.438100485363975e-05f);
-  LT__VE_HORNER(p, z, -0.0008160604629665613f);
-  LT__VE_HORNER(p, z, 0.005202817264944315f);
-  LT__VE_HORNER(p, z, -0.026860231533646584f);
-  LT__VE_HORNER(p, z, 0.11283713579177856f);
-  LT__VE_HORNER(p, z, -0.37612634897232056f);
-  LT__VE_HORNER(p, z, 1.128379225730896f);
+  __m512 p = _mm512_set1_ps(lt__erf_p[0]);
+#pragma GCC unroll 8
+  for (int i = 1; i < 7; i++) p = _mm512_add_ps(_mm512_mul_ps(p, z), _mm512_set1_ps(lt__erf_p[i]));
   const __m512 small = _mm512_mul_ps(x, p);
   const __m512 t = _mm512_sub_ps(_mm512_min_ps(_mm512_set1_ps(3.925f), _mm512_castsi512_ps(ab)),
                                  _mm512_set1_ps(0.921875f));
-  __m512 r = _mm512_set1_ps(2.097428932756884e-06f);
-  LT__VE_HORNER(r, t, -3.9388523873640224e-05f);
-  LT__VE_HORNER(r, t, 0.0003365884767845273f);
-  LT__VE_HORNER(r, t, -0.0017611319199204445f);
-  LT__VE_HORNER(r, t, 0.0064722029492259026f);
-  LT__VE_HORNER(r, t, -0.01838773488998413f);
-  LT__VE_HORNER(r, t, 0.04366926848888397f);
-  LT__VE_HORNER(r, t, -0.0916784480214119f);
-  LT__VE_HORNER(r, t, 0.17433209717273712f);
-  LT__VE_HORNER(r, t, -0.29885333776474f);
-  LT__VE_HORNER(r, t, 0.44990965723991394f);
-#undef LT__VE_HORNER
+  __m512 r = _mm512_set1_ps(lt__erf_r[0]);
+#pragma GCC unroll 12
+  for (int i = 1; i < 11; i++) r = _mm512_add_ps(_mm512_mul_ps(r, t), _mm512_set1_ps(lt__erf_r[i]));
   const __m512 e = lt__vexpf16_exact(_mm512_xor_ps(z, _mm512_set1_ps(-0.0f))); /* -z */
   const __m512 big = _mm512_castsi512_ps(
       _mm512_or_si512(_mm512_castps_si512(_mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(e, r))), sign));
