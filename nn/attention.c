@@ -750,15 +750,15 @@ static void fl16_scores(const sdpa_plan *pl, int64_t b, int64_t h, int64_t t, in
                    x->kt + bg * x->hp / 2 * x->lds + 2 * s0, x->lds, false, (float *)Sb, FL_BC);
 }
 
-/* O (row stride ldo) += P V for the keys s0.. (nv); P: the f32 weights in
- * Sb (nr x nv), converted here. */
+/* O (row stride ldo) = P V, or += when accumulate, for the keys s0.. (nv);
+ * P: the f32 weights in Sb (nr x nv), converted here. */
 static void fl16_pv(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t nr, int64_t s0, int64_t nv,
-                    const void *Sb, void *O, int64_t ldo) {
+                    const void *Sb, void *O, int64_t ldo, bool accumulate) {
   const fl16 *x = pl->b16;
   const int64_t bg = b * pl->NKV + h / pl->group;
   lt__bf16dot_pack_rows(sc->p, FL_BC, (const float *)Sb, nr, nv, FL_BC, 1);
   lt__bf16dot_gemm(x->kind, nr, pl->HSV, nv, 1.0f, sc->p, FL_BC, x->v + bg * x->sp * x->hvp + s0 * x->hvp,
-                   2 * x->hvp, true, (float *)O, ldo);
+                   2 * x->hvp, accumulate, (float *)O, ldo);
 }
 
 /* dPb (row stride FL_BC) = dO V^T for the rows t.. (nr) of (b, h), keys
@@ -935,7 +935,7 @@ static void fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int6
         const double *D = sc->d + (h - h0) * T + t0;
         fl_piece pc[FL_BR / FL_SUB];
         const int np = fl_pieces(pl, t0, nb, s0, nc, pc);
-        if (dQ && s0 == 0) zero_mat((char *)dQ, nb, HS, dqr, dqc, 4); /* the bf16 tiles only add */
+        if (dQ && s0 == 0) fl_zero_gaps_f32(pc, np, nb, dQ, HS, dqr, dqc); /* the pieces write the others */
         int64_t r = 0; /* rows up to r: computed by a piece, or zeroed */
         for (int ip = 0; ip <= np; ip++) {
           const int64_t r1 = ip < np ? pc[ip].r0 : nb;
@@ -959,7 +959,7 @@ static void fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int6
           if (dQ) { /* dQ += scale dS K: [nr,nv] x [nv,HS] */
             lt__bf16dot_pack_rows(sc->p, FL_BC, dPb, nr, nv, FL_BC, 1);
             lt__bf16dot_gemm(x->kind, nr, HS, nv, sc32, sc->p, FL_BC, x->k + (bg * x->sp + s0) * x->hp, 2 * x->hp,
-                             true, dQ + r0 * dqr, dqr);
+                             s0 > 0, dQ + r0 * dqr, dqr);
           }
           if (dK) {
             lt__bf16dot_pack_pairs(sc->ds + t / 2 * FL16_LDP, FL16_LDP, dPb, nr, nv, FL_BC, 1);
