@@ -956,15 +956,14 @@ static void fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int6
           if (!need_ds) continue;
           fl16_dp(pl, b, h, t, nr, s0, nv, dPb);
           fl_bwd_ds_f32(pl, Pb, dPb, kb, D + r0, nr, nv);
-          if (dQ) { /* dQ += scale dS K: [nr,nv] x [nv,HS] */
-            lt__bf16dot_pack_rows(sc->p, FL_BC, dPb, nr, nv, FL_BC, 1);
+          /* dS as rows (dQ's A) and as pairs at the piece's rows (dK^T's B) */
+          if (dQ && dK) lt__bf16dot_pack_rows_pairs(sc->p, FL_BC, sc->ds + t / 2 * FL16_LDP, FL16_LDP, dPb, nr, nv, FL_BC);
+          else if (dQ) lt__bf16dot_pack_rows(sc->p, FL_BC, dPb, nr, nv, FL_BC, 1);
+          else lt__bf16dot_pack_pairs(sc->ds + t / 2 * FL16_LDP, FL16_LDP, dPb, nr, nv, FL_BC, 1);
+          if (dK && nv < ncf) fl16_zero_pairs(sc->ds, t, nr, nv, ncf);
+          if (dQ) /* dQ += scale dS K: [nr,nv] x [nv,HS] */
             lt__bf16dot_gemm(x->kind, nr, HS, nv, sc32, sc->p, FL_BC, x->k + (bg * x->sp + s0) * x->hp, 2 * x->hp,
                              s0 > 0, dQ + r0 * dqr, dqr);
-          }
-          if (dK) {
-            lt__bf16dot_pack_pairs(sc->ds + t / 2 * FL16_LDP, FL16_LDP, dPb, nr, nv, FL_BC, 1);
-            if (nv < ncf) fl16_zero_pairs(sc->ds, t, nr, nv, ncf);
-          }
         }
       }
       if (rlo < 0) continue; /* no query row of the head sees the key tile */

@@ -317,6 +317,33 @@ BD_TARGET void lt__bf16dot_pack_pairs(uint16_t *dst, int64_t ldd, const float *x
     }
 }
 
+BD_TARGET void lt__bf16dot_pack_rows_pairs(uint16_t *rdst, int64_t ldr, uint16_t *pdst, int64_t ldp, const float *x,
+                                           int64_t rows, int64_t cols, int64_t rs) {
+  const int64_t np = (rows + 1) / 2, npad = LT__BF16DOT_CEIL(rows) / 2;
+  const int64_t rpad = LT__BF16DOT_CEIL(cols) < ldr ? LT__BF16DOT_CEIL(cols) : ldr;
+  for (int64_t p = np; p < npad; p++) memset(pdst + p * ldp, 0, (size_t)cols * 4);
+  for (int64_t p = 0; p < np; p++) {
+    const float *s0 = x + 2 * p * rs, *s1 = s0 + rs;
+    const bool two = 2 * p + 1 < rows;
+    uint16_t *d = pdst + p * ldp, *r0 = rdst + 2 * p * ldr, *r1 = r0 + ldr;
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 k = bd_tail(cols - j);
+      const __m512i w0 = bd_cvt16(_mm512_maskz_loadu_ps(k, s0 + j));
+      __m512i w = w0;
+      _mm512_mask_cvtepi32_storeu_epi16(r0 + j, k, w0);
+      if (two) {
+        const __m512i w1 = bd_cvt16(_mm512_maskz_loadu_ps(k, s1 + j));
+        _mm512_mask_cvtepi32_storeu_epi16(r1 + j, k, w1);
+        w = _mm512_or_si512(w0, _mm512_slli_epi32(w1, 16));
+      }
+      _mm512_mask_storeu_epi32(d + 2 * j, k, w);
+    }
+    for (int64_t j = cols; j < rpad; j++) r0[j] = 0;
+    if (two)
+      for (int64_t j = cols; j < rpad; j++) r1[j] = 0;
+  }
+}
+
 BD_TARGET void lt__bf16dot_transpose_f32(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t n,
                                          int64_t m) {
   for (int64_t i0 = 0; i0 < n; i0 += 16) {
@@ -354,6 +381,12 @@ void lt__bf16dot_pack_pairs(uint16_t *dst, int64_t ldd, const float *x, int64_t 
                             int64_t cs) {
   (void)dst, (void)ldd, (void)x, (void)rows, (void)cols, (void)rs, (void)cs;
   LT_CHECK(!"lt__bf16dot_pack_pairs without AVX512_BF16");
+}
+
+void lt__bf16dot_pack_rows_pairs(uint16_t *rdst, int64_t ldr, uint16_t *pdst, int64_t ldp, const float *x,
+                                 int64_t rows, int64_t cols, int64_t rs) {
+  (void)rdst, (void)ldr, (void)pdst, (void)ldp, (void)x, (void)rows, (void)cols, (void)rs;
+  LT_CHECK(!"lt__bf16dot_pack_rows_pairs without AVX512_BF16");
 }
 
 void lt__bf16dot_transpose_f32(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t n, int64_t m) {
