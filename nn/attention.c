@@ -577,11 +577,13 @@ static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double
 /* One pack of a call: a [rows, cols] f32 matrix of each (batch, head) of a
  * 4-d tensor (data x, strides st, n1 heads) into dst, ld elements a row
  * (rows layout, transposed when tr) or a pair row (pairs layout, when
- * pairs), `per` elements between heads. */
+ * pairs), `per` elements between heads. twin: the next job packs the same
+ * source in another layout, right after this one for each head (the
+ * second pass then reads the head from L2, not from memory). */
 typedef struct fl16_job {
   uint16_t *dst;
   int64_t per, ld, n1, rows, cols;
-  bool pairs, tr;
+  bool pairs, tr, twin;
   const char *x;
   const int64_t *st;
 } fl16_job;
@@ -678,22 +680,23 @@ static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward
   const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, tp = x->tp, sp = x->sp, hp = x->hp, hvp = x->hvp;
   const int64_t lds = x->lds, ldt = x->ldt;
   fl16_job *j = x->job;
-  /* dst, per, ld, heads, rows, cols, pairs, transposed, source, strides */
-  *j++ = (fl16_job){x->q, tp * hp, hp, NH, T, HS, false, false, pl->q, pl->qs};
-  *j++ = (fl16_job){x->kt, hp / 2 * lds, lds, NKV, HS, S, true, true, pl->k, pl->ks};
-  if (!backward) *j++ = (fl16_job){x->v, sp * hvp, 2 * hvp, NKV, S, HSV, true, false, pl->v, pl->vs};
+  /* dst, per, ld, heads, rows, cols, pairs, transposed, twin, source, strides */
+  *j++ = (fl16_job){x->q, tp * hp, hp, NH, T, HS, false, false, backward, pl->q, pl->qs};
+  if (backward) *j++ = (fl16_job){x->qt, hp * ldt, ldt, NH, HS, T, false, true, false, pl->q, pl->qs};
+  *j++ = (fl16_job){x->kt, hp / 2 * lds, lds, NKV, HS, S, true, true, backward, pl->k, pl->ks};
+  if (!backward) *j++ = (fl16_job){x->v, sp * hvp, 2 * hvp, NKV, S, HSV, true, false, false, pl->v, pl->vs};
   else {
-    *j++ = (fl16_job){x->qt, hp * ldt, ldt, NH, HS, T, false, true, pl->q, pl->qs};
-    *j++ = (fl16_job){x->k, sp * hp, 2 * hp, NKV, S, HS, true, false, pl->k, pl->ks};
-    *j++ = (fl16_job){x->vt, hvp / 2 * lds, lds, NKV, HSV, S, true, true, pl->v, pl->vs};
-    *j++ = (fl16_job){x->go, tp * hvp, hvp, NH, T, HSV, false, false, pl->go, pl->gs};
-    *j++ = (fl16_job){x->got, hvp * ldt, ldt, NH, HSV, T, false, true, pl->go, pl->gs};
+    *j++ = (fl16_job){x->k, sp * hp, 2 * hp, NKV, S, HS, true, false, false, pl->k, pl->ks};
+    *j++ = (fl16_job){x->vt, hvp / 2 * lds, lds, NKV, HSV, S, true, true, false, pl->v, pl->vs};
+    *j++ = (fl16_job){x->go, tp * hvp, hvp, NH, T, HSV, false, false, true, pl->go, pl->gs};
+    *j++ = (fl16_job){x->got, hvp * ldt, ldt, NH, HSV, T, false, true, false, pl->go, pl->gs};
   }
   x->njob = (int)(j - x->job);
   return x;
 }
 
-/* Makes the packs of x (every (job, batch, head), dealt out one by one):
+/* Makes the packs of x (every (job, batch, head), dealt out one by one; a
+ * job and its twin as one item per head):
  * called by every thread of the parallel region of the tile tasks (or
  * outside any region, on one thread) before the tasks, as fl_pack_all: an
  * orphaned worksharing loop that ends in the team's barrier, so the packs
@@ -702,13 +705,17 @@ static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward
 static void fl16_pack_all(const sdpa_plan *pl, const fl16 *x) {
   if (!x) return; /* the same on every thread */
   int64_t n = 0;
-  for (int i = 0; i < x->njob; i++) n += pl->B * x->job[i].n1;
+  for (int i = 0; i < x->njob; i += 1 + x->job[i].twin) n += pl->B * x->job[i].n1;
 #pragma omp for schedule(static, 1)
   for (int64_t i = 0; i < n; i++) {
     int64_t r = i;
     int jb = 0;
-    while (r >= pl->B * x->job[jb].n1) r -= pl->B * x->job[jb++].n1;
+    while (r >= pl->B * x->job[jb].n1) {
+      r -= pl->B * x->job[jb].n1;
+      jb += 1 + x->job[jb].twin;
+    }
     fl16_job_run(&x->job[jb], r);
+    if (x->job[jb].twin) fl16_job_run(&x->job[jb + 1], r);
   }
 }
 
