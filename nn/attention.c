@@ -591,7 +591,8 @@ typedef struct fl16_job {
 typedef struct fl16 {
   lt__bf16dot_kind kind;
   int64_t tp, sp, hp, hvp, lds, ldt;
-  uint16_t *q, *kt, *v, *qt, *k, *vt, *go, *got;
+  uint16_t *q, *kt, *v, *qt, *k, *vt, *go, *got; /* views of store */
+  lt_tensor *store; /* the packs' memory (the storage cache's blocks: a training step reuses its pages) */
   fl16_job job[7]; /* the packs to make (fl16_pack_all), njob of them */
   int njob;
 } fl16;
@@ -626,7 +627,7 @@ static lt__bf16dot_kind fl16_kind(const sdpa_plan *pl, int64_t out_cs) {
 
 static void fl16_free(fl16 *x) {
   if (!x) return;
-  free(x->q), free(x->kt), free(x->v), free(x->qt), free(x->k), free(x->vt), free(x->go), free(x->got);
+  lt_tensor_free(x->store);
   free(x);
 }
 
@@ -659,24 +660,24 @@ static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward
                               {B, NH, x->ldt, x->hvp}};
   for (int i = 0; i < 4; i++)
     if ((*st = lt__shape_numel(OP, 4, dims[i], &n4[i])) != LT_OK ||
-        (n4[i] > (int64_t)(SIZE_MAX / 4) &&
-         (*st = lt__err(LT_ERR_OVERFLOW, OP ": the bf16 operands need more than SIZE_MAX bytes")) != LT_OK)) {
+        (n4[i] > INT64_MAX / 16 && /* seven of them, each rounded up to 32, still fit */
+         (*st = lt__err(LT_ERR_OVERFLOW, OP ": the bf16 operands need more than 2^59 elements")) != LT_OK)) {
       fl16_free(x);
       return NULL;
     }
-  const size_t e = sizeof(uint16_t), nq = (size_t)n4[0], nk = (size_t)n4[1], nv = (size_t)n4[2], ng = (size_t)n4[3];
-  /* + 1: never malloc(0) (HS or HSV 0) */
-  bool ok = (x->q = malloc(nq * e + 1)) && (x->kt = malloc(nk * e + 1));
-  if (backward)
-    ok = ok && (x->qt = malloc(nq * e + 1)) && (x->k = malloc(nk * e + 1)) && (x->vt = malloc(nv * e + 1)) &&
-         (x->go = malloc(ng * e + 1)) && (x->got = malloc(ng * e + 1));
-  else ok = ok && (x->v = malloc(nv * e + 1));
-  if (!ok) {
+  /* one block for all: q, kt, then v (forward) or qt, k, vt, go, got */
+  const int64_t nq = LT__BF16DOT_CEIL(n4[0]), nk = LT__BF16DOT_CEIL(n4[1]), nv = LT__BF16DOT_CEIL(n4[2]),
+                ng = LT__BF16DOT_CEIL(n4[3]), total = backward ? 2 * nq + 2 * nk + nv + 2 * ng : nq + nk + nv;
+  x->store = lt_empty(LT_DTYPE_BF16, LT_SHAPE(total > 0 ? total : 1));
+  if (!x->store) {
     fl16_free(x);
-    *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%zu bytes)",
-                  (backward ? 2 * nq + 2 * nk + nv + 2 * ng : nq + nk + nv) * e);
+    *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%lld bytes)", (long long)total * 2);
     return NULL;
   }
+  uint16_t *m = (uint16_t *)x->store->data;
+  x->q = m, m += nq, x->kt = m, m += nk;
+  if (backward) x->qt = m, m += nq, x->k = m, m += nk, x->vt = m, m += nv, x->go = m, m += ng, x->got = m;
+  else x->v = m;
   const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, tp = x->tp, sp = x->sp, hp = x->hp, hvp = x->hvp;
   const int64_t lds = x->lds, ldt = x->ldt;
   fl16_job *j = x->job;
