@@ -735,7 +735,8 @@ static fl16_scr fl16_scr_at(const sdpa_plan *pl, char *mem, int64_t tp, bool bac
   fl16_scr s = {0};
   s.p = (uint16_t *)mem;
   if (backward) {
-    const size_t rows = ((size_t)FL_BR * FL_BC * 2 + 63) / 64 * 64, pairs = ((size_t)tp / 2 * FL16_LDP * 2 + 63) / 64 * 64;
+    const size_t rows = ((size_t)FL_BR * FL_BC * 2 + 63) / 64 * 64;
+    const size_t pairs = ((size_t)tp / 2 * FL16_LDP * 2 + 63) / 64 * 64;
     s.w = (uint16_t *)(void *)(mem + rows), s.ds = (uint16_t *)(void *)(mem + rows + pairs);
     s.dkt = (float *)(void *)(mem + rows + 2 * pairs);
     s.dvt = s.dkt + pl->HS * FL16_LDC;
@@ -965,9 +966,10 @@ static void fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int6
           fl16_dp(pl, b, h, t, nr, s0, nv, dPb);
           fl_bwd_ds_f32(pl, Pb, dPb, kb, D + r0, nr, nv);
           /* dS as rows (dQ's A) and as pairs at the piece's rows (dK^T's B) */
-          if (dQ && dK) lt__bf16dot_pack_rows_pairs(sc->p, FL_BC, sc->ds + t / 2 * FL16_LDP, FL16_LDP, dPb, nr, nv, FL_BC);
+          uint16_t *dsp = sc->ds + t / 2 * FL16_LDP;
+          if (dQ && dK) lt__bf16dot_pack_rows_pairs(sc->p, FL_BC, dsp, FL16_LDP, dPb, nr, nv, FL_BC);
           else if (dQ) lt__bf16dot_pack_rows(sc->p, FL_BC, dPb, nr, nv, FL_BC, 1);
-          else lt__bf16dot_pack_pairs(sc->ds + t / 2 * FL16_LDP, FL16_LDP, dPb, nr, nv, FL_BC, 1);
+          else lt__bf16dot_pack_pairs(dsp, FL16_LDP, dPb, nr, nv, FL_BC, 1);
           if (dK && nv < ncf) fl16_zero_pairs(sc->ds, t, nr, nv, ncf);
           if (dQ) /* dQ += scale dS K: [nr,nv] x [nv,HS] */
             lt__bf16dot_gemm(x->kind, nr, HS, nv, sc32, sc->p, FL_BC, x->k + (bg * x->sp + s0) * x->hp, 2 * x->hp,
