@@ -601,7 +601,7 @@ typedef struct fl16 {
  * key tile. */
 typedef struct fl16_scr {
   uint16_t *p;      /* rows [FL_BR][FL_BC]: P (forward), dS (backward) */
-  uint16_t *w, *ds; /* pairs [tp/2][FL16_LDP]: W, dS of one head's query rows (backward) */
+  uint16_t *w, *ds; /* pairs [tp/2][FL16_LDP]: W, dS of a head's query rows, one key tile (backward) */
   float *dkt, *dvt; /* [HS][FL16_LDC], [HSV][FL16_LDC]: dK^T, dV^T of one key tile (backward) */
   double *d;        /* [group][T]: D = rowsum(dO * out) of the task's query rows (backward) */
 } fl16_scr;
@@ -888,24 +888,26 @@ static void fl16_zero_pairs(uint16_t *w, int64_t r, int64_t n, int64_t c, int64_
   for (int64_t p = (r + 1) / 2; p < (r + n + 1) / 2; p++) memset(w + p * FL16_LDP + 2 * c, 0, (size_t)(nc - c) * 4);
 }
 
-/* The backward of (b, kv head g) over the keys [j0, j1) on the bf16 tiles
- * (fl_bwd_f32's arguments; sc: the thread's bf16 scratch). The same
- * recomputation and formulas as fl_bwd, in another order: key tiles
- * outside, then the group's query heads, then their query tiles and
- * pieces (fl_pieces). Per piece: S = scale Q K^T, P and W (fl_bwd_p),
- * dP = dO V^T, dS (fl_bwd_ds), dQ += scale dS K (rows of dS, the piece's
- * keys deep), and W and dS converted to pairs into the head's buffers
- * sc->w, sc->ds at the piece's query rows. Per (key tile, head): dV^T
- * (+)= dO^T W and dK^T (+)= scale Q^T dS, each one product whose depth is
- * every query row that sees the key tile (with 32-row diagonal pieces the
- * old per-piece products were 32 deep, and accumulated into [HS][S]
- * buffers whose 4 KB rows shared L1 sets); the first head writes, the
- * others add. Per key tile: dK^T, dV^T transposed into dk, dv. dQ's rows
- * are accumulated by every key tile in key order (as fl_bwd), zeroed
- * before the first (j0 == 0), so only the sums of dK and dV differ from
- * the order of fl_bwd's. Rows and keys no piece computed are zeros in the
- * pairs buffers. Only this task writes dk, dv rows [j0, j1) and its dQ, in
- * a fixed order: results never depend on the thread count. */
+/* The backward of (b, kv head g) over the keys [j0, j1) on the bf16 tiles:
+ * fl_bwd_f32's contract (dq, dqh, dqr, dqc, Pb, Wb, dPb, kb as there; sc:
+ * the thread's bf16 scratch, D in sc->d) with the same recomputation and
+ * formulas, in another order: key tiles outside, then the group's query
+ * heads, then their query tiles and pieces (fl_pieces). Per piece:
+ * S = scale Q K^T, P and W (fl_bwd_p), dP = dO V^T, dS (fl_bwd_ds),
+ * dQ += scale dS K (rows of dS, the piece's keys deep), and W and dS
+ * converted to pairs into the head's buffers sc->w, sc->ds at the piece's
+ * query rows. Per (key tile, head): dV^T (+)= dO^T W and dK^T (+)= scale
+ * Q^T dS, each one product as deep as all the query rows that see the key
+ * tile (the first head writes, the others add). Per key tile: dK^T, dV^T
+ * transposed into dk, dv. Before (session 7) the loop was fl_bwd's, and
+ * dV^T, dK^T were accumulated piece by piece (32 rows deep on the causal
+ * diagonal) into [HS][S] buffers whose 4 KB rows shared L1 sets, zeroed and
+ * transposed once per task. dQ's rows are written by the first key tile's
+ * products and accumulated by the others in key order (as fl_bwd), so only
+ * the sums of dK and dV are in another order. Rows and keys no piece
+ * computed are zeros in the pairs buffers. Only this task writes dk, dv
+ * rows [j0, j1) and its dQ, in a fixed order: results never depend on the
+ * thread count. */
 static void fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int64_t j1, float *dq, int64_t dqh,
                      int64_t dqr, int64_t dqc, float *Pb, float *Wb, float *dPb, uint8_t *kb, const fl16_scr *sc) {
   const fl16 *x = pl->b16;
