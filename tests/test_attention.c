@@ -282,6 +282,10 @@ static const cfg fused_cfgs[] = {
      * here), each with its own partial dq */
     {.B = 1, .NH = 3, .NKV = 1, .T = 600, .S = 600, .HS = 16, .causal = true, .padding = true},
     {.B = 1, .NH = 2, .NKV = 1, .T = 270, .S = 520, .HS = 40, .mask = 1},
+    /* causal T < S across key tiles: the rows' last visible key inside a
+     * packed K^T tile (the f32 panel kernel once read such a tile with the
+     * visible width instead of the packed one) */
+    {.B = 1, .NH = 2, .NKV = 2, .T = 300, .S = 600, .HS = 32, .causal = true},
 };
 #define NFUSED ((int)(sizeof fused_cfgs / sizeof fused_cfgs[0]))
 
