@@ -888,6 +888,15 @@ static void fl16_zero_pairs(uint16_t *w, int64_t r, int64_t n, int64_t c, int64_
   for (int64_t p = (r + 1) / 2; p < (r + n + 1) / 2; p++) memset(w + p * FL16_LDP + 2 * c, 0, (size_t)(nc - c) * 4);
 }
 
+/* The first query row, a multiple of 32 and at least rlo (the first row of
+ * the query tiles that see the key tile), from which rows may see key s:
+ * causal, the rows before s + T - S see none of the keys from s on. */
+static int64_t fl16_first_row(const sdpa_plan *pl, int64_t rlo, int64_t s) {
+  if (!pl->causal) return rlo;
+  const int64_t f = s + pl->T - pl->S, r = f > 0 ? f / 32 * 32 : 0;
+  return r > rlo ? r : rlo;
+}
+
 /* The backward of (b, kv head g) over the keys [j0, j1) on the bf16 tiles:
  * fl_bwd_f32's contract (dq, dqh, dqr, dqc, Pb, Wb, dPb, kb as there; sc:
  * the thread's bf16 scratch, D in sc->d) with the same recomputation and
@@ -981,14 +990,20 @@ static void fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int6
       if (rlo < 0) continue; /* no query row of the head sees the key tile */
       if (dV) fl16_zero_pairs(sc->w, T, x->tp - T, 0, ncf); /* the padding rows up to tp */
       if (dK) fl16_zero_pairs(sc->ds, T, x->tp - T, 0, ncf);
-      /* dV^T (+)= dO^T W: [HSV, rows] x [rows, ncf]; dK^T (+)= scale Q^T dS */
-      const int64_t depth = x->tp - rlo;
-      if (dV)
-        lt__bf16dot_gemm(x->kind, HSV, ncf, depth, 1.0f, x->got + bh * x->hvp * x->ldt + rlo, x->ldt,
-                         sc->w + rlo / 2 * FL16_LDP, FL16_LDP, seen, sc->dvt, FL16_LDC);
-      if (dK)
-        lt__bf16dot_gemm(x->kind, HS, ncf, depth, sc32, x->qt + bh * x->hp * x->ldt + rlo, x->ldt,
-                         sc->ds + rlo / 2 * FL16_LDP, FL16_LDP, seen, sc->dkt, FL16_LDC);
+      /* dV^T (+)= dO^T W: [HSV, rows] x [rows, keys]; dK^T (+)= scale Q^T dS; in blocks of 32 keys
+       * with the same first row r that sees them (causal: a diagonal tile's blocks start 32 rows
+       * apart, the rows above see none of their keys, W and dS are 0 there) */
+      for (int64_t c0 = 0, c1; c0 < ncf; c0 = c1) {
+        const int64_t r = fl16_first_row(pl, rlo, s0 + c0);
+        for (c1 = c0 + 32; c1 < ncf && fl16_first_row(pl, rlo, s0 + c1) == r;) c1 += 32;
+        if (c1 > ncf) c1 = ncf;
+        if (dV)
+          lt__bf16dot_gemm(x->kind, HSV, c1 - c0, x->tp - r, 1.0f, x->got + bh * x->hvp * x->ldt + r, x->ldt,
+                           sc->w + r / 2 * FL16_LDP + 2 * c0, FL16_LDP, seen, sc->dvt + c0, FL16_LDC);
+        if (dK)
+          lt__bf16dot_gemm(x->kind, HS, c1 - c0, x->tp - r, sc32, x->qt + bh * x->hp * x->ldt + r, x->ldt,
+                           sc->ds + r / 2 * FL16_LDP + 2 * c0, FL16_LDP, seen, sc->dkt + c0, FL16_LDC);
+      }
       seen = true;
     }
     if (!seen) { /* no query row sees these keys */
