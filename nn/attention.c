@@ -591,8 +591,10 @@ typedef struct fl16_job {
 typedef struct fl16 {
   lt__bf16dot_kind kind;
   int64_t tp, sp, hp, hvp, lds, ldt;
-  uint16_t *q, *kt, *v, *qt, *k, *vt, *go, *got; /* views of store */
-  lt_tensor *store; /* the packs' memory (the storage cache's blocks: a training step reuses its pages) */
+  uint16_t *q, *kt, *v, *qt, *k, *vt, *go, *got; /* the data of store[] */
+  /* the packs' memory, one tensor each, job by job: blocks of the storage cache, so a training step
+   * reuses their pages, and the backward the forward's (q, K^T, and V's for K when HS = HSV) */
+  lt_tensor *store[7];
   fl16_job job[7]; /* the packs to make (fl16_pack_all), njob of them */
   int njob;
 } fl16;
@@ -627,7 +629,7 @@ static lt__bf16dot_kind fl16_kind(const sdpa_plan *pl, int64_t out_cs) {
 
 static void fl16_free(fl16 *x) {
   if (!x) return;
-  lt_tensor_free(x->store);
+  for (int i = 0; i < 7; i++) lt_tensor_free(x->store[i]);
   free(x);
 }
 
@@ -654,45 +656,50 @@ static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward
   x->tp = LT__BF16DOT_CEIL(pl->T), x->sp = LT__BF16DOT_CEIL(pl->S);
   x->hp = LT__BF16DOT_CEIL(pl->HS), x->hvp = LT__BF16DOT_CEIL(pl->HSV);
   x->lds = 2 * x->sp + 32, x->ldt = x->tp + 32;
-  /* the padded sizes, checked (at T = 1 or HS = 1 they are far above q's numel) */
-  int64_t n4[4];
-  const int64_t dims[4][4] = {{B, NH, x->ldt, x->hp}, {B, NKV, x->lds, x->hp}, {B, NKV, x->lds, x->hvp},
-                              {B, NH, x->ldt, x->hvp}};
-  for (int i = 0; i < 4; i++)
-    if ((*st = lt__shape_numel(OP, 4, dims[i], &n4[i])) != LT_OK ||
-        (n4[i] > INT64_MAX / 16 && /* seven of them, each rounded up to 32, still fit */
-         (*st = lt__err(LT_ERR_OVERFLOW, OP ": the bf16 operands need more than 2^59 elements")) != LT_OK)) {
-      fl16_free(x);
-      return NULL;
-    }
-  /* one block for all: q, kt, then v (forward) or qt, k, vt, go, got */
-  const int64_t nq = LT__BF16DOT_CEIL(n4[0]), nk = LT__BF16DOT_CEIL(n4[1]), nv = LT__BF16DOT_CEIL(n4[2]),
-                ng = LT__BF16DOT_CEIL(n4[3]), total = backward ? 2 * nq + 2 * nk + nv + 2 * ng : nq + nk + nv;
-  x->store = lt_empty(LT_DTYPE_BF16, LT_SHAPE(total > 0 ? total : 1));
-  if (!x->store) {
-    fl16_free(x);
-    *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%lld bytes)", (long long)total * 2);
-    return NULL;
-  }
-  uint16_t *m = (uint16_t *)x->store->data;
-  x->q = m, m += nq, x->kt = m, m += nk;
-  if (backward) x->qt = m, m += nq, x->k = m, m += nk, x->vt = m, m += nv, x->go = m, m += ng, x->got = m;
-  else x->v = m;
   const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, tp = x->tp, sp = x->sp, hp = x->hp, hvp = x->hvp;
   const int64_t lds = x->lds, ldt = x->ldt;
   fl16_job *j = x->job;
-  /* dst, per, ld, heads, rows, cols, pairs, transposed, twin, source, strides */
-  *j++ = (fl16_job){x->q, tp * hp, hp, NH, T, HS, false, false, backward, pl->q, pl->qs};
-  if (backward) *j++ = (fl16_job){x->qt, hp * ldt, ldt, NH, HS, T, false, true, false, pl->q, pl->qs};
-  *j++ = (fl16_job){x->kt, hp / 2 * lds, lds, NKV, HS, S, true, true, backward, pl->k, pl->ks};
-  if (!backward) *j++ = (fl16_job){x->v, sp * hvp, 2 * hvp, NKV, S, HSV, true, false, false, pl->v, pl->vs};
-  else {
-    *j++ = (fl16_job){x->k, sp * hp, 2 * hp, NKV, S, HS, true, false, false, pl->k, pl->ks};
-    *j++ = (fl16_job){x->vt, hvp / 2 * lds, lds, NKV, HSV, S, true, true, false, pl->v, pl->vs};
-    *j++ = (fl16_job){x->go, tp * hvp, hvp, NH, T, HSV, false, false, true, pl->go, pl->gs};
-    *j++ = (fl16_job){x->got, hvp * ldt, ldt, NH, HSV, T, false, true, false, pl->go, pl->gs};
+  /* dst (below), per, ld, heads, rows, cols, pairs, transposed, twin, source, strides; per is a
+   * head's rows x their stride (pair rows x theirs for pairs): dims[i], checked below */
+  int64_t dims[7][2];
+  dims[j - x->job][0] = tp, dims[j - x->job][1] = hp;
+  *j++ = (fl16_job){NULL, tp * hp, hp, NH, T, HS, false, false, backward, pl->q, pl->qs};
+  if (backward) {
+    dims[j - x->job][0] = hp, dims[j - x->job][1] = ldt;
+    *j++ = (fl16_job){NULL, hp * ldt, ldt, NH, HS, T, false, true, false, pl->q, pl->qs};
+  }
+  dims[j - x->job][0] = hp / 2, dims[j - x->job][1] = lds;
+  *j++ = (fl16_job){NULL, hp / 2 * lds, lds, NKV, HS, S, true, true, backward, pl->k, pl->ks};
+  if (!backward) {
+    dims[j - x->job][0] = sp / 2, dims[j - x->job][1] = 2 * hvp;
+    *j++ = (fl16_job){NULL, sp * hvp, 2 * hvp, NKV, S, HSV, true, false, false, pl->v, pl->vs};
+  } else {
+    dims[j - x->job][0] = sp / 2, dims[j - x->job][1] = 2 * hp;
+    *j++ = (fl16_job){NULL, sp * hp, 2 * hp, NKV, S, HS, true, false, false, pl->k, pl->ks};
+    dims[j - x->job][0] = hvp / 2, dims[j - x->job][1] = lds;
+    *j++ = (fl16_job){NULL, hvp / 2 * lds, lds, NKV, HSV, S, true, true, false, pl->v, pl->vs};
+    dims[j - x->job][0] = tp, dims[j - x->job][1] = hvp;
+    *j++ = (fl16_job){NULL, tp * hvp, hvp, NH, T, HSV, false, false, true, pl->go, pl->gs};
+    dims[j - x->job][0] = hvp, dims[j - x->job][1] = ldt;
+    *j++ = (fl16_job){NULL, hvp * ldt, ldt, NH, HSV, T, false, true, false, pl->go, pl->gs};
   }
   x->njob = (int)(j - x->job);
+  /* the sizes, checked (at T = 1 or HS = 1 the padding makes them far above q's numel) */
+  for (int i = 0; i < x->njob; i++) {
+    int64_t n;
+    if ((*st = lt__shape_numel(OP, 4, (const int64_t[]){B, x->job[i].n1, dims[i][0], dims[i][1]}, &n)) != LT_OK) {
+      fl16_free(x);
+      return NULL;
+    }
+    if (!(x->store[i] = lt_empty(LT_DTYPE_BF16, LT_SHAPE(n > 0 ? n : 1)))) {
+      fl16_free(x);
+      *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%lld bytes for one)", (long long)n * 2);
+      return NULL;
+    }
+    x->job[i].dst = (uint16_t *)x->store[i]->data;
+  }
+  uint16_t **dst[2][7] = {{&x->q, &x->kt, &x->v}, {&x->q, &x->qt, &x->kt, &x->k, &x->vt, &x->go, &x->got}};
+  for (int i = 0; i < x->njob; i++) *dst[backward][i] = x->job[i].dst;
   return x;
 }
 
