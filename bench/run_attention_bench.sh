@@ -4,8 +4,8 @@
 # steps.
 #
 # Usage: bench/run_attention_bench.sh [--build DIR] [--threads N] [--repeat N]
-#                                     [--steps N] [--cpu] [--no-train]
-#                                     [--no-attention]
+#                                     [--steps N] [--rounds N] [--T LIST]
+#                                     [--cpu] [--no-train] [--no-attention]
 #
 # 1. bench_attention (bench/attention.c): B 1, NH 4, f32, forward and
 #    forward + backward, T in {128, 512, 1024, 2048, 4096}, causal or not,
@@ -16,7 +16,9 @@
 # 2. Whole training steps (the issue's table): train --arch decoder-only
 #    --text /usr/share/common-licenses/GPL-3 --tokenizer char, d 256, 4
 #    layers, 4 heads, 8192 tokens per step (batch 8192 / T), T in {256, 1024,
-#    2048, 4096}, --steps (default 3) steps: peak RSS and training tokens/s
+#    2048, 4096} (--T 1024,2048: some of them), --steps (default 3) steps,
+#    --rounds (default 1) runs of each path alternating (the median
+#    tokens/s, the largest peak RSS): peak RSS and training tokens/s
 #    of the default path (AUTO: fused, except unfused where T and S fit one
 #    tile) against LT_ATTENTION=unfused, plus LT_ATTENTION=fused at T = 256.
 #
@@ -32,6 +34,8 @@ build="$root/build-rel"
 threads=2
 repeat=2
 steps=3
+rounds=1
+Ts="256 1024 2048 4096"
 cpu=""
 train=1
 attn=1
@@ -41,10 +45,12 @@ while [ $# -gt 0 ]; do
     --threads) threads=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --steps) steps=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --T) Ts=$(echo "$2" | tr , ' '); shift 2 ;;
     --cpu) cpu="--cpu"; shift ;;
     --no-train) train=0; shift ;;
     --no-attention) attn=0; shift ;;
-    *) echo "usage: $0 [--build DIR] [--threads N] [--repeat N] [--steps N] [--cpu] [--no-train] [--no-attention]" >&2; exit 2 ;;
+    *) echo "usage: $0 [--build DIR] [--threads N] [--repeat N] [--steps N] [--rounds N] [--T LIST] [--cpu] [--no-train] [--no-attention]" >&2; exit 2 ;;
   esac
 done
 
@@ -76,18 +82,31 @@ run_train() { # T path(default|fused|unfused)
     --tokenizer char --d-model 256 --layers 4 --heads 4 --seq-len "$T" --batch $((8192 / T)) --steps "$steps" \
     --threads "$threads" --eval-every 0 --ckpt-every 0 --gen-tokens 0 --valid-fraction "$vf" \
     --ckpt-dir "$tmp/run-$T-$2" >"$tmp/out" 2>&1 || { cat "$tmp/out" >&2; exit 1; }
+  rm -rf "$tmp/run-$T-$2" # the next round starts a new run
   peak=$(sed -n 's/^peak RSS \([0-9.]*\) MB.*/\1/p' "$tmp/out")
   tps=$(sed -n 's/^done:.* \([0-9]*\) tokens\/s in training steps.*/\1/p' "$tmp/out")
   echo "$peak $tps"
 }
 
 echo
-echo "## Whole training steps (d 256, 4 layers, 4 heads, 8192 tokens per step, $steps steps, $threads threads)"
+echo "## Whole training steps (d 256, 4 layers, 4 heads, 8192 tokens per step, $steps steps, $threads threads, median of $rounds)"
 echo
 echo "| T | batch | peak RSS unfused | peak RSS default | tokens/s unfused | tokens/s default | speed-up | load |"
 echo "|---|---|---|---|---|---|---|---|"
-for T in 256 1024 2048 4096; do
-  set -- $(run_train "$T" unfused) $(run_train "$T" default)
+# --rounds R: each path R times, alternating, the median tokens/s and the
+# largest peak RSS of each (one run's tokens/s varies by 20% or more on a
+# shared machine; alternating spreads the noise over both paths).
+median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+for T in ${Ts}; do
+  : >"$tmp/u" && : >"$tmp/d"
+  i=0
+  while [ $i -lt "$rounds" ]; do
+    run_train "$T" unfused >>"$tmp/u"
+    run_train "$T" default >>"$tmp/d"
+    i=$((i + 1))
+  done
+  set -- "$(cut -d' ' -f1 "$tmp/u" | sort -n | tail -1)" "$(cut -d' ' -f2 "$tmp/u" | median)" \
+    "$(cut -d' ' -f1 "$tmp/d" | sort -n | tail -1)" "$(cut -d' ' -f2 "$tmp/d" | median)"
   echo "| $T | $((8192 / T)) | $1 MB | $3 MB | $2 | $4 | $(awk "BEGIN{printf \"%.2fx\", $4 / $2}") | $(cut -d' ' -f1 /proc/loadavg) |"
   if [ "$T" = 256 ]; then
     set -- $(run_train 256 fused)

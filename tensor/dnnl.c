@@ -136,10 +136,13 @@ done:
 /* ---- per-thread stream and scratchpad ------------------------------------ */
 
 static _Thread_local dnnl_stream_t tl_stream;
+static void tl_arm(void);
 
 /* This thread's stream, made on first use. */
 static dnnl_status_t thread_stream(void) {
-  return tl_stream ? dnnl_success : dnnl_stream_create(&tl_stream, engine, dnnl_stream_default_flags);
+  if (tl_stream) return dnnl_success;
+  tl_arm();
+  return dnnl_stream_create(&tl_stream, engine, dnnl_stream_default_flags);
 }
 
 /* Executes primitive p with n args on this thread's stream and waits. Memory
@@ -168,6 +171,7 @@ static _Thread_local size_t tl_dense_cap[9];
 
 static void *dense_buf(int i, size_t bytes) {
   if (bytes <= tl_dense_cap[i]) return tl_dense[i];
+  tl_arm();
   free(tl_dense[i]);
   const size_t sz = (bytes + 4095) & ~(size_t)4095;
   tl_dense[i] = aligned_alloc(64, sz);
@@ -194,6 +198,43 @@ static lt_status fail(dnnl_status_t s, const char *what, int64_t m, int64_t n, i
  * runs about 1,500 products, most of them attention's per-head ones). Kept
  * for the thread's life, like its stream. */
 static _Thread_local dnnl_memory_t tl_mem[CACHE_MAX][5];
+
+/* A thread's stream, dense buffers and memory objects are released when the
+ * thread exits (a thread of the caller's that ran bf16 products, not only
+ * OpenMP's, which live as long as the process): a pthread key whose
+ * destructor runs in the exiting thread, set by the thread's first
+ * allocation of any of them (tl_arm). Without a key (pthread_key_create
+ * failed) they are kept, as before. */
+static pthread_key_t tl_key;
+static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
+static bool tl_key_made;
+static _Thread_local bool tl_armed;
+
+static void tl_release(void *unused) {
+  (void)unused;
+  for (int i = 0; i < CACHE_MAX; i++)
+    for (int j = 0; j < 5; j++)
+      if (tl_mem[i][j]) {
+        dnnl_memory_destroy(tl_mem[i][j]);
+        tl_mem[i][j] = NULL;
+      }
+  for (int i = 0; i < 9; i++) {
+    free(tl_dense[i]);
+    tl_dense[i] = NULL;
+    tl_dense_cap[i] = 0;
+  }
+  if (tl_stream) dnnl_stream_destroy(tl_stream);
+  tl_stream = NULL;
+  tl_armed = false;
+}
+
+static void tl_make_key(void) { tl_key_made = pthread_key_create(&tl_key, tl_release) == 0; }
+
+static void tl_arm(void) {
+  if (tl_armed) return;
+  pthread_once(&tl_once, tl_make_key);
+  tl_armed = tl_key_made && pthread_setspecific(tl_key, &tl_key) == 0; /* any non-NULL value */
+}
 
 static lt_status run(const mm_entry *e, const void *a, const void *b, void *c, const float *bias) {
   const mm_key *k = &e->key;

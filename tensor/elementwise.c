@@ -260,17 +260,34 @@ static const lt__loop_fn grad_kernels[EW_G_COUNT][LT_DTYPE_COUNT] = {
 #undef EW_G_REG
 };
 
-/* GELU-tanh forward and backward 16 lanes wide (AVX-512), with the bits of
- * the portable kernels above: ew_gelu_tanh_f32's and ew_dgelu_tanh_f32's
- * operations in their order, without FMA (the portable ones have none:
- * -ffp-contract=off), and lt__vexpf16_exact in place of lt__vexpf. gcc's
- * vectorisation of lt__vexpf spends about 15 of a GELU's 45 instructions a
- * vector on bit tricks that max/min, vrndscaleps and vscalefps do in three
- * (tensor/vmath.h); the GELU forward and backward were 8-9% of a GPT-small
- * bf16 step. tests/test_elementwise.c compares both kernels with the
- * portable ones bit for bit. Used for contiguous runs on AVX-512 CPUs. */
+/* GELU and GELU-tanh, forward and backward, 16 lanes wide (AVX-512), with
+ * the bits of the portable kernels above: ew_gelu_f32's, ew_dgelu_f32's,
+ * ew_gelu_tanh_f32's and ew_dgelu_tanh_f32's operations in their order,
+ * without FMA (the portable ones have none: -ffp-contract=off), with
+ * lt__vexpf16_exact and lt__verff16_exact in place of lt__vexpf and
+ * lt__verff. gcc's vectorisation of lt__vexpf spends about 15 of a
+ * GELU-tanh's 45 instructions a vector on bit tricks that max/min,
+ * vrndscaleps and vscalefps do in three (tensor/vmath.h); the GELU-tanh
+ * forward and backward were 8-9% of a GPT-small bf16 step. lt__verff it
+ * does not vectorise at all inside these loops: it calls it one float at a
+ * time, and the erf GELU's forward and backward were 19% of a decoder
+ * step at T 2048 (d 256). tests/test_elementwise.c compares every kernel
+ * with the portable one bit for bit. Used for contiguous runs on AVX-512
+ * CPUs. */
 #ifdef LT__HAVE_VEXP16
 #define EW_GELU16 1
+/* gelu(x) = (0.5 x) (1 + erf(x / sqrt 2)) */
+LT__VEXP16_TARGET static inline __m512 ew_gelu16(__m512 x) {
+  const __m512 e = lt__verff16_exact(_mm512_mul_ps(x, _mm512_set1_ps((float)EW_SQRT1_2)));
+  return _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), x), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+}
+/* gelu'(x) = 0.5 (1 + erf(x / sqrt 2)) + (x / sqrt(2 pi)) e^((-0.5 x) x) */
+LT__VEXP16_TARGET static inline __m512 ew_dgelu16(__m512 x) {
+  const __m512 e = lt__verff16_exact(_mm512_mul_ps(x, _mm512_set1_ps((float)EW_SQRT1_2)));
+  const __m512 phi = lt__vexpf16_exact(_mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(-0.5f), x), x));
+  return _mm512_add_ps(_mm512_mul_ps(_mm512_set1_ps(0.5f), _mm512_add_ps(_mm512_set1_ps(1.0f), e)),
+                       _mm512_mul_ps(_mm512_mul_ps(x, _mm512_set1_ps((float)EW_INV_SQRT_2PI)), phi));
+}
 LT__VEXP16_TARGET static inline __m512 ew_gelu_tanh16(__m512 x) {
   const __m512 c = _mm512_set1_ps((float)EW_GELU_C), k = _mm512_set1_ps((float)EW_SQRT_2_OVER_PI);
   const __m512 u = _mm512_mul_ps(k, _mm512_add_ps(x, _mm512_mul_ps(_mm512_mul_ps(_mm512_mul_ps(c, x), x), x)));
@@ -288,48 +305,59 @@ LT__VEXP16_TARGET static inline __m512 ew_dgelu_tanh16(__m512 x) {
   const __m512 p = _mm512_add_ps(one, _mm512_mul_ps(_mm512_mul_ps(_mm512_set1_ps(3.0f * c), x), x));
   return _mm512_add_ps(s, _mm512_mul_ps(t, p));
 }
-LT__VEXP16_TARGET static void ew_gelu_tanh_run16(int64_t n, float *o, const float *in) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, ew_gelu_tanh16(_mm512_loadu_ps(in + i)));
-  if (i < n) {
-    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(o + i, m, ew_gelu_tanh16(_mm512_maskz_loadu_ps(m, in + i)));
+/* EW_RUN16(NAME, F, DF, PORTABLE): the kernels' entries u_NAME_f32x (p[0] =
+ * out, p[1] = x) and g_NAME_f32x (p[0] = gin, p[1] = g, p[2] = x, gin = g
+ * DF(x)) for contiguous runs on AVX-512 CPUs; other strides and CPUs: the
+ * portable kernels u_PORTABLE_f32 and g_PORTABLE_f32. */
+#define EW_RUN16(NAME, F, DF, PORTABLE)                                                                          \
+  LT__VEXP16_TARGET static void NAME##_run16(int64_t n, float *o, const float *in) {                             \
+    int64_t i = 0;                                                                                               \
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, F(_mm512_loadu_ps(in + i)));                           \
+    if (i < n) {                                                                                                 \
+      const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                                                      \
+      _mm512_mask_storeu_ps(o + i, m, F(_mm512_maskz_loadu_ps(m, in + i)));                                      \
+    }                                                                                                            \
+  }                                                                                                              \
+  LT__VEXP16_TARGET static void d##NAME##_run16(int64_t n, float *o, const float *g, const float *x) {          \
+    int64_t i = 0;                                                                                               \
+    for (; i + 16 <= n; i += 16) _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), DF(_mm512_loadu_ps(x + i)))); \
+    if (i < n) {                                                                                                 \
+      const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);                                                      \
+      const __m512 d = DF(_mm512_maskz_loadu_ps(m, x + i));                                                      \
+      _mm512_mask_storeu_ps(o + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), d));                        \
+    }                                                                                                            \
+  }                                                                                                              \
+  static void u_##NAME##_f32x(int64_t n, char *const *p, const int64_t *s, void *ctx) {                          \
+    if (s[0] == 4 && s[1] == 4 && lt__cpu_avx512()) NAME##_run16(n, (float *)p[0], (const float *)p[1]);        \
+    else u_##PORTABLE##_f32(n, p, s, ctx);                                                                       \
+  }                                                                                                              \
+  static void g_##NAME##_f32x(int64_t n, char *const *p, const int64_t *s, void *ctx) {                          \
+    if (s[0] == 4 && s[1] == 4 && s[2] == 4 && lt__cpu_avx512())                                                 \
+      d##NAME##_run16(n, (float *)p[0], (const float *)p[1], (const float *)p[2]);                             \
+    else g_##PORTABLE##_f32(n, p, s, ctx);                                                                       \
   }
-}
-LT__VEXP16_TARGET static void ew_dgelu_tanh_run16(int64_t n, float *o, const float *g, const float *x) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16)
-    _mm512_storeu_ps(o + i, _mm512_mul_ps(_mm512_loadu_ps(g + i), ew_dgelu_tanh16(_mm512_loadu_ps(x + i))));
-  if (i < n) {
-    const __mmask16 m = (__mmask16)((1u << (n - i)) - 1);
-    const __m512 d = ew_dgelu_tanh16(_mm512_maskz_loadu_ps(m, x + i));
-    _mm512_mask_storeu_ps(o + i, m, _mm512_mul_ps(_mm512_maskz_loadu_ps(m, g + i), d));
-  }
-}
-/* The kernels' entries: p[0] = out, p[1] = x (forward); p[0] = gin, p[1] =
- * g, p[2] = x (backward). Other strides and CPUs: the portable kernels. */
-static void u_gelu_tanh_f32x(int64_t n, char *const *p, const int64_t *s, void *ctx) {
-  if (s[0] == 4 && s[1] == 4 && lt__cpu_avx512()) ew_gelu_tanh_run16(n, (float *)p[0], (const float *)p[1]);
-  else u_GELU_TANH_f32(n, p, s, ctx);
-}
-static void g_gelu_tanh_f32x(int64_t n, char *const *p, const int64_t *s, void *ctx) {
-  if (s[0] == 4 && s[1] == 4 && s[2] == 4 && lt__cpu_avx512())
-    ew_dgelu_tanh_run16(n, (float *)p[0], (const float *)p[1], (const float *)p[2]);
-  else g_GELU_TANH_f32(n, p, s, ctx);
-}
+EW_RUN16(gelu, ew_gelu16, ew_dgelu16, GELU)
+EW_RUN16(gelu_tanh, ew_gelu_tanh16, ew_dgelu_tanh16, GELU_TANH)
+#undef EW_RUN16
 #endif
 
 /* The kernel of unary op `op` (public or private) on dt, and of the fused
- * backward `op` (EW_G_*) on dt: the tables', or the 16-lane GELU-tanh. */
+ * backward `op` (EW_G_*) on dt: the tables', or the 16-lane GELUs. */
 static lt__loop_fn unary_kernel(int op, lt_dtype dt) {
 #ifdef EW_GELU16
-  if (op == LT_UNARY_GELU_TANH && (dt == LT_DTYPE_F32 || dt == LT_DTYPE_BF16)) return u_gelu_tanh_f32x;
+  if (dt == LT_DTYPE_F32 || dt == LT_DTYPE_BF16) {
+    if (op == LT_UNARY_GELU) return u_gelu_f32x;
+    if (op == LT_UNARY_GELU_TANH) return u_gelu_tanh_f32x;
+  }
 #endif
   return unary_kernels[op][dt];
 }
 static lt__loop_fn grad_kernel(int op, lt_dtype dt) {
 #ifdef EW_GELU16
-  if (op == EW_G_GELU_TANH && (dt == LT_DTYPE_F32 || dt == LT_DTYPE_BF16)) return g_gelu_tanh_f32x;
+  if (dt == LT_DTYPE_F32 || dt == LT_DTYPE_BF16) {
+    if (op == EW_G_GELU) return g_gelu_f32x;
+    if (op == EW_G_GELU_TANH) return g_gelu_tanh_f32x;
+  }
 #endif
   return grad_kernels[op][dt];
 }

@@ -116,15 +116,21 @@ typedef struct fill_params {
  * output is in element order: words[4*j + k] is word k of block b0 + j, the
  * order in which the 4-element-per-block fills consume them. Three versions
  * give the same words (the layout tests and the Random123 known-answer tests
- * check them against philox4x32_10): AVX-512 (16 blocks in one vector per
- * counter word; the 32x32->64 multiplies by _mm512_mul_epu32 on the even and
- * odd lanes), AVX2 (two vectors of 8 blocks) and portable C. The fills pick
- * one per draw (philox_pick) and pass it to their threads. */
-#define PHILOX_BATCH 16
+ * check them against philox4x32_10): AVX-512 (four independent chains of 16
+ * blocks, one vector per counter word each; the 32x32->64 multiplies by
+ * _mm512_mul_epu32 on the even and odd lanes), AVX2 (chains of 8 blocks, two
+ * at a time) and portable C. The fills pick one per draw (philox_pick) and
+ * pass it to their threads. 64 blocks, not 16: a round's multiplies wait for
+ * the previous round's, so one chain of 16 left the multipliers idle most of
+ * the time (the fused attention regenerates its dropout mask tile by tile:
+ * 8% of a decoder step at T 2,048 was this function). */
+#define PHILOX_BATCH 64
+#define PHILOX_CHAINS 4 /* AVX-512: PHILOX_BATCH / 16 */
 typedef void (*philox_batch_fn)(uint64_t seed, uint64_t offset, uint64_t b0,
                                 uint32_t words[4 * PHILOX_BATCH]);
 
-/* The counters of blocks b0 .. b0+15: low and middle words, and the carry. */
+/* The counters of blocks b0 .. b0+PHILOX_BATCH-1: low and middle words, and
+ * the carry. */
 static inline void philox_counters(uint64_t offset, uint64_t b0, uint32_t c0[PHILOX_BATCH],
                                    uint32_t c1[PHILOX_BATCH], uint32_t c2[PHILOX_BATCH]) {
   for (int j = 0; j < PHILOX_BATCH; j++) {
@@ -178,35 +184,46 @@ __attribute__((target("avx512f"))) static inline void mulhilo512(__m512i m, __m5
 __attribute__((target("avx512f"))) static void philox_batch_avx512(uint64_t seed, uint64_t offset,
                                                                    uint64_t b0,
                                                                    uint32_t words[4 * PHILOX_BATCH]) {
+  enum { H = PHILOX_CHAINS };
   uint32_t a0[PHILOX_BATCH], a1[PHILOX_BATCH], a2[PHILOX_BATCH];
   philox_counters(offset, b0, a0, a1, a2);
-  __m512i c0 = _mm512_loadu_si512(a0), c1 = _mm512_loadu_si512(a1), c2 = _mm512_loadu_si512(a2);
-  __m512i c3 = _mm512_setzero_si512();
+  __m512i c0[H], c1[H], c2[H], c3[H];
+  for (int h = 0; h < H; h++) {
+    c0[h] = _mm512_loadu_si512(a0 + 16 * h), c1[h] = _mm512_loadu_si512(a1 + 16 * h);
+    c2[h] = _mm512_loadu_si512(a2 + 16 * h), c3[h] = _mm512_setzero_si512();
+  }
   const __m512i m0 = _mm512_set1_epi32((int)PHILOX_M0), m1 = _mm512_set1_epi32((int)PHILOX_M1);
   uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
   for (int r = 0; r < 10; r++) {
-    __m512i hi0, lo0, hi1, lo1;
-    mulhilo512(m0, c0, &hi0, &lo0);
-    mulhilo512(m1, c2, &hi1, &lo1);
-    c0 = _mm512_xor_si512(_mm512_xor_si512(hi1, c1), _mm512_set1_epi32((int)k0));
-    c2 = _mm512_xor_si512(_mm512_xor_si512(hi0, c3), _mm512_set1_epi32((int)k1));
-    c1 = lo1;
-    c3 = lo0;
+    const __m512i kk0 = _mm512_set1_epi32((int)k0), kk1 = _mm512_set1_epi32((int)k1);
+    for (int h = 0; h < H; h++) {
+      __m512i hi0, lo0, hi1, lo1;
+      mulhilo512(m0, c0[h], &hi0, &lo0);
+      mulhilo512(m1, c2[h], &hi1, &lo1);
+      c0[h] = _mm512_xor_si512(_mm512_xor_si512(hi1, c1[h]), kk0);
+      c2[h] = _mm512_xor_si512(_mm512_xor_si512(hi0, c3[h]), kk1);
+      c1[h] = lo1;
+      c3[h] = lo0;
+    }
     k0 += PHILOX_W0;
     k1 += PHILOX_W1;
   }
-  /* Transpose to element order: a 4x4 transpose of 32-bit words inside each
-   * 128-bit lane (t: lane L of r_k is block 4L + k), then one of the lanes. */
-  const __m512i t0 = _mm512_unpacklo_epi32(c0, c1), t1 = _mm512_unpackhi_epi32(c0, c1);
-  const __m512i t2 = _mm512_unpacklo_epi32(c2, c3), t3 = _mm512_unpackhi_epi32(c2, c3);
-  const __m512i r0 = _mm512_unpacklo_epi64(t0, t2), r1 = _mm512_unpackhi_epi64(t0, t2);
-  const __m512i r2 = _mm512_unpacklo_epi64(t1, t3), r3 = _mm512_unpackhi_epi64(t1, t3);
-  const __m512i u0 = _mm512_shuffle_i32x4(r0, r1, 0x44), u1 = _mm512_shuffle_i32x4(r0, r1, 0xEE);
-  const __m512i u2 = _mm512_shuffle_i32x4(r2, r3, 0x44), u3 = _mm512_shuffle_i32x4(r2, r3, 0xEE);
-  _mm512_storeu_si512(words, _mm512_shuffle_i32x4(u0, u2, 0x88));
-  _mm512_storeu_si512(words + 16, _mm512_shuffle_i32x4(u0, u2, 0xDD));
-  _mm512_storeu_si512(words + 32, _mm512_shuffle_i32x4(u1, u3, 0x88));
-  _mm512_storeu_si512(words + 48, _mm512_shuffle_i32x4(u1, u3, 0xDD));
+  /* Transpose each chain to element order: a 4x4 transpose of 32-bit words
+   * inside each 128-bit lane (t: lane L of r_k is block 4L + k), then one of
+   * the lanes. */
+  for (int h = 0; h < H; h++) {
+    const __m512i t0 = _mm512_unpacklo_epi32(c0[h], c1[h]), t1 = _mm512_unpackhi_epi32(c0[h], c1[h]);
+    const __m512i t2 = _mm512_unpacklo_epi32(c2[h], c3[h]), t3 = _mm512_unpackhi_epi32(c2[h], c3[h]);
+    const __m512i r0 = _mm512_unpacklo_epi64(t0, t2), r1 = _mm512_unpackhi_epi64(t0, t2);
+    const __m512i r2 = _mm512_unpacklo_epi64(t1, t3), r3 = _mm512_unpackhi_epi64(t1, t3);
+    const __m512i u0 = _mm512_shuffle_i32x4(r0, r1, 0x44), u1 = _mm512_shuffle_i32x4(r0, r1, 0xEE);
+    const __m512i u2 = _mm512_shuffle_i32x4(r2, r3, 0x44), u3 = _mm512_shuffle_i32x4(r2, r3, 0xEE);
+    uint32_t *o = words + 64 * h;
+    _mm512_storeu_si512(o, _mm512_shuffle_i32x4(u0, u2, 0x88));
+    _mm512_storeu_si512(o + 16, _mm512_shuffle_i32x4(u0, u2, 0xDD));
+    _mm512_storeu_si512(o + 32, _mm512_shuffle_i32x4(u1, u3, 0x88));
+    _mm512_storeu_si512(o + 48, _mm512_shuffle_i32x4(u1, u3, 0xDD));
+  }
 }
 
 __attribute__((target("avx2"))) static inline void mulhilo256(__m256i m, __m256i c, __m256i *hi,
@@ -221,43 +238,46 @@ __attribute__((target("avx2"))) static void philox_batch_avx2(uint64_t seed, uin
                                                               uint32_t words[4 * PHILOX_BATCH]) {
   uint32_t a0[PHILOX_BATCH], a1[PHILOX_BATCH], a2[PHILOX_BATCH];
   philox_counters(offset, b0, a0, a1, a2);
-  __m256i c0[2], c1[2], c2[2], c3[2];
-  for (int h = 0; h < 2; h++) {
-    c0[h] = _mm256_loadu_si256((const __m256i *)(a0 + 8 * h));
-    c1[h] = _mm256_loadu_si256((const __m256i *)(a1 + 8 * h));
-    c2[h] = _mm256_loadu_si256((const __m256i *)(a2 + 8 * h));
-    c3[h] = _mm256_setzero_si256();
-  }
-  const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
-  uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
-  for (int r = 0; r < 10; r++) {
-    const __m256i kk0 = _mm256_set1_epi32((int)k0), kk1 = _mm256_set1_epi32((int)k1);
+  for (int q = 0; q < PHILOX_BATCH / 16; q++) { /* 16 blocks at a time: 2 chains of 8 (16 ymm registers) */
+    __m256i c0[2], c1[2], c2[2], c3[2];
     for (int h = 0; h < 2; h++) {
-      __m256i hi0, lo0, hi1, lo1;
-      mulhilo256(m0, c0[h], &hi0, &lo0);
-      mulhilo256(m1, c2[h], &hi1, &lo1);
-      c0[h] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[h]), kk0);
-      c2[h] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[h]), kk1);
-      c1[h] = lo1;
-      c3[h] = lo0;
+      c0[h] = _mm256_loadu_si256((const __m256i *)(a0 + 16 * q + 8 * h));
+      c1[h] = _mm256_loadu_si256((const __m256i *)(a1 + 16 * q + 8 * h));
+      c2[h] = _mm256_loadu_si256((const __m256i *)(a2 + 16 * q + 8 * h));
+      c3[h] = _mm256_setzero_si256();
     }
-    k0 += PHILOX_W0;
-    k1 += PHILOX_W1;
-  }
-  /* Element order: 4x4 transposes inside the 128-bit lanes (lane L of r_k is
-   * block 4L + k of this half), then the lanes put in block order. */
-  for (int h = 0; h < 2; h++) {
-    const __m256i t0 = _mm256_unpacklo_epi32(c0[h], c1[h]), t1 = _mm256_unpackhi_epi32(c0[h], c1[h]);
-    const __m256i t2 = _mm256_unpacklo_epi32(c2[h], c3[h]), t3 = _mm256_unpackhi_epi32(c2[h], c3[h]);
-    const __m256i r0 = _mm256_unpacklo_epi64(t0, t2), r1 = _mm256_unpackhi_epi64(t0, t2);
-    const __m256i r2 = _mm256_unpacklo_epi64(t1, t3), r3 = _mm256_unpackhi_epi64(t1, t3);
-    uint32_t *o = words + 32 * h;
-    _mm256_storeu_si256((__m256i *)o, _mm256_permute2x128_si256(r0, r1, 0x20));
-    _mm256_storeu_si256((__m256i *)(o + 8), _mm256_permute2x128_si256(r2, r3, 0x20));
-    _mm256_storeu_si256((__m256i *)(o + 16), _mm256_permute2x128_si256(r0, r1, 0x31));
-    _mm256_storeu_si256((__m256i *)(o + 24), _mm256_permute2x128_si256(r2, r3, 0x31));
+    const __m256i m0 = _mm256_set1_epi32((int)PHILOX_M0), m1 = _mm256_set1_epi32((int)PHILOX_M1);
+    uint32_t k0 = (uint32_t)seed, k1 = (uint32_t)(seed >> 32);
+    for (int r = 0; r < 10; r++) {
+      const __m256i kk0 = _mm256_set1_epi32((int)k0), kk1 = _mm256_set1_epi32((int)k1);
+      for (int h = 0; h < 2; h++) {
+        __m256i hi0, lo0, hi1, lo1;
+        mulhilo256(m0, c0[h], &hi0, &lo0);
+        mulhilo256(m1, c2[h], &hi1, &lo1);
+        c0[h] = _mm256_xor_si256(_mm256_xor_si256(hi1, c1[h]), kk0);
+        c2[h] = _mm256_xor_si256(_mm256_xor_si256(hi0, c3[h]), kk1);
+        c1[h] = lo1;
+        c3[h] = lo0;
+      }
+      k0 += PHILOX_W0;
+      k1 += PHILOX_W1;
+    }
+    /* Element order: 4x4 transposes inside the 128-bit lanes (lane L of r_k is
+     * block 4L + k of this half), then the lanes put in block order. */
+    for (int h = 0; h < 2; h++) {
+      const __m256i t0 = _mm256_unpacklo_epi32(c0[h], c1[h]), t1 = _mm256_unpackhi_epi32(c0[h], c1[h]);
+      const __m256i t2 = _mm256_unpacklo_epi32(c2[h], c3[h]), t3 = _mm256_unpackhi_epi32(c2[h], c3[h]);
+      const __m256i r0 = _mm256_unpacklo_epi64(t0, t2), r1 = _mm256_unpackhi_epi64(t0, t2);
+      const __m256i r2 = _mm256_unpacklo_epi64(t1, t3), r3 = _mm256_unpackhi_epi64(t1, t3);
+      uint32_t *o = words + 64 * q + 32 * h;
+      _mm256_storeu_si256((__m256i *)o, _mm256_permute2x128_si256(r0, r1, 0x20));
+      _mm256_storeu_si256((__m256i *)(o + 8), _mm256_permute2x128_si256(r2, r3, 0x20));
+      _mm256_storeu_si256((__m256i *)(o + 16), _mm256_permute2x128_si256(r0, r1, 0x31));
+      _mm256_storeu_si256((__m256i *)(o + 24), _mm256_permute2x128_si256(r2, r3, 0x31));
+    }
   }
 }
+
 #endif
 
 /* The fastest version this CPU runs. LT_PHILOX=c|avx2|avx512 in the
@@ -615,9 +635,31 @@ void lt__bernoulli_defer(lt_generator *g, int64_t n, double q, lt__bern_draw *d)
 /* Each row is a run of elements e0 .. e0+cols; element e is word e%4 of block
  * e/4, made a batch of PHILOX_BATCH blocks at a time from the block holding
  * the row's first element. */
+/* k[i] = (w[i] <= lim) & any over [0, n): the keep bytes of a run of words. */
+static void bern_bytes(const uint32_t *w, int64_t n, uint32_t lim, uint32_t any, uint8_t *k) {
+  for (int64_t i = 0; i < n; i++) k[i] = (uint8_t)((w[i] <= lim) & any);
+}
+#ifdef LT_PHILOX_X86
+/* The same, 16 words a compare (the portable loop is not vectorised). */
+__attribute__((target("avx512f"))) static void bern_bytes_avx512(const uint32_t *w, int64_t n, uint32_t lim,
+                                                                  uint32_t any, uint8_t *k) {
+  const __m512i vl = _mm512_set1_epi32((int)lim), one = _mm512_set1_epi32((int)any);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) {
+    const __mmask16 m = _mm512_cmple_epu32_mask(_mm512_loadu_si512(w + i), vl);
+    _mm_storeu_si128((__m128i *)(k + i), _mm512_cvtepi32_epi8(_mm512_maskz_mov_epi32(m, one)));
+  }
+  bern_bytes(w + i, n - i, lim, any, k + i);
+}
+#endif
+
 void lt__bernoulli_tile(const lt__bern_draw *d, int64_t i0, int64_t ld, int64_t rows, int64_t cols,
                         uint8_t *keep, int64_t ldk) {
   const philox_batch_fn pb = philox_pick();
+  void (*bytes)(const uint32_t *, int64_t, uint32_t, uint32_t, uint8_t *) = bern_bytes;
+#ifdef LT_PHILOX_X86
+  if (pb == philox_batch_avx512) bytes = bern_bytes_avx512;
+#endif
   uint32_t words[BERN_EPBATCH];
   for (int64_t r = 0; r < rows; r++) {
     const int64_t e0 = i0 + r * ld, e1 = e0 + cols;
@@ -625,7 +667,7 @@ void lt__bernoulli_tile(const lt__bern_draw *d, int64_t i0, int64_t ld, int64_t 
     for (int64_t b = e0 / 4; 4 * b < e1; b += PHILOX_BATCH) {
       pb(d->seed, d->offset, (uint64_t)b, words);
       const int64_t lo = 4 * b > e0 ? 4 * b : e0, hi = 4 * b + BERN_EPBATCH < e1 ? 4 * b + BERN_EPBATCH : e1;
-      for (int64_t e = lo; e < hi; e++) k[e - e0] = (uint8_t)((words[e - 4 * b] <= d->lim) & d->any);
+      bytes(words + (lo - 4 * b), hi - lo, d->lim, d->any, k + (lo - e0));
     }
   }
 }

@@ -16,7 +16,8 @@
  *   lt__verff:  <= 3 ulp; odd, erf(+-inf) = +-1, erf(-0) = -0, NaN kept
  *               (the erf GELU and its derivative, tensor/elementwise.c).
  * And on AVX-512, 16 lanes at once: lt__vexpf16 (<= 2 ulp, FMA, not
- * lt__vexpf's bits) and lt__vexpf16_exact (lt__vexpf's bits).
+ * lt__vexpf's bits), lt__vexpf16_exact (lt__vexpf's bits) and
+ * lt__verff16_exact (lt__verff's bits).
  *
  * What this is not: an f64 library. f64 kernels keep libm (they serve
  * gradient checks and references, where accuracy matters more than speed).
@@ -200,6 +201,50 @@ LT__VEXP16_TARGET static inline __m512 lt__vexpf16(__m512 x) { return lt__vexpf1
  * tensor/elementwise.c); lt__vexpf16 is the faster one where bits may
  * differ. tests/test_vmath.c compares the two bit for bit. */
 LT__VEXP16_TARGET static inline __m512 lt__vexpf16_exact(__m512 x) { return lt__vexpf16_body(x, false); }
+
+/* lt__verff on 16 floats with lt__verff's bits (NaN stays NaN, perhaps with
+ * another payload): its operations in its order, a multiply then an add
+ * (no FMA), lt__vexpf16_exact for its exp, and its bit selections as
+ * vector ones: the clamp of |x| to 3.925 is a min (NaN passes: min returns
+ * its second operand when either is NaN, as the bit test leaves NaN
+ * unclamped), the branch a compare of |x|'s bits. gcc does not vectorise
+ * lt__verff inside the GELU loops (it calls it, one float at a time: 14% of
+ * a decoder step at T 2048); tests/test_vmath.c compares the two bit for
+ * bit over every 251st float. */
+LT__VEXP16_TARGET static inline __m512 lt__verff16_exact(__m512 x) {
+#define LT__VE_HORNER(acc, t, c) acc = _mm512_add_ps(_mm512_mul_ps(acc, t), _mm512_set1_ps(c))
+  const __m512i xb = _mm512_castps_si512(x);
+  const __m512i sign = _mm512_and_si512(xb, _mm512_set1_epi32((int)0x80000000u));
+  const __m512i ab = _mm512_and_si512(xb, _mm512_set1_epi32(0x7FFFFFFF));
+  const __m512 z = _mm512_mul_ps(x, x);
+  __m512 p = _mm512_set1_ps(8.438100485363975e-05f);
+  LT__VE_HORNER(p, z, -0.0008160604629665613f);
+  LT__VE_HORNER(p, z, 0.005202817264944315f);
+  LT__VE_HORNER(p, z, -0.026860231533646584f);
+  LT__VE_HORNER(p, z, 0.11283713579177856f);
+  LT__VE_HORNER(p, z, -0.37612634897232056f);
+  LT__VE_HORNER(p, z, 1.128379225730896f);
+  const __m512 small = _mm512_mul_ps(x, p);
+  const __m512 t = _mm512_sub_ps(_mm512_min_ps(_mm512_set1_ps(3.925f), _mm512_castsi512_ps(ab)),
+                                 _mm512_set1_ps(0.921875f));
+  __m512 r = _mm512_set1_ps(2.097428932756884e-06f);
+  LT__VE_HORNER(r, t, -3.9388523873640224e-05f);
+  LT__VE_HORNER(r, t, 0.0003365884767845273f);
+  LT__VE_HORNER(r, t, -0.0017611319199204445f);
+  LT__VE_HORNER(r, t, 0.0064722029492259026f);
+  LT__VE_HORNER(r, t, -0.01838773488998413f);
+  LT__VE_HORNER(r, t, 0.04366926848888397f);
+  LT__VE_HORNER(r, t, -0.0916784480214119f);
+  LT__VE_HORNER(r, t, 0.17433209717273712f);
+  LT__VE_HORNER(r, t, -0.29885333776474f);
+  LT__VE_HORNER(r, t, 0.44990965723991394f);
+#undef LT__VE_HORNER
+  const __m512 e = lt__vexpf16_exact(_mm512_xor_ps(z, _mm512_set1_ps(-0.0f))); /* -z */
+  const __m512 big = _mm512_castsi512_ps(
+      _mm512_or_si512(_mm512_castps_si512(_mm512_sub_ps(_mm512_set1_ps(1.0f), _mm512_mul_ps(e, r))), sign));
+  const __mmask16 use_small = _mm512_cmplt_epi32_mask(ab, _mm512_set1_epi32(0x3F6C0000)); /* |x| < 0.921875 */
+  return _mm512_mask_blend_ps(use_small, big, small);
+}
 #endif
 
 #endif /* LT_VMATH_H */

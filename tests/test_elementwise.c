@@ -682,9 +682,9 @@ END_TEST
 /* Errors                                                                   */
 /* ======================================================================== */
 
-/* GELU-tanh's 16-lane kernels (AVX-512, tensor/elementwise.c) give the bits
- * of the portable ones: a contiguous x takes the 16-lane path, a strided
- * view of the same values the portable loop. Forward and backward (the
+/* The 16-lane kernels of GELU and GELU-tanh (AVX-512, tensor/elementwise.c)
+ * give the bits of the portable ones: a contiguous x takes the 16-lane path,
+ * a strided view of the same values the portable loop. Forward and backward (the
  * fused g * gelu'(x)) over every 4093rd float bit pattern (all exponents,
  * both signs, subnormals, infinities; NaN must stay NaN), a count that is
  * no multiple of 16 (the masked tail), on 1 and 2 threads. */
@@ -700,7 +700,7 @@ static void expect_same_bits_or_nan(const lt_tensor *got, const lt_tensor *want,
                 (long long)got->numel, (long long)first, first >= 0 ? a[first] : 0.0f, first >= 0 ? b[first] : 0.0f);
 }
 
-START_TEST(test_gelu_tanh_fast_bits) {
+START_TEST(test_gelu_fast_bits) {
   lt_scope *sc = lt_scope_begin();
   const int64_t n = (int64_t)(0xFFFFFFFFu / 4093u) + 1; /* 1,049,345 */
   lt_tensor *x = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n));
@@ -717,18 +717,23 @@ START_TEST(test_gelu_tanh_fast_bits) {
   LT_OK_OR_FAIL(lt_requires_grad_(x, true));
   LT_OK_OR_FAIL(lt_requires_grad_(x2, true));
   const int nt = lt_get_num_threads();
-  for (int t = 1; t <= 2; t++) {
-    LT_OK_OR_FAIL(lt_set_num_threads(t));
-    lt_zero_grad(x), lt_zero_grad(x2);
-    lt_tensor *y = LT_NN(lt_gelu_tanh(x));                  /* contiguous: the 16-lane kernel */
-    lt_tensor *v = LT_NN(lt_select(x2, 1, 0));              /* stride 2: the portable loop */
-    lt_tensor *yp = LT_NN(lt_gelu_tanh(v));
-    expect_same_bits_or_nan(y, yp, "gelu_tanh forward");
-    LT_OK_OR_FAIL(lt_backward(y, g, false));
-    LT_OK_OR_FAIL(lt_backward(yp, g, false));
-    lt_tensor *gp = LT_NN(lt_contiguous(LT_NN(lt_select(x2->grad, 1, 0))));
-    expect_same_bits_or_nan(x->grad, gp, "gelu_tanh backward");
-  }
+  const lt_unary_op ops[] = {LT_UNARY_GELU, LT_UNARY_GELU_TANH};
+  for (int t = 1; t <= 2; t++)
+    for (int o = 0; o < 2; o++) {
+      char what[64];
+      LT_OK_OR_FAIL(lt_set_num_threads(t));
+      lt_zero_grad(x), lt_zero_grad(x2);
+      lt_tensor *y = LT_NN(lt_unary(ops[o], x));              /* contiguous: the 16-lane kernel */
+      lt_tensor *v = LT_NN(lt_select(x2, 1, 0));              /* stride 2: the portable loop */
+      lt_tensor *yp = LT_NN(lt_unary(ops[o], v));
+      snprintf(what, sizeof what, "%s forward, %d threads", lt_unary_name(ops[o]), t);
+      expect_same_bits_or_nan(y, yp, what);
+      LT_OK_OR_FAIL(lt_backward(y, g, false));
+      LT_OK_OR_FAIL(lt_backward(yp, g, false));
+      lt_tensor *gp = LT_NN(lt_contiguous(LT_NN(lt_select(x2->grad, 1, 0))));
+      snprintf(what, sizeof what, "%s backward, %d threads", lt_unary_name(ops[o]), t);
+      expect_same_bits_or_nan(x->grad, gp, what);
+    }
   LT_OK_OR_FAIL(lt_set_num_threads(nt));
   lt_scope_end(sc);
 }
@@ -914,7 +919,7 @@ int main(void) {
       {"clamp", test_clamp},
       {"where_masked_fill", test_where_masked_fill},
       {"errors", test_errors},
-      {"gelu_tanh_fast_bits", test_gelu_tanh_fast_bits},
+      {"gelu_fast_bits", test_gelu_fast_bits},
       {"autograd_records", test_autograd_records},
       {"autograd_max_ties", test_autograd_max_ties},
       {"autograd_special_points", test_autograd_special_points},

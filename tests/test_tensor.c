@@ -406,8 +406,8 @@ START_TEST(test_iter_parallel_copy) {
 END_TEST
 
 /* The storage cache (tensor/tensor.c): a freed large block comes back for
- * the next request of its size class (the same memory, no new pages), a
- * block of another class does not, and LT_STORAGE_CACHE is documented to
+ * the next request of its size class (the same memory, no new pages; other
+ * classes: test_storage_cache_fit), and LT_STORAGE_CACHE is documented to
  * turn it off. Under AddressSanitizer a cached block is poisoned: writing
  * through a freed tensor's pointer is reported (test_storage_cache_asan). */
 START_TEST(test_storage_cache) {
@@ -421,6 +421,31 @@ START_TEST(test_storage_cache) {
   if (!(off && !strcmp(off, "0"))) ck_assert_ptr_eq(b->data, pa);
   ((float *)b->data)[n2 - 1] = 1.0f; /* all of it is usable */
   lt_tensor_free(b);
+}
+END_TEST
+
+/* A request whose class has no cached block takes a cached block at most
+ * 50% larger (the smallest such), whole: a freed 8 MiB block serves 6 MiB
+ * (usable to its end) but not 4 MiB (twice as large), which gets new memory. */
+START_TEST(test_storage_cache_fit) {
+  const char *off = getenv("LT_STORAGE_CACHE");
+  if (off && !strcmp(off, "0")) return;
+  const int64_t mib = (int64_t)1 << 20, n8 = 8 * mib / 4, n6 = 6 * mib / 4, n4 = 4 * mib / 4;
+  lt_tensor *a = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n8));
+  void *pa = a->data;
+  lt_tensor_free(a);
+  lt_tensor *b = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n6));
+  ck_assert_ptr_eq(b->data, pa);
+  size_t cached, used;
+  lt__storage_cache_stats(&cached, &used, NULL);
+  ck_assert_uint_ge(used, (size_t)(8 * mib)); /* counted whole */
+  ((float *)b->data)[n6 - 1] = 1.0f;
+  lt_tensor_free(b); /* cached again as the 8 MiB block */
+  lt_tensor *c = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n4));
+  ck_assert_ptr_ne(c->data, pa);
+  lt_tensor *d = LT_NN(lt_empty(LT_DTYPE_F32, 1, &n8)); /* its own class: still cached */
+  ck_assert_ptr_eq(d->data, pa);
+  lt_tensor_free(c), lt_tensor_free(d);
 }
 END_TEST
 
@@ -491,6 +516,7 @@ int main(void) {
   tcase_add_test(tc, test_runtime);
   tcase_add_test(tc, test_iter_parallel_copy);
   tcase_add_test(tc, test_storage_cache);
+  tcase_add_test(tc, test_storage_cache_fit);
   tcase_add_test(tc, test_storage_cache_follows_peak);
 #if defined(__SANITIZE_ADDRESS__)
   /* ASan's report ends the (forked) test with exit 1, or with SIGABRT under

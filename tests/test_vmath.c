@@ -287,6 +287,42 @@ START_TEST(test_exp16_exact) {
 }
 END_TEST
 
+/* lt__verff16_exact has lt__verff's bits: every 251st float bit pattern
+ * (all exponents, both signs, subnormals, infinities; NaN must stay NaN),
+ * 16 neighbours at a time, and the specials and the two branches' edges. */
+LT__VEXP16_TARGET static void verf16_block(const float *x, float *o) {
+  _mm512_storeu_ps(o, lt__verff16_exact(_mm512_loadu_ps(x)));
+}
+START_TEST(test_erf16_exact) {
+  if (!lt__cpu_avx512()) {
+    printf("erf16_exact: no AVX-512 on this CPU, skipped\n");
+    return;
+  }
+  float x[16], o[16];
+  int64_t checked = 0;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 16 * 251) {
+    for (int i = 0; i < 16; i++) x[i] = lt__u2f((uint32_t)(u + (uint64_t)i * 251 > 0xFFFFFFFFu ? u : u + (uint64_t)i * 251));
+    verf16_block(x, o);
+    for (int i = 0; i < 16; i++) {
+      const float want = lt__verff(x[i]);
+      if (lt__f2u(o[i]) != lt__f2u(want) && !(isnan(x[i]) && isnan(o[i])))
+        ck_abort_msg("verff16_exact(%a) = %a, lt__verff gives %a", x[i], o[i], want);
+    }
+    checked += 16;
+  }
+  ck_assert_int_gt(checked, 17000000);
+  const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, 1e-40f, -1e-40f, 0.921875f, -0.921875f,
+                         0x1.d7fffep-1f, 0x1.d80002p-1f, 3.925f, -3.925f, 3.9250002f, 4.0f, -1e30f, 1e30f};
+  _Static_assert(sizeof edges / sizeof *edges == 16, "one block of edges");
+  verf16_block(edges, o);
+  for (int j = 0; j < 16; j++) same_bits(o[j], lt__verff(edges[j]), "verff16_exact", edges[j]);
+  x[0] = NAN, x[1] = -NAN;
+  for (int i = 2; i < 16; i++) x[i] = (float)i;
+  verf16_block(x, o);
+  ck_assert(isnan(o[0]) && isnan(o[1]));
+}
+END_TEST
+
 /* The 16-lane exp of the fused attention's rows: <= 2 ulp over the float
  * range like lt__vexpf, the same specials, and lt__row_exp_f32x16's row sum
  * equal to the portable row sum of its own exps, whatever the length. */
@@ -329,6 +365,7 @@ static Suite *suite(void) {
 #ifdef LT__HAVE_VEXP16
   tcase_add_test(tc, test_exp16);
   tcase_add_test(tc, test_exp16_exact);
+  tcase_add_test(tc, test_erf16_exact);
 #endif
   suite_add_tcase(s, tc);
   return s;
