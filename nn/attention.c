@@ -934,12 +934,14 @@ static void fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int6
   const bool need_ds = dq || dK;
   const float sc32 = (float)pl->scale;
   const int64_t h0 = g * pl->group, h1 = h0 + pl->group, bg = b * pl->NKV + g;
-  if (need_ds) /* D of every query row of the group, once (sc->d) */
+  if (need_ds) /* D of the group's query rows that see keys of [j0, j1), once (sc->d) */
     for (int64_t h = h0; h < h1; h++)
-      for (int64_t t0 = 0; t0 < T; t0 += FL_BR)
-        fl_bwd_d_f32(pl, (const float *)at4(pl->go, gs, 4, b, h) + t0 * gs[2],
-                     (const float *)at4(pl->o, os, 4, b, h) + t0 * os[2], t0 + FL_BR < T ? FL_BR : T - t0,
-                     sc->d + (h - h0) * T + t0);
+      for (int64_t t0 = 0; t0 < T; t0 += FL_BR) {
+        const int64_t nb = t0 + FL_BR < T ? FL_BR : T - t0;
+        if (block_keys(pl, t0 + nb) > j0)
+          fl_bwd_d_f32(pl, (const float *)at4(pl->go, gs, 4, b, h) + t0 * gs[2],
+                       (const float *)at4(pl->o, os, 4, b, h) + t0 * os[2], nb, sc->d + (h - h0) * T + t0);
+      }
   if (dq && j0 == 0) /* rows that see no key at all: no key tile writes them */
     for (int64_t h = h0; h < h1; h++)
       for (int64_t t0 = 0; t0 < T; t0 += FL_BR) {
