@@ -6,22 +6,24 @@
 #
 # Usage: bench/ab_attention.sh A_EXE B_EXE [--T 1024,2048] [--hs 128]
 #                              [--rounds 3] [--repeat 5] [--causal 1]
+#                              [--autocast]
 #
 #   A_EXE, B_EXE   two bench_attention binaries (say main's build and a
 #                  branch's); the unfused runs use B_EXE.
 #
 # Each round runs, for each T and HS, in wall time then CPU time (--cpu):
 # unfused (B), fused A, fused B, each in its own process, best of --repeat
-# calls of forward + backward, B 1, NH 4, f32, 2 threads,
+# calls of forward + backward, B 1, NH 4, f32 (--autocast: under bf16
+# autocast, the fused path on the bf16 tile kernels), 2 threads,
 # OMP_WAIT_POLICY=PASSIVE. It prints one line per (round, T, HS, clock) with
 # the three times (ms) and B's speed-up over unfused, and the load average
 # before and after. About 2 minutes with the defaults on a quiet machine.
 set -eu
 
-[ $# -ge 2 ] || { echo "usage: $0 A_EXE B_EXE [--T LIST] [--hs LIST] [--rounds N] [--repeat N] [--causal 0|1]" >&2; exit 2; }
+[ $# -ge 2 ] || { echo "usage: $0 A_EXE B_EXE [--T LIST] [--hs LIST] [--rounds N] [--repeat N] [--causal 0|1] [--autocast]" >&2; exit 2; }
 a=$1 b=$2
 shift 2
-Ts=1024,2048 hss=128 rounds=3 repeat=5 causal=1
+Ts=1024,2048 hss=128 rounds=3 repeat=5 causal=1 ac=
 while [ $# -gt 0 ]; do
   case "$1" in
     --T) Ts=$2; shift 2 ;;
@@ -29,12 +31,13 @@ while [ $# -gt 0 ]; do
     --rounds) rounds=$2; shift 2 ;;
     --repeat) repeat=$2; shift 2 ;;
     --causal) causal=$2; shift 2 ;;
+    --autocast) ac=--autocast; shift ;;
     *) echo "$0: unknown option $1" >&2; exit 2 ;;
   esac
 done
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=2
 # the fwd+bwd time of one --one run (its third field)
-t() { "$1" $2 --repeat "$repeat" --one "$3" "$4" "$5" "$causal" | awk '{print $3}'; }
+t() { "$1" $2 $ac --repeat "$repeat" --one "$3" "$4" "$5" "$causal" | awk '{print $3}'; }
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| round | T | HS | clock | unfused ms | fused A ms | fused B ms | B speed-up |"
 echo "|---|---|---|---|---|---|---|---|"

@@ -10,6 +10,10 @@
  *   OMP_WAIT_POLICY=PASSIVE bench_attention --cpu   (CPU time, not wall time)
  *   bench_attention --autocast   (both paths under lt_set_autocast(bf16):
  *                                 their products on the bf16 engine)
+ *   bench_attention --only fwd|fwdbwd --one ...   (only the forward or
+ *                                 only the forward + backward runs, 0 printed
+ *                                 for the other: for profiles, the backward
+ *                                 being fwdbwd's minus fwd's)
  *
  * Every (path, T, HS, causal) runs in its own process (the program runs
  * itself with --one), so each peak RSS (getrusage ru_maxrss) is that
@@ -42,6 +46,9 @@ static void die(const char *what) {
 static bool cpu_time;
 /* --autocast: forward and backward under lt_set_autocast(LT_DTYPE_BF16). */
 static bool autocast;
+/* --only fwd|fwdbwd: run only mode 0 (forward) or 1 (forward + backward);
+ * -1: both. */
+static int only_mode = -1;
 
 static double now(void) {
   struct timespec t;
@@ -67,8 +74,12 @@ static int run_one(const char *path, int64_t T, int64_t HS, bool causal, int64_t
   if (!q || !k || !v || !r) die("inputs");
   lt_attention_opts o = {.causal = causal,
                          .impl = strcmp(path, "fused") ? LT_ATTENTION_UNFUSED : LT_ATTENTION_FUSED};
-  double best[2] = {1e30, 1e30}, peak[2];
+  double best[2] = {1e30, 1e30}, peak[2] = {0, 0};
   for (int mode = 0; mode < 2; mode++) {
+    if (only_mode >= 0 && mode != only_mode) {
+      best[mode] = 0;
+      continue;
+    }
     if (mode == 1)
       for (int i = 0; i < 3; i++) lt_requires_grad_((lt_tensor *[]){q, k, v}[i], true);
     for (int it = 0; it <= repeat; it++) {
@@ -113,6 +124,7 @@ int main(int argc, char **argv) {
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--cpu")) cpu_time = true;
     else if (!strcmp(argv[i], "--autocast")) autocast = true;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only_mode = strcmp(argv[++i], "fwd") ? 1 : 0;
     else if (!strcmp(argv[i], "--one") && i + 4 < argc)
       return run_one(argv[i + 1], atoll(argv[i + 2]), atoll(argv[i + 3]), atoi(argv[i + 4]), B, NH, repeat);
     else if (!strcmp(argv[i], "--T") && i + 1 < argc) nT = parse_list(argv[++i], Ts, 8);
@@ -121,7 +133,7 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--B") && i + 1 < argc) B = atoll(argv[++i]);
     else if (!strcmp(argv[i], "--NH") && i + 1 < argc) NH = atoll(argv[++i]);
     else {
-      fprintf(stderr, "usage: bench_attention [--T 128,512] [--hs 64,128] [--repeat N] [--B N] [--NH N] [--cpu] [--autocast]\n");
+      fprintf(stderr, "usage: bench_attention [--T 128,512] [--hs 64,128] [--repeat N] [--B N] [--NH N] [--cpu] [--autocast] [--only fwd|fwdbwd]\n");
       return 2;
     }
   }

@@ -562,21 +562,47 @@ static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double
  * 64 bytes more per row spread them. The tile scratch's pair rows are
  * FL16_LDP elements apart for the same reason.
  * The kernels' B operand pairs elements along k, so the two products whose
- * k is the query row (dV += W^T dO, dK += dS^T Q) run transposed: dV^T and
- * dK^T accumulate in per-thread f32 buffers [HSV][S], [HS][S] (the task's
- * key rows), written into dv, dk when the task ends. */
+ * k is the query row (dV += W^T dO, dK += dS^T Q) run transposed, and the
+ * backward visits key tiles in its outer loop (fl16_bwd): W and dS of every
+ * query row of a head that sees the key tile are collected, as bf16 pairs,
+ * in per-thread buffers [tp/2][FL16_LDP], and dV^T, dK^T of the key tile
+ * are then one product each per head, k running over all those query rows,
+ * into per-thread f32 buffers [HSV][FL16_LDC], [HS][FL16_LDC] that are
+ * transposed into dv, dk when the key tile is done. */
 #define FL16_LDP (2 * FL_BC + 32)
+#define FL16_LDC (FL_BC + 16)
+/* One pack of a call: a [rows, cols] f32 matrix of each (batch, head) of a
+ * 4-d tensor (data x, strides st, n1 heads) into dst, ld elements a row
+ * (rows layout, transposed when tr) or a pair row (pairs layout, when
+ * pairs), `per` elements between heads. twin: the next job packs the same
+ * source in another layout, right after this one for each head (the
+ * second pass then reads the head from L2, not from memory). */
+typedef struct fl16_job {
+  uint16_t *dst;
+  int64_t per, ld, n1, rows, cols;
+  bool pairs, tr, twin;
+  const char *x;
+  const int64_t *st;
+} fl16_job;
+
 typedef struct fl16 {
   lt__bf16dot_kind kind;
   int64_t tp, sp, hp, hvp, lds, ldt;
-  uint16_t *q, *kt, *v, *qt, *k, *vt, *go, *got;
+  uint16_t *q, *kt, *v, *qt, *k, *vt, *go, *got; /* the data of store[] */
+  /* the packs' memory, one tensor each, job by job: blocks of the storage cache, so a training step
+   * reuses their pages, and the backward the forward's (q, K^T, and V's for K when HS = HSV) */
+  lt_tensor *store[7];
+  fl16_job job[7]; /* the packs to make (fl16_pack_all), njob of them */
+  int njob;
 } fl16;
 
-/* A thread's bf16 scratch: tile operands and the transposed dK, dV. */
+/* A thread's bf16 scratch: tile operands and the transposed dK, dV of a
+ * key tile. */
 typedef struct fl16_scr {
   uint16_t *p;      /* rows [FL_BR][FL_BC]: P (forward), dS (backward) */
-  uint16_t *w, *ds; /* pairs [FL_BR/2][FL16_LDP]: W, dS (backward) */
-  float *dkt, *dvt; /* [HS][S], [HSV][S] (backward; columns of the task's keys) */
+  uint16_t *w, *ds; /* pairs [tp/2][FL16_LDP]: W, dS of a head's query rows, one key tile (backward) */
+  float *dkt, *dvt; /* [HS][FL16_LDC], [HSV][FL16_LDC]: dK^T, dV^T of one key tile (backward) */
+  double *d;        /* [group][T]: D = rowsum(dO * out) of the task's query rows (backward) */
 } fl16_scr;
 
 /* The kernel for a fused call of dtype dt on this thread: under autocast,
@@ -600,28 +626,21 @@ static lt__bf16dot_kind fl16_kind(const sdpa_plan *pl, int64_t out_cs) {
 
 static void fl16_free(fl16 *x) {
   if (!x) return;
-  free(x->q), free(x->kt), free(x->v), free(x->qt), free(x->k), free(x->vt), free(x->go), free(x->got);
+  for (int i = 0; i < 7; i++) lt_tensor_free(x->store[i]);
   free(x);
 }
 
-/* Packs one [rows, cols] f32 matrix of each (batch, head) of a 4-d tensor
- * (data x, strides st, n1 heads) into dst, ld elements a row (rows layout,
- * transposed when tr) or a pair row (pairs layout, when pairs), stride
- * `per` elements between heads. Threaded over the heads. */
-static void fl16_pack(uint16_t *dst, int64_t per, int64_t ld, bool pairs, bool tr, const char *x, const int64_t *st,
-                      int64_t nb, int64_t n1, int64_t rows, int64_t cols, int nt) {
-  const int64_t rs = tr ? st[3] : st[2], cs = tr ? st[2] : st[3];
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t i = 0; i < nb * n1; i++) {
-    const float *src = (const float *)at4(x, st, sizeof(float), i / n1, i % n1);
-    if (pairs) lt__bf16dot_pack_pairs(dst + i * per, ld, src, rows, cols, rs, cs);
-    else lt__bf16dot_pack_rows(dst + i * per, ld, src, rows, cols, rs, cs);
-  }
+static void fl16_job_run(const fl16_job *j, int64_t i) { /* (batch, head) i of the job */
+  const int64_t rs = j->tr ? j->st[3] : j->st[2], cs = j->tr ? j->st[2] : j->st[3];
+  const float *src = (const float *)at4(j->x, j->st, sizeof(float), i / j->n1, i % j->n1);
+  if (j->pairs) lt__bf16dot_pack_pairs(j->dst + i * j->per, j->ld, src, j->rows, j->cols, rs, cs);
+  else lt__bf16dot_pack_rows(j->dst + i * j->per, j->ld, src, j->rows, j->cols, rs, cs);
 }
 
-/* The packs of a call (backward: with dO, pl->go set), or NULL with *st set
+/* The packs of a call (backward: with dO, pl->go set), allocated and
+ * described, not yet made (fl16_pack_all makes them), or NULL with *st set
  * (LT_ERR_NOMEM; LT_OK when the kind is NONE). Returns new (fl16_free). */
-static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward, int nt, lt_status *st) {
+static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward, lt_status *st) {
   *st = LT_OK;
   if (kind == LT__BF16DOT_NONE) return NULL;
   fl16 *x = calloc(1, sizeof *x);
@@ -634,60 +653,98 @@ static fl16 *fl16_make(const sdpa_plan *pl, lt__bf16dot_kind kind, bool backward
   x->tp = LT__BF16DOT_CEIL(pl->T), x->sp = LT__BF16DOT_CEIL(pl->S);
   x->hp = LT__BF16DOT_CEIL(pl->HS), x->hvp = LT__BF16DOT_CEIL(pl->HSV);
   x->lds = 2 * x->sp + 32, x->ldt = x->tp + 32;
-  /* the padded sizes, checked (at T = 1 or HS = 1 they are far above q's numel) */
-  int64_t n4[4];
-  const int64_t dims[4][4] = {{B, NH, x->ldt, x->hp}, {B, NKV, x->lds, x->hp}, {B, NKV, x->lds, x->hvp},
-                              {B, NH, x->ldt, x->hvp}};
-  for (int i = 0; i < 4; i++)
-    if ((*st = lt__shape_numel(OP, 4, dims[i], &n4[i])) != LT_OK ||
-        (n4[i] > (int64_t)(SIZE_MAX / 4) &&
-         (*st = lt__err(LT_ERR_OVERFLOW, OP ": the bf16 operands need more than SIZE_MAX bytes")) != LT_OK)) {
+  const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, tp = x->tp, sp = x->sp, hp = x->hp, hvp = x->hvp;
+  const int64_t lds = x->lds, ldt = x->ldt;
+  fl16_job *j = x->job;
+  /* dst (below), per, ld, heads, rows, cols, pairs, transposed, twin, source, strides; per is a
+   * head's rows x their stride (pair rows x theirs for pairs): dims[i], checked below */
+  int64_t dims[7][2];
+  dims[j - x->job][0] = tp, dims[j - x->job][1] = hp;
+  *j++ = (fl16_job){NULL, tp * hp, hp, NH, T, HS, false, false, backward, pl->q, pl->qs};
+  if (backward) {
+    dims[j - x->job][0] = hp, dims[j - x->job][1] = ldt;
+    *j++ = (fl16_job){NULL, hp * ldt, ldt, NH, HS, T, false, true, false, pl->q, pl->qs};
+  }
+  dims[j - x->job][0] = hp / 2, dims[j - x->job][1] = lds;
+  *j++ = (fl16_job){NULL, hp / 2 * lds, lds, NKV, HS, S, true, true, backward, pl->k, pl->ks};
+  if (!backward) {
+    dims[j - x->job][0] = sp / 2, dims[j - x->job][1] = 2 * hvp;
+    *j++ = (fl16_job){NULL, sp * hvp, 2 * hvp, NKV, S, HSV, true, false, false, pl->v, pl->vs};
+  } else {
+    dims[j - x->job][0] = sp / 2, dims[j - x->job][1] = 2 * hp;
+    *j++ = (fl16_job){NULL, sp * hp, 2 * hp, NKV, S, HS, true, false, false, pl->k, pl->ks};
+    dims[j - x->job][0] = hvp / 2, dims[j - x->job][1] = lds;
+    *j++ = (fl16_job){NULL, hvp / 2 * lds, lds, NKV, HSV, S, true, true, false, pl->v, pl->vs};
+    dims[j - x->job][0] = tp, dims[j - x->job][1] = hvp;
+    *j++ = (fl16_job){NULL, tp * hvp, hvp, NH, T, HSV, false, false, true, pl->go, pl->gs};
+    dims[j - x->job][0] = hvp, dims[j - x->job][1] = ldt;
+    *j++ = (fl16_job){NULL, hvp * ldt, ldt, NH, HSV, T, false, true, false, pl->go, pl->gs};
+  }
+  x->njob = (int)(j - x->job);
+  /* the sizes, checked (at T = 1 or HS = 1 the padding makes them far above q's numel) */
+  for (int i = 0; i < x->njob; i++) {
+    int64_t n;
+    if ((*st = lt__shape_numel(OP, 4, (const int64_t[]){B, x->job[i].n1, dims[i][0], dims[i][1]}, &n)) != LT_OK) {
       fl16_free(x);
       return NULL;
     }
-  const size_t e = sizeof(uint16_t), nq = (size_t)n4[0], nk = (size_t)n4[1], nv = (size_t)n4[2], ng = (size_t)n4[3];
-  /* + 1: never malloc(0) (HS or HSV 0) */
-  bool ok = (x->q = malloc(nq * e + 1)) && (x->kt = malloc(nk * e + 1));
-  if (backward)
-    ok = ok && (x->qt = malloc(nq * e + 1)) && (x->k = malloc(nk * e + 1)) && (x->vt = malloc(nv * e + 1)) &&
-         (x->go = malloc(ng * e + 1)) && (x->got = malloc(ng * e + 1));
-  else ok = ok && (x->v = malloc(nv * e + 1));
-  if (!ok) {
-    fl16_free(x);
-    *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%zu bytes)",
-                  (backward ? 2 * nq + 2 * nk + nv + 2 * ng : nq + nk + nv) * e);
-    return NULL;
+    if (!(x->store[i] = lt_empty(LT_DTYPE_BF16, LT_SHAPE(n > 0 ? n : 1)))) {
+      fl16_free(x);
+      *st = lt__err(LT_ERR_NOMEM, OP ": out of memory for the bf16 operands (%lld bytes for one)", (long long)n * 2);
+      return NULL;
+    }
+    x->job[i].dst = (uint16_t *)x->store[i]->data;
   }
-  const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, tp = x->tp, sp = x->sp, hp = x->hp, hvp = x->hvp;
-  const int64_t lds = x->lds, ldt = x->ldt;
-  fl16_pack(x->q, tp * hp, hp, false, false, pl->q, pl->qs, B, NH, T, HS, nt);
-  fl16_pack(x->kt, hp / 2 * lds, lds, true, true, pl->k, pl->ks, B, NKV, HS, S, nt);
-  if (!backward) {
-    fl16_pack(x->v, sp * hvp, 2 * hvp, true, false, pl->v, pl->vs, B, NKV, S, HSV, nt);
-    return x;
-  }
-  fl16_pack(x->qt, hp * ldt, ldt, false, true, pl->q, pl->qs, B, NH, HS, T, nt);
-  fl16_pack(x->k, sp * hp, 2 * hp, true, false, pl->k, pl->ks, B, NKV, S, HS, nt);
-  fl16_pack(x->vt, hvp / 2 * lds, lds, true, true, pl->v, pl->vs, B, NKV, HSV, S, nt);
-  fl16_pack(x->go, tp * hvp, hvp, false, false, pl->go, pl->gs, B, NH, T, HSV, nt);
-  fl16_pack(x->got, hvp * ldt, ldt, false, true, pl->go, pl->gs, B, NH, HSV, T, nt);
+  uint16_t **dst[2][7] = {{&x->q, &x->kt, &x->v}, {&x->q, &x->qt, &x->kt, &x->k, &x->vt, &x->go, &x->got}};
+  for (int i = 0; i < x->njob; i++) *dst[backward][i] = x->job[i].dst;
   return x;
 }
 
-/* Bytes of a thread's fl16_scr (backward: with dK^T, dV^T), 64-aligned. */
-static size_t fl16_scr_bytes(const sdpa_plan *pl, bool backward) {
-  size_t n = (size_t)FL_BR * FL_BC * 2 + (backward ? (size_t)FL_BR * FL16_LDP * 2 + 64 : 64);
-  if (backward) n += (size_t)(pl->HS + pl->HSV) * (size_t)pl->S * sizeof(float) + 64;
+/* Makes the packs of x (every (job, batch, head), dealt out one by one; a
+ * job and its twin as one item per head):
+ * called by every thread of the parallel region of the tile tasks (or
+ * outside any region, on one thread) before the tasks, as fl_pack_all: an
+ * orphaned worksharing loop that ends in the team's barrier, so the packs
+ * wake the threads once with the tasks, not once per pack (each region
+ * start waits for a sleeping thread under OMP_WAIT_POLICY=PASSIVE). */
+static void fl16_pack_all(const sdpa_plan *pl, const fl16 *x) {
+  if (!x) return; /* the same on every thread */
+  int64_t n = 0;
+  for (int i = 0; i < x->njob; i += 1 + x->job[i].twin) n += pl->B * x->job[i].n1;
+#pragma omp for schedule(static, 1)
+  for (int64_t i = 0; i < n; i++) {
+    int64_t r = i;
+    int jb = 0;
+    while (r >= pl->B * x->job[jb].n1) {
+      r -= pl->B * x->job[jb].n1;
+      jb += 1 + x->job[jb].twin;
+    }
+    fl16_job_run(&x->job[jb], r);
+    if (x->job[jb].twin) fl16_job_run(&x->job[jb + 1], r);
+  }
+}
+
+/* Bytes of a thread's fl16_scr (backward: with W, dS, dK^T, dV^T),
+ * 64-aligned. tp: T rounded up to 32. */
+static size_t fl16_scr_bytes(const sdpa_plan *pl, int64_t tp, bool backward) {
+  const size_t rows = (size_t)FL_BR * FL_BC * 2, pairs = (size_t)tp / 2 * FL16_LDP * 2;
+  size_t n = (rows + 63) / 64 * 64;
+  if (backward)
+    n += 2 * ((pairs + 63) / 64 * 64) + (size_t)(pl->HS + pl->HSV) * FL16_LDC * sizeof(float) +
+         (size_t)pl->group * (size_t)pl->T * sizeof(double) + 64;
   return (n + 63) / 64 * 64;
 }
 
-static fl16_scr fl16_scr_at(const sdpa_plan *pl, char *mem, bool backward) {
+static fl16_scr fl16_scr_at(const sdpa_plan *pl, char *mem, int64_t tp, bool backward) {
   fl16_scr s = {0};
   s.p = (uint16_t *)mem;
   if (backward) {
-    s.w = s.p + FL_BR * FL_BC, s.ds = s.w + FL_BR / 2 * FL16_LDP;
-    s.dkt = (float *)(void *)(mem + ((size_t)FL_BR * FL_BC * 2 + (size_t)FL_BR * FL16_LDP * 2 + 63) / 64 * 64);
-    s.dvt = s.dkt + pl->HS * pl->S;
+    const size_t rows = ((size_t)FL_BR * FL_BC * 2 + 63) / 64 * 64;
+    const size_t pairs = ((size_t)tp / 2 * FL16_LDP * 2 + 63) / 64 * 64;
+    s.w = (uint16_t *)(void *)(mem + rows), s.ds = (uint16_t *)(void *)(mem + rows + pairs);
+    s.dkt = (float *)(void *)(mem + rows + 2 * pairs);
+    s.dvt = s.dkt + pl->HS * FL16_LDC;
+    s.d = (double *)(void *)(s.dvt + pl->HSV * FL16_LDC);
   }
   return s;
 }
@@ -706,26 +763,15 @@ static void fl16_scores(const sdpa_plan *pl, int64_t b, int64_t h, int64_t t, in
                    x->kt + bg * x->hp / 2 * x->lds + 2 * s0, x->lds, false, (float *)Sb, FL_BC);
 }
 
-/* O (row stride ldo) += P V for the keys s0.. (nv); P: the f32 weights in
- * Sb (nr x nv), converted here. */
+/* O (row stride ldo) = P V, or += when accumulate, for the keys s0.. (nv);
+ * P: the f32 weights in Sb (nr x nv), converted here. */
 static void fl16_pv(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t nr, int64_t s0, int64_t nv,
-                    const void *Sb, void *O, int64_t ldo) {
+                    const void *Sb, void *O, int64_t ldo, bool accumulate) {
   const fl16 *x = pl->b16;
   const int64_t bg = b * pl->NKV + h / pl->group;
   lt__bf16dot_pack_rows(sc->p, FL_BC, (const float *)Sb, nr, nv, FL_BC, 1);
   lt__bf16dot_gemm(x->kind, nr, pl->HSV, nv, 1.0f, sc->p, FL_BC, x->v + bg * x->sp * x->hvp + s0 * x->hvp,
-                   2 * x->hvp, true, (float *)O, ldo);
-}
-
-/* dV^T[:, s0..] += dO^T W for the rows t.. (nr) of (b, h); W: f32 (row
- * stride FL_BC), converted here. */
-static void fl16_dv(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0,
-                    int64_t nv, const void *W) {
-  const fl16 *x = pl->b16;
-  const int64_t bh = b * pl->NH + h;
-  lt__bf16dot_pack_pairs(sc->w, FL16_LDP, (const float *)W, nr, nv, FL_BC, 1);
-  lt__bf16dot_gemm(x->kind, pl->HSV, nv, nr, 1.0f, x->got + bh * x->hvp * x->ldt + t, x->ldt, sc->w, FL16_LDP, true,
-                   sc->dvt + s0, pl->S);
+                   2 * x->hvp, accumulate, (float *)O, ldo);
 }
 
 /* dPb (row stride FL_BC) = dO V^T for the rows t.. (nr) of (b, h), keys
@@ -738,53 +784,21 @@ static void fl16_dp(const sdpa_plan *pl, int64_t b, int64_t h, int64_t t, int64_
                    x->vt + bg * x->hvp / 2 * x->lds + 2 * s0, x->lds, false, (float *)dPb, FL_BC);
 }
 
-/* dQ (rows t.. of (b, h), row stride dqr; NULL: not needed) += scale dS K
- * and (when dk is wanted) dK^T[:, s0..] += scale Q^T dS; dS: f32 (row
- * stride FL_BC), converted here once per layout. */
-static void fl16_dqdk(const sdpa_plan *pl, fl16_scr *sc, int64_t b, int64_t h, int64_t t, int64_t nr, int64_t s0,
-                      int64_t nv, const void *dS, void *dQ, int64_t dqr) {
-  const fl16 *x = pl->b16;
-  const int64_t bh = b * pl->NH + h, bg = b * pl->NKV + h / pl->group;
-  const float sc32 = (float)pl->scale;
-  if (dQ) {
-    lt__bf16dot_pack_rows(sc->p, FL_BC, (const float *)dS, nr, nv, FL_BC, 1);
-    lt__bf16dot_gemm(x->kind, nr, pl->HS, nv, sc32, sc->p, FL_BC, x->k + bg * x->sp * x->hp + s0 * x->hp, 2 * x->hp,
-                     true, (float *)dQ, dqr);
-  }
-  if (pl->dk) {
-    lt__bf16dot_pack_pairs(sc->ds, FL16_LDP, (const float *)dS, nr, nv, FL_BC, 1);
-    lt__bf16dot_gemm(x->kind, pl->HS, nv, nr, sc32, x->qt + bh * x->hp * x->ldt + t, x->ldt, sc->ds, FL16_LDP, true,
-                     sc->dkt + s0, pl->S);
-  }
-}
-
-/* A backward task over the keys [j0, j1): zeroes its columns of dK^T and
- * dV^T (begin), and writes them into the rows [j0, j1) of dk, dv of
- * (b, g) (end; dK, dV: those tensors' (b, g) matrices, NULL if not needed). */
-static void fl16_bwd_begin(const sdpa_plan *pl, fl16_scr *sc, int64_t j0, int64_t j1) {
-  for (int64_t d = 0; d < pl->HS; d++) memset(sc->dkt + d * pl->S + j0, 0, (size_t)(j1 - j0) * sizeof(float));
-  for (int64_t d = 0; d < pl->HSV; d++) memset(sc->dvt + d * pl->S + j0, 0, (size_t)(j1 - j0) * sizeof(float));
-}
-/* dst rows s in [j0, j1) (strides rs, cs) = columns s of src [n][S]: in
+/* dst rows s in [0, m) (strides rs, cs) = columns s of src [n][lds]: in
  * registers when dst's columns are contiguous (the usual case), else in
  * blocks of 16 keys (a cache line of src per (block, d), 16 rows of dst). */
-static void fl16_untranspose(float *dst, int64_t rs, int64_t cs, const float *src, int64_t n, int64_t S, int64_t j0,
-                             int64_t j1) {
+static void fl16_untranspose(float *dst, int64_t rs, int64_t cs, const float *src, int64_t lds, int64_t n, int64_t m) {
   if (cs == 1 || n == 1) {
-    lt__bf16dot_transpose_f32(dst + j0 * rs, rs, src + j0, S, n, j1 - j0);
+    lt__bf16dot_transpose_f32(dst, rs, src, lds, n, m);
     return;
   }
-  for (int64_t s0 = j0; s0 < j1; s0 += 16) {
-    const int64_t ns = j1 - s0 < 16 ? j1 - s0 : 16;
+  for (int64_t s0 = 0; s0 < m; s0 += 16) {
+    const int64_t ns = m - s0 < 16 ? m - s0 : 16;
     for (int64_t d = 0; d < n; d++) {
-      const float *row = src + d * S + s0;
+      const float *row = src + d * lds + s0;
       for (int64_t i = 0; i < ns; i++) dst[(s0 + i) * rs + d * cs] = row[i];
     }
   }
-}
-static void fl16_bwd_end(const sdpa_plan *pl, const fl16_scr *sc, int64_t j0, int64_t j1, void *dK, void *dV) {
-  if (dK) fl16_untranspose(dK, pl->dks[2], pl->dks[3], sc->dkt, pl->HS, pl->S, j0, j1);
-  if (dV) fl16_untranspose(dV, pl->dvs[2], pl->dvs[3], sc->dvt, pl->HSV, pl->S, j0, j1);
 }
 
 /* K^T (Q K^T's B) and V^T (dO V^T's B) of every key tile of every (b, kv
@@ -868,6 +882,146 @@ static void fl_pack_all(const sdpa_plan *pl, const fl_packs *pk) {
 #undef FN
 #undef FDT
 #undef FL_CLONES
+
+/* Zeroes columns [c, nc) of the pair rows of the rows [r, r + n) in a pairs
+ * buffer (FL16_LDP elements a pair row): query rows that no piece of the
+ * tile computed, the padding rows past T (r = T: the pair of row T - 1 when
+ * T is odd is left alone, the packing zeroed its other half), or the keys a
+ * piece did not see. */
+static void fl16_zero_pairs(uint16_t *w, int64_t r, int64_t n, int64_t c, int64_t nc) {
+  for (int64_t p = (r + 1) / 2; p < (r + n + 1) / 2; p++) memset(w + p * FL16_LDP + 2 * c, 0, (size_t)(nc - c) * 4);
+}
+
+/* The first query row, a multiple of 32 and at least rlo (the first row of
+ * the query tiles that see the key tile), from which rows may see key s:
+ * causal, the rows before s + T - S see none of the keys from s on. */
+static int64_t fl16_first_row(const sdpa_plan *pl, int64_t rlo, int64_t s) {
+  if (!pl->causal) return rlo;
+  const int64_t f = s + pl->T - pl->S, r = f > 0 ? f / 32 * 32 : 0;
+  return r > rlo ? r : rlo;
+}
+
+/* The backward of (b, kv head g) over the keys [j0, j1) on the bf16 tiles:
+ * fl_bwd_f32's contract (dq, dqh, dqr, dqc, Pb, Wb, dPb, kb as there; sc:
+ * the thread's bf16 scratch, D in sc->d) with the same recomputation and
+ * formulas, in another order: key tiles outside, then the group's query
+ * heads, then their query tiles and pieces (fl_pieces). Per piece:
+ * S = scale Q K^T, P and W (fl_bwd_p), dP = dO V^T, dS (fl_bwd_ds),
+ * dQ += scale dS K (rows of dS, the piece's keys deep), and W and dS
+ * converted to pairs into the head's buffers sc->w, sc->ds at the piece's
+ * query rows. Per (key tile, head): dV^T (+)= dO^T W and dK^T (+)= scale
+ * Q^T dS, each one product as deep as all the query rows that see the key
+ * tile (the first head writes, the others add). Per key tile: dK^T, dV^T
+ * transposed into dk, dv. Before (session 7) the loop was fl_bwd's, and
+ * dV^T, dK^T were accumulated piece by piece (32 rows deep on the causal
+ * diagonal) into [HS][S] buffers whose 4 KB rows shared L1 sets, zeroed and
+ * transposed once per task. dQ's rows are written by the first key tile's
+ * products and accumulated by the others in key order (as fl_bwd), so only
+ * the sums of dK and dV are in another order. Rows and keys no piece
+ * computed are zeros in the pairs buffers. Only this task writes dk, dv
+ * rows [j0, j1) and its dQ, in a fixed order: results never depend on the
+ * thread count. */
+static void fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int64_t j1, float *dq, int64_t dqh,
+                     int64_t dqr, int64_t dqc, float *Pb, float *Wb, float *dPb, uint8_t *kb, const fl16_scr *sc) {
+  const fl16 *x = pl->b16;
+  const int64_t T = pl->T, S = pl->S, HS = pl->HS, HSV = pl->HSV, NH = pl->NH;
+  const int64_t *os = pl->os, *gs = pl->gs, *dks = pl->dks, *dvs = pl->dvs;
+  float *dK = pl->dk ? (float *)at4(pl->dk, dks, 4, b, g) : NULL;
+  float *dV = pl->dv ? (float *)at4(pl->dv, dvs, 4, b, g) : NULL;
+  const bool need_ds = dq || dK;
+  const float sc32 = (float)pl->scale;
+  const int64_t h0 = g * pl->group, h1 = h0 + pl->group, bg = b * pl->NKV + g;
+  if (need_ds) /* D of the group's query rows that see keys of [j0, j1), once (sc->d) */
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t t0 = 0; t0 < T; t0 += FL_BR) {
+        const int64_t nb = t0 + FL_BR < T ? FL_BR : T - t0;
+        if (block_keys(pl, t0 + nb) > j0)
+          fl_bwd_d_f32(pl, (const float *)at4(pl->go, gs, 4, b, h) + t0 * gs[2],
+                       (const float *)at4(pl->o, os, 4, b, h) + t0 * os[2], nb, sc->d + (h - h0) * T + t0);
+      }
+  if (dq && j0 == 0) /* rows that see no key at all: no key tile writes them */
+    for (int64_t h = h0; h < h1; h++)
+      for (int64_t t0 = 0; t0 < T; t0 += FL_BR) {
+        const int64_t nb = t0 + FL_BR < T ? FL_BR : T - t0;
+        if (block_keys(pl, t0 + nb) <= 0) zero_mat((char *)(dq + (h - h0) * dqh + t0 * dqr), nb, HS, dqr, dqc, 4);
+      }
+  for (int64_t s0 = j0; s0 < j1; s0 += FL_BC) {
+    const int64_t ncf = s0 + FL_BC < j1 ? FL_BC : j1 - s0; /* the key tile's keys */
+    bool seen = false;
+    for (int64_t h = h0; h < h1; h++) {
+      const int64_t bh = b * NH + h;
+      const float *lse = (const float *)pl->lse + bh * T;
+      int64_t rlo = -1; /* the first query row that sees the key tile */
+      for (int64_t t0 = 0; t0 < T; t0 += FL_BR) {
+        const int64_t nb = t0 + FL_BR < T ? FL_BR : T - t0, kmax = block_keys(pl, t0 + nb);
+        if (kmax <= s0) continue; /* causal: the query tile sees none of the key tile */
+        const int64_t nc = s0 + ncf < kmax ? ncf : kmax - s0;
+        if (rlo < 0) rlo = t0;
+        float *dQ = dq ? dq + (h - h0) * dqh + t0 * dqr : NULL;
+        const double *D = sc->d + (h - h0) * T + t0;
+        fl_piece pc[FL_BR / FL_SUB];
+        const int np = fl_pieces(pl, t0, nb, s0, nc, pc);
+        if (dQ && s0 == 0) fl_zero_gaps_f32(pc, np, nb, dQ, HS, dqr, dqc); /* the pieces write the others */
+        int64_t r = 0; /* rows up to r: computed by a piece, or zeroed */
+        for (int ip = 0; ip <= np; ip++) {
+          const int64_t r1 = ip < np ? pc[ip].r0 : nb;
+          if (r1 > r) {
+            if (dV) fl16_zero_pairs(sc->w, t0 + r, r1 - r, 0, ncf);
+            if (dK) fl16_zero_pairs(sc->ds, t0 + r, r1 - r, 0, ncf);
+          }
+          if (ip == np) break;
+          const int64_t r0 = pc[ip].r0, nr = pc[ip].nr, nv = pc[ip].nv, t = t0 + r0;
+          r = r0 + nr;
+          fl16_scores(pl, b, h, t, nr, s0, nv, Pb);
+          if (pl->drop) lt__bernoulli_tile(pl->drop, (bh * T + t) * S + s0, S, nr, nv, kb, FL_BC);
+          fl_bwd_p_f32(pl, Pb, Wb, kb, lse + t, b, h, t, nr, s0, nv);
+          if (dV) { /* W as pairs at the piece's rows, keys it did not see zero */
+            lt__bf16dot_pack_pairs(sc->w + t / 2 * FL16_LDP, FL16_LDP, pl->drop ? Wb : Pb, nr, nv, FL_BC, 1);
+            if (nv < ncf) fl16_zero_pairs(sc->w, t, nr, nv, ncf);
+          }
+          if (!need_ds) continue;
+          fl16_dp(pl, b, h, t, nr, s0, nv, dPb);
+          fl_bwd_ds_f32(pl, Pb, dPb, kb, D + r0, nr, nv);
+          /* dS as rows (dQ's A) and as pairs at the piece's rows (dK^T's B) */
+          uint16_t *dsp = sc->ds + t / 2 * FL16_LDP;
+          if (dQ && dK) lt__bf16dot_pack_rows_pairs(sc->p, FL_BC, dsp, FL16_LDP, dPb, nr, nv, FL_BC);
+          else if (dQ) lt__bf16dot_pack_rows(sc->p, FL_BC, dPb, nr, nv, FL_BC, 1);
+          else lt__bf16dot_pack_pairs(dsp, FL16_LDP, dPb, nr, nv, FL_BC, 1);
+          if (dK && nv < ncf) fl16_zero_pairs(sc->ds, t, nr, nv, ncf);
+          if (dQ) /* dQ += scale dS K: [nr,nv] x [nv,HS] */
+            lt__bf16dot_gemm(x->kind, nr, HS, nv, sc32, sc->p, FL_BC, x->k + (bg * x->sp + s0) * x->hp, 2 * x->hp,
+                             s0 > 0, dQ + r0 * dqr, dqr);
+        }
+      }
+      if (rlo < 0) continue; /* no query row of the head sees the key tile */
+      if (dV) fl16_zero_pairs(sc->w, T, x->tp - T, 0, ncf); /* the padding rows up to tp */
+      if (dK) fl16_zero_pairs(sc->ds, T, x->tp - T, 0, ncf);
+      /* dV^T (+)= dO^T W: [HSV, rows] x [rows, keys]; dK^T (+)= scale Q^T dS; in blocks of 32 keys
+       * with the same first row r that sees them (causal: a diagonal tile's blocks start 32 rows
+       * apart, the rows above see none of their keys, W and dS are 0 there) */
+      for (int64_t c0 = 0, c1; c0 < ncf; c0 = c1) {
+        const int64_t r = fl16_first_row(pl, rlo, s0 + c0);
+        for (c1 = c0 + 32; c1 < ncf && fl16_first_row(pl, rlo, s0 + c1) == r;) c1 += 32;
+        if (c1 > ncf) c1 = ncf;
+        if (dV)
+          lt__bf16dot_gemm(x->kind, HSV, c1 - c0, x->tp - r, 1.0f, x->got + bh * x->hvp * x->ldt + r, x->ldt,
+                           sc->w + r / 2 * FL16_LDP + 2 * c0, FL16_LDP, seen, sc->dvt + c0, FL16_LDC);
+        if (dK)
+          lt__bf16dot_gemm(x->kind, HS, c1 - c0, x->tp - r, sc32, x->qt + bh * x->hp * x->ldt + r, x->ldt,
+                           sc->ds + r / 2 * FL16_LDP + 2 * c0, FL16_LDP, seen, sc->dkt + c0, FL16_LDC);
+      }
+      seen = true;
+    }
+    if (!seen) { /* no query row sees these keys */
+      if (dK) zero_mat((char *)(dK + s0 * dks[2]), ncf, HS, dks[2], dks[3], 4);
+      if (dV) zero_mat((char *)(dV + s0 * dvs[2]), ncf, HSV, dvs[2], dvs[3], 4);
+      continue;
+    }
+    if (dK) fl16_untranspose(dK + s0 * dks[2], dks[2], dks[3], sc->dkt, FL16_LDC, HS, ncf);
+    if (dV) fl16_untranspose(dV + s0 * dvs[2], dvs[2], dvs[3], sc->dvt, FL16_LDC, HSV, ncf);
+  }
+}
+
 #define FT double
 #define FN f64
 #define FDT LT_DTYPE_F64
@@ -1454,10 +1608,10 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
   const int nt = fl_threads(ntasks, B * NH * T * (S + 1) * (pl.HS + pl.HSV + 1));
   /* under autocast: q, k, v as bf16, packed once (fl16) */
   lt_status st16 = LT_OK;
-  fl16 *b16 = ntasks ? fl16_make(&pl, fl16_kind(&pl, pl.HSV == 1 ? 1 : pl.os[3]), false, nt, &st16) : NULL;
+  fl16 *b16 = ntasks ? fl16_make(&pl, fl16_kind(&pl, pl.HSV == 1 ? 1 : pl.os[3]), false, &st16) : NULL;
   pl.b16 = b16;
   /* per thread: scores [BR,BC], m [BR], l [BR] (double), keep [BR,BC], bf16 scratch */
-  const size_t x16b = b16 ? fl16_scr_bytes(&pl, false) : 0;
+  const size_t x16b = b16 ? fl16_scr_bytes(&pl, 0, false) : 0;
   const size_t per = (size_t)(FL_BR * FL_BC * es + FL_BR * es + FL_BR * 8 + FL_BR * FL_BC + 64 + 63) / 64 * 64 + x16b;
   char *scratch = ntasks && st16 == LT_OK ? aligned_alloc(64, per * (size_t)nt) : NULL;
   if (ntasks && !scratch) {
@@ -1476,13 +1630,14 @@ static lt_tensor *sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_te
   {
     const lt_dtype prev = lt__autocast_adopt(ac);
     fl_pack_all(&pl, &pk); /* K^T (if any), then the team's barrier */
+    fl16_pack_all(&pl, b16); /* or the bf16 packs */
 #pragma omp for schedule(dynamic, 1)
     for (int64_t i = 0; i < ntasks; i++) {
       char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
       double *l = (double *)mine; /* doubles first: aligned */
       char *Sb = mine + FL_BR * 8, *m = Sb + FL_BR * FL_BC * es;
       uint8_t *kb = (uint8_t *)(m + FL_BR * es);
-      fl16_scr x16 = b16 ? fl16_scr_at(&pl, mine + (per - x16b), false) : (fl16_scr){0};
+      fl16_scr x16 = b16 ? fl16_scr_at(&pl, mine + (per - x16b), 0, false) : (fl16_scr){0};
       /* the last query tiles first: causal, they have the most keys to see
        * (dynamic scheduling then evens out the triangle) */
       const int64_t bh = i % (B * NH), t0 = (ntq - 1 - i / (B * NH)) * FL_BR;
@@ -1567,11 +1722,11 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   lt_status st16 = LT_OK;
   const int64_t dq_cs = !dq || nch > 1 || HS == 1 ? 1 : pl.dqs[3];
   fl16 *b16 = ntasks && (!need_q || dq) && (!need_k || dk) && (!need_v || dv)
-                  ? fl16_make(&pl, fl16_kind(&pl, dq_cs), true, nt, &st16)
+                  ? fl16_make(&pl, fl16_kind(&pl, dq_cs), true, &st16)
                   : NULL;
   pl.b16 = b16;
   /* per thread: D [BR] (double), P, W, dP [BR,BC] each, keep [BR,BC], bf16 scratch */
-  const size_t x16b = b16 ? fl16_scr_bytes(&pl, true) : 0;
+  const size_t x16b = b16 ? fl16_scr_bytes(&pl, b16->tp, true) : 0;
   const size_t per = (size_t)(FL_BR * 8 + 3 * FL_BR * FL_BC * es + FL_BR * FL_BC + 64 + 63) / 64 * 64 + x16b;
   char *scratch = ntasks && st16 == LT_OK ? aligned_alloc(64, per * (size_t)nt) : NULL;
   char *dqp = NULL;
@@ -1595,26 +1750,31 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
     {
       const lt_dtype prev = lt__autocast_adopt(ac);
       fl_pack_all(&pl, &pk); /* K^T and V^T (if any), then the team's barrier */
+      fl16_pack_all(&pl, b16); /* or the bf16 packs */
 #pragma omp for schedule(dynamic, 1)
       for (int64_t i = 0; i < ntasks; i++) {
         char *mine = scratch + per * (size_t)(nt > 1 ? omp_get_thread_num() : 0);
         double *D = (double *)mine;
         char *Pb = mine + FL_BR * 8, *Wb = Pb + FL_BR * FL_BC * es, *dPb = Wb + FL_BR * FL_BC * es;
         uint8_t *kb = (uint8_t *)(dPb + FL_BR * FL_BC * es);
-        fl16_scr x16 = b16 ? fl16_scr_at(&pl, mine + (per - x16b), true) : (fl16_scr){0};
+        const fl16_scr x16 = b16 ? fl16_scr_at(&pl, mine + (per - x16b), b16->tp, true) : (fl16_scr){0};
         const int64_t bg = i / nch, c = i % nch, bb = bg / NKV, gg = bg % NKV;
         /* dQ of the group's first head and its strides: dq itself, or this task's slab */
         char *dqt = NULL;
         int64_t dqh = 0, dqr = 0, dqc = 0;
         if (dqp) dqt = dqp + i * slab * es, dqh = T * HS, dqr = HS, dqc = 1;
         else if (dq) dqt = at4(pl.dq, pl.dqs, es, bb, gg * grp), dqh = pl.dqs[1], dqr = pl.dqs[2], dqc = pl.dqs[3];
-        if (!b16) fl_bwd_zero(&pl, bb, gg, bounds[c], bounds[c + 1]); /* bf16 tiles: fl16_bwd_end writes them */
-        const lt_status s2 =
-            pl.dt == LT_DTYPE_F32
-                ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb,
-                             (float *)Wb, (float *)dPb, D, kb, &pk, b16 ? &x16 : NULL)
-                : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc, (double *)Pb,
-                             (double *)Wb, (double *)dPb, D, kb, &pk, NULL);
+        lt_status s2 = LT_OK;
+        if (b16) /* writes every row of dK, dV it owns: no zeroing */
+          fl16_bwd(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc, (float *)Pb, (float *)Wb,
+                   (float *)dPb, kb, &x16);
+        else {
+          fl_bwd_zero(&pl, bb, gg, bounds[c], bounds[c + 1]);
+          s2 = pl.dt == LT_DTYPE_F32 ? fl_bwd_f32(&pl, bb, gg, bounds[c], bounds[c + 1], (float *)dqt, dqh, dqr, dqc,
+                                                  (float *)Pb, (float *)Wb, (float *)dPb, D, kb, &pk)
+                                     : fl_bwd_f64(&pl, bb, gg, bounds[c], bounds[c + 1], (double *)dqt, dqh, dqr, dqc,
+                                                  (double *)Pb, (double *)Wb, (double *)dPb, D, kb, &pk);
+        }
         if (s2 != LT_OK) {
 #pragma omp atomic write
           err = 1;
@@ -1670,8 +1830,12 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
  * equal within noise, small's peak RSS 16 MiB higher fused), and the
  * default encoder-decoder run (T <= 64) with fused AMX tiles at every size
  * ended at 82.3% held-out exact match against 100% for this rule
- * (docs/mixed-precision.md, session 7). This is the one place the rule
- * lives. */
+ * (docs/mixed-precision.md, session 7). Above the tile, under autocast,
+ * fused fwd+bwd measured faster than unfused at every shape tried once its
+ * backward visited key tiles outside (session 8, B 1, NH 4, causal, CPU
+ * time: 1.3x at T 512, 1.4-1.9x at T 1,024-2,048, HS 64 and 128;
+ * docs/attention.md), so no other crossover is needed. This is the one
+ * place the rule lives. */
 static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor *q, const lt_tensor *k) {
   if (weights) return false;
   const lt_attention_impl impl = o ? o->impl : LT_ATTENTION_AUTO;

@@ -12,7 +12,8 @@
  * elements of K it loads two 16-row tiles of A and two 16-column tiles of
  * B and issues four tdpbf16ps (16 x 16 x 32 each), then stores the block
  * to a buffer on the stack and adds alpha times it to C, masked to M and
- * N. One tile configuration for every shape (the padding of the header
+ * N (a whole block with alpha 1 and no accumulation: stored into C as it
+ * is). One tile configuration for every shape (the padding of the header
  * makes the partial blocks whole); loaded at the start of each product and
  * released at its end, so no tile state outlives a call.
  *
@@ -138,6 +139,7 @@ AMX_TARGET static void amx_gemm(int64_t M, int64_t N, int64_t K, float alpha, co
   const int64_t ks = (K + 31) / 32, sa = lda * 2, sb = ldb * 2;
   float buf[32 * 32] __attribute__((aligned(64)));
   const __m512 va = _mm512_set1_ps(alpha);
+  const bool direct = alpha == 1.0f && !accumulate; /* 1 * sum is sum, bit for bit */
   for (int64_t n0 = 0; n0 < N; n0 += 32) {
     const int64_t nn = N - n0;
     const __mmask16 k0 = nn >= 16 ? (__mmask16)0xffff : (__mmask16)((1u << nn) - 1);
@@ -158,11 +160,19 @@ AMX_TARGET static void amx_gemm(int64_t M, int64_t N, int64_t K, float alpha, co
         _tile_dpbf16ps(2, 5, 6);
         _tile_dpbf16ps(3, 5, 7);
       }
+      const int64_t mr = M - m0 < 32 ? M - m0 : 32;
+      if (direct && mr == 32 && nn >= 32) { /* C = the sums as they are: the tiles straight into C */
+        float *c = C + m0 * ldc + n0;
+        _tile_stored(0, c, ldc * 4);
+        _tile_stored(1, c + 16, ldc * 4);
+        _tile_stored(2, c + 16 * ldc, ldc * 4);
+        _tile_stored(3, c + 16 * ldc + 16, ldc * 4);
+        continue;
+      }
       _tile_stored(0, buf, 128);
       _tile_stored(1, buf + 16, 128);
       _tile_stored(2, buf + 16 * 32, 128);
       _tile_stored(3, buf + 16 * 32 + 16, 128);
-      const int64_t mr = M - m0 < 32 ? M - m0 : 32;
       for (int64_t r = 0; r < mr; r++) {
         float *cr = C + (m0 + r) * ldc + n0;
         const __m512 c0 = _mm512_load_ps(buf + r * 32), c1 = _mm512_load_ps(buf + r * 32 + 16);
@@ -317,6 +327,33 @@ BD_TARGET void lt__bf16dot_pack_pairs(uint16_t *dst, int64_t ldd, const float *x
     }
 }
 
+BD_TARGET void lt__bf16dot_pack_rows_pairs(uint16_t *rdst, int64_t ldr, uint16_t *pdst, int64_t ldp, const float *x,
+                                           int64_t rows, int64_t cols, int64_t rs) {
+  const int64_t np = (rows + 1) / 2, npad = LT__BF16DOT_CEIL(rows) / 2;
+  const int64_t rpad = LT__BF16DOT_CEIL(cols) < ldr ? LT__BF16DOT_CEIL(cols) : ldr;
+  for (int64_t p = np; p < npad; p++) memset(pdst + p * ldp, 0, (size_t)cols * 4);
+  for (int64_t p = 0; p < np; p++) {
+    const float *s0 = x + 2 * p * rs, *s1 = s0 + rs;
+    const bool two = 2 * p + 1 < rows;
+    uint16_t *d = pdst + p * ldp, *r0 = rdst + 2 * p * ldr, *r1 = r0 + ldr;
+    for (int64_t j = 0; j < cols; j += 16) {
+      const __mmask16 k = bd_tail(cols - j);
+      const __m512i w0 = bd_cvt16(_mm512_maskz_loadu_ps(k, s0 + j));
+      __m512i w = w0;
+      _mm512_mask_cvtepi32_storeu_epi16(r0 + j, k, w0);
+      if (two) {
+        const __m512i w1 = bd_cvt16(_mm512_maskz_loadu_ps(k, s1 + j));
+        _mm512_mask_cvtepi32_storeu_epi16(r1 + j, k, w1);
+        w = _mm512_or_si512(w0, _mm512_slli_epi32(w1, 16));
+      }
+      _mm512_mask_storeu_epi32(d + 2 * j, k, w);
+    }
+    for (int64_t j = cols; j < rpad; j++) r0[j] = 0;
+    if (two)
+      for (int64_t j = cols; j < rpad; j++) r1[j] = 0;
+  }
+}
+
 BD_TARGET void lt__bf16dot_transpose_f32(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t n,
                                          int64_t m) {
   for (int64_t i0 = 0; i0 < n; i0 += 16) {
@@ -354,6 +391,12 @@ void lt__bf16dot_pack_pairs(uint16_t *dst, int64_t ldd, const float *x, int64_t 
                             int64_t cs) {
   (void)dst, (void)ldd, (void)x, (void)rows, (void)cols, (void)rs, (void)cs;
   LT_CHECK(!"lt__bf16dot_pack_pairs without AVX512_BF16");
+}
+
+void lt__bf16dot_pack_rows_pairs(uint16_t *rdst, int64_t ldr, uint16_t *pdst, int64_t ldp, const float *x,
+                                 int64_t rows, int64_t cols, int64_t rs) {
+  (void)rdst, (void)ldr, (void)pdst, (void)ldp, (void)x, (void)rows, (void)cols, (void)rs;
+  LT_CHECK(!"lt__bf16dot_pack_rows_pairs without AVX512_BF16");
 }
 
 void lt__bf16dot_transpose_f32(float *dst, int64_t ldd, const float *src, int64_t lds, int64_t n, int64_t m) {

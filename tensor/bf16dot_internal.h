@@ -85,6 +85,14 @@ void lt__bf16dot_pack_rows(uint16_t *dst, int64_t ldd, const float *x, int64_t r
 void lt__bf16dot_pack_pairs(uint16_t *dst, int64_t ldd, const float *x, int64_t rows, int64_t cols, int64_t rs,
                             int64_t cs);
 
+/* Both layouts of one x [rows, cols] with contiguous columns (row stride
+ * rs), in one pass over x: exactly what lt__bf16dot_pack_rows(rdst, ldr,
+ * x, rows, cols, rs, 1) and lt__bf16dot_pack_pairs(pdst, ldp, x, rows,
+ * cols, rs, 1) write, bit for bit (the fused attention's dS tile, the A of
+ * one product and the B of another). */
+void lt__bf16dot_pack_rows_pairs(uint16_t *rdst, int64_t ldr, uint16_t *pdst, int64_t ldp, const float *x,
+                                 int64_t rows, int64_t cols, int64_t rs);
+
 /* dst[j*ldd + i] = src[i*lds + j] for i < n, j < m: an f32 matrix
  * transposed in 16 x 16 blocks in registers (the fused attention's dK^T,
  * dV^T written back as dK, dV). Only where lt__bf16dot_best() is not NONE. */

@@ -282,6 +282,10 @@ static const cfg fused_cfgs[] = {
      * here), each with its own partial dq */
     {.B = 1, .NH = 3, .NKV = 1, .T = 600, .S = 600, .HS = 16, .causal = true, .padding = true},
     {.B = 1, .NH = 2, .NKV = 1, .T = 270, .S = 520, .HS = 40, .mask = 1},
+    /* causal T < S across key tiles: the rows' last visible key inside a
+     * packed K^T tile (the f32 panel kernel once read such a tile with the
+     * visible width instead of the packed one) */
+    {.B = 1, .NH = 2, .NKV = 2, .T = 300, .S = 600, .HS = 32, .causal = true},
 };
 #define NFUSED ((int)(sizeof fused_cfgs / sizeof fused_cfgs[0]))
 
@@ -638,7 +642,7 @@ static bool same4(lt_tensor **a, lt_tensor **b) {
  * 2^-9 each; f32 accumulation), output and the three gradients, across odd
  * sizes (T, S not multiples of a tile or of the kernels' 32, head sizes 7
  * and 24), every mask kind, GQA / MQA (with the backward's key chunks),
- * T != S, T = 1 and dropout. The three bf16 paths differ in the order of
+ * T != S (causal T > S: rows that see no key), T = 1 and dropout. The three bf16 paths differ in the order of
  * their f32 sums, so their bits differ: that shows each one ran. */
 START_TEST(test_fused_bf16_tiles) {
   const lt_dtype was = lt_set_autocast(LT_DTYPE_BF16);
@@ -658,6 +662,7 @@ START_TEST(test_fused_bf16_tiles) {
       {2, 2, 2, 257, 257, 7, 7, false, 3, 0},    /* odd head size, padding */
       {1, 2, 2, 600, 600, 64, 40, true, 2, 0.2}, /* float mask, dropout, HSV != HS, diagonal pieces */
       {2, 2, 1, 1, 300, 16, 16, true, 0, 0},     /* T = 1 (decoding) */
+      {1, 2, 2, 600, 300, 32, 32, true, 3, 0},   /* causal T > S: the first rows see no key; padding */
   };
   lt_generator *dg = lt_generator_new(11);
   const lt_generator_state st = lt_generator_get_state(dg);

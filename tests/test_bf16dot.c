@@ -24,8 +24,9 @@ static float frand(unsigned *s) {
 
 /* C = alpha * A B (+ C0) with each kernel, against the f64 sum of the
  * bf16-rounded products: the f32 sums may differ from it by their rounding
- * only (relative 1e-5 of the sum of |products|). */
-static void check_gemm(int64_t M, int64_t N, int64_t K, bool acc) {
+ * only (relative 1e-5 of the sum of |products|). alpha 1 without acc: the
+ * AMX kernel stores whole blocks straight into C. */
+static void check_gemm(int64_t M, int64_t N, int64_t K, bool acc, float alpha) {
   const int64_t Mp = LT__BF16DOT_CEIL(M), Kp = LT__BF16DOT_CEIL(K), Np = LT__BF16DOT_CEIL(N);
   const int64_t lda = Kp + 32, ldb = 2 * Np + 32, ldc = N + 3;
   float *a = malloc(sizeof(float) * (size_t)(M * K)), *b = malloc(sizeof(float) * (size_t)(K * N));
@@ -41,7 +42,6 @@ static void check_gemm(int64_t M, int64_t N, int64_t K, bool acc) {
   for (int64_t i = 0; i < Kp / 2 * ldb; i++) B[i] = 0x7fc0;
   lt__bf16dot_pack_rows(A, lda, a, M, K, K, 1);
   lt__bf16dot_pack_pairs(B, ldb, b, K, N, N, 1);
-  const float alpha = 0.75f;
   for (int kind = LT__BF16DOT_DOT; kind <= (int)lt__bf16dot_best(); kind++) {
     for (int64_t i = 0; i < M * ldc; i++) c[i] = acc ? 0.5f : NAN;
     lt__bf16dot_gemm((lt__bf16dot_kind)kind, M, N, K, alpha, A, lda, B, ldb, acc, c, ldc);
@@ -73,7 +73,8 @@ START_TEST(test_gemm_shapes) {
   const int64_t shapes[][3] = {{1, 1, 1},    {256, 256, 64}, {128, 64, 256}, {33, 17, 5},
                                {31, 47, 63}, {64, 256, 33},  {7, 300, 128},  {257, 40, 2}};
   for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++)
-    for (int acc = 0; acc < 2; acc++) check_gemm(shapes[i][0], shapes[i][1], shapes[i][2], acc);
+    for (int c = 0; c < 3; c++) /* alpha 0.75, then accumulate, then alpha 1 */
+      check_gemm(shapes[i][0], shapes[i][1], shapes[i][2], c == 1, c == 2 ? 1.0f : 0.75f);
 }
 END_TEST
 
@@ -100,6 +101,17 @@ static void check_pack(int64_t rows, int64_t cols, int64_t rs, int64_t cs, const
       }
   ck_assert_msg(bad == 0, "pack [%lld, %lld] strides (%lld, %lld): %lld wrong elements", (long long)rows,
                 (long long)cols, (long long)rs, (long long)cs, (long long)bad);
+  if (cs == 1) { /* both layouts in one pass: the same bytes, padding and untouched elements included */
+    uint16_t *r2 = malloc(2 * (size_t)(rows * ldr)), *p2 = malloc(2 * (size_t)(np * ldp));
+    ck_assert(r2 && p2);
+    memset(r2, 0xff, 2 * (size_t)(rows * ldr));
+    memset(p2, 0xff, 2 * (size_t)(np * ldp));
+    lt__bf16dot_pack_rows_pairs(r2, ldr, p2, ldp, x, rows, cols, rs);
+    ck_assert_msg(!memcmp(r, r2, 2 * (size_t)(rows * ldr)) && !memcmp(p, p2, 2 * (size_t)(np * ldp)),
+                  "pack_rows_pairs [%lld, %lld] differs from pack_rows + pack_pairs", (long long)rows,
+                  (long long)cols);
+    free(r2), free(p2);
+  }
   free(r), free(p);
 }
 
