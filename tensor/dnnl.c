@@ -230,6 +230,13 @@ static void tl_release(void *unused) {
 
 static void tl_make_key(void) { tl_key_made = pthread_key_create(&tl_key, tl_release) == 0; }
 
+/* When the library is unloaded (dlclose) before threads that ran products
+ * exit, their exit must not call tl_release in unmapped code: the key goes
+ * with the library (those threads' resources are then kept, as before). */
+__attribute__((destructor)) static void tl_delete_key(void) {
+  if (tl_key_made) pthread_key_delete(tl_key);
+}
+
 static void tl_arm(void) {
   if (tl_armed) return;
   pthread_once(&tl_once, tl_make_key);

@@ -42,7 +42,7 @@ struct lt_generator {
 
 /* out = Philox4x32-10(ctr, key): 10 rounds, the key bumped by (W0, W1)
  * between rounds, as Random123's philox4x32_R(10, ...). The reference one-block
- * version; philox_batch below computes the same words 16 blocks at a time. */
+ * version; philox_batch below computes the same words PHILOX_BATCH blocks at a time. */
 static inline void philox4x32_10(const uint32_t ctr[4], const uint32_t key[2], uint32_t out[4]) {
   uint32_t c0 = ctr[0], c1 = ctr[1], c2 = ctr[2], c3 = ctr[3];
   uint32_t k0 = key[0], k1 = key[1];
@@ -632,9 +632,6 @@ void lt__bernoulli_defer(lt_generator *g, int64_t n, double q, lt__bern_draw *d)
   g->offset += blocks_for(n, 4);
 }
 
-/* Each row is a run of elements e0 .. e0+cols; element e is word e%4 of block
- * e/4, made a batch of PHILOX_BATCH blocks at a time from the block holding
- * the row's first element. */
 /* k[i] = (w[i] <= lim) & any over [0, n): the keep bytes of a run of words. */
 static void bern_bytes(const uint32_t *w, int64_t n, uint32_t lim, uint32_t any, uint8_t *k) {
   for (int64_t i = 0; i < n; i++) k[i] = (uint8_t)((w[i] <= lim) & any);
@@ -653,6 +650,9 @@ __attribute__((target("avx512f"))) static void bern_bytes_avx512(const uint32_t 
 }
 #endif
 
+/* Each row is a run of elements e0 .. e0+cols; element e is word e%4 of block
+ * e/4, made a batch of PHILOX_BATCH blocks at a time from the block holding
+ * the row's first element. */
 void lt__bernoulli_tile(const lt__bern_draw *d, int64_t i0, int64_t ld, int64_t rows, int64_t cols,
                         uint8_t *keep, int64_t ldk) {
   const philox_batch_fn pb = philox_pick();

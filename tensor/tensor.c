@@ -65,7 +65,8 @@ int64_t lt__live_storages(void) {
  *   (4 classes per power of two: at most 25% slack; from 4 MiB on, also to
  *   whole 2 MiB huge pages, which new blocks are advised to use) and a freed
  *   one is kept for the next request of the same class (the newest first),
- *   or, when none is cached, of a class at most 50% smaller (CACHE_FIT).
+ *   or, when none is cached, of a smaller class needing at least 2/3 of it
+ *   (the block at most 50% larger than the request: CACHE_FIT).
  * - Bounded: at most CACHE_SLOTS blocks and CACHE_MAX_BYTES in all, or up
  *   to the peak of the blocks in use when that is more (cache_cap); a free
  *   that does not fit evicts the least recently cached blocks, and a block

@@ -142,17 +142,18 @@ END_TEST
 
 /* ---- the batched generator versions ------------------------------------- */
 
-/* Long draws (many batches of 16 blocks, a partial last one) through each
+/* Long draws (3 batches of 64 blocks and a partial one) through each
  * version of the batched generator (LT_PHILOX: portable C, AVX2, AVX-512; a
  * version the CPU lacks falls back to another), at offsets whose counters
- * carry into the second and third words: uniform f32, bernoulli at p on and
+ * carry into the second and third words inside a batch (40 blocks in: in
+ * AVX-512's third chain): uniform f32, bernoulli at p on and
  * between the 2^-32 grid (the threshold compare is done in integers), and
  * dropout's fused draw (the same mask, y = x * mask * scale). */
 START_TEST(test_layout_versions) {
   const char *versions[] = {"c", "avx2", "avx512", ""};
   const uint64_t seeds[] = {99, 0xDEADBEEFCAFEF00DULL};
-  const uint64_t offs[] = {0, 5, 0xFFFFFFFFull - 100, UINT64_MAX - 200};
-  const int64_t n = 4 * 16 * 5 + 37; /* 5 full batches and a partial one */
+  const uint64_t offs[] = {0, 5, 0xFFFFFFFFull - 40, UINT64_MAX - 40};
+  const int64_t n = 4 * 64 * 3 + 37; /* 3 full batches and a partial one */
   for (int v = 0; v < 4; v++) {
     setenv("LT_PHILOX", versions[v], 1);
     for (int si = 0; si < 2; si++)
