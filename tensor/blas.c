@@ -485,12 +485,20 @@ SP_ROWS(4, 6)
 #undef SP_ROWS
 
 /* Per-thread packing buffer, grown as needed and kept for the thread's life
- * (a training step packs the same sizes again and again). */
+ * (a training step packs the same sizes again and again; freed when the
+ * thread exits). */
 static _Thread_local float *sp_buf;
 static _Thread_local size_t sp_cap;
 
+static void sp_release(void) {
+  free(sp_buf);
+  sp_buf = NULL;
+  sp_cap = 0;
+}
+
 static float *sp_buffer(size_t floats) {
   if (floats <= sp_cap) return sp_buf;
+  (void)lt__at_thread_exit(sp_release); /* released with the thread */
   free(sp_buf);
   const size_t bytes = (floats * sizeof(float) + 4095) & ~(size_t)4095;
   sp_buf = aligned_alloc(64, bytes);

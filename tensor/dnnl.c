@@ -200,18 +200,11 @@ static lt_status fail(dnnl_status_t s, const char *what, int64_t m, int64_t n, i
 static _Thread_local dnnl_memory_t tl_mem[CACHE_MAX][5];
 
 /* A thread's stream, dense buffers and memory objects are released when the
- * thread exits (a thread of the caller's that ran bf16 products, not only
- * OpenMP's, which live as long as the process): a pthread key whose
- * destructor runs in the exiting thread, set by the thread's first
- * allocation of any of them (tl_arm). Without a key (pthread_key_create
- * failed) they are kept, as before. */
-static pthread_key_t tl_key;
-static pthread_once_t tl_once = PTHREAD_ONCE_INIT;
-static bool tl_key_made;
+ * thread exits (lt__at_thread_exit, registered by the thread's first
+ * allocation of any of them: tl_arm). */
 static _Thread_local bool tl_armed;
 
-static void tl_release(void *unused) {
-  (void)unused;
+static void tl_release(void) {
   for (int i = 0; i < CACHE_MAX; i++)
     for (int j = 0; j < 5; j++)
       if (tl_mem[i][j]) {
@@ -228,19 +221,8 @@ static void tl_release(void *unused) {
   tl_armed = false;
 }
 
-static void tl_make_key(void) { tl_key_made = pthread_key_create(&tl_key, tl_release) == 0; }
-
-/* When the library is unloaded (dlclose) before threads that ran products
- * exit, their exit must not call tl_release in unmapped code: the key goes
- * with the library (those threads' resources are then kept, as before). */
-__attribute__((destructor)) static void tl_delete_key(void) {
-  if (tl_key_made) pthread_key_delete(tl_key);
-}
-
 static void tl_arm(void) {
-  if (tl_armed) return;
-  pthread_once(&tl_once, tl_make_key);
-  tl_armed = tl_key_made && pthread_setspecific(tl_key, &tl_key) == 0; /* any non-NULL value */
+  if (!tl_armed) tl_armed = lt__at_thread_exit(tl_release);
 }
 
 static lt_status run(const mm_entry *e, const void *a, const void *b, void *c, const float *bias) {

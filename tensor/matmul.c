@@ -471,6 +471,12 @@ static _Thread_local lt_dtype tl_autocast = LT_DTYPE_F32;
 
 static void wcache_clear(void);
 static void ai_clear(void);
+/* Both caches go with their thread (lt__at_thread_exit, registered by their
+ * first entry), as when autocast is turned off on it. */
+static void autocast_release(void) {
+  wcache_clear();
+  ai_clear();
+}
 
 lt_dtype lt_autocast_dtype(void) { return tl_autocast; }
 
@@ -497,13 +503,22 @@ lt_dtype lt__autocast_adopt(lt_dtype mode) {
 /* ---- bf16 operands -------------------------------------------------------- */
 
 /* Per-thread conversion buffers, grown as needed and kept for the thread's
- * life: a step converts the same sizes again and again. 0-1: a product's two
+ * life (freed when it exits): a step converts the same sizes again and again. 0-1: a product's two
  * operands; 2-3: operands held for several products (lt__mat_hold_bf16). */
 static _Thread_local void *tl_buf[4];
 static _Thread_local size_t tl_cap[4];
 
+static void conv_release(void) {
+  for (int i = 0; i < 4; i++) {
+    free(tl_buf[i]);
+    tl_buf[i] = NULL;
+    tl_cap[i] = 0;
+  }
+}
+
 static void *conv_buf(int i, size_t bytes) {
   if (bytes <= tl_cap[i]) return tl_buf[i];
+  (void)lt__at_thread_exit(conv_release); /* released with the thread */
   free(tl_buf[i]);
   size_t sz = (bytes + 4095) & ~(size_t)4095;
   tl_buf[i] = aligned_alloc(64, sz);
@@ -691,6 +706,7 @@ static lt_status convert_cached(int i, lt__mat x, bool one_thread, lt__mat *out)
     }
     uint16_t *buf = aligned_alloc(64, bytes);
     if (!buf) return lt__err(LT_ERR_NOMEM, "matmul: cannot allocate %zu bytes for an operand's bf16 copy", bytes);
+    (void)lt__at_thread_exit(autocast_release);
     e = &tl_wc[tl_wc_n++];
     e->bf16 = buf;
     e->cap = bytes;
@@ -869,6 +885,7 @@ lt_tensor *lt__autocast_input(const lt_tensor *x) {
     }
     copy = lt_empty(LT_DTYPE_BF16, x->ndim, x->shape);
     if (copy) lt_tensor_keep(copy); /* the thread's reference, outside any open scope */
+    if (copy) (void)lt__at_thread_exit(autocast_release);
     if (copy && x->numel > 0) /* row-major [N, K]: copy is contiguous in x's shape */
       convert_into(X, (conv_geom){false, X.rows, X.cols, X.rs, X.cs}, LT_DTYPE_BF16, copy->data, false);
     lt_tensor_free(xc);

@@ -16,6 +16,18 @@
 /* Lazily initialise the runtime (threads, BLIS). Cheap after the first call. */
 lt_status lt__ensure_init(void);
 
+/* Registers fn to run when the calling thread exits (once per thread and
+ * fn; the last registered runs first): what a kernel keeps per thread
+ * (scratch buffers, caches, oneDNN streams) is released with the thread,
+ * a caller's thread that ran products as much as OpenMP's. Threads that
+ * never exit (OpenMP's workers, the main thread) keep them until the
+ * process ends. A kernel calls it when it first allocates such a resource.
+ * False (nothing registered: the resources are kept, as without it) when
+ * the thread already has LT__THREAD_EXIT_MAX functions or no pthread key
+ * could be made. */
+#define LT__THREAD_EXIT_MAX 8
+bool lt__at_thread_exit(void (*fn)(void));
+
 /* Minimum elements before a kernel goes multi-threaded. */
 #define LT__PARALLEL_MIN 32768
 

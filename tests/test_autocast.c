@@ -139,21 +139,33 @@ START_TEST(test_bf16_matmul_vs_reference) {
 END_TEST
 
 /* A thread of the caller's that runs bf16 products (oneDNN: a stream, dense
- * copies of strided operands, memory objects per cached primitive) and
- * exits releases what it made: under AddressSanitizer, LeakSanitizer
+ * copies of strided operands, memory objects per cached primitive; without
+ * oneDNN's bf16, the widened operands and the panel kernel's packing) and
+ * f32 products under autocast (the bf16 copies it caches), and exits with
+ * autocast still on, releases what it made: under AddressSanitizer, LeakSanitizer
  * reports them at exit otherwise (in other builds only the bits are
  * checked). Each thread's product matches the main thread's bit for bit. */
 typedef struct bf16_thread_job {
-  const lt_tensor *a, *b;
-  lt_tensor *out;
+  const lt_tensor *a, *b;   /* bf16 */
+  const lt_tensor *af, *wf; /* f32; wf a parameter (requires grad) */
+  lt_tensor *out, *out_ac;
+  int cached; /* the thread's autocast cache entries when it exits */
   char err[256]; /* the thread's error message (errors are per thread) */
 } bf16_thread_job;
+/* a b^T in bf16, and the Linear af wf^T under autocast (wf's bf16 copy
+ * cached by the thread, af's memoised; the thread exits with autocast on,
+ * its caches full). */
 static void *bf16_thread(void *arg) {
   bf16_thread_job *j = arg;
   lt_tensor *bt = lt_transpose(j->b, 0, 1); /* a strided operand: copied dense first */
   j->out = bt ? lt_matmul(j->a, bt) : NULL;
-  if (!j->out) snprintf(j->err, sizeof j->err, "%s", lt_last_error());
   lt_tensor_free(bt);
+  const bool grad = lt_set_grad_enabled(false);
+  lt_set_autocast(LT_DTYPE_BF16);
+  j->out_ac = j->out ? lt_linear(j->af, j->wf, NULL) : NULL; /* af wf^T: wf's copy cached, af's memoised */
+  lt__autocast_cache_stats(&j->cached, NULL, NULL);
+  lt_set_grad_enabled(grad);
+  if (!j->out || !j->out_ac) snprintf(j->err, sizeof j->err, "%s", lt_last_error());
   return NULL;
 }
 START_TEST(test_bf16_thread_exit) {
@@ -162,14 +174,24 @@ START_TEST(test_bf16_thread_exit) {
   lt_tensor *a = rnd(g, LT_DTYPE_BF16, 2, (const int64_t[]){48, 40});
   lt_tensor *b = rnd(g, LT_DTYPE_BF16, 2, (const int64_t[]){24, 40});
   lt_tensor *want = LT_NN(lt_matmul(a, LT_NN(lt_transpose(b, 0, 1))));
+  lt_tensor *af = LT_NN(lt_to_dtype(a, LT_DTYPE_F32)), *wf = LT_NN(lt_to_dtype(b, LT_DTYPE_F32));
+  LT_OK_OR_FAIL(lt_requires_grad_(wf, true));
+  const bool grad = lt_set_grad_enabled(false);
+  lt_set_autocast(LT_DTYPE_BF16);
+  lt_tensor *want_ac = LT_NN(lt_linear(af, wf, NULL));
+  lt_set_autocast(LT_DTYPE_F32);
+  lt_set_grad_enabled(grad);
   for (int t = 0; t < 3; t++) {
-    bf16_thread_job j = {a, b, NULL, ""};
+    bf16_thread_job j = {a, b, af, wf, NULL, NULL, 0, ""};
     pthread_t th;
     ck_assert_int_eq(pthread_create(&th, NULL, bf16_thread, &j), 0);
     ck_assert_int_eq(pthread_join(th, NULL), 0);
-    ck_assert_msg(j.out != NULL, "%s", j.err);
+    ck_assert_msg(j.out && j.out_ac, "%s", j.err);
     LT_ASSERT_SAME_BITS(j.out, want);
-    lt_tensor_free(j.out);
+    LT_ASSERT_SAME_BITS(j.out_ac, want_ac);
+    if (lt__dnnl_bf16_available()) /* autocast on (else products stay f32): the thread had copies to release */
+      ck_assert_int_gt(j.cached, 0);
+    lt_tensor_free(j.out), lt_tensor_free(j.out_ac);
   }
   lt_generator_free(g);
   lt_scope_end(sc);
