@@ -54,6 +54,15 @@ while [ $# -gt 0 ]; do
   esac
 done
 
+# counts are whole numbers from 1 (a typo would otherwise run nothing or loop)
+posint() {
+  case "$2" in
+    '' | *[!0-9]* | 0* | ??????????*) echo "$0: $1 takes a whole number from 1 to 999999999, not '$2'" >&2; exit 2 ;;
+  esac
+}
+posint --rounds "$rounds"
+posint --steps "$steps"
+for T in $Ts; do posint --T "$T"; done
 bench_build "$root" "$build" bench_attention train
 
 tmp=$(mktemp -d)

@@ -200,10 +200,8 @@ static lt_status fail(dnnl_status_t s, const char *what, int64_t m, int64_t n, i
 static _Thread_local dnnl_memory_t tl_mem[CACHE_MAX][5];
 
 /* A thread's stream, dense buffers and memory objects are released when the
- * thread exits (lt__at_thread_exit, registered by the thread's first
- * allocation of any of them: tl_arm). */
-static _Thread_local bool tl_armed;
-
+ * thread exits (lt__at_thread_exit, registered by each allocation of any of
+ * them: tl_arm; registering again is a no-op). */
 static void tl_release(void) {
   for (int i = 0; i < CACHE_MAX; i++)
     for (int j = 0; j < 5; j++)
@@ -218,12 +216,9 @@ static void tl_release(void) {
   }
   if (tl_stream) dnnl_stream_destroy(tl_stream);
   tl_stream = NULL;
-  tl_armed = false;
 }
 
-static void tl_arm(void) {
-  if (!tl_armed) tl_armed = lt__at_thread_exit(tl_release);
-}
+static void tl_arm(void) { (void)lt__at_thread_exit(tl_release); }
 
 static lt_status run(const mm_entry *e, const void *a, const void *b, void *c, const float *bias) {
   const mm_key *k = &e->key;

@@ -282,15 +282,24 @@ __attribute__((target("avx2"))) static void philox_batch_avx2(uint64_t seed, uin
 
 /* The fastest version this CPU runs. LT_PHILOX=c|avx2|avx512 in the
  * environment narrows the choice (the tests compare the versions). */
-static philox_batch_fn philox_pick(void) {
+enum { PHILOX_C, PHILOX_AVX2, PHILOX_AVX512 };
+static int philox_version(void) {
 #ifdef LT_PHILOX_X86
   const char *e = getenv("LT_PHILOX");
   const bool any = !e || !*e;
-  if ((any || !strcmp(e, "avx512")) && __builtin_cpu_supports("avx512f")) return philox_batch_avx512;
-  if ((any || !strcmp(e, "avx2")) && __builtin_cpu_supports("avx2")) return philox_batch_avx2;
+  if ((any || !strcmp(e, "avx512")) && __builtin_cpu_supports("avx512f")) return PHILOX_AVX512;
+  if ((any || !strcmp(e, "avx2")) && __builtin_cpu_supports("avx2")) return PHILOX_AVX2;
+#endif
+  return PHILOX_C;
+}
+static philox_batch_fn philox_fn(int version) {
+#ifdef LT_PHILOX_X86
+  if (version == PHILOX_AVX512) return philox_batch_avx512;
+  if (version == PHILOX_AVX2) return philox_batch_avx2;
 #endif
   return philox_batch_c;
 }
+static philox_batch_fn philox_pick(void) { return philox_fn(philox_version()); }
 
 /* DEFINE_FILL(name, T, EPB, BODY) defines
  *     static void name(T *out, int64_t n, const fill_params *P)
@@ -628,6 +637,7 @@ void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double 
 void lt__bernoulli_defer(lt_generator *g, int64_t n, double q, lt__bern_draw *d) {
   d->seed = g->seed;
   d->offset = g->offset;
+  d->version = philox_version(); /* once: the tiles of both passes are many, the environment read is not free */
   bern_threshold(q, &d->lim, &d->any);
   g->offset += blocks_for(n, 4);
 }
@@ -655,10 +665,10 @@ __attribute__((target("avx512f"))) static void bern_bytes_avx512(const uint32_t 
  * the row's first element. */
 void lt__bernoulli_tile(const lt__bern_draw *d, int64_t i0, int64_t ld, int64_t rows, int64_t cols,
                         uint8_t *keep, int64_t ldk) {
-  const philox_batch_fn pb = philox_pick();
+  const philox_batch_fn pb = philox_fn(d->version);
   void (*bytes)(const uint32_t *, int64_t, uint32_t, uint32_t, uint8_t *) = bern_bytes;
 #ifdef LT_PHILOX_X86
-  if (pb == philox_batch_avx512) bytes = bern_bytes_avx512;
+  if (d->version == PHILOX_AVX512) bytes = bern_bytes_avx512; /* the CPU has AVX-512 */
 #endif
   uint32_t words[BERN_EPBATCH];
   for (int64_t r = 0; r < rows; r++) {

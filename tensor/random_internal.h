@@ -26,6 +26,7 @@ void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double 
 typedef struct lt__bern_draw {
   uint64_t seed, offset; /* the generator's key and first Philox block */
   uint32_t lim, any;     /* keep iff (word <= lim) & any, as lt_bernoulli */
+  int version;           /* the batched Philox version picked when deferred (tensor/random.c) */
 } lt__bern_draw;
 
 /* Fills *d with where lt_bernoulli(g, ., [n], q) would draw and advances g

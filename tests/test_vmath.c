@@ -251,9 +251,8 @@ LT__VEXP16_TARGET static float vexp16_lane(float x) {
   return o[0] == o[15] || (o[0] != o[0] && o[15] != o[15]) ? o[0] : -12345.0f;
 }
 
-/* lt__vexpf16_exact has lt__vexpf's bits: every 251st float bit pattern
- * (17 million, all exponents, both signs, subnormals, infinities; NaN inputs
- * must give NaN), 16 lanes of neighbours at a time, and the specials. */
+/* lt__vexpf16_exact has lt__vexpf's bits (sweep16_same_bits) and the
+ * specials. */
 LT__VEXP16_TARGET static void vexp16x_block(const float *x, float *o) {
   _mm512_storeu_ps(o, lt__vexpf16_exact(_mm512_loadu_ps(x)));
 }
@@ -263,33 +262,40 @@ LT__VEXP16_TARGET static float vexp16x_lane(float x) {
   vexp16x_block(in, o);
   return o[0];
 }
+/* A 16-lane kernel (block: 16 floats in, 16 out) against its scalar form,
+ * bit for bit, over every 251st float bit pattern (17 million: all
+ * exponents, both signs, subnormals, infinities), 16 neighbours at a time;
+ * a NaN input must give NaN (perhaps with another payload). */
+static void sweep16_same_bits(void (*block)(const float *, float *), float (*scalar)(float), const char *name) {
+  float x[16], o[16];
+  int64_t checked = 0;
+  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 16 * 251) {
+    for (int i = 0; i < 16; i++) x[i] = lt__u2f((uint32_t)(u + (uint64_t)i * 251 > 0xFFFFFFFFu ? u : u + (uint64_t)i * 251));
+    block(x, o);
+    for (int i = 0; i < 16; i++) {
+      const float want = scalar(x[i]);
+      if (lt__f2u(o[i]) != lt__f2u(want) && !(isnan(x[i]) && isnan(o[i])))
+        ck_abort_msg("%s(%a) = %a, the scalar form gives %a", name, x[i], o[i], want);
+    }
+    checked += 16;
+  }
+  ck_assert_int_gt(checked, 17000000);
+}
+
 START_TEST(test_exp16_exact) {
   if (!lt__cpu_avx512()) {
     printf("exp16_exact: no AVX-512 on this CPU, skipped\n");
     return;
   }
-  float x[16], o[16];
-  int64_t checked = 0;
-  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 16 * 251) {
-    for (int i = 0; i < 16; i++) x[i] = lt__u2f((uint32_t)(u + (uint64_t)i * 251 > 0xFFFFFFFFu ? u : u + (uint64_t)i * 251));
-    vexp16x_block(x, o);
-    for (int i = 0; i < 16; i++) {
-      const float want = lt__vexpf(x[i]);
-      if (lt__f2u(o[i]) != lt__f2u(want) && !(isnan(x[i]) && isnan(o[i])))
-        ck_abort_msg("vexpf16_exact(%a) = %a, lt__vexpf gives %a", x[i], o[i], want);
-    }
-    checked += 16;
-  }
-  ck_assert_int_gt(checked, 17000000);
+  sweep16_same_bits(vexp16x_block, lt__vexpf, "vexpf16_exact");
   exp_specials(vexp16x_lane, "vexpf16_exact");
   const float edges[] = {-104.0f, -103.97f, -103.98f, -87.4f, -87.34f, -0x1p-30f, 0x1p-30f, 88.72f, 88.73f, 89.0f};
   for (size_t i = 0; i < sizeof edges / sizeof *edges; i++) same_bits(vexp16x_lane(edges[i]), lt__vexpf(edges[i]), "vexpf16_exact", edges[i]);
 }
 END_TEST
 
-/* lt__verff16_exact has lt__verff's bits: every 251st float bit pattern
- * (all exponents, both signs, subnormals, infinities; NaN must stay NaN),
- * 16 neighbours at a time, and the specials and the two branches' edges. */
+/* lt__verff16_exact has lt__verff's bits (sweep16_same_bits), and at the
+ * specials and the two branches' edges. */
 LT__VEXP16_TARGET static void verf16_block(const float *x, float *o) {
   _mm512_storeu_ps(o, lt__verff16_exact(_mm512_loadu_ps(x)));
 }
@@ -298,19 +304,8 @@ START_TEST(test_erf16_exact) {
     printf("erf16_exact: no AVX-512 on this CPU, skipped\n");
     return;
   }
+  sweep16_same_bits(verf16_block, lt__verff, "verff16_exact");
   float x[16], o[16];
-  int64_t checked = 0;
-  for (uint64_t u = 0; u <= 0xFFFFFFFFu; u += 16 * 251) {
-    for (int i = 0; i < 16; i++) x[i] = lt__u2f((uint32_t)(u + (uint64_t)i * 251 > 0xFFFFFFFFu ? u : u + (uint64_t)i * 251));
-    verf16_block(x, o);
-    for (int i = 0; i < 16; i++) {
-      const float want = lt__verff(x[i]);
-      if (lt__f2u(o[i]) != lt__f2u(want) && !(isnan(x[i]) && isnan(o[i])))
-        ck_abort_msg("verff16_exact(%a) = %a, lt__verff gives %a", x[i], o[i], want);
-    }
-    checked += 16;
-  }
-  ck_assert_int_gt(checked, 17000000);
   const float edges[] = {0.0f, -0.0f, INFINITY, -INFINITY, 1e-40f, -1e-40f, 0.921875f, -0.921875f,
                          0x1.d7fffep-1f, 0x1.d80002p-1f, 3.925f, -3.925f, 3.9250002f, 4.0f, -1e30f, 1e30f};
   _Static_assert(sizeof edges / sizeof *edges == 16, "one block of edges");
