@@ -6,6 +6,12 @@
 #                  normal build, then again under AddressSanitizer + UBSan,
 #                  built without MPI)
 #   ./do.sh build  install what is missing and build only
+#   ./do.sh reference  create or update the reference environment: a Python
+#                  virtual environment outside the tree with PyTorch 2.x,
+#                  transformers, tokenizers, onnxruntime, gguf, ... from the
+#                  lock tools/reference/requirements.txt (docs/testing.md);
+#                  ./do.sh test sets it up first and runs the tests that
+#                  judge libtensor against it
 #   ./do.sh fuzz [seconds]  install clang if missing, build the fuzz harnesses
 #                  with libFuzzer + ASan + UBSan, run each for the given seconds
 #                  (default 60), one after the other; new crashes go to
@@ -28,6 +34,11 @@ PACKAGES="$PACKAGES python3-numpy python3-h5py python3-torch" # the Python packa
 PACKAGES="$PACKAGES libopenmpi-dev openmpi-bin"     # data parallelism over MPI (dist/, mpirun)
 # Only ./do.sh fuzz needs these (clang, its libFuzzer runtime, and its OpenMP).
 FUZZ_PACKAGES="clang libclang-rt-14-dev libomp-14-dev"
+# The reference environment (./do.sh reference, ./do.sh test): the venv module,
+# and Python's headers and g++ for torch.compile's C++ kernels.
+REFERENCE_PACKAGES="python3-venv python3-dev g++"
+# Where it lives: outside the source tree, shared by every clone on the machine.
+REFERENCE_DIR="${LT_REFERENCE_DIR:-${HOME:-/root}/.cache/libtensor/reference}"
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 setup() {
@@ -41,6 +52,32 @@ setup() {
     $SUDO apt-get update -qq
     DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends $missing
   fi
+}
+
+# reference: the venv at $REFERENCE_DIR holding exactly the lock. Fast when it
+# is there (the lock is compared with the copy saved at the last install); a
+# partial install is completed by the next call (pip install is idempotent;
+# the copy is written last). Without network it fails within seconds.
+reference() {
+  lock=tools/reference/requirements.txt
+  py="$REFERENCE_DIR/bin/python"
+  if [ -x "$py" ] && cmp -s "$lock" "$REFERENCE_DIR/libtensor-lock.txt" && "$py" -c 'import sys' 2>/dev/null; then
+    echo "do.sh reference: up to date ($REFERENCE_DIR)"
+    return 0
+  fi
+  [ -x "$py" ] || /usr/bin/python3 -m venv "$REFERENCE_DIR"
+  probe=$(mktemp -d)
+  if ! "$py" -m pip download -q --no-cache-dir --no-deps --retries 0 --timeout 15 -d "$probe" six==1.16.0 >"$probe/log" 2>&1; then
+    echo "do.sh reference: the Python Package Index cannot be reached (pip download of a small package failed:" \
+      "$(tail -1 "$probe/log")); the reference environment needs it (docs/testing.md)" >&2
+    rm -rf "$probe"
+    exit 1
+  fi
+  rm -rf "$probe"
+  echo "do.sh reference: installing the lock $lock into $REFERENCE_DIR (about 6 GB, 2 minutes on a fresh machine)"
+  "$py" -m pip install -q --retries 2 -r "$lock"
+  cp "$lock" "$REFERENCE_DIR/libtensor-lock.txt"
+  echo "do.sh reference: ready: $py"
 }
 
 build() { # build <dir> <cmake options...>
@@ -61,8 +98,10 @@ case "${1:-}" in
     exec build/models/transformer/train "$@"
     ;;
   test)
+    PACKAGES="$PACKAGES $REFERENCE_PACKAGES"
     setup
-    build build -DCMAKE_BUILD_TYPE=Release
+    reference
+    build build -DCMAKE_BUILD_TYPE=Release -DLT_REFERENCE_PYTHON="$REFERENCE_DIR/bin/python"
     ctest --test-dir build --output-on-failure -j "$JOBS"
     # The sanitizer build is also the build without MPI (-DLT_MPI=OFF: dist/
     # as a world of one): the mpirun tests run in the Release build only, so
@@ -76,6 +115,11 @@ case "${1:-}" in
   build)
     setup
     build build -DCMAKE_BUILD_TYPE=Release
+    ;;
+  reference)
+    PACKAGES="$PACKAGES $REFERENCE_PACKAGES"
+    setup
+    reference
     ;;
   fuzz)
     seconds="${2:-60}"
@@ -118,7 +162,7 @@ case "${1:-}" in
     fi
     ;;
   *)
-    echo "usage: ./do.sh run | test | build | fuzz [seconds]" >&2
+    echo "usage: ./do.sh run | test | build | reference | fuzz [seconds]" >&2
     exit 2
     ;;
 esac
