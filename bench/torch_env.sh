@@ -19,8 +19,16 @@
 # instead of spinning against the BLAS threads). How many threads each
 # script probes is its own choice (its header comment says).
 #
+# PyTorch 2.x is the reference environment's (./do.sh reference,
+# docs/testing.md): a pip wheel with MKL and oneDNN linked in, so none of the
+# BLAS choices below apply to it; what is chosen for it is the set-up (eager,
+# torch.compile, its mode) and the threads.
+#
 # Interface (each function prints its answer on stdout; nothing exits):
-#   TORCH_PY                  the Python that has torch: /usr/bin/python3
+#   TORCH_PY                  the Python that has Debian's torch 1.13: /usr/bin/python3
+#   TORCH2_PY                 the reference environment's Python (torch 2.x), or
+#                             empty when ./do.sh reference has not made it
+#                             ($LT_REFERENCE_DIR, else ~/.cache/libtensor/reference)
 #   TORCH_UNSET               the "env" flags that clear what would slow torch
 #                             or override its thread count:
 #                             env $TORCH_UNSET VAR=... "$TORCH_PY" script.py
@@ -54,6 +62,8 @@
 
 # shellcheck disable=SC2034 # used by the scripts that source this file
 TORCH_PY=/usr/bin/python3
+TORCH2_PY="${LT_REFERENCE_DIR:-${HOME:-/root}/.cache/libtensor/reference}/bin/python"
+[ -x "$TORCH2_PY" ] || TORCH2_PY=
 # shellcheck disable=SC2034
 TORCH_UNSET="-u OPENBLAS_CORETYPE -u OMP_NUM_THREADS -u OMP_WAIT_POLICY"
 
