@@ -21,7 +21,7 @@
 # the first round every set-up runs the timed steps and the fastest (median
 # step) is kept for the later rounds: eager, torch.compile (inductor, default
 # mode), and with --max-autotune also mode "max-autotune" (which compiles for
-# minutes); always F.scaled_dot_product_attention, AdamW fused=True, torch on N
+# minutes); always F.scaled_dot_product_attention, AdamW fused=True (bench/torch_setup.py), torch on N
 # threads with OMP_WAIT_POLICY=PASSIVE. Compile time is printed apart
 # (compile s) and never counted in tokens/s.
 #
@@ -134,11 +134,7 @@ peak_bf16=
 case " $precisions " in *" bf16 "*) peak_bf16=$(peak_of bf16) ;; esac
 
 setups="$tmp/setups" # PyTorch 2.x set-ups: "name|train_step_torch.py flags"
-{
-  echo "eager|--compile none --adamw fused"
-  echo "compile|--compile default --adamw fused"
-  [ "$autotune" = 0 ] || echo "max-autotune|--compile max-autotune --adamw fused"
-} >"$setups"
+torch2_setups "$setups" "$([ "$autotune" = 0 ] || echo max-autotune)"
 pt2_env=$(torch_threads_env "$threads" passive)
 
 table="$tmp/table" # config prec round lt_tok pt2_tok pt113_tok lt_mib pt2_mib pt113_mib gflop_s

@@ -32,6 +32,12 @@
 #   TORCH_UNSET               the "env" flags that clear what would slow torch
 #                             or override its thread count:
 #                             env $TORCH_UNSET VAR=... "$TORCH_PY" script.py
+#   torch2_setups FILE [max-autotune]
+#                             writes PyTorch 2.x's set-ups to try to FILE, one
+#                             "name|twin flags" line each (bench/torch_setup.py
+#                             reads the flags): eager, torch.compile in its
+#                             default mode, and with "max-autotune" that mode
+#                             too; always the fused optimizer
 #   torch_sysblas             the BLAS library torch loads by default (a path
 #                             from /proc/self/maps), or "unknown"
 #   blis_arch_number ARCH     BLIS_ARCH_TYPE's number for a BLIS kernel set
@@ -66,6 +72,14 @@ TORCH2_PY="${LT_REFERENCE_DIR:-${HOME:-/root}/.cache/libtensor/reference}/bin/py
 [ -x "$TORCH2_PY" ] || TORCH2_PY=
 # shellcheck disable=SC2034
 TORCH_UNSET="-u OPENBLAS_CORETYPE -u OMP_NUM_THREADS -u OMP_WAIT_POLICY"
+
+torch2_setups() { # FILE [max-autotune]
+  {
+    echo "eager|--compile none --optim-impl fused"
+    echo "compile|--compile default --optim-impl fused"
+    [ "${2:-}" != max-autotune ] || echo "max-autotune|--compile max-autotune --optim-impl fused"
+  } >"$1"
+}
 
 torch_sysblas() {
   env -u LD_LIBRARY_PATH "$TORCH_PY" -c '

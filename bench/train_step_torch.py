@@ -10,16 +10,14 @@ before the model was built).
 
 Usage: python3 bench/train_step_torch.py --config small [--steps N]
        [--warmup N] [--threads N] [--precision f32|bf16]
-       [--compile none|default|max-autotune] [--adamw default|foreach|fused]
+       [--compile none|default|max-autotune] [--optim-impl default|foreach|fused]
        [--header]
 
 Runs on Debian's torch 1.13 (/usr/bin/python3) and on torch 2.x (the
-reference environment, ./do.sh reference). On 2.x, --compile wraps the model
-in torch.compile (inductor) with that mode; the warm-up steps then include
-the compilation, which is reported apart (compile_s: the warm-up steps' time
-minus warmup x the median step) and never counted in tokens/s. --adamw picks
-torch.optim.AdamW's implementation (foreach=True, or fused=True: one kernel
-over all parameters on the CPU since torch 2.4); default is torch's own choice.
+reference environment, ./do.sh reference). --compile and --optim-impl are the
+set-ups of bench/torch_setup.py; with --compile the warm-up steps include the
+compilation, which is reported apart (compile_s: the warm-up steps' time
+minus warmup x the median step) and never counted in tokens/s.
 
 --precision bf16 is PyTorch's CPU mixed precision as its documentation
 gives it: the forward and the loss under torch.autocast("cpu",
@@ -55,6 +53,8 @@ import time
 import torch
 import torch.nn as nn
 import torch.nn.functional as F
+
+import torch_setup
 
 CONFIGS = {
     "small": dict(encdec=False, V=256, C=256, L=4, NH=4, dff=1024, B=16, T=128),
@@ -145,7 +145,7 @@ class EncDec(nn.Module):
         return self.head(y)
 
 
-def run(name, steps, warmup, bf16=False, compile_mode="none", adamw="default"):
+def run(name, steps, warmup, setup, bf16=False):
     c = CONFIGS[name]
     base = rss_mib()
     torch.manual_seed(1234)
@@ -155,9 +155,8 @@ def run(name, steps, warmup, bf16=False, compile_mode="none", adamw="default"):
         model = GPT(c["V"], c["C"], c["L"], c["NH"], c["dff"], c["T"], c.get("P"))
     model.train()
     params = sum(p.numel() for p in model.parameters())
-    kw = {"foreach": dict(foreach=True), "fused": dict(fused=True)}.get(adamw, {})
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, **kw)
-    fwd = model if compile_mode == "none" else torch.compile(model, mode=None if compile_mode == "default" else compile_mode)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, **torch_setup.optim_kwargs(setup))
+    fwd = torch_setup.wrap(model, setup)
     g = torch.Generator().manual_seed(42)
     B, T, V = c["B"], c["T"], c["V"]
     if c["encdec"]:
@@ -170,7 +169,7 @@ def run(name, steps, warmup, bf16=False, compile_mode="none", adamw="default"):
         x, y = ids[:, :T].contiguous(), ids[:, 1:].contiguous()
         src = None
         tokens = B * T
-    ms, losses, warm_s = [], [], 0.0
+    ms, losses, warm_s = [], [], []
     for s in range(warmup + steps):
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
@@ -184,14 +183,14 @@ def run(name, steps, warmup, bf16=False, compile_mode="none", adamw="default"):
         if s >= warmup:
             ms.append(dt * 1e3)
         else:
-            warm_s += dt
+            warm_s.append(dt)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     ms.sort()
     n = len(ms)
     med = ms[n // 2] if n % 2 else 0.5 * (ms[n // 2 - 1] + ms[n // 2])
     return dict(params=params, tokens=tokens, tok_s=tokens / (med * 1e-3), ms_med=med, ms_min=ms[0],
                 peak_mib=peak, base_mib=base, loss0=losses[0], loss1=losses[-1],
-                compile_s=max(0.0, warm_s - warmup * med * 1e-3) if compile_mode != "none" else 0.0)
+                compile_s=torch_setup.compile_seconds(warm_s, med * 1e-3, setup))
 
 
 def main():
@@ -201,20 +200,17 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--precision", choices=("f32", "bf16"), default="f32")
-    ap.add_argument("--compile", choices=("none", "default", "max-autotune"), default="none")
-    ap.add_argument("--adamw", choices=("default", "foreach", "fused"), default="default")
+    torch_setup.add_args(ap)
     ap.add_argument("--header", action="store_true")
     a = ap.parse_args()
-    if a.compile != "none" and not hasattr(torch, "compile"):
-        sys.exit(f"train_step_torch.py: --compile needs torch 2.x (this is {torch.__version__})")
+    torch_setup.check(a)
     if a.compile != "none" and a.warmup < 1:
         sys.exit("train_step_torch.py: --compile needs --warmup 1 or more (the first step compiles)")
     torch.set_num_threads(a.threads)
     env = " ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in
                    ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"))
-    print(f"# torch {torch.__version__}, torch threads {torch.get_num_threads()}, compile {a.compile}, "
-          f"adamw {a.adamw}, {env}", file=sys.stderr)
-    r = run(a.config, a.steps, a.warmup, a.precision == "bf16", a.compile, a.adamw)
+    print(f"# {torch_setup.describe(a)}, torch threads {torch.get_num_threads()}, {env}", file=sys.stderr)
+    r = run(a.config, a.steps, a.warmup, a, a.precision == "bf16")
     if a.header:
         print("config,torch_threads,params,tokens,tok_s,ms_med,ms_min,peak_mib,base_mib,loss0,loss1,compile_s")
     print(f"{a.config},{torch.get_num_threads()},{r['params']},{r['tokens']},{r['tok_s']:.1f},{r['ms_med']:.2f},"
