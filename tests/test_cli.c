@@ -287,13 +287,20 @@ START_TEST(values_in_a_checkpoint) {
   ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_ERR_FORMAT);
   ck_assert_msg(strstr(lt_last_error(), "the saved setting 'x' is out of range: --x 11: must be in (0, 10]") != NULL,
                 "%s", lt_last_error());
-  /* the default is accepted even outside the range (a default "by task", -1) */
+  /* the default outside the range (a default "by task", -1): refused unless the option says it may be
+   * saved unset (a program saves resolved values: train's --ckpt-every -1 "by --steps" is never saved) */
   vals odd = DEFAULTS;
   odd.x = -1;
   cli.defaults = &odd;
   ck_assert_int_eq(lt_ckpt_meta_set_double(m, "x", -1.0), LT_OK);
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_ERR_FORMAT);
+  ck_assert_msg(strstr(lt_last_error(), "the saved setting 'x' is out of range: --x -1: must be in (0, 10]") != NULL,
+                "%s", lt_last_error());
+  opts[3].flags |= LT_CLI_UNSET_SAVED; /* x */
   ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_OK);
   ck_assert_double_eq(back.x, -1.0);
+  ck_assert_int_eq(lt_ckpt_meta_set_double(m, "x", -2.0), LT_OK); /* not the default: its range */
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_ERR_FORMAT);
   lt_ckpt_meta_free(m);
 }
 END_TEST

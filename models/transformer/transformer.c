@@ -199,6 +199,10 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
       return BAD("pos RoPE needs an even head size: d_model %lld / n_heads %lld = %lld", (long long)c->d_model,
                  (long long)c->n_heads, (long long)(c->d_model / c->n_heads));
   }
+  if (c->pos == LT_TF_POS_SINUSOIDAL && c->max_len * c->d_model > LT_TF_MAX_POS_TABLE) /* both in range: no overflow */
+    return BAD("max_len %lld x d_model %lld: the sinusoidal position table, computed when the model is built, holds at "
+               "most %lld values (2^24); use fewer positions or pos learned / rope", (long long)c->max_len,
+               (long long)c->d_model, (long long)LT_TF_MAX_POS_TABLE);
   if (c->arch == LT_TF_ENCODER_ONLY && c->tie_embeddings)
     return BAD("tie_embeddings: the encoder-only classifier has no output projection to tie");
   if (c->pad_id < -1 || c->pad_id >= c->vocab_size)

@@ -94,6 +94,12 @@ lt_status lt_tf_config_validate(const lt_tf_config *cfg);
 enum { LT_TF_CONFIG_RANGES(LT_TF_RANGE_ENUM_) };
 #undef LT_TF_RANGE_ENUM_
 
+/* The sinusoidal position table [max_len, d_model] is computed when the
+ * model is built, not read from a file: max_len x d_model is at most this
+ * many values (64 MiB of f32; a file of a few KB could otherwise ask for
+ * gigabytes and minutes of sin/cos). lt_tf_config_validate checks it. */
+#define LT_TF_MAX_POS_TABLE ((int64_t)1 << 24)
+
 /* Whether v is in the range of field (a name of the table, "d_model"): LT_OK,
  * or LT_ERR_INVALID with "<what> <v>: <field> must be in [lo, hi]" (what, e.g.
  * "hf config 'x/config.json': key 'n_embd'", or NULL for "tf_config:
