@@ -272,7 +272,10 @@ static lt_transformer *load_hf_dir(const char *dir, uint64_t max_bytes, lt_token
   snprintf(path, sizeof path, "%s/%s", dir, LT_HF_TOKENIZER_FILE);
   char *blob = NULL;
   size_t size = 0;
-  if (lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK)
+  struct stat st;
+  if (lstat(path, &st) == 0 && lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK) /* there, but unreadable */
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", dir, lt_last_error());
+  if (!blob && lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE,
                "'%s': a Hugging Face directory without libtensor's tokenizer (%s): generate reads ids through "
                "libtensor's tokenizer, which export writes there; tokenizer.json is not read (docs/interop.md): %s",

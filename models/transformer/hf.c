@@ -297,8 +297,11 @@ lt_status lt_hf_export(lt_transformer *m, const char *dir) {
   lt_hf_family fam;
   lt_status s = lt_hf_family_of(c, &fam);
   if (s != LT_OK) return s;
+  struct stat st;
   if (mkdir(dir, 0777) != 0 && errno != EEXIST)
     return lt_error_set(LT_ERR_IO, "hf_export: cannot create directory '%s': %s", dir, strerror(errno));
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) /* it existed: a file or a device is no directory */
+    return lt_error_set(LT_ERR_IO, "hf_export: '%s' exists and is not a directory", dir);
   pieces ps = {0};
   lt_tensor **ts = NULL;
   const char **names = NULL;

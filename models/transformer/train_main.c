@@ -437,6 +437,12 @@ static lt_tokenizer *init_from_options(run *r) {
     die_lt(EXIT_DATA, "--init-from");
   r->o.init_from = file;
   g_init_vocab = cfg.vocab_size;
+  if (tok && lt_tokenizer_vocab_size(tok) != cfg.vocab_size) { /* the source disagrees with itself */
+    int64_t tv = lt_tokenizer_vocab_size(tok);
+    lt_tokenizer_free(tok);
+    die(EXIT_DATA, "--init-from '%s': its tokenizer has %lld ids, its model's vocab_size is %lld: the source's "
+        "tokenizer does not belong to its weights", file, (long long)tv, (long long)cfg.vocab_size);
+  }
   options src = r->o;
   options_from_config(&src, &cfg);
   take_model_options(&r->o, r->given, &src);
