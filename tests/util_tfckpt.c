@@ -66,6 +66,7 @@ lt_status tfckpt_write(const char *path, lt_tf_arch arch, int steps, bool traini
 
 const char *tfckpt_classes;
 size_t tfckpt_classes_size;
+lt_status (*tfckpt_extra_hook)(lt_tf_arch arch, lt_ckpt_meta *extra);
 
 lt_status tfckpt_write_config(const char *path, const lt_tf_config *cfg_in, int steps, bool training,
                               const lt_ckpt_save_opts *opts) {
@@ -112,6 +113,7 @@ lt_status tfckpt_write_config_tok(const char *path, const lt_tf_config *cfg_in, 
   if (!s) s = lt_ckpt_meta_set_int(extra, "run.tokens", 10 * steps);
   if (!s) s = lt_ckpt_meta_set_double(extra, "run.train_seconds", 0.25);
   if (!s) s = lt_ckpt_meta_set_string(extra, "opt.data", "tfckpt");
+  if (!s && tfckpt_extra_hook) s = tfckpt_extra_hook(arch, extra);
   if (!s && training) {
     lt_train_state st = {lt_transformer_params(m), opt, &oc, &sc, steps, TFCKPT_N_GENERATORS,
                          tfckpt_generator_names, &drop};

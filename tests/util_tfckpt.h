@@ -49,6 +49,10 @@ lt_status tfckpt_write_config(const char *path, const lt_tf_config *cfg, int ste
  * name per line) when set, else "neg\npos\n". */
 extern const char *tfckpt_classes;
 extern size_t tfckpt_classes_size;
+/* When set, called with the extra values just before the checkpoint is
+ * written, to add more (tests/test_crafted_ckpt.c: train's settings and the
+ * trainer's loader keys, so that a resume is checked as train's). */
+extern lt_status (*tfckpt_extra_hook)(lt_tf_arch arch, lt_ckpt_meta *extra);
 lt_status tfckpt_write_config_tok(const char *path, const lt_tf_config *cfg, int steps, bool training,
                                   const lt_ckpt_save_opts *opts, const lt_tokenizer *tok);
 
