@@ -491,9 +491,10 @@ static void check_same_settings(const options *o) {
   TRY(EXIT_USAGE, lt_dist_check_same(PROG, n, names, vals), "mpirun");
 }
 
-/* The data every rank read (the paths are settings, compared above): each file's size,
- * the training stream's fingerprint (a hash of its token ids and the
- * loader's options) and the sizes of both sets. */
+/* The data every rank read (the paths are settings, compared above): each
+ * file's size, the training stream's fingerprint (a hash of its token ids
+ * and the loader's options), the batches per epoch and the vocabulary size.
+ * The same relative path naming other files on two nodes is caught here. */
 static void check_same_data(const run *r) {
   const char *files[] = {r->o.text, r->o.tsv, r->o.valid_tsv};
   const char *what[] = {"--text", "--tsv", "--valid-tsv"};
