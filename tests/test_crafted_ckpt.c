@@ -355,15 +355,15 @@ static outcome load_as_train(const char *path, const char *name) {
   options saved = default_options();
   options_from_config(&saved, &cfg);
   s = lt_cli_from_meta(&CLI, &saved, NOT_SAVED, OPT_PREFIX, info->extra, path);
-  lt_ckpt_info_free(info);
-  if (s) return fail_at(&o, s, "train's settings (opt.*)"), o;
-  for (int i = 0; i < CLI.n_opts; i++) { /* accepted: every setting in its flag's range, or saved unset */
+  for (int i = 0; i < CLI.n_opts && !s; i++) { /* accepted: every setting in its flag's range, or saved unset */
     const lt_cli_opt *d = &CLI.opts[i];
     char why[512];
     if (d->kind == LT_CLI_GROUP || (d->flags & NOT_SAVED)) continue;
     bool unset = (d->flags & LT_CLI_UNSET_SAVED) && lt_cli_same_value(d, &saved, CLI.defaults);
     ck_assert_msg(unset || lt_cli_check(d, &saved, why, sizeof why), "%s: accepted, but %s", name, why);
   }
+  lt_ckpt_info_free(info); /* saved's strings borrowed it: not used below */
+  if (s) return fail_at(&o, s, "train's settings (opt.*)"), o;
 
   lt_generator *init = lt_generator_new(99), *drop_gen = lt_generator_new(98);
   lt_transformer *m = lt_transformer_new(&cfg, init);
