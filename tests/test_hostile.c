@@ -7,7 +7,7 @@
  * the target model and optimizer unchanged:
  *   - optimizer and schedule state out of range (INT64_MAX steps, a
  *     negative second moment, NaN moments, NaN learning rates);
- *   - a configuration that claims 100,000 layers (or a huge d_ff) over a
+ *   - a configuration that claims 1,000 layers (or a huge d_ff) over a
  *     small file, and a model over the memory cap;
  *   - a FIFO, /dev/zero and a directory as checkpoint, text, TSV, IDX and
  *     BPE training input, and a FIFO under a checkpoint's name in a run
