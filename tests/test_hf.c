@@ -5,7 +5,9 @@
  * Conv1D orientation are checked element by element; configurations that fit
  * neither layout are refused naming the option; damaged directories
  * (missing, extra and misshapen tensors, config keys libtensor cannot run)
- * are refused and leave the model unchanged.
+ * are refused and leave the model unchanged; config.json values outside the
+ * configuration's range table (the one train's flags use) are refused naming
+ * the key, before any arithmetic on them.
  * tests/interop/test_hf_torch.py checks the same directories against
  * PyTorch models written from the published descriptions.
  */

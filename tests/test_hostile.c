@@ -9,6 +9,9 @@
  *     negative second moment, NaN moments, NaN learning rates);
  *   - a configuration that claims 1,000 layers (or a huge d_ff) over a
  *     small file, and a model over the memory cap;
+ *   - /model values outside the configuration's range table (norm_eps 0 or
+ *     1e308, rope_base 0.5, max_len 2^21, d_model 2^17) and a sinusoidal
+ *     position table larger than LT_TF_MAX_POS_TABLE;
  *   - a FIFO, /dev/zero and a directory as checkpoint, text, TSV, IDX and
  *     BPE training input, and a FIFO under a checkpoint's name in a run
  *     directory (newest checkpoint, rotation);
