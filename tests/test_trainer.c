@@ -408,13 +408,16 @@ START_TEST(csv_write_failure_is_an_error) {
 }
 END_TEST
 
+/* The loader's generator offset write_state saves (a crafted file's, when not 0). */
+static int64_t g_loader_offset;
+
 /* A checkpoint with the given trainer values (a file damaged or edited). */
 static void write_state(fx *f, const char *path, int64_t step, int64_t tokens, double secs, int64_t index) {
   lt_ckpt_meta *x = LT_NNP(lt_ckpt_meta_new());
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_EPOCH, 0));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_INDEX, index));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_SEED, 0));
-  LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_OFFSET, 0));
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_OFFSET, g_loader_offset));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_FINGERPRINT, N));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_TOKENS, tokens));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_double(x, LT_TRAINER_KEY_TRAIN_SECONDS, secs));
@@ -438,6 +441,10 @@ START_TEST(restored_counters_are_range_checked) {
   LT_EXPECT_ERR(lt_trainer_resume(t, p), LT_ERR_FORMAT, "run.train_seconds = inf");
   write_state(&f, p, 3, 5, 1.5, 9);
   LT_EXPECT_ERR(lt_trainer_resume(t, p), LT_ERR_FORMAT, "loader.index = 9 is outside [0, 8]");
+  g_loader_offset = -1; /* a generator's offset is a count of blocks drawn */
+  write_state(&f, p, 3, 5, 1.5, 8);
+  LT_EXPECT_ERR(lt_trainer_resume(t, p), LT_ERR_FORMAT, "loader.offset = -1 is outside [0, 2^63)");
+  g_loader_offset = 0;
   ck_assert_int_eq(lt_trainer_step(t), 0); /* nothing restored */
   write_state(&f, p, 3, 5, 1.5, 8);
   LT_OK_OR_FAIL(lt_trainer_resume(t, p));

@@ -453,6 +453,7 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
     for (int i = 0; i < 5 && s == LT_OK; i++) s = get_int(x, keys[i], path, &v[i]);
     int64_t bpe = t->h.batches_per_epoch ? t->h.batches_per_epoch(t->h.user) : INT64_MAX;
     if (s == LT_OK && v[0] < 0) s = out_of_range(path, keys[0], (double)v[0], "[0, inf)");
+    if (s == LT_OK && v[3] < 0) s = out_of_range(path, keys[3], (double)v[3], "[0, 2^63) (Philox blocks drawn)");
     if (s == LT_OK && (v[1] < 0 || v[1] > bpe)) {
       snprintf(range, sizeof range, "[0, %lld] (the batches per epoch)", (long long)bpe);
       s = out_of_range(path, keys[1], (double)v[1], range);
@@ -477,6 +478,7 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
     if (lt_ckpt_meta_kind(x, ks) >= 0 && lt_ckpt_meta_kind(x, ko) >= 0) {
       s = get_int(x, ks, path, &seed);
       s = s ? s : get_int(x, ko, path, &off);
+      if (s == LT_OK && off < 0) s = out_of_range(path, ko, (double)off, "[0, 2^63) (Philox blocks drawn)");
       g = (lt_generator_state){(uint64_t)seed, (uint64_t)off};
     } else if (lt_dist_rank() != 0) {
       g.seed = lt_dist_rank_seed(g.seed);
