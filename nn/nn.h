@@ -345,16 +345,29 @@ lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *
 /* Multi-head attention with separate q/k/v/out projections ("q_proj",
  * "k_proj", "v_proj", "out_proj"), NKV key/value heads (GQA/MQA), optional
  * RoPE on q and k. Self-attention: x_q == x_kv. Cross-attention: x_kv is the
- * encoder output. x_q [B, T, C], x_kv [B, S, C] -> [B, T, C]. */
+ * encoder output. x_q [B, T, C], x_kv [B, S, C] -> [B, T, C].
+ *
+ * RoPE is off after lt_mha_init (rope false, rope_base 10000, LLaMA's and
+ * Hugging Face's default theta). lt_mha_set_rope(m, base) turns it on: q and
+ * k (after their projections, per head) go through lt_rope (the GPT-NeoX /
+ * LLaMA "rotate half" layout, nn/rope.c), q at positions pos0 + t and k at
+ * pos0 + (T - S) + s; v is not rotated. It adds no parameter, so the
+ * state_dict is the same with and without. For a Llama block:
+ *     lt_mha_init(&attn, p, "self_attn", C, NH, NKV, false, 0.0, g);
+ *     lt_mha_set_rope(&attn, 10000.0);  // or 500000.0 (Llama 3's rope_theta)
+ * Setting the fields by hand is the same (they are read at each forward). */
 typedef struct lt_mha {
-  int64_t C, NH, NKV, HS;
-  bool rope;
-  double rope_base;
-  double dropout;
-  lt_linear_m q_proj, k_proj, v_proj, out_proj;
+  int64_t C, NH, NKV, HS; /* model width, query heads, key/value heads, head size C / NH */
+  bool rope;              /* RoPE on q and k; default false */
+  double rope_base;       /* RoPE theta: frequency i is rope_base^(-2i/HS); default 10000 */
+  double dropout;         /* on the attention weights, in training mode only */
+  lt_linear_m q_proj, k_proj, v_proj, out_proj; /* [C, C], [NKV*HS, C], [NKV*HS, C], [C, C] */
 } lt_mha;
 lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
                       double dropout, lt_generator *g);
+/* Turns RoPE on with theta base (> 0 and finite); the head size must be even.
+ * LT_ERR_INVALID naming the value otherwise, m unchanged. */
+lt_status lt_mha_set_rope(lt_mha *m, double base);
 /* opts: causal / masks as in lt_scaled_dot_product_attention (dropout_p and
  * scale are taken from the module); borrowed, and may be NULL for no mask,
  * not causal. pos0: position of the first query (RoPE). */
