@@ -378,6 +378,17 @@ void lt_scope_end(lt_scope *s);
 /* Take t out of its scope; the caller now owns it. Returns t. No-op if t is
  * not in a scope. */
 lt_tensor *lt_tensor_keep(lt_tensor *t);
+/* Ends s (as lt_scope_end) except for t, which goes to the scope enclosing s
+ * (or, with none open, to the caller, who frees it): how a function that
+ * opens a scope for its own intermediates returns its result, owned as if
+ * any op had made it:
+ *     lt_scope *s = lt_scope_begin();
+ *     if (!s) return NULL;
+ *     lt_tensor *y = lt_mul(lt_sigmoid(x), x);  // intermediates: s's
+ *     return lt_scope_return(s, y);             // y: the caller's scope's
+ * t may be NULL (the error stays set; returns NULL); t's autograd graph keeps
+ * what it saved. Returns t, or NULL if out of memory (t freed, error set). */
+lt_tensor *lt_scope_return(lt_scope *s, lt_tensor *t);
 
 /* ======================================================================== */
 /* Creation (all return new, contiguous row-major tensors)                  */

@@ -719,6 +719,32 @@ START_TEST(test_losses) {
 }
 END_TEST
 
+/* nn_more.bin: the losses of nn/loss_more.c against torch.nn.functional. */
+static lt_reduction fx_red(const fx_case *c) { return (lt_reduction)fx_num(c, "reduction"); }
+static void body_bce_logits(fx_case *c) {
+  lt_tensor *x = fx_in(c, "input"), *y = fx_in(c, "target");
+  lt_tensor *w = fx_in_opt(c, "weight"), *pw = fx_in_opt(c, "pos_weight");
+  fx_check(c, lt_binary_cross_entropy_with_logits(x, y, w, pw, fx_red(c)));
+}
+static void body_l1(fx_case *c) { fx_check(c, lt_l1_loss(fx_in(c, "input"), fx_in(c, "target"), fx_red(c))); }
+static void body_smooth_l1(fx_case *c) {
+  fx_check(c, lt_smooth_l1_loss(fx_in(c, "input"), fx_in(c, "target"), fx_red(c), fx_num(c, "beta")));
+}
+static void body_huber(fx_case *c) {
+  fx_check(c, lt_huber_loss(fx_in(c, "input"), fx_in(c, "target"), fx_red(c), fx_num(c, "delta")));
+}
+static void body_kl(fx_case *c) {
+  fx_check(c, lt_kl_div(fx_in(c, "input"), fx_in(c, "target"), fx_red(c), fx_num(c, "log_target") != 0));
+}
+static void body_cos_emb(fx_case *c) {
+  fx_check(c, lt_cosine_embedding_loss(fx_in(c, "x1"), fx_in(c, "x2"), fx_in(c, "y"), fx_num(c, "margin"), fx_red(c)));
+}
+START_TEST(test_more_losses) {
+  RUN_GROUPS("nn_more.bin", "more losses", {"bce_logits.", body_bce_logits}, {"l1.", body_l1},
+             {"smooth_l1.", body_smooth_l1}, {"huber.", body_huber}, {"kl.", body_kl}, {"cos_emb.", body_cos_emb});
+}
+END_TEST
+
 START_TEST(test_embedding) {
   RUN_GROUPS("nn_functional.bin", "embedding", {"embedding.", body_embedding});
 }
@@ -1575,6 +1601,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_norms, 0, 2);
   tcase_add_loop_test(tc, test_activations, 0, 2);
   tcase_add_loop_test(tc, test_losses, 0, 2);
+  tcase_add_loop_test(tc, test_more_losses, 0, 2);
   tcase_add_loop_test(tc, test_embedding, 0, 2);
   TCase *ta = LT_TEST_CASE(s, "attention", 300, test_sdpa_dropout_edges);
   tcase_add_loop_test(ta, test_sdpa, 0, 2);
