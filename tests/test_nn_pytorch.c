@@ -739,6 +739,55 @@ static void body_kl(fx_case *c) {
 static void body_cos_emb(fx_case *c) {
   fx_check(c, lt_cosine_embedding_loss(fx_in(c, "x1"), fx_in(c, "x2"), fx_in(c, "y"), fx_num(c, "margin"), fx_red(c)));
 }
+/* nn_more.bin: tensor/order.c against torch.sort, topk, flip, roll, Tensor.repeat. */
+static int fx_ints(const fx_case *c, const char *key, int64_t *v, int cap) {
+  lt_tensor *t = fx_get(c, key);
+  int n = (int)t->numel;
+  ck_assert(n <= cap);
+  LT_OK_OR_FAIL(lt_tensor_read(t, LT_DTYPE_I64, v, n));
+  lt_tensor_free(t);
+  return n;
+}
+static void body_sort(fx_case *c) {
+  lt_tensor *v = NULL, *i = NULL;
+  LT_OK_OR_FAIL(lt_sort(fx_in(c, "x"), (int)fx_num(c, "dim"), fx_num(c, "descending") != 0, &v, &i));
+  fx_check_extra(c, "indices", i);
+  lt_tensor_free(i);
+  fx_check(c, v);
+}
+static void body_topk(fx_case *c) {
+  lt_tensor *v = NULL, *i = NULL;
+  LT_OK_OR_FAIL(lt_topk(fx_in(c, "x"), (int64_t)fx_num(c, "k"), (int)fx_num(c, "dim"), fx_num(c, "largest") != 0, &v,
+                        &i));
+  fx_check_extra(c, "indices", i);
+  lt_tensor_free(i);
+  fx_check(c, v);
+}
+static void body_flip(fx_case *c) {
+  int64_t d[LT_MAX_DIMS];
+  int n = fx_ints(c, "dims", d, LT_MAX_DIMS), dims[LT_MAX_DIMS];
+  for (int k = 0; k < n; k++) dims[k] = (int)d[k];
+  fx_check(c, lt_flip(fx_in(c, "x"), n, dims));
+}
+static void body_roll(fx_case *c) {
+  int64_t sh[LT_MAX_DIMS], d[LT_MAX_DIMS];
+  int n = fx_ints(c, "shifts", sh, LT_MAX_DIMS), dims[LT_MAX_DIMS];
+  bool has_dims = fx_has(c, "dims");
+  if (has_dims) fx_ints(c, "dims", d, LT_MAX_DIMS);
+  for (int k = 0; has_dims && k < n; k++) dims[k] = (int)d[k];
+  fx_check(c, lt_roll(fx_in(c, "x"), n, sh, has_dims ? dims : NULL));
+}
+static void body_repeat(fx_case *c) {
+  int64_t r[LT_MAX_DIMS];
+  int n = fx_ints(c, "repeats", r, LT_MAX_DIMS);
+  fx_check(c, lt_repeat(fx_in(c, "x"), n, r));
+}
+START_TEST(test_more_order) {
+  RUN_GROUPS("nn_more.bin", "sort and reordering", {"sort.", body_sort}, {"topk.", body_topk}, {"flip.", body_flip},
+             {"roll.", body_roll}, {"repeat.", body_repeat});
+}
+END_TEST
+
 START_TEST(test_more_losses) {
   RUN_GROUPS("nn_more.bin", "more losses", {"bce_logits.", body_bce_logits}, {"l1.", body_l1},
              {"smooth_l1.", body_smooth_l1}, {"huber.", body_huber}, {"kl.", body_kl}, {"cos_emb.", body_cos_emb});
@@ -1602,6 +1651,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_activations, 0, 2);
   tcase_add_loop_test(tc, test_losses, 0, 2);
   tcase_add_loop_test(tc, test_more_losses, 0, 2);
+  tcase_add_loop_test(tc, test_more_order, 0, 2);
   tcase_add_loop_test(tc, test_embedding, 0, 2);
   TCase *ta = LT_TEST_CASE(s, "attention", 300, test_sdpa_dropout_edges);
   tcase_add_loop_test(ta, test_sdpa, 0, 2);
