@@ -116,7 +116,7 @@ static lt_status check_eps(const char *op, const char *name, double eps) {
  * Linear and Conv: weight kaiming_uniform(a = sqrt(5)), bias
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in the product of the weight's
  * dims after the first (bound 0 when it is 0). */
-static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, const int64_t *shape, bool bias,
+static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, const int64_t *shape, int64_t nbias, bool bias,
                                       lt_generator *g, lt_tensor **wout, lt_tensor **bout) {
   lt_tensor *w = new_param(ndim, shape);
   lt_status s = w ? lt_init_kaiming_uniform_(g, w, sqrt(5.0)) : lt_last_status();
@@ -130,7 +130,7 @@ static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, 
     int64_t fan_in = 1;
     for (int d = 1; d < ndim; d++) fan_in *= shape[d];
     const double bound = fan_in > 0 ? 1.0 / sqrt((double)fan_in) : 0.0;
-    b = new_param(LT_SHAPE(shape[0]));
+    b = new_param(LT_SHAPE(nbias));
     bool prev = lt_set_grad_enabled(false);
     s = b ? lt_uniform_(g, b, -bound, bound) : lt_last_status();
     lt_set_grad_enabled(prev);
@@ -148,7 +148,7 @@ static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, 
 /* Creates and registers "<name>.weight" [out, in] (and "<name>.bias" [out]). */
 static lt_status linear_register(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out,
                                  bool bias, lt_generator *g) {
-  return register_weight_bias(p, name, 2, (const int64_t[]){out, in}, bias, g, &m->weight, &m->bias);
+  return register_weight_bias(p, name, 2, (const int64_t[]){out, in}, out, bias, g, &m->weight, &m->bias);
 }
 
 lt_status lt_linear_init(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
@@ -188,7 +188,22 @@ static lt_status conv_register(const char *op, lt_tensor **wout, lt_tensor **bou
                    "and groups must divide both channel counts",
                    op, name, (long long)cin, (long long)cout, (long long)k[0], (long long)o->groups);
   const int64_t shape[4] = {cout, cin / o->groups, k[0], nk == 2 ? k[1] : 1};
-  return register_weight_bias(p, name, 2 + nk, shape, bias, g, wout, bout);
+  return register_weight_bias(p, name, 2 + nk, shape, cout, bias, g, wout, bout);
+}
+
+/* The transposed convolutions' "<name>.weight" [C_in, C_out/groups, k...]
+ * and "<name>.bias" [C_out], as nn.ConvTranspose2d's reset_parameters (the
+ * same rule as Conv2d's on this weight: fan_in = C_out/groups k...). */
+static lt_status convt_register(const char *op, lt_tensor **wout, lt_tensor **bout, lt_params *p, const char *name,
+                                int64_t cin, int64_t cout, int nk, const int64_t *k, const lt_conv_opts *o, bool bias,
+                                lt_generator *g) {
+  if (o->groups < 1 || cin < 1 || cout < 1 || cin % o->groups != 0 || cout % o->groups != 0 || k[0] < 1 ||
+      (nk == 2 && k[1] < 1))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': C_in %lld, C_out %lld, kernel %lld, groups %lld: sizes must be >= 1 "
+                   "and groups must divide both channel counts",
+                   op, name, (long long)cin, (long long)cout, (long long)k[0], (long long)o->groups);
+  const int64_t shape[4] = {cin, cout / o->groups, k[0], nk == 2 ? k[1] : 1};
+  return register_weight_bias(p, name, 2 + nk, shape, cout, bias, g, wout, bout);
 }
 
 lt_status lt_conv2d_init(lt_conv2d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t kh,
@@ -228,6 +243,46 @@ lt_status lt_conv1d_init(lt_conv1d_m *m, lt_params *p, const char *name, int64_t
 lt_tensor *lt_conv1d_forward(const lt_conv1d_m *m, const lt_tensor *x) {
   if (!m) return lt__err(LT_ERR_NULL, "conv1d_forward: the module is NULL"), NULL;
   return lt_conv1d(x, m->weight, m->bias, &m->opts);
+}
+
+lt_status lt_conv_transpose2d_init(lt_conv_transpose2d_m *m, lt_params *p, const char *name, int64_t C_in,
+                                   int64_t C_out, int64_t kh, int64_t kw, const lt_conv_opts *opts, bool bias,
+                                   lt_generator *g) {
+  const char *op = "conv_transpose2d_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  lt_conv_transpose2d_m tmp = {.opts = opts ? *opts : LT_CONV_OPTS_DEFAULT};
+  reg_mark mk = mark_begin(p, g);
+  if ((s = convt_register(op, &tmp.weight, &tmp.bias, p, name, C_in, C_out, 2, (const int64_t[]){kh, kw}, &tmp.opts,
+                          bias, g)) != LT_OK)
+    return mark_rollback(&mk, s);
+  *m = tmp;
+  return LT_OK;
+}
+
+lt_tensor *lt_conv_transpose2d_forward(const lt_conv_transpose2d_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "conv_transpose2d_forward: the module is NULL"), NULL;
+  return lt_conv_transpose2d(x, m->weight, m->bias, &m->opts);
+}
+
+lt_status lt_conv_transpose1d_init(lt_conv_transpose1d_m *m, lt_params *p, const char *name, int64_t C_in,
+                                   int64_t C_out, int64_t k, const lt_conv_opts *opts, bool bias, lt_generator *g) {
+  const char *op = "conv_transpose1d_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  lt_conv_transpose1d_m tmp = {.opts = opts ? *opts : LT_CONV_OPTS_DEFAULT};
+  reg_mark mk = mark_begin(p, g);
+  if ((s = convt_register(op, &tmp.weight, &tmp.bias, p, name, C_in, C_out, 1, &k, &tmp.opts, bias, g)) != LT_OK)
+    return mark_rollback(&mk, s);
+  *m = tmp;
+  return LT_OK;
+}
+
+lt_tensor *lt_conv_transpose1d_forward(const lt_conv_transpose1d_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "conv_transpose1d_forward: the module is NULL"), NULL;
+  return lt_conv_transpose1d(x, m->weight, m->bias, &m->opts);
 }
 
 /* ======================================================================== */

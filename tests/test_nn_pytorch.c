@@ -23,6 +23,7 @@
  * What this is not: the per-op tests (values, errors, gradchecks) of nn/,
  * which live with each implementation.
  */
+#include "nn/conv.h"
 #include "test_util.h"
 #include "util_fixtures.h"
 #include "util_fxcheck.h"
@@ -785,6 +786,55 @@ static void body_repeat(fx_case *c) {
 START_TEST(test_more_order) {
   RUN_GROUPS("nn_more.bin", "sort and reordering", {"sort.", body_sort}, {"topk.", body_topk}, {"flip.", body_flip},
              {"roll.", body_roll}, {"repeat.", body_repeat});
+}
+END_TEST
+
+/* nn_more.bin: nn.ConvTranspose2d / ConvTranspose1d modules (PyTorch's
+ * state_dict names and their parameters copied in) and F.interpolate. */
+static lt_conv_opts fx_convt_opts(const fx_case *c) {
+  lt_conv_opts o = LT_CONV_OPTS_DEFAULT;
+  o.stride[0] = o.stride[1] = (int64_t)fx_num(c, "stride");
+  o.padding[0] = o.padding[1] = (int64_t)fx_num(c, "padding");
+  o.output_padding[0] = o.output_padding[1] = (int64_t)fx_num(c, "output_padding");
+  o.dilation[0] = o.dilation[1] = (int64_t)fx_num(c, "dilation");
+  o.groups = (int64_t)fx_num(c, "groups");
+  return o;
+}
+static void body_convt2d(fx_case *c) {
+  lt_params *p = lt_params_new();
+  lt_conv_transpose2d_m m;
+  const lt_conv_opts o = fx_convt_opts(c);
+  LT_OK_OR_FAIL(lt_conv_transpose2d_init(&m, p, "m", (int64_t)fx_num(c, "c_in"), (int64_t)fx_num(c, "c_out"),
+                                         (int64_t)fx_num(c, "kh"), (int64_t)fx_num(c, "kw"), &o, fx_num(c, "bias") != 0,
+                                         gen()));
+  fx_load_params(c, p);
+  fx_check(c, lt_conv_transpose2d_forward(&m, fx_in(c, "x")));
+  lt_params_free(p);
+}
+static void body_convt1d(fx_case *c) {
+  lt_params *p = lt_params_new();
+  lt_conv_transpose1d_m m;
+  const lt_conv_opts o = fx_convt_opts(c);
+  LT_OK_OR_FAIL(lt_conv_transpose1d_init(&m, p, "m", (int64_t)fx_num(c, "c_in"), (int64_t)fx_num(c, "c_out"),
+                                         (int64_t)fx_num(c, "k"), &o, fx_num(c, "bias") != 0, gen()));
+  fx_load_params(c, p);
+  fx_check(c, lt_conv_transpose1d_forward(&m, fx_in(c, "x")));
+  lt_params_free(p);
+}
+static void body_interp(fx_case *c) {
+  int64_t size[2] = {0, 0};
+  double scale[2] = {0, 0};
+  int n = fx_ints(c, "size", size, 2);
+  lt_tensor *sc = fx_get(c, "scale");
+  LT_OK_OR_FAIL(lt_tensor_read(sc, LT_DTYPE_F64, scale, (int64_t)n));
+  lt_tensor_free(sc);
+  lt_interpolate_opts o = {(lt_interp_mode)fx_num(c, "mode"), {size[0], size[1]}, {scale[0], scale[1]},
+                           fx_num(c, "align_corners") != 0};
+  fx_check(c, lt_interpolate(fx_in(c, "x"), &o));
+}
+START_TEST(test_more_conv) {
+  RUN_GROUPS("nn_more.bin", "transposed convolutions and interpolation", {"convt2d.", body_convt2d},
+             {"convt1d.", body_convt1d}, {"interp.", body_interp});
 }
 END_TEST
 
@@ -1652,6 +1702,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_losses, 0, 2);
   tcase_add_loop_test(tc, test_more_losses, 0, 2);
   tcase_add_loop_test(tc, test_more_order, 0, 2);
+  tcase_add_loop_test(tc, test_more_conv, 0, 2);
   tcase_add_loop_test(tc, test_embedding, 0, 2);
   TCase *ta = LT_TEST_CASE(s, "attention", 300, test_sdpa_dropout_edges);
   tcase_add_loop_test(ta, test_sdpa, 0, 2);
