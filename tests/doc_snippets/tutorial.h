@@ -52,3 +52,5 @@ typedef struct doc_options { bool sgd; double lr, weight_decay; uint64_t seed; c
   const lt_classifier *m = NULL;                                                             \
   const lt_tensor *x = NULL, *y = NULL;                                                      \
   int64_t N = 0, batch = 1000, pred[1000];
+/* Section 13: a generator for the gradcheck's inputs (TRY comes from section 9's snippet) */
+#define DOC_CONTEXT_custom lt_generator *g = NULL;
