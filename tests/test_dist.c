@@ -667,6 +667,9 @@ START_TEST(equivalence_and_determinism) {
     if (c == 0) {
       char *log = slurp(in_tmp("a.log"));
       ck_assert_msg(strstr(log, "data parallel: 2 ranks x --batch 4 = a global batch of 8"), "%s", tail(log));
+      /* the trainer's own line, for any program on it (printed once: rank 0) */
+      const char *dp = strstr(log, "trainer: data parallel over 2 ranks: parameters from rank 0");
+      ck_assert_msg(dp && !strstr(dp + 1, "trainer: data parallel"), "%s", tail(log));
       ck_assert_msg(strstr(log, "step 20/20") && strstr(log, "final validation at step 20"), "%s", tail(log));
     }
     double l1[32], la[32], lb[32];
@@ -728,6 +731,8 @@ START_TEST(zero1_is_bit_exact_and_resumes) {
   expect_exit(run(train_cmd(2, 4, "z", "--optim adamw --zero 1"), "z.log"), 0, "z.log");
   char *log = slurp(in_tmp("z.log"));
   ck_assert_msg(strstr(log, "ZeRO-1: each rank holds the optimizer state of 1/N"), "%s", tail(log));
+  ck_assert_msg(strstr(log, "trainer: data parallel over 2 ranks") && strstr(log, "optimizer state sharded (ZeRO-1)"),
+                "%s", tail(log));
   expect_same_losses("z", "base");
   compare_params(ckpt("z", 10), ckpt("base", 10), 0);
   compare_params(ckpt("z", 20), ckpt("base", 20), 0);

@@ -697,7 +697,7 @@ int main(int argc, char **argv) {
   tc.zero = (int)r->o.zero;
   tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
   lt_trainer_hooks hooks = {r, hook_micro_batch, hook_begin_step, hook_evaluate, hook_eval_line, hook_save_extra,
-                            NULL, hook_get_position, hook_set_position, hook_batches_per_epoch};
+                            NULL, hook_get_position, hook_set_position, hook_batches_per_epoch, NULL};
   /* After resume resolved the settings (a bf16 run resumes in bf16); this
    * thread runs every step, evaluation and decoding. */
   if (r->o.precision == LT_CLI_PRECISION_BF16) lt_set_autocast(LT_DTYPE_BF16);
