@@ -722,7 +722,9 @@ START_TEST(test_config_validation) {
   c.n_dec_layers = 0;
   LT_EXPECT_ERR(lt_tf_config_validate(&c), LT_ERR_INVALID, "n_dec_layers");
   c = tiny(LT_TF_ENCODER_ONLY);
-  c.n_classes = 0;
+  c.n_classes = 0; /* an encoder without a classifier (BertModel): valid */
+  LT_OK_OR_FAIL(lt_tf_config_validate(&c));
+  c.n_classes = -1;
   LT_EXPECT_ERR(lt_tf_config_validate(&c), LT_ERR_INVALID, "n_classes");
   c = tiny(LT_TF_ENCODER_ONLY);
   c.tie_embeddings = true;

@@ -49,6 +49,10 @@ LT_ENUM_PARSER(lt_tf_act_parse, lt_activation, "activation", act_names, COUNT(ac
   X(n_classes) X(pad_id)
 #define TF_BOOL_FIELDS(X) X(pre_norm) X(swiglu) X(tie_embeddings) X(scale_embeddings) X(bias)
 #define TF_DOUBLE_FIELDS(X) X(dropout) X(norm_eps) X(rope_base)
+/* Fields added after checkpoints existed (BERT's): written always, read as
+ * 0 / false when a checkpoint lacks them, so older checkpoints still load. */
+#define TF_LATE_INT_FIELDS(X) X(type_vocab_size)
+#define TF_LATE_BOOL_FIELDS(X) X(embed_norm) X(pooler)
 
 lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
   if (!cfg || !meta) return lt_error_set(LT_ERR_NULL, "tf_config_to_meta: %s is NULL", cfg ? "meta" : "cfg");
@@ -60,6 +64,8 @@ lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
   TF_INT_FIELDS(SET_INT)
   TF_BOOL_FIELDS(SET_BOOL)
   TF_DOUBLE_FIELDS(SET_DOUBLE)
+  TF_LATE_INT_FIELDS(SET_INT)
+  TF_LATE_BOOL_FIELDS(SET_BOOL)
 #undef SET_INT
 #undef SET_BOOL
 #undef SET_DOUBLE
@@ -105,6 +111,14 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
   TF_INT_FIELDS(GET_INT)
   TF_BOOL_FIELDS(GET_BOOL)
   TF_DOUBLE_FIELDS(GET_DOUBLE)
+#define LATE_INT(f) \
+  if (lt_ckpt_meta_kind(meta, #f) >= 0) { GET_INT(f) }
+#define LATE_BOOL(f) \
+  if (lt_ckpt_meta_kind(meta, #f) >= 0) { GET_BOOL(f) }
+  TF_LATE_INT_FIELDS(LATE_INT)
+  TF_LATE_BOOL_FIELDS(LATE_BOOL)
+#undef LATE_INT
+#undef LATE_BOOL
 #undef GET_INT
 #undef GET_BOOL
 #undef GET_DOUBLE

@@ -14,6 +14,12 @@
  *          configuration says). libtensor's RoPE rotates halves (x_i with
  *          x_{i+HS/2}) as Hugging Face's Llama does (rotate_half), so q_proj
  *          and k_proj are stored unpermuted.
+ *   BERT   when it is BERT's (hf_bert.c): encoder-only, post-norm LayerNorm,
+ *          learned absolute positions, token types, embed_norm, pooler,
+ *          biases, n_kv_heads == n_heads; BertModel (n_classes 0) or
+ *          BertForSequenceClassification (n_classes > 0: names under
+ *          "bert.", and classifier.{weight,bias}). Names load with or
+ *          without "bert."; embeddings.position_ids is tolerated.
  * Any other configuration is refused with LT_ERR_INVALID naming the option
  * that does not fit (and its value).
  *
@@ -33,7 +39,7 @@
 extern "C" {
 #endif
 
-typedef enum { LT_HF_GPT2, LT_HF_LLAMA } lt_hf_family;
+typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT } lt_hf_family;
 
 /* The files of an exported directory. */
 #define LT_HF_WEIGHTS_FILE "model.safetensors"
@@ -42,7 +48,7 @@ typedef enum { LT_HF_GPT2, LT_HF_LLAMA } lt_hf_family;
  * written by `export` and read by `generate` (not a Hugging Face file). */
 #define LT_HF_TOKENIZER_FILE "libtensor-tokenizer.bin"
 
-/* "gpt2" or "llama" (config.json's model_type); "unknown" out of range. */
+/* "gpt2", "llama" or "bert" (config.json's model_type); "unknown" out of range. */
 const char *lt_hf_family_name(lt_hf_family f);
 
 /* The layout cfg fits (LT_OK and *out), or LT_ERR_INVALID naming the first
