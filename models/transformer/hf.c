@@ -1,6 +1,6 @@
 /*
- * models/transformer/hf.c: the decoder-only Transformer as a Hugging Face
- * GPT-2 or Llama directory (hf.h): which layout a configuration fits, the
+ * models/transformer/hf.c: the Transformer as a Hugging Face GPT-2 or Llama
+ * directory, and the shared machinery of BERT's (hf_bert.c) (hf.h): which layout a configuration fits, the
  * name and orientation mapping (one table of pieces per layout, used both
  * ways), config.json with jansson, and the checked load.
  *
