@@ -35,7 +35,7 @@
 #define RTOL 1e-4
 
 static lt_tf_config fx_config(const lt_fixture *f, const char *c) {
-  lt_tf_config g;
+  lt_tf_config g = {0}; /* fields the fixture lacks (BERT's extras) stay 0 */
 #define I(k) ((int64_t)lt_fx_num(f, c, "cfg." #k))
   g.arch = (lt_tf_arch)I(arch);
   g.vocab_size = I(vocab_size);

@@ -199,6 +199,10 @@ static lt_status size_add(int64_t *acc, int64_t a, int64_t b, const char *what) 
 lt_status lt_tf_config_size(const lt_tf_config *c, int64_t *n_params, size_t *bytes) {
   lt_status s = lt_tf_config_validate(c);
   if (s != LT_OK) return s;
+  /* the terms below double and add to these before their checked products */
+  if (c->d_model > INT64_MAX / 4 || c->d_ff > INT64_MAX / 4)
+    return lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: d_model %lld, d_ff %lld: a layer's size overflows 64-bit "
+                        "arithmetic", (long long)c->d_model, (long long)c->d_ff);
   const int64_t C = c->d_model, kv = c->n_kv_heads * (C / c->n_heads), nb = c->bias ? 1 : 0;
   const int64_t norm = c->norm == LT_TF_RMS_NORM ? C : 2 * C;
   const bool has_enc = c->arch != LT_TF_DECODER_ONLY, has_dec = c->arch != LT_TF_ENCODER_ONLY;
