@@ -214,6 +214,13 @@ START_TEST(embeddings_and_pooler) {
   const lt_tensor *bias = lt_params_find(lt_transformer_params(m), "classifier.bias");
   lt_tensor *want = LT_NN(lt_linear(p, W, bias));
   assert_bit_identical(logits, want, "classify and classifier(pool)");
+  /* with token types: classifier(pool(encode_typed)) */
+  lt_tensor *lt_ = LT_NN(lt_transformer_classify_typed(m, b.ids, b.types, b.pad, NULL));
+  lt_tensor *pt = LT_NN(lt_transformer_pool(m, h)), *wt = LT_NN(lt_linear(pt, W, bias));
+  assert_bit_identical(lt_, wt, "classify_typed and classifier(pool(encode_typed))");
+  char text[400];
+  lt_tf_config_describe(&c, 0, text, sizeof text);
+  ck_assert_msg(strstr(text, "2 token types, embedding norm, pooler"), "%s", text);
   /* sentence embeddings: unit norm, padding ignored */
   lt_tensor *e = LT_NN(lt_transformer_embed(m, b.ids, b.types, b.pad, true, NULL));
   LT_ASSERT_SHAPE(e, 2, 8);
@@ -243,6 +250,7 @@ START_TEST(embeddings_and_pooler) {
   LT_EXPECT_NULL_ERR(lt_transformer_classify(plain, b.ids, b.pad, NULL), LT_ERR_INVALID, "no classifier");
   lt_tensor *e2 = LT_NN(lt_transformer_embed(plain, b.ids, NULL, b.pad, true, NULL));
   lt_set_grad_enabled(true);
+  LT_FREE_ALL(lt_, pt, wt);
   LT_FREE_ALL(zeros, h0, h1, h, p, logits, want, e, ids1, ids1s, t1, t1s, e1, raw, short_types, bad_types, e2);
   lt_transformer_free(plain);
   lt_transformer_free(m);

@@ -159,11 +159,14 @@ char *lt_tf_config_describe(const lt_tf_config *c, int64_t n_params, char *buf, 
     snprintf(layers, sizeof layers, "%lld layers",
              (long long)(c->arch == LT_TF_DECODER_ONLY ? c->n_dec_layers : c->n_enc_layers));
   if (c->n_kv_heads != c->n_heads) snprintf(kv, sizeof kv, " / %lld kv", (long long)c->n_kv_heads);
-  snprintf(buf, size, "%s, %.3gM parameters (d_model %lld, %lld heads%s, %s, d_ff %lld, %s %s %s%s, %s positions%s, "
+  char types[40] = "", bert[96]; /* BERT's extras, when on */
+  if (c->type_vocab_size > 0) snprintf(types, sizeof types, ", %lld token types", (long long)c->type_vocab_size);
+  snprintf(bert, sizeof bert, "%s%s%s", types, c->embed_norm ? ", embedding norm" : "", c->pooler ? ", pooler" : "");
+  snprintf(buf, size, "%s, %.3gM parameters (d_model %lld, %lld heads%s, %s, d_ff %lld, %s %s %s%s, %s positions%s%s, "
            "dropout %g)", lt_tf_arch_name(c->arch), (double)n_params / 1e6, (long long)c->d_model,
            (long long)c->n_heads, kv, layers, (long long)c->d_ff, c->pre_norm ? "pre-norm" : "post-norm",
            lt_tf_norm_name(c->norm), c->swiglu ? "swiglu-" : "", lt_tf_act_name(c->act), lt_tf_pos_name(c->pos),
-           c->tie_embeddings ? ", tied embeddings" : "", c->dropout);
+           c->tie_embeddings ? ", tied embeddings" : "", bert, c->dropout);
   return buf;
 }
 

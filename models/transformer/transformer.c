@@ -678,15 +678,14 @@ lt_tensor *lt_transformer_embed(const lt_transformer *m, const lt_tensor *src, c
   return out;
 }
 
-lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
-                                   const lt_nn_ctx *ctx) {
-  const char *op = "transformer_classify";
+static lt_tensor *classify_impl(const char *op, const lt_transformer *m, const lt_tensor *src,
+                                const lt_tensor *types, const lt_tensor *src_pad, const lt_nn_ctx *ctx) {
   if (!m) return lt_error_set(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
   if (m->cfg.arch != LT_TF_ENCODER_ONLY)
     return lt_error_set(LT_ERR_INVALID, "%s: only an encoder-only model has a classifier", op), NULL;
   if (m->cfg.n_classes == 0)
     return lt_error_set(LT_ERR_INVALID, "%s: the model has no classifier (n_classes 0)", op), NULL;
-  lt_tensor *h = encode_impl(op, m, src, NULL, src_pad, ctx); /* [B, S, C] */
+  lt_tensor *h = encode_impl(op, m, src, types, src_pad, ctx); /* [B, S, C] */
   if (!h) return NULL;
   lt_tensor *pooled = NULL;
   if (m->cfg.pooler) { /* BertForSequenceClassification: dropout(pooler_output) */
@@ -700,4 +699,14 @@ lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src
   lt_tensor *out = lt_linear_forward(&m->classifier, pooled); /* [B, n_classes] */
   lt_tensor_free(pooled);
   return out;
+}
+
+lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
+                                   const lt_nn_ctx *ctx) {
+  return classify_impl("transformer_classify", m, src, NULL, src_pad, ctx);
+}
+
+lt_tensor *lt_transformer_classify_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+                                         const lt_tensor *src_pad, const lt_nn_ctx *ctx) {
+  return classify_impl("transformer_classify_typed", m, src, types, src_pad, ctx);
 }

@@ -172,6 +172,10 @@ lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, c
  * A model with n_classes 0 has no classifier: LT_ERR_INVALID. */
 lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
                                    const lt_nn_ctx *ctx);
+/* The same with token types (types as lt_transformer_encode_typed), e.g.
+ * BERT's sentence pairs. */
+lt_tensor *lt_transformer_classify_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+                                         const lt_tensor *src_pad, const lt_nn_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -19,8 +19,7 @@
  *                                       cut), pooler_output [N, C],
  *                                       embeddings [N, C] (mean pooling, L2
  *                                       normalised: lt_transformer_embed)
- *                                       and, with a classifier and no
- *                                       token_type_ids, logits
+ *                                       and, with a classifier, logits
  * Exit 0 on success, 1 with a message on stderr otherwise (the message
  * names what the loader refused).
  */
@@ -82,9 +81,8 @@ static int run(const char *dir, const char *in, const char *out) {
   lt_tensor *hidden = lt_zeros(LT_DTYPE_F32, 3, (int64_t[]){N, S, C});
   lt_tensor *pooled = lt_zeros(LT_DTYPE_F32, 2, (int64_t[]){N, C});
   lt_tensor *emb = lt_zeros(LT_DTYPE_F32, 2, (int64_t[]){N, C});
-  /* lt_transformer_classify takes no token types: logits only for inputs without them */
-  lt_tensor *logits = c->n_classes > 0 && !types ? lt_zeros(LT_DTYPE_F32, 2, (int64_t[]){N, c->n_classes}) : NULL;
-  if (!hidden || !pooled || !emb || (c->n_classes > 0 && !types && !logits)) return fail("out of memory");
+  lt_tensor *logits = c->n_classes > 0 ? lt_zeros(LT_DTYPE_F32, 2, (int64_t[]){N, c->n_classes}) : NULL;
+  if (!hidden || !pooled || !emb || (c->n_classes > 0 && !logits)) return fail("out of memory");
   lt_set_grad_enabled(false);
   for (int64_t b0 = 0; b0 < N; b0 += BATCH) {
     const int64_t B = N - b0 < BATCH ? N - b0 : BATCH;
@@ -111,7 +109,7 @@ static int run(const char *dir, const char *in, const char *out) {
     if (!h) return fail("encode");
     lt_tensor *po = lt_transformer_pool(m, h);
     lt_tensor *e = lt_transformer_embed(m, x, tt, pad, true, NULL);
-    lt_tensor *lg = logits ? lt_transformer_classify(m, x, pad, NULL) : NULL;
+    lt_tensor *lg = logits ? lt_transformer_classify_typed(m, x, tt, pad, NULL) : NULL;
     if (!po || !e || (logits && !lg)) return fail("pool / embed / classify");
     /* copy into the outputs' rows */
     lt_tensor *hr = lt_narrow(hidden, 0, b0, B), *hs = hr ? lt_narrow(hr, 1, 0, L) : NULL;

@@ -116,7 +116,7 @@ class FromTransformers(unittest.TestCase):
 
     def test_bert_sequence_classification(self):
         model = randomize(BertForSequenceClassification(tiny_config(num_labels=3)), 3).eval()
-        feed = inputs(53, 0, 4)  # libtensor's classify takes no token types: all 0, as transformers' default
+        feed = inputs(53, 3, 4)
         with tempfile.TemporaryDirectory() as tmp:
             d = os.path.join(tmp, "bert-cls")
             model.save_pretrained(d, safe_serialization=True)
@@ -164,7 +164,7 @@ class ToTransformers(unittest.TestCase):
                 self.assertEqual(json.load(f)["model_type"], "bert")
             if n_classes:
                 model = BertForSequenceClassification.from_pretrained(d).eval()
-                feed = inputs(47, 0, seed)
+                feed = inputs(47, 3, seed)
                 got, want = lt_run(d, feed, tmp), hf_run(model, feed)
                 diff = maxdiff(got["logits"], want.logits)
                 what = "BertForSequenceClassification logits"
