@@ -114,6 +114,22 @@ class FromTransformers(unittest.TestCase):
             self.assertLessEqual(h, TOL)
             self.assertLessEqual(p, TOL)
 
+    def test_bert_model_bf16_weights(self):
+        """BF16 weights load exactly into libtensor's f32 parameters: the same outputs as transformers'
+        model with those weights in f32."""
+        model = randomize(BertModel(tiny_config()), 5).eval().to(torch.bfloat16)
+        feed = inputs(53, 3, 6)
+        with tempfile.TemporaryDirectory() as tmp:
+            d = os.path.join(tmp, "bert-bf16")
+            model.save_pretrained(d, safe_serialization=True)
+            with open(os.path.join(d, "model.safetensors"), "rb") as f:
+                head = f.read(8 + int.from_bytes(f.read(8), "little"))
+            self.assertIn(b'"BF16"', head)
+            got, want = lt_run(d, feed, tmp), hf_run(model.float(), feed)
+            h = maxdiff(got["last_hidden_state"], want.last_hidden_state)
+            print(f"tiny BertModel from BF16 weights: last_hidden_state max |diff| {h:.2e}")
+            self.assertLessEqual(h, TOL)
+
     def test_bert_sequence_classification(self):
         model = randomize(BertForSequenceClassification(tiny_config(num_labels=3)), 3).eval()
         feed = inputs(53, 3, 4)
