@@ -7,6 +7,8 @@
  * bit-identical (BertModel and BertForSequenceClassification, names with or
  * without "bert."), sentence embeddings' contract (unit norm, padding
  * ignored), gradients reaching every new parameter.
+ * tests/fixtures/hf_bert_tiny (written by transformers itself) loads with
+ * its outputs within 1e-4, in every build;
  * tests/reference/test_hf_bert.py checks the same layout against
  * transformers and all-MiniLM-L6-v2 against sentence-transformers.
  */
@@ -19,6 +21,7 @@
 
 #include "libtensor_transformer.h"
 #include "test_util.h"
+#include "util_fixtures.h"
 
 static char tmp[] = "/tmp/lt_bert_XXXXXX";
 
@@ -441,10 +444,54 @@ START_TEST(hf_refusals) {
 }
 END_TEST
 
+/* The largest |a - b| over two f32 tensors of the same shape. */
+static double max_diff(const lt_tensor *a, const lt_tensor *b) {
+  ck_assert_int_eq(a->numel, b->numel);
+  lt_tensor *ca = LT_NN(lt_contiguous(a)), *cb = LT_NN(lt_contiguous(b));
+  double m = 0;
+  for (int64_t i = 0; i < a->numel; i++) {
+    double d = fabs((double)((float *)ca->data)[i] - ((float *)cb->data)[i]);
+    if (!(d <= m)) m = d; /* NaN wins */
+  }
+  LT_FREE_ALL(ca, cb);
+  return m;
+}
+
+/* tests/fixtures/hf_bert_tiny: a BertForSequenceClassification written by
+ * transformers' save_pretrained (tests/fixtures/make_hf_bert_fixture.py),
+ * with transformers' outputs; libtensor's within 1e-4 in f32. */
+START_TEST(transformers_fixture) {
+  char dir[1024], want_path[1024];
+  lt_fixture_path("hf_bert_tiny", dir, sizeof dir);
+  lt_fixture_path("hf_bert_tiny.expected.safetensors", want_path, sizeof want_path);
+  lt_transformer *m = lt_hf_load(dir, 0);
+  ck_assert_msg(m != NULL, "%s", lt_last_error());
+  lt_st_file *f = LT_NNP(lt_st_open(want_path));
+  lt_tensor *t[6];
+  const char *names[6] = {"input_ids", "token_type_ids", "attention_mask", "last_hidden_state", "pooler_output",
+                          "logits"};
+  for (int i = 0; i < 6; i++) t[i] = LT_NN(lt_st_tensor(f, lt_st_find(f, names[i]), i < 3 ? LT_DTYPE_I64 : LT_DTYPE_F32));
+  lt_st_close(f);
+  lt_tensor *pad = LT_NN(lt_eq_scalar(t[2], 0.0));
+  lt_set_grad_enabled(false);
+  lt_tensor *h = LT_NN(lt_transformer_encode_typed(m, t[0], t[1], pad, NULL));
+  lt_tensor *p = LT_NN(lt_transformer_pool(m, h));
+  lt_tensor *y = LT_NN(lt_transformer_classify_typed(m, t[0], t[1], pad, NULL));
+  lt_set_grad_enabled(true);
+  const double dh = max_diff(h, t[3]), dp = max_diff(p, t[4]), dy = max_diff(y, t[5]);
+  printf("hf_bert_tiny (transformers' save_pretrained): max |libtensor - transformers| hidden %.2e, pooler %.2e, "
+         "logits %.2e\n", dh, dp, dy);
+  ck_assert_msg(dh <= 1e-4 && dp <= 1e-4 && dy <= 1e-4, "hidden %g pooler %g logits %g", dh, dp, dy);
+  for (int i = 0; i < 6; i++) lt_tensor_free(t[i]);
+  LT_FREE_ALL(pad, h, p, y);
+  lt_transformer_free(m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("bert");
   TCase *tc = LT_TEST_CASE(s, "bert", 120, config_fields, config_in_checkpoints, crafted_checkpoint,
-                           embeddings_and_pooler, gradients, hf_round_trip, hf_refusals);
+                           embeddings_and_pooler, gradients, hf_round_trip, hf_refusals, transformers_fixture);
   tcase_add_checked_fixture(tc, tmp_make, tmp_remove);
   return lt_test_run(s);
 }
