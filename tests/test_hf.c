@@ -232,7 +232,7 @@ START_TEST(damaged_directories) {
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
                     "\"max_position_embeddings\": 16}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 1000), LT_ERR_NOMEM, "over the memory cap");
-  write_text(cpath, "{\"model_type\": \"bert\"}");
+  write_text(cpath, "{\"model_type\": \"t5\"}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "model_type");
   write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                     "\"n_positions\": 8, \"activation_function\": \"relu\"}");

@@ -11,7 +11,8 @@
  * RoPE, masks), learned and sinusoidal positions, dropout with
  * p = 0 and with a fixed seed (the generator is rewound before every
  * evaluation, so the mask is the same each time), and a whole tiny
- * Transformer (models/transformer) of each architecture.
+ * Transformer (models/transformer) of each architecture, and BERT's extras
+ * (token types, embedding norm, pooler, sentence embeddings).
  *
  * What this is not: a check of values against PyTorch (test_nn_pytorch.c)
  * or of the functional ops one by one (tests/gradcases_*.inc).
@@ -445,6 +446,48 @@ START_TEST(test_transformer) {
 }
 END_TEST
 
+/* BERT (token types, embedding norm, pooler): classify_typed's logits and
+ * lt_transformer_embed's normalised sentence embeddings. */
+static lt_tensor *g_bert_types; /* [2, 3] token types of the BERT case */
+
+static lt_tensor *fwd_bert_classify(const mod_case *c, lt_tensor *const *x) {
+  (void)x;
+  lt_nn_ctx ctx = ctx_of(c);
+  return lt_transformer_classify_typed(c->tf, c->ids, g_bert_types, c->src_pad, &ctx);
+}
+
+static lt_tensor *fwd_bert_embed(const mod_case *c, lt_tensor *const *x) {
+  (void)x;
+  lt_nn_ctx ctx = ctx_of(c);
+  return lt_transformer_embed(c->tf, c->ids, g_bert_types, c->src_pad, true, &ctx);
+}
+
+START_TEST(test_bert) {
+  lt_tf_config cfg = lt_tf_config_default(LT_TF_ENCODER_ONLY);
+  cfg.vocab_size = 7, cfg.d_model = 8, cfg.n_heads = 2, cfg.n_kv_heads = 2, cfg.n_enc_layers = 1, cfg.d_ff = 8;
+  cfg.max_len = 8, cfg.n_classes = 3, cfg.dropout = 0, cfg.pad_id = 0, cfg.norm_eps = 1e-12;
+  cfg.type_vocab_size = 2, cfg.embed_norm = true, cfg.pooler = true;
+  int64_t ids[6] = {1, 4, 2, 6, 3, 5}, types[6] = {0, 1, 1, 0, 0, 1};
+  bool pad[6] = {false, false, false, false, false, true};
+  g_bert_types = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(2, 3), types));
+  for (int k = 0; k < 2; k++) {
+    lt_generator *g = lt_generator_new(50 + k);
+    mod_case c = {.name = k ? "BERT sentence embeddings (mean pooling, L2 normalisation)" : "BERT classifier (pooler)",
+                  .fwd = k ? fwd_bert_embed : fwd_bert_classify};
+    c.tf = lt_transformer_new(&cfg, g);
+    ck_assert_msg(c.tf != NULL, "%s", lt_last_error());
+    c.ids = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(2, 3), ids));
+    c.src_pad = LT_NN(lt_tensor_from_copy(LT_DTYPE_BOOL, LT_SHAPE(2, 3), pad));
+    check_module(&c, lt_transformer_params(c.tf), 0, NULL);
+    lt_tensor_free(c.ids);
+    lt_tensor_free(c.src_pad);
+    lt_transformer_free(c.tf);
+    lt_generator_free(g);
+  }
+  lt_tensor_free(g_bert_types);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("nn_module_gradcheck");
   TCase *tc = tcase_create("modules");
@@ -458,6 +501,7 @@ int main(void) {
   tcase_add_test(tc, test_transformer_layers);
   tcase_add_test(tc, test_positions);
   tcase_add_test(tc, test_transformer);
+  tcase_add_test(tc, test_bert);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

@@ -35,7 +35,7 @@
 #define RTOL 1e-4
 
 static lt_tf_config fx_config(const lt_fixture *f, const char *c) {
-  lt_tf_config g;
+  lt_tf_config g = {0}; /* fields the fixture lacks (BERT's extras) stay 0 */
 #define I(k) ((int64_t)lt_fx_num(f, c, "cfg." #k))
   g.arch = (lt_tf_arch)I(arch);
   g.vocab_size = I(vocab_size);
@@ -721,7 +721,9 @@ START_TEST(test_config_validation) {
   c.n_dec_layers = 0;
   LT_EXPECT_ERR(lt_tf_config_validate(&c), LT_ERR_INVALID, "n_dec_layers");
   c = tiny(LT_TF_ENCODER_ONLY);
-  c.n_classes = 0;
+  c.n_classes = 0; /* an encoder without a classifier (BertModel): valid */
+  LT_OK_OR_FAIL(lt_tf_config_validate(&c));
+  c.n_classes = -1;
   LT_EXPECT_ERR(lt_tf_config_validate(&c), LT_ERR_INVALID, "n_classes");
   c = tiny(LT_TF_ENCODER_ONLY);
   c.tie_embeddings = true;

@@ -49,6 +49,10 @@ LT_ENUM_PARSER(lt_tf_act_parse, lt_activation, "activation", act_names, COUNT(ac
   X(n_classes) X(pad_id)
 #define TF_BOOL_FIELDS(X) X(pre_norm) X(swiglu) X(tie_embeddings) X(scale_embeddings) X(bias)
 #define TF_DOUBLE_FIELDS(X) X(dropout) X(norm_eps) X(rope_base)
+/* Fields added after checkpoints existed (BERT's): written always, read as
+ * 0 / false when a checkpoint lacks them, so older checkpoints still load. */
+#define TF_LATE_INT_FIELDS(X) X(type_vocab_size)
+#define TF_LATE_BOOL_FIELDS(X) X(embed_norm) X(pooler)
 
 lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
   if (!cfg || !meta) return lt_error_set(LT_ERR_NULL, "tf_config_to_meta: %s is NULL", cfg ? "meta" : "cfg");
@@ -60,6 +64,8 @@ lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
   TF_INT_FIELDS(SET_INT)
   TF_BOOL_FIELDS(SET_BOOL)
   TF_DOUBLE_FIELDS(SET_DOUBLE)
+  TF_LATE_INT_FIELDS(SET_INT)
+  TF_LATE_BOOL_FIELDS(SET_BOOL)
 #undef SET_INT
 #undef SET_BOOL
 #undef SET_DOUBLE
@@ -105,6 +111,14 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
   TF_INT_FIELDS(GET_INT)
   TF_BOOL_FIELDS(GET_BOOL)
   TF_DOUBLE_FIELDS(GET_DOUBLE)
+#define LATE_INT(f) \
+  if (lt_ckpt_meta_kind(meta, #f) >= 0) { GET_INT(f) }
+#define LATE_BOOL(f) \
+  if (lt_ckpt_meta_kind(meta, #f) >= 0) { GET_BOOL(f) }
+  TF_LATE_INT_FIELDS(LATE_INT)
+  TF_LATE_BOOL_FIELDS(LATE_BOOL)
+#undef LATE_INT
+#undef LATE_BOOL
 #undef GET_INT
 #undef GET_BOOL
 #undef GET_DOUBLE
@@ -145,11 +159,14 @@ char *lt_tf_config_describe(const lt_tf_config *c, int64_t n_params, char *buf, 
     snprintf(layers, sizeof layers, "%lld layers",
              (long long)(c->arch == LT_TF_DECODER_ONLY ? c->n_dec_layers : c->n_enc_layers));
   if (c->n_kv_heads != c->n_heads) snprintf(kv, sizeof kv, " / %lld kv", (long long)c->n_kv_heads);
-  snprintf(buf, size, "%s, %.3gM parameters (d_model %lld, %lld heads%s, %s, d_ff %lld, %s %s %s%s, %s positions%s, "
+  char types[40] = "", bert[96]; /* BERT's extras, when on */
+  if (c->type_vocab_size > 0) snprintf(types, sizeof types, ", %lld token types", (long long)c->type_vocab_size);
+  snprintf(bert, sizeof bert, "%s%s%s", types, c->embed_norm ? ", embedding norm" : "", c->pooler ? ", pooler" : "");
+  snprintf(buf, size, "%s, %.3gM parameters (d_model %lld, %lld heads%s, %s, d_ff %lld, %s %s %s%s, %s positions%s%s, "
            "dropout %g)", lt_tf_arch_name(c->arch), (double)n_params / 1e6, (long long)c->d_model,
            (long long)c->n_heads, kv, layers, (long long)c->d_ff, c->pre_norm ? "pre-norm" : "post-norm",
            lt_tf_norm_name(c->norm), c->swiglu ? "swiglu-" : "", lt_tf_act_name(c->act), lt_tf_pos_name(c->pos),
-           c->tie_embeddings ? ", tied embeddings" : "", c->dropout);
+           c->tie_embeddings ? ", tied embeddings" : "", bert, c->dropout);
   return buf;
 }
 

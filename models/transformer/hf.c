@@ -1,6 +1,6 @@
 /*
- * models/transformer/hf.c: the decoder-only Transformer as a Hugging Face
- * GPT-2 or Llama directory (hf.h): which layout a configuration fits, the
+ * models/transformer/hf.c: the Transformer as a Hugging Face GPT-2 or Llama
+ * directory, and the shared machinery of BERT's (hf_bert.c) (hf.h): which layout a configuration fits, the
  * name and orientation mapping (one table of pieces per layout, used both
  * ways), config.json with jansson, and the checked load.
  *
@@ -28,13 +28,14 @@
 
 #include "libtensor.h"
 #include "models/transformer/config.h"
+#include "models/transformer/hf_internal.h"
 
 #define NAME_LEN 256
 #define PATH_LEN 4096
 #define CONFIG_MAX_BYTES (1u << 20)
 
 const char *lt_hf_family_name(lt_hf_family f) {
-  return f == LT_HF_GPT2 ? "gpt2" : f == LT_HF_LLAMA ? "llama" : "unknown";
+  return f == LT_HF_GPT2 ? "gpt2" : f == LT_HF_LLAMA ? "llama" : f == LT_HF_BERT ? "bert" : "unknown";
 }
 
 /* ======================================================================== */
@@ -47,9 +48,15 @@ lt_status lt_hf_family_of(const lt_tf_config *c, lt_hf_family *out) {
   if (!c) return lt_error_null_arg("hf_family_of", "cfg");
   lt_status s = lt_tf_config_validate(c);
   if (s != LT_OK) return s;
+  if (c->arch == LT_TF_ENCODER_ONLY) { /* hf_bert.c */
+    if ((s = lt__hf_bert_fits(c)) != LT_OK) return s;
+    if (out) *out = LT_HF_BERT;
+    return LT_OK;
+  }
   if (c->arch != LT_TF_DECODER_ONLY)
-    return NOFIT("hf: arch %s: only the decoder-only model has a Hugging Face layout (GPT-2 or Llama)",
-                 lt_tf_arch_name(c->arch));
+    return NOFIT("hf: arch %s: only the decoder-only (GPT-2, Llama) and encoder-only (BERT) models have a Hugging "
+                 "Face layout", lt_tf_arch_name(c->arch));
+  if (c->embed_norm) return NOFIT("hf: embed_norm true: GPT-2 and Llama have no norm over the embeddings");
   if (!c->pre_norm) return NOFIT("hf: pre_norm false (post-norm): GPT-2 and Llama are pre-norm");
   if (c->scale_embeddings)
     return NOFIT("hf: scale_embeddings true: GPT-2 and Llama do not scale embeddings by sqrt(d_model)");
@@ -82,22 +89,7 @@ lt_status lt_hf_family_of(const lt_tf_config *c, lt_hf_family *out) {
 /* The name tables                                                          */
 /* ======================================================================== */
 
-typedef enum { P_SAME, P_T, P_CAT_T, P_CAT } piece_op;
-
-typedef struct piece {
-  char hf[NAME_LEN];
-  piece_op op;
-  int n;                  /* libtensor parameters (1, or 3 for q, k, v) */
-  lt_tensor *src[3];      /* borrowed from the model's store */
-  char lt[3][NAME_LEN];
-  int64_t shape[2];       /* the Hugging Face tensor's shape */
-  int ndim;
-} piece;
-
-typedef struct pieces {
-  piece *p;
-  int n, cap;
-} pieces;
+/* piece and pieces: hf_internal.h (shared with hf_bert.c). */
 
 static lt_status add_piece(pieces *ps, lt_params *params, const char *hf, piece_op op, int n, const char *l0,
                            const char *l1, const char *l2) {
@@ -130,12 +122,18 @@ static lt_status add_piece(pieces *ps, lt_params *params, const char *hf, piece_
   return LT_OK;
 }
 
+lt_status lt__hf_add_piece(pieces *ps, lt_params *params, const char *hf, piece_op op, int n, const char *l0,
+                           const char *l1, const char *l2) {
+  return add_piece(ps, params, hf, op, n, l0, l1, l2);
+}
+
 /* The pieces of m's layout, in Hugging Face's order. */
 static lt_status layout(lt_transformer *m, lt_hf_family fam, pieces *ps) {
   const lt_tf_config *c = lt_transformer_config(m);
   lt_params *P = lt_transformer_params(m);
   char h[NAME_LEN], l[4][NAME_LEN];
   lt_status s;
+  if (fam == LT_HF_BERT) return lt__hf_bert_layout(m, ps);
 #define LT(k, fmt) (snprintf(l[k], NAME_LEN, "decoder.layers.%lld." fmt, (long long)i), l[k])
 #define HF(fmt) (snprintf(h, NAME_LEN, fmt, (long long)i), h)
   if (fam == LT_HF_GPT2) {
@@ -231,6 +229,7 @@ static lt_tensor *piece_tensor(const piece *p) {
 }
 
 static json_t *config_json(const lt_tf_config *c, lt_hf_family fam) {
+  if (fam == LT_HF_BERT) return lt__hf_bert_config_json(c);
   json_t *j = json_object();
   if (!j) return NULL;
 #define SET(k, v) json_object_set_new(j, k, v)
@@ -452,9 +451,19 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
   lt_hf_family fam;
   if (json_is_string(mt) && strcmp(json_string_value(mt), "gpt2") == 0) fam = LT_HF_GPT2;
   else if (json_is_string(mt) && strcmp(json_string_value(mt), "llama") == 0) fam = LT_HF_LLAMA;
+  else if (json_is_string(mt) && strcmp(json_string_value(mt), "bert") == 0) fam = LT_HF_BERT;
   else {
     json_decref(j);
-    return lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'model_type' must be \"gpt2\" or \"llama\"", path);
+    return lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'model_type' must be \"gpt2\", \"llama\" or \"bert\"",
+                        path);
+  }
+  if (fam == LT_HF_BERT) { /* hf_bert.c */
+    lt_tf_config bc;
+    lt_status bs = lt__hf_bert_read_config(j, path, &bc);
+    json_decref(j);
+    if (bs == LT_OK && out) *out = bc;
+    if (bs == LT_OK && family) *family = fam;
+    return bs;
   }
   lt_tf_config c = lt_tf_config_default(LT_TF_DECODER_ONLY);
   c.pre_norm = true, c.scale_embeddings = false, c.pad_id = -1;
@@ -529,6 +538,12 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
 static int find_hf(const lt_st_file *f, const char *name, lt_hf_family fam) {
   int i = lt_st_find(f, name);
   if (i < 0 && fam == LT_HF_GPT2 && strncmp(name, "transformer.", 12) == 0) i = lt_st_find(f, name + 12);
+  if (i < 0 && fam == LT_HF_BERT && strncmp(name, "classifier.", 11) != 0) { /* with or without "bert." */
+    char other[NAME_LEN + 8];
+    if (strncmp(name, "bert.", 5) == 0) snprintf(other, sizeof other, "%s", name + 5);
+    else snprintf(other, sizeof other, "bert.%s", name);
+    i = lt_st_find(f, other);
+  }
   return i;
 }
 
@@ -540,7 +555,8 @@ static bool ends_with(const char *s, const char *suffix) {
 /* Names a file may hold besides the layout's, ignored: GPT-2's causal-mask
  * buffers. (A tied head's lm_head.weight is checked separately.) */
 static bool tolerated(const char *name, lt_hf_family fam) {
-  return fam == LT_HF_GPT2 && (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"));
+  return (fam == LT_HF_GPT2 && (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))) ||
+         (fam == LT_HF_BERT && lt__hf_bert_tolerated(name));
 }
 
 lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {

@@ -1,8 +1,9 @@
 /*
- * models/transformer/hf.h: the decoder-only Transformer in Hugging Face's
- * layouts, GPT-2 and Llama: a directory holding model.safetensors (the
- * weights under Hugging Face's names and orientations) and config.json (the
- * GPT2Config or LlamaConfig keys). docs/interop.md lists every name and key
+ * models/transformer/hf.h: the Transformer in Hugging Face's layouts, GPT-2
+ * and Llama (decoder-only) and BERT (encoder-only): a directory holding
+ * model.safetensors (the weights under Hugging Face's names and
+ * orientations) and config.json (the GPT2Config, LlamaConfig or BertConfig
+ * keys). docs/interop.md lists every name and key
  * written and read, and the refusals.
  *
  *   GPT-2  when the configuration is GPT-2's: decoder-only, pre-norm
@@ -14,6 +15,12 @@
  *          configuration says). libtensor's RoPE rotates halves (x_i with
  *          x_{i+HS/2}) as Hugging Face's Llama does (rotate_half), so q_proj
  *          and k_proj are stored unpermuted.
+ *   BERT   when it is BERT's (hf_bert.c): encoder-only, post-norm LayerNorm,
+ *          learned absolute positions, token types, embed_norm, pooler,
+ *          biases, n_kv_heads == n_heads; BertModel (n_classes 0) or
+ *          BertForSequenceClassification (n_classes > 0: names under
+ *          "bert.", and classifier.{weight,bias}). Names load with or
+ *          without "bert."; embeddings.position_ids is tolerated.
  * Any other configuration is refused with LT_ERR_INVALID naming the option
  * that does not fit (and its value).
  *
@@ -33,7 +40,7 @@
 extern "C" {
 #endif
 
-typedef enum { LT_HF_GPT2, LT_HF_LLAMA } lt_hf_family;
+typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT } lt_hf_family;
 
 /* The files of an exported directory. */
 #define LT_HF_WEIGHTS_FILE "model.safetensors"
@@ -42,7 +49,7 @@ typedef enum { LT_HF_GPT2, LT_HF_LLAMA } lt_hf_family;
  * written by `export` and read by `generate` (not a Hugging Face file). */
 #define LT_HF_TOKENIZER_FILE "libtensor-tokenizer.bin"
 
-/* "gpt2" or "llama" (config.json's model_type); "unknown" out of range. */
+/* "gpt2", "llama" or "bert" (config.json's model_type); "unknown" out of range. */
 const char *lt_hf_family_name(lt_hf_family f);
 
 /* The layout cfg fits (LT_OK and *out), or LT_ERR_INVALID naming the first
@@ -63,7 +70,7 @@ lt_status lt_hf_export(lt_transformer *m, const char *dir);
 bool lt_hf_is_dir(const char *path);
 
 /* Reads dir/config.json (a regular file of at most 1 MiB) into *cfg and
- * *family (either may be NULL): model_type "gpt2" or "llama"; keys read and
+ * *family (either may be NULL): model_type "gpt2", "llama" or "bert"; keys read and
  * their defaults in docs/interop.md; a key with a value libtensor cannot
  * run (activation_function, hidden_act, attention_bias, rope_scaling, ...)
  * is refused naming it. The result passes lt_tf_config_validate and
@@ -76,8 +83,9 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *fa
  * the directory's, e.g. built from lt_hf_read_config). Every name the layout
  * needs must be present with its shape and a float dtype, and no other name
  * (GPT-2's attention-mask buffers "attn.bias" / "attn.masked_bias" and, for
- * a tied head, an "lm_head.weight" equal to the embedding are tolerated;
- * GPT-2 names are accepted with or without the "transformer." prefix). All
+ * a tied head, an "lm_head.weight" equal to the embedding, and BERT's
+ * "embeddings.position_ids" are tolerated; GPT-2 names are accepted with or
+ * without the "transformer." prefix, BERT's with or without "bert."). All
  * of it is checked before a value is written: on failure m is unchanged.
  * Errors: those of lt_st_open, LT_ERR_INVALID (names),
  * LT_ERR_SHAPE, LT_ERR_DTYPE, each naming the file and the tensor. */

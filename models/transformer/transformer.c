@@ -61,7 +61,10 @@ struct lt_transformer {
   bool has_enc_norm, has_dec_norm;
   lt_linear_m lm_head;      /* [V, C], untied decoders only */
   bool has_lm_head;
-  lt_linear_m classifier;   /* [n_classes, C] (+ bias), encoder-only */
+  lt_linear_m classifier;   /* [n_classes, C] (+ bias), encoder-only with n_classes > 0 */
+  lt_embedding_m type_embed; /* [type_vocab_size, C], encoder-only with token types (BERT) */
+  lt_norm_m embed_norm;     /* [C] over the summed embeddings (BERT's embeddings.LayerNorm) */
+  lt_linear_m pooler;       /* [C, C] (+ bias), encoder-only with pooler (BERT) */
 };
 
 #define NAME_LEN 256
@@ -183,9 +186,13 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
     return BAD("n_enc_layers %lld: must be >= %d for this architecture", (long long)c->n_enc_layers, has_enc ? 1 : 0);
   if (c->n_dec_layers < (has_dec ? 1 : 0))
     return BAD("n_dec_layers %lld: must be >= %d for this architecture", (long long)c->n_dec_layers, has_dec ? 1 : 0);
-  if (c->arch == LT_TF_ENCODER_ONLY && c->n_classes < 1)
-    return BAD("n_classes %lld: the encoder-only classifier needs >= 1", (long long)c->n_classes);
-  if (c->n_classes < 0) return BAD("n_classes %lld: must be >= 0", (long long)c->n_classes);
+  if (c->n_classes < 0)
+    return BAD("n_classes %lld: must be >= 0 (0: an encoder-only model without a classifier)", (long long)c->n_classes);
+  if (c->type_vocab_size > 0 && c->arch != LT_TF_ENCODER_ONLY)
+    return BAD("type_vocab_size %lld: token types are an encoder-only input (BERT's token_type_ids)",
+               (long long)c->type_vocab_size);
+  if (c->pooler && c->arch != LT_TF_ENCODER_ONLY)
+    return BAD("pooler: only an encoder-only model has a pooler (BERT's)");
   if (c->norm != LT_TF_LAYER_NORM && c->norm != LT_TF_RMS_NORM)
     return BAD("norm %d: must be LT_TF_LAYER_NORM or LT_TF_RMS_NORM", (int)c->norm);
   if (c->act != LT_ACT_RELU && c->act != LT_ACT_GELU && c->act != LT_ACT_GELU_TANH && c->act != LT_ACT_SILU)
@@ -230,6 +237,10 @@ static lt_status size_add(int64_t *acc, int64_t a, int64_t b, const char *what) 
 lt_status lt_tf_config_size(const lt_tf_config *c, int64_t *n_params, size_t *bytes) {
   lt_status s = lt_tf_config_validate(c);
   if (s != LT_OK) return s;
+  /* the terms below double and add to these before their checked products */
+  if (c->d_model > INT64_MAX / 4 || c->d_ff > INT64_MAX / 4)
+    return lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: d_model %lld, d_ff %lld: a layer's size overflows 64-bit "
+                        "arithmetic", (long long)c->d_model, (long long)c->d_ff);
   const int64_t C = c->d_model, kv = c->n_kv_heads * (C / c->n_heads), nb = c->bias ? 1 : 0;
   const int64_t norm = c->norm == LT_TF_RMS_NORM ? C : 2 * C;
   const bool has_enc = c->arch != LT_TF_DECODER_ONLY, has_dec = c->arch != LT_TF_ENCODER_ONLY;
@@ -262,6 +273,10 @@ lt_status lt_tf_config_size(const lt_tf_config *c, int64_t *n_params, size_t *by
     if (!c->tie_embeddings && (s = size_add(&n, c->vocab_size, C, "lm_head [vocab_size, d_model]"))) return s;
   }
   if (c->arch == LT_TF_ENCODER_ONLY && (s = size_add(&n, c->n_classes, C + nb, "the classifier"))) return s;
+  if ((s = size_add(&n, c->type_vocab_size, C, "token types [type_vocab_size, d_model]")) ||
+      (c->embed_norm && (s = size_add(&n, 1, norm, "embed_norm"))) ||
+      (c->pooler && (s = size_add(&n, C, C + nb, "the pooler"))))
+    return s;
   int64_t all = n, b;
   if ((s = size_add(&all, 1, table, "parameters and table")) ||
       __builtin_mul_overflow(all, (int64_t)sizeof(float), &b) || (uint64_t)b > SIZE_MAX)
@@ -335,6 +350,12 @@ static lt_status build(lt_transformer *m, lt_generator *g) {
     m->pos_table = lt_tensor_keep(lt_sinusoidal_table(LT_DTYPE_F32, c->max_len, C));
     if (!m->pos_table) return lt_last_status();
   }
+  if (c->type_vocab_size > 0) { /* BERT's token_type_embeddings, N(0, 0.02^2) as its _init_weights */
+    if ((s = lt_embedding_init(&m->type_embed, p, "type_embed", c->type_vocab_size, C, -1, g)) != LT_OK ||
+        (s = embed_reinit(&m->type_embed, 0.02, g)) != LT_OK)
+      return s;
+  }
+  if (c->embed_norm && (s = norm_init(&m->embed_norm, p, "embed_norm", c)) != LT_OK) return s;
 
   if (has_enc) {
     m->n_enc = c->n_enc_layers;
@@ -358,7 +379,8 @@ static lt_status build(lt_transformer *m, lt_generator *g) {
     if (m->has_lm_head && (s = lt_linear_init(&m->lm_head, p, "lm_head", C, c->vocab_size, false, g)) != LT_OK)
       return s;
   }
-  if (c->arch == LT_TF_ENCODER_ONLY &&
+  if (c->pooler && (s = lt_linear_init(&m->pooler, p, "pooler", C, C, c->bias, g)) != LT_OK) return s;
+  if (c->arch == LT_TF_ENCODER_ONLY && c->n_classes > 0 &&
       (s = lt_linear_init(&m->classifier, p, "classifier", C, c->n_classes, c->bias, g)) != LT_OK)
     return s;
 
@@ -458,8 +480,10 @@ static lt_status check_ids(const char *op, const char *what, const char *pad_wha
   return LT_OK;
 }
 
-/* dropout(embed(ids) [* sqrt(C)] [+ positions pos0..]) -> [B, L, C]. */
-static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, int64_t pos0, const lt_nn_ctx *ctx) {
+/* dropout(embed_norm(embed(ids) [* sqrt(C)] [+ positions pos0..] [+ type_embed(types)])) -> [B, L, C];
+ * types NULL: type 0 everywhere (models with token types). */
+static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, const lt_tensor *types, int64_t pos0,
+                                const lt_nn_ctx *ctx) {
   const lt_tf_config *c = &m->cfg;
   const int64_t L = ids->shape[1];
   lt_tensor *x = lt_embedding_forward(&m->embed, ids); /* [B, L, C] */
@@ -471,23 +495,45 @@ static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, i
     lt_tensor_free(pe);
     step(&x, y);
   }
+  if (x && c->type_vocab_size > 0) {
+    lt_tensor *te = types ? lt_embedding_forward(&m->type_embed, types) : lt_select(m->type_embed.weight, 0, 0);
+    lt_tensor *y = te ? lt_add(x, te) : NULL; /* [B, L, C] + [B, L, C] or [C] */
+    lt_tensor_free(te);
+    step(&x, y);
+  }
+  if (x && c->embed_norm) step(&x, lt_norm_forward(&m->embed_norm, x));
   if (x && c->dropout > 0.0 && ctx && ctx->training) step(&x, lt_dropout(x, c->dropout, ctx));
   return x;
 }
 
-lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
-                                 const lt_nn_ctx *ctx) {
-  const char *op = "transformer_encode";
+static lt_tensor *encode_impl(const char *op, const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+                              const lt_tensor *src_pad, const lt_nn_ctx *ctx) {
   if (!m) return lt_error_set(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
   if (!m->enc)
     return lt_error_set(LT_ERR_INVALID, "%s: a decoder-only model has no encoder (use transformer_decode)", op), NULL;
   if (check_ids(op, "src", "src_pad", m, src, src_pad, 0) != LT_OK) return NULL;
-  lt_tensor *x = embed_forward(m, src, 0, ctx);
+  if (types && m->cfg.type_vocab_size == 0)
+    return lt_error_set(LT_ERR_INVALID, "%s: token types given to a model without them (type_vocab_size 0)", op), NULL;
+  if (types && (types->ndim != 2 || !is_int(types) || types->shape[0] != src->shape[0] ||
+                types->shape[1] != src->shape[1]))
+    return lt_error_set(LT_ERR_SHAPE, "%s: types is %s, src is %s: need integer token types of the ids' shape", op,
+                        LT_DESC(types), LT_DESC(src)), NULL;
+  lt_tensor *x = embed_forward(m, src, types, 0, ctx);
   for (int64_t i = 0; x && i < m->n_enc; i++)
     step(&x, lt_transformer_encoder_layer_forward(&m->enc[i], x, &(lt_attention_opts){.key_padding_mask = src_pad},
                                                   0, ctx));
   if (x && m->has_enc_norm) step(&x, lt_norm_forward(&m->enc_norm, x));
   return x;
+}
+
+lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
+                                 const lt_nn_ctx *ctx) {
+  return encode_impl("transformer_encode", m, src, NULL, src_pad, ctx);
+}
+
+lt_tensor *lt_transformer_encode_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+                                       const lt_tensor *src_pad, const lt_nn_ctx *ctx) {
+  return encode_impl("transformer_encode_typed", m, src, types, src_pad, ctx);
 }
 
 /* The decoder, whole-sequence (cache NULL) or incremental (positions from
@@ -525,7 +571,7 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
     for (int64_t i = 0; i < cache->n; i++)
       lens[2 * i] = cache->layer[i].self.len, lens[2 * i + 1] = cache->layer[i].cross.len;
   }
-  lt_tensor *x = embed_forward(m, tgt, pos0, ctx);
+  lt_tensor *x = embed_forward(m, tgt, NULL, pos0, ctx);
   const lt_attention_opts self_mask = {.causal = true, .key_padding_mask = tgt_pad};
   const lt_attention_opts mem_mask = {.key_padding_mask = src_pad};
   for (int64_t i = 0; x && i < m->n_dec; i++) {
@@ -620,33 +666,85 @@ lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, c
   return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c);
 }
 
-lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
-                                   const lt_nn_ctx *ctx) {
-  const char *op = "transformer_classify";
+/* Mean over the non-padding positions: sum_s h * keep / max(count, eps)
+ * (eps 1: all padding gives zeros, not NaN) -> [B, C]. */
+static lt_tensor *masked_mean(const lt_tensor *h, const lt_tensor *src_pad, double eps) {
+  if (!src_pad) return lt_mean(h, LT_DIMS(1), false); /* [B, C] */
+  lt_tensor *keepb = lt_eq_scalar(src_pad, 0.0);                  /* [B, S] bool */
+  lt_tensor *keep = keepb ? lt_to_dtype(keepb, h->dtype) : NULL;  /* [B, S] 1 = token */
+  lt_tensor *keep3 = keep ? lt_unsqueeze(keep, -1) : NULL;         /* [B, S, 1] */
+  lt_tensor *hk = keep3 ? lt_mul(h, keep3) : NULL;                 /* [B, S, C] */
+  lt_tensor *sum = hk ? lt_sum(hk, LT_DIMS(1), false) : NULL;      /* [B, C] */
+  lt_tensor *cnt = keep ? lt_sum(keep, LT_DIMS(1), true) : NULL;   /* [B, 1] */
+  lt_tensor *cnt1 = cnt ? lt_clamp(cnt, eps, INFINITY) : NULL;
+  lt_tensor *pooled = sum && cnt1 ? lt_div(sum, cnt1) : NULL;
+  lt_tensor *tmp[] = {keepb, keep, keep3, hk, sum, cnt, cnt1};
+  for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) lt_tensor_free(tmp[i]);
+  return pooled;
+}
+
+lt_tensor *lt_transformer_pool(const lt_transformer *m, const lt_tensor *hidden) {
+  const char *op = "transformer_pool";
+  if (!m) return lt_error_set(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
+  if (!m->cfg.pooler) return lt_error_set(LT_ERR_INVALID, "%s: the model has no pooler (pooler false)", op), NULL;
+  if (!hidden) return lt_error_set(LT_ERR_NULL, "%s: hidden is NULL", op), NULL;
+  if (hidden->ndim != 3 || hidden->shape[1] < 1 || hidden->shape[2] != m->cfg.d_model)
+    return lt_error_set(LT_ERR_SHAPE, "%s: hidden is %s: need [B, S, C] with C = d_model %lld", op, LT_DESC(hidden),
+                        (long long)m->cfg.d_model), NULL;
+  lt_tensor *first = lt_select(hidden, 1, 0);                         /* [B, C] */
+  lt_tensor *d = first ? lt_linear_forward(&m->pooler, first) : NULL; /* [B, C] */
+  lt_tensor *out = d ? lt_tanh(d) : NULL;
+  lt_tensor_free(first);
+  lt_tensor_free(d);
+  return out;
+}
+
+lt_tensor *lt_transformer_embed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+                                const lt_tensor *src_pad, bool normalize, const lt_nn_ctx *ctx) {
+  lt_tensor *h = encode_impl("transformer_embed", m, src, types, src_pad, ctx); /* [B, S, C] */
+  if (!h) return NULL;
+  lt_tensor *e = masked_mean(h, src_pad, 1e-9); /* sentence-transformers' clamp(min=1e-9) */
+  lt_tensor_free(h);
+  if (!e || !normalize) return e;
+  lt_tensor *sq = lt_square(e);                                /* [B, C] */
+  lt_tensor *ss = sq ? lt_sum(sq, LT_DIMS(1), true) : NULL;    /* [B, 1] */
+  lt_tensor *nrm = ss ? lt_sqrt(ss) : NULL;
+  lt_tensor *den = nrm ? lt_clamp(nrm, 1e-12, INFINITY) : NULL; /* F.normalize's eps */
+  lt_tensor *out = den ? lt_div(e, den) : NULL;
+  lt_tensor *tmp[] = {e, sq, ss, nrm, den};
+  for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) lt_tensor_free(tmp[i]);
+  return out;
+}
+
+static lt_tensor *classify_impl(const char *op, const lt_transformer *m, const lt_tensor *src,
+                                const lt_tensor *types, const lt_tensor *src_pad, const lt_nn_ctx *ctx) {
   if (!m) return lt_error_set(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
   if (m->cfg.arch != LT_TF_ENCODER_ONLY)
     return lt_error_set(LT_ERR_INVALID, "%s: only an encoder-only model has a classifier", op), NULL;
-  lt_tensor *h = lt_transformer_encode(m, src, src_pad, ctx); /* [B, S, C] */
+  if (m->cfg.n_classes == 0)
+    return lt_error_set(LT_ERR_INVALID, "%s: the model has no classifier (n_classes 0)", op), NULL;
+  lt_tensor *h = encode_impl(op, m, src, types, src_pad, ctx); /* [B, S, C] */
   if (!h) return NULL;
-  /* mean over the non-padding positions: sum_s h * keep / max(count, 1) */
   lt_tensor *pooled = NULL;
-  if (!src_pad) {
-    pooled = lt_mean(h, LT_DIMS(1), false); /* [B, C] */
+  if (m->cfg.pooler) { /* BertForSequenceClassification: dropout(pooler_output) */
+    pooled = lt_transformer_pool(m, h);
+    if (pooled && m->cfg.dropout > 0.0 && ctx && ctx->training) step(&pooled, lt_dropout(pooled, m->cfg.dropout, ctx));
   } else {
-    lt_tensor *keepb = lt_eq_scalar(src_pad, 0.0);                  /* [B, S] bool */
-    lt_tensor *keep = keepb ? lt_to_dtype(keepb, h->dtype) : NULL;  /* [B, S] 1 = token */
-    lt_tensor *keep3 = keep ? lt_unsqueeze(keep, -1) : NULL;         /* [B, S, 1] */
-    lt_tensor *hk = keep3 ? lt_mul(h, keep3) : NULL;                 /* [B, S, C] */
-    lt_tensor *sum = hk ? lt_sum(hk, LT_DIMS(1), false) : NULL;      /* [B, C] */
-    lt_tensor *cnt = keep ? lt_sum(keep, LT_DIMS(1), true) : NULL;   /* [B, 1] */
-    lt_tensor *cnt1 = cnt ? lt_clamp(cnt, 1.0, INFINITY) : NULL;     /* all padding: zeros, not NaN */
-    pooled = sum && cnt1 ? lt_div(sum, cnt1) : NULL;
-    lt_tensor *tmp[] = {keepb, keep, keep3, hk, sum, cnt, cnt1};
-    for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) lt_tensor_free(tmp[i]);
+    pooled = masked_mean(h, src_pad, 1.0);
   }
   lt_tensor_free(h);
   if (!pooled) return NULL;
   lt_tensor *out = lt_linear_forward(&m->classifier, pooled); /* [B, n_classes] */
   lt_tensor_free(pooled);
   return out;
+}
+
+lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
+                                   const lt_nn_ctx *ctx) {
+  return classify_impl("transformer_classify", m, src, NULL, src_pad, ctx);
+}
+
+lt_tensor *lt_transformer_classify_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+                                         const lt_tensor *src_pad, const lt_nn_ctx *ctx) {
+  return classify_impl("transformer_classify_typed", m, src, types, src_pad, ctx);
 }

@@ -19,7 +19,9 @@
  *   encoder.layers.<i>.{norm1,norm2}.{weight,bias}, encoder.norm.* (always for
  *   the encoder-decoder, as nn.Transformer; pre-norm only for the others),
  *   decoder.layers.<i>.{self_attn,cross_attn}..., decoder.layers.<i>.norm3...,
- *   lm_head.weight (untied), classifier.{weight,bias} (encoder-only).
+ *   lm_head.weight (untied), classifier.{weight,bias} (encoder-only),
+ *   type_embed.weight, embed_norm.{weight,bias}, pooler.{weight,bias} (BERT's
+ *   extras, when the configuration asks for them).
  *
  * Ownership: lt_transformer_new returns new (free with lt_transformer_free),
  * owning its lt_params; forward functions return new tensors like every op.
@@ -61,13 +63,24 @@ typedef struct lt_tf_config {
   double norm_eps;
   double rope_base;
   int64_t pad_id;         /* padding token id (embedding padding_idx) */
+  /* BERT's extras (docs/transformer.md); zero / false in every other model,
+   * and in a checkpoint that predates them: */
+  int64_t type_vocab_size; /* encoder-only: rows of the token-type (segment) embedding type_embed [TV, C]
+                              added to the input; 0 = none */
+  bool embed_norm;        /* a norm (embed_norm, the model's norm kind) over the summed embeddings, before
+                             dropout and the first layer (BERT's embeddings.LayerNorm) */
+  bool pooler;            /* encoder-only: pooler = tanh(Linear(C, C)) of the first position's output
+                             (BERT's pooler); lt_transformer_classify then classifies it instead of the mean */
 } lt_tf_config;
 
 /* The paper's choices for each architecture at a small size (d_model 128,
  * 4 heads, 2+2 layers, d_ff 512, dropout 0.1, vocab_size to be set). */
 lt_tf_config lt_tf_config_default(lt_tf_arch arch);
 /* Every field checked (the ranges below, heads dividing d_model, kv heads
- * dividing heads, even head size for RoPE, ...); the error names the field. */
+ * dividing heads, even head size for RoPE, pooler only for encoder-only,
+ * ...); the error names the field. n_classes 0 is an encoder-only model
+ * without a classifier (hidden states, pooler, sentence embeddings;
+ * lt_transformer_classify refuses it). */
 lt_status lt_tf_config_validate(const lt_tf_config *cfg);
 
 /* The range of each numeric field, in one table: lt_tf_config_validate
@@ -87,7 +100,8 @@ lt_status lt_tf_config_validate(const lt_tf_config *cfg);
   X(max_len, 1, 1048576, 0)    \
   X(dropout, 0, 1, 0)          \
   X(norm_eps, 0, 1, 1)         \
-  X(rope_base, 1, 1000000000, 1)
+  X(rope_base, 1, 1000000000, 1) \
+  X(type_vocab_size, 0, 65536, 0)
 /* Each bound as a constant expression, for static tables: LT_TF_LO_d_model,
  * LT_TF_HI_d_model, LT_TF_LO_OPEN_d_model, ... */
 #define LT_TF_RANGE_ENUM_(f, lo, hi, open) LT_TF_LO_##f = lo, LT_TF_HI_##f = hi, LT_TF_LO_OPEN_##f = open,
@@ -134,9 +148,26 @@ const lt_tf_config *lt_transformer_config(const lt_transformer *m);  /* borrowed
 lt_params *lt_transformer_params(lt_transformer *m);                 /* borrowed; owned by m */
 
 /* Encoder: src [B, S] ids, src_pad [B, S] bool (true = padding) or NULL ->
- * memory [B, S, C]. (Encoder-decoder and encoder-only.) */
+ * memory [B, S, C]. (Encoder-decoder and encoder-only.) A model with token
+ * types (type_vocab_size > 0) gives every position type 0. */
 lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
                                  const lt_nn_ctx *ctx);
+/* The same with token types: types [B, S] integer ids in [0,
+ * type_vocab_size) (BERT's token_type_ids; NULL = all 0), which a model
+ * without token types refuses unless NULL. */
+lt_tensor *lt_transformer_encode_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+                                       const lt_tensor *src_pad, const lt_nn_ctx *ctx);
+/* The pooler (a model with pooler): hidden [B, S, C] (the encoder's output)
+ * -> tanh(pooler(hidden[:, 0])) [B, C] (new), BERT's pooler_output. */
+lt_tensor *lt_transformer_pool(const lt_transformer *m, const lt_tensor *hidden);
+/* Sentence embeddings as sentence-transformers' mean pooling and Normalize
+ * modules (all-MiniLM-L6-v2): h = lt_transformer_encode_typed(src, types,
+ * src_pad); e = sum_s h[b, s] * keep[b, s] / max(sum_s keep[b, s], 1e-9),
+ * keep = !src_pad (NULL: every position); then, if normalize, e / max(||e||_2,
+ * 1e-12) (torch.nn.functional.normalize). -> [B, C] (new). Any encoder
+ * (encoder-decoder or encoder-only); differentiable like the rest. */
+lt_tensor *lt_transformer_embed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+                                const lt_tensor *src_pad, bool normalize, const lt_nn_ctx *ctx);
 
 /* Decoder (causal self-attention, and cross-attention over memory for the
  * encoder-decoder; memory NULL for decoder-only): tgt [B, T] ids, tgt_pad
@@ -175,9 +206,15 @@ lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, c
                                       const lt_tensor *memory, const lt_tensor *src_pad);
 
 /* Encoder-only classifier: mean over non-padding positions of the encoder
- * output, then classifier -> [B, n_classes]. */
+ * output (with pooler: the pooler's output, then dropout, as
+ * BertForSequenceClassification), then classifier -> [B, n_classes].
+ * A model with n_classes 0 has no classifier: LT_ERR_INVALID. */
 lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
                                    const lt_nn_ctx *ctx);
+/* The same with token types (types as lt_transformer_encode_typed), e.g.
+ * BERT's sentence pairs. */
+lt_tensor *lt_transformer_classify_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+                                         const lt_tensor *src_pad, const lt_nn_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -16,8 +16,9 @@ state_dicts and AdamW state in both directions (docs/python.md).
   in_proj_weight [3C, C] / in_proj_bias [3C] (split row-wise), and the decoder's
   cross-attention is multihead_attn (libtensor: cross_attn).
 
-`config` is the checkpoint's /model attributes (Checkpoint.config), the 23
-keys of lt_tf_config; default_config gives lt_tf_config_default's values.
+`config` is the checkpoint's /model attributes (Checkpoint.config), the 26
+keys of lt_tf_config (BERT's type_vocab_size, embed_norm and pooler read as 0
+when a checkpoint lacks them, as lt_tf_config_from_meta does); default_config gives lt_tf_config_default's values.
 Torch is imported here only: the rest of the package does not need it.
 """
 import math
@@ -28,8 +29,9 @@ from torch import nn
 import torch.nn.functional as F
 
 INT_KEYS = ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_enc_layers", "n_dec_layers", "d_ff", "max_len",
-            "n_classes", "pad_id")
-BOOL_KEYS = ("pre_norm", "swiglu", "tie_embeddings", "scale_embeddings", "bias")
+            "n_classes", "pad_id", "type_vocab_size")
+BOOL_KEYS = ("pre_norm", "swiglu", "tie_embeddings", "scale_embeddings", "bias", "embed_norm", "pooler")
+LATE_KEYS = ("type_vocab_size", "embed_norm", "pooler")  # 0 when absent (checkpoints that predate them)
 FLOAT_KEYS = ("dropout", "norm_eps", "rope_base")
 STR_KEYS = ("arch", "norm", "act", "pos")
 
@@ -39,7 +41,7 @@ def default_config(arch, vocab_size, **over):
     c = dict(arch=arch, vocab_size=vocab_size, d_model=128, n_heads=4, n_kv_heads=4, n_enc_layers=2,
              n_dec_layers=2, d_ff=512, max_len=512, n_classes=0, dropout=0.1, norm="layernorm", pre_norm=False,
              act="relu", swiglu=False, pos="sinusoidal", tie_embeddings=True, scale_embeddings=True, bias=True,
-             norm_eps=1e-5, rope_base=10000.0, pad_id=0)
+             norm_eps=1e-5, rope_base=10000.0, pad_id=0, type_vocab_size=0, embed_norm=False, pooler=False)
     if arch == "decoder-only":
         c.update(n_enc_layers=0, pre_norm=True, act="gelu", pos="learned", scale_embeddings=False)
     elif arch != "encoder-decoder":
@@ -80,6 +82,9 @@ def rope(x, pos0, base):
 def normalize_config(c):
     """The configuration with libtensor's types: ints, bools as ints 0/1, floats, strings."""
     out = {}
+    c = dict(c)
+    for k in LATE_KEYS:
+        c.setdefault(k, 0)
     for k in STR_KEYS:
         out[k] = str(c[k])
     for k in INT_KEYS:
@@ -211,6 +216,8 @@ class GPT(nn.Module):
         c = self.config = normalize_config(config)
         if c["arch"] != "decoder-only":
             raise ValueError("GPT: arch %r, expected 'decoder-only'" % c["arch"])
+        if c["embed_norm"]:
+            raise NotImplementedError("GPT: embed_norm is not implemented in the Python model")
         C = c["d_model"]
         self.embed = nn.Embedding(c["vocab_size"], C, padding_idx=c["pad_id"] if c["pad_id"] >= 0 else None)
         nn.init.normal_(self.embed.weight, 0.0, 1 / math.sqrt(C) if c["scale_embeddings"] else 0.02)
@@ -256,7 +263,7 @@ class Seq2Seq(nn.Transformer):
         bad = [k for k, ok in (("arch", c["arch"] == "encoder-decoder"), ("norm", c["norm"] == "layernorm"),
                                ("act", c["act"] in ("relu", "gelu")), ("swiglu", not c["swiglu"]),
                                ("bias", c["bias"]), ("n_kv_heads", c["n_kv_heads"] == c["n_heads"]),
-                               ("pos", c["pos"] != "rope")) if not ok]
+                               ("pos", c["pos"] != "rope"), ("embed_norm", not c["embed_norm"])) if not ok]
         if bad:
             raise ValueError("Seq2Seq (nn.Transformer) cannot express %s = %s" % (bad[0], c[bad[0]]))
         super().__init__(d_model=c["d_model"], nhead=c["n_heads"], num_encoder_layers=c["n_enc_layers"],

@@ -1,0 +1,57 @@
+/*
+ * models/transformer/hf_internal.h: what hf.c (the GPT-2 and Llama layouts,
+ * the checked load and the export) shares with the files of the other
+ * Hugging Face families (hf_bert.c), not installed: the piece table and each
+ * family's hooks.
+ *
+ * What this is not: a public header (hf.h is the contract).
+ */
+#ifndef LT_TF_HF_INTERNAL_H
+#define LT_TF_HF_INTERNAL_H
+
+#include <jansson.h>
+
+#include "models/transformer/hf.h"
+
+#define LT__HF_NAME_LEN 256
+
+/* A piece is one Hugging Face tensor made of one or more libtensor
+ * parameters (hf.c's header comment lists the ops). */
+typedef enum { P_SAME, P_T, P_CAT_T, P_CAT } piece_op;
+
+typedef struct piece {
+  char hf[LT__HF_NAME_LEN];
+  piece_op op;
+  int n;                  /* libtensor parameters (1, or 3 for q, k, v) */
+  lt_tensor *src[3];      /* borrowed from the model's store */
+  char lt[3][LT__HF_NAME_LEN];
+  int64_t shape[2];       /* the Hugging Face tensor's shape */
+  int ndim;
+} piece;
+
+typedef struct pieces {
+  piece *p;
+  int n, cap;
+} pieces;
+
+/* Appends the piece hf made of the n parameters l0 (l1, l2) of params
+ * (LT_ERR_INVALID when the model has no such parameter). */
+lt_status lt__hf_add_piece(pieces *ps, lt_params *params, const char *hf, piece_op op, int n, const char *l0,
+                           const char *l1, const char *l2);
+
+/* ---- BERT (hf_bert.c) ------------------------------------------------------- */
+/* LT_OK when the (valid) encoder-only configuration c is BERT's layout, else
+ * LT_ERR_INVALID naming the option that does not fit. */
+lt_status lt__hf_bert_fits(const lt_tf_config *c);
+/* The pieces of m's BERT layout, in Hugging Face's order ("bert." before the
+ * encoder's names when the model has a classifier). */
+lt_status lt__hf_bert_layout(lt_transformer *m, pieces *ps);
+/* config.json's object for c (new reference; NULL when out of memory). */
+json_t *lt__hf_bert_config_json(const lt_tf_config *c);
+/* The configuration of config.json's object j (path names the file in
+ * messages); validated and fitting the layout. *out untouched on failure. */
+lt_status lt__hf_bert_read_config(json_t *j, const char *path, lt_tf_config *out);
+/* Names a BERT file may hold besides the layout's (the position_ids buffer). */
+bool lt__hf_bert_tolerated(const char *name);
+
+#endif /* LT_TF_HF_INTERNAL_H */
