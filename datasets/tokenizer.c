@@ -22,6 +22,7 @@
  * corpora (one piece at a time, quadratic in the piece length, which is capped).
  */
 #include "datasets/datasets.h"
+#include "datasets/hf_tokenizer_internal.h"
 #include "datasets/tokenizer_internal.h"
 #include "datasets/utf8_internal.h"
 #include "tensor/error_internal.h"
@@ -151,6 +152,7 @@ void lt_tokenizer_free(lt_tokenizer *tok) {
   lt__pm_free(&tok->ranks);
   free(tok->blob);
   free(tok->tok_off);
+  lt__hf_free(tok->hf);
   free(tok);
 }
 
@@ -170,13 +172,13 @@ lt_tokenizer *lt_tokenizer_new_byte(void) {
   return t;
 }
 
-static const char *const tokenizer_kind_names[] = {"byte", "char", "bpe"};
+static const char *const tokenizer_kind_names[] = {"byte", "char", "bpe", "hf"};
 
 const char *lt_tokenizer_kind_name(lt_tokenizer_kind kind) {
-  return lt_enum_name(tokenizer_kind_names, 3, (int)kind);
+  return lt_enum_name(tokenizer_kind_names, 4, (int)kind);
 }
 
-LT_ENUM_PARSER(lt_tokenizer_kind_parse, lt_tokenizer_kind, "tokenizer", tokenizer_kind_names, 3, NULL, 0)
+LT_ENUM_PARSER(lt_tokenizer_kind_parse, lt_tokenizer_kind, "tokenizer", tokenizer_kind_names, 4, NULL, 0)
 
 lt_tokenizer_kind lt_tokenizer_get_kind(const lt_tokenizer *tok) {
   return tok ? tok->kind : LT_TOKENIZER_BYTE;
@@ -389,6 +391,7 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t 
   if (!text && len) return lt__err(LT_ERR_NULL, "%s: text is NULL but len is %zu", op, len);
   if ((uint64_t)len > (uint64_t)INT64_MAX / 8)
     return lt__err(LT_ERR_OVERFLOW, "%s: text of %zu bytes is too long", op, len);
+  if (tok->kind == LT_TOKENIZER_HF) return lt_tokenizer_encode_ex(tok, text, len, 0, ids, NULL, n);
   const unsigned char *s = (const unsigned char *)text;
   idbuf out = {0};
   /* Every tokenizer makes at most one id per byte; start with a fair guess. */
@@ -414,6 +417,9 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t 
         i += (size_t)k;
       }
       break;
+    case LT_TOKENIZER_HF:
+      LT_CHECK(0); /* handled above */
+      break;
     case LT_TOKENIZER_BPE:
       for (size_t i = 0; i < len;) {
         size_t j = lt__bpe_next_piece(s, len, i);
@@ -428,6 +434,66 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t 
   *ids = out.p;
   *n = out.n;
   return LT_OK;
+}
+
+lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                                 int64_t **ids, int64_t **offsets, int64_t *n) {
+  const char *op = "tokenizer_encode";
+  if (!tok) return lt__err_null(op, "tok");
+  if (!ids || !n) return lt__err(LT_ERR_NULL, "%s: ids and n must not be NULL", op);
+  if (!text && len) return lt__err(LT_ERR_NULL, "%s: text is NULL but len is %zu", op, len);
+  if (tok->kind == LT_TOKENIZER_HF) {
+    lt__tokens t = {0};
+    lt_status st = lt__hf_encode(tok->hf, text, len, flags, &t);
+    if (st != LT_OK) return st;
+    int64_t *p = malloc((t.n ? t.n : 1) * sizeof *p), *o = offsets ? malloc((t.n ? t.n : 1) * 2 * sizeof *o) : NULL;
+    if (!p || (offsets && !o)) {
+      free(p), free(o), free(t.v);
+      return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    }
+    for (size_t i = 0; i < t.n; i++) {
+      p[i] = t.v[i].id;
+      if (o) o[2 * i] = t.v[i].start, o[2 * i + 1] = t.v[i].end;
+    }
+    free(t.v);
+    *ids = p;
+    if (offsets) *offsets = o;
+    *n = (int64_t)t.n;
+    return LT_OK;
+  }
+  int64_t *p, m;
+  lt_status st = lt_tokenizer_encode(tok, text, len, &p, &m);
+  if (st != LT_OK || !offsets) {
+    if (st == LT_OK) *ids = p, *n = m;
+    return st;
+  }
+  /* The ids spell the text in order: each token's bytes are its decoded length. */
+  int64_t *o = malloc((size_t)(m ? m : 1) * 2 * sizeof *o);
+  if (!o) {
+    free(p);
+    return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+  }
+  int64_t at = 0;
+  for (int64_t i = 0; i < m; i++) {
+    int64_t k = 1, id = p[i];
+    if (tok->kind == LT_TOKENIZER_BPE) k = tok->tok_off[id - LT__BYTE0 + 1] - tok->tok_off[id - LT__BYTE0];
+    else if (tok->kind == LT_TOKENIZER_CHAR) { /* <unk> or a code point: one character of the text */
+      uint32_t cp;
+      k = lt__utf8_decode((const unsigned char *)text, len, (size_t)at, &cp);
+    }
+    o[2 * i] = at, o[2 * i + 1] = at + k;
+    at += k;
+  }
+  *ids = p, *offsets = o, *n = m;
+  return LT_OK;
+}
+
+int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n) {
+  if (!tok || (!s && n)) return -1;
+  if (tok->kind == LT_TOKENIZER_HF) return lt__hf_token_id(tok->hf, s, n);
+  for (int i = 0; i < LT__NSPEC; i++)
+    if (strlen(special_names[i]) == n && memcmp(special_names[i], s, n) == 0) return i;
+  return -1;
 }
 
 lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text, size_t len) {
@@ -450,6 +516,7 @@ lt_status lt_tokenizer_decode(const lt_tokenizer *tok, const int64_t *ids, int64
       return lt__err(LT_ERR_INDEX, "%s: id %lld at position %lld is outside [0, %lld) (%s vocabulary)", op,
                      (long long)ids[i], (long long)i, (long long)tok->vocab,
                      lt_tokenizer_kind_name(tok->kind));
+  if (tok->kind == LT_TOKENIZER_HF) return lt__hf_decode(tok->hf, ids, n, !(flags & LT_DECODE_SHOW_SPECIAL), text, len);
   bytebuf b = {0};
   bool ok = bb_reserve(&b, (size_t)n + 1);
   for (int64_t i = 0; i < n && ok; i++) {
@@ -526,9 +593,12 @@ lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *si
   const char *op = "tokenizer_serialize";
   if (!tok) return lt__err_null(op, "tok");
   if (!buf || !size) return lt__err(LT_ERR_NULL, "%s: buf and size must not be NULL", op);
+  size_t njson = 0;
+  const char *json = tok->kind == LT_TOKENIZER_HF ? lt__hf_json(tok->hf, &njson) : NULL;
   uint64_t count = tok->kind == LT_TOKENIZER_CHAR ? (uint64_t)tok->ncps
-                   : tok->kind == LT_TOKENIZER_BPE ? (uint64_t)tok->nmerges : 0;
-  size_t per = tok->kind == LT_TOKENIZER_BPE ? 8 : 4;
+                   : tok->kind == LT_TOKENIZER_BPE ? (uint64_t)tok->nmerges
+                   : tok->kind == LT_TOKENIZER_HF ? (uint64_t)njson : 0;
+  size_t per = tok->kind == LT_TOKENIZER_BPE ? 8 : tok->kind == LT_TOKENIZER_HF ? 1 : 4;
   size_t n = SER_HEADER + (size_t)count * per + 4;
   unsigned char *p = malloc(n);
   if (!p) return lt__err(LT_ERR_NOMEM, "%s: out of memory for %zu bytes", op, n);
@@ -539,6 +609,11 @@ lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *si
   lt__put_le64(p + 16, (uint64_t)tok->vocab);
   lt__put_le64(p + 24, count);
   unsigned char *q = p + SER_HEADER;
+  if (json) {
+    memcpy(q, json, njson);
+    q += njson;
+    count = 0;
+  }
   for (uint64_t i = 0; i < count; i++) {
     if (tok->kind == LT_TOKENIZER_CHAR) {
       lt__put_le32(q, tok->cps[i]);
@@ -570,21 +645,22 @@ lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size) {
   if (version != SER_VERSION)
     return lt__err(LT_ERR_FORMAT, "%s: format version %u, this library reads version %u", op, version,
                    SER_VERSION), NULL;
-  if (kind > LT_TOKENIZER_BPE)
+  if (kind > LT_TOKENIZER_HF)
     return lt__err(LT_ERR_FORMAT, "%s: unknown tokenizer kind %u", op, kind), NULL;
   if (nspec != LT__NSPEC)
     return lt__err(LT_ERR_FORMAT, "%s: %u special tokens, expected %d", op, nspec, LT__NSPEC), NULL;
   uint64_t max_count = kind == LT_TOKENIZER_BYTE ? 0
-                       : kind == LT_TOKENIZER_CHAR ? (uint64_t)LT__MAX_CODEPOINT + 1 : (uint64_t)LT_BPE_MAX_MERGES;
+                       : kind == LT_TOKENIZER_CHAR ? (uint64_t)LT__MAX_CODEPOINT + 1
+                       : kind == LT_TOKENIZER_HF ? (uint64_t)LT__HF_MAX_JSON_BYTES : (uint64_t)LT_BPE_MAX_MERGES;
   if (count > max_count)
     return lt__err(LT_ERR_FORMAT, "%s: count %llu is above the limit %llu for this kind", op,
                    (unsigned long long)count, (unsigned long long)max_count), NULL;
-  size_t per = kind == LT_TOKENIZER_BPE ? 8 : 4;
+  size_t per = kind == LT_TOKENIZER_BPE ? 8 : kind == LT_TOKENIZER_HF ? 1 : 4;
   size_t want = SER_HEADER + (size_t)count * per + 4; /* count is small enough not to overflow */
   if (size != want)
     return lt__err(LT_ERR_FORMAT, "%s: buffer is %zu bytes, its header implies %zu", op, size, want), NULL;
   uint64_t want_vocab = (kind == LT_TOKENIZER_CHAR ? LT__NSPEC : LT__NBASE) + count;
-  if (vocab != want_vocab)
+  if (kind != LT_TOKENIZER_HF && vocab != want_vocab)
     return lt__err(LT_ERR_FORMAT, "%s: vocabulary size %llu, but the contents make %llu", op,
                    (unsigned long long)vocab, (unsigned long long)want_vocab), NULL;
   uint32_t crc = lt__get_le32(p + size - 4), got = crc_of(p, size - 4);
@@ -594,6 +670,16 @@ lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size) {
 
   const unsigned char *q = p + SER_HEADER;
   if (kind == LT_TOKENIZER_BYTE) return lt_tokenizer_new_byte();
+  if (kind == LT_TOKENIZER_HF) {
+    lt_tokenizer *t = lt_tokenizer_from_hf_json((const char *)q, (size_t)count);
+    if (t && (uint64_t)t->vocab != vocab) {
+      lt__err(LT_ERR_FORMAT, "%s: vocabulary size %llu, but the tokenizer.json makes %lld", op,
+              (unsigned long long)vocab, (long long)t->vocab);
+      lt_tokenizer_free(t);
+      return NULL;
+    }
+    return t;
+  }
   if (kind == LT_TOKENIZER_CHAR) {
     uint32_t *cps = malloc((size_t)(count ? count : 1) * sizeof *cps);
     if (!cps) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op), NULL;

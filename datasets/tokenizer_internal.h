@@ -68,6 +68,8 @@ bool lt__pm_insert(lt__pairmap *m, uint64_t k, int64_t v, bool *found, int64_t *
 bool lt__grow(void *pp, int64_t *cap, int64_t need, size_t sz);
 
 /* ---- The object ------------------------------------------------------------ */
+typedef struct lt__hf lt__hf; /* datasets/hf_tokenizer_internal.h */
+
 struct lt_tokenizer {
   lt_tokenizer_kind kind;
   int64_t vocab;      /* number of ids */
@@ -81,6 +83,8 @@ struct lt_tokenizer {
   /* bpe: bytes of every id >= LT__BYTE0: tok_off[id - LT__BYTE0] .. tok_off[id - LT__BYTE0 + 1] in blob */
   unsigned char *blob;
   int64_t *tok_off;
+  /* hf: the Hugging Face tokenizer (vocab is its size) */
+  lt__hf *hf;
 };
 /* A zeroed tokenizer of the kind (returns new, free with lt_tokenizer_free);
  * NULL with LT_ERR_NOMEM naming op. */
