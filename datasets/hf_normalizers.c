@@ -6,10 +6,11 @@
  * original bytes.
  *
  * Unicode normalization is applied to the whole text (so the result is
- * exactly the normal form); its alignment is per run of a starter and the
+ * exactly the normal form); its alignment is per character where normalizing
+ * character by character gives the same, else per run of a starter and the
  * combining marks after it, which is where composition and reordering can
- * move characters (when the runs normalized one by one would differ from the
- * whole, the whole text is aligned to its whole range instead).
+ * move characters (and when the runs normalized one by one would differ from
+ * the whole, the whole text is aligned to its whole range).
  *
  * What this is not: Precompiled (SentencePiece's charsmap), Nmt or ByteLevel
  * normalizers; those are refused at load.
@@ -187,7 +188,27 @@ static lt_status unicode_nf(lt__ntext *t, int opts) {
       ok = false;
       break;
     }
-    ok = lt__ntext_put(&out, (const char *)part, (size_t)np, t->os[i], t->oe[j - 1]);
+    /* Character by character when that gives the same (decomposition without
+     * reordering): each output character keeps its source's range. */
+    size_t mark = out.n;
+    for (size_t q = i; ok && q < j;) {
+      int kk;
+      lt__ntext_cp(t, q, &kk);
+      utf8proc_uint8_t *one = NULL;
+      utf8proc_ssize_t n1 = utf8proc_map((const utf8proc_uint8_t *)t->s + q, kk, &one,
+                                         (utf8proc_option_t)(opts | UTF8PROC_STABLE));
+      if (n1 < 0) {
+        ok = false;
+        break;
+      }
+      ok = lt__ntext_put(&out, (const char *)one, (size_t)n1, t->os[q], t->oe[q + (size_t)kk - 1]);
+      free(one);
+      q += (size_t)kk;
+    }
+    if (ok && (out.n - mark != (size_t)np || memcmp(out.s + mark, part, (size_t)np) != 0)) {
+      out.n = mark; /* the run's characters interact: the run's range for all */
+      ok = lt__ntext_put(&out, (const char *)part, (size_t)np, t->os[i], t->oe[j - 1]);
+    }
     free(part);
     i = j;
   }
@@ -227,12 +248,13 @@ static lt_status replace(const lt__hf_norm *n, lt__ntext *t) {
       ms = (size_t)(p - t->s), me = ms + n->na;
     }
     ok = lt__ntext_put_range(&out, t, i, ms);
+    /* The content takes the alignment of the last byte replaced (of the byte
+     * before an empty match; (0, 0) at the start), as NormalizedString::replace. */
     if (me > ms) {
-      ok = ok && lt__ntext_put(&out, n->b, n->nb, t->os[ms], t->oe[me - 1]);
+      ok = ok && lt__ntext_put(&out, n->b, n->nb, t->os[me - 1], t->oe[me - 1]);
       i = me;
     } else { /* an empty match: the content goes in, the next character is kept */
-      size_t os = ms < t->n ? t->os[ms] : (ms ? t->oe[ms - 1] : 0);
-      ok = ok && lt__ntext_put(&out, n->b, n->nb, os, os);
+      ok = ok && lt__ntext_put(&out, n->b, n->nb, ms ? t->os[ms - 1] : 0, ms ? t->oe[ms - 1] : 0);
       if (ms >= t->n) {
         i = t->n + 1;
         break;

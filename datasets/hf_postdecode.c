@@ -179,11 +179,23 @@ int64_t lt__hf_post_added(const lt__hf_post *p) {
 
 /* ByteLevel's process_offsets: leading and trailing spaces (Ġ or whitespace)
  * of each token leave its offsets. */
-static void trim_offsets(const lt__hf *h, lt__tokens *enc, bool add_prefix_space) {
+/* The byte offset k characters after (k > 0) or before (k < 0) byte at in
+ * text, never leaving [lo, hi]. */
+static int64_t step_chars(const char *text, int64_t at, int64_t k, int64_t lo, int64_t hi) {
+  const unsigned char *u = (const unsigned char *)text;
+  for (; k > 0 && at < hi; k--)
+    do at++; while (at < hi && (u[at] & 0xC0) == 0x80);
+  for (; k < 0 && at > lo; k++)
+    do at--; while (at > lo && (u[at] & 0xC0) == 0x80);
+  return at;
+}
+
+static void trim_offsets(const lt__hf *h, lt__tokens *enc, bool add_prefix_space, const char *text) {
   for (size_t i = 0; i < enc->n; i++) {
     size_t n;
     const char *s = lt__hf_id_token(h, enc->v[i].id, &n);
     if (!s) continue;
+    if (enc->v[i].lead >= 0) s = "", n = 0; /* an added token: its matched text's spaces, below */
     const unsigned char *u = (const unsigned char *)s;
     int64_t lead = 0, trail = 0;
     size_t a = 0, b = n;
@@ -198,24 +210,26 @@ static void trim_offsets(const lt__hf *h, lt__tokens *enc, bool add_prefix_space
     }
     if (a == n) trail = lead; /* all spaces: counted the same both ways */
     lt__token *t = &enc->v[i];
+    if (t->lead >= 0) lead = t->lead, trail = t->trail;
     if (lead > 0) {
       bool first = i == 0 || t->start == 0;
       if (first && add_prefix_space && lead == 1) lead = 0;
-      t->start = t->start + lead < t->end ? t->start + lead : t->end;
+      t->start = step_chars(text, t->start, lead, t->start, t->end);
     }
-    if (trail > 0 && t->end >= trail) t->end = t->end - trail > t->start ? t->end - trail : t->start;
+    if (trail > 0) t->end = step_chars(text, t->end, -trail, t->start, t->end);
   }
 }
 
-lt_status lt__hf_post_apply(const lt__hf_post *p, const lt__hf *h, lt__tokens *enc, bool add_special) {
+lt_status lt__hf_post_apply(const lt__hf_post *p, const lt__hf *h, lt__tokens *enc, bool add_special, const char *text,
+                            size_t len) {
   if (p->type == PP_SEQ) {
     for (size_t i = 0; i < p->nkids; i++) {
-      lt_status st = lt__hf_post_apply(p->kids[i], h, enc, add_special);
+      lt_status st = lt__hf_post_apply(p->kids[i], h, enc, add_special, text, len);
       if (st != LT_OK) return st;
     }
     return LT_OK;
   }
-  if ((p->type == PP_ROBERTA || p->type == PP_BYTELEVEL) && p->trim_offsets) trim_offsets(h, enc, p->add_prefix_space);
+  if ((p->type == PP_ROBERTA || p->type == PP_BYTELEVEL) && p->trim_offsets) trim_offsets(h, enc, p->add_prefix_space, text);
   if (p->type == PP_BYTELEVEL || !add_special) return LT_OK;
   lt__tokens out = {0};
   for (size_t i = 0; i < p->nitems; i++) {

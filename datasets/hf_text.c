@@ -148,7 +148,7 @@ bool lt__ntext_from_raw(lt__ntext *t, const char *s, size_t n) {
 
 bool lt__tokens_push(lt__tokens *t, int64_t id, int64_t start, int64_t end) {
   if (!lt__hf_grow(&t->v, &t->cap, t->n + 1, sizeof *t->v)) return false;
-  t->v[t->n++] = (lt__token){id, start, end};
+  t->v[t->n++] = (lt__token){id, start, end, -1, -1};
   return true;
 }
 
@@ -338,7 +338,8 @@ bool lt__uc_is_word(uint32_t c) {
   if (c < 0x80) return (c >= '0' && c <= '9') || ((c | 0x20) >= 'a' && (c | 0x20) <= 'z') || c == '_';
   return is_letter(c) || k == UTF8PROC_CATEGORY_MN || k == UTF8PROC_CATEGORY_MC || k == UTF8PROC_CATEGORY_ME ||
          k == UTF8PROC_CATEGORY_ND || k == UTF8PROC_CATEGORY_NL || k == UTF8PROC_CATEGORY_PC ||
-         c == 0x200C || c == 0x200D;
+         c == 0x200C || c == 0x200D || (c >= 0x24B6 && c <= 0x24E9) || (c >= 0x1F130 && c <= 0x1F149) ||
+         (c >= 0x1F150 && c <= 0x1F169) || (c >= 0x1F170 && c <= 0x1F189); /* Other_Alphabetic symbols */
 }
 
 bool lt__uc_lower(lt__ntext *out, uint32_t c, size_t os, size_t oe) {
@@ -422,10 +423,59 @@ lt_status lt__hf_known_keys(json_t *obj, const char *where, const char *type, co
   return LT_OK;
 }
 
+/* Oniguruma's \w (the tokenizers library's regex engine) is Letter, Mark,
+ * Decimal_Number, Connector_Punctuation, Letter_Number, the circled and
+ * squared letters (Other_Alphabetic symbols) and, below U+0100, the numbers
+ * superscript 1-3 and the vulgar fractions (measured against tokenizers
+ * 0.23.3); PCRE2 10.42's Unicode \w is letters, numbers and _. So \w and \W are spelled out as those classes (\W inside a class is
+ * left as it is). Returns new (free with free()), or NULL. */
+#define WORD_CLASS "\\p{L}\\p{M}\\p{Nd}\\p{Pc}\\p{Nl}\\x{B2}\\x{B3}\\x{B9}\\x{BC}-\\x{BE}\\x{24B6}-\\x{24E9}" \
+  "\\x{1F130}-\\x{1F149}\\x{1F150}-\\x{1F169}\\x{1F170}-\\x{1F189}"
+static char *onig_to_pcre2(const char *p, size_t n, size_t *out_n) {
+  const size_t grow = sizeof "[^" WORD_CLASS "]"; /* the most one escape of two bytes becomes */
+  if (n > SIZE_MAX / grow - 1) return NULL;
+  size_t cap = n * grow + 1, k = 0;
+  char *o = malloc(cap);
+  if (!o) return NULL;
+  bool in_class = false;
+  for (size_t i = 0; i < n; i++) {
+    char c = p[i];
+    if (c == '\\' && i + 1 < n) {
+      char d = p[++i];
+      if (d == 'w') {
+        const char *r = in_class ? WORD_CLASS : "[" WORD_CLASS "]";
+        memcpy(o + k, r, strlen(r)), k += strlen(r);
+      } else if (d == 'W' && !in_class) {
+        const char *r = "[^" WORD_CLASS "]";
+        memcpy(o + k, r, strlen(r)), k += strlen(r);
+      } else {
+        o[k++] = c, o[k++] = d;
+      }
+      continue;
+    }
+    if (c == '[' && !in_class) {
+      in_class = true;
+      o[k++] = c;
+      if (i + 1 < n && p[i + 1] == '^') o[k++] = p[++i];
+      if (i + 1 < n && p[i + 1] == ']') o[k++] = p[++i]; /* a leading ] is literal */
+      continue;
+    }
+    if (c == ']' && in_class) in_class = false;
+    o[k++] = c;
+  }
+  o[k] = '\0';
+  *out_n = k;
+  return o;
+}
+
 pcre2_code *lt__hf_regex(const char *pattern, size_t n, const char *where) {
   int err;
   PCRE2_SIZE off;
-  pcre2_code *re = pcre2_compile((PCRE2_SPTR)pattern, n, PCRE2_UTF | PCRE2_UCP | PCRE2_NO_UTF_CHECK, &err, &off, NULL);
+  size_t tn;
+  char *t = onig_to_pcre2(pattern, n, &tn);
+  if (!t) return lt__err(LT_ERR_NOMEM, "tokenizer.json: %s: out of memory", where), NULL;
+  pcre2_code *re = pcre2_compile((PCRE2_SPTR)t, tn, PCRE2_UTF | PCRE2_UCP, &err, &off, NULL);
+  free(t);
   if (!re) {
     PCRE2_UCHAR msg[160];
     pcre2_get_error_message(err, msg, sizeof msg);

@@ -228,10 +228,10 @@ static lt_status build_vocab(lt__hf *h) {
     int64_t id = mv->val[e];
     if (!h->id_str[id]) h->id_str[id] = mv->blob + mv->koff[e], h->id_len[id] = mv->klen[e];
   }
-  for (size_t i = 0; i < h->nadded; i++) {
+  for (size_t i = 0; i < h->nadded; i++) { /* decoding reads a normalized token in its normalized form */
     int64_t id = h->added[i].id;
-    h->id_str[id] = h->added[i].content;
-    h->id_len[id] = h->added[i].n;
+    h->id_str[id] = h->added[i].normalized ? h->added[i].norm : h->added[i].content;
+    h->id_len[id] = h->added[i].normalized ? h->added[i].nnorm : h->added[i].n;
   }
   for (size_t i = 0; i < h->nadded; i++)
     if (h->added[i].special) h->id_special[h->added[i].id] = true;
@@ -268,13 +268,6 @@ lt__hf *lt__hf_new(const char *json, size_t len) {
     st = lt_last_status();
   if (st == LT_OK && !json_object_get(root, "model")) st = lt__err(LT_ERR_FORMAT, "tokenizer.json: no \"model\"");
   if (st == LT_OK && !(h->model = lt__hf_model_parse(json_object_get(root, "model"), "model"))) st = lt_last_status();
-  if (st == LT_OK) st = build_vocab(h);
-  if (st == LT_OK && (v = json_object_get(root, "post_processor")) && !json_is_null(v) &&
-      !(h->post = lt__hf_post_parse(v, "post_processor", &h->tok2id, 0)))
-    st = lt_last_status();
-  if (st == LT_OK && (v = json_object_get(root, "decoder")) && !json_is_null(v) &&
-      !(h->dec = lt__hf_dec_parse(v, "decoder", 0)))
-    st = lt_last_status();
   /* normalized forms of the normalized added tokens */
   for (size_t i = 0; st == LT_OK && i < h->nadded; i++) {
     added_tok *a = &h->added[i];
@@ -286,11 +279,18 @@ lt__hf *lt__hf_new(const char *json, size_t len) {
     a->nnorm = t.n;
     lt__ntext_free(&t);
   }
+  if (st == LT_OK) st = build_vocab(h);
+  if (st == LT_OK && (v = json_object_get(root, "post_processor")) && !json_is_null(v) &&
+      !(h->post = lt__hf_post_parse(v, "post_processor", &h->tok2id, 0)))
+    st = lt_last_status();
+  if (st == LT_OK && (v = json_object_get(root, "decoder")) && !json_is_null(v) &&
+      !(h->dec = lt__hf_dec_parse(v, "decoder", 0)))
+    st = lt_last_status();
   if (st == LT_OK) st = build_buckets(h);
   if (st == LT_OK && h->post) {
     /* every id a post-processor adds must exist */
     lt__tokens probe = {0};
-    st = lt__hf_post_apply(h->post, h, &probe, true);
+    st = lt__hf_post_apply(h->post, h, &probe, true, "", 0);
     for (size_t i = 0; st == LT_OK && i < probe.n; i++)
       if (probe.v[i].id >= h->vocab)
         st = lt__err(LT_ERR_FORMAT, "tokenizer.json: post_processor adds id %lld, outside the vocabulary [0, %lld)",
@@ -366,8 +366,7 @@ static lt_status split_added(const lt__hf *h, int pass, lt__ntext *t, lt__splits
     }
     if (start_offset < ms) ok = lt__splits_push_range(out, t, start_offset, ms, -1);
     ok = ok && lt__splits_push_range(out, t, ms, me, a->id);
-    start_offset = me;
-    if (i < me) i = me;
+    start_offset = me; /* (the next match may start inside what rstrip took: tokenizers keeps both) */
   }
   if (ok && start_offset < t->n) ok = lt__splits_push_range(out, t, start_offset, t->n, -1);
   lt__ntext_free(t);
@@ -396,6 +395,18 @@ lt_status lt__hf_encode(const lt__hf *h, const char *text, size_t len, unsigned 
     const lt__ntext *t = &s2.v[i].t;
     if (s2.v[i].added_id >= 0) {
       if (!lt__tokens_push(&enc, s2.v[i].added_id, (int64_t)t->os[0], (int64_t)t->oe[t->n - 1])) st = nomem();
+      else { /* what lstrip and rstrip took, for the offset trimming of ByteLevel */
+        int32_t lead = 0, trail = 0;
+        int k;
+        for (size_t q = 0; q < t->n && lt__uc_is_whitespace(lt__ntext_cp(t, q, &k)); q += (size_t)k) lead++;
+        for (size_t q = t->n; q > 0;) {
+          size_t p = q - 1;
+          while (p > 0 && ((unsigned char)t->s[p] & 0xC0) == 0x80) p--;
+          if (!lt__uc_is_whitespace(lt__ntext_cp(t, p, &k))) break;
+          q = p, trail++;
+        }
+        enc.v[enc.n - 1].lead = lead, enc.v[enc.n - 1].trail = trail;
+      }
     } else if (t->n) {
       st = lt__hf_model_tokenize(h->model, t, &enc);
     }
@@ -408,7 +419,7 @@ lt_status lt__hf_encode(const lt__hf *h, const char *text, size_t len, unsigned 
       enc.n = (size_t)max;
     }
   }
-  if (st == LT_OK && h->post) st = lt__hf_post_apply(h->post, h, &enc, special);
+  if (st == LT_OK && h->post) st = lt__hf_post_apply(h->post, h, &enc, special, text, len);
   if (st == LT_OK && (flags & LT_ENCODE_PAD_TRUNCATE) && h->pad) {
     int64_t target = h->pad_fixed ? h->pad_fixed : (int64_t)enc.n;
     if (h->pad_multiple > 0 && target % h->pad_multiple) target += h->pad_multiple - target % h->pad_multiple;
@@ -419,7 +430,7 @@ lt_status lt__hf_encode(const lt__hf *h, const char *text, size_t len, unsigned 
         if (!lt__tokens_push(&enc, h->pad_id, 0, 0)) st = nomem();
       if (st == LT_OK && h->pad_left) {
         memmove(enc.v + add, enc.v, n0 * sizeof *enc.v);
-        for (size_t q = 0; q < add; q++) enc.v[q] = (lt__token){h->pad_id, 0, 0};
+        for (size_t q = 0; q < add; q++) enc.v[q] = (lt__token){h->pad_id, 0, 0, -1, -1};
       }
     }
   }

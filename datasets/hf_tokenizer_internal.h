@@ -73,6 +73,7 @@ bool lt__ntext_from_raw(lt__ntext *t, const char *s, size_t n);
 /* A split of the text: its content and, once known, its tokens. */
 typedef struct {
   int64_t id, start, end; /* start, end: byte offsets into the original text */
+  int32_t lead, trail;    /* an added token's leading / trailing whitespace characters as matched; -1: see its string */
 } lt__token;
 
 typedef struct {
@@ -120,7 +121,7 @@ bool lt__uc_is_bert_punct(uint32_t c);   /* ASCII punctuation or P* */
 bool lt__uc_is_mn(uint32_t c);           /* category Mn */
 bool lt__uc_is_alnum(uint32_t c);        /* Rust's char::is_alphanumeric */
 bool lt__uc_is_numeric(uint32_t c);      /* categories Nd Nl No (Rust's is_numeric) */
-bool lt__uc_is_word(uint32_t c);         /* regex \w: alphabetic, M*, Nd, Pc */
+bool lt__uc_is_word(uint32_t c);         /* Rust regex \w: alphabetic, M*, Nd, Pc, Join_Control */
 /* Appends the lowercase of c (Rust's char::to_lowercase) to out. */
 bool lt__uc_lower(lt__ntext *out, uint32_t c, size_t os, size_t oe);
 
@@ -182,9 +183,11 @@ void lt__hf_post_free(lt__hf_post *p);
 int64_t lt__hf_post_added(const lt__hf_post *p);
 /* Applies the post-processor to a single sequence (adding its special
  * tokens when add_special; offsets may be trimmed either way: h gives the
- * token strings). */
+ * token strings, text[0..len) the original text, whose characters a trim
+ * steps over, as the library trims character offsets). */
 typedef struct lt__hf lt__hf;
-lt_status lt__hf_post_apply(const lt__hf_post *p, const lt__hf *h, lt__tokens *enc, bool add_special);
+lt_status lt__hf_post_apply(const lt__hf_post *p, const lt__hf *h, lt__tokens *enc, bool add_special, const char *text,
+                            size_t len);
 
 /* Decoders work on the list of token strings, as tokenizers' decode_chain. */
 typedef struct {
