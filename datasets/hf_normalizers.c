@@ -158,6 +158,37 @@ static void swap_in(lt__ntext *t, lt__ntext *out) {
 
 static lt_status oom(void) { return lt__err(LT_ERR_NOMEM, "tokenizer: out of memory while normalizing"); }
 
+/* Appends the normalized characters p[0..np) of t's bytes [a, b), aligned
+ * as the library's composition and reordering leave them: an output
+ * character that is one of the next few input characters keeps that one's
+ * range, any other (a composition) takes the range of the next input
+ * character not yet used (the last one's beyond the end). */
+static bool align_in_order(lt__ntext *out, const lt__ntext *t, size_t a, size_t b, const char *p, size_t np) {
+  size_t q = a, last = a;
+  lt__ntext tmp = {0};
+  bool ok = lt__ntext_put(&tmp, p, np, 0, 0);
+  for (size_t i = 0; ok && i < tmp.n;) {
+    int k, kk;
+    uint32_t c = lt__ntext_cp(&tmp, i, &k);
+    size_t r = q, hit = SIZE_MAX;
+    for (int look = 0; look < 8 && r < b; look++) { /* a bounded look-ahead keeps this linear */
+      if (lt__ntext_cp(t, r, &kk) == c) {
+        hit = r;
+        break;
+      }
+      r += (size_t)kk;
+    }
+    size_t at = hit != SIZE_MAX ? hit : (q < b ? q : last);
+    lt__ntext_cp(t, at, &kk);
+    if (at >= q && at < b) q = at + (size_t)kk;
+    last = at;
+    ok = lt__ntext_put(out, p + i, (size_t)k, t->os[at], t->oe[at + (size_t)kk - 1]);
+    i += (size_t)k;
+  }
+  lt__ntext_free(&tmp);
+  return ok;
+}
+
 /* Unicode normal form (options for utf8proc_map) of t, aligned per starter run. */
 static lt_status unicode_nf(lt__ntext *t, int opts) {
   if (t->n == 0) return LT_OK;
@@ -206,8 +237,8 @@ static lt_status unicode_nf(lt__ntext *t, int opts) {
       q += (size_t)kk;
     }
     if (ok && (out.n - mark != (size_t)np || memcmp(out.s + mark, part, (size_t)np) != 0)) {
-      out.n = mark; /* the run's characters interact: the run's range for all */
-      ok = lt__ntext_put(&out, (const char *)part, (size_t)np, t->os[i], t->oe[j - 1]);
+      out.n = mark; /* the run's characters interact (composition, reordering) */
+      ok = align_in_order(&out, t, i, j, (const char *)part, (size_t)np);
     }
     free(part);
     i = j;
@@ -217,7 +248,7 @@ static lt_status unicode_nf(lt__ntext *t, int opts) {
     st = oom();
   } else if (out.n != (size_t)nw || memcmp(out.s, whole, (size_t)nw) != 0) {
     out.n = 0; /* runs interact: align the whole */
-    if (!lt__ntext_put(&out, (const char *)whole, (size_t)nw, t->os[0], t->oe[t->n - 1])) st = oom();
+    if (!align_in_order(&out, t, 0, t->n, (const char *)whole, (size_t)nw)) st = oom();
   }
   free(whole);
   if (st != LT_OK) {
