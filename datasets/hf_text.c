@@ -83,6 +83,7 @@ bool lt__ntext_put_cp(lt__ntext *t, uint32_t cp, size_t os, size_t oe) {
 bool lt__ntext_put_range(lt__ntext *t, const lt__ntext *src, size_t a, size_t b) {
   size_t k = b - a;
   if (!nt_reserve(t, k)) return false;
+  if (k == 0) return true;
   memcpy(t->s + t->n, src->s + a, k);
   memcpy(t->os + t->n, src->os + a, k * sizeof(size_t));
   memcpy(t->oe + t->n, src->oe + a, k * sizeof(size_t));
@@ -305,8 +306,10 @@ static utf8proc_category_t cat(uint32_t c) { return utf8proc_category((utf8proc_
 
 bool lt__uc_is_other(uint32_t c) {
   utf8proc_category_t k = cat(c);
-  return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CN ||
-         k == UTF8PROC_CATEGORY_CO || k == UTF8PROC_CATEGORY_CS;
+  /* Not Cn: the library's category tables (unicode_categories) leave
+   * unassigned code points out of is_other, so BertNormalizer keeps them. */
+  return k == UTF8PROC_CATEGORY_CC || k == UTF8PROC_CATEGORY_CF || k == UTF8PROC_CATEGORY_CO ||
+         k == UTF8PROC_CATEGORY_CS;
 }
 
 bool lt__uc_is_punct(uint32_t c) {

@@ -115,7 +115,7 @@ int64_t lt__strmap_get(const lt__strmap *m, const char *k, size_t n);
 
 /* ---- Unicode properties (libutf8proc; the White_Space list of Unicode) ---- */
 bool lt__uc_is_whitespace(uint32_t c);   /* Rust's char::is_whitespace (White_Space) */
-bool lt__uc_is_other(uint32_t c);        /* categories Cc Cf Cn Co Cs */
+bool lt__uc_is_other(uint32_t c);        /* categories Cc Cf Co Cs (as tokenizers: not Cn) */
 bool lt__uc_is_punct(uint32_t c);        /* categories P* */
 bool lt__uc_is_bert_punct(uint32_t c);   /* ASCII punctuation or P* */
 bool lt__uc_is_mn(uint32_t c);           /* category Mn */
