@@ -119,11 +119,13 @@ const char *lt_fashion_mnist_class_name(int64_t label);
 
 /* ==== Text: tokenizers, corpora, tasks, batching ==== */
 /*
- * The text side of datasets/ (datasets/tokenizer.c, corpus.c, tasks.c,
- * batch.c; docs/datasets.md has the formats and the tasks in full):
+ * The text side of datasets/ (datasets/tokenizer.c, bpe_train.c, hf_*.c,
+ * corpus.c, tasks.c, batch.c; docs/datasets.md has the formats and the tasks
+ * in full):
  *   - tokenizers: byte-level, character-level (UTF-8 code points) and byte-level
- *     BPE, all sharing four special tokens with fixed ids, serialised to and
- *     from a byte buffer (for checkpoints);
+ *     BPE, all sharing four special tokens with fixed ids, and any Hugging Face
+ *     tokenizer.json (its own ids), serialised to and from a byte buffer (for
+ *     checkpoints);
  *   - sources: a plain text file as one token stream (language modelling), a
  *     parallel corpus as TSV, and built-in seq2seq tasks generated from a seed
  *     (copy, reverse, sort, numbers in words, dates), with a train/validation
@@ -133,9 +135,10 @@ const char *lt_fashion_mnist_class_name(int64_t label);
  *     seeded lt_generator, and a loader position that a checkpoint saves and
  *     restores for a bit-exact resume.
  *
- * What this is not: a general text-processing library (no Unicode
- * normalisation, no regex pre-tokenizer, no streaming of corpora larger than
- * memory) and not multi-threaded (loaders are cheap next to a training step).
+ * What this is not: a general text-processing library (Unicode normalisation
+ * and regexes live only inside the Hugging Face tokenizers, on libutf8proc and
+ * PCRE2; no streaming of corpora larger than memory) and not multi-threaded
+ * (loaders are cheap next to a training step).
  *
  * Ownership words as in tensor.h. Objects of this section (lt_tokenizer,
  * lt_text_pairs, lt_seq_pairs, the loaders) are opaque, made by a _new / _load

@@ -68,7 +68,7 @@ def byte_offsets(raw, text, offsets):
     pos, cmap = 0, [0]
     for c in text:
         if c == "\ufffd" and raw[pos:pos + 3] != b"\xef\xbf\xbd":
-            k = max(k for k in range(1, 5) if raw[pos:pos + k].decode("utf-8", "replace") == "\ufffd")
+            k = max(k for k in range(1, min(4, len(raw) - pos) + 1) if raw[pos:pos + k].decode("utf-8", "replace") == "\ufffd")
         else:
             k = len(c.encode())
         pos += k

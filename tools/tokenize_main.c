@@ -1,5 +1,5 @@
 /*
- * datasets/tokenize_main.c: the `tokenize` program: how a tokenizer cuts a
+ * tools/tokenize_main.c: the `tokenize` program: how a tokenizer cuts a
  * text, one line at a time (docs/datasets.md "The tokenize program").
  *
  *   tokenize --tokenizer-file tokenizer.json --print-ids < lines
