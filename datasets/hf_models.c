@@ -209,6 +209,44 @@ static bool trie_add(lt__hf_model *m, const char *s, size_t n, int64_t id) {
   return true;
 }
 
+/* A score as the tokenizers library holds it. Its JSON reader (serde_json
+ * without float_roundtrip) makes a number from its decimal digits as
+ * (double)significand, then one multiplication or division by a power of
+ * ten, which can be an ulp away from the correctly rounded value jansson
+ * gives; Viterbi ties then break another way. So the number's shortest
+ * decimal form (what the library wrote) is read again that way. */
+static double pow10_literal(int e) { /* the correctly rounded literal 1eN of serde's table */
+  char b[16];
+  snprintf(b, sizeof b, "1e%d", e);
+  return strtod(b, NULL);
+}
+
+static double serde_f64(double v) {
+  char buf[40];
+  int p = 1;
+  for (; p <= 17; p++) {
+    snprintf(buf, sizeof buf, "%.*e", p - 1, v);
+    if (strtod(buf, NULL) == v) break;
+  }
+  if (p > 17) return v;
+  /* buf is [-]d[.ddd]e[+-]xx: p digits, exponent E */
+  const char *q = buf;
+  bool neg = *q == '-';
+  if (neg) q++;
+  uint64_t sig = 0;
+  for (; *q && *q != 'e'; q++)
+    if (*q >= '0' && *q <= '9') sig = sig * 10 + (uint64_t)(*q - '0');
+  int exp10 = (*q == 'e' ? atoi(q + 1) : 0) - (p - 1);
+  double f = (double)sig;
+  if (exp10 >= 0) {
+    f = exp10 <= 308 ? f * pow10_literal(exp10) : v;
+  } else {
+    while (-exp10 > 308 && f != 0.0) f /= 1e308, exp10 += 308;
+    if (-exp10 <= 308) f /= pow10_literal(-exp10);
+  }
+  return neg ? -f : f;
+}
+
 static lt_status parse_unigram(lt__hf_model *m, json_t *j, const char *where) {
   lt_status st = lt__hf_known_keys(j, where, "Unigram", KEYS("unk_id", "vocab", "byte_fallback"));
   json_t *v = json_object_get(j, "vocab");
@@ -234,7 +272,7 @@ static lt_status parse_unigram(lt__hf_model *m, json_t *j, const char *where) {
       return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.vocab[%zu] must be [piece, score]", where, i);
     const char *s = json_string_value(json_array_get(e, 0));
     size_t len = json_string_length(json_array_get(e, 0));
-    double sc = json_number_value(json_array_get(e, 1));
+    double sc = serde_f64(json_number_value(json_array_get(e, 1)));
     if (!isfinite(sc)) return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.vocab[%zu] has a score that is not finite", where, i);
     if (len > LT__HF_MAX_TOKEN_BYTES)
       return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.vocab[%zu] is %zu bytes (at most %d)", where, i, len,
