@@ -41,10 +41,7 @@ struct lt__hf_model {
   double *scores;           /* Unigram: per id */
   double min_score;
   int64_t nscores;
-  /* Unigram trie: (node << 8 | byte) -> child, node_id[node] = token id or -1 */
-  lt__pairmap trie;
-  int64_t *node_id;
-  size_t nnodes, capnodes;
+  lt__trie trie;             /* Unigram, WordPiece: every vocabulary entry -> its id */
 };
 
 void lt__hf_model_free(lt__hf_model *m) {
@@ -54,8 +51,7 @@ void lt__hf_model_free(lt__hf_model *m) {
   free(m->suffix);
   lt__pm_free(&m->merges);
   free(m->scores);
-  lt__pm_free(&m->trie);
-  free(m->node_id);
+  lt__trie_free(&m->trie);
   free(m);
 }
 
@@ -185,30 +181,6 @@ static lt_status parse_bpe(lt__hf_model *m, json_t *j, const char *where) {
   return st;
 }
 
-/* ---- Unigram trie ---------------------------------------------------------------- */
-
-static bool trie_node(lt__hf_model *m, int64_t *out) {
-  if (!lt__hf_grow(&m->node_id, &m->capnodes, m->nnodes + 1, sizeof(int64_t))) return false;
-  m->node_id[m->nnodes] = -1;
-  *out = (int64_t)m->nnodes++;
-  return true;
-}
-
-static bool trie_add(lt__hf_model *m, const char *s, size_t n, int64_t id) {
-  int64_t node = 0;
-  for (size_t i = 0; i < n; i++) {
-    uint64_t key = ((uint64_t)node << 8) | (unsigned char)s[i];
-    int64_t child;
-    if (!lt__pm_get(&m->trie, key, &child)) {
-      bool found;
-      if (!trie_node(m, &child) || !lt__pm_insert(&m->trie, key, child, &found, &child)) return false;
-    }
-    node = child;
-  }
-  if (m->node_id[node] < 0) m->node_id[node] = id; /* a repeated piece keeps its first id */
-  return true;
-}
-
 /* A score as the tokenizers library holds it. Its JSON reader (serde_json
  * without float_roundtrip) makes a number from its decimal digits as
  * (double)significand, then one multiplication or division by a power of
@@ -261,8 +233,7 @@ static lt_status parse_unigram(lt__hf_model *m, json_t *j, const char *where) {
   if (st == LT_OK) st = lt__hf_bool_opt(j, where, "byte_fallback", &m->byte_fallback);
   if (st != LT_OK) return st;
   m->scores = malloc((n + 1) * sizeof *m->scores);
-  int64_t root;
-  if (!m->scores || !lt__pm_init(&m->trie, n * 4 + 16) || !trie_node(m, &root)) return nomem(where);
+  if (!m->scores || !lt__trie_init(&m->trie, n * 4)) return nomem(where);
   m->nscores = (int64_t)n;
   m->min_score = INFINITY;
   for (size_t i = 0; i < n; i++) {
@@ -280,7 +251,7 @@ static lt_status parse_unigram(lt__hf_model *m, json_t *j, const char *where) {
     if (memchr(s, '\0', len)) return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.vocab[%zu] contains a NUL", where, i);
     bool rep;
     if (lt__strmap_get(&m->vocab, s, len) < 0 && !lt__strmap_set(&m->vocab, s, len, (int64_t)i, &rep)) return nomem(where);
-    if (len && !trie_add(m, s, len, (int64_t)i)) return nomem(where);
+    if (len && !lt__trie_add(&m->trie, s, len, (int64_t)i)) return nomem(where); /* a repeated piece keeps its first id */
     m->scores[i] = sc;
     if (sc < m->min_score) m->min_score = sc;
     if (len > m->max_len) m->max_len = len;
@@ -308,6 +279,9 @@ lt__hf_model *lt__hf_model_parse(json_t *j, const char *where) {
     m->max_chars = 100;
     st = lt__hf_known_keys(j, where, type, KEYS("unk_token", "continuing_subword_prefix", "max_input_chars_per_word", "vocab"));
     if (st == LT_OK) st = read_vocab_map(m, json_object_get(j, "vocab"), where);
+    if (st == LT_OK && !lt__trie_init(&m->trie, m->vocab.count * 4)) st = nomem(where);
+    for (size_t e = 0; st == LT_OK && e < m->vocab.count; e++)
+      if (!lt__trie_add(&m->trie, m->vocab.blob + m->vocab.koff[e], m->vocab.klen[e], m->vocab.val[e])) st = nomem(where);
     if (st == LT_OK) st = lt__hf_int_opt(j, where, "max_input_chars_per_word", 0, INT64_MAX, &m->max_chars);
     if (st == LT_OK) st = opt_strdup(j, where, "continuing_subword_prefix", &m->prefix, &m->nprefix);
     if (st == LT_OK && !m->prefix) {
@@ -492,41 +466,26 @@ static lt_status wordpiece_tokenize(const lt__hf_model *m, const lt__ntext *t, l
     if (m->unk_id < 0) return lt__err(LT_ERR_INVALID, "tokenizer: WordPiece needs an unk_token in its vocabulary");
     return push_tok(out, t, m->unk_id, 0, t->n) ? LT_OK : oom();
   }
+  /* The node after the continuing prefix: where every piece but the first starts. */
+  int64_t cont = 0;
+  for (size_t q = 0; q < m->nprefix && cont >= 0; q++) cont = lt__trie_step(&m->trie, cont, (unsigned char)m->prefix[q]);
   size_t mark = out->n, start = 0;
-  char *buf = malloc(m->nprefix + m->max_len + 1);
-  if (!buf) return oom();
-  bool bad = false;
   while (start < t->n) {
-    size_t end = t->n;
-    if (end - start > m->max_len) { /* no entry is longer: start at the longest that could match */
-      end = start + m->max_len;
-      while (end > start && ((unsigned char)t->s[end] & 0xC0) == 0x80) end--;
-    }
-    int64_t found = -1;
-    while (start < end) {
-      size_t nb = 0;
-      if (start > 0) memcpy(buf, m->prefix, m->nprefix), nb = m->nprefix;
-      memcpy(buf + nb, t->s + start, end - start);
-      nb += end - start;
-      if ((found = lt__strmap_get(&m->vocab, buf, nb)) >= 0) break;
-      end--;
-      while (end > start && ((unsigned char)t->s[end] & 0xC0) == 0x80) end--;
+    /* The longest entry that spells (prefix +) t[start..end): one walk down
+     * the trie (an entry is UTF-8, so it ends on a character boundary). */
+    int64_t node = start == 0 ? 0 : cont, found = -1;
+    size_t end = start;
+    for (size_t e = start; node >= 0 && e < t->n; e++) {
+      node = lt__trie_step(&m->trie, node, (unsigned char)t->s[e]);
+      if (node >= 0 && m->trie.val[node] >= 0) found = m->trie.val[node], end = e + 1;
     }
     if (found < 0) {
-      bad = true;
-      break;
+      out->n = mark;
+      if (m->unk_id < 0) return lt__err(LT_ERR_INVALID, "tokenizer: WordPiece needs an unk_token in its vocabulary");
+      return push_tok(out, t, m->unk_id, 0, t->n) ? LT_OK : oom();
     }
-    if (!push_tok(out, t, found, start, end)) {
-      free(buf);
-      return oom();
-    }
+    if (!push_tok(out, t, found, start, end)) return oom();
     start = end;
-  }
-  free(buf);
-  if (bad) {
-    out->n = mark;
-    if (m->unk_id < 0) return lt__err(LT_ERR_INVALID, "tokenizer: WordPiece needs an unk_token in its vocabulary");
-    return push_tok(out, t, m->unk_id, 0, t->n) ? LT_OK : oom();
   }
   return LT_OK;
 }
@@ -552,10 +511,8 @@ static lt_status unigram_tokenize(const lt__hf_model *m, const lt__ntext *t, lt_
     double here = best[s].score;
     int64_t node = 0;
     for (size_t e = s; e < n; e++) {
-      int64_t child;
-      if (!lt__pm_get(&m->trie, ((uint64_t)node << 8) | (unsigned char)t->s[e], &child)) break;
-      node = child;
-      int64_t id = m->node_id[node];
+      if ((node = lt__trie_step(&m->trie, node, (unsigned char)t->s[e])) < 0) break;
+      int64_t id = m->trie.val[node];
       if (id < 0) continue;
       double cand = m->scores[id] + here;
       vnode *tn = &best[e + 1];

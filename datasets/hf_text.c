@@ -294,6 +294,46 @@ int64_t lt__strmap_get(const lt__strmap *m, const char *k, size_t n) {
   return m->slots[i] ? m->val[m->slots[i] - 1] : -1;
 }
 
+/* ---- the byte trie ---------------------------------------------------------------- */
+
+static bool trie_node(lt__trie *t, int64_t *out) {
+  if (!lt__hf_grow(&t->val, &t->cap, t->n + 1, sizeof(int64_t))) return false;
+  t->val[t->n] = -1;
+  *out = (int64_t)t->n++;
+  return true;
+}
+
+bool lt__trie_init(lt__trie *t, size_t hint) {
+  memset(t, 0, sizeof *t);
+  int64_t root;
+  if (!lt__pm_init(&t->edges, hint + 16) || !trie_node(t, &root)) {
+    lt__trie_free(t);
+    return false;
+  }
+  return true;
+}
+
+void lt__trie_free(lt__trie *t) {
+  lt__pm_free(&t->edges);
+  free(t->val);
+  memset(t, 0, sizeof *t);
+}
+
+bool lt__trie_add(lt__trie *t, const char *s, size_t n, int64_t v) {
+  int64_t node = 0;
+  for (size_t i = 0; i < n; i++) {
+    uint64_t key = ((uint64_t)node << 8) | (unsigned char)s[i];
+    int64_t child;
+    if (!lt__pm_get(&t->edges, key, &child)) {
+      bool found;
+      if (!trie_node(t, &child) || !lt__pm_insert(&t->edges, key, child, &found, &child)) return false;
+    }
+    node = child;
+  }
+  if (t->val[node] < 0) t->val[node] = v;
+  return true;
+}
+
 /* ---- Unicode ------------------------------------------------------------------ */
 
 bool lt__uc_is_whitespace(uint32_t c) {

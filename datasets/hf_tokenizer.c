@@ -45,9 +45,9 @@ struct lt__hf {
   lt__hf_dec *dec;
   added_tok *added;
   size_t nadded;
-  /* first-byte buckets of added tokens, per pass (0: raw, 1: normalized) */
-  size_t *bucket[2][256];
-  size_t nbucket[2][256];
+  /* added tokens by their text, per pass (0: raw, 1: normalized) -> index in added */
+  lt__trie match[2];
+  bool any[2];
   lt__strmap tok2id;       /* every token: the model's vocabulary, then added tokens */
   int64_t vocab;           /* largest id + 1 */
   char **id_str;           /* per id: its string (borrowed from tok2id's blob) or NULL */
@@ -71,8 +71,8 @@ void lt__hf_free(lt__hf *h) {
     free(h->added[i].norm);
   }
   free(h->added);
-  for (int p = 0; p < 2; p++)
-    for (int b = 0; b < 256; b++) free(h->bucket[p][b]);
+  lt__trie_free(&h->match[0]);
+  lt__trie_free(&h->match[1]);
   lt__strmap_free(&h->tok2id);
   free(h->id_str);
   free(h->id_len);
@@ -186,20 +186,17 @@ static lt_status parse_truncation_padding(lt__hf *h, json_t *root) {
   return LT_OK;
 }
 
-/* Buckets of added tokens by first byte, for one pass. */
-static lt_status build_buckets(lt__hf *h) {
+/* The tries of added tokens, one per pass. */
+static lt_status build_matchers(lt__hf *h) {
+  if (!lt__trie_init(&h->match[0], 64) || !lt__trie_init(&h->match[1], 64)) return nomem();
   for (size_t i = 0; i < h->nadded; i++) {
     added_tok *a = &h->added[i];
     int pass = a->normalized ? 1 : 0;
     const char *s = a->normalized ? a->norm : a->content;
     size_t n = a->normalized ? a->nnorm : a->n;
     if (n == 0) continue;
-    unsigned b = (unsigned char)s[0];
-    size_t cap = h->nbucket[pass][b];
-    size_t *nb = realloc(h->bucket[pass][b], (cap + 1) * sizeof *nb);
-    if (!nb) return nomem();
-    h->bucket[pass][b] = nb;
-    nb[h->nbucket[pass][b]++] = i;
+    if (!lt__trie_add(&h->match[pass], s, n, (int64_t)i)) return nomem();
+    h->any[pass] = true;
   }
   return LT_OK;
 }
@@ -286,7 +283,7 @@ lt__hf *lt__hf_new(const char *json, size_t len) {
   if (st == LT_OK && (v = json_object_get(root, "decoder")) && !json_is_null(v) &&
       !(h->dec = lt__hf_dec_parse(v, "decoder", 0)))
     st = lt_last_status();
-  if (st == LT_OK) st = build_buckets(h);
+  if (st == LT_OK) st = build_matchers(h);
   if (st == LT_OK && h->post) {
     /* every id a post-processor adds must exist */
     lt__tokens probe = {0};
@@ -324,17 +321,15 @@ static uint32_t cp_before(const lt__ntext *t, size_t i) {
 static lt_status split_added(const lt__hf *h, int pass, lt__ntext *t, lt__splits *out) {
   size_t start_offset = 0, i = 0;
   bool ok = true;
-  bool any = false;
-  for (int b = 0; b < 256 && !any; b++) any = h->nbucket[pass][b] > 0;
-  if (!any || t->n == 0) return lt__splits_push_take(out, t, -1) ? LT_OK : nomem();
+  if (!h->any[pass] || t->n == 0) return lt__splits_push_take(out, t, -1) ? LT_OK : nomem();
+  const lt__trie *tr = &h->match[pass];
   while (ok && i < t->n) {
-    unsigned b = (unsigned char)t->s[i];
+    /* the longest added token starting at i: one walk down the trie */
     size_t best = SIZE_MAX, blen = 0;
-    for (size_t q = 0; q < h->nbucket[pass][b]; q++) {
-      const added_tok *a = &h->added[h->bucket[pass][b][q]];
-      const char *s = pass ? a->norm : a->content;
-      size_t n = pass ? a->nnorm : a->n;
-      if (n > blen && n <= t->n - i && memcmp(t->s + i, s, n) == 0) best = h->bucket[pass][b][q], blen = n;
+    int64_t node = 0;
+    for (size_t e = i; e < t->n; e++) {
+      if ((node = lt__trie_step(tr, node, (unsigned char)t->s[e])) < 0) break;
+      if (tr->val[node] >= 0) best = (size_t)tr->val[node], blen = e + 1 - i;
     }
     if (best == SIZE_MAX) {
       i++;

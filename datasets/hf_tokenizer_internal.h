@@ -28,6 +28,7 @@
 #define LT_DATASETS_HF_TOKENIZER_INTERNAL_H
 
 #include "datasets/datasets.h"
+#include "datasets/tokenizer_internal.h" /* lt__pairmap */
 
 #include <jansson.h>
 #include <stdbool.h>
@@ -112,6 +113,26 @@ void lt__strmap_free(lt__strmap *m);
 bool lt__strmap_set(lt__strmap *m, const char *k, size_t n, int64_t v, bool *replaced);
 /* The id of key, or -1. */
 int64_t lt__strmap_get(const lt__strmap *m, const char *k, size_t n);
+
+/* ---- a byte trie -------------------------------------------------------------- */
+/* Keys are byte strings; node 0 is the root; val[node] is the value of the key
+ * ending there or -1. Walking it finds every key that is a prefix of a text
+ * in one pass (longest matches, Unigram's lattice) with work bounded by the
+ * longest key. */
+typedef struct {
+  lt__pairmap edges; /* (node << 8 | byte) -> child */
+  int64_t *val;
+  size_t n, cap;
+} lt__trie;
+bool lt__trie_init(lt__trie *t, size_t hint);
+void lt__trie_free(lt__trie *t);
+/* Adds key s[0..n) -> v; a key already there keeps its first value. False when out of memory. */
+bool lt__trie_add(lt__trie *t, const char *s, size_t n, int64_t v);
+/* The child of node by byte b, or -1. */
+static inline int64_t lt__trie_step(const lt__trie *t, int64_t node, unsigned char b) {
+  int64_t child;
+  return lt__pm_get(&t->edges, ((uint64_t)node << 8) | b, &child) ? child : -1;
+}
 
 /* ---- Unicode properties (libutf8proc; the White_Space list of Unicode) ---- */
 bool lt__uc_is_whitespace(uint32_t c);   /* Rust's char::is_whitespace (White_Space) */
