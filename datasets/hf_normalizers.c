@@ -85,15 +85,15 @@ lt__hf_norm *lt__hf_norm_parse(json_t *j, const char *where, int depth) {
   } else if (strcmp(type, "Prepend") == 0) {
     n->type = N_PREPEND;
     const char *p;
-    size_t np;
+    size_t np = 0;
     st = lt__hf_known_keys(j, where, type, KEYS("prepend"));
     if (st == LT_OK) st = lt__hf_str(j, where, "prepend", &p, &np);
     if (st == LT_OK && !(n->a = lt__hf_strdup(p, np))) st = lt__err(LT_ERR_NOMEM, "out of memory");
     n->na = np;
   } else if (strcmp(type, "Replace") == 0) {
     n->type = N_REPLACE;
-    const char *c, *p;
-    size_t nc, np;
+    const char *c = NULL, *p = NULL;
+    size_t nc = 0, np = 0;
     st = lt__hf_known_keys(j, where, type, KEYS("pattern", "content"));
     if (st == LT_OK) st = lt__hf_str(j, where, "content", &c, &nc);
     json_t *pat = json_object_get(j, "pattern");
