@@ -1,12 +1,11 @@
 /*
- * datasets/corpus.c: text sources: reading a text file, a file as one token
- * stream (language modelling), pairs of texts (a TSV parallel corpus), their
- * train/validation split by hash, and token-id pairs for seq2seq; writing
+ * datasets/corpus.c: text sources: a text file as one token stream (language
+ * modelling), pairs of texts (a TSV parallel corpus), their train/validation
+ * split by hash, and token-id pairs for seq2seq; writing
  * pairs back as TSV (so that generated task data can be reused with --tsv).
  *
- * Files are input from outside: only regular files are opened (a FIFO or a
- * device is refused at once, tensor/file.c), sizes are checked against
- * LT_TEXT_MAX_BYTES before and while reading, every bad line is reported with the
+ * Files are input from outside: they are read by text_file.c (regular files
+ * only, at most LT_TEXT_MAX_BYTES), every bad line is reported with the
  * file name and line number, and nothing here can crash on any byte sequence.
  *
  * What this is not: a CSV parser (no quoting: a TSV field ends at the next tab
@@ -14,7 +13,6 @@
  */
 #include "datasets/datasets.h"
 #include "tensor/error_internal.h"
-#include "tensor/file_internal.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -22,17 +20,8 @@
 #include <string.h>
 
 /* ======================================================================== */
-/* Files                                                                    */
+/* A text file as tokens                                                    */
 /* ======================================================================== */
-
-lt_status lt_text_file_read(const char *path, char **data, size_t *len) {
-  const char *op = "text_file_read";
-  if (!path) return lt__err(LT_ERR_NULL, "%s: path is NULL", op);
-  if (!data || !len) return lt__err(LT_ERR_NULL, "%s: data and len must not be NULL", op);
-  /* Regular files only (a FIFO or /dev/zero would block or never end), at
-   * most LT_TEXT_MAX_BYTES: tensor/file.c. */
-  return lt__read_regular(path, op, (uint64_t)LT_TEXT_MAX_BYTES, data, len);
-}
 
 lt_tensor *lt_text_file_tokens(const lt_tokenizer *tok, const char *path) {
   if (!tok) return lt__err_null("text_file_tokens", "tok"), NULL;

@@ -119,11 +119,13 @@ const char *lt_fashion_mnist_class_name(int64_t label);
 
 /* ==== Text: tokenizers, corpora, tasks, batching ==== */
 /*
- * The text side of datasets/ (datasets/tokenizer.c, corpus.c, tasks.c,
- * batch.c; docs/datasets.md has the formats and the tasks in full):
+ * The text side of datasets/ (datasets/tokenizer.c, bpe_train.c, hf_*.c,
+ * corpus.c, tasks.c, batch.c; docs/datasets.md has the formats and the tasks
+ * in full):
  *   - tokenizers: byte-level, character-level (UTF-8 code points) and byte-level
- *     BPE, all sharing four special tokens with fixed ids, serialised to and
- *     from a byte buffer (for checkpoints);
+ *     BPE, all sharing four special tokens with fixed ids, and any Hugging Face
+ *     tokenizer.json (its own ids), serialised to and from a byte buffer (for
+ *     checkpoints);
  *   - sources: a plain text file as one token stream (language modelling), a
  *     parallel corpus as TSV, and built-in seq2seq tasks generated from a seed
  *     (copy, reverse, sort, numbers in words, dates), with a train/validation
@@ -133,9 +135,10 @@ const char *lt_fashion_mnist_class_name(int64_t label);
  *     seeded lt_generator, and a loader position that a checkpoint saves and
  *     restores for a bit-exact resume.
  *
- * What this is not: a general text-processing library (no Unicode
- * normalisation, no regex pre-tokenizer, no streaming of corpora larger than
- * memory) and not multi-threaded (loaders are cheap next to a training step).
+ * What this is not: a general text-processing library (Unicode normalisation
+ * and regexes live only inside the Hugging Face tokenizers, on libutf8proc and
+ * PCRE2; no streaming of corpora larger than memory) and not multi-threaded
+ * (loaders are cheap next to a training step).
  *
  * Ownership words as in tensor.h. Objects of this section (lt_tokenizer,
  * lt_text_pairs, lt_seq_pairs, the loaders) are opaque, made by a _new / _load
@@ -171,9 +174,13 @@ bool lt_utf8_valid(const char *s, size_t len, size_t *bad_offset);
  *         order learned (merge i makes id 260 + i). Byte-level, so every input
  *         is encodable (no <unk>) and decode(encode(x)) == x for any bytes.
  * Special tokens are never produced from text: a literal "<pad>" in the input
- * is five ordinary characters. */
+ * is five ordinary characters.
+ *   hf:   a Hugging Face tokenizer.json (lt_tokenizer_load_hf): the file's own
+ *         ids, vocabulary and special tokens (LT_TOKEN_* do not apply; ask
+ *         lt_tokenizer_token_id), encoded exactly as the `tokenizers` library
+ *         does (docs/datasets.md "Hugging Face tokenizers"). */
 typedef struct lt_tokenizer lt_tokenizer;
-typedef enum { LT_TOKENIZER_BYTE, LT_TOKENIZER_CHAR, LT_TOKENIZER_BPE } lt_tokenizer_kind;
+typedef enum { LT_TOKENIZER_BYTE, LT_TOKENIZER_CHAR, LT_TOKENIZER_BPE, LT_TOKENIZER_HF } lt_tokenizer_kind;
 
 /* BPE training options. Exactly one of num_merges and vocab_size is > 0
  * (vocab_size counts everything: 4 specials + 256 bytes + merges, so it must
@@ -208,9 +215,20 @@ lt_tokenizer *lt_tokenizer_train_bpe(const char *text, size_t len, const lt_bpe_
 lt_tokenizer *lt_tokenizer_train_bpe_file(const char *path, const lt_bpe_opts *opts);
 void lt_tokenizer_free(lt_tokenizer *tok);  /* NULL is a no-op */
 
+/* A Hugging Face tokenizer from the text of a tokenizer.json (json[0..len),
+ * copied) or from the file at path (at most 1 GiB). Models BPE, WordPiece,
+ * WordLevel, Unigram; the normalizers, pre-tokenizers, post-processors and
+ * decoders listed in docs/datasets.md. A component or field this reader does
+ * not support is LT_ERR_FORMAT naming it and where it is (never approximated);
+ * so are bad JSON, wrong types, ids outside [0, 2^24), merges naming unknown
+ * tokens and nesting deeper than 16. LT_ERR_IO for a file that cannot be read.
+ * Returns new (free with lt_tokenizer_free). */
+lt_tokenizer *lt_tokenizer_from_hf_json(const char *json, size_t len);
+lt_tokenizer *lt_tokenizer_load_hf(const char *path);
+
 lt_tokenizer_kind lt_tokenizer_get_kind(const lt_tokenizer *tok);  /* byte for NULL */
 /* Names of the kinds, the one table for files and command lines: "byte",
- * "char", "bpe". _name returns a static string ("unknown" out of range);
+ * "char", "bpe", "hf" (an hf tokenizer is loaded, never built from a name). _name returns a static string ("unknown" out of range);
  * _parse sets *out from a name or fails with LT_ERR_INVALID listing the names
  * (LT_ERR_NULL for a NULL s), *out untouched. */
 const char *lt_tokenizer_kind_name(lt_tokenizer_kind kind);
@@ -229,13 +247,35 @@ lt_status lt_tokenizer_merge(const lt_tokenizer *tok, int64_t i, int64_t *left, 
  * offset), LT_ERR_NOMEM. On failure *ids and *n are untouched. */
 lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t len,
                               int64_t **ids, int64_t *n);
+/* Encoding flags (lt_tokenizer_encode_ex). LT_ENCODE_ADD_SPECIAL: add the
+ * post-processor's special tokens (an hf tokenizer's [CLS]/[SEP], <s>, ...;
+ * what the `tokenizers` library's encode(text) does by default).
+ * LT_ENCODE_PAD_TRUNCATE: apply the tokenizer.json's truncation and padding
+ * settings as the library does. Byte, char and BPE tokenizers have neither:
+ * the flags change nothing for them. */
+#define LT_ENCODE_ADD_SPECIAL 1u
+#define LT_ENCODE_PAD_TRUNCATE 2u
+/* Encodes like lt_tokenizer_encode (which is this with flags 0), and when
+ * offsets is not NULL stores in *offsets (returns new, free with free(); 2 *n
+ * values) each token's [start, end) byte offsets into text (0, 0 for added
+ * special and padding tokens). An hf tokenizer reads text as UTF-8 with each
+ * ill-formed sequence taken as U+FFFD (its maximal subpart, as Python's
+ * bytes.decode(errors="replace")). Errors as lt_tokenizer_encode. */
+lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *text, size_t len, unsigned flags,
+                                 int64_t **ids, int64_t **offsets, int64_t *n);
+/* The id of the token spelled s[0..n) in an hf tokenizer's vocabulary (added
+ * tokens included), e.g. "</s>" or "<|endoftext|>"; for the other kinds the
+ * special names "<pad>", "<bos>", "<eos>", "<unk>". -1 when there is none. */
+int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n);
 /* The same as a 1-d i64 tensor [n] (returns new). */
 lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text, size_t len);
 
 /* Decoding flags. By default <pad>, <bos> and <eos> decode to nothing and
  * <unk> to U+FFFD (the replacement character, bytes EF BF BD).
  * LT_DECODE_SHOW_SPECIAL writes every special token as its name ("<pad>",
- * "<bos>", "<eos>", "<unk>"). */
+ * "<bos>", "<eos>", "<unk>"). An hf tokenizer decodes as the library's
+ * decode(ids, skip_special_tokens=True), and with LT_DECODE_SHOW_SPECIAL as
+ * skip_special_tokens=False. */
 #define LT_DECODE_SHOW_SPECIAL 1u
 /* Decodes ids[0..n) into *text (returns new, free with free(); NUL-terminated,
  * and the NUL is not counted in *len). Byte-level tokenizers may produce

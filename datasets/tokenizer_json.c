@@ -14,12 +14,17 @@
  * libtensor's own JSON ("format": "libtensor-tokenizer", documented in
  * docs/datasets.md) with the reason.
  *
- * What this is not: a reader (lt_tokenizer_deserialize reads libtensor's
- * binary form; python/libtensor reads this JSON), nor a general Hugging Face
+ * An hf tokenizer (read from a tokenizer.json, hf_tokenizer.c) is written
+ * back as the text it was read from.
+ *
+ * What this is not: a reader (hf_tokenizer.c reads Hugging Face's files;
+ * python/libtensor reads this JSON), nor a general Hugging Face
  * exporter (no normalizers, post-processors or templates are written).
  * JSON through jansson.
  */
 #include "datasets/datasets.h"
+#include "datasets/hf_tokenizer_internal.h"
+#include "datasets/tokenizer_internal.h"
 #include "tensor/error_internal.h"
 
 #include <errno.h>
@@ -193,6 +198,13 @@ lt_status lt_tokenizer_to_json(const lt_tokenizer *tok, char **json, size_t *len
   const char *op = "tokenizer_to_json";
   if (!tok) return lt__err_null(op, "tok");
   if (!json || !len) return lt__err(LT_ERR_NULL, "%s: json and len must not be NULL", op);
+  if (tok->kind == LT_TOKENIZER_HF) { /* the file it was read from, as it was */
+    size_t n;
+    const char *src = lt__hf_json(tok->hf, &n);
+    if (!(*json = lt__hf_strdup(src, n))) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    *len = n;
+    return LT_OK;
+  }
   bool dup = false;
   json_t *doc = hf_json(tok, &dup);
   if (!doc && dup)

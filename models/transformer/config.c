@@ -197,7 +197,12 @@ lt_status lt_tf_source_read(const char *path, const char *prefix, const lt_ckpt_
     char tpath[4096];
     n = snprintf(tpath, sizeof tpath, "%s/%s", path, LT_HF_TOKENIZER_FILE);
     if (n < 0 || (size_t)n >= sizeof tpath) return lt_error_set(LT_ERR_OVERFLOW, "'%s': the path is too long", path);
-    if (access(tpath, F_OK) != 0) return LT_OK;
+    if (access(tpath, F_OK) != 0) { /* no libtensor tokenizer: the directory's own tokenizer.json, if any */
+      n = snprintf(tpath, sizeof tpath, "%s/tokenizer.json", path);
+      if (n < 0 || (size_t)n >= sizeof tpath || access(tpath, F_OK) != 0) return LT_OK;
+      *tok = lt_tokenizer_load_hf(tpath);
+      return *tok ? LT_OK : lt__tf_fail("the tokenizer");
+    }
     char *blob = NULL;
     size_t bytes = 0;
     if (lt_ckpt_read_file(tpath, 1u << 30, &blob, &bytes) != LT_OK)

@@ -262,9 +262,10 @@ static void put_text(const char *s, size_t n) {
 /* main                                                                     */
 /* ======================================================================== */
 
-/* A Hugging Face directory written by export (models/transformer/hf.h): the
- * model from config.json and model.safetensors, the tokenizer from
- * libtensor-tokenizer.bin. */
+/* A Hugging Face directory (written by export, or downloaded): the model from
+ * config.json and model.safetensors, the tokenizer from libtensor's
+ * libtensor-tokenizer.bin when export wrote one, else from the directory's
+ * tokenizer.json (read as the tokenizers library does). */
 static lt_transformer *load_hf_dir(const char *dir, uint64_t max_bytes, lt_tokenizer **tok) {
   lt_transformer *m = lt_hf_load(dir, max_bytes);
   if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
@@ -273,19 +274,24 @@ static lt_transformer *load_hf_dir(const char *dir, uint64_t max_bytes, lt_token
   char *blob = NULL;
   size_t size = 0;
   struct stat st;
-  if (lstat(path, &st) == 0 && lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK) /* there, but unreadable */
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", dir, lt_last_error());
-  if (!blob && lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE,
-               "'%s': a Hugging Face directory without libtensor's tokenizer (%s): generate reads ids through "
-               "libtensor's tokenizer, which export writes there; tokenizer.json is not read (docs/interop.md): %s",
-               dir, LT_HF_TOKENIZER_FILE, lt_last_error());
-  *tok = lt_tokenizer_deserialize(blob, size);
-  free(blob);
-  if (!*tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", path, lt_last_error());
-  if (lt_tokenizer_vocab_size(*tok) != lt_transformer_config(m)->vocab_size)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': the tokenizer has %lld ids, the model %lld", dir,
-               (long long)lt_tokenizer_vocab_size(*tok), (long long)lt_transformer_config(m)->vocab_size);
+  if (lstat(path, &st) != 0) { /* no libtensor tokenizer: the directory's own tokenizer.json */
+    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+    if (lstat(path, &st) != 0)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': a Hugging Face directory without a tokenizer (neither %s nor "
+                 "tokenizer.json)", dir, LT_HF_TOKENIZER_FILE);
+    if (!(*tok = lt_tokenizer_load_hf(path))) lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", dir, lt_last_error());
+  } else {
+    if (lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK) /* there, but unreadable (a FIFO, ...) */
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", dir, lt_last_error());
+    *tok = lt_tokenizer_deserialize(blob, size);
+    free(blob);
+    if (!*tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", path, lt_last_error());
+  }
+  /* A Hugging Face model's embedding may have more rows than its tokenizer has ids (padded). */
+  int64_t tv = lt_tokenizer_vocab_size(*tok), mv = lt_transformer_config(m)->vocab_size;
+  if (lt_tokenizer_get_kind(*tok) == LT_TOKENIZER_HF ? tv > mv : tv != mv)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': the tokenizer has %lld ids, the model %lld", dir, (long long)tv,
+               (long long)mv);
   return m;
 }
 
@@ -297,6 +303,8 @@ static size_t max_token_bytes(const lt_tokenizer *tok) {
     case LT_TOKENIZER_BYTE: return 1;
     case LT_TOKENIZER_CHAR: return 4;
     case LT_TOKENIZER_BPE: return LT_BPE_MAX_PIECE;
+    case LT_TOKENIZER_HF: return 0; /* unbounded (an [UNK] may stand for a whole word); its encoding is
+                                       linear in the input (docs/datasets.md) */
   }
   return 0;
 }
@@ -318,6 +326,19 @@ static char *printable_label(const char *p, size_t n) {
   }
   *q = '\0';
   return out;
+}
+
+/* The end-of-sequence id of a tokenizer: <eos> for libtensor's own; for a
+ * Hugging Face one the first of its vocabulary's usual end tokens, or -1
+ * (generation then stops at --max-len only). */
+static int64_t eos_of(const lt_tokenizer *tok) {
+  if (lt_tokenizer_get_kind(tok) != LT_TOKENIZER_HF) return LT_TOKEN_EOS;
+  static const char *const names[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<eos>", "[SEP]"};
+  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+    int64_t id = lt_tokenizer_token_id(tok, names[i], strlen(names[i]));
+    if (id >= 0) return id;
+  }
+  return -1;
 }
 
 static int cmp_len(const void *a, const void *b) {
@@ -476,10 +497,12 @@ int main(int argc, char **argv) {
                  "(a %s token stands for at most %zu bytes); refused before encoding", what, (long long)i + 1, len,
                  cfg.arch == LT_TF_DECODER_ONLY ? "context" : "max_len", (long long)limit,
                  lt_tokenizer_kind_name(lt_tokenizer_get_kind(tok)), per_token);
-    if (lt_tokenizer_encode(tok, in[i].text, len, &in[i].ids, &in[i].n) != LT_OK)
+    /* A Hugging Face tokenizer encodes as transformers' tokenizer(text): with its special tokens. */
+    bool hf = lt_tokenizer_get_kind(tok) == LT_TOKENIZER_HF;
+    if (lt_tokenizer_encode_ex(tok, in[i].text, len, hf ? LT_ENCODE_ADD_SPECIAL : 0, &in[i].ids, NULL, &in[i].n) != LT_OK)
       lt_cli_die(LT_CLI_EXIT_FAILURE, "%s %lld: %s", what, (long long)i + 1, lt_last_error());
     int64_t unk = 0;
-    for (int64_t t = 0; t < in[i].n; t++) unk += in[i].ids[t] == LT_TOKEN_UNK;
+    for (int64_t t = 0; t < in[i].n && !hf; t++) unk += in[i].ids[t] == LT_TOKEN_UNK;
     if (unk > 0)
       fprintf(stderr, PROG ": warning: %s %lld: %lld character%s not in the vocabulary became <unk>\n", what,
               (long long)i + 1, (long long)unk, unk > 1 ? "s" : "");
@@ -498,7 +521,7 @@ int main(int argc, char **argv) {
   lt_generate_opts d = lt_generate_defaults();
   d.strategy = (lt_generate_strategy)o.strategy, d.beam_width = o.beam, d.length_penalty = o.length_penalty;
   d.temperature = o.temperature, d.top_k = o.top_k, d.top_p = o.top_p, d.gen = gen;
-  d.max_new = o.max_len, d.eos_id = LT_TOKEN_EOS, d.pad_id = LT_TOKEN_PAD;
+  d.max_new = o.max_len, d.eos_id = eos_of(tok), d.pad_id = d.eos_id >= 0 ? d.eos_id : LT_TOKEN_PAD;
   const lt_tf_generate_opts dt = {.bos_id = LT_TOKEN_BOS, .context = context, .no_cache = o.no_cache};
   for (int64_t b0 = 0; b0 < n;) {
     int64_t nb = 1, S = in[b0].n;

@@ -108,6 +108,9 @@ static const lt_cli_opt OPTS[] = {
        "bpe for number_words (whole words), else char"),
     OE("tokenizer-from", tokenizer_from, F_STATE, from_ename, 3, "pairs: the side(s) char and bpe learn from",
        "target for number_words, else both"),
+    O("tokenizer-file", LT_CLI_STRING, tokenizer_file, F_RUN | F_NOSAVE, "FILE", 1, PATH_MAX_LEN,
+      "use this tokenizer.json (Hugging Face tokenizers; docs/datasets.md) instead of --tokenizer (the checkpoint "
+      "stores it)"),
     O("bpe-vocab", LT_CLI_INT, bpe_vocab, F_STATE, "N", 261, 1 << 20,
       "BPE vocabulary size (>= 261; learning stops early when no pair repeats)"),
     OD("seq-len", LT_CLI_INT, seq_len, F_STATE, "N", 2, 1 << 20,
@@ -404,6 +407,8 @@ void check_options(const options *o, const bool *given) {
   NEED(!o->dump_data || (!o->tsv && !o->text && !o->resume),
        "--dump-data writes a generated task's data: give no --tsv, --text or --resume");
   NEED(!(o->resume && o->init_from), "--init-from starts a new run from weights; --resume continues one: not both");
+  NEED(!(o->resume && o->tokenizer_file), "--tokenizer-file starts a new run; --resume continues with the "
+       "checkpoint's tokenizer: not both");
   /* tokens per micro-batch and per step (sizes of the batches, logits and their counts) */
   const int64_t micro_max = (int64_t)1 << 24, step_max = (int64_t)1 << 32;
   int64_t micro, eval_micro, step;

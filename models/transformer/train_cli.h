@@ -41,6 +41,7 @@ typedef struct options {
   int64_t task_train, task_valid, task_min_len, task_max_len, task_symbols, data_seed;
   double valid_fraction;
   int tokenizer, tokenizer_from;
+  const char *tokenizer_file; /* a tokenizer.json the user brings, or NULL */
   int64_t bpe_vocab, seq_len;
   int overlong;
   bool skip_bad_lines;

@@ -446,7 +446,8 @@ static lt_tokenizer *init_from_options(run *r) {
   options src = r->o;
   options_from_config(&src, &cfg);
   take_model_options(&r->o, r->given, &src);
-  if (tok) r->o.tokenizer = (int)lt_tokenizer_get_kind(tok);
+  /* (an hf tokenizer has no --tokenizer value: the tokenizer object itself is the run's) */
+  if (tok && lt_tokenizer_get_kind(tok) != LT_TOKENIZER_HF) r->o.tokenizer = (int)lt_tokenizer_get_kind(tok);
   return tok;
 }
 
@@ -576,6 +577,10 @@ int main(int argc, char **argv) {
     if (!(tok = lt_tokenizer_deserialize(blob, size))) die_lt(EXIT_DATA, "--resume: the checkpoint's tokenizer");
   } else {
     if (r->o.init_from) tok = init_from_options(r);
+    if (r->o.tokenizer_file) { /* the user's tokenizer.json replaces any other */
+      lt_tokenizer_free(tok);
+      if (!(tok = lt_tokenizer_load_hf(r->o.tokenizer_file))) die_lt(EXIT_DATA, "--tokenizer-file");
+    }
     finalize_options(&r->o, r->given);
   }
   check_options(&r->o, r->given);

@@ -125,6 +125,9 @@ class Tokenizer:
         if struct.unpack("<I", blob[-4:])[0] != zlib.crc32(blob[:-4]) & 0xFFFFFFFF:
             raise TokenizerError("tokenizer buffer: checksum mismatch")
         magic, version, kind, nspec, vocab, count = struct.unpack("<4sIIIQQ", blob[:32])
+        if magic == b"LTTK" and version == 1 and kind == 3:
+            raise TokenizerError("tokenizer buffer: a Hugging Face tokenizer (kind hf): read its tokenizer.json, "
+                                 "hf_json(blob), with the tokenizers library (Tokenizer.from_str)")
         if magic != b"LTTK" or version != 1 or kind > 2 or nspec != NUM_SPECIAL:
             raise TokenizerError("tokenizer buffer: bad magic, version, kind or special count")
         per = (0, 4, 8)[kind]
@@ -294,3 +297,15 @@ def hf_encode(obj, text):
             sym = merge_pair(sym, a, b, a + b)
         ids.extend(vocab[s] for s in sym)
     return ids
+
+
+def hf_json(blob):
+    """The tokenizer.json text (str) held by a serialised tokenizer of kind hf
+    (kind 3: the JSON text as the payload; docs/datasets.md "Serialised form")."""
+    blob = bytes(blob)
+    if len(blob) < 36 or struct.unpack("<I", blob[-4:])[0] != zlib.crc32(blob[:-4]) & 0xFFFFFFFF:
+        raise TokenizerError("tokenizer buffer: too short or checksum mismatch")
+    magic, version, kind, nspec, vocab, count = struct.unpack("<4sIIIQQ", blob[:32])
+    if magic != b"LTTK" or version != 1 or kind != 3 or len(blob) != 32 + count + 4:
+        raise TokenizerError("tokenizer buffer: not a Hugging Face tokenizer (kind hf)")
+    return blob[32:-4].decode("utf-8")

@@ -1,0 +1,289 @@
+/*
+ * tests/test_hf_tokenizer.c: the Hugging Face tokenizer.json reader
+ * (datasets/hf_*.c): ids, byte offsets and decodes against the `tokenizers`
+ * library on small tokenizers it trained (tests/data/hf_tokenizers, written by
+ * make_fixtures.py there: byte-level BPE, SentencePiece-style BPE with byte
+ * fallback, Unigram with Metaspace, BERT WordPiece with added tokens), the
+ * hf kind behind lt_tokenizer (serialisation, tokenizer.json back, vocab
+ * size, token ids), offsets of the other kinds, and crafted files: bad JSON,
+ * wrong types, huge ids, duplicate keys, merges naming unknown tokens, deep
+ * nesting, unsupported components, each refused with a message naming the
+ * field. The full conformance suite over megabytes is tests/tokenizers/.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "datasets/datasets.h"
+#include "test_util.h"
+
+#define DIR LT_TEST_DATA_DIR "/hf_tokenizers/"
+
+static char *slurp(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long sz = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *b = malloc((size_t)sz + 1);
+  ck_assert(fread(b, 1, (size_t)sz, f) == (size_t)sz);
+  fclose(f);
+  b[sz] = '\0';
+  *n = (size_t)sz;
+  return b;
+}
+
+static size_t unhex(const char *h, size_t nh, char *out) {
+  size_t k = 0;
+  for (size_t i = 0; i + 1 < nh; i += 2) {
+    unsigned v;
+    sscanf(h + i, "%2x", &v);
+    out[k++] = (char)v;
+  }
+  return k;
+}
+
+/* Splits line at tabs into at most 6 fields (in place). */
+static int fields(char *line, char **f) {
+  int n = 0;
+  f[n++] = line;
+  for (char *p = line; *p && n < 6; p++)
+    if (*p == '\t') *p = '\0', f[n++] = p + 1;
+  return n;
+}
+
+START_TEST(test_against_tokenizers) {
+  size_t n;
+  char *all = slurp(DIR "cases.tsv", &n);
+  char loaded[64] = "";
+  lt_tokenizer *tok = NULL;
+  int cases = 0, bad = 0;
+  for (char *line = all, *next; line && *line; line = next) {
+    next = strchr(line, '\n');
+    if (next) *next++ = '\0';
+    char *f[6];
+    ck_assert_int_eq(fields(line, f), 6);
+    if (strcmp(f[0], loaded) != 0) {
+      lt_tokenizer_free(tok);
+      char path[512];
+      snprintf(path, sizeof path, DIR "%s.json", f[0]);
+      tok = lt_tokenizer_load_hf(path);
+      ck_assert_msg(tok != NULL, "%s: %s", path, lt_last_error());
+      ck_assert_int_eq(lt_tokenizer_get_kind(tok), LT_TOKENIZER_HF);
+      snprintf(loaded, sizeof loaded, "%s", f[0]);
+    }
+    char text[512], want_dec[1024];
+    size_t tn = unhex(f[1], strlen(f[1]), text), dn = unhex(f[5], strlen(f[5]), want_dec);
+    unsigned flags = LT_ENCODE_PAD_TRUNCATE | (f[2][0] == '1' ? LT_ENCODE_ADD_SPECIAL : 0);
+    int64_t *ids, *off, m;
+    LT_OK_OR_FAIL(lt_tokenizer_encode_ex(tok, text, tn, flags, &ids, &off, &m));
+    char got[4096] = "", gotoff[4096] = "";
+    for (int64_t i = 0; i < m; i++) {
+      snprintf(got + strlen(got), sizeof got - strlen(got), "%s%lld", i ? " " : "", (long long)ids[i]);
+      snprintf(gotoff + strlen(gotoff), sizeof gotoff - strlen(gotoff), "%s%lld:%lld", i ? " " : "",
+               (long long)off[2 * i], (long long)off[2 * i + 1]);
+    }
+    char *dec;
+    size_t decn;
+    LT_OK_OR_FAIL(lt_tokenizer_decode(tok, ids, m, 0, &dec, &decn));
+    bool ok = strcmp(got, f[3]) == 0 && strcmp(gotoff, f[4]) == 0 && decn == dn && memcmp(dec, want_dec, dn) == 0;
+    if (!ok && bad++ < 5)
+      fprintf(stderr, "%s input %s special %s:\n  ids  want %s\n       got  %s\n  offs want %s\n       got  %s\n"
+              "  decode want %.*s\n         got  %.*s\n", f[0], f[1], f[2], f[3], got, f[4], gotoff, (int)dn, want_dec,
+              (int)decn, dec);
+    cases++;
+    free(ids);
+    free(off);
+    free(dec);
+  }
+  lt_tokenizer_free(tok);
+  free(all);
+  ck_assert_int_ge(cases, 60);
+  ck_assert_msg(bad == 0, "%d of %d cases differ from tokenizers", bad, cases);
+}
+END_TEST
+
+START_TEST(test_hf_kind) {
+  size_t n;
+  char *json = slurp(DIR "wordpiece.json", &n);
+  lt_tokenizer *t = lt_tokenizer_from_hf_json(json, n);
+  ck_assert_msg(t != NULL, "%s", lt_last_error());
+  ck_assert_str_eq(lt_tokenizer_kind_name(lt_tokenizer_get_kind(t)), "hf");
+  ck_assert_int_eq(lt_tokenizer_token_id(t, "[CLS]", 5), 2);
+  ck_assert_int_eq(lt_tokenizer_token_id(t, "no-such-token", 13), -1);
+  int64_t V = lt_tokenizer_vocab_size(t);
+  ck_assert_int_gt(V, 100);
+  /* lt_tokenizer_encode: no special tokens */
+  int64_t *a, na, *b, nb;
+  LT_OK_OR_FAIL(lt_tokenizer_encode(t, "the license", 11, &a, &na));
+  LT_OK_OR_FAIL(lt_tokenizer_encode_ex(t, "the license", 11, LT_ENCODE_ADD_SPECIAL, &b, NULL, &nb));
+  ck_assert_int_eq(nb, na + 2);
+  ck_assert_int_eq(b[0], 2);
+  ck_assert_int_eq(b[nb - 1], 3);
+  /* serialise and back: the same tokenizer */
+  void *buf;
+  size_t size;
+  LT_OK_OR_FAIL(lt_tokenizer_serialize(t, &buf, &size));
+  lt_tokenizer *u = lt_tokenizer_deserialize(buf, size);
+  ck_assert_msg(u != NULL, "%s", lt_last_error());
+  ck_assert_int_eq(lt_tokenizer_vocab_size(u), V);
+  int64_t *c, nc;
+  LT_OK_OR_FAIL(lt_tokenizer_encode(u, "the license", 11, &c, &nc));
+  ck_assert_int_eq(nc, na);
+  ck_assert(memcmp(a, c, (size_t)na * sizeof *a) == 0);
+  /* a flipped byte in the JSON is caught by the checksum */
+  ((unsigned char *)buf)[40] ^= 1;
+  ck_assert_ptr_null(lt_tokenizer_deserialize(buf, size));
+  /* tokenizer.json: the text it was read from */
+  char *back;
+  size_t bn;
+  LT_OK_OR_FAIL(lt_tokenizer_to_json(t, &back, &bn));
+  ck_assert(bn == n && memcmp(back, json, n) == 0);
+  /* ids outside the vocabulary */
+  int64_t badid = V;
+  char *text;
+  size_t tl;
+  LT_EXPECT_ERR(lt_tokenizer_decode(t, &badid, 1, 0, &text, &tl), LT_ERR_INDEX, "outside");
+  free(a), free(b), free(c), free(buf), free(back), free(json);
+  lt_tokenizer_free(u);
+  lt_tokenizer_free(t);
+}
+END_TEST
+
+START_TEST(test_offsets_other_kinds) {
+  lt_tokenizer *t = lt_tokenizer_new_byte();
+  int64_t *ids, *off, n;
+  LT_OK_OR_FAIL(lt_tokenizer_encode_ex(t, "ab", 2, LT_ENCODE_ADD_SPECIAL, &ids, &off, &n));
+  ck_assert_int_eq(n, 2);
+  ck_assert(off[0] == 0 && off[1] == 1 && off[2] == 1 && off[3] == 2);
+  free(ids), free(off);
+  lt_tokenizer_free(t);
+  const char *txt = "h\xC3\xA9llo h\xC3\xA9llo h\xC3\xA9llo";
+  t = lt_tokenizer_train_bpe(txt, strlen(txt), &(lt_bpe_opts){3, 0, 2});
+  ck_assert(t != NULL);
+  LT_OK_OR_FAIL(lt_tokenizer_encode_ex(t, txt, strlen(txt), 0, &ids, &off, &n));
+  ck_assert_int_eq(off[0], 0);
+  for (int64_t i = 1; i < n; i++) ck_assert_int_eq(off[2 * i], off[2 * i - 1]);
+  ck_assert_int_eq(off[2 * n - 1], (int64_t)strlen(txt));
+  free(ids), free(off);
+  lt_tokenizer_free(t);
+}
+END_TEST
+
+/* A minimal WordPiece file with one component replaced. */
+#define WP_MODEL "\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"vocab\": {\"[UNK]\": 0, \"a\": 1}}"
+
+START_TEST(test_crafted_files) {
+  static const struct {
+    const char *json, *msg;
+  } cases[] = {
+    {"", "not valid JSON"},
+    {"{", "not valid JSON"},
+    {"[1, 2]", "top level must be an object"},
+    {"{\"model\": 3}", "model is an integer"},
+    {"{\"added_tokens\": []}", "no \"model\""},
+    {"{\"model\": {\"vocab\": {}}}", "no field \"type\""},
+    {"{\"model\": {\"type\": \"Mystery\", \"vocab\": {}}}", "the model \"Mystery\" is not supported"},
+    {"{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"vocab\": {\"[UNK]\": 0, \"a\": 16777216}}}",
+     "must be an id in [0, 16777216)"},
+    {"{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"vocab\": {\"[UNK]\": -1}}}", "must be an id"},
+    {"{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"vocab\": {\"[UNK]\": \"0\"}}}", "must be an id"},
+    {"{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[UNK]\", \"vocab\": {\"a\": 0, \"a\": 1}}}",
+     "duplicate object key"},
+    {"{\"model\": {\"type\": \"WordPiece\", \"unk_token\": \"[ZZZ]\", \"vocab\": {\"a\": 0}}}",
+     "unk_token \"[ZZZ]\" is not in the vocabulary"},
+    {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"a c\"]}}",
+     "merges[0] names \"c\", which is not in the vocabulary"},
+    {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1}, \"merges\": [\"a b\"]}}",
+     "merges[0] makes \"ab\", which is not in the vocabulary"},
+    {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0, \"b\": 1, \"ab\": 2}, \"merges\": [\"ab\"]}}",
+     "two tokens separated by one space"},
+    {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [[\"a\"]]}}", "must be \"a b\" or"},
+    {"{\"model\": {\"type\": \"BPE\", \"dropout\": 0.1, \"vocab\": {\"a\": 0}, \"merges\": []}}", "dropout"},
+    {"{\"model\": {\"type\": \"BPE\", \"vocab\": {\"a\": 0}, \"merges\": [], \"surprise\": 1}}",
+     "the field \"surprise\", which this reader does not support"},
+    {"{\"model\": {\"type\": \"Unigram\", \"unk_id\": 5, \"vocab\": [[\"a\", -1.0]]}}", "unk_id is 5"},
+    {"{\"model\": {\"type\": \"Unigram\", \"vocab\": [[\"a\", \"x\"]]}}", "vocab[0] must be [piece, score]"},
+    {"{\"normalizer\": {\"type\": \"Precompiled\", \"precompiled_charsmap\": \"\"}, " WP_MODEL "}",
+     "normalizer: the normalizer \"Precompiled\" is not supported"},
+    {"{\"pre_tokenizer\": {\"type\": \"UnicodeScripts\"}, " WP_MODEL "}",
+     "the pre-tokenizer \"UnicodeScripts\" is not supported"},
+    {"{\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Whitespace\"}, {\"type\": \"CharDelimiterSplit\", \"delimiter\": \"x\"}]}, " WP_MODEL "}",
+     "pre_tokenizer.pretokenizers[1]: the pre-tokenizer \"CharDelimiterSplit\""},
+    {"{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"(\"}, \"behavior\": \"Isolated\"}, " WP_MODEL "}",
+     "the regex does not compile"},
+    {"{\"pre_tokenizer\": {\"type\": \"Split\", \"pattern\": {\"Regex\": \"a\"}, \"behavior\": \"Sideways\"}, " WP_MODEL "}",
+     "behavior is \"Sideways\""},
+    {"{\"decoder\": {\"type\": \"CTC\"}, " WP_MODEL "}", "the decoder \"CTC\" is not supported"},
+    {"{\"post_processor\": {\"type\": \"BertProcessing\", \"sep\": [\"[SEP]\", 99999999], \"cls\": [\"[CLS]\", 1]}, " WP_MODEL "}",
+     "sep must be [token, id]"},
+    {"{\"post_processor\": {\"type\": \"BertProcessing\", \"sep\": [\"[SEP]\", 7], \"cls\": [\"[CLS]\", 1]}, " WP_MODEL "}",
+     "post_processor adds id 7, outside the vocabulary"},
+    {"{\"post_processor\": {\"type\": \"TemplateProcessing\", \"single\": [{\"SpecialToken\": {\"id\": \"[CLS]\", \"type_id\": 0}}, {\"Sequence\": {\"id\": \"A\", \"type_id\": 0}}], \"special_tokens\": {}}, " WP_MODEL "}",
+     "names the special token \"[CLS]\""},
+    {"{\"added_tokens\": [{\"id\": 1, \"content\": \"\"}], " WP_MODEL "}", "added_tokens[0].content is empty"},
+    {"{\"added_tokens\": [{\"id\": 123456789, \"content\": \"x\"}], " WP_MODEL "}", "added_tokens[0].id is 123456789"},
+    {"{\"added_tokens\": {\"id\": 1}, " WP_MODEL "}", "added_tokens must be an array"},
+    {"{\"truncation\": {\"max_length\": 8, \"strategy\": \"OnlySecond\"}, " WP_MODEL "}", "OnlySecond"},
+    {"{\"padding\": {\"strategy\": \"Sometimes\"}, " WP_MODEL "}", "padding.strategy"},
+    {"{\"normalizer\": {\"type\": \"Lowercase\"}, \"extra\": 1, " WP_MODEL "}", "the field \"extra\""},
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    lt_tokenizer *t = lt_tokenizer_from_hf_json(cases[i].json, strlen(cases[i].json));
+    ck_assert_msg(t == NULL, "case %zu was accepted: %s", i, cases[i].json);
+    ck_assert_int_eq(lt_last_status(), LT_ERR_FORMAT);
+    ck_assert_msg(strstr(lt_last_error(), cases[i].msg) != NULL, "case %zu: message \"%s\" lacks \"%s\"", i,
+                  lt_last_error(), cases[i].msg);
+  }
+  /* deep nesting: Sequence in Sequence ... */
+  char deep[8192] = "{\"normalizer\": ";
+  for (int d = 0; d < 40; d++) strcat(deep, "{\"type\": \"Sequence\", \"normalizers\": [");
+  strcat(deep, "{\"type\": \"Lowercase\"}");
+  for (int d = 0; d < 40; d++) strcat(deep, "]}");
+  strcat(deep, ", " WP_MODEL "}");
+  ck_assert_ptr_null(lt_tokenizer_from_hf_json(deep, strlen(deep)));
+  ck_assert(strstr(lt_last_error(), "nested deeper than 16") != NULL);
+  /* and a file that does not exist */
+  ck_assert_ptr_null(lt_tokenizer_load_hf("/nonexistent/tokenizer.json"));
+  ck_assert_int_eq(lt_last_status(), LT_ERR_IO);
+  /* the minimal file itself is fine; a word it cannot spell becomes [UNK] */
+  const char *ok = "{" WP_MODEL "}";
+  lt_tokenizer *t = lt_tokenizer_from_hf_json(ok, strlen(ok));
+  ck_assert_msg(t != NULL, "%s", lt_last_error());
+  int64_t *ids, n;
+  LT_OK_OR_FAIL(lt_tokenizer_encode(t, "ab", 2, &ids, &n));
+  ck_assert_int_eq(n, 1);
+  ck_assert_int_eq(ids[0], 0);
+  free(ids);
+  lt_tokenizer_free(t);
+}
+END_TEST
+
+/* Hostile inputs stay linear: a long run of one character, and a long word. */
+START_TEST(test_long_inputs) {
+  size_t n;
+  char *json = slurp(DIR "gpt2.json", &n);
+  lt_tokenizer *t = lt_tokenizer_from_hf_json(json, n);
+  ck_assert(t != NULL);
+  size_t len = 1 << 20;
+  char *s = malloc(len);
+  memset(s, 'a', len);
+  int64_t *ids, m;
+  LT_OK_OR_FAIL(lt_tokenizer_encode(t, s, len, &ids, &m));
+  ck_assert_int_gt(m, 0);
+  free(ids);
+  for (size_t i = 0; i < len; i++) s[i] = (char)(i % 7 == 0 ? ' ' : 0x80 | (i & 0x3F)); /* invalid UTF-8 */
+  LT_OK_OR_FAIL(lt_tokenizer_encode(t, s, len, &ids, &m));
+  free(ids);
+  free(s);
+  free(json);
+  lt_tokenizer_free(t);
+}
+END_TEST
+
+int main(void) {
+  Suite *s = suite_create("hf_tokenizer");
+  LT_TEST_CASE(s, "core", 300, test_against_tokenizers, test_hf_kind, test_offsets_other_kinds, test_crafted_files,
+               test_long_inputs);
+  return lt_test_run(s);
+}
