@@ -35,7 +35,7 @@ for json in "$HERE"/fixtures/*.json; do
   check ids/plain "$EXP/$name.plain.ids" "$EXP/inputs.txt" --print-ids --no-special
   check offsets "$EXP/$name.offsets" "$EXP/inputs.txt" --offsets
   check decode "$EXP/$name.decode" "$EXP/$name.ids" --decode
-  check decode/skip "$EXP/$name.decode-skip" "$EXP/$name.ids" --decode --no-special
+  check decode/keep "$EXP/$name.decode-keep" "$EXP/$name.ids" --decode --no-special
   if [ -n "$bad" ]; then
     echo "$name: $(wc -l < "$EXP/inputs.txt") strings, FAILED:$bad"
     fail=1

@@ -4,16 +4,16 @@
     <reference python> tests/tokenizers/make_expected.py
 
 writes tests/tokenizers/expected/inputs.txt (make_corpus's EDGE_LINES up to
-400 bytes and 150 generated lines, seed 7: no Debian text, so the file is the
-same on every machine) and, for each tests/tokenizers/fixtures/NAME.json, what
+100 bytes and 40 generated lines cut at 100 bytes, seed 7: no Debian text, so
+the file is the same on every machine; about 0.5 MB of expected output) and, for each tests/tokenizers/fixtures/NAME.json, what
 `tokenize --tokenizer-file NAME.json` must print for it, as Hugging Face
 tokenizers computes it (the contract of py_tokenize.py):
 
   NAME.ids          --print-ids on inputs.txt
   NAME.plain.ids    --print-ids --no-special on inputs.txt
   NAME.offsets      --offsets on inputs.txt (byte offsets)
-  NAME.decode       --decode on NAME.ids
-  NAME.decode-skip  --decode --no-special on NAME.ids
+  NAME.decode       --decode on NAME.ids: decode(ids), special tokens skipped
+  NAME.decode-keep  --decode --no-special on NAME.ids: decode(ids, skip_special_tokens=False)
 
 tests/tokenizers/expected_test.sh compares the C program's output with them
 (ctest tokenizers_expected, every build type, sanitizers included). Rerun
@@ -35,13 +35,12 @@ import test_conformance  # noqa: E402
 
 def inputs():
     rng = random.Random(7)
-    lines = [x for x in make_corpus.EDGE_LINES if len(x) <= 400]
-    for _ in range(150):
+    lines = [x for x in make_corpus.EDGE_LINES if len(x) <= 100]
+    for _ in range(40):
         x = make_corpus.gen_line(rng)
         if isinstance(x, str):
             x = x.encode("utf-8")
-        x = x.replace(b"\n", b" ")
-        lines.append(x[:400])
+        lines.append(x.replace(b"\n", b" ")[:100])
     return lines
 
 
@@ -70,8 +69,8 @@ def main():
             "plain.ids": [" ".join(map(str, e.ids)).encode() for e in plain],
             "offsets": [" ".join(f"{i}:{st[s]}:{st[t]}" for i, (s, t) in zip(e.ids, e.offsets)).encode()
                         for e, (_, st) in zip(enc, decoded)],
-            "decode": [s.encode() for s in tok.decode_batch([e.ids for e in enc], skip_special_tokens=False)],
-            "decode-skip": [s.encode() for s in tok.decode_batch([e.ids for e in enc], skip_special_tokens=True)],
+            "decode": [s.encode() for s in tok.decode_batch([e.ids for e in enc], skip_special_tokens=True)],
+            "decode-keep": [s.encode() for s in tok.decode_batch([e.ids for e in enc], skip_special_tokens=False)],
         }
         for suffix, rows in files.items():
             p = os.path.join(out, f"{name}.{suffix}")

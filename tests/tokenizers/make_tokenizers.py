@@ -84,55 +84,77 @@ def common_chars_only(text, keep=300):
     return ["".join(c for c in line if c in common) for line in text]
 
 
-def distinct_char_counts(text):
-    """text plus lines that make every character's count distinct: the Unigram
-    trainer scores characters of equal count in hash order."""
+def train_affixed(tok, text, vocab_size, specials, prefix="", suffix="", initial_alphabet=()):
+    """Train tok's BPE or WordPiece model with a continuing_subword_prefix or
+    an end_of_word_suffix, deterministically; returns tok's JSON.
+
+    The library's trainers number the "##c" and "c</w>" tokens in hash order
+    and break ties between merges of equal count by id, so their results vary
+    from run to run. The same training without an affix numbers the alphabet
+    in character order and is deterministic. So each word from tok's
+    normalizer and pre-tokenizer is rewritten with its non-initial (prefix) or
+    final (suffix) characters mapped to private-use characters of plane 15,
+    a plain BPE is trained on those words, and its tokens and merges are
+    mapped back: "\U000F0000 + i" stands for "##" + c or c + "</w>". That is
+    the affixed trainer's algorithm with a fixed numbering."""
+    words = []
+    for line in text:
+        s = tok.normalizer.normalize_str(line) if tok.normalizer else line
+        words.append([w for w, _ in tok.pre_tokenizer.pre_tokenize_str(s)])
+    chars = sorted({c for ws in words for w in ws for c in w} | set(initial_alphabet))
+    mark = {c: chr(0xF0000 + i) for i, c in enumerate(chars)}
+    unmark = {m: c for c, m in mark.items()}
+
+    def marked(w):
+        if prefix:
+            return w[0] + "".join(mark[c] for c in w[1:])
+        return w[:-1] + mark[w[-1]]
+    lines = [" ".join(marked(w) for w in ws if w) for ws in words]
+    plain = Tokenizer(models.BPE())
+    plain.pre_tokenizer = pre_tokenizers.WhitespaceSplit()
+    tr = trainers.BpeTrainer(vocab_size=vocab_size, min_frequency=2, show_progress=False,
+                             special_tokens=specials, initial_alphabet=list(initial_alphabet))
+    t = train(plain, tr, lines)
+
+    def back(token):
+        if token in specials:
+            return token
+        if prefix and token[0] in unmark:
+            return prefix + "".join(unmark[c] for c in token)
+        if prefix:
+            return token[0] + "".join(unmark[c] for c in token[1:])
+        if token[-1] in unmark:
+            return token[:-1] + unmark[token[-1]] + suffix
+        return token
+    d = json.loads(tok.to_str())
+    d["model"]["vocab"] = {back(k): v for k, v in t["model"]["vocab"].items()}
+    if d["model"]["type"] == "BPE":
+        d["model"]["merges"] = [[back(x), back(y)] for x, y in t["model"]["merges"]]
+    d["added_tokens"] = t["added_tokens"]
+    return d
+
+
+def canonical_unigram(d, nfixed, text):
+    """The Unigram trainer's result made the same on every run. Its sums
+    differ in the last bits, and characters of equal count get their scores
+    (and the characters it appends at the end, every character needing a
+    piece) in hash order. So: scores rounded to 1e-6; the scores of the
+    one-character pieces dealt out again, highest first, to those characters
+    ordered by their count in text, then by character; the pieces after the
+    first nfixed sorted by score, then by piece."""
     counts = {}
     for line in text:
         for c in line:
             counts[c] = counts.get(c, 0) + 1
-    ranked = sorted(counts.items(), key=lambda kv: (-kv[1], kv[0]))
-    extra = []
-    floor = 0
-    for c, n in reversed(ranked):
-        want = max(n, floor + 1)
-        if want > n:
-            extra.append(" ".join([c] * (want - n)))
-        floor = want
-    return text + extra
-
-
-def canonical_ids(d, prefix="", suffix=""):
-    """Renumber a BPE or WordPiece vocabulary: the special tokens first (as
-    they were), then the alphabet (one character, with the prefix or suffix)
-    sorted, then the rest in their order. The trainers number the alphabet in
-    hash order; merges are strings, so the renumbering changes nothing else."""
-    vocab = d["model"]["vocab"]
-    special = {a["content"] for a in d["added_tokens"]}
-
-    def core(t):
-        if prefix and t.startswith(prefix) and len(t) > len(prefix):
-            t = t[len(prefix):]
-        if suffix and t.endswith(suffix) and len(t) > len(suffix):
-            t = t[:-len(suffix)]
-        return t
-    by_id = sorted(vocab, key=lambda t: vocab[t])
-    head = [t for t in by_id if t in special]
-    alpha = sorted(t for t in by_id if t not in special and len(core(t)) == 1)
-    rest = [t for t in by_id if t not in special and len(core(t)) != 1]
-    d["model"]["vocab"] = {t: i for i, t in enumerate(head + alpha + rest)}
-    for a in d["added_tokens"]:
-        a["id"] = d["model"]["vocab"].get(a["content"], a["id"])
-    return d
-
-
-def canonical_unigram(d, nfixed):
-    """Scores rounded to 1e-6 (the trainer's sums differ in the last bits from
-    run to run) and the pieces after the first nfixed sorted by score, then
-    by piece."""
-    v = d["model"]["vocab"]
-    rest = sorted(([p, round(s, 6)] for p, s in v[nfixed:]), key=lambda x: (-x[1], x[0]))
-    d["model"]["vocab"] = v[:nfixed] + rest
+    v = [[p, round(s, 6)] for p, s in d["model"]["vocab"]]
+    head, rest = v[:nfixed], v[nfixed:]
+    singles = [i for i, (p, _) in enumerate(rest) if len(p) == 1]
+    scores = sorted((rest[i][1] for i in singles), reverse=True)
+    chars = sorted((rest[i][0] for i in singles), key=lambda c: (-counts.get(c, 0), c))
+    for i, c, sc in zip(singles, chars, scores):
+        rest[i] = [c, sc]
+    rest.sort(key=lambda x: (-x[1], x[0]))
+    d["model"]["vocab"] = head + rest
     return d
 
 
@@ -284,8 +306,9 @@ def unigram(text):
     tr = trainers.UnigramTrainer(vocab_size=1000, special_tokens=["<pad>", "</s>", "<unk>"],
                                  unk_token="<unk>", show_progress=False, max_piece_length=12,
                                  n_sub_iterations=2, shrinking_factor=0.75)
-    train(tok, tr, distinct_char_counts(common_chars_only(text, 400)))
-    tok = Tokenizer.from_str(json.dumps(canonical_unigram(json.loads(tok.to_str()), 3)))
+    text = common_chars_only(text[:len(text) // 3], 400)
+    train(tok, tr, text)
+    tok = Tokenizer.from_str(json.dumps(canonical_unigram(json.loads(tok.to_str()), 3, text)))
     tok.post_processor = processors.TemplateProcessing(
         single="$A </s>", pair="$A </s> $B </s>", special_tokens=[("</s>", tok.token_to_id("</s>"))])
     return reload(json.loads(tok.to_str()))
@@ -300,7 +323,8 @@ def unigram_bytes(text):
     tr = trainers.UnigramTrainer(vocab_size=800, special_tokens=["<unk>", "<s>", "</s>"],
                                  unk_token="<unk>", show_progress=False, max_piece_length=8,
                                  n_sub_iterations=2, shrinking_factor=0.75)
-    d = canonical_unigram(train(tok, tr, distinct_char_counts(common_chars_only(text, 200))), 3)
+    text = common_chars_only(text[:len(text) // 3], 200)
+    d = canonical_unigram(train(tok, tr, text), 3, text)
     pieces = d["model"]["vocab"]
     d["model"]["vocab"] = pieces[:3] + [[b, 0.0] for b in byte_tokens()] + pieces[3:]
     d["model"]["byte_fallback"] = True
@@ -329,9 +353,9 @@ def bert(text, lowercase):
                                                 lowercase=lowercase)
     tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=lowercase)
-    tr = trainers.WordPieceTrainer(vocab_size=1500, min_frequency=2, show_progress=False,
-                                   special_tokens=specials, continuing_subword_prefix="##")
-    tok = Tokenizer.from_str(json.dumps(canonical_ids(train(tok, tr, common_chars_only(text, 400)), "##")))
+    # As trainers.WordPieceTrainer(vocab_size=1500, min_frequency=2, special_tokens=specials).
+    tok = Tokenizer.from_str(json.dumps(train_affixed(tok, common_chars_only(text, 400), 1500,
+                                                      specials, prefix="##")))
     cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
     if lowercase:
         tok.post_processor = processors.TemplateProcessing(
@@ -394,21 +418,22 @@ def added_wordpiece(text):
 def bpe_suffix(text):
     """CLIP-like BPE with end_of_word_suffix "</w>": NFC, Replace(\\s+, " "),
     Lowercase, Strip; Split (CLIP's pattern, Removed, inverted) then
-    ByteLevel without its regex; decoders Replace, ByteLevel, Fuse."""
+    ByteLevel without its regex; decoders Replace ("</w>" by "Ġ", the byte-level
+    space), ByteLevel, Fuse."""
     tok = Tokenizer(models.BPE(end_of_word_suffix="</w>", unk_token="<|endoftext|>"))
     tok.normalizer = normalizers.Sequence([normalizers.NFC(), normalizers.Replace(Regex(r"\s+"), " "),
                                            normalizers.Lowercase(), normalizers.Strip()])
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.Split(Regex(CLIP_PATTERN), behavior="removed", invert=True),
         pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
-    tr = trainers.BpeTrainer(vocab_size=1200, min_frequency=2, show_progress=False,
-                             special_tokens=["<|startoftext|>", "<|endoftext|>"],
-                             end_of_word_suffix="</w>",
-                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
-    tok = Tokenizer.from_str(json.dumps(canonical_ids(train(tok, tr, text), suffix="</w>")))
+    # As trainers.BpeTrainer(vocab_size=1200, min_frequency=2, special_tokens=[...],
+    # end_of_word_suffix="</w>", initial_alphabet=ByteLevel.alphabet()).
+    tok = Tokenizer.from_str(json.dumps(train_affixed(
+        tok, text, 1200, ["<|startoftext|>", "<|endoftext|>"], suffix="</w>",
+        initial_alphabet=pre_tokenizers.ByteLevel.alphabet())))
     # No Strip(" ", 0, 1) after Fuse as CLIP has none: tokenizers 0.23.3 panics in
     # Strip's stop on an empty token (decoders.Strip(" ", 0, 1).decode([""])).
-    tok.decoder = decoders.Sequence([decoders.Replace("</w>", " "), decoders.ByteLevel(),
+    tok.decoder = decoders.Sequence([decoders.Replace("</w>", "Ġ"), decoders.ByteLevel(),
                                      decoders.Fuse()])
     tok.post_processor = processors.TemplateProcessing(
         single="<|startoftext|> $A <|endoftext|>", pair="<|startoftext|> $A <|endoftext|> $B <|endoftext|>",
@@ -427,9 +452,10 @@ def bpe_prefix(text):
     tok.pre_tokenizer = pre_tokenizers.Sequence([
         pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation(behavior="isolated"),
         pre_tokenizers.Digits(individual_digits=True)])
-    tr = trainers.BpeTrainer(vocab_size=800, min_frequency=2, show_progress=False,
-                             special_tokens=["[UNK]", "[CLS]", "[SEP]"], continuing_subword_prefix="##")
-    tok = Tokenizer.from_str(json.dumps(canonical_ids(train(tok, tr, common_chars_only(text, 200)), "##")))
+    # As trainers.BpeTrainer(vocab_size=800, min_frequency=2, special_tokens=[...],
+    # continuing_subword_prefix="##").
+    tok = Tokenizer.from_str(json.dumps(train_affixed(tok, common_chars_only(text, 200), 800,
+                                                      ["[UNK]", "[CLS]", "[SEP]"], prefix="##")))
     tok.decoder = decoders.WordPiece(prefix="##", cleanup=True)
     tok.post_processor = processors.BertProcessing(("[SEP]", tok.token_to_id("[SEP]")),
                                                    ("[CLS]", tok.token_to_id("[CLS]")))
@@ -496,7 +522,12 @@ def main():
         again = make_all(names)
         diff = [n for n in names if files[n] != again[n]]
         if diff:
-            sys.exit(f"not deterministic: {diff}")
+            os.makedirs(outdir, exist_ok=True)
+            for n in diff:
+                for suffix, text in (("", files[n]), (".again", again[n])):
+                    with open(os.path.join(outdir, n + suffix + ".json"), "w", encoding="utf-8") as f:
+                        f.write(text)
+            sys.exit(f"not deterministic: {diff} (both versions in {outdir})")
     os.makedirs(outdir, exist_ok=True)
     total = 0
     for name, s in files.items():

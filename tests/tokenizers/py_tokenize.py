@@ -12,9 +12,11 @@ not part of it); each line is line.decode("utf-8", errors="replace"):
 
   --print-ids   the ids of encode(line), space-separated, one line out per line in
   --offsets     id:start:end per token, start/end BYTE offsets into the raw line
-  --decode      each line in is space-separated ids; prints decode(ids), with
-                skip_special_tokens=False, or True under --no-special
-  --no-special  encode without the post-processor's special tokens
+  --decode      each line in is space-separated ids; prints decode(ids) (special
+                tokens skipped), or decode(ids, skip_special_tokens=False)
+                under --no-special
+  --no-special  encode without the post-processor's special tokens; decode
+                without dropping them
   --whole       all of standard input is one text (for texts holding "\\n")
 """
 import argparse
@@ -49,7 +51,7 @@ def main():
     out = []
     if a.decode:
         seqs = [[int(x) for x in line.split()] for line in lines]
-        for s in tok.decode_batch(seqs, skip_special_tokens=a.no_special):
+        for s in tok.decode_batch(seqs, skip_special_tokens=not a.no_special):
             out.append(s.encode("utf-8"))
     else:
         decoded = [test_conformance.decode_line(x) for x in lines]
