@@ -105,7 +105,10 @@ def main():
             times[(name, n)]["rust"].append(dt_r)
             print(f"round {r + 1} {name} threads {n}: C {dt_c:.3f} s, Rust {dt_r:.3f} s", file=sys.stderr)
     size = os.path.getsize(corpus)
-    print(f"corpus: {size} bytes; median of {a.rounds} alternating rounds; tokens/s (millions)\n")
+    print(f"corpus: {size} bytes; median of {a.rounds} alternating rounds; tokens/s (millions)")
+    if not thread_flag:
+        print("(tokenize --help names no --threads: C's rows differ only by LT_NUM_THREADS)")
+    print()
     print("| tokenizer | tokens | threads | tokenize (C) | tokenizers (Rust) | C / Rust |")
     print("|---|---|---|---|---|---|")
     for name, n in configs:
