@@ -22,9 +22,11 @@ for json in "$HERE"/fixtures/*.json; do
   check() {        # check LABEL EXPECTED INPUT ARGS...
     label=$1 want=$2 input=$3
     shift 3
-    if ! "$TOKENIZE" --tokenizer-file "$json" "$@" < "$input" > "$TMP/out" 2> "$TMP/err"; then
+    "$TOKENIZE" --tokenizer-file "$json" "$@" < "$input" > "$TMP/out" 2> "$TMP/err"
+    rc=$?
+    if [ $rc -ne 0 ]; then
       bad="$bad $label"
-      echo "  $name $label: exit status $?: $(head -c 400 "$TMP/err")"
+      echo "  $name $label: exit status $rc: $(head -c 400 "$TMP/err")"
     elif ! cmp -s "$want" "$TMP/out"; then
       bad="$bad $label"
       echo "  $name $label: differs (< expected, > tokenize; line numbers are inputs.txt's)"
