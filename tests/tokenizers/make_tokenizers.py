@@ -9,8 +9,8 @@ library (the reference environment's 0.23.3, docs/testing.md) with fixed
 settings on Debian's own text: /usr/share/common-licenses and the copyright
 files under /usr/share/doc, read in sorted order (make_corpus.debian_text_lines),
 plus 5% generated lines from make_corpus.gen_line (CJK, emoji, marks, ...) so
-that the vocabularies hold some of those too. Vocabularies are small (400 to
-2,000 entries) so the files stay small (about 0.6 MB together).
+that the vocabularies hold some of those too. Vocabularies are small (600 to
+2,000 entries) so the files stay small (about 0.3 MB together).
 
 Each fixture mirrors the layout of a well-known model's tokenizer.json (GPT-2,
 RoBERTa, Llama-2, Llama-3, T5, BERT) or covers components those do not use.
@@ -19,8 +19,11 @@ tokens at ids 3..258, Llama-3 vocabulary entries without a merge, legacy
 "a b" merge strings), the trained JSON is edited and then loaded back with
 Tokenizer.from_str, so every file is one the library reads.
 
-Deterministic: one Rayon thread, sorted inputs; two runs give identical
-files (checked by --check, which trains twice in memory and compares).
+Deterministic: one Rayon thread, sorted inputs, no limit_alphabet
+(common_chars_only instead), affixed BPE and WordPiece trained through
+train_affixed, Unigram results through canonical_unigram; two runs give
+identical files (--check trains twice in memory and compares; --only=NAME
+makes one).
 What it is not: a test. test_conformance.py is the test.
 """
 import json
