@@ -7,7 +7,8 @@
 # For each fixture NAME with expected files: --print-ids, --print-ids
 # --no-special and --offsets on inputs.txt, --decode and --decode --no-special
 # on NAME.ids, each compared byte for byte. Prints one line per fixture and the
-# first differing lines of each failing check; exit 1 if any differs.
+# first differing lines of each failing check; exit 1 if any differs, except
+# for the fixtures of known_divergent.txt (reported only).
 set -u
 TOKENIZE=$1
 HERE=$(cd "$(dirname "$0")" && pwd)
@@ -38,7 +39,10 @@ for json in "$HERE"/fixtures/*.json; do
   check offsets "$EXP/$name.offsets" "$EXP/inputs.txt" --offsets
   check decode "$EXP/$name.decode" "$EXP/$name.ids" --decode
   check decode/keep "$EXP/$name.decode-keep" "$EXP/$name.ids" --decode --no-special
-  if [ -n "$bad" ]; then
+  known=$(sed -n "s/^$name  *\([a-z-]*\).*/\1/p" "$HERE/known_divergent.txt")
+  if [ -n "$bad" ] && [ -n "$known" ]; then
+    echo "$name: $(wc -l < "$EXP/inputs.txt") strings, differs:$bad (known divergence: $known; known_divergent.txt)"
+  elif [ -n "$bad" ]; then
     echo "$name: $(wc -l < "$EXP/inputs.txt") strings, FAILED:$bad"
     fail=1
   else

