@@ -562,6 +562,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
                        lt_st_dtype_name(ti->dtype), lt_dtype_name(p->src[0]->dtype));
       goto out;
     }
+    if ((s = lt_st_check_finite(f, idx[i])) != LT_OK) goto out; /* NaN, inf: refused before a value is written */
   }
   /* 2. nothing else, but the tolerated names */
   for (int k = 0; k < lt_st_count(f); k++) {
