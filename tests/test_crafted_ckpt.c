@@ -38,6 +38,10 @@
  * too, over the whole test). Each test prints its case count, refused /
  * accepted, the slowest load and the peak RSS.
  *
+ * With LT_CRAFTED_DUMP=DIR every case is also written to DIR (NNNNN.h5, as
+ * sealed) with its outcome in DIR/manifest.tsv, for the Python reader
+ * (tests/python/test_hostile_files.py runs every case through both).
+ *
  * Known cases (the KNOWN table) are run like the others; a known case that
  * misbehaves is reported as such instead of failing, with the pointer to its
  * issue; a known case that passes is reported too (then remove it).
@@ -376,6 +380,15 @@ static const char *known(const char *name) {
 /* Reseals work (the mutated copy) and checks the promises of one load. */
 static void run_case(const char *name) {
   LT_OK_OR_FAIL(lt_ckpt_seal(work));
+  const char *dump = getenv("LT_CRAFTED_DUMP");
+  char dumped[600] = "";
+  if (dump) { /* the case for the Python reader (tests/python/test_hostile_files.py) */
+    snprintf(dumped, sizeof dumped, "%s/%05d.h5", dump, S.cases);
+    size_t n;
+    unsigned char *b = ckpt_read_file(work, &n);
+    ckpt_write_file(dumped, b, n);
+    free(b);
+  }
   fstamp before = stamp(work);
   long rss0 = max_rss_kb();
   lt_clear_error();
@@ -407,6 +420,17 @@ static void run_case(const char *name) {
   if (rss1 - rss0 > S.worst_growth_kb)
     S.worst_growth_kb = rss1 - rss0, snprintf(S.growth_name, sizeof S.growth_name, "%s", name);
   S.peak_rss_kb = rss1;
+  if (dump) {
+    char man[600];
+    snprintf(man, sizeof man, "%s/manifest.tsv", dump);
+    FILE *mf = fopen(man, "a");
+    ck_assert_ptr_nonnull(mf);
+    /* one line per case: file, name, stage, status, message (tabs and newlines in it as spaces) */
+    for (char *c = o.msg; *c; c++)
+      if (*c == '\t' || *c == '\n') *c = ' ';
+    fprintf(mf, "%s\t%s\t%s\t%s\t%s\n", strrchr(dumped, '/') + 1, name, o.stage, lt_status_name(o.status), o.msg);
+    fclose(mf);
+  }
   if (getenv("LT_CRAFTED_VERBOSE"))
     printf("crafted: %-70s %s %s%s%s\n", name, lt_status_name(o.status), o.stage, o.msg[0] ? ": " : "", o.msg);
   lt_clear_error();
