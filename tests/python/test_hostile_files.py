@@ -220,6 +220,20 @@ class CraftedCheckpoints(unittest.TestCase):
             self.assertEqual(self.describe(p), ("LT_OK", ""))
         with self.assertRaisesRegex(lt.CheckpointError, "memory cap"):
             lt.load(p, max_bytes=40)
+        # the object headers as the package reads them: groups hold links (0x02 link info, 0x06 links),
+        # never an old-style symbol table (0x11, refused); a dataset has its dataspace (0x01)
+        from libtensor import h5checks
+        fd, size = h5checks.open_checked(p)
+        try:
+            raw = h5checks.Raw(fd, size, p, False)
+            with h5py.File(p, "r") as f:
+                for name in ("/", "/model", "/model/embed"):
+                    types = raw.message_types(h5py.h5o.get_info(f[name].id).addr)
+                    self.assertIn(0x02, types, name)
+                    self.assertNotIn(0x11, types, name)
+                self.assertIn(0x01, raw.message_types(h5py.h5o.get_info(f["/model/embed/weight"].id).addr))
+        finally:
+            os.close(fd)
 
     def test_external_storage(self):
         """Item 10: a dataset stored in /etc/passwd is refused before a byte of it is read."""
