@@ -15,16 +15,17 @@
  *     zero dim), its dtype (per class: f32 -> f64 / i32 / big-endian f32;
  *     ints -> i32 / f64 / u64; u8 -> i8 / u16 / f32) and its storage
  *     (contiguous, chunked, chunked + deflate, compact, chunked + shuffle +
- *     deflate). Dataset i gets shape variant i % 4, dtype variant i % 3 and
- *     storage variant i % 5 (scalars: contiguous or compact), so every variant
+ *     deflate, an external file, a virtual dataset). Dataset i gets shape
+ *     variant i % 4, dtype variant i % 3 and storage variant i % 7 (scalars
+ *     and empty ones: contiguous, compact or external), so every variant
  *     runs on a third to a quarter of the datasets of every group, in every
  *     architecture, and the suite stays within its time budget. The
  *     optimizer's datasets (three per parameter, alike) take one of the three
  *     families each, in turn;
  *   - links: in every top-level group (/, /model, /optim, /schedule, /rng,
  *     /extra) a soft link, a hard link (an alias of a dataset), an external
- *     link and a dangling soft link; in every deeper group one of the four, in
- *     turn.
+ *     link, a dangling soft link and a hard link to the group itself (a
+ *     cycle); in every deeper group one of the five, in turn.
  *
  * For every case: either a clear error (status != LT_OK and a non-empty
  * message) with the model's values and the training state unchanged, or a
@@ -508,7 +509,8 @@ static void attribute_cases(const items *l, const char *arch) {
 enum { D_SHAPE, D_DTYPE, D_STORAGE };
 static const char *const SHAPE_NAMES[] = {"one more dim", "one less dim", "last dim + 1", "a zero dim"};
 static const char *const STORAGE_NAMES[] = {"contiguous", "chunked", "chunked+deflate", "compact",
-                                            "chunked+shuffle+deflate"};
+                                            "chunked+shuffle+deflate", "external file", "virtual"};
+enum { N_STORAGE = 7 };
 
 /* The new file type of dtype variant v for a dataset of type t. */
 static hid_t other_type(hid_t t, int v, char *desc, size_t size) {
@@ -586,14 +588,33 @@ static void mutate_dataset(hid_t f, const char *path, int family, int v, char *d
     snprintf(desc, size, "dtype: %s", tn);
   } else {
     bool chunkable = rank > 0 && n > 0;
-    if (!chunkable && v != 3) v = 0;
+    if (!chunkable && v != 3 && v != 5) v = 0;
     if (v == 3 && (size_t)n * esz > 30000) v = 0;
+    const void *data = n ? buf : NULL;
+    if (v == 5) { /* the bytes in a file of their own (never written through HDF5: the external file is ours) */
+      char ext[600];
+      snprintf(ext, sizeof ext, "%s/external.bin", dir);
+      ckpt_write_file(ext, buf, (size_t)n * esz);
+      H5Pset_external(dcpl, ext, 0, (hsize_t)n * esz);
+      data = NULL;
+    }
+    if (v == 6) { /* mapped from other.h5:/x, one f32 */
+      hsize_t one = 1, start = 0;
+      hid_t vs = H5Screate_simple(rank, dims, NULL), ss = H5Screate_simple(1, &one, NULL);
+      hsize_t st[H5S_MAX_RANK] = {0}, cnt[H5S_MAX_RANK];
+      for (int k = 0; k < rank; k++) cnt[k] = 1;
+      H5Sselect_hyperslab(vs, H5S_SELECT_SET, st, NULL, cnt, NULL);
+      H5Sselect_hyperslab(ss, H5S_SELECT_SET, &start, NULL, &one, NULL);
+      ck_assert_int_ge(H5Pset_virtual(dcpl, vs, other, "/x", ss), 0);
+      H5Sclose(vs), H5Sclose(ss);
+      data = NULL;
+    }
     if (v == 0) H5Pset_layout(dcpl, H5D_CONTIGUOUS);
     if (v == 3) H5Pset_layout(dcpl, H5D_COMPACT);
     if (v == 1 || v == 2 || v == 4) H5Pset_chunk(dcpl, rank, dims);
     if (v == 4) H5Pset_shuffle(dcpl);
     if (v == 2 || v == 4) H5Pset_deflate(dcpl, 6);
-    recreate(f, path, ft, rank, dims, dcpl, mt, n ? buf : NULL);
+    recreate(f, path, ft, rank, dims, dcpl, mt, data);
     snprintf(desc, size, "storage: %s", STORAGE_NAMES[v]);
   }
   free(buf);
@@ -604,7 +625,7 @@ static void dataset_cases(const items *l, const char *arch) {
   int i = 0, j = 0;
   for (int k = 0; k < l->n; k++) {
     if (l->v[k].attr[0] || l->v[k].type != H5O_TYPE_DATASET) continue;
-    const int variant[] = {i % 4, i % 3, i % 5};
+    const int variant[] = {i % 4, i % 3, i % N_STORAGE};
     /* The optimizer's datasets (three per parameter, alike) take one family
      * each, in turn; every other dataset takes all three. */
     bool optim = !strncmp(l->v[k].obj, "/optim/", 7);
@@ -625,7 +646,9 @@ static void dataset_cases(const items *l, const char *arch) {
 
 /* ---- link mutations ----------------------------------------------------------- */
 
-static const char *const LINK_NAMES[] = {"soft link", "hard link", "external link", "dangling soft link"};
+static const char *const LINK_NAMES[] = {"soft link", "hard link", "external link", "dangling soft link",
+                                         "hard link to its group (a cycle)"};
+enum { N_LINKS = 5 };
 
 static void link_cases(const items *l, const char *arch) {
   const char *dset = NULL; /* a dataset for links to point at: the first of /model */
@@ -638,20 +661,21 @@ static void link_cases(const items *l, const char *arch) {
     const item *it = &l->v[k];
     if (it->attr[0] || it->type != H5O_TYPE_GROUP) continue;
     bool top = strchr(it->obj + 1, '/') == NULL;
-    for (int how = 0; how < 4; how++) {
-      if (!top && how != deep % 4) continue;
+    for (int how = 0; how < N_LINKS; how++) {
+      if (!top && how != deep % N_LINKS) continue;
       hid_t f = open_copy();
       char lp[600];
       snprintf(lp, sizeof lp, "%s/zz_link", strcmp(it->obj, "/") ? it->obj : "");
       herr_t r = how == 0   ? H5Lcreate_soft(dset, f, lp, H5P_DEFAULT, H5P_DEFAULT)
                  : how == 1 ? H5Lcreate_hard(f, dset, f, lp, H5P_DEFAULT, H5P_DEFAULT)
                  : how == 2 ? H5Lcreate_external(other, "/x", f, lp, H5P_DEFAULT, H5P_DEFAULT)
-                            : H5Lcreate_soft("/nonexistent", f, lp, H5P_DEFAULT, H5P_DEFAULT);
+                 : how == 3 ? H5Lcreate_soft("/nonexistent", f, lp, H5P_DEFAULT, H5P_DEFAULT)
+                            : H5Lcreate_hard(f, it->obj, f, lp, H5P_DEFAULT, H5P_DEFAULT);
       ck_assert_msg(r >= 0, "cannot create %s %s", LINK_NAMES[how], lp);
       close_file(f);
       char name[2048];
       snprintf(name, sizeof name, "%s link %s: %s to %s", arch, lp, LINK_NAMES[how],
-               how == 2 ? "other.h5:/x" : how == 3 ? "/nonexistent" : dset);
+               how == 2 ? "other.h5:/x" : how == 3 ? "/nonexistent" : how == 4 ? it->obj : dset);
       run_case(name);
     }
     if (!top) deep++;

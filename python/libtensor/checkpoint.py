@@ -79,22 +79,6 @@ def verify(path):
 
 # ---- reading ----------------------------------------------------------------------------------
 
-def _walk(group, prefix=""):
-    """(dotted name, h5py dataset) of every dataset under group, in creation
-    order; only on a tree h5checks.walk has checked (hard links, no cycles,
-    depth <= 64)."""
-    import h5py
-    out = []
-    for k in group.keys():
-        obj = group[k]
-        name = prefix + k
-        if isinstance(obj, h5py.Dataset):
-            out.append((name, obj))
-        else:
-            out.extend(_walk(obj, name + "."))
-    return out
-
-
 class Checkpoint:
     """Everything a checkpoint holds, as plain Python and numpy.
 
@@ -167,24 +151,22 @@ def _read_checked(f, raw, group, size, budget, **expect):
     """{dotted name: ndarray} of every dataset under group, each checked
     before it is read, in the file's (creation) order."""
     import h5py
-    checked = {}
-    for hpath, dotted in _h5.walk(f, raw, group):
-        d = f[hpath]
-        checked[dotted] = (d,) + _h5.check_dataset(d, hpath, size, **expect)
-    for dotted, (d, dt, dims, nbytes) in checked.items():
-        budget.charge(nbytes, d.name)
+    checked = []
+    for hpath, dotted, d, key in _h5.walk(f, raw, group):
+        checked.append((key, dotted, hpath, d) + _h5.check_dataset(d, hpath, size, **expect))
+    for _key, _dotted, hpath, _d, _dt, _dims, nbytes in checked:
+        budget.charge(nbytes, hpath)
     out = {}
-    for dotted, _ in _walk(f[group]):
-        d, dt, dims, nbytes = checked[dotted]
+    for _key, dotted, hpath, d, dt, dims, nbytes in sorted(checked, key=lambda c: c[0]):
         a = np.zeros(dims, dtype=_h5._NP[dt])
         if a.size:
             if dt == "bool":
                 raw8 = np.zeros(dims, dtype=np.int8)
                 d.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw8, mtype=d.id.get_type())
-                if raw8.size and (raw8.min() < 0 or raw8.max() > 1):
+                if raw8.min() < 0 or raw8.max() > 1:
                     k = int(np.flatnonzero((raw8 < 0) | (raw8 > 1))[0])
                     raise CheckpointError("checkpoint '%s': bool dataset %s holds %d at flat index %d"
-                                          % (raw.path, d.name, int(raw8.reshape(-1)[k]) & 0xFF, k))
+                                          % (raw.path, hpath, int(raw8.reshape(-1)[k]) & 0xFF, k))
                 a = raw8.astype(np.bool_)
             else:
                 d.id.read(h5py.h5s.ALL, h5py.h5s.ALL, a)
@@ -197,11 +179,9 @@ def _read_extra(f, raw, size, budget):
     import h5py
     g = f["extra"]
     extra = _h5.read_attrs(g, "/extra")
-    names = _h5._names(g)
     blobs = {}
-    for bname in names:
+    for bname, li in _h5._links(g):
         name = bname.decode("utf-8", "surrogateescape")
-        li = g.id.links.get_info(bname)
         if li.type != h5py.h5l.TYPE_HARD:
             raise CheckpointError("checkpoint: '%s' in /extra is a soft, external or user-defined link: refused" % name)
         if len(blobs) >= _h5.MAX_ATTRS:
@@ -240,7 +220,8 @@ def _read_extra(f, raw, size, budget):
 def _top_level(f, raw, path):
     """open_checked's root attributes and top-level layout, in its words."""
     import h5py
-    root = _h5.read_attrs(f, "/")
+    root = {k: _h5.read_attr(f, "/", k) for k in ("format", "format_version", "library_version", "content")
+            if k in f.attrs}  # only these, as open_checked reads them
 
     def need(key, kind):
         if key not in root:
@@ -271,11 +252,10 @@ def _top_level(f, raw, path):
         raise CheckpointError("checkpoint '%s': no 'content' attribute" % path)
     if content not in ("model", "training"):
         raise CheckpointError("checkpoint '%s': content '%.64s' is neither 'model' nor 'training'" % (path, content))
-    for i, bname in enumerate(_h5._names(f)):
+    for bname, li in _h5._links(f):
         name = bname.decode("utf-8", "surrogateescape")
         if name not in TOP_LEVEL:
             raise CheckpointError("checkpoint '%s': unexpected object /%.64s at the top level" % (path, name))
-        li = f.id.links.get_info(bname)
         if li.type != h5py.h5l.TYPE_HARD:
             raise CheckpointError("checkpoint '%s': /%s is not reached by a hard link" % (path, name))
         raw.ohdr(li.u, "/" + name)
@@ -309,8 +289,9 @@ def load(path, verify_seal=True, allow_unchecksummed=False, max_bytes=0):
                 return _load_open(f, raw, path, size, max_bytes)
             except CheckpointError as e:
                 raise _named(path, e) from None
-            except (KeyError, ValueError, TypeError, OSError, RuntimeError, AttributeError) as e:
-                raise CheckpointError("checkpoint '%s': HDF5 cannot read it: %s" % (path, e)) from None
+            except Exception as e:  # h5py's own errors: the package raises only its own
+                raise CheckpointError("checkpoint '%s': HDF5 cannot read it: %s: %s"
+                                      % (path, type(e).__name__, e)) from None
     finally:
         os.close(fd)
 

@@ -428,14 +428,44 @@ def read_attrs(obj, what):
 
 def _names(g):
     """g's link names in libhdf5's name order (strcmp of the bytes)."""
-    names = []
-    g.id.links.iterate(lambda n: names.append(n) if len(names) <= MAX_OBJECTS else 1)
-    return sorted(names)
+    return [n for n, _ in _links(g)]
+
+
+class _Link:
+    __slots__ = ("type", "u")
+
+    def __init__(self, type_, u):
+        self.type, self.u = type_, u
+
+
+def _links(g):
+    """[(name, LinkInfo)] of g in name order, at most MAX_OBJECTS + 1."""
+    out = []  # h5py passes one LinkInfo object, changed in place: copy its fields
+    g.id.links.iterate(lambda n, i: out.append((n, _Link(i.type, i.u))) if len(out) <= MAX_OBJECTS else 1,
+                       info=True)
+    out.sort(key=lambda t: t[0])
+    return out
+
+
+def _creation_rank(g, names):
+    """{name: rank} in creation order where the group tracks it, else name order."""
+    import h5py
+    order = []
+    try:
+        g.id.links.iterate(lambda n: order.append(n) if len(order) <= MAX_OBJECTS else 1,
+                           idx_type=h5py.h5.INDEX_CRT_ORDER)
+    except Exception:  # creation order not tracked
+        order = names
+    if sorted(order) != list(names):
+        order = names
+    return {n: i for i, n in enumerate(order)}
 
 
 def walk(f, raw, path):
-    """lt__h5_walk: [(hdf5 path, dotted name)] of every dataset under path,
-    every link checked before h5py opens its object. Iterative."""
+    """lt__h5_walk: [(hdf5 path, dotted name, h5py Dataset, creation key)] of
+    every dataset under path, in the C walk's order (depth first, by name),
+    every link checked before h5py opens its object; sorting by the key gives
+    the file's creation order. Iterative (no recursion)."""
     import h5py
     g = f[path]
     root_info = h5py.h5o.get_info(g.id)
@@ -444,20 +474,23 @@ def walk(f, raw, path):
                     "%s" % (raw.path, path, REWRITE_HINT))
     seen = {root_info.addr}
     out, count = [], 0
-    stack = [[path, "", 0, g, _names(g), 0]]  # depth first, in name order, as the C walk's callbacks
+
+    def frame(gpath, gname, depth, grp, key):
+        links = _links(grp)
+        return [gpath, gname, depth, grp, links, 0, key, _creation_rank(grp, [n for n, _ in links])]
+    stack = [frame(path, "", 0, g, ())]  # depth first, in name order, as the C walk's callbacks
     while stack:
         top = stack[-1]
-        gpath, gname, depth, grp, names, i = top
-        if i == len(names):
+        gpath, gname, depth, grp, links, i, key, rank = top
+        if i == len(links):
             stack.pop()
             continue
         top[5] += 1
-        bname = names[i]
+        bname, li = links[i]
         name = bname.decode("utf-8", "surrogateescape")
         count += 1
         if count > MAX_OBJECTS:
             raise _fail("checkpoint: more than %d objects: refused" % MAX_OBJECTS)
-        li = grp.id.links.get_info(bname)
         if li.type != h5py.h5l.TYPE_HARD:
             kind = {h5py.h5l.TYPE_SOFT: "soft", h5py.h5l.TYPE_EXTERNAL: "external"}.get(li.type, "user-defined")
             raise _fail("checkpoint: %s/%s is a %s link: only hard links are accepted" % (gpath, name, kind))
@@ -472,16 +505,16 @@ def walk(f, raw, path):
         raw.ohdr(li.u, full)
         oi = h5py.h5o.get_info(grp.id, bname)
         dotted = gname + "." + name if gname else name
+        k = key + (rank[bname],)
         if oi.type == h5py.h5o.TYPE_GROUP:
             if depth + 1 > MAX_DEPTH:
                 raise _fail("checkpoint: groups nested deeper than %d at %s" % (MAX_DEPTH, full))
             if raw.check and 0x11 in raw.message_types(li.u):
                 raise _fail("checkpoint '%s': group %s keeps its links in an old-style symbol table (no checksums): "
                             "refused; %s" % (raw.path, full, REWRITE_HINT))
-            sub = grp[name]
-            stack.append([full, dotted, depth + 1, sub, _names(sub), 0])
+            stack.append(frame(full, dotted, depth + 1, h5py.Group(h5py.h5g.open(grp.id, bname)), k))
         elif oi.type == h5py.h5o.TYPE_DATASET:
-            out.append((full, dotted))
+            out.append((full, dotted, h5py.Dataset(h5py.h5d.open(grp.id, bname)), k))
         else:
             raise _fail("checkpoint: %s is a %s, not a group or dataset: refused"
                         % (full, "named datatype" if oi.type == h5py.h5o.TYPE_NAMED_DATATYPE else "unknown object"))
