@@ -124,6 +124,70 @@ class SafetensorsSpec(unittest.TestCase):
             st.save(p, {"r9": np.zeros((1,) * 9, np.float32)})
 
 
+class SafetensorsBothReaders(unittest.TestCase):
+    """Mutated files through the C reader (lt_st_open by ctypes) and the Python reader: the same verdict,
+    and the same status and message unless both refuse the JSON itself (each parser words its own)."""
+
+    def test_mutations(self):
+        if "LT_LIB" not in os.environ:
+            self.skipTest("LT_LIB does not name the library")
+        import ctypes as C
+        import random
+        lib = C.CDLL(os.environ["LT_LIB"])
+        lib.lt_st_open.argtypes, lib.lt_st_open.restype = [C.c_char_p], C.c_void_p
+        lib.lt_st_close.argtypes = [C.c_void_p]
+        lib.lt_last_error.restype = C.c_char_p
+        lib.lt_last_status.restype = C.c_int
+        lib.lt_status_name.argtypes, lib.lt_status_name.restype = [C.c_int], C.c_char_p
+        d = tempfile.mkdtemp(prefix="lt-st-both-")
+        try:
+            good = os.path.join(d, "good.safetensors")
+            st.save(good, {"a": np.ones((2, 3), np.float32), "b.x": np.arange(4, dtype=np.int64),
+                           "c": np.zeros((), np.float64)}, metadata={"format": "pt"})
+            with open(good, "rb") as f:
+                whole = f.read()
+            n = int.from_bytes(whole[:8], "little")
+            rng = random.Random(26)
+            alphabet = b'{}[]",:0123456789-.eE +tfnul\\ax_"'
+            p = os.path.join(d, "m.safetensors")
+            same = parse = 0
+            for k in range(3000):
+                b = bytearray(whole)
+                for _ in range(1 + k % 3):
+                    at = 8 + rng.randrange(n) if k % 10 else rng.randrange(8)
+                    b[at] = rng.choice(alphabet) if k % 10 else rng.randrange(256)
+                if k % 7 == 0:
+                    b = b[:rng.randrange(len(b) + 1)]
+                with open(p, "wb") as f:
+                    f.write(b)
+                h = lib.lt_st_open(p.encode())
+                if h:
+                    lib.lt_st_close(h)
+                    c = ("LT_OK", "")
+                else:
+                    c = (lib.lt_status_name(lib.lt_last_status()).decode(), lib.lt_last_error().decode("utf-8", "replace"))
+                try:
+                    st.load(p)
+                    py = ("LT_OK", "")
+                except st.SafetensorsError as e:
+                    py = (e.status, str(e))
+                tag = "does not parse: "
+                c_only = [x["name"] for x in st.SPEC["dtypes"] if not x["c"]]
+                if py[0] == "LT_OK" and c[0] == "LT_ERR_DTYPE" and any('is "%s"' % x in c[1] for x in c_only):
+                    continue  # a dtype only the Python reader reads (the spec's dtypes table)
+                if tag in c[1] and tag in py[1]:
+                    self.assertEqual(c[1].split(tag)[0], py[1].split(tag)[0], bytes(b[8:8 + n]))
+                    parse += 1
+                else:  # (the dtypes each reader reads are listed in its own words)
+                    self.assertEqual((c[0], c[1].split(": libtensor reads ")[0]),
+                                     (py[0], py[1].split(": libtensor reads ")[0]), bytes(b[8:8 + n]))
+                    same += 1
+            print("safetensors mutations through both readers: 3000 files, %d with the same status and message, "
+                  "%d refused by both parsers as JSON" % (same, parse))
+        finally:
+            shutil.rmtree(d)
+
+
 # ---- checkpoints ---------------------------------------------------------------------------------
 
 # What the C loader refuses because of the model it builds, not the file's structure: the
