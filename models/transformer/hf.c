@@ -541,7 +541,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
     s = lt_error_set(LT_ERR_NOMEM, "hf_load_params: out of memory");
     goto out;
   }
-  /* 1. every piece present, with its shape and a dtype that loads */
+  /* 1. every piece present, with its shape, a dtype that loads and finite values */
   for (int i = 0; i < ps.n; i++) {
     const piece *p = &ps.p[i];
     if ((idx[i] = find_hf(f, p->hf, fam)) < 0) {
