@@ -5,7 +5,9 @@
  * the header length cap, the fields of every entry, dtype size x shape
  * against the byte range (checked arithmetic), and the ranges against each
  * other (sorted by offset, they must tile the data section: no overlap, no
- * gap, nothing outside it).
+ * gap, nothing outside it). The rules and messages are those of
+ * python/libtensor/safetensors_spec.json (the Python reader's too): a change
+ * to a check or a message here changes the spec, and the suites compare.
  *
  * What this is not: a name mapping (models/transformer/hf.c), nor a writer
  * of 16-bit dtypes (the dtype table below is the one place to add them).

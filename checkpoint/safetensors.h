@@ -22,6 +22,9 @@
  *     overflows) not equal to end - begin;
  *   - offsets outside the data section, overlapping another tensor's, or
  *     leaving a gap (the tensors must cover the data section exactly).
+ * These rules, their order and their messages are written once in
+ * python/libtensor/safetensors_spec.json, which the Python reader follows
+ * too; tests/test_safetensors.c runs its crafted cases against this reader.
  * The file is opened as every loader does (tensor/file_internal.h: a regular
  * file only, a FIFO or device is refused without blocking) and mapped
  * read-only (mmap); tensor bytes are then read in place, never copied into a
