@@ -35,6 +35,7 @@
 #include "nn/ops_nn.def"
 #include "nn/ops_attention.def"
 #include "nn/ops_conv.def"
+#include "autograd/ops_autograd.def"
 
 #define LT_OP_TABLE(X)      \
   LT_OPS_VIEW(X)            \
@@ -44,7 +45,8 @@
   LT_OPS_INDEX(X)           \
   LT_OPS_NN(X)              \
   LT_OPS_ATTENTION(X)       \
-  LT_OPS_CONV(X)
+  LT_OPS_CONV(X)            \
+  LT_OPS_AUTOGRAD(X)
 
 typedef enum {
 #define LT__OP_ENUM(id, nin, bw) LT__OP_##id,

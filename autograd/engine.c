@@ -449,7 +449,7 @@ static lt_status commit_early(leaf_acc *a);
 
 /* Runs one node: hook, checks, its backward, and sends the input gradients. */
 static lt_status run_node(engine *e, lt_node *n) {
-  const char *name = lt__ops[n->op].name;
+  const char *name = lt__node_name(n);
   LT_CHECK(n->pending == 0 && n->grad_acc != NULL);
   lt_tensor *gout = n->grad_acc;
   n->grad_acc = NULL;

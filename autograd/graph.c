@@ -33,7 +33,7 @@ lt_status lt_requires_grad_(lt_tensor *t, bool requires_grad) {
     return lt__err(LT_ERR_AUTOGRAD,
                    "requires_grad_: t is %s and was made by op '%s': only leaves' flags can be changed "
                    "(detach it first)",
-                   LT__D(t), lt__ops[t->grad_fn->op].name);
+                   LT__D(t), lt__node_name(t->grad_fn));
   if (requires_grad && !lt_dtype_is_floating(t->dtype))
     return lt__err(LT_ERR_DTYPE, "requires_grad_: t is %s: only float tensors can require gradients", LT__D(t));
   t->requires_grad = requires_grad;

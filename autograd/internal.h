@@ -97,6 +97,13 @@ lt_status lt__record(lt_tensor *out, lt__op_id op, int nin, const lt_tensor *con
 void lt__node_release(lt_node *node);
 lt_node *lt__node_retain(lt_node *node);
 
+/* The name of a node's op for messages: the table's, or a custom op's own
+ * (autograd/custom.c). */
+const char *lt__custom_node_name(const lt_node *node);
+static inline const char *lt__node_name(const lt_node *node) {
+  return node->op == LT__OP_custom ? lt__custom_node_name(node) : lt__ops[node->op].name;
+}
+
 /* Inside a backward: does input i need a gradient? */
 static inline bool lt__needs_input_grad(const lt_node *node, int i) {
   return node->in[i].fn != NULL || node->in[i].leaf != NULL;

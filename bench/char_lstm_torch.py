@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """bench/char_lstm_torch.py: the PyTorch twin of examples/char_lstm.c, for
 bench/run_lstm_bench.sh. Same model (Embedding -> nn.LSTM -> Linear,
 time-major), configuration, data order (the first 90% of the text as B
@@ -7,8 +7,10 @@ and zeroed when the streams start over; validation over the last 10% as 4
 streams), loss (mean cross-entropy), optimizer (Adam, constant lr), clipping
 (global norm 1.0) and result line:
     result: steps N ms_per_step X val_loss Y
-ms_per_step is the time in training steps (evaluation excluded). Only the
-initial weights differ (torch's generator seeded with --seed).
+ms_per_step is the time in training steps (evaluation excluded; with
+--compile also the compilation, printed apart as compile_s). Only the
+initial weights differ (torch's generator seeded with --seed). --compile and
+--optim-impl are bench/torch_setup.py's set-ups (torch 2.x).
 
     /usr/bin/python3 bench/char_lstm_torch.py --steps 300 --threads 2
 """
@@ -19,6 +21,8 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import torch_setup
+
 
 def main():
     ap = argparse.ArgumentParser()
@@ -27,7 +31,9 @@ def main():
                  ("seed", 1), ("threads", 0)):
         ap.add_argument("--" + k, type=int, default=v)
     ap.add_argument("--lr", type=float, default=2e-3)
+    torch_setup.add_args(ap)
     o = ap.parse_args()
+    torch_setup.check(o)
     if o.threads > 0:
         torch.set_num_threads(o.threads)
     torch.manual_seed(o.seed)
@@ -70,7 +76,8 @@ def main():
             return self.head(out), state
 
     model = Model()
-    opt = torch.optim.Adam(model.parameters(), lr=o.lr)
+    opt = torch.optim.Adam(model.parameters(), lr=o.lr, **torch_setup.optim_kwargs(o))
+    fwd = torch_setup.wrap(model, o)
     print("char_lstm_torch: %s, %d characters, alphabet %d; B %d, T %d, E %d, H %d, layers %d; %d parameters; "
           "%d threads" % (o.data, n, V, B, T, o.embed, o.hidden, o.layers,
                           sum(p.numel() for p in model.parameters()), torch.get_num_threads()), flush=True)
@@ -89,24 +96,27 @@ def main():
         return total / count
 
     state = None
-    seconds = 0.0
+    times = []
     for step in range(1, o.steps + 1):
         t0 = time.perf_counter()
         x, y, reset = train.next()
         if reset:
             state = None
-        logits, state = model(x, state)
+        logits, state = fwd(x, state)
         state = tuple(s.detach() for s in state)
         loss = F.cross_entropy(logits.reshape(-1, V), y.reshape(-1))
         opt.zero_grad(set_to_none=True)
         loss.backward()
         torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
         opt.step()
-        seconds += time.perf_counter() - t0
+        times.append(time.perf_counter() - t0)
         if step % 50 == 0 or step == o.steps:
             print("step %d/%d | loss %.4f" % (step, o.steps, loss.item()), flush=True)
     v = evaluate()
-    print("result: steps %d ms_per_step %.3f val_loss %.4f" % (o.steps, 1e3 * seconds / o.steps, v))
+    comp = torch_setup.compile_seconds(times[:1], torch_setup.median(times), o)
+    seconds = sum(times) - comp
+    print("result: steps %d ms_per_step %.3f val_loss %.4f compile_s %.1f setup %s"
+          % (o.steps, 1e3 * seconds / o.steps, v, comp, o.compile))
 
 
 if __name__ == "__main__":

@@ -15,6 +15,12 @@ the permutations themselves differ, since the generators differ); evaluation
 of the 10k test images in batches of 1000 at the end of each epoch (or of
 --max-steps), in eval mode.
 
+--compile and --optim-impl are bench/torch_setup.py's set-ups (torch 2.x):
+the compiled model trains, and the first step's compilation (its time less a
+median step) is printed apart and left out of train_seconds and
+ms_per_step; evaluation (batches of 1000, compiled again) is timed apart as
+before.
+
 What this is not: a script (it is imported by the two beside it).
 """
 import argparse
@@ -26,6 +32,8 @@ import time
 import numpy as np
 import torch
 import torch.nn.functional as F
+
+import torch_setup
 
 MEAN, STD = 0.2860, 0.3530
 
@@ -64,7 +72,9 @@ def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay
     ap.add_argument("--weight-decay", type=float, default=weight_decay)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--threads", type=int, default=2)
+    torch_setup.add_args(ap)
     a = ap.parse_args()
+    torch_setup.check(a)
     torch.set_num_threads(a.threads)
     torch.manual_seed(a.seed)
     gen = torch.Generator().manual_seed(a.seed)
@@ -75,7 +85,8 @@ def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay
     ids = {id(p) for p in decay}
     opt = torch.optim.AdamW([{"params": decay, "weight_decay": a.weight_decay},
                              {"params": [p for p in model.parameters() if id(p) not in ids], "weight_decay": 0.0}],
-                            lr=a.lr)
+                            lr=a.lr, **torch_setup.optim_kwargs(a))
+    fwd = torch_setup.wrap(model, a)
     per_epoch = (len(xtr) + a.batch - 1) // a.batch
     total = per_epoch * a.epochs
     if 0 < a.max_steps < total:
@@ -90,7 +101,7 @@ def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay
 
     print("torch %s, threads %d, %d steps, %d parameters" % (
         torch.__version__, torch.get_num_threads(), total, sum(p.numel() for p in model.parameters())))
-    step, losses, train_seconds, eval_seconds, acc = 0, [], 0.0, 0.0, 0.0
+    step, losses, train_seconds, eval_seconds, acc, step_s = 0, [], 0.0, 0.0, 0.0, []
     while step < total:
         t0, step0 = time.perf_counter(), step
         perm = torch.randperm(len(xtr), generator=gen)
@@ -101,20 +112,24 @@ def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay
             for g in opt.param_groups:
                 g["lr"] = a.lr * lr_at(step)
             idx = perm[b:b + a.batch]
-            loss = F.cross_entropy(model(xtr[idx]), ytr[idx])
+            ts = time.perf_counter()
+            loss = F.cross_entropy(fwd(xtr[idx]), ytr[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
             losses.append(loss.item())
+            step_s.append(time.perf_counter() - ts)
         dt = time.perf_counter() - t0
         train_seconds += dt
         te = time.perf_counter()
-        acc = evaluate(model, xte, yte)
+        acc = evaluate(fwd, xte, yte)
         eval_seconds = time.perf_counter() - te
         print("epoch done at step %d: %.2f s training (%.2f ms/step), test accuracy %.4f (evaluation %.2f s)"
               % (step, dt, 1e3 * dt / (step - step0), acc, eval_seconds), flush=True)
     k = min(20, len(losses))
+    comp = torch_setup.compile_seconds(step_s[:1], torch_setup.median(step_s), a)
+    train_seconds -= comp
     print("summary: steps=%d first_loss=%.4f last_loss=%.4f test_accuracy=%.4f train_seconds=%.1f "
-          "ms_per_step=%.2f eval_seconds=%.2f"
+          "ms_per_step=%.2f eval_seconds=%.2f compile_seconds=%.1f setup=%s"
           % (step, sum(losses[:k]) / k, sum(losses[-k:]) / k, acc, train_seconds, 1e3 * train_seconds / step,
-             eval_seconds))
+             eval_seconds, comp, a.compile))

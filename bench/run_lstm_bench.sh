@@ -12,6 +12,10 @@
 # and why) with torch on N threads or 1 and the BLAS on N threads or 1
 # (OMP_WAIT_POLICY=PASSIVE), probed for 20 steps; the fastest runs the timed
 # run. libtensor gets the same choice between N threads (PASSIVE) and 1.
+# PyTorch 2.x (the reference environment, ./do.sh reference): every set-up of
+# torch2_setups (bench/torch_env.sh: eager, torch.compile) runs the timed
+# steps on N threads (PASSIVE) and the fastest is the PyTorch 2.x row
+# (compilation printed apart, not in ms/step); the 1.13 row stays for history.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
@@ -47,10 +51,10 @@ torch_blas_candidates "$cands" "$(torch_sysblas)" || true
 field() { echo "$2" | sed -n "s/.* $1 \([^ ]*\).*/\1/p"; }
 # A probe of a hopeless set-up (BLAS threads on a busy machine) is cut short
 # after 120 s (TIMEOUT, 4th argument); the timed runs get an hour.
-run_torch() { # STEPS TORCH_THREADS "ENV" [TIMEOUT]
+run_torch() { # STEPS TORCH_THREADS "ENV" [TIMEOUT [PYTHON [FLAGS]]]
   # shellcheck disable=SC2086
   env $TORCH_UNSET $3 timeout "${4:-3600}" \
-    "$py" "$here/char_lstm_torch.py" --steps "$1" --threads "$2" --seed "$seed" $extra 2>/dev/null | grep '^result:' || true
+    "${5:-$py}" "$here/char_lstm_torch.py" --steps "$1" --threads "$2" --seed "$seed" ${6:-} $extra 2>/dev/null | grep '^result:' || true
 }
 run_lt() { # STEPS THREADS "ENV" [TIMEOUT]
   # shellcheck disable=SC2086
@@ -81,9 +85,22 @@ done
 tt=$(echo "$best" | cut -d'|' -f1); te=$(echo "$best" | cut -d'|' -f2); tn=$(echo "$best" | cut -d'|' -f3)
 lt=$(run_lt "$steps" "$lt_best" OMP_WAIT_POLICY=PASSIVE)
 pt=$(run_torch "$steps" "$tt" "$te")
+pt2=; pt2_name=
+if [ -n "$TORCH2_PY" ]; then
+  torch2_setups "$cands"
+  while IFS='|' read -r name flags; do
+    r=$(run_torch "$steps" "$threads" "$(torch_threads_env "$threads" passive)" 3600 "$TORCH2_PY" "$flags")
+    [ -n "$r" ] || { echo "# torch 2.x $name: no result"; continue; }
+    echo "# torch 2.x $name ($flags): $r"
+    if [ -z "$pt2" ] || awk "BEGIN{exit !($(field ms_per_step "$r") < $(field ms_per_step "$pt2"))}"; then pt2=$r; pt2_name=$name; fi
+  done <"$cands"
+fi
 lms=$(field ms_per_step "$lt"); pms=$(field ms_per_step "$pt")
-printf '\n%-9s | %10s %10s | %s\n' side "ms/step" "val loss" settings
-printf '%-9s | %10s %10s | %s\n' libtensor "$lms" "$(field val_loss "$lt")" "$lt_best threads, OMP_WAIT_POLICY=PASSIVE"
-printf '%-9s | %10s %10s | %s\n' pytorch "$pms" "$(field val_loss "$pt")" "$tt threads, $tn"
-echo "speed ratio (PyTorch ms / libtensor ms, > 1: libtensor faster): $(awk "BEGIN{printf \"%.2f\", $pms / $lms}")"
+printf '\n%-12s | %10s %10s | %s\n' side "ms/step" "val loss" settings
+printf '%-12s | %10s %10s | %s\n' libtensor "$lms" "$(field val_loss "$lt")" "$lt_best threads, OMP_WAIT_POLICY=PASSIVE"
+[ -z "$pt2" ] || printf '%-12s | %10s %10s | %s\n' "pytorch 2.x" "$(field ms_per_step "$pt2")" "$(field val_loss "$pt2")" \
+  "$threads threads, $pt2_name (compile $(field compile_s "$pt2") s apart)"
+printf '%-12s | %10s %10s | %s\n' "pytorch 1.13" "$pms" "$(field val_loss "$pt")" "$tt threads, $tn"
+[ -z "$pt2" ] || echo "speed ratio against PyTorch 2.x (its ms / libtensor ms, > 1: libtensor faster): $(awk "BEGIN{printf \"%.2f\", $(field ms_per_step "$pt2") / $lms}")"
+echo "speed ratio against PyTorch 1.13 (history): $(awk "BEGIN{printf \"%.2f\", $pms / $lms}")"
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -26,7 +26,10 @@
 # PyTorch at its best (bench/torch_env.sh explains the choices):
 # OMP_WAIT_POLICY=PASSIVE, OPENBLAS_CORETYPE unset, N threads, and each BLAS
 # it can be given (the system's, BLIS with the skx kernels; OpenBLAS if
-# present). Each is run in full and the faster one counts. libtensor runs on N threads with
+# present). Each is run in full and the faster one counts. PyTorch 2.x (the
+# reference environment, ./do.sh reference) gets its own row: the fastest of
+# torch2_setups (eager, torch.compile; compilation left out of ms/step); the
+# 1.13 row stays for history. libtensor runs on N threads with
 # OMP_WAIT_POLICY=PASSIVE. Needs Debian's dataset-fashion-mnist.
 set -eu
 
@@ -131,10 +134,28 @@ for m in $models; do
       best=$1 best_ev=$2 best_name=$name
     fi
   done <"$cands"
+  # PyTorch 2.x (the reference environment): each set-up of torch2_setups.
+  best2=; best2_ev=; best2_name=
+  if [ -n "$TORCH2_PY" ]; then
+    torch2_setups "$tmp/setups2"
+    while IFS='|' read -r name flags; do
+      # shellcheck disable=SC2086
+      env $TORCH_UNSET OMP_WAIT_POLICY=PASSIVE "$TORCH2_PY" "$script" --max-steps "$steps" --threads "$threads" $flags \
+        >"$tmp/pt.txt" 2>&1 || { echo "# PyTorch 2.x $name failed:"; tail -3 "$tmp/pt.txt"; continue; }
+      set -- $(pt_figures "$tmp/pt.txt")
+      if [ -z "$best2" ] || awk -v a="$1" -v b="$best2" 'BEGIN { exit !(a < b) }'; then
+        best2=$1 best2_ev=$2 best2_name="torch 2.x $name"
+      fi
+    done <"$tmp/setups2"
+  fi
   while read -r prec lt_ms lt_ev _acc; do
     label=$m; [ "$precisions" = f32 ] || label="$m $prec"
-    awk -v m="$label" -v a="$lt_ms" -v b="$lt_ev" -v c="$best" -v d="$best_ev" -v n="$best_name" 'BEGIN {
-      printf "%-5s | %10.2f %9.3f | %10.2f %9.3f | %9.2fx %9.2fx | %s\n", m, a, b, c, d, c / a, d / b, n }'
+    for side in 2 1; do
+      if [ "$side" = 2 ]; then c=$best2 d=$best2_ev n=$best2_name; else c=$best d=$best_ev n="torch 1.13 $best_name"; fi
+      [ -n "$c" ] || continue
+      awk -v m="$label" -v a="$lt_ms" -v b="$lt_ev" -v c="$c" -v d="$d" -v n="$n" 'BEGIN {
+        printf "%-5s | %10.2f %9.3f | %10.2f %9.3f | %9.2fx %9.2fx | %s\n", m, a, b, c, d, c / a, d / b, n }'
+    done
   done <"$tmp/lt_rows"
 done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg); ratio = PyTorch time / libtensor time (> 1: libtensor faster)"

@@ -86,9 +86,32 @@ while IFS='|' read -r name envs; do
     echo "# PyTorch with $name failed or took over ${lt_total}s:"; tail -3 "$tmp/pt$i.log"
   fi
 done <"$tmp/cands"
-[ -n "$best" ] || exit 1
-pt_ms=$(val "$tmp/pt$best.log" ms_per_step)
-pt_eval=$(val "$tmp/pt$best.log" eval_seconds)
-echo "ratio libtensor / best PyTorch: training $(awk "BEGIN{printf \"%.2f\", 1000*$lt_train/$lt_steps/$pt_ms}")x," \
-  "evaluation $(awk "BEGIN{printf \"%.2f\", $lt_eval/$pt_eval}")x (below 1: libtensor faster)"
+# PyTorch 2.x (the reference environment): each set-up of torch2_setups.
+best2=
+if [ -n "$TORCH2_PY" ]; then
+  torch2_setups "$tmp/setups2"
+  while IFS='|' read -r name flags; do
+    i=$((i + 1))
+    # shellcheck disable=SC2086,SC2046
+    if env $TORCH_UNSET $(torch_threads_env "$threads" passive) timeout "$lt_total" "$TORCH2_PY" \
+         "$here/vit_fashion_mnist_torch.py" $run_args --threads "$threads" $flags >"$tmp/pt$i.log" 2>&1; then
+      ms=$(val "$tmp/pt$i.log" ms_per_step)
+      printf '%-58s | %8.2f | %8.2fs | %7s | %s\n' "PyTorch 2.x $name (compile $(val "$tmp/pt$i.log" compile_seconds) s apart)" \
+        "$ms" "$(val "$tmp/pt$i.log" eval_seconds)" "$(val "$tmp/pt$i.log" test_accuracy)" "$(val "$tmp/pt$i.log" steps)"
+      if [ -z "$best2" ] || awk "BEGIN{exit !($ms < $(val "$tmp/pt$best2.log" ms_per_step))}"; then best2=$i; fi
+    else
+      echo "# PyTorch 2.x $name failed or took over ${lt_total}s:"; tail -3 "$tmp/pt$i.log"
+    fi
+  done <"$tmp/setups2"
+fi
+[ -n "$best" ] || [ -n "$best2" ] || exit 1
+for b in "$best2" "$best"; do
+  [ -n "$b" ] || continue
+  pt_ms=$(val "$tmp/pt$b.log" ms_per_step)
+  pt_eval=$(val "$tmp/pt$b.log" eval_seconds)
+  which="PyTorch 1.13 (history)"
+  [ "$b" != "$best2" ] || which="PyTorch 2.x"
+  echo "ratio libtensor / best $which: training $(awk "BEGIN{printf \"%.2f\", 1000*$lt_train/$lt_steps/$pt_ms}")x," \
+    "evaluation $(awk "BEGIN{printf \"%.2f\", $lt_eval/$pt_eval}")x (below 1: libtensor faster)"
+done
 echo "# load after: $(cut -d' ' -f1-3 /proc/loadavg)"

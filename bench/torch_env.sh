@@ -19,11 +19,25 @@
 # instead of spinning against the BLAS threads). How many threads each
 # script probes is its own choice (its header comment says).
 #
+# PyTorch 2.x is the reference environment's (./do.sh reference,
+# docs/testing.md): a pip wheel with MKL and oneDNN linked in, so none of the
+# BLAS choices below apply to it; what is chosen for it is the set-up (eager,
+# torch.compile, its mode) and the threads.
+#
 # Interface (each function prints its answer on stdout; nothing exits):
-#   TORCH_PY                  the Python that has torch: /usr/bin/python3
+#   TORCH_PY                  the Python that has Debian's torch 1.13: /usr/bin/python3
+#   TORCH2_PY                 the reference environment's Python (torch 2.x), or
+#                             empty when ./do.sh reference has not made it
+#                             ($LT_REFERENCE_DIR, else ~/.cache/libtensor/reference)
 #   TORCH_UNSET               the "env" flags that clear what would slow torch
 #                             or override its thread count:
 #                             env $TORCH_UNSET VAR=... "$TORCH_PY" script.py
+#   torch2_setups FILE [max-autotune]
+#                             writes PyTorch 2.x's set-ups to try to FILE, one
+#                             "name|twin flags" line each (bench/torch_setup.py
+#                             reads the flags): eager, torch.compile in its
+#                             default mode, and with "max-autotune" that mode
+#                             too; always the fused optimizer
 #   torch_sysblas             the BLAS library torch loads by default (a path
 #                             from /proc/self/maps), or "unknown"
 #   blis_arch_number ARCH     BLIS_ARCH_TYPE's number for a BLIS kernel set
@@ -54,8 +68,18 @@
 
 # shellcheck disable=SC2034 # used by the scripts that source this file
 TORCH_PY=/usr/bin/python3
+TORCH2_PY="${LT_REFERENCE_DIR:-${HOME:-/root}/.cache/libtensor/reference}/bin/python"
+[ -x "$TORCH2_PY" ] || TORCH2_PY=
 # shellcheck disable=SC2034
 TORCH_UNSET="-u OPENBLAS_CORETYPE -u OMP_NUM_THREADS -u OMP_WAIT_POLICY"
+
+torch2_setups() { # FILE [max-autotune]
+  {
+    echo "eager|--compile none --optim-impl fused"
+    echo "compile|--compile default --optim-impl fused"
+    [ "${2:-}" != max-autotune ] || echo "max-autotune|--compile max-autotune --optim-impl fused"
+  } >"$1"
+}
 
 torch_sysblas() {
   env -u LD_LIBRARY_PATH "$TORCH_PY" -c '

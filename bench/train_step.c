@@ -7,9 +7,12 @@
  * models in PyTorch; bench/run_train_bench.sh runs both and prints the ratios
  * (docs/benchmarks.md keeps the table).
  *
- * Usage: bench_train_step [--config small|medium|encdec|all] [--steps N]
- *                         [--warmup N] [--threads N] [--no-peak] [--csv]
+ * Usage: bench_train_step [--config small|medium|encdec|gpt2|gpt2-1024|all] [--steps N]
+ *                         [--warmup N] [--threads N] [--no-peak] [--bound] [--csv]
  *                         [--precision f32|bf16]
+ * --bound measures the memory bandwidth (a triad) and prints each
+ * configuration's physical bound: its products at the GEMM peak plus
+ * AdamW's 7 x 4 bytes per parameter at that bandwidth (issue 33).
  * --precision bf16 runs the steps (and the GEMM peak) under autocast
  * (lt_set_autocast: bf16 products with f32 accumulation; docs/mixed-precision.md).
  *
@@ -18,6 +21,10 @@
  *   medium  GPT-style: V 8192, C 512, 6 layers, 8 heads, T 256, B 8
  *   encdec  encoder-decoder: C 256, 3+3 layers, 4 heads, d_ff 1024,
  *           S = T = 64, B 32, V 1000
+ *   gpt2    GPT-2 124M (issue 33): V 50257, C 768, 12 layers, 12 heads,
+ *           1,024 learned positions, B 4, T 64 (llm.c's CPU default)
+ *   gpt2-1024  the same at T 1,024, B 4
+ * ("all" is the first three; the GPT-2 rows run by name.)
  * GPT: pre-norm, learned positions, tanh GELU, biases on every Linear, tied
  * output head, no dropout, d_ff 4C. Encoder-decoder: nn.Transformer's
  * defaults (post-norm, ReLU, dropout 0.1, final encoder and decoder norms)
@@ -115,12 +122,17 @@ typedef struct bench_config {
   const char *name;
   bool encdec;
   int64_t V, C, L, NH, dff, B, T; /* encdec: L layers in each stack, S = T */
+  int64_t P;                       /* learned positions (max_len); 0: T */
 } bench_config;
 
 static const bench_config configs[] = {
-    {"small", false, 256, 256, 4, 4, 1024, 16, 128},
-    {"medium", false, 8192, 512, 6, 8, 2048, 8, 256},
-    {"encdec", true, 1000, 256, 3, 4, 1024, 32, 64},
+    {"small", false, 256, 256, 4, 4, 1024, 16, 128, 0},
+    {"medium", false, 8192, 512, 6, 8, 2048, 8, 256, 0},
+    {"encdec", true, 1000, 256, 3, 4, 1024, 32, 64, 0},
+    /* GPT-2 124M (llm.c's model, vocabulary unpadded): llm.c's CPU default
+     * B 4, T 64, and the full context T 1,024. */
+    {"gpt2", false, 50257, 768, 12, 12, 3072, 4, 64, 1024},
+    {"gpt2-1024", false, 50257, 768, 12, 12, 3072, 4, 1024, 1024},
 };
 
 static lt_tf_config model_config(const bench_config *b) {
@@ -151,7 +163,7 @@ static lt_tf_config model_config(const bench_config *b) {
   c.d_model = b->C;
   c.n_heads = c.n_kv_heads = b->NH;
   c.d_ff = b->dff;
-  c.max_len = b->T;
+  c.max_len = b->P ? b->P : b->T;
   c.norm = LT_TF_LAYER_NORM;
   c.norm_eps = 1e-5;
   return c;
@@ -354,6 +366,36 @@ static result run_config(const bench_config *b, int warmup, int steps) {
   return R;
 }
 
+/* The memory bandwidth the optimizer sees, GB/s: a STREAM-style triad
+ * a[i] = b[i] + s * c[i] over three arrays of 2^26 floats (256 MiB each, far
+ * past the caches) on the library's thread count, 12 bytes per element
+ * (write-allocate traffic not counted, as STREAM does), best of 5 after a
+ * first touch. */
+static double triad_bandwidth(int threads) {
+  const size_t n = (size_t)1 << 26;
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
+  if (!a || !b || !c) die("bandwidth arrays");
+  double best = INFINITY;
+  for (int r = 0; r < 6; r++) {
+    const double t0 = now();
+#pragma omp parallel for num_threads(threads) schedule(static)
+    for (size_t i = 0; i < n; i++) a[i] = r == 0 ? 0.0f : b[i] + 0.5f * c[i];
+    if (r == 0) {
+#pragma omp parallel for num_threads(threads) schedule(static)
+      for (size_t i = 0; i < n; i++) b[i] = c[i] = 1.0f;
+      continue;
+    }
+    const double dt = now() - t0;
+    if (dt < best) best = dt;
+  }
+  volatile float sink = a[n / 2];
+  (void)sink;
+  free(a);
+  free(b);
+  free(c);
+  return 12.0 * (double)n / best * 1e-9;
+}
+
 /* GFLOP/s of one square f32 product through lt_matmul, best of a few. */
 static double gemm_peak(int64_t n, int reps) {
   lt_generator *g = lt_generator_new(7);
@@ -377,21 +419,22 @@ static double gemm_peak(int64_t n, int reps) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: bench_train_step [--config small|medium|encdec|all] [--steps N] [--warmup N] [--threads N]\n"
-          "                        [--no-peak] [--csv] [--precision f32|bf16] [--no-overlap] [--bucket-mb X] [--zero 0|1]\n");
+          "usage: bench_train_step [--config small|medium|encdec|gpt2|gpt2-1024|all] [--steps N] [--warmup N] [--threads N]\n"
+          "                        [--no-peak] [--bound] [--csv] [--precision f32|bf16] [--no-overlap] [--bucket-mb X] [--zero 0|1]\n");
   exit(2);
 }
 
 int main(int argc, char **argv) {
   const char *which = "all";
   int steps = 10, warmup = 2, threads = 0;
-  bool peak = true, csv = false, bf16 = false;
+  bool peak = true, csv = false, bf16 = false, bound = false;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
     else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
     else if (!strcmp(argv[i], "--no-peak")) peak = false;
+    else if (!strcmp(argv[i], "--bound")) bound = true;
     else if (!strcmp(argv[i], "--no-overlap")) g_overlap = false;
     else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) lt_dist_set_bucket_bytes((size_t)(atof(argv[++i]) * 1048576.0));
     else if (!strcmp(argv[i], "--csv")) csv = true;
@@ -416,14 +459,16 @@ int main(int argc, char **argv) {
            bf16 ? "bf16 (autocast)" : "f32", info.bf16_gemm,
            lt_dist_size() == 1 ? "" : g_overlap ? ", gradients reduced during backward" : ", gradients reduced after backward");
 
-  result res[3];
-  bool ran[3] = {false, false, false};
-  for (int k = 0; k < 3; k++) {
+  enum { NCONF = (int)(sizeof configs / sizeof configs[0]) };
+  result res[NCONF];
+  bool ran[NCONF] = {false}, any = false;
+  for (int k = 0; k < NCONF; k++) {
     if (strcmp(which, "all") && strcmp(which, configs[k].name)) continue;
+    if (!strcmp(which, "all") && configs[k].P) continue; /* "all": the three small models; GPT-2 by name */
     res[k] = run_config(&configs[k], warmup, steps);
-    ran[k] = true;
+    ran[k] = any = true;
   }
-  if (!ran[0] && !ran[1] && !ran[2]) usage();
+  if (!any) usage();
   /* After every step: the product's 3 x n^2 floats must not count in the peak RSS. */
   /* The peak as bench_gemm finds it: the best square size (512 is usually
    * the fastest here; 2048 is slower and noisier), best of several runs. */
@@ -436,11 +481,27 @@ int main(int argc, char **argv) {
   if (!csv && peak)
     printf("GEMM peak (lt_matmul f32%s, best of 512^3, 1024^3, 2048^3, %d threads): %.1f GFLOP/s\n",
            bf16 ? " under autocast" : "", info.num_threads, gpeak);
+  /* The physical bound of a step (issue 33): its products at the measured
+   * product peak, plus AdamW's traffic (parameter, gradient, m, v read;
+   * parameter, m, v written: 7 x 4 bytes per parameter) at the measured
+   * bandwidth. */
+  const double bw = bound ? triad_bandwidth(info.num_threads) : NAN;
+  if (bound && !csv && peak) {
+    printf("memory bandwidth (triad over 3 x 256 MiB, %d threads): %.1f GB/s\n", info.num_threads, bw);
+    for (int k = 0; k < NCONF; k++) {
+      if (!ran[k]) continue;
+      const double prod_s = res[k].gflop / gpeak, adam_s = 28.0 * (double)res[k].params / (bw * 1e9);
+      printf("%-9s bound: %.3f s = products %.2f GFLOP at %.1f GFLOP/s (%.3f s) + AdamW %.0f MB at %.1f GB/s (%.3f s); "
+             "median step %.3f s = %.0f%% of the bound's speed\n",
+             configs[k].name, prod_s + adam_s, res[k].gflop, gpeak, prod_s, 28.0 * (double)res[k].params * 1e-6, bw,
+             adam_s, res[k].ms_med * 1e-3, 100.0 * (prod_s + adam_s) / (res[k].ms_med * 1e-3));
+    }
+  }
   if (csv) printf("config,threads,params,tokens,tok_s,ms_med,ms_min,peak_mib,base_mib,gflop,gflops,frac_peak,loss0,loss1\n");
   else
     printf("%-7s %10s %8s %10s %9s %9s %9s %10s %8s %7s %9s\n", "config", "params", "tokens", "tokens/s", "ms med",
            "ms min", "peak MiB", "GFLOP/step", "GFLOP/s", "peak %", "loss");
-  for (int k = 0; k < 3; k++) {
+  for (int k = 0; k < NCONF; k++) {
     if (!ran[k]) continue;
     const result *R = &res[k];
     const double gfs = R->gflop / (R->ms_med * 1e-3);

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """bench/train_step_torch.py: the PyTorch side of bench/train_step.c.
 
 Times full training steps (forward, cross-entropy, backward, AdamW step,
@@ -8,8 +8,16 @@ tokens/s, ms/step (median and min), peak RSS (ru_maxrss of this process,
 which includes the ~200-300 MiB of the torch import; base_mib is the RSS
 before the model was built).
 
-Usage: /usr/bin/python3 bench/train_step_torch.py --config small [--steps N]
-       [--warmup N] [--threads N] [--precision f32|bf16] [--header]
+Usage: python3 bench/train_step_torch.py --config small [--steps N]
+       [--warmup N] [--threads N] [--precision f32|bf16]
+       [--compile none|default|max-autotune] [--optim-impl default|foreach|fused]
+       [--header]
+
+Runs on Debian's torch 1.13 (/usr/bin/python3) and on torch 2.x (the
+reference environment, ./do.sh reference). --compile and --optim-impl are the
+set-ups of bench/torch_setup.py; with --compile the warm-up steps include the
+compilation, which is reported apart (compile_s: the warm-up steps' time
+minus warmup x the median step) and never counted in tokens/s.
 
 --precision bf16 is PyTorch's CPU mixed precision as its documentation
 gives it: the forward and the loss under torch.autocast("cpu",
@@ -46,8 +54,14 @@ import torch
 import torch.nn as nn
 import torch.nn.functional as F
 
+import torch_setup
+
 CONFIGS = {
     "small": dict(encdec=False, V=256, C=256, L=4, NH=4, dff=1024, B=16, T=128),
+    # GPT-2 124M (llm.c's model with the unpadded vocabulary): B 4, T 64 is
+    # llm.c's CPU default; gpt2-1024 the model's full context.
+    "gpt2": dict(encdec=False, V=50257, C=768, L=12, NH=12, dff=3072, B=4, T=64, P=1024),
+    "gpt2-1024": dict(encdec=False, V=50257, C=768, L=12, NH=12, dff=3072, B=4, T=1024, P=1024),
     "medium": dict(encdec=False, V=8192, C=512, L=6, NH=8, dff=2048, B=8, T=256),
     "encdec": dict(encdec=True, V=1000, C=256, L=3, NH=4, dff=1024, B=32, T=64),
 }
@@ -92,10 +106,10 @@ class Block(nn.Module):
 
 
 class GPT(nn.Module):
-    def __init__(self, V, C, L, NH, dff, T):
+    def __init__(self, V, C, L, NH, dff, T, P=None):
         super().__init__()
         self.wte = nn.Embedding(V, C)
-        self.wpe = nn.Embedding(T, C)
+        self.wpe = nn.Embedding(P or T, C)
         nn.init.normal_(self.wte.weight, 0.0, 0.02)
         nn.init.normal_(self.wpe.weight, 0.0, 0.02)
         self.blocks = nn.ModuleList([Block(C, NH, dff) for _ in range(L)])
@@ -131,17 +145,18 @@ class EncDec(nn.Module):
         return self.head(y)
 
 
-def run(name, steps, warmup, bf16=False):
+def run(name, steps, warmup, setup, bf16=False):
     c = CONFIGS[name]
     base = rss_mib()
     torch.manual_seed(1234)
     if c["encdec"]:
         model = EncDec(c["V"], c["C"], c["L"], c["NH"], c["dff"], c["T"])
     else:
-        model = GPT(c["V"], c["C"], c["L"], c["NH"], c["dff"], c["T"])
+        model = GPT(c["V"], c["C"], c["L"], c["NH"], c["dff"], c["T"], c.get("P"))
     model.train()
     params = sum(p.numel() for p in model.parameters())
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3, weight_decay=0.01, **torch_setup.optim_kwargs(setup))
+    fwd = torch_setup.wrap(model, setup)
     g = torch.Generator().manual_seed(42)
     B, T, V = c["B"], c["T"], c["V"]
     if c["encdec"]:
@@ -154,11 +169,11 @@ def run(name, steps, warmup, bf16=False):
         x, y = ids[:, :T].contiguous(), ids[:, 1:].contiguous()
         src = None
         tokens = B * T
-    ms, losses = [], []
+    ms, losses, warm_s = [], [], []
     for s in range(warmup + steps):
         t0 = time.perf_counter()
         with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
-            logits = model(src, x) if c["encdec"] else model(x)
+            logits = fwd(src, x) if c["encdec"] else fwd(x)
             loss = F.cross_entropy(logits.view(-1, V), y.view(-1))
         loss.backward()
         opt.step()
@@ -167,12 +182,15 @@ def run(name, steps, warmup, bf16=False):
         losses.append(loss.item())
         if s >= warmup:
             ms.append(dt * 1e3)
+        else:
+            warm_s.append(dt)
     peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024.0
     ms.sort()
     n = len(ms)
     med = ms[n // 2] if n % 2 else 0.5 * (ms[n // 2 - 1] + ms[n // 2])
     return dict(params=params, tokens=tokens, tok_s=tokens / (med * 1e-3), ms_med=med, ms_min=ms[0],
-                peak_mib=peak, base_mib=base, loss0=losses[0], loss1=losses[-1])
+                peak_mib=peak, base_mib=base, loss0=losses[0], loss1=losses[-1],
+                compile_s=torch_setup.compile_seconds(warm_s, med * 1e-3, setup))
 
 
 def main():
@@ -182,17 +200,22 @@ def main():
     ap.add_argument("--warmup", type=int, default=2)
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--precision", choices=("f32", "bf16"), default="f32")
+    torch_setup.add_args(ap)
     ap.add_argument("--header", action="store_true")
     a = ap.parse_args()
+    torch_setup.check(a)
+    if a.compile != "none" and a.warmup < 1:
+        sys.exit("train_step_torch.py: --compile needs --warmup 1 or more (the first step compiles)")
     torch.set_num_threads(a.threads)
     env = " ".join(f"{k}={os.environ.get(k, '(unset)')}" for k in
                    ("OPENBLAS_CORETYPE", "OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "OMP_WAIT_POLICY"))
-    print(f"# torch {torch.__version__}, torch threads {torch.get_num_threads()}, {env}", file=sys.stderr)
-    r = run(a.config, a.steps, a.warmup, a.precision == "bf16")
+    print(f"# {torch_setup.describe(a)}, torch threads {torch.get_num_threads()}, {env}", file=sys.stderr)
+    r = run(a.config, a.steps, a.warmup, a, a.precision == "bf16")
     if a.header:
-        print("config,torch_threads,params,tokens,tok_s,ms_med,ms_min,peak_mib,base_mib,loss0,loss1")
+        print("config,torch_threads,params,tokens,tok_s,ms_med,ms_min,peak_mib,base_mib,loss0,loss1,compile_s")
     print(f"{a.config},{torch.get_num_threads()},{r['params']},{r['tokens']},{r['tok_s']:.1f},{r['ms_med']:.2f},"
-          f"{r['ms_min']:.2f},{r['peak_mib']:.1f},{r['base_mib']:.1f},{r['loss0']:.4f},{r['loss1']:.4f}")
+          f"{r['ms_min']:.2f},{r['peak_mib']:.1f},{r['base_mib']:.1f},{r['loss0']:.4f},{r['loss1']:.4f},"
+          f"{r['compile_s']:.1f}")
 
 
 if __name__ == "__main__":

@@ -92,9 +92,12 @@ const char *lt_cli_precision_name(int i); /* "f32", "bf16"; "unknown" out of ran
  *   LT_CLI_GROUP  no field: a heading in --help (name is its title) */
 typedef enum { LT_CLI_INT, LT_CLI_DOUBLE, LT_CLI_STRING, LT_CLI_BOOL, LT_CLI_ENUM, LT_CLI_GROUP } lt_cli_kind;
 
-/* lt_cli_opt.flags: the DOUBLE range excludes dmin / dmax. Bits from
- * LT_CLI_USER up are the caller's own (train marks model, state and run flags). */
-enum { LT_CLI_MIN_OPEN = 1u, LT_CLI_MAX_OPEN = 2u, LT_CLI_USER = 1u << 8 };
+/* lt_cli_opt.flags: the DOUBLE range excludes dmin / dmax. LT_CLI_UNSET_SAVED:
+ * the default, when outside the range (a "not given" marker such as -1 "by
+ * task"), is saved as it is, and lt_cli_from_meta reads it back; every other
+ * saved value must be in its option's range. Bits from LT_CLI_USER up are the
+ * caller's own (train marks model, state and run flags). */
+enum { LT_CLI_MIN_OPEN = 1u, LT_CLI_MAX_OPEN = 2u, LT_CLI_UNSET_SAVED = 4u, LT_CLI_USER = 1u << 8 };
 
 typedef struct lt_cli_opt {
   const char *name;                 /* the flag without "--"; LT_CLI_GROUP: the heading */

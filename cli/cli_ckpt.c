@@ -83,7 +83,8 @@ lt_status lt_cli_from_meta(const lt_cli *cli, void *values, unsigned skip, const
       return lt_error_set(LT_ERR_FORMAT, "checkpoint '%s': the saved setting '%s' is not of the type of --%s", what,
                           key, d->name);
     char why[512];
-    if (!(cli->defaults && lt_cli_same_value(d, values, cli->defaults)) && !lt_cli_check(d, values, why, sizeof why))
+    const bool unset = (d->flags & LT_CLI_UNSET_SAVED) && cli->defaults && lt_cli_same_value(d, values, cli->defaults);
+    if (!unset && !lt_cli_check(d, values, why, sizeof why))
       return lt_error_set(LT_ERR_FORMAT, "checkpoint '%s': the saved setting '%s' is out of range: %s", what, key, why);
   }
   return LT_OK;

@@ -12,6 +12,8 @@
 #include "tensor/storage_internal.h"
 #include "autograd/autograd.h"
 
+#include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -316,6 +318,32 @@ static int differing_ranks(const uint64_t *all, size_t stride, size_t i, char *b
   return count;
 }
 
+/* The value text shown for each rank in a mismatch message: the first
+ * VALUE_SHOWN - 1 bytes (the comparison itself hashes the whole value). */
+#define VALUE_SHOWN 256
+
+/* Appends to buf (size bytes, len used) as snprintf would, never past the end. */
+static size_t append(char *buf, size_t size, size_t len, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+static size_t append(char *buf, size_t size, size_t len, const char *fmt, ...) {
+  if (len + 1 >= size) return len;
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(buf + len, size - len, fmt, ap);
+  va_end(ap);
+  return n < 0 ? len : len + (size_t)n >= size ? size - 1 : len + (size_t)n;
+}
+
+/* One value of every rank, to be shown: each rank sends its first
+ * VALUE_SHOWN - 1 bytes, so that the message names the value of every rank
+ * that differs from rank 0. A collective call (every rank, the same value
+ * index); text[size * VALUE_SHOWN] receives them in rank order. */
+static lt_status gather_shown(const char *value, char *text) {
+  char mine[VALUE_SHOWN] = {0};
+  size_t n = strlen(value);
+  memcpy(mine, value, n < VALUE_SHOWN - 1 ? n : VALUE_SHOWN - 1);
+  return gather8(mine, VALUE_SHOWN / 8, text);
+}
+
 lt_status lt_dist_check_same(const char *what, int n, const char *const *names, const char *const *values) {
   if (!what) what = "dist";
   if (n < 0 || n > MAX_SCALARS - 1) return lt__err(LT_ERR_INVALID, "%s: check_same: n %d: must be in [0, %d]", what, n, MAX_SCALARS - 1);
@@ -348,17 +376,42 @@ lt_status lt_dist_check_same(const char *what, int n, const char *const *names, 
     mine[i + 1] = fnv(h, values[i], strlen(values[i]));
   }
   if (s == LT_OK) s = gather8(mine, n + 1, all);
+  /* the first value that differs (the names of the others listed), then its text on every rank */
+  const size_t stride = (size_t)n + 1;
+  int first = -1, more = 0;
+  char others[512] = "";
+  size_t olen = 0;
   for (int i = 1; i <= n && s == LT_OK; i++) {
-    char ranks[128];
-    int bad = differing_ranks(all, (size_t)n + 1, (size_t)i, ranks, sizeof ranks);
-    if (!bad) continue;
-    if (W.rank == 0)
-      s = lt__err(LT_ERR_INVALID, "%s: the configuration differs across ranks: '%s' is '%s' on rank 0 and different on rank%s %s",
-                  what, names[i - 1], values[i - 1], bad > 1 ? "s" : "", ranks);
-    else
-      s = lt__err(LT_ERR_INVALID, "%s: the configuration differs across ranks: '%s' is '%s' on rank %d, which differs from "
-                  "rank 0's (see rank 0's message)", what, names[i - 1], values[i - 1], W.rank);
+    bool differs = false;
+    for (int r = 1; r < W.size && !differs; r++) differs = all[(size_t)r * stride + (size_t)i] != all[i];
+    if (!differs) continue;
+    if (first < 0) first = i;
+    else olen = append(others, sizeof others, olen, "%s'%s'", more++ ? ", " : "", names[i - 1]);
   }
+  char *text = first >= 0 ? malloc((size_t)W.size * VALUE_SHOWN) : NULL;
+  if (first >= 0 && !text) s = lt__err(LT_ERR_NOMEM, "%s: check_same: out of memory", what);
+  if (text && (s = gather_shown(values[first - 1], text)) == LT_OK) {
+    /* "'--batch' is '4' on rank 0, '3' on rank 1": every rank that differs from rank 0, with its value */
+    char msg[4096];
+    const char *cut = strlen(text) == VALUE_SHOWN - 1 ? "..." : "";
+    size_t len = append(msg, sizeof msg, 0, "'%s' is '%s%s' on rank 0", names[first - 1], text, cut);
+    int shown = 0, bad = 0;
+    bool same_shown = true; /* all shown texts equal: the values differ past what is shown */
+    for (int r = 1; r < W.size; r++) {
+      if (all[(size_t)r * stride + (size_t)first] == all[first]) continue;
+      const char *t = text + (size_t)r * VALUE_SHOWN;
+      same_shown &= strcmp(t, text) == 0;
+      if (bad++ < 16) {
+        len = append(msg, sizeof msg, len, ", '%s%s' on rank %d", t, strlen(t) == VALUE_SHOWN - 1 ? "..." : "", r);
+        shown++;
+      }
+    }
+    if (bad > shown) len = append(msg, sizeof msg, len, " (and on %d more ranks)", bad - shown);
+    if (same_shown) len = append(msg, sizeof msg, len, " (the values differ after byte %d)", VALUE_SHOWN - 1);
+    s = lt__err(LT_ERR_INVALID, "%s: the configuration differs across ranks: %s%s%s%s", what, msg,
+                more ? "; also " : "", others, more ? (more > 1 ? " differ" : " differs") : "");
+  }
+  free(text);
   free(mine), free(all);
   return s;
 }

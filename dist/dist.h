@@ -130,12 +130,14 @@ lt_status lt_dist_allreduce_f64(double *v, int n, lt_dist_op op);
 lt_status lt_dist_allreduce_i64(int64_t *v, int n, lt_dist_op op);
 
 /* Checks that n named values (strings, borrowed; a program formats its
- * flags, a model its sizes) are identical on every rank. what names the
- * caller ("train", "trainer"). On a difference every rank returns
- * LT_ERR_INVALID; rank 0's message names the value and the ranks:
- * "train: the configuration differs across ranks: 'batch' is '8' on rank 0
- * and different on ranks 1" (other ranks: "... differs from rank 0's: see
- * rank 0's message"). Also an error if n differs. */
+ * flags, a model its sizes) are identical on every rank, each compared whole
+ * (a 64-bit hash of its name and all of its bytes). what names the caller
+ * ("train", "trainer"). On a difference every rank returns LT_ERR_INVALID
+ * with the same message, naming the first value that differs, its value on
+ * rank 0 and on every rank that differs (up to 16 listed; each shown up to
+ * 255 bytes), then the names of the other values that differ:
+ * "train: the configuration differs across ranks: '--batch' is '8' on rank
+ * 0, '9' on rank 1; also '--lr' differs". Also an error if n differs. */
 lt_status lt_dist_check_same(const char *what, int n, const char *const *names, const char *const *values);
 
 /* A 64-bit hash of every parameter's and buffer's name, shape, dtype and

@@ -25,6 +25,7 @@
  */
 #include <libtensor/libtensor.h>
 
+#include <errno.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -72,37 +73,51 @@ static _Noreturn void bad_usage(const char *fmt, ...) {
   exit(2);
 }
 
+/* Each flag's range: a value outside it (or one that does not fit in 64
+ * bits: strtoll's ERANGE) is a usage error naming the flag, never a
+ * saturated or wrapped count. --sample generates that many characters. */
+static const struct {
+  const char *flag;
+  long long lo, hi;
+} RANGES[] = {{"--steps", 1, 1000000000000LL}, {"--batch", 1, 65536},   {"--seq", 1, 1 << 20},
+              {"--embed", 1, 65536},             {"--hidden", 1, 65536}, {"--layers", 1, 1024},
+              {"--seed", 0, INT64_MAX},          {"--sample", 0, 1 << 20}, {"--eval-every", 0, 1000000000000LL},
+              {"--threads", 0, 1024}};
+
 static opts parse(int argc, char **argv) {
   opts o = {"/usr/share/common-licenses/GPL-3", 300, 32, 64, 64, 256, 1, 200, 0, 0, 2e-3, 1};
-  static const char *const flags[] = {"--data",  "--lr",     "--steps", "--batch",  "--seq",        "--embed",
-                                      "--hidden", "--layers", "--seed",  "--sample", "--eval-every", "--threads"};
   for (int i = 1; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) usage(stdout), exit(0);
-    bool known = false;
-    for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++) known = known || !strcmp(a, flags[k]);
-    if (!known) bad_usage("unknown flag '%s'", a);
+    int k = -1;
+    for (int j = 0; j < (int)(sizeof RANGES / sizeof RANGES[0]); j++)
+      if (!strcmp(a, RANGES[j].flag)) k = j;
+    if (k < 0 && strcmp(a, "--data") && strcmp(a, "--lr")) bad_usage("unknown flag '%s'", a);
     if (!v) bad_usage("%s needs a value", a);
-    char *end = NULL;
-    const long long n = strtoll(v, &end, 10);
-    const bool is_int = *v && !*end && n >= 0;
-    if (!strcmp(a, "--data")) o.data = v;
-    else if (!strcmp(a, "--lr")) o.lr = strtod(v, NULL);
-    else if (!is_int) bad_usage("%s needs a count, got '%s'", a, v);
-    else if (!strcmp(a, "--steps")) o.steps = n;
-    else if (!strcmp(a, "--batch")) o.batch = n;
-    else if (!strcmp(a, "--seq")) o.seq = n;
-    else if (!strcmp(a, "--embed")) o.embed = n;
-    else if (!strcmp(a, "--hidden")) o.hidden = n;
-    else if (!strcmp(a, "--layers")) o.layers = n;
-    else if (!strcmp(a, "--seed")) o.seed = (uint64_t)n;
-    else if (!strcmp(a, "--sample")) o.sample = n;
-    else if (!strcmp(a, "--eval-every")) o.eval_every = n;
-    else o.threads = n; /* --threads */
     i++;
+    if (!strcmp(a, "--data")) {
+      o.data = v;
+      continue;
+    }
+    char *end = NULL;
+    errno = 0;
+    if (!strcmp(a, "--lr")) {
+      o.lr = strtod(v, &end);
+      if (!*v || *end || errno == ERANGE || !isfinite(o.lr) || !(o.lr > 0) || o.lr > 1e3)
+        bad_usage("--lr %s: must be a number in (0, 1000]", v);
+      continue;
+    }
+    const long long n = strtoll(v, &end, 10);
+    if (!*v || *end || errno == ERANGE || n < RANGES[k].lo || n > RANGES[k].hi)
+      bad_usage("%s %s: must be a whole number in [%lld, %lld]", a, v, RANGES[k].lo, RANGES[k].hi);
+    int64_t *field[] = {&o.steps, &o.batch, &o.seq, &o.embed, &o.hidden, &o.layers, NULL, &o.sample,
+                        &o.eval_every, &o.threads};
+    if (field[k]) *field[k] = n;
+    else o.seed = (uint64_t)n; /* --seed */
   }
-  if (o.steps < 1 || o.batch < 1 || o.seq < 1 || o.embed < 1 || o.hidden < 1 || o.layers < 1 || !(o.lr > 0))
-    bad_usage("sizes, steps and lr must be positive");
+  int64_t tokens;
+  if (__builtin_mul_overflow(o.batch, o.seq, &tokens) || tokens > (int64_t)1 << 24)
+    bad_usage("--batch %lld x --seq %lld: at most 2^24 characters per step", (long long)o.batch, (long long)o.seq);
   return o;
 }
 

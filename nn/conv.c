@@ -678,6 +678,29 @@ lt_tensor *lt_conv1d(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
   return y;
 }
 
+lt_tensor *lt_conv_transpose1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias,
+                               const lt_conv_opts *opts) {
+  const char *op = "conv_transpose1d";
+  if (!x) return lt__err_null(op, "x"), NULL;
+  if (!weight) return lt__err_null(op, "weight"), NULL;
+  if (x->ndim != 3 || weight->ndim != 3)
+    return lt__err(LT_ERR_SHAPE, "%s: x is %s, weight is %s: x must be [N, C_in, L] and weight [C_in, C_out/groups, k]",
+                   op, LT__D(x), LT__D(weight)),
+           NULL;
+  const lt_conv_opts *o = opts ? opts : &conv_defaults;
+  lt_conv_opts o2 = *o;
+  o2.stride[0] = 1, o2.stride[1] = o->stride[0];
+  o2.padding[0] = 0, o2.padding[1] = o->padding[0];
+  o2.dilation[0] = 1, o2.dilation[1] = o->dilation[0];
+  o2.output_padding[0] = 0, o2.output_padding[1] = o->output_padding[0];
+  lt_tensor *x4 = lt_unsqueeze(x, 2), *w4 = lt_unsqueeze(weight, 2), *y4 = NULL, *y = NULL;
+  if (x4 && w4 && (y4 = lt_conv_transpose2d(x4, w4, bias, &o2))) y = lt_squeeze(y4, 2);
+  lt_tensor_free(x4);
+  lt_tensor_free(w4);
+  lt_tensor_free(y4);
+  return y;
+}
+
 /* ======================================================================== */
 /* unfold / fold                                                            */
 /* ======================================================================== */

@@ -67,6 +67,32 @@ lt_tensor *lt_conv1d(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
 lt_tensor *lt_conv_transpose2d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias,
                                const lt_conv_opts *opts);
 
+/* torch.nn.functional.conv_transpose1d: x [N, C_in, L], weight [C_in,
+ * C_out/groups, k], bias [C_out] or NULL; options [0] (output_padding[0]
+ * too). Returns [N, C_out, OL], OL = (L - 1) s - 2 p + d (k - 1) + op + 1.
+ * Composed as lt_conv_transpose2d on [N, C, 1, L] views. */
+lt_tensor *lt_conv_transpose1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias,
+                               const lt_conv_opts *opts);
+
+/* torch.nn.functional.interpolate (nn.Upsample is this with fixed options;
+ * it has no parameters): x [N, C, L] (1 spatial dim) or [N, C, H, W] (2).
+ * mode NEAREST: output i takes input floor(i * scale) (PyTorch's "nearest",
+ * clamped to the last row); LINEAR: "linear" for 3-d x, "bilinear" for 4-d,
+ * separable, the source position (i + 0.5) scale - 0.5 clamped at 0
+ * (align_corners false) or i (in - 1) / (out - 1) (align_corners true).
+ * scale is in / out when size[d] is given, else 1 / scale_factor[d], with
+ * out = floor(in * scale_factor[d]) (PyTorch's recompute_scale_factor=None).
+ * Composed of index_select and arithmetic: differentiable for float x
+ * (the gradient of each output summed into its sources). Returns new. */
+typedef enum { LT_INTERP_NEAREST, LT_INTERP_LINEAR } lt_interp_mode;
+typedef struct lt_interpolate_opts {
+  lt_interp_mode mode;
+  int64_t size[2];          /* output size per spatial dim ([0] H or L, [1] W); 0: from scale_factor */
+  double scale_factor[2];   /* > 0, used where size is 0 */
+  bool align_corners;       /* LINEAR only (PyTorch refuses it for nearest) */
+} lt_interpolate_opts;
+lt_tensor *lt_interpolate(const lt_tensor *x, const lt_interpolate_opts *opts);
+
 /* torch.nn.functional.unfold (im2col): x [N, C, H, W] -> [N, C kh kw, L], L
  * the number of kernel positions; row (c, i, j) holds x[n, c] under kernel
  * element (i, j), zero in the padding. stride/padding/dilation of opts (NULL:
@@ -152,6 +178,33 @@ typedef struct lt_conv1d_m {
 lt_status lt_conv1d_init(lt_conv1d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t k,
                          const lt_conv_opts *opts, bool bias, lt_generator *g);
 lt_tensor *lt_conv1d_forward(const lt_conv1d_m *m, const lt_tensor *x); /* lt_conv1d with m's parameters */
+
+/* torch.nn.ConvTranspose2d / ConvTranspose1d: parameters "<name>.weight"
+ * [C_in, C_out/groups, kh, kw] (1-d: [C_in, C_out/groups, k]) and
+ * "<name>.bias" [C_out] (if bias), initialised as PyTorch's
+ * reset_parameters (kaiming_uniform(a = sqrt(5)) with fan_in = C_out/groups
+ * kh kw, the bias uniform in +-1/sqrt(fan_in)); opts (NULL: defaults) holds
+ * stride, padding, output_padding, dilation, groups (forward's output_size
+ * argument is output_padding chosen by the caller). Ownership and errors as
+ * Conv2d's. */
+typedef struct lt_conv_transpose2d_m {
+  lt_tensor *weight; /* [C_in, C_out/groups, kh, kw] */
+  lt_tensor *bias;   /* [C_out] or NULL */
+  lt_conv_opts opts;
+} lt_conv_transpose2d_m;
+lt_status lt_conv_transpose2d_init(lt_conv_transpose2d_m *m, lt_params *p, const char *name, int64_t C_in,
+                                   int64_t C_out, int64_t kh, int64_t kw, const lt_conv_opts *opts, bool bias,
+                                   lt_generator *g);
+lt_tensor *lt_conv_transpose2d_forward(const lt_conv_transpose2d_m *m, const lt_tensor *x);
+
+typedef struct lt_conv_transpose1d_m {
+  lt_tensor *weight; /* [C_in, C_out/groups, k] */
+  lt_tensor *bias;   /* [C_out] or NULL */
+  lt_conv_opts opts;
+} lt_conv_transpose1d_m;
+lt_status lt_conv_transpose1d_init(lt_conv_transpose1d_m *m, lt_params *p, const char *name, int64_t C_in,
+                                   int64_t C_out, int64_t k, const lt_conv_opts *opts, bool bias, lt_generator *g);
+lt_tensor *lt_conv_transpose1d_forward(const lt_conv_transpose1d_m *m, const lt_tensor *x);
 
 #ifdef __cplusplus
 }

@@ -116,7 +116,7 @@ static lt_status check_eps(const char *op, const char *name, double eps) {
  * Linear and Conv: weight kaiming_uniform(a = sqrt(5)), bias
  * U(-1/sqrt(fan_in), 1/sqrt(fan_in)) with fan_in the product of the weight's
  * dims after the first (bound 0 when it is 0). */
-static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, const int64_t *shape, bool bias,
+static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, const int64_t *shape, int64_t nbias, bool bias,
                                       lt_generator *g, lt_tensor **wout, lt_tensor **bout) {
   lt_tensor *w = new_param(ndim, shape);
   lt_status s = w ? lt_init_kaiming_uniform_(g, w, sqrt(5.0)) : lt_last_status();
@@ -130,7 +130,7 @@ static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, 
     int64_t fan_in = 1;
     for (int d = 1; d < ndim; d++) fan_in *= shape[d];
     const double bound = fan_in > 0 ? 1.0 / sqrt((double)fan_in) : 0.0;
-    b = new_param(LT_SHAPE(shape[0]));
+    b = new_param(LT_SHAPE(nbias));
     bool prev = lt_set_grad_enabled(false);
     s = b ? lt_uniform_(g, b, -bound, bound) : lt_last_status();
     lt_set_grad_enabled(prev);
@@ -148,7 +148,7 @@ static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, 
 /* Creates and registers "<name>.weight" [out, in] (and "<name>.bias" [out]). */
 static lt_status linear_register(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out,
                                  bool bias, lt_generator *g) {
-  return register_weight_bias(p, name, 2, (const int64_t[]){out, in}, bias, g, &m->weight, &m->bias);
+  return register_weight_bias(p, name, 2, (const int64_t[]){out, in}, out, bias, g, &m->weight, &m->bias);
 }
 
 lt_status lt_linear_init(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
@@ -188,7 +188,22 @@ static lt_status conv_register(const char *op, lt_tensor **wout, lt_tensor **bou
                    "and groups must divide both channel counts",
                    op, name, (long long)cin, (long long)cout, (long long)k[0], (long long)o->groups);
   const int64_t shape[4] = {cout, cin / o->groups, k[0], nk == 2 ? k[1] : 1};
-  return register_weight_bias(p, name, 2 + nk, shape, bias, g, wout, bout);
+  return register_weight_bias(p, name, 2 + nk, shape, cout, bias, g, wout, bout);
+}
+
+/* The transposed convolutions' "<name>.weight" [C_in, C_out/groups, k...]
+ * and "<name>.bias" [C_out], as nn.ConvTranspose2d's reset_parameters (the
+ * same rule as Conv2d's on this weight: fan_in = C_out/groups k...). */
+static lt_status convt_register(const char *op, lt_tensor **wout, lt_tensor **bout, lt_params *p, const char *name,
+                                int64_t cin, int64_t cout, int nk, const int64_t *k, const lt_conv_opts *o, bool bias,
+                                lt_generator *g) {
+  if (o->groups < 1 || cin < 1 || cout < 1 || cin % o->groups != 0 || cout % o->groups != 0 || k[0] < 1 ||
+      (nk == 2 && k[1] < 1))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': C_in %lld, C_out %lld, kernel %lld, groups %lld: sizes must be >= 1 "
+                   "and groups must divide both channel counts",
+                   op, name, (long long)cin, (long long)cout, (long long)k[0], (long long)o->groups);
+  const int64_t shape[4] = {cin, cout / o->groups, k[0], nk == 2 ? k[1] : 1};
+  return register_weight_bias(p, name, 2 + nk, shape, cout, bias, g, wout, bout);
 }
 
 lt_status lt_conv2d_init(lt_conv2d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t kh,
@@ -228,6 +243,46 @@ lt_status lt_conv1d_init(lt_conv1d_m *m, lt_params *p, const char *name, int64_t
 lt_tensor *lt_conv1d_forward(const lt_conv1d_m *m, const lt_tensor *x) {
   if (!m) return lt__err(LT_ERR_NULL, "conv1d_forward: the module is NULL"), NULL;
   return lt_conv1d(x, m->weight, m->bias, &m->opts);
+}
+
+lt_status lt_conv_transpose2d_init(lt_conv_transpose2d_m *m, lt_params *p, const char *name, int64_t C_in,
+                                   int64_t C_out, int64_t kh, int64_t kw, const lt_conv_opts *opts, bool bias,
+                                   lt_generator *g) {
+  const char *op = "conv_transpose2d_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  lt_conv_transpose2d_m tmp = {.opts = opts ? *opts : LT_CONV_OPTS_DEFAULT};
+  reg_mark mk = mark_begin(p, g);
+  if ((s = convt_register(op, &tmp.weight, &tmp.bias, p, name, C_in, C_out, 2, (const int64_t[]){kh, kw}, &tmp.opts,
+                          bias, g)) != LT_OK)
+    return mark_rollback(&mk, s);
+  *m = tmp;
+  return LT_OK;
+}
+
+lt_tensor *lt_conv_transpose2d_forward(const lt_conv_transpose2d_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "conv_transpose2d_forward: the module is NULL"), NULL;
+  return lt_conv_transpose2d(x, m->weight, m->bias, &m->opts);
+}
+
+lt_status lt_conv_transpose1d_init(lt_conv_transpose1d_m *m, lt_params *p, const char *name, int64_t C_in,
+                                   int64_t C_out, int64_t k, const lt_conv_opts *opts, bool bias, lt_generator *g) {
+  const char *op = "conv_transpose1d_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  lt_conv_transpose1d_m tmp = {.opts = opts ? *opts : LT_CONV_OPTS_DEFAULT};
+  reg_mark mk = mark_begin(p, g);
+  if ((s = convt_register(op, &tmp.weight, &tmp.bias, p, name, C_in, C_out, 1, &k, &tmp.opts, bias, g)) != LT_OK)
+    return mark_rollback(&mk, s);
+  *m = tmp;
+  return LT_OK;
+}
+
+lt_tensor *lt_conv_transpose1d_forward(const lt_conv_transpose1d_m *m, const lt_tensor *x) {
+  if (!m) return lt__err(LT_ERR_NULL, "conv_transpose1d_forward: the module is NULL"), NULL;
+  return lt_conv_transpose1d(x, m->weight, m->bias, &m->opts);
 }
 
 /* ======================================================================== */
@@ -508,45 +563,78 @@ lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *
 /* LSTM (nn/lstm.h; the forward is in nn/lstm.c)                            */
 /* ======================================================================== */
 
+/* The arrays of one recurrent module: [direction][layer] weight_ih,
+ * weight_hh, bias_ih, bias_hh (the LSTM's and the GRU's structs). */
+typedef struct rnn_slots {
+  lt_tensor **w[2][4];
+} rnn_slots;
+
+/* Registers nn.LSTM's (G = 4) or nn.GRU's (G = 3) parameters in PyTorch's
+ * order (layer by layer, the reverse direction after the forward one, each
+ * weight_ih, weight_hh, bias_ih, bias_hh), each U(-1/sqrt(H), 1/sqrt(H)). */
+static lt_status rnn_register(const char *op, lt_params *p, const char *name, int64_t input_size, int64_t hidden_size,
+                              int64_t G, const lt_lstm_opts *o, lt_generator *g, const rnn_slots *sl) {
+  if (input_size < 1 || hidden_size < 1 ||
+      hidden_size > INT64_MAX / 8 / (input_size > hidden_size ? input_size : hidden_size))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': input_size %lld and hidden_size %lld must be >= 1 (and %lld * hidden_size * size must fit)", op,
+                   name, (long long)input_size, (long long)hidden_size, (long long)(2 * G));
+  if (o->num_layers < 1 || o->num_layers > LT_LSTM_MAX_LAYERS)
+    return lt__err(LT_ERR_INVALID, "%s: '%s': num_layers %lld must be in [1, %d]", op, name, (long long)o->num_layers,
+                   LT_LSTM_MAX_LAYERS);
+  if (!(o->dropout >= 0 && o->dropout <= 1))
+    return lt__err(LT_ERR_INVALID, "%s: '%s': dropout %g must be in [0, 1]", op, name, o->dropout);
+  const double bound = 1.0 / sqrt((double)hidden_size);
+  const int64_t HG = G * hidden_size, D = o->bidirectional ? 2 : 1;
+  for (int l = 0; l < o->num_layers; l++)
+    for (int d = 0; d < D; d++) {
+      const char *leaf[4] = {"weight_ih_l%d%s", "weight_hh_l%d%s", "bias_ih_l%d%s", "bias_hh_l%d%s"};
+      for (int k = 0; k < (o->bias ? 4 : 2); k++) {
+        char lname[48];
+        snprintf(lname, sizeof lname, leaf[k], l, d ? "_reverse" : "");
+        lt_tensor *t = k < 2 ? new_param(LT_SHAPE(HG, k == 0 ? (l == 0 ? input_size : D * hidden_size) : hidden_size))
+                             : new_param(LT_SHAPE(HG));
+        lt_status s = LT_OK;
+        if (t) {
+          bool prev = lt_set_grad_enabled(false);
+          s = lt_uniform_(g, t, -bound, bound);
+          lt_set_grad_enabled(prev);
+          if (s != LT_OK) lt_tensor_free(t), t = NULL;
+        }
+        if ((s = add_param(p, name, lname, t, k < 2 ? LT_PARAM_DEFAULT : LT_PARAM_NO_DECAY)) != LT_OK) return s;
+        sl->w[d][k][l] = t;
+      }
+    }
+  return LT_OK;
+}
+
 lt_status lt_lstm_init(lt_lstm_m *m, lt_params *p, const char *name, int64_t input_size, int64_t hidden_size,
                        const lt_lstm_opts *opts, lt_generator *g) {
   const char *op = "lstm_init";
   lt_status s = check_common(op, m, p, name);
   if (s != LT_OK) return s;
   if (!g) return lt__err_null(op, "g");
-  const lt_lstm_opts o = opts ? *opts : LT_LSTM_DEFAULTS;
-  if (input_size < 1 || hidden_size < 1 ||
-      hidden_size > INT64_MAX / 4 / (input_size > hidden_size ? input_size : hidden_size))
-    return lt__err(LT_ERR_INVALID, "%s: '%s': input_size %lld and hidden_size %lld must be >= 1 (and 4 * hidden_size * size must fit)", op,
-                   name, (long long)input_size, (long long)hidden_size);
-  if (o.num_layers < 1 || o.num_layers > LT_LSTM_MAX_LAYERS)
-    return lt__err(LT_ERR_INVALID, "%s: '%s': num_layers %lld must be in [1, %d]", op, name, (long long)o.num_layers,
-                   LT_LSTM_MAX_LAYERS);
-  if (!(o.dropout >= 0 && o.dropout <= 1))
-    return lt__err(LT_ERR_INVALID, "%s: '%s': dropout %g must be in [0, 1]", op, name, o.dropout);
+  lt_lstm_m tmp = {.input_size = input_size, .hidden_size = hidden_size, .opts = opts ? *opts : LT_LSTM_DEFAULTS};
+  const rnn_slots sl = {{{tmp.weight_ih, tmp.weight_hh, tmp.bias_ih, tmp.bias_hh},
+                         {tmp.weight_ih_reverse, tmp.weight_hh_reverse, tmp.bias_ih_reverse, tmp.bias_hh_reverse}}};
   reg_mark mk = mark_begin(p, g);
-  lt_lstm_m tmp = {.input_size = input_size, .hidden_size = hidden_size, .opts = o};
-  const double bound = 1.0 / sqrt((double)hidden_size);
-  const int64_t H4 = 4 * hidden_size;
-  for (int l = 0; l < o.num_layers; l++) {
-    const char *leaf[4] = {"weight_ih_l%d", "weight_hh_l%d", "bias_ih_l%d", "bias_hh_l%d"};
-    lt_tensor **dst[4] = {&tmp.weight_ih[l], &tmp.weight_hh[l], &tmp.bias_ih[l], &tmp.bias_hh[l]};
-    for (int k = 0; k < (o.bias ? 4 : 2); k++) {
-      char lname[32];
-      snprintf(lname, sizeof lname, leaf[k], l);
-      lt_tensor *t = k < 2 ? new_param(LT_SHAPE(H4, k == 0 && l == 0 ? input_size : hidden_size))
-                           : new_param(LT_SHAPE(H4));
-      if (t) {
-        bool prev = lt_set_grad_enabled(false);
-        s = lt_uniform_(g, t, -bound, bound);
-        lt_set_grad_enabled(prev);
-        if (s != LT_OK) lt_tensor_free(t), t = NULL;
-      }
-      if ((s = add_param(p, name, lname, t, k < 2 ? LT_PARAM_DEFAULT : LT_PARAM_NO_DECAY)) != LT_OK)
-        return mark_rollback(&mk, s);
-      *dst[k] = t;
-    }
-  }
+  if ((s = rnn_register(op, p, name, input_size, hidden_size, 4, &tmp.opts, g, &sl)) != LT_OK)
+    return mark_rollback(&mk, s);
+  *m = tmp;
+  return LT_OK;
+}
+
+lt_status lt_gru_init(lt_gru_m *m, lt_params *p, const char *name, int64_t input_size, int64_t hidden_size,
+                      const lt_gru_opts *opts, lt_generator *g) {
+  const char *op = "gru_init";
+  lt_status s = check_common(op, m, p, name);
+  if (s != LT_OK) return s;
+  if (!g) return lt__err_null(op, "g");
+  lt_gru_m tmp = {.input_size = input_size, .hidden_size = hidden_size, .opts = opts ? *opts : LT_GRU_DEFAULTS};
+  const rnn_slots sl = {{{tmp.weight_ih, tmp.weight_hh, tmp.bias_ih, tmp.bias_hh},
+                         {tmp.weight_ih_reverse, tmp.weight_hh_reverse, tmp.bias_ih_reverse, tmp.bias_hh_reverse}}};
+  reg_mark mk = mark_begin(p, g);
+  if ((s = rnn_register(op, p, name, input_size, hidden_size, 3, &tmp.opts, g, &sl)) != LT_OK)
+    return mark_rollback(&mk, s);
   *m = tmp;
   return LT_OK;
 }

@@ -21,11 +21,13 @@
  *   then dW_hh = sum_t dG[t]^T h_{t-1}: one GEMM over all T*B rows;
  *   dxg = dG, dh0 = dh, dc0 = dc.
  *
- * What this is not: the registration of parameters (nn/layers.c) or a GEMM.
+ * What this is not: the registration of parameters (nn/layers.c), the
+ * stacking of layers and directions (nn/rnn.c, shared with the GRU) or a GEMM.
  */
 #include "nn/lstm.h"
 
 #include "autograd/internal.h"
+#include "nn/rnn_internal.h"
 #include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/gemm_internal.h"
@@ -272,105 +274,34 @@ lt_status lt__bw_lstm_recurrence(const lt_node *node, const lt_tensor *gout, lt_
 /* nn.LSTM forward                                                          */
 /* ======================================================================== */
 
-/* One layer: in [T, B, I] (or [B, T, I] with bf), out [T, B, H] or [B, T, H]
- * and the layer's final h, c [B, H] (views of the recurrence's output). */
-static lt_status layer_forward(const lt_lstm_m *m, int l, const lt_tensor *in, bool bf, const lt_tensor *h0,
-                               const lt_tensor *c0, lt_tensor **out, lt_tensor **hn, lt_tensor **cn) {
-  enum { BIAS, XG, XGT, Y, YH, YC, N };
-  lt_tensor *t[N] = {0};
-  lt_status s = LT_ERR_NOMEM;
-  const int64_t T = in->shape[bf ? 1 : 0];
-  if (m->bias_ih[l] && !(t[BIAS] = lt_add(m->bias_ih[l], m->bias_hh[l]))) goto done;
+/* One layer and direction, time-major: in [T, B, I] -> out [T, B, H] and
+ * the final h, c [B, H] (views of the recurrence's output), in the caller's
+ * scope (nn/rnn.c). */
+static lt_status lstm_dir(const void *mod, int l, int d, const lt_tensor *in, const lt_tensor *h0, const lt_tensor *c0,
+                          lt_tensor **out, lt_tensor **hn, lt_tensor **cn) {
+  const lt_lstm_m *m = mod;
+  lt_tensor *wih = d ? m->weight_ih_reverse[l] : m->weight_ih[l], *whh = d ? m->weight_hh_reverse[l] : m->weight_hh[l];
+  lt_tensor *bih = d ? m->bias_ih_reverse[l] : m->bias_ih[l], *bhh = d ? m->bias_hh_reverse[l] : m->bias_hh[l];
+  lt_tensor *bias = bih ? lt_add(bih, bhh) : NULL;
+  if (bih && !bias) return lt_last_status();
   /* all steps' input projections: one product [T*B, I] x [I, 4H] */
-  if (!(t[XG] = lt_linear(in, m->weight_ih[l], t[BIAS]))) goto done;
-  if (bf && !(t[XGT] = lt_transpose(t[XG], 0, 1))) goto done;
-  if (!(t[Y] = lt_lstm_recurrence(bf ? t[XGT] : t[XG], m->weight_hh[l], h0, c0))) goto done;
-  if (!(t[YH] = lt_select(t[Y], 0, 0)) || !(t[YC] = lt_select(t[Y], 0, 1))) goto done;
-  if (!(*hn = lt_select(t[YH], 0, T - 1)) || !(*cn = lt_select(t[YC], 0, T - 1))) goto done;
-  if (bf) {
-    if (!(*out = lt_transpose(t[YH], 0, 1))) goto done;
-  } else {
-    *out = t[YH], t[YH] = NULL;
-  }
-  s = LT_OK;
-done:
-  if (s != LT_OK) {
-    s = lt_last_status();
-    lt_tensor_free(*hn), lt_tensor_free(*cn);
-    *hn = *cn = NULL;
-  }
-  for (int k = 0; k < N; k++) lt_tensor_free(t[k]);
-  return s;
+  lt_tensor *xg = lt_linear(in, wih, bias);
+  lt_tensor *y = xg ? lt_lstm_recurrence(xg, whh, h0, c0) : NULL;
+  lt_tensor *yh = y ? lt_select(y, 0, 0) : NULL, *yc = yh ? lt_select(y, 0, 1) : NULL;
+  if (!yc) return lt_last_status();
+  const int64_t T = in->shape[0];
+  *out = yh;
+  *hn = lt_select(yh, 0, T - 1);
+  if (cn) *cn = lt_select(yc, 0, T - 1);
+  return *hn && (!cn || *cn) ? LT_OK : lt_last_status();
 }
 
 lt_tensor *lt_lstm_forward(const lt_lstm_m *m, const lt_tensor *x, const lt_tensor *h0, const lt_tensor *c0,
                            const lt_nn_ctx *ctx, lt_tensor **h_n, lt_tensor **c_n) {
-  const char *op = "lstm_forward";
   if (h_n) *h_n = NULL;
   if (c_n) *c_n = NULL;
-  if (!m) return lt__err(LT_ERR_NULL, "%s: the module is NULL", op), NULL;
-  if (!x) return lt__err_null(op, "x"), NULL;
-  const int64_t L = m->opts.num_layers, H = m->hidden_size;
-  if ((x->ndim != 3 && x->ndim != 2) || x->shape[x->ndim - 1] != m->input_size)
-    return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [T, B, I]%s or unbatched [T, I] with I = input_size = %lld",
-                   op, LT__D(x), m->opts.batch_first ? " ([B, T, I] with batch_first)" : "",
-                   (long long)m->input_size),
-           NULL;
-  const bool unbatched = x->ndim == 2, bf = m->opts.batch_first && !unbatched;
-  const int64_t B = unbatched ? 1 : x->shape[bf ? 0 : 1];
-  const lt_tensor *st[2] = {h0, c0};
-  for (int k = 0; k < 2; k++) {
-    const lt_tensor *s = st[k];
-    if (s && (unbatched ? (s->ndim != 2 || s->shape[0] != L || s->shape[1] != H)
-                        : (s->ndim != 3 || s->shape[0] != L || s->shape[1] != B || s->shape[2] != H)))
-      return lt__err(LT_ERR_SHAPE, "%s: x is %s, %s is %s: must be [L, B, H] = [%lld, %lld, %lld]%s", op, LT__D(x),
-                     k ? "c0" : "h0", LT__D(s), (long long)L, (long long)B, (long long)H,
-                     unbatched ? " without the B for an unbatched x" : ""),
-             NULL;
-  }
-  const bool training = ctx && ctx->training && m->opts.dropout > 0;
-
-  lt_tensor *hs[LT_LSTM_MAX_LAYERS] = {0}, *cs[LT_LSTM_MAX_LAYERS] = {0};
-  lt_tensor *xb = NULL, *cur = NULL, *out = NULL, *hn = NULL, *cn = NULL, *res = NULL;
-  if (unbatched && !(xb = lt_unsqueeze(x, 1))) goto done;
-  const lt_tensor *in = unbatched ? xb : x;
-  for (int l = 0; l < L; l++) {
-    lt_tensor *h0l = NULL, *c0l = NULL, *o = NULL;
-    if (h0 && !(h0l = unbatched ? lt_narrow(h0, 0, l, 1) : lt_select(h0, 0, l))) goto done;
-    if (c0 && !(c0l = unbatched ? lt_narrow(c0, 0, l, 1) : lt_select(c0, 0, l))) {
-      lt_tensor_free(h0l);
-      goto done;
-    }
-    lt_status s = layer_forward(m, l, in, bf, h0l, c0l, &o, &hs[l], &cs[l]);
-    lt_tensor_free(h0l), lt_tensor_free(c0l);
-    if (s != LT_OK) goto done;
-    if (training && l < L - 1) {
-      lt_tensor *d = lt_dropout(o, m->opts.dropout, ctx);
-      lt_tensor_free(o);
-      if (!(o = d)) goto done;
-    }
-    lt_tensor_free(cur);
-    in = cur = o;
-  }
-  if (unbatched ? !(out = lt_squeeze(cur, 1)) : !(out = cur)) goto done;
-  if (unbatched) lt_tensor_free(cur);
-  cur = NULL;
-  if (h_n && !(hn = lt_stack((int)L, hs, 0))) goto done;
-  if (c_n && !(cn = lt_stack((int)L, cs, 0))) goto done;
-  if (unbatched) { /* [L, 1, H] -> [L, H] */
-    lt_tensor *a = hn ? lt_squeeze(hn, 1) : NULL, *b = cn ? lt_squeeze(cn, 1) : NULL;
-    if ((hn && !a) || (cn && !b)) {
-      lt_tensor_free(a), lt_tensor_free(b);
-      goto done;
-    }
-    lt_tensor_free(hn), lt_tensor_free(cn);
-    hn = a, cn = b;
-  }
-  res = out, out = NULL;
-  if (h_n) *h_n = hn, hn = NULL;
-  if (c_n) *c_n = cn, cn = NULL;
-done:
-  for (int l = 0; l < L; l++) lt_tensor_free(hs[l]), lt_tensor_free(cs[l]);
-  lt_tensor_free(xb), lt_tensor_free(cur), lt_tensor_free(out), lt_tensor_free(hn), lt_tensor_free(cn);
-  return res;
+  if (!m) return lt__err(LT_ERR_NULL, "lstm_forward: the module is NULL"), NULL;
+  const lt__rnn_spec spec = {"lstm_forward", m, lstm_dir, m->input_size, m->hidden_size, m->opts.num_layers,
+                             m->opts.bidirectional, m->opts.batch_first, m->opts.dropout, true};
+  return lt__rnn_forward(&spec, x, h0, c0, ctx, h_n, c_n);
 }

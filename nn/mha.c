@@ -72,6 +72,17 @@ lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int6
   return LT_OK;
 }
 
+lt_status lt_mha_set_rope(lt_mha *m, double base) {
+  if (!m) return lt__err(LT_ERR_NULL, "mha_set_rope: m is NULL");
+  if (!(base > 0 && isfinite(base))) return lt__err(LT_ERR_INVALID, "mha_set_rope: base %g: must be > 0 and finite", base);
+  if (m->HS % 2 != 0)
+    return lt__err(LT_ERR_INVALID, "mha_set_rope: head size %lld (C %lld / NH %lld) is odd: RoPE rotates pairs",
+                   (long long)m->HS, (long long)m->C, (long long)m->NH);
+  m->rope = true;
+  m->rope_base = base;
+  return LT_OK;
+}
+
 /* [B, L, H*HS] -> view [B, L, H, HS] -> transpose [B, H, L, HS]. Returns new. */
 static lt_tensor *split_heads(const lt_tensor *x, int64_t H, int64_t HS) {
   lt_tensor *v = lt_view(x, LT_SHAPE(x->shape[0], x->shape[1], H, HS));

@@ -161,7 +161,11 @@ lt_tensor *lt_group_norm(const lt_tensor *x, int64_t num_groups, const lt_tensor
  * x * 0 (NaN stays NaN). */
 lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx);
 
-typedef enum { LT_REDUCTION_MEAN, LT_REDUCTION_SUM, LT_REDUCTION_NONE } lt_reduction;
+/* How a loss reduces its pointwise values: the mean over every element, the
+ * sum, none (the pointwise tensor), or (lt_kl_div only, refused by the
+ * others) the sum divided by the batch size, dim 0's (PyTorch's
+ * reduction='batchmean'). */
+typedef enum { LT_REDUCTION_MEAN, LT_REDUCTION_SUM, LT_REDUCTION_NONE, LT_REDUCTION_BATCHMEAN } lt_reduction;
 
 /* logits [N, V] (or [..., V]: the class dim is the LAST one, not dim 1 as in
  * PyTorch), targets [N] (or [...]) of i32/i64 class ids. opts NULL means
@@ -192,6 +196,43 @@ lt_status lt_topk_accuracy(const lt_tensor *scores, const lt_tensor *targets, in
 /* input and target of equal shapes (no broadcasting); the mean of an empty
  * tensor is NaN, as PyTorch. */
 lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
+
+/* More losses (nn/loss_more.c), each torch.nn.functional's, composed of
+ * differentiable ops (gradients to every float argument, the targets
+ * included). Inputs f32 or f64; input and target of equal shapes (no
+ * broadcasting); reduction MEAN (over every element; NaN for an empty input,
+ * as PyTorch), SUM or NONE. Returns new (a scalar, or the pointwise losses
+ * with NONE); errors name the loss and the shapes.
+ *
+ * F.binary_cross_entropy_with_logits(input, target, weight, pos_weight):
+ *     weight * ((1 - y) x + (1 + (pos_weight - 1) y) softplus(-x))
+ * computed stably for any x; weight and pos_weight may be NULL, else they
+ * broadcast to the input's shape (pos_weight [C] for input [N, C]). */
+lt_tensor *lt_binary_cross_entropy_with_logits(const lt_tensor *input, const lt_tensor *target, const lt_tensor *weight,
+                                               const lt_tensor *pos_weight, lt_reduction reduction);
+/* F.l1_loss: |input - target| (gradient 0 where they are equal, as PyTorch). */
+lt_tensor *lt_l1_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
+/* F.smooth_l1_loss (PyTorch's default beta 1.0): 0.5 d^2 / beta where
+ * |d| < beta, else |d| - 0.5 beta; beta 0 is the L1 loss (gradient 0 at
+ * d == 0, where torch 1.13 gives -1); beta < 0 refused. */
+lt_tensor *lt_smooth_l1_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction, double beta);
+/* F.huber_loss (default delta 1.0): 0.5 d^2 where |d| < delta, else
+ * delta (|d| - 0.5 delta); delta must be > 0. */
+lt_tensor *lt_huber_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction, double delta);
+/* F.kl_div(input, target, reduction, log_target): input is log
+ * probabilities; pointwise target (log target - input), 0 where target is 0
+ * (with log_target: exp(target) (target - input)). reduction may also be
+ * LT_REDUCTION_BATCHMEAN, the mathematical KL divergence for rows of
+ * distributions (PyTorch's MEAN divides by every element, as here). The
+ * target's gradient where target is 0 is -input (torch: NaN). */
+lt_tensor *lt_kl_div(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction, bool log_target);
+/* F.cosine_embedding_loss(x1, x2, y, margin) (default margin 0): x1, x2
+ * [N, D] (y [N]) or [D] (y 0-d), y of 1 and -1 in any float or integer dtype;
+ * cos of each row pair over D (eps 1e-12 in each squared norm, as PyTorch),
+ * loss 1 - cos where y == 1, max(0, cos - margin) where y == -1, 0 where y is
+ * anything else. */
+lt_tensor *lt_cosine_embedding_loss(const lt_tensor *x1, const lt_tensor *x2, const lt_tensor *y, double margin,
+                                    lt_reduction reduction);
 
 /* Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention):
  *   q [B, NH, T, HS], k and v [B, NKV, S, HS] with NH % NKV == 0 (GQA; MQA when
@@ -345,16 +386,29 @@ lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *
 /* Multi-head attention with separate q/k/v/out projections ("q_proj",
  * "k_proj", "v_proj", "out_proj"), NKV key/value heads (GQA/MQA), optional
  * RoPE on q and k. Self-attention: x_q == x_kv. Cross-attention: x_kv is the
- * encoder output. x_q [B, T, C], x_kv [B, S, C] -> [B, T, C]. */
+ * encoder output. x_q [B, T, C], x_kv [B, S, C] -> [B, T, C].
+ *
+ * RoPE is off after lt_mha_init (rope false, rope_base 10000, LLaMA's and
+ * Hugging Face's default theta). lt_mha_set_rope(m, base) turns it on: q and
+ * k (after their projections, per head) go through lt_rope (the GPT-NeoX /
+ * LLaMA "rotate half" layout, nn/rope.c), q at positions pos0 + t and k at
+ * pos0 + (T - S) + s; v is not rotated. It adds no parameter, so the
+ * state_dict is the same with and without. For a Llama block:
+ *     lt_mha_init(&attn, p, "self_attn", C, NH, NKV, false, 0.0, g);
+ *     lt_mha_set_rope(&attn, 10000.0);  // or 500000.0 (Llama 3's rope_theta)
+ * Setting the fields by hand is the same (they are read at each forward). */
 typedef struct lt_mha {
-  int64_t C, NH, NKV, HS;
-  bool rope;
-  double rope_base;
-  double dropout;
-  lt_linear_m q_proj, k_proj, v_proj, out_proj;
+  int64_t C, NH, NKV, HS; /* model width, query heads, key/value heads, head size C / NH */
+  bool rope;              /* RoPE on q and k; default false */
+  double rope_base;       /* RoPE theta: frequency i is rope_base^(-2i/HS); default 10000 */
+  double dropout;         /* on the attention weights, in training mode only */
+  lt_linear_m q_proj, k_proj, v_proj, out_proj; /* [C, C], [NKV*HS, C], [NKV*HS, C], [C, C] */
 } lt_mha;
 lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
                       double dropout, lt_generator *g);
+/* Turns RoPE on with theta base (> 0 and finite); the head size must be even.
+ * LT_ERR_INVALID naming the value otherwise, m unchanged. */
+lt_status lt_mha_set_rope(lt_mha *m, double base);
 /* opts: causal / masks as in lt_scaled_dot_product_attention (dropout_p and
  * scale are taken from the module); borrowed, and may be NULL for no mask,
  * not causal. pos0: position of the first query (RoPE). */

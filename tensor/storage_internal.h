@@ -99,6 +99,13 @@ uint64_t lt__storage_id(const lt_tensor *x);
  * mode is on, etc.). Returns LT_OK or the error. */
 lt_status lt__check_inplace(const char *op, const lt_tensor *x);
 
+/* Gives t (in no scope, owned by the caller) to the innermost open scope, if
+ * any, as if an op had just made it: how a function that ran its
+ * intermediates in a scope of its own hands back several results
+ * (lt_scope_return does one). NULL: NULL. On out of memory t is freed and
+ * NULL returned (error set). */
+lt_tensor *lt__scope_adopt(lt_tensor *t);
+
 /* Live tensor objects and storages in the process (for leak tests). */
 int64_t lt__live_tensors(void);
 int64_t lt__live_storages(void);

@@ -389,6 +389,14 @@ lt_tensor *lt_tensor_keep(lt_tensor *t) {
   return t;
 }
 
+lt_tensor *lt__scope_adopt(lt_tensor *t) { return t ? adopt(t) : NULL; }
+
+lt_tensor *lt_scope_return(lt_scope *s, lt_tensor *t) {
+  lt_tensor_keep(t);
+  lt_scope_end(s);
+  return t ? adopt(t) : NULL;
+}
+
 /* ---- tensor objects ---------------------------------------------------- */
 
 static void release(lt_tensor *t) {

@@ -378,6 +378,17 @@ void lt_scope_end(lt_scope *s);
 /* Take t out of its scope; the caller now owns it. Returns t. No-op if t is
  * not in a scope. */
 lt_tensor *lt_tensor_keep(lt_tensor *t);
+/* Ends s (as lt_scope_end) except for t, which goes to the scope enclosing s
+ * (or, with none open, to the caller, who frees it): how a function that
+ * opens a scope for its own intermediates returns its result, owned as if
+ * any op had made it:
+ *     lt_scope *s = lt_scope_begin();
+ *     if (!s) return NULL;
+ *     lt_tensor *y = lt_mul(lt_sigmoid(x), x);  // intermediates: s's
+ *     return lt_scope_return(s, y);             // y: the caller's scope's
+ * t may be NULL (the error stays set; returns NULL); t's autograd graph keeps
+ * what it saved. Returns t, or NULL if out of memory (t freed, error set). */
+lt_tensor *lt_scope_return(lt_scope *s, lt_tensor *t);
 
 /* ======================================================================== */
 /* Creation (all return new, contiguous row-major tensors)                  */
@@ -630,6 +641,39 @@ lt_status lt_split(const lt_tensor *x, int64_t split_size, int dim, lt_tensor **
                    int capacity, int *n_out);
 lt_status lt_chunk(const lt_tensor *x, int chunks, int dim, lt_tensor **out,
                    int capacity, int *n_out);
+
+/* ======================================================================== */
+/* Sorting and reordering (tensor/order.c)                                  */
+/* ======================================================================== */
+
+/* torch.sort(x, dim, descending): the values of every slice along dim in
+ * order and the indices they came from (i64, x's shape). The sort is stable
+ * (ties keep their order, in both directions; torch's stable=True), NaN
+ * sorts after every number ascending and first descending, as PyTorch's;
+ * integers compare exactly. Any dtype but bool; a 0-d x is its own sort.
+ * values = lt_gather(x, dim, indices), so they are differentiable (gradient
+ * scattered back). values or indices may be NULL (not wanted); each one
+ * returned is new. On failure both are NULL. */
+lt_status lt_sort(const lt_tensor *x, int dim, bool descending, lt_tensor **values, lt_tensor **indices);
+/* The indices of lt_sort alone (torch.argsort). Returns new i64. */
+lt_tensor *lt_argsort(const lt_tensor *x, int dim, bool descending);
+/* torch.topk(x, k, dim, largest, sorted=True): the k largest (largest) or
+ * smallest values of every slice along dim, in order, and their indices;
+ * ties go to the lower index (torch leaves their order unspecified).
+ * k in [0, size of dim]. Outputs as lt_sort's, with dim of size k. */
+lt_status lt_topk(const lt_tensor *x, int64_t k, int dim, bool largest, lt_tensor **values, lt_tensor **indices);
+/* torch.flip(x, dims): reversed along each of the ndims dims (distinct).
+ * torch.roll(x, shifts, dims): each dims[i] rolled by shifts[i] (elements
+ * move to higher indices, wrapping; any sign, any size); dims NULL with one
+ * shift rolls the flattened tensor, as torch.roll without dims.
+ * Tensor.repeat(repeats): x tiled repeats[i] times along dim i; ndims >=
+ * x->ndim, extra leading repeats add dims (x [2, 3] repeated {4, 1, 2} is
+ * [4, 2, 6]); a repeat of 0 gives an empty dim.
+ * Each returns a new contiguous copy (never a view), differentiable for
+ * float x, any dtype. */
+lt_tensor *lt_flip(const lt_tensor *x, int ndims, const int *dims);
+lt_tensor *lt_roll(const lt_tensor *x, int n, const int64_t *shifts, const int *dims);
+lt_tensor *lt_repeat(const lt_tensor *x, int ndims, const int64_t *repeats);
 
 /* ======================================================================== */
 /* Random numbers: Philox4x32-10, counter based                             */

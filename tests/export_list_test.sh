@@ -34,4 +34,45 @@ grep -q "truncated" out.txt || fail "a truncated file: no 'truncated' in the mes
 "$B/models/transformer/export" --checkpoint train.txt --list >out.txt 2>&1
 [ $? -eq 1 ] || fail "a text file: exit status not 1"
 grep -q "not a libtensor checkpoint" out.txt || fail "a text file: no message"
-echo "export_list_test: $n model tensors listed; truncated and foreign files refused"
+# export --format hf: an --out that already holds an export is refused without --overwrite (it was
+# replaced silently), one that is not a directory is named as such (it ended with mkdir's "File exists");
+# a tokenizer file that is a FIFO is reported as unreadable, not as missing; a tokenizer that does not
+# belong to the weights is named as such by train --init-from.
+awk 'BEGIN { for (i = 0; i < 400; i++) printf "the cat sees a dog. " }' >text.txt
+"$B/models/transformer/train" --arch decoder-only --text text.txt --act gelu_tanh --d-model 16 --heads 2 --layers 1 \
+  --d-ff 32 --seq-len 16 --steps 2 --eval-every 0 --ckpt-every 2 --gen-tokens 0 --ckpt-dir lm --threads 1 \
+  >train.txt 2>&1 || { cat train.txt; fail "train (decoder-only)"; }
+X="$B/models/transformer/export"
+"$X" --checkpoint lm --format hf --out hf >out.txt 2>&1 || fail "export --format hf exited $?"
+[ -s hf/config.json ] && [ -s hf/model.safetensors ] || fail "no config.json or model.safetensors"
+cp hf/config.json config.before
+"$X" --checkpoint lm --format hf --out hf >out.txt 2>&1
+[ $? -eq 2 ] || fail "an existing export: exit status not 2"
+grep -q "already holds config.json (a regular file): --overwrite replaces" out.txt || fail "an existing export: no message"
+"$X" --checkpoint lm --format hf --out hf --overwrite >out.txt 2>&1 || fail "export --overwrite exited $?"
+"$X" --checkpoint lm --format hf --out /dev/full >out.txt 2>&1
+[ $? -eq 2 ] || fail "--out /dev/full: exit status not 2"
+grep -q "'/dev/full' is a character device, not a directory" out.txt || fail "--out /dev/full: no message"
+grep -q "File exists" out.txt && fail "--out /dev/full: mkdir's message"
+G="$B/models/transformer/generate"
+"$G" --checkpoint hf --max-len 2 "the cat" >out.txt 2>&1 || fail "generate --checkpoint hf exited $?"
+mv hf/libtensor-tokenizer.bin tok.bin && mkfifo hf/libtensor-tokenizer.bin
+timeout 20 "$G" --checkpoint hf --max-len 2 "the cat" >out.txt 2>&1
+[ $? -eq 1 ] || fail "a FIFO tokenizer: exit status not 1"
+grep -q "FIFO" out.txt || fail "a FIFO tokenizer: the message does not say FIFO"
+grep -q "without libtensor's tokenizer" out.txt && fail "a FIFO tokenizer reported as missing"
+rm hf/libtensor-tokenizer.bin
+# a tokenizer of another vocabulary beside the weights: train --init-from names the mismatch
+"$B/models/transformer/train" --arch decoder-only --text text.txt --act gelu_tanh --tokenizer byte --d-model 16 \
+  --heads 2 --layers 1 --d-ff 32 --seq-len 16 --steps 1 --eval-every 0 --ckpt-every 1 --gen-tokens 0 --ckpt-dir lmb \
+  --threads 1 >/dev/null 2>&1 || fail "train (byte tokenizer, decoder-only)"
+"$X" --checkpoint lmb --format hf --out hfb >/dev/null 2>&1 || fail "export of the byte run"
+cp hfb/libtensor-tokenizer.bin hf/libtensor-tokenizer.bin
+"$B/models/transformer/train" --init-from hf --text text.txt --steps 1 --eval-every 0 --gen-tokens 0 --no-ckpt \
+  --ckpt-dir init --threads 1 >out.txt 2>&1
+[ $? -eq 1 ] || fail "--init-from a directory whose tokenizer is another's: exit status not 1"
+grep -q "its tokenizer has 260 ids, its model's vocab_size is" out.txt || fail "--init-from: no clear message"
+grep -q "holds no tokenizer" out.txt && fail "--init-from: 'holds no tokenizer'"
+echo "export_list_test: $n model tensors listed; truncated and foreign files refused; an existing --out refused" \
+  "without --overwrite, /dev/full named; a FIFO tokenizer and another's tokenizer named"
+

@@ -1024,6 +1024,15 @@ START_TEST(test_mha_init) {
   LT_EXPECT_ERR(lt_mha_init(&m3, p, "x", 12, 4, 4, true, 0.0, NULL), LT_ERR_NULL, "generator");
   ck_assert_int_eq(lt_params_count(p), 12);
   ck_assert(m3.C == 0x5a5a5a5a5a5a5a5a);
+  /* RoPE: off by default (above), on with a theta; refused with an odd head size or a bad theta */
+  LT_OK_OR_FAIL(lt_mha_set_rope(&m2, 500000.0));
+  ck_assert(m2.rope && m2.rope_base == 500000.0);
+  ck_assert_int_eq(lt_params_count(p), 12); /* no parameter added */
+  LT_EXPECT_ERR(lt_mha_set_rope(&m, 10000.0), LT_ERR_INVALID, "head size 3");
+  LT_EXPECT_ERR(lt_mha_set_rope(&m2, 0.0), LT_ERR_INVALID, "base 0");
+  LT_EXPECT_ERR(lt_mha_set_rope(&m2, NAN), LT_ERR_INVALID, "finite");
+  LT_EXPECT_ERR(lt_mha_set_rope(NULL, 1.0), LT_ERR_NULL, "m is NULL");
+  ck_assert(!m.rope && m2.rope_base == 500000.0);
   lt_params_free(p);
 }
 END_TEST
@@ -1039,8 +1048,8 @@ static void check_mha(int64_t NH, int64_t NKV, bool rope, bool bias, int64_t T, 
   int np = lt_params_count(p);
   ck_assert_int_eq(np, bias ? 8 : 4);
   for (int i = 0; i < np; i++) params[i] = lt_params_at(p, i)->value;
-  m.rope = rope;
-  m.rope_base = 500.0;
+  if (rope) LT_OK_OR_FAIL(lt_mha_set_rope(&m, 500.0)); /* nn/nn.h's documented way */
+  ck_assert(m.rope == rope && m.rope_base == (rope ? 500.0 : 10000.0));
   lt_tensor *xq = leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, T, C)));
   lt_tensor *xkv = S == T ? xq : leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, S, C)));
   lt_attention_opts o = {.causal = true};

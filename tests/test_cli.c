@@ -15,6 +15,9 @@
 #include "test_util.h"
 
 #include <float.h>
+#include <stdio.h>
+#include <sys/wait.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -287,16 +290,69 @@ START_TEST(values_in_a_checkpoint) {
   ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_ERR_FORMAT);
   ck_assert_msg(strstr(lt_last_error(), "the saved setting 'x' is out of range: --x 11: must be in (0, 10]") != NULL,
                 "%s", lt_last_error());
-  /* the default is accepted even outside the range (a default "by task", -1) */
+  /* the default outside the range (a default "by task", -1): refused unless the option says it may be
+   * saved unset (a program saves resolved values: train's --ckpt-every -1 "by --steps" is never saved) */
   vals odd = DEFAULTS;
   odd.x = -1;
   cli.defaults = &odd;
   ck_assert_int_eq(lt_ckpt_meta_set_double(m, "x", -1.0), LT_OK);
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_ERR_FORMAT);
+  ck_assert_msg(strstr(lt_last_error(), "the saved setting 'x' is out of range: --x -1: must be in (0, 10]") != NULL,
+                "%s", lt_last_error());
+  opts[3].flags |= LT_CLI_UNSET_SAVED; /* x */
   ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_OK);
   ck_assert_double_eq(back.x, -1.0);
+  ck_assert_int_eq(lt_ckpt_meta_set_double(m, "x", -2.0), LT_OK); /* not the default: its range */
+  ck_assert_int_eq(lt_cli_from_meta(&cli, &back, LT_CLI_USER, "", m, "ck.h5"), LT_ERR_FORMAT);
   lt_ckpt_meta_free(m);
 }
 END_TEST
+
+#ifdef LT_CHAR_LSTM_EXE
+/* examples/char_lstm's own parser: values that saturate strtoll (ERANGE),
+ * counts beyond their range and numbers that are not finite exit 2 at once
+ * with the flag named (--steps of 20 nines ran forever; --sample 1e12 had no
+ * bound). Each run has 10 s (timeout): a run that starts training fails. */
+START_TEST(char_lstm_flags) {
+  static const struct {
+    const char *args, *msg;
+  } bad[] = {
+      {"--steps 99999999999999999999", "--steps 99999999999999999999: must be a whole number in [1, 1000000000000]"},
+      {"--steps -1", "--steps -1: must be a whole number in [1, "},
+      {"--sample 1000000000000", "--sample 1000000000000: must be a whole number in [0, 1048576]"},
+      {"--sample 1e12", "--sample 1e12: must be a whole number"},
+      {"--batch 0", "--batch 0: must be a whole number in [1, 65536]"},
+      {"--hidden 99999999999999999999", "--hidden 99999999999999999999: must be"},
+      {"--seed 18446744073709551616", "--seed 18446744073709551616: must be"},
+      {"--lr 1e999", "--lr 1e999: must be a number in (0, 1000]"},
+      {"--lr nan", "--lr nan: must be a number"},
+      {"--lr 0.1x", "--lr 0.1x: must be a number"},
+      {"--seq 1048576 --batch 64", "--batch 64 x --seq 1048576: at most 2^24 characters per step"},
+      {"--threads", "--threads needs a value"},
+      {"--nope 1", "unknown flag '--nope'"},
+  };
+  char out[] = "/tmp/lt_cli_lstm_XXXXXX";
+  int fd = mkstemp(out);
+  ck_assert_int_ge(fd, 0);
+  close(fd);
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char cmd[1024];
+    snprintf(cmd, sizeof cmd, "timeout 10 '%s' %s > /dev/null 2> '%s'", LT_CHAR_LSTM_EXE, bad[i].args, out);
+    int st = system(cmd);
+    FILE *f = fopen(out, "r");
+    char err[4096] = "";
+    size_t n = f ? fread(err, 1, sizeof err - 1, f) : 0;
+    err[n] = '\0';
+    if (f) fclose(f);
+    ck_assert_msg(WIFEXITED(st) && WEXITSTATUS(st) == 2, "char_lstm %s: exit %d\n%s", bad[i].args,
+                  WIFEXITED(st) ? WEXITSTATUS(st) : -1, err);
+    ck_assert_msg(strstr(err, bad[i].msg), "char_lstm %s: stderr lacks '%s':\n%s", bad[i].args, bad[i].msg, err);
+  }
+  unlink(out);
+  printf("cli: char_lstm: %zu bad command lines refused\n", sizeof bad / sizeof bad[0]);
+}
+END_TEST
+#endif
 
 int main(void) {
   Suite *s = suite_create("cli");
@@ -307,6 +363,9 @@ int main(void) {
   tcase_add_test(tc, check_and_text);
   tcase_add_test(tc, help_text);
   tcase_add_test(tc, values_in_a_checkpoint);
+#ifdef LT_CHAR_LSTM_EXE
+  tcase_add_test(tc, char_lstm_flags);
+#endif
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

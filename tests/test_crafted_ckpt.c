@@ -5,7 +5,13 @@
  * checkpoints of the three Transformer architectures (tests/util_tfckpt.c: a
  * tiny model after two AdamW steps, saved as train saves it) systematically,
  * with plain HDF5 calls, reseals each file with lt_ckpt_seal, and loads it the
- * way generate and train --resume do (load_as_train below).
+ * way generate and train --resume do (load_as_train below), all in this
+ * process, so that every case runs under ASan+UBSan in ./do.sh test: the
+ * configuration and tokenizer; train's saved settings (opt.*, the pristine
+ * files hold those of train's default run) through train's own option table
+ * (train_cli.c, linked in: each in its flag's range); the training state;
+ * then the trainer's own state (lt_trainer_resume: counters, loader
+ * position, generators) as train restores it.
  *
  * Mutations (each one file, one case):
  *   - every attribute of every object: set to 0, -1, INT64_MAX (int64), NaN
@@ -31,7 +37,8 @@
  * message) with the model's values and the training state unchanged, or a
  * correct load (every parameter, optimizer moment and per-parameter step equal
  * to what plain HDF5 reads from the same file, the step equal to /schedule's,
- * and no step counter at INT64_MAX, where the next update would overflow);
+ * every restored setting in its flag's range, and no step counter at
+ * INT64_MAX, where the next update would overflow);
  * at most MAX_CASE_SECONDS of CPU time per load (CPU, not wall time: the
  * machine running the tests may be busy; one library thread); the process's
  * peak RSS at most RSS_BOUND_MB (getrusage); the file unchanged by the load
@@ -60,10 +67,13 @@
 #include <zlib.h>
 
 #include "checkpoint/checkpoint.h"
+#include "cli/cli_ckpt.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
+#include "models/transformer/train_cli.h" /* train's option table: the settings a resume restores */
 #include "models/transformer/transformer.h"
 #include "test_util.h"
+#include "train/trainer.h"
 #include "util_ckpt.h"
 #include "util_tfckpt.h"
 
@@ -272,6 +282,58 @@ static bool fail_at(outcome *o, lt_status s, const char *stage) {
   return false;
 }
 
+/* ---- train's own layer: its settings and the trainer's state ------------------ */
+
+/* The loader fingerprint the pristine files hold (the data of the real run:
+ * any constant, compared by the set_position hook as train's loader does). */
+#define FINGERPRINT 0x5eed5eedLL
+
+/* train's settings of a run of this architecture (the default run's, with a
+ * data file where the architecture needs one), resolved as train resolves
+ * them before it saves, and the trainer's loader keys: written into the
+ * pristine files' /extra (tfckpt_extra_hook), so that every opt.* and
+ * loader.* value is mutated like every other attribute. */
+static lt_status train_extra(lt_tf_arch arch, lt_ckpt_meta *extra) {
+  options o = default_options();
+  bool given[MAX_OPTS] = {false};
+  char *argv[] = {"train", NULL};
+  parse_args(1, argv, &o, given); /* an empty command line: the defaults, as train starts */
+  o.arch = (int)arch;
+  if (arch == LT_TF_DECODER_ONLY) o.text = "corpus.txt";
+  if (arch == LT_TF_ENCODER_ONLY) o.tsv = "labels.tsv";
+  finalize_options(&o, given);
+  o.eval_every = o.steps / 10, o.ckpt_every = o.steps / 5; /* as train_main resolves them */
+  lt_status s = lt_cli_to_meta(&CLI, &o, NOT_SAVED, OPT_PREFIX, extra);
+  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_SEED, 1234);
+  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_OFFSET, 6);
+  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_FINGERPRINT, FINGERPRINT);
+  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_BAD_STREAK, 0);
+  return s;
+}
+
+/* The trainer's hooks for a resume: the loader position is checked as a
+ * real loader checks it (its fingerprint, an index the trainer has already
+ * bounded by batches_per_epoch); no step is ever run. */
+static lt_status no_micro(void *user, lt_trainer_micro *m) {
+  (void)user, (void)m;
+  return lt_error_set(LT_ERR_STATE, "crafted: no step is run");
+}
+static lt_status check_position(void *user, lt_loader_position pos) {
+  (void)user;
+  if (pos.fingerprint != (uint64_t)FINGERPRINT)
+    return lt_error_set(LT_ERR_STATE, "position fingerprint %016llx does not match this loader's",
+                        (unsigned long long)pos.fingerprint);
+  return LT_OK;
+}
+static lt_loader_position get_position(void *user) {
+  (void)user;
+  return (lt_loader_position){.fingerprint = (uint64_t)FINGERPRINT};
+}
+static int64_t batches_per_epoch(void *user) {
+  (void)user;
+  return 1000;
+}
+
 /* Loads path like generate (configuration, tokenizer, model) and train
  * --resume (the full training state, default options) do; on success checks
  * the values against plain HDF5. Fails the test on a broken promise. */
@@ -290,8 +352,23 @@ static outcome load_as_train(const char *path, const char *name) {
     if (!tok) s = lt_last_status();
     lt_tokenizer_free(tok);
   }
-  lt_ckpt_info_free(info);
-  if (s) return fail_at(&o, s, "configuration or tokenizer"), o;
+  if (s) {
+    lt_ckpt_info_free(info);
+    return fail_at(&o, s, "configuration or tokenizer"), o;
+  }
+  /* train --resume: the saved settings, through train's option table (each in its flag's range) */
+  options saved = default_options();
+  options_from_config(&saved, &cfg);
+  s = lt_cli_from_meta(&CLI, &saved, NOT_SAVED, OPT_PREFIX, info->extra, path);
+  for (int i = 0; i < CLI.n_opts && !s; i++) { /* accepted: every setting in its flag's range, or saved unset */
+    const lt_cli_opt *d = &CLI.opts[i];
+    char why[512];
+    if (d->kind == LT_CLI_GROUP || (d->flags & NOT_SAVED)) continue;
+    bool unset = (d->flags & LT_CLI_UNSET_SAVED) && lt_cli_same_value(d, &saved, CLI.defaults);
+    ck_assert_msg(unset || lt_cli_check(d, &saved, why, sizeof why), "%s: accepted, but %s", name, why);
+  }
+  lt_ckpt_info_free(info); /* saved's strings borrowed it: not used below */
+  if (s) return fail_at(&o, s, "train's settings (opt.*)"), o;
 
   lt_generator *init = lt_generator_new(99), *drop_gen = lt_generator_new(98);
   lt_transformer *m = lt_transformer_new(&cfg, init);
@@ -346,6 +423,20 @@ static outcome load_as_train(const char *path, const char *name) {
       const lt_tensor *t = lt_optimizer_state(opt, lt_params_at(p, i)->name, "step");
       if (t && *(const int64_t *)t->data == INT64_MAX) o.unusable = "a parameter's step is INT64_MAX";
     }
+    /* train --resume, last: the trainer restores its own state (counters, loader position, generators)
+     * with the run's settings, each value range-checked */
+    lt_trainer_config tc = LT_TRAINER_DEFAULTS;
+    tc.params = p, tc.optim = opt, tc.optim_config = &oc, tc.schedule = &sc;
+    tc.n_generators = TFCKPT_N_GENERATORS, tc.generator_names = tfckpt_generator_names, tc.generators = &drop_gen;
+    tc.steps = saved.steps, tc.accum = saved.accum, tc.clip = saved.clip, tc.max_nonfinite = saved.max_nonfinite;
+    tc.eval_every = saved.eval_every, tc.ckpt_every = saved.ckpt_every, tc.keep = saved.keep;
+    tc.log_every = saved.log_every;
+    lt_trainer_hooks h = {.micro_batch = no_micro, .get_position = get_position, .set_position = check_position,
+                          .batches_per_epoch = batches_per_epoch};
+    lt_trainer *t = lt_trainer_new(&tc, &h);
+    s = t ? lt_trainer_resume(t, path) : lt_last_status();
+    if (s) fail_at(&o, s, "the trainer's state");
+    lt_trainer_free(t);
   }
   drop(&before);
   lt_optimizer_free(opt);
@@ -689,7 +780,9 @@ static void run_arch(lt_tf_arch arch) {
   make_dir();
   memset(&S, 0, sizeof S);
   snprintf(base, sizeof base, "%s/%s.h5", dir, ARCH_NAMES[arch]);
+  tfckpt_extra_hook = train_extra;
   LT_OK_OR_FAIL(tfckpt_write(base, arch, 2, true, NULL));
+  tfckpt_extra_hook = NULL;
   fstamp base_stamp = stamp(base);
   /* The pristine file loads, and correctly. */
   outcome o = load_as_train(base, "pristine");

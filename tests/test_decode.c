@@ -738,6 +738,54 @@ START_TEST(program_failures) {
   ck_assert_msg(strstr(slurp("err.txt"), "standard input is longer than the input limit of 64 MiB"), "%s",
                 slurp("err.txt"));
 
+  /* A 1 MB line without whitespace for a BPE model of 24 positions: refused from its length before BPE
+   * encodes it (that took 7 s in Release, over 60 s under ASan), with the limit named. */
+  {
+    static const char train_text[] = "the quick brown fox jumps over the lazy dog, then the dog sleeps. ";
+    lt_bpe_opts bo = {.num_merges = 20, .min_frequency = 1};
+    lt_tokenizer *bpe = LT_NNP(lt_tokenizer_train_bpe(train_text, strlen(train_text), &bo));
+    lt_tf_config c = tfckpt_config(LT_TF_DECODER_ONLY);
+    c.d_model = 16, c.d_ff = 32, c.max_len = 24, c.vocab_size = lt_tokenizer_vocab_size(bpe);
+    char lm[600];
+    snprintf(lm, sizeof lm, "%s", in_tmp("bpe.h5"));
+    LT_OK_OR_FAIL(tfckpt_write_config_tok(lm, &c, 0, true, NULL, bpe));
+    lt_tokenizer_free(bpe);
+    FILE *f = fopen(in_tmp("long.txt"), "w");
+    ck_assert(f);
+    for (int i = 0; i < (1 << 20); i++) fputc("thequickbrownfox"[i % 16], f);
+    fputc('\n', f);
+    fclose(f);
+    snprintf(args, sizeof args, "--checkpoint '%s' --input '%s'", lm, in_tmp("long.txt"));
+    double t0 = lt_test_now();
+    int rc = gen(args, NULL);
+    double dt = lt_test_now() - t0;
+    const char *err = slurp("err.txt");
+    ck_assert_msg(rc == 1 && strstr(err, "input line 1 is 1048576 bytes long: more than the model's context of 24 "
+                                    "positions can hold (a bpe token stands for at most 128 bytes); refused before "
+                                    "encoding"), "exit %d\n%s", rc, err);
+    ck_assert_msg(dt < 2.0, "a 1 MB line took %.2f s to refuse", dt);
+    /* the longest line that may fit is encoded and measured in tokens as before */
+    snprintf(args, sizeof args, "--checkpoint '%s' --max-len 2 thequickbrownfoxjumps", lm);
+    ck_assert_int_eq(gen(args, NULL), 0);
+  }
+  /* Class names from the checkpoint reach the terminal: control bytes and invalid UTF-8 printed as \xNN */
+  {
+    char cl[600];
+    snprintf(cl, sizeof cl, "%s", in_tmp("cls_raw.h5"));
+    tfckpt_classes = "n\x1b[2Jeg\npo\xffs\n", tfckpt_classes_size = 13;
+    lt_tf_config c = tfckpt_config(LT_TF_ENCODER_ONLY);
+    c.d_model = 16, c.d_ff = 32, c.max_len = 24;
+    LT_OK_OR_FAIL(tfckpt_write_config(cl, &c, 0, true, NULL));
+    tfckpt_classes = NULL, tfckpt_classes_size = 0;
+    snprintf(args, sizeof args, "--checkpoint '%s' abc cab bca", cl);
+    ck_assert_int_eq(gen(args, NULL), 0);
+    const char *out = slurp("out.txt");
+    for (const char *q = out; *q; q++)
+      ck_assert_msg((unsigned char)*q >= 0x20 && (unsigned char)*q < 0x7f ? true : *q == '\n', "raw byte 0x%02x in\n%s",
+                    (unsigned char)*q, out);
+    ck_assert_msg(strstr(out, "n\\x1b[2Jeg") || strstr(out, "po\\xffs"), "%s", out);
+  }
+
   /* a full disk: exit 1 naming the failed write */
   int full = open("/dev/full", O_WRONLY);
   if (full >= 0) {

@@ -402,7 +402,7 @@ static int worker(int argc, char **argv) {
   lt_status s = lt_dist_check_same("worker", 2, names, diff);
   W_CHECK(s == LT_ERR_INVALID, "a differing --batch was accepted");
   char expect[160];
-  snprintf(expect, sizeof expect, "'--batch' is '8' on rank 0 and different on rank %d", N - 1);
+  snprintf(expect, sizeof expect, "'--batch' is '8' on rank 0, '9' on rank %d", N - 1);
   if (R == 0) W_CHECK(strstr(lt_last_error(), expect) != NULL, "message: %s", lt_last_error());
   W_CHECK(lt_dist_check_same("worker", R == 0 ? 1 : 2, names, same) == LT_ERR_INVALID, "a differing count was accepted");
   /* gradients, over bucket sizes: one per parameter, a few, all in one (dtypes still split) */
@@ -667,6 +667,9 @@ START_TEST(equivalence_and_determinism) {
     if (c == 0) {
       char *log = slurp(in_tmp("a.log"));
       ck_assert_msg(strstr(log, "data parallel: 2 ranks x --batch 4 = a global batch of 8"), "%s", tail(log));
+      /* the trainer's own line, for any program on it (printed once: rank 0) */
+      const char *dp = strstr(log, "trainer: data parallel over 2 ranks: parameters from rank 0");
+      ck_assert_msg(dp && !strstr(dp + 1, "trainer: data parallel"), "%s", tail(log));
       ck_assert_msg(strstr(log, "step 20/20") && strstr(log, "final validation at step 20"), "%s", tail(log));
     }
     double l1[32], la[32], lb[32];
@@ -728,6 +731,8 @@ START_TEST(zero1_is_bit_exact_and_resumes) {
   expect_exit(run(train_cmd(2, 4, "z", "--optim adamw --zero 1"), "z.log"), 0, "z.log");
   char *log = slurp(in_tmp("z.log"));
   ck_assert_msg(strstr(log, "ZeRO-1: each rank holds the optimizer state of 1/N"), "%s", tail(log));
+  ck_assert_msg(strstr(log, "trainer: data parallel over 2 ranks") && strstr(log, "optimizer state sharded (ZeRO-1)"),
+                "%s", tail(log));
   expect_same_losses("z", "base");
   compare_params(ckpt("z", 10), ckpt("base", 10), 0);
   compare_params(ckpt("z", 20), ckpt("base", 20), 0);
@@ -746,27 +751,67 @@ START_TEST(zero1_is_bit_exact_and_resumes) {
 }
 END_TEST
 
-/* Another --seed or --batch on one rank, or another model size: refused at
- * start, with the message on rank 0. */
+/* Any setting that changes the computation, different on one rank: refused
+ * at start, before a step, with the flag, both values and the rank named;
+ * the data path compared whole (it was cut at 63 bytes), and the data
+ * itself (the same relative path, another file on rank 1). */
 START_TEST(different_configurations_are_refused) {
   write_text();
+  /* two paths that share their first 100 bytes */
+  char longdir[512], a_dir[600], b_dir[600], cmdline[4000];
+  snprintf(longdir, sizeof longdir, "%s/%0100d", tmpdir, 0);
+  snprintf(a_dir, sizeof a_dir, "%s/a", longdir);
+  snprintf(b_dir, sizeof b_dir, "%s/b", longdir);
+  snprintf(cmdline, sizeof cmdline, "mkdir -p '%s' '%s' && cp '%s' '%s/text.txt' && sed 's/the cat/the cut/' '%s' > '%s/text.txt'",
+           a_dir, b_dir, in_tmp("text.txt"), a_dir, in_tmp("text.txt"), b_dir);
+  ck_assert_int_eq(system(cmdline), 0);
+  char long_text[700];
+  snprintf(long_text, sizeof long_text, "--text '%s/text.txt'", b_dir);
   static const struct {
     const char *flag, *expect;
-  } cases[] = {{"--seed 7", "'--seed' is '42' on rank 0 and different on rank 1"},
-               {"--batch 3", "'--batch' is '4' on rank 0 and different on rank 1"},
-               {"--d-ff 48", "'parameters' is"}};
-  for (int c = 0; c < 3; c++) {
-    char a[8192], cmd[16400];
+  } cases[] = {{"--seed 7", "'--seed' is '42' on rank 0, '7' on rank 1"},
+               {"--batch 3", "'--batch' is '4' on rank 0, '3' on rank 1"},
+               {"--dropout 0.1", "'--dropout' is '0' on rank 0, '0.1' on rank 1"},
+               {"--precision bf16", "'--precision' is 'f32' on rank 0, 'bf16' on rank 1"},
+               {"--label-smoothing 0.1", "'--label-smoothing' is '0' on rank 0, '0.1' on rank 1"},
+               {"--max-nonfinite 2", "'--max-nonfinite' is '5' on rank 0, '2' on rank 1"},
+               {"--warmup 3", "'--warmup' is '2' on rank 0, '3' on rank 1"},
+               {"--beta2 0.99", "'--beta2' is '0.999' on rank 0, '0.99' on rank 1"},
+               {"--schedule constant", "'--schedule' is 'cosine' on rank 0, 'constant' on rank 1"},
+               {"--d-ff 48", "'--d-ff' is '64' on rank 0, '48' on rank 1"},
+               {NULL, "on rank 0, '"}, /* --text: the long path of rank 1 */
+               {"--seed 7 --lr 1e-3", "'--lr' is '0.003' on rank 0, '0.001' on rank 1; also '--seed' differs"}};
+  const int n = (int)(sizeof cases / sizeof cases[0]);
+  for (int c = 0; c < n; c++) {
+    char a[8192], cmd[17000];
     snprintf(a, sizeof a, "%s", train_cmd(0, 4, "cfg", "--overwrite"));
-    snprintf(cmd, sizeof cmd, MPIRUN " -np 1 %.8000s : -np 1 %.8000s %.100s", a, a, cases[c].flag);
-    double t0 = (double)time(NULL);
+    snprintf(cmd, sizeof cmd, MPIRUN " -np 1 %.8000s : -np 1 %.8000s %.700s", a, a, cases[c].flag ? cases[c].flag : long_text);
+    double t0 = lt_monotonic_seconds();
     int code = run(cmd, "cfg.log");
     char *log = slurp(in_tmp("cfg.log"));
-    ck_assert_msg(code != 0 && code != 124, "%s on rank 1: exit %d\n%s", cases[c].flag, code, tail(log));
+    const char *flag = cases[c].flag ? cases[c].flag : "--text (a path of 100+ bytes)";
+    ck_assert_msg(code == 2, "%s on rank 1: exit %d\n%s", flag, code, tail(log));
     ck_assert_msg(strstr(log, "the configuration differs across ranks") && strstr(log, cases[c].expect),
-                  "%s on rank 1: no clear message\n%s", cases[c].flag, tail(log));
-    ck_assert_msg((double)time(NULL) - t0 < 60, "too slow to fail");
+                  "%s on rank 1: no clear message\n%s", flag, tail(log));
+    ck_assert_msg(!strstr(log, "step "), "%s on rank 1: a step ran\n%s", flag, tail(log));
+    if (!cases[c].flag) ck_assert_msg(strstr(log, "'--text' is") && strstr(log, b_dir), "%s", tail(log));
+    ck_assert_msg(lt_monotonic_seconds() - t0 < 60, "too slow to fail");
   }
+  /* the same relative path, other bytes on rank 1 (a cut for a cat: the same size) */
+  char a[8192], cmd[18000];
+  snprintf(a, sizeof a, "%s", train_cmd(0, 4, "cfg", "--overwrite"));
+  char *t = strstr(a, "--text '");
+  ck_assert_ptr_nonnull(t);
+  char *q = strchr(t + 8, '\'');
+  memmove(t + 15, q + 1, strlen(q + 1) + 1);
+  memcpy(t, "--text text.txt", 15);
+  snprintf(cmd, sizeof cmd, MPIRUN " -np 1 -wdir '%s' %.8000s : -np 1 -wdir '%s' %.8000s", a_dir, a, b_dir, a);
+  int code = run(cmd, "cfg.log");
+  char *log = slurp(in_tmp("cfg.log"));
+  ck_assert_msg(code == 1 && strstr(log, "mpirun: the data: train: the configuration differs across ranks: 'the "
+                                    "training data's fingerprint"), "exit %d\n%s", code, tail(log));
+  printf("different configurations: %d settings and the data refused at start, naming the flag, both values and the rank\n",
+         n + 1);
   expect_no_leftovers();
 }
 END_TEST

@@ -5,7 +5,9 @@
  * Conv1D orientation are checked element by element; configurations that fit
  * neither layout are refused naming the option; damaged directories
  * (missing, extra and misshapen tensors, config keys libtensor cannot run,
- * non-finite weights) are refused and leave the model unchanged.
+ * non-finite weights) are refused and leave the model unchanged; config.json
+ * values outside the configuration's range table (the one train's flags use)
+ * are refused naming the key, before any arithmetic on them.
  * tests/interop/test_hf_torch.py checks the same directories against
  * PyTorch models written from the published descriptions.
  */
@@ -14,6 +16,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "libtensor_transformer.h"
@@ -238,7 +241,7 @@ START_TEST(damaged_directories) {
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "key 'hidden_size' is not an integer");
   /* a configuration that claims more than the file holds is refused before the model is built */
   write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
-                    "\"num_hidden_layers\": 100000, \"num_attention_heads\": 4, \"max_position_embeddings\": 16}");
+                    "\"num_hidden_layers\": 1000, \"num_attention_heads\": 4, \"max_position_embeddings\": 16}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "the configuration describes");
   write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
@@ -264,9 +267,92 @@ START_TEST(damaged_directories) {
 }
 END_TEST
 
+/* Values of config.json that the command line refuses are refused from the
+ * file, by the same table (LT_TF_CONFIG_RANGES): the message names the key,
+ * the value and the field's range, before any arithmetic on the value (a
+ * huge n_embd was 4 * n_embd, a signed overflow, first). Each value, set in
+ * a configuration directly, fails lt_tf_config_validate too. */
+START_TEST(config_ranges) {
+  const char *dir = lt_test_join(tmp, "ranges");
+  ck_assert_int_eq(mkdir(dir, 0777), 0);
+  char cpath[600];
+  snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+  /* the smallest configurations of each layout, as key/value pairs; a case replaces one */
+  static const char *const gpt2[][2] = {{"model_type", "\"gpt2\""}, {"vocab_size", "13"}, {"n_embd", "8"},
+                                        {"n_layer", "1"}, {"n_head", "2"}, {"n_positions", "8"}};
+  static const char *const llama[][2] = {{"model_type", "\"llama\""}, {"vocab_size", "13"}, {"hidden_size", "16"},
+                                         {"intermediate_size", "20"}, {"num_hidden_layers", "2"},
+                                         {"num_attention_heads", "4"}, {"max_position_embeddings", "16"}};
+  static const struct {
+    bool llama;
+    const char *key, *value, *field, *want;
+  } cases[] = {
+      {false, "n_embd", "4611686018427387904", "d_model", "key 'n_embd' 4611686018427387904: d_model must be in [1, 65536]"},
+      {false, "n_embd", "-8", "d_model", "key 'n_embd' -8: d_model must be in [1, 65536]"},
+      {false, "n_inner", "9223372036854775807", "d_ff", "key 'n_inner' 9223372036854775807: d_ff must be in [1, 1048576]"},
+      {false, "n_layer", "1025", "n_dec_layers", "key 'n_layer' 1025: n_dec_layers must be in [0, 1024]"},
+      {false, "n_head", "0", "n_heads", "key 'n_head' 0: n_heads must be in [1, 4096]"},
+      {false, "n_positions", "1099511627776", "max_len", "key 'n_positions' 1099511627776: max_len must be in [1, 1048576]"},
+      {false, "layer_norm_epsilon", "0", "norm_eps", "key 'layer_norm_epsilon' 0: norm_eps must be in (0, 1]"},
+      {false, "layer_norm_epsilon", "1e308", "norm_eps", "key 'layer_norm_epsilon' 1e+308: norm_eps must be in (0, 1]"},
+      {false, "resid_pdrop", "1.5", "dropout", "key 'resid_pdrop' 1.5: dropout must be in [0, 1]"},
+      {true, "rms_norm_eps", "0", "norm_eps", "key 'rms_norm_eps' 0: norm_eps must be in (0, 1]"},
+      {true, "rope_theta", "1e308", "rope_base", "key 'rope_theta' 1e+308: rope_base must be in (1, 1000000000]"},
+      {true, "rope_theta", "1", "rope_base", "key 'rope_theta' 1: rope_base must be in (1, 1000000000]"},
+      {true, "max_position_embeddings", "1099511627776", "max_len", "max_len must be in [1, 1048576]"},
+      {true, "num_key_value_heads", "4097", "n_kv_heads", "key 'num_key_value_heads' 4097: n_kv_heads must be in [1, 4096]"},
+      {true, "attention_dropout", "-0.5", "dropout", "key 'attention_dropout' -0.5: dropout must be in [0, 1]"},
+      {true, "head_dim", "4611686018427387904", NULL, "key 'head_dim' 4611686018427387904"},
+  };
+  const int n = (int)(sizeof cases / sizeof cases[0]);
+  for (int i = 0; i < n; i++) {
+    char text[1024];
+    int len = snprintf(text, sizeof text, "{\"%s\": %s", cases[i].key, cases[i].value);
+    const char *const(*base)[2] = cases[i].llama ? llama : gpt2;
+    const int nb = cases[i].llama ? 7 : 6;
+    for (int k = 0; k < nb; k++)
+      if (strcmp(base[k][0], cases[i].key))
+        len += snprintf(text + len, sizeof text - (size_t)len, ", \"%s\": %s", base[k][0], base[k][1]);
+    snprintf(text + len, sizeof text - (size_t)len, "}");
+    write_text(cpath, text);
+    lt_tf_config c;
+    memset(&c, 0x5a, sizeof c);
+    lt_tf_config before = c;
+    LT_EXPECT_ERR(lt_hf_read_config(dir, &c, NULL), LT_ERR_INVALID, cases[i].want);
+    ck_assert_msg(memcmp(&c, &before, sizeof c) == 0, "case %d: the output changed", i);
+    if (!cases[i].field) continue;
+    /* the same value set directly: lt_tf_config_validate refuses it by the same range */
+    lt_tf_config d = cases[i].llama ? llama_config(false) : gpt2_config();
+    double v = strtod(cases[i].value, NULL);
+    if (!strcmp(cases[i].field, "d_model")) d.d_model = (int64_t)v;
+    if (!strcmp(cases[i].field, "d_ff")) d.d_ff = INT64_MAX;
+    if (!strcmp(cases[i].field, "n_dec_layers")) d.n_dec_layers = (int64_t)v;
+    if (!strcmp(cases[i].field, "n_heads")) d.n_heads = (int64_t)v;
+    if (!strcmp(cases[i].field, "n_kv_heads")) d.n_kv_heads = (int64_t)v;
+    if (!strcmp(cases[i].field, "max_len")) d.max_len = (int64_t)v;
+    if (!strcmp(cases[i].field, "norm_eps")) d.norm_eps = v;
+    if (!strcmp(cases[i].field, "dropout")) d.dropout = v;
+    if (!strcmp(cases[i].field, "rope_base")) d.rope_base = v;
+    ck_assert_int_eq(lt_tf_config_validate(&d), LT_ERR_INVALID);
+    const char *msg = lt_last_error();
+    ck_assert_msg(strstr(msg, cases[i].field) && strstr(msg, strstr(cases[i].want, "must be in")), "case %d: %s", i,
+                  msg);
+  }
+  /* the bounds themselves load */
+  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20, "
+                    "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16, "
+                    "\"rms_norm_eps\": 1, \"rope_theta\": 1e9}");
+  lt_tf_config c;
+  LT_OK_OR_FAIL(lt_hf_read_config(dir, &c, NULL));
+  ck_assert(c.norm_eps == 1.0 && c.rope_base == 1e9);
+  printf("hf: config_ranges: %d cases refused\n", n);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("hf");
-  TCase *tc = LT_TEST_CASE(s, "hf", 120, gpt2_round_trip, llama_round_trip, refusals, damaged_directories);
+  TCase *tc = LT_TEST_CASE(s, "hf", 120, gpt2_round_trip, llama_round_trip, refusals, damaged_directories,
+                              config_ranges);
   tcase_add_checked_fixture(tc, tmp_make, tmp_remove);
   return lt_test_run(s);
 }

@@ -7,8 +7,11 @@
  * the target model and optimizer unchanged:
  *   - optimizer and schedule state out of range (INT64_MAX steps, a
  *     negative second moment, NaN moments, NaN learning rates);
- *   - a configuration that claims 100,000 layers (or a huge d_ff) over a
+ *   - a configuration that claims 1,000 layers (or a huge d_ff) over a
  *     small file, and a model over the memory cap;
+ *   - /model values outside the configuration's range table (norm_eps 0 or
+ *     1e308, rope_base 0.5, max_len 2^21, d_model 2^17) and a sinusoidal
+ *     position table larger than LT_TF_MAX_POS_TABLE;
  *   - a FIFO, /dev/zero and a directory as checkpoint, text, TSV, IDX and
  *     BPE training input, and a FIFO under a checkpoint's name in a run
  *     directory (newest checkpoint, rotation);
@@ -313,9 +316,9 @@ START_TEST(config_larger_than_file) {
     int64_t v;
     const char *want;
   } tc[] = {
-      {"n_dec_layers", 100000, "its configuration describes a model of "},
-      {"d_ff", (int64_t)1 << 36, "its configuration describes a model of "},
-      {"max_len", (int64_t)1 << 36, "its configuration describes a model of "},
+      {"n_dec_layers", 1000, "its configuration describes a model of "},
+      {"d_ff", (int64_t)1 << 20, "its configuration describes a model of "},
+      {"max_len", (int64_t)1 << 20, "its configuration describes a model of "},
   };
   for (int i = 0; i < 3; i++) {
     char name[32];
@@ -351,6 +354,55 @@ END_TEST
 /* ======================================================================== */
 /* Not regular files                                                        */
 /* ======================================================================== */
+
+/* Values of /model that the flags refuse, from a file: norm_eps 0 (the
+ * norms divide by sqrt(var + eps)), and a sinusoidal model whose max_len
+ * asks for a position table that the file does not hold (it is computed at
+ * build: 2^20 x 32 values from a file of a few KB took seconds and hundreds of
+ * MB); each refused at once, naming the field, before the model is built. */
+START_TEST(config_values_from_file) {
+  lt_tf_config c = lt_tf_config_default(LT_TF_ENCODER_DECODER); /* sinusoidal positions */
+  c.vocab_size = 16, c.d_model = 32, c.n_heads = 2, c.n_kv_heads = 2, c.n_enc_layers = c.n_dec_layers = 1;
+  c.d_ff = 16, c.max_len = 8;
+  lt_generator *g = lt_generator_new(1);
+  lt_transformer *m = lt_transformer_new(&c, g);
+  ck_assert_ptr_nonnull(m);
+  lt_ckpt_meta *meta = lt_ckpt_meta_new();
+  LT_OK_OR_FAIL(lt_tf_config_to_meta(&c, meta));
+  char good[512], p[512];
+  snprintf(good, sizeof good, "%s", ckpt_path("sin.h5"));
+  snprintf(p, sizeof p, "%s", ckpt_path("sin_bad.h5"));
+  LT_OK_OR_FAIL(lt_ckpt_save_params(good, lt_transformer_params(m), meta, NULL));
+  LT_OK_OR_FAIL(size_check(good, 0));
+  static const struct {
+    const char *key;
+    double v;
+    bool is_int;
+    const char *want;
+  } tc[] = {
+      {"norm_eps", 0, false, "norm_eps 0: must be in (0, 1]"},
+      {"norm_eps", 1e308, false, "norm_eps 1e+308: must be in (0, 1]"},
+      {"rope_base", 0.5, false, "rope_base 0.5: must be in (1, 1000000000]"},
+      {"max_len", 1 << 20, true, "the sinusoidal position table, computed when the model is built"},
+      {"max_len", 1 << 21, true, "max_len 2097152: must be in [1, 1048576]"},
+      {"d_model", 1 << 17, true, "d_model 131072: must be in [1, 65536]"},
+  };
+  for (size_t i = 0; i < sizeof tc / sizeof tc[0]; i++) {
+    copy_file(good, p);
+    hid_t f = open_rw(p);
+    if (tc[i].is_int) set_attr_i64(f, "/model", tc[i].key, (int64_t)tc[i].v);
+    else set_attr_f64(f, "/model", tc[i].key, tc[i].v);
+    close_seal(f, p);
+    guard gd = guard_begin();
+    EXPECT_STATUS(size_check(p, 0), LT_ERR_INVALID, tc[i].want, tc[i].key);
+    guard_end(gd, tc[i].key);
+  }
+  lt_ckpt_meta_free(meta);
+  lt_transformer_free(m);
+  lt_generator_free(g);
+  printf("hostile: config_values_from_file: %zu cases refused\n", sizeof tc / sizeof tc[0]);
+}
+END_TEST
 
 START_TEST(not_regular_files) {
   char fifo[512];
@@ -550,6 +602,7 @@ int main(void) {
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, optimizer_state_out_of_range);
   tcase_add_test(tc, config_larger_than_file);
+  tcase_add_test(tc, config_values_from_file);
   tcase_add_test(tc, not_regular_files);
   tcase_add_test(tc, unchecksummed_layouts);
   tcase_add_test(tc, inflating_blobs);

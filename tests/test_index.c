@@ -761,6 +761,44 @@ START_TEST(test_large_vs_naive) {
 }
 END_TEST
 
+/* tensor/order.c: what the op runner's random samples do not reach: NaN's
+ * place (after every number ascending, first descending, as torch.sort),
+ * ties in index order both ways, i64 beyond 2^53, and the gradient of
+ * sorted values landing where each came from. */
+START_TEST(test_sort_nan_ties_and_gradient) {
+  lt_scope *sc = lt_scope_begin(); /* every tensor below */
+  lt_tensor *x = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(6), (double[]){2, NAN, -1, 2, NAN, 0}));
+  lt_tensor *v, *i;
+  LT_OK_OR_FAIL(lt_sort(x, 0, false, &v, &i));
+  LT_ASSERT_VALUES(i, 0, 2, 5, 0, 3, 1, 4);
+  LT_OK_OR_FAIL(lt_sort(x, -1, true, NULL, &i));
+  LT_ASSERT_VALUES(i, 0, 1, 4, 0, 3, 5, 2);
+  LT_OK_OR_FAIL(lt_topk(x, 2, 0, false, &v, &i)); /* the two smallest: -1, 0 */
+  LT_ASSERT_VALUES(v, 0, -1, 0);
+  LT_ASSERT_VALUES(i, 0, 2, 5);
+  const int64_t big[3] = {INT64_C(9007199254740993), INT64_C(9007199254740992), -3};
+  lt_tensor *b = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(3), big));
+  lt_tensor *ib = LT_NN(lt_argsort(b, 0, false));
+  LT_ASSERT_VALUES(ib, 0, 2, 1, 0);
+  /* d(sum(sorted * w)) / dx[j] = w at j's rank */
+  lt_tensor *y = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(2, 3), (double[]){3, 1, 2, 0, 5, -1}));
+  LT_OK_OR_FAIL(lt_requires_grad_(y, true));
+  lt_tensor *w = LT_NN(lt_tensor_from_copy(LT_DTYPE_F64, LT_SHAPE(3), (double[]){10, 20, 30}));
+  LT_OK_OR_FAIL(lt_sort(y, 1, false, &v, NULL));
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(LT_NN(lt_mul(v, w)), 0, NULL, false)), NULL, false));
+  LT_ASSERT_VALUES(y->grad, 0, 30, 10, 20, 20, 30, 10);
+  /* flip, roll, repeat are copies, never views */
+  lt_tensor *r = LT_NN(lt_roll(y, 1, (int64_t[]){0}, (int[]){1}));
+  ck_assert(r->storage != y->storage);
+  lt_tensor *f = LT_NN(lt_flip(y, 0, NULL));
+  ck_assert(f->storage != y->storage);
+  lt_tensor *p = LT_NN(lt_repeat(y, 2, (int64_t[]){1, 1}));
+  ck_assert(p->storage != y->storage);
+  LT_ASSERT_SHAPE(LT_NN(lt_repeat(y, 3, (int64_t[]){4, 1, 2})), 4, 2, 6);
+  lt_scope_end(sc);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("index");
   LT_TEST_CASE(s, "index", 0, test_index_select_values,
@@ -768,6 +806,6 @@ int main(void) {
                test_tri_values, test_one_hot, test_cat_values,
                test_stack_values, test_split_chunk, test_backward_values,
                test_embedding_backward_deterministic, test_scatter_add_deterministic,
-               test_large_vs_naive);
+               test_large_vs_naive, test_sort_nan_ties_and_gradient);
   return lt_test_run(s);
 }

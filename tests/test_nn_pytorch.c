@@ -23,6 +23,7 @@
  * What this is not: the per-op tests (values, errors, gradchecks) of nn/,
  * which live with each implementation.
  */
+#include "nn/conv.h"
 #include "test_util.h"
 #include "util_fixtures.h"
 #include "util_fxcheck.h"
@@ -716,6 +717,130 @@ END_TEST
 
 START_TEST(test_losses) {
   RUN_GROUPS("nn_functional.bin", "losses", {"ce.", body_ce}, {"nll.", body_nll}, {"mse.", body_mse});
+}
+END_TEST
+
+/* nn_more.bin: the losses of nn/loss_more.c against torch.nn.functional. */
+static lt_reduction fx_red(const fx_case *c) { return (lt_reduction)fx_num(c, "reduction"); }
+static void body_bce_logits(fx_case *c) {
+  lt_tensor *x = fx_in(c, "input"), *y = fx_in(c, "target");
+  lt_tensor *w = fx_in_opt(c, "weight"), *pw = fx_in_opt(c, "pos_weight");
+  fx_check(c, lt_binary_cross_entropy_with_logits(x, y, w, pw, fx_red(c)));
+}
+static void body_l1(fx_case *c) { fx_check(c, lt_l1_loss(fx_in(c, "input"), fx_in(c, "target"), fx_red(c))); }
+static void body_smooth_l1(fx_case *c) {
+  fx_check(c, lt_smooth_l1_loss(fx_in(c, "input"), fx_in(c, "target"), fx_red(c), fx_num(c, "beta")));
+}
+static void body_huber(fx_case *c) {
+  fx_check(c, lt_huber_loss(fx_in(c, "input"), fx_in(c, "target"), fx_red(c), fx_num(c, "delta")));
+}
+static void body_kl(fx_case *c) {
+  fx_check(c, lt_kl_div(fx_in(c, "input"), fx_in(c, "target"), fx_red(c), fx_num(c, "log_target") != 0));
+}
+static void body_cos_emb(fx_case *c) {
+  fx_check(c, lt_cosine_embedding_loss(fx_in(c, "x1"), fx_in(c, "x2"), fx_in(c, "y"), fx_num(c, "margin"), fx_red(c)));
+}
+/* nn_more.bin: tensor/order.c against torch.sort, topk, flip, roll, Tensor.repeat. */
+static int fx_ints(const fx_case *c, const char *key, int64_t *v, int cap) {
+  lt_tensor *t = fx_get(c, key);
+  int n = (int)t->numel;
+  ck_assert(n <= cap);
+  LT_OK_OR_FAIL(lt_tensor_read(t, LT_DTYPE_I64, v, n));
+  lt_tensor_free(t);
+  return n;
+}
+static void body_sort(fx_case *c) {
+  lt_tensor *v = NULL, *i = NULL;
+  LT_OK_OR_FAIL(lt_sort(fx_in(c, "x"), (int)fx_num(c, "dim"), fx_num(c, "descending") != 0, &v, &i));
+  fx_check_extra(c, "indices", i);
+  lt_tensor_free(i);
+  fx_check(c, v);
+}
+static void body_topk(fx_case *c) {
+  lt_tensor *v = NULL, *i = NULL;
+  LT_OK_OR_FAIL(lt_topk(fx_in(c, "x"), (int64_t)fx_num(c, "k"), (int)fx_num(c, "dim"), fx_num(c, "largest") != 0, &v,
+                        &i));
+  fx_check_extra(c, "indices", i);
+  lt_tensor_free(i);
+  fx_check(c, v);
+}
+static void body_flip(fx_case *c) {
+  int64_t d[LT_MAX_DIMS];
+  int n = fx_ints(c, "dims", d, LT_MAX_DIMS), dims[LT_MAX_DIMS];
+  for (int k = 0; k < n; k++) dims[k] = (int)d[k];
+  fx_check(c, lt_flip(fx_in(c, "x"), n, dims));
+}
+static void body_roll(fx_case *c) {
+  int64_t sh[LT_MAX_DIMS], d[LT_MAX_DIMS];
+  int n = fx_ints(c, "shifts", sh, LT_MAX_DIMS), dims[LT_MAX_DIMS];
+  bool has_dims = fx_has(c, "dims");
+  if (has_dims) fx_ints(c, "dims", d, LT_MAX_DIMS);
+  for (int k = 0; has_dims && k < n; k++) dims[k] = (int)d[k];
+  fx_check(c, lt_roll(fx_in(c, "x"), n, sh, has_dims ? dims : NULL));
+}
+static void body_repeat(fx_case *c) {
+  int64_t r[LT_MAX_DIMS];
+  int n = fx_ints(c, "repeats", r, LT_MAX_DIMS);
+  fx_check(c, lt_repeat(fx_in(c, "x"), n, r));
+}
+START_TEST(test_more_order) {
+  RUN_GROUPS("nn_more.bin", "sort and reordering", {"sort.", body_sort}, {"topk.", body_topk}, {"flip.", body_flip},
+             {"roll.", body_roll}, {"repeat.", body_repeat});
+}
+END_TEST
+
+/* nn_more.bin: nn.ConvTranspose2d / ConvTranspose1d modules (PyTorch's
+ * state_dict names and their parameters copied in) and F.interpolate. */
+static lt_conv_opts fx_convt_opts(const fx_case *c) {
+  lt_conv_opts o = LT_CONV_OPTS_DEFAULT;
+  o.stride[0] = o.stride[1] = (int64_t)fx_num(c, "stride");
+  o.padding[0] = o.padding[1] = (int64_t)fx_num(c, "padding");
+  o.output_padding[0] = o.output_padding[1] = (int64_t)fx_num(c, "output_padding");
+  o.dilation[0] = o.dilation[1] = (int64_t)fx_num(c, "dilation");
+  o.groups = (int64_t)fx_num(c, "groups");
+  return o;
+}
+static void body_convt2d(fx_case *c) {
+  lt_params *p = lt_params_new();
+  lt_conv_transpose2d_m m;
+  const lt_conv_opts o = fx_convt_opts(c);
+  LT_OK_OR_FAIL(lt_conv_transpose2d_init(&m, p, "m", (int64_t)fx_num(c, "c_in"), (int64_t)fx_num(c, "c_out"),
+                                         (int64_t)fx_num(c, "kh"), (int64_t)fx_num(c, "kw"), &o, fx_num(c, "bias") != 0,
+                                         gen()));
+  fx_load_params(c, p);
+  fx_check(c, lt_conv_transpose2d_forward(&m, fx_in(c, "x")));
+  lt_params_free(p);
+}
+static void body_convt1d(fx_case *c) {
+  lt_params *p = lt_params_new();
+  lt_conv_transpose1d_m m;
+  const lt_conv_opts o = fx_convt_opts(c);
+  LT_OK_OR_FAIL(lt_conv_transpose1d_init(&m, p, "m", (int64_t)fx_num(c, "c_in"), (int64_t)fx_num(c, "c_out"),
+                                         (int64_t)fx_num(c, "k"), &o, fx_num(c, "bias") != 0, gen()));
+  fx_load_params(c, p);
+  fx_check(c, lt_conv_transpose1d_forward(&m, fx_in(c, "x")));
+  lt_params_free(p);
+}
+static void body_interp(fx_case *c) {
+  int64_t size[2] = {0, 0};
+  double scale[2] = {0, 0};
+  int n = fx_ints(c, "size", size, 2);
+  lt_tensor *sc = fx_get(c, "scale");
+  LT_OK_OR_FAIL(lt_tensor_read(sc, LT_DTYPE_F64, scale, (int64_t)n));
+  lt_tensor_free(sc);
+  lt_interpolate_opts o = {(lt_interp_mode)fx_num(c, "mode"), {size[0], size[1]}, {scale[0], scale[1]},
+                           fx_num(c, "align_corners") != 0};
+  fx_check(c, lt_interpolate(fx_in(c, "x"), &o));
+}
+START_TEST(test_more_conv) {
+  RUN_GROUPS("nn_more.bin", "transposed convolutions and interpolation", {"convt2d.", body_convt2d},
+             {"convt1d.", body_convt1d}, {"interp.", body_interp});
+}
+END_TEST
+
+START_TEST(test_more_losses) {
+  RUN_GROUPS("nn_more.bin", "more losses", {"bce_logits.", body_bce_logits}, {"l1.", body_l1},
+             {"smooth_l1.", body_smooth_l1}, {"huber.", body_huber}, {"kl.", body_kl}, {"cos_emb.", body_cos_emb});
 }
 END_TEST
 
@@ -1575,6 +1700,9 @@ int main(void) {
   tcase_add_loop_test(tc, test_norms, 0, 2);
   tcase_add_loop_test(tc, test_activations, 0, 2);
   tcase_add_loop_test(tc, test_losses, 0, 2);
+  tcase_add_loop_test(tc, test_more_losses, 0, 2);
+  tcase_add_loop_test(tc, test_more_order, 0, 2);
+  tcase_add_loop_test(tc, test_more_conv, 0, 2);
   tcase_add_loop_test(tc, test_embedding, 0, 2);
   TCase *ta = LT_TEST_CASE(s, "attention", 300, test_sdpa_dropout_edges);
   tcase_add_loop_test(ta, test_sdpa, 0, 2);

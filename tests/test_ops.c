@@ -75,6 +75,9 @@ static double oi_first(const opinfo *e, const double *arg, const double *x) { re
 #include "opinfo_conv.inc"
 #include "opinfo_index.inc"
 #include "opinfo_nn.inc"
+#include "opinfo_loss.inc"
+#include "opinfo_order.inc"
+#include "opinfo_custom.inc"
 #include "opinfo_attention.inc"
 
 #include "gradcases_view.inc"
@@ -89,7 +92,7 @@ static const struct {
 } tables[] = {
 #define OI_TABLE(t) {t, (int)(sizeof t / sizeof t[0])},
     OI_TABLE(opinfo_elementwise) OI_TABLE(opinfo_reduce) OI_TABLE(opinfo_view) OI_TABLE(opinfo_matmul)
-    OI_TABLE(opinfo_conv) OI_TABLE(opinfo_index) OI_TABLE(opinfo_nn) OI_TABLE(opinfo_attention)
+    OI_TABLE(opinfo_conv) OI_TABLE(opinfo_index) OI_TABLE(opinfo_nn) OI_TABLE(opinfo_loss) OI_TABLE(opinfo_order) OI_TABLE(opinfo_custom) OI_TABLE(opinfo_attention)
 #undef OI_TABLE
 };
 

@@ -335,6 +335,22 @@ START_TEST(test_scopes_and_refcounts) {
   ck_assert_int_eq(lt__live_storages(), s0);
   lt_tensor_free(NULL);
   lt_scope_end(NULL);
+  /* lt_scope_return: the result goes to the enclosing scope, the rest is freed */
+  lt_scope *caller = lt_scope_begin();
+  lt_scope *own = lt_scope_begin();
+  lt_tensor *x = LT_NN(lt_ones(LT_DTYPE_F32, LT_SHAPE(3)));
+  lt_tensor *y = lt_scope_return(own, LT_NN(lt_mul_scalar(LT_NN(lt_add_scalar(x, 1)), 2)));
+  ck_assert_int_eq(lt__live_tensors(), t0 + 1); /* x and x + 1 are gone */
+  LT_ASSERT_VALUES(y, 0, 4, 4, 4);
+  lt_scope_end(caller);
+  ck_assert_int_eq(lt__live_tensors(), t0);
+  own = lt_scope_begin(); /* no enclosing scope: the caller owns it */
+  y = lt_scope_return(own, LT_NN(lt_zeros(LT_DTYPE_F32, LT_SHAPE(2))));
+  ck_assert_int_eq(lt__live_tensors(), t0 + 1);
+  lt_tensor_free(y);
+  ck_assert_ptr_null(lt_scope_return(lt_scope_begin(), NULL));
+  ck_assert_int_eq(lt__live_tensors(), t0);
+  ck_assert_int_eq(lt__live_storages(), s0);
 }
 END_TEST
 

@@ -14,7 +14,12 @@
  *   - accumulation over 2 micro-batches of 4 equals one batch of 8;
  *   - keep-last-N rotation; stop_after saves and returns;
  *   - a CSV write failure (/dev/full) is an error naming the file;
- *   - restored counters out of range are refused naming key, value and range.
+ *   - restored counters out of range are refused naming key, value and range;
+ *   - evaluation memory is flat: an evaluate hook that frees nothing (a 4 MB
+ *     intermediate each time), and an eval_batch hook, over 50 evaluations
+ *     each, leave the live tensor and storage counts and the RSS where they
+ *     were;
+ *   - cfg.autocast turns autocast on for the steps and evaluations, and back.
  */
 #define _DEFAULT_SOURCE /* mkdtemp */
 #include <dirent.h>
@@ -25,6 +30,7 @@
 #include <unistd.h>
 
 #include "test_util.h"
+#include "tensor/storage_internal.h" /* lt__live_tensors, lt__live_storages: the leak check */
 #include "train/trainer.h"
 
 enum { N = 32, D = 3, H = 8 };
@@ -64,6 +70,7 @@ typedef struct fx {
   double before[64];         /* the parameters at the start of step nan_from */
   int64_t n_before;
   int64_t evals;
+  struct leak_probe *probe;  /* evaluation_memory_is_flat, autocast_on_request */
 } fx;
 
 static int64_t fx_bpe(void *u) { return N / ((fx *)u)->batch; }
@@ -168,7 +175,7 @@ static lt_trainer_config fx_config(fx *f, int64_t steps, int64_t accum, const ch
 }
 
 static lt_trainer *fx_trainer(fx *f, const lt_trainer_config *c) {
-  lt_trainer_hooks h = {f, fx_micro, fx_begin, fx_eval, NULL, NULL, NULL, fx_get_position, fx_set_position, fx_bpe};
+  lt_trainer_hooks h = {f, fx_micro, fx_begin, fx_eval, NULL, NULL, NULL, fx_get_position, fx_set_position, fx_bpe, NULL};
   lt_trainer *t = lt_trainer_new(c, &h);
   ck_assert_msg(t != NULL, "lt_trainer_new: %s", lt_last_error());
   return t;
@@ -408,13 +415,16 @@ START_TEST(csv_write_failure_is_an_error) {
 }
 END_TEST
 
+/* The loader's generator offset write_state saves (a crafted file's, when not 0). */
+static int64_t g_loader_offset;
+
 /* A checkpoint with the given trainer values (a file damaged or edited). */
 static void write_state(fx *f, const char *path, int64_t step, int64_t tokens, double secs, int64_t index) {
   lt_ckpt_meta *x = LT_NNP(lt_ckpt_meta_new());
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_EPOCH, 0));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_INDEX, index));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_SEED, 0));
-  LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_OFFSET, 0));
+  LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_OFFSET, g_loader_offset));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_LOADER_FINGERPRINT, N));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_TOKENS, tokens));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_double(x, LT_TRAINER_KEY_TRAIN_SECONDS, secs));
@@ -438,6 +448,10 @@ START_TEST(restored_counters_are_range_checked) {
   LT_EXPECT_ERR(lt_trainer_resume(t, p), LT_ERR_FORMAT, "run.train_seconds = inf");
   write_state(&f, p, 3, 5, 1.5, 9);
   LT_EXPECT_ERR(lt_trainer_resume(t, p), LT_ERR_FORMAT, "loader.index = 9 is outside [0, 8]");
+  g_loader_offset = -1; /* a generator's offset is a count of blocks drawn */
+  write_state(&f, p, 3, 5, 1.5, 8);
+  LT_EXPECT_ERR(lt_trainer_resume(t, p), LT_ERR_FORMAT, "loader.offset = -1 is outside [0, 2^63)");
+  g_loader_offset = 0;
   ck_assert_int_eq(lt_trainer_step(t), 0); /* nothing restored */
   write_state(&f, p, 3, 5, 1.5, 8);
   LT_OK_OR_FAIL(lt_trainer_resume(t, p));
@@ -445,7 +459,7 @@ START_TEST(restored_counters_are_range_checked) {
   ck_assert_int_eq(f.index, 8);
   /* configuration errors name the field */
   c.accum = 0;
-  lt_trainer_hooks h = {&f, fx_micro, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  lt_trainer_hooks h = {&f, fx_micro, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
   LT_EXPECT_NULLP_ERR(lt_trainer_new(&c, &h), LT_ERR_INVALID, "accum 0");
   c.accum = 1, h.micro_batch = NULL;
   LT_EXPECT_NULLP_ERR(lt_trainer_new(&c, &h), LT_ERR_NULL, "hooks.micro_batch");
@@ -454,11 +468,150 @@ START_TEST(restored_counters_are_range_checked) {
 }
 END_TEST
 
+/* ---- evaluation memory, autocast ---------------------------------------------- */
+
+typedef struct leak_probe {
+  int64_t n;                          /* evaluations */
+  int64_t tensors[64], storages[64];  /* live counts at each evaluation's start */
+  double rss[64];                     /* MB, at each evaluation's start */
+  int64_t batch_tensors;              /* live tensors at batch 0 of the current evaluation */
+  bool batch_flat;                    /* every batch began with batch 0's count */
+  double sum;
+  int64_t steps_bf16, evals_bf16;     /* hooks that ran under autocast */
+} leak_probe;
+
+static double rss_now_mb(void) {
+  long pages = 0, resident = 0;
+  FILE *f = fopen("/proc/self/statm", "r");
+  if (!f) return 0;
+  if (fscanf(f, "%ld %ld", &pages, &resident) != 2) resident = 0;
+  fclose(f);
+  return (double)resident * (double)sysconf(_SC_PAGESIZE) / 1048576.0;
+}
+
+static void probe_record(leak_probe *p) {
+  if (p->n < 64) p->tensors[p->n] = lt__live_tensors(), p->storages[p->n] = lt__live_storages(), p->rss[p->n] = rss_now_mb();
+  p->evals_bf16 += lt_autocast_dtype() == LT_DTYPE_BF16;
+}
+
+/* The validation loss of rows [r0, r0 + n) (reduction sum), plus 0 times
+ * the mean of a 4 MB tensor: an intermediate nobody frees. */
+static lt_status leaky_loss(fx *f, int64_t r0, int64_t n, double *v) {
+  lt_tensor *big = lt_full(LT_DTYPE_F32, 1, (int64_t[]){1 << 20}, 1.0); /* written, so resident */
+  lt_tensor *x = lt_narrow(f->X, 0, r0, n), *y = lt_narrow(f->Y, 0, r0, n);
+  lt_tensor *out = lt_linear_forward(&f->l2, lt_relu(lt_linear_forward(&f->l1, x)));
+  lt_tensor *loss = lt_add(lt_mse_loss(out, y, LT_REDUCTION_SUM), lt_mul_scalar(lt_mean(big, 0, NULL, false), 0));
+  return lt_item(loss, v);
+}
+
+/* An evaluate hook as a newcomer writes it: no scope, no frees. */
+static lt_status leaky_eval(void *u, lt_trainer_eval *ev) {
+  fx *f = u;
+  probe_record(f->probe);
+  f->probe->n++;
+  double v;
+  lt_status st = leaky_loss(f, 0, N, &v);
+  ev->values[0] = v / N;
+  return st;
+}
+
+/* The same through eval_batch: 4 batches of 8 rows; then evaluate divides. */
+static lt_status leaky_batch(void *u, lt_trainer_eval *ev, int64_t b, bool *more) {
+  fx *f = u;
+  leak_probe *p = f->probe;
+  (void)ev;
+  if (b == 0) {
+    probe_record(p);
+    p->sum = 0, p->batch_tensors = lt__live_tensors();
+  } else if (lt__live_tensors() != p->batch_tensors) {
+    p->batch_flat = false;
+  }
+  double v;
+  lt_status st = leaky_loss(f, 8 * b, 8, &v);
+  p->sum += v;
+  *more = b < 3;
+  return st;
+}
+static lt_status batch_finish(void *u, lt_trainer_eval *ev) {
+  fx *f = u;
+  f->probe->n++;
+  ev->values[0] = f->probe->sum / N;
+  return LT_OK;
+}
+
+static lt_status probe_micro(void *u, lt_trainer_micro *m) {
+  fx *f = u;
+  f->probe->steps_bf16 += lt_autocast_dtype() == LT_DTYPE_BF16;
+  return fx_micro(u, m);
+}
+
+static void expect_flat(const leak_probe *p, int64_t n) {
+  ck_assert_int_eq(p->n, n);
+  for (int64_t i = 2; i < n; i++) /* the first evaluations may make what stays (Adam's state is made at step 1) */
+    ck_assert_msg(p->tensors[i] == p->tensors[1] && p->storages[i] == p->storages[1],
+                  "evaluation %lld began with %lld live tensors and %lld storages, evaluation 1 with %lld and %lld",
+                  (long long)i, (long long)p->tensors[i], (long long)p->storages[i], (long long)p->tensors[1],
+                  (long long)p->storages[1]);
+  /* leaked, 4 MB per evaluation would be 190 MB here */
+  ck_assert_msg(p->rss[n - 1] - p->rss[2] < 24.0, "RSS grew from %.1f MB to %.1f MB over %lld evaluations", p->rss[2],
+                p->rss[n - 1], (long long)(n - 3));
+}
+
+static void run_probe(fx *f, leak_probe *p, const lt_trainer_hooks *h, lt_dtype autocast) {
+  lt_trainer_config c = fx_config(f, 50, 1, NULL);
+  c.eval_every = 1, c.ckpt_every = 0, c.no_ckpt = true, c.autocast = autocast;
+  c.out = fopen("/dev/null", "w");
+  ck_assert_ptr_nonnull(c.out);
+  f->probe = p;
+  lt_trainer *t = lt_trainer_new(&c, h);
+  ck_assert_msg(t != NULL, "lt_trainer_new: %s", lt_last_error());
+  lt_trainer_result res;
+  LT_OK_OR_FAIL(lt_trainer_fit(t, &res));
+  ck_assert_int_eq(res.end, LT_TRAINER_DONE);
+  lt_trainer_free(t);
+  fclose(c.out);
+}
+
+START_TEST(evaluation_memory_is_flat) {
+  fx f;
+  fx_init(&f, 1, 4, 0.0, 50, LT_OPTIM_ADAM);
+  leak_probe p = {.batch_flat = true};
+  run_probe(&f, &p, &(lt_trainer_hooks){.user = &f, .micro_batch = fx_micro, .evaluate = leaky_eval}, LT_DTYPE_F32);
+  expect_flat(&p, 50); /* eval_every 1 over 50 steps: the last is the final one */
+  leak_probe q = {.batch_flat = true};
+  run_probe(&f, &q,
+            &(lt_trainer_hooks){.user = &f, .micro_batch = fx_micro, .evaluate = batch_finish, .eval_batch = leaky_batch},
+            LT_DTYPE_F32);
+  expect_flat(&q, 50);
+  ck_assert_msg(q.batch_flat, "an evaluation batch began with more live tensors than the evaluation's batch 0");
+  fx_free(&f);
+}
+END_TEST
+
+START_TEST(autocast_on_request) {
+  fx f;
+  fx_init(&f, 1, 4, 0.0, 50, LT_OPTIM_ADAM);
+  leak_probe p = {.batch_flat = true};
+  lt_trainer_hooks h = {.user = &f, .micro_batch = probe_micro, .evaluate = leaky_eval};
+  run_probe(&f, &p, &h, LT_DTYPE_BF16);
+  ck_assert_int_eq(p.steps_bf16, 50);
+  ck_assert_int_eq(p.evals_bf16, 50);
+  ck_assert_int_eq(lt_autocast_dtype(), LT_DTYPE_F32); /* restored */
+  leak_probe q = {.batch_flat = true};
+  run_probe(&f, &q, &h, LT_DTYPE_F32); /* the default: the caller's mode */
+  ck_assert_int_eq(q.steps_bf16, 0);
+  lt_trainer_config c = fx_config(&f, 5, 1, NULL);
+  c.autocast = LT_DTYPE_F64;
+  LT_EXPECT_NULLP_ERR(lt_trainer_new(&c, &h), LT_ERR_INVALID, "autocast f64");
+  fx_free(&f);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("trainer");
   TCase *tc = LT_TEST_CASE(s, "loop", 300, resume_is_bit_exact_and_the_csv_complete, nonfinite_loss_skips_the_update,
                            accumulation_equals_one_big_batch, keep_last_n_checkpoints, csv_write_failure_is_an_error,
-                           restored_counters_are_range_checked);
+                           restored_counters_are_range_checked, evaluation_memory_is_flat, autocast_on_request);
   tcase_add_checked_fixture(tc, setup, teardown);
   return lt_test_run(s);
 }

@@ -684,16 +684,15 @@ static const char *break_field(lt_tf_config *c, int i) {
  * sized at once, overflow is an error naming the term. */
 START_TEST(test_config_size) {
   lt_tf_config c = tiny(LT_TF_DECODER_ONLY);
-  c.n_dec_layers = 100000;
-  c.d_ff = 4096;
+  c.n_dec_layers = LT_TF_HI_n_dec_layers;
+  c.d_ff = LT_TF_HI_d_ff;
   int64_t np = 0;
   size_t bytes = 0;
   LT_OK_OR_FAIL(lt_tf_config_size(&c, &np, &bytes));
-  ck_assert_int_gt(np, 100000LL * 2 * 4096 * 8);
+  ck_assert_int_gt(np, (int64_t)LT_TF_HI_n_dec_layers * 2 * LT_TF_HI_d_ff * 8);
   ck_assert_uint_eq(bytes, (size_t)np * sizeof(float));
   c = tiny(LT_TF_DECODER_ONLY);
-  c.vocab_size = (int64_t)1 << 40;
-  c.d_model = (int64_t)1 << 32;
+  c.vocab_size = (int64_t)1 << 62; /* x d_model overflows */
   c.n_heads = 1;
   c.n_kv_heads = 1;
   LT_EXPECT_ERR(lt_tf_config_size(&c, &np, &bytes), LT_ERR_OVERFLOW, "overflows 64-bit arithmetic");
@@ -809,12 +808,13 @@ START_TEST(test_input_errors) {
 }
 END_TEST
 
-/* A build that fails part-way (a feed-forward matrix too big to describe)
- * returns NULL, frees what it had made and leaves the generator as it was. */
+/* A build that fails part-way (the classifier, built last, too big to
+ * describe) returns NULL, frees what it had made and leaves the generator as
+ * it was. */
 START_TEST(test_build_failure_rolls_back) {
   lt_generator *g = lt_generator_new(4);
-  lt_tf_config c = tiny(LT_TF_ENCODER_DECODER);
-  c.d_ff = (int64_t)1 << 60; /* [d_ff, 8] overflows the element count */
+  lt_tf_config c = tiny(LT_TF_ENCODER_ONLY);
+  c.n_classes = (int64_t)1 << 60; /* [n_classes, 8] overflows the element count */
   const int64_t live = lt__live_tensors();
   lt_generator_state st = lt_generator_get_state(g);
   ck_assert(lt_transformer_new(&c, g) == NULL);

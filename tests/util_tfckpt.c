@@ -64,14 +64,24 @@ lt_status tfckpt_write(const char *path, lt_tf_arch arch, int steps, bool traini
   return tfckpt_write_config(path, &cfg, steps, training, opts);
 }
 
+const char *tfckpt_classes;
+size_t tfckpt_classes_size;
+lt_status (*tfckpt_extra_hook)(lt_tf_arch arch, lt_ckpt_meta *extra);
+
 lt_status tfckpt_write_config(const char *path, const lt_tf_config *cfg_in, int steps, bool training,
                               const lt_ckpt_save_opts *opts) {
+  return tfckpt_write_config_tok(path, cfg_in, steps, training, opts, NULL);
+}
+
+lt_status tfckpt_write_config_tok(const char *path, const lt_tf_config *cfg_in, int steps, bool training,
+                                  const lt_ckpt_save_opts *opts, const lt_tokenizer *tok_in) {
   lt_tf_config cfg = *cfg_in;
   lt_tf_arch arch = cfg.arch;
   lt_optim_config oc = tfckpt_optim_config();
   lt_schedule sc = tfckpt_schedule();
   lt_generator *init = lt_generator_new(7), *drop = lt_generator_new(8);
-  lt_tokenizer *tok = lt_tokenizer_new_char(TFCKPT_TEXT, strlen(TFCKPT_TEXT));
+  lt_tokenizer *own = tok_in ? NULL : lt_tokenizer_new_char(TFCKPT_TEXT, strlen(TFCKPT_TEXT));
+  const lt_tokenizer *tok = tok_in ? tok_in : own;
   lt_transformer *m = init ? lt_transformer_new(&cfg, init) : NULL;
   lt_optimizer *opt = m ? lt_optimizer_new(lt_transformer_params(m), &oc) : NULL;
   lt_ckpt_meta *config = lt_ckpt_meta_new(), *extra = lt_ckpt_meta_new();
@@ -95,12 +105,15 @@ lt_status tfckpt_write_config(const char *path, const lt_tf_config *cfg_in, int 
   if (!s) s = lt_tokenizer_serialize(tok, &blob, &size);
   if (!s) s = lt_ckpt_meta_set_bytes(extra, "tokenizer", blob, size);
   free(blob);
-  if (!s && arch == LT_TF_ENCODER_ONLY) s = lt_ckpt_meta_set_bytes(extra, "classes", "neg\npos\n", 8);
+  if (!s && arch == LT_TF_ENCODER_ONLY)
+    s = tfckpt_classes ? lt_ckpt_meta_set_bytes(extra, "classes", tfckpt_classes, tfckpt_classes_size)
+                       : lt_ckpt_meta_set_bytes(extra, "classes", "neg\npos\n", 8);
   if (!s) s = lt_ckpt_meta_set_int(extra, "loader.epoch", 0);
   if (!s) s = lt_ckpt_meta_set_int(extra, "loader.index", steps);
   if (!s) s = lt_ckpt_meta_set_int(extra, "run.tokens", 10 * steps);
   if (!s) s = lt_ckpt_meta_set_double(extra, "run.train_seconds", 0.25);
   if (!s) s = lt_ckpt_meta_set_string(extra, "opt.data", "tfckpt");
+  if (!s && tfckpt_extra_hook) s = tfckpt_extra_hook(arch, extra);
   if (!s && training) {
     lt_train_state st = {lt_transformer_params(m), opt, &oc, &sc, steps, TFCKPT_N_GENERATORS,
                          tfckpt_generator_names, &drop};
@@ -112,7 +125,7 @@ lt_status tfckpt_write_config(const char *path, const lt_tf_config *cfg_in, int 
   lt_ckpt_meta_free(extra);
   lt_optimizer_free(opt);
   lt_transformer_free(m);
-  lt_tokenizer_free(tok);
+  lt_tokenizer_free(own);
   lt_generator_free(init);
   lt_generator_free(drop);
   return s;

@@ -14,6 +14,7 @@
 #define LT_TEST_UTIL_TFCKPT_H
 
 #include "checkpoint/checkpoint.h"
+#include "datasets/datasets.h"
 #include "models/transformer/transformer.h"
 
 /* The tiny configuration of arch (d_model 8, 2 heads, one layer per stack,
@@ -42,6 +43,18 @@ lt_status tfckpt_write(const char *path, lt_tf_arch arch, int steps, bool traini
  * uses a wider model with a longer context). */
 lt_status tfckpt_write_config(const char *path, const lt_tf_config *cfg, int steps, bool training,
                               const lt_ckpt_save_opts *opts);
+/* The same with another tokenizer (borrowed; NULL: TFCKPT_TEXT's char
+ * tokenizer): cfg->vocab_size must be its vocabulary size. The encoder-only
+ * model's class names are tfckpt_classes (tfckpt_classes_size bytes, one
+ * name per line) when set, else "neg\npos\n". */
+extern const char *tfckpt_classes;
+extern size_t tfckpt_classes_size;
+/* When set, called with the extra values just before the checkpoint is
+ * written, to add more (tests/test_crafted_ckpt.c: train's settings and the
+ * trainer's loader keys, so that a resume is checked as train's). */
+extern lt_status (*tfckpt_extra_hook)(lt_tf_arch arch, lt_ckpt_meta *extra);
+lt_status tfckpt_write_config_tok(const char *path, const lt_tf_config *cfg, int steps, bool training,
+                                  const lt_ckpt_save_opts *opts, const lt_tokenizer *tok);
 
 /* Reads the model configuration and the extra values of the checkpoint at
  * path the way generate and train --resume do: a non-strict training load

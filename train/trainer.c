@@ -239,6 +239,9 @@ lt_trainer *lt_trainer_new(const lt_trainer_config *cfg, const lt_trainer_hooks 
        "trainer_new: %d generators without their names or pointers", c->n_generators);
   NEED(c->zero == 0 || c->zero == 1, "trainer_new: zero %d: must be 0 (off) or 1 (ZeRO-1: optimizer state sharded)",
        c->zero);
+  NEED(c->autocast == LT_DTYPE_F32 || c->autocast == LT_DTYPE_BF16,
+       "trainer_new: autocast %s: must be LT_DTYPE_F32 (the caller's mode) or LT_DTYPE_BF16 (autocast on)",
+       lt_dtype_name(c->autocast));
   NEED(!hooks->set_position == !hooks->get_position, "trainer_new: set_position and get_position go together");
   NEED(c->progress >= LT_TRAINER_PROGRESS_AUTO && c->progress <= LT_TRAINER_PROGRESS_OFF,
        "trainer_new: progress %d: not an lt_trainer_progress", (int)c->progress);
@@ -453,6 +456,7 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
     for (int i = 0; i < 5 && s == LT_OK; i++) s = get_int(x, keys[i], path, &v[i]);
     int64_t bpe = t->h.batches_per_epoch ? t->h.batches_per_epoch(t->h.user) : INT64_MAX;
     if (s == LT_OK && v[0] < 0) s = out_of_range(path, keys[0], (double)v[0], "[0, inf)");
+    if (s == LT_OK && v[3] < 0) s = out_of_range(path, keys[3], (double)v[3], "[0, 2^63) (Philox blocks drawn)");
     if (s == LT_OK && (v[1] < 0 || v[1] > bpe)) {
       snprintf(range, sizeof range, "[0, %lld] (the batches per epoch)", (long long)bpe);
       s = out_of_range(path, keys[1], (double)v[1], range);
@@ -477,6 +481,7 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
     if (lt_ckpt_meta_kind(x, ks) >= 0 && lt_ckpt_meta_kind(x, ko) >= 0) {
       s = get_int(x, ks, path, &seed);
       s = s ? s : get_int(x, ko, path, &off);
+      if (s == LT_OK && off < 0) s = out_of_range(path, ko, (double)off, "[0, 2^63) (Philox blocks drawn)");
       g = (lt_generator_state){(uint64_t)seed, (uint64_t)off};
     } else if (lt_dist_rank() != 0) {
       g.seed = lt_dist_rank_seed(g.seed);
@@ -673,17 +678,38 @@ static void progress(lt_trainer *t, const step_result *S) {
 /* Evaluation                                                               */
 /* ======================================================================== */
 
-/* Runs the evaluate hook under no-grad; prints its line (what: "validation
- * at", "final validation at") unless interrupted. *done: it was not. */
+/* Runs the evaluate hook under no-grad, inside one lt_scope (the hook's
+ * tensors go when it returns), after the eval_batch hook's batches, each in
+ * a scope of its own; prints its line (what: "validation at", "final
+ * validation at") unless interrupted. *done: it was not. */
 static lt_status evaluate(lt_trainer *t, bool final, const char *what, bool *done, double *seconds) {
   *done = false;
-  if (!t->h.evaluate) return LT_OK;
+  if (!t->h.evaluate && !t->h.eval_batch) return LT_OK;
   for (int i = 0; i < t->c.n_metrics; i++) t->values[i] = NAN;
   lt_trainer_eval ev = {t->step, final, t->values, false, 0};
   double t0 = lt_monotonic_seconds();
+  lt_scope *scope = lt_scope_begin();
+  if (!scope) return lt_last_status() ? lt_last_status() : lt__err(LT_ERR_NOMEM, "trainer: evaluation scope");
   bool prev = lt_set_grad_enabled(false);
-  lt_status s = t->h.evaluate(t->h.user, &ev);
+  lt_status s = LT_OK;
+  for (int64_t b = 0; t->h.eval_batch; b++) {
+    if (lt_trainer_stop_requested()) {
+      ev.interrupted = true;
+      break;
+    }
+    lt_scope *bs = lt_scope_begin();
+    if (!bs) {
+      s = lt_last_status() ? lt_last_status() : lt__err(LT_ERR_NOMEM, "trainer: evaluation batch scope");
+      break;
+    }
+    bool more = false;
+    s = t->h.eval_batch(t->h.user, &ev, b, &more);
+    lt_scope_end(bs);
+    if (s != LT_OK || !more || ev.interrupted) break;
+  }
+  if (s == LT_OK && !ev.interrupted && t->h.evaluate) s = t->h.evaluate(t->h.user, &ev);
   lt_set_grad_enabled(prev);
+  lt_scope_end(scope);
   ev.seconds = lt_monotonic_seconds() - t0;
   if (s != LT_OK) return s;
   if (lt_dist_size() > 1) { /* reported only if no rank was interrupted */
@@ -831,6 +857,14 @@ static lt_status dist_setup(lt_trainer *t) {
                                        "the step resumed from", "optimizer", "weight decay", "ZeRO stage"};
   const char *vals[9] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8]};
   lt_status s = lt_dist_check_same("trainer", 9, names, vals);
+  if (s == LT_OK) { /* rank 0 alone prints (t->out is /dev/null elsewhere) */
+    lt_trainer_end_line(t);
+    fprintf(t->out,
+            "trainer: data parallel over %d ranks: parameters from rank 0, gradients averaged every step%s; "
+            "each rank's micro_batch gives its own shard of the global batch (lt_dist_shard)\n",
+            lt_dist_size(), c->zero == 1 ? ", optimizer state sharded (ZeRO-1)" : "");
+    fflush(t->out);
+  }
   s = s ? s : lt_dist_broadcast_params(c->params);
   for (int i = 0; i < c->n_generators && s == LT_OK && !t->rank_streams; i++) { /* each rank its own dropout */
     lt_generator_state g = lt_generator_get_state(c->generators[i]);
@@ -848,8 +882,18 @@ static lt_status dist_setup(lt_trainer *t) {
   return s;
 }
 
+static lt_status fit(lt_trainer *t, lt_trainer_result *result);
+
 lt_status lt_trainer_fit(lt_trainer *t, lt_trainer_result *result) {
   if (!t) return lt__err(LT_ERR_NULL, "trainer_fit: t is NULL");
+  if (t->c.autocast != LT_DTYPE_BF16) return fit(t, result);
+  lt_dtype prev = lt_set_autocast(LT_DTYPE_BF16); /* steps, their backward and evaluations */
+  lt_status s = fit(t, result);
+  lt_set_autocast(prev);
+  return s;
+}
+
+static lt_status fit(lt_trainer *t, lt_trainer_result *result) {
   const lt_trainer_config *c = &t->c;
   lt_status s = t->dist_ready ? LT_OK : dist_setup(t);
   s = s ? s : t->csv_opened ? LT_OK : csv_open(t);

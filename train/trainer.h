@@ -138,7 +138,15 @@ typedef struct lt_trainer_hooks {
   lt_status (*begin_step)(void *user, int64_t step, int64_t accum);
   /* Optional. Evaluates the model (under lt_set_grad_enabled(false), which
    * the trainer sets) and fills ev->values. Should check
-   * lt_trainer_stop_requested() between batches and set ev->interrupted. */
+   * lt_trainer_stop_requested() between batches and set ev->interrupted.
+   * Ownership: the trainer opens an lt_scope around the call, so every tensor
+   * the hook makes and does not free is released when it returns (memory is
+   * flat from one evaluation to the next); lt_tensor_keep takes out one to
+   * keep. A hook that loops over many batches itself should open an lt_scope
+   * per batch (as lt_classify_evaluate does), or else the whole evaluation's
+   * intermediates live until it returns; eval_batch below does that for it.
+   * With eval_batch set, evaluate runs after the last batch (in the same
+   * evaluation scope) to turn the sums into ev->values, and may be NULL. */
   lt_status (*evaluate)(void *user, lt_trainer_eval *ev);
   /* Optional. Writes the evaluation line's text after "validation at step N: "
    * into buf (size bytes, NUL-terminated); the trainer adds " [duration]".
@@ -157,6 +165,14 @@ typedef struct lt_trainer_hooks {
   lt_loader_position (*get_position)(void *user);
   lt_status (*set_position)(void *user, lt_loader_position pos);
   int64_t (*batches_per_epoch)(void *user);
+  /* Optional: one evaluation batch, the loop written by the trainer. Called
+   * with batch = 0, 1, ... each inside its own lt_scope (every tensor made in
+   * it is released after the call) under no-grad, until it sets *more =
+   * false or returns an error; the trainer checks lt_trainer_stop_requested()
+   * before each batch and sets ev->interrupted. Accumulate sums in user's
+   * state (reset them at batch 0), then write ev->values here at the last
+   * batch or in evaluate. *more is preset to false. */
+  lt_status (*eval_batch)(void *user, lt_trainer_eval *ev, int64_t batch, bool *more);
 } lt_trainer_hooks;
 
 /* ======================================================================== */
@@ -210,15 +226,22 @@ typedef struct lt_trainer_config {
                              1/N of the parameters only, updates them and broadcasts them
                              (lt_dist_zero); checkpoints gather the state to rank 0 (the same file
                              as without it). 0 (default): every rank updates every parameter. */
+  /* Mixed precision (docs/mixed-precision.md). */
+  lt_dtype autocast;      /* LT_DTYPE_BF16: the trainer turns autocast on (lt_set_autocast) for every
+                             step (forward and backward) and evaluation, and restores the caller's mode
+                             after each; LT_DTYPE_F32 (default): it leaves the mode as the caller set it
+                             (wrapping lt_trainer_fit in lt_set_autocast(LT_DTYPE_BF16) is the same).
+                             Parameters, gradients and optimizer state stay f32 either way. */
 } lt_trainer_config;
 
 /* Defaults: no model state (set params, optim, optim_config, schedule), 1
  * step, no accumulation, clip 1.0, max_nonfinite 5, evaluation and
  * checkpoints only at the end, keep 3, no directory, progress AUTO every 100
  * steps, no automatic threads. */
-#define LT_TRAINER_DEFAULTS                                                                              \
-  ((lt_trainer_config){NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL, 1, 1, 1.0, 5, 0, 0, 3, 0, NULL, NULL, \
-                       false, NULL, NULL, 0, NULL, NULL, LT_TRAINER_PROGRESS_AUTO, 100, false, 0})
+#define LT_TRAINER_DEFAULTS                                                                 \
+  ((lt_trainer_config){.steps = 1, .accum = 1, .clip = 1.0, .max_nonfinite = 5, .keep = 3,      \
+                       .progress = LT_TRAINER_PROGRESS_AUTO, .log_every = 100,                   \
+                       .autocast = LT_DTYPE_F32})
 
 /* ======================================================================== */
 /* The trainer                                                              */

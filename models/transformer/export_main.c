@@ -20,9 +20,11 @@
  * a configuration without a Hugging Face layout, a failed write), 2 for
  * usage errors.
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "cli/cli.h"
 #include "cli/cli_ckpt.h"
@@ -34,7 +36,7 @@
 typedef struct options {
   const char *checkpoint, *out;
   int format;
-  bool allow_unchecksummed, list;
+  bool allow_unchecksummed, list, overwrite;
   int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
 } options;
 
@@ -47,6 +49,8 @@ static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_ENUM(options, "format", format, format_name, 1, "the output format: hf (a Hugging Face directory, "
                   "GPT-2 or Llama layout)"),
   LT_CLI_OPT_STRING(options, "out", out, "DIR", PATH_MAX_LEN, "the directory to write (created if absent); required"),
+  LT_CLI_OPT_BOOL(options, "overwrite", overwrite, "replace the export a --out directory already holds (config.json, "
+                  "model.safetensors, the tokenizer files); without it such a directory is refused"),
   LT_CLI_OPT_BOOL(options, "list", list, "print the checkpoint's configuration and tensors (names, dtypes, shapes) "
                   "from its metadata, and write nothing (--format and --out are then not needed)"),
   LT_CLI_OPT_INT(options, "max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs "
@@ -74,6 +78,33 @@ static const lt_cli CLI = {
     .n_opts = N_OPTS,
     .defaults = &DEFAULTS,
 };
+
+/* What a path is, for messages. */
+static const char *kind_of(mode_t m) {
+  return S_ISDIR(m) ? "a directory" : S_ISREG(m) ? "a regular file" : S_ISFIFO(m) ? "a FIFO" : S_ISCHR(m) ?
+         "a character device" : S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a directory";
+}
+
+/* --out: absent (created by the export), or a directory that holds no export
+ * yet, or --overwrite; checked before the checkpoint is read. */
+static void check_out(const char *dir, bool overwrite) {
+  struct stat st;
+  if (stat(dir, &st) != 0) {
+    if (errno == ENOENT) return;
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "--out '%s': %s", dir, strerror(errno));
+  }
+  if (!S_ISDIR(st.st_mode))
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' is %s, not a directory: give a directory to create or fill", dir,
+               kind_of(st.st_mode));
+  static const char *const files[] = {LT_HF_CONFIG_FILE, LT_HF_WEIGHTS_FILE, LT_HF_TOKENIZER_FILE, "tokenizer.json"};
+  for (size_t i = 0; i < sizeof files / sizeof files[0] && !overwrite; i++) {
+    char path[PATH_MAX_LEN + 64];
+    snprintf(path, sizeof path, "%s/%s", dir, files[i]);
+    if (lstat(path, &st) == 0)
+      lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' already holds %s (%s): --overwrite replaces the export there, or "
+                 "choose another directory", dir, files[i], kind_of(st.st_mode));
+  }
+}
 
 /* One line per tensor: name, dtype, shape. */
 static void print_tensors(const lt_ckpt_tensor_desc *v, int n) {
@@ -117,6 +148,7 @@ int main(int argc, char **argv) {
   if (lt_trainer_find_resume(o.checkpoint, "ckpt", ckpt, sizeof ckpt) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s", lt_last_error());
   o.checkpoint = ckpt;
+  if (!o.list) check_out(o.out, o.overwrite);
 
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.allow_unchecksummed = o.allow_unchecksummed;

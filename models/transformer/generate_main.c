@@ -272,7 +272,10 @@ static lt_transformer *load_hf_dir(const char *dir, uint64_t max_bytes, lt_token
   snprintf(path, sizeof path, "%s/%s", dir, LT_HF_TOKENIZER_FILE);
   char *blob = NULL;
   size_t size = 0;
-  if (lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK)
+  struct stat st;
+  if (lstat(path, &st) == 0 && lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK) /* there, but unreadable */
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", dir, lt_last_error());
+  if (!blob && lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE,
                "'%s': a Hugging Face directory without libtensor's tokenizer (%s): generate reads ids through "
                "libtensor's tokenizer, which export writes there; tokenizer.json is not read (docs/interop.md): %s",
@@ -284,6 +287,37 @@ static lt_transformer *load_hf_dir(const char *dir, uint64_t max_bytes, lt_token
     lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': the tokenizer has %lld ids, the model %lld", dir,
                (long long)lt_tokenizer_vocab_size(*tok), (long long)lt_transformer_config(m)->vocab_size);
   return m;
+}
+
+/* The most bytes of text one token of tok stands for when encoding, or 0
+ * when unknown: a byte is one, a character at most 4 (UTF-8), a BPE token
+ * never crosses a piece of at most LT_BPE_MAX_PIECE bytes. */
+static size_t max_token_bytes(const lt_tokenizer *tok) {
+  switch (lt_tokenizer_get_kind(tok)) {
+    case LT_TOKENIZER_BYTE: return 1;
+    case LT_TOKENIZER_CHAR: return 4;
+    case LT_TOKENIZER_BPE: return LT_BPE_MAX_PIECE;
+  }
+  return 0;
+}
+
+/* A class name as it is printed: valid UTF-8 without control characters
+ * as it is; otherwise every byte that is not printable text as \xNN (a
+ * checkpoint's names reach the terminal; one line per input). Returns new. */
+static char *printable_label(const char *p, size_t n) {
+  size_t bad_at;
+  bool clean = lt_utf8_valid(p, n, &bad_at);
+  for (size_t i = 0; clean && i < n; i++) clean = (unsigned char)p[i] >= 0x20 && p[i] != 0x7f;
+  if (clean) return strndup(p, n);
+  char *out = malloc(4 * n + 1), *q = out;
+  if (!out) return NULL;
+  for (size_t i = 0; i < n; i++) {
+    unsigned char c = (unsigned char)p[i];
+    if (c >= 0x20 && c < 0x7f && c != '\\') *q++ = (char)c;
+    else q += sprintf(q, "\\x%02x", c);
+  }
+  *q = '\0';
+  return out;
 }
 
 static int cmp_len(const void *a, const void *b) {
@@ -371,7 +405,7 @@ int main(int argc, char **argv) {
         for (int64_t i = 0; i < cfg.n_classes && p < end; i++) {
           const char *nl = memchr(p, '\n', (size_t)(end - p));
           size_t n = nl ? (size_t)(nl - p) : (size_t)(end - p);
-          classes[i] = strndup(p, n);
+          classes[i] = printable_label(p, n);
           p += n + 1;
         }
       }
@@ -430,10 +464,18 @@ int main(int argc, char **argv) {
   }
   const char *what = n_texts > 0 ? "input" : "input line";
   const int64_t limit = cfg.arch == LT_TF_DECODER_ONLY ? context : cfg.max_len;
+  const size_t per_token = max_token_bytes(tok);
   for (int64_t i = 0; i < n; i++) {
     size_t len = strlen(in[i].text);
     if (len == 0)
       lt_cli_die(LT_CLI_EXIT_FAILURE, "%s %lld is empty: there is nothing to condition on", what, (long long)i + 1);
+    /* The length limit before the work: an input of more than limit x per_token bytes has more than limit
+     * tokens whatever they are (BPE encoding costs about a millisecond per 100 bytes of one unbroken word). */
+    if (per_token && len > (size_t)limit * per_token)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "%s %lld is %zu bytes long: more than the model's %s of %lld positions can hold "
+                 "(a %s token stands for at most %zu bytes); refused before encoding", what, (long long)i + 1, len,
+                 cfg.arch == LT_TF_DECODER_ONLY ? "context" : "max_len", (long long)limit,
+                 lt_tokenizer_kind_name(lt_tokenizer_get_kind(tok)), per_token);
     if (lt_tokenizer_encode(tok, in[i].text, len, &in[i].ids, &in[i].n) != LT_OK)
       lt_cli_die(LT_CLI_EXIT_FAILURE, "%s %lld: %s", what, (long long)i + 1, lt_last_error());
     int64_t unk = 0;

@@ -297,8 +297,11 @@ lt_status lt_hf_export(lt_transformer *m, const char *dir) {
   lt_hf_family fam;
   lt_status s = lt_hf_family_of(c, &fam);
   if (s != LT_OK) return s;
+  struct stat st;
   if (mkdir(dir, 0777) != 0 && errno != EEXIST)
     return lt_error_set(LT_ERR_IO, "hf_export: cannot create directory '%s': %s", dir, strerror(errno));
+  if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) /* it existed: a file or a device is no directory */
+    return lt_error_set(LT_ERR_IO, "hf_export: '%s' exists and is not a directory", dir);
   pieces ps = {0};
   lt_tensor **ts = NULL;
   const char **names = NULL;
@@ -356,8 +359,18 @@ typedef struct cfg_reader {
   lt_status s;
 } cfg_reader;
 
-/* An integer key (required unless def_ok), stored in *out. */
-static void get_int(cfg_reader *r, const char *key, int64_t *out, bool required) {
+/* Key key's value, in the range of the configuration field it gives
+ * (LT_TF_CONFIG_RANGES, transformer.h: the table train's flags use). */
+static void in_range(cfg_reader *r, const char *key, const char *field, bool is_int, int64_t iv, double dv) {
+  if (r->s != LT_OK || !field) return;
+  char what[PATH_LEN + 128];
+  snprintf(what, sizeof what, "hf config '%s': key '%s'", r->path, key);
+  r->s = is_int ? lt_tf_config_check_range_int(field, iv, what) : lt_tf_config_check_range(field, dv, what);
+}
+
+/* An integer key (required or not), stored in *out; field (or NULL) the
+ * configuration field whose range it must be in. */
+static void get_int_f(cfg_reader *r, const char *key, int64_t *out, bool required, const char *field) {
   if (r->s != LT_OK) return;
   json_t *v = json_object_get(r->j, key);
   if (!v || json_is_null(v)) {
@@ -369,9 +382,14 @@ static void get_int(cfg_reader *r, const char *key, int64_t *out, bool required)
     return;
   }
   *out = json_integer_value(v);
+  in_range(r, key, field, true, *out, 0);
 }
 
-static void get_real(cfg_reader *r, const char *key, double *out) {
+static void get_int(cfg_reader *r, const char *key, int64_t *out, bool required) {
+  get_int_f(r, key, out, required, NULL);
+}
+
+static void get_real(cfg_reader *r, const char *key, double *out, const char *field) {
   if (r->s != LT_OK) return;
   json_t *v = json_object_get(r->j, key);
   if (!v || json_is_null(v)) return;
@@ -380,6 +398,7 @@ static void get_real(cfg_reader *r, const char *key, double *out) {
     return;
   }
   *out = json_number_value(v);
+  in_range(r, key, field, false, 0, *out);
 }
 
 static void get_bool(cfg_reader *r, const char *key, bool *out) {
@@ -444,15 +463,15 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
   if (fam == LT_HF_GPT2) {
     c.norm = LT_TF_LAYER_NORM, c.act = LT_ACT_GELU_TANH, c.pos = LT_TF_POS_LEARNED;
     c.tie_embeddings = true, c.bias = true, c.dropout = 0.1, c.norm_eps = 1e-5;
-    get_int(&r, "n_embd", &c.d_model, true);
-    get_int(&r, "n_layer", &c.n_dec_layers, true);
-    get_int(&r, "n_head", &c.n_heads, true);
-    get_int(&r, "n_positions", &c.max_len, true);
-    c.d_ff = 4 * c.d_model; /* n_inner null: 4 * n_embd, as GPT2MLP */
-    get_int(&r, "n_inner", &c.d_ff, false);
+    get_int_f(&r, "n_embd", &c.d_model, true, "d_model");
+    get_int_f(&r, "n_layer", &c.n_dec_layers, true, "n_dec_layers");
+    get_int_f(&r, "n_head", &c.n_heads, true, "n_heads");
+    get_int_f(&r, "n_positions", &c.max_len, true, "max_len");
+    if (r.s == LT_OK) c.d_ff = 4 * c.d_model; /* n_inner null: 4 * n_embd, as GPT2MLP (n_embd is in range) */
+    get_int_f(&r, "n_inner", &c.d_ff, false, "d_ff");
     c.n_kv_heads = c.n_heads;
-    get_real(&r, "layer_norm_epsilon", &c.norm_eps);
-    get_real(&r, "resid_pdrop", &c.dropout);
+    get_real(&r, "layer_norm_epsilon", &c.norm_eps, "norm_eps");
+    get_real(&r, "resid_pdrop", &c.dropout, "dropout");
     want_str(&r, "activation_function", "gelu_new", "gelu_pytorch_tanh");
     want_bool(&r, "tie_word_embeddings", true);
     want_bool(&r, "scale_attn_weights", true);
@@ -461,16 +480,16 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
   } else {
     c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU, c.swiglu = true, c.pos = LT_TF_POS_ROPE;
     c.tie_embeddings = false, c.bias = false, c.dropout = 0.0, c.norm_eps = 1e-6, c.rope_base = 10000.0;
-    get_int(&r, "hidden_size", &c.d_model, true);
-    get_int(&r, "intermediate_size", &c.d_ff, true);
-    get_int(&r, "num_hidden_layers", &c.n_dec_layers, true);
-    get_int(&r, "num_attention_heads", &c.n_heads, true);
+    get_int_f(&r, "hidden_size", &c.d_model, true, "d_model");
+    get_int_f(&r, "intermediate_size", &c.d_ff, true, "d_ff");
+    get_int_f(&r, "num_hidden_layers", &c.n_dec_layers, true, "n_dec_layers");
+    get_int_f(&r, "num_attention_heads", &c.n_heads, true, "n_heads");
     c.n_kv_heads = c.n_heads;
-    get_int(&r, "num_key_value_heads", &c.n_kv_heads, false);
-    get_int(&r, "max_position_embeddings", &c.max_len, true);
-    get_real(&r, "rms_norm_eps", &c.norm_eps);
-    get_real(&r, "rope_theta", &c.rope_base);
-    get_real(&r, "attention_dropout", &c.dropout);
+    get_int_f(&r, "num_key_value_heads", &c.n_kv_heads, false, "n_kv_heads");
+    get_int_f(&r, "max_position_embeddings", &c.max_len, true, "max_len");
+    get_real(&r, "rms_norm_eps", &c.norm_eps, "norm_eps");
+    get_real(&r, "rope_theta", &c.rope_base, "rope_base");
+    get_real(&r, "attention_dropout", &c.dropout, "dropout");
     get_bool(&r, "tie_word_embeddings", &c.tie_embeddings);
     want_str(&r, "hidden_act", "silu", NULL);
     want_bool(&r, "attention_bias", false);
@@ -483,7 +502,9 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
     }
     int64_t hd = -1;
     get_int(&r, "head_dim", &hd, false);
-    if (r.s == LT_OK && hd != -1 && (c.n_heads < 1 || hd * c.n_heads != c.d_model))
+    int64_t hd_total; /* n_heads is in range, hd is the file's: checked */
+    if (r.s == LT_OK && hd != -1 &&
+        (c.n_heads < 1 || __builtin_mul_overflow(hd, c.n_heads, &hd_total) || hd_total != c.d_model))
       r.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'head_dim' %lld: libtensor needs hidden_size / "
                          "num_attention_heads = %lld / %lld", path, (long long)hd, (long long)c.d_model,
                          (long long)c.n_heads);

@@ -52,8 +52,11 @@ lt_status lt_hf_family_of(const lt_tf_config *cfg, lt_hf_family *out);
 
 /* Writes dir/model.safetensors (metadata {"format": "pt"}) and
  * dir/config.json for m (borrowed), creating dir if it does not exist (its
- * parent must). Both files are written durably (temporary, fsync, rename).
- * Errors: those of lt_hf_family_of, LT_ERR_IO, LT_ERR_NOMEM. */
+ * parent must); files of those names already there are replaced (the export
+ * program refuses such a directory without --overwrite). Both files are
+ * written durably (temporary, fsync, rename). Errors: those of
+ * lt_hf_family_of, LT_ERR_IO (also when dir exists and is not a directory),
+ * LT_ERR_NOMEM. */
 lt_status lt_hf_export(lt_transformer *m, const char *dir);
 
 /* True when path is a directory holding config.json (no error set). */

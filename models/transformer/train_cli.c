@@ -50,6 +50,11 @@ static bool arch_alias(const char *text, int *value) { /* encdec, decoder, encod
 #define OE(N_, FIELD_, FLAGS_, FN_, COUNT_, HELP_, DEF_, ...)                                                  \
   {.name = N_, .kind = LT_CLI_ENUM, .offset = offsetof(options, FIELD_), .flags = FLAGS_, .help = HELP_,      \
    .value_name = FN_, .n_values = COUNT_, .default_text = DEF_, __VA_ARGS__}
+/* A model flag: its range is that of the configuration field CFG_ (LT_TF_CONFIG_RANGES,
+ * transformer.h), the one table that config.json and checkpoints are checked against too. */
+#define OM(N_, K_, FIELD_, CFG_, ARG_, HELP_, DEF_)                                                           \
+  OD(N_, K_, FIELD_, F_MODEL | (LT_TF_LO_OPEN_##CFG_ ? LT_CLI_MIN_OPEN : 0), ARG_, LT_TF_LO_##CFG_,            \
+     LT_TF_HI_##CFG_, HELP_, DEF_)
 #define GROUP(TITLE_) LT_CLI_GROUP_TITLE(TITLE_) /* a --help heading */
 #define PATH_MAX_LEN (PATH_LEN - 1)
 
@@ -57,16 +62,16 @@ static const lt_cli_opt OPTS[] = {
     GROUP("Model (every lt_tf_config field; vocab_size, n_classes and pad_id come from the data)"),
     OE("arch", arch, F_MODEL, arch_ename, 3, "architecture (or encdec, decoder, encoder)", NULL,
        .parse_alias = arch_alias),
-    OD("d-model", LT_CLI_INT, d_model, F_MODEL, "N", 1, 65536, "model width C", "by --arch"),
-    OD("heads", LT_CLI_INT, heads, F_MODEL, "N", 1, 4096, "attention heads", "by --arch"),
-    OD("kv-heads", LT_CLI_INT, kv_heads, F_MODEL, "N", 1, 4096, "key/value heads (GQA; 1 = MQA)", "= --heads"),
-    OD("enc-layers", LT_CLI_INT, enc_layers, F_MODEL, "N", 0, 1024, "encoder layers (--layers N sets both)",
+    OM("d-model", LT_CLI_INT, d_model, d_model, "N", "model width C", "by --arch"),
+    OM("heads", LT_CLI_INT, heads, n_heads, "N", "attention heads", "by --arch"),
+    OM("kv-heads", LT_CLI_INT, kv_heads, n_kv_heads, "N", "key/value heads (GQA; 1 = MQA)", "= --heads"),
+    OM("enc-layers", LT_CLI_INT, enc_layers, n_enc_layers, "N", "encoder layers (--layers N sets both)",
        "by --arch"),
-    OD("dec-layers", LT_CLI_INT, dec_layers, F_MODEL, "N", 0, 1024, "decoder layers", "by --arch"),
-    OD("d-ff", LT_CLI_INT, d_ff, F_MODEL, "N", 1, 1 << 20, "feed-forward hidden size", "by --arch"),
-    OD("max-len", LT_CLI_INT, max_len, F_MODEL, "N", 1, 1 << 20, "longest sequence the model takes (positions)",
+    OM("dec-layers", LT_CLI_INT, dec_layers, n_dec_layers, "N", "decoder layers", "by --arch"),
+    OM("d-ff", LT_CLI_INT, d_ff, d_ff, "N", "feed-forward hidden size", "by --arch"),
+    OM("max-len", LT_CLI_INT, max_len, max_len, "N", "longest sequence the model takes (positions)",
        "--seq-len for --text, else by --arch"),
-    OD("dropout", LT_CLI_DOUBLE, dropout, F_MODEL, "P", 0, 1, "dropout probability (PyTorch's places)",
+    OM("dropout", LT_CLI_DOUBLE, dropout, dropout, "P", "dropout probability (PyTorch's places)",
        "0 for built-in tasks, else by --arch"),
     OE("norm", norm, F_MODEL, norm_ename, 2, "normalisation", "by --arch"),
     OD("pre-norm", LT_CLI_BOOL, pre_norm, F_MODEL, NULL, 0, 0, "pre-norm (--post-norm or --no-pre-norm: post-norm)",
@@ -77,8 +82,8 @@ static const lt_cli_opt OPTS[] = {
     OD("tie", LT_CLI_BOOL, tie, F_MODEL, NULL, 0, 0, "tie the output projection to the embedding", "by --arch"),
     OD("scale-emb", LT_CLI_BOOL, scale_emb, F_MODEL, NULL, 0, 0, "multiply embeddings by sqrt(d_model)", "by --arch"),
     OD("bias", LT_CLI_BOOL, bias, F_MODEL, NULL, 0, 0, "biases on every Linear", "by --arch"),
-    OD("norm-eps", LT_CLI_DOUBLE, norm_eps, F_MODEL | LT_CLI_MIN_OPEN, "X", 0, 1, "epsilon of the norms", "by --arch"),
-    OD("rope-base", LT_CLI_DOUBLE, rope_base, F_MODEL | LT_CLI_MIN_OPEN, "X", 1, 1e9, "RoPE base", "by --arch"),
+    OM("norm-eps", LT_CLI_DOUBLE, norm_eps, norm_eps, "X", "epsilon of the norms", "by --arch"),
+    OM("rope-base", LT_CLI_DOUBLE, rope_base, rope_base, "X", "RoPE base", "by --arch"),
 
     GROUP("Data (one source: a built-in task, --tsv or --text)"),
     OE("task", task, F_STATE, task_ename, LT_TASK_COUNT, "built-in seq2seq task, generated from --data-seed", NULL),
@@ -89,9 +94,9 @@ static const lt_cli_opt OPTS[] = {
     O("text", LT_CLI_STRING, text, F_STATE, "FILE", 1, PATH_MAX_LEN, "plain text for decoder-only language modelling"),
     O("task-train", LT_CLI_INT, task_train, F_STATE, "N", 1, 10000000, "training examples to generate"),
     O("task-valid", LT_CLI_INT, task_valid, F_STATE, "N", 1, 10000000, "held-out examples to generate"),
-    OD("task-min-len", LT_CLI_INT, task_min_len, F_STATE, "N", 1, 200,
+    OD("task-min-len", LT_CLI_INT, task_min_len, F_STATE | LT_CLI_UNSET_SAVED, "N", 1, 200,
        "shortest source (symbols; digits for number_words)", "by task"),
-    OD("task-max-len", LT_CLI_INT, task_max_len, F_STATE, "N", 1, 200, "longest source", "by task"),
+    OD("task-max-len", LT_CLI_INT, task_max_len, F_STATE | LT_CLI_UNSET_SAVED, "N", 1, 200, "longest source", "by task"),
     O("task-symbols", LT_CLI_INT, task_symbols, F_STATE, "N", 2, 36, "alphabet size of copy/reverse/sort (2..36)"),
     O("data-seed", LT_CLI_INT, data_seed, F_STATE, "N", 0, INT64_MAX,
       "seed of the generated training data (validation: N + 1)"),

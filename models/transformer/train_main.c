@@ -437,11 +437,86 @@ static lt_tokenizer *init_from_options(run *r) {
     die_lt(EXIT_DATA, "--init-from");
   r->o.init_from = file;
   g_init_vocab = cfg.vocab_size;
+  if (tok && lt_tokenizer_vocab_size(tok) != cfg.vocab_size) { /* the source disagrees with itself */
+    int64_t tv = lt_tokenizer_vocab_size(tok);
+    lt_tokenizer_free(tok);
+    die(EXIT_DATA, "--init-from '%s': its tokenizer has %lld ids, its model's vocab_size is %lld: the source's "
+        "tokenizer does not belong to its weights", file, (long long)tv, (long long)cfg.vocab_size);
+  }
   options src = r->o;
   options_from_config(&src, &cfg);
   take_model_options(&r->o, r->given, &src);
   if (tok) r->o.tokenizer = (int)lt_tokenizer_get_kind(tok);
   return tok;
+}
+
+/* ---- under mpirun: every rank runs the same computation ---------------------- */
+
+/* Options that may differ between ranks: they change how a rank runs, not
+ * what it computes (results do not depend on --threads; --max-memory and
+ * --dist-timeout are each process's own limits). */
+static bool rank_local(const char *name) {
+  return !strcmp(name, "threads") || !strcmp(name, "max-memory") || !strcmp(name, "dist-timeout");
+}
+
+/* v in the fewest digits that read back as v (so a compared value is whole). */
+static const char *exact_text(double v, char *buf, size_t size) {
+  for (int digits = 6; digits <= 17; digits++) {
+    snprintf(buf, size, "%.*g", digits, v);
+    if (strtod(buf, NULL) == v || v != v) break;
+  }
+  return buf;
+}
+
+/* Every other setting of the table (model, data, optimizer, schedule, run:
+ * --dropout, --precision, --label-smoothing, --max-nonfinite, --warmup,
+ * --beta2, --schedule, ...), as resolved for this run, compared whole across
+ * the ranks at start; a difference names the flag, its value on rank 0 and
+ * on the ranks that differ (lt_dist_check_same). */
+static void check_same_settings(const options *o) {
+  const char *names[MAX_OPTS], *vals[MAX_OPTS];
+  char flag[MAX_OPTS][72], text[MAX_OPTS][72];
+  int n = 0;
+  for (int i = 0; i < CLI.n_opts; i++) {
+    const lt_cli_opt *d = &CLI.opts[i];
+    if (d->kind == LT_CLI_GROUP || rank_local(d->name)) continue;
+    snprintf(flag[n], sizeof flag[n], "--%s", d->name);
+    names[n] = flag[n];
+    const void *p = (const char *)o + d->offset;
+    if (d->kind == LT_CLI_STRING) vals[n] = *(const char *const *)p ? *(const char *const *)p : "(none)"; /* whole */
+    else if (d->kind == LT_CLI_DOUBLE) vals[n] = exact_text(*(const double *)p, text[n], sizeof text[n]);
+    else vals[n] = lt_cli_value_text(d, o, text[n], sizeof text[n]);
+    n++;
+  }
+  TRY(EXIT_USAGE, lt_dist_check_same(PROG, n, names, vals), "mpirun");
+}
+
+/* The data every rank read (the paths are settings, compared above): each
+ * file's size, the training stream's fingerprint (a hash of its token ids
+ * and the loader's options), the batches per epoch and the vocabulary size.
+ * The same relative path naming other files on two nodes is caught here. */
+static void check_same_data(const run *r) {
+  const char *files[] = {r->o.text, r->o.tsv, r->o.valid_tsv};
+  const char *what[] = {"--text", "--tsv", "--valid-tsv"};
+  const char *names[8], *vals[8];
+  char name[8][64], text[8][64];
+  int n = 0;
+  for (int i = 0; i < 3; i++) {
+    if (!files[i]) continue;
+    struct stat st;
+    if (stat(files[i], &st) != 0) die(EXIT_DATA, "%s '%s': %s", what[i], files[i], strerror(errno));
+    snprintf(name[n], sizeof name[n], "the size of the %s file", what[i]);
+    snprintf(text[n], sizeof text[n], "%lld bytes", (long long)st.st_size);
+    names[n] = name[n], vals[n] = text[n], n++;
+  }
+  lt_loader_position pos = lt_tf_data_get_position(&r->D);
+  snprintf(text[n], sizeof text[n], "%016llx", (unsigned long long)pos.fingerprint);
+  names[n] = "the training data's fingerprint (its token ids and loader options)", vals[n] = text[n], n++;
+  snprintf(text[n], sizeof text[n], "%lld", (long long)lt_tf_data_batches_per_epoch(&r->D));
+  names[n] = "batches per epoch", vals[n] = text[n], n++;
+  snprintf(text[n], sizeof text[n], "%lld", (long long)lt_tokenizer_vocab_size(r->D.tok));
+  names[n] = "the tokenizer's vocabulary size", vals[n] = text[n], n++;
+  TRY(EXIT_DATA, lt_dist_check_same(PROG, n, names, vals), "mpirun: the data");
 }
 
 static void finish(run *r) {
@@ -523,21 +598,12 @@ int main(int argc, char **argv) {
   }
   if (lt_dist_size() > 1) {
     if (r->o.eval_only) die(EXIT_USAGE, "--eval-only runs on one process (not under mpirun -np %d)", lt_dist_size());
-    char v[7][64];
-    snprintf(v[0], 64, "%lld", (long long)r->o.seed);
-    snprintf(v[1], 64, "%lld", (long long)r->o.batch);
-    snprintf(v[2], 64, "%lld", (long long)r->o.seq_len);
-    snprintf(v[3], 64, "%.17g", r->o.lr);
-    snprintf(v[4], 64, "%lld", (long long)r->o.accum);
-    snprintf(v[5], 64, "%.63s", r->o.resume ? r->o.resume : "");
-    snprintf(v[6], 64, "%.63s", r->o.text ? r->o.text : r->o.tsv ? r->o.tsv : lt_task_name(r->o.task));
-    const char *names[7] = {"--seed", "--batch", "--seq-len", "--lr", "--accum", "--resume", "data (--text, --tsv, --task)"};
-    const char *vals[7] = {v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
-    TRY(EXIT_USAGE, lt_dist_check_same(PROG, 7, names, vals), "mpirun");
+    check_same_settings(&r->o);
   }
 
   /* data */
   load_data(&r->o, &r->D, tok);
+  if (lt_dist_size() > 1) check_same_data(r);
   if (r->o.dump_data) { /* every rank generated the same data: one writes it */
     if (lt_dist_rank() == 0) dump_data(&r->o, &r->D);
     finish(r);
@@ -631,7 +697,7 @@ int main(int argc, char **argv) {
   tc.zero = (int)r->o.zero;
   tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
   lt_trainer_hooks hooks = {r, hook_micro_batch, hook_begin_step, hook_evaluate, hook_eval_line, hook_save_extra,
-                            NULL, hook_get_position, hook_set_position, hook_batches_per_epoch};
+                            NULL, hook_get_position, hook_set_position, hook_batches_per_epoch, NULL};
   /* After resume resolved the settings (a bf16 run resumes in bf16); this
    * thread runs every step, evaluation and decoding. */
   if (r->o.precision == LT_CLI_PRECISION_BF16) lt_set_autocast(LT_DTYPE_BF16);

@@ -118,6 +118,47 @@ lt_tf_config lt_tf_config_default(lt_tf_arch arch) {
 
 #define BAD(...) lt_error_set(LT_ERR_INVALID, "tf_config: " __VA_ARGS__)
 
+/* ---- the ranges (transformer.h, LT_TF_CONFIG_RANGES) ----------------------- */
+
+typedef struct tf_range {
+  const char *field;
+  double lo, hi;
+  bool lo_open;
+} tf_range;
+
+#define TF_RANGE_ROW(f, lo, hi, open) {#f, lo, hi, open},
+static const tf_range RANGES[] = {LT_TF_CONFIG_RANGES(TF_RANGE_ROW)};
+#undef TF_RANGE_ROW
+
+static const tf_range *find_range(const char *field) {
+  for (size_t i = 0; field && i < sizeof RANGES / sizeof RANGES[0]; i++)
+    if (strcmp(RANGES[i].field, field) == 0) return &RANGES[i];
+  return NULL;
+}
+
+/* The one check behind both entries: v_text is the value as the caller prints it. */
+static lt_status check_range(const char *field, double v, const char *v_text, const char *what) {
+  const tf_range *r = find_range(field);
+  if (!r) return lt_error_set(LT_ERR_INVALID, "tf_config_check_range: no field '%s'", field ? field : "(null)");
+  if (v >= r->lo && v <= r->hi && !(r->lo_open && v == r->lo)) return LT_OK; /* NaN fails every comparison */
+  char head[1024];
+  if (what) snprintf(head, sizeof head, "%s %s: %s", what, v_text, field);
+  else snprintf(head, sizeof head, "tf_config: %s %s:", field, v_text);
+  return lt_error_set(LT_ERR_INVALID, "%s must be in %c%.17g, %.17g]", head, r->lo_open ? '(' : '[', r->lo, r->hi);
+}
+
+lt_status lt_tf_config_check_range(const char *field, double v, const char *what) {
+  char t[64];
+  snprintf(t, sizeof t, "%.17g", v);
+  return check_range(field, v, t, what);
+}
+
+lt_status lt_tf_config_check_range_int(const char *field, int64_t v, const char *what) {
+  char t[64];
+  snprintf(t, sizeof t, "%lld", (long long)v);
+  return check_range(field, (double)v, t, what);
+}
+
 lt_status lt_tf_config_validate(const lt_tf_config *c) {
   if (!c) return lt_error_set(LT_ERR_NULL, "tf_config_validate: cfg is NULL");
   const bool has_enc = c->arch == LT_TF_ENCODER_DECODER || c->arch == LT_TF_ENCODER_ONLY;
@@ -125,12 +166,16 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
   if (c->arch != LT_TF_ENCODER_DECODER && c->arch != LT_TF_DECODER_ONLY && c->arch != LT_TF_ENCODER_ONLY)
     return BAD("arch %d: must be LT_TF_ENCODER_DECODER, LT_TF_DECODER_ONLY or LT_TF_ENCODER_ONLY", (int)c->arch);
   if (c->vocab_size < 1) return BAD("vocab_size %lld: must be >= 1 (the tokenizer's size)", (long long)c->vocab_size);
-  if (c->d_model < 1) return BAD("d_model %lld: must be >= 1", (long long)c->d_model);
-  if (c->n_heads < 1) return BAD("n_heads %lld: must be >= 1", (long long)c->n_heads);
+  lt_status s; /* every field of the table, with the check of its type */
+#define TF_CHECK(f, lo, hi, open)                                                                             \
+  if ((s = _Generic(c->f, double: lt_tf_config_check_range, default: lt_tf_config_check_range_int)(#f, c->f, \
+                                                                                                   NULL)) != LT_OK) \
+    return s;
+  LT_TF_CONFIG_RANGES(TF_CHECK)
+#undef TF_CHECK
   if (c->d_model % c->n_heads != 0)
     return BAD("n_heads %lld does not divide d_model %lld (head size d_model / n_heads)", (long long)c->n_heads,
                (long long)c->d_model);
-  if (c->n_kv_heads < 1) return BAD("n_kv_heads %lld: must be >= 1", (long long)c->n_kv_heads);
   if (c->n_heads % c->n_kv_heads != 0)
     return BAD("n_kv_heads %lld does not divide n_heads %lld (query heads per key/value head)",
                (long long)c->n_kv_heads, (long long)c->n_heads);
@@ -138,15 +183,9 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
     return BAD("n_enc_layers %lld: must be >= %d for this architecture", (long long)c->n_enc_layers, has_enc ? 1 : 0);
   if (c->n_dec_layers < (has_dec ? 1 : 0))
     return BAD("n_dec_layers %lld: must be >= %d for this architecture", (long long)c->n_dec_layers, has_dec ? 1 : 0);
-  if (c->n_enc_layers > 100000 || c->n_dec_layers > 100000)
-    return BAD("n_enc_layers %lld, n_dec_layers %lld: at most 100000 layers", (long long)c->n_enc_layers,
-               (long long)c->n_dec_layers);
-  if (c->d_ff < 1) return BAD("d_ff %lld: must be >= 1", (long long)c->d_ff);
-  if (c->max_len < 1) return BAD("max_len %lld: must be >= 1", (long long)c->max_len);
   if (c->arch == LT_TF_ENCODER_ONLY && c->n_classes < 1)
     return BAD("n_classes %lld: the encoder-only classifier needs >= 1", (long long)c->n_classes);
   if (c->n_classes < 0) return BAD("n_classes %lld: must be >= 0", (long long)c->n_classes);
-  if (!(c->dropout >= 0.0 && c->dropout <= 1.0)) return BAD("dropout %g: must be in [0, 1]", c->dropout);
   if (c->norm != LT_TF_LAYER_NORM && c->norm != LT_TF_RMS_NORM)
     return BAD("norm %d: must be LT_TF_LAYER_NORM or LT_TF_RMS_NORM", (int)c->norm);
   if (c->act != LT_ACT_RELU && c->act != LT_ACT_GELU && c->act != LT_ACT_GELU_TANH && c->act != LT_ACT_SILU)
@@ -159,12 +198,13 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
     if ((c->d_model / c->n_heads) % 2 != 0)
       return BAD("pos RoPE needs an even head size: d_model %lld / n_heads %lld = %lld", (long long)c->d_model,
                  (long long)c->n_heads, (long long)(c->d_model / c->n_heads));
-    if (!(c->rope_base > 0.0) || isinf(c->rope_base))
-      return BAD("rope_base %g: must be finite and > 0", c->rope_base);
   }
+  if (c->pos == LT_TF_POS_SINUSOIDAL && c->max_len * c->d_model > LT_TF_MAX_POS_TABLE) /* both in range: no overflow */
+    return BAD("max_len %lld x d_model %lld: the sinusoidal position table, computed when the model is built, holds at "
+               "most %lld values (2^24); use fewer positions or pos learned / rope", (long long)c->max_len,
+               (long long)c->d_model, (long long)LT_TF_MAX_POS_TABLE);
   if (c->arch == LT_TF_ENCODER_ONLY && c->tie_embeddings)
     return BAD("tie_embeddings: the encoder-only classifier has no output projection to tie");
-  if (!(c->norm_eps >= 0.0) || isinf(c->norm_eps)) return BAD("norm_eps %g: must be finite and >= 0", c->norm_eps);
   if (c->pad_id < -1 || c->pad_id >= c->vocab_size)
     return BAD("pad_id %lld: must be in [0, vocab_size %lld) or -1 (none)", (long long)c->pad_id,
                (long long)c->vocab_size);

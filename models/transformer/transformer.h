@@ -66,9 +66,47 @@ typedef struct lt_tf_config {
 /* The paper's choices for each architecture at a small size (d_model 128,
  * 4 heads, 2+2 layers, d_ff 512, dropout 0.1, vocab_size to be set). */
 lt_tf_config lt_tf_config_default(lt_tf_arch arch);
-/* Every field checked (positive sizes, heads dividing d_model, kv heads
+/* Every field checked (the ranges below, heads dividing d_model, kv heads
  * dividing heads, even head size for RoPE, ...); the error names the field. */
 lt_status lt_tf_config_validate(const lt_tf_config *cfg);
+
+/* The range of each numeric field, in one table: lt_tf_config_validate
+ * checks it, so every reader of a configuration does (a checkpoint's
+ * lt_tf_config_from_meta, a Hugging Face config.json, whose messages name
+ * the config key), and train's flags take their ranges and --help text from
+ * it (train_cli.c). X(field, lo, hi, lo_open): lo <= field <= hi, lo < field
+ * when lo_open. vocab_size, n_classes and pad_id come from the data and are
+ * checked by validate on their own terms. */
+#define LT_TF_CONFIG_RANGES(X) \
+  X(d_model, 1, 65536, 0)      \
+  X(n_heads, 1, 4096, 0)       \
+  X(n_kv_heads, 1, 4096, 0)    \
+  X(n_enc_layers, 0, 1024, 0)  \
+  X(n_dec_layers, 0, 1024, 0)  \
+  X(d_ff, 1, 1048576, 0)       \
+  X(max_len, 1, 1048576, 0)    \
+  X(dropout, 0, 1, 0)          \
+  X(norm_eps, 0, 1, 1)         \
+  X(rope_base, 1, 1000000000, 1)
+/* Each bound as a constant expression, for static tables: LT_TF_LO_d_model,
+ * LT_TF_HI_d_model, LT_TF_LO_OPEN_d_model, ... */
+#define LT_TF_RANGE_ENUM_(f, lo, hi, open) LT_TF_LO_##f = lo, LT_TF_HI_##f = hi, LT_TF_LO_OPEN_##f = open,
+enum { LT_TF_CONFIG_RANGES(LT_TF_RANGE_ENUM_) };
+#undef LT_TF_RANGE_ENUM_
+
+/* The sinusoidal position table [max_len, d_model] is computed when the
+ * model is built, not read from a file: max_len x d_model is at most this
+ * many values (64 MiB of f32; a file of a few KB could otherwise ask for
+ * gigabytes and minutes of sin/cos). lt_tf_config_validate checks it. */
+#define LT_TF_MAX_POS_TABLE ((int64_t)1 << 24)
+
+/* Whether v is in the range of field (a name of the table, "d_model"): LT_OK,
+ * or LT_ERR_INVALID with "<what> <v>: <field> must be in [lo, hi]" (what, e.g.
+ * "hf config 'x/config.json': key 'n_embd'", or NULL for "tf_config:
+ * <field>"). An unknown field is LT_ERR_INVALID naming it. */
+lt_status lt_tf_config_check_range(const char *field, double v, const char *what);
+/* The same for an integer field (the value printed exactly). */
+lt_status lt_tf_config_check_range_int(const char *field, int64_t v, const char *what);
 
 /* What a model of this configuration holds, before building it (checked
  * 64-bit arithmetic, nothing allocated): *n_params, the elements of its

@@ -5,6 +5,10 @@ state_dicts and AdamW state in both directions (docs/python.md).
   module, with libtensor's names (embed, pos_embed, decoder.layers.<i>.
   self_attn.{q,k,v,out}_proj, linear1/linear2 or w1/w2/w3, norm1, norm2,
   decoder.norm, lm_head): its state_dict is the checkpoint's tensors as they are.
+  Every decoder-only option converts: positions learned, sinusoidal or RoPE
+  (rope_base), LayerNorm or RMSNorm, SwiGLU, GQA/MQA (n_kv_heads), biases,
+  tied head. llama_config(vocab_size, ...) gives the Llama layout in one call:
+  GPT(llama_config(V, d_model=..., n_heads=..., n_kv_heads=...)).
 - Seq2Seq(config): torch.nn.Transformer itself (batch_first, norm_first =
   pre_norm) plus the shared embedding, the positions and the tied head, as
   libtensor's encoder-decoder. Its state_dict differs from libtensor's in two
@@ -45,6 +49,32 @@ def default_config(arch, vocab_size, **over):
             raise KeyError("no configuration field %r" % k)
         c[k] = v
     return normalize_config(c)
+
+
+def llama_config(vocab_size, **over):
+    """The Llama layout of the decoder-only model, as models/transformer/hf.c
+    reads a Llama config.json: pre-norm RMSNorm (eps 1e-6), SwiGLU with SiLU,
+    RoPE (rope_base 10000), no biases, an untied head, no dropout, no
+    embedding scale, no pad id; over replaces fields (n_kv_heads for GQA)."""
+    c = dict(norm="rmsnorm", pre_norm=True, act="silu", swiglu=True, pos="rope", rope_base=10000.0, bias=False,
+             tie_embeddings=False, dropout=0.0, norm_eps=1e-6, scale_embeddings=False, pad_id=-1)
+    c.update(over)
+    return default_config("decoder-only", vocab_size, **c)
+
+
+def rope(x, pos0, base):
+    """nn/rope.c: x [..., T, HS] rotated pairwise, pair i = (x_i, x_{i+HS/2})
+    (the rotate-half layout of GPT-NeoX and Llama), row t at position pos0 + t
+    with theta_i = pos * base^(-2i/HS); the cos/sin table in double, rounded
+    once to x's dtype, as libtensor does."""
+    T, HS = x.shape[-2], x.shape[-1]
+    H = HS // 2
+    inv = np.power(float(base), -2.0 * np.arange(H) / HS)
+    a = (pos0 + np.arange(T))[:, None] * inv[None, :]
+    cos = torch.from_numpy(np.cos(a)).to(x.dtype)
+    sin = torch.from_numpy(np.sin(a)).to(x.dtype)
+    x1, x2 = x[..., :H], x[..., H:]
+    return torch.cat([x1 * cos - x2 * sin, x2 * cos + x1 * sin], dim=-1)
 
 
 def normalize_config(c):
@@ -119,12 +149,19 @@ class Attention(nn.Module):
         self.v_proj = nn.Linear(C, self.NKV * self.HS, bias=b)
         self.out_proj = nn.Linear(C, C, bias=b)
         self.p = c["dropout"]
+        self.rope_base = c["rope_base"] if c["pos"] == "rope" else None
+        if self.rope_base is not None and self.HS % 2:
+            raise ValueError("Attention: RoPE needs an even head size, d_model %d / n_heads %d is %d"
+                             % (C, self.NH, self.HS))
 
-    def forward(self, x, causal=True):
+    def forward(self, x, causal=True, pos0=0):
+        """x [B, T, C] -> [B, T, C]; RoPE (if on) puts query and key t at position pos0 + t."""
         B, T, C = x.shape
         q = self.q_proj(x).view(B, T, self.NH, self.HS).transpose(1, 2)
         k = self.k_proj(x).view(B, T, self.NKV, self.HS).transpose(1, 2)
         v = self.v_proj(x).view(B, T, self.NKV, self.HS).transpose(1, 2)
+        if self.rope_base is not None:
+            q, k = rope(q, pos0, self.rope_base), rope(k, pos0, self.rope_base)
         if self.NKV != self.NH:
             k = k.repeat_interleave(self.NH // self.NKV, dim=1)
             v = v.repeat_interleave(self.NH // self.NKV, dim=1)
@@ -157,32 +194,30 @@ class Block(nn.Module):
             return self.w2(d(F.silu(self.w1(x)) * self.w3(x)))
         return self.linear2(d(self.act(self.linear1(x))))
 
-    def forward(self, x):
+    def forward(self, x, pos0=0):
         d = lambda t: F.dropout(t, self.p, self.training)
         if self.pre:
-            x = x + d(self.self_attn(self.norm1(x)))
+            x = x + d(self.self_attn(self.norm1(x), pos0=pos0))
             return x + d(self.ffn(self.norm2(x)))
-        x = self.norm1(x + d(self.self_attn(x)))
+        x = self.norm1(x + d(self.self_attn(x, pos0=pos0)))
         return self.norm2(x + d(self.ffn(x)))
 
 
 class GPT(nn.Module):
-    """libtensor's decoder-only Transformer (RoPE is not implemented here: refused)."""
+    """libtensor's decoder-only Transformer, every option (the Llama layout: GPT(llama_config(V, ...)))."""
 
     def __init__(self, config):
         super().__init__()
         c = self.config = normalize_config(config)
         if c["arch"] != "decoder-only":
             raise ValueError("GPT: arch %r, expected 'decoder-only'" % c["arch"])
-        if c["pos"] == "rope":
-            raise NotImplementedError("GPT: pos 'rope' is not implemented in the Python model")
         C = c["d_model"]
         self.embed = nn.Embedding(c["vocab_size"], C, padding_idx=c["pad_id"] if c["pad_id"] >= 0 else None)
         nn.init.normal_(self.embed.weight, 0.0, 1 / math.sqrt(C) if c["scale_embeddings"] else 0.02)
         if c["pos"] == "learned":
             self.pos_embed = nn.Embedding(c["max_len"], C)
             nn.init.normal_(self.pos_embed.weight, 0.0, 1.0 if c["scale_embeddings"] else 0.02)
-        else:
+        elif c["pos"] == "sinusoidal":
             self.register_buffer("pos_table", sinusoidal_table(c["max_len"], C), persistent=False)
         self.decoder = nn.Module()
         self.decoder.layers = nn.ModuleList(Block(c) for _ in range(c["n_dec_layers"]))
@@ -197,10 +232,11 @@ class GPT(nn.Module):
         x = self.embed(ids)
         if c["scale_embeddings"]:
             x = x * math.sqrt(c["d_model"])
-        x = x + (self.pos_embed.weight if c["pos"] == "learned" else self.pos_table)[pos0:pos0 + T]
+        if c["pos"] != "rope":  # RoPE rotates q and k in each layer instead
+            x = x + (self.pos_embed.weight if c["pos"] == "learned" else self.pos_table)[pos0:pos0 + T]
         x = F.dropout(x, c["dropout"], self.training)
         for blk in self.decoder.layers:
-            x = blk(x)
+            x = blk(x, pos0=pos0)
         if c["pre_norm"]:
             x = self.decoder.norm(x)
         return self.lm_head(x) if not c["tie_embeddings"] else x @ self.embed.weight.t()

@@ -10,6 +10,10 @@
  *                                      (comma-separated) as one sequence and
  *                                      writes the logits [1, T, V] to OUT
  *                                      (safetensors, tensor "logits")
+ *   hf_tool greedy DIR N IDS           loads DIR, decodes N new tokens
+ *                                      greedily after the prompt IDS (with
+ *                                      the KV cache, no end token) and prints
+ *                                      them, comma-separated
  *   hf_tool tokenizer DIR              writes libtensor's byte tokenizer to
  *                                      DIR/libtensor-tokenizer.bin, so that
  *                                      generate runs on a directory PyTorch
@@ -52,11 +56,10 @@ static int make(const char *family, const char *dir, uint64_t seed) {
   return 0;
 }
 
-static int logits(const char *dir, const char *out, const char *ids_text) {
-  lt_transformer *m = lt_hf_load(dir, 0);
-  if (!m) return fail("loading");
+/* The comma-separated ids of `text` as a new [1, T] i64 tensor. */
+static lt_tensor *parse_ids(const char *text) {
   int64_t ids[256], T = 0;
-  const char *p = ids_text;
+  const char *p = text;
   while (*p && T < 256) {
     char *end;
     long long v = strtoll(p, &end, 10);
@@ -64,7 +67,35 @@ static int logits(const char *dir, const char *out, const char *ids_text) {
     ids[T++] = v;
     p = *end == ',' ? end + 1 : end;
   }
-  lt_tensor *x = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, T}, ids);
+  return lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, T}, ids);
+}
+
+static int greedy(const char *dir, long long n, const char *ids_text) {
+  lt_transformer *m = lt_hf_load(dir, 0);
+  if (!m) return fail("loading");
+  lt_tensor *x = parse_ids(ids_text);
+  if (!x) return fail("the prompt");
+  lt_generate_opts o = lt_generate_defaults();
+  o.max_new = n, o.eos_id = -1;
+  lt_tf_generate_opts tf = lt_tf_generate_defaults();
+  lt_generate_result r = {0};
+  if (lt_transformer_generate(m, NULL, NULL, x, &o, &tf, &r) != LT_OK) return fail("generate");
+  for (int64_t i = 0; i < r.tokens->shape[1]; i++) {
+    double v;
+    if (lt_get(r.tokens, (int64_t[]){0, i}, &v) != LT_OK) return fail("reading a token");
+    printf("%s%lld", i ? "," : "", (long long)v);
+  }
+  printf("\n");
+  lt_generate_result_free(&r);
+  lt_tensor_free(x);
+  lt_transformer_free(m);
+  return 0;
+}
+
+static int logits(const char *dir, const char *out, const char *ids_text) {
+  lt_transformer *m = lt_hf_load(dir, 0);
+  if (!m) return fail("loading");
+  lt_tensor *x = parse_ids(ids_text);
   lt_tensor *y = x ? lt_transformer_decode(m, x, NULL, NULL, NULL, 0, NULL) : NULL;
   if (!y) return fail("decode");
   const char *name[] = {"logits"};
@@ -93,7 +124,8 @@ static int tokenizer(const char *dir) {
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "make") == 0) return make(argv[2], argv[3], strtoull(argv[4], NULL, 10));
   if (argc == 5 && strcmp(argv[1], "logits") == 0) return logits(argv[2], argv[3], argv[4]);
+  if (argc == 5 && strcmp(argv[1], "greedy") == 0) return greedy(argv[2], strtoll(argv[3], NULL, 10), argv[4]);
   if (argc == 3 && strcmp(argv[1], "tokenizer") == 0) return tokenizer(argv[2]);
-  fprintf(stderr, "usage: hf_tool make gpt2|llama DIR SEED | logits DIR OUT IDS | tokenizer DIR\n");
+  fprintf(stderr, "usage: hf_tool make gpt2|llama DIR SEED | logits DIR OUT IDS | greedy DIR N IDS | tokenizer DIR\n");
   return 2;
 }

@@ -133,6 +133,8 @@ class Directions(unittest.TestCase):
             ("decoder-only", dict(norm="rmsnorm", swiglu=True, act="silu", bias=False, tie_embeddings=False)),
             ("decoder-only", dict(pre_norm=False, pos="sinusoidal", act="gelu_tanh", scale_embeddings=True)),
             ("decoder-only", dict(act="relu", n_kv_heads=1, norm_eps=1e-6)),
+            ("decoder-only", dict(pos="rope", rope_base=1000.0, norm="rmsnorm", n_kv_heads=2)),
+            ("decoder-only", dict(pos="rope", pre_norm=False, act="gelu")),
             ("encoder-decoder", dict(pre_norm=True, act="gelu", pos="learned", tie_embeddings=False)),
         ]
         for i, (arch, over) in enumerate(variants):
@@ -150,6 +152,37 @@ class Directions(unittest.TestCase):
                     self.assert_logits(p, m.config, m(torch.tensor(ids)).numpy(), ids)
                 else:
                     self.assert_logits(p, m.config, m(torch.tensor(ids), torch.tensor(ids)).numpy(), ids, ids)
+
+    def test_llama_twin(self):
+        """The Llama layout in one call (RoPE, RMSNorm, SwiGLU, GQA, untied head, no biases): trained a few
+        steps in PyTorch, its logits at positions after a prefix (pos0 > 0) and greedy output match libtensor's."""
+        torch.manual_seed(5)
+        tok = lt.Tokenizer("byte")
+        cfg = tm.llama_config(tok.vocab_size, d_model=32, n_heads=4, n_kv_heads=2, n_dec_layers=2, d_ff=48,
+                              max_len=64, rope_base=500.0)
+        self.assertEqual((cfg["pos"], cfg["norm"], cfg["swiglu"], cfg["bias"], cfg["tie_embeddings"]),
+                         ("rope", "rmsnorm", 1, 0, 0))
+        m = tm.GPT(cfg)
+        self.assertNotIn("pos_embed.weight", m.state_dict())
+        opt = torch.optim.AdamW(tm.param_groups(m, 0.01), lr=1e-2)
+        data = torch.tensor([tok.encode("rotary positions, grouped heads. " * 3)])
+        fit(m, opt, 30, lambda: (m(data[:, :40]), data[:, 1:41]))
+        p = os.path.join(self.d, "llama.h5")
+        ck = save_converted(p, m, opt, "decoder-only", tok, 30)
+        m.eval()
+        ids = tok.encode("rotary pos")
+        with torch.no_grad():
+            full = m(torch.tensor([ids]))
+            self.assert_logits(p, ck.config, full.numpy(), [ids])
+            # pos0: rotating a window that starts at position 3 is rotating each row by its own angle
+            q = torch.randn(1, 2, 5, 8, dtype=torch.float64)
+            a = tm.rope(q, 3, 500.0)
+            b = tm.rope(torch.cat([torch.zeros(1, 2, 3, 8, dtype=torch.float64), q], 2), 0, 500.0)[:, :, 3:]
+            torch.testing.assert_close(a, b, rtol=0, atol=1e-12)
+        mine = tok.decode(m.generate(ids, 10)).decode("utf-8", "replace")
+        out = ltc.run([ltc.GENERATE, "--checkpoint", p, "--max-len", "10", "rotary pos"])
+        print("Llama twin greedy: torch %r, generate %r" % (mine, out))
+        self.assertEqual(out, ltc.escape(mine) + "\n")
 
     def test_libtensor_to_torch(self):
         """Checkpoints written by train, loaded into the PyTorch models."""
