@@ -5,7 +5,9 @@
  * the header length cap, the fields of every entry, dtype size x shape
  * against the byte range (checked arithmetic), and the ranges against each
  * other (sorted by offset, they must tile the data section: no overlap, no
- * gap, nothing outside it).
+ * gap, nothing outside it). The rules and messages are those of
+ * python/libtensor/safetensors_spec.json (the Python reader's too): a change
+ * to a check or a message here changes the spec, and the suites compare.
  *
  * What this is not: a name mapping (models/transformer/hf.c), nor a writer
  * of 16-bit dtypes (the dtype table below is the one place to add them).
@@ -14,6 +16,7 @@
 
 #include <errno.h>
 #include <jansson.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -439,8 +442,25 @@ static lt_status check_into(const lt_st_file *f, int i, const lt_tensor *dst) {
   return LT_OK;
 }
 
+lt_status lt_st_check_finite(const lt_st_file *f, int i) {
+  if (!f) return lt__err(LT_ERR_NULL, "safetensors_check_finite: f is NULL");
+  if (i < 0 || i >= f->n) return lt__err(LT_ERR_INDEX, "safetensors '%s': tensor index %d of %d", f->path, i, f->n);
+  const lt_st_tensor_info *ti = &f->t[i];
+  if (!st_dtypes[ti->dtype].is_float) return LT_OK;
+  const unsigned char *p = f->data + ti->begin;
+  const size_t es = st_dtypes[ti->dtype].size;
+  for (int64_t k = 0; k < ti->numel; k++) {
+    const double v = load_float(ti->dtype, p + (size_t)k * es);
+    if (!isfinite(v))
+      return lt__err(LT_ERR_NUMERIC, "safetensors '%s': tensor '%s' holds %s at flat index %lld: refused (non-finite "
+                     "weights)", f->path, ti->name, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", (long long)k);
+  }
+  return LT_OK;
+}
+
 lt_status lt_st_read_into(const lt_st_file *f, int i, lt_tensor *dst) {
   lt_status s = check_into(f, i, dst);
+  if (s == LT_OK) s = lt_st_check_finite(f, i);
   if (s != LT_OK) return s;
   convert(f->t[i].dtype, f->data + f->t[i].begin, f->t[i].numel, dst->dtype, dst->data);
   lt__bump_version(dst);
@@ -632,6 +652,20 @@ lt_status lt_st_save_params(const char *path, const lt_params *p, int n_meta, co
   return s;
 }
 
+/* names[0..n) as "a, b, c" in buf, "... and N more" when they do not fit
+ * (checkpoint/checkpoint.c lists a strict load's names the same way). */
+static void list_names(char *buf, size_t size, const char *const *names, int n) {
+  size_t k = 0;
+  buf[0] = '\0';
+  for (int i = 0; i < n; i++) {
+    if (k + strlen(names[i]) + 2 + 24 >= size) {
+      snprintf(buf + k, size - k, "%s... and %d more", i ? " " : "", n - i);
+      return;
+    }
+    k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", names[i]);
+  }
+}
+
 lt_status lt_st_load_params(const char *path, lt_params *p) {
   if (!p) return lt__err(LT_ERR_NULL, "safetensors_load_params: p is NULL");
   lt_st_file *f = lt_st_open(path);
@@ -643,24 +677,33 @@ lt_status lt_st_load_params(const char *path, lt_params *p) {
     s = lt__err(LT_ERR_NOMEM, "safetensors_load_params: out of memory");
     goto out;
   }
-  /* Everything matched before a value is written. */
-  int matched = 0;
-  for (int i = 0; i < n; i++) {
-    const lt_param *pr = lt_params_at(p, i);
-    if ((idx[i] = lt_st_find(f, pr->name)) < 0) {
-      s = lt__err(LT_ERR_INVALID, "safetensors '%s': the model's '%s' is missing from the file", path, pr->name);
-      goto out;
-    }
-    if ((s = check_into(f, idx[i], pr->value)) != LT_OK) goto out;
-    matched++;
+  /* Everything matched before a value is written: the missing and the
+   * unexpected names listed together (as the HDF5 loader's strict load
+   * does), then shapes, dtypes and values. */
+  const char **miss = calloc((size_t)n + 1, sizeof *miss), **unexp = calloc((size_t)f->n + 1, sizeof *unexp);
+  int n_miss = 0, n_unexp = 0;
+  if (!miss || !unexp) {
+    free(miss), free(unexp);
+    s = lt__err(LT_ERR_NOMEM, "safetensors_load_params: out of memory");
+    goto out;
   }
-  if (matched != f->n) {
-    for (int k = 0; k < f->n; k++)
-      if (!lt_params_find(p, f->t[k].name)) {
-        s = lt__err(LT_ERR_INVALID, "safetensors '%s': tensor '%s' is not in the model (%d unexpected)", path,
-                    f->t[k].name, f->n - matched);
-        goto out;
-      }
+  for (int i = 0; i < n; i++)
+    if ((idx[i] = lt_st_find(f, lt_params_at(p, i)->name)) < 0) miss[n_miss++] = lt_params_at(p, i)->name;
+  for (int k = 0; k < f->n; k++)
+    if (!lt_params_find(p, f->t[k].name)) unexp[n_unexp++] = f->t[k].name;
+  if (n_miss || n_unexp) {
+    char a[480], b[480];
+    list_names(a, sizeof a, miss, n_miss);
+    list_names(b, sizeof b, unexp, n_unexp);
+    s = lt__err(LT_ERR_INVALID, "safetensors '%s': the file does not match the model: %d missing from the file%s%s%s; "
+                "%d not in the model%s%s%s", path, n_miss, n_miss ? " (" : "", a, n_miss ? ")" : "", n_unexp,
+                n_unexp ? " (" : "", b, n_unexp ? ")" : "");
+  }
+  free(miss), free(unexp);
+  if (s != LT_OK) goto out;
+  for (int i = 0; i < n; i++) {
+    if ((s = check_into(f, idx[i], lt_params_at(p, i)->value)) != LT_OK) goto out;
+    if ((s = lt_st_check_finite(f, idx[i])) != LT_OK) goto out;
   }
   for (int i = 0; i < n; i++) lt_st_read_into(f, idx[i], lt_params_at(p, i)->value);
 out:

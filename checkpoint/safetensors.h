@@ -22,6 +22,9 @@
  *     overflows) not equal to end - begin;
  *   - offsets outside the data section, overlapping another tensor's, or
  *     leaving a gap (the tensors must cover the data section exactly).
+ * These rules, their order and their messages are written once in
+ * python/libtensor/safetensors_spec.json, which the Python reader follows
+ * too; tests/test_safetensors.c runs its crafted cases against this reader.
  * The file is opened as every loader does (tensor/file_internal.h: a regular
  * file only, a FIFO or device is refused without blocking) and mapped
  * read-only (mmap); tensor bytes are then read in place, never copied into a
@@ -109,11 +112,19 @@ const char *lt_st_metadata_get(const lt_st_file *f, const char *key);
  * mixing integers with floats are refused. */
 bool lt_st_dtype_loads_into(lt_st_dtype src, lt_dtype dst);
 
+/* LT_OK when tensor i holds no NaN or infinity (integer dtypes always), else
+ * LT_ERR_NUMERIC naming the file, the tensor, the value and its flat index
+ * (the HDF5 loader's rule for model tensors). Reads the whole tensor. */
+lt_status lt_st_check_finite(const lt_st_file *f, int i);
+
 /* Copies tensor i into dst (borrowed; contiguous, the same shape, a dtype
- * lt_st_dtype_loads_into accepts), converting from the file's bytes without
- * an intermediate buffer. No autograd record (dst's version is bumped).
- * Errors: LT_ERR_INDEX, LT_ERR_SHAPE, LT_ERR_DTYPE, LT_ERR_INVALID (dst not
- * contiguous), each naming the file and the tensor; dst unchanged then. */
+ * lt_st_dtype_loads_into accepts, every value finite: lt_st_check_finite),
+ * converting from the file's bytes without an intermediate buffer. No
+ * autograd record (dst's version is bumped). Errors: LT_ERR_INDEX,
+ * LT_ERR_SHAPE, LT_ERR_DTYPE, LT_ERR_INVALID (dst not contiguous),
+ * LT_ERR_NUMERIC (a NaN or infinity), each naming the file and the tensor;
+ * dst unchanged then. lt_st_tensor and lt_st_view give the values as they
+ * are, non-finite ones included. */
 lt_status lt_st_read_into(const lt_st_file *f, int i, lt_tensor *dst);
 /* Tensor i as a new tensor of dtype (conversion as lt_st_read_into).
  * Returns new, or NULL with the error set. */
@@ -140,10 +151,11 @@ lt_status lt_st_save(const char *path, int n, const char *const *names, const lt
 lt_status lt_st_save_params(const char *path, const lt_params *p, int n_meta, const char *const *keys,
                             const char *const *values);
 /* Loads path into p: every name of p must be in the file and every name of
- * the file in p, with the same shape and a dtype that loads into the
- * parameter's (lt_st_dtype_loads_into); all of it is checked before a value
- * is written, so on failure p is unchanged. The error lists the first
- * missing and unexpected names. */
+ * the file in p, with the same shape, a dtype that loads into the
+ * parameter's (lt_st_dtype_loads_into) and finite values; all of it is
+ * checked before a value is written, so on failure p is unchanged. A name
+ * mismatch is one LT_ERR_INVALID listing both the missing and the unexpected
+ * names with their counts, as the HDF5 loader's strict load does. */
 lt_status lt_st_load_params(const char *path, lt_params *p);
 
 #ifdef __cplusplus

@@ -9,8 +9,11 @@
  * loads into each dtype lt_st_dtype_loads_into accepts with the header's
  * shape, and is refused (LT_ERR_DTYPE) for the others; names are unique; the
  * metadata reads back; a file saved from what was read (the 16-bit dtypes as
- * f32) opens again with the same names, shapes and values, bit for bit.
+ * f32) opens again with the same names, shapes and values, bit for bit; a
+ * float tensor passes lt_st_check_finite exactly when its values are finite,
+ * and lt_st_read_into refuses a non-finite one without writing.
  */
+#include <math.h>
 #include <string.h>
 
 #include "checkpoint/safetensors.h"
@@ -58,6 +61,24 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         loaded[i] = t; /* the first (narrowest) dtype that holds it exactly */
       else
         lt_tensor_free(t);
+    }
+    /* non-finite values: lt_st_check_finite says so exactly when the values
+     * hold one, and lt_st_read_into refuses them leaving dst unchanged */
+    lt_tensor *wide = lt_st_dtype_loads_into(ti->dtype, LT_DTYPE_F64) ? lt_st_tensor(f, i, LT_DTYPE_F64) : NULL;
+    if (wide) {
+      bool finite = true;
+      for (int64_t k = 0; k < wide->numel && finite; k++) finite = isfinite(((const double *)wide->data)[k]);
+      const lt_status fs = lt_st_check_finite(f, i);
+      FUZZ_ASSERT(finite ? fs == LT_OK : fs == LT_ERR_NUMERIC, "'%s': check_finite %s", ti->name, lt_status_name(fs));
+      lt_tensor *dst = lt_zeros(LT_DTYPE_F64, ti->ndim, ti->shape);
+      if (dst) {
+        const lt_status rs = lt_st_read_into(f, i, dst);
+        FUZZ_ASSERT(finite ? rs == LT_OK : rs == LT_ERR_NUMERIC, "'%s': read_into %s", ti->name, lt_status_name(rs));
+        for (int64_t k = 0; !finite && k < dst->numel; k++)
+          FUZZ_ASSERT(((const double *)dst->data)[k] == 0, "'%s': a refused read_into wrote", ti->name);
+      }
+      lt_tensor_free(dst);
+      lt_tensor_free(wide);
     }
     lt_tensor *v = lt_st_view(f, i);
     if (v) FUZZ_ASSERT(v->numel == ti->numel, "view of '%s'", ti->name);

@@ -94,6 +94,11 @@ put("safetensors", "all-dtypes", st_file([
     ("e.i64", "I64", [], struct.pack("<q", -2**63)),
     ("f.empty", "F32", [0, 4], b""),
 ], {"k": "v", "note": "h\u00e9llo"}))
+put("safetensors", "nonfinite", st_file([  # refused by lt_st_read_into (issue 26, item 2)
+    ("nan", "F32", [2], struct.pack("<2f", 1.0, float("nan"))),
+    ("inf", "BF16", [1], struct.pack("<H", 0xff80)),
+    ("ok", "F64", [1], struct.pack("<d", 2.0)),
+]))
 put("safetensors", "unpadded", st_file([("x", "F32", [1], struct.pack("<f", 2.0))], pad=False))
 put("safetensors", "overlap", struct.pack("<Q", 96) + b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
     b'"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}'.ljust(96) + bytes(8))

@@ -21,16 +21,17 @@
  *     zero dim), its dtype (per class: f32 -> f64 / i32 / big-endian f32;
  *     ints -> i32 / f64 / u64; u8 -> i8 / u16 / f32) and its storage
  *     (contiguous, chunked, chunked + deflate, compact, chunked + shuffle +
- *     deflate). Dataset i gets shape variant i % 4, dtype variant i % 3 and
- *     storage variant i % 5 (scalars: contiguous or compact), so every variant
+ *     deflate, an external file, a virtual dataset). Dataset i gets shape
+ *     variant i % 4, dtype variant i % 3 and storage variant i % 7 (scalars
+ *     and empty ones: contiguous, compact or external), so every variant
  *     runs on a third to a quarter of the datasets of every group, in every
  *     architecture, and the suite stays within its time budget. The
  *     optimizer's datasets (three per parameter, alike) take one of the three
  *     families each, in turn;
  *   - links: in every top-level group (/, /model, /optim, /schedule, /rng,
  *     /extra) a soft link, a hard link (an alias of a dataset), an external
- *     link and a dangling soft link; in every deeper group one of the four, in
- *     turn.
+ *     link, a dangling soft link and a hard link to the group itself (a
+ *     cycle); in every deeper group one of the five, in turn.
  *
  * For every case: either a clear error (status != LT_OK and a non-empty
  * message) with the model's values and the training state unchanged, or a
@@ -44,6 +45,10 @@
  * (size, mtime and a CRC-32 of its bytes, before and after; the pristine file
  * too, over the whole test). Each test prints its case count, refused /
  * accepted, the slowest load and the peak RSS.
+ *
+ * With LT_CRAFTED_DUMP=DIR every case is also written to DIR (NNNNN.h5, as
+ * sealed) with its outcome in DIR/manifest.tsv, for the Python reader
+ * (tests/python/test_hostile_files.py runs every case through both).
  *
  * Known cases (the KNOWN table) are run like the others; a known case that
  * misbehaves is reported as such instead of failing, with the pointer to its
@@ -467,6 +472,15 @@ static const char *known(const char *name) {
 /* Reseals work (the mutated copy) and checks the promises of one load. */
 static void run_case(const char *name) {
   LT_OK_OR_FAIL(lt_ckpt_seal(work));
+  const char *dump = getenv("LT_CRAFTED_DUMP");
+  char dumped[600] = "";
+  if (dump) { /* the case for the Python reader (tests/python/test_hostile_files.py) */
+    snprintf(dumped, sizeof dumped, "%s/%05d.h5", dump, S.cases);
+    size_t n;
+    unsigned char *b = ckpt_read_file(work, &n);
+    ckpt_write_file(dumped, b, n);
+    free(b);
+  }
   fstamp before = stamp(work);
   long rss0 = max_rss_kb();
   lt_clear_error();
@@ -498,6 +512,17 @@ static void run_case(const char *name) {
   if (rss1 - rss0 > S.worst_growth_kb)
     S.worst_growth_kb = rss1 - rss0, snprintf(S.growth_name, sizeof S.growth_name, "%s", name);
   S.peak_rss_kb = rss1;
+  if (dump) {
+    char man[600];
+    snprintf(man, sizeof man, "%s/manifest.tsv", dump);
+    FILE *mf = fopen(man, "a");
+    ck_assert_ptr_nonnull(mf);
+    /* one line per case: file, name, stage, status, message (tabs and newlines in it as spaces) */
+    for (char *c = o.msg; *c; c++)
+      if (*c == '\t' || *c == '\n') *c = ' ';
+    fprintf(mf, "%s\t%s\t%s\t%s\t%s\n", strrchr(dumped, '/') + 1, name, o.stage, lt_status_name(o.status), o.msg);
+    fclose(mf);
+  }
   if (getenv("LT_CRAFTED_VERBOSE"))
     printf("crafted: %-70s %s %s%s%s\n", name, lt_status_name(o.status), o.stage, o.msg[0] ? ": " : "", o.msg);
   lt_clear_error();
@@ -575,7 +600,8 @@ static void attribute_cases(const items *l, const char *arch) {
 enum { D_SHAPE, D_DTYPE, D_STORAGE };
 static const char *const SHAPE_NAMES[] = {"one more dim", "one less dim", "last dim + 1", "a zero dim"};
 static const char *const STORAGE_NAMES[] = {"contiguous", "chunked", "chunked+deflate", "compact",
-                                            "chunked+shuffle+deflate"};
+                                            "chunked+shuffle+deflate", "external file", "virtual"};
+enum { N_STORAGE = 7 };
 
 /* The new file type of dtype variant v for a dataset of type t. */
 static hid_t other_type(hid_t t, int v, char *desc, size_t size) {
@@ -653,14 +679,33 @@ static void mutate_dataset(hid_t f, const char *path, int family, int v, char *d
     snprintf(desc, size, "dtype: %s", tn);
   } else {
     bool chunkable = rank > 0 && n > 0;
-    if (!chunkable && v != 3) v = 0;
+    if (!chunkable && v != 3 && v != 5) v = 0;
     if (v == 3 && (size_t)n * esz > 30000) v = 0;
+    const void *data = n ? buf : NULL;
+    if (v == 5) { /* the bytes in a file of their own (never written through HDF5: the external file is ours) */
+      char ext[600];
+      snprintf(ext, sizeof ext, "%s/external.bin", dir);
+      ckpt_write_file(ext, buf, (size_t)n * esz);
+      H5Pset_external(dcpl, ext, 0, (hsize_t)n * esz);
+      data = NULL;
+    }
+    if (v == 6) { /* mapped from other.h5:/x, one f32 */
+      hsize_t one = 1, start = 0;
+      hid_t vs = H5Screate_simple(rank, dims, NULL), ss = H5Screate_simple(1, &one, NULL);
+      hsize_t st[H5S_MAX_RANK] = {0}, cnt[H5S_MAX_RANK];
+      for (int k = 0; k < rank; k++) cnt[k] = 1;
+      H5Sselect_hyperslab(vs, H5S_SELECT_SET, st, NULL, cnt, NULL);
+      H5Sselect_hyperslab(ss, H5S_SELECT_SET, &start, NULL, &one, NULL);
+      ck_assert_int_ge(H5Pset_virtual(dcpl, vs, other, "/x", ss), 0);
+      H5Sclose(vs), H5Sclose(ss);
+      data = NULL;
+    }
     if (v == 0) H5Pset_layout(dcpl, H5D_CONTIGUOUS);
     if (v == 3) H5Pset_layout(dcpl, H5D_COMPACT);
     if (v == 1 || v == 2 || v == 4) H5Pset_chunk(dcpl, rank, dims);
     if (v == 4) H5Pset_shuffle(dcpl);
     if (v == 2 || v == 4) H5Pset_deflate(dcpl, 6);
-    recreate(f, path, ft, rank, dims, dcpl, mt, n ? buf : NULL);
+    recreate(f, path, ft, rank, dims, dcpl, mt, data);
     snprintf(desc, size, "storage: %s", STORAGE_NAMES[v]);
   }
   free(buf);
@@ -671,7 +716,7 @@ static void dataset_cases(const items *l, const char *arch) {
   int i = 0, j = 0;
   for (int k = 0; k < l->n; k++) {
     if (l->v[k].attr[0] || l->v[k].type != H5O_TYPE_DATASET) continue;
-    const int variant[] = {i % 4, i % 3, i % 5};
+    const int variant[] = {i % 4, i % 3, i % N_STORAGE};
     /* The optimizer's datasets (three per parameter, alike) take one family
      * each, in turn; every other dataset takes all three. */
     bool optim = !strncmp(l->v[k].obj, "/optim/", 7);
@@ -692,7 +737,9 @@ static void dataset_cases(const items *l, const char *arch) {
 
 /* ---- link mutations ----------------------------------------------------------- */
 
-static const char *const LINK_NAMES[] = {"soft link", "hard link", "external link", "dangling soft link"};
+static const char *const LINK_NAMES[] = {"soft link", "hard link", "external link", "dangling soft link",
+                                         "hard link to its group (a cycle)"};
+enum { N_LINKS = 5 };
 
 static void link_cases(const items *l, const char *arch) {
   const char *dset = NULL; /* a dataset for links to point at: the first of /model */
@@ -705,20 +752,21 @@ static void link_cases(const items *l, const char *arch) {
     const item *it = &l->v[k];
     if (it->attr[0] || it->type != H5O_TYPE_GROUP) continue;
     bool top = strchr(it->obj + 1, '/') == NULL;
-    for (int how = 0; how < 4; how++) {
-      if (!top && how != deep % 4) continue;
+    for (int how = 0; how < N_LINKS; how++) {
+      if (!top && how != deep % N_LINKS) continue;
       hid_t f = open_copy();
       char lp[600];
       snprintf(lp, sizeof lp, "%s/zz_link", strcmp(it->obj, "/") ? it->obj : "");
       herr_t r = how == 0   ? H5Lcreate_soft(dset, f, lp, H5P_DEFAULT, H5P_DEFAULT)
                  : how == 1 ? H5Lcreate_hard(f, dset, f, lp, H5P_DEFAULT, H5P_DEFAULT)
                  : how == 2 ? H5Lcreate_external(other, "/x", f, lp, H5P_DEFAULT, H5P_DEFAULT)
-                            : H5Lcreate_soft("/nonexistent", f, lp, H5P_DEFAULT, H5P_DEFAULT);
+                 : how == 3 ? H5Lcreate_soft("/nonexistent", f, lp, H5P_DEFAULT, H5P_DEFAULT)
+                            : H5Lcreate_hard(f, it->obj, f, lp, H5P_DEFAULT, H5P_DEFAULT);
       ck_assert_msg(r >= 0, "cannot create %s %s", LINK_NAMES[how], lp);
       close_file(f);
       char name[2048];
       snprintf(name, sizeof name, "%s link %s: %s to %s", arch, lp, LINK_NAMES[how],
-               how == 2 ? "other.h5:/x" : how == 3 ? "/nonexistent" : dset);
+               how == 2 ? "other.h5:/x" : how == 3 ? "/nonexistent" : how == 4 ? it->obj : dset);
       run_case(name);
     }
     if (!top) deep++;

@@ -4,14 +4,15 @@
  * gives bit-identical parameters and logits; GPT-2's merged c_attn and
  * Conv1D orientation are checked element by element; configurations that fit
  * neither layout are refused naming the option; damaged directories
- * (missing, extra and misshapen tensors, config keys libtensor cannot run)
- * are refused and leave the model unchanged; config.json values outside the
- * configuration's range table (the one train's flags use) are refused naming
- * the key, before any arithmetic on them.
+ * (missing, extra and misshapen tensors, config keys libtensor cannot run,
+ * non-finite weights) are refused and leave the model unchanged; config.json
+ * values outside the configuration's range table (the one train's flags use)
+ * are refused naming the key, before any arithmetic on them.
  * tests/interop/test_hf_torch.py checks the same directories against
  * PyTorch models written from the published descriptions.
  */
 #include <check.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -210,6 +211,20 @@ START_TEST(damaged_directories) {
   LT_OK_OR_FAIL(lt_st_save(wpath, n, names, (const lt_tensor *const *)ts, 1, k, v));
   LT_EXPECT_ERR(lt_hf_load_params(dir, other), LT_ERR_SHAPE, "shape [16,13] in the file");
   ts[0] = t0;
+  /* a NaN, an infinity (issue 26, item 2): refused naming the tensor, before a value is written */
+  for (int w = 0; w < 2; w++) {
+    lt_tensor *bad = LT_NN(lt_clone(ts[w ? n - 1 : 0])), *keep = ts[w ? n - 1 : 0];
+    ((float *)bad->data)[w ? bad->numel - 1 : 3] = w ? -INFINITY : NAN;
+    ts[w ? n - 1 : 0] = bad;
+    LT_OK_OR_FAIL(lt_st_save(wpath, n, names, (const lt_tensor *const *)ts, 1, k, v));
+    char want[200];
+    snprintf(want, sizeof want, "tensor '%s' holds %s at flat index %lld", names[w ? n - 1 : 0], w ? "-inf" : "NaN",
+             (long long)(w ? bad->numel - 1 : 3));
+    LT_EXPECT_ERR(lt_hf_load_params(dir, other), LT_ERR_NUMERIC, want);
+    LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_NUMERIC, want);
+    ts[w ? n - 1 : 0] = keep;
+    lt_tensor_free(bad);
+  }
   lt_tensor *after = logits(other);
   assert_bit_identical(before, after, "the model after failed loads");
   /* config keys libtensor cannot run */

@@ -2,10 +2,14 @@
  * tests/test_safetensors.c: checkpoint/safetensors.h. Round trips of every
  * dtype written (values, shapes, metadata, views over the mapping), F16 and
  * BF16 read from hand-made bytes, and crafted files that must be refused
- * with a message naming the file, the tensor and the field: header length
+ * with a message naming the file, the tensor and the field: the cases of the
+ * shared spec (python/libtensor/safetensors_spec.json, which
+ * tests/python/test_package.py runs through the Python reader: header length
  * over the cap or past the end, overlapping offsets, gaps, trailing bytes,
- * dtype sizes that do not match, huge shapes, duplicate names, truncation,
- * FIFOs. lt_st_load_params is checked to match everything before writing.
+ * dtype sizes that do not match, huge shapes, duplicate names, strict JSON),
+ * every truncation of a good file, FIFOs, directories and devices. lt_st_load_params is checked to match everything before writing,
+ * to name the missing and the unexpected tensors together and to refuse
+ * non-finite values.
  */
 #include <check.h>
 #include <math.h>
@@ -14,6 +18,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+
+#include <jansson.h>
 
 #include "checkpoint/safetensors.h"
 #include "test_util.h"
@@ -29,16 +35,6 @@ static char *craft(const char *header, const void *data, size_t n) {
   char *path = lt_test_write_temp(buf, 8 + hl + n);
   free(buf);
   return path;
-}
-
-static void expect_open_fails(const char *header, const void *data, size_t n, lt_status st, const char *substr) {
-  char *path = craft(header, data, n);
-  lt_st_file *f = lt_st_open(path);
-  if (f) ck_abort_msg("opened a bad file: header %s", header);
-  ck_assert_msg(strstr(lt_last_error(), path), "the message does not name the file: %s", lt_last_error());
-  LT_EXPECT_ERR(lt_last_status(), st, substr);
-  unlink(path);
-  free(path);
 }
 
 START_TEST(round_trip) {
@@ -166,60 +162,134 @@ START_TEST(bf16_round_trip) {
 }
 END_TEST
 
+/* ---- the shared rules: python/libtensor/safetensors_spec.json ------------- */
+
+static json_t *spec_load(void) {
+  json_error_t e;
+  json_t *spec = json_load_file(LT_ST_SPEC, 0, &e);
+  ck_assert_msg(spec != NULL, "%s: %s at line %d", LT_ST_SPEC, e.text, e.line);
+  return spec;
+}
+
+static unsigned char *hex_bytes(const char *hex, size_t *n) {
+  *n = strlen(hex) / 2;
+  unsigned char *b = malloc(*n + 1);
+  for (size_t i = 0; i < *n; i++) {
+    unsigned v;
+    ck_assert_int_eq(sscanf(hex + 2 * i, "%2x", &v), 1);
+    b[i] = (unsigned char)v;
+  }
+  return b;
+}
+
+/* The file a spec case describes (tests/python/test_package.py builds the same). */
+static char *spec_file(const json_t *c) {
+  const json_t *hx = json_object_get(c, "header_hex");
+  size_t hl;
+  unsigned char *h = hx ? hex_bytes(json_string_value(hx), &hl)
+                        : (unsigned char *)strdup(json_string_value(json_object_get(c, "header")));
+  if (!hx) hl = strlen((char *)h);
+  const json_t *hlen = json_object_get(c, "header_length"), *flen = json_object_get(c, "file_length");
+  const uint64_t prefix = hlen ? (uint64_t)json_integer_value(hlen) : hl;
+  const size_t nd = (size_t)json_integer_value(json_object_get(c, "data"));
+  size_t total = 8 + hl + nd;
+  unsigned char *buf = calloc(total + 1, 1);
+  for (int k = 0; k < 8; k++) buf[k] = (unsigned char)(prefix >> (8 * k));
+  memcpy(buf + 8, h, hl);
+  if (flen) total = (size_t)json_integer_value(flen);
+  char *path = lt_test_write_temp(buf, total);
+  free(buf);
+  free(h);
+  return path;
+}
+
+/* A message template of the spec with {path} replaced. */
+static char *spec_message(const char *tmpl, const char *path) {
+  size_t cap = strlen(tmpl) + strlen(path) * 4 + 1, k = 0;
+  char *out = malloc(cap);
+  for (const char *p = tmpl; *p;) {
+    if (strncmp(p, "{path}", 6) == 0) {
+      k += (size_t)snprintf(out + k, cap - k, "%s", path);
+      p += 6;
+    } else {
+      out[k++] = *p++;
+    }
+  }
+  out[k] = '\0';
+  return out;
+}
+
+/* The limits and the dtype table of the spec are the reader's. */
+START_TEST(spec_limits) {
+  json_t *spec = spec_load();
+  ck_assert_int_eq(json_integer_value(json_object_get(spec, "max_header")), LT_ST_MAX_HEADER);
+  ck_assert_int_eq(json_integer_value(json_object_get(spec, "max_dims")), LT_MAX_DIMS);
+  const json_t *dts = json_object_get(spec, "dtypes");
+  int k = 0;
+  for (size_t i = 0; i < json_array_size(dts); i++) {
+    const json_t *d = json_array_get(dts, i);
+    if (!json_is_true(json_object_get(d, "c"))) continue;
+    ck_assert_int_lt(k, LT_ST_DTYPE_COUNT);
+    ck_assert_str_eq(lt_st_dtype_name((lt_st_dtype)k), json_string_value(json_object_get(d, "name")));
+    ck_assert_uint_eq(lt_st_dtype_size((lt_st_dtype)k), (size_t)json_integer_value(json_object_get(d, "size")));
+    k++;
+  }
+  ck_assert_int_eq(k, LT_ST_DTYPE_COUNT);
+  json_decref(spec);
+}
+END_TEST
+
+/* Every crafted case of the spec: the status and the message it names, or a
+ * file that opens with the shapes it names. */
+START_TEST(spec_cases) {
+  json_t *spec = spec_load();
+  const json_t *cases = json_object_get(spec, "cases");
+  int n_ok = 0, n_refused = 0;
+  for (size_t i = 0; i < json_array_size(cases); i++) {
+    const json_t *c = json_array_get(cases, i), *ex = json_object_get(c, "expect");
+    const char *name = json_string_value(json_object_get(c, "name"));
+    char *path = spec_file(c);
+    lt_st_file *f = lt_st_open(path);
+    const json_t *ok = json_object_get(ex, "ok");
+    if (ok) {
+      ck_assert_msg(f != NULL, "case '%s': refused: %s", name, lt_last_error());
+      ck_assert_int_eq(lt_st_count(f), (int)json_object_size(ok));
+      const char *tn;
+      const json_t *shape;
+      json_object_foreach((json_t *)ok, tn, shape) {
+        const int at = lt_st_find(f, tn);
+        ck_assert_msg(at >= 0, "case '%s': no tensor '%s'", name, tn);
+        const lt_st_tensor_info *ti = lt_st_info(f, at);
+        ck_assert_int_eq(ti->ndim, (int)json_array_size(shape));
+        for (int d = 0; d < ti->ndim; d++) ck_assert_int_eq(ti->shape[d], json_integer_value(json_array_get(shape, d)));
+      }
+      n_ok++;
+    } else {
+      ck_assert_msg(f == NULL, "case '%s': opened", name);
+      char *want = spec_message(json_string_value(json_object_get(ex, "message")), path);
+      const char *got = lt_last_error();
+      ck_assert_msg(strcmp(lt_status_name(lt_last_status()), json_string_value(json_object_get(ex, "status"))) == 0,
+                    "case '%s': status %s, the spec says %s (%s)", name, lt_status_name(lt_last_status()),
+                    json_string_value(json_object_get(ex, "status")), got);
+      const bool prefix = json_is_true(json_object_get(ex, "prefix"));
+      ck_assert_msg(prefix ? strncmp(got, want, strlen(want)) == 0 : strcmp(got, want) == 0,
+                    "case '%s':\n  got  %s\n  spec %s%s", name, got, want, prefix ? "..." : "");
+      free(want);
+      n_refused++;
+    }
+    lt_st_close(f);
+    unlink(path);
+    free(path);
+  }
+  printf("safetensors spec: %d cases, %d open, %d refused with the spec's status and message\n", n_ok + n_refused,
+         n_ok, n_refused);
+  json_decref(spec);
+}
+END_TEST
+
 START_TEST(crafted_files) {
-  const unsigned char z[64] = {0};
-#define E(name, dt, shape, b, e) "\"" name "\":{\"dtype\":\"" dt "\",\"shape\":" shape ",\"data_offsets\":[" #b "," #e "]}"
-  /* the good file these are variations of */
-  char *ok = craft("{" E("a", "F32", "[2]", 0, 8) "," E("b", "I64", "[1]", 8, 16) "}", z, 16);
-  lt_st_file *f = lt_st_open(ok);
-  ck_assert_msg(f != NULL, "%s", lt_last_error());
-  lt_st_close(f);
-  unlink(ok);
-  free(ok);
-
-  expect_open_fails("{" E("a", "F32", "[2]", 0, 8) "," E("b", "I64", "[1]", 4, 12) "}", z, 12, LT_ERR_FORMAT,
-                    "tensor 'b': field 'data_offsets' [4, 12] overlaps tensor 'a'");
-  expect_open_fails("{" E("a", "F32", "[2]", 0, 8) "," E("b", "I64", "[1]", 12, 20) "}", z, 20, LT_ERR_FORMAT,
-                    "gap of 4 bytes");
-  expect_open_fails("{" E("a", "F32", "[2]", 4, 12) "}", z, 12, LT_ERR_FORMAT, "gap");
-  expect_open_fails("{" E("a", "F32", "[2]", 0, 8) "}", z, 12, LT_ERR_FORMAT, "4 bytes at the end");
-  expect_open_fails("{" E("a", "F32", "[3]", 0, 8) "}", z, 8, LT_ERR_FORMAT, "dtype F32 x shape [3] is 12 bytes");
-  expect_open_fails("{" E("a", "F64", "[2]", 0, 8) "}", z, 8, LT_ERR_FORMAT, "field 'data_offsets'");
-  expect_open_fails("{" E("a", "F32", "[4611686018427387904, 4]", 0, 8) "}", z, 8, LT_ERR_OVERFLOW,
-                    "tensor 'a': field 'shape'");
-  expect_open_fails("{" E("a", "F32", "[4611686018427387904]", 0, 8) "}", z, 8, LT_ERR_OVERFLOW, "overflows");
-  expect_open_fails("{" E("a", "F32", "[-2]", 0, 8) "}", z, 8, LT_ERR_FORMAT, "non-negative");
-  expect_open_fails("{" E("a", "F32", "[1,1,1,1,1,1,1,1,2]", 0, 8) "}", z, 8, LT_ERR_FORMAT, "9 dimensions");
-  expect_open_fails("{" E("a", "F32", "[2]", 0, 8) "," E("a", "F32", "[2]", 8, 16) "}", z, 16, LT_ERR_FORMAT,
-                    "duplicate");
-  expect_open_fails("{" E("a", "F32", "[2]", 0, 8) "}", z, 4, LT_ERR_FORMAT, "outside the data section");
-  expect_open_fails("{" E("a", "F32", "[2]", 8, 0) "}", z, 8, LT_ERR_FORMAT, "ends before it begins");
-  expect_open_fails("{" E("a", "U8", "[2]", 0, 2) "}", z, 2, LT_ERR_DTYPE, "field 'dtype' is \"U8\"");
-  expect_open_fails("{" E("", "F32", "[2]", 0, 8) "}", z, 8, LT_ERR_FORMAT, "empty name");
-  expect_open_fails("{\"a\":{\"dtype\":\"F32\",\"shape\":[2]}}", z, 0, LT_ERR_FORMAT, "'data_offsets' is missing");
-  expect_open_fails("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8],\"x\":1}}", z, 8, LT_ERR_FORMAT,
-                    "unknown field 'x'");
-  expect_open_fails("{\"__metadata__\":{\"k\":1}}", z, 0, LT_ERR_FORMAT, "the value of 'k' is not a string");
-  expect_open_fails("[1,2]", z, 0, LT_ERR_FORMAT, "not an object");
-  expect_open_fails("{\"a\":", z, 0, LT_ERR_FORMAT, "does not parse");
-  expect_open_fails("{" E("a", "F32", "[2]", 0, 18446744073709551615) "}", z, 8, LT_ERR_FORMAT, "does not parse");
-#undef E
-
-  /* header length: over the cap, past the end, a file shorter than 8 bytes */
-  unsigned char big[16] = {0};
-  uint64_t len = (uint64_t)LT_ST_MAX_HEADER + 1;
-  for (int b = 0; b < 8; b++) big[b] = (unsigned char)(len >> (8 * b));
-  char *p = lt_test_write_temp(big, sizeof big);
-  LT_EXPECT_NULLP_ERR(lt_st_open(p), LT_ERR_FORMAT, "exceeds the cap of 100000000 bytes");
-  unlink(p), free(p);
-  big[0] = 100, big[1] = big[2] = big[3] = 0;
-  p = lt_test_write_temp(big, sizeof big);
-  LT_EXPECT_NULLP_ERR(lt_st_open(p), LT_ERR_FORMAT, "past the end");
-  unlink(p), free(p);
-  p = lt_test_write_temp(big, 5);
-  LT_EXPECT_NULLP_ERR(lt_st_open(p), LT_ERR_FORMAT, "too short");
-  unlink(p), free(p);
-
+  /* (the header-length cases are in the spec) */
+  char *p;
   /* every truncation of a good file is refused */
   char dir[] = "/tmp/lt_st_XXXXXX";
   ck_assert_ptr_nonnull(mkdtemp(dir));
@@ -244,6 +314,8 @@ START_TEST(crafted_files) {
   const char *fifo = lt_test_join(dir, "fifo");
   ck_assert_int_eq(mkfifo(fifo, 0600), 0);
   LT_EXPECT_NULLP_ERR(lt_st_open(fifo), LT_ERR_FORMAT, "FIFO");
+  LT_EXPECT_NULLP_ERR(lt_st_open(dir), LT_ERR_FORMAT, "is a directory, not a regular file");
+  LT_EXPECT_NULLP_ERR(lt_st_open("/dev/zero"), LT_ERR_FORMAT, "is a character device, not a regular file");
   unlink(fifo);
   unlink(path);
   rmdir(dir);
@@ -271,11 +343,39 @@ START_TEST(load_params) {
   LT_ASSERT_CLOSE(l2.bias, l1.bias, 0, 0);
   lt_linear_m extra;
   LT_OK_OR_FAIL(lt_linear_init(&extra, q, "more", 2, 2, false, g));
-  LT_EXPECT_ERR(lt_st_load_params(path, q), LT_ERR_INVALID, "'more.weight' is missing");
+  LT_EXPECT_ERR(lt_st_load_params(path, q), LT_ERR_INVALID,
+                "1 missing from the file (more.weight); 0 not in the model");
   lt_params *one = lt_params_new();
   lt_linear_m only;
   LT_OK_OR_FAIL(lt_linear_init(&only, one, "fc", 4, 3, false, g));
-  LT_EXPECT_ERR(lt_st_load_params(path, one), LT_ERR_INVALID, "tensor 'fc.bias' is not in the model");
+  LT_EXPECT_ERR(lt_st_load_params(path, one), LT_ERR_INVALID, "0 missing from the file; 1 not in the model (fc.bias)");
+  /* both at once (issue 30, item 7): both named, as the HDF5 loader does */
+  lt_linear_m more1;
+  LT_OK_OR_FAIL(lt_linear_init(&more1, one, "head", 2, 2, true, g));
+  LT_EXPECT_ERR(lt_st_load_params(path, one), LT_ERR_INVALID,
+                "2 missing from the file (head.weight, head.bias); 1 not in the model (fc.bias)");
+  /* non-finite values (issue 26, item 2): refused naming the tensor, the model unchanged */
+  lt_tensor *keep = LT_NN(lt_clone(l2.weight));
+  ((float *)l1.bias->data)[2] = INFINITY;
+  LT_OK_OR_FAIL(lt_st_save_params(path, p, 1, k, v));
+  lt_params *q2 = lt_params_new();
+  lt_linear_m l4;
+  LT_OK_OR_FAIL(lt_linear_init(&l4, q2, "fc", 4, 3, true, g));
+  lt_tensor *keep4 = LT_NN(lt_clone(l4.weight));
+  LT_EXPECT_ERR(lt_st_load_params(path, q2), LT_ERR_NUMERIC, "tensor 'fc.bias' holds +inf at flat index 2");
+  LT_ASSERT_CLOSE(l4.weight, keep4, 0, 0); /* nothing written: the weight comes before the bias */
+  lt_st_file *f = LT_NNP(lt_st_open(path));
+  const int bi = lt_st_find(f, "fc.bias");
+  LT_EXPECT_ERR(lt_st_check_finite(f, bi), LT_ERR_NUMERIC, "+inf");
+  LT_OK_OR_FAIL(lt_st_check_finite(f, lt_st_find(f, "fc.weight")));
+  lt_tensor *bias_before = LT_NN(lt_clone(l4.bias));
+  LT_EXPECT_ERR(lt_st_read_into(f, bi, l4.bias), LT_ERR_NUMERIC, "fc.bias");
+  LT_ASSERT_CLOSE(l4.bias, bias_before, 0, 0);
+  lt_tensor *raw = LT_NN(lt_st_tensor(f, bi, LT_DTYPE_F32)); /* raw access gives the values as they are */
+  ck_assert(isinf(((float *)raw->data)[2]));
+  lt_st_close(f);
+  LT_FREE_ALL(keep, keep4, bias_before, raw);
+  lt_params_free(q2);
   lt_tensor_free(before);
   lt_params_free(p), lt_params_free(q), lt_params_free(r), lt_params_free(one);
   lt_generator_free(g);
@@ -286,6 +386,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("safetensors");
-  LT_TEST_CASE(s, "safetensors", 120, round_trip, half_floats, bf16_round_trip, crafted_files, load_params);
+  LT_TEST_CASE(s, "safetensors", 120, round_trip, half_floats, bf16_round_trip, spec_limits, spec_cases, crafted_files,
+               load_params);
   return lt_test_run(s);
 }

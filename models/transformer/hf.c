@@ -578,7 +578,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
     s = lt_error_set(LT_ERR_NOMEM, "hf_load_params: out of memory");
     goto out;
   }
-  /* 1. every piece present, with its shape and a dtype that loads */
+  /* 1. every piece present, with its shape, a dtype that loads and finite values */
   for (int i = 0; i < ps.n; i++) {
     const piece *p = &ps.p[i];
     if ((idx[i] = find_hf(f, p->hf, fam)) < 0) {
@@ -599,6 +599,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
                        lt_st_dtype_name(ti->dtype), lt_dtype_name(p->src[0]->dtype));
       goto out;
     }
+    if ((s = lt_st_check_finite(f, idx[i])) != LT_OK) goto out; /* NaN, inf: refused before a value is written */
   }
   /* 2. nothing else, but the tolerated names */
   for (int k = 0; k < lt_st_count(f); k++) {

@@ -1,14 +1,18 @@
 """libtensor checkpoints (docs/checkpoint-format.md) read and written from Python.
 
 A checkpoint is an HDF5 file behind a 512-byte integrity header (the "seal").
-`load` verifies the seal exactly as libtensor's lt_ckpt_verify does (magic,
-header CRC, version, size, CRC-32 of the HDF5 bytes), then reads every group
-with h5py. `save` writes the layout libtensor writes (track_order groups,
-checksummed object headers via libver='latest', fixed-length UTF-8 string
-attributes, int64/float64 scalars, a 512-byte user block) and seals it.
+`load` refuses what libtensor's loader refuses, with its messages
+(python/libtensor/h5checks.py has the checks, docs/security.md the list):
+a file that is not regular, a bad seal, h5py's unchecksummed layout, soft and
+external links, hard-link cycles, named types, virtual datasets, external
+storage, filters but deflate, types libtensor does not write, sizes past what
+the file can hold; every structure is checked before h5py opens it. `save`
+writes the layout libtensor writes (track_order groups, checksummed object
+headers via libver='latest', fixed-length UTF-8 string attributes,
+int64/float64 scalars, a 512-byte user block) and seals it.
 
-What this is not: the loader's structural checks (hard links only, no
-filters but deflate, ...) are libtensor's; h5py reads what HDF5 can read.
+What this is not: the checks that need a model (a configuration's tensors and
+shapes, optimizer and schedule ranges) are libtensor's.
 """
 import os
 import struct
@@ -16,16 +20,15 @@ import zlib
 
 import numpy as np
 
+from . import h5checks as _h5
+from .h5checks import CheckpointError
+
 MAGIC = b"\x89LTCKPT\n"
 HEADER_SIZE = 512
 HEADER_VERSION = 1
 FORMAT = "libtensor-checkpoint"
 FORMAT_VERSION = 2
 TOP_LEVEL = ("model", "optim", "schedule", "rng", "extra")
-
-
-class CheckpointError(Exception):
-    """A file that is not a sound libtensor checkpoint; the message says why."""
 
 
 # ---- the seal ---------------------------------------------------------------------------------
@@ -64,68 +67,17 @@ def seal(path):
 
 
 def verify(path):
-    """Checks the integrity header as lt_ckpt_verify does; raises
+    """Checks the integrity header as lt_ckpt_verify does (a regular file,
+    opened without blocking; its checks, in its order and words); raises
     CheckpointError naming the first fault."""
-    size = os.path.getsize(path)
-    if size == 0:
-        raise CheckpointError("%s: empty file" % path)
-    if size < HEADER_SIZE:
-        raise CheckpointError("%s: %d bytes, shorter than the 512-byte integrity header" % (path, size))
-    with open(path, "rb") as f:
-        head = f.read(HEADER_SIZE)
-        if head[:8] != MAGIC:
-            if head[:8] == b"\x89HDF\r\n\x1a\n":
-                raise CheckpointError("%s: an HDF5 file without the libtensor integrity header (seal it)" % path)
-            raise CheckpointError("%s: not a libtensor checkpoint (bad magic)" % path)
-        if struct.unpack("<I", head[508:512])[0] != zlib.crc32(head[:508]) & 0xFFFFFFFF:
-            raise CheckpointError("%s: the integrity header is damaged (header CRC mismatch)" % path)
-        version, hsize, fsize, crc, _flags = struct.unpack("<IIQII", head[8:32])
-        if version != HEADER_VERSION or hsize != HEADER_SIZE:
-            raise CheckpointError("%s: integrity header version %d size %d unknown" % (path, version, hsize))
-        if fsize > size:
-            raise CheckpointError("%s: truncated: %d bytes, the header says %d" % (path, size, fsize))
-        if fsize < size:
-            raise CheckpointError("%s: trailing bytes: %d bytes, the header says %d" % (path, size, fsize))
-        if _crc_file(f, HEADER_SIZE, size) != crc:
-            raise CheckpointError("%s: checksum mismatch (the HDF5 data is damaged)" % path)
+    fd, size = _h5.open_checked(path)
+    try:
+        _h5.verify_fd(fd, size, path)
+    finally:
+        os.close(fd)
 
 
 # ---- reading ----------------------------------------------------------------------------------
-
-def _attr(v):
-    """An HDF5 attribute as Python: int, float, str (bool enums as int 0/1)."""
-    if isinstance(v, bytes):
-        return v.decode("utf-8")
-    if isinstance(v, np.ndarray) and v.size == 1:
-        v = v.reshape(())[()]
-    if isinstance(v, (bool, np.bool_)):
-        return int(v)
-    if isinstance(v, np.integer):
-        return int(v)
-    if isinstance(v, np.floating):
-        return float(v)
-    if isinstance(v, bytes):
-        return v.decode("utf-8")
-    return v
-
-
-def _attrs(obj):
-    return {k: _attr(obj.attrs[k]) for k in obj.attrs.keys()}
-
-
-def _walk(group, prefix=""):
-    """(dotted name, h5py dataset) of every dataset under group, in creation order."""
-    import h5py
-    out = []
-    for k in group.keys():
-        obj = group[k]
-        name = prefix + k
-        if isinstance(obj, h5py.Dataset):
-            out.append((name, obj))
-        else:
-            out.extend(_walk(obj, name + "."))
-    return out
-
 
 class Checkpoint:
     """Everything a checkpoint holds, as plain Python and numpy.
@@ -175,45 +127,217 @@ class Checkpoint:
         return {k[4:]: v for k, v in self.extra.items() if k.startswith("opt.")}
 
 
-def load(path, verify_seal=True):
-    """Reads a checkpoint; verifies the seal first unless verify_seal is False."""
+def _named(path, e):
+    """A check's "checkpoint: ..." message with the file named (name_file)."""
+    m = str(e)
+    if m.startswith("checkpoint: "):
+        return CheckpointError("checkpoint '%s': %s" % (path, m[len("checkpoint: "):]), status=e.status)
+    return e
+
+
+class _Budget:
+    def __init__(self, path, max_bytes):
+        self.path, self.max, self.used = path, max_bytes, 0
+
+    def charge(self, n, what):
+        if self.max and self.used + n > self.max:
+            raise CheckpointError("checkpoint '%s': %s needs %d bytes, which with the %d bytes before it is more than "
+                                  "the memory cap of %d bytes (max_bytes): refused before allocating"
+                                  % (self.path, what, n, self.used, self.max), status="LT_ERR_NOMEM")
+        self.used += n
+
+
+def _read_checked(f, raw, group, size, budget, **expect):
+    """{dotted name: ndarray} of every dataset under group, each checked
+    before it is read, in the file's (creation) order."""
     import h5py
-    if verify_seal:
-        verify(path)
-    with h5py.File(path, "r") as f:
-        root = _attrs(f)
-        if root.get("format") != FORMAT:
-            raise CheckpointError("%s: format is %r, not %r" % (path, root.get("format"), FORMAT))
-        fv = root.get("format_version")
-        if fv not in (1, 2):
-            raise CheckpointError("%s: format version %r is not 1 or 2" % (path, fv))
-        extra_keys = [k for k in f.keys() if k not in TOP_LEVEL]
-        if extra_keys:
-            raise CheckpointError("%s: unknown top-level objects %s" % (path, extra_keys))
-        ck = Checkpoint(content=root.get("content"), library_version=root.get("library_version"),
-                        format_version=fv)
-        if "model" in f:
-            ck.config = _attrs(f["model"])
-            ck.tensors = {n: np.asarray(d[()]) for n, d in _walk(f["model"])}
-        if "optim" in f:
-            g = f["optim"]
-            ck.optim = _attrs(g)
-            state = {}
-            for n, d in _walk(g):
-                param, _, leaf = n.rpartition(".")
-                v = np.asarray(d[()])
-                state.setdefault(param, {})[leaf] = int(v) if leaf == "step" else v
-            ck.optim["state"] = state
-        if "schedule" in f:
-            ck.schedule = _attrs(f["schedule"])
-        if "rng" in f:
-            ck.rng = {n: (int(d[0]), int(d[1])) for n, d in _walk(f["rng"])}
-        if "extra" in f:
-            g = f["extra"]
-            ck.extra = _attrs(g)
-            for n, d in _walk(g):
-                ck.extra[n] = bytes(d[()].tobytes())
-        return ck
+    checked = []
+    for hpath, dotted, d, key in _h5.walk(f, raw, group):
+        checked.append((key, dotted, hpath, d) + _h5.check_dataset(d, hpath, size, **expect))
+    for _key, _dotted, hpath, _d, _dt, _dims, nbytes in checked:
+        budget.charge(nbytes, hpath)
+    out = {}
+    for _key, dotted, hpath, d, dt, dims, nbytes in sorted(checked, key=lambda c: c[0]):
+        a = np.zeros(dims, dtype=_h5._NP[dt])
+        if a.size:
+            if dt == "bool":
+                raw8 = np.zeros(dims, dtype=np.int8)
+                d.id.read(h5py.h5s.ALL, h5py.h5s.ALL, raw8, mtype=d.id.get_type())
+                if raw8.min() < 0 or raw8.max() > 1:
+                    k = int(np.flatnonzero((raw8 < 0) | (raw8 > 1))[0])
+                    raise CheckpointError("checkpoint '%s': bool dataset %s holds %d at flat index %d"
+                                          % (raw.path, hpath, int(raw8.reshape(-1)[k]) & 0xFF, k))
+                a = raw8.astype(np.bool_)
+            else:
+                d.id.read(h5py.h5s.ALL, h5py.h5s.ALL, a)
+        out[dotted] = a
+    return out
+
+
+def _read_extra(f, raw, size, budget):
+    """/extra: attributes and uint8 blobs (lt__h5_read_meta)."""
+    import h5py
+    g = f["extra"]
+    extra = _h5.read_attrs(g, "/extra")
+    blobs = {}
+    for bname, li in _h5._links(g):
+        name = bname.decode("utf-8", "surrogateescape")
+        if li.type != h5py.h5l.TYPE_HARD:
+            raise CheckpointError("checkpoint: '%s' in /extra is a soft, external or user-defined link: refused" % name)
+        if len(blobs) >= _h5.MAX_ATTRS:
+            raise CheckpointError("checkpoint: more than %d objects in /extra" % _h5.MAX_ATTRS)
+        raw.ohdr(li.u, "/extra/" + name)
+        blobs[name] = li
+    for name in blobs:
+        if name in extra:
+            raise CheckpointError("checkpoint: '%s' in /extra is both an attribute and a blob" % name)
+        if not _h5.check_key(name):
+            raise CheckpointError("checkpoint: blob name '%.64s' in /extra is not a valid key" % name)
+        oi = h5py.h5o.get_info(g.id, name.encode("utf-8", "surrogateescape"))
+        if oi.type != h5py.h5o.TYPE_DATASET:
+            raise CheckpointError("checkpoint: '%s' in /extra is not a dataset (extra blobs are uint8 datasets)" % name)
+        d = g[name]
+        path = "/extra/" + name
+        dt, dims, nbytes = _h5.check_dataset(d, path, size, raw_type=h5py.h5t.STD_U8LE, rank=1)
+        left = budget.max - budget.used if budget.max else _h5.MAX_BLOB
+        limit = min(left, _h5.MAX_BLOB)
+        if nbytes > limit:
+            raise CheckpointError("checkpoint: blob %s holds %d bytes, more than the %d bytes allowed (%s): refused "
+                                  "before reading" % (path, nbytes, limit, "what is left under the memory cap, "
+                                  "max_bytes" if left < _h5.MAX_BLOB else "one blob's limit"),
+                                  status="LT_ERR_NOMEM" if left < _h5.MAX_BLOB else "LT_ERR_OVERFLOW")
+        budget.used += nbytes
+        a = np.zeros(dims, dtype=np.uint8)
+        if a.size:
+            d.id.read(h5py.h5s.ALL, h5py.h5s.ALL, a)
+        blobs[name] = a.tobytes()
+    order = list(g.keys())  # creation order, every link checked above
+    for k in order:
+        extra[k] = blobs[k]
+    return extra
+
+
+def _top_level(f, raw, path):
+    """open_checked's root attributes and top-level layout, in its words."""
+    import h5py
+    root = {k: _h5.read_attr(f, "/", k) for k in ("format", "format_version", "library_version", "content")
+            if k in f.attrs}  # only these, as open_checked reads them
+
+    def need(key, kind):
+        if key not in root:
+            return None
+        v = root[key]
+        if not isinstance(v, kind) or isinstance(v, bool):
+            raise CheckpointError("checkpoint '%s': attribute '%s' of / is not %s"
+                                  % (path, key, "an integer" if kind is int else "a string"))
+        return v
+    fmt = need("format", str)
+    if fmt is None:
+        raise CheckpointError("checkpoint '%s': no 'format' attribute: not a libtensor checkpoint" % path)
+    if fmt != FORMAT:
+        raise CheckpointError("checkpoint '%s': format is '%.64s', not '%s'" % (path, fmt, FORMAT))
+    fv = need("format_version", int)
+    if fv is None:
+        raise CheckpointError("checkpoint '%s': no 'format_version' attribute" % path)
+    if fv > FORMAT_VERSION:
+        raise CheckpointError("checkpoint '%s': format version %d is newer than this library reads (%d): upgrade "
+                              "libtensor" % (path, fv, FORMAT_VERSION))
+    if fv < 1:
+        raise CheckpointError("checkpoint '%s': format version %d is invalid" % (path, fv))
+    libver = need("library_version", str)
+    if libver is None:
+        raise CheckpointError("checkpoint '%s': no 'library_version' attribute" % path)
+    content = need("content", str)
+    if content is None:
+        raise CheckpointError("checkpoint '%s': no 'content' attribute" % path)
+    if content not in ("model", "training"):
+        raise CheckpointError("checkpoint '%s': content '%.64s' is neither 'model' nor 'training'" % (path, content))
+    for bname, li in _h5._links(f):
+        name = bname.decode("utf-8", "surrogateescape")
+        if name not in TOP_LEVEL:
+            raise CheckpointError("checkpoint '%s': unexpected object /%.64s at the top level" % (path, name))
+        if li.type != h5py.h5l.TYPE_HARD:
+            raise CheckpointError("checkpoint '%s': /%s is not reached by a hard link" % (path, name))
+        raw.ohdr(li.u, "/" + name)
+        if h5py.h5o.get_info(f.id, bname).type != h5py.h5o.TYPE_GROUP:
+            raise CheckpointError("checkpoint '%s': /%s is not a group" % (path, name))
+    if "model" not in f:
+        raise CheckpointError("checkpoint '%s': no /model group" % path)
+    return fmt, fv, libver, content
+
+
+def load(path, verify_seal=True, allow_unchecksummed=False, max_bytes=0):
+    """Reads a checkpoint with the C loader's structural checks (h5checks);
+    verifies the seal first unless verify_seal is False. allow_unchecksummed
+    accepts h5py's default layout (lt_ckpt_load_opts.allow_unchecksummed: only
+    for files from a source you trust); max_bytes caps what the load
+    allocates for tensors and blobs (0: no cap). Raises CheckpointError (a
+    LibtensorError) for any file it refuses, before reading the data."""
+    import h5py
+    fd, size = _h5.open_checked(path)
+    try:
+        if verify_seal:
+            _h5.verify_fd(fd, size, path)
+        raw = _h5.Raw(fd, size, path, allow_unchecksummed)
+        fdpath = "/proc/self/fd/%d" % fd
+        try:
+            f = h5py.File(fdpath if os.access(fdpath, os.R_OK) else path, "r")
+        except (OSError, ValueError) as e:
+            raise CheckpointError("checkpoint '%s': HDF5 cannot open it: %s" % (path, e))
+        with f:
+            try:
+                return _load_open(f, raw, path, size, max_bytes)
+            except CheckpointError as e:
+                raise _named(path, e) from None
+            except Exception as e:  # h5py's own errors: the package raises only its own
+                raise CheckpointError("checkpoint '%s': HDF5 cannot read it: %s: %s"
+                                      % (path, type(e).__name__, e)) from None
+    finally:
+        os.close(fd)
+
+
+_SCHEDULE_TYPES = (("step", int), ("kind", str), ("base_lr", float), ("min_lr", float), ("gamma", float),
+                   ("scale", float), ("warmup", int), ("total", int), ("step_size", int), ("d_model", int))
+_OPTIM_TYPES = (("kind", str), ("step", int), ("lr", float), ("beta1", float), ("beta2", float), ("eps", float),
+                ("weight_decay", float), ("momentum", float), ("dampening", float), ("nesterov", int),
+                ("decay_all", int))
+_KIND_WORD = {int: "an integer", float: "a double", str: "a string"}
+
+
+def _load_open(f, raw, path, size, max_bytes):
+    ub = f.id.get_create_plist().get_userblock()
+    if ub != HEADER_SIZE:
+        raise CheckpointError("checkpoint '%s': the HDF5 user block is %d bytes, not %d" % (path, ub, HEADER_SIZE))
+    _fmt, fv, libver, content = _top_level(f, raw, path)
+    budget = _Budget(path, max_bytes)
+    ck = Checkpoint(content=content, library_version=libver, format_version=fv)
+    ck.config = _h5.read_attrs(f["model"], "/model")
+    ck.tensors = _read_checked(f, raw, "/model", size, budget)
+    if "optim" in f:
+        ck.optim = _h5.read_attrs(f["optim"], "/optim")
+        for key, kind in _OPTIM_TYPES:  # the optimizer's attribute types (its ranges need libtensor)
+            if key in ck.optim and not isinstance(ck.optim[key], kind):
+                raise CheckpointError("checkpoint: attribute '%s' of /optim is not %s" % (key, _KIND_WORD[kind]))
+        state = {}
+        for n, v in _read_checked(f, raw, "/optim", size, budget).items():
+            param, _, leaf = n.rpartition(".")
+            state.setdefault(param, {})[leaf] = int(v) if leaf == "step" and v.size == 1 else v
+        ck.optim["state"] = state
+    if "schedule" in f:
+        ck.schedule = _h5.read_attrs(f["schedule"], "/schedule")
+        for key, kind in _SCHEDULE_TYPES:  # load_schedule's order and types (its ranges need libtensor)
+            if key in ck.schedule and not isinstance(ck.schedule[key], kind):
+                raise CheckpointError("checkpoint: attribute '%s' of /schedule is not %s" % (key, _KIND_WORD[kind]))
+        listed = _h5.walk(f, raw, "/schedule")
+        if listed:
+            raise CheckpointError("checkpoint '%s': unexpected dataset %s" % (path, listed[0][0]))
+    if "rng" in f:
+        import h5py
+        rng = _read_checked(f, raw, "/rng", size, budget, raw_type=h5py.h5t.STD_U64LE, rank=1, shape=(2,))
+        ck.rng = {n: (int(v[0]), int(v[1])) for n, v in rng.items()}
+    if "extra" in f:
+        ck.extra = _read_extra(f, raw, size, budget)
+    return ck
 
 
 # ---- writing ----------------------------------------------------------------------------------

@@ -10,6 +10,8 @@ import re
 import struct
 import zlib
 
+from .errors import LibtensorError
+
 PAD, BOS, EOS, UNK = 0, 1, 2, 3
 NUM_SPECIAL = 4
 SPECIAL_NAMES = ("<pad>", "<bos>", "<eos>", "<unk>")
@@ -71,7 +73,7 @@ def merge_pair(sym, left, right, joined):
     return out
 
 
-class TokenizerError(ValueError):
+class TokenizerError(LibtensorError, ValueError):
     pass
 
 
