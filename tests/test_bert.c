@@ -404,7 +404,7 @@ START_TEST(hf_refusals) {
       {"\"hidden_act\": \"gelu_fast\"", LT_ERR_INVALID, "'hidden_act' \"gelu_fast\""},
       {"\"architectures\": [\"BertForMaskedLM\"]", LT_ERR_INVALID, "'architectures' \"BertForMaskedLM\""},
       {"\"architectures\": \"BertModel\"", LT_ERR_FORMAT, "'architectures' must be a list"},
-      {"\"type_vocab_size\": -2", LT_ERR_INVALID, "type_vocab_size -2"},
+      {"\"type_vocab_size\": -2", LT_ERR_INVALID, "'type_vocab_size' -2"},
       {"\"type_vocab_size\": 0", LT_ERR_INVALID, "type_vocab_size >= 1"},
       {"\"type_vocab_size\": 9223372036854775807", LT_ERR_INVALID, "type_vocab_size"},
       {"\"type_vocab_size\": 2.5", LT_ERR_FORMAT, "'type_vocab_size' is not an integer"},
@@ -425,8 +425,7 @@ START_TEST(hf_refusals) {
   write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 4611686018427387904, "
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 1, \"intermediate_size\": 12, "
                     "\"max_position_embeddings\": 10}");
-  /* refused before anything is allocated, naming the value (an overflow here; a range once the shared
-   * range table of configuration values checks hidden_size) */
+  /* refused before anything is allocated, naming the value (hidden_size against the range table) */
   ck_assert_ptr_null(lt_hf_load(dir, 0));
   ck_assert_msg(strstr(lt_last_error(), "4611686018427387904"), "%s", lt_last_error());
   write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 8, \"num_hidden_layers\": 1000, "

@@ -352,24 +352,16 @@ bool lt_hf_is_dir(const char *path) {
   return stat(join(p, path, LT_HF_CONFIG_FILE), &st) == 0;
 }
 
-typedef struct cfg_reader {
-  const char *path;
-  json_t *j;
-  lt_status s;
-} cfg_reader;
-
 /* Key key's value, in the range of the configuration field it gives
  * (LT_TF_CONFIG_RANGES, transformer.h: the table train's flags use). */
-static void in_range(cfg_reader *r, const char *key, const char *field, bool is_int, int64_t iv, double dv) {
+static void in_range(lt__hf_cfg *r, const char *key, const char *field, bool is_int, int64_t iv, double dv) {
   if (r->s != LT_OK || !field) return;
   char what[PATH_LEN + 128];
   snprintf(what, sizeof what, "hf config '%s': key '%s'", r->path, key);
   r->s = is_int ? lt_tf_config_check_range_int(field, iv, what) : lt_tf_config_check_range(field, dv, what);
 }
 
-/* An integer key (required or not), stored in *out; field (or NULL) the
- * configuration field whose range it must be in. */
-static void get_int_f(cfg_reader *r, const char *key, int64_t *out, bool required, const char *field) {
+void lt__hf_get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required, const char *field) {
   if (r->s != LT_OK) return;
   json_t *v = json_object_get(r->j, key);
   if (!v || json_is_null(v)) {
@@ -384,11 +376,11 @@ static void get_int_f(cfg_reader *r, const char *key, int64_t *out, bool require
   in_range(r, key, field, true, *out, 0);
 }
 
-static void get_int(cfg_reader *r, const char *key, int64_t *out, bool required) {
-  get_int_f(r, key, out, required, NULL);
+static void get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required) {
+  lt__hf_get_int(r, key, out, required, NULL);
 }
 
-static void get_real(cfg_reader *r, const char *key, double *out, const char *field) {
+void lt__hf_get_real(lt__hf_cfg *r, const char *key, double *out, const char *field) {
   if (r->s != LT_OK) return;
   json_t *v = json_object_get(r->j, key);
   if (!v || json_is_null(v)) return;
@@ -400,7 +392,7 @@ static void get_real(cfg_reader *r, const char *key, double *out, const char *fi
   in_range(r, key, field, false, 0, *out);
 }
 
-static void get_bool(cfg_reader *r, const char *key, bool *out) {
+void lt__hf_get_bool(lt__hf_cfg *r, const char *key, bool *out) {
   if (r->s != LT_OK) return;
   json_t *v = json_object_get(r->j, key);
   if (!v || json_is_null(v)) return;
@@ -412,7 +404,7 @@ static void get_bool(cfg_reader *r, const char *key, bool *out) {
 }
 
 /* A key that must be absent, null, or one of the given values (strings). */
-static void want_str(cfg_reader *r, const char *key, const char *a, const char *b) {
+static void want_str(lt__hf_cfg *r, const char *key, const char *a, const char *b) {
   if (r->s != LT_OK) return;
   json_t *v = json_object_get(r->j, key);
   if (!v || json_is_null(v)) return;
@@ -421,9 +413,9 @@ static void want_str(cfg_reader *r, const char *key, const char *a, const char *
                         r->path, key, a, b ? " or \"" : "", b ? b : "", b ? "\"" : "");
 }
 
-static void want_bool(cfg_reader *r, const char *key, bool want) {
+static void want_bool(lt__hf_cfg *r, const char *key, bool want) {
   bool v = want;
-  get_bool(r, key, &v);
+  lt__hf_get_bool(r, key, &v);
   if (r->s == LT_OK && v != want)
     r->s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key '%s' is %s: libtensor's %s", r->path, key,
                         v ? "true" : "false", want ? "needs true" : "runs only false");
@@ -446,7 +438,7 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
     return lt_error_set(LT_ERR_FORMAT, "hf config '%s': not a JSON object%s%s", path, j ? "" : ": ",
                         j ? "" : jerr.text);
   }
-  cfg_reader r = {path, j, LT_OK};
+  lt__hf_cfg r = {path, j, LT_OK};
   json_t *mt = json_object_get(j, "model_type");
   lt_hf_family fam;
   if (json_is_string(mt) && strcmp(json_string_value(mt), "gpt2") == 0) fam = LT_HF_GPT2;
@@ -472,15 +464,15 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
   if (fam == LT_HF_GPT2) {
     c.norm = LT_TF_LAYER_NORM, c.act = LT_ACT_GELU_TANH, c.pos = LT_TF_POS_LEARNED;
     c.tie_embeddings = true, c.bias = true, c.dropout = 0.1, c.norm_eps = 1e-5;
-    get_int_f(&r, "n_embd", &c.d_model, true, "d_model");
-    get_int_f(&r, "n_layer", &c.n_dec_layers, true, "n_dec_layers");
-    get_int_f(&r, "n_head", &c.n_heads, true, "n_heads");
-    get_int_f(&r, "n_positions", &c.max_len, true, "max_len");
+    lt__hf_get_int(&r, "n_embd", &c.d_model, true, "d_model");
+    lt__hf_get_int(&r, "n_layer", &c.n_dec_layers, true, "n_dec_layers");
+    lt__hf_get_int(&r, "n_head", &c.n_heads, true, "n_heads");
+    lt__hf_get_int(&r, "n_positions", &c.max_len, true, "max_len");
     if (r.s == LT_OK) c.d_ff = 4 * c.d_model; /* n_inner null: 4 * n_embd, as GPT2MLP (n_embd is in range) */
-    get_int_f(&r, "n_inner", &c.d_ff, false, "d_ff");
+    lt__hf_get_int(&r, "n_inner", &c.d_ff, false, "d_ff");
     c.n_kv_heads = c.n_heads;
-    get_real(&r, "layer_norm_epsilon", &c.norm_eps, "norm_eps");
-    get_real(&r, "resid_pdrop", &c.dropout, "dropout");
+    lt__hf_get_real(&r, "layer_norm_epsilon", &c.norm_eps, "norm_eps");
+    lt__hf_get_real(&r, "resid_pdrop", &c.dropout, "dropout");
     want_str(&r, "activation_function", "gelu_new", "gelu_pytorch_tanh");
     want_bool(&r, "tie_word_embeddings", true);
     want_bool(&r, "scale_attn_weights", true);
@@ -489,17 +481,17 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
   } else {
     c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU, c.swiglu = true, c.pos = LT_TF_POS_ROPE;
     c.tie_embeddings = false, c.bias = false, c.dropout = 0.0, c.norm_eps = 1e-6, c.rope_base = 10000.0;
-    get_int_f(&r, "hidden_size", &c.d_model, true, "d_model");
-    get_int_f(&r, "intermediate_size", &c.d_ff, true, "d_ff");
-    get_int_f(&r, "num_hidden_layers", &c.n_dec_layers, true, "n_dec_layers");
-    get_int_f(&r, "num_attention_heads", &c.n_heads, true, "n_heads");
+    lt__hf_get_int(&r, "hidden_size", &c.d_model, true, "d_model");
+    lt__hf_get_int(&r, "intermediate_size", &c.d_ff, true, "d_ff");
+    lt__hf_get_int(&r, "num_hidden_layers", &c.n_dec_layers, true, "n_dec_layers");
+    lt__hf_get_int(&r, "num_attention_heads", &c.n_heads, true, "n_heads");
     c.n_kv_heads = c.n_heads;
-    get_int_f(&r, "num_key_value_heads", &c.n_kv_heads, false, "n_kv_heads");
-    get_int_f(&r, "max_position_embeddings", &c.max_len, true, "max_len");
-    get_real(&r, "rms_norm_eps", &c.norm_eps, "norm_eps");
-    get_real(&r, "rope_theta", &c.rope_base, "rope_base");
-    get_real(&r, "attention_dropout", &c.dropout, "dropout");
-    get_bool(&r, "tie_word_embeddings", &c.tie_embeddings);
+    lt__hf_get_int(&r, "num_key_value_heads", &c.n_kv_heads, false, "n_kv_heads");
+    lt__hf_get_int(&r, "max_position_embeddings", &c.max_len, true, "max_len");
+    lt__hf_get_real(&r, "rms_norm_eps", &c.norm_eps, "norm_eps");
+    lt__hf_get_real(&r, "rope_theta", &c.rope_base, "rope_base");
+    lt__hf_get_real(&r, "attention_dropout", &c.dropout, "dropout");
+    lt__hf_get_bool(&r, "tie_word_embeddings", &c.tie_embeddings);
     want_str(&r, "hidden_act", "silu", NULL);
     want_bool(&r, "attention_bias", false);
     want_bool(&r, "mlp_bias", false);

@@ -144,39 +144,8 @@ json_t *lt__hf_bert_config_json(const lt_tf_config *c) {
   return j;
 }
 
-/* The readers of config.json's keys. TODO: the shared range table of the
- * hostile-input work (hf.c's config parsing) should replace these
- * duplicates of hf.c's get_int / get_real / get_bool when both are merged. */
-typedef struct reader {
-  const char *path;
-  json_t *j;
-  lt_status s;
-} reader;
-
-static void get_int(reader *r, const char *key, int64_t *out, bool required) {
-  if (r->s != LT_OK) return;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) {
-    if (required) r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is missing", r->path, key);
-    return;
-  }
-  if (!json_is_integer(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not an integer", r->path, key);
-    return;
-  }
-  *out = json_integer_value(v);
-}
-
-static void get_real(reader *r, const char *key, double *out) {
-  if (r->s != LT_OK) return;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) return;
-  if (!json_is_number(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not a number", r->path, key);
-    return;
-  }
-  *out = json_number_value(v);
-}
+/* BERT's own checks of config.json's keys, on hf.c's reader (lt__hf_cfg). */
+typedef lt__hf_cfg reader;
 
 /* A boolean key that must be absent, null or want. */
 static void want_bool(reader *r, const char *key, bool want) {
@@ -209,19 +178,19 @@ lt_status lt__hf_bert_read_config(json_t *j, const char *path, lt_tf_config *out
   c.pre_norm = false, c.norm = LT_TF_LAYER_NORM, c.pos = LT_TF_POS_LEARNED, c.swiglu = false, c.bias = true;
   c.tie_embeddings = false, c.scale_embeddings = false, c.n_kv_heads = 0, c.n_dec_layers = 0, c.n_classes = 0;
   c.embed_norm = true, c.pooler = true, c.type_vocab_size = 2, c.norm_eps = 1e-12, c.dropout = 0.1, c.pad_id = 0;
-  get_int(&r, "vocab_size", &c.vocab_size, true);
-  get_int(&r, "hidden_size", &c.d_model, true);
-  get_int(&r, "num_hidden_layers", &c.n_enc_layers, true);
-  get_int(&r, "num_attention_heads", &c.n_heads, true);
-  get_int(&r, "intermediate_size", &c.d_ff, true);
-  get_int(&r, "max_position_embeddings", &c.max_len, true);
-  get_int(&r, "type_vocab_size", &c.type_vocab_size, false);
-  get_real(&r, "layer_norm_eps", &c.norm_eps);
-  get_real(&r, "hidden_dropout_prob", &c.dropout); /* libtensor has one rate for both of BERT's */
+  lt__hf_get_int(&r, "vocab_size", &c.vocab_size, true, NULL);
+  lt__hf_get_int(&r, "hidden_size", &c.d_model, true, "d_model");
+  lt__hf_get_int(&r, "num_hidden_layers", &c.n_enc_layers, true, "n_enc_layers");
+  lt__hf_get_int(&r, "num_attention_heads", &c.n_heads, true, "n_heads");
+  lt__hf_get_int(&r, "intermediate_size", &c.d_ff, true, "d_ff");
+  lt__hf_get_int(&r, "max_position_embeddings", &c.max_len, true, "max_len");
+  lt__hf_get_int(&r, "type_vocab_size", &c.type_vocab_size, false, "type_vocab_size");
+  lt__hf_get_real(&r, "layer_norm_eps", &c.norm_eps, "norm_eps");
+  lt__hf_get_real(&r, "hidden_dropout_prob", &c.dropout, "dropout"); /* libtensor has one rate for both of BERT's */
   if (r.s == LT_OK) {
     json_t *pad = json_object_get(j, "pad_token_id");
     if (pad && json_is_null(pad)) c.pad_id = -1;
-    else get_int(&r, "pad_token_id", &c.pad_id, false);
+    else lt__hf_get_int(&r, "pad_token_id", &c.pad_id, false, NULL);
   }
   c.n_kv_heads = c.n_heads;
   const char *act = get_str(&r, "hidden_act", "gelu");
@@ -253,7 +222,7 @@ lt_status lt__hf_bert_read_config(json_t *j, const char *path, lt_tf_config *out
     if (r.s == LT_OK && strcmp(a, "BertForSequenceClassification") == 0) {
       json_t *labels = json_object_get(j, "id2label");
       c.n_classes = labels && json_is_object(labels) ? (int64_t)json_object_size(labels) : 2; /* PretrainedConfig's 2 */
-      get_int(&r, "num_labels", &c.n_classes, false);
+      lt__hf_get_int(&r, "num_labels", &c.n_classes, false, NULL);
       if (r.s == LT_OK && c.n_classes < 1)
         r.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': BertForSequenceClassification with %lld labels", path,
                            (long long)c.n_classes);

@@ -39,6 +39,24 @@ typedef struct pieces {
 lt_status lt__hf_add_piece(pieces *ps, lt_params *params, const char *hf, piece_op op, int n, const char *l0,
                            const char *l1, const char *l2);
 
+/* ---- config.json's keys (hf.c), for every family ---------------------------- */
+/* A reader of one config.json: the first failure is kept in s and every later
+ * call does nothing, so a family reads its keys in a row and checks s once. */
+typedef struct lt__hf_cfg {
+  const char *path; /* the file, in messages */
+  json_t *j;        /* borrowed */
+  lt_status s;
+} lt__hf_cfg;
+/* An integer key (absent or null: *out unchanged, or LT_ERR_FORMAT when
+ * required), in the range of the configuration field `field` of
+ * LT_TF_CONFIG_RANGES (transformer.h: the table train's flags use), or NULL
+ * for a key without one; the message names the file and the key. */
+void lt__hf_get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required, const char *field);
+/* A number key (absent or null: *out unchanged), in field's range (or NULL). */
+void lt__hf_get_real(lt__hf_cfg *r, const char *key, double *out, const char *field);
+/* A boolean key (absent or null: *out unchanged). */
+void lt__hf_get_bool(lt__hf_cfg *r, const char *key, bool *out);
+
 /* ---- BERT (hf_bert.c) ------------------------------------------------------- */
 /* LT_OK when the (valid) encoder-only configuration c is BERT's layout, else
  * LT_ERR_INVALID naming the option that does not fit. */
