@@ -205,6 +205,11 @@ START_TEST(damaged_directories) {
   names[n] = "model.layers.0.self_attn.rotary_emb.inv_freq", ts[n] = extra;
   LT_OK_OR_FAIL(lt_st_save(wpath, n + 1, names, (const lt_tensor *const *)ts, 1, k, v));
   LT_EXPECT_ERR(lt_hf_load_params(dir, other), LT_ERR_INVALID, "'model.layers.0.self_attn.rotary_emb.inv_freq' is not part");
+  /* one missing and one extra: both named in one message (issue 30, item 7) */
+  LT_OK_OR_FAIL(lt_st_save(wpath, n, names + 1, (const lt_tensor *const *)ts + 1, 1, k, v));
+  LT_EXPECT_ERR(lt_hf_load_params(dir, other), LT_ERR_INVALID, "1 tensor missing, 1 not in the layout");
+  LT_EXPECT_ERR(lt_hf_load_params(dir, other), LT_ERR_INVALID, names[0]);
+  LT_EXPECT_ERR(lt_hf_load_params(dir, other), LT_ERR_INVALID, "'model.layers.0.self_attn.rotary_emb.inv_freq' is not part");
   /* one misshapen: the first tensor transposed */
   lt_tensor *t0 = ts[0], *tt = LT_NN(lt_transpose(t0, 0, 1));
   ts[0] = tt;

@@ -570,13 +570,45 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
     s = lt_error_set(LT_ERR_NOMEM, "hf_load_params: out of memory");
     goto out;
   }
-  /* 1. every piece present, with its shape, a dtype that loads and finite values */
+  /* 1. every piece present and nothing else but the tolerated names, all of them named at once (as the
+   *    HDF5 loader does): the missing pieces, then the file's tensors that are not the layout's */
+  char msg[2048] = "";
+  int n_missing = 0, n_extra = 0, listed = 0;
+  size_t used = 0;
+#define NOTE(...)                                                                         \
+  do {                                                                                    \
+    if (listed++ < 8 && used < sizeof msg) {                                              \
+      int w_ = snprintf(msg + used, sizeof msg - used, "%s", used ? "; " : "");           \
+      used += w_ > 0 ? (size_t)w_ : 0;                                                    \
+      if (used < sizeof msg) {                                                            \
+        w_ = snprintf(msg + used, sizeof msg - used, __VA_ARGS__);                        \
+        used += w_ > 0 ? (size_t)w_ : 0;                                                  \
+      }                                                                                   \
+    }                                                                                     \
+  } while (0)
+  for (int i = 0; i < ps.n; i++)
+    if ((idx[i] = find_hf(f, ps.p[i].hf, fam)) < 0) {
+      n_missing++;
+      NOTE("tensor '%s' (libtensor's %s) is missing", ps.p[i].hf, ps.p[i].lt[0]);
+    }
+  for (int k = 0; k < lt_st_count(f); k++) {
+    const lt_st_tensor_info *ti = lt_st_info(f, k);
+    bool mine = false;
+    for (int i = 0; i < ps.n && !mine; i++) mine = idx[i] == k;
+    if (mine || tolerated(ti->name, fam) || (c->tie_embeddings && strcmp(ti->name, "lm_head.weight") == 0)) continue;
+    n_extra++;
+    NOTE("tensor '%s' is not part of the %s layout for this configuration", ti->name, lt_hf_family_name(fam));
+  }
+#undef NOTE
+  if (n_missing || n_extra) {
+    s = lt_error_set(LT_ERR_INVALID, "hf '%s': %d tensor%s missing, %d not in the layout: %s%s", path, n_missing,
+                     n_missing == 1 ? "" : "s", n_extra, msg, listed > 8 ? " (and more)" : "");
+    goto out;
+  }
+  /* 2. each with its shape, a dtype that loads and finite values; a tied head saved anyway must be the
+   *    embedding, byte for byte */
   for (int i = 0; i < ps.n; i++) {
     const piece *p = &ps.p[i];
-    if ((idx[i] = find_hf(f, p->hf, fam)) < 0) {
-      s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor '%s' (libtensor's %s) is missing", path, p->hf, p->lt[0]);
-      goto out;
-    }
     const lt_st_tensor_info *ti = lt_st_info(f, idx[i]);
     bool same = ti->ndim == p->ndim;
     for (int k = 0; same && k < p->ndim; k++) same = ti->shape[k] == p->shape[k];
@@ -593,24 +625,15 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
     }
     if ((s = lt_st_check_finite(f, idx[i])) != LT_OK) goto out; /* NaN, inf: refused before a value is written */
   }
-  /* 2. nothing else, but the tolerated names */
-  for (int k = 0; k < lt_st_count(f); k++) {
+  for (int k = 0; k < lt_st_count(f) && c->tie_embeddings; k++) {
     const lt_st_tensor_info *ti = lt_st_info(f, k);
-    bool mine = false;
-    for (int i = 0; i < ps.n && !mine; i++) mine = idx[i] == k;
-    if (mine || tolerated(ti->name, fam)) continue;
-    if (c->tie_embeddings && strcmp(ti->name, "lm_head.weight") == 0) {
-      /* a tied head saved anyway: it must be the embedding, byte for byte */
-      const lt_st_tensor_info *e = lt_st_info(f, idx[0]);
-      if (e->dtype == ti->dtype && e->end - e->begin == ti->end - ti->begin &&
-          memcmp(lt_st_data(f, idx[0]), lt_st_data(f, k), (size_t)(e->end - e->begin)) == 0)
-        continue;
-      s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor 'lm_head.weight' differs from the embedding '%s', but the "
-                       "configuration ties them (tie_word_embeddings)", path, e->name);
-      goto out;
-    }
-    s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor '%s' is not part of the %s layout for this configuration", path,
-                     ti->name, lt_hf_family_name(fam));
+    if (strcmp(ti->name, "lm_head.weight") != 0) continue;
+    const lt_st_tensor_info *e = lt_st_info(f, idx[0]);
+    if (e->dtype == ti->dtype && e->end - e->begin == ti->end - ti->begin &&
+        memcmp(lt_st_data(f, idx[0]), lt_st_data(f, k), (size_t)(e->end - e->begin)) == 0)
+      continue;
+    s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor 'lm_head.weight' differs from the embedding '%s', but the "
+                     "configuration ties them (tie_word_embeddings)", path, e->name);
     goto out;
   }
   /* 3. write: read straight into the parameter, or convert then split */

@@ -85,8 +85,10 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *fa
  * (GPT-2's attention-mask buffers "attn.bias" / "attn.masked_bias" and, for
  * a tied head, an "lm_head.weight" equal to the embedding, and BERT's
  * "embeddings.position_ids" are tolerated; GPT-2 names are accepted with or
- * without the "transformer." prefix, BERT's with or without "bert."). All
- * of it is checked before a value is written: on failure m is unchanged.
+ * without the "transformer." prefix, BERT's with or without "bert."). The
+ * missing and the unexpected names are given together in one message (the
+ * first 8 of them). All of it is checked before a value is written: on
+ * failure m is unchanged.
  * Errors: those of lt_st_open, LT_ERR_INVALID (names),
  * LT_ERR_SHAPE, LT_ERR_DTYPE, each naming the file and the tensor. */
 lt_status lt_hf_load_params(const char *dir, lt_transformer *m);
