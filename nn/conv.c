@@ -657,35 +657,18 @@ lt_status lt__bw_conv_transpose2d(const lt_node *node, const lt_tensor *gout, lt
 /* conv1d: conv2d on [N, C, 1, L] views                                     */
 /* ======================================================================== */
 
-lt_tensor *lt_conv1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, const lt_conv_opts *opts) {
-  const char *op = "conv1d";
+/* A 1-d convolution (or its transpose) as the 2-d one on [N, C, 1, L] views:
+ * the options' first entries become the second dimension's, the first
+ * dimension has stride 1 and no padding. wshape names the weight's layout in
+ * the message. */
+typedef lt_tensor *(*conv2d_fn)(const lt_tensor *, const lt_tensor *, const lt_tensor *, const lt_conv_opts *);
+static lt_tensor *conv_as_2d(const char *op, const char *wshape, conv2d_fn f, const lt_tensor *x,
+                             const lt_tensor *weight, const lt_tensor *bias, const lt_conv_opts *opts) {
   if (!x) return lt__err_null(op, "x"), NULL;
   if (!weight) return lt__err_null(op, "weight"), NULL;
   if (x->ndim != 3 || weight->ndim != 3)
-    return lt__err(LT_ERR_SHAPE, "%s: x is %s, weight is %s: x must be [N, C_in, L] and weight [C_out, C_in/groups, k]",
-                   op, LT__D(x), LT__D(weight)),
-           NULL;
-  const lt_conv_opts *o = opts ? opts : &conv_defaults;
-  lt_conv_opts o2 = *o;
-  o2.stride[0] = 1, o2.stride[1] = o->stride[0];
-  o2.padding[0] = 0, o2.padding[1] = o->padding[0];
-  o2.dilation[0] = 1, o2.dilation[1] = o->dilation[0];
-  lt_tensor *x4 = lt_unsqueeze(x, 2), *w4 = lt_unsqueeze(weight, 2), *y4 = NULL, *y = NULL;
-  if (x4 && w4 && (y4 = lt_conv2d(x4, w4, bias, &o2))) y = lt_squeeze(y4, 2);
-  lt_tensor_free(x4);
-  lt_tensor_free(w4);
-  lt_tensor_free(y4);
-  return y;
-}
-
-lt_tensor *lt_conv_transpose1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias,
-                               const lt_conv_opts *opts) {
-  const char *op = "conv_transpose1d";
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (!weight) return lt__err_null(op, "weight"), NULL;
-  if (x->ndim != 3 || weight->ndim != 3)
-    return lt__err(LT_ERR_SHAPE, "%s: x is %s, weight is %s: x must be [N, C_in, L] and weight [C_in, C_out/groups, k]",
-                   op, LT__D(x), LT__D(weight)),
+    return lt__err(LT_ERR_SHAPE, "%s: x is %s, weight is %s: x must be [N, C_in, L] and weight %s", op, LT__D(x),
+                   LT__D(weight), wshape),
            NULL;
   const lt_conv_opts *o = opts ? opts : &conv_defaults;
   lt_conv_opts o2 = *o;
@@ -694,11 +677,20 @@ lt_tensor *lt_conv_transpose1d(const lt_tensor *x, const lt_tensor *weight, cons
   o2.dilation[0] = 1, o2.dilation[1] = o->dilation[0];
   o2.output_padding[0] = 0, o2.output_padding[1] = o->output_padding[0];
   lt_tensor *x4 = lt_unsqueeze(x, 2), *w4 = lt_unsqueeze(weight, 2), *y4 = NULL, *y = NULL;
-  if (x4 && w4 && (y4 = lt_conv_transpose2d(x4, w4, bias, &o2))) y = lt_squeeze(y4, 2);
+  if (x4 && w4 && (y4 = f(x4, w4, bias, &o2))) y = lt_squeeze(y4, 2);
   lt_tensor_free(x4);
   lt_tensor_free(w4);
   lt_tensor_free(y4);
   return y;
+}
+
+lt_tensor *lt_conv1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, const lt_conv_opts *opts) {
+  return conv_as_2d("conv1d", "[C_out, C_in/groups, k]", lt_conv2d, x, weight, bias, opts);
+}
+
+lt_tensor *lt_conv_transpose1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias,
+                               const lt_conv_opts *opts) {
+  return conv_as_2d("conv_transpose1d", "[C_in, C_out/groups, k]", lt_conv_transpose2d, x, weight, bias, opts);
 }
 
 /* ======================================================================== */

@@ -28,6 +28,7 @@
 #include <string.h>
 
 #include "libtensor_transformer.h"
+#include "tests/interop/tool_export.h"
 
 #define BATCH 32
 
@@ -41,19 +42,7 @@ static int make(const char *dir, uint64_t seed, int64_t n_classes) {
   c.vocab_size = 47, c.d_model = 24, c.n_heads = 4, c.n_kv_heads = 4, c.n_enc_layers = 2, c.d_ff = 40;
   c.max_len = 20, c.dropout = 0.0, c.pad_id = 0, c.n_classes = n_classes, c.norm_eps = 1e-12;
   c.type_vocab_size = 3, c.embed_norm = true, c.pooler = true;
-  lt_generator *g = lt_generator_new(seed);
-  lt_transformer *m = lt_transformer_new(&c, g);
-  if (!m) return fail("building the model");
-  lt_params *P = lt_transformer_params(m);
-  for (int i = 0; i < lt_params_count(P); i++) {
-    const lt_param *p = lt_params_at(P, i);
-    const bool norm = strstr(p->name, "norm") != NULL && strstr(p->name, ".weight");
-    if (lt_init_normal_(g, p->value, norm ? 1.0 : 0.0, norm ? 0.2 : 0.3) != LT_OK) return fail("init");
-  }
-  if (lt_hf_export(m, dir) != LT_OK) return fail("export");
-  lt_transformer_free(m);
-  lt_generator_free(g);
-  return 0;
+  return tool_export_random("bert_tool", &c, dir, seed);
 }
 
 /* Tensor name of f as a new i64 tensor, or NULL (optional and absent too). */

@@ -25,6 +25,7 @@
 #include <string.h>
 
 #include "libtensor_transformer.h"
+#include "tests/interop/tool_export.h"
 
 static int fail(const char *what) {
   fprintf(stderr, "hf_tool: %s: %s\n", what, lt_last_error());
@@ -41,19 +42,7 @@ static int make(const char *family, const char *dir, uint64_t seed) {
     c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU, c.swiglu = true, c.pos = LT_TF_POS_ROPE, c.bias = false;
     c.tie_embeddings = false, c.n_kv_heads = 2, c.norm_eps = 1e-6, c.rope_base = 10000.0;
   }
-  lt_generator *g = lt_generator_new(seed);
-  lt_transformer *m = lt_transformer_new(&c, g);
-  if (!m) return fail("building the model");
-  lt_params *P = lt_transformer_params(m);
-  for (int i = 0; i < lt_params_count(P); i++) {
-    const lt_param *p = lt_params_at(P, i);
-    const bool norm = strstr(p->name, "norm") != NULL && strstr(p->name, ".weight");
-    if (lt_init_normal_(g, p->value, norm ? 1.0 : 0.0, norm ? 0.2 : 0.3) != LT_OK) return fail("init");
-  }
-  if (lt_hf_export(m, dir) != LT_OK) return fail("export");
-  lt_transformer_free(m);
-  lt_generator_free(g);
-  return 0;
+  return tool_export_random("hf_tool", &c, dir, seed);
 }
 
 /* The comma-separated ids of `text` as a new [1, T] i64 tensor. */

@@ -1,0 +1,39 @@
+/*
+ * tests/interop/tool_export.h: what the interop tools (hf_tool.c, bert_tool.c)
+ * share: a model of configuration c with every parameter random (norm
+ * weights around 1, everything else, biases included, N(0, 0.3^2)), so that a
+ * swapped or missing tensor cannot hide behind an initialisation of zeros or
+ * ones, exported to dir as a Hugging Face directory (lt_hf_export).
+ * Returns 0, or 1 with "<tool>: <what>: <error>" on stderr.
+ */
+#ifndef LT_TESTS_TOOL_EXPORT_H
+#define LT_TESTS_TOOL_EXPORT_H
+
+#include <stdio.h>
+#include <string.h>
+
+#include "libtensor_transformer.h"
+
+static int tool_fail(const char *tool, const char *what) {
+  fprintf(stderr, "%s: %s: %s\n", tool, what, lt_last_error());
+  return 1;
+}
+
+static int tool_export_random(const char *tool, const lt_tf_config *c, const char *dir, uint64_t seed) {
+  lt_generator *g = lt_generator_new(seed);
+  lt_transformer *m = g ? lt_transformer_new(c, g) : NULL;
+  if (!m) return lt_generator_free(g), tool_fail(tool, "building the model");
+  lt_params *P = lt_transformer_params(m);
+  int rc = 0;
+  for (int i = 0; i < lt_params_count(P) && !rc; i++) {
+    const lt_param *p = lt_params_at(P, i);
+    const bool norm = strstr(p->name, "norm") != NULL && strstr(p->name, ".weight");
+    if (lt_init_normal_(g, p->value, norm ? 1.0 : 0.0, norm ? 0.2 : 0.3) != LT_OK) rc = tool_fail(tool, "init");
+  }
+  if (!rc && lt_hf_export(m, dir) != LT_OK) rc = tool_fail(tool, "export");
+  lt_transformer_free(m);
+  lt_generator_free(g);
+  return rc;
+}
+
+#endif /* LT_TESTS_TOOL_EXPORT_H */
