@@ -29,16 +29,11 @@ import sys
 import tempfile
 import unittest
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")
-os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
-os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+from hf_common import randomize as randomize_with  # noqa: E402  (first: offline settings)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.numpy import load_file, save_file  # noqa: E402
 from transformers import BertConfig, BertForSequenceClassification, BertModel  # noqa: E402
-from transformers.utils import logging as hf_logging  # noqa: E402
-
-hf_logging.disable_progress_bar()
 
 BERT_TOOL = None
 TOL = 1e-4
@@ -48,16 +43,8 @@ N_SENTENCES = 1000
 
 
 def randomize(model, seed):
-    """Every parameter random (LayerNorm weights around 1), so a swapped or
-    missing tensor cannot hide behind an initialisation of zeros or ones."""
-    g = torch.Generator().manual_seed(seed)
-    with torch.no_grad():
-        for name, p in model.named_parameters():
-            if "LayerNorm.weight" in name:
-                p.copy_(1.0 + 0.2 * torch.randn(p.shape, generator=g))
-            else:
-                p.copy_(0.3 * torch.randn(p.shape, generator=g))
-    return model
+    """BERT's LayerNorm weights around 1, the rest N(0, 0.3^2)."""
+    return randomize_with(model, seed, lambda n: "LayerNorm.weight" in n)
 
 
 def tiny_config(**kw):
