@@ -124,9 +124,8 @@ static const lt_tensor *blis_ready(const lt_tensor *x, lt_dtype dt, lt_tensor **
  * AVX2+FMA and baseline SSE2, picked at load time (like
  * tensor/elementwise.c; -std=c11 keeps -ffp-contract=off and the row sums
  * of tensor/softmax_internal.h run in fixed lanes, so every clone gives the
- * same bits); f64 keeps libm's exp and one build. The unfused forward's
- * softmax rows ran 4 lanes wide (SSE2) before: 3.5% of a GPT-small bf16
- * step. */
+ * same bits); f64 keeps libm's exp and one build. Without the clones
+ * the rows would run 4 lanes wide (SSE2), a visible share of a bf16 step. */
 #define FL_CLONES_F32 LT__CLONES
 
 /* Every loop over a row runs in blocks of 8 lanes plus a tail (EACH8): gcc
@@ -492,8 +491,7 @@ static lt_status bwd_task(const sdpa_plan *pl, bool one, int64_t b, int64_t g, c
  * diagonal tiles), its blocks of FL_SUB rows, each with only the nv keys its
  * last row can see (blocks that see none are left out): with 32-row blocks
  * 0.56 of a diagonal tile's products instead of all of them (128-row blocks:
- * 0.75; 32 measured 8% faster fwd+bwd at HS 128, T 1024, causal, once the
- * panel kernel stopped turning these products around, docs/attention.md).
+ * 0.75; 32 rows measured faster, docs/log/attention-2026-11.md).
  * Fills p (first row within the tile, rows, keys) and returns the count (at
  * most FL_BR / FL_SUB). */
 #define FL_SUB 32
@@ -558,8 +556,8 @@ static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double
  *   got rows  [B*NH][hvp][ldt]      A of dV^T += dO^T W   (backward)
  * with lds = 2*sp + 32 and ldt = tp + 32: an AMX tile load reads 16 rows at
  * the row stride, and a stride of a multiple of 4 KB (sp = 1024) put all of
- * them in one L1 set (tile loads were most of the kernel's time, perf);
- * 64 bytes more per row spread them. The tile scratch's pair rows are
+ * them in one L1 set, so tile loads would stall on L1 misses; 64 bytes
+ * more per row spread them. The tile scratch's pair rows are
  * FL16_LDP elements apart for the same reason.
  * The kernels' B operand pairs elements along k, so the two products whose
  * k is the query row (dV += W^T dO, dK += dS^T Q) run transposed, and the
@@ -803,9 +801,8 @@ static void fl16_untranspose(float *dst, int64_t rs, int64_t cs, const float *sr
 
 /* K^T (Q K^T's B) and V^T (dO V^T's B) of every key tile of every (b, kv
  * head), packed once per call for the panel kernel (f32; lt__mat_pack,
- * tensor/gemm_internal.h). Each product packed its B anew before: K^T and
- * V^T by gathers, once per query tile, head and diagonal piece that reads
- * the key tile (6% of the fused time at HS 128, T 1024). Tile j of (b, g) is
+ * tensor/gemm_internal.h), so no product gathers its B anew for each query
+ * tile, head and diagonal piece that reads the key tile. Tile j of (b, g) is
  * at base + ((b * NKV + g) * ntk + j) * tile; a NULL base: not packed (f64,
  * autocast, no AVX-512, a head size outside the kernel's rule, no memory). */
 typedef struct fl_packs {
@@ -826,7 +823,7 @@ static const float *fl_tile(const float *base, int64_t tile, const sdpa_plan *pl
 /* The buffer for K^T (v false) or V^T (v true) of every key tile of every
  * (b, g): *store, a new f32 tensor (free with lt_tensor_free; its storage
  * comes from the library's block cache, so a training step reuses the same
- * pages: fresh ones cost 3.6% of the fused time at T 2048 in page zeroing)
+ * pages instead of paying the kernel's zeroing of fresh ones)
  * of *tile floats per tile; returns its data, or NULL with *store NULL (then
  * the products pack their B themselves, as before). */
 static float *fl_pack_buf(const sdpa_plan *pl, bool v, int64_t *tile, lt_tensor **store) {
@@ -912,10 +909,9 @@ static int64_t fl16_first_row(const sdpa_plan *pl, int64_t rlo, int64_t s) {
  * query rows. Per (key tile, head): dV^T (+)= dO^T W and dK^T (+)= scale
  * Q^T dS, each one product as deep as all the query rows that see the key
  * tile (the first head writes, the others add). Per key tile: dK^T, dV^T
- * transposed into dk, dv. Before (session 7) the loop was fl_bwd's, and
- * dV^T, dK^T were accumulated piece by piece (32 rows deep on the causal
- * diagonal) into [HS][S] buffers whose 4 KB rows shared L1 sets, zeroed and
- * transposed once per task. dQ's rows are written by the first key tile's
+ * transposed into dk, dv: products as deep as all those rows, instead of
+ * 32-row-deep ones into [HS][S] buffers whose 4 KB rows would share L1
+ * sets. dQ's rows are written by the first key tile's
  * products and accumulated by the others in key order (as fl_bwd), so only
  * the sums of dK and dV are in another order. Rows and keys no piece
  * computed are zeros in the pairs buffers. Only this task writes dk, dv
@@ -1704,10 +1700,10 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   int64_t bounds[FL_MAX_CHUNKS + 1];
   const int64_t nch = fl_chunks(&pl, bounds), NH = pl.NH, T = pl.T, HS = pl.HS, grp = pl.group;
   const int64_t ntasks = pl.T && pl.S ? B * NKV * nch : 0, slab = grp * T * HS;
-  /* With tasks, dq, dk, dv are not zeroed here (one serial memset of 6 MB
-   * at HS 128, T 1024, B 1, NH 4: 1.4% of the fused fwd+bwd's CPU time, all
-   * of it in wall time): each task zeroes its dK, dV rows (fl_bwd_zero) and
-   * writes dQ's first key tile with beta 0 (fl_bwd). */
+  /* With tasks, dq, dk, dv are not zeroed here (a serial memset of all
+   * three would run on one thread while the other waits): each task zeroes
+   * its dK, dV rows (fl_bwd_zero) and writes dQ's first key tile with beta
+   * 0 (fl_bwd). */
   lt_tensor *dq = need_q ? alloc_like(pl.dt, q->shape, q, !ntasks) : NULL;
   lt_tensor *dk = need_k ? alloc_like(pl.dt, k->shape, k, !ntasks) : NULL;
   lt_tensor *dv = need_v ? alloc_like(pl.dt, v->shape, v, !ntasks) : NULL;
@@ -1822,19 +1818,10 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
  * impl / LT_ATTENTION=fused|unfused say otherwise. AUTO picks unfused when
  * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC; 256 x 256):
  * there the fused path saves little memory (P is at most 256 KB per head)
- * and its backward recomputes P, so fwd+bwd measured 0.6x-0.9x the unfused
- * speed at T = 128 and 256 in f32 (the crossover is in docs/attention.md).
- * Under autocast the same rule holds, with the AMX tile kernel too: fused
- * fwd+bwd measured about even with the unfused path at T 128-256 once that
- * path converts q, k, v once per call (whole GPT small and medium bf16 steps
- * equal within noise, small's peak RSS 16 MiB higher fused), and the
- * default encoder-decoder run (T <= 64) with fused AMX tiles at every size
- * ended at 82.3% held-out exact match against 100% for this rule
- * (docs/mixed-precision.md, session 7). Above the tile, under autocast,
- * fused fwd+bwd measured faster than unfused at every shape tried once its
- * backward visited key tiles outside (session 8, B 1, NH 4, causal, CPU
- * time: 1.3x at T 512, 1.4-1.9x at T 1,024-2,048, HS 64 and 128;
- * docs/attention.md), so no other crossover is needed. This is the one
+ * and its backward recomputes P, so it is slower there, in f32 and under
+ * autocast alike; above the tile fused is faster and its memory O(T). The
+ * measurements behind the rule are in docs/attention.md ("Choosing") and
+ * docs/log/attention-2026-11.md. This is the one
  * place the rule lives. */
 static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor *q, const lt_tensor *k) {
   if (weights) return false;
