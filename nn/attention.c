@@ -1818,8 +1818,8 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
  * impl / LT_ATTENTION=fused|unfused say otherwise. AUTO picks unfused when
  * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC; 256 x 256):
  * there the fused path saves little memory (P is at most 256 KB per head)
- * and its backward recomputes P, so it is slower there, in f32 and under
- * autocast alike; above the tile fused is faster and its memory O(T). The
+ * and its backward recomputes P: slower there in f32, no faster under
+ * autocast; above the tile fused is faster and its memory O(T). The
  * measurements behind the rule are in docs/attention.md ("Choosing") and
  * docs/log/attention-2026-11.md. This is the one
  * place the rule lives. */
