@@ -29,16 +29,9 @@
 extern "C" {
 #endif
 
-/* Grad mode (thread-local, on by default). lt_set_grad_enabled returns the
- * previous value, so a no-grad scope is
- *     bool prev = lt_set_grad_enabled(false); ...; lt_set_grad_enabled(prev); */
-LT_API bool lt_grad_enabled(void);
-LT_API bool lt_set_grad_enabled(bool enabled);
-
-/* Mark a leaf as requiring a gradient (float dtypes only). Fails on a
- * non-leaf (a tensor with a grad_fn) or an integer/bool tensor. */
-LT_API lt_status lt_requires_grad_(lt_tensor *t, bool requires_grad);
-LT_API bool lt_is_leaf(const lt_tensor *t);
+/* Grad mode, lt_requires_grad_, lt_is_leaf and anomaly mode are declared in
+ * tensor/tensor.h ("Recording for autograd"): recording is the tensor
+ * core's; this header is the engine and gradient checking. */
 
 /* Backpropagate from root. grad_output may be NULL only for a one-element
  * root (then it is 1). Gradients accumulate (+=) into leaves' .grad until
@@ -72,12 +65,6 @@ LT_API lt_status lt_tensor_set_hook(lt_tensor *t, lt_grad_hook hook, void *user)
  * fails after its commit (a later op's backward, another hook), its .grad
  * keeps the added gradient (other leaves are unchanged, as usual). */
 LT_API lt_status lt_tensor_set_post_accumulate_hook(lt_tensor *t, lt_post_accumulate_hook hook, void *user);
-
-/* Anomaly mode (off by default): every recorded op output and every gradient
- * is checked for NaN/Inf; the first bad one fails with LT_ERR_NUMERIC naming
- * the op that produced it. */
-LT_API void lt_set_anomaly_mode(bool enabled);
-LT_API bool lt_anomaly_mode(void);
 
 /* ---- gradient checking ------------------------------------------------- */
 

@@ -10,7 +10,7 @@
 
 #include "nn/nn.h"
 
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/bf16dot_internal.h"
 #include "tensor/cpu_internal.h"
 #include "tensor/gemm_internal.h"

@@ -18,7 +18,7 @@
  */
 #include "tensor/matmul_internal.h"
 
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"

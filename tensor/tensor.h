@@ -749,6 +749,27 @@ LT_API bool lt_allclose(const lt_tensor *a, const lt_tensor *b, double rtol, dou
 /* Same shape and exactly equal values (dtypes may differ). */
 LT_API bool lt_equal(const lt_tensor *a, const lt_tensor *b);
 
+/* ======================================================================== */
+/* Recording for autograd (tensor/graph.c; the engine is autograd/)         */
+/* ======================================================================== */
+
+/* Grad mode (thread-local, on by default). lt_set_grad_enabled returns the
+ * previous value, so a no-grad scope is
+ *     bool prev = lt_set_grad_enabled(false); ...; lt_set_grad_enabled(prev); */
+LT_API bool lt_grad_enabled(void);
+LT_API bool lt_set_grad_enabled(bool enabled);
+
+/* Mark a leaf as requiring a gradient (float dtypes only). Fails on a
+ * non-leaf (a tensor with a grad_fn) or an integer/bool tensor. */
+LT_API lt_status lt_requires_grad_(lt_tensor *t, bool requires_grad);
+LT_API bool lt_is_leaf(const lt_tensor *t);
+
+/* Anomaly mode (off by default): every recorded op output and every gradient
+ * is checked for NaN/Inf; the first bad one fails with LT_ERR_NUMERIC naming
+ * the op that produced it. */
+LT_API void lt_set_anomaly_mode(bool enabled);
+LT_API bool lt_anomaly_mode(void);
+
 #ifdef __cplusplus
 }
 #endif
