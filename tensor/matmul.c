@@ -909,7 +909,8 @@ lt_tensor *lt__autocast_input(const lt_tensor *x) {
 static lt_status mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c,
                           const float *bias) {
   LT_CHECK(a.rows == c.rows && b.cols == c.cols && a.cols == b.rows);
-  lt_status st;
+  lt_status st = lt__ensure_init(); /* the runtime sets up the engines (BLIS's kernel, threads) first */
+  if (st != LT_OK) return st;
   const bool bf16_ok = lt__dnnl_bf16_available();
   if (dt == LT_DTYPE_F32 && tl_autocast == LT_DTYPE_BF16 && bf16_ok && a.cols > 0 && c.rows > 0 && c.cols > 0) {
     /* Autocast: bf16 copies of the f32 operands, f32 accumulation, f32 out. */
