@@ -496,6 +496,63 @@ int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n) 
   return -1;
 }
 
+static int64_t first_token_of(const lt_tokenizer *tok, const char *const *names) {
+  for (; *names; names++) {
+    int64_t id = lt_tokenizer_token_id(tok, *names, strlen(*names));
+    if (id >= 0) return id;
+  }
+  return -1;
+}
+
+lt_special_ids lt_tokenizer_special_ids(const lt_tokenizer *tok) {
+  if (!tok || tok->kind != LT_TOKENIZER_HF) return (lt_special_ids){LT_TOKEN_BOS, LT_TOKEN_EOS, LT_TOKEN_PAD};
+  static const char *const bos[] = {"<s>", "<|begin_of_text|>", "<|startoftext|>", "<bos>", "[CLS]", "<|endoftext|>",
+                                    NULL};
+  static const char *const eos[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<eos>", "[SEP]", NULL};
+  static const char *const pad[] = {"<pad>", "[PAD]", "<|pad|>", "<|finetune_right_pad_id|>", NULL};
+  lt_special_ids r = {first_token_of(tok, bos), first_token_of(tok, eos), first_token_of(tok, pad)};
+  if (r.bos < 0) r.bos = r.eos;
+  if (r.pad < 0) r.pad = r.eos;
+  return r;
+}
+
+lt_status lt_tokenizer_parse_ids(const char *line, size_t len, int64_t **ids, int64_t *n) {
+  const char *op = "tokenizer_parse_ids";
+  if (!line && len) return lt__err_null(op, "line");
+  if (!ids || !n) return lt__err_null(op, !ids ? "ids" : "n");
+  int64_t *v = NULL, cnt = 0, cap = 0;
+  for (size_t i = 0; i < len;) {
+    while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
+    if (i == len) break;
+    size_t j = i;
+    while (j < len && !(line[j] == ' ' || line[j] == '\t' || line[j] == '\r' || line[j] == '\n')) j++;
+    /* the word line[i..j): an optional sign, then decimal digits, in range */
+    size_t k = i + (line[i] == '-' || line[i] == '+');
+    bool ok = k < j;
+    uint64_t mag = 0;
+    for (size_t q = k; ok && q < j; q++) {
+      unsigned d = (unsigned char)line[q] - '0';
+      ok = d <= 9 && mag <= (UINT64_MAX - d) / 10;
+      if (ok) mag = mag * 10 + d;
+    }
+    bool neg = line[i] == '-';
+    ok = ok && mag <= (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX);
+    if (!ok) {
+      free(v);
+      return lt__err(LT_ERR_FORMAT, "%s: \"%.*s%s\" is not an id", op, (int)(j - i > 40 ? 40 : j - i), line + i,
+                     j - i > 40 ? "..." : "");
+    }
+    if (!lt__grow(&v, &cap, cnt + 1, sizeof *v)) {
+      free(v);
+      return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    }
+    v[cnt++] = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
+    i = j;
+  }
+  *ids = v, *n = cnt;
+  return LT_OK;
+}
+
 lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text, size_t len) {
   int64_t *ids, n;
   if (lt_tokenizer_encode(tok, text, len, &ids, &n) != LT_OK) return NULL;
