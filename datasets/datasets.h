@@ -267,6 +267,17 @@ lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *text, size
  * tokens included), e.g. "</s>" or "<|endoftext|>"; for the other kinds the
  * special names "<pad>", "<bos>", "<eos>", "<unk>". -1 when there is none. */
 int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n);
+/* Encodes the n texts texts[i] (lens[i] bytes each) as lt_tokenizer_encode_ex
+ * does with flags (offsets are not kept), on lt_get_num_threads() threads:
+ * the texts are shared out in chunks, each encoded whole by one thread, and
+ * the result does not depend on the thread count. *ids (returns new, free
+ * with free(); NULL when there are none) holds every text's ids back to
+ * back, text i's at ids[starts[i] .. starts[i + 1]) (starts: the caller's
+ * array of n + 1). Errors: those of lt_tokenizer_encode_ex for the first text
+ * (lowest index) that fails, with its index in the message; LT_ERR_NULL,
+ * LT_ERR_INVALID (n < 0). On failure *ids and starts are untouched. */
+lt_status lt_tokenizer_encode_batch(const lt_tokenizer *tok, const char *const *texts, const size_t *lens, int64_t n,
+                                    unsigned flags, int64_t **ids, int64_t *starts);
 /* The start, end and padding ids of a tokenizer, for the seq2seq batches
  * (<bos> target <eos>), generation and its stopping. */
 typedef struct lt_special_ids {

@@ -411,9 +411,69 @@ START_TEST(test_unicode_versions) {
 }
 END_TEST
 
+/* The batch encoder: the same ids as one text at a time, on one thread and
+ * on two (the result does not depend on the thread count); the first failing
+ * text named. */
+START_TEST(test_encode_batch) {
+  size_t nj;
+  char *json = slurp(DIR "gpt2.json", &nj);
+  lt_tokenizer *t = lt_tokenizer_from_hf_json(json, nj);
+  ck_assert(t != NULL);
+  enum { N = 500 };
+  static char buf[N][96];
+  const char *texts[N];
+  size_t lens[N];
+  for (int i = 0; i < N; i++) { /* texts of every length 0..95, mixed scripts */
+    static const char *const words[] = {"the ", "caf\xc3\xa9 ", "\xe6\x97\xa5\xe6\x9c\xac ", "123 ", "  ", "x\n",
+                                        "\xf0\x9f\x91\x8d", "don't "};
+    size_t k = 0;
+    for (int w = 0; k + 8 < (size_t)(i % 96); w++) {
+      const char *p = words[(i * 7 + w * 3) % 8];
+      memcpy(buf[i] + k, p, strlen(p)), k += strlen(p);
+    }
+    texts[i] = buf[i], lens[i] = k;
+  }
+  int64_t starts[N + 1], starts2[N + 1];
+  int64_t *all = NULL, *all2 = NULL;
+  const int before = lt_get_num_threads();
+  LT_OK_OR_FAIL(lt_set_num_threads(1));
+  LT_OK_OR_FAIL(lt_tokenizer_encode_batch(t, texts, lens, N, LT_ENCODE_ADD_SPECIAL, &all, starts));
+  LT_OK_OR_FAIL(lt_set_num_threads(2));
+  LT_OK_OR_FAIL(lt_tokenizer_encode_batch(t, texts, lens, N, LT_ENCODE_ADD_SPECIAL, &all2, starts2));
+  ck_assert(memcmp(starts, starts2, sizeof starts) == 0);
+  ck_assert(memcmp(all, all2, (size_t)starts[N] * sizeof *all) == 0);
+  ck_assert_int_eq(starts[0], 0);
+  for (int i = 0; i < N; i++) {
+    int64_t *ids, n;
+    LT_OK_OR_FAIL(lt_tokenizer_encode_ex(t, texts[i], lens[i], LT_ENCODE_ADD_SPECIAL, &ids, NULL, &n));
+    ck_assert_int_eq(starts[i + 1] - starts[i], n);
+    if (n) ck_assert(memcmp(all + starts[i], ids, (size_t)n * sizeof *ids) == 0);
+    free(ids);
+  }
+  free(all), free(all2);
+  /* no texts; errors leave the outputs alone */
+  int64_t *none = (int64_t *)0x1;
+  LT_OK_OR_FAIL(lt_tokenizer_encode_batch(t, NULL, NULL, 0, 0, &none, starts));
+  ck_assert_ptr_null(none);
+  ck_assert_int_eq(starts[0], 0);
+  texts[300] = NULL, lens[300] = 3, texts[400] = NULL, lens[400] = 3;
+  int64_t *keep = (int64_t *)0x1;
+  starts[0] = 77;
+  LT_EXPECT_ERR(lt_tokenizer_encode_batch(t, texts, lens, N, 0, &keep, starts), LT_ERR_NULL, "text 300: ");
+  ck_assert(keep == (int64_t *)0x1 && starts[0] == 77);
+  LT_EXPECT_ERR(lt_tokenizer_encode_batch(t, texts, lens, -1, 0, &keep, starts), LT_ERR_INVALID, "n is -1");
+  LT_EXPECT_ERR(lt_tokenizer_encode_batch(NULL, texts, lens, 1, 0, &keep, starts), LT_ERR_NULL, "tok");
+  lt_clear_error();
+  LT_OK_OR_FAIL(lt_set_num_threads(before));
+  lt_tokenizer_free(t);
+  free(json);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("hf_tokenizer");
   LT_TEST_CASE(s, "core", 300, test_against_tokenizers, test_hf_kind, test_offsets_other_kinds, test_crafted_files,
-               test_long_inputs, test_nul_entries, test_normal_form_offsets, test_unicode_versions);
+               test_long_inputs, test_nul_entries, test_normal_form_offsets, test_unicode_versions,
+               test_encode_batch);
   return lt_test_run(s);
 }

@@ -421,6 +421,25 @@ static void want_bool(lt__hf_cfg *r, const char *key, bool want) {
                         v ? "true" : "false", want ? "needs true" : "runs only false");
 }
 
+/* The JSON object of the file at path (a regular file of at most
+ * CONFIG_MAX_BYTES, duplicate keys refused): *out new (json_decref). */
+static lt_status read_json_object(const char *path, json_t **out) {
+  char *text = NULL;
+  size_t n = 0;
+  lt_status s = lt_ckpt_read_file(path, CONFIG_MAX_BYTES, &text, &n);
+  if (s != LT_OK) return s;
+  json_error_t jerr;
+  json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+  free(text);
+  if (!j || !json_is_object(j)) {
+    json_decref(j);
+    return lt_error_set(LT_ERR_FORMAT, "hf config '%s': not a JSON object%s%s", path, j ? "" : ": ",
+                        j ? "" : jerr.text);
+  }
+  *out = j;
+  return LT_OK;
+}
+
 /* One id key of a generation file: absent or null leaves *v; an id, or (list)
  * a list of ids, sets it. */
 static lt_status gen_id(json_t *j, const char *path, const char *key, int64_t *v, int *nv, bool list) {
@@ -457,18 +476,9 @@ lt_status lt_hf_read_gen_ids(const char *dir, lt_hf_gen_ids *out) {
     join(path, dir, files[f]);
     struct stat st;
     if (lstat(path, &st) != 0) continue; /* the file is optional */
-    char *text = NULL;
-    size_t n = 0;
-    lt_status s = lt_ckpt_read_file(path, CONFIG_MAX_BYTES, &text, &n);
+    json_t *j;
+    lt_status s = read_json_object(path, &j);
     if (s != LT_OK) return s;
-    json_error_t jerr;
-    json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
-    free(text);
-    if (!j || !json_is_object(j)) {
-      json_decref(j);
-      return lt_error_set(LT_ERR_FORMAT, "hf config '%s': not a JSON object%s%s", path, j ? "" : ": ",
-                          j ? "" : jerr.text);
-    }
     s = gen_id(j, path, "eos_token_id", r.eos, &n_eos, true);
     if (s == LT_OK) s = gen_id(j, path, "bos_token_id", &r.bos, &n_bos, false);
     if (s == LT_OK) s = gen_id(j, path, "pad_token_id", &r.pad, &n_pad, false);
@@ -486,18 +496,9 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
   if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_read_config: directory name too long");
   char path[PATH_LEN];
   join(path, dir, LT_HF_CONFIG_FILE);
-  char *text = NULL;
-  size_t n = 0;
-  lt_status s = lt_ckpt_read_file(path, CONFIG_MAX_BYTES, &text, &n);
+  json_t *j;
+  lt_status s = read_json_object(path, &j);
   if (s != LT_OK) return s;
-  json_error_t jerr;
-  json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
-  free(text);
-  if (!j || !json_is_object(j)) {
-    json_decref(j);
-    return lt_error_set(LT_ERR_FORMAT, "hf config '%s': not a JSON object%s%s", path, j ? "" : ": ",
-                        j ? "" : jerr.text);
-  }
   lt__hf_cfg r = {path, j, LT_OK};
   json_t *mt = json_object_get(j, "model_type");
   lt_hf_family fam;
