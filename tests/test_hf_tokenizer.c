@@ -34,6 +34,15 @@ static char *slurp(const char *path, size_t *n) {
   return b;
 }
 
+/* The tokenizer of tests/data/hf_tokenizers/NAME (returns new). */
+static lt_tokenizer *load_fixture(const char *name) {
+  char path[512];
+  snprintf(path, sizeof path, "%s%s", DIR, name);
+  lt_tokenizer *t = lt_tokenizer_load_hf(path);
+  ck_assert_msg(t != NULL, "%s: %s", path, lt_last_error());
+  return t;
+}
+
 static size_t unhex(const char *h, size_t nh, char *out) {
   size_t k = 0;
   for (size_t i = 0; i + 1 < nh; i += 2) {
@@ -262,10 +271,7 @@ END_TEST
 
 /* Hostile inputs stay linear: a long run of one character, and a long word. */
 START_TEST(test_long_inputs) {
-  size_t n;
-  char *json = slurp(DIR "gpt2.json", &n);
-  lt_tokenizer *t = lt_tokenizer_from_hf_json(json, n);
-  ck_assert(t != NULL);
+  lt_tokenizer *t = load_fixture("gpt2.json");
   size_t len = 1 << 20;
   char *s = malloc(len);
   memset(s, 'a', len);
@@ -277,7 +283,6 @@ START_TEST(test_long_inputs) {
   LT_OK_OR_FAIL(lt_tokenizer_encode(t, s, len, &ids, &m));
   free(ids);
   free(s);
-  free(json);
   lt_tokenizer_free(t);
 }
 END_TEST
@@ -415,10 +420,7 @@ END_TEST
  * on two (the result does not depend on the thread count); the first failing
  * text named. */
 START_TEST(test_encode_batch) {
-  size_t nj;
-  char *json = slurp(DIR "gpt2.json", &nj);
-  lt_tokenizer *t = lt_tokenizer_from_hf_json(json, nj);
-  ck_assert(t != NULL);
+  lt_tokenizer *t = load_fixture("gpt2.json");
   enum { N = 500 };
   static char buf[N][96];
   const char *texts[N];
@@ -466,7 +468,6 @@ START_TEST(test_encode_batch) {
   lt_clear_error();
   LT_OK_OR_FAIL(lt_set_num_threads(before));
   lt_tokenizer_free(t);
-  free(json);
 }
 END_TEST
 
