@@ -267,6 +267,38 @@ LT_API lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *tex
  * tokens included), e.g. "</s>" or "<|endoftext|>"; for the other kinds the
  * special names "<pad>", "<bos>", "<eos>", "<unk>". -1 when there is none. */
 LT_API int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n);
+/* Encodes the n texts texts[i] (lens[i] bytes each) as lt_tokenizer_encode_ex
+ * does with flags (offsets are not kept), on lt_get_num_threads() threads:
+ * the texts are shared out in chunks, each encoded whole by one thread, and
+ * the result does not depend on the thread count. *ids (returns new, free
+ * with free(); NULL when there are none) holds every text's ids back to
+ * back, text i's at ids[starts[i] .. starts[i + 1]) (starts: the caller's
+ * array of n + 1). Errors: those of lt_tokenizer_encode_ex for the first text
+ * (lowest index) that fails, with its index in the message; LT_ERR_NULL,
+ * LT_ERR_INVALID (n < 0). On failure *ids and starts are untouched. */
+LT_API lt_status lt_tokenizer_encode_batch(const lt_tokenizer *tok, const char *const *texts, const size_t *lens, int64_t n,
+                                    unsigned flags, int64_t **ids, int64_t *starts);
+/* The start, end and padding ids of a tokenizer, for the seq2seq batches
+ * (<bos> target <eos>), generation and its stopping. */
+typedef struct lt_special_ids {
+  int64_t bos, eos, pad;
+} lt_special_ids;
+/* libtensor's kinds: LT_TOKEN_BOS, LT_TOKEN_EOS, LT_TOKEN_PAD. An hf tokenizer:
+ * for each, the first of the usual names its vocabulary has (bos: <s>,
+ * <|begin_of_text|>, <|startoftext|>, <bos>, [CLS], <|endoftext|>; eos: </s>,
+ * <|endoftext|>, <|end_of_text|>, <|eot_id|>, <eos>, [SEP]; pad: <pad>,
+ * [PAD], <|pad|>, <|finetune_right_pad_id|>), a missing pad then being the
+ * eos and a missing bos the eos; -1 when none is there (a Hugging Face
+ * directory's config.json says more: lt_hf_read_gen_ids). NULL tok: the
+ * libtensor ids. */
+LT_API lt_special_ids lt_tokenizer_special_ids(const lt_tokenizer *tok);
+/* Reads a line of decimal ids separated by spaces, tabs, \r or \n (what
+ * `tokenize --decode` reads) into *ids (returns new, free with free(); NULL
+ * when *n is 0). LT_ERR_FORMAT when a word is not a decimal integer in the
+ * int64 range, quoting the whole word (at most 40 bytes of it): "\"nan\" is
+ * not an id"; ids are not checked against a vocabulary (lt_tokenizer_decode
+ * does that). *ids untouched on failure. */
+LT_API lt_status lt_tokenizer_parse_ids(const char *line, size_t len, int64_t **ids, int64_t *n);
 /* The same as a 1-d i64 tensor [n] (returns new). */
 LT_API lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text, size_t len);
 
@@ -490,8 +522,15 @@ LT_API int64_t lt_seq_pairs_count(const lt_seq_pairs *p);  /* 0 for NULL */
 /* Example i: borrowed pointers into p (valid until p changes or is freed). */
 LT_API lt_status lt_seq_pairs_get(const lt_seq_pairs *p, int64_t i, const int64_t **src, int64_t *src_len,
                            const int64_t **tgt, int64_t *tgt_len);
+/* The <bos>, <eos> and <pad> ids the batches of p use (lt_seq2seq_collate):
+ * libtensor's LT_TOKEN_* for a new p, the target tokenizer's
+ * (lt_tokenizer_special_ids) for one made by lt_seq_pairs_encode. The setter
+ * fails (LT_ERR_INVALID) for a negative id; NULL p: the LT_TOKEN_* ids. */
+LT_API lt_status lt_seq_pairs_set_special_ids(lt_seq_pairs *p, lt_special_ids sp);
+LT_API lt_special_ids lt_seq_pairs_special_ids(const lt_seq_pairs *p);
 /* Encodes every pair (sources with src_tok, targets with tgt_tok; they may be
- * the same tokenizer), applying opts (NULL: no limits). n_affected (may be
+ * the same tokenizer), applying opts (NULL: no limits), the batches then
+ * using tgt_tok's special ids (LT_ERR_INVALID when it has none). n_affected (may be
  * NULL) receives how many examples were truncated or skipped. Returns new;
  * fails (LT_ERR_INVALID) if nothing is left. */
 LT_API lt_seq_pairs *lt_seq_pairs_encode(const lt_text_pairs *text, const lt_tokenizer *src_tok,
@@ -502,6 +541,8 @@ LT_API lt_seq_pairs *lt_seq_pairs_encode(const lt_text_pairs *text, const lt_tok
 
 /* A seq2seq batch for teacher forcing. All tensors new, [B, S] or [B, T],
  * padded to the longest sequence in the batch:
+ * (<bos>, <eos>, <pad>: the ids of lt_seq_pairs_special_ids(data), libtensor's
+ * LT_TOKEN_* unless the pairs were encoded with a tokenizer of other ids)
  *   src      i64  source ids, then LT_TOKEN_PAD
  *   src_mask bool true at padding (key_padding_mask for encoder attention
  *                 and cross-attention)

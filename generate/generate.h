@@ -40,6 +40,7 @@ LT_API const char *lt_generate_strategy_name(lt_generate_strategy strategy);
 LT_API lt_status lt_generate_strategy_parse(const char *s, lt_generate_strategy *out);
 
 /* How to pick tokens and when to stop (the same for every model). */
+#define LT_GENERATE_MAX_EOS 8
 typedef struct lt_generate_opts {
   lt_generate_strategy strategy;
   int64_t max_new;        /* most tokens generated per row, <eos> included (>= 0) */
@@ -51,6 +52,8 @@ typedef struct lt_generate_opts {
   lt_generator *gen;      /* sample: one uniform draw per row per step (borrowed) */
   int64_t eos_id;         /* a row stops after making it (<eos> = 2); -1: never stop early */
   int64_t pad_id;         /* fills a row after it stopped (<pad> = 0) */
+  int64_t also_eos[LT_GENERATE_MAX_EOS]; /* more ids that stop a row (a config.json whose eos_token_id is a list) */
+  int n_also_eos;         /* how many of also_eos are used, in [0, LT_GENERATE_MAX_EOS] (0 by default) */
 } lt_generate_opts;
 /* Greedy, max_new 64, beam_width 4, length_penalty 0.6, temperature 1,
  * top_k 0, top_p 1, gen NULL, eos 2, pad 0 (the LT_TOKEN_* ids of

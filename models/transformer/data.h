@@ -127,7 +127,7 @@ LT_API lt_status lt_tf_data_save_extra(const lt_tf_data *D, lt_ckpt_meta *extra)
 /* The class id of label (classification), or -1. */
 LT_API int64_t lt_tf_data_class_of(const lt_tf_data *D, const char *label);
 
-/* The text of ids[0..n) up to the first <eos>, with newlines and tabs as
+/* The text of ids[0..n) up to the first <eos> (lt_tokenizer_special_ids), with newlines and tabs as
  * spaces (one line); "<undecodable>" if tok cannot decode them. Returns new
  * (free with free()), or NULL when out of memory. */
 LT_API char *lt_tf_ids_text(const lt_tokenizer *tok, const int64_t *ids, int64_t n);

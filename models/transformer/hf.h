@@ -79,6 +79,23 @@ LT_API bool lt_hf_is_dir(const char *path);
  * on failure. */
 LT_API lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *family);
 
+/* The ids a Hugging Face directory gives for generation: eos_token_id (an
+ * id or a list of ids), bos_token_id, pad_token_id and
+ * decoder_start_token_id, each from dir/generation_config.json when that
+ * file has it, else from dir/config.json; -1 (n_eos 0) where neither has it
+ * or where it is null. Each file is optional (absent: nothing from it), a
+ * regular file of at most 1 MiB when there, and checked: JSON, each key an
+ * integer in [0, 2^31) or (eos) a list of at most LT_HF_MAX_EOS of them.
+ * Errors: LT_ERR_IO (a file there but unreadable), LT_ERR_FORMAT naming the
+ * file and the key. *out untouched on failure. */
+#define LT_HF_MAX_EOS 8
+typedef struct lt_hf_gen_ids {
+  int64_t eos[LT_HF_MAX_EOS];
+  int n_eos;
+  int64_t bos, pad, decoder_start;
+} lt_hf_gen_ids;
+LT_API lt_status lt_hf_read_gen_ids(const char *dir, lt_hf_gen_ids *out);
+
 /* Loads dir/model.safetensors into m (borrowed; its configuration must be
  * the directory's, e.g. built from lt_hf_read_config). Every name the layout
  * needs must be present with its shape and a float dtype, and no other name
