@@ -19,26 +19,17 @@
 #include "libtensor_transformer.h"
 #include "onnx/onnx.pb-c.h"
 #include "test_util.h"
+#include "util_tfckpt.h"
 
-static char tmp[] = "/tmp/lt_onnx_XXXXXX";
+static char tmp[64];
 
-static void tmp_make(void) {
-  strcpy(tmp, "/tmp/lt_onnx_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmp));
-}
-static void tmp_remove(void) {
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmp);
-  ck_assert_int_eq(system(cmd), 0);
-}
+static void tmp_make(void) { lt_test_mkdtemp(tmp, sizeof tmp, "onnx"); }
+static void tmp_remove(void) { lt_test_rmtree(tmp); }
 
-static lt_transformer *model(const lt_tf_config *c, uint64_t seed) {
-  lt_generator *g = LT_NNP(lt_generator_new(seed));
-  lt_transformer *m = LT_NNP(lt_transformer_new(c, g));
-  lt_generator_free(g);
-  return m;
-}
+static lt_transformer *model(const lt_tf_config *c, uint64_t seed) { return LT_NNP(tfckpt_random_model(c, seed)); }
 
+/* The file of m read back, checked by check_graph (below); free with done(). */
+static void check_graph(const Onnx__ModelProto *mp, lt_transformer *m);
 static Onnx__ModelProto *export_and_read(lt_transformer *m, const char *name) {
   const char *path = lt_test_join(tmp, name);
   lt_onnx_summary sum;
@@ -52,7 +43,13 @@ static Onnx__ModelProto *export_and_read(lt_transformer *m, const char *name) {
   ck_assert_ptr_nonnull(mp);
   ck_assert_int_eq((int64_t)mp->graph->n_node, sum.nodes);
   ck_assert_int_eq((int64_t)mp->graph->n_initializer, sum.initializers);
+  check_graph(mp, m);
   return mp;
+}
+
+static void done(Onnx__ModelProto *mp, lt_transformer *m) {
+  onnx__model_proto__free_unpacked(mp, NULL);
+  lt_transformer_free(m);
 }
 
 static bool in_list(char **names, size_t n, const char *s) {
@@ -150,9 +147,7 @@ START_TEST(decoder_only) {
     check_value(mp->graph->input[0], "input_ids", ONNX__TENSOR_PROTO__DATA_TYPE__INT64, 2, (int64_t[]){-1, -2});
     check_value(mp->graph->output[0], "logits", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3,
                 (int64_t[]){-1, -2, c.vocab_size});
-    check_graph(mp, m);
-    onnx__model_proto__free_unpacked(mp, NULL);
-    lt_transformer_free(m);
+    done(mp, m);
   }
   tmp_remove();
 }
@@ -175,18 +170,14 @@ START_TEST(encoder_only) {
   check_value(g->output[0], "last_hidden_state", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 3, (int64_t[]){-1, -2, 12});
   check_value(g->output[1], "pooler_output", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){-1, 12});
   check_value(g->output[2], "logits", ONNX__TENSOR_PROTO__DATA_TYPE__FLOAT, 2, (int64_t[]){-1, 4});
-  check_graph(mp, m);
-  onnx__model_proto__free_unpacked(mp, NULL);
-  lt_transformer_free(m);
+  done(mp, m);
   /* no token types, no pooler, no classifier: two inputs, one output */
   c.type_vocab_size = 0, c.pooler = false, c.n_classes = 0;
   m = model(&c, 4);
   mp = export_and_read(m, "enc2.onnx");
   ck_assert_uint_eq(mp->graph->n_input, 2);
   ck_assert_uint_eq(mp->graph->n_output, 1);
-  check_graph(mp, m);
-  onnx__model_proto__free_unpacked(mp, NULL);
-  lt_transformer_free(m);
+  done(mp, m);
   tmp_remove();
 }
 END_TEST

@@ -24,6 +24,7 @@
 
 #include "libtensor_transformer.h"
 #include "test_util.h"
+#include "util_tfckpt.h"
 
 enum { NP = 4, MAXP = 9, NEW = 10 };
 static const int64_t LENS[NP] = {5, 1, 9, 3};
@@ -44,16 +45,7 @@ static lt_tf_config config(bool llama) {
 /* Every parameter random (norm weights around 1): decisive logits, no ties. */
 static lt_transformer *model(bool llama) {
   lt_tf_config c = config(llama);
-  lt_generator *g = LT_NNP(lt_generator_new(llama ? 5 : 6));
-  lt_transformer *m = LT_NNP(lt_transformer_new(&c, g));
-  lt_params *P = lt_transformer_params(m);
-  for (int i = 0; i < lt_params_count(P); i++) {
-    const lt_param *p = lt_params_at(P, i);
-    const bool norm = strstr(p->name, "norm") && strstr(p->name, ".weight");
-    LT_OK_OR_FAIL(lt_init_normal_(g, p->value, norm ? 1.0 : 0.0, norm ? 0.2 : 0.5));
-  }
-  lt_generator_free(g);
-  return m;
+  return LT_NNP(tfckpt_random_model(&c, llama ? 5 : 6));
 }
 
 static void padded(lt_tensor **x, lt_tensor **lens) {

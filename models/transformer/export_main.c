@@ -97,12 +97,17 @@ static const char *kind_of(mode_t m) {
 
 /* --out: absent (created by the export), or a directory that holds no export
  * yet, or --overwrite; checked before the checkpoint is read. */
+/* Whether --out path exists (*st filled; stat, or lstat when !follow);
+ * false when it does not, and an exit for any other failure. */
+static bool out_exists(const char *path, bool follow, struct stat *st) {
+  if ((follow ? stat(path, st) : lstat(path, st)) == 0) return true;
+  if (errno != ENOENT) lt_cli_die(LT_CLI_EXIT_FAILURE, "--out '%s': %s", path, strerror(errno));
+  return false;
+}
+
 static void check_out(const char *dir, bool overwrite) {
   struct stat st;
-  if (stat(dir, &st) != 0) {
-    if (errno == ENOENT) return;
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "--out '%s': %s", dir, strerror(errno));
-  }
+  if (!out_exists(dir, true, &st)) return;
   if (!S_ISDIR(st.st_mode))
     lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' is %s, not a directory: give a directory to create or fill", dir,
                kind_of(st.st_mode));
@@ -119,10 +124,7 @@ static void check_out(const char *dir, bool overwrite) {
 /* --out of --format onnx: absent, or a regular file with --overwrite. */
 static void check_out_file(const char *path, bool overwrite) {
   struct stat st;
-  if (lstat(path, &st) != 0) {
-    if (errno == ENOENT) return;
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "--out '%s': %s", path, strerror(errno));
-  }
+  if (!out_exists(path, false, &st)) return;
   if (!S_ISREG(st.st_mode))
     lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' is %s: --format onnx writes one file; give a file name", path,
                kind_of(st.st_mode));

@@ -28,12 +28,11 @@ import sys
 import tempfile
 import unittest
 
-from hf_common import randomize as randomize_with  # noqa: E402  (first: offline settings)
+from hf_common import randomize as randomize_with, run_tool  # noqa: E402  (first: offline settings)
 import numpy as np  # noqa: E402
 import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import torch  # noqa: E402
-from safetensors.numpy import load_file, save_file  # noqa: E402
 from transformers import (BertConfig, BertForSequenceClassification, BertModel, GPT2Config,  # noqa: E402
                           GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM)
 
@@ -68,10 +67,16 @@ def ort_run(path, feeds):
 
 
 def lt_run(src, feeds, tmp):
-    i, o = os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors")
-    save_file(feeds, i)
-    subprocess.run([ONNX_TOOL, "run", src, i, o], check=True)
-    return load_file(o)
+    return run_tool(ONNX_TOOL, "run", src, feeds, tmp)
+
+
+def save_and_export(t, model, tmp, name):
+    """model.save_pretrained into tmp/name, exported to tmp/name.onnx; returns both paths."""
+    d, f = os.path.join(tmp, name), os.path.join(tmp, name + ".onnx")
+    model.save_pretrained(d, safe_serialization=True)
+    r = export(d, f)
+    t.assertEqual(r.returncode, 0, r.stderr)
+    return d, f
 
 
 def maxdiff(a, b):
@@ -129,10 +134,7 @@ def randomize_gpt_llama(model, seed):
 class Decoder(Base):
     def check_hf(self, name, model, vocab):
         with tempfile.TemporaryDirectory() as tmp:
-            d, f = os.path.join(tmp, name), os.path.join(tmp, name + ".onnx")
-            model.save_pretrained(d, safe_serialization=True)
-            r = export(d, f)
-            self.assertEqual(r.returncode, 0, r.stderr)
+            d, f = save_and_export(self, model, tmp, name)
             check_file(self, f, [("input_ids", ["batch", "sequence"])],
                        [("logits", ["batch", "sequence", vocab])])
 
@@ -203,10 +205,7 @@ class Decoder(Base):
 class Encoder(Base):
     def bert(self, name, model, n_classes):
         with tempfile.TemporaryDirectory() as tmp:
-            d, f = os.path.join(tmp, name), os.path.join(tmp, name + ".onnx")
-            model.save_pretrained(d, safe_serialization=True)
-            r = export(d, f)
-            self.assertEqual(r.returncode, 0, r.stderr)
+            d, f = save_and_export(self, model, tmp, name.replace(" ", "_"))
             outs = [("last_hidden_state", ["batch", "sequence", 32]), ("pooler_output", ["batch", 32])]
             if n_classes:
                 outs.append(("logits", ["batch", n_classes]))
