@@ -14,6 +14,8 @@ Hugging Face models, of transformers' too.
       small text: GPT-style (pre-norm LayerNorm, GELU, learned positions,
       tied head) and the other options (post-norm RMSNorm, ReLU, sinusoidal
       positions, scaled embeddings, one key/value head, no biases, untied).
+  encoder-only classifier: a checkpoint of `train` on a small TSV (no pooler:
+      logits from the mean over the tokens; pre-norm, RoPE, GQA).
   encoder-only: a tiny random BertModel (token types, pooler) and
       BertForSequenceClassification (logits), with padded rows; the real
       all-MiniLM-L6-v2 (its shipped weights) on tokenized sentences.
@@ -239,6 +241,32 @@ class Encoder(Base):
     def test_bert_classifier(self):
         m = BertForSequenceClassification(self.config(num_labels=3))
         self.bert("bert classifier", randomize_with(m, 4, lambda n: "LayerNorm.weight" in n).eval(), 3)
+
+    def test_train_classifier(self):
+        """An encoder-only checkpoint of `train` (no pooler: the classifier reads the mean over the
+        tokens; pre-norm with encoder.norm, RoPE, GQA)."""
+        with tempfile.TemporaryDirectory() as tmp:
+            tsv = os.path.join(tmp, "pairs.tsv")
+            with open(tsv, "w") as fh:
+                for i in range(60):
+                    fh.write(f"{'good fine nice' if i % 2 else 'bad poor awful'} {i}\t{'pos' if i % 2 else 'neg'}\n")
+            run = os.path.join(tmp, "run")
+            r = subprocess.run([TRAIN, "--arch", "encoder-only", "--tsv", tsv, "--d-model", "32", "--heads", "4",
+                                "--kv-heads", "2", "--enc-layers", "2", "--d-ff", "48", "--pos", "rope", "--pre-norm",
+                                "--steps", "3", "--batch", "4", "--eval-every", "0", "--ckpt-every", "3",
+                                "--ckpt-dir", run, "--threads", "1"], capture_output=True, text=True)
+            self.assertEqual(r.returncode, 0, r.stdout + r.stderr)
+            f = os.path.join(tmp, "cls.onnx")
+            r = export(run, f)
+            self.assertEqual(r.returncode, 0, r.stderr)
+            m = onnx.load(f)
+            C = m.graph.output[0].type.tensor_type.shape.dim[2].dim_value
+            check_file(self, f, [("input_ids", ["batch", "sequence"]), ("attention_mask", ["batch", "sequence"])],
+                       [("last_hidden_state", ["batch", "sequence", 32]), ("logits", ["batch", 2])])
+            self.assertEqual(C, 32)
+            vocab = next(i for i in m.graph.initializer if i.name == "embed.weight").dims[0]
+            self.compare("train checkpoint, encoder-only classifier (mean pooling, RoPE, GQA)", run, f,
+                         lambda B, T, s: encoder_feeds(vocab, 0, B, T, s))
 
     def test_minilm(self):
         """The real all-MiniLM-L6-v2 on tokenized sentences, padded to a batch."""
