@@ -25,7 +25,10 @@
  * Incremental decoding: lt_transformer_decode_step runs the same decoder
  * layers (lt_transformer_layer_forward_cached, one code path with the
  * whole-sequence forward) with a per-layer lt_transformer_layer_cache for the
- * self- and cross-attention, so a step costs the new positions only.
+ * self- and cross-attention, so a step costs the new positions only. A cache
+ * with left padding (lt_tf_cache_set_left_pad: prompts of different lengths
+ * in one batch) adds a key padding mask over its columns and per-row
+ * positions (docs/decoding.md).
  *
  * What this is not: a generation loop (models/transformer/decode.c), nor the loss (the caller applies
  * lt_cross_entropy to the logits), nor PyTorch's packed in_proj_weight (the
@@ -482,8 +485,6 @@ static lt_status check_ids(const char *op, const char *what, const char *pad_wha
   return LT_OK;
 }
 
-/* dropout(embed_norm(embed(ids) [* sqrt(C)] [+ positions pos0..] [+ type_embed(types)])) -> [B, L, C];
- * types NULL: type 0 everywhere (models with token types). */
 /* The position rows of a left-padded batch: row b's column pos0 + t is at
  * position max(pos0 + t - left_pad[b], 0) -> table rows [B, L, C] (new). */
 static lt_tensor *row_positions(const lt_tensor *table, int64_t B, int64_t L, int64_t pos0, const int64_t *left_pad) {
@@ -500,7 +501,10 @@ static lt_tensor *row_positions(const lt_tensor *table, int64_t B, int64_t L, in
   return pe;
 }
 
-/* left_pad: NULL, or [B] padding columns at the left of each row (positions per row, row_positions). */
+/* dropout(embed_norm(embed(ids) [* sqrt(C)] [+ positions pos0..] [+ type_embed(types)])) -> [B, L, C];
+ * types NULL: type 0 everywhere (models with token types); left_pad NULL, or
+ * [B] padding columns at the left of each row (positions per row,
+ * row_positions). */
 static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, const lt_tensor *types, int64_t pos0,
                                 const int64_t *left_pad, const lt_nn_ctx *ctx) {
   const lt_tf_config *c = &m->cfg;
