@@ -55,7 +55,7 @@ typedef struct lt_onnx_summary {
  * NULL. Errors: LT_ERR_NULL; LT_ERR_INVALID for an encoder-decoder model or
  * one whose file would pass protobuf's 2 GiB (naming the size); LT_ERR_NOMEM;
  * LT_ERR_IO. */
-lt_status lt_onnx_export(lt_transformer *m, const char *path, lt_onnx_summary *summary);
+LT_API lt_status lt_onnx_export(lt_transformer *m, const char *path, lt_onnx_summary *summary);
 
 #ifdef __cplusplus
 }
