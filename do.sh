@@ -30,6 +30,7 @@ PACKAGES="$PACKAGES libhdf5-dev zlib1g-dev hdf5-tools" # checkpoints
 PACKAGES="$PACKAGES libjansson-dev"                 # JSON (safetensors headers, tokenizer.json)
 PACKAGES="$PACKAGES libutf8proc-dev"                # Unicode for Hugging Face tokenizers (normalization, case, categories)
 PACKAGES="$PACKAGES libpcre2-dev"                   # regexes of Hugging Face tokenizers (PCRE2 with JIT)
+PACKAGES="$PACKAGES libprotobuf-c-dev protobuf-c-compiler" # ONNX export (protobuf-c; protoc-c compiles onnx.proto)
 PACKAGES="$PACKAGES check"                          # tests
 PACKAGES="$PACKAGES dataset-fashion-mnist"          # the Fashion-MNIST example
 PACKAGES="$PACKAGES python3-numpy python3-h5py python3-torch" # the Python package (python/) and its tests

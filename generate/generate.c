@@ -466,3 +466,38 @@ done:
   free(d.seq), free(d.tmp), free(d.logp), free(len), free(tok), free(score);
   return st;
 }
+
+lt_status lt_generate_left_pad(int64_t B, const int64_t *const *rows, const int64_t *lens, int64_t pad_id,
+                               lt_tensor **prefix, lt_tensor **lengths) {
+  const char *op = "generate_left_pad";
+  if (!prefix || !lengths) return lt__err(LT_ERR_NULL, "%s: %s is NULL", op, !prefix ? "prefix" : "lengths");
+  *prefix = *lengths = NULL;
+  if (!rows || !lens) return lt__err(LT_ERR_NULL, "%s: %s is NULL", op, !rows ? "rows" : "lens");
+  if (B < 1) return lt__err(LT_ERR_INVALID, "%s: B %lld: need at least one prompt", op, (long long)B);
+  int64_t P = 0, n;
+  for (int64_t b = 0; b < B; b++) {
+    if (lens[b] < 1 || !rows[b])
+      return lt__err(LT_ERR_INVALID, "%s: prompt %lld has %lld ids: every prompt needs at least one", op,
+                     (long long)b, (long long)lens[b]);
+    if (lens[b] > P) P = lens[b];
+  }
+  if (__builtin_mul_overflow(B, P, &n) || (uint64_t)n > SIZE_MAX / sizeof(int64_t))
+    return lt__err(LT_ERR_OVERFLOW, "%s: %lld prompts of up to %lld ids overflow a buffer", op, (long long)B,
+                   (long long)P);
+  int64_t *ids = malloc(sizeof *ids * (size_t)n);
+  if (!ids) return lt__err(LT_ERR_NOMEM, "%s: out of memory for [%lld, %lld]", op, (long long)B, (long long)P);
+  for (int64_t b = 0; b < B; b++) {
+    const int64_t pad = P - lens[b];
+    for (int64_t t = 0; t < pad; t++) ids[b * P + t] = pad_id;
+    memcpy(ids + b * P + pad, rows[b], sizeof *ids * (size_t)lens[b]);
+  }
+  lt_tensor *x = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){B, P}, ids);
+  free(ids);
+  lt_tensor *l = x ? lt_tensor_from_copy(LT_DTYPE_I64, 1, (int64_t[]){B}, lens) : NULL;
+  if (!l) {
+    lt_tensor_free(x);
+    return lt_last_status();
+  }
+  *prefix = x, *lengths = l;
+  return LT_OK;
+}

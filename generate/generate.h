@@ -15,7 +15,8 @@
  * models/transformer/generate.h) only prepares the prefixes and its state.
  *
  * What this is not: a batched server (the rows of a call start together and
- * share a prefix length), speculative decoding, constrained decoding, or a
+ * share a prefix length; prompts of different lengths come left-padded,
+ * lt_generate_left_pad, and the model masks the padding), speculative decoding, constrained decoding, or a
  * sampler zoo (no repetition penalty, min-p, typical sampling).
  *
  * Conventions are those of tensor/tensor.h (errors, ownership words).
@@ -128,6 +129,18 @@ typedef struct lt_generate_model {
  * callbacks report. */
 LT_API lt_status lt_generate(const lt_generate_model *model, const lt_tensor *prefix, const lt_generate_opts *opts,
                       lt_generate_result *out);
+
+/* Prompts of different lengths as one batch, left-padded (docs/decoding.md,
+ * "Prompts of different lengths"): rows[b] (lens[b] >= 1 ids, borrowed) is
+ * right-aligned in *prefix, new [B, P] i64 with P = the longest, the columns
+ * before it filled with pad_id; *lengths, new [B] i64, is lens as a tensor
+ * (what a model needs to mask the padding and give each row its own
+ * positions, e.g. lt_tf_generate_opts.prompt_lens). The loop itself treats
+ * the padding as ids like any other: a model given such a batch must mask it.
+ * On failure both outputs are NULL. Errors: LT_ERR_NULL, LT_ERR_INVALID (B <
+ * 1, a length < 1), LT_ERR_OVERFLOW (B x P), LT_ERR_NOMEM. */
+LT_API lt_status lt_generate_left_pad(int64_t B, const int64_t *const *rows, const int64_t *lens, int64_t pad_id,
+                                      lt_tensor **prefix, lt_tensor **lengths);
 
 #ifdef __cplusplus
 }

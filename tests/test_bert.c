@@ -21,6 +21,7 @@
 
 #include "libtensor_transformer.h"
 #include "test_util.h"
+#include "util_tfckpt.h"
 #include "util_fixtures.h"
 
 static char tmp[] = "/tmp/lt_bert_XXXXXX";
@@ -44,18 +45,7 @@ static lt_tf_config bert_config(int64_t n_classes) {
 }
 
 /* Random parameters (norms around 1), so that a swapped one shows. */
-static lt_transformer *make(const lt_tf_config *c, uint64_t seed) {
-  lt_generator *g = lt_generator_new(seed);
-  lt_transformer *m = LT_NNP(lt_transformer_new(c, g));
-  lt_params *P = lt_transformer_params(m);
-  for (int i = 0; i < lt_params_count(P); i++) {
-    const lt_param *p = lt_params_at(P, i);
-    const bool norm = strstr(p->name, "norm") && strstr(p->name, ".weight");
-    LT_OK_OR_FAIL(lt_init_normal_(g, p->value, norm ? 1.0 : 0.0, norm ? 0.2 : 0.5));
-  }
-  lt_generator_free(g);
-  return m;
-}
+static lt_transformer *make(const lt_tf_config *c, uint64_t seed) { return LT_NNP(tfckpt_random_model(c, seed)); }
 
 /* A batch [2, 6]: row 1 has 2 padding positions. */
 typedef struct batch {

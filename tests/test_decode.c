@@ -584,6 +584,14 @@ START_TEST(program_end_to_end) {
   snprintf(args, sizeof args, "--checkpoint '%s' --max-len 6 ab abc 1 abcd", lm);
   ck_assert_int_eq(gen(args, NULL), 0);
   ck_assert_int_eq(count_lines(slurp("out.txt")), 4);
+  /* ... decoded as one left-padded batch: the same lines as one prompt at a time, cached or not */
+  snprintf(first, sizeof first, "%s", slurp("out.txt"));
+  snprintf(args, sizeof args, "--checkpoint '%s' --max-len 6 --batch 1 ab abc 1 abcd", lm);
+  ck_assert_int_eq(gen(args, NULL), 0);
+  ck_assert_str_eq(slurp("out.txt"), first);
+  snprintf(args, sizeof args, "--checkpoint '%s' --max-len 6 --no-cache ab abc 1 abcd", lm);
+  ck_assert_int_eq(gen(args, NULL), 0);
+  ck_assert_str_eq(slurp("out.txt"), first);
   /* encoder-only: a label per line */
   snprintf(args, sizeof args, "--checkpoint '%s' abc 12 hh", cl);
   ck_assert_int_eq(gen(args, NULL), 0);

@@ -165,6 +165,17 @@ TCase *lt_test_case(Suite *s, const char *name, double timeout, const TTest *con
   return tc;
 }
 
+void lt_test_mkdtemp(char *buf, size_t size, const char *tag) {
+  snprintf(buf, size, "/tmp/lt_%s_XXXXXX", tag);
+  ck_assert_ptr_nonnull(mkdtemp(buf));
+}
+
+void lt_test_rmtree(const char *dir) {
+  char cmd[600];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
+  ck_assert_int_eq(system(cmd), 0);
+}
+
 char *lt_test_join(const char *dir, const char *name) {
   static char buf[8][512];
   static int k;

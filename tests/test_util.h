@@ -90,6 +90,11 @@ double lt_test_now(void);
 /* "<dir>/<name>" in one of 8 rotating static buffers (valid until 8 more
  * calls; up to 511 bytes): a path inside a test's temporary folder. */
 char *lt_test_join(const char *dir, const char *name);
+/* A new temporary directory /tmp/lt_<tag>_XXXXXX, its path into buf (size
+ * bytes); fails the test if it cannot be made. lt_test_rmtree removes it and
+ * everything in it (rm -rf; fails the test on error). */
+void lt_test_mkdtemp(char *buf, size_t size, const char *tag);
+void lt_test_rmtree(const char *dir);
 double lt_test_cpu_now(void);
 
 /* Run a suite (CK_NORMAL output); returns the process exit code. */

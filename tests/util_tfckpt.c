@@ -151,3 +151,16 @@ lt_transformer *tfckpt_load_model(const char *path) {
   lt_ckpt_info_free(info);
   return s == LT_OK ? lt_tf_load_model(path, &cfg, NULL) : NULL;
 }
+
+lt_transformer *tfckpt_random_model(const lt_tf_config *c, uint64_t seed) {
+  lt_generator *g = lt_generator_new(seed);
+  lt_transformer *m = g ? lt_transformer_new(c, g) : NULL;
+  lt_params *P = lt_transformer_params(m);
+  for (int i = 0; m && i < lt_params_count(P); i++) {
+    const lt_param *p = lt_params_at(P, i);
+    const bool norm = strstr(p->name, "norm") && strstr(p->name, ".weight");
+    if (lt_init_normal_(g, p->value, norm ? 1.0 : 0.0, norm ? 0.2 : 0.5) != LT_OK) lt_transformer_free(m), m = NULL;
+  }
+  lt_generator_free(g);
+  return m;
+}

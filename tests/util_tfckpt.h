@@ -32,6 +32,13 @@ extern const char *const tfckpt_generator_names[TFCKPT_N_GENERATORS];
 /* The text whose characters make the tokenizer. */
 #define TFCKPT_TEXT "abcdefgh 0123456789"
 
+/* A model of configuration c (borrowed) with every parameter drawn from a
+ * generator of seed: norm weights N(1, 0.2^2), everything else (biases too)
+ * N(0, 0.5^2), so that a swapped or ignored tensor shows in the outputs and
+ * logits are decisive (no near-ties). Returns new (lt_transformer_free), or
+ * NULL with the error set. */
+lt_transformer *tfckpt_random_model(const lt_tf_config *c, uint64_t seed);
+
 /* Builds the tiny model of arch (seed 7), trains it for `steps` AdamW steps
  * (>= 0) on one fixed batch, and saves a training checkpoint to path
  * (training = true) or a model-only checkpoint (training = false). opts may

@@ -8,6 +8,11 @@
  * checkpoint holds it; what generate and train read back) and
  * DIR/tokenizer.json (lt_tokenizer_to_json, for other tools). A configuration that is neither GPT-2's nor Llama's is refused,
  * naming the option that does not fit.
+ *     export --checkpoint CKPT|HF_DIR --format onnx --out FILE
+ * writes the model (a decoder-only or encoder-only checkpoint, or a Hugging
+ * Face GPT-2, Llama or BERT directory) as one ONNX file (models/transformer/
+ * onnx.h): input_ids -> logits, or input_ids, attention_mask
+ * [, token_type_ids] -> last_hidden_state [, pooler_output].
  *     export --checkpoint CKPT --list
  * prints what any libtensor checkpoint holds (its configuration, the name,
  * dtype and shape of every model tensor and optimizer state) from the
@@ -40,17 +45,19 @@ typedef struct options {
   int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
 } options;
 
-static const char *format_name(int i) { return i == 0 ? "hf" : "unknown"; }
+enum { FORMAT_HF, FORMAT_ONNX };
+static const char *format_name(int i) { return i == FORMAT_HF ? "hf" : i == FORMAT_ONNX ? "onnx" : "unknown"; }
 
 static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_STRING(options, "checkpoint", checkpoint, "FILE", PATH_MAX_LEN,
                     "the checkpoint to export (a ckpt-*.h5 of train, a run directory for its newest, or a model-only "
-                    "checkpoint); required"),
-  LT_CLI_OPT_ENUM(options, "format", format, format_name, 1, "the output format: hf (a Hugging Face directory, "
-                  "GPT-2 or Llama layout)"),
-  LT_CLI_OPT_STRING(options, "out", out, "DIR", PATH_MAX_LEN, "the directory to write (created if absent); required"),
+                    "checkpoint; with --format onnx also a Hugging Face GPT-2, Llama or BERT directory); required"),
+  LT_CLI_OPT_ENUM(options, "format", format, format_name, 2, "the output format: hf (a Hugging Face directory, "
+                  "GPT-2 or Llama layout) or onnx (one ONNX file, opset 17: decoder-only and encoder-only models)"),
+  LT_CLI_OPT_STRING(options, "out", out, "PATH", PATH_MAX_LEN, "the directory to write (created if absent; --format "
+                    "hf) or the file (--format onnx); required"),
   LT_CLI_OPT_BOOL(options, "overwrite", overwrite, "replace the export a --out directory already holds (config.json, "
-                  "model.safetensors, the tokenizer files); without it such a directory is refused"),
+                  "model.safetensors, the tokenizer files) or the --out file; without it they are refused"),
   LT_CLI_OPT_BOOL(options, "list", list, "print the checkpoint's configuration and tensors (names, dtypes, shapes) "
                   "from its metadata, and write nothing (--format and --out are then not needed)"),
   LT_CLI_OPT_INT(options, "max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs "
@@ -65,12 +72,15 @@ static const options DEFAULTS = {.format = 0, .max_memory = -1};
 static const lt_cli CLI = {
     .prog = PROG,
     .synopsis = "Usage: " PROG " --checkpoint FILE --format hf --out DIR\n"
+                "       " PROG " --checkpoint FILE|HF_DIR --format onnx --out FILE\n"
                 "       " PROG " --checkpoint FILE --list\n"
                 "\n"
                 "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's or\n"
                 "Llama's tensor names), config.json (GPT2Config's or LlamaConfig's keys) and\n"
                 "the checkpoint's tokenizer (libtensor-tokenizer.bin, tokenizer.json). generate --checkpoint DIR and\n"
-                "train --init-from DIR read it back (docs/interop.md).\n"
+                "train --init-from DIR read it back (docs/interop.md). --format onnx writes a decoder-only or\n"
+                "encoder-only model as one ONNX file for onnxruntime (inputs input_ids [, attention_mask,\n"
+                "token_type_ids], outputs logits or last_hidden_state [, pooler_output]; dynamic batch and sequence).\n"
                 "\n"
                 "Options (--flag VALUE or --flag=VALUE):\n",
     .epilogue = LT_CLI_EXIT_HELP,
@@ -87,12 +97,17 @@ static const char *kind_of(mode_t m) {
 
 /* --out: absent (created by the export), or a directory that holds no export
  * yet, or --overwrite; checked before the checkpoint is read. */
+/* Whether --out path exists (*st filled; stat, or lstat when !follow);
+ * false when it does not, and an exit for any other failure. */
+static bool out_exists(const char *path, bool follow, struct stat *st) {
+  if ((follow ? stat(path, st) : lstat(path, st)) == 0) return true;
+  if (errno != ENOENT) lt_cli_die(LT_CLI_EXIT_FAILURE, "--out '%s': %s", path, strerror(errno));
+  return false;
+}
+
 static void check_out(const char *dir, bool overwrite) {
   struct stat st;
-  if (stat(dir, &st) != 0) {
-    if (errno == ENOENT) return;
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "--out '%s': %s", dir, strerror(errno));
-  }
+  if (!out_exists(dir, true, &st)) return;
   if (!S_ISDIR(st.st_mode))
     lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' is %s, not a directory: give a directory to create or fill", dir,
                kind_of(st.st_mode));
@@ -104,6 +119,49 @@ static void check_out(const char *dir, bool overwrite) {
       lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' already holds %s (%s): --overwrite replaces the export there, or "
                  "choose another directory", dir, files[i], kind_of(st.st_mode));
   }
+}
+
+/* --out of --format onnx: absent, or a regular file with --overwrite. */
+static void check_out_file(const char *path, bool overwrite) {
+  struct stat st;
+  if (!out_exists(path, false, &st)) return;
+  if (!S_ISREG(st.st_mode))
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' is %s: --format onnx writes one file; give a file name", path,
+               kind_of(st.st_mode));
+  if (!overwrite)
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' already exists: --overwrite replaces it, or choose another name", path);
+}
+
+/* --format onnx: the model of a checkpoint or a Hugging Face directory as one ONNX file. */
+static int export_onnx(const options *o, const lt_ckpt_load_opts *lo) {
+  lt_transformer *m = NULL;
+  if (lt_hf_is_dir(o->checkpoint)) {
+    m = lt_hf_load(o->checkpoint, lo->max_bytes);
+    if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s: %s", o->checkpoint, lt_last_error());
+  } else {
+    lt_ckpt_info *info = NULL;
+    lt_tf_config cfg;
+    int64_t n_params;
+    size_t bytes;
+    if (lt_tf_read_checkpoint_info(o->checkpoint, lo, true, &info, NULL) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o->checkpoint, lt_last_error());
+    if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': not a Transformer checkpoint of train: %s", o->checkpoint,
+                 lt_last_error());
+    if (lt_tf_config_size(&cfg, &n_params, &bytes) != LT_OK ||
+        lt_ckpt_check_model_size(info, o->checkpoint, n_params, bytes, lo->max_bytes) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+    lt_ckpt_info_free(info);
+    if (!(m = lt_tf_load_model(o->checkpoint, &cfg, lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  }
+  lt_onnx_summary sum;
+  if (lt_onnx_export(m, o->out, &sum) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o->out, lt_last_error());
+  printf("export: %s -> %s (ONNX opset %d, %s, %lld nodes, %lld initializers, %llu bytes)\n", o->checkpoint, o->out,
+         LT_ONNX_OPSET, lt_tf_arch_name(lt_transformer_config(m)->arch), (long long)sum.nodes,
+         (long long)sum.initializers, (unsigned long long)sum.bytes);
+  lt_transformer_free(m);
+  return fflush(stdout) == 0 ? 0 : LT_CLI_EXIT_FAILURE;
 }
 
 /* One line per tensor: name, dtype, shape. */
@@ -144,15 +202,23 @@ int main(int argc, char **argv) {
   lt_cli_parse_or_exit(&CLI, argc, argv, &o, given, NULL, NULL);
   if (!o.checkpoint) lt_cli_die(LT_CLI_EXIT_USAGE, "--checkpoint FILE is required");
   if (!o.out && !o.list) lt_cli_die(LT_CLI_EXIT_USAGE, "--out DIR is required (or --list)");
+  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
+  lo.allow_unchecksummed = o.allow_unchecksummed;
+  lo.max_bytes = lt_cli_memory_cap(o.max_memory);
+  const bool onnx = !o.list && o.format == FORMAT_ONNX;
+  if (onnx && lt_hf_is_dir(o.checkpoint)) { /* a Hugging Face directory as it is */
+    check_out_file(o.out, o.overwrite);
+    return export_onnx(&o, &lo);
+  }
   char ckpt[PATH_MAX_LEN + 64]; /* a run directory stands for its newest valid checkpoint, as train --resume */
   if (lt_trainer_find_resume(o.checkpoint, "ckpt", ckpt, sizeof ckpt) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s", lt_last_error());
   o.checkpoint = ckpt;
+  if (onnx) {
+    check_out_file(o.out, o.overwrite);
+    return export_onnx(&o, &lo);
+  }
   if (!o.list) check_out(o.out, o.overwrite);
-
-  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
-  lo.allow_unchecksummed = o.allow_unchecksummed;
-  lo.max_bytes = lt_cli_memory_cap(o.max_memory);
   if (o.list) {
     lt_ckpt_desc *d = NULL;
     if (lt_ckpt_describe(o.checkpoint, &lo, &d) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());

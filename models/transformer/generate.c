@@ -23,7 +23,7 @@
 #include <stdlib.h>
 
 lt_tf_generate_opts lt_tf_generate_defaults(void) {
-  return (lt_tf_generate_opts){.bos_id = 1, .context = 0, .no_cache = false};
+  return (lt_tf_generate_opts){.bos_id = 1, .context = 0, .no_cache = false, .prompt_lens = NULL};
 }
 
 /* The state behind the callbacks. */
@@ -38,6 +38,8 @@ typedef struct tf_gen {
   const lt_tensor *pad;           /* [R, S] (src_pad when K = 1, else pad_owned), or NULL */
   lt_tensor *pad_owned;           /* [R, S] rows repeated for the beams (owned), or NULL */
   lt_tf_cache *cache;             /* NULL without the cache */
+  int64_t *left_pad;              /* [B] a ragged batch's padding columns per input (owned), or NULL */
+  int64_t *row_pad;               /* [R] the same per row (inputs repeated for their beams; owned), or NULL */
 } tf_gen;
 
 /* x [B, ...] with each row repeated K times -> new [B*K, ...]. */
@@ -69,14 +71,23 @@ static lt_status start(tf_gen *g, int64_t R, int64_t n) {
     }
     if (!g->memory || (g->src_pad && !g->pad)) return lt_last_status();
   }
+  if (g->left_pad) {
+    if (!(g->row_pad = malloc(sizeof *g->row_pad * (size_t)R)))
+      return lt_error_set(LT_ERR_NOMEM, "transformer_generate: out of memory");
+    for (int64_t r = 0; r < R; r++) g->row_pad[r] = g->left_pad[r / K];
+  }
   if (g->use_cache) {
     const int64_t cap = n + g->max_new - 1 < g->context ? n + g->max_new - 1 : g->context;
     g->cache = lt_tf_cache_new(g->m, cap < 1 ? 1 : cap);
     if (!g->cache) return lt_last_status();
+    if (g->row_pad && lt_tf_cache_set_left_pad(g->cache, R, g->row_pad) != LT_OK) return lt_last_status();
   }
   g->started = true;
   return LT_OK;
 }
+
+/* The first n columns of all [R, stride], contiguous (new). */
+static lt_tensor *all_n(const lt_tensor *all, int64_t n) { return lt_contiguous(lt_narrow(all, 1, 0, n)); }
 
 static lt_tensor *tf_next_logits(void *self, const int64_t *ids, int64_t stride, int64_t R, int64_t n) {
   tf_gen *g = self;
@@ -92,6 +103,10 @@ static lt_tensor *tf_next_logits(void *self, const int64_t *ids, int64_t stride,
     }
     lt_tensor *tgt = lt_contiguous(lt_narrow(all, 1, from, n - from));
     logits = tgt ? lt_transformer_decode_step(g->m, g->cache, tgt, g->memory, g->pad) : NULL;
+  } else if (all && g->row_pad) { /* a ragged batch without the cache: the whole prefix through a fresh one */
+    lt_tf_cache *c = lt_tf_cache_new(g->m, n);
+    if (c && lt_tf_cache_set_left_pad(c, R, g->row_pad) == LT_OK) logits = lt_transformer_decode_step(g->m, c, all_n(all, n), NULL, NULL);
+    lt_tf_cache_free(c);
   } else if (all) {
     lt_tensor *tgt = lt_contiguous(lt_narrow(all, 1, first, n - first));
     logits = tgt ? lt_transformer_decode(g->m, tgt, NULL, g->memory, g->pad, 0, NULL) : NULL;
@@ -101,6 +116,12 @@ static lt_tensor *tf_next_logits(void *self, const int64_t *ids, int64_t stride,
 
 static lt_status tf_reorder(void *self, const int64_t *rows, int64_t R) {
   tf_gen *g = self;
+  if (g->row_pad) { /* beams move within their input, whose padding they share */
+    for (int64_t i = 0; i < R; i++)
+      if (g->row_pad[rows[i]] != g->row_pad[i])
+        return lt_error_set(LT_ERR_INVALID, "transformer_generate: reorder moved row %lld to row %lld of another "
+                            "padding", (long long)rows[i], (long long)i);
+  }
   lt_tensor *t = lt_tensor_from_copy(LT_DTYPE_I64, 1, (int64_t[]){R}, rows);
   lt_status st = t ? lt_tf_cache_reorder(g->cache, t) : lt_last_status();
   lt_tensor_free(t);
@@ -154,12 +175,37 @@ lt_status lt_transformer_generate(const lt_transformer *m, const lt_tensor *src,
               .max_new = o.max_new, .use_cache = !t.no_cache};
   /* the encoder-decoder's checks above keep it inside max_len */
   g.context = encdec || t.context <= 0 || t.context > cfg->max_len ? cfg->max_len : t.context;
+  if (t.prompt_lens) { /* a ragged batch: checked, then each row's padding */
+    const lt_tensor *pl = t.prompt_lens;
+    const int64_t B = in->shape[0], P = in->shape[1];
+    if (encdec) return lt_error_set(LT_ERR_INVALID, "%s: prompt_lens given to an encoder-decoder (src_pad pads src)", op);
+    if (pl->ndim != 1 || pl->shape[0] != B || (pl->dtype != LT_DTYPE_I32 && pl->dtype != LT_DTYPE_I64))
+      return lt_error_set(LT_ERR_SHAPE, "%s: prompt_lens is %s, prompt is %s: need [B] i32/i64 lengths", op,
+                          LT_DESC(pl), LT_DESC(in));
+    if (P + (o.max_new > 0 ? o.max_new : 1) - 1 > g.context)
+      return lt_error_set(LT_ERR_INVALID, "%s: a ragged batch of %lld columns with max_new %lld needs %lld positions, "
+                          "more than the context of %lld: cropping the window has no padding rule (decode such rows "
+                          "one length at a time)", op, (long long)P, (long long)o.max_new,
+                          (long long)(P + o.max_new - 1), (long long)g.context);
+    if (!(g.left_pad = malloc(sizeof *g.left_pad * (size_t)B))) return lt_error_set(LT_ERR_NOMEM, "%s: out of memory", op);
+    if (lt_tensor_read(pl, LT_DTYPE_I64, g.left_pad, B) != LT_OK) return free(g.left_pad), lt_last_status();
+    for (int64_t b = 0; b < B; b++) {
+      if (g.left_pad[b] < 1 || g.left_pad[b] > P) {
+        lt_status st = lt_error_set(LT_ERR_INVALID, "%s: prompt_lens[%lld] = %lld: must be in [1, P = %lld] (a row "
+                                    "needs a token)", op, (long long)b, (long long)g.left_pad[b], (long long)P);
+        free(g.left_pad);
+        return st;
+      }
+      g.left_pad[b] = P - g.left_pad[b];
+    }
+  }
   lt_tensor *bos = encdec ? lt_full(LT_DTYPE_I64, 2, (int64_t[]){g.B, 1}, (double)t.bos_id) : NULL; /* [B, 1] */
-  if (encdec && !bos) return lt_last_status();
+  if (encdec && !bos) return free(g.left_pad), lt_last_status();
   const lt_generate_model model = {
       .self = &g, .vocab_size = V, .next_logits = tf_next_logits, .reorder = g.use_cache ? tf_reorder : NULL};
   lt_status st = lt_generate(&model, encdec ? bos : prompt, &o, out);
   lt_tf_cache_free(g.cache);
   lt_tensor_free(g.memory), lt_tensor_free(g.pad_owned), lt_tensor_free(bos);
+  free(g.left_pad), free(g.row_pad);
   return st;
 }

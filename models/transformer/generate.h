@@ -15,8 +15,8 @@
  * step (O(T^2) position forwards for T tokens). Both give the same tokens and
  * (up to rounding) the same scores; tests/test_decode.c checks it.
  *
- * What this is not: batched serving (the decoder-only prompts of one call
- * share one length), or the encoder-only model (it classifies:
+ * What this is not: batched serving (a call's rows start together; ragged
+ * prompts are left-padded, not scheduled), or the encoder-only model (it classifies:
  * lt_transformer_classify).
  *
  * Conventions are those of tensor/tensor.h (errors, ownership words). Shapes:
@@ -37,8 +37,11 @@ typedef struct lt_tf_generate_opts {
   int64_t bos_id;   /* encoder-decoder: the decoder's first input (<bos> = 1); in [0, V) */
   int64_t context;  /* decoder-only: positions seen per step (<= 0 or > max_len: max_len); see below */
   bool no_cache;    /* true: recompute the whole prefix each step (the reference path) */
+  const lt_tensor *prompt_lens; /* decoder-only, a ragged batch: [B] i32/i64, row b's prompt is its last
+                                   prompt_lens[b] ids (left padding; lt_generate_left_pad makes such a batch);
+                                   NULL: every row is the whole prompt (borrowed) */
 } lt_tf_generate_opts;
-/* bos 1 (LT_TOKEN_BOS of datasets/datasets.h), context 0, cache on. */
+/* bos 1 (LT_TOKEN_BOS of datasets/datasets.h), context 0, cache on, no prompt_lens. */
 LT_API lt_tf_generate_opts lt_tf_generate_defaults(void);
 
 /* Generates for a batch with lt_generate (opts: the strategy and the stops,
@@ -46,12 +49,17 @@ LT_API lt_tf_generate_opts lt_tf_generate_defaults(void);
  *   encoder-decoder: src [B, S] integer ids (src_pad [B, S] bool, true =
  *     padding, or NULL), prompt NULL; the decoder starts from tf->bos_id and
  *     opts->max_new <= max_len (the decoder's positions);
- *   decoder-only: prompt [B, P] integer ids (P >= 1, no padding: the rows of a
- *     call share one length), src and src_pad NULL. When prompt + output
- *     exceed `context` positions, each step sees the last `context` tokens
- *     with positions restarting at 0 (GPT-2's cropping); the cache is then
- *     rebuilt at every step, so it only speeds up the first `context`
- *     positions.
+ *   decoder-only: prompt [B, P] integer ids (P >= 1), src and src_pad NULL.
+ *     Prompts of different lengths are left-padded to P with tf->prompt_lens
+ *     (each in [1, P]; the padding columns hold any id of the vocabulary):
+ *     the padding is masked and every row keeps its own positions
+ *     (lt_tf_cache_set_left_pad), so each row's tokens, lengths and scores
+ *     are those of its own batch-1 run (up to rounding in the logits). When
+ *     prompt + output exceed `context` positions, each step sees the last
+ *     `context` tokens with positions restarting at 0 (GPT-2's cropping);
+ *     the cache is then rebuilt at every step, so it only speeds up the
+ *     first `context` positions. A ragged batch must fit the context (P +
+ *     max_new - 1 <= context): the cropped window has no padding rule.
  * out as lt_generate's: tokens [B, L] after <bos> or after the prompt (the
  * prompt is not repeated), lengths [B], scores [B].
  * Runs under no-grad in evaluation mode (no dropout) and leaves the grad mode

@@ -529,7 +529,8 @@ int main(int argc, char **argv) {
           (long long)limit);
   }
 
-  /* ---- decode in batches of similar length (decoder-only: equal length) ---- */
+  /* ---- decode in batches of similar length (decoder-only: prompts of different lengths are left-padded
+   * when prompt + output fit the context, docs/decoding.md; else a batch shares one length) ---- */
   qsort(in, (size_t)n, sizeof *in, cmp_len);
   char **out = lt_cli_xcalloc((size_t)n, sizeof *out);
   double *score = lt_cli_xcalloc((size_t)n, sizeof *score);
@@ -543,7 +544,8 @@ int main(int argc, char **argv) {
   stop_ids(tok, hf_gen, cfg.vocab_size, &d, &dt);
   for (int64_t b0 = 0; b0 < n;) {
     int64_t nb = 1, S = in[b0].n;
-    while (b0 + nb < n && nb < o.batch && (cfg.arch != LT_TF_DECODER_ONLY || in[b0 + nb].n == S)) {
+    while (b0 + nb < n && nb < o.batch &&
+           (cfg.arch != LT_TF_DECODER_ONLY || in[b0 + nb].n == S || in[b0 + nb].n + o.max_len - 1 <= context)) {
       if (in[b0 + nb].n > S) S = in[b0 + nb].n;
       nb++;
     }
@@ -562,6 +564,17 @@ int main(int argc, char **argv) {
     lt_tensor *xp = lt_tensor_from_copy(LT_DTYPE_BOOL, 2, (int64_t[]){nb, S}, pad);
     free(ids), free(pad);
     if (!x || !xp) die_lt("input batch");
+    lt_tensor *plens = NULL; /* decoder-only prompts of different lengths: left-padded instead */
+    if (cfg.arch == LT_TF_DECODER_ONLY && in[b0].n != S) {
+      const int64_t **rows = lt_cli_xmalloc_n((size_t)nb, sizeof *rows);
+      int64_t *lens = lt_cli_xmalloc_n((size_t)nb, sizeof *lens);
+      for (int64_t k = 0; k < nb; k++) rows[k] = in[b0 + k].ids, lens[k] = in[b0 + k].n;
+      lt_tensor_free(x);
+      if (lt_generate_left_pad(nb, rows, lens, LT_TOKEN_PAD, &x, &plens) != LT_OK) die_lt("input batch");
+      free(rows), free(lens);
+    }
+    lt_tf_generate_opts dtb = dt;
+    dtb.prompt_lens = plens;
     if (cfg.arch == LT_TF_ENCODER_ONLY) {
       bool prev = lt_set_grad_enabled(false);
       lt_tensor *logits = lt_transformer_classify(m, x, xp, NULL); /* [nb, n_classes] */
@@ -583,7 +596,7 @@ int main(int argc, char **argv) {
     } else {
       lt_generate_result r = {0};
       const bool encdec = cfg.arch == LT_TF_ENCODER_DECODER;
-      if (lt_transformer_generate(m, encdec ? x : NULL, encdec ? xp : NULL, encdec ? NULL : x, &d, &dt, &r) != LT_OK)
+      if (lt_transformer_generate(m, encdec ? x : NULL, encdec ? xp : NULL, encdec ? NULL : x, &d, &dtb, &r) != LT_OK)
         die_lt("decoding");
       const int64_t L = r.tokens->shape[1];
       int64_t *y = lt_cli_xmalloc_n((size_t)nb, sizeof *y * (size_t)L),

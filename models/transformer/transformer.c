@@ -25,7 +25,10 @@
  * Incremental decoding: lt_transformer_decode_step runs the same decoder
  * layers (lt_transformer_layer_forward_cached, one code path with the
  * whole-sequence forward) with a per-layer lt_transformer_layer_cache for the
- * self- and cross-attention, so a step costs the new positions only.
+ * self- and cross-attention, so a step costs the new positions only. A cache
+ * with left padding (lt_tf_cache_set_left_pad: prompts of different lengths
+ * in one batch) adds a key padding mask over its columns and per-row
+ * positions (docs/decoding.md).
  *
  * What this is not: a generation loop (models/transformer/decode.c), nor the loss (the caller applies
  * lt_cross_entropy to the logits), nor PyTorch's packed in_proj_weight (the
@@ -455,6 +458,8 @@ struct lt_tf_cache {
   int64_t n;           /* decoder layers */
   int64_t cap;         /* self-attention positions */
   tf_layer_cache *layer;
+  int64_t *left_pad;   /* [pad_rows] padding columns at the left of each row (a ragged batch), or NULL */
+  int64_t pad_rows;
 };
 
 static bool is_int(const lt_tensor *t) { return t->dtype == LT_DTYPE_I32 || t->dtype == LT_DTYPE_I64; }
@@ -480,17 +485,36 @@ static lt_status check_ids(const char *op, const char *what, const char *pad_wha
   return LT_OK;
 }
 
+/* The position rows of a left-padded batch: row b's column pos0 + t is at
+ * position max(pos0 + t - left_pad[b], 0) -> table rows [B, L, C] (new). */
+static lt_tensor *row_positions(const lt_tensor *table, int64_t B, int64_t L, int64_t pos0, const int64_t *left_pad) {
+  int64_t *idx = malloc(sizeof *idx * (size_t)(B * L));
+  if (!idx) return lt_error_set(LT_ERR_NOMEM, "transformer: out of memory for %lld positions", (long long)(B * L)), NULL;
+  for (int64_t b = 0; b < B; b++)
+    for (int64_t t = 0; t < L; t++) idx[b * L + t] = pos0 + t - left_pad[b] > 0 ? pos0 + t - left_pad[b] : 0;
+  lt_tensor *it = lt_tensor_from_copy(LT_DTYPE_I64, 1, (int64_t[]){B * L}, idx);
+  free(idx);
+  lt_tensor *rows = it ? lt_index_select(table, 0, it) : NULL; /* [B*L, C] */
+  lt_tensor *pe = rows ? lt_reshape(rows, LT_SHAPE(B, L, table->shape[1])) : NULL;
+  lt_tensor_free(it);
+  lt_tensor_free(rows);
+  return pe;
+}
+
 /* dropout(embed_norm(embed(ids) [* sqrt(C)] [+ positions pos0..] [+ type_embed(types)])) -> [B, L, C];
- * types NULL: type 0 everywhere (models with token types). */
+ * types NULL: type 0 everywhere (models with token types); left_pad NULL, or
+ * [B] padding columns at the left of each row (positions per row,
+ * row_positions). */
 static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, const lt_tensor *types, int64_t pos0,
-                                const lt_nn_ctx *ctx) {
+                                const int64_t *left_pad, const lt_nn_ctx *ctx) {
   const lt_tf_config *c = &m->cfg;
   const int64_t L = ids->shape[1];
   lt_tensor *x = lt_embedding_forward(&m->embed, ids); /* [B, L, C] */
   if (x && c->scale_embeddings && !step(&x, lt_mul_scalar(x, sqrt((double)c->d_model)))) return NULL;
   if (x && c->pos != LT_TF_POS_ROPE) {
     lt_tensor *table = c->pos == LT_TF_POS_LEARNED ? m->pos_embed.weight : m->pos_table;
-    lt_tensor *pe = lt_narrow(table, 0, pos0, L); /* [L, C] */
+    lt_tensor *pe = left_pad ? row_positions(table, ids->shape[0], L, pos0, left_pad)
+                             : lt_narrow(table, 0, pos0, L); /* [B, L, C] or [L, C] */
     lt_tensor *y = pe ? lt_add(x, pe) : NULL;
     lt_tensor_free(pe);
     step(&x, y);
@@ -518,7 +542,7 @@ static lt_tensor *encode_impl(const char *op, const lt_transformer *m, const lt_
                 types->shape[1] != src->shape[1]))
     return lt_error_set(LT_ERR_SHAPE, "%s: types is %s, src is %s: need integer token types of the ids' shape", op,
                         LT_DESC(types), LT_DESC(src)), NULL;
-  lt_tensor *x = embed_forward(m, src, types, 0, ctx);
+  lt_tensor *x = embed_forward(m, src, types, 0, NULL, ctx);
   for (int64_t i = 0; x && i < m->n_enc; i++)
     step(&x, lt_transformer_encoder_layer_forward(&m->enc[i], x, &(lt_attention_opts){.key_padding_mask = src_pad},
                                                   0, ctx));
@@ -571,8 +595,31 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
     for (int64_t i = 0; i < cache->n; i++)
       lens[2 * i] = cache->layer[i].self.len, lens[2 * i + 1] = cache->layer[i].cross.len;
   }
-  lt_tensor *x = embed_forward(m, tgt, NULL, pos0, ctx);
-  const lt_attention_opts self_mask = {.causal = true, .key_padding_mask = tgt_pad};
+  const int64_t *left_pad = cache ? cache->left_pad : NULL;
+  lt_tensor *kpm = NULL; /* a ragged batch: [B, len + T] true at every row's left padding */
+  if (left_pad && cache->pad_rows != tgt->shape[0]) {
+    free(lens);
+    return lt_error_set(LT_ERR_SHAPE, "%s: tgt is %s, the cache's left padding has %lld rows: batch sizes differ", op,
+                        LT_DESC(tgt), (long long)cache->pad_rows), NULL;
+  }
+  if (left_pad) {
+    const int64_t B = tgt->shape[0], S = pos0 + tgt->shape[1];
+    bool *mk = malloc(sizeof *mk * (size_t)(B * S));
+    if (mk) {
+      for (int64_t b = 0; b < B; b++)
+        for (int64_t s = 0; s < S; s++) mk[b * S + s] = s < left_pad[b];
+      kpm = lt_tensor_from_copy(LT_DTYPE_BOOL, 2, (int64_t[]){B, S}, mk);
+      free(mk);
+    } else {
+      lt_error_set(LT_ERR_NOMEM, "%s: out of memory", op);
+    }
+    if (!kpm) {
+      free(lens);
+      return NULL;
+    }
+  }
+  lt_tensor *x = embed_forward(m, tgt, NULL, pos0, left_pad, ctx);
+  const lt_attention_opts self_mask = {.causal = true, .key_padding_mask = kpm ? kpm : tgt_pad};
   const lt_attention_opts mem_mask = {.key_padding_mask = src_pad};
   for (int64_t i = 0; x && i < m->n_dec; i++) {
     const tf_layer *L = &m->dec[i];
@@ -585,6 +632,7 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
   if (cache && !x)
     for (int64_t i = 0; i < cache->n; i++) cache->layer[i].self.len = lens[2 * i], cache->layer[i].cross.len = lens[2 * i + 1];
   free(lens);
+  lt_tensor_free(kpm);
   return x;
 }
 
@@ -621,8 +669,30 @@ void lt_tf_cache_reset(lt_tf_cache *c) {
 void lt_tf_cache_free(lt_tf_cache *c) {
   if (!c) return;
   lt_tf_cache_reset(c);
+  free(c->left_pad);
   free(c->layer);
   free(c);
+}
+
+lt_status lt_tf_cache_set_left_pad(lt_tf_cache *c, int64_t B, const int64_t *left_pad) {
+  const char *op = "tf_cache_set_left_pad";
+  if (!c) return lt_error_set(LT_ERR_NULL, "%s: the cache is NULL", op);
+  if (lt_tf_cache_len(c) != 0)
+    return lt_error_set(LT_ERR_INVALID, "%s: the cache holds %lld positions: set the padding before the first step "
+                        "(or after lt_tf_cache_reset)", op, (long long)lt_tf_cache_len(c));
+  int64_t *p = NULL;
+  if (left_pad) {
+    if (B < 1) return lt_error_set(LT_ERR_INVALID, "%s: B %lld: need at least one row", op, (long long)B);
+    for (int64_t b = 0; b < B; b++)
+      if (left_pad[b] < 0 || left_pad[b] >= c->cap)
+        return lt_error_set(LT_ERR_INVALID, "%s: row %lld: left padding %lld: must be in [0, cap %lld) (a row needs a "
+                            "token)", op, (long long)b, (long long)left_pad[b], (long long)c->cap);
+    if (!(p = malloc(sizeof *p * (size_t)B))) return lt_error_set(LT_ERR_NOMEM, "%s: out of memory", op);
+    memcpy(p, left_pad, sizeof *p * (size_t)B);
+  }
+  free(c->left_pad);
+  c->left_pad = p, c->pad_rows = left_pad ? B : 0;
+  return LT_OK;
 }
 
 int64_t lt_tf_cache_len(const lt_tf_cache *c) { return c && c->n > 0 ? c->layer[0].self.len : 0; }
@@ -642,6 +712,24 @@ lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows) {
     if (old && !(nt[i] = lt_tensor_keep(lt_index_select(old, 0, rows)))) s = lt_last_status();
   }
   lt_set_grad_enabled(prev);
+  int64_t *np = NULL; /* the left padding follows its rows */
+  if (s == LT_OK && c->left_pad) {
+    const int64_t R = rows->numel;
+    lt_tensor *r64 = lt_to_dtype(rows, LT_DTYPE_I64), *rc = r64 ? lt_contiguous(r64) : NULL;
+    np = rc ? malloc(sizeof *np * (size_t)(R ? R : 1)) : NULL;
+    if (!np) s = rc ? lt_error_set(LT_ERR_NOMEM, "tf_cache_reorder: out of memory") : lt_last_status();
+    for (int64_t i = 0; np && i < R; i++) {
+      const int64_t r = ((const int64_t *)rc->data)[i];
+      if (r < 0 || r >= c->pad_rows) {
+        s = lt_error_set(LT_ERR_INDEX, "tf_cache_reorder: row %lld of %lld", (long long)r, (long long)c->pad_rows);
+        break;
+      }
+      np[i] = c->left_pad[r];
+    }
+    if (s == LT_OK) free(c->left_pad), c->left_pad = np, c->pad_rows = R, np = NULL;
+    free(np);
+    lt_tensor_free(r64), lt_tensor_free(rc);
+  }
   for (int64_t i = 0; i < n; i++) {
     tf_layer_cache *L = &c->layer[i / 4];
     lt_tensor **slot = (lt_tensor **[]){&L->self.k, &L->self.v, &L->cross.k, &L->cross.v}[i % 4];

@@ -188,10 +188,25 @@ typedef struct lt_tf_cache lt_tf_cache;
 LT_API lt_tf_cache *lt_tf_cache_new(const lt_transformer *m, int64_t cap);
 LT_API void lt_tf_cache_free(lt_tf_cache *c);        /* NULL is a no-op */
 LT_API int64_t lt_tf_cache_len(const lt_tf_cache *c); /* positions fed so far (0 for NULL) */
-LT_API void lt_tf_cache_reset(lt_tf_cache *c);        /* back to empty (a new batch or source) */
+LT_API void lt_tf_cache_reset(lt_tf_cache *c);        /* back to empty (a new batch or source; keeps the left padding) */
 /* Beam search: row i becomes old row rows[i] (1-d i32/i64), in every layer's
- * self- and cross-attention cache. Unchanged on failure. */
+ * self- and cross-attention cache (and the left padding below). Unchanged on
+ * failure. */
 LT_API lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows);
+/* A ragged batch (prompts of different lengths, left-padded to one length):
+ * row b's first left_pad[b] columns (borrowed, copied; B entries, each in
+ * [0, cap)) are padding. Every later lt_transformer_decode_step then masks
+ * them as keys (they are never attended to; a padding query attends to
+ * nothing and gives zeros, not NaN) and gives row b's column j the position
+ * j - left_pad[b] (learned and sinusoidal positions: max(.., 0) for the
+ * padding itself), so each row computes what it would alone, up to rounding.
+ * RoPE keeps the column as the rotation's position: its attention depends on
+ * position differences only, so the shift changes nothing but rounding.
+ * Set on an empty cache (before the first step); lt_tf_cache_reset keeps it;
+ * left_pad NULL clears it. Errors: LT_ERR_NULL, LT_ERR_INVALID (a cache that
+ * holds positions, B < 1, a padding outside [0, cap)), LT_ERR_NOMEM; a later
+ * step with another batch size is LT_ERR_SHAPE. */
+LT_API lt_status lt_tf_cache_set_left_pad(lt_tf_cache *c, int64_t B, const int64_t *left_pad);
 
 /* One incremental decoder step: tgt [B, T] (T >= 1; usually T = 1 after a
  * first call with the whole prefix) holds the ids at positions len .. len+T-1

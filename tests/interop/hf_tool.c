@@ -13,7 +13,11 @@
  *   hf_tool greedy DIR N IDS           loads DIR, decodes N new tokens
  *                                      greedily after the prompt IDS (with
  *                                      the KV cache, no end token) and prints
- *                                      them, comma-separated
+ *                                      them, comma-separated; IDS may hold
+ *                                      several prompts separated by ';',
+ *                                      decoded as one left-padded batch
+ *                                      (lt_generate_left_pad, prompt_lens),
+ *                                      one line of tokens per prompt
  *   hf_tool tokenizer DIR              writes libtensor's byte tokenizer to
  *                                      DIR/libtensor-tokenizer.bin, so that
  *                                      generate runs on a directory PyTorch
@@ -62,21 +66,40 @@ static lt_tensor *parse_ids(const char *text) {
 static int greedy(const char *dir, long long n, const char *ids_text) {
   lt_transformer *m = lt_hf_load(dir, 0);
   if (!m) return fail("loading");
-  lt_tensor *x = parse_ids(ids_text);
-  if (!x) return fail("the prompt");
+  /* the prompts, ';'-separated: one left-padded batch */
+  enum { MAXB = 16 };
+  lt_tensor *rows[MAXB];
+  const int64_t *rp[MAXB];
+  int64_t lens[MAXB], B = 0;
+  for (const char *p = ids_text; B < MAXB;) {
+    const char *end = strchr(p, ';');
+    char buf[4096];
+    snprintf(buf, sizeof buf, "%.*s", end ? (int)(end - p) : (int)strlen(p), p);
+    if (!(rows[B] = parse_ids(buf))) return fail("the prompt");
+    rp[B] = rows[B]->data, lens[B] = rows[B]->shape[1], B++;
+    if (!end) break;
+    p = end + 1;
+  }
+  lt_tensor *x = NULL, *plens = NULL;
+  if (lt_generate_left_pad(B, rp, lens, 0, &x, &plens) != LT_OK) return fail("padding");
   lt_generate_opts o = lt_generate_defaults();
   o.max_new = n, o.eos_id = -1;
   lt_tf_generate_opts tf = lt_tf_generate_defaults();
+  tf.prompt_lens = B > 1 ? plens : NULL;
   lt_generate_result r = {0};
   if (lt_transformer_generate(m, NULL, NULL, x, &o, &tf, &r) != LT_OK) return fail("generate");
-  for (int64_t i = 0; i < r.tokens->shape[1]; i++) {
-    double v;
-    if (lt_get(r.tokens, (int64_t[]){0, i}, &v) != LT_OK) return fail("reading a token");
-    printf("%s%lld", i ? "," : "", (long long)v);
+  for (int64_t b = 0; b < B; b++) {
+    for (int64_t i = 0; i < r.tokens->shape[1]; i++) {
+      double v;
+      if (lt_get(r.tokens, (int64_t[]){b, i}, &v) != LT_OK) return fail("reading a token");
+      printf("%s%lld", i ? "," : "", (long long)v);
+    }
+    printf("\n");
+    lt_tensor_free(rows[b]);
   }
-  printf("\n");
   lt_generate_result_free(&r);
   lt_tensor_free(x);
+  lt_tensor_free(plens);
   lt_transformer_free(m);
   return 0;
 }

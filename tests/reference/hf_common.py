@@ -1,6 +1,7 @@
 """What the reference tests against transformers share (test_hf_transformers.py,
-test_hf_bert.py): offline settings made before transformers is imported, quiet
-progress bars, and randomising a model's parameters.
+test_hf_bert.py, test_onnx_export.py): offline settings made before transformers
+is imported, quiet progress bars, randomising a model's parameters, and running
+a C tool on tensors.
 
 What this is not: a test (the two beside it import it first).
 """
@@ -9,6 +10,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")  # nothing from a model hub: these machines reach none
 os.environ.setdefault("TRANSFORMERS_VERBOSITY", "error")
 os.environ.setdefault("HF_HUB_DISABLE_PROGRESS_BARS", "1")
+import subprocess  # noqa: E402
+
 import torch  # noqa: E402
 from transformers.utils import logging as hf_logging  # noqa: E402
 
@@ -27,3 +30,13 @@ def randomize(model, seed, is_norm):
             else:
                 p.copy_(0.3 * torch.randn(p.shape, generator=g))
     return model
+
+
+def run_tool(tool, verb, src, feeds, tmp):
+    """tool VERB SRC IN OUT on the arrays feeds (a dict, written to IN as
+    safetensors); returns OUT's tensors (a dict of numpy arrays)."""
+    from safetensors.numpy import load_file, save_file
+    i, o = os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors")
+    save_file(feeds, i)
+    subprocess.run([tool, verb, src, i, o], check=True)
+    return load_file(o)

@@ -29,10 +29,10 @@ import sys
 import tempfile
 import unittest
 
-from hf_common import randomize as randomize_with  # noqa: E402  (first: offline settings)
+from hf_common import randomize as randomize_with, run_tool  # noqa: E402  (first: offline settings)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from safetensors.numpy import load_file, save_file  # noqa: E402
+from safetensors.numpy import save_file  # noqa: E402
 from transformers import BertConfig, BertForSequenceClassification, BertModel  # noqa: E402
 
 BERT_TOOL = None
@@ -71,10 +71,7 @@ def inputs(vocab, types, seed, B=3, S=11):
 
 
 def lt_run(d, feed, tmp):
-    src, out = os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors")
-    save_file(feed, src)
-    subprocess.run([BERT_TOOL, "run", d, src, out], check=True)
-    return load_file(out)
+    return run_tool(BERT_TOOL, "run", d, feed, tmp)
 
 
 def hf_run(model, feed):

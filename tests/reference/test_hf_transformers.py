@@ -7,7 +7,9 @@ itself (the reference environment; docs/interop.md, docs/testing.md).
       biases randomised too, written with save_pretrained (safetensors);
       libtensor loads each (tests/interop/hf_tool logits) with logits within
       1e-4 of transformers' in f32, and its greedy decoding (KV cache) makes
-      the same 64 tokens as generate(do_sample=False).
+      the same 64 tokens as generate(do_sample=False); prompts of different
+      lengths decoded as one left-padded batch make, row for row, the tokens
+      of transformers' left-padded generate and of each prompt alone.
   libtensor -> transformers: hf_tool make exports a tiny random model of each
       layout; transformers' from_pretrained loads it with the same logits.
 
@@ -87,6 +89,37 @@ class FromTransformers(unittest.TestCase):
             first = next((i for i, (a, b) in enumerate(zip(lt, hf)) if a != b), None)
             print(f"{name}: greedy {NEW} tokens, first difference at {first}")
             self.assertEqual(lt, hf, name)
+
+    def check_ragged(self, model, name):
+        """Prompts of different lengths as one left-padded batch: libtensor's batch
+        (lt_generate_left_pad, per-row positions and padding mask) against
+        transformers' left-padded generate (attention_mask; position_ids from it)."""
+        prompts = [[3, 17, 5, 42, 8, 1, 29], [11], [7, 2, 19, 33], [23, 4, 4, 9, 30]]
+        P = max(map(len, prompts))
+        ids = torch.tensor([[0] * (P - len(p)) + p for p in prompts])
+        mask = torch.tensor([[0] * (P - len(p)) + [1] * len(p) for p in prompts])
+        n = 24
+        with tempfile.TemporaryDirectory() as tmp:
+            d = os.path.join(tmp, name)
+            model.save_pretrained(d, safe_serialization=True)
+            with torch.no_grad():
+                hf = model.generate(ids, attention_mask=mask, max_new_tokens=n, min_new_tokens=n, do_sample=False,
+                                    use_cache=True, pad_token_id=0)[:, P:].tolist()
+            r = subprocess.run([HF_TOOL, "greedy", d, str(n), ";".join(",".join(map(str, p)) for p in prompts)],
+                               check=True, capture_output=True, text=True)
+            lt = [[int(x) for x in line.split(",")] for line in r.stdout.strip().split("\n")]
+            alone = [lt_greedy(d, n, p) for p in prompts]
+            print(f"{name}: {len(prompts)} prompts of lengths {list(map(len, prompts))}, left-padded: {n} greedy tokens "
+                  f"each, {'identical' if lt == hf else 'DIFFERENT'} to transformers', "
+                  f"{'identical' if lt == alone else 'DIFFERENT'} to each row alone")
+            self.assertEqual(lt, alone, name)
+            self.assertEqual(lt, hf, name)
+
+    def test_gpt2_ragged_batch(self):
+        self.check_ragged(gpt2(5), "gpt2")
+
+    def test_llama_ragged_batch(self):
+        self.check_ragged(llama(6), "llama")
 
     def test_gpt2_tied(self):
         self.check(gpt2(1), "gpt2")
