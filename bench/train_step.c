@@ -244,8 +244,9 @@ static result run_head(const bench_config *b, int warmup, int steps) {
   lt_tensor *w = h ? lt_randn(g, LT_DTYPE_F32, 2, (int64_t[]){b->V, b->C}) : NULL;
   uint64_t rng = 42;
   lt_tensor *y = random_ids(&rng, b->B, b->T, b->V);
-  if (!w || lt_requires_grad_(h, true) != LT_OK || lt_requires_grad_(w, true) != LT_OK) die("head inputs");
-  TRY(lt_mul_scalar_(w, 0.02), "head inputs");
+  if (!w || lt_mul_scalar_(w, 0.02) != LT_OK || lt_requires_grad_(h, true) != LT_OK ||
+      lt_requires_grad_(w, true) != LT_OK)
+    die("head inputs");
   R.tokens = b->B * b->T;
   R.params = w->numel;
   R.gflop = 6.0 * (double)w->numel * (double)R.tokens * 1e-9;

@@ -107,15 +107,21 @@ START_TEST(test_region_gradcheck) {
 }
 END_TEST
 
+/* x [N, C] and w [C, C] f32 from g (new), w requiring grad. */
+static void x_and_w(lt_generator *g, int64_t N, int64_t C, lt_tensor **x, lt_tensor **w) {
+  *x = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(N, C)));
+  *w = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(C, C)));
+  LT_OK_OR_FAIL(lt_requires_grad_(*w, true));
+}
+
 /* The nodes of a region hold nothing between its forward and its backward
  * and again after it; a retained graph keeps them (a second backward works). */
 START_TEST(test_region_drops_and_restores) {
   const int64_t live0 = lt__live_tensors();
   lt_generator *g = lt_generator_new(2);
-  lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(4, 8)));
-  lt_tensor *w = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(8, 8)));
+  lt_tensor *x, *w;
+  x_and_w(g, 4, 8, &x, &w);
   LT_OK_OR_FAIL(lt_requires_grad_(x, true));
-  LT_OK_OR_FAIL(lt_requires_grad_(w, true));
   block b = {w, g, 0.5};
   for (int retain = 0; retain < 2; retain++) {
     lt_scope *sc = lt_scope_begin();
@@ -148,9 +154,8 @@ static lt_tensor *fickle(int n, lt_tensor *const *in, void *user) {
 START_TEST(test_region_errors) {
   const int64_t live0 = lt__live_tensors();
   lt_generator *g = lt_generator_new(3);
-  lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(3, 4)));
-  lt_tensor *w = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(4, 4)));
-  LT_OK_OR_FAIL(lt_requires_grad_(w, true));
+  lt_tensor *x, *w;
+  x_and_w(g, 3, 4, &x, &w);
   block b = {w, NULL, 0};
   lt_scope *sc = lt_scope_begin();
   LT_EXPECT_NULL_ERR(lt_recompute(NULL, 1, &x, &b, NULL), LT_ERR_NULL, "fn is NULL");
@@ -182,18 +187,27 @@ END_TEST
 
 /* ---- the Transformer: the same bits in every mode ------------------------------- */
 
-static lt_tf_config tiny(lt_tf_arch arch) {
-  lt_tf_config c = lt_tf_config_default(arch);
-  c.vocab_size = 13;
-  c.d_model = 16;
-  c.n_heads = 4;
-  c.n_kv_heads = 2;
-  c.n_enc_layers = arch == LT_TF_DECODER_ONLY ? 0 : 2;
-  c.n_dec_layers = 2;
-  c.d_ff = 24;
-  c.max_len = 16;
-  c.dropout = 0.2;
-  return c;
+/* A small model of the architecture (GQA, dropout 0.2), from seed 11 (new). */
+static lt_transformer *tiny(int arch) {
+  lt_tf_config c = lt_tf_config_default(arch ? LT_TF_ENCODER_DECODER : LT_TF_DECODER_ONLY);
+  c.vocab_size = 13, c.d_model = 16, c.n_heads = 4, c.n_kv_heads = 2, c.d_ff = 24, c.max_len = 16, c.dropout = 0.2;
+  c.n_enc_layers = arch ? 2 : 0, c.n_dec_layers = 2;
+  lt_generator *g = lt_generator_new(11);
+  lt_transformer *m = LT_NNP(lt_transformer_new(&c, g));
+  lt_generator_free(g);
+  return m;
+}
+
+/* Clones of m's parameter gradients (new: free with grads_free). */
+static lt_tensor **grads_of(lt_transformer *m) {
+  lt_params *p = lt_transformer_params(m);
+  lt_tensor **r = calloc((size_t)lt_params_count(p), sizeof *r);
+  for (int i = 0; i < lt_params_count(p); i++) r[i] = LT_NN(lt_clone(lt_params_at(p, i)->value->grad));
+  return r;
+}
+static void grads_free(lt_transformer *m, lt_tensor **r) {
+  for (int i = 0; i < lt_params_count(lt_transformer_params(m)); i++) lt_tensor_free(r[i]);
+  free(r);
 }
 
 /* The loss of one training step of m on fixed ids, dropout from a generator
@@ -227,16 +241,13 @@ START_TEST(test_transformer_modes_same_bits) {
   const int64_t live0 = lt__live_tensors();
   for (int arch = 0; arch < 2; arch++) {
     for (int bf16 = 0; bf16 < 2; bf16++) {
-      lt_tf_config c = tiny(arch ? LT_TF_ENCODER_DECODER : LT_TF_DECODER_ONLY);
-      lt_generator *g = lt_generator_new(11);
-      lt_transformer *m = LT_NNP(lt_transformer_new(&c, g));
+      lt_transformer *m = tiny(arch);
       lt_params *p = lt_transformer_params(m);
       const int np = lt_params_count(p);
-      lt_tensor **ref = calloc((size_t)np, sizeof *ref);
       const lt_dtype prev = lt_set_autocast(bf16 ? LT_DTYPE_BF16 : LT_DTYPE_F32);
       int64_t live[3];
       const double l0 = step_grads(m, false, 0.37, &live[0]);
-      for (int i = 0; i < np; i++) ref[i] = LT_NN(lt_clone(lt_params_at(p, i)->value->grad));
+      lt_tensor **ref = grads_of(m);
       for (int mode = LT_RECOMPUTE_ATTENTION; mode <= LT_RECOMPUTE_LAYER; mode++) {
         LT_OK_OR_FAIL(lt_transformer_set_recompute(m, (lt_recompute_mode)mode));
         const double l = step_grads(m, false, 0.37, &live[mode]);
@@ -255,10 +266,8 @@ START_TEST(test_transformer_modes_same_bits) {
       LT_OK_OR_FAIL(lt_transformer_set_recompute(m, LT_RECOMPUTE_NONE));
       LT_EXPECT_ERR(lt_transformer_set_recompute(m, (lt_recompute_mode)7), LT_ERR_INVALID, "mode 7");
       lt_set_autocast(prev);
-      for (int i = 0; i < np; i++) lt_tensor_free(ref[i]);
-      free(ref);
+      grads_free(m, ref);
       lt_transformer_free(m);
-      lt_generator_free(g);
     }
   }
   lt_recompute_mode rm;
@@ -376,25 +385,20 @@ START_TEST(test_decode_loss_matches_decode) {
   const int64_t live0 = lt__live_tensors();
   for (int arch = 0; arch < 2; arch++)
     for (int bf16 = 0; bf16 < 2; bf16++) {
-      lt_tf_config c = tiny(arch ? LT_TF_ENCODER_DECODER : LT_TF_DECODER_ONLY);
-      lt_generator *g = lt_generator_new(12);
-      lt_transformer *m = LT_NNP(lt_transformer_new(&c, g));
+      lt_transformer *m = tiny(arch);
       lt_params *p = lt_transformer_params(m);
       const int np = lt_params_count(p);
-      lt_tensor **ref = calloc((size_t)np, sizeof *ref);
       const lt_dtype prev = lt_set_autocast(bf16 ? LT_DTYPE_BF16 : LT_DTYPE_F32);
       const double l0 = step_grads(m, false, 1.0, NULL);
-      for (int i = 0; i < np; i++) ref[i] = LT_NN(lt_clone(lt_params_at(p, i)->value->grad));
+      lt_tensor **ref = grads_of(m);
       const double l1 = step_grads(m, true, 1.0, NULL);
       lt_set_autocast(prev);
       ck_assert_msg(fabs(l1 - l0) <= 1e-6 * fabs(l0), "%s%s: loss %.9g, plain %.9g", arch ? "encdec" : "decoder",
                     bf16 ? " bf16" : "", l1, l0);
       for (int i = 0; i < np; i++)
         assert_near(lt_params_at(p, i)->value->grad, ref[i], 1e-6, 1e-2, lt_params_at(p, i)->name);
-      for (int i = 0; i < np; i++) lt_tensor_free(ref[i]);
-      free(ref);
+      grads_free(m, ref);
       lt_transformer_free(m);
-      lt_generator_free(g);
     }
   ck_assert_int_eq(lt__live_tensors(), live0);
 }
