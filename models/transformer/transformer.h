@@ -31,7 +31,7 @@
 #define LT_TRANSFORMER_H
 
 #include "nn/nn.h"
-#include "nn/transformer_layer.h" /* lt_recompute_mode */
+#include "nn/transformer_layer.h"
 
 #ifdef __cplusplus
 extern "C" {
