@@ -23,6 +23,7 @@
 #include "tensor/tensor.h"
 #include "autograd/autograd.h"
 #include "autograd/custom.h"
+#include "autograd/recompute.h"
 #include "nn/nn.h"
 #include "nn/conv.h"
 #include "nn/lstm.h"

@@ -30,7 +30,9 @@
  *      as soon as its last consumer has run (a per-leaf count of the edges
  *      still to come), and its post-accumulate hook runs then;
  *   5. unless retain_graph, the saved tensors of every traversed node are
- *      released. On any error before step 4, everything made is freed and no
+ *      released (a node of a recomputed region, autograd/recompute.h, gets
+ *      its tensors back from a second run of its region before its backward
+ *      in step 3, and drops them again right after it). On any error before step 4, everything made is freed and no
  *      leaf's grad and no node has changed (the graph can be retried).
  *
  * Ownership inside: every tensor the engine makes is taken out of whatever
@@ -282,6 +284,7 @@ typedef struct engine {
   unsigned char *excl;  /* per order position: node's grad_acc may be updated in place */
   leaf_map leaves;
   lt_tensor **gin;      /* scratch, max nin entries */
+  bool retain;          /* retain_graph: recomputed regions keep their tensors */
 } engine;
 
 /* Build e->order from root by an iterative depth-first search. */
@@ -408,6 +411,12 @@ static lt_status run_node(engine *e, lt_node *n) {
                    "lt_backward if you need to backward twice",
                    name);
   }
+  /* A node of a recomputed region (autograd/recompute.c) whose tensors
+   * were dropped: its region runs again and they come back. */
+  if (n->rc && n->rc_dropped && (s = lt__rc_restore(n)) != LT_OK) {
+    lt_tensor_free(gout);
+    return s;
+  }
   for (int k = 0; k < n->nsaved; k++) {
     if (!n->saved[k]) continue;
     uint64_t v = lt__version(n->saved[k]);
@@ -478,6 +487,7 @@ static lt_status run_node(engine *e, lt_node *n) {
   }
   for (int i = 0; i < n->nin; i++)
     if (n->in[i].fn) n->in[i].fn->pending--;
+  if (n->rc && !e->retain) lt__rc_drop(n); /* at most one region's tensors alive at a time */
   /* A post-accumulate leaf whose last consumer this was: commit it now. */
   for (int i = 0; i < n->nin; i++) {
     lt_tensor *leaf = n->in[i].fn ? NULL : n->in[i].leaf;
@@ -584,7 +594,7 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
                    LT__D(grad_output), LT__D(root));
 
   bool prev_grad = lt_set_grad_enabled(false);
-  engine e = {0};
+  engine e = {.retain = retain_graph};
   lt_status s = LT_OK;
 
   /* The root's gradient. */

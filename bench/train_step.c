@@ -7,9 +7,16 @@
  * models in PyTorch; bench/run_train_bench.sh runs both and prints the ratios
  * (docs/benchmarks.md keeps the table).
  *
- * Usage: bench_train_step [--config small|medium|encdec|gpt2|gpt2-1024|all] [--steps N]
+ * Usage: bench_train_step [--config small|medium|encdec|gpt2|gpt2-1024|gpt2-350m-1024|all] [--steps N]
  *                         [--warmup N] [--threads N] [--no-peak] [--bound] [--csv]
- *                         [--precision f32|bf16]
+ *                         [--precision f32|bf16] [--recompute none|attention|layer] [--chunked-head]
+ * --recompute sets what every layer recomputes in its backward
+ * (lt_transformer_set_recompute); --chunked-head takes the loss through the
+ * chunked cross-entropy head (lt_transformer_decode_loss: no B x T x V
+ * logits); --head-only times the output head alone (its loss and
+ * backward on random hidden states) and prints what it adds to the peak
+ * RSS; --batch N overrides every configuration's B. docs/train.md holds
+ * their memory and speed figures.
  * --bound measures the memory bandwidth (a triad) and prints each
  * configuration's physical bound: its products at the GEMM peak plus
  * AdamW's 7 x 4 bytes per parameter at that bandwidth (issue 33).
@@ -24,6 +31,7 @@
  *   gpt2    GPT-2 124M (issue 33): V 50257, C 768, 12 layers, 12 heads,
  *           1,024 learned positions, B 4, T 64 (llm.c's CPU default)
  *   gpt2-1024  the same at T 1,024, B 4
+ *   gpt2-350m-1024  GPT-2 medium (350M): C 1024, 24 layers, 16 heads, T 1,024, B 4
  * ("all" is the first three; the GPT-2 rows run by name.)
  * GPT: pre-norm, learned positions, tanh GELU, biases on every Linear, tied
  * output head, no dropout, d_ff 4C. Encoder-decoder: nn.Transformer's
@@ -133,6 +141,8 @@ static const bench_config configs[] = {
      * B 4, T 64, and the full context T 1,024. */
     {"gpt2", false, 50257, 768, 12, 12, 3072, 4, 64, 1024},
     {"gpt2-1024", false, 50257, 768, 12, 12, 3072, 4, 1024, 1024},
+    /* GPT-2 medium (350M): C 1024, 24 layers, 16 heads, T 1,024. */
+    {"gpt2-350m-1024", false, 50257, 1024, 24, 16, 4096, 4, 1024, 1024},
 };
 
 static lt_tf_config model_config(const bench_config *b) {
@@ -216,7 +226,62 @@ static lt_tensor *random_ids(uint64_t *state, int64_t B, int64_t L, int64_t V) {
 }
 
 static bool g_overlap = true; /* --no-overlap clears it */
+static lt_recompute_mode g_recompute; /* --recompute none|attention|layer */
+static bool g_chunked;                /* --chunked-head: the loss through lt_transformer_decode_loss */
+static bool g_head_only;              /* --head-only: the output head alone (run_head) */
+static int64_t g_batch;               /* --batch N: B of every configuration (0: its own) */
 static int g_zero;            /* --zero 1: ZeRO-1 */
+
+/* --head-only: the output head alone on a configuration's shapes: h [B, T,
+ * C] and the tied w [V, C] (random, requiring grad), the loss (plain: the
+ * logits and lt_cross_entropy; --chunked-head: lt_linear_cross_entropy) and
+ * its backward, per step; what the head adds to the peak RSS is the peak
+ * minus the RSS before the first step. */
+static result run_head(const bench_config *b, int warmup, int steps) {
+  result R = {0};
+  lt_generator *g = lt_generator_new(7);
+  lt_tensor *h = g ? lt_randn(g, LT_DTYPE_F32, 3, (int64_t[]){b->B, b->T, b->C}) : NULL;
+  lt_tensor *w = h ? lt_randn(g, LT_DTYPE_F32, 2, (int64_t[]){b->V, b->C}) : NULL;
+  uint64_t rng = 42;
+  lt_tensor *y = random_ids(&rng, b->B, b->T, b->V);
+  if (!w || lt_mul_scalar_(w, 0.02) != LT_OK || lt_requires_grad_(h, true) != LT_OK ||
+      lt_requires_grad_(w, true) != LT_OK)
+    die("head inputs");
+  R.tokens = b->B * b->T;
+  R.params = w->numel;
+  R.gflop = 6.0 * (double)w->numel * (double)R.tokens * 1e-9;
+  lt_cross_entropy_opts ce = LT_CROSS_ENTROPY_DEFAULTS;
+  double *ms = malloc(sizeof *ms * (size_t)(steps > 0 ? steps : 1));
+  if (!ms) die("malloc");
+  R.base_mib = rss_mib();
+  for (int s = 0; s < warmup + steps; s++) {
+    const double t0 = now();
+    lt_scope *scope = lt_scope_begin();
+    lt_tensor *loss = g_chunked ? lt_linear_cross_entropy(h, w, y, &ce, 0)
+                                : lt_cross_entropy(lt_linear(h, w, NULL), y, &ce);
+    double v;
+    if (!loss || lt_item(loss, &v) != LT_OK) die("head loss");
+    TRY(lt_backward(loss, NULL, false), "head backward");
+    lt_zero_grad(h), lt_zero_grad(w);
+    lt_scope_end(scope);
+    if (s == 0) R.loss0 = v;
+    R.loss1 = v;
+    if (s >= warmup) ms[s - warmup] = (now() - t0) * 1e3;
+  }
+  R.peak_mib = peak_rss_mib();
+  qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+  R.ms_med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
+  R.ms_min = ms[0];
+  R.tok_s = (double)R.tokens / (R.ms_med * 1e-3);
+  free(ms);
+  printf("head %s: peak RSS %.1f MiB, %.1f MiB before the first step: the head adds %.1f MiB\n",
+         g_chunked ? "chunked" : "plain", R.peak_mib, R.base_mib, R.peak_mib - R.base_mib);
+  lt_tensor_free(h);
+  lt_tensor_free(w);
+  lt_tensor_free(y);
+  lt_generator_free(g);
+  return R;
+}
 
 static result run_config(const bench_config *b, int warmup, int steps) {
   result R = {0};
@@ -227,6 +292,7 @@ static result run_config(const bench_config *b, int warmup, int steps) {
   lt_transformer *m = lt_transformer_new(&cfg, g);
   if (!m) die("transformer_new");
   lt_params *params = lt_transformer_params(m);
+  TRY(lt_transformer_set_recompute(m, g_recompute), "--recompute");
   R.params = lt_params_numel(params, true);
   lt_optim_config oc = lt_optim_defaults(LT_OPTIM_ADAMW);
   lt_optimizer *opt = lt_optimizer_new(params, &oc);
@@ -285,15 +351,16 @@ static result run_config(const bench_config *b, int warmup, int steps) {
     const double t0 = now();
     lt_scope *scope = lt_scope_begin();
     if (!scope) die("scope");
-    lt_tensor *logits;
-    if (!b->encdec) {
-      logits = lt_transformer_decode(m, x, NULL, NULL, NULL, 0, &ctx); /* [B, T, V] */
+    lt_tensor *loss;
+    lt_tensor *mem = b->encdec ? lt_transformer_encode(m, src, NULL, &ctx) : NULL; /* [B, S, C] */
+    if (b->encdec && !mem) die("forward");
+    if (g_chunked) { /* no [B, T, V] logits */
+      loss = lt_transformer_decode_loss(m, x, NULL, mem, NULL, y, &ce, 0, &ctx);
     } else {
-      lt_tensor *mem = lt_transformer_encode(m, src, NULL, &ctx);      /* [B, S, C] */
-      logits = mem ? lt_transformer_decode(m, x, NULL, mem, NULL, 0, &ctx) : NULL;
+      lt_tensor *logits = lt_transformer_decode(m, x, NULL, mem, NULL, 0, &ctx); /* [B, T, V] */
+      if (!logits) die("forward");
+      loss = lt_cross_entropy(logits, y, &ce);
     }
-    if (!logits) die("forward");
-    lt_tensor *loss = lt_cross_entropy(logits, y, &ce);
     double v;
     if (!loss || lt_item(loss, &v) != LT_OK) die("loss");
     TRY(lt_backward(loss, NULL, false), "backward");
@@ -419,8 +486,9 @@ static double gemm_peak(int64_t n, int reps) {
 
 static void usage(void) {
   fprintf(stderr,
-          "usage: bench_train_step [--config small|medium|encdec|gpt2|gpt2-1024|all] [--steps N] [--warmup N] [--threads N]\n"
-          "                        [--no-peak] [--bound] [--csv] [--precision f32|bf16] [--no-overlap] [--bucket-mb X] [--zero 0|1]\n");
+          "usage: bench_train_step [--config small|medium|encdec|gpt2|gpt2-1024|gpt2-350m-1024|all] [--steps N] [--warmup N] [--threads N]\n"
+          "                        [--no-peak] [--bound] [--csv] [--precision f32|bf16] [--no-overlap] [--bucket-mb X] [--zero 0|1]\n"
+          "                        [--recompute none|attention|layer] [--chunked-head] [--head-only] [--batch N]\n");
   exit(2);
 }
 
@@ -438,6 +506,11 @@ int main(int argc, char **argv) {
     else if (!strcmp(argv[i], "--no-overlap")) g_overlap = false;
     else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) lt_dist_set_bucket_bytes((size_t)(atof(argv[++i]) * 1048576.0));
     else if (!strcmp(argv[i], "--csv")) csv = true;
+    else if (!strcmp(argv[i], "--chunked-head")) g_chunked = true;
+    else if (!strcmp(argv[i], "--head-only")) g_head_only = true;
+    else if (!strcmp(argv[i], "--batch") && i + 1 < argc) g_batch = atoll(argv[++i]);
+    else if (!strcmp(argv[i], "--recompute") && i + 1 < argc && lt_recompute_mode_parse(argv[i + 1], &g_recompute) == LT_OK)
+      i++;
     else if (!strcmp(argv[i], "--zero") && i + 1 < argc) g_zero = atoi(argv[++i]) == 1;
     else if (!strcmp(argv[i], "--precision") && i + 1 < argc && (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "bf16")))
       bf16 = !strcmp(argv[++i], "bf16");
@@ -465,7 +538,9 @@ int main(int argc, char **argv) {
   for (int k = 0; k < NCONF; k++) {
     if (strcmp(which, "all") && strcmp(which, configs[k].name)) continue;
     if (!strcmp(which, "all") && configs[k].P) continue; /* "all": the three small models; GPT-2 by name */
-    res[k] = run_config(&configs[k], warmup, steps);
+    bench_config bc = configs[k];
+    if (g_batch > 0) bc.B = g_batch;
+    res[k] = g_head_only ? run_head(&bc, warmup, steps) : run_config(&bc, warmup, steps);
     ran[k] = any = true;
   }
   if (!any) usage();

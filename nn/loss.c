@@ -32,6 +32,7 @@
 #include "tensor/graph_internal.h"
 #include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
+#include "tensor/gemm_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/softmax_internal.h"
@@ -67,31 +68,33 @@ typedef struct ce_aux {
   lt_reduction reduction;
 } ce_aux;
 
-/* Checks x [..., V] (float) against targets [...] (i32/i64) and the options;
- * on success *tout is an i64 contiguous tensor of the targets (new), every
- * target is in [0, V) or ignore_index, and aux is filled. */
-static lt_status targets_check(const char *op, const char *xn, const lt_tensor *x, const lt_tensor *targets,
-                               const lt_cross_entropy_opts *o, bool smoothing, lt_tensor **tout, ce_aux *aux) {
+/* Checks x [..., V] (float; given as its dtype and shape, since the chunked
+ * head's logits never exist; xd, the tensor named in messages as xn)
+ * against targets [...] (i32/i64) and the options; on success *tout is an
+ * i64 contiguous tensor of the targets (new), every target is in [0, V) or
+ * ignore_index, and aux is filled. */
+static lt_status targets_check_as(const char *op, const char *xn, const lt_tensor *xd, lt_dtype dt, int ndim,
+                                  const int64_t *shape, const lt_tensor *targets, const lt_cross_entropy_opts *o,
+                                  bool smoothing, lt_tensor **tout, ce_aux *aux) {
   *tout = NULL;
-  if (!x) return lt__err_null(op, xn);
   if (!targets) return lt__err_null(op, "targets");
-  if (!lt_dtype_is_float(x->dtype))
+  if (!lt_dtype_is_float(dt))
     return lt__err(LT_ERR_DTYPE, "%s: %s is %s: only f32 and f64 are supported (cast with lt_to_dtype)", op, xn,
-                   LT__D(x));
+                   LT__D(xd));
   if (targets->dtype != LT_DTYPE_I32 && targets->dtype != LT_DTYPE_I64)
     return lt__err(LT_ERR_DTYPE, "%s: targets is %s: class targets must be i32 or i64", op, LT__D(targets));
-  if (x->ndim < 1 || targets->ndim != x->ndim - 1 ||
-      memcmp(targets->shape, x->shape, sizeof(int64_t) * (size_t)targets->ndim) != 0)
+  if (ndim < 1 || targets->ndim != ndim - 1 ||
+      memcmp(targets->shape, shape, sizeof(int64_t) * (size_t)targets->ndim) != 0)
     return lt__err(LT_ERR_SHAPE,
                    "%s: %s is %s, targets is %s: %s must be [..., V] and targets [...] (%s's shape without the "
                    "last dim, %s)",
-                   op, xn, LT__D(x), LT__D(targets), xn, xn, x->ndim >= 1 ? LT__S(x->ndim - 1, x->shape) : "n/a");
+                   op, xn, LT__D(xd), LT__D(targets), xn, xn, ndim >= 1 ? LT__S(ndim - 1, shape) : "n/a");
   if (o->reduction != LT_REDUCTION_MEAN && o->reduction != LT_REDUCTION_SUM && o->reduction != LT_REDUCTION_NONE)
     return lt__err(LT_ERR_INVALID, "%s: reduction %d is not one of LT_REDUCTION_MEAN, _SUM, _NONE", op,
                    (int)o->reduction);
   if (smoothing && !(o->label_smoothing >= 0 && o->label_smoothing <= 1))
     return lt__err(LT_ERR_INVALID, "%s: label_smoothing is %g, must be in [0, 1]", op, o->label_smoothing);
-  const int64_t V = x->shape[x->ndim - 1], N = targets->numel;
+  const int64_t V = shape[ndim - 1], N = targets->numel;
   lt_tensor *t;
   const lt_tensor *tc = lt__as_contig(targets, LT_DTYPE_I64, &t);
   if (!tc) return lt_last_status();
@@ -112,7 +115,7 @@ static lt_status targets_check(const char *op, const char *xn, const lt_tensor *
     lt_status s = lt__err(LT_ERR_INDEX,
                           "%s: %s is %s, targets is %s: target %lld at position %s is out of range [0, %lld) "
                           "(V = %lld; ignore_index = %lld)",
-                          op, xn, LT__D(x), LT__D(targets), (long long)tv[bad],
+                          op, xn, LT__D(xd), LT__D(targets), (long long)tv[bad],
                           pos_str(targets->ndim, targets->shape, bad, pos, sizeof pos), (long long)V, (long long)V,
                           (long long)ig);
     lt_tensor_free(t);
@@ -121,6 +124,14 @@ static lt_status targets_check(const char *op, const char *xn, const lt_tensor *
   *aux = (ce_aux){N, V, count, ig, smoothing ? o->label_smoothing : 0.0, o->reduction};
   *tout = t;
   return LT_OK;
+}
+
+/* targets_check_as for an x that exists. */
+static lt_status targets_check(const char *op, const char *xn, const lt_tensor *x, const lt_tensor *targets,
+                               const lt_cross_entropy_opts *o, bool smoothing, lt_tensor **tout, ce_aux *aux) {
+  *tout = NULL;
+  if (!x) return lt__err_null(op, xn);
+  return targets_check_as(op, xn, x, x->dtype, x->ndim, x->shape, targets, o, smoothing, tout, aux);
 }
 
 /* The loss tensor from per-row losses (double): [...] for none, else 0-d. */
@@ -275,6 +286,141 @@ lt_status lt__bw_cross_entropy(const lt_node *node, const lt_tensor *gout, lt_te
   }
   free(k);
   gin[0] = dx;
+  return LT_OK;
+}
+
+/* ======================================================================== */
+/* The chunked head: cross entropy of h w^T, a chunk of rows at a time      */
+/* ======================================================================== */
+
+/* llm.c's fused classifier (train_gpt2.c, fused_classifier), in chunks of
+ * rows: the forward makes each chunk's logits, its row losses and, when a
+ * gradient is wanted, its dlogits for an output gradient of 1 (the k_i of
+ * lt_cross_entropy's backward for gout 1: 1/count or 1), and sends them on
+ * into dh and dw at once; the backward only scales dh and dw by gout. */
+typedef struct lce_aux {
+  ce_aux ce;
+  bool gh, gw; /* saved: dh (if gh), then dw (if gw) */
+} lce_aux;
+
+#define LCE_CHUNK_LOGITS ((int64_t)16 << 20) /* logits per chunk when chunk_rows is 0 */
+
+lt_tensor *lt_linear_cross_entropy(const lt_tensor *h, const lt_tensor *w, const lt_tensor *targets,
+                                   const lt_cross_entropy_opts *opts, int64_t chunk_rows) {
+  const char *op = "linear_cross_entropy";
+  const lt_cross_entropy_opts o = opts ? *opts : LT_CROSS_ENTROPY_DEFAULTS;
+  if (!h) return lt__err_null(op, "h"), NULL;
+  if (!w) return lt__err_null(op, "w"), NULL;
+  if (!targets) return lt__err_null(op, "targets"), NULL;
+  if (!lt_dtype_is_float(h->dtype) || w->dtype != h->dtype)
+    return lt__err(LT_ERR_DTYPE, "%s: h is %s, w is %s: need f32 or f64, both of one dtype", op, LT__D(h), LT__D(w)),
+           NULL;
+  if (h->ndim < 1 || w->ndim != 2 || w->shape[1] != h->shape[h->ndim - 1] || w->shape[0] < 1)
+    return lt__err(LT_ERR_SHAPE, "%s: h is %s, w is %s: need h [..., C] and w [V, C] (V >= 1)", op, LT__D(h),
+                   LT__D(w)),
+           NULL;
+  if (targets->ndim != h->ndim - 1 || memcmp(targets->shape, h->shape, sizeof(int64_t) * (size_t)targets->ndim) != 0)
+    return lt__err(LT_ERR_SHAPE, "%s: h is %s, targets is %s: targets must have h's shape without the last dim, %s", op,
+                   LT__D(h), LT__D(targets), LT__S(h->ndim - 1, h->shape)),
+           NULL;
+  if (o.reduction == LT_REDUCTION_NONE)
+    return lt__err(LT_ERR_INVALID, "%s: reduction none is not supported (the gradient is made in the forward for a "
+                   "scalar loss; use lt_cross_entropy on lt_linear(h, w, NULL))", op),
+           NULL;
+  if (chunk_rows < 0) return lt__err(LT_ERR_INVALID, "%s: chunk_rows %lld: must be >= 0", op, (long long)chunk_rows), NULL;
+  const lt_dtype dt = h->dtype;
+  const int64_t V = w->shape[0], C = w->shape[1];
+  int64_t lshape[LT_MAX_DIMS];
+  memcpy(lshape, h->shape, sizeof lshape);
+  lshape[h->ndim - 1] = V;
+  lce_aux A = {.gh = lt__needs_grad(1, &h), .gw = lt__needs_grad(1, &w)};
+  lt_tensor *t;
+  if (targets_check_as(op, "h", h, dt, h->ndim, lshape, targets, &o, true, &t, &A.ce) != LT_OK) return NULL;
+  const ce_aux *a = &A.ce;
+  const int64_t N = a->N;
+  const int64_t R = N < 1 ? 1 : chunk_rows > 0 ? (chunk_rows < N ? chunk_rows : N)
+                              : (LCE_CHUNK_LOGITS / V < 1 ? 1 : LCE_CHUNK_LOGITS / V < N ? LCE_CHUNK_LOGITS / V : N);
+  const bool grad = A.gh || A.gw;
+  const size_t es = lt_dtype_size(dt);
+  lt_tensor *hown = NULL, *wown = NULL, *L = NULL, *D = NULL, *dh = NULL, *dw = NULL, *stat = NULL, *out = NULL;
+  double *loss = NULL, *k = NULL;
+  const lt_tensor *hc = lt__as_contig(h, dt, &hown), *wc = hc ? lt__as_contig(w, dt, &wown) : NULL;
+  if (!wc) goto done;
+  L = lt_empty(dt, 2, (const int64_t[]){R, V});      /* one chunk's logits */
+  stat = L ? lt_empty(dt, 2, (const int64_t[]){R, 2}) : NULL;
+  if (!stat || (grad && !(D = lt_empty(dt, 2, (const int64_t[]){R, V})))) goto done; /* its dlogits */
+  if (A.gh && !(dh = lt_empty(dt, h->ndim, h->shape))) goto done;
+  if (A.gw && !(dw = lt_empty(dt, 2, w->shape))) goto done;
+  loss = malloc(sizeof(double) * (size_t)(N > 0 ? N : 1));
+  k = malloc(sizeof(double) * (size_t)R);
+  if (!loss || !k) {
+    lt__err(LT_ERR_NOMEM, "%s: out of memory for %lld row losses", op, (long long)N);
+    goto done;
+  }
+  const double k1 = a->reduction == LT_REDUCTION_MEAN ? (a->count > 0 ? 1.0 / (double)a->count : 0.0) : 1.0;
+  for (int64_t i = 0; i < R; i++) k[i] = k1; /* row_factors for gout 1 */
+  const lt__mat wm = lt__mat_of(LT__MAT(wc->data, V, C, C, 1), wc);
+  const int64_t *tv = t->data;
+  lt_status st = LT_OK;
+  for (int64_t r0 = 0; r0 < N && st == LT_OK; r0 += R) {
+    const int64_t rows = N - r0 < R ? N - r0 : R;
+    const lt__mat hm = lt__mat_of(LT__MAT((const char *)hc->data + (size_t)(r0 * C) * es, rows, C, C, 1), hc);
+    const lt__mat Lm = LT__MAT(L->data, rows, V, V, 1), Dm = LT__MAT(D ? D->data : NULL, rows, V, V, 1);
+    /* logits [rows, V] = h_chunk [rows, C] w^T [C, V] */
+    if ((st = lt__mat_gemm(dt, false, 1.0, hm, lt__mat_t(wm), 0.0, Lm)) != LT_OK) break;
+    const int nt = lt__threads_for(rows * V, rows);
+#pragma omp parallel num_threads(nt) if (nt > 1)
+    {
+      const int64_t T = omp_get_num_threads(), id = omp_get_thread_num();
+      const int64_t q0 = rows * id / T, q1 = rows * (id + 1) / T;
+      if (dt == LT_DTYPE_F32) {
+        ce_fwd_f32(L->data, tv + r0, loss + r0, stat->data, a, q0, q1);
+        if (grad) ce_bwd_f32(D->data, L->data, tv + r0, stat->data, k, a, q0, q1);
+      } else {
+        ce_fwd_f64(L->data, tv + r0, loss + r0, stat->data, a, q0, q1);
+        if (grad) ce_bwd_f64(D->data, L->data, tv + r0, stat->data, k, a, q0, q1);
+      }
+    }
+    /* dh_chunk [rows, C] = dlogits [rows, V] w [V, C]; dw [V, C] += dlogits^T [V, rows] h_chunk [rows, C] */
+    if (A.gh)
+      st = lt__mat_gemm(dt, false, 1.0, Dm, wm, 0.0,
+                        LT__MAT((char *)dh->data + (size_t)(r0 * C) * es, rows, C, C, 1));
+    if (A.gw && st == LT_OK)
+      st = lt__mat_gemm(dt, false, 1.0, lt__mat_t(Dm), hm, r0 == 0 ? 0.0 : 1.0, LT__MAT(dw->data, V, C, C, 1));
+  }
+  if (st != LT_OK) goto done;
+  if (A.gw && N == 0 && lt_fill_(dw, 0.0) != LT_OK) goto done;
+  out = reduce_rows(dt, a, loss, targets->ndim, targets->shape, (double)a->count);
+  const lt_tensor *sv[2];
+  int ns = 0;
+  if (A.gh) sv[ns++] = dh;
+  if (A.gw) sv[ns++] = dw;
+  if (out && lt__record(out, LT__OP_linear_cross_entropy, 2, (const lt_tensor *[]){h, w}, ns, sv, &A, sizeof A) !=
+                 LT_OK) {
+    lt_tensor_free(out);
+    out = NULL;
+  }
+done:
+  free(loss);
+  free(k);
+  lt_tensor *tmp[] = {hown, wown, L, D, dh, dw, stat, t};
+  for (size_t i = 0; i < sizeof tmp / sizeof *tmp; i++) lt_tensor_free(tmp[i]);
+  return out;
+}
+
+/* Saved: dh [..., C] (if gh) and dw [V, C] (if gw), the gradients for an
+ * output gradient of 1: gin = gout * saved (gout 1: the saved tensors as they are). */
+lt_status lt__bw_linear_cross_entropy(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
+  const lce_aux *A = (const lce_aux *)node->aux;
+  double g;
+  if (lt_item(gout, &g) != LT_OK) return lt_last_status();
+  int k = 0;
+  for (int i = 0; i < 2; i++) {
+    if (!(i == 0 ? A->gh : A->gw)) continue;
+    const lt_tensor *s = node->saved[k++];
+    if (!lt__needs_input_grad(node, i)) continue;
+    if (!(gin[i] = g == 1.0 ? lt_detach(s) : lt_mul_scalar(s, g))) return lt_last_status();
+  }
   return LT_OK;
 }
 

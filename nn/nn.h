@@ -181,6 +181,26 @@ typedef struct lt_cross_entropy_opts {
 } lt_cross_entropy_opts;
 #define LT_CROSS_ENTROPY_DEFAULTS ((lt_cross_entropy_opts){-100, 0.0, LT_REDUCTION_MEAN})
 LT_API lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
+/* The cross entropy of the logits h w^T without them (a tied output head:
+ * llm.c's fused classifier): h [..., C] hidden states (N rows), w [V, C]
+ * (the embedding), targets [...] as lt_cross_entropy's, opts as
+ * lt_cross_entropy's except LT_REDUCTION_NONE (refused). The rows go in
+ * chunks of chunk_rows (0: as many as make about 16 Mi logits, 64 MiB in
+ * f32): per chunk, logits = h_chunk w^T, the row losses, and, when a
+ * gradient is wanted, dlogits (for an output gradient of 1), dh_chunk =
+ * dlogits w and dw += dlogits^T h_chunk; so at most two chunks of logits
+ * exist at a time, never the N x V logits or their gradient. The forward
+ * keeps dh [N, C] and dw [V, C] for the backward, which scales them by the
+ * output gradient. Products go through autocast like lt_linear's. The same
+ * loss as lt_cross_entropy(lt_linear(h, w, NULL), targets, opts) (sums in
+ * double, the same row kernels) and gradients within rounding of its (the
+ * products are summed in other groupings; tests/test_recompute.c: 1e-6 of
+ * the largest, f32 and bf16 autocast). h and w float of one dtype
+ * (f32/f64). Returns new (a 0-d loss). Errors: those of lt_cross_entropy
+ * (named "linear_cross_entropy"), w not [V, C] with h's C, dtypes,
+ * chunk_rows < 0, reduction none. */
+LT_API lt_tensor *lt_linear_cross_entropy(const lt_tensor *h, const lt_tensor *w, const lt_tensor *targets,
+                                   const lt_cross_entropy_opts *opts, int64_t chunk_rows);
 /* logp [N, V] log-probabilities; same target rules (label_smoothing unused). */
 LT_API lt_tensor *lt_nll_loss(const lt_tensor *logp, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
 /* Top-k accuracy (a metric, not differentiable): the fraction of rows of

@@ -11,6 +11,7 @@
  */
 #include "nn/transformer_layer.h"
 
+#include "autograd/recompute.h"
 #include "nn/params_internal.h"
 #include "tensor/error_internal.h"
 
@@ -34,6 +35,12 @@ lt_tensor *lt_norm_forward(const lt_norm_m *m, const lt_tensor *x) {
   if (!m) return lt__err(LT_ERR_NULL, "norm_forward: m is NULL"), NULL;
   return m->kind == LT_NORM_RMS ? lt_rms_norm_forward(&m->rn, x) : lt_layer_norm_forward(&m->ln, x);
 }
+
+/* ---- the recompute choice -------------------------------------------------------- */
+
+static const char *const RECOMPUTE_NAMES[] = {"none", "attention", "layer"};
+const char *lt_recompute_mode_name(lt_recompute_mode m) { return lt_enum_name(RECOMPUTE_NAMES, 3, (int)m); }
+LT_ENUM_PARSER(lt_recompute_mode_parse, lt_recompute_mode, "recompute mode", RECOMPUTE_NAMES, 3, NULL, 0)
 
 /* ---- construction -------------------------------------------------------------- */
 
@@ -151,36 +158,96 @@ static lt_tensor *sub_out(const lt_norm_m *n, const lt_tensor *x, lt_tensor *y, 
   return o;
 }
 
-/* The layer on x [B, T, C]; memory [B, S, C] for the cross-attention. With
- * lc (incremental decoding), attention reads and extends the caches: x holds
- * the new positions only. Returns new. */
+/* One attention sublayer (which 0: self-attention, norm1; 1: cross-attention
+ * over memory, norm2) on x: pre-norm x + dropout(attn(norm(x))), post-norm
+ * norm(x + dropout(attn(x))). With lc, attention reads and extends the
+ * caches. Returns new. */
+static lt_tensor *attn_sublayer(const lt_transformer_layer *Ly, int which, const lt_tensor *x, const lt_tensor *memory,
+                                const lt_attention_opts *mask, int64_t pos0, const lt_nn_ctx *ctx,
+                                lt_transformer_layer_cache *lc) {
+  const bool pre = Ly->opts.norm_first;
+  const lt_norm_m *n = which == 0 ? &Ly->norm1 : &Ly->norm2;
+  lt_tensor *own;
+  const lt_tensor *h = sub_in(n, x, pre, &own);
+  lt_tensor *y = NULL;
+  if (h && which == 0)
+    y = lc ? lt_mha_forward_cached(&Ly->self_attn, h, h, &lc->self, mask, pos0)
+           : lt_mha_forward(&Ly->self_attn, h, h, mask, pos0, ctx, NULL);
+  else if (h)
+    y = lc ? lt_mha_forward_cached(&Ly->cross_attn, h, lc->cross.len == 0 ? memory : NULL, &lc->cross, mask, 0)
+           : lt_mha_forward(&Ly->cross_attn, h, memory, mask, 0, ctx, NULL);
+  lt_tensor_free(own);
+  return y ? sub_out(n, x, y, pre, Ly->opts.dropout, ctx) : NULL;
+}
+
+/* The arguments of a recomputed region (copied by lt_recompute: the masks'
+ * tensors and the generator stay borrowed, alive for the training step). */
+typedef struct region_args {
+  const lt_transformer_layer *Ly;
+  int which;               /* 0, 1: attn_sublayer's; 2: the whole layer */
+  lt_attention_opts mask;  /* which 0, 1: its mask; 2: the self-attention's */
+  lt_attention_opts mem_mask;
+  bool has_mask, has_mem_mask, has_ctx;
+  int64_t pos0;
+  lt_nn_ctx ctx;
+} region_args;
+
 static lt_tensor *layer_forward(const lt_transformer_layer *Ly, const lt_tensor *x, const lt_tensor *memory,
                                 const lt_attention_opts *self_mask, const lt_attention_opts *mem_mask,
-                                int64_t pos0, const lt_nn_ctx *ctx, lt_transformer_layer_cache *lc) {
-  const bool pre = Ly->opts.norm_first;
-  const double p = Ly->opts.dropout;
-  lt_tensor *own;
-  const lt_tensor *h = sub_in(&Ly->norm1, x, pre, &own);
-  lt_tensor *y = !h ? NULL
-                 : lc ? lt_mha_forward_cached(&Ly->self_attn, h, h, &lc->self, self_mask, pos0)
-                      : lt_mha_forward(&Ly->self_attn, h, h, self_mask, pos0, ctx, NULL);
-  lt_tensor_free(own);
-  lt_tensor *cur = y ? sub_out(&Ly->norm1, x, y, pre, p, ctx) : NULL;
+                                int64_t pos0, const lt_nn_ctx *ctx, lt_transformer_layer_cache *lc, bool whole);
+
+/* in[0] x, in[1] memory (cross-attention, whole decoder layer). */
+static lt_tensor *region_fn(int n, lt_tensor *const *in, void *user) {
+  const region_args *a = user;
+  const lt_attention_opts *m = a->has_mask ? &a->mask : NULL;
+  const lt_nn_ctx *ctx = a->has_ctx ? &a->ctx : NULL;
+  if (a->which == 2)
+    return layer_forward(a->Ly, in[0], n > 1 ? in[1] : NULL, m, a->has_mem_mask ? &a->mem_mask : NULL, a->pos0, ctx,
+                         NULL, false);
+  return attn_sublayer(a->Ly, a->which, in[0], n > 1 ? in[1] : NULL, m, a->pos0, ctx, NULL);
+}
+
+/* attn_sublayer (which 0, 1) or the whole layer (2) as a recomputed region. */
+static lt_tensor *region(const lt_transformer_layer *Ly, int which, const lt_tensor *x, const lt_tensor *memory,
+                         const lt_attention_opts *mask, const lt_attention_opts *mem_mask, int64_t pos0,
+                         const lt_nn_ctx *ctx) {
+  region_args a = {.Ly = Ly, .which = which, .has_mask = mask != NULL, .has_mem_mask = mem_mask != NULL,
+                   .has_ctx = ctx != NULL, .pos0 = pos0};
+  if (mask) a.mask = *mask;
+  if (mem_mask) a.mem_mask = *mem_mask;
+  if (ctx) a.ctx = *ctx;
+  static const char *const names[] = {"self-attention sublayer", "cross-attention sublayer", "transformer layer"};
+  const lt_recompute_opts o = {.name = names[which], .gen = ctx && ctx->training ? ctx->gen : NULL,
+                               .user_size = sizeof a};
+  return lt_recompute(region_fn, memory ? 2 : 1, (lt_tensor *[]){(lt_tensor *)x, (lt_tensor *)memory}, &a, &o);
+}
+
+/* The layer on x [B, T, C]; memory [B, S, C] for the cross-attention. With
+ * lc (incremental decoding), attention reads and extends the caches: x holds
+ * the new positions only. whole: the layer's recompute mode applies (false
+ * inside a region). Returns new. */
+static lt_tensor *layer_forward(const lt_transformer_layer *Ly, const lt_tensor *x, const lt_tensor *memory,
+                                const lt_attention_opts *self_mask, const lt_attention_opts *mem_mask,
+                                int64_t pos0, const lt_nn_ctx *ctx, lt_transformer_layer_cache *lc, bool whole) {
+  const lt_recompute_mode rc = whole && !lc ? Ly->recompute : LT_RECOMPUTE_NONE;
+  if (rc == LT_RECOMPUTE_LAYER) return region(Ly, 2, x, Ly->has_cross ? memory : NULL, self_mask, mem_mask, pos0, ctx);
+  const bool ra = rc == LT_RECOMPUTE_ATTENTION;
+  lt_tensor *cur = ra ? region(Ly, 0, x, NULL, self_mask, NULL, pos0, ctx)
+                      : attn_sublayer(Ly, 0, x, NULL, self_mask, pos0, ctx, lc);
   if (!cur) return NULL;
   const lt_norm_m *ffn_norm = &Ly->norm2;
   if (Ly->has_cross) {
-    h = sub_in(&Ly->norm2, cur, pre, &own);
-    y = !h ? NULL
-        : lc ? lt_mha_forward_cached(&Ly->cross_attn, h, lc->cross.len == 0 ? memory : NULL, &lc->cross, mem_mask, 0)
-             : lt_mha_forward(&Ly->cross_attn, h, memory, mem_mask, 0, ctx, NULL);
-    lt_tensor_free(own);
-    if (!step(&cur, y ? sub_out(&Ly->norm2, cur, y, pre, p, ctx) : NULL)) return NULL;
+    if (!step(&cur, ra ? region(Ly, 1, cur, memory, mem_mask, NULL, 0, ctx)
+                       : attn_sublayer(Ly, 1, cur, memory, mem_mask, 0, ctx, lc)))
+      return NULL;
     ffn_norm = &Ly->norm3;
   }
-  h = sub_in(ffn_norm, cur, pre, &own);
-  y = h ? lt_ffn_forward(&Ly->ffn, h, ctx) : NULL;
+  const bool pre = Ly->opts.norm_first;
+  lt_tensor *own;
+  const lt_tensor *h = sub_in(ffn_norm, cur, pre, &own);
+  lt_tensor *y = h ? lt_ffn_forward(&Ly->ffn, h, ctx) : NULL;
   lt_tensor_free(own);
-  step(&cur, y ? sub_out(ffn_norm, cur, y, pre, p, ctx) : NULL);
+  step(&cur, y ? sub_out(ffn_norm, cur, y, pre, Ly->opts.dropout, ctx) : NULL);
   return cur;
 }
 
@@ -203,7 +270,7 @@ lt_tensor *lt_transformer_encoder_layer_forward(const lt_transformer_layer *m, c
   if (m->has_cross)
     return lt__err(LT_ERR_INVALID, "%s: a decoder layer needs the memory (transformer_decoder_layer_forward)", op), NULL;
   if (check_input(op, m, x, "x") != LT_OK) return NULL;
-  return layer_forward(m, x, NULL, self_mask, NULL, pos0, ctx, NULL);
+  return layer_forward(m, x, NULL, self_mask, NULL, pos0, ctx, NULL, true);
 }
 
 lt_tensor *lt_transformer_decoder_layer_forward(const lt_transformer_layer *m, const lt_tensor *x,
@@ -220,7 +287,7 @@ lt_tensor *lt_transformer_decoder_layer_forward(const lt_transformer_layer *m, c
   if (check_input(op, m, x, "x") != LT_OK || check_input(op, m, memory, "memory") != LT_OK) return NULL;
   if (memory->shape[0] != x->shape[0])
     return lt__err(LT_ERR_SHAPE, "%s: x is %s, memory is %s: batch sizes differ", op, LT__D(x), LT__D(memory)), NULL;
-  return layer_forward(m, x, memory, self_mask, mem_mask, pos0, ctx, NULL);
+  return layer_forward(m, x, memory, self_mask, mem_mask, pos0, ctx, NULL, true);
 }
 
 /* ---- incremental decoding ------------------------------------------------------- */
@@ -253,5 +320,5 @@ lt_tensor *lt_transformer_layer_forward_cached(const lt_transformer_layer *m, co
     if (check_input(op, m, memory, "memory") != LT_OK) return NULL;
     c->cross.cap = memory->shape[1];
   }
-  return layer_forward(m, x, m->has_cross ? memory : NULL, self_mask, mem_mask, pos0, NULL, c);
+  return layer_forward(m, x, m->has_cross ? memory : NULL, self_mask, mem_mask, pos0, NULL, c, true);
 }

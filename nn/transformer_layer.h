@@ -94,6 +94,15 @@ typedef struct lt_transformer_layer_opts {
                                .norm = LT_NORM_LAYER, .norm_eps = 1e-5, .bias = true, .rope = false,         \
                                .rope_base = 10000.0})
 
+/* What a layer recomputes in its backward instead of keeping
+ * (autograd/recompute.h; `train --recompute`): nothing, each attention
+ * sublayer (norm, projections, attention, dropout, residual: its
+ * activations are dropped, the FFN's kept), or the whole layer (only its
+ * input is kept). The gradients are the same bits in every mode. */
+typedef enum { LT_RECOMPUTE_NONE = 0, LT_RECOMPUTE_ATTENTION = 1, LT_RECOMPUTE_LAYER = 2 } lt_recompute_mode;
+LT_API const char *lt_recompute_mode_name(lt_recompute_mode m); /* "none", "attention", "layer"; borrowed */
+LT_API lt_status lt_recompute_mode_parse(const char *s, lt_recompute_mode *out); /* LT_ERR_INVALID naming the choices */
+
 /* One layer: an encoder layer (has_cross false) or a decoder layer. */
 typedef struct lt_transformer_layer {
   lt_transformer_layer_opts opts;
@@ -102,6 +111,7 @@ typedef struct lt_transformer_layer {
   lt_mha cross_attn;           /* decoder layer only */
   lt_ffn ffn;                  /* linear1 [d_ff, C], linear2 [C, d_ff] (SwiGLU: w1, w2, w3) */
   lt_norm_m norm1, norm2, norm3; /* norm3: decoder layer only */
+  lt_recompute_mode recompute; /* LT_RECOMPUTE_NONE after init; the caller may set it (training forward only) */
 } lt_transformer_layer;
 typedef lt_transformer_layer lt_transformer_encoder_layer;
 typedef lt_transformer_layer lt_transformer_decoder_layer;

@@ -81,6 +81,7 @@ void lt__node_release(lt_node *node) {
         todo = f;
       }
     }
+    lt__rc_on_free(n);
     free_saved(n);
     lt__tensor_release(n->grad_acc);
     free(n->in);
@@ -143,6 +144,10 @@ lt_status lt__record(lt_tensor *out, lt__op_id op, int nin, const lt_tensor *con
   n->out_dtype = out->dtype;
   n->out_ndim = out->ndim;
   memcpy(n->out_shape, out->shape, sizeof n->out_shape);
+  if ((st = lt__rc_on_record(n)) != LT_OK) { /* inside a region: it joins it */
+    lt__node_release(n);
+    return st;
+  }
   out->grad_fn = n;
   out->requires_grad = true;
   return LT_OK;

@@ -63,6 +63,12 @@ struct lt_node {
   /* a hook registered on the (non-leaf) output tensor, copied at record time */
   lt_grad_hook hook;
   void *hook_user;
+  /* activation checkpointing (autograd/recompute.c): the region this node
+   * was recorded in (one reference), its place there, and whether its saved
+   * tensors are dropped until the region runs again */
+  struct lt__rc_region *rc;
+  int64_t rc_index;
+  bool rc_dropped;
   /* engine scratch */
   int64_t topo_mark;
   int pending;
@@ -101,6 +107,19 @@ extern const char *const lt__op_names[LT__OP_COUNT];
 static inline const char *lt__node_name(const lt_node *node) {
   return node->name ? node->name : lt__op_names[node->op];
 }
+
+/* Activation checkpointing (autograd/recompute.c). lt__record hands every
+ * node it makes to lt__rc_on_record (LT_OK at once outside a region), and
+ * lt__node_release every node it frees to lt__rc_on_free. The engine calls
+ * lt__rc_restore on a node whose saved tensors are dropped (rc_dropped):
+ * the region runs again and every dropped node of it gets its tensors back;
+ * and lt__rc_drop after such a node's backward when the graph is not
+ * retained. */
+typedef struct lt__rc_region lt__rc_region;
+lt_status lt__rc_on_record(lt_node *node);
+void lt__rc_on_free(lt_node *node);
+lt_status lt__rc_restore(lt_node *node);
+void lt__rc_drop(lt_node *node);
 
 /* Inside a backward: does input i need a gradient? */
 static inline bool lt__needs_input_grad(const lt_node *node, int i) {

@@ -562,7 +562,7 @@ START_TEST(test_reader_corrupt) {
 END_TEST
 
 START_TEST(test_reader_real_files) {
-  const char *files[] = {"nn_functional.bin", "nn_attention.bin", "nn_optim.bin"};
+  const char *files[] = {"nn_functional.bin", "nn_attention.bin", "nn_optim.bin", "nn_lce.bin"};
   for (int k = 0; k < 3; k++) {
     lt_fixture *f = lt_fx_open(files[k]);
     ck_assert_int_gt(lt_fixture_count(f), 100);
@@ -717,6 +717,18 @@ END_TEST
 
 START_TEST(test_losses) {
   RUN_GROUPS("nn_functional.bin", "losses", {"ce.", body_ce}, {"nll.", body_nll}, {"mse.", body_mse});
+}
+END_TEST
+
+/* nn_lce.bin: the chunked head against F.cross_entropy(h @ w.T, targets). */
+static void body_lce(fx_case *c) {
+  lt_cross_entropy_opts o = ce_opts(c);
+  fx_check(c, lt_linear_cross_entropy(fx_in(c, "h"), fx_in(c, "w_"), fx_in(c, "targets"), &o,
+                                      (int64_t)fx_num(c, "chunk_rows")));
+}
+
+START_TEST(test_chunked_head) {
+  RUN_GROUPS("nn_lce.bin", "chunked head", {"lce.", body_lce});
 }
 END_TEST
 
@@ -1700,6 +1712,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_norms, 0, 2);
   tcase_add_loop_test(tc, test_activations, 0, 2);
   tcase_add_loop_test(tc, test_losses, 0, 2);
+  tcase_add_loop_test(tc, test_chunked_head, 0, 2);
   tcase_add_loop_test(tc, test_more_losses, 0, 2);
   tcase_add_loop_test(tc, test_more_order, 0, 2);
   tcase_add_loop_test(tc, test_more_conv, 0, 2);

@@ -14,6 +14,9 @@
  *     every step (==) and the same final parameters and optimizer state;
  *   - the same under --precision bf16, for an encoder-decoder and for a
  *     decoder-only model stopped half way;
+ *   - --recompute attention and layer give --recompute none's losses and
+ *     parameters bit for bit (dropout, bf16, accumulation); --chunked-head
+ *     its first loss within 1e-6, and resumes;
  *   - a decoder-only model on a generated text: the validation loss falls and
  *     text is generated; generate --precision bf16 continues prompts greedily
  *     as f32 does;
@@ -860,6 +863,49 @@ START_TEST(config_meta_round_trip) {
 }
 END_TEST
 
+/* --recompute attention and layer give the losses, validation losses and
+ * final parameters of --recompute none bit for bit (decoder-only, dropout on,
+ * bf16 autocast, two micro-batches a step); --chunked-head gives the same
+ * first loss within 1e-6 and a falling loss, and is kept across a resume. */
+START_TEST(recompute_and_chunked_head_runs) {
+  enum { N = 6 };
+  write_text(in_tmp("rtext.txt"), 400);
+  const char *modes[] = {"none", "attention", "layer"};
+  double l[3][N], v[3][N];
+  long long st[N];
+  char args[2048], dir[64], log[64];
+  for (int k = 0; k < 4; k++) {
+    snprintf(dir, sizeof dir, "rc%d", k);
+    snprintf(log, sizeof log, "rc%d.log", k);
+    snprintf(args, sizeof args, TINY_LM " --text '%s' --gen-tokens 0 --steps %d --eval-every 3 --threads 2 --dropout 0.1 "
+             "--precision bf16 --accum 2 %s%s --ckpt-dir '%s'", in_tmp("rtext.txt"), N, k < 3 ? "--recompute " : "",
+             k < 3 ? modes[k] : "--chunked-head --stop-after 3", in_tmp(dir));
+    expect_exit(run_train(args, log), 0, log);
+    if (k == 3) break;
+    ck_assert_int_eq(read_csv(lt_test_join(in_tmp(dir), "metrics.csv"), COL_LOSS, l[k], st, N), N);
+    ck_assert_int_eq(read_csv(lt_test_join(in_tmp(dir), "metrics.csv"), COL_VAL_LOSS, v[k], st, N), N);
+  }
+  for (int k = 1; k < 3; k++) {
+    for (int i = 0; i < N; i++) {
+      ck_assert_msg(l[k][i] == l[0][i], "--recompute %s: step %d loss %.17g, none %.17g", modes[k], i + 1, l[k][i],
+                    l[0][i]);
+      ck_assert_msg((isnan(v[k][i]) && isnan(v[0][i])) || v[k][i] == v[0][i], "--recompute %s: step %d validation %.17g, "
+                    "none %.17g", modes[k], i + 1, v[k][i], v[0][i]);
+    }
+    char a[64];
+    snprintf(a, sizeof a, "rc%d", k);
+    expect_same_params(ckpt("rc0", N), ckpt(a, N));
+  }
+  /* the chunked head, stopped at 3 and resumed (the flag is a saved run setting) */
+  snprintf(args, sizeof args, "--resume '%s' --threads 1", in_tmp("rc3"));
+  expect_exit(run_train(args, "rc3b.log"), 0, "rc3b.log");
+  double c[N];
+  ck_assert_int_eq(read_csv(in_tmp("rc3/metrics.csv"), COL_LOSS, c, st, N), N);
+  ck_assert_msg(fabs(c[0] - l[0][0]) <= 1e-6 * fabs(l[0][0]), "--chunked-head: first loss %.9g, plain %.9g", c[0], l[0][0]);
+  ck_assert_msg(c[N - 1] < c[0], "--chunked-head: the loss went from %g to %g", c[0], c[N - 1]);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("train_e2e");
   TCase *lib = tcase_create("generate");
@@ -876,6 +922,7 @@ int main(void) {
   tcase_add_test(tc, bf16_decoder_only_resume_is_bit_exact);
   tcase_add_test(tc, dumped_data_reproduces_the_run);
   tcase_add_test(tc, decoder_only_learns_a_text_and_generates);
+  tcase_add_test(tc, recompute_and_chunked_head_runs);
   tcase_add_test(tc, sigint_saves_and_resumes);
   tcase_add_test(tc, nonfinite_steps_stop_the_run);
   tcase_add_test(tc, bad_flags_and_data);

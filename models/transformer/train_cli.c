@@ -34,6 +34,7 @@ const char *from_ename(int i) { return lt_tf_tokenizer_from_name(i); }
 const char *optim_ename(int i) { return lt_optim_kind_name((lt_optim_kind)i); }
 const char *sched_ename(int i) { return lt_schedule_kind_name((lt_schedule_kind)i); }
 const char *overlong_ename(int i) { return lt_overlong_name((lt_overlong)i); }
+static const char *recompute_ename(int i) { return lt_recompute_mode_name((lt_recompute_mode)i); }
 static bool arch_alias(const char *text, int *value) { /* encdec, decoder, encoder */
   lt_tf_arch a;
   return lt_tf_arch_parse(text, &a) == LT_OK ? (*value = (int)a, true) : false;
@@ -203,6 +204,12 @@ static const lt_cli_opt OPTS[] = {
     OE("precision", precision, F_RUN, lt_cli_precision_name, LT_CLI_PRECISION_COUNT,
        "matrix products in f32, or bf16 with f32 accumulation (autocast; master weights, gradients and "
        "optimizer state stay f32; docs/mixed-precision.md)", "f32"),
+    OE("recompute", recompute, F_RUN, recompute_ename, 3,
+       "what each layer recomputes in the backward instead of keeping: none, its attention sublayers, or the whole "
+       "layer (less memory, one more forward of it; the same gradients bit for bit; docs/train.md)", "none"),
+    O("chunked-head", LT_CLI_BOOL, chunked_head, F_RUN, NULL, 0, 0,
+      "decoder losses through the chunked cross-entropy head: the B x T x V logits never exist (the same loss "
+      "within rounding; docs/train.md)"),
     OD("csv", LT_CLI_STRING, csv, F_RUN | F_NOSAVE, "FILE", 1, PATH_MAX_LEN, "metrics CSV, one row per step",
        "<ckpt-dir>/metrics.csv"),
     OD("max-memory", LT_CLI_INT, max_memory, F_RUN | F_NOSAVE, "MIB", 0, INT64_MAX >> 20,

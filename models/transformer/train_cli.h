@@ -74,6 +74,8 @@ typedef struct options {
   double bucket_mb;           /* --bucket-mb: gradient bucket size in MiB; 0: not given */
   int64_t zero;               /* --zero: 1 = ZeRO-1 (optimizer state sharded across ranks), 0 = off */
   int precision;              /* LT_CLI_PRECISION_* */
+  int recompute;              /* lt_recompute_mode: what the layers recompute in the backward */
+  bool chunked_head;          /* the loss through lt_transformer_decode_loss (no B x T x V logits) */
   const char *csv;
   int64_t max_memory;         /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
   bool allow_unchecksummed;

@@ -272,7 +272,9 @@ static lt_status hook_begin_step(void *user, int64_t step, int64_t accum) {
 static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
   run *r = user;
   lt_nn_ctx ctx = {true, r->dropout_gen};
-  lt_tensor *logits, *labels;
+  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, r->o.label_smoothing, LT_REDUCTION_MEAN};
+  const bool chunked = r->o.chunked_head; /* a decoder's loss without its logits */
+  lt_tensor *logits = NULL, *labels, *loss = NULL;
   if (r->D.kind == LT_TF_DATA_LM) {
     lt_tensor *x, *y;
     TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
@@ -289,8 +291,9 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
     }
     m->tokens = none ? 0 : y->numel;
     if (!m->forward) return LT_OK; /* the batch is still consumed: the data order stays that of a clean run */
-    logits = lt_transformer_decode(r->model, x, NULL, NULL, NULL, 0, &ctx); /* [B, T, V] */
     labels = y;
+    if (chunked) loss = lt_transformer_decode_loss(r->model, x, NULL, NULL, NULL, labels, &ce, 0, &ctx);
+    else logits = lt_transformer_decode(r->model, x, NULL, NULL, NULL, 0, &ctx); /* [B, T, V] */
     m->weight = none ? 0.0 : 1.0 / (double)m->accum;
   } else {
     lt_seq2seq_batch *b = &r->mb[m->index];
@@ -301,16 +304,18 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
       labels = lt_select(b->labels, 1, 0);
     } else {
       lt_tensor *mem = lt_transformer_encode(r->model, b->src, b->src_mask, &ctx);                  /* [B, S, C] */
-      logits = lt_transformer_decode(r->model, b->tgt_in, b->tgt_mask, mem, b->src_mask, 0, &ctx); /* [B, T, V] */
       labels = b->labels;
+      if (chunked && mem)
+        loss = lt_transformer_decode_loss(r->model, b->tgt_in, b->tgt_mask, mem, b->src_mask, labels, &ce, 0, &ctx);
+      else if (!chunked)
+        logits = lt_transformer_decode(r->model, b->tgt_in, b->tgt_mask, mem, b->src_mask, 0, &ctx); /* [B, T, V] */
     }
     /* The loss is the mean over this rank's targets: weighted by their share
      * of the step's targets on all ranks, times N, since the trainer averages
      * the ranks' gradients and losses (divides their sum by N). */
     m->weight = r->mb_total > 0 ? (double)r->mb_n[m->index] * lt_dist_size() / (double)r->mb_total : 0;
   }
-  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, r->o.label_smoothing, LT_REDUCTION_MEAN};
-  m->loss = logits && labels ? lt_cross_entropy(logits, labels, &ce) : NULL;
+  m->loss = loss ? loss : logits && labels ? lt_cross_entropy(logits, labels, &ce) : NULL;
   if (!m->loss) die_lt(EXIT_DATA, "training forward");
   return LT_OK;
 }
@@ -658,6 +663,7 @@ int main(int argc, char **argv) {
   lt_generator_free(init);
   if (!r->model) die_lt(EXIT_USAGE, "building the model");
   r->params = lt_transformer_params(r->model);
+  TRY(EXIT_USAGE, lt_transformer_set_recompute(r->model, (lt_recompute_mode)r->o.recompute), "--recompute");
   if (r->o.init_from) TRY(EXIT_DATA, lt_tf_source_load_weights(r->o.init_from, r->model, &lo), "--init-from");
   if (!(r->cfg_meta = lt_ckpt_meta_new())) die(EXIT_DATA, "out of memory");
   TRY(EXIT_DATA, lt_tf_config_to_meta(&r->cfg, r->cfg_meta), "saving the model configuration");

@@ -30,8 +30,13 @@
  * in one batch) adds a key padding mask over its columns and per-row
  * positions (docs/decoding.md).
  *
- * What this is not: a generation loop (models/transformer/decode.c), nor the loss (the caller applies
- * lt_cross_entropy to the logits), nor PyTorch's packed in_proj_weight (the
+ * Training memory: lt_transformer_set_recompute makes every layer recompute
+ * its attention sublayers or itself in the backward (autograd/recompute.h),
+ * and lt_transformer_decode_loss gives the loss through the chunked head
+ * (lt_linear_cross_entropy), so the B x T x V logits never exist.
+ *
+ * What this is not: a generation loop (models/transformer/decode.c), nor the loss of lt_transformer_decode (the
+ * caller applies lt_cross_entropy to the logits), nor PyTorch's packed in_proj_weight (the
  * attention projections are four separate Linears, see nn/mha.c).
  */
 #include "models/transformer/transformer.h"
@@ -562,9 +567,17 @@ lt_tensor *lt_transformer_encode_typed(const lt_transformer *m, const lt_tensor 
 
 /* The decoder, whole-sequence (cache NULL) or incremental (positions from
  * the cache's length). Arguments as lt_transformer_decode. */
+/* With labels (whole-sequence only): the loss of the logits through the
+ * chunked head (lt_linear_cross_entropy) instead of the logits. */
+typedef struct head_loss {
+  const lt_tensor *labels;
+  const lt_cross_entropy_opts *ce;
+  int64_t chunk_rows;
+} head_loss;
+
 static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
                               const lt_tensor *memory, const lt_tensor *src_pad, int64_t pos0, const lt_nn_ctx *ctx,
-                              lt_tf_cache *cache) {
+                              lt_tf_cache *cache, const head_loss *hl) {
   if (!m) return lt_error_set(LT_ERR_NULL, "%s: the model is NULL", op), NULL;
   const lt_tf_config *c = &m->cfg;
   if (!m->dec)
@@ -628,7 +641,8 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
                             : lt_transformer_encoder_layer_forward(L, x, &self_mask, pos0, ctx));
   }
   if (x && m->has_dec_norm) step(&x, lt_norm_forward(&m->dec_norm, x));
-  if (x) step(&x, m->has_lm_head ? lt_linear_forward(&m->lm_head, x) : lt_linear(x, m->embed.weight, NULL));
+  const lt_tensor *head = m->has_lm_head ? m->lm_head.weight : m->embed.weight; /* [V, C] */
+  if (x) step(&x, hl ? lt_linear_cross_entropy(x, head, hl->labels, hl->ce, hl->chunk_rows) : lt_linear(x, head, NULL));
   if (cache && !x)
     for (int64_t i = 0; i < cache->n; i++) cache->layer[i].self.len = lens[2 * i], cache->layer[i].cross.len = lens[2 * i + 1];
   free(lens);
@@ -639,7 +653,25 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
 lt_tensor *lt_transformer_decode(const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
                                  const lt_tensor *memory, const lt_tensor *src_pad, int64_t pos0,
                                  const lt_nn_ctx *ctx) {
-  return decode_impl("transformer_decode", m, tgt, tgt_pad, memory, src_pad, pos0, ctx, NULL);
+  return decode_impl("transformer_decode", m, tgt, tgt_pad, memory, src_pad, pos0, ctx, NULL, NULL);
+}
+
+lt_tensor *lt_transformer_decode_loss(const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
+                                      const lt_tensor *memory, const lt_tensor *src_pad, const lt_tensor *labels,
+                                      const lt_cross_entropy_opts *ce, int64_t chunk_rows, const lt_nn_ctx *ctx) {
+  if (!labels) return lt_error_null_arg("transformer_decode_loss", "labels"), NULL;
+  const head_loss hl = {labels, ce, chunk_rows};
+  return decode_impl("transformer_decode_loss", m, tgt, tgt_pad, memory, src_pad, 0, ctx, NULL, &hl);
+}
+
+lt_status lt_transformer_set_recompute(lt_transformer *m, lt_recompute_mode mode) {
+  if (!m) return lt_error_set(LT_ERR_NULL, "transformer_set_recompute: the model is NULL");
+  if ((unsigned)mode > LT_RECOMPUTE_LAYER)
+    return lt_error_set(LT_ERR_INVALID, "transformer_set_recompute: mode %d: must be LT_RECOMPUTE_NONE, _ATTENTION or "
+                        "_LAYER", (int)mode);
+  for (int64_t i = 0; i < m->n_enc; i++) m->enc[i].recompute = mode;
+  for (int64_t i = 0; i < m->n_dec; i++) m->dec[i].recompute = mode;
+  return LT_OK;
 }
 
 /* ---- incremental decoding ---------------------------------------------------- */
@@ -751,7 +783,7 @@ lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, c
   if (m && c->n != m->n_dec)
     return lt_error_set(LT_ERR_INVALID, "%s: the cache has %lld layers, the model's decoder %lld: made for another model",
                    op, (long long)c->n, (long long)m->n_dec), NULL;
-  return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c);
+  return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c, NULL);
 }
 
 /* Mean over the non-padding positions: sum_s h * keep / max(count, eps)

@@ -31,6 +31,7 @@
 #define LT_TRANSFORMER_H
 
 #include "nn/nn.h"
+#include "nn/transformer_layer.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -175,6 +176,24 @@ LT_API lt_tensor *lt_transformer_embed(const lt_transformer *m, const lt_tensor 
 LT_API lt_tensor *lt_transformer_decode(const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
                                  const lt_tensor *memory, const lt_tensor *src_pad, int64_t pos0,
                                  const lt_nn_ctx *ctx);
+
+/* The decoder's loss through the chunked head: the same as
+ * lt_cross_entropy(lt_transformer_decode(m, tgt, tgt_pad, memory, src_pad,
+ * 0, ctx), labels, ce) (within rounding, nn/nn.h lt_linear_cross_entropy)
+ * without the B x T x V logits: the head (the tied embedding, or lm_head)
+ * and the loss go chunk_rows rows at a time (0: about 16 Mi logits a
+ * chunk), forward and backward fused. labels [B, T] (i32/i64); ce NULL is
+ * LT_CROSS_ENTROPY_DEFAULTS (reduction none is refused). Returns new (0-d).
+ * Errors as lt_transformer_decode and lt_linear_cross_entropy. */
+LT_API lt_tensor *lt_transformer_decode_loss(const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
+                                      const lt_tensor *memory, const lt_tensor *src_pad, const lt_tensor *labels,
+                                      const lt_cross_entropy_opts *ce, int64_t chunk_rows, const lt_nn_ctx *ctx);
+
+/* What every layer of m recomputes in its backward instead of keeping
+ * (nn/transformer_layer.h, lt_recompute_mode; autograd/recompute.h): the
+ * same gradients, bit for bit, for less memory. A new model has
+ * LT_RECOMPUTE_NONE. Errors: m NULL, an unknown mode. */
+LT_API lt_status lt_transformer_set_recompute(lt_transformer *m, lt_recompute_mode mode);
 
 /* ---- Incremental decoding (a KV cache per decoder layer) ------------------- */
 /* The state of an incremental decode: per decoder layer, the self-attention
