@@ -8,6 +8,7 @@
  * quantizing a model is done once.
  */
 #include "tensor/quant.h"
+#include "tensor/quant_internal.h"
 
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h" /* lt__bf16_from_f32 */
@@ -118,7 +119,7 @@ float lt_f32_from_f16(uint16_t h) {
 static inline int8_t to_i8(float v) { return isfinite(v) ? (int8_t)v : 0; }
 
 /* quantize_row_q8_0_ref */
-static void q8_0_from_f32(const float *x, lt_block_q8_0 *y, int64_t nb) {
+void lt__quantize_q8_0(const float *x, lt_block_q8_0 *y, int64_t nb) {
   for (int64_t i = 0; i < nb; i++) {
     const float *xb = x + i * LT_QK8_0;
     float amax = 0.0f;
@@ -192,7 +193,7 @@ lt_status lt_quantize_row(lt_qformat f, const float *x, int64_t n, void *dst) {
     for (int64_t j = 0; j < n; j++) y[j] = lt__bf16_from_f32(x[j]);
     break;
   }
-  case LT_QFORMAT_Q8_0: q8_0_from_f32(x, dst, n / LT_QK8_0); break;
+  case LT_QFORMAT_Q8_0: lt__quantize_q8_0(x, dst, n / LT_QK8_0); break;
   case LT_QFORMAT_Q4_0: q4_0_from_f32(x, dst, n / LT_QK4_0); break;
   default: LT_CHECK(0);
   }

@@ -104,4 +104,66 @@ lt_status lt_quantize_row(lt_qformat f, const float *x, int64_t n, void *dst);
  * lt_quantize_row. */
 lt_status lt_dequantize_row(lt_qformat f, const void *src, int64_t n, float *y);
 
+/* ---- quantized matrices and their product ---------------------------------
+ *
+ * An lt_qmatrix is a weight matrix W [N, K] (N rows of K weights, the layout
+ * of a Linear weight [out, in] or an embedding table [V, C]) held in one
+ * format. Rows of Q8_0 and Q4_0 are padded with zero weights to a multiple
+ * of 32 (lt_qmatrix_padded_cols), so any K works; a row is
+ * lt_qmatrix_row_bytes bytes and row n starts at lt_qmatrix_data + n *
+ * row_bytes (blocks exactly as ggml's, so a GGUF tensor of K a multiple of
+ * 32 is the same bytes).
+ *
+ * The product (lt_qmatrix_linear) is what llama.cpp computes: for Q8_0 and
+ * Q4_0 weights, each row of x is quantized to Q8_0 blocks on the fly
+ * (lt_quantize_row's rounding; the f16 scale too), each block's integer dot
+ * product is exact in int32, and the per-block products d_w * d_x * isum
+ * are summed in f32. bf16 weights multiply f32 activations (each weight
+ * widened exactly to f32, products summed in f32). Kernels: AVX512-VNNI
+ * (vpdpbusd) for Q8_0 / Q4_0 and AVX-512 FMA for bf16 where the CPU has them
+ * (checked once at run time), else portable C; lt_qmatrix_kernel names the
+ * one in use. AMX-INT8 is not used. The kernels differ only in the order of
+ * the f32 sums. */
+typedef struct lt_qmatrix lt_qmatrix;
+
+/* Quantizes w (a 2-d f32 tensor [N, K], any strides; borrowed) into format
+ * f. Returns new (free with lt_qmatrix_free), or NULL with LT_ERR_NULL,
+ * LT_ERR_DTYPE (not f32), LT_ERR_SHAPE (not 2-d), LT_ERR_NUMERIC (a weight
+ * that is not finite, Q8_0/Q4_0), LT_ERR_OVERFLOW, LT_ERR_NOMEM. */
+lt_qmatrix *lt_qmatrix_quantize(const lt_tensor *w, lt_qformat f);
+/* A matrix from N rows of ggml blocks (a GGUF tensor's data: N *
+ * lt_qformat_row_bytes(f, K) bytes at src, copied). K must be a multiple of
+ * the block. Returns new, or NULL with LT_ERR_NULL, LT_ERR_INVALID (N or K <
+ * 0), LT_ERR_SHAPE, LT_ERR_OVERFLOW, LT_ERR_NOMEM. */
+lt_qmatrix *lt_qmatrix_from_blocks(lt_qformat f, int64_t N, int64_t K, const void *src);
+void lt_qmatrix_free(lt_qmatrix *m); /* NULL is a no-op */
+
+lt_qformat lt_qmatrix_format(const lt_qmatrix *m);
+int64_t lt_qmatrix_rows(const lt_qmatrix *m);        /* N */
+int64_t lt_qmatrix_cols(const lt_qmatrix *m);        /* K */
+int64_t lt_qmatrix_padded_cols(const lt_qmatrix *m); /* K rounded up to the block */
+size_t lt_qmatrix_row_bytes(const lt_qmatrix *m);
+size_t lt_qmatrix_bytes(const lt_qmatrix *m);        /* N * row_bytes: what the weights occupy */
+const void *lt_qmatrix_data(const lt_qmatrix *m);    /* borrowed, valid while m lives */
+
+/* The f32 values of rows [n0, n0 + count) (the first K of each padded row)
+ * into y [count, K] (row-major, borrowed). Errors: LT_ERR_NULL, LT_ERR_INDEX
+ * for rows outside [0, N). */
+lt_status lt_qmatrix_dequantize_rows(const lt_qmatrix *m, int64_t n0, int64_t count, float *y);
+/* All of it as a new f32 tensor [N, K] (free with lt_tensor_free), or NULL
+ * with LT_ERR_NULL / LT_ERR_NOMEM. */
+lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m);
+
+/* y = x W^T (+ bias): x [..., K] f32 (any strides; borrowed), bias [N] f32
+ * or NULL (borrowed). Returns new y [..., N] f32 (no autograd: the weights
+ * are constants and x's graph is not recorded), or NULL with LT_ERR_NULL,
+ * LT_ERR_DTYPE, LT_ERR_SHAPE naming x, W and bias, LT_ERR_NOMEM. Threads:
+ * rows of W split over the OpenMP threads (lt_set_num_threads) from 32768
+ * multiply-adds on. */
+lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias);
+
+/* The kernel lt_qmatrix_linear uses for format f on this CPU, in words
+ * ("AVX512-VNNI (vpdpbusd)", "AVX-512 FMA", "portable C"). Static. */
+const char *lt_qmatrix_kernel(lt_qformat f);
+
 #endif /* LT_TENSOR_QUANT_H */

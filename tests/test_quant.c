@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "tensor/quant.h"
+#include "tensor/quant_internal.h"
 #include "test_util.h"
 #include "util_fixtures.h"
 
@@ -180,6 +181,184 @@ START_TEST(test_sizes_names_errors) {
 }
 END_TEST
 
+
+/* ---- the quantized product ------------------------------------------------ */
+
+static uint64_t rng_state = 12345;
+static float urand(void) { /* in [-1, 1) */
+  rng_state = rng_state * 6364136223846793005ull + 1442695040888963407ull;
+  return (float)((rng_state >> 40) * 0x1p-24) * 2.0f - 1.0f;
+}
+
+static lt_tensor *rand_tensor(int ndim, const int64_t *shape, float scale) {
+  lt_tensor *t = LT_NN(lt_empty(LT_DTYPE_F32, ndim, shape));
+  float *d = t->data;
+  for (int64_t i = 0; i < t->numel; i++) d[i] = urand() * scale;
+  return t;
+}
+
+/* Checks y [M, N] = x [M, K] W^T + bias of the kernel in use against two
+ * references in double:
+ *  (a) exact: dequantized W times the Q8_0-quantized-then-dequantized x
+ *      (bf16: times x), which the kernel computes up to the f32 rounding
+ *      of its sums: |y - a| <= (terms + 2) * 2^-24 * sum |w_k x_k|;
+ *  (b) dequantized W times x itself: |y - b| <= the activation
+ *      quantization's bound sum_k |w_k| |x_k - xq_k| plus (a)'s. */
+static void check_linear(lt_qformat f, int64_t M, int64_t N, int64_t K, bool with_bias) {
+  lt_tensor *x = rand_tensor(2, (int64_t[]){M, K}, 2.0f), *w = rand_tensor(2, (int64_t[]){N, K}, 0.5f);
+  lt_tensor *bias = with_bias ? rand_tensor(1, (int64_t[]){N}, 1.0f) : NULL;
+  lt_qmatrix *q = LT_NNP(lt_qmatrix_quantize(w, f));
+  ck_assert_int_eq(lt_qmatrix_rows(q), N);
+  ck_assert_int_eq(lt_qmatrix_cols(q), K);
+  lt_tensor *wd = LT_NN(lt_qmatrix_dequantize(q));
+  lt_tensor *y = LT_NN(lt_qmatrix_linear(x, q, bias));
+  ck_assert_int_eq(y->ndim, 2);
+  ck_assert_int_eq(y->shape[0], M);
+  ck_assert_int_eq(y->shape[1], N);
+  const int64_t Kp = lt_qmatrix_padded_cols(q);
+  float *xq = calloc((size_t)(M * Kp), sizeof(float));
+  for (int64_t m = 0; m < M; m++) {
+    if (f == LT_QFORMAT_BF16) {
+      memcpy(xq + m * Kp, (float *)x->data + m * K, sizeof(float) * (size_t)K);
+      continue;
+    }
+    float *row = calloc((size_t)Kp, sizeof(float));
+    lt_block_q8_0 *blk = malloc(sizeof(lt_block_q8_0) * (size_t)(Kp / 32));
+    memcpy(row, (float *)x->data + m * K, sizeof(float) * (size_t)K);
+    LT_OK_OR_FAIL(lt_quantize_row(LT_QFORMAT_Q8_0, row, Kp, blk));
+    LT_OK_OR_FAIL(lt_dequantize_row(LT_QFORMAT_Q8_0, blk, Kp, xq + m * Kp));
+    free(row);
+    free(blk);
+  }
+  const float *xv = x->data, *wv = wd->data, *yv = y->data;
+  const double terms = f == LT_QFORMAT_BF16 ? (double)K : (double)(Kp / 32);
+  double worst_a = 0, worst_b = 0;
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t n = 0; n < N; n++) {
+      double a = 0, b = 0, mag = 0, qerr = 0;
+      for (int64_t k = 0; k < K; k++) {
+        const double wk = wv[n * K + k];
+        a += wk * xq[m * Kp + k];
+        b += wk * xv[m * K + k];
+        mag += fabs(wk * xq[m * Kp + k]);
+        qerr += fabs(wk) * fabs((double)xv[m * K + k] - xq[m * Kp + k]);
+      }
+      const double bb = bias ? ((float *)bias->data)[n] : 0.0;
+      const double tol_a = (terms + 2) * 0x1p-24 * (mag + fabs(bb)) + 1e-30;
+      const double tol_b = qerr * (1 + 1e-6) + tol_a;
+      const double ea = fabs(yv[m * N + n] - (a + bb)), eb = fabs(yv[m * N + n] - (b + bb));
+      if (ea / tol_a > worst_a) worst_a = ea / tol_a;
+      if (eb / tol_b > worst_b) worst_b = eb / tol_b;
+      ck_assert_msg(ea <= tol_a && eb <= tol_b,
+                    "%s [%lld,%lld,%lld] (%s) y[%lld,%lld] = %.9g: exact %.9g (|d| %.3g, tol %.3g), f32 x %.9g (|d| %.3g, "
+                    "tol %.3g)",
+                    lt_qformat_name(f), (long long)M, (long long)N, (long long)K, lt_qmatrix_kernel(f), (long long)m,
+                    (long long)n, yv[m * N + n], a + bb, ea, tol_a, b + bb, eb, tol_b);
+    }
+  free(xq);
+  lt_qmatrix_free(q);
+  LT_FREE_ALL(x, w, bias, wd, y);
+}
+
+static void linear_shapes(lt__qdot_kind kind) {
+  const lt__qdot_kind prev = lt__qdot_limit(kind);
+  const lt_qformat fmts[3] = {LT_QFORMAT_Q8_0, LT_QFORMAT_Q4_0, LT_QFORMAT_BF16};
+  const int64_t Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 7, 33}, Ks[] = {1, 17, 31, 32, 33, 64, 96, 100, 257};
+  for (int f = 0; f < 3; f++)
+    for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
+      for (size_t j = 0; j < sizeof Ns / sizeof *Ns; j++)
+        for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++) check_linear(fmts[f], Ms[i], Ns[j], Ks[k], (i + k) % 2);
+  /* past the parallel threshold: two threads */
+  for (int f = 0; f < 3; f++) check_linear(fmts[f], 6, 130, 320, true);
+  lt__qdot_limit(prev);
+}
+
+START_TEST(test_linear_best_kernel) {
+  fprintf(stderr, "quant: kernels on this CPU: q8_0 %s, q4_0 %s, bf16 %s\n", lt_qmatrix_kernel(LT_QFORMAT_Q8_0),
+          lt_qmatrix_kernel(LT_QFORMAT_Q4_0), lt_qmatrix_kernel(LT_QFORMAT_BF16));
+  linear_shapes(LT__QDOT_AVX512);
+}
+END_TEST
+
+START_TEST(test_linear_portable) {
+  lt__qdot_limit(LT__QDOT_PORTABLE);
+  ck_assert_str_eq(lt_qmatrix_kernel(LT_QFORMAT_Q8_0), "portable C");
+  lt__qdot_limit(LT__QDOT_AVX512);
+  linear_shapes(LT__QDOT_PORTABLE);
+}
+END_TEST
+
+/* The kernels agree with each other (up to the order of f32 sums), the
+ * output does not depend on the thread count, views and 3-d inputs work,
+ * from_blocks gives the same matrix, and errors name the operands. */
+START_TEST(test_linear_views_errors) {
+  lt_tensor *w = rand_tensor(2, (int64_t[]){40, 96}, 1.0f), *x3 = rand_tensor(3, (int64_t[]){2, 3, 96}, 1.0f);
+  lt_tensor *xt = rand_tensor(2, (int64_t[]){96, 6}, 1.0f);
+  lt_tensor *xv = LT_NN(lt_transpose(xt, 0, 1)); /* [6, 96], strided */
+  const lt_qformat fmts[3] = {LT_QFORMAT_Q8_0, LT_QFORMAT_Q4_0, LT_QFORMAT_BF16};
+  for (int f = 0; f < 3; f++) {
+    lt_qmatrix *q = LT_NNP(lt_qmatrix_quantize(w, fmts[f]));
+    lt_tensor *y3 = LT_NN(lt_qmatrix_linear(x3, q, NULL));
+    ck_assert_int_eq(y3->ndim, 3);
+    ck_assert_int_eq(y3->shape[2], 40);
+    lt_tensor *x2 = LT_NN(lt_reshape(x3, 2, (int64_t[]){6, 96}));
+    lt_tensor *y2 = LT_NN(lt_qmatrix_linear(x2, q, NULL));
+    ck_assert_mem_eq(y3->data, y2->data, sizeof(float) * 240);
+    const lt__qdot_kind prev = lt__qdot_limit(LT__QDOT_PORTABLE);
+    lt_tensor *yp = LT_NN(lt_qmatrix_linear(x2, q, NULL));
+    lt__qdot_limit(prev);
+    for (int i = 0; i < 240; i++)
+      ck_assert_msg(fabsf(((float *)yp->data)[i] - ((float *)y2->data)[i]) <= 1e-5f * (1 + fabsf(((float *)yp->data)[i])),
+                    "%s: kernels differ at %d: %g %g", lt_qformat_name(fmts[f]), i, ((float *)yp->data)[i],
+                    ((float *)y2->data)[i]);
+    int prev_threads = lt_get_num_threads();
+    lt_set_num_threads(1);
+    lt_tensor *y1 = LT_NN(lt_qmatrix_linear(x2, q, NULL));
+    lt_set_num_threads(prev_threads);
+    ck_assert_mem_eq(y1->data, y2->data, sizeof(float) * 240);
+    lt_tensor *ys = LT_NN(lt_qmatrix_linear(xv, q, NULL));
+    lt_tensor *xc = LT_NN(lt_contiguous(xv));
+    lt_tensor *yc = LT_NN(lt_qmatrix_linear(xc, q, NULL));
+    ck_assert_mem_eq(ys->data, yc->data, sizeof(float) * 240);
+    lt_qmatrix *qb = LT_NNP(lt_qmatrix_from_blocks(fmts[f], 40, 96, lt_qmatrix_data(q)));
+    ck_assert_uint_eq(lt_qmatrix_bytes(qb), lt_qmatrix_bytes(q));
+    lt_tensor *yb = LT_NN(lt_qmatrix_linear(x2, qb, NULL));
+    ck_assert_mem_eq(yb->data, y2->data, sizeof(float) * 240);
+    LT_FREE_ALL(y3, x2, y2, yp, y1, ys, xc, yc, yb);
+    lt_qmatrix_free(qb);
+    lt_qmatrix_free(q);
+  }
+  ck_assert_uint_eq(lt_qmatrix_bytes(NULL), 0);
+  lt_qmatrix *q = LT_NNP(lt_qmatrix_quantize(w, LT_QFORMAT_Q8_0));
+  ck_assert_uint_eq(lt_qmatrix_bytes(q), 40 * 3 * 34);
+  lt_tensor *bad = rand_tensor(2, (int64_t[]){2, 95}, 1.0f);
+  LT_EXPECT_NULL_ERR(lt_qmatrix_linear(bad, q, NULL), LT_ERR_SHAPE, "x is [2,95] f32, W is [40,96] q8_0");
+  lt_tensor *bb = rand_tensor(1, (int64_t[]){39}, 1.0f);
+  LT_EXPECT_NULL_ERR(lt_qmatrix_linear(x3, q, bb), LT_ERR_SHAPE, "bias is [39] f32");
+  lt_tensor *xd = LT_NN(lt_to_dtype(x3, LT_DTYPE_F64));
+  LT_EXPECT_NULL_ERR(lt_qmatrix_linear(xd, q, NULL), LT_ERR_DTYPE, "x and bias must be f32");
+  LT_EXPECT_NULL_ERR(lt_qmatrix_linear(NULL, q, NULL), LT_ERR_NULL, "qmatrix_linear");
+  LT_EXPECT_NULLP_ERR(lt_qmatrix_quantize(xd, LT_QFORMAT_Q4_0), LT_ERR_DTYPE, "need f32");
+  LT_EXPECT_NULLP_ERR(lt_qmatrix_quantize(bb, LT_QFORMAT_Q4_0), LT_ERR_SHAPE, "need 2-d");
+  LT_EXPECT_NULLP_ERR(lt_qmatrix_from_blocks(LT_QFORMAT_Q4_0, 2, 48, lt_qmatrix_data(q)), LT_ERR_SHAPE, "48");
+  LT_EXPECT_NULLP_ERR(lt_qmatrix_from_blocks(LT_QFORMAT_Q4_0, -1, 32, lt_qmatrix_data(q)), LT_ERR_INVALID, "-1");
+  LT_EXPECT_NULLP_ERR(lt_qmatrix_from_blocks(LT_QFORMAT_Q8_0, (int64_t)1 << 40, (int64_t)1 << 30, lt_qmatrix_data(q)),
+                      LT_ERR_OVERFLOW, "qmatrix_from_blocks");
+  float rows[2 * 96];
+  LT_EXPECT_ERR(lt_qmatrix_dequantize_rows(q, 39, 2, rows), LT_ERR_INDEX, "rows [39, 39 + 2)");
+  /* a NaN in the activations reaches the outputs */
+  ((float *)x3->data)[5] = NAN;
+  lt_tensor *yn = LT_NN(lt_qmatrix_linear(x3, q, NULL));
+  ck_assert(isnan(((float *)yn->data)[0]));
+  ck_assert(!isnan(((float *)yn->data)[40]));
+  /* a NaN weight is refused */
+  ((float *)w->data)[7] = NAN;
+  LT_EXPECT_NULLP_ERR(lt_qmatrix_quantize(w, LT_QFORMAT_Q8_0), LT_ERR_NUMERIC, "row 0");
+  lt_qmatrix_free(q);
+  LT_FREE_ALL(w, x3, xt, xv, bad, bb, xd, yn);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("quant");
   TCase *tc = tcase_create("formats");
@@ -188,5 +367,11 @@ int main(void) {
   tcase_add_test(tc, test_f16_round_trip);
   tcase_add_test(tc, test_sizes_names_errors);
   suite_add_tcase(s, tc);
+  TCase *tp = tcase_create("product");
+  tcase_set_timeout(tp, 120);
+  tcase_add_test(tp, test_linear_best_kernel);
+  tcase_add_test(tp, test_linear_portable);
+  tcase_add_test(tp, test_linear_views_errors);
+  suite_add_tcase(s, tp);
   return lt_test_run(s);
 }
