@@ -36,6 +36,7 @@
 #include "tensor/quant.h"
 #include "tensor/quant_internal.h"
 
+#include "autograd/autograd.h" /* lt_zero_grad */
 #include "tensor/error_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/storage_internal.h"
@@ -216,6 +217,39 @@ lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m) {
   return t;
 }
 
+/* ---- quantized weight tensors ------------------------------------------------ */
+
+const lt_qmatrix *lt_tensor_qmatrix(const lt_tensor *t) { return t ? t->qmatrix_ : NULL; }
+
+lt_status lt_tensor_quantize_(lt_tensor *t, lt_qformat f) {
+  if (!t) return lt__err_null("tensor_quantize_", "t");
+  if (t->qmatrix_) return lt__err(LT_ERR_STATE, "tensor_quantize_: t %s is already quantized", LT__D(t));
+  if (t->dtype != LT_DTYPE_F32) return lt__err(LT_ERR_DTYPE, "tensor_quantize_: t is %s: need f32", LT__D(t));
+  if (t->ndim != 2) return lt__err(LT_ERR_SHAPE, "tensor_quantize_: t is %s: need 2-d [N, K]", LT__D(t));
+  if (t->grad_fn) return lt__err(LT_ERR_STATE, "tensor_quantize_: t %s is the output of an op, not a weight", LT__D(t));
+  if (t->offset != 0 || !lt_is_contiguous(t))
+    return lt__err(LT_ERR_INVALID, "tensor_quantize_: t %s is a view (offset or strides): quantize the weight itself",
+                   LT__D(t));
+  if (f == LT_QFORMAT_F32) return LT_OK;
+  lt_qmatrix *q = lt_qmatrix_quantize(t, f);
+  if (!q) return lt__err(lt_last_status(), "tensor_quantize_: %s", lt_last_error());
+  /* the values become one zero broadcast to [N, K]: an own storage of one
+   * float, strides 0 */
+  lt_tensor *one = lt_zeros(LT_DTYPE_F32, 1, (int64_t[]){1});
+  lt_tensor *z = one ? lt__view_of(one, 2, t->shape, (int64_t[]){0, 0}, 0) : NULL;
+  lt_tensor_free(one);
+  if (z) z = lt_tensor_keep(z); /* out of any open scope: take_storage wants a fresh tensor */
+  if (!z) {
+    lt_qmatrix_free(q);
+    return lt_last_status();
+  }
+  lt_zero_grad(t);
+  lt__tensor_take_storage(t, z);
+  t->requires_grad = false;
+  t->qmatrix_ = q;
+  return LT_OK;
+}
+
 /* ---- activations ------------------------------------------------------------ */
 
 /* M rows of x quantized to Q8_0: scale xd[m * nb + b] (f32 of the f16
@@ -280,37 +314,35 @@ static lt_status qact_make(qact *a, const float *x2, int64_t M, int64_t K, int64
 /* ---- portable kernels ------------------------------------------------------- */
 /* y[m * ldy + n] for m < M, n in [n0, n1). */
 
-static void q8_0_portable(const lt_qmatrix *w, const qact *a, int64_t n0, int64_t n1, float *y, int64_t ldy) {
-  for (int64_t n = n0; n < n1; n++) {
-    const lt_block_q8_0 *wb = (const lt_block_q8_0 *)((const char *)w->data + (size_t)n * w->row_bytes);
-    for (int64_t m = 0; m < a->M; m++) {
-      const int8_t *xq = a->xq + m * a->Kp;
-      const float *xd = a->xd + m * a->nb;
-      float acc = 0.0f;
-      for (int64_t b = 0; b < a->nb; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < LT_QK8_0; j++) isum += (int32_t)wb[b].qs[j] * xq[b * LT_QK8_0 + j];
-        acc += (lt_f32_from_f16(wb[b].d) * xd[b]) * (float)isum;
-      }
-      y[m * ldy + n] = acc;
-    }
-  }
+static int32_t isum_q8_0(const lt_block_q8_0 *w, const int8_t *x) {
+  int32_t isum = 0;
+  for (int j = 0; j < LT_QK8_0; j++) isum += (int32_t)w->qs[j] * x[j];
+  return isum;
 }
 
-static void q4_0_portable(const lt_qmatrix *w, const qact *a, int64_t n0, int64_t n1, float *y, int64_t ldy) {
+static int32_t isum_q4_0(const lt_block_q4_0 *w, const int8_t *x) {
+  int32_t isum = 0;
+  for (int j = 0; j < LT_QK4_0 / 2; j++)
+    isum += ((w->qs[j] & 0x0F) - 8) * x[j] + ((w->qs[j] >> 4) - 8) * x[j + LT_QK4_0 / 2];
+  return isum;
+}
+
+/* Q8_0 and Q4_0 (both blocks start with their f16 scale). */
+static void blocks_portable(const lt_qmatrix *w, const qact *a, int64_t n0, int64_t n1, float *y, int64_t ldy) {
+  const size_t bb = lt_qformat_block_bytes(w->format);
   for (int64_t n = n0; n < n1; n++) {
-    const lt_block_q4_0 *wb = (const lt_block_q4_0 *)((const char *)w->data + (size_t)n * w->row_bytes);
+    const char *wr = (const char *)w->data + (size_t)n * w->row_bytes;
     for (int64_t m = 0; m < a->M; m++) {
       const int8_t *xq = a->xq + m * a->Kp;
       const float *xd = a->xd + m * a->nb;
       float acc = 0.0f;
       for (int64_t b = 0; b < a->nb; b++) {
-        int32_t isum = 0;
-        for (int j = 0; j < LT_QK4_0 / 2; j++) {
-          isum += ((wb[b].qs[j] & 0x0F) - 8) * xq[b * LT_QK4_0 + j];
-          isum += ((wb[b].qs[j] >> 4) - 8) * xq[b * LT_QK4_0 + j + LT_QK4_0 / 2];
-        }
-        acc += (lt_f32_from_f16(wb[b].d) * xd[b]) * (float)isum;
+        const void *blk = wr + (size_t)b * bb;
+        uint16_t d;
+        memcpy(&d, blk, sizeof d);
+        const int32_t isum = w->format == LT_QFORMAT_Q8_0 ? isum_q8_0(blk, xq + b * LT_QK8_0)
+                                                          : isum_q4_0(blk, xq + b * LT_QK4_0);
+        acc += (lt_f32_from_f16(d) * xd[b]) * (float)isum;
       }
       y[m * ldy + n] = acc;
     }
@@ -335,6 +367,15 @@ static void bf16_portable(const lt_qmatrix *w, const float *x2, int64_t M, int64
 #ifdef QG_X86
 
 QG_TARGET static inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
+
+/* The sum of 8 int32 lanes, as f32 (exact: each lane is below 2^24). */
+QG_TARGET static inline float hsum8_epi32(__m256i isum) {
+  __m256 v = _mm256_cvtepi32_ps(isum);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
 
 /* The scales of a block pair in 16 lanes: s0 in lanes 0-7, s1 in 8-15. */
 QG_TARGET static inline __m512 pair_scale(float s0, float s1) {
@@ -373,11 +414,7 @@ QG_TARGET static void q8_0_avx512(const lt_qmatrix *w, const qact *a, int64_t n0
           const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->xu + m * a->Kp + b * LT_QK8_0));
           const __m256i isum = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, wv),
                                                 _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm512_castsi512_si256(c128), wv));
-          __m256 v = _mm256_cvtepi32_ps(isum);
-          __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-          h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-          h = _mm_add_ss(h, _mm_movehdup_ps(h));
-          s += (lt_f32_from_f16(wb[b].d) * a->xd[m * nb + b]) * _mm_cvtss_f32(h);
+          s += (lt_f32_from_f16(wb[b].d) * a->xd[m * nb + b]) * hsum8_epi32(isum);
         }
         y[(m0 + r) * ldy + n] = s;
       }
@@ -422,11 +459,7 @@ QG_TARGET static void q4_0_avx512(const lt_qmatrix *w, const qact *a, int64_t n0
           const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->xq + m * a->Kp + b * LT_QK4_0));
           const __m256i c8 = _mm256_loadu_si256((const __m256i *)(a->c8 + (m * nb + b) * 8));
           const __m256i isum = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_bytes(&wb[b]), xv), c8);
-          __m256 v = _mm256_cvtepi32_ps(isum);
-          __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-          h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-          h = _mm_add_ss(h, _mm_movehdup_ps(h));
-          s += (lt_f32_from_f16(wb[b].d) * a->xd[m * nb + b]) * _mm_cvtss_f32(h);
+          s += (lt_f32_from_f16(wb[b].d) * a->xd[m * nb + b]) * hsum8_epi32(isum);
         }
         y[(m0 + r) * ldy + n] = s;
       }
@@ -512,13 +545,13 @@ lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_t
 #ifdef QG_X86
       if (simd) q8_0_avx512(w, &a, n0, n1, y, N); else
 #endif
-      q8_0_portable(w, &a, n0, n1, y, N);
+      blocks_portable(w, &a, n0, n1, y, N);
       break;
     case LT_QFORMAT_Q4_0:
 #ifdef QG_X86
       if (simd) q4_0_avx512(w, &a, n0, n1, y, N); else
 #endif
-      q4_0_portable(w, &a, n0, n1, y, N);
+      blocks_portable(w, &a, n0, n1, y, N);
       break;
     default:
 #ifdef QG_X86

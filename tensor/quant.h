@@ -162,6 +162,29 @@ lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m);
  * multiply-adds on. */
 lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias);
 
+/* ---- quantized weight tensors --------------------------------------------
+ *
+ * lt_tensor_quantize_ converts a weight tensor in place: t keeps its
+ * identity, dtype (f32), shape [N, K] and references (layer structs that
+ * hold it stay valid), its f32 memory is released (when no view shares it)
+ * and it holds an lt_qmatrix instead. lt_linear (weight), lt_embedding
+ * (table) and so every nn/ layer built on them then compute with the
+ * quantized weights; every other op reads t as zeros (its values are a
+ * single 0 broadcast to [N, K], so nothing reads out of bounds), and
+ * checkpoint saving and lt_params_to_dtype refuse it. It no longer requires
+ * grad; lt_linear on it fails with LT_ERR_AUTOGRAD when x requires grad
+ * under grad mode (the quantized product has no backward). */
+
+/* t: a 2-d f32 tensor that is not a view, has no grad_fn and is not
+ * quantized yet. f = LT_QFORMAT_F32 leaves it as it is. Errors: LT_ERR_NULL,
+ * LT_ERR_DTYPE, LT_ERR_SHAPE, LT_ERR_STATE (already quantized, or a
+ * non-leaf), LT_ERR_INVALID (a view: offset or strides not its own), those
+ * of lt_qmatrix_quantize; on failure t is unchanged. */
+lt_status lt_tensor_quantize_(lt_tensor *t, lt_qformat f);
+/* The quantized weights of t (borrowed, valid while t lives), or NULL if
+ * t is NULL or not quantized. */
+const lt_qmatrix *lt_tensor_qmatrix(const lt_tensor *t);
+
 /* The kernel lt_qmatrix_linear uses for format f on this CPU, in words
  * ("AVX512-VNNI (vpdpbusd)", "AVX-512 FMA", "portable C"). Static. */
 const char *lt_qmatrix_kernel(lt_qformat f);

@@ -480,6 +480,17 @@ static lt_status check_ids(const char *op, const char *what, const char *pad_wha
   return LT_OK;
 }
 
+/* Rows [r0, r0 + n) of an embedding table [V, C] (n < 0: row r0 alone, as
+ * [C]): a view, or for a quantized table (lt_params_quantize) the rows
+ * gathered by lt_embedding. */
+static lt_tensor *table_rows(const lt_tensor *table, int64_t r0, int64_t n) {
+  if (!lt_tensor_qmatrix(table)) return n < 0 ? lt_select(table, 0, r0) : lt_narrow(table, 0, r0, n);
+  lt_tensor *ids = n < 0 ? lt_scalar(LT_DTYPE_I64, (double)r0) : lt_arange(LT_DTYPE_I64, (double)r0, (double)(r0 + n), 1);
+  lt_tensor *rows = ids ? lt_embedding(table, ids) : NULL;
+  lt_tensor_free(ids);
+  return rows;
+}
+
 /* dropout(embed_norm(embed(ids) [* sqrt(C)] [+ positions pos0..] [+ type_embed(types)])) -> [B, L, C];
  * types NULL: type 0 everywhere (models with token types). */
 static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, const lt_tensor *types, int64_t pos0,
@@ -490,13 +501,13 @@ static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, c
   if (x && c->scale_embeddings && !step(&x, lt_mul_scalar(x, sqrt((double)c->d_model)))) return NULL;
   if (x && c->pos != LT_TF_POS_ROPE) {
     lt_tensor *table = c->pos == LT_TF_POS_LEARNED ? m->pos_embed.weight : m->pos_table;
-    lt_tensor *pe = lt_narrow(table, 0, pos0, L); /* [L, C] */
+    lt_tensor *pe = table_rows(table, pos0, L); /* [L, C] */
     lt_tensor *y = pe ? lt_add(x, pe) : NULL;
     lt_tensor_free(pe);
     step(&x, y);
   }
   if (x && c->type_vocab_size > 0) {
-    lt_tensor *te = types ? lt_embedding_forward(&m->type_embed, types) : lt_select(m->type_embed.weight, 0, 0);
+    lt_tensor *te = types ? lt_embedding_forward(&m->type_embed, types) : table_rows(m->type_embed.weight, 0, -1);
     lt_tensor *y = te ? lt_add(x, te) : NULL; /* [B, L, C] + [B, L, C] or [C] */
     lt_tensor_free(te);
     step(&x, y);
