@@ -48,7 +48,7 @@
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
 #define QG_X86 1
 #include <immintrin.h>
-#define QG_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,avx2")))
+#define QG_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c,avx2")))
 #endif
 
 #define QG_MR 4
@@ -72,7 +72,8 @@ lt__qdot_kind lt__qdot_best(void) {
 #ifdef QG_X86
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma"))
+        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
+        __builtin_cpu_supports("f16c"))
       b = LT__QDOT_AVX512;
 #endif
     const char *e = getenv("LT_QDOT");
@@ -254,11 +255,12 @@ lt_status lt_tensor_quantize_(lt_tensor *t, lt_qformat f) {
 
 /* M rows of x quantized to Q8_0: scale xd[m * nb + b] (f32 of the f16
  * scale, NaN for a block that is not finite), quants xq[m * Kp + k]; for
- * the AVX-512 kernels also xu = xq + 128 (Q8_0 weights) and, per block,
- * the 8 lanes of dot(8, xq) (Q4_0 weights). */
+ * the AVX-512 kernels also xu = xq + 128 (Q8_0 weights), per block the 8
+ * lanes of dot(8, xq) (Q4_0 weights), and per block pair the scales in 16
+ * lanes xs[(m * npair + p) * 16 + i] = xd[2p + i / 8]. */
 typedef struct qact {
   int64_t M, nb, Kp;
-  float *xd;
+  float *xd, *xs;
   int8_t *xq;
   uint8_t *xu;
   int32_t *c8;
@@ -266,6 +268,7 @@ typedef struct qact {
 
 static void qact_free(qact *a) {
   free(a->xd);
+  free(a->xs);
   free(a->xq);
   free(a->xu);
   free(a->c8);
@@ -277,11 +280,12 @@ static lt_status qact_make(qact *a, const float *x2, int64_t M, int64_t K, int64
   *a = (qact){.M = M, .nb = nb, .Kp = Kp};
   a->xd = malloc(sizeof(float) * (size_t)(M * nb + 1));
   a->xq = malloc((size_t)(M * Kp + 1));
+  if (simd) a->xs = malloc(sizeof(float) * (size_t)(M * (nb / 2) * 16 + 1));
   if (simd && f == LT_QFORMAT_Q8_0) a->xu = malloc((size_t)(M * Kp + 1));
   if (simd && f == LT_QFORMAT_Q4_0) a->c8 = malloc(sizeof(int32_t) * (size_t)(M * nb * 8 + 1));
   float *row = malloc(sizeof(float) * (size_t)(Kp + 1));
   lt_block_q8_0 *blk = malloc(sizeof(lt_block_q8_0) * (size_t)(nb + 1));
-  if (!a->xd || !a->xq || (simd && f == LT_QFORMAT_Q8_0 && !a->xu) || (simd && f == LT_QFORMAT_Q4_0 && !a->c8) ||
+  if (!a->xd || !a->xq || (simd && !a->xs) || (simd && f == LT_QFORMAT_Q8_0 && !a->xu) || (simd && f == LT_QFORMAT_Q4_0 && !a->c8) ||
       !row || !blk) {
     free(row);
     free(blk);
@@ -306,6 +310,9 @@ static lt_status qact_make(qact *a, const float *x2, int64_t M, int64_t K, int64
           a->c8[(m * nb + b) * 8 + i] = 8 * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
     }
   }
+  for (int64_t m = 0; simd && m < M; m++)
+    for (int64_t p = 0; p < nb / 2; p++)
+      for (int i = 0; i < 16; i++) a->xs[(m * (nb / 2) + p) * 16 + i] = a->xd[m * nb + 2 * p + i / 8];
   free(row);
   free(blk);
   return LT_OK;
@@ -377,9 +384,12 @@ QG_TARGET static inline float hsum8_epi32(__m256i isum) {
   return _mm_cvtss_f32(h);
 }
 
-/* The scales of a block pair in 16 lanes: s0 in lanes 0-7, s1 in 8-15. */
-QG_TARGET static inline __m512 pair_scale(float s0, float s1) {
-  return _mm512_mask_blend_ps((__mmask16)0xFF00, _mm512_set1_ps(s0), _mm512_set1_ps(s1));
+/* The f16 scales of a block pair in 16 f32 lanes: d0 in lanes 0-7, d1 in
+ * 8-15 (vcvtph2ps, exact). */
+QG_TARGET static inline __m512 pair_scale(uint16_t d0, uint16_t d1) {
+  const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
+  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
+                               _mm512_castps128_ps512(f));
 }
 
 QG_TARGET static void q8_0_avx512(const lt_qmatrix *w, const qact *a, int64_t n0, int64_t n1, float *y,
@@ -397,13 +407,13 @@ QG_TARGET static void q8_0_avx512(const lt_qmatrix *w, const qact *a, int64_t n0
         const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b0->qs)),
                                               _mm256_loadu_si256((const __m256i *)b1->qs), 1);
         const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, wv);
-        const float d0 = lt_f32_from_f16(b0->d), d1 = lt_f32_from_f16(b1->d);
+        const __m512 dw = pair_scale(b0->d, b1->d);
         for (int r = 0; r < mr; r++) {
           const int64_t m = m0 + r;
           const __m512i xv = _mm512_loadu_si512((const void *)(a->xu + m * a->Kp + 2 * p * LT_QK8_0));
           const __m512i isum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), xv, wv), corr);
-          const float *xd = a->xd + m * nb + 2 * p;
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), pair_scale(d0 * xd[0], d1 * xd[1]), acc[r]);
+          const __m512 sc = _mm512_mul_ps(dw, _mm512_loadu_ps(a->xs + (m * npair + p) * 16));
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), sc, acc[r]);
         }
       }
       for (int r = 0; r < mr; r++) {
@@ -442,14 +452,14 @@ QG_TARGET static void q4_0_avx512(const lt_qmatrix *w, const qact *a, int64_t n0
       for (int64_t p = 0; p < npair; p++) {
         const lt_block_q4_0 *b0 = wb + 2 * p, *b1 = b0 + 1;
         const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(q4_bytes(b0)), q4_bytes(b1), 1);
-        const float d0 = lt_f32_from_f16(b0->d), d1 = lt_f32_from_f16(b1->d);
+        const __m512 dw = pair_scale(b0->d, b1->d);
         for (int r = 0; r < mr; r++) {
           const int64_t m = m0 + r;
           const __m512i xv = _mm512_loadu_si512((const void *)(a->xq + m * a->Kp + 2 * p * LT_QK4_0));
           const __m512i c8 = _mm512_loadu_si512((const void *)(a->c8 + (m * nb + 2 * p) * 8));
           const __m512i isum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv), c8);
-          const float *xd = a->xd + m * nb + 2 * p;
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), pair_scale(d0 * xd[0], d1 * xd[1]), acc[r]);
+          const __m512 sc = _mm512_mul_ps(dw, _mm512_loadu_ps(a->xs + (m * npair + p) * 16));
+          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), sc, acc[r]);
         }
       }
       for (int r = 0; r < mr; r++) {
@@ -476,8 +486,14 @@ QG_TARGET static void bf16_avx512(const lt_qmatrix *w, const float *x2, int64_t 
       const uint16_t *wr = (const uint16_t *)((const char *)w->data + (size_t)n * w->row_bytes);
       __m512 acc[QG_MR];
       for (int r = 0; r < QG_MR; r++) acc[r] = _mm512_setzero_ps();
-      for (int64_t k = 0; k < K; k += 16) {
-        const __mmask16 mk = K - k >= 16 ? (__mmask16)0xFFFF : (__mmask16)((1u << (K - k)) - 1);
+      int64_t k = 0;
+      for (; k + 16 <= K; k += 16) {
+        const __m512 wv = _mm512_castsi512_ps(
+            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(wr + k))), 16));
+        for (int r = 0; r < mr; r++) acc[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x2 + (m0 + r) * K + k), acc[r]);
+      }
+      if (k < K) {
+        const __mmask16 mk = (__mmask16)((1u << (K - k)) - 1);
         const __m512 wv = _mm512_castsi512_ps(
             _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, wr + k)), 16));
         for (int r = 0; r < mr; r++)
@@ -533,7 +549,8 @@ lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_t
     return NULL;
   }
   float *y = out->data;
-  const int nt = lt__threads_for(M * N * (w->K > 0 ? w->K : 1), N);
+  int nt = (double)M * (double)N * (double)w->K < LT__BLAS_SMALL_MACS || omp_in_parallel() ? 1 : lt_get_num_threads();
+  if (nt > N) nt = (int)N;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     const int t = omp_get_thread_num(), T = omp_get_num_threads();

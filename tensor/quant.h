@@ -158,8 +158,8 @@ lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m);
  * or NULL (borrowed). Returns new y [..., N] f32 (no autograd: the weights
  * are constants and x's graph is not recorded), or NULL with LT_ERR_NULL,
  * LT_ERR_DTYPE, LT_ERR_SHAPE naming x, W and bias, LT_ERR_NOMEM. Threads:
- * rows of W split over the OpenMP threads (lt_set_num_threads) from 32768
- * multiply-adds on. */
+ * rows of W split over the OpenMP threads (lt_set_num_threads) from 2^22
+ * multiply-adds on (as the f32 products: below, wake-ups cost more). */
 lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias);
 
 /* ---- quantized weight tensors --------------------------------------------

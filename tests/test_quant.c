@@ -268,8 +268,8 @@ static void linear_shapes(lt__qdot_kind kind) {
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
       for (size_t j = 0; j < sizeof Ns / sizeof *Ns; j++)
         for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++) check_linear(fmts[f], Ms[i], Ns[j], Ks[k], (i + k) % 2);
-  /* past the parallel threshold: two threads */
-  for (int f = 0; f < 3; f++) check_linear(fmts[f], 6, 130, 320, true);
+  /* past the parallel threshold (2^22 multiply-adds): two threads */
+  for (int f = 0; f < 3; f++) check_linear(fmts[f], 33, 520, 257, true);
   lt__qdot_limit(prev);
 }
 
@@ -327,6 +327,19 @@ START_TEST(test_linear_views_errors) {
     LT_FREE_ALL(y3, x2, y2, yp, y1, ys, xc, yc, yb);
     lt_qmatrix_free(qb);
     lt_qmatrix_free(q);
+  }
+  /* two threads and one give the same bits (rows of W split, sums unchanged) */
+  for (int f = 0; f < 3; f++) {
+    lt_tensor *wb = rand_tensor(2, (int64_t[]){520, 256}, 1.0f), *xb = rand_tensor(2, (int64_t[]){33, 256}, 1.0f);
+    lt_qmatrix *q = LT_NNP(lt_qmatrix_quantize(wb, fmts[f]));
+    lt_tensor *y2 = LT_NN(lt_qmatrix_linear(xb, q, NULL));
+    int prev_threads = lt_get_num_threads();
+    lt_set_num_threads(1);
+    lt_tensor *y1 = LT_NN(lt_qmatrix_linear(xb, q, NULL));
+    lt_set_num_threads(prev_threads);
+    ck_assert_mem_eq(y1->data, y2->data, sizeof(float) * 33 * 520);
+    lt_qmatrix_free(q);
+    LT_FREE_ALL(wb, xb, y1, y2);
   }
   ck_assert_uint_eq(lt_qmatrix_bytes(NULL), 0);
   lt_qmatrix *q = LT_NNP(lt_qmatrix_quantize(w, LT_QFORMAT_Q8_0));
