@@ -12,7 +12,7 @@
  *         lt_status lt__bw_<id>(const lt_node *node, const lt_tensor *gout, lt_tensor **gin);
  *     0 if not (backward through it then fails with an error naming the op).
  * The forward function (public, in its module's header) records the op with
- * lt__record() (autograd/internal.h); the backward sits next to it in the
+ * lt__record() (tensor/graph_internal.h); the backward sits next to it in the
  * same .c file.
  *
  * Adding an op: one line in its module's .def file (nothing here changes).

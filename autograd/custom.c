@@ -38,11 +38,6 @@ struct lt_custom_ctx {
   unsigned char state[LT_CUSTOM_STATE_MAX];
 };
 
-const char *lt__custom_node_name(const lt_node *node) {
-  const custom_aux *a = (const custom_aux *)node->aux;
-  return a->op && a->op->name ? a->op->name : "custom";
-}
-
 lt_tensor *lt_custom_apply(const lt_custom_op *op, int nin, lt_tensor *const *in, void *user) {
   if (!op) return lt__err(LT_ERR_NULL, "custom_apply: op is NULL"), NULL;
   if (!op->name || !op->forward)
@@ -89,6 +84,7 @@ lt_tensor *lt_custom_apply(const lt_custom_op *op, int nin, lt_tensor *const *in
     if (s == LT_OK)
       s = lt__record(out, LT__OP_custom, nin, (const lt_tensor *const *)in, ctx.nsaved,
                      (const lt_tensor *const *)ctx.saved, &aux, sizeof aux);
+    if (s == LT_OK && out->grad_fn) out->grad_fn->name = op->name; /* its messages name the op */
   }
   for (int k = 0; k < ctx.nsaved; k++) lt__tensor_release(ctx.saved[k]); /* the references lt_custom_save took */
   if (s != LT_OK) {

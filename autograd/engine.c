@@ -6,7 +6,7 @@
  * What this is: the machinery that runs the per-op backward functions
  * (lt__bw_<op>, each beside its forward) in reverse topological order and
  * accumulates their results. Recording the graph (lt__record, grad mode,
- * requires_grad) is autograd/graph.c; the derivative rules are in the op
+ * requires_grad, anomaly mode) is tensor/graph.c; the derivative rules are in the op
  * files; lt_gradcheck is autograd/gradcheck.c.
  *
  * What this is not: higher-order differentiation (every backward runs with
@@ -48,76 +48,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* Called by lt__record (autograd/graph.c) on every recorded output. */
-lt_status lt__anomaly_check(const char *what, const lt_tensor *t);
-
-/* ======================================================================== */
-/* Anomaly mode                                                             */
-/* ======================================================================== */
-
-static _Thread_local bool tl_anomaly = false;
-
-void lt_set_anomaly_mode(bool enabled) { tl_anomaly = enabled; }
-bool lt_anomaly_mode(void) { return tl_anomaly; }
-
-/* Inner loop of the finiteness scan: sets *(bool *)ctx when it meets NaN/Inf. */
-#define LT__FINITE_LOOP(T)                                                         \
-  static void finite_loop_##T(int64_t n, char *const *p, const int64_t *s, void *ctx) { \
-    const char *x = p[0];                                                          \
-    int64_t st = s[0];                                                             \
-    bool bad = false;                                                              \
-    for (int64_t i = 0; i < n; i++) bad |= !isfinite(*(const T *)(x + i * st));    \
-    if (bad) *(bool *)ctx = true;                                                  \
-  }
-LT__FINITE_LOOP(float)
-LT__FINITE_LOOP(double)
-#undef LT__FINITE_LOOP
-
-/* If t (float) holds a NaN or Inf, describes the first one (in row-major
- * order) in buf as "nan at [1,2]" and returns true. */
-static bool find_nonfinite(const lt_tensor *t, char *buf, size_t size) {
-  if (!t || !lt_dtype_is_float(t->dtype) || t->numel == 0) return false;
-  bool bad = false;
-  lt__iter it;
-  lt__iter_init(&it, t->ndim, t->shape, 1, (const lt_tensor *const[]){t});
-  lt__iter_run(&it, t->dtype == LT_DTYPE_F32 ? finite_loop_float : finite_loop_double, &bad,
-               false);
-  if (!bad) return false;
-  /* Slow path, only on failure: find where. */
-  snprintf(buf, size, "a non-finite value");
-  double *v = malloc(sizeof(double) * (size_t)t->numel);
-  if (!v) return true;
-  if (lt_tensor_read(t, LT_DTYPE_F64, v, t->numel) == LT_OK) {
-    for (int64_t i = 0; i < t->numel; i++) {
-      if (isfinite(v[i])) continue;
-      int64_t idx[LT_MAX_DIMS] = {0};
-      int64_t flat = i;
-      for (int d = t->ndim - 1; d >= 0; d--) {
-        idx[d] = flat % t->shape[d];
-        flat /= t->shape[d];
-      }
-      snprintf(buf, size, "%s at %s", isnan(v[i]) ? "nan" : (v[i] > 0 ? "inf" : "-inf"),
-               LT__S(t->ndim, idx));
-      break;
-    }
-  }
-  free(v);
-  return true;
-}
-
-lt_status lt__anomaly_check(const char *what, const lt_tensor *t) {
-  if (!tl_anomaly || !t) return LT_OK;
-  char where[LT__DESC_SIZE];
-  if (!find_nonfinite(t, where, sizeof where)) return LT_OK;
-  return lt__err(LT_ERR_NUMERIC, "anomaly mode: op '%s' produced %s in its output %s", what,
-                 where, LT__D(t));
-}
-
 /* The same check on a gradient; what names where it came from. */
 static lt_status anomaly_check_grad(const char *what, const lt_tensor *g) {
-  if (!tl_anomaly) return LT_OK;
+  if (!lt_anomaly_mode()) return LT_OK;
   char where[LT__DESC_SIZE];
-  if (!find_nonfinite(g, where, sizeof where)) return LT_OK;
+  if (!lt__find_nonfinite(g, where, sizeof where)) return LT_OK;
   return lt__err(LT_ERR_NUMERIC, "anomaly mode: %s produced %s in the gradient %s", what, where,
                  LT__D(g));
 }
@@ -524,7 +459,7 @@ static lt_status run_node(engine *e, lt_node *n) {
                   name, LT__D(gin[i]), i);
       goto fail;
     }
-    if (gin[i] && tl_anomaly) {
+    if (gin[i] && lt_anomaly_mode()) {
       char what[96];
       snprintf(what, sizeof what, "the backward of op '%s' (input %d)", name, i);
       if ((s = anomaly_check_grad(what, gin[i])) != LT_OK) goto fail;
@@ -598,7 +533,7 @@ static lt_status add_to_leaf(leaf_acc *a) {
  * checks, the sum into .grad, then its post-accumulate hook. */
 static lt_status commit_early(leaf_acc *a) {
   lt_status s = prepare_leaf(a);
-  if (s == LT_OK && tl_anomaly) {
+  if (s == LT_OK && lt_anomaly_mode()) {
     char what[LT__DESC_SIZE + 48];
     snprintf(what, sizeof what, "the sum (or the hook) of the gradients of leaf %s", LT__D(a->leaf));
     s = anomaly_check_grad(what, a->acc);
@@ -724,7 +659,7 @@ static lt_status backward_impl(lt_tensor *root, const lt_tensor *grad_output, bo
   /* Commit to the leaves: phase 1 may fail and changes nothing... */
   for (int64_t k = 0; k < e.leaves.n; k++)
     if (e.leaves.e[k].acc && (s = prepare_leaf(&e.leaves.e[k])) != LT_OK) goto done;
-  for (int64_t k = 0; k < e.leaves.n && tl_anomaly; k++) {
+  for (int64_t k = 0; k < e.leaves.n && lt_anomaly_mode(); k++) {
     if (!e.leaves.e[k].acc) continue;
     char what[LT__DESC_SIZE + 48];
     snprintf(what, sizeof what, "the sum (or the hook) of the gradients of leaf %s",

@@ -9,7 +9,7 @@
 #define LT__BW_PTR(bw, id) LT__BW_PTR_##bw(id)
 
 const lt__op_def lt__ops[LT__OP_COUNT] = {
-#define LT__OP_DEF(id, nin, bw) [LT__OP_##id] = {#id, nin, LT__BW_PTR(bw, id)},
+#define LT__OP_DEF(id, nin, bw) [LT__OP_##id] = {nin, LT__BW_PTR(bw, id)},
     LT_OP_TABLE(LT__OP_DEF)
 #undef LT__OP_DEF
 };

@@ -3,6 +3,7 @@
 
     <reference python> bench/tokenize_bench.py TOKENIZE [--corpus FILE] [--size 10M]
         [--tokenizers gpt2,bert_uncased] [--threads 1,2] [--rounds 3]
+    <reference python> bench/tokenize_bench.py --batch BENCH_HF_ENCODE [...]
 
 The corpus is make_corpus.py's (10 MiB by default, generated into a temporary
 file unless --corpus names one), one text per line. For each tokenizer of
@@ -16,6 +17,10 @@ tests/tokenizers/fixtures/ named and each thread count, in alternating rounds
   Rust  Tokenizer.encode_batch(lines) in a fresh Python process with
         RAYON_NUM_THREADS=n, timing only that call (the lines already decoded
         to str; loading and printing not counted).
+
+With --batch, TOKENIZE is build/bench/bench_hf_encode and the C side is one
+call of lt_tokenizer_encode_batch over the lines already in memory, timed
+alone as the Rust side is (LT_NUM_THREADS=n).
 
 tokens = the ids the library gives, special tokens included; the C output's
 count is checked against it. Prints the median tokens/s of each side and their
@@ -67,6 +72,16 @@ def run_c(tokenize, path, corpus, threads, thread_flag):
     return dt, ntok
 
 
+def run_c_batch(bench, path, corpus, threads):
+    """bench_hf_encode: (seconds of the lt_tokenizer_encode_batch call, tokens)."""
+    env = dict(os.environ, LT_NUM_THREADS=str(threads), OMP_NUM_THREADS=str(threads))
+    p = subprocess.run([bench, path, corpus], stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env)
+    if p.returncode != 0:
+        sys.exit(f"bench_hf_encode failed: {p.stderr.decode(errors='replace')[:400]}")
+    dt, ntok = p.stdout.split()
+    return float(dt), int(ntok)
+
+
 def run_rust(python, path, corpus, threads):
     env = dict(os.environ, RAYON_NUM_THREADS=str(threads), TOKENIZERS_PARALLELISM="true")
     p = subprocess.run([python, "-c", RUST, path, corpus], stdout=subprocess.PIPE, env=env, check=True)
@@ -82,21 +97,28 @@ def main():
     ap.add_argument("--tokenizers", default="gpt2,bert_uncased")
     ap.add_argument("--threads", default="1,2")
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--batch", action="store_true", help="TOKENIZE is bench_hf_encode: time the batch call alone")
     a = ap.parse_args()
     corpus = a.corpus
     if not corpus:
         fd, corpus = tempfile.mkstemp(suffix=".txt")
         with os.fdopen(fd, "wb") as f:
             f.write(b"".join(x + b"\n" for x in make_corpus.corpus_lines(make_corpus.parse_size(a.size))))
-    helptext = subprocess.run([a.tokenize, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
-    thread_flag = "--threads" if b"--threads" in helptext else None
+    if a.batch:
+        thread_flag = "LT_NUM_THREADS"
+    else:
+        helptext = subprocess.run([a.tokenize, "--help"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT).stdout
+        thread_flag = "--threads" if b"--threads" in helptext else None
     configs = [(name, int(n)) for name in a.tokenizers.split(",") for n in a.threads.split(",")]
     times = {c: {"c": [], "rust": []} for c in configs}
     tokens = {}
     for r in range(a.rounds):
         for name, n in configs:
             path = os.path.join(TOKDIR, "fixtures", name + ".json")
-            dt_c, nt_c = run_c(a.tokenize, path, corpus, n, thread_flag)
+            if a.batch:
+                dt_c, nt_c = run_c_batch(a.tokenize, path, corpus, n)
+            else:
+                dt_c, nt_c = run_c(a.tokenize, path, corpus, n, thread_flag)
             dt_r, nt_r = run_rust(sys.executable, path, corpus, n)
             if nt_c != nt_r:
                 print(f"warning: {name}: tokenize gave {nt_c} tokens, tokenizers {nt_r}", file=sys.stderr)
@@ -109,7 +131,8 @@ def main():
     if not thread_flag:
         print("(tokenize --help names no --threads: C's rows differ only by LT_NUM_THREADS)")
     print()
-    print("| tokenizer | tokens | threads | tokenize (C) | tokenizers (Rust) | C / Rust |")
+    c_name = "encode_batch (C)" if a.batch else "tokenize (C)"
+    print(f"| tokenizer | tokens | threads | {c_name} | tokenizers (Rust) | C / Rust |")
     print("|---|---|---|---|---|---|")
     for name, n in configs:
         c = statistics.median(times[(name, n)]["c"])

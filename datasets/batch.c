@@ -61,6 +61,7 @@ lt_status lt_seq2seq_collate(const lt_seq_pairs *data, const int64_t *idx, int64
     return lt_last_status();
   }
   int64_t *src = r.src->data, *tin = r.tgt_in->data, *lab = r.labels->data;
+  const lt_special_ids sp = lt_seq_pairs_special_ids(data);
   bool *sm = r.src_mask->data, *tm = r.tgt_mask->data;
   for (int64_t b = 0; b < n; b++) {
     const int64_t *s, *t;
@@ -69,15 +70,15 @@ lt_status lt_seq2seq_collate(const lt_seq_pairs *data, const int64_t *idx, int64
     int64_t *srow = src + b * S, *irow = tin + b * T, *lrow = lab + b * T;
     bool *smrow = sm + b * S, *tmrow = tm + b * T;
     for (int64_t j = 0; j < S; j++) {
-      srow[j] = j < sl ? s[j] : LT_TOKEN_PAD;
+      srow[j] = j < sl ? s[j] : sp.pad;
       smrow[j] = j >= sl;
     }
     /* The full decoder sequence is <bos> t[0] .. t[tl-1] <eos> (tl + 2 ids):
      * the input drops its last id, the labels drop its first. */
     for (int64_t j = 0; j < T; j++) {
       bool real = j <= tl;
-      irow[j] = !real ? LT_TOKEN_PAD : j == 0 ? LT_TOKEN_BOS : t[j - 1];
-      lrow[j] = !real ? LT_IGNORE_INDEX : j < tl ? t[j] : LT_TOKEN_EOS;
+      irow[j] = !real ? sp.pad : j == 0 ? sp.bos : t[j - 1];
+      lrow[j] = !real ? LT_IGNORE_INDEX : j < tl ? t[j] : sp.eos;
       tmrow[j] = !real;
     }
     r.n_tokens += tl + 1;

@@ -318,6 +318,7 @@ struct lt_seq_pairs {
   int64_t nids, capids;
   seq_pair *pairs;
   int64_t count, cap;
+  lt_special_ids sp; /* <bos>, <eos>, <pad> of the batches (lt_seq2seq_collate) */
 };
 
 static const char *const overlong_names[] = {"error", "truncate", "skip"};
@@ -328,9 +329,22 @@ LT_ENUM_PARSER(lt_overlong_parse, lt_overlong, "overlong policy", overlong_names
 
 lt_seq_pairs *lt_seq_pairs_new(void) {
   lt_seq_pairs *p = calloc(1, sizeof *p);
-  if (!p) lt__err(LT_ERR_NOMEM, "seq_pairs_new: out of memory");
+  if (!p) return lt__err(LT_ERR_NOMEM, "seq_pairs_new: out of memory"), NULL;
+  p->sp = lt_tokenizer_special_ids(NULL);
   return p;
 }
+
+lt_status lt_seq_pairs_set_special_ids(lt_seq_pairs *p, lt_special_ids sp) {
+  if (!p) return lt__err(LT_ERR_NULL, "seq_pairs_set_special_ids: p is NULL");
+  if (sp.bos < 0 || sp.eos < 0 || sp.pad < 0)
+    return lt__err(LT_ERR_INVALID, "seq_pairs_set_special_ids: bos %lld, eos %lld, pad %lld: each must be an id >= 0 "
+                   "(the target tokenizer has no start, end or padding token)", (long long)sp.bos, (long long)sp.eos,
+                   (long long)sp.pad);
+  p->sp = sp;
+  return LT_OK;
+}
+
+lt_special_ids lt_seq_pairs_special_ids(const lt_seq_pairs *p) { return p ? p->sp : lt_tokenizer_special_ids(NULL); }
 
 void lt_seq_pairs_free(lt_seq_pairs *p) {
   if (!p) return;
@@ -408,6 +422,12 @@ lt_seq_pairs *lt_seq_pairs_encode(const lt_text_pairs *text, const lt_tokenizer 
     return lt__err(LT_ERR_INVALID, "%s: unknown overlong policy %d", op, (int)o.overlong), NULL;
   lt_seq_pairs *p = lt_seq_pairs_new();
   if (!p) return NULL;
+  if (lt_seq_pairs_set_special_ids(p, lt_tokenizer_special_ids(tgt_tok)) != LT_OK) {
+    lt__err(LT_ERR_INVALID, "%s: the target tokenizer (%s) has no <bos>/<eos>/<pad> of any usual name", op,
+            lt_tokenizer_kind_name(lt_tokenizer_get_kind(tgt_tok)));
+    lt_seq_pairs_free(p);
+    return NULL;
+  }
   int64_t affected = 0;
   for (int64_t i = 0; i < text->count; i++) {
     const text_pair *tp = &text->pairs[i];

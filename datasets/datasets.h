@@ -62,14 +62,14 @@ typedef struct lt_idx_header {
  * directory is refused at once), LT_ERR_FORMAT (not IDX, unknown type, 0 or
  * more than LT_MAX_DIMS dims, truncated header), LT_ERR_OVERFLOW (payload
  * larger than LT_IDX_MAX_BYTES). */
-lt_status lt_idx_read_header(const char *path, lt_idx_header *out);
+LT_API lt_status lt_idx_read_header(const char *path, lt_idx_header *out);
 
 /* Reads the whole IDX file at path into a new tensor of the file's shape,
  * converting the elements to dtype (f32, f64, i32 or i64; any file type).
  * Errors as lt_idx_read_header, plus LT_ERR_FORMAT when the data is shorter
  * than the header says, longer (trailing bytes), or the gzip stream is
  * corrupt, LT_ERR_DTYPE for an unsupported dtype, LT_ERR_NOMEM. Returns new. */
-lt_tensor *lt_idx_load(const char *path, lt_dtype dtype);
+LT_API lt_tensor *lt_idx_load(const char *path, lt_dtype dtype);
 
 /* ---- MNIST and Fashion-MNIST -------------------------------------------- */
 /* Both use the same four files and names:
@@ -106,14 +106,14 @@ typedef struct lt_mnist_opts {
  * The image file must have magic 0x00000803 and the label file 0x00000801,
  * with the same N; a label above 9 is an error naming its index. On failure
  * both outputs are set to NULL and the error names the file. */
-lt_status lt_mnist_load(const char *dir, lt_dataset_split split, const lt_mnist_opts *opts, lt_tensor **images,
+LT_API lt_status lt_mnist_load(const char *dir, lt_dataset_split split, const lt_mnist_opts *opts, lt_tensor **images,
                         lt_tensor **labels);
 /* The same from two explicit file paths. */
-lt_status lt_mnist_load_files(const char *images_path, const char *labels_path, const lt_mnist_opts *opts,
+LT_API lt_status lt_mnist_load_files(const char *images_path, const char *labels_path, const lt_mnist_opts *opts,
                               lt_tensor **images, lt_tensor **labels);
 
 /* The class name of a Fashion-MNIST label ("T-shirt/top", ...); "?" outside 0..9. Static. */
-const char *lt_fashion_mnist_class_name(int64_t label);
+LT_API const char *lt_fashion_mnist_class_name(int64_t label);
 
 /* ==== End of Images ==== */
 
@@ -161,7 +161,7 @@ const char *lt_fashion_mnist_class_name(int64_t label);
 /* True if s[0..len) is well-formed UTF-8 (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF). When it is not and bad_offset is not
  * NULL, *bad_offset receives the byte offset of the first bad sequence. */
-bool lt_utf8_valid(const char *s, size_t len, size_t *bad_offset);
+LT_API bool lt_utf8_valid(const char *s, size_t len, size_t *bad_offset);
 
 /* ---- Tokenizers ----------------------------------------------------------- */
 /* Vocabularies (ids):
@@ -198,11 +198,11 @@ typedef struct lt_bpe_opts {
 #define LT_BPE_MAX_MERGES ((int64_t)1 << 20)
 
 /* Returns new (free with lt_tokenizer_free) or NULL on failure. */
-lt_tokenizer *lt_tokenizer_new_byte(void);
+LT_API lt_tokenizer *lt_tokenizer_new_byte(void);
 /* The vocabulary is the distinct code points of text[0..len), which must be
  * non-empty valid UTF-8 (LT_ERR_INVALID if empty, LT_ERR_FORMAT naming the byte
  * offset if not UTF-8). Returns new. */
-lt_tokenizer *lt_tokenizer_new_char(const char *text, size_t len);
+LT_API lt_tokenizer *lt_tokenizer_new_char(const char *text, size_t len);
 /* Learns byte-level BPE merges from text[0..len) (non-empty). The text is first
  * cut into pieces (see docs/datasets.md: an optional leading space plus a run
  * of letters, of digits, or of other symbols; runs of other whitespace; at
@@ -210,10 +210,10 @@ lt_tokenizer *lt_tokenizer_new_char(const char *text, size_t len);
  * step merges the most frequent adjacent pair; ties go to the pair with the
  * smallest (left id, right id), so training is deterministic. opts NULL means
  * LT_BPE_DEFAULTS. Returns new. */
-lt_tokenizer *lt_tokenizer_train_bpe(const char *text, size_t len, const lt_bpe_opts *opts);
+LT_API lt_tokenizer *lt_tokenizer_train_bpe(const char *text, size_t len, const lt_bpe_opts *opts);
 /* The same, reading the text from the file at path (see lt_text_file_read). */
-lt_tokenizer *lt_tokenizer_train_bpe_file(const char *path, const lt_bpe_opts *opts);
-void lt_tokenizer_free(lt_tokenizer *tok);  /* NULL is a no-op */
+LT_API lt_tokenizer *lt_tokenizer_train_bpe_file(const char *path, const lt_bpe_opts *opts);
+LT_API void lt_tokenizer_free(lt_tokenizer *tok);  /* NULL is a no-op */
 
 /* A Hugging Face tokenizer from the text of a tokenizer.json (json[0..len),
  * copied) or from the file at path (at most 1 GiB). Models BPE, WordPiece,
@@ -223,29 +223,29 @@ void lt_tokenizer_free(lt_tokenizer *tok);  /* NULL is a no-op */
  * so are bad JSON, wrong types, ids outside [0, 2^24), merges naming unknown
  * tokens and nesting deeper than 16. LT_ERR_IO for a file that cannot be read.
  * Returns new (free with lt_tokenizer_free). */
-lt_tokenizer *lt_tokenizer_from_hf_json(const char *json, size_t len);
-lt_tokenizer *lt_tokenizer_load_hf(const char *path);
+LT_API lt_tokenizer *lt_tokenizer_from_hf_json(const char *json, size_t len);
+LT_API lt_tokenizer *lt_tokenizer_load_hf(const char *path);
 
-lt_tokenizer_kind lt_tokenizer_get_kind(const lt_tokenizer *tok);  /* byte for NULL */
+LT_API lt_tokenizer_kind lt_tokenizer_get_kind(const lt_tokenizer *tok);  /* byte for NULL */
 /* Names of the kinds, the one table for files and command lines: "byte",
  * "char", "bpe", "hf" (an hf tokenizer is loaded, never built from a name). _name returns a static string ("unknown" out of range);
  * _parse sets *out from a name or fails with LT_ERR_INVALID listing the names
  * (LT_ERR_NULL for a NULL s), *out untouched. */
-const char *lt_tokenizer_kind_name(lt_tokenizer_kind kind);
-lt_status lt_tokenizer_kind_parse(const char *s, lt_tokenizer_kind *out);
+LT_API const char *lt_tokenizer_kind_name(lt_tokenizer_kind kind);
+LT_API lt_status lt_tokenizer_kind_parse(const char *s, lt_tokenizer_kind *out);
 /* Number of ids (specials included); 0 for NULL. */
-int64_t lt_tokenizer_vocab_size(const lt_tokenizer *tok);
+LT_API int64_t lt_tokenizer_vocab_size(const lt_tokenizer *tok);
 /* Number of BPE merges (0 for byte and char). */
-int64_t lt_tokenizer_num_merges(const lt_tokenizer *tok);
+LT_API int64_t lt_tokenizer_num_merges(const lt_tokenizer *tok);
 /* Merge i (0-based) of a BPE tokenizer: the ids of its left and right parts
  * (it makes id 260 + i). LT_ERR_INDEX if i is out of range. */
-lt_status lt_tokenizer_merge(const lt_tokenizer *tok, int64_t i, int64_t *left, int64_t *right);
+LT_API lt_status lt_tokenizer_merge(const lt_tokenizer *tok, int64_t i, int64_t *left, int64_t *right);
 
 /* Encodes text[0..len) into *ids (returns new, free with free(); non-NULL even
  * for an empty text) and its length into *n. No <bos>/<eos> are added. Errors:
  * LT_ERR_FORMAT for invalid UTF-8 given to a char tokenizer (naming the byte
  * offset), LT_ERR_NOMEM. On failure *ids and *n are untouched. */
-lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t len,
+LT_API lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t len,
                               int64_t **ids, int64_t *n);
 /* Encoding flags (lt_tokenizer_encode_ex). LT_ENCODE_ADD_SPECIAL: add the
  * post-processor's special tokens (an hf tokenizer's [CLS]/[SEP], <s>, ...;
@@ -261,14 +261,46 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t 
  * special and padding tokens). An hf tokenizer reads text as UTF-8 with each
  * ill-formed sequence taken as U+FFFD (its maximal subpart, as Python's
  * bytes.decode(errors="replace")). Errors as lt_tokenizer_encode. */
-lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *text, size_t len, unsigned flags,
+LT_API lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                  int64_t **ids, int64_t **offsets, int64_t *n);
 /* The id of the token spelled s[0..n) in an hf tokenizer's vocabulary (added
  * tokens included), e.g. "</s>" or "<|endoftext|>"; for the other kinds the
  * special names "<pad>", "<bos>", "<eos>", "<unk>". -1 when there is none. */
-int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n);
+LT_API int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n);
+/* Encodes the n texts texts[i] (lens[i] bytes each) as lt_tokenizer_encode_ex
+ * does with flags (offsets are not kept), on lt_get_num_threads() threads:
+ * the texts are shared out in chunks, each encoded whole by one thread, and
+ * the result does not depend on the thread count. *ids (returns new, free
+ * with free(); NULL when there are none) holds every text's ids back to
+ * back, text i's at ids[starts[i] .. starts[i + 1]) (starts: the caller's
+ * array of n + 1). Errors: those of lt_tokenizer_encode_ex for the first text
+ * (lowest index) that fails, with its index in the message; LT_ERR_NULL,
+ * LT_ERR_INVALID (n < 0). On failure *ids and starts are untouched. */
+LT_API lt_status lt_tokenizer_encode_batch(const lt_tokenizer *tok, const char *const *texts, const size_t *lens, int64_t n,
+                                    unsigned flags, int64_t **ids, int64_t *starts);
+/* The start, end and padding ids of a tokenizer, for the seq2seq batches
+ * (<bos> target <eos>), generation and its stopping. */
+typedef struct lt_special_ids {
+  int64_t bos, eos, pad;
+} lt_special_ids;
+/* libtensor's kinds: LT_TOKEN_BOS, LT_TOKEN_EOS, LT_TOKEN_PAD. An hf tokenizer:
+ * for each, the first of the usual names its vocabulary has (bos: <s>,
+ * <|begin_of_text|>, <|startoftext|>, <bos>, [CLS], <|endoftext|>; eos: </s>,
+ * <|endoftext|>, <|end_of_text|>, <|eot_id|>, <eos>, [SEP]; pad: <pad>,
+ * [PAD], <|pad|>, <|finetune_right_pad_id|>), a missing pad then being the
+ * eos and a missing bos the eos; -1 when none is there (a Hugging Face
+ * directory's config.json says more: lt_hf_read_gen_ids). NULL tok: the
+ * libtensor ids. */
+LT_API lt_special_ids lt_tokenizer_special_ids(const lt_tokenizer *tok);
+/* Reads a line of decimal ids separated by spaces, tabs, \r or \n (what
+ * `tokenize --decode` reads) into *ids (returns new, free with free(); NULL
+ * when *n is 0). LT_ERR_FORMAT when a word is not a decimal integer in the
+ * int64 range, quoting the whole word (at most 40 bytes of it): "\"nan\" is
+ * not an id"; ids are not checked against a vocabulary (lt_tokenizer_decode
+ * does that). *ids untouched on failure. */
+LT_API lt_status lt_tokenizer_parse_ids(const char *line, size_t len, int64_t **ids, int64_t *n);
 /* The same as a 1-d i64 tensor [n] (returns new). */
-lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text, size_t len);
+LT_API lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text, size_t len);
 
 /* Decoding flags. By default <pad>, <bos> and <eos> decode to nothing and
  * <unk> to U+FFFD (the replacement character, bytes EF BF BD).
@@ -282,22 +314,22 @@ lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text,
  * bytes that are not valid UTF-8 from an arbitrary id sequence. Errors:
  * LT_ERR_INDEX for an id outside [0, vocab size), naming the id and its
  * position (e.g. a -100 label left in), LT_ERR_INVALID for n < 0. */
-lt_status lt_tokenizer_decode(const lt_tokenizer *tok, const int64_t *ids, int64_t n,
+LT_API lt_status lt_tokenizer_decode(const lt_tokenizer *tok, const int64_t *ids, int64_t n,
                               unsigned flags, char **text, size_t *len);
 /* The same for a 1-d (or any-shape, read in row-major order) integer tensor. */
-lt_status lt_tokenizer_decode_tensor(const lt_tokenizer *tok, const lt_tensor *ids,
+LT_API lt_status lt_tokenizer_decode_tensor(const lt_tokenizer *tok, const lt_tensor *ids,
                                      unsigned flags, char **text, size_t *len);
 
 /* Serialises the tokenizer (kind, vocabulary, merges) into *buf (returns new,
  * free with free()) of *size bytes; the format (little-endian, versioned, with
  * a CRC-32) is in docs/datasets.md. */
-lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *size);
+LT_API lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *size);
 /* Rebuilds a tokenizer from a buffer made by lt_tokenizer_serialize. The buffer
  * is checked, not trusted: a wrong magic, version, kind or size, a bad
  * checksum, counts beyond the limits, unordered or invalid code points, and
  * merges that refer to ids not yet defined all fail with LT_ERR_FORMAT.
  * Returns new. */
-lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size);
+LT_API lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size);
 
 /* The tokenizer as tokenizer.json, the format of Hugging Face tokenizers
  * (docs/datasets.md "tokenizer.json"): byte and BPE as a byte-level BPE model
@@ -309,15 +341,15 @@ lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size);
  * *json returns new (free with free()), NUL-terminated, ASCII (other
  * characters escaped), *len bytes without the NUL. Errors: LT_ERR_NULL,
  * LT_ERR_NOMEM. On failure *json and *len are untouched. */
-lt_status lt_tokenizer_to_json(const lt_tokenizer *tok, char **json, size_t *len);
+LT_API lt_status lt_tokenizer_to_json(const lt_tokenizer *tok, char **json, size_t *len);
 /* The same written to path (replaced if it exists), with a final newline.
  * Errors: those of lt_tokenizer_to_json, LT_ERR_IO naming the path. */
-lt_status lt_tokenizer_save_json(const lt_tokenizer *tok, const char *path);
+LT_API lt_status lt_tokenizer_save_json(const lt_tokenizer *tok, const char *path);
 /* libtensor's BPE pieces as a regular expression (Oniguruma and Python re
  * syntax; static string): the same pieces as the tokenizer cuts for every
  * text whose runs of whitespace, and whose runs of letters with non-ASCII
  * characters, are at most 128 bytes (docs/datasets.md). */
-const char *lt_tokenizer_piece_regex(void);
+LT_API const char *lt_tokenizer_piece_regex(void);
 
 /* ---- Text sources ------------------------------------------------------- */
 
@@ -331,31 +363,31 @@ const char *lt_tokenizer_piece_regex(void);
  * the path and the system's reason), LT_ERR_OVERFLOW (larger than
  * LT_TEXT_MAX_BYTES, checked before reading and while reading). An empty file
  * is not an error here. */
-lt_status lt_text_file_read(const char *path, char **data, size_t *len);
+LT_API lt_status lt_text_file_read(const char *path, char **data, size_t *len);
 
 /* Language modelling: the whole file at path as one token stream, a 1-d i64
  * tensor [N] (returns new; no <bos>/<eos> added). Errors as lt_text_file_read
  * and lt_tokenizer_encode, plus LT_ERR_FORMAT for an empty file. Batch it with
  * lt_lm_loader. */
-lt_tensor *lt_text_file_tokens(const lt_tokenizer *tok, const char *path);
+LT_API lt_tensor *lt_text_file_tokens(const lt_tokenizer *tok, const char *path);
 
 /* Pairs of texts (source, target) for seq2seq, e.g. a parallel corpus. */
 typedef struct lt_text_pairs lt_text_pairs;
 
-lt_text_pairs *lt_text_pairs_new(void);  /* empty; returns new */
-void lt_text_pairs_free(lt_text_pairs *p); /* NULL is a no-op */
+LT_API lt_text_pairs *lt_text_pairs_new(void);  /* empty; returns new */
+LT_API void lt_text_pairs_free(lt_text_pairs *p); /* NULL is a no-op */
 /* Appends a copy of (src[0..src_len), tgt[0..tgt_len)). */
-lt_status lt_text_pairs_add(lt_text_pairs *p, const char *src, size_t src_len,
+LT_API lt_status lt_text_pairs_add(lt_text_pairs *p, const char *src, size_t src_len,
                             const char *tgt, size_t tgt_len);
-int64_t lt_text_pairs_count(const lt_text_pairs *p);  /* 0 for NULL */
+LT_API int64_t lt_text_pairs_count(const lt_text_pairs *p);  /* 0 for NULL */
 /* Pair i: borrowed pointers (valid until p changes or is freed) to
  * NUL-terminated strings, and their lengths (either length pointer may be
  * NULL). LT_ERR_INDEX if i is out of range. */
-lt_status lt_text_pairs_get(const lt_text_pairs *p, int64_t i, const char **src, size_t *src_len,
+LT_API lt_status lt_text_pairs_get(const lt_text_pairs *p, int64_t i, const char **src, size_t *src_len,
                             const char **tgt, size_t *tgt_len);
 /* Every source and target, each followed by '\n', as one text to build a
  * vocabulary from (returns new, free with free(); NUL-terminated). */
-lt_status lt_text_pairs_concat(const lt_text_pairs *p, char **text, size_t *len);
+LT_API lt_status lt_text_pairs_concat(const lt_text_pairs *p, char **text, size_t *len);
 
 /* TSV parallel corpus: one example per line, "source<TAB>target", lines ended
  * by "\n" or "\r\n". Fields after a second tab (e.g. the attribution column of
@@ -367,9 +399,9 @@ typedef struct lt_tsv_opts {
   bool skip_bad_lines;
 } lt_tsv_opts;
 /* opts may be NULL (all false); n_skipped may be NULL. Returns new. */
-lt_text_pairs *lt_text_pairs_load_tsv(const char *path, const lt_tsv_opts *opts, int64_t *n_skipped);
+LT_API lt_text_pairs *lt_text_pairs_load_tsv(const char *path, const lt_tsv_opts *opts, int64_t *n_skipped);
 /* The same on a buffer in memory (name is used in messages; may be NULL). */
-lt_text_pairs *lt_text_pairs_parse_tsv(const char *data, size_t len, const char *name,
+LT_API lt_text_pairs *lt_text_pairs_parse_tsv(const char *data, size_t len, const char *name,
                                        const lt_tsv_opts *opts, int64_t *n_skipped);
 
 /* Writes p as a TSV corpus that lt_text_pairs_load_tsv reads back into the
@@ -379,7 +411,7 @@ lt_text_pairs *lt_text_pairs_parse_tsv(const char *data, size_t len, const char 
  * '\n', '\r' or NUL. LT_ERR_IO (with errno's text) if the file cannot be
  * created or written; a partly written file is then removed. An existing
  * file is replaced. */
-lt_status lt_text_pairs_save_tsv(const lt_text_pairs *p, const char *path);
+LT_API lt_status lt_text_pairs_save_tsv(const lt_text_pairs *p, const char *path);
 
 /* Splits p into a training and a validation set that never share a source:
  * a pair goes to validation when a hash of its source text (FNV-1a 64, see
@@ -387,10 +419,10 @@ lt_status lt_text_pairs_save_tsv(const lt_text_pairs *p, const char *path);
  * duplicates of a source land on the same side, and the split does not depend
  * on the order or on a seed. valid_fraction in [0, 1]. *train and *valid are
  * new (either may come out empty). */
-lt_status lt_text_pairs_split(const lt_text_pairs *p, double valid_fraction,
+LT_API lt_status lt_text_pairs_split(const lt_text_pairs *p, double valid_fraction,
                               lt_text_pairs **train, lt_text_pairs **valid);
 /* True if the source text s falls in the validation part of that split. */
-bool lt_text_in_valid_split(const char *s, size_t len, double valid_fraction);
+LT_API bool lt_text_in_valid_split(const char *s, size_t len, double valid_fraction);
 
 /* ---- Built-in seq2seq tasks (no download) ------------------------------- */
 /* Examples are generated from a seed (a splitmix64 stream, so identical on
@@ -441,17 +473,17 @@ typedef struct lt_task_opts {
  * ("unknown" out of range; static). _parse sets *out from a name or fails
  * with LT_ERR_INVALID listing the names (LT_ERR_NULL for a NULL s), *out
  * untouched. */
-const char *lt_task_name(lt_task_kind kind);
-lt_status lt_task_parse(const char *s, lt_task_kind *out);
+LT_API const char *lt_task_name(lt_task_kind kind);
+LT_API lt_status lt_task_parse(const char *s, lt_task_kind *out);
 /* num_examples pairs of the split (returns new). Errors: LT_ERR_INVALID for
  * options out of range (naming the option), LT_ERR_STATE when the split's
  * share of the source space is too small to find distinct enough examples
  * (e.g. copy with max_len 1). Reproducible: the same options give the same
  * pairs in the same order. */
-lt_text_pairs *lt_task_generate(const lt_task_opts *opts, lt_task_split split);
+LT_API lt_text_pairs *lt_task_generate(const lt_task_opts *opts, lt_task_split split);
 /* The words of n (0 <= n < 10^15) into buf (NUL-terminated); LT_ERR_INVALID
  * out of range or if buf is too small (256 bytes always suffice). */
-lt_status lt_number_to_words(int64_t n, char *buf, size_t size);
+LT_API lt_status lt_number_to_words(int64_t n, char *buf, size_t size);
 
 /* ---- Tokenized pairs ---------------------------------------------------- */
 
@@ -465,8 +497,8 @@ typedef enum {
  * lines). _name returns a static string ("unknown" out of range); _parse sets
  * *out from a name or fails with LT_ERR_INVALID listing the names (LT_ERR_NULL
  * for a NULL s), *out untouched. */
-const char *lt_overlong_name(lt_overlong policy);
-lt_status lt_overlong_parse(const char *s, lt_overlong *out);
+LT_API const char *lt_overlong_name(lt_overlong policy);
+LT_API lt_status lt_overlong_parse(const char *s, lt_overlong *out);
 
 /* max_src_len: most source tokens (encoder positions). max_tgt_len: most
  * decoder positions, i.e. target tokens + 1 (for <bos> / <eos>), so a target is
@@ -480,21 +512,28 @@ typedef struct lt_seq_opts {
 /* Token-id pairs, stored compactly. */
 typedef struct lt_seq_pairs lt_seq_pairs;
 
-lt_seq_pairs *lt_seq_pairs_new(void);  /* empty; returns new */
-void lt_seq_pairs_free(lt_seq_pairs *p); /* NULL is a no-op */
+LT_API lt_seq_pairs *lt_seq_pairs_new(void);  /* empty; returns new */
+LT_API void lt_seq_pairs_free(lt_seq_pairs *p); /* NULL is a no-op */
 /* Appends copies of src[0..src_len) and tgt[0..tgt_len) (ids >= 0; lengths
  * >= 0, the source at least 1). */
-lt_status lt_seq_pairs_add(lt_seq_pairs *p, const int64_t *src, int64_t src_len,
+LT_API lt_status lt_seq_pairs_add(lt_seq_pairs *p, const int64_t *src, int64_t src_len,
                            const int64_t *tgt, int64_t tgt_len);
-int64_t lt_seq_pairs_count(const lt_seq_pairs *p);  /* 0 for NULL */
+LT_API int64_t lt_seq_pairs_count(const lt_seq_pairs *p);  /* 0 for NULL */
 /* Example i: borrowed pointers into p (valid until p changes or is freed). */
-lt_status lt_seq_pairs_get(const lt_seq_pairs *p, int64_t i, const int64_t **src, int64_t *src_len,
+LT_API lt_status lt_seq_pairs_get(const lt_seq_pairs *p, int64_t i, const int64_t **src, int64_t *src_len,
                            const int64_t **tgt, int64_t *tgt_len);
+/* The <bos>, <eos> and <pad> ids the batches of p use (lt_seq2seq_collate):
+ * libtensor's LT_TOKEN_* for a new p, the target tokenizer's
+ * (lt_tokenizer_special_ids) for one made by lt_seq_pairs_encode. The setter
+ * fails (LT_ERR_INVALID) for a negative id; NULL p: the LT_TOKEN_* ids. */
+LT_API lt_status lt_seq_pairs_set_special_ids(lt_seq_pairs *p, lt_special_ids sp);
+LT_API lt_special_ids lt_seq_pairs_special_ids(const lt_seq_pairs *p);
 /* Encodes every pair (sources with src_tok, targets with tgt_tok; they may be
- * the same tokenizer), applying opts (NULL: no limits). n_affected (may be
+ * the same tokenizer), applying opts (NULL: no limits), the batches then
+ * using tgt_tok's special ids (LT_ERR_INVALID when it has none). n_affected (may be
  * NULL) receives how many examples were truncated or skipped. Returns new;
  * fails (LT_ERR_INVALID) if nothing is left. */
-lt_seq_pairs *lt_seq_pairs_encode(const lt_text_pairs *text, const lt_tokenizer *src_tok,
+LT_API lt_seq_pairs *lt_seq_pairs_encode(const lt_text_pairs *text, const lt_tokenizer *src_tok,
                                   const lt_tokenizer *tgt_tok, const lt_seq_opts *opts,
                                   int64_t *n_affected);
 
@@ -502,6 +541,8 @@ lt_seq_pairs *lt_seq_pairs_encode(const lt_text_pairs *text, const lt_tokenizer 
 
 /* A seq2seq batch for teacher forcing. All tensors new, [B, S] or [B, T],
  * padded to the longest sequence in the batch:
+ * (<bos>, <eos>, <pad>: the ids of lt_seq_pairs_special_ids(data), libtensor's
+ * LT_TOKEN_* unless the pairs were encoded with a tokenizer of other ids)
  *   src      i64  source ids, then LT_TOKEN_PAD
  *   src_mask bool true at padding (key_padding_mask for encoder attention
  *                 and cross-attention)
@@ -520,11 +561,11 @@ typedef struct lt_seq2seq_batch {
   int64_t n_tokens;
 } lt_seq2seq_batch;
 /* Frees the tensors and sets the fields to NULL/0; NULL is a no-op. */
-void lt_seq2seq_batch_free(lt_seq2seq_batch *b);
+LT_API void lt_seq2seq_batch_free(lt_seq2seq_batch *b);
 
 /* The batch of examples idx[0..n) of data, in that order (n >= 1). On failure
  * *out is untouched. */
-lt_status lt_seq2seq_collate(const lt_seq_pairs *data, const int64_t *idx, int64_t n,
+LT_API lt_status lt_seq2seq_collate(const lt_seq_pairs *data, const int64_t *idx, int64_t n,
                              lt_seq2seq_batch *out);
 
 /* Loader options. */
@@ -557,15 +598,15 @@ typedef struct lt_loader_position {
  * batches of the epoch are shuffled (a second lt_randperm). After the last
  * batch of an epoch, the next call starts the next epoch. Returns new. */
 typedef struct lt_seq2seq_loader lt_seq2seq_loader;
-lt_seq2seq_loader *lt_seq2seq_loader_new(const lt_seq_pairs *data, const lt_batch_opts *opts);
-void lt_seq2seq_loader_free(lt_seq2seq_loader *L);  /* NULL is a no-op */
+LT_API lt_seq2seq_loader *lt_seq2seq_loader_new(const lt_seq_pairs *data, const lt_batch_opts *opts);
+LT_API void lt_seq2seq_loader_free(lt_seq2seq_loader *L);  /* NULL is a no-op */
 /* The next batch into *out. On failure *out and the position are unchanged. */
-lt_status lt_seq2seq_loader_next(lt_seq2seq_loader *L, lt_seq2seq_batch *out);
-int64_t lt_seq2seq_loader_batches_per_epoch(const lt_seq2seq_loader *L);
-lt_loader_position lt_seq2seq_loader_get_position(const lt_seq2seq_loader *L);
+LT_API lt_status lt_seq2seq_loader_next(lt_seq2seq_loader *L, lt_seq2seq_batch *out);
+LT_API int64_t lt_seq2seq_loader_batches_per_epoch(const lt_seq2seq_loader *L);
+LT_API lt_loader_position lt_seq2seq_loader_get_position(const lt_seq2seq_loader *L);
 /* LT_ERR_STATE if the fingerprint differs, LT_ERR_INVALID for a negative epoch
  * or an index outside [0, batches per epoch]. */
-lt_status lt_seq2seq_loader_set_position(lt_seq2seq_loader *L, lt_loader_position pos);
+LT_API lt_status lt_seq2seq_loader_set_position(lt_seq2seq_loader *L, lt_loader_position pos);
 
 /* Language-modelling loader over a token stream tokens [N] (any integer dtype,
  * copied: the tensor may be freed afterwards). The stream is cut into
@@ -575,12 +616,12 @@ lt_status lt_seq2seq_loader_set_position(lt_seq2seq_loader *L, lt_loader_positio
  * both [B, T] i64 (new). Needs N >= T + 1. bucket_batches is ignored.
  * Returns new. */
 typedef struct lt_lm_loader lt_lm_loader;
-lt_lm_loader *lt_lm_loader_new(const lt_tensor *tokens, int64_t T, const lt_batch_opts *opts);
-void lt_lm_loader_free(lt_lm_loader *L);  /* NULL is a no-op */
-lt_status lt_lm_loader_next(lt_lm_loader *L, lt_tensor **x, lt_tensor **y);
-int64_t lt_lm_loader_batches_per_epoch(const lt_lm_loader *L);
-lt_loader_position lt_lm_loader_get_position(const lt_lm_loader *L);
-lt_status lt_lm_loader_set_position(lt_lm_loader *L, lt_loader_position pos);
+LT_API lt_lm_loader *lt_lm_loader_new(const lt_tensor *tokens, int64_t T, const lt_batch_opts *opts);
+LT_API void lt_lm_loader_free(lt_lm_loader *L);  /* NULL is a no-op */
+LT_API lt_status lt_lm_loader_next(lt_lm_loader *L, lt_tensor **x, lt_tensor **y);
+LT_API int64_t lt_lm_loader_batches_per_epoch(const lt_lm_loader *L);
+LT_API lt_loader_position lt_lm_loader_get_position(const lt_lm_loader *L);
+LT_API lt_status lt_lm_loader_set_position(lt_lm_loader *L, lt_loader_position pos);
 
 /* Loader over the rows of in-memory tensors (images, features): x [N, ...]
  * and y [N, ...] (any dtypes; borrowed: they must outlive the loader and not
@@ -593,15 +634,15 @@ lt_status lt_lm_loader_set_position(lt_lm_loader *L, lt_loader_position pos);
  * are 0-d, LT_ERR_INVALID for N == 0. Used by train/classify.h; the same
  * shuffling and resume as the loaders above. */
 typedef struct lt_tensor_loader lt_tensor_loader;
-lt_tensor_loader *lt_tensor_loader_new(const lt_tensor *x, const lt_tensor *y, const lt_batch_opts *opts);
-void lt_tensor_loader_free(lt_tensor_loader *L);  /* NULL is a no-op */
+LT_API lt_tensor_loader *lt_tensor_loader_new(const lt_tensor *x, const lt_tensor *y, const lt_batch_opts *opts);
+LT_API void lt_tensor_loader_free(lt_tensor_loader *L);  /* NULL is a no-op */
 /* The next batch: *x [b, ...], *y [b, ...] (new), b = B except for a last
  * short batch without drop_last. On failure *x and *y are untouched and the
  * position is unchanged. */
-lt_status lt_tensor_loader_next(lt_tensor_loader *L, lt_tensor **x, lt_tensor **y);
-int64_t lt_tensor_loader_batches_per_epoch(const lt_tensor_loader *L);
-lt_loader_position lt_tensor_loader_get_position(const lt_tensor_loader *L);
-lt_status lt_tensor_loader_set_position(lt_tensor_loader *L, lt_loader_position pos);
+LT_API lt_status lt_tensor_loader_next(lt_tensor_loader *L, lt_tensor **x, lt_tensor **y);
+LT_API int64_t lt_tensor_loader_batches_per_epoch(const lt_tensor_loader *L);
+LT_API lt_loader_position lt_tensor_loader_get_position(const lt_tensor_loader *L);
+LT_API lt_status lt_tensor_loader_set_position(lt_tensor_loader *L, lt_loader_position pos);
 
 /* ==== End of Text: tokenizers, corpora, tasks, batching ==== */
 

@@ -72,7 +72,7 @@ static lt_status read_vocab_map(lt__hf_model *m, json_t *v, const char *where) {
   const char *key;
   json_t *val;
   json_object_foreach(v, key, val) {
-    size_t n = strlen(key); /* jansson keys cannot hold NUL */
+    size_t n = strlen(key); /* jansson reads no NUL in an object key (it refuses the file) */
     if (!json_is_integer(val) || json_integer_value(val) < 0 || json_integer_value(val) >= LT__HF_MAX_VOCAB)
       return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.vocab[\"%.40s\"] must be an id in [0, %lld)", where, key,
                      (long long)LT__HF_MAX_VOCAB);
@@ -248,7 +248,6 @@ static lt_status parse_unigram(lt__hf_model *m, json_t *j, const char *where) {
     if (len > LT__HF_MAX_TOKEN_BYTES)
       return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.vocab[%zu] is %zu bytes (at most %d)", where, i, len,
                      LT__HF_MAX_TOKEN_BYTES);
-    if (memchr(s, '\0', len)) return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.vocab[%zu] contains a NUL", where, i);
     bool rep;
     if (lt__strmap_get(&m->vocab, s, len) < 0 && !lt__strmap_set(&m->vocab, s, len, (int64_t)i, &rep)) return nomem(where);
     if (len && !lt__trie_add(&m->trie, s, len, (int64_t)i)) return nomem(where); /* a repeated piece keeps its first id */

@@ -5,12 +5,10 @@
  * Prepend, Sequence. Each rewrites the text and keeps its alignment to the
  * original bytes.
  *
- * Unicode normalization is applied to the whole text (so the result is
- * exactly the normal form); its alignment is per character where normalizing
- * character by character gives the same, else per run of a starter and the
- * combining marks after it, which is where composition and reordering can
- * move characters (and when the runs normalized one by one would differ from
- * the whole, the whole text is aligned to its whole range).
+ * Unicode normalization follows the library's algorithm step for step (see
+ * "Unicode normal forms" below), with libutf8proc's character data less the
+ * code points the library's tables do not know, so the text and its alignment
+ * are the library's.
  *
  * What this is not: Precompiled (SentencePiece's charsmap), Nmt or ByteLevel
  * normalizers; those are refused at load.
@@ -158,102 +156,182 @@ static void swap_in(lt__ntext *t, lt__ntext *out) {
 
 static lt_status oom(void) { return lt__err(LT_ERR_NOMEM, "tokenizer: out of memory while normalizing"); }
 
-/* Appends the normalized characters p[0..np) of t's bytes [a, b), aligned
- * as the library's composition and reordering leave them: an output
- * character that is one of the next few input characters keeps that one's
- * range, any other (a composition) takes the range of the next input
- * character not yet used (the last one's beyond the end). */
-static bool align_in_order(lt__ntext *out, const lt__ntext *t, size_t a, size_t b, const char *p, size_t np) {
-  size_t q = a, last = a;
-  lt__ntext tmp = {0};
-  bool ok = lt__ntext_put(&tmp, p, np, 0, 0);
-  for (size_t i = 0; ok && i < tmp.n;) {
-    int k, kk;
-    uint32_t c = lt__ntext_cp(&tmp, i, &k);
-    size_t r = q, hit = SIZE_MAX;
-    for (int look = 0; look < 8 && r < b; look++) { /* a bounded look-ahead keeps this linear */
-      if (lt__ntext_cp(t, r, &kk) == c) {
-        hit = r;
-        break;
-      }
-      r += (size_t)kk;
-    }
-    size_t at = hit != SIZE_MAX ? hit : (q < b ? q : last);
-    lt__ntext_cp(t, at, &kk);
-    if (at >= q && at < b) q = at + (size_t)kk;
-    last = at;
-    ok = lt__ntext_put(out, p + i, (size_t)k, t->os[at], t->oe[at + (size_t)kk - 1]);
-    i += (size_t)k;
-  }
-  lt__ntext_free(&tmp);
-  return ok;
+/* ---- Unicode normal forms ----------------------------------------------------
+ * The library's algorithm (unicode-normalization-alignments, decompose.rs and
+ * recompose.rs, and NormalizedString::transform), step for step, so that the
+ * alignment comes out as the library's: every character of the output carries
+ * a change, 0 for the first character of an input character's decomposition
+ * and 1 for the others; marks are reordered (a stable sort by combining class
+ * of each run of non-starters) with their changes; a composition of k and ch
+ * carries k's change + ch's change - 1. Then, in output order, a character of
+ * change <= 0 takes the range of the next unconsumed input character and
+ * consumes it and -change more; one of change 1 takes the range of the last
+ * byte consumed. So a reordered mark keeps the range of the input position it
+ * lands on, not of itself: the library aligns by position. The character data
+ * (decompositions, combining classes, compositions) is libutf8proc's, less the
+ * code points the library's tables do not know (lt__uc_norm_known). */
+typedef struct {
+  uint32_t c;
+  int64_t change;
+  int ccc;
+  size_t seq; /* position before sorting: keeps the sort stable */
+} nf_char;
+
+static int nf_ccc(uint32_t c) {
+  return lt__uc_norm_known(c) ? utf8proc_get_property((utf8proc_int32_t)c)->combining_class : 0;
 }
 
-/* Unicode normal form (options for utf8proc_map) of t, aligned per starter run. */
-static lt_status unicode_nf(lt__ntext *t, int opts) {
-  if (t->n == 0) return LT_OK;
-  utf8proc_uint8_t *whole = NULL;
-  utf8proc_ssize_t nw = utf8proc_map((const utf8proc_uint8_t *)t->s, (utf8proc_ssize_t)t->n, &whole,
-                                     (utf8proc_option_t)(opts | UTF8PROC_STABLE));
-  if (nw < 0) return lt__err(LT_ERR_FORMAT, "tokenizer: normalization failed: %s", utf8proc_errmsg(nw));
-  lt__ntext out = {0};
-  bool ok = true;
-  size_t i = 0;
-  while (ok && i < t->n) {
-    /* A run: one character, then every character of combining class > 0 (and
-     * Hangul vowel and trailing jamo, which compose with what precedes them). */
-    size_t j = i;
+static int nf_cmp(const void *x, const void *y) {
+  const nf_char *a = x, *b = y;
+  if (a->ccc != b->ccc) return a->ccc < b->ccc ? -1 : 1;
+  return a->seq < b->seq ? -1 : a->seq > b->seq;
+}
+
+/* The primary composite of a and b, or 0 (compose() of the library's crate). */
+static uint32_t nf_compose(uint32_t a, uint32_t b) {
+  if (!lt__uc_norm_known(a) || !lt__uc_norm_known(b)) return 0;
+  utf8proc_int32_t buf[2] = {(utf8proc_int32_t)a, (utf8proc_int32_t)b};
+  utf8proc_ssize_t n = utf8proc_normalize_utf32(buf, 2, (utf8proc_option_t)(UTF8PROC_COMPOSE | UTF8PROC_STABLE));
+  if (n != 1 || !lt__uc_norm_known((uint32_t)buf[0])) return 0;
+  return (uint32_t)buf[0];
+}
+
+static bool nf_push(nf_char **v, size_t *n, size_t *cap, uint32_t c, int64_t change, int ccc) {
+  if (!lt__hf_grow(v, cap, *n + 1, sizeof **v)) return false;
+  (*v)[*n] = (nf_char){c, change, ccc, *n};
+  (*n)++;
+  return true;
+}
+
+/* Decomposes t (canonically, or with compat), reordered: new array in *out. */
+static lt_status nf_decompose(const lt__ntext *t, bool compat, nf_char **out, size_t *nout) {
+  nf_char *v = NULL;
+  size_t n = 0, cap = 0;
+  utf8proc_option_t opts = (utf8proc_option_t)(UTF8PROC_DECOMPOSE | UTF8PROC_STABLE | (compat ? UTF8PROC_COMPAT : 0));
+  for (size_t i = 0; i < t->n;) {
     int k;
-    lt__ntext_cp(t, j, &k);
-    j += (size_t)k;
-    while (j < t->n) {
-      uint32_t c = lt__ntext_cp(t, j, &k);
-      const utf8proc_property_t *p = utf8proc_get_property((utf8proc_int32_t)c);
-      if (p->combining_class == 0 && !(c >= 0x1160 && c <= 0x11FF)) break;
-      j += (size_t)k;
-    }
-    utf8proc_uint8_t *part = NULL;
-    utf8proc_ssize_t np = utf8proc_map((const utf8proc_uint8_t *)t->s + i, (utf8proc_ssize_t)(j - i), &part,
-                                       (utf8proc_option_t)(opts | UTF8PROC_STABLE));
-    if (np < 0) {
-      ok = false;
-      break;
-    }
-    /* Character by character when that gives the same (decomposition without
-     * reordering): each output character keeps its source's range. */
-    size_t mark = out.n;
-    for (size_t q = i; ok && q < j;) {
-      int kk;
-      lt__ntext_cp(t, q, &kk);
-      utf8proc_uint8_t *one = NULL;
-      utf8proc_ssize_t n1 = utf8proc_map((const utf8proc_uint8_t *)t->s + q, kk, &one,
-                                         (utf8proc_option_t)(opts | UTF8PROC_STABLE));
-      if (n1 < 0) {
-        ok = false;
-        break;
+    uint32_t c = lt__ntext_cp(t, i, &k);
+    i += (size_t)k;
+    utf8proc_int32_t d[32]; /* the longest decomposition is 18 code points */
+    utf8proc_ssize_t nd = 1;
+    d[0] = (utf8proc_int32_t)c;
+    if (lt__uc_norm_known(c)) {
+      int bound = 0;
+      nd = utf8proc_decompose_char((utf8proc_int32_t)c, d, 32, opts, &bound);
+      if (nd < 1 || nd > 32) {
+        free(v);
+        return lt__err(LT_ERR_FORMAT, "tokenizer: normalization failed on U+%04X", (unsigned)c);
       }
-      ok = lt__ntext_put(&out, (const char *)one, (size_t)n1, t->os[q], t->oe[q + (size_t)kk - 1]);
-      free(one);
-      q += (size_t)kk;
     }
-    if (ok && (out.n - mark != (size_t)np || memcmp(out.s + mark, part, (size_t)np) != 0)) {
-      out.n = mark; /* the run's characters interact (composition, reordering) */
-      ok = align_in_order(&out, t, i, j, (const char *)part, (size_t)np);
+    for (utf8proc_ssize_t q = 0; q < nd; q++)
+      if (!nf_push(&v, &n, &cap, (uint32_t)d[q], q == 0 ? 0 : 1, nf_ccc((uint32_t)d[q]))) {
+        free(v);
+        return oom();
+      }
+  }
+  for (size_t i = 0; i < n;) { /* each run of non-starters, sorted by class, stably */
+    if (v[i].ccc == 0) {
+      i++;
+      continue;
     }
-    free(part);
+    size_t j = i;
+    while (j < n && v[j].ccc != 0) j++;
+    if (j - i > 1) qsort(v + i, j - i, sizeof *v, nf_cmp);
     i = j;
   }
-  lt_status st = LT_OK;
-  if (!ok) {
-    st = oom();
-  } else if (out.n != (size_t)nw || memcmp(out.s, whole, (size_t)nw) != 0) {
-    out.n = 0; /* runs interact: align the whole */
-    if (!align_in_order(&out, t, 0, t->n, (const char *)whole, (size_t)nw)) st = oom();
+  *out = v;
+  *nout = n;
+  return LT_OK;
+}
+
+/* Recomposes v[0..n) in place (recompose.rs's state machine); *n shrinks. */
+static bool nf_recompose(nf_char *v, size_t *n) {
+  nf_char *blocked = malloc((*n ? *n : 1) * sizeof *blocked);
+  if (!blocked) return false;
+  size_t w = 0, nb = 0;
+  bool have = false;
+  int last_ccc = -1; /* -1: none */
+  nf_char k = {0};
+#define EMIT(x) (v[w++] = (x))
+  for (size_t r = 0; r < *n; r++) {
+    nf_char ch = v[r];
+    if (!have) {
+      if (ch.ccc != 0) {
+        EMIT(ch);
+        continue;
+      }
+      k = ch, have = true;
+      continue;
+    }
+    if (last_ccc < 0 || last_ccc < ch.ccc) {
+      uint32_t comp = nf_compose(k.c, ch.c);
+      if (comp) {
+        k.c = comp, k.change = k.change + ch.change - 1;
+        continue;
+      }
+      if (last_ccc < 0 && ch.ccc == 0) {
+        EMIT(k);
+        k = ch;
+        continue;
+      }
+      blocked[nb++] = ch;
+      last_ccc = ch.ccc;
+      continue;
+    }
+    /* ch is blocked from k */
+    if (ch.ccc == 0) {
+      EMIT(k);
+      for (size_t b = 0; b < nb; b++) EMIT(blocked[b]);
+      nb = 0, last_ccc = -1;
+      k = ch;
+      continue;
+    }
+    blocked[nb++] = ch;
+    last_ccc = ch.ccc;
   }
-  free(whole);
-  if (st != LT_OK) {
+  if (have) EMIT(k);
+  for (size_t b = 0; b < nb; b++) EMIT(blocked[b]);
+#undef EMIT
+  free(blocked);
+  *n = w;
+  return true;
+}
+
+/* Unicode normal form of t: NFD/NFKD (compose false), NFC/NFKC. */
+static lt_status unicode_nf(lt__ntext *t, bool compat, bool compose) {
+  if (t->n == 0) return LT_OK;
+  nf_char *v = NULL;
+  size_t n = 0;
+  lt_status st = nf_decompose(t, compat, &v, &n);
+  if (st != LT_OK) return st;
+  if (compose && !nf_recompose(v, &n)) {
+    free(v);
+    return oom();
+  }
+  /* NormalizedString::transform: each output character's range. */
+  lt__ntext out = {0};
+  bool ok = true;
+  size_t at = 0; /* the next unconsumed byte of t */
+  for (size_t i = 0; ok && i < n; i++) {
+    size_t os, oe;
+    if (v[i].change > 0) {
+      os = at ? t->os[at - 1] : t->os[0];
+      oe = at ? t->oe[at - 1] : t->os[0];
+    } else {
+      LT_CHECK(at < t->n); /* the changes never consume more than the text */
+      os = t->os[at], oe = t->oe[at];
+      for (int64_t m = 0; m <= -v[i].change && at < t->n; m++) {
+        int k;
+        lt__ntext_cp(t, at, &k);
+        at += (size_t)k;
+      }
+    }
+    ok = lt__ntext_put_cp(&out, v[i].c, os, oe);
+  }
+  free(v);
+  if (!ok) {
     lt__ntext_free(&out);
-    return st;
+    return oom();
   }
   swap_in(t, &out);
   return LT_OK;
@@ -316,10 +394,10 @@ lt_status lt__hf_norm_apply(const lt__hf_norm *n, lt__ntext *t) {
         if (st != LT_OK) return st;
       }
       return LT_OK;
-    case N_NFC: return unicode_nf(t, UTF8PROC_COMPOSE);
-    case N_NFD: return unicode_nf(t, UTF8PROC_DECOMPOSE);
-    case N_NFKC: return unicode_nf(t, UTF8PROC_COMPOSE | UTF8PROC_COMPAT);
-    case N_NFKD: return unicode_nf(t, UTF8PROC_DECOMPOSE | UTF8PROC_COMPAT);
+    case N_NFC: return unicode_nf(t, false, true);
+    case N_NFD: return unicode_nf(t, false, false);
+    case N_NFKC: return unicode_nf(t, true, true);
+    case N_NFKD: return unicode_nf(t, true, false);
     case N_REPLACE: return replace(n, t);
     case N_BERT: {
       if (n->clean_text || n->chinese) {
@@ -344,7 +422,7 @@ lt_status lt__hf_norm_apply(const lt__hf_norm *n, lt__ntext *t) {
         memset(&out, 0, sizeof out);
       }
       if (n->strip_accents) {
-        lt_status st = unicode_nf(t, UTF8PROC_DECOMPOSE);
+        lt_status st = unicode_nf(t, false, false);
         if (st != LT_OK) return st;
         for (size_t i = 0, nx = 0; i < t->n; i = nx) {
           int k;
@@ -377,9 +455,7 @@ lt_status lt__hf_norm_apply(const lt__hf_norm *n, lt__ntext *t) {
           int k;
           uint32_t c = lt__ntext_cp(t, i, &k);
           nx = i + (size_t)k;
-        utf8proc_category_t g = utf8proc_category((utf8proc_int32_t)c);
-        bool mark = g == UTF8PROC_CATEGORY_MN || g == UTF8PROC_CATEGORY_MC || g == UTF8PROC_CATEGORY_ME;
-        if (!mark) ok = ok && lt__ntext_put_range(&out, t, i, i + (size_t)k);
+        if (!lt__uc_is_mark(c)) ok = ok && lt__ntext_put_range(&out, t, i, i + (size_t)k);
       }
       break;
     case N_STRIP: {

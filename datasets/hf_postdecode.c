@@ -80,7 +80,7 @@ static lt_status parse_template(lt__hf_post *p, json_t *j, const char *where, co
     if (json_is_object(sq) && json_object_size(e) == 1) {
       const char *id = NULL;
       json_t *idv = json_object_get(sq, "id");
-      if (json_is_string(idv)) id = json_string_value(idv);
+      if (json_is_string(idv) && json_string_length(idv) == 1) id = json_string_value(idv);
       if (!id || strcmp(id, "A") != 0)
         return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.single[%zu]: a single template takes only the sequence \"A\"",
                        where, i);
@@ -91,7 +91,7 @@ static lt_status parse_template(lt__hf_post *p, json_t *j, const char *where, co
       return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.single[%zu] must be {\"SpecialToken\": {\"id\": ...}} or "
                      "{\"Sequence\": {\"id\": \"A\"}}", where, i);
     const char *name = json_string_value(json_object_get(sp, "id"));
-    json_t *def = specials ? json_object_get(specials, name) : NULL, *ids = json_object_get(def, "ids");
+    json_t *def = specials ? json_object_getn(specials, name, json_string_length(json_object_get(sp, "id"))) : NULL, *ids = json_object_get(def, "ids");
     if (!json_is_array(ids))
       return lt__err(LT_ERR_FORMAT, "tokenizer.json: %s.single[%zu] names the special token \"%.40s\", which "
                      "special_tokens does not define with its ids", where, i, name);

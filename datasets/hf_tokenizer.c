@@ -169,7 +169,8 @@ static lt_status parse_truncation_padding(lt__hf *h, json_t *root) {
                                      : lt__err(LT_ERR_FORMAT, "tokenizer.json: padding must be an object or null");
     json_t *s = json_object_get(p, "strategy");
     if (st == LT_OK) {
-      if (json_is_string(s) && strcmp(json_string_value(s), "BatchLongest") == 0) h->pad_fixed = 0;
+      if (json_is_string(s) && json_string_length(s) == 12 && memcmp(json_string_value(s), "BatchLongest", 12) == 0)
+        h->pad_fixed = 0;
       else if (json_is_object(s) && json_is_integer(json_object_get(s, "Fixed")))
         st = lt__hf_int_opt(s, "padding.strategy", "Fixed", 0, INT32_MAX, &h->pad_fixed);
       else st = lt__err(LT_ERR_FORMAT, "tokenizer.json: padding.strategy must be \"BatchLongest\" or {\"Fixed\": n}");
@@ -240,7 +241,7 @@ lt__hf *lt__hf_new(const char *json, size_t len) {
     return lt__err(LT_ERR_FORMAT, "tokenizer.json: %zu bytes is more than the %zu this reader takes", len,
                    LT__HF_MAX_JSON_BYTES), NULL;
   json_error_t je;
-  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES, &je);
+  json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
   if (!root)
     return lt__err(LT_ERR_FORMAT, "tokenizer.json: not valid JSON at line %d column %d: %s", je.line, je.column, je.text),
            NULL;
@@ -340,8 +341,8 @@ static lt_status split_added(const lt__hf *h, int pass, lt__ntext *t, lt__splits
     i = me; /* the next match starts after this one, taken or not */
     if (a->single_word) {
       int k;
-      bool ss = ms == 0 || !lt__uc_is_word(cp_before(t, ms));
-      bool es = me == t->n || !lt__uc_is_word(lt__ntext_cp(t, me, &k));
+      bool ss = ms == 0 || !lt__uc_is_single_word(cp_before(t, ms));
+      bool es = me == t->n || !lt__uc_is_single_word(lt__ntext_cp(t, me, &k));
       if (!ss || !es) continue;
     }
     if (a->lstrip) {

@@ -137,12 +137,17 @@ static inline int64_t lt__trie_step(const lt__trie *t, int64_t node, unsigned ch
 /* ---- Unicode properties (libutf8proc; the White_Space list of Unicode) ---- */
 bool lt__uc_is_whitespace(uint32_t c);   /* Rust's char::is_whitespace (White_Space) */
 bool lt__uc_is_other(uint32_t c);        /* categories Cc Cf Co Cs (as tokenizers: not Cn) */
-bool lt__uc_is_punct(uint32_t c);        /* categories P* */
-bool lt__uc_is_bert_punct(uint32_t c);   /* ASCII punctuation or P* */
-bool lt__uc_is_mn(uint32_t c);           /* category Mn */
-bool lt__uc_is_alnum(uint32_t c);        /* Rust's char::is_alphanumeric */
+/* Each answers as the tokenizers library does (its Unicode tables, not only
+ * libutf8proc's: hf_unicode_table.h holds where they differ). */
+bool lt__uc_is_bert_punct(uint32_t c);   /* ASCII punctuation or P* (unicode_categories) */
+bool lt__uc_is_mn(uint32_t c);           /* category Mn (unicode_categories: BertNormalizer) */
+bool lt__uc_is_mark(uint32_t c);         /* categories M* (StripAccents' is_combining_mark) */
 bool lt__uc_is_numeric(uint32_t c);      /* categories Nd Nl No (Rust's is_numeric) */
-bool lt__uc_is_word(uint32_t c);         /* Rust regex \w: alphabetic, M*, Nd, Pc, Join_Control */
+bool lt__uc_is_word(uint32_t c);         /* Oniguruma's \w (the Whitespace pre-tokenizer) */
+bool lt__uc_is_single_word(uint32_t c);  /* the regex crate's \w (added tokens' single_word) */
+/* False for a code point the library's normalizer does not know (no
+ * decomposition, combining class 0, never composed). */
+bool lt__uc_norm_known(uint32_t c);
 /* Appends the lowercase of c (Rust's char::to_lowercase) to out. */
 bool lt__uc_lower(lt__ntext *out, uint32_t c, size_t os, size_t oe);
 

@@ -24,6 +24,7 @@
 #include "datasets/datasets.h"
 #include "datasets/hf_tokenizer_internal.h"
 #include "datasets/tokenizer_internal.h"
+#include "tensor/runtime_internal.h" /* lt__threads_for */
 #include "datasets/utf8_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/byteorder_internal.h"
@@ -494,6 +495,117 @@ int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n) 
   for (int i = 0; i < LT__NSPEC; i++)
     if (strlen(special_names[i]) == n && memcmp(special_names[i], s, n) == 0) return i;
   return -1;
+}
+
+lt_status lt_tokenizer_encode_batch(const lt_tokenizer *tok, const char *const *texts, const size_t *lens, int64_t n,
+                                    unsigned flags, int64_t **ids, int64_t *starts) {
+  const char *op = "tokenizer_encode_batch";
+  if (!tok) return lt__err_null(op, "tok");
+  if (!ids || !starts) return lt__err(LT_ERR_NULL, "%s: ids and starts must not be NULL", op);
+  if (n < 0) return lt__err(LT_ERR_INVALID, "%s: n is %lld, must be >= 0", op, (long long)n);
+  if (n > 0 && (!texts || !lens)) return lt__err(LT_ERR_NULL, "%s: texts and lens must not be NULL", op);
+  int64_t **part = calloc((size_t)(n ? n : 1), sizeof *part), *cnt = calloc((size_t)(n ? n : 1), sizeof *cnt);
+  if (!part || !cnt) {
+    free(part), free(cnt);
+    return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+  }
+  /* Each text is encoded whole by one thread into its own slot; a failure
+   * marks the slot (-1) and the first failing index is encoded again below,
+   * on this thread, for its message (the error state is per thread). */
+  size_t bytes = 0;
+  for (int64_t i = 0; i < n; i++) bytes += lens[i];
+  const int nt = lt__threads_for((int64_t)(bytes < (size_t)INT64_MAX / 4 ? bytes * 4 : (size_t)INT64_MAX), n); /* threads from 8 KiB of text */
+#pragma omp parallel for schedule(dynamic, 16) num_threads(nt) if (nt > 1)
+  for (int64_t i = 0; i < n; i++)
+    if (lt_tokenizer_encode_ex(tok, texts[i], lens[i], flags, &part[i], NULL, &cnt[i]) != LT_OK) part[i] = NULL,
+      cnt[i] = -1;
+  int64_t total = 0, bad = -1;
+  for (int64_t i = 0; i < n && bad < 0; i++) {
+    if (cnt[i] < 0) bad = i;
+    else total += cnt[i];
+  }
+  int64_t *all = NULL;
+  lt_status st = LT_OK;
+  if (bad >= 0) {
+    int64_t *p = NULL, m;
+    st = lt_tokenizer_encode_ex(tok, texts[bad], lens[bad], flags, &p, NULL, &m); /* the same failure, here */
+    free(p);
+    char msg[512];
+    snprintf(msg, sizeof msg, "%s", lt_last_error());
+    st = lt__err(st != LT_OK ? st : LT_ERR_INVALID, "%s: text %lld: %s", op, (long long)bad, msg);
+  } else if (total > 0 && !(all = malloc((size_t)total * sizeof *all))) {
+    st = lt__err(LT_ERR_NOMEM, "%s: out of memory for %lld ids", op, (long long)total);
+  }
+  if (st == LT_OK) {
+    int64_t at = 0;
+    for (int64_t i = 0; i < n; i++) {
+      starts[i] = at;
+      if (cnt[i]) memcpy(all + at, part[i], (size_t)cnt[i] * sizeof *all);
+      at += cnt[i];
+    }
+    starts[n] = at;
+    *ids = all;
+  }
+  for (int64_t i = 0; i < n; i++) free(part[i]);
+  free(part), free(cnt);
+  return st;
+}
+
+static int64_t first_token_of(const lt_tokenizer *tok, const char *const *names) {
+  for (; *names; names++) {
+    int64_t id = lt_tokenizer_token_id(tok, *names, strlen(*names));
+    if (id >= 0) return id;
+  }
+  return -1;
+}
+
+lt_special_ids lt_tokenizer_special_ids(const lt_tokenizer *tok) {
+  if (!tok || tok->kind != LT_TOKENIZER_HF) return (lt_special_ids){LT_TOKEN_BOS, LT_TOKEN_EOS, LT_TOKEN_PAD};
+  static const char *const bos[] = {"<s>", "<|begin_of_text|>", "<|startoftext|>", "<bos>", "[CLS]", "<|endoftext|>",
+                                    NULL};
+  static const char *const eos[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<eos>", "[SEP]", NULL};
+  static const char *const pad[] = {"<pad>", "[PAD]", "<|pad|>", "<|finetune_right_pad_id|>", NULL};
+  lt_special_ids r = {first_token_of(tok, bos), first_token_of(tok, eos), first_token_of(tok, pad)};
+  if (r.bos < 0) r.bos = r.eos;
+  if (r.pad < 0) r.pad = r.eos;
+  return r;
+}
+
+lt_status lt_tokenizer_parse_ids(const char *line, size_t len, int64_t **ids, int64_t *n) {
+  const char *op = "tokenizer_parse_ids";
+  if (!line && len) return lt__err_null(op, "line");
+  if (!ids || !n) return lt__err_null(op, !ids ? "ids" : "n");
+  int64_t *v = NULL, cnt = 0, cap = 0;
+  for (size_t i = 0; i < len;) {
+    while (i < len && (line[i] == ' ' || line[i] == '\t' || line[i] == '\r' || line[i] == '\n')) i++;
+    if (i == len) break;
+    size_t j = i;
+    while (j < len && !(line[j] == ' ' || line[j] == '\t' || line[j] == '\r' || line[j] == '\n')) j++;
+    /* the word line[i..j): an optional sign, then decimal digits, in range */
+    size_t k = i + (line[i] == '-' || line[i] == '+');
+    bool ok = k < j;
+    uint64_t mag = 0;
+    for (size_t q = k; ok && q < j; q++) {
+      unsigned d = (unsigned char)line[q] - '0';
+      ok = d <= 9 && mag <= (UINT64_MAX - d) / 10;
+      if (ok) mag = mag * 10 + d;
+    }
+    bool neg = line[i] == '-';
+    ok = ok && mag <= (neg ? (uint64_t)INT64_MAX + 1 : (uint64_t)INT64_MAX);
+    if (!ok) {
+      free(v);
+      return lt__err(LT_ERR_FORMAT, "%s: \"%.*s%s\" is not an id", op, (int)(j - i > 40 ? 40 : j - i), line + i,
+                     j - i > 40 ? "..." : "");
+    }
+    if (!lt__grow(&v, &cap, cnt + 1, sizeof *v)) {
+      free(v);
+      return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    }
+    v[cnt++] = neg ? (mag == (uint64_t)INT64_MAX + 1 ? INT64_MIN : -(int64_t)mag) : (int64_t)mag;
+    i = j;
+  }
+  *ids = v, *n = cnt;
+  return LT_OK;
 }
 
 lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text, size_t len) {

@@ -9,7 +9,9 @@
  * the one train's flags use) and fits its layout (lt_hf_family_of, the same
  * family as returned); its size is computed or refused with LT_ERR_OVERFLOW,
  * never with undefined arithmetic (UBSan in both builds). Nothing is built
- * and no weights file is read, so one input costs microseconds.
+ * and no weights file is read, so one input costs microseconds. The same
+ * bytes then go through lt_hf_read_gen_ids (eos/bos/pad ids): refused with
+ * the output untouched, or every id in range.
  */
 #include <string.h>
 #include <sys/stat.h>
@@ -43,6 +45,18 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     size_t bytes;
     lt_status z = fuzz_check_status(lt_tf_config_size(&c, &n_params, &bytes), "tf_config_size");
     FUZZ_ASSERT(z == LT_OK || z == LT_ERR_OVERFLOW, "its size: %s", lt_last_error());
+  }
+  /* The same bytes as the generation ids (lt_hf_read_gen_ids reads config.json
+   * when there is no generation_config.json): refused untouched, or ids in range. */
+  lt_hf_gen_ids g, gbefore;
+  memset(&g, 0x5a, sizeof g);
+  gbefore = g;
+  if (fuzz_check_status(lt_hf_read_gen_ids(dir, &g), "hf_read_gen_ids") != LT_OK) {
+    FUZZ_ASSERT(memcmp(&g, &gbefore, sizeof g) == 0, "refused generation ids changed the output");
+  } else {
+    FUZZ_ASSERT(g.n_eos >= 0 && g.n_eos <= LT_HF_MAX_EOS, "n_eos %d", g.n_eos);
+    for (int i = 0; i < g.n_eos; i++) FUZZ_ASSERT(g.eos[i] >= 0 && g.eos[i] <= INT32_MAX, "eos[%d]", i);
+    FUZZ_ASSERT(g.bos >= -1 && g.pad >= -1 && g.decoder_start >= -1, "an id below -1");
   }
   lt_clear_error();
   remove(path);

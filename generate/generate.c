@@ -52,6 +52,14 @@ lt_generate_opts lt_generate_defaults(void) {
   };
 }
 
+/* Does tok end a row: eos_id or one of also_eos. */
+static bool is_eos(const lt_generate_opts *o, int64_t tok) {
+  if (tok == o->eos_id) return true;
+  for (int i = 0; i < o->n_also_eos; i++)
+    if (tok == o->also_eos[i]) return true;
+  return false;
+}
+
 void lt_generate_result_free(lt_generate_result *r) {
   if (!r) return;
   lt_tensor_free(r->tokens);
@@ -201,7 +209,7 @@ static lt_status run_rows(gen_state *d, int64_t *len, double *score) {
       row[d->n] = tok;
       score[r] += l[tok];
       len[r]++;
-      done[r] = tok == o->eos_id;
+      done[r] = is_eos(o, tok);
       all = all && done[r];
     }
     d->n++;
@@ -291,7 +299,7 @@ static lt_status run_beam(gen_state *d, int64_t B, int64_t *out_tok, int64_t *le
       int64_t nb = 0;
       for (int64_t i = 0; i < nc && nb < K; i++) {
         const int64_t r = b * K + c[i].k;
-        if (c[i].v == o->eos_id) { /* a finished hypothesis, if it ranks among the best K */
+        if (is_eos(o, c[i].v)) { /* a finished hypothesis, if it ranks among the best K */
           if (i >= K) continue;
           const int64_t L = d->n - d->P;
           memcpy(buf, d->seq + r * d->W + d->P, sizeof *buf * (size_t)L);
@@ -344,6 +352,12 @@ static lt_status run_beam(gen_state *d, int64_t B, int64_t *out_tok, int64_t *le
 /* ======================================================================== */
 
 static lt_status check_opts(const char *op, int64_t V, const lt_generate_opts *o) {
+  if (o->n_also_eos < 0 || o->n_also_eos > LT_GENERATE_MAX_EOS)
+    return lt__err(LT_ERR_INVALID, "%s: n_also_eos %d: must be in [0, %d]", op, o->n_also_eos, LT_GENERATE_MAX_EOS);
+  for (int i = 0; i < o->n_also_eos; i++)
+    if (o->also_eos[i] < 0 || o->also_eos[i] >= V)
+      return lt__err(LT_ERR_INVALID, "%s: also_eos[%d] %lld: must be in [0, vocab_size %lld)", op, i,
+                     (long long)o->also_eos[i], (long long)V);
   if (o->strategy != LT_GENERATE_GREEDY && o->strategy != LT_GENERATE_BEAM && o->strategy != LT_GENERATE_SAMPLE)
     return lt__err(LT_ERR_INVALID, "%s: strategy %d: must be LT_GENERATE_GREEDY, _BEAM or _SAMPLE", op,
                    (int)o->strategy);

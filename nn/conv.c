@@ -38,7 +38,7 @@
  */
 #include "nn/conv.h"
 
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/dnnl_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/gemm_internal.h"

@@ -30,7 +30,7 @@
  */
 #include "nn/lstm.h"
 
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "nn/rnn_internal.h"
 #include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"

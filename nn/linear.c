@@ -21,7 +21,7 @@
 #define _DEFAULT_SOURCE /* madvise */
 #include "nn/nn.h"
 
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"

@@ -29,7 +29,7 @@
  */
 #include "nn/nn.h"
 
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"

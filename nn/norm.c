@@ -28,7 +28,7 @@
  */
 #include "nn/nn.h"
 
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
@@ -658,7 +658,7 @@ static lt_status cnorm_bw(const lt_node *node, const lt_tensor *gout, lt_tensor 
   lt_tensor *dx = need_dx ? lt_empty(dt, x->ndim, x->shape) : NULL, *dw = NULL, *db = NULL;
   lt_status s = LT_OK;
   if (!sg || (need_dx && !dx)) {
-    s = sg ? lt_last_status() : lt__err(LT_ERR_NOMEM, "%s backward: out of memory", lt__ops[node->op].name);
+    s = sg ? lt_last_status() : lt__err(LT_ERR_NOMEM, "%s backward: out of memory", lt__node_name(node));
     goto done;
   }
   /* per channel: dw, db (and, for batch norm, what dx needs) */

@@ -19,7 +19,7 @@
  */
 #include "nn/nn.h"
 
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/runtime_internal.h"
 

@@ -10,7 +10,7 @@
  * BLIS 0.9's 'skx' set lacks ("sup" kernels; docs/gemm.md).
  */
 #include "tensor/error_internal.h"
-#include "tensor/runtime_internal.h"
+#include "tensor/threads_internal.h"
 #include "tensor/blas_internal.h"
 
 #include <blis.h>
@@ -804,8 +804,6 @@ void lt__blas_gemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const fl
 static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
                       int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
                       void *c, int64_t rsc, int64_t csc, bool single) {
-  lt_status st = lt__ensure_init();
-  if (st != LT_OK) return st;
   if (m == 0 || n == 0) return LT_OK;
   fix_strides(m, k, &rsa, &csa);
   fix_strides(k, n, &rsb, &csb);

@@ -32,7 +32,7 @@
 #include "tensor/dnnl_internal.h"
 
 #include "tensor/error_internal.h"
-#include "tensor/runtime_internal.h"
+#include "tensor/threads_internal.h"
 
 #include <oneapi/dnnl/dnnl.h>
 #include <omp.h>

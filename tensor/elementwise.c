@@ -28,7 +28,7 @@
  * gives hi, relu'(0) = abs'(0) = 0, integer division is true division (f32),
  * integer arithmetic wraps (two's complement) instead of being undefined.
  */
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 
 #include "tensor/vmath.h"
 #include "tensor/cpu_internal.h"

@@ -19,7 +19,7 @@
  * lt_masked_fill (tensor/elementwise.c), or in-place scatter. Indices are
  * never differentiable; one_hot records nothing.
  */
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"

@@ -18,7 +18,7 @@
  */
 #include "tensor/matmul_internal.h"
 
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
@@ -544,11 +544,13 @@ static conv_geom geom_of(lt__mat x) {
 }
 
 /* One contiguous run to bf16: the loop that vectorises (AVX-512: 16 per
- * instruction). */
-LT__CLONES void
-lt__bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) {
+ * instruction). Static, behind lt__bf16_run: GCC gives the resolver of a
+ * global target_clones function default visibility, which would export it. */
+LT__CLONES static void bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) {
   for (int64_t j = 0; j < n; j++) dst[j] = lt__bf16_from_f32(src[j]);
 }
+
+void lt__bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) { bf16_run(dst, src, n); }
 
 /* n elements at src (stride si) to bf16 at dst (contiguous). */
 static void bf16_line(uint16_t *restrict dst, const float *restrict src, int64_t n, int64_t si) {
@@ -907,7 +909,8 @@ lt_tensor *lt__autocast_input(const lt_tensor *x) {
 static lt_status mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt__mat b, double beta, lt__mat c,
                           const float *bias) {
   LT_CHECK(a.rows == c.rows && b.cols == c.cols && a.cols == b.rows);
-  lt_status st;
+  lt_status st = lt__ensure_init(); /* the runtime sets up the engines (BLIS's kernel, threads) first */
+  if (st != LT_OK) return st;
   const bool bf16_ok = lt__dnnl_bf16_available();
   if (dt == LT_DTYPE_F32 && tl_autocast == LT_DTYPE_BF16 && bf16_ok && a.cols > 0 && c.rows > 0 && c.cols > 0) {
     /* Autocast: bf16 copies of the f32 operands, f32 accumulation, f32 out. */

@@ -149,8 +149,9 @@ lt_qmatrix *lt_qmatrix_quantize(const lt_tensor *w, lt_qformat f) {
   if (!m) return NULL;
   float *row = malloc(sizeof(float) * (size_t)(m->Kp > 0 ? m->Kp : 1));
   if (!row) {
+    const long long kp = (long long)m->Kp;
     lt_qmatrix_free(m);
-    return lt__err(LT_ERR_NOMEM, "qmatrix_quantize: a row of %lld floats", (long long)m->Kp), NULL;
+    return lt__err(LT_ERR_NOMEM, "qmatrix_quantize: a row of %lld floats", kp), NULL;
   }
   const float *src = w->data;
   for (int64_t n = 0; n < m->N; n++) {

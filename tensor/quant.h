@@ -42,6 +42,10 @@
 
 #include "tensor/tensor.h"
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 /* Weight formats. _name gives "f32", "bf16", "q8_0", "q4_0". */
 typedef enum lt_qformat {
   LT_QFORMAT_F32 = 0,
@@ -52,10 +56,10 @@ typedef enum lt_qformat {
 } lt_qformat;
 
 /* A static string; "unknown" for a value out of range. */
-const char *lt_qformat_name(lt_qformat f);
+LT_API const char *lt_qformat_name(lt_qformat f);
 /* Sets *out from "f32", "bf16", "q8_0", "q4_0" (also accepted: "fp32",
  * "q8", "q4"). Errors: LT_ERR_NULL, LT_ERR_INVALID naming the choices. */
-lt_status lt_qformat_parse(const char *s, lt_qformat *out);
+LT_API lt_status lt_qformat_parse(const char *s, lt_qformat *out);
 
 #define LT_QK8_0 32
 #define LT_QK4_0 32
@@ -77,32 +81,32 @@ _Static_assert(sizeof(lt_block_q4_0) == 18, "block_q4_0 is 18 bytes as in ggml")
 
 /* Weights per block: 32 for Q8_0 and Q4_0, 1 for F32 and BF16; 0 for a
  * value out of range. */
-int64_t lt_qformat_block_elems(lt_qformat f);
+LT_API int64_t lt_qformat_block_elems(lt_qformat f);
 /* Bytes per block: 34, 18, 4, 2; 0 for a value out of range. */
-size_t lt_qformat_block_bytes(lt_qformat f);
+LT_API size_t lt_qformat_block_bytes(lt_qformat f);
 
 /* *bytes = the size of a row of n weights in format f, with checked
  * arithmetic (n comes from files). Errors: LT_ERR_INVALID for an unknown
  * format or n < 0, LT_ERR_SHAPE when n is not a multiple of the block
  * (naming the format, n and the block), LT_ERR_OVERFLOW above SIZE_MAX or
  * 2^62. *bytes is untouched on failure. */
-lt_status lt_qformat_row_bytes(lt_qformat f, int64_t n, size_t *bytes);
+LT_API lt_status lt_qformat_row_bytes(lt_qformat f, int64_t n, size_t *bytes);
 
 /* f16 <-> f32 as ggml converts them (ggml_compute_fp32_to_fp16: round to
  * nearest even, subnormals kept; a NaN stays a NaN). */
-uint16_t lt_f16_from_f32(float x);
-float lt_f32_from_f16(uint16_t h);
+LT_API uint16_t lt_f16_from_f32(float x);
+LT_API float lt_f32_from_f16(uint16_t h);
 
 /* Converts the n floats x into format f at dst (lt_qformat_row_bytes(f, n)
  * bytes; F32 copies). Borrows x and dst (not overlapping). Errors: those of
  * lt_qformat_row_bytes, LT_ERR_NULL, LT_ERR_NUMERIC for a weight that is
  * not finite in Q8_0 or Q4_0 (naming its index); nothing is written on
  * failure. */
-lt_status lt_quantize_row(lt_qformat f, const float *x, int64_t n, void *dst);
+LT_API lt_status lt_quantize_row(lt_qformat f, const float *x, int64_t n, void *dst);
 /* Converts n weights of format f at src back to floats y (ggml's
  * dequantize_row_*: y = d * q in f32). Borrows src and y. Errors as
  * lt_quantize_row. */
-lt_status lt_dequantize_row(lt_qformat f, const void *src, int64_t n, float *y);
+LT_API lt_status lt_dequantize_row(lt_qformat f, const void *src, int64_t n, float *y);
 
 /* ---- quantized matrices and their product ---------------------------------
  *
@@ -130,29 +134,29 @@ typedef struct lt_qmatrix lt_qmatrix;
  * f. Returns new (free with lt_qmatrix_free), or NULL with LT_ERR_NULL,
  * LT_ERR_DTYPE (not f32), LT_ERR_SHAPE (not 2-d), LT_ERR_NUMERIC (a weight
  * that is not finite, Q8_0/Q4_0), LT_ERR_OVERFLOW, LT_ERR_NOMEM. */
-lt_qmatrix *lt_qmatrix_quantize(const lt_tensor *w, lt_qformat f);
+LT_API lt_qmatrix *lt_qmatrix_quantize(const lt_tensor *w, lt_qformat f);
 /* A matrix from N rows of ggml blocks (a GGUF tensor's data: N *
  * lt_qformat_row_bytes(f, K) bytes at src, copied). K must be a multiple of
  * the block. Returns new, or NULL with LT_ERR_NULL, LT_ERR_INVALID (N or K <
  * 0), LT_ERR_SHAPE, LT_ERR_OVERFLOW, LT_ERR_NOMEM. */
-lt_qmatrix *lt_qmatrix_from_blocks(lt_qformat f, int64_t N, int64_t K, const void *src);
-void lt_qmatrix_free(lt_qmatrix *m); /* NULL is a no-op */
+LT_API lt_qmatrix *lt_qmatrix_from_blocks(lt_qformat f, int64_t N, int64_t K, const void *src);
+LT_API void lt_qmatrix_free(lt_qmatrix *m); /* NULL is a no-op */
 
-lt_qformat lt_qmatrix_format(const lt_qmatrix *m);
-int64_t lt_qmatrix_rows(const lt_qmatrix *m);        /* N */
-int64_t lt_qmatrix_cols(const lt_qmatrix *m);        /* K */
-int64_t lt_qmatrix_padded_cols(const lt_qmatrix *m); /* K rounded up to the block */
-size_t lt_qmatrix_row_bytes(const lt_qmatrix *m);
-size_t lt_qmatrix_bytes(const lt_qmatrix *m);        /* N * row_bytes: what the weights occupy */
-const void *lt_qmatrix_data(const lt_qmatrix *m);    /* borrowed, valid while m lives */
+LT_API lt_qformat lt_qmatrix_format(const lt_qmatrix *m);
+LT_API int64_t lt_qmatrix_rows(const lt_qmatrix *m);        /* N */
+LT_API int64_t lt_qmatrix_cols(const lt_qmatrix *m);        /* K */
+LT_API int64_t lt_qmatrix_padded_cols(const lt_qmatrix *m); /* K rounded up to the block */
+LT_API size_t lt_qmatrix_row_bytes(const lt_qmatrix *m);
+LT_API size_t lt_qmatrix_bytes(const lt_qmatrix *m);        /* N * row_bytes: what the weights occupy */
+LT_API const void *lt_qmatrix_data(const lt_qmatrix *m);    /* borrowed, valid while m lives */
 
 /* The f32 values of rows [n0, n0 + count) (the first K of each padded row)
  * into y [count, K] (row-major, borrowed). Errors: LT_ERR_NULL, LT_ERR_INDEX
  * for rows outside [0, N). */
-lt_status lt_qmatrix_dequantize_rows(const lt_qmatrix *m, int64_t n0, int64_t count, float *y);
+LT_API lt_status lt_qmatrix_dequantize_rows(const lt_qmatrix *m, int64_t n0, int64_t count, float *y);
 /* All of it as a new f32 tensor [N, K] (free with lt_tensor_free), or NULL
  * with LT_ERR_NULL / LT_ERR_NOMEM. */
-lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m);
+LT_API lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m);
 
 /* y = x W^T (+ bias): x [..., K] f32 (any strides; borrowed), bias [N] f32
  * or NULL (borrowed). Returns new y [..., N] f32 (no autograd: the weights
@@ -160,7 +164,7 @@ lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m);
  * LT_ERR_DTYPE, LT_ERR_SHAPE naming x, W and bias, LT_ERR_NOMEM. Threads:
  * rows of W split over the OpenMP threads (lt_set_num_threads) from 2^22
  * multiply-adds on (as the f32 products: below, wake-ups cost more). */
-lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias);
+LT_API lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias);
 
 /* ---- quantized weight tensors --------------------------------------------
  *
@@ -180,13 +184,17 @@ lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_t
  * LT_ERR_DTYPE, LT_ERR_SHAPE, LT_ERR_STATE (already quantized, or a
  * non-leaf), LT_ERR_INVALID (a view: offset or strides not its own), those
  * of lt_qmatrix_quantize; on failure t is unchanged. */
-lt_status lt_tensor_quantize_(lt_tensor *t, lt_qformat f);
+LT_API lt_status lt_tensor_quantize_(lt_tensor *t, lt_qformat f);
 /* The quantized weights of t (borrowed, valid while t lives), or NULL if
  * t is NULL or not quantized. */
-const lt_qmatrix *lt_tensor_qmatrix(const lt_tensor *t);
+LT_API const lt_qmatrix *lt_tensor_qmatrix(const lt_tensor *t);
 
 /* The kernel lt_qmatrix_linear uses for format f on this CPU, in words
  * ("AVX512-VNNI (vpdpbusd)", "AVX-512 FMA", "portable C"). Static. */
-const char *lt_qmatrix_kernel(lt_qformat f);
+LT_API const char *lt_qmatrix_kernel(lt_qformat f);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif /* LT_TENSOR_QUANT_H */

@@ -27,7 +27,7 @@
  * What this is not: a split reduction (a full reduction to one value runs on
  * one thread, still vectorised), or a compensated (Kahan) sum.
  */
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"

@@ -8,7 +8,7 @@
  * and autograd live elsewhere (view.c, elementwise.c, autograd/).
  */
 #define _DEFAULT_SOURCE /* madvise */
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/iter_internal.h"

@@ -7,7 +7,7 @@
  * PyTorch's reshape). Each view is recorded for autograd under one of four op
  * ids (see ops_view.def); the backwards are at the end of this file.
  */
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 

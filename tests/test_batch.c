@@ -520,6 +520,22 @@ START_TEST(test_seq_pairs_encode) {
   LT_EXPECT_NULLP_ERR(lt_seq_pairs_encode(t, c, c, NULL, NULL), LT_ERR_INVALID, "example 0 has an empty source");
   LT_EXPECT_NULLP_ERR(lt_seq_pairs_encode(t, NULL, c, NULL, NULL), LT_ERR_NULL, "src_tok");
   lt_text_pairs_free(t);
+  /* Pairs encoded with a tokenizer.json get its start, end and padding ids
+   * (a BERT WordPiece file: [CLS] 2, [SEP] 3, [PAD] 0), the byte tokenizer's LT_TOKEN_*. */
+  lt_tokenizer *wp = lt_tokenizer_load_hf(LT_TEST_DATA_DIR "/hf_tokenizers/wordpiece.json");
+  ck_assert_msg(wp != NULL, "%s", lt_last_error());
+  t = LT_NNP(lt_text_pairs_new());
+  LT_OK_OR_FAIL(lt_text_pairs_add(t, "the cat", 7, "a dog", 5));
+  p = LT_NNP(lt_seq_pairs_encode(t, tok, wp, NULL, NULL));
+  lt_special_ids sp = lt_seq_pairs_special_ids(p);
+  ck_assert(sp.bos == 2 && sp.eos == 3 && sp.pad == 0);
+  lt_seq_pairs_free(p);
+  p = LT_NNP(lt_seq_pairs_encode(t, wp, tok, NULL, NULL));
+  sp = lt_seq_pairs_special_ids(p);
+  ck_assert(sp.bos == LT_TOKEN_BOS && sp.eos == LT_TOKEN_EOS && sp.pad == LT_TOKEN_PAD);
+  lt_seq_pairs_free(p);
+  lt_tokenizer_free(wp);
+  lt_text_pairs_free(t);
   lt_tokenizer_free(c);
   lt_tokenizer_free(tok);
   /* Adding ids directly. */
@@ -601,6 +617,17 @@ START_TEST(test_collate) {
   LT_EXPECT_ERR(lt_seq2seq_collate(p, badidx, 0, &keep), LT_ERR_INVALID, "n is 0");
   LT_EXPECT_ERR(lt_seq2seq_collate(NULL, badidx, 1, &keep), LT_ERR_NULL, "data");
   ck_assert(keep.src == (lt_tensor *)0x1 && keep.n_tokens == 42);
+  /* A tokenizer of other ids (a tokenizer.json's <s>, </s>, <pad>): the batches use them. */
+  lt_special_ids def = lt_seq_pairs_special_ids(p);
+  ck_assert(def.bos == LT_TOKEN_BOS && def.eos == LT_TOKEN_EOS && def.pad == LT_TOKEN_PAD);
+  LT_OK_OR_FAIL(lt_seq_pairs_set_special_ids(p, (lt_special_ids){.bos = 7, .eos = 8, .pad = 9}));
+  LT_OK_OR_FAIL(lt_seq2seq_collate(p, idx, 3, &b));
+  LT_ASSERT_VALUES(b.src, 0, 10, 11, 12, 13, 9, 9, 14, 15, 9);
+  LT_ASSERT_VALUES(b.tgt_in, 0, 7, 20, 21, 9, 9, 7, 22, 23, 24, 25, 7, 26, 9, 9, 9);
+  LT_ASSERT_VALUES(b.labels, 0, 20, 21, 8, -100, -100, 22, 23, 24, 25, 8, 26, 8, -100, -100, -100);
+  lt_seq2seq_batch_free(&b);
+  LT_EXPECT_ERR(lt_seq_pairs_set_special_ids(p, (lt_special_ids){.bos = -1, .eos = 8, .pad = 9}), LT_ERR_INVALID,
+                "bos -1");
   lt_seq_pairs_free(p);
 }
 END_TEST

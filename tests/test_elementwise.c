@@ -783,7 +783,7 @@ START_TEST(test_autograd_records) {
   ck_assert_int_eq(LT_NN(lt_neg(x))->grad_fn->nsaved, 0);
   for (int op = 0; op < LT_UNARY_COUNT; op++) {
     lt_tensor *y = LT_NN(lt_unary((lt_unary_op)op, x));
-    ck_assert_msg(y->grad_fn != NULL && strcmp(lt__ops[y->grad_fn->op].name, lt_unary_name((lt_unary_op)op)) == 0,
+    ck_assert_msg(y->grad_fn != NULL && strcmp(lt__op_names[y->grad_fn->op], lt_unary_name((lt_unary_op)op)) == 0,
                   "op %s", lt_unary_name((lt_unary_op)op));
   }
   /* mul saves only the other operand of the input that needs a gradient */

@@ -478,6 +478,43 @@ START_TEST(errors) {
 }
 END_TEST
 
+/* also_eos: each listed id stops a row as eos_id does (a config.json's list
+ * of eos ids), for greedy and beam alike: the same result as with that id as
+ * eos_id when the others never occur. */
+START_TEST(also_eos_stops) {
+  const int64_t V = 6, M = 9;
+  double *table = make_table(V, 11, 1.5);
+  lt_tensor *prefix = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(4, 2), ((int64_t[]){1, 3, 4, 5, 0, 0, 5, 2})));
+  for (int beam = 0; beam < 2; beam++)
+    for (int64_t stop = 0; stop < V; stop++) {
+      lt_generate_opts one = lt_generate_defaults(), many = lt_generate_defaults();
+      if (beam) one.strategy = many.strategy = LT_GENERATE_BEAM, one.beam_width = many.beam_width = 3;
+      one.max_new = many.max_new = M;
+      one.eos_id = stop;
+      many.eos_id = -1, many.also_eos[0] = stop, many.n_also_eos = 1;
+      bigram c = {.V = V, .table = table};
+      lt_generate_result a = gen_run(&c, prefix, &one);
+      bigram_reset(&c);
+      lt_generate_result b = gen_run(&c, prefix, &many);
+      bigram_reset(&c);
+      assert_same(&a, &b, beam ? "beam: also_eos vs eos_id" : "greedy: also_eos vs eos_id");
+      lt_generate_result_free(&a), lt_generate_result_free(&b);
+    }
+  /* the options are checked */
+  bigram c = {.V = V, .table = table};
+  lt_generate_model m = as_model(&c);
+  lt_generate_result r = {0};
+  lt_generate_opts o = lt_generate_defaults();
+  o.n_also_eos = LT_GENERATE_MAX_EOS + 1;
+  LT_EXPECT_ERR(lt_generate(&m, prefix, &o, &r), LT_ERR_INVALID, "n_also_eos 9");
+  o.n_also_eos = 2, o.also_eos[0] = 1, o.also_eos[1] = V;
+  LT_EXPECT_ERR(lt_generate(&m, prefix, &o, &r), LT_ERR_INVALID, "also_eos[1] 6");
+  lt_clear_error();
+  lt_tensor_free(prefix);
+  free(table);
+}
+END_TEST
+
 /* The strategy names: one table, round-tripping through the parser. */
 START_TEST(strategy_names) {
   for (int k = LT_GENERATE_GREEDY; k <= LT_GENERATE_SAMPLE; k++) {
@@ -504,6 +541,7 @@ int main(void) {
   tcase_add_test(tc, sampling_follows_truncated_distribution);
   tcase_add_test(tc, errors);
   tcase_add_test(tc, strategy_names);
+  tcase_add_test(tc, also_eos_stops);
   suite_add_tcase(s, tc);
   return lt_test_run(s);
 }

@@ -354,10 +354,51 @@ START_TEST(config_ranges) {
 }
 END_TEST
 
+/* eos/bos/pad/decoder_start from generation_config.json, else config.json. */
+START_TEST(gen_ids) {
+  const char *dir = lt_test_join(tmp, "gen");
+  ck_assert_int_eq(mkdir(dir, 0777), 0);
+  char cpath[600], gpath[600];
+  snprintf(cpath, sizeof cpath, "%s/config.json", dir);
+  snprintf(gpath, sizeof gpath, "%s/generation_config.json", dir);
+  lt_hf_gen_ids g;
+  LT_OK_OR_FAIL(lt_hf_read_gen_ids(dir, &g)); /* neither file: nothing known */
+  ck_assert(g.n_eos == 0 && g.bos == -1 && g.pad == -1 && g.decoder_start == -1);
+  write_text(cpath, "{\"model_type\": \"llama\", \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": null}");
+  LT_OK_OR_FAIL(lt_hf_read_gen_ids(dir, &g));
+  ck_assert(g.n_eos == 1 && g.eos[0] == 2 && g.bos == 1 && g.pad == -1);
+  /* Llama-3's list of end ids, in generation_config.json, wins over config.json */
+  write_text(gpath, "{\"eos_token_id\": [128001, 128008, 128009], \"pad_token_id\": 5, \"decoder_start_token_id\": 0}");
+  LT_OK_OR_FAIL(lt_hf_read_gen_ids(dir, &g));
+  ck_assert_int_eq(g.n_eos, 3);
+  ck_assert(g.eos[0] == 128001 && g.eos[1] == 128008 && g.eos[2] == 128009);
+  ck_assert(g.bos == 1 && g.pad == 5 && g.decoder_start == 0);
+  static const struct {
+    const char *json, *msg;
+  } bad[] = {
+      {"{\"eos_token_id\": \"</s>\"}", "key 'eos_token_id' must be an id or a list of ids in [0, 2^31)"},
+      {"{\"eos_token_id\": [1, -2]}", "key 'eos_token_id' must be an id or a list of ids"},
+      {"{\"eos_token_id\": []}", "lists 0 ids"},
+      {"{\"eos_token_id\": [1, 2, 3, 4, 5, 6, 7, 8, 9]}", "lists 9 ids (1 to 8)"},
+      {"{\"bos_token_id\": [1]}", "key 'bos_token_id' must be an id, not a list"},
+      {"{\"pad_token_id\": 4294967296}", "key 'pad_token_id' must be an id in [0, 2^31)"},
+      {"[1]", "not a JSON object"},
+      {"{", "not a JSON object"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    write_text(gpath, bad[i].json);
+    lt_hf_gen_ids keep = {.n_eos = 42};
+    LT_EXPECT_ERR(lt_hf_read_gen_ids(dir, &keep), LT_ERR_FORMAT, bad[i].msg);
+    ck_assert_int_eq(keep.n_eos, 42);
+  }
+  lt_clear_error();
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("hf");
   TCase *tc = LT_TEST_CASE(s, "hf", 120, gpt2_round_trip, llama_round_trip, refusals, damaged_directories,
-                              config_ranges);
+                              config_ranges, gen_ids);
   tcase_add_checked_fixture(tc, tmp_make, tmp_remove);
   return lt_test_run(s);
 }

@@ -818,12 +818,77 @@ START_TEST(test_tokenizer_json) {
 }
 END_TEST
 
+/* A line of ids: every word must be a whole decimal integer, and the error
+ * quotes the whole word ("nan", not "n"). */
+START_TEST(test_parse_ids) {
+  int64_t *ids = NULL, n = -1;
+  const char *line = " 12\t0 -3\r\n 9223372036854775807 ";
+  LT_OK_OR_FAIL(lt_tokenizer_parse_ids(line, strlen(line), &ids, &n));
+  ck_assert_int_eq(n, 4);
+  ck_assert(ids[0] == 12 && ids[1] == 0 && ids[2] == -3 && ids[3] == INT64_MAX);
+  free(ids);
+  LT_OK_OR_FAIL(lt_tokenizer_parse_ids("  \t", 3, &ids, &n));
+  ck_assert_int_eq(n, 0);
+  ck_assert_ptr_null(ids);
+  static const struct {
+    const char *line, *msg;
+  } bad[] = {
+      {"1 nan 2", "\"nan\" is not an id"},
+      {"12x 3", "\"12x\" is not an id"},
+      {"1 2 inf", "\"inf\" is not an id"},
+      {"-", "\"-\" is not an id"},
+      {"9223372036854775808", "\"9223372036854775808\" is not an id"},
+      {"1.5", "\"1.5\" is not an id"},
+      {"0x10", "\"0x10\" is not an id"},
+      {"12345678901234567890123456789012345678901234567890", "\"1234567890123456789012345678901234567890...\""},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    int64_t *keep = (int64_t *)0x1;
+    LT_EXPECT_ERR(lt_tokenizer_parse_ids(bad[i].line, strlen(bad[i].line), &keep, &n), LT_ERR_FORMAT, bad[i].msg);
+    ck_assert(keep == (int64_t *)0x1);
+  }
+  lt_clear_error();
+}
+END_TEST
+
+/* Start, end and padding ids: libtensor's own, and a tokenizer.json's by name. */
+START_TEST(test_special_ids) {
+  lt_tokenizer *b = LT_NNP(lt_tokenizer_new_byte());
+  lt_special_ids s = lt_tokenizer_special_ids(b);
+  ck_assert(s.bos == LT_TOKEN_BOS && s.eos == LT_TOKEN_EOS && s.pad == LT_TOKEN_PAD);
+  lt_tokenizer_free(b);
+  static const struct {
+    const char *file;
+    int64_t bos, eos, pad;
+  } cases[] = {
+      {"gpt2.json", 0, 0, 0},      /* <|endoftext|> is all three */
+      {"llama2.json", 1, 2, 2},    /* <s>, </s>; no <pad>: the end */
+      {"unigram.json", 1, 1, 0},   /* </s>, <pad>; no start token: the end */
+      {"wordpiece.json", 2, 3, 0}, /* [CLS], [SEP], [PAD] */
+  };
+  for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/hf_tokenizers/%s", LT_TEST_DATA_DIR, cases[i].file);
+    lt_tokenizer *t = lt_tokenizer_load_hf(path);
+    ck_assert_msg(t != NULL, "%s", lt_last_error());
+    s = lt_tokenizer_special_ids(t);
+    ck_assert_msg(s.bos == cases[i].bos && s.eos == cases[i].eos && s.pad == cases[i].pad,
+                  "%s: bos %lld eos %lld pad %lld", cases[i].file, (long long)s.bos, (long long)s.eos,
+                  (long long)s.pad);
+    lt_tokenizer_free(t);
+  }
+  s = lt_tokenizer_special_ids(NULL);
+  ck_assert(s.bos == LT_TOKEN_BOS && s.eos == LT_TOKEN_EOS && s.pad == LT_TOKEN_PAD);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tokenizer");
   LT_TEST_CASE(s, "core", 300, test_utf8_valid, test_byte_tokenizer, test_decode_specials_and_range,
                test_char_tokenizer, test_bpe_hand_example, test_bpe_pieces,
                test_bpe_against_reference, test_bpe_round_trips_and_determinism, test_bpe_errors,
                test_serialize_round_trip, test_deserialize_corrupt, test_deserialize_fuzz,
-               test_text_files, test_bpe_compresses_real_text, test_tokenizer_json);
+               test_text_files, test_bpe_compresses_real_text, test_tokenizer_json, test_parse_ids,
+               test_special_ids);
   return lt_test_run(s);
 }

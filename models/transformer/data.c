@@ -89,6 +89,8 @@ static lt_status encode_classes(const lt_tf_data_opts *o, const lt_tf_data *D, c
                                 lt_seq_pairs **out, int64_t *n_aff) {
   lt_seq_pairs *sp = lt_seq_pairs_new();
   if (!sp) return lt__tf_fail("encoding");
+  lt_special_ids si = lt_tokenizer_special_ids(D->tok); /* the source padding (the class ids are the target) */
+  if (si.bos >= 0 && si.eos >= 0 && si.pad >= 0) (void)lt_seq_pairs_set_special_ids(sp, si);
   *n_aff = 0;
   lt_status s = LT_OK;
   for (int64_t i = 0; i < lt_text_pairs_count(tp) && s == LT_OK; i++) {
@@ -293,7 +295,8 @@ lt_status lt_tf_data_set_position(lt_tf_data *D, lt_loader_position pos) {
 
 char *lt_tf_ids_text(const lt_tokenizer *tok, const int64_t *ids, int64_t n) {
   int64_t k = 0;
-  while (k < n && ids[k] != LT_TOKEN_EOS) k++;
+  const int64_t eos = lt_tokenizer_special_ids(tok).eos;
+  while (k < n && ids[k] != eos) k++;
   char *s;
   size_t len;
   if (lt_tokenizer_decode(tok, ids, k, 0, &s, &len) != LT_OK) return strdup("<undecodable>");

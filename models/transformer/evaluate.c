@@ -98,10 +98,14 @@ static lt_status exact_batch(lt_transformer *model, const lt_tf_data *D, const i
   const lt_seq_pairs *V = D->valid;
   lt_seq2seq_batch b;
   LT__TF_TRY(lt_seq2seq_collate(V, idx, nb, &b), "decoding batch");
-  lt_generate_opts go = lt_generate_defaults(); /* greedy; <bos>, <eos>, <pad>: the LT_TOKEN_* ids */
-  go.max_new = max_new;
+  /* greedy; <bos>, <eos>, <pad>: the ids the batches were made with (the target tokenizer's) */
+  const lt_special_ids sp = lt_seq_pairs_special_ids(V);
+  lt_generate_opts go = lt_generate_defaults();
+  go.max_new = max_new, go.eos_id = sp.eos, go.pad_id = sp.pad;
+  lt_tf_generate_opts to = lt_tf_generate_defaults();
+  to.bos_id = sp.bos;
   lt_generate_result gr = {0};
-  lt_status st = lt_transformer_generate(model, b.src, b.src_mask, NULL, &go, NULL, &gr);
+  lt_status st = lt_transformer_generate(model, b.src, b.src_mask, NULL, &go, &to, &gr);
   if (st != LT_OK) {
     lt_seq2seq_batch_free(&b);
     return lt__tf_fail("greedy decoding");
@@ -115,7 +119,7 @@ static lt_status exact_batch(lt_transformer *model, const lt_tf_data *D, const i
     const int64_t *src, *tgt, *g = gen + k * L;
     int64_t sl, tl, gl = 0;
     lt_seq_pairs_get(V, idx[k], &src, &sl, &tgt, &tl);
-    while (gl < L && g[gl] != LT_TOKEN_EOS) gl++;
+    while (gl < L && g[gl] != sp.eos) gl++;
     /* exact: an <eos> was made and the text equals the reference's (BPE may spell a text in several ways) */
     bool ok = gl < L && gl == tl && !memcmp(g, tgt, sizeof *g * (size_t)tl);
     char *text = lt_tf_ids_text(D->tok, g, L);

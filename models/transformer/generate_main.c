@@ -334,17 +334,31 @@ static char *printable_label(const char *p, size_t n) {
   return out;
 }
 
-/* The end-of-sequence id of a tokenizer: <eos> for libtensor's own; for a
- * Hugging Face one the first of its vocabulary's usual end tokens, or -1
- * (generation then stops at --max-len only). */
-static int64_t eos_of(const lt_tokenizer *tok) {
-  if (lt_tokenizer_get_kind(tok) != LT_TOKENIZER_HF) return LT_TOKEN_EOS;
-  static const char *const names[] = {"</s>", "<|endoftext|>", "<|end_of_text|>", "<|eot_id|>", "<eos>", "[SEP]"};
-  for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
-    int64_t id = lt_tokenizer_token_id(tok, names[i], strlen(names[i]));
-    if (id >= 0) return id;
+/* Where generation stops and starts: a Hugging Face directory's
+ * generation_config.json / config.json (eos_token_id, every id of its list;
+ * bos_token_id, pad_token_id, decoder_start_token_id) when they say, else the
+ * tokenizer's own ids (lt_tokenizer_special_ids: libtensor's <bos>/<eos>/<pad>,
+ * or the usual names of a tokenizer.json). eos -1: generation stops at
+ * --max-len only. */
+static void stop_ids(const lt_tokenizer *tok, const lt_hf_gen_ids *g, int64_t V, lt_generate_opts *d,
+                     lt_tf_generate_opts *dt) {
+  const lt_special_ids sp = lt_tokenizer_special_ids(tok);
+  d->eos_id = sp.eos, d->n_also_eos = 0;
+  dt->bos_id = sp.bos >= 0 ? sp.bos : LT_TOKEN_BOS;
+  int64_t pad = sp.pad;
+  if (g) {
+    for (int i = 0; i < g->n_eos; i++) {
+      if (g->eos[i] >= V)
+        lt_cli_die(LT_CLI_EXIT_FAILURE, "the directory's eos_token_id %lld is outside the vocabulary of %lld",
+                   (long long)g->eos[i], (long long)V);
+      if (i == 0) d->eos_id = g->eos[0];
+      else if (d->n_also_eos < LT_GENERATE_MAX_EOS) d->also_eos[d->n_also_eos++] = g->eos[i];
+    }
+    int64_t start = g->decoder_start >= 0 ? g->decoder_start : g->bos;
+    if (start >= 0 && start < V) dt->bos_id = start;
+    if (g->pad >= 0 && g->pad < V) pad = g->pad;
   }
-  return -1;
+  d->pad_id = pad >= 0 ? pad : d->eos_id >= 0 ? d->eos_id : LT_TOKEN_PAD;
 }
 
 static int cmp_len(const void *a, const void *b) {
@@ -375,8 +389,11 @@ int main(int argc, char **argv) {
   char **classes = NULL; /* encoder-only: class names, one per line of the "classes" blob */
   int64_t context = 0;
   lt_transformer *m = NULL;
+  lt_hf_gen_ids gen_ids, *hf_gen = NULL; /* a Hugging Face directory's eos/bos/pad ids */
   if (lt_hf_is_dir(o.checkpoint)) {
     m = load_hf_dir(o.checkpoint, max_bytes, &tok);
+    if (lt_hf_read_gen_ids(o.checkpoint, &gen_ids) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+    hf_gen = &gen_ids;
     cfg = *lt_transformer_config(m);
     context = given[lt_cli_find(&CLI, "context")] ? o.context : cfg.max_len;
     if (context > cfg.max_len)
@@ -535,8 +552,9 @@ int main(int argc, char **argv) {
   lt_generate_opts d = lt_generate_defaults();
   d.strategy = (lt_generate_strategy)o.strategy, d.beam_width = o.beam, d.length_penalty = o.length_penalty;
   d.temperature = o.temperature, d.top_k = o.top_k, d.top_p = o.top_p, d.gen = gen;
-  d.max_new = o.max_len, d.eos_id = eos_of(tok), d.pad_id = d.eos_id >= 0 ? d.eos_id : LT_TOKEN_PAD;
-  const lt_tf_generate_opts dt = {.bos_id = LT_TOKEN_BOS, .context = context, .no_cache = o.no_cache};
+  d.max_new = o.max_len;
+  lt_tf_generate_opts dt = {.context = context, .no_cache = o.no_cache};
+  stop_ids(tok, hf_gen, cfg.vocab_size, &d, &dt);
   for (int64_t b0 = 0; b0 < n;) {
     int64_t nb = 1, S = in[b0].n;
     while (b0 + nb < n && nb < o.batch && (cfg.arch != LT_TF_DECODER_ONLY || in[b0 + nb].n == S)) {

@@ -421,11 +421,9 @@ static void want_bool(lt__hf_cfg *r, const char *key, bool want) {
                         v ? "true" : "false", want ? "needs true" : "runs only false");
 }
 
-lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *family) {
-  if (!dir) return lt_error_null_arg("hf_read_config", "dir");
-  if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_read_config: directory name too long");
-  char path[PATH_LEN];
-  join(path, dir, LT_HF_CONFIG_FILE);
+/* The JSON object of the file at path (a regular file of at most
+ * CONFIG_MAX_BYTES, duplicate keys refused): *out new (json_decref). */
+static lt_status read_json_object(const char *path, json_t **out) {
   char *text = NULL;
   size_t n = 0;
   lt_status s = lt_ckpt_read_file(path, CONFIG_MAX_BYTES, &text, &n);
@@ -438,6 +436,69 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
     return lt_error_set(LT_ERR_FORMAT, "hf config '%s': not a JSON object%s%s", path, j ? "" : ": ",
                         j ? "" : jerr.text);
   }
+  *out = j;
+  return LT_OK;
+}
+
+/* One id key of a generation file: absent or null leaves *v; an id, or (list)
+ * a list of ids, sets it. */
+static lt_status gen_id(json_t *j, const char *path, const char *key, int64_t *v, int *nv, bool list) {
+  json_t *x = json_object_get(j, key);
+  if (!x || json_is_null(x) || *nv >= 0) return LT_OK; /* *nv >= 0: an earlier file gave it */
+  size_t k = json_is_array(x) && list ? json_array_size(x) : 1;
+  if (json_is_array(x) && !list)
+    return lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' must be an id, not a list", path, key);
+  if (k < 1 || k > LT_HF_MAX_EOS)
+    return lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' lists %zu ids (1 to %d)", path, key, k,
+                        LT_HF_MAX_EOS);
+  int64_t tmp[LT_HF_MAX_EOS];
+  for (size_t i = 0; i < k; i++) {
+    json_t *e = json_is_array(x) ? json_array_get(x, i) : x;
+    if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > INT32_MAX)
+      return lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' must be %s in [0, 2^31)", path, key,
+                          list ? "an id or a list of ids" : "an id");
+    tmp[i] = (int64_t)json_integer_value(e);
+  }
+  memcpy(v, tmp, k * sizeof *v);
+  *nv = (int)k;
+  return LT_OK;
+}
+
+lt_status lt_hf_read_gen_ids(const char *dir, lt_hf_gen_ids *out) {
+  if (!dir) return lt_error_null_arg("hf_read_gen_ids", "dir");
+  if (!out) return lt_error_null_arg("hf_read_gen_ids", "out");
+  if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_read_gen_ids: directory name too long");
+  lt_hf_gen_ids r = {.bos = -1, .pad = -1, .decoder_start = -1};
+  int n_eos = -1, n_bos = -1, n_pad = -1, n_start = -1;
+  static const char *const files[] = {"generation_config.json", LT_HF_CONFIG_FILE};
+  for (int f = 0; f < 2; f++) {
+    char path[PATH_LEN];
+    join(path, dir, files[f]);
+    struct stat st;
+    if (lstat(path, &st) != 0) continue; /* the file is optional */
+    json_t *j;
+    lt_status s = read_json_object(path, &j);
+    if (s != LT_OK) return s;
+    s = gen_id(j, path, "eos_token_id", r.eos, &n_eos, true);
+    if (s == LT_OK) s = gen_id(j, path, "bos_token_id", &r.bos, &n_bos, false);
+    if (s == LT_OK) s = gen_id(j, path, "pad_token_id", &r.pad, &n_pad, false);
+    if (s == LT_OK) s = gen_id(j, path, "decoder_start_token_id", &r.decoder_start, &n_start, false);
+    json_decref(j);
+    if (s != LT_OK) return s;
+  }
+  r.n_eos = n_eos < 0 ? 0 : n_eos;
+  *out = r;
+  return LT_OK;
+}
+
+lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *family) {
+  if (!dir) return lt_error_null_arg("hf_read_config", "dir");
+  if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_read_config: directory name too long");
+  char path[PATH_LEN];
+  join(path, dir, LT_HF_CONFIG_FILE);
+  json_t *j;
+  lt_status s = read_json_object(path, &j);
+  if (s != LT_OK) return s;
   lt__hf_cfg r = {path, j, LT_OK};
   json_t *mt = json_object_get(j, "model_type");
   lt_hf_family fam;

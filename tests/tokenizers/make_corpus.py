@@ -79,6 +79,18 @@ EDGE_LINES = [
     b"(((nested))) [[brackets]] {{braces}} <<angle>> \"quoted\" 'single'",
     b"...!!!???;;;:::,,,", b"--foo=bar -x -- --", b"\xe2\x80\x94em\xe2\x80\x93en\xe2\x80\xa6",
     b"Hello\rWorld", b"Hello \r \x0b world", b"tab\tseparated\tvalues\t",
+    # Several combining marks that normalization reorders and composes (the
+    # library aligns them by position), multi-character decompositions, Hangul.
+    "a\u0301\u0328 e\u0323\u0302 o\u031b\u0301\u0323 x\u0334\u0301\u0316 A\u030a\u0301".encode(),
+    "\u1100\u1161\u11a8 \u0f73\u0f75 \u0344\u0345 \u1e9b\u0323 \u0931\u093c\u0951".encode(),
+    # Characters whose class differs between the library's Unicode tables and
+    # libutf8proc's / PCRE2's (datasets/hf_unicode_table.h): letters, digits and
+    # format characters of Unicode 15-16, characters unknown to Unicode 8's
+    # categories, U+180E (PCRE2's \s, not Oniguruma's), newer lowercases, and
+    # marks the library's normalizer does not know.
+    "\U0001e4d0\U0001e4d1x \U0001e4f1\U0001e4f2 \U00011f04 \U00010d50\U00010d70 \U000116d0 \U00013439".encode(),
+    "\u0890a \u2e43 b\u0afa \u166d \U000111c9 \u1734 \u1cf2 A\ua7cb\ua7dc\u1c89".encode(),
+    "a\u180eb a\u180e b \u180e x\u07fd\u0898\u1abf\u1ac0 a\u1dfa\u0301 \u0c3c\u0d3b".encode(),
 ]
 
 

@@ -1,17 +1,21 @@
 /*
- * autograd/graph.c: building and freeing the autograd graph: grad mode, the
- * requires-grad flag, lt__record (called by every differentiable op's forward)
- * and node reference counting. Traversal (lt_backward) is in engine.c.
+ * tensor/graph.c: building and freeing the autograd graph: grad mode, the
+ * requires-grad flag, lt__record (called by every differentiable op's forward),
+ * node reference counting, the op names and anomaly mode
+ * (tensor/graph_internal.h). Traversal (lt_backward) is autograd/engine.c's.
  *
  * A node holds one reference to each input's node (or to the input itself
  * when it is a leaf that requires grad) and owns detached aliases of the
  * tensors its backward needs. Output tensors hold their grad_fn; nothing holds
  * an output, so there are no reference cycles.
  */
-#include "autograd/internal.h"
+#include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
+#include "tensor/iter_internal.h"
 #include "tensor/storage_internal.h"
 
+#include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -87,7 +91,7 @@ void lt__node_release(lt_node *node) {
 lt_status lt__record(lt_tensor *out, lt__op_id op, int nin, const lt_tensor *const *in, int nsaved,
                      const lt_tensor *const *saved, const void *aux, size_t aux_size) {
   if (!lt__needs_grad(nin, in)) return LT_OK;
-  lt_status st = lt__anomaly_check(lt__ops[op].name, out); /* LT_OK at once when anomaly mode is off */
+  lt_status st = lt__anomaly_check(lt__op_names[op], out); /* LT_OK at once when anomaly mode is off */
   if (st != LT_OK) return st;
   LT_CHECK(out && out->grad_fn == NULL && (unsigned)op < LT__OP_COUNT && aux_size <= LT__AUX_MAX);
   LT_CHECK(nin >= 1 && nsaved >= 0);
@@ -100,7 +104,7 @@ lt_status lt__record(lt_tensor *out, lt__op_id op, int nin, const lt_tensor *con
     free(edges);
     free(sv);
     free(ver);
-    return lt__err(LT_ERR_NOMEM, "%s: out of memory recording the autograd graph", lt__ops[op].name);
+    return lt__err(LT_ERR_NOMEM, "%s: out of memory recording the autograd graph", lt__op_names[op]);
   }
   n->op = op;
   n->refcount = 1;
@@ -142,4 +146,74 @@ lt_status lt__record(lt_tensor *out, lt__op_id op, int nin, const lt_tensor *con
   out->grad_fn = n;
   out->requires_grad = true;
   return LT_OK;
+}
+
+/* ======================================================================== */
+/* Op names                                                                 */
+/* ======================================================================== */
+
+const char *const lt__op_names[LT__OP_COUNT] = {
+#define LT__OP_NAME(id, nin, bw) [LT__OP_##id] = #id,
+    LT_OP_TABLE(LT__OP_NAME)
+#undef LT__OP_NAME
+};
+
+/* ======================================================================== */
+/* Anomaly mode                                                             */
+/* ======================================================================== */
+
+static _Thread_local bool tl_anomaly = false;
+
+void lt_set_anomaly_mode(bool enabled) { tl_anomaly = enabled; }
+bool lt_anomaly_mode(void) { return tl_anomaly; }
+
+/* Inner loop of the finiteness scan: sets *(bool *)ctx when it meets NaN/Inf. */
+#define LT__FINITE_LOOP(T)                                                         \
+  static void finite_loop_##T(int64_t n, char *const *p, const int64_t *s, void *ctx) { \
+    const char *x = p[0];                                                          \
+    int64_t st = s[0];                                                             \
+    bool bad = false;                                                              \
+    for (int64_t i = 0; i < n; i++) bad |= !isfinite(*(const T *)(x + i * st));    \
+    if (bad) *(bool *)ctx = true;                                                  \
+  }
+LT__FINITE_LOOP(float)
+LT__FINITE_LOOP(double)
+#undef LT__FINITE_LOOP
+
+bool lt__find_nonfinite(const lt_tensor *t, char *buf, size_t size) {
+  if (!t || !lt_dtype_is_float(t->dtype) || t->numel == 0) return false;
+  bool bad = false;
+  lt__iter it;
+  lt__iter_init(&it, t->ndim, t->shape, 1, (const lt_tensor *const[]){t});
+  lt__iter_run(&it, t->dtype == LT_DTYPE_F32 ? finite_loop_float : finite_loop_double, &bad,
+               false);
+  if (!bad) return false;
+  /* Slow path, only on failure: find where. */
+  snprintf(buf, size, "a non-finite value");
+  double *v = malloc(sizeof(double) * (size_t)t->numel);
+  if (!v) return true;
+  if (lt_tensor_read(t, LT_DTYPE_F64, v, t->numel) == LT_OK) {
+    for (int64_t i = 0; i < t->numel; i++) {
+      if (isfinite(v[i])) continue;
+      int64_t idx[LT_MAX_DIMS] = {0};
+      int64_t flat = i;
+      for (int d = t->ndim - 1; d >= 0; d--) {
+        idx[d] = flat % t->shape[d];
+        flat /= t->shape[d];
+      }
+      snprintf(buf, size, "%s at %s", isnan(v[i]) ? "nan" : (v[i] > 0 ? "inf" : "-inf"),
+               LT__S(t->ndim, idx));
+      break;
+    }
+  }
+  free(v);
+  return true;
+}
+
+lt_status lt__anomaly_check(const char *what, const lt_tensor *t) {
+  if (!tl_anomaly || !t) return LT_OK;
+  char where[LT__DESC_SIZE];
+  if (!lt__find_nonfinite(t, where, sizeof where)) return LT_OK;
+  return lt__err(LT_ERR_NUMERIC, "anomaly mode: op '%s' produced %s in its output %s", what,
+                 where, LT__D(t));
 }
