@@ -8,6 +8,9 @@
  *   bench_decode --quick         lengths 32 and 64 (a smoke run)
  *   bench_decode --lengths 64,256,512 --batch 4 --repeat 3 --threads 2
  *   bench_decode --only medium --cached-only   (profiling the cached path)
+ *   bench_decode --weights f32,bf16,q8_0,q4_0 --only decoder-only --lengths 128
+ *                                (weight-only quantization: the cached path
+ *                                per weight format, lt_params_quantize)
  *
  * Models are randomly initialised (speed does not depend on the weights) and
  * never stop early (eos -1), so every run makes exactly the requested number
@@ -16,6 +19,13 @@
  * 1 for the uncached one, which is slow by design). tokens/s counts the new
  * tokens of all rows. The load line gives how many cores other processes
  * used during the run, from /proc/stat: figures on a busy machine are low.
+ *
+ * With --weights, each model is decoded with the KV cache in each format,
+ * the formats alternating within each of --repeat rounds (default 3), and
+ * the median per format is printed with the weight bytes read per token
+ * (every parameter except the learned position table, of which a step
+ * reads one row; the KV cache not counted) and the bandwidth those bytes
+ * at that speed mean.
  *
  * What this is not: a comparison with other frameworks, or a measurement of
  * sampling / beam search (they share the model calls; their bookkeeping is a
@@ -82,6 +92,36 @@ static lt_transformer *build(const model_spec *s) {
   return m;
 }
 
+/* A copy of m (same configuration and weights). */
+static lt_transformer *copy_model(const lt_transformer *m) {
+  lt_generator *g = lt_generator_new(1);
+  lt_transformer *c = g ? lt_transformer_new(lt_transformer_config(m), g) : NULL;
+  lt_generator_free(g);
+  if (!c) die("copying a model");
+  if (lt_params_copy(lt_transformer_params(c), lt_transformer_params((lt_transformer *)m)) != LT_OK)
+    die("copying a model");
+  return c;
+}
+
+/* Bytes of weights a decoding step reads: every parameter in its format,
+ * except the learned position table (one row of it per step). */
+static double step_bytes(lt_transformer *m) {
+  lt_params *p = lt_transformer_params(m);
+  double b = 0;
+  for (int i = 0; i < lt_params_count(p); i++) {
+    const lt_param *e = lt_params_at(p, i);
+    if (!strcmp(e->name, "pos_embed.weight")) continue;
+    const lt_qmatrix *q = lt_tensor_qmatrix(e->value);
+    b += q ? (double)lt_qmatrix_bytes(q) : (double)e->value->numel * (double)lt_dtype_size(e->value->dtype);
+  }
+  return b;
+}
+
+static int cmp_double(const void *a, const void *b) {
+  const double x = *(const double *)a, y = *(const double *)b;
+  return (x > y) - (x < y);
+}
+
 /* Seconds for one greedy decode of n tokens per row. */
 static double time_decode(const lt_transformer *m, const lt_tensor *in, bool encdec, int64_t n, bool cache) {
   lt_generate_opts o = lt_generate_defaults();
@@ -104,6 +144,8 @@ int main(int argc, char **argv) {
   int64_t lengths[8] = {64, 256}, n_len = 2, batch = 1, repeat = 3, threads = 0;
   const char *only = NULL;
   bool cached_only = false;
+  lt_qformat wf[LT_QFORMAT_COUNT];
+  int n_wf = 0;
   for (int i = 1; i < argc; i++) {
     if (!strcmp(argv[i], "--quick")) {
       lengths[0] = 32, lengths[1] = 64, n_len = 2, repeat = 1;
@@ -121,11 +163,14 @@ int main(int argc, char **argv) {
       threads = strtoll(argv[++i], NULL, 10);
     } else if (!strcmp(argv[i], "--cached-only")) {
       cached_only = true; /* for profiling the cached path */
+    } else if (!strcmp(argv[i], "--weights") && i + 1 < argc) {
+      for (char *tok = strtok(argv[++i], ","); tok && n_wf < LT_QFORMAT_COUNT; tok = strtok(NULL, ","))
+        if (lt_qformat_parse(tok, &wf[n_wf++]) != LT_OK) die("--weights");
     } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
       only = argv[++i]; /* a substring of a model's name */
     } else {
       fprintf(stderr, "usage: bench_decode [--quick] [--lengths N,N,..] [--batch B] [--repeat R] [--threads N] "
-                      "[--only NAME]\n");
+                      "[--only NAME] [--weights f32,bf16,q8_0,q4_0]\n");
       return 2;
     }
   }
@@ -137,8 +182,14 @@ int main(int argc, char **argv) {
   strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&tt));
   printf("libtensor %s, BLIS kernel set %s (%s), %d threads, batch %lld, %s\n", info.version, info.blas_arch,
          info.blas_arch_why, info.num_threads, (long long)batch, date);
-  printf("| model | parameters | output tokens | cached tok/s | uncached tok/s | speed-up |\n");
-  printf("|---|---|---|---|---|---|\n");
+  if (n_wf > 0) {
+    printf("| model | output tokens | weights | MB read per token | tok/s (median of %lld) | vs f32 | GB/s of weights |\n",
+           (long long)repeat);
+    printf("|---|---|---|---|---|---|---|\n");
+  } else {
+    printf("| model | parameters | output tokens | cached tok/s | uncached tok/s | speed-up |\n");
+    printf("|---|---|---|---|---|---|\n");
+  }
   fflush(stdout);
   const double busy0 = machine_busy(), self0 = self_busy(), wall0 = now();
   for (size_t mi = 0; mi < sizeof MODELS / sizeof *MODELS; mi++) {
@@ -152,6 +203,39 @@ int main(int argc, char **argv) {
     lt_tensor *in = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){batch, P}, ids);
     free(ids);
     if (!in) die("input");
+    if (n_wf > 0) { /* one model per format, alternating within each round */
+      lt_transformer *q[LT_QFORMAT_COUNT];
+      double bytes[LT_QFORMAT_COUNT];
+      for (int f = 0; f < n_wf; f++) {
+        q[f] = copy_model(m);
+        if (lt_params_quantize(lt_transformer_params(q[f]), wf[f], NULL, NULL) != LT_OK) die("quantizing");
+        bytes[f] = step_bytes(q[f]);
+        time_decode(q[f], in, encdec, 8, true); /* warm-up */
+      }
+      for (int64_t li = 0; li < n_len; li++) {
+        const int64_t n = lengths[li];
+        double t[LT_QFORMAT_COUNT][16];
+        const int64_t R = repeat < 1 ? 1 : repeat > 16 ? 16 : repeat;
+        for (int64_t r = 0; r < R; r++)
+          for (int f = 0; f < n_wf; f++) t[f][r] = time_decode(q[f], in, encdec, n, true);
+        double f32_tps = 0;
+        for (int f = 0; f < n_wf; f++) {
+          qsort(t[f], (size_t)R, sizeof(double), cmp_double);
+          const double tps = (double)(n * batch) / t[f][R / 2];
+          if (wf[f] == LT_QFORMAT_F32) f32_tps = tps;
+          char vs[32] = "-";
+          if (f32_tps > 0) snprintf(vs, sizeof vs, "%.2fx", tps / f32_tps);
+          printf("| %s (d_model %lld, %lld layers, vocab %lld) | %lld | %s | %.2f | %.1f | %s | %.1f |\n", s->name,
+                 (long long)s->C, (long long)s->L, (long long)s->V, (long long)n, lt_qformat_name(wf[f]),
+                 bytes[f] / 1e6, tps, vs, bytes[f] * tps / batch / 1e9);
+        }
+        fflush(stdout);
+      }
+      for (int f = 0; f < n_wf; f++) lt_transformer_free(q[f]);
+      lt_tensor_free(in);
+      lt_transformer_free(m);
+      continue;
+    }
     time_decode(m, in, encdec, 8, true); /* warm-up: first-touch allocations, BLIS packing buffers */
     for (int64_t li = 0; li < n_len; li++) {
       const int64_t n = lengths[li];

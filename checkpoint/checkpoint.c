@@ -227,6 +227,9 @@ static lt_status save_common(const char *op, const char *path, const lt_params *
                              const lt_train_state *st, const lt_ckpt_meta *extra, const lt_ckpt_save_opts *opts) {
   if (!path) return lt__err_null(op, "path");
   if (!p) return lt__err_null(op, "params");
+  if (lt_params_quantized(p))
+    return lt__err(LT_ERR_STATE, "%s: the store holds quantized weights (lt_params_quantize): save the f32 model "
+                                 "before quantizing it", op);
   lt_ckpt_save_opts def = LT_CKPT_SAVE_DEFAULTS;
   if (!opts) opts = &def;
   if (opts->deflate_level < 0 || opts->deflate_level > 9)

@@ -637,6 +637,9 @@ out:
 lt_status lt_st_save_params(const char *path, const lt_params *p, int n_meta, const char *const *keys,
                             const char *const *values) {
   if (!p) return lt__err(LT_ERR_NULL, "safetensors_save_params: p is NULL");
+  if (lt_params_quantized(p))
+    return lt__err(LT_ERR_STATE, "safetensors_save_params: the store holds quantized weights (lt_params_quantize): "
+                                 "save the f32 model before quantizing it");
   const int n = lt_params_count(p);
   const char **names = calloc((size_t)n + 1, sizeof *names);
   const lt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);

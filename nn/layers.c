@@ -124,7 +124,8 @@ static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, 
     lt_tensor_free(w);
     return s;
   }
-  if ((s = add_param(p, name, "weight", w, LT_PARAM_DEFAULT)) != LT_OK) return s;
+  /* a 2-d weight is a Linear's (conv weights are 3-d and up) */
+  if ((s = add_param(p, name, "weight", w, ndim == 2 ? LT_PARAM_QUANTIZABLE : LT_PARAM_DEFAULT)) != LT_OK) return s;
   lt_tensor *b = NULL;
   if (bias) {
     int64_t fan_in = 1;
@@ -313,7 +314,8 @@ lt_status lt_embedding_init(lt_embedding_m *m, lt_params *p, const char *name, i
     lt_tensor_free(w);
     return mark_rollback(&mk, s);
   }
-  if ((s = add_param(p, name, "weight", w, LT_PARAM_NO_DECAY)) != LT_OK) return mark_rollback(&mk, s);
+  if ((s = add_param(p, name, "weight", w, LT_PARAM_NO_DECAY | LT_PARAM_QUANTIZABLE)) != LT_OK)
+    return mark_rollback(&mk, s);
   m->weight = w;
   m->padding_idx = padding_idx;
   return LT_OK;

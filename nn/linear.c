@@ -26,6 +26,7 @@
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/gemm_internal.h"
+#include "tensor/quant.h"
 
 #include <omp.h>
 #include <string.h>
@@ -100,8 +101,21 @@ static void fill_bias(char *y, const char *b, int64_t N, int64_t M, size_t es) {
   for (int64_t r = 0; r < N; r++) memcpy(y + (size_t)r * row, b, row);
 }
 
+/* A quantized weight (lt_tensor_quantize_): the product of tensor/qgemm.c,
+ * not recorded (it has no backward). */
+static lt_tensor *linear_quantized(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias) {
+  if (lt_grad_enabled() && (x->requires_grad || (bias && bias->requires_grad)))
+    return lt__err(LT_ERR_AUTOGRAD,
+                   "linear: weight %s holds %s weights, which have no backward, and x or bias requires grad: run "
+                   "inference under lt_set_grad_enabled(false)",
+                   LT__D(weight), lt_qformat_name(lt_qmatrix_format(lt_tensor_qmatrix(weight)))),
+           NULL;
+  return lt_qmatrix_linear(x, lt_tensor_qmatrix(weight), bias);
+}
+
 lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias) {
   if (check(x, weight, bias) != LT_OK) return NULL;
+  if (lt_tensor_qmatrix(weight)) return linear_quantized(x, weight, bias);
   if (lt__ensure_init() != LT_OK) return NULL;
   const lt_dtype dt = x->dtype;
   const size_t es = lt_dtype_size(dt);

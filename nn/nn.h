@@ -32,6 +32,7 @@
 
 #include "autograd/autograd.h"
 #include "tensor/tensor.h"
+#include "tensor/quant.h"
 
 #include <stdio.h>
 
@@ -52,6 +53,8 @@ typedef enum {
   LT_PARAM_DEFAULT = 0,
   LT_PARAM_BUFFER = 1 << 0,    /* saved and loaded, never trained (no grad) */
   LT_PARAM_NO_DECAY = 1 << 1,  /* excluded from weight decay (norms, biases, embeddings) */
+  LT_PARAM_QUANTIZABLE = 1 << 2, /* a matrix read only through lt_linear or lt_embedding (the weights
+                                  * of lt_linear_init and lt_embedding_init): lt_params_quantize converts it */
 } lt_param_flags;
 
 typedef struct lt_param {
@@ -88,6 +91,34 @@ LT_API lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, b
  * parameters whose dtype no longer matches its state: make it afterwards (or
  * convert before the first step). On failure nothing changed. */
 LT_API lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype);
+
+/* Weight-only quantization of a loaded model for inference (tensor/quant.h):
+ * converts in place (lt_tensor_quantize_) every parameter flagged
+ * LT_PARAM_QUANTIZABLE (Linear weights, embedding tables, hence tied and
+ * untied output heads) to format f; biases, norms and everything else stay
+ * f32. The layer structs keep working (lt_linear and lt_embedding compute
+ * with the quantized weights), and the f32 memory of each converted weight
+ * is released: the process then holds the quantized bytes only. Inference
+ * only: run the model under lt_set_grad_enabled(false); checkpoint saving
+ * and lt_params_to_dtype refuse a quantized store. LT_QFORMAT_F32 changes
+ * nothing. *bytes_before / *bytes_after (either may be NULL) receive the
+ * bytes those weights took before and take after. Errors (checked for
+ * every weight before the first is converted, so nothing has changed):
+ * LT_ERR_NULL; LT_ERR_STATE if one is already quantized; LT_ERR_DTYPE if
+ * one is not f32; LT_ERR_INVALID if one shares its memory with another
+ * tensor (a view, a saved graph) or is a view itself; LT_ERR_NUMERIC for a
+ * weight that is not finite (Q8_0, Q4_0). LT_ERR_NOMEM part-way leaves
+ * the weights converted so far quantized. */
+LT_API lt_status lt_params_quantize(lt_params *p, lt_qformat f, size_t *bytes_before, size_t *bytes_after);
+/* Copies the values of every entry of src into the entry of dst with the
+ * same name (load_state_dict between two models of one configuration),
+ * under no-grad. Errors: LT_ERR_NULL; LT_ERR_INVALID naming the first name
+ * of either store the other lacks; LT_ERR_SHAPE / LT_ERR_DTYPE naming a pair
+ * that differ; LT_ERR_STATE if either holds quantized weights. Nothing is
+ * copied unless every pair matches. */
+LT_API lt_status lt_params_copy(lt_params *dst, const lt_params *src);
+/* True if some parameter of p is quantized (false for NULL). */
+LT_API bool lt_params_quantized(const lt_params *p);
 
 /* A model summary to f (PyTorch's print(model) + parameter counts, as
  * torchinfo): one line per entry in registration order (name, shape, dtype,

@@ -22,6 +22,9 @@
 #include "nn/params_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
+#include "tensor/quant.h"
+
+#include <math.h>
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,9 +110,9 @@ lt_status lt_params_add(lt_params *p, const char *name, lt_tensor *value, unsign
   if (!p) return lt__err(LT_ERR_NULL, "%s: the store is NULL", op);
   if (!name) return lt__err(LT_ERR_NULL, "%s: name is NULL", op);
   if (!*name) return lt__err(LT_ERR_INVALID, "%s: value %s: the name is empty", op, LT__D(value));
-  if (flags & ~(unsigned)(LT_PARAM_BUFFER | LT_PARAM_NO_DECAY))
-    return lt__err(LT_ERR_INVALID, "%s: '%s': unknown flag bits 0x%x", op, name,
-                   flags & ~(unsigned)(LT_PARAM_BUFFER | LT_PARAM_NO_DECAY));
+  const unsigned known = LT_PARAM_BUFFER | LT_PARAM_NO_DECAY | LT_PARAM_QUANTIZABLE;
+  if (flags & ~known)
+    return lt__err(LT_ERR_INVALID, "%s: '%s': unknown flag bits 0x%x", op, name, flags & ~known);
   if (find_index(p, name) >= 0)
     return lt__err(LT_ERR_INVALID, "%s: '%s' is already in the store (names must be unique)", op, name);
   for (int k = 0; k < p->n; k++)
@@ -218,6 +221,10 @@ lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype) {
   if (!lt__valid_dtype(dtype) || !lt_dtype_is_float(dtype))
     return lt__err(LT_ERR_DTYPE, "%s: the target dtype must be a float dtype, not %s", op,
                    lt__valid_dtype(dtype) ? lt_dtype_name(dtype) : "an invalid one");
+  for (int k = 0; k < p->n; k++)
+    if (lt_tensor_qmatrix(p->items[k].value))
+      return lt__err(LT_ERR_STATE, "%s: '%s' holds quantized weights (lt_params_quantize): load the model again", op,
+                     p->items[k].name);
   for (int k = 0; k < p->n; k++) {
     const lt_param *e = &p->items[k];
     if (!lt_dtype_is_float(e->value->dtype) || e->value->dtype == dtype) continue;
@@ -262,6 +269,76 @@ lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype) {
     lt__tensor_take_storage(p->items[k].value, made[k]);
   }
   free(made);
+  return LT_OK;
+}
+
+lt_status lt_params_copy(lt_params *dst, const lt_params *src) {
+  const char *op = "params_copy";
+  if (!dst || !src) return lt__err(LT_ERR_NULL, "%s: a store is NULL", op);
+  if (lt_params_quantized(dst) || lt_params_quantized(src))
+    return lt__err(LT_ERR_STATE, "%s: a store holds quantized weights (lt_params_quantize)", op);
+  for (int k = 0; k < src->n; k++) {
+    const lt_tensor *a = src->items[k].value, *b = lt_params_find(dst, src->items[k].name);
+    if (!b) return lt__err(LT_ERR_INVALID, "%s: '%s' of the source is not in the destination", op, src->items[k].name);
+    if (a->dtype != b->dtype || !lt__same_shape(a, b))
+      return lt__err(a->dtype != b->dtype ? LT_ERR_DTYPE : LT_ERR_SHAPE, "%s: '%s' is %s in the source, %s in the destination",
+                     op, src->items[k].name, LT__D(a), LT__D(b));
+  }
+  for (int k = 0; k < dst->n; k++)
+    if (!lt_params_find(src, dst->items[k].name))
+      return lt__err(LT_ERR_INVALID, "%s: '%s' of the destination is not in the source", op, dst->items[k].name);
+  const bool prev = lt_set_grad_enabled(false);
+  lt_status s = LT_OK;
+  for (int k = 0; k < src->n && s == LT_OK; k++)
+    s = lt_copy_(lt_params_find(dst, src->items[k].name), src->items[k].value);
+  lt_set_grad_enabled(prev);
+  return s;
+}
+
+bool lt_params_quantized(const lt_params *p) {
+  for (int k = 0; p && k < p->n; k++)
+    if (lt_tensor_qmatrix(p->items[k].value)) return true;
+  return false;
+}
+
+lt_status lt_params_quantize(lt_params *p, lt_qformat f, size_t *bytes_before, size_t *bytes_after) {
+  const char *op = "params_quantize";
+  if (!p) return lt__err(LT_ERR_NULL, "%s: the store is NULL", op);
+  if (lt_qformat_block_elems(f) == 0) return lt__err(LT_ERR_INVALID, "%s: unknown weight format %d", op, (int)f);
+  size_t before = 0, after = 0;
+  for (int k = 0; k < p->n; k++) {
+    const lt_param *e = &p->items[k];
+    const lt_tensor *t = e->value;
+    if (!(e->flags & LT_PARAM_QUANTIZABLE)) continue;
+    if (lt_tensor_qmatrix(t)) return lt__err(LT_ERR_STATE, "%s: '%s' is already quantized", op, e->name);
+    if (t->dtype != LT_DTYPE_F32 || t->ndim != 2)
+      return lt__err(t->dtype != LT_DTYPE_F32 ? LT_ERR_DTYPE : LT_ERR_SHAPE, "%s: '%s' is %s: need a 2-d f32 weight",
+                     op, e->name, LT__D(t));
+    if (lt__storage_shared(t) || t->offset != 0 || !lt_is_contiguous(t))
+      return lt__err(LT_ERR_INVALID,
+                     "%s: '%s' is %s and shares its memory with another tensor (a view, a recorded graph that "
+                     "saved it) or is a view: free such views and graphs first",
+                     op, e->name, LT__D(t));
+    const float *v = t->data;
+    if (f == LT_QFORMAT_Q8_0 || f == LT_QFORMAT_Q4_0)
+      for (int64_t i = 0; i < t->numel; i++)
+        if (!isfinite(v[i]))
+          return lt__err(LT_ERR_NUMERIC, "%s: '%s' %s: weight [%lld, %lld] is %g", op, e->name, LT__D(t),
+                         (long long)(i / t->shape[1]), (long long)(i % t->shape[1]), (double)v[i]);
+    size_t rb;
+    const int64_t be = lt_qformat_block_elems(f), Kp = (t->shape[1] + be - 1) / be * be;
+    if (lt_qformat_row_bytes(f, Kp, &rb) != LT_OK) return lt__err(lt_last_status(), "%s: '%s': %s", op, e->name, lt_last_error());
+    before += (size_t)t->numel * sizeof(float);
+    after += rb * (size_t)t->shape[0];
+  }
+  for (int k = 0; k < p->n; k++) {
+    if (!(p->items[k].flags & LT_PARAM_QUANTIZABLE)) continue;
+    lt_status s = lt_tensor_quantize_(p->items[k].value, f);
+    if (s != LT_OK) return lt__err(s, "%s: '%s': %s", op, p->items[k].name, lt_last_error());
+  }
+  if (f != LT_QFORMAT_F32) lt__storage_cache_release(); /* the f32 weights leave the process */
+  if (bytes_before) *bytes_before = before;
+  if (bytes_after) *bytes_after = f == LT_QFORMAT_F32 ? before : after;
   return LT_OK;
 }
 

@@ -118,7 +118,6 @@ void lt__blas_set_threads(int n) { bli_thread_set_num_threads(n); }
 
 /* ---- GEMM --------------------------------------------------------------- */
 
-#define LT__BLAS_SMALL_MACS 4194304.0 /* 2^22 */
 
 /* BLIS rejects (and aborts on) zero strides and some size-1 layouts; a
  * stride along a dim of size <= 1 is meaningless, so make it consistent. */

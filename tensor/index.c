@@ -24,6 +24,7 @@
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/iter_internal.h"
+#include "tensor/quant.h"
 
 #include <limits.h>
 #include <omp.h>
@@ -686,6 +687,12 @@ lt_tensor *lt_embedding(const lt_tensor *table, const lt_tensor *ids) {
     return NULL;
   }
   lt_tensor *out = lt_empty(table->dtype, ids->ndim + 1, oshape);
+  const lt_qmatrix *q = lt_tensor_qmatrix(table);
+  if (out && q) { /* quantized rows (lt_tensor_quantize_): dequantized, not recorded */
+    for (int64_t i = 0; i < N; i++) LT_CHECK(lt_qmatrix_dequantize_rows(q, ib.v[i], 1, (float *)out->data + i * D) == LT_OK);
+    idx_release(&ib);
+    return out;
+  }
   if (out)
     gs_run(table->dtype, false, 2, 0, (const int64_t[]){N, D}, table->data, table->stride,
            out->data, (const int64_t[]){D, 1}, ib.v, true);

@@ -112,6 +112,10 @@ int64_t lt__live_storages(void);
 /* The storage cache of large blocks (tensor/tensor.c), for tests: bytes
  * cached, bytes of large blocks in use, their peak; any pointer may be NULL. */
 void lt__storage_cache_stats(size_t *cached, size_t *in_use, size_t *peak);
+/* Returns every cached block to the system (and, with glibc, the heap's
+ * free pages: malloc_trim), so that memory released on purpose (the f32
+ * weights lt_params_quantize replaced) leaves the process. */
+void lt__storage_cache_release(void);
 
 /* x as a contiguous tensor of dtype dt: x itself (*tmp = NULL) when it
  * already is one (or x is NULL), else a contiguous copy or cast made with

@@ -12,6 +12,7 @@
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/iter_internal.h"
+#include "tensor/quant.h" /* lt_qmatrix_free */
 
 #include <math.h>
 #include <omp.h>
@@ -19,6 +20,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
+#ifdef __GLIBC__
+#include <malloc.h> /* malloc_trim */
+#endif
 
 struct lt_storage {
   void *base;        /* 64-byte aligned, or the user's buffer */
@@ -198,6 +202,24 @@ void lt__storage_cache_stats(size_t *cached, size_t *in_use, size_t *peak) {
   if (in_use) *in_use = live_bytes;
   if (peak) *peak = live_peak;
   pthread_mutex_unlock(&cache_lock);
+}
+
+void lt__storage_cache_release(void) {
+  void *ev[CACHE_SLOTS];
+  size_t es[CACHE_SLOTS];
+  int ne = 0;
+  pthread_mutex_lock(&cache_lock);
+  for (int i = 0; i < CACHE_SLOTS; i++)
+    if (cache[i].p) {
+      ev[ne] = cache[i].p, es[ne++] = cache[i].size;
+      cache_bytes -= cache[i].size;
+      cache[i].p = NULL;
+    }
+  pthread_mutex_unlock(&cache_lock);
+  free_evicted(ne, ev, es);
+#ifdef __GLIBC__
+  malloc_trim(0); /* free pages inside the heap go back too */
+#endif
 }
 
 static void *block_alloc(size_t alloc, size_t *got) {
@@ -405,6 +427,7 @@ static void release(lt_tensor *t) {
   if (t->grad) lt_tensor_free(t->grad);
   lt__node_release(t->grad_fn);
   storage_release(t->storage);
+  lt_qmatrix_free(t->qmatrix_);
   free(t);
 #pragma omp atomic
   live_tensors--;

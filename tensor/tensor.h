@@ -354,6 +354,7 @@ struct lt_tensor {
   void *hook_user_;
   lt_post_accumulate_hook post_hook_;
   void *post_hook_user_;
+  struct lt_qmatrix *qmatrix_;    /* quantized weights (lt_tensor_quantize_, tensor/quant.h) or NULL */
 };
 
 /* Helpers to pass shapes and dim lists inline:

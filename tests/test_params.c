@@ -332,9 +332,9 @@ START_TEST(test_linear) {
   LT_OK_OR_FAIL(lt_linear_init(&lin, p, "enc.proj", 5, 3, true, g));
   LT_OK_OR_FAIL(lt_linear_init(&nob, p, "head", 3, 2, false, g));
   ck_assert_int_eq(lt_params_count(p), 3);
-  expect_entry(p, 0, "enc.proj.weight", LT_PARAM_DEFAULT, LT_SHAPE(3, 5));
+  expect_entry(p, 0, "enc.proj.weight", LT_PARAM_QUANTIZABLE, LT_SHAPE(3, 5));
   expect_entry(p, 1, "enc.proj.bias", LT_PARAM_NO_DECAY, LT_SHAPE(3));
-  expect_entry(p, 2, "head.weight", LT_PARAM_DEFAULT, LT_SHAPE(2, 3));
+  expect_entry(p, 2, "head.weight", LT_PARAM_QUANTIZABLE, LT_SHAPE(2, 3));
   ck_assert(lin.weight == lt_params_find(p, "enc.proj.weight") && lin.bias == lt_params_find(p, "enc.proj.bias"));
   ck_assert(nob.bias == NULL);
   /* PyTorch's order and bounds: weight U(+-1/sqrt(in)), then bias U(+-1/sqrt(in)) */
@@ -385,7 +385,7 @@ START_TEST(test_embedding) {
   lt_embedding_m e, big;
   LT_OK_OR_FAIL(lt_embedding_init(&e, p, "tok_emb", 6, 4, 2, g));
   LT_OK_OR_FAIL(lt_embedding_init(&big, p, "big", 500, 100, -1, g));
-  expect_entry(p, 0, "tok_emb.weight", LT_PARAM_NO_DECAY, LT_SHAPE(6, 4));
+  expect_entry(p, 0, "tok_emb.weight", LT_PARAM_NO_DECAY | LT_PARAM_QUANTIZABLE, LT_SHAPE(6, 4));
   ck_assert(e.padding_idx == 2 && big.padding_idx == -1);
   /* N(0, 1), the padding row zero */
   double mean, var, lo, hi;
@@ -532,13 +532,13 @@ START_TEST(test_ffn) {
   LT_OK_OR_FAIL(lt_ffn_init(&f, p, "encoder.layers.0", 4, 8, LT_ACT_GELU, false, true, 0.25, g));
   LT_OK_OR_FAIL(lt_ffn_init(&sw, p, "layers.0.feed_forward", 4, 6, LT_ACT_SILU, true, false, 0, g));
   ck_assert_int_eq(lt_params_count(p), 7);
-  expect_entry(p, 0, "encoder.layers.0.linear1.weight", 0, LT_SHAPE(8, 4));
+  expect_entry(p, 0, "encoder.layers.0.linear1.weight", LT_PARAM_QUANTIZABLE, LT_SHAPE(8, 4));
   expect_entry(p, 1, "encoder.layers.0.linear1.bias", LT_PARAM_NO_DECAY, LT_SHAPE(8));
-  expect_entry(p, 2, "encoder.layers.0.linear2.weight", 0, LT_SHAPE(4, 8));
+  expect_entry(p, 2, "encoder.layers.0.linear2.weight", LT_PARAM_QUANTIZABLE, LT_SHAPE(4, 8));
   expect_entry(p, 3, "encoder.layers.0.linear2.bias", LT_PARAM_NO_DECAY, LT_SHAPE(4));
-  expect_entry(p, 4, "layers.0.feed_forward.w1.weight", 0, LT_SHAPE(6, 4));
-  expect_entry(p, 5, "layers.0.feed_forward.w2.weight", 0, LT_SHAPE(4, 6));
-  expect_entry(p, 6, "layers.0.feed_forward.w3.weight", 0, LT_SHAPE(6, 4));
+  expect_entry(p, 4, "layers.0.feed_forward.w1.weight", LT_PARAM_QUANTIZABLE, LT_SHAPE(6, 4));
+  expect_entry(p, 5, "layers.0.feed_forward.w2.weight", LT_PARAM_QUANTIZABLE, LT_SHAPE(4, 6));
+  expect_entry(p, 6, "layers.0.feed_forward.w3.weight", LT_PARAM_QUANTIZABLE, LT_SHAPE(6, 4));
   ck_assert(sw.linear1.weight == lt_params_find(p, "layers.0.feed_forward.w1.weight"));
   ck_assert(sw.linear2.weight == lt_params_find(p, "layers.0.feed_forward.w2.weight"));
   ck_assert(sw.linear3.weight == lt_params_find(p, "layers.0.feed_forward.w3.weight"));

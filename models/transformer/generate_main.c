@@ -62,6 +62,7 @@ typedef struct options {
   int strategy; /* lt_generate_strategy */
   int64_t beam, top_k, max_len, context, batch, threads, seed;
   int precision; /* LT_CLI_PRECISION_* */
+  int weights;   /* lt_qformat */
   double length_penalty, temperature, top_p;
   bool no_cache, scores, allow_unchecksummed;
   const char *input; /* file, "-" or NULL */
@@ -70,6 +71,7 @@ typedef struct options {
 } options;
 
 static const char *strategy_name(int i) { return lt_generate_strategy_name((lt_generate_strategy)i); }
+static const char *weights_name(int i) { return lt_qformat_name((lt_qformat)i); }
 
 #define PATH_MAX_LEN 4095
 #define I(...) LT_CLI_OPT_INT(options, __VA_ARGS__)
@@ -102,6 +104,10 @@ static const lt_cli_opt OPTS[] = {
     .default_text = "LT_NUM_THREADS, else all"),
   LT_CLI_OPT_ENUM(options, "precision", precision, lt_cli_precision_name, LT_CLI_PRECISION_COUNT,
                   "matrix products in f32, or bf16 with f32 accumulation (autocast; docs/mixed-precision.md)",
+                  .default_text = "f32"),
+  LT_CLI_OPT_ENUM(options, "weights", weights, weights_name, LT_QFORMAT_COUNT,
+                  "the weights of every Linear, the output head and the embeddings after loading: f32, bf16, or "
+                  "ggml's 8-bit and 4-bit blocks q8_0 and q4_0 (lt_params_quantize; docs/decoding.md)",
                   .default_text = "f32"),
   I("max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs more memory (0: no "
     "cap; docs/security.md)", .default_text = "half of physical memory"),
@@ -459,6 +465,14 @@ int main(int argc, char **argv) {
     }
     lt_ckpt_info_free(info);
     if (!(m = lt_tf_load_model(o.checkpoint, &cfg, &lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  }
+  if (o.weights != LT_QFORMAT_F32) { /* weight-only quantization: the f32 weights are released */
+    size_t before, after;
+    if (lt_params_quantize(lt_transformer_params(m), (lt_qformat)o.weights, &before, &after) != LT_OK)
+      die_lt("--weights");
+    fprintf(stderr, PROG ": weights %s: %.2f MB of Linear and embedding weights (%.2f MB in f32), kernel %s\n",
+            lt_qformat_name((lt_qformat)o.weights), (double)after / 1e6, (double)before / 1e6,
+            lt_qmatrix_kernel((lt_qformat)o.weights));
   }
   if (o.write_tokenizer) { /* only the tokenizer, as tokenizer.json (docs/python.md) */
     if (lt_tokenizer_save_json(tok, o.write_tokenizer) != LT_OK) die_lt("--write-tokenizer");

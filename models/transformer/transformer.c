@@ -490,6 +490,17 @@ static lt_status check_ids(const char *op, const char *what, const char *pad_wha
   return LT_OK;
 }
 
+/* Rows [r0, r0 + n) of an embedding table [V, C] (n < 0: row r0 alone, as
+ * [C]): a view, or for a quantized table (lt_params_quantize) the rows
+ * gathered by lt_embedding. */
+static lt_tensor *table_rows(const lt_tensor *table, int64_t r0, int64_t n) {
+  if (!lt_tensor_qmatrix(table)) return n < 0 ? lt_select(table, 0, r0) : lt_narrow(table, 0, r0, n);
+  lt_tensor *ids = n < 0 ? lt_scalar(LT_DTYPE_I64, (double)r0) : lt_arange(LT_DTYPE_I64, (double)r0, (double)(r0 + n), 1);
+  lt_tensor *rows = ids ? lt_embedding(table, ids) : NULL;
+  lt_tensor_free(ids);
+  return rows;
+}
+
 /* The position rows of a left-padded batch: row b's column pos0 + t is at
  * position max(pos0 + t - left_pad[b], 0) -> table rows [B, L, C] (new). */
 static lt_tensor *row_positions(const lt_tensor *table, int64_t B, int64_t L, int64_t pos0, const int64_t *left_pad) {
@@ -497,12 +508,10 @@ static lt_tensor *row_positions(const lt_tensor *table, int64_t B, int64_t L, in
   if (!idx) return lt_error_set(LT_ERR_NOMEM, "transformer: out of memory for %lld positions", (long long)(B * L)), NULL;
   for (int64_t b = 0; b < B; b++)
     for (int64_t t = 0; t < L; t++) idx[b * L + t] = pos0 + t - left_pad[b] > 0 ? pos0 + t - left_pad[b] : 0;
-  lt_tensor *it = lt_tensor_from_copy(LT_DTYPE_I64, 1, (int64_t[]){B * L}, idx);
+  lt_tensor *it = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){B, L}, idx);
   free(idx);
-  lt_tensor *rows = it ? lt_index_select(table, 0, it) : NULL; /* [B*L, C] */
-  lt_tensor *pe = rows ? lt_reshape(rows, LT_SHAPE(B, L, table->shape[1])) : NULL;
+  lt_tensor *pe = it ? lt_embedding(table, it) : NULL; /* [B, L, C]; a quantized table too */
   lt_tensor_free(it);
-  lt_tensor_free(rows);
   return pe;
 }
 
@@ -519,13 +528,13 @@ static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, c
   if (x && c->pos != LT_TF_POS_ROPE) {
     lt_tensor *table = c->pos == LT_TF_POS_LEARNED ? m->pos_embed.weight : m->pos_table;
     lt_tensor *pe = left_pad ? row_positions(table, ids->shape[0], L, pos0, left_pad)
-                             : lt_narrow(table, 0, pos0, L); /* [B, L, C] or [L, C] */
+                             : table_rows(table, pos0, L); /* [B, L, C] or [L, C] */
     lt_tensor *y = pe ? lt_add(x, pe) : NULL;
     lt_tensor_free(pe);
     step(&x, y);
   }
   if (x && c->type_vocab_size > 0) {
-    lt_tensor *te = types ? lt_embedding_forward(&m->type_embed, types) : lt_select(m->type_embed.weight, 0, 0);
+    lt_tensor *te = types ? lt_embedding_forward(&m->type_embed, types) : table_rows(m->type_embed.weight, 0, -1);
     lt_tensor *y = te ? lt_add(x, te) : NULL; /* [B, L, C] + [B, L, C] or [C] */
     lt_tensor_free(te);
     step(&x, y);

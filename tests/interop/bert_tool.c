@@ -23,6 +23,7 @@
  * Exit 0 on success, 1 with a message on stderr otherwise (the message
  * names what the loader refused).
  */
+#include "tensor/quant.h"
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -55,9 +56,13 @@ static lt_tensor *read_ids(const lt_st_file *f, const char *name, bool required)
   return lt_st_tensor(f, i, LT_DTYPE_I64);
 }
 
-static int run(const char *dir, const char *in, const char *out) {
+/* weights: NULL (f32) or a weight format name for lt_params_quantize. */
+static int run(const char *dir, const char *in, const char *out, const char *weights) {
   lt_transformer *m = lt_hf_load(dir, 0);
   if (!m) return fail("loading");
+  lt_qformat wf = LT_QFORMAT_F32;
+  if (weights && (lt_qformat_parse(weights, &wf) != LT_OK || lt_params_quantize(lt_transformer_params(m), wf, NULL, NULL) != LT_OK))
+    return fail("the weight format");
   const lt_tf_config *c = lt_transformer_config(m);
   lt_st_file *f = lt_st_open(in);
   if (!f) return fail("the inputs");
@@ -121,7 +126,7 @@ static int run(const char *dir, const char *in, const char *out) {
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "make") == 0)
     return make(argv[2], strtoull(argv[3], NULL, 10), strtoll(argv[4], NULL, 10));
-  if (argc == 5 && strcmp(argv[1], "run") == 0) return run(argv[2], argv[3], argv[4]);
-  fprintf(stderr, "usage: bert_tool make DIR SEED N_CLASSES | run DIR IN OUT\n");
+  if ((argc == 5 || argc == 6) && strcmp(argv[1], "run") == 0) return run(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : NULL);
+  fprintf(stderr, "usage: bert_tool make DIR SEED N_CLASSES | run DIR IN OUT [f32|bf16|q8_0|q4_0]\n");
   return 2;
 }

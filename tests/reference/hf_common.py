@@ -32,11 +32,11 @@ def randomize(model, seed, is_norm):
     return model
 
 
-def run_tool(tool, verb, src, feeds, tmp):
-    """tool VERB SRC IN OUT on the arrays feeds (a dict, written to IN as
-    safetensors); returns OUT's tensors (a dict of numpy arrays)."""
+def run_tool(tool, verb, src, feeds, tmp, *extra):
+    """tool VERB SRC IN OUT [EXTRA...] on the arrays feeds (a dict, written
+    to IN as safetensors); returns OUT's tensors (a dict of numpy arrays)."""
     from safetensors.numpy import load_file, save_file
     i, o = os.path.join(tmp, "in.safetensors"), os.path.join(tmp, "out.safetensors")
     save_file(feeds, i)
-    subprocess.run([tool, verb, src, i, o], check=True)
+    subprocess.run([tool, verb, src, i, o, *extra], check=True)
     return load_file(o)
