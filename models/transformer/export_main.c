@@ -1,7 +1,9 @@
 /*
  * models/transformer/export_main.c: the `export` program: a checkpoint of
  * train (or a model-only checkpoint) to a Hugging Face directory
- * (models/transformer/hf.h; docs/interop.md):
+ * (models/transformer/hf.h; docs/interop.md), or a checkpoint or a Hugging
+ * Face directory to a GGUF file for llama.cpp (models/transformer/gguf_model.h):
+ *     export --checkpoint CKPT|DIR --format gguf [--weights f32|bf16|q8_0|q4_0] --out FILE
  *     export --checkpoint CKPT --format hf --out DIR
  * writes DIR/model.safetensors, DIR/config.json and, when the checkpoint
  * holds one, the tokenizer twice: DIR/libtensor-tokenizer.bin (as the
@@ -35,20 +37,29 @@
 
 typedef struct options {
   const char *checkpoint, *out;
-  int format;
+  int format, weights;
   bool allow_unchecksummed, list, overwrite;
   int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
 } options;
 
-static const char *format_name(int i) { return i == 0 ? "hf" : "unknown"; }
+static const char *format_name(int i) { return i == 0 ? "hf" : i == 1 ? "gguf" : "unknown"; }
+/* --weights: the GGUF matrices' type (ggml's), in the option's order. */
+static const int WEIGHT_TYPES[] = {LT_GGML_F32, LT_GGML_BF16, LT_GGML_Q8_0, LT_GGML_Q4_0};
+static const char *weights_name(int i) {
+  static const char *const names[] = {"f32", "bf16", "q8_0", "q4_0"};
+  return i >= 0 && i < 4 ? names[i] : "unknown";
+}
 
 static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_STRING(options, "checkpoint", checkpoint, "FILE", PATH_MAX_LEN,
                     "the checkpoint to export (a ckpt-*.h5 of train, a run directory for its newest, or a model-only "
                     "checkpoint); required"),
-  LT_CLI_OPT_ENUM(options, "format", format, format_name, 1, "the output format: hf (a Hugging Face directory, "
-                  "GPT-2 or Llama layout)"),
-  LT_CLI_OPT_STRING(options, "out", out, "DIR", PATH_MAX_LEN, "the directory to write (created if absent); required"),
+  LT_CLI_OPT_ENUM(options, "format", format, format_name, 2, "the output format: hf (a Hugging Face directory, "
+                  "GPT-2 or Llama layout) or gguf (one GGUF file for llama.cpp; --checkpoint may then also be a "
+                  "Hugging Face directory)"),
+  LT_CLI_OPT_ENUM(options, "weights", weights, weights_name, 4, "gguf: the matrices' type (vectors stay f32)"),
+  LT_CLI_OPT_STRING(options, "out", out, "DIR", PATH_MAX_LEN, "the directory to write (created if absent), or "
+                    "the GGUF file; required"),
   LT_CLI_OPT_BOOL(options, "overwrite", overwrite, "replace the export a --out directory already holds (config.json, "
                   "model.safetensors, the tokenizer files); without it such a directory is refused"),
   LT_CLI_OPT_BOOL(options, "list", list, "print the checkpoint's configuration and tensors (names, dtypes, shapes) "
@@ -65,12 +76,14 @@ static const options DEFAULTS = {.format = 0, .max_memory = -1};
 static const lt_cli CLI = {
     .prog = PROG,
     .synopsis = "Usage: " PROG " --checkpoint FILE --format hf --out DIR\n"
+                "       " PROG " --checkpoint FILE|DIR --format gguf [--weights f32|bf16|q8_0|q4_0] --out FILE\n"
                 "       " PROG " --checkpoint FILE --list\n"
                 "\n"
                 "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's or\n"
                 "Llama's tensor names), config.json (GPT2Config's or LlamaConfig's keys) and\n"
                 "the checkpoint's tokenizer (libtensor-tokenizer.bin, tokenizer.json). generate --checkpoint DIR and\n"
-                "train --init-from DIR read it back (docs/interop.md).\n"
+                "train --init-from DIR read it back (docs/interop.md). --format gguf writes one GGUF file with\n"
+                "llama.cpp's names and keys and the tokenizer (generate --checkpoint FILE.gguf reads it).\n"
                 "\n"
                 "Options (--flag VALUE or --flag=VALUE):\n",
     .epilogue = LT_CLI_EXIT_HELP,
@@ -104,6 +117,90 @@ static void check_out(const char *dir, bool overwrite) {
       lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' already holds %s (%s): --overwrite replaces the export there, or "
                  "choose another directory", dir, files[i], kind_of(st.st_mode));
   }
+}
+
+/* --format gguf --out FILE: absent, or --overwrite for a regular file. */
+static void check_out_file(const char *path, bool overwrite) {
+  struct stat st;
+  if (lstat(path, &st) != 0) {
+    if (errno == ENOENT) return;
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "--out '%s': %s", path, strerror(errno));
+  }
+  if (!S_ISREG(st.st_mode))
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' is %s: --format gguf writes a file", path, kind_of(st.st_mode));
+  if (!overwrite)
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' already exists: --overwrite replaces it, or choose another name", path);
+}
+
+/* The tokenizer of a Hugging Face directory as tokenizer.json text (new, or
+ * NULL when it has none): libtensor-tokenizer.bin converted, else the
+ * directory's own tokenizer.json as it is. */
+static char *hf_dir_tokenizer(const char *dir, size_t *len) {
+  char path[PATH_MAX_LEN + 64];
+  char *text = NULL;
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, LT_HF_TOKENIZER_FILE);
+  if (lstat(path, &st) == 0) {
+    size_t size;
+    if (lt_ckpt_read_file(path, 1u << 30, &text, &size) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", path, lt_last_error());
+    lt_tokenizer *tok = lt_tokenizer_deserialize(text, size);
+    free(text);
+    text = NULL;
+    if (!tok || lt_tokenizer_to_json(tok, &text, len) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", path, lt_last_error());
+    lt_tokenizer_free(tok);
+    return text;
+  }
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  if (lstat(path, &st) != 0) return NULL;
+  if (lt_ckpt_read_file(path, 1u << 30, &text, len) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", path, lt_last_error());
+  return text;
+}
+
+/* --format gguf: the model (a checkpoint's or a Hugging Face directory's)
+ * and its tokenizer as one GGUF file. */
+static int export_gguf(const options *o, const lt_ckpt_load_opts *lo) {
+  lt_transformer *m = NULL;
+  char *tok_json = NULL;
+  size_t tok_len = 0;
+  lt_ckpt_info *info = NULL;
+  if (lt_hf_is_dir(o->checkpoint)) {
+    if (!(m = lt_hf_load(o->checkpoint, lo->max_bytes))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+    tok_json = hf_dir_tokenizer(o->checkpoint, &tok_len);
+  } else {
+    lt_tf_config cfg;
+    int64_t n_params;
+    size_t bytes;
+    if (lt_tf_read_checkpoint_info(o->checkpoint, lo, true, &info, NULL) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o->checkpoint, lt_last_error());
+    if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': not a Transformer checkpoint of train: %s", o->checkpoint,
+                 lt_last_error());
+    if (lt_tf_config_size(&cfg, &n_params, &bytes) != LT_OK ||
+        lt_ckpt_check_model_size(info, o->checkpoint, n_params, bytes, lo->max_bytes) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+    if (!(m = lt_tf_load_model(o->checkpoint, &cfg, lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+    const void *blob;
+    size_t size;
+    if (info->extra && lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &size) == LT_OK) {
+      lt_tokenizer *tok = lt_tokenizer_deserialize(blob, size);
+      if (!tok || lt_tokenizer_to_json(tok, &tok_json, &tok_len) != LT_OK)
+        lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': its tokenizer: %s", o->checkpoint, lt_last_error());
+      lt_tokenizer_free(tok);
+    }
+  }
+  if (lt_tf_gguf_export(m, o->out, WEIGHT_TYPES[o->weights], tok_json, tok_len) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o->out, lt_last_error());
+  lt_hf_family fam = LT_HF_GPT2;
+  lt_hf_family_of(lt_transformer_config(m), &fam);
+  printf("export: %s -> %s (gguf, %s layout, %s weights%s)\n", o->checkpoint, o->out, lt_hf_family_name(fam),
+         weights_name(o->weights), tok_json ? ", tokenizer" : ", no tokenizer");
+  free(tok_json);
+  lt_ckpt_info_free(info);
+  lt_transformer_free(m);
+  return 0;
 }
 
 /* One line per tensor: name, dtype, shape. */
@@ -144,11 +241,18 @@ int main(int argc, char **argv) {
   lt_cli_parse_or_exit(&CLI, argc, argv, &o, given, NULL, NULL);
   if (!o.checkpoint) lt_cli_die(LT_CLI_EXIT_USAGE, "--checkpoint FILE is required");
   if (!o.out && !o.list) lt_cli_die(LT_CLI_EXIT_USAGE, "--out DIR is required (or --list)");
+  if (given[lt_cli_find(&CLI, "weights")] && o.format != 1)
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--weights is for --format gguf (a Hugging Face directory is written in f32)");
   char ckpt[PATH_MAX_LEN + 64]; /* a run directory stands for its newest valid checkpoint, as train --resume */
-  if (lt_trainer_find_resume(o.checkpoint, "ckpt", ckpt, sizeof ckpt) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s", lt_last_error());
-  o.checkpoint = ckpt;
-  if (!o.list) check_out(o.out, o.overwrite);
+  if (!(o.format == 1 && lt_hf_is_dir(o.checkpoint))) {
+    if (lt_trainer_find_resume(o.checkpoint, "ckpt", ckpt, sizeof ckpt) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s", lt_last_error());
+    o.checkpoint = ckpt;
+  }
+  if (!o.list) {
+    if (o.format == 1) check_out_file(o.out, o.overwrite);
+    else check_out(o.out, o.overwrite);
+  }
 
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.allow_unchecksummed = o.allow_unchecksummed;
@@ -160,6 +264,7 @@ int main(int argc, char **argv) {
     lt_ckpt_desc_free(d);
     return fflush(stdout) == 0 ? 0 : LT_CLI_EXIT_FAILURE;
   }
+  if (o.format == 1) return export_gguf(&o, &lo);
   /* the configuration and the extra values (tokenizer) first, then the model */
   lt_ckpt_info *info = NULL;
   if (lt_tf_read_checkpoint_info(o.checkpoint, &lo, true, &info, NULL) != LT_OK)
