@@ -4,6 +4,7 @@
  *     #include <libtensor/libtensor.h>
  * Each module has one public header, documented there:
  *   tensor/tensor.h      N-d tensors, ops, matmul on BLIS, random numbers
+ *   tensor/quant.h       weight formats for inference: bf16, Q8_0 and Q4_0 blocks (ggml's)
  *   autograd/autograd.h  reverse-mode differentiation, gradcheck
  *   nn/nn.h              parameters, layers, attention, losses, optimizers, schedules
  *   nn/conv.h            convolution, pooling
@@ -22,6 +23,7 @@
 #define LIBTENSOR_H
 
 #include "tensor/tensor.h"
+#include "tensor/quant.h"
 #include "autograd/autograd.h"
 #include "autograd/custom.h"
 #include "nn/nn.h"

@@ -1,0 +1,169 @@
+/*
+ * tensor/quant.h: weight formats for inference: bf16 and ggml's 8-bit and
+ * 4-bit blocks (Q8_0, Q4_0), laid out byte for byte as ggml's block_q8_0
+ * and block_q4_0 (ggml/src/ggml-common.h), with the reference row
+ * conversions of ggml/src/ggml-quants.c (quantize_row_q8_0_ref,
+ * quantize_row_q4_0_ref, dequantize_row_q8_0, dequantize_row_q4_0) and of
+ * ggml-impl.h (ggml_compute_fp32_to_bf16, ggml_compute_fp32_to_fp16): the
+ * bytes written here are the bytes ggml and the `gguf` Python package
+ * (gguf/quants.py) write for the same floats, so a GGUF file can carry them
+ * unchanged (tests/test_quant.c checks the bits against gguf/quants.py).
+ *
+ * What it is not: a tensor dtype. Quantized weights are read-only inputs of
+ * products; nothing here has a gradient.
+ *
+ * Layouts (little-endian; ggml's):
+ *   Q8_0: 32 weights a block, 34 bytes: d (f16 bits), then qs[32] (int8);
+ *         weight j = d * qs[j].
+ *   Q4_0: 32 weights a block, 18 bytes: d (f16 bits), then qs[16]: byte j
+ *         holds weight j in its low nibble and weight j + 16 in its high
+ *         nibble, each stored as q + 8 (0..15); weight = d * (nibble - 8).
+ *   BF16: one weight in 2 bytes (the upper half of its f32 bits).
+ *   F32:  one weight in 4 bytes (no conversion).
+ * A row of n weights is n / 32 blocks one after the other (n a multiple of
+ * 32 for Q8_0 and Q4_0; any n for BF16 and F32).
+ *
+ * Rounding (ggml's reference, bit for bit):
+ *   Q8_0: amax = max |x_j| over the block, d = amax / 127, id = 1/d (0 when
+ *         d is 0), qs[j] = roundf(x_j * id) (half away from zero), the
+ *         scale stored as f16(d).
+ *   Q4_0: max = the x_j of largest |x_j| (the first one on ties), d = max
+ *         / -8, id = 1/d (0 when d is 0), nibble = min(15, (int8_t)(x_j *
+ *         id + 8.5f)), the scale stored as f16(d).
+ *   f16:  round to nearest even, subnormals kept, overflow to infinity.
+ *   bf16: round to nearest even, a NaN kept quiet (lt_bf16_from_f32).
+ * Q8_0 and Q4_0 need finite weights (a NaN or an infinity is refused).
+ */
+#ifndef LT_TENSOR_QUANT_H
+#define LT_TENSOR_QUANT_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "tensor/tensor.h"
+
+/* Weight formats. _name gives "f32", "bf16", "q8_0", "q4_0". */
+typedef enum lt_qformat {
+  LT_QFORMAT_F32 = 0,
+  LT_QFORMAT_BF16,
+  LT_QFORMAT_Q8_0,
+  LT_QFORMAT_Q4_0,
+  LT_QFORMAT_COUNT
+} lt_qformat;
+
+/* A static string; "unknown" for a value out of range. */
+const char *lt_qformat_name(lt_qformat f);
+/* Sets *out from "f32", "bf16", "q8_0", "q4_0" (also accepted: "fp32",
+ * "q8", "q4"). Errors: LT_ERR_NULL, LT_ERR_INVALID naming the choices. */
+lt_status lt_qformat_parse(const char *s, lt_qformat *out);
+
+#define LT_QK8_0 32
+#define LT_QK4_0 32
+
+/* ggml's block_q8_0 (34 bytes, no padding). */
+typedef struct lt_block_q8_0 {
+  uint16_t d;            /* scale, f16 bits */
+  int8_t qs[LT_QK8_0];   /* quants */
+} lt_block_q8_0;
+
+/* ggml's block_q4_0 (18 bytes, no padding). */
+typedef struct lt_block_q4_0 {
+  uint16_t d;               /* scale, f16 bits */
+  uint8_t qs[LT_QK4_0 / 2]; /* nibbles: low = weight j, high = weight j + 16, each + 8 */
+} lt_block_q4_0;
+
+_Static_assert(sizeof(lt_block_q8_0) == 34, "block_q8_0 is 34 bytes as in ggml");
+_Static_assert(sizeof(lt_block_q4_0) == 18, "block_q4_0 is 18 bytes as in ggml");
+
+/* Weights per block: 32 for Q8_0 and Q4_0, 1 for F32 and BF16; 0 for a
+ * value out of range. */
+int64_t lt_qformat_block_elems(lt_qformat f);
+/* Bytes per block: 34, 18, 4, 2; 0 for a value out of range. */
+size_t lt_qformat_block_bytes(lt_qformat f);
+
+/* *bytes = the size of a row of n weights in format f, with checked
+ * arithmetic (n comes from files). Errors: LT_ERR_INVALID for an unknown
+ * format or n < 0, LT_ERR_SHAPE when n is not a multiple of the block
+ * (naming the format, n and the block), LT_ERR_OVERFLOW above SIZE_MAX or
+ * 2^62. *bytes is untouched on failure. */
+lt_status lt_qformat_row_bytes(lt_qformat f, int64_t n, size_t *bytes);
+
+/* f16 <-> f32 as ggml converts them (ggml_compute_fp32_to_fp16: round to
+ * nearest even, subnormals kept; a NaN stays a NaN). */
+uint16_t lt_f16_from_f32(float x);
+float lt_f32_from_f16(uint16_t h);
+
+/* Converts the n floats x into format f at dst (lt_qformat_row_bytes(f, n)
+ * bytes; F32 copies). Borrows x and dst (not overlapping). Errors: those of
+ * lt_qformat_row_bytes, LT_ERR_NULL, LT_ERR_NUMERIC for a weight that is
+ * not finite in Q8_0 or Q4_0 (naming its index); nothing is written on
+ * failure. */
+lt_status lt_quantize_row(lt_qformat f, const float *x, int64_t n, void *dst);
+/* Converts n weights of format f at src back to floats y (ggml's
+ * dequantize_row_*: y = d * q in f32). Borrows src and y. Errors as
+ * lt_quantize_row. */
+lt_status lt_dequantize_row(lt_qformat f, const void *src, int64_t n, float *y);
+
+/* ---- quantized matrices and their product ---------------------------------
+ *
+ * An lt_qmatrix is a weight matrix W [N, K] (N rows of K weights, the layout
+ * of a Linear weight [out, in] or an embedding table [V, C]) held in one
+ * format. Rows of Q8_0 and Q4_0 are padded with zero weights to a multiple
+ * of 32 (lt_qmatrix_padded_cols), so any K works; a row is
+ * lt_qmatrix_row_bytes bytes and row n starts at lt_qmatrix_data + n *
+ * row_bytes (blocks exactly as ggml's, so a GGUF tensor of K a multiple of
+ * 32 is the same bytes).
+ *
+ * The product (lt_qmatrix_linear) is what llama.cpp computes: for Q8_0 and
+ * Q4_0 weights, each row of x is quantized to Q8_0 blocks on the fly
+ * (lt_quantize_row's rounding; the f16 scale too), each block's integer dot
+ * product is exact in int32, and the per-block products d_w * d_x * isum
+ * are summed in f32. bf16 weights multiply f32 activations (each weight
+ * widened exactly to f32, products summed in f32). Kernels: AVX512-VNNI
+ * (vpdpbusd) for Q8_0 / Q4_0 and AVX-512 FMA for bf16 where the CPU has them
+ * (checked once at run time), else portable C; lt_qmatrix_kernel names the
+ * one in use. AMX-INT8 is not used. The kernels differ only in the order of
+ * the f32 sums. */
+typedef struct lt_qmatrix lt_qmatrix;
+
+/* Quantizes w (a 2-d f32 tensor [N, K], any strides; borrowed) into format
+ * f. Returns new (free with lt_qmatrix_free), or NULL with LT_ERR_NULL,
+ * LT_ERR_DTYPE (not f32), LT_ERR_SHAPE (not 2-d), LT_ERR_NUMERIC (a weight
+ * that is not finite, Q8_0/Q4_0), LT_ERR_OVERFLOW, LT_ERR_NOMEM. */
+lt_qmatrix *lt_qmatrix_quantize(const lt_tensor *w, lt_qformat f);
+/* A matrix from N rows of ggml blocks (a GGUF tensor's data: N *
+ * lt_qformat_row_bytes(f, K) bytes at src, copied). K must be a multiple of
+ * the block. Returns new, or NULL with LT_ERR_NULL, LT_ERR_INVALID (N or K <
+ * 0), LT_ERR_SHAPE, LT_ERR_OVERFLOW, LT_ERR_NOMEM. */
+lt_qmatrix *lt_qmatrix_from_blocks(lt_qformat f, int64_t N, int64_t K, const void *src);
+void lt_qmatrix_free(lt_qmatrix *m); /* NULL is a no-op */
+
+lt_qformat lt_qmatrix_format(const lt_qmatrix *m);
+int64_t lt_qmatrix_rows(const lt_qmatrix *m);        /* N */
+int64_t lt_qmatrix_cols(const lt_qmatrix *m);        /* K */
+int64_t lt_qmatrix_padded_cols(const lt_qmatrix *m); /* K rounded up to the block */
+size_t lt_qmatrix_row_bytes(const lt_qmatrix *m);
+size_t lt_qmatrix_bytes(const lt_qmatrix *m);        /* N * row_bytes: what the weights occupy */
+const void *lt_qmatrix_data(const lt_qmatrix *m);    /* borrowed, valid while m lives */
+
+/* The f32 values of rows [n0, n0 + count) (the first K of each padded row)
+ * into y [count, K] (row-major, borrowed). Errors: LT_ERR_NULL, LT_ERR_INDEX
+ * for rows outside [0, N). */
+lt_status lt_qmatrix_dequantize_rows(const lt_qmatrix *m, int64_t n0, int64_t count, float *y);
+/* All of it as a new f32 tensor [N, K] (free with lt_tensor_free), or NULL
+ * with LT_ERR_NULL / LT_ERR_NOMEM. */
+lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m);
+
+/* y = x W^T (+ bias): x [..., K] f32 (any strides; borrowed), bias [N] f32
+ * or NULL (borrowed). Returns new y [..., N] f32 (no autograd: the weights
+ * are constants and x's graph is not recorded), or NULL with LT_ERR_NULL,
+ * LT_ERR_DTYPE, LT_ERR_SHAPE naming x, W and bias, LT_ERR_NOMEM. Threads:
+ * rows of W split over the OpenMP threads (lt_set_num_threads) from 32768
+ * multiply-adds on. */
+lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias);
+
+/* The kernel lt_qmatrix_linear uses for format f on this CPU, in words
+ * ("AVX512-VNNI (vpdpbusd)", "AVX-512 FMA", "portable C"). Static. */
+const char *lt_qmatrix_kernel(lt_qformat f);
+
+#endif /* LT_TENSOR_QUANT_H */
