@@ -20,6 +20,7 @@
 #include "tensor/byteorder_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/file_internal.h"
+#include "tensor/quant.h"
 #include "tensor/storage_internal.h"
 
 #define GGUF_MAGIC "GGUF"
@@ -451,7 +452,7 @@ static bool ok_bool(lt_gguf_type t) { return t == LT_GGUF_BOOL; }
 static bool ok_str(lt_gguf_type t) { return t == LT_GGUF_STRING; }
 
 lt_status lt_gguf_get_int(const lt_gguf_file *f, const char *key, int64_t *out) {
-  const kv *e;
+  const kv *e = NULL;
   lt_status s = find_typed(f, key, "an integer", is_int_type, &e);
   if (s != LT_OK) return s;
   int64_t v;
@@ -462,19 +463,19 @@ lt_status lt_gguf_get_int(const lt_gguf_file *f, const char *key, int64_t *out) 
   return LT_OK;
 }
 lt_status lt_gguf_get_real(const lt_gguf_file *f, const char *key, double *out) {
-  const kv *e;
+  const kv *e = NULL;
   lt_status s = find_typed(f, key, "float32 or float64", ok_real, &e);
   if (s == LT_OK) *out = decode_real(e->type, e->val);
   return s;
 }
 lt_status lt_gguf_get_bool(const lt_gguf_file *f, const char *key, bool *out) {
-  const kv *e;
+  const kv *e = NULL;
   lt_status s = find_typed(f, key, "bool", ok_bool, &e);
   if (s == LT_OK) *out = e->val[0] != 0;
   return s;
 }
 lt_status lt_gguf_get_str(const lt_gguf_file *f, const char *key, const char **str, size_t *len) {
-  const kv *e;
+  const kv *e = NULL;
   lt_status s = find_typed(f, key, "string", ok_str, &e);
   if (s == LT_OK) *len = (size_t)lt__get_le64(e->val), *str = (const char *)e->val + 8;
   return s;
@@ -497,7 +498,7 @@ static lt_status arr_elem(const lt_gguf_file *f, int i, uint64_t j, const char *
 }
 
 lt_status lt_gguf_arr_str(const lt_gguf_file *f, int i, uint64_t j, const char **str, size_t *len) {
-  const kv *e;
+  const kv *e = NULL;
   lt_status s = arr_elem(f, i, j, "strings", ok_str, &e);
   if (s != LT_OK) return s;
   const unsigned char *p = e->val + e->str_at[j];
@@ -505,7 +506,7 @@ lt_status lt_gguf_arr_str(const lt_gguf_file *f, int i, uint64_t j, const char *
   return LT_OK;
 }
 lt_status lt_gguf_arr_int(const lt_gguf_file *f, int i, uint64_t j, int64_t *out) {
-  const kv *e;
+  const kv *e = NULL;
   lt_status s = arr_elem(f, i, j, "integers", is_int_type, &e);
   if (s != LT_OK) return s;
   int64_t v;
@@ -516,7 +517,7 @@ lt_status lt_gguf_arr_int(const lt_gguf_file *f, int i, uint64_t j, int64_t *out
   return LT_OK;
 }
 lt_status lt_gguf_arr_real(const lt_gguf_file *f, int i, uint64_t j, double *out) {
-  const kv *e;
+  const kv *e = NULL;
   lt_status s = arr_elem(f, i, j, "float32 or float64", ok_real, &e);
   if (s == LT_OK) *out = decode_real(e->elem, e->val + j * type_size[e->elem]);
   return s;
@@ -549,14 +550,22 @@ lt_status lt_gguf_read_f32(const lt_gguf_file *f, int i, float *dst) {
       }
       break;
     case LT_GGML_F16:
-      for (int64_t k = 0; k < ti->numel; k++) dst[k] = lt__f32_from_f16(lt__get_le16(p + 2 * k));
+      for (int64_t k = 0; k < ti->numel; k++) dst[k] = lt_f32_from_f16(lt__get_le16(p + 2 * k));
       break;
     case LT_GGML_BF16:
       for (int64_t k = 0; k < ti->numel; k++) dst[k] = lt__f32_from_bf16(lt__get_le16(p + 2 * k));
       break;
-    default:
-      return lt__err(LT_ERR_DTYPE, "gguf '%s': tensor '%s': %s is read once tensor/quant.h's dequantization is merged "
-                     "(branch quant)", f->path, ti->name, lt_ggml_type_name(ti->type));
+    default: { /* Q8_0, Q4_0: block by block through an aligned copy (the file's alignment may be 1) */
+      const lt_qformat q = ti->type == LT_GGML_Q8_0 ? LT_QFORMAT_Q8_0 : LT_QFORMAT_Q4_0;
+      const size_t bb = lt_qformat_block_bytes(q);
+      lt_block_q8_0 blk; /* the larger of the two blocks */
+      for (int64_t b = 0; b < ti->numel / 32; b++) {
+        memcpy(&blk, p + (size_t)b * bb, bb);
+        lt_status s = lt_dequantize_row(q, &blk, 32, dst + 32 * b);
+        if (s != LT_OK) return s;
+      }
+      break;
+    }
   }
   for (int64_t k = 0; k < ti->numel; k++)
     if (!isfinite(dst[k]))
@@ -778,12 +787,18 @@ lt_status lt_gguf_add_tensor(lt_gguf_writer *w, const char *name, int type, int 
   const lt_tensor *c = NULL;
   if (numel != x->numel)
     s = lt__err(LT_ERR_SHAPE, "gguf_add_tensor '%s': shape %s for a tensor %s", name, LT__S(ndim, shape), LT__D(x));
-  else if (type != LT_GGML_F32 && type != LT_GGML_BF16)
-    s = lt__err(LT_ERR_DTYPE, "gguf_add_tensor '%s': %s is written once tensor/quant.h's quantization is merged "
-                "(branch quant); F32 and BF16 now", name, lt_ggml_type_name(type) ? lt_ggml_type_name(type) : "?");
+  else if (type == LT_GGML_F16)
+    s = lt__err(LT_ERR_DTYPE, "gguf_add_tensor '%s': F16 is read, not written (F32, BF16, Q8_0, Q4_0)", name);
   else if (!(c = lt__as_contig(x, LT_DTYPE_F32, &tmp)))
     s = lt_last_status();
-  if (s == LT_OK) {
+  if (s == LT_OK && (type == LT_GGML_Q8_0 || type == LT_GGML_Q4_0)) {
+    /* row by row with ggml's reference rounding (tensor/quant.h) */
+    const lt_qformat q = type == LT_GGML_Q8_0 ? LT_QFORMAT_Q8_0 : LT_QFORMAT_Q4_0;
+    const int64_t K = shape[ndim - 1], rows = K ? numel / K : 0;
+    const size_t rb = (size_t)(K / 32) * lt_qformat_block_bytes(q);
+    for (int64_t r = 0; r < rows && s == LT_OK; r++)
+      s = lt_quantize_row(q, (const float *)c->data + r * K, K, t->bytes + (size_t)r * rb);
+  } else if (s == LT_OK) {
     const float *v = c->data;
     for (int64_t k = 0; k < numel; k++) {
       if (type == LT_GGML_F32) {
@@ -794,6 +809,8 @@ lt_status lt_gguf_add_tensor(lt_gguf_writer *w, const char *name, int type, int 
         lt__put_le16(t->bytes + 2 * k, lt__bf16_from_f32(v[k]));
       }
     }
+  }
+  if (s == LT_OK) {
     w->n_t++;
   } else {
     free(t->name), free(t->bytes);

@@ -30,9 +30,8 @@
  * device is refused without blocking) and mapped read-only.
  *
  * Tensor types read and written: F32, F16 (read only), BF16, Q8_0 and Q4_0
- * (ggml's blocks of 32 weights with an f16 scale; lt_gguf_read_f32 expands
- * them with tensor/quant.h's reference dequantization once the quant branch
- * provides it; until then they are listed and refused on read).
+ * (ggml's blocks of 32 weights with an f16 scale, made and expanded by
+ * tensor/quant.h's reference conversions, byte for byte ggml's).
  *
  * What this is not: a model mapping (models/transformer/gguf.h names the
  * GPT-2 and Llama tensors and keys as llama.cpp does), nor a writer that
@@ -180,9 +179,10 @@ lt_status lt_gguf_set_arr_f32(lt_gguf_writer *w, const char *key, uint64_t n, co
  * (ndim in [1, 4]; the file gets it reversed, as ne), from the f32 values of
  * t (borrowed; any layout, any float dtype; its shape must have numel
  * elements equal to the product of shape), converted: F32 as is, BF16
- * rounded to nearest even (lt_bf16_from_f32's rule), Q8_0/Q4_0 by
- * tensor/quant.h's reference quantization when available (else
- * LT_ERR_DTYPE). The innermost size must be a multiple of the type's block.
+ * rounded to nearest even (lt_bf16_from_f32's rule), Q8_0/Q4_0 row by row
+ * by tensor/quant.h's reference quantization (ggml's; the values must be
+ * finite: LT_ERR_NUMERIC). F16 is not written (LT_ERR_DTYPE). The innermost
+ * size must be a multiple of the type's block.
  * The bytes are copied. Errors: LT_ERR_INVALID (name, shape), LT_ERR_DTYPE,
  * LT_ERR_NOMEM. */
 lt_status lt_gguf_add_tensor(lt_gguf_writer *w, const char *name, int type, int ndim, const int64_t *shape,

@@ -25,6 +25,7 @@
 #include "tensor/byteorder_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/file_internal.h"
+#include "tensor/quant.h"
 #include "tensor/storage_internal.h"
 
 /* ---- the dtype table: the file's name, the element size, the native
@@ -335,7 +336,7 @@ static uint64_t le_bits(const unsigned char *p, size_t size) {
 
 static double load_float(lt_st_dtype d, const unsigned char *p) {
   switch (d) {
-    case LT_ST_F16: return lt__f32_from_f16((uint16_t)le_bits(p, 2));
+    case LT_ST_F16: return lt_f32_from_f16((uint16_t)le_bits(p, 2));
     case LT_ST_BF16: return lt__f32_from_bf16((uint16_t)le_bits(p, 2));
     case LT_ST_F32: {
       const uint32_t u = (uint32_t)le_bits(p, 4);

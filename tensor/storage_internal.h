@@ -49,23 +49,6 @@ static inline float lt__f32_from_bf16(uint16_t b) {
   memcpy(&x, &u, sizeof x);
   return x;
 }
-/* IEEE binary16 (1 sign, 5 exponent, 10 mantissa bits) to f32, exactly: the
- * one home of the rule for the file readers that meet F16 (safetensors,
- * GGUF). Infinities and NaNs stay what they are; subnormals are exact. */
-static inline float lt__f32_from_f16(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  uint32_t u;
-  float x;
-  if (exp == 0x1f) u = sign | 0x7f800000u | (man << 13); /* inf, NaN */
-  else if (exp != 0) u = sign | ((exp + 112) << 23) | (man << 13);
-  else {
-    x = (float)man * 0x1p-24f; /* subnormal or zero: exact in f32 */
-    return sign ? -x : x;
-  }
-  memcpy(&x, &u, sizeof x);
-  return x;
-}
-
 /* ---- shapes and dims --------------------------------------------------- */
 
 /* Normalise dim (negative counts from the end) for a tensor of rank ndim;

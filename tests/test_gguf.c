@@ -23,6 +23,7 @@
 #include <unistd.h>
 
 #include "libtensor_transformer.h"
+#include "tensor/quant.h"
 #include "test_util.h"
 
 static char tmp[] = "/tmp/lt_gguf_XXXXXX";
@@ -419,8 +420,40 @@ static void model_round_trip(const lt_tf_config *cfg, const char *name) {
       ck_assert_msg(memcmp(&y[k], &want, 4) == 0, "%s[%lld]: %g, want %g", a->name, (long long)k, y[k], want);
     }
   }
-  printf("gguf %s: %d tensors bit-identical in F32 (logits too), bf16-rounded in BF16; tokenizer round trip\n", name,
-         lt_params_count(P));
+  /* Q8_0 and Q4_0: the matrices are tensor/quant.h's round trip of the parameters, bit for bit */
+  for (int qi = 0; qi < 2; qi++) {
+    const int type = qi ? LT_GGML_Q4_0 : LT_GGML_Q8_0;
+    const lt_qformat q = qi ? LT_QFORMAT_Q4_0 : LT_QFORMAT_Q8_0;
+    snprintf(file, sizeof file, "%s.%s.gguf", name, qi ? "q4_0" : "q8_0");
+    path = lt_test_join(tmp, file);
+    LT_OK_OR_FAIL(lt_tf_gguf_export(m, path, type, json, len));
+    lt_gguf_file *gf = LT_NNP(lt_gguf_open(path));
+    ck_assert_int_eq(lt_gguf_tensor(gf, lt_gguf_find_tensor(gf, "token_embd.weight"))->type, type);
+    lt_gguf_close(gf);
+    lt_transformer *mq = lt_tf_gguf_load(path, 0, NULL);
+    ck_assert_msg(mq != NULL, "%s", lt_last_error());
+    lt_params *PQ = lt_transformer_params(mq);
+    for (int i = 0; i < lt_params_count(P); i++) {
+      const lt_param *a = lt_params_at(P, i);
+      const lt_tensor *b = lt_params_find(PQ, a->name);
+      const int64_t K = a->value->shape[a->value->ndim - 1];
+      const bool quantized = a->value->ndim == 2 && K % 32 == 0 && !strstr(a->name, "q_proj") && !strstr(a->name, "k_proj");
+      if (!quantized) continue; /* vectors stay F32; q/k rows are permuted before quantizing (checked by llama.cpp) */
+      float *want = malloc((size_t)a->value->numel * 4);
+      unsigned char *blocks = malloc((size_t)a->value->numel * 2);
+      for (int64_t r = 0; r < a->value->numel / K; r++) {
+        LT_OK_OR_FAIL(lt_quantize_row(q, (const float *)a->value->data + r * K, K, blocks));
+        LT_OK_OR_FAIL(lt_dequantize_row(q, blocks, K, want + r * K));
+      }
+      ck_assert_msg(memcmp(want, b->data, (size_t)b->numel * 4) == 0, "%s: %s round trip differs", a->name,
+                    lt_ggml_type_name(type));
+      free(want);
+      free(blocks);
+    }
+    lt_transformer_free(mq);
+  }
+  printf("gguf %s: %d tensors bit-identical in F32 (logits too), bf16-rounded in BF16, quant.h's round trip in Q8_0 "
+         "and Q4_0; tokenizer round trip\n", name, lt_params_count(P));
   lt_transformer_free(m3);
   lt_transformer_free(m2);
   lt_transformer_free(m);

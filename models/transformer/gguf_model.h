@@ -22,9 +22,9 @@
  *   the import reads back; a tokenizer GGUF cannot express (a character
  *   vocabulary) is written as tokenizer.ggml.model "none" (llama.cpp loads
  *   the weights and cannot tokenize).
- * Matrices are written in the chosen type (F32, BF16; Q8_0 and Q4_0 once
- * tensor/quant.h is merged), vectors (norms, biases) in F32 as the
- * converter writes them.
+ * Matrices are written in the chosen type (F32, BF16, Q8_0, Q4_0; a matrix
+ * whose rows do not fill 32-weight blocks stays F32), vectors (norms,
+ * biases) in F32, as the converter writes them.
  *
  * What this is not: a runner of GGUF models other than GPT-2 and Llama
  * layouts (other architectures are refused naming general.architecture),
