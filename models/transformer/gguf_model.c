@@ -285,10 +285,11 @@ lt_status lt_tf_gguf_export(lt_transformer *m, const char *path, int weights, co
   } else if ((s = lt_gguf_set_u32(w, KEY("attention.head_count_kv"), (uint32_t)c->n_kv_heads)) ||
              (s = lt_gguf_set_f32(w, KEY("attention.layer_norm_rms_epsilon"), (float)c->norm_eps)) ||
              (s = lt_gguf_set_u32(w, KEY("rope.dimension_count"), (uint32_t)HS)) ||
-             (s = lt_gguf_set_f32(w, KEY("rope.freq_base"), (float)c->rope_base)) ||
-             (s = lt_gguf_set_u32(w, KEY("vocab_size"), (uint32_t)c->vocab_size))) {
+             (s = lt_gguf_set_f32(w, KEY("rope.freq_base"), (float)c->rope_base))) {
     goto out;
   }
+  /* llama.cpp sizes a model without a vocabulary (tokenizer.ggml.model "none") from this key */
+  if ((s = lt_gguf_set_u32(w, KEY("vocab_size"), (uint32_t)c->vocab_size))) goto out;
   if ((s = put_tokenizer(w, tokenizer_json, len)) != LT_OK) goto out;
   bool prev = lt_set_grad_enabled(false);
   for (int i = 0; i < ps.n && s == LT_OK; i++) {

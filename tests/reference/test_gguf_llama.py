@@ -28,7 +28,12 @@ import numpy as np
 from safetensors.numpy import load_file
 
 import gguf
-from llama_cpp import Llama
+
+try:
+    from llama_cpp import Llama
+except ImportError:  # a reference environment from before the lock had it: ./do.sh reference installs it
+    print("reference_gguf_llama: llama-cpp-python is not installed (./do.sh reference); skipped")
+    sys.exit(77)
 
 HF_TOOL = EXPORT = None
 # max |logit difference| / max |logit|, per weights type: measured values
