@@ -161,7 +161,7 @@ def tiny_model(arch):
     kv = [("general.architecture", 8, arch), (arch + ".context_length", 4, 8), (arch + ".embedding_length", 4, C),
           (arch + ".feed_forward_length", 4, FF), (arch + ".block_count", 4, 1),
           (arch + ".attention.head_count", 4, 2), ("tokenizer.ggml.model", 8, "gpt2"),
-          ("tokenizer.ggml.tokens", 9, (8, [chr(ord("a") + i) for i in range(V)])),
+          ("tokenizer.ggml.tokens", 9, (8, [chr(ord("a") + i) for i in range(V - 2)] + ["ab", "cd"])),
           ("tokenizer.ggml.token_type", 9, (5, [1] * V)), ("tokenizer.ggml.merges", 9, (8, ["a b", "c d"]))]
     t = [("token_embd.weight", [C, V])]
     if arch == "gpt2":

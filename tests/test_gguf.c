@@ -550,10 +550,27 @@ START_TEST(model_refusals) {
 }
 END_TEST
 
+/* A file with tokenizer.ggml.* and no tokenizer.huggingface.json (as llama.cpp's converter writes them):
+ * the byte-level BPE rebuilt from its tokens and merges (fuzz/make_seeds.py's tiny Llama). */
+START_TEST(tokenizer_from_ggml_keys) {
+  lt_tokenizer *tok = NULL;
+  lt_transformer *m = lt_tf_gguf_load(LT_TEST_DATA_DIR "/../../fuzz/corpus/gguf/llama-tiny", 0, &tok);
+  ck_assert_msg(m != NULL, "%s", lt_last_error());
+  ck_assert_ptr_nonnull(tok);
+  ck_assert_int_eq(lt_tokenizer_vocab_size(tok), 16);
+  int64_t *ids, n;
+  LT_OK_OR_FAIL(lt_tokenizer_encode(tok, "abcdea", 6, &ids, &n));
+  ck_assert(n == 4 && ids[0] == 14 && ids[1] == 15 && ids[2] == 4 && ids[3] == 0); /* ab, cd, e, a */
+  free(ids);
+  lt_tokenizer_free(tok);
+  lt_transformer_free(m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("gguf");
   TCase *tc = LT_TEST_CASE(s, "gguf", 300, container_round_trip, crafted_files, gpt2_round_trip, llama_round_trip,
-                           model_refusals);
+                           model_refusals, tokenizer_from_ggml_keys);
   tcase_add_checked_fixture(tc, tmp_make, tmp_remove);
   return lt_test_run(s);
 }
