@@ -27,6 +27,8 @@
  *                                      DIR/libtensor-tokenizer.bin, so that
  *                                      generate runs on a directory PyTorch
  *                                      wrote
+ * With LT_TOOL_PRECISION=bf16 in the environment, logits and greedy run
+ * their products under bf16 autocast (what generate --precision bf16 does).
  * Exit 0 on success, 1 with a message on stderr otherwise.
  */
 #include <stdio.h>
@@ -150,6 +152,9 @@ static int tokenizer(const char *dir) {
 }
 
 int main(int argc, char **argv) {
+  /* LT_TOOL_PRECISION=bf16: the products under bf16 autocast (generate --precision bf16) */
+  const char *prec = getenv("LT_TOOL_PRECISION");
+  if (prec && strcmp(prec, "bf16") == 0) lt_set_autocast(LT_DTYPE_BF16);
   if (argc == 5 && strcmp(argv[1], "make") == 0) return make(argv[2], argv[3], strtoull(argv[4], NULL, 10), false);
   if (argc == 5 && strcmp(argv[1], "make-gguf") == 0) return make(argv[2], argv[3], strtoull(argv[4], NULL, 10), true);
   if (argc == 4 && strcmp(argv[1], "gguf-tensors") == 0) return gguf_tensors(argv[2], argv[3]);

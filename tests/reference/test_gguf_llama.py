@@ -7,8 +7,11 @@ reference environment; docs/interop.md, docs/testing.md).
       writes them); llama.cpp loads every file (its vocabulary too: the
       prompt text tokenizes to libtensor's ids), its logits for fixed token
       ids agree with libtensor's on the same file within TOL[W], and greedy
-      decoding gives the same tokens (identical for F32 and BF16; for Q8_0
-      and Q4_0 the agreement is printed).
+      decoding gives the same tokens for F32; for BF16 the same tokens, or a
+      first difference at a near-tie (teacher-forced on llama.cpp's tokens,
+      llama.cpp's margin between its token and libtensor's is within the
+      logits' disagreement on that row); for Q8_0 and Q4_0 the agreement is
+      printed.
   gguf package -> libtensor: a Llama GGUF written by the gguf Python package
       (F32, F16 and BF16 tensors) reads back in libtensor with the same
       tensors (hf_tool gguf-tensors), and libtensor's logits on it agree with
@@ -36,9 +39,16 @@ except ImportError:  # a reference environment from before the lock had it: ./do
     sys.exit(77)
 
 HF_TOOL = EXPORT = None
-# max |logit difference| / max |logit|, per weights type: measured values
-# are printed (docs/interop.md records them).
-TOL = {"f32": 1e-4, "bf16": 3e-2, "q8_0": 5e-2, "q4_0": 2e-1}
+# max |logit difference| / max |logit|, per weights type (measured values
+# are printed; docs/interop.md records them). F32: the f32 rounding of two
+# implementations, and for GPT-2 llama.cpp's GELU table of f16 values. BF16,
+# Q8_0, Q4_0: llama.cpp also rounds the activations (to bf16, to Q8_0
+# blocks), libtensor keeps them f32.
+TOL = {"f32": 1e-4, "bf16": 3e-2, "q8_0": 1e-1, "q4_0": 1.5e-1}
+
+
+def tol(family, w):
+    return 1e-3 if (family, w) == ("gpt2", "f32") else TOL[w]
 NEW = 32
 PROMPT = [1, 76, 108, 105, 112, 36, 4 + ord(" "), 120, 4 + ord("a"), 4 + ord("b")]
 
@@ -86,42 +96,53 @@ def lt_greedy(path, ids, n):
 
 
 def weights_written():
-    """The --weights values export accepts on this build (Q8_0 and Q4_0 need tensor/quant.h)."""
     return ["f32", "bf16", "q8_0", "q4_0"]
 
 
 class LibtensorToLlamaCpp(unittest.TestCase):
     def check(self, family):
+        failures = []
         with tempfile.TemporaryDirectory() as tmp:
             d = os.path.join(tmp, family)
             run(HF_TOOL, "make-gguf", family, d, 5)
             for w in weights_written():
                 path = os.path.join(tmp, f"{family}-{w}.gguf")
-                r = subprocess.run([EXPORT, "--checkpoint", d, "--format", "gguf", "--weights", w, "--out", path],
-                                   capture_output=True, text=True)
-                if r.returncode != 0 and w in ("q8_0", "q4_0") and "quant" in r.stderr:
-                    print(f"gguf {family} {w}: not written by this build ({r.stderr.strip()})")
-                    continue
-                self.assertEqual(r.returncode, 0, r.stderr)
+                run(EXPORT, "--checkpoint", d, "--format", "gguf", "--weights", w, "--out", path)
                 llm = llama(path)
                 # llama.cpp's vocabulary: the byte tokenizer's 260 ids, text to the same ids
                 self.assertEqual(llm.n_vocab(), 260)
-                self.assertEqual(llm.tokenize(b"hi ab", add_bos=False, special=False),
-                                 [4 + c for c in b"hi ab"])
+                self.assertEqual(llm.tokenize(b"hi ab", add_bos=False, special=False), [4 + c for c in b"hi ab"])
                 ref = llama_logits(llm, PROMPT)
                 got = lt_logits(path, PROMPT, tmp)
                 self.assertEqual(ref.shape, got.shape)
                 rel = float(np.abs(ref - got).max() / np.abs(ref).max())
                 a = llama_greedy(llm, PROMPT, NEW)
                 b = lt_greedy(path, PROMPT, NEW)
-                same = sum(x == y for x, y in zip(a, b))
                 first = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), NEW)
-                print(f"gguf {family} {w}: logits max |diff| / max |logit| = {rel:.2e} (tolerance {TOL[w]:g}); "
-                      f"greedy {NEW} tokens: {same} equal, first difference at {first}")
-                self.assertLess(rel, TOL[w], f"{family} {w}")
-                if w in ("f32", "bf16"):
-                    self.assertEqual(a, b, f"{family} {w}: greedy tokens differ")
+                # teacher-forced on llama.cpp's tokens: where libtensor's choice differs, llama.cpp's own margin
+                # between the two tokens must lie within the logits' disagreement on that row (a near-tie)
+                seq = PROMPT + a
+                ref_s, got_s = llama_logits(llm, seq), lt_logits(path, seq, tmp)
+                forced, ties_ok = 0, True
+                for t in range(NEW):
+                    row = len(PROMPT) - 1 + t
+                    mine = int(np.argmax(got_s[row]))
+                    if mine == a[t]:
+                        forced += 1
+                        continue
+                    margin = ref_s[row, a[t]] - ref_s[row, mine]
+                    ties_ok = ties_ok and margin <= 2 * np.abs(ref_s[row] - got_s[row]).max()
+                print(f"gguf {family} {w}: logits max |diff| / max |logit| = {rel:.2e} (tolerance {tol(family, w):g}); "
+                      f"greedy {NEW} tokens identical up to {first}; teacher-forced {forced}/{NEW} equal"
+                      f"{'' if forced == NEW else ', the others near-ties' if ties_ok else ', NOT near-ties'}")
+                if rel >= tol(family, w):
+                    failures.append(f"{w}: logits {rel:.2e}")
+                if w == "f32" and a != b:
+                    failures.append(f"{w}: greedy tokens differ at {first}")
+                if w == "bf16" and a != b and not ties_ok:
+                    failures.append(f"{w}: greedy tokens differ at {first}, and not at a near-tie")
                 del llm
+        self.assertEqual(failures, [], family)
 
     def test_gpt2(self):
         self.check("gpt2")
@@ -189,7 +210,7 @@ class GgufPackageToLibtensor(unittest.TestCase):
             rel = float(np.abs(ref - lt).max() / np.abs(ref).max())
             print(f"gguf package Llama (F32, F16, BF16 tensors): {len(want)} tensors equal in libtensor; logits "
                   f"against llama.cpp max |diff| / max |logit| = {rel:.2e}")
-            self.assertLess(rel, TOL["bf16"])
+            self.assertLess(rel, 1e-2)
 
 
 if __name__ == "__main__":
