@@ -86,7 +86,7 @@ reference() {
   wheels="$REFERENCE_DIR/wheels"
   llama_pin=$(grep -i '^llama[-_]cpp[-_]python==' "$lock" || true)
   if [ -n "$llama_pin" ] && ! ls "$wheels"/llama_cpp_python-"${llama_pin#*==}"-*.whl >/dev/null 2>&1; then
-    echo "do.sh reference: building $llama_pin (llama.cpp from source, CPU only; about 30 minutes on 2 loaded cores)"
+    echo "do.sh reference: building $llama_pin (llama.cpp from source, CPU only: about 10 minutes of CPU time)"
     mkdir -p "$wheels"
     CMAKE_BUILD_PARALLEL_LEVEL=$JOBS CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
       "$py" -m pip wheel -q --no-deps --retries 2 -w "$wheels" "$llama_pin"

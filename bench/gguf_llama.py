@@ -35,8 +35,8 @@ def main():
         t0 = time.perf_counter()
         llm.eval(prompt)
         t1 = time.perf_counter()
-        for _ in range(a.gen):
-            llm.eval([int(np.argmax(llm.scores[llm.n_tokens - 1]))])
+        for _ in range(a.gen):  # the last row's logits (llm.scores holds them only with logits_all)
+            llm.eval([int(np.argmax(np.ctypeslib.as_array(llm._ctx.get_logits(), shape=(V,))))])
         t2 = time.perf_counter()
         best_pp = max(best_pp, a.prompt / (t1 - t0))
         best_tg = max(best_tg, a.gen / (t2 - t1))
