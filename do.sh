@@ -42,6 +42,9 @@ FUZZ_PACKAGES="clang libclang-rt-14-dev libomp-14-dev"
 REFERENCE_PACKAGES="python3-venv python3-dev g++"
 # Where it lives: outside the source tree, shared by every clone on the machine.
 REFERENCE_DIR="${LT_REFERENCE_DIR:-${HOME:-/root}/.cache/libtensor/reference}"
+# llama.cpp as llama-cpp-python builds it for the reference (CPU backend only:
+# no CUDA, Metal, Vulkan or BLAS; the CPU's own instructions).
+LLAMA_CMAKE_ARGS="-DGGML_NATIVE=ON -DGGML_CUDA=OFF -DGGML_METAL=OFF -DGGML_VULKAN=OFF -DGGML_BLAS=OFF -DGGML_OPENMP=ON -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF"
 JOBS=$(nproc 2>/dev/null || echo 2)
 
 setup() {
@@ -78,7 +81,18 @@ reference() {
   fi
   rm -rf "$probe"
   echo "do.sh reference: installing the lock $lock into $REFERENCE_DIR (about 6 GB, 2 minutes on a fresh machine)"
-  "$py" -m pip install -q --retries 2 -r "$lock"
+  # llama-cpp-python (the judge of the GGUF files) builds llama.cpp from source:
+  # its wheel is built once into $REFERENCE_DIR/wheels, CPU backend only, on
+  # every core, and every later install takes it from there (docs/testing.md).
+  wheels="$REFERENCE_DIR/wheels"
+  llama_pin=$(grep -i '^llama[-_]cpp[-_]python==' "$lock" || true)
+  if [ -n "$llama_pin" ] && ! ls "$wheels"/llama_cpp_python-"${llama_pin#*==}"-*.whl >/dev/null 2>&1; then
+    echo "do.sh reference: building $llama_pin (llama.cpp from source, CPU only: about 10 minutes of CPU time)"
+    mkdir -p "$wheels"
+    CMAKE_BUILD_PARALLEL_LEVEL=$JOBS CMAKE_ARGS="$LLAMA_CMAKE_ARGS" \
+      "$py" -m pip wheel -q --no-deps --retries 2 -w "$wheels" "$llama_pin"
+  fi
+  "$py" -m pip install -q --retries 2 --find-links "$wheels" -r "$lock"
   cp "$lock" "$REFERENCE_DIR/libtensor-lock.txt"
   echo "do.sh reference: ready: $py"
 }

@@ -12,6 +12,7 @@
  *   generate/generate.h  autoregressive generation for any model: greedy, beam search, sampling
  *   datasets/datasets.h  IDX images (Fashion-MNIST), tokenizers, corpora, tasks, batching
  *   checkpoint/checkpoint.h  HDF5 checkpoints: save, load, resume (safe and durable)
+ *   checkpoint/safetensors.h, checkpoint/gguf.h  safetensors and GGUF files, read bounded and checked
  *   train/trainer.h      the training loop for any model: accumulation, clipping,
  *                        evaluation and checkpoint cadence, resume, metrics CSV, stop requests
  *   dist/dist.h          data parallelism over Open MPI: ranks, broadcast, allreduce, sharding
@@ -34,6 +35,7 @@
 #include "datasets/datasets.h"
 #include "checkpoint/checkpoint.h"
 #include "checkpoint/safetensors.h"
+#include "checkpoint/gguf.h"
 #include "train/trainer.h"
 #include "train/classify.h"
 #include "dist/dist.h"

@@ -11,6 +11,7 @@
  *                                     a new run's starting point (--init-from)
  *   models/transformer/hf.h           Hugging Face directories (export and import)
  *   models/transformer/onnx.h         ONNX export (onnxruntime and other consumers)
+ *   models/transformer/gguf_model.h   GGUF files for llama.cpp (export and import; checkpoint/gguf.h)
  *   models/transformer/data.h         a training run's data: text, TSV pairs or a task, tokenizer, loader
  *   models/transformer/evaluate.h     validation on the held-out data, decoded examples
  */
@@ -23,6 +24,7 @@
 #include "models/transformer/config.h"
 #include "models/transformer/hf.h"
 #include "models/transformer/onnx.h"
+#include "models/transformer/gguf_model.h"
 #include "models/transformer/data.h"
 #include "models/transformer/evaluate.h"
 

@@ -92,6 +92,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench/triad.h"
 #include "libtensor_transformer.h"
 
 static double now(void) {
@@ -433,36 +434,6 @@ static result run_config(const bench_config *b, int warmup, int steps) {
   return R;
 }
 
-/* The memory bandwidth the optimizer sees, GB/s: a STREAM-style triad
- * a[i] = b[i] + s * c[i] over three arrays of 2^26 floats (256 MiB each, far
- * past the caches) on the library's thread count, 12 bytes per element
- * (write-allocate traffic not counted, as STREAM does), best of 5 after a
- * first touch. */
-static double triad_bandwidth(int threads) {
-  const size_t n = (size_t)1 << 26;
-  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b), *c = malloc(n * sizeof *c);
-  if (!a || !b || !c) die("bandwidth arrays");
-  double best = INFINITY;
-  for (int r = 0; r < 6; r++) {
-    const double t0 = now();
-#pragma omp parallel for num_threads(threads) schedule(static)
-    for (size_t i = 0; i < n; i++) a[i] = r == 0 ? 0.0f : b[i] + 0.5f * c[i];
-    if (r == 0) {
-#pragma omp parallel for num_threads(threads) schedule(static)
-      for (size_t i = 0; i < n; i++) b[i] = c[i] = 1.0f;
-      continue;
-    }
-    const double dt = now() - t0;
-    if (dt < best) best = dt;
-  }
-  volatile float sink = a[n / 2];
-  (void)sink;
-  free(a);
-  free(b);
-  free(c);
-  return 12.0 * (double)n / best * 1e-9;
-}
-
 /* GFLOP/s of one square f32 product through lt_matmul, best of a few. */
 static double gemm_peak(int64_t n, int reps) {
   lt_generator *g = lt_generator_new(7);
@@ -560,7 +531,7 @@ int main(int argc, char **argv) {
    * product peak, plus AdamW's traffic (parameter, gradient, m, v read;
    * parameter, m, v written: 7 x 4 bytes per parameter) at the measured
    * bandwidth. */
-  const double bw = bound ? triad_bandwidth(info.num_threads) : NAN;
+  const double bw = bound ? lt_bench_triad_gbs(info.num_threads) : NAN;
   if (bound && !csv && peak) {
     printf("memory bandwidth (triad over 3 x 256 MiB, %d threads): %.1f GB/s\n", info.num_threads, bw);
     for (int k = 0; k < NCONF; k++) {

@@ -20,13 +20,12 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/mman.h>
-#include <unistd.h>
 
 #include "checkpoint/internal.h"
 #include "tensor/byteorder_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/file_internal.h"
+#include "tensor/quant.h"
 #include "tensor/storage_internal.h"
 
 /* ---- the dtype table: the file's name, the element size, the native
@@ -64,32 +63,11 @@ static bool host_is_le(void) {
   return b == 1;
 }
 
-/* ---- 16-bit floats, exactly to f32 ---------------------------------------- */
-
-static float f32_from_bits(uint32_t u) {
-  float f;
-  memcpy(&f, &u, 4);
-  return f;
-}
-
-static float bf16_to_f32(uint16_t h) { return f32_from_bits((uint32_t)h << 16); }
-
-/* IEEE binary16: 1 sign, 5 exponent, 10 mantissa bits. */
-static float f16_to_f32(uint16_t h) {
-  const uint32_t sign = (uint32_t)(h >> 15) << 31, exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  if (exp == 0x1f) return f32_from_bits(sign | 0x7f800000u | (man << 13)); /* inf, NaN */
-  if (exp != 0) return f32_from_bits(sign | ((exp + 112) << 23) | (man << 13));
-  float v = (float)man * 0x1p-24f; /* subnormal or zero: exact in f32 */
-  return sign ? -v : v;
-}
-
 /* ---- the open file --------------------------------------------------------- */
 
 struct lt_st_file {
   char *path;
-  unsigned char *bytes; /* the whole file: mapped, or read */
-  size_t size;
-  bool mapped;
+  lt__file_map file; /* the whole file: mapped, or read */
   const unsigned char *data; /* the data section */
   uint64_t data_len;
   int n;
@@ -100,10 +78,7 @@ struct lt_st_file {
 
 void lt_st_close(lt_st_file *f) {
   if (!f) return;
-  if (f->bytes) {
-    if (f->mapped) munmap(f->bytes, f->size);
-    else free(f->bytes);
-  }
+  lt__unmap(&f->file);
   for (int i = 0; i < f->n; i++) free((char *)f->t[i].name);
   free(f->t);
   for (int i = 0; i < f->n_meta; i++) free(f->meta_key[i]), free(f->meta_val[i]);
@@ -280,22 +255,6 @@ done:
   return s;
 }
 
-/* Reads the whole file into memory (when it cannot be mapped). */
-static lt_status read_all(int fd, lt_st_file *f) {
-  f->bytes = malloc(f->size ? f->size : 1);
-  if (!f->bytes) return lt__err(LT_ERR_NOMEM, "safetensors '%s': reading %zu bytes", f->path, f->size);
-  size_t got = 0;
-  while (got < f->size) {
-    ssize_t r = pread(fd, f->bytes + got, f->size - got, (off_t)got);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0)
-      return lt__err(LT_ERR_IO, "safetensors '%s': read failed at byte %zu: %s", f->path, got,
-                     r < 0 ? strerror(errno) : "the file shrank");
-    got += (size_t)r;
-  }
-  return LT_OK;
-}
-
 lt_st_file *lt_st_open(const char *path) {
   if (!path) return lt__err(LT_ERR_NULL, "safetensors_open: path is NULL"), NULL;
   lt_st_file *f = calloc(1, sizeof *f);
@@ -303,41 +262,32 @@ lt_st_file *lt_st_open(const char *path) {
     free(f);
     return lt__err(LT_ERR_NOMEM, "safetensors_open: out of memory"), NULL;
   }
-  uint64_t fsize = 0;
-  int fd = lt__open_regular(path, "safetensors_open", SIZE_MAX, LT_ERR_FORMAT, &fsize);
-  if (fd < 0) {
+  lt_status s = lt__map_regular(path, "safetensors_open", LT_ERR_FORMAT, &f->file);
+  if (s != LT_OK) {
     lt_st_close(f);
     return NULL;
   }
-  lt_status s = LT_OK;
-  f->size = (size_t)fsize;
-  if (f->size < 8) {
-    s = BAD("safetensors '%s': %zu bytes: too short for the 8-byte header length", path, f->size);
+  const unsigned char *bytes = f->file.bytes;
+  const size_t size = f->file.size;
+  if (size < 8) {
+    s = BAD("safetensors '%s': %zu bytes: too short for the 8-byte header length", path, size);
     goto out;
   }
-  void *map = mmap(NULL, f->size, PROT_READ, MAP_PRIVATE, fd, 0);
-  if (map != MAP_FAILED) {
-    f->bytes = map;
-    f->mapped = true;
-  } else if ((s = read_all(fd, f)) != LT_OK) {
-    goto out;
-  }
-  const uint64_t hlen = lt__get_le64(f->bytes);
+  const uint64_t hlen = lt__get_le64(bytes);
   if (hlen > LT_ST_MAX_HEADER) {
     s = BAD("safetensors '%s': header length %llu exceeds the cap of %u bytes", path, (unsigned long long)hlen,
             LT_ST_MAX_HEADER);
     goto out;
   }
-  if (hlen > f->size - 8) {
+  if (hlen > size - 8) {
     s = BAD("safetensors '%s': header length %llu runs past the end of the %zu-byte file (truncated?)", path,
-            (unsigned long long)hlen, f->size);
+            (unsigned long long)hlen, size);
     goto out;
   }
-  f->data = f->bytes + 8 + hlen;
-  f->data_len = f->size - 8 - hlen;
-  s = parse_header(f, (const char *)f->bytes + 8, (size_t)hlen);
+  f->data = bytes + 8 + hlen;
+  f->data_len = size - 8 - hlen;
+  s = parse_header(f, (const char *)bytes + 8, (size_t)hlen);
 out:
-  close(fd);
   if (s != LT_OK) {
     lt_st_close(f);
     return NULL;
@@ -360,7 +310,7 @@ int lt_st_find(const lt_st_file *f, const char *name) {
 const void *lt_st_data(const lt_st_file *f, int i) {
   return f && i >= 0 && i < f->n ? f->data + f->t[i].begin : NULL;
 }
-bool lt_st_is_mapped(const lt_st_file *f) { return f && f->mapped; }
+bool lt_st_is_mapped(const lt_st_file *f) { return f && f->file.mapped; }
 int lt_st_metadata_count(const lt_st_file *f) { return f ? f->n_meta : 0; }
 const char *lt_st_metadata_key(const lt_st_file *f, int i) {
   return f && i >= 0 && i < f->n_meta ? f->meta_key[i] : NULL;
@@ -386,9 +336,14 @@ static uint64_t le_bits(const unsigned char *p, size_t size) {
 
 static double load_float(lt_st_dtype d, const unsigned char *p) {
   switch (d) {
-    case LT_ST_F16: return f16_to_f32((uint16_t)le_bits(p, 2));
-    case LT_ST_BF16: return bf16_to_f32((uint16_t)le_bits(p, 2));
-    case LT_ST_F32: return f32_from_bits((uint32_t)le_bits(p, 4));
+    case LT_ST_F16: return lt_f32_from_f16((uint16_t)le_bits(p, 2));
+    case LT_ST_BF16: return lt__f32_from_bf16((uint16_t)le_bits(p, 2));
+    case LT_ST_F32: {
+      const uint32_t u = (uint32_t)le_bits(p, 4);
+      float x;
+      memcpy(&x, &u, 4);
+      return x;
+    }
     default: {
       uint64_t u = le_bits(p, 8);
       double x;

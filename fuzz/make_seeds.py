@@ -102,3 +102,91 @@ put("safetensors", "nonfinite", st_file([  # refused by lt_st_read_into (issue 2
 put("safetensors", "unpadded", st_file([("x", "F32", [1], struct.pack("<f", 2.0))], pad=False))
 put("safetensors", "overlap", struct.pack("<Q", 96) + b'{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},'
     b'"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}'.ljust(96) + bytes(8))
+
+
+# ---- gguf: the whole input is the file (checkpoint/gguf.h; docs/interop.md) ----
+def g_str(s):
+    b = s.encode() if isinstance(s, str) else s
+    return struct.pack("<Q", len(b)) + b
+
+
+G_FMT = {0: "B", 1: "b", 2: "H", 3: "h", 4: "I", 5: "i", 6: "f", 7: "?", 10: "Q", 11: "q", 12: "d"}
+
+
+def g_val(t, v):
+    if t == 8:
+        return g_str(v)
+    if t == 9:
+        et, items = v
+        return struct.pack("<IQ", et, len(items)) + b"".join(g_val(et, x) for x in items)
+    return struct.pack("<" + G_FMT[t], v)
+
+
+def gguf_file(kvs, tensors, align=32):
+    """kvs: [(key, type, value)]; tensors: [(name, ggml type, ne list, bytes)], packed in order."""
+    head = b"GGUF" + struct.pack("<IQQ", 3, len(tensors), len(kvs))
+    head += b"".join(g_str(k) + struct.pack("<I", t) + g_val(t, v) for k, t, v in kvs)
+    data, infos = b"", b""
+    for name, typ, ne, raw in tensors:
+        infos += g_str(name) + struct.pack("<I", len(ne)) + b"".join(struct.pack("<Q", n) for n in ne)
+        infos += struct.pack("<IQ", typ, len(data))
+        data += raw + bytes(-len(raw) % align)
+    body = head + infos
+    return body + bytes(-len(body) % align) + data
+
+
+def f32s(n, seed):
+    x, out = seed, []
+    for _ in range(n):  # a small linear congruential stream: deterministic, in [-0.5, 0.5)
+        x = (1103515245 * x + 12345) % 2**31
+        out.append(x / 2**31 - 0.5)
+    return struct.pack("<%df" % n, *out)
+
+
+put("gguf", "all-types", gguf_file([
+    ("general.alignment", 4, 64), ("u8", 0, 7), ("i8", 1, -7), ("u16", 2, 65535), ("i16", 3, -2),
+    ("f32", 6, 0.5), ("yes", 7, True), ("s", 8, "h\u00e9llo"), ("u64", 10, 2**63 + 1), ("i64", 11, -1),
+    ("f64", 12, 1e300), ("strs", 9, (8, ["a", "", "ccc"])), ("ints", 9, (5, [1, -2, 3])),
+    ("reals", 9, (6, [1.5, -2.0])), ("bools", 9, (7, [True, False]))],
+    [("f32", 0, [4, 2], f32s(8, 1)), ("f16", 1, [3], struct.pack("<3H", 0x3c00, 0x7c00, 0x0001)),
+     ("bf16", 30, [2], struct.pack("<2H", 0x3f80, 0xffc0)),
+     ("q8", 8, [32], struct.pack("<H", 0x3c00) + bytes(range(32))),
+     ("q4", 2, [32], struct.pack("<H", 0x3800) + bytes(range(16)))], align=64))
+put("gguf", "one-tensor", gguf_file([], [("a", 0, [4], f32s(4, 2))]))
+
+
+def tiny_model(arch):
+    """A one-layer model of arch with C 8, 2 heads (1 key/value head for Llama), d_ff 16, vocab 16."""
+    C, FF, V = 8, 16, 16
+    kv = [("general.architecture", 8, arch), (arch + ".context_length", 4, 8), (arch + ".embedding_length", 4, C),
+          (arch + ".feed_forward_length", 4, FF), (arch + ".block_count", 4, 1),
+          (arch + ".attention.head_count", 4, 2), ("tokenizer.ggml.model", 8, "gpt2"),
+          ("tokenizer.ggml.tokens", 9, (8, [chr(ord("a") + i) for i in range(V - 2)] + ["ab", "cd"])),
+          ("tokenizer.ggml.token_type", 9, (5, [1] * V)), ("tokenizer.ggml.merges", 9, (8, ["a b", "c d"]))]
+    t = [("token_embd.weight", [C, V])]
+    if arch == "gpt2":
+        kv.append(("gpt2.attention.layer_norm_epsilon", 6, 1e-5))
+        t += [("position_embd.weight", [C, 8]), ("blk.0.attn_norm.weight", [C]), ("blk.0.attn_norm.bias", [C]),
+              ("blk.0.attn_qkv.weight", [C, 3 * C]), ("blk.0.attn_qkv.bias", [3 * C]),
+              ("blk.0.attn_output.weight", [C, C]), ("blk.0.attn_output.bias", [C]), ("blk.0.ffn_norm.weight", [C]),
+              ("blk.0.ffn_norm.bias", [C]), ("blk.0.ffn_up.weight", [C, FF]), ("blk.0.ffn_up.bias", [FF]),
+              ("blk.0.ffn_down.weight", [FF, C]), ("blk.0.ffn_down.bias", [C]), ("output_norm.weight", [C]),
+              ("output_norm.bias", [C])]
+    else:
+        kv += [("llama.attention.head_count_kv", 4, 1), ("llama.attention.layer_norm_rms_epsilon", 6, 1e-6),
+               ("llama.rope.dimension_count", 4, 4), ("llama.rope.freq_base", 6, 10000.0)]
+        t += [("blk.0.attn_norm.weight", [C]), ("blk.0.attn_q.weight", [C, C]), ("blk.0.attn_k.weight", [C, 4]),
+              ("blk.0.attn_v.weight", [C, 4]), ("blk.0.attn_output.weight", [C, C]), ("blk.0.ffn_norm.weight", [C]),
+              ("blk.0.ffn_gate.weight", [C, FF]), ("blk.0.ffn_up.weight", [C, FF]),
+              ("blk.0.ffn_down.weight", [FF, C]), ("output_norm.weight", [C]), ("output.weight", [C, V])]
+    tensors = []
+    for k, (name, ne) in enumerate(t):
+        n = 1
+        for d in ne:
+            n *= d
+        tensors.append((name, 0, ne, f32s(n, 7 + k)))
+    return gguf_file(kv, tensors)
+
+
+put("gguf", "gpt2-tiny", tiny_model("gpt2"))
+put("gguf", "llama-tiny", tiny_model("llama"))

@@ -1,6 +1,6 @@
 /*
  * tensor/byteorder_internal.h: little-endian integers in byte buffers, for
- * the library's file formats (checkpoint seals, serialised tokenizers). Not
+ * the library's file formats (checkpoint seals, serialised tokenizers, GGUF). Not
  * installed.
  */
 #ifndef LT_TENSOR_BYTEORDER_INTERNAL_H
@@ -11,6 +11,10 @@
 
 /* Checkpoint headers and serialised tokenizers store integers little-endian
  * whatever the host's byte order. */
+static inline void lt__put_le16(unsigned char *p, uint16_t v) {
+  p[0] = (unsigned char)v, p[1] = (unsigned char)(v >> 8);
+}
+static inline uint16_t lt__get_le16(const unsigned char *p) { return (uint16_t)(p[0] | p[1] << 8); }
 static inline void lt__put_le32(unsigned char *p, uint32_t v) {
   for (int i = 0; i < 4; i++) p[i] = (unsigned char)(v >> (8 * i));
 }

@@ -1,7 +1,8 @@
 /*
  * tensor/file.c: the one way the library opens a file that comes from
  * outside (checkpoints, text and TSV corpora, IDX files, tokenizer training
- * text): lt__open_regular and lt__read_regular (tensor/file_internal.h).
+ * text): lt__open_regular and lt__read_regular, and lt__map_regular for the
+ * binary formats that parse in place (tensor/file_internal.h).
  *
  * Why: open(2) on a FIFO blocks until a writer appears (forever), and a
  * character device such as /dev/zero never ends. So the file is opened with
@@ -22,6 +23,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -128,4 +130,44 @@ lt_status lt__read_regular(const char *path, const char *op, uint64_t max_bytes,
   *data = buf;
   *len = n;
   return LT_OK;
+}
+
+void lt__unmap(lt__file_map *m) {
+  if (!m) return;
+  if (m->bytes) {
+    if (m->mapped) munmap(m->bytes, m->size);
+    else free(m->bytes);
+  }
+  m->bytes = NULL, m->size = 0, m->mapped = false;
+}
+
+lt_status lt__map_regular(const char *path, const char *op, lt_status not_regular, lt__file_map *out) {
+  out->bytes = NULL, out->size = 0, out->mapped = false;
+  uint64_t fsize = 0;
+  int fd = lt__open_regular(path, op, SIZE_MAX, not_regular, &fsize);
+  if (fd < 0) return lt_last_status();
+  out->size = (size_t)fsize;
+  void *map = out->size ? mmap(NULL, out->size, PROT_READ, MAP_PRIVATE, fd, 0) : MAP_FAILED;
+  if (map != MAP_FAILED) {
+    out->bytes = map, out->mapped = true;
+    close(fd);
+    return LT_OK;
+  }
+  /* not mappable: read it once (an empty file gives a 1-byte buffer) */
+  lt_status s = LT_OK;
+  if (!(out->bytes = malloc(out->size ? out->size : 1))) {
+    s = lt__err(LT_ERR_NOMEM, "%s: %s: out of memory for its %zu bytes", op, path, out->size);
+  }
+  size_t got = 0;
+  while (s == LT_OK && got < out->size) {
+    ssize_t r = pread(fd, out->bytes + got, out->size - got, (off_t)got);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0)
+      s = lt__err(LT_ERR_IO, "%s: %s: read failed at byte %zu: %s", op, path, got,
+                  r < 0 ? strerror(errno) : "the file shrank");
+    else got += (size_t)r;
+  }
+  close(fd);
+  if (s != LT_OK) lt__unmap(out);
+  return s;
 }

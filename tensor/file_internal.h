@@ -7,6 +7,7 @@
 #ifndef LT_TENSOR_FILE_INTERNAL_H
 #define LT_TENSOR_FILE_INTERNAL_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -30,6 +31,24 @@ int lt__open_regular(const char *path, const char *op, uint64_t max_bytes, lt_st
  * file that grows while it is read); a file that is not regular is
  * LT_ERR_IO. */
 lt_status lt__read_regular(const char *path, const char *op, uint64_t max_bytes, char **data, size_t *len);
+
+/* A whole regular file, read-only: mapped (mmap, MAP_PRIVATE) when it can
+ * be, else read into memory once (an empty file, a file system without
+ * mmap). The readers of binary formats (safetensors, GGUF) parse from it. */
+typedef struct lt__file_map {
+  unsigned char *bytes; /* size bytes (NULL for an empty file that was not mapped) */
+  size_t size;
+  bool mapped;
+} lt__file_map;
+
+/* Opens path as lt__open_regular does (not_regular: the status for a FIFO,
+ * device or directory) and maps or reads all of it into *out. A mapped file
+ * must not be truncated by another process while it is in use (reads would
+ * fault, as with any mmap). Errors: those of lt__open_regular, LT_ERR_IO,
+ * LT_ERR_NOMEM; *out zeroed then. */
+lt_status lt__map_regular(const char *path, const char *op, lt_status not_regular, lt__file_map *out);
+/* Unmaps or frees m's bytes and zeroes it; a zeroed map is a no-op. */
+void lt__unmap(lt__file_map *m);
 
 /* "a FIFO (named pipe)", "a directory", ... for an st_mode. */
 const char *lt__file_kind(unsigned mode);

@@ -49,7 +49,6 @@ static inline float lt__f32_from_bf16(uint16_t b) {
   memcpy(&x, &u, sizeof x);
   return x;
 }
-
 /* ---- shapes and dims --------------------------------------------------- */
 
 /* Normalise dim (negative counts from the end) for a tensor of rank ndim;

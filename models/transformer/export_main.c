@@ -1,7 +1,9 @@
 /*
  * models/transformer/export_main.c: the `export` program: a checkpoint of
  * train (or a model-only checkpoint) to a Hugging Face directory
- * (models/transformer/hf.h; docs/interop.md):
+ * (models/transformer/hf.h; docs/interop.md), or a checkpoint or a Hugging
+ * Face directory to a GGUF file for llama.cpp (models/transformer/gguf_model.h):
+ *     export --checkpoint CKPT|DIR --format gguf [--weights f32|bf16|q8_0|q4_0] --out FILE
  *     export --checkpoint CKPT --format hf --out DIR
  * writes DIR/model.safetensors, DIR/config.json and, when the checkpoint
  * holds one, the tokenizer twice: DIR/libtensor-tokenizer.bin (as the
@@ -40,22 +42,33 @@
 
 typedef struct options {
   const char *checkpoint, *out;
-  int format;
+  int format, weights;
   bool allow_unchecksummed, list, overwrite;
   int64_t max_memory; /* MiB; -1: lt_ckpt_default_memory_cap(); 0: no cap */
 } options;
 
-enum { FORMAT_HF, FORMAT_ONNX };
-static const char *format_name(int i) { return i == FORMAT_HF ? "hf" : i == FORMAT_ONNX ? "onnx" : "unknown"; }
+enum { FORMAT_HF, FORMAT_ONNX, FORMAT_GGUF };
+static const char *format_name(int i) {
+  static const char *const names[] = {"hf", "onnx", "gguf"};
+  return i >= 0 && i < 3 ? names[i] : "unknown";
+}
+/* --weights: the GGUF matrices' type (ggml's), in the option's order. */
+static const int WEIGHT_TYPES[] = {LT_GGML_F32, LT_GGML_BF16, LT_GGML_Q8_0, LT_GGML_Q4_0};
+static const char *weights_name(int i) {
+  static const char *const names[] = {"f32", "bf16", "q8_0", "q4_0"};
+  return i >= 0 && i < 4 ? names[i] : "unknown";
+}
 
 static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_STRING(options, "checkpoint", checkpoint, "FILE", PATH_MAX_LEN,
                     "the checkpoint to export (a ckpt-*.h5 of train, a run directory for its newest, or a model-only "
-                    "checkpoint; with --format onnx also a Hugging Face GPT-2, Llama or BERT directory); required"),
-  LT_CLI_OPT_ENUM(options, "format", format, format_name, 2, "the output format: hf (a Hugging Face directory, "
-                  "GPT-2 or Llama layout) or onnx (one ONNX file, opset 17: decoder-only and encoder-only models)"),
+                    "checkpoint; with --format onnx or gguf also a Hugging Face directory); required"),
+  LT_CLI_OPT_ENUM(options, "format", format, format_name, 3, "the output format: hf (a Hugging Face directory, "
+                  "GPT-2 or Llama layout), onnx (one ONNX file, opset 17: decoder-only and encoder-only models) or "
+                  "gguf (one GGUF file for llama.cpp: GPT-2 and Llama layouts)"),
+  LT_CLI_OPT_ENUM(options, "weights", weights, weights_name, 4, "gguf: the matrices' type (vectors stay f32)"),
   LT_CLI_OPT_STRING(options, "out", out, "PATH", PATH_MAX_LEN, "the directory to write (created if absent; --format "
-                    "hf) or the file (--format onnx); required"),
+                    "hf) or the file (--format onnx, gguf); required"),
   LT_CLI_OPT_BOOL(options, "overwrite", overwrite, "replace the export a --out directory already holds (config.json, "
                   "model.safetensors, the tokenizer files) or the --out file; without it they are refused"),
   LT_CLI_OPT_BOOL(options, "list", list, "print the checkpoint's configuration and tensors (names, dtypes, shapes) "
@@ -73,6 +86,7 @@ static const lt_cli CLI = {
     .prog = PROG,
     .synopsis = "Usage: " PROG " --checkpoint FILE --format hf --out DIR\n"
                 "       " PROG " --checkpoint FILE|HF_DIR --format onnx --out FILE\n"
+                "       " PROG " --checkpoint FILE|DIR --format gguf [--weights f32|bf16|q8_0|q4_0] --out FILE\n"
                 "       " PROG " --checkpoint FILE --list\n"
                 "\n"
                 "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's or\n"
@@ -81,6 +95,8 @@ static const lt_cli CLI = {
                 "train --init-from DIR read it back (docs/interop.md). --format onnx writes a decoder-only or\n"
                 "encoder-only model as one ONNX file for onnxruntime (inputs input_ids [, attention_mask,\n"
                 "token_type_ids], outputs logits or last_hidden_state [, pooler_output]; dynamic batch and sequence).\n"
+                "--format gguf writes one GGUF file with llama.cpp's names and keys and the tokenizer (generate\n"
+                "--checkpoint FILE.gguf reads it).\n"
                 "\n"
                 "Options (--flag VALUE or --flag=VALUE):\n",
     .epilogue = LT_CLI_EXIT_HELP,
@@ -121,39 +137,48 @@ static void check_out(const char *dir, bool overwrite) {
   }
 }
 
-/* --out of --format onnx: absent, or a regular file with --overwrite. */
-static void check_out_file(const char *path, bool overwrite) {
+/* --out of --format onnx or gguf: absent, or a regular file with --overwrite. */
+static void check_out_file(const char *path, bool overwrite, const char *format) {
   struct stat st;
   if (!out_exists(path, false, &st)) return;
   if (!S_ISREG(st.st_mode))
-    lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' is %s: --format onnx writes one file; give a file name", path,
-               kind_of(st.st_mode));
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' is %s: --format %s writes one file; give a file name", path,
+               kind_of(st.st_mode), format);
   if (!overwrite)
     lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' already exists: --overwrite replaces it, or choose another name", path);
 }
 
-/* --format onnx: the model of a checkpoint or a Hugging Face directory as one ONNX file. */
-static int export_onnx(const options *o, const lt_ckpt_load_opts *lo) {
+/* The model of --checkpoint: a Hugging Face directory's as it is, or a
+ * checkpoint's (its configuration and size checked first; *info then holds
+ * its metadata, to free). Exits on failure. */
+static lt_transformer *load_model(const options *o, const lt_ckpt_load_opts *lo, lt_ckpt_info **info) {
   lt_transformer *m = NULL;
+  *info = NULL;
   if (lt_hf_is_dir(o->checkpoint)) {
     m = lt_hf_load(o->checkpoint, lo->max_bytes);
     if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s: %s", o->checkpoint, lt_last_error());
-  } else {
-    lt_ckpt_info *info = NULL;
-    lt_tf_config cfg;
-    int64_t n_params;
-    size_t bytes;
-    if (lt_tf_read_checkpoint_info(o->checkpoint, lo, true, &info, NULL) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o->checkpoint, lt_last_error());
-    if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': not a Transformer checkpoint of train: %s", o->checkpoint,
-                 lt_last_error());
-    if (lt_tf_config_size(&cfg, &n_params, &bytes) != LT_OK ||
-        lt_ckpt_check_model_size(info, o->checkpoint, n_params, bytes, lo->max_bytes) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-    lt_ckpt_info_free(info);
-    if (!(m = lt_tf_load_model(o->checkpoint, &cfg, lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+    return m;
   }
+  lt_tf_config cfg;
+  int64_t n_params;
+  size_t bytes;
+  if (lt_tf_read_checkpoint_info(o->checkpoint, lo, true, info, NULL) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o->checkpoint, lt_last_error());
+  if (lt_tf_config_from_meta((*info)->config, &cfg) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': not a Transformer checkpoint of train: %s", o->checkpoint,
+               lt_last_error());
+  if (lt_tf_config_size(&cfg, &n_params, &bytes) != LT_OK ||
+      lt_ckpt_check_model_size(*info, o->checkpoint, n_params, bytes, lo->max_bytes) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  if (!(m = lt_tf_load_model(o->checkpoint, &cfg, lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  return m;
+}
+
+/* --format onnx: the model of a checkpoint or a Hugging Face directory as one ONNX file. */
+static int export_onnx(const options *o, const lt_ckpt_load_opts *lo) {
+  lt_ckpt_info *info;
+  lt_transformer *m = load_model(o, lo, &info);
+  lt_ckpt_info_free(info);
   lt_onnx_summary sum;
   if (lt_onnx_export(m, o->out, &sum) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o->out, lt_last_error());
@@ -162,6 +187,64 @@ static int export_onnx(const options *o, const lt_ckpt_load_opts *lo) {
          (long long)sum.initializers, (unsigned long long)sum.bytes);
   lt_transformer_free(m);
   return fflush(stdout) == 0 ? 0 : LT_CLI_EXIT_FAILURE;
+}
+
+/* The tokenizer of a Hugging Face directory as tokenizer.json text (new, or
+ * NULL when it has none): libtensor-tokenizer.bin converted, else the
+ * directory's own tokenizer.json as it is. */
+static char *hf_dir_tokenizer(const char *dir, size_t *len) {
+  char path[PATH_MAX_LEN + 64];
+  char *text = NULL;
+  struct stat st;
+  snprintf(path, sizeof path, "%s/%s", dir, LT_HF_TOKENIZER_FILE);
+  if (lstat(path, &st) == 0) {
+    size_t size;
+    if (lt_ckpt_read_file(path, 1u << 30, &text, &size) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", path, lt_last_error());
+    lt_tokenizer *tok = lt_tokenizer_deserialize(text, size);
+    free(text);
+    text = NULL;
+    if (!tok || lt_tokenizer_to_json(tok, &text, len) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", path, lt_last_error());
+    lt_tokenizer_free(tok);
+    return text;
+  }
+  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
+  if (lstat(path, &st) != 0) return NULL;
+  if (lt_ckpt_read_file(path, 1u << 30, &text, len) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", path, lt_last_error());
+  return text;
+}
+
+/* --format gguf: the model (a checkpoint's or a Hugging Face directory's)
+ * and its tokenizer as one GGUF file. */
+static int export_gguf(const options *o, const lt_ckpt_load_opts *lo) {
+  char *tok_json = NULL;
+  size_t tok_len = 0;
+  lt_ckpt_info *info;
+  lt_transformer *m = load_model(o, lo, &info);
+  if (!info) {
+    tok_json = hf_dir_tokenizer(o->checkpoint, &tok_len);
+  } else {
+    const void *blob;
+    size_t size;
+    if (info->extra && lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &size) == LT_OK) {
+      lt_tokenizer *tok = lt_tokenizer_deserialize(blob, size);
+      if (!tok || lt_tokenizer_to_json(tok, &tok_json, &tok_len) != LT_OK)
+        lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': its tokenizer: %s", o->checkpoint, lt_last_error());
+      lt_tokenizer_free(tok);
+    }
+  }
+  if (lt_tf_gguf_export(m, o->out, WEIGHT_TYPES[o->weights], tok_json, tok_len) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o->out, lt_last_error());
+  lt_hf_family fam = LT_HF_GPT2;
+  lt_hf_family_of(lt_transformer_config(m), &fam);
+  printf("export: %s -> %s (gguf, %s layout, %s weights%s)\n", o->checkpoint, o->out, lt_hf_family_name(fam),
+         weights_name(o->weights), tok_json ? ", tokenizer" : ", no tokenizer");
+  free(tok_json);
+  lt_ckpt_info_free(info);
+  lt_transformer_free(m);
+  return 0;
 }
 
 /* One line per tensor: name, dtype, shape. */
@@ -202,23 +285,21 @@ int main(int argc, char **argv) {
   lt_cli_parse_or_exit(&CLI, argc, argv, &o, given, NULL, NULL);
   if (!o.checkpoint) lt_cli_die(LT_CLI_EXIT_USAGE, "--checkpoint FILE is required");
   if (!o.out && !o.list) lt_cli_die(LT_CLI_EXIT_USAGE, "--out DIR is required (or --list)");
+  if (given[lt_cli_find(&CLI, "weights")] && o.format != FORMAT_GGUF)
+    lt_cli_die(LT_CLI_EXIT_USAGE, "--weights is for --format gguf (a Hugging Face directory is written in f32)");
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.allow_unchecksummed = o.allow_unchecksummed;
   lo.max_bytes = lt_cli_memory_cap(o.max_memory);
-  const bool onnx = !o.list && o.format == FORMAT_ONNX;
-  if (onnx && lt_hf_is_dir(o.checkpoint)) { /* a Hugging Face directory as it is */
-    check_out_file(o.out, o.overwrite);
-    return export_onnx(&o, &lo);
-  }
+  const bool to_file = !o.list && (o.format == FORMAT_ONNX || o.format == FORMAT_GGUF);
   char ckpt[PATH_MAX_LEN + 64]; /* a run directory stands for its newest valid checkpoint, as train --resume */
-  if (lt_trainer_find_resume(o.checkpoint, "ckpt", ckpt, sizeof ckpt) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s", lt_last_error());
-  o.checkpoint = ckpt;
-  if (onnx) {
-    check_out_file(o.out, o.overwrite);
-    return export_onnx(&o, &lo);
+  if (!(to_file && lt_hf_is_dir(o.checkpoint))) { /* a Hugging Face directory is read as it is */
+    if (lt_trainer_find_resume(o.checkpoint, "ckpt", ckpt, sizeof ckpt) != LT_OK)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s", lt_last_error());
+    o.checkpoint = ckpt;
   }
-  if (!o.list) check_out(o.out, o.overwrite);
+  if (to_file) check_out_file(o.out, o.overwrite, format_name(o.format));
+  else if (!o.list) check_out(o.out, o.overwrite);
+  if (to_file) return o.format == FORMAT_ONNX ? export_onnx(&o, &lo) : export_gguf(&o, &lo);
   if (o.list) {
     lt_ckpt_desc *d = NULL;
     if (lt_ckpt_describe(o.checkpoint, &lo, &d) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());

@@ -29,6 +29,7 @@
 #include "cli/cli.h"
 #include "cli/cli_ckpt.h"
 #include "models/transformer/hf.h"
+#include "models/transformer/gguf_model.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
 #include "models/transformer/generate.h"
@@ -78,7 +79,8 @@ static const char *weights_name(int i) { return lt_qformat_name((lt_qformat)i); 
 #define D(...) LT_CLI_OPT_DOUBLE(options, __VA_ARGS__)
 static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_STRING(options, "checkpoint", checkpoint, "FILE", PATH_MAX_LEN,
-                    "the checkpoint (a ckpt-*.h5 file that train wrote in its run directory, or a directory that export wrote); required"),
+                    "the checkpoint (a ckpt-*.h5 file that train wrote in its run directory, a directory that export wrote, or a "
+                    "GGUF file); required"),
   LT_CLI_OPT_ENUM(options, "strategy", strategy, strategy_name, 3, "decoding strategy"),
   I("beam", beam, "N", 1, 1024, "beam search: hypotheses kept per input (1 = greedy)"),
   D("length-penalty", length_penalty, "A", 0, 100, "beam search: rank hypotheses by sum(log p) / length^A"),
@@ -301,6 +303,18 @@ static lt_transformer *load_hf_dir(const char *dir, uint64_t max_bytes, lt_token
   return m;
 }
 
+/* A GGUF file (written by export --format gguf, or by llama.cpp's tools):
+ * the model and the tokenizer (its tokenizer.huggingface.json, else one
+ * rebuilt from a byte-level tokenizer.ggml.*; models/transformer/gguf_model.h). */
+static lt_transformer *load_gguf(const char *path, uint64_t max_bytes, lt_tokenizer **tok) {
+  lt_transformer *m = lt_tf_gguf_load(path, max_bytes, tok);
+  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  if (!*tok)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': a GGUF file without a tokenizer libtensor reads (no "
+               "tokenizer.huggingface.json, and tokenizer.ggml.model is not \"gpt2\")", path);
+  return m;
+}
+
 /* The most bytes of text one token of tok stands for when encoding, or 0
  * when unknown: a byte is one, a character at most 4 (UTF-8), a BPE token
  * never crosses a piece of at most LT_BPE_MAX_PIECE bytes. */
@@ -394,6 +408,9 @@ int main(int argc, char **argv) {
     m = load_hf_dir(o.checkpoint, max_bytes, &tok);
     if (lt_hf_read_gen_ids(o.checkpoint, &gen_ids) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
     hf_gen = &gen_ids;
+  }
+  if (lt_hf_is_dir(o.checkpoint) || lt_tf_gguf_is_file(o.checkpoint)) {
+    if (!m) m = load_gguf(o.checkpoint, max_bytes, &tok);
     cfg = *lt_transformer_config(m);
     context = given[lt_cli_find(&CLI, "context")] ? o.context : cfg.max_len;
     if (context > cfg.max_len)

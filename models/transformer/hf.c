@@ -10,7 +10,9 @@
  *   T       transposed (GPT-2's Conv1D stores [in, out], nn.Linear [out, in]);
  *   CAT_T   q, k, v weights concatenated along their rows, then transposed
  *           (GPT-2's c_attn.weight [C, 3C]);
- *   CAT     biases concatenated (c_attn.bias [3C]).
+ *   CAT     concatenated along the rows (c_attn.bias [3C]; GGUF's attn_qkv.weight [3C, C]);
+ *   ROPE    GGUF's q and k rows, permuted from Hugging Face's half rotation
+ *           to ggml's interleaved pairs (models/transformer/gguf_model.c).
  * Export builds each piece from the parameters; import checks every piece's
  * name, shape and dtype first, then splits it back.
  *
@@ -116,7 +118,8 @@ static lt_status add_piece(pieces *ps, lt_params *params, const char *hf, piece_
     case P_SAME: p->ndim = t->ndim, p->shape[0] = t->shape[0], p->shape[1] = t->ndim > 1 ? t->shape[1] : 0; break;
     case P_T: p->ndim = 2, p->shape[0] = t->shape[1], p->shape[1] = t->shape[0]; break;
     case P_CAT_T: p->ndim = 2, p->shape[0] = t->shape[1], p->shape[1] = rows; break;
-    case P_CAT: p->ndim = 1, p->shape[0] = rows; break;
+    case P_CAT: p->ndim = t->ndim, p->shape[0] = rows, p->shape[1] = t->ndim > 1 ? t->shape[1] : 0; break;
+    case P_ROPE: p->ndim = 2, p->shape[0] = t->shape[0], p->shape[1] = t->shape[1]; break;
   }
   ps->n++;
   return LT_OK;
@@ -207,8 +210,27 @@ static lt_status check_cover(lt_transformer *m, const pieces *ps) {
 /* Export                                                                   */
 /* ======================================================================== */
 
-/* The Hugging Face tensor of piece p (returns new, contiguous). */
-static lt_tensor *piece_tensor(const piece *p) {
+/* The rows of a P_ROPE piece [H * HS, C] as [H, a, b, C] with a * b = HS:
+ * a view of t, or NULL. */
+static lt_tensor *rope_view(const lt_tensor *t, int64_t heads, int64_t a) {
+  const int64_t shape[4] = {heads, a, t->shape[0] / heads / a, t->shape[1]};
+  return lt_reshape(t, 4, shape);
+}
+
+/* Hugging Face's rows (h, j, i) of head h (j: which half, i: the pair) to
+ * ggml's (h, i, j), or back (to_ggml false): convert_hf_to_gguf.py's
+ * permute, w.reshape(H, 2, HS/2, C).swapaxes(1, 2). Returns new. */
+static lt_tensor *rope_permute(const lt_tensor *t, int64_t heads, bool to_ggml) {
+  const int64_t hs = t->shape[0] / heads;
+  lt_tensor *v = rope_view(t, heads, to_ggml ? 2 : hs / 2), *sw = v ? lt_transpose(v, 1, 2) : NULL;
+  lt_tensor *c = sw ? lt_contiguous(sw) : NULL, *r = c ? lt_reshape(c, 2, t->shape) : NULL;
+  lt_tensor_free(c);
+  lt_tensor_free(sw);
+  lt_tensor_free(v);
+  return r;
+}
+
+lt_tensor *lt__hf_piece_tensor(const piece *p) {
   switch (p->op) {
     case P_SAME: return lt_contiguous(p->src[0]);
     case P_T: {
@@ -224,8 +246,32 @@ static lt_tensor *piece_tensor(const piece *p) {
       lt_tensor_free(cat);
       return c;
     }
+    case P_ROPE: return rope_permute(p->src[0], p->heads, true);
   }
   return NULL;
+}
+
+lt_status lt__hf_piece_store(const piece *p, const lt_tensor *t) {
+  bool prev = lt_set_grad_enabled(false);
+  lt_status s = LT_OK;
+  lt_tensor *v;
+  switch (p->op) {
+    case P_SAME: v = lt_reshape(t, t->ndim, t->shape); break;
+    case P_ROPE: v = rope_permute(t, p->heads, false); break;
+    case P_CAT: v = lt_reshape(t, t->ndim, t->shape); break;
+    default: v = lt_transpose(t, 0, 1); break; /* back to [out, in] */
+  }
+  if (!v) s = lt_last_status();
+  int64_t row = 0;
+  for (int k = 0; k < p->n && s == LT_OK; k++) {
+    lt_tensor *part = lt_narrow(v, 0, row, p->src[k]->shape[0]);
+    s = part ? lt_copy_(p->src[k], part) : lt_last_status();
+    row += p->src[k]->shape[0];
+    lt_tensor_free(part);
+  }
+  lt_tensor_free(v);
+  lt_set_grad_enabled(prev);
+  return s;
 }
 
 static json_t *config_json(const lt_tf_config *c, lt_hf_family fam) {
@@ -316,7 +362,7 @@ lt_status lt_hf_export(lt_transformer *m, const char *dir) {
   bool prev = lt_set_grad_enabled(false);
   for (int i = 0; i < ps.n && s == LT_OK; i++) {
     names[i] = ps.p[i].hf;
-    if (!(ts[i] = piece_tensor(&ps.p[i]))) s = lt_last_status();
+    if (!(ts[i] = lt__hf_piece_tensor(&ps.p[i]))) s = lt_last_status();
   }
   lt_set_grad_enabled(prev);
   char path[PATH_LEN];
@@ -706,20 +752,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
       continue;
     }
     lt_tensor *t = lt_st_tensor(f, idx[i], p->src[0]->dtype);
-    lt_tensor *v = t && p->op != P_CAT ? lt_transpose(t, 0, 1) : t; /* back to [out, in] */
-    if (!v) {
-      s = lt_last_status();
-      lt_tensor_free(t);
-      continue;
-    }
-    int64_t row = 0;
-    for (int k = 0; k < p->n && s == LT_OK; k++) {
-      lt_tensor *part = lt_narrow(v, 0, row, p->src[k]->shape[0]);
-      s = part ? lt_copy_(p->src[k], part) : lt_last_status();
-      row += p->src[k]->shape[0];
-      lt_tensor_free(part);
-    }
-    if (v != t) lt_tensor_free(v);
+    s = t ? lt__hf_piece_store(p, t) : lt_last_status();
     lt_tensor_free(t);
   }
   lt_set_grad_enabled(prev);

@@ -15,9 +15,10 @@
 
 #define LT__HF_NAME_LEN 256
 
-/* A piece is one Hugging Face tensor made of one or more libtensor
- * parameters (hf.c's header comment lists the ops). */
-typedef enum { P_SAME, P_T, P_CAT_T, P_CAT } piece_op;
+/* A piece is one Hugging Face (or GGUF) tensor made of one or more
+ * libtensor parameters (hf.c's header comment lists the ops; P_ROPE is
+ * GGUF's: models/transformer/gguf_model.c). */
+typedef enum { P_SAME, P_T, P_CAT_T, P_CAT, P_ROPE } piece_op;
 
 typedef struct piece {
   char hf[LT__HF_NAME_LEN];
@@ -27,6 +28,7 @@ typedef struct piece {
   char lt[3][LT__HF_NAME_LEN];
   int64_t shape[2];       /* the Hugging Face tensor's shape */
   int ndim;
+  int64_t heads;          /* P_ROPE: the heads whose rows are permuted */
 } piece;
 
 typedef struct pieces {
@@ -38,6 +40,14 @@ typedef struct pieces {
  * (LT_ERR_INVALID when the model has no such parameter). */
 lt_status lt__hf_add_piece(pieces *ps, lt_params *params, const char *hf, piece_op op, int n, const char *l0,
                            const char *l1, const char *l2);
+
+/* The file's tensor of piece p, built from its parameters (returns new,
+ * contiguous, the parameters' dtype). */
+lt_tensor *lt__hf_piece_tensor(const piece *p);
+/* Writes t (borrowed; the file's tensor of piece p, shape p->shape, any
+ * float dtype) back into p's parameters: transposed, split or unpermuted as
+ * p->op says. No autograd record. */
+lt_status lt__hf_piece_store(const piece *p, const lt_tensor *t);
 
 /* ---- config.json's keys (hf.c), for every family ---------------------------- */
 /* A reader of one config.json: the first failure is kept in s and every later

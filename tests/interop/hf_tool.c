@@ -6,7 +6,16 @@
  *   hf_tool make gpt2|llama DIR SEED   a tiny model of that layout with
  *                                      random weights (norms and biases too),
  *                                      exported to DIR (lt_hf_export)
- *   hf_tool logits DIR OUT IDS         loads DIR (lt_hf_load), runs the ids
+ *   hf_tool make-gguf gpt2|llama DIR SEED  the same at a size whose rows fill
+ *                                      GGUF's 32-weight blocks (C 64, d_ff
+ *                                      128, vocab 260 = the byte tokenizer's,
+ *                                      which is written beside it, as
+ *                                      `tokenizer` does)
+ *   hf_tool gguf-tensors FILE OUT      every tensor of a GGUF file as f32
+ *                                      (lt_gguf_read_f32) into OUT
+ *                                      (safetensors, the GGUF names)
+ *   hf_tool logits DIR OUT IDS         loads DIR (lt_hf_load; a GGUF file:
+ *                                      lt_tf_gguf_load), runs the ids
  *                                      (comma-separated) as one sequence and
  *                                      writes the logits [1, T, V] to OUT
  *                                      (safetensors, tensor "logits")
@@ -22,6 +31,8 @@
  *                                      DIR/libtensor-tokenizer.bin, so that
  *                                      generate runs on a directory PyTorch
  *                                      wrote
+ * With LT_TOOL_PRECISION=bf16 in the environment, logits and greedy run
+ * their products under bf16 autocast (what generate --precision bf16 does).
  * Exit 0 on success, 1 with a message on stderr otherwise.
  */
 #include <stdio.h>
@@ -36,17 +47,47 @@ static int fail(const char *what) {
   return 1;
 }
 
-static int make(const char *family, const char *dir, uint64_t seed) {
+static int tokenizer(const char *dir);
+
+static int make(const char *family, const char *dir, uint64_t seed, bool gguf) {
   lt_tf_config c = lt_tf_config_default(LT_TF_DECODER_ONLY);
   c.vocab_size = 50, c.d_model = 16, c.n_heads = 4, c.n_kv_heads = 4, c.n_dec_layers = 2, c.d_ff = 40;
   c.max_len = 24, c.dropout = 0.0, c.pad_id = -1;
+  if (gguf) c.vocab_size = 260, c.d_model = 64, c.d_ff = 128, c.max_len = 128;
   if (strcmp(family, "gpt2") == 0) {
     c.act = LT_ACT_GELU_TANH;
   } else {
     c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU, c.swiglu = true, c.pos = LT_TF_POS_ROPE, c.bias = false;
     c.tie_embeddings = false, c.n_kv_heads = 2, c.norm_eps = 1e-6, c.rope_base = 10000.0;
   }
-  return tool_export_random("hf_tool", &c, dir, seed);
+  const int rc = tool_export_random("hf_tool", &c, dir, seed);
+  return rc || !gguf ? rc : tokenizer(dir);
+}
+
+/* A Hugging Face directory or a GGUF file (returns new). */
+static lt_transformer *load(const char *path) {
+  return lt_tf_gguf_is_file(path) ? lt_tf_gguf_load(path, 0, NULL) : lt_hf_load(path, 0);
+}
+
+static int gguf_tensors(const char *path, const char *out) {
+  lt_gguf_file *f = lt_gguf_open(path);
+  if (!f) return fail("opening");
+  const int n = lt_gguf_tensor_count(f);
+  const char **names = calloc((size_t)n + 1, sizeof *names);
+  lt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+  int rc = names && ts ? 0 : fail("memory");
+  for (int i = 0; i < n && !rc; i++) {
+    const lt_gguf_tensor_info *ti = lt_gguf_tensor(f, i);
+    names[i] = ti->name;
+    ts[i] = lt_empty(LT_DTYPE_F32, ti->ndim, ti->shape);
+    if (!ts[i] || lt_gguf_read_f32(f, i, ts[i]->data) != LT_OK) rc = fail(ti->name);
+  }
+  if (!rc && lt_st_save(out, n, names, (const lt_tensor *const *)ts, 0, NULL, NULL) != LT_OK) rc = fail("saving");
+  for (int i = 0; ts && i < n; i++) lt_tensor_free(ts[i]);
+  free(ts);
+  free(names);
+  lt_gguf_close(f);
+  return rc;
 }
 
 /* The comma-separated ids of `text` as a new [1, T] i64 tensor. */
@@ -64,7 +105,7 @@ static lt_tensor *parse_ids(const char *text) {
 }
 
 static int greedy(const char *dir, long long n, const char *ids_text) {
-  lt_transformer *m = lt_hf_load(dir, 0);
+  lt_transformer *m = load(dir);
   if (!m) return fail("loading");
   /* the prompts, ';'-separated: one left-padded batch */
   enum { MAXB = 16 };
@@ -105,7 +146,7 @@ static int greedy(const char *dir, long long n, const char *ids_text) {
 }
 
 static int logits(const char *dir, const char *out, const char *ids_text) {
-  lt_transformer *m = lt_hf_load(dir, 0);
+  lt_transformer *m = load(dir);
   if (!m) return fail("loading");
   lt_tensor *x = parse_ids(ids_text);
   lt_tensor *y = x ? lt_transformer_decode(m, x, NULL, NULL, NULL, 0, NULL) : NULL;
@@ -134,10 +175,16 @@ static int tokenizer(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 5 && strcmp(argv[1], "make") == 0) return make(argv[2], argv[3], strtoull(argv[4], NULL, 10));
+  /* LT_TOOL_PRECISION=bf16: the products under bf16 autocast (generate --precision bf16) */
+  const char *prec = getenv("LT_TOOL_PRECISION");
+  if (prec && strcmp(prec, "bf16") == 0) lt_set_autocast(LT_DTYPE_BF16);
+  if (argc == 5 && strcmp(argv[1], "make") == 0) return make(argv[2], argv[3], strtoull(argv[4], NULL, 10), false);
+  if (argc == 5 && strcmp(argv[1], "make-gguf") == 0) return make(argv[2], argv[3], strtoull(argv[4], NULL, 10), true);
+  if (argc == 4 && strcmp(argv[1], "gguf-tensors") == 0) return gguf_tensors(argv[2], argv[3]);
   if (argc == 5 && strcmp(argv[1], "logits") == 0) return logits(argv[2], argv[3], argv[4]);
   if (argc == 5 && strcmp(argv[1], "greedy") == 0) return greedy(argv[2], strtoll(argv[3], NULL, 10), argv[4]);
   if (argc == 3 && strcmp(argv[1], "tokenizer") == 0) return tokenizer(argv[2]);
-  fprintf(stderr, "usage: hf_tool make gpt2|llama DIR SEED | logits DIR OUT IDS | greedy DIR N IDS | tokenizer DIR\n");
+  fprintf(stderr, "usage: hf_tool make|make-gguf gpt2|llama DIR SEED | gguf-tensors FILE OUT | logits DIR OUT IDS | "
+          "greedy DIR N IDS | tokenizer DIR\n");
   return 2;
 }

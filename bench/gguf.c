@@ -1,0 +1,139 @@
+/*
+ * bench/gguf.c: libtensor's side of the comparison with llama.cpp on the
+ * same GGUF file (bench/run_gguf_bench.sh; llama.cpp's side is
+ * bench/gguf_llama.py; docs/decoding.md records the results).
+ *
+ *   bench_gguf make gpt2|llama OUT.gguf f32|bf16|q8_0|q4_0
+ *       a random-weight model written as GGUF: "gpt2" is GPT-2 124M's shape
+ *       (V 50257, C 768, 12 layers, 12 heads, d_ff 3072, 1024 positions),
+ *       "llama" a Llama of 205M parameters (V 32000, C 1024, 12 layers, 16
+ *       heads, 8 key/value heads, d_ff 2816, 1024 positions); no tokenizer
+ *       (the benchmark feeds ids).
+ *   bench_gguf run FILE [--prompt 512] [--gen 128] [--threads 2] [--repeat 1]
+ *       loads FILE (lt_tf_gguf_load: every weight as f32), then times greedy
+ *       decoding with the KV cache: one new token after a prompt of --prompt
+ *       random ids (prompt processing: prompt / time), and --gen + 1 new
+ *       tokens (generation: gen / (that time - the first)). Prints
+ *       "pp TOK_S tg TOK_S", the best of --repeat runs.
+ *   bench_gguf bound FILE [--threads 2]
+ *       the bandwidth bound of generation: the bytes a token reads from the
+ *       file's weights (every tensor but the input embedding, of which one
+ *       row; a tied head reads it whole) in the file's types, and the same in
+ *       f32 (what libtensor holds), over the triad bandwidth (bench/triad.h).
+ *       Prints "bytes FILE_BYTES f32_bytes F32_BYTES gbs GB_S".
+ *
+ * What this is not: a quality measurement (the weights are random).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "bench/triad.h"
+#include "libtensor_transformer.h"
+
+static void die(const char *what) {
+  fprintf(stderr, "bench_gguf: %s: %s\n", what, lt_last_error());
+  exit(1);
+}
+
+static int make(const char *arch, const char *out, const char *weights) {
+  lt_tf_config c = lt_tf_config_default(LT_TF_DECODER_ONLY);
+  c.dropout = 0.0, c.pad_id = -1, c.max_len = 1024;
+  if (strcmp(arch, "gpt2") == 0) {
+    c.vocab_size = 50257, c.d_model = 768, c.n_heads = 12, c.n_kv_heads = 12, c.n_dec_layers = 12, c.d_ff = 3072;
+    c.act = LT_ACT_GELU_TANH;
+  } else {
+    c.vocab_size = 32000, c.d_model = 1024, c.n_heads = 16, c.n_kv_heads = 8, c.n_dec_layers = 12, c.d_ff = 2816;
+    c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU, c.swiglu = true, c.pos = LT_TF_POS_ROPE, c.bias = false;
+    c.tie_embeddings = false, c.norm_eps = 1e-5, c.rope_base = 10000.0;
+  }
+  static const char *const names[] = {"f32", "bf16", "q8_0", "q4_0"};
+  static const int types[] = {LT_GGML_F32, LT_GGML_BF16, LT_GGML_Q8_0, LT_GGML_Q4_0};
+  int type = -1;
+  for (int k = 0; k < 4; k++)
+    if (strcmp(weights, names[k]) == 0) type = types[k];
+  if (type < 0) return fprintf(stderr, "bench_gguf: weights %s: f32, bf16, q8_0 or q4_0\n", weights), 2;
+  lt_generator *g = lt_generator_new(1);
+  lt_transformer *m = g ? lt_transformer_new(&c, g) : NULL;
+  if (!m) die("building the model");
+  if (lt_tf_gguf_export(m, out, type, NULL, 0) != LT_OK) die("export");
+  lt_transformer_free(m);
+  lt_generator_free(g);
+  return 0;
+}
+
+/* Seconds for one greedy decode of n new tokens after prompt. */
+static double decode(const lt_transformer *m, const lt_tensor *prompt, int64_t n) {
+  lt_generate_opts o = lt_generate_defaults();
+  o.max_new = n, o.eos_id = -1;
+  lt_tf_generate_opts tf = lt_tf_generate_defaults();
+  lt_generate_result r = {0};
+  const double t0 = lt_bench_triad_now();
+  if (lt_transformer_generate(m, NULL, NULL, prompt, &o, &tf, &r) != LT_OK) die("decoding");
+  const double t = lt_bench_triad_now() - t0;
+  if (r.tokens->shape[1] != n) fprintf(stderr, "bench_gguf: %lld tokens, not %lld\n", (long long)r.tokens->shape[1],
+                                       (long long)n), exit(1);
+  lt_generate_result_free(&r);
+  return t;
+}
+
+static int run(const char *path, int64_t P, int64_t G, int repeat) {
+  lt_transformer *m = lt_tf_gguf_load(path, 0, NULL);
+  if (!m) die("loading");
+  const int64_t V = lt_transformer_config(m)->vocab_size;
+  int64_t *ids = malloc((size_t)P * sizeof *ids);
+  if (!ids) die("prompt");
+  for (int64_t i = 0; i < P; i++) ids[i] = (i * 7919 + 13) % V;
+  lt_tensor *prompt = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, P}, ids);
+  if (!prompt) die("prompt");
+  double best_pp = 0, best_tg = 0;
+  for (int r = 0; r < repeat; r++) {
+    const double t1 = decode(m, prompt, 1), t2 = decode(m, prompt, G + 1);
+    const double pp = (double)P / t1, tg = (double)G / (t2 - t1);
+    if (pp > best_pp) best_pp = pp;
+    if (tg > best_tg) best_tg = tg;
+  }
+  printf("pp %.2f tg %.2f\n", best_pp, best_tg);
+  lt_tensor_free(prompt);
+  free(ids);
+  lt_transformer_free(m);
+  return 0;
+}
+
+static int bound(const char *path, int threads) {
+  lt_gguf_file *f = lt_gguf_open(path);
+  if (!f) die("opening");
+  const bool tied = lt_gguf_find_tensor(f, "output.weight") < 0;
+  double file_bytes = 0, f32_bytes = 0;
+  for (int i = 0; i < lt_gguf_tensor_count(f); i++) {
+    const lt_gguf_tensor_info *t = lt_gguf_tensor(f, i);
+    const double rows = t->ndim == 2 ? (double)t->shape[0] : 1;
+    double share = 1.0; /* a tensor is read whole per token, */
+    if (strcmp(t->name, "position_embd.weight") == 0) share = 1.0 / rows; /* an embedding one row, */
+    if (strcmp(t->name, "token_embd.weight") == 0) share = (tied ? 1.0 : 0.0) + 1.0 / rows; /* and whole as a tied head */
+    file_bytes += (double)t->nbytes * share;
+    f32_bytes += 4.0 * (double)t->numel * share;
+  }
+  lt_gguf_close(f);
+  printf("bytes %.0f f32_bytes %.0f gbs %.2f\n", file_bytes, f32_bytes, lt_bench_triad_gbs(threads));
+  return 0;
+}
+
+int main(int argc, char **argv) {
+  if (argc == 5 && strcmp(argv[1], "make") == 0) return make(argv[2], argv[3], argv[4]);
+  int64_t P = 512, G = 128;
+  int threads = 2, repeat = 1;
+  for (int i = 3; i + 1 < argc; i += 2) {
+    if (!strcmp(argv[i], "--prompt")) P = strtoll(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--gen")) G = strtoll(argv[i + 1], NULL, 10);
+    else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--repeat")) repeat = atoi(argv[i + 1]);
+  }
+  if (P < 1 || G < 1 || threads < 1 || repeat < 1) return fprintf(stderr, "bench_gguf: bad option values\n"), 2;
+  if (lt_set_num_threads(threads) != LT_OK) die("--threads");
+  if (argc >= 3 && strcmp(argv[1], "run") == 0) return run(argv[2], P, G, repeat);
+  if (argc >= 3 && strcmp(argv[1], "bound") == 0) return bound(argv[2], threads);
+  fprintf(stderr, "usage: bench_gguf make gpt2|llama OUT f32|bf16|q8_0|q4_0 | run FILE [--prompt N] [--gen N] "
+          "[--threads N] [--repeat N] | bound FILE [--threads N]\n");
+  return 2;
+}

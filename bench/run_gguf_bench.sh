@@ -1,0 +1,100 @@
+#!/bin/sh
+# bench/run_gguf_bench.sh: libtensor (bench_gguf) against llama.cpp
+# (llama-cpp-python, bench/gguf_llama.py) on the same GGUF file, the same
+# prompt, the same threads: prompt processing and generation tokens/s, with
+# the bandwidth bound of generation beside them (issue 32, item 3;
+# docs/decoding.md records the results).
+#
+# Usage: bench/run_gguf_bench.sh [--models "gpt2 llama"] [--weights "f32 bf16 q8_0 q4_0"]
+#                                [--prompt 512] [--gen 128] [--threads 2] [--rounds 3]
+#                                [--dir DIR] [--build DIR]
+#
+# The models (bench_gguf make: GPT-2 124M's shape, a 205M Llama; random
+# weights) are written once into --dir (default /tmp/lt_gguf_bench, kept
+# between runs). Each round runs libtensor then llama.cpp on every file
+# (alternating, so that a change in the machine's load hits both); the table
+# gives the medians over the rounds and the ratio of the medians. The bound
+# is bytes per generated token (the file's weights; libtensor holds them as
+# f32, so its own bound is the f32 one) over the triad bandwidth
+# (bench/triad.h) measured once before the rounds. On a machine shared with
+# other work the figures are low and noisy: read the ratios, which come
+# from the same rounds.
+set -eu
+
+here=$(cd "$(dirname "$0")" && pwd)
+root=$(dirname "$here")
+. "$here/torch_env.sh"
+models="gpt2 llama"
+weights="f32 bf16 q8_0 q4_0"
+prompt=512
+gen=128
+threads=2
+rounds=3
+dir=/tmp/lt_gguf_bench
+build="$root/build-rel"
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --models) models=$2; shift 2 ;;
+    --weights) weights=$2; shift 2 ;;
+    --prompt) prompt=$2; shift 2 ;;
+    --gen) gen=$2; shift 2 ;;
+    --threads) threads=$2; shift 2 ;;
+    --rounds) rounds=$2; shift 2 ;;
+    --dir) dir=$2; shift 2 ;;
+    --build) build=$2; shift 2 ;;
+    *) echo "usage: $0 [--models \"gpt2 llama\"] [--weights \"f32 bf16 q8_0 q4_0\"] [--prompt N] [--gen N]" \
+         "[--threads N] [--rounds N] [--dir DIR] [--build DIR]" >&2; exit 2 ;;
+  esac
+done
+for v in "$prompt" "$gen" "$threads" "$rounds"; do
+  case "$v" in '' | *[!0-9]* | 0*) echo "$0: --prompt, --gen, --threads and --rounds take whole numbers from 1" >&2; exit 2 ;; esac
+done
+[ -n "$TORCH2_PY" ] && "$TORCH2_PY" -c 'import llama_cpp' 2>/dev/null ||
+  { echo "$0: needs llama-cpp-python in the reference environment (./do.sh reference)" >&2; exit 2; }
+bench_build "$root" "$build" bench_gguf
+exe="$build/bench/bench_gguf"
+mkdir -p "$dir"
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM
+median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
+
+bench_header "prompt $prompt, generation $gen, $threads threads, $rounds rounds"
+echo "# llama.cpp: llama-cpp-python $("$TORCH2_PY" -c 'import llama_cpp; print(llama_cpp.__version__)'), CPU backend"
+for m in $models; do
+  for w in $weights; do
+    f="$dir/$m-$w.gguf"
+    [ -f "$f" ] || "$exe" make "$m" "$f" "$w"
+  done
+done
+gbs=$("$exe" bound "$dir/$(echo "$models" | cut -d' ' -f1)-$(echo "$weights" | cut -d' ' -f1).gguf" \
+  --threads "$threads" | awk '{ print $6 }')
+echo "# memory bandwidth (triad, $threads threads): $gbs GB/s"
+r=1
+while [ "$r" -le "$rounds" ]; do
+  for m in $models; do
+    for w in $weights; do
+      f="$dir/$m-$w.gguf"
+      OMP_WAIT_POLICY=PASSIVE "$exe" run "$f" --prompt "$prompt" --gen "$gen" --threads "$threads" >>"$tmp/lt-$m-$w"
+      env $TORCH_UNSET OMP_WAIT_POLICY=PASSIVE "$TORCH2_PY" "$here/gguf_llama.py" "$f" --prompt "$prompt" \
+        --gen "$gen" --threads "$threads" >>"$tmp/ll-$m-$w"
+    done
+  done
+  r=$((r + 1))
+done
+echo
+echo "| model | weights | file MB | pp libtensor tok/s | pp llama.cpp tok/s | pp ratio | tg libtensor tok/s | tg llama.cpp tok/s | tg ratio | tg bound (file) tok/s | tg bound (f32) tok/s | libtensor % of its bound |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+for m in $models; do
+  for w in $weights; do
+    f="$dir/$m-$w.gguf"
+    set -- $("$exe" bound "$f" --threads "$threads")
+    bytes=$2 f32b=$4
+    lpp=$(awk '{ print $2 }' "$tmp/lt-$m-$w" | median) ltg=$(awk '{ print $4 }' "$tmp/lt-$m-$w" | median)
+    cpp=$(awk '{ print $2 }' "$tmp/ll-$m-$w" | median) ctg=$(awk '{ print $4 }' "$tmp/ll-$m-$w" | median)
+    awk -v m="$m" -v w="$w" -v sz="$(wc -c <"$f")" -v lpp="$lpp" -v cpp="$cpp" -v ltg="$ltg" -v ctg="$ctg" \
+      -v b="$bytes" -v fb="$f32b" -v g="$gbs" 'BEGIN {
+        bf = g * 1e9 / b; b32 = g * 1e9 / fb
+        printf "| %s | %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.0f%% |\n",
+          m, w, sz / 1e6, lpp, cpp, lpp / cpp, ltg, ctg, ltg / ctg, bf, b32, 100 * ltg / b32 }'
+  done
+done
