@@ -51,11 +51,11 @@ extern "C" {
  * lt_hf_family_of (a layout neither GPT-2's nor Llama's), LT_ERR_FORMAT (a
  * tokenizer.json that does not parse), LT_ERR_DTYPE, LT_ERR_IO,
  * LT_ERR_NOMEM. */
-lt_status lt_tf_gguf_export(lt_transformer *m, const char *path, int weights, const char *tokenizer_json,
+LT_API lt_status lt_tf_gguf_export(lt_transformer *m, const char *path, int weights, const char *tokenizer_json,
                             size_t len);
 
 /* True when path is a regular file starting with GGUF's magic (no error set). */
-bool lt_tf_gguf_is_file(const char *path);
+LT_API bool lt_tf_gguf_is_file(const char *path);
 
 /* The configuration of an open GGUF file (borrowed) into *cfg and *family
  * (either may be NULL): every key range-checked as config.json's are
@@ -64,7 +64,7 @@ bool lt_tf_gguf_is_file(const char *path);
  * architecture, a value libtensor cannot run, naming the key),
  * LT_ERR_FORMAT (a key of the wrong type or missing). *cfg untouched on
  * failure. */
-lt_status lt_tf_gguf_read_config(const lt_gguf_file *f, lt_tf_config *cfg, lt_hf_family *family);
+LT_API lt_status lt_tf_gguf_read_config(const lt_gguf_file *f, lt_tf_config *cfg, lt_hf_family *family);
 
 /* Loads path into a new model: the configuration (above), its size
  * against the file's tensors and max_bytes (0: no cap; LT_ERR_NOMEM
@@ -76,7 +76,7 @@ lt_status lt_tf_gguf_read_config(const lt_gguf_file *f, lt_tf_config *cfg, lt_hf
  * present, else one rebuilt from tokenizer.ggml.* for model "gpt2"
  * (byte-level BPE with GPT-2's pieces), else NULL (no error). Returns new
  * (free with lt_transformer_free), or NULL with the error set. */
-lt_transformer *lt_tf_gguf_load(const char *path, uint64_t max_bytes, lt_tokenizer **tok);
+LT_API lt_transformer *lt_tf_gguf_load(const char *path, uint64_t max_bytes, lt_tokenizer **tok);
 
 #ifdef __cplusplus
 }
