@@ -15,6 +15,11 @@
  *          configuration says). libtensor's RoPE rotates halves (x_i with
  *          x_{i+HS/2}) as Hugging Face's Llama does (rotate_half), so q_proj
  *          and k_proj are stored unpermuted.
+ *   Qwen2  Llama's layout with biases on q_proj, k_proj and v_proj only
+ *          (qkv_bias); no sliding window (use_sliding_window false).
+ *   Mistral Llama's layout with a sliding window (sliding_window > 0).
+ *          The RoPE families (Llama, Qwen2, Mistral) also carry RoPE
+ *          scaling ("linear", Llama 3's "llama3"), as rope_parameters.
  *   BERT   when it is BERT's (hf_bert.c): encoder-only, post-norm LayerNorm,
  *          learned absolute positions, token types, embed_norm, pooler,
  *          biases, n_kv_heads == n_heads; BertModel (n_classes 0) or
@@ -40,7 +45,7 @@
 extern "C" {
 #endif
 
-typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT } lt_hf_family;
+typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT, LT_HF_QWEN2, LT_HF_MISTRAL } lt_hf_family;
 
 /* The files of an exported directory. */
 #define LT_HF_WEIGHTS_FILE "model.safetensors"
@@ -49,12 +54,14 @@ typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT } lt_hf_family;
  * written by `export` and read by `generate` (not a Hugging Face file). */
 #define LT_HF_TOKENIZER_FILE "libtensor-tokenizer.bin"
 
-/* "gpt2", "llama" or "bert" (config.json's model_type); "unknown" out of range. */
+/* "gpt2", "llama", "bert", "qwen2" or "mistral" (config.json's model_type);
+ * "unknown" out of range. */
 const char *lt_hf_family_name(lt_hf_family f);
 
 /* The layout cfg fits (LT_OK and *out), or LT_ERR_INVALID naming the first
  * option that fits neither (a configuration with LayerNorm is judged as
- * GPT-2, one with RMSNorm as Llama). *out is untouched on failure. */
+ * GPT-2, one with RMSNorm as Llama, Qwen2 when it has qkv_bias, Mistral when
+ * it has a sliding_window). *out is untouched on failure. */
 lt_status lt_hf_family_of(const lt_tf_config *cfg, lt_hf_family *out);
 
 /* Writes dir/model.safetensors (metadata {"format": "pt"}) and
@@ -70,11 +77,13 @@ lt_status lt_hf_export(lt_transformer *m, const char *dir);
 bool lt_hf_is_dir(const char *path);
 
 /* Reads dir/config.json (a regular file of at most 1 MiB) into *cfg and
- * *family (either may be NULL): model_type "gpt2", "llama" or "bert"; keys read and
+ * *family (either may be NULL): model_type "gpt2", "llama", "qwen2", "mistral" or
+ * "bert"; keys read and
  * their defaults in docs/interop.md; a key with a value libtensor cannot
  * run (activation_function, hidden_act, attention_bias, rope_scaling, ...)
  * is refused naming it. The result passes lt_tf_config_validate and
- * lt_hf_family_of. Errors: LT_ERR_IO, LT_ERR_FORMAT (not JSON, a key of the
+ * lt_hf_family_of, whose layout *family is (a "mistral" without a
+ * sliding_window is Llama's). Errors: LT_ERR_IO, LT_ERR_FORMAT (not JSON, a key of the
  * wrong type, naming the file and the key), LT_ERR_INVALID. *cfg untouched
  * on failure. */
 lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *family);

@@ -3,9 +3,12 @@
  * which compares libtensor's Hugging Face directories with PyTorch models
  * written from the published GPT-2 and Llama descriptions.
  *
- *   hf_tool make gpt2|llama DIR SEED   a tiny model of that layout with
+ *   hf_tool make FAMILY DIR SEED       a tiny model of that layout with
  *                                      random weights (norms and biases too),
- *                                      exported to DIR (lt_hf_export)
+ *                                      exported to DIR (lt_hf_export):
+ *                                      gpt2, llama, qwen2 (q/k/v biases),
+ *                                      mistral (sliding window 6), llama3
+ *                                      (Llama with Llama 3's RoPE scaling)
  *   hf_tool logits DIR OUT IDS         loads DIR (lt_hf_load), runs the ids
  *                                      (comma-separated) as one sequence and
  *                                      writes the logits [1, T, V] to OUT
@@ -41,6 +44,11 @@ static int make(const char *family, const char *dir, uint64_t seed) {
   } else {
     c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU, c.swiglu = true, c.pos = LT_TF_POS_ROPE, c.bias = false;
     c.tie_embeddings = false, c.n_kv_heads = 2, c.norm_eps = 1e-6, c.rope_base = 10000.0;
+    if (strcmp(family, "qwen2") == 0) c.qkv_bias = true, c.tie_embeddings = true, c.rope_base = 1e6;
+    if (strcmp(family, "mistral") == 0) c.sliding_window = 6;
+    if (strcmp(family, "llama3") == 0) /* head size 4: wavelengths 6.3 (between 8/4 and 8/1) and 628 (above) */
+      c.rope_type = LT_ROPE_LLAMA3, c.rope_factor = 4, c.rope_low_freq_factor = 1, c.rope_high_freq_factor = 4,
+      c.rope_original_max_len = 8;
   }
   return tool_export_random("hf_tool", &c, dir, seed);
 }
@@ -115,6 +123,6 @@ int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "logits") == 0) return logits(argv[2], argv[3], argv[4]);
   if (argc == 5 && strcmp(argv[1], "greedy") == 0) return greedy(argv[2], strtoll(argv[3], NULL, 10), argv[4]);
   if (argc == 3 && strcmp(argv[1], "tokenizer") == 0) return tokenizer(argv[2]);
-  fprintf(stderr, "usage: hf_tool make gpt2|llama DIR SEED | logits DIR OUT IDS | greedy DIR N IDS | tokenizer DIR\n");
+  fprintf(stderr, "usage: hf_tool make gpt2|llama|qwen2|mistral|llama3 DIR SEED | logits DIR OUT IDS | greedy DIR N IDS | tokenizer DIR\n");
   return 2;
 }

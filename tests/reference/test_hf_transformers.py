@@ -1,15 +1,21 @@
-"""libtensor's GPT-2 and Llama directories against Hugging Face transformers
-itself (the reference environment; docs/interop.md, docs/testing.md).
+"""libtensor's GPT-2, Llama, Qwen2 and Mistral directories against Hugging Face
+transformers itself (the reference environment; docs/interop.md, docs/testing.md).
 
   transformers -> libtensor: tiny random GPT2LMHeadModel (tied head; an
-      untied one is refused, naming the key) and LlamaForCausalLM (GQA, tied
-      and untied heads) made from their configs, their norms and
+      untied one is refused, naming the key), LlamaForCausalLM (GQA, tied
+      and untied heads; Llama 3's and linear RoPE scaling with rope_theta
+      500000), Qwen2ForCausalLM (q/k/v biases, tied and untied) and
+      MistralForCausalLM (sliding window 8, shorter than the 69 positions
+      decoded) made from their configs, their norms and
       biases randomised too, written with save_pretrained (safetensors);
       libtensor loads each (tests/interop/hf_tool logits) with logits within
       1e-4 of transformers' in f32, and its greedy decoding (KV cache) makes
       the same 64 tokens as generate(do_sample=False).
   libtensor -> transformers: hf_tool make exports a tiny random model of each
-      layout; transformers' from_pretrained loads it with the same logits.
+      layout (gpt2, llama, qwen2, mistral, llama3); transformers'
+      from_pretrained loads it with the same logits.
+  refusals: Qwen2 with use_sliding_window, RoPE types libtensor does not run
+      ("dynamic", "yarn"), each naming the key.
 
     python test_hf_transformers.py HF_TOOL     (ctest: reference_hf_transformers)
 """
@@ -24,7 +30,8 @@ from hf_common import randomize as randomize_with  # noqa: E402  (first: offline
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
 from safetensors.numpy import load_file  # noqa: E402
-from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM  # noqa: E402
+from transformers import (AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM,  # noqa: E402
+                          MistralConfig, MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 HF_TOOL = None
 TOL = 1e-4
@@ -49,6 +56,32 @@ def llama(seed, tied=False):
                       rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=tied,
                       bos_token_id=0, eos_token_id=0, attention_bias=False, mlp_bias=False)
     return randomize(LlamaForCausalLM(cfg), seed).eval()
+
+
+def llama_scaled(seed, rope_scaling):
+    """Llama with head size 16 (wavelengths 6.3 to 3e4 around original_max_position_embeddings 32, so that
+    Llama 3's rule keeps, scales and blends frequencies) and rope_theta 500000 (read from rope_parameters)."""
+    cfg = LlamaConfig(vocab_size=67, hidden_size=64, intermediate_size=56, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      rms_norm_eps=1e-6, rope_theta=500000.0, rope_scaling=rope_scaling, tie_word_embeddings=False,
+                      bos_token_id=0, eos_token_id=0)
+    return randomize(LlamaForCausalLM(cfg), seed).eval()
+
+
+def qwen2(seed, tied=False, **kw):
+    cfg = Qwen2Config(vocab_size=71, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                      rms_norm_eps=1e-6, rope_theta=1e6, tie_word_embeddings=tied, bos_token_id=0, eos_token_id=0,
+                      **kw)
+    return randomize(Qwen2ForCausalLM(cfg), seed).eval()
+
+
+def mistral(seed, window=8):
+    cfg = MistralConfig(vocab_size=73, hidden_size=32, intermediate_size=56, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=128,
+                        rms_norm_eps=1e-5, rope_theta=10000.0, sliding_window=window, tie_word_embeddings=False,
+                        bos_token_id=0, eos_token_id=0)
+    return randomize(MistralForCausalLM(cfg), seed).eval()
 
 
 def lt_logits(d, ids, tmp):
@@ -80,6 +113,7 @@ class FromTransformers(unittest.TestCase):
             print(f"{name}: logits [1, {len(ids)}, {want.shape[-1]}], max |libtensor - transformers| = {diff:.2e}")
             self.assertLessEqual(diff, TOL, name)
             prompt = ids[:5]
+            model.generation_config.eos_token_id = None  # 64 tokens whatever they are: no end token, as hf_tool's
             with torch.no_grad():
                 hf = model.generate(torch.tensor([prompt]), max_new_tokens=NEW, min_new_tokens=NEW, do_sample=False,
                                     use_cache=True, pad_token_id=0)[0, len(prompt):].tolist()
@@ -106,6 +140,44 @@ class FromTransformers(unittest.TestCase):
     def test_llama_tied(self):
         self.check(llama(4, tied=True), "llama-tied")
 
+    def test_llama3_rope_scaling(self):
+        self.check(llama_scaled(5, {"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                    "high_freq_factor": 4.0, "original_max_position_embeddings": 32}),
+                   "llama3-rope")
+
+    def test_llama_linear_rope_scaling(self):
+        self.check(llama_scaled(6, {"rope_type": "linear", "factor": 2.5}), "llama-linear-rope")
+
+    def test_qwen2_untied(self):
+        self.check(qwen2(7), "qwen2")
+
+    def test_qwen2_tied(self):
+        self.check(qwen2(8, tied=True), "qwen2-tied")
+
+    def test_mistral_sliding_window(self):
+        self.check(mistral(9), "mistral")
+
+    def test_mistral_no_window(self):
+        self.check(mistral(10, window=None), "mistral-no-window")
+
+    def refused(self, model, name, key):
+        with tempfile.TemporaryDirectory() as tmp:
+            d = os.path.join(tmp, name)
+            model.save_pretrained(d, safe_serialization=True)
+            r = subprocess.run([HF_TOOL, "logits", d, os.path.join(tmp, "x"), "1,2"], capture_output=True, text=True)
+            print(f"{name}: {r.stderr.strip()}")
+            self.assertEqual(r.returncode, 1)
+            self.assertIn(key, r.stderr)
+
+    def test_qwen2_sliding_window_refused(self):
+        self.refused(qwen2(11, use_sliding_window=True, sliding_window=8, max_window_layers=1), "qwen2-window",
+                     "use_sliding_window")
+
+    def test_rope_types_refused(self):
+        self.refused(llama_scaled(12, {"rope_type": "dynamic", "factor": 2.0}), "llama-dynamic", "rope_type")
+        self.refused(llama_scaled(13, {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32}),
+                     "llama-yarn", "rope_type")
+
 
 class ToTransformers(unittest.TestCase):
     def check(self, family, seed):
@@ -114,7 +186,7 @@ class ToTransformers(unittest.TestCase):
             d = os.path.join(tmp, family)
             subprocess.run([HF_TOOL, "make", family, d, str(seed)], check=True)
             with open(os.path.join(d, "config.json")) as f:
-                self.assertEqual(json.load(f)["model_type"], family)
+                self.assertEqual(json.load(f)["model_type"], "llama" if family == "llama3" else family)
             model = AutoModelForCausalLM.from_pretrained(d).eval()
             diff = float(np.abs(lt_logits(d, ids, tmp) - hf_logits(model, ids)).max())
             print(f"libtensor {family} export in transformers: max |difference| = {diff:.2e}")
@@ -125,6 +197,15 @@ class ToTransformers(unittest.TestCase):
 
     def test_llama(self):
         self.check("llama", 12)
+
+    def test_qwen2(self):
+        self.check("qwen2", 13)
+
+    def test_mistral(self):
+        self.check("mistral", 14)
+
+    def test_llama3(self):
+        self.check("llama3", 15)
 
 
 if __name__ == "__main__":
