@@ -152,6 +152,13 @@ START_TEST(llama_round_trip) {
 }
 END_TEST
 
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_ptr_nonnull(f);
+  fputs(text, f);
+  fclose(f);
+}
+
 static lt_tf_config qwen2_config(bool tied) {
   lt_tf_config c = llama_config(tied);
   c.qkv_bias = true;
@@ -274,6 +281,102 @@ START_TEST(sliding_window) {
 }
 END_TEST
 
+/* Sharded weights (model.safetensors.index.json): a directory split in two loads bit-identically, and an
+ * index that disagrees with its shards, or points outside the directory, is refused naming what. */
+START_TEST(sharded) {
+  lt_tf_config c = qwen2_config(false);
+  lt_generator *g = lt_generator_new(9);
+  lt_transformer *m = LT_NNP(lt_transformer_new(&c, g));
+  lt_params *P = lt_transformer_params(m);
+  for (int i = 0; i < lt_params_count(P); i++) LT_OK_OR_FAIL(lt_init_normal_(g, lt_params_at(P, i)->value, 0.1, 0.5));
+  const char *dir = lt_test_join(tmp, "sharded");
+  LT_OK_OR_FAIL(lt_hf_export(m, dir));
+  char one[600], ipath[600], a[600], b[600];
+  snprintf(one, sizeof one, "%s/model.safetensors", dir);
+  snprintf(ipath, sizeof ipath, "%s/model.safetensors.index.json", dir);
+  snprintf(a, sizeof a, "%s/model-00001-of-00002.safetensors", dir);
+  snprintf(b, sizeof b, "%s/model-00002-of-00002.safetensors", dir);
+  lt_st_file *f = LT_NNP(lt_st_open(one));
+  const int n = lt_st_count(f), half = n / 2;
+  const char **names = calloc((size_t)n, sizeof *names);
+  lt_tensor **ts = calloc((size_t)n, sizeof *ts);
+  char index[16384];
+  int len = snprintf(index, sizeof index, "{\"metadata\": {\"total_size\": 0}, \"weight_map\": {");
+  for (int i = 0; i < n; i++) {
+    names[i] = lt_st_info(f, i)->name, ts[i] = LT_NN(lt_st_tensor(f, i, LT_DTYPE_F32));
+    len += snprintf(index + len, sizeof index - (size_t)len, "%s\"%s\": \"model-0000%d-of-00002.safetensors\"",
+                    i ? ", " : "", names[i], i < half ? 1 : 2);
+  }
+  snprintf(index + len, sizeof index - (size_t)len, "}}");
+  const char *k[] = {"format"}, *v[] = {"pt"};
+  LT_OK_OR_FAIL(lt_st_save(a, half, names, (const lt_tensor *const *)ts, 1, k, v));
+  LT_OK_OR_FAIL(lt_st_save(b, n - half, names + half, (const lt_tensor *const *)ts + half, 1, k, v));
+  write_text(ipath, index);
+  ck_assert_int_eq(unlink(one), 0);
+  lt_transformer *m2 = lt_hf_load(dir, 0);
+  ck_assert_msg(m2 != NULL, "%s", lt_last_error());
+  lt_tensor *y = logits(m), *y2 = logits(m2);
+  assert_bit_identical(y, y2, "logits from the shards");
+  lt_transformer_free(m2);
+  /* the size check sums the shards: a configuration larger than both is refused before building */
+  lt_tf_config big = c;
+  big.n_dec_layers = 40;
+  LT_EXPECT_ERR(lt_hf_check_size(dir, &big, 0), LT_ERR_FORMAT, "the configuration describes");
+  /* refusals, each naming the index and the tensor or shard */
+  static const struct {
+    const char *from, *to, *want;
+    lt_status status;
+  } bad[] = {
+      {"model-00002-of-00002.safetensors\"}", "model-00003-of-00002.safetensors\"}", "shard 'model-00003-of-00002.safetensors': ", LT_ERR_IO},
+      {"\"weight_map\"", "\"weight_mop\"", "key 'weight_map' is missing", LT_ERR_FORMAT},
+      {"\"model-00001-of-00002.safetensors\"", "\"../model-00001-of-00002.safetensors\"", "a shard must be a file name", LT_ERR_FORMAT},
+      {"\"model-00001-of-00002.safetensors\"", "\"/etc/passwd\"", "a shard must be a file name", LT_ERR_FORMAT},
+      {"\"model-00001-of-00002.safetensors\"", "\"..\"", "a shard must be a file name", LT_ERR_FORMAT},
+      {"\"model-00001-of-00002.safetensors\"", "\"a\\u0000b\"", "u0000 is not allowed", LT_ERR_FORMAT},
+      {"\"model-00001-of-00002.safetensors\"", "7", "is not a string", LT_ERR_FORMAT},
+      {"{\"metadata\"", "[{\"metadata\"", "not a JSON object", LT_ERR_FORMAT},
+      {"\"metadata\": {\"total_size\": 0}", "\"metadata\": 3", "key 'metadata' is not an object", LT_ERR_FORMAT},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    char text[16384 + 64];
+    const char *at = strstr(index, bad[i].from);
+    ck_assert_ptr_nonnull(at);
+    snprintf(text, sizeof text, "%.*s%s%s", (int)(at - index), index, bad[i].to, at + strlen(bad[i].from));
+    write_text(ipath, text);
+    LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), bad[i].status, bad[i].want);
+  }
+  /* a tensor in both shards; a shard holding a tensor the map does not list; the map listing one no shard holds */
+  write_text(ipath, index);
+  LT_OK_OR_FAIL(lt_st_save(b, n - half + 1, names + half - 1, (const lt_tensor *const *)ts + half - 1, 1, k, v));
+  char want[512];
+  snprintf(want, sizeof want, "tensor '%s' is in two shards, 'model-00001-of-00002.safetensors' and "
+           "'model-00002-of-00002.safetensors'", names[half - 1]);
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, want);
+  lt_tensor *extra = LT_NN(lt_zeros(LT_DTYPE_F32, 1, (int64_t[]){2}));
+  lt_tensor *moved = ts[half - 1];
+  names[half - 1] = "stowaway", ts[half - 1] = extra;
+  LT_OK_OR_FAIL(lt_st_save(b, n - half + 1, names + half - 1, (const lt_tensor *const *)ts + half - 1, 1, k, v));
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "holds tensor 'stowaway', which weight_map does not list");
+  LT_OK_OR_FAIL(lt_st_save(b, n - half - 1, names + half + 1, (const lt_tensor *const *)ts + half + 1, 1, k, v));
+  snprintf(want, sizeof want, "weight_map puts tensor '%s' in shard 'model-00002-of-00002.safetensors', which does "
+           "not hold it", lt_st_info(f, half)->name);
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, want);
+  /* neither file */
+  ck_assert_int_eq(unlink(ipath), 0);
+  LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_IO, "model.safetensors");
+  printf("hf sharded: %d tensors in 2 shards load bit-identically; %zu + 4 inconsistent indexes refused\n", n,
+         sizeof bad / sizeof bad[0]);
+  ts[half - 1] = moved;
+  for (int i = 0; i < n; i++) lt_tensor_free(ts[i]);
+  free(ts);
+  free(names);
+  LT_FREE_ALL(y, y2, extra);
+  lt_st_close(f);
+  lt_transformer_free(m);
+  lt_generator_free(g);
+}
+END_TEST
+
 START_TEST(refusals) {
   lt_tf_config c = lt_tf_config_default(LT_TF_ENCODER_DECODER);
   c.vocab_size = 10;
@@ -323,13 +426,6 @@ START_TEST(refusals) {
   lt_generator_free(g);
 }
 END_TEST
-
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
-}
 
 START_TEST(damaged_directories) {
   lt_tf_config c = llama_config(false);
@@ -557,7 +653,7 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("hf");
   TCase *tc = LT_TEST_CASE(s, "hf", 120, gpt2_round_trip, llama_round_trip, families_round_trip, sliding_window,
-                              refusals, damaged_directories, config_ranges);
+                              sharded, refusals, damaged_directories, config_ranges);
   tcase_add_checked_fixture(tc, tmp_make, tmp_remove);
   return lt_test_run(s);
 }

@@ -639,16 +639,16 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
 /* ======================================================================== */
 
 /* GPT-2 names are found with or without "transformer." (GPT2Model saves them bare). */
-static int find_hf(const lt_st_file *f, const char *name, lt_hf_family fam) {
-  int i = lt_st_find(f, name);
-  if (i < 0 && fam == LT_HF_GPT2 && strncmp(name, "transformer.", 12) == 0) i = lt_st_find(f, name + 12);
-  if (i < 0 && fam == LT_HF_BERT && strncmp(name, "classifier.", 11) != 0) { /* with or without "bert." */
+static lt__hf_ref find_hf(const lt__hf_weights *w, const char *name, lt_hf_family fam) {
+  lt__hf_ref r = lt__hf_weights_find(w, name);
+  if (r.k < 0 && fam == LT_HF_GPT2 && strncmp(name, "transformer.", 12) == 0) r = lt__hf_weights_find(w, name + 12);
+  if (r.k < 0 && fam == LT_HF_BERT && strncmp(name, "classifier.", 11) != 0) { /* with or without "bert." */
     char other[NAME_LEN + 8];
     if (strncmp(name, "bert.", 5) == 0) snprintf(other, sizeof other, "%s", name + 5);
     else snprintf(other, sizeof other, "bert.%s", name);
-    i = lt_st_find(f, other);
+    r = lt__hf_weights_find(w, other);
   }
-  return i;
+  return r;
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -671,12 +671,11 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
   lt_hf_family fam;
   lt_status s = lt_hf_family_of(c, &fam);
   if (s != LT_OK) return s;
-  char path[PATH_LEN];
-  join(path, dir, LT_HF_WEIGHTS_FILE);
-  lt_st_file *f = lt_st_open(path);
-  if (!f) return lt_last_status();
+  lt__hf_weights w;
+  if ((s = lt__hf_weights_open(dir, &w)) != LT_OK) return s;
+  const char *path = w.where;
   pieces ps = {0};
-  int *idx = NULL;
+  lt__hf_ref *idx = NULL;
   if ((s = layout(m, fam, &ps)) != LT_OK || (s = check_cover(m, &ps)) != LT_OK) goto out;
   if (!(idx = calloc((size_t)ps.n, sizeof *idx))) {
     s = lt_error_set(LT_ERR_NOMEM, "hf_load_params: out of memory");
@@ -699,18 +698,19 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
     }                                                                                     \
   } while (0)
   for (int i = 0; i < ps.n; i++)
-    if ((idx[i] = find_hf(f, ps.p[i].hf, fam)) < 0) {
+    if ((idx[i] = find_hf(&w, ps.p[i].hf, fam)).k < 0) {
       n_missing++;
       NOTE("tensor '%s' (libtensor's %s) is missing", ps.p[i].hf, ps.p[i].lt[0]);
     }
-  for (int k = 0; k < lt_st_count(f); k++) {
-    const lt_st_tensor_info *ti = lt_st_info(f, k);
-    bool mine = false;
-    for (int i = 0; i < ps.n && !mine; i++) mine = idx[i] == k;
-    if (mine || tolerated(ti->name, fam) || (c->tie_embeddings && strcmp(ti->name, "lm_head.weight") == 0)) continue;
-    n_extra++;
-    NOTE("tensor '%s' is not part of the %s layout for this configuration", ti->name, lt_hf_family_name(fam));
-  }
+  for (int fi = 0; fi < w.n; fi++)
+    for (int k = 0; k < lt_st_count(w.f[fi]); k++) {
+      const lt_st_tensor_info *ti = lt_st_info(w.f[fi], k);
+      bool mine = false;
+      for (int i = 0; i < ps.n && !mine; i++) mine = idx[i].file == fi && idx[i].k == k;
+      if (mine || tolerated(ti->name, fam) || (c->tie_embeddings && strcmp(ti->name, "lm_head.weight") == 0)) continue;
+      n_extra++;
+      NOTE("tensor '%s' is not part of the %s layout for this configuration", ti->name, lt_hf_family_name(fam));
+    }
 #undef NOTE
   if (n_missing || n_extra) {
     s = lt_error_set(LT_ERR_INVALID, "hf '%s': %d tensor%s missing, %d not in the layout: %s%s", path, n_missing,
@@ -721,7 +721,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
    *    embedding, byte for byte */
   for (int i = 0; i < ps.n; i++) {
     const piece *p = &ps.p[i];
-    const lt_st_tensor_info *ti = lt_st_info(f, idx[i]);
+    const lt_st_tensor_info *ti = lt_st_info(w.f[idx[i].file], idx[i].k);
     bool same = ti->ndim == p->ndim;
     for (int k = 0; same && k < p->ndim; k++) same = ti->shape[k] == p->shape[k];
     if (!same) {
@@ -735,28 +735,30 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
                        lt_st_dtype_name(ti->dtype), lt_dtype_name(p->src[0]->dtype));
       goto out;
     }
-    if ((s = lt_st_check_finite(f, idx[i])) != LT_OK) goto out; /* NaN, inf: refused before a value is written */
+    /* NaN, inf: refused before a value is written */
+    if ((s = lt_st_check_finite(w.f[idx[i].file], idx[i].k)) != LT_OK) goto out;
   }
-  for (int k = 0; k < lt_st_count(f) && c->tie_embeddings; k++) {
-    const lt_st_tensor_info *ti = lt_st_info(f, k);
-    if (strcmp(ti->name, "lm_head.weight") != 0) continue;
-    const lt_st_tensor_info *e = lt_st_info(f, idx[0]);
-    if (e->dtype == ti->dtype && e->end - e->begin == ti->end - ti->begin &&
-        memcmp(lt_st_data(f, idx[0]), lt_st_data(f, k), (size_t)(e->end - e->begin)) == 0)
-      continue;
-    s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor 'lm_head.weight' differs from the embedding '%s', but the "
-                     "configuration ties them (tie_word_embeddings)", path, e->name);
-    goto out;
+  const lt__hf_ref head = lt__hf_weights_find(&w, "lm_head.weight");
+  if (c->tie_embeddings && head.k >= 0) {
+    const lt_st_tensor_info *ti = lt_st_info(w.f[head.file], head.k);
+    const lt_st_tensor_info *e = lt_st_info(w.f[idx[0].file], idx[0].k);
+    if (!(e->dtype == ti->dtype && e->end - e->begin == ti->end - ti->begin &&
+          memcmp(lt_st_data(w.f[idx[0].file], idx[0].k), lt_st_data(w.f[head.file], head.k),
+                 (size_t)(e->end - e->begin)) == 0)) {
+      s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor 'lm_head.weight' differs from the embedding '%s', but the "
+                       "configuration ties them (tie_word_embeddings)", path, e->name);
+      goto out;
+    }
   }
   /* 3. write: read straight into the parameter, or convert then split */
   bool prev = lt_set_grad_enabled(false);
   for (int i = 0; i < ps.n && s == LT_OK; i++) {
     const piece *p = &ps.p[i];
     if (p->op == P_SAME) {
-      s = lt_st_read_into(f, idx[i], p->src[0]);
+      s = lt_st_read_into(w.f[idx[i].file], idx[i].k, p->src[0]);
       continue;
     }
-    lt_tensor *t = lt_st_tensor(f, idx[i], p->src[0]->dtype);
+    lt_tensor *t = lt_st_tensor(w.f[idx[i].file], idx[i].k, p->src[0]->dtype);
     lt_tensor *v = t && p->op != P_CAT ? lt_transpose(t, 0, 1) : t; /* back to [out, in] */
     if (!v) {
       s = lt_last_status();
@@ -777,7 +779,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
 out:
   free(idx);
   free(ps.p);
-  lt_st_close(f);
+  lt__hf_weights_close(&w);
   return s;
 }
 
@@ -786,13 +788,14 @@ lt_status lt_hf_check_size(const char *dir, const lt_tf_config *c, uint64_t max_
   if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_check_size: directory name too long");
   int64_t n_params, in_file = 0;
   size_t bytes;
-  char path[PATH_LEN];
   lt_status s = lt_tf_config_size(c, &n_params, &bytes);
   if (s != LT_OK) return s;
-  lt_st_file *f = lt_st_open(join(path, dir, LT_HF_WEIGHTS_FILE));
-  if (!f) return lt_last_status();
-  for (int i = 0; i < lt_st_count(f); i++) in_file += lt_st_info(f, i)->numel; /* the tensors tile the file: at most its size */
-  lt_st_close(f);
+  lt__hf_weights w;
+  if ((s = lt__hf_weights_open(dir, &w)) != LT_OK) return s;
+  for (int fi = 0; fi < w.n; fi++) /* the tensors tile each file: at most its size */
+    for (int i = 0; i < lt_st_count(w.f[fi]); i++)
+      if (__builtin_add_overflow(in_file, lt_st_info(w.f[fi], i)->numel, &in_file)) in_file = INT64_MAX;
+  lt__hf_weights_close(&w);
   if (n_params > in_file)
     return lt_error_set(LT_ERR_FORMAT, "hf '%s': the configuration describes %lld parameters, the weights file holds "
                         "%lld", dir, (long long)n_params, (long long)in_file);

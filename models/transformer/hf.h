@@ -31,8 +31,9 @@
  *
  * What this is not: a tokenizer converter (the programs copy the
  * checkpoint's serialised tokenizer beside the weights, LT_HF_TOKENIZER_FILE),
- * nor a reader of sharded or 16-bit-only checkpoints beyond what
- * checkpoint/safetensors.h reads (F16/BF16 weights load as f32).
+ * nor a reader of 16-bit-only checkpoints beyond what
+ * checkpoint/safetensors.h reads (F16/BF16 weights load as f32). Sharded
+ * weights (LT_HF_WEIGHTS_INDEX_FILE) are read, never written.
  *
  * Errors and ownership as tensor/tensor.h.
  */
@@ -49,6 +50,9 @@ typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT, LT_HF_QWEN2, LT_HF_MISTRAL }
 
 /* The files of an exported directory. */
 #define LT_HF_WEIGHTS_FILE "model.safetensors"
+/* Read when LT_HF_WEIGHTS_FILE is absent: the weights split over shards
+ * (its weight_map names each tensor's file; docs/interop.md). Never written. */
+#define LT_HF_WEIGHTS_INDEX_FILE "model.safetensors.index.json"
 #define LT_HF_CONFIG_FILE "config.json"
 /* libtensor's tokenizer as the checkpoint holds it (lt_tokenizer_serialize),
  * written by `export` and read by `generate` (not a Hugging Face file). */
@@ -88,7 +92,10 @@ bool lt_hf_is_dir(const char *path);
  * on failure. */
 lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *family);
 
-/* Loads dir/model.safetensors into m (borrowed; its configuration must be
+/* Loads dir/model.safetensors (or, when it is absent, the shards that
+ * dir/model.safetensors.index.json names, checked against it: each shard a
+ * file of dir, every tensor where the index says and in one shard only;
+ * docs/interop.md) into m (borrowed; its configuration must be
  * the directory's, e.g. built from lt_hf_read_config). Every name the layout
  * needs must be present with its shape and a float dtype, and no other name
  * (GPT-2's attention-mask buffers "attn.bias" / "attn.masked_bias" and, for

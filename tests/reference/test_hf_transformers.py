@@ -6,7 +6,8 @@ transformers itself (the reference environment; docs/interop.md, docs/testing.md
       and untied heads; Llama 3's and linear RoPE scaling with rope_theta
       500000), Qwen2ForCausalLM (q/k/v biases, tied and untied) and
       MistralForCausalLM (sliding window 8, shorter than the 69 positions
-      decoded) made from their configs, their norms and
+      decoded), and a Qwen2 saved in shards (max_shard_size, so
+      model.safetensors.index.json) made from their configs, their norms and
       biases randomised too, written with save_pretrained (safetensors);
       libtensor loads each (tests/interop/hf_tool logits) with logits within
       1e-4 of transformers' in f32, and its greedy decoding (KV cache) makes
@@ -102,11 +103,19 @@ def hf_logits(model, ids):
 
 
 class FromTransformers(unittest.TestCase):
-    def check(self, model, name):
+    def check(self, model, name, max_shard_size=None):
         ids = [3, 17, 5, 42, 8, 1, 29, 11, 7, 2, 19, 33]
         with tempfile.TemporaryDirectory() as tmp:
             d = os.path.join(tmp, name)
-            model.save_pretrained(d, safe_serialization=True)
+            if max_shard_size:
+                model.save_pretrained(d, safe_serialization=True, max_shard_size=max_shard_size)
+                with open(os.path.join(d, "model.safetensors.index.json")) as f:
+                    shards = set(json.load(f)["weight_map"].values())
+                self.assertGreater(len(shards), 2)
+                self.assertFalse(os.path.exists(os.path.join(d, "model.safetensors")))
+                print(f"{name}: {len(shards)} shards")
+            else:
+                model.save_pretrained(d, safe_serialization=True)
             got, want = lt_logits(d, ids, tmp), hf_logits(model, ids)
             self.assertEqual(got.shape, want.shape)
             diff = float(np.abs(got - want).max())
@@ -156,6 +165,10 @@ class FromTransformers(unittest.TestCase):
 
     def test_mistral_sliding_window(self):
         self.check(mistral(9), "mistral")
+
+    def test_qwen2_sharded(self):
+        """save_pretrained past max_shard_size: model.safetensors.index.json and its shards."""
+        self.check(qwen2(14), "qwen2-sharded", max_shard_size="20KB")
 
     def test_mistral_no_window(self):
         self.check(mistral(10, window=None), "mistral-no-window")
