@@ -292,13 +292,6 @@ END_TEST
 
 /* ---- Hugging Face layout ----------------------------------------------------- */
 
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 static void round_trip(int64_t n_classes) {
   lt_tf_config c = bert_config(n_classes);
   lt_hf_family fam;
@@ -417,25 +410,25 @@ START_TEST(hf_refusals) {
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char text[1024];
     snprintf(text, sizeof text, "{" BERT_KEYS ", %s}", bad[i].extra);
-    write_text(cpath, text);
+    lt_test_write_text(cpath, text);
     LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), bad[i].st, bad[i].msg);
   }
-  write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19}");
+  lt_test_write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "'hidden_size' is missing");
-  write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 4611686018427387904, "
+  lt_test_write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 4611686018427387904, "
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 1, \"intermediate_size\": 12, "
                     "\"max_position_embeddings\": 10}");
   /* refused before anything is allocated, naming the value (hidden_size against the range table) */
   ck_assert_ptr_null(lt_hf_load(dir, 0));
   ck_assert_msg(strstr(lt_last_error(), "4611686018427387904"), "%s", lt_last_error());
-  write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 8, \"num_hidden_layers\": 1000, "
+  lt_test_write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 8, \"num_hidden_layers\": 1000, "
                     "\"num_attention_heads\": 2, \"intermediate_size\": 12, \"max_position_embeddings\": 10}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "the configuration describes");
-  write_text(cpath, "{" BERT_KEYS ", \"type_vocab_size\": 1}");
+  lt_test_write_text(cpath, "{" BERT_KEYS ", \"type_vocab_size\": 1}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_SHAPE, "token_type_embeddings");
-  write_text(cpath, "{" BERT_KEYS ", \"architectures\": [\"BertForSequenceClassification\"], \"num_labels\": 2}");
+  lt_test_write_text(cpath, "{" BERT_KEYS ", \"architectures\": [\"BertForSequenceClassification\"], \"num_labels\": 2}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "the configuration describes"); /* no classifier in the file */
-  write_text(cpath, "{" BERT_KEYS "}");
+  lt_test_write_text(cpath, "{" BERT_KEYS "}");
   lt_transformer *ok = lt_hf_load(dir, 0);
   ck_assert_msg(ok != NULL, "%s", lt_last_error());
   lt_transformer_free(ok);

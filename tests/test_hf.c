@@ -152,13 +152,6 @@ START_TEST(llama_round_trip) {
 }
 END_TEST
 
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 static lt_tf_config qwen2_config(bool tied) {
   lt_tf_config c = llama_config(tied);
   c.qkv_bias = true;
@@ -311,7 +304,7 @@ START_TEST(sharded) {
   const char *k[] = {"format"}, *v[] = {"pt"};
   LT_OK_OR_FAIL(lt_st_save(a, half, names, (const lt_tensor *const *)ts, 1, k, v));
   LT_OK_OR_FAIL(lt_st_save(b, n - half, names + half, (const lt_tensor *const *)ts + half, 1, k, v));
-  write_text(ipath, index);
+  lt_test_write_text(ipath, index);
   ck_assert_int_eq(unlink(one), 0);
   lt_transformer *m2 = lt_hf_load(dir, 0);
   ck_assert_msg(m2 != NULL, "%s", lt_last_error());
@@ -342,11 +335,11 @@ START_TEST(sharded) {
     const char *at = strstr(index, bad[i].from);
     ck_assert_ptr_nonnull(at);
     snprintf(text, sizeof text, "%.*s%s%s", (int)(at - index), index, bad[i].to, at + strlen(bad[i].from));
-    write_text(ipath, text);
+    lt_test_write_text(ipath, text);
     LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), bad[i].status, bad[i].want);
   }
   /* a tensor in both shards; a shard holding a tensor the map does not list; the map listing one no shard holds */
-  write_text(ipath, index);
+  lt_test_write_text(ipath, index);
   LT_OK_OR_FAIL(lt_st_save(b, n - half + 1, names + half - 1, (const lt_tensor *const *)ts + half - 1, 1, k, v));
   char want[512];
   snprintf(want, sizeof want, "tensor '%s' is in two shards, 'model-00001-of-00002.safetensors' and "
@@ -481,31 +474,31 @@ START_TEST(damaged_directories) {
   assert_bit_identical(before, after, "the model after failed loads");
   /* config keys libtensor cannot run */
   LT_OK_OR_FAIL(lt_st_save(wpath, n, names, (const lt_tensor *const *)ts, 1, k, v));
-  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+  lt_test_write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16,"
                     "\"hidden_act\": \"gelu\"}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "key 'hidden_act' must be \"silu\"");
-  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+  lt_test_write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16,"
                     "\"rope_scaling\": {\"type\": \"dynamic\", \"factor\": 2.0}}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "rope_scaling': key 'rope_type' \"dynamic\"");
-  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": \"16\"}");
+  lt_test_write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": \"16\"}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "key 'hidden_size' is not an integer");
   /* a configuration that claims more than the file holds is refused before the model is built */
-  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+  lt_test_write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
                     "\"num_hidden_layers\": 1000, \"num_attention_heads\": 4, \"max_position_embeddings\": 16}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "the configuration describes");
-  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
+  lt_test_write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20,"
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
                     "\"max_position_embeddings\": 16}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 1000), LT_ERR_NOMEM, "over the memory cap");
-  write_text(cpath, "{\"model_type\": \"t5\"}");
+  lt_test_write_text(cpath, "{\"model_type\": \"t5\"}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "model_type");
-  write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
+  lt_test_write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                     "\"n_positions\": 8, \"activation_function\": \"relu\"}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "activation_function");
   /* the GPT-2 config, with llama weights: names missing */
-  write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
+  lt_test_write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                     "\"n_positions\": 8}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "'transformer.wte.weight' (libtensor's embed.weight) is missing");
   for (int i = 0; i < n; i++) lt_tensor_free(ts[i]);
@@ -566,7 +559,7 @@ START_TEST(config_ranges) {
       if (strcmp(base[k][0], cases[i].key))
         len += snprintf(text + len, sizeof text - (size_t)len, ", \"%s\": %s", base[k][0], base[k][1]);
     snprintf(text + len, sizeof text - (size_t)len, "}");
-    write_text(cpath, text);
+    lt_test_write_text(cpath, text);
     lt_tf_config c;
     memset(&c, 0x5a, sizeof c);
     lt_tf_config before = c;
@@ -591,7 +584,7 @@ START_TEST(config_ranges) {
                   msg);
   }
   /* the bounds themselves load */
-  write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20, "
+  lt_test_write_text(cpath, "{\"model_type\": \"llama\", \"vocab_size\": 13, \"hidden_size\": 16, \"intermediate_size\": 20, "
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"max_position_embeddings\": 16, "
                     "\"rms_norm_eps\": 1, \"rope_theta\": 1e9}");
   lt_tf_config c;
@@ -630,19 +623,19 @@ START_TEST(config_ranges) {
   };
   const int n_more = (int)(sizeof more / sizeof more[0]);
   for (int i = 0; i < n_more; i++) {
-    write_text(cpath, more[i].text);
+    lt_test_write_text(cpath, more[i].text);
     LT_EXPECT_ERR(lt_hf_read_config(dir, &c, NULL), more[i].status, more[i].want);
   }
   /* what loads: theta from rope_parameters alone (transformers 5 writes no rope_theta), Mistral's default window */
-  write_text(cpath, "{\"model_type\": \"llama\", " LLAMA_KEYS ", \"rope_parameters\": {\"rope_theta\": 500000.0, "
+  lt_test_write_text(cpath, "{\"model_type\": \"llama\", " LLAMA_KEYS ", \"rope_parameters\": {\"rope_theta\": 500000.0, "
                     "\"rope_type\": \"default\"}}");
   LT_OK_OR_FAIL(lt_hf_read_config(dir, &c, NULL));
   ck_assert(c.rope_base == 500000.0 && c.rope_type == LT_ROPE_DEFAULT);
-  write_text(cpath, "{\"model_type\": \"mistral\", " LLAMA_KEYS "}");
+  lt_test_write_text(cpath, "{\"model_type\": \"mistral\", " LLAMA_KEYS "}");
   lt_hf_family fam;
   LT_OK_OR_FAIL(lt_hf_read_config(dir, &c, &fam));
   ck_assert(fam == LT_HF_MISTRAL && c.sliding_window == 4096);
-  write_text(cpath, "{\"model_type\": \"mistral\", " LLAMA_KEYS ", \"sliding_window\": null}");
+  lt_test_write_text(cpath, "{\"model_type\": \"mistral\", " LLAMA_KEYS ", \"sliding_window\": null}");
   LT_OK_OR_FAIL(lt_hf_read_config(dir, &c, &fam));
   ck_assert(fam == LT_HF_LLAMA && c.sliding_window == 0); /* no window: Llama's layout, exported as Llama */
 #undef LLAMA_KEYS

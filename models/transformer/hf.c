@@ -392,6 +392,24 @@ bool lt_hf_is_dir(const char *path) {
   return stat(join(p, path, LT_HF_CONFIG_FILE), &st) == 0;
 }
 
+lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what, json_t **out) {
+  *out = NULL;
+  char *text = NULL;
+  size_t n = 0;
+  lt_status s = lt_ckpt_read_file(path, max_bytes, &text, &n);
+  if (s != LT_OK) return s;
+  json_error_t jerr;
+  json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+  free(text);
+  if (!j || !json_is_object(j)) {
+    json_decref(j);
+    return lt_error_set(LT_ERR_FORMAT, "hf %s '%s': not a JSON object%s%s", what, path, j ? "" : ": ",
+                        j ? "" : jerr.text);
+  }
+  *out = j;
+  return LT_OK;
+}
+
 /* Key key's value, in the range of the configuration field it gives
  * (LT_TF_CONFIG_RANGES, transformer.h: the table train's flags use). */
 static void in_range(lt__hf_cfg *r, const char *key, const char *field, bool is_int, int64_t iv, double dv) {
@@ -524,18 +542,9 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
   if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_read_config: directory name too long");
   char path[PATH_LEN];
   join(path, dir, LT_HF_CONFIG_FILE);
-  char *text = NULL;
-  size_t n = 0;
-  lt_status s = lt_ckpt_read_file(path, CONFIG_MAX_BYTES, &text, &n);
+  json_t *j;
+  lt_status s = lt__hf_read_json(path, CONFIG_MAX_BYTES, "config", &j);
   if (s != LT_OK) return s;
-  json_error_t jerr;
-  json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
-  free(text);
-  if (!j || !json_is_object(j)) {
-    json_decref(j);
-    return lt_error_set(LT_ERR_FORMAT, "hf config '%s': not a JSON object%s%s", path, j ? "" : ": ",
-                        j ? "" : jerr.text);
-  }
   lt__hf_cfg r = {path, j, LT_OK};
   json_t *mt = json_object_get(j, "model_type");
   int fam = -1;

@@ -72,20 +72,14 @@ static bool shard_name_ok(const char *s, size_t len) {
 /* The shards of the index at w->where (dir's); w is empty on entry. */
 static lt_status open_sharded(const char *dir, lt__hf_weights *w) {
   const char *where = w->where;
-  char *text = NULL;
-  size_t size = 0;
-  lt_status s = lt_ckpt_read_file(where, LT__HF_INDEX_MAX_BYTES, &text, &size);
+  json_t *j;
+  lt_status s = lt__hf_read_json(where, LT__HF_INDEX_MAX_BYTES, "index", &j);
   if (s != LT_OK) return s;
-  json_error_t jerr;
-  json_t *j = json_loadb(text, size, JSON_REJECT_DUPLICATES, &jerr);
-  free(text);
-  json_t *map = j ? json_object_get(j, "weight_map") : NULL, *shards = json_object(); /* shard name -> index */
-  json_t *meta = j ? json_object_get(j, "metadata") : NULL;
+  json_t *map = json_object_get(j, "weight_map"), *shards = json_object(); /* shard name -> index */
+  json_t *meta = json_object_get(j, "metadata");
   const char *name;
   json_t *v;
   if (!shards) BAD(LT_ERR_NOMEM, "hf: out of memory");
-  else if (!j || !json_is_object(j))
-    BAD(LT_ERR_FORMAT, "hf index '%s': not a JSON object%s%s", where, j ? "" : ": ", j ? "" : jerr.text);
   else if (!json_is_object(map) || json_object_size(map) == 0)
     BAD(LT_ERR_FORMAT, "hf index '%s': key 'weight_map' %s", where,
         !map ? "is missing" : json_is_object(map) ? "is empty" : "is not an object");
