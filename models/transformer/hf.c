@@ -392,7 +392,7 @@ bool lt_hf_is_dir(const char *path) {
   return stat(join(p, path, LT_HF_CONFIG_FILE), &st) == 0;
 }
 
-lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what, json_t **out) {
+lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what, bool array, json_t **out) {
   *out = NULL;
   char *text = NULL;
   size_t n = 0;
@@ -401,10 +401,10 @@ lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what,
   json_error_t jerr;
   json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
   free(text);
-  if (!j || !json_is_object(j)) {
+  if (!j || (array ? !json_is_array(j) : !json_is_object(j))) {
     json_decref(j);
-    return lt_error_set(LT_ERR_FORMAT, "hf %s '%s': not a JSON object%s%s", what, path, j ? "" : ": ",
-                        j ? "" : jerr.text);
+    return lt_error_set(LT_ERR_FORMAT, "hf %s '%s': not a JSON %s%s%s", what, path, array ? "array" : "object",
+                        j ? "" : ": ", j ? "" : jerr.text);
   }
   *out = j;
   return LT_OK;
@@ -543,7 +543,7 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
   char path[PATH_LEN];
   join(path, dir, LT_HF_CONFIG_FILE);
   json_t *j;
-  lt_status s = lt__hf_read_json(path, CONFIG_MAX_BYTES, "config", &j);
+  lt_status s = lt__hf_read_json(path, CONFIG_MAX_BYTES, "config", false, &j);
   if (s != LT_OK) return s;
   lt__hf_cfg r = {path, j, LT_OK};
   json_t *mt = json_object_get(j, "model_type");

@@ -40,6 +40,7 @@
 #ifndef LT_TF_HF_H
 #define LT_TF_HF_H
 
+#include "datasets/datasets.h"
 #include "models/transformer/transformer.h"
 
 #ifdef __cplusplus
@@ -120,6 +121,38 @@ lt_status lt_hf_check_size(const char *dir, const lt_tf_config *cfg, uint64_t ma
  * lt_hf_load_params: the model of an exported directory. Returns new (free
  * with lt_transformer_free), or NULL with the error set. */
 lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes);
+
+/* ---- sentence embeddings, as sentence-transformers (hf_embed.c) ------------ */
+
+/* What sentence-transformers' files in an encoder directory say. */
+typedef struct lt_hf_sentence_config {
+  int64_t max_seq_length; /* tokens per text, special tokens included (sentence_bert_config.json; absent: max_len) */
+  bool normalize;         /* L2-normalise each embedding (a Normalize module in modules.json) */
+} lt_hf_sentence_config;
+
+/* Reads dir's modules.json (absent: mean pooling without Normalize, what
+ * sentence-transformers does with a plain model), its Pooling module's
+ * config.json and sentence_bert_config.json for a model of configuration
+ * cfg (borrowed). The pipeline must be Transformer (the directory itself),
+ * Pooling with pooling_mode_mean_tokens only (of cfg's d_model), then
+ * optionally Normalize; any other module, pooling mode, a path leaving the
+ * directory, do_lower_case true or a max_seq_length outside [1, max_len] is
+ * refused naming the file and the key (LT_ERR_INVALID, LT_ERR_FORMAT,
+ * LT_ERR_IO). *out untouched on failure. */
+lt_status lt_hf_read_sentence_config(const char *dir, const lt_tf_config *cfg, lt_hf_sentence_config *out);
+
+/* Sentence embeddings of texts[0..n) (lens[i] bytes each, or NULL: each
+ * NUL-terminated) with the encoder m and its tokenizer tok (both borrowed):
+ * each text encoded with the tokenizer's special tokens, its text tokens cut
+ * to fit sc->max_seq_length (transformers' truncation for one sequence),
+ * then in batches of at most `batch` texts of similar lengths (longest
+ * first, each batch padded to its longest), lt_transformer_embed (mean over
+ * the tokens, normalised when sc->normalize). Returns new [n, C] f32, row i
+ * for texts[i], or NULL with LT_ERR_NULL, LT_ERR_INVALID (a decoder-only
+ * model, batch < 1, a token id outside the vocabulary: another model's
+ * tokenizer), the tokenizer's errors, LT_ERR_NOMEM. */
+lt_tensor *lt_hf_embed_texts(const lt_transformer *m, const lt_tokenizer *tok, const lt_hf_sentence_config *sc,
+                             int64_t n, const char *const *texts, const size_t *lens, int64_t batch);
 
 #ifdef __cplusplus
 }

@@ -40,10 +40,10 @@ typedef struct pieces {
 lt_status lt__hf_add_piece(pieces *ps, lt_params *params, const char *hf, piece_op op, int n, const char *l0,
                            const char *l1, const char *l2);
 
-/* The JSON object in the file path (a regular file of at most max_bytes;
- * duplicate keys refused): *out a new reference, or NULL with LT_ERR_IO /
- * LT_ERR_FORMAT ("hf <what> '<path>': not a JSON object: ..."). */
-lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what, json_t **out);
+/* The JSON object (array: the array) in the file path (a regular file of at
+ * most max_bytes; duplicate keys refused): *out a new reference, or NULL
+ * with LT_ERR_IO / LT_ERR_FORMAT ("hf <what> '<path>': not a JSON object: ..."). */
+lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what, bool array, json_t **out);
 
 /* ---- config.json's keys (hf.c), for every family ---------------------------- */
 /* A reader of one config.json: the first failure is kept in s and every later

@@ -73,7 +73,7 @@ static bool shard_name_ok(const char *s, size_t len) {
 static lt_status open_sharded(const char *dir, lt__hf_weights *w) {
   const char *where = w->where;
   json_t *j;
-  lt_status s = lt__hf_read_json(where, LT__HF_INDEX_MAX_BYTES, "index", &j);
+  lt_status s = lt__hf_read_json(where, LT__HF_INDEX_MAX_BYTES, "index", false, &j);
   if (s != LT_OK) return s;
   json_t *map = json_object_get(j, "weight_map"), *shards = json_object(); /* shard name -> index */
   json_t *meta = json_object_get(j, "metadata");
