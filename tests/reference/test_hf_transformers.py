@@ -15,6 +15,9 @@ transformers itself (the reference environment; docs/interop.md, docs/testing.md
   libtensor -> transformers: hf_tool make exports a tiny random model of each
       layout (gpt2, llama, qwen2, mistral, llama3); transformers'
       from_pretrained loads it with the same logits.
+  beam search: hf_tool beam (lt_generate, 4 beams, early stopping) against
+      generate(num_beams=4, early_stopping=True, length_penalty=0 to 2) on
+      random GPT-2, Llama and Qwen2: the same tokens, scores within 1e-4.
   refusals: Qwen2 with use_sliding_window, RoPE types libtensor does not run
       ("dynamic", "yarn"), each naming the key.
 
@@ -190,6 +193,57 @@ class FromTransformers(unittest.TestCase):
         self.refused(llama_scaled(12, {"rope_type": "dynamic", "factor": 2.0}), "llama-dynamic", "rope_type")
         self.refused(llama_scaled(13, {"rope_type": "yarn", "factor": 2.0, "original_max_position_embeddings": 32}),
                      "llama-yarn", "rope_type")
+
+
+def lt_beam(d, n, k, alpha, eos, ids):
+    r = subprocess.run([HF_TOOL, "beam", d, str(n), str(k), repr(alpha), str(eos), ",".join(map(str, ids))],
+                       check=True, capture_output=True, text=True)
+    toks, score = r.stdout.strip().split("\n")
+    return [int(x) for x in toks.split(",") if x], float(score)
+
+
+class BeamSearch(unittest.TestCase):
+    """lt_generate's beam search (4 beams, early stopping: an input is done with 4 finished hypotheses)
+    against generate(num_beams=4, early_stopping=True, length_penalty=alpha): the best hypothesis's
+    tokens identical, its score (sum of log p / generated length^alpha) within 1e-4. The end token is
+    one greedy decoding makes often but not among its first six (nor in the prompt), so that hypotheses end, after a
+    few tokens, before max_new_tokens."""
+    def check(self, model, name, alphas, new=24):
+        prompt = [3, 17, 5, 42, 8]
+        with tempfile.TemporaryDirectory() as tmp:
+            d = os.path.join(tmp, name)
+            model.save_pretrained(d, safe_serialization=True)
+            model.generation_config.eos_token_id = None
+            with torch.no_grad():
+                greedy = model.generate(torch.tensor([prompt]), max_new_tokens=new, do_sample=False,
+                                        pad_token_id=0)[0, len(prompt):].tolist()
+            late = [t for t in greedy if t not in greedy[:6] + prompt] or greedy  # longer hypotheses
+            eos = max(sorted(set(late)), key=late.count)
+            ended = 0
+            for alpha in alphas:
+                with torch.no_grad():
+                    out = model.generate(torch.tensor([prompt]), num_beams=4, early_stopping=True,
+                                         length_penalty=alpha, max_new_tokens=new, do_sample=False, eos_token_id=eos,
+                                         pad_token_id=eos, output_scores=True, return_dict_in_generate=True)
+                hf = out.sequences[0, len(prompt):].tolist()
+                hf = hf[:hf.index(eos) + 1] if eos in hf else hf
+                hf_score = float(out.sequences_scores[0])
+                lt, lt_score = lt_beam(d, new, 4, alpha, eos, prompt)
+                ended += 3 <= len(hf) < new
+                print(f"{name} beam 4, length_penalty {alpha}, eos {eos}: {len(hf)} tokens, score transformers "
+                      f"{hf_score:.6f} libtensor {lt_score:.6f} (|diff| {abs(hf_score - lt_score):.1e})")
+                self.assertEqual(lt, hf, f"{name} alpha {alpha}")
+                self.assertLessEqual(abs(lt_score - hf_score), TOL, f"{name} alpha {alpha}")
+            self.assertGreater(ended, 0, f"{name}: no best hypothesis of 3 or more tokens ended before max_new_tokens")
+
+    def test_llama(self):
+        self.check(llama(21), "llama", [0.0, 1.0, 2.0])
+
+    def test_gpt2(self):
+        self.check(gpt2(24), "gpt2", [0.0, 0.6, 1.5])
+
+    def test_qwen2(self):
+        self.check(qwen2(23), "qwen2", [1.0])
 
 
 class ToTransformers(unittest.TestCase):
