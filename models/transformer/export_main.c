@@ -47,7 +47,7 @@ static const lt_cli_opt OPTS[] = {
                     "the checkpoint to export (a ckpt-*.h5 of train, a run directory for its newest, or a model-only "
                     "checkpoint); required"),
   LT_CLI_OPT_ENUM(options, "format", format, format_name, 1, "the output format: hf (a Hugging Face directory, "
-                  "GPT-2 or Llama layout)"),
+                  "GPT-2, Llama, Qwen2 or Mistral layout)"),
   LT_CLI_OPT_STRING(options, "out", out, "DIR", PATH_MAX_LEN, "the directory to write (created if absent); required"),
   LT_CLI_OPT_BOOL(options, "overwrite", overwrite, "replace the export a --out directory already holds (config.json, "
                   "model.safetensors, the tokenizer files); without it such a directory is refused"),
@@ -67,8 +67,8 @@ static const lt_cli CLI = {
     .synopsis = "Usage: " PROG " --checkpoint FILE --format hf --out DIR\n"
                 "       " PROG " --checkpoint FILE --list\n"
                 "\n"
-                "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's or\n"
-                "Llama's tensor names), config.json (GPT2Config's or LlamaConfig's keys) and\n"
+                "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's, Llama's,\n"
+                "Qwen2's or Mistral's tensor names), config.json (their configs' keys) and\n"
                 "the checkpoint's tokenizer (libtensor-tokenizer.bin, tokenizer.json). generate --checkpoint DIR and\n"
                 "train --init-from DIR read it back (docs/interop.md).\n"
                 "\n"

@@ -1,6 +1,7 @@
 /*
  * models/transformer/hf.c: the Transformer as a Hugging Face GPT-2 or Llama
- * directory, and the shared machinery of BERT's (hf_bert.c) (hf.h): which layout a configuration fits, the
+ * directory (Qwen2's and Mistral's are Llama's with q/k/v biases or a
+ * sliding window; RoPE scaling for all three), and the shared machinery of BERT's (hf_bert.c) (hf.h): which layout a configuration fits, the
  * name and orientation mapping (one table of pieces per layout, used both
  * ways), config.json with jansson, and the checked load.
  *
