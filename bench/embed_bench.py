@@ -14,7 +14,8 @@ then PyTorch, then the next batch size; --rounds of them):
   PyTorch  SentenceTransformer.encode(sentences, batch_size=B) in this process
            (loaded once, one warm-up call), torch.set_num_threads(n): the call.
 
-Both sort by length and pad each batch to its longest. Prints the median
+Both sort by length and pad each batch to its longest; both run with
+OMP_WAIT_POLICY=PASSIVE (set before torch is imported). Prints the median
 sentences/s of each and their ratio (C / PyTorch) as a Markdown table, and
 checks that the two agree (worst cosine). One measurement on a shared machine:
 say so when quoting it, and rerun on an idle one for figures to keep.
@@ -28,6 +29,9 @@ import sys
 import tempfile
 import time
 
+# Both sides' OpenMP threads sleep when idle instead of spinning (./do.sh run sets the same for programs):
+# on a shared machine a spinning pool is descheduled mid-step and PyTorch's small batches slow down 50-100x.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "tests", "reference"))
 from test_hf_bert import minilm_dir, sentences  # noqa: E402  (also the offline settings)
