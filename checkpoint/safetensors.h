@@ -40,7 +40,8 @@
  * no f16 dtype, so F16 is never written).
  *
  * What this is not: a writer of F16 (f32 tensors are written as F32, bf16
- * ones as BF16), a reader of sharded checkpoints (model.safetensors.index.json), or a
+ * ones as BF16), a reader of sharded checkpoints (model.safetensors.index.json:
+ * models/transformer/hf_weights.c opens the shards it names), or a
  * mapping of names (models/transformer/hf.h maps Hugging Face names).
  *
  * Errors and ownership as tensor/tensor.h: a status and lt_last_error();

@@ -40,6 +40,11 @@
 
 lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
                       double dropout, lt_generator *g) {
+  return lt_mha_init_biases(m, p, name, C, NH, NKV, bias, bias, dropout, g);
+}
+
+lt_status lt_mha_init_biases(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV,
+                             bool qkv_bias, bool out_bias, double dropout, lt_generator *g) {
   if (!m) return lt__err(LT_ERR_NULL, "mha_init: m is NULL");
   if (!p) return lt__err(LT_ERR_NULL, "mha_init: p (the parameter store) is NULL");
   if (!g) return lt__err(LT_ERR_NULL, "mha_init: g (the generator) is NULL");
@@ -60,13 +65,13 @@ lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int6
   const int64_t kv = NKV * (C / NH);
   char buf[512];
   /* Registration order q, k, v, out (weight then bias each) fixes the draws from g. */
-  lt_status st = lt_linear_init(&mm.q_proj, p, lt_name_join(buf, sizeof buf, name, "q_proj"), C, C, bias, g);
+  lt_status st = lt_linear_init(&mm.q_proj, p, lt_name_join(buf, sizeof buf, name, "q_proj"), C, C, qkv_bias, g);
   if (st == LT_OK)
-    st = lt_linear_init(&mm.k_proj, p, lt_name_join(buf, sizeof buf, name, "k_proj"), C, kv, bias, g);
+    st = lt_linear_init(&mm.k_proj, p, lt_name_join(buf, sizeof buf, name, "k_proj"), C, kv, qkv_bias, g);
   if (st == LT_OK)
-    st = lt_linear_init(&mm.v_proj, p, lt_name_join(buf, sizeof buf, name, "v_proj"), C, kv, bias, g);
+    st = lt_linear_init(&mm.v_proj, p, lt_name_join(buf, sizeof buf, name, "v_proj"), C, kv, qkv_bias, g);
   if (st == LT_OK)
-    st = lt_linear_init(&mm.out_proj, p, lt_name_join(buf, sizeof buf, name, "out_proj"), C, C, bias, g);
+    st = lt_linear_init(&mm.out_proj, p, lt_name_join(buf, sizeof buf, name, "out_proj"), C, C, out_bias, g);
   if (st != LT_OK) return st;
   *m = mm;
   return LT_OK;
@@ -111,7 +116,7 @@ static lt_tensor *attend(const lt_mha *m, const lt_tensor *q, const lt_tensor *k
 /* rope(x, pos) when the module uses RoPE, else x itself with one more
  * reference. Returns new (or a retained x). */
 static lt_tensor *maybe_rope(const lt_mha *m, lt_tensor *x, int64_t pos) {
-  return m->rope ? lt_rope(x, pos, m->rope_base) : lt_tensor_retain(x);
+  return m->rope ? lt_rope_scaled(x, pos, m->rope_base, &m->rope_scaling) : lt_tensor_retain(x);
 }
 
 /* split_heads(lin(x)), [B,L,C] -> [B,H,L,HS]. Returns new. */

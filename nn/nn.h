@@ -334,6 +334,34 @@ LT_API lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_t
  * pos0 .. pos0+T-1 with the given base (10000 by default). */
 LT_API lt_tensor *lt_rope(const lt_tensor *x, int64_t pos0, double base);
 
+/* RoPE's frequency scaling, as Hugging Face's rope_parameters / rope_scaling
+ * (transformers' modeling_rope_utils.py). inv_i = base^(-2i/HS) is the
+ * unscaled frequency of pair i:
+ *   LT_ROPE_DEFAULT  inv_i (the other fields unused);
+ *   LT_ROPE_LINEAR   inv_i / factor (positions divided by factor);
+ *   LT_ROPE_LLAMA3   Llama 3.1's: with wavelength w = 2 pi / inv_i,
+ *                    L = original_max_len, lo = L / low_freq_factor and
+ *                    hi = L / high_freq_factor: w < hi keeps inv_i, w > lo
+ *                    takes inv_i / factor, and between them
+ *                    (1 - a) inv_i / factor + a inv_i with
+ *                    a = (L / w - low_freq_factor) / (high_freq_factor - low_freq_factor).
+ * Neither changes the attention's scale (transformers' attention_factor is 1
+ * for both). */
+typedef enum { LT_ROPE_DEFAULT = 0, LT_ROPE_LINEAR = 1, LT_ROPE_LLAMA3 = 2 } lt_rope_type;
+typedef struct lt_rope_scaling {
+  lt_rope_type type;
+  double factor;                         /* linear, llama3: > 0 */
+  double low_freq_factor, high_freq_factor; /* llama3: 0 < low < high */
+  int64_t original_max_len;              /* llama3: >= 1 */
+} lt_rope_scaling;
+/* LT_OK when sc (NULL: none) is usable, else LT_ERR_INVALID naming the field. */
+LT_API lt_status lt_rope_scaling_check(const lt_rope_scaling *sc);
+/* The frequency of pair i (0 <= i < HS/2) under sc (NULL: none). */
+LT_API double lt_rope_inv_freq(int64_t i, int64_t HS, double base, const lt_rope_scaling *sc);
+/* lt_rope with the frequencies of sc (NULL or LT_ROPE_DEFAULT: lt_rope itself).
+ * Errors: those of lt_rope and lt_rope_scaling_check. */
+LT_API lt_tensor *lt_rope_scaled(const lt_tensor *x, int64_t pos0, double base, const lt_rope_scaling *sc);
+
 /* Sinusoidal encodings of "Attention Is All You Need" as a [T, C] table
  * (returns new, no grad): PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(...). */
 LT_API lt_tensor *lt_sinusoidal_table(lt_dtype dtype, int64_t T, int64_t C);
@@ -452,11 +480,17 @@ typedef struct lt_mha {
   int64_t C, NH, NKV, HS; /* model width, query heads, key/value heads, head size C / NH */
   bool rope;              /* RoPE on q and k; default false */
   double rope_base;       /* RoPE theta: frequency i is rope_base^(-2i/HS); default 10000 */
+  lt_rope_scaling rope_scaling; /* RoPE's frequency scaling; default none (zeroed: LT_ROPE_DEFAULT) */
   double dropout;         /* on the attention weights, in training mode only */
   lt_linear_m q_proj, k_proj, v_proj, out_proj; /* [C, C], [NKV*HS, C], [NKV*HS, C], [C, C] */
 } lt_mha;
 LT_API lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
                       double dropout, lt_generator *g);
+/* lt_mha_init with biases on q_proj, k_proj and v_proj when qkv_bias, and on
+ * out_proj when out_bias (Qwen2's attention: qkv_bias true, out_bias false).
+ * lt_mha_init(..., bias, ...) is this with both set to bias. */
+LT_API lt_status lt_mha_init_biases(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV,
+                             bool qkv_bias, bool out_bias, double dropout, lt_generator *g);
 /* Turns RoPE on with theta base (> 0 and finite); the head size must be even.
  * LT_ERR_INVALID naming the value otherwise, m unchanged. */
 LT_API lt_status lt_mha_set_rope(lt_mha *m, double base);

@@ -13,6 +13,10 @@
  * g_{i+H} cos - g_i sin. The cos/sin table [T, H] is computed in double and
  * rounded once to the tensor's dtype; nothing is saved for backward.
  *
+ * Scaled frequencies (lt_rope_scaled: linear, Llama 3's) replace
+ * base^(-2i/HS) by lt_rope_inv_freq's, transformers' rope_parameters rules;
+ * the rotation and its backward are the same.
+ *
  * What this is not: the interleaved (GPT-J / original RoFormer) layout that
  * pairs (x_{2i}, x_{2i+1}), nor a cached table shared across calls (it costs
  * T*H sin/cos, small next to the attention it feeds).
@@ -29,7 +33,39 @@
 typedef struct rope_aux {
   int64_t pos0;
   double base;
+  lt_rope_scaling sc; /* type LT_ROPE_DEFAULT: unscaled */
 } rope_aux;
+
+lt_status lt_rope_scaling_check(const lt_rope_scaling *sc) {
+  if (!sc || sc->type == LT_ROPE_DEFAULT) return LT_OK;
+  if (sc->type != LT_ROPE_LINEAR && sc->type != LT_ROPE_LLAMA3)
+    return lt__err(LT_ERR_INVALID, "rope: scaling type %d: must be LT_ROPE_DEFAULT, LT_ROPE_LINEAR or LT_ROPE_LLAMA3",
+                   (int)sc->type);
+  if (!(sc->factor > 0) || isinf(sc->factor))
+    return lt__err(LT_ERR_INVALID, "rope: scaling factor %g: must be finite and > 0", sc->factor);
+  if (sc->type == LT_ROPE_LLAMA3) {
+    if (!(sc->low_freq_factor > 0) || !(sc->high_freq_factor > sc->low_freq_factor) || isinf(sc->high_freq_factor))
+      return lt__err(LT_ERR_INVALID, "rope: llama3 scaling: low_freq_factor %g, high_freq_factor %g: need 0 < low < "
+                     "high, finite", sc->low_freq_factor, sc->high_freq_factor);
+    if (sc->original_max_len < 1)
+      return lt__err(LT_ERR_INVALID, "rope: llama3 scaling: original_max_len %lld: must be >= 1",
+                     (long long)sc->original_max_len);
+  }
+  return LT_OK;
+}
+
+/* transformers' _compute_linear_scaling_rope_parameters and
+ * _compute_llama3_parameters (modeling_rope_utils.py), in double. */
+double lt_rope_inv_freq(int64_t i, int64_t HS, double base, const lt_rope_scaling *sc) {
+  const double inv = pow(base, -2.0 * (double)i / (double)HS);
+  if (!sc || sc->type == LT_ROPE_DEFAULT) return inv;
+  if (sc->type == LT_ROPE_LINEAR) return inv / sc->factor;
+  const double pi = 3.14159265358979323846, L = (double)sc->original_max_len, w = 2.0 * pi / inv;
+  if (w < L / sc->high_freq_factor) return inv;       /* high frequencies: kept */
+  if (w > L / sc->low_freq_factor) return inv / sc->factor; /* low frequencies: scaled */
+  const double a = (L / w - sc->low_freq_factor) / (sc->high_freq_factor - sc->low_freq_factor);
+  return (1.0 - a) * inv / sc->factor + a * inv;
+}
 
 /* Rows r in [0, rows) of x seen as [outer..., T, HS] with x's strides;
  * y contiguous. cs: [T, H] cos then [T, H] sin (sign already applied). */
@@ -66,7 +102,8 @@ ROPE_KERNEL(f64, double)
 
 /* y = rotation of x (sign +1) or its inverse (sign -1); y is new contiguous.
  * x is float, ndim >= 2, last dim even. */
-static lt_tensor *rope_apply(const char *op, const lt_tensor *x, int64_t pos0, double base, double sign) {
+static lt_tensor *rope_apply(const char *op, const lt_tensor *x, int64_t pos0, double base, const lt_rope_scaling *sc,
+                             double sign) {
   const int nd = x->ndim;
   const int64_t T = x->shape[nd - 2], HS = x->shape[nd - 1], H = HS / 2;
   lt_tensor *y = lt_empty(x->dtype, nd, x->shape);
@@ -80,7 +117,7 @@ static lt_tensor *rope_apply(const char *op, const lt_tensor *x, int64_t pos0, d
     return NULL;
   }
   for (int64_t i = 0; i < H; i++) {
-    const double inv_freq = pow(base, -2.0 * (double)i / (double)HS);
+    const double inv_freq = lt_rope_inv_freq(i, HS, base, sc);
     for (int64_t t = 0; t < T; t++) {
       const double th = (double)(pos0 + t) * inv_freq, c = cos(th), s = sign * sin(th);
       if (x->dtype == LT_DTYPE_F32) {
@@ -98,7 +135,9 @@ static lt_tensor *rope_apply(const char *op, const lt_tensor *x, int64_t pos0, d
   return y;
 }
 
-lt_tensor *lt_rope(const lt_tensor *x, int64_t pos0, double base) {
+lt_tensor *lt_rope(const lt_tensor *x, int64_t pos0, double base) { return lt_rope_scaled(x, pos0, base, NULL); }
+
+lt_tensor *lt_rope_scaled(const lt_tensor *x, int64_t pos0, double base, const lt_rope_scaling *sc) {
   if (!x) return lt__err_null("rope", "x"), NULL;
   if (x->ndim < 2) {
     lt__err(LT_ERR_SHAPE, "rope: x is %s: need [..., T, HS] (usually [B,NH,T,HS]), at least 2-d", LT__D(x));
@@ -117,9 +156,10 @@ lt_tensor *lt_rope(const lt_tensor *x, int64_t pos0, double base) {
     lt__err(LT_ERR_INVALID, "rope: base %g: need a finite base > 0 (10000 is usual)", base);
     return NULL;
   }
-  lt_tensor *y = rope_apply("rope", x, pos0, base, 1.0);
+  if (lt_rope_scaling_check(sc) != LT_OK) return NULL;
+  lt_tensor *y = rope_apply("rope", x, pos0, base, sc, 1.0);
   if (!y) return NULL;
-  const rope_aux aux = {pos0, base};
+  const rope_aux aux = {pos0, base, sc ? *sc : (lt_rope_scaling){0}};
   if (lt__record(y, LT__OP_rope, 1, &x, 0, NULL, &aux, sizeof aux) != LT_OK) {
     lt_tensor_free(y);
     return NULL;
@@ -139,7 +179,7 @@ lt_status lt__bw_rope(const lt_node *node, const lt_tensor *gout, lt_tensor **gi
     if (!gc) return lt_last_status();
     g = gc;
   }
-  lt_tensor *dx = rope_apply("rope backward", g, a->pos0, a->base, -1.0);
+  lt_tensor *dx = rope_apply("rope backward", g, a->pos0, a->base, &a->sc, -1.0);
   lt_tensor_free(gc);
   if (!dx) return lt_last_status();
   gin[0] = dx;

@@ -67,6 +67,11 @@ static lt_status check_opts(const char *op, const char *name, const lt_transform
                  (long long)o->d_model, (long long)o->n_heads, (long long)(o->d_model / o->n_heads));
     if (!(o->rope_base > 0.0) || isinf(o->rope_base))
       return BAD("%s: '%s': rope_base %g: must be finite and > 0", op, name, o->rope_base);
+    if (lt_rope_scaling_check(&o->rope_scaling) != LT_OK) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", lt_last_error());
+      return BAD("%s: '%s': %s", op, name, msg);
+    }
   }
   return LT_OK; /* activation and SwiGLU: lt_ffn_init checks them */
 }
@@ -88,13 +93,15 @@ static lt_status layer_init(const char *op, lt_transformer_layer *m, lt_params *
   lt_transformer_layer t = {.opts = *o, .has_cross = cross};
   char sub[512];
   const int64_t C = o->d_model;
-  if ((s = lt_mha_init(&t.self_attn, p, lt_name_join(sub, sizeof sub, name, "self_attn"), C, o->n_heads,
-                       o->n_kv_heads, o->bias, o->dropout, g)) != LT_OK)
+  if ((s = lt_mha_init_biases(&t.self_attn, p, lt_name_join(sub, sizeof sub, name, "self_attn"), C, o->n_heads,
+                              o->n_kv_heads, o->bias || o->qkv_bias, o->bias, o->dropout, g)) != LT_OK)
     goto fail;
   t.self_attn.rope = o->rope;
   t.self_attn.rope_base = o->rope_base;
-  if (cross && (s = lt_mha_init(&t.cross_attn, p, lt_name_join(sub, sizeof sub, name, "cross_attn"), C, o->n_heads,
-                                o->n_kv_heads, o->bias, o->dropout, g)) != LT_OK)
+  t.self_attn.rope_scaling = o->rope_scaling;
+  if (cross && (s = lt_mha_init_biases(&t.cross_attn, p, lt_name_join(sub, sizeof sub, name, "cross_attn"), C,
+                                       o->n_heads, o->n_kv_heads, o->bias || o->qkv_bias, o->bias, o->dropout,
+                                       g)) != LT_OK)
     goto fail;
   if ((s = lt_ffn_init(&t.ffn, p, name, C, o->d_ff, o->act, o->swiglu, o->bias, o->dropout, g)) != LT_OK ||
       (s = lt_norm_init(&t.norm1, p, lt_name_join(sub, sizeof sub, name, "norm1"), o->norm, C, o->norm_eps)) != LT_OK ||

@@ -17,7 +17,8 @@
  *
  * Options beyond PyTorch's layer: RMSNorm in place of LayerNorm, SwiGLU
  * feed-forward, grouped-query attention (n_kv_heads), RoPE on the
- * self-attention, no biases. Masks (causal, key padding, attn_mask) are
+ * self-attention (with its frequency scaling), no biases, or biases on q, k
+ * and v only (qkv_bias). Masks (causal, key padding, attn_mask) are
  * lt_attention_opts, passed per call as PyTorch's src_mask /
  * src_key_padding_mask / is_causal.
  *
@@ -87,6 +88,8 @@ typedef struct lt_transformer_layer_opts {
   bool bias;            /* biases on every Linear (LayerNorm keeps its own) */
   bool rope;            /* RoPE on the self-attention's q and k (not on cross-attention) */
   double rope_base;     /* RoPE base (10000) */
+  lt_rope_scaling rope_scaling; /* RoPE's frequency scaling (zeroed: none) */
+  bool qkv_bias;        /* with bias false: biases on the attention's q, k, v projections only (Qwen2) */
 } lt_transformer_layer_opts;
 #define LT_TRANSFORMER_LAYER_DEFAULTS(C, NH)                                                                 \
   ((lt_transformer_layer_opts){.d_model = (C), .n_heads = (NH), .n_kv_heads = (NH), .d_ff = 2048,           \

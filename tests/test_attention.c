@@ -953,6 +953,71 @@ START_TEST(test_rope_backward) {
 }
 END_TEST
 
+/* RoPE scaling: lt_rope_inv_freq against transformers' _compute_llama3_parameters written out here
+ * (modeling_rope_utils.py, line by line), linear as base frequencies / factor; lt_rope_scaled's values against
+ * the rotation by those frequencies; its backward by f64 gradcheck; bad scalings refused. */
+static double hf_llama3_inv_freq(int64_t i, int64_t HS, double base, double factor, double low, double high,
+                                 double L) {
+  const double inv = 1.0 / pow(base, (double)(2 * i) / (double)HS), wavelen = 2 * 3.14159265358979323846 / inv;
+  const double low_freq_wavelen = L / low, high_freq_wavelen = L / high;
+  double f = wavelen > low_freq_wavelen ? inv / factor : inv;
+  const double smooth = (L / wavelen - low) / (high - low), smoothed = (1 - smooth) * f / factor + smooth * f;
+  if (!(wavelen < high_freq_wavelen) && !(wavelen > low_freq_wavelen)) f = smoothed;
+  return f;
+}
+
+static lt_tensor *rope_scaled_fn(int n, lt_tensor *const *in, void *user) {
+  return lt_rope_scaled(in[0], 5, 10000.0, (const lt_rope_scaling *)user);
+}
+
+START_TEST(test_rope_scaled) {
+  const lt_rope_scaling l3 = {.type = LT_ROPE_LLAMA3, .factor = 8, .low_freq_factor = 1, .high_freq_factor = 4,
+                              .original_max_len = 64};
+  const lt_rope_scaling lin = {.type = LT_ROPE_LINEAR, .factor = 2.5};
+  const int64_t HS = 16;
+  int kept = 0, scaled = 0, blended = 0;
+  for (int64_t i = 0; i < HS / 2; i++) {
+    const double inv = pow(10000.0, -2.0 * (double)i / (double)HS), got = lt_rope_inv_freq(i, HS, 10000.0, &l3);
+    const double want = hf_llama3_inv_freq(i, HS, 10000.0, 8, 1, 4, 64);
+    ck_assert_msg(fabs(got - want) <= 1e-15 * want, "pair %lld: %.17g vs %.17g", (long long)i, got, want);
+    kept += got == inv, scaled += fabs(got - inv / 8) < 1e-18, blended += got != inv && fabs(got - inv / 8) >= 1e-18;
+    ck_assert(lt_rope_inv_freq(i, HS, 10000.0, &lin) == inv / 2.5);
+    ck_assert(lt_rope_inv_freq(i, HS, 10000.0, NULL) == inv);
+  }
+  ck_assert_msg(kept > 0 && scaled > 0 && blended > 0, "kept %d, scaled %d, blended %d", kept, scaled, blended);
+  /* linear with factor f at position p is the unscaled rotation at p / f: p 5, f 2.5 -> position 2 */
+  lt_tensor *x = randn(LT_DTYPE_F64, LT_SHAPE(2, 3, 1, 16));
+  LT_ASSERT_CLOSE(LT_NN(lt_rope_scaled(x, 5, 10000.0, &lin)), rope_naive(x, 2, 10000.0, 1), 1e-14, 1e-14);
+  /* llama3: pair i rotated by p * inv_freq(i) */
+  lt_tensor *y = LT_NN(lt_rope_scaled(x, 5, 10000.0, &l3));
+  double *xa = x->data, *ya = y->data;
+  for (int64_t r = 0; r < 6; r++)
+    for (int64_t i = 0; i < 8; i++) {
+      const double th = 5 * hf_llama3_inv_freq(i, HS, 10000.0, 8, 1, 4, 64), a = xa[r * 16 + i], b = xa[r * 16 + i + 8];
+      ck_assert(fabs(ya[r * 16 + i] - (a * cos(th) - b * sin(th))) < 1e-14);
+      ck_assert(fabs(ya[r * 16 + i + 8] - (b * cos(th) + a * sin(th))) < 1e-14);
+    }
+  /* the default type is lt_rope itself */
+  LT_ASSERT_CLOSE(LT_NN(lt_rope_scaled(x, 5, 10000.0, &(lt_rope_scaling){0})), LT_NN(lt_rope(x, 5, 10000.0)), 0, 0);
+  /* f64 gradcheck of the scaled rotation's backward */
+  lt_tensor *xl = leaf(randn(LT_DTYPE_F64, LT_SHAPE(1, 2, 4, 16)));
+  LT_OK_OR_FAIL(lt_gradcheck(rope_scaled_fn, (void *)&l3, 1, &xl, NULL));
+  LT_OK_OR_FAIL(lt_gradcheck(rope_scaled_fn, (void *)&lin, 1, &xl, NULL));
+  /* refusals name the field */
+  LT_EXPECT_NULL_ERR(lt_rope_scaled(x, 0, 10000.0, &(lt_rope_scaling){.type = LT_ROPE_LINEAR}), LT_ERR_INVALID,
+                     "factor 0");
+  LT_EXPECT_NULL_ERR(lt_rope_scaled(x, 0, 10000.0, &(lt_rope_scaling){.type = LT_ROPE_LLAMA3, .factor = 8,
+                                                                      .low_freq_factor = 4, .high_freq_factor = 1,
+                                                                      .original_max_len = 8}),
+                     LT_ERR_INVALID, "low < high");
+  LT_EXPECT_NULL_ERR(lt_rope_scaled(x, 0, 10000.0, &(lt_rope_scaling){.type = LT_ROPE_LLAMA3, .factor = 8,
+                                                                      .low_freq_factor = 1, .high_freq_factor = 4}),
+                     LT_ERR_INVALID, "original_max_len 0");
+  LT_EXPECT_NULL_ERR(lt_rope_scaled(x, 0, 10000.0, &(lt_rope_scaling){.type = (lt_rope_type)7, .factor = 1}),
+                     LT_ERR_INVALID, "scaling type 7");
+}
+END_TEST
+
 /* ---- sinusoidal table ------------------------------------------------------ */
 
 START_TEST(test_sinusoidal) {
@@ -1155,6 +1220,7 @@ int main(void) {
   tcase_add_test(tr, test_rope_values);
   tcase_add_test(tr, test_rope_properties);
   tcase_add_test(tr, test_rope_backward);
+  tcase_add_test(tr, test_rope_scaled);
   tcase_add_test(tr, test_sinusoidal);
   suite_add_tcase(s, tr);
   TCase *tm = tcase_create("mha");

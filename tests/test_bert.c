@@ -17,6 +17,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "libtensor_transformer.h"
@@ -282,13 +283,6 @@ END_TEST
 
 /* ---- Hugging Face layout ----------------------------------------------------- */
 
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  ck_assert_ptr_nonnull(f);
-  fputs(text, f);
-  fclose(f);
-}
-
 static void round_trip(int64_t n_classes) {
   lt_tf_config c = bert_config(n_classes);
   lt_hf_family fam;
@@ -407,25 +401,25 @@ START_TEST(hf_refusals) {
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {
     char text[1024];
     snprintf(text, sizeof text, "{" BERT_KEYS ", %s}", bad[i].extra);
-    write_text(cpath, text);
+    lt_test_write_text(cpath, text);
     LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), bad[i].st, bad[i].msg);
   }
-  write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19}");
+  lt_test_write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "'hidden_size' is missing");
-  write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 4611686018427387904, "
+  lt_test_write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 4611686018427387904, "
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 1, \"intermediate_size\": 12, "
                     "\"max_position_embeddings\": 10}");
   /* refused before anything is allocated, naming the value (hidden_size against the range table) */
   ck_assert_ptr_null(lt_hf_load(dir, 0));
   ck_assert_msg(strstr(lt_last_error(), "4611686018427387904"), "%s", lt_last_error());
-  write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 8, \"num_hidden_layers\": 1000, "
+  lt_test_write_text(cpath, "{\"model_type\": \"bert\", \"vocab_size\": 19, \"hidden_size\": 8, \"num_hidden_layers\": 1000, "
                     "\"num_attention_heads\": 2, \"intermediate_size\": 12, \"max_position_embeddings\": 10}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "the configuration describes");
-  write_text(cpath, "{" BERT_KEYS ", \"type_vocab_size\": 1}");
+  lt_test_write_text(cpath, "{" BERT_KEYS ", \"type_vocab_size\": 1}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_SHAPE, "token_type_embeddings");
-  write_text(cpath, "{" BERT_KEYS ", \"architectures\": [\"BertForSequenceClassification\"], \"num_labels\": 2}");
+  lt_test_write_text(cpath, "{" BERT_KEYS ", \"architectures\": [\"BertForSequenceClassification\"], \"num_labels\": 2}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_FORMAT, "the configuration describes"); /* no classifier in the file */
-  write_text(cpath, "{" BERT_KEYS "}");
+  lt_test_write_text(cpath, "{" BERT_KEYS "}");
   lt_transformer *ok = lt_hf_load(dir, 0);
   ck_assert_msg(ok != NULL, "%s", lt_last_error());
   lt_transformer_free(ok);
@@ -477,10 +471,115 @@ START_TEST(transformers_fixture) {
 }
 END_TEST
 
+/* Texts in, vectors out (lt_hf_embed_texts, the embed program's library
+ * call), with the WordPiece tokenizer.json of the conformance suite
+ * ([CLS] text [SEP], 1,500 ids): each row is lt_transformer_embed of that
+ * text's ids alone, whatever the batch and its padding; a text over
+ * max_seq_length keeps [CLS], its first tokens and [SEP]; sentence-
+ * transformers' files are read, and what libtensor does not run is refused
+ * naming the file and the key. */
+START_TEST(sentence_embeddings) {
+  lt_tf_config c = bert_config(0);
+  c.vocab_size = 1500, c.max_len = 24;
+  lt_transformer *m = make(&c, 21);
+  lt_tokenizer *tok = LT_NNP(lt_tokenizer_load_hf(LT_TEST_DATA_DIR "/../tokenizers/fixtures/bert_uncased.json"));
+  const char *texts[] = {"the quick brown fox", "", "jumps over the lazy dog and keeps running far away from here",
+                         "a", "hello world"};
+  const int64_t n = 5;
+  const lt_hf_sentence_config sc = {.max_seq_length = 8, .normalize = true};
+  lt_tensor *e = LT_NN(lt_hf_embed_texts(m, tok, &sc, n, texts, NULL, 2)); /* batches of 2, padded */
+  LT_ASSERT_SHAPE(e, n, c.d_model);
+  lt_set_grad_enabled(false);
+  double worst = 0;
+  int cut = 0;
+  for (int64_t i = 0; i < n; i++) {
+    int64_t *ids, k;
+    LT_OK_OR_FAIL(lt_tokenizer_encode_ex(tok, texts[i], strlen(texts[i]), LT_ENCODE_ADD_SPECIAL, &ids, NULL, &k));
+    if (k > sc.max_seq_length) { /* [CLS] + the first 6 tokens + [SEP] */
+      ids[sc.max_seq_length - 1] = ids[k - 1], k = sc.max_seq_length;
+      cut++;
+    }
+    lt_tensor *x = LT_NN(lt_test_from_i64(LT_DTYPE_I64, 2, (int64_t[]){1, k}, ids));
+    lt_tensor *want = LT_NN(lt_transformer_embed(m, x, NULL, NULL, true, NULL));
+    lt_tensor *row = LT_NN(lt_narrow(e, 0, i, 1));
+    const double d = max_diff(row, want);
+    worst = d > worst ? d : worst;
+    free(ids);
+    LT_FREE_ALL(x, want, row);
+  }
+  lt_set_grad_enabled(true);
+  ck_assert_msg(worst < 1e-6, "batched rows vs each text alone: %g", worst);
+  ck_assert_msg(cut >= 1 && cut <= 3, "%d of 5 texts over max_seq_length", cut);
+  /* another model's tokenizer: ids past the vocabulary are refused */
+  lt_tf_config small = bert_config(0);
+  lt_transformer *ms = make(&small, 22);
+  LT_EXPECT_NULLP_ERR(lt_hf_embed_texts(ms, tok, &sc, n, texts, NULL, 2), LT_ERR_INVALID, "the tokenizer is not");
+  LT_EXPECT_NULLP_ERR(lt_hf_embed_texts(m, tok, &sc, n, texts, NULL, 0), LT_ERR_INVALID, "batch 0");
+  /* sentence-transformers' files */
+  const char *dir = lt_test_join(tmp, "st");
+  LT_OK_OR_FAIL(lt_hf_export(m, dir));
+  lt_hf_sentence_config got;
+  LT_OK_OR_FAIL(lt_hf_read_sentence_config(dir, &c, &got)); /* none: mean pooling, no Normalize, max_len */
+  ck_assert(!got.normalize && got.max_seq_length == c.max_len);
+  char path[700], pool[700];
+  snprintf(path, sizeof path, "%s/modules.json", dir);
+  snprintf(pool, sizeof pool, "%s/1_Pooling", dir);
+  ck_assert_int_eq(mkdir(pool, 0777), 0);
+  snprintf(pool, sizeof pool, "%s/1_Pooling/config.json", dir);
+  static const char *const mods =
+      "[{\"idx\": 0, \"name\": \"0\", \"path\": \"\", \"type\": \"sentence_transformers.models.Transformer\"}, "
+      "{\"idx\": 1, \"name\": \"1\", \"path\": \"1_Pooling\", \"type\": \"sentence_transformers.models.Pooling\"}, "
+      "{\"idx\": 2, \"name\": \"2\", \"path\": \"2_Normalize\", \"type\": \"sentence_transformers.models.Normalize\"}]";
+  lt_test_write_text(path, mods);
+  lt_test_write_text(pool, "{\"word_embedding_dimension\": 8, \"pooling_mode_cls_token\": false, "
+                           "\"pooling_mode_mean_tokens\": true, \"pooling_mode_max_tokens\": false}");
+  char sb[700];
+  snprintf(sb, sizeof sb, "%s/sentence_bert_config.json", dir);
+  lt_test_write_text(sb, "{\"max_seq_length\": 16, \"do_lower_case\": false}");
+  LT_OK_OR_FAIL(lt_hf_read_sentence_config(dir, &c, &got));
+  ck_assert(got.normalize && got.max_seq_length == 16);
+  static const struct {
+    const char *file, *text, *want;
+  } bad[] = {
+      {"sb", "{\"max_seq_length\": 512}", "key 'max_seq_length' 512: over the model's"},
+      {"sb", "{\"max_seq_length\": -1}", "key 'max_seq_length' -1: max_len must be in"},
+      {"sb", "{\"do_lower_case\": true}", "key 'do_lower_case' true"},
+      {"pool", "{\"pooling_mode_cls_token\": true, \"pooling_mode_mean_tokens\": false}", "key 'pooling_mode_cls_token' is true"},
+      {"pool", "{\"pooling_mode_mean_tokens\": true, \"pooling_mode_max_tokens\": true}", "key 'pooling_mode_max_tokens' is true"},
+      {"pool", "{\"word_embedding_dimension\": 384, \"pooling_mode_mean_tokens\": true}", "key 'word_embedding_dimension'"},
+      {"mods", "[{\"type\": \"sentence_transformers.models.Transformer\", \"path\": \"\"}, {\"type\": "
+               "\"sentence_transformers.models.Pooling\", \"path\": \"../1_Pooling\"}]", "a directory name inside"},
+      {"mods", "[{\"type\": \"sentence_transformers.models.Transformer\", \"path\": \"\"}, {\"type\": "
+               "\"sentence_transformers.models.Pooling\", \"path\": \"1_Pooling\"}, {\"type\": "
+               "\"sentence_transformers.models.Dense\", \"path\": \"2_Dense\"}]", "type 'sentence_transformers.models.Dense'"},
+      {"mods", "[{\"type\": \"sentence_transformers.models.Transformer\", \"path\": \"\"}]", "no Pooling module"},
+      {"mods", "{\"type\": \"x\"}", "not a JSON array"},
+  };
+  for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+    const char *f = !strcmp(bad[i].file, "sb") ? sb : !strcmp(bad[i].file, "pool") ? pool : path;
+    lt_test_write_text(f, bad[i].text);
+    lt_hf_sentence_config keep = {.max_seq_length = 77};
+    const bool json_kind = strstr(bad[i].want, "not a JSON") != NULL; /* the file's shape: a format error */
+    LT_EXPECT_ERR(lt_hf_read_sentence_config(dir, &c, &keep), json_kind ? LT_ERR_FORMAT : LT_ERR_INVALID, bad[i].want);
+    ck_assert(keep.max_seq_length == 77);
+    lt_test_write_text(path, mods); /* back to good files */
+    lt_test_write_text(pool, "{\"pooling_mode_mean_tokens\": true}");
+    lt_test_write_text(sb, "{\"max_seq_length\": 16}");
+  }
+  printf("bert sentence embeddings: %lld texts in batches of 2 within %.1e of each alone; %zu bad "
+         "sentence-transformers files refused\n", (long long)n, worst, sizeof bad / sizeof bad[0]);
+  lt_tensor_free(e);
+  lt_tokenizer_free(tok);
+  lt_transformer_free(ms);
+  lt_transformer_free(m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("bert");
   TCase *tc = LT_TEST_CASE(s, "bert", 120, config_fields, config_in_checkpoints, crafted_checkpoint,
-                           embeddings_and_pooler, gradients, hf_round_trip, hf_refusals, transformers_fixture);
+                           embeddings_and_pooler, gradients, hf_round_trip, hf_refusals, transformers_fixture,
+                           sentence_embeddings);
   tcase_add_checked_fixture(tc, tmp_make, tmp_remove);
   return lt_test_run(s);
 }

@@ -139,6 +139,13 @@ void lt_test_assert_shape(const lt_tensor *t, int ndim, const int64_t *shape, co
                  lt_shape_str(t->ndim, t->shape, sa, sizeof sa), lt_shape_str(ndim, shape, sb, sizeof sb));
 }
 
+void lt_test_write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  ck_assert_msg(f != NULL, "cannot write %s", path);
+  ck_assert(fputs(text, f) >= 0);
+  ck_assert(fclose(f) == 0);
+}
+
 char *lt_test_write_temp(const void *data, size_t n) {
   char *path = strdup("/tmp/lt_test_XXXXXX");
   ck_assert(path);

@@ -81,6 +81,8 @@ void lt_test_assert_shape(const lt_tensor *t, int ndim, const int64_t *shape, co
 /* Writes n bytes to a new file /tmp/lt_test_XXXXXX; returns its path
  * (malloc'd: unlink and free it). Fails the test on error. */
 char *lt_test_write_temp(const void *data, size_t n);
+/* Writes text to path (created or replaced). Fails the test on error. */
+void lt_test_write_text(const char *path, const char *text);
 
 /* Seconds of wall time (monotonic) and of this process's CPU time. On a
  * machine shared with other work, CPU time (with one library thread) is the

@@ -25,12 +25,14 @@ static const char *const arch_names[] = {"encoder-decoder", "decoder-only", "enc
 static const char *const norm_names[] = {"layernorm", "rmsnorm"};
 static const char *const pos_names[] = {"sinusoidal", "learned", "rope"};
 static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "silu"};
+static const char *const rope_type_names[] = {"default", "linear", "llama3"}; /* transformers' rope_type */
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
 
 const char *lt_tf_arch_name(lt_tf_arch a) { return lt_enum_name(arch_names, COUNT(arch_names), (int)a); }
 const char *lt_tf_norm_name(lt_tf_norm n) { return lt_enum_name(norm_names, COUNT(norm_names), (int)n); }
 const char *lt_tf_pos_name(lt_tf_pos p) { return lt_enum_name(pos_names, COUNT(pos_names), (int)p); }
 const char *lt_tf_act_name(lt_activation a) { return lt_enum_name(act_names, COUNT(act_names), (int)a); }
+const char *lt_tf_rope_type_name(lt_rope_type t) { return lt_enum_name(rope_type_names, COUNT(rope_type_names), (int)t); }
 
 /* Shorthands the command line has always accepted. */
 static const lt_enum_alias arch_aliases[] = {
@@ -40,6 +42,7 @@ LT_ENUM_PARSER(lt_tf_arch_parse, lt_tf_arch, "architecture", arch_names, COUNT(a
 LT_ENUM_PARSER(lt_tf_norm_parse, lt_tf_norm, "norm", norm_names, COUNT(norm_names), NULL, 0)
 LT_ENUM_PARSER(lt_tf_pos_parse, lt_tf_pos, "positions", pos_names, COUNT(pos_names), NULL, 0)
 LT_ENUM_PARSER(lt_tf_act_parse, lt_activation, "activation", act_names, COUNT(act_names), NULL, 0)
+LT_ENUM_PARSER(lt_tf_rope_type_parse, lt_rope_type, "rope type", rope_type_names, COUNT(rope_type_names), NULL, 0)
 
 /* ---- the configuration as checkpoint attributes ------------------------------- */
 
@@ -49,10 +52,12 @@ LT_ENUM_PARSER(lt_tf_act_parse, lt_activation, "activation", act_names, COUNT(ac
   X(n_classes) X(pad_id)
 #define TF_BOOL_FIELDS(X) X(pre_norm) X(swiglu) X(tie_embeddings) X(scale_embeddings) X(bias)
 #define TF_DOUBLE_FIELDS(X) X(dropout) X(norm_eps) X(rope_base)
-/* Fields added after checkpoints existed (BERT's): written always, read as
- * 0 / false when a checkpoint lacks them, so older checkpoints still load. */
-#define TF_LATE_INT_FIELDS(X) X(type_vocab_size)
-#define TF_LATE_BOOL_FIELDS(X) X(embed_norm) X(pooler)
+/* Fields added after checkpoints existed (BERT's, then Qwen2's, Mistral's
+ * and Llama 3's): written always, read as 0 / false / "default" when a
+ * checkpoint lacks them, so older checkpoints still load. */
+#define TF_LATE_INT_FIELDS(X) X(type_vocab_size) X(sliding_window) X(rope_original_max_len)
+#define TF_LATE_BOOL_FIELDS(X) X(embed_norm) X(pooler) X(qkv_bias)
+#define TF_LATE_DOUBLE_FIELDS(X) X(rope_factor) X(rope_low_freq_factor) X(rope_high_freq_factor)
 
 lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
   if (!cfg || !meta) return lt_error_set(LT_ERR_NULL, "tf_config_to_meta: %s is NULL", cfg ? "meta" : "cfg");
@@ -66,12 +71,14 @@ lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
   TF_DOUBLE_FIELDS(SET_DOUBLE)
   TF_LATE_INT_FIELDS(SET_INT)
   TF_LATE_BOOL_FIELDS(SET_BOOL)
+  TF_LATE_DOUBLE_FIELDS(SET_DOUBLE)
 #undef SET_INT
 #undef SET_BOOL
 #undef SET_DOUBLE
   s = s ? s : lt_ckpt_meta_set_string(meta, "norm", lt_tf_norm_name(cfg->norm));
   s = s ? s : lt_ckpt_meta_set_string(meta, "act", lt_tf_act_name(cfg->act));
   s = s ? s : lt_ckpt_meta_set_string(meta, "pos", lt_tf_pos_name(cfg->pos));
+  s = s ? s : lt_ckpt_meta_set_string(meta, "rope_type", lt_tf_rope_type_name(cfg->rope_type));
   return s;
 }
 
@@ -98,7 +105,6 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
   GET_STR("norm", lt_tf_norm_parse, norm)
   GET_STR("act", lt_tf_act_parse, act)
   GET_STR("pos", lt_tf_pos_parse, pos)
-#undef GET_STR
 #define GET_INT(f) \
   if ((s = need(meta, #f, LT_CKPT_INT)) || (s = lt_ckpt_meta_get_int(meta, #f, &c.f))) return s;
 #define GET_BOOL(f)                                                                       \
@@ -115,10 +121,16 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
   if (lt_ckpt_meta_kind(meta, #f) >= 0) { GET_INT(f) }
 #define LATE_BOOL(f) \
   if (lt_ckpt_meta_kind(meta, #f) >= 0) { GET_BOOL(f) }
+#define LATE_DOUBLE(f) \
+  if (lt_ckpt_meta_kind(meta, #f) >= 0) { GET_DOUBLE(f) }
   TF_LATE_INT_FIELDS(LATE_INT)
   TF_LATE_BOOL_FIELDS(LATE_BOOL)
+  TF_LATE_DOUBLE_FIELDS(LATE_DOUBLE)
+  if (lt_ckpt_meta_kind(meta, "rope_type") >= 0) { GET_STR("rope_type", lt_tf_rope_type_parse, rope_type) }
 #undef LATE_INT
 #undef LATE_BOOL
+#undef LATE_DOUBLE
+#undef GET_STR
 #undef GET_INT
 #undef GET_BOOL
 #undef GET_DOUBLE
@@ -162,11 +174,16 @@ char *lt_tf_config_describe(const lt_tf_config *c, int64_t n_params, char *buf, 
   char types[40] = "", bert[96]; /* BERT's extras, when on */
   if (c->type_vocab_size > 0) snprintf(types, sizeof types, ", %lld token types", (long long)c->type_vocab_size);
   snprintf(bert, sizeof bert, "%s%s%s", types, c->embed_norm ? ", embedding norm" : "", c->pooler ? ", pooler" : "");
-  snprintf(buf, size, "%s, %.3gM parameters (d_model %lld, %lld heads%s, %s, d_ff %lld, %s %s %s%s, %s positions%s%s, "
+  char win[48] = "", dec[128]; /* the decoder families' extras, when on */
+  if (c->sliding_window > 0) snprintf(win, sizeof win, ", sliding window %lld", (long long)c->sliding_window);
+  snprintf(dec, sizeof dec, "%s%s%s%s", c->qkv_bias ? ", q/k/v biases" : "", win,
+           c->rope_type != LT_ROPE_DEFAULT ? ", RoPE scaling " : "",
+           c->rope_type != LT_ROPE_DEFAULT ? lt_tf_rope_type_name(c->rope_type) : "");
+  snprintf(buf, size, "%s, %.3gM parameters (d_model %lld, %lld heads%s, %s, d_ff %lld, %s %s %s%s, %s positions%s%s%s, "
            "dropout %g)", lt_tf_arch_name(c->arch), (double)n_params / 1e6, (long long)c->d_model,
            (long long)c->n_heads, kv, layers, (long long)c->d_ff, c->pre_norm ? "pre-norm" : "post-norm",
            lt_tf_norm_name(c->norm), c->swiglu ? "swiglu-" : "", lt_tf_act_name(c->act), lt_tf_pos_name(c->pos),
-           c->tie_embeddings ? ", tied embeddings" : "", bert, c->dropout);
+           c->tie_embeddings ? ", tied embeddings" : "", bert, dec, c->dropout);
   return buf;
 }
 

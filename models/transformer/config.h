@@ -35,10 +35,12 @@ extern "C" {
 LT_API const char *lt_tf_arch_name(lt_tf_arch a);
 LT_API const char *lt_tf_norm_name(lt_tf_norm n);
 LT_API const char *lt_tf_pos_name(lt_tf_pos p);
+LT_API const char *lt_tf_rope_type_name(lt_rope_type t); /* "default", "linear", "llama3" */
 LT_API const char *lt_tf_act_name(lt_activation a);
 LT_API lt_status lt_tf_arch_parse(const char *s, lt_tf_arch *out);
 LT_API lt_status lt_tf_norm_parse(const char *s, lt_tf_norm *out);
 LT_API lt_status lt_tf_pos_parse(const char *s, lt_tf_pos *out);
+LT_API lt_status lt_tf_rope_type_parse(const char *s, lt_rope_type *out);
 LT_API lt_status lt_tf_act_parse(const char *s, lt_activation *out);
 
 /* cfg in one line, as train prints it after "model: ": "encoder-decoder,

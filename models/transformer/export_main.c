@@ -64,7 +64,7 @@ static const lt_cli_opt OPTS[] = {
                     "the checkpoint to export (a ckpt-*.h5 of train, a run directory for its newest, or a model-only "
                     "checkpoint; with --format onnx or gguf also a Hugging Face directory); required"),
   LT_CLI_OPT_ENUM(options, "format", format, format_name, 3, "the output format: hf (a Hugging Face directory, "
-                  "GPT-2 or Llama layout), onnx (one ONNX file, opset 17: decoder-only and encoder-only models) or "
+                  "GPT-2, Llama, Qwen2 or Mistral layout), onnx (one ONNX file, opset 17: decoder-only and encoder-only models) or "
                   "gguf (one GGUF file for llama.cpp: GPT-2 and Llama layouts)"),
   LT_CLI_OPT_ENUM(options, "weights", weights, weights_name, 4, "gguf: the matrices' type (vectors stay f32)"),
   LT_CLI_OPT_STRING(options, "out", out, "PATH", PATH_MAX_LEN, "the directory to write (created if absent; --format "
@@ -89,8 +89,8 @@ static const lt_cli CLI = {
                 "       " PROG " --checkpoint FILE|DIR --format gguf [--weights f32|bf16|q8_0|q4_0] --out FILE\n"
                 "       " PROG " --checkpoint FILE --list\n"
                 "\n"
-                "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's or\n"
-                "Llama's tensor names), config.json (GPT2Config's or LlamaConfig's keys) and\n"
+                "Writes a decoder-only checkpoint as a Hugging Face directory: model.safetensors (GPT-2's, Llama's,\n"
+                "Qwen2's or Mistral's tensor names), config.json (their configs' keys) and\n"
                 "the checkpoint's tokenizer (libtensor-tokenizer.bin, tokenizer.json). generate --checkpoint DIR and\n"
                 "train --init-from DIR read it back (docs/interop.md). --format onnx writes a decoder-only or\n"
                 "encoder-only model as one ONNX file for onnxruntime (inputs input_ids [, attention_mask,\n"

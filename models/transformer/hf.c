@@ -1,6 +1,7 @@
 /*
  * models/transformer/hf.c: the Transformer as a Hugging Face GPT-2 or Llama
- * directory, and the shared machinery of BERT's (hf_bert.c) (hf.h): which layout a configuration fits, the
+ * directory (Qwen2's and Mistral's are Llama's with q/k/v biases or a
+ * sliding window; RoPE scaling for all three), and the shared machinery of BERT's (hf_bert.c) (hf.h): which layout a configuration fits, the
  * name and orientation mapping (one table of pieces per layout, used both
  * ways), config.json with jansson, and the checked load.
  *
@@ -36,8 +37,11 @@
 #define PATH_LEN 4096
 #define CONFIG_MAX_BYTES (1u << 20)
 
+static const char *const family_names[] = {"gpt2", "llama", "bert", "qwen2", "mistral"}; /* lt_hf_family's order */
+#define N_FAMILIES ((int)(sizeof family_names / sizeof family_names[0]))
+
 const char *lt_hf_family_name(lt_hf_family f) {
-  return f == LT_HF_GPT2 ? "gpt2" : f == LT_HF_LLAMA ? "llama" : f == LT_HF_BERT ? "bert" : "unknown";
+  return (int)f >= 0 && (int)f < N_FAMILIES ? family_names[f] : "unknown";
 }
 
 /* ======================================================================== */
@@ -74,6 +78,9 @@ lt_status lt_hf_family_of(const lt_tf_config *c, lt_hf_family *out) {
     if (c->n_kv_heads != c->n_heads)
       return NOFIT("%s n_kv_heads == n_heads (no GQA); this model has %lld key/value heads for %lld", who,
                    (long long)c->n_kv_heads, (long long)c->n_heads);
+    if (c->sliding_window > 0)
+      return NOFIT("%s sliding_window 0 (GPT-2 attends to every earlier token); this model has %lld", who,
+                   (long long)c->sliding_window);
     if (out) *out = LT_HF_GPT2;
     return LT_OK;
   }
@@ -82,8 +89,11 @@ lt_status lt_hf_family_of(const lt_tf_config *c, lt_hf_family *out) {
     return NOFIT("%s swiglu with act silu; this model has act %s%s", who, lt_tf_act_name(c->act),
                  c->swiglu ? " with swiglu" : " without swiglu");
   if (c->pos != LT_TF_POS_ROPE) return NOFIT("%s pos rope; this model has pos %s", who, lt_tf_pos_name(c->pos));
-  if (c->bias) return NOFIT("%s bias false (Llama has no biases)", who);
-  if (out) *out = LT_HF_LLAMA;
+  if (c->bias) return NOFIT("%s bias false (Llama has no biases; Qwen2's are qkv_bias)", who);
+  if (c->qkv_bias && c->sliding_window > 0)
+    return NOFIT("hf: qkv_bias with sliding_window %lld: Qwen2 (q/k/v biases) is exported without a sliding window, "
+                 "Mistral (a window) without biases", (long long)c->sliding_window);
+  if (out) *out = c->qkv_bias ? LT_HF_QWEN2 : c->sliding_window > 0 ? LT_HF_MISTRAL : LT_HF_LLAMA;
   return LT_OK;
 }
 
@@ -172,11 +182,14 @@ static lt_status layout(lt_transformer *m, lt_hf_family fam, pieces *ps) {
   for (int64_t i = 0; i < c->n_dec_layers; i++) {
     static const char *const attn[4][2] = {
         {"q_proj", "q_proj"}, {"k_proj", "k_proj"}, {"v_proj", "v_proj"}, {"o_proj", "out_proj"}};
-    for (int k = 0; k < 4; k++) {
-      char hn[NAME_LEN], ln[NAME_LEN];
-      snprintf(hn, sizeof hn, "model.layers.%lld.self_attn.%s.weight", (long long)i, attn[k][0]);
-      snprintf(ln, sizeof ln, "decoder.layers.%lld.self_attn.%s.weight", (long long)i, attn[k][1]);
-      if ((s = add_piece(ps, P, hn, P_SAME, 1, ln, 0, 0))) return s;
+    for (int k = 0; k < 4; k++) { /* each weight, then (Qwen2's q, k, v) its bias, as Qwen2 saves them */
+      for (int b = 0; b < (c->qkv_bias && k < 3 ? 2 : 1); b++) {
+        const char *what = b ? "bias" : "weight";
+        char hn[NAME_LEN], ln[NAME_LEN];
+        snprintf(hn, sizeof hn, "model.layers.%lld.self_attn.%s.%s", (long long)i, attn[k][0], what);
+        snprintf(ln, sizeof ln, "decoder.layers.%lld.self_attn.%s.%s", (long long)i, attn[k][1], what);
+        if ((s = add_piece(ps, P, hn, P_SAME, 1, ln, 0, 0))) return s;
+      }
     }
     /* SwiGLU: w2(silu(w1 x) * w3 x) = down(silu(gate x) * up x) */
     if ((s = add_piece(ps, P, HF("model.layers.%lld.mlp.gate_proj.weight"), P_SAME, 1, LT(0, "w1.weight"), 0, 0)) ||
@@ -274,6 +287,22 @@ lt_status lt__hf_piece_store(const piece *p, const lt_tensor *t) {
   return s;
 }
 
+/* config.json's rope_parameters for c (new reference): rope_theta and
+ * rope_type, and the scaling's keys (docs/interop.md). */
+static json_t *rope_parameters_json(const lt_tf_config *c) {
+  json_t *r = json_object();
+  if (!r) return NULL;
+  json_object_set_new(r, "rope_theta", json_real(c->rope_base));
+  json_object_set_new(r, "rope_type", json_string(lt_tf_rope_type_name(c->rope_type)));
+  if (c->rope_type != LT_ROPE_DEFAULT) json_object_set_new(r, "factor", json_real(c->rope_factor));
+  if (c->rope_type == LT_ROPE_LLAMA3) {
+    json_object_set_new(r, "low_freq_factor", json_real(c->rope_low_freq_factor));
+    json_object_set_new(r, "high_freq_factor", json_real(c->rope_high_freq_factor));
+    json_object_set_new(r, "original_max_position_embeddings", json_integer(c->rope_original_max_len));
+  }
+  return r;
+}
+
 static json_t *config_json(const lt_tf_config *c, lt_hf_family fam) {
   if (fam == LT_HF_BERT) return lt__hf_bert_config_json(c);
   json_t *j = json_object();
@@ -301,8 +330,10 @@ static json_t *config_json(const lt_tf_config *c, lt_hf_family fam) {
     SET("reorder_and_upcast_attn", json_false());
     SET("tie_word_embeddings", json_true());
   } else {
-    SET("architectures", json_pack("[s]", "LlamaForCausalLM"));
-    SET("model_type", json_string("llama"));
+    static const char *const arch[] = {[LT_HF_LLAMA] = "LlamaForCausalLM", [LT_HF_QWEN2] = "Qwen2ForCausalLM",
+                                       [LT_HF_MISTRAL] = "MistralForCausalLM"};
+    SET("architectures", json_pack("[s]", arch[fam]));
+    SET("model_type", json_string(lt_hf_family_name(fam)));
     SET("vocab_size", json_integer(c->vocab_size));
     SET("hidden_size", json_integer(C));
     SET("intermediate_size", json_integer(c->d_ff));
@@ -313,10 +344,20 @@ static json_t *config_json(const lt_tf_config *c, lt_hf_family fam) {
     SET("hidden_act", json_string("silu"));
     SET("max_position_embeddings", json_integer(c->max_len));
     SET("rms_norm_eps", json_real(c->norm_eps));
+    json_t *rp = rope_parameters_json(c); /* transformers 5's key; rope_theta / rope_scaling: older versions' */
     SET("rope_theta", json_real(c->rope_base));
-    SET("rope_scaling", json_null());
-    SET("attention_bias", json_false());
-    SET("mlp_bias", json_false());
+    SET("rope_scaling", c->rope_type == LT_ROPE_DEFAULT ? json_null() : json_deep_copy(rp));
+    SET("rope_parameters", rp);
+    if (fam == LT_HF_LLAMA) {
+      SET("attention_bias", json_false());
+      SET("mlp_bias", json_false());
+    }
+    if (fam == LT_HF_QWEN2) {
+      SET("use_sliding_window", json_false());
+      SET("sliding_window", json_null());
+      SET("max_window_layers", json_integer(c->n_dec_layers));
+    }
+    if (fam == LT_HF_MISTRAL) SET("sliding_window", json_integer(c->sliding_window));
     SET("attention_dropout", json_real(c->dropout));
     SET("initializer_range", json_real(0.02));
     SET("pretraining_tp", json_integer(1));
@@ -398,6 +439,24 @@ bool lt_hf_is_dir(const char *path) {
   return stat(join(p, path, LT_HF_CONFIG_FILE), &st) == 0;
 }
 
+lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what, bool array, json_t **out) {
+  *out = NULL;
+  char *text = NULL;
+  size_t n = 0;
+  lt_status s = lt_ckpt_read_file(path, max_bytes, &text, &n);
+  if (s != LT_OK) return s;
+  json_error_t jerr;
+  json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
+  free(text);
+  if (!j || (array ? !json_is_array(j) : !json_is_object(j))) {
+    json_decref(j);
+    return lt_error_set(LT_ERR_FORMAT, "hf %s '%s': not a JSON %s%s%s", what, path, array ? "array" : "object",
+                        j ? "" : ": ", j ? "" : jerr.text);
+  }
+  *out = j;
+  return LT_OK;
+}
+
 /* Key key's value, in the range of the configuration field it gives
  * (LT_TF_CONFIG_RANGES, transformer.h: the table train's flags use). */
 static void in_range(lt__hf_cfg *r, const char *key, const char *field, bool is_int, int64_t iv, double dv) {
@@ -467,25 +526,6 @@ static void want_bool(lt__hf_cfg *r, const char *key, bool want) {
                         v ? "true" : "false", want ? "needs true" : "runs only false");
 }
 
-/* The JSON object of the file at path (a regular file of at most
- * CONFIG_MAX_BYTES, duplicate keys refused): *out new (json_decref). */
-static lt_status read_json_object(const char *path, json_t **out) {
-  char *text = NULL;
-  size_t n = 0;
-  lt_status s = lt_ckpt_read_file(path, CONFIG_MAX_BYTES, &text, &n);
-  if (s != LT_OK) return s;
-  json_error_t jerr;
-  json_t *j = json_loadb(text, n, JSON_REJECT_DUPLICATES, &jerr);
-  free(text);
-  if (!j || !json_is_object(j)) {
-    json_decref(j);
-    return lt_error_set(LT_ERR_FORMAT, "hf config '%s': not a JSON object%s%s", path, j ? "" : ": ",
-                        j ? "" : jerr.text);
-  }
-  *out = j;
-  return LT_OK;
-}
-
 /* One id key of a generation file: absent or null leaves *v; an id, or (list)
  * a list of ids, sets it. */
 static lt_status gen_id(json_t *j, const char *path, const char *key, int64_t *v, int *nv, bool list) {
@@ -523,7 +563,7 @@ lt_status lt_hf_read_gen_ids(const char *dir, lt_hf_gen_ids *out) {
     struct stat st;
     if (lstat(path, &st) != 0) continue; /* the file is optional */
     json_t *j;
-    lt_status s = read_json_object(path, &j);
+    lt_status s = lt__hf_read_json(path, CONFIG_MAX_BYTES, "config", false, &j);
     if (s != LT_OK) return s;
     s = gen_id(j, path, "eos_token_id", r.eos, &n_eos, true);
     if (s == LT_OK) s = gen_id(j, path, "bos_token_id", &r.bos, &n_bos, false);
@@ -537,24 +577,84 @@ lt_status lt_hf_read_gen_ids(const char *dir, lt_hf_gen_ids *out) {
   return LT_OK;
 }
 
+/* RoPE's theta and scaling: transformers 5 writes rope_parameters {rope_theta,
+ * rope_type, factor, ...}, older versions rope_theta and rope_scaling {type or
+ * rope_type, factor, ...}; both are read, and a theta given twice must agree.
+ * Types: "default" (none), "linear", "llama3"; any other is refused naming it. */
+static void read_rope(lt__hf_cfg *r, lt_tf_config *c) {
+  if (r->s != LT_OK) return;
+  lt__hf_get_real(r, "rope_theta", &c->rope_base, "rope_base");
+  json_t *rp = json_object_get(r->j, "rope_parameters"), *rs = json_object_get(r->j, "rope_scaling");
+  const char *key = rp && !json_is_null(rp) ? "rope_parameters" : "rope_scaling";
+  json_t *o = rp && !json_is_null(rp) ? rp : rs;
+  if (!o || json_is_null(o) || r->s != LT_OK) return;
+  if (!json_is_object(o)) {
+    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not an object", r->path, key);
+    return;
+  }
+  char sub_path[PATH_LEN + 32];
+  snprintf(sub_path, sizeof sub_path, "%s: %s", r->path, key);
+  lt__hf_cfg q = {sub_path, o, LT_OK}; /* the object's keys, named "<file>: <key>': key '<sub-key>'" */
+  double theta = c->rope_base;
+  lt__hf_get_real(&q, "rope_theta", &theta, "rope_base");
+  if (q.s == LT_OK && json_object_get(r->j, "rope_theta") && json_object_get(o, "rope_theta") && theta != c->rope_base)
+    q.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'rope_theta' %g and %s.rope_theta %g differ", r->path,
+                       c->rope_base, key, theta);
+  c->rope_base = theta;
+  json_t *t = json_object_get(o, "rope_type");
+  if (!t) t = json_object_get(o, "type");
+  const char *type = json_is_string(t) ? json_string_value(t) : NULL;
+  if (q.s == LT_OK && t && !type) q.s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key 'rope_type' is not a string",
+                                                     sub_path);
+  if (q.s != LT_OK || !type || strcmp(type, "default") == 0) {
+    r->s = q.s;
+    return;
+  }
+  if (lt_tf_rope_type_parse(type, &c->rope_type) != LT_OK) {
+    r->s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'rope_type' \"%s\": libtensor runs \"default\", "
+                        "\"linear\" and \"llama3\" RoPE", sub_path, type);
+    return;
+  }
+  static const char *const need_linear[] = {"factor"},
+                           *const need_llama3[] = {"factor", "low_freq_factor", "high_freq_factor",
+                                                    "original_max_position_embeddings"};
+  const char *const *need = c->rope_type == LT_ROPE_LLAMA3 ? need_llama3 : need_linear;
+  for (int k = 0; k < (c->rope_type == LT_ROPE_LLAMA3 ? 4 : 1) && q.s == LT_OK; k++)
+    if (!json_object_get(o, need[k]) || json_is_null(json_object_get(o, need[k])))
+      q.s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is missing (rope_type \"%s\" needs it)", sub_path,
+                         need[k], type);
+  lt__hf_get_real(&q, "factor", &c->rope_factor, "rope_factor");
+  if (c->rope_type == LT_ROPE_LLAMA3) {
+    lt__hf_get_real(&q, "low_freq_factor", &c->rope_low_freq_factor, "rope_low_freq_factor");
+    lt__hf_get_real(&q, "high_freq_factor", &c->rope_high_freq_factor, "rope_high_freq_factor");
+    lt__hf_get_int(&q, "original_max_position_embeddings", &c->rope_original_max_len, true, "rope_original_max_len");
+  }
+  json_t *af = json_object_get(o, "attention_factor"); /* transformers' default for these types: 1 */
+  if (q.s == LT_OK && af && !json_is_null(af) && !(json_is_number(af) && json_number_value(af) == 1.0))
+    q.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'attention_factor': libtensor runs only 1", sub_path);
+  r->s = q.s;
+}
+
 lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *family) {
   if (!dir) return lt_error_null_arg("hf_read_config", "dir");
   if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_read_config: directory name too long");
   char path[PATH_LEN];
   join(path, dir, LT_HF_CONFIG_FILE);
   json_t *j;
-  lt_status s = read_json_object(path, &j);
+  lt_status s = lt__hf_read_json(path, CONFIG_MAX_BYTES, "config", false, &j);
   if (s != LT_OK) return s;
   lt__hf_cfg r = {path, j, LT_OK};
   json_t *mt = json_object_get(j, "model_type");
-  lt_hf_family fam;
-  if (json_is_string(mt) && strcmp(json_string_value(mt), "gpt2") == 0) fam = LT_HF_GPT2;
-  else if (json_is_string(mt) && strcmp(json_string_value(mt), "llama") == 0) fam = LT_HF_LLAMA;
-  else if (json_is_string(mt) && strcmp(json_string_value(mt), "bert") == 0) fam = LT_HF_BERT;
-  else {
+  int fam = -1;
+  for (int k = 0; k < N_FAMILIES && json_is_string(mt); k++)
+    if (strcmp(json_string_value(mt), family_names[k]) == 0) fam = k;
+  if (fam < 0) {
+    s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'model_type' %s%.64s%s: libtensor reads \"gpt2\", "
+                     "\"llama\", \"qwen2\", \"mistral\" or \"bert\"", path, json_is_string(mt) ? "\"" : "",
+                     json_is_string(mt) ? json_string_value(mt) : mt ? "(not a string)" : "(missing)",
+                     json_is_string(mt) ? "\"" : "");
     json_decref(j);
-    return lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'model_type' must be \"gpt2\", \"llama\" or \"bert\"",
-                        path);
+    return s;
   }
   if (fam == LT_HF_BERT) { /* hf_bert.c */
     lt_tf_config bc;
@@ -596,17 +696,28 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
     lt__hf_get_int(&r, "num_key_value_heads", &c.n_kv_heads, false, "n_kv_heads");
     lt__hf_get_int(&r, "max_position_embeddings", &c.max_len, true, "max_len");
     lt__hf_get_real(&r, "rms_norm_eps", &c.norm_eps, "norm_eps");
-    lt__hf_get_real(&r, "rope_theta", &c.rope_base, "rope_base");
+    read_rope(&r, &c);
     lt__hf_get_real(&r, "attention_dropout", &c.dropout, "dropout");
     lt__hf_get_bool(&r, "tie_word_embeddings", &c.tie_embeddings);
     want_str(&r, "hidden_act", "silu", NULL);
-    want_bool(&r, "attention_bias", false);
     want_bool(&r, "mlp_bias", false);
-    if (r.s == LT_OK) {
-      json_t *rs = json_object_get(j, "rope_scaling");
-      if (rs && !json_is_null(rs))
-        r.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'rope_scaling' must be null (libtensor's RoPE is "
-                           "unscaled)", path);
+    if (fam == LT_HF_QWEN2) { /* q, k, v always biased; a sliding window only with use_sliding_window */
+      c.qkv_bias = true;
+      want_bool(&r, "use_sliding_window", false);
+      json_t *lts = json_object_get(j, "layer_types");
+      for (size_t k = 0; r.s == LT_OK && lts && k < json_array_size(lts); k++)
+        if (!json_is_string(json_array_get(lts, k)) ||
+            strcmp(json_string_value(json_array_get(lts, k)), "full_attention") != 0)
+          r.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'layer_types' entry %zu is not \"full_attention\": "
+                             "libtensor runs Qwen2 without sliding-window layers", path, k);
+      if (r.s == LT_OK && lts && !json_is_null(lts) && !json_is_array(lts))
+        r.s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key 'layer_types' is not an array", path);
+    } else {
+      want_bool(&r, "attention_bias", false);
+    }
+    if (fam == LT_HF_MISTRAL) { /* absent: MistralConfig's 4096; null: no window */
+      if (!json_object_get(j, "sliding_window")) c.sliding_window = 4096;
+      lt__hf_get_int(&r, "sliding_window", &c.sliding_window, false, "sliding_window");
     }
     int64_t hd = -1;
     get_int(&r, "head_dim", &hd, false);
@@ -619,13 +730,14 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
   }
   json_decref(j);
   if (r.s != LT_OK) return r.s;
-  if (lt_tf_config_validate(&c) != LT_OK || lt_hf_family_of(&c, NULL) != LT_OK) {
+  lt_hf_family layout_fam; /* Mistral without a window is Llama's layout, and says so */
+  if (lt_tf_config_validate(&c) != LT_OK || lt_hf_family_of(&c, &layout_fam) != LT_OK) {
     char msg[1024];
     snprintf(msg, sizeof msg, "%s", lt_last_error());
     return lt_error_set(LT_ERR_INVALID, "hf config '%s': %s", path, msg);
   }
   if (out) *out = c;
-  if (family) *family = fam;
+  if (family) *family = layout_fam;
   return LT_OK;
 }
 
@@ -634,16 +746,16 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
 /* ======================================================================== */
 
 /* GPT-2 names are found with or without "transformer." (GPT2Model saves them bare). */
-static int find_hf(const lt_st_file *f, const char *name, lt_hf_family fam) {
-  int i = lt_st_find(f, name);
-  if (i < 0 && fam == LT_HF_GPT2 && strncmp(name, "transformer.", 12) == 0) i = lt_st_find(f, name + 12);
-  if (i < 0 && fam == LT_HF_BERT && strncmp(name, "classifier.", 11) != 0) { /* with or without "bert." */
+static lt__hf_ref find_hf(const lt__hf_weights *w, const char *name, lt_hf_family fam) {
+  lt__hf_ref r = lt__hf_weights_find(w, name);
+  if (r.k < 0 && fam == LT_HF_GPT2 && strncmp(name, "transformer.", 12) == 0) r = lt__hf_weights_find(w, name + 12);
+  if (r.k < 0 && fam == LT_HF_BERT && strncmp(name, "classifier.", 11) != 0) { /* with or without "bert." */
     char other[NAME_LEN + 8];
     if (strncmp(name, "bert.", 5) == 0) snprintf(other, sizeof other, "%s", name + 5);
     else snprintf(other, sizeof other, "bert.%s", name);
-    i = lt_st_find(f, other);
+    r = lt__hf_weights_find(w, other);
   }
-  return i;
+  return r;
 }
 
 static bool ends_with(const char *s, const char *suffix) {
@@ -666,12 +778,11 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
   lt_hf_family fam;
   lt_status s = lt_hf_family_of(c, &fam);
   if (s != LT_OK) return s;
-  char path[PATH_LEN];
-  join(path, dir, LT_HF_WEIGHTS_FILE);
-  lt_st_file *f = lt_st_open(path);
-  if (!f) return lt_last_status();
+  lt__hf_weights w;
+  if ((s = lt__hf_weights_open(dir, &w)) != LT_OK) return s;
+  const char *path = w.where;
   pieces ps = {0};
-  int *idx = NULL;
+  lt__hf_ref *idx = NULL;
   if ((s = layout(m, fam, &ps)) != LT_OK || (s = check_cover(m, &ps)) != LT_OK) goto out;
   if (!(idx = calloc((size_t)ps.n, sizeof *idx))) {
     s = lt_error_set(LT_ERR_NOMEM, "hf_load_params: out of memory");
@@ -694,18 +805,19 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
     }                                                                                     \
   } while (0)
   for (int i = 0; i < ps.n; i++)
-    if ((idx[i] = find_hf(f, ps.p[i].hf, fam)) < 0) {
+    if ((idx[i] = find_hf(&w, ps.p[i].hf, fam)).k < 0) {
       n_missing++;
       NOTE("tensor '%s' (libtensor's %s) is missing", ps.p[i].hf, ps.p[i].lt[0]);
     }
-  for (int k = 0; k < lt_st_count(f); k++) {
-    const lt_st_tensor_info *ti = lt_st_info(f, k);
-    bool mine = false;
-    for (int i = 0; i < ps.n && !mine; i++) mine = idx[i] == k;
-    if (mine || tolerated(ti->name, fam) || (c->tie_embeddings && strcmp(ti->name, "lm_head.weight") == 0)) continue;
-    n_extra++;
-    NOTE("tensor '%s' is not part of the %s layout for this configuration", ti->name, lt_hf_family_name(fam));
-  }
+  for (int fi = 0; fi < w.n; fi++)
+    for (int k = 0; k < lt_st_count(w.f[fi]); k++) {
+      const lt_st_tensor_info *ti = lt_st_info(w.f[fi], k);
+      bool mine = false;
+      for (int i = 0; i < ps.n && !mine; i++) mine = idx[i].file == fi && idx[i].k == k;
+      if (mine || tolerated(ti->name, fam) || (c->tie_embeddings && strcmp(ti->name, "lm_head.weight") == 0)) continue;
+      n_extra++;
+      NOTE("tensor '%s' is not part of the %s layout for this configuration", ti->name, lt_hf_family_name(fam));
+    }
 #undef NOTE
   if (n_missing || n_extra) {
     s = lt_error_set(LT_ERR_INVALID, "hf '%s': %d tensor%s missing, %d not in the layout: %s%s", path, n_missing,
@@ -716,7 +828,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
    *    embedding, byte for byte */
   for (int i = 0; i < ps.n; i++) {
     const piece *p = &ps.p[i];
-    const lt_st_tensor_info *ti = lt_st_info(f, idx[i]);
+    const lt_st_tensor_info *ti = lt_st_info(w.f[idx[i].file], idx[i].k);
     bool same = ti->ndim == p->ndim;
     for (int k = 0; same && k < p->ndim; k++) same = ti->shape[k] == p->shape[k];
     if (!same) {
@@ -730,28 +842,30 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
                        lt_st_dtype_name(ti->dtype), lt_dtype_name(p->src[0]->dtype));
       goto out;
     }
-    if ((s = lt_st_check_finite(f, idx[i])) != LT_OK) goto out; /* NaN, inf: refused before a value is written */
+    /* NaN, inf: refused before a value is written */
+    if ((s = lt_st_check_finite(w.f[idx[i].file], idx[i].k)) != LT_OK) goto out;
   }
-  for (int k = 0; k < lt_st_count(f) && c->tie_embeddings; k++) {
-    const lt_st_tensor_info *ti = lt_st_info(f, k);
-    if (strcmp(ti->name, "lm_head.weight") != 0) continue;
-    const lt_st_tensor_info *e = lt_st_info(f, idx[0]);
-    if (e->dtype == ti->dtype && e->end - e->begin == ti->end - ti->begin &&
-        memcmp(lt_st_data(f, idx[0]), lt_st_data(f, k), (size_t)(e->end - e->begin)) == 0)
-      continue;
-    s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor 'lm_head.weight' differs from the embedding '%s', but the "
-                     "configuration ties them (tie_word_embeddings)", path, e->name);
-    goto out;
+  const lt__hf_ref head = lt__hf_weights_find(&w, "lm_head.weight");
+  if (c->tie_embeddings && head.k >= 0) {
+    const lt_st_tensor_info *ti = lt_st_info(w.f[head.file], head.k);
+    const lt_st_tensor_info *e = lt_st_info(w.f[idx[0].file], idx[0].k);
+    if (!(e->dtype == ti->dtype && e->end - e->begin == ti->end - ti->begin &&
+          memcmp(lt_st_data(w.f[idx[0].file], idx[0].k), lt_st_data(w.f[head.file], head.k),
+                 (size_t)(e->end - e->begin)) == 0)) {
+      s = lt_error_set(LT_ERR_INVALID, "hf '%s': tensor 'lm_head.weight' differs from the embedding '%s', but the "
+                       "configuration ties them (tie_word_embeddings)", path, e->name);
+      goto out;
+    }
   }
   /* 3. write: read straight into the parameter, or convert then split */
   bool prev = lt_set_grad_enabled(false);
   for (int i = 0; i < ps.n && s == LT_OK; i++) {
     const piece *p = &ps.p[i];
     if (p->op == P_SAME) {
-      s = lt_st_read_into(f, idx[i], p->src[0]);
+      s = lt_st_read_into(w.f[idx[i].file], idx[i].k, p->src[0]);
       continue;
     }
-    lt_tensor *t = lt_st_tensor(f, idx[i], p->src[0]->dtype);
+    lt_tensor *t = lt_st_tensor(w.f[idx[i].file], idx[i].k, p->src[0]->dtype);
     s = t ? lt__hf_piece_store(p, t) : lt_last_status();
     lt_tensor_free(t);
   }
@@ -759,7 +873,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
 out:
   free(idx);
   free(ps.p);
-  lt_st_close(f);
+  lt__hf_weights_close(&w);
   return s;
 }
 
@@ -768,13 +882,14 @@ lt_status lt_hf_check_size(const char *dir, const lt_tf_config *c, uint64_t max_
   if (strlen(dir) > PATH_LEN - 64) return lt_error_set(LT_ERR_INVALID, "hf_check_size: directory name too long");
   int64_t n_params, in_file = 0;
   size_t bytes;
-  char path[PATH_LEN];
   lt_status s = lt_tf_config_size(c, &n_params, &bytes);
   if (s != LT_OK) return s;
-  lt_st_file *f = lt_st_open(join(path, dir, LT_HF_WEIGHTS_FILE));
-  if (!f) return lt_last_status();
-  for (int i = 0; i < lt_st_count(f); i++) in_file += lt_st_info(f, i)->numel; /* the tensors tile the file: at most its size */
-  lt_st_close(f);
+  lt__hf_weights w;
+  if ((s = lt__hf_weights_open(dir, &w)) != LT_OK) return s;
+  for (int fi = 0; fi < w.n; fi++) /* the tensors tile each file: at most its size */
+    for (int i = 0; i < lt_st_count(w.f[fi]); i++)
+      if (__builtin_add_overflow(in_file, lt_st_info(w.f[fi], i)->numel, &in_file)) in_file = INT64_MAX;
+  lt__hf_weights_close(&w);
   if (n_params > in_file)
     return lt_error_set(LT_ERR_FORMAT, "hf '%s': the configuration describes %lld parameters, the weights file holds "
                         "%lld", dir, (long long)n_params, (long long)in_file);

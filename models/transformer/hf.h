@@ -15,6 +15,11 @@
  *          configuration says). libtensor's RoPE rotates halves (x_i with
  *          x_{i+HS/2}) as Hugging Face's Llama does (rotate_half), so q_proj
  *          and k_proj are stored unpermuted.
+ *   Qwen2  Llama's layout with biases on q_proj, k_proj and v_proj only
+ *          (qkv_bias); no sliding window (use_sliding_window false).
+ *   Mistral Llama's layout with a sliding window (sliding_window > 0).
+ *          The RoPE families (Llama, Qwen2, Mistral) also carry RoPE
+ *          scaling ("linear", Llama 3's "llama3"), as rope_parameters.
  *   BERT   when it is BERT's (hf_bert.c): encoder-only, post-norm LayerNorm,
  *          learned absolute positions, token types, embed_norm, pooler,
  *          biases, n_kv_heads == n_heads; BertModel (n_classes 0) or
@@ -26,35 +31,42 @@
  *
  * What this is not: a tokenizer converter (the programs copy the
  * checkpoint's serialised tokenizer beside the weights, LT_HF_TOKENIZER_FILE),
- * nor a reader of sharded or 16-bit-only checkpoints beyond what
- * checkpoint/safetensors.h reads (F16/BF16 weights load as f32).
+ * nor a reader of 16-bit-only checkpoints beyond what
+ * checkpoint/safetensors.h reads (F16/BF16 weights load as f32). Sharded
+ * weights (LT_HF_WEIGHTS_INDEX_FILE) are read, never written.
  *
  * Errors and ownership as tensor/tensor.h.
  */
 #ifndef LT_TF_HF_H
 #define LT_TF_HF_H
 
+#include "datasets/datasets.h"
 #include "models/transformer/transformer.h"
 
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT } lt_hf_family;
+typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT, LT_HF_QWEN2, LT_HF_MISTRAL } lt_hf_family;
 
 /* The files of an exported directory. */
 #define LT_HF_WEIGHTS_FILE "model.safetensors"
+/* Read when LT_HF_WEIGHTS_FILE is absent: the weights split over shards
+ * (its weight_map names each tensor's file; docs/interop.md). Never written. */
+#define LT_HF_WEIGHTS_INDEX_FILE "model.safetensors.index.json"
 #define LT_HF_CONFIG_FILE "config.json"
 /* libtensor's tokenizer as the checkpoint holds it (lt_tokenizer_serialize),
  * written by `export` and read by `generate` (not a Hugging Face file). */
 #define LT_HF_TOKENIZER_FILE "libtensor-tokenizer.bin"
 
-/* "gpt2", "llama" or "bert" (config.json's model_type); "unknown" out of range. */
+/* "gpt2", "llama", "bert", "qwen2" or "mistral" (config.json's model_type);
+ * "unknown" out of range. */
 LT_API const char *lt_hf_family_name(lt_hf_family f);
 
 /* The layout cfg fits (LT_OK and *out), or LT_ERR_INVALID naming the first
  * option that fits neither (a configuration with LayerNorm is judged as
- * GPT-2, one with RMSNorm as Llama). *out is untouched on failure. */
+ * GPT-2, one with RMSNorm as Llama, Qwen2 when it has qkv_bias, Mistral when
+ * it has a sliding_window). *out is untouched on failure. */
 LT_API lt_status lt_hf_family_of(const lt_tf_config *cfg, lt_hf_family *out);
 
 /* Writes dir/model.safetensors (metadata {"format": "pt"}) and
@@ -70,11 +82,13 @@ LT_API lt_status lt_hf_export(lt_transformer *m, const char *dir);
 LT_API bool lt_hf_is_dir(const char *path);
 
 /* Reads dir/config.json (a regular file of at most 1 MiB) into *cfg and
- * *family (either may be NULL): model_type "gpt2", "llama" or "bert"; keys read and
+ * *family (either may be NULL): model_type "gpt2", "llama", "qwen2", "mistral" or
+ * "bert"; keys read and
  * their defaults in docs/interop.md; a key with a value libtensor cannot
  * run (activation_function, hidden_act, attention_bias, rope_scaling, ...)
  * is refused naming it. The result passes lt_tf_config_validate and
- * lt_hf_family_of. Errors: LT_ERR_IO, LT_ERR_FORMAT (not JSON, a key of the
+ * lt_hf_family_of, whose layout *family is (a "mistral" without a
+ * sliding_window is Llama's). Errors: LT_ERR_IO, LT_ERR_FORMAT (not JSON, a key of the
  * wrong type, naming the file and the key), LT_ERR_INVALID. *cfg untouched
  * on failure. */
 LT_API lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *family);
@@ -96,7 +110,10 @@ typedef struct lt_hf_gen_ids {
 } lt_hf_gen_ids;
 LT_API lt_status lt_hf_read_gen_ids(const char *dir, lt_hf_gen_ids *out);
 
-/* Loads dir/model.safetensors into m (borrowed; its configuration must be
+/* Loads dir/model.safetensors (or, when it is absent, the shards that
+ * dir/model.safetensors.index.json names, checked against it: each shard a
+ * file of dir, every tensor where the index says and in one shard only;
+ * docs/interop.md) into m (borrowed; its configuration must be
  * the directory's, e.g. built from lt_hf_read_config). Every name the layout
  * needs must be present with its shape and a float dtype, and no other name
  * (GPT-2's attention-mask buffers "attn.bias" / "attn.masked_bias" and, for
@@ -121,6 +138,38 @@ LT_API lt_status lt_hf_check_size(const char *dir, const lt_tf_config *cfg, uint
  * lt_hf_load_params: the model of an exported directory. Returns new (free
  * with lt_transformer_free), or NULL with the error set. */
 LT_API lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes);
+
+/* ---- sentence embeddings, as sentence-transformers (hf_embed.c) ------------ */
+
+/* What sentence-transformers' files in an encoder directory say. */
+typedef struct lt_hf_sentence_config {
+  int64_t max_seq_length; /* tokens per text, special tokens included (sentence_bert_config.json; absent: max_len) */
+  bool normalize;         /* L2-normalise each embedding (a Normalize module in modules.json) */
+} lt_hf_sentence_config;
+
+/* Reads dir's modules.json (absent: mean pooling without Normalize, what
+ * sentence-transformers does with a plain model), its Pooling module's
+ * config.json and sentence_bert_config.json for a model of configuration
+ * cfg (borrowed). The pipeline must be Transformer (the directory itself),
+ * Pooling with pooling_mode_mean_tokens only (of cfg's d_model), then
+ * optionally Normalize; any other module, pooling mode, a path leaving the
+ * directory, do_lower_case true or a max_seq_length outside [1, max_len] is
+ * refused naming the file and the key (LT_ERR_INVALID, LT_ERR_FORMAT,
+ * LT_ERR_IO). *out untouched on failure. */
+LT_API lt_status lt_hf_read_sentence_config(const char *dir, const lt_tf_config *cfg, lt_hf_sentence_config *out);
+
+/* Sentence embeddings of texts[0..n) (lens[i] bytes each, or NULL: each
+ * NUL-terminated) with the encoder m and its tokenizer tok (both borrowed):
+ * each text encoded with the tokenizer's special tokens, its text tokens cut
+ * to fit sc->max_seq_length (transformers' truncation for one sequence),
+ * then in batches of at most `batch` texts of similar lengths (longest
+ * first, each batch padded to its longest), lt_transformer_embed (mean over
+ * the tokens, normalised when sc->normalize). Returns new [n, C] f32, row i
+ * for texts[i], or NULL with LT_ERR_NULL, LT_ERR_INVALID (a decoder-only
+ * model, batch < 1, a token id outside the vocabulary: another model's
+ * tokenizer), the tokenizer's errors, LT_ERR_NOMEM. */
+LT_API lt_tensor *lt_hf_embed_texts(const lt_transformer *m, const lt_tokenizer *tok, const lt_hf_sentence_config *sc,
+                             int64_t n, const char *const *texts, const size_t *lens, int64_t batch);
 
 #ifdef __cplusplus
 }

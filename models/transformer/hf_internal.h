@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "checkpoint/safetensors.h"
 #include "models/transformer/hf.h"
 
 #define LT__HF_NAME_LEN 256
@@ -48,6 +49,10 @@ lt_tensor *lt__hf_piece_tensor(const piece *p);
  * float dtype) back into p's parameters: transposed, split or unpermuted as
  * p->op says. No autograd record. */
 lt_status lt__hf_piece_store(const piece *p, const lt_tensor *t);
+/* The JSON object (array: the array) in the file path (a regular file of at
+ * most max_bytes; duplicate keys refused): *out a new reference, or NULL
+ * with LT_ERR_IO / LT_ERR_FORMAT ("hf <what> '<path>': not a JSON object: ..."). */
+lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what, bool array, json_t **out);
 
 /* ---- config.json's keys (hf.c), for every family ---------------------------- */
 /* A reader of one config.json: the first failure is kept in s and every later
@@ -66,6 +71,27 @@ void lt__hf_get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required,
 void lt__hf_get_real(lt__hf_cfg *r, const char *key, double *out, const char *field);
 /* A boolean key (absent or null: *out unchanged). */
 void lt__hf_get_bool(lt__hf_cfg *r, const char *key, bool *out);
+
+/* ---- the weights: one file or shards (hf_weights.c) -------------------------- */
+#define LT__HF_INDEX_MAX_BYTES (64u << 20) /* model.safetensors.index.json (a 400B model's is ~2 MB) */
+#define LT__HF_MAX_SHARDS 4096
+typedef struct lt__hf_weights {
+  int n;               /* files (1 unless sharded) */
+  lt_st_file **f;      /* owned */
+  char **file;         /* each file's path (owned), for messages */
+  char where[4096];    /* "<dir>/model.safetensors" or "<dir>/model.safetensors.index.json", for messages */
+} lt__hf_weights;
+typedef struct lt__hf_ref {
+  int file, k; /* tensor k of file `file`; -1, -1: not found */
+} lt__hf_ref;
+/* Opens dir's weights: model.safetensors when it exists, else the shards of
+ * model.safetensors.index.json, checked against the index (hf_weights.c's
+ * opening comment lists the checks). On failure *w is empty (closing it is a
+ * no-op) and the error names the file and the key, tensor or shard. */
+lt_status lt__hf_weights_open(const char *dir, lt__hf_weights *w);
+void lt__hf_weights_close(lt__hf_weights *w); /* NULL and an empty one are no-ops */
+/* The tensor called name in whichever file holds it. */
+lt__hf_ref lt__hf_weights_find(const lt__hf_weights *w, const char *name);
 
 /* ---- BERT (hf_bert.c) ------------------------------------------------------- */
 /* LT_OK when the (valid) encoder-only configuration c is BERT's layout, else

@@ -220,6 +220,20 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
                (long long)c->d_model, (long long)LT_TF_MAX_POS_TABLE);
   if (c->arch == LT_TF_ENCODER_ONLY && c->tie_embeddings)
     return BAD("tie_embeddings: the encoder-only classifier has no output projection to tie");
+  if (c->qkv_bias && c->bias) return BAD("qkv_bias with bias: bias already puts biases on q, k and v");
+  if (c->sliding_window > 0 && !has_dec)
+    return BAD("sliding_window %lld: only a decoder's self-attention slides (this model has no decoder)",
+               (long long)c->sliding_window);
+  if (c->rope_type != LT_ROPE_DEFAULT) {
+    if (c->pos != LT_TF_POS_ROPE)
+      return BAD("rope_type %d: RoPE scaling needs pos rope (positions %d)", (int)c->rope_type, (int)c->pos);
+    const lt_rope_scaling sc = lt_tf_rope_scaling(c);
+    if ((s = lt_rope_scaling_check(&sc)) != LT_OK) {
+      char msg[512];
+      snprintf(msg, sizeof msg, "%s", lt_last_error());
+      return BAD("%s", msg);
+    }
+  }
   if (c->pad_id < -1 || c->pad_id >= c->vocab_size)
     return BAD("pad_id %lld: must be in [0, vocab_size %lld) or -1 (none)", (long long)c->pad_id,
                (long long)c->vocab_size);
@@ -256,6 +270,7 @@ lt_status lt_tf_config_size(const lt_tf_config *c, int64_t *n_params, size_t *by
   int64_t attn = 0, ffn = 0, layer_self = 0, layer_cross = 0, n = 0, table = 0;
   if ((s = size_add(&attn, 2 * C, C + nb, "attention q/out projections")) ||
       (s = size_add(&attn, 2 * kv, C + nb, "attention k/v projections")) ||
+      (c->qkv_bias && (s = size_add(&attn, 1, C + 2 * kv, "attention q/k/v biases"))) ||
       (s = size_add(&ffn, c->d_ff, C + nb, "feed-forward linear1")) ||
       (s = size_add(&ffn, C, c->d_ff + nb, "feed-forward linear2")) ||
       (c->swiglu && (s = size_add(&ffn, c->d_ff, C + nb, "feed-forward w3"))))
@@ -309,7 +324,31 @@ static lt_transformer_layer_opts layer_opts(const lt_tf_config *c) {
   return (lt_transformer_layer_opts){.d_model = c->d_model, .n_heads = c->n_heads, .n_kv_heads = c->n_kv_heads,
                                      .d_ff = c->d_ff, .dropout = c->dropout, .act = c->act, .swiglu = c->swiglu,
                                      .norm_first = c->pre_norm, .norm = norm_kind(c), .norm_eps = c->norm_eps,
-                                     .bias = c->bias, .rope = c->pos == LT_TF_POS_ROPE, .rope_base = c->rope_base};
+                                     .bias = c->bias, .rope = c->pos == LT_TF_POS_ROPE, .rope_base = c->rope_base,
+                                     .rope_scaling = lt_tf_rope_scaling(c), .qkv_bias = c->qkv_bias};
+}
+
+lt_rope_scaling lt_tf_rope_scaling(const lt_tf_config *c) {
+  return (lt_rope_scaling){.type = c->rope_type, .factor = c->rope_factor, .low_freq_factor = c->rope_low_freq_factor,
+                           .high_freq_factor = c->rope_high_freq_factor, .original_max_len = c->rope_original_max_len};
+}
+
+/* The sliding window's mask (Mistral's): T queries, the last T of S keys
+ * (whole sequence: S = T; a cached step: S = the cache's length after it),
+ * query t may see key s when t + S - T - W < s <= t + S - T. A bool [T, S]
+ * (true = may attend; broadcast over B and the heads), or NULL with no error
+ * when no key is outside the window (S <= W). *err: a failure. Returns new. */
+static lt_tensor *window_mask(int64_t T, int64_t S, int64_t W, bool *err) {
+  *err = false;
+  if (W <= 0 || S <= W) return NULL;
+  lt_tensor *mk = lt_zeros(LT_DTYPE_BOOL, 2, (int64_t[]){T, S});
+  if (!mk) return *err = true, NULL;
+  bool *d = mk->data;
+  for (int64_t t = 0; t < T; t++) {
+    const int64_t hi = t + S - T, lo = hi - W + 1 > 0 ? hi - W + 1 : 0;
+    for (int64_t j = lo; j <= hi; j++) d[t * S + j] = true;
+  }
+  return mk;
 }
 
 /* Registers one layer under "<stack>.layers.<i>" (nn/transformer_layer.h's order:
@@ -640,8 +679,11 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
       return NULL;
     }
   }
-  lt_tensor *x = embed_forward(m, tgt, NULL, pos0, left_pad, ctx);
-  const lt_attention_opts self_mask = {.causal = true, .key_padding_mask = kpm ? kpm : tgt_pad};
+  const int64_t T = tgt->shape[1], S = cache ? cache->layer[0].self.len + T : T;
+  bool werr;
+  lt_tensor *win = window_mask(T, S, c->sliding_window, &werr);
+  lt_tensor *x = werr ? NULL : embed_forward(m, tgt, NULL, pos0, left_pad, ctx);
+  const lt_attention_opts self_mask = {.causal = true, .key_padding_mask = kpm ? kpm : tgt_pad, .attn_mask = win};
   const lt_attention_opts mem_mask = {.key_padding_mask = src_pad};
   for (int64_t i = 0; x && i < m->n_dec; i++) {
     const tf_layer *L = &m->dec[i];
@@ -654,6 +696,7 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
   if (x) step(&x, hl ? lt_linear_cross_entropy(x, head, hl->labels, hl->ce, hl->chunk_rows) : lt_linear(x, head, NULL));
   if (cache && !x)
     for (int64_t i = 0; i < cache->n; i++) cache->layer[i].self.len = lens[2 * i], cache->layer[i].cross.len = lens[2 * i + 1];
+  lt_tensor_free(win);
   free(lens);
   lt_tensor_free(kpm);
   return x;

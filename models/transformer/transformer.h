@@ -72,6 +72,17 @@ typedef struct lt_tf_config {
                              dropout and the first layer (BERT's embeddings.LayerNorm) */
   bool pooler;            /* encoder-only: pooler = tanh(Linear(C, C)) of the first position's output
                              (BERT's pooler); lt_transformer_classify then classifies it instead of the mean */
+  /* Decoder families' extras (docs/interop.md); zero / false elsewhere, and
+   * in a checkpoint that predates them: */
+  bool qkv_bias;          /* biases on the attention's q, k, v projections only, none on its output or the
+                             feed-forward (Qwen2); needs bias false (bias true has them already) */
+  int64_t sliding_window; /* decoder self-attention: each query sees only its latest sliding_window keys,
+                             itself included (Mistral's sliding window); 0 = every earlier key */
+  /* RoPE's frequency scaling (pos rope; nn.h's lt_rope_scaling, which says how each is used): */
+  lt_rope_type rope_type; /* LT_ROPE_DEFAULT (none, the fields below unused), LT_ROPE_LINEAR, LT_ROPE_LLAMA3 */
+  double rope_factor;     /* linear, llama3: > 0 */
+  double rope_low_freq_factor, rope_high_freq_factor; /* llama3: 0 < low < high */
+  int64_t rope_original_max_len; /* llama3: the context length trained before scaling, >= 1 */
 } lt_tf_config;
 
 /* The paper's choices for each architecture at a small size (d_model 128,
@@ -102,7 +113,12 @@ LT_API lt_status lt_tf_config_validate(const lt_tf_config *cfg);
   X(dropout, 0, 1, 0)          \
   X(norm_eps, 0, 1, 1)         \
   X(rope_base, 1, 1000000000, 1) \
-  X(type_vocab_size, 0, 65536, 0)
+  X(type_vocab_size, 0, 65536, 0) \
+  X(sliding_window, 0, 1048576, 0) \
+  X(rope_factor, 0, 1024, 0) \
+  X(rope_low_freq_factor, 0, 1024, 0) \
+  X(rope_high_freq_factor, 0, 1024, 0) \
+  X(rope_original_max_len, 0, 1048576, 0)
 /* Each bound as a constant expression, for static tables: LT_TF_LO_d_model,
  * LT_TF_HI_d_model, LT_TF_LO_OPEN_d_model, ... */
 #define LT_TF_RANGE_ENUM_(f, lo, hi, open) LT_TF_LO_##f = lo, LT_TF_HI_##f = hi, LT_TF_LO_OPEN_##f = open,
@@ -134,6 +150,9 @@ LT_API lt_status lt_tf_config_check_range_int(const char *field, int64_t v, cons
  * loader compares these with the checkpoint before building
  * (lt_ckpt_check_model_size). */
 LT_API lt_status lt_tf_config_size(const lt_tf_config *cfg, int64_t *n_params, size_t *bytes);
+
+/* The RoPE scaling of cfg's rope_* fields, as nn.h's struct. */
+LT_API lt_rope_scaling lt_tf_rope_scaling(const lt_tf_config *cfg);
 
 typedef struct lt_transformer lt_transformer;
 

@@ -16,9 +16,11 @@ state_dicts and AdamW state in both directions (docs/python.md).
   in_proj_weight [3C, C] / in_proj_bias [3C] (split row-wise), and the decoder's
   cross-attention is multihead_attn (libtensor: cross_attn).
 
-`config` is the checkpoint's /model attributes (Checkpoint.config), the 26
-keys of lt_tf_config (BERT's type_vocab_size, embed_norm and pooler read as 0
-when a checkpoint lacks them, as lt_tf_config_from_meta does); default_config gives lt_tf_config_default's values.
+`config` is the checkpoint's /model attributes (Checkpoint.config), the 33
+keys of lt_tf_config (the late ones, BERT's type_vocab_size, embed_norm and
+pooler, Qwen2's qkv_bias, Mistral's sliding_window and the rope_* scaling, read
+as 0 / "default" when a checkpoint lacks them, as lt_tf_config_from_meta does;
+the Python models run none of the decoder families' three and refuse them); default_config gives lt_tf_config_default's values.
 Torch is imported here only: the rest of the package does not need it.
 """
 import math
@@ -29,11 +31,13 @@ from torch import nn
 import torch.nn.functional as F
 
 INT_KEYS = ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_enc_layers", "n_dec_layers", "d_ff", "max_len",
-            "n_classes", "pad_id", "type_vocab_size")
-BOOL_KEYS = ("pre_norm", "swiglu", "tie_embeddings", "scale_embeddings", "bias", "embed_norm", "pooler")
-LATE_KEYS = ("type_vocab_size", "embed_norm", "pooler")  # 0 when absent (checkpoints that predate them)
-FLOAT_KEYS = ("dropout", "norm_eps", "rope_base")
-STR_KEYS = ("arch", "norm", "act", "pos")
+            "n_classes", "pad_id", "type_vocab_size", "sliding_window", "rope_original_max_len")
+BOOL_KEYS = ("pre_norm", "swiglu", "tie_embeddings", "scale_embeddings", "bias", "embed_norm", "pooler", "qkv_bias")
+FLOAT_KEYS = ("dropout", "norm_eps", "rope_base", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor")
+STR_KEYS = ("arch", "norm", "act", "pos", "rope_type")
+# config.c's TF_LATE_* fields: their values when a checkpoint predates them
+LATE_KEYS = dict(type_vocab_size=0, embed_norm=0, pooler=0, qkv_bias=0, sliding_window=0, rope_original_max_len=0,
+                 rope_factor=0.0, rope_low_freq_factor=0.0, rope_high_freq_factor=0.0, rope_type="default")
 
 
 def default_config(arch, vocab_size, **over):
@@ -41,7 +45,7 @@ def default_config(arch, vocab_size, **over):
     c = dict(arch=arch, vocab_size=vocab_size, d_model=128, n_heads=4, n_kv_heads=4, n_enc_layers=2,
              n_dec_layers=2, d_ff=512, max_len=512, n_classes=0, dropout=0.1, norm="layernorm", pre_norm=False,
              act="relu", swiglu=False, pos="sinusoidal", tie_embeddings=True, scale_embeddings=True, bias=True,
-             norm_eps=1e-5, rope_base=10000.0, pad_id=0, type_vocab_size=0, embed_norm=False, pooler=False)
+             norm_eps=1e-5, rope_base=10000.0, pad_id=0, **LATE_KEYS)
     if arch == "decoder-only":
         c.update(n_enc_layers=0, pre_norm=True, act="gelu", pos="learned", scale_embeddings=False)
     elif arch != "encoder-decoder":
@@ -83,8 +87,8 @@ def normalize_config(c):
     """The configuration with libtensor's types: ints, bools as ints 0/1, floats, strings."""
     out = {}
     c = dict(c)
-    for k in LATE_KEYS:
-        c.setdefault(k, 0)
+    for k, v in LATE_KEYS.items():
+        c.setdefault(k, v)
     for k in STR_KEYS:
         out[k] = str(c[k])
     for k in INT_KEYS:
@@ -218,6 +222,9 @@ class GPT(nn.Module):
             raise ValueError("GPT: arch %r, expected 'decoder-only'" % c["arch"])
         if c["embed_norm"]:
             raise NotImplementedError("GPT: embed_norm is not implemented in the Python model")
+        for k, off in (("qkv_bias", 0), ("sliding_window", 0), ("rope_type", "default")):
+            if c[k] != off:
+                raise NotImplementedError("GPT: %s = %r is not implemented in the Python model" % (k, c[k]))
         C = c["d_model"]
         self.embed = nn.Embedding(c["vocab_size"], C, padding_idx=c["pad_id"] if c["pad_id"] >= 0 else None)
         nn.init.normal_(self.embed.weight, 0.0, 1 / math.sqrt(C) if c["scale_embeddings"] else 0.02)
@@ -263,7 +270,8 @@ class Seq2Seq(nn.Transformer):
         bad = [k for k, ok in (("arch", c["arch"] == "encoder-decoder"), ("norm", c["norm"] == "layernorm"),
                                ("act", c["act"] in ("relu", "gelu")), ("swiglu", not c["swiglu"]),
                                ("bias", c["bias"]), ("n_kv_heads", c["n_kv_heads"] == c["n_heads"]),
-                               ("pos", c["pos"] != "rope"), ("embed_norm", not c["embed_norm"])) if not ok]
+                               ("pos", c["pos"] != "rope"), ("embed_norm", not c["embed_norm"]),
+                               ("qkv_bias", not c["qkv_bias"]), ("sliding_window", c["sliding_window"] == 0)) if not ok]
         if bad:
             raise ValueError("Seq2Seq (nn.Transformer) cannot express %s = %s" % (bad[0], c[bad[0]]))
         super().__init__(d_model=c["d_model"], nhead=c["n_heads"], num_encoder_layers=c["n_enc_layers"],

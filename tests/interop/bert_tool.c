@@ -3,11 +3,14 @@
  * which judges libtensor's BERT (models/transformer/hf_bert.c) against
  * Hugging Face transformers and sentence-transformers.
  *
- *   bert_tool make DIR SEED N_CLASSES   a tiny random BERT (every parameter
+ *   bert_tool make DIR SEED N_CLASSES [VOCAB MAX_LEN]
+ *                                       a tiny random BERT (every parameter
  *                                       random, norms and biases too),
  *                                       exported to DIR (lt_hf_export):
  *                                       BertModel, or with N_CLASSES > 0
  *                                       BertForSequenceClassification
+ *                                       (vocabulary 47 and 20 positions
+ *                                       unless given)
  *   bert_tool run DIR IN OUT            loads DIR (lt_hf_load) and runs the
  *                                       inputs of IN (safetensors:
  *                                       input_ids and attention_mask [N, S],
@@ -38,10 +41,10 @@ static int fail(const char *what) {
   return 1;
 }
 
-static int make(const char *dir, uint64_t seed, int64_t n_classes) {
+static int make(const char *dir, uint64_t seed, int64_t n_classes, int64_t vocab, int64_t max_len) {
   lt_tf_config c = lt_tf_config_default(LT_TF_ENCODER_ONLY);
-  c.vocab_size = 47, c.d_model = 24, c.n_heads = 4, c.n_kv_heads = 4, c.n_enc_layers = 2, c.d_ff = 40;
-  c.max_len = 20, c.dropout = 0.0, c.pad_id = 0, c.n_classes = n_classes, c.norm_eps = 1e-12;
+  c.vocab_size = vocab, c.d_model = 24, c.n_heads = 4, c.n_kv_heads = 4, c.n_enc_layers = 2, c.d_ff = 40;
+  c.max_len = max_len, c.dropout = 0.0, c.pad_id = 0, c.n_classes = n_classes, c.norm_eps = 1e-12;
   c.type_vocab_size = 3, c.embed_norm = true, c.pooler = true;
   return tool_export_random("bert_tool", &c, dir, seed);
 }
@@ -124,9 +127,10 @@ static int run(const char *dir, const char *in, const char *out, const char *wei
 }
 
 int main(int argc, char **argv) {
-  if (argc == 5 && strcmp(argv[1], "make") == 0)
-    return make(argv[2], strtoull(argv[3], NULL, 10), strtoll(argv[4], NULL, 10));
+  if ((argc == 5 || argc == 7) && strcmp(argv[1], "make") == 0)
+    return make(argv[2], strtoull(argv[3], NULL, 10), strtoll(argv[4], NULL, 10),
+                argc == 7 ? strtoll(argv[5], NULL, 10) : 47, argc == 7 ? strtoll(argv[6], NULL, 10) : 20);
   if ((argc == 5 || argc == 6) && strcmp(argv[1], "run") == 0) return run(argv[2], argv[3], argv[4], argc == 6 ? argv[5] : NULL);
-  fprintf(stderr, "usage: bert_tool make DIR SEED N_CLASSES | run DIR IN OUT [f32|bf16|q8_0|q4_0]\n");
+  fprintf(stderr, "usage: bert_tool make DIR SEED N_CLASSES [VOCAB MAX_LEN] | run DIR IN OUT [f32|bf16|q8_0|q4_0]\n");
   return 2;
 }

@@ -3,9 +3,12 @@
  * which compares libtensor's Hugging Face directories with PyTorch models
  * written from the published GPT-2 and Llama descriptions.
  *
- *   hf_tool make gpt2|llama DIR SEED   a tiny model of that layout with
+ *   hf_tool make FAMILY DIR SEED       a tiny model of that layout with
  *                                      random weights (norms and biases too),
- *                                      exported to DIR (lt_hf_export)
+ *                                      exported to DIR (lt_hf_export):
+ *                                      gpt2, llama, qwen2 (q/k/v biases),
+ *                                      mistral (sliding window 6), llama3
+ *                                      (Llama with Llama 3's RoPE scaling)
  *   hf_tool make-gguf gpt2|llama DIR SEED  the same at a size whose rows fill
  *                                      GGUF's 32-weight blocks (C 64, d_ff
  *                                      128, vocab 260 = the byte tokenizer's,
@@ -27,6 +30,12 @@
  *                                      decoded as one left-padded batch
  *                                      (lt_generate_left_pad, prompt_lens),
  *                                      one line of tokens per prompt
+ *   hf_tool beam DIR N K ALPHA EOS IDS beam search (lt_generate, K beams,
+ *                                      length penalty ALPHA, end token EOS,
+ *                                      at most N new tokens) after the
+ *                                      prompt IDS with the KV cache; prints
+ *                                      the tokens (comma-separated), then
+ *                                      the score on a second line (%.17g)
  *   hf_tool tokenizer DIR              writes libtensor's byte tokenizer to
  *                                      DIR/libtensor-tokenizer.bin, so that
  *                                      generate runs on a directory PyTorch
@@ -59,6 +68,11 @@ static int make(const char *family, const char *dir, uint64_t seed, bool gguf) {
   } else {
     c.norm = LT_TF_RMS_NORM, c.act = LT_ACT_SILU, c.swiglu = true, c.pos = LT_TF_POS_ROPE, c.bias = false;
     c.tie_embeddings = false, c.n_kv_heads = 2, c.norm_eps = 1e-6, c.rope_base = 10000.0;
+    if (strcmp(family, "qwen2") == 0) c.qkv_bias = true, c.tie_embeddings = true, c.rope_base = 1e6;
+    if (strcmp(family, "mistral") == 0) c.sliding_window = 6;
+    if (strcmp(family, "llama3") == 0) /* head size 4: wavelengths 6.3 (between 8/4 and 8/1) and 628 (above) */
+      c.rope_type = LT_ROPE_LLAMA3, c.rope_factor = 4, c.rope_low_freq_factor = 1, c.rope_high_freq_factor = 4,
+      c.rope_original_max_len = 8;
   }
   const int rc = tool_export_random("hf_tool", &c, dir, seed);
   return rc || !gguf ? rc : tokenizer(dir);
@@ -145,6 +159,31 @@ static int greedy(const char *dir, long long n, const char *ids_text) {
   return 0;
 }
 
+static int beam(const char *dir, long long n, long long k, double alpha, long long eos, const char *ids_text) {
+  lt_transformer *m = lt_hf_load(dir, 0);
+  if (!m) return fail("loading");
+  lt_tensor *x = parse_ids(ids_text);
+  if (!x) return fail("the prompt");
+  lt_generate_opts o = lt_generate_defaults();
+  o.strategy = LT_GENERATE_BEAM, o.max_new = n, o.beam_width = k, o.length_penalty = alpha, o.eos_id = eos;
+  lt_tf_generate_opts tf = lt_tf_generate_defaults();
+  lt_generate_result r = {0};
+  if (lt_transformer_generate(m, NULL, NULL, x, &o, &tf, &r) != LT_OK) return fail("generate");
+  double len, score;
+  if (lt_get(r.lengths, (int64_t[]){0}, &len) != LT_OK || lt_get(r.scores, (int64_t[]){0}, &score) != LT_OK)
+    return fail("reading the result");
+  for (int64_t i = 0; i < (int64_t)len; i++) {
+    double v;
+    if (lt_get(r.tokens, (int64_t[]){0, i}, &v) != LT_OK) return fail("reading a token");
+    printf("%s%lld", i ? "," : "", (long long)v);
+  }
+  printf("\n%.17g\n", score);
+  lt_generate_result_free(&r);
+  lt_tensor_free(x);
+  lt_transformer_free(m);
+  return 0;
+}
+
 static int logits(const char *dir, const char *out, const char *ids_text) {
   lt_transformer *m = load(dir);
   if (!m) return fail("loading");
@@ -184,7 +223,10 @@ int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "logits") == 0) return logits(argv[2], argv[3], argv[4]);
   if (argc == 5 && strcmp(argv[1], "greedy") == 0) return greedy(argv[2], strtoll(argv[3], NULL, 10), argv[4]);
   if (argc == 3 && strcmp(argv[1], "tokenizer") == 0) return tokenizer(argv[2]);
-  fprintf(stderr, "usage: hf_tool make|make-gguf gpt2|llama DIR SEED | gguf-tensors FILE OUT | logits DIR OUT IDS | "
-          "greedy DIR N IDS | tokenizer DIR\n");
+  if (argc == 8 && strcmp(argv[1], "beam") == 0)
+    return beam(argv[2], strtoll(argv[3], NULL, 10), strtoll(argv[4], NULL, 10), strtod(argv[5], NULL),
+                strtoll(argv[6], NULL, 10), argv[7]);
+  fprintf(stderr, "usage: hf_tool make gpt2|llama|qwen2|mistral|llama3 DIR SEED | make-gguf gpt2|llama DIR SEED | "
+          "gguf-tensors FILE OUT | logits DIR OUT IDS | greedy DIR N IDS | beam DIR N K ALPHA EOS IDS | tokenizer DIR\n");
   return 2;
 }

@@ -18,12 +18,14 @@ sentence-transformers (the reference environment; docs/interop.md).
       printed and bounded (QUANT_COS below: measured, with margin).
   MiniLM: sentence embeddings (mean pooling, L2 normalisation) of 1,000+
       sentences equal sentence-transformers' (cosine >= 0.99999, max abs
-      difference <= 1e-5 in f32). The ids come from the `tokenizers` library
-      reading the model's tokenizer.json (checked equal to
-      sentence-transformers' own tokenisation), so this test does not
-      depend on libtensor's tokenizer.
+      difference <= 1e-5 in f32), text in, vectors out: the embed program
+      reads the sentences, tokenizes them with libtensor's C reader of the
+      model's tokenizer.json (lt_tokenizer_load_hf), truncates them at
+      max_seq_length and pools as modules.json says. Then the same with the
+      ids of the `tokenizers` library (bert_tool run), which separates a
+      tokenizer difference from a model difference.
 
-    python test_hf_bert.py BERT_TOOL     (ctest: reference_hf_bert)
+    python test_hf_bert.py BERT_TOOL EMBED     (ctest: reference_hf_bert)
 """
 import json
 import os
@@ -40,6 +42,7 @@ from safetensors.numpy import save_file  # noqa: E402
 from transformers import BertConfig, BertForSequenceClassification, BertModel  # noqa: E402
 
 BERT_TOOL = None
+EMBED = None
 TOL = 1e-4
 COS_MIN = 0.99999
 # quantized MiniLM against f32 sentence-transformers: (mean, worst) cosine bounds; measured over 120
@@ -267,6 +270,21 @@ class MiniLM(unittest.TestCase):
         self.assertGreaterEqual(len(sents), 1000)
         self.assertGreaterEqual(worst, COS_MIN)
         self.assertLessEqual(diff, ABS_MAX)
+        # text in, vectors out: the embed program with the C tokenizer
+        self.assertFalse(any("\n" in s for s in sents))
+        with tempfile.TemporaryDirectory() as tmp:
+            src, out = os.path.join(tmp, "sentences.txt"), os.path.join(tmp, "emb.safetensors")
+            with open(src, "w", encoding="utf-8") as f:
+                f.write("".join(s + "\n" for s in sents))
+            subprocess.run([EMBED, "--model", d, "--input", src, "--format", "safetensors", "--out", out], check=True)
+            emb = load_file(out)["embeddings"]
+        cos = (emb * want).sum(1) / (np.linalg.norm(emb, axis=1) * np.linalg.norm(want, axis=1))
+        worst, diff = float(cos.min()), maxdiff(emb, want)
+        print(f"embed (C tokenizer): {len(sents)} sentences: worst cosine {worst:.8f} (1 - cos = {1 - worst:.2e}), "
+              f"max |diff| {diff:.2e}")
+        self.assertEqual(emb.shape, want.shape)
+        self.assertGreaterEqual(worst, COS_MIN)
+        self.assertLessEqual(diff, ABS_MAX)
 
     def test_quantized_sentence_embeddings(self):
         from sentence_transformers import SentenceTransformer
@@ -299,5 +317,6 @@ class MiniLM(unittest.TestCase):
 
 if __name__ == "__main__":
     BERT_TOOL = sys.argv.pop(1)
+    EMBED = sys.argv.pop(1)
     torch.manual_seed(0)
     unittest.main(verbosity=2)
