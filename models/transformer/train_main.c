@@ -275,9 +275,12 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
   lt_tensor *logits, *labels;
   if (r->D.kind == LT_TF_DATA_LM) {
     lt_tensor *x, *y;
-    TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
     bool none = false; /* this rank has no row of the batch */
-    if (lt_dist_size() > 1) { /* this rank's rows of the global batch */
+    if (r->D.shards) /* shards: the loader reads this rank's rows of the global batch only */
+      TRY(EXIT_DATA, lt_shard_loader_next(r->D.shards, &x, &y), "next batch");
+    else
+      TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
+    if (!r->D.shards && lt_dist_size() > 1) { /* this rank's rows of the global batch */
       int64_t b0, nb;
       lt_dist_shard(x->shape[0], &b0, &nb);
       /* An epoch's last, short batch may have fewer rows than there are
