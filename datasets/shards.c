@@ -203,7 +203,7 @@ lt_status lt_shard_writer_close(lt_shard_writer *w, int64_t *n_shards, int64_t *
 /* ======================================================================== */
 
 /* Tokens checked per chunk at open; its pages are handed back after each. */
-#define CHECK_CHUNK_BYTES ((size_t)64 << 20)
+#define CHECK_CHUNK_BYTES ((size_t)4 << 20)
 
 typedef struct {
   char *path;
