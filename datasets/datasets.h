@@ -605,21 +605,23 @@ lt_status lt_tensor_loader_set_position(lt_tensor_loader *L, lt_loader_position 
 
 /* ---- Token shards (datasets/shards.c; docs/datasets.md "Token shards") -- */
 /* llm.c's shard format (karpathy/llm.c, llmc/dataloader.h and
- * dev/data/data_common.py): a header of 256 little-endian int32, then the
- * tokens.
- *   header[0] = 20240520 (LT_SHARD_MAGIC)
- *   header[1] = 1: tokens are uint16 (llm.c's files; vocabularies < 65,536)
- *             = 2: tokens are uint32 (libtensor's variant for vocabularies of
- *                  65,536 and more; llm.c refuses it, as it should)
- *   header[2] = the number of tokens n (0 <= n <= INT32_MAX)
- *   header[3..255] = 0 (ignored when read)
- * and then exactly n tokens: the file is 1024 + n * (2 or 4) bytes. A corpus
+ * dev/data/data_common.py write_datafile): a header of 256 little-endian
+ * int32, then the tokens.
+ *   header[0], header[1] = 20240520, 1 (LT_SHARD_MAGIC, LT_SHARD_VERSION_U16):
+ *       uint16 tokens, llm.c's GPT-2 files (vocabularies below 65,536);
+ *     or 20240801, 7 (LT_SHARD_MAGIC_U32, LT_SHARD_VERSION_U32): uint32
+ *       tokens, the header data_common.py writes for Llama 3 (vocabularies of
+ *       65,536 and more);
+ *   header[2] = the number of tokens n (0 <= n <= INT32_MAX);
+ *   header[3..255] = 0 (ignored when read);
+ * then exactly n tokens: the file is 1024 + n * (2 or 4) bytes. A corpus
  * is a set of shards, DIR/train_000000.bin, ..., DIR/val_000000.bin, ... as
  * the tokenize program writes them (one token stream cut into shards of at
  * most --shard-tokens). */
 #define LT_SHARD_MAGIC 20240520
 #define LT_SHARD_VERSION_U16 1
-#define LT_SHARD_VERSION_U32 2
+#define LT_SHARD_MAGIC_U32 20240801
+#define LT_SHARD_VERSION_U32 7
 #define LT_SHARD_HEADER_INTS 256
 #define LT_SHARD_HEADER_BYTES 1024
 #define LT_SHARD_MAX_TOKENS ((int64_t)INT32_MAX)
@@ -631,13 +633,15 @@ typedef struct lt_shard_info {
   int64_t n_tokens;   /* header[2] */
 } lt_shard_info;
 
-/* The version a vocabulary of vocab ids needs: U16 below 65,536, else U32. */
+/* The version a vocabulary of vocab ids needs: U16 below 65,536, else U32
+ * (each version has its magic). */
 int lt_shard_version_for_vocab(int64_t vocab);
 
 /* Checks the header of a shard whose first bytes are hdr[0..hdr_len) and
  * whose file is file_size bytes, into *out. Errors (LT_ERR_FORMAT, naming
  * name and the byte offset): shorter than the header, a wrong magic
- * (offset 0), an unknown version (offset 4), a negative count (offset 8), a
+ * (offset 0), a version that is not its magic's (offset 4), a negative count
+ * (offset 8), a
  * count whose tokens run past the end of the file ("truncated": the offset
  * where they would end), bytes after the last token (their offset). name may
  * be NULL ("shard"). Borrows hdr. */

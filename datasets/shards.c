@@ -52,12 +52,13 @@ lt_status lt_shard_parse_header(const void *hdr, size_t hdr_len, uint64_t file_s
                    (unsigned long long)(file_size < hdr_len ? file_size : hdr_len));
   const unsigned char *h = hdr;
   int32_t magic = rd_i32(h), version = rd_i32(h + 4), count = rd_i32(h + 8);
-  if (magic != LT_SHARD_MAGIC)
-    return lt__err(LT_ERR_FORMAT, "shard '%s': offset 0: magic %ld, expected %d (not a token shard)", name,
-                   (long)magic, LT_SHARD_MAGIC);
-  if (version != LT_SHARD_VERSION_U16 && version != LT_SHARD_VERSION_U32)
-    return lt__err(LT_ERR_FORMAT, "shard '%s': offset 4: version %ld, expected %d (uint16 tokens) or %d (uint32)", name,
-                   (long)version, LT_SHARD_VERSION_U16, LT_SHARD_VERSION_U32);
+  if (magic != LT_SHARD_MAGIC && magic != LT_SHARD_MAGIC_U32)
+    return lt__err(LT_ERR_FORMAT, "shard '%s': offset 0: magic %ld, expected %d (uint16 tokens) or %d (uint32): not a "
+                   "token shard", name, (long)magic, LT_SHARD_MAGIC, LT_SHARD_MAGIC_U32);
+  const int32_t want = magic == LT_SHARD_MAGIC ? LT_SHARD_VERSION_U16 : LT_SHARD_VERSION_U32;
+  if (version != want)
+    return lt__err(LT_ERR_FORMAT, "shard '%s': offset 4: version %ld, expected %d for magic %ld", name, (long)version,
+                   want, (long)magic);
   if (count < 0)
     return lt__err(LT_ERR_FORMAT, "shard '%s': offset 8: token count %ld is negative", name, (long)count);
   int tb = version == LT_SHARD_VERSION_U16 ? 2 : 4;
@@ -159,7 +160,7 @@ static lt_status flush_shard(lt_shard_writer *w) {
     return lt__err(LT_ERR_OVERFLOW, "shard_writer: the path of shard %lld in '%s' is too long", (long long)w->shards,
                    w->dir);
   memset(w->buf, 0, LT_SHARD_HEADER_BYTES);
-  wr_i32(w->buf, LT_SHARD_MAGIC);
+  wr_i32(w->buf, w->info.version == LT_SHARD_VERSION_U16 ? LT_SHARD_MAGIC : LT_SHARD_MAGIC_U32);
   wr_i32(w->buf + 4, w->info.version);
   wr_i32(w->buf + 8, (int32_t)w->n);
   lt_status s = lt_ckpt_write_file(path, w->buf, LT_SHARD_HEADER_BYTES + (size_t)w->n * (size_t)w->info.token_bytes);

@@ -1,8 +1,9 @@
 /*
  * tests/test_shards.c: token shards (datasets/shards.c).
  *   - the format: the writer's bytes against llm.c's reader layout (a 256
- *     x int32 little-endian header: magic 20240520, version, count; then the
- *     tokens), uint16 below 65,536 ids and uint32 from there, shards cut at
+ *     x int32 little-endian header: magic 20240520, version 1, count; then
+ *     uint16 tokens) below 65,536 ids, and data_common.py's Llama 3 header
+ *     (20240801, 7; uint32 tokens) from there, shards cut at
  *     shard_tokens, and read back by the loader token for token;
  *   - crafted shards: a wrong magic or version, a truncated file, a count
  *     past the end, trailing bytes, an id past the vocabulary, a FIFO, a
@@ -108,14 +109,15 @@ START_TEST(test_format_bytes) {
     ck_assert_int_eq(info.n_tokens, cnt);
     free(b);
   }
-  /* uint32 from 65,536 ids: version 2, 4 bytes a token */
+  /* uint32 from 65,536 ids: llm.c's Llama 3 header (magic 20240801, version 7), 4 bytes a token */
   ck_assert_int_eq(lt_shard_version_for_vocab(65535), LT_SHARD_VERSION_U16);
   ck_assert_int_eq(lt_shard_version_for_vocab(65536), LT_SHARD_VERSION_U32);
   write_corpus("b", 100, 100000, 1000, 12345);
   size_t n;
   unsigned char *b = slurp(in_tmp("b_000000.bin"), &n);
   ck_assert_uint_eq(n, 1024 + 400);
-  ck_assert_uint_eq(rd32(b + 4), 2);
+  ck_assert_uint_eq(rd32(b), 20240801u);
+  ck_assert_uint_eq(rd32(b + 4), 7);
   for (int64_t i = 0; i < 100; i++) ck_assert_uint_eq(rd32(b + 1024 + 4 * i), (uint32_t)tok(i, 100000, 12345));
   free(b);
   /* ids outside the vocabulary are refused by the writer */
@@ -201,6 +203,9 @@ START_TEST(test_crafted_shards) {
   memcpy(bad, good, sizeof bad), bad[4] = 3;
   write_bytes("version.bin", bad, sizeof bad);
   expect_refused("version.bin", 50, LT_ERR_FORMAT, "offset 4", "version 3");
+  memcpy(bad, good, sizeof bad), bad[4] = 7; /* the uint32 version under the uint16 magic */
+  write_bytes("version7.bin", bad, sizeof bad);
+  expect_refused("version7.bin", 50, LT_ERR_FORMAT, "offset 4", "expected 1 for magic 20240520");
   write_bytes("short.bin", good, 1000);
   expect_refused("short.bin", 50, LT_ERR_FORMAT, "shorter than the 1024-byte header", NULL);
   write_bytes("trunc.bin", good, sizeof good - 1);
