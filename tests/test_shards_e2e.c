@@ -1,0 +1,386 @@
+/*
+ * tests/test_shards_e2e.c: the tokenize and train programs on token shards,
+ * end to end (the programs' paths come from tests/CMakeLists.txt).
+ *   - tokenize --tokenizer byte: the train and val shards hold, in order,
+ *     <bos> and the bytes of the text, every 1/F-th unit held out; the same
+ *     bytes on 1 and 2 threads; JSON Lines records; DIR/tokenizer.json
+ *     written; bad input refused with a message and a non-zero exit (a
+ *     record without the field, a directory that holds shards, a missing
+ *     tokenizer, --val-fraction on too little input);
+ *   - train --data / --val-data: N steps straight against N/2 steps, exit,
+ *     and a new process resuming for N/2, with shards of 40 windows and
+ *     8 windows a step, so both halves cross a shard boundary: the loss and
+ *     the validation loss of every step and the final parameters bit for
+ *     bit equal; validation loss and perplexity printed;
+ *   - train refuses a shard holding ids past its tokenizer's vocabulary,
+ *     naming the shard and the offset;
+ *   - under mpirun -np 2 (Release build with MPI only): 2 ranks x --batch 4
+ *     against 1 process x --batch 8: the same losses and validation losses
+ *     (1e-5 relative), each rank reading its own rows.
+ */
+#define _DEFAULT_SOURCE
+#include <check.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+
+#include "datasets/datasets.h"
+#include "test_util.h"
+#include "util_tfckpt.h"
+
+#if !defined(LT_TRAIN_EXE) || !defined(LT_TOKENIZE_EXE)
+#error "LT_TRAIN_EXE and LT_TOKENIZE_EXE (the programs' paths) must be defined by the build"
+#endif
+
+#define TEXT "/usr/share/common-licenses/GPL-3"
+
+static char tmpdir[256];
+
+static void setup(void) {
+  snprintf(tmpdir, sizeof tmpdir, "/tmp/lt_shards_e2e_XXXXXX");
+  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
+}
+
+static void teardown(void) {
+  char cmd[512];
+  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
+  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
+}
+
+static const char *in_tmp(const char *name) { return lt_test_join(tmpdir, name); }
+
+static char *slurp(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *s = malloc((size_t)n + 1);
+  ck_assert(fread(s, 1, (size_t)n, f) == (size_t)n);
+  s[n] = 0;
+  fclose(f);
+  if (len) *len = (size_t)n;
+  return s;
+}
+
+/* Runs "exe args" with its output in <tmpdir>/<log>; its exit status. */
+static int run(const char *exe, const char *args, const char *log) {
+  char cmd[8192];
+  snprintf(cmd, sizeof cmd, "%s %s > '%s' 2>&1", exe, args, in_tmp(log));
+  int st = system(cmd);
+  ck_assert_msg(st != -1 && WIFEXITED(st), "could not run: %s", cmd);
+  return WEXITSTATUS(st);
+}
+
+static void expect_exit(int got, int want, const char *log) {
+  if (got == want) return;
+  char *s = slurp(in_tmp(log), NULL);
+  size_t n = strlen(s);
+  ck_abort_msg("exit %d, expected %d; the end of its output:\n%s", got, want, s + (n > 2000 ? n - 2000 : 0));
+}
+
+static void expect_in_log(const char *log, const char *needle) {
+  char *s = slurp(in_tmp(log), NULL);
+  ck_assert_msg(strstr(s, needle) != NULL, "'%s' not in the output:\n%s", needle, s);
+  free(s);
+}
+
+/* The tokens of every shard prefix_*.bin in dir, in order (free with free()). */
+static int64_t *read_split(const char *dir_, const char *prefix, int64_t vocab, int64_t *n, int *version) {
+  char dir[512];
+  snprintf(dir, sizeof dir, "%s", dir_); /* lt_test_join's buffers are reused */
+  int64_t *all = NULL;
+  *n = 0;
+  for (int k = 0;; k++) {
+    char name[64];
+    snprintf(name, sizeof name, "%s_%06d.bin", prefix, k);
+    char *path = lt_test_join(dir, name);
+    struct stat st;
+    if (stat(path, &st) != 0) break;
+    size_t len;
+    unsigned char *b = (unsigned char *)slurp(path, &len);
+    lt_shard_info info;
+    LT_OK_OR_FAIL(lt_shard_validate(b, len, vocab, path, &info));
+    if (version) *version = info.version;
+    all = realloc(all, sizeof *all * (size_t)(*n + info.n_tokens + 1));
+    for (int64_t i = 0; i < info.n_tokens; i++)
+      all[*n + i] = info.token_bytes == 2 ? (int64_t)(b[1024 + 2 * i] | b[1024 + 2 * i + 1] << 8)
+                                          : (int64_t)((uint32_t)b[1024 + 4 * i] | (uint32_t)b[1025 + 4 * i] << 8 |
+                                                      (uint32_t)b[1026 + 4 * i] << 16 | (uint32_t)b[1027 + 4 * i] << 24);
+    *n += info.n_tokens;
+    free(b);
+  }
+  return all;
+}
+
+START_TEST(tokenize_byte_round_trip) {
+  size_t len;
+  char *text = slurp(TEXT, &len);
+  char args[2048];
+  /* no validation: <bos>, then the text's bytes + 4, in shards of 5000 */
+  snprintf(args, sizeof args, "--tokenizer byte --out '%s' --val-fraction 0 --shard-tokens 5000 --chunk-bytes 4096 "
+           "--threads 2 " TEXT, in_tmp("a"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "a.log"), 0, "a.log");
+  int64_t n, nv;
+  int version = 0;
+  int64_t *t = read_split(in_tmp("a"), "train", 260, &n, &version);
+  ck_assert_int_eq(version, LT_SHARD_VERSION_U16);
+  ck_assert_int_eq(n, (int64_t)len + 1);
+  ck_assert_int_eq(t[0], LT_TOKEN_BOS);
+  for (size_t i = 0; i < len; i++) ck_assert_int_eq(t[i + 1], (unsigned char)text[i] + 4);
+  free(t);
+  struct stat st;
+  ck_assert_int_eq(stat(lt_test_join(in_tmp("a"), "tokenizer.json"), &st), 0);
+  ck_assert_int_eq(stat(lt_test_join(in_tmp("a"), "val_000000.bin"), &st), -1);
+  /* every 5th unit held out: train and val together are the units in order */
+  for (int th = 1; th <= 2; th++) {
+    char dir[8];
+    snprintf(dir, sizeof dir, "v%d", th);
+    snprintf(args, sizeof args, "--tokenizer byte --out '%s' --val-fraction 0.2 --shard-tokens 3000 --chunk-bytes 2000 "
+             "--threads %d --doc-token none " TEXT, in_tmp(dir), th);
+    expect_exit(run(LT_TOKENIZE_EXE, args, "v.log"), 0, "v.log");
+  }
+  int64_t *tr = read_split(in_tmp("v1"), "train", 260, &n, NULL);
+  int64_t *va = read_split(in_tmp("v1"), "val", 260, &nv, NULL);
+  ck_assert_int_eq(n + nv, (int64_t)len);
+  ck_assert_int_gt(nv, (int64_t)len / 10);
+  ck_assert_int_lt(nv, (int64_t)len * 3 / 10);
+  /* rebuild the text: the units are cut at "X\nY" points within 2000 bytes */
+  int64_t a = 0, b = 0;
+  for (int u = 0; a + b < n + nv; u++) {
+    bool val = (u + 1) / 5 > u / 5;
+    int64_t *src = val ? va : tr, *k = val ? &b : &a;
+    /* the unit's end, by tokenize's rule: the last "X\nY" (X, Y not white
+     * space) in [want / 2, want] of the unit, want = 2000 doubled until one is found */
+    size_t at = (size_t)(a + b), end = 0;
+    for (size_t want = 2000; !end; want *= 2) {
+      if (at + want >= len) {
+        end = len;
+        break;
+      }
+      for (size_t p = want; p >= want / 2 && !end; p--)
+        if (text[at + p - 1] == '\n' && !strchr(" \t\n\r\f\v", text[at + p]) && !strchr(" \t\n\r\f\v", text[at + p - 2]))
+          end = at + p;
+    }
+    for (size_t i = at; i < end; i++)
+      ck_assert_msg(src[(*k)++] == (unsigned char)text[i] + 4, "unit %d (%s) byte %zu", u, val ? "val" : "train", i);
+  }
+  free(tr), free(va);
+  /* 1 and 2 threads: the same bytes */
+  for (int k = 0; k < 3; k++) {
+    char name[32];
+    snprintf(name, sizeof name, k < 2 ? "train_%06d.bin" : "val_%06d.bin", k < 2 ? k : 0);
+    size_t l1, l2;
+    char *x = slurp(lt_test_join(in_tmp("v1"), name), &l1), *y = slurp(lt_test_join(in_tmp("v2"), name), &l2);
+    ck_assert_msg(l1 == l2 && !memcmp(x, y, l1), "%s differs between 1 and 2 threads", name);
+    free(x), free(y);
+  }
+  free(text);
+}
+END_TEST
+
+START_TEST(tokenize_jsonl_and_errors) {
+  FILE *f = fopen(in_tmp("d.jsonl"), "w");
+  fprintf(f, "{\"text\": \"hello\"}\n\n{\"text\": \"w\\u00f6rld\\nline 2\", \"id\": 2}\n{\"text\": \"\"}\n");
+  fclose(f);
+  char args[2048];
+  snprintf(args, sizeof args, "--tokenizer char --jsonl-field text --out '%s' --val-fraction 0 '%s'", in_tmp("j"),
+           in_tmp("d.jsonl"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "j.log"), 0, "j.log");
+  expect_in_log("j.log", "3 documents");
+  /* the char vocabulary of the records, saved for train */
+  lt_tokenizer *tok = LT_NNP(lt_tokenizer_load_hf(lt_test_join(in_tmp("j"), "tokenizer.json")));
+  int64_t n, *t = read_split(in_tmp("j"), "train", lt_tokenizer_vocab_size(tok), &n, NULL);
+  const char *docs[] = {"hello", "w\xc3\xb6rld\nline 2", ""};
+  int64_t k = 0;
+  for (int d = 0; d < 3; d++) {
+    ck_assert_int_eq(t[k++], LT_TOKEN_BOS);
+    int64_t *ids, m;
+    LT_OK_OR_FAIL(lt_tokenizer_encode(tok, docs[d], strlen(docs[d]), &ids, &m));
+    for (int64_t i = 0; i < m; i++) ck_assert_int_eq(t[k++], ids[i]);
+    free(ids);
+  }
+  ck_assert_int_eq(k, n);
+  free(t);
+  lt_tokenizer_free(tok);
+  /* a directory that holds shards */
+  expect_exit(run(LT_TOKENIZE_EXE, args, "j2.log"), 1, "j2.log");
+  expect_in_log("j2.log", "already holds shards");
+  /* a record without the field, naming the file and line */
+  f = fopen(in_tmp("bad.jsonl"), "w");
+  fprintf(f, "{\"text\": \"a\"}\n{\"body\": \"b\"}\n");
+  fclose(f);
+  snprintf(args, sizeof args, "--tokenizer byte --jsonl-field text --out '%s' '%s'", in_tmp("b"), in_tmp("bad.jsonl"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "b.log"), 1, "b.log");
+  expect_in_log("b.log", "bad.jsonl' line 2: no field named by --jsonl-field");
+  snprintf(args, sizeof args, "--tokenizer byte --out '%s' '%s'", in_tmp("c"), in_tmp("d.jsonl"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "c.log"), 1, "c.log"); /* 1 unit: nothing to hold out */
+  expect_in_log("c.log", "too few to hold one out");
+  snprintf(args, sizeof args, "--out '%s' '%s'", in_tmp("e"), in_tmp("d.jsonl"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "e.log"), 2, "e.log");
+  expect_in_log("e.log", "needs one of --tokenizer");
+  snprintf(args, sizeof args, "--tokenizer byte --out '%s' '%s'", in_tmp("g"), in_tmp("missing.txt"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "g.log"), 1, "g.log");
+  expect_in_log("g.log", "missing.txt");
+}
+END_TEST
+
+/* Column col of each data row of a metrics CSV into v; the row count. */
+static int read_csv(const char *path, int col, double *v, int cap) {
+  FILE *f = fopen(path, "r");
+  ck_assert_msg(f != NULL, "cannot open %s", path);
+  char line[4096];
+  int n = 0;
+  ck_assert(fgets(line, sizeof line, f) != NULL);
+  while (fgets(line, sizeof line, f) && n < cap) {
+    char *p = line;
+    for (int c = 0; c < col && p; c++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
+    ck_assert_msg(p != NULL, "short row: %s", line);
+    v[n++] = (*p == ',' || *p == '\n') ? NAN : strtod(p, NULL);
+  }
+  fclose(f);
+  return n;
+}
+
+enum { COL_LOSS = 3, COL_VAL_LOSS = 10 };
+
+/* Shards of GPL-3 for T = 32: 1281 tokens (40 windows) a shard. */
+static void make_shards(void) {
+  char args[1024];
+  snprintf(args, sizeof args, "--tokenizer byte --out '%s' --val-fraction 0.1 --chunk-bytes 2000 --shard-tokens 1281 "
+           TEXT, in_tmp("sh"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "tok.log"), 0, "tok.log");
+}
+
+#define TINY_LM                                                                                                   \
+  "--arch decoder-only --tokenizer byte --d-model 32 --heads 2 --layers 1 --d-ff 64 --max-len 32 --seq-len 32 " \
+  "--lr 3e-3 --gen-tokens 0 --eval-batch 16"
+
+static void expect_same_params(const char *a, const char *b, double tol) {
+  lt_transformer *ma = tfckpt_load_model(a), *mb = tfckpt_load_model(b);
+  ck_assert_msg(ma && mb, "%s", lt_last_error());
+  lt_params *pa = lt_transformer_params(ma), *pb = lt_transformer_params(mb);
+  for (int i = 0; i < lt_params_count(pa); i++) {
+    const lt_param *x = lt_params_at(pa, i), *y = lt_params_at(pb, i);
+    if (tol == 0) ck_assert_msg(lt_equal(x->value, y->value), "parameter %s differs", x->name);
+    else LT_ASSERT_CLOSE(x->value, y->value, tol, tol);
+  }
+  lt_transformer_free(ma), lt_transformer_free(mb);
+}
+
+START_TEST(train_resume_across_shard_boundary) {
+  enum { N = 12, K = N / 2 };
+  make_shards();
+  char args[4096];
+  const char *data = "--data '%s/sh/train_*.bin' --val-data '%s/sh/val_*.bin'";
+  char d[1024];
+  snprintf(d, sizeof d, data, tmpdir, tmpdir);
+  /* dropout on (0.1): its generator is saved too */
+  snprintf(args, sizeof args, TINY_LM " %s --batch 8 --steps %d --eval-every 3 --threads 2 --dropout 0.1 --ckpt-dir '%s'",
+           d, N, in_tmp("straight"));
+  expect_exit(run(LT_TRAIN_EXE, args, "straight.log"), 0, "straight.log");
+  expect_in_log("straight.log", "training tokens in");
+  expect_in_log("straight.log", "(ppl ");
+  snprintf(args, sizeof args, TINY_LM " %s --batch 8 --steps %d --eval-every 3 --threads 2 --dropout 0.1 --stop-after "
+           "%d --ckpt-dir '%s'", d, N, K, in_tmp("split"));
+  expect_exit(run(LT_TRAIN_EXE, args, "split1.log"), 0, "split1.log");
+  snprintf(args, sizeof args, "--resume '%s' --threads 1", in_tmp("split"));
+  expect_exit(run(LT_TRAIN_EXE, args, "split2.log"), 0, "split2.log");
+  expect_in_log("split2.log", "resumed from");
+  for (int col = 0; col < 2; col++) {
+    double a[N], b[N];
+    ck_assert_int_eq(read_csv(lt_test_join(in_tmp("straight"), "metrics.csv"), col ? COL_VAL_LOSS : COL_LOSS, a, N), N);
+    ck_assert_int_eq(read_csv(lt_test_join(in_tmp("split"), "metrics.csv"), col ? COL_VAL_LOSS : COL_LOSS, b, N), N);
+    for (int i = 0; i < N; i++)
+      ck_assert_msg((isnan(a[i]) && isnan(b[i])) || a[i] == b[i], "step %d: %s %.17g straight, %.17g resumed", i + 1,
+                    col ? "validation loss" : "loss", a[i], b[i]);
+    if (col) ck_assert(isfinite(a[K - 1]) && isfinite(a[N - 1]));
+  }
+  char pa[1024], pb[1024];
+  snprintf(pa, sizeof pa, "%s/straight/ckpt-%012d.h5", tmpdir, N);
+  snprintf(pb, sizeof pb, "%s/split/ckpt-%012d.h5", tmpdir, N);
+  expect_same_params(pa, pb, 0);
+  /* both halves crossed a shard boundary: 40 windows a shard, 8 a step */
+  lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(8, 32);
+  char pat[600];
+  snprintf(pat, sizeof pat, "%s/sh/train_*.bin", tmpdir);
+  lt_shard_loader *L = LT_NNP(lt_shard_loader_open(pat, &o));
+  ck_assert_int_ge(lt_shard_loader_num_shards(L), 20);
+  lt_shard_loader_free(L);
+}
+END_TEST
+
+START_TEST(train_refuses_ids_past_the_vocabulary) {
+  make_shards();
+  /* a char tokenizer of a few letters: the byte shards' ids exceed it */
+  FILE *f = fopen(in_tmp("abc.txt"), "w");
+  fputs("abc\n", f);
+  fclose(f);
+  char args[4096];
+  snprintf(args, sizeof args, "--tokenizer char --val-fraction 0 --out '%s' '%s'", in_tmp("abc"), in_tmp("abc.txt"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "abc.log"), 0, "abc.log");
+  snprintf(args, sizeof args, "--arch decoder-only --tokenizer-file '%s/abc/tokenizer.json' --data '%s/sh/train_*.bin' "
+           "--val-data '%s/sh/val_*.bin' --steps 1", tmpdir, tmpdir, tmpdir);
+  expect_exit(run(LT_TRAIN_EXE, args, "v.log"), 1, "v.log");
+  expect_in_log("v.log", "train_000000.bin': offset 1026: token 1 of the shard is");
+  expect_in_log("v.log", "outside the vocabulary of 8 ids");
+  /* --data without --val-data, or with char and no tokenizer file */
+  snprintf(args, sizeof args, "--arch decoder-only --data '%s/sh/train_*.bin' --steps 1", tmpdir);
+  expect_exit(run(LT_TRAIN_EXE, args, "nv.log"), 2, "nv.log");
+  expect_in_log("nv.log", "--data needs --val-data");
+  snprintf(args, sizeof args, "--arch decoder-only --tokenizer char --data '%s/sh/train_*.bin' --val-data "
+           "'%s/sh/val_*.bin' --steps 1", tmpdir, tmpdir);
+  ck_assert_int_ne(run(LT_TRAIN_EXE, args, "c.log"), 0);
+  expect_in_log("c.log", "give --tokenizer byte, or --tokenizer-file");
+}
+END_TEST
+
+#ifdef LT_MPIEXEC
+#define MPIRUN LT_MPIEXEC " --allow-run-as-root --oversubscribe --bind-to none"
+START_TEST(mpi_two_ranks_read_their_rows) {
+  enum { N = 8 };
+  make_shards();
+  char d[1024], args[4096];
+  snprintf(d, sizeof d, "--data '%s/sh/train_*.bin' --val-data '%s/sh/val_*.bin'", tmpdir, tmpdir);
+  const char *sgd = "--optim sgd --lr 0.1 --momentum 0.9 --dropout 0 --threads 1";
+  snprintf(args, sizeof args, TINY_LM " %s %s --batch 8 --steps %d --eval-every 4 --ckpt-dir '%s'", d, sgd, N,
+           in_tmp("one"));
+  expect_exit(run(LT_TRAIN_EXE, args, "one.log"), 0, "one.log");
+  snprintf(args, sizeof args, "-np 2 '%s' " TINY_LM " %s %s --batch 4 --steps %d --eval-every 4 --ckpt-dir '%s'",
+           LT_TRAIN_EXE, d, sgd, N, in_tmp("two"));
+  expect_exit(run(MPIRUN, args, "two.log"), 0, "two.log");
+  expect_in_log("two.log", "2 ranks x --batch 4");
+  for (int col = 0; col < 2; col++) {
+    double a[N], b[N];
+    ck_assert_int_eq(read_csv(lt_test_join(in_tmp("one"), "metrics.csv"), col ? COL_VAL_LOSS : COL_LOSS, a, N), N);
+    ck_assert_int_eq(read_csv(lt_test_join(in_tmp("two"), "metrics.csv"), col ? COL_VAL_LOSS : COL_LOSS, b, N), N);
+    for (int i = 0; i < N; i++)
+      ck_assert_msg((isnan(a[i]) && isnan(b[i])) || fabs(a[i] - b[i]) <= 1e-5 * fabs(a[i]),
+                    "step %d: %s %.17g on 1 x 8, %.17g on 2 x 4", i + 1, col ? "validation loss" : "loss", a[i], b[i]);
+  }
+  char pa[1024], pb[1024];
+  snprintf(pa, sizeof pa, "%s/one/ckpt-%012d.h5", tmpdir, N);
+  snprintf(pb, sizeof pb, "%s/two/ckpt-%012d.h5", tmpdir, N);
+  expect_same_params(pa, pb, 1e-5);
+}
+END_TEST
+#endif
+
+int main(void) {
+  Suite *s = suite_create("shards_e2e");
+  TCase *tc = tcase_create("programs");
+  tcase_add_checked_fixture(tc, setup, teardown);
+  tcase_set_timeout(tc, 600);
+  tcase_add_test(tc, tokenize_byte_round_trip);
+  tcase_add_test(tc, tokenize_jsonl_and_errors);
+  tcase_add_test(tc, train_resume_across_shard_boundary);
+  tcase_add_test(tc, train_refuses_ids_past_the_vocabulary);
+#ifdef LT_MPIEXEC
+  tcase_add_test(tc, mpi_two_ranks_read_their_rows);
+#endif
+  suite_add_tcase(s, tc);
+  return lt_test_run(s);
+}
