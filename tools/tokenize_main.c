@@ -432,7 +432,8 @@ static lt_tokenizer *learn_char(const options *o, const char **files, int n_file
   unit u;
   while (reader_next(&r, &u)) {
     char *all = lt_cli_xmalloc(alen + u.len + 1);
-    memcpy(all, alpha, alen), memcpy(all + alen, u.text, u.len);
+    if (alen) memcpy(all, alpha, alen);
+    memcpy(all + alen, u.text, u.len);
     lt_tokenizer *t = u.len + alen ? lt_tokenizer_new_char(all, alen + u.len) : NULL;
     if (!t && u.len + alen)
       lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s' %s %" PRId64 ": --tokenizer char: %s", u.file,
