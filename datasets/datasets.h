@@ -747,6 +747,9 @@ void lt_shard_loader_where(const lt_shard_loader *L, int64_t *shard, int64_t *of
  * fingerprint or generator seed, LT_ERR_INVALID for a negative epoch or an
  * index outside [0, batches per epoch]. */
 lt_status lt_shard_loader_set_position(lt_shard_loader *L, lt_loader_position pos);
+/* Back to the first batch of epoch 0 (an evaluation loader, before each
+ * pass over the validation shards). */
+lt_status lt_shard_loader_rewind(lt_shard_loader *L);
 
 /* ==== End of Text: tokenizers, corpora, tasks, batching ==== */
 

@@ -606,3 +606,8 @@ lt_status lt_shard_loader_set_position(lt_shard_loader *L, lt_loader_position po
   L->planned = false;
   return LT_OK;
 }
+
+lt_status lt_shard_loader_rewind(lt_shard_loader *L) {
+  if (!L) return lt__err(LT_ERR_NULL, "shard_loader_rewind: loader is NULL");
+  return lt_shard_loader_set_position(L, (lt_loader_position){0, 0, {epoch_seed(L->o.seed, 0), 0}, L->fingerprint});
+}

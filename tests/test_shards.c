@@ -14,6 +14,9 @@
  *     boundaries and epochs) giving the same batches as the straight run, a
  *     position from other shards refused, two ranks reading exactly the
  *     halves of one process's batches of 2B, the short last batch;
+ *   - lt_trainer_lm_evaluate over validation shards: a model of zero logits
+ *     costs log V a token on every window, again after a rewind; logits
+ *     of the wrong shape are refused;
  *   - memory: the loader's resident memory does not grow with the corpus
  *     (a 64 MiB and a 512 MiB corpus of generated shards: the peak RSS
  *     after opening and reading 200 batches differs by less than 8 MiB, and
@@ -22,6 +25,7 @@
 #define _DEFAULT_SOURCE
 #include <check.h>
 #include <errno.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -32,6 +36,7 @@
 
 #include "datasets/datasets.h"
 #include "test_util.h"
+#include "train/trainer.h"
 
 static char tmpdir[256];
 
@@ -407,6 +412,38 @@ START_TEST(test_ranks_and_short_batch) {
 }
 END_TEST
 
+/* Logits of a model that knows nothing: zeros [b, T, V], so every target
+ * costs log V. */
+static lt_tensor *zero_logits(void *user, const lt_tensor *x) {
+  int64_t V = *(const int64_t *)user;
+  return lt_zeros(LT_DTYPE_F32, 3, (int64_t[]){x->shape[0], x->shape[1], V});
+}
+static lt_tensor *bad_logits(void *user, const lt_tensor *x) {
+  (void)user;
+  return lt_zeros(LT_DTYPE_F32, 2, (int64_t[]){x->shape[0], x->shape[1]});
+}
+
+START_TEST(test_lm_evaluate) {
+  write_corpus("val", 1000, 300, 400, 1);
+  char pat[512];
+  snprintf(pat, sizeof pat, "%s/val_*.bin", tmpdir);
+  lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(7, 16);
+  o.shuffle = false, o.drop_last = false;
+  lt_shard_loader *L = LT_NNP(lt_shard_loader_open(pat, &o));
+  int64_t V = 300;
+  lt_trainer_lm_eval ev;
+  for (int pass = 0; pass < 2; pass++) { /* rewound each time: the same figures */
+    LT_OK_OR_FAIL(lt_trainer_lm_evaluate(L, zero_logits, &V, &ev));
+    ck_assert_double_eq(ev.tokens, (double)(lt_shard_loader_num_windows(L) * 16));
+    ck_assert_double_eq_tol(ev.loss, log(300.0), 1e-6);
+    ck_assert_double_eq_tol(ev.perplexity, 300.0, 1e-3);
+    ck_assert(!ev.interrupted);
+  }
+  LT_EXPECT_ERR(lt_trainer_lm_evaluate(L, bad_logits, &V, &ev), LT_ERR_SHAPE, "want [b, T, V]");
+  lt_shard_loader_free(L);
+}
+END_TEST
+
 /* The peak resident set of this process so far (VmHWM, kB). */
 static long peak_rss_kb(void) {
   FILE *f = fopen("/proc/self/status", "r");
@@ -498,6 +535,7 @@ int main(void) {
   tcase_add_test(tc, test_order_and_determinism);
   tcase_add_test(tc, test_resume_anywhere);
   tcase_add_test(tc, test_ranks_and_short_batch);
+  tcase_add_test(tc, test_lm_evaluate);
   tcase_add_test(tc, test_flat_rss);
   suite_add_tcase(s, tc);
   return lt_test_run(s);

@@ -176,7 +176,6 @@ static lt_status prepare_shards(const lt_tf_data_opts *o, lt_tf_data *D) {
   so.batch = o->eval_batch > 0 ? o->eval_batch : o->batch;
   so.shuffle = false, so.drop_last = false;
   if (!(D->val_shards = lt_shard_loader_open(o->val_data, &so))) return lt__tf_fail("--val-data");
-  D->val_start = lt_shard_loader_get_position(D->val_shards);
   /* The final sample's prompt: the first validation window (every rank reads
    * it: one batch of batch 1 on a loader of its own). */
   lt_shard_loader_opts po = LT_SHARD_LOADER_DEFAULTS(1, o->seq_len);

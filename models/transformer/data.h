@@ -92,7 +92,6 @@ typedef struct lt_tf_data {
                                              validation window, the prompt of the final sample) */
   lt_lm_loader *ll;
   lt_shard_loader *shards, *val_shards;   /* --data / --val-data (then ll is NULL) */
-  lt_loader_position val_start;           /* val_shards' first batch */
   /* what reading and encoding left out */
   int64_t skipped_lines;       /* bad TSV lines skipped (skip_bad_lines) */
   int64_t affected_train, affected_valid; /* examples skipped or truncated (overlong; classification: or an unknown label) */

@@ -215,27 +215,16 @@ static lt_status lm_batch_sums(lt_transformer *model, const lt_tensor *x, const 
   return LT_OK;
 }
 
-/* Language modelling on validation shards: every window once, each rank
- * reading its own rows of each batch (lt_shard_loader), the sums reduced. */
+/* Language modelling on validation shards: the library loop's evaluation
+ * (lt_trainer_lm_evaluate: every window once, each rank its own rows). */
+static lt_tensor *decode_logits(void *model, const lt_tensor *x) {
+  return lt_transformer_decode(model, x, NULL, NULL, NULL, 0, NULL);
+}
+
 static lt_status eval_shards(lt_transformer *model, const lt_tf_data *D, lt_tf_eval_result *E) {
-  lt_shard_loader *L = D->val_shards;
-  LT__TF_TRY(lt_shard_loader_set_position(L, D->val_start), "validation shards");
-  double v[3] = {0, 0, 0};
-  const int N = lt_dist_size();
-  lt_status st = LT_OK;
-  for (int64_t i = 0; i < lt_shard_loader_batches_per_epoch(L) && (N > 1 || !lt_trainer_stop_requested()); i++) {
-    lt_scope *s = lt_scope_begin();
-    lt_tensor *x, *y;
-    if (lt_shard_loader_next(L, &x, &y) != LT_OK) st = lt__tf_fail("validation batch");
-    else if (x) st = lm_batch_sums(model, x, y, v);
-    lt_scope_end(s);
-    if (st != LT_OK) break;
-  }
-  if (st != LT_OK) return st;
-  LT__TF_TRY(lt_dist_allreduce_f64(v, 3, LT_DIST_SUM), "validation: reducing over the ranks");
-  E->loss = v[2] > 0 ? v[0] / v[2] : NAN;
-  E->token_acc = v[2] > 0 ? v[1] / v[2] : NAN;
-  E->interrupted = N == 1 && lt_trainer_stop_requested() != 0;
+  lt_trainer_lm_eval ev;
+  LT__TF_TRY(lt_trainer_lm_evaluate(D->val_shards, decode_logits, model, &ev), "validation on --val-data");
+  E->loss = ev.loss, E->token_acc = ev.token_acc, E->interrupted = ev.interrupted;
   return LT_OK;
 }
 

@@ -706,6 +706,10 @@ int main(int argc, char **argv) {
   tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
   lt_trainer_hooks hooks = {r, hook_micro_batch, hook_begin_step, hook_evaluate, hook_eval_line, hook_save_extra,
                             NULL, hook_get_position, hook_set_position, hook_batches_per_epoch, NULL};
+  if (r->D.shards) { /* token shards: the trainer keeps the loader's position itself */
+    tc.shards = r->D.shards;
+    hooks.get_position = NULL, hooks.set_position = NULL, hooks.batches_per_epoch = NULL;
+  }
   /* After resume resolved the settings (a bf16 run resumes in bf16); this
    * thread runs every step, evaluation and decoding. */
   if (r->o.precision == LT_CLI_PRECISION_BF16) lt_set_autocast(LT_DTYPE_BF16);
