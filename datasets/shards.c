@@ -203,6 +203,9 @@ lt_status lt_shard_writer_close(lt_shard_writer *w, int64_t *n_shards, int64_t *
 /* The loader                                                               */
 /* ======================================================================== */
 
+/* Bytes around a copied window whose pages are handed back (more than the
+ * kernel's fault-around, /sys/kernel/mm/... fault_around_bytes, 64 KiB). */
+#define DROP_AROUND ((uintptr_t)256 << 10)
 /* Tokens checked per chunk at open; its pages are handed back after each. */
 #define CHECK_CHUNK_BYTES ((size_t)4 << 20)
 
@@ -327,11 +330,15 @@ static void copy_plan(lt_shard_loader *L) {
     for (int64_t t = 0; t < T; t++) xd[t] = token_at(base, tb, t0 + t);
     memcpy(yd, xd + 1, (size_t)(T - 1) * sizeof *yd);
     yd[T - 1] = token_at(base, tb, t0 + T);
-    /* Hand the window's whole pages back: the mapping then holds nothing
-     * resident beyond the batch being copied. */
+    /* Hand the window's pages back, and those around it: a page fault maps
+     * the cached pages around the faulting one too (the kernel's
+     * fault-around, 64 KiB by default), which would otherwise stay mapped
+     * and make a whole shard resident window by window. */
+    uintptr_t lo = (uintptr_t)sh->map, hi = lo + sh->size;
     uintptr_t a = (uintptr_t)(base + t0 * tb), z = (uintptr_t)(base + (t0 + T + 1) * tb);
-    uintptr_t pa = (a + L->page - 1) & ~(uintptr_t)(L->page - 1), pz = z & ~(uintptr_t)(L->page - 1);
-    if (pz > pa) madvise((void *)pa, pz - pa, MADV_DONTNEED);
+    uintptr_t pa = a > lo + DROP_AROUND ? (a - DROP_AROUND) & ~(uintptr_t)(L->page - 1) : lo;
+    uintptr_t pz = z + DROP_AROUND < hi ? (z + DROP_AROUND) & ~(uintptr_t)(L->page - 1) : hi;
+    madvise((void *)pa, pz - pa, MADV_DONTNEED);
   }
 }
 

@@ -20,7 +20,7 @@
  *   - memory: the loader's resident memory does not grow with the corpus
  *     (a 64 MiB and a 512 MiB corpus of generated shards: the peak RSS
  *     after opening and reading 200 batches differs by less than 8 MiB, and
- *     stays under 64 MiB, most of it the library's first use).
+ *     stays under 16 MiB).
  */
 #define _DEFAULT_SOURCE
 #include <check.h>
@@ -514,11 +514,10 @@ START_TEST(test_flat_rss) {
   fprintf(stderr, "shard loader peak RSS growth: %ld kB on 64 MiB of shards, %ld kB on 512 MiB\n", small, large);
   ck_assert_msg(large - small < 8 * 1024, "the loader's memory grows with the corpus: %ld kB on 64 MiB, %ld kB on "
                 "512 MiB", small, large);
-  /* a constant part is the library's first use (the generator, the thread pool) */
 #ifdef __SANITIZE_ADDRESS__
-  const long bound = 160 * 1024; /* ASan's shadow and quarantine */
+  const long bound = 64 * 1024; /* ASan's shadow and quarantine */
 #else
-  const long bound = 64 * 1024;
+  const long bound = 16 * 1024;
 #endif
   ck_assert_msg(large < bound, "the loader holds %ld kB", large);
 }
