@@ -135,10 +135,15 @@ const char *lt_fashion_mnist_class_name(int64_t label);
  *     seeded lt_generator, and a loader position that a checkpoint saves and
  *     restores for a bit-exact resume.
  *
+ *   - token shards (datasets/shards.c): llm.c's shard files, written whole
+ *     and atomically, and a loader that memory-maps them, streams windows
+ *     in a shuffled, resumable order with one prefetch thread, and lets
+ *     each rank read its own rows: corpora larger than memory.
+ *
  * What this is not: a general text-processing library (Unicode normalisation
  * and regexes live only inside the Hugging Face tokenizers, on libutf8proc and
- * PCRE2; no streaming of corpora larger than memory) and not multi-threaded
- * (loaders are cheap next to a training step).
+ * PCRE2). The in-memory loaders are not multi-threaded (they are cheap next
+ * to a training step); only the shard loader has a thread, which copies.
  *
  * Ownership words as in tensor.h. Objects of this section (lt_tokenizer,
  * lt_text_pairs, lt_seq_pairs, the loaders) are opaque, made by a _new / _load
