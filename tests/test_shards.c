@@ -29,6 +29,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -36,44 +37,17 @@
 
 #include "datasets/datasets.h"
 #include "test_util.h"
+#include "util_ckpt.h"
 #include "train/trainer.h"
-
-static char tmpdir[256];
-
-static void setup(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/lt_shards_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
-}
-
-static const char *in_tmp(const char *name) { return lt_test_join(tmpdir, name); }
 
 static uint32_t rd32(const unsigned char *p) {
   return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 
-static unsigned char *slurp(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long len = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  unsigned char *b = malloc((size_t)len + 1);
-  ck_assert(fread(b, 1, (size_t)len, f) == (size_t)len);
-  fclose(f);
-  *n = (size_t)len;
-  return b;
-}
-
 /* Writes n tokens (token i = (i * 7919 + salt) % vocab) as shards of at most
- * per tokens under prefix in tmpdir. */
+ * per tokens under prefix in ckpt_tmpdir. */
 static void write_corpus(const char *prefix, int64_t n, int64_t vocab, int64_t per, int64_t salt) {
-  lt_shard_writer *w = LT_NNP(lt_shard_writer_new(tmpdir, prefix, vocab, per));
+  lt_shard_writer *w = LT_NNP(lt_shard_writer_new(ckpt_tmpdir, prefix, vocab, per));
   int64_t buf[4096];
   for (int64_t i = 0; i < n;) {
     int64_t k = 0;
@@ -84,6 +58,14 @@ static void write_corpus(const char *prefix, int64_t n, int64_t vocab, int64_t p
   LT_OK_OR_FAIL(lt_shard_writer_close(w, &shards, &total));
   ck_assert_int_eq(total, n);
   ck_assert_int_eq(shards, (n + per - 1) / per);
+}
+
+/* write_corpus, and the glob of its shards (a static buffer). */
+static const char *corpus_glob(const char *prefix, int64_t n, int64_t vocab, int64_t per, int64_t salt) {
+  static char pat[512];
+  write_corpus(prefix, n, vocab, per, salt);
+  snprintf(pat, sizeof pat, "%s/%s_*.bin", ckpt_tmpdir, prefix);
+  return pat;
 }
 
 static int64_t tok(int64_t i, int64_t vocab, int64_t salt) { return (i * 7919 + salt) % vocab; }
@@ -97,7 +79,7 @@ START_TEST(test_format_bytes) {
     char name[64];
     snprintf(name, sizeof name, "a_%06d.bin", s);
     size_t n;
-    unsigned char *b = slurp(in_tmp(name), &n);
+    unsigned char *b = ckpt_read_file(ckpt_path(name), &n);
     int64_t cnt = s < 2 ? 1000 : 500;
     ck_assert_uint_eq(n, 1024 + (size_t)cnt * 2);
     ck_assert_uint_eq(rd32(b), 20240520u);
@@ -119,19 +101,19 @@ START_TEST(test_format_bytes) {
   ck_assert_int_eq(lt_shard_version_for_vocab(65536), LT_SHARD_VERSION_U32);
   write_corpus("b", 100, 100000, 1000, 12345);
   size_t n;
-  unsigned char *b = slurp(in_tmp("b_000000.bin"), &n);
+  unsigned char *b = ckpt_read_file(ckpt_path("b_000000.bin"), &n);
   ck_assert_uint_eq(n, 1024 + 400);
   ck_assert_uint_eq(rd32(b), 20240801u);
   ck_assert_uint_eq(rd32(b + 4), 7);
   for (int64_t i = 0; i < 100; i++) ck_assert_uint_eq(rd32(b + 1024 + 4 * i), (uint32_t)tok(i, 100000, 12345));
   free(b);
   /* ids outside the vocabulary are refused by the writer */
-  lt_shard_writer *w = LT_NNP(lt_shard_writer_new(tmpdir, "c", 10, 5));
+  lt_shard_writer *w = LT_NNP(lt_shard_writer_new(ckpt_tmpdir, "c", 10, 5));
   LT_EXPECT_ERR(lt_shard_writer_add(w, (int64_t[]){1, 10}, 2), LT_ERR_INVALID, "id 10 at position 1");
   LT_EXPECT_ERR(lt_shard_writer_add(w, (int64_t[]){-1}, 1), LT_ERR_INVALID, "id -1");
   lt_shard_writer_free(w);
-  LT_EXPECT_NULLP_ERR(lt_shard_writer_new(tmpdir, "c", 0, 5), LT_ERR_INVALID, "vocab");
-  LT_EXPECT_NULLP_ERR(lt_shard_writer_new(tmpdir, "c", 10, 0), LT_ERR_INVALID, "shard_tokens");
+  LT_EXPECT_NULLP_ERR(lt_shard_writer_new(ckpt_tmpdir, "c", 0, 5), LT_ERR_INVALID, "vocab");
+  LT_EXPECT_NULLP_ERR(lt_shard_writer_new(ckpt_tmpdir, "c", 10, 0), LT_ERR_INVALID, "shard_tokens");
 }
 END_TEST
 
@@ -139,9 +121,7 @@ END_TEST
  * the windows follow the shards' tokens. */
 START_TEST(test_round_trip_file_order) {
   const int64_t N = 2500, T = 16;
-  write_corpus("train", N, 300, 1000, 3);
-  char pat[512];
-  snprintf(pat, sizeof pat, "%s/train_*.bin", tmpdir);
+  const char *pat = corpus_glob("train", N, 300, 1000, 3);
   lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(1, T);
   o.shuffle = false, o.vocab = 300;
   lt_shard_loader *L = LT_NNP(lt_shard_loader_open(pat, &o));
@@ -173,16 +153,10 @@ START_TEST(test_round_trip_file_order) {
 }
 END_TEST
 
-static void write_bytes(const char *name, const void *b, size_t n) {
-  FILE *f = fopen(in_tmp(name), "wb");
-  ck_assert(f && fwrite(b, 1, n, f) == n);
-  fclose(f);
-}
-
 static void expect_refused(const char *name, int64_t vocab, lt_status st, const char *a, const char *b) {
   lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(1, 4);
   o.vocab = vocab;
-  lt_shard_loader *L = lt_shard_loader_open(in_tmp(name), &o);
+  lt_shard_loader *L = lt_shard_loader_open(ckpt_path(name), &o);
   ck_assert_msg(L == NULL, "%s was accepted", name);
   ck_assert_msg(lt_last_status() == st, "%s: %s", name, lt_last_error());
   ck_assert_msg(strstr(lt_last_error(), name) != NULL, "the message does not name %s: %s", name, lt_last_error());
@@ -195,52 +169,52 @@ START_TEST(test_crafted_shards) {
   int32_t h[3] = {20240520, 1, 100};
   memcpy(good, h, sizeof h); /* little-endian host (x86-64, as the format) */
   for (int i = 0; i < 100; i++) good[1024 + 2 * i] = (unsigned char)(i % 50);
-  write_bytes("good.bin", good, sizeof good);
+  ckpt_write_file(ckpt_path("good.bin"), good, sizeof good);
   lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(1, 4);
   o.vocab = 50;
-  lt_shard_loader *L = LT_NNP(lt_shard_loader_open(in_tmp("good.bin"), &o));
+  lt_shard_loader *L = LT_NNP(lt_shard_loader_open(ckpt_path("good.bin"), &o));
   lt_shard_loader_free(L);
 
   unsigned char bad[sizeof good];
   memcpy(bad, good, sizeof bad), bad[0] ^= 1;
-  write_bytes("magic.bin", bad, sizeof bad);
+  ckpt_write_file(ckpt_path("magic.bin"), bad, sizeof bad);
   expect_refused("magic.bin", 50, LT_ERR_FORMAT, "offset 0", "magic");
   memcpy(bad, good, sizeof bad), bad[4] = 3;
-  write_bytes("version.bin", bad, sizeof bad);
+  ckpt_write_file(ckpt_path("version.bin"), bad, sizeof bad);
   expect_refused("version.bin", 50, LT_ERR_FORMAT, "offset 4", "version 3");
   memcpy(bad, good, sizeof bad), bad[4] = 7; /* the uint32 version under the uint16 magic */
-  write_bytes("version7.bin", bad, sizeof bad);
+  ckpt_write_file(ckpt_path("version7.bin"), bad, sizeof bad);
   expect_refused("version7.bin", 50, LT_ERR_FORMAT, "offset 4", "expected 1 for magic 20240520");
-  write_bytes("short.bin", good, 1000);
+  ckpt_write_file(ckpt_path("short.bin"), good, 1000);
   expect_refused("short.bin", 50, LT_ERR_FORMAT, "shorter than the 1024-byte header", NULL);
-  write_bytes("trunc.bin", good, sizeof good - 1);
+  ckpt_write_file(ckpt_path("trunc.bin"), good, sizeof good - 1);
   expect_refused("trunc.bin", 50, LT_ERR_FORMAT, "truncated", "offset 1224");
   memcpy(bad, good, sizeof bad), bad[8] = 200; /* 200 tokens claimed, 100 there */
-  write_bytes("count.bin", bad, sizeof bad);
+  ckpt_write_file(ckpt_path("count.bin"), bad, sizeof bad);
   expect_refused("count.bin", 50, LT_ERR_FORMAT, "past the end of the file", "offset 1424");
   memcpy(bad, good, sizeof bad), bad[11] = 0x80; /* negative count */
-  write_bytes("negative.bin", bad, sizeof bad);
+  ckpt_write_file(ckpt_path("negative.bin"), bad, sizeof bad);
   expect_refused("negative.bin", 50, LT_ERR_FORMAT, "offset 8", "negative");
   memcpy(bad, good, sizeof bad), bad[8] = 50; /* 50 tokens, 100 bytes left over */
-  write_bytes("trailing.bin", bad, sizeof bad);
+  ckpt_write_file(ckpt_path("trailing.bin"), bad, sizeof bad);
   expect_refused("trailing.bin", 50, LT_ERR_FORMAT, "offset 1124", "100 bytes after");
   memcpy(bad, good, sizeof bad), bad[1024 + 2 * 77] = 50; /* token 77 = 50 */
-  write_bytes("vocab.bin", bad, sizeof bad);
+  ckpt_write_file(ckpt_path("vocab.bin"), bad, sizeof bad);
   expect_refused("vocab.bin", 50, LT_ERR_FORMAT, "offset 1178", "token 77 of the shard is 50");
   /* the same shard with a vocabulary that holds it, or no check */
   o.vocab = 51;
-  lt_shard_loader_free(LT_NNP(lt_shard_loader_open(in_tmp("vocab.bin"), &o)));
+  lt_shard_loader_free(LT_NNP(lt_shard_loader_open(ckpt_path("vocab.bin"), &o)));
   /* not regular files */
-  ck_assert_int_eq(mkfifo(in_tmp("fifo.bin"), 0600), 0);
+  ck_assert_int_eq(mkfifo(ckpt_path("fifo.bin"), 0600), 0);
   expect_refused("fifo.bin", 50, LT_ERR_IO, "FIFO", NULL);
-  ck_assert_int_eq(mkdir(in_tmp("dir.bin"), 0700), 0);
+  ck_assert_int_eq(mkdir(ckpt_path("dir.bin"), 0700), 0);
   expect_refused("dir.bin", 50, LT_ERR_IO, "directory", NULL);
   expect_refused("none_*.bin", 50, LT_ERR_INVALID, "no shard matches", NULL);
   /* too few windows for a global batch */
   o = LT_SHARD_LOADER_DEFAULTS(64, 4);
-  LT_EXPECT_NULLP_ERR(lt_shard_loader_open(in_tmp("good.bin"), &o), LT_ERR_INVALID, "fewer than a global batch");
+  LT_EXPECT_NULLP_ERR(lt_shard_loader_open(ckpt_path("good.bin"), &o), LT_ERR_INVALID, "fewer than a global batch");
   o = LT_SHARD_LOADER_DEFAULTS(0, 4);
-  LT_EXPECT_NULLP_ERR(lt_shard_loader_open(in_tmp("good.bin"), &o), LT_ERR_INVALID, "batch 0");
+  LT_EXPECT_NULLP_ERR(lt_shard_loader_open(ckpt_path("good.bin"), &o), LT_ERR_INVALID, "batch 0");
   /* the header check on memory */
   lt_shard_info info;
   LT_EXPECT_ERR(lt_shard_validate(good, 10, 0, "mem", &info), LT_ERR_FORMAT, "shorter");
@@ -265,9 +239,7 @@ static void read_batches(lt_shard_loader *L, int64_t nb, int64_t *out, int64_t B
 START_TEST(test_order_and_determinism) {
   /* 5 shards of 600 tokens (the last shorter): windows of T + 1 = 9 tokens */
   const int64_t N = 2800, T = 8, B = 4;
-  write_corpus("train", N, 4099, 600, 0); /* 4099 is prime and > N: no two windows are equal */
-  char pat[512];
-  snprintf(pat, sizeof pat, "%s/train_*.bin", tmpdir);
+  const char *pat = corpus_glob("train", N, 4099, 600, 0); /* 4099 is prime and > N: no two windows are equal */
   lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(B, T);
   o.seed = 42;
   lt_shard_loader *L = LT_NNP(lt_shard_loader_open(pat, &o));
@@ -316,9 +288,7 @@ END_TEST
 
 START_TEST(test_resume_anywhere) {
   const int64_t N = 2800, T = 8, B = 3;
-  write_corpus("train", N, 1000, 600, 5);
-  char pat[512];
-  snprintf(pat, sizeof pat, "%s/train_*.bin", tmpdir);
+  const char *pat = corpus_glob("train", N, 1000, 600, 5);
   lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(B, T);
   o.seed = 7;
   lt_shard_loader *L = LT_NNP(lt_shard_loader_open(pat, &o));
@@ -348,9 +318,7 @@ START_TEST(test_resume_anywhere) {
   }
   ck_assert_int_ge(crossings, 5);
   /* positions of other data or options are refused */
-  write_corpus("other", N + 100, 1000, 600, 5);
-  snprintf(pat, sizeof pat, "%s/other_*.bin", tmpdir);
-  L = LT_NNP(lt_shard_loader_open(pat, &o));
+  L = LT_NNP(lt_shard_loader_open(corpus_glob("other", N + 100, 1000, 600, 5), &o));
   LT_EXPECT_ERR(lt_shard_loader_set_position(L, pos[3]), LT_ERR_STATE, "fingerprint");
   lt_loader_position p = lt_shard_loader_get_position(L);
   p.index = lt_shard_loader_batches_per_epoch(L) + 1;
@@ -365,9 +333,7 @@ END_TEST
 
 START_TEST(test_ranks_and_short_batch) {
   const int64_t N = 2800, T = 8, B = 3;
-  write_corpus("train", N, 1000, 600, 9);
-  char pat[512];
-  snprintf(pat, sizeof pat, "%s/train_*.bin", tmpdir);
+  const char *pat = corpus_glob("train", N, 1000, 600, 9);
   /* one process with 2B rows against two ranks with B each: the same rows */
   lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(2 * B, T);
   o.seed = 11;
@@ -424,9 +390,7 @@ static lt_tensor *bad_logits(void *user, const lt_tensor *x) {
 }
 
 START_TEST(test_lm_evaluate) {
-  write_corpus("val", 1000, 300, 400, 1);
-  char pat[512];
-  snprintf(pat, sizeof pat, "%s/val_*.bin", tmpdir);
+  const char *pat = corpus_glob("val", 1000, 300, 400, 1);
   lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(7, 16);
   o.shuffle = false, o.drop_last = false;
   lt_shard_loader *L = LT_NNP(lt_shard_loader_open(pat, &o));
@@ -444,15 +408,11 @@ START_TEST(test_lm_evaluate) {
 }
 END_TEST
 
-/* The peak resident set of this process so far (VmHWM, kB). */
+/* The peak resident set of this process so far (kB; a forked child starts
+ * from its parent's resident set at the fork). */
 static long peak_rss_kb(void) {
-  FILE *f = fopen("/proc/self/status", "r");
-  char line[256];
-  long kb = -1;
-  while (f && fgets(line, sizeof line, f))
-    if (!strncmp(line, "VmHWM:", 6)) kb = atol(line + 6);
-  if (f) fclose(f);
-  return kb;
+  struct rusage ru;
+  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
 }
 
 /* The loader's memory on a corpus of `mib` MiB of generated uint16 shards (of
@@ -461,7 +421,7 @@ static long peak_rss_kb(void) {
  * the child's peak RSS growth in kB. */
 static long loader_rss_kb(int64_t mib) {
   char dir[512];
-  snprintf(dir, sizeof dir, "%s/rss%lld", tmpdir, (long long)mib);
+  snprintf(dir, sizeof dir, "%s/rss%lld", ckpt_tmpdir, (long long)mib);
   ck_assert_int_eq(mkdir(dir, 0700), 0);
   const int64_t per = (32 << 20) / 2;
   int64_t *buf = malloc(sizeof *buf * 65536);
@@ -503,9 +463,7 @@ static long loader_rss_kb(int64_t mib) {
   int st;
   waitpid(pid, &st, 0);
   ck_assert_msg(grow >= 0, "the child could not open or read the shards");
-  char cmd[600];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
-  ck_assert_int_eq(system(cmd), 0);
+  ckpt_rm_rf(dir);
   return grow;
 }
 
@@ -525,17 +483,9 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("shards");
-  TCase *tc = tcase_create("core");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 300);
-  tcase_add_test(tc, test_format_bytes);
-  tcase_add_test(tc, test_round_trip_file_order);
-  tcase_add_test(tc, test_crafted_shards);
-  tcase_add_test(tc, test_order_and_determinism);
-  tcase_add_test(tc, test_resume_anywhere);
-  tcase_add_test(tc, test_ranks_and_short_batch);
-  tcase_add_test(tc, test_lm_evaluate);
-  tcase_add_test(tc, test_flat_rss);
-  suite_add_tcase(s, tc);
+  TCase *tc = LT_TEST_CASE(s, "core", 300, test_format_bytes, test_round_trip_file_order, test_crafted_shards,
+                           test_order_and_determinism, test_resume_anywhere, test_ranks_and_short_batch,
+                           test_lm_evaluate, test_flat_rss);
+  tcase_add_checked_fixture(tc, ckpt_tmpdir_make, ckpt_tmpdir_remove);
   return lt_test_run(s);
 }

@@ -29,6 +29,8 @@
 
 #include "datasets/datasets.h"
 #include "test_util.h"
+#include "util_ckpt.h"
+#include "util_run.h"
 #include "util_tfckpt.h"
 
 #if !defined(LT_TRAIN_EXE) || !defined(LT_TOKENIZE_EXE)
@@ -37,39 +39,10 @@
 
 #define TEXT "/usr/share/common-licenses/GPL-3"
 
-static char tmpdir[256];
-
-static void setup(void) {
-  snprintf(tmpdir, sizeof tmpdir, "/tmp/lt_shards_e2e_XXXXXX");
-  ck_assert_ptr_nonnull(mkdtemp(tmpdir));
-}
-
-static void teardown(void) {
-  char cmd[512];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", tmpdir);
-  if (system(cmd) != 0) fprintf(stderr, "could not remove %s\n", tmpdir);
-}
-
-static const char *in_tmp(const char *name) { return lt_test_join(tmpdir, name); }
-
-static char *slurp(const char *path, size_t *len) {
-  FILE *f = fopen(path, "rb");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  fseek(f, 0, SEEK_END);
-  long n = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  char *s = malloc((size_t)n + 1);
-  ck_assert(fread(s, 1, (size_t)n, f) == (size_t)n);
-  s[n] = 0;
-  fclose(f);
-  if (len) *len = (size_t)n;
-  return s;
-}
-
-/* Runs "exe args" with its output in <tmpdir>/<log>; its exit status. */
+/* Runs "exe args" with its output in <ckpt_tmpdir>/<log>; its exit status. */
 static int run(const char *exe, const char *args, const char *log) {
   char cmd[8192];
-  snprintf(cmd, sizeof cmd, "%s %s > '%s' 2>&1", exe, args, in_tmp(log));
+  snprintf(cmd, sizeof cmd, "%s %s > '%s' 2>&1", exe, args, ckpt_path(log));
   int st = system(cmd);
   ck_assert_msg(st != -1 && WIFEXITED(st), "could not run: %s", cmd);
   return WEXITSTATUS(st);
@@ -77,13 +50,14 @@ static int run(const char *exe, const char *args, const char *log) {
 
 static void expect_exit(int got, int want, const char *log) {
   if (got == want) return;
-  char *s = slurp(in_tmp(log), NULL);
-  size_t n = strlen(s);
+  size_t n;
+  char *s = (char *)ckpt_read_file(ckpt_path(log), &n);
   ck_abort_msg("exit %d, expected %d; the end of its output:\n%s", got, want, s + (n > 2000 ? n - 2000 : 0));
 }
 
 static void expect_in_log(const char *log, const char *needle) {
-  char *s = slurp(in_tmp(log), NULL);
+  size_t n;
+  char *s = (char *)ckpt_read_file(ckpt_path(log), &n);
   ck_assert_msg(strstr(s, needle) != NULL, "'%s' not in the output:\n%s", needle, s);
   free(s);
 }
@@ -101,7 +75,7 @@ static int64_t *read_split(const char *dir_, const char *prefix, int64_t vocab, 
     struct stat st;
     if (stat(path, &st) != 0) break;
     size_t len;
-    unsigned char *b = (unsigned char *)slurp(path, &len);
+    unsigned char *b = ckpt_read_file(path, &len);
     lt_shard_info info;
     LT_OK_OR_FAIL(lt_shard_validate(b, len, vocab, path, &info));
     if (version) *version = info.version;
@@ -118,33 +92,33 @@ static int64_t *read_split(const char *dir_, const char *prefix, int64_t vocab, 
 
 START_TEST(tokenize_byte_round_trip) {
   size_t len;
-  char *text = slurp(TEXT, &len);
+  char *text = (char *)ckpt_read_file(TEXT, &len);
   char args[2048];
   /* no validation: <bos>, then the text's bytes + 4, in shards of 5000 */
   snprintf(args, sizeof args, "--tokenizer byte --out '%s' --val-fraction 0 --shard-tokens 5000 --chunk-bytes 4096 "
-           "--threads 2 " TEXT, in_tmp("a"));
+           "--threads 2 " TEXT, ckpt_path("a"));
   expect_exit(run(LT_TOKENIZE_EXE, args, "a.log"), 0, "a.log");
   int64_t n, nv;
   int version = 0;
-  int64_t *t = read_split(in_tmp("a"), "train", 260, &n, &version);
+  int64_t *t = read_split(ckpt_path("a"), "train", 260, &n, &version);
   ck_assert_int_eq(version, LT_SHARD_VERSION_U16);
   ck_assert_int_eq(n, (int64_t)len + 1);
   ck_assert_int_eq(t[0], LT_TOKEN_BOS);
   for (size_t i = 0; i < len; i++) ck_assert_int_eq(t[i + 1], (unsigned char)text[i] + 4);
   free(t);
   struct stat st;
-  ck_assert_int_eq(stat(lt_test_join(in_tmp("a"), "tokenizer.json"), &st), 0);
-  ck_assert_int_eq(stat(lt_test_join(in_tmp("a"), "val_000000.bin"), &st), -1);
+  ck_assert_int_eq(stat(lt_test_join(ckpt_path("a"), "tokenizer.json"), &st), 0);
+  ck_assert_int_eq(stat(lt_test_join(ckpt_path("a"), "val_000000.bin"), &st), -1);
   /* every 5th unit held out: train and val together are the units in order */
   for (int th = 1; th <= 2; th++) {
     char dir[8];
     snprintf(dir, sizeof dir, "v%d", th);
     snprintf(args, sizeof args, "--tokenizer byte --out '%s' --val-fraction 0.2 --shard-tokens 3000 --chunk-bytes 2000 "
-             "--threads %d --doc-token none " TEXT, in_tmp(dir), th);
+             "--threads %d --doc-token none " TEXT, ckpt_path(dir), th);
     expect_exit(run(LT_TOKENIZE_EXE, args, "v.log"), 0, "v.log");
   }
-  int64_t *tr = read_split(in_tmp("v1"), "train", 260, &n, NULL);
-  int64_t *va = read_split(in_tmp("v1"), "val", 260, &nv, NULL);
+  int64_t *tr = read_split(ckpt_path("v1"), "train", 260, &n, NULL);
+  int64_t *va = read_split(ckpt_path("v1"), "val", 260, &nv, NULL);
   ck_assert_int_eq(n + nv, (int64_t)len);
   ck_assert_int_gt(nv, (int64_t)len / 10);
   ck_assert_int_lt(nv, (int64_t)len * 3 / 10);
@@ -174,7 +148,8 @@ START_TEST(tokenize_byte_round_trip) {
     char name[32];
     snprintf(name, sizeof name, k < 2 ? "train_%06d.bin" : "val_%06d.bin", k < 2 ? k : 0);
     size_t l1, l2;
-    char *x = slurp(lt_test_join(in_tmp("v1"), name), &l1), *y = slurp(lt_test_join(in_tmp("v2"), name), &l2);
+    char *x = (char *)ckpt_read_file(lt_test_join(ckpt_path("v1"), name), &l1);
+    char *y = (char *)ckpt_read_file(lt_test_join(ckpt_path("v2"), name), &l2);
     ck_assert_msg(l1 == l2 && !memcmp(x, y, l1), "%s differs between 1 and 2 threads", name);
     free(x), free(y);
   }
@@ -183,17 +158,17 @@ START_TEST(tokenize_byte_round_trip) {
 END_TEST
 
 START_TEST(tokenize_jsonl_and_errors) {
-  FILE *f = fopen(in_tmp("d.jsonl"), "w");
+  FILE *f = fopen(ckpt_path("d.jsonl"), "w");
   fprintf(f, "{\"text\": \"hello\"}\n\n{\"text\": \"w\\u00f6rld\\nline 2\", \"id\": 2}\n{\"text\": \"\"}\n");
   fclose(f);
   char args[2048];
-  snprintf(args, sizeof args, "--tokenizer char --jsonl-field text --out '%s' --val-fraction 0 '%s'", in_tmp("j"),
-           in_tmp("d.jsonl"));
+  snprintf(args, sizeof args, "--tokenizer char --jsonl-field text --out '%s' --val-fraction 0 '%s'", ckpt_path("j"),
+           ckpt_path("d.jsonl"));
   expect_exit(run(LT_TOKENIZE_EXE, args, "j.log"), 0, "j.log");
   expect_in_log("j.log", "3 documents");
   /* the char vocabulary of the records, saved for train */
-  lt_tokenizer *tok = LT_NNP(lt_tokenizer_load_hf(lt_test_join(in_tmp("j"), "tokenizer.json")));
-  int64_t n, *t = read_split(in_tmp("j"), "train", lt_tokenizer_vocab_size(tok), &n, NULL);
+  lt_tokenizer *tok = LT_NNP(lt_tokenizer_load_hf(lt_test_join(ckpt_path("j"), "tokenizer.json")));
+  int64_t n, *t = read_split(ckpt_path("j"), "train", lt_tokenizer_vocab_size(tok), &n, NULL);
   const char *docs[] = {"hello", "w\xc3\xb6rld\nline 2", ""};
   int64_t k = 0;
   for (int d = 0; d < 3; d++) {
@@ -210,48 +185,48 @@ START_TEST(tokenize_jsonl_and_errors) {
   expect_exit(run(LT_TOKENIZE_EXE, args, "j2.log"), 1, "j2.log");
   expect_in_log("j2.log", "already holds shards");
   /* a record without the field, naming the file and line */
-  f = fopen(in_tmp("bad.jsonl"), "w");
+  f = fopen(ckpt_path("bad.jsonl"), "w");
   fprintf(f, "{\"text\": \"a\"}\n{\"body\": \"b\"}\n");
   fclose(f);
-  snprintf(args, sizeof args, "--tokenizer byte --jsonl-field text --out '%s' '%s'", in_tmp("b"), in_tmp("bad.jsonl"));
+  snprintf(args, sizeof args, "--tokenizer byte --jsonl-field text --out '%s' '%s'", ckpt_path("b"), ckpt_path("bad.jsonl"));
   expect_exit(run(LT_TOKENIZE_EXE, args, "b.log"), 1, "b.log");
   expect_in_log("b.log", "bad.jsonl' line 2: no field named by --jsonl-field");
-  snprintf(args, sizeof args, "--tokenizer byte --out '%s' '%s'", in_tmp("c"), in_tmp("d.jsonl"));
+  snprintf(args, sizeof args, "--tokenizer byte --out '%s' '%s'", ckpt_path("c"), ckpt_path("d.jsonl"));
   expect_exit(run(LT_TOKENIZE_EXE, args, "c.log"), 1, "c.log"); /* 1 unit: nothing to hold out */
   expect_in_log("c.log", "too few to hold one out");
-  snprintf(args, sizeof args, "--out '%s' '%s'", in_tmp("e"), in_tmp("d.jsonl"));
+  snprintf(args, sizeof args, "--out '%s' '%s'", ckpt_path("e"), ckpt_path("d.jsonl"));
   expect_exit(run(LT_TOKENIZE_EXE, args, "e.log"), 2, "e.log");
   expect_in_log("e.log", "needs one of --tokenizer");
-  snprintf(args, sizeof args, "--tokenizer byte --out '%s' '%s'", in_tmp("g"), in_tmp("missing.txt"));
+  snprintf(args, sizeof args, "--tokenizer byte --out '%s' '%s'", ckpt_path("g"), ckpt_path("missing.txt"));
   expect_exit(run(LT_TOKENIZE_EXE, args, "g.log"), 1, "g.log");
   expect_in_log("g.log", "missing.txt");
 }
 END_TEST
 
-/* Column col of each data row of a metrics CSV into v; the row count. */
-static int read_csv(const char *path, int col, double *v, int cap) {
-  FILE *f = fopen(path, "r");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  char line[4096];
-  int n = 0;
-  ck_assert(fgets(line, sizeof line, f) != NULL);
-  while (fgets(line, sizeof line, f) && n < cap) {
-    char *p = line;
-    for (int c = 0; c < col && p; c++) p = strchr(p, ',') ? strchr(p, ',') + 1 : NULL;
-    ck_assert_msg(p != NULL, "short row: %s", line);
-    v[n++] = (*p == ',' || *p == '\n') ? NAN : strtod(p, NULL);
-  }
-  fclose(f);
-  return n;
-}
-
 enum { COL_LOSS = 3, COL_VAL_LOSS = 10 };
+
+/* The first n rows' loss and validation loss of the runs in directories a
+ * and b: equal within rtol (0: bit for bit; both NAN counts as equal). */
+static void expect_same_metrics(const char *a, const char *b, int n, double rtol) {
+  double va[64], vb[64];
+  ck_assert_int_le(n, 64);
+  for (int col = 0; col < 2; col++) {
+    char pa[600], pb[600];
+    snprintf(pa, sizeof pa, "%s/%s/metrics.csv", ckpt_tmpdir, a);
+    snprintf(pb, sizeof pb, "%s/%s/metrics.csv", ckpt_tmpdir, b);
+    ck_assert_int_eq(lt_test_csv_column(pa, col ? COL_VAL_LOSS : COL_LOSS, va, n), n);
+    ck_assert_int_eq(lt_test_csv_column(pb, col ? COL_VAL_LOSS : COL_LOSS, vb, n), n);
+    for (int i = 0; i < n; i++)
+      ck_assert_msg((isnan(va[i]) && isnan(vb[i])) || fabs(va[i] - vb[i]) <= rtol * fabs(va[i]),
+                    "step %d: %s %.17g in %s, %.17g in %s", i + 1, col ? "validation loss" : "loss", va[i], a, vb[i], b);
+  }
+}
 
 /* Shards of GPL-3 for T = 32: 1281 tokens (40 windows) a shard. */
 static void make_shards(void) {
   char args[1024];
   snprintf(args, sizeof args, "--tokenizer byte --out '%s' --val-fraction 0.1 --chunk-bytes 2000 --shard-tokens 1281 "
-           TEXT, in_tmp("sh"));
+           TEXT, ckpt_path("sh"));
   expect_exit(run(LT_TOKENIZE_EXE, args, "tok.log"), 0, "tok.log");
 }
 
@@ -277,36 +252,31 @@ START_TEST(train_resume_across_shard_boundary) {
   char args[4096];
   const char *data = "--data '%s/sh/train_*.bin' --val-data '%s/sh/val_*.bin'";
   char d[1024];
-  snprintf(d, sizeof d, data, tmpdir, tmpdir);
+  snprintf(d, sizeof d, data, ckpt_tmpdir, ckpt_tmpdir);
   /* dropout on (0.1): its generator is saved too */
   snprintf(args, sizeof args, TINY_LM " %s --batch 8 --steps %d --eval-every 3 --threads 2 --dropout 0.1 --ckpt-dir '%s'",
-           d, N, in_tmp("straight"));
+           d, N, ckpt_path("straight"));
   expect_exit(run(LT_TRAIN_EXE, args, "straight.log"), 0, "straight.log");
   expect_in_log("straight.log", "training tokens in");
   expect_in_log("straight.log", "(ppl ");
   snprintf(args, sizeof args, TINY_LM " %s --batch 8 --steps %d --eval-every 3 --threads 2 --dropout 0.1 --stop-after "
-           "%d --ckpt-dir '%s'", d, N, K, in_tmp("split"));
+           "%d --ckpt-dir '%s'", d, N, K, ckpt_path("split"));
   expect_exit(run(LT_TRAIN_EXE, args, "split1.log"), 0, "split1.log");
-  snprintf(args, sizeof args, "--resume '%s' --threads 1", in_tmp("split"));
+  snprintf(args, sizeof args, "--resume '%s' --threads 1", ckpt_path("split"));
   expect_exit(run(LT_TRAIN_EXE, args, "split2.log"), 0, "split2.log");
   expect_in_log("split2.log", "resumed from");
-  for (int col = 0; col < 2; col++) {
-    double a[N], b[N];
-    ck_assert_int_eq(read_csv(lt_test_join(in_tmp("straight"), "metrics.csv"), col ? COL_VAL_LOSS : COL_LOSS, a, N), N);
-    ck_assert_int_eq(read_csv(lt_test_join(in_tmp("split"), "metrics.csv"), col ? COL_VAL_LOSS : COL_LOSS, b, N), N);
-    for (int i = 0; i < N; i++)
-      ck_assert_msg((isnan(a[i]) && isnan(b[i])) || a[i] == b[i], "step %d: %s %.17g straight, %.17g resumed", i + 1,
-                    col ? "validation loss" : "loss", a[i], b[i]);
-    if (col) ck_assert(isfinite(a[K - 1]) && isfinite(a[N - 1]));
-  }
+  expect_same_metrics("straight", "split", N, 0);
+  double v[N];
+  lt_test_csv_column(lt_test_join(ckpt_path("straight"), "metrics.csv"), COL_VAL_LOSS, v, N);
+  ck_assert(isfinite(v[K - 1]) && isfinite(v[N - 1])); /* evaluations happened on both sides */
   char pa[1024], pb[1024];
-  snprintf(pa, sizeof pa, "%s/straight/ckpt-%012d.h5", tmpdir, N);
-  snprintf(pb, sizeof pb, "%s/split/ckpt-%012d.h5", tmpdir, N);
+  snprintf(pa, sizeof pa, "%s/straight/ckpt-%012d.h5", ckpt_tmpdir, N);
+  snprintf(pb, sizeof pb, "%s/split/ckpt-%012d.h5", ckpt_tmpdir, N);
   expect_same_params(pa, pb, 0);
   /* both halves crossed a shard boundary: 40 windows a shard, 8 a step */
   lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(8, 32);
   char pat[600];
-  snprintf(pat, sizeof pat, "%s/sh/train_*.bin", tmpdir);
+  snprintf(pat, sizeof pat, "%s/sh/train_*.bin", ckpt_tmpdir);
   lt_shard_loader *L = LT_NNP(lt_shard_loader_open(pat, &o));
   ck_assert_int_ge(lt_shard_loader_num_shards(L), 20);
   lt_shard_loader_free(L);
@@ -316,23 +286,23 @@ END_TEST
 START_TEST(train_refuses_ids_past_the_vocabulary) {
   make_shards();
   /* a char tokenizer of a few letters: the byte shards' ids exceed it */
-  FILE *f = fopen(in_tmp("abc.txt"), "w");
+  FILE *f = fopen(ckpt_path("abc.txt"), "w");
   fputs("abc\n", f);
   fclose(f);
   char args[4096];
-  snprintf(args, sizeof args, "--tokenizer char --val-fraction 0 --out '%s' '%s'", in_tmp("abc"), in_tmp("abc.txt"));
+  snprintf(args, sizeof args, "--tokenizer char --val-fraction 0 --out '%s' '%s'", ckpt_path("abc"), ckpt_path("abc.txt"));
   expect_exit(run(LT_TOKENIZE_EXE, args, "abc.log"), 0, "abc.log");
   snprintf(args, sizeof args, "--arch decoder-only --tokenizer-file '%s/abc/tokenizer.json' --data '%s/sh/train_*.bin' "
-           "--val-data '%s/sh/val_*.bin' --steps 1", tmpdir, tmpdir, tmpdir);
+           "--val-data '%s/sh/val_*.bin' --steps 1", ckpt_tmpdir, ckpt_tmpdir, ckpt_tmpdir);
   expect_exit(run(LT_TRAIN_EXE, args, "v.log"), 1, "v.log");
   expect_in_log("v.log", "train_000000.bin': offset 1026: token 1 of the shard is");
   expect_in_log("v.log", "outside the vocabulary of 8 ids");
   /* --data without --val-data, or with char and no tokenizer file */
-  snprintf(args, sizeof args, "--arch decoder-only --data '%s/sh/train_*.bin' --steps 1", tmpdir);
+  snprintf(args, sizeof args, "--arch decoder-only --data '%s/sh/train_*.bin' --steps 1", ckpt_tmpdir);
   expect_exit(run(LT_TRAIN_EXE, args, "nv.log"), 2, "nv.log");
   expect_in_log("nv.log", "--data needs --val-data");
   snprintf(args, sizeof args, "--arch decoder-only --tokenizer char --data '%s/sh/train_*.bin' --val-data "
-           "'%s/sh/val_*.bin' --steps 1", tmpdir, tmpdir);
+           "'%s/sh/val_*.bin' --steps 1", ckpt_tmpdir, ckpt_tmpdir);
   ck_assert_int_ne(run(LT_TRAIN_EXE, args, "c.log"), 0);
   expect_in_log("c.log", "give --tokenizer byte, or --tokenizer-file");
 }
@@ -344,26 +314,19 @@ START_TEST(mpi_two_ranks_read_their_rows) {
   enum { N = 8 };
   make_shards();
   char d[1024], args[4096];
-  snprintf(d, sizeof d, "--data '%s/sh/train_*.bin' --val-data '%s/sh/val_*.bin'", tmpdir, tmpdir);
+  snprintf(d, sizeof d, "--data '%s/sh/train_*.bin' --val-data '%s/sh/val_*.bin'", ckpt_tmpdir, ckpt_tmpdir);
   const char *sgd = "--optim sgd --lr 0.1 --momentum 0.9 --dropout 0 --threads 1";
   snprintf(args, sizeof args, TINY_LM " %s %s --batch 8 --steps %d --eval-every 4 --ckpt-dir '%s'", d, sgd, N,
-           in_tmp("one"));
+           ckpt_path("one"));
   expect_exit(run(LT_TRAIN_EXE, args, "one.log"), 0, "one.log");
   snprintf(args, sizeof args, "-np 2 '%s' " TINY_LM " %s %s --batch 4 --steps %d --eval-every 4 --ckpt-dir '%s'",
-           LT_TRAIN_EXE, d, sgd, N, in_tmp("two"));
+           LT_TRAIN_EXE, d, sgd, N, ckpt_path("two"));
   expect_exit(run(MPIRUN, args, "two.log"), 0, "two.log");
   expect_in_log("two.log", "2 ranks x --batch 4");
-  for (int col = 0; col < 2; col++) {
-    double a[N], b[N];
-    ck_assert_int_eq(read_csv(lt_test_join(in_tmp("one"), "metrics.csv"), col ? COL_VAL_LOSS : COL_LOSS, a, N), N);
-    ck_assert_int_eq(read_csv(lt_test_join(in_tmp("two"), "metrics.csv"), col ? COL_VAL_LOSS : COL_LOSS, b, N), N);
-    for (int i = 0; i < N; i++)
-      ck_assert_msg((isnan(a[i]) && isnan(b[i])) || fabs(a[i] - b[i]) <= 1e-5 * fabs(a[i]),
-                    "step %d: %s %.17g on 1 x 8, %.17g on 2 x 4", i + 1, col ? "validation loss" : "loss", a[i], b[i]);
-  }
+  expect_same_metrics("one", "two", N, 1e-5);
   char pa[1024], pb[1024];
-  snprintf(pa, sizeof pa, "%s/one/ckpt-%012d.h5", tmpdir, N);
-  snprintf(pb, sizeof pb, "%s/two/ckpt-%012d.h5", tmpdir, N);
+  snprintf(pa, sizeof pa, "%s/one/ckpt-%012d.h5", ckpt_tmpdir, N);
+  snprintf(pb, sizeof pb, "%s/two/ckpt-%012d.h5", ckpt_tmpdir, N);
   expect_same_params(pa, pb, 1e-5);
 }
 END_TEST
@@ -371,16 +334,11 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("shards_e2e");
-  TCase *tc = tcase_create("programs");
-  tcase_add_checked_fixture(tc, setup, teardown);
-  tcase_set_timeout(tc, 600);
-  tcase_add_test(tc, tokenize_byte_round_trip);
-  tcase_add_test(tc, tokenize_jsonl_and_errors);
-  tcase_add_test(tc, train_resume_across_shard_boundary);
-  tcase_add_test(tc, train_refuses_ids_past_the_vocabulary);
+  TCase *tc = LT_TEST_CASE(s, "programs", 600, tokenize_byte_round_trip, tokenize_jsonl_and_errors,
+                           train_resume_across_shard_boundary, train_refuses_ids_past_the_vocabulary);
 #ifdef LT_MPIEXEC
   tcase_add_test(tc, mpi_two_ranks_read_their_rows);
 #endif
-  suite_add_tcase(s, tc);
+  tcase_add_checked_fixture(tc, ckpt_tmpdir_make, ckpt_tmpdir_remove);
   return lt_test_run(s);
 }
