@@ -243,6 +243,7 @@ struct lt_shard_loader {
   row *plan;                /* [B] */
   int64_t plan_n;           /* rows of this rank */
   bool planned;
+  bool reseek;              /* a failed plan left the cursor astray: recompute it from the position */
   int64_t *xbuf, *ybuf;     /* [B * T] each */
   /* The prefetch thread. */
   bool thread_on;
@@ -251,6 +252,8 @@ struct lt_shard_loader {
   pthread_cond_t cv;
   int job;                  /* 0 idle, 1 to copy, 2 copied, -1 quit */
 };
+
+static lt_status seek(lt_shard_loader *L, int64_t e, int64_t index);
 
 /* Generator seed of epoch e's order (splitmix64 of seed and e). */
 static uint64_t epoch_seed(uint64_t seed, int64_t e) {
@@ -515,9 +518,13 @@ lt_shard_loader *lt_shard_loader_open(const char *pattern, const lt_shard_loader
 
 lt_status lt_shard_loader_next(lt_shard_loader *L, lt_tensor **x, lt_tensor **y) {
   if (!L || !x || !y) return lt__err(LT_ERR_NULL, "shard_loader_next: loader, x and y must not be NULL");
-  if (!L->planned) { /* the first call, or after set_position: plan and copy here */
-    lt_status s = plan_next(L);
-    if (s != LT_OK) return s;
+  if (!L->planned) { /* the first call, after set_position or a failed plan: plan and copy here */
+    lt_status s = L->reseek ? seek(L, L->epoch, L->index) : LT_OK;
+    if (s == LT_OK) L->reseek = false, s = plan_next(L);
+    if (s != LT_OK) {
+      L->reseek = true;
+      return s;
+    }
     copy_plan(L);
   } else {
     wait_idle(L);
@@ -540,7 +547,7 @@ lt_status lt_shard_loader_next(lt_shard_loader *L, lt_tensor **x, lt_tensor **y)
   L->epoch = L->c_epoch, L->index = L->c_index;
   L->planned = false;
   if (plan_next(L) == LT_OK) start_copy(L);
-  else L->planned = false;
+  else L->planned = false, L->reseek = true;
   *x = xt, *y = yt;
   return LT_OK;
 }
@@ -610,7 +617,7 @@ lt_status lt_shard_loader_set_position(lt_shard_loader *L, lt_loader_position po
   lt_status s = seek(L, pos.epoch, pos.index);
   if (s != LT_OK) return s;
   L->epoch = pos.epoch, L->index = pos.index;
-  L->planned = false;
+  L->planned = false, L->reseek = false;
   return LT_OK;
 }
 

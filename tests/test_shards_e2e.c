@@ -7,6 +7,7 @@
  *     written; bad input refused with a message and a non-zero exit (a
  *     record without the field, a directory that holds shards, a missing
  *     tokenizer, --val-fraction on too little input);
+ *   - tokenize killed (SIGKILL) while writing: every shard left is whole;
  *   - train --data / --val-data: N steps straight against N/2 steps, exit,
  *     and a new process resuming for N/2, with shards of 40 windows and
  *     8 windows a step, so both halves cross a shard boundary: the loss and
@@ -26,6 +27,8 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <signal.h>
+#include <unistd.h>
 
 #include "datasets/datasets.h"
 #include "test_util.h"
@@ -203,6 +206,52 @@ START_TEST(tokenize_jsonl_and_errors) {
 }
 END_TEST
 
+/* SIGKILL while shards are being written: every shard left is whole (a
+ * shard is written to a hidden temporary and renamed). */
+START_TEST(tokenize_killed_leaves_whole_shards) {
+  size_t len;
+  char *text = (char *)ckpt_read_file(TEXT, &len);
+  FILE *f = fopen(ckpt_path("big.txt"), "wb");
+  for (int i = 0; i < 600; i++) ck_assert(fwrite(text, 1, len, f) == len); /* about 21 MB */
+  fclose(f);
+  free(text);
+  char out[600];
+  snprintf(out, sizeof out, "%s", ckpt_path("k"));
+  pid_t pid = fork();
+  if (pid == 0) {
+    execl(LT_TOKENIZE_EXE, "tokenize", "--tokenizer", "byte", "--out", out, "--val-fraction", "0", "--shard-tokens",
+          "200000", "--threads", "1", ckpt_path("big.txt"), (char *)NULL);
+    _exit(127);
+  }
+  /* kill it once the first shards are there */
+  char first[700];
+  snprintf(first, sizeof first, "%s/train_000002.bin", out);
+  struct stat st;
+  int st_code = 0;
+  for (int i = 0; i < 3000 && stat(first, &st) != 0; i++) usleep(2000);
+  kill(pid, SIGKILL);
+  waitpid(pid, &st_code, 0);
+  int n = 0;
+  for (int k = 0;; k++, n++) {
+    char name[64];
+    snprintf(name, sizeof name, "train_%06d.bin", k);
+    char *p = lt_test_join(out, name);
+    if (stat(p, &st) != 0) break;
+    size_t sz;
+    unsigned char *b = ckpt_read_file(p, &sz);
+    lt_shard_info info;
+    LT_OK_OR_FAIL(lt_shard_validate(b, sz, 260, p, &info));
+    ck_assert_int_eq(info.n_tokens, 200000);
+    free(b);
+  }
+  ck_assert_int_ge(n, 3);
+  /* nothing else named like a shard */
+  char pat[700];
+  snprintf(pat, sizeof pat, "ls '%s' | grep -c '^train_' | grep -qx %d", out, n);
+  ck_assert_msg(system(pat) == 0, "files named like shards besides the %d whole ones", n);
+}
+END_TEST
+
 enum { COL_LOSS = 3, COL_VAL_LOSS = 10 };
 
 /* The first n rows' loss and validation loss of the runs in directories a
@@ -335,7 +384,8 @@ END_TEST
 int main(void) {
   Suite *s = suite_create("shards_e2e");
   TCase *tc = LT_TEST_CASE(s, "programs", 600, tokenize_byte_round_trip, tokenize_jsonl_and_errors,
-                           train_resume_across_shard_boundary, train_refuses_ids_past_the_vocabulary);
+                           tokenize_killed_leaves_whole_shards, train_resume_across_shard_boundary,
+                           train_refuses_ids_past_the_vocabulary);
 #ifdef LT_MPIEXEC
   tcase_add_test(tc, mpi_two_ranks_read_their_rows);
 #endif
