@@ -32,22 +32,22 @@ extern "C" {
 /* Grad mode (thread-local, on by default). lt_set_grad_enabled returns the
  * previous value, so a no-grad scope is
  *     bool prev = lt_set_grad_enabled(false); ...; lt_set_grad_enabled(prev); */
-bool lt_grad_enabled(void);
-bool lt_set_grad_enabled(bool enabled);
+LT_API bool lt_grad_enabled(void);
+LT_API bool lt_set_grad_enabled(bool enabled);
 
 /* Mark a leaf as requiring a gradient (float dtypes only). Fails on a
  * non-leaf (a tensor with a grad_fn) or an integer/bool tensor. */
-lt_status lt_requires_grad_(lt_tensor *t, bool requires_grad);
-bool lt_is_leaf(const lt_tensor *t);
+LT_API lt_status lt_requires_grad_(lt_tensor *t, bool requires_grad);
+LT_API bool lt_is_leaf(const lt_tensor *t);
 
 /* Backpropagate from root. grad_output may be NULL only for a one-element
  * root (then it is 1). Gradients accumulate (+=) into leaves' .grad until
  * zeroed. Unless retain_graph, the saved tensors of the traversed graph are
  * released afterwards and a second backward through it is an error. */
-lt_status lt_backward(lt_tensor *root, const lt_tensor *grad_output, bool retain_graph);
+LT_API lt_status lt_backward(lt_tensor *root, const lt_tensor *grad_output, bool retain_graph);
 
 /* Free t->grad (t->grad becomes NULL). */
-void lt_zero_grad(lt_tensor *t);
+LT_API void lt_zero_grad(lt_tensor *t);
 
 /* Call hook(t, grad, user) with the total gradient computed for t in a
  * backward, before it is accumulated (leaf) or propagated (non-leaf). A hook
@@ -55,7 +55,7 @@ void lt_zero_grad(lt_tensor *t);
  * it. One hook per tensor; NULL removes it. t must require grad. For a
  * non-leaf the hook receives t == NULL (the graph holds no reference to its
  * outputs, so that freeing them frees the graph). */
-lt_status lt_tensor_set_hook(lt_tensor *t, lt_grad_hook hook, void *user);
+LT_API lt_status lt_tensor_set_hook(lt_tensor *t, lt_grad_hook hook, void *user);
 
 /* Call hook(t, user) once per backward, as soon as leaf t's gradient is final
  * for that backward: after its last contribution has been added into t->grad
@@ -71,13 +71,13 @@ lt_status lt_tensor_set_hook(lt_tensor *t, lt_grad_hook hook, void *user);
  * What changes for such a leaf: it is committed early, so if the backward
  * fails after its commit (a later op's backward, another hook), its .grad
  * keeps the added gradient (other leaves are unchanged, as usual). */
-lt_status lt_tensor_set_post_accumulate_hook(lt_tensor *t, lt_post_accumulate_hook hook, void *user);
+LT_API lt_status lt_tensor_set_post_accumulate_hook(lt_tensor *t, lt_post_accumulate_hook hook, void *user);
 
 /* Anomaly mode (off by default): every recorded op output and every gradient
  * is checked for NaN/Inf; the first bad one fails with LT_ERR_NUMERIC naming
  * the op that produced it. */
-void lt_set_anomaly_mode(bool enabled);
-bool lt_anomaly_mode(void);
+LT_API void lt_set_anomaly_mode(bool enabled);
+LT_API bool lt_anomaly_mode(void);
 
 /* ---- gradient checking ------------------------------------------------- */
 
@@ -98,7 +98,7 @@ typedef struct lt_gradcheck_opts {
  * Returns LT_OK if |analytic - numeric| <= atol + rtol * |numeric| for all;
  * otherwise LT_ERR_AUTOGRAD with a message naming the input, the element and
  * both values. The inputs' .grad are left as they were. */
-lt_status lt_gradcheck(lt_gradcheck_fn f, void *user, int n, lt_tensor *const *inputs,
+LT_API lt_status lt_gradcheck(lt_gradcheck_fn f, void *user, int n, lt_tensor *const *inputs,
                        const lt_gradcheck_opts *opts);
 
 #ifdef __cplusplus

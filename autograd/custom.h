@@ -83,29 +83,29 @@ typedef struct lt_custom_op {
  * does), LT_ERR_INVALID (nin, a
  * forward returning one of its inputs or a tensor with a graph), or the
  * forward's own error, prefixed with the op's name. */
-lt_tensor *lt_custom_apply(const lt_custom_op *op, int nin, lt_tensor *const *in, void *user);
+LT_API lt_tensor *lt_custom_apply(const lt_custom_op *op, int nin, lt_tensor *const *in, void *user);
 
 /* In forward: keep t for backward (up to LT_CUSTOM_MAX_SAVED; t may be an
  * input or an intermediate; NULL is LT_ERR_NULL).
  * The graph keeps an alias of t's storage; modifying it in place before the
  * backward makes the backward fail, naming the op. Borrowed: t may be freed
  * after the call. LT_ERR_INVALID when full or outside forward. */
-lt_status lt_custom_save(lt_custom_ctx *ctx, const lt_tensor *t);
+LT_API lt_status lt_custom_save(lt_custom_ctx *ctx, const lt_tensor *t);
 /* In forward: copy size bytes (<= LT_CUSTOM_STATE_MAX) of state for backward
  * (a struct of sizes and scalars); a second call replaces the first. */
-lt_status lt_custom_set_state(lt_custom_ctx *ctx, const void *data, size_t size);
+LT_API lt_status lt_custom_set_state(lt_custom_ctx *ctx, const void *data, size_t size);
 
 /* In backward: saved tensor k (in saving order; NULL if k is out of range;
  * borrowed), how many were saved, the state (NULL if none;
  * its size in *size if size is not NULL). */
-const lt_tensor *lt_custom_saved(const lt_custom_ctx *ctx, int k);
-int lt_custom_num_saved(const lt_custom_ctx *ctx);
-const void *lt_custom_state(const lt_custom_ctx *ctx, size_t *size);
+LT_API const lt_tensor *lt_custom_saved(const lt_custom_ctx *ctx, int k);
+LT_API int lt_custom_num_saved(const lt_custom_ctx *ctx);
+LT_API const void *lt_custom_state(const lt_custom_ctx *ctx, size_t *size);
 /* In backward: does input i need a gradient? In forward: does input i
  * require one (and grad mode is on)? */
-bool lt_custom_needs_input_grad(const lt_custom_ctx *ctx, int i);
+LT_API bool lt_custom_needs_input_grad(const lt_custom_ctx *ctx, int i);
 /* The op's name (for messages of one's own). */
-const char *lt_custom_name(const lt_custom_ctx *ctx);
+LT_API const char *lt_custom_name(const lt_custom_ctx *ctx);
 
 #ifdef __cplusplus
 }

@@ -88,23 +88,23 @@ typedef enum {
   LT_CKPT_BYTES,
 } lt_ckpt_kind;
 
-lt_ckpt_meta *lt_ckpt_meta_new(void);      /* returns new; free with lt_ckpt_meta_free */
-void lt_ckpt_meta_free(lt_ckpt_meta *m);   /* NULL is a no-op */
-lt_status lt_ckpt_meta_set_int(lt_ckpt_meta *m, const char *key, int64_t value);
-lt_status lt_ckpt_meta_set_double(lt_ckpt_meta *m, const char *key, double value);
-lt_status lt_ckpt_meta_set_string(lt_ckpt_meta *m, const char *key, const char *value); /* copied */
-lt_status lt_ckpt_meta_set_bytes(lt_ckpt_meta *m, const char *key, const void *data, size_t size); /* copied */
-int lt_ckpt_meta_count(const lt_ckpt_meta *m);
+LT_API lt_ckpt_meta *lt_ckpt_meta_new(void);      /* returns new; free with lt_ckpt_meta_free */
+LT_API void lt_ckpt_meta_free(lt_ckpt_meta *m);   /* NULL is a no-op */
+LT_API lt_status lt_ckpt_meta_set_int(lt_ckpt_meta *m, const char *key, int64_t value);
+LT_API lt_status lt_ckpt_meta_set_double(lt_ckpt_meta *m, const char *key, double value);
+LT_API lt_status lt_ckpt_meta_set_string(lt_ckpt_meta *m, const char *key, const char *value); /* copied */
+LT_API lt_status lt_ckpt_meta_set_bytes(lt_ckpt_meta *m, const char *key, const void *data, size_t size); /* copied */
+LT_API int lt_ckpt_meta_count(const lt_ckpt_meta *m);
 /* Key and kind of entry i (in insertion order); NULL / -1 if out of range. */
-const char *lt_ckpt_meta_key(const lt_ckpt_meta *m, int i);
-int lt_ckpt_meta_kind(const lt_ckpt_meta *m, const char *key); /* an lt_ckpt_kind, or -1 if absent */
+LT_API const char *lt_ckpt_meta_key(const lt_ckpt_meta *m, int i);
+LT_API int lt_ckpt_meta_kind(const lt_ckpt_meta *m, const char *key); /* an lt_ckpt_kind, or -1 if absent */
 /* Getters: LT_ERR_INDEX if the key is absent, LT_ERR_DTYPE if it holds
  * another kind. Strings and blobs are borrowed (valid until the entry is
  * replaced or the map freed). */
-lt_status lt_ckpt_meta_get_int(const lt_ckpt_meta *m, const char *key, int64_t *value);
-lt_status lt_ckpt_meta_get_double(const lt_ckpt_meta *m, const char *key, double *value);
-lt_status lt_ckpt_meta_get_string(const lt_ckpt_meta *m, const char *key, const char **value);
-lt_status lt_ckpt_meta_get_bytes(const lt_ckpt_meta *m, const char *key, const void **data, size_t *size);
+LT_API lt_status lt_ckpt_meta_get_int(const lt_ckpt_meta *m, const char *key, int64_t *value);
+LT_API lt_status lt_ckpt_meta_get_double(const lt_ckpt_meta *m, const char *key, double *value);
+LT_API lt_status lt_ckpt_meta_get_string(const lt_ckpt_meta *m, const char *key, const char **value);
+LT_API lt_status lt_ckpt_meta_get_bytes(const lt_ckpt_meta *m, const char *key, const void **data, size_t *size);
 
 /* ======================================================================== */
 /* Options and what a load reports                                          */
@@ -164,7 +164,7 @@ typedef struct lt_ckpt_info {
   int64_t model_elements;    /* their elements, summed */
   uint64_t model_bytes;      /* their bytes in memory, summed */
 } lt_ckpt_info;
-void lt_ckpt_info_free(lt_ckpt_info *info); /* NULL is a no-op */
+LT_API void lt_ckpt_info_free(lt_ckpt_info *info); /* NULL is a no-op */
 
 /* Before building a model from a checkpoint's configuration: n_params
  * elements (bytes bytes in memory) are what the configuration describes
@@ -173,11 +173,11 @@ void lt_ckpt_info_free(lt_ckpt_info *info); /* NULL is a no-op */
  * claims more than the file can fill, such as 100,000 layers in a small
  * file) and a model of more than max_bytes bytes (LT_ERR_NOMEM; max_bytes 0:
  * no cap). path is for messages (may be NULL). Allocates nothing. */
-lt_status lt_ckpt_check_model_size(const lt_ckpt_info *info, const char *path, int64_t n_params, uint64_t bytes,
+LT_API lt_status lt_ckpt_check_model_size(const lt_ckpt_info *info, const char *path, int64_t n_params, uint64_t bytes,
                                    uint64_t max_bytes);
 /* The default memory cap of the programs: half of the physical memory
  * (sysconf), or 0 (no cap) if it cannot be found. */
-uint64_t lt_ckpt_default_memory_cap(void);
+LT_API uint64_t lt_ckpt_default_memory_cap(void);
 
 /* ======================================================================== */
 /* Model parameters                                                         */
@@ -186,13 +186,13 @@ uint64_t lt_ckpt_default_memory_cap(void);
 /* Saves every parameter and buffer of p (each in its own dtype, f32 for
  * ordinary models) and the configuration (int/double/string values, may be
  * NULL) durably to path. */
-lt_status lt_ckpt_save_params(const char *path, const lt_params *p, const lt_ckpt_meta *config,
+LT_API lt_status lt_ckpt_save_params(const char *path, const lt_params *p, const lt_ckpt_meta *config,
                               const lt_ckpt_save_opts *opts);
 /* Loads the tensors of /model into p (opts may be NULL for the defaults).
  * On success, if info is not NULL, *info is set to a new lt_ckpt_info. On
  * failure p is unchanged and *info is NULL. Works on model and training
  * checkpoints alike. */
-lt_status lt_ckpt_load_params(const char *path, lt_params *p, const lt_ckpt_load_opts *opts,
+LT_API lt_status lt_ckpt_load_params(const char *path, lt_params *p, const lt_ckpt_load_opts *opts,
                               lt_ckpt_info **info);
 
 /* ======================================================================== */
@@ -226,7 +226,7 @@ typedef struct lt_ckpt_desc {
   int n_optim;                 /* the state tensors, sorted by name */
   lt_ckpt_tensor_desc *optim;
 } lt_ckpt_desc;
-void lt_ckpt_desc_free(lt_ckpt_desc *d); /* frees d and everything in it; NULL is a no-op */
+LT_API void lt_ckpt_desc_free(lt_ckpt_desc *d); /* frees d and everything in it; NULL is a no-op */
 
 /* Reads path's configuration and the name, dtype and shape of every tensor
  * under /model (and, for a training checkpoint, of every optimizer state),
@@ -241,7 +241,7 @@ void lt_ckpt_desc_free(lt_ckpt_desc *d); /* frees d and everything in it; NULL i
  * On success *desc is new (free with lt_ckpt_desc_free); on failure *desc
  * is NULL, with the loader's codes and messages (LT_ERR_IO, LT_ERR_FORMAT,
  * LT_ERR_OVERFLOW, LT_ERR_NOMEM; LT_ERR_NULL for a NULL path or desc). */
-lt_status lt_ckpt_describe(const char *path, const lt_ckpt_load_opts *opts, lt_ckpt_desc **desc);
+LT_API lt_status lt_ckpt_describe(const char *path, const lt_ckpt_load_opts *opts, lt_ckpt_desc **desc);
 
 /* ======================================================================== */
 /* Full training state                                                      */
@@ -263,13 +263,13 @@ typedef struct lt_train_state {
 
 /* Saves the training state, the configuration and the extra values and blobs
  * (both may be NULL) durably to path. */
-lt_status lt_ckpt_save_training(const char *path, const lt_train_state *st, const lt_ckpt_meta *config,
+LT_API lt_status lt_ckpt_save_training(const char *path, const lt_train_state *st, const lt_ckpt_meta *config,
                                 const lt_ckpt_meta *extra, const lt_ckpt_save_opts *opts);
 /* Loads a training checkpoint into st (the optimizer's kind must match
  * st->optim_config's, and so must its hyperparameters unless
  * allow_hparam_change; the learning rate is restored from the file). The
  * extra values come back in (*info)->extra. On failure nothing in st changed. */
-lt_status lt_ckpt_load_training(const char *path, lt_train_state *st, const lt_ckpt_load_opts *opts,
+LT_API lt_status lt_ckpt_load_training(const char *path, lt_train_state *st, const lt_ckpt_load_opts *opts,
                                 lt_ckpt_info **info);
 
 /* ======================================================================== */
@@ -279,36 +279,36 @@ lt_status lt_ckpt_load_training(const char *path, lt_train_state *st, const lt_c
 /* Checks the integrity header (size and CRC32) of path without parsing HDF5.
  * LT_OK, or LT_ERR_FORMAT / LT_ERR_IO naming the problem (a path that is not
  * a regular file is LT_ERR_FORMAT, refused without blocking). */
-lt_status lt_ckpt_verify(const char *path);
+LT_API lt_status lt_ckpt_verify(const char *path);
 /* Writes the integrity header into an HDF5 file that has a 512-byte user
  * block (h5py: File(path, "w", userblock_size=512)) and fsyncs it, so that
  * files written by other tools can be loaded. */
-lt_status lt_ckpt_seal(const char *path);
+LT_API lt_status lt_ckpt_seal(const char *path);
 
 /* "<dir>/<prefix>-<step as 12 digits>.h5" into buf. prefix: no '/'. */
-lt_status lt_ckpt_step_path(char *buf, size_t size, const char *dir, const char *prefix, int64_t step);
+LT_API lt_status lt_ckpt_step_path(char *buf, size_t size, const char *dir, const char *prefix, int64_t step);
 /* The newest numbered checkpoint of prefix in dir (exact name pattern only,
  * regular files only: a FIFO or directory under such a name is ignored;
  * temporaries never match). With verify, candidates whose integrity check
  * fails are skipped for the next older one. Sets *step to -1 and path to ""
  * if there is none (that is not an error). path may be NULL. */
-lt_status lt_ckpt_latest(const char *dir, const char *prefix, bool verify, int64_t *step, char *path,
+LT_API lt_status lt_ckpt_latest(const char *dir, const char *prefix, bool verify, int64_t *step, char *path,
                          size_t size);
 /* Deletes all but the keep_last newest numbered checkpoints of prefix in dir
  * (keep_last <= 0 keeps all; regular files only, as lt_ckpt_latest) and
  * every leftover temporary of a crashed save. */
-lt_status lt_ckpt_rotate(const char *dir, const char *prefix, int keep_last);
+LT_API lt_status lt_ckpt_rotate(const char *dir, const char *prefix, int keep_last);
 
 /* Whole files beside a checkpoint (config.json of an exported directory).
  * lt_ckpt_write_file writes size bytes of data (borrowed) to path durably,
  * as a save does (temporary in the same directory, fsync, rename, fsync of
  * the directory): a failure leaves the old file (LT_ERR_IO). */
-lt_status lt_ckpt_write_file(const char *path, const void *data, size_t size);
+LT_API lt_status lt_ckpt_write_file(const char *path, const void *data, size_t size);
 /* Reads the regular file path (a FIFO, device or directory is refused
  * without blocking, LT_ERR_IO) of at most max_bytes bytes (LT_ERR_OVERFLOW
  * naming the bound) into new memory *data (free with free();
  * NUL-terminated after *size bytes; size may be NULL). */
-lt_status lt_ckpt_read_file(const char *path, uint64_t max_bytes, char **data, size_t *size);
+LT_API lt_status lt_ckpt_read_file(const char *path, uint64_t max_bytes, char **data, size_t *size);
 
 #ifdef __cplusplus
 }

@@ -63,9 +63,9 @@ extern "C" {
 typedef enum { LT_ST_F32, LT_ST_F64, LT_ST_F16, LT_ST_BF16, LT_ST_I32, LT_ST_I64, LT_ST_DTYPE_COUNT } lt_st_dtype;
 /* "F32", "F64", "F16", "BF16", "I32", "I64" (the file's spelling); "unknown"
  * out of range. */
-const char *lt_st_dtype_name(lt_st_dtype d);
+LT_API const char *lt_st_dtype_name(lt_st_dtype d);
 /* Bytes per element (0 out of range). */
-size_t lt_st_dtype_size(lt_st_dtype d);
+LT_API size_t lt_st_dtype_size(lt_st_dtype d);
 
 /* One tensor of an open file. Borrowed from the file (valid until
  * lt_st_close). */
@@ -84,38 +84,38 @@ typedef struct lt_st_file lt_st_file;
  * it. Returns new (close with lt_st_close), or NULL with the error set:
  * LT_ERR_IO (cannot open or read), LT_ERR_FORMAT (not a regular file, or a
  * check above), LT_ERR_OVERFLOW (sizes), LT_ERR_NOMEM. */
-lt_st_file *lt_st_open(const char *path);
-void lt_st_close(lt_st_file *f); /* NULL is a no-op */
+LT_API lt_st_file *lt_st_open(const char *path);
+LT_API void lt_st_close(lt_st_file *f); /* NULL is a no-op */
 
 /* The tensors, in the order of their data (ascending offsets). */
-int lt_st_count(const lt_st_file *f);
-const lt_st_tensor_info *lt_st_info(const lt_st_file *f, int i); /* borrowed; NULL out of range */
+LT_API int lt_st_count(const lt_st_file *f);
+LT_API const lt_st_tensor_info *lt_st_info(const lt_st_file *f, int i); /* borrowed; NULL out of range */
 /* Index of the tensor called name, or -1 (no error set). */
-int lt_st_find(const lt_st_file *f, const char *name);
+LT_API int lt_st_find(const lt_st_file *f, const char *name);
 /* Tensor i's bytes in the file (little-endian, possibly unaligned), borrowed
  * until lt_st_close; NULL out of range. */
-const void *lt_st_data(const lt_st_file *f, int i);
+LT_API const void *lt_st_data(const lt_st_file *f, int i);
 /* True when the file is memory-mapped (false: it was read into memory). */
-bool lt_st_is_mapped(const lt_st_file *f);
+LT_API bool lt_st_is_mapped(const lt_st_file *f);
 
 /* The "__metadata__" map: count, key and value of entry i (borrowed; NULL
  * out of range), and the value of key (NULL if absent). */
-int lt_st_metadata_count(const lt_st_file *f);
-const char *lt_st_metadata_key(const lt_st_file *f, int i);
-const char *lt_st_metadata_value(const lt_st_file *f, int i);
-const char *lt_st_metadata_get(const lt_st_file *f, const char *key);
+LT_API int lt_st_metadata_count(const lt_st_file *f);
+LT_API const char *lt_st_metadata_key(const lt_st_file *f, int i);
+LT_API const char *lt_st_metadata_value(const lt_st_file *f, int i);
+LT_API const char *lt_st_metadata_get(const lt_st_file *f, const char *key);
 
 /* Whether a tensor stored as src loads into dtype dst: floats into f32 from
  * F32, F16, BF16 (exact), into f64 from any float, into bf16 from BF16 only
  * (bits as they are); integers into i64 from
  * I32, I64, into i32 from I32. Narrowing (F64 into f32, I64 into i32) and
  * mixing integers with floats are refused. */
-bool lt_st_dtype_loads_into(lt_st_dtype src, lt_dtype dst);
+LT_API bool lt_st_dtype_loads_into(lt_st_dtype src, lt_dtype dst);
 
 /* LT_OK when tensor i holds no NaN or infinity (integer dtypes always), else
  * LT_ERR_NUMERIC naming the file, the tensor, the value and its flat index
  * (the HDF5 loader's rule for model tensors). Reads the whole tensor. */
-lt_status lt_st_check_finite(const lt_st_file *f, int i);
+LT_API lt_status lt_st_check_finite(const lt_st_file *f, int i);
 
 /* Copies tensor i into dst (borrowed; contiguous, the same shape, a dtype
  * lt_st_dtype_loads_into accepts, every value finite: lt_st_check_finite),
@@ -125,15 +125,15 @@ lt_status lt_st_check_finite(const lt_st_file *f, int i);
  * LT_ERR_NUMERIC (a NaN or infinity), each naming the file and the tensor;
  * dst unchanged then. lt_st_tensor and lt_st_view give the values as they
  * are, non-finite ones included. */
-lt_status lt_st_read_into(const lt_st_file *f, int i, lt_tensor *dst);
+LT_API lt_status lt_st_read_into(const lt_st_file *f, int i, lt_tensor *dst);
 /* Tensor i as a new tensor of dtype (conversion as lt_st_read_into).
  * Returns new, or NULL with the error set. */
-lt_tensor *lt_st_tensor(const lt_st_file *f, int i, lt_dtype dtype);
+LT_API lt_tensor *lt_st_tensor(const lt_st_file *f, int i, lt_dtype dtype);
 /* Tensor i without a copy: a tensor borrowing the mapping (read-only by
  * contract: never write to it), valid until lt_st_close; only for F32, F64,
  * BF16, I32 and I64 on a little-endian host at an offset aligned for the dtype,
  * else NULL with LT_ERR_INVALID naming the reason (use lt_st_tensor). */
-lt_tensor *lt_st_view(const lt_st_file *f, int i);
+LT_API lt_tensor *lt_st_view(const lt_st_file *f, int i);
 
 /* Writes n tensors (borrowed; f32, f64, i32 or i64, any layout) under names
  * (unique, non-empty, not "__metadata__") to path as one safetensors file,
@@ -144,11 +144,11 @@ lt_tensor *lt_st_view(const lt_st_file *f, int i);
  * rename): a failed save leaves the old file. Builds the file in memory
  * first. Errors: LT_ERR_NULL, LT_ERR_INVALID (names), LT_ERR_DTYPE,
  * LT_ERR_IO, LT_ERR_NOMEM. */
-lt_status lt_st_save(const char *path, int n, const char *const *names, const lt_tensor *const *tensors, int n_meta,
+LT_API lt_status lt_st_save(const char *path, int n, const char *const *names, const lt_tensor *const *tensors, int n_meta,
                      const char *const *keys, const char *const *values);
 
 /* Every parameter and buffer of p under its own name (lt_st_save). */
-lt_status lt_st_save_params(const char *path, const lt_params *p, int n_meta, const char *const *keys,
+LT_API lt_status lt_st_save_params(const char *path, const lt_params *p, int n_meta, const char *const *keys,
                             const char *const *values);
 /* Loads path into p: every name of p must be in the file and every name of
  * the file in p, with the same shape, a dtype that loads into the
@@ -156,7 +156,7 @@ lt_status lt_st_save_params(const char *path, const lt_params *p, int n_meta, co
  * checked before a value is written, so on failure p is unchanged. A name
  * mismatch is one LT_ERR_INVALID listing both the missing and the unexpected
  * names with their counts, as the HDF5 loader's strict load does. */
-lt_status lt_st_load_params(const char *path, lt_params *p);
+LT_API lt_status lt_st_load_params(const char *path, lt_params *p);
 
 #ifdef __cplusplus
 }

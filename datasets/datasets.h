@@ -62,14 +62,14 @@ typedef struct lt_idx_header {
  * directory is refused at once), LT_ERR_FORMAT (not IDX, unknown type, 0 or
  * more than LT_MAX_DIMS dims, truncated header), LT_ERR_OVERFLOW (payload
  * larger than LT_IDX_MAX_BYTES). */
-lt_status lt_idx_read_header(const char *path, lt_idx_header *out);
+LT_API lt_status lt_idx_read_header(const char *path, lt_idx_header *out);
 
 /* Reads the whole IDX file at path into a new tensor of the file's shape,
  * converting the elements to dtype (f32, f64, i32 or i64; any file type).
  * Errors as lt_idx_read_header, plus LT_ERR_FORMAT when the data is shorter
  * than the header says, longer (trailing bytes), or the gzip stream is
  * corrupt, LT_ERR_DTYPE for an unsupported dtype, LT_ERR_NOMEM. Returns new. */
-lt_tensor *lt_idx_load(const char *path, lt_dtype dtype);
+LT_API lt_tensor *lt_idx_load(const char *path, lt_dtype dtype);
 
 /* ---- MNIST and Fashion-MNIST -------------------------------------------- */
 /* Both use the same four files and names:
@@ -106,14 +106,14 @@ typedef struct lt_mnist_opts {
  * The image file must have magic 0x00000803 and the label file 0x00000801,
  * with the same N; a label above 9 is an error naming its index. On failure
  * both outputs are set to NULL and the error names the file. */
-lt_status lt_mnist_load(const char *dir, lt_dataset_split split, const lt_mnist_opts *opts, lt_tensor **images,
+LT_API lt_status lt_mnist_load(const char *dir, lt_dataset_split split, const lt_mnist_opts *opts, lt_tensor **images,
                         lt_tensor **labels);
 /* The same from two explicit file paths. */
-lt_status lt_mnist_load_files(const char *images_path, const char *labels_path, const lt_mnist_opts *opts,
+LT_API lt_status lt_mnist_load_files(const char *images_path, const char *labels_path, const lt_mnist_opts *opts,
                               lt_tensor **images, lt_tensor **labels);
 
 /* The class name of a Fashion-MNIST label ("T-shirt/top", ...); "?" outside 0..9. Static. */
-const char *lt_fashion_mnist_class_name(int64_t label);
+LT_API const char *lt_fashion_mnist_class_name(int64_t label);
 
 /* ==== End of Images ==== */
 
@@ -166,7 +166,7 @@ const char *lt_fashion_mnist_class_name(int64_t label);
 /* True if s[0..len) is well-formed UTF-8 (RFC 3629: no overlong forms, no
  * surrogates, nothing above U+10FFFF). When it is not and bad_offset is not
  * NULL, *bad_offset receives the byte offset of the first bad sequence. */
-bool lt_utf8_valid(const char *s, size_t len, size_t *bad_offset);
+LT_API bool lt_utf8_valid(const char *s, size_t len, size_t *bad_offset);
 
 /* ---- Tokenizers ----------------------------------------------------------- */
 /* Vocabularies (ids):
@@ -203,11 +203,11 @@ typedef struct lt_bpe_opts {
 #define LT_BPE_MAX_MERGES ((int64_t)1 << 20)
 
 /* Returns new (free with lt_tokenizer_free) or NULL on failure. */
-lt_tokenizer *lt_tokenizer_new_byte(void);
+LT_API lt_tokenizer *lt_tokenizer_new_byte(void);
 /* The vocabulary is the distinct code points of text[0..len), which must be
  * non-empty valid UTF-8 (LT_ERR_INVALID if empty, LT_ERR_FORMAT naming the byte
  * offset if not UTF-8). Returns new. */
-lt_tokenizer *lt_tokenizer_new_char(const char *text, size_t len);
+LT_API lt_tokenizer *lt_tokenizer_new_char(const char *text, size_t len);
 /* Learns byte-level BPE merges from text[0..len) (non-empty). The text is first
  * cut into pieces (see docs/datasets.md: an optional leading space plus a run
  * of letters, of digits, or of other symbols; runs of other whitespace; at
@@ -215,10 +215,10 @@ lt_tokenizer *lt_tokenizer_new_char(const char *text, size_t len);
  * step merges the most frequent adjacent pair; ties go to the pair with the
  * smallest (left id, right id), so training is deterministic. opts NULL means
  * LT_BPE_DEFAULTS. Returns new. */
-lt_tokenizer *lt_tokenizer_train_bpe(const char *text, size_t len, const lt_bpe_opts *opts);
+LT_API lt_tokenizer *lt_tokenizer_train_bpe(const char *text, size_t len, const lt_bpe_opts *opts);
 /* The same, reading the text from the file at path (see lt_text_file_read). */
-lt_tokenizer *lt_tokenizer_train_bpe_file(const char *path, const lt_bpe_opts *opts);
-void lt_tokenizer_free(lt_tokenizer *tok);  /* NULL is a no-op */
+LT_API lt_tokenizer *lt_tokenizer_train_bpe_file(const char *path, const lt_bpe_opts *opts);
+LT_API void lt_tokenizer_free(lt_tokenizer *tok);  /* NULL is a no-op */
 
 /* A Hugging Face tokenizer from the text of a tokenizer.json (json[0..len),
  * copied) or from the file at path (at most 1 GiB). Models BPE, WordPiece,
@@ -228,29 +228,29 @@ void lt_tokenizer_free(lt_tokenizer *tok);  /* NULL is a no-op */
  * so are bad JSON, wrong types, ids outside [0, 2^24), merges naming unknown
  * tokens and nesting deeper than 16. LT_ERR_IO for a file that cannot be read.
  * Returns new (free with lt_tokenizer_free). */
-lt_tokenizer *lt_tokenizer_from_hf_json(const char *json, size_t len);
-lt_tokenizer *lt_tokenizer_load_hf(const char *path);
+LT_API lt_tokenizer *lt_tokenizer_from_hf_json(const char *json, size_t len);
+LT_API lt_tokenizer *lt_tokenizer_load_hf(const char *path);
 
-lt_tokenizer_kind lt_tokenizer_get_kind(const lt_tokenizer *tok);  /* byte for NULL */
+LT_API lt_tokenizer_kind lt_tokenizer_get_kind(const lt_tokenizer *tok);  /* byte for NULL */
 /* Names of the kinds, the one table for files and command lines: "byte",
  * "char", "bpe", "hf" (an hf tokenizer is loaded, never built from a name). _name returns a static string ("unknown" out of range);
  * _parse sets *out from a name or fails with LT_ERR_INVALID listing the names
  * (LT_ERR_NULL for a NULL s), *out untouched. */
-const char *lt_tokenizer_kind_name(lt_tokenizer_kind kind);
-lt_status lt_tokenizer_kind_parse(const char *s, lt_tokenizer_kind *out);
+LT_API const char *lt_tokenizer_kind_name(lt_tokenizer_kind kind);
+LT_API lt_status lt_tokenizer_kind_parse(const char *s, lt_tokenizer_kind *out);
 /* Number of ids (specials included); 0 for NULL. */
-int64_t lt_tokenizer_vocab_size(const lt_tokenizer *tok);
+LT_API int64_t lt_tokenizer_vocab_size(const lt_tokenizer *tok);
 /* Number of BPE merges (0 for byte and char). */
-int64_t lt_tokenizer_num_merges(const lt_tokenizer *tok);
+LT_API int64_t lt_tokenizer_num_merges(const lt_tokenizer *tok);
 /* Merge i (0-based) of a BPE tokenizer: the ids of its left and right parts
  * (it makes id 260 + i). LT_ERR_INDEX if i is out of range. */
-lt_status lt_tokenizer_merge(const lt_tokenizer *tok, int64_t i, int64_t *left, int64_t *right);
+LT_API lt_status lt_tokenizer_merge(const lt_tokenizer *tok, int64_t i, int64_t *left, int64_t *right);
 
 /* Encodes text[0..len) into *ids (returns new, free with free(); non-NULL even
  * for an empty text) and its length into *n. No <bos>/<eos> are added. Errors:
  * LT_ERR_FORMAT for invalid UTF-8 given to a char tokenizer (naming the byte
  * offset), LT_ERR_NOMEM. On failure *ids and *n are untouched. */
-lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t len,
+LT_API lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t len,
                               int64_t **ids, int64_t *n);
 /* Encoding flags (lt_tokenizer_encode_ex). LT_ENCODE_ADD_SPECIAL: add the
  * post-processor's special tokens (an hf tokenizer's [CLS]/[SEP], <s>, ...;
@@ -266,14 +266,14 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t 
  * special and padding tokens). An hf tokenizer reads text as UTF-8 with each
  * ill-formed sequence taken as U+FFFD (its maximal subpart, as Python's
  * bytes.decode(errors="replace")). Errors as lt_tokenizer_encode. */
-lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *text, size_t len, unsigned flags,
+LT_API lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *text, size_t len, unsigned flags,
                                  int64_t **ids, int64_t **offsets, int64_t *n);
 /* The id of the token spelled s[0..n) in an hf tokenizer's vocabulary (added
  * tokens included), e.g. "</s>" or "<|endoftext|>"; for the other kinds the
  * special names "<pad>", "<bos>", "<eos>", "<unk>". -1 when there is none. */
-int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n);
+LT_API int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n);
 /* The same as a 1-d i64 tensor [n] (returns new). */
-lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text, size_t len);
+LT_API lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text, size_t len);
 
 /* Decoding flags. By default <pad>, <bos> and <eos> decode to nothing and
  * <unk> to U+FFFD (the replacement character, bytes EF BF BD).
@@ -287,22 +287,22 @@ lt_tensor *lt_tokenizer_encode_tensor(const lt_tokenizer *tok, const char *text,
  * bytes that are not valid UTF-8 from an arbitrary id sequence. Errors:
  * LT_ERR_INDEX for an id outside [0, vocab size), naming the id and its
  * position (e.g. a -100 label left in), LT_ERR_INVALID for n < 0. */
-lt_status lt_tokenizer_decode(const lt_tokenizer *tok, const int64_t *ids, int64_t n,
+LT_API lt_status lt_tokenizer_decode(const lt_tokenizer *tok, const int64_t *ids, int64_t n,
                               unsigned flags, char **text, size_t *len);
 /* The same for a 1-d (or any-shape, read in row-major order) integer tensor. */
-lt_status lt_tokenizer_decode_tensor(const lt_tokenizer *tok, const lt_tensor *ids,
+LT_API lt_status lt_tokenizer_decode_tensor(const lt_tokenizer *tok, const lt_tensor *ids,
                                      unsigned flags, char **text, size_t *len);
 
 /* Serialises the tokenizer (kind, vocabulary, merges) into *buf (returns new,
  * free with free()) of *size bytes; the format (little-endian, versioned, with
  * a CRC-32) is in docs/datasets.md. */
-lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *size);
+LT_API lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *size);
 /* Rebuilds a tokenizer from a buffer made by lt_tokenizer_serialize. The buffer
  * is checked, not trusted: a wrong magic, version, kind or size, a bad
  * checksum, counts beyond the limits, unordered or invalid code points, and
  * merges that refer to ids not yet defined all fail with LT_ERR_FORMAT.
  * Returns new. */
-lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size);
+LT_API lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size);
 
 /* The tokenizer as tokenizer.json, the format of Hugging Face tokenizers
  * (docs/datasets.md "tokenizer.json"): byte and BPE as a byte-level BPE model
@@ -314,15 +314,15 @@ lt_tokenizer *lt_tokenizer_deserialize(const void *buf, size_t size);
  * *json returns new (free with free()), NUL-terminated, ASCII (other
  * characters escaped), *len bytes without the NUL. Errors: LT_ERR_NULL,
  * LT_ERR_NOMEM. On failure *json and *len are untouched. */
-lt_status lt_tokenizer_to_json(const lt_tokenizer *tok, char **json, size_t *len);
+LT_API lt_status lt_tokenizer_to_json(const lt_tokenizer *tok, char **json, size_t *len);
 /* The same written to path (replaced if it exists), with a final newline.
  * Errors: those of lt_tokenizer_to_json, LT_ERR_IO naming the path. */
-lt_status lt_tokenizer_save_json(const lt_tokenizer *tok, const char *path);
+LT_API lt_status lt_tokenizer_save_json(const lt_tokenizer *tok, const char *path);
 /* libtensor's BPE pieces as a regular expression (Oniguruma and Python re
  * syntax; static string): the same pieces as the tokenizer cuts for every
  * text whose runs of whitespace, and whose runs of letters with non-ASCII
  * characters, are at most 128 bytes (docs/datasets.md). */
-const char *lt_tokenizer_piece_regex(void);
+LT_API const char *lt_tokenizer_piece_regex(void);
 
 /* ---- Text sources ------------------------------------------------------- */
 
@@ -336,31 +336,31 @@ const char *lt_tokenizer_piece_regex(void);
  * the path and the system's reason), LT_ERR_OVERFLOW (larger than
  * LT_TEXT_MAX_BYTES, checked before reading and while reading). An empty file
  * is not an error here. */
-lt_status lt_text_file_read(const char *path, char **data, size_t *len);
+LT_API lt_status lt_text_file_read(const char *path, char **data, size_t *len);
 
 /* Language modelling: the whole file at path as one token stream, a 1-d i64
  * tensor [N] (returns new; no <bos>/<eos> added). Errors as lt_text_file_read
  * and lt_tokenizer_encode, plus LT_ERR_FORMAT for an empty file. Batch it with
  * lt_lm_loader. */
-lt_tensor *lt_text_file_tokens(const lt_tokenizer *tok, const char *path);
+LT_API lt_tensor *lt_text_file_tokens(const lt_tokenizer *tok, const char *path);
 
 /* Pairs of texts (source, target) for seq2seq, e.g. a parallel corpus. */
 typedef struct lt_text_pairs lt_text_pairs;
 
-lt_text_pairs *lt_text_pairs_new(void);  /* empty; returns new */
-void lt_text_pairs_free(lt_text_pairs *p); /* NULL is a no-op */
+LT_API lt_text_pairs *lt_text_pairs_new(void);  /* empty; returns new */
+LT_API void lt_text_pairs_free(lt_text_pairs *p); /* NULL is a no-op */
 /* Appends a copy of (src[0..src_len), tgt[0..tgt_len)). */
-lt_status lt_text_pairs_add(lt_text_pairs *p, const char *src, size_t src_len,
+LT_API lt_status lt_text_pairs_add(lt_text_pairs *p, const char *src, size_t src_len,
                             const char *tgt, size_t tgt_len);
-int64_t lt_text_pairs_count(const lt_text_pairs *p);  /* 0 for NULL */
+LT_API int64_t lt_text_pairs_count(const lt_text_pairs *p);  /* 0 for NULL */
 /* Pair i: borrowed pointers (valid until p changes or is freed) to
  * NUL-terminated strings, and their lengths (either length pointer may be
  * NULL). LT_ERR_INDEX if i is out of range. */
-lt_status lt_text_pairs_get(const lt_text_pairs *p, int64_t i, const char **src, size_t *src_len,
+LT_API lt_status lt_text_pairs_get(const lt_text_pairs *p, int64_t i, const char **src, size_t *src_len,
                             const char **tgt, size_t *tgt_len);
 /* Every source and target, each followed by '\n', as one text to build a
  * vocabulary from (returns new, free with free(); NUL-terminated). */
-lt_status lt_text_pairs_concat(const lt_text_pairs *p, char **text, size_t *len);
+LT_API lt_status lt_text_pairs_concat(const lt_text_pairs *p, char **text, size_t *len);
 
 /* TSV parallel corpus: one example per line, "source<TAB>target", lines ended
  * by "\n" or "\r\n". Fields after a second tab (e.g. the attribution column of
@@ -372,9 +372,9 @@ typedef struct lt_tsv_opts {
   bool skip_bad_lines;
 } lt_tsv_opts;
 /* opts may be NULL (all false); n_skipped may be NULL. Returns new. */
-lt_text_pairs *lt_text_pairs_load_tsv(const char *path, const lt_tsv_opts *opts, int64_t *n_skipped);
+LT_API lt_text_pairs *lt_text_pairs_load_tsv(const char *path, const lt_tsv_opts *opts, int64_t *n_skipped);
 /* The same on a buffer in memory (name is used in messages; may be NULL). */
-lt_text_pairs *lt_text_pairs_parse_tsv(const char *data, size_t len, const char *name,
+LT_API lt_text_pairs *lt_text_pairs_parse_tsv(const char *data, size_t len, const char *name,
                                        const lt_tsv_opts *opts, int64_t *n_skipped);
 
 /* Writes p as a TSV corpus that lt_text_pairs_load_tsv reads back into the
@@ -384,7 +384,7 @@ lt_text_pairs *lt_text_pairs_parse_tsv(const char *data, size_t len, const char 
  * '\n', '\r' or NUL. LT_ERR_IO (with errno's text) if the file cannot be
  * created or written; a partly written file is then removed. An existing
  * file is replaced. */
-lt_status lt_text_pairs_save_tsv(const lt_text_pairs *p, const char *path);
+LT_API lt_status lt_text_pairs_save_tsv(const lt_text_pairs *p, const char *path);
 
 /* Splits p into a training and a validation set that never share a source:
  * a pair goes to validation when a hash of its source text (FNV-1a 64, see
@@ -392,10 +392,10 @@ lt_status lt_text_pairs_save_tsv(const lt_text_pairs *p, const char *path);
  * duplicates of a source land on the same side, and the split does not depend
  * on the order or on a seed. valid_fraction in [0, 1]. *train and *valid are
  * new (either may come out empty). */
-lt_status lt_text_pairs_split(const lt_text_pairs *p, double valid_fraction,
+LT_API lt_status lt_text_pairs_split(const lt_text_pairs *p, double valid_fraction,
                               lt_text_pairs **train, lt_text_pairs **valid);
 /* True if the source text s falls in the validation part of that split. */
-bool lt_text_in_valid_split(const char *s, size_t len, double valid_fraction);
+LT_API bool lt_text_in_valid_split(const char *s, size_t len, double valid_fraction);
 
 /* ---- Built-in seq2seq tasks (no download) ------------------------------- */
 /* Examples are generated from a seed (a splitmix64 stream, so identical on
@@ -446,17 +446,17 @@ typedef struct lt_task_opts {
  * ("unknown" out of range; static). _parse sets *out from a name or fails
  * with LT_ERR_INVALID listing the names (LT_ERR_NULL for a NULL s), *out
  * untouched. */
-const char *lt_task_name(lt_task_kind kind);
-lt_status lt_task_parse(const char *s, lt_task_kind *out);
+LT_API const char *lt_task_name(lt_task_kind kind);
+LT_API lt_status lt_task_parse(const char *s, lt_task_kind *out);
 /* num_examples pairs of the split (returns new). Errors: LT_ERR_INVALID for
  * options out of range (naming the option), LT_ERR_STATE when the split's
  * share of the source space is too small to find distinct enough examples
  * (e.g. copy with max_len 1). Reproducible: the same options give the same
  * pairs in the same order. */
-lt_text_pairs *lt_task_generate(const lt_task_opts *opts, lt_task_split split);
+LT_API lt_text_pairs *lt_task_generate(const lt_task_opts *opts, lt_task_split split);
 /* The words of n (0 <= n < 10^15) into buf (NUL-terminated); LT_ERR_INVALID
  * out of range or if buf is too small (256 bytes always suffice). */
-lt_status lt_number_to_words(int64_t n, char *buf, size_t size);
+LT_API lt_status lt_number_to_words(int64_t n, char *buf, size_t size);
 
 /* ---- Tokenized pairs ---------------------------------------------------- */
 
@@ -470,8 +470,8 @@ typedef enum {
  * lines). _name returns a static string ("unknown" out of range); _parse sets
  * *out from a name or fails with LT_ERR_INVALID listing the names (LT_ERR_NULL
  * for a NULL s), *out untouched. */
-const char *lt_overlong_name(lt_overlong policy);
-lt_status lt_overlong_parse(const char *s, lt_overlong *out);
+LT_API const char *lt_overlong_name(lt_overlong policy);
+LT_API lt_status lt_overlong_parse(const char *s, lt_overlong *out);
 
 /* max_src_len: most source tokens (encoder positions). max_tgt_len: most
  * decoder positions, i.e. target tokens + 1 (for <bos> / <eos>), so a target is
@@ -485,21 +485,21 @@ typedef struct lt_seq_opts {
 /* Token-id pairs, stored compactly. */
 typedef struct lt_seq_pairs lt_seq_pairs;
 
-lt_seq_pairs *lt_seq_pairs_new(void);  /* empty; returns new */
-void lt_seq_pairs_free(lt_seq_pairs *p); /* NULL is a no-op */
+LT_API lt_seq_pairs *lt_seq_pairs_new(void);  /* empty; returns new */
+LT_API void lt_seq_pairs_free(lt_seq_pairs *p); /* NULL is a no-op */
 /* Appends copies of src[0..src_len) and tgt[0..tgt_len) (ids >= 0; lengths
  * >= 0, the source at least 1). */
-lt_status lt_seq_pairs_add(lt_seq_pairs *p, const int64_t *src, int64_t src_len,
+LT_API lt_status lt_seq_pairs_add(lt_seq_pairs *p, const int64_t *src, int64_t src_len,
                            const int64_t *tgt, int64_t tgt_len);
-int64_t lt_seq_pairs_count(const lt_seq_pairs *p);  /* 0 for NULL */
+LT_API int64_t lt_seq_pairs_count(const lt_seq_pairs *p);  /* 0 for NULL */
 /* Example i: borrowed pointers into p (valid until p changes or is freed). */
-lt_status lt_seq_pairs_get(const lt_seq_pairs *p, int64_t i, const int64_t **src, int64_t *src_len,
+LT_API lt_status lt_seq_pairs_get(const lt_seq_pairs *p, int64_t i, const int64_t **src, int64_t *src_len,
                            const int64_t **tgt, int64_t *tgt_len);
 /* Encodes every pair (sources with src_tok, targets with tgt_tok; they may be
  * the same tokenizer), applying opts (NULL: no limits). n_affected (may be
  * NULL) receives how many examples were truncated or skipped. Returns new;
  * fails (LT_ERR_INVALID) if nothing is left. */
-lt_seq_pairs *lt_seq_pairs_encode(const lt_text_pairs *text, const lt_tokenizer *src_tok,
+LT_API lt_seq_pairs *lt_seq_pairs_encode(const lt_text_pairs *text, const lt_tokenizer *src_tok,
                                   const lt_tokenizer *tgt_tok, const lt_seq_opts *opts,
                                   int64_t *n_affected);
 
@@ -525,11 +525,11 @@ typedef struct lt_seq2seq_batch {
   int64_t n_tokens;
 } lt_seq2seq_batch;
 /* Frees the tensors and sets the fields to NULL/0; NULL is a no-op. */
-void lt_seq2seq_batch_free(lt_seq2seq_batch *b);
+LT_API void lt_seq2seq_batch_free(lt_seq2seq_batch *b);
 
 /* The batch of examples idx[0..n) of data, in that order (n >= 1). On failure
  * *out is untouched. */
-lt_status lt_seq2seq_collate(const lt_seq_pairs *data, const int64_t *idx, int64_t n,
+LT_API lt_status lt_seq2seq_collate(const lt_seq_pairs *data, const int64_t *idx, int64_t n,
                              lt_seq2seq_batch *out);
 
 /* Loader options. */
@@ -562,15 +562,15 @@ typedef struct lt_loader_position {
  * batches of the epoch are shuffled (a second lt_randperm). After the last
  * batch of an epoch, the next call starts the next epoch. Returns new. */
 typedef struct lt_seq2seq_loader lt_seq2seq_loader;
-lt_seq2seq_loader *lt_seq2seq_loader_new(const lt_seq_pairs *data, const lt_batch_opts *opts);
-void lt_seq2seq_loader_free(lt_seq2seq_loader *L);  /* NULL is a no-op */
+LT_API lt_seq2seq_loader *lt_seq2seq_loader_new(const lt_seq_pairs *data, const lt_batch_opts *opts);
+LT_API void lt_seq2seq_loader_free(lt_seq2seq_loader *L);  /* NULL is a no-op */
 /* The next batch into *out. On failure *out and the position are unchanged. */
-lt_status lt_seq2seq_loader_next(lt_seq2seq_loader *L, lt_seq2seq_batch *out);
-int64_t lt_seq2seq_loader_batches_per_epoch(const lt_seq2seq_loader *L);
-lt_loader_position lt_seq2seq_loader_get_position(const lt_seq2seq_loader *L);
+LT_API lt_status lt_seq2seq_loader_next(lt_seq2seq_loader *L, lt_seq2seq_batch *out);
+LT_API int64_t lt_seq2seq_loader_batches_per_epoch(const lt_seq2seq_loader *L);
+LT_API lt_loader_position lt_seq2seq_loader_get_position(const lt_seq2seq_loader *L);
 /* LT_ERR_STATE if the fingerprint differs, LT_ERR_INVALID for a negative epoch
  * or an index outside [0, batches per epoch]. */
-lt_status lt_seq2seq_loader_set_position(lt_seq2seq_loader *L, lt_loader_position pos);
+LT_API lt_status lt_seq2seq_loader_set_position(lt_seq2seq_loader *L, lt_loader_position pos);
 
 /* Language-modelling loader over a token stream tokens [N] (any integer dtype,
  * copied: the tensor may be freed afterwards). The stream is cut into
@@ -580,12 +580,12 @@ lt_status lt_seq2seq_loader_set_position(lt_seq2seq_loader *L, lt_loader_positio
  * both [B, T] i64 (new). Needs N >= T + 1. bucket_batches is ignored.
  * Returns new. */
 typedef struct lt_lm_loader lt_lm_loader;
-lt_lm_loader *lt_lm_loader_new(const lt_tensor *tokens, int64_t T, const lt_batch_opts *opts);
-void lt_lm_loader_free(lt_lm_loader *L);  /* NULL is a no-op */
-lt_status lt_lm_loader_next(lt_lm_loader *L, lt_tensor **x, lt_tensor **y);
-int64_t lt_lm_loader_batches_per_epoch(const lt_lm_loader *L);
-lt_loader_position lt_lm_loader_get_position(const lt_lm_loader *L);
-lt_status lt_lm_loader_set_position(lt_lm_loader *L, lt_loader_position pos);
+LT_API lt_lm_loader *lt_lm_loader_new(const lt_tensor *tokens, int64_t T, const lt_batch_opts *opts);
+LT_API void lt_lm_loader_free(lt_lm_loader *L);  /* NULL is a no-op */
+LT_API lt_status lt_lm_loader_next(lt_lm_loader *L, lt_tensor **x, lt_tensor **y);
+LT_API int64_t lt_lm_loader_batches_per_epoch(const lt_lm_loader *L);
+LT_API lt_loader_position lt_lm_loader_get_position(const lt_lm_loader *L);
+LT_API lt_status lt_lm_loader_set_position(lt_lm_loader *L, lt_loader_position pos);
 
 /* Loader over the rows of in-memory tensors (images, features): x [N, ...]
  * and y [N, ...] (any dtypes; borrowed: they must outlive the loader and not
@@ -598,15 +598,15 @@ lt_status lt_lm_loader_set_position(lt_lm_loader *L, lt_loader_position pos);
  * are 0-d, LT_ERR_INVALID for N == 0. Used by train/classify.h; the same
  * shuffling and resume as the loaders above. */
 typedef struct lt_tensor_loader lt_tensor_loader;
-lt_tensor_loader *lt_tensor_loader_new(const lt_tensor *x, const lt_tensor *y, const lt_batch_opts *opts);
-void lt_tensor_loader_free(lt_tensor_loader *L);  /* NULL is a no-op */
+LT_API lt_tensor_loader *lt_tensor_loader_new(const lt_tensor *x, const lt_tensor *y, const lt_batch_opts *opts);
+LT_API void lt_tensor_loader_free(lt_tensor_loader *L);  /* NULL is a no-op */
 /* The next batch: *x [b, ...], *y [b, ...] (new), b = B except for a last
  * short batch without drop_last. On failure *x and *y are untouched and the
  * position is unchanged. */
-lt_status lt_tensor_loader_next(lt_tensor_loader *L, lt_tensor **x, lt_tensor **y);
-int64_t lt_tensor_loader_batches_per_epoch(const lt_tensor_loader *L);
-lt_loader_position lt_tensor_loader_get_position(const lt_tensor_loader *L);
-lt_status lt_tensor_loader_set_position(lt_tensor_loader *L, lt_loader_position pos);
+LT_API lt_status lt_tensor_loader_next(lt_tensor_loader *L, lt_tensor **x, lt_tensor **y);
+LT_API int64_t lt_tensor_loader_batches_per_epoch(const lt_tensor_loader *L);
+LT_API lt_loader_position lt_tensor_loader_get_position(const lt_tensor_loader *L);
+LT_API lt_status lt_tensor_loader_set_position(lt_tensor_loader *L, lt_loader_position pos);
 
 /* ---- Token shards (datasets/shards.c; docs/datasets.md "Token shards") -- */
 /* llm.c's shard format (karpathy/llm.c, llmc/dataloader.h and
@@ -640,7 +640,7 @@ typedef struct lt_shard_info {
 
 /* The version a vocabulary of vocab ids needs: U16 below 65,536, else U32
  * (each version has its magic). */
-int lt_shard_version_for_vocab(int64_t vocab);
+LT_API int lt_shard_version_for_vocab(int64_t vocab);
 
 /* Checks the header of a shard whose first bytes are hdr[0..hdr_len) and
  * whose file is file_size bytes, into *out. Errors (LT_ERR_FORMAT, naming
@@ -650,17 +650,17 @@ int lt_shard_version_for_vocab(int64_t vocab);
  * count whose tokens run past the end of the file ("truncated": the offset
  * where they would end), bytes after the last token (their offset). name may
  * be NULL ("shard"). Borrows hdr. */
-lt_status lt_shard_parse_header(const void *hdr, size_t hdr_len, uint64_t file_size, const char *name,
+LT_API lt_status lt_shard_parse_header(const void *hdr, size_t hdr_len, uint64_t file_size, const char *name,
                                 lt_shard_info *out);
 /* Checks that the n tokens at data (packed as info says, the file's bytes
  * from byte offset byte_offset on: for messages) are all < vocab (vocab <= 0:
  * no bound). LT_ERR_FORMAT naming name, the token's byte offset in the file,
  * its index and its value. */
-lt_status lt_shard_check_tokens(const void *data, int64_t n, const lt_shard_info *info, int64_t vocab,
+LT_API lt_status lt_shard_check_tokens(const void *data, int64_t n, const lt_shard_info *info, int64_t vocab,
                                 uint64_t byte_offset, const char *name);
 /* Both on a whole shard image buf[0..len) (a file in memory: the fuzz
  * harness's entry). */
-lt_status lt_shard_validate(const void *buf, size_t len, int64_t vocab, const char *name, lt_shard_info *out);
+LT_API lt_status lt_shard_validate(const void *buf, size_t len, int64_t vocab, const char *name, lt_shard_info *out);
 
 /* Writes shards of at most shard_tokens tokens, "<dir>/<prefix>_000000.bin",
  * "..._000001.bin", ... in the version lt_shard_version_for_vocab(vocab)
@@ -671,16 +671,16 @@ lt_status lt_shard_validate(const void *buf, size_t len, int64_t vocab, const ch
  * lt_shard_writer_free). LT_ERR_INVALID for vocab < 1 or shard_tokens
  * outside [1, LT_SHARD_MAX_TOKENS]. */
 typedef struct lt_shard_writer lt_shard_writer;
-lt_shard_writer *lt_shard_writer_new(const char *dir, const char *prefix, int64_t vocab, int64_t shard_tokens);
+LT_API lt_shard_writer *lt_shard_writer_new(const char *dir, const char *prefix, int64_t vocab, int64_t shard_tokens);
 /* Appends ids[0..n) (borrowed), writing every shard that fills. An id
  * outside [0, vocab) is LT_ERR_INVALID naming it and its position (nothing
  * of ids is added then); LT_ERR_IO from writing a shard. */
-lt_status lt_shard_writer_add(lt_shard_writer *w, const int64_t *ids, int64_t n);
+LT_API lt_status lt_shard_writer_add(lt_shard_writer *w, const int64_t *ids, int64_t n);
 /* Writes the last, partial shard (if it holds a token) and frees w (also on
  * failure). *n_shards and *n_tokens (either may be NULL) get the totals. */
-lt_status lt_shard_writer_close(lt_shard_writer *w, int64_t *n_shards, int64_t *n_tokens);
+LT_API lt_status lt_shard_writer_close(lt_shard_writer *w, int64_t *n_shards, int64_t *n_tokens);
 /* Frees w without writing what it holds; NULL is a no-op. */
-void lt_shard_writer_free(lt_shard_writer *w);
+LT_API void lt_shard_writer_free(lt_shard_writer *w);
 
 /* Loader of windows of T + 1 tokens from a set of shards, the language-
  * modelling batches x = window[0..T), y = window[1..T+1) ([B, T] i64).
@@ -726,35 +726,35 @@ typedef struct lt_shard_loader lt_shard_loader;
  * batch with drop_last), LT_ERR_IO / LT_ERR_FORMAT naming the shard (and the
  * offset) as above, LT_ERR_OVERFLOW. Returns new (free with
  * lt_shard_loader_free). */
-lt_shard_loader *lt_shard_loader_open(const char *pattern, const lt_shard_loader_opts *opts);
-void lt_shard_loader_free(lt_shard_loader *L); /* NULL is a no-op; stops the thread, unmaps */
+LT_API lt_shard_loader *lt_shard_loader_open(const char *pattern, const lt_shard_loader_opts *opts);
+LT_API void lt_shard_loader_free(lt_shard_loader *L); /* NULL is a no-op; stops the thread, unmaps */
 /* The next batch: *x, *y [b, T] i64 (new), b = B except in a short last
  * batch (!drop_last), where b may be 0: then *x = *y = NULL and LT_OK (this
  * process has no row of it). After an epoch's last batch the next call
  * starts the next epoch. On failure *x, *y and the position are unchanged. */
-lt_status lt_shard_loader_next(lt_shard_loader *L, lt_tensor **x, lt_tensor **y);
-int64_t lt_shard_loader_batches_per_epoch(const lt_shard_loader *L);
-int64_t lt_shard_loader_num_shards(const lt_shard_loader *L);
-int64_t lt_shard_loader_num_tokens(const lt_shard_loader *L);  /* all shards */
-int64_t lt_shard_loader_num_windows(const lt_shard_loader *L); /* per epoch, all ranks */
+LT_API lt_status lt_shard_loader_next(lt_shard_loader *L, lt_tensor **x, lt_tensor **y);
+LT_API int64_t lt_shard_loader_batches_per_epoch(const lt_shard_loader *L);
+LT_API int64_t lt_shard_loader_num_shards(const lt_shard_loader *L);
+LT_API int64_t lt_shard_loader_num_tokens(const lt_shard_loader *L);  /* all shards */
+LT_API int64_t lt_shard_loader_num_windows(const lt_shard_loader *L); /* per epoch, all ranks */
 /* The path of shard i (borrowed, valid until free); NULL out of range. */
-const char *lt_shard_loader_shard_path(const lt_shard_loader *L, int64_t i);
+LT_API const char *lt_shard_loader_shard_path(const lt_shard_loader *L, int64_t i);
 /* The position for a resume: epoch, global batches returned in it, the
  * generator state the epoch's order comes from, and a fingerprint of the
  * shards (their count and token counts), B * world, T, shuffle and
  * drop_last. */
-lt_loader_position lt_shard_loader_get_position(const lt_shard_loader *L);
+LT_API lt_loader_position lt_shard_loader_get_position(const lt_shard_loader *L);
 /* Where the next window is: the shard (its index in file order) and the
  * window's token offset in it. */
-void lt_shard_loader_where(const lt_shard_loader *L, int64_t *shard, int64_t *offset);
+LT_API void lt_shard_loader_where(const lt_shard_loader *L, int64_t *shard, int64_t *offset);
 /* Moves to pos (the shard and window are recomputed from the epoch's order:
  * O(shards + one shard's windows)). LT_ERR_STATE for a different
  * fingerprint or generator seed, LT_ERR_INVALID for a negative epoch or an
  * index outside [0, batches per epoch]. */
-lt_status lt_shard_loader_set_position(lt_shard_loader *L, lt_loader_position pos);
+LT_API lt_status lt_shard_loader_set_position(lt_shard_loader *L, lt_loader_position pos);
 /* Back to the first batch of epoch 0 (an evaluation loader, before each
  * pass over the validation shards). */
-lt_status lt_shard_loader_rewind(lt_shard_loader *L);
+LT_API lt_status lt_shard_loader_rewind(lt_shard_loader *L);
 
 /* ==== End of Text: tokenizers, corpora, tasks, batching ==== */
 

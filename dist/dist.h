@@ -63,25 +63,25 @@ extern "C" {
  * argc/argv may be NULL. Calling it again is a no-op. Errors go to
  * MPI_ERRORS_RETURN and come back as LT_ERR_IO; LT_ERR_INVALID for an
  * LT_DIST_TIMEOUT that is not a number of seconds (lt_dist_set_timeout). */
-lt_status lt_dist_init(int *argc, char ***argv);
+LT_API lt_status lt_dist_init(int *argc, char ***argv);
 /* Ends MPI (MPI_Finalize) if lt_dist_init started it. A no-op otherwise and
  * on a second call. Call it before returning from main on every rank: a rank
  * that exits without it makes mpirun abort the job. */
-void lt_dist_finalize(void);
+LT_API void lt_dist_finalize(void);
 /* Ends every rank of the job now with exit code code (MPI_Abort), or exit(code)
  * without MPI. For programs only (the library never calls it): a rank that
  * failed alone cannot tell the others. Does not return. */
-_Noreturn void lt_dist_abort(int code);
+LT_API _Noreturn void lt_dist_abort(int code);
 
-bool lt_dist_built_with_mpi(void); /* true if the library was built with Open MPI */
-bool lt_dist_active(void);         /* true if MPI runs (started by mpirun, lt_dist_init called) */
-int lt_dist_rank(void);            /* this process's rank in [0, size); 0 without MPI */
-int lt_dist_size(void);            /* number of ranks; 1 without MPI */
-int lt_dist_local_rank(void);      /* rank among the ranks of this machine; 0 without MPI */
-int lt_dist_local_size(void);      /* ranks on this machine; 1 without MPI */
+LT_API bool lt_dist_built_with_mpi(void); /* true if the library was built with Open MPI */
+LT_API bool lt_dist_active(void);         /* true if MPI runs (started by mpirun, lt_dist_init called) */
+LT_API int lt_dist_rank(void);            /* this process's rank in [0, size); 0 without MPI */
+LT_API int lt_dist_size(void);            /* number of ranks; 1 without MPI */
+LT_API int lt_dist_local_rank(void);      /* rank among the ranks of this machine; 0 without MPI */
+LT_API int lt_dist_local_size(void);      /* ranks on this machine; 1 without MPI */
 
 /* Waits for every rank. */
-lt_status lt_dist_barrier(void);
+LT_API lt_status lt_dist_barrier(void);
 
 /* ---- hung ranks ------------------------------------------------------------ */
 
@@ -99,8 +99,8 @@ lt_status lt_dist_barrier(void);
  * the train program also has --dist-timeout. */
 #define LT_DIST_TIMEOUT_DEFAULT 1800.0
 /* seconds in [0, 1e9]; 0: wait forever. LT_ERR_INVALID otherwise. Process-wide. */
-lt_status lt_dist_set_timeout(double seconds);
-double lt_dist_timeout(void);
+LT_API lt_status lt_dist_set_timeout(double seconds);
+LT_API double lt_dist_timeout(void);
 
 /* ---- parameters and scalars ---------------------------------------------- */
 
@@ -108,14 +108,14 @@ double lt_dist_timeout(void);
  * values. Every rank must hold the same names, shapes and dtypes (checked:
  * LT_ERR_INVALID naming the first parameter that differs, on every rank).
  * p is borrowed; tensors are written in place (their version is bumped). */
-lt_status lt_dist_broadcast_params(lt_params *p);
+LT_API lt_status lt_dist_broadcast_params(lt_params *p);
 /* Overwrites only the buffers of p (LT_PARAM_BUFFER: BatchNorm's running
  * statistics) with rank 0's, as PyTorch DDP's broadcast_buffers does: each
  * rank updates them from its own rows, so without this the copies drift
  * apart. The trainer calls it after every step of a store that has buffers.
  * The same names and shapes on every rank are assumed (checked at start by
  * lt_dist_broadcast_params). */
-lt_status lt_dist_broadcast_buffers(lt_params *p);
+LT_API lt_status lt_dist_broadcast_buffers(lt_params *p);
 
 typedef enum {
   LT_DIST_SUM,
@@ -126,8 +126,8 @@ typedef enum {
 /* v[0..n) of every rank combined elementwise with op; every rank gets the
  * result in v. SUM adds in rank order (rank 0 first), so the bits are the
  * same on every rank and in every run at a fixed size. n in [0, 4096]. */
-lt_status lt_dist_allreduce_f64(double *v, int n, lt_dist_op op);
-lt_status lt_dist_allreduce_i64(int64_t *v, int n, lt_dist_op op);
+LT_API lt_status lt_dist_allreduce_f64(double *v, int n, lt_dist_op op);
+LT_API lt_status lt_dist_allreduce_i64(int64_t *v, int n, lt_dist_op op);
 
 /* Checks that n named values (strings, borrowed; a program formats its
  * flags, a model its sizes) are identical on every rank, each compared whole
@@ -138,15 +138,15 @@ lt_status lt_dist_allreduce_i64(int64_t *v, int n, lt_dist_op op);
  * 255 bytes), then the names of the other values that differ:
  * "train: the configuration differs across ranks: '--batch' is '8' on rank
  * 0, '9' on rank 1; also '--lr' differs". Also an error if n differs. */
-lt_status lt_dist_check_same(const char *what, int n, const char *const *names, const char *const *values);
+LT_API lt_status lt_dist_check_same(const char *what, int n, const char *const *names, const char *const *values);
 
 /* A 64-bit hash of every parameter's and buffer's name, shape, dtype and
  * bits (FNV-1a): equal on every rank while the copies agree. */
-uint64_t lt_dist_params_hash(const lt_params *p);
+LT_API uint64_t lt_dist_params_hash(const lt_params *p);
 /* LT_ERR_STATE naming the ranks whose lt_dist_params_hash differs from
  * rank 0's: the copies have diverged (a missing reduction, a rank-local
  * update). The trainer checks it before every checkpoint. */
-lt_status lt_dist_check_params_same(const lt_params *p);
+LT_API lt_status lt_dist_check_params_same(const lt_params *p);
 
 /* ---- the sampler --------------------------------------------------------- */
 
@@ -159,14 +159,14 @@ lt_status lt_dist_check_params_same(const lt_params *p);
  * equivalence: N ranks x batch B see exactly the examples 1 process x batch
  * N*B sees, in the same order, when every rank draws the same global order
  * from the same seed). Without MPI: start 0, count n. */
-void lt_dist_shard(int64_t n, int64_t *start, int64_t *count);
+LT_API void lt_dist_shard(int64_t n, int64_t *start, int64_t *count);
 
 /* The seed of this rank's own random stream derived from seed: seed itself
  * on rank 0 (so a world of one draws what it always drew), seed + rank x
  * 0x9E3779B97F4A7C15 (the golden-ratio increment, mod 2^64) on the others:
  * different on every rank, the same in every run. The trainer gives each
  * rank its own dropout stream with it (train/trainer.h). */
-uint64_t lt_dist_rank_seed(uint64_t seed);
+LT_API uint64_t lt_dist_rank_seed(uint64_t seed);
 
 /* ---- gradient averaging -------------------------------------------------- */
 
@@ -209,36 +209,36 @@ typedef struct lt_dist_grads lt_dist_grads;
 
 /* The bucket size lt_dist_grads_new uses when given 0 (the trainer does):
  * LT_DIST_BUCKET_BYTES until set; 0 restores it. Process-wide. */
-void lt_dist_set_bucket_bytes(size_t bytes);
-size_t lt_dist_bucket_bytes(void);
+LT_API void lt_dist_set_bucket_bytes(size_t bytes);
+LT_API size_t lt_dist_bucket_bytes(void);
 
 /* Returns new (free with lt_dist_grads_free); p is borrowed and must outlive
  * it, with the same parameters (lt_params_to_dtype after it: make a new one).
  * bucket_bytes 0: lt_dist_bucket_bytes(). */
-lt_dist_grads *lt_dist_grads_new(lt_params *p, size_t bucket_bytes);
-void lt_dist_grads_free(lt_dist_grads *g); /* NULL is a no-op; waits for buckets in flight */
+LT_API lt_dist_grads *lt_dist_grads_new(lt_params *p, size_t bucket_bytes);
+LT_API void lt_dist_grads_free(lt_dist_grads *g); /* NULL is a no-op; waits for buckets in flight */
 /* The hooks start buckets during backward (sync, the default) or do nothing
  * (no_sync: the micro-batches before the last of a step). A no-op with NULL
  * and with size 1. A gradient made final twice while sync is on (two
  * backwards before a finish) fails that backward with LT_ERR_STATE. */
-void lt_dist_grads_set_sync(lt_dist_grads *g, bool sync);
+LT_API void lt_dist_grads_set_sync(lt_dist_grads *g, bool sync);
 /* Starts the reduction of every bucket not started by the hooks (a no-op
  * with size 1). LT_ERR_STATE if called twice before a finish. */
-lt_status lt_dist_grads_start(lt_dist_grads *g);
+LT_API lt_status lt_dist_grads_start(lt_dist_grads *g);
 /* Starts what is left, waits for every bucket and writes the averages (a
  * no-op with size 1). LT_ERR_STATE if nothing was started, by
  * lt_dist_grads_start or by a backward's hooks, since the last finish; the
  * status of a hook that failed during backward. */
-lt_status lt_dist_grads_finish(lt_dist_grads *g);
+LT_API lt_status lt_dist_grads_finish(lt_dist_grads *g);
 /* Buckets, and the time spent in lt_dist_grads_finish (starting what was
  * left and waiting: the exposed communication) and in total from the first
  * bucket's start to the end of finish, summed over calls. */
-int lt_dist_grads_buckets(const lt_dist_grads *g);
-void lt_dist_grads_times(const lt_dist_grads *g, double *wait_seconds, double *total_seconds);
+LT_API int lt_dist_grads_buckets(const lt_dist_grads *g);
+LT_API void lt_dist_grads_times(const lt_dist_grads *g, double *wait_seconds, double *total_seconds);
 /* The buckets started by the hooks during backward (summed over steps), and
  * the time spent inside the hooks (packing, starting, MPI progress), which
  * runs on backward's thread and so adds to its time. */
-void lt_dist_grads_overlap(const lt_dist_grads *g, int64_t *early_buckets, double *hook_seconds);
+LT_API void lt_dist_grads_overlap(const lt_dist_grads *g, int64_t *early_buckets, double *hook_seconds);
 
 /* ---- ZeRO-1: optimizer state sharded across ranks ------------------------ */
 
@@ -271,22 +271,22 @@ typedef struct lt_dist_zero lt_dist_zero;
  * o is borrowed and must outlive it. Every rank must pass the same parameter
  * list (lt_dist_broadcast_params checks the store). Returns new; NULL with
  * LT_ERR_NULL / LT_ERR_NOMEM. */
-lt_dist_zero *lt_dist_zero_new(lt_optimizer *o);
+LT_API lt_dist_zero *lt_dist_zero_new(lt_optimizer *o);
 /* Restores o to all its parameters (their state stays absent until their
  * next update). NULL is a no-op. */
-void lt_dist_zero_free(lt_dist_zero *z);
+LT_API void lt_dist_zero_free(lt_dist_zero *z);
 /* rank's shard: optimizer parameters [*first, *first + *count). */
-void lt_dist_zero_shard(const lt_dist_zero *z, int rank, int *first, int *count);
+LT_API void lt_dist_zero_shard(const lt_dist_zero *z, int rank, int *first, int *count);
 /* Collective: each parameter from its owner to every rank (MPI_Ibcast, in
  * parameter order), after the optimizer step. */
-lt_status lt_dist_zero_broadcast_params(lt_dist_zero *z);
+LT_API lt_status lt_dist_zero_broadcast_params(lt_dist_zero *z);
 /* Collective: rank 0 receives every other rank's optimizer state (each
  * owner sends its shard's tensors), so that it holds all of it, as an
  * unsharded optimizer would, for a checkpoint. Rank 0's memory for optimizer
  * state grows to the unsharded size until lt_dist_zero_release_state. */
-lt_status lt_dist_zero_gather_state(lt_dist_zero *z);
+LT_API lt_status lt_dist_zero_gather_state(lt_dist_zero *z);
 /* Local: drops the state of the parameters this rank does not own. */
-lt_status lt_dist_zero_release_state(lt_dist_zero *z);
+LT_API lt_status lt_dist_zero_release_state(lt_dist_zero *z);
 
 #ifdef __cplusplus
 }

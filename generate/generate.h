@@ -36,8 +36,8 @@ typedef enum { LT_GENERATE_GREEDY, LT_GENERATE_BEAM, LT_GENERATE_SAMPLE } lt_gen
  * lines). _name returns a static string ("unknown" out of range); _parse sets
  * *out from a name or fails with LT_ERR_INVALID listing the names (LT_ERR_NULL
  * for a NULL s), *out untouched. */
-const char *lt_generate_strategy_name(lt_generate_strategy strategy);
-lt_status lt_generate_strategy_parse(const char *s, lt_generate_strategy *out);
+LT_API const char *lt_generate_strategy_name(lt_generate_strategy strategy);
+LT_API lt_status lt_generate_strategy_parse(const char *s, lt_generate_strategy *out);
 
 /* How to pick tokens and when to stop (the same for every model). */
 typedef struct lt_generate_opts {
@@ -55,7 +55,7 @@ typedef struct lt_generate_opts {
 /* Greedy, max_new 64, beam_width 4, length_penalty 0.6, temperature 1,
  * top_k 0, top_p 1, gen NULL, eos 2, pad 0 (the LT_TOKEN_* ids of
  * datasets/datasets.h). */
-lt_generate_opts lt_generate_defaults(void);
+LT_API lt_generate_opts lt_generate_defaults(void);
 
 /* What lt_generate makes: each tensor new (scope-owned when a scope is open,
  * like every op); lt_generate_result_free releases them. */
@@ -67,7 +67,7 @@ typedef struct lt_generate_result {
                           the model (log-softmax of the raw logits, before temperature / top-k / top-p);
                           beam: that sum / length^alpha, the beam score the hypothesis won with */
 } lt_generate_result;
-void lt_generate_result_free(lt_generate_result *r); /* frees the tensors, sets them NULL; NULL is a no-op */
+LT_API void lt_generate_result_free(lt_generate_result *r); /* frees the tensors, sets them NULL; NULL is a no-op */
 
 /* A model, seen by the generation loop. lt_generate borrows the struct and
  * self for the call; the callbacks are called from the calling thread, in
@@ -123,7 +123,7 @@ typedef struct lt_generate_model {
  * of range, ids outside the vocabulary, vocab_size < 1, logits not [R, V]),
  * LT_ERR_SHAPE / LT_ERR_DTYPE (prefix), LT_ERR_NOMEM, and whatever the
  * callbacks report. */
-lt_status lt_generate(const lt_generate_model *model, const lt_tensor *prefix, const lt_generate_opts *opts,
+LT_API lt_status lt_generate(const lt_generate_model *model, const lt_tensor *prefix, const lt_generate_opts *opts,
                       lt_generate_result *out);
 
 #ifdef __cplusplus

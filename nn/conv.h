@@ -53,25 +53,25 @@ typedef struct lt_conv_opts {
  * kh, kw], bias [C_out] or NULL; opts NULL means LT_CONV_OPTS_DEFAULT.
  * Returns [N, C_out, OH, OW] with OH = (H + 2 ph - dh (kh - 1) - 1) / sh + 1
  * (OW likewise; "same": OH = H). */
-lt_tensor *lt_conv2d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, const lt_conv_opts *opts);
+LT_API lt_tensor *lt_conv2d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, const lt_conv_opts *opts);
 
 /* torch.nn.functional.conv1d: x [N, C_in, L], weight [C_out, C_in/groups, k],
  * bias [C_out] or NULL; options [0]. Returns [N, C_out, OL]. Composed as
  * lt_conv2d on [N, C, 1, L] views. */
-lt_tensor *lt_conv1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, const lt_conv_opts *opts);
+LT_API lt_tensor *lt_conv1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, const lt_conv_opts *opts);
 
 /* torch.nn.functional.conv_transpose2d (the gradient of conv2d with respect
  * to its input): x [N, C_in, H, W], weight [C_in, C_out/groups, kh, kw], bias
  * [C_out] or NULL; opts as above (padding_same refused). Returns [N, C_out,
  * OH, OW], OH = (H - 1) sh - 2 ph + dh (kh - 1) + oph + 1. */
-lt_tensor *lt_conv_transpose2d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias,
+LT_API lt_tensor *lt_conv_transpose2d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias,
                                const lt_conv_opts *opts);
 
 /* torch.nn.functional.conv_transpose1d: x [N, C_in, L], weight [C_in,
  * C_out/groups, k], bias [C_out] or NULL; options [0] (output_padding[0]
  * too). Returns [N, C_out, OL], OL = (L - 1) s - 2 p + d (k - 1) + op + 1.
  * Composed as lt_conv_transpose2d on [N, C, 1, L] views. */
-lt_tensor *lt_conv_transpose1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias,
+LT_API lt_tensor *lt_conv_transpose1d(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias,
                                const lt_conv_opts *opts);
 
 /* torch.nn.functional.interpolate (nn.Upsample is this with fixed options;
@@ -91,18 +91,18 @@ typedef struct lt_interpolate_opts {
   double scale_factor[2];   /* > 0, used where size is 0 */
   bool align_corners;       /* LINEAR only (PyTorch refuses it for nearest) */
 } lt_interpolate_opts;
-lt_tensor *lt_interpolate(const lt_tensor *x, const lt_interpolate_opts *opts);
+LT_API lt_tensor *lt_interpolate(const lt_tensor *x, const lt_interpolate_opts *opts);
 
 /* torch.nn.functional.unfold (im2col): x [N, C, H, W] -> [N, C kh kw, L], L
  * the number of kernel positions; row (c, i, j) holds x[n, c] under kernel
  * element (i, j), zero in the padding. stride/padding/dilation of opts (NULL:
  * defaults); groups is ignored. */
-lt_tensor *lt_unfold(const lt_tensor *x, int64_t kh, int64_t kw, const lt_conv_opts *opts);
+LT_API lt_tensor *lt_unfold(const lt_tensor *x, int64_t kh, int64_t kw, const lt_conv_opts *opts);
 
 /* torch.nn.functional.fold (col2im), the adjoint of lt_unfold: x [N, C kh kw,
  * L] -> [N, C, H, W] (H, W = output_size), summing overlapping entries. L
  * must be the number of kernel positions lt_unfold gives on [H, W]. */
-lt_tensor *lt_fold(const lt_tensor *x, int64_t H, int64_t W, int64_t kh, int64_t kw, const lt_conv_opts *opts);
+LT_API lt_tensor *lt_fold(const lt_tensor *x, int64_t H, int64_t W, int64_t kh, int64_t kw, const lt_conv_opts *opts);
 
 /* Options of the pooling ops ([0] height or length, [1] width). Start from
  * LT_POOL_OPTS(kh, kw): stride = kernel (PyTorch's stride=None), padding 0,
@@ -129,26 +129,26 @@ typedef struct lt_pool_opts {
  * goes to that element only, as PyTorch's. indices: if not NULL, set to a new
  * i64 tensor [N, C, OH, OW] of flat positions h * W + w in the input plane
  * (PyTorch's return_indices; not differentiable); NULL on failure. */
-lt_tensor *lt_max_pool2d(const lt_tensor *x, const lt_pool_opts *opts, lt_tensor **indices);
+LT_API lt_tensor *lt_max_pool2d(const lt_tensor *x, const lt_pool_opts *opts, lt_tensor **indices);
 
 /* torch.nn.functional.max_pool1d: x [N, C, L] -> [N, C, OL] (options [0];
  * indices are positions in L). Composed on [N, C, 1, L] views. */
-lt_tensor *lt_max_pool1d(const lt_tensor *x, const lt_pool_opts *opts, lt_tensor **indices);
+LT_API lt_tensor *lt_max_pool1d(const lt_tensor *x, const lt_pool_opts *opts, lt_tensor **indices);
 
 /* torch.nn.functional.avg_pool2d: the mean over each window, the divisor
  * being divisor_override if > 0, else the window's size clipped to the padded
  * input (count_include_pad) or to the input (not). Output size as max pooling
  * with dilation 1. */
-lt_tensor *lt_avg_pool2d(const lt_tensor *x, const lt_pool_opts *opts);
+LT_API lt_tensor *lt_avg_pool2d(const lt_tensor *x, const lt_pool_opts *opts);
 
 /* torch.nn.functional.avg_pool1d: x [N, C, L] -> [N, C, OL] (options [0];
  * divisor_override is ignored, as PyTorch has none for 1-d). */
-lt_tensor *lt_avg_pool1d(const lt_tensor *x, const lt_pool_opts *opts);
+LT_API lt_tensor *lt_avg_pool1d(const lt_tensor *x, const lt_pool_opts *opts);
 
 /* torch.nn.functional.adaptive_avg_pool2d: x [N, C, H, W] -> [N, C, OH, OW]
  * (OH, OW >= 1); output (i, j) is the mean of rows floor(i H / OH) to
  * ceil((i + 1) H / OH) - 1 and the same for columns. */
-lt_tensor *lt_adaptive_avg_pool2d(const lt_tensor *x, int64_t OH, int64_t OW);
+LT_API lt_tensor *lt_adaptive_avg_pool2d(const lt_tensor *x, int64_t OH, int64_t OW);
 
 /* ======================================================================== */
 /* Modules                                                                  */
@@ -166,18 +166,18 @@ typedef struct lt_conv2d_m {
   lt_tensor *bias;   /* [C_out] or NULL */
   lt_conv_opts opts;
 } lt_conv2d_m;
-lt_status lt_conv2d_init(lt_conv2d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t kh,
+LT_API lt_status lt_conv2d_init(lt_conv2d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t kh,
                          int64_t kw, const lt_conv_opts *opts, bool bias, lt_generator *g);
-lt_tensor *lt_conv2d_forward(const lt_conv2d_m *m, const lt_tensor *x); /* lt_conv2d with m's parameters */
+LT_API lt_tensor *lt_conv2d_forward(const lt_conv2d_m *m, const lt_tensor *x); /* lt_conv2d with m's parameters */
 
 typedef struct lt_conv1d_m {
   lt_tensor *weight; /* [C_out, C_in/groups, k] */
   lt_tensor *bias;   /* [C_out] or NULL */
   lt_conv_opts opts;
 } lt_conv1d_m;
-lt_status lt_conv1d_init(lt_conv1d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t k,
+LT_API lt_status lt_conv1d_init(lt_conv1d_m *m, lt_params *p, const char *name, int64_t C_in, int64_t C_out, int64_t k,
                          const lt_conv_opts *opts, bool bias, lt_generator *g);
-lt_tensor *lt_conv1d_forward(const lt_conv1d_m *m, const lt_tensor *x); /* lt_conv1d with m's parameters */
+LT_API lt_tensor *lt_conv1d_forward(const lt_conv1d_m *m, const lt_tensor *x); /* lt_conv1d with m's parameters */
 
 /* torch.nn.ConvTranspose2d / ConvTranspose1d: parameters "<name>.weight"
  * [C_in, C_out/groups, kh, kw] (1-d: [C_in, C_out/groups, k]) and
@@ -192,19 +192,19 @@ typedef struct lt_conv_transpose2d_m {
   lt_tensor *bias;   /* [C_out] or NULL */
   lt_conv_opts opts;
 } lt_conv_transpose2d_m;
-lt_status lt_conv_transpose2d_init(lt_conv_transpose2d_m *m, lt_params *p, const char *name, int64_t C_in,
+LT_API lt_status lt_conv_transpose2d_init(lt_conv_transpose2d_m *m, lt_params *p, const char *name, int64_t C_in,
                                    int64_t C_out, int64_t kh, int64_t kw, const lt_conv_opts *opts, bool bias,
                                    lt_generator *g);
-lt_tensor *lt_conv_transpose2d_forward(const lt_conv_transpose2d_m *m, const lt_tensor *x);
+LT_API lt_tensor *lt_conv_transpose2d_forward(const lt_conv_transpose2d_m *m, const lt_tensor *x);
 
 typedef struct lt_conv_transpose1d_m {
   lt_tensor *weight; /* [C_in, C_out/groups, k] */
   lt_tensor *bias;   /* [C_out] or NULL */
   lt_conv_opts opts;
 } lt_conv_transpose1d_m;
-lt_status lt_conv_transpose1d_init(lt_conv_transpose1d_m *m, lt_params *p, const char *name, int64_t C_in,
+LT_API lt_status lt_conv_transpose1d_init(lt_conv_transpose1d_m *m, lt_params *p, const char *name, int64_t C_in,
                                    int64_t C_out, int64_t k, const lt_conv_opts *opts, bool bias, lt_generator *g);
-lt_tensor *lt_conv_transpose1d_forward(const lt_conv_transpose1d_m *m, const lt_tensor *x);
+LT_API lt_tensor *lt_conv_transpose1d_forward(const lt_conv_transpose1d_m *m, const lt_tensor *x);
 
 #ifdef __cplusplus
 }

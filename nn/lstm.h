@@ -55,7 +55,7 @@ extern "C" {
  * Errors: NULL xg or w_hh (LT_ERR_NULL), dtypes not all f32 or all f64
  * (LT_ERR_DTYPE), shapes (LT_ERR_SHAPE, naming each), T or B or H of 0
  * (LT_ERR_SHAPE). */
-lt_tensor *lt_lstm_recurrence(const lt_tensor *xg, const lt_tensor *w_hh, const lt_tensor *h0, const lt_tensor *c0);
+LT_API lt_tensor *lt_lstm_recurrence(const lt_tensor *xg, const lt_tensor *w_hh, const lt_tensor *h0, const lt_tensor *c0);
 
 #define LT_LSTM_MAX_LAYERS 16
 
@@ -90,7 +90,7 @@ typedef struct lt_lstm_m {
  * changed (store, generator and struct). Errors: NULL arguments,
  * input_size < 1, hidden_size < 1, num_layers outside [1, LT_LSTM_MAX_LAYERS],
  * dropout outside [0, 1]. */
-lt_status lt_lstm_init(lt_lstm_m *m, lt_params *p, const char *name, int64_t input_size, int64_t hidden_size,
+LT_API lt_status lt_lstm_init(lt_lstm_m *m, lt_params *p, const char *name, int64_t input_size, int64_t hidden_size,
                        const lt_lstm_opts *opts, lt_generator *g);
 
 /* nn.LSTM's forward. x [T, B, I] ([B, T, I] with batch_first) or unbatched
@@ -102,7 +102,7 @@ lt_status lt_lstm_init(lt_lstm_m *m, lt_params *p, const char *name, int64_t inp
  * ([L D, H]) final states, ordered l0, l0 reverse, l1, ... On failure
  * returns NULL and leaves *h_n and *c_n NULL. Errors name the op and the
  * shapes (x's last dim must be input_size, h0/c0 must be [L D, B, H]). */
-lt_tensor *lt_lstm_forward(const lt_lstm_m *m, const lt_tensor *x, const lt_tensor *h0, const lt_tensor *c0,
+LT_API lt_tensor *lt_lstm_forward(const lt_lstm_m *m, const lt_tensor *x, const lt_tensor *h0, const lt_tensor *c0,
                            const lt_nn_ctx *ctx, lt_tensor **h_n, lt_tensor **c_n);
 
 /* ---- GRU ------------------------------------------------------------------- */
@@ -120,7 +120,7 @@ lt_tensor *lt_lstm_forward(const lt_lstm_m *m, const lt_tensor *x, const lt_tens
  * The saved state is r, z, n and W_hn h + b_hn per step ([T, B, 4H]) and the
  * output. Results do not depend on the thread count. Errors as
  * lt_lstm_recurrence's. */
-lt_tensor *lt_gru_recurrence(const lt_tensor *xg, const lt_tensor *w_hh, const lt_tensor *b_hn, const lt_tensor *h0);
+LT_API lt_tensor *lt_gru_recurrence(const lt_tensor *xg, const lt_tensor *w_hh, const lt_tensor *b_hn, const lt_tensor *h0);
 
 /* nn.GRU(input_size, hidden_size, num_layers, bias, batch_first, dropout,
  * bidirectional): the LSTM's options. */
@@ -140,12 +140,12 @@ typedef struct lt_gru_m {
 } lt_gru_m;
 
 /* As lt_lstm_init (errors, roll-back, ownership). */
-lt_status lt_gru_init(lt_gru_m *m, lt_params *p, const char *name, int64_t input_size, int64_t hidden_size,
+LT_API lt_status lt_gru_init(lt_gru_m *m, lt_params *p, const char *name, int64_t input_size, int64_t hidden_size,
                       const lt_gru_opts *opts, lt_generator *g);
 /* nn.GRU's forward: as lt_lstm_forward without the cell (h0 [L D, B, H] or
  * NULL; *h_n [L D, B, H] if h_n is not NULL). Returns new output
  * [T, B, D H] ([B, T, D H] with batch_first; [T, D H] unbatched). */
-lt_tensor *lt_gru_forward(const lt_gru_m *m, const lt_tensor *x, const lt_tensor *h0, const lt_nn_ctx *ctx,
+LT_API lt_tensor *lt_gru_forward(const lt_gru_m *m, const lt_tensor *x, const lt_tensor *h0, const lt_nn_ctx *ctx,
                           lt_tensor **h_n);
 
 #ifdef __cplusplus

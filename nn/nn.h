@@ -62,20 +62,20 @@ typedef struct lt_param {
 
 typedef struct lt_params lt_params; /* an ordered, named list of lt_param */
 
-lt_params *lt_params_new(void);           /* returns new; free with lt_params_free */
-void lt_params_free(lt_params *p);        /* frees every tensor in it; NULL is a no-op */
+LT_API lt_params *lt_params_new(void);           /* returns new; free with lt_params_free */
+LT_API void lt_params_free(lt_params *p);        /* frees every tensor in it; NULL is a no-op */
 /* Adds value under name (which must be new), taking ownership of value (it is
  * taken out of any scope). Parameters get requires_grad; buffers do not. */
-lt_status lt_params_add(lt_params *p, const char *name, lt_tensor *value, unsigned flags);
-int lt_params_count(const lt_params *p);
-const lt_param *lt_params_at(const lt_params *p, int i);            /* borrowed; NULL if out of range */
-lt_tensor *lt_params_find(const lt_params *p, const char *name);    /* borrowed; NULL if absent (no error) */
+LT_API lt_status lt_params_add(lt_params *p, const char *name, lt_tensor *value, unsigned flags);
+LT_API int lt_params_count(const lt_params *p);
+LT_API const lt_param *lt_params_at(const lt_params *p, int i);            /* borrowed; NULL if out of range */
+LT_API lt_tensor *lt_params_find(const lt_params *p, const char *name);    /* borrowed; NULL if absent (no error) */
 /* Number of scalar parameters (buffers excluded); trainable_only skips frozen ones. */
-int64_t lt_params_numel(const lt_params *p, bool trainable_only);
+LT_API int64_t lt_params_numel(const lt_params *p, bool trainable_only);
 /* Frees every parameter's .grad. */
-void lt_params_zero_grad(lt_params *p);
+LT_API void lt_params_zero_grad(lt_params *p);
 /* Freeze (requires_grad false) or unfreeze every parameter whose name starts with prefix. */
-lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, bool requires_grad);
+LT_API lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, bool requires_grad);
 
 /* PyTorch's model.double() / model.float(): converts every float parameter
  * and float buffer of p to dtype (a float dtype) in place. The tensor objects
@@ -87,51 +87,51 @@ lt_status lt_params_set_requires_grad(lt_params *p, const char *prefix, bool req
  * it) or the user: convert right after building the model. An optimizer made before the conversion refuses to step
  * parameters whose dtype no longer matches its state: make it afterwards (or
  * convert before the first step). On failure nothing changed. */
-lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype);
+LT_API lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype);
 
 /* A model summary to f (PyTorch's print(model) + parameter counts, as
  * torchinfo): one line per entry in registration order (name, shape, dtype,
  * elements, and "buffer" or "frozen" where it applies), then the totals:
  * parameters, trainable parameters, buffer elements, and bytes of all.
  * Borrows p and f. Errors: NULL p or f (LT_ERR_NULL), a write error (LT_ERR_IO). */
-lt_status lt_params_summary(const lt_params *p, FILE *f);
+LT_API lt_status lt_params_summary(const lt_params *p, FILE *f);
 
 /* Train/eval mode of everything registered in p (PyTorch's model.train(mode)
  * / model.eval()): BatchNorm modules of the store and ctxs made by
  * lt_params_ctx follow it. A new store is in training mode. NULL p: no-op. */
-void lt_params_train(lt_params *p, bool training);
-bool lt_params_training(const lt_params *p); /* false for NULL */
+LT_API void lt_params_train(lt_params *p, bool training);
+LT_API bool lt_params_training(const lt_params *p); /* false for NULL */
 /* The ctx for forward functions of a model in p's mode: {lt_params_training(p),
  * gen}. gen (borrowed) is the dropout generator, needed in training mode when
  * dropout p > 0. */
-lt_nn_ctx lt_params_ctx(const lt_params *p, lt_generator *gen);
+LT_API lt_nn_ctx lt_params_ctx(const lt_params *p, lt_generator *gen);
 
 /* Joins a prefix and a name with a dot into buf ("encoder.layers" + "0"); an
  * empty prefix gives the name alone. Returns buf (always NUL-terminated). */
-char *lt_name_join(char *buf, size_t size, const char *prefix, const char *name);
+LT_API char *lt_name_join(char *buf, size_t size, const char *prefix, const char *name);
 
 /* ======================================================================== */
 /* Initialisers (in place, from an explicit generator; under no-grad)        */
 /* ======================================================================== */
 
 /* fan_in / fan_out of a weight as torch.nn.init._calculate_fan_in_and_fan_out. */
-lt_status lt_init_xavier_uniform_(lt_generator *g, lt_tensor *w, double gain);
-lt_status lt_init_xavier_normal_(lt_generator *g, lt_tensor *w, double gain);
+LT_API lt_status lt_init_xavier_uniform_(lt_generator *g, lt_tensor *w, double gain);
+LT_API lt_status lt_init_xavier_normal_(lt_generator *g, lt_tensor *w, double gain);
 /* torch.nn.init.kaiming_uniform_(w, a, mode='fan_in', nonlinearity='leaky_relu'),
  * which with a = sqrt(5) is nn.Linear's default weight init. */
-lt_status lt_init_kaiming_uniform_(lt_generator *g, lt_tensor *w, double a);
-lt_status lt_init_normal_(lt_generator *g, lt_tensor *w, double mean, double std);
+LT_API lt_status lt_init_kaiming_uniform_(lt_generator *g, lt_tensor *w, double a);
+LT_API lt_status lt_init_normal_(lt_generator *g, lt_tensor *w, double mean, double std);
 
 /* ======================================================================== */
 /* Functional ops (differentiable; fused kernels where it pays)             */
 /* ======================================================================== */
 
 /* y = x W^T + b: x [..., in], weight [out, in], bias [out] or NULL. */
-lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias);
+LT_API lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias);
 /* Over the last dim (size C): weight/bias [C] or NULL (no affine); biased
  * variance and eps inside the sqrt, as PyTorch; eps must be >= 0. */
-lt_tensor *lt_layer_norm(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, double eps);
-lt_tensor *lt_rms_norm(const lt_tensor *x, const lt_tensor *weight, double eps);
+LT_API lt_tensor *lt_layer_norm(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, double eps);
+LT_API lt_tensor *lt_rms_norm(const lt_tensor *x, const lt_tensor *weight, double eps);
 /* torch.nn.functional.batch_norm over x [N, C, *] (BatchNorm1d: [N, C] or
  * [N, C, L]; BatchNorm2d: [N, C, H, W]); per-channel statistics over N and
  * the trailing dims. weight, bias, running_mean, running_var: [C] of x's
@@ -146,20 +146,20 @@ lt_tensor *lt_rms_norm(const lt_tensor *x, const lt_tensor *weight, double eps);
  * of rank < 2, parameters not [C] of x's dtype, eps < 0, momentum outside
  * [0, 1] (when updating), training with one value per channel (N * spatial
  * == 1, as PyTorch). Returns new. */
-lt_tensor *lt_batch_norm(const lt_tensor *x, lt_tensor *running_mean, lt_tensor *running_var,
+LT_API lt_tensor *lt_batch_norm(const lt_tensor *x, lt_tensor *running_mean, lt_tensor *running_var,
                          const lt_tensor *weight, const lt_tensor *bias, bool training, double momentum,
                          double eps);
 /* torch.nn.functional.group_norm over x [N, C, *]: the C channels form
  * num_groups groups (num_groups divides C) normalised per sample over the
  * group's channels and trailing dims (biased variance, eps in the sqrt);
  * weight/bias [C] (per channel) or NULL. Returns new. */
-lt_tensor *lt_group_norm(const lt_tensor *x, int64_t num_groups, const lt_tensor *weight, const lt_tensor *bias,
+LT_API lt_tensor *lt_group_norm(const lt_tensor *x, int64_t num_groups, const lt_tensor *weight, const lt_tensor *bias,
                          double eps);
 /* Inverted dropout: zeroes with probability p and scales by 1/(1-p) when
  * ctx->training; otherwise returns a plain copy-free view (p in [0, 1]).
  * Training with p > 0 needs ctx->gen (LT_ERR_INVALID otherwise); p == 1 gives
  * x * 0 (NaN stays NaN). */
-lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx);
+LT_API lt_tensor *lt_dropout(const lt_tensor *x, double p, const lt_nn_ctx *ctx);
 
 /* How a loss reduces its pointwise values: the mean over every element, the
  * sum, none (the pointwise tensor), or (lt_kl_div only, refused by the
@@ -180,9 +180,9 @@ typedef struct lt_cross_entropy_opts {
   lt_reduction reduction;   /* default mean */
 } lt_cross_entropy_opts;
 #define LT_CROSS_ENTROPY_DEFAULTS ((lt_cross_entropy_opts){-100, 0.0, LT_REDUCTION_MEAN})
-lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
+LT_API lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
 /* logp [N, V] log-probabilities; same target rules (label_smoothing unused). */
-lt_tensor *lt_nll_loss(const lt_tensor *logp, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
+LT_API lt_tensor *lt_nll_loss(const lt_tensor *logp, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
 /* Top-k accuracy (a metric, not differentiable): the fraction of rows of
  * scores [N, V] (or [..., V]; f32/f64) whose target (i32/i64 in [0, V), shape
  * [N] or [...]) is among the k highest scores of its row. Ties go to the
@@ -190,12 +190,12 @@ lt_tensor *lt_nll_loss(const lt_tensor *logp, const lt_tensor *targets, const lt
  * ranks after it); a row holding NaN counts as wrong. *correct (may be NULL)
  * gets the count, *accuracy the fraction (0 for N == 0). Errors: shapes,
  * dtypes, k < 1, a target outside [0, V) (named). */
-lt_status lt_topk_accuracy(const lt_tensor *scores, const lt_tensor *targets, int64_t k, int64_t *correct,
+LT_API lt_status lt_topk_accuracy(const lt_tensor *scores, const lt_tensor *targets, int64_t k, int64_t *correct,
                            double *accuracy);
 
 /* input and target of equal shapes (no broadcasting); the mean of an empty
  * tensor is NaN, as PyTorch. */
-lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
+LT_API lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
 
 /* More losses (nn/loss_more.c), each torch.nn.functional's, composed of
  * differentiable ops (gradients to every float argument, the targets
@@ -208,30 +208,30 @@ lt_tensor *lt_mse_loss(const lt_tensor *input, const lt_tensor *target, lt_reduc
  *     weight * ((1 - y) x + (1 + (pos_weight - 1) y) softplus(-x))
  * computed stably for any x; weight and pos_weight may be NULL, else they
  * broadcast to the input's shape (pos_weight [C] for input [N, C]). */
-lt_tensor *lt_binary_cross_entropy_with_logits(const lt_tensor *input, const lt_tensor *target, const lt_tensor *weight,
+LT_API lt_tensor *lt_binary_cross_entropy_with_logits(const lt_tensor *input, const lt_tensor *target, const lt_tensor *weight,
                                                const lt_tensor *pos_weight, lt_reduction reduction);
 /* F.l1_loss: |input - target| (gradient 0 where they are equal, as PyTorch). */
-lt_tensor *lt_l1_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
+LT_API lt_tensor *lt_l1_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction);
 /* F.smooth_l1_loss (PyTorch's default beta 1.0): 0.5 d^2 / beta where
  * |d| < beta, else |d| - 0.5 beta; beta 0 is the L1 loss (gradient 0 at
  * d == 0, where torch 1.13 gives -1); beta < 0 refused. */
-lt_tensor *lt_smooth_l1_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction, double beta);
+LT_API lt_tensor *lt_smooth_l1_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction, double beta);
 /* F.huber_loss (default delta 1.0): 0.5 d^2 where |d| < delta, else
  * delta (|d| - 0.5 delta); delta must be > 0. */
-lt_tensor *lt_huber_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction, double delta);
+LT_API lt_tensor *lt_huber_loss(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction, double delta);
 /* F.kl_div(input, target, reduction, log_target): input is log
  * probabilities; pointwise target (log target - input), 0 where target is 0
  * (with log_target: exp(target) (target - input)). reduction may also be
  * LT_REDUCTION_BATCHMEAN, the mathematical KL divergence for rows of
  * distributions (PyTorch's MEAN divides by every element, as here). The
  * target's gradient where target is 0 is -input (torch: NaN). */
-lt_tensor *lt_kl_div(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction, bool log_target);
+LT_API lt_tensor *lt_kl_div(const lt_tensor *input, const lt_tensor *target, lt_reduction reduction, bool log_target);
 /* F.cosine_embedding_loss(x1, x2, y, margin) (default margin 0): x1, x2
  * [N, D] (y [N]) or [D] (y 0-d), y of 1 and -1 in any float or integer dtype;
  * cos of each row pair over D (eps 1e-12 in each squared norm, as PyTorch),
  * loss 1 - cos where y == 1, max(0, cos - margin) where y == -1, 0 where y is
  * anything else. */
-lt_tensor *lt_cosine_embedding_loss(const lt_tensor *x1, const lt_tensor *x2, const lt_tensor *y, double margin,
+LT_API lt_tensor *lt_cosine_embedding_loss(const lt_tensor *x1, const lt_tensor *x2, const lt_tensor *y, double margin,
                                     lt_reduction reduction);
 
 /* Scaled dot-product attention (torch.nn.functional.scaled_dot_product_attention):
@@ -274,18 +274,18 @@ typedef struct lt_attention_opts {
   double scale;
   lt_attention_impl impl; /* LT_ATTENTION_AUTO unless set */
 } lt_attention_opts;
-lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+LT_API lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
                                            const lt_attention_opts *opts, const lt_nn_ctx *ctx,
                                            lt_tensor **weights);
 
 /* Rotary position embedding (RoPE, Su et al. 2021; GPT-NeoX/LLaMA "rotate
  * half" layout) applied to x [B, NH, T, HS] (HS even) for positions
  * pos0 .. pos0+T-1 with the given base (10000 by default). */
-lt_tensor *lt_rope(const lt_tensor *x, int64_t pos0, double base);
+LT_API lt_tensor *lt_rope(const lt_tensor *x, int64_t pos0, double base);
 
 /* Sinusoidal encodings of "Attention Is All You Need" as a [T, C] table
  * (returns new, no grad): PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(...). */
-lt_tensor *lt_sinusoidal_table(lt_dtype dtype, int64_t T, int64_t C);
+LT_API lt_tensor *lt_sinusoidal_table(lt_dtype dtype, int64_t T, int64_t C);
 
 /* ======================================================================== */
 /* Layers: structs borrowing parameters from an lt_params store             */
@@ -298,32 +298,32 @@ typedef struct lt_linear_m {
   lt_tensor *weight;  /* [out, in] */
   lt_tensor *bias;    /* [out] or NULL */
 } lt_linear_m;
-lt_status lt_linear_init(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
+LT_API lt_status lt_linear_init(lt_linear_m *m, lt_params *p, const char *name, int64_t in, int64_t out, bool bias,
                          lt_generator *g);
-lt_tensor *lt_linear_forward(const lt_linear_m *m, const lt_tensor *x);
+LT_API lt_tensor *lt_linear_forward(const lt_linear_m *m, const lt_tensor *x);
 
 typedef struct lt_embedding_m {
   lt_tensor *weight;    /* [V, C], N(0,1) init as nn.Embedding */
   int64_t padding_idx;  /* row that gets no gradient (zero-initialised), or -1 */
 } lt_embedding_m;
-lt_status lt_embedding_init(lt_embedding_m *m, lt_params *p, const char *name, int64_t num, int64_t dim,
+LT_API lt_status lt_embedding_init(lt_embedding_m *m, lt_params *p, const char *name, int64_t num, int64_t dim,
                             int64_t padding_idx, lt_generator *g);
-lt_tensor *lt_embedding_forward(const lt_embedding_m *m, const lt_tensor *ids);
+LT_API lt_tensor *lt_embedding_forward(const lt_embedding_m *m, const lt_tensor *ids);
 
 typedef struct lt_layer_norm_m {
   lt_tensor *weight, *bias;  /* [C] each, or NULL without affine */
   double eps;
 } lt_layer_norm_m;
-lt_status lt_layer_norm_init(lt_layer_norm_m *m, lt_params *p, const char *name, int64_t C, double eps,
+LT_API lt_status lt_layer_norm_init(lt_layer_norm_m *m, lt_params *p, const char *name, int64_t C, double eps,
                              bool affine);
-lt_tensor *lt_layer_norm_forward(const lt_layer_norm_m *m, const lt_tensor *x);
+LT_API lt_tensor *lt_layer_norm_forward(const lt_layer_norm_m *m, const lt_tensor *x);
 
 typedef struct lt_rms_norm_m {
   lt_tensor *weight;  /* [C] */
   double eps;
 } lt_rms_norm_m;
-lt_status lt_rms_norm_init(lt_rms_norm_m *m, lt_params *p, const char *name, int64_t C, double eps);
-lt_tensor *lt_rms_norm_forward(const lt_rms_norm_m *m, const lt_tensor *x);
+LT_API lt_status lt_rms_norm_init(lt_rms_norm_m *m, lt_params *p, const char *name, int64_t C, double eps);
+LT_API lt_tensor *lt_rms_norm_forward(const lt_rms_norm_m *m, const lt_tensor *x);
 
 /* nn.BatchNorm1d / nn.BatchNorm2d (one module: x [N, C, *]). Registers
  * "<name>.weight" (ones) and "<name>.bias" (zeros) if affine, and the
@@ -352,9 +352,9 @@ typedef struct lt_batch_norm_m {
   const lt_params *store;                 /* borrowed: whose mode the forward follows */
 } lt_batch_norm_m;
 /* opts NULL: LT_BATCH_NORM_DEFAULTS. C >= 1. */
-lt_status lt_batch_norm_init(lt_batch_norm_m *m, lt_params *p, const char *name, int64_t C,
+LT_API lt_status lt_batch_norm_init(lt_batch_norm_m *m, lt_params *p, const char *name, int64_t C,
                              const lt_batch_norm_opts *opts);
-lt_tensor *lt_batch_norm_forward(const lt_batch_norm_m *m, const lt_tensor *x);
+LT_API lt_tensor *lt_batch_norm_forward(const lt_batch_norm_m *m, const lt_tensor *x);
 
 /* nn.GroupNorm(num_groups, C, eps, affine): "<name>.weight" (ones) and
  * "<name>.bias" (zeros) if affine. */
@@ -363,12 +363,12 @@ typedef struct lt_group_norm_m {
   lt_tensor *weight, *bias; /* [C] each, or NULL without affine */
   double eps;
 } lt_group_norm_m;
-lt_status lt_group_norm_init(lt_group_norm_m *m, lt_params *p, const char *name, int64_t num_groups, int64_t C,
+LT_API lt_status lt_group_norm_init(lt_group_norm_m *m, lt_params *p, const char *name, int64_t num_groups, int64_t C,
                              double eps, bool affine);
-lt_tensor *lt_group_norm_forward(const lt_group_norm_m *m, const lt_tensor *x);
+LT_API lt_tensor *lt_group_norm_forward(const lt_group_norm_m *m, const lt_tensor *x);
 
 typedef enum { LT_ACT_RELU, LT_ACT_GELU, LT_ACT_GELU_TANH, LT_ACT_SILU } lt_activation;
-lt_tensor *lt_activation_forward(lt_activation act, const lt_tensor *x);
+LT_API lt_tensor *lt_activation_forward(lt_activation act, const lt_tensor *x);
 
 /* Feed-forward block: two-layer (linear1 -> act -> dropout -> linear2, as in
  * nn.TransformerEncoderLayer, names "linear1"/"linear2"), or SwiGLU
@@ -379,9 +379,9 @@ typedef struct lt_ffn {
   double dropout;
   lt_linear_m linear1, linear2, linear3; /* linear3 only for SwiGLU */
 } lt_ffn;
-lt_status lt_ffn_init(lt_ffn *m, lt_params *p, const char *name, int64_t C, int64_t d_ff, lt_activation act,
+LT_API lt_status lt_ffn_init(lt_ffn *m, lt_params *p, const char *name, int64_t C, int64_t d_ff, lt_activation act,
                       bool swiglu, bool bias, double dropout, lt_generator *g);
-lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *ctx);
+LT_API lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *ctx);
 
 /* Multi-head attention with separate q/k/v/out projections ("q_proj",
  * "k_proj", "v_proj", "out_proj"), NKV key/value heads (GQA/MQA), optional
@@ -404,15 +404,15 @@ typedef struct lt_mha {
   double dropout;         /* on the attention weights, in training mode only */
   lt_linear_m q_proj, k_proj, v_proj, out_proj; /* [C, C], [NKV*HS, C], [NKV*HS, C], [C, C] */
 } lt_mha;
-lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
+LT_API lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
                       double dropout, lt_generator *g);
 /* Turns RoPE on with theta base (> 0 and finite); the head size must be even.
  * LT_ERR_INVALID naming the value otherwise, m unchanged. */
-lt_status lt_mha_set_rope(lt_mha *m, double base);
+LT_API lt_status lt_mha_set_rope(lt_mha *m, double base);
 /* opts: causal / masks as in lt_scaled_dot_product_attention (dropout_p and
  * scale are taken from the module); borrowed, and may be NULL for no mask,
  * not causal. pos0: position of the first query (RoPE). */
-lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv,
+LT_API lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv,
                           const lt_attention_opts *opts, int64_t pos0, const lt_nn_ctx *ctx,
                           lt_tensor **weights);
 
@@ -431,12 +431,12 @@ typedef struct lt_kv_cache {
   int64_t len;       /* positions filled */
 } lt_kv_cache;
 /* Empty cache for up to cap positions (LT_ERR_INVALID if cap < 1). */
-lt_status lt_kv_cache_init(lt_kv_cache *c, int64_t cap);
-void lt_kv_cache_free(lt_kv_cache *c); /* NULL is a no-op */
+LT_API lt_status lt_kv_cache_init(lt_kv_cache *c, int64_t cap);
+LT_API void lt_kv_cache_free(lt_kv_cache *c); /* NULL is a no-op */
 /* Beam search: row i of the cache becomes old row rows[i] (rows: 1-d i32/i64
  * [B'] with entries in [0, B); B' may differ from B). Same for an empty cache
  * (nothing to do). On failure the cache is unchanged. */
-lt_status lt_kv_cache_reorder(lt_kv_cache *c, const lt_tensor *rows);
+LT_API lt_status lt_kv_cache_reorder(lt_kv_cache *c, const lt_tensor *rows);
 
 /* lt_mha_forward with a cache. x_kv [B, Tn, C] (or NULL: no new keys) is
  * projected to Tn new keys/values that are appended to the cache (RoPE keys at
@@ -451,7 +451,7 @@ lt_status lt_kv_cache_reorder(lt_kv_cache *c, const lt_tensor *rows);
  * Runs under no-grad, without dropout. Errors: cache full (len + Tn > cap),
  * a batch or dtype differing from the cache's, no keys at all; the cache is
  * unchanged on failure. Returns new [B, T, C]. */
-lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv, lt_kv_cache *cache,
+LT_API lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv, lt_kv_cache *cache,
                                  const lt_attention_opts *opts, int64_t pos0);
 
 /* ======================================================================== */
@@ -470,40 +470,40 @@ typedef struct lt_optim_config {
   bool decay_all;             /* false: LT_PARAM_NO_DECAY parameters get weight_decay 0 */
 } lt_optim_config;
 /* PyTorch's defaults for each kind (lr 1e-3; AdamW weight_decay 0.01). */
-lt_optim_config lt_optim_defaults(lt_optim_kind kind);
+LT_API lt_optim_config lt_optim_defaults(lt_optim_kind kind);
 /* Names of the kinds, the one table for checkpoints and command lines:
  * "sgd", "adam", "adamw". _name returns a static string ("unknown" out of
  * range); _parse sets *out from a name, or fails with LT_ERR_INVALID listing
  * the names (LT_ERR_NULL for a NULL s), *out untouched. */
-const char *lt_optim_kind_name(lt_optim_kind kind);
-lt_status lt_optim_kind_parse(const char *s, lt_optim_kind *out);
+LT_API const char *lt_optim_kind_name(lt_optim_kind kind);
+LT_API lt_status lt_optim_kind_parse(const char *s, lt_optim_kind *out);
 
 typedef struct lt_optimizer lt_optimizer;
 /* Optimizes every trainable parameter of p (borrowed: p must outlive it). Returns new. */
-lt_optimizer *lt_optimizer_new(lt_params *p, const lt_optim_config *cfg);
-void lt_optimizer_free(lt_optimizer *o);
+LT_API lt_optimizer *lt_optimizer_new(lt_params *p, const lt_optim_config *cfg);
+LT_API void lt_optimizer_free(lt_optimizer *o);
 /* One update from the parameters' .grad (parameters without .grad are skipped,
  * as PyTorch, and their "step" is not advanced). Runs under no-grad. Fails,
  * changing nothing, if a .grad's shape differs from its parameter's
  * (LT_ERR_SHAPE) or a parameter's dtype from its state's (LT_ERR_DTYPE: the
  * store was converted by lt_params_to_dtype after the state was made). */
-lt_status lt_optimizer_step(lt_optimizer *o);
-void lt_optimizer_set_lr(lt_optimizer *o, double lr);
-double lt_optimizer_get_lr(const lt_optimizer *o);
-int64_t lt_optimizer_step_count(const lt_optimizer *o); /* lt_optimizer_step calls */
+LT_API lt_status lt_optimizer_step(lt_optimizer *o);
+LT_API void lt_optimizer_set_lr(lt_optimizer *o, double lr);
+LT_API double lt_optimizer_get_lr(const lt_optimizer *o);
+LT_API int64_t lt_optimizer_step_count(const lt_optimizer *o); /* lt_optimizer_step calls */
 /* Per-parameter state by name, as PyTorch's optimizer.state[param]:
  * "momentum_buffer" (SGD with momentum), "exp_avg", "exp_avg_sq" and "step"
  * (Adam/AdamW). "step" is a 0-d i64 tensor: the updates applied to that
  * parameter, which its bias corrections use (a step that finds the parameter
  * without .grad does not advance it). State is created at a parameter's first
  * update. Borrowed (writable: checkpoint loaders fill it); NULL if absent. */
-lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, const char *state_name);
+LT_API lt_tensor *lt_optimizer_state(const lt_optimizer *o, const char *param_name, const char *state_name);
 /* For loading a checkpoint, atomically (on failure nothing changed): sets the
  * step count to step_count, drops every parameter's state, and gives each of
  * the n named parameters zero state with step 0, which the loader then fills
  * through lt_optimizer_state ("step" included). Every name must be a
  * parameter the optimizer updates (LT_ERR_INVALID otherwise). */
-lt_status lt_optimizer_reset_state(lt_optimizer *o, int64_t step_count, int n, const char *const *param_names);
+LT_API lt_status lt_optimizer_reset_state(lt_optimizer *o, int64_t step_count, int n, const char *const *param_names);
 /* The largest step count and per-parameter "step" an optimizer accepts from
  * outside (2^53: exact in the double its bias corrections use; at a million
  * steps per second a run reaches it after 285 years). Larger values would
@@ -517,16 +517,16 @@ lt_status lt_optimizer_reset_state(lt_optimizer *o, int64_t step_count, int n, c
  * an unknown state name or dtype is LT_ERR_INVALID. The message names what
  * (e.g. the dataset holding the values), the flat index, the value and the
  * allowed range. */
-lt_status lt_optim_check_state(const char *state_name, lt_dtype dtype, const void *data, int64_t n,
+LT_API lt_status lt_optim_check_state(const char *state_name, lt_dtype dtype, const void *data, int64_t n,
                                const char *what);
 /* The parameters the optimizer updates, in its order (the store's non-buffer
  * entries when it was made): their number, and the i-th (borrowed; NULL out
  * of range) with its name (borrowed from the store) in *name if name is not
  * NULL. */
-int lt_optimizer_param_count(const lt_optimizer *o);
-lt_tensor *lt_optimizer_param(const lt_optimizer *o, int i, const char **name);
+LT_API int lt_optimizer_param_count(const lt_optimizer *o);
+LT_API lt_tensor *lt_optimizer_param(const lt_optimizer *o, int i, const char **name);
 /* Bytes of optimizer state held now (moments, momentum buffers, steps). */
-int64_t lt_optimizer_state_bytes(const lt_optimizer *o);
+LT_API int64_t lt_optimizer_state_bytes(const lt_optimizer *o);
 /* ZeRO-1 (dist/dist.h's lt_dist_zero sets it): lt_optimizer_step updates only
  * the parameters [first, first + count) of the optimizer's order, as if the
  * others had no .grad (the call is still counted), and the state of every
@@ -534,18 +534,18 @@ int64_t lt_optimizer_state_bytes(const lt_optimizer *o);
  * default: all. LT_ERR_INVALID for a range outside [0, count). Parameters
  * given state outside the shard later (a loader, lt_optimizer_ensure_state)
  * keep it until the next set_shard. */
-lt_status lt_optimizer_set_shard(lt_optimizer *o, int first, int count);
-void lt_optimizer_get_shard(const lt_optimizer *o, int *first, int *count);
+LT_API lt_status lt_optimizer_set_shard(lt_optimizer *o, int first, int count);
+LT_API void lt_optimizer_get_shard(const lt_optimizer *o, int *first, int *count);
 /* Gives the parameter param_name zero state (step 0) if it has none and the
  * optimizer keeps state (a gatherer or loader then fills it through
  * lt_optimizer_state); a no-op if it has state. LT_ERR_INVALID for a name the
  * optimizer does not update. */
-lt_status lt_optimizer_ensure_state(lt_optimizer *o, const char *param_name);
+LT_API lt_status lt_optimizer_ensure_state(lt_optimizer *o, const char *param_name);
 /* Older, coarser restore: step > 0 creates every missing state tensor as
  * zeros and sets the step count and every parameter's step to `step`; step
  * == 0 drops all state. Exact only if every parameter was updated at every
  * step (prefer lt_optimizer_reset_state). */
-lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step);
+LT_API lt_status lt_optimizer_set_step_count(lt_optimizer *o, int64_t step);
 
 /* ======================================================================== */
 /* Learning-rate schedules and gradient clipping                            */
@@ -565,20 +565,20 @@ typedef struct lt_schedule {
   int64_t warmup, total, step_size, d_model;
 } lt_schedule;
 /* The learning rate for a 1-based step. */
-double lt_schedule_lr(const lt_schedule *s, int64_t step);
+LT_API double lt_schedule_lr(const lt_schedule *s, int64_t step);
 /* Names of the kinds, the one table for checkpoints and command lines:
  * "constant", "linear", "cosine", "noam", "step". _name returns a static
  * string ("unknown" out of range); _parse sets *out from a name, and also
  * accepts "warmup_linear" and "warmup_cosine" (the names checkpoints were
  * written with before the table was shared), or fails with LT_ERR_INVALID
  * listing the names (LT_ERR_NULL for a NULL s), *out untouched. */
-const char *lt_schedule_kind_name(lt_schedule_kind kind);
-lt_status lt_schedule_kind_parse(const char *s, lt_schedule_kind *out);
+LT_API const char *lt_schedule_kind_name(lt_schedule_kind kind);
+LT_API lt_status lt_schedule_kind_parse(const char *s, lt_schedule_kind *out);
 
 /* torch.nn.utils.clip_grad_norm_: scales all grads so their global L2 norm is
  * at most max_norm; stores the norm before clipping in *total_norm. */
-lt_status lt_clip_grad_norm(lt_params *p, double max_norm, double *total_norm);
-lt_status lt_clip_grad_value(lt_params *p, double clip_value);
+LT_API lt_status lt_clip_grad_norm(lt_params *p, double max_norm, double *total_norm);
+LT_API lt_status lt_clip_grad_value(lt_params *p, double clip_value);
 
 #ifdef __cplusplus
 }

@@ -65,9 +65,9 @@ typedef struct lt_norm_m {
 } lt_norm_m;
 /* Registers a LayerNorm (affine) or an RMSNorm of size C under name.
  * Errors: those of lt_layer_norm_init / lt_rms_norm_init, an unknown kind. */
-lt_status lt_norm_init(lt_norm_m *m, lt_params *p, const char *name, lt_norm_kind kind, int64_t C, double eps);
+LT_API lt_status lt_norm_init(lt_norm_m *m, lt_params *p, const char *name, lt_norm_kind kind, int64_t C, double eps);
 /* x [..., C] -> [..., C] (new). */
-lt_tensor *lt_norm_forward(const lt_norm_m *m, const lt_tensor *x);
+LT_API lt_tensor *lt_norm_forward(const lt_norm_m *m, const lt_tensor *x);
 
 /* The options of a layer. LT_TRANSFORMER_LAYER_DEFAULTS(C, NH) gives
  * PyTorch's nn.TransformerEncoderLayer(d_model=C, nhead=NH) defaults:
@@ -113,9 +113,9 @@ typedef lt_transformer_layer lt_transformer_decoder_layer;
  * unknown activation or norm, swiglu without SiLU, RoPE with an odd head
  * size or a base that is not finite and > 0, norm_eps < 0. On failure
  * nothing changed: the store, the generator and *m are as before. */
-lt_status lt_transformer_encoder_layer_init(lt_transformer_layer *m, lt_params *p, const char *name,
+LT_API lt_status lt_transformer_encoder_layer_init(lt_transformer_layer *m, lt_params *p, const char *name,
                                             const lt_transformer_layer_opts *opts, lt_generator *g);
-lt_status lt_transformer_decoder_layer_init(lt_transformer_layer *m, lt_params *p, const char *name,
+LT_API lt_status lt_transformer_decoder_layer_init(lt_transformer_layer *m, lt_params *p, const char *name,
                                             const lt_transformer_layer_opts *opts, lt_generator *g);
 
 /* Encoder layer (or a decoder layer without memory: GPT-style): x [B, T, C]
@@ -124,7 +124,7 @@ lt_status lt_transformer_decoder_layer_init(lt_transformer_layer *m, lt_params *
  * and scale are ignored (the layer's dropout, 1/sqrt(HS)). pos0: position of
  * x's first token (RoPE only). ctx: training mode and dropout generator (NULL
  * = evaluation). Errors: x not [B, T, C] float of the layer's dtype. */
-lt_tensor *lt_transformer_encoder_layer_forward(const lt_transformer_layer *m, const lt_tensor *x,
+LT_API lt_tensor *lt_transformer_encoder_layer_forward(const lt_transformer_layer *m, const lt_tensor *x,
                                                 const lt_attention_opts *self_mask, int64_t pos0,
                                                 const lt_nn_ctx *ctx);
 /* Decoder layer: x [B, T, C], memory [B, S, C] (the encoder's output) ->
@@ -132,7 +132,7 @@ lt_tensor *lt_transformer_encoder_layer_forward(const lt_transformer_layer *m, c
  * cross-attention's key_padding_mask [B, S] / attn_mask (NULL = none).
  * Errors: as the encoder layer, memory NULL or not [B, S, C], a layer
  * without cross-attention. */
-lt_tensor *lt_transformer_decoder_layer_forward(const lt_transformer_layer *m, const lt_tensor *x,
+LT_API lt_tensor *lt_transformer_decoder_layer_forward(const lt_transformer_layer *m, const lt_tensor *x,
                                                 const lt_tensor *memory, const lt_attention_opts *self_mask,
                                                 const lt_attention_opts *mem_mask, int64_t pos0,
                                                 const lt_nn_ctx *ctx);
@@ -146,8 +146,8 @@ typedef struct lt_transformer_layer_cache {
 } lt_transformer_layer_cache;
 /* Empty caches: self for up to cap positions (cap >= 1); cross sized from the
  * memory at the first step. */
-lt_status lt_transformer_layer_cache_init(lt_transformer_layer_cache *c, int64_t cap);
-void lt_transformer_layer_cache_free(lt_transformer_layer_cache *c); /* frees the tensors; NULL is a no-op */
+LT_API lt_status lt_transformer_layer_cache_init(lt_transformer_layer_cache *c, int64_t cap);
+LT_API void lt_transformer_layer_cache_free(lt_transformer_layer_cache *c); /* frees the tensors; NULL is a no-op */
 
 /* One incremental step of an encoder layer used causally or of a decoder
  * layer (lt_mha_forward_cached): x [B, T, C] holds the new positions
@@ -157,7 +157,7 @@ void lt_transformer_layer_cache_free(lt_transformer_layer_cache *c); /* frees th
  * as the whole-sequence forward (up to rounding). On failure the caches may
  * hold the new positions of this step: the caller restores c->self.len /
  * c->cross.len (lt_kv_cache holds the lengths). Returns new [B, T, C]. */
-lt_tensor *lt_transformer_layer_forward_cached(const lt_transformer_layer *m, const lt_tensor *x,
+LT_API lt_tensor *lt_transformer_layer_forward_cached(const lt_transformer_layer *m, const lt_tensor *x,
                                                const lt_tensor *memory, lt_transformer_layer_cache *c,
                                                const lt_attention_opts *self_mask,
                                                const lt_attention_opts *mem_mask, int64_t pos0);

@@ -544,11 +544,13 @@ static conv_geom geom_of(lt__mat x) {
 }
 
 /* One contiguous run to bf16: the loop that vectorises (AVX-512: 16 per
- * instruction). */
-LT__CLONES void
-lt__bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) {
+ * instruction). Static, behind lt__bf16_run: GCC gives the resolver of a
+ * global target_clones function default visibility, which would export it. */
+LT__CLONES static void bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) {
   for (int64_t j = 0; j < n; j++) dst[j] = lt__bf16_from_f32(src[j]);
 }
+
+void lt__bf16_run(uint16_t *restrict dst, const float *restrict src, int64_t n) { bf16_run(dst, src, n); }
 
 /* n elements at src (stride si) to bf16 at dst (contiguous). */
 static void bf16_line(uint16_t *restrict dst, const float *restrict src, int64_t n, int64_t si) {

@@ -46,6 +46,11 @@
  *
  * Threads. Tensor objects are not shared between threads concurrently. Kernels
  * run multi-threaded inside (see lt_set_num_threads in runtime section).
+ *
+ * Exports. Every public function is declared LT_API. The shared libraries
+ * are built with -fvisibility=hidden, so they export exactly those: lt_<name>
+ * is the API, lt__<name> (two underscores) is internal and never exported.
+ * The ctest api_exports checks both halves of that rule.
  */
 #ifndef LT_TENSOR_H
 #define LT_TENSOR_H
@@ -57,6 +62,13 @@
 
 #ifdef __cplusplus
 extern "C" {
+#endif
+
+/* Marks a declaration of the public API (see "Exports" above). */
+#if defined(__GNUC__) || defined(__clang__)
+#define LT_API __attribute__((visibility("default")))
+#else
+#define LT_API
 #endif
 
 /* ======================================================================== */
@@ -89,16 +101,16 @@ typedef enum {
 
 /* The code of the last failure on this thread (LT_OK if none since
  * lt_clear_error). */
-lt_status lt_last_status(void);
+LT_API lt_status lt_last_status(void);
 /* The detail message of the last failure on this thread ("" if none). Borrowed:
  * valid until the next failing call on this thread. */
-const char *lt_last_error(void);
+LT_API const char *lt_last_error(void);
 /* Forget the pending error (status LT_OK, message ""). */
-void lt_clear_error(void);
+LT_API void lt_clear_error(void);
 /* "LT_ERR_SHAPE" for LT_ERR_SHAPE; "LT_UNKNOWN" for an unknown value. Static. */
-const char *lt_status_name(lt_status s);
+LT_API const char *lt_status_name(lt_status s);
 /* The generic message of a code ("incompatible shapes"). Static. */
-const char *lt_status_message(lt_status s);
+LT_API const char *lt_status_message(lt_status s);
 
 /* Raising an error from code outside the library (a model, an extension, a
  * program), through the same channel as libtensor's own calls.
@@ -111,7 +123,7 @@ const char *lt_status_message(lt_status s);
  * point into the current lt_last_error() text. code should be an LT_ERR_*
  * value; a value outside the status table is recorded as LT_ERR_INVALID (and
  * returned as such). fmt must not be NULL. */
-lt_status lt_error_set(lt_status code, const char *fmt, ...)
+LT_API lt_status lt_error_set(lt_status code, const char *fmt, ...)
 #if defined(__GNUC__) || defined(__clang__)
     __attribute__((format(printf, 2, 3)))
 #endif
@@ -120,7 +132,7 @@ lt_status lt_error_set(lt_status code, const char *fmt, ...)
  * failure deep inside a composed expression surfaces with its first message,
  * else records LT_ERR_NULL as "<op>: argument <arg> is NULL". Returns the
  * recorded status. op and arg are borrowed. */
-lt_status lt_error_null_arg(const char *op, const char *arg);
+LT_API lt_status lt_error_null_arg(const char *op, const char *arg);
 
 /* ---- enum names ---------------------------------------------------------- */
 /* The one rule behind every enum's _name and _parse pair (lt_optim_kind_name,
@@ -129,7 +141,7 @@ lt_status lt_error_null_arg(const char *op, const char *arg);
  *
  * lt_enum_name: names[v] for 0 <= v < n, else "unknown". Returns a borrowed
  * (normally static) string. */
-const char *lt_enum_name(const char *const *names, int n, int v);
+LT_API const char *lt_enum_name(const char *const *names, int n, int v);
 /* An extra spelling accepted by lt_enum_parse (never produced by a _name
  * function): an older file format's name, a command-line shorthand. */
 typedef struct lt_enum_alias {
@@ -141,7 +153,7 @@ typedef struct lt_enum_alias {
  * Errors: LT_ERR_NULL if s is NULL; LT_ERR_INVALID "unknown <what> '<s>' (one
  * of: <names>)" if s matches nothing. *out is untouched on failure. All
  * arguments are borrowed. */
-lt_status lt_enum_parse(const char *what, const char *const *names, int n, const lt_enum_alias *aliases,
+LT_API lt_status lt_enum_parse(const char *what, const char *const *names, int n, const lt_enum_alias *aliases,
                         int naliases, const char *s, int *out);
 /* Defines `lt_status fn(const char *s, T *out)`, the typed parser of enum T
  * over lt_enum_parse with the other arguments as given. */
@@ -166,12 +178,12 @@ lt_status lt_enum_parse(const char *what, const char *const *names, int n, const
  * step frees stays in the heap for the next step instead of being returned and
  * faulted in again (docs/benchmarks.md). Set LT_MALLOC_TUNE=0 in the
  * environment to keep glibc's defaults. */
-lt_status lt_init(void);
+LT_API lt_status lt_init(void);
 
 /* One setting for BLIS and libtensor's OpenMP kernels together. n >= 1; the
  * default is the number of cores, or the LT_NUM_THREADS environment variable. */
-lt_status lt_set_num_threads(int n);
-int lt_get_num_threads(void);
+LT_API lt_status lt_set_num_threads(int n);
+LT_API int lt_get_num_threads(void);
 
 /* Automatic choice between all cores and one thread, for a training loop.
  * A small model on a busy machine can train many times faster on one thread
@@ -205,18 +217,18 @@ typedef struct lt_autothreads {
 } lt_autothreads;
 /* Initialises *T choosing between max_threads (>= 1) and 1; on = false makes
  * every call return max_threads. */
-void lt_autothreads_init(lt_autothreads *T, bool on, int max_threads);
+LT_API void lt_autothreads_init(lt_autothreads *T, bool on, int max_threads);
 /* The thread count for the next step: the chosen one, or the other during a probe. */
-int lt_autothreads_next(lt_autothreads *T);
+LT_API int lt_autothreads_next(lt_autothreads *T);
 /* Records a step made on threads (the value lt_autothreads_next returned)
  * that did work units in seconds. Returns true when the chosen setting has
  * just changed (T->chosen is the new one; T->rate[] holds both speeds: slot 0
  * all cores, slot 1 one thread). */
-bool lt_autothreads_record(lt_autothreads *T, int threads, double work, double seconds);
+LT_API bool lt_autothreads_record(lt_autothreads *T, int threads, double work, double seconds);
 /* Seconds on the monotonic clock (CLOCK_MONOTONIC): for durations only, its
  * origin is arbitrary. The one clock of the library's timers (the trainer's
  * progress and timings, the evaluator, the distributed timeouts). */
-double lt_monotonic_seconds(void);
+LT_API double lt_monotonic_seconds(void);
 
 typedef struct lt_runtime_info {
   const char *version;        /* libtensor version, e.g. "0.1.0" */
@@ -243,8 +255,8 @@ typedef struct lt_runtime_info {
   const char *bf16_attention;
 } lt_runtime_info;
 /* Fills *info (strings are static). Initialises the runtime if needed. */
-lt_status lt_runtime_get_info(lt_runtime_info *info);
-const char *lt_version(void);
+LT_API lt_status lt_runtime_get_info(lt_runtime_info *info);
+LT_API const char *lt_version(void);
 
 /* ======================================================================== */
 /* Dtypes and the tensor object                                             */
@@ -265,22 +277,22 @@ typedef enum {
   LT_DTYPE_COUNT
 } lt_dtype;
 
-const char *lt_dtype_name(lt_dtype d); /* "f32", ..., "bf16"; static */
-size_t lt_dtype_size(lt_dtype d);      /* bytes per element; 0 if invalid */
+LT_API const char *lt_dtype_name(lt_dtype d); /* "f32", ..., "bf16"; static */
+LT_API size_t lt_dtype_size(lt_dtype d);      /* bytes per element; 0 if invalid */
 /* f32 or f64: the dtypes with kernels of their own, which most ops (nn/,
  * random numbers, initialisers) require. */
-bool lt_dtype_is_float(lt_dtype d);
+LT_API bool lt_dtype_is_float(lt_dtype d);
 /* f32, f64 or bf16: any floating-point dtype, the dtypes that can carry
  * gradients (PyTorch's is_floating_point). */
-bool lt_dtype_is_floating(lt_dtype d);
+LT_API bool lt_dtype_is_floating(lt_dtype d);
 
 /* One f32 value as bf16 bits, rounded to nearest even; NaN stays NaN (made
  * quiet, sign kept), infinities and zeros keep their sign, and values past
  * the largest finite bf16 (3.3895e38) round to infinity as IEEE rounding
  * says. Subnormal f32 values round to bf16 subnormals (nothing is flushed). */
-uint16_t lt_bf16_from_f32(float x);
+LT_API uint16_t lt_bf16_from_f32(float x);
 /* bf16 bits as f32 (exact: every bf16 is an f32). */
-float lt_f32_from_bf16(uint16_t b);
+LT_API float lt_f32_from_bf16(uint16_t b);
 
 /* Autocast (mixed precision; docs/mixed-precision.md): thread-local, off by
  * default, scoped like grad mode. lt_set_autocast(LT_DTYPE_BF16) turns it on,
@@ -299,8 +311,8 @@ float lt_f32_from_bf16(uint16_t b);
  * calling thread also governs the products the library runs for it on its
  * worker threads. Another dtype sets LT_ERR_DTYPE and leaves the mode as it
  * was (the current mode is returned). */
-lt_dtype lt_set_autocast(lt_dtype dtype);
-lt_dtype lt_autocast_dtype(void); /* LT_DTYPE_BF16 when on, LT_DTYPE_F32 when off */
+LT_API lt_dtype lt_set_autocast(lt_dtype dtype);
+LT_API lt_dtype lt_autocast_dtype(void); /* LT_DTYPE_BF16 when on, LT_DTYPE_F32 when off */
 
 #define LT_MAX_DIMS 8
 
@@ -358,10 +370,10 @@ struct lt_tensor {
 /* Release the caller's reference (or the scope's, if t is owned by a scope:
  * it is taken out of the scope). The tensor is destroyed when its last owner
  * releases it; its storage when the last view of it goes. NULL is a no-op. */
-void lt_tensor_free(lt_tensor *t);
+LT_API void lt_tensor_free(lt_tensor *t);
 /* Add an owner: returns t itself with one more reference, to be balanced by
  * one more lt_tensor_free. The only function returning one of its arguments. */
-lt_tensor *lt_tensor_retain(lt_tensor *t);
+LT_API lt_tensor *lt_tensor_retain(lt_tensor *t);
 
 /* Scopes free the intermediates of a computation in one call:
  *     lt_scope *s = lt_scope_begin();
@@ -373,11 +385,11 @@ lt_tensor *lt_tensor_retain(lt_tensor *t);
  * a scope is open belong to it; lt_tensor_keep() takes one out so that it
  * survives (the caller then owns it). lt_scope_begin returns NULL only when
  * out of memory (error set). lt_scope_end(NULL) is a no-op. */
-lt_scope *lt_scope_begin(void);
-void lt_scope_end(lt_scope *s);
+LT_API lt_scope *lt_scope_begin(void);
+LT_API void lt_scope_end(lt_scope *s);
 /* Take t out of its scope; the caller now owns it. Returns t. No-op if t is
  * not in a scope. */
-lt_tensor *lt_tensor_keep(lt_tensor *t);
+LT_API lt_tensor *lt_tensor_keep(lt_tensor *t);
 /* Ends s (as lt_scope_end) except for t, which goes to the scope enclosing s
  * (or, with none open, to the caller, who frees it): how a function that
  * opens a scope for its own intermediates returns its result, owned as if
@@ -388,58 +400,58 @@ lt_tensor *lt_tensor_keep(lt_tensor *t);
  *     return lt_scope_return(s, y);             // y: the caller's scope's
  * t may be NULL (the error stays set; returns NULL); t's autograd graph keeps
  * what it saved. Returns t, or NULL if out of memory (t freed, error set). */
-lt_tensor *lt_scope_return(lt_scope *s, lt_tensor *t);
+LT_API lt_tensor *lt_scope_return(lt_scope *s, lt_tensor *t);
 
 /* ======================================================================== */
 /* Creation (all return new, contiguous row-major tensors)                  */
 /* ======================================================================== */
 
-lt_tensor *lt_empty(lt_dtype dtype, int ndim, const int64_t *shape);
-lt_tensor *lt_zeros(lt_dtype dtype, int ndim, const int64_t *shape);
-lt_tensor *lt_ones(lt_dtype dtype, int ndim, const int64_t *shape);
-lt_tensor *lt_full(lt_dtype dtype, int ndim, const int64_t *shape, double value);
-lt_tensor *lt_scalar(lt_dtype dtype, double value);              /* 0-d */
-lt_tensor *lt_empty_like(const lt_tensor *x);
-lt_tensor *lt_zeros_like(const lt_tensor *x);
-lt_tensor *lt_ones_like(const lt_tensor *x);
-lt_tensor *lt_full_like(const lt_tensor *x, double value);
+LT_API lt_tensor *lt_empty(lt_dtype dtype, int ndim, const int64_t *shape);
+LT_API lt_tensor *lt_zeros(lt_dtype dtype, int ndim, const int64_t *shape);
+LT_API lt_tensor *lt_ones(lt_dtype dtype, int ndim, const int64_t *shape);
+LT_API lt_tensor *lt_full(lt_dtype dtype, int ndim, const int64_t *shape, double value);
+LT_API lt_tensor *lt_scalar(lt_dtype dtype, double value);              /* 0-d */
+LT_API lt_tensor *lt_empty_like(const lt_tensor *x);
+LT_API lt_tensor *lt_zeros_like(const lt_tensor *x);
+LT_API lt_tensor *lt_ones_like(const lt_tensor *x);
+LT_API lt_tensor *lt_full_like(const lt_tensor *x, double value);
 /* [start, end) by step, 1-d; as torch.arange (length ceil((end-start)/step)). */
-lt_tensor *lt_arange(lt_dtype dtype, double start, double end, double step);
+LT_API lt_tensor *lt_arange(lt_dtype dtype, double start, double end, double step);
 /* steps points from start to end inclusive, 1-d; as torch.linspace. */
-lt_tensor *lt_linspace(lt_dtype dtype, double start, double end, int64_t steps);
+LT_API lt_tensor *lt_linspace(lt_dtype dtype, double start, double end, int64_t steps);
 /* [n, m] identity (ones on the main diagonal). */
-lt_tensor *lt_eye(lt_dtype dtype, int64_t n, int64_t m);
+LT_API lt_tensor *lt_eye(lt_dtype dtype, int64_t n, int64_t m);
 /* Copies numel elements of dtype from data (row-major). */
-lt_tensor *lt_tensor_from_copy(lt_dtype dtype, int ndim, const int64_t *shape, const void *data);
+LT_API lt_tensor *lt_tensor_from_copy(lt_dtype dtype, int ndim, const int64_t *shape, const void *data);
 /* Borrows data: the tensor (and its views) read and write the caller's buffer,
  * which must outlive them; libtensor never frees it. */
-lt_tensor *lt_tensor_from_borrowed(lt_dtype dtype, int ndim, const int64_t *shape, void *data);
+LT_API lt_tensor *lt_tensor_from_borrowed(lt_dtype dtype, int ndim, const int64_t *shape, void *data);
 
 /* ======================================================================== */
 /* Inspection and element access                                            */
 /* ======================================================================== */
 
-bool lt_is_contiguous(const lt_tensor *x);  /* row-major, no gaps */
+LT_API bool lt_is_contiguous(const lt_tensor *x);  /* row-major, no gaps */
 /* Formats a shape as "[4,8]" into buf (always NUL-terminated); returns buf. */
-char *lt_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
+LT_API char *lt_shape_str(int ndim, const int64_t *shape, char *buf, size_t size);
 /* Formats x's shape and dtype as "[4,8] f32" ("NULL" for a NULL x) into buf,
  * which holds size bytes (always NUL-terminated when size > 0); returns buf.
  * LT_TENSOR_DESC_SIZE bytes always suffice. For error messages. */
 #define LT_TENSOR_DESC_SIZE 160
-char *lt_tensor_desc(const lt_tensor *x, char *buf, size_t size);
+LT_API char *lt_tensor_desc(const lt_tensor *x, char *buf, size_t size);
 #ifndef __cplusplus
 /* lt_tensor_desc into a temporary buffer that lives until the end of the
  * enclosing block: lt_error_set(LT_ERR_SHAPE, "f: x is %s", LT_DESC(x)). */
 #define LT_DESC(x) lt_tensor_desc((x), (char[LT_TENSOR_DESC_SIZE]){0}, LT_TENSOR_DESC_SIZE)
 #endif
 /* Value of a one-element tensor, converted to double. */
-lt_status lt_item(const lt_tensor *x, double *out);
+LT_API lt_status lt_item(const lt_tensor *x, double *out);
 /* Element at a full index (ndim entries, negatives count from the end). */
-lt_status lt_get(const lt_tensor *x, const int64_t *index, double *out);
-lt_status lt_set(lt_tensor *x, const int64_t *index, double value);
+LT_API lt_status lt_get(const lt_tensor *x, const int64_t *index, double *out);
+LT_API lt_status lt_set(lt_tensor *x, const int64_t *index, double value);
 /* Copies all elements in row-major logical order, converted to dtype, into
  * dst, which holds capacity elements (error if fewer than x->numel). */
-lt_status lt_tensor_read(const lt_tensor *x, lt_dtype dtype, void *dst, int64_t capacity);
+LT_API lt_status lt_tensor_read(const lt_tensor *x, lt_dtype dtype, void *dst, int64_t capacity);
 
 /* ======================================================================== */
 /* Views (share storage; no copy) and copies                                */
@@ -447,45 +459,45 @@ lt_status lt_tensor_read(const lt_tensor *x, lt_dtype dtype, void *dst, int64_t 
 
 /* view: shape must be compatible with x's strides (error otherwise); one entry
  * may be -1 (inferred). reshape: a view when possible, else a copy. */
-lt_tensor *lt_view(const lt_tensor *x, int ndim, const int64_t *shape);
-lt_tensor *lt_reshape(const lt_tensor *x, int ndim, const int64_t *shape);
-lt_tensor *lt_flatten(const lt_tensor *x, int start_dim, int end_dim);
-lt_tensor *lt_permute(const lt_tensor *x, int ndim, const int *perm);
-lt_tensor *lt_transpose(const lt_tensor *x, int dim0, int dim1);
+LT_API lt_tensor *lt_view(const lt_tensor *x, int ndim, const int64_t *shape);
+LT_API lt_tensor *lt_reshape(const lt_tensor *x, int ndim, const int64_t *shape);
+LT_API lt_tensor *lt_flatten(const lt_tensor *x, int start_dim, int end_dim);
+LT_API lt_tensor *lt_permute(const lt_tensor *x, int ndim, const int *perm);
+LT_API lt_tensor *lt_transpose(const lt_tensor *x, int dim0, int dim1);
 /* Elements start, start+step, ... < end along dim (step >= 1). start and end
  * may be negative and are clamped to [0, size] as in Python slicing. */
-lt_tensor *lt_slice(const lt_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
+LT_API lt_tensor *lt_slice(const lt_tensor *x, int dim, int64_t start, int64_t end, int64_t step);
 /* length elements from start (which must be in range). */
-lt_tensor *lt_narrow(const lt_tensor *x, int dim, int64_t start, int64_t length);
+LT_API lt_tensor *lt_narrow(const lt_tensor *x, int dim, int64_t start, int64_t length);
 /* Index dim at index, removing that dimension. */
-lt_tensor *lt_select(const lt_tensor *x, int dim, int64_t index);
-lt_tensor *lt_squeeze(const lt_tensor *x, int dim);  /* no-op view if size != 1 */
-lt_tensor *lt_squeeze_all(const lt_tensor *x);
-lt_tensor *lt_unsqueeze(const lt_tensor *x, int dim); /* dim in [-ndim-1, ndim] */
+LT_API lt_tensor *lt_select(const lt_tensor *x, int dim, int64_t index);
+LT_API lt_tensor *lt_squeeze(const lt_tensor *x, int dim);  /* no-op view if size != 1 */
+LT_API lt_tensor *lt_squeeze_all(const lt_tensor *x);
+LT_API lt_tensor *lt_unsqueeze(const lt_tensor *x, int dim); /* dim in [-ndim-1, ndim] */
 /* Broadcast to shape (stride 0 on expanded dims); -1 keeps a size. */
-lt_tensor *lt_expand(const lt_tensor *x, int ndim, const int64_t *shape);
-lt_tensor *lt_broadcast_to(const lt_tensor *x, int ndim, const int64_t *shape);
+LT_API lt_tensor *lt_expand(const lt_tensor *x, int ndim, const int64_t *shape);
+LT_API lt_tensor *lt_broadcast_to(const lt_tensor *x, int ndim, const int64_t *shape);
 /* The broadcast shape of two shapes into out (LT_MAX_DIMS entries), or an error. */
-lt_status lt_broadcast_shapes(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b,
+LT_API lt_status lt_broadcast_shapes(int ndim_a, const int64_t *a, int ndim_b, const int64_t *b,
                               int *ndim_out, int64_t *out);
 /* A contiguous tensor with x's values: a view if x already is, else a copy. */
-lt_tensor *lt_contiguous(const lt_tensor *x);
+LT_API lt_tensor *lt_contiguous(const lt_tensor *x);
 /* Always a fresh contiguous copy. */
-lt_tensor *lt_clone(const lt_tensor *x);
+LT_API lt_tensor *lt_clone(const lt_tensor *x);
 /* Cast to dtype (a copy; float->int truncates toward zero, ->bool is != 0). */
-lt_tensor *lt_to_dtype(const lt_tensor *x, lt_dtype dtype);
+LT_API lt_tensor *lt_to_dtype(const lt_tensor *x, lt_dtype dtype);
 /* A new tensor sharing x's storage but detached from autograd (no grad_fn,
  * requires_grad false). */
-lt_tensor *lt_detach(const lt_tensor *x);
+LT_API lt_tensor *lt_detach(const lt_tensor *x);
 
 /* ======================================================================== */
 /* In-place writes (bump the storage's version counter; see autograd.h)     */
 /* ======================================================================== */
 
-lt_status lt_fill_(lt_tensor *x, double value);
-lt_status lt_zero_(lt_tensor *x);
+LT_API lt_status lt_fill_(lt_tensor *x, double value);
+LT_API lt_status lt_zero_(lt_tensor *x);
 /* dst[...] = src broadcast to dst's shape, converting dtype. */
-lt_status lt_copy_(lt_tensor *dst, const lt_tensor *src);
+LT_API lt_status lt_copy_(lt_tensor *dst, const lt_tensor *src);
 
 /* ======================================================================== */
 /* Elementwise                                                              */
@@ -507,19 +519,19 @@ typedef enum {
   LT_UNARY_COUNT
 } lt_unary_op;
 
-lt_tensor *lt_unary(lt_unary_op op, const lt_tensor *x);
-lt_status lt_unary_(lt_unary_op op, lt_tensor *x);
-const char *lt_unary_name(lt_unary_op op);
+LT_API lt_tensor *lt_unary(lt_unary_op op, const lt_tensor *x);
+LT_API lt_status lt_unary_(lt_unary_op op, lt_tensor *x);
+LT_API const char *lt_unary_name(lt_unary_op op);
 #define LT__UNARY_DECL(N, n) \
-  lt_tensor *lt_##n(const lt_tensor *x); \
-  lt_status lt_##n##_(lt_tensor *x);
+  LT_API lt_tensor *lt_##n(const lt_tensor *x); \
+  LT_API lt_status lt_##n##_(lt_tensor *x);
 LT_UNARY_TABLE(LT__UNARY_DECL)
 #undef LT__UNARY_DECL
 
 /* x ** p, and clamp to [lo, hi] (pass -INFINITY / INFINITY for no bound). */
-lt_tensor *lt_pow_scalar(const lt_tensor *x, double p);
-lt_tensor *lt_clamp(const lt_tensor *x, double lo, double hi);
-lt_status lt_clamp_(lt_tensor *x, double lo, double hi);
+LT_API lt_tensor *lt_pow_scalar(const lt_tensor *x, double p);
+LT_API lt_tensor *lt_clamp(const lt_tensor *x, double lo, double hi);
+LT_API lt_status lt_clamp_(lt_tensor *x, double lo, double hi);
 
 /* X(NAME, name, is_comparison): binary ops with NumPy broadcasting.
  * Comparisons return LT_DTYPE_BOOL. */
@@ -535,56 +547,56 @@ typedef enum {
   LT_BINARY_COUNT
 } lt_binary_op;
 
-lt_tensor *lt_binary(lt_binary_op op, const lt_tensor *a, const lt_tensor *b);
+LT_API lt_tensor *lt_binary(lt_binary_op op, const lt_tensor *a, const lt_tensor *b);
 /* a op= b, b broadcast to a's shape; a keeps its dtype. */
-lt_status lt_binary_(lt_binary_op op, lt_tensor *a, const lt_tensor *b);
+LT_API lt_status lt_binary_(lt_binary_op op, lt_tensor *a, const lt_tensor *b);
 /* a op s, s a scalar (the result keeps a's dtype when a is a float tensor). */
-lt_tensor *lt_binary_scalar(lt_binary_op op, const lt_tensor *a, double s);
-lt_status lt_binary_scalar_(lt_binary_op op, lt_tensor *a, double s);
-const char *lt_binary_name(lt_binary_op op);
+LT_API lt_tensor *lt_binary_scalar(lt_binary_op op, const lt_tensor *a, double s);
+LT_API lt_status lt_binary_scalar_(lt_binary_op op, lt_tensor *a, double s);
+LT_API const char *lt_binary_name(lt_binary_op op);
 #define LT__BINARY_DECL(N, n, c) \
-  lt_tensor *lt_##n(const lt_tensor *a, const lt_tensor *b); \
-  lt_tensor *lt_##n##_scalar(const lt_tensor *a, double s); \
-  lt_status lt_##n##_(lt_tensor *a, const lt_tensor *b); \
-  lt_status lt_##n##_scalar_(lt_tensor *a, double s);
+  LT_API lt_tensor *lt_##n(const lt_tensor *a, const lt_tensor *b); \
+  LT_API lt_tensor *lt_##n##_scalar(const lt_tensor *a, double s); \
+  LT_API lt_status lt_##n##_(lt_tensor *a, const lt_tensor *b); \
+  LT_API lt_status lt_##n##_scalar_(lt_tensor *a, double s);
 LT_BINARY_TABLE(LT__BINARY_DECL)
 #undef LT__BINARY_DECL
 
 /* cond ? a : b with broadcasting over all three (cond is bool). */
-lt_tensor *lt_where(const lt_tensor *cond, const lt_tensor *a, const lt_tensor *b);
+LT_API lt_tensor *lt_where(const lt_tensor *cond, const lt_tensor *a, const lt_tensor *b);
 /* x with value where mask (bool, broadcast to x) is true. */
-lt_tensor *lt_masked_fill(const lt_tensor *x, const lt_tensor *mask, double value);
+LT_API lt_tensor *lt_masked_fill(const lt_tensor *x, const lt_tensor *mask, double value);
 
 /* ======================================================================== */
 /* Reductions (dims: ndims entries; ndims == 0 reduces over all dims)        */
 /* ======================================================================== */
 
-lt_tensor *lt_sum(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
-lt_tensor *lt_mean(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+LT_API lt_tensor *lt_sum(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+LT_API lt_tensor *lt_mean(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
 /* amax/amin over a set of dims (values only). The gradient of tied maxima is
  * split evenly between them (as torch.amax). */
-lt_tensor *lt_amax(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
-lt_tensor *lt_amin(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+LT_API lt_tensor *lt_amax(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+LT_API lt_tensor *lt_amin(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
 /* max/min along one dim: returns the values (new) and, if indices is not
  * NULL, stores the i64 indices of the first occurrence there (new). */
-lt_tensor *lt_max_dim(const lt_tensor *x, int dim, bool keepdim, lt_tensor **indices);
-lt_tensor *lt_min_dim(const lt_tensor *x, int dim, bool keepdim, lt_tensor **indices);
-lt_tensor *lt_argmax(const lt_tensor *x, int dim, bool keepdim);  /* i64 */
-lt_tensor *lt_argmin(const lt_tensor *x, int dim, bool keepdim);  /* i64 */
+LT_API lt_tensor *lt_max_dim(const lt_tensor *x, int dim, bool keepdim, lt_tensor **indices);
+LT_API lt_tensor *lt_min_dim(const lt_tensor *x, int dim, bool keepdim, lt_tensor **indices);
+LT_API lt_tensor *lt_argmax(const lt_tensor *x, int dim, bool keepdim);  /* i64 */
+LT_API lt_tensor *lt_argmin(const lt_tensor *x, int dim, bool keepdim);  /* i64 */
 /* unbiased: divide by N-1 (Bessel) instead of N. */
-lt_tensor *lt_var(const lt_tensor *x, int ndims, const int *dims, bool unbiased, bool keepdim);
-lt_tensor *lt_std(const lt_tensor *x, int ndims, const int *dims, bool unbiased, bool keepdim);
-lt_tensor *lt_logsumexp(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
+LT_API lt_tensor *lt_var(const lt_tensor *x, int ndims, const int *dims, bool unbiased, bool keepdim);
+LT_API lt_tensor *lt_std(const lt_tensor *x, int ndims, const int *dims, bool unbiased, bool keepdim);
+LT_API lt_tensor *lt_logsumexp(const lt_tensor *x, int ndims, const int *dims, bool keepdim);
 /* Numerically stable (max-subtracted). A row of all -inf gives NaN, as PyTorch. */
-lt_tensor *lt_softmax(const lt_tensor *x, int dim);
-lt_tensor *lt_log_softmax(const lt_tensor *x, int dim);
+LT_API lt_tensor *lt_softmax(const lt_tensor *x, int dim);
+LT_API lt_tensor *lt_log_softmax(const lt_tensor *x, int dim);
 /* torch.cumsum: running sums along dim (negative counts from the end; a 0-d x
  * takes 0 or -1). Returns new, of x's shape: f32/f64 keep their dtype (the
  * sums are accumulated in double and rounded once per element, as PyTorch's
  * CPU kernel), i32/i64/bool give i64 (wrapping on overflow). Differentiable
  * (dx is the reversed cumsum of the gradient). Errors: dim out of range
  * (LT_ERR_INDEX). */
-lt_tensor *lt_cumsum(const lt_tensor *x, int dim);
+LT_API lt_tensor *lt_cumsum(const lt_tensor *x, int dim);
 
 /* ======================================================================== */
 /* Matrix multiplication (BLIS)                                             */
@@ -594,29 +606,29 @@ lt_tensor *lt_cumsum(const lt_tensor *x, int dim);
  * product, 1-d operands are promoted and the added dim removed, batch dims
  * broadcast. f32 and f64 (both operands the same dtype). Operands are passed
  * to BLIS with their own strides: a transposed view is never copied. */
-lt_tensor *lt_matmul(const lt_tensor *a, const lt_tensor *b);
+LT_API lt_tensor *lt_matmul(const lt_tensor *a, const lt_tensor *b);
 
 /* ======================================================================== */
 /* Indexing, joining, splitting                                             */
 /* ======================================================================== */
 
 /* Entries of x along dim at the positions in index (1-d, i32 or i64). */
-lt_tensor *lt_index_select(const lt_tensor *x, int dim, const lt_tensor *index);
+LT_API lt_tensor *lt_index_select(const lt_tensor *x, int dim, const lt_tensor *index);
 /* out[i][j][k] = x[index[i][j][k]][j][k] for dim 0, etc. (torch.gather). */
-lt_tensor *lt_gather(const lt_tensor *x, int dim, const lt_tensor *index);
+LT_API lt_tensor *lt_gather(const lt_tensor *x, int dim, const lt_tensor *index);
 /* A copy of x with src added at index along dim (torch.scatter_add). */
-lt_tensor *lt_scatter_add(const lt_tensor *x, int dim, const lt_tensor *index, const lt_tensor *src);
+LT_API lt_tensor *lt_scatter_add(const lt_tensor *x, int dim, const lt_tensor *index, const lt_tensor *src);
 /* Embedding row gather: table [V, D], ids any shape (i32/i64) -> [*ids.shape, D].
  * Every id is checked to lie in [0, V); the error names the first bad one. */
-lt_tensor *lt_embedding(const lt_tensor *table, const lt_tensor *ids);
+LT_API lt_tensor *lt_embedding(const lt_tensor *table, const lt_tensor *ids);
 /* Lower/upper triangle of the last two dims; diagonal k as in torch.tril. */
-lt_tensor *lt_tril(const lt_tensor *x, int64_t k);
-lt_tensor *lt_triu(const lt_tensor *x, int64_t k);
+LT_API lt_tensor *lt_tril(const lt_tensor *x, int64_t k);
+LT_API lt_tensor *lt_triu(const lt_tensor *x, int64_t k);
 /* ids (integers in [0, num_classes)) -> i64 one-hot with a trailing dim. */
-lt_tensor *lt_one_hot(const lt_tensor *ids, int64_t num_classes);
+LT_API lt_tensor *lt_one_hot(const lt_tensor *ids, int64_t num_classes);
 /* Join n tensors along an existing dim (cat) or a new one (stack). */
-lt_tensor *lt_cat(int n, lt_tensor *const *xs, int dim);
-lt_tensor *lt_stack(int n, lt_tensor *const *xs, int dim);
+LT_API lt_tensor *lt_cat(int n, lt_tensor *const *xs, int dim);
+LT_API lt_tensor *lt_stack(int n, lt_tensor *const *xs, int dim);
 /* torch.nn.functional.pad. pad holds npad values (even, at most 2 * ndim):
  * (before, after) of the last dim, then of the second last, and so on, as
  * F.pad's argument. Modes:
@@ -633,13 +645,13 @@ lt_tensor *lt_stack(int n, lt_tensor *const *xs, int dim);
  * replicate padding, reflect padding >= the size, replicate or reflect
  * padding of an empty dim, a resulting size < 0 (LT_ERR_INVALID/SHAPE). */
 typedef enum { LT_PAD_CONSTANT, LT_PAD_REFLECT, LT_PAD_REPLICATE } lt_pad_mode;
-lt_tensor *lt_pad(const lt_tensor *x, int npad, const int64_t *pad, lt_pad_mode mode, double value);
+LT_API lt_tensor *lt_pad(const lt_tensor *x, int npad, const int64_t *pad, lt_pad_mode mode, double value);
 /* Split into views of split_size along dim (the last may be smaller), or into
  * `chunks` nearly equal views (torch.chunk). Stores up to capacity new views
  * in out and their count in *n_out; fails if capacity is too small. */
-lt_status lt_split(const lt_tensor *x, int64_t split_size, int dim, lt_tensor **out,
+LT_API lt_status lt_split(const lt_tensor *x, int64_t split_size, int dim, lt_tensor **out,
                    int capacity, int *n_out);
-lt_status lt_chunk(const lt_tensor *x, int chunks, int dim, lt_tensor **out,
+LT_API lt_status lt_chunk(const lt_tensor *x, int chunks, int dim, lt_tensor **out,
                    int capacity, int *n_out);
 
 /* ======================================================================== */
@@ -654,14 +666,14 @@ lt_status lt_chunk(const lt_tensor *x, int chunks, int dim, lt_tensor **out,
  * values = lt_gather(x, dim, indices), so they are differentiable (gradient
  * scattered back). values or indices may be NULL (not wanted); each one
  * returned is new. On failure both are NULL. */
-lt_status lt_sort(const lt_tensor *x, int dim, bool descending, lt_tensor **values, lt_tensor **indices);
+LT_API lt_status lt_sort(const lt_tensor *x, int dim, bool descending, lt_tensor **values, lt_tensor **indices);
 /* The indices of lt_sort alone (torch.argsort). Returns new i64. */
-lt_tensor *lt_argsort(const lt_tensor *x, int dim, bool descending);
+LT_API lt_tensor *lt_argsort(const lt_tensor *x, int dim, bool descending);
 /* torch.topk(x, k, dim, largest, sorted=True): the k largest (largest) or
  * smallest values of every slice along dim, in order, and their indices;
  * ties go to the lower index (torch leaves their order unspecified).
  * k in [0, size of dim]. Outputs as lt_sort's, with dim of size k. */
-lt_status lt_topk(const lt_tensor *x, int64_t k, int dim, bool largest, lt_tensor **values, lt_tensor **indices);
+LT_API lt_status lt_topk(const lt_tensor *x, int64_t k, int dim, bool largest, lt_tensor **values, lt_tensor **indices);
 /* torch.flip(x, dims): reversed along each of the ndims dims (distinct).
  * torch.roll(x, shifts, dims): each dims[i] rolled by shifts[i] (elements
  * move to higher indices, wrapping; any sign, any size); dims NULL with one
@@ -671,9 +683,9 @@ lt_status lt_topk(const lt_tensor *x, int64_t k, int dim, bool largest, lt_tenso
  * [4, 2, 6]); a repeat of 0 gives an empty dim.
  * Each returns a new contiguous copy (never a view), differentiable for
  * float x, any dtype. */
-lt_tensor *lt_flip(const lt_tensor *x, int ndims, const int *dims);
-lt_tensor *lt_roll(const lt_tensor *x, int n, const int64_t *shifts, const int *dims);
-lt_tensor *lt_repeat(const lt_tensor *x, int ndims, const int64_t *repeats);
+LT_API lt_tensor *lt_flip(const lt_tensor *x, int ndims, const int *dims);
+LT_API lt_tensor *lt_roll(const lt_tensor *x, int n, const int64_t *shifts, const int *dims);
+LT_API lt_tensor *lt_repeat(const lt_tensor *x, int ndims, const int64_t *repeats);
 
 /* ======================================================================== */
 /* Random numbers: Philox4x32-10, counter based                             */
@@ -691,21 +703,21 @@ typedef struct lt_generator_state {
   uint64_t offset;  /* Philox blocks consumed so far */
 } lt_generator_state;
 
-lt_generator *lt_generator_new(uint64_t seed);  /* returns new; free with lt_generator_free */
-void lt_generator_free(lt_generator *g);         /* NULL is a no-op */
-lt_generator_state lt_generator_get_state(const lt_generator *g);
-lt_status lt_generator_set_state(lt_generator *g, lt_generator_state state);
+LT_API lt_generator *lt_generator_new(uint64_t seed);  /* returns new; free with lt_generator_free */
+LT_API void lt_generator_free(lt_generator *g);         /* NULL is a no-op */
+LT_API lt_generator_state lt_generator_get_state(const lt_generator *g);
+LT_API lt_status lt_generator_set_state(lt_generator *g, lt_generator_state state);
 
 /* Float dtypes only except bernoulli (any dtype) and randperm (i64). */
-lt_tensor *lt_rand(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape);   /* U[0,1) */
-lt_tensor *lt_randn(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape);  /* N(0,1) */
+LT_API lt_tensor *lt_rand(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape);   /* U[0,1) */
+LT_API lt_tensor *lt_randn(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape);  /* N(0,1) */
 /* U[lo, hi): never hi, even after rounding to f32; lo == hi gives lo. */
-lt_tensor *lt_uniform(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double lo, double hi);
-lt_tensor *lt_normal(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double mean, double std);
+LT_API lt_tensor *lt_uniform(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double lo, double hi);
+LT_API lt_tensor *lt_normal(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double mean, double std);
 /* 1 with probability p, else 0. */
-lt_tensor *lt_bernoulli(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double p);
+LT_API lt_tensor *lt_bernoulli(lt_generator *g, lt_dtype dtype, int ndim, const int64_t *shape, double p);
 /* A random permutation of 0..n-1 (i64). */
-lt_tensor *lt_randperm(lt_generator *g, int64_t n);
+LT_API lt_tensor *lt_randperm(lt_generator *g, int64_t n);
 /* torch.multinomial: num_samples category indices (i64) per row of probs
  * ([n] -> [num_samples], [rows, n] -> [rows, num_samples]), drawn with
  * probability proportional to the row's weights (f32/f64, need not sum to
@@ -716,10 +728,10 @@ lt_tensor *lt_randperm(lt_generator *g, int64_t n);
  * Errors (nothing drawn, g unchanged): a negative, NaN or infinite weight or
  * a row of zeros (the message names the row and category), num_samples < 1,
  * too few nonzero categories without replacement, no categories. */
-lt_tensor *lt_multinomial(lt_generator *g, const lt_tensor *probs, int64_t num_samples, bool replacement);
+LT_API lt_tensor *lt_multinomial(lt_generator *g, const lt_tensor *probs, int64_t num_samples, bool replacement);
 /* In-place fills (used by initialisers). */
-lt_status lt_uniform_(lt_generator *g, lt_tensor *x, double lo, double hi);
-lt_status lt_normal_(lt_generator *g, lt_tensor *x, double mean, double std);
+LT_API lt_status lt_uniform_(lt_generator *g, lt_tensor *x, double lo, double hi);
+LT_API lt_status lt_normal_(lt_generator *g, lt_tensor *x, double mean, double std);
 
 /* ======================================================================== */
 /* Printing and comparison                                                  */
@@ -728,14 +740,14 @@ lt_status lt_normal_(lt_generator *g, lt_tensor *x, double mean, double std);
 /* PyTorch-like text ("tensor([[1.0000, 2.0000], ...])"; a ", dtype=f64"
  * suffix for every dtype but f32), summarised with "..." when numel > 1000
  * (first and last 3 entries per dim). lt_print adds a trailing newline. */
-lt_status lt_print(const lt_tensor *x, FILE *f);
+LT_API lt_status lt_print(const lt_tensor *x, FILE *f);
 /* Same text as a new string (free with free()); NULL on error. */
-char *lt_tensor_to_string(const lt_tensor *x);
+LT_API char *lt_tensor_to_string(const lt_tensor *x);
 /* |a - b| <= atol + rtol * |b| everywhere (a, b broadcast); NaNs are equal
  * only if equal_nan. False (no error) if the shapes do not broadcast. */
-bool lt_allclose(const lt_tensor *a, const lt_tensor *b, double rtol, double atol, bool equal_nan);
+LT_API bool lt_allclose(const lt_tensor *a, const lt_tensor *b, double rtol, double atol, bool equal_nan);
 /* Same shape and exactly equal values (dtypes may differ). */
-bool lt_equal(const lt_tensor *a, const lt_tensor *b);
+LT_API bool lt_equal(const lt_tensor *a, const lt_tensor *b);
 
 #ifdef __cplusplus
 }

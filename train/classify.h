@@ -94,9 +94,9 @@ typedef struct lt_classify_opts {
  * o->help and returns LT_ERR_INVALID; an unknown flag, a missing or bad value
  * or --resume without --dir returns LT_ERR_INVALID naming the flag. Fills in
  * the optimizer's default lr and weight decay. Strings in *o point into argv. */
-lt_status lt_classify_parse_args(lt_classify_opts *o, int argc, char **argv);
+LT_API lt_status lt_classify_parse_args(lt_classify_opts *o, int argc, char **argv);
 /* Writes the usage text of the flags above to f. */
-void lt_classify_usage(const lt_classify_opts *o, FILE *f);
+LT_API void lt_classify_usage(const lt_classify_opts *o, FILE *f);
 
 /* The data of a run: all four new, owned by it (lt_classify_data_free). */
 typedef struct lt_classify_data {
@@ -107,8 +107,8 @@ typedef struct lt_classify_data {
 /* Loads Fashion-MNIST (or MNIST) from dir: images [N, 784] normalised with
  * LT_FASHION_MNIST_MEAN / STD, labels [N] i64, made outside any scope. On
  * failure *d is all NULL and the error names the file. */
-lt_status lt_classify_load_fashion_mnist(const char *dir, lt_classify_data *d);
-void lt_classify_data_free(lt_classify_data *d); /* frees the four and NULLs them; NULL is a no-op */
+LT_API lt_status lt_classify_load_fashion_mnist(const char *dir, lt_classify_data *d);
+LT_API void lt_classify_data_free(lt_classify_data *d); /* frees the four and NULLs them; NULL is a no-op */
 
 /* The accuracy of m on (x [N, ...], y [N] integer), in batches of batch,
  * under no-grad and in evaluation mode (the previous grad and train modes
@@ -116,7 +116,7 @@ void lt_classify_data_free(lt_classify_data *d); /* frees the four and NULLs the
  * n_classes entries) the accuracy on label k (0 if there is none). Labels
  * outside [0, n_classes) count as wrong and are left out of per_class.
  * LT_ERR_SHAPE if x and y differ in N or the logits are not [b, K]. */
-lt_status lt_classify_evaluate(const lt_classifier *m, const lt_tensor *x, const lt_tensor *y, int64_t batch,
+LT_API lt_status lt_classify_evaluate(const lt_classifier *m, const lt_tensor *x, const lt_tensor *y, int64_t batch,
                                int64_t n_classes, double *accuracy, double *per_class);
 
 /* What a run ended with. */
@@ -144,7 +144,7 @@ typedef struct lt_classify_result {
  * returns LT_OK with r->end INTERRUPTED). Sets the thread
  * count if o->threads > 0. Everything is borrowed; *r (may be NULL) is filled
  * in every case. */
-lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, const lt_classify_opts *o,
+LT_API lt_status lt_classify_fit(const lt_classifier *m, const lt_classify_data *d, const lt_classify_opts *o,
                           FILE *out, lt_classify_result *r);
 
 /* A program's model for lt_classify_main: init fills in the caller's storage
@@ -172,7 +172,7 @@ typedef struct lt_classify_model {
  * by SIGINT/SIGTERM (a checkpoint is saved with --dir). Ignores SIGXFSZ (a
  * file over the size limit is a write error, not a kill). Everything borrowed;
  * argc and argv as main's. */
-int lt_classify_main(int argc, char **argv, lt_classify_opts *o, const lt_classify_model *m);
+LT_API int lt_classify_main(int argc, char **argv, lt_classify_opts *o, const lt_classify_model *m);
 
 #ifdef __cplusplus
 }

@@ -279,8 +279,8 @@ typedef struct lt_trainer_result {
 /* Checks cfg and returns a new trainer (free with lt_trainer_free) at step 0.
  * cfg and hooks are copied; what they point to is borrowed (strings too).
  * NULL with LT_ERR_NULL / LT_ERR_INVALID naming the field and its range. */
-lt_trainer *lt_trainer_new(const lt_trainer_config *cfg, const lt_trainer_hooks *hooks);
-void lt_trainer_free(lt_trainer *t); /* NULL is a no-op; closes the CSV */
+LT_API lt_trainer *lt_trainer_new(const lt_trainer_config *cfg, const lt_trainer_hooks *hooks);
+LT_API void lt_trainer_free(lt_trainer *t); /* NULL is a no-op; closes the CSV */
 
 /* Restores a training checkpoint written by a trainer: the parameters,
  * optimizer state and learning rate, the generators, the step, the token
@@ -294,7 +294,7 @@ void lt_trainer_free(lt_trainer *t); /* NULL is a no-op; closes the CSV */
  * lt_trainer_fit rewrites the CSV up to the restored step. On failure the
  * trainer's counters are unchanged (the model state may be partly restored:
  * do not train on after a failed resume). */
-lt_status lt_trainer_resume(lt_trainer *t, const char *path);
+LT_API lt_status lt_trainer_resume(lt_trainer *t, const char *path);
 
 /* Trains from the current step to cfg.steps (or to a stop), then runs the
  * final evaluation and saves the final checkpoint. Opens the CSV on its
@@ -307,25 +307,25 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path);
  * stay), ... A stop request between steps (or during an evaluation, which
  * is then not reported) ends the run after the current step. After an
  * error, do not call it again. */
-lt_status lt_trainer_fit(lt_trainer *t, lt_trainer_result *result);
+LT_API lt_status lt_trainer_fit(lt_trainer *t, lt_trainer_result *result);
 
 /* Saves a checkpoint of the current step now (rotating to cfg.keep), unless
  * no_ckpt or no dir. fit calls it on its cadence; a program may call it
  * between fits. */
-lt_status lt_trainer_save(lt_trainer *t);
+LT_API lt_status lt_trainer_save(lt_trainer *t);
 
 
 /* seconds as the progress line writes durations ("12.3s", "4m05s",
  * "1h02m"; "?" if negative, NaN or absurd) into buf (size bytes); returns
  * buf. For a program's own summary lines. */
-char *lt_trainer_fmt_duration(double seconds, char *buf, size_t size);
+LT_API char *lt_trainer_fmt_duration(double seconds, char *buf, size_t size);
 
 /* Optimizer steps done so far (the restored step after lt_trainer_resume). */
-int64_t lt_trainer_step(const lt_trainer *t);
+LT_API int64_t lt_trainer_step(const lt_trainer *t);
 
 /* Clears the progress line if one is open on the output stream (call before
  * printing elsewhere, e.g. an error message from a hook). */
-void lt_trainer_end_line(lt_trainer *t);
+LT_API void lt_trainer_end_line(lt_trainer *t);
 
 /* ======================================================================== */
 /* Language modelling on token shards                                       */
@@ -351,7 +351,7 @@ typedef struct lt_trainer_lm_eval {
  * its own rows of each batch, and the sums are reduced (lt_dist_allreduce_f64):
  * collective, every rank calls it. Errors: the loader's, the logits hook's
  * (LT_ERR_SHAPE if its logits are not [b, T, V]), the reduction's. */
-lt_status lt_trainer_lm_evaluate(lt_shard_loader *L, lt_trainer_lm_logits logits, void *user,
+LT_API lt_status lt_trainer_lm_evaluate(lt_shard_loader *L, lt_trainer_lm_logits logits, void *user,
                                  lt_trainer_lm_eval *out);
 
 /* ======================================================================== */
@@ -362,16 +362,16 @@ lt_status lt_trainer_lm_evaluate(lt_shard_loader *L, lt_trainer_lm_logits logits
  * current step and save a checkpoint. reason != 0 (a signal number, or any
  * positive value); 0 clears the request. Async-signal-safe: it only stores
  * to a volatile sig_atomic_t. */
-void lt_trainer_request_stop(int reason);
+LT_API void lt_trainer_request_stop(int reason);
 /* The pending request's reason, or 0. Async-signal-safe. */
-int lt_trainer_stop_requested(void);
+LT_API int lt_trainer_stop_requested(void);
 /* Opt-in: installs SIGINT and SIGTERM handlers that call
  * lt_trainer_request_stop(signal) and write "\n<program>: signal received:
  * stopping after this step and saving a checkpoint (again to quit at
  * once)\n" to stderr. One-shot (SA_RESETHAND): a second signal kills at
  * once (checkpoint saves are atomic, so no file is torn). program is copied
  * (up to 64 bytes); NULL: "libtensor". LT_ERR_IO if sigaction fails. */
-lt_status lt_trainer_install_signal_handlers(const char *program);
+LT_API lt_status lt_trainer_install_signal_handlers(const char *program);
 
 /* ======================================================================== */
 /* Run directories                                                          */
@@ -379,18 +379,18 @@ lt_status lt_trainer_install_signal_handlers(const char *program);
 
 /* Creates dir and its missing parents (mkdir -p). LT_ERR_IO naming the
  * directory that cannot be created. */
-lt_status lt_trainer_make_dir(const char *dir);
+LT_API lt_status lt_trainer_make_dir(const char *dir);
 /* The checkpoint a resume names: path_or_dir itself if it is a file, else
  * the newest numbered checkpoint of prefix in that directory whose integrity
  * check passes, into path (size bytes). LT_ERR_INVALID if path_or_dir does
  * not exist ("'<path>': <reason>"); LT_ERR_STATE if the directory holds no
  * valid checkpoint; LT_ERR_IO / LT_ERR_OVERFLOW from reading the directory
  * or a path that does not fit. */
-lt_status lt_trainer_find_resume(const char *path_or_dir, const char *prefix, char *path, size_t size);
+LT_API lt_status lt_trainer_find_resume(const char *path_or_dir, const char *prefix, char *path, size_t size);
 /* Deletes the numbered checkpoints of prefix in dir (starting a run over);
  * a missing dir is not an error. LT_ERR_IO naming a file that cannot be
  * deleted. */
-lt_status lt_trainer_clear_dir(const char *dir, const char *prefix);
+LT_API lt_status lt_trainer_clear_dir(const char *dir, const char *prefix);
 
 #ifdef __cplusplus
 }

@@ -48,7 +48,7 @@ typedef enum {
   LT_TF_TOKENIZER_FROM_COUNT
 } lt_tf_tokenizer_from;
 /* "both", "source", "target"; "unknown" out of range. */
-const char *lt_tf_tokenizer_from_name(int i);
+LT_API const char *lt_tf_tokenizer_from_name(int i);
 
 /* Where the data comes from and how it is cut (train's data flags). One
  * source: text (language modelling), else tsv, else the generated task. */
@@ -102,7 +102,7 @@ typedef struct lt_tf_data {
  * the kind and name here. *bad_config (may be NULL) is set to whether a
  * failure is the options' fault (the task generator refused them) rather
  * than the data's. On failure *D holds what was read (free it). */
-lt_status lt_tf_data_read(const lt_tf_data_opts *o, lt_tf_data *D, bool *bad_config);
+LT_API lt_status lt_tf_data_read(const lt_tf_data_opts *o, lt_tf_data *D, bool *bad_config);
 
 /* Step 2: the tokenizer, the encoded examples and the loader. tok (may be
  * NULL: then one is learnt from the training text) is taken over by *D, also
@@ -111,37 +111,37 @@ lt_status lt_tf_data_read(const lt_tf_data_opts *o, lt_tf_data *D, bool *bad_con
  * byte, else an error: shards need the tokenizer they were made with); a
  * shard holding an id outside the tokenizer's vocabulary is refused, naming
  * the shard and the offset. On failure free *D. */
-lt_status lt_tf_data_prepare(const lt_tf_data_opts *o, lt_tf_data *D, lt_tokenizer *tok);
+LT_API lt_status lt_tf_data_prepare(const lt_tf_data_opts *o, lt_tf_data *D, lt_tokenizer *tok);
 
 /* Frees everything *D owns and clears it; NULL is a no-op. */
-void lt_tf_data_free(lt_tf_data *D);
+LT_API void lt_tf_data_free(lt_tf_data *D);
 
 /* The training loader's batches per epoch, and its position (the trainer's
  * get_position / set_position hooks). */
-int64_t lt_tf_data_batches_per_epoch(const lt_tf_data *D);
-lt_loader_position lt_tf_data_get_position(const lt_tf_data *D);
-lt_status lt_tf_data_set_position(lt_tf_data *D, lt_loader_position pos);
+LT_API int64_t lt_tf_data_batches_per_epoch(const lt_tf_data *D);
+LT_API lt_loader_position lt_tf_data_get_position(const lt_tf_data *D);
+LT_API lt_status lt_tf_data_set_position(lt_tf_data *D, lt_loader_position pos);
 
 /* D in one line, as train prints it after "data: ": "GPL-3, 90000 training /
  * 10000 validation tokens, char tokenizer (vocab 90), context 128", or for
  * pairs "... examples, bpe tokenizer (vocab 1024)" (", classes" for
  * classification). Into buf (size bytes, terminated); returns buf. */
-char *lt_tf_data_describe(const lt_tf_data *D, char *buf, size_t size);
+LT_API char *lt_tf_data_describe(const lt_tf_data *D, char *buf, size_t size);
 
 /* What a checkpoint needs to rebuild D's vocabulary (config.h's keys): the
  * tokenizer (LT_TF_CKPT_TOKENIZER) and, for classification, the class labels
  * one per line in class-id order (LT_TF_CKPT_CLASSES), into extra
  * (borrowed; the trainer's save_extra hook). Errors: "saving the tokenizer:
  * ...", and those of lt_ckpt_meta_set_bytes. */
-lt_status lt_tf_data_save_extra(const lt_tf_data *D, lt_ckpt_meta *extra);
+LT_API lt_status lt_tf_data_save_extra(const lt_tf_data *D, lt_ckpt_meta *extra);
 
 /* The class id of label (classification), or -1. */
-int64_t lt_tf_data_class_of(const lt_tf_data *D, const char *label);
+LT_API int64_t lt_tf_data_class_of(const lt_tf_data *D, const char *label);
 
 /* The text of ids[0..n) up to the first <eos>, with newlines and tabs as
  * spaces (one line); "<undecodable>" if tok cannot decode them. Returns new
  * (free with free()), or NULL when out of memory. */
-char *lt_tf_ids_text(const lt_tokenizer *tok, const int64_t *ids, int64_t n);
+LT_API char *lt_tf_ids_text(const lt_tokenizer *tok, const int64_t *ids, int64_t n);
 
 #ifdef __cplusplus
 }

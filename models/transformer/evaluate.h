@@ -46,13 +46,13 @@ typedef struct lt_tf_eval_result {
  * Fills *E; errors name the stage ("validation forward", "greedy decoding",
  * ...). With N ranks (mpirun) it must be called on every rank: each takes
  * every N-th batch and the sums are reduced; out gets every example on rank 0. */
-lt_status lt_tf_evaluate(lt_transformer *model, const lt_tf_data *D, int64_t batch, int64_t n_exact, char **out,
+LT_API lt_status lt_tf_evaluate(lt_transformer *model, const lt_tf_data *D, int64_t batch, int64_t n_exact, char **out,
                          int64_t n_out, lt_tf_eval_result *E);
 
 /* The text of an evaluation: "loss 1.2345 (ppl 3.44), token accuracy
  * 81.00%, exact match 50.00% (100/200)" (classification: "loss ...,
  * accuracy ..."), into buf (size bytes, terminated). */
-void lt_tf_eval_text(const lt_tf_data *D, const lt_tf_eval_result *E, char *buf, size_t size);
+LT_API void lt_tf_eval_text(const lt_tf_data *D, const lt_tf_eval_result *E, char *buf, size_t size);
 
 /* The examples printed at the end of a run. For LM: a continuation of
  * prompt (NULL: the first 32 validation tokens) of max_new tokens, sampled
@@ -73,7 +73,7 @@ typedef struct lt_tf_examples_opts {
 } lt_tf_examples_opts;
 /* Prints them to f. LT_ERR_INVALID "--prompt is empty" for a prompt of no
  * tokens; other errors name the stage. */
-lt_status lt_tf_print_examples(FILE *f, lt_transformer *model, const lt_tf_data *D, const lt_tf_examples_opts *o);
+LT_API lt_status lt_tf_print_examples(FILE *f, lt_transformer *model, const lt_tf_data *D, const lt_tf_examples_opts *o);
 
 #ifdef __cplusplus
 }

@@ -39,7 +39,7 @@ typedef struct lt_tf_generate_opts {
   bool no_cache;    /* true: recompute the whole prefix each step (the reference path) */
 } lt_tf_generate_opts;
 /* bos 1 (LT_TOKEN_BOS of datasets/datasets.h), context 0, cache on. */
-lt_tf_generate_opts lt_tf_generate_defaults(void);
+LT_API lt_tf_generate_opts lt_tf_generate_defaults(void);
 
 /* Generates for a batch with lt_generate (opts: the strategy and the stops,
  * NULL for lt_generate_defaults(); tf: NULL for lt_tf_generate_defaults()):
@@ -63,7 +63,7 @@ lt_tf_generate_opts lt_tf_generate_defaults(void);
  * lt_generate's errors (options, prompt ids outside the vocabulary), and
  * whatever the model reports (LT_ERR_INDEX for a source id outside the
  * vocabulary, from the embedding). */
-lt_status lt_transformer_generate(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
+LT_API lt_status lt_transformer_generate(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
                                   const lt_tensor *prompt, const lt_generate_opts *opts,
                                   const lt_tf_generate_opts *tf, lt_generate_result *out);
 

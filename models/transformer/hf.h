@@ -50,12 +50,12 @@ typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT } lt_hf_family;
 #define LT_HF_TOKENIZER_FILE "libtensor-tokenizer.bin"
 
 /* "gpt2", "llama" or "bert" (config.json's model_type); "unknown" out of range. */
-const char *lt_hf_family_name(lt_hf_family f);
+LT_API const char *lt_hf_family_name(lt_hf_family f);
 
 /* The layout cfg fits (LT_OK and *out), or LT_ERR_INVALID naming the first
  * option that fits neither (a configuration with LayerNorm is judged as
  * GPT-2, one with RMSNorm as Llama). *out is untouched on failure. */
-lt_status lt_hf_family_of(const lt_tf_config *cfg, lt_hf_family *out);
+LT_API lt_status lt_hf_family_of(const lt_tf_config *cfg, lt_hf_family *out);
 
 /* Writes dir/model.safetensors (metadata {"format": "pt"}) and
  * dir/config.json for m (borrowed), creating dir if it does not exist (its
@@ -64,10 +64,10 @@ lt_status lt_hf_family_of(const lt_tf_config *cfg, lt_hf_family *out);
  * written durably (temporary, fsync, rename). Errors: those of
  * lt_hf_family_of, LT_ERR_IO (also when dir exists and is not a directory),
  * LT_ERR_NOMEM. */
-lt_status lt_hf_export(lt_transformer *m, const char *dir);
+LT_API lt_status lt_hf_export(lt_transformer *m, const char *dir);
 
 /* True when path is a directory holding config.json (no error set). */
-bool lt_hf_is_dir(const char *path);
+LT_API bool lt_hf_is_dir(const char *path);
 
 /* Reads dir/config.json (a regular file of at most 1 MiB) into *cfg and
  * *family (either may be NULL): model_type "gpt2", "llama" or "bert"; keys read and
@@ -77,7 +77,7 @@ bool lt_hf_is_dir(const char *path);
  * lt_hf_family_of. Errors: LT_ERR_IO, LT_ERR_FORMAT (not JSON, a key of the
  * wrong type, naming the file and the key), LT_ERR_INVALID. *cfg untouched
  * on failure. */
-lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *family);
+LT_API lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *family);
 
 /* Loads dir/model.safetensors into m (borrowed; its configuration must be
  * the directory's, e.g. built from lt_hf_read_config). Every name the layout
@@ -91,19 +91,19 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *cfg, lt_hf_family *fa
  * failure m is unchanged.
  * Errors: those of lt_st_open, LT_ERR_INVALID (names),
  * LT_ERR_SHAPE, LT_ERR_DTYPE, each naming the file and the tensor. */
-lt_status lt_hf_load_params(const char *dir, lt_transformer *m);
+LT_API lt_status lt_hf_load_params(const char *dir, lt_transformer *m);
 
 /* Before a model of configuration cfg (borrowed) is built for dir: its size
  * (lt_tf_config_size) against dir/model.safetensors (opened and checked, no
  * tensor read): a configuration claiming more elements than the file holds
  * is refused (LT_ERR_FORMAT, such as 100,000 layers in a small file), and so
  * is a model of more than max_bytes bytes (LT_ERR_NOMEM; 0: no cap). */
-lt_status lt_hf_check_size(const char *dir, const lt_tf_config *cfg, uint64_t max_bytes);
+LT_API lt_status lt_hf_check_size(const char *dir, const lt_tf_config *cfg, uint64_t max_bytes);
 
 /* lt_hf_read_config, lt_hf_check_size, lt_transformer_new,
  * lt_hf_load_params: the model of an exported directory. Returns new (free
  * with lt_transformer_free), or NULL with the error set. */
-lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes);
+LT_API lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes);
 
 #ifdef __cplusplus
 }

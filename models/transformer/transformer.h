@@ -75,13 +75,13 @@ typedef struct lt_tf_config {
 
 /* The paper's choices for each architecture at a small size (d_model 128,
  * 4 heads, 2+2 layers, d_ff 512, dropout 0.1, vocab_size to be set). */
-lt_tf_config lt_tf_config_default(lt_tf_arch arch);
+LT_API lt_tf_config lt_tf_config_default(lt_tf_arch arch);
 /* Every field checked (the ranges below, heads dividing d_model, kv heads
  * dividing heads, even head size for RoPE, pooler only for encoder-only,
  * ...); the error names the field. n_classes 0 is an encoder-only model
  * without a classifier (hidden states, pooler, sentence embeddings;
  * lt_transformer_classify refuses it). */
-lt_status lt_tf_config_validate(const lt_tf_config *cfg);
+LT_API lt_status lt_tf_config_validate(const lt_tf_config *cfg);
 
 /* The range of each numeric field, in one table: lt_tf_config_validate
  * checks it, so every reader of a configuration does (a checkpoint's
@@ -118,9 +118,9 @@ enum { LT_TF_CONFIG_RANGES(LT_TF_RANGE_ENUM_) };
  * or LT_ERR_INVALID with "<what> <v>: <field> must be in [lo, hi]" (what, e.g.
  * "hf config 'x/config.json': key 'n_embd'", or NULL for "tf_config:
  * <field>"). An unknown field is LT_ERR_INVALID naming it. */
-lt_status lt_tf_config_check_range(const char *field, double v, const char *what);
+LT_API lt_status lt_tf_config_check_range(const char *field, double v, const char *what);
 /* The same for an integer field (the value printed exactly). */
-lt_status lt_tf_config_check_range_int(const char *field, int64_t v, const char *what);
+LT_API lt_status lt_tf_config_check_range_int(const char *field, int64_t v, const char *what);
 
 /* What a model of this configuration holds, before building it (checked
  * 64-bit arithmetic, nothing allocated): *n_params, the elements of its
@@ -132,7 +132,7 @@ lt_status lt_tf_config_check_range_int(const char *field, int64_t v, const char 
  * LT_ERR_OVERFLOW (naming the term) when a count does not fit in 63 bits. A
  * loader compares these with the checkpoint before building
  * (lt_ckpt_check_model_size). */
-lt_status lt_tf_config_size(const lt_tf_config *cfg, int64_t *n_params, size_t *bytes);
+LT_API lt_status lt_tf_config_size(const lt_tf_config *cfg, int64_t *n_params, size_t *bytes);
 
 typedef struct lt_transformer lt_transformer;
 
@@ -142,37 +142,37 @@ typedef struct lt_transformer lt_transformer;
  * (fairseq) or N(0, 0.02^2) otherwise (GPT-2), since nn.Embedding's N(0, 1)
  * with a tied head starts with logits of standard deviation ~sqrt(d_model).
  * See docs/transformer.md. */
-lt_transformer *lt_transformer_new(const lt_tf_config *cfg, lt_generator *g);
-void lt_transformer_free(lt_transformer *m);  /* NULL is a no-op */
-const lt_tf_config *lt_transformer_config(const lt_transformer *m);  /* borrowed */
-lt_params *lt_transformer_params(lt_transformer *m);                 /* borrowed; owned by m */
+LT_API lt_transformer *lt_transformer_new(const lt_tf_config *cfg, lt_generator *g);
+LT_API void lt_transformer_free(lt_transformer *m);  /* NULL is a no-op */
+LT_API const lt_tf_config *lt_transformer_config(const lt_transformer *m);  /* borrowed */
+LT_API lt_params *lt_transformer_params(lt_transformer *m);                 /* borrowed; owned by m */
 
 /* Encoder: src [B, S] ids, src_pad [B, S] bool (true = padding) or NULL ->
  * memory [B, S, C]. (Encoder-decoder and encoder-only.) A model with token
  * types (type_vocab_size > 0) gives every position type 0. */
-lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
+LT_API lt_tensor *lt_transformer_encode(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
                                  const lt_nn_ctx *ctx);
 /* The same with token types: types [B, S] integer ids in [0,
  * type_vocab_size) (BERT's token_type_ids; NULL = all 0), which a model
  * without token types refuses unless NULL. */
-lt_tensor *lt_transformer_encode_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+LT_API lt_tensor *lt_transformer_encode_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
                                        const lt_tensor *src_pad, const lt_nn_ctx *ctx);
 /* The pooler (a model with pooler): hidden [B, S, C] (the encoder's output)
  * -> tanh(pooler(hidden[:, 0])) [B, C] (new), BERT's pooler_output. */
-lt_tensor *lt_transformer_pool(const lt_transformer *m, const lt_tensor *hidden);
+LT_API lt_tensor *lt_transformer_pool(const lt_transformer *m, const lt_tensor *hidden);
 /* Sentence embeddings as sentence-transformers' mean pooling and Normalize
  * modules (all-MiniLM-L6-v2): h = lt_transformer_encode_typed(src, types,
  * src_pad); e = sum_s h[b, s] * keep[b, s] / max(sum_s keep[b, s], 1e-9),
  * keep = !src_pad (NULL: every position); then, if normalize, e / max(||e||_2,
  * 1e-12) (torch.nn.functional.normalize). -> [B, C] (new). Any encoder
  * (encoder-decoder or encoder-only); differentiable like the rest. */
-lt_tensor *lt_transformer_embed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+LT_API lt_tensor *lt_transformer_embed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
                                 const lt_tensor *src_pad, bool normalize, const lt_nn_ctx *ctx);
 
 /* Decoder (causal self-attention, and cross-attention over memory for the
  * encoder-decoder; memory NULL for decoder-only): tgt [B, T] ids, tgt_pad
  * [B, T] or NULL, positions starting at pos0 -> logits [B, T, V]. */
-lt_tensor *lt_transformer_decode(const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
+LT_API lt_tensor *lt_transformer_decode(const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
                                  const lt_tensor *memory, const lt_tensor *src_pad, int64_t pos0,
                                  const lt_nn_ctx *ctx);
 
@@ -185,13 +185,13 @@ lt_tensor *lt_transformer_decode(const lt_transformer *m, const lt_tensor *tgt, 
  * batch size is set by the first step. Buffers are allocated at the first
  * step: 2 x n_dec_layers x B x n_kv_heads x (cap + S) x head size floats. */
 typedef struct lt_tf_cache lt_tf_cache;
-lt_tf_cache *lt_tf_cache_new(const lt_transformer *m, int64_t cap);
-void lt_tf_cache_free(lt_tf_cache *c);        /* NULL is a no-op */
-int64_t lt_tf_cache_len(const lt_tf_cache *c); /* positions fed so far (0 for NULL) */
-void lt_tf_cache_reset(lt_tf_cache *c);        /* back to empty (a new batch or source) */
+LT_API lt_tf_cache *lt_tf_cache_new(const lt_transformer *m, int64_t cap);
+LT_API void lt_tf_cache_free(lt_tf_cache *c);        /* NULL is a no-op */
+LT_API int64_t lt_tf_cache_len(const lt_tf_cache *c); /* positions fed so far (0 for NULL) */
+LT_API void lt_tf_cache_reset(lt_tf_cache *c);        /* back to empty (a new batch or source) */
 /* Beam search: row i becomes old row rows[i] (1-d i32/i64), in every layer's
  * self- and cross-attention cache. Unchanged on failure. */
-lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows);
+LT_API lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows);
 
 /* One incremental decoder step: tgt [B, T] (T >= 1; usually T = 1 after a
  * first call with the whole prefix) holds the ids at positions len .. len+T-1
@@ -202,18 +202,18 @@ lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows);
  * ignored afterwards, may be NULL); src_pad [B, S] (or NULL) at every step.
  * Errors as lt_transformer_decode, plus a full cache (len + T > cap) and a
  * batch size other than the first step's. On failure the cache is unchanged. */
-lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
+LT_API lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
                                       const lt_tensor *memory, const lt_tensor *src_pad);
 
 /* Encoder-only classifier: mean over non-padding positions of the encoder
  * output (with pooler: the pooler's output, then dropout, as
  * BertForSequenceClassification), then classifier -> [B, n_classes].
  * A model with n_classes 0 has no classifier: LT_ERR_INVALID. */
-lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
+LT_API lt_tensor *lt_transformer_classify(const lt_transformer *m, const lt_tensor *src, const lt_tensor *src_pad,
                                    const lt_nn_ctx *ctx);
 /* The same with token types (types as lt_transformer_encode_typed), e.g.
  * BERT's sentence pairs. */
-lt_tensor *lt_transformer_classify_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
+LT_API lt_tensor *lt_transformer_classify_typed(const lt_transformer *m, const lt_tensor *src, const lt_tensor *types,
                                          const lt_tensor *src_pad, const lt_nn_ctx *ctx);
 
 #ifdef __cplusplus
