@@ -14,6 +14,7 @@
  * weights. Batches are new tensors each time, not reused buffers.
  */
 #include "datasets/datasets.h"
+#include "datasets/datasets_internal.h"
 #include "tensor/error_internal.h"
 
 #include <stdlib.h>
@@ -107,7 +108,7 @@ typedef struct {
   uint64_t fingerprint;
 } plan;
 
-static uint64_t fnv_mix(uint64_t h, uint64_t v) {
+uint64_t lt__fnv_mix(uint64_t h, uint64_t v) {
   for (int k = 0; k < 8; k++) h = (h ^ ((v >> (8 * k)) & 0xff)) * 1099511628211ULL;
   return h;
 }
@@ -131,7 +132,7 @@ static int cmp_sortent(const void *a, const void *b) {
 }
 
 /* Reads a fresh i64 permutation of [0, n) from the generator into dst. */
-static lt_status draw_perm(lt_generator *g, int64_t n, int64_t *dst) {
+lt_status lt__draw_perm(lt_generator *g, int64_t n, int64_t *dst) {
   lt_tensor *perm = lt_randperm(g, n);
   if (!perm) return lt_last_status();
   lt_status st = lt_tensor_read(perm, LT_DTYPE_I64, dst, n);
@@ -155,7 +156,7 @@ static lt_status plan_draw(plan *p, int64_t **order_out, int64_t **start_out) {
     goto fail;
   }
   if (p->shuffle) {
-    if ((st = draw_perm(p->gen, p->n, order)) != LT_OK) goto fail;
+    if ((st = lt__draw_perm(p->gen, p->n, order)) != LT_OK) goto fail;
   } else {
     for (int64_t i = 0; i < p->n; i++) order[i] = i;
   }
@@ -184,7 +185,7 @@ static lt_status plan_draw(plan *p, int64_t **order_out, int64_t **start_out) {
       st = lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
       goto fail;
     }
-    if ((st = draw_perm(p->gen, p->nbatches, perm)) != LT_OK) goto fail;
+    if ((st = lt__draw_perm(p->gen, p->nbatches, perm)) != LT_OK) goto fail;
     for (int64_t k = 0; k < p->nbatches; k++) start[k] = perm[k] * p->B;
   }
   free(perm);
@@ -222,11 +223,11 @@ static lt_status plan_init(plan *p, const char *op, int64_t n, const lt_batch_op
   p->gen = lt_generator_new(opts->seed);
   if (!p->gen) return lt_last_status();
   /* Data-independent part of the fingerprint; callers mix in their data. */
-  uint64_t h = 1469598103934665603ULL;
-  h = fnv_mix(h, (uint64_t)n);
-  h = fnv_mix(h, (uint64_t)p->B);
-  h = fnv_mix(h, (uint64_t)p->shuffle | (uint64_t)p->drop_last << 1);
-  h = fnv_mix(h, (uint64_t)(p->bucket > 1 ? p->bucket : 0));
+  uint64_t h = LT__FNV_BASIS;
+  h = lt__fnv_mix(h, (uint64_t)n);
+  h = lt__fnv_mix(h, (uint64_t)p->B);
+  h = lt__fnv_mix(h, (uint64_t)p->shuffle | (uint64_t)p->drop_last << 1);
+  h = lt__fnv_mix(h, (uint64_t)(p->bucket > 1 ? p->bucket : 0));
   p->fingerprint = h;
   return LT_OK;
 }
@@ -353,14 +354,14 @@ lt_seq2seq_loader *lt_seq2seq_loader_new(const lt_seq_pairs *data, const lt_batc
     lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
     goto fail;
   }
-  uint64_t h = fnv_mix(L->plan.fingerprint, 0x5e525e52); /* kind tag */
+  uint64_t h = lt__fnv_mix(L->plan.fingerprint, 0x5e525e52); /* kind tag */
   for (int64_t i = 0; i < n; i++) {
     const int64_t *s, *t;
     lt_seq_pairs_get(data, i, &s, &L->src_len[i], &t, &L->tgt_len[i]);
-    h = fnv_mix(h, (uint64_t)L->src_len[i]);
-    for (int64_t j = 0; j < L->src_len[i]; j++) h = fnv_mix(h, (uint64_t)s[j]);
-    h = fnv_mix(h, (uint64_t)L->tgt_len[i]);
-    for (int64_t j = 0; j < L->tgt_len[i]; j++) h = fnv_mix(h, (uint64_t)t[j]);
+    h = lt__fnv_mix(h, (uint64_t)L->src_len[i]);
+    for (int64_t j = 0; j < L->src_len[i]; j++) h = lt__fnv_mix(h, (uint64_t)s[j]);
+    h = lt__fnv_mix(h, (uint64_t)L->tgt_len[i]);
+    for (int64_t j = 0; j < L->tgt_len[i]; j++) h = lt__fnv_mix(h, (uint64_t)t[j]);
   }
   L->plan.fingerprint = h;
   L->plan.k1 = L->src_len;
@@ -435,9 +436,9 @@ lt_lm_loader *lt_lm_loader_new(const lt_tensor *tokens, int64_t T, const lt_batc
   }
   if (lt_tensor_read(tokens, LT_DTYPE_I64, L->tokens, N) != LT_OK) goto fail;
   if (plan_init(&L->plan, op, (N - 1) / T, opts) != LT_OK) goto fail;
-  uint64_t h = fnv_mix(L->plan.fingerprint, 0x1a1a1a1a);
-  h = fnv_mix(h, (uint64_t)T);
-  for (int64_t i = 0; i < N; i++) h = fnv_mix(h, (uint64_t)L->tokens[i]);
+  uint64_t h = lt__fnv_mix(L->plan.fingerprint, 0x1a1a1a1a);
+  h = lt__fnv_mix(h, (uint64_t)T);
+  for (int64_t i = 0; i < N; i++) h = lt__fnv_mix(h, (uint64_t)L->tokens[i]);
   L->plan.fingerprint = h;
   if (plan_start(&L->plan) != LT_OK) goto fail;
   return L;
@@ -517,11 +518,11 @@ lt_tensor_loader *lt_tensor_loader_new(const lt_tensor *x, const lt_tensor *y, c
   /* Outside any scope: the loader owns its index scratch. */
   L->idx = lt_tensor_keep(lt_empty(LT_DTYPE_I64, 1, (int64_t[]){L->plan.B}));
   if (!L->idx) goto fail;
-  uint64_t h = fnv_mix(L->plan.fingerprint, 0x7e7e7e7e); /* kind tag */
+  uint64_t h = lt__fnv_mix(L->plan.fingerprint, 0x7e7e7e7e); /* kind tag */
   const lt_tensor *t[2] = {x, y};
   for (int k = 0; k < 2; k++) {
-    h = fnv_mix(h, (uint64_t)t[k]->dtype);
-    for (int d = 0; d < t[k]->ndim; d++) h = fnv_mix(h, (uint64_t)t[k]->shape[d]);
+    h = lt__fnv_mix(h, (uint64_t)t[k]->dtype);
+    for (int d = 0; d < t[k]->ndim; d++) h = lt__fnv_mix(h, (uint64_t)t[k]->shape[d]);
   }
   L->plan.fingerprint = h;
   if (plan_start(&L->plan) != LT_OK) goto fail;

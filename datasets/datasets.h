@@ -135,10 +135,15 @@ LT_API const char *lt_fashion_mnist_class_name(int64_t label);
  *     seeded lt_generator, and a loader position that a checkpoint saves and
  *     restores for a bit-exact resume.
  *
+ *   - token shards (datasets/shards.c): llm.c's shard files, written whole
+ *     and atomically, and a loader that memory-maps them, streams windows
+ *     in a shuffled, resumable order with one prefetch thread, and lets
+ *     each rank read its own rows: corpora larger than memory.
+ *
  * What this is not: a general text-processing library (Unicode normalisation
  * and regexes live only inside the Hugging Face tokenizers, on libutf8proc and
- * PCRE2; no streaming of corpora larger than memory) and not multi-threaded
- * (loaders are cheap next to a training step).
+ * PCRE2). The in-memory loaders are not multi-threaded (they are cheap next
+ * to a training step); only the shard loader has a thread, which copies.
  *
  * Ownership words as in tensor.h. Objects of this section (lt_tokenizer,
  * lt_text_pairs, lt_seq_pairs, the loaders) are opaque, made by a _new / _load
@@ -643,6 +648,154 @@ LT_API lt_status lt_tensor_loader_next(lt_tensor_loader *L, lt_tensor **x, lt_te
 LT_API int64_t lt_tensor_loader_batches_per_epoch(const lt_tensor_loader *L);
 LT_API lt_loader_position lt_tensor_loader_get_position(const lt_tensor_loader *L);
 LT_API lt_status lt_tensor_loader_set_position(lt_tensor_loader *L, lt_loader_position pos);
+
+/* ---- Token shards (datasets/shards.c; docs/datasets.md "Token shards") -- */
+/* llm.c's shard format (karpathy/llm.c, llmc/dataloader.h and
+ * dev/data/data_common.py write_datafile): a header of 256 little-endian
+ * int32, then the tokens.
+ *   header[0], header[1] = 20240520, 1 (LT_SHARD_MAGIC, LT_SHARD_VERSION_U16):
+ *       uint16 tokens, llm.c's GPT-2 files (vocabularies below 65,536);
+ *     or 20240801, 7 (LT_SHARD_MAGIC_U32, LT_SHARD_VERSION_U32): uint32
+ *       tokens, the header data_common.py writes for Llama 3 (vocabularies of
+ *       65,536 and more);
+ *   header[2] = the number of tokens n (0 <= n <= INT32_MAX);
+ *   header[3..255] = 0 (ignored when read);
+ * then exactly n tokens: the file is 1024 + n * (2 or 4) bytes. A corpus
+ * is a set of shards, DIR/train_000000.bin, ..., DIR/val_000000.bin, ... as
+ * the tokenize program writes them (one token stream cut into shards of at
+ * most --shard-tokens). */
+#define LT_SHARD_MAGIC 20240520
+#define LT_SHARD_VERSION_U16 1
+#define LT_SHARD_MAGIC_U32 20240801
+#define LT_SHARD_VERSION_U32 7
+#define LT_SHARD_HEADER_INTS 256
+#define LT_SHARD_HEADER_BYTES 1024
+#define LT_SHARD_MAX_TOKENS ((int64_t)INT32_MAX)
+
+/* What a shard header says. */
+typedef struct lt_shard_info {
+  int version;        /* LT_SHARD_VERSION_U16 or _U32 */
+  int token_bytes;    /* 2 or 4 */
+  int64_t n_tokens;   /* header[2] */
+} lt_shard_info;
+
+/* The version a vocabulary of vocab ids needs: U16 below 65,536, else U32
+ * (each version has its magic). */
+LT_API int lt_shard_version_for_vocab(int64_t vocab);
+
+/* Checks the header of a shard whose first bytes are hdr[0..hdr_len) and
+ * whose file is file_size bytes, into *out. Errors (LT_ERR_FORMAT, naming
+ * name and the byte offset): shorter than the header, a wrong magic
+ * (offset 0), a version that is not its magic's (offset 4), a negative count
+ * (offset 8), a
+ * count whose tokens run past the end of the file ("truncated": the offset
+ * where they would end), bytes after the last token (their offset). name may
+ * be NULL ("shard"). Borrows hdr. */
+LT_API lt_status lt_shard_parse_header(const void *hdr, size_t hdr_len, uint64_t file_size, const char *name,
+                                lt_shard_info *out);
+/* Checks that the n tokens at data (packed as info says, the file's bytes
+ * from byte offset byte_offset on: for messages) are all < vocab (vocab <= 0:
+ * no bound). LT_ERR_FORMAT naming name, the token's byte offset in the file,
+ * its index and its value. */
+LT_API lt_status lt_shard_check_tokens(const void *data, int64_t n, const lt_shard_info *info, int64_t vocab,
+                                uint64_t byte_offset, const char *name);
+/* Both on a whole shard image buf[0..len) (a file in memory: the fuzz
+ * harness's entry). */
+LT_API lt_status lt_shard_validate(const void *buf, size_t len, int64_t vocab, const char *name, lt_shard_info *out);
+
+/* Writes shards of at most shard_tokens tokens, "<dir>/<prefix>_000000.bin",
+ * "..._000001.bin", ... in the version lt_shard_version_for_vocab(vocab)
+ * gives. Each shard is written whole and atomically (temporary file beside
+ * it, fsync, rename, fsync of the directory: lt_ckpt_write_file), so a kill
+ * leaves only whole shards. Memory: one shard's packed tokens. dir must
+ * exist. Returns new (finish with lt_shard_writer_close, or drop with
+ * lt_shard_writer_free). LT_ERR_INVALID for vocab < 1 or shard_tokens
+ * outside [1, LT_SHARD_MAX_TOKENS]. */
+typedef struct lt_shard_writer lt_shard_writer;
+LT_API lt_shard_writer *lt_shard_writer_new(const char *dir, const char *prefix, int64_t vocab, int64_t shard_tokens);
+/* Appends ids[0..n) (borrowed), writing every shard that fills. An id
+ * outside [0, vocab) is LT_ERR_INVALID naming it and its position (nothing
+ * of ids is added then); LT_ERR_IO from writing a shard. */
+LT_API lt_status lt_shard_writer_add(lt_shard_writer *w, const int64_t *ids, int64_t n);
+/* Writes the last, partial shard (if it holds a token) and frees w (also on
+ * failure). *n_shards and *n_tokens (either may be NULL) get the totals. */
+LT_API lt_status lt_shard_writer_close(lt_shard_writer *w, int64_t *n_shards, int64_t *n_tokens);
+/* Frees w without writing what it holds; NULL is a no-op. */
+LT_API void lt_shard_writer_free(lt_shard_writer *w);
+
+/* Loader of windows of T + 1 tokens from a set of shards, the language-
+ * modelling batches x = window[0..T), y = window[1..T+1) ([B, T] i64).
+ *   - Files: the shards glob(3) finds for pattern, in sorted order; each is
+ *     opened as a regular file (a FIFO, device or directory is refused),
+ *     checked (lt_shard_parse_header, then every token against vocab, a
+ *     chunk at a time) and memory-mapped read-only. Pages are given back to
+ *     the kernel (madvise MADV_DONTNEED) after the check and after each
+ *     window is copied, so resident memory does not grow with the corpus.
+ *   - Windows: shard s with n tokens has (n - 1) / T windows, window w its
+ *     tokens [w*T, w*T + T] (consecutive windows share a token, as
+ *     lt_lm_loader's chunks do; no window crosses a shard).
+ *   - Order (llm.c's two-level shuffle, whose memory is one shard's windows):
+ *     each epoch visits the shards in a permutation and the windows of each
+ *     shard in a permutation, both lt_randperm from generator states derived
+ *     from (seed, epoch) (docs/datasets.md); without shuffle, in file order.
+ *   - Batches: each global batch takes the next world * B windows of that
+ *     order (it may span shards); this process keeps rows [rank * B,
+ *     rank * B + B) and never reads the others. batches per epoch =
+ *     windows / (world * B), the rest dropped (drop_last), or rounded up
+ *     (!drop_last: the last global batch is short, and a rank's part of it
+ *     may be short or empty).
+ *   - Prefetch: a background thread copies the next batch's windows while
+ *     the caller trains on this one (it only copies: the order is computed
+ *     in the caller's thread, so batches are the same with it or without).
+ * The loader is used from one thread (its own thread is internal). */
+typedef struct lt_shard_loader_opts {
+  int64_t batch;       /* B: windows per batch of this process, >= 1 */
+  int64_t seq_len;     /* T >= 1 */
+  int64_t vocab;       /* every token must be < vocab (a shard with a larger id is refused); <= 0: no check */
+  bool shuffle;        /* the two-level shuffle above; false: file order */
+  bool drop_last;      /* true: only whole global batches */
+  bool prefetch;       /* prepare the next batch in a background thread */
+  uint64_t seed;       /* the order's seed */
+  int rank, world;     /* this process's part of each global batch (world <= 1: alone) */
+} lt_shard_loader_opts;
+#define LT_SHARD_LOADER_DEFAULTS(B, T) \
+  ((lt_shard_loader_opts){.batch = (B), .seq_len = (T), .shuffle = true, .drop_last = true, .prefetch = true})
+
+typedef struct lt_shard_loader lt_shard_loader;
+/* Opens the shards pattern matches. Errors: LT_ERR_INVALID (options out of
+ * range; no file matches, naming the pattern; fewer windows than one global
+ * batch with drop_last), LT_ERR_IO / LT_ERR_FORMAT naming the shard (and the
+ * offset) as above, LT_ERR_OVERFLOW. Returns new (free with
+ * lt_shard_loader_free). */
+LT_API lt_shard_loader *lt_shard_loader_open(const char *pattern, const lt_shard_loader_opts *opts);
+LT_API void lt_shard_loader_free(lt_shard_loader *L); /* NULL is a no-op; stops the thread, unmaps */
+/* The next batch: *x, *y [b, T] i64 (new), b = B except in a short last
+ * batch (!drop_last), where b may be 0: then *x = *y = NULL and LT_OK (this
+ * process has no row of it). After an epoch's last batch the next call
+ * starts the next epoch. On failure *x, *y and the position are unchanged. */
+LT_API lt_status lt_shard_loader_next(lt_shard_loader *L, lt_tensor **x, lt_tensor **y);
+LT_API int64_t lt_shard_loader_batches_per_epoch(const lt_shard_loader *L);
+LT_API int64_t lt_shard_loader_num_shards(const lt_shard_loader *L);
+LT_API int64_t lt_shard_loader_num_tokens(const lt_shard_loader *L);  /* all shards */
+LT_API int64_t lt_shard_loader_num_windows(const lt_shard_loader *L); /* per epoch, all ranks */
+/* The path of shard i (borrowed, valid until free); NULL out of range. */
+LT_API const char *lt_shard_loader_shard_path(const lt_shard_loader *L, int64_t i);
+/* The position for a resume: epoch, global batches returned in it, the
+ * generator state the epoch's order comes from, and a fingerprint of the
+ * shards (their count and token counts), B * world, T, shuffle and
+ * drop_last. */
+LT_API lt_loader_position lt_shard_loader_get_position(const lt_shard_loader *L);
+/* Where the next window is: the shard (its index in file order) and the
+ * window's token offset in it. */
+LT_API void lt_shard_loader_where(const lt_shard_loader *L, int64_t *shard, int64_t *offset);
+/* Moves to pos (the shard and window are recomputed from the epoch's order:
+ * O(shards + one shard's windows)). LT_ERR_STATE for a different
+ * fingerprint or generator seed, LT_ERR_INVALID for a negative epoch or an
+ * index outside [0, batches per epoch]. */
+LT_API lt_status lt_shard_loader_set_position(lt_shard_loader *L, lt_loader_position pos);
+/* Back to the first batch of epoch 0 (an evaluation loader, before each
+ * pass over the validation shards). */
+LT_API lt_status lt_shard_loader_rewind(lt_shard_loader *L);
 
 /* ==== End of Text: tokenizers, corpora, tasks, batching ==== */
 

@@ -190,3 +190,22 @@ def tiny_model(arch):
 
 put("gguf", "gpt2-tiny", tiny_model("gpt2"))
 put("gguf", "llama-tiny", tiny_model("llama"))
+
+
+# ---- shards: llm.c's token shards (datasets.h "Token shards") ----
+def shard(version, tokens, count=None, magic=None):
+    if magic is None:
+        magic = 20240801 if version == 7 else 20240520
+    fmt = "<%d%s" % (len(tokens), "I" if magic == 20240801 else "H")
+    hdr = struct.pack("<3i", magic, version, len(tokens) if count is None else count) + b"\0" * (1024 - 12)
+    return hdr + struct.pack(fmt, *tokens)
+
+
+put("shards", "u16-vocab64-T2", b"\x14" + shard(1, [i * 7 % 64 for i in range(40)]))
+put("shards", "u32-novocab-T4", b"\x30" + shard(7, [i * 70001 % 100000 for i in range(30)]))
+put("shards", "u16-past-vocab", b"\x01" + shard(1, [1, 2, 3, 9, 2]))
+put("shards", "truncated", b"\x00" + shard(1, list(range(20)), count=25))
+put("shards", "bad-magic", b"\x00" + shard(1, list(range(8)), magic=20240521))
+put("shards", "bad-version", b"\x00" + shard(3, list(range(8))))
+put("shards", "u16-magic-version-7", b"\x00" + shard(7, list(range(8)), magic=20240520))
+put("shards", "header-only", b"\x00" + shard(1, []))

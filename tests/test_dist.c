@@ -40,6 +40,7 @@
 #include "models/transformer/config.h"
 #include "models/transformer/transformer.h"
 #include "test_util.h"
+#include "util_run.h"
 #include "util_tfckpt.h"
 
 /* ======================================================================== */
@@ -511,26 +512,7 @@ static void expect_exit(int got, int want, const char *log) {
   if (got != want) ck_abort_msg("exit %d, want %d; the output (%s):\n%s", got, want, log, tail(slurp(in_tmp(log))));
 }
 
-/* Column col (0-based) of a metrics CSV into v (rows; an empty cell is NAN),
- * its row count. */
-static int read_column(const char *path, int col, double *v, int cap) {
-  FILE *f = fopen(path, "r");
-  ck_assert_msg(f != NULL, "cannot open %s", path);
-  char line[4096];
-  int n = 0;
-  ck_assert(fgets(line, sizeof line, f) != NULL);
-  while (fgets(line, sizeof line, f) && n < cap) {
-    char *p = line;
-    for (int c = 0; c < col && p; c++) p = strchr(p, ','), p = p ? p + 1 : NULL;
-    ck_assert_msg(p != NULL, "short CSV row: %s", line);
-    v[n++] = *p == ',' || *p == '\n' ? NAN : strtod(p, NULL);
-  }
-  fclose(f);
-  return n;
-}
-
-/* The train_loss column of a metrics CSV. */
-static int read_losses(const char *path, double *v, int cap) { return read_column(path, 3, v, cap); }
+static int read_losses(const char *path, double *v, int cap) { return lt_test_csv_column(path, 3, v, cap); }
 
 /* The parameters of a checkpoint (returns new store, with the model). */
 static lt_transformer *load_model(const char *path) {
@@ -1017,8 +999,8 @@ START_TEST(pair_tasks_equivalence_and_resume) {
   snprintf(p2, sizeof p2, "%s/metrics.csv", in_tmp("p2"));
   double worst = 0;
   for (int c = 0; c < 4; c++) {
-    ck_assert_int_eq(read_column(p1, cols[c], a[c], 32), 20);
-    ck_assert_int_eq(read_column(p2, cols[c], b[c], 32), 20);
+    ck_assert_int_eq(lt_test_csv_column(p1, cols[c], a[c], 32), 20);
+    ck_assert_int_eq(lt_test_csv_column(p2, cols[c], b[c], 32), 20);
     for (int i = 0; i < 20; i++) {
       if (c > 0 && (i + 1) % 10) continue; /* validation at steps 10 and 20 */
       double d = fabs(b[c][i] - a[c][i]) / fmax(fabs(a[c][i]), 1e-3);

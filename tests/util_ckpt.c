@@ -49,6 +49,7 @@ unsigned char *ckpt_read_file(const char *path, size_t *n) {
   unsigned char *b = malloc((size_t)sz + 1);
   ck_assert_ptr_nonnull(b);
   ck_assert_int_eq(fread(b, 1, (size_t)sz, f), (size_t)sz);
+  b[sz] = 0; /* so a text file can be read as a string */
   fclose(f);
   *n = (size_t)sz;
   return b;

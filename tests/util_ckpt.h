@@ -35,8 +35,8 @@ void ckpt_rm_rf(const char *dir);
 /* "<ckpt_tmpdir>/<name>" in one of 4 rotating static buffers. */
 char *ckpt_path(const char *name);
 
-/* The whole file (new, free it; one spare byte) and its size; fails the test
- * if it cannot be read. */
+/* The whole file (new, free it; NUL-terminated after its n bytes) and its
+ * size; fails the test if it cannot be read. */
 unsigned char *ckpt_read_file(const char *path, size_t *n);
 /* Writes n bytes as the whole file (fails the test if it cannot). */
 void ckpt_write_file(const char *path, const void *b, size_t n);

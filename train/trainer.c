@@ -243,6 +243,8 @@ lt_trainer *lt_trainer_new(const lt_trainer_config *cfg, const lt_trainer_hooks 
        "trainer_new: autocast %s: must be LT_DTYPE_F32 (the caller's mode) or LT_DTYPE_BF16 (autocast on)",
        lt_dtype_name(c->autocast));
   NEED(!hooks->set_position == !hooks->get_position, "trainer_new: set_position and get_position go together");
+  NEED(!(c->shards && hooks->get_position),
+       "trainer_new: shards and the get_position / set_position hooks both say where the data is: give one");
   NEED(c->progress >= LT_TRAINER_PROGRESS_AUTO && c->progress <= LT_TRAINER_PROGRESS_OFF,
        "trainer_new: progress %d: not an lt_trainer_progress", (int)c->progress);
   const char *prefix = c->ckpt_prefix ? c->ckpt_prefix : "ckpt";
@@ -307,10 +309,24 @@ int64_t lt_trainer_step(const lt_trainer *t) { return t ? t->step : 0; }
 /* Checkpoints                                                              */
 /* ======================================================================== */
 
+/* The data loader's position: the hooks', or cfg.shards' (a model on token
+ * shards needs no position hooks of its own). */
+static bool has_position(const lt_trainer *t) { return t->h.get_position || t->c.shards; }
+static lt_loader_position get_position(const lt_trainer *t) {
+  return t->h.get_position ? t->h.get_position(t->h.user) : lt_shard_loader_get_position(t->c.shards);
+}
+static lt_status set_position(lt_trainer *t, lt_loader_position pos) {
+  return t->h.set_position ? t->h.set_position(t->h.user, pos) : lt_shard_loader_set_position(t->c.shards, pos);
+}
+static int64_t batches_per_epoch(const lt_trainer *t, int64_t none) {
+  if (t->c.shards && !t->h.get_position) return lt_shard_loader_batches_per_epoch(t->c.shards);
+  return t->h.batches_per_epoch ? t->h.batches_per_epoch(t->h.user) : none;
+}
+
 static lt_status put_extra(const lt_trainer *t, lt_ckpt_meta *extra) {
   lt_status s = LT_OK;
-  if (t->h.get_position) {
-    lt_loader_position pos = t->h.get_position(t->h.user);
+  if (has_position(t)) {
+    lt_loader_position pos = get_position(t);
     s = lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_EPOCH, pos.epoch);
     s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_INDEX, pos.index);
     s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_SEED, (int64_t)pos.gen.seed);
@@ -448,13 +464,13 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
     else if (!isfinite(secs) || secs < 0)
       s = out_of_range(path, LT_TRAINER_KEY_TRAIN_SECONDS, secs, "[0, inf) (finite)");
   }
-  if (s == LT_OK && t->h.set_position) {
+  if (s == LT_OK && has_position(t)) {
     int64_t v[5];
     static const char *const keys[5] = {LT_TRAINER_KEY_LOADER_EPOCH, LT_TRAINER_KEY_LOADER_INDEX,
                                         LT_TRAINER_KEY_LOADER_SEED, LT_TRAINER_KEY_LOADER_OFFSET,
                                         LT_TRAINER_KEY_LOADER_FINGERPRINT};
     for (int i = 0; i < 5 && s == LT_OK; i++) s = get_int(x, keys[i], path, &v[i]);
-    int64_t bpe = t->h.batches_per_epoch ? t->h.batches_per_epoch(t->h.user) : INT64_MAX;
+    int64_t bpe = batches_per_epoch(t, INT64_MAX);
     if (s == LT_OK && v[0] < 0) s = out_of_range(path, keys[0], (double)v[0], "[0, inf)");
     if (s == LT_OK && v[3] < 0) s = out_of_range(path, keys[3], (double)v[3], "[0, 2^63) (Philox blocks drawn)");
     if (s == LT_OK && (v[1] < 0 || v[1] > bpe)) {
@@ -463,7 +479,7 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
     }
     if (s == LT_OK) {
       lt_loader_position pos = {v[0], v[1], {(uint64_t)v[2], (uint64_t)v[3]}, (uint64_t)v[4]};
-      if (t->h.set_position(t->h.user, pos) != LT_OK)
+      if (set_position(t, pos) != LT_OK)
         s = lt__err(lt_last_status() ? lt_last_status() : LT_ERR_STATE,
                     "checkpoint '%s': the data loader's position: %s (has the data changed?)", path,
                     lt_last_error());
@@ -602,9 +618,9 @@ static lt_status csv_open(lt_trainer *t) {
 }
 
 static double epoch_of(const lt_trainer *t) {
-  if (!t->h.get_position) return 0;
-  lt_loader_position p = t->h.get_position(t->h.user);
-  int64_t bpe = t->h.batches_per_epoch ? t->h.batches_per_epoch(t->h.user) : 0;
+  if (!has_position(t)) return 0;
+  lt_loader_position p = get_position(t);
+  int64_t bpe = batches_per_epoch(t, 0);
   return (double)p.epoch + (bpe > 0 ? (double)p.index / (double)bpe : 0.0);
 }
 
@@ -975,4 +991,55 @@ static lt_status fit(lt_trainer *t, lt_trainer_result *result) {
   if (s == LT_OK && t->last_saved != t->step) s = lt_trainer_save(t);
   fill_result(t, result, s != LT_OK ? LT_TRAINER_FAILED : LT_TRAINER_DONE);
   return s;
+}
+
+/* ======================================================================== */
+/* Language modelling on token shards                                       */
+/* ======================================================================== */
+
+lt_status lt_trainer_lm_evaluate(lt_shard_loader *L, lt_trainer_lm_logits logits, void *user,
+                                 lt_trainer_lm_eval *out) {
+  if (!L || !logits || !out) return lt__err(LT_ERR_NULL, "trainer_lm_evaluate: loader, logits and out must not be NULL");
+  *out = (lt_trainer_lm_eval){NAN, NAN, NAN, 0, false};
+  lt_status st = lt_shard_loader_rewind(L);
+  if (st != LT_OK) return st;
+  const int N = lt_dist_size();
+  double v[3] = {0, 0, 0}; /* loss sum, correct, targets */
+  bool prev = lt_set_grad_enabled(false);
+  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
+  /* A stop request cuts a one-process evaluation short; with several ranks
+   * every rank must reach the reduction, so it runs to the end. */
+  for (int64_t i = 0; i < lt_shard_loader_batches_per_epoch(L) && (N > 1 || !lt_trainer_stop_requested()); i++) {
+    lt_scope *sc = lt_scope_begin();
+    lt_tensor *x, *y;
+    st = lt_shard_loader_next(L, &x, &y);
+    if (st == LT_OK && x) { /* x NULL: this rank has no row of the last, short batch */
+      lt_tensor *z = logits(user, x);
+      double l, c;
+      if (!z) {
+        st = lt_last_status() ? lt_last_status() : LT_ERR_INVALID;
+      } else if (z->ndim != 3 || z->shape[0] != y->shape[0] || z->shape[1] != y->shape[1]) {
+        char zs[96];
+        st = lt__err(LT_ERR_SHAPE, "trainer_lm_evaluate: logits are %s for ids [%lld, %lld]: want [b, T, V]",
+                     lt_shape_str(z->ndim, z->shape, zs, sizeof zs), (long long)y->shape[0], (long long)y->shape[1]);
+      } else {
+        lt_tensor *hit = lt_sum(lt_eq(lt_argmax(z, -1, false), y), 0, NULL, false);
+        if (!hit || lt_item(lt_cross_entropy(z, y, &ce), &l) != LT_OK || lt_item(hit, &c) != LT_OK)
+          st = lt_last_status();
+        else
+          v[0] += l, v[1] += c, v[2] += (double)y->numel;
+      }
+    }
+    lt_scope_end(sc);
+    if (st != LT_OK) break;
+  }
+  lt_set_grad_enabled(prev);
+  if (st != LT_OK) return st;
+  if ((st = lt_dist_allreduce_f64(v, 3, LT_DIST_SUM)) != LT_OK) return st;
+  out->tokens = v[2];
+  out->loss = v[2] > 0 ? v[0] / v[2] : NAN;
+  out->perplexity = exp(out->loss);
+  out->token_acc = v[2] > 0 ? v[1] / v[2] : NAN;
+  out->interrupted = N == 1 && lt_trainer_stop_requested() != 0;
+  return LT_OK;
 }

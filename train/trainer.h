@@ -226,6 +226,12 @@ typedef struct lt_trainer_config {
                              1/N of the parameters only, updates them and broadcasts them
                              (lt_dist_zero); checkpoints gather the state to rank 0 (the same file
                              as without it). 0 (default): every rank updates every parameter. */
+  /* Token shards (datasets.h's lt_shard_loader). */
+  lt_shard_loader *shards; /* borrowed, may be NULL: the training loader when it is one; the trainer then
+                              saves and restores its position (the loader.* keys) and reads its batches per
+                              epoch itself, without the get_position / set_position / batches_per_epoch
+                              hooks (giving both is an error). The micro_batch hook still fetches the
+                              batches (lt_shard_loader_next). */
   /* Mixed precision (docs/mixed-precision.md). */
   lt_dtype autocast;      /* LT_DTYPE_BF16: the trainer turns autocast on (lt_set_autocast) for every
                              step (forward and backward) and evaluation, and restores the caller's mode
@@ -320,6 +326,33 @@ LT_API int64_t lt_trainer_step(const lt_trainer *t);
 /* Clears the progress line if one is open on the output stream (call before
  * printing elsewhere, e.g. an error message from a hook). */
 LT_API void lt_trainer_end_line(lt_trainer *t);
+
+/* ======================================================================== */
+/* Language modelling on token shards                                       */
+/* ======================================================================== */
+
+/* The model's logits [b, T, V] for the ids x [b, T] i64 (borrowed), made in
+ * the caller's scope (lt_trainer_lm_evaluate opens one per batch); NULL with
+ * the error set on failure. */
+typedef lt_tensor *(*lt_trainer_lm_logits)(void *user, const lt_tensor *x);
+
+typedef struct lt_trainer_lm_eval {
+  double loss;       /* mean cross-entropy per target token (nats); NAN if none */
+  double perplexity; /* exp(loss) */
+  double token_acc;  /* argmax accuracy */
+  double tokens;     /* target tokens evaluated, all ranks */
+  bool interrupted;  /* a stop request cut it short (one process only: with several ranks it runs to the end) */
+} lt_trainer_lm_eval;
+
+/* Validation of any language model on token shards: every window of L (an
+ * evaluation loader: no shuffle, no drop_last; rewound first) once, under
+ * no-grad, each batch in its own lt_scope. With N ranks (L opened with
+ * rank / world = lt_dist_rank() / lt_dist_size()) each rank reads and runs
+ * its own rows of each batch, and the sums are reduced (lt_dist_allreduce_f64):
+ * collective, every rank calls it. Errors: the loader's, the logits hook's
+ * (LT_ERR_SHAPE if its logits are not [b, T, V]), the reduction's. */
+LT_API lt_status lt_trainer_lm_evaluate(lt_shard_loader *L, lt_trainer_lm_logits logits, void *user,
+                                 lt_trainer_lm_eval *out);
 
 /* ======================================================================== */
 /* Stop requests                                                            */

@@ -159,15 +159,48 @@ static lt_status prepare_lm(const lt_tf_data_opts *o, lt_tf_data *D) {
   return LT_OK;
 }
 
+/* Language modelling on token shards: both globs memory-mapped and checked
+ * against the tokenizer's vocabulary. Each rank reads its own rows of every
+ * global batch of N x --batch windows (the same batches as one process with
+ * N x --batch), and its own rows of the validation batches. */
+static lt_status prepare_shards(const lt_tf_data_opts *o, lt_tf_data *D) {
+  if (!D->tok && o->tokenizer != LT_TOKENIZER_BYTE)
+    return lt_error_set(LT_ERR_INVALID,
+                        "--data: shards hold the ids of the tokenizer tokenize used: give --tokenizer byte, or "
+                        "--tokenizer-file (DIR/tokenizer.json for tokenize --tokenizer byte|char)");
+  if (!D->tok && !(D->tok = lt_tokenizer_new_byte())) return lt__tf_fail("the byte tokenizer");
+  if (!o->val_data) return lt_error_set(LT_ERR_INVALID, "--data needs --val-data (a glob of validation shards)");
+  lt_shard_loader_opts so = LT_SHARD_LOADER_DEFAULTS(o->batch, o->seq_len);
+  so.vocab = lt_tokenizer_vocab_size(D->tok);
+  so.seed = o->seed + 2;
+  so.rank = lt_dist_rank(), so.world = lt_dist_size();
+  if (!(D->shards = lt_shard_loader_open(o->data, &so))) return lt__tf_fail("--data");
+  so.batch = o->eval_batch > 0 ? o->eval_batch : o->batch;
+  so.shuffle = false, so.drop_last = false;
+  if (!(D->val_shards = lt_shard_loader_open(o->val_data, &so))) return lt__tf_fail("--val-data");
+  /* The final sample's prompt: the first validation window (every rank reads
+   * it: one batch of batch 1 on a loader of its own). */
+  lt_shard_loader_opts po = LT_SHARD_LOADER_DEFAULTS(1, o->seq_len);
+  po.shuffle = false, po.drop_last = false, po.prefetch = false;
+  lt_shard_loader *P = lt_shard_loader_open(o->val_data, &po);
+  lt_tensor *x = NULL, *y = NULL;
+  lt_status s = P ? lt_shard_loader_next(P, &x, &y) : lt_last_status();
+  lt_shard_loader_free(P);
+  if (s != LT_OK) return lt__tf_fail("--val-data: the first window");
+  D->valid_tokens = lt_tensor_from_copy(LT_DTYPE_I64, 1, (int64_t[]){x->numel}, x->data);
+  lt_tensor_free(x), lt_tensor_free(y);
+  return D->valid_tokens ? LT_OK : lt__tf_fail("--val-data: the first window");
+}
+
 lt_status lt_tf_data_read(const lt_tf_data_opts *o, lt_tf_data *D, bool *bad_config) {
   bool bad_config_ = false;
   if (!bad_config) bad_config = &bad_config_;
   *bad_config = false;
   memset(D, 0, sizeof *D);
   D->seq_len = o->seq_len;
-  if (o->text) { /* language modelling: lt_tf_data_prepare reads the file */
+  if (o->text || o->data) { /* language modelling: lt_tf_data_prepare reads the file or opens the shards */
     D->kind = LT_TF_DATA_LM;
-    snprintf(D->name, sizeof D->name, "%s", base_name(o->text));
+    snprintf(D->name, sizeof D->name, "%s", base_name(o->text ? o->text : o->data));
     return LT_OK;
   }
   D->kind = o->classify ? LT_TF_DATA_CLASSIFY : LT_TF_DATA_SEQ2SEQ;
@@ -241,7 +274,7 @@ static lt_status learn_tokenizer(const lt_tf_data_opts *o, lt_tf_data *D) {
 
 lt_status lt_tf_data_prepare(const lt_tf_data_opts *o, lt_tf_data *D, lt_tokenizer *tok) {
   D->tok = tok;
-  if (D->kind == LT_TF_DATA_LM) return prepare_lm(o, D);
+  if (D->kind == LT_TF_DATA_LM) return o->data ? prepare_shards(o, D) : prepare_lm(o, D);
   if (!D->tok && learn_tokenizer(o, D) != LT_OK) return lt_last_status();
   if (D->kind == LT_TF_DATA_CLASSIFY) {
     lt_status s = build_classes(D);
@@ -269,6 +302,8 @@ void lt_tf_data_free(lt_tf_data *D) {
   if (!D) return;
   lt_seq2seq_loader_free(D->sl);
   lt_lm_loader_free(D->ll);
+  lt_shard_loader_free(D->shards);
+  lt_shard_loader_free(D->val_shards);
   lt_seq_pairs_free(D->train);
   lt_seq_pairs_free(D->valid);
   lt_text_pairs_free(D->train_text);
@@ -282,14 +317,17 @@ void lt_tf_data_free(lt_tf_data *D) {
 }
 
 int64_t lt_tf_data_batches_per_epoch(const lt_tf_data *D) {
+  if (D->shards) return lt_shard_loader_batches_per_epoch(D->shards);
   return D->kind == LT_TF_DATA_LM ? lt_lm_loader_batches_per_epoch(D->ll) : lt_seq2seq_loader_batches_per_epoch(D->sl);
 }
 
 lt_loader_position lt_tf_data_get_position(const lt_tf_data *D) {
+  if (D->shards) return lt_shard_loader_get_position(D->shards);
   return D->kind == LT_TF_DATA_LM ? lt_lm_loader_get_position(D->ll) : lt_seq2seq_loader_get_position(D->sl);
 }
 
 lt_status lt_tf_data_set_position(lt_tf_data *D, lt_loader_position pos) {
+  if (D->shards) return lt_shard_loader_set_position(D->shards, pos);
   return D->kind == LT_TF_DATA_LM ? lt_lm_loader_set_position(D->ll, pos) : lt_seq2seq_loader_set_position(D->sl, pos);
 }
 
@@ -308,7 +346,12 @@ char *lt_tf_ids_text(const lt_tokenizer *tok, const int64_t *ids, int64_t n) {
 char *lt_tf_data_describe(const lt_tf_data *D, char *buf, size_t size) {
   const char *tok = lt_tokenizer_kind_name(lt_tokenizer_get_kind(D->tok));
   long long vocab = (long long)lt_tokenizer_vocab_size(D->tok);
-  if (D->kind == LT_TF_DATA_LM)
+  if (D->shards)
+    snprintf(buf, size, "%s, %lld training tokens in %lld shards / %lld validation tokens in %lld, %s tokenizer (vocab "
+             "%lld), context %lld", D->name, (long long)lt_shard_loader_num_tokens(D->shards),
+             (long long)lt_shard_loader_num_shards(D->shards), (long long)lt_shard_loader_num_tokens(D->val_shards),
+             (long long)lt_shard_loader_num_shards(D->val_shards), tok, vocab, (long long)D->seq_len);
+  else if (D->kind == LT_TF_DATA_LM)
     snprintf(buf, size, "%s, %lld training / %lld validation tokens, %s tokenizer (vocab %lld), context %lld", D->name,
              (long long)D->train_tokens->numel, (long long)D->valid_tokens->numel, tok, vocab, (long long)D->seq_len);
   else

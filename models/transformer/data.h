@@ -4,7 +4,9 @@
  * validation part and a batch loader.
  *   - language modelling: a text file, tokenized whole, split at the end
  *     into training and validation tokens, read in windows of seq_len + 1
- *     (lt_lm_loader);
+ *     (lt_lm_loader); or token shards (the tokenize program's), training
+ *     and validation shards each a glob, memory-mapped and streamed
+ *     (lt_shard_loader: every rank reads its own rows);
  *   - sequence to sequence: a TSV parallel corpus (with its own validation
  *     file, or a held-out fraction), or a generated task (datasets/tasks.c),
  *     encoded into source / target id pairs (lt_seq2seq_loader);
@@ -52,6 +54,9 @@ LT_API const char *lt_tf_tokenizer_from_name(int i);
  * source: text (language modelling), else tsv, else the generated task. */
 typedef struct lt_tf_data_opts {
   const char *text;            /* --text: a text file for language modelling, or NULL */
+  const char *data;            /* --data: a glob of training shards for language modelling, or NULL */
+  const char *val_data;        /* --val-data: a glob of validation shards (with data) */
+  int64_t eval_batch;          /* data: windows per validation batch and rank (0: batch) */
   const char *tsv;             /* --tsv: 'source<TAB>target' pairs, or NULL */
   const char *valid_tsv;       /* --valid-tsv: validation pairs, or NULL (--valid-fraction of tsv) */
   bool skip_bad_lines;         /* skip (and count) bad TSV lines instead of failing */
@@ -83,8 +88,10 @@ typedef struct lt_tf_data {
   char **classes;              /* classification: the label of class i (sorted) [n_classes] */
   int64_t n_classes;
   /* language modelling */
-  lt_tensor *train_tokens, *valid_tokens; /* [N] i64 */
+  lt_tensor *train_tokens, *valid_tokens; /* [N] i64 (shards: no train_tokens; valid_tokens is the first
+                                             validation window, the prompt of the final sample) */
   lt_lm_loader *ll;
+  lt_shard_loader *shards, *val_shards;   /* --data / --val-data (then ll is NULL) */
   /* what reading and encoding left out */
   int64_t skipped_lines;       /* bad TSV lines skipped (skip_bad_lines) */
   int64_t affected_train, affected_valid; /* examples skipped or truncated (overlong; classification: or an unknown label) */
@@ -99,7 +106,11 @@ LT_API lt_status lt_tf_data_read(const lt_tf_data_opts *o, lt_tf_data *D, bool *
 
 /* Step 2: the tokenizer, the encoded examples and the loader. tok (may be
  * NULL: then one is learnt from the training text) is taken over by *D, also
- * on failure. Language modelling reads o->text here. On failure free *D. */
+ * on failure. Language modelling reads o->text here, or opens the shards of
+ * o->data and o->val_data (tok NULL: the byte tokenizer if o->tokenizer is
+ * byte, else an error: shards need the tokenizer they were made with); a
+ * shard holding an id outside the tokenizer's vocabulary is refused, naming
+ * the shard and the offset. On failure free *D. */
 LT_API lt_status lt_tf_data_prepare(const lt_tf_data_opts *o, lt_tf_data *D, lt_tokenizer *tok);
 
 /* Frees everything *D owns and clears it; NULL is a no-op. */

@@ -207,14 +207,39 @@ static lt_status eval_exact(lt_transformer *model, const lt_tf_data *D, int64_t 
   return st;
 }
 
+/* The loss and correct-token sums of one LM batch into v[0..3). */
+static lt_status lm_batch_sums(lt_transformer *model, const lt_tensor *x, const lt_tensor *y, double *v) {
+  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
+  lt_tensor *logits = lt_transformer_decode(model, x, NULL, NULL, NULL, 0, NULL);
+  double l, c;
+  lt_tensor *hit = lt_sum(lt_eq(lt_argmax(logits, -1, false), y), 0, NULL, false);
+  if (!hit || lt_item(lt_cross_entropy(logits, y, &ce), &l) != LT_OK || lt_item(hit, &c) != LT_OK)
+    return lt__tf_fail("validation forward");
+  v[0] += l, v[1] += c, v[2] += (double)y->numel;
+  return LT_OK;
+}
+
+/* Language modelling on validation shards: the library loop's evaluation
+ * (lt_trainer_lm_evaluate: every window once, each rank its own rows). */
+static lt_tensor *decode_logits(void *model, const lt_tensor *x) {
+  return lt_transformer_decode(model, x, NULL, NULL, NULL, 0, NULL);
+}
+
+static lt_status eval_shards(lt_transformer *model, const lt_tf_data *D, lt_tf_eval_result *E) {
+  lt_trainer_lm_eval ev;
+  LT__TF_TRY(lt_trainer_lm_evaluate(D->val_shards, decode_logits, model, &ev), "validation on --val-data");
+  E->loss = ev.loss, E->token_acc = ev.token_acc, E->interrupted = ev.interrupted;
+  return LT_OK;
+}
+
 /* Language modelling: mean loss over the validation tokens in chunks of seq_len. */
 static lt_status eval_lm(lt_transformer *model, const lt_tf_data *D, int64_t B, lt_tf_eval_result *E) {
+  if (D->val_shards) return eval_shards(model, D, E);
   lt_batch_opts bo = LT_BATCH_DEFAULTS(B);
   bo.shuffle = false;
   lt_lm_loader *L = lt_lm_loader_new(D->valid_tokens, D->seq_len, &bo);
   if (!L) return lt__tf_fail("validation loader");
-  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
-  double sum = 0, correct = 0, count = 0;
+  double v[3] = {0, 0, 0};
   /* With N ranks, rank r evaluates batches r, r + N, ... and the sums are
    * reduced (a stop request does not cut it short: every rank must reach the
    * reduction). */
@@ -224,25 +249,15 @@ static lt_status eval_lm(lt_transformer *model, const lt_tf_data *D, int64_t B, 
     lt_scope *s = lt_scope_begin();
     lt_tensor *x, *y;
     if (lt_lm_loader_next(L, &x, &y) != LT_OK) st = lt__tf_fail("validation batch");
-    if (st == LT_OK && i % N == rank) {
-      lt_tensor *logits = lt_transformer_decode(model, x, NULL, NULL, NULL, 0, NULL);
-      double l, c;
-      lt_tensor *hit = lt_sum(lt_eq(lt_argmax(logits, -1, false), y), 0, NULL, false);
-      if (!hit || lt_item(lt_cross_entropy(logits, y, &ce), &l) != LT_OK || lt_item(hit, &c) != LT_OK)
-        st = lt__tf_fail("validation forward");
-      else
-        sum += l, correct += c, count += (double)y->numel;
-    }
+    if (st == LT_OK && i % N == rank) st = lm_batch_sums(model, x, y, v);
     lt_scope_end(s);
     if (st != LT_OK) break;
   }
   lt_lm_loader_free(L);
   if (st != LT_OK) return st;
-  double v[3] = {sum, correct, count};
   LT__TF_TRY(lt_dist_allreduce_f64(v, 3, LT_DIST_SUM), "validation: reducing over the ranks");
-  sum = v[0], correct = v[1], count = v[2];
-  E->loss = count > 0 ? sum / count : NAN;
-  E->token_acc = count > 0 ? correct / count : NAN;
+  E->loss = v[2] > 0 ? v[0] / v[2] : NAN;
+  E->token_acc = v[2] > 0 ? v[1] / v[2] : NAN;
   E->interrupted = N == 1 && lt_trainer_stop_requested() != 0;
   return LT_OK;
 }

@@ -93,6 +93,11 @@ static const lt_cli_opt OPTS[] = {
     OD("valid-tsv", LT_CLI_STRING, valid_tsv, F_STATE, "FILE", 1, PATH_MAX_LEN,
        "validation pairs (else --valid-fraction of --tsv)", "none"),
     O("text", LT_CLI_STRING, text, F_STATE, "FILE", 1, PATH_MAX_LEN, "plain text for decoder-only language modelling"),
+    O("data", LT_CLI_STRING, data, F_STATE, "GLOB", 1, PATH_MAX_LEN,
+      "token shards for decoder-only language modelling, e.g. 'DIR/train_*.bin' (the tokenize program's; with the "
+      "--tokenizer byte or --tokenizer-file it used)"),
+    O("val-data", LT_CLI_STRING, val_data, F_STATE, "GLOB", 1, PATH_MAX_LEN,
+      "validation shards for --data, e.g. 'DIR/val_*.bin' (loss and perplexity, split over ranks)"),
     O("task-train", LT_CLI_INT, task_train, F_STATE, "N", 1, 10000000, "training examples to generate"),
     O("task-valid", LT_CLI_INT, task_valid, F_STATE, "N", 1, 10000000, "held-out examples to generate"),
     OD("task-min-len", LT_CLI_INT, task_min_len, F_STATE | LT_CLI_UNSET_SAVED, "N", 1, 200,
@@ -344,23 +349,25 @@ void finalize_options(options *o, const bool *given) {
     if ((OPTS[i].flags & F_MODEL) && OPTS[i].kind != LT_CLI_GROUP && !given[i]) lt_cli_copy_value(&OPTS[i], o, &m);
   if (given[opt_index("heads")] && !given[opt_index("kv-heads")]) o->kv_heads = o->heads;
   /* generated tasks never repeat an epoch's worth of data much: no dropout needed (and it slows learning) */
-  if (!given[opt_index("dropout")] && !o->tsv && !o->text) o->dropout = 0.0;
+  if (!given[opt_index("dropout")] && !o->tsv && !o->text && !o->data) o->dropout = 0.0;
 
   bool encdec = o->arch == LT_TF_ENCODER_DECODER;
-  int n_src = G(given, "task") + (o->tsv != NULL) + (o->text != NULL);
-  if (n_src > 1) die(EXIT_USAGE, "give one data source: --task, --tsv or --text");
-  if (o->text && o->arch != LT_TF_DECODER_ONLY)
-    die(EXIT_USAGE, "--text is language modelling: it needs --arch decoder-only");
-  if (o->arch == LT_TF_DECODER_ONLY && !o->text)
+  int n_src = G(given, "task") + (o->tsv != NULL) + (o->text != NULL) + (o->data != NULL);
+  if (n_src > 1) die(EXIT_USAGE, "give one data source: --task, --tsv, --text or --data");
+  if ((o->text || o->data) && o->arch != LT_TF_DECODER_ONLY)
+    die(EXIT_USAGE, "--%s is language modelling: it needs --arch decoder-only", o->text ? "text" : "data");
+  if (o->val_data && !o->data) die(EXIT_USAGE, "--val-data needs --data");
+  if (o->data && !o->val_data) die(EXIT_USAGE, "--data needs --val-data (a glob of validation shards)");
+  if (o->arch == LT_TF_DECODER_ONLY && !o->text && !o->data)
     die(EXIT_USAGE, "--arch decoder-only trains on a text file: give --text FILE (for example "
-                    "--text /usr/share/common-licenses/GPL-3)");
+                    "--text /usr/share/common-licenses/GPL-3) or token shards: --data GLOB --val-data GLOB");
   if (o->arch == LT_TF_ENCODER_ONLY && !o->tsv)
     die(EXIT_USAGE, "--arch encoder-only classifies: give --tsv FILE with 'text<TAB>label' lines");
   if (o->valid_tsv && !o->tsv) die(EXIT_USAGE, "--valid-tsv needs --tsv");
-  bool words = !o->tsv && !o->text && o->task == LT_TASK_NUMBER_WORDS;
+  bool words = !o->tsv && !o->text && !o->data && o->task == LT_TASK_NUMBER_WORDS;
   if (o->tokenizer < 0) o->tokenizer = words ? LT_TOKENIZER_BPE : LT_TOKENIZER_CHAR;
   if (o->tokenizer_from < 0) o->tokenizer_from = words ? LT_TF_TOKENIZER_FROM_TARGET : LT_TF_TOKENIZER_FROM_BOTH;
-  if (!o->tsv && !o->text) { /* task lengths by task */
+  if (!o->tsv && !o->text && !o->data) { /* task lengths by task */
     lt_task_opts td = LT_TASK_DEFAULTS((lt_task_kind)o->task);
     if (o->task == LT_TASK_NUMBER_WORDS) td.min_len = 1, td.max_len = 6;
     if (!G(given, "task-min-len")) o->task_min_len = td.min_len;
@@ -392,7 +399,7 @@ void finalize_options(options *o, const bool *given) {
     o->noam_scale = o->lr * sqrt((double)o->d_model) * sqrt(w);
   }
   if (!G(given, "label-smoothing")) o->label_smoothing = encdec ? 0.1 : 0.0;
-  if (o->text) { /* language modelling: the model's positions are the context it trains on */
+  if (o->text || o->data) { /* language modelling: the model's positions are the context it trains on */
     if (!G(given, "seq-len")) o->seq_len = G(given, "max-len") && o->max_len < 128 ? o->max_len : 128;
     if (!G(given, "max-len")) o->max_len = o->seq_len;
   } else if (!G(given, "seq-len")) {
@@ -411,8 +418,8 @@ void check_options(const options *o, const bool *given) {
   NEED(o->seq_len <= o->max_len, "--seq-len %lld is longer than the model's --max-len %lld", (long long)o->seq_len,
        (long long)o->max_len);
   NEED(!o->eval_only || o->resume, "--eval-only evaluates a checkpoint: give --resume PATH");
-  NEED(!o->dump_data || (!o->tsv && !o->text && !o->resume),
-       "--dump-data writes a generated task's data: give no --tsv, --text or --resume");
+  NEED(!o->dump_data || (!o->tsv && !o->text && !o->data && !o->resume),
+       "--dump-data writes a generated task's data: give no --tsv, --text, --data or --resume");
   NEED(!(o->resume && o->init_from), "--init-from starts a new run from weights; --resume continues one: not both");
   NEED(!(o->resume && o->tokenizer_file), "--tokenizer-file starts a new run; --resume continues with the "
        "checkpoint's tokenizer: not both");
@@ -434,7 +441,7 @@ void check_options(const options *o, const bool *given) {
 /* The data flags as the library's options. */
 lt_tf_data_opts data_opts(const options *o) {
   return (lt_tf_data_opts){
-      .text = o->text, .tsv = o->tsv, .valid_tsv = o->valid_tsv, .skip_bad_lines = o->skip_bad_lines,
+      .text = o->text, .data = o->data, .val_data = o->val_data, .eval_batch = o->eval_batch, .tsv = o->tsv, .valid_tsv = o->valid_tsv, .skip_bad_lines = o->skip_bad_lines,
       .classify = o->arch == LT_TF_ENCODER_ONLY, .task = (lt_task_kind)o->task, .task_train = o->task_train,
       .task_valid = o->task_valid, .task_min_len = o->task_min_len, .task_max_len = o->task_max_len,
       .task_symbols = o->task_symbols, .data_seed = (uint64_t)o->data_seed, .valid_fraction = o->valid_fraction,

@@ -38,6 +38,7 @@ typedef struct options {
   /* data */
   int task;
   const char *tsv, *valid_tsv, *text, *dump_data;
+  const char *data, *val_data; /* token shards (globs) for language modelling */
   int64_t task_train, task_valid, task_min_len, task_max_len, task_symbols, data_seed;
   double valid_fraction;
   int tokenizer, tokenizer_from;

@@ -277,9 +277,12 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
   lt_tensor *logits = NULL, *labels, *loss = NULL;
   if (r->D.kind == LT_TF_DATA_LM) {
     lt_tensor *x, *y;
-    TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
     bool none = false; /* this rank has no row of the batch */
-    if (lt_dist_size() > 1) { /* this rank's rows of the global batch */
+    if (r->D.shards) /* shards: the loader reads this rank's rows of the global batch only */
+      TRY(EXIT_DATA, lt_shard_loader_next(r->D.shards, &x, &y), "next batch");
+    else
+      TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
+    if (!r->D.shards && lt_dist_size() > 1) { /* this rank's rows of the global batch */
       int64_t b0, nb;
       lt_dist_shard(x->shape[0], &b0, &nb);
       /* An epoch's last, short batch may have fewer rows than there are
@@ -709,6 +712,10 @@ int main(int argc, char **argv) {
   tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
   lt_trainer_hooks hooks = {r, hook_micro_batch, hook_begin_step, hook_evaluate, hook_eval_line, hook_save_extra,
                             NULL, hook_get_position, hook_set_position, hook_batches_per_epoch, NULL};
+  if (r->D.shards) { /* token shards: the trainer keeps the loader's position itself */
+    tc.shards = r->D.shards;
+    hooks.get_position = NULL, hooks.set_position = NULL, hooks.batches_per_epoch = NULL;
+  }
   /* After resume resolved the settings (a bf16 run resumes in bf16); this
    * thread runs every step, evaluation and decoding. */
   if (r->o.precision == LT_CLI_PRECISION_BF16) lt_set_autocast(LT_DTYPE_BF16);
