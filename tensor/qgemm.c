@@ -36,7 +36,6 @@
 #include "tensor/quant.h"
 #include "tensor/quant_internal.h"
 
-#include "autograd/autograd.h" /* lt_zero_grad */
 #include "tensor/error_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/storage_internal.h"
@@ -245,7 +244,9 @@ lt_status lt_tensor_quantize_(lt_tensor *t, lt_qformat f) {
     lt_qmatrix_free(q);
     return lt_last_status();
   }
-  lt_zero_grad(t);
+  lt_tensor *g = t->grad; /* a weight held for inference has no gradient */
+  t->grad = NULL;
+  lt_tensor_free(g);
   lt__tensor_take_storage(t, z);
   t->requires_grad = false;
   t->qmatrix_ = q;

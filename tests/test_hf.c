@@ -653,11 +653,11 @@ START_TEST(gen_ids) {
   lt_hf_gen_ids g;
   LT_OK_OR_FAIL(lt_hf_read_gen_ids(dir, &g)); /* neither file: nothing known */
   ck_assert(g.n_eos == 0 && g.bos == -1 && g.pad == -1 && g.decoder_start == -1);
-  write_text(cpath, "{\"model_type\": \"llama\", \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": null}");
+  lt_test_write_text(cpath, "{\"model_type\": \"llama\", \"bos_token_id\": 1, \"eos_token_id\": 2, \"pad_token_id\": null}");
   LT_OK_OR_FAIL(lt_hf_read_gen_ids(dir, &g));
   ck_assert(g.n_eos == 1 && g.eos[0] == 2 && g.bos == 1 && g.pad == -1);
   /* Llama-3's list of end ids, in generation_config.json, wins over config.json */
-  write_text(gpath, "{\"eos_token_id\": [128001, 128008, 128009], \"pad_token_id\": 5, \"decoder_start_token_id\": 0}");
+  lt_test_write_text(gpath, "{\"eos_token_id\": [128001, 128008, 128009], \"pad_token_id\": 5, \"decoder_start_token_id\": 0}");
   LT_OK_OR_FAIL(lt_hf_read_gen_ids(dir, &g));
   ck_assert_int_eq(g.n_eos, 3);
   ck_assert(g.eos[0] == 128001 && g.eos[1] == 128008 && g.eos[2] == 128009);
@@ -675,7 +675,7 @@ START_TEST(gen_ids) {
       {"{", "not a JSON object"},
   };
   for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-    write_text(gpath, bad[i].json);
+    lt_test_write_text(gpath, bad[i].json);
     lt_hf_gen_ids keep = {.n_eos = 42};
     LT_EXPECT_ERR(lt_hf_read_gen_ids(dir, &keep), LT_ERR_FORMAT, bad[i].msg);
     ck_assert_int_eq(keep.n_eos, 42);
