@@ -38,7 +38,7 @@ import unittest
 from hf_common import randomize as randomize_with, run_tool  # noqa: E402  (first: offline settings)
 import numpy as np  # noqa: E402
 import torch  # noqa: E402
-from safetensors.numpy import save_file  # noqa: E402
+from safetensors.numpy import load_file, save_file  # noqa: E402
 from transformers import BertConfig, BertForSequenceClassification, BertModel  # noqa: E402
 
 BERT_TOOL = None
