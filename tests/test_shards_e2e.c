@@ -203,6 +203,14 @@ START_TEST(tokenize_jsonl_and_errors) {
   snprintf(args, sizeof args, "--tokenizer byte --out '%s' '%s'", ckpt_path("g"), ckpt_path("missing.txt"));
   expect_exit(run(LT_TOKENIZE_EXE, args, "g.log"), 1, "g.log");
   expect_in_log("g.log", "missing.txt");
+  /* a FIFO and a device are refused at once, before anything is read (a FIFO would block) */
+  ck_assert_int_eq(mkfifo(ckpt_path("in.fifo"), 0600), 0);
+  snprintf(args, sizeof args, "--tokenizer byte --out '%s' '%s'", ckpt_path("h"), ckpt_path("in.fifo"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "h.log"), 2, "h.log");
+  expect_in_log("h.log", "is a FIFO, not a regular file");
+  snprintf(args, sizeof args, "--tokenizer byte --out '%s' /dev/zero", ckpt_path("h"));
+  expect_exit(run(LT_TOKENIZE_EXE, args, "h2.log"), 2, "h2.log");
+  expect_in_log("h2.log", "is a device, not a regular file");
 }
 END_TEST
 

@@ -231,7 +231,7 @@ typedef struct {
   size_t len, cap;
   bool eof;
   int64_t offset, line; /* text: the offset of buf[0]; JSON Lines: the line number */
-  int64_t bytes_read, bytes_total; /* progress (bytes_total -1: unknown) */
+  int64_t bytes_read, bytes_total; /* progress: bytes so far, and of every input file */
 } reader;
 
 static bool is_space(unsigned char c) { return c == ' ' || c == '\t' || c == '\n' || c == '\r' || c == '\f' || c == '\v'; }
@@ -480,8 +480,11 @@ static int shard_mode(const options *o, const char **files, int n_files) {
   for (int i = 0; i < n_files; i++) {
     struct stat st;
     if (stat(files[i], &st) != 0) lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", files[i], strerror(errno));
-    if (!S_ISREG(st.st_mode)) r.bytes_total = -1;
-    else if (r.bytes_total >= 0) r.bytes_total += (int64_t)st.st_size;
+    if (!S_ISREG(st.st_mode)) /* a FIFO would block, a device never end, and --tokenizer char reads twice */
+      lt_cli_die(LT_CLI_EXIT_USAGE, "'%s' is %s, not a regular file: shard mode reads its inputs from files "
+                 "(write a stream to a file first)", files[i], S_ISFIFO(st.st_mode) ? "a FIFO" : S_ISDIR(st.st_mode)
+                 ? "a directory" : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device" : "not a regular file");
+    r.bytes_total += (int64_t)st.st_size;
   }
   /* The tokenizer, and its copies for the other threads. */
   lt_tokenizer *tok = o->tokenizer_file            ? lt_tokenizer_load_hf(o->tokenizer_file)
