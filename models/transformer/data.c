@@ -154,6 +154,7 @@ static lt_status prepare_lm(const lt_tf_data_opts *o, lt_tf_data *D) {
    * chunks in the same order and trains on its slice (lt_dist_shard). */
   lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch * lt_dist_size());
   bo.seed = o->seed + 2;
+  bo.shuffle = !o->in_order;
   D->ll = lt_lm_loader_new(D->train_tokens, o->seq_len, &bo);
   if (!D->ll) return lt__tf_fail("the text loader");
   return LT_OK;
@@ -173,6 +174,7 @@ static lt_status prepare_shards(const lt_tf_data_opts *o, lt_tf_data *D) {
   lt_shard_loader_opts so = LT_SHARD_LOADER_DEFAULTS(o->batch, o->seq_len);
   so.vocab = lt_tokenizer_vocab_size(D->tok);
   so.seed = o->seed + 2;
+  so.shuffle = !o->in_order;
   so.rank = lt_dist_rank(), so.world = lt_dist_size();
   if (!(D->shards = lt_shard_loader_open(o->data, &so))) return lt__tf_fail("--data");
   so.batch = o->eval_batch > 0 ? o->eval_batch : o->batch;
@@ -293,6 +295,7 @@ lt_status lt_tf_data_prepare(const lt_tf_data_opts *o, lt_tf_data *D, lt_tokeniz
   lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch * lt_dist_size());
   bo.bucket_batches = o->bucket;
   bo.seed = o->seed + 2;
+  bo.shuffle = !o->in_order;
   D->sl = lt_seq2seq_loader_new(D->train, &bo);
   if (!D->sl) return lt__tf_fail("the batch loader");
   return LT_OK;

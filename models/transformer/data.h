@@ -72,6 +72,7 @@ typedef struct lt_tf_data_opts {
   lt_overlong overlong;        /* pairs: a sequence longer than seq_len */
   int64_t batch;               /* examples (LM: windows) per rank: the loader draws batch x lt_dist_size() */
   int64_t bucket;              /* pairs: sort by length within windows of N batches (0: off) */
+  bool in_order;               /* training batches in the data's order (false: a new order each epoch) */
   uint64_t seed;               /* the loader's shuffling draws from seed + 2 */
 } lt_tf_data_opts;
 

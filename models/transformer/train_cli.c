@@ -126,6 +126,9 @@ static const lt_cli_opt OPTS[] = {
     O("skip-bad-lines", LT_CLI_BOOL, skip_bad_lines, F_STATE, NULL, 0, 0,
       "skip (and count) bad TSV lines instead of failing"),
     O("bucket", LT_CLI_INT, bucket, F_STATE, "N", 0, 1 << 20, "sort by length within windows of N batches (0: off)"),
+    O("shuffle", LT_CLI_BOOL, shuffle, F_STATE, NULL, 0, 0,
+      "draw the training batches in a new order each epoch (--no-shuffle: the data's order, e.g. to train the same "
+      "batches as another framework)"),
 
     GROUP("Training"),
     O("batch", LT_CLI_INT, batch, F_STATE, "N", 1, 65536, "examples (LM: sequences) per micro-batch"),
@@ -249,6 +252,7 @@ options default_options(void) {
   o.seq_len = -1;
   o.overlong = LT_OVERLONG_SKIP;
   o.bucket = 8;
+  o.shuffle = true;
   o.batch = 64;
   o.steps = 4000;
   o.accum = 1;
@@ -317,15 +321,18 @@ void parse_args(int argc, char **argv, options *o, bool *given) {
 
 bool G(const bool *given, const char *name) { return given[opt_index(name)]; }
 
-/* The model configuration the options describe (vocab_size etc. set by the caller). */
-lt_tf_config config_of(const options *o) {
-  lt_tf_config c = lt_tf_config_default((lt_tf_arch)o->arch);
+/* The model configuration the options describe, over base (the source's with
+ * --init-from: its fields without a flag, such as pad_id, qkv_bias or
+ * rope scaling, stay the source's), or over the architecture's defaults with
+ * pad_id LT_TOKEN_PAD when base is NULL (vocab_size etc. set by the caller). */
+lt_tf_config config_of(const options *o, const lt_tf_config *base) {
+  lt_tf_config c = base ? *base : lt_tf_config_default((lt_tf_arch)o->arch);
+  if (!base) c.pad_id = LT_TOKEN_PAD;
   c.d_model = o->d_model, c.n_heads = o->heads, c.n_kv_heads = o->kv_heads;
   c.n_enc_layers = o->enc_layers, c.n_dec_layers = o->dec_layers, c.d_ff = o->d_ff, c.max_len = o->max_len;
   c.dropout = o->dropout, c.norm = (lt_tf_norm)o->norm, c.pre_norm = o->pre_norm, c.act = (lt_activation)o->act;
   c.swiglu = o->swiglu, c.pos = (lt_tf_pos)o->pos, c.tie_embeddings = o->tie, c.scale_embeddings = o->scale_emb;
   c.bias = o->bias, c.norm_eps = o->norm_eps, c.rope_base = o->rope_base;
-  c.pad_id = LT_TOKEN_PAD;
   return c;
 }
 
@@ -447,7 +454,7 @@ lt_tf_data_opts data_opts(const options *o) {
       .task_symbols = o->task_symbols, .data_seed = (uint64_t)o->data_seed, .valid_fraction = o->valid_fraction,
       .tokenizer = (lt_tokenizer_kind)o->tokenizer, .tokenizer_from = (lt_tf_tokenizer_from)o->tokenizer_from,
       .bpe_vocab = o->bpe_vocab, .seq_len = o->seq_len, .overlong = (lt_overlong)o->overlong, .batch = o->batch,
-      .bucket = o->bucket, .seed = (uint64_t)o->seed};
+      .bucket = o->bucket, .in_order = !o->shuffle, .seed = (uint64_t)o->seed};
 }
 
 /* Settings of a resumed run: saved holds the checkpoint's; the command

@@ -47,6 +47,7 @@ typedef struct options {
   int overlong;
   bool skip_bad_lines;
   int64_t bucket;
+  bool shuffle; /* the training batches in a new order each epoch (false: the data's order) */
   /* training */
   int64_t batch, steps, epochs, accum;
   int optim;
@@ -105,8 +106,9 @@ void parse_args(int argc, char **argv, options *o, bool *given);
 int opt_index(const char *name);             /* the index of option name in the table */
 bool G(const bool *given, const char *name); /* whether the command line gave name */
 
-/* The model configuration the options describe (vocab_size etc. set by the caller), and back. */
-lt_tf_config config_of(const options *o);
+/* The model configuration the options describe, over base (NULL: the
+ * architecture's defaults; train_cli.c), and back. */
+lt_tf_config config_of(const options *o, const lt_tf_config *base);
 void options_from_config(options *o, const lt_tf_config *c);
 /* Fills every default that depends on other flags (fresh runs only). */
 void finalize_options(options *o, const bool *given);

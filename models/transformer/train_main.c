@@ -434,7 +434,7 @@ static void resume_options(run *r, const char *path) {
  * a Hugging Face directory replaces the model flags (a given one must agree),
  * and its tokenizer, if it holds one, is the run's. The weights are loaded
  * once the model is built (lt_tf_source_load_weights). */
-static int64_t g_init_vocab; /* --init-from: the source model's vocab_size */
+static lt_tf_config g_init_cfg; /* --init-from: the source model's configuration */
 
 static lt_tokenizer *init_from_options(run *r) {
   static char file[PATH_LEN]; /* a run directory stands for its newest valid checkpoint, as --resume */
@@ -444,7 +444,7 @@ static lt_tokenizer *init_from_options(run *r) {
   if (lt_tf_source_read(r->o.init_from, CKPT_PREFIX, &lo, file, sizeof file, &cfg, &tok, &g_info) != LT_OK)
     die_lt(EXIT_DATA, "--init-from");
   r->o.init_from = file;
-  g_init_vocab = cfg.vocab_size;
+  g_init_cfg = cfg;
   if (tok && lt_tokenizer_vocab_size(tok) != cfg.vocab_size) { /* the source disagrees with itself */
     int64_t tv = lt_tokenizer_vocab_size(tok);
     lt_tokenizer_free(tok);
@@ -634,14 +634,14 @@ int main(int argc, char **argv) {
 
   /* model */
   if (!r->o.resume) {
-    r->cfg = config_of(&r->o);
+    r->cfg = config_of(&r->o, r->o.init_from ? &g_init_cfg : NULL);
     r->cfg.vocab_size = lt_tokenizer_vocab_size(r->D.tok);
     if (r->D.kind == LT_TF_DATA_CLASSIFY) r->cfg.n_classes = r->D.n_classes;
     if (lt_tf_config_validate(&r->cfg) != LT_OK) die(EXIT_USAGE, "model configuration: %s", lt_last_error());
   }
-  if (r->o.init_from && g_init_vocab != r->cfg.vocab_size)
+  if (r->o.init_from && g_init_cfg.vocab_size != r->cfg.vocab_size)
     die(EXIT_DATA, "--init-from: its model has vocab_size %lld, this run's tokenizer %lld (the source holds no "
-        "tokenizer, and the one built from the data differs)", (long long)g_init_vocab, (long long)r->cfg.vocab_size);
+        "tokenizer, and the one built from the data differs)", (long long)g_init_cfg.vocab_size, (long long)r->cfg.vocab_size);
   if (r->o.resume && (r->cfg.vocab_size != lt_tokenizer_vocab_size(r->D.tok) ||
                       (r->D.kind == LT_TF_DATA_CLASSIFY && r->cfg.n_classes != r->D.n_classes))) {
     die(EXIT_DATA, "--resume: the checkpoint's model has vocab_size %lld / %lld classes, the data %lld / %lld",
