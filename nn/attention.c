@@ -25,7 +25,9 @@
  * transposing [B,T,NH,HS] is never copied), one (b, h) per OpenMP thread with
  * single-threaded BLIS inside. Masks are applied row by row while the scores
  * are in cache: causal (query t sees keys s <= t + S - T, the alignment a KV
- * cache needs; no T x S mask is made), attn_mask (bool: true = may attend;
+ * cache needs; no T x S mask is made), a sliding window with it (keys
+ * s > t + S - T - window too; the fused path skips the key tiles wholly
+ * before a query tile's windows), attn_mask (bool: true = may attend;
  * float: added), key_padding_mask [B,S] (true = padding). A row whose keys
  * are all masked gets weights 0 and output 0 (not NaN), and gradient 0.
  * Causal attention works in blocks of query rows and skips the key columns
@@ -315,6 +317,9 @@ static lt_status check_inputs(const lt_tensor *q, const lt_tensor *k, const lt_t
   if (!(o->dropout_p >= 0.0 && o->dropout_p <= 1.0))
     return lt__err(LT_ERR_INVALID, OP ": dropout_p %g: need 0 <= p <= 1", o->dropout_p);
   if (isnan(o->scale)) return lt__err(LT_ERR_INVALID, OP ": scale is NaN (use 0 for 1/sqrt(HS))");
+  if (o->window < 0 || (o->window > 0 && !o->causal))
+    return lt__err(LT_ERR_INVALID, OP ": window %lld: a sliding window is >= 1 and causal (0: none)",
+                   (long long)o->window);
   if (o->impl != LT_ATTENTION_AUTO && o->impl != LT_ATTENTION_FUSED && o->impl != LT_ATTENTION_UNFUSED)
     return lt__err(LT_ERR_INVALID, OP ": impl %d is not an lt_attention_impl", (int)o->impl);
   if (ctx && ctx->training && o->dropout_p > 0 && !ctx->gen)

@@ -320,7 +320,8 @@ void lt__fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int64_t
     for (int64_t h = h0; h < h1; h++)
       for (int64_t t0 = 0; t0 < T; t0 += FL_BR) {
         const int64_t nb = t0 + FL_BR < T ? FL_BR : T - t0;
-        if (block_keys(pl, t0 + nb) <= 0) zero_mat((char *)(dq + (h - h0) * dqh + t0 * dqr), nb, HS, dqr, dqc, 4);
+        if (block_keys(pl, t0 + nb) <= 0 || first_tile(pl, t0) >= j1) /* (or the window starts after the chunk) */
+          zero_mat((char *)(dq + (h - h0) * dqh + t0 * dqr), nb, HS, dqr, dqc, 4);
       }
   for (int64_t s0 = j0; s0 < j1; s0 += FL_BC) {
     const int64_t ncf = s0 + FL_BC < j1 ? FL_BC : j1 - s0; /* the key tile's keys */
@@ -328,17 +329,20 @@ void lt__fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int64_t
     for (int64_t h = h0; h < h1; h++) {
       const int64_t bh = b * NH + h;
       const float *lse = (const float *)pl->lse + bh * T;
-      int64_t rlo = -1; /* the first query row that sees the key tile */
+      int64_t rlo = -1, rhi = -1; /* the query rows [rlo, rhi) see the key tile (a sliding window: not all later ones) */
       for (int64_t t0 = 0; t0 < T; t0 += FL_BR) {
-        const int64_t nb = t0 + FL_BR < T ? FL_BR : T - t0, kmax = block_keys(pl, t0 + nb);
+        const int64_t nb = t0 + FL_BR < T ? FL_BR : T - t0, kmax = block_keys(pl, t0 + nb), sb = first_tile(pl, t0);
         if (kmax <= s0) continue; /* causal: the query tile sees none of the key tile */
+        if (sb > s0) break;       /* the window: neither this query tile nor any later one sees it */
         const int64_t nc = s0 + ncf < kmax ? ncf : kmax - s0;
+        const bool first = j0 == 0 && s0 == sb; /* dQ's first write */
         if (rlo < 0) rlo = t0;
+        rhi = t0 + nb;
         float *dQ = dq ? dq + (h - h0) * dqh + t0 * dqr : NULL;
         const double *D = sc->d + (h - h0) * T + t0;
         fl_piece pc[FL_BR / FL_SUB];
         const int np = fl_pieces(pl, t0, nb, s0, nc, pc);
-        if (dQ && s0 == 0) fl_zero_gaps_f32(pc, np, nb, dQ, HS, dqr, dqc); /* the pieces write the others */
+        if (dQ && first) fl_zero_gaps_f32(pc, np, nb, dQ, HS, dqr, dqc); /* the pieces write the others */
         int64_t r = 0; /* rows up to r: computed by a piece, or zeroed */
         for (int ip = 0; ip <= np; ip++) {
           const int64_t r1 = ip < np ? pc[ip].r0 : nb;
@@ -367,12 +371,13 @@ void lt__fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int64_t
           if (dK && nv < ncf) fl16_zero_pairs(sc->ds, t, nr, nv, ncf);
           if (dQ) /* dQ += scale dS K: [nr,nv] x [nv,HS] */
             lt__bf16dot_gemm(x->kind, nr, HS, nv, sc32, sc->p, FL_BC, x->k + (bg * x->sp + s0) * x->hp, 2 * x->hp,
-                             s0 > 0, dQ + r0 * dqr, dqr);
+                             !first, dQ + r0 * dqr, dqr);
         }
       }
       if (rlo < 0) continue; /* no query row of the head sees the key tile */
-      if (dV) fl16_zero_pairs(sc->w, T, x->tp - T, 0, ncf); /* the padding rows up to tp */
-      if (dK) fl16_zero_pairs(sc->ds, T, x->tp - T, 0, ncf);
+      const int64_t rend = rhi < T ? rhi : x->tp; /* the products' depth ends there */
+      if (rhi == T && dV) fl16_zero_pairs(sc->w, T, x->tp - T, 0, ncf); /* the padding rows up to tp */
+      if (rhi == T && dK) fl16_zero_pairs(sc->ds, T, x->tp - T, 0, ncf);
       /* dV^T (+)= dO^T W: [HSV, rows] x [rows, keys]; dK^T (+)= scale Q^T dS; in blocks of 32 keys
        * with the same first row r that sees them (causal: a diagonal tile's blocks start 32 rows
        * apart, the rows above see none of their keys, W and dS are 0 there) */
@@ -381,10 +386,10 @@ void lt__fl16_bwd(const sdpa_plan *pl, int64_t b, int64_t g, int64_t j0, int64_t
         for (c1 = c0 + 32; c1 < ncf && fl16_first_row(pl, rlo, s0 + c1) == r;) c1 += 32;
         if (c1 > ncf) c1 = ncf;
         if (dV)
-          lt__bf16dot_gemm(x->kind, HSV, c1 - c0, x->tp - r, 1.0f, x->got + bh * x->hvp * x->ldt + r, x->ldt,
+          lt__bf16dot_gemm(x->kind, HSV, c1 - c0, rend - r, 1.0f, x->got + bh * x->hvp * x->ldt + r, x->ldt,
                            sc->w + r / 2 * FL16_LDP + 2 * c0, FL16_LDP, seen, sc->dvt + c0, FL16_LDC);
         if (dK)
-          lt__bf16dot_gemm(x->kind, HS, c1 - c0, x->tp - r, sc32, x->qt + bh * x->hp * x->ldt + r, x->ldt,
+          lt__bf16dot_gemm(x->kind, HS, c1 - c0, rend - r, sc32, x->qt + bh * x->hp * x->ldt + r, x->ldt,
                            sc->ds + r / 2 * FL16_LDP + 2 * c0, FL16_LDP, seen, sc->dkt + c0, FL16_LDC);
       }
       seen = true;

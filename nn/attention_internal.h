@@ -57,6 +57,7 @@ typedef struct sdpa_plan {
   int64_t B, NH, NKV, T, S, HS, HSV, group;
   double scale;
   bool causal;
+  int64_t window; /* sliding window (causal): query t sees keys s > t + S - T - window; 0: none */
   /* q [B,NH,T,HS], k [B,NKV,S,HS], v [B,NKV,S,HSV]: data and strides, qes
    * bytes an element: dt's, or 2 when qkv16 (unfused path under autocast:
    * they are the bf16 copies of f32 q, k, v that the products read as they
@@ -117,6 +118,14 @@ static inline int64_t block_keys(const sdpa_plan *pl, int64_t t1) {
   return k < 0 ? 0 : k > pl->S ? pl->S : k;
 }
 
+/* The first key the rows from t0 on can see: 0, or under the sliding window
+ * the first inside the window of row t0 (later rows' windows start later). */
+static inline int64_t first_key(const sdpa_plan *pl, int64_t t0) {
+  if (pl->window <= 0) return 0;
+  const int64_t k = t0 + pl->S - pl->T - pl->window + 1;
+  return k < 0 ? 0 : k;
+}
+
 /* A [rows, cols] view of q, k or v at p (strides rs, cs): the bf16 copies
  * of the unfused path's autocast (pl->qkv16), which the products then read
  * as they are, or dt's elements. */
@@ -146,6 +155,12 @@ static inline lt__mat bf16_mat(const uint16_t *p, int64_t rows, int64_t cols) {
  * 0.93x, 64 x 512 1.5x; 256 x 256 it is. */
 #define FL_BR 256
 #define FL_BC 256
+
+/* The first key tile (its first key, a multiple of FL_BC) that the query
+ * tile from row t0 sees: 0 but under a sliding window. */
+static inline int64_t first_tile(const sdpa_plan *pl, int64_t t0) {
+  return first_key(pl, t0) / FL_BC * FL_BC;
+}
 
 /* The pieces of a tile (query rows t0 .. t0+nb, keys s0 .. s0+nc) worth
  * computing: the whole tile, or, where causal masking hides part of it (the
@@ -200,6 +215,7 @@ static inline double fl_row_exp_f64(const sdpa_plan *pl, const double *x, double
 typedef struct sdpa_aux {
   double scale, ks_drop;
   bool causal, dropout;
+  int64_t window;
   /* the strides of q, k, v (as BLIS-ready) whose memory order dq, dk, dv
    * follow (alloc_order): the saved q, k, v are contiguous bf16 copies under
    * autocast */

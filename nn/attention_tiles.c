@@ -123,6 +123,7 @@ static void fl_pack_all(const sdpa_plan *pl, const fl_packs *pk) {
 typedef struct fl_aux {
   double scale, ks_drop;
   bool causal, dropout;
+  int64_t window;
   int am_at, kpm_at; /* index of the saved attn_mask / key_padding_mask, or -1 */
   lt__bern_draw draw;
 } fl_aux;
@@ -220,7 +221,8 @@ lt_tensor *lt__sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_tenso
   const int64_t B = pl.B, NH = pl.NH, T = pl.T, S = pl.S, es = pl.es;
   pl.scale = o.scale > 0 ? o.scale : (pl.HS > 0 ? 1.0 / sqrt((double)pl.HS) : 1.0);
   pl.causal = o.causal;
-  fl_aux aux = {.scale = pl.scale, .causal = o.causal, .dropout = dropout, .am_at = -1, .kpm_at = -1};
+  pl.window = o.window;
+  fl_aux aux = {.scale = pl.scale, .causal = o.causal, .window = o.window, .dropout = dropout, .am_at = -1, .kpm_at = -1};
   if (dropout) {
     int64_t n;
     if (lt__shape_numel(OP, LT_SHAPE(B, NH, T, S), &n) != LT_OK) { /* the mask's element count */
@@ -328,6 +330,7 @@ lt_status lt__bw_scaled_dot_product_attention_fused(const lt_node *node, const l
   lt__sdpa_plan_masks(&pl, a->am_at >= 0 ? node->saved[a->am_at] : NULL, a->kpm_at >= 0 ? node->saved[a->kpm_at] : NULL);
   pl.scale = a->scale;
   pl.causal = a->causal;
+  pl.window = a->window;
   pl.ks_drop = a->ks_drop;
   pl.drop = a->dropout ? &a->draw : NULL;
   pl.o = O->data;

@@ -26,15 +26,17 @@
 /* ======================================================================== */
 
 /* Forward row: scores p[0..S) (already scaled) -> probabilities. Keys s >= lim
- * are masked by causality; am (stride ams) is the attn_mask row (bool or T),
+ * are masked by causality, keys s < lo by the sliding window; am (stride
+ * ams) is the attn_mask row (bool or T),
  * kpm (stride kpms) the padding row. A row with no finite score becomes 0.
  * The softmax steps are tensor/softmax_internal.h's (max over unmasked keys,
  * exp, sum in double). */
 #define SDPA_ROW_KERNELS(NAME, T, CLONES)                                                \
-  CLONES static void fwd_row_##NAME(T *p, int64_t S, int64_t lim, const void *am, bool am_bool, \
+  CLONES static void fwd_row_##NAME(T *p, int64_t S, int64_t lo, int64_t lim, const void *am, bool am_bool, \
                              int64_t ams, const unsigned char *kpm, int64_t kpms) {      \
     if (lim > S) lim = S;                                                                \
     if (lim < 0) lim = 0;                                                                \
+    for (int64_t s = 0; s < lo && s < lim; s++) p[s] = -INFINITY;                        \
     if (am && am_bool) {                                                                 \
       const unsigned char *m = (const unsigned char *)am;                                \
       for (int64_t s = 0; s < lim; s++)                                                  \
@@ -76,7 +78,7 @@ SDPA_ROW_KERNELS(f64, double, )
 
 /* One query row t of (b, h): probabilities in place over the scores row. */
 static void fwd_row(const sdpa_plan *pl, char *prow, int64_t b, int64_t h, int64_t t) {
-  const int64_t lim = pl->causal ? t + pl->S - pl->T + 1 : pl->S;
+  const int64_t lim = pl->causal ? t + pl->S - pl->T + 1 : pl->S, lo = first_key(pl, t);
   const void *am = NULL;
   int64_t ams = 0;
   if (pl->am) {
@@ -84,8 +86,8 @@ static void fwd_row(const sdpa_plan *pl, char *prow, int64_t b, int64_t h, int64
     ams = pl->ams[3];
   }
   const unsigned char *kpm = pl->kpm ? pl->kpm + b * pl->kpms[0] : NULL;
-  if (pl->dt == LT_DTYPE_F32) fwd_row_f32((float *)prow, pl->S, lim, am, pl->am_bool, ams, kpm, pl->kpms[1]);
-  else fwd_row_f64((double *)prow, pl->S, lim, am, pl->am_bool, ams, kpm, pl->kpms[1]);
+  if (pl->dt == LT_DTYPE_F32) fwd_row_f32((float *)prow, pl->S, lo, lim, am, pl->am_bool, ams, kpm, pl->kpms[1]);
+  else fwd_row_f64((double *)prow, pl->S, lo, lim, am, pl->am_bool, ams, kpm, pl->kpms[1]);
 }
 
 
@@ -318,6 +320,7 @@ lt_tensor *lt__sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_ten
   const int64_t B = pl.B, NH = pl.NH, T = pl.T, S = pl.S;
   pl.scale = o.scale > 0 ? o.scale : (pl.HS > 0 ? 1.0 / sqrt((double)pl.HS) : 1.0);
   pl.causal = o.causal;
+  pl.window = o.window;
   const lt_tensor *am = lt__sdpa_mask_ready(o.attn_mask, dt, &tmp[TAM]);
   if (o.attn_mask && !am) {
     lt__sdpa_free_n(tmp, NTMP);
@@ -397,7 +400,7 @@ lt_tensor *lt__sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_ten
   free(scratch);
 
   if (grad) {
-    sdpa_aux aux = {pl.scale, pl.ks_drop, pl.causal, dropout, {{0}}};
+    sdpa_aux aux = {pl.scale, pl.ks_drop, pl.causal, dropout, pl.window, {{0}}};
     memcpy(aux.lay[0], qu->stride, sizeof aux.lay[0]);
     memcpy(aux.lay[1], ku->stride, sizeof aux.lay[1]);
     memcpy(aux.lay[2], vu->stride, sizeof aux.lay[2]);
@@ -429,6 +432,7 @@ lt_status lt__bw_scaled_dot_product_attention(const lt_node *node, const lt_tens
   lt__sdpa_plan_geometry(&pl, q, k, v); /* q, k, v: bf16 copies when the forward ran under autocast */
   pl.scale = a->scale;
   pl.causal = a->causal;
+  pl.window = a->window;
   pl.ks_drop = a->ks_drop;
   pl.keep = a->dropout ? node->saved[4]->data : NULL;
   /* bf16 products now (the forward's mode may differ: saved bf16 copies are

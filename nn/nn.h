@@ -295,7 +295,10 @@ LT_API lt_tensor *lt_cosine_embedding_loss(const lt_tensor *x1, const lt_tensor 
  * as nn.MultiheadAttention); dropout on the attention weights when training.
  * A query row whose keys are all masked gives zeros (and zero weights), never
  * NaN. If weights is not NULL, the attention weights [B, NH, T, S] are stored
- * there (new). scale <= 0 means 1/sqrt(HS).
+ * there (new). scale <= 0 means 1/sqrt(HS). window > 0 (with causal only): a
+ * sliding window, as Mistral's: query t sees the `window` newest keys up to
+ * its own, t + S - T - window < s <= t + S - T; the fused path never visits
+ * a key tile wholly outside it, so the work grows with T * window, not T * S.
  *
  * Two implementations compute it (docs/attention.md):
  *   fused (FlashAttention-2 style): tiles of 128 queries x 256 keys with an
@@ -324,6 +327,7 @@ typedef struct lt_attention_opts {
   double dropout_p;
   double scale;
   lt_attention_impl impl; /* LT_ATTENTION_AUTO unless set */
+  int64_t window;         /* sliding window (causal only), 0: none */
 } lt_attention_opts;
 LT_API lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
                                            const lt_attention_opts *opts, const lt_nn_ctx *ctx,

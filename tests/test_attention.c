@@ -721,6 +721,87 @@ START_TEST(test_fused_bf16_tiles) {
 }
 END_TEST
 
+/* The sliding window (opts.window) equals causal attention with the
+ * window's bool mask, key t + S - T - W < s <= t + S - T, on every path:
+ * unfused and fused in f64 and f32, and the fused bf16 tiles under
+ * autocast; output and the three gradients. The shapes put windows
+ * smaller and larger than a 256-key tile, the width 1, T < S (a cache),
+ * T > S (rows that see no key), GQA and MQA (the backward's key chunks),
+ * padding and dropout, so whole key tiles are skipped in forward and in
+ * both backwards. The mask runs the same tiles with nothing skipped. */
+static lt_tensor *window_mask_of(int64_t T, int64_t S, int64_t W) {
+  lt_tensor *m = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(T, S)));
+  bool *d = m->data;
+  for (int64_t t = 0; t < T; t++)
+    for (int64_t s = 0; s < S; s++) d[t * S + s] = s <= t + S - T && s > t + S - T - W;
+  return m;
+}
+
+START_TEST(test_sliding_window) {
+  typedef struct {
+    int64_t B, NH, NKV, T, S, HS, W;
+    bool pad;
+    double p;
+  } wcase;
+  static const wcase cases[] = {
+      {1, 2, 1, 700, 700, 16, 100, false, 0}, /* MQA at batch 1: key chunks; window < a tile */
+      {2, 2, 2, 600, 600, 8, 300, false, 0},  /* window > a tile */
+      {1, 2, 2, 520, 520, 8, 1, false, 0},    /* each row sees itself only */
+      {1, 2, 1, 5, 900, 16, 256, false, 0},   /* a cached step: T < S */
+      {1, 2, 2, 600, 300, 8, 50, true, 0},    /* T > S: the first rows see no key; padding */
+      {1, 2, 2, 640, 640, 24, 200, false, 0.2},
+  };
+  const lt_dtype was = lt_set_autocast(LT_DTYPE_BF16);
+  const bool bf16 = lt__autocast_active();
+  lt_set_autocast(was);
+  lt_generator *dg = lt_generator_new(5);
+  const lt_generator_state st = lt_generator_get_state(dg);
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    const wcase *w = &cases[c];
+    for (int dt = 0; dt < 2; dt++) {
+      const lt_dtype d = dt ? LT_DTYPE_F64 : LT_DTYPE_F32;
+      lt_tensor *q = leaf(randn(d, LT_SHAPE(w->B, w->NH, w->T, w->HS)));
+      lt_tensor *k = leaf(randn(d, LT_SHAPE(w->B, w->NKV, w->S, w->HS)));
+      lt_tensor *v = leaf(randn(d, LT_SHAPE(w->B, w->NKV, w->S, w->HS)));
+      lt_tensor *r = randn(d, LT_SHAPE(w->B, w->NH, w->T, w->HS));
+      lt_attention_opts ow = {.causal = true, .window = w->W, .dropout_p = w->p};
+      if (w->pad) ow.key_padding_mask = LT_NN(lt_gt_scalar(randn(LT_DTYPE_F32, LT_SHAPE(w->B, w->S)), 1.0));
+      lt_attention_opts om = ow;
+      om.window = 0, om.attn_mask = window_mask_of(w->T, w->S, w->W);
+      lt_nn_ctx train = {true, dg};
+      const lt_nn_ctx *ctx = w->p > 0 ? &train : NULL;
+      const double tol = dt ? 1e-12 : 2e-5;
+      for (int impl = 1; impl <= 2; impl++) {
+        ow.impl = om.impl = (lt_attention_impl)impl;
+        lt_tensor *a[4], *b[4];
+        sdpa4(q, k, v, r, &ow, ctx, &st, false, a);
+        sdpa4(q, k, v, r, &om, ctx, &st, false, b);
+        char what[96];
+        snprintf(what, sizeof what, "case %zu, %s %s: window vs its mask", c, lt_dtype_name(d),
+                 impl == 1 ? "fused" : "unfused");
+        close4(a, b, tol, what);
+        LT_FREE_ALL(a[1], a[2], a[3], b[1], b[2], b[3]);
+      }
+      if (dt == 0 && bf16) { /* the bf16 tiles: the vdpbf16ps kernel (AMX where present), and per tile */
+        ow.impl = om.impl = LT_ATTENTION_FUSED;
+        for (int kind = 0; kind < 2; kind++) {
+          if (kind) setenv("LT_ATTENTION_BF16", "0", 1);
+          lt_tensor *a[4], *b[4];
+          sdpa4(q, k, v, r, &ow, ctx, &st, true, a);
+          sdpa4(q, k, v, r, &om, ctx, &st, true, b);
+          char what[96];
+          snprintf(what, sizeof what, "case %zu, bf16 tiles%s: window vs its mask", c, kind ? " (per tile)" : "");
+          close4(a, b, 1e-2, what);
+          LT_FREE_ALL(a[1], a[2], a[3], b[1], b[2], b[3]);
+          unsetenv("LT_ATTENTION_BF16");
+        }
+      }
+    }
+  }
+  lt_generator_free(dg);
+}
+END_TEST
+
 /* ---- dropout ------------------------------------------------------------- */
 
 START_TEST(test_dropout) {
@@ -1211,6 +1292,7 @@ int main(void) {
   tcase_add_loop_test(tc, test_paths_agree, 0, 2); /* 0 unfused, 1 fused */
   tcase_add_test(tc, test_thread_count_independent); /* the runner's sample aside: GQA, tiles, MQA key chunks */
   tcase_add_test(tc, test_fused_bf16_tiles);
+  tcase_add_test(tc, test_sliding_window);
   tcase_add_test(tc, test_dropout);
   tcase_add_test(tc, test_zero_size);
   tcase_add_test(tc, test_errors);
