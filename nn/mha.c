@@ -175,7 +175,54 @@ void lt_kv_cache_free(lt_kv_cache *c) {
   lt_tensor_free(c->k);
   lt_tensor_free(c->v);
   c->k = c->v = NULL;
-  c->len = 0;
+  c->len = c->off = c->window = 0;
+}
+
+/* New zeroed buffers *nk, *nv of `rows` rows (shape [0], [1], [3] and the
+ * dtypes of k and v: [B, NKV, rows, HS]), outside any scope, holding rows
+ * [from, from + n) of k and v at the front. On failure *nk, *nv untouched. */
+static lt_status kv_buffers(const lt_tensor *k, const lt_tensor *v, const int64_t *shape, int64_t rows, int64_t from,
+                            int64_t n, lt_tensor **nk, lt_tensor **nv) {
+  const int64_t sh[4] = {shape[0], shape[1], rows, shape[3]};
+  lt_tensor *a = lt_tensor_keep(lt_zeros(k->dtype, 4, sh));
+  lt_tensor *b = a ? lt_tensor_keep(lt_zeros(v->dtype, 4, sh)) : NULL;
+  lt_status s = b ? LT_OK : lt_last_status();
+  if (s == LT_OK && n > 0) {
+    lt_tensor *src[2] = {lt_narrow(k, 2, from, n), lt_narrow(v, 2, from, n)};
+    lt_tensor *dst[2] = {lt_narrow(a, 2, 0, n), lt_narrow(b, 2, 0, n)};
+    for (int i = 0; i < 2 && s == LT_OK; i++)
+      s = src[i] && dst[i] ? lt_copy_(dst[i], src[i]) : lt_last_status();
+    for (int i = 0; i < 2; i++) lt_tensor_free(src[i]), lt_tensor_free(dst[i]);
+  }
+  if (s != LT_OK) {
+    lt_tensor_free(a), lt_tensor_free(b);
+    return s;
+  }
+  *nk = a, *nv = b;
+  return LT_OK;
+}
+
+/* A window's cache before Tn new positions: the W - 1 newest it holds are
+ * all that this step's and later queries can see. When the Tn new rows do
+ * not fit after the held ones, those W - 1 move to row 0 (off moves on), in
+ * buffers of max(2W, W - 1 + Tn) rows if the present ones are too small,
+ * else in place (through new buffers of the same size: the rows overlap).
+ * Every 2W - (W - 1) steps of one position, one move of W - 1 rows. Only
+ * positions no later query sees are dropped, so the cache means the same if
+ * the step fails afterwards. */
+static lt_status kv_window_room(lt_kv_cache *c, int64_t Tn) {
+  const int64_t W = c->window, n = c->len - c->off, rows = c->k->shape[2];
+  if (n + Tn <= rows) return LT_OK;
+  const int64_t keep = n < W - 1 ? n : W - 1;
+  int64_t want = keep + Tn > rows ? (2 * W > keep + Tn ? 2 * W : keep + Tn) : rows;
+  if (want > c->cap) want = c->cap > keep + Tn ? c->cap : keep + Tn;
+  lt_tensor *nk, *nv;
+  lt_status s = kv_buffers(c->k, c->v, c->k->shape, want, n - keep, keep, &nk, &nv);
+  if (s != LT_OK) return s;
+  lt_tensor_free(c->k), lt_tensor_free(c->v);
+  c->k = nk, c->v = nv;
+  c->off += n - keep;
+  return LT_OK;
 }
 
 lt_status lt_kv_cache_reorder(lt_kv_cache *c, const lt_tensor *rows) {
@@ -219,13 +266,19 @@ lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt
                    (long long)cache->len, (long long)cache->cap, (long long)Tn), NULL;
   if (cache->len + Tn < 1)
     return lt__err(LT_ERR_INVALID, "%s: no keys: the cache is empty and x_kv is NULL", op), NULL;
-  const int64_t S = cache->len + Tn;
   lt_attention_opts o = opts ? *opts : (lt_attention_opts){0};
   o.dropout_p = 0;
   o.scale = 0;
+  if (o.window < 0 || (cache->k && o.window != cache->window))
+    return lt__err(LT_ERR_INVALID, "%s: window %lld, the cache keeps %lld: one window per cache", op,
+                   (long long)o.window, (long long)cache->window), NULL;
+  const lt_tensor *kpm = o.key_padding_mask;
+  if (kpm && (kpm->ndim != 2 || kpm->shape[1] != cache->len + Tn))
+    return lt__err(LT_ERR_SHAPE, "%s: key_padding_mask is %s: need [B, %lld] (every position after the append)", op,
+                   LT__D(kpm), (long long)(cache->len + Tn)), NULL;
 
   bool prev = lt_set_grad_enabled(false);
-  enum { Q, QR, K, KR, V, KN, VN, KA, VA, N };
+  enum { Q, QR, K, KR, V, KN, VN, KA, VA, KP, N };
   lt_tensor *t[N] = {0};
   lt_tensor *out = NULL;
   if (!(t[Q] = project(&m->q_proj, x_q, NH, HS))) goto done;
@@ -239,24 +292,26 @@ lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt
               LT__D(cache->k));
       goto done;
     }
-    if (!cache->k) { /* first append: the buffers, outside any scope */
-      const int64_t shape[4] = {B, NKV, cache->cap, HS};
-      lt_tensor *k = lt_tensor_keep(lt_zeros(t[KR]->dtype, 4, shape));
-      lt_tensor *v = k ? lt_tensor_keep(lt_zeros(t[V]->dtype, 4, shape)) : NULL;
-      if (!v) {
-        lt_tensor_free(k);
-        goto done;
-      }
-      cache->k = k, cache->v = v;
+    if (!cache->k) { /* first append: the buffers, outside any scope (a window's: about 2W rows) */
+      const int64_t shape[4] = {B, NKV, 0, HS}, W = o.window;
+      int64_t rows = cache->cap;
+      if (W > 0 && rows > 2 * W) rows = 2 * W > Tn ? 2 * W : Tn;
+      if (kv_buffers(t[KR], t[V], shape, rows, 0, 0, &cache->k, &cache->v) != LT_OK) goto done;
+      cache->window = W, cache->off = 0;
+    } else if (cache->window > 0 && kv_window_room(cache, Tn) != LT_OK) {
+      goto done;
     }
-    if (!(t[KN] = lt_narrow(cache->k, 2, cache->len, Tn))) goto done;
-    if (!(t[VN] = lt_narrow(cache->v, 2, cache->len, Tn))) goto done;
+    if (!(t[KN] = lt_narrow(cache->k, 2, cache->len - cache->off, Tn))) goto done;
+    if (!(t[VN] = lt_narrow(cache->v, 2, cache->len - cache->off, Tn))) goto done;
     if (lt_copy_(t[KN], t[KR]) != LT_OK || lt_copy_(t[VN], t[V]) != LT_OK) goto done;
   }
+  const int64_t S = cache->len - cache->off + Tn; /* the keys held: positions [off, len + Tn) */
   if (!(t[KA] = lt_narrow(cache->k, 2, 0, S))) goto done; /* [B,NKV,S,HS] views of the buffers */
   if (!(t[VA] = lt_narrow(cache->v, 2, 0, S))) goto done;
+  if (kpm && cache->off > 0 && !(t[KP] = lt_narrow(kpm, 1, cache->off, S))) goto done;
+  if (t[KP]) o.key_padding_mask = t[KP];
   out = attend(m, t[QR], t[KA], t[VA], &o, NULL, NULL);
-  if (out) cache->len = S;
+  if (out) cache->len += Tn;
 done:
   for (int i = 0; i < N; i++) lt_tensor_free(t[i]);
   lt_set_grad_enabled(prev);

@@ -508,16 +508,23 @@ LT_API lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt
 /* A key/value cache for one lt_mha (one layer's self- or cross-attention),
  * for incremental decoding: the keys and values of the positions seen so far,
  * so that each new token costs one position instead of the whole prefix.
- *   k, v  [B, NKV, cap, HS] each (k after RoPE), owned by the cache (outside
- *         any scope), allocated at the first append in the dtype of the
- *         projections; positions [0, len) are filled.
+ *   k, v  [B, NKV, rows, HS] each (k after RoPE), owned by the cache
+ *         (outside any scope), allocated at the first append in the dtype of
+ *         the projections; row i holds position off + i, rows [0, len - off)
+ *         are filled. Without a window rows = cap and off = 0. With a
+ *         sliding window W (the self-attention's opts->window, fixed at the
+ *         first append) the cache keeps only what later queries can see:
+ *         the last W - 1 positions before each step's new ones, in about 2W
+ *         rows (more only while one step appends more than W positions).
  * Ownership: the caller owns the struct (on the stack or in a model's state);
  * lt_kv_cache_init makes it empty, lt_kv_cache_free frees the tensors (and
  * leaves it empty, ready for reuse). A cache is inference-only (no autograd). */
 typedef struct lt_kv_cache {
-  lt_tensor *k, *v;  /* [B, NKV, cap, HS] or NULL before the first append */
-  int64_t cap;       /* positions it can hold (>= 1) */
-  int64_t len;       /* positions filled */
+  lt_tensor *k, *v;  /* [B, NKV, rows, HS] or NULL before the first append */
+  int64_t cap;       /* positions it can take in all (>= 1) */
+  int64_t len;       /* positions seen */
+  int64_t off;       /* the position of row 0 (> 0 only with a window) */
+  int64_t window;    /* the sliding window it keeps (0: all positions) */
 } lt_kv_cache;
 /* Empty cache for up to cap positions (LT_ERR_INVALID if cap < 1). */
 LT_API lt_status lt_kv_cache_init(lt_kv_cache *c, int64_t cap);
@@ -532,14 +539,17 @@ LT_API lt_status lt_kv_cache_reorder(lt_kv_cache *c, const lt_tensor *rows);
  * positions pos0 + T - Tn + j, the last new key aligned with the last query);
  * then the T queries of x_q [B, T, C] (RoPE at pos0 + t) attend to all
  * cache->len keys, with causal alignment as lt_scaled_dot_product_attention
- * (query t sees keys s <= t + len - T). opts->key_padding_mask, if given,
- * covers all cached keys ([B, len]).
+ * (query t sees keys s <= t + len - T; opts->window > 0: also s > t + len -
+ * T - window, the cache then keeping only those, above). opts->key_padding_mask,
+ * if given, covers all positions ([B, len], len after the append).
  *   self-attention step:  x_kv = x_q, opts->causal, pos0 = cache->len before;
  *   cross-attention:      x_kv = memory on the first call, NULL afterwards.
  * The same values as lt_mha_forward on the whole sequence (up to rounding).
  * Runs under no-grad, without dropout. Errors: cache full (len + Tn > cap),
- * a batch or dtype differing from the cache's, no keys at all; the cache is
- * unchanged on failure. Returns new [B, T, C]. */
+ * a batch or dtype differing from the cache's, a window other than the
+ * cache's, no keys at all; the cache is unchanged on failure (a window's
+ * cache may have dropped positions no later query sees). Returns new
+ * [B, T, C]. */
 LT_API lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv, lt_kv_cache *cache,
                                  const lt_attention_opts *opts, int64_t pos0);
 

@@ -164,6 +164,77 @@ START_TEST(mha_cached_steps_match_full_forward) {
 }
 END_TEST
 
+/* A sliding window's cache (Mistral's): steps of 1 and chunks shorter and
+ * longer than the window, with left padding over every position, against
+ * the whole sequence with the window; the cache keeps about 2W rows (its
+ * first position moves on), one window per cache, beam reordering. */
+START_TEST(mha_window_cache) {
+  lt_params *p = lt_params_new();
+  lt_generator *g = lt_generator_new(9);
+  lt_mha m;
+  LT_OK_OR_FAIL(lt_mha_init(&m, p, "attn", 16, 4, 2, false, 0.0, g));
+  m.rope = true;
+  const int64_t B = 2, T = 61, W = 5;
+  lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, T, 16)));
+  lt_tensor *pad = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(B, T)));
+  ((bool *)pad->data)[T + 0] = ((bool *)pad->data)[T + 1] = true; /* row 1: two positions of left padding */
+  bool prev = lt_set_grad_enabled(false);
+  const lt_attention_opts whole = {.causal = true, .window = W, .key_padding_mask = pad};
+  lt_tensor *full = LT_NN(lt_mha_forward(&m, x, x, &whole, 0, NULL, NULL));
+  const int64_t chunks[] = {3, 1, 1, 9, 1, 1, 1, 2, 1, 12, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1,
+                            1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 1};
+  lt_kv_cache c;
+  LT_OK_OR_FAIL(lt_kv_cache_init(&c, T));
+  int64_t t0 = 0, most = 0, bound = 0;
+  for (size_t i = 0; i < sizeof chunks / sizeof chunks[0] && t0 < T; i++) {
+    const int64_t n = chunks[i];
+    lt_tensor *xs = LT_NN(lt_narrow(x, 1, t0, n));
+    lt_tensor *kp = LT_NN(lt_narrow(pad, 1, 0, t0 + n));
+    const lt_attention_opts o = {.causal = true, .window = W, .key_padding_mask = kp};
+    lt_tensor *y = LT_NN(lt_mha_forward_cached(&m, xs, xs, &c, &o, t0));
+    lt_tensor *want = LT_NN(lt_narrow(full, 1, t0, n));
+    LT_ASSERT_CLOSE(y, want, 1e-5, 1e-5);
+    ck_assert_int_eq(c.len, t0 + n);
+    const int64_t rows = c.k->shape[2], need = 2 * W > W - 1 + n ? 2 * W : W - 1 + n;
+    if (need > bound) bound = need; /* the buffers never shrink */
+    ck_assert_msg(rows <= bound, "step at %lld (+%lld): %lld rows, more than %lld", (long long)t0, (long long)n,
+                  (long long)rows, (long long)bound);
+    if (rows > most) most = rows;
+    LT_FREE_ALL(xs, kp, y, want);
+    t0 += n;
+  }
+  ck_assert_int_eq(t0, T);
+  ck_assert_int_eq(most, W - 1 + 12); /* the 12-position chunk; otherwise 2W */
+  ck_assert_int_eq(c.k->shape[2], W - 1 + 12); /* buffers grow for a chunk only, and are then reused */
+  ck_assert(c.off > 0 && c.len - c.off <= c.k->shape[2]);
+  /* one window per cache; a padding mask must cover every position */
+  lt_kv_cache c2;
+  LT_OK_OR_FAIL(lt_kv_cache_init(&c2, T));
+  lt_tensor *x1 = LT_NN(lt_narrow(x, 1, 0, 1));
+  const lt_attention_opts w4 = {.causal = true, .window = 4}, w5 = {.causal = true, .window = W};
+  lt_tensor *y1 = LT_NN(lt_mha_forward_cached(&m, x1, x1, &c2, &w5, 0));
+  LT_EXPECT_NULL_ERR(lt_mha_forward_cached(&m, x1, x1, &c2, &w4, 1), LT_ERR_INVALID, "one window per cache");
+  const lt_attention_opts badpad = {.causal = true, .window = W, .key_padding_mask = pad};
+  LT_EXPECT_NULL_ERR(lt_mha_forward_cached(&m, x1, x1, &c2, &badpad, 1), LT_ERR_SHAPE, "every position");
+  ck_assert_int_eq(c2.len, 1);
+  /* beam search: rows swapped, the window's buffers follow */
+  lt_tensor *rows = LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, LT_SHAPE(2), ((int64_t[]){1, 0})));
+  lt_tensor *q = LT_NN(lt_narrow(x, 1, T - 1, 1));
+  lt_tensor *before = LT_NN(lt_mha_forward_cached(&m, q, NULL, &c, &w5, T - 1));
+  LT_OK_OR_FAIL(lt_kv_cache_reorder(&c, rows));
+  lt_tensor *qs = LT_NN(lt_index_select(q, 0, rows));
+  lt_tensor *after = LT_NN(lt_mha_forward_cached(&m, qs, NULL, &c, &w5, T - 1));
+  LT_ASSERT_CLOSE(after, LT_NN(lt_index_select(before, 0, rows)), 0.0, 0.0);
+  lt_set_grad_enabled(prev);
+  lt_kv_cache_free(&c);
+  lt_kv_cache_free(&c2);
+  ck_assert(c.len == 0 && c.off == 0 && c.window == 0);
+  LT_FREE_ALL(x, pad, full, x1, y1, rows, q, before, qs, after);
+  lt_generator_free(g);
+  lt_params_free(p);
+}
+END_TEST
+
 START_TEST(decode_step_matches_decode) {
   for (int arch = 0; arch < N_ARCH; arch++) {
     const int64_t V = 13;
@@ -826,6 +897,7 @@ int main(void) {
   TCase *tc = tcase_create("decode");
   tcase_set_timeout(tc, 300);
   tcase_add_test(tc, mha_cached_steps_match_full_forward);
+  tcase_add_test(tc, mha_window_cache);
   tcase_add_test(tc, decode_step_matches_decode);
   tcase_add_test(tc, cached_equals_uncached_every_arch_and_strategy);
   tcase_add_test(tc, strategy_properties);

@@ -333,24 +333,6 @@ lt_rope_scaling lt_tf_rope_scaling(const lt_tf_config *c) {
                            .high_freq_factor = c->rope_high_freq_factor, .original_max_len = c->rope_original_max_len};
 }
 
-/* The sliding window's mask (Mistral's): T queries, the last T of S keys
- * (whole sequence: S = T; a cached step: S = the cache's length after it),
- * query t may see key s when t + S - T - W < s <= t + S - T. A bool [T, S]
- * (true = may attend; broadcast over B and the heads), or NULL with no error
- * when no key is outside the window (S <= W). *err: a failure. Returns new. */
-static lt_tensor *window_mask(int64_t T, int64_t S, int64_t W, bool *err) {
-  *err = false;
-  if (W <= 0 || S <= W) return NULL;
-  lt_tensor *mk = lt_zeros(LT_DTYPE_BOOL, 2, (int64_t[]){T, S});
-  if (!mk) return *err = true, NULL;
-  bool *d = mk->data;
-  for (int64_t t = 0; t < T; t++) {
-    const int64_t hi = t + S - T, lo = hi - W + 1 > 0 ? hi - W + 1 : 0;
-    for (int64_t j = lo; j <= hi; j++) d[t * S + j] = true;
-  }
-  return mk;
-}
-
 /* Registers one layer under "<stack>.layers.<i>" (nn/transformer_layer.h's order:
  * self_attn, [cross_attn], linear1/linear2 (w1/w2/w3), norm1, norm2, [norm3]). */
 static lt_status layer_init(tf_layer *L, lt_params *p, const char *stack, int64_t i, bool cross,
@@ -679,11 +661,9 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
       return NULL;
     }
   }
-  const int64_t T = tgt->shape[1], S = cache ? cache->layer[0].self.len + T : T;
-  bool werr;
-  lt_tensor *win = window_mask(T, S, c->sliding_window, &werr);
-  lt_tensor *x = werr ? NULL : embed_forward(m, tgt, NULL, pos0, left_pad, ctx);
-  const lt_attention_opts self_mask = {.causal = true, .key_padding_mask = kpm ? kpm : tgt_pad, .attn_mask = win};
+  lt_tensor *x = embed_forward(m, tgt, NULL, pos0, left_pad, ctx);
+  const lt_attention_opts self_mask = {.causal = true, .key_padding_mask = kpm ? kpm : tgt_pad,
+                                       .window = c->sliding_window};
   const lt_attention_opts mem_mask = {.key_padding_mask = src_pad};
   for (int64_t i = 0; x && i < m->n_dec; i++) {
     const tf_layer *L = &m->dec[i];
@@ -696,7 +676,6 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
   if (x) step(&x, hl ? lt_linear_cross_entropy(x, head, hl->labels, hl->ce, hl->chunk_rows) : lt_linear(x, head, NULL));
   if (cache && !x)
     for (int64_t i = 0; i < cache->n; i++) cache->layer[i].self.len = lens[2 * i], cache->layer[i].cross.len = lens[2 * i + 1];
-  lt_tensor_free(win);
   free(lens);
   lt_tensor_free(kpm);
   return x;
