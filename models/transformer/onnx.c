@@ -421,12 +421,13 @@ static const char *attention(gb *g, const char *x, const char *L, const char *ma
   const int64_t NH = c->n_heads, NKV = c->n_kv_heads, G = NH / NKV, HS = c->d_model / NH;
   char p[SCOPE_LEN + 32];
   snprintf(g->scope, sizeof g->scope, "%s.self_attn", L);
+  const bool qkvb = c->bias || c->qkv_bias; /* Qwen2: biases on q, k, v only */
   snprintf(p, sizeof p, "%s.self_attn.q_proj", L);
-  const char *q = OP(g, "Reshape", linear(g, x, p, c->bias), C_I64(g, 0, 0, NKV, G, HS)); /* [B, T, NKV, G, HS] */
+  const char *q = OP(g, "Reshape", linear(g, x, p, qkvb), C_I64(g, 0, 0, NKV, G, HS)); /* [B, T, NKV, G, HS] */
   snprintf(p, sizeof p, "%s.self_attn.k_proj", L);
-  const char *k = OP(g, "Reshape", linear(g, x, p, c->bias), C_I64(g, 0, 0, NKV, 1, HS)); /* [B, T, NKV, 1, HS] */
+  const char *k = OP(g, "Reshape", linear(g, x, p, qkvb), C_I64(g, 0, 0, NKV, 1, HS)); /* [B, T, NKV, 1, HS] */
   snprintf(p, sizeof p, "%s.self_attn.v_proj", L);
-  const char *v = OP(g, "Reshape", linear(g, x, p, c->bias), C_I64(g, 0, 0, NKV, 1, HS));
+  const char *v = OP(g, "Reshape", linear(g, x, p, qkvb), C_I64(g, 0, 0, NKV, 1, HS));
   if (r->cos) q = rope(g, q, r->cos, r->sin), k = rope(g, k, r->cos, r->sin);
   q = TRANSPOSE(g, q, 0, 2, 3, 1, 4); /* [B, NKV, G, T, HS] */
   k = TRANSPOSE(g, k, 0, 2, 3, 4, 1); /* [B, NKV, 1, HS, T] */
@@ -487,8 +488,9 @@ static rope_t rope_tables(gb *g) {
   lt_tensor *ts = lt_empty(LT_DTYPE_F32, 4, (int64_t[]){Tm, 1, 1, H});
   if (tc && ts) {
     float *pc = tc->data, *ps = ts->data;
+    const lt_rope_scaling sc = lt_tf_rope_scaling(c); /* Llama 3's or linear scaling, as the model runs */
     for (int64_t i = 0; i < H; i++) {
-      const double inv = pow(c->rope_base, -2.0 * (double)i / (double)(2 * H));
+      const double inv = lt_rope_inv_freq(i, 2 * H, c->rope_base, &sc);
       for (int64_t t = 0; t < Tm; t++) pc[t * H + i] = (float)cos((double)t * inv), ps[t * H + i] = (float)sin((double)t * inv);
     }
   }
@@ -497,7 +499,9 @@ static rope_t rope_tables(gb *g) {
   return (rope_t){first_rows(g, cos_all), first_rows(g, sin_all)};
 }
 
-/* Trilu(ConstantOfShape([T, T], lowest), k = 1): lowest above the diagonal, 0 elsewhere. */
+/* Trilu(ConstantOfShape([T, T], lowest), k = 1): lowest above the diagonal, 0 elsewhere; with a
+ * sliding window W also lowest at and below the W-th diagonal under it (Trilu lower, k = -W: the keys
+ * s <= t - W), the two regions disjoint. */
 static const char *causal_mask(gb *g) {
   scope(g, "mask");
   node_t *tt = NODE(g, "Concat", g->T1, g->T1);
@@ -511,7 +515,10 @@ static const char *causal_mask(gb *g) {
   }
   node_t *tri = NODE(g, "Trilu", out0(full), c_i64(g, 0, (int64_t[]){1}));
   attr_i(g, tri, "upper", 1);
-  return out0(tri);
+  if (g->c->sliding_window <= 0) return out0(tri);
+  node_t *old = NODE(g, "Trilu", out0(full), c_i64(g, 0, (int64_t[]){-g->c->sliding_window}));
+  attr_i(g, old, "upper", 0);
+  return OP(g, "Add", out0(tri), out0(old));
 }
 
 /* (1 - attention_mask) * lowest as [B, 1, 1, 1, T]. */

@@ -36,7 +36,8 @@ import onnx  # noqa: E402
 import onnxruntime as ort  # noqa: E402
 import torch  # noqa: E402
 from transformers import (BertConfig, BertForSequenceClassification, BertModel, GPT2Config,  # noqa: E402
-                          GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM)
+                          GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM, MistralConfig,
+                          MistralForCausalLM, Qwen2Config, Qwen2ForCausalLM)
 
 ONNX_TOOL = EXPORT = TRAIN = None
 TOL = 1e-4
@@ -156,6 +157,22 @@ class Decoder(Base):
                           rms_norm_eps=1e-6, rope_theta=10000.0, tie_word_embeddings=False,
                           attention_bias=False, mlp_bias=False)
         self.check_hf("llama", randomize_gpt_llama(LlamaForCausalLM(cfg), 2).eval(), 67)
+
+    def test_other_families(self):
+        """Mistral's sliding window (4, shorter than the longest inputs), Qwen2's q/k/v biases and
+        Llama 3's RoPE scaling: each in the exported graph, against transformers."""
+        common = dict(hidden_size=32, intermediate_size=56, num_hidden_layers=2, num_attention_heads=4,
+                      num_key_value_heads=2, max_position_embeddings=16, rms_norm_eps=1e-6, rope_theta=10000.0,
+                      tie_word_embeddings=False)
+        mistral = MistralConfig(vocab_size=59, sliding_window=4, **common)
+        self.check_hf("mistral", randomize_gpt_llama(MistralForCausalLM(mistral), 3).eval(), 59)
+        qwen2 = Qwen2Config(vocab_size=53, use_sliding_window=False, **common)
+        self.check_hf("qwen2", randomize_gpt_llama(Qwen2ForCausalLM(qwen2), 4).eval(), 53)
+        scaled = LlamaConfig(vocab_size=47, attention_bias=False, mlp_bias=False,
+                             rope_scaling={"rope_type": "llama3", "factor": 8.0, "low_freq_factor": 1.0,
+                                           "high_freq_factor": 4.0, "original_max_position_embeddings": 4},
+                             **common)
+        self.check_hf("llama3", randomize_gpt_llama(LlamaForCausalLM(scaled), 5).eval(), 47)
 
     def check_train(self, name, flags):
         with tempfile.TemporaryDirectory() as tmp:
