@@ -542,6 +542,18 @@ START_TEST(model_refusals) {
   lt_transformer *me = LT_NNP(lt_transformer_new(&e, gen));
   lt_generator_free(gen);
   ck_assert(lt_tf_gguf_export(me, bad, LT_GGML_F32, NULL, 0) != LT_OK);
+  /* layouts llama.cpp's "llama" would run without a part of them: refused, never dropped */
+  const char *want[3] = {"q/k/v biases (Qwen2's layout)", "sliding_window 4 (Mistral's layout)", "RoPE scaling (llama3)"};
+  for (int i = 0; i < 3; i++) {
+    lt_tf_config x = llama_config(false);
+    if (i == 0) x.qkv_bias = true;
+    if (i == 1) x.sliding_window = 4;
+    if (i == 2) x.rope_type = LT_ROPE_LLAMA3, x.rope_factor = 8, x.rope_low_freq_factor = 1,
+                x.rope_high_freq_factor = 4, x.rope_original_max_len = 4;
+    lt_transformer *mx = random_model(&x);
+    LT_EXPECT_ERR(lt_tf_gguf_export(mx, bad, LT_GGML_F32, NULL, 0), LT_ERR_INVALID, want[i]);
+    lt_transformer_free(mx);
+  }
   LT_EXPECT_ERR(lt_tf_gguf_export(m, bad, 12, NULL, 0), LT_ERR_DTYPE, "F32, BF16, Q8_0 or Q4_0");
   LT_EXPECT_ERR(lt_tf_gguf_export(m, bad, LT_GGML_F32, "{not json", 9), LT_ERR_FORMAT, "does not parse");
   lt_transformer_free(me);

@@ -262,6 +262,16 @@ lt_status lt_tf_gguf_export(lt_transformer *m, const char *path, int weights, co
   if (fam == LT_HF_BERT)
     return lt_error_set(LT_ERR_INVALID, "gguf_export: an encoder-only (BERT) model: GGUF export is for GPT-2 and "
                         "Llama layouts");
+  /* what llama.cpp's "llama" architecture would run without: refused, never dropped */
+  if (c->qkv_bias)
+    return lt_error_set(LT_ERR_INVALID, "gguf_export: q/k/v biases (Qwen2's layout): GGUF export is for GPT-2 and "
+                        "Llama layouts");
+  if (c->sliding_window > 0)
+    return lt_error_set(LT_ERR_INVALID, "gguf_export: sliding_window %lld (Mistral's layout): GGUF export is for "
+                        "GPT-2 and Llama layouts without a window", (long long)c->sliding_window);
+  if (c->rope_type != LT_ROPE_DEFAULT)
+    return lt_error_set(LT_ERR_INVALID, "gguf_export: RoPE scaling (%s): GGUF export writes unscaled RoPE only",
+                        c->rope_type == LT_ROPE_LINEAR ? "linear" : "llama3");
   const char *arch = fam == LT_HF_GPT2 ? "gpt2" : "llama";
   pieces ps = {0};
   lt_gguf_writer *w = lt_gguf_writer_new();
