@@ -105,15 +105,21 @@ static lt_generate_opts strategy_opts(int s, lt_generator *g) {
 
 /* ======================================================================== */
 
+/* The attention the cache tests run: C 16, GQA (4 query heads, 2 kv heads)
+ * with RoPE, its parameters in p; returns an input [B, T, 16] (new). */
+static lt_tensor *gqa_rope(lt_params *p, lt_generator *g, lt_mha *m, bool bias, int64_t B, int64_t T) {
+  LT_OK_OR_FAIL(lt_mha_init(m, p, "attn", 16, 4, 2, bias, 0.0, g));
+  m->rope = true;
+  return LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, T, 16)));
+}
+
 START_TEST(mha_cached_steps_match_full_forward) {
-  /* GQA (4 query heads, 2 kv heads) with RoPE: prefill 3 positions, then 1 at a time */
+  /* prefill 3 positions, then 1 at a time */
   lt_params *p = lt_params_new();
   lt_generator *g = lt_generator_new(5);
   lt_mha m;
-  LT_OK_OR_FAIL(lt_mha_init(&m, p, "attn", 16, 4, 2, true, 0.0, g));
-  m.rope = true;
   const int64_t B = 2, T = 7;
-  lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, T, 16)));
+  lt_tensor *x = gqa_rope(p, g, &m, true, B, T);
   bool prev = lt_set_grad_enabled(false);
   lt_attention_opts causal = {.causal = true};
   lt_tensor *full = LT_NN(lt_mha_forward(&m, x, x, &causal, 0, NULL, NULL)); /* [B, T, C] */
@@ -172,10 +178,8 @@ START_TEST(mha_window_cache) {
   lt_params *p = lt_params_new();
   lt_generator *g = lt_generator_new(9);
   lt_mha m;
-  LT_OK_OR_FAIL(lt_mha_init(&m, p, "attn", 16, 4, 2, false, 0.0, g));
-  m.rope = true;
   const int64_t B = 2, T = 61, W = 5;
-  lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(B, T, 16)));
+  lt_tensor *x = gqa_rope(p, g, &m, false, B, T);
   lt_tensor *pad = LT_NN(lt_zeros(LT_DTYPE_BOOL, LT_SHAPE(B, T)));
   ((bool *)pad->data)[T + 0] = ((bool *)pad->data)[T + 1] = true; /* row 1: two positions of left padding */
   bool prev = lt_set_grad_enabled(false);
