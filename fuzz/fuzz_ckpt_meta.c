@@ -314,7 +314,7 @@ static lt_status check_group(const parsed *p, int group, target *t, int nt, bool
   return LT_OK;
 }
 
-static lt_status check_training(const parsed *p, lt_params *params) {
+static lt_status check_training(const parsed *p, int64_t version, lt_params *params) {
   /* /model, strictly */
   int np = lt_params_count(params);
   target *t = calloc((size_t)np * LT__CKPT_MAX_STATES + 1, sizeof *t);
@@ -345,7 +345,7 @@ static lt_status check_training(const parsed *p, lt_params *params) {
   for (int i = 0; i + ns <= nt && !s; i += ns) {
     bool found[LT__CKPT_MAX_STATES], any;
     for (int k = 0; k < ns; k++) found[k] = t[i + k].found;
-    s = fuzz_check_status(lt__ckpt_check_optim_sets(PATH, 2, step, ns, sn, t[i].name, found, &any), "optim_sets");
+    s = fuzz_check_status(lt__ckpt_check_optim_sets(PATH, version, step, ns, sn, t[i].name, found, &any), "optim_sets");
   }
   /* /schedule */
   lt_schedule sc;
@@ -447,7 +447,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       lt_generator *init = lt_generator_new(1);
       lt_transformer *m = init ? lt_transformer_new(&cfg, init) : NULL;
       lt_generator_free(init);
-      if (m) s = check_training(&p, lt_transformer_params(m));
+      if (m) s = check_training(&p, info.format_version, lt_transformer_params(m));
       else fuzz_check_status(lt_last_status(), "transformer_new");
       fuzz_log("ckpt_meta: training state: %s", !m ? "no model" : s ? lt_last_error() : "ok");
       lt_transformer_free(m);
