@@ -97,21 +97,8 @@ static lt_status write_named(hid_t group, const char *name, const lt_tensor *t, 
 
 /* ---- small helpers ----------------------------------------------------- */
 
-/* The state tensors an optimizer of this configuration keeps per parameter
- * (all or none of them: they are created together). "step" (0-d i64) is
- * written since format version 2. */
-#define MAX_STATES 3
-static int optim_state_names(const lt_optim_config *c, const char **names) {
-  if (c->kind == LT_OPTIM_SGD) {
-    if (c->momentum == 0) return 0;
-    names[0] = "momentum_buffer";
-    return 1;
-  }
-  names[0] = "exp_avg";
-  names[1] = "exp_avg_sq";
-  names[2] = "step";
-  return 3;
-}
+#define MAX_STATES LT__CKPT_MAX_STATES
+#define optim_state_names lt__ckpt_optim_state_names
 
 static hid_t create_group(hid_t loc, const char *name) {
   hid_t gcpl = lt__h5_gcpl();
@@ -422,25 +409,8 @@ static lt_status targets_push(targets *t, const char *name, const lt_tensor *lik
   return LT_OK;
 }
 
-static int by_name(const void *a, const void *b) {
-  return strcmp((*(target *const *)a)->name, (*(target *const *)b)->name);
-}
 static int desc_by_name(const void *a, const void *b) {
   return strcmp(((const lt_ckpt_tensor_desc *)a)->name, ((const lt_ckpt_tensor_desc *)b)->name);
-}
-
-/* "a, b, c ... and 7 more" into buf. */
-static void list_names(char *buf, size_t size, const names *l) {
-  size_t k = 0;
-  buf[0] = '\0';
-  for (int i = 0; i < l->n; i++) {
-    size_t need = strlen(l->v[i]) + 2;
-    if (k + need + 24 >= size) {
-      snprintf(buf + k, size - k, "%s... and %d more", i ? " " : "", l->n - i);
-      return;
-    }
-    k += (size_t)snprintf(buf + k, size - k, "%s%s", i ? ", " : "", l->v[i]);
-  }
 }
 
 typedef struct loader {
@@ -459,45 +429,6 @@ typedef struct loader {
 static void name_file(const loader *L) {
   const char *m = lt_last_error();
   if (!strncmp(m, "checkpoint: ", 12)) lt__err(lt_last_status(), "checkpoint '%s': %s", L->path, m + 12);
-}
-
-static lt_status check_values(const loader *L, const char *dpath, lt_dtype dt, const void *buf, int64_t n) {
-  if (dt == LT_DTYPE_BOOL) {
-    const unsigned char *b = buf;
-    for (int64_t i = 0; i < n; i++)
-      if (b[i] > 1)
-        return lt__err(LT_ERR_FORMAT, "checkpoint '%s': bool dataset %s holds %u at flat index %lld", L->path,
-                       dpath, b[i], (long long)i);
-    return LT_OK;
-  }
-  if (L->opts->allow_nonfinite || !lt_dtype_is_float(dt)) return LT_OK;
-  int64_t bad = -1;
-  double v = 0;
-  if (dt == LT_DTYPE_F32) {
-    const float *f = buf;
-    for (int64_t i = 0; i < n && bad < 0; i++)
-      if (!isfinite(f[i])) bad = i, v = f[i];
-  } else {
-    const double *f = buf;
-    for (int64_t i = 0; i < n && bad < 0; i++)
-      if (!isfinite(f[i])) bad = i, v = f[i];
-  }
-  if (bad >= 0)
-    return lt__err(LT_ERR_NUMERIC,
-                   "checkpoint '%s': dataset %s holds %s at flat index %lld (allow_nonfinite accepts non-finite "
-                   "values)", L->path, dpath, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", (long long)bad);
-  return LT_OK;
-}
-
-/* Optimizer state is checked whatever allow_nonfinite says (nn/optim.c has
- * the rule): finite moments, exp_avg_sq >= 0, steps in [0, LT_OPTIM_MAX_STEP]. */
-static lt_status check_optim_values(const loader *L, const char *dpath, const target *t) {
-  char what[LT__CKPT_MAX_PATH + 16];
-  snprintf(what, sizeof what, "dataset %s", dpath);
-  lt_status s = lt_optim_check_state(t->sname, t->like->dtype, t->buf, t->like->numel, what);
-  if (s == LT_ERR_INVALID) return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s", L->path, lt_last_error());
-  if (s) return lt__err(s, "checkpoint '%s': %s", L->path, lt_last_error());
-  return LT_OK;
 }
 
 /* Adds bytes to what the load allocates; refuses past opts->max_bytes. */
@@ -533,36 +464,26 @@ static lt_status load_group(loader *L, const char *group, targets *T, bool missi
   lt__h5_list list;
   lt_status s = lt__h5_walk(L->file, &L->raw, group, &list);
   if (s) return s;
-  target **idx = malloc((size_t)(T->n ? T->n : 1) * sizeof *idx);
+  const char **want = malloc((size_t)(T->n ? T->n : 1) * sizeof *want);
+  const char **found = malloc((size_t)(list.n ? list.n : 1) * sizeof *found);
   int *match = malloc((size_t)(list.n ? list.n : 1) * sizeof *match);
+  bool *hit = malloc((size_t)(T->n ? T->n : 1) * sizeof *hit);
   names miss = {0}, unexp = {0};
-  if (!idx || !match) {
+  if (!want || !found || !match || !hit) {
     s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
     goto done;
   }
-  for (int i = 0; i < T->n; i++) idx[i] = &T->v[i];
-  qsort(idx, (size_t)T->n, sizeof *idx, by_name);
-  for (int i = 1; i < T->n; i++)
-    LT_CHECK(strcmp(idx[i - 1]->name, idx[i]->name) != 0); /* names are unique by construction */
-  for (int i = 0; i < list.n && !s; i++) {
-    target key = {.name = list.v[i].name}, *kp = &key;
-    target **hit = T->n ? bsearch(&kp, idx, (size_t)T->n, sizeof *idx, by_name) : NULL;
-    match[i] = hit ? (int)(*hit - T->v) : -1;
-    if (hit) (*hit)->found = true;
-    else s = names_push(&unexp, list.v[i].name);
-  }
-  for (int i = 0; i < T->n && !s; i++)
-    if (!T->v[i].found && !missing_ok) s = names_push(&miss, T->v[i].name);
-  if (s) goto done;
-  if ((miss.n || unexp.n) && !L->opts->non_strict) {
-    char a[480], b[480];
-    list_names(a, sizeof a, &miss);
-    list_names(b, sizeof b, &unexp);
-    s = lt__err(LT_ERR_INVALID, "checkpoint '%s': %s does not match (strict load): %d missing from the file%s%s%s; "
-                "%d not in the model%s%s%s", L->path, group, miss.n, miss.n ? " (" : "", a, miss.n ? ")" : "",
-                unexp.n, unexp.n ? " (" : "", b, unexp.n ? ")" : "");
+  for (int i = 0; i < T->n; i++) want[i] = T->v[i].name;
+  for (int i = 0; i < list.n; i++) found[i] = list.v[i].name;
+  if ((s = lt__ckpt_match(L->path, group, found, list.n, want, T->n, missing_ok, L->opts->non_strict, match, hit)))
     goto done;
+  for (int i = 0; i < T->n && !s; i++) {
+    T->v[i].found = hit[i];
+    if (!hit[i] && !missing_ok) s = names_push(&miss, T->v[i].name);
   }
+  for (int i = 0; i < list.n && !s; i++)
+    if (match[i] < 0) s = names_push(&unexp, list.v[i].name);
+  if (s) goto done;
   /* Phase 1: check every matched dataset before allocating anything. */
   for (int i = 0; i < list.n && !s; i++) {
     if (match[i] < 0) continue;
@@ -604,8 +525,11 @@ static lt_status load_group(loader *L, const char *group, targets *T, bool missi
     }
     s = lt__h5_read_dataset(d, list.v[i].path, t->like->dtype, t->buf);
     H5Dclose(d);
-    if (!s && t->sname) s = check_optim_values(L, list.v[i].path, t);
-    else if (!s) s = check_values(L, list.v[i].path, t->like->dtype, t->buf, t->like->numel);
+    if (!s && t->sname)
+      s = lt__ckpt_check_optim_values(L->path, list.v[i].path, t->sname, t->like->dtype, t->buf, t->like->numel);
+    else if (!s)
+      s = lt__ckpt_check_values(L->path, list.v[i].path, t->like->dtype, t->buf, t->like->numel,
+                                L->opts->allow_nonfinite);
   }
   /* For lt_ckpt_info: model tensors by name, optimizer states as "optim/<param>.<state>". */
   const char *pre = strcmp(group, "/model") ? "optim/" : "";
@@ -614,8 +538,10 @@ static lt_status load_group(loader *L, const char *group, targets *T, bool missi
 done:
   names_free(&miss);
   names_free(&unexp);
-  free(idx);
+  free(want);
+  free(found);
   free(match);
+  free(hit);
   lt__h5_list_free(&list);
   return s;
 }
@@ -679,37 +605,14 @@ static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *
   H5Pclose(fcpl);
   hid_t root = H5Gopen2(L->file, "/", H5P_DEFAULT);
   if (root < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open the root group", L->path);
-  char *format = NULL, *content = NULL;
-  s = lt__h5_get_attr_string(root, "/", "format", &format);
-  if (s == LT_ERR_INDEX)
-    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no 'format' attribute: not a libtensor checkpoint", L->path);
-  else if (!s && strcmp(format, LT_CKPT_FORMAT_NAME))
-    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': format is '%.64s', not '%s'", L->path, format, LT_CKPT_FORMAT_NAME);
-  if (!s) {
-    s = lt__h5_get_attr_int(root, "/", "format_version", version);
-    if (s == LT_ERR_INDEX)
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no 'format_version' attribute", L->path);
-    else if (!s && *version > LT_CKPT_FORMAT_VERSION)
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': format version %lld is newer than this library reads (%d): "
-                  "upgrade libtensor", L->path, (long long)*version, LT_CKPT_FORMAT_VERSION);
-    else if (!s && *version < 1)
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': format version %lld is invalid", L->path, (long long)*version);
-  }
-  if (!s) {
-    s = lt__h5_get_attr_string(root, "/", "library_version", libver);
-    if (s == LT_ERR_INDEX) s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no 'library_version' attribute", L->path);
-  }
-  if (!s) {
-    s = lt__h5_get_attr_string(root, "/", "content", &content);
-    if (s == LT_ERR_INDEX)
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no 'content' attribute", L->path);
-    else if (!s && strcmp(content, "model") && strcmp(content, "training"))
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': content '%.64s' is neither 'model' nor 'training'", L->path,
-                  content);
-    if (!s) *training = !strcmp(content, "training");
-  }
+  /* The root's attributes, judged by rules.c. */
+  lt_ckpt_meta *attrs = lt_ckpt_meta_new();
+  const char *lv = NULL;
+  s = attrs ? lt__h5_read_meta(root, &L->raw, "/", attrs, NULL) : lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  if (!s) s = lt__ckpt_check_root(L->path, attrs, version, &lv, training);
+  if (!s && !(*libver = strdup(lv))) s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  lt_ckpt_meta_free(attrs);
   /* Top level: only our groups, as hard links. */
-  static const char *const allowed[] = {"model", "optim", "schedule", "rng", "extra"};
   for (int i = 0; !s; i++) {
     char name[64];
     H5L_info_t li;
@@ -719,9 +622,7 @@ static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *
       H5Eclear2(H5E_DEFAULT); /* past the last link */
       break;
     }
-    bool ok = false;
-    for (size_t k = 0; k < sizeof allowed / sizeof *allowed; k++) ok |= (size_t)n < sizeof name && !strcmp(name, allowed[k]);
-    if (!ok) {
+    if ((size_t)n >= sizeof name || !lt__ckpt_top_level_name(name)) {
       s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': unexpected object /%.64s at the top level", L->path, name);
       break;
     }
@@ -740,8 +641,6 @@ static lt_status open_checked(loader *L, int64_t *version, char **libver, bool *
   }
   if (!s && H5Lexists(root, "model", H5P_DEFAULT) <= 0)
     s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': no /model group", L->path);
-  free(format);
-  free(content);
   H5Gclose(root);
   if (s) {
     free(*libver);
@@ -755,43 +654,6 @@ static lt_status absent_attr(const loader *L) {
   lt__err(LT_ERR_FORMAT, "%s", lt_last_error());
   name_file(L);
   return LT_ERR_FORMAT;
-}
-
-static lt_status check_config(const loader *L, const lt_ckpt_meta *file_cfg) {
-  const lt_ckpt_meta *want = L->opts->expect_config;
-  const char *key;
-  lt__meta_val w;
-  for (int i = 0; lt__ckpt_meta_at(want, i, &key, &w); i++) {
-    int kind = lt_ckpt_meta_kind(file_cfg, key);
-    if (kind < 0) return lt__err(LT_ERR_INVALID, "checkpoint '%s': the file's config has no '%s'", L->path, key);
-    lt__meta_val f;
-    const char *fk;
-    for (int j = 0; lt__ckpt_meta_at(file_cfg, j, &fk, &f); j++) {
-      if (strcmp(fk, key)) continue;
-      bool same = (int)f.kind == (int)w.kind;
-      if (same && w.kind == LT_CKPT_INT) same = f.i == w.i;
-      if (same && w.kind == LT_CKPT_DOUBLE) same = f.d == w.d;
-      if (same && w.kind == LT_CKPT_STRING) same = !strcmp(f.s, w.s);
-      if (same && w.kind == LT_CKPT_BYTES) same = f.size == w.size && !memcmp(f.bytes, w.bytes, f.size);
-      if (same) break;
-      char a[96], b[96];
-      switch (f.kind) {
-        case LT_CKPT_INT: snprintf(a, sizeof a, "%lld", (long long)f.i); break;
-        case LT_CKPT_DOUBLE: snprintf(a, sizeof a, "%.17g", f.d); break;
-        case LT_CKPT_STRING: snprintf(a, sizeof a, "'%.64s'", f.s); break;
-        default: snprintf(a, sizeof a, "%zu bytes", f.size); break;
-      }
-      switch (w.kind) {
-        case LT_CKPT_INT: snprintf(b, sizeof b, "%lld", (long long)w.i); break;
-        case LT_CKPT_DOUBLE: snprintf(b, sizeof b, "%.17g", w.d); break;
-        case LT_CKPT_STRING: snprintf(b, sizeof b, "'%.64s'", w.s); break;
-        default: snprintf(b, sizeof b, "%zu bytes", w.size); break;
-      }
-      return lt__err(LT_ERR_INVALID, "checkpoint '%s': config '%s' is %s in the file but %s is expected", L->path,
-                     key, a, b);
-    }
-  }
-  return LT_OK;
 }
 
 static void tensor_descs_free(lt_ckpt_tensor_desc *v, int n) {
@@ -827,7 +689,7 @@ static lt_status describe_group(loader *L, const char *group, lt_ckpt_tensor_des
       if (d >= 0) H5Dclose(d);
       break;
     }
-    lt__h5_expect e = {.dtype = LT_DTYPE_COUNT, .raw_type = t, .ndim = -1};
+    lt__h5_expect e = {.dtype = LT_DTYPE_COUNT, .raw = LT__RAW_ANY, .ndim = -1};
     int nd;
     int64_t shape[LT_MAX_DIMS];
     size_t nb;
@@ -883,13 +745,19 @@ static lt_status model_totals(loader *L, lt_ckpt_info *info) {
   return LT_OK;
 }
 
-/* /optim's attribute 'step' into *step, checked to be in [0, LT_OPTIM_MAX_STEP];
- * shared by training loads and lt_ckpt_describe. */
-static lt_status read_optim_step(const loader *L, hid_t g, int64_t *step) {
-  lt_status s = lt__h5_get_attr_int(g, "/optim", "step", step);
-  if (!s && (*step < 0 || *step > LT_OPTIM_MAX_STEP))
-    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' (the optimizer's step count) is %lld, "
-                "outside [0, %lld] (LT_OPTIM_MAX_STEP)", L->path, (long long)*step, (long long)LT_OPTIM_MAX_STEP);
+/* The attributes of the group at name under root into a new meta *attrs
+ * (lt_ckpt_meta_free; NULL on failure), for rules.c. */
+static lt_status read_group_attrs(const loader *L, hid_t root, const char *name, lt_ckpt_meta **attrs) {
+  *attrs = NULL;
+  hid_t g = H5Gopen2(root, name, H5P_DEFAULT);
+  if (g < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /%s", L->path, name);
+  char what[32];
+  snprintf(what, sizeof what, "/%s", name);
+  lt_ckpt_meta *m = lt_ckpt_meta_new();
+  lt_status s = m ? lt__h5_read_meta(g, &L->raw, what, m, NULL) : lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  H5Gclose(g);
+  if (s) lt_ckpt_meta_free(m);
+  else *attrs = m;
   return s;
 }
 
@@ -912,34 +780,10 @@ static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, tar
     return lt__err(LT_ERR_INVALID, "checkpoint '%s': no optimizer state (/optim) in the file (strict load)", L->path);
   }
   os->present = true;
-  hid_t g = H5Gopen2(root, "optim", H5P_DEFAULT);
-  if (g < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /optim", L->path);
-  char *kind = NULL;
-  lt_status s = lt__h5_get_attr_string(g, "/optim", "kind", &kind);
-  if (!s && strcmp(kind, lt_optim_kind_name(c->kind)))
-    s = lt__err(LT_ERR_INVALID, "checkpoint '%s': the file holds %.16s optimizer state but the optimizer is %s",
-                L->path, kind, lt_optim_kind_name(c->kind));
-  if (!s) s = read_optim_step(L, g, &os->step);
-  if (!s) s = lt__h5_get_attr_double(g, "/optim", "lr", &os->lr);
-  if (!s && !(isfinite(os->lr) && os->lr >= 0))
-    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'lr' is %g, outside [0, inf) (a finite learning "
-                "rate)", L->path, os->lr);
-  struct { const char *name; double want; } hp[] = {
-      {"momentum", c->momentum}, {"dampening", c->dampening}, {"beta1", c->beta1}, {"beta2", c->beta2},
-      {"eps", c->eps}, {"weight_decay", c->weight_decay}, {"nesterov", c->nesterov}, {"decay_all", c->decay_all}};
-  for (size_t i = 0; i < sizeof hp / sizeof *hp && !s; i++) {
-    double v;
-    int64_t iv;
-    bool is_int = !strcmp(hp[i].name, "nesterov") || !strcmp(hp[i].name, "decay_all");
-    s = is_int ? lt__h5_get_attr_int(g, "/optim", hp[i].name, &iv) : lt__h5_get_attr_double(g, "/optim", hp[i].name, &v);
-    if (is_int && !s) v = (double)iv;
-    if (!s && v != hp[i].want && !L->opts->allow_hparam_change)
-      s = lt__err(LT_ERR_INVALID, "checkpoint '%s': optimizer %s is %.17g in the file but %.17g in optim_config "
-                  "(allow_hparam_change accepts this)", L->path, hp[i].name, v, hp[i].want);
-  }
-  if (s == LT_ERR_INDEX) s = absent_attr(L);
-  free(kind);
-  H5Gclose(g);
+  lt_ckpt_meta *attrs;
+  lt_status s = read_group_attrs(L, root, "optim", &attrs);
+  if (!s) s = lt__ckpt_check_optim(L->path, attrs, c, L->opts->allow_hparam_change, &os->step, &os->lr);
+  lt_ckpt_meta_free(attrs);
   if (s) return s;
   /* Targets: every applicable state of every parameter, shaped like it
    * ("step" like a 0-d i64). */
@@ -965,45 +809,12 @@ static lt_status load_optim(loader *L, hid_t root, const lt_train_state *st, tar
   if (!(os->with = malloc(sizeof(char *) * (size_t)(np ? np : 1))))
     return lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
   for (int i = 0; i + ns <= T->n; i += ns) {
-    int need = L->version < 2 && ns == MAX_STATES ? ns - 1 : ns, bad = -1;
-    bool any = false;
-    for (int k = 0; k < ns; k++) any |= T->v[i + k].found;
+    bool found[MAX_STATES], any;
+    for (int k = 0; k < ns; k++) found[k] = T->v[i + k].found;
+    if ((s = lt__ckpt_check_optim_sets(L->path, L->version, os->step, ns, sn, T->v[i].pname, found, &any))) return s;
     if (!any) continue;
-    for (int k = 0; k < ns && bad < 0; k++)
-      if (T->v[i + k].found != (k < need)) bad = k;
-    if (bad >= 0)
-      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': the optimizer state of '%s' %s '%s' (format version %lld "
-                     "stores %s, all or none)", L->path, T->v[i].pname, T->v[i + bad].found ? "has" : "lacks",
-                     T->v[i + bad].sname, (long long)L->version,
-                     need == 1 ? "momentum_buffer" : need == 2 ? "exp_avg and exp_avg_sq" : "exp_avg, exp_avg_sq and step");
-    if (os->step == 0)
-      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': /optim attribute 'step' is 0 (no optimizer step done) but "
-                     "'%s' has optimizer state", L->path, T->v[i].pname);
     os->with[os->n_with++] = T->v[i].pname;
   }
-  return LT_OK;
-}
-
-/* The schedule's values, so that lt_schedule_lr cannot turn NaN later: the
- * learning rates and factors finite (and the rates >= 0), the counts in
- * [0, LT_OPTIM_MAX_STEP], and what the kind divides by >= 1. */
-static lt_status check_schedule(const loader *L, const lt_schedule *v) {
-  struct { const char *name; double x, lo, hi; } d[] = {
-      {"base_lr", v->base_lr, 0, INFINITY}, {"min_lr", v->min_lr, 0, INFINITY},
-      {"gamma", v->gamma, -INFINITY, INFINITY}, {"scale", v->scale, -INFINITY, INFINITY}};
-  for (size_t i = 0; i < sizeof d / sizeof *d; i++)
-    if (!isfinite(d[i].x) || d[i].x < d[i].lo)
-      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': /schedule attribute '%s' is %g, outside [%g, %g] (finite)",
-                     L->path, d[i].name, d[i].x, d[i].lo, d[i].hi);
-  struct { const char *name; int64_t x, lo; } n[] = {
-      {"warmup", v->warmup, 0}, {"total", v->total, 0},
-      {"step_size", v->step_size, v->kind == LT_SCHED_STEP ? 1 : 0},
-      {"d_model", v->d_model, v->kind == LT_SCHED_NOAM ? 1 : 0}};
-  for (size_t i = 0; i < sizeof n / sizeof *n; i++)
-    if (n[i].x < n[i].lo || n[i].x > LT_OPTIM_MAX_STEP)
-      return lt__err(LT_ERR_FORMAT, "checkpoint '%s': /schedule attribute '%s' is %lld, outside [%lld, %lld] for "
-                     "schedule '%s'", L->path, n[i].name, (long long)n[i].x, (long long)n[i].lo,
-                     (long long)LT_OPTIM_MAX_STEP, lt_schedule_kind_name(v->kind));
   return LT_OK;
 }
 
@@ -1011,36 +822,10 @@ static lt_status load_schedule(loader *L, hid_t root, lt_schedule *sc, int64_t *
   *have_sched = false;
   if (H5Lexists(root, "schedule", H5P_DEFAULT) <= 0)
     return lt__err(LT_ERR_FORMAT, "checkpoint '%s': no /schedule group in a training checkpoint", L->path);
-  hid_t g = H5Gopen2(root, "schedule", H5P_DEFAULT);
-  if (g < 0) return lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /schedule", L->path);
-  char *kind = NULL;
-  lt_status s = lt__h5_get_attr_int(g, "/schedule", "step", step);
-  if (!s && (*step < 0 || *step > LT_OPTIM_MAX_STEP))
-    s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': /schedule attribute 'step' is %lld, outside [0, %lld] "
-                "(LT_OPTIM_MAX_STEP)", L->path, (long long)*step, (long long)LT_OPTIM_MAX_STEP);
-  if (!s) s = lt__h5_get_attr_string(g, "/schedule", "kind", &kind);
-  if (!s && strcmp(kind, "none")) {
-    lt_schedule_kind k = LT_SCHED_CONSTANT;
-    if (lt_schedule_kind_parse(kind, &k) != LT_OK)
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': unknown schedule kind '%.32s'", L->path, kind);
-    lt_schedule v = {.kind = k};
-    if (!s) s = lt__h5_get_attr_double(g, "/schedule", "base_lr", &v.base_lr);
-    if (!s) s = lt__h5_get_attr_double(g, "/schedule", "min_lr", &v.min_lr);
-    if (!s) s = lt__h5_get_attr_double(g, "/schedule", "gamma", &v.gamma);
-    if (!s) s = lt__h5_get_attr_double(g, "/schedule", "scale", &v.scale);
-    if (!s) s = lt__h5_get_attr_int(g, "/schedule", "warmup", &v.warmup);
-    if (!s) s = lt__h5_get_attr_int(g, "/schedule", "total", &v.total);
-    if (!s) s = lt__h5_get_attr_int(g, "/schedule", "step_size", &v.step_size);
-    if (!s) s = lt__h5_get_attr_int(g, "/schedule", "d_model", &v.d_model);
-    if (!s) s = check_schedule(L, &v);
-    if (!s) {
-      *sc = v;
-      *have_sched = true;
-    }
-  }
-  if (s == LT_ERR_INDEX) s = absent_attr(L);
-  free(kind);
-  H5Gclose(g);
+  lt_ckpt_meta *attrs;
+  lt_status s = read_group_attrs(L, root, "schedule", &attrs);
+  if (!s) s = lt__ckpt_check_schedule(L->path, attrs, sc, step, have_sched);
+  lt_ckpt_meta_free(attrs);
   if (!s) {
     lt__h5_list list;
     s = lt__h5_walk(L->file, &L->raw, "/schedule", &list);
@@ -1052,17 +837,23 @@ static lt_status load_schedule(loader *L, hid_t root, lt_schedule *sc, int64_t *
   return s;
 }
 
-static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_generator_state *gs, bool *found) {
+static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_generator_state *gs, bool *found_gen) {
   if (H5Lexists(root, "rng", H5P_DEFAULT) <= 0)
     return lt__err(LT_ERR_FORMAT, "checkpoint '%s': no /rng group in a training checkpoint", L->path);
   lt__h5_list list;
   lt_status s = lt__h5_walk(L->file, &L->raw, "/rng", &list);
   if (s) return s;
   names miss = {0}, unexp = {0};
+  const char **found = malloc((size_t)(list.n ? list.n : 1) * sizeof *found);
+  int *match = malloc((size_t)(list.n ? list.n : 1) * sizeof *match);
+  bool *hit = malloc((size_t)(st->n_generators ? st->n_generators : 1) * sizeof *hit);
+  if (!found || !match || !hit) s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+  for (int i = 0; i < list.n && !s; i++) found[i] = list.v[i].name;
+  /* Names first (non-strict: the datasets are checked before a strict mismatch is reported) */
+  if (!s) s = lt__ckpt_match(L->path, "/rng", found, list.n, (const char *const *)st->generator_names,
+                             st->n_generators, false, true, match, hit);
   for (int i = 0; i < list.n && !s; i++) {
-    int k = -1;
-    for (int j = 0; j < st->n_generators; j++)
-      if (!strcmp(st->generator_names[j], list.v[i].name)) k = j;
+    int k = match[i];
     if (k < 0) {
       s = names_push(&unexp, list.v[i].name);
       continue;
@@ -1073,7 +864,7 @@ static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_ge
       break;
     }
     static const int64_t two[1] = {2};
-    lt__h5_expect e = {.dtype = LT_DTYPE_COUNT, .raw_type = H5T_STD_U64LE, .ndim = 1, .shape = two};
+    lt__h5_expect e = {.dtype = LT_DTYPE_COUNT, .raw = LT__RAW_U64, .ndim = 1, .shape = two};
     int nd;
     int64_t shape[LT_MAX_DIMS];
     size_t bytes;
@@ -1085,19 +876,17 @@ static lt_status load_rng(loader *L, hid_t root, const lt_train_state *st, lt_ge
     H5Dclose(d);
     if (!s) {
       gs[k] = (lt_generator_state){v[0], v[1]};
-      found[k] = true;
+      found_gen[k] = true;
     }
   }
   for (int j = 0; j < st->n_generators && !s; j++)
-    if (!found[j]) s = names_push(&miss, st->generator_names[j]);
-  if (!s && (miss.n || unexp.n) && !L->opts->non_strict) {
-    char a[400], b[400];
-    list_names(a, sizeof a, &miss);
-    list_names(b, sizeof b, &unexp);
-    s = lt__err(LT_ERR_INVALID, "checkpoint '%s': generators do not match (strict load): %d missing from the file%s%s%s; "
-                "%d not given%s%s%s", L->path, miss.n, miss.n ? " (" : "", a, miss.n ? ")" : "", unexp.n,
-                unexp.n ? " (" : "", b, unexp.n ? ")" : "");
-  }
+    if (!found_gen[j]) s = names_push(&miss, st->generator_names[j]);
+  if (!s && !L->opts->non_strict)
+    s = lt__ckpt_match(L->path, "/rng", found, list.n, (const char *const *)st->generator_names, st->n_generators,
+                       false, false, match, hit);
+  free(found);
+  free(match);
+  free(hit);
   for (int i = 0; i < miss.n && !s; i++) s = names_push2(&L->missing, "rng/", miss.v[i]);
   for (int i = 0; i < unexp.n && !s; i++) s = names_push2(&L->unexpected, "rng/", unexp.v[i]);
   names_free(&miss);
@@ -1155,7 +944,7 @@ static lt_status load_common(const char *op, const char *path, lt_params *p, lt_
     goto done;
   }
   if ((s = read_config(&L, &root, info->config))) goto done;
-  if (opts->expect_config && (s = check_config(&L, info->config))) goto done;
+  if (opts->expect_config && (s = lt__ckpt_check_config(path, info->config, opts->expect_config))) goto done;
   for (int i = 0; i < lt_params_count(p) && !s; i++) {
     const lt_param *q = lt_params_at(p, i);
     s = targets_push(&TM, q->name, q->value, q->value, NULL, NULL);
@@ -1301,12 +1090,13 @@ lt_status lt_ckpt_describe(const char *path, const lt_ckpt_load_opts *opts, lt_c
   d->model_bytes = bytes;
   if (d->training && H5Lexists(root, "optim", H5P_DEFAULT) > 0) {
     /* open_checked made sure /optim is a group reached by a hard link, its header checked. */
-    if ((g = H5Gopen2(root, "optim", H5P_DEFAULT)) < 0) {
-      s = lt__h5_err(LT_ERR_FORMAT, "checkpoint '%s': cannot open /optim", path);
-      goto done;
-    }
-    s = lt__h5_get_attr_string(g, "/optim", "kind", &d->optim_kind);
-    if (!s) s = read_optim_step(&L, g, &d->optim_step);
+    lt_ckpt_meta *attrs;
+    const char *kind = NULL;
+    s = read_group_attrs(&L, root, "optim", &attrs);
+    if (!s) s = lt__ckpt_attr_string(attrs, "/optim", "kind", &kind);
+    if (!s && !(d->optim_kind = strdup(kind))) s = lt__err(LT_ERR_NOMEM, "checkpoint: out of memory");
+    if (!s) s = lt__ckpt_check_optim_step(path, attrs, &d->optim_step);
+    lt_ckpt_meta_free(attrs);
     if (s == LT_ERR_INDEX) s = absent_attr(&L);
     if (s) goto done;
     if ((s = describe_group(&L, "/optim", &d->optim, &d->n_optim, &elems, &bytes))) goto done;

@@ -7,6 +7,9 @@
  *   h5.c      HDF5 plumbing: error silencing and stack capture, typed
  *             attributes, tensor datasets, the checked tree walk;
  *   meta.c    lt_ckpt_meta;
+ *   rules.c   what the metadata must be, judged on the values HDF5 returned
+ *             (no hid_t): root attributes, datasets' storage, type and dims,
+ *             group names, optimizer and schedule attributes, blobs, values;
  *   checkpoint.c  the layout: save/load of parameters and training state.
  */
 #ifndef LT_CHECKPOINT_INTERNAL_H
@@ -171,22 +174,146 @@ void lt__h5_list_free(lt__h5_list *l);
  * datasets. */
 lt_status lt__h5_walk(hid_t file, const lt__h5_raw *raw, const char *path, lt__h5_list *out);
 
+/* Raw (non-dtype) types a dataset may be asked to have. */
+typedef enum lt__ckpt_raw {
+  LT__RAW_NONE, /* none: the dataset holds one of our dtypes */
+  LT__RAW_U8,   /* H5T_STD_U8LE (/extra blobs) */
+  LT__RAW_U64,  /* H5T_STD_U64LE (/rng states) */
+  LT__RAW_ANY   /* any type (a description, lt_ckpt_describe) */
+} lt__ckpt_raw;
 /* What a dataset must be. */
 typedef struct lt__h5_expect {
-  lt_dtype dtype;                /* LT_DTYPE_COUNT: raw_type instead */
-  hid_t raw_type;                /* the exact file type when dtype is LT_DTYPE_COUNT (e.g. H5T_STD_U8LE) */
+  lt_dtype dtype;                /* LT_DTYPE_COUNT: raw instead */
+  lt__ckpt_raw raw;              /* the exact file type when dtype is LT_DTYPE_COUNT */
   int ndim;                      /* -1: any rank */
   const int64_t *shape;          /* NULL: any dims */
   const char *model_name;        /* for messages: "the model's 'x'" */
 } lt__h5_expect;
+/* What HDF5 says of dset (rules.c's lt__ckpt_dset), asked in the order
+ * lt__ckpt_check_dset judges it; a step HDF5 cannot answer is recorded
+ * (d->failed, its error stack) and ends the questions. */
+struct lt__ckpt_dset;
+struct lt__ckpt_written;
+void lt__h5_dset_facts(hid_t dset, struct lt__ckpt_dset *d);
+/* Whether dset's data was written: its storage allocated, or (chunked) its
+ * chunk dims and how many chunks are stored. Ask it only of a dataset that
+ * lt__ckpt_check_dset accepted (HDF5 walks the chunk index). */
+void lt__h5_dset_written(hid_t dset, const struct lt__ckpt_dset *d, struct lt__ckpt_written *w);
 /* Checks layout (no virtual, no external storage), filters (deflate only),
  * type (exact), rank and dims (overflow-checked, capped by file_size) and
- * that the data was written, before anything is allocated. Sets *bytes and
- * the dims (ndim and shape, at least LT_MAX_DIMS entries). */
+ * that the data was written, before anything is allocated: the facts from
+ * lt__h5_dset_facts judged by lt__ckpt_check_dset, then (only if they pass)
+ * lt__h5_dset_written judged by lt__ckpt_check_written. Sets *bytes and the
+ * dims (ndim and shape, at least LT_MAX_DIMS entries). */
 lt_status lt__h5_check_dataset(hid_t dset, const char *path, const lt__h5_expect *e, uint64_t file_size,
                                int *ndim, int64_t *shape, size_t *bytes);
 /* Reads the whole dataset (already checked) into buf. */
 lt_status lt__h5_read_dataset(hid_t dset, const char *path, lt_dtype dtype, void *buf);
+
+/* ---- the rules on parsed values (rules.c) ------------------------------ */
+
+/* Typed entries of a meta read from the object `what` (h5.c's messages):
+ * LT_ERR_INDEX "checkpoint: <what> has no attribute '<key>'" when absent,
+ * LT_ERR_FORMAT when of another kind. Strings are borrowed from m. */
+lt_status lt__ckpt_attr_int(const lt_ckpt_meta *m, const char *what, const char *key, int64_t *out);
+lt_status lt__ckpt_attr_double(const lt_ckpt_meta *m, const char *what, const char *key, double *out);
+lt_status lt__ckpt_attr_string(const lt_ckpt_meta *m, const char *what, const char *key, const char **out);
+
+/* The root's attributes (every one of them, as lt__h5_read_meta reads them):
+ * format, format_version in [1, LT_CKPT_FORMAT_VERSION], library_version
+ * (borrowed from root), content "model" or "training". */
+lt_status lt__ckpt_check_root(const char *path, const lt_ckpt_meta *root, int64_t *version, const char **libver,
+                              bool *training);
+/* True for the names a checkpoint may hold at the top level. */
+bool lt__ckpt_top_level_name(const char *name);
+
+/* What HDF5 says of one dataset (lt__h5_dset_facts fills it; the fuzz
+ * harness fuzz/fuzz_ckpt_meta.c makes them up). */
+#define LT__H5_MAX_RANK 32     /* H5S_MAX_RANK */
+#define LT__CKPT_MAX_FILTERS 8 /* filters in a pipeline */
+#define LT__FILTER_DEFLATE 1   /* H5Z_FILTER_DEFLATE */
+enum { LT__LAYOUT_COMPACT, LT__LAYOUT_CONTIGUOUS, LT__LAYOUT_CHUNKED, LT__LAYOUT_VIRTUAL, LT__LAYOUT_OTHER };
+enum { LT__SPACE_SCALAR, LT__SPACE_SIMPLE, LT__SPACE_OTHER };
+/* The step where HDF5 could not answer (the facts after it are unknown). */
+enum { LT__DSET_OK, LT__DSET_FAILED_PLIST, LT__DSET_FAILED_TYPE, LT__DSET_FAILED_DIMS };
+typedef struct lt__ckpt_dset {
+  int failed;                 /* LT__DSET_*: where HDF5 failed */
+  char h5_stack[600];         /* then ": HDF5: <its error stack>" (lt__h5_err's tail), or "" */
+  int layout, layout_code;    /* LT__LAYOUT_*, and HDF5's own code for messages */
+  int n_external;             /* external storage files */
+  int n_filters;              /* -1: unreadable */
+  int filters[LT__CKPT_MAX_FILTERS];
+  lt_dtype dtype;             /* the dtype whose file type it is exactly, or LT_DTYPE_COUNT */
+  lt__ckpt_raw raw;           /* LT__RAW_U8 / _U64 when it is exactly that type, else LT__RAW_NONE */
+  size_t type_size;           /* bytes per element */
+  bool float_class;           /* an HDF5 float (for the hint on a float dtype mismatch) */
+  char type_desc[200];        /* lt__h5_type_desc */
+  int space;                  /* LT__SPACE_* */
+  int ndim;                   /* simple dataspace: its rank (may exceed LT_MAX_DIMS) */
+  uint64_t dims[LT__H5_MAX_RANK];
+} lt__ckpt_dset;
+/* Whether its data was written (asked only after lt__ckpt_check_dset). */
+typedef struct lt__ckpt_written {
+  bool known;                 /* HDF5 answered */
+  bool allocated;             /* contiguous and compact: the storage exists */
+  int chunk_ndim;             /* chunked: the chunk's rank and dims, and the chunks stored */
+  uint64_t chunk[LT__H5_MAX_RANK];
+  uint64_t n_chunks;
+} lt__ckpt_written;
+/* The description lt__h5_type_desc gives the file type of dtype (raw
+ * LT__RAW_NONE) or of a raw type; NULL when dtype has none. */
+const char *lt__ckpt_type_desc(lt_dtype dtype, lt__ckpt_raw raw);
+/* d against e and the file's size (lt__h5_check_dataset's checks but the
+ * last): sets *ndim, shape and *bytes on success. */
+lt_status lt__ckpt_check_dset(const lt__ckpt_dset *d, const char *path, const lt__h5_expect *e, uint64_t file_size,
+                              int *ndim, int64_t *shape, size_t *bytes);
+/* Every byte of d (already accepted by lt__ckpt_check_dset) written: the
+ * storage allocated, or every chunk present. */
+lt_status lt__ckpt_check_written(const lt__ckpt_dset *d, const char *path, const lt__ckpt_written *w);
+
+/* The names a group holds (found, from the walk) against the names the
+ * caller expects (want): match[i] is the index in want of found[i] or -1,
+ * hit[j] whether want[j] was found (both caller-allocated). Unless
+ * non_strict, a wanted name not found (unless missing_ok) or a found name
+ * not wanted is LT_ERR_INVALID listing both ("/rng": the generators). */
+lt_status lt__ckpt_match(const char *path, const char *group, const char *const *found, int n_found,
+                         const char *const *want, int n_want, bool missing_ok, bool non_strict, int *match,
+                         bool *hit);
+
+/* The optimizer state tensors per parameter (all or none): "momentum_buffer"
+ * for SGD with momentum, "exp_avg", "exp_avg_sq", "step" for Adam(W) ("step"
+ * since format version 2). Returns how many (at most LT__CKPT_MAX_STATES). */
+#define LT__CKPT_MAX_STATES 3
+int lt__ckpt_optim_state_names(const lt_optim_config *c, const char **names);
+/* /optim's 'step' in [0, LT_OPTIM_MAX_STEP]. */
+lt_status lt__ckpt_check_optim_step(const char *path, const lt_ckpt_meta *attrs, int64_t *step);
+/* /optim's attributes: kind c's, step, lr finite and >= 0, the
+ * hyperparameters c's unless allow_hparam_change. */
+lt_status lt__ckpt_check_optim(const char *path, const lt_ckpt_meta *attrs, const lt_optim_config *c,
+                               bool allow_hparam_change, int64_t *step, double *lr);
+/* One parameter's ns states (found[k]: state snames[k] in the file): all
+ * that the format version stores or none (*any says which), and none when
+ * the step count is 0. */
+lt_status lt__ckpt_check_optim_sets(const char *path, int64_t version, int64_t step, int ns,
+                                    const char *const *snames, const char *pname, const bool *found, bool *any);
+/* /schedule's attributes: step in [0, LT_OPTIM_MAX_STEP]; kind "none"
+ * (*have false) or a schedule whose values are finite and in range (*sc). */
+lt_status lt__ckpt_check_schedule(const char *path, const lt_ckpt_meta *attrs, lt_schedule *sc, int64_t *step,
+                                  bool *have);
+
+/* An /extra blob's name (a valid key, not also an attribute of m) and size
+ * (at most LT__CKPT_MAX_BLOB and *budget, which it is subtracted from). */
+lt_status lt__ckpt_check_blob_name(const lt_ckpt_meta *m, const char *what, const char *name);
+lt_status lt__ckpt_check_blob(const char *path, size_t bytes, uint64_t *budget);
+
+/* A dataset's values: bools 0 or 1, floats finite (unless allow_nonfinite);
+ * optimizer states by lt_optim_check_state whatever allow_nonfinite says. */
+lt_status lt__ckpt_check_values(const char *path, const char *dpath, lt_dtype dt, const void *buf, int64_t n,
+                                bool allow_nonfinite);
+lt_status lt__ckpt_check_optim_values(const char *path, const char *dpath, const char *sname, lt_dtype dt,
+                                      const void *buf, int64_t n);
+/* Every entry of want present in file_cfg with the same kind and value. */
+lt_status lt__ckpt_check_config(const char *path, const lt_ckpt_meta *file_cfg, const lt_ckpt_meta *want);
 
 /* ---- meta (meta.c) ----------------------------------------------------- */
 

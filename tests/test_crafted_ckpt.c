@@ -76,6 +76,7 @@
 #include "train/trainer.h"
 #include "util_ckpt.h"
 #include "util_tfckpt.h"
+#include "train_settings.h"
 
 #define MAX_CASE_SECONDS 1.0
 #if defined(__SANITIZE_ADDRESS__)
@@ -284,32 +285,9 @@ static bool fail_at(outcome *o, lt_status s, const char *stage) {
 
 /* ---- train's own layer: its settings and the trainer's state ------------------ */
 
-/* The loader fingerprint the pristine files hold (the data of the real run:
- * any constant, compared by the set_position hook as train's loader does). */
-#define FINGERPRINT 0x5eed5eedLL
-
-/* train's settings of a run of this architecture (the default run's, with a
- * data file where the architecture needs one), resolved as train resolves
- * them before it saves, and the trainer's loader keys: written into the
- * pristine files' /extra (tfckpt_extra_hook), so that every opt.* and
- * loader.* value is mutated like every other attribute. */
-static lt_status train_extra(lt_tf_arch arch, lt_ckpt_meta *extra) {
-  options o = default_options();
-  bool given[MAX_OPTS] = {false};
-  char *argv[] = {"train", NULL};
-  parse_args(1, argv, &o, given); /* an empty command line: the defaults, as train starts */
-  o.arch = (int)arch;
-  if (arch == LT_TF_DECODER_ONLY) o.text = "corpus.txt";
-  if (arch == LT_TF_ENCODER_ONLY) o.tsv = "labels.tsv";
-  finalize_options(&o, given);
-  o.eval_every = o.steps / 10, o.ckpt_every = o.steps / 5; /* as train_main resolves them */
-  lt_status s = lt_cli_to_meta(&CLI, &o, NOT_SAVED, OPT_PREFIX, extra);
-  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_SEED, 1234);
-  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_OFFSET, 6);
-  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_FINGERPRINT, FINGERPRINT);
-  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_BAD_STREAK, 0);
-  return s;
-}
+/* The loader fingerprint the pristine files hold (tests/train_settings.c: the data of the real run, any
+ * constant, compared by the set_position hook as train's loader does). */
+#define FINGERPRINT TRAINSET_FINGERPRINT
 
 /* The trainer's hooks for a resume: the loader position is checked as a
  * real loader checks it (its fingerprint, an index the trainer has already
@@ -357,16 +335,11 @@ static outcome load_as_train(const char *path, const char *name) {
     return fail_at(&o, s, "configuration or tokenizer"), o;
   }
   /* train --resume: the saved settings, through train's option table (each in its flag's range) */
-  options saved = default_options();
-  options_from_config(&saved, &cfg);
-  s = lt_cli_from_meta(&CLI, &saved, NOT_SAVED, OPT_PREFIX, info->extra, path);
-  for (int i = 0; i < CLI.n_opts && !s; i++) { /* accepted: every setting in its flag's range, or saved unset */
-    const lt_cli_opt *d = &CLI.opts[i];
-    char why[512];
-    if (d->kind == LT_CLI_GROUP || (d->flags & NOT_SAVED)) continue;
-    bool unset = (d->flags & LT_CLI_UNSET_SAVED) && lt_cli_same_value(d, &saved, CLI.defaults);
-    ck_assert_msg(unset || lt_cli_check(d, &saved, why, sizeof why), "%s: accepted, but %s", name, why);
-  }
+  options saved;
+  s = trainset_restore(&cfg, info->extra, path, &saved);
+  char why[512];
+  ck_assert_msg(s || trainset_in_range(&saved, info->extra, false, why, sizeof why), "%s: accepted, but %s", name,
+                why); /* accepted: every setting in its flag's range, or saved unset */
   lt_ckpt_info_free(info); /* saved's strings borrowed it: not used below */
   if (s) return fail_at(&o, s, "train's settings (opt.*)"), o;
 
@@ -780,7 +753,7 @@ static void run_arch(lt_tf_arch arch) {
   make_dir();
   memset(&S, 0, sizeof S);
   snprintf(base, sizeof base, "%s/%s.h5", dir, ARCH_NAMES[arch]);
-  tfckpt_extra_hook = train_extra;
+  tfckpt_extra_hook = trainset_extra;
   LT_OK_OR_FAIL(tfckpt_write(base, arch, 2, true, NULL));
   tfckpt_extra_hook = NULL;
   fstamp base_stamp = stamp(base);
