@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 
 #include "models/transformer/config.h"
+#include "models/transformer/load.h"
 #include "models/transformer/data.h"
 #include "models/transformer/evaluate.h"
 #include "models/transformer/hf.h"

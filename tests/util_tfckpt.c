@@ -7,6 +7,7 @@
 #include "autograd/autograd.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
+#include "models/transformer/load.h"
 #include "nn/nn.h"
 
 const char *const tfckpt_generator_names[TFCKPT_N_GENERATORS] = {"dropout"};
