@@ -584,9 +584,10 @@ static void fault_run(const char *args, const char *dir, int fault_at, int steps
   int rows = read_csv(csv, COL_LOSS, l, s, 64);
   ck_assert_msg(rows == want_ckpt && s[rows - 1] == want_ckpt, "%s: %d CSV rows, the last at step %lld", dir, rows,
                 rows ? s[rows - 1] : -1);
-  snprintf(cmd, sizeof cmd, "--resume '%s' --threads 1", in_tmp(dir));
+  char resume[700];
+  snprintf(resume, sizeof resume, "--resume '%s' --threads 1", in_tmp(dir));
   snprintf(log, sizeof log, "%s-resume.log", dir);
-  expect_exit(run_train(cmd, log), 0, log);
+  expect_exit(run_train(resume, log), 0, log);
   ck_assert_int_eq(read_csv(csv, COL_LOSS, l, s, 64), steps);
 }
 

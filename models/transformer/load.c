@@ -132,21 +132,21 @@ static lt_status fail_at(const char *fmt, const char *path) {
 /* A checkpoint file (resolved): its configuration and size, its tokenizer, its model. */
 static lt_status load_checkpoint(const lt_tf_load_opts *o, lt_tf_loaded *l) {
   const char *path = l->path;
-  if (lt_tf_read_checkpoint_info(path, &o->ckpt, false, &l->info, NULL) != LT_OK) {
-    /* a model-only checkpoint (lt_ckpt_save_params); anything else: the loader's reason */
-    lt_status s = lt_last_status();
+  lt_status s = lt_tf_read_checkpoint_info(path, &o->ckpt, false, &l->info, NULL);
+  if (s != LT_OK) { /* a model-only checkpoint (lt_ckpt_save_params); anything else: the loader's reason */
     char why[1024];
     snprintf(why, sizeof why, "%s", lt_last_error());
-    if (lt_tf_read_checkpoint_info(path, &o->ckpt, true, &l->info, NULL) == LT_OK && !l->info->training) {
-      if (o->model_only) goto have_info;
+    const bool model_only =
+        lt_tf_read_checkpoint_info(path, &o->ckpt, true, &l->info, NULL) == LT_OK && !l->info->training;
+    if (!model_only) {
+      lt_ckpt_info_free(l->info), l->info = NULL;
+      if (strstr(why, path)) return lt_error_set(s, "%s", why); /* the loader's message names the file */
+      return lt_error_set(s, "checkpoint '%s': %s", path, why);
+    }
+    if (!o->model_only)
       return lt_error_set(LT_ERR_FORMAT, "checkpoint '%s' holds a model only, without the training state and "
                           "the tokenizer", path);
-    }
-    lt_ckpt_info_free(l->info), l->info = NULL;
-    if (strstr(why, path)) return lt_error_set(s, "%s", why); /* the loader's message names the file */
-    return lt_error_set(s, "checkpoint '%s': %s", path, why);
   }
-have_info:;
   lt_tf_config cfg;
   if (lt_tf_config_from_meta(l->info->config, &cfg) != LT_OK)
     return lt_error_set(lt_last_status(), "checkpoint '%s': not a Transformer checkpoint of train (its model "
