@@ -426,7 +426,7 @@ lt_status lt__hf_encode(const lt__hf *h, const char *text, size_t len, unsigned 
         if (!lt__tokens_push(&enc, h->pad_id, 0, 0)) st = nomem();
       if (st == LT_OK && h->pad_left) {
         memmove(enc.v + add, enc.v, n0 * sizeof *enc.v);
-        for (size_t q = 0; q < add; q++) enc.v[q] = (lt__token){h->pad_id, 0, 0, -1, -1};
+        for (size_t q = 0; q < add; q++) enc.v[q] = (lt__token){.id = h->pad_id, .lead = -1, .trail = -1};
       }
     }
   }

@@ -164,7 +164,8 @@ static void load_training(const char *path, lt_transformer **m, lt_optimizer **o
   ck_assert_ptr_nonnull(*o);
   lt_generator *g = lt_generator_new(0);
   const char *names[] = {"dropout"};
-  lt_train_state st = {lt_transformer_params(*m), *o, &oc, NULL, 0, 1, names, &g};
+  lt_train_state st = {.params = lt_transformer_params(*m), .optim = *o, .optim_config = &oc, .n_generators = 1,
+                       .generator_names = names, .generators = &g};
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.allow_hparam_change = true; /* the learning rate of the file's last step */
   LT_OK_OR_FAIL(lt_ckpt_load_training(path, &st, &lo, NULL));

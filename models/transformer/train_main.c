@@ -370,8 +370,8 @@ static int64_t hook_batches_per_epoch(void *user) { return lt_tf_data_batches_pe
 
 /* The decoded examples (or generated text) at the end. */
 static void print_examples(run *r) {
-  lt_tf_examples_opts eo = {r->o.examples, r->outs, r->o.prompt, r->o.gen_tokens, r->o.temperature, r->o.top_k,
-                            r->sample_gen};
+  lt_tf_examples_opts eo = {.n = r->o.examples, .outputs = r->outs, .prompt = r->o.prompt, .max_new = r->o.gen_tokens,
+                            .temperature = r->o.temperature, .top_k = r->o.top_k, .gen = r->sample_gen};
   lt_status s = lt_tf_print_examples(stdout, r->model, &r->D, &eo);
   if (s != LT_OK) die(s == LT_ERR_INVALID ? EXIT_USAGE : EXIT_DATA, "%s", lt_last_error());
 }
@@ -684,8 +684,9 @@ int main(int argc, char **argv) {
   r->oc.weight_decay = r->o.weight_decay, r->oc.momentum = r->o.momentum, r->oc.nesterov = r->o.nesterov;
   r->opt = lt_optimizer_new(r->params, &r->oc);
   if (!r->opt) die_lt(EXIT_USAGE, "the optimizer");
-  r->sched = (lt_schedule){(lt_schedule_kind)r->o.schedule, r->o.lr, r->o.min_lr, r->o.gamma, r->o.noam_scale,
-                           r->o.warmup, r->o.steps, r->o.step_size, r->cfg.d_model};
+  r->sched = (lt_schedule){.kind = (lt_schedule_kind)r->o.schedule, .base_lr = r->o.lr, .min_lr = r->o.min_lr,
+                           .gamma = r->o.gamma, .scale = r->o.noam_scale, .warmup = r->o.warmup, .total = r->o.steps,
+                           .step_size = r->o.step_size, .d_model = r->cfg.d_model};
   r->dropout_gen = lt_generator_new((uint64_t)r->o.seed + 1);
   r->sample_gen = lt_generator_new((uint64_t)r->o.seed + 3);
   if (!r->dropout_gen || !r->sample_gen) die_lt(EXIT_DATA, "generators");
@@ -719,8 +720,10 @@ int main(int argc, char **argv) {
   tc.log_every = r->o.log_every;
   tc.zero = (int)r->o.zero;
   tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
-  lt_trainer_hooks hooks = {r, hook_micro_batch, hook_begin_step, hook_evaluate, hook_eval_line, hook_save_extra,
-                            NULL, hook_get_position, hook_set_position, hook_batches_per_epoch, NULL};
+  lt_trainer_hooks hooks = {.user = r, .micro_batch = hook_micro_batch, .begin_step = hook_begin_step,
+                            .evaluate = hook_evaluate, .eval_line = hook_eval_line, .save_extra = hook_save_extra,
+                            .get_position = hook_get_position, .set_position = hook_set_position,
+                            .batches_per_epoch = hook_batches_per_epoch};
   if (r->D.shards) { /* token shards: the trainer keeps the loader's position itself */
     tc.shards = r->D.shards;
     hooks.get_position = NULL, hooks.set_position = NULL, hooks.batches_per_epoch = NULL;
