@@ -80,8 +80,8 @@ static const char *weights_name(int i) { return lt_qformat_name((lt_qformat)i); 
 #define D(...) LT_CLI_OPT_DOUBLE(options, __VA_ARGS__)
 static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_STRING(options, "checkpoint", checkpoint, "FILE", PATH_MAX_LEN,
-                    "the checkpoint (a ckpt-*.h5 file that train wrote in its run directory, a directory that export wrote, or a "
-                    "GGUF file); required"),
+                    "the checkpoint (a ckpt-*.h5 file that train wrote, or its run directory for the newest valid one; a "
+                    "Hugging Face directory; or a GGUF file); required"),
   LT_CLI_OPT_ENUM(options, "strategy", strategy, strategy_name, 3, "decoding strategy"),
   I("beam", beam, "N", 1, 1024, "beam search: hypotheses kept per input (1 = greedy)"),
   D("length-penalty", length_penalty, "A", 0, 100, "beam search: rank hypotheses by sum(log p) / length^A"),
@@ -385,6 +385,11 @@ int main(int argc, char **argv) {
                "generate needs a checkpoint written by train",
                src.path);
   if (src.origin == LT_TF_FROM_HF) {
+    /* A Hugging Face model's embedding may have more rows than its tokenizer has ids (padded). */
+    int64_t tv = lt_tokenizer_vocab_size(tok), mv = cfg.vocab_size;
+    if (lt_tokenizer_get_kind(tok) == LT_TOKENIZER_HF ? tv > mv : tv != mv)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': the tokenizer has %lld ids, the model %lld", src.path, (long long)tv,
+                 (long long)mv);
     if (lt_hf_read_gen_ids(src.path, &gen_ids) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
     hf_gen = &gen_ids;
   }

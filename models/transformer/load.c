@@ -2,7 +2,7 @@
  * models/transformer/load.c: where a Transformer comes from (load.h): a
  * checkpoint of train, a Hugging Face directory or a GGUF file, each read
  * in the same order: the configuration, the model's size against the cap,
- * the tokenizer against the vocabulary, then the weights.
+ * the tokenizer (a checkpoint's against the vocabulary), then the weights.
  *
  * What this is not: any format's reader (checkpoint/, hf.c, gguf_model.c)
  * or the configuration as attributes (config.c). It calls them.
@@ -168,17 +168,11 @@ static lt_status load_checkpoint(const lt_tf_load_opts *o, lt_tf_loaded *l) {
   return (l->model = lt_tf_load_model(path, &cfg, &o->ckpt)) ? LT_OK : lt_last_status();
 }
 
-/* A Hugging Face directory: the model (lt_hf_load), then its tokenizer. */
+/* A Hugging Face directory: the model (lt_hf_load), then its tokenizer, as
+ * the directory holds it (its ids against the model: the caller's, load.h). */
 static lt_status load_hf(const lt_tf_load_opts *o, lt_tf_loaded *l) {
   if (!(l->model = lt_hf_load(l->path, o->ckpt.max_bytes))) return lt_last_status();
-  if (hf_dir_tokenizer(l->path, &l->tok) != LT_OK) return fail_at("'%s': %s", l->path);
-  if (!l->tok) return LT_OK;
-  /* A Hugging Face model's embedding may have more rows than its tokenizer has ids (padded). */
-  int64_t tv = lt_tokenizer_vocab_size(l->tok), mv = lt_transformer_config(l->model)->vocab_size;
-  if (lt_tokenizer_get_kind(l->tok) == LT_TOKENIZER_HF ? tv > mv : tv != mv)
-    return lt_error_set(LT_ERR_FORMAT, "'%s': the tokenizer has %lld ids, the model %lld", l->path, (long long)tv,
-                        (long long)mv);
-  return LT_OK;
+  return hf_dir_tokenizer(l->path, &l->tok) == LT_OK ? LT_OK : fail_at("'%s': %s", l->path);
 }
 
 lt_status lt_tf_load(const char *path, const lt_tf_load_opts *opts, lt_tf_loaded *out) {

@@ -71,9 +71,11 @@ typedef struct lt_tf_loaded {
 /* Reads the model at path (a checkpoint, a run directory, a Hugging Face
  * directory or a GGUF file; above) into *out. The configuration and the
  * model's size (against the file and opts->ckpt.max_bytes) are checked
- * before anything is built, the tokenizer is read and checked against the
- * model's vocabulary (a Hugging Face tokenizer may have fewer ids than a
- * padded embedding, any other exactly as many) before the weights, and every
+ * before anything is built, the tokenizer is read before the weights (a
+ * checkpoint's must have exactly the model's vocabulary; a Hugging Face
+ * directory's or a GGUF file's is returned as the source holds it, and a
+ * caller that decodes checks its ids: generate refuses more ids than the
+ * embedding has rows, embed a text whose ids do not fit), and every
  * parameter loads strictly. opts may be NULL (LT_TF_LOAD_DEFAULTS). On
  * failure *out is zeroed, nothing needs freeing, and the message names the
  * path (errors of lt_trainer_find_resume, lt_ckpt_load_training,
