@@ -70,7 +70,7 @@
 #include "cli/cli_ckpt.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
-#include "models/transformer/train_cli.h" /* train's option table: the settings a resume restores */
+#include "models/transformer/programs/train_cli.h" /* train's option table: the settings a resume restores */
 #include "models/transformer/transformer.h"
 #include "test_util.h"
 #include "train/trainer.h"

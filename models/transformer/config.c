@@ -5,7 +5,7 @@
  * checkpoint rebuilds its model without any other input.
  *
  * What this is not: the checkpoint format itself (checkpoint/), where a
- * model is loaded from (load.c), or the training program (train_main.c,
+ * model is loaded from (load.c), or the training program (programs/train_main.c,
  * which uses these).
  */
 #include "models/transformer/config.h"

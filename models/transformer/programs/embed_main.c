@@ -1,5 +1,5 @@
 /*
- * models/transformer/embed_main.c: the embed program: sentence embeddings
+ * models/transformer/programs/embed_main.c: the embed program: sentence embeddings
  * of texts with a Hugging Face encoder directory (BERT's layout, e.g.
  * all-MiniLM-L6-v2), as sentence-transformers' encode() gives them: the
  * directory's tokenizer.json (lt_tokenizer_load_hf), its modules.json

@@ -1,5 +1,5 @@
 /*
- * models/transformer/train_main.c: `train`, the command-line program that
+ * models/transformer/programs/train_main.c: `train`, the command-line program that
  * trains a Transformer (models/transformer/transformer.h) on a built-in task,
  * a TSV parallel corpus or a text file, and evaluates it.
  *
@@ -46,7 +46,7 @@
 #include "models/transformer/generate.h"
 #include "models/transformer/hf.h"
 #include "models/transformer/internal.h" /* lt__tf_fail, LT__TF_TRY: a failing hook returns its status */
-#include "models/transformer/train_cli.h"
+#include "models/transformer/programs/train_cli.h"
 #include "models/transformer/transformer.h"
 
 #include <errno.h>

@@ -1,5 +1,5 @@
 /*
- * models/transformer/generate_main.c: the `generate` program: load a
+ * models/transformer/programs/generate_main.c: the `generate` program: load a
  * checkpoint written by `train` (the model, its configuration and its
  * tokenizer, all from the one file) and turn inputs into outputs, one output
  * line per input:

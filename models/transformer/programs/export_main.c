@@ -1,5 +1,5 @@
 /*
- * models/transformer/export_main.c: the `export` program: a checkpoint of
+ * models/transformer/programs/export_main.c: the `export` program: a checkpoint of
  * train (or a model-only checkpoint) to a Hugging Face directory
  * (models/transformer/hf.h; docs/interop.md), or a checkpoint or a Hugging
  * Face directory to a GGUF file for llama.cpp (models/transformer/gguf_model.h):
