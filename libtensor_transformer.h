@@ -22,6 +22,7 @@
 #include "models/transformer/transformer.h"
 #include "models/transformer/generate.h"
 #include "models/transformer/config.h"
+#include "models/transformer/load.h"
 #include "models/transformer/hf.h"
 #include "models/transformer/onnx.h"
 #include "models/transformer/gguf_model.h"

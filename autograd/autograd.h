@@ -77,7 +77,7 @@ typedef struct lt_gradcheck_opts {
   double atol;  /* default 1e-5 */
   double rtol;  /* default 1e-3 */
 } lt_gradcheck_opts;
-#define LT_GRADCHECK_DEFAULTS ((lt_gradcheck_opts){1e-6, 1e-5, 1e-3})
+#define LT_GRADCHECK_DEFAULTS ((lt_gradcheck_opts){.eps = 1e-6, .atol = 1e-5, .rtol = 1e-3})
 
 /* Compares the analytic gradient of sum(f(inputs) * w), w a fixed random
  * weighting, against central differences, for every element of every input

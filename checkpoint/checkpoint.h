@@ -114,7 +114,8 @@ typedef struct lt_ckpt_save_opts {
   bool uncompressed;   /* store every tensor contiguous and uncompressed */
   int deflate_level;   /* 1..9; 0 means the default (1, fast) */
 } lt_ckpt_save_opts;
-#define LT_CKPT_SAVE_DEFAULTS ((lt_ckpt_save_opts){false, 0})
+/* Compressed chunks at deflate level 1. */
+#define LT_CKPT_SAVE_DEFAULTS ((lt_ckpt_save_opts){.uncompressed = false})
 
 typedef struct lt_ckpt_load_opts {
   /* Strict (false, the default): every model name must be in the file and
@@ -143,7 +144,8 @@ typedef struct lt_ckpt_load_opts {
    * lt_ckpt_check_model_size and lt_ckpt_default_memory_cap. */
   uint64_t max_bytes;
 } lt_ckpt_load_opts;
-#define LT_CKPT_LOAD_DEFAULTS ((lt_ckpt_load_opts){false, false, false, NULL, false, 0})
+/* Strict, every check on, no expected configuration, no memory cap. */
+#define LT_CKPT_LOAD_DEFAULTS ((lt_ckpt_load_opts){.non_strict = false})
 
 /* What a successful load read besides the tensors it copied. */
 typedef struct lt_ckpt_info {

@@ -291,7 +291,8 @@ static void plan_abort(plan *p, plan_step *s) {
 }
 
 static lt_loader_position plan_position(const plan *p) {
-  return (lt_loader_position){p->epoch, p->index, p->epoch_state, p->fingerprint};
+  return (lt_loader_position){.epoch = p->epoch, .index = p->index, .gen = p->epoch_state,
+                              .fingerprint = p->fingerprint};
 }
 
 static lt_status plan_restore(plan *p, const char *op, lt_loader_position pos) {

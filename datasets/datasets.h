@@ -98,7 +98,7 @@ typedef struct lt_mnist_opts {
   double mean, std;     /* used when normalize (std > 0) */
 } lt_mnist_opts;
 /* All examples, scaled to [0, 1], not normalised. */
-#define LT_MNIST_DEFAULTS ((lt_mnist_opts){0, false, 0.0, 1.0})
+#define LT_MNIST_DEFAULTS ((lt_mnist_opts){.std = 1.0})
 
 /* Loads one split from dir (e.g. LT_FASHION_MNIST_DIR): stores new tensors in
  * *images ([N, rows*cols] f32, pixel / 255, then normalised if asked) and
@@ -196,7 +196,7 @@ typedef struct lt_bpe_opts {
   int64_t vocab_size;
   int64_t min_frequency;
 } lt_bpe_opts;
-#define LT_BPE_DEFAULTS ((lt_bpe_opts){0, 1024, 2})
+#define LT_BPE_DEFAULTS ((lt_bpe_opts){.vocab_size = 1024, .min_frequency = 2})
 /* Longest piece (bytes) the BPE pre-tokenizer makes, hence longest BPE token. */
 #define LT_BPE_MAX_PIECE 128
 /* Limits a tokenizer buffer may declare (checked before allocating). */
@@ -472,7 +472,8 @@ typedef struct lt_task_opts {
   double valid_fraction;  /* share of the source space held out, in (0, 1) */
   uint64_t seed;
 } lt_task_opts;
-#define LT_TASK_DEFAULTS(kind_) ((lt_task_opts){(kind_), 10000, 1, 10, 10, 0.1, 1234})
+#define LT_TASK_DEFAULTS(kind_) ((lt_task_opts){.kind = (kind_), .num_examples = 10000, .min_len = 1, .max_len = 10, \
+                                                .num_symbols = 10, .valid_fraction = 0.1, .seed = 1234})
 
 /* "copy", "reverse", "sort", "number_words", "date", "date_normalize"
  * ("unknown" out of range; static). _parse sets *out from a name or fails
@@ -582,7 +583,7 @@ typedef struct lt_batch_opts {
                              batches (then shuffle the batches); 0 or 1: off */
   uint64_t seed;          /* seed of the loader's lt_generator */
 } lt_batch_opts;
-#define LT_BATCH_DEFAULTS(B) ((lt_batch_opts){(B), true, false, 0, 0})
+#define LT_BATCH_DEFAULTS(B) ((lt_batch_opts){.batch_size = (B), .shuffle = true})
 
 /* Where a loader is: enough to resume bit-exactly. gen is the state of the
  * loader's generator before the current epoch's order was drawn (the order

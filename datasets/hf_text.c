@@ -153,7 +153,7 @@ bool lt__ntext_from_raw(lt__ntext *t, const char *s, size_t n) {
 
 bool lt__tokens_push(lt__tokens *t, int64_t id, int64_t start, int64_t end) {
   if (!lt__hf_grow(&t->v, &t->cap, t->n + 1, sizeof *t->v)) return false;
-  t->v[t->n++] = (lt__token){id, start, end, -1, -1};
+  t->v[t->n++] = (lt__token){.id = id, .start = start, .end = end, .lead = -1, .trail = -1};
   return true;
 }
 

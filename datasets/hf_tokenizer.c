@@ -426,7 +426,7 @@ lt_status lt__hf_encode(const lt__hf *h, const char *text, size_t len, unsigned 
         if (!lt__tokens_push(&enc, h->pad_id, 0, 0)) st = nomem();
       if (st == LT_OK && h->pad_left) {
         memmove(enc.v + add, enc.v, n0 * sizeof *enc.v);
-        for (size_t q = 0; q < add; q++) enc.v[q] = (lt__token){h->pad_id, 0, 0, -1, -1};
+        for (size_t q = 0; q < add; q++) enc.v[q] = (lt__token){.id = h->pad_id, .lead = -1, .trail = -1};
       }
     }
   }
@@ -473,6 +473,49 @@ lt_status lt__hf_decode(const lt__hf *h, const int64_t *ids, int64_t n, bool ski
 
 /* ---- the lt_tokenizer kind "hf" ------------------------------------------------------- */
 
+/* The kind's calls (tokenizer_internal.h, lt__tok_ops): tokenizer.c checks
+ * the arguments and calls these. */
+static void hf_ops_free(void *impl) { lt__hf_free(impl); }
+
+static lt_status hf_ops_encode(const void *impl, const char *text, size_t len, unsigned flags, int64_t **ids,
+                               int64_t **offsets, int64_t *n) {
+  const char *op = "tokenizer_encode";
+  lt__tokens t = {0};
+  lt_status st = lt__hf_encode(impl, text, len, flags, &t);
+  if (st != LT_OK) return st;
+  int64_t *p = malloc((t.n ? t.n : 1) * sizeof *p), *o = offsets ? malloc((t.n ? t.n : 1) * 2 * sizeof *o) : NULL;
+  if (!p || (offsets && !o)) {
+    free(p), free(o), free(t.v);
+    return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+  }
+  for (size_t i = 0; i < t.n; i++) {
+    p[i] = t.v[i].id;
+    if (o) o[2 * i] = t.v[i].start, o[2 * i + 1] = t.v[i].end;
+  }
+  free(t.v);
+  *ids = p;
+  if (offsets) *offsets = o;
+  *n = (int64_t)t.n;
+  return LT_OK;
+}
+
+static lt_status hf_ops_decode(const void *impl, const int64_t *ids, int64_t n, bool skip_special, char **text,
+                               size_t *len) {
+  return lt__hf_decode(impl, ids, n, skip_special, text, len);
+}
+
+static int64_t hf_ops_token_id(const void *impl, const char *s, size_t n) { return lt__hf_token_id(impl, s, n); }
+
+static const char *hf_ops_source(const void *impl, size_t *len) { return lt__hf_json(impl, len); }
+
+static const lt__tok_ops hf_ops = {
+    .free = hf_ops_free,
+    .encode = hf_ops_encode,
+    .decode = hf_ops_decode,
+    .token_id = hf_ops_token_id,
+    .source = hf_ops_source,
+};
+
 lt_tokenizer *lt_tokenizer_from_hf_json(const char *json, size_t len) {
   if (!json && len) return lt__err(LT_ERR_NULL, "tokenizer_from_hf_json: json is NULL"), NULL;
   lt__hf *h = lt__hf_new(json ? json : "", len);
@@ -482,7 +525,8 @@ lt_tokenizer *lt_tokenizer_from_hf_json(const char *json, size_t len) {
     lt__hf_free(h);
     return NULL;
   }
-  t->hf = h;
+  t->ops = &hf_ops;
+  t->impl = h;
   t->vocab = h->vocab;
   return t;
 }

@@ -42,7 +42,7 @@
 #define LT__HF_MAX_VOCAB ((int64_t)1 << 24)     /* ids in [0, 2^24) */
 #define LT__HF_MAX_TOKEN_BYTES 4096              /* one vocabulary entry */
 #define LT__HF_MAX_DEPTH 16                      /* nesting of Sequence components */
-#define LT__HF_MAX_JSON_BYTES ((size_t)1 << 30)  /* the file itself */
+/* the file itself: LT__HF_MAX_JSON_BYTES, datasets/tokenizer_internal.h */
 
 /* ---- growable arrays ------------------------------------------------------ */
 /* Grows *pp (an array of *cap elements of sz bytes) to hold at least need. */

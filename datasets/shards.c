@@ -561,7 +561,8 @@ const char *lt_shard_loader_shard_path(const lt_shard_loader *L, int64_t i) {
 }
 
 lt_loader_position lt_shard_loader_get_position(const lt_shard_loader *L) {
-  return (lt_loader_position){L->epoch, L->index, {epoch_seed(L->o.seed, L->epoch), 0}, L->fingerprint};
+  return (lt_loader_position){.epoch = L->epoch, .index = L->index, .gen = {epoch_seed(L->o.seed, L->epoch), 0},
+                              .fingerprint = L->fingerprint};
 }
 
 /* Moves the cursor to batch index of epoch e (no batch planned). */
@@ -623,5 +624,6 @@ lt_status lt_shard_loader_set_position(lt_shard_loader *L, lt_loader_position po
 
 lt_status lt_shard_loader_rewind(lt_shard_loader *L) {
   if (!L) return lt__err(LT_ERR_NULL, "shard_loader_rewind: loader is NULL");
-  return lt_shard_loader_set_position(L, (lt_loader_position){0, 0, {epoch_seed(L->o.seed, 0), 0}, L->fingerprint});
+  return lt_shard_loader_set_position(L, (lt_loader_position){.gen = {epoch_seed(L->o.seed, 0), 0},
+                                                              .fingerprint = L->fingerprint});
 }

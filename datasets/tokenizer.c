@@ -22,7 +22,6 @@
  * corpora (one piece at a time, quadratic in the piece length, which is capped).
  */
 #include "datasets/datasets.h"
-#include "datasets/hf_tokenizer_internal.h"
 #include "datasets/tokenizer_internal.h"
 #include "tensor/runtime_internal.h" /* lt__threads_for */
 #include "datasets/utf8_internal.h"
@@ -153,7 +152,7 @@ void lt_tokenizer_free(lt_tokenizer *tok) {
   lt__pm_free(&tok->ranks);
   free(tok->blob);
   free(tok->tok_off);
-  lt__hf_free(tok->hf);
+  if (tok->ops) tok->ops->free(tok->impl);
   free(tok);
 }
 
@@ -392,7 +391,7 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t 
   if (!text && len) return lt__err(LT_ERR_NULL, "%s: text is NULL but len is %zu", op, len);
   if ((uint64_t)len > (uint64_t)INT64_MAX / 8)
     return lt__err(LT_ERR_OVERFLOW, "%s: text of %zu bytes is too long", op, len);
-  if (tok->kind == LT_TOKENIZER_HF) return lt_tokenizer_encode_ex(tok, text, len, 0, ids, NULL, n);
+  if (tok->ops) return tok->ops->encode(tok->impl, text, len, 0, ids, NULL, n);
   const unsigned char *s = (const unsigned char *)text;
   idbuf out = {0};
   /* Every tokenizer makes at most one id per byte; start with a fair guess. */
@@ -419,7 +418,7 @@ lt_status lt_tokenizer_encode(const lt_tokenizer *tok, const char *text, size_t 
       }
       break;
     case LT_TOKENIZER_HF:
-      LT_CHECK(0); /* handled above */
+      LT_CHECK(0); /* its ops, above */
       break;
     case LT_TOKENIZER_BPE:
       for (size_t i = 0; i < len;) {
@@ -443,25 +442,7 @@ lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *text, size
   if (!tok) return lt__err_null(op, "tok");
   if (!ids || !n) return lt__err(LT_ERR_NULL, "%s: ids and n must not be NULL", op);
   if (!text && len) return lt__err(LT_ERR_NULL, "%s: text is NULL but len is %zu", op, len);
-  if (tok->kind == LT_TOKENIZER_HF) {
-    lt__tokens t = {0};
-    lt_status st = lt__hf_encode(tok->hf, text, len, flags, &t);
-    if (st != LT_OK) return st;
-    int64_t *p = malloc((t.n ? t.n : 1) * sizeof *p), *o = offsets ? malloc((t.n ? t.n : 1) * 2 * sizeof *o) : NULL;
-    if (!p || (offsets && !o)) {
-      free(p), free(o), free(t.v);
-      return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
-    }
-    for (size_t i = 0; i < t.n; i++) {
-      p[i] = t.v[i].id;
-      if (o) o[2 * i] = t.v[i].start, o[2 * i + 1] = t.v[i].end;
-    }
-    free(t.v);
-    *ids = p;
-    if (offsets) *offsets = o;
-    *n = (int64_t)t.n;
-    return LT_OK;
-  }
+  if (tok->ops) return tok->ops->encode(tok->impl, text, len, flags, ids, offsets, n);
   int64_t *p, m;
   lt_status st = lt_tokenizer_encode(tok, text, len, &p, &m);
   if (st != LT_OK || !offsets) {
@@ -491,7 +472,7 @@ lt_status lt_tokenizer_encode_ex(const lt_tokenizer *tok, const char *text, size
 
 int64_t lt_tokenizer_token_id(const lt_tokenizer *tok, const char *s, size_t n) {
   if (!tok || (!s && n)) return -1;
-  if (tok->kind == LT_TOKENIZER_HF) return lt__hf_token_id(tok->hf, s, n);
+  if (tok->ops) return tok->ops->token_id(tok->impl, s, n);
   for (int i = 0; i < LT__NSPEC; i++)
     if (strlen(special_names[i]) == n && memcmp(special_names[i], s, n) == 0) return i;
   return -1;
@@ -628,7 +609,7 @@ lt_status lt_tokenizer_decode(const lt_tokenizer *tok, const int64_t *ids, int64
       return lt__err(LT_ERR_INDEX, "%s: id %lld at position %lld is outside [0, %lld) (%s vocabulary)", op,
                      (long long)ids[i], (long long)i, (long long)tok->vocab,
                      lt_tokenizer_kind_name(tok->kind));
-  if (tok->kind == LT_TOKENIZER_HF) return lt__hf_decode(tok->hf, ids, n, !(flags & LT_DECODE_SHOW_SPECIAL), text, len);
+  if (tok->ops) return tok->ops->decode(tok->impl, ids, n, !(flags & LT_DECODE_SHOW_SPECIAL), text, len);
   bytebuf b = {0};
   bool ok = bb_reserve(&b, (size_t)n + 1);
   for (int64_t i = 0; i < n && ok; i++) {
@@ -706,7 +687,7 @@ lt_status lt_tokenizer_serialize(const lt_tokenizer *tok, void **buf, size_t *si
   if (!tok) return lt__err_null(op, "tok");
   if (!buf || !size) return lt__err(LT_ERR_NULL, "%s: buf and size must not be NULL", op);
   size_t njson = 0;
-  const char *json = tok->kind == LT_TOKENIZER_HF ? lt__hf_json(tok->hf, &njson) : NULL;
+  const char *json = tok->ops ? tok->ops->source(tok->impl, &njson) : NULL; /* the kind hf: its tokenizer.json */
   uint64_t count = tok->kind == LT_TOKENIZER_CHAR ? (uint64_t)tok->ncps
                    : tok->kind == LT_TOKENIZER_BPE ? (uint64_t)tok->nmerges
                    : tok->kind == LT_TOKENIZER_HF ? (uint64_t)njson : 0;

@@ -67,9 +67,31 @@ bool lt__pm_insert(lt__pairmap *m, uint64_t k, int64_t v, bool *found, int64_t *
  * elements of sz bytes. On failure (false) the array is unchanged. */
 bool lt__grow(void *pp, int64_t *cap, int64_t need, size_t sz);
 
-/* ---- The object ------------------------------------------------------------ */
-typedef struct lt__hf lt__hf; /* datasets/hf_tokenizer_internal.h */
+/* ---- A kind implemented in files of its own -------------------------------- */
+/* The calls of a tokenizer kind whose state lives outside this file (the kind
+ * hf: datasets/hf_tokenizer.c fills one and sets it at construction). The
+ * generic functions of tokenizer.c check their arguments, then call these,
+ * so tokenizer.c includes nothing of the kind: the kind builds on this header,
+ * never the other way. impl is the tokenizer's impl. */
+typedef struct lt__tok_ops {
+  /* Releases impl (never NULL). */
+  void (*free)(void *impl);
+  /* lt_tokenizer_encode_ex's contract (arguments already checked; offsets may be NULL). */
+  lt_status (*encode)(const void *impl, const char *text, size_t len, unsigned flags, int64_t **ids,
+                      int64_t **offsets, int64_t *n);
+  /* lt_tokenizer_decode's contract (ids already checked against the vocabulary). */
+  lt_status (*decode)(const void *impl, const int64_t *ids, int64_t n, bool skip_special, char **text, size_t *len);
+  /* The id of the token string s[0..n), or -1. */
+  int64_t (*token_id)(const void *impl, const char *s, size_t n);
+  /* The text the tokenizer was read from (borrowed): what serialisation writes. */
+  const char *(*source)(const void *impl, size_t *len);
+} lt__tok_ops;
 
+/* The most bytes of tokenizer.json text the kind hf reads (its loader and
+ * the serialised buffer of lt_tokenizer_deserialize both check it). */
+#define LT__HF_MAX_JSON_BYTES ((size_t)1 << 30)
+
+/* ---- The object ------------------------------------------------------------ */
 struct lt_tokenizer {
   lt_tokenizer_kind kind;
   int64_t vocab;      /* number of ids */
@@ -83,8 +105,10 @@ struct lt_tokenizer {
   /* bpe: bytes of every id >= LT__BYTE0: tok_off[id - LT__BYTE0] .. tok_off[id - LT__BYTE0 + 1] in blob */
   unsigned char *blob;
   int64_t *tok_off;
-  /* hf: the Hugging Face tokenizer (vocab is its size) */
-  lt__hf *hf;
+  /* a kind of its own (hf: the Hugging Face tokenizer, vocab is its size):
+   * its calls and its state (owned, released by ops->free); NULL otherwise */
+  const lt__tok_ops *ops;
+  void *impl;
 };
 /* A zeroed tokenizer of the kind (returns new, free with lt_tokenizer_free);
  * NULL with LT_ERR_NOMEM naming op. */

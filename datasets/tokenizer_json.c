@@ -23,7 +23,6 @@
  * JSON through jansson.
  */
 #include "datasets/datasets.h"
-#include "datasets/hf_tokenizer_internal.h"
 #include "datasets/tokenizer_internal.h"
 #include "tensor/error_internal.h"
 
@@ -198,10 +197,12 @@ lt_status lt_tokenizer_to_json(const lt_tokenizer *tok, char **json, size_t *len
   const char *op = "tokenizer_to_json";
   if (!tok) return lt__err_null(op, "tok");
   if (!json || !len) return lt__err(LT_ERR_NULL, "%s: json and len must not be NULL", op);
-  if (tok->kind == LT_TOKENIZER_HF) { /* the file it was read from, as it was */
+  if (tok->ops) { /* a kind of its own (hf): the file it was read from, as it was */
     size_t n;
-    const char *src = lt__hf_json(tok->hf, &n);
-    if (!(*json = lt__hf_strdup(src, n))) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    const char *src = tok->ops->source(tok->impl, &n);
+    if (!(*json = malloc(n + 1))) return lt__err(LT_ERR_NOMEM, "%s: out of memory", op);
+    memcpy(*json, src, n);
+    (*json)[n] = '\0';
     *len = n;
     return LT_OK;
   }

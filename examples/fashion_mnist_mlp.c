@@ -74,6 +74,6 @@ static lt_status init(void *m, lt_params *p, lt_generator *g) { return mlp_init(
 int main(int argc, char **argv) {
   mlp model;
   lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("fashion_mnist_mlp", 10);
-  const lt_classify_model spec = {&model, init, forward, "MLP 784-256-128-100-10"};
+  const lt_classify_model spec = {.model = &model, .init = init, .forward = forward, .name = "MLP 784-256-128-100-10"};
   return lt_classify_main(argc, argv, &opt, &spec);
 }

@@ -93,7 +93,7 @@ static lt_status init(void *m, lt_params *p, lt_generator *g) { return vit_init(
 int main(int argc, char **argv) {
   vit model;
   lt_classify_opts opt = LT_CLASSIFY_DEFAULTS("vit_fashion_mnist", 6);
-  const lt_classify_model spec = {&model, init, vit_forward,
-                                  "ViT 7x7 patches, cls token, 4 pre-norm layers D 64, 4 heads, FFN 128"};
+  const lt_classify_model spec = {.model = &model, .init = init, .forward = vit_forward,
+                                  .name = "ViT 7x7 patches, cls token, 4 pre-norm layers D 64, 4 heads, FFN 128"};
   return lt_classify_main(argc, argv, &opt, &spec);
 }

@@ -128,7 +128,9 @@ static void load_model(const char *path, const lt_tf_config *cfg, bool training)
   lt_generator *drop = lt_generator_new(2);
   FUZZ_ASSERT(opt && drop, "optimizer or generator: %s", lt_last_error());
   lt_schedule sc = tfckpt_schedule();
-  lt_train_state st = {p, opt, &oc, &sc, 0, TFCKPT_N_GENERATORS, tfckpt_generator_names, &drop};
+  lt_train_state st = {.params = p, .optim = opt, .optim_config = &oc, .schedule = &sc,
+                       .n_generators = TFCKPT_N_GENERATORS, .generator_names = tfckpt_generator_names,
+                       .generators = &drop};
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.allow_hparam_change = true;
   lt_status s = lt_ckpt_load_training(path, &st, &lo, &info);

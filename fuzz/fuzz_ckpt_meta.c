@@ -10,7 +10,7 @@
  *      range table), the size it describes against the datasets' totals
  *      (lt_ckpt_check_model_size), the tokenizer blob deserialised;
  *   3. train's saved settings (/extra opt.*) through train's option table
- *      (models/transformer/train_cli.c), each in its flag's range;
+ *      (models/transformer/programs/train_cli.c), each in its flag's range;
  *   4. with a small configuration, the Transformer's parameters as the
  *      targets: /model matched strictly by name, each dataset's storage, type
  *      and shape, its data's values; /optim's attributes against AdamW's,

@@ -304,7 +304,9 @@ lt_tensor *lt_gru_forward(const lt_gru_m *m, const lt_tensor *x, const lt_tensor
                           lt_tensor **h_n) {
   if (h_n) *h_n = NULL;
   if (!m) return lt__err(LT_ERR_NULL, "gru_forward: the module is NULL"), NULL;
-  const lt__rnn_spec spec = {"gru_forward", m, gru_dir, m->input_size, m->hidden_size, m->opts.num_layers,
-                             m->opts.bidirectional, m->opts.batch_first, m->opts.dropout, false};
+  const lt__rnn_spec spec = {.op = "gru_forward", .m = m, .dir = gru_dir, .input_size = m->input_size,
+                             .hidden_size = m->hidden_size, .num_layers = m->opts.num_layers,
+                             .bidirectional = m->opts.bidirectional, .batch_first = m->opts.batch_first,
+                             .dropout = m->opts.dropout};
   return lt__rnn_forward(&spec, x, h0, NULL, ctx, h_n, NULL);
 }

@@ -426,7 +426,7 @@ lt_status lt_batch_norm_init(lt_batch_norm_m *m, lt_params *p, const char *name,
   if (!o.cumulative_average && !(o.momentum >= 0 && o.momentum <= 1))
     return lt__err(LT_ERR_INVALID, "%s: '%s': momentum %g must be in [0, 1]", op, name, o.momentum);
   reg_mark mk = mark_begin(p, NULL);
-  lt_batch_norm_m r = {NULL, NULL, NULL, NULL, NULL, o, p};
+  lt_batch_norm_m r = {.opts = o, .store = p};
   if (o.affine) {
     if ((s = add_param(p, name, "weight", r.weight = new_filled(C, 1.0), LT_PARAM_NO_DECAY)) != LT_OK ||
         (s = add_param(p, name, "bias", r.bias = new_filled(C, 0.0), LT_PARAM_NO_DECAY)) != LT_OK)
@@ -470,7 +470,7 @@ lt_status lt_group_norm_init(lt_group_norm_m *m, lt_params *p, const char *name,
                    (long long)num_groups, (long long)C);
   if ((s = check_eps(op, name, eps)) != LT_OK) return s;
   reg_mark mk = mark_begin(p, NULL);
-  lt_group_norm_m r = {num_groups, NULL, NULL, eps};
+  lt_group_norm_m r = {.num_groups = num_groups, .eps = eps};
   if (affine) {
     if ((s = add_param(p, name, "weight", r.weight = new_filled(C, 1.0), LT_PARAM_NO_DECAY)) != LT_OK ||
         (s = add_param(p, name, "bias", r.bias = new_filled(C, 0.0), LT_PARAM_NO_DECAY)) != LT_OK)

@@ -301,7 +301,9 @@ lt_tensor *lt_lstm_forward(const lt_lstm_m *m, const lt_tensor *x, const lt_tens
   if (h_n) *h_n = NULL;
   if (c_n) *c_n = NULL;
   if (!m) return lt__err(LT_ERR_NULL, "lstm_forward: the module is NULL"), NULL;
-  const lt__rnn_spec spec = {"lstm_forward", m, lstm_dir, m->input_size, m->hidden_size, m->opts.num_layers,
-                             m->opts.bidirectional, m->opts.batch_first, m->opts.dropout, true};
+  const lt__rnn_spec spec = {.op = "lstm_forward", .m = m, .dir = lstm_dir, .input_size = m->input_size,
+                             .hidden_size = m->hidden_size, .num_layers = m->opts.num_layers,
+                             .bidirectional = m->opts.bidirectional, .batch_first = m->opts.batch_first,
+                             .dropout = m->opts.dropout, .has_cell = true};
   return lt__rnn_forward(&spec, x, h0, c0, ctx, h_n, c_n);
 }

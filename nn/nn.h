@@ -210,7 +210,7 @@ typedef struct lt_cross_entropy_opts {
   double label_smoothing;   /* default 0 */
   lt_reduction reduction;   /* default mean */
 } lt_cross_entropy_opts;
-#define LT_CROSS_ENTROPY_DEFAULTS ((lt_cross_entropy_opts){-100, 0.0, LT_REDUCTION_MEAN})
+#define LT_CROSS_ENTROPY_DEFAULTS ((lt_cross_entropy_opts){.ignore_index = -100, .reduction = LT_REDUCTION_MEAN})
 LT_API lt_tensor *lt_cross_entropy(const lt_tensor *logits, const lt_tensor *targets, const lt_cross_entropy_opts *opts);
 /* The cross entropy of the logits h w^T without them (a tied output head:
  * llm.c's fused classifier): h [..., C] hidden states (N rows), w [V, C]
@@ -426,7 +426,8 @@ typedef struct lt_batch_norm_opts {
   bool affine;              /* default true */
   bool track_running_stats; /* default true */
 } lt_batch_norm_opts;
-#define LT_BATCH_NORM_DEFAULTS ((lt_batch_norm_opts){1e-5, 0.1, false, true, true})
+#define LT_BATCH_NORM_DEFAULTS ((lt_batch_norm_opts){.eps = 1e-5, .momentum = 0.1, .affine = true, \
+                                                     .track_running_stats = true})
 typedef struct lt_batch_norm_m {
   lt_tensor *weight, *bias;               /* [C] each, or NULL without affine */
   lt_tensor *running_mean, *running_var;  /* [C] buffers, or NULL without tracking */

@@ -611,7 +611,7 @@ START_TEST(test_collate) {
   LT_ASSERT_VALUES(b.src, 0, 14, 15, 0, 10, 11, 12);
   lt_seq2seq_batch_free(&b);
   /* Errors leave *out alone. */
-  lt_seq2seq_batch keep = {(lt_tensor *)0x1, NULL, NULL, NULL, NULL, 42};
+  lt_seq2seq_batch keep = {.src = (lt_tensor *)0x1, .n_tokens = 42};
   int64_t badidx[] = {0, 3};
   LT_EXPECT_ERR(lt_seq2seq_collate(p, badidx, 2, &keep), LT_ERR_INDEX, "idx[1] is 3");
   LT_EXPECT_ERR(lt_seq2seq_collate(p, badidx, 0, &keep), LT_ERR_INVALID, "n is 0");
@@ -929,7 +929,7 @@ START_TEST(test_lm_loader) {
     lt_loader_position pos = lt_lm_loader_get_position(R);
     lt_lm_loader_free(R);
     t2 = LT_NN(lt_arange(LT_DTYPE_I64, 0, (double)N, 1));
-    R = LT_NNP(lt_lm_loader_new(t2, T, &(lt_batch_opts){5, true, false, 0, 777}));
+    R = LT_NNP(lt_lm_loader_new(t2, T, &(lt_batch_opts){.batch_size = 5, .shuffle = true, .seed = 777}));
     lt_tensor_free(t2);
     LT_OK_OR_FAIL(lt_lm_loader_set_position(R, pos));
     for (int64_t k = saves[s]; k < 9; k++) {

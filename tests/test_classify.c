@@ -180,7 +180,7 @@ START_TEST(test_evaluate) {
   lt_tensor *x = LT_NN(lt_test_from_f64(LT_DTYPE_F32, 2, (int64_t[]){5, 2}, (double[]){2, 1, 0, 1, 3, 0, 1, 5, 4, 0}));
   lt_tensor *y = LT_NN(lt_test_from_i64(LT_DTYPE_I64, 1, (int64_t[]){5}, (int64_t[]){0, 1, 2, 0, 0}));
   /* predictions 0, 1, 0, 1, 0: right on rows 0, 1, 4. */
-  lt_classifier c = {&m, lin_forward, m.params, "linear"};
+  lt_classifier c = {.model = &m, .forward = lin_forward, .params = m.params, .name = "linear"};
   double acc = -1, per[3] = {-1, -1, -1};
   LT_OK_OR_FAIL(lt_classify_evaluate(&c, x, y, 2, 3, &acc, per)); /* batches of 2, 2, 1 */
   ck_assert_double_eq_tol(acc, 3.0 / 5, 1e-12);
@@ -229,7 +229,7 @@ START_TEST(test_fit_learns_and_resumes) {
     o.dir = lt_test_join(tmpdir, "run");
     o.resume = resume;
     if (resume) o.epochs = 3; /* one more epoch from the 2-epoch checkpoint */
-    lt_classifier c = {&m, lin_forward, m.params, "linear 2-3"};
+    lt_classifier c = {.model = &m, .forward = lin_forward, .params = m.params, .name = "linear 2-3"};
     lt_classify_result r;
     FILE *out = tmpfile();
     LT_OK_OR_FAIL(lt_classify_fit(&c, &d, &o, out, &r));
@@ -302,7 +302,7 @@ static void mlp_run(const lt_classify_data *d, bool bf16, int stop_at, int threa
   lt_classify_opts o = LT_CLASSIFY_DEFAULTS("test_classify", epochs);
   o.batch = 32, o.lr = 0.02, o.log_every = 1000, o.class_name = NULL, o.data = NULL;
   o.dir = dir, o.resume = resume, o.bf16 = bf16, o.threads = threads;
-  lt_classifier c = {m, mlp_forward, m->params, "mlp 2-16-3"};
+  lt_classifier c = {.model = m, .forward = mlp_forward, .params = m->params, .name = "mlp 2-16-3"};
   lt_classify_result r;
   FILE *out = tmpfile();
   LT_OK_OR_FAIL(lt_classify_fit(&c, d, &o, out, &r));
@@ -401,8 +401,8 @@ START_TEST(test_main_exit_codes) {
   write_idx_gz(lt_test_join(dir, "t10k-images-idx3-ubyte.gz"), 0x803, 20, 3);
   write_idx_gz(lt_test_join(dir, "t10k-labels-idx1-ubyte.gz"), 0x801, 20, 1);
   lin m;
-  const lt_classify_model good = {&m, lin_init_784, lin_forward, "linear 784-10"};
-  const lt_classify_model bad = {&m, failing_init, lin_forward, "broken"};
+  const lt_classify_model good = {.model = &m, .init = lin_init_784, .forward = lin_forward, .name = "linear 784-10"};
+  const lt_classify_model bad = {.model = &m, .init = failing_init, .forward = lin_forward, .name = "broken"};
   struct {
     const char *argv[8];
     int argc;

@@ -70,7 +70,7 @@
 #include "cli/cli_ckpt.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
-#include "models/transformer/train_cli.h" /* train's option table: the settings a resume restores */
+#include "models/transformer/programs/train_cli.h" /* train's option table: the settings a resume restores */
 #include "models/transformer/transformer.h"
 #include "test_util.h"
 #include "train/trainer.h"
@@ -355,7 +355,9 @@ static outcome load_as_train(const char *path, const char *name) {
   lt_optimizer *opt = lt_optimizer_new(p, &oc);
   ck_assert_ptr_nonnull(opt);
   lt_schedule sc = tfckpt_schedule();
-  lt_train_state st = {p, opt, &oc, &sc, -5, TFCKPT_N_GENERATORS, tfckpt_generator_names, &drop_gen};
+  lt_train_state st = {.params = p, .optim = opt, .optim_config = &oc, .schedule = &sc, .step = -5,
+                       .n_generators = TFCKPT_N_GENERATORS, .generator_names = tfckpt_generator_names,
+                       .generators = &drop_gen};
   snap before = take(p, opt);
   lt_generator_state gbefore = lt_generator_get_state(drop_gen);
   s = lt_ckpt_load_training(path, &st, NULL, NULL);

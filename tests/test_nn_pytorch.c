@@ -840,8 +840,8 @@ static void body_interp(fx_case *c) {
   lt_tensor *sc = fx_get(c, "scale");
   LT_OK_OR_FAIL(lt_tensor_read(sc, LT_DTYPE_F64, scale, (int64_t)n));
   lt_tensor_free(sc);
-  lt_interpolate_opts o = {(lt_interp_mode)fx_num(c, "mode"), {size[0], size[1]}, {scale[0], scale[1]},
-                           fx_num(c, "align_corners") != 0};
+  lt_interpolate_opts o = {.mode = (lt_interp_mode)fx_num(c, "mode"), .size = {size[0], size[1]},
+                           .scale_factor = {scale[0], scale[1]}, .align_corners = fx_num(c, "align_corners") != 0};
   fx_check(c, lt_interpolate(fx_in(c, "x"), &o));
 }
 START_TEST(test_more_conv) {

@@ -24,8 +24,10 @@
 #include <sys/stat.h>
 
 #include "models/transformer/config.h"
+#include "models/transformer/load.h"
 #include "models/transformer/data.h"
 #include "models/transformer/evaluate.h"
+#include "models/transformer/gguf_model.h"
 #include "models/transformer/hf.h"
 #include "models/transformer/transformer.h"
 #include "test_util.h"
@@ -299,6 +301,44 @@ START_TEST(a_new_run_starts_from_a_checkpoint_or_a_hugging_face_directory) {
   ck_assert_int_ne(lt_tf_source_read(empty, "ckpt", NULL, file, sizeof file, &got, &tok, &info), LT_OK);
   ck_assert_ptr_null(tok);
   ck_assert_ptr_null(info);
+
+  /* lt_tf_load (load.h): each origin gives the same model, with what else it holds */
+  lt_tf_loaded l;
+  ck_assert_msg(lt_tf_load(dir, NULL, &l) == LT_OK, "%s", lt_last_error()); /* a run directory: its newest */
+  ck_assert_int_eq(l.origin, LT_TF_FROM_CHECKPOINT);
+  ck_assert_str_eq(l.path, path);
+  ck_assert_ptr_null(l.tok); /* a model-only file holds none */
+  ck_assert(l.info && !l.info->training);
+  ck_assert(same_params(m, l.model));
+  lt_tf_loaded_free(&l);
+  ck_assert_ptr_null(l.model);
+  lt_tf_load_opts lo = LT_TF_LOAD_DEFAULTS;
+  lo.model_only = false;
+  ck_assert_int_eq(lt_tf_load(path, &lo, &l), LT_ERR_FORMAT);
+  ck_assert_msg(strstr(lt_last_error(), "holds a model only") && strstr(lt_last_error(), path), "%s", lt_last_error());
+  ck_assert(!l.model && !l.tok && !l.info);
+  ck_assert_msg(lt_tf_load(hf, NULL, &l) == LT_OK, "%s", lt_last_error());
+  ck_assert_int_eq(l.origin, LT_TF_FROM_HF);
+  ck_assert(l.tok && lt_tokenizer_get_kind(l.tok) == LT_TOKENIZER_BYTE && !l.info);
+  ck_assert(same_params(m, l.model));
+  lt_tf_loaded_free(&l);
+  lo = LT_TF_LOAD_DEFAULTS;
+  lo.hf_dirs = false; /* then it is a run directory without checkpoints */
+  ck_assert_int_ne(lt_tf_load(hf, &lo, &l), LT_OK);
+  ck_assert(!l.model && strstr(lt_last_error(), hf));
+  char gguf[700];
+  snprintf(gguf, sizeof gguf, "%s/m.gguf", dir);
+  ck_assert_msg(lt_tf_gguf_export(m, gguf, LT_GGML_F32, NULL, 0) == LT_OK, "%s", lt_last_error());
+  ck_assert_msg(lt_tf_load(gguf, NULL, &l) == LT_OK, "%s", lt_last_error());
+  ck_assert_int_eq(l.origin, LT_TF_FROM_GGUF);
+  ck_assert(!l.info && same_params(m, l.model));
+  lt_tf_loaded_free(&l);
+  ck_assert_int_ne(lt_tf_load(empty, NULL, &l), LT_OK);
+  ck_assert(!l.model && strstr(lt_last_error(), empty));
+  lt_clear_error(); /* a NULL argument keeps a pending error */
+  ck_assert_int_eq(lt_tf_load(NULL, NULL, &l), LT_ERR_NULL);
+  ck_assert_int_eq(lt_tf_load(path, NULL, NULL), LT_ERR_NULL);
+  lt_tf_loaded_free(NULL);
 
   lt_ckpt_meta_free(meta);
   lt_transformer_free(m);

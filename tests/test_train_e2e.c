@@ -22,7 +22,11 @@
  *     as f32 does;
  *   - Ctrl-C (SIGINT) saves a checkpoint and exits with 130, and the run
  *     resumes from it; a non-finite run stops with exit 3; bad flags and bad
- *     data give a message and a non-zero exit.
+ *     data give a message and a non-zero exit;
+ *   - a hook that fails (a read error injected into its data source,
+ *     tests/fault_loader.c) returns its status through lt_trainer_fit: the
+ *     run exits 1 with the message, its checkpoints and CSV rows up to the
+ *     failure whole, and it resumes from them.
  * The library tests check train's greedy decoding (lt_transformer_generate
  * on an encoder-decoder) against teacher forcing, its text generation
  * (decoder-only: greedy, sampled, the context window), the configuration in
@@ -54,6 +58,9 @@
 #endif
 #ifndef LT_GENERATE_EXE
 #error "LT_GENERATE_EXE (the path of the generate program) must be defined by the build"
+#endif
+#ifndef LT_TRAIN_FAULT_EXE
+#error "LT_TRAIN_FAULT_EXE (train with a read error injected, tests/fault_loader.c) must be defined by the build"
 #endif
 
 static char tmpdir[256];
@@ -157,7 +164,8 @@ static void load_training(const char *path, lt_transformer **m, lt_optimizer **o
   ck_assert_ptr_nonnull(*o);
   lt_generator *g = lt_generator_new(0);
   const char *names[] = {"dropout"};
-  lt_train_state st = {lt_transformer_params(*m), *o, &oc, NULL, 0, 1, names, &g};
+  lt_train_state st = {.params = lt_transformer_params(*m), .optim = *o, .optim_config = &oc, .n_generators = 1,
+                       .generator_names = names, .generators = &g};
   lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
   lo.allow_hparam_change = true; /* the learning rate of the file's last step */
   LT_OK_OR_FAIL(lt_ckpt_load_training(path, &st, &lo, NULL));
@@ -546,6 +554,56 @@ START_TEST(stdout_write_failure_exits_1) {
 }
 END_TEST
 
+/* A failing hook returns through lt_trainer_fit (train/trainer.h): a read
+ * error injected at one call of the data source (tests/fault_loader.c: the
+ * begin_step hook's pairs of an encoder-decoder, the micro_batch hook's
+ * windows of a decoder-only model in the middle of an accumulation). The
+ * run exits 1 with the loader's message under main's "training:" (so it
+ * came back from lt_trainer_fit, not from an exit inside the hook), the CSV
+ * holds every step before the failure, the newest checkpoint is the one
+ * before it and whole, and the run resumes from it to the end. */
+static void fault_run(const char *args, const char *dir, int fault_at, int steps, int want_ckpt, const char *loader) {
+  char log[64], cmd[4096];
+  snprintf(log, sizeof log, "%s.log", dir);
+  snprintf(cmd, sizeof cmd, "LT_FAULT_AT=%d '%s' %s --steps %d --threads 1 --ckpt-dir '%s' > '%s' 2>&1", fault_at,
+           LT_TRAIN_FAULT_EXE, args, steps, in_tmp(dir), in_tmp(log));
+  int st = system(cmd);
+  ck_assert_msg(st != -1 && WIFEXITED(st), "could not run: %s", cmd);
+  expect_exit(WEXITSTATUS(st), 1, log);
+  char want[160];
+  snprintf(want, sizeof want, "train: training: next batch: %s: read error injected at call %d", loader, fault_at);
+  expect_in_log(log, want);
+  int64_t step;
+  char path[512];
+  LT_OK_OR_FAIL(lt_ckpt_latest(in_tmp(dir), "ckpt", true, &step, path, sizeof path));
+  ck_assert_msg(step == want_ckpt, "%s: the newest valid checkpoint is at step %lld, expected %d", dir, (long long)step,
+                want_ckpt);
+  double l[64];
+  long long s[64];
+  char csv[600];
+  snprintf(csv, sizeof csv, "%s/metrics.csv", in_tmp(dir));
+  int rows = read_csv(csv, COL_LOSS, l, s, 64);
+  ck_assert_msg(rows == want_ckpt && s[rows - 1] == want_ckpt, "%s: %d CSV rows, the last at step %lld", dir, rows,
+                rows ? s[rows - 1] : -1);
+  char resume[700];
+  snprintf(resume, sizeof resume, "--resume '%s' --threads 1", in_tmp(dir));
+  snprintf(log, sizeof log, "%s-resume.log", dir);
+  expect_exit(run_train(resume, log), 0, log);
+  ck_assert_int_eq(read_csv(csv, COL_LOSS, l, s, 64), steps);
+}
+
+START_TEST(a_failing_hook_returns_through_fit) {
+  /* encoder-decoder: one pair batch per step, fetched by begin_step; call 5 is step 5's */
+  fault_run(TINY_ENCDEC " --eval-every 0 --ckpt-every 2", "fault_pairs", 5, 6, 4, "seq2seq_loader_next");
+  /* decoder-only, two micro-batches a step: call 6 is step 3's second, after its first ran forward */
+  write_text(in_tmp("fault.txt"), 600);
+  char args[1024];
+  snprintf(args, sizeof args, "--arch decoder-only --text '%s' --d-model 16 --heads 2 --layers 1 --d-ff 32 --max-len 16 "
+           "--seq-len 16 --batch 4 --accum 2 --eval-every 0 --ckpt-every 1 --dropout 0", in_tmp("fault.txt"));
+  fault_run(args, "fault_lm", 6, 4, 2, "lm_loader_next");
+}
+END_TEST
+
 START_TEST(bad_flags_and_data) {
   struct {
     const char *args;
@@ -928,5 +986,10 @@ int main(void) {
   tcase_add_test(tc, bad_flags_and_data);
   tcase_add_test(tc, stdout_write_failure_exits_1);
   suite_add_tcase(s, tc);
+  TCase *hooks = tcase_create("hooks");
+  tcase_add_checked_fixture(hooks, setup, teardown);
+  tcase_set_timeout(hooks, 300);
+  tcase_add_test(hooks, a_failing_hook_returns_through_fit);
+  suite_add_tcase(s, hooks);
   return lt_test_run(s);
 }

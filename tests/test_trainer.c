@@ -76,7 +76,7 @@ typedef struct fx {
 static int64_t fx_bpe(void *u) { return N / ((fx *)u)->batch; }
 static lt_loader_position fx_get_position(void *u) {
   fx *f = u;
-  return (lt_loader_position){f->epoch, f->index, {0, 0}, (uint64_t)N};
+  return (lt_loader_position){.epoch = f->epoch, .index = f->index, .gen = {0, 0}, .fingerprint = (uint64_t)N};
 }
 static lt_status fx_set_position(void *u, lt_loader_position pos) {
   fx *f = u;
@@ -149,7 +149,8 @@ static void fx_init(fx *f, uint64_t seed, int64_t batch, double p, int64_t steps
   f->oc = lt_optim_defaults(kind);
   f->oc.lr = kind == LT_OPTIM_SGD ? 0.05 : 0.01;
   f->opt = LT_NNP(lt_optimizer_new(f->params, &f->oc));
-  f->sched = (lt_schedule){LT_SCHED_WARMUP_COSINE, f->oc.lr, 0.0, 0.1, 1.0, 2, steps, 1, 0};
+  f->sched = (lt_schedule){.kind = LT_SCHED_WARMUP_COSINE, .base_lr = f->oc.lr, .gamma = 0.1, .scale = 1.0,
+                           .warmup = 2, .total = steps, .step_size = 1};
   f->drop = LT_NNP(lt_generator_new(7));
   f->batch = batch;
   f->p = p;
@@ -175,7 +176,8 @@ static lt_trainer_config fx_config(fx *f, int64_t steps, int64_t accum, const ch
 }
 
 static lt_trainer *fx_trainer(fx *f, const lt_trainer_config *c) {
-  lt_trainer_hooks h = {f, fx_micro, fx_begin, fx_eval, NULL, NULL, NULL, fx_get_position, fx_set_position, fx_bpe, NULL};
+  lt_trainer_hooks h = {.user = f, .micro_batch = fx_micro, .begin_step = fx_begin, .evaluate = fx_eval,
+                        .get_position = fx_get_position, .set_position = fx_set_position, .batches_per_epoch = fx_bpe};
   lt_trainer *t = lt_trainer_new(c, &h);
   ck_assert_msg(t != NULL, "lt_trainer_new: %s", lt_last_error());
   return t;
@@ -429,7 +431,8 @@ static void write_state(fx *f, const char *path, int64_t step, int64_t tokens, d
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_TOKENS, tokens));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_double(x, LT_TRAINER_KEY_TRAIN_SECONDS, secs));
   LT_OK_OR_FAIL(lt_ckpt_meta_set_int(x, LT_TRAINER_KEY_BAD_STREAK, 0));
-  lt_train_state st = {f->params, f->opt, &f->oc, &f->sched, step, 1, GEN_NAMES, &f->drop};
+  lt_train_state st = {.params = f->params, .optim = f->opt, .optim_config = &f->oc, .schedule = &f->sched,
+                       .step = step, .n_generators = 1, .generator_names = GEN_NAMES, .generators = &f->drop};
   LT_OK_OR_FAIL(lt_ckpt_save_training(path, &st, NULL, x, NULL));
   lt_ckpt_meta_free(x);
 }
@@ -459,7 +462,7 @@ START_TEST(restored_counters_are_range_checked) {
   ck_assert_int_eq(f.index, 8);
   /* configuration errors name the field */
   c.accum = 0;
-  lt_trainer_hooks h = {&f, fx_micro, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL, NULL};
+  lt_trainer_hooks h = {.user = &f, .micro_batch = fx_micro};
   LT_EXPECT_NULLP_ERR(lt_trainer_new(&c, &h), LT_ERR_INVALID, "accum 0");
   c.accum = 1, h.micro_batch = NULL;
   LT_EXPECT_NULLP_ERR(lt_trainer_new(&c, &h), LT_ERR_NULL, "hooks.micro_batch");

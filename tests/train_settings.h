@@ -3,7 +3,7 @@
  * programs that check a resume as train does it without launching train:
  * the crafted-checkpoint suite (tests/test_crafted_ckpt.c), the checkpoint
  * metadata fuzzer (fuzz/fuzz_ckpt_meta.c) and its seed writer
- * (fuzz/make_ckpt_seeds.c). Linked with models/transformer/train_cli.c (the
+ * (fuzz/make_ckpt_seeds.c). Linked with models/transformer/programs/train_cli.c (the
  * option table) and cli/cli_ckpt.c.
  *
  * What this is not: a test helper that fails the test (no Check calls here).
@@ -15,7 +15,7 @@
 #include <stddef.h>
 
 #include "checkpoint/checkpoint.h"
-#include "models/transformer/train_cli.h"
+#include "models/transformer/programs/train_cli.h"
 #include "models/transformer/transformer.h"
 
 /* The loader fingerprint trainset_extra saves (any constant: the data of

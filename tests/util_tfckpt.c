@@ -7,6 +7,7 @@
 #include "autograd/autograd.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
+#include "models/transformer/load.h"
 #include "nn/nn.h"
 
 const char *const tfckpt_generator_names[TFCKPT_N_GENERATORS] = {"dropout"};
@@ -29,7 +30,8 @@ lt_optim_config tfckpt_optim_config(void) {
 }
 
 lt_schedule tfckpt_schedule(void) {
-  return (lt_schedule){LT_SCHED_WARMUP_LINEAR, 1e-2, 0.0, 1.0, 1.0, 2, 100, 1, 8};
+  return (lt_schedule){.kind = LT_SCHED_WARMUP_LINEAR, .base_lr = 1e-2, .gamma = 1.0, .scale = 1.0, .warmup = 2,
+                       .total = 100, .step_size = 1, .d_model = 8};
 }
 
 /* The loss of one fixed batch (B = 2, length 5): next-token prediction for
@@ -115,8 +117,9 @@ lt_status tfckpt_write_config_tok(const char *path, const lt_tf_config *cfg_in, 
   if (!s) s = lt_ckpt_meta_set_string(extra, "opt.data", "tfckpt");
   if (!s && tfckpt_extra_hook) s = tfckpt_extra_hook(arch, extra);
   if (!s && training) {
-    lt_train_state st = {lt_transformer_params(m), opt, &oc, &sc, steps, TFCKPT_N_GENERATORS,
-                         tfckpt_generator_names, &drop};
+    lt_train_state st = {.params = lt_transformer_params(m), .optim = opt, .optim_config = &oc, .schedule = &sc,
+                         .step = steps, .n_generators = TFCKPT_N_GENERATORS, .generator_names = tfckpt_generator_names,
+                         .generators = &drop};
     s = lt_ckpt_save_training(path, &st, config, extra, opts);
   } else if (!s) {
     s = lt_ckpt_save_params(path, lt_transformer_params(m), config, opts);

@@ -500,7 +500,7 @@ int lt_classify_main(int argc, char **argv, lt_classify_opts *o, const lt_classi
   } else if (m->init(m->model, params, gen) != LT_OK) {
     code = main_failed(o, "the model's initialisation");
   } else {
-    const lt_classifier clf = {m->model, m->forward, params, m->name};
+    const lt_classifier clf = {.model = m->model, .forward = m->forward, .params = params, .name = m->name};
     if (lt_classify_fit(&clf, &data, o, stdout, &res) != LT_OK) code = main_failed(o, "training");
     else if (res.end != LT_TRAINER_DONE && res.end != LT_TRAINER_STOPPED) code = 128 + res.stop_reason; /* STOPPED: --stop-after */
   }

@@ -87,8 +87,9 @@ typedef struct lt_classify_opts {
  * batch 128, evaluation batch 1000, AdamW lr 1e-3 weight decay 0.01, seed
  * 42, a progress line every 100 steps, no directory, f32. */
 #define LT_CLASSIFY_DEFAULTS(prog, n_epochs)                                                                  \
-  ((lt_classify_opts){(prog), LT_FASHION_MNIST_DIR, (n_epochs), 128, 1000, 0, 100, 0, -1, false, 42, 0, NULL, \
-                      false, false, lt_fashion_mnist_class_name, 0, false, 0})
+  ((lt_classify_opts){.program = (prog), .data = LT_FASHION_MNIST_DIR, .epochs = (n_epochs), .batch = 128, \
+                      .eval_batch = 1000, .log_every = 100, .weight_decay = -1, .seed = 42, \
+                      .class_name = lt_fashion_mnist_class_name})
 
 /* Parses argv[1..argc) into *o (which holds the defaults). --help or -h sets
  * o->help and returns LT_ERR_INVALID; an unknown flag, a missing or bad value

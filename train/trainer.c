@@ -341,8 +341,9 @@ static lt_status put_extra(const lt_trainer *t, lt_ckpt_meta *extra) {
 }
 
 static lt_train_state train_state(const lt_trainer *t, lt_schedule *sched, int64_t step) {
-  return (lt_train_state){t->c.params, t->c.optim, t->c.optim_config, sched, step, t->c.n_generators,
-                          t->c.generator_names, t->c.generators};
+  return (lt_train_state){.params = t->c.params, .optim = t->c.optim, .optim_config = t->c.optim_config,
+                          .schedule = sched, .step = step, .n_generators = t->c.n_generators,
+                          .generator_names = t->c.generator_names, .generators = t->c.generators};
 }
 
 /* With several ranks: every rank's parameters must equal rank 0's, which the
@@ -478,7 +479,8 @@ lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
       s = out_of_range(path, keys[1], (double)v[1], range);
     }
     if (s == LT_OK) {
-      lt_loader_position pos = {v[0], v[1], {(uint64_t)v[2], (uint64_t)v[3]}, (uint64_t)v[4]};
+      lt_loader_position pos = {.epoch = v[0], .index = v[1], .gen = {(uint64_t)v[2], (uint64_t)v[3]},
+                                .fingerprint = (uint64_t)v[4]};
       if (set_position(t, pos) != LT_OK)
         s = lt__err(lt_last_status() ? lt_last_status() : LT_ERR_STATE,
                     "checkpoint '%s': the data loader's position: %s (has the data changed?)", path,
@@ -702,7 +704,7 @@ static lt_status evaluate(lt_trainer *t, bool final, const char *what, bool *don
   *done = false;
   if (!t->h.evaluate && !t->h.eval_batch) return LT_OK;
   for (int i = 0; i < t->c.n_metrics; i++) t->values[i] = NAN;
-  lt_trainer_eval ev = {t->step, final, t->values, false, 0};
+  lt_trainer_eval ev = {.step = t->step, .final = final, .values = t->values};
   double t0 = lt_monotonic_seconds();
   lt_scope *scope = lt_scope_begin();
   if (!scope) return lt_last_status() ? lt_last_status() : lt__err(LT_ERR_NOMEM, "trainer: evaluation scope");
@@ -788,7 +790,7 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
   lt_status s = t->h.begin_step ? t->h.begin_step(t->h.user, step, A) : LT_OK;
   bool finite = true;
   for (int64_t a = 0; a < A && s == LT_OK; a++) {
-    lt_trainer_micro m = {step, a, A, finite, NULL, 0, 0};
+    lt_trainer_micro m = {.step = step, .index = a, .accum = A, .forward = finite};
     lt_dist_grads_set_sync(t->grads, a == A - 1); /* only the last backward starts the reduction */
     s = t->h.micro_batch(t->h.user, &m);
     if (s != LT_OK) break;
@@ -842,8 +844,9 @@ static lt_status train_step(lt_trainer *t, step_result *S) {
 
 static void fill_result(const lt_trainer *t, lt_trainer_result *r, lt_trainer_end end) {
   if (!r) return;
-  *r = (lt_trainer_result){end, end == LT_TRAINER_INTERRUPTED ? t->stop : 0, t->step,
-                           t->start_step, t->tokens, t->train_seconds, t->bad_streak, t->last_ckpt, t->csv_path};
+  *r = (lt_trainer_result){.end = end, .stop_reason = end == LT_TRAINER_INTERRUPTED ? t->stop : 0, .step = t->step,
+                           .start_step = t->start_step, .tokens = t->tokens, .train_seconds = t->train_seconds,
+                           .bad_streak = t->bad_streak, .last_checkpoint = t->last_ckpt, .csv_path = t->csv_path};
 }
 
 /* The stop request: this process's, or with several ranks the one agreed at
@@ -1000,7 +1003,7 @@ static lt_status fit(lt_trainer *t, lt_trainer_result *result) {
 lt_status lt_trainer_lm_evaluate(lt_shard_loader *L, lt_trainer_lm_logits logits, void *user,
                                  lt_trainer_lm_eval *out) {
   if (!L || !logits || !out) return lt__err(LT_ERR_NULL, "trainer_lm_evaluate: loader, logits and out must not be NULL");
-  *out = (lt_trainer_lm_eval){NAN, NAN, NAN, 0, false};
+  *out = (lt_trainer_lm_eval){.loss = NAN, .perplexity = NAN, .token_acc = NAN};
   lt_status st = lt_shard_loader_rewind(L);
   if (st != LT_OK) return st;
   const int N = lt_dist_size();

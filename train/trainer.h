@@ -20,7 +20,7 @@
  * The split follows Keras' Model.fit and Lightning's Trainer: the model gives
  * the step's loss, the trainer the loop. docs/trainer.md shows a complete
  * program (examples/fashion_mnist_mlp.c uses it; so does
- * models/transformer/train_main.c).
+ * models/transformer/programs/train_main.c).
  *
  * What this is not: a model builder (the caller passes its parameters,
  * optimizer, schedule and generators, all borrowed), a data pipeline (the

@@ -4,17 +4,11 @@
  * and files) and the configuration as checkpoint attributes, so that a
  * checkpoint rebuilds its model without any other input.
  *
- * What this is not: the checkpoint format itself (checkpoint/) or the
- * training program (train_main.c, which uses these).
+ * What this is not: the checkpoint format itself (checkpoint/), where a
+ * model is loaded from (load.c), or the training program (programs/train_main.c,
+ * which uses these).
  */
 #include "models/transformer/config.h"
-
-#include "models/transformer/hf.h"
-#include "models/transformer/internal.h"
-#include "train/trainer.h"
-
-#include <stdlib.h>
-#include <unistd.h>
 
 #include <stdio.h>
 #include <string.h>
@@ -139,28 +133,6 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
   return LT_OK;
 }
 
-lt_transformer *lt_tf_load_model(const char *path, const lt_tf_config *cfg, const lt_ckpt_load_opts *opts) {
-  if (!path || !cfg) return lt_error_set(LT_ERR_NULL, "tf_load_model: %s is NULL", path ? "cfg" : "path"), NULL;
-  lt_generator *init = lt_generator_new(0); /* the values are replaced by the checkpoint's */
-  lt_transformer *m = init ? lt_transformer_new(cfg, init) : NULL;
-  lt_generator_free(init);
-  if (!m) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", lt_last_error());
-    return lt_error_set(lt_last_status(), "checkpoint '%s': building its model: %s", path, msg), NULL;
-  }
-  lt_ckpt_load_opts lo = opts ? *opts : LT_CKPT_LOAD_DEFAULTS;
-  lo.non_strict = false;
-  if (lt_ckpt_load_params(path, lt_transformer_params(m), &lo, NULL) != LT_OK) {
-    char msg[1024];
-    snprintf(msg, sizeof msg, "%s", lt_last_error());
-    lt_status s = lt_last_status();
-    lt_transformer_free(m);
-    return lt_error_set(s, "checkpoint '%s': loading the model's parameters: %s", path, msg), NULL;
-  }
-  return m;
-}
-
 /* ---- in words ----------------------------------------------------------------- */
 
 char *lt_tf_config_describe(const lt_tf_config *c, int64_t n_params, char *buf, size_t size) {
@@ -185,69 +157,4 @@ char *lt_tf_config_describe(const lt_tf_config *c, int64_t n_params, char *buf, 
            lt_tf_norm_name(c->norm), c->swiglu ? "swiglu-" : "", lt_tf_act_name(c->act), lt_tf_pos_name(c->pos),
            c->tie_embeddings ? ", tied embeddings" : "", bert, dec, c->dropout);
   return buf;
-}
-
-/* ---- a run's starting point ------------------------------------------------ */
-
-lt_status lt_tf_read_checkpoint_info(const char *path, const lt_ckpt_load_opts *opts, bool allow_model_only,
-                                     lt_ckpt_info **info, int64_t *step) {
-  *info = NULL;
-  lt_params *empty = lt_params_new();
-  if (!empty) return lt_last_status();
-  lt_train_state st0 = {.params = empty};
-  lt_ckpt_load_opts lo = opts ? *opts : LT_CKPT_LOAD_DEFAULTS;
-  lo.non_strict = true; /* only the configuration and extra values are wanted here */
-  lt_status s = lt_ckpt_load_training(path, &st0, &lo, info);
-  if (s != LT_OK && allow_model_only) s = lt_ckpt_load_params(path, empty, &lo, info);
-  lt_params_free(empty);
-  if (s == LT_OK && step) *step = st0.step;
-  return s;
-}
-
-lt_status lt_tf_source_read(const char *path, const char *prefix, const lt_ckpt_load_opts *opts, char *file,
-                            size_t size, lt_tf_config *cfg, lt_tokenizer **tok, lt_ckpt_info **info) {
-  *tok = NULL, *info = NULL;
-  if (lt_hf_is_dir(path)) {
-    if (lt_hf_read_config(path, cfg, NULL) != LT_OK) return lt_last_status();
-    int n = snprintf(file, size, "%s", path);
-    if (n < 0 || (size_t)n >= size) return lt_error_set(LT_ERR_OVERFLOW, "'%s': the path is too long", path);
-    char tpath[4096];
-    n = snprintf(tpath, sizeof tpath, "%s/%s", path, LT_HF_TOKENIZER_FILE);
-    if (n < 0 || (size_t)n >= sizeof tpath) return lt_error_set(LT_ERR_OVERFLOW, "'%s': the path is too long", path);
-    if (access(tpath, F_OK) != 0) { /* no libtensor tokenizer: the directory's own tokenizer.json, if any */
-      n = snprintf(tpath, sizeof tpath, "%s/tokenizer.json", path);
-      if (n < 0 || (size_t)n >= sizeof tpath || access(tpath, F_OK) != 0) return LT_OK;
-      *tok = lt_tokenizer_load_hf(tpath);
-      return *tok ? LT_OK : lt__tf_fail("the tokenizer");
-    }
-    char *blob = NULL;
-    size_t bytes = 0;
-    if (lt_ckpt_read_file(tpath, 1u << 30, &blob, &bytes) != LT_OK)
-      return lt__tf_fail("the tokenizer");
-    *tok = lt_tokenizer_deserialize(blob, bytes);
-    free(blob);
-    return *tok ? LT_OK : lt__tf_fail("the tokenizer");
-  }
-  /* a run directory stands for its newest valid checkpoint, as a resume does */
-  if (lt_trainer_find_resume(path, prefix, file, size) != LT_OK) return lt_last_status();
-  if (lt_tf_read_checkpoint_info(file, opts, true, info, NULL) != LT_OK) return lt_last_status();
-  lt_status s = lt_tf_config_from_meta((*info)->config, cfg);
-  if (s != LT_OK) {
-    s = lt__tf_fail("the checkpoint's model configuration");
-  } else {
-    const void *blob;
-    size_t bytes;
-    if ((*info)->extra && lt_ckpt_meta_get_bytes((*info)->extra, LT_TF_CKPT_TOKENIZER, &blob, &bytes) == LT_OK &&
-        !(*tok = lt_tokenizer_deserialize(blob, bytes)))
-      s = lt__tf_fail("the checkpoint's tokenizer");
-  }
-  if (s != LT_OK) lt_ckpt_info_free(*info), *info = NULL;
-  return s;
-}
-
-lt_status lt_tf_source_load_weights(const char *file, lt_transformer *m, const lt_ckpt_load_opts *opts) {
-  if (lt_hf_is_dir(file)) return lt_hf_load_params(file, m);
-  lt_ckpt_load_opts lo = opts ? *opts : LT_CKPT_LOAD_DEFAULTS;
-  lo.non_strict = false;
-  return lt_ckpt_load_params(file, lt_transformer_params(m), &lo, NULL);
 }

@@ -5,8 +5,8 @@
  * attributes, so that a checkpoint written by `train` rebuilds its model
  * without other input (docs/train.md lists the attributes).
  *
- * What this is not: the checkpoint format itself (checkpoint/), or the
- * configuration's defaults and checks (lt_tf_config_default and
+ * What this is not: the checkpoint format itself (checkpoint/), where a
+ * model is loaded from (load.h), or the configuration's defaults and checks (lt_tf_config_default and
  * lt_tf_config_validate, transformer.h).
  *
  * Conventions are those of tensor/tensor.h (errors, ownership words).
@@ -62,43 +62,14 @@ LT_API lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *met
  * On failure *cfg is untouched. */
 LT_API lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg);
 
-/* The model of configuration cfg (borrowed; e.g. from lt_tf_config_from_meta
- * of the checkpoint's info, size already checked with
- * lt_ckpt_check_model_size) with every parameter loaded strictly from the
- * checkpoint path (lt_ckpt_load_params; opts may be NULL, its non_strict is
- * ignored). Returns new (free with lt_transformer_free), or NULL with the
- * error set, its message naming path. */
-LT_API lt_transformer *lt_tf_load_model(const char *path, const lt_tf_config *cfg, const lt_ckpt_load_opts *opts);
-
-/* The configuration and extra values of the checkpoint at path, without its
- * parameters: a training state (*step, if not NULL, gets its step), or with
- * allow_model_only also a model-only file (step 0). opts may be NULL; its
- * non_strict is ignored. *info: new (free with lt_ckpt_info_free), NULL on
- * failure, with the loader's message. */
-LT_API lt_status lt_tf_read_checkpoint_info(const char *path, const lt_ckpt_load_opts *opts, bool allow_model_only,
-                                     lt_ckpt_info **info, int64_t *step);
-
-/* Where a new run may start from (train --init-from): a Hugging Face
- * directory (hf.h; its tokenizer file if there is one), a run directory
- * (its newest valid checkpoint of prefix, lt_trainer_find_resume) or a
- * checkpoint file (its tokenizer, if it holds one). file (size bytes)
- * receives the path the weights are read from later (lt_tf_source_load_weights);
- * *cfg the model configuration; *tok the tokenizer (new, free with
- * lt_tokenizer_free) or NULL if the source has none. The checkpoint's *info
- * (new, free with lt_ckpt_info_free; NULL for a Hugging Face directory)
- * serves the size check (lt_ckpt_check_model_size). On failure nothing is
- * returned that needs freeing. */
-LT_API lt_status lt_tf_source_read(const char *path, const char *prefix, const lt_ckpt_load_opts *opts, char *file,
-                            size_t size, lt_tf_config *cfg, lt_tokenizer **tok, lt_ckpt_info **info);
-/* Loads the weights of the source that lt_tf_source_read resolved (file) into
- * m, every tensor strictly. */
-LT_API lt_status lt_tf_source_load_weights(const char *file, lt_transformer *m, const lt_ckpt_load_opts *opts);
-
 /* Keys of the values `train` saves in a checkpoint's /extra beside the
  * trainer's own (train/trainer.h: loader.*, run.*) and `generate` reads: one
  * home for both programs. */
 #define LT_TF_CKPT_TOKENIZER "tokenizer" /* bytes: lt_tokenizer_serialize of the run's tokenizer */
 #define LT_TF_CKPT_CLASSES "classes"     /* bytes: encoder-only class labels, one per line, in class-id order */
+/* The prefix of train's checkpoint files (<prefix>-<step>.h5), by which a run
+ * directory is searched for its newest checkpoint (lt_trainer_find_resume). */
+#define LT_TF_CKPT_PREFIX "ckpt"
 
 #ifdef __cplusplus
 }

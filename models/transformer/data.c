@@ -291,7 +291,7 @@ lt_status lt_tf_data_prepare(const lt_tf_data_opts *o, lt_tf_data *D, lt_tokeniz
     if (!D->valid) return lt__tf_fail("encoding the validation examples (see --seq-len, --overlong)");
   }
   /* With N ranks, as for language modelling: the global batch of N x --batch
-   * pairs, the same on every rank; each trains on its rows (train_main.c). */
+   * pairs, the same on every rank; each trains on its rows (programs/train_main.c). */
   lt_batch_opts bo = LT_BATCH_DEFAULTS(o->batch * lt_dist_size());
   bo.bucket_batches = o->bucket;
   bo.seed = o->seed + 2;

@@ -264,7 +264,7 @@ static lt_status eval_lm(lt_transformer *model, const lt_tf_data *D, int64_t B, 
 
 lt_status lt_tf_evaluate(lt_transformer *model, const lt_tf_data *D, int64_t batch, int64_t n_exact, char **out,
                          int64_t n_out, lt_tf_eval_result *E) {
-  *E = (lt_tf_eval_result){NAN, NAN, 0, 0, 0, false};
+  *E = (lt_tf_eval_result){.loss = NAN, .token_acc = NAN};
   if (!model || !D || batch < 1)
     return lt_error_set(LT_ERR_INVALID, "lt_tf_evaluate: %s", batch < 1 ? "batch must be >= 1" : "model or data is NULL");
   double t0 = lt_monotonic_seconds();

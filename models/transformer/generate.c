@@ -16,7 +16,7 @@
  * the logits. docs/decoding.md describes the algorithms and the measurements.
  *
  * What this is not: a place for the tokenizer (ids in, ids out;
- * models/transformer/generate_main.c does text).
+ * models/transformer/programs/generate_main.c does text).
  */
 #include "models/transformer/generate.h"
 

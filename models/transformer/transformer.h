@@ -99,7 +99,7 @@ LT_API lt_status lt_tf_config_validate(const lt_tf_config *cfg);
  * checks it, so every reader of a configuration does (a checkpoint's
  * lt_tf_config_from_meta, a Hugging Face config.json, whose messages name
  * the config key), and train's flags take their ranges and --help text from
- * it (train_cli.c). X(field, lo, hi, lo_open): lo <= field <= hi, lo < field
+ * it (programs/train_cli.c). X(field, lo, hi, lo_open): lo <= field <= hi, lo < field
  * when lo_open. vocab_size, n_classes and pad_id come from the data and are
  * checked by validate on their own terms. */
 #define LT_TF_CONFIG_RANGES(X) \

@@ -1,5 +1,5 @@
 /*
- * models/transformer/embed_main.c: the embed program: sentence embeddings
+ * models/transformer/programs/embed_main.c: the embed program: sentence embeddings
  * of texts with a Hugging Face encoder directory (BERT's layout, e.g.
  * all-MiniLM-L6-v2), as sentence-transformers' encode() gives them: the
  * directory's tokenizer.json (lt_tokenizer_load_hf), its modules.json
@@ -128,8 +128,12 @@ int main(int argc, char **argv) {
   if (!lt_hf_is_dir(o.model)) lt_cli_die(LT_CLI_EXIT_USAGE, "--model '%s' is not a directory with config.json", o.model);
 
   uint64_t cap = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
-  lt_transformer *m = lt_hf_load(o.model, cap);
-  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "--model %s: %s", o.model, lt_last_error());
+  lt_tf_load_opts lo = LT_TF_LOAD_DEFAULTS; /* load.h: here a Hugging Face directory only (checked above) */
+  lo.ckpt.max_bytes = cap;
+  lt_tf_loaded src;
+  if (lt_tf_load(o.model, &lo, &src) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "--model %s: %s", o.model, lt_last_error());
+  lt_transformer *m = src.model;
+  lt_tokenizer *tok = src.tok;
   const lt_tf_config *c = lt_transformer_config(m);
   if (c->arch == LT_TF_DECODER_ONLY)
     lt_cli_die(LT_CLI_EXIT_USAGE, "--model %s is a decoder-only model (%s): embed needs an encoder (BERT's layout)",
@@ -144,10 +148,7 @@ int main(int argc, char **argv) {
     sc.max_seq_length = o.max_length;
   }
   if (given[lt_cli_find(&CLI, "normalize")]) sc.normalize = o.normalize_on;
-  char tpath[PATH_MAX_LEN + 32];
-  snprintf(tpath, sizeof tpath, "%s/tokenizer.json", o.model);
-  lt_tokenizer *tok = lt_tokenizer_load_hf(tpath);
-  if (!tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "--model %s: its tokenizer: %s", o.model, lt_last_error());
+  if (!tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "--model %s: its tokenizer: the directory has no tokenizer.json", o.model);
 
   char **texts = NULL, *buf = NULL;
   size_t *lens = NULL;

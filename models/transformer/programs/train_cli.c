@@ -1,5 +1,5 @@
 /*
- * models/transformer/train_cli.c: the command line of `train` (train_cli.h):
+ * models/transformer/programs/train_cli.c: the command line of `train` (train_cli.h):
  * the option table that drives parsing, --help, the settings saved in
  * checkpoints and their checks on resume; the defaults of the default run;
  * the defaults that follow from other flags; the checks across flags; and
@@ -9,7 +9,7 @@
  * CMake glob leaves out *_cli.c and *_main.c): it exits on a bad flag, as
  * only a program may. It is compiled into train with train_main.c.
  */
-#include "models/transformer/train_cli.h"
+#include "models/transformer/programs/train_cli.h"
 
 #include "libtensor.h"
 #include "models/transformer/config.h"

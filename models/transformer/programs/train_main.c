@@ -1,5 +1,5 @@
 /*
- * models/transformer/train_main.c: `train`, the command-line program that
+ * models/transformer/programs/train_main.c: `train`, the command-line program that
  * trains a Transformer (models/transformer/transformer.h) on a built-in task,
  * a TSV parallel corpus or a text file, and evaluates it.
  *
@@ -20,7 +20,8 @@
  * hooks: the loss of a micro-batch, the validation (evaluate.h: loss, token
  * accuracy and exact match by greedy decoding) and the values it keeps in
  * checkpoints (settings, tokenizer, class labels); finally print decoded
- * examples next to their references. docs/train.md documents the flags, the
+ * examples next to their references. A hook that fails returns its status
+ * (train/trainer.h): lt_trainer_fit returns it, and only main exits. docs/train.md documents the flags, the
  * CSV columns, the checkpoint contents and the measured results.
  *
  * Exit codes (cli/cli.h): 0 done (also after --stop-after), 1 a runtime or
@@ -39,11 +40,13 @@
 #include "cli/cli_ckpt.h"
 #include "libtensor.h"
 #include "models/transformer/config.h"
+#include "models/transformer/load.h"
 #include "models/transformer/data.h"
 #include "models/transformer/evaluate.h"
 #include "models/transformer/generate.h"
 #include "models/transformer/hf.h"
-#include "models/transformer/train_cli.h"
+#include "models/transformer/internal.h" /* lt__tf_fail, LT__TF_TRY: a failing hook returns its status */
+#include "models/transformer/programs/train_cli.h"
 #include "models/transformer/transformer.h"
 
 #include <errno.h>
@@ -60,7 +63,7 @@
 #include <time.h>
 
 #define PROG "train"
-#define CKPT_PREFIX "ckpt"
+#define CKPT_PREFIX LT_TF_CKPT_PREFIX
 
 /* The exit codes (cli/cli.h has them all) under this file's short names. */
 enum { EXIT_DATA = LT_CLI_EXIT_FAILURE, EXIT_USAGE = LT_CLI_EXIT_USAGE, EXIT_NONFINITE = LT_CLI_EXIT_NONFINITE };
@@ -188,50 +191,52 @@ static run R; /* global so that everything stays reachable (and leak-checked) wh
 
 /* ---- evaluation ------------------------------------------------------------ */
 
-/* Validation on every held-out example; exact match on the first n_exact (seq2seq). */
-static lt_tf_eval_result evaluate(run *r, int64_t n_exact, char **out, int64_t n_out) {
-  lt_tf_eval_result E;
-  if (lt_tf_evaluate(r->model, &r->D, r->o.eval_batch, n_exact, out, n_out, &E) != LT_OK)
-    die(EXIT_DATA, "%s", lt_last_error());
-  return E;
+/* Validation on every held-out example into *E; exact match on the first n_exact (seq2seq). */
+static lt_status evaluate(run *r, int64_t n_exact, char **out, int64_t n_out, lt_tf_eval_result *E) {
+  return lt_tf_evaluate(r->model, &r->D, r->o.eval_batch, n_exact, out, n_out, E);
 }
 
 
 /* ======================================================================== */
 /* The hooks of the training loop (train/trainer.h)                         */
 /* ======================================================================== */
+/* A hook that fails returns its status with the message set ("<what>:
+ * <the call's message>", HOOK_TRY); lt_trainer_fit cleans up the step and
+ * returns it, and main exits after it (a hook never exits). */
+#define HOOK_TRY(expr, what) LT__TF_TRY(expr, what)
 
 static const char *const GEN_NAMES[] = {"dropout"};
 /* The CSV's validation columns. */
 static const lt_trainer_metric METRICS[] = {{"val_loss", NULL}, {"val_token_acc", NULL}, {"val_exact_match", "%.6f"}};
 
-/* Number of false entries of a bool mask (the real tokens of a padding mask). */
-static int64_t count_false(const lt_tensor *mask) {
+/* Number of false entries of a bool mask (the real tokens of a padding mask) into *n. */
+static lt_status count_false(const lt_tensor *mask, int64_t *n) {
   lt_tensor *c = lt_contiguous(mask);
-  if (!c) die_lt(EXIT_DATA, "mask");
-  int64_t n = 0;
+  if (!c) return lt__tf_fail("mask");
+  *n = 0;
   const bool *p = c->data;
-  for (int64_t i = 0; i < c->numel; i++) n += !p[i];
+  for (int64_t i = 0; i < c->numel; i++) *n += !p[i];
   lt_tensor_free(c);
-  return n;
+  return LT_OK;
 }
 
-/* Number of targets of a labels tensor (the entries that are not LT_IGNORE_INDEX). */
-static int64_t count_targets(const lt_tensor *labels) {
+/* Number of targets of a labels tensor (the entries that are not LT_IGNORE_INDEX) into *n. */
+static lt_status count_targets(const lt_tensor *labels, int64_t *n) {
   lt_tensor *c = lt_contiguous(labels);
-  if (!c) die_lt(EXIT_DATA, "labels");
-  int64_t n = 0;
+  if (!c) return lt__tf_fail("labels");
+  *n = 0;
   const int64_t *p = c->data;
-  for (int64_t i = 0; i < c->numel; i++) n += p[i] != LT_IGNORE_INDEX;
+  for (int64_t i = 0; i < c->numel; i++) *n += p[i] != LT_IGNORE_INDEX;
   lt_tensor_free(c);
-  return n;
+  return LT_OK;
 }
 
 /* This rank's rows [b0, b0 + nb) of a global batch: views (the step's scope frees them). */
-static void narrow_pairs(lt_seq2seq_batch *b, int64_t b0, int64_t nb) {
+static lt_status narrow_pairs(lt_seq2seq_batch *b, int64_t b0, int64_t nb) {
   lt_tensor **t[] = {&b->src, &b->src_mask, &b->tgt_in, &b->tgt_mask, &b->labels};
   for (size_t i = 0; i < sizeof t / sizeof *t; i++)
-    if (*t[i] && !(*t[i] = lt_narrow(*t[i], 0, b0, nb))) die_lt(EXIT_DATA, "this rank's slice of the batch");
+    if (*t[i] && !(*t[i] = lt_narrow(*t[i], 0, b0, nb))) return lt__tf_fail("this rank's slice of the batch");
+  return LT_OK;
 }
 
 /* Pairs: all micro-batches of the step first, since each one's weight is its
@@ -246,7 +251,7 @@ static lt_status hook_begin_step(void *user, int64_t step, int64_t accum) {
   r->mb_total = 0;
   for (int64_t a = 0; a < accum; a++) {
     lt_seq2seq_batch *b = &r->mb[a];
-    TRY(EXIT_DATA, lt_seq2seq_loader_next(r->D.sl, b), "next batch");
+    HOOK_TRY(lt_seq2seq_loader_next(r->D.sl, b), "next batch");
     r->mb_total += classify ? b->src->shape[0] : b->n_tokens;
     bool none = false; /* this rank has no row of the batch */
     if (lt_dist_size() > 1) {
@@ -256,12 +261,15 @@ static lt_status hook_begin_step(void *user, int64_t step, int64_t accum) {
        * ranks: a rank left without one runs pair 0 with weight 0 (as for
        * language modelling), so that it still takes part in the reductions. */
       if (nb == 0) b0 = 0, nb = 1, none = true;
-      narrow_pairs(b, b0, nb);
-      b->n_tokens = classify ? 0 : count_targets(b->labels);
+      HOOK_TRY(narrow_pairs(b, b0, nb), "next batch");
+      b->n_tokens = 0;
+      if (!classify) HOOK_TRY(count_targets(b->labels, &b->n_tokens), "next batch");
     }
     r->mb_n[a] = none ? 0 : classify ? b->src->shape[0] : b->n_tokens;
     /* tokens: real source tokens + target tokens (classification: source only) */
-    r->mb_tokens[a] = none ? 0 : (classify ? 0 : b->n_tokens) + count_false(b->src_mask);
+    int64_t real = 0;
+    if (!none) HOOK_TRY(count_false(b->src_mask, &real), "next batch");
+    r->mb_tokens[a] = none ? 0 : (classify ? 0 : b->n_tokens) + real;
   }
   return LT_OK;
 }
@@ -279,9 +287,9 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
     lt_tensor *x, *y;
     bool none = false; /* this rank has no row of the batch */
     if (r->D.shards) /* shards: the loader reads this rank's rows of the global batch only */
-      TRY(EXIT_DATA, lt_shard_loader_next(r->D.shards, &x, &y), "next batch");
+      HOOK_TRY(lt_shard_loader_next(r->D.shards, &x, &y), "next batch");
     else
-      TRY(EXIT_DATA, lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
+      HOOK_TRY(lt_lm_loader_next(r->D.ll, &x, &y), "next batch");
     if (!r->D.shards && lt_dist_size() > 1) { /* this rank's rows of the global batch */
       int64_t b0, nb;
       lt_dist_shard(x->shape[0], &b0, &nb);
@@ -290,7 +298,7 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
        * still takes part in the step's reductions. */
       if (nb == 0) b0 = 0, nb = 1, none = true;
       x = lt_narrow(x, 0, b0, nb), y = lt_narrow(y, 0, b0, nb);
-      if (!x || !y) die_lt(EXIT_DATA, "this rank's slice of the batch");
+      if (!x || !y) return lt__tf_fail("this rank's slice of the batch");
     }
     m->tokens = none ? 0 : y->numel;
     if (!m->forward) return LT_OK; /* the batch is still consumed: the data order stays that of a clean run */
@@ -319,7 +327,7 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
     m->weight = r->mb_total > 0 ? (double)r->mb_n[m->index] * lt_dist_size() / (double)r->mb_total : 0;
   }
   m->loss = loss ? loss : logits && labels ? lt_cross_entropy(logits, labels, &ce) : NULL;
-  if (!m->loss) die_lt(EXIT_DATA, "training forward");
+  if (!m->loss) return lt__tf_fail("training forward");
   return LT_OK;
 }
 
@@ -328,7 +336,8 @@ static lt_status hook_micro_batch(void *user, lt_trainer_micro *m) {
 static lt_status hook_evaluate(void *user, lt_trainer_eval *ev) {
   run *r = user;
   int64_t n_all = r->D.kind == LT_TF_DATA_SEQ2SEQ ? lt_seq_pairs_count(r->D.valid) : 0;
-  r->E = ev->final ? evaluate(r, n_all, r->outs, r->n_pool) : evaluate(r, r->o.eval_examples, NULL, 0);
+  HOOK_TRY(ev->final ? evaluate(r, n_all, r->outs, r->n_pool, &r->E) : evaluate(r, r->o.eval_examples, NULL, 0, &r->E),
+           "validation");
   ev->values[0] = r->E.loss;
   ev->values[1] = r->E.token_acc;
   if (r->E.n_decoded > 0) ev->values[2] = (double)r->E.n_exact / (double)r->E.n_decoded;
@@ -344,7 +353,7 @@ static void hook_eval_line(void *user, const lt_trainer_eval *ev, char *buf, siz
 /* This program's values in a checkpoint: the settings, the tokenizer, the class labels. */
 static lt_status hook_save_extra(void *user, lt_ckpt_meta *extra) {
   run *r = user;
-  if (lt_cli_to_meta(&CLI, &r->o, NOT_SAVED, OPT_PREFIX, extra) != LT_OK) die(EXIT_DATA, "%s", lt_last_error());
+  if (lt_cli_to_meta(&CLI, &r->o, NOT_SAVED, OPT_PREFIX, extra) != LT_OK) return lt_last_status();
   return lt_tf_data_save_extra(&r->D, extra);
 }
 
@@ -361,8 +370,8 @@ static int64_t hook_batches_per_epoch(void *user) { return lt_tf_data_batches_pe
 
 /* The decoded examples (or generated text) at the end. */
 static void print_examples(run *r) {
-  lt_tf_examples_opts eo = {r->o.examples, r->outs, r->o.prompt, r->o.gen_tokens, r->o.temperature, r->o.top_k,
-                            r->sample_gen};
+  lt_tf_examples_opts eo = {.n = r->o.examples, .outputs = r->outs, .prompt = r->o.prompt, .max_new = r->o.gen_tokens,
+                            .temperature = r->o.temperature, .top_k = r->o.top_k, .gen = r->sample_gen};
   lt_status s = lt_tf_print_examples(stdout, r->model, &r->D, &eo);
   if (s != LT_OK) die(s == LT_ERR_INVALID ? EXIT_USAGE : EXIT_DATA, "%s", lt_last_error());
 }
@@ -675,8 +684,9 @@ int main(int argc, char **argv) {
   r->oc.weight_decay = r->o.weight_decay, r->oc.momentum = r->o.momentum, r->oc.nesterov = r->o.nesterov;
   r->opt = lt_optimizer_new(r->params, &r->oc);
   if (!r->opt) die_lt(EXIT_USAGE, "the optimizer");
-  r->sched = (lt_schedule){(lt_schedule_kind)r->o.schedule, r->o.lr, r->o.min_lr, r->o.gamma, r->o.noam_scale,
-                           r->o.warmup, r->o.steps, r->o.step_size, r->cfg.d_model};
+  r->sched = (lt_schedule){.kind = (lt_schedule_kind)r->o.schedule, .base_lr = r->o.lr, .min_lr = r->o.min_lr,
+                           .gamma = r->o.gamma, .scale = r->o.noam_scale, .warmup = r->o.warmup, .total = r->o.steps,
+                           .step_size = r->o.step_size, .d_model = r->cfg.d_model};
   r->dropout_gen = lt_generator_new((uint64_t)r->o.seed + 1);
   r->sample_gen = lt_generator_new((uint64_t)r->o.seed + 3);
   if (!r->dropout_gen || !r->sample_gen) die_lt(EXIT_DATA, "generators");
@@ -710,8 +720,10 @@ int main(int argc, char **argv) {
   tc.log_every = r->o.log_every;
   tc.zero = (int)r->o.zero;
   tc.auto_threads = r->o.threads == 0 && !getenv("LT_NUM_THREADS") && lt_get_num_threads() > 1;
-  lt_trainer_hooks hooks = {r, hook_micro_batch, hook_begin_step, hook_evaluate, hook_eval_line, hook_save_extra,
-                            NULL, hook_get_position, hook_set_position, hook_batches_per_epoch, NULL};
+  lt_trainer_hooks hooks = {.user = r, .micro_batch = hook_micro_batch, .begin_step = hook_begin_step,
+                            .evaluate = hook_evaluate, .eval_line = hook_eval_line, .save_extra = hook_save_extra,
+                            .get_position = hook_get_position, .set_position = hook_set_position,
+                            .batches_per_epoch = hook_batches_per_epoch};
   if (r->D.shards) { /* token shards: the trainer keeps the loader's position itself */
     tc.shards = r->D.shards;
     hooks.get_position = NULL, hooks.set_position = NULL, hooks.batches_per_epoch = NULL;
@@ -737,7 +749,8 @@ int main(int argc, char **argv) {
 
   if (r->o.eval_only) { /* validate the checkpoint, print examples, done */
     printf("evaluating %s\n", resume_path);
-    lt_tf_eval_result E = evaluate(r, lt_seq_pairs_count(r->D.valid), r->outs, r->n_pool);
+    lt_tf_eval_result E;
+    TRY(EXIT_DATA, evaluate(r, lt_seq_pairs_count(r->D.valid), r->outs, r->n_pool, &E), "validation");
     char text[512];
     lt_tf_eval_text(&r->D, &E, text, sizeof text);
     printf("validation at step %lld: %s [%s]\n", (long long)r->step, text, DUR(E.seconds));

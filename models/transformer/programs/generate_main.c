@@ -1,5 +1,5 @@
 /*
- * models/transformer/generate_main.c: the `generate` program: load a
+ * models/transformer/programs/generate_main.c: the `generate` program: load a
  * checkpoint written by `train` (the model, its configuration and its
  * tokenizer, all from the one file) and turn inputs into outputs, one output
  * line per input:
@@ -32,6 +32,7 @@
 #include "models/transformer/gguf_model.h"
 #include "datasets/datasets.h"
 #include "models/transformer/config.h"
+#include "models/transformer/load.h"
 #include "models/transformer/generate.h"
 
 #include <errno.h>
@@ -79,8 +80,8 @@ static const char *weights_name(int i) { return lt_qformat_name((lt_qformat)i); 
 #define D(...) LT_CLI_OPT_DOUBLE(options, __VA_ARGS__)
 static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_STRING(options, "checkpoint", checkpoint, "FILE", PATH_MAX_LEN,
-                    "the checkpoint (a ckpt-*.h5 file that train wrote in its run directory, a directory that export wrote, or a "
-                    "GGUF file); required"),
+                    "the checkpoint (a ckpt-*.h5 file that train wrote, or its run directory for the newest valid one; a "
+                    "Hugging Face directory; or a GGUF file); required"),
   LT_CLI_OPT_ENUM(options, "strategy", strategy, strategy_name, 3, "decoding strategy"),
   I("beam", beam, "N", 1, 1024, "beam search: hypotheses kept per input (1 = greedy)"),
   D("length-penalty", length_penalty, "A", 0, 100, "beam search: rank hypotheses by sum(log p) / length^A"),
@@ -270,51 +271,6 @@ static void put_text(const char *s, size_t n) {
 /* main                                                                     */
 /* ======================================================================== */
 
-/* A Hugging Face directory (written by export, or downloaded): the model from
- * config.json and model.safetensors, the tokenizer from libtensor's
- * libtensor-tokenizer.bin when export wrote one, else from the directory's
- * tokenizer.json (read as the tokenizers library does). */
-static lt_transformer *load_hf_dir(const char *dir, uint64_t max_bytes, lt_tokenizer **tok) {
-  lt_transformer *m = lt_hf_load(dir, max_bytes);
-  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-  char path[PATH_MAX_LEN + 64];
-  snprintf(path, sizeof path, "%s/%s", dir, LT_HF_TOKENIZER_FILE);
-  char *blob = NULL;
-  size_t size = 0;
-  struct stat st;
-  if (lstat(path, &st) != 0) { /* no libtensor tokenizer: the directory's own tokenizer.json */
-    snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-    if (lstat(path, &st) != 0)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': a Hugging Face directory without a tokenizer (neither %s nor "
-                 "tokenizer.json)", dir, LT_HF_TOKENIZER_FILE);
-    if (!(*tok = lt_tokenizer_load_hf(path))) lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", dir, lt_last_error());
-  } else {
-    if (lt_ckpt_read_file(path, 1u << 30, &blob, &size) != LT_OK) /* there, but unreadable (a FIFO, ...) */
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", dir, lt_last_error());
-    *tok = lt_tokenizer_deserialize(blob, size);
-    free(blob);
-    if (!*tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", path, lt_last_error());
-  }
-  /* A Hugging Face model's embedding may have more rows than its tokenizer has ids (padded). */
-  int64_t tv = lt_tokenizer_vocab_size(*tok), mv = lt_transformer_config(m)->vocab_size;
-  if (lt_tokenizer_get_kind(*tok) == LT_TOKENIZER_HF ? tv > mv : tv != mv)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': the tokenizer has %lld ids, the model %lld", dir, (long long)tv,
-               (long long)mv);
-  return m;
-}
-
-/* A GGUF file (written by export --format gguf, or by llama.cpp's tools):
- * the model and the tokenizer (its tokenizer.huggingface.json, else one
- * rebuilt from a byte-level tokenizer.ggml.*; models/transformer/gguf_model.h). */
-static lt_transformer *load_gguf(const char *path, uint64_t max_bytes, lt_tokenizer **tok) {
-  lt_transformer *m = lt_tf_gguf_load(path, max_bytes, tok);
-  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-  if (!*tok)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': a GGUF file without a tokenizer libtensor reads (no "
-               "tokenizer.huggingface.json, and tokenizer.ggml.model is not \"gpt2\")", path);
-  return m;
-}
-
 /* The most bytes of text one token of tok stands for when encoding, or 0
  * when unknown: a byte is one, a character at most 4 (UTF-8), a BPE token
  * never crosses a piece of at most LT_BPE_MAX_PIECE bytes. */
@@ -404,59 +360,47 @@ int main(int argc, char **argv) {
   int64_t context = 0;
   lt_transformer *m = NULL;
   lt_hf_gen_ids gen_ids, *hf_gen = NULL; /* a Hugging Face directory's eos/bos/pad ids */
-  if (lt_hf_is_dir(o.checkpoint)) {
-    m = load_hf_dir(o.checkpoint, max_bytes, &tok);
-    if (lt_hf_read_gen_ids(o.checkpoint, &gen_ids) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  lt_tf_load_opts lo = LT_TF_LOAD_DEFAULTS;
+  lo.ckpt.allow_unchecksummed = o.allow_unchecksummed;
+  lo.ckpt.max_bytes = max_bytes;
+  lo.model_only = false; /* a model-only checkpoint has no tokenizer */
+  lt_tf_loaded src;      /* the model, its tokenizer, a checkpoint's metadata (load.h) */
+  if (lt_tf_load(o.checkpoint, &lo, &src) != LT_OK) {
+    if (strstr(lt_last_error(), "holds a model only"))
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "%s: generate needs a checkpoint written by train (runs/.../ckpt-*.h5)",
+                 lt_last_error());
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  }
+  m = src.model, tok = src.tok;
+  cfg = *lt_transformer_config(m);
+  if (!tok && src.origin == LT_TF_FROM_HF)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': a Hugging Face directory without a tokenizer (neither %s nor "
+               "tokenizer.json)", src.path, LT_HF_TOKENIZER_FILE);
+  if (!tok && src.origin == LT_TF_FROM_GGUF)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': a GGUF file without a tokenizer libtensor reads (no "
+               "tokenizer.huggingface.json, and tokenizer.ggml.model is not \"gpt2\")", src.path);
+  if (!tok)
+    lt_cli_die(LT_CLI_EXIT_FAILURE,
+               "checkpoint '%s' is a training state without a tokenizer (the extra value 'tokenizer'): "
+               "generate needs a checkpoint written by train",
+               src.path);
+  if (src.origin == LT_TF_FROM_HF) {
+    /* A Hugging Face model's embedding may have more rows than its tokenizer has ids (padded). */
+    int64_t tv = lt_tokenizer_vocab_size(tok), mv = cfg.vocab_size;
+    if (lt_tokenizer_get_kind(tok) == LT_TOKENIZER_HF ? tv > mv : tv != mv)
+      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': the tokenizer has %lld ids, the model %lld", src.path, (long long)tv,
+                 (long long)mv);
+    if (lt_hf_read_gen_ids(src.path, &gen_ids) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
     hf_gen = &gen_ids;
   }
-  if (lt_hf_is_dir(o.checkpoint) || lt_tf_gguf_is_file(o.checkpoint)) {
-    if (!m) m = load_gguf(o.checkpoint, max_bytes, &tok);
-    cfg = *lt_transformer_config(m);
-    context = given[lt_cli_find(&CLI, "context")] ? o.context : cfg.max_len;
+  context = cfg.max_len;
+  if (src.origin != LT_TF_FROM_CHECKPOINT) {
+    if (given[lt_cli_find(&CLI, "context")]) context = o.context;
     if (context > cfg.max_len)
       lt_cli_die(LT_CLI_EXIT_USAGE, "--context %lld: the model has max_len %lld positions", (long long)context,
           (long long)cfg.max_len);
   } else {
-    lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
-    lo.allow_unchecksummed = o.allow_unchecksummed;
-    lo.max_bytes = max_bytes;
-    lt_ckpt_info *info = NULL; /* only the configuration and the extra values here */
-    if (lt_tf_read_checkpoint_info(o.checkpoint, &lo, false, &info, NULL) != LT_OK) {
-      /* a model-only checkpoint (lt_ckpt_save_params) has no tokenizer; anything else: the loader's reason */
-      char why[1024];
-      snprintf(why, sizeof why, "%s", lt_last_error());
-      lt_ckpt_info *pinfo = NULL;
-      bool model_only = lt_tf_read_checkpoint_info(o.checkpoint, &lo, true, &pinfo, NULL) == LT_OK && !pinfo->training;
-      lt_ckpt_info_free(pinfo);
-      if (model_only)
-        lt_cli_die(LT_CLI_EXIT_FAILURE,
-                   "checkpoint '%s' holds a model only, without the tokenizer: generate needs a checkpoint "
-                   "written by train (runs/.../ckpt-*.h5)",
-                   o.checkpoint);
-      if (strstr(why, o.checkpoint)) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", why); /* the loader's message names the file */
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, why);
-    }
-    if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE,
-                 "checkpoint '%s': not a Transformer checkpoint of train (its model configuration: %s)", o.checkpoint,
-                 lt_last_error());
-    int64_t n_params; /* the model's size, checked against the file and the cap before it is built */
-    size_t model_bytes;
-    if (lt_tf_config_size(&cfg, &n_params, &model_bytes) != LT_OK ||
-        lt_ckpt_check_model_size(info, o.checkpoint, n_params, model_bytes, lo.max_bytes) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-    const void *blob;
-    size_t blob_size;
-    if (lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &blob_size) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE,
-                 "checkpoint '%s' is a training state without a tokenizer (the extra value 'tokenizer'): "
-                 "generate needs a checkpoint written by train",
-                 o.checkpoint);
-    tok = lt_tokenizer_deserialize(blob, blob_size);
-    if (!tok) lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': its tokenizer: %s", o.checkpoint, lt_last_error());
-    if (lt_tokenizer_vocab_size(tok) != cfg.vocab_size)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': the tokenizer has %lld ids, the model %lld", o.checkpoint,
-          (long long)lt_tokenizer_vocab_size(tok), (long long)cfg.vocab_size);
+    const lt_ckpt_info *info = src.info;
     if (cfg.arch == LT_TF_ENCODER_ONLY) {
       classes = lt_cli_xcalloc((size_t)cfg.n_classes, sizeof *classes);
       const void *cb;
@@ -471,7 +415,6 @@ int main(int argc, char **argv) {
         }
       }
     }
-    context = cfg.max_len;
     if (cfg.arch == LT_TF_DECODER_ONLY) {
       int64_t sl;
       if (given[lt_cli_find(&CLI, "context")]) context = o.context;
@@ -480,9 +423,8 @@ int main(int argc, char **argv) {
         lt_cli_die(LT_CLI_EXIT_USAGE, "--context %lld: the model has max_len %lld positions", (long long)context,
             (long long)cfg.max_len);
     }
-    lt_ckpt_info_free(info);
-    if (!(m = lt_tf_load_model(o.checkpoint, &cfg, &lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
   }
+  lt_ckpt_info_free(src.info); /* the model and the tokenizer are this program's from here on */
   if (o.weights != LT_QFORMAT_F32) { /* weight-only quantization: the f32 weights are released */
     size_t before, after;
     if (lt_params_quantize(lt_transformer_params(m), (lt_qformat)o.weights, &before, &after) != LT_OK)

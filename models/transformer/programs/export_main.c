@@ -1,5 +1,5 @@
 /*
- * models/transformer/export_main.c: the `export` program: a checkpoint of
+ * models/transformer/programs/export_main.c: the `export` program: a checkpoint of
  * train (or a model-only checkpoint) to a Hugging Face directory
  * (models/transformer/hf.h; docs/interop.md), or a checkpoint or a Hugging
  * Face directory to a GGUF file for llama.cpp (models/transformer/gguf_model.h):
@@ -21,7 +21,8 @@
  * file's metadata (lt_ckpt_describe), building and writing nothing.
  *
  * What this is not: an importer (generate and train read such directories
- * themselves).
+ * themselves), nor a loader: the model comes from lt_tf_load (load.h), as in
+ * the other programs.
  *
  * Exit status (cli/cli.h): 0 on success, 1 for data errors (the checkpoint,
  * a configuration without a Hugging Face layout, a failed write), 2 for
@@ -148,93 +149,40 @@ static void check_out_file(const char *path, bool overwrite, const char *format)
     lt_cli_die(LT_CLI_EXIT_USAGE, "--out '%s' already exists: --overwrite replaces it, or choose another name", path);
 }
 
-/* The model of --checkpoint: a Hugging Face directory's as it is, or a
- * checkpoint's (its configuration and size checked first; *info then holds
- * its metadata, to free). Exits on failure. */
-static lt_transformer *load_model(const options *o, const lt_ckpt_load_opts *lo, lt_ckpt_info **info) {
-  lt_transformer *m = NULL;
-  *info = NULL;
-  if (lt_hf_is_dir(o->checkpoint)) {
-    m = lt_hf_load(o->checkpoint, lo->max_bytes);
-    if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s: %s", o->checkpoint, lt_last_error());
-    return m;
-  }
-  lt_tf_config cfg;
-  int64_t n_params;
-  size_t bytes;
-  if (lt_tf_read_checkpoint_info(o->checkpoint, lo, true, info, NULL) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o->checkpoint, lt_last_error());
-  if (lt_tf_config_from_meta((*info)->config, &cfg) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': not a Transformer checkpoint of train: %s", o->checkpoint,
-               lt_last_error());
-  if (lt_tf_config_size(&cfg, &n_params, &bytes) != LT_OK ||
-      lt_ckpt_check_model_size(*info, o->checkpoint, n_params, bytes, lo->max_bytes) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-  if (!(m = lt_tf_load_model(o->checkpoint, &cfg, lo))) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-  return m;
+/* The model of --checkpoint (load.h: a checkpoint, a run directory's newest,
+ * or with --format onnx or gguf a Hugging Face directory as it is), its
+ * tokenizer and a checkpoint's metadata. Exits on failure. */
+static void load_model(const options *o, const lt_tf_load_opts *lo, lt_tf_loaded *src) {
+  if (lt_tf_load(o->checkpoint, lo, src) == LT_OK) return;
+  if (strstr(lt_last_error(), o->checkpoint)) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+  lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s: %s", o->checkpoint, lt_last_error());
 }
 
 /* --format onnx: the model of a checkpoint or a Hugging Face directory as one ONNX file. */
-static int export_onnx(const options *o, const lt_ckpt_load_opts *lo) {
-  lt_ckpt_info *info;
-  lt_transformer *m = load_model(o, lo, &info);
-  lt_ckpt_info_free(info);
+static int export_onnx(const options *o, const lt_tf_load_opts *lo) {
+  lt_tf_loaded src;
+  load_model(o, lo, &src);
+  lt_transformer *m = src.model;
   lt_onnx_summary sum;
   if (lt_onnx_export(m, o->out, &sum) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o->out, lt_last_error());
   printf("export: %s -> %s (ONNX opset %d, %s, %lld nodes, %lld initializers, %llu bytes)\n", o->checkpoint, o->out,
          LT_ONNX_OPSET, lt_tf_arch_name(lt_transformer_config(m)->arch), (long long)sum.nodes,
          (long long)sum.initializers, (unsigned long long)sum.bytes);
-  lt_transformer_free(m);
+  lt_tf_loaded_free(&src);
   return fflush(stdout) == 0 ? 0 : LT_CLI_EXIT_FAILURE;
-}
-
-/* The tokenizer of a Hugging Face directory as tokenizer.json text (new, or
- * NULL when it has none): libtensor-tokenizer.bin converted, else the
- * directory's own tokenizer.json as it is. */
-static char *hf_dir_tokenizer(const char *dir, size_t *len) {
-  char path[PATH_MAX_LEN + 64];
-  char *text = NULL;
-  struct stat st;
-  snprintf(path, sizeof path, "%s/%s", dir, LT_HF_TOKENIZER_FILE);
-  if (lstat(path, &st) == 0) {
-    size_t size;
-    if (lt_ckpt_read_file(path, 1u << 30, &text, &size) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", path, lt_last_error());
-    lt_tokenizer *tok = lt_tokenizer_deserialize(text, size);
-    free(text);
-    text = NULL;
-    if (!tok || lt_tokenizer_to_json(tok, &text, len) != LT_OK)
-      lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", path, lt_last_error());
-    lt_tokenizer_free(tok);
-    return text;
-  }
-  snprintf(path, sizeof path, "%s/tokenizer.json", dir);
-  if (lstat(path, &st) != 0) return NULL;
-  if (lt_ckpt_read_file(path, 1u << 30, &text, len) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': %s", path, lt_last_error());
-  return text;
 }
 
 /* --format gguf: the model (a checkpoint's or a Hugging Face directory's)
  * and its tokenizer as one GGUF file. */
-static int export_gguf(const options *o, const lt_ckpt_load_opts *lo) {
+static int export_gguf(const options *o, const lt_tf_load_opts *lo) {
   char *tok_json = NULL;
   size_t tok_len = 0;
-  lt_ckpt_info *info;
-  lt_transformer *m = load_model(o, lo, &info);
-  if (!info) {
-    tok_json = hf_dir_tokenizer(o->checkpoint, &tok_len);
-  } else {
-    const void *blob;
-    size_t size;
-    if (info->extra && lt_ckpt_meta_get_bytes(info->extra, LT_TF_CKPT_TOKENIZER, &blob, &size) == LT_OK) {
-      lt_tokenizer *tok = lt_tokenizer_deserialize(blob, size);
-      if (!tok || lt_tokenizer_to_json(tok, &tok_json, &tok_len) != LT_OK)
-        lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': its tokenizer: %s", o->checkpoint, lt_last_error());
-      lt_tokenizer_free(tok);
-    }
-  }
+  lt_tf_loaded src;
+  load_model(o, lo, &src);
+  lt_transformer *m = src.model;
+  if (src.tok && lt_tokenizer_to_json(src.tok, &tok_json, &tok_len) != LT_OK) /* an hf tokenizer: its file as it is */
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "'%s': its tokenizer: %s", src.path, lt_last_error());
   if (lt_tf_gguf_export(m, o->out, WEIGHT_TYPES[o->weights], tok_json, tok_len) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o->out, lt_last_error());
   lt_hf_family fam = LT_HF_GPT2;
@@ -242,8 +190,7 @@ static int export_gguf(const options *o, const lt_ckpt_load_opts *lo) {
   printf("export: %s -> %s (gguf, %s layout, %s weights%s)\n", o->checkpoint, o->out, lt_hf_family_name(fam),
          weights_name(o->weights), tok_json ? ", tokenizer" : ", no tokenizer");
   free(tok_json);
-  lt_ckpt_info_free(info);
-  lt_transformer_free(m);
+  lt_tf_loaded_free(&src);
   return 0;
 }
 
@@ -287,13 +234,14 @@ int main(int argc, char **argv) {
   if (!o.out && !o.list) lt_cli_die(LT_CLI_EXIT_USAGE, "--out DIR is required (or --list)");
   if (given[lt_cli_find(&CLI, "weights")] && o.format != FORMAT_GGUF)
     lt_cli_die(LT_CLI_EXIT_USAGE, "--weights is for --format gguf (a Hugging Face directory is written in f32)");
-  lt_ckpt_load_opts lo = LT_CKPT_LOAD_DEFAULTS;
-  lo.allow_unchecksummed = o.allow_unchecksummed;
-  lo.max_bytes = lt_cli_memory_cap(o.max_memory);
+  lt_tf_load_opts lo = LT_TF_LOAD_DEFAULTS; /* a model-only checkpoint too */
+  lo.ckpt.allow_unchecksummed = o.allow_unchecksummed;
+  lo.ckpt.max_bytes = lt_cli_memory_cap(o.max_memory);
+  lo.gguf = false; /* a GGUF file is an output here */
   const bool to_file = !o.list && (o.format == FORMAT_ONNX || o.format == FORMAT_GGUF);
   char ckpt[PATH_MAX_LEN + 64]; /* a run directory stands for its newest valid checkpoint, as train --resume */
   if (!(to_file && lt_hf_is_dir(o.checkpoint))) { /* a Hugging Face directory is read as it is */
-    if (lt_trainer_find_resume(o.checkpoint, "ckpt", ckpt, sizeof ckpt) != LT_OK)
+    if (lt_trainer_find_resume(o.checkpoint, LT_TF_CKPT_PREFIX, ckpt, sizeof ckpt) != LT_OK)
       lt_cli_die(LT_CLI_EXIT_FAILURE, "--checkpoint %s", lt_last_error());
     o.checkpoint = ckpt;
   }
@@ -302,30 +250,24 @@ int main(int argc, char **argv) {
   if (to_file) return o.format == FORMAT_ONNX ? export_onnx(&o, &lo) : export_gguf(&o, &lo);
   if (o.list) {
     lt_ckpt_desc *d = NULL;
-    if (lt_ckpt_describe(o.checkpoint, &lo, &d) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
+    if (lt_ckpt_describe(o.checkpoint, &lo.ckpt, &d) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
     print_desc(o.checkpoint, d);
     lt_ckpt_desc_free(d);
     return fflush(stdout) == 0 ? 0 : LT_CLI_EXIT_FAILURE;
   }
-  /* the configuration and the extra values (tokenizer) first, then the model */
-  lt_ckpt_info *info = NULL;
-  if (lt_tf_read_checkpoint_info(o.checkpoint, &lo, true, &info, NULL) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': %s", o.checkpoint, lt_last_error());
-  lt_tf_config cfg;
+  /* --format hf: a checkpoint (a Hugging Face directory is not re-exported) */
+  lo.hf_dirs = false;
+  lt_tf_loaded src;
+  load_model(&o, &lo, &src);
+  lt_transformer *m = src.model;
+  const lt_ckpt_info *info = src.info;
+  lt_hf_family fam;
+  if (lt_hf_family_of(lt_transformer_config(m), &fam) != LT_OK)
+    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': no Hugging Face layout: %s", o.checkpoint, lt_last_error());
   int64_t n_params;
   size_t bytes;
-  if (lt_tf_config_from_meta(info->config, &cfg) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': not a Transformer checkpoint of train: %s", o.checkpoint,
-               lt_last_error());
-  lt_hf_family fam;
-  if (lt_hf_family_of(&cfg, &fam) != LT_OK)
-    lt_cli_die(LT_CLI_EXIT_FAILURE, "checkpoint '%s': no Hugging Face layout: %s", o.checkpoint, lt_last_error());
-  if (lt_tf_config_size(&cfg, &n_params, &bytes) != LT_OK ||
-      lt_ckpt_check_model_size(info, o.checkpoint, n_params, bytes, lo.max_bytes) != LT_OK)
+  if (lt_tf_config_size(lt_transformer_config(m), &n_params, &bytes) != LT_OK)
     lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-  lt_transformer *m = lt_tf_load_model(o.checkpoint, &cfg, &lo);
-  if (!m) lt_cli_die(LT_CLI_EXIT_FAILURE, "%s", lt_last_error());
-
   if (lt_hf_export(m, o.out) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "export to '%s': %s", o.out, lt_last_error());
   const void *blob;
   size_t size;
@@ -347,7 +289,6 @@ int main(int argc, char **argv) {
   printf("export: %s -> %s/ (%s layout, %lld parameters%s)\n", o.checkpoint, o.out,
          lt_hf_family_name(fam), (long long)n_params,
          has_tok ? ", tokenizer" : ", no tokenizer in the checkpoint");
-  lt_ckpt_info_free(info);
-  lt_transformer_free(m);
+  lt_tf_loaded_free(&src);
   return 0;
 }

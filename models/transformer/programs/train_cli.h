@@ -1,5 +1,5 @@
 /*
- * models/transformer/train_cli.h: the command line of `train`
+ * models/transformer/programs/train_cli.h: the command line of `train`
  * (train_main.c): its options struct, the flag classes that decide what a
  * checkpoint keeps and a resume may change, and the functions over the one
  * option table (train_cli.c) that parse, complete and check it.
