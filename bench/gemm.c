@@ -36,7 +36,7 @@
 #include <unistd.h>
 
 #include "libtensor.h"
-#include "tensor/blas_internal.h"
+#include "tensor/gemm_internal.h"
 #include "tensor/matmul_internal.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -318,7 +318,7 @@ static void switch_sweep(bool quick) {
  * - panel: lt_matmul with the panel kernel forced wherever it can run;
  * - dnnl: oneDNN's f32 matmul primitive, made once per row (batch dims as one
  *   3-d primitive, one call for the whole batch, oneDNN's threads);
- * - auto: lt_matmul as shipped (the rule in tensor/blas.c). */
+ * - auto: lt_matmul as shipped (the rule in tensor/gemm.c). */
 static const row small_rows[] = {
     {"ViT q·k^T [512,17,16]·[512,17,16]^T", 512, 17, 17, 16, false, true},
     {"ViT p·v [512,17,17]·[512,17,16]", 512, 17, 16, 17, false, false},
@@ -411,9 +411,9 @@ static void run_eng(const operands *o, const dnnl_row *d, int e) {
     dnnl_run(d);
     return;
   }
-  int prev = lt__blas_set_small(e == 0 ? 0 : e == 1 ? 2 : 1);
+  int prev = lt__gemm_set_small(e == 0 ? 0 : e == 1 ? 2 : 1);
   run_lt(o);
-  lt__blas_set_small(prev);
+  lt__gemm_set_small(prev);
 }
 
 static void small_table(bool quick) {

@@ -17,6 +17,7 @@
  * What this is not: a cryptographic generator, or a source of entropy (there is
  * no default, time-seeded generator: every draw names its generator).
  */
+#include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
@@ -287,8 +288,8 @@ static int philox_version(void) {
 #ifdef LT_PHILOX_X86
   const char *e = getenv("LT_PHILOX");
   const bool any = !e || !*e;
-  if ((any || !strcmp(e, "avx512")) && __builtin_cpu_supports("avx512f")) return PHILOX_AVX512;
-  if ((any || !strcmp(e, "avx2")) && __builtin_cpu_supports("avx2")) return PHILOX_AVX2;
+  if ((any || !strcmp(e, "avx512")) && lt__cpu()->avx512f) return PHILOX_AVX512;
+  if ((any || !strcmp(e, "avx2")) && lt__cpu()->avx2) return PHILOX_AVX2;
 #endif
   return PHILOX_C;
 }

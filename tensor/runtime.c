@@ -6,8 +6,9 @@
  */
 #include "tensor/error_internal.h"
 #include "tensor/runtime_internal.h"
-#include "tensor/blas_internal.h"
+#include "tensor/blis_internal.h"
 #include "tensor/bf16dot_internal.h"
+#include "tensor/dnnl_conv_internal.h"
 #include "tensor/dnnl_internal.h"
 
 #include <omp.h>
@@ -22,12 +23,6 @@
 #ifndef LT_VERSION_STRING
 #define LT_VERSION_STRING "unknown"
 #endif
-
-/* Defined in blas.c (the file that includes blis.h). */
-void lt__blas_init(void);
-const char *lt__blas_arch(void);
-const char *lt__blas_arch_why(void);
-bool lt__blas_arch_from_user(void);
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int num_threads = 0;
@@ -65,9 +60,9 @@ static void init_runtime(void) {
       snprintf(init_note, sizeof init_note, "LT_NUM_THREADS=%s ignored (not an integer in 1..4096)", env);
   }
   if (n < 1) n = 1;
-  lt__blas_init();
+  lt__blis_init();
   num_threads = n;
-  lt__blas_set_threads(n);
+  lt__blis_set_threads(n);
   omp_set_num_threads(n);
 }
 
@@ -82,7 +77,7 @@ lt_status lt_set_num_threads(int n) {
   if (n < 1) return lt__err(LT_ERR_INVALID, "set_num_threads: %d threads: need at least 1", n);
   lt__ensure_init();
   num_threads = n;
-  lt__blas_set_threads(n);
+  lt__blis_set_threads(n);
   omp_set_num_threads(n);
   return LT_OK;
 }
@@ -158,10 +153,10 @@ lt_status lt_runtime_get_info(lt_runtime_info *info) {
   if (!info) return lt__err(LT_ERR_NULL, "runtime_get_info: info is NULL");
   lt__ensure_init();
   info->version = LT_VERSION_STRING;
-  info->blas_arch = lt__blas_arch();
-  info->blas_arch_why = *init_note ? init_note : lt__blas_arch_why();
+  info->blas_arch = lt__blis_arch();
+  info->blas_arch_why = *init_note ? init_note : lt__blis_arch_why();
   info->num_threads = num_threads;
-  info->blas_arch_from_user = lt__blas_arch_from_user();
+  info->blas_arch_from_user = lt__blis_arch_from_user();
   info->bf16_gemm = lt__dnnl_bf16_path();
   info->bf16_native = lt__dnnl_bf16_native();
   info->bf16_conv = lt__dnnl_conv_bf16_path();

@@ -19,6 +19,7 @@
  */
 #include "autograd/internal.h"
 #include "tensor/bf16dot_internal.h"
+#include "tensor/autocast_internal.h"
 #include "tensor/gemm_internal.h"
 #include "test_util.h"
 #include "util_layout.h"

@@ -15,7 +15,7 @@
 #include "util_layout.h"
 
 #include "nn/conv.h"
-#include "tensor/dnnl_internal.h" /* lt__dnnl_conv_enable, lt__dnnl_conv_runs */
+#include "tensor/dnnl_conv_internal.h" /* lt__dnnl_conv_enable, lt__dnnl_conv_runs */
 #include "tensor/storage_internal.h" /* lt__live_tensors */
 
 #include <math.h>
@@ -206,7 +206,7 @@ START_TEST(test_conv2d_slices) {
 }
 END_TEST
 
-/* conv2d on oneDNN (tensor/dnnl.c) against the im2col path, forward and all
+/* conv2d on oneDNN (tensor/dnnl_conv.c) against the im2col path, forward and all
  * three gradients: the CNN's two layers (conv1: one input channel, plain
  * input; conv2: blocked layouts), a grouped, strided, dilated one and a
  * "same"-padded grouped one, on 41 images (chunks of 6 and a last one of 5),

@@ -10,7 +10,6 @@
 #include "test_util.h"
 #include "util_layout.h"
 
-#include "tensor/blas_internal.h"
 #include "tensor/gemm_internal.h"
 #include "tensor/matmul_internal.h"
 
@@ -255,7 +254,7 @@ START_TEST(test_gemv_paths) {
 END_TEST
 
 /* Products with a short side of C (2..64 rows or columns: batched decoding,
- * attention heads) go through tensor/blas.c's own kernels when the layout is
+ * attention heads) go through tensor/gemm_small.c's kernels when the layout is
  * theirs: "dot" (A's rows and B's columns contiguous along k, as in x W^T)
  * and "axpy" (B's rows contiguous, A any strides). Values match the
  * reference with k and n tails (not multiples of the vector width), C^T
@@ -288,7 +287,7 @@ START_TEST(test_skinny_paths) {
 }
 END_TEST
 
-/* Small f32 products (tensor/blas.c's panel kernel, docs/gemm.md "Small
+/* Small f32 products (tensor/gemm_small.c's panel kernel, docs/gemm.md "Small
  * products"): the ViT's shapes (512 attention products [17,16]x[16,17] and
  * their backward layouts, Linear layers of 2176 rows) and odd sizes (k and n
  * tails, one row, C^T orientation, strided operands), under the shipped rule
@@ -311,9 +310,9 @@ START_TEST(test_small_paths) {
   const lt_tensor *lhs[] = {q, p, pt, x, g, gt, o1, o1, o3, o2t};
   const lt_tensor *rhs[] = {kt, k, q, wt, w, x2, o2, os, o2, o1t};
   for (int mode = 2; mode >= 1; mode--) {
-    const int prev = lt__blas_set_small(mode);
+    const int prev = lt__gemm_set_small(mode);
     same_bits_on_1_and_2_threads(lhs, rhs, (int)(sizeof lhs / sizeof *lhs));
-    lt__blas_set_small(prev);
+    lt__gemm_set_small(prev);
   }
 
   /* alpha, beta and a column-major C (the scalar store path) through the
@@ -323,10 +322,10 @@ START_TEST(test_small_paths) {
   for (int i = 0; i < M * K; i++) A[i] = (float)rng_uniform();
   for (int i = 0; i < K * N; i++) B[i] = (float)rng_uniform();
   for (int i = 0; i < N * M; i++) C0[i] = C[i] = (float)rng_uniform();
-  const int prev = lt__blas_set_small(2);
+  const int prev = lt__gemm_set_small(2);
   LT_OK_OR_FAIL(lt__mat_gemm(dt, false, 0.5, LT__MAT(A, M, K, K, 1), LT__MAT(B, K, N, N, 1), 0.25,
                              LT__MAT(C, M, N, 1, M)));
-  lt__blas_set_small(prev);
+  lt__gemm_set_small(prev);
   double worst = 0;
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
@@ -522,9 +521,9 @@ START_TEST(test_packed_b) {
   float *C1 = malloc(sizeof(float) * MAXM * MAXN), *C2 = malloc(sizeof(float) * MAXM * MAXN);
   float *C0 = malloc(sizeof(float) * MAXM * MAXN);
   ck_assert(X && A && bp && C1 && C2 && C0);
-  const int prev = lt__blas_set_small(2); /* the reference products run in the panel kernel too */
+  const int prev = lt__gemm_set_small(2); /* the reference products run in the panel kernel too */
   if (lt__mat_pack_floats(64, 64) == 0) { /* no AVX-512 here: nothing packed, callers use lt__mat_gemm */
-    lt__blas_set_small(prev);
+    lt__gemm_set_small(prev);
     free(X), free(A), free(bp), free(C1), free(C2), free(C0);
     return;
   }
@@ -574,9 +573,9 @@ START_TEST(test_packed_b) {
       if (fabs(C1[i * 48 + j] - sum) > worst) worst = fabs(C1[i * 48 + j] - sum);
     }
   ck_assert_msg(worst < 1e-5, "B in place: max error %g", worst);
-  lt__blas_set_small(0); /* BLIS asked for: nothing is packed */
+  lt__gemm_set_small(0); /* BLIS asked for: nothing is packed */
   ck_assert_int_eq(lt__mat_pack_floats(64, 64), 0);
-  lt__blas_set_small(prev);
+  lt__gemm_set_small(prev);
   free(X), free(A), free(bp), free(C1), free(C2), free(C0);
 }
 END_TEST
