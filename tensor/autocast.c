@@ -13,7 +13,7 @@
 
 #include "tensor/bf16round_internal.h"
 #include "tensor/error_internal.h"
-#include "tensor/dnnl_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/threads_internal.h"
 
@@ -288,7 +288,7 @@ static void ai_clear(void) {
   }
 }
 
-bool lt__autocast_active(void) { return tl_autocast == LT_DTYPE_BF16 && lt__dnnl_bf16_available(); }
+bool lt__autocast_active(void) { return tl_autocast == LT_DTYPE_BF16 && lt__path_on(LT__PATH_gemm_bf16_dnnl); }
 
 static bool ai_match(const ai_entry *e, const lt_tensor *x, uint64_t id, uint64_t ver) {
   if (!e->copy || e->id != id || e->version != ver || e->data != x->data || e->ndim != x->ndim) return false;

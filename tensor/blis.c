@@ -16,6 +16,7 @@
 
 #include "tensor/cpu_internal.h"
 #include "tensor/error_internal.h"
+#include "tensor/paths_internal.h"
 
 #include <blis.h>
 #include <stdio.h>
@@ -71,7 +72,7 @@ static bool arch_from_user = false;
  * user choice (a number or a name such as "haswell") that this CPU supports;
  * otherwise picks from the CPU's feature flags, best first. */
 static void choose_arch(void) {
-  const char *env = getenv("BLIS_ARCH_TYPE");
+  const char *env = lt__setting_get(LT__SETTING_BLIS_ARCH_TYPE);
   if (env && *env) {
     const arch_entry *pick = NULL;
     char *end;
@@ -82,7 +83,7 @@ static void choose_arch(void) {
     if (pick && cpu_supports(pick)) {
       char num[16];
       snprintf(num, sizeof num, "%d", (int)pick->id);
-      setenv("BLIS_ARCH_TYPE", num, 1);
+      setenv(lt__setting_name(LT__SETTING_BLIS_ARCH_TYPE), num, 1);
       snprintf(arch_why, sizeof arch_why, "chosen by the user (BLIS_ARCH_TYPE=%s)", env);
       arch_from_user = true;
       return;
@@ -101,7 +102,7 @@ static void choose_arch(void) {
     if (e->id == BLIS_ARCH_EXCAVATOR || e->id == BLIS_ARCH_STEAMROLLER) continue;
     char num[16];
     snprintf(num, sizeof num, "%d", (int)e->id);
-    setenv("BLIS_ARCH_TYPE", num, 1);
+    setenv(lt__setting_name(LT__SETTING_BLIS_ARCH_TYPE), num, 1);
     size_t len = strlen(arch_why);
     snprintf(arch_why + len, sizeof arch_why - len, "'%s' from the CPU's flags (%s)", e->name,
              *e->features ? e->features : "none");

@@ -10,6 +10,7 @@
 #include "tensor/dnnl_common_internal.h"
 #include "tensor/dnnl_internal.h"
 #include "tensor/error_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/threads_internal.h"
 
 #include <omp.h>
@@ -297,18 +298,6 @@ static void chunk_plan(const lt__dnnl_conv *g, int64_t *nch, int64_t *nb, int64_
   *rem = g->N - (*nch - 1) * *nb;
 }
 
-static int conv_env = -1; /* LT_CONV_DNNL: 0 turns this path off */
-static pthread_once_t conv_env_once = PTHREAD_ONCE_INIT;
-static void conv_env_init(void) {
-  const char *v = getenv("LT_CONV_DNNL");
-  conv_env = !(v && v[0] == '0');
-}
-
-void lt__dnnl_conv_enable(bool on) {
-  pthread_once(&conv_env_once, conv_env_init);
-  conv_env = on;
-}
-
 static int64_t conv_runs = 0, conv_bf16_runs = 0;
 static int64_t read_counter(const int64_t *c) {
   int64_t n;
@@ -324,8 +313,7 @@ static lt_status conv_pass(lt__dnnl_conv_pass pass, bool bf16, const lt__dnnl_co
                            const void *w, const float *bias, float *y, float *dx, float *dw, float *db,
                            const float *dy, bool *taken) {
   *taken = false;
-  pthread_once(&conv_env_once, conv_env_init);
-  if (!conv_env || g->N < 1 || (bf16 && !lt__dnnl_bf16_available())) return LT_OK;
+  if (!lt__path_on(LT__PATH_conv_dnnl) || g->N < 1 || (bf16 && !lt__dnnl_bf16_available())) return LT_OK;
   if (lt__dnnl_engine_status() != dnnl_success) return LT_OK;
   int64_t nch, nb, rem;
   chunk_plan(g, &nch, &nb, &rem);
@@ -413,10 +401,10 @@ lt_status lt__dnnl_conv_bf16(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, co
 }
 
 const char *lt__dnnl_conv_bf16_path(void) {
-  pthread_once(&conv_env_once, conv_env_init);
   if (!lt__dnnl_bf16_available())
     return "f32 (no oneDNN bf16 convolution on this CPU: autocast leaves convolutions in f32)";
-  if (!conv_env) return "f32 im2col path (LT_CONV_DNNL=0; its products in bf16 through the matmul engine)";
+  if (!lt__path_on(LT__PATH_conv_dnnl))
+    return "f32 im2col path (conv=im2col forced; its products in bf16 through the matmul engine)";
   return lt__dnnl_bf16_native() ? "native (oneDNN direct kernels; f32 for geometries oneDNN lacks)"
                                 : "fallback (oneDNN emulates bf16 on AVX-512; f32 for geometries it lacks)";
 }

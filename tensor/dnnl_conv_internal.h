@@ -38,8 +38,9 @@ typedef enum lt__dnnl_conv_pass {
  * the same bits on any thread count. Primitives, reorders and scratch are
  * cached by geometry (no allocation once warm). Sets *taken false, and
  * returns LT_OK without touching anything, when oneDNN has no direct kernel
- * for the geometry (the caller then runs its own path) or LT_CONV_DNNL=0 is
- * set; returns an error status (message set) only when a pass that started
+ * for the geometry (the caller then runs its own path) or the path table
+ * says conv=im2col (tensor/paths.def); returns an error status (message
+ * set) only when a pass that started
  * fails. */
 lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const float *w,
                             const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
@@ -54,7 +55,7 @@ lt_status lt__dnnl_conv_f32(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, con
  * accumulate in f32, chunks summed in chunk order. Sets *taken false (then
  * run lt__dnnl_conv_f32) when oneDNN has no bf16 matmul for this CPU
  * (lt__dnnl_bf16_available), no direct bf16 kernel for the geometry, or
- * LT_CONV_DNNL=0 is set. Errors as lt__dnnl_conv_f32. */
+ * conv=im2col is forced. Errors as lt__dnnl_conv_f32. */
 lt_status lt__dnnl_conv_bf16(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, const float *x, const uint16_t *w,
                              const float *bias, float *y, float *dx, float *dw, float *db, const float *dy,
                              bool *taken);
@@ -64,10 +65,9 @@ lt_status lt__dnnl_conv_bf16(lt__dnnl_conv_pass pass, const lt__dnnl_conv *g, co
  * (...)". Static string. */
 const char *lt__dnnl_conv_bf16_path(void);
 
-/* For tests and benchmarks: turn the oneDNN convolution path on or off (as
- * LT_CONV_DNNL=0 does; not thread-safe against running convolutions), and
- * the number of passes it has run so far. */
-void lt__dnnl_conv_enable(bool on);
+/* For tests and benchmarks: the number of passes this path has run so far
+ * (the path itself is turned off by forcing conv=im2col: LT_CONV_DNNL=0 or
+ * lt__path_force, tensor/paths_internal.h). */
 int64_t lt__dnnl_conv_runs(void);
 /* The bf16 passes among them. */
 int64_t lt__dnnl_conv_bf16_runs(void);

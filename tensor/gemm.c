@@ -21,75 +21,31 @@
 
 #include "tensor/autocast_internal.h"
 #include "tensor/blis_internal.h"
-#include "tensor/cpu_internal.h"
 #include "tensor/dnnl_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/gemm_small_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/runtime_internal.h"
 
 #include <omp.h>
-#include <stdlib.h>
-#include <string.h>
 
 #define SP_W LT__SMALL_W
 #define SP_KC LT__SMALL_KC
 
-/* ---- switches ------------------------------------------------------------ */
+/* ---- the paths (tensor/paths.def) ------------------------------------------ */
 
-/* Whether the environment variable name is set to "0" (a path switched off,
- * for comparisons), read once into *cache (-1 until then). */
-static bool env_off(const char *name, int *cache) {
-  int v;
-#pragma omp atomic read
-  v = *cache;
-  if (v < 0) {
-    const char *e = getenv(name);
-    v = e && !strcmp(e, "0");
-#pragma omp atomic write
-    *cache = v;
-  }
-  return v == 1;
+/* The panel kernel's mode: 0 off, 1 the measured rule below, 2 every f32
+ * product it can take. gemm=small forces 2, gemm=blis and gemm=skinny 0. */
+static int small_mode(void) {
+  if (!lt__path_supported(LT__PATH_gemm_small)) return 0;
+  const lt__path f = lt__path_forced(LT__PATH_FAMILY_gemm);
+  return f == LT__PATH_AUTO ? 1 : f == LT__PATH_gemm_small ? 2 : 0;
 }
 
-/* LT_GEMM_SPLIT=0 goes back to BLIS's own threads (for comparisons). */
-static bool split_off(void) {
-  static int off = -1;
-  return env_off("LT_GEMM_SPLIT", &off);
-}
-
-/* The small-product kernels run here: AVX-512F, and LT_GEMM_SKINNY=0 not set. */
-static bool sk_available(void) {
-  static int off = -1;
-  if (env_off("LT_GEMM_SKINNY", &off)) return false;
-  return lt__cpu()->avx512f;
-}
-
-/* The small-product engine: 0 off (BLIS), 1 the measured rule below, 2 every
- * f32 product the panel kernel can take (benchmarks). -1 until read from
- * LT_GEMM_SMALL (default 1). */
-static int small_mode = -1;
-
-int lt__gemm_set_small(int mode) {
-  int prev;
-#pragma omp atomic capture
-  {
-    prev = small_mode;
-    small_mode = mode;
-  }
-  return prev;
-}
-
-static int small_get(void) {
-  int v;
-#pragma omp atomic read
-  v = small_mode;
-  if (v < 0) {
-    const char *e = getenv("LT_GEMM_SMALL");
-    v = e && (*e == '0' || *e == '2') ? *e - '0' : 1;
-#pragma omp atomic write
-    small_mode = v;
-  }
-  return v;
+/* The skinny kernels: on unless gemm=blis is forced (gemm=small leaves them
+ * the products the panel kernel cannot take). */
+static bool skinny_on(void) {
+  return lt__path_supported(LT__PATH_gemm_skinny) && lt__path_forced(LT__PATH_FAMILY_gemm) != LT__PATH_gemm_blis;
 }
 
 /* ---- cutting a product over threads --------------------------------------- */
@@ -127,7 +83,7 @@ static void run_blocks(const lt__prod *p, int64_t dim, int nt, lt__prod_block_fn
  * split in blocks of 96, one kernel call each; an element's operations do
  * not depend on where its block starts, so the bits do not depend on nt. */
 static bool gemm_skinny(lt__prod p, int nt) {
-  if (!sk_available() || (p.dtype != LT_DTYPE_F32 && p.dtype != LT_DTYPE_F64)) return false;
+  if (!skinny_on() || (p.dtype != LT_DTYPE_F32 && p.dtype != LT_DTYPE_F64)) return false;
   if (p.n < p.m) p = lt__prod_t(p); /* the short side becomes m */
   const bool dot = p.csa == 1 && p.rsb == 1 && p.k >= LT__SK_DOT_MIN_K &&
                    (p.m <= LT__SK_DOT_MAX || (p.m <= LT__SK_DOT_MAX_SMALL_B && (double)p.k * (double)p.n <= 4194304.0));
@@ -160,8 +116,8 @@ static bool small_whole(int mode, int64_t n, int64_t k) {
 /* Computes C with the panel kernel and returns true, or returns false
  * (nothing written) when the rule sends the product elsewhere. */
 static bool gemm_small(lt__prod p, int nt) {
-  const int mode = small_get();
-  if (mode == 0 || p.dtype != LT_DTYPE_F32 || !sk_available()) return false;
+  const int mode = small_mode();
+  if (mode == 0 || p.dtype != LT_DTYPE_F32) return false;
   /* The short side becomes n, the packed one, unless that turns C's
    * contiguous rows into strided columns while the product fits as it is:
    * the kernel stores a row of a tile as vectors, a column element by
@@ -211,7 +167,7 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
   }
   const lt__prod pr = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, false};
   if (k > 0 && (gemm_small(pr, nt) || gemm_skinny(pr, nt))) return LT_OK;
-  if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off()) {
+  if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && lt__path_on(LT__PATH_gemm_threads_split)) {
     const lt__prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, m >= n};
     run_blocks(&p, m >= n ? m : n, nt, lt__blis_gemm_block);
     return LT_OK;
@@ -226,8 +182,8 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
 /* ---- packed B ------------------------------------------------------------ */
 
 static int64_t pack_floats(int64_t k, int64_t n) {
-  const int mode = small_get();
-  if (mode == 0 || !sk_available() || k < 1 || n < 1 || !small_whole(mode, n, k)) return 0;
+  const int mode = small_mode();
+  if (mode == 0 || k < 1 || n < 1 || !small_whole(mode, n, k)) return 0;
   return (n + SP_W - 1) / SP_W * k * SP_W; /* gemm_panel's layout for one chunk */
 }
 
@@ -240,7 +196,7 @@ static lt_status mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a,
   LT_CHECK(a.rows == c.rows && b.cols == c.cols && a.cols == b.rows);
   lt_status st = lt__ensure_init(); /* the runtime sets up the engines (BLIS's kernel, threads) first */
   if (st != LT_OK) return st;
-  const bool bf16_ok = lt__dnnl_bf16_available();
+  const bool bf16_ok = lt__path_on(LT__PATH_gemm_bf16_dnnl); /* else bf16 widened for BLIS, autocast off */
   if (dt == LT_DTYPE_F32 && lt_autocast_dtype() == LT_DTYPE_BF16 && bf16_ok && a.cols > 0 && c.rows > 0 && c.cols > 0) {
     /* Autocast: bf16 copies of the f32 operands, f32 accumulation, f32 out. */
     if ((st = lt__autocast_operand(0, a, one_thread, &a)) != LT_OK ||

@@ -29,7 +29,8 @@
  * their own orientation) and runs as a bf16 one: this is the one autocast
  * hook, so every product of the library (lt_matmul, Linear, attention, and
  * their backward) gets it. Where oneDNN has no bf16 matmul for the CPU, bf16
- * operands are widened to f32 and autocast leaves products in f32.
+ * operands are widened to f32 and autocast leaves products in f32 (path
+ * gemm_bf16=f32, tensor/paths.def, which LT_GEMM_BF16=f32 forces anywhere).
  * one_thread: run on this thread only (the caller parallelises over a batch
  * of products itself, inside an OpenMP region); else BLIS's, oneDNN's and
  * libtensor's threads as the size warrants. Shapes that do not chain are a
@@ -42,8 +43,8 @@ lt_status lt__mat_gemm(lt_dtype dt, bool one_thread, double alpha, lt__mat a, lt
  * a GQA group), packed once for the panel kernel (tensor/gemm_small.c) instead of
  * once per product. lt__mat_pack_floats(k, n): the floats the packed b
  * takes, or 0 when this thread's lt__mat_gemm would not run such a product
- * in the panel kernel (no AVX-512, LT_GEMM_SMALL=0, autocast active, k or n
- * outside the kernel's rule): then call lt__mat_gemm. lt__mat_pack writes
+ * in the panel kernel (no AVX-512, path gemm=blis or gemm=skinny forced,
+ * autocast active, k or n outside the kernel's rule): then call lt__mat_gemm. lt__mat_pack writes
  * the packed b (f32, not a bf16 copy) into dst: that many floats, 64-byte
  * aligned, owned by the caller. lt__mat_gemm_packed: c = alpha * a bp +
  * beta * c on this thread, bp packed from a [a.cols, pn] matrix, pn >=
@@ -60,12 +61,5 @@ void lt__mat_gemm_packed(double alpha, lt__mat a, const float *bp, int64_t pn, d
  * it back), with the bits of the fill-then-accumulate form (one f32 addition
  * of the same two numbers). Errors as lt__mat_gemm. */
 lt_status lt__mat_gemm_bias(bool one_thread, lt__mat a, lt__mat b, const float *bias, lt__mat c);
-
-/* For tests and benchmarks: the small-product engine's mode, 0 BLIS (the
- * skinny kernels still run), 1 the measured rule (default), 2 the panel
- * kernel wherever it can run. LT_GEMM_SMALL=0/2 sets it at start. Returns
- * the previous mode (-1: not yet read). Not thread-safe against running
- * products. */
-int lt__gemm_set_small(int mode);
 
 #endif /* LT_TENSOR_GEMM_INTERNAL_H */

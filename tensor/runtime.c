@@ -5,6 +5,7 @@
  * (lt_autothreads_*), and the info call.
  */
 #include "tensor/error_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/blis_internal.h"
 #include "tensor/bf16dot_internal.h"
@@ -40,7 +41,7 @@ static char init_note[256];
  * storage cache of tensor.c.) */
 static void tune_malloc(void) {
 #ifdef __GLIBC__
-  const char *env = getenv("LT_MALLOC_TUNE");
+  const char *env = lt__setting_get(LT__SETTING_MALLOC_TUNE);
   if (env && !strcmp(env, "0")) return;
   (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
   (void)mallopt(M_TRIM_THRESHOLD, 512 << 20);
@@ -50,7 +51,7 @@ static void tune_malloc(void) {
 static void init_runtime(void) {
   tune_malloc();
   int n = omp_get_num_procs();
-  const char *env = getenv("LT_NUM_THREADS");
+  const char *env = lt__setting_get(LT__SETTING_NUM_THREADS);
   if (env && *env) {
     char *end;
     long v = strtol(env, &end, 10);
@@ -149,6 +150,25 @@ bool lt_autothreads_record(lt_autothreads *T, int threads, double work, double s
 
 const char *lt_version(void) { return LT_VERSION_STRING; }
 
+/* The path table as lt_runtime_path entries, filled once (static). */
+static lt_runtime_path path_info[LT__PATH_COUNT];
+static pthread_once_t path_info_once = PTHREAD_ONCE_INIT;
+
+static void path_info_init(void) {
+  for (int i = 0; i < LT__PATH_COUNT; i++) {
+    const lt__path p = (lt__path)i;
+    path_info[i] = (lt_runtime_path){.family = lt__path_family_name(lt__path_family_of(p)),
+                                     .name = lt__path_name(p),
+                                     .force = lt__path_switch(p),
+                                     .supported = lt__path_supported(p)};
+  }
+}
+
+static const lt_runtime_path *runtime_paths(void) {
+  pthread_once(&path_info_once, path_info_init);
+  return path_info;
+}
+
 lt_status lt_runtime_get_info(lt_runtime_info *info) {
   if (!info) return lt__err(LT_ERR_NULL, "runtime_get_info: info is NULL");
   lt__ensure_init();
@@ -161,5 +181,7 @@ lt_status lt_runtime_get_info(lt_runtime_info *info) {
   info->bf16_native = lt__dnnl_bf16_native();
   info->bf16_conv = lt__dnnl_conv_bf16_path();
   info->bf16_attention = lt__bf16dot_path();
+  info->num_paths = LT__PATH_COUNT;
+  info->paths = runtime_paths();
   return LT_OK;
 }

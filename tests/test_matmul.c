@@ -12,10 +12,18 @@
 
 #include "tensor/gemm_internal.h"
 #include "tensor/matmul_internal.h"
+#include "tensor/paths_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Forces the f32/f64 products' path (tensor/paths.def: gemm=blis, small,
+ * skinny; LT__PATH_AUTO the rule), where this CPU runs it (else the rule),
+ * and returns the path forced before. */
+static lt__path force_gemm(lt__path p) {
+  return lt__path_force(LT__PATH_FAMILY_gemm, p == LT__PATH_AUTO || lt__path_supported(p) ? p : LT__PATH_AUTO);
+}
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -309,10 +317,10 @@ START_TEST(test_small_paths) {
   lt_tensor *o2t = LT_NN(lt_transpose(o2, 0, 1)), *o1t = LT_NN(lt_transpose(o1, 0, 1)); /* both operands views */
   const lt_tensor *lhs[] = {q, p, pt, x, g, gt, o1, o1, o3, o2t};
   const lt_tensor *rhs[] = {kt, k, q, wt, w, x2, o2, os, o2, o1t};
-  for (int mode = 2; mode >= 1; mode--) {
-    const int prev = lt__gemm_set_small(mode);
+  for (int mode = 0; mode < 2; mode++) { /* the panel kernel wherever it runs, then the rule */
+    const lt__path prev = force_gemm(mode == 0 ? LT__PATH_gemm_small : LT__PATH_AUTO);
     same_bits_on_1_and_2_threads(lhs, rhs, (int)(sizeof lhs / sizeof *lhs));
-    lt__gemm_set_small(prev);
+    force_gemm(prev);
   }
 
   /* alpha, beta and a column-major C (the scalar store path) through the
@@ -322,10 +330,10 @@ START_TEST(test_small_paths) {
   for (int i = 0; i < M * K; i++) A[i] = (float)rng_uniform();
   for (int i = 0; i < K * N; i++) B[i] = (float)rng_uniform();
   for (int i = 0; i < N * M; i++) C0[i] = C[i] = (float)rng_uniform();
-  const int prev = lt__gemm_set_small(2);
+  const lt__path prev = force_gemm(LT__PATH_gemm_small);
   LT_OK_OR_FAIL(lt__mat_gemm(dt, false, 0.5, LT__MAT(A, M, K, K, 1), LT__MAT(B, K, N, N, 1), 0.25,
                              LT__MAT(C, M, N, 1, M)));
-  lt__gemm_set_small(prev);
+  force_gemm(prev);
   double worst = 0;
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
@@ -510,7 +518,7 @@ END_TEST
  * product has the bits of the same product through lt__mat_gemm's panel kernel,
  * for the first n of pn packed columns, A and C with any strides, alpha and
  * beta; both match a double reference. Without the panel kernel (no AVX-512,
- * LT_GEMM_SMALL=0) the entry reports 0 floats and callers use lt__mat_gemm. */
+ * path gemm=blis forced) the entry reports 0 floats and callers use lt__mat_gemm. */
 START_TEST(test_packed_b) {
   enum { MAXM = 150, MAXN = 256, MAXK = 200 };
   static const int64_t shapes[][4] = {/* m, n, k, pn */
@@ -521,9 +529,9 @@ START_TEST(test_packed_b) {
   float *C1 = malloc(sizeof(float) * MAXM * MAXN), *C2 = malloc(sizeof(float) * MAXM * MAXN);
   float *C0 = malloc(sizeof(float) * MAXM * MAXN);
   ck_assert(X && A && bp && C1 && C2 && C0);
-  const int prev = lt__gemm_set_small(2); /* the reference products run in the panel kernel too */
+  const lt__path prev = force_gemm(LT__PATH_gemm_small); /* the reference products run in the panel kernel too */
   if (lt__mat_pack_floats(64, 64) == 0) { /* no AVX-512 here: nothing packed, callers use lt__mat_gemm */
-    lt__gemm_set_small(prev);
+    force_gemm(prev);
     free(X), free(A), free(bp), free(C1), free(C2), free(C0);
     return;
   }
@@ -573,9 +581,9 @@ START_TEST(test_packed_b) {
       if (fabs(C1[i * 48 + j] - sum) > worst) worst = fabs(C1[i * 48 + j] - sum);
     }
   ck_assert_msg(worst < 1e-5, "B in place: max error %g", worst);
-  lt__gemm_set_small(0); /* BLIS asked for: nothing is packed */
+  force_gemm(LT__PATH_gemm_blis); /* BLIS asked for: nothing is packed */
   ck_assert_int_eq(lt__mat_pack_floats(64, 64), 0);
-  lt__gemm_set_small(prev);
+  force_gemm(prev);
   free(X), free(A), free(bp), free(C1), free(C2), free(C0);
 }
 END_TEST
