@@ -1,8 +1,13 @@
 /*
- * tensor/runtime.c: process-wide runtime state: initialisation, the one
+ * tensor/runtime.c: process-wide runtime state: initialisation (malloc
+ * tuning, the thread count, BLIS: runtime -> BLIS, one way), the one
  * thread-count setting shared by BLIS and our OpenMP kernels, the automatic
  * choice between all cores and one thread for training loops
- * (lt_autothreads_*), and the info call.
+ * (lt_autothreads_*), and the info call (with every path of the path table,
+ * tensor/paths.def, and whether this CPU runs it).
+ *
+ * What it is not: a selector (tensor/paths.c and the dispatch code choose
+ * paths) nor the threading rules of kernels (tensor/threads.c).
  */
 #include "tensor/error_internal.h"
 #include "tensor/paths_internal.h"

@@ -1,9 +1,11 @@
 /*
  * tensor/tensor.h: the public contract of libtensor's N-d tensor core.
  *
- * What this is: strided N-d tensors (f32, f64, i32, i64, bool) with views that
- * share storage, NumPy broadcasting, elementwise ops, reductions, matmul on BLIS,
- * indexing, a counter-based random generator, and printing. Every op here is also
+ * What this is: strided N-d tensors (f32, f64, i32, i64, bool, and bf16 as a
+ * storage dtype computed in f32) with views that share storage, NumPy
+ * broadcasting, elementwise ops, reductions, matmul (BLIS for f32/f64, oneDNN
+ * for bf16) and autocast to bf16, indexing, a counter-based random generator,
+ * printing, and the runtime (threads, what this CPU runs: lt_runtime_get_info). Every op here is also
  * differentiable where that makes sense: with grad mode on and an input that
  * requires a gradient, the op records itself for autograd/ (see autograd.h).
  *
