@@ -12,6 +12,7 @@
 
 #include "tensor/gemm_internal.h"
 #include "tensor/matmul_internal.h"
+#include "tensor/cpu_internal.h"
 #include "tensor/paths_internal.h"
 
 #include <stdio.h>
@@ -588,6 +589,48 @@ START_TEST(test_packed_b) {
 }
 END_TEST
 
+/* The path table (tensor/paths.def) as lt_runtime_get_info reports it, the
+ * one CPU probe against the compiler's own CPUID check, and forcing: every
+ * line is reported with its family, name and switch; every family has a
+ * path this CPU runs; a forced path is what lt__path_forced says, takes its
+ * family alone (lt__path_on), and LT__PATH_AUTO gives the rule back. */
+START_TEST(test_path_table) {
+  lt_runtime_info info;
+  LT_OK_OR_FAIL(lt_runtime_get_info(&info));
+  ck_assert_int_eq(info.num_paths, LT__PATH_COUNT);
+  bool family_runs[LT__PATH_FAMILY_COUNT] = {false};
+  for (int i = 0; i < info.num_paths; i++) {
+    const lt__path p = (lt__path)i;
+    const lt_runtime_path *r = &info.paths[i];
+    ck_assert_str_eq(r->family, lt__path_family_name(lt__path_family_of(p)));
+    ck_assert_str_eq(r->name, lt__path_name(p));
+    ck_assert_str_eq(r->force, lt__path_switch(p));
+    ck_assert_msg(!strncmp(r->force, "LT_", 3) && strchr(r->force, '='), "path %s: switch %s", r->name, r->force);
+    ck_assert(r->supported == lt__path_supported(p));
+    if (r->supported) family_runs[lt__path_family_of(p)] = true;
+  }
+  for (int f = 0; f < LT__PATH_FAMILY_COUNT; f++)
+    ck_assert_msg(family_runs[f], "family %s: no path this CPU runs", lt__path_family_name((lt__path_family)f));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  const lt__cpu_info *c = lt__cpu();
+  ck_assert(c->avx512f == (bool)__builtin_cpu_supports("avx512f"));
+  ck_assert(c->avx2 == (bool)__builtin_cpu_supports("avx2"));
+  ck_assert(c->avx512vnni == (bool)__builtin_cpu_supports("avx512vnni"));
+  ck_assert(c->avx512bf16 == (bool)__builtin_cpu_supports("avx512bf16"));
+  ck_assert(c->amx_tile == (bool)__builtin_cpu_supports("amx-tile"));
+  ck_assert(lt__path_supported(LT__PATH_gemm_small) == c->avx512f);
+  ck_assert(lt__path_supported(LT__PATH_philox_avx2) == c->avx2);
+#endif
+  const lt__path prev = lt__path_force(LT__PATH_FAMILY_conv, LT__PATH_conv_im2col);
+  ck_assert_int_eq(lt__path_forced(LT__PATH_FAMILY_conv), LT__PATH_conv_im2col);
+  ck_assert(lt__path_on(LT__PATH_conv_im2col) && !lt__path_on(LT__PATH_conv_dnnl));
+  ck_assert_int_eq(lt__path_force(LT__PATH_FAMILY_conv, LT__PATH_AUTO), LT__PATH_conv_im2col);
+  ck_assert(lt__path_on(LT__PATH_conv_im2col) && lt__path_on(LT__PATH_conv_dnnl));
+  lt__path_force(LT__PATH_FAMILY_conv, prev);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("matmul");
   TCase *tc = tcase_create("forward");
@@ -600,6 +643,7 @@ int main(void) {
   tcase_add_test(tc, test_skinny_paths);
   tcase_add_test(tc, test_small_paths);
   tcase_add_test(tc, test_packed_b);
+  tcase_add_test(tc, test_path_table);
   tcase_add_test(tc, test_random_shapes);
   tcase_add_test(tc, test_zero_size);
   tcase_add_test(tc, test_errors);
