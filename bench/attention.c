@@ -26,6 +26,7 @@
  * What this is not: a whole training step (bench/train_step.c and the
  * train program are; docs/attention.md has both).
  */
+#include "bench/paths.h"
 #include "libtensor.h"
 
 #include <stdio.h>
@@ -143,6 +144,9 @@ int main(int argc, char **argv) {
   if (up) pclose(up);
   printf("B %lld, NH %lld, f32%s, %d threads, best of %d, %s\n", (long long)B, (long long)NH,
          autocast ? " under autocast (bf16 products)" : "", lt_get_num_threads(), repeat, cpu_time ? "CPU time of all threads (ms)" : "wall time (ms)");
+  lt_runtime_info info;
+  if (lt_runtime_get_info(&info) != LT_OK) die("runtime info");
+  lt_bench_print_paths(stdout, &info);
   printf("| HS | T | causal | fwd unfused ms | fwd fused ms | speed-up | fwd+bwd unfused ms | fwd+bwd fused ms | "
          "speed-up | peak MB unfused | peak MB fused |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int h = 0; h < nHS; h++)

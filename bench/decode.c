@@ -31,6 +31,7 @@
  * sampling / beam search (they share the model calls; their bookkeeping is a
  * small part of a step).
  */
+#include "bench/paths.h"
 #include "libtensor_transformer.h"
 
 #include <stdio.h>
@@ -182,6 +183,7 @@ int main(int argc, char **argv) {
   strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&tt));
   printf("libtensor %s, BLIS kernel set %s (%s), %d threads, batch %lld, %s\n", info.version, info.blas_arch,
          info.blas_arch_why, info.num_threads, (long long)batch, date);
+  lt_bench_print_paths(stdout, &info);
   if (n_wf > 0) {
     printf("| model | output tokens | weights | MB read per token | tok/s (median of %lld) | vs f32 | GB/s of weights |\n",
            (long long)repeat);

@@ -35,8 +35,9 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "bench/paths.h"
 #include "libtensor.h"
-#include "tensor/blas_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/matmul_internal.h"
 
 #include <oneapi/dnnl/dnnl.h>
@@ -237,6 +238,7 @@ static void print_header(void) {
   printf("libtensor %s, BLIS %s, kernel set %s (%s%s), CPU %s, %s\n", info.version,
          bli_info_get_version_str(), info.blas_arch, info.blas_arch_why,
          info.blas_arch_from_user ? ", from BLIS_ARCH_TYPE" : "", cpu, date);
+  lt_bench_print_paths(stdout, &info);
 }
 
 /* How busy the rest of the machine is: CPU seconds used by other processes
@@ -313,12 +315,12 @@ static void switch_sweep(bool quick) {
 
 /* The ViT's and the CNN's products (issue 18) and a few of the Transformer
  * benchmark's, each timed with every engine in the same run:
- * - blis: lt_matmul with the small-product engine off (LT_GEMM_SMALL=0: BLIS,
+ * - blis: lt_matmul with the panel kernel off (gemm=skinny: BLIS,
  *   the skinny kernels, one BLIS call per batch entry), the path before;
  * - panel: lt_matmul with the panel kernel forced wherever it can run;
  * - dnnl: oneDNN's f32 matmul primitive, made once per row (batch dims as one
  *   3-d primitive, one call for the whole batch, oneDNN's threads);
- * - auto: lt_matmul as shipped (the rule in tensor/blas.c). */
+ * - auto: lt_matmul as shipped (the rule in tensor/gemm.c). */
 static const row small_rows[] = {
     {"ViT q·k^T [512,17,16]·[512,17,16]^T", 512, 17, 17, 16, false, true},
     {"ViT p·v [512,17,17]·[512,17,16]", 512, 17, 16, 17, false, false},
@@ -411,9 +413,13 @@ static void run_eng(const operands *o, const dnnl_row *d, int e) {
     dnnl_run(d);
     return;
   }
-  int prev = lt__blas_set_small(e == 0 ? 0 : e == 1 ? 2 : 1);
+  /* blis: BLIS and the skinny kernels (gemm=skinny); panel: the panel kernel
+   * wherever it runs (gemm=small); auto: the rule */
+  const lt__path want = e == 0 ? LT__PATH_gemm_skinny : e == 1 ? LT__PATH_gemm_small : LT__PATH_AUTO;
+  const lt__path prev =
+      lt__path_force(LT__PATH_FAMILY_gemm, want == LT__PATH_AUTO || lt__path_supported(want) ? want : LT__PATH_AUTO);
   run_lt(o);
-  lt__blas_set_small(prev);
+  lt__path_force(LT__PATH_FAMILY_gemm, prev);
 }
 
 static void small_table(bool quick) {

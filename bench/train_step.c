@@ -92,6 +92,7 @@
 #include <sys/resource.h>
 #include <time.h>
 
+#include "bench/paths.h"
 #include "bench/triad.h"
 #include "libtensor_transformer.h"
 
@@ -502,6 +503,7 @@ int main(int argc, char **argv) {
            getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset", warmup, steps,
            bf16 ? "bf16 (autocast)" : "f32", info.bf16_gemm,
            lt_dist_size() == 1 ? "" : g_overlap ? ", gradients reduced during backward" : ", gradients reduced after backward");
+  if (!csv) lt_bench_print_paths(stdout, &info);
 
   enum { NCONF = (int)(sizeof configs / sizeof configs[0]) };
   result res[NCONF];

@@ -9,6 +9,7 @@
 #include "dist/dist.h"
 
 #include "tensor/error_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/storage_internal.h"
 #include "autograd/autograd.h"
 
@@ -173,7 +174,7 @@ bool lt_dist_built_with_mpi(void) {
 lt_status lt_dist_init(int *argc, char ***argv) {
   if (W.initialized) return LT_OK;
   W.initialized = true;
-  const char *env = getenv("LT_DIST_TIMEOUT");
+  const char *env = lt__setting_get(LT__SETTING_DIST_TIMEOUT);
   if (env && *env) {
     char *end;
     double t = strtod(env, &end);

@@ -93,6 +93,7 @@
 #include "nn/attention_internal.h"
 
 #include "tensor/error_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
 
@@ -332,7 +333,8 @@ static lt_status check_inputs(const lt_tensor *q, const lt_tensor *k, const lt_t
 /* ======================================================================== */
 
 /* Fused unless weights are requested (only the unfused path has them), or
- * impl / LT_ATTENTION=fused|unfused say otherwise. AUTO picks unfused when
+ * impl or the path table (attention=fused|unfused, forced by
+ * LT_ATTENTION=fused|unfused: tensor/paths.def) say otherwise. AUTO picks unfused when
  * the whole T x S fits one fused tile (T <= FL_BR, S <= FL_BC; 256 x 256):
  * there the fused path saves little memory (P is at most 256 KB per head)
  * and its backward recomputes P: slower there in f32, no faster under
@@ -344,9 +346,8 @@ static bool want_fused(const lt_attention_opts *o, bool weights, const lt_tensor
   if (weights) return false;
   const lt_attention_impl impl = o ? o->impl : LT_ATTENTION_AUTO;
   if (impl != LT_ATTENTION_AUTO) return impl == LT_ATTENTION_FUSED;
-  const char *e = getenv("LT_ATTENTION");
-  if (e && !strcmp(e, "unfused")) return false;
-  if (e && !strcmp(e, "fused")) return true;
+  const lt__path forced = lt__path_forced(LT__PATH_FAMILY_attention); /* LT_ATTENTION=fused|unfused */
+  if (forced != LT__PATH_AUTO) return forced == LT__PATH_attention_fused;
   return q->shape[2] > FL_BR || k->shape[2] > FL_BC;
 }
 

@@ -9,7 +9,9 @@
  */
 #include "nn/attention_internal.h"
 
+#include "tensor/autocast_internal.h"
 #include "tensor/error_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/storage_internal.h"
 
 #include <math.h>
@@ -67,14 +69,15 @@
 
 /* The kernel for a fused call of dtype dt on this thread: under autocast,
  * f32, on a CPU with a kernel; else NONE (tile products then go through
- * lt__mat_gemm). LT_ATTENTION_BF16 (read at each call, for tests and
- * benchmarks): "0" = NONE, "dot" = at most the vdpbf16ps kernel. */
+ * lt__mat_gemm). The path table's attention_bf16 paths (tensor/paths.def;
+ * LT_ATTENTION_BF16=0|dot|amx, or lt__path_force in tests): gemm = NONE,
+ * vdpbf16ps = at most the vdpbf16ps kernel, amx = the best kernel. */
 static lt__bf16dot_kind fl16_select(lt_dtype dt) {
   if (dt != LT_DTYPE_F32 || !lt__autocast_active()) return LT__BF16DOT_NONE;
   const lt__bf16dot_kind best = lt__bf16dot_best();
-  const char *e = getenv("LT_ATTENTION_BF16");
-  if (e && !strcmp(e, "0")) return LT__BF16DOT_NONE;
-  if (e && !strcmp(e, "dot") && best > LT__BF16DOT_DOT) return LT__BF16DOT_DOT;
+  const lt__path forced = lt__path_forced(LT__PATH_FAMILY_attention_bf16);
+  if (forced == LT__PATH_attention_bf16_gemm) return LT__BF16DOT_NONE;
+  if (forced == LT__PATH_attention_bf16_vdpbf16ps && best > LT__BF16DOT_DOT) return LT__BF16DOT_DOT;
   return best;
 }
 

@@ -13,6 +13,7 @@
 #include "tensor/graph_internal.h"
 #include "tensor/bf16dot_internal.h"
 #include "tensor/cpu_internal.h"
+#include "tensor/autocast_internal.h"
 #include "tensor/gemm_internal.h"
 #include "tensor/random_internal.h"
 #include "tensor/softmax_internal.h"

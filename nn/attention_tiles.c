@@ -11,6 +11,7 @@
  */
 #include "nn/attention_internal.h"
 
+#include "tensor/autocast_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"

@@ -9,6 +9,8 @@
  */
 #include "nn/attention_internal.h"
 
+#include "tensor/autocast_internal.h"
+#include "tensor/bf16round_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"

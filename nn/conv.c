@@ -27,7 +27,7 @@
  * storage cache of tensor/tensor.c hands the same blocks back every step).
  *
  * f32 conv2d (and so conv1d) runs on oneDNN's direct JIT kernels instead
- * (lt__dnnl_conv_f32, tensor/dnnl.c) wherever oneDNN has one for the
+ * (lt__dnnl_conv_f32, tensor/dnnl_conv.c) wherever oneDNN has one for the
  * geometry; the im2col path stays for f64, conv_transpose2d and the rest.
  * Under autocast (lt_set_autocast(BF16)) its three passes run on oneDNN's
  * bf16 convolution (lt__dnnl_conv_bf16): bf16 inputs, f32 outputs and
@@ -39,7 +39,8 @@
 #include "nn/conv.h"
 
 #include "tensor/graph_internal.h"
-#include "tensor/dnnl_internal.h"
+#include "tensor/autocast_internal.h"
+#include "tensor/dnnl_conv_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/gemm_internal.h"
 #include "tensor/runtime_internal.h"
@@ -373,14 +374,14 @@ static lt_status gemm_groups(lt_dtype dt, int64_t G, double beta, lt__mat a, boo
 
 static const lt_conv_opts conv_defaults = {.stride = {1, 1}, .dilation = {1, 1}, .groups = 1};
 
-/* conv2d's geometry as tensor/dnnl.c takes it. */
+/* conv2d's geometry as tensor/dnnl_conv.c takes it. */
 static lt__dnnl_conv dnnl_geom(const geom *g, int64_t Cout) {
   return (lt__dnnl_conv){.N = g->N, .C = g->C, .H = g->H, .W = g->W, .O = Cout, .kh = g->kh, .kw = g->kw,
                          .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw, .dh = g->dh, .dw = g->dw,
                          .OH = g->OH, .OW = g->OW, .G = g->groups};
 }
 
-/* One f32 conv2d pass on oneDNN (tensor/dnnl.c; arrays as lt__dnnl_conv_f32
+/* One f32 conv2d pass on oneDNN (tensor/dnnl_conv.c; arrays as lt__dnnl_conv_f32
  * takes them). Under autocast (lt__autocast_active) oneDNN's bf16
  * convolution, reading the weight's bf16 copy from the autocast operand
  * cache (one conversion per weight version serves the forward and the input
@@ -400,7 +401,7 @@ static lt_status dnnl_pass(lt__dnnl_conv_pass pass, const lt__dnnl_conv *dg, con
   return lt__dnnl_conv_f32(pass, dg, x, w ? w->data : NULL, bias, y, dx, dw, db, dy, taken);
 }
 
-/* f32 conv2d on oneDNN's direct kernels (tensor/dnnl.c) when it has one for
+/* f32 conv2d on oneDNN's direct kernels (tensor/dnnl_conv.c) when it has one for
  * the geometry: x, weight (contiguous), bias -> y. *taken false: not run. */
 static lt_status conv2d_dnnl(const geom *g, const lt_tensor *x, const lt_tensor *wc, const lt_tensor *bias,
                              lt_tensor *y, bool *taken) {

@@ -26,6 +26,7 @@
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/gemm_internal.h"
+#include "tensor/autocast_internal.h"
 #include "tensor/quant.h"
 
 #include <omp.h>

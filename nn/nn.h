@@ -312,7 +312,8 @@ LT_API lt_tensor *lt_cosine_embedding_loss(const lt_tensor *x1, const lt_tensor 
  * impl picks one: LT_ATTENTION_AUTO (0, the default) is fused unless weights
  * are requested or T <= 256 and S <= 256 (one fused tile: unfused there),
  * or the environment variable LT_ATTENTION=fused|unfused says otherwise
- * (for tests and benchmarks; read at each call). The two agree to
+ * (for tests and benchmarks; read once per process; docs/architecture.md,
+ * "Paths and switches"). The two agree to
  * rounding (1e-5 relative in f32), and each is bit-identical across thread
  * counts. */
 typedef enum {

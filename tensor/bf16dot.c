@@ -34,7 +34,7 @@
 #include "tensor/bf16dot_internal.h"
 
 #include "tensor/error_internal.h"
-#include "tensor/gemm_internal.h" /* lt__bf16_run */
+#include "tensor/bf16round_internal.h" /* lt__bf16_run */
 #include "tensor/storage_internal.h"
 
 #include <string.h>

@@ -18,6 +18,7 @@
  * no default, time-seeded generator: every draw names its generator).
  */
 #include "tensor/error_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/runtime_internal.h"
 #include "tensor/iter_internal.h"
@@ -280,15 +281,14 @@ __attribute__((target("avx2"))) static void philox_batch_avx2(uint64_t seed, uin
 
 #endif
 
-/* The fastest version this CPU runs. LT_PHILOX=c|avx2|avx512 in the
- * environment narrows the choice (the tests compare the versions). */
+/* The fastest version this CPU runs, or the one the path table forces
+ * (philox=avx512|avx2|c: LT_PHILOX, or lt__path_force in the tests, which
+ * compare the versions; tensor/paths.def). */
 enum { PHILOX_C, PHILOX_AVX2, PHILOX_AVX512 };
 static int philox_version(void) {
 #ifdef LT_PHILOX_X86
-  const char *e = getenv("LT_PHILOX");
-  const bool any = !e || !*e;
-  if ((any || !strcmp(e, "avx512")) && __builtin_cpu_supports("avx512f")) return PHILOX_AVX512;
-  if ((any || !strcmp(e, "avx2")) && __builtin_cpu_supports("avx2")) return PHILOX_AVX2;
+  if (lt__path_on(LT__PATH_philox_avx512)) return PHILOX_AVX512;
+  if (lt__path_on(LT__PATH_philox_avx2)) return PHILOX_AVX2;
 #endif
   return PHILOX_C;
 }
@@ -637,7 +637,7 @@ void lt__dropout_draw(lt_generator *g, lt_dtype dt, int64_t n, double q, double 
 void lt__bernoulli_defer(lt_generator *g, int64_t n, double q, lt__bern_draw *d) {
   d->seed = g->seed;
   d->offset = g->offset;
-  d->version = philox_version(); /* once: the tiles of both passes are many, the environment read is not free */
+  d->version = philox_version(); /* once: the tiles of both passes are many */
   bern_threshold(q, &d->lim, &d->any);
   g->offset += blocks_for(n, 4);
 }

@@ -1,13 +1,20 @@
 /*
- * tensor/runtime.c: process-wide runtime state: initialisation, the one
+ * tensor/runtime.c: process-wide runtime state: initialisation (malloc
+ * tuning, the thread count, BLIS: runtime -> BLIS, one way), the one
  * thread-count setting shared by BLIS and our OpenMP kernels, the automatic
  * choice between all cores and one thread for training loops
- * (lt_autothreads_*), and the info call.
+ * (lt_autothreads_*), and the info call (with every path of the path table,
+ * tensor/paths.def, and whether this CPU runs it).
+ *
+ * What it is not: a selector (tensor/paths.c and the dispatch code choose
+ * paths) nor the threading rules of kernels (tensor/threads.c).
  */
 #include "tensor/error_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/runtime_internal.h"
-#include "tensor/blas_internal.h"
+#include "tensor/blis_internal.h"
 #include "tensor/bf16dot_internal.h"
+#include "tensor/dnnl_conv_internal.h"
 #include "tensor/dnnl_internal.h"
 
 #include <omp.h>
@@ -22,12 +29,6 @@
 #ifndef LT_VERSION_STRING
 #define LT_VERSION_STRING "unknown"
 #endif
-
-/* Defined in blas.c (the file that includes blis.h). */
-void lt__blas_init(void);
-const char *lt__blas_arch(void);
-const char *lt__blas_arch_why(void);
-bool lt__blas_arch_from_user(void);
 
 static pthread_once_t init_once = PTHREAD_ONCE_INIT;
 static int num_threads = 0;
@@ -45,7 +46,7 @@ static char init_note[256];
  * storage cache of tensor.c.) */
 static void tune_malloc(void) {
 #ifdef __GLIBC__
-  const char *env = getenv("LT_MALLOC_TUNE");
+  const char *env = lt__setting_get(LT__SETTING_MALLOC_TUNE);
   if (env && !strcmp(env, "0")) return;
   (void)mallopt(M_MMAP_THRESHOLD, 32 << 20);
   (void)mallopt(M_TRIM_THRESHOLD, 512 << 20);
@@ -55,7 +56,7 @@ static void tune_malloc(void) {
 static void init_runtime(void) {
   tune_malloc();
   int n = omp_get_num_procs();
-  const char *env = getenv("LT_NUM_THREADS");
+  const char *env = lt__setting_get(LT__SETTING_NUM_THREADS);
   if (env && *env) {
     char *end;
     long v = strtol(env, &end, 10);
@@ -65,9 +66,9 @@ static void init_runtime(void) {
       snprintf(init_note, sizeof init_note, "LT_NUM_THREADS=%s ignored (not an integer in 1..4096)", env);
   }
   if (n < 1) n = 1;
-  lt__blas_init();
+  lt__blis_init();
   num_threads = n;
-  lt__blas_set_threads(n);
+  lt__blis_set_threads(n);
   omp_set_num_threads(n);
 }
 
@@ -82,7 +83,7 @@ lt_status lt_set_num_threads(int n) {
   if (n < 1) return lt__err(LT_ERR_INVALID, "set_num_threads: %d threads: need at least 1", n);
   lt__ensure_init();
   num_threads = n;
-  lt__blas_set_threads(n);
+  lt__blis_set_threads(n);
   omp_set_num_threads(n);
   return LT_OK;
 }
@@ -154,17 +155,38 @@ bool lt_autothreads_record(lt_autothreads *T, int threads, double work, double s
 
 const char *lt_version(void) { return LT_VERSION_STRING; }
 
+/* The path table as lt_runtime_path entries, filled once (static). */
+static lt_runtime_path path_info[LT__PATH_COUNT];
+static pthread_once_t path_info_once = PTHREAD_ONCE_INIT;
+
+static void path_info_init(void) {
+  for (int i = 0; i < LT__PATH_COUNT; i++) {
+    const lt__path p = (lt__path)i;
+    path_info[i] = (lt_runtime_path){.family = lt__path_family_name(lt__path_family_of(p)),
+                                     .name = lt__path_name(p),
+                                     .force = lt__path_switch(p),
+                                     .supported = lt__path_supported(p)};
+  }
+}
+
+static const lt_runtime_path *runtime_paths(void) {
+  pthread_once(&path_info_once, path_info_init);
+  return path_info;
+}
+
 lt_status lt_runtime_get_info(lt_runtime_info *info) {
   if (!info) return lt__err(LT_ERR_NULL, "runtime_get_info: info is NULL");
   lt__ensure_init();
   info->version = LT_VERSION_STRING;
-  info->blas_arch = lt__blas_arch();
-  info->blas_arch_why = *init_note ? init_note : lt__blas_arch_why();
+  info->blas_arch = lt__blis_arch();
+  info->blas_arch_why = *init_note ? init_note : lt__blis_arch_why();
   info->num_threads = num_threads;
-  info->blas_arch_from_user = lt__blas_arch_from_user();
+  info->blas_arch_from_user = lt__blis_arch_from_user();
   info->bf16_gemm = lt__dnnl_bf16_path();
   info->bf16_native = lt__dnnl_bf16_native();
   info->bf16_conv = lt__dnnl_conv_bf16_path();
   info->bf16_attention = lt__bf16dot_path();
+  info->num_paths = LT__PATH_COUNT;
+  info->paths = runtime_paths();
   return LT_OK;
 }

@@ -1,9 +1,11 @@
 /*
  * tensor/runtime_internal.h: the lazy runtime initialisation
  * (tensor/runtime.c: threads, BLIS), and the threading rules it builds on
- * (tensor/threads_internal.h, included). Not installed. The product
- * engines (tensor/blas.c, tensor/dnnl.c) include only the threading rules:
- * the runtime initialises them, not the other way round.
+ * (tensor/threads_internal.h, included). Not installed. The engines
+ * (tensor/blis.c, tensor/gemm_small.c, the tensor/dnnl*.c files) never
+ * include it: the runtime initialises BLIS (lt__blis_init) and the GEMM
+ * dispatch (tensor/gemm.c) calls lt__ensure_init before any product, so
+ * initialisation runs one way, runtime -> engines.
  */
 #ifndef LT_TENSOR_RUNTIME_INTERNAL_H
 #define LT_TENSOR_RUNTIME_INTERNAL_H

@@ -12,6 +12,7 @@
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
 #include "tensor/iter_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/quant.h" /* lt_qmatrix_free */
 
 #include <math.h>
@@ -140,7 +141,7 @@ static size_t cache_class(size_t alloc) {
 /* Called with cache_lock held. */
 static bool cache_on(void) {
   if (cache_enabled < 0) {
-    const char *e = getenv("LT_STORAGE_CACHE");
+    const char *e = lt__setting_get(LT__SETTING_STORAGE_CACHE);
     cache_enabled = !(e && e[0] == '0' && !e[1]);
   }
   return cache_enabled;

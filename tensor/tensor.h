@@ -1,9 +1,11 @@
 /*
  * tensor/tensor.h: the public contract of libtensor's N-d tensor core.
  *
- * What this is: strided N-d tensors (f32, f64, i32, i64, bool) with views that
- * share storage, NumPy broadcasting, elementwise ops, reductions, matmul on BLIS,
- * indexing, a counter-based random generator, and printing. Every op here is also
+ * What this is: strided N-d tensors (f32, f64, i32, i64, bool, and bf16 as a
+ * storage dtype computed in f32) with views that share storage, NumPy
+ * broadcasting, elementwise ops, reductions, matmul (BLIS for f32/f64, oneDNN
+ * for bf16) and autocast to bf16, indexing, a counter-based random generator,
+ * printing, and the runtime (threads, what this CPU runs: lt_runtime_get_info). Every op here is also
  * differentiable where that makes sense: with grad mode on and an input that
  * requires a gradient, the op records itself for autograd/ (see autograd.h).
  *
@@ -230,6 +232,16 @@ LT_API bool lt_autothreads_record(lt_autothreads *T, int threads, double work, d
  * progress and timings, the evaluator, the distributed timeouts). */
 LT_API double lt_monotonic_seconds(void);
 
+/* One alternative implementation (a path): its family (the choice it
+ * belongs to, "gemm"), its name ("small"), the environment setting that
+ * forces it ("LT_GEMM=small"), and whether this CPU and build run it. */
+typedef struct lt_runtime_path {
+  const char *family;
+  const char *name;
+  const char *force;
+  bool supported;
+} lt_runtime_path;
+
 typedef struct lt_runtime_info {
   const char *version;        /* libtensor version, e.g. "0.1.0" */
   const char *blas_arch;      /* BLIS kernel set in use, e.g. "skx" */
@@ -253,6 +265,10 @@ typedef struct lt_runtime_info {
    * the bf16 products above (docs/attention.md, "bf16 tiles under
    * autocast"). */
   const char *bf16_attention;
+  /* Every alternative implementation of the library, num_paths of them
+   * (static; the path table, docs/architecture.md "Paths and switches"). */
+  int num_paths;
+  const lt_runtime_path *paths;
 } lt_runtime_info;
 /* Fills *info (strings are static). Initialises the runtime if needed. */
 LT_API lt_status lt_runtime_get_info(lt_runtime_info *info);

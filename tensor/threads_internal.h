@@ -27,7 +27,7 @@ bool lt__at_thread_exit(void (*fn)(void));
 /* Below about 4M multiply-adds (tens of microseconds on one core) a
  * product's threads cost more at their barriers and wake-ups than they
  * save, far more on an oversubscribed machine: the products of BLIS
- * (tensor/blas.c) and the quantized ones (tensor/qgemm.c) stay on one
+ * (tensor/gemm.c) and the quantized ones (tensor/qgemm.c) stay on one
  * thread below it. */
 #define LT__BLAS_SMALL_MACS 4194304.0 /* 2^22 */
 

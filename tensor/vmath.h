@@ -25,6 +25,8 @@
 #ifndef LT_VMATH_H
 #define LT_VMATH_H
 
+#include "tensor/cpu_internal.h"
+
 #include <stdbool.h>
 #include <stdint.h>
 #include <string.h>
@@ -157,11 +159,7 @@ static inline float lt__verff(float x) {
 #define LT__HAVE_VEXP16 1
 #include <immintrin.h>
 #define LT__VEXP16_TARGET __attribute__((target("avx512f,avx512dq,avx512bw,avx512vl,fma,avx2")))
-static inline bool lt__cpu_avx512(void) {
-  __builtin_cpu_init();
-  return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512dq") &&
-         __builtin_cpu_supports("avx512bw") && __builtin_cpu_supports("avx512vl");
-}
+static inline bool lt__cpu_avx512(void) { return lt__cpu()->avx512; } /* tensor/cpu_internal.h */
 /* The one body of lt__vexpf16 (fused: each multiply-add one FMA) and
  * lt__vexpf16_exact (not fused: a multiply then an add, lt__vexpf's two
  * roundings); fused is a constant at both call sites. */

@@ -23,6 +23,11 @@
  *            strided,
  *            plus the hand-written gradcheck cases listed for the op in
  *            tests/gradcases_<module>.inc;
+ *   paths    (entries of matmul, nn, conv, attention) values again, fixed
+ *            samples contiguous and transposed, with each path of
+ *            tensor/paths.def this CPU runs forced in turn (each product
+ *            engine, bf16 via oneDNN or widened, fused or unfused attention,
+ *            oneDNN or im2col convolution, each Philox version);
  *   leaks    each of the above frees what it makes.
  * and that every op of the autograd op table (op_registry.h) has an
  * entry and a gradient check. Entries live in tests/opinfo_<module>.inc;

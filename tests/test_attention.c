@@ -19,7 +19,9 @@
  */
 #include "autograd/internal.h"
 #include "tensor/bf16dot_internal.h"
+#include "tensor/autocast_internal.h"
 #include "tensor/gemm_internal.h"
+#include "tensor/paths_internal.h"
 #include "test_util.h"
 #include "util_layout.h"
 
@@ -28,6 +30,14 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Forces the fused attention's tile kernel under autocast (the
+ * attention_bf16 paths, tensor/paths.def), as LT_ATTENTION_BF16 does; a
+ * kernel this CPU lacks leaves the rule (which then picks no kernel, the
+ * per-tile path, as the switch would). LT__PATH_AUTO: back to the rule. */
+static void force_tiles(lt__path p) {
+  lt__path_force(LT__PATH_FAMILY_attention_bf16, p != LT__PATH_AUTO && lt__path_supported(p) ? p : LT__PATH_AUTO);
+}
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -296,14 +306,14 @@ END_TEST
 START_TEST(test_fused_vs_unfused_f64) { check_fused(fused_cfgs[_i], LT_DTYPE_F64, _i % 3 == 1 ? 0.2 : 0, 1e-12); }
 END_TEST
 
-/* LT_ATTENTION=unfused in the environment switches the default path; an
- * explicit impl wins over it; weights always come from the unfused path;
+/* The attention paths forced (LT_ATTENTION=fused|unfused, or lt__path_force)
+ * switch the default path; an explicit impl wins over them; weights always come from the unfused path;
  * the same rule under autocast. */
 START_TEST(test_fused_switch) {
   lt_tensor *q = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 257, 8)));
   lt_tensor *qs = leaf(randn(LT_DTYPE_F32, LT_SHAPE(1, 2, 256, 8)));
   lt_attention_opts o = {.causal = true};
-  unsetenv("LT_ATTENTION");
+  lt__path_force(LT__PATH_FAMILY_attention, LT__PATH_AUTO);
   ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention_fused);
   /* one tile (T <= 256, S <= 256): unfused unless LT_ATTENTION=fused */
@@ -311,27 +321,27 @@ START_TEST(test_fused_switch) {
             LT__OP_scaled_dot_product_attention);
   /* the same under autocast, whichever tile kernel would run */
   const lt_dtype was = lt_set_autocast(LT_DTYPE_BF16);
-  static const char *tilek[] = {"0", "dot", NULL}; /* the per-tile path, vdpbf16ps, the best kernel */
+  static const lt__path tilek[] = {LT__PATH_attention_bf16_gemm, LT__PATH_attention_bf16_vdpbf16ps,
+                                   LT__PATH_AUTO}; /* the per-tile path, vdpbf16ps, the best kernel */
   for (int i = 0; i < 3; i++) {
-    if (tilek[i]) setenv("LT_ATTENTION_BF16", tilek[i], 1);
-    else unsetenv("LT_ATTENTION_BF16");
+    force_tiles(tilek[i]);
     ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
               LT__OP_scaled_dot_product_attention);
     ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
               LT__OP_scaled_dot_product_attention_fused);
   }
-  unsetenv("LT_ATTENTION_BF16");
+  force_tiles(LT__PATH_AUTO);
   lt_set_autocast(was);
-  setenv("LT_ATTENTION", "fused", 1);
+  lt__path_force(LT__PATH_FAMILY_attention, LT__PATH_attention_fused);
   ck_assert(LT_NN(lt_scaled_dot_product_attention(qs, qs, qs, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention_fused);
-  setenv("LT_ATTENTION", "unfused", 1);
+  lt__path_force(LT__PATH_FAMILY_attention, LT__PATH_attention_unfused);
   ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention);
   o.impl = LT_ATTENTION_FUSED;
   ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, NULL))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention_fused);
-  unsetenv("LT_ATTENTION");
+  lt__path_force(LT__PATH_FAMILY_attention, LT__PATH_AUTO);
   lt_tensor *w = NULL;
   ck_assert(LT_NN(lt_scaled_dot_product_attention(q, q, q, &o, NULL, &w))->grad_fn->op ==
             LT__OP_scaled_dot_product_attention);
@@ -578,7 +588,7 @@ START_TEST(test_thread_count_independent) {
   }
   /* Under autocast every worker runs its tile products in bf16, as the
    * caller does (the fused path once left its other threads in f32); the
-   * fused path's bf16 tile kernels (AMX, and vdpbf16ps by LT_ATTENTION_BF16)
+   * fused path's bf16 tile kernels (AMX, and vdpbf16ps forced by its path)
    * with a task per thread and with MQA key chunks. */
   static const int64_t ash[][5] = {{2, 4, 2, 300, 32}, {2, 4, 2, 300, 32}, {2, 4, 2, 300, 32}, {1, 2, 1, 600, 16}};
   static const char *anames[] = {"unfused, autocast", "fused, autocast", "fused, autocast, vdpbf16ps tiles",
@@ -588,9 +598,9 @@ START_TEST(test_thread_count_independent) {
     attn_ctx ctx = {leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS))), leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))),
                     leaf(randn(LT_DTYPE_F32, LT_SHAPE(B, NKV, T, HS))), randn(LT_DTYPE_F32, LT_SHAPE(B, NH, T, HS)),
                     c ? LT_ATTENTION_FUSED : LT_ATTENTION_UNFUSED, true};
-    if (c == 2) setenv("LT_ATTENTION_BF16", "dot", 1);
+    if (c == 2) force_tiles(LT__PATH_attention_bf16_vdpbf16ps);
     lt_test_same_on_threads(attn_run, &ctx, anames[c]);
-    unsetenv("LT_ATTENTION_BF16");
+    force_tiles(LT__PATH_AUTO);
   }
 }
 END_TEST
@@ -635,8 +645,8 @@ static bool same4(lt_tensor **a, lt_tensor **b) {
 
 /* The fused path under autocast runs its tile products on bf16 operands
  * packed once per call (tensor/bf16dot.c: AMX where the CPU has it, else
- * vdpbf16ps; LT_ATTENTION_BF16=dot / 0 select the vdpbf16ps kernel / the
- * per-tile lt__mat_gemm path). Each of the three against the f32 result and
+ * vdpbf16ps; the attention_bf16 paths vdpbf16ps / gemm force the vdpbf16ps
+ * kernel / the per-tile lt__mat_gemm path). Each of the three against the f32 result and
  * against the unfused path under autocast, within bf16 accuracy: 2% of the
  * largest element (operands rounded to 8 significant bits, relative error
  * 2^-9 each; f32 accumulation), output and the three gradients, across odd
@@ -683,13 +693,13 @@ START_TEST(test_fused_bf16_tiles) {
     lt_attention_opts ou = o;
     ou.impl = LT_ATTENTION_UNFUSED;
     sdpa4(q, k, v, r, &ou, ctx, &st, true, unf);
-    unsetenv("LT_ATTENTION_BF16");
+    force_tiles(LT__PATH_AUTO);
     sdpa4(q, k, v, r, &o, ctx, &st, true, amx);
-    setenv("LT_ATTENTION_BF16", "dot", 1);
+    force_tiles(LT__PATH_attention_bf16_vdpbf16ps);
     sdpa4(q, k, v, r, &o, ctx, &st, true, dot);
-    setenv("LT_ATTENTION_BF16", "0", 1);
+    force_tiles(LT__PATH_attention_bf16_gemm);
     sdpa4(q, k, v, r, &o, ctx, &st, true, per);
-    unsetenv("LT_ATTENTION_BF16");
+    force_tiles(LT__PATH_AUTO);
     char what[96];
     snprintf(what, sizeof what, "case %zu, fused bf16 tiles (kernel %d) vs f32", c, (int)best);
     close4(amx, f32, 2e-2, what);

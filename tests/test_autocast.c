@@ -1,5 +1,5 @@
 /*
- * tests/test_autocast.c: bf16 matrix products (oneDNN, tensor/dnnl.c) and
+ * tests/test_autocast.c: bf16 matrix products (oneDNN, tensor/dnnl_matmul.c) and
  * autocast (lt_set_autocast).
  *
  * - lt_matmul on bf16 operands against the naive reference (lt__matmul_ref,
@@ -12,7 +12,7 @@
  * - Linear and multi-head attention forward and backward under autocast
  *   against f32, within the bf16 tolerance stated below;
  * - conv2d and conv1d forward and backward under autocast (oneDNN's bf16
- *   convolution, tensor/dnnl.c) against f32 within the same tolerance: the
+ *   convolution, tensor/dnnl_conv.c) against f32 within the same tolerance: the
  *   CNN example's two layers, a strided grouped dilated case, a conv1d; the
  *   weight converted once for forward and backward (the operand cache);
  * - attention's unfused path under autocast (nn/attention.c: q, k, v converted
@@ -39,8 +39,9 @@
 #include "util_layout.h"
 #include "tensor/matmul_internal.h"
 #include "nn/conv.h"
-#include "tensor/dnnl_internal.h"  /* lt__dnnl_conv_bf16_runs */
-#include "tensor/gemm_internal.h"  /* lt__autocast_cache_stats */
+#include "tensor/autocast_internal.h" /* lt__autocast_cache_stats */
+#include "tensor/dnnl_conv_internal.h" /* lt__dnnl_conv_bf16_runs */
+#include "tensor/dnnl_internal.h"  /* lt__dnnl_bf16_available */
 
 /* |got - want| <= BF16_TOL * max|want| for results whose operands were
  * rounded to bf16 (8 significant bits, relative error 2^-9 per operand): sums
@@ -244,7 +245,7 @@ typedef struct {
 enum { LINEAR, MHA, CONV0 };
 
 /* Convolutions: x [N, C, H, W] (H 0: conv1d on [N, C, W]), weight [O, C/G, kh, kw], options. N 20 cuts
- * into 7 chunks of 3 and one of 2 (tensor/dnnl.c's chunk_plan), so both of a pass's primitives run. */
+ * into 7 chunks of 3 and one of 2 (tensor/dnnl_conv.c's chunk_plan), so both of a pass's primitives run. */
 static const struct conv_case {
   const char *name;
   int64_t N, C, H, W, O, kh, kw, stride, pad, dil, G;

@@ -26,6 +26,7 @@
 #include "test_util.h"
 #include "util_layout.h"
 #include "models/transformer/transformer.h"
+#include "tensor/autocast_internal.h"
 #include "tensor/gemm_internal.h"
 
 /* Losses of the autocast run within LOSS_TOL (relative) of the f32 run's at

@@ -15,7 +15,8 @@
 #include "util_layout.h"
 
 #include "nn/conv.h"
-#include "tensor/dnnl_internal.h" /* lt__dnnl_conv_enable, lt__dnnl_conv_runs */
+#include "tensor/dnnl_conv_internal.h" /* lt__dnnl_conv_runs */
+#include "tensor/paths_internal.h"     /* lt__path_force */
 #include "tensor/storage_internal.h" /* lt__live_tensors */
 
 #include <math.h>
@@ -206,7 +207,7 @@ START_TEST(test_conv2d_slices) {
 }
 END_TEST
 
-/* conv2d on oneDNN (tensor/dnnl.c) against the im2col path, forward and all
+/* conv2d on oneDNN (tensor/dnnl_conv.c) against the im2col path, forward and all
  * three gradients: the CNN's two layers (conv1: one input channel, plain
  * input; conv2: blocked layouts), a grouped, strided, dilated one and a
  * "same"-padded grouped one, on 41 images (chunks of 6 and a last one of 5),
@@ -236,7 +237,7 @@ START_TEST(test_conv2d_dnnl) {
     lt_tensor *b = LT_NN(lt_randn(g, LT_DTYPE_F32, 1, (int64_t[]){c->CO}));
     lt_tensor *y[2], *gr[2][3], *dy = NULL;
     for (int path = 0; path < 2; path++) { /* 0: oneDNN, 1: im2col */
-      lt__dnnl_conv_enable(path == 0);
+      lt__path_force(LT__PATH_FAMILY_conv, path == 0 ? LT__PATH_conv_dnnl : LT__PATH_conv_im2col);
       const int64_t runs = lt__dnnl_conv_runs();
       bool grad = lt_set_grad_enabled(false);
       lt_tensor *in[3] = {LT_NN(lt_clone(x)), LT_NN(lt_clone(w)), LT_NN(lt_clone(b))};
@@ -256,7 +257,7 @@ START_TEST(test_conv2d_dnnl) {
     lt_fx_close("conv2d oneDNN/im2col: db", gr[0][2], gr[1][2], 1e-4, 1e-3);
     lt_scope_end(scope);
   }
-  lt__dnnl_conv_enable(true);
+  lt__path_force(LT__PATH_FAMILY_conv, LT__PATH_AUTO);
   lt_generator_free(g);
   lt_fx_done("conv2d oneDNN/im2col");
 }

@@ -10,13 +10,21 @@
 #include "test_util.h"
 #include "util_layout.h"
 
-#include "tensor/blas_internal.h"
 #include "tensor/gemm_internal.h"
 #include "tensor/matmul_internal.h"
+#include "tensor/cpu_internal.h"
+#include "tensor/paths_internal.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* Forces the f32/f64 products' path (tensor/paths.def: gemm=blis, small,
+ * skinny; LT__PATH_AUTO the rule), where this CPU runs it (else the rule),
+ * and returns the path forced before. */
+static lt__path force_gemm(lt__path p) {
+  return lt__path_force(LT__PATH_FAMILY_gemm, p == LT__PATH_AUTO || lt__path_supported(p) ? p : LT__PATH_AUTO);
+}
 
 /* ---- helpers ------------------------------------------------------------- */
 
@@ -255,7 +263,7 @@ START_TEST(test_gemv_paths) {
 END_TEST
 
 /* Products with a short side of C (2..64 rows or columns: batched decoding,
- * attention heads) go through tensor/blas.c's own kernels when the layout is
+ * attention heads) go through tensor/gemm_small.c's kernels when the layout is
  * theirs: "dot" (A's rows and B's columns contiguous along k, as in x W^T)
  * and "axpy" (B's rows contiguous, A any strides). Values match the
  * reference with k and n tails (not multiples of the vector width), C^T
@@ -288,7 +296,7 @@ START_TEST(test_skinny_paths) {
 }
 END_TEST
 
-/* Small f32 products (tensor/blas.c's panel kernel, docs/gemm.md "Small
+/* Small f32 products (tensor/gemm_small.c's panel kernel, docs/gemm.md "Small
  * products"): the ViT's shapes (512 attention products [17,16]x[16,17] and
  * their backward layouts, Linear layers of 2176 rows) and odd sizes (k and n
  * tails, one row, C^T orientation, strided operands), under the shipped rule
@@ -310,10 +318,10 @@ START_TEST(test_small_paths) {
   lt_tensor *o2t = LT_NN(lt_transpose(o2, 0, 1)), *o1t = LT_NN(lt_transpose(o1, 0, 1)); /* both operands views */
   const lt_tensor *lhs[] = {q, p, pt, x, g, gt, o1, o1, o3, o2t};
   const lt_tensor *rhs[] = {kt, k, q, wt, w, x2, o2, os, o2, o1t};
-  for (int mode = 2; mode >= 1; mode--) {
-    const int prev = lt__blas_set_small(mode);
+  for (int mode = 0; mode < 2; mode++) { /* the panel kernel wherever it runs, then the rule */
+    const lt__path prev = force_gemm(mode == 0 ? LT__PATH_gemm_small : LT__PATH_AUTO);
     same_bits_on_1_and_2_threads(lhs, rhs, (int)(sizeof lhs / sizeof *lhs));
-    lt__blas_set_small(prev);
+    force_gemm(prev);
   }
 
   /* alpha, beta and a column-major C (the scalar store path) through the
@@ -323,10 +331,10 @@ START_TEST(test_small_paths) {
   for (int i = 0; i < M * K; i++) A[i] = (float)rng_uniform();
   for (int i = 0; i < K * N; i++) B[i] = (float)rng_uniform();
   for (int i = 0; i < N * M; i++) C0[i] = C[i] = (float)rng_uniform();
-  const int prev = lt__blas_set_small(2);
+  const lt__path prev = force_gemm(LT__PATH_gemm_small);
   LT_OK_OR_FAIL(lt__mat_gemm(dt, false, 0.5, LT__MAT(A, M, K, K, 1), LT__MAT(B, K, N, N, 1), 0.25,
                              LT__MAT(C, M, N, 1, M)));
-  lt__blas_set_small(prev);
+  force_gemm(prev);
   double worst = 0;
   for (int i = 0; i < M; i++)
     for (int j = 0; j < N; j++) {
@@ -511,7 +519,7 @@ END_TEST
  * product has the bits of the same product through lt__mat_gemm's panel kernel,
  * for the first n of pn packed columns, A and C with any strides, alpha and
  * beta; both match a double reference. Without the panel kernel (no AVX-512,
- * LT_GEMM_SMALL=0) the entry reports 0 floats and callers use lt__mat_gemm. */
+ * path gemm=blis forced) the entry reports 0 floats and callers use lt__mat_gemm. */
 START_TEST(test_packed_b) {
   enum { MAXM = 150, MAXN = 256, MAXK = 200 };
   static const int64_t shapes[][4] = {/* m, n, k, pn */
@@ -522,9 +530,9 @@ START_TEST(test_packed_b) {
   float *C1 = malloc(sizeof(float) * MAXM * MAXN), *C2 = malloc(sizeof(float) * MAXM * MAXN);
   float *C0 = malloc(sizeof(float) * MAXM * MAXN);
   ck_assert(X && A && bp && C1 && C2 && C0);
-  const int prev = lt__blas_set_small(2); /* the reference products run in the panel kernel too */
+  const lt__path prev = force_gemm(LT__PATH_gemm_small); /* the reference products run in the panel kernel too */
   if (lt__mat_pack_floats(64, 64) == 0) { /* no AVX-512 here: nothing packed, callers use lt__mat_gemm */
-    lt__blas_set_small(prev);
+    force_gemm(prev);
     free(X), free(A), free(bp), free(C1), free(C2), free(C0);
     return;
   }
@@ -574,10 +582,52 @@ START_TEST(test_packed_b) {
       if (fabs(C1[i * 48 + j] - sum) > worst) worst = fabs(C1[i * 48 + j] - sum);
     }
   ck_assert_msg(worst < 1e-5, "B in place: max error %g", worst);
-  lt__blas_set_small(0); /* BLIS asked for: nothing is packed */
+  force_gemm(LT__PATH_gemm_blis); /* BLIS asked for: nothing is packed */
   ck_assert_int_eq(lt__mat_pack_floats(64, 64), 0);
-  lt__blas_set_small(prev);
+  force_gemm(prev);
   free(X), free(A), free(bp), free(C1), free(C2), free(C0);
+}
+END_TEST
+
+/* The path table (tensor/paths.def) as lt_runtime_get_info reports it, the
+ * one CPU probe against the compiler's own CPUID check, and forcing: every
+ * line is reported with its family, name and switch; every family has a
+ * path this CPU runs; a forced path is what lt__path_forced says, takes its
+ * family alone (lt__path_on), and LT__PATH_AUTO gives the rule back. */
+START_TEST(test_path_table) {
+  lt_runtime_info info;
+  LT_OK_OR_FAIL(lt_runtime_get_info(&info));
+  ck_assert_int_eq(info.num_paths, LT__PATH_COUNT);
+  bool family_runs[LT__PATH_FAMILY_COUNT] = {false};
+  for (int i = 0; i < info.num_paths; i++) {
+    const lt__path p = (lt__path)i;
+    const lt_runtime_path *r = &info.paths[i];
+    ck_assert_str_eq(r->family, lt__path_family_name(lt__path_family_of(p)));
+    ck_assert_str_eq(r->name, lt__path_name(p));
+    ck_assert_str_eq(r->force, lt__path_switch(p));
+    ck_assert_msg(!strncmp(r->force, "LT_", 3) && strchr(r->force, '='), "path %s: switch %s", r->name, r->force);
+    ck_assert(r->supported == lt__path_supported(p));
+    if (r->supported) family_runs[lt__path_family_of(p)] = true;
+  }
+  for (int f = 0; f < LT__PATH_FAMILY_COUNT; f++)
+    ck_assert_msg(family_runs[f], "family %s: no path this CPU runs", lt__path_family_name((lt__path_family)f));
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__)
+  __builtin_cpu_init();
+  const lt__cpu_info *c = lt__cpu();
+  ck_assert(c->avx512f == (bool)__builtin_cpu_supports("avx512f"));
+  ck_assert(c->avx2 == (bool)__builtin_cpu_supports("avx2"));
+  ck_assert(c->avx512vnni == (bool)__builtin_cpu_supports("avx512vnni"));
+  ck_assert(c->avx512bf16 == (bool)__builtin_cpu_supports("avx512bf16"));
+  ck_assert(c->amx_tile == (bool)__builtin_cpu_supports("amx-tile"));
+  ck_assert(lt__path_supported(LT__PATH_gemm_small) == c->avx512f);
+  ck_assert(lt__path_supported(LT__PATH_philox_avx2) == c->avx2);
+#endif
+  const lt__path prev = lt__path_force(LT__PATH_FAMILY_conv, LT__PATH_conv_im2col);
+  ck_assert_int_eq(lt__path_forced(LT__PATH_FAMILY_conv), LT__PATH_conv_im2col);
+  ck_assert(lt__path_on(LT__PATH_conv_im2col) && !lt__path_on(LT__PATH_conv_dnnl));
+  ck_assert_int_eq(lt__path_force(LT__PATH_FAMILY_conv, LT__PATH_AUTO), LT__PATH_conv_im2col);
+  ck_assert(lt__path_on(LT__PATH_conv_im2col) && lt__path_on(LT__PATH_conv_dnnl));
+  lt__path_force(LT__PATH_FAMILY_conv, prev);
 }
 END_TEST
 
@@ -593,6 +643,7 @@ int main(void) {
   tcase_add_test(tc, test_skinny_paths);
   tcase_add_test(tc, test_small_paths);
   tcase_add_test(tc, test_packed_b);
+  tcase_add_test(tc, test_path_table);
   tcase_add_test(tc, test_random_shapes);
   tcase_add_test(tc, test_zero_size);
   tcase_add_test(tc, test_errors);

@@ -7,6 +7,12 @@
  * The coverage test fails when an op of the autograd op table has no entry
  * or no gradient check, or when a gradcheck case names an op without one.
  *
+ * The paths technique checks the values again with each alternative
+ * implementation the CPU runs forced in turn (tensor/paths.def: BLIS or the
+ * small kernels, oneDNN or widened bf16, fused or unfused attention, oneDNN
+ * or im2col convolution, each Philox version), for the entries each can
+ * reach.
+ *
  * Each (entry, technique) is one Check test named by the entry, and prints
  * how many cases it ran. It is not where special values, promotion or
  * in-place forms are tested (the per-module files).
@@ -21,6 +27,7 @@
 
 #include "autograd/internal.h"
 #include "tensor/matmul_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/storage_internal.h"
 #include "util_layout.h"
 
@@ -270,9 +277,15 @@ static int layout_variants(int nin, lt_test_layout out[][OI_MAX_IN]) {
   return nv;
 }
 
+/* The path the paths technique forces while it checks values (else AUTO). */
+static lt__path forced_path = LT__PATH_AUTO;
+
 static void describe(char *buf, size_t size, const opinfo *e, int si, const oi_sample *s, lt_dtype dt,
                      const lt_test_layout *lay) {
   int pos = snprintf(buf, size, "%s sample %s", e->name, s->label);
+  if (forced_path != LT__PATH_AUTO)
+    pos += snprintf(buf + pos, size - (size_t)pos, " [path %s=%s]",
+                    lt__path_family_name(lt__path_family_of(forced_path)), lt__path_name(forced_path));
   if (si >= fixed_samples(e)) pos += snprintf(buf + pos, size - (size_t)pos, " %d", si - fixed_samples(e));
   pos += snprintf(buf + pos, size - (size_t)pos, " %s", lt_dtype_name(dt));
   int nargs = OI_MAX_ARG;
@@ -303,10 +316,12 @@ static bool all_same(const lt_test_layout *lay, int n) {
   return true;
 }
 
-static int check_values(const opinfo *e) {
+/* paths: the fixed samples only, all inputs contiguous or all transposed
+ * (the paths technique runs this once per path). */
+static int check_values(const opinfo *e, bool paths) {
   int runs = 0;
   lt_test_layout lays[OI_MAX_VARIANTS][OI_MAX_IN];
-  for (int si = 0; si < total_samples(e); si++) {
+  for (int si = 0; si < (paths ? fixed_samples(e) : total_samples(e)); si++) {
     oi_sample buf;
     const oi_sample *s = sample_at(e, si, &buf);
     const int nv = layout_variants(s->nin, lays);
@@ -332,6 +347,7 @@ static int check_values(const opinfo *e) {
          * contiguous and transposed only */
         if (oi_quick && v > 0 && (!all_same(lays[v], s->nin) || (heavy && lays[v][0] != LT_TEST_TRANSPOSED)))
           continue;
+        if (paths && v > 0 && (!all_same(lays[v], s->nin) || lays[v][0] != LT_TEST_TRANSPOSED)) continue;
         lt_tensor *in[OI_MAX_IN] = {0}, *in64[OI_MAX_IN] = {0};
         if (!make_inputs(e, si, s, (lt_dtype)dt, lays[v], in)) continue;
         char what[512];
@@ -437,6 +453,47 @@ static int check_threads(const opinfo *e) {
   return runs;
 }
 
+/* ---- paths ----------------------------------------------------------------- */
+
+/* Whether a path of family pf can change what an op of the opinfo family
+ * fam computes: the products run in matmul, Linear (nn), conv2d and
+ * attention; attention's fused/unfused choice in attention; conv2d's
+ * oneDNN/im2col choice in conv; the Philox draws in dropout (nn). The
+ * attention_bf16 paths work under autocast only (tests/test_attention.c
+ * forces each), and no entry uses a quantized product (qdot:
+ * tests/test_quant.c forces each). */
+static bool path_reaches(lt__path_family pf, const char *fam) {
+  const bool products = !strcmp(fam, "matmul") || !strcmp(fam, "nn") || !strcmp(fam, "conv") ||
+                        !strcmp(fam, "attention");
+  switch (pf) {
+    case LT__PATH_FAMILY_gemm:
+    case LT__PATH_FAMILY_gemm_threads:
+    case LT__PATH_FAMILY_gemm_bf16: return products;
+    case LT__PATH_FAMILY_attention: return !strcmp(fam, "attention");
+    case LT__PATH_FAMILY_conv: return !strcmp(fam, "conv");
+    case LT__PATH_FAMILY_philox: return !strcmp(fam, "nn");
+    default: return false;
+  }
+}
+
+/* Every path this CPU runs that can change the entry's results, forced in
+ * turn through the path table (as its switch would), each checked for
+ * values on the fixed samples, contiguous and transposed. */
+static int check_paths(const opinfo *e) {
+  int runs = 0;
+  for (int i = 0; i < LT__PATH_COUNT; i++) {
+    const lt__path p = (lt__path)i;
+    const lt__path_family pf = lt__path_family_of(p);
+    if (!path_reaches(pf, e->family) || !lt__path_supported(p)) continue;
+    const lt__path prev = lt__path_force(pf, p);
+    forced_path = p;
+    runs += check_values(e, true);
+    forced_path = LT__PATH_AUTO;
+    lt__path_force(pf, prev);
+  }
+  return runs;
+}
+
 /* ---- errors ---------------------------------------------------------------- */
 
 static int check_errors(const opinfo *e) {
@@ -534,8 +591,8 @@ static int check_grad(const opinfo *e, lt_generator *g) {
 
 /* ---- the Check tests ------------------------------------------------------- */
 
-enum { T_VALUES, T_THREADS, T_ERRORS, T_GRAD, T_COUNT };
-static const char *const technique[T_COUNT] = {"values", "threads", "errors", "grad"};
+enum { T_VALUES, T_THREADS, T_ERRORS, T_GRAD, T_PATHS, T_COUNT };
+static const char *const technique[T_COUNT] = {"values", "threads", "errors", "grad", "paths"};
 
 static double now_s(void) {
   struct timespec ts;
@@ -553,7 +610,8 @@ static void check_entry(int i, int t) {
   const int64_t live = lt__live_tensors();
   int runs = 0;
   switch (t) {
-    case T_VALUES: runs = check_values(e); break;
+    case T_VALUES: runs = check_values(e, false); break;
+    case T_PATHS: runs = check_paths(e); break;
     case T_THREADS: runs = check_threads(e); break;
     case T_ERRORS: runs = check_errors(e); break;
     default: runs = check_grad(e, g); break;
@@ -561,7 +619,7 @@ static void check_entry(int i, int t) {
   lt_generator_free(g);
   ck_assert_msg(lt__live_tensors() == live, "%s %s leaks %lld tensors", e->name, technique[t],
                 (long long)(lt__live_tensors() - live));
-  ck_assert_msg(runs > 0 || t == T_GRAD, "%s %s: no case ran", e->name, technique[t]);
+  ck_assert_msg(runs > 0 || t == T_GRAD || t == T_PATHS, "%s %s: no case ran", e->name, technique[t]);
   printf("opinfo %s %s %s: %d cases, %.2f s\n", e->family, e->name, technique[t], runs, now_s() - t0);
   fflush(stdout);
 }
@@ -595,6 +653,10 @@ START_TEST(test_errors) {
 END_TEST
 START_TEST(test_grad) {
   if (in_part(_i)) check_entry(by_family[_i], T_GRAD);
+}
+END_TEST
+START_TEST(test_paths) {
+  if (in_part(_i)) check_entry(by_family[_i], T_PATHS);
 }
 END_TEST
 
@@ -718,7 +780,7 @@ int main(void) {
       if (entries[i]->call && strcmp(entries[i]->family, fams[k]) == 0) by_family[n++] = i;
   }
   fam_start[nfam] = n;
-  const TTest *const per_technique[T_COUNT] = {test_values, test_threads, test_errors, test_grad};
+  const TTest *const per_technique[T_COUNT] = {test_values, test_threads, test_errors, test_grad, test_paths};
   static char names[T_COUNT][MAX_FAM][64];
   for (int t = 0; t < T_COUNT; t++)
     for (int k = 0; k < nfam; k++) {

@@ -9,6 +9,7 @@
 
 #include "nn/nn.h"
 #include "tensor/storage_internal.h"
+#include "tensor/paths_internal.h"
 #include "tensor/random_internal.h"
 #include "test_util.h"
 #include "util_layout.h"
@@ -143,19 +144,21 @@ END_TEST
 /* ---- the batched generator versions ------------------------------------- */
 
 /* Long draws (3 batches of 64 blocks and a partial one) through each
- * version of the batched generator (LT_PHILOX: portable C, AVX2, AVX-512; a
- * version the CPU lacks falls back to another), at offsets whose counters
+ * version of the batched generator (the philox paths, forced in turn:
+ * portable C, AVX2, AVX-512, each where this CPU runs it, then the rule), at offsets whose counters
  * carry into the second and third words inside a batch (40 blocks in: in
  * AVX-512's third chain): uniform f32, bernoulli at p on and
  * between the 2^-32 grid (the threshold compare is done in integers), and
  * dropout's fused draw (the same mask, y = x * mask * scale). */
 START_TEST(test_layout_versions) {
-  const char *versions[] = {"c", "avx2", "avx512", ""};
+  const lt__path versions[] = {LT__PATH_philox_c, LT__PATH_philox_avx2, LT__PATH_philox_avx512, LT__PATH_AUTO};
   const uint64_t seeds[] = {99, 0xDEADBEEFCAFEF00DULL};
   const uint64_t offs[] = {0, 5, 0xFFFFFFFFull - 40, UINT64_MAX - 40};
   const int64_t n = 4 * 64 * 3 + 37; /* 3 full batches and a partial one */
   for (int v = 0; v < 4; v++) {
-    setenv("LT_PHILOX", versions[v], 1);
+    if (versions[v] != LT__PATH_AUTO && !lt__path_supported(versions[v])) continue;
+    lt__path_force(LT__PATH_FAMILY_philox, versions[v]);
+    const char *vname = versions[v] == LT__PATH_AUTO ? "(the rule)" : lt__path_name(versions[v]);
     for (int si = 0; si < 2; si++)
       for (int oi = 0; oi < 4; oi++) {
         const uint64_t seed = seeds[si], off = offs[oi];
@@ -171,7 +174,7 @@ START_TEST(test_layout_versions) {
         lt_tensor *u = LT_NN(lt_rand(g, LT_DTYPE_F32, LT_SHAPE(n)));
         for (int64_t i = 0; i < n; i++)
           ck_assert_msg(((float *)u->data)[i] == (float)(w[i] >> 8) * 0x1p-24f,
-                        "version %s seed %llx offset %llx: uniform element %lld", versions[v],
+                        "version %s seed %llx offset %llx: uniform element %lld", vname,
                         (unsigned long long)seed, (unsigned long long)off, (long long)i);
         lt_tensor_free(u);
         const double ps[] = {0.0, 0.1, 0.5, 0.9, 1.0, 0x1p-33, 1.0 - 0x1p-33, (double)w[7] * 0x1p-32,
@@ -183,7 +186,7 @@ START_TEST(test_layout_versions) {
           const uint8_t *bb = b->data;
           for (int64_t i = 0; i < n; i++)
             ck_assert_msg(bb[i] == ((double)w[i] * 0x1p-32 < ps[pi]),
-                          "version %s offset %llx p %a: bernoulli element %lld", versions[v],
+                          "version %s offset %llx p %a: bernoulli element %lld", vname,
                           (unsigned long long)off, ps[pi], (long long)i);
           ck_assert_uint_eq(lt_generator_get_state(g).offset, off + (uint64_t)(n + 3) / 4);
           lt_tensor_free(b);
@@ -209,7 +212,7 @@ START_TEST(test_layout_versions) {
               got = ((float *)y->data)[i];
               want = ((float *)x->data)[i] * (keep ? 1.0f / (float)(1.0 - p) : 0.0f);
             }
-            ck_assert_msg(got == want, "version %s: dropout %s element %lld: %a vs %a", versions[v],
+            ck_assert_msg(got == want, "version %s: dropout %s element %lld: %a vs %a", vname,
                           lt_dtype_name(d), (long long)i, got, want);
           }
           lt_tensor_free(x), lt_tensor_free(xc), lt_tensor_free(y);
@@ -218,7 +221,7 @@ START_TEST(test_layout_versions) {
         free(w);
       }
   }
-  unsetenv("LT_PHILOX");
+  lt__path_force(LT__PATH_FAMILY_philox, LT__PATH_AUTO);
 }
 END_TEST
 

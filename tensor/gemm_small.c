@@ -1,267 +1,24 @@
 /*
- * tensor/blas.c: the only file of the library that includes blis.h.
+ * tensor/gemm_small.c: the small-product kernels (tensor/gemm_small_internal.h),
+ * f32 and f64 products written with AVX-512 intrinsics for the shapes where
+ * BLIS 0.9 is slow: the skinny kernels (a few rows or columns of C) and the
+ * panel kernel (f32, a small packed B), with the panel kernel's packing.
  *
- * It chooses BLIS's kernel set before BLIS initialises (Debian's BLIS 0.9.0
- * does not recognise every CPU and would fall back to slow generic kernels:
- * on an AVX-512 AMD EPYC, 39 GFLOP/s per core against 204 with 'skx'), and
- * wraps bli_?gemm with general strides. Everything else calls lt__blas_gemm.
- * Products with one row or column go to BLIS's gemv, and skinny ones (a few
- * rows or columns of C) to two small AVX-512 kernels of this file, which
- * BLIS 0.9's 'skx' set lacks ("sup" kernels; docs/gemm.md).
+ * What this is not: the rule saying which products come here (the GEMM
+ * dispatch, tensor/gemm.c, with the thresholds measured against BLIS), a
+ * CPU check (the dispatch asks the path table, tensor/paths.def, before
+ * calling: every kernel here needs AVX-512F), nor BLIS (tensor/blis.c).
+ * docs/gemm.md ("Skinny and small products") has the layouts and figures.
  */
+#include "tensor/gemm_small_internal.h"
+
 #include "tensor/error_internal.h"
 #include "tensor/threads_internal.h"
-#include "tensor/blas_internal.h"
 
-#include <blis.h>
 #include <omp.h>
-#include <stdio.h>
 #include <stdlib.h>
-#include <string.h>
 
-/* ---- kernel-set choice -------------------------------------------------- */
-
-/* Kernel sets Debian's x86_64 BLIS build carries (BLIS_ARCH_TYPE takes the
- * arch_t number; 'knl' and 'bulldozer' are absent from that build) and the
- * CPU features each needs. */
-typedef struct {
-  const char *name;
-  arch_t id;
-  const char *features; /* space-separated __builtin_cpu_supports names */
-} arch_entry;
-
-static const arch_entry arch_table[] = {
-    {"skx", BLIS_ARCH_SKX, "avx512f avx512dq avx512bw avx512vl fma avx2"},
-    {"zen3", BLIS_ARCH_ZEN3, "avx2 fma"},
-    {"zen2", BLIS_ARCH_ZEN2, "avx2 fma"},
-    {"zen", BLIS_ARCH_ZEN, "avx2 fma"},
-    {"haswell", BLIS_ARCH_HASWELL, "avx2 fma"},
-    {"excavator", BLIS_ARCH_EXCAVATOR, "avx fma"},
-    {"steamroller", BLIS_ARCH_STEAMROLLER, "avx fma"},
-    {"piledriver", BLIS_ARCH_PILEDRIVER, "avx fma"},
-    {"sandybridge", BLIS_ARCH_SANDYBRIDGE, "avx"},
-    {"penryn", BLIS_ARCH_PENRYN, "ssse3"},
-    {"generic", BLIS_ARCH_GENERIC, ""},
-};
-#define N_ARCH ((int)(sizeof arch_table / sizeof arch_table[0]))
-
-static bool cpu_has(const char *feature) {
-  __builtin_cpu_init();
-#define F(x) if (!strcmp(feature, #x)) return __builtin_cpu_supports(#x);
-  F(avx512f) F(avx512dq) F(avx512bw) F(avx512vl) F(avx2) F(fma) F(avx) F(ssse3)
-#undef F
-  return false;
-}
-
-static bool cpu_supports(const arch_entry *e) {
-  char buf[128];
-  snprintf(buf, sizeof buf, "%s", e->features);
-  for (char *save = NULL, *f = strtok_r(buf, " ", &save); f; f = strtok_r(NULL, " ", &save))
-    if (!cpu_has(f)) return false;
-  return true;
-}
-
-static char arch_why[256];
-static bool arch_from_user = false;
-
-/* Sets BLIS_ARCH_TYPE (a number) before BLIS initialises. Honours a valid
- * user choice (a number or a name such as "haswell") that this CPU supports;
- * otherwise picks from the CPU's feature flags, best first. */
-static void choose_arch(void) {
-  const char *env = getenv("BLIS_ARCH_TYPE");
-  if (env && *env) {
-    const arch_entry *pick = NULL;
-    char *end;
-    long v = strtol(env, &end, 10);
-    for (int i = 0; i < N_ARCH; i++)
-      if ((*end == '\0' && end != env && v == (long)arch_table[i].id) || !strcmp(env, arch_table[i].name))
-        pick = &arch_table[i];
-    if (pick && cpu_supports(pick)) {
-      char num[16];
-      snprintf(num, sizeof num, "%d", (int)pick->id);
-      setenv("BLIS_ARCH_TYPE", num, 1);
-      snprintf(arch_why, sizeof arch_why, "chosen by the user (BLIS_ARCH_TYPE=%s)", env);
-      arch_from_user = true;
-      return;
-    }
-    snprintf(arch_why, sizeof arch_why, "BLIS_ARCH_TYPE=%s ignored (%s); ", env,
-             pick ? "this CPU lacks its instructions" : "not a kernel set of this BLIS");
-  }
-  /* Keep BLIS's own choice when it recognises the CPU; override only when it
-   * would fall back to generic kernels or to a weaker set than the flags allow.
-   * We cannot ask BLIS without initialising it, so decide from the flags. */
-  for (int i = 0; i < N_ARCH; i++) {
-    if (!cpu_supports(&arch_table[i])) continue;
-    const arch_entry *e = &arch_table[i];
-    /* Among the AVX2 sets, 'haswell' is the portable one. */
-    if (e->id == BLIS_ARCH_ZEN3 || e->id == BLIS_ARCH_ZEN2 || e->id == BLIS_ARCH_ZEN) continue;
-    if (e->id == BLIS_ARCH_EXCAVATOR || e->id == BLIS_ARCH_STEAMROLLER) continue;
-    char num[16];
-    snprintf(num, sizeof num, "%d", (int)e->id);
-    setenv("BLIS_ARCH_TYPE", num, 1);
-    size_t len = strlen(arch_why);
-    snprintf(arch_why + len, sizeof arch_why - len, "'%s' from the CPU's flags (%s)", e->name,
-             *e->features ? e->features : "none");
-    return;
-  }
-}
-
-void lt__blas_init(void) {
-  choose_arch();
-  bli_init();
-}
-
-const char *lt__blas_arch(void) { return bli_arch_string(bli_arch_query_id()); }
-const char *lt__blas_arch_why(void) { return arch_why; }
-bool lt__blas_arch_from_user(void) { return arch_from_user; }
-void lt__blas_set_threads(int n) { bli_thread_set_num_threads(n); }
-
-/* ---- GEMM --------------------------------------------------------------- */
-
-
-/* BLIS rejects (and aborts on) zero strides and some size-1 layouts; a
- * stride along a dim of size <= 1 is meaningless, so make it consistent. */
-static void fix_strides(int64_t rows, int64_t cols, int64_t *rs, int64_t *cs) {
-  if (rows <= 1 && cols <= 1) {
-    *rs = 1;
-    *cs = 1;
-  } else if (rows <= 1) {
-    *rs = *cs * cols;
-  } else if (cols <= 1) {
-    *cs = *rs * rows;
-  }
-}
-
-/* Whether the environment variable name is set to "0" (a path switched off,
- * for comparisons), read once into *cache (-1 until then). */
-static bool env_off(const char *name, int *cache) {
-  int v;
-#pragma omp atomic read
-  v = *cache;
-  if (v < 0) {
-    const char *e = getenv(name);
-    v = e && !strcmp(e, "0");
-#pragma omp atomic write
-    *cache = v;
-  }
-  return v == 1;
-}
-
-/* LT_GEMM_SPLIT=0 goes back to BLIS's own threads (for comparisons). */
-static bool split_off(void) {
-  static int off = -1;
-  return env_off("LT_GEMM_SPLIT", &off);
-}
-
-/* One product c = alpha a b + beta c with its strides (elements), handed to
- * the per-block functions of run_blocks. */
-typedef struct prod {
-  lt_dtype dtype;
-  int64_t m, n, k;
-  double alpha, beta;
-  const void *a, *b;
-  void *c;
-  int64_t rsa, csa, rsb, csb, rsc, csc;
-  bool flag; /* gemm: split C's rows (else its columns); skinny: the dot kernel (else axpy) */
-} prod;
-
-/* The same product turned around, C^T = B^T A^T: A' = B^T, B' = A^T, m and
- * n swapped, C's strides swapped. */
-static inline prod prod_t(prod p) {
-  const prod t = {p.dtype, p.n, p.m, p.k, p.alpha, p.beta, p.b, p.a, p.c,
-                  p.csb, p.rsb, p.csa, p.rsa, p.csc, p.rsc, p.flag};
-  return t;
-}
-
-/* Runs block(p, lo, len) over [0, dim) cut into at most nt blocks, each a
- * multiple of 96 long (of every kernel set's register tile) but the last, one
- * block per thread in one OpenMP region (a single block runs inline). The
- * products split here compute every element of C the same way whatever the
- * cut, so results do not depend on the thread count. */
-static void run_blocks(const prod *p, int64_t dim, int nt, void (*block)(const prod *, int64_t, int64_t)) {
-  const int64_t tile = 96;
-  int64_t chunk = (dim + nt - 1) / nt;
-  chunk = (chunk + tile - 1) / tile * tile;
-  const int parts = (int)((dim + chunk - 1) / chunk);
-#pragma omp parallel for schedule(static, 1) num_threads(parts) if (parts > 1)
-  for (int t = 0; t < parts; t++) {
-    const int64_t lo = (int64_t)t * chunk;
-    block(p, lo, lo + chunk <= dim ? chunk : dim - lo);
-  }
-}
-
-static size_t elem_size(lt_dtype dtype) { return dtype == LT_DTYPE_F32 ? sizeof(float) : sizeof(double); }
-
-/* A multi-threaded product as nt single-threaded BLIS calls, each on its own
- * block of C's rows (or columns, when C is wider than tall), in one OpenMP
- * region. BLIS's own threads meet at a barrier several times per product
- * (after packing each panel), spinning while they wait; when another process
- * holds one of the cores, every barrier waits for a time slice and a step
- * can take ten times longer (docs/benchmarks.md). Here the threads meet once,
- * at the end of the region, where libgomp's wait sleeps after a short spin.
- * Each thread packs its own copy of the shared operand's panels, which costs
- * little next to the product itself at the sizes that reach this (>= 4M
- * multiply-adds). Every element of C is computed by the same micro-kernel
- * calls in the same order as on one thread (BLIS never splits k), so results
- * do not depend on the thread count. (run_blocks + gemm_block) */
-/* Rows [lo, lo+len) of C and A (p->flag), or columns of C and B. */
-static void gemm_block(const prod *p, int64_t lo, int64_t len) {
-  const size_t es = elem_size(p->dtype);
-  const bool by_rows = p->flag;
-  rntm_t rntm = BLIS_RNTM_INITIALIZER;
-  bli_rntm_set_num_threads(1, &rntm);
-  const char *pa = (const char *)p->a + (by_rows ? (size_t)(lo * p->rsa) * es : 0);
-  const char *pb = (const char *)p->b + (by_rows ? 0 : (size_t)(lo * p->csb) * es);
-  char *pc = (char *)p->c + (size_t)(lo * (by_rows ? p->rsc : p->csc)) * es;
-  const int64_t mm = by_rows ? len : p->m, nn = by_rows ? p->n : len, k = p->k;
-  int64_t rsa = p->rsa, csa = p->csa, rsb = p->rsb, csb = p->csb, rsc = p->rsc, csc = p->csc;
-  fix_strides(mm, k, &rsa, &csa);
-  fix_strides(k, nn, &rsb, &csb);
-  fix_strides(mm, nn, &rsc, &csc);
-  if (p->dtype == LT_DTYPE_F32) {
-    float al = (float)p->alpha, be = (float)p->beta;
-    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, mm, nn, k, &al, (float *)pa, rsa, csa, (float *)pb, rsb, csb,
-                 &be, (float *)pc, rsc, csc, NULL, &rntm);
-  } else {
-    double al = p->alpha, be = p->beta;
-    bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, mm, nn, k, &al, (double *)pa, rsa, csa, (double *)pb, rsb,
-                 csb, &be, (double *)pc, rsc, csc, NULL, &rntm);
-  }
-}
-
-/* A product with one row or one column of C (c[1,n] = a[1,k] b[k,n], or
- * c[m,1] = a[m,k] b[k,1]) as BLIS's gemv: gemm would pack the whole matrix
- * operand for a single row (74% of a cached decoding step, where every Linear
- * has one row: docs/decoding.md), gemv streams it once. With nt > 1 threads
- * the long dimension of C is split by run_blocks, each block one
- * single-threaded gemv; every element of C is the same dot product
- * whatever the split, so results do not depend on the thread count. */
-static void gemv_block(const prod *p, int64_t lo, int64_t len) {
-  const size_t es = elem_size(p->dtype);
-  const bool row = p->m == 1; /* c[1,n]: c^T = b^T a^T */
-  rntm_t rntm = BLIS_RNTM_INITIALIZER;
-  bli_rntm_set_num_threads(1, &rntm);
-  /* the matrix operand (b^T for a row, a for a column), its vector, C's block */
-  const trans_t tr = row ? BLIS_TRANSPOSE : BLIS_NO_TRANSPOSE;
-  const int64_t mr = row ? p->k : len, mc = row ? len : p->k;
-  const char *mat =
-      row ? (const char *)p->b + (size_t)(lo * p->csb) * es : (const char *)p->a + (size_t)(lo * p->rsa) * es;
-  const int64_t rsm = row ? p->rsb : p->rsa, csm = row ? p->csb : p->csa;
-  const void *x = row ? p->a : p->b;
-  const int64_t incx = row ? p->csa : p->rsb, incy = row ? p->csc : p->rsc;
-  char *y = (char *)p->c + (size_t)(lo * incy) * es;
-  if (p->dtype == LT_DTYPE_F32) {
-    float al = (float)p->alpha, be = (float)p->beta;
-    bli_sgemv_ex(tr, BLIS_NO_CONJUGATE, mr, mc, &al, (float *)mat, rsm, csm, (float *)x, incx, &be, (float *)y, incy,
-                 NULL, &rntm);
-  } else {
-    double al = p->alpha, be = p->beta;
-    bli_dgemv_ex(tr, BLIS_NO_CONJUGATE, mr, mc, &al, (double *)mat, rsm, csm, (double *)x, incx, &be, (double *)y,
-                 incy, NULL, &rntm);
-  }
-}
-
-/* ---- skinny products ---------------------------------------------------- */
+/* ---- skinny products ----------------------------------------------------- */
 
 /* Products with few rows (or columns) of C, and small ones, written here with
  * AVX-512 intrinsics. Debian's BLIS 0.9 registers no small/unpacked ("sup")
@@ -363,16 +120,9 @@ SK_DEFINE(float, ps, __m512, __mmask16, 16)
 SK_DEFINE(double, pd, __m512d, __mmask8, 8)
 #undef SK_DEFINE
 
-static bool sk_available(void) {
-  static int off = -1;
-  if (env_off("LT_GEMM_SKINNY", &off)) return false;
-  __builtin_cpu_init(); /* idempotent: a flag check after the first call */
-  return __builtin_cpu_supports("avx512f");
-}
-
 /* Columns [lo, lo+len) of C and B, one skinny kernel call (p->flag: dot). */
-static void skinny_block(const prod *p, int64_t lo, int64_t len) {
-  const size_t es = elem_size(p->dtype);
+void lt__small_skinny_block(const lt__prod *p, int64_t lo, int64_t len) {
+  const size_t es = lt__prod_elem_size(p->dtype);
   const bool dot = p->flag;
   const char *pb = (const char *)p->b + (size_t)(lo * (dot ? p->csb : 1)) * es;
   char *pc = (char *)p->c + (size_t)(lo * p->csc) * es;
@@ -409,7 +159,7 @@ static void skinny_block(const prod *p, int64_t lo, int64_t len) {
  * then multiplied by alpha (and beta c added, as in the skinny kernels). That
  * sequence depends on nothing but k, so any split of C over threads, and any
  * tile a row lands in, gives the same bits. */
-#define SP_W 64 /* panel width in floats */
+#define SP_W LT__SMALL_W /* panel width in floats */
 
 SK_TARGET static inline __attribute__((always_inline)) void sp_tile(const int mr, const int nv, int64_t k,
                                                                     const float *a, int64_t rsa, int64_t csa,
@@ -581,7 +331,7 @@ SK_TARGET static void sp_pack(int64_t k, int64_t w, const float *b, int64_t rsb,
 /* The chunks of k a long-k product is cut into. Fixed (never derived from
  * the thread count), so the partial sums, and C, have the same bits on any
  * number of threads. */
-#define SP_KC 256
+#define SP_KC LT__SMALL_KC
 
 /* B read in place instead of packed: its rows contiguous (csb 1), every
  * panel whole vectors (n a multiple of 16: no lane past B's row is read),
@@ -607,9 +357,9 @@ static void sp_run(const sp_job *jb, int nt) {
  * chunks, each chunk's product goes to its own [m, n] block of partial sums
  * and C = alpha (P_0 + P_1 + ...) + beta C is summed in chunk order. False
  * (nothing written) when the buffer cannot be had. */
-static bool gemm_panel(int64_t m, int64_t n, int64_t k, int64_t kc, float alpha, const float *a, int64_t rsa,
-                       int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t rsc,
-                       int64_t csc, int nt) {
+bool lt__small_panel(int64_t m, int64_t n, int64_t k, int64_t kc, float alpha, const float *a, int64_t rsa,
+                     int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t rsc,
+                     int64_t csc, int nt) {
   const int64_t np = (n + SP_W - 1) / SP_W, nch = (k + kc - 1) / kc;
   const bool inplace = csb == 1 && n % 16 == 0 && rsb <= SP_INPLACE_MAX_RS;
   const int64_t packed = inplace ? 0 : nch * np * kc * SP_W;
@@ -644,220 +394,49 @@ static bool gemm_panel(int64_t m, int64_t n, int64_t k, int64_t kc, float alpha,
   }
   return true;
 }
-#endif
+#else /* no AVX-512 intrinsics: the path table never reports these kernels (tensor/paths.def) */
+void lt__small_skinny_block(const lt__prod *p, int64_t lo, int64_t len) {
+  (void)p, (void)lo, (void)len;
+  LT_CHECK(!"lt__small_skinny_block without the skinny kernels");
+}
 
-/* Where each kernel beats BLIS (measured on Zen 5, f32, docs/gemm.md): the
- * dot kernel up to 32 rows, and up to 64 while B is at most 2^22 elements
- * (at [64,4096]x[4096,4096] BLIS's packing pays off), from k = 64 (below, the
- * final reductions cost more than the sums); the axpy kernel up to 8 rows. */
-#define LT__SK_DOT_MAX 32
-#define LT__SK_DOT_MAX_SMALL_B 64
-#define LT__SK_DOT_MIN_K 64
-#define LT__SK_AXPY_MAX 8
-
-/* Computes C with the skinny kernels and returns true, or returns false
- * (nothing written) when the shape or layout is not theirs. m, n >= 2 here
- * (gemv takes one row or column). With nt > 1 threads the long side of C is
- * split in blocks of 96, one kernel call each; an element's operations do
- * not depend on where its block starts, so the bits do not depend on nt. */
-static bool gemm_skinny(prod p, int nt) {
-#ifdef LT__SK
-  if (!sk_available() || (p.dtype != LT_DTYPE_F32 && p.dtype != LT_DTYPE_F64)) return false;
-  if (p.n < p.m) p = prod_t(p); /* the short side becomes m */
-  const bool dot = p.csa == 1 && p.rsb == 1 && p.k >= LT__SK_DOT_MIN_K &&
-                   (p.m <= LT__SK_DOT_MAX || (p.m <= LT__SK_DOT_MAX_SMALL_B && (double)p.k * (double)p.n <= 4194304.0));
-  const bool axpy = !dot && p.csb == 1 && p.m <= LT__SK_AXPY_MAX;
-  if (!dot && !axpy) return false;
-  p.flag = dot;
-  run_blocks(&p, p.n, nt, skinny_block);
-  return true;
-#else
-  (void)p, (void)nt;
+bool lt__small_panel(int64_t m, int64_t n, int64_t k, int64_t kc, float alpha, const float *a, int64_t rsa,
+                     int64_t csa, const float *b, int64_t rsb, int64_t csb, float beta, float *c, int64_t rsc,
+                     int64_t csc, int nt) {
+  (void)m, (void)n, (void)k, (void)kc, (void)alpha, (void)a, (void)rsa, (void)csa, (void)b, (void)rsb, (void)csb,
+      (void)beta, (void)c, (void)rsc, (void)csc, (void)nt;
   return false;
-#endif
-}
-
-/* The small-product engine: 0 off (BLIS), 1 the measured rule below, 2 every
- * f32 product the panel kernel can take (benchmarks). -1 until read from
- * LT_GEMM_SMALL (default 1). */
-static int small_mode = -1;
-
-int lt__blas_set_small(int mode) {
-  int prev;
-#pragma omp atomic capture
-  {
-    prev = small_mode;
-    small_mode = mode;
-  }
-  return prev;
-}
-
-static int small_get(void) {
-  int v;
-#pragma omp atomic read
-  v = small_mode;
-  if (v < 0) {
-    const char *e = getenv("LT_GEMM_SMALL");
-    v = e && (*e == '0' || *e == '2') ? *e - '0' : 1;
-#pragma omp atomic write
-    small_mode = v;
-  }
-  return v;
-}
-
-/* Where the panel kernel beats BLIS (f32, measured on this project's Xeon,
- * docs/gemm.md "Small products"): after orienting C so that n <= m, while
- * the packed B (k x n rounded up to panels of 64) fits in half of L2, and
- * the product is small or its short sides are. */
-#define LT__SP_MAX_B 65536 /* floats of packed B: 256 KiB */
-#define LT__SP_MAX_K 256
-#define LT__SP_MAX_N 256
-#define LT__SP_MIN_N 16 /* below, a vector is mostly padding: the skinny kernels */
-#define LT__SP_SPLIT_MAX_M 512     /* k split: C at most 512 x 256 */
-#define LT__SP_SPLIT_MAX_K 8192    /* and k at most 32 chunks: [144,25088]x[25088,32] is BLIS's (39 vs 31) */
-#define LT__SP_MAX_PARTIAL 4194304.0 /* floats of partial sums (16 MiB) */
-
-/* Whether a product with n columns of C (the packed side) and k fits the
- * panel kernel whole (k not split) under the engine mode. */
-#ifdef LT__SK
-static bool small_whole(int mode, int64_t n, int64_t k) {
-  const int64_t npad = (n + SP_W - 1) / SP_W * SP_W;
-  return k * npad <= LT__SP_MAX_B && (mode == 2 || (k <= LT__SP_MAX_K && n <= LT__SP_MAX_N && n >= LT__SP_MIN_N));
 }
 #endif
 
-/* Computes C with the panel kernel and returns true, or returns false
- * (nothing written) when the rule sends the product elsewhere. */
-static bool gemm_small(prod p, int nt) {
-#ifdef LT__SK
-  const int mode = small_get();
-  if (mode == 0 || p.dtype != LT_DTYPE_F32 || !sk_available()) return false;
-  /* The short side becomes n, the packed one, unless that turns C's
-   * contiguous rows into strided columns while the product fits as it is:
-   * the kernel stores a row of a tile as vectors, a column element by
-   * element ([128,64]x[64,256] with C's rows contiguous ran at 41 GFLOP/s
-   * turned around, 150 as it is: the diagonal tiles of the fused
-   * attention). Either way every element of C is the same FMA chain. */
-  if (p.n > p.m && !(p.csc == 1 && p.rsc != 1 && small_whole(mode, p.n, p.k))) p = prod_t(p);
-  const int64_t m = p.m, n = p.n, k = p.k, npad = (n + SP_W - 1) / SP_W * SP_W;
-  /* A read down its columns a page or more apart (A^T of a wide matrix, as
-   * in [128,128]x[128,1568] turned around): a TLB miss per element, BLIS's
-   * packing wins (measured 145 against 122 GFLOP/s). */
-  if (mode == 1 && p.rsa == 1 && p.csa >= 1024) return false;
-  const bool whole = small_whole(mode, n, k);
-  /* Long k, small C (a weight gradient X^T G): k in fixed chunks. */
-  const bool chunks = !whole && k > SP_KC && npad * SP_KC <= LT__SP_MAX_B &&
-                      (mode == 2 || (m <= LT__SP_SPLIT_MAX_M && n >= LT__SP_MIN_N && k <= LT__SP_SPLIT_MAX_K)) &&
-                      (double)m * (double)n * (double)((k + SP_KC - 1) / SP_KC) <= LT__SP_MAX_PARTIAL;
-  if (!whole && !chunks) return false;
-  return gemm_panel(m, n, k, whole ? k : SP_KC, (float)p.alpha, p.a, p.rsa, p.csa, p.b, p.rsb, p.csb, (float)p.beta,
-                    p.c, p.rsc, p.csc, nt);
-#else
-  (void)p, (void)nt;
-  return false;
-#endif
-}
+/* ---- packed B, multiplied many times ------------------------------------- */
 
-/* ---- packed B, multiplied many times ------------------------------------ */
-
-int64_t lt__blas_pack_floats(int64_t k, int64_t n) {
+void lt__small_pack(int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb, float *dst) {
 #ifdef LT__SK
-  const int mode = small_get();
-  if (mode == 0 || !sk_available() || k < 1 || n < 1 || !small_whole(mode, n, k)) return 0;
-  return (n + SP_W - 1) / SP_W * k * SP_W; /* gemm_panel's layout for one chunk */
-#else
-  (void)k, (void)n;
-  return 0;
-#endif
-}
-
-void lt__blas_pack(int64_t k, int64_t n, const float *b, int64_t rsb, int64_t csb, float *dst) {
-#ifdef LT__SK
-  fix_strides(k, n, &rsb, &csb);
+  lt__prod_fix_strides(k, n, &rsb, &csb);
   for (int64_t q = 0; q * SP_W < n; q++) {
     const int64_t j0 = q * SP_W, w = n - j0 < SP_W ? n - j0 : SP_W;
     sp_pack(k, w, b + j0 * csb, rsb, csb, dst + q * k * SP_W);
   }
 #else
   (void)k, (void)n, (void)b, (void)rsb, (void)csb, (void)dst;
-  LT_CHECK(!"lt__blas_pack without the panel kernel");
+  LT_CHECK(!"lt__small_pack without the panel kernel");
 #endif
 }
 
-void lt__blas_gemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
+void lt__small_gemm_packed(int64_t m, int64_t n, int64_t k, float alpha, const float *a, int64_t rsa, int64_t csa,
                           const float *bp, int64_t pn, float beta, float *c, int64_t rsc, int64_t csc) {
 #ifdef LT__SK
   LT_CHECK(n <= pn && k >= 1);
   if (m == 0 || n == 0) return;
-  fix_strides(m, k, &rsa, &csa);
-  fix_strides(m, n, &rsc, &csc);
+  lt__prod_fix_strides(m, k, &rsa, &csa);
+  lt__prod_fix_strides(m, n, &rsc, &csc);
   const sp_job jb = {m, n, k, k, (m + SP_MB - 1) / SP_MB, (n + SP_W - 1) / SP_W, 1, alpha, beta,
                      a, rsa, csa, bp, 0, pn, c, rsc, csc};
   sp_run(&jb, 1);
 #else
   (void)m, (void)n, (void)k, (void)alpha, (void)a, (void)rsa, (void)csa, (void)bp, (void)pn, (void)beta, (void)c,
       (void)rsc, (void)csc;
-  LT_CHECK(!"lt__blas_gemm_packed without the panel kernel");
+  LT_CHECK(!"lt__small_gemm_packed without the panel kernel");
 #endif
-}
-
-static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                      int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
-                      void *c, int64_t rsc, int64_t csc, bool single) {
-  if (m == 0 || n == 0) return LT_OK;
-  fix_strides(m, k, &rsa, &csa);
-  fix_strides(k, n, &rsb, &csb);
-  fix_strides(m, n, &rsc, &csc);
-  if (!rsa || !csa || !rsb || !csb || !rsc || !csc)
-    return lt__err(LT_ERR_BACKEND, "gemm: a zero stride reached BLIS (m %lld, n %lld, k %lld)", (long long)m,
-                   (long long)n, (long long)k);
-  rntm_t rntm = BLIS_RNTM_INITIALIZER;
-  rntm_t *r = NULL;
-  /* Below about 4M multiply-adds (tens of microseconds on one core) BLIS's
-   * threads cost more at their barriers than they save, and far more when
-   * the machine is oversubscribed (attention tests: 10x slower on 2 threads). */
-  if ((double)m * (double)n * (double)k < LT__BLAS_SMALL_MACS) single = true;
-  const int nt = single || omp_in_parallel() ? 1 : lt_get_num_threads();
-  /* Splitting a gemv over threads pays from the same size as gemm's
-   * (measured: smaller thresholds slowed decoding, thread wake-ups cost more
-   * than the bandwidth they add). */
-  if ((m == 1 || n == 1) && k > 0 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64)) {
-    const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, false};
-    run_blocks(&p, m == 1 ? n : m, nt, gemv_block);
-    return LT_OK;
-  }
-  const prod pr = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, false};
-  if (k > 0 && (gemm_small(pr, nt) || gemm_skinny(pr, nt))) return LT_OK;
-  if (nt > 1 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64) && !split_off()) {
-    const prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, m >= n};
-    run_blocks(&p, m >= n ? m : n, nt, gemm_block);
-    return LT_OK;
-  }
-  if (single) {
-    bli_rntm_set_num_threads(1, &rntm);
-    r = &rntm;
-  }
-  if (dtype == LT_DTYPE_F32) {
-    float al = (float)alpha, be = (float)beta;
-    bli_sgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &al, (float *)a, rsa, csa, (float *)b, rsb, csb,
-                 &be, c, rsc, csc, NULL, r);
-  } else if (dtype == LT_DTYPE_F64) {
-    bli_dgemm_ex(BLIS_NO_TRANSPOSE, BLIS_NO_TRANSPOSE, m, n, k, &alpha, (double *)a, rsa, csa, (double *)b, rsb,
-                 csb, &beta, c, rsc, csc, NULL, r);
-  } else {
-    return lt__err(LT_ERR_DTYPE, "gemm: dtype %s is not supported by BLIS (f32, f64 only)", lt_dtype_name(dtype));
-  }
-  return LT_OK;
-}
-
-lt_status lt__blas_gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                        int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
-                        void *c, int64_t rsc, int64_t csc) {
-  return gemm(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, false);
-}
-
-lt_status lt__blas_gemm_1t(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double alpha, const void *a,
-                           int64_t rsa, int64_t csa, const void *b, int64_t rsb, int64_t csb, double beta,
-                           void *c, int64_t rsc, int64_t csc) {
-  return gemm(dtype, m, n, k, alpha, a, rsa, csa, b, rsb, csb, beta, c, rsc, csc, true);
 }
