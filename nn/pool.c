@@ -179,15 +179,25 @@ lt_status lt__bw_max_pool2d(const lt_node *node, const lt_tensor *gout, lt_tenso
   return LT_OK;
 }
 
+/* The options of a 1-d pooling of x [N, C, L] as a 2-d pooling of
+ * [N, C, 1, L]: the given window along the width, a window of one along the
+ * height. */
+static lt_status pool1d_as_2d(const char *op, const lt_tensor *x, const lt_pool_opts *opts, lt_pool_opts *o) {
+  if (!x) return lt__err_null(op, "x");
+  if (!opts) return lt__err_null(op, "opts");
+  if (x->ndim != 3) return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [N, C, L]", op, LT__D(x));
+  *o = *opts;
+  o->kernel[1] = o->kernel[0], o->stride[1] = o->stride[0], o->padding[1] = o->padding[0];
+  o->dilation[1] = o->dilation[0];
+  o->kernel[0] = 1, o->stride[0] = 1, o->padding[0] = 0, o->dilation[0] = 1;
+  return LT_OK;
+}
+
 lt_tensor *lt_max_pool1d(const lt_tensor *x, const lt_pool_opts *opts, lt_tensor **indices) {
   const char *op = "max_pool1d";
   if (indices) *indices = NULL;
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (!opts) return lt__err_null(op, "opts"), NULL;
-  if (x->ndim != 3) return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [N, C, L]", op, LT__D(x)), NULL;
-  lt_pool_opts o = *opts;
-  o.kernel[1] = o.kernel[0], o.stride[1] = o.stride[0], o.padding[1] = o.padding[0], o.dilation[1] = o.dilation[0];
-  o.kernel[0] = 1, o.stride[0] = 1, o.padding[0] = 0, o.dilation[0] = 1;
+  lt_pool_opts o;
+  if (pool1d_as_2d(op, x, opts, &o) != LT_OK) return NULL;
   lt_tensor *x4 = lt_unsqueeze(x, 2), *idx4 = NULL, *y4 = x4 ? lt_max_pool2d(x4, &o, indices ? &idx4 : NULL) : NULL;
   lt_tensor *y = y4 ? lt_squeeze(y4, 2) : NULL;
   if (y && indices && !(*indices = lt_squeeze(idx4, 2))) lt_tensor_free(y), y = NULL;
@@ -290,12 +300,8 @@ lt_status lt__bw_avg_pool2d(const lt_node *node, const lt_tensor *gout, lt_tenso
 
 lt_tensor *lt_avg_pool1d(const lt_tensor *x, const lt_pool_opts *opts) {
   const char *op = "avg_pool1d";
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (!opts) return lt__err_null(op, "opts"), NULL;
-  if (x->ndim != 3) return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [N, C, L]", op, LT__D(x)), NULL;
-  lt_pool_opts o = *opts;
-  o.kernel[1] = o.kernel[0], o.stride[1] = o.stride[0], o.padding[1] = o.padding[0], o.dilation[1] = o.dilation[0];
-  o.kernel[0] = 1, o.stride[0] = 1, o.padding[0] = 0, o.dilation[0] = 1;
+  lt_pool_opts o;
+  if (pool1d_as_2d(op, x, opts, &o) != LT_OK) return NULL;
   o.divisor_override = 0;
   lt_tensor *x4 = lt_unsqueeze(x, 2), *y4 = x4 ? lt_avg_pool2d(x4, &o) : NULL;
   lt_tensor *y = y4 ? lt_squeeze(y4, 2) : NULL;
