@@ -34,8 +34,8 @@ bool lt__valid_dtype(lt_dtype d);
  * set instead (rounding could carry it into an infinity). Inline: the cast
  * loops and the GEMM packing call them per element. Branch-free (both
  * results computed, one selected), so that loops over contiguous rows
- * vectorise (autocast's operand conversion, tensor/matmul.c: 4x faster than
- * with a branch). Not VCVTNEPS2BF16: it flushes subnormals to zero. */
+ * vectorise (autocast's operand conversion, tensor/matmul.c, runs over whole
+ * operands (figures: docs/mixed-precision.md, "Figures behind the code's rules")). Not VCVTNEPS2BF16: it flushes subnormals to zero. */
 static inline uint16_t lt__bf16_from_f32(float x) {
   uint32_t u;
   memcpy(&u, &x, sizeof u);
