@@ -21,6 +21,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 BENCH_USAGE="A_EXE B_EXE [--T LIST] [--hs LIST] [--rounds N] [--repeat N] [--causal 0|1] [--autocast]"
 [ $# -ge 2 ] || bench_usage

@@ -22,6 +22,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 BENCH_USAGE="A_EXE B_EXE [--config C] [--precision P] [--steps N] [--rounds N] [--threads N]"
 [ $# -ge 2 ] || bench_usage

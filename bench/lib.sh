@@ -121,6 +121,7 @@
 #                             OMP_WAIT_POLICY=PASSIVE first if "passive"
 
 root=$(dirname "${here:?bench/lib.sh: set here to the bench/ directory before sourcing it}")
+# shellcheck disable=SC2034 # the scripts read it
 build="$root/build-rel"
 BENCH_USAGE=${BENCH_USAGE:-}
 

@@ -19,6 +19,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 Ts="1024 2048 4096"
 hss="64 128"

@@ -22,6 +22,7 @@
 # ranks to a core by default, which is what np=2 x 1 thread wants anyway).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 steps=4
 configs="small medium"

@@ -22,6 +22,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 models="gpt2 llama"
 weights="f32 bf16 q8_0 q4_0"

@@ -32,6 +32,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 llmc=
 llmc_steps=6

@@ -24,6 +24,7 @@
 # kept in --out (default runs/lm-pair-<date>-<time>).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 steps=800
 every=50

@@ -44,6 +44,7 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 configs="small medium encdec"
 precisions="f32 bf16"

@@ -21,6 +21,7 @@
 # libtensor: N threads, OMP_WAIT_POLICY=PASSIVE.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
 . "$here/lib.sh"
 steps=150
 epochs=

@@ -14,7 +14,7 @@ BENCH_USAGE="[--threads N] [--T LIST] [--build DIR] [--cpu] [--no-train]"
 specs="--threads:threads:n --T:Ts:ns --build:build --cpu:cpu=--cpu --no-train:train=0 cnn:models=cnn"
 
 # values, counts, lists, switches and defaults
-threads=2 Ts="1 2" cpu= train=1 models=
+threads=2 Ts="1 2" cpu='' train=1 models=''
 bench_parse $specs -- --threads 4 --T 128,1024 --build "/tmp/a b" --cpu cnn
 check "count" "$threads" 4
 check "list of counts (commas to spaces)" "$Ts" "128 1024"
@@ -37,7 +37,7 @@ case "$err" in *"unknown option --unknown"*"usage: "*"[--threads N]"*) st=ok ;; 
 check "unknown flag: message and usage" "$st" ok
 
 # passing words on: @rest collects unknown words, @after what follows --
-pass= extra=
+pass='' extra=''
 bench_parse --steps:steps:n @rest:pass -- --steps 3 --foo bar --baz
 check "@rest" "$pass" "--foo bar --baz"
 check "@rest keeps known flags" "$steps" 3
