@@ -35,7 +35,8 @@ bool lt__valid_dtype(lt_dtype d);
  * loops and the GEMM packing call them per element. Branch-free (both
  * results computed, one selected), so that loops over contiguous rows
  * vectorise (autocast's operand conversion, tensor/matmul.c, runs them over
- * whole rows). Not VCVTNEPS2BF16: it flushes subnormals to zero. */
+ * whole rows; figures: docs/mixed-precision.md). Not VCVTNEPS2BF16: it
+ * flushes subnormals to zero. */
 static inline uint16_t lt__bf16_from_f32(float x) {
   uint32_t u;
   memcpy(&u, &x, sizeof u);

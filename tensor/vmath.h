@@ -205,9 +205,8 @@ LT__VEXP16_TARGET static inline __m512 lt__vexpf16_exact(__m512 x) { return lt__
  * vector ones: the clamp of |x| to 3.925 is a min (NaN passes: min returns
  * its second operand when either is NaN, as the bit test leaves NaN
  * unclamped), the branch a compare of |x|'s bits. gcc does not vectorise
- * lt__verff inside the GELU loops (it calls it, one float at a time:
- * lt__verff alone was 14% of a decoder step's samples at T 2,048, the GELU
- * forward and backward 19%); tests/test_vmath.c compares the two bit for bit
+ * lt__verff inside the GELU loops (it calls it, one float at a time, and
+ * the erf GELU is a large share of a decoder step (figures: docs/mixed-precision.md, "Figures behind the code's rules")); tests/test_vmath.c compares the two bit for bit
  * over every 251st float. */
 LT__VEXP16_TARGET static inline __m512 lt__verff16_exact(__m512 x) {
   const __m512i xb = _mm512_castps_si512(x);
