@@ -62,8 +62,12 @@ static void cumsum_run(const lt_tensor *x, lt_tensor *y, int d, bool reverse) {
   }
 }
 
+/* The dtype a cumsum of d runs in: bf16 in f32 (its result rounded back
+ * once, as the reductions do), the others in their own. */
+static lt_dtype cumsum_wide(lt_dtype d) { return d == LT_DTYPE_BF16 ? LT_DTYPE_F32 : d; }
+
 /* The dtype of a cumsum of d: floats keep theirs, integers and bool give i64. */
-static lt_dtype cumsum_dtype(lt_dtype d) { return lt_dtype_is_float(d) ? d : LT_DTYPE_I64; }
+static lt_dtype cumsum_dtype(lt_dtype d) { return lt_dtype_is_floating(d) ? d : LT_DTYPE_I64; }
 
 lt_tensor *lt_cumsum(const lt_tensor *x, int dim) {
   const char *op = "cumsum";
@@ -71,11 +75,12 @@ lt_tensor *lt_cumsum(const lt_tensor *x, int dim) {
   int d;
   if (lt__wrap_dim(op, dim, x->ndim, &d) != LT_OK) return NULL;
   lt_tensor *xt;
-  const lt_tensor *xc = lt__as_contig(x, x->dtype, &xt);
+  const lt_tensor *xc = lt__as_contig(x, cumsum_wide(x->dtype), &xt);
   if (!xc) return NULL;
-  lt_tensor *y = lt_empty(cumsum_dtype(x->dtype), x->ndim, x->shape);
+  lt_tensor *y = lt_empty(cumsum_dtype(xc->dtype), x->ndim, x->shape);
   if (y) cumsum_run(xc, y, d, false);
   lt_tensor_free(xt);
+  if (!(y = lt__reduce_narrow(y, cumsum_dtype(x->dtype)))) return NULL;
   if (y && lt__needs_grad(1, &x)) {
     const int aux = d; /* the dim (wrapped) */
     if (lt__record(y, LT__OP_cumsum, 1, &x, 0, NULL, &aux, sizeof aux) != LT_OK) {
@@ -92,10 +97,11 @@ lt_status lt__bw_cumsum(const lt_node *node, const lt_tensor *gout, lt_tensor **
   if (!lt__needs_input_grad(node, 0)) return LT_OK;
   const int dim = *(const int *)node->aux;
   lt_tensor *gc;
-  const lt_tensor *g = lt__as_contig(gout, node->in[0].dtype, &gc);
+  const lt_tensor *g = lt__as_contig(gout, cumsum_wide(node->in[0].dtype), &gc);
   if (!g) return lt_last_status();
   lt_tensor *dx = lt_empty(g->dtype, g->ndim, g->shape);
   if (dx) cumsum_run(g, dx, dim, true);
   lt_tensor_free(gc);
+  if (!(dx = lt__reduce_narrow(dx, node->in[0].dtype))) return lt_last_status();
   return lt__set_gin(gin, dx);
 }
