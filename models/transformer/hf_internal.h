@@ -71,6 +71,8 @@ void lt__hf_get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required,
 void lt__hf_get_real(lt__hf_cfg *r, const char *key, double *out, const char *field);
 /* A boolean key (absent or null: *out unchanged). */
 void lt__hf_get_bool(lt__hf_cfg *r, const char *key, bool *out);
+/* A string key (absent or null: def); the result borrows from r->j (hf_bert.c). */
+const char *lt__hf_get_str(lt__hf_cfg *r, const char *key, const char *def);
 
 /* ---- the weights: one file or shards (hf_weights.c) -------------------------- */
 #define LT__HF_INDEX_MAX_BYTES (64u << 20) /* model.safetensors.index.json (a 400B model's is ~2 MB) */
@@ -107,5 +109,16 @@ json_t *lt__hf_bert_config_json(const lt_tf_config *c);
 lt_status lt__hf_bert_read_config(json_t *j, const char *path, lt_tf_config *out);
 /* Names a BERT file may hold besides the layout's (the position_ids buffer). */
 bool lt__hf_bert_tolerated(const char *name);
+
+/* ---- T5 (hf_t5.c) ------------------------------------------------------------ */
+/* The same four hooks for the (valid) encoder-decoder configuration c:
+ * T5ForConditionalGeneration's layout, v1.0 (ReLU, tied head) and v1.1
+ * (gated GELU, untied). */
+lt_status lt__hf_t5_fits(const lt_tf_config *c);
+lt_status lt__hf_t5_layout(lt_transformer *m, pieces *ps);
+json_t *lt__hf_t5_config_json(const lt_tf_config *c);
+lt_status lt__hf_t5_read_config(json_t *j, const char *path, lt_tf_config *out);
+/* Names a T5 file may hold besides the layout's (the stacks' embed_tokens, copies of shared). */
+bool lt__hf_t5_tolerated(const char *name);
 
 #endif /* LT_TF_HF_INTERNAL_H */
