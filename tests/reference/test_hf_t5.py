@@ -10,7 +10,9 @@ docs/testing.md).
       1e-4 of transformers' in f32 on sources and targets longer than the
       exact buckets (so the log buckets and max_distance count); its greedy
       decoding (KV cache, the position bias at each step) makes the same 64
-      tokens as generate(do_sample=False) from decoder_start_token_id.
+      tokens as generate(do_sample=False) from decoder_start_token_id; the
+      same model saved in BF16 and in shards loads into f32 with transformers'
+      f32 logits for those weights.
   beam search: t5_tool beam (lt_generate, 4 beams, early stopping) against
       generate(num_beams=4, early_stopping=True, length_penalty=alpha): the
       same tokens, scores within 1e-4.
@@ -92,6 +94,22 @@ class FromTransformers(unittest.TestCase):
 
     def test_v1_1_gated_gelu_untied(self):
         self.check(t5(2, gated=True), "t5-v1.1")
+
+    def test_bf16_sharded(self):
+        """Weights saved in BF16 and in shards (model.safetensors.index.json) load exactly into f32:
+        the logits of transformers' f32 model holding the same (rounded) weights."""
+        model = t5(6, gated=True)
+        with torch.no_grad():
+            for p in model.parameters():
+                p.copy_(p.to(torch.bfloat16).to(torch.float32))
+        with tempfile.TemporaryDirectory() as tmp:
+            d = os.path.join(tmp, "t5-bf16")
+            model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True, max_shard_size="20KB")
+            model.to(torch.float32)
+            self.assertTrue(os.path.exists(os.path.join(d, "model.safetensors.index.json")))
+            diff = float(np.abs(lt_logits(d, SRC, TGT, tmp) - hf_logits(model, SRC, TGT)).max())
+            print(f"t5-v1.1 from BF16 shards: max |libtensor - transformers (f32)| logits = {diff:.2e}")
+            self.assertLessEqual(diff, TOL)
 
 
 class BeamSearch(unittest.TestCase):
