@@ -20,6 +20,12 @@
  *                                      ALPHA, end token EOS, at most N new
  *                                      tokens); prints the tokens, then the
  *                                      score on a second line (%.17g)
+ *   t5_tool grads DIR OUT SRC TGT LBL  the training loss (mean cross-entropy
+ *                                      of the decoder on inputs TGT against
+ *                                      labels LBL, lt_transformer_decode_loss)
+ *                                      and its backward: writes "loss" and
+ *                                      the gradient of every parameter under
+ *                                      libtensor's name to OUT
  * Exit 0 on success, 1 with a message on stderr otherwise.
  */
 #include <stdio.h>
@@ -71,6 +77,31 @@ static int logits(const char *dir, const char *out, const char *src_text, const 
   return 0;
 }
 
+static int grads(const char *dir, const char *out, const char *src_text, const char *tgt_text, const char *lbl_text) {
+  lt_transformer *m = lt_hf_load(dir, 0);
+  if (!m) return fail("loading");
+  lt_tensor *src = parse_ids(src_text), *tgt = parse_ids(tgt_text), *lbl = parse_ids(lbl_text);
+  lt_tensor *mem = src && tgt && lbl ? lt_transformer_encode(m, src, NULL, NULL) : NULL;
+  lt_tensor *loss = mem ? lt_transformer_decode_loss(m, tgt, NULL, mem, NULL, lbl, NULL, 0, NULL) : NULL;
+  if (!loss || lt_backward(loss, NULL, false) != LT_OK) return fail("loss / backward");
+  lt_params *P = lt_transformer_params(m);
+  const int n = lt_params_count(P);
+  const char **names = calloc((size_t)n + 1, sizeof *names);
+  const lt_tensor **ts = calloc((size_t)n + 1, sizeof *ts);
+  if (!names || !ts) return fail("memory");
+  names[0] = "loss", ts[0] = loss;
+  for (int i = 0; i < n; i++) {
+    const lt_param *p = lt_params_at(P, i);
+    if (!p->value->grad) return fail(p->name);
+    names[i + 1] = p->name, ts[i + 1] = p->value->grad;
+  }
+  if (lt_st_save(out, n + 1, names, ts, 0, NULL, NULL) != LT_OK) return fail("saving");
+  free(names), free(ts);
+  lt_tensor_free(src), lt_tensor_free(tgt), lt_tensor_free(lbl), lt_tensor_free(mem), lt_tensor_free(loss);
+  lt_transformer_free(m);
+  return 0;
+}
+
 /* Greedy (k 0) or beam search (k beams) from dir's decoder_start_token_id. */
 static int run(const char *dir, long long n, long long k, double alpha, long long eos, const char *src_text) {
   lt_transformer *m = lt_hf_load(dir, 0);
@@ -105,11 +136,12 @@ static int run(const char *dir, long long n, long long k, double alpha, long lon
 int main(int argc, char **argv) {
   if (argc == 5 && strcmp(argv[1], "make") == 0) return make(argv[2], argv[3], strtoull(argv[4], NULL, 10));
   if (argc == 6 && strcmp(argv[1], "logits") == 0) return logits(argv[2], argv[3], argv[4], argv[5]);
+  if (argc == 7 && strcmp(argv[1], "grads") == 0) return grads(argv[2], argv[3], argv[4], argv[5], argv[6]);
   if (argc == 5 && strcmp(argv[1], "greedy") == 0) return run(argv[2], strtoll(argv[3], NULL, 10), 0, 0, -1, argv[4]);
   if (argc == 8 && strcmp(argv[1], "beam") == 0)
     return run(argv[2], strtoll(argv[3], NULL, 10), strtoll(argv[4], NULL, 10), strtod(argv[5], NULL),
                strtoll(argv[6], NULL, 10), argv[7]);
   fprintf(stderr, "usage: t5_tool make relu|gated DIR SEED | logits DIR OUT SRC TGT | greedy DIR N SRC | "
-          "beam DIR N K ALPHA EOS SRC\n");
+          "beam DIR N K ALPHA EOS SRC | grads DIR OUT SRC TGT LBL\n");
   return 2;
 }

@@ -13,6 +13,8 @@ docs/testing.md).
       tokens as generate(do_sample=False) from decoder_start_token_id; the
       same model saved in BF16 and in shards loads into f32 with transformers'
       f32 logits for those weights.
+  training: the loss and gradients (the bias tables included) of
+      t5_tool grads against transformers' loss.backward(), within 1e-4.
   beam search: t5_tool beam (lt_generate, 4 beams, early stopping) against
       generate(num_beams=4, early_stopping=True, length_penalty=alpha): the
       same tokens, scores within 1e-4.
@@ -110,6 +112,49 @@ class FromTransformers(unittest.TestCase):
             diff = float(np.abs(lt_logits(d, SRC, TGT, tmp) - hf_logits(model, SRC, TGT)).max())
             print(f"t5-v1.1 from BF16 shards: max |libtensor - transformers (f32)| logits = {diff:.2e}")
             self.assertLessEqual(diff, TOL)
+
+
+class Training(unittest.TestCase):
+    """The training loss (decoder inputs TGT, labels TGT shifted left) and its gradients against transformers'
+    loss.backward(): the shared embedding, both relative-position bias tables (libtensor's attention with a
+    bias that carries a gradient), and every layer's projections, norms and FFN matrices."""
+    def check(self, model, name):
+        labels = TGT[1:] + [1]
+        with tempfile.TemporaryDirectory() as tmp:
+            d = os.path.join(tmp, name)
+            model.save_pretrained(d, safe_serialization=True)
+            out = os.path.join(tmp, "grads.safetensors")
+            run("grads", d, out, ids(SRC), ids(TGT), ids(labels))
+            lt = load_file(out)
+            model.train()  # dropout_rate 0: only the mode differs
+            model.zero_grad()
+            loss = model(input_ids=torch.tensor([SRC]), decoder_input_ids=torch.tensor([TGT]),
+                         labels=torch.tensor([labels])).loss
+            loss.backward()
+            model.eval()
+            hf = {n: p.grad.numpy() for n, p in model.named_parameters()}
+            pairs = {"embed.weight": "shared.weight",
+                     "encoder.rel_bias.weight": "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                     "decoder.rel_bias.weight": "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+                     "encoder.layers.1.self_attn.q_proj.weight": "encoder.block.1.layer.0.SelfAttention.q.weight",
+                     "decoder.layers.0.cross_attn.k_proj.weight": "decoder.block.0.layer.1.EncDecAttention.k.weight",
+                     "decoder.layers.1.norm3.weight": "decoder.block.1.layer.2.layer_norm.weight",
+                     "encoder.norm.weight": "encoder.final_layer_norm.weight"}
+            ffn = "encoder.layers.0.w1.weight" if "encoder.layers.0.w1.weight" in lt else "encoder.layers.0.linear1.weight"
+            pairs[ffn] = "encoder.block.0.layer.1.DenseReluDense." + ("wi_0" if "w1" in ffn else "wi") + ".weight"
+            dl = abs(float(lt["loss"]) - loss.item())
+            worst = max(float(np.abs(lt[a] - hf[b]).max() / max(1.0, np.abs(hf[b]).max())) for a, b in pairs.items())
+            print(f"{name}: loss libtensor {float(lt['loss']):.6f} transformers {loss.item():.6f} (|diff| {dl:.1e}); "
+                  f"gradients of {len(pairs)} tensors, max |diff| / max(1, max |grad|) = {worst:.1e}")
+            self.assertLessEqual(dl, TOL)
+            self.assertLessEqual(worst, TOL)
+            self.assertGreater(float(np.abs(lt["encoder.rel_bias.weight"]).max()), 0.0)
+
+    def test_v1_0(self):
+        self.check(t5(7, gated=False), "t5-v1.0")
+
+    def test_v1_1(self):
+        self.check(t5(8, gated=True), "t5-v1.1")
 
 
 class BeamSearch(unittest.TestCase):
