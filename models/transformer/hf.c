@@ -462,55 +462,8 @@ lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what,
   return LT_OK;
 }
 
-/* Key key's value, in the range of the configuration field it gives
- * (LT_TF_CONFIG_RANGES, transformer.h: the table train's flags use). */
-static void in_range(lt__hf_cfg *r, const char *key, const char *field, bool is_int, int64_t iv, double dv) {
-  if (r->s != LT_OK || !field) return;
-  char what[PATH_LEN + 128];
-  snprintf(what, sizeof what, "hf config '%s': key '%s'", r->path, key);
-  r->s = is_int ? lt_tf_config_check_range_int(field, iv, what) : lt_tf_config_check_range(field, dv, what);
-}
-
-void lt__hf_get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required, const char *field) {
-  if (r->s != LT_OK) return;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) {
-    if (required) r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is missing", r->path, key);
-    return;
-  }
-  if (!json_is_integer(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not an integer", r->path, key);
-    return;
-  }
-  *out = json_integer_value(v);
-  in_range(r, key, field, true, *out, 0);
-}
-
 static void get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required) {
   lt__hf_get_int(r, key, out, required, NULL);
-}
-
-void lt__hf_get_real(lt__hf_cfg *r, const char *key, double *out, const char *field) {
-  if (r->s != LT_OK) return;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) return;
-  if (!json_is_number(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not a number", r->path, key);
-    return;
-  }
-  *out = json_number_value(v);
-  in_range(r, key, field, false, 0, *out);
-}
-
-void lt__hf_get_bool(lt__hf_cfg *r, const char *key, bool *out) {
-  if (r->s != LT_OK) return;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) return;
-  if (!json_is_boolean(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not true or false", r->path, key);
-    return;
-  }
-  *out = json_is_true(v);
 }
 
 /* A key that must be absent, null, or one of the given values (strings). */

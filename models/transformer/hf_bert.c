@@ -159,17 +159,6 @@ static void want_bool(reader *r, const char *key, bool want) {
                         want ? "false" : "true", want ? "true" : "false");
 }
 
-/* hf_internal.h (shared with hf_t5.c). */
-const char *lt__hf_get_str(lt__hf_cfg *r, const char *key, const char *def) {
-  if (r->s != LT_OK) return def;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) return def;
-  if (!json_is_string(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not a string", r->path, key);
-    return def;
-  }
-  return json_string_value(v);
-}
 
 lt_status lt__hf_bert_read_config(json_t *j, const char *path, lt_tf_config *out) {
   reader r = {path, j, LT_OK};
