@@ -58,7 +58,9 @@ static double max_diff(const lt_tensor *a, const lt_tensor *b) {
   return m;
 }
 
-static lt_tensor *ids_of(int64_t n, const int64_t *v) { return LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, n}, v)); }
+static lt_tensor *ids_of(int64_t n, const int64_t *v) {
+  return LT_NN(lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, n}, v));
+}
 
 /* The buckets of r = -300 .. 300 against transformers' (the fixture), and the
  * [T, S] table's entries against the scalar rule, and the refusals. */

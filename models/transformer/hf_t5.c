@@ -41,10 +41,13 @@
 lt_status lt__hf_t5_fits(const lt_tf_config *c) {
   const char *who = "hf: an encoder-decoder model is exported as T5, which needs";
   if (!c->pre_norm) return NOFIT("%s pre_norm (T5 normalises before each sublayer)", who);
-  if (c->norm != LT_TF_RMS_NORM) return NOFIT("%s norm rmsnorm (T5LayerNorm); this model has %s", who, lt_tf_norm_name(c->norm));
+  if (c->norm != LT_TF_RMS_NORM)
+    return NOFIT("%s norm rmsnorm (T5LayerNorm); this model has %s", who, lt_tf_norm_name(c->norm));
   if (c->pos != LT_TF_POS_RELATIVE)
-    return NOFIT("%s pos relative (T5's relative-position buckets); this model has pos %s", who, lt_tf_pos_name(c->pos));
-  if (c->attn_scale != 1.0) return NOFIT("%s attn_scale 1 (T5 does not scale q k^T); this model has %g", who, c->attn_scale);
+    return NOFIT("%s pos relative (T5's relative-position buckets); this model has pos %s", who,
+                 lt_tf_pos_name(c->pos));
+  if (c->attn_scale != 1.0)
+    return NOFIT("%s attn_scale 1 (T5 does not scale q k^T); this model has %g", who, c->attn_scale);
   if (c->bias || c->qkv_bias) return NOFIT("%s bias false (T5 has no biases)", who);
   if (c->scale_embeddings) return NOFIT("%s scale_embeddings false", who);
   if (c->embed_norm) return NOFIT("%s embed_norm false (T5 has no norm over the embeddings)", who);
@@ -181,8 +184,9 @@ lt_status lt__hf_t5_read_config(json_t *j, const char *path, lt_tf_config *out) 
   lt__hf_get_real(&r, "dropout_rate", &c.dropout, "dropout");
   lt__hf_get_real(&r, "layer_norm_epsilon", &c.norm_eps, "norm_eps");
   lt__hf_get_bool(&r, "tie_word_embeddings", &c.tie_embeddings);
-  c.n_kv_heads = c.n_heads, c.head_rescale = c.tie_embeddings; /* transformers 4: v1.0 ties and rescales, v1.1 neither */
-  lt__hf_get_bool(&r, "scale_decoder_outputs", &c.head_rescale); /* transformers 5 always ties; this key says the rescale */
+  /* transformers 4: v1.0 ties and rescales, v1.1 neither; transformers 5 always ties, and this key says the rescale */
+  c.n_kv_heads = c.n_heads, c.head_rescale = c.tie_embeddings;
+  lt__hf_get_bool(&r, "scale_decoder_outputs", &c.head_rescale);
   if (r.s == LT_OK && c.head_rescale && !c.tie_embeddings)
     r.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'scale_decoder_outputs' true with tie_word_embeddings "
                        "false: T5 rescales only before its tied head", path);
@@ -213,7 +217,8 @@ lt_status lt__hf_t5_read_config(json_t *j, const char *path, lt_tf_config *out) 
   if (r.s == LT_OK) {
     json_t *arch = json_object_get(j, "architectures");
     if (arch && !json_is_null(arch)) {
-      const char *a = json_is_array(arch) && json_array_size(arch) == 1 ? json_string_value(json_array_get(arch, 0)) : NULL;
+      const char *a =
+          json_is_array(arch) && json_array_size(arch) == 1 ? json_string_value(json_array_get(arch, 0)) : NULL;
       if (!a)
         r.s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key 'architectures' must be a list of one name", path);
       else if (strcmp(a, "T5ForConditionalGeneration") != 0)
