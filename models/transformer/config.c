@@ -51,7 +51,8 @@ LT_ENUM_PARSER(lt_tf_rope_type_parse, lt_rope_type, "rope type", rope_type_names
 /* Fields added after checkpoints existed (BERT's, then Qwen2's, Mistral's,
  * Llama 3's and T5's): written always, read as 0 / false / "default" when a
  * checkpoint lacks them, so older checkpoints still load. */
-#define TF_LATE_INT_FIELDS(X) X(type_vocab_size) X(sliding_window) X(rope_original_max_len) X(rel_buckets) X(rel_max_distance)
+#define TF_LATE_INT_FIELDS(X) \
+  X(type_vocab_size) X(sliding_window) X(rope_original_max_len) X(rel_buckets) X(rel_max_distance)
 #define TF_LATE_BOOL_FIELDS(X) X(embed_norm) X(pooler) X(qkv_bias) X(head_rescale)
 #define TF_LATE_DOUBLE_FIELDS(X) X(rope_factor) X(rope_low_freq_factor) X(rope_high_freq_factor) X(attn_scale)
 
@@ -226,7 +227,8 @@ char *lt_tf_config_describe(const lt_tf_config *c, int64_t n_params, char *buf, 
   snprintf(buf, size, "%s, %.3gM parameters (d_model %lld, %lld heads%s, %s, d_ff %lld, %s %s %s%s, %s positions%s%s%s, "
            "dropout %g)", lt_tf_arch_name(c->arch), (double)n_params / 1e6, (long long)c->d_model,
            (long long)c->n_heads, kv, layers, (long long)c->d_ff, c->pre_norm ? "pre-norm" : "post-norm",
-           lt_tf_norm_name(c->norm), c->swiglu ? "swiglu-" : "", lt_tf_act_name(c->act), lt_tf_pos_name(c->pos),
+           lt_tf_norm_name(c->norm), c->swiglu ? (c->act == LT_ACT_SILU ? "swiglu-" : "gated-") : "",
+           lt_tf_act_name(c->act), lt_tf_pos_name(c->pos),
            c->tie_embeddings ? ", tied embeddings" : "", bert, dec, c->dropout);
   return buf;
 }
