@@ -288,6 +288,11 @@ lt_tensor *lt__sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_ten
 lt_tensor *lt__sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
                           const lt_attention_opts *opts, const lt_nn_ctx *ctx);
 
+/* nn/attention_bias.c: the attention composed of differentiable ops, for a
+ * float attn_mask that requires a gradient; returns new, *weights new when asked. */
+lt_tensor *lt__sdpa_biased(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                           const lt_attention_opts *opts, const lt_nn_ctx *ctx, lt_tensor **weights);
+
 /* ---- nn/attention_bf16.c: the bf16 tile driver ------------------------- */
 
 /* The tile kernel for a fused call under autocast, for an output of column stride out_cs, or NONE. */
