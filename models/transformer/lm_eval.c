@@ -119,16 +119,16 @@ void lt_tf_mc_set_free(lt_tf_mc_set *s) {
   free(s);
 }
 
-/* A copy of the non-empty JSON string v, or NULL (*why says which). */
-static char *dup_string(const json_t *v, const char **why) {
-  if (!json_is_string(v)) return *why = "is not a string", NULL;
+/* A copy of the non-empty JSON string v into *out: LT_OK; LT_ERR_FORMAT with
+ * *why saying what v is instead; LT_ERR_NOMEM. */
+static lt_status dup_string(const json_t *v, char **out, const char **why) {
+  if (!json_is_string(v)) return *why = "is not a string", LT_ERR_FORMAT;
   size_t n = json_string_length(v);
-  if (n == 0) return *why = "is empty", NULL;
-  char *s = malloc(n + 1);
-  if (!s) return *why = "out of memory", NULL;
-  memcpy(s, json_string_value(v), n);
-  s[n] = 0;
-  return s;
+  if (n == 0) return *why = "is empty", LT_ERR_FORMAT;
+  if (!(*out = malloc(n + 1))) return LT_ERR_NOMEM;
+  memcpy(*out, json_string_value(v), n);
+  (*out)[n] = 0;
+  return LT_OK;
 }
 
 #define BAD(...) (st = lt_error_set(LT_ERR_FORMAT, __VA_ARGS__))
@@ -145,9 +145,9 @@ static lt_status parse_item(const json_t *o, const char *name, int64_t line, lt_
   if (!ctx) ctx = json_object_get(o, "context"), ctx_key = "context";
   const json_t *ends = json_object_get(o, "endings"), *label = json_object_get(o, "label");
   if (!ctx) return BAD("multiple choice '%s' line %lld: no \"ctx\" (or \"context\")", name, (long long)line);
-  if (!(it->ctx = dup_string(ctx, &why)))
-    return why[0] == 'o' ? NOMEM("multiple choice")
-                         : BAD("multiple choice '%s' line %lld: \"%s\" %s", name, (long long)line, ctx_key, why);
+  if ((st = dup_string(ctx, &it->ctx, &why)) != LT_OK)
+    return st == LT_ERR_NOMEM ? NOMEM("multiple choice")
+                              : BAD("multiple choice '%s' line %lld: \"%s\" %s", name, (long long)line, ctx_key, why);
   if (!json_is_array(ends) || json_array_size(ends) < 2 || json_array_size(ends) > LT_TF_MC_MAX_ENDINGS)
     return BAD("multiple choice '%s' line %lld: \"endings\" must be an array of 2..%d strings", name, (long long)line,
                LT_TF_MC_MAX_ENDINGS);
@@ -155,10 +155,10 @@ static lt_status parse_item(const json_t *o, const char *name, int64_t line, lt_
   if (!(it->endings = calloc((size_t)K, sizeof *it->endings))) return NOMEM("multiple choice");
   it->n_endings = K;
   for (int64_t k = 0; k < K; k++)
-    if (!(it->endings[k] = dup_string(json_array_get(ends, (size_t)k), &why)))
-      return why[0] == 'o' ? NOMEM("multiple choice")
-                           : BAD("multiple choice '%s' line %lld: ending %lld %s", name, (long long)line, (long long)k,
-                                 why);
+    if ((st = dup_string(json_array_get(ends, (size_t)k), &it->endings[k], &why)) != LT_OK)
+      return st == LT_ERR_NOMEM ? NOMEM("multiple choice")
+                                : BAD("multiple choice '%s' line %lld: ending %lld %s", name, (long long)line,
+                                      (long long)k, why);
   if (!json_is_integer(label))
     return BAD("multiple choice '%s' line %lld: \"label\" must be an integer", name, (long long)line);
   it->label = (int64_t)json_integer_value(label);
