@@ -29,7 +29,8 @@ What it does, on both sides the same:
      steps, train_curve.py's lr_at), gradient clipping at 1, f32.
 Then the per-step losses and gradient norms are compared; with the tiny
 preset also `train --init-from` a BertModel directory (no classifier, as
-all-MiniLM-L6-v2 ships) is run for 2 steps: a new head, trained.
+all-MiniLM-L6-v2 ships; dropout 0.1 in its config.json) is run for 2 steps
+with --dropout 0: a new head, trained without dropout.
 
 --check fails (exit 1) unless every step's loss is within --tolerance
 (absolute, default 1e-5) of PyTorch's and step 1's loss and gradient norm
@@ -112,6 +113,7 @@ def make_start(preset, work):
     base = None
     if preset == "tiny":
         base = os.path.join(work, "base")
+        model.config.hidden_dropout_prob = model.config.attention_probs_dropout_prob = 0.1  # as BERT ships
         model.bert.save_pretrained(base, safe_serialization=True)
         shutil.copy(tok, os.path.join(base, "tokenizer.json"))
     return d, base, sum(p.numel() for p in model.parameters())
@@ -158,14 +160,14 @@ def torch_curve(model_dir, rows, B, steps, lr, warmup, threads):
     return out
 
 
-def lt_run(train, model_dir, tsv, work, tag, B, steps, lr, warmup, threads):
+def lt_run(train, model_dir, tsv, work, tag, B, steps, lr, warmup, threads, *extra):
     lt_csv = os.path.join(work, tag + ".csv")
     cmd = [train, "--init-from", model_dir, "--tsv", tsv, "--valid-tsv", tsv, "--no-shuffle", "--bucket", "0", "--batch", str(B),
            "--steps", str(steps), "--optim", "adamw", "--lr", str(lr), "--min-lr", str(MIN_LR), "--schedule",
            "cosine", "--warmup", str(warmup), "--weight-decay", str(WD), "--beta1", str(BETA1), "--beta2",
            str(BETA2), "--eps", str(EPS), "--clip", str(CLIP), "--label-smoothing", "0", "--threads", str(threads),
            "--eval-every", "0", "--examples", "0", "--no-ckpt", "--csv", lt_csv,
-           "--ckpt-dir", os.path.join(work, "run-" + tag)]
+           "--ckpt-dir", os.path.join(work, "run-" + tag), *extra]
     r = subprocess.run(cmd, capture_output=True, text=True)
     if r.returncode != 0:
         sys.exit(f"bert_finetune: train exited {r.returncode}:\n{r.stdout[-2000:]}{r.stderr[-2000:]}")
@@ -220,10 +222,12 @@ def main():
     }
     bad = []
     if base_dir:  # a BertModel directory: train gives it a new head and trains it
-        base, log = lt_run(a.train, base_dir, tsv, a.work, "new-head", B, 2, P["lr"], 0, a.threads)
+        base, log = lt_run(a.train, base_dir, tsv, a.work, "new-head", B, 2, P["lr"], 0, a.threads, "--dropout", "0")
         summary["new_head_losses"] = [r[1] for r in base]
         if "a new one of 2 classes" not in log or len(base) != 2:
             bad.append("train --init-from a BertModel directory: no new head")
+        if "dropout 0)" not in log:
+            bad.append("train --init-from a directory of dropout 0.1 with --dropout 0: not dropout 0")
     print(json.dumps(summary, indent=1))
     if a.out:
         with open(a.out, "w") as f:
