@@ -31,13 +31,17 @@ from torch import nn
 import torch.nn.functional as F
 
 INT_KEYS = ("vocab_size", "d_model", "n_heads", "n_kv_heads", "n_enc_layers", "n_dec_layers", "d_ff", "max_len",
-            "n_classes", "pad_id", "type_vocab_size", "sliding_window", "rope_original_max_len")
-BOOL_KEYS = ("pre_norm", "swiglu", "tie_embeddings", "scale_embeddings", "bias", "embed_norm", "pooler", "qkv_bias")
-FLOAT_KEYS = ("dropout", "norm_eps", "rope_base", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor")
+            "n_classes", "pad_id", "type_vocab_size", "sliding_window", "rope_original_max_len",
+            "rel_buckets", "rel_max_distance")
+BOOL_KEYS = ("pre_norm", "swiglu", "tie_embeddings", "scale_embeddings", "bias", "embed_norm", "pooler", "qkv_bias",
+             "head_rescale")
+FLOAT_KEYS = ("dropout", "norm_eps", "rope_base", "rope_factor", "rope_low_freq_factor", "rope_high_freq_factor",
+              "attn_scale")
 STR_KEYS = ("arch", "norm", "act", "pos", "rope_type")
 # config.c's TF_LATE_* fields: their values when a checkpoint predates them
 LATE_KEYS = dict(type_vocab_size=0, embed_norm=0, pooler=0, qkv_bias=0, sliding_window=0, rope_original_max_len=0,
-                 rope_factor=0.0, rope_low_freq_factor=0.0, rope_high_freq_factor=0.0, rope_type="default")
+                 rope_factor=0.0, rope_low_freq_factor=0.0, rope_high_freq_factor=0.0, rope_type="default",
+                 rel_buckets=0, rel_max_distance=0, head_rescale=0, attn_scale=0.0)
 
 
 def default_config(arch, vocab_size, **over):
@@ -222,7 +226,8 @@ class GPT(nn.Module):
             raise ValueError("GPT: arch %r, expected 'decoder-only'" % c["arch"])
         if c["embed_norm"]:
             raise NotImplementedError("GPT: embed_norm is not implemented in the Python model")
-        for k, off in (("qkv_bias", 0), ("sliding_window", 0), ("rope_type", "default")):
+        for k, off in (("qkv_bias", 0), ("sliding_window", 0), ("rope_type", "default"), ("rel_buckets", 0),
+                       ("attn_scale", 0.0), ("head_rescale", 0)):
             if c[k] != off:
                 raise NotImplementedError("GPT: %s = %r is not implemented in the Python model" % (k, c[k]))
         C = c["d_model"]
@@ -270,8 +275,9 @@ class Seq2Seq(nn.Transformer):
         bad = [k for k, ok in (("arch", c["arch"] == "encoder-decoder"), ("norm", c["norm"] == "layernorm"),
                                ("act", c["act"] in ("relu", "gelu")), ("swiglu", not c["swiglu"]),
                                ("bias", c["bias"]), ("n_kv_heads", c["n_kv_heads"] == c["n_heads"]),
-                               ("pos", c["pos"] != "rope"), ("embed_norm", not c["embed_norm"]),
-                               ("qkv_bias", not c["qkv_bias"]), ("sliding_window", c["sliding_window"] == 0)) if not ok]
+                               ("pos", c["pos"] in ("sinusoidal", "learned")), ("embed_norm", not c["embed_norm"]),
+                               ("qkv_bias", not c["qkv_bias"]), ("sliding_window", c["sliding_window"] == 0),
+                               ("attn_scale", c["attn_scale"] == 0.0), ("head_rescale", not c["head_rescale"])) if not ok]
         if bad:
             raise ValueError("Seq2Seq (nn.Transformer) cannot express %s = %s" % (bad[0], c[bad[0]]))
         super().__init__(d_model=c["d_model"], nhead=c["n_heads"], num_encoder_layers=c["n_enc_layers"],
