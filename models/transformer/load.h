@@ -13,7 +13,9 @@
  *   a GGUF file            llama.cpp's format (gguf_model.h), the tokenizer
  *                          from its tokenizer keys.
  * The programs (train --init-from, generate, export, embed) call these and
- * nothing else to find a model. A new run's starting point, whose model the
+ * nothing else to find a model. generate and embed --weights load straight
+ * into a weight format (lt_tf_load_opts.weights), without an f32 copy of
+ * the model (docs/decoding.md, "Loading straight into a format"). A new run's starting point, whose model the
  * run builds itself (train --init-from), is read in two steps:
  * lt_tf_source_read, then lt_tf_source_load_weights once the model is built.
  *
