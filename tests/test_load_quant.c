@@ -187,6 +187,21 @@ START_TEST(gguf_blocks) {
         ck_assert_msg(memcmp(lt_qmatrix_data(q), lt_gguf_tensor_data(gf, ti), lt_qmatrix_bytes(q)) == 0,
                       "%s: %s: not the file's blocks", name, lt);
       }
+      if (c) { /* attn_q's rows in ggml's RoPE order: row (h, i, j) of the file is Hugging Face's (h, j, i) */
+        const int ti = lt_gguf_find_tensor(gf, "blk.0.attn_q.weight");
+        const lt_qmatrix *q =
+            lt_tensor_qmatrix(lt_params_find(lt_transformer_params(got.model), "decoder.layers.0.self_attn.q_proj.weight"));
+        ck_assert(q && ti >= 0);
+        const int64_t HS = cfgs[c].d_model / cfgs[c].n_heads;
+        const size_t rb = lt_qmatrix_row_bytes(q);
+        for (int64_t h = 0; h < cfgs[c].n_heads; h++)
+          for (int64_t j = 0; j < 2; j++)
+            for (int64_t i = 0; i < HS / 2; i++)
+              ck_assert_msg(memcmp((const char *)lt_qmatrix_data(q) + (size_t)(h * HS + j * HS / 2 + i) * rb,
+                                   (const char *)lt_gguf_tensor_data(gf, ti) + (size_t)(h * HS + 2 * i + j) * rb, rb) == 0,
+                            "%s: attn_q row (%lld, %lld, %lld) not the file's blocks", name, (long long)h, (long long)i,
+                            (long long)j);
+      }
       if (!c) { /* attn_qkv's rows, split into q, k, v: k's blocks are the middle third */
         const int ti = lt_gguf_find_tensor(gf, "blk.0.attn_qkv.weight");
         const lt_qmatrix *q =

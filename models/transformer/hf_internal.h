@@ -71,7 +71,8 @@ lt_status lt__tf_store_st(lt_tensor *dst, const lt_st_file *f, int k);
  * tensor that is transposed or split before it is stored. */
 lt_tensor *lt__tf_st_f32(const lt_st_file *f, int k);
 /* True when GGUF tensor k can be copied block for block into piece p's
- * parameters: p is P_SAME or P_CAT (whole rows per parameter), every
+ * parameters: p is P_SAME, P_CAT or P_ROPE (whole rows, moved as they
+ * are), every
  * parameter quantized in the tensor's own type, rows of whole blocks. */
 bool lt__tf_gguf_blocks_fit(const piece *p, const lt_gguf_file *f, int k);
 /* Copies GGUF tensor k's blocks into p's parameters (lt__tf_gguf_blocks_fit

@@ -97,7 +97,8 @@ static int ggml_type_of(lt_qformat f) {
 
 bool lt__tf_gguf_blocks_fit(const piece *p, const lt_gguf_file *f, int k) {
   const lt_gguf_tensor_info *ti = lt_gguf_tensor(f, k);
-  if (!ti || ti->ndim != 2 || (p->op != P_SAME && p->op != P_CAT)) return false;
+  if (!ti || ti->ndim != 2 || (p->op != P_SAME && p->op != P_CAT && p->op != P_ROPE)) return false;
+  if (p->op == P_ROPE && (p->n != 1 || p->heads <= 0 || ti->shape[0] % (2 * p->heads) != 0)) return false;
   for (int j = 0; j < p->n; j++) {
     const lt_qmatrix *q = lt_tensor_qmatrix(p->src[j]);
     if (!q || ggml_type_of(lt_qmatrix_format(q)) != ti->type || lt_qmatrix_padded_cols(q) != lt_qmatrix_cols(q) ||
@@ -127,6 +128,16 @@ lt_status lt__tf_store_gguf_blocks(const piece *p, const lt_gguf_file *f, int k)
       s = lt_error_set(LT_ERR_NUMERIC, "gguf: tensor '%s': block %llu holds %s: refused (non-finite weights)",
                        ti->name, (unsigned long long)b, fmt == LT_QFORMAT_BF16 ? "a NaN or infinity" : "a scale that "
                        "is NaN or infinite");
+  }
+  if (s == LT_OK && p->op == P_ROPE) {
+    /* GGUF's q / k rows of head h in ggml's order (h, i, j), pair i, half j, back to Hugging Face's (h, j, i)
+     * (hf.c's rope_permute): whole rows, so each row's blocks move as they are */
+    const int64_t H = p->heads, HS = ti->shape[0] / H;
+    for (int64_t h = 0; h < H && s == LT_OK; h++)
+      for (int64_t j = 0; j < 2 && s == LT_OK; j++)
+        for (int64_t i = 0; i < HS / 2 && s == LT_OK; i++)
+          s = lt_tensor_qset_blocks_(p->src[0], h * HS + j * (HS / 2) + i, 1, src + (size_t)(h * HS + 2 * i + j) * rb);
+    return s;
   }
   int64_t row = 0; /* a P_CAT piece's parameters are consecutive rows */
   for (int j = 0; j < p->n && s == LT_OK; j++) {
