@@ -28,6 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_util.h"
 #include "bench/triad.h"
 #include "libtensor_transformer.h"
 
@@ -68,9 +69,9 @@ static double decode(const lt_transformer *m, const lt_tensor *prompt, int64_t n
   o.max_new = n, o.eos_id = -1;
   lt_tf_generate_opts tf = lt_tf_generate_defaults();
   lt_generate_result r = {0};
-  const double t0 = lt_bench_triad_now();
+  const double t0 = lt_monotonic_seconds();
   if (lt_transformer_generate(m, NULL, NULL, prompt, &o, &tf, &r) != LT_OK) die("decoding");
-  const double t = lt_bench_triad_now() - t0;
+  const double t = lt_monotonic_seconds() - t0;
   if (r.tokens->shape[1] != n) fprintf(stderr, "bench_gguf: %lld tokens, not %lld\n", (long long)r.tokens->shape[1],
                                        (long long)n), exit(1);
   lt_generate_result_free(&r);
@@ -120,20 +121,24 @@ static int bound(const char *path, int threads) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 5 && strcmp(argv[1], "make") == 0) return make(argv[2], argv[3], argv[4]);
-  int64_t P = 512, G = 128;
-  int threads = 2, repeat = 1;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--prompt")) P = strtoll(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--gen")) G = strtoll(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--repeat")) repeat = atoi(argv[i + 1]);
-  }
-  if (P < 1 || G < 1 || threads < 1 || repeat < 1) return fprintf(stderr, "bench_gguf: bad option values\n"), 2;
-  if (lt_set_num_threads(threads) != LT_OK) die("--threads");
-  if (argc >= 3 && strcmp(argv[1], "run") == 0) return run(argv[2], P, G, repeat);
-  if (argc >= 3 && strcmp(argv[1], "bound") == 0) return bound(argv[2], threads);
-  fprintf(stderr, "usage: bench_gguf make gpt2|llama OUT f32|bf16|q8_0|q4_0 | run FILE [--prompt N] [--gen N] "
-          "[--threads N] [--repeat N] | bound FILE [--threads N]\n");
+  const char *usage = "bench_gguf make gpt2|llama OUT f32|bf16|q8_0|q4_0 | run FILE [--prompt N] [--gen N] "
+                      "[--threads N] [--repeat N] | bound FILE [--threads N]";
+  int64_t P = 512, G = 128, threads = 2, repeat = 1;
+  const lt_bench_opt opts[] = {
+      {"--prompt", LT_BENCH_INT, &P, 1, 0, NULL},
+      {"--gen", LT_BENCH_INT, &G, 1, 0, NULL},
+      {"--threads", LT_BENCH_INT, &threads, 1, 0, NULL},
+      {"--repeat", LT_BENCH_INT, &repeat, 1, 0, NULL},
+  };
+  char *pos[4];
+  int npos = 4;
+  const int bad = lt_bench_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), usage, pos, &npos);
+  if (bad) return bad;
+  if (npos == 4 && strcmp(pos[0], "make") == 0) return make(pos[1], pos[2], pos[3]);
+  if (npos != 2) return fprintf(stderr, "usage: %s\n", usage), 2;
+  if (lt_set_num_threads((int)threads) != LT_OK) die("--threads");
+  if (strcmp(pos[0], "run") == 0) return run(pos[1], P, G, (int)repeat);
+  if (strcmp(pos[0], "bound") == 0) return bound(pos[1], (int)threads);
+  fprintf(stderr, "usage: %s\n", usage);
   return 2;
 }
