@@ -404,11 +404,16 @@ lt_status lt_st_check_finite(const lt_st_file *f, int i) {
   if (!st_dtypes[ti->dtype].is_float) return LT_OK;
   const unsigned char *p = f->data + ti->begin;
   const size_t es = st_dtypes[ti->dtype].size;
-  for (int64_t k = 0; k < ti->numel; k++) {
-    const double v = load_float(ti->dtype, p + (size_t)k * es);
-    if (!isfinite(v))
-      return lt__err(LT_ERR_NUMERIC, "safetensors '%s': tensor '%s' holds %s at flat index %lld: refused (non-finite "
-                     "weights)", f->path, ti->name, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", (long long)k);
+  const int64_t slice = (int64_t)((1u << 20) / es); /* 1 MiB at a time, released once read */
+  for (int64_t k0 = 0; k0 < ti->numel; k0 += slice) {
+    const int64_t k1 = ti->numel - k0 < slice ? ti->numel : k0 + slice;
+    for (int64_t k = k0; k < k1; k++) {
+      const double v = load_float(ti->dtype, p + (size_t)k * es);
+      if (!isfinite(v))
+        return lt__err(LT_ERR_NUMERIC, "safetensors '%s': tensor '%s' holds %s at flat index %lld: refused (non-finite "
+                       "weights)", f->path, ti->name, isnan(v) ? "NaN" : v > 0 ? "+inf" : "-inf", (long long)k);
+    }
+    lt__map_release(&f->file, p + (size_t)k0 * es, (size_t)(k1 - k0) * es);
   }
   return LT_OK;
 }
@@ -434,6 +439,36 @@ lt_tensor *lt_st_tensor(const lt_st_file *f, int i, lt_dtype dtype) {
   if (!t) return NULL;
   convert(ti->dtype, f->data + ti->begin, ti->numel, dtype, t->data);
   return t;
+}
+
+lt_status lt_st_read_rows_f32(const lt_st_file *f, int i, int64_t r0, int64_t count, float *dst) {
+  if (!f) return lt__err(LT_ERR_NULL, "safetensors_read_rows: f is NULL");
+  if (i < 0 || i >= f->n) return lt__err(LT_ERR_INDEX, "safetensors '%s': tensor index %d of %d", f->path, i, f->n);
+  const lt_st_tensor_info *ti = &f->t[i];
+  if (!lt_st_dtype_loads_into(ti->dtype, LT_DTYPE_F32))
+    return lt__err(LT_ERR_DTYPE, "safetensors '%s': tensor '%s': dtype %s in the file does not load into f32", f->path,
+                   ti->name, st_dtypes[ti->dtype].name);
+  const int64_t rows = ti->ndim > 0 ? ti->shape[0] : 1, row = rows > 0 ? ti->numel / rows : 0;
+  if (r0 < 0 || count < 0 || r0 > rows - count)
+    return lt__err(LT_ERR_INDEX, "safetensors '%s': tensor '%s': rows [%lld, %lld + %lld) of %lld", f->path, ti->name,
+                   (long long)r0, (long long)r0, (long long)count, (long long)rows);
+  if (count > 0 && !dst) return lt__err_null("safetensors_read_rows", "dst");
+  const size_t es = st_dtypes[ti->dtype].size;
+  convert(ti->dtype, f->data + ti->begin + (size_t)(r0 * row) * es, count * row, LT_DTYPE_F32, dst);
+  return LT_OK;
+}
+
+void lt_st_release(const lt_st_file *f, int i) {
+  if (f && i >= 0 && i < f->n) lt__map_release(&f->file, f->data + f->t[i].begin, (size_t)(f->t[i].end - f->t[i].begin));
+}
+
+void lt_st_release_rows(const lt_st_file *f, int i, int64_t r0, int64_t count) {
+  if (!f || i < 0 || i >= f->n) return;
+  const lt_st_tensor_info *ti = &f->t[i];
+  const int64_t rows = ti->ndim > 0 ? ti->shape[0] : 1, row = rows > 0 ? ti->numel / rows : 0;
+  if (r0 < 0 || count <= 0 || r0 > rows - count) return;
+  const size_t es = st_dtypes[ti->dtype].size;
+  lt__map_release(&f->file, f->data + ti->begin + (size_t)(r0 * row) * es, (size_t)(count * row) * es);
 }
 
 lt_tensor *lt_st_view(const lt_st_file *f, int i) {

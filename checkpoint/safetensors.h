@@ -115,7 +115,9 @@ LT_API bool lt_st_dtype_loads_into(lt_st_dtype src, lt_dtype dst);
 
 /* LT_OK when tensor i holds no NaN or infinity (integer dtypes always), else
  * LT_ERR_NUMERIC naming the file, the tensor, the value and its flat index
- * (the HDF5 loader's rule for model tensors). Reads the whole tensor. */
+ * (the HDF5 loader's rule for model tensors). Reads the whole tensor, a
+ * slice at a time, releasing each slice once read (lt_st_release_rows: the
+ * check of a large file does not leave it resident). */
 LT_API lt_status lt_st_check_finite(const lt_st_file *f, int i);
 
 /* Copies tensor i into dst (borrowed; contiguous, the same shape, a dtype
@@ -130,6 +132,26 @@ LT_API lt_status lt_st_read_into(const lt_st_file *f, int i, lt_tensor *dst);
 /* Tensor i as a new tensor of dtype (conversion as lt_st_read_into).
  * Returns new, or NULL with the error set. */
 LT_API lt_tensor *lt_st_tensor(const lt_st_file *f, int i, lt_dtype dtype);
+/* Rows [r0, r0 + count) of tensor i (along its first dimension; the
+ * elements of a 1-d tensor) converted to f32 into dst (count times the
+ * elements of a row, borrowed), as lt_st_tensor converts them: a loader that
+ * converts a large tensor a few rows at a time. Values are not checked
+ * (lt_st_check_finite does). Errors: LT_ERR_NULL, LT_ERR_INDEX (i or the
+ * rows out of range, naming the file and the tensor), LT_ERR_DTYPE (a dtype
+ * that does not load into f32). */
+LT_API lt_status lt_st_read_rows_f32(const lt_st_file *f, int i, int64_t r0, int64_t count, float *dst);
+/* Says that tensor i's bytes will not be read again soon: for a mapped file
+ * the whole pages inside them leave the process's resident memory (madvise
+ * MADV_DONTNEED; reading them again brings them back from the file), so a
+ * loader that converts a model tensor by tensor does not hold the whole file
+ * beside the model. Nothing for a file read into memory, a NULL f or an i
+ * out of range. */
+LT_API void lt_st_release(const lt_st_file *f, int i);
+/* The same for rows [r0, r0 + count) of tensor i only (as lt_st_read_rows_f32
+ * counts them; rows out of range: nothing): a loader converting a large
+ * tensor a block of rows at a time releases each block once read. */
+LT_API void lt_st_release_rows(const lt_st_file *f, int i, int64_t r0, int64_t count);
+
 /* Tensor i without a copy: a tensor borrowing the mapping (read-only by
  * contract: never write to it), valid until lt_st_close; only for F32, F64,
  * BF16, I32 and I64 on a little-endian host at an offset aligned for the dtype,

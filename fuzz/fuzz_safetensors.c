@@ -11,9 +11,12 @@
  * metadata reads back; a file saved from what was read (the 16-bit dtypes as
  * f32) opens again with the same names, shapes and values, bit for bit; a
  * float tensor passes lt_st_check_finite exactly when its values are finite,
- * and lt_st_read_into refuses a non-finite one without writing.
+ * and lt_st_read_into refuses a non-finite one without writing; rows read
+ * by lt_st_read_rows_f32 (and released, lt_st_release_rows) are
+ * lt_st_tensor's rows.
  */
 #include <math.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "checkpoint/safetensors.h"
@@ -80,6 +83,23 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
       lt_tensor_free(dst);
       lt_tensor_free(wide);
     }
+    /* rows: lt_st_read_rows_f32 gives lt_st_tensor's f32 values row by row (and refuses rows out of range);
+     * releasing them changes nothing that is read again */
+    lt_tensor *whole = lt_st_dtype_loads_into(ti->dtype, LT_DTYPE_F32) ? lt_st_tensor(f, i, LT_DTYPE_F32) : NULL;
+    if (whole) {
+      const int64_t rows = ti->ndim > 0 ? ti->shape[0] : 1, row = rows > 0 ? ti->numel / rows : 0;
+      float *buf = malloc(sizeof(float) * (size_t)(row > 0 ? row : 1));
+      for (int64_t r = 0; buf && r < rows && r < 64; r++) {
+        FUZZ_ASSERT(lt_st_read_rows_f32(f, i, r, 1, buf) == LT_OK, "'%s': row %lld", ti->name, (long long)r);
+        lt_st_release_rows(f, i, r, 1);
+        FUZZ_ASSERT(memcmp(buf, (const float *)whole->data + r * row, sizeof(float) * (size_t)row) == 0,
+                    "'%s': row %lld differs from lt_st_tensor's", ti->name, (long long)r);
+      }
+      FUZZ_ASSERT(lt_st_read_rows_f32(f, i, rows, 1, buf) == LT_ERR_INDEX, "'%s': a row past the end", ti->name);
+      free(buf);
+      lt_tensor_free(whole);
+    }
+    lt_st_release(f, i);
     lt_tensor *v = lt_st_view(f, i);
     if (v) FUZZ_ASSERT(v->numel == ti->numel, "view of '%s'", ti->name);
     else fuzz_check_status(lt_last_status(), "st_view");

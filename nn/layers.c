@@ -89,6 +89,23 @@ static lt_status add_param(lt_params *p, const char *prefix, const char *leaf, l
   return s;
 }
 
+/* lt_set_weight_format's format (per thread: a loader on one thread does not
+ * change the models another builds). */
+static _Thread_local lt_qformat weight_format = LT_QFORMAT_F32;
+
+lt_qformat lt_set_weight_format(lt_qformat f) {
+  const lt_qformat prev = weight_format;
+  weight_format = f;
+  return prev;
+}
+
+/* A 2-d weight [N, K] built quantized under lt_set_weight_format (no values
+ * drawn), or NULL (*quantized false) when the format is f32. */
+static lt_tensor *quantized_weight(int64_t N, int64_t K, bool *quantized) {
+  *quantized = weight_format != LT_QFORMAT_F32;
+  return *quantized ? lt_quantized_zeros(weight_format, N, K) : NULL;
+}
+
 /* A new f32 parameter tensor outside any scope. */
 static lt_tensor *new_param(int ndim, const int64_t *shape) {
   return lt_tensor_keep(lt_empty(LT_DTYPE_F32, ndim, shape));
@@ -118,8 +135,10 @@ static lt_status check_eps(const char *op, const char *name, double eps) {
  * dims after the first (bound 0 when it is 0). */
 static lt_status register_weight_bias(lt_params *p, const char *name, int ndim, const int64_t *shape, int64_t nbias, bool bias,
                                       lt_generator *g, lt_tensor **wout, lt_tensor **bout) {
-  lt_tensor *w = new_param(ndim, shape);
-  lt_status s = w ? lt_init_kaiming_uniform_(g, w, sqrt(5.0)) : lt_last_status();
+  bool quantized = false;
+  lt_tensor *w = ndim == 2 ? quantized_weight(shape[0], shape[1], &quantized) : NULL;
+  if (!quantized) w = new_param(ndim, shape);
+  lt_status s = !w ? lt_last_status() : quantized ? LT_OK : lt_init_kaiming_uniform_(g, w, sqrt(5.0));
   if (s != LT_OK) {
     lt_tensor_free(w);
     return s;
@@ -303,9 +322,11 @@ lt_status lt_embedding_init(lt_embedding_m *m, lt_params *p, const char *name, i
     return lt__err(LT_ERR_INDEX, "%s: '%s': padding_idx %lld must be in [0, %lld) or -1 (none)", op, name,
                    (long long)padding_idx, (long long)num);
   reg_mark mk = mark_begin(p, g);
-  lt_tensor *w = new_param(LT_SHAPE(num, dim));
-  s = w ? lt_init_normal_(g, w, 0.0, 1.0) : lt_last_status();
-  if (s == LT_OK && padding_idx >= 0) {
+  bool quantized;
+  lt_tensor *w = quantized_weight(num, dim, &quantized);
+  if (!quantized) w = new_param(LT_SHAPE(num, dim));
+  s = !w ? lt_last_status() : quantized ? LT_OK : lt_init_normal_(g, w, 0.0, 1.0);
+  if (s == LT_OK && padding_idx >= 0 && !quantized) {
     lt_tensor *row = lt_select(w, 0, padding_idx);
     s = row ? lt_zero_(row) : lt_last_status();
     lt_tensor_free(row);

@@ -68,7 +68,8 @@ typedef struct lt_params lt_params; /* an ordered, named list of lt_param */
 LT_API lt_params *lt_params_new(void);           /* returns new; free with lt_params_free */
 LT_API void lt_params_free(lt_params *p);        /* frees every tensor in it; NULL is a no-op */
 /* Adds value under name (which must be new), taking ownership of value (it is
- * taken out of any scope). Parameters get requires_grad; buffers do not. */
+ * taken out of any scope). Parameters get requires_grad (quantized weights
+ * excepted: they have none); buffers do not. */
 LT_API lt_status lt_params_add(lt_params *p, const char *name, lt_tensor *value, unsigned flags);
 LT_API int lt_params_count(const lt_params *p);
 LT_API const lt_param *lt_params_at(const lt_params *p, int i);            /* borrowed; NULL if out of range */
@@ -110,6 +111,18 @@ LT_API lt_status lt_params_to_dtype(lt_params *p, lt_dtype dtype);
  * weight that is not finite (Q8_0, Q4_0). LT_ERR_NOMEM part-way leaves
  * the weights converted so far quantized. */
 LT_API lt_status lt_params_quantize(lt_params *p, lt_qformat f, size_t *bytes_before, size_t *bytes_after);
+/* Builds weights quantized from the start, for loading a model straight into
+ * a weight format (models/transformer/load.h's .weights): while f is not
+ * LT_QFORMAT_F32 (on this thread), lt_linear_init and lt_embedding_init make
+ * each of their 2-d weights (the LT_PARAM_QUANTIZABLE ones, those
+ * lt_params_quantize converts) as lt_quantized_zeros(f, ...) (tensor/quant.h):
+ * zero weights in format f, never allocated or initialised in f32, no draw
+ * from the generator. A loader then writes the file's values into them
+ * (lt_tensor_qset_rows_, lt_tensor_qset_blocks_). Biases, norms and every
+ * other parameter are built as usual. The model is then as lt_params_quantize
+ * leaves one (inference only). Returns the previous format. */
+LT_API lt_qformat lt_set_weight_format(lt_qformat f);
+
 /* Copies the values of every entry of src into the entry of dst with the
  * same name (load_state_dict between two models of one configuration),
  * under no-grad. Errors: LT_ERR_NULL; LT_ERR_INVALID naming the first name

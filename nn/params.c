@@ -153,7 +153,7 @@ lt_status lt_params_add(lt_params *p, const char *name, lt_tensor *value, unsign
   memcpy(copy, name, len + 1);
 
   /* Cannot fail from here on (value is a float leaf, or a buffer). */
-  lt_status s = lt_requires_grad_(value, !buffer);
+  lt_status s = lt_requires_grad_(value, !buffer && !lt_tensor_qmatrix(value)); /* quantized: no gradient */
   LT_CHECK(s == LT_OK);
   lt_tensor_keep(value);
   p->items[p->n] = (lt_param){copy, value, flags};

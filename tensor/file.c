@@ -15,6 +15,7 @@
  *
  * What this is not: a parser. Callers decide what the bytes mean.
  */
+#define _DEFAULT_SOURCE /* madvise (tensor/file_internal.h's lt__map_release) */
 #include "tensor/error_internal.h"
 #include "tensor/file_internal.h"
 
@@ -170,4 +171,13 @@ lt_status lt__map_regular(const char *path, const char *op, lt_status not_regula
   close(fd);
   if (s != LT_OK) lt__unmap(out);
   return s;
+}
+
+void lt__map_release(const lt__file_map *m, const void *p, size_t n) {
+  if (!m || !m->mapped || !p || n == 0) return;
+  const long page = sysconf(_SC_PAGESIZE);
+  if (page <= 0) return;
+  const uintptr_t ps = (uintptr_t)page, b = (uintptr_t)p, e = b + n;
+  const uintptr_t pb = (b + ps - 1) / ps * ps, pe = e / ps * ps;
+  if (pe > pb) (void)madvise((void *)pb, pe - pb, MADV_DONTNEED);
 }

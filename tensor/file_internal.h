@@ -47,6 +47,13 @@ typedef struct lt__file_map {
  * fault, as with any mmap). Errors: those of lt__open_regular, LT_ERR_IO,
  * LT_ERR_NOMEM; *out zeroed then. */
 lt_status lt__map_regular(const char *path, const char *op, lt_status not_regular, lt__file_map *out);
+/* Drops the whole pages of [p, p + n) (inside m's bytes) from the process's
+ * resident memory when m is mapped (madvise MADV_DONTNEED: the next read
+ * brings them back from the file; a page shared with bytes outside the range
+ * stays): a loader that converts a model tensor by tensor does not keep the
+ * whole file resident beside the model. Nothing for a file read into memory;
+ * advice only (a failure keeps the pages). */
+void lt__map_release(const lt__file_map *m, const void *p, size_t n);
 /* Unmaps or frees m's bytes and zeroes it; a zeroed map is a no-op. */
 void lt__unmap(lt__file_map *m);
 

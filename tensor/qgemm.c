@@ -133,6 +133,8 @@ static lt_qmatrix *qm_alloc(const char *op, lt_qformat f, int64_t N, int64_t K) 
   return m;
 }
 
+lt_qmatrix *lt__qmatrix_alloc(const char *op, lt_qformat f, int64_t N, int64_t K) { return qm_alloc(op, f, N, K); }
+
 void lt_qmatrix_free(lt_qmatrix *m) {
   if (!m) return;
   free(m->data);
@@ -234,23 +236,7 @@ lt_status lt_tensor_quantize_(lt_tensor *t, lt_qformat f) {
   if (f == LT_QFORMAT_F32) return LT_OK;
   lt_qmatrix *q = lt_qmatrix_quantize(t, f);
   if (!q) return lt__err(lt_last_status(), "tensor_quantize_: %s", lt_last_error());
-  /* the values become one zero broadcast to [N, K]: an own storage of one
-   * float, strides 0 */
-  lt_tensor *one = lt_zeros(LT_DTYPE_F32, 1, (int64_t[]){1});
-  lt_tensor *z = one ? lt__view_of(one, 2, t->shape, (int64_t[]){0, 0}, 0) : NULL;
-  lt_tensor_free(one);
-  if (z) z = lt_tensor_keep(z); /* out of any open scope: take_storage wants a fresh tensor */
-  if (!z) {
-    lt_qmatrix_free(q);
-    return lt_last_status();
-  }
-  lt_tensor *g = t->grad; /* a weight held for inference has no gradient */
-  t->grad = NULL;
-  lt_tensor_free(g);
-  lt__tensor_take_storage(t, z);
-  t->requires_grad = false;
-  t->qmatrix_ = q;
-  return LT_OK;
+  return lt_tensor_set_qmatrix_(t, q);
 }
 
 /* ---- activations ------------------------------------------------------------ */
@@ -541,6 +527,13 @@ lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_t
   const lt_tensor *bc = bias ? lt__as_contig(bias, LT_DTYPE_F32, &bt) : NULL;
   if (!xc || (bias && !bc)) {
     lt_tensor_free(out), lt_tensor_free(tmp), lt_tensor_free(bt);
+    return NULL;
+  }
+  if (lt__qgemm_bf16_wanted(w, M)) { /* a prompt or a batch in bf16: oneDNN (tensor/qgemm_bf16.c) */
+    lt_status s = lt__qgemm_bf16(w, xc->data, M, out->data, bc ? bc->data : NULL);
+    lt_tensor_free(tmp), lt_tensor_free(bt);
+    if (s == LT_OK) return out;
+    lt_tensor_free(out);
     return NULL;
   }
   const lt__qdot_kind kind = qd_kind();

@@ -14,6 +14,8 @@
 #include "tensor/storage_internal.h" /* lt__bf16_from_f32 */
 
 #include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 static const char *const qformat_names[LT_QFORMAT_COUNT] = {"f32", "bf16", "q8_0", "q4_0"};
@@ -215,5 +217,124 @@ lt_status lt_dequantize_row(lt_qformat f, const void *src, int64_t n, float *y) 
   case LT_QFORMAT_Q4_0: q4_0_to_f32(src, y, n / LT_QK4_0); break;
   default: LT_CHECK(0);
   }
+  return LT_OK;
+}
+
+/* ---- building quantized weights in place ----------------------------------- */
+
+lt_qmatrix *lt_qmatrix_new(lt_qformat f, int64_t N, int64_t K) {
+  if (f == LT_QFORMAT_F32)
+    return lt__err(LT_ERR_INVALID, "qmatrix_new: f32 is not a quantized format (an f32 weight is a tensor)"), NULL;
+  lt_qmatrix *m = lt__qmatrix_alloc("qmatrix_new", f, N, K);
+  if (m && lt_qmatrix_bytes(m)) memset((void *)lt_qmatrix_data(m), 0, lt_qmatrix_bytes(m)); /* ours: quant_internal.h */
+  return m;
+}
+
+/* The checks lt_tensor_quantize_ and lt_tensor_set_qmatrix_ share. */
+static lt_status weight_check(const char *op, const lt_tensor *t) {
+  if (t->qmatrix_) return lt__err(LT_ERR_STATE, "%s: t %s is already quantized", op, LT__D(t));
+  if (t->dtype != LT_DTYPE_F32) return lt__err(LT_ERR_DTYPE, "%s: t is %s: need f32", op, LT__D(t));
+  if (t->ndim != 2) return lt__err(LT_ERR_SHAPE, "%s: t is %s: need 2-d [N, K]", op, LT__D(t));
+  if (t->grad_fn) return lt__err(LT_ERR_STATE, "%s: t %s is the output of an op, not a weight", op, LT__D(t));
+  /* strides 0: a weight built quantized (nn/nn.h's lt_set_weight_format) before its values came */
+  if (t->offset != 0 || (!lt_is_contiguous(t) && (t->stride[0] != 0 || t->stride[1] != 0)) || lt__storage_shared(t))
+    return lt__err(LT_ERR_INVALID, "%s: t %s is a view (offset or strides) or shares its memory: quantize the weight "
+                   "itself", op, LT__D(t));
+  return LT_OK;
+}
+
+lt_status lt_tensor_set_qmatrix_(lt_tensor *t, lt_qmatrix *q) {
+  const char *op = "tensor_set_qmatrix_";
+  lt_status s = !t ? lt__err_null(op, "t") : !q ? lt__err_null(op, "q") : weight_check(op, t);
+  if (s == LT_OK && (lt_qmatrix_rows(q) != t->shape[0] || lt_qmatrix_cols(q) != t->shape[1]))
+    s = lt__err(LT_ERR_SHAPE, "%s: t is %s, the weights are [%lld, %lld] %s", op, LT__D(t),
+                (long long)lt_qmatrix_rows(q), (long long)lt_qmatrix_cols(q), lt_qformat_name(lt_qmatrix_format(q)));
+  /* the values become one zero broadcast to [N, K]: an own storage of one
+   * float, strides 0 */
+  lt_tensor *one = s == LT_OK ? lt_zeros(LT_DTYPE_F32, 1, (int64_t[]){1}) : NULL;
+  lt_tensor *z = one ? lt__view_of(one, 2, t->shape, (int64_t[]){0, 0}, 0) : NULL;
+  lt_tensor_free(one);
+  if (z) z = lt_tensor_keep(z); /* out of any open scope: take_storage wants a fresh tensor */
+  if (!z) {
+    lt_qmatrix_free(q);
+    return s != LT_OK ? s : lt_last_status();
+  }
+  lt_tensor *g = t->grad; /* a weight held for inference has no gradient */
+  t->grad = NULL;
+  lt_tensor_free(g);
+  lt__tensor_take_storage(t, z);
+  t->requires_grad = false;
+  t->qmatrix_ = q;
+  return LT_OK;
+}
+
+lt_tensor *lt_quantized_zeros(lt_qformat f, int64_t N, int64_t K) {
+  lt_qmatrix *q = lt_qmatrix_new(f, N, K);
+  if (!q) return NULL;
+  lt_tensor *one = lt_zeros(LT_DTYPE_F32, 1, (int64_t[]){1});
+  lt_tensor *t = one ? lt__view_of(one, 2, (int64_t[]){N, K}, (int64_t[]){0, 0}, 0) : NULL;
+  lt_tensor_free(one);
+  if (t) t = lt_tensor_keep(t);
+  if (!t) {
+    lt_qmatrix_free(q);
+    return NULL;
+  }
+  if (lt_tensor_set_qmatrix_(t, q) != LT_OK) {
+    lt_tensor_free(t);
+    return NULL;
+  }
+  return t;
+}
+
+/* t's matrix, writable (ours: quant_internal.h), rows [n0, n0 + count) checked. */
+static lt_status qrows(const char *op, lt_tensor *t, int64_t n0, int64_t count, lt_qmatrix **m) {
+  if (!t) return lt__err_null(op, "t");
+  if (!(*m = t->qmatrix_)) return lt__err(LT_ERR_STATE, "%s: t %s is not quantized", op, LT__D(t));
+  if (n0 < 0 || count < 0 || n0 > lt_qmatrix_rows(*m) - count)
+    return lt__err(LT_ERR_INDEX, "%s: rows [%lld, %lld + %lld) of t [%lld, %lld] %s", op, (long long)n0, (long long)n0,
+                   (long long)count, (long long)t->shape[0], (long long)t->shape[1],
+                   lt_qformat_name(lt_qmatrix_format(*m)));
+  return LT_OK;
+}
+
+lt_status lt_tensor_qset_rows_(lt_tensor *t, int64_t n0, const lt_tensor *rows) {
+  const char *op = "tensor_qset_rows_";
+  if (!rows) return lt__err_null(op, "rows");
+  lt_qmatrix *m = NULL;
+  if (rows->dtype != LT_DTYPE_F32) return lt__err(LT_ERR_DTYPE, "%s: rows is %s: need f32", op, LT__D(rows));
+  if (t && (rows->ndim != 2 || rows->shape[1] != t->shape[1]))
+    return lt__err(LT_ERR_SHAPE, "%s: rows is %s, t is %s: need [count, %lld]", op, LT__D(rows), LT__D(t),
+                   (long long)t->shape[1]);
+  lt_status s = qrows(op, t, n0, rows->ndim == 2 ? rows->shape[0] : 0, &m);
+  if (s != LT_OK) return s;
+  const lt_qformat f = lt_qmatrix_format(m);
+  const int64_t K = lt_qmatrix_cols(m), Kp = lt_qmatrix_padded_cols(m);
+  const size_t rb = lt_qmatrix_row_bytes(m);
+  float *row = malloc(sizeof(float) * (size_t)(Kp > 0 ? Kp : 1));
+  if (!row) return lt__err(LT_ERR_NOMEM, "%s: a row of %lld floats", op, (long long)Kp);
+  const float *src = rows->data;
+  char *dst = (char *)lt_qmatrix_data(m); /* ours: quant_internal.h */
+  for (int64_t n = 0; n < rows->shape[0] && s == LT_OK; n++) {
+    for (int64_t k = 0; k < K; k++) row[k] = src[n * rows->stride[0] + k * rows->stride[1]];
+    for (int64_t k = K; k < Kp; k++) row[k] = 0.0f;
+    if (lt_quantize_row(f, row, Kp, dst + (size_t)(n0 + n) * rb) != LT_OK)
+      s = lt__err(lt_last_status(), "%s: t %s, row %lld: %s", op, LT__D(t), (long long)(n0 + n), lt_last_error());
+  }
+  free(row);
+  return s;
+}
+
+lt_status lt_tensor_qset_blocks_(lt_tensor *t, int64_t n0, int64_t count, const void *src) {
+  const char *op = "tensor_qset_blocks_";
+  lt_qmatrix *m = NULL;
+  lt_status s = qrows(op, t, n0, count, &m);
+  if (s != LT_OK) return s;
+  if (!src && count > 0) return lt__err_null(op, "src");
+  if (lt_qmatrix_padded_cols(m) != lt_qmatrix_cols(m))
+    return lt__err(LT_ERR_SHAPE, "%s: t is %s %s: rows of %lld weights are not whole blocks of %lld", op, LT__D(t),
+                   lt_qformat_name(lt_qmatrix_format(m)), (long long)lt_qmatrix_cols(m),
+                   (long long)lt_qformat_block_elems(lt_qmatrix_format(m)));
+  const size_t rb = lt_qmatrix_row_bytes(m);
+  if (count > 0) memcpy((char *)lt_qmatrix_data(m) + (size_t)n0 * rb, src, (size_t)count * rb);
   return LT_OK;
 }

@@ -123,7 +123,10 @@ LT_API lt_status lt_dequantize_row(lt_qformat f, const void *src, int64_t n, flo
  * (lt_quantize_row's rounding; the f16 scale too), each block's integer dot
  * product is exact in int32, and the per-block products d_w * d_x * isum
  * are summed in f32. bf16 weights multiply f32 activations (each weight
- * widened exactly to f32, products summed in f32). Kernels: AVX512-VNNI
+ * widened exactly to f32, products summed in f32) for up to 15 rows of x
+ * (decoding); from 16 rows on (a prompt, a batch) the product runs on
+ * oneDNN's bf16 matmul where it has one (tensor/qgemm_bf16.c): x rounded to
+ * bf16 as autocast rounds it, the products summed in f32. Kernels: AVX512-VNNI
  * (vpdpbusd) for Q8_0 / Q4_0 and AVX-512 FMA for bf16 where the CPU has them
  * (checked once at run time), else portable C; lt_qmatrix_kernel names the
  * one in use. AMX-INT8 is not used. The kernels differ only in the order of
@@ -188,6 +191,51 @@ LT_API lt_status lt_tensor_quantize_(lt_tensor *t, lt_qformat f);
 /* The quantized weights of t (borrowed, valid while t lives), or NULL if
  * t is NULL or not quantized. */
 LT_API const lt_qmatrix *lt_tensor_qmatrix(const lt_tensor *t);
+
+/* ---- building quantized weights in place ----------------------------------
+ *
+ * A loader that reads a model straight into a weight format (without an f32
+ * copy of the whole model: models/transformer/load.h's .weights) builds each
+ * weight quantized from the start (nn/nn.h's lt_set_weight_format) and then
+ * fills it a few rows at a time, so the f32 values exist for those rows
+ * only. The bytes written are lt_qmatrix_quantize's for the same floats. */
+
+/* A matrix of N rows of K weights in format f (not F32), every weight 0
+ * (all-zero blocks). Returns new (free with lt_qmatrix_free), or NULL with
+ * LT_ERR_INVALID (N or K < 0, an unknown format or F32), LT_ERR_OVERFLOW,
+ * LT_ERR_NOMEM. */
+LT_API lt_qmatrix *lt_qmatrix_new(lt_qformat f, int64_t N, int64_t K);
+
+/* Makes t quantized with the weights q, taking ownership of q in every case
+ * (freed on failure): t keeps its identity, dtype f32 and shape [N, K] as
+ * lt_tensor_quantize_ leaves it (its f32 memory released, its values read as
+ * zeros by other ops, no grad). t: a 2-d f32 tensor of q's shape, not a
+ * view, no grad_fn, not quantized yet. Errors: LT_ERR_NULL, LT_ERR_DTYPE,
+ * LT_ERR_SHAPE (naming both shapes), LT_ERR_STATE, LT_ERR_INVALID, as
+ * lt_tensor_quantize_; on failure t is unchanged. */
+LT_API lt_status lt_tensor_set_qmatrix_(lt_tensor *t, lt_qmatrix *q);
+
+/* A weight tensor [N, K] (f32, as lt_tensor_quantize_ leaves one) that holds
+ * zero weights in format f (not F32) and never had f32 memory: what nn/'s
+ * layers build under lt_set_weight_format. Outside any scope (the caller
+ * owns it). Returns new (free with lt_tensor_free), or NULL with the errors
+ * of lt_qmatrix_new. */
+LT_API lt_tensor *lt_quantized_zeros(lt_qformat f, int64_t N, int64_t K);
+
+/* Writes rows (a 2-d f32 tensor [count, K], any strides; borrowed) into the
+ * quantized weights of t from row n0, each row converted to t's format as
+ * lt_qmatrix_quantize converts it (padded with zeros to the block). Errors:
+ * LT_ERR_NULL; LT_ERR_STATE (t not quantized); LT_ERR_DTYPE (rows not f32);
+ * LT_ERR_SHAPE (not [count, K]); LT_ERR_INDEX (rows beyond N); LT_ERR_NUMERIC
+ * (a weight that is not finite, Q8_0 / Q4_0, naming its row): the rows
+ * before the failing one are written. */
+LT_API lt_status lt_tensor_qset_rows_(lt_tensor *t, int64_t n0, const lt_tensor *rows);
+/* Copies count rows already in t's format (count * lt_qmatrix_row_bytes
+ * bytes at src, borrowed: a GGUF tensor's blocks, a bf16 file's bits) into
+ * t's weights from row n0, unchanged. K must be a multiple of the block (no
+ * padding to fill). Errors: LT_ERR_NULL, LT_ERR_STATE, LT_ERR_SHAPE (K not a
+ * multiple of the block), LT_ERR_INDEX. */
+LT_API lt_status lt_tensor_qset_blocks_(lt_tensor *t, int64_t n0, int64_t count, const void *src);
 
 /* The kernel lt_qmatrix_linear uses for format f on this CPU, in words
  * ("AVX512-VNNI (vpdpbusd)", "AVX-512 FMA", "portable C"). Static. */

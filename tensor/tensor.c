@@ -224,6 +224,8 @@ void lt__storage_cache_release(void) {
 #endif
 }
 
+void lt_release_cached_memory(void) { lt__storage_cache_release(); }
+
 static void *block_alloc(size_t alloc, size_t *got) {
   *got = alloc;
   if (alloc < CACHE_MIN) return aligned_alloc(64, alloc);

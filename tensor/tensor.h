@@ -181,6 +181,13 @@ LT_API lt_status lt_enum_parse(const char *what, const char *const *names, int n
  * faulted in again (docs/benchmarks.md). Set LT_MALLOC_TUNE=0 in the
  * environment to keep glibc's defaults. */
 LT_API lt_status lt_init(void);
+/* Returns to the system the large freed blocks kept for reuse (the storage
+ * cache) and, with glibc, the free pages inside the heap: after a phase that
+ * freed memory on purpose and will not need it again (a model converted
+ * into a weight format while loading: models/transformer/load.h; its f32
+ * scratch would otherwise stay resident). Thread-safe; the next large
+ * blocks come from the system again. */
+LT_API void lt_release_cached_memory(void);
 
 /* One setting for BLIS and libtensor's OpenMP kernels together. n >= 1; the
  * default is the number of cores, or the LT_NUM_THREADS environment variable. */

@@ -262,6 +262,8 @@ static void check_linear(lt_qformat f, int64_t M, int64_t N, int64_t K, bool wit
 
 static void linear_shapes(lt__qdot_kind kind) {
   const lt__qdot_kind prev = lt__qdot_limit(kind);
+  /* the hand kernels, x in f32 (oneDNN's bf16 path from 16 rows rounds x to bf16: tests/test_load_quant.c) */
+  const int64_t prev_rows = lt__qgemm_bf16_min_rows(INT64_MAX);
   const lt_qformat fmts[3] = {LT_QFORMAT_Q8_0, LT_QFORMAT_Q4_0, LT_QFORMAT_BF16};
   const int64_t Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 7, 33}, Ks[] = {1, 17, 31, 32, 33, 64, 96, 100, 257};
   for (int f = 0; f < 3; f++)
@@ -270,6 +272,7 @@ static void linear_shapes(lt__qdot_kind kind) {
         for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++) check_linear(fmts[f], Ms[i], Ns[j], Ks[k], (i + k) % 2);
   /* past the parallel threshold (2^22 multiply-adds): two threads */
   for (int f = 0; f < 3; f++) check_linear(fmts[f], 33, 520, 257, true);
+  lt__qgemm_bf16_min_rows(prev_rows);
   lt__qdot_limit(prev);
 }
 

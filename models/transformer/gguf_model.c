@@ -597,6 +597,10 @@ lt_transformer *lt_tf_gguf_load(const char *path, uint64_t max_bytes, lt_tokeniz
   }
   for (int i = 0; i < ps.n && s == LT_OK; i++) {
     const piece *p = &ps.p[i];
+    if (lt__tf_gguf_blocks_fit(p, f, idx[i])) { /* the file's blocks, bit for bit (load.h's .weights) */
+      s = lt__tf_store_gguf_blocks(p, f, idx[i]);
+      continue;
+    }
     if ((s = lt_gguf_read_f32(f, idx[i], buf)) != LT_OK) break;
     lt_tensor *t = lt_tensor_from_borrowed(LT_DTYPE_F32, p->ndim, p->shape, buf);
     s = t ? lt__hf_piece_store(p, t) : lt_last_status();

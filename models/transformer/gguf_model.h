@@ -74,8 +74,12 @@ LT_API lt_status lt_tf_gguf_read_config(const lt_gguf_file *f, lt_tf_config *cfg
  * written. When tok is not NULL, *tok gets the file's tokenizer (returns
  * new, free with lt_tokenizer_free): tokenizer.huggingface.json when
  * present, else one rebuilt from tokenizer.ggml.* for model "gpt2"
- * (byte-level BPE with GPT-2's pieces), else NULL (no error). Returns new
- * (free with lt_transformer_free), or NULL with the error set. */
+ * (byte-level BPE with GPT-2's pieces), else NULL (no error). The model's
+ * weights are in the thread's lt_set_weight_format (nn/nn.h; f32 unless a
+ * caller such as lt_tf_load set another): a tensor the file holds in that
+ * format, in whole rows, is copied block for block; any other is expanded
+ * to f32 and converted. Returns new (free with lt_transformer_free), or NULL
+ * with the error set. */
 LT_API lt_transformer *lt_tf_gguf_load(const char *path, uint64_t max_bytes, lt_tokenizer **tok);
 
 #ifdef __cplusplus

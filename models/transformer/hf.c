@@ -282,7 +282,7 @@ lt_status lt__hf_piece_store(const piece *p, const lt_tensor *t) {
   int64_t row = 0;
   for (int k = 0; k < p->n && s == LT_OK; k++) {
     lt_tensor *part = lt_narrow(v, 0, row, p->src[k]->shape[0]);
-    s = part ? lt_copy_(p->src[k], part) : lt_last_status();
+    s = part ? lt__tf_store_weight(p->src[k], part) : lt_last_status();
     row += p->src[k]->shape[0];
     lt_tensor_free(part);
   }
@@ -802,6 +802,7 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
     }
     /* NaN, inf: refused before a value is written */
     if ((s = lt_st_check_finite(w.f[idx[i].file], idx[i].k)) != LT_OK) goto out;
+    lt_st_release(w.f[idx[i].file], idx[i].k); /* not kept resident beside the model (load_weights.c) */
   }
   const lt__hf_ref head = lt__hf_weights_find(&w, "lm_head.weight");
   if (c->tie_embeddings && head.k >= 0) {
@@ -814,18 +815,22 @@ lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {
                        "configuration ties them (tie_word_embeddings)", path, e->name);
       goto out;
     }
+    lt_st_release(w.f[head.file], head.k);
   }
   /* 3. write: read straight into the parameter, or convert then split */
   bool prev = lt_set_grad_enabled(false);
   for (int i = 0; i < ps.n && s == LT_OK; i++) {
     const piece *p = &ps.p[i];
     if (p->op == P_SAME) {
-      s = lt_st_read_into(w.f[idx[i].file], idx[i].k, p->src[0]);
+      s = lt__tf_store_st(p->src[0], w.f[idx[i].file], idx[i].k);
       continue;
     }
-    lt_tensor *t = lt_st_tensor(w.f[idx[i].file], idx[i].k, p->src[0]->dtype);
+    lt_tensor *t = p->src[0]->dtype == LT_DTYPE_F32 ? lt__tf_st_f32(w.f[idx[i].file], idx[i].k)
+                                                    : lt_st_tensor(w.f[idx[i].file], idx[i].k, p->src[0]->dtype);
     s = t ? lt__hf_piece_store(p, t) : lt_last_status();
     lt_tensor_free(t);
+    lt_st_release(w.f[idx[i].file], idx[i].k);
+    if (lt_tensor_qmatrix(p->src[0])) lt_release_cached_memory(); /* the f32 scratch goes, not kept beside */
   }
   lt_set_grad_enabled(prev);
 out:

@@ -128,7 +128,9 @@ LT_API lt_status lt_hf_read_gen_ids(const char *dir, lt_hf_gen_ids *out);
  * without the "transformer." prefix, BERT's with or without "bert."). The
  * missing and the unexpected names are given together in one message (the
  * first 8 of them). All of it is checked before a value is written: on
- * failure m is unchanged.
+ * failure m is unchanged. A weight of m built quantized (nn/nn.h's
+ * lt_set_weight_format) gets the file's values converted into its format a
+ * block of rows at a time, never as a whole f32 copy (docs/decoding.md).
  * Errors: those of lt_st_open, LT_ERR_INVALID (names),
  * LT_ERR_SHAPE, LT_ERR_DTYPE, each naming the file and the tensor. */
 LT_API lt_status lt_hf_load_params(const char *dir, lt_transformer *m);
@@ -141,8 +143,10 @@ LT_API lt_status lt_hf_load_params(const char *dir, lt_transformer *m);
 LT_API lt_status lt_hf_check_size(const char *dir, const lt_tf_config *cfg, uint64_t max_bytes);
 
 /* lt_hf_read_config, lt_hf_check_size, lt_transformer_new,
- * lt_hf_load_params: the model of an exported directory. Returns new (free
- * with lt_transformer_free), or NULL with the error set. */
+ * lt_hf_load_params: the model of an exported directory (its weights in
+ * the thread's lt_set_weight_format: f32 unless a caller such as lt_tf_load
+ * set another). Returns new (free with lt_transformer_free), or NULL with
+ * the error set. */
 LT_API lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes);
 
 /* ---- sentence embeddings, as sentence-transformers (hf_embed.c) ------------ */

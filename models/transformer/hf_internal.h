@@ -11,6 +11,7 @@
 
 #include <jansson.h>
 
+#include "checkpoint/gguf.h"
 #include "checkpoint/safetensors.h"
 #include "models/transformer/hf.h"
 
@@ -53,6 +54,30 @@ lt_status lt__hf_piece_store(const piece *p, const lt_tensor *t);
  * most max_bytes; duplicate keys refused): *out a new reference, or NULL
  * with LT_ERR_IO / LT_ERR_FORMAT ("hf <what> '<path>': not a JSON object: ..."). */
 lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what, bool array, json_t **out);
+
+/* ---- a file's tensor into the model's weights (load_weights.c) --------------
+ * A weight is f32, or quantized from the start when the model was built under
+ * lt_set_weight_format (nn/nn.h; load.h's .weights): the stores below write
+ * either, never making an f32 copy of a whole quantized weight. */
+/* src (borrowed, the weight's shape, any strides) into dst: copied, or
+ * converted into dst's quantized weights. */
+lt_status lt__tf_store_weight(lt_tensor *dst, const lt_tensor *src);
+/* Tensor k of f (dst's shape, checked by the caller) into dst: f32 as
+ * lt_st_read_into; quantized a few rows at a time (bf16 into bf16: the bits
+ * as they are); then the tensor's pages released (lt_st_release). */
+lt_status lt__tf_store_st(lt_tensor *dst, const lt_st_file *f, int k);
+/* Tensor k of f as a new f32 tensor (lt_st_tensor), read a block of rows at
+ * a time with each block's file pages released once read: the scratch of a
+ * tensor that is transposed or split before it is stored. */
+lt_tensor *lt__tf_st_f32(const lt_st_file *f, int k);
+/* True when GGUF tensor k can be copied block for block into piece p's
+ * parameters: p is P_SAME, P_CAT or P_ROPE (whole rows, moved as they
+ * are), every
+ * parameter quantized in the tensor's own type, rows of whole blocks. */
+bool lt__tf_gguf_blocks_fit(const piece *p, const lt_gguf_file *f, int k);
+/* Copies GGUF tensor k's blocks into p's parameters (lt__tf_gguf_blocks_fit
+ * said yes), after checking every scale (bf16: every weight) is finite. */
+lt_status lt__tf_store_gguf_blocks(const piece *p, const lt_gguf_file *f, int k);
 
 /* ---- config.json's keys (hf_keys.c), for every family ----------------------- */
 /* A reader of one config.json: the first failure is kept in s and every later

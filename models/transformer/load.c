@@ -225,13 +225,26 @@ lt_status lt_tf_load(const char *path, const lt_tf_load_opts *opts, lt_tf_loaded
     if (n < 0 || (size_t)n >= sizeof out->path)
       return lt_error_set(LT_ERR_OVERFLOW, "'%s': the path is longer than %zu bytes", path, sizeof out->path - 1);
   }
+  if (lt_qformat_block_elems(o.weights) == 0) {
+    memset(out, 0, sizeof *out);
+    return lt_error_set(LT_ERR_INVALID, "%s: '%s': unknown weight format %d", op, path, (int)o.weights);
+  }
+  /* the Hugging Face and GGUF readers build their model with its weights in o.weights' format from the
+   * start (nn/nn.h); the checkpoint loader stages the f32 tensors anyway: quantized once it is loaded */
+  const lt_qformat prev = lt_set_weight_format(out->origin == LT_TF_FROM_CHECKPOINT ? LT_QFORMAT_F32 : o.weights);
   switch (out->origin) {
     case LT_TF_FROM_HF: s = load_hf(&o, out); break;
     case LT_TF_FROM_GGUF:
       s = (out->model = lt_tf_gguf_load(out->path, o.ckpt.max_bytes, &out->tok)) ? LT_OK : lt_last_status();
       break;
-    default: s = load_checkpoint(&o, out); break;
+    default:
+      s = load_checkpoint(&o, out);
+      if (s == LT_OK && o.weights != LT_QFORMAT_F32 &&
+          lt_params_quantize(lt_transformer_params(out->model), o.weights, NULL, NULL) != LT_OK)
+        s = fail_at("checkpoint '%s': quantizing its weights: %s", out->path);
+      break;
   }
+  lt_set_weight_format(prev);
   if (s != LT_OK) lt_tf_loaded_free(out);
   return s;
 }

@@ -13,7 +13,9 @@
  *   a GGUF file            llama.cpp's format (gguf_model.h), the tokenizer
  *                          from its tokenizer keys.
  * The programs (train --init-from, generate, export, embed) call these and
- * nothing else to find a model. A new run's starting point, whose model the
+ * nothing else to find a model. generate and embed --weights load straight
+ * into a weight format (lt_tf_load_opts.weights), without an f32 copy of
+ * the model (docs/decoding.md, "Loading straight into a format"). A new run's starting point, whose model the
  * run builds itself (train --init-from), is read in two steps:
  * lt_tf_source_read, then lt_tf_source_load_weights once the model is built.
  *
@@ -52,6 +54,21 @@ typedef struct lt_tf_load_opts {
                              without it such a file is refused, the message saying "holds a model only" */
   bool hf_dirs;           /* a Hugging Face directory is read as one (without it, as a run directory) */
   bool gguf;              /* a GGUF file is read as one (without it, as a checkpoint) */
+  lt_qformat weights;     /* the format the Linear weights, embedding tables and heads are held in
+                             (tensor/quant.h; the parameters lt_params_quantize converts), every
+                             other parameter f32. LT_QFORMAT_F32 (0, the default): as the file
+                             holds them, in f32. Otherwise the model is built with those weights
+                             already quantized (nn/nn.h's lt_set_weight_format) and each file
+                             tensor is converted a few rows at a time (a Hugging Face directory),
+                             or copied block for block when the file holds it in that format (a
+                             GGUF file's Q8_0, Q4_0 or BF16 tensors, a safetensors BF16 tensor
+                             into bf16): the process never holds an f32 copy of those weights. A
+                             checkpoint of train is read in f32 and then quantized
+                             (lt_params_quantize: its loader stages every tensor before it
+                             commits, so its peak holds the f32 model). The weights are those of
+                             lt_params_quantize on the f32 model, byte for byte, except a GGUF
+                             tensor stored in another format than requested (expanded to f32,
+                             then converted) */
 } lt_tf_load_opts;
 
 /* Every origin, a model-only checkpoint too, no memory cap beyond the checkpoint defaults. */

@@ -300,6 +300,7 @@ static lt_status layer_init(tf_layer *L, lt_params *p, const char *stack, int64_
  * tied output head starts with small logits. Learned positions are drawn at
  * the scale of the (scaled) token embedding they are added to. */
 static lt_status embed_reinit(lt_embedding_m *e, double std, lt_generator *g) {
+  if (lt_tensor_qmatrix(e->weight)) return LT_OK; /* built quantized (lt_set_weight_format): values come from a file */
   lt_status s = lt_init_normal_(g, e->weight, 0.0, std);
   if (s != LT_OK || e->padding_idx < 0) return s;
   bool prev = lt_set_grad_enabled(false);
@@ -377,7 +378,7 @@ static lt_status build(lt_transformer *m, lt_generator *g) {
   if (c->arch == LT_TF_ENCODER_DECODER) {
     for (int i = 0; i < lt_params_count(p); i++) {
       const lt_param *pr = lt_params_at(p, i);
-      if (pr->value->ndim > 1 && (has_prefix(pr->name, "encoder.") || has_prefix(pr->name, "decoder.")) &&
+      if (pr->value->ndim > 1 && !lt_tensor_qmatrix(pr->value) && (has_prefix(pr->name, "encoder.") || has_prefix(pr->name, "decoder.")) &&
           (s = lt_init_xavier_uniform_(g, pr->value, 1.0)) != LT_OK)
         return s;
     }

@@ -41,7 +41,9 @@
  *                                      generate runs on a directory PyTorch
  *                                      wrote
  * With LT_TOOL_PRECISION=bf16 in the environment, logits and greedy run
- * their products under bf16 autocast (what generate --precision bf16 does).
+ * their products under bf16 autocast (what generate --precision bf16 does);
+ * with LT_TOOL_WEIGHTS=bf16 (q8_0, q4_0) the model is loaded with its
+ * weights in that format (what generate --weights bf16 does).
  * Exit 0 on success, 1 with a message on stderr otherwise.
  */
 #include <stdio.h>
@@ -78,9 +80,19 @@ static int make(const char *family, const char *dir, uint64_t seed, bool gguf) {
   return rc || !gguf ? rc : tokenizer(dir);
 }
 
-/* A Hugging Face directory or a GGUF file (returns new). */
+/* A Hugging Face directory or a GGUF file (returns new); with LT_TOOL_WEIGHTS=bf16|q8_0|q4_0 in the
+ * environment, loaded straight into that weight format (lt_tf_load's .weights). */
 static lt_transformer *load(const char *path) {
-  return lt_tf_gguf_is_file(path) ? lt_tf_gguf_load(path, 0, NULL) : lt_hf_load(path, 0);
+  const char *w = getenv("LT_TOOL_WEIGHTS");
+  if (!w) return lt_tf_gguf_is_file(path) ? lt_tf_gguf_load(path, 0, NULL) : lt_hf_load(path, 0);
+  lt_tf_load_opts o = LT_TF_LOAD_DEFAULTS;
+  lt_tf_loaded l;
+  if (lt_qformat_parse(w, &o.weights) != LT_OK || lt_tf_load(path, &o, &l) != LT_OK) return NULL;
+  lt_transformer *m = l.model;
+  l.model = NULL;
+  lt_tf_loaded_free(&l);
+  lt_set_grad_enabled(false); /* quantized weights have no backward: inference only */
+  return m;
 }
 
 static int gguf_tensors(const char *path, const char *out) {

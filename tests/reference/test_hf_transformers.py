@@ -20,6 +20,8 @@ transformers itself (the reference environment; docs/interop.md, docs/testing.md
   beam search: hf_tool beam (lt_generate, 4 beams, early stopping) against
       generate(num_beams=4, early_stopping=True, length_penalty=0 to 2) on
       random GPT-2, Llama and Qwen2: the same tokens, scores within 1e-4.
+  bf16: tiny GPT-2 and Llama loaded in bf16 by both (libtensor: --weights bf16), logits within
+      BF16_TOL of the largest |logit|.
   refusals: Qwen2 with use_sliding_window, RoPE types libtensor does not run
       ("dynamic", "yarn"), each naming the key.
 
@@ -105,6 +107,37 @@ def lt_greedy(d, n, ids):
 def hf_logits(model, ids):
     with torch.no_grad():
         return model(torch.tensor([ids])).logits.numpy()
+
+
+# Whole-model bf16: libtensor loaded with bf16 weights (hf_tool under LT_TOOL_WEIGHTS=bf16: products on
+# oneDNN's bf16 matmul from 16 rows on, norms and softmax in f32) against transformers loaded with
+# torch_dtype=bfloat16 (everything in bf16): the largest logit difference at most BF16_TOL of the largest
+# |logit| (docs/decoding.md, "Whole-model bf16").
+BF16_TOL = 0.05
+
+
+class Bf16(unittest.TestCase):
+    def test_bf16_against_transformers(self):
+        ids = [3, 17, 5, 42, 8, 1, 29, 11, 7, 2, 19, 33, 4, 9, 21, 6, 13, 27, 10, 15]  # 20 rows: oneDNN's path
+        for name, model in (("gpt2", gpt2(11)), ("llama", llama(12))):
+            with tempfile.TemporaryDirectory() as tmp:
+                d = os.path.join(tmp, name)
+                model.save_pretrained(d, safe_serialization=True)
+                want32 = hf_logits(model, ids)
+                m16 = AutoModelForCausalLM.from_pretrained(d, torch_dtype=torch.bfloat16).eval()
+                with torch.no_grad():
+                    want16 = m16(torch.tensor([ids])).logits.float().numpy()
+                os.environ["LT_TOOL_WEIGHTS"] = "bf16"
+                try:
+                    got = lt_logits(d, ids, tmp)
+                finally:
+                    del os.environ["LT_TOOL_WEIGHTS"]
+                amax = float(np.abs(want32).max())
+                d16, dlt, dhf = (float(np.abs(got - want16).max()), float(np.abs(got - want32).max()),
+                                 float(np.abs(want16 - want32).max()))
+                print(f"{name} bf16: max |libtensor - transformers bf16| = {d16:.4f}, libtensor bf16 - f32 {dlt:.4f}, "
+                      f"transformers bf16 - f32 {dhf:.4f}, max |logit| {amax:.3f}")
+                self.assertLessEqual(d16, BF16_TOL * amax, name)
 
 
 class FromTransformers(unittest.TestCase):

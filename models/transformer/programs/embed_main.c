@@ -28,13 +28,15 @@
 
 typedef struct options {
   const char *model, *input, *out;
-  int format;
+  int format, weights; /* weights: an lt_qformat */
   int64_t batch, max_length, max_memory;
   bool normalize_on, time;
 } options;
 
 enum { FORMAT_JSONL, FORMAT_SAFETENSORS, FORMAT_COUNT };
 static const char *format_name(int i) { return i == FORMAT_JSONL ? "jsonl" : i == FORMAT_SAFETENSORS ? "safetensors" : "unknown"; }
+
+static const char *weights_name(int i) { return lt_qformat_name((lt_qformat)i); }
 
 static const lt_cli_opt OPTS[] = {
   LT_CLI_OPT_STRING(options, "model", model, "DIR", PATH_MAX_LEN,
@@ -54,6 +56,9 @@ static const lt_cli_opt OPTS[] = {
                   "it is)", .default_text = "as modules.json says (a Normalize module)"),
   LT_CLI_OPT_INT(options, "max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a model that needs more "
                  "memory (0: no cap)", .default_text = "half of physical memory"),
+  LT_CLI_OPT_ENUM(options, "weights", weights, weights_name, LT_QFORMAT_COUNT,
+                  "the weights of every Linear and the embeddings: f32, bf16, or ggml's 8-bit and 4-bit blocks "
+                  "q8_0 and q4_0, loaded straight into that format (docs/decoding.md)", .default_text = "f32"),
   LT_CLI_OPT_BOOL(options, "time", time, "print the texts, tokens and seconds of the embedding (load excluded) to "
                   "stderr"),
 };
@@ -130,6 +135,7 @@ int main(int argc, char **argv) {
   uint64_t cap = o.max_memory < 0 ? lt_ckpt_default_memory_cap() : (uint64_t)o.max_memory << 20;
   lt_tf_load_opts lo = LT_TF_LOAD_DEFAULTS; /* load.h: here a Hugging Face directory only (checked above) */
   lo.ckpt.max_bytes = cap;
+  lo.weights = (lt_qformat)o.weights;
   lt_tf_loaded src;
   if (lt_tf_load(o.model, &lo, &src) != LT_OK) lt_cli_die(LT_CLI_EXIT_FAILURE, "--model %s: %s", o.model, lt_last_error());
   lt_transformer *m = src.model;

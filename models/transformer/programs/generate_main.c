@@ -109,8 +109,8 @@ static const lt_cli_opt OPTS[] = {
                   "matrix products in f32, or bf16 with f32 accumulation (autocast; docs/mixed-precision.md)",
                   .default_text = "f32"),
   LT_CLI_OPT_ENUM(options, "weights", weights, weights_name, LT_QFORMAT_COUNT,
-                  "the weights of every Linear, the output head and the embeddings after loading: f32, bf16, or "
-                  "ggml's 8-bit and 4-bit blocks q8_0 and q4_0 (lt_params_quantize; docs/decoding.md)",
+                  "the weights of every Linear, the output head and the embeddings: f32, bf16, or "
+                  "ggml's 8-bit and 4-bit blocks q8_0 and q4_0, loaded straight into that format (docs/decoding.md)",
                   .default_text = "f32"),
   I("max-memory", max_memory, "MIB", 0, INT64_MAX >> 20, "refuse a checkpoint whose model needs more memory (0: no "
     "cap; docs/security.md)", .default_text = "half of physical memory"),
@@ -364,6 +364,7 @@ int main(int argc, char **argv) {
   lo.ckpt.allow_unchecksummed = o.allow_unchecksummed;
   lo.ckpt.max_bytes = max_bytes;
   lo.model_only = false; /* a model-only checkpoint has no tokenizer */
+  lo.weights = (lt_qformat)o.weights; /* loaded straight into that format (load.h) */
   lt_tf_loaded src;      /* the model, its tokenizer, a checkpoint's metadata (load.h) */
   if (lt_tf_load(o.checkpoint, &lo, &src) != LT_OK) {
     if (strstr(lt_last_error(), "holds a model only"))
@@ -425,10 +426,13 @@ int main(int argc, char **argv) {
     }
   }
   lt_ckpt_info_free(src.info); /* the model and the tokenizer are this program's from here on */
-  if (o.weights != LT_QFORMAT_F32) { /* weight-only quantization: the f32 weights are released */
-    size_t before, after;
-    if (lt_params_quantize(lt_transformer_params(m), (lt_qformat)o.weights, &before, &after) != LT_OK)
-      die_lt("--weights");
+  if (o.weights != LT_QFORMAT_F32) { /* weight-only quantization, done by the loader */
+    size_t before = 0, after = 0;
+    const lt_params *P = lt_transformer_params(m);
+    for (int i = 0; i < lt_params_count(P); i++) {
+      const lt_qmatrix *q = lt_tensor_qmatrix(lt_params_at(P, i)->value);
+      if (q) before += (size_t)lt_params_at(P, i)->value->numel * sizeof(float), after += lt_qmatrix_bytes(q);
+    }
     fprintf(stderr, PROG ": weights %s: %.2f MB of Linear and embedding weights (%.2f MB in f32), kernel %s\n",
             lt_qformat_name((lt_qformat)o.weights), (double)after / 1e6, (double)before / 1e6,
             lt_qmatrix_kernel((lt_qformat)o.weights));
