@@ -10,7 +10,11 @@
  *       heads, 8 key/value heads, d_ff 2816, 1024 positions); no tokenizer
  *       (the benchmark feeds ids).
  *   bench_gguf run FILE [--prompt 512] [--gen 128] [--threads 2] [--repeat 1]
- *       loads FILE (lt_tf_gguf_load: every weight as f32), then times greedy
+ *       loads FILE (lt_tf_gguf_load) and holds its matrices in the file's
+ *       type, as llama.cpp does: when the loader gave f32 parameters and the
+ *       file's matrices are BF16, Q8_0 or Q4_0, lt_params_quantize converts
+ *       them back to that type (the blocks round-trip: the same weights up
+ *       to the rounding of a re-quantization), then times greedy
  *       decoding with the KV cache: one new token after a prompt of --prompt
  *       random ids (prompt processing: prompt / time), and --gen + 1 new
  *       tokens (generation: gen / (that time - the first)). Prints
@@ -19,7 +23,7 @@
  *       the bandwidth bound of generation: the bytes a token reads from the
  *       file's weights (every tensor but the input embedding, of which one
  *       row; a tied head reads it whole) in the file's types, and the same in
- *       f32 (what libtensor holds), over the triad bandwidth (bench/triad.h).
+ *       f32, over the triad bandwidth (bench/triad.h).
  *       Prints "bytes FILE_BYTES f32_bytes F32_BYTES gbs GB_S".
  *
  * What this is not: a quality measurement (the weights are random).
@@ -77,9 +81,26 @@ static double decode(const lt_transformer *m, const lt_tensor *prompt, int64_t n
   return t;
 }
 
+/* The type of the file's first attention-query matrix (every matrix of a
+ * `bench_gguf make` file has it) as a weight format. */
+static lt_qformat file_format(const char *path) {
+  lt_gguf_file *f = lt_gguf_open(path);
+  if (!f) die("opening");
+  const int i = lt_gguf_find_tensor(f, "blk.0.attn_q.weight") >= 0 ? lt_gguf_find_tensor(f, "blk.0.attn_q.weight")
+                                                                   : lt_gguf_find_tensor(f, "blk.0.attn_qkv.weight");
+  const int type = i >= 0 ? lt_gguf_tensor(f, i)->type : LT_GGML_F32;
+  lt_gguf_close(f);
+  return type == LT_GGML_BF16 ? LT_QFORMAT_BF16 : type == LT_GGML_Q8_0 ? LT_QFORMAT_Q8_0
+       : type == LT_GGML_Q4_0 ? LT_QFORMAT_Q4_0 : LT_QFORMAT_F32;
+}
+
 static int run(const char *path, int64_t P, int64_t G, int repeat) {
   lt_transformer *m = lt_tf_gguf_load(path, 0, NULL);
   if (!m) die("loading");
+  lt_params *params = lt_transformer_params(m);
+  const lt_qformat fmt = file_format(path);
+  if (fmt != LT_QFORMAT_F32 && !lt_params_quantized(params) && lt_params_quantize(params, fmt, NULL, NULL) != LT_OK)
+    die("quantizing");
   const int64_t V = lt_transformer_config(m)->vocab_size;
   int64_t *ids = malloc((size_t)P * sizeof *ids);
   if (!ids) die("prompt");
