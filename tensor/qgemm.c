@@ -270,7 +270,10 @@ static lt_status qact_make(lt__qact *a, const float *x2, int64_t M, int64_t K, i
     return lt__err(LT_ERR_NOMEM, "qmatrix_linear: quantized activations of %lld rows of %lld", (long long)M,
                    (long long)Kp);
   }
-  for (int64_t m = 0; m < M; m++) {
+#ifdef LT__QDOT_X86
+  if (simd) lt__qact_fill_vnni(x2, M, K, shift, a);
+#endif
+  for (int64_t m = 0; !simd && m < M; m++) {
     memcpy(row, x2 + m * K, sizeof(float) * (size_t)K);
     for (int64_t k = K; k < Kp; k++) row[k] = 0.0f;
     lt__quantize_q8_0(row, blk, nb);

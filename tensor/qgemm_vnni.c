@@ -34,6 +34,7 @@
  */
 #include "tensor/quant_internal.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <string.h>
 
@@ -190,6 +191,47 @@ void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, cons
                            float *y, int64_t ldy) {
   if (fmt == LT_QFORMAT_Q4_0) q4_0_vnni(w, row_bytes, a, n0, n1, y, ldy);
   else q8_0_vnni(w, row_bytes, a, n0, n1, y, ldy);
+}
+
+/* ---- the activations ------------------------------------------------------ */
+
+/* roundf (half away from zero) of 16 lanes, exactly: the truncation, plus
+ * the sign where the dropped part is at least one half (t - trunc(t) is
+ * exact). */
+QV_INLINE __m512 round_away(__m512 t) {
+  const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(t, r)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)),
+                                                         _mm512_and_si512(_mm512_castps_si512(t),
+                                                                          _mm512_set1_epi32((int)0x80000000u))));
+  return _mm512_mask_add_ps(r, up, r, one);
+}
+
+QV_TARGET void lt__qact_fill_vnni(const float *x2, int64_t M, int64_t K, int32_t shift, lt__qact *a) {
+  const int64_t nb = a->nb;
+  const __m256i ones = _mm256_set1_epi8(1), nshift = _mm256_set1_epi32(-shift);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t b = 0; b < nb; b++) {
+      const int64_t k0 = b * LT_QK8_0;
+      const int64_t n0 = K - k0 >= 16 ? 16 : K - k0 > 0 ? K - k0 : 0, n1 = K - k0 >= 32 ? 16 : K - k0 > 16 ? K - k0 - 16 : 0;
+      const __m512 v0 = _mm512_maskz_loadu_ps((__mmask16)((1u << n0) - 1), x2 + m * K + k0);
+      const __m512 v1 = _mm512_maskz_loadu_ps((__mmask16)((1u << n1) - 1), x2 + m * K + k0 + 16);
+      const __m512 inf = _mm512_set1_ps(INFINITY);
+      const bool finite = _mm512_cmp_ps_mask(_mm512_abs_ps(v0), inf, _CMP_LT_OQ) == 0xFFFF &&
+                          _mm512_cmp_ps_mask(_mm512_abs_ps(v1), inf, _CMP_LT_OQ) == 0xFFFF;
+      /* lt__quantize_q8_0's rounding: amax, d = amax / 127, id = 1 / d */
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      const uint16_t h = lt_f16_from_f32(d);
+      a->xd[m * nb + b] = finite ? lt_f32_from_f16(h) : NAN;
+      const __m512 vid = _mm512_set1_ps(finite ? id : 0.0f); /* a block that is not finite: quants 0 */
+      const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(round_away(_mm512_mul_ps(v0, vid))));
+      const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, vid))));
+      const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
+      _mm256_storeu_si256((__m256i *)(a->xq + m * a->Kp + k0), q);
+      _mm256_storeu_si256((__m256i *)(a->nc + (m * nb + b) * 8),
+                          _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q), nshift));
+    }
 }
 
 /* ---- bf16 ----------------------------------------------------------------- */

@@ -54,6 +54,10 @@ typedef struct lt__qact {
  * the split over threads changes no bit). */
 void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, const lt__qact *a, int64_t n0, int64_t n1,
                            float *y, int64_t ldy);
+/* Fills a's xd, xq and nc for the M rows of x2 [M, K] (f32, contiguous;
+ * columns K .. a->Kp read as zeros) as the scalar code of tensor/qgemm.c
+ * does, bit for bit (lt__quantize_q8_0's rounding), with AVX-512. */
+void lt__qact_fill_vnni(const float *x2, int64_t M, int64_t K, int32_t shift, lt__qact *a);
 void lt__qgemm_bf16_avx512(const char *w, size_t row_bytes, int64_t K, const float *x, int64_t M, int64_t n0,
                            int64_t n1, float *y, int64_t ldy);
 
