@@ -9,9 +9,8 @@
  * accumulators), so a block pair of W in registers serves QV_MR rows of x
  * and a block pair of x serves QV_NR rows of W. Below QV_MR rows of x
  * (decoding) the tiles are one row of W wide: W then streams in order, which
- * the hardware prefetcher follows (four rows side by side measured 1.8x
- * slower for Q8_0 and 3x for bf16 at M = 1 on one Zen 5 core: loads waiting
- * on memory).
+ * the hardware prefetcher follows (four rows side by side measured slower
+ * at M = 1, the loads waiting on memory; docs/decoding.md).
  * Cache blocks: the rows of W are taken QV_BLOCK_BYTES at a time and every
  * tile of x runs over the block before the next one starts (prompt
  * processing, M = 512: the block stays in L2 while x goes past it, instead
@@ -239,8 +238,8 @@ QV_TARGET void lt__qact_fill_vnni(const float *x2, int64_t M, int64_t K, int32_t
 /* 16 bf16 weights widened to f32 (exact: a shift); masked for the tail. */
 QV_INLINE __m512 bf16_widen(__m256i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)); }
 
-/* The loads of the main loop are unmasked: masked ones measured 3x slower at
- * M = 1 (one Zen 5 core, the loads waiting on memory). */
+/* The loads of the main loop are unmasked (masked ones measured slower at M
+ * = 1, docs/decoding.md); the tail alone is masked. */
 QV_INLINE void bf16_tile(int MR, int NR, const char *w, size_t rb, int64_t K, const float *x, int64_t m0, int64_t n,
                          float *y, int64_t ldy) {
   const uint16_t *row[QV_NR];
