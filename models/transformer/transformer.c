@@ -695,7 +695,7 @@ lt_tensor *lt_transformer_decode_loss(const lt_transformer *m, const lt_tensor *
                                       const lt_tensor *memory, const lt_tensor *src_pad, const lt_tensor *labels,
                                       const lt_cross_entropy_opts *ce, int64_t chunk_rows, const lt_nn_ctx *ctx) {
   if (!labels) return lt_error_null_arg("transformer_decode_loss", "labels"), NULL;
-  const head_loss hl = {labels, ce, chunk_rows};
+  const head_loss hl = {.labels = labels, .ce = ce, .chunk_rows = chunk_rows};
   return decode_impl("transformer_decode_loss", m, tgt, tgt_pad, memory, src_pad, 0, ctx, NULL, &hl);
 }
 
@@ -811,24 +811,24 @@ lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows) {
   return s;
 }
 
-lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
-                                      const lt_tensor *memory, const lt_tensor *src_pad) {
-  const char *op = "transformer_decode_step";
+/* The cached step, with the whole head (hl NULL) or the last position's. */
+static lt_tensor *step_impl(const char *op, const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
+                            const lt_tensor *memory, const lt_tensor *src_pad, const head_loss *hl) {
   if (!c) return lt_error_set(LT_ERR_NULL, "%s: the cache is NULL", op), NULL;
   if (m && c->n != m->n_dec)
     return lt_error_set(LT_ERR_INVALID, "%s: the cache has %lld layers, the model's decoder %lld: made for another model",
                    op, (long long)c->n, (long long)m->n_dec), NULL;
-  return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c, NULL);
+  return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c, hl);
+}
+
+lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
+                                      const lt_tensor *memory, const lt_tensor *src_pad) {
+  return step_impl("transformer_decode_step", m, c, tgt, memory, src_pad, NULL);
 }
 
 lt_tensor *lt_transformer_decode_step_last(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
                                            const lt_tensor *memory, const lt_tensor *src_pad) {
-  const char *op = "transformer_decode_step_last";
-  if (!c) return lt_error_set(LT_ERR_NULL, "%s: the cache is NULL", op), NULL;
-  if (m && c->n != m->n_dec)
-    return lt_error_set(LT_ERR_INVALID, "%s: the cache has %lld layers, the model's decoder %lld: made for another model",
-                   op, (long long)c->n, (long long)m->n_dec), NULL;
-  return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c, &(head_loss){.last = true});
+  return step_impl("transformer_decode_step_last", m, c, tgt, memory, src_pad, &(head_loss){.last = true});
 }
 
 /* Mean over the non-padding positions: sum_s h * keep / max(count, eps)
