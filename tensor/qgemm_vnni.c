@@ -87,13 +87,11 @@ QV_INLINE __m256i block_bytes(const char *row, int64_t b, int q4) {
 }
 
 /* The f16 scales of blocks 2p, 2p + 1 in 16 f32 lanes: d0 in lanes 0-7, d1
- * in 8-15 (vcvtph2ps, exact). */
+ * in 8-15 (two broadcasts from memory and vcvtph2ps, exact). */
 QV_INLINE __m512 pair_scale(const char *row, int64_t p, size_t bb) {
-  const uint32_t d = (uint32_t)scale_bits(row + (size_t)(2 * p) * bb) |
-                     (uint32_t)scale_bits(row + (size_t)(2 * p + 1) * bb) << 16;
-  const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)d));
-  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-                               _mm512_castps128_ps512(f));
+  const __m128i d0 = _mm_set1_epi16((short)scale_bits(row + (size_t)(2 * p) * bb));
+  const __m128i d1 = _mm_set1_epi16((short)scale_bits(row + (size_t)(2 * p + 1) * bb));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(d0), d1, 1));
 }
 
 /* The sum of 8 int32 lanes, as f32 (exact: each lane is below 2^24). */
