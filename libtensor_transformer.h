@@ -14,6 +14,7 @@
  *   models/transformer/gguf_model.h   GGUF files for llama.cpp (export and import; checkpoint/gguf.h)
  *   models/transformer/data.h         a training run's data: text, TSV pairs or a task, tokenizer, loader
  *   models/transformer/evaluate.h     validation on the held-out data, decoded examples
+ *   models/transformer/lm_eval.h      perplexity of any token sequence, multiple-choice scoring (HellaSwag)
  */
 #ifndef LIBTENSOR_TRANSFORMER_H
 #define LIBTENSOR_TRANSFORMER_H
@@ -28,5 +29,6 @@
 #include "models/transformer/gguf_model.h"
 #include "models/transformer/data.h"
 #include "models/transformer/evaluate.h"
+#include "models/transformer/lm_eval.h"
 
 #endif

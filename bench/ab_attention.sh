@@ -20,40 +20,36 @@
 # before and after. About 2 minutes with the defaults on a quiet machine.
 set -eu
 
-[ $# -ge 2 ] || { echo "usage: $0 A_EXE B_EXE [--T LIST] [--hs LIST] [--rounds N] [--repeat N] [--causal 0|1] [--autocast]" >&2; exit 2; }
+here=$(cd "$(dirname "$0")" && pwd)
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+BENCH_USAGE="A_EXE B_EXE [--T LIST] [--hs LIST] [--rounds N] [--repeat N] [--causal 0|1] [--autocast]"
+[ $# -ge 2 ] || bench_usage
 a=$1 b=$2
 shift 2
-Ts=1024,2048 hss=128 rounds=3 repeat=5 causal=1 ac=
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --T) Ts=$2; shift 2 ;;
-    --hs) hss=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --repeat) repeat=$2; shift 2 ;;
-    --causal) causal=$2; shift 2 ;;
-    --autocast) ac=--autocast; shift ;;
-    *) echo "$0: unknown option $1" >&2; exit 2 ;;
-  esac
-done
+Ts="1024 2048" hss=128 rounds=3 repeat=5 causal=1 ac=
+bench_parse --T:Ts:ns --hs:hss:ns --rounds:rounds:n --repeat:repeat:n --causal:causal --autocast:ac=--autocast -- "$@"
+case "$causal" in 0 | 1) ;; *) echo "$0: --causal takes 0 or 1" >&2; exit 2 ;; esac
 export OMP_WAIT_POLICY=PASSIVE OMP_NUM_THREADS=2
 # the fwd+bwd time of one --one run (its third field)
 t() { "$1" $2 $ac --repeat "$repeat" --one "$3" "$4" "$5" "$causal" | awk '{print $3}'; }
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "| round | T | HS | clock | unfused ms | fused A ms | fused B ms | B speed-up |"
 echo "|---|---|---|---|---|---|---|---|"
-r=1
-while [ "$r" -le "$rounds" ]; do
-  for T in $(echo "$Ts" | tr , ' '); do
-    for hs in $(echo "$hss" | tr , ' '); do
+# A round: for each T, HS and clock, unfused (B), fused A, fused B, each in
+# its own process, then the row.
+round() { # all ROUND
+  for T in $Ts; do
+    for hs in $hss; do
       for clock in wall --cpu; do
         opt=; [ "$clock" = --cpu ] && opt=--cpu
         u=$(t "$b" "$opt" unfused "$T" "$hs")
         ta=$(t "$a" "$opt" fused "$T" "$hs")
         tb=$(t "$b" "$opt" fused "$T" "$hs")
-        echo "| $r | $T | $hs | ${clock#--} | $u | $ta | $tb | $(awk -v u="$u" -v f="$tb" 'BEGIN{printf "%.2fx", u / f}') |"
+        echo "| $2 | $T | $hs | ${clock#--} | $u | $ta | $tb | $(awk -v u="$u" -v f="$tb" 'BEGIN{printf "%.2fx", u / f}') |"
       done
     done
   done
-  r=$((r + 1))
-done
+}
+bench_alternate "$rounds" round all
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)"

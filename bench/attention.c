@@ -26,14 +26,12 @@
  * What this is not: a whole training step (bench/train_step.c and the
  * train program are; docs/attention.md has both).
  */
-#include "bench/paths.h"
+#include "bench/bench_util.h"
 #include "libtensor.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
 static void die(const char *what) {
@@ -51,17 +49,7 @@ static bool autocast;
  * -1: both. */
 static int only_mode = -1;
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(cpu_time ? CLOCK_PROCESS_CPUTIME_ID : CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-static double peak_mb(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
-}
+static double now(void) { return cpu_time ? lt_bench_cpu_now() : lt_monotonic_seconds(); }
 
 /* One configuration in this process: prints
  *   fwd_ms fwd_peak_mb fwdbwd_ms fwdbwd_peak_mb */
@@ -102,7 +90,7 @@ static int run_one(const char *path, int64_t T, int64_t HS, bool causal, int64_t
         }
       if (it > 0 && dt < best[mode]) best[mode] = dt; /* it 0 is the warm-up */
     }
-    peak[mode] = peak_mb();
+    peak[mode] = lt_bench_peak_rss_mib();
   }
   printf("%.3f %.1f %.3f %.1f\n", 1e3 * best[0], peak[0], 1e3 * best[1], peak[1]);
   lt_tensor_free(q), lt_tensor_free(k), lt_tensor_free(v), lt_tensor_free(r);
@@ -110,43 +98,42 @@ static int run_one(const char *path, int64_t T, int64_t HS, bool causal, int64_t
   return 0;
 }
 
-static int parse_list(const char *s, int64_t *out, int cap) {
-  int n = 0;
-  while (*s && n < cap) {
-    out[n++] = strtoll(s, (char **)&s, 10);
-    if (*s == ',') s++;
-  }
-  return n;
-}
 
 int main(int argc, char **argv) {
-  int64_t Ts[8] = {128, 512, 1024, 2048, 4096}, HSs[4] = {64, 128}, B = 1, NH = 4;
-  int nT = 5, nHS = 2, repeat = 2;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--cpu")) cpu_time = true;
-    else if (!strcmp(argv[i], "--autocast")) autocast = true;
-    else if (!strcmp(argv[i], "--only") && i + 1 < argc) only_mode = strcmp(argv[++i], "fwd") ? 1 : 0;
-    else if (!strcmp(argv[i], "--one") && i + 4 < argc)
-      return run_one(argv[i + 1], atoll(argv[i + 2]), atoll(argv[i + 3]), atoi(argv[i + 4]), B, NH, repeat);
-    else if (!strcmp(argv[i], "--T") && i + 1 < argc) nT = parse_list(argv[++i], Ts, 8);
-    else if (!strcmp(argv[i], "--hs") && i + 1 < argc) nHS = parse_list(argv[++i], HSs, 4);
-    else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) repeat = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--B") && i + 1 < argc) B = atoll(argv[++i]);
-    else if (!strcmp(argv[i], "--NH") && i + 1 < argc) NH = atoll(argv[++i]);
-    else {
-      fprintf(stderr, "usage: bench_attention [--T 128,512] [--hs 64,128] [--repeat N] [--B N] [--NH N] [--cpu] [--autocast] [--only fwd|fwdbwd]\n");
-      return 2;
-    }
+  int64_t Ts[8] = {128, 512, 1024, 2048, 4096}, HSs[4] = {64, 128}, B = 1, NH = 4, repeat = 2;
+  int nT = 5, nHS = 2;
+  const char *only = NULL, *one = NULL;
+  const lt_bench_opt opts[] = {
+      {"--cpu", LT_BENCH_FLAG, &cpu_time, 0, 0, NULL},
+      {"--autocast", LT_BENCH_FLAG, &autocast, 0, 0, NULL},
+      {"--only", LT_BENCH_STRING, &only, 0, 0, NULL},
+      {"--one", LT_BENCH_STRING, &one, 0, 0, NULL},
+      {"--T", LT_BENCH_INT_LIST, Ts, 1, 8, &nT},
+      {"--hs", LT_BENCH_INT_LIST, HSs, 1, 4, &nHS},
+      {"--repeat", LT_BENCH_INT, &repeat, 1, 0, NULL},
+      {"--B", LT_BENCH_INT, &B, 1, 0, NULL},
+      {"--NH", LT_BENCH_INT, &NH, 1, 0, NULL},
+  };
+  char *pos[3];
+  int npos = 3;
+  const int bad = lt_bench_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts),
+                                 "bench_attention [--T 128,512] [--hs 64,128] [--repeat N] [--B N] [--NH N] [--cpu] "
+                                 "[--autocast] [--only fwd|fwdbwd] [--one fused|unfused T HS CAUSAL]",
+                                 pos, &npos);
+  if (bad) return bad;
+  if (only) only_mode = strcmp(only, "fwd") ? 1 : 0;
+  if (one) {
+    if (npos != 3) return fprintf(stderr, "bench_attention: --one takes PATH T HS CAUSAL\n"), 2;
+    return run_one(one, atoll(pos[0]), atoll(pos[1]), atoi(pos[2]), B, NH, (int)repeat);
   }
+  if (npos) return fprintf(stderr, "bench_attention: unexpected argument %s\n", pos[0]), 2;
   FILE *up = popen("uptime", "r");
   char load[256] = "";
   if (up && fgets(load, sizeof load, up)) printf("load at start:%s", strchr(load, ',') ? strchr(load, ',') + 1 : load);
   if (up) pclose(up);
   printf("B %lld, NH %lld, f32%s, %d threads, best of %d, %s\n", (long long)B, (long long)NH,
-         autocast ? " under autocast (bf16 products)" : "", lt_get_num_threads(), repeat, cpu_time ? "CPU time of all threads (ms)" : "wall time (ms)");
-  lt_runtime_info info;
-  if (lt_runtime_get_info(&info) != LT_OK) die("runtime info");
-  lt_bench_print_paths(stdout, &info);
+         autocast ? " under autocast (bf16 products)" : "", lt_get_num_threads(), (int)repeat, cpu_time ? "CPU time of all threads (ms)" : "wall time (ms)");
+  if (lt_bench_print_runtime(stdout) != LT_OK) die("runtime info");
   printf("| HS | T | causal | fwd unfused ms | fwd fused ms | speed-up | fwd+bwd unfused ms | fwd+bwd fused ms | "
          "speed-up | peak MB unfused | peak MB fused |\n|---|---|---|---|---|---|---|---|---|---|---|\n");
   for (int h = 0; h < nHS; h++)
@@ -156,7 +143,7 @@ int main(int argc, char **argv) {
         for (int p = 0; p < 2; p++) {
           char cmd[512];
           snprintf(cmd, sizeof cmd, "/proc/%d/exe%s%s --B %lld --NH %lld --repeat %d --one %s %lld %lld %d",
-                   (int)getpid(), cpu_time ? " --cpu" : "", autocast ? " --autocast" : "", (long long)B, (long long)NH, repeat,
+                   (int)getpid(), cpu_time ? " --cpu" : "", autocast ? " --autocast" : "", (long long)B, (long long)NH, (int)repeat,
                    p ? "fused" : "unfused", (long long)Ts[t], (long long)HSs[h], c);
           FILE *f = popen(cmd, "r");
           if (!f || fscanf(f, "%lf %lf %lf %lf", &res[p][0], &res[p][1], &res[p][2], &res[p][3]) != 4) {

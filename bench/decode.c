@@ -31,7 +31,7 @@
  * sampling / beam search (they share the model calls; their bookkeeping is a
  * small part of a step).
  */
-#include "bench/paths.h"
+#include "bench/bench_util.h"
 #include "libtensor_transformer.h"
 
 #include <stdio.h>
@@ -44,29 +44,6 @@ static void die(const char *what) {
   exit(1);
 }
 
-static double now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
-
-/* Busy CPU seconds of the whole machine (user + nice + system + irq + softirq + steal). */
-static double machine_busy(void) {
-  FILE *f = fopen("/proc/stat", "r");
-  if (!f) return 0;
-  unsigned long long v[8] = {0};
-  int n = fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
-                 &v[7]);
-  fclose(f);
-  if (n < 8) return 0;
-  return (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / 100.0; /* USER_HZ = 100 */
-}
-
-static double self_busy(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 typedef struct model_spec {
   const char *name;
@@ -118,11 +95,6 @@ static double step_bytes(lt_transformer *m) {
   return b;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  const double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 /* Seconds for one greedy decode of n tokens per row. */
 static double time_decode(const lt_transformer *m, const lt_tensor *in, bool encdec, int64_t n, bool cache) {
   lt_generate_opts o = lt_generate_defaults();
@@ -130,9 +102,9 @@ static double time_decode(const lt_transformer *m, const lt_tensor *in, bool enc
   lt_tf_generate_opts tf = lt_tf_generate_defaults();
   tf.no_cache = !cache;
   lt_generate_result r = {0};
-  const double t0 = now();
+  const double t0 = lt_monotonic_seconds();
   if (lt_transformer_generate(m, encdec ? in : NULL, NULL, encdec ? NULL : in, &o, &tf, &r) != LT_OK) die("decoding");
-  const double t = now() - t0;
+  const double t = lt_monotonic_seconds() - t0;
   if (r.tokens->shape[1] != n) {
     fprintf(stderr, "bench_decode: made %lld tokens, not %lld\n", (long long)r.tokens->shape[1], (long long)n);
     exit(1);
@@ -142,48 +114,36 @@ static double time_decode(const lt_transformer *m, const lt_tensor *in, bool enc
 }
 
 int main(int argc, char **argv) {
-  int64_t lengths[8] = {64, 256}, n_len = 2, batch = 1, repeat = 3, threads = 0;
-  const char *only = NULL;
-  bool cached_only = false;
+  int64_t lengths[8] = {64, 256}, batch = 1, repeat = 3, threads = 0;
+  int n_len = 2;
+  const char *only = NULL, *weights = NULL; /* only: a substring of a model's name */
+  bool quick = false, cached_only = false;  /* cached_only: for profiling the cached path */
+  const lt_bench_opt opts[] = {
+      {"--quick", LT_BENCH_FLAG, &quick, 0, 0, NULL},
+      {"--lengths", LT_BENCH_INT_LIST, lengths, 1, 8, &n_len},
+      {"--batch", LT_BENCH_INT, &batch, 1, 0, NULL},
+      {"--repeat", LT_BENCH_INT, &repeat, 1, 0, NULL},
+      {"--threads", LT_BENCH_INT, &threads, 1, 0, NULL},
+      {"--cached-only", LT_BENCH_FLAG, &cached_only, 0, 0, NULL},
+      {"--weights", LT_BENCH_STRING, &weights, 0, 0, NULL},
+      {"--only", LT_BENCH_STRING, &only, 0, 0, NULL},
+  };
+  const int bad = lt_bench_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts),
+                                 "bench_decode [--quick] [--lengths N,N,..] [--batch B] [--repeat R] [--threads N] "
+                                 "[--only NAME] [--cached-only] [--weights f32,bf16,q8_0,q4_0]",
+                                 NULL, NULL);
+  if (bad) return bad;
+  if (quick) lengths[0] = 32, lengths[1] = 64, n_len = 2, repeat = 1;
   lt_qformat wf[LT_QFORMAT_COUNT];
   int n_wf = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--quick")) {
-      lengths[0] = 32, lengths[1] = 64, n_len = 2, repeat = 1;
-    } else if (!strcmp(argv[i], "--lengths") && i + 1 < argc) {
-      n_len = 0;
-      for (char *p = argv[++i]; *p && n_len < 8;) {
-        lengths[n_len++] = strtoll(p, &p, 10);
-        if (*p == ',') p++;
-      }
-    } else if (!strcmp(argv[i], "--batch") && i + 1 < argc) {
-      batch = strtoll(argv[++i], NULL, 10);
-    } else if (!strcmp(argv[i], "--repeat") && i + 1 < argc) {
-      repeat = strtoll(argv[++i], NULL, 10);
-    } else if (!strcmp(argv[i], "--threads") && i + 1 < argc) {
-      threads = strtoll(argv[++i], NULL, 10);
-    } else if (!strcmp(argv[i], "--cached-only")) {
-      cached_only = true; /* for profiling the cached path */
-    } else if (!strcmp(argv[i], "--weights") && i + 1 < argc) {
-      for (char *tok = strtok(argv[++i], ","); tok && n_wf < LT_QFORMAT_COUNT; tok = strtok(NULL, ","))
-        if (lt_qformat_parse(tok, &wf[n_wf++]) != LT_OK) die("--weights");
-    } else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
-      only = argv[++i]; /* a substring of a model's name */
-    } else {
-      fprintf(stderr, "usage: bench_decode [--quick] [--lengths N,N,..] [--batch B] [--repeat R] [--threads N] "
-                      "[--only NAME] [--weights f32,bf16,q8_0,q4_0]\n");
-      return 2;
-    }
-  }
+  char wbuf[128];
+  if (weights && snprintf(wbuf, sizeof wbuf, "%s", weights) < (int)sizeof wbuf)
+    for (char *save = NULL, *tok = strtok_r(wbuf, ",", &save); tok && n_wf < LT_QFORMAT_COUNT;
+         tok = strtok_r(NULL, ",", &save))
+      if (lt_qformat_parse(tok, &wf[n_wf++]) != LT_OK) die("--weights");
   if (threads > 0 && lt_set_num_threads((int)threads) != LT_OK) die("--threads");
-  lt_runtime_info info;
-  if (lt_runtime_get_info(&info) != LT_OK) die("runtime info");
-  char date[64];
-  time_t tt = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&tt));
-  printf("libtensor %s, BLIS kernel set %s (%s), %d threads, batch %lld, %s\n", info.version, info.blas_arch,
-         info.blas_arch_why, info.num_threads, (long long)batch, date);
-  lt_bench_print_paths(stdout, &info);
+  if (lt_bench_print_runtime(stdout) != LT_OK) die("runtime info");
+  printf("batch %lld\n", (long long)batch);
   if (n_wf > 0) {
     printf("| model | output tokens | weights | MB read per token | tok/s (median of %lld) | vs f32 | GB/s of weights |\n",
            (long long)repeat);
@@ -193,7 +153,7 @@ int main(int argc, char **argv) {
     printf("|---|---|---|---|---|---|\n");
   }
   fflush(stdout);
-  const double busy0 = machine_busy(), self0 = self_busy(), wall0 = now();
+  const lt_bench_mark mark0 = lt_bench_mark_now();
   for (size_t mi = 0; mi < sizeof MODELS / sizeof *MODELS; mi++) {
     const model_spec *s = &MODELS[mi];
     if (only && !strstr(s->name, only)) continue;
@@ -222,7 +182,7 @@ int main(int argc, char **argv) {
           for (int f = 0; f < n_wf; f++) t[f][r] = time_decode(q[f], in, encdec, n, true);
         double f32_tps = 0;
         for (int f = 0; f < n_wf; f++) {
-          qsort(t[f], (size_t)R, sizeof(double), cmp_double);
+          qsort(t[f], (size_t)R, sizeof(double), lt_bench_cmp_double);
           const double tps = (double)(n * batch) / t[f][R / 2];
           if (wf[f] == LT_QFORMAT_F32) f32_tps = tps;
           char vs[32] = "-";
@@ -261,8 +221,7 @@ int main(int argc, char **argv) {
     lt_tensor_free(in);
     lt_transformer_free(m);
   }
-  const double wall = now() - wall0, others = (machine_busy() - busy0) - (self_busy() - self0);
-  printf("load: other processes used %.2f cores on average during the %.0f s run\n", others > 0 ? others / wall : 0.0,
-         wall);
+  printf("load: other processes used %.2f cores on average during the %.0f s run\n", lt_bench_others_cores(mark0),
+         lt_monotonic_seconds() - mark0.wall);
   return 0;
 }

@@ -13,20 +13,9 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
-#include <time.h>
 
+#include "bench/bench_util.h"
 #include "dist/dist.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
-static int cmp(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return x < y ? -1 : x > y;
-}
 
 /* Median seconds of one reduction of params (reps repeats after 2 warm-ups). */
 static double time_reduce(lt_params *p, size_t bucket, int reps) {
@@ -35,14 +24,14 @@ static double time_reduce(lt_params *p, size_t bucket, int reps) {
   double t[64];
   for (int i = 0; i < reps + 2; i++) {
     lt_dist_barrier();
-    double t0 = now_s();
+    double t0 = lt_monotonic_seconds();
     if (lt_dist_grads_start(g) != LT_OK || lt_dist_grads_finish(g) != LT_OK) return fprintf(stderr, "%s\n", lt_last_error()), -1;
-    double dt = now_s() - t0;
+    double dt = lt_monotonic_seconds() - t0;
     lt_dist_allreduce_f64(&dt, 1, LT_DIST_MAX); /* the slowest rank's */
     if (i >= 2) t[i - 2] = dt;
   }
   lt_dist_grads_free(g);
-  qsort(t, (size_t)reps, sizeof t[0], cmp);
+  qsort(t, (size_t)reps, sizeof t[0], lt_bench_cmp_double);
   return t[reps / 2];
 }
 
@@ -61,6 +50,8 @@ static lt_params *store(int k, int64_t n) {
 
 int main(int argc, char **argv) {
   if (lt_dist_init(&argc, &argv) != LT_OK) return fprintf(stderr, "%s\n", lt_last_error()), 1;
+  const int bad = lt_bench_parse(argc, argv, NULL, 0, "mpirun -np N bench_dist", NULL, NULL);
+  if (bad) return lt_dist_finalize(), bad;
   const int N = lt_dist_size(), R = lt_dist_rank();
   if (N < 2) {
     printf("bench_dist: run it under mpirun -np N (N >= 2): this is a world of %d\n", N);

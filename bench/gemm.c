@@ -31,22 +31,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 #include <unistd.h>
 
-#include "bench/paths.h"
+#include "bench/bench_util.h"
 #include "libtensor.h"
 #include "tensor/paths_internal.h"
 #include "tensor/matmul_internal.h"
 
 #include <oneapi/dnnl/dnnl.h>
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void die(const char *what) {
   fprintf(stderr, "bench_gemm: %s: %s: %s\n", what, lt_status_name(lt_last_status()), lt_last_error());
@@ -170,9 +162,9 @@ static void run_way(const operands *o, int way) { /* 0 f32, 1 bf16, 2 f32 under 
 /* Best-of times of the three ways, each repeat running them in a rotating
  * order so that noise hits all three alike. */
 static void time_ways(const operands *o, bool quick, double best[3]) {
-  double t0 = now();
+  double t0 = lt_monotonic_seconds();
   for (int w = 0; w < 3; w++) run_way(o, w), run_way(o, w); /* warm-up, primitive cache */
-  double once = (now() - t0) / 6;
+  double once = (lt_monotonic_seconds() - t0) / 6;
   int reps = once > 0 ? (int)((quick ? 0.3 : 1.5) / (3 * once)) : 50;
   if (reps < (quick ? 2 : 5)) reps = quick ? 2 : 5;
   if (reps > 200) reps = 200;
@@ -180,21 +172,21 @@ static void time_ways(const operands *o, bool quick, double best[3]) {
   for (int i = 0; i < reps; i++)
     for (int j = 0; j < 3; j++) {
       int w = (i + j) % 3;
-      double a = now();
+      double a = lt_monotonic_seconds();
       run_way(o, w);
-      double t = now() - a;
+      double t = lt_monotonic_seconds() - a;
       if (t < best[w]) best[w] = t;
     }
 }
 
 /* Best-of times of raw and lt, alternating. */
 static void time_row(const row *r, const operands *o, bool quick, double *t_raw, double *t_lt) {
-  double t0 = now();
+  double t0 = lt_monotonic_seconds();
   run_raw(r, o); /* warm-up: BLIS's packing buffers, the allocator, page faults */
   run_lt(o);
   run_raw(r, o);
   run_lt(o);
-  double once = (now() - t0) / 4;
+  double once = (lt_monotonic_seconds() - t0) / 4;
   int reps = once > 0 ? (int)((quick ? 0.2 : 1.0) / once) : 50;
   if (reps < (quick ? 2 : 5)) reps = quick ? 2 : 5;
   if (reps > 200) reps = 200;
@@ -204,10 +196,10 @@ static void time_row(const row *r, const operands *o, bool quick, double *t_raw,
      * other's freshly written output to evict from the caches. */
     for (int j = 0; j < 2; j++) {
       bool raw = (i + j) % 2 == 0;
-      double a = now();
+      double a = lt_monotonic_seconds();
       if (raw) run_raw(r, o);
       else run_lt(o);
-      double t = now() - a;
+      double t = lt_monotonic_seconds() - a;
       double *best = raw ? t_raw : t_lt;
       if (t < *best) *best = t;
     }
@@ -215,61 +207,14 @@ static void time_row(const row *r, const operands *o, bool quick, double *t_raw,
 }
 
 static void print_header(void) {
-  lt_runtime_info info;
-  if (lt_runtime_get_info(&info) != LT_OK) die("lt_runtime_get_info");
-  char cpu[256] = "unknown";
-  FILE *f = fopen("/proc/cpuinfo", "r");
-  if (f) {
-    char line[512];
-    while (fgets(line, sizeof line, f))
-      if (!strncmp(line, "model name", 10)) {
-        char *p = strchr(line, ':');
-        if (p) {
-          snprintf(cpu, sizeof cpu, "%s", p + 2);
-          cpu[strcspn(cpu, "\n")] = '\0';
-        }
-        break;
-      }
-    fclose(f);
-  }
-  char date[64];
-  time_t t = time(NULL);
-  strftime(date, sizeof date, "%Y-%m-%d %H:%M UTC", gmtime(&t));
-  printf("libtensor %s, BLIS %s, kernel set %s (%s%s), CPU %s, %s\n", info.version,
-         bli_info_get_version_str(), info.blas_arch, info.blas_arch_why,
-         info.blas_arch_from_user ? ", from BLIS_ARCH_TYPE" : "", cpu, date);
-  lt_bench_print_paths(stdout, &info);
+  if (lt_bench_print_runtime(stdout) != LT_OK) die("lt_runtime_get_info");
+  printf("raw BLIS %s\n", bli_info_get_version_str());
 }
 
-/* How busy the rest of the machine is: CPU seconds used by other processes
- * (all CPUs' busy time from /proc/stat minus this process's own) per second
- * of wall time, i.e. how many cores others took on average. */
-typedef struct {
-  double wall, busy, self;
-} cpu_mark;
-
-static cpu_mark mark(void) {
-  cpu_mark m = {now(), 0, 0};
-  FILE *f = fopen("/proc/stat", "r");
-  if (f) {
-    unsigned long long v[8] = {0};
-    if (fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4],
-               &v[5], &v[6], &v[7]) == 8) /* user nice system idle iowait irq softirq steal */
-      m.busy = (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)sysconf(_SC_CLK_TCK);
-    fclose(f);
-  }
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  m.self = (double)ru.ru_utime.tv_sec + 1e-6 * (double)ru.ru_utime.tv_usec +
-           (double)ru.ru_stime.tv_sec + 1e-6 * (double)ru.ru_stime.tv_usec;
-  return m;
-}
-
-static void print_others(cpu_mark a) {
-  cpu_mark b = mark();
-  double others = ((b.busy - a.busy) - (b.self - a.self)) / (b.wall - a.wall);
-  printf("\nOther processes used %.2f of %ld cores on average during this table.\n",
-         others < 0 ? 0 : others, sysconf(_SC_NPROCESSORS_ONLN));
+/* How many cores other processes took on average since m, for the table's footer. */
+static void print_others(lt_bench_mark m) {
+  printf("\nOther processes used %.2f of %ld cores on average during this table.\n", lt_bench_others_cores(m),
+         sysconf(_SC_NPROCESSORS_ONLN));
 }
 
 /* Batched products timed both ways, to place lt__matmul_batch_par_max. */
@@ -450,9 +395,9 @@ static void small_table(bool quick) {
     }
     lt_tensor_free(c);
     lt_tensor_free(ref);
-    double t0 = now();
+    double t0 = lt_monotonic_seconds();
     for (int e = 0; e < N_ENG; e++) run_eng(&o, &d, e), run_eng(&o, &d, e); /* warm-up */
-    double once = (now() - t0) / (2 * N_ENG);
+    double once = (lt_monotonic_seconds() - t0) / (2 * N_ENG);
     int reps = once > 0 ? (int)((quick ? 0.2 : 1.0) / (N_ENG * once)) : 50;
     if (reps < (quick ? 2 : 5)) reps = quick ? 2 : 5;
     if (reps > 300) reps = 300;
@@ -461,9 +406,9 @@ static void small_table(bool quick) {
     for (int rep = 0; rep < reps; rep++)
       for (int j = 0; j < N_ENG; j++) {
         const int e = (rep + j) % N_ENG;
-        double a = now();
+        double a = lt_monotonic_seconds();
         run_eng(&o, &d, e);
-        double t = now() - a;
+        double t = lt_monotonic_seconds() - a;
         if (t < best[e]) best[e] = t;
       }
     double fl = 2.0 * (double)((r->nb ? r->nb : 1) * r->m * r->n * r->k);
@@ -478,20 +423,23 @@ static void small_table(bool quick) {
 }
 
 int main(int argc, char **argv) {
-  bool quick = false, sweep = false, bf16 = false, small = false;
-  int threads[8], nthreads = 0;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--quick")) quick = true;
-    else if (!strcmp(argv[i], "--switch")) sweep = true;
-    else if (!strcmp(argv[i], "--small")) small = true;
-    else if (!strcmp(argv[i], "--dtype") && i + 1 < argc && (!strcmp(argv[i + 1], "bf16") || !strcmp(argv[i + 1], "f32")))
-      bf16 = !strcmp(argv[++i], "bf16");
-    else if (nthreads < 8 && atoi(argv[i]) > 0) threads[nthreads++] = atoi(argv[i]);
-    else {
-      fprintf(stderr, "usage: %s [--quick] [--switch] [--small] [--dtype f32|bf16] [threads ...]\n", argv[0]);
-      return 2;
-    }
-  }
+  bool quick = false, sweep = false, small = false;
+  const char *dtype = "f32";
+  const lt_bench_opt opts[] = {
+      {"--quick", LT_BENCH_FLAG, &quick, 0, 0, NULL},
+      {"--switch", LT_BENCH_FLAG, &sweep, 0, 0, NULL},
+      {"--small", LT_BENCH_FLAG, &small, 0, 0, NULL},
+      {"--dtype", LT_BENCH_STRING, &dtype, 0, 0, NULL},
+  };
+  const char *usage = "bench_gemm [--quick] [--switch] [--small] [--dtype f32|bf16] [threads ...]";
+  char *pos[8];
+  int nthreads = 8, threads[8];
+  const int bad = lt_bench_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), usage, pos, &nthreads);
+  if (bad) return bad;
+  if (strcmp(dtype, "f32") && strcmp(dtype, "bf16")) return fprintf(stderr, "usage: %s\n", usage), 2;
+  const bool bf16 = !strcmp(dtype, "bf16");
+  for (int i = 0; i < nthreads; i++)
+    if ((threads[i] = atoi(pos[i])) < 1) return fprintf(stderr, "usage: %s\n", usage), 2;
   if (!nthreads) {
     threads[0] = 1;
     threads[1] = 2;
@@ -503,7 +451,7 @@ int main(int argc, char **argv) {
   for (int ti = 0; ti < nthreads; ti++) {
     if (lt_set_num_threads(threads[ti]) != LT_OK) die("lt_set_num_threads");
     bli_thread_set_num_threads(threads[ti]); /* raw calls use BLIS's global setting */
-    cpu_mark m0 = mark();
+    lt_bench_mark m0 = lt_bench_mark_now();
     if (small) {
       small_table(quick);
       print_others(m0);
@@ -548,7 +496,7 @@ int main(int argc, char **argv) {
     }
     print_others(m0);
     if (sweep && threads[ti] > 1) {
-      cpu_mark m1 = mark();
+      lt_bench_mark m1 = lt_bench_mark_now();
       switch_sweep(quick);
       print_others(m1);
     }

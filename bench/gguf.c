@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "bench/bench_util.h"
 #include "bench/triad.h"
 #include "libtensor_transformer.h"
 
@@ -87,11 +88,11 @@ static void greedy(const lt_transformer *m, const int64_t *ids, int64_t P, int64
   lt_tensor *prompt = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, P}, ids);
   if (!c || !prompt) die("the cache");
   const bool prev = lt_set_grad_enabled(false);
-  const double t0 = lt_bench_triad_now();
+  const double t0 = lt_monotonic_seconds();
   lt_tensor *logits = lt_transformer_decode_step_last(m, c, prompt, NULL, NULL); /* [1, V] */
   if (!logits) die("the prompt");
   int64_t next = argmax(logits);
-  const double t1 = lt_bench_triad_now();
+  const double t1 = lt_monotonic_seconds();
   for (int64_t g = 0; g < G; g++) {
     lt_tensor *tok = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, 1}, &next);
     lt_tensor_free(logits);
@@ -100,7 +101,7 @@ static void greedy(const lt_transformer *m, const int64_t *ids, int64_t P, int64
     if (!logits) die("decoding");
     next = argmax(logits);
   }
-  const double t2 = lt_bench_triad_now();
+  const double t2 = lt_monotonic_seconds();
   lt_set_grad_enabled(prev);
   *pp = (double)P / (t1 - t0), *tg = (double)G / (t2 - t1);
   lt_tensor_free(logits);
@@ -165,20 +166,24 @@ static int bound(const char *path, int threads) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 5 && strcmp(argv[1], "make") == 0) return make(argv[2], argv[3], argv[4]);
-  int64_t P = 512, G = 128;
-  int threads = 2, repeat = 1;
-  for (int i = 3; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--prompt")) P = strtoll(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--gen")) G = strtoll(argv[i + 1], NULL, 10);
-    else if (!strcmp(argv[i], "--threads")) threads = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--repeat")) repeat = atoi(argv[i + 1]);
-  }
-  if (P < 1 || G < 1 || threads < 1 || repeat < 1) return fprintf(stderr, "bench_gguf: bad option values\n"), 2;
-  if (lt_set_num_threads(threads) != LT_OK) die("--threads");
-  if (argc >= 3 && strcmp(argv[1], "run") == 0) return run(argv[2], P, G, repeat);
-  if (argc >= 3 && strcmp(argv[1], "bound") == 0) return bound(argv[2], threads);
-  fprintf(stderr, "usage: bench_gguf make gpt2|llama OUT f32|bf16|q8_0|q4_0 | run FILE [--prompt N] [--gen N] "
-          "[--threads N] [--repeat N] | bound FILE [--threads N]\n");
+  const char *usage = "bench_gguf make gpt2|llama OUT f32|bf16|q8_0|q4_0 | run FILE [--prompt N] [--gen N] "
+                      "[--threads N] [--repeat N] | bound FILE [--threads N]";
+  int64_t P = 512, G = 128, threads = 2, repeat = 1;
+  const lt_bench_opt opts[] = {
+      {"--prompt", LT_BENCH_INT, &P, 1, 0, NULL},
+      {"--gen", LT_BENCH_INT, &G, 1, 0, NULL},
+      {"--threads", LT_BENCH_INT, &threads, 1, 0, NULL},
+      {"--repeat", LT_BENCH_INT, &repeat, 1, 0, NULL},
+  };
+  char *pos[4];
+  int npos = 4;
+  const int bad = lt_bench_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), usage, pos, &npos);
+  if (bad) return bad;
+  if (npos == 4 && strcmp(pos[0], "make") == 0) return make(pos[1], pos[2], pos[3]);
+  if (npos != 2) return fprintf(stderr, "usage: %s\n", usage), 2;
+  if (lt_set_num_threads((int)threads) != LT_OK) die("--threads");
+  if (strcmp(pos[0], "run") == 0) return run(pos[1], P, G, (int)repeat);
+  if (strcmp(pos[0], "bound") == 0) return bound(pos[1], (int)threads);
+  fprintf(stderr, "usage: %s\n", usage);
   return 2;
 }

@@ -14,29 +14,25 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
+#include "bench/bench_util.h"
 #include "libtensor.h"
 
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
-
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    fprintf(stderr, "usage: bench_hf_encode TOKENIZER_JSON CORPUS\n");
-    return 2;
-  }
-  lt_tokenizer *tok = lt_tokenizer_load_hf(argv[1]);
+  char *pos[2];
+  int npos = 2;
+  const char *usage = "bench_hf_encode TOKENIZER_JSON CORPUS";
+  const int bad = lt_bench_parse(argc, argv, NULL, 0, usage, pos, &npos);
+  if (bad) return bad;
+  if (npos != 2) return fprintf(stderr, "usage: %s\n", usage), 2;
+  lt_tokenizer *tok = lt_tokenizer_load_hf(pos[0]);
   if (!tok) {
     fprintf(stderr, "bench_hf_encode: %s\n", lt_last_error());
     return 1;
   }
-  FILE *f = fopen(argv[2], "rb");
+  FILE *f = fopen(pos[1], "rb");
   if (!f) {
-    perror(argv[2]);
+    perror(pos[1]);
     return 1;
   }
   size_t cap = 1 << 20, n = 0;
@@ -70,12 +66,12 @@ int main(int argc, char **argv) {
   }
   int64_t *starts = malloc((size_t)(lines + 1) * sizeof *starts), *ids = NULL;
   if (!starts) return 1;
-  double t0 = now();
+  double t0 = lt_monotonic_seconds();
   if (lt_tokenizer_encode_batch(tok, texts, lens, lines, LT_ENCODE_ADD_SPECIAL, &ids, starts) != LT_OK) {
     fprintf(stderr, "bench_hf_encode: %s\n", lt_last_error());
     return 1;
   }
-  double dt = now() - t0;
+  double dt = lt_monotonic_seconds() - t0;
   printf("%.6f %lld\n", dt, (long long)starts[lines]);
   free(ids), free(starts), free(texts), free(lens), free(text);
   lt_tokenizer_free(tok);

@@ -28,9 +28,8 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-. "$here/torch_env.sh" # bench_build, bench_header
-build="$root/build-rel"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 threads=2
 repeat=2
 steps=3
@@ -39,30 +38,9 @@ Ts="256 1024 2048 4096"
 cpu=""
 train=1
 attn=1
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --repeat) repeat=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --T) Ts=$(echo "$2" | tr , ' '); shift 2 ;;
-    --cpu) cpu="--cpu"; shift ;;
-    --no-train) train=0; shift ;;
-    --no-attention) attn=0; shift ;;
-    *) echo "usage: $0 [--build DIR] [--threads N] [--repeat N] [--steps N] [--rounds N] [--T LIST] [--cpu] [--no-train] [--no-attention]" >&2; exit 2 ;;
-  esac
-done
-
-# counts are whole numbers from 1 (a typo would otherwise run nothing or loop)
-posint() {
-  case "$2" in
-    '' | *[!0-9]* | 0* | ??????????*) echo "$0: $1 takes a whole number from 1 to 999999999, not '$2'" >&2; exit 2 ;;
-  esac
-}
-posint --rounds "$rounds"
-posint --steps "$steps"
-for T in $Ts; do posint --T "$T"; done
+BENCH_USAGE="[--build DIR] [--threads N] [--repeat N] [--steps N] [--rounds N] [--T LIST] [--cpu] [--no-train] [--no-attention]"
+bench_parse --build:build --threads:threads:n --repeat:repeat:n --steps:steps:n --rounds:rounds:n --T:Ts:ns \
+  --cpu:cpu=--cpu --no-train:train=0 --no-attention:attn=0 -- "$@"
 bench_build "$root" "$build" bench_attention train
 
 tmp=$(mktemp -d)
@@ -102,23 +80,22 @@ echo "## Whole training steps (d 256, 4 layers, 4 heads, 8192 tokens per step, $
 echo
 echo "| T | batch | peak RSS unfused | peak RSS default | tokens/s unfused | tokens/s default | speed-up | load |"
 echo "|---|---|---|---|---|---|---|---|"
-# --rounds R: each path R times, alternating, the median tokens/s and the
-# largest peak RSS of each (one run's tokens/s varies by 20% or more on a
-# shared machine; alternating spreads the noise over both paths).
-median() { sort -n | awk '{a[NR] = $1} END {print (NR % 2) ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2}'; }
+# --rounds R: each path R times, alternating (bench_alternate), the median
+# tokens/s and the largest peak RSS of each (one run's tokens/s varies by 20%
+# or more on a shared machine; alternating spreads the noise over both paths).
+round() { # unfused|default ROUND: appends "peak tok/s" to $tmp/u or $tmp/d
+  f=$tmp/d
+  [ "$1" = default ] || f=$tmp/u
+  run_train "$T" "$1" >>"$f"
+}
 for T in ${Ts}; do
   : >"$tmp/u" && : >"$tmp/d"
-  i=0
-  while [ $i -lt "$rounds" ]; do
-    run_train "$T" unfused >>"$tmp/u"
-    run_train "$T" default >>"$tmp/d"
-    i=$((i + 1))
-  done
-  set -- "$(cut -d' ' -f1 "$tmp/u" | sort -n | tail -1)" "$(cut -d' ' -f2 "$tmp/u" | median)" \
-    "$(cut -d' ' -f1 "$tmp/d" | sort -n | tail -1)" "$(cut -d' ' -f2 "$tmp/d" | median)"
-  echo "| $T | $((8192 / T)) | $1 MB | $3 MB | $2 | $4 | $(awk "BEGIN{printf \"%.2fx\", $4 / $2}") | $(cut -d' ' -f1 /proc/loadavg) |"
+  bench_alternate "$rounds" round unfused default
+  set -- "$(cut -d' ' -f1 "$tmp/u" | bench_max)" "$(cut -d' ' -f2 "$tmp/u" | bench_median)" \
+    "$(cut -d' ' -f1 "$tmp/d" | bench_max)" "$(cut -d' ' -f2 "$tmp/d" | bench_median)"
+  echo "| $T | $((8192 / T)) | $1 MB | $3 MB | $2 | $4 | $(awk "BEGIN{printf \"%.2fx\", $4 / $2}") | $(bench_load) |"
   if [ "$T" = 256 ]; then
     set -- $(run_train 256 fused)
-    echo "| 256 (LT_ATTENTION=fused) | 32 | | $1 MB | | $2 | | $(cut -d' ' -f1 /proc/loadavg) |"
+    echo "| 256 (LT_ATTENTION=fused) | 32 | | $1 MB | | $2 | | $(bench_load) |"
   fi
 done

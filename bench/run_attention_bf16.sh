@@ -17,7 +17,8 @@
 # 2. bench_train_step --precision bf16 --config small|medium|encdec, the
 #    default (fused at every T under autocast) against LT_ATTENTION=unfused
 #    (what main did at these T), alternating, --rounds rounds (default 3):
-#    CPU seconds of the whole run (user + sys, /usr/bin/time), median ms
+#    CPU seconds of the whole run (bench_cpu_ms: perf's task-clock, else
+#    user + sys from /usr/bin/time), median ms
 #    per step (wall) and peak RSS. CPU time is the steadier figure on a
 #    shared machine; compare the two runs of a round.
 #
@@ -26,25 +27,16 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-. "$here/torch_env.sh" # bench_build, bench_header
-build="$root/build-rel"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 threads=2
 repeat=3
 steps=10
 rounds=3
 do_steps=1
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --repeat) repeat=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --no-steps) do_steps=0; shift ;;
-    *) echo "usage: $0 [--build DIR] [--threads N] [--repeat N] [--steps N] [--rounds N] [--no-steps]" >&2; exit 2 ;;
-  esac
-done
+BENCH_USAGE="[--build DIR] [--threads N] [--repeat N] [--steps N] [--rounds N] [--no-steps]"
+bench_parse --build:build --threads:threads:n --repeat:repeat:n --steps:steps:n --rounds:rounds:n \
+  --no-steps:do_steps=0 -- "$@"
 
 bench_build "$root" "$build" bench_attention bench_train_step
 export OMP_WAIT_POLICY=PASSIVE LT_NUM_THREADS="$threads"
@@ -75,20 +67,21 @@ echo
 echo "| config | round | CPU s default | CPU s unfused | CPU ratio | ms/step default | ms/step unfused | peak MiB default | peak MiB unfused | load |"
 echo "|---|---|---|---|---|---|---|---|---|---|"
 tmp=$(mktemp)
-trap 'rm -f "$tmp"' EXIT INT TERM
-step() { # config env... : prints "cpu_s ms_med peak"
-  cfg=$1
-  shift
-  env "$@" /usr/bin/time -f '%U %S' -o "$tmp" "$build/bench/bench_train_step" --config "$cfg" --precision bf16 \
-    --steps "$steps" --warmup 2 --no-peak --threads "$threads" | awk -v c="$cfg" '$1 == c {print $5, $7}' >"$tmp.o"
-  echo "$(awk '{printf "%.2f", $1 + $2}' "$tmp") $(cat "$tmp.o")"
-  rm -f "$tmp.o"
+trap 'rm -f "$tmp" "$tmp".*' EXIT INT TERM
+# One side of a round, the default (fused, bf16 tiles) or LT_ATTENTION=unfused:
+# "cpu_s ms_med peak" into $tmp.default / $tmp.unfused; after the unfused
+# side, the round's row.
+side() { # default|unfused ROUND
+  e=LT_ATTENTION_X=
+  [ "$1" = default ] || e=LT_ATTENTION=unfused
+  bench_cpu_ms "$tmp.cpu" env "$e" "$build/bench/bench_train_step" \
+    --config "$cfg" --precision bf16 --steps "$steps" --warmup 2 --no-peak --threads "$threads" |
+    awk -v c="$cfg" '$1 == c {print $5, $7}' >"$tmp.o"
+  echo "$(awk '{printf "%.2f", $1 / 1000}' "$tmp.cpu") $(cat "$tmp.o")" >"$tmp.$1"
+  [ "$1" = unfused ] || return 0
+  set -- $(cat "$tmp.default") $(cat "$tmp.unfused") "$2"
+  echo "| $cfg | $7 | $1 | $4 | $(awk "BEGIN{printf \"%.3f\", $1 / $4}") | $2 | $5 | $3 | $6 | $(bench_load) |"
 }
 for cfg in small medium encdec; do
-  r=1
-  while [ "$r" -le "$rounds" ]; do
-    set -- $(step "$cfg" LT_ATTENTION_X=) $(step "$cfg" LT_ATTENTION=unfused)
-    echo "| $cfg | $r | $1 | $4 | $(awk "BEGIN{printf \"%.3f\", $1 / $4}") | $2 | $5 | $3 | $6 | $(cut -d' ' -f1 /proc/loadavg) |"
-    r=$((r + 1))
-  done
+  bench_alternate "$rounds" side default unfused
 done

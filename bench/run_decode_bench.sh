@@ -16,37 +16,27 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-. "$here/torch_env.sh"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 models="small medium"
 lengths=64,256
 rounds=3
 compile=1
-build="$root/build-rel"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --models) models=$2; shift 2 ;;
-    --lengths) lengths=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --no-compile) compile=0; shift ;;
-    --build) build=$2; shift 2 ;;
-    *) echo "usage: $0 [--models \"small medium\"] [--lengths 64,256] [--rounds N] [--no-compile] [--build DIR]" >&2; exit 2 ;;
-  esac
-done
-case "$rounds" in '' | *[!0-9]* | 0*) echo "$0: --rounds takes a whole number from 1" >&2; exit 2 ;; esac
+BENCH_USAGE='[--models "small medium"] [--lengths 64,256] [--rounds N] [--no-compile] [--build DIR]'
+bench_parse --models:models --lengths:lengths --rounds:rounds:n --no-compile:compile=0 --build:build -- "$@"
 [ -n "$TORCH2_PY" ] || { echo "$0: needs the reference environment (./do.sh reference)" >&2; exit 2; }
 bench_build "$root" "$build" bench_decode
 exe="$build/bench/bench_decode"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
-median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 lt_run() { # MODEL THREADS -> "length tok_s" lines
   OMP_WAIT_POLICY=PASSIVE "$exe" --only "$1" --lengths "$lengths" --threads "$2" --cached-only |
     awk -F'|' '/decoder-only/ { gsub(/ /, "", $4); gsub(/ /, "", $5); print $4, $5 }'
 }
 pt_run() { # MODEL THREADS SETUP -> "length tok_s" lines
-  env $TORCH_UNSET OMP_WAIT_POLICY=PASSIVE "$TORCH2_PY" "$here/decode_torch.py" --model "$1" --lengths "$lengths" \
+  # shellcheck disable=SC2046
+  env $(torch_unset "$TORCH2_PY") OMP_WAIT_POLICY=PASSIVE "$TORCH2_PY" "$here/decode_torch.py" --model "$1" --lengths "$lengths" \
     --threads "$2" --setup "$3" 2>/dev/null | awk -F, '{ print $2, $3, $5 }'
 }
 total() { awk '{ s += $2 } END { print s + 0 }' "$1"; } # the sum of tok/s over lengths: the choice's score
@@ -76,16 +66,16 @@ for m in $models; do
   done
   cp "$tmp/lt.$lt_best" "$tmp/lt.rounds"
   cp "$tmp/pt.$(echo "$pt_best" | tr ' ' .)" "$tmp/pt.rounds"
-  r=2
-  while [ "$r" -le "$rounds" ]; do
-    lt_run "$m" "$lt_best" >>"$tmp/lt.rounds"
+  # rounds 2.. alternate the kept set-ups (round 1 was the choice)
+  side() { # lt|pt ROUND
+    if [ "$1" = lt ]; then lt_run "$m" "$lt_best" >>"$tmp/lt.rounds"
     # shellcheck disable=SC2086
-    pt_run "$m" ${pt_best#* } ${pt_best% *} >>"$tmp/pt.rounds" 2>/dev/null || true
-    r=$((r + 1))
-  done
+    else pt_run "$m" ${pt_best#* } ${pt_best% *} >>"$tmp/pt.rounds" 2>/dev/null || true; fi
+  }
+  bench_alternate $((rounds - 1)) side lt pt
   for n in $(echo "$lengths" | tr , ' '); do
-    l=$(awk -v n="$n" '$1 == n { print $2 }' "$tmp/lt.rounds" | median)
-    p=$(awk -v n="$n" '$1 == n { print $2 }' "$tmp/pt.rounds" | median)
+    l=$(awk -v n="$n" '$1 == n { print $2 }' "$tmp/lt.rounds" | bench_median)
+    p=$(awk -v n="$n" '$1 == n { print $2 }' "$tmp/pt.rounds" | bench_median)
     printf '| %s | %s | %.0f | %.0f | **%.2fx** | %s threads | %s, %s threads |\n' "$m" "$n" "$l" "$p" \
       "$(awk "BEGIN{print $l / $p}")" "$lt_best" "${pt_best% *}" "${pt_best#* }"
   done

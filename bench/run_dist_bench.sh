@@ -22,22 +22,14 @@
 # ranks to a core by default, which is what np=2 x 1 thread wants anyway).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-build="$root/build-rel"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 steps=4
 configs="small medium"
 zero_only=0
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --build) build=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --configs) configs=$2; shift 2 ;;
-    --zero-only) zero_only=1; shift ;;
-    *) echo "usage: $0 [--build DIR] [--steps N] [--configs \"small medium\"] [--zero-only]" >&2; exit 2 ;;
-  esac
-done
-[ -x "$build/bench/bench_dist" ] && [ -x "$build/bench/bench_train_step" ] ||
-  cmake --build "$build" -j2 --target bench_dist bench_train_step
+BENCH_USAGE='[--build DIR] [--steps N] [--configs "small medium"] [--zero-only]'
+bench_parse --build:build --steps:steps:n --configs:configs --zero-only:zero_only=1 -- "$@"
+bench_build "$root" "$build" bench_dist bench_train_step
 export OMP_WAIT_POLICY=PASSIVE
 mpirun="mpirun --bind-to none"
 [ "$(id -u)" = 0 ] && mpirun="$mpirun --allow-run-as-root"

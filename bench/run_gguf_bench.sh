@@ -23,8 +23,8 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-. "$here/torch_env.sh"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 models="gpt2 llama"
 weights="f32 bf16 q8_0 q4_0"
 prompt=512
@@ -32,24 +32,9 @@ gen=128
 threads=2
 rounds=3
 dir=/tmp/lt_gguf_bench
-build="$root/build-rel"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --models) models=$2; shift 2 ;;
-    --weights) weights=$2; shift 2 ;;
-    --prompt) prompt=$2; shift 2 ;;
-    --gen) gen=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --dir) dir=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    *) echo "usage: $0 [--models \"gpt2 llama\"] [--weights \"f32 bf16 q8_0 q4_0\"] [--prompt N] [--gen N]" \
-         "[--threads N] [--rounds N] [--dir DIR] [--build DIR]" >&2; exit 2 ;;
-  esac
-done
-for v in "$prompt" "$gen" "$threads" "$rounds"; do
-  case "$v" in '' | *[!0-9]* | 0*) echo "$0: --prompt, --gen, --threads and --rounds take whole numbers from 1" >&2; exit 2 ;; esac
-done
+BENCH_USAGE='[--models "gpt2 llama"] [--weights "f32 bf16 q8_0 q4_0"] [--prompt N] [--gen N] [--threads N] [--rounds N] [--dir DIR] [--build DIR]'
+bench_parse --models:models --weights:weights --prompt:prompt:n --gen:gen:n --threads:threads:n --rounds:rounds:n \
+  --dir:dir --build:build -- "$@"
 [ -n "$TORCH2_PY" ] && "$TORCH2_PY" -c 'import llama_cpp' 2>/dev/null ||
   { echo "$0: needs llama-cpp-python in the reference environment (./do.sh reference)" >&2; exit 2; }
 bench_build "$root" "$build" bench_gguf
@@ -57,7 +42,6 @@ exe="$build/bench/bench_gguf"
 mkdir -p "$dir"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
-median() { sort -g | awk '{ v[NR] = $1 } END { print NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 bench_header "prompt $prompt, generation $gen, $threads threads, $rounds rounds"
 echo "# llama.cpp: llama-cpp-python $("$TORCH2_PY" -c 'import llama_cpp; print(llama_cpp.__version__)'), CPU backend"
@@ -70,18 +54,20 @@ done
 gbs=$("$exe" bound "$dir/$(echo "$models" | cut -d' ' -f1)-$(echo "$weights" | cut -d' ' -f1).gguf" \
   --threads "$threads" | awk '{ print $6 }')
 echo "# memory bandwidth (triad, $threads threads): $gbs GB/s"
-r=1
-while [ "$r" -le "$rounds" ]; do
+# A round: libtensor then llama.cpp on every file (one side: both, file by
+# file, so that the two runs of a file stay back to back).
+round() { # files ROUND
   for m in $models; do
     for w in $weights; do
       f="$dir/$m-$w.gguf"
       OMP_WAIT_POLICY=PASSIVE "$exe" run "$f" --prompt "$prompt" --gen "$gen" --threads "$threads" >>"$tmp/lt-$m-$w"
-      env $TORCH_UNSET OMP_WAIT_POLICY=PASSIVE "$TORCH2_PY" "$here/gguf_llama.py" "$f" --prompt "$prompt" \
+      # shellcheck disable=SC2046
+      env $(torch_unset "$TORCH2_PY") OMP_WAIT_POLICY=PASSIVE "$TORCH2_PY" "$here/gguf_llama.py" "$f" --prompt "$prompt" \
         --gen "$gen" --threads "$threads" >>"$tmp/ll-$m-$w"
     done
   done
-  r=$((r + 1))
-done
+}
+bench_alternate "$rounds" round files
 echo
 echo "| model | weights | file MB | pp libtensor tok/s | pp llama.cpp tok/s | pp ratio | tg libtensor tok/s | tg llama.cpp tok/s | tg ratio | tg bound (file) tok/s | tg bound (f32) tok/s | libtensor % of the bound (file) | llama.cpp % of it |"
 echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
@@ -90,8 +76,8 @@ for m in $models; do
     f="$dir/$m-$w.gguf"
     set -- $("$exe" bound "$f" --threads "$threads")
     bytes=$2 f32b=$4
-    lpp=$(awk '{ print $2 }' "$tmp/lt-$m-$w" | median) ltg=$(awk '{ print $4 }' "$tmp/lt-$m-$w" | median)
-    cpp=$(awk '{ print $2 }' "$tmp/ll-$m-$w" | median) ctg=$(awk '{ print $4 }' "$tmp/ll-$m-$w" | median)
+    lpp=$(awk '{ print $2 }' "$tmp/lt-$m-$w" | bench_median) ltg=$(awk '{ print $4 }' "$tmp/lt-$m-$w" | bench_median)
+    cpp=$(awk '{ print $2 }' "$tmp/ll-$m-$w" | bench_median) ctg=$(awk '{ print $4 }' "$tmp/ll-$m-$w" | bench_median)
     awk -v m="$m" -v w="$w" -v sz="$(wc -c <"$f")" -v lpp="$lpp" -v cpp="$cpp" -v ltg="$ltg" -v ctg="$ctg" \
       -v b="$bytes" -v fb="$f32b" -v g="$gbs" 'BEGIN {
         bf = g * 1e9 / b; b32 = g * 1e9 / fb

@@ -32,29 +32,17 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-. "$here/torch_env.sh"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 llmc=
 llmc_steps=6
 rounds=1
 steps=5
 t1024=0
-build="$root/build-rel"
 pass=
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --llmc) [ $# -ge 2 ] || { echo "$0: --llmc needs a path" >&2; exit 2; }; llmc=$2; shift 2 ;;
-    --llmc-steps) llmc_steps=$2; shift 2 ;;
-    --rounds) rounds=$2; shift 2 ;;
-    --steps) steps=$2; shift 2 ;;
-    --t1024) t1024=1; shift ;;
-    --build) build=$2; shift 2 ;;
-    *) pass="$pass $1"; shift ;;
-  esac
-done
-for v in "$llmc_steps" "$rounds" "$steps"; do
-  case "$v" in '' | *[!0-9]* | 0*) echo "$0: --llmc-steps, --rounds and --steps take whole numbers from 1, not '$v'" >&2; exit 2 ;; esac
-done
+BENCH_USAGE="[--llmc PATH/train_gpt2] [--llmc-steps N] [--rounds N] [--steps N] [--t1024] [--build DIR] [run_train_bench.sh flags...]"
+bench_parse --llmc:llmc --llmc-steps:llmc_steps:n --rounds:rounds:n --steps:steps:n --t1024:t1024=1 --build:build \
+  @rest:pass -- "$@"
 [ -z "$llmc" ] || [ -x "$llmc" ] || { echo "$0: --llmc $llmc is not an executable" >&2; exit 2; }
 configs=gpt2
 [ "$t1024" = 0 ] || configs="gpt2 gpt2-1024"
@@ -70,20 +58,19 @@ bench_header "GPT-2 124M"
 if [ -n "$llmc" ]; then
   echo
   /usr/bin/python3 "$here/llmc_inputs.py" "$tmp/llmc" >/dev/null
-  r=1
-  while [ "$r" -le "$rounds" ]; do
+  llmc_round() { # llmc ROUND; fails (ending the rounds) when llm.c gave no step times
     # llm.c reads its inputs from the working directory; stop it after the
     # last timed step (it would otherwise run 40 steps and sample twice).
     (cd "$tmp/llmc" && OMP_NUM_THREADS=2 OMP_WAIT_POLICY=PASSIVE stdbuf -oL "$llmc" 2>&1) |
       awk -v last="$llmc_steps" '{ print } /^step [0-9]+:/ { if ($2 + 0 >= last) exit }' >"$tmp/llmc.out" || true
     ms=$(sed -n 's/^step \([0-9]*\): .*(took \([0-9.]*\) ms)$/\1 \2/p' "$tmp/llmc.out" | awk '$1 > 0 { print $2 }' |
-      sort -g | awk '{ v[NR] = $1 } END { print NR ? (NR % 2 ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2) : "" }')
+      bench_median)
     params=$(sed -n 's/^num_parameters: //p' "$tmp/llmc.out")
-    [ -n "$ms" ] || { echo "# llm.c gave no step times:"; sed 's/^/#   /' "$tmp/llmc.out" | tail -5; break; }
+    [ -n "$ms" ] || { echo "# llm.c gave no step times:"; sed 's/^/#   /' "$tmp/llmc.out" | tail -5; return 1; }
     printf 'llm.c     f32   %s | %9.0f tok/s %9.1f ms (median of steps 1-%s, B 4, T 64, %s parameters, OMP_NUM_THREADS=2)\n' \
-      "$r" "$(awk "BEGIN{print 256 / ($ms * 1e-3)}")" "$ms" "$llmc_steps" "$params"
-    r=$((r + 1))
-  done
+      "$2" "$(awk "BEGIN{print 256 / ($ms * 1e-3)}")" "$ms" "$llmc_steps" "$params"
+  }
+  bench_alternate "$rounds" llmc_round llmc || true
 fi
 
 echo

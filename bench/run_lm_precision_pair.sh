@@ -24,36 +24,23 @@
 # kept in --out (default runs/lm-pair-<date>-<time>).
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 steps=800
 every=50
 text=/usr/share/common-licenses/GPL-3
-build="$root/build-rel"
 serial=0
 out=""
 train=""
 model="--d-model 64 --heads 4 --layers 4 --d-ff 256 --seq-len 128 --batch 16 --lr 3e-3"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --steps) steps=$2; shift 2 ;;
-    --eval-every) every=$2; shift 2 ;;
-    --text) text=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --serial) serial=1; shift ;;
-    --out) out=$2; shift 2 ;;
-    --train) train=$2; shift 2 ;;
-    --model) model=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N] [--eval-every N] [--text FILE] [--build DIR] [--serial] [--out DIR] [--train EXE] [--model FLAGS]" >&2; exit 2 ;;
-  esac
-done
+BENCH_USAGE="[--steps N] [--eval-every N] [--text FILE] [--build DIR] [--serial] [--out DIR] [--train EXE] [--model FLAGS]"
+bench_parse --steps:steps:n --eval-every:every:n --text:text --build:build --serial:serial=1 --out:out --train:train \
+  --model:model -- "$@"
 [ -r "$text" ] || { echo "$0: cannot read $text" >&2; exit 1; }
 [ -n "$out" ] || out="$root/runs/lm-pair-$(date -u +%Y%m%d-%H%M%S)"
 mkdir -p "$out"
 [ -n "$train" ] || train="$build/models/transformer/train"
-if [ ! -x "$train" ]; then
-  cmake -S "$root" -B "$build" -DCMAKE_BUILD_TYPE=Release >/dev/null
-  cmake --build "$build" -j2 --target train >/dev/null
-fi
+[ -x "$train" ] || bench_build "$root" "$build" train
 export OMP_WAIT_POLICY="${OMP_WAIT_POLICY:-PASSIVE}"
 threads=1
 [ "$serial" = 1 ] && threads=2
@@ -65,7 +52,7 @@ run() { # precision
 }
 echo "train $model --steps $steps --eval-every $every --seed 1 --precision f32|bf16 (--text $text)"
 echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
-t0=$(date +%s)
+t0=$(bench_now)
 if [ "$serial" = 1 ]; then
   run f32; run bf16
 else
@@ -76,8 +63,8 @@ else
   wait $p2 || ok=1
   [ $ok = 0 ] || exit 1
 fi
-t1=$(date +%s)
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg); wall time $((t1 - t0)) s ($threads thread(s) per run, $([ "$serial" = 1 ] && echo one after the other || echo side by side))"
+t1=$(bench_now)
+echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg); wall time $(awk "BEGIN{printf \"%.0f\", $t1 - $t0}") s ($threads thread(s) per run, $([ "$serial" = 1 ] && echo one after the other || echo side by side))"
 for p in f32 bf16; do
   echo "$p: $(grep -m1 '^model:' "$out/$p.log"); $(grep -m1 'tokens/s' "$out/$p.log" || true)"
 done

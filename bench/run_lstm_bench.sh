@@ -8,34 +8,25 @@
 #   EXTRA ARGS go to both programs (e.g. -- --hidden 512 --layers 2).
 # Defaults: 300 steps, 2 threads, build-rel; under a minute on a quiet machine.
 #
-# PyTorch at its best: each BLAS torch can use (bench/torch_env.sh says which
+# PyTorch at its best: each BLAS torch can use (bench/lib.sh says which
 # and why) with torch on N threads or 1 and the BLAS on N threads or 1
 # (OMP_WAIT_POLICY=PASSIVE), probed for 20 steps; the fastest runs the timed
 # run. libtensor gets the same choice between N threads (PASSIVE) and 1.
 # PyTorch 2.x (the reference environment, ./do.sh reference): every set-up of
-# torch2_setups (bench/torch_env.sh: eager, torch.compile) runs the timed
+# torch2_setups (bench/lib.sh: eager, torch.compile) runs the timed
 # steps on N threads (PASSIVE) and the fastest is the PyTorch 2.x row
 # (compilation printed apart, not in ms/step); the 1.13 row stays for history.
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-. "$here/torch_env.sh"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 steps=300
 threads=2
 seed=1
-build="$root/build-rel"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --steps) steps=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --seed) seed=$2; shift 2 ;;
-    --) shift; break ;;
-    *) echo "usage: $0 [--steps N] [--threads N] [--build DIR] [--seed S] [-- EXTRA ARGS]" >&2; exit 2 ;;
-  esac
-done
-extra="$*"
+extra=
+BENCH_USAGE="[--steps N] [--threads N] [--build DIR] [--seed S] [-- EXTRA ARGS]"
+bench_parse --steps:steps:n --threads:threads:n --build:build --seed:seed @after:extra -- "$@"
 py=$TORCH_PY
 bench_build "$root" "$build" char_lstm
 exe="$build/examples/char_lstm"
@@ -53,7 +44,8 @@ field() { echo "$2" | sed -n "s/.* $1 \([^ ]*\).*/\1/p"; }
 # after 120 s (TIMEOUT, 4th argument); the timed runs get an hour.
 run_torch() { # STEPS TORCH_THREADS "ENV" [TIMEOUT [PYTHON [FLAGS]]]
   # shellcheck disable=SC2086
-  env $TORCH_UNSET $3 timeout "${4:-3600}" \
+  # shellcheck disable=SC2046
+  env $(torch_unset "${5:-$py}") $3 timeout "${4:-3600}" \
     "${5:-$py}" "$here/char_lstm_torch.py" --steps "$1" --threads "$2" --seed "$seed" ${6:-} $extra 2>/dev/null | grep '^result:' || true
 }
 run_lt() { # STEPS THREADS "ENV" [TIMEOUT]

@@ -27,7 +27,7 @@
 #
 # PyTorch 1.13 (Debian's python3-torch; --no-torch113 leaves it out): as
 # before, a short probe per configuration picks its BLAS and threading
-# (bench/torch_env.sh says which and why); measured once, in the first round.
+# (bench/lib.sh says which and why); measured once, in the first round.
 #
 # libtensor: N threads with OMP_WAIT_POLICY=PASSIVE, or 1 thread, whichever
 # a short probe finds faster.
@@ -44,40 +44,23 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-. "$here/torch_env.sh"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 configs="small medium encdec"
 precisions="f32 bf16"
-steps=10
+steps=
 threads=2
 rounds=1
-build="$root/build-rel"
 probe_steps=2
 autotune=0
 torch113=1
-usage() {
-  echo "usage: $0 [--configs \"small medium encdec gpt2 gpt2-1024\"] [--steps N] [--precisions \"f32 bf16\"]" \
-    "[--threads N] [--rounds N] [--max-autotune] [--no-torch113] [--build DIR] [--quick]" >&2
-  exit 2
-}
-count() { # count FLAG VALUE: a whole number from 1
-  case "$2" in '' | *[!0-9]* | 0*) echo "$0: $1 needs a whole number from 1, not '$2'" >&2; exit 2 ;; esac
-  [ ${#2} -le 6 ] || { echo "$0: $1 $2 is too large" >&2; exit 2; }
-}
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --configs) [ $# -ge 2 ] || usage; configs=$2; shift 2 ;;
-    --steps) [ $# -ge 2 ] || usage; count "$1" "$2"; steps=$2; shift 2 ;;
-    --precisions) [ $# -ge 2 ] || usage; precisions=$2; shift 2 ;;
-    --threads) [ $# -ge 2 ] || usage; count "$1" "$2"; threads=$2; shift 2 ;;
-    --rounds) [ $# -ge 2 ] || usage; count "$1" "$2"; rounds=$2; shift 2 ;;
-    --max-autotune) autotune=1; shift ;;
-    --no-torch113) torch113=0; shift ;;
-    --build) [ $# -ge 2 ] || usage; build=$2; shift 2 ;;
-    --quick) steps=3; probe_steps=1; shift ;;
-    *) usage ;;
-  esac
-done
+quick=0
+BENCH_USAGE='[--configs "small medium encdec gpt2 gpt2-1024"] [--steps N] [--precisions "f32 bf16"] [--threads N] [--rounds N] [--max-autotune] [--no-torch113] [--build DIR] [--quick]'
+bench_parse --configs:configs --steps:steps:n --precisions:precisions --threads:threads:n --rounds:rounds:n \
+  --max-autotune:autotune=1 --no-torch113:torch113=0 --build:build --quick:quick=1 -- "$@"
+# --quick: 3 timed steps (unless --steps says otherwise) and 1 probe step
+[ "$quick" = 0 ] || { probe_steps=1; steps=${steps:-3}; }
+steps=${steps:-10}
 for c in $configs; do
   case "$c" in small | medium | encdec | gpt2 | gpt2-1024) ;; *) echo "$0: unknown configuration '$c'" >&2; exit 2 ;; esac
 done
@@ -112,7 +95,8 @@ run_torch() {
   _py=$1 _c=$2 _s=$3 _w=$4 _t=$5 _e=$6 _to=$7 _p=$8
   shift 8
   # shellcheck disable=SC2086
-  env $TORCH_UNSET $_e timeout "$_to" \
+  # shellcheck disable=SC2046
+  env $(torch_unset "$_py") $_e timeout "$_to" \
     "$_py" "$here/train_step_torch.py" --config "$_c" --steps "$_s" --warmup "$_w" --threads "$_t" --precision "$_p" "$@" \
     2>>"$tmp/torch.err" | tail -1
 }
@@ -123,7 +107,6 @@ run_lt() { # CONFIG STEPS WARMUP THREADS "ENV" PRECISION -> CSV line
 }
 field() { echo "$1" | cut -d, -f"$2"; }
 dash() { if [ -n "$1" ]; then echo "$1"; else echo -; fi; } # a table cell: "-" when empty
-median() { sort -g | awk '{ v[NR] = $1 } END { if (NR == 0) print ""; else if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2 }'; }
 
 peak_of() {
   OMP_WAIT_POLICY=PASSIVE "$exe" --config small --steps 1 --warmup 0 --threads "$threads" --precision "$1" |
@@ -177,10 +160,15 @@ for prec in $precisions; do
     echo "# torch 1.13 $c $prec (threads $best_tt, $best_env): $pt113" >>"$log"
   fi
   kept=
-  r=1
-  while [ "$r" -le "$rounds" ]; do
-    lt=$(run_lt "$c" "$steps" "$warm" "$lt_best_t" "$lt_best_env" "$prec")
-    echo "# lt $c $prec round $r: $lt" >>"$log"
+  # A round: libtensor, then PyTorch 2.x (round 1: every set-up, the fastest
+  # kept for the later rounds), then the round's row.
+  side() { # lt|pt2 ROUND
+    r=$2
+    if [ "$1" = lt ]; then
+      lt=$(run_lt "$c" "$steps" "$warm" "$lt_best_t" "$lt_best_env" "$prec")
+      echo "# lt $c $prec round $r: $lt" >>"$log"
+      return 0
+    fi
     pt2=; pt2_name=
     if [ -n "$TORCH2_PY" ]; then
       if [ -z "$kept" ]; then # round 1: every set-up; keep the fastest
@@ -209,8 +197,8 @@ for prec in $precisions; do
       "${pt113:+$(field "$pt113" 8)}" "$lt_best_t"
     echo "$c $prec $r $(field "$lt" 5) $(dash "${pt2:+$(field "$pt2" 5)}") $(dash "${pt113:+$(field "$pt113" 5)}")" \
       "$(field "$lt" 8) $(dash "${pt2:+$(field "$pt2" 8)}") $(dash "${pt113:+$(field "$pt113" 8)}") $gfs $(dash "$pt2_name")" >>"$table"
-    r=$((r + 1))
-  done
+  }
+  bench_alternate "$rounds" side lt pt2
 done
 done
 echo
@@ -219,7 +207,7 @@ printf '%-9s %-4s | %9s %9s %9s | %7s %7s | %7s %7s %7s | %7s %7s | %s\n' config
 for c in $configs; do
 for prec in $precisions; do
   if [ "$prec" = bf16 ]; then peak=$peak_bf16; else peak=$peak_f32; fi
-  m() { awk -v c="$c" -v p="$prec" -v k="$1" '$1 == c && $2 == p && $k != "-" { print $k }' "$table" | median; }
+  m() { awk -v c="$c" -v p="$prec" -v k="$1" '$1 == c && $2 == p && $k != "-" { print $k }' "$table" | bench_median; }
   lt_tok=$(m 4) pt2_tok=$(m 5) pt113_tok=$(m 6) gfs=$(m 10)
   lt_mib=$(m 7) pt2_mib=$(m 8) pt113_mib=$(m 9)
   name=$(awk -v c="$c" -v p="$prec" '$1 == c && $2 == p { n = $11 } END { print n }' "$table")

@@ -23,8 +23,8 @@
 # mean / min / max of the accuracies (about 3 x 30 s per seed and side on a
 # quiet machine for the CNN).
 #
-# PyTorch at its best (bench/torch_env.sh explains the choices):
-# OMP_WAIT_POLICY=PASSIVE, OPENBLAS_CORETYPE unset, N threads, and each BLAS
+# PyTorch at its best (bench/lib.sh explains the choices):
+# OMP_WAIT_POLICY=PASSIVE, OPENBLAS_CORETYPE unset (1.13), N threads, and each BLAS
 # it can be given (the system's, BLIS with the skx kernels; OpenBLAS if
 # present). Each is run in full and the faster one counts. PyTorch 2.x (the
 # reference environment, ./do.sh reference) gets its own row: the fastest of
@@ -34,28 +34,17 @@
 set -eu
 
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-. "$here/torch_env.sh"
-models=
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+models=cnn
 steps=100
 threads=2
-build="$root/build-rel"
 seeds=
 epochs=3
 precisions=f32
-while [ $# -gt 0 ]; do
-  case "$1" in
-    cnn) models="$models $1"; shift ;;
-    --steps) steps=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    --accuracy) seeds=$2; shift 2 ;;
-    --epochs) epochs=$2; shift 2 ;;
-    --precision) precisions=$2; shift 2 ;;
-    *) echo "usage: $0 [cnn] [--steps N] [--threads N] [--build DIR] [--precision \"f32 bf16\"] [--accuracy \"SEEDS\" [--epochs N]]" >&2; exit 2 ;;
-  esac
-done
-[ -n "$models" ] || models=cnn
+BENCH_USAGE='[cnn] [--steps N] [--threads N] [--build DIR] [--precision "f32 bf16"] [--accuracy "SEEDS" [--epochs N]]'
+bench_parse cnn:models=cnn --steps:steps:n --threads:threads:n --build:build --accuracy:seeds --epochs:epochs:n \
+  --precision:precisions -- "$@"
 py=$TORCH_PY
 
 bench_build "$root" "$build" cnn_fashion_mnist
@@ -95,8 +84,8 @@ if [ -n "$seeds" ]; then
       set -- $(lt_figures "$tmp/lt.txt")
       echo "$3" >>"$tmp/lt_acc"
       echo "$m seed $seed libtensor: test accuracy $3, $(awk '/^summary:/ { for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] } } END { printf "%.1f s of training", v["train_seconds"] }' "$tmp/lt.txt") ($epochs epochs)"
-      # shellcheck disable=SC2086
-      env $TORCH_UNSET OMP_WAIT_POLICY=PASSIVE $ptenv "$py" "$script" --epochs "$epochs" \
+      # shellcheck disable=SC2086,SC2046
+      env $(torch_unset "$py") OMP_WAIT_POLICY=PASSIVE $ptenv "$py" "$script" --epochs "$epochs" \
         --seed "$seed" --threads "$threads" >"$tmp/pt.txt" 2>&1 || { cat "$tmp/pt.txt"; exit 1; }
       set -- $(pt_figures "$tmp/pt.txt")
       echo "$3" >>"$tmp/pt_acc"
@@ -126,8 +115,8 @@ for m in $models; do
   done
   best=; best_ev=; best_name=
   while IFS='|' read -r name envs; do
-    # shellcheck disable=SC2086
-    env $TORCH_UNSET OMP_WAIT_POLICY=PASSIVE $envs "$py" "$script" \
+    # shellcheck disable=SC2086,SC2046
+    env $(torch_unset "$py") OMP_WAIT_POLICY=PASSIVE $envs "$py" "$script" \
       --max-steps "$steps" --threads "$threads" >"$tmp/pt.txt" 2>&1 || { cat "$tmp/pt.txt"; exit 1; }
     set -- $(pt_figures "$tmp/pt.txt")
     if [ -z "$best" ] || awk -v a="$1" -v b="$best" 'BEGIN { exit !(a < b) }'; then
@@ -139,8 +128,8 @@ for m in $models; do
   if [ -n "$TORCH2_PY" ]; then
     torch2_setups "$tmp/setups2"
     while IFS='|' read -r name flags; do
-      # shellcheck disable=SC2086
-      env $TORCH_UNSET OMP_WAIT_POLICY=PASSIVE "$TORCH2_PY" "$script" --max-steps "$steps" --threads "$threads" $flags \
+      # shellcheck disable=SC2086,SC2046
+      env $(torch_unset "$TORCH2_PY") OMP_WAIT_POLICY=PASSIVE "$TORCH2_PY" "$script" --max-steps "$steps" --threads "$threads" $flags \
         >"$tmp/pt.txt" 2>&1 || { echo "# PyTorch 2.x $name failed:"; tail -3 "$tmp/pt.txt"; continue; }
       set -- $(pt_figures "$tmp/pt.txt")
       if [ -z "$best2" ] || awk -v a="$1" -v b="$best2" 'BEGIN { exit !(a < b) }'; then

@@ -14,30 +14,21 @@
 #   --seed S     both sides' seed (default 42; the issue asks for 3 seeds)
 #
 # PyTorch at its best: every BLAS the script can give torch
-# (bench/torch_env.sh says which and why; BLIS with the kernel set libtensor
+# (bench/lib.sh says which and why; BLIS with the kernel set libtensor
 # uses) runs the same measurement and the fastest counts; torch on N threads
 # with OMP_WAIT_POLICY=PASSIVE. A candidate taking over three
 # times libtensor's time is cut short (and reported).
 # libtensor: N threads, OMP_WAIT_POLICY=PASSIVE.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)
-root=$(dirname "$here")
-. "$here/torch_env.sh"
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
 steps=150
 epochs=
 threads=2
 seed=42
-build="$root/build-rel"
-while [ $# -gt 0 ]; do
-  case "$1" in
-    --steps) steps=$2; shift 2 ;;
-    --epochs) epochs=$2; shift 2 ;;
-    --threads) threads=$2; shift 2 ;;
-    --seed) seed=$2; shift 2 ;;
-    --build) build=$2; shift 2 ;;
-    *) echo "usage: $0 [--steps N | --epochs N] [--seed S] [--threads N] [--build DIR]" >&2; exit 2 ;;
-  esac
-done
+BENCH_USAGE="[--steps N | --epochs N] [--seed S] [--threads N] [--build DIR]"
+bench_parse --steps:steps:n --epochs:epochs:n --threads:threads:n --seed:seed --build:build -- "$@"
 py=$TORCH_PY
 exe="$build/examples/vit_fashion_mnist"
 bench_build "$root" "$build" vit_fashion_mnist
@@ -64,7 +55,7 @@ arch=$(sed -n 's/.*BLIS kernels \([a-z0-9]*\).*/\1/p' "$tmp/lt.log" | head -1)
 # PyTorch: each BLAS candidate ("name|env")
 sysblas=$(torch_sysblas)
 torch_blas_candidates "$tmp/cands" "$sysblas" "$arch" ||
-  echo "# no OpenBLAS for torch (set TORCH_OPENBLAS_DIR; see bench/torch_env.sh)"
+  echo "# no OpenBLAS for torch (set TORCH_OPENBLAS_DIR; see bench/lib.sh)"
 # A candidate slower than 3x libtensor (plus a minute) is cut short: BLIS's
 # per-call overhead on these small products (issue 18) makes it hopeless.
 lt_total=$(awk "BEGIN{printf \"%d\", 3 * ($lt_train + $lt_eval) + 60}")
@@ -75,7 +66,7 @@ printf '%-58s | %8.2f | %8.2fs | %7s | %s\n' "libtensor ($threads threads, BLIS 
 while IFS='|' read -r name envs; do
   i=$((i + 1))
   # shellcheck disable=SC2086,SC2046
-  if env $TORCH_UNSET $envs $(torch_threads_env "$threads" passive) \
+  if env $(torch_unset "$py") $envs $(torch_threads_env "$threads" passive) \
        timeout "$lt_total" "$py" "$here/vit_fashion_mnist_torch.py" $run_args --threads "$threads" \
        >"$tmp/pt$i.log" 2>&1; then
     ms=$(val "$tmp/pt$i.log" ms_per_step)
@@ -93,7 +84,7 @@ if [ -n "$TORCH2_PY" ]; then
   while IFS='|' read -r name flags; do
     i=$((i + 1))
     # shellcheck disable=SC2086,SC2046
-    if env $TORCH_UNSET $(torch_threads_env "$threads" passive) timeout "$lt_total" "$TORCH2_PY" \
+    if env $(torch_unset "$TORCH2_PY") $(torch_threads_env "$threads" passive) timeout "$lt_total" "$TORCH2_PY" \
          "$here/vit_fashion_mnist_torch.py" $run_args --threads "$threads" $flags >"$tmp/pt$i.log" 2>&1; then
       ms=$(val "$tmp/pt$i.log" ms_per_step)
       printf '%-58s | %8.2f | %8.2fs | %7s | %s\n' "PyTorch 2.x $name (compile $(val "$tmp/pt$i.log" compile_seconds) s apart)" \

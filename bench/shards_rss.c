@@ -20,55 +20,52 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include "bench/bench_util.h"
 #include "datasets/datasets.h"
-
-/* Peak resident set so far (kB). */
-static long hwm_kb(void) {
-  struct rusage ru;
-  return getrusage(RUSAGE_SELF, &ru) == 0 ? ru.ru_maxrss : -1;
-}
 
 static int measure(const char *dir, long mib) {
   char pat[4200];
   snprintf(pat, sizeof pat, "%s/train_*.bin", dir);
-  long h0 = hwm_kb();
+  const double h0 = lt_bench_peak_rss_mib();
   double t0 = lt_monotonic_seconds();
   lt_shard_loader_opts o = LT_SHARD_LOADER_DEFAULTS(8, 1024);
   o.vocab = 50257;
   lt_shard_loader *L = lt_shard_loader_open(pat, &o);
   if (!L) return fprintf(stderr, "bench_shards_rss: %s\n", lt_last_error()), 1;
-  long h1 = hwm_kb();
+  const double h1 = lt_bench_peak_rss_mib();
   double t1 = lt_monotonic_seconds();
   for (int i = 0; i < 1000; i++) {
     lt_tensor *x, *y;
     if (lt_shard_loader_next(L, &x, &y) != LT_OK) return fprintf(stderr, "bench_shards_rss: %s\n", lt_last_error()), 1;
     lt_tensor_free(x), lt_tensor_free(y);
   }
-  long h2 = hwm_kb();
+  const double h2 = lt_bench_peak_rss_mib();
   double t2 = lt_monotonic_seconds();
   printf("| %ld MiB | %lld | %lld | %.1f | %.1f | %.1f | %.1f s | %.2f s |\n", mib,
-         (long long)lt_shard_loader_num_shards(L), (long long)lt_shard_loader_num_tokens(L), h0 / 1024.0,
-         h1 / 1024.0, h2 / 1024.0, t1 - t0, t2 - t1);
+         (long long)lt_shard_loader_num_shards(L), (long long)lt_shard_loader_num_tokens(L), h0, h1, h2, t1 - t0, t2 - t1);
   fflush(stdout);
   lt_shard_loader_free(L);
   return 0;
 }
 
 int main(int argc, char **argv) {
-  if (argc < 3) return fprintf(stderr, "usage: bench_shards_rss DIR MiB [MiB ...]\n"), 2;
+  char *pos[32];
+  int npos = 32;
+  const int bad = lt_bench_parse(argc, argv, NULL, 0, "bench_shards_rss DIR MiB [MiB ...]", pos, &npos);
+  if (bad) return bad;
+  if (npos < 2) return fprintf(stderr, "usage: bench_shards_rss DIR MiB [MiB ...]\n"), 2;
   printf("| corpus | shards | tokens | peak RSS at start (MiB) | after open | after 1000 batches | open (check) | "
          "1000 batches |\n|---|---|---|---|---|---|---|---|\n");
   fflush(stdout);
-  for (int a = 2; a < argc; a++) {
-    long mib = atol(argv[a]);
+  for (int a = 1; a < npos; a++) {
+    long mib = atol(pos[a]);
     char dir[4096];
-    snprintf(dir, sizeof dir, "%s/%ld", argv[1], mib);
-    mkdir(argv[1], 0755);
+    snprintf(dir, sizeof dir, "%s/%ld", pos[0], mib);
+    mkdir(pos[0], 0755);
     if (mkdir(dir, 0755) != 0) return fprintf(stderr, "bench_shards_rss: cannot create %s (exists?)\n", dir), 1;
     lt_shard_writer *w = lt_shard_writer_new(dir, "train", 50257, 100000000);
     if (!w) return fprintf(stderr, "bench_shards_rss: %s\n", lt_last_error()), 1;

@@ -1,7 +1,7 @@
 """bench/torch_setup.py: the PyTorch set-ups every twin offers, in one place
 (bench/train_step_torch.py, char_lstm_torch.py, fashion_mnist_torch.py and so
 the CNN and ViT twins), so that the shell scripts can ask each twin for
-PyTorch 2.x at its best the same way (bench/torch_env.sh, torch2_setups):
+PyTorch 2.x at its best the same way (bench/lib.sh, torch2_setups):
 
   --compile none|default|max-autotune
         torch.compile (inductor) of the model, in that mode (torch 2.x only).

@@ -89,18 +89,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/resource.h>
-#include <time.h>
 
-#include "bench/paths.h"
+#include "bench/bench_util.h"
 #include "bench/triad.h"
 #include "libtensor_transformer.h"
-
-static double now(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static void die(const char *what) {
   fprintf(stderr, "bench_train_step: %s: %s: %s\n", what, lt_status_name(lt_last_status()), lt_last_error());
@@ -111,12 +103,6 @@ static void die(const char *what) {
   do {                  \
     if ((call) != LT_OK) die(what); \
   } while (0)
-
-static double peak_rss_mib(void) {
-  struct rusage ru;
-  getrusage(RUSAGE_SELF, &ru);
-  return (double)ru.ru_maxrss / 1024.0; /* Linux: KiB */
-}
 
 /* Current RSS from /proc/self/statm (MiB), 0 if unreadable. */
 static double rss_mib(void) {
@@ -199,11 +185,6 @@ static double step_flops(const bench_config *b, lt_params *p) {
   return f;
 }
 
-static int cmp_double(const void *a, const void *b) {
-  double x = *(const double *)a, y = *(const double *)b;
-  return (x > y) - (x < y);
-}
-
 typedef struct result {
   double tok_s, ms_med, ms_min, peak_mib, base_mib, gflop, loss0, loss1;
   int buckets;
@@ -257,7 +238,7 @@ static result run_head(const bench_config *b, int warmup, int steps) {
   if (!ms) die("malloc");
   R.base_mib = rss_mib();
   for (int s = 0; s < warmup + steps; s++) {
-    const double t0 = now();
+    const double t0 = lt_monotonic_seconds();
     lt_scope *scope = lt_scope_begin();
     lt_tensor *loss = g_chunked ? lt_linear_cross_entropy(h, w, y, &ce, 0)
                                 : lt_cross_entropy(lt_linear(h, w, NULL), y, &ce);
@@ -268,10 +249,10 @@ static result run_head(const bench_config *b, int warmup, int steps) {
     lt_scope_end(scope);
     if (s == 0) R.loss0 = v;
     R.loss1 = v;
-    if (s >= warmup) ms[s - warmup] = (now() - t0) * 1e3;
+    if (s >= warmup) ms[s - warmup] = (lt_monotonic_seconds() - t0) * 1e3;
   }
-  R.peak_mib = peak_rss_mib();
-  qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+  R.peak_mib = lt_bench_peak_rss_mib();
+  qsort(ms, (size_t)steps, sizeof *ms, lt_bench_cmp_double);
   R.ms_med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
   R.ms_min = ms[0];
   R.tok_s = (double)R.tokens / (R.ms_med * 1e-3);
@@ -350,7 +331,7 @@ static result run_config(const bench_config *b, int warmup, int steps) {
   double *ms = malloc(sizeof *ms * (size_t)(steps > 0 ? steps : 1));
   if (!ms) die("malloc");
   for (int s = 0; s < total; s++) {
-    const double t0 = now();
+    const double t0 = lt_monotonic_seconds();
     lt_scope *scope = lt_scope_begin();
     if (!scope) die("scope");
     lt_tensor *loss;
@@ -367,34 +348,34 @@ static result run_config(const bench_config *b, int warmup, int steps) {
     if (!loss || lt_item(loss, &v) != LT_OK) die("loss");
     TRY(lt_backward(loss, NULL, false), "backward");
     if (dg) {
-      const double t1 = now();
+      const double t1 = lt_monotonic_seconds();
       if (!g_overlap) TRY(lt_dist_grads_start(dg), "dist_grads_start");
       TRY(lt_dist_grads_finish(dg), "dist_grads_finish");
-      if (s >= warmup) exposed[s - warmup] = (now() - t1) * 1e3;
+      if (s >= warmup) exposed[s - warmup] = (lt_monotonic_seconds() - t1) * 1e3;
     }
     TRY(lt_optimizer_step(opt), "optimizer step");
     if (zz) {
-      const double t1 = now();
+      const double t1 = lt_monotonic_seconds();
       TRY(lt_dist_zero_broadcast_params(zz), "ZeRO-1 broadcast");
-      if (s >= warmup) zms[s - warmup] = (now() - t1) * 1e3;
+      if (s >= warmup) zms[s - warmup] = (lt_monotonic_seconds() - t1) * 1e3;
     }
     lt_params_zero_grad(params);
     lt_scope_end(scope);
-    double dt = now() - t0;
+    double dt = lt_monotonic_seconds() - t0;
     TRY(lt_dist_allreduce_f64(&dt, 1, LT_DIST_MAX), "step time"); /* the slowest rank's */
     if (s == 0) R.loss0 = v;
     R.loss1 = v;
     if (s >= warmup) ms[s - warmup] = dt * 1e3;
   }
-  R.peak_mib = peak_rss_mib();
+  R.peak_mib = lt_bench_peak_rss_mib();
   if (steps > 0) {
-    qsort(ms, (size_t)steps, sizeof *ms, cmp_double);
+    qsort(ms, (size_t)steps, sizeof *ms, lt_bench_cmp_double);
     R.ms_med = steps % 2 ? ms[steps / 2] : 0.5 * (ms[steps / 2 - 1] + ms[steps / 2]);
     R.ms_min = ms[0];
     R.tok_s = (double)R.tokens / (R.ms_med * 1e-3);
-    qsort(exposed, (size_t)steps, sizeof *exposed, cmp_double);
+    qsort(exposed, (size_t)steps, sizeof *exposed, lt_bench_cmp_double);
     R.exposed_ms = exposed[steps / 2];
-    qsort(zms, (size_t)steps, sizeof *zms, cmp_double);
+    qsort(zms, (size_t)steps, sizeof *zms, lt_bench_cmp_double);
     R.zero_ms = zms[steps / 2];
   }
   if (lt_dist_size() > 1) { /* every rank's optimizer state and peak RSS, gathered by a sum of slots */
@@ -413,13 +394,13 @@ static result run_config(const bench_config *b, int warmup, int steps) {
     double c[5];
     for (int k = 0; k < 5; k++) {
       TRY(lt_dist_barrier(), "barrier");
-      const double t1 = now();
+      const double t1 = lt_monotonic_seconds();
       TRY(lt_dist_grads_start(dg), "dist_grads_start");
       TRY(lt_dist_grads_finish(dg), "dist_grads_finish");
-      c[k] = (now() - t1) * 1e3;
+      c[k] = (lt_monotonic_seconds() - t1) * 1e3;
       TRY(lt_dist_allreduce_f64(&c[k], 1, LT_DIST_MAX), "comm time");
     }
-    qsort(c, 5, sizeof *c, cmp_double);
+    qsort(c, 5, sizeof *c, lt_bench_cmp_double);
     R.comm_ms = c[2];
     R.buckets = lt_dist_grads_buckets(dg);
     lt_dist_grads_free(dg);
@@ -443,9 +424,9 @@ static double gemm_peak(int64_t n, int reps) {
   if (!a || !bm) die("gemm operands");
   double best = INFINITY;
   for (int r = 0; r < reps + 1; r++) {
-    const double t0 = now();
+    const double t0 = lt_monotonic_seconds();
     lt_tensor *c = lt_matmul(a, bm);
-    const double dt = now() - t0;
+    const double dt = lt_monotonic_seconds() - t0;
     if (!c) die("matmul");
     lt_tensor_free(c);
     if (r > 0 && dt < best) best = dt;
@@ -465,45 +446,50 @@ static void usage(void) {
 }
 
 int main(int argc, char **argv) {
-  const char *which = "all";
-  int steps = 10, warmup = 2, threads = 0;
-  bool peak = true, csv = false, bf16 = false, bound = false;
-  for (int i = 1; i < argc; i++) {
-    if (!strcmp(argv[i], "--config") && i + 1 < argc) which = argv[++i];
-    else if (!strcmp(argv[i], "--steps") && i + 1 < argc) steps = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--warmup") && i + 1 < argc) warmup = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--threads") && i + 1 < argc) threads = atoi(argv[++i]);
-    else if (!strcmp(argv[i], "--no-peak")) peak = false;
-    else if (!strcmp(argv[i], "--bound")) bound = true;
-    else if (!strcmp(argv[i], "--no-overlap")) g_overlap = false;
-    else if (!strcmp(argv[i], "--bucket-mb") && i + 1 < argc) lt_dist_set_bucket_bytes((size_t)(atof(argv[++i]) * 1048576.0));
-    else if (!strcmp(argv[i], "--csv")) csv = true;
-    else if (!strcmp(argv[i], "--chunked-head")) g_chunked = true;
-    else if (!strcmp(argv[i], "--head-only")) g_head_only = true;
-    else if (!strcmp(argv[i], "--batch") && i + 1 < argc) g_batch = atoll(argv[++i]);
-    else if (!strcmp(argv[i], "--recompute") && i + 1 < argc && lt_recompute_mode_parse(argv[i + 1], &g_recompute) == LT_OK)
-      i++;
-    else if (!strcmp(argv[i], "--zero") && i + 1 < argc) g_zero = atoi(argv[++i]) == 1;
-    else if (!strcmp(argv[i], "--precision") && i + 1 < argc && (!strcmp(argv[i + 1], "f32") || !strcmp(argv[i + 1], "bf16")))
-      bf16 = !strcmp(argv[++i], "bf16");
-    else usage();
-  }
-  if (steps < 1 || warmup < 0) usage();
+  const char *which = "all", *precision = "f32", *recompute = NULL;
+  int64_t steps64 = 10, warmup64 = 2, threads = 0, zero = 0;
+  double bucket_mb = NAN;
+  bool no_peak = false, no_overlap = false, csv = false, bound = false;
+  const lt_bench_opt opts[] = {
+      {"--config", LT_BENCH_STRING, &which, 0, 0, NULL},
+      {"--steps", LT_BENCH_INT, &steps64, 1, 0, NULL},
+      {"--warmup", LT_BENCH_INT, &warmup64, 0, 0, NULL},
+      {"--threads", LT_BENCH_INT, &threads, 1, 0, NULL},
+      {"--no-peak", LT_BENCH_FLAG, &no_peak, 0, 0, NULL},
+      {"--bound", LT_BENCH_FLAG, &bound, 0, 0, NULL},
+      {"--no-overlap", LT_BENCH_FLAG, &no_overlap, 0, 0, NULL},
+      {"--bucket-mb", LT_BENCH_DOUBLE, &bucket_mb, 0, 0, NULL},
+      {"--csv", LT_BENCH_FLAG, &csv, 0, 0, NULL},
+      {"--chunked-head", LT_BENCH_FLAG, &g_chunked, 0, 0, NULL},
+      {"--head-only", LT_BENCH_FLAG, &g_head_only, 0, 0, NULL},
+      {"--batch", LT_BENCH_INT, &g_batch, 1, 0, NULL},
+      {"--recompute", LT_BENCH_STRING, &recompute, 0, 0, NULL},
+      {"--zero", LT_BENCH_INT, &zero, 0, 0, NULL},
+      {"--precision", LT_BENCH_STRING, &precision, 0, 0, NULL},
+  };
+  if (lt_bench_parse(argc, argv, opts, (int)(sizeof opts / sizeof *opts), "see below", NULL, NULL)) usage();
+  if (steps64 > 1000000 || warmup64 > 1000000) usage();
+  const int steps = (int)steps64, warmup = (int)warmup64;
+  const bool peak = !no_peak, bf16 = !strcmp(precision, "bf16");
+  g_overlap = !no_overlap;
+  g_zero = zero == 1;
+  if (!bf16 && strcmp(precision, "f32")) usage();
+  if (recompute && lt_recompute_mode_parse(recompute, &g_recompute) != LT_OK) usage();
+  if (!isnan(bucket_mb)) lt_dist_set_bucket_bytes((size_t)(bucket_mb * 1048576.0));
   TRY(lt_dist_init(&argc, &argv), "dist_init");
   if (lt_dist_rank() != 0 && !freopen("/dev/null", "w", stdout)) die("rank output");
   TRY(lt_init(), "init");
-  if (threads > 0) TRY(lt_set_num_threads(threads), "set_num_threads");
+  if (threads > 0) TRY(lt_set_num_threads((int)threads), "set_num_threads");
   if (bf16) lt_set_autocast(LT_DTYPE_BF16); /* steps and the peak alike */
   lt_runtime_info info;
   TRY(lt_runtime_get_info(&info), "runtime info");
-  if (!csv)
-    printf("libtensor %s, BLIS kernels %s, %d ranks x %d threads (OMP_WAIT_POLICY=%s), %d warm-up + %d timed steps, "
-           "precision %s (bf16 products: %s)%s\n",
-           info.version, info.blas_arch, lt_dist_size(), info.num_threads,
-           getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset", warmup, steps,
-           bf16 ? "bf16 (autocast)" : "f32", info.bf16_gemm,
+  if (!csv) {
+    TRY(lt_bench_print_runtime(stdout), "runtime info");
+    printf("%d ranks x %d threads (OMP_WAIT_POLICY=%s), %d warm-up + %d timed steps, precision %s%s\n", lt_dist_size(),
+           info.num_threads, getenv("OMP_WAIT_POLICY") ? getenv("OMP_WAIT_POLICY") : "unset", warmup, steps,
+           bf16 ? "bf16 (autocast)" : "f32",
            lt_dist_size() == 1 ? "" : g_overlap ? ", gradients reduced during backward" : ", gradients reduced after backward");
-  if (!csv) lt_bench_print_paths(stdout, &info);
+  }
 
   enum { NCONF = (int)(sizeof configs / sizeof configs[0]) };
   result res[NCONF];

@@ -12,15 +12,10 @@
 #ifndef LT_BENCH_TRIAD_H
 #define LT_BENCH_TRIAD_H
 
+#include "libtensor.h"
+
 #include <math.h>
 #include <stdlib.h>
-#include <time.h>
-
-static inline double lt_bench_triad_now(void) {
-  struct timespec t;
-  clock_gettime(CLOCK_MONOTONIC, &t);
-  return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
-}
 
 static inline double lt_bench_triad_gbs(int threads) {
   const size_t n = (size_t)1 << 26;
@@ -28,7 +23,7 @@ static inline double lt_bench_triad_gbs(int threads) {
   double best = INFINITY;
   if (!a || !b || !c) best = NAN;
   for (int r = 0; r < 6 && !isnan(best); r++) {
-    const double t0 = lt_bench_triad_now();
+    const double t0 = lt_monotonic_seconds();
 #pragma omp parallel for num_threads(threads) schedule(static)
     for (size_t i = 0; i < n; i++) a[i] = r == 0 ? 0.0f : b[i] + 0.5f * c[i];
     if (r == 0) {
@@ -36,7 +31,7 @@ static inline double lt_bench_triad_gbs(int threads) {
       for (size_t i = 0; i < n; i++) b[i] = c[i] = 1.0f;
       continue;
     }
-    const double dt = lt_bench_triad_now() - t0;
+    const double dt = lt_monotonic_seconds() - t0;
     if (dt < best) best = dt;
   }
   if (a && !isnan(best)) {

@@ -4,13 +4,16 @@
  *   seal.c    the integrity header (size + CRC32 in the 512-byte user block)
  *             and the durable file dance (temporary, fsync, rename, fsync dir,
  *             rotation, stale temporaries);
- *   h5.c      HDF5 plumbing: error silencing and stack capture, typed
- *             attributes, tensor datasets, the checked tree walk;
+ *   h5.c      HDF5 plumbing: error silencing and stack capture, types,
+ *             typed attributes, tensor datasets written;
+ *   h5_check.c  the checked reader: object headers read before HDF5 reads
+ *             them, the tree walk, dataset checks and reads;
  *   meta.c    lt_ckpt_meta;
  *   rules.c   what the metadata must be, judged on the values HDF5 returned
  *             (no hid_t): root attributes, datasets' storage, type and dims,
  *             group names, optimizer and schedule attributes, blobs, values;
- *   checkpoint.c  the layout: save/load of parameters and training state.
+ *   checkpoint.c  the layout, and loading and describing checkpoints;
+ *   save.c    saving parameters and training state in that layout.
  */
 #ifndef LT_CHECKPOINT_INTERNAL_H
 #define LT_CHECKPOINT_INTERNAL_H
@@ -57,7 +60,7 @@ void lt__tmp_abort(lt__tmpfile *t);
 /* True for names of our temporaries (".<name>.lttmp.<pid>.<n>"). */
 bool lt__is_tmp_name(const char *name);
 
-/* ---- HDF5 plumbing (h5.c) ---------------------------------------------- */
+/* ---- HDF5 plumbing (h5.c; the checked reader: h5_check.c) ------------- */
 
 /* Entered around every public call: HDF5 error printing off, plugin loading
  * off, both restored on leave. */
@@ -73,6 +76,9 @@ void lt__h5_leave(lt__h5_guard *g);
 /* lt__err with ": HDF5: <innermost error stack entries>" appended (and the
  * stack cleared). */
 lt_status lt__h5_err(lt_status s, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+/* The tail lt__h5_err appends, ": HDF5: <innermost entries>" (or "" for an
+ * empty stack), written into buf, and the stack cleared. */
+void lt__h5_stack_tail(char *buf, size_t size);
 
 /* The HDF5 file type of a dtype (little-endian; bool is h5py's enum) and the
  * matching memory type. Both are new type ids (H5Tclose them). */
@@ -226,6 +232,11 @@ lt_status lt__ckpt_check_root(const char *path, const lt_ckpt_meta *root, int64_
                               bool *training);
 /* True for the names a checkpoint may hold at the top level. */
 bool lt__ckpt_top_level_name(const char *name);
+/* The caller's lt_train_state, checked before a save or a load touches a
+ * file (op names the call in the message): params present, an optimizer
+ * with its configuration, generators non-NULL with distinct names that are
+ * valid keys without '.'. */
+lt_status lt__ckpt_check_train_state(const char *op, const lt_train_state *st);
 
 /* What HDF5 says of one dataset (lt__h5_dset_facts fills it; the fuzz
  * harness fuzz/fuzz_ckpt_meta.c makes them up). */

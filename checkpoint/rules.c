@@ -16,6 +16,7 @@
  *   lt__ckpt_check_blob      an /extra blob against its caps
  *   lt__ckpt_check_values    the data read (finite, bools 0/1)
  *   lt__ckpt_check_config    the file's configuration against expect_config
+ *   lt__ckpt_check_train_state  the caller's lt_train_state (save and load)
  *
  * The split is what lets fuzz/fuzz_ckpt_meta.c drive the rules thousands of
  * times a second from a compact encoding of "what HDF5 would have returned",
@@ -550,6 +551,26 @@ lt_status lt__ckpt_check_config(const char *path, const lt_ckpt_meta *file_cfg, 
       return lt__err(LT_ERR_INVALID, "checkpoint '%s': config '%s' is %s in the file but %s is expected", path, key,
                      a, b);
     }
+  }
+  return LT_OK;
+}
+
+lt_status lt__ckpt_check_train_state(const char *op, const lt_train_state *st) {
+  if (!st) return lt__err_null(op, "st");
+  if (!st->params) return lt__err_null(op, "st->params");
+  if (st->optim && !st->optim_config)
+    return lt__err(LT_ERR_NULL, "%s: st->optim_config is NULL: it is required with an optimizer", op);
+  if (st->n_generators < 0 || (st->n_generators > 0 && (!st->generators || !st->generator_names)))
+    return lt__err(LT_ERR_INVALID, "%s: %d generators but no generator or name array", op, st->n_generators);
+  for (int i = 0; i < st->n_generators; i++) {
+    if (!st->generators[i]) return lt__err(LT_ERR_NULL, "%s: generator %d is NULL", op, i);
+    lt_status s = lt__ckpt_check_key(st->generator_names[i], op);
+    if (s) return s;
+    if (strchr(st->generator_names[i], '.'))
+      return lt__err(LT_ERR_INVALID, "%s: generator name '%s' contains '.'", op, st->generator_names[i]);
+    for (int j = 0; j < i; j++)
+      if (!strcmp(st->generator_names[i], st->generator_names[j]))
+        return lt__err(LT_ERR_INVALID, "%s: generator name '%s' appears twice", op, st->generator_names[i]);
   }
   return LT_OK;
 }

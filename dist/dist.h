@@ -201,10 +201,11 @@ LT_API uint64_t lt_dist_rank_seed(uint64_t seed);
  * zeros). */
 typedef struct lt_dist_grads lt_dist_grads;
 
-/* The default bucket size: 1 MiB, measured (docs/distributed.md, "Speed"):
- * on GPT medium at np 2, 1 MiB buckets expose 1.3-1.4% of the step and hide
- * 74-75% of the communication, where PyTorch DDP's 25 MB fill only at the end
- * of backward and hide nothing (9.3-10.0% exposed). */
+/* The default bucket size: 1 MiB. Buckets must be small enough that several
+ * fill during backward, so that their reductions overlap the rest of it; a
+ * bucket as large as PyTorch DDP's 25 MB fills only at the end of backward
+ * and hides nothing. Smaller buckets pay a message latency each (docs/distributed.md,
+ * "Speed" has the measurements and "A scaling model" the trade-off). */
 #define LT_DIST_BUCKET_BYTES ((size_t)1 << 20)
 
 /* The bucket size lt_dist_grads_new uses when given 0 (the trainer does):

@@ -209,3 +209,18 @@ put("shards", "bad-magic", b"\x00" + shard(1, list(range(8)), magic=20240521))
 put("shards", "bad-version", b"\x00" + shard(3, list(range(8))))
 put("shards", "u16-magic-version-7", b"\x00" + shard(7, list(range(8)), magic=20240520))
 put("shards", "header-only", b"\x00" + shard(1, []))
+
+# ---- hellaswag: multiple-choice JSON Lines (models/transformer/lm_eval.h), the input is the file ----
+hs_item = ('{"ind": 24, "activity_label": "Roof shingle removal", "ctx_a": "A man is sitting on a roof.", '
+           '"ctx_b": "he", "ctx": "A man is sitting on a roof. he", "endings": ["is using wrap to wrap a pair of '
+           'skis.", "is ripping level tiles off.", "is holding a rubik\'s cube.", "starts pulling up roofing on a '
+           'roof."], "source_id": "activitynet~v_-JhWjGDPHMY", "split": "val", "split_type": "indomain", '
+           '"label": 3}\n')
+put("hellaswag", "hellaswag-val", (hs_item + '\n' + '{"context": "The cat sat", "endings": ["on the mat.", '
+                                   '"in orbit \\u00e9t\\u00e9 \\ud83d\\ude42."], "label": 0}\r\n').encode())
+put("hellaswag", "long-context", ('{"ctx": "' + "word " * 40 + '", "endings": ["a", "bb", "ccc"], "label": 2}\n').encode())
+put("hellaswag", "label-out-of-range", b'{"ctx": "a", "endings": ["b", "c"], "label": 2}\n')
+put("hellaswag", "one-ending", b'{"ctx": "a", "endings": ["b"], "label": 0}\n')
+put("hellaswag", "second-line-bad", (hs_item + '{"ctx": "a", "endings": ["b", ""], "label": 0}\n').encode())
+put("hellaswag", "nul-escape", b'{"ctx": "a\\u0000", "endings": ["b", "c"], "label": 0}\n')
+put("hellaswag", "blank", b"\n \r\n")

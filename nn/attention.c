@@ -13,6 +13,8 @@
  *                            (loops in nn/attention_fused.inc, row steps in
  *                            nn/attention_rows.inc)
  *   nn/attention_bf16.c      the fused path's bf16 tile driver under autocast
+ *   nn/attention_bias.c      composed of differentiable ops, for a float
+ *                            attn_mask that needs a gradient (T5's bias)
  *
  * The contract all of them keep:
  *
@@ -85,8 +87,9 @@
  * scratch of a few tiles per thread is allocated once; nothing is allocated
  * inside the tile loops.
  *
- * What this is not: the float attn_mask gets no gradient (it is a constant
- * of the op). The weights handed back through `weights` are W (after
+ * What this is not: the kernels give the float attn_mask no gradient (it is
+ * a constant of their ops); a mask that requires one goes to
+ * nn/attention_bias.c instead. The weights handed back through `weights` are W (after
  * dropout, as nn.MultiheadAttention returns them, one per head), are not
  * differentiable, and always come from the unfused path.
  */
@@ -356,6 +359,9 @@ lt_tensor *lt_scaled_dot_product_attention(const lt_tensor *q, const lt_tensor *
                                            lt_tensor **weights) {
   if (check_inputs(q, k, v, opts, ctx) != LT_OK) return NULL;
   if (lt__ensure_init() != LT_OK) return NULL;
+  const lt_tensor *am = opts ? opts->attn_mask : NULL;
+  if (am && am->dtype != LT_DTYPE_BOOL && am->requires_grad && lt_grad_enabled())
+    return lt__sdpa_biased(q, k, v, opts, ctx, weights); /* the bias's gradient: composed ops */
   return want_fused(opts, weights != NULL, q, k) ? lt__sdpa_fused(q, k, v, opts, ctx)
                                            : lt__sdpa_unfused(q, k, v, opts, ctx, weights);
 }

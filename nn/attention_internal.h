@@ -147,13 +147,11 @@ static inline lt__mat bf16_mat(const uint16_t *p, int64_t rows, int64_t cols) {
 /* Fused tiles (FlashAttention-2 style; nn/attention_fused.inc)             */
 /* ======================================================================== */
 
-/* A tile is FL_BR query rows x FL_BC keys. Measured (bench/attention.c, f32,
- * B 2, NH 4, HS 64, T 1024, fwd+bwd, machine loaded): 64 x 128 tiles were
- * 2.6x slower than unfused (BLIS's fixed cost per call and the repacking
- * of each k/v tile per query tile), 128 x 128 1.7x, 128 x 256 and 256 x 256
- * 1.2-1.5x. On the Xeon (AVX-512), CPU time of fwd+bwd at T 2048, B 2:
- * 256 x 256 0.91x the time of 128 x 256 (0.89x non-causal), 128 x 512
- * 0.93x, 64 x 512 1.5x; 256 x 256 it is. */
+/* A tile is FL_BR query rows x FL_BC keys: large tiles, because each tile
+ * pays a fixed cost per product call and repacks its k/v tile once per
+ * query tile, so small tiles lose to the unfused path; 256 x 256 was the
+ * fastest of the sizes tried (docs/attention.md, "Figures behind the code's
+ * rules"). */
 #define FL_BR 256
 #define FL_BC 256
 
@@ -192,9 +190,9 @@ static inline int fl_pieces(const sdpa_plan *pl, int64_t t0, int64_t nb, int64_t
  * (FL_CLONES_F32, with the unfused path's row kernels above). */
 /* exp(x - m) of a row and its sum (tensor/softmax_internal.h): on an
  * AVX-512 CPU 16 lanes wide with lt__vexpf16 (FMA and vscalefps; gcc
- * vectorises the portable lt__vexpf 8 wide only, and these exps were the
- * largest cost of the fused row steps: fwd+bwd CPU time at T 1024, HS 64,
- * causal, 26.7 -> 23.0 ms), the portable form otherwise and for f64. The
+ * vectorises the portable lt__vexpf 8 wide only, and these exps are the
+ * largest cost of the fused row steps (figures: docs/attention.md, "Figures behind the code's rules")), the portable form
+ * otherwise and for f64. The
  * two differ in the last bits (both <= 2 ulp); a CPU always takes the same
  * one, so results never depend on the thread count. */
 static inline double fl_row_exp_f32(const sdpa_plan *pl, const float *x, float m, float *y, int64_t n) {
@@ -289,6 +287,11 @@ lt_tensor *lt__sdpa_unfused(const lt_tensor *q, const lt_tensor *k, const lt_ten
 /* nn/attention_tiles.c; returns new (NULL on error). */
 lt_tensor *lt__sdpa_fused(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
                           const lt_attention_opts *opts, const lt_nn_ctx *ctx);
+
+/* nn/attention_bias.c: the attention composed of differentiable ops, for a
+ * float attn_mask that requires a gradient; returns new, *weights new when asked. */
+lt_tensor *lt__sdpa_biased(const lt_tensor *q, const lt_tensor *k, const lt_tensor *v,
+                           const lt_attention_opts *opts, const lt_nn_ctx *ctx, lt_tensor **weights);
 
 /* ---- nn/attention_bf16.c: the bf16 tile driver ------------------------- */
 

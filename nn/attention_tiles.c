@@ -146,10 +146,9 @@ static int fl_threads(int64_t ntasks, int64_t work) {
  * only, never on the thread count, so results do not either. Causal: the
  * chunks are balanced by work (the query rows that see each key tile: the
  * first keys are seen by all). Fills bounds[0..n] (key indices); returns n.
- * FL_MIN_TASKS was 8: at B * NKV = 4 (the benchmark's B 1, NH 4) that made
- * 8 tasks with partial dQ sums where 4 whole ones balance 2 threads as well
- * (fwd+bwd CPU time at T 1024, HS 64, causal 23.0 -> 22.7 ms, within the
- * noise of a loaded machine; 2 MB less). */
+ * FL_MIN_TASKS is 4, not more: each extra task is a partial dQ to hold and
+ * sum, and at B * NKV = 4 (B 1, NH 4) four whole tasks balance 2 threads as
+ * well as eight split ones (figures: docs/attention.md, "Figures behind the code's rules"). */
 #define FL_MIN_TASKS 4
 #define FL_MAX_CHUNKS 8
 static int64_t fl_chunks(const sdpa_plan *pl, int64_t *bounds) {

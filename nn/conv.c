@@ -1,14 +1,15 @@
 /*
- * nn/conv.c: convolution (conv2d, conv_transpose2d, and conv1d on them),
- * im2col as ops (unfold, fold) and pooling (max, avg, adaptive avg), forward
- * and backward side by side. Public API and semantics: nn/conv.h.
+ * nn/conv.c: convolution (conv2d, conv_transpose2d, and conv1d on them) and
+ * im2col as ops (unfold, fold), forward and backward side by side. Public
+ * API and semantics: nn/conv.h; pooling is nn/pool.c's.
  *
  * What this is: one home for im2col/col2im (im2col, col2im below), used by
  * all four convolution passes and by unfold/fold. A convolution is one GEMM
- * per group over a slice of the batch (conv2d: conv_slice images, about
- * 2 MiB of COL; conv_transpose2d: the whole batch), so BLIS sees few large
- * products rather than N small ones (its per-call setup is what makes small
- * products slow; see docs/vision.md), and conv2d's scratch stays in cache:
+ * per group over a slice of the batch (conv2d: conv_slice images, as many
+ * as keep COL in cache; conv_transpose2d: the whole batch), so BLIS sees few
+ * large products rather than N small ones (its per-call setup is what makes
+ * small products slow; see docs/vision.md), and conv2d's scratch stays in
+ * cache:
  *
  *   COL [C_in kh kw, N OH OW]  = im2col(x)               (row (c, i, j), column (n, oh, ow))
  *   conv2d forward:   Y^T_g [C_out/g, N L]   = W_g [C_out/g, K_g] · COL_g [K_g, N L]
@@ -34,9 +35,10 @@
  * accumulation, like every autocast product of the library (f32 out, not
  * PyTorch's bf16 out; docs/mixed-precision.md).
  *
- * What this is not: a Winograd kernel, or NHWC layouts.
+ * What this is not: a Winograd kernel, NHWC layouts, or pooling (nn/pool.c,
+ * which shares the window geometry of nn/conv_internal.h).
  */
-#include "nn/conv.h"
+#include "nn/conv_internal.h"
 
 #include "tensor/graph_internal.h"
 #include "tensor/autocast_internal.h"
@@ -53,20 +55,8 @@
 /* Geometry and the im2col / col2im kernels                                 */
 /* ======================================================================== */
 
-/* An im2col geometry: the image side [N, C, H, W] (of conv2d's input, of
- * conv_transpose2d's output), the kernel, and the OH x OW kernel positions.
- * ph, pw are the top and left padding (the bottom/right padding is implied by
- * OH, OW). Stored in a node's aux, so it stays within LT__AUX_MAX. */
-typedef struct geom {
-  int64_t N, C, H, W;
-  int64_t kh, kw, sh, sw, ph, pw, dh, dw;
-  int64_t OH, OW;
-  int64_t groups;
-} geom;
-
-/* Output size of a window sweep (PyTorch's pooling_output_shape, and the
- * convolution formula with ceil_mode false). May be <= 0: the caller refuses. */
-static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t pad_l, int64_t pad_r, int64_t d, bool ceil_mode) {
+int64_t lt__conv_out_size(int64_t in, int64_t k, int64_t s, int64_t pad_l, int64_t pad_r, int64_t d,
+                          bool ceil_mode) {
   const int64_t span = in + pad_l + pad_r - d * (k - 1) - 1;
   if (span < 0) return 0;
   int64_t o = (span + (ceil_mode ? s - 1 : 0)) / s + 1;
@@ -78,7 +68,7 @@ static int64_t out_size(int64_t in, int64_t k, int64_t s, int64_t pad_l, int64_t
  * x[n, c, oh sh - ph + i dh, ow sw - pw + j dw] (0 outside) to col + n*sn +
  * r*sr (OH*OW contiguous values). x has any strides xs. Parallel over (n, c). */
 #define DEF_IM2COL(T, sfx)                                                                                    \
-  static void im2col_##sfx(const geom *g, const T *x, const int64_t *xs, T *col, int64_t sn, int64_t sr) {     \
+  static void im2col_##sfx(const lt__conv_geom *g, const T *x, const int64_t *xs, T *col, int64_t sn, int64_t sr) { \
     const int64_t NC = g->N * g->C, L = g->OH * g->OW;                                                        \
     const int nt = lt__threads_for(NC * g->kh * g->kw * L, NC);                                               \
     _Pragma("omp parallel for schedule(static) num_threads(nt)") for (int64_t nc = 0; nc < NC; nc++) {        \
@@ -118,7 +108,7 @@ DEF_IM2COL(double, f64)
  * from that element, in a fixed order. Parallel over (n, c) planes. bias has
  * stride bs. */
 #define DEF_COL2IM(T, sfx)                                                                                       \
-  static void col2im_##sfx(const geom *g, const T *col, int64_t sn, int64_t sr, T *x, const T *bias,             \
+  static void col2im_##sfx(const lt__conv_geom *g, const T *col, int64_t sn, int64_t sr, T *x, const T *bias,    \
                            int64_t bs) {                                                                         \
     const int64_t NC = g->N * g->C, L = g->OH * g->OW, HW = g->H * g->W;                                         \
     const int nt = lt__threads_for(NC * g->kh * g->kw * L, NC);                                                  \
@@ -150,29 +140,29 @@ DEF_IM2COL(double, f64)
 DEF_COL2IM(float, f32)
 DEF_COL2IM(double, f64)
 
-static void im2col(lt_dtype dt, const geom *g, const lt_tensor *x, void *col, int64_t sn, int64_t sr) {
+static void im2col(lt_dtype dt, const lt__conv_geom *g, const lt_tensor *x, void *col, int64_t sn, int64_t sr) {
   if (dt == LT_DTYPE_F32) im2col_f32(g, x->data, x->stride, col, sn, sr);
   else im2col_f64(g, x->data, x->stride, col, sn, sr);
 }
 
-static void col2im(lt_dtype dt, const geom *g, const void *col, int64_t sn, int64_t sr, void *x, const lt_tensor *b) {
+static void col2im(lt_dtype dt, const lt__conv_geom *g, const void *col, int64_t sn, int64_t sr, void *x, const lt_tensor *b) {
   if (dt == LT_DTYPE_F32) col2im_f32(g, col, sn, sr, x, b ? b->data : NULL, b ? b->stride[0] : 0);
   else col2im_f64(g, col, sn, sr, x, b ? b->data : NULL, b ? b->stride[0] : 0);
 }
 
 /* The same for images [n0, n0 + nb) of x (any strides) / of a contiguous
  * [N, C, H, W] output: the geometry of nb images, pointers moved to n0. */
-static void im2col_n(lt_dtype dt, const geom *g, const lt_tensor *x, int64_t n0, int64_t nb, void *col, int64_t sn,
+static void im2col_n(lt_dtype dt, const lt__conv_geom *g, const lt_tensor *x, int64_t n0, int64_t nb, void *col, int64_t sn,
                      int64_t sr) {
-  geom gc = *g;
+  lt__conv_geom gc = *g;
   gc.N = nb;
   if (dt == LT_DTYPE_F32) im2col_f32(&gc, (const float *)x->data + n0 * x->stride[0], x->stride, col, sn, sr);
   else im2col_f64(&gc, (const double *)x->data + n0 * x->stride[0], x->stride, col, sn, sr);
 }
 
-static void col2im_n(lt_dtype dt, const geom *g, int64_t n0, int64_t nb, const void *col, int64_t sn, int64_t sr,
+static void col2im_n(lt_dtype dt, const lt__conv_geom *g, int64_t n0, int64_t nb, const void *col, int64_t sn, int64_t sr,
                      void *x) {
-  geom gc = *g;
+  lt__conv_geom gc = *g;
   gc.N = nb;
   const int64_t off = n0 * g->C * g->H * g->W;
   if (dt == LT_DTYPE_F32) col2im_f32(&gc, col, sn, sr, (float *)x + off, NULL, 0);
@@ -181,12 +171,11 @@ static void col2im_n(lt_dtype dt, const geom *g, int64_t n0, int64_t nb, const v
 
 /* Images per slice of conv2d: the im2col matrix and the product of a slice
  * ([rows, nb OH OW], rows = max(K, C_out)) stay near 2 MiB, so that they are
- * written and read back in cache rather than through memory (the whole
- * batch's COL of the CNN's second layer is 14 MiB at batch 128 and 113 MiB
- * at evaluation's 1000), and the scratch is small enough for the storage
- * cache to keep. Depends on the shapes only: results do not depend on the
+ * written and read back in cache rather than through memory (a whole
+ * batch's COL is many times the cache; docs/vision.md gives the sizes), and
+ * the scratch is small enough for the storage cache to keep. Depends on the shapes only: results do not depend on the
  * thread count. */
-static int64_t conv_slice(const geom *g, int64_t rows, size_t es) {
+static int64_t conv_slice(const lt__conv_geom *g, int64_t rows, size_t es) {
   const int64_t per = rows * g->OH * g->OW * (int64_t)es, target = (int64_t)2 << 20;
   int64_t nb = per > 0 ? target / per : g->N;
   if (nb < 1) nb = 1;
@@ -276,13 +265,14 @@ static const lt_tensor *grad_as(const lt_tensor *gout, lt_dtype dt) {
 /* Argument checks                                                          */
 /* ======================================================================== */
 
-static lt_status check_float(const char *op, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
+lt_status lt__conv_check_float(const char *op, const lt_tensor *x, const lt_tensor *w, const lt_tensor *b) {
   if (!lt_dtype_is_float(x->dtype) || (w && w->dtype != x->dtype) || (b && b->dtype != x->dtype))
     return lt__err(LT_ERR_DTYPE, "%s: x is %s, weight is %s, bias is %s: x must be f32 or f64 and weight and "
                    "bias the same dtype",
                    op, LT__D(x), w ? LT__D(w) : "NULL", b ? LT__D(b) : "NULL");
   return LT_OK;
 }
+
 
 /* Strides, paddings and dilations of opts for `nd` spatial dims (1 or 2). */
 static lt_status check_conv_opts(const char *op, const lt_conv_opts *o, int nd) {
@@ -297,12 +287,12 @@ static lt_status check_conv_opts(const char *op, const lt_conv_opts *o, int nd) 
 
 /* The geometry of a convolution of x [N, C, H, W] by a kh x kw kernel. */
 static lt_status conv_geom(const char *op, const lt_tensor *x, const lt_tensor *w, int64_t kh, int64_t kw,
-                           const lt_conv_opts *o, geom *g) {
+                           const lt_conv_opts *o, lt__conv_geom *g) {
   lt_status s = check_conv_opts(op, o, 2);
   if (s != LT_OK) return s;
-  *g = (geom){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .kh = kh, .kw = kw,
-              .sh = o->stride[0], .sw = o->stride[1], .ph = o->padding[0], .pw = o->padding[1],
-              .dh = o->dilation[0], .dw = o->dilation[1], .groups = o->groups};
+  *g = (lt__conv_geom){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .kh = kh,
+                       .kw = kw, .sh = o->stride[0], .sw = o->stride[1], .ph = o->padding[0], .pw = o->padding[1],
+                       .dh = o->dilation[0], .dw = o->dilation[1], .groups = o->groups};
   int64_t pr[2] = {o->padding[0], o->padding[1]};
   if (o->padding_same) {
     if (o->stride[0] != 1 || o->stride[1] != 1)
@@ -317,8 +307,8 @@ static lt_status conv_geom(const char *op, const lt_tensor *x, const lt_tensor *
                    "padded input %lldx%lld",
                    op, LT__D(x), w ? LT__D(w) : "-", (long long)eh, (long long)ew, (long long)(g->H + g->ph + pr[0]),
                    (long long)(g->W + g->pw + pr[1]));
-  g->OH = out_size(g->H, kh, g->sh, g->ph, pr[0], g->dh, false);
-  g->OW = out_size(g->W, kw, g->sw, g->pw, pr[1], g->dw, false);
+  g->OH = lt__conv_out_size(g->H, kh, g->sh, g->ph, pr[0], g->dh, false);
+  g->OW = lt__conv_out_size(g->W, kw, g->sw, g->pw, pr[1], g->dw, false);
   return LT_OK;
 }
 
@@ -328,7 +318,7 @@ static lt_status check_conv(const char *op, const lt_tensor *x, const lt_tensor 
                             const lt_conv_opts *o, bool transposed) {
   if (!x) return lt__err_null(op, "x");
   if (!w) return lt__err_null(op, "weight");
-  lt_status s = check_float(op, x, w, b);
+  lt_status s = lt__conv_check_float(op, x, w, b);
   if (s != LT_OK) return s;
   if (x->ndim != 4 || w->ndim != 4)
     return lt__err(LT_ERR_SHAPE, "%s: x is %s, weight is %s: x must be [N, C_in, H, W] and weight [%s, kh, kw]", op,
@@ -375,7 +365,7 @@ static lt_status gemm_groups(lt_dtype dt, int64_t G, double beta, lt__mat a, boo
 static const lt_conv_opts conv_defaults = {.stride = {1, 1}, .dilation = {1, 1}, .groups = 1};
 
 /* conv2d's geometry as tensor/dnnl_conv.c takes it. */
-static lt__dnnl_conv dnnl_geom(const geom *g, int64_t Cout) {
+static lt__dnnl_conv dnnl_geom(const lt__conv_geom *g, int64_t Cout) {
   return (lt__dnnl_conv){.N = g->N, .C = g->C, .H = g->H, .W = g->W, .O = Cout, .kh = g->kh, .kw = g->kw,
                          .sh = g->sh, .sw = g->sw, .ph = g->ph, .pw = g->pw, .dh = g->dh, .dw = g->dw,
                          .OH = g->OH, .OW = g->OW, .G = g->groups};
@@ -403,7 +393,7 @@ static lt_status dnnl_pass(lt__dnnl_conv_pass pass, const lt__dnnl_conv *dg, con
 
 /* f32 conv2d on oneDNN's direct kernels (tensor/dnnl_conv.c) when it has one for
  * the geometry: x, weight (contiguous), bias -> y. *taken false: not run. */
-static lt_status conv2d_dnnl(const geom *g, const lt_tensor *x, const lt_tensor *wc, const lt_tensor *bias,
+static lt_status conv2d_dnnl(const lt__conv_geom *g, const lt_tensor *x, const lt_tensor *wc, const lt_tensor *bias,
                              lt_tensor *y, bool *taken) {
   lt_tensor *xtmp = NULL, *btmp = NULL;
   const lt_tensor *xc = lt__as_contig(x, LT_DTYPE_F32, &xtmp);
@@ -423,7 +413,7 @@ lt_tensor *lt_conv2d(const lt_tensor *x, const lt_tensor *weight, const lt_tenso
   const char *op = "conv2d";
   const lt_conv_opts *o = opts ? opts : &conv_defaults;
   if (check_conv(op, x, weight, bias, o, false) != LT_OK) return NULL;
-  geom g;
+  lt__conv_geom g;
   if (conv_geom(op, x, weight, weight->shape[2], weight->shape[3], o, &g) != LT_OK) return NULL;
   if (lt__ensure_init() != LT_OK) return NULL;
   const lt_dtype dt = x->dtype;
@@ -489,7 +479,7 @@ static lt_status conv_bw_begin(const lt_node *node, const lt_tensor *gout, lt_te
  * dW_g = G^T_g · COL_g^T, dCOL_g = W_g^T · G^T_g, dx = col2im(dCOL), db = sum g. */
 lt_status lt__bw_conv2d(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   const lt_tensor *x = node->saved[0], *w = node->saved[1];
-  const geom *g = (const geom *)node->aux;
+  const lt__conv_geom *g = (const lt__conv_geom *)node->aux;
   const lt_dtype dt = x->dtype;
   const int64_t Cout = w->shape[0], G = g->groups, K = g->C * g->kh * g->kw, L = g->OH * g->OW, NL = g->N * L;
   const lt_tensor *go = NULL;
@@ -584,7 +574,7 @@ lt_tensor *lt_conv_transpose2d(const lt_tensor *x, const lt_tensor *weight, cons
                    LT__D(weight), (long long)OH, (long long)OW),
            NULL;
   /* The geometry of the conv2d whose input gradient this is: image [N, C_out, OH, OW], positions H x W. */
-  const geom g = {.N = x->shape[0], .C = Cout, .H = OH, .W = OW, .kh = kh, .kw = kw, .sh = o->stride[0],
+  const lt__conv_geom g = {.N = x->shape[0], .C = Cout, .H = OH, .W = OW, .kh = kh, .kw = kw, .sh = o->stride[0],
                   .sw = o->stride[1], .ph = o->padding[0], .pw = o->padding[1], .dh = o->dilation[0],
                   .dw = o->dilation[1], .OH = H, .OW = W, .groups = G};
   if (lt__ensure_init() != LT_OK) return NULL;
@@ -623,7 +613,7 @@ fail:
  * COL = im2col(g); dx^T_g = W_g · COL_g; dW_g = X^T_g · COL_g^T; db = sum g. */
 lt_status lt__bw_conv_transpose2d(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   const lt_tensor *x = node->saved[0], *w = node->saved[1];
-  const geom *g = (const geom *)node->aux;
+  const lt__conv_geom *g = (const lt__conv_geom *)node->aux;
   const lt_dtype dt = x->dtype;
   const int64_t Cin = x->shape[1], G = g->groups, K = g->C * g->kh * g->kw, L = g->OH * g->OW, NL = g->N * L;
   const lt_tensor *go = NULL;
@@ -700,29 +690,30 @@ lt_tensor *lt_conv_transpose1d(const lt_tensor *x, const lt_tensor *weight, cons
 
 /* The geometry of unfold on [N, C, H, W] (fold: its output size). */
 static lt_status fold_geom(const char *op, int64_t N, int64_t C, int64_t H, int64_t W, int64_t kh, int64_t kw,
-                           const lt_conv_opts *o, geom *g) {
+                           const lt_conv_opts *o, lt__conv_geom *g) {
   if (kh < 1 || kw < 1) return lt__err(LT_ERR_INVALID, "%s: kernel %lldx%lld must be >= 1", op, (long long)kh, (long long)kw);
   lt_status s = check_conv_opts(op, o, 2);
   if (s != LT_OK) return s;
-  *g = (geom){.N = N, .C = C, .H = H, .W = W, .kh = kh, .kw = kw, .sh = o->stride[0], .sw = o->stride[1],
-              .ph = o->padding[0], .pw = o->padding[1], .dh = o->dilation[0], .dw = o->dilation[1], .groups = 1};
+  *g = (lt__conv_geom){.N = N, .C = C, .H = H, .W = W, .kh = kh, .kw = kw, .sh = o->stride[0],
+                       .sw = o->stride[1], .ph = o->padding[0], .pw = o->padding[1], .dh = o->dilation[0],
+                       .dw = o->dilation[1], .groups = 1};
   const int64_t eh = g->dh * (kh - 1) + 1, ew = g->dw * (kw - 1) + 1;
   if (eh > H + 2 * g->ph || ew > W + 2 * g->pw)
     return lt__err(LT_ERR_SHAPE, "%s: image [%lld, %lld, %lld, %lld]: the (dilated) kernel %lldx%lld is larger than "
                    "the padded input %lldx%lld",
                    op, (long long)N, (long long)C, (long long)H, (long long)W, (long long)eh, (long long)ew,
                    (long long)(H + 2 * g->ph), (long long)(W + 2 * g->pw));
-  g->OH = out_size(H, kh, g->sh, g->ph, g->ph, g->dh, false);
-  g->OW = out_size(W, kw, g->sw, g->pw, g->pw, g->dw, false);
+  g->OH = lt__conv_out_size(H, kh, g->sh, g->ph, g->ph, g->dh, false);
+  g->OW = lt__conv_out_size(W, kw, g->sw, g->pw, g->pw, g->dw, false);
   return LT_OK;
 }
 
 lt_tensor *lt_unfold(const lt_tensor *x, int64_t kh, int64_t kw, const lt_conv_opts *opts) {
   const char *op = "unfold";
   if (!x) return lt__err_null(op, "x"), NULL;
-  if (check_float(op, x, NULL, NULL) != LT_OK) return NULL;
+  if (lt__conv_check_float(op, x, NULL, NULL) != LT_OK) return NULL;
   if (x->ndim != 4) return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [N, C, H, W]", op, LT__D(x)), NULL;
-  geom g;
+  lt__conv_geom g;
   if (fold_geom(op, x->shape[0], x->shape[1], x->shape[2], x->shape[3], kh, kw, opts ? opts : &conv_defaults, &g) !=
       LT_OK)
     return NULL;
@@ -735,7 +726,7 @@ lt_tensor *lt_unfold(const lt_tensor *x, int64_t kh, int64_t kw, const lt_conv_o
 }
 
 /* The col2im of x [N, C kh kw, L] (any strides) into a new [N, C, H, W]. */
-static lt_tensor *fold_into(const geom *g, const lt_tensor *x) {
+static lt_tensor *fold_into(const lt__conv_geom *g, const lt_tensor *x) {
   lt_tensor *tmp = NULL;
   const lt_tensor *xc = lt__as_contig(x, x->dtype, &tmp);
   lt_tensor *y = xc ? lt_empty(x->dtype, 4, (const int64_t[]){g->N, g->C, g->H, g->W}) : NULL;
@@ -746,7 +737,7 @@ static lt_tensor *fold_into(const geom *g, const lt_tensor *x) {
 }
 
 lt_status lt__bw_unfold(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  const geom *g = (const geom *)node->aux;
+  const lt__conv_geom *g = (const lt__conv_geom *)node->aux;
   const lt_tensor *go = grad_as(gout, node->in[0].dtype);
   if (!go || !(gin[0] = fold_into(g, go))) return lt_last_status();
   return LT_OK;
@@ -755,14 +746,14 @@ lt_status lt__bw_unfold(const lt_node *node, const lt_tensor *gout, lt_tensor **
 lt_tensor *lt_fold(const lt_tensor *x, int64_t H, int64_t W, int64_t kh, int64_t kw, const lt_conv_opts *opts) {
   const char *op = "fold";
   if (!x) return lt__err_null(op, "x"), NULL;
-  if (check_float(op, x, NULL, NULL) != LT_OK) return NULL;
+  if (lt__conv_check_float(op, x, NULL, NULL) != LT_OK) return NULL;
   if (x->ndim != 3) return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [N, C kh kw, L]", op, LT__D(x)), NULL;
   if (H < 1 || W < 1 || kh < 1 || kw < 1 || x->shape[1] % (kh * kw) != 0)
     return lt__err(LT_ERR_SHAPE, "%s: x is %s, output %lldx%lld, kernel %lldx%lld: dim 1 must be C kh kw and the "
                    "sizes >= 1",
                    op, LT__D(x), (long long)H, (long long)W, (long long)kh, (long long)kw),
            NULL;
-  geom g;
+  lt__conv_geom g;
   if (fold_geom(op, x->shape[0], x->shape[1] / (kh * kw), H, W, kh, kw, opts ? opts : &conv_defaults, &g) != LT_OK)
     return NULL;
   if (x->shape[2] != g.OH * g.OW)
@@ -776,7 +767,7 @@ lt_tensor *lt_fold(const lt_tensor *x, int64_t H, int64_t W, int64_t kh, int64_t
 }
 
 lt_status lt__bw_fold(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  const geom *g = (const geom *)node->aux;
+  const lt__conv_geom *g = (const lt__conv_geom *)node->aux;
   const lt_tensor *go = grad_as(gout, node->in[0].dtype);
   if (!go) return lt_last_status();
   const int64_t K = g->C * g->kh * g->kw, L = g->OH * g->OW;
@@ -785,352 +776,4 @@ lt_status lt__bw_fold(const lt_node *node, const lt_tensor *gout, lt_tensor **gi
   if (dx->numel > 0) im2col(go->dtype, g, go, dx->data, K * L, L);
   gin[0] = dx;
   return LT_OK;
-}
-
-/* ======================================================================== */
-/* Pooling                                                                  */
-/* ======================================================================== */
-
-/* Pooling geometry: reuses geom (C = channels, groups unused). */
-static lt_status pool_geom(const char *op, const lt_tensor *x, const lt_pool_opts *o, bool dilation_ok, geom *g) {
-  if (!x) return lt__err_null(op, "x");
-  if (!o) return lt__err_null(op, "opts");
-  lt_status s = check_float(op, x, NULL, NULL);
-  if (s != LT_OK) return s;
-  if (x->ndim != 4) return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [N, C, H, W]", op, LT__D(x));
-  for (int d = 0; d < 2; d++) {
-    if (o->kernel[d] < 1 || o->stride[d] < 1 || o->dilation[d] < 1)
-      return lt__err(LT_ERR_INVALID, "%s: kernel %lld, stride %lld, dilation %lld (dim %d): each must be >= 1", op,
-                     (long long)o->kernel[d], (long long)o->stride[d], (long long)o->dilation[d], d);
-    if (!dilation_ok && o->dilation[d] != 1)
-      return lt__err(LT_ERR_INVALID, "%s: dilation %lld (dim %d): average pooling has no dilation", op,
-                     (long long)o->dilation[d], d);
-    if (o->padding[d] < 0 || o->padding[d] > o->kernel[d] / 2)
-      return lt__err(LT_ERR_INVALID, "%s: padding %lld (dim %d) must be in [0, kernel / 2] = [0, %lld]", op,
-                     (long long)o->padding[d], d, (long long)(o->kernel[d] / 2));
-  }
-  *g = (geom){.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .kh = o->kernel[0],
-              .kw = o->kernel[1], .sh = o->stride[0], .sw = o->stride[1], .ph = o->padding[0], .pw = o->padding[1],
-              .dh = o->dilation[0], .dw = o->dilation[1], .groups = 1};
-  g->OH = out_size(g->H, g->kh, g->sh, g->ph, g->ph, g->dh, o->ceil_mode);
-  g->OW = out_size(g->W, g->kw, g->sw, g->pw, g->pw, g->dw, o->ceil_mode);
-  if (g->OH < 1 || g->OW < 1)
-    return lt__err(LT_ERR_SHAPE, "%s: x is %s, kernel %lldx%lld, padding %lldx%lld, dilation %lldx%lld: the output "
-                   "size %lldx%lld is too small",
-                   op, LT__D(x), (long long)g->kh, (long long)g->kw, (long long)g->ph, (long long)g->pw,
-                   (long long)g->dh, (long long)g->dw, (long long)g->OH, (long long)g->OW);
-  return LT_OK;
-}
-
-/* The 2x2 window of stride 2 without padding or dilation (the CNN's), over
- * rows with unit stride: the four values in the general loop's order, so
- * the same first maximum (and the same NaN rule) as there. idx may be NULL
- * (no backward will read it). */
-#define DEF_MAXPOOL22(T, sfx)                                                                                    \
-  static void maxpool22_plane_##sfx(const geom *g, const T *xp, int64_t rs, T *y, int64_t *idx) {              \
-    for (int64_t oh = 0; oh < g->OH; oh++) {                                                                     \
-      const T *r0 = xp + 2 * oh * rs, *r1 = r0 + rs;                                                             \
-      T *yo = y + oh * g->OW;                                                                                    \
-      for (int64_t ow = 0; ow < g->OW; ow++) {                                                                   \
-        const T a = r0[2 * ow], b = r0[2 * ow + 1], c = r1[2 * ow], d = r1[2 * ow + 1];                         \
-        /* branch-free (selects): the data decides each comparison at random */                                 \
-        T m = a;                                                                                                 \
-        int64_t k = 0;                                                                                           \
-        const bool tb = (b > m) | (b != b);                                                                      \
-        m = tb ? b : m, k = tb ? 1 : k;                                                                          \
-        const bool tc = (c > m) | (c != c);                                                                      \
-        m = tc ? c : m, k = tc ? 2 : k;                                                                          \
-        const bool td = (d > m) | (d != d);                                                                      \
-        m = td ? d : m, k = td ? 3 : k;                                                                          \
-        yo[ow] = m;                                                                                              \
-        if (idx) idx[oh * g->OW + ow] = (2 * oh + (k >> 1)) * g->W + 2 * ow + (k & 1);                          \
-      }                                                                                                          \
-    }                                                                                                            \
-  }
-DEF_MAXPOOL22(float, f32)
-DEF_MAXPOOL22(double, f64)
-
-static bool is_pool22(const geom *g, const int64_t *xs) {
-  return g->kh == 2 && g->kw == 2 && g->sh == 2 && g->sw == 2 && g->ph == 0 && g->pw == 0 && g->dh == 1 &&
-         g->dw == 1 && xs[3] == 1 && 2 * g->OH <= g->H && 2 * g->OW <= g->W;
-}
-
-/* Max pooling over (n, c) planes; idx (NULL: not wanted) gets flat positions
- * h W + w. */
-#define DEF_MAXPOOL(T, sfx)                                                                                       \
-  static void maxpool_##sfx(const geom *g, const T *x, const int64_t *xs, T *y, int64_t *idx) {                  \
-    const int64_t NC = g->N * g->C, L = g->OH * g->OW;                                                           \
-    const int nt = lt__threads_for(NC * L * g->kh * g->kw, NC);                                                  \
-    const bool p22 = is_pool22(g, xs);                                                                           \
-    _Pragma("omp parallel for schedule(static) num_threads(nt)") for (int64_t nc = 0; nc < NC; nc++) {           \
-      const T *xp = x + (nc / g->C) * xs[0] + (nc % g->C) * xs[1];                                               \
-      if (p22) {                                                                                                 \
-        maxpool22_plane_##sfx(g, xp, xs[2], y + nc * L, idx ? idx + nc * L : NULL);                              \
-        continue;                                                                                                \
-      }                                                                                                          \
-      for (int64_t oh = 0; oh < g->OH; oh++)                                                                     \
-        for (int64_t ow = 0; ow < g->OW; ow++) {                                                                 \
-          int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;                                              \
-          while (h0 < 0) h0 += g->dh;                                                                            \
-          while (w0 < 0) w0 += g->dw;                                                                            \
-          const int64_t h1 = oh * g->sh - g->ph + (g->kh - 1) * g->dh + 1;                                       \
-          const int64_t w1 = ow * g->sw - g->pw + (g->kw - 1) * g->dw + 1;                                       \
-          int64_t best = h0 * g->W + w0;                                                                         \
-          T m = -(T)INFINITY;                                                                                    \
-          for (int64_t h = h0; h < h1 && h < g->H; h += g->dh)                                                   \
-            for (int64_t w = w0; w < w1 && w < g->W; w += g->dw) {                                               \
-              const T v = xp[h * xs[2] + w * xs[3]];                                                             \
-              if (v > m || isnan(v)) {                                                                           \
-                m = v;                                                                                           \
-                best = h * g->W + w;                                                                             \
-              }                                                                                                  \
-            }                                                                                                    \
-          y[nc * L + oh * g->OW + ow] = m;                                                                       \
-          if (idx) idx[nc * L + oh * g->OW + ow] = best;                                                         \
-        }                                                                                                        \
-    }                                                                                                            \
-  }
-DEF_MAXPOOL(float, f32)
-DEF_MAXPOOL(double, f64)
-
-lt_tensor *lt_max_pool2d(const lt_tensor *x, const lt_pool_opts *opts, lt_tensor **indices) {
-  const char *op = "max_pool2d";
-  if (indices) *indices = NULL;
-  geom g;
-  if (pool_geom(op, x, opts, true, &g) != LT_OK) return NULL;
-  const int64_t shape[4] = {g.N, g.C, g.OH, g.OW};
-  /* The indices only if the caller or a backward wants them. */
-  const bool want_idx = indices || lt__needs_grad(1, &x);
-  lt_tensor *y = lt_empty(x->dtype, 4, shape), *idx = want_idx ? lt_empty(LT_DTYPE_I64, 4, shape) : NULL;
-  if (!y || (want_idx && !idx)) goto fail;
-  if (y->numel > 0) {
-    int64_t *ix = idx ? idx->data : NULL;
-    if (x->dtype == LT_DTYPE_F32) maxpool_f32(&g, x->data, x->stride, y->data, ix);
-    else maxpool_f64(&g, x->data, x->stride, y->data, ix);
-  }
-  if (lt__record(y, LT__OP_max_pool2d, 1, &x, 1, (const lt_tensor *[]){idx}, &g, sizeof g) != LT_OK) goto fail;
-  if (indices) *indices = idx;
-  else lt_tensor_free(idx);
-  return y;
-fail:
-  lt_tensor_free(y);
-  lt_tensor_free(idx);
-  return NULL;
-}
-
-/* y = x[idx]: dx[idx] += g, plane by plane (in parallel over planes). */
-lt_status lt__bw_max_pool2d(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  const geom *g = (const geom *)node->aux;
-  const lt_tensor *idx = node->saved[0];
-  const lt_dtype dt = node->in[0].dtype;
-  lt_tensor *gtmp = NULL;
-  const lt_tensor *go = lt__as_contig(gout, dt, &gtmp);
-  lt_tensor *dx = go ? lt_zeros(dt, 4, (const int64_t[]){g->N, g->C, g->H, g->W}) : NULL;
-  if (!dx) return lt_last_status();
-  const int64_t NC = g->N * g->C, L = g->OH * g->OW, HW = g->H * g->W;
-  const int64_t *ix = idx->data;
-  const int nt = lt__threads_for(NC * L, NC);
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t nc = 0; nc < NC; nc++) {
-    if (dt == LT_DTYPE_F32) {
-      const float *gp = (const float *)go->data + nc * L;
-      float *dp = (float *)dx->data + nc * HW;
-      for (int64_t e = 0; e < L; e++) dp[ix[nc * L + e]] += gp[e];
-    } else {
-      const double *gp = (const double *)go->data + nc * L;
-      double *dp = (double *)dx->data + nc * HW;
-      for (int64_t e = 0; e < L; e++) dp[ix[nc * L + e]] += gp[e];
-    }
-  }
-  gin[0] = dx;
-  return LT_OK;
-}
-
-lt_tensor *lt_max_pool1d(const lt_tensor *x, const lt_pool_opts *opts, lt_tensor **indices) {
-  const char *op = "max_pool1d";
-  if (indices) *indices = NULL;
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (!opts) return lt__err_null(op, "opts"), NULL;
-  if (x->ndim != 3) return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [N, C, L]", op, LT__D(x)), NULL;
-  lt_pool_opts o = *opts;
-  o.kernel[1] = o.kernel[0], o.stride[1] = o.stride[0], o.padding[1] = o.padding[0], o.dilation[1] = o.dilation[0];
-  o.kernel[0] = 1, o.stride[0] = 1, o.padding[0] = 0, o.dilation[0] = 1;
-  lt_tensor *x4 = lt_unsqueeze(x, 2), *idx4 = NULL, *y4 = x4 ? lt_max_pool2d(x4, &o, indices ? &idx4 : NULL) : NULL;
-  lt_tensor *y = y4 ? lt_squeeze(y4, 2) : NULL;
-  if (y && indices && !(*indices = lt_squeeze(idx4, 2))) lt_tensor_free(y), y = NULL;
-  lt_tensor_free(x4);
-  lt_tensor_free(y4);
-  lt_tensor_free(idx4);
-  return y;
-}
-
-/* The window of output (oh, ow) in avg pooling, clipped to the input, and its divisor. */
-typedef struct win {
-  int64_t h0, h1, w0, w1;
-  double div;
-} win;
-
-static win avg_window(const geom *g, const lt_pool_opts *o, int64_t oh, int64_t ow) {
-  int64_t h0 = oh * g->sh - g->ph, w0 = ow * g->sw - g->pw;
-  int64_t h1 = h0 + g->kh, w1 = w0 + g->kw;
-  if (h1 > g->H + g->ph) h1 = g->H + g->ph;
-  if (w1 > g->W + g->pw) w1 = g->W + g->pw;
-  const int64_t padded = (h1 - h0) * (w1 - w0);
-  h0 = h0 < 0 ? 0 : h0, w0 = w0 < 0 ? 0 : w0;
-  h1 = h1 > g->H ? g->H : h1, w1 = w1 > g->W ? g->W : w1;
-  win r = {h0, h1, w0, w1, 0};
-  if (o->divisor_override > 0) r.div = (double)o->divisor_override;
-  else r.div = (double)(o->count_include_pad ? padded : (h1 - h0) * (w1 - w0));
-  return r;
-}
-
-/* aux of avg_pool2d: the geometry and the options (for the divisors). */
-typedef struct avg_aux {
-  geom g;
-  bool ceil_mode, count_include_pad;
-  int32_t divisor_override;
-} avg_aux;
-
-lt_tensor *lt_avg_pool2d(const lt_tensor *x, const lt_pool_opts *opts) {
-  const char *op = "avg_pool2d";
-  avg_aux a;
-  if (pool_geom(op, x, opts, false, &a.g) != LT_OK) return NULL;
-  if (opts->divisor_override < 0 || opts->divisor_override > INT32_MAX)
-    return lt__err(LT_ERR_INVALID, "%s: divisor_override %lld must be >= 0 (0: none)", op,
-                   (long long)opts->divisor_override),
-           NULL;
-  a.ceil_mode = opts->ceil_mode, a.count_include_pad = opts->count_include_pad;
-  a.divisor_override = (int32_t)opts->divisor_override;
-  const geom *g = &a.g;
-  lt_tensor *y = lt_empty(x->dtype, 4, (const int64_t[]){g->N, g->C, g->OH, g->OW});
-  if (!y) return NULL;
-  const int64_t NC = g->N * g->C, L = g->OH * g->OW;
-  const lt_dtype dt = x->dtype;
-  const size_t es = lt_dtype_size(dt);
-  const int nt = lt__threads_for(NC * L * g->kh * g->kw, NC);
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t nc = 0; nc < NC; nc++) {
-    const char *xp = (const char *)x->data + (size_t)((nc / g->C) * x->stride[0] + (nc % g->C) * x->stride[1]) * es;
-    for (int64_t oh = 0; oh < g->OH; oh++)
-      for (int64_t ow = 0; ow < g->OW; ow++) {
-        const win wn = avg_window(g, opts, oh, ow);
-        double s = 0;
-        for (int64_t h = wn.h0; h < wn.h1; h++)
-          for (int64_t w = wn.w0; w < wn.w1; w++)
-            s += lt__load(xp + (size_t)(h * x->stride[2] + w * x->stride[3]) * es, dt);
-        lt__store((char *)y->data + (size_t)(nc * L + oh * g->OW + ow) * es, dt, s / wn.div);
-      }
-  }
-  if (lt__record(y, LT__OP_avg_pool2d, 1, &x, 0, NULL, &a, sizeof a) != LT_OK) return lt_tensor_free(y), NULL;
-  return y;
-}
-
-lt_status lt__bw_avg_pool2d(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  const avg_aux *a = (const avg_aux *)node->aux;
-  const geom *g = &a->g;
-  const lt_pool_opts o = {.ceil_mode = a->ceil_mode, .count_include_pad = a->count_include_pad,
-                          .divisor_override = a->divisor_override};
-  const lt_dtype dt = node->in[0].dtype;
-  const size_t es = lt_dtype_size(dt);
-  lt_tensor *gtmp = NULL;
-  const lt_tensor *go = lt__as_contig(gout, LT_DTYPE_F64, &gtmp);
-  lt_tensor *dx = go ? lt_zeros(LT_DTYPE_F64, 4, (const int64_t[]){g->N, g->C, g->H, g->W}) : NULL;
-  if (!dx) return lt_last_status();
-  const int64_t NC = g->N * g->C, L = g->OH * g->OW, HW = g->H * g->W;
-  const int nt = lt__threads_for(NC * L * g->kh * g->kw, NC);
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t nc = 0; nc < NC; nc++) {
-    const double *gp = (const double *)go->data + nc * L;
-    double *dp = (double *)dx->data + nc * HW;
-    for (int64_t oh = 0; oh < g->OH; oh++)
-      for (int64_t ow = 0; ow < g->OW; ow++) {
-        const win wn = avg_window(g, &o, oh, ow);
-        const double v = gp[oh * g->OW + ow] / wn.div;
-        for (int64_t h = wn.h0; h < wn.h1; h++)
-          for (int64_t w = wn.w0; w < wn.w1; w++) dp[h * g->W + w] += v;
-      }
-  }
-  (void)es;
-  gin[0] = dt == LT_DTYPE_F64 ? dx : lt_to_dtype(dx, dt);
-  return gin[0] ? LT_OK : lt_last_status();
-}
-
-lt_tensor *lt_avg_pool1d(const lt_tensor *x, const lt_pool_opts *opts) {
-  const char *op = "avg_pool1d";
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (!opts) return lt__err_null(op, "opts"), NULL;
-  if (x->ndim != 3) return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [N, C, L]", op, LT__D(x)), NULL;
-  lt_pool_opts o = *opts;
-  o.kernel[1] = o.kernel[0], o.stride[1] = o.stride[0], o.padding[1] = o.padding[0], o.dilation[1] = o.dilation[0];
-  o.kernel[0] = 1, o.stride[0] = 1, o.padding[0] = 0, o.dilation[0] = 1;
-  o.divisor_override = 0;
-  lt_tensor *x4 = lt_unsqueeze(x, 2), *y4 = x4 ? lt_avg_pool2d(x4, &o) : NULL;
-  lt_tensor *y = y4 ? lt_squeeze(y4, 2) : NULL;
-  lt_tensor_free(x4);
-  lt_tensor_free(y4);
-  return y;
-}
-
-/* Adaptive windows: rows floor(i H / OH) .. ceil((i + 1) H / OH). */
-static int64_t ad_start(int64_t i, int64_t in, int64_t out) { return (i * in) / out; }
-static int64_t ad_end(int64_t i, int64_t in, int64_t out) { return ((i + 1) * in + out - 1) / out; }
-
-lt_tensor *lt_adaptive_avg_pool2d(const lt_tensor *x, int64_t OH, int64_t OW) {
-  const char *op = "adaptive_avg_pool2d";
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (check_float(op, x, NULL, NULL) != LT_OK) return NULL;
-  if (x->ndim != 4) return lt__err(LT_ERR_SHAPE, "%s: x is %s: must be [N, C, H, W]", op, LT__D(x)), NULL;
-  if (OH < 1 || OW < 1)
-    return lt__err(LT_ERR_INVALID, "%s: output size %lldx%lld must be >= 1", op, (long long)OH, (long long)OW), NULL;
-  const geom g = {.N = x->shape[0], .C = x->shape[1], .H = x->shape[2], .W = x->shape[3], .OH = OH, .OW = OW};
-  if (g.H < 1 || g.W < 1)
-    return lt__err(LT_ERR_SHAPE, "%s: x is %s: H and W must be >= 1", op, LT__D(x)), NULL;
-  lt_tensor *y = lt_empty(x->dtype, 4, (const int64_t[]){g.N, g.C, OH, OW});
-  if (!y) return NULL;
-  const lt_dtype dt = x->dtype;
-  const size_t es = lt_dtype_size(dt);
-  const int64_t NC = g.N * g.C;
-  const int nt = lt__threads_for(NC * g.H * g.W, NC);
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t nc = 0; nc < NC; nc++) {
-    const char *xp = (const char *)x->data + (size_t)((nc / g.C) * x->stride[0] + (nc % g.C) * x->stride[1]) * es;
-    for (int64_t i = 0; i < OH; i++)
-      for (int64_t j = 0; j < OW; j++) {
-        const int64_t h0 = ad_start(i, g.H, OH), h1 = ad_end(i, g.H, OH);
-        const int64_t w0 = ad_start(j, g.W, OW), w1 = ad_end(j, g.W, OW);
-        double s = 0;
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) s += lt__load(xp + (size_t)(h * x->stride[2] + w * x->stride[3]) * es, dt);
-        lt__store((char *)y->data + (size_t)((nc * OH + i) * OW + j) * es, dt, s / (double)((h1 - h0) * (w1 - w0)));
-      }
-  }
-  if (lt__record(y, LT__OP_adaptive_avg_pool2d, 1, &x, 0, NULL, &g, sizeof g) != LT_OK)
-    return lt_tensor_free(y), NULL;
-  return y;
-}
-
-lt_status lt__bw_adaptive_avg_pool2d(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  const geom *g = (const geom *)node->aux;
-  const lt_dtype dt = node->in[0].dtype;
-  lt_tensor *gtmp = NULL;
-  const lt_tensor *go = lt__as_contig(gout, LT_DTYPE_F64, &gtmp);
-  lt_tensor *dx = go ? lt_zeros(LT_DTYPE_F64, 4, (const int64_t[]){g->N, g->C, g->H, g->W}) : NULL;
-  if (!dx) return lt_last_status();
-  const int64_t NC = g->N * g->C;
-  const int nt = lt__threads_for(NC * g->H * g->W, NC);
-#pragma omp parallel for schedule(static) num_threads(nt)
-  for (int64_t nc = 0; nc < NC; nc++) {
-    const double *gp = (const double *)go->data + nc * g->OH * g->OW;
-    double *dp = (double *)dx->data + nc * g->H * g->W;
-    for (int64_t i = 0; i < g->OH; i++)
-      for (int64_t j = 0; j < g->OW; j++) {
-        const int64_t h0 = ad_start(i, g->H, g->OH), h1 = ad_end(i, g->H, g->OH);
-        const int64_t w0 = ad_start(j, g->W, g->OW), w1 = ad_end(j, g->W, g->OW);
-        const double v = gp[i * g->OW + j] / (double)((h1 - h0) * (w1 - w0));
-        for (int64_t h = h0; h < h1; h++)
-          for (int64_t w = w0; w < w1; w++) dp[h * g->W + w] += v;
-      }
-  }
-  gin[0] = dt == LT_DTYPE_F64 ? dx : lt_to_dtype(dx, dt);
-  return gin[0] ? LT_OK : lt_last_status();
 }

@@ -515,9 +515,6 @@ lt_status lt_ffn_init(lt_ffn *m, lt_params *p, const char *name, int64_t C, int6
     return lt__err(LT_ERR_INVALID, "%s: '%s': C %lld and d_ff %lld must be >= 0", op, name, (long long)C,
                    (long long)d_ff);
   if (!valid_act(act)) return lt__err(LT_ERR_INVALID, "%s: '%s': unknown activation %d", op, name, (int)act);
-  if (swiglu && act != LT_ACT_SILU)
-    return lt__err(LT_ERR_INVALID, "%s: '%s': SwiGLU gates with SiLU: pass LT_ACT_SILU (got activation %d)", op,
-                   name, (int)act);
   if (!(dropout >= 0 && dropout <= 1))
     return lt__err(LT_ERR_INVALID, "%s: '%s': dropout %g must be in [0, 1]", op, name, dropout);
   char sub[NAME_MAX_LEN];
@@ -538,11 +535,12 @@ lt_status lt_ffn_init(lt_ffn *m, lt_params *p, const char *name, int64_t C, int6
 }
 
 /* two-layer:  y = linear2(dropout(act(linear1(x))))
- * SwiGLU:     y = w2(dropout(silu(w1 x) * w3 x))   (dropout only when m->dropout > 0) */
+ * gated:      y = w2(dropout(act(w1 x) * w3 x))   (SwiGLU: act SiLU; GEGLU: GELU)
+ * (dropout only when m->dropout > 0) */
 lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *ctx) {
   if (!m) return lt__err(LT_ERR_NULL, "ffn_forward: the module is NULL"), NULL;
   lt_tensor *a = lt_linear_forward(&m->linear1, x); /* [..., d_ff] */
-  lt_tensor *h = lt_activation_forward(m->swiglu ? LT_ACT_SILU : m->act, a);
+  lt_tensor *h = lt_activation_forward(m->act, a);
   lt_tensor_free(a);
   if (m->swiglu && h) {
     lt_tensor *b = lt_linear_forward(&m->linear3, x); /* [..., d_ff] */

@@ -90,12 +90,10 @@ static lt_status check(const lt_tensor *x, const lt_tensor *w, const lt_tensor *
  * (beta = 1), which is also how torch.addmm computes a biased linear (and
  * gives the same bits as adding b afterwards: BLIS adds C once at the end).
  * The rows are written in parallel, so the output's pages are faulted in by
- * all threads before BLIS runs. Measured (x [4096,512] f32, W [2048,512],
- * one thread, process CPU time, best of 7): about 46 ms either way (this,
- * or GEMM with beta = 0 and a separate bias pass), so the single pass over
- * the output stays. Against lt_add(lt_matmul(x, W^T), b): 44.5 ms vs 55 ms forward,
- * 151 ms vs 180 ms forward + backward (test_bench in
- * tests/test_nn_functional.c prints these with LT_BENCH=1). */
+ * all threads before BLIS runs. One pass over the output, not a product and
+ * a separate add: the two cost the same on their own, and the fused form is
+ * faster than lt_add(lt_matmul(x, W^T), b) forward and backward (figures: docs/gemm.md, "Figures behind the code's rules");
+ * test_bench in tests/test_nn_functional.c measures it with LT_BENCH=1). */
 static void fill_bias(char *y, const char *b, int64_t N, int64_t M, size_t es) {
   const size_t row = (size_t)M * es;
 #pragma omp parallel for schedule(static) if (N * M >= LT__PARALLEL_MIN)

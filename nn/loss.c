@@ -220,7 +220,7 @@ static double *row_factors(const lt_tensor *gout, const ce_aux *a) {
   }
 /* The row steps are tensor/softmax_internal.h's (f32 exp: vmath's lt__vexpf,
  * branch-free, so the row loops vectorise); f32 is compiled for AVX-512,
- * AVX2+FMA and baseline SSE2, picked at load time like tensor/elementwise.c
+ * AVX2+FMA and baseline SSE2, picked at load time like tensor/elementwise_kernels.c
  * (-std=c11 keeps -ffp-contract=off: every clone gives the same bits). f64
  * keeps libm (gradient checks). */
 CE_KERNELS(f32, float, LT__CLONES)

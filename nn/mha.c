@@ -143,7 +143,7 @@ lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor
   const int64_t T = x_q->shape[1], S = x_kv->shape[1];
   lt_attention_opts o = opts ? *opts : (lt_attention_opts){0};
   o.dropout_p = m->dropout;
-  o.scale = 0;
+  o.scale = m->scale;
 
   enum { Q, K, V, QR, KR, N };
   lt_tensor *t[N] = {0};
@@ -268,7 +268,7 @@ lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt
     return lt__err(LT_ERR_INVALID, "%s: no keys: the cache is empty and x_kv is NULL", op), NULL;
   lt_attention_opts o = opts ? *opts : (lt_attention_opts){0};
   o.dropout_p = 0;
-  o.scale = 0;
+  o.scale = m->scale;
   if (o.window < 0 || (cache->k && o.window != cache->window))
     return lt__err(LT_ERR_INVALID, "%s: window %lld, the cache keeps %lld: one window per cache", op,
                    (long long)o.window, (long long)cache->window), NULL;

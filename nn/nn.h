@@ -294,7 +294,10 @@ LT_API lt_tensor *lt_cosine_embedding_loss(const lt_tensor *x1, const lt_tensor 
  * or float (added to the scores); key_padding_mask [B, S] bool (true = padding,
  * as nn.MultiheadAttention); dropout on the attention weights when training.
  * A query row whose keys are all masked gives zeros (and zero weights), never
- * NaN. If weights is not NULL, the attention weights [B, NH, T, S] are stored
+ * NaN. A float attn_mask that requires a gradient (T5's learned position
+ * bias, lt_relative_position_bias) gets one: the attention is then composed
+ * of differentiable ops (nn/attention_bias.c), the fused and unfused kernels
+ * keep the rest. If weights is not NULL, the attention weights [B, NH, T, S] are stored
  * there (new). scale <= 0 means 1/sqrt(HS). window > 0 (with causal only): a
  * sliding window, as Mistral's: query t sees the `window` newest keys up to
  * its own, t + S - T - window < s <= t + S - T; the fused path never visits
@@ -370,6 +373,31 @@ LT_API lt_tensor *lt_rope_scaled(const lt_tensor *x, int64_t pos0, double base, 
 /* Sinusoidal encodings of "Attention Is All You Need" as a [T, C] table
  * (returns new, no grad): PE[t, 2i] = sin(t / 10000^(2i/C)), PE[t, 2i+1] = cos(...). */
 LT_API lt_tensor *lt_sinusoidal_table(lt_dtype dtype, int64_t T, int64_t C);
+
+/* T5's relative positions (nn/relpos.c gives the formula;
+ * transformers' T5Attention._relative_position_bucket): the bucket of the
+ * relative position r = key - query, bidirectional (an encoder: r > 0 and
+ * r <= 0 get half the buckets each) or unidirectional (a causal decoder:
+ * only max(-r, 0) counts), with num_buckets buckets, the first half of them
+ * (of each direction) exact, the rest logarithmic up to max_distance (and
+ * beyond: the last bucket). No checks: the caller's values are those that
+ * lt_relative_position_buckets accepts. */
+LT_API int64_t lt_relative_position_bucket(int64_t r, bool bidirectional, int64_t num_buckets, int64_t max_distance);
+/* The buckets of queries q0 .. q0+T-1 against keys 0 .. S-1 (returns new
+ * [T, S] i64; entry [t, s] is the bucket of s - (q0 + t)). Errors
+ * (LT_ERR_INVALID): T or S outside [1, 2^24], T * S over 2^31, q0 < 0,
+ * fewer than 4 (bidirectional) or 2 buckets, more than 65536, max_distance
+ * not above the exact buckets (num_buckets / 4 bidirectional, / 2 not). */
+LT_API lt_tensor *lt_relative_position_buckets(int64_t T, int64_t S, int64_t q0, bool bidirectional, int64_t num_buckets,
+                                        int64_t max_distance);
+/* The learned relative-position bias of T5: table [num_buckets, NH] (a
+ * parameter, borrowed) looked up at the buckets above -> [1, NH, T, S] (new;
+ * a view of the lookup, differentiable in table), to pass as
+ * lt_attention_opts.attn_mask (float, added to the scores). Errors: table
+ * not a 2-d float tensor (LT_ERR_SHAPE), those of
+ * lt_relative_position_buckets. */
+LT_API lt_tensor *lt_relative_position_bias(const lt_tensor *table, int64_t T, int64_t S, int64_t q0, bool bidirectional,
+                                     int64_t max_distance);
 
 /* ======================================================================== */
 /* Layers: structs borrowing parameters from an lt_params store             */
@@ -456,8 +484,10 @@ typedef enum { LT_ACT_RELU, LT_ACT_GELU, LT_ACT_GELU_TANH, LT_ACT_SILU } lt_acti
 LT_API lt_tensor *lt_activation_forward(lt_activation act, const lt_tensor *x);
 
 /* Feed-forward block: two-layer (linear1 -> act -> dropout -> linear2, as in
- * nn.TransformerEncoderLayer, names "linear1"/"linear2"), or SwiGLU
- * (w2(silu(w1 x) * w3 x), LLaMA names "w1"/"w2"/"w3"). */
+ * nn.TransformerEncoderLayer, names "linear1"/"linear2"), or gated (swiglu
+ * true: w2(act(w1 x) * w3 x), LLaMA names "w1"/"w2"/"w3"): SwiGLU with
+ * LT_ACT_SILU, GEGLU with LT_ACT_GELU_TANH (T5 v1.1's "gated-gelu") or
+ * LT_ACT_GELU, ReGLU with LT_ACT_RELU. */
 typedef struct lt_ffn {
   bool swiglu;
   lt_activation act;
@@ -488,6 +518,7 @@ typedef struct lt_mha {
   double rope_base;       /* RoPE theta: frequency i is rope_base^(-2i/HS); default 10000 */
   lt_rope_scaling rope_scaling; /* RoPE's frequency scaling; default none (zeroed: LT_ROPE_DEFAULT) */
   double dropout;         /* on the attention weights, in training mode only */
+  double scale;           /* of q k^T: 0 (the default) is 1/sqrt(HS); T5 uses 1 (its q_proj is scaled instead) */
   lt_linear_m q_proj, k_proj, v_proj, out_proj; /* [C, C], [NKV*HS, C], [NKV*HS, C], [C, C] */
 } lt_mha;
 LT_API lt_status lt_mha_init(lt_mha *m, lt_params *p, const char *name, int64_t C, int64_t NH, int64_t NKV, bool bias,
@@ -501,7 +532,7 @@ LT_API lt_status lt_mha_init_biases(lt_mha *m, lt_params *p, const char *name, i
  * LT_ERR_INVALID naming the value otherwise, m unchanged. */
 LT_API lt_status lt_mha_set_rope(lt_mha *m, double base);
 /* opts: causal / masks as in lt_scaled_dot_product_attention (dropout_p and
- * scale are taken from the module); borrowed, and may be NULL for no mask,
+ * scale are taken from the module: m->dropout, m->scale); borrowed, and may be NULL for no mask,
  * not causal. pos0: position of the first query (RoPE). */
 LT_API lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv,
                           const lt_attention_opts *opts, int64_t pos0, const lt_nn_ctx *ctx,

@@ -61,6 +61,8 @@ static lt_status check_opts(const char *op, const char *name, const lt_transform
     return BAD("%s: '%s': norm %d: must be LT_NORM_LAYER or LT_NORM_RMS", op, name, (int)o->norm);
   if (!(o->norm_eps >= 0.0) || isinf(o->norm_eps))
     return BAD("%s: '%s': norm_eps %g: must be finite and >= 0", op, name, o->norm_eps);
+  if (!(o->attn_scale >= 0.0) || isinf(o->attn_scale))
+    return BAD("%s: '%s': attn_scale %g: must be finite and >= 0 (0: 1/sqrt(head size))", op, name, o->attn_scale);
   if (o->rope) {
     if ((o->d_model / o->n_heads) % 2 != 0)
       return BAD("%s: '%s': RoPE needs an even head size: d_model %lld / n_heads %lld = %lld", op, name,
@@ -99,10 +101,12 @@ static lt_status layer_init(const char *op, lt_transformer_layer *m, lt_params *
   t.self_attn.rope = o->rope;
   t.self_attn.rope_base = o->rope_base;
   t.self_attn.rope_scaling = o->rope_scaling;
+  t.self_attn.scale = o->attn_scale;
   if (cross && (s = lt_mha_init_biases(&t.cross_attn, p, lt_name_join(sub, sizeof sub, name, "cross_attn"), C,
                                        o->n_heads, o->n_kv_heads, o->bias || o->qkv_bias, o->bias, o->dropout,
                                        g)) != LT_OK)
     goto fail;
+  t.cross_attn.scale = o->attn_scale;
   if ((s = lt_ffn_init(&t.ffn, p, name, C, o->d_ff, o->act, o->swiglu, o->bias, o->dropout, g)) != LT_OK ||
       (s = lt_norm_init(&t.norm1, p, lt_name_join(sub, sizeof sub, name, "norm1"), o->norm, C, o->norm_eps)) != LT_OK ||
       (s = lt_norm_init(&t.norm2, p, lt_name_join(sub, sizeof sub, name, "norm2"), o->norm, C, o->norm_eps)) != LT_OK ||

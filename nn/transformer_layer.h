@@ -16,9 +16,11 @@
  * normN is norm2 in an encoder layer and norm3 in a decoder layer, as PyTorch.
  *
  * Options beyond PyTorch's layer: RMSNorm in place of LayerNorm, SwiGLU
- * feed-forward, grouped-query attention (n_kv_heads), RoPE on the
- * self-attention (with its frequency scaling), no biases, or biases on q, k
- * and v only (qkv_bias). Masks (causal, key padding, attn_mask) are
+ * feed-forward (or any gated one: GEGLU with GELU_TANH, T5 v1.1's), grouped-query
+ * attention (n_kv_heads), RoPE on the self-attention (with its frequency
+ * scaling), no biases, or biases on q, k and v only (qkv_bias), an attention
+ * scale other than 1/sqrt(HS) (attn_scale), and an additive float attn_mask
+ * that carries a gradient (T5's learned relative-position bias). Masks (causal, key padding, attn_mask) are
  * lt_attention_opts, passed per call as PyTorch's src_mask /
  * src_key_padding_mask / is_causal.
  *
@@ -81,7 +83,7 @@ typedef struct lt_transformer_layer_opts {
   int64_t d_ff;         /* feed-forward hidden size (dim_feedforward) */
   double dropout;       /* dropout1/2/3, attention weights, FFN hidden; in [0, 1] */
   lt_activation act;    /* RELU, GELU (erf), GELU_TANH; SILU with swiglu */
-  bool swiglu;          /* FFN w2(silu(w1 x) * w3 x) (names w1, w2, w3) */
+  bool swiglu;          /* gated FFN w2(act(w1 x) * w3 x) (names w1, w2, w3): SwiGLU with SiLU, GEGLU with GELU_TANH */
   bool norm_first;      /* pre-norm (PyTorch's norm_first) */
   lt_norm_kind norm;    /* LayerNorm or RMSNorm */
   double norm_eps;      /* layer_norm_eps, >= 0 */
@@ -90,6 +92,7 @@ typedef struct lt_transformer_layer_opts {
   double rope_base;     /* RoPE base (10000) */
   lt_rope_scaling rope_scaling; /* RoPE's frequency scaling (zeroed: none) */
   bool qkv_bias;        /* with bias false: biases on the attention's q, k, v projections only (Qwen2) */
+  double attn_scale;    /* every attention's q k^T scale (lt_mha's scale): 0 is 1/sqrt(HS), T5's is 1 */
 } lt_transformer_layer_opts;
 #define LT_TRANSFORMER_LAYER_DEFAULTS(C, NH)                                                                 \
   ((lt_transformer_layer_opts){.d_model = (C), .n_heads = (NH), .n_kv_heads = (NH), .d_ff = 2048,           \

@@ -22,13 +22,12 @@
  * 32-bit pair of each of the 8 rows of A. Rows past M repeat the last row
  * (computed, not stored) and columns past N are masked.
  *
- * Measured on the 2-core Xeon (Sapphire Rapids class, AVX512_BF16 + AMX),
- * one thread, CPU time: vdpbf16ps retires a quarter as many instructions a
- * cycle as vfmadd231ps, so it does half the f32 FMA rate (85 against 175
- * GFLOP/s in a register-only loop; the kernel 76-80 GFLOP/s on 256 x 256
- * x 64 tiles, below the f32 panel kernel's 130-170): on this CPU only AMX
- * is worth taking. CPUs with AVX512_BF16 and no AMX (Cooper Lake, AMD Zen
- * 4/5) run vdpbf16ps at the f32 FMA rate or better.
+ * Where AMX is present it is the bf16 engine, not this kernel: on Sapphire
+ * Rapids class CPUs vdpbf16ps retires a quarter as many instructions a
+ * cycle as vfmadd231ps, so it does half the f32 FMA rate and the kernel
+ * falls below the f32 panel kernel (figures: docs/mixed-precision.md, "Figures behind the code's rules"). CPUs with AVX512_BF16 and
+ * no AMX (Cooper Lake, AMD Zen 4/5) run vdpbf16ps at the f32 FMA rate or
+ * better, and take it.
  */
 #define _DEFAULT_SOURCE /* syscall */
 #include "tensor/bf16dot_internal.h"

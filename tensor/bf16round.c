@@ -86,10 +86,10 @@ bf16_colsum_run2(uint16_t *restrict da, uint16_t *restrict db, const float *rest
 
 /* The copy and sums of columns [j0, j0 + m), every row in order. Contiguous
  * rows (cs 1) are read row by row over the whole column range, two rows at
- * a time: a stream the hardware prefetcher follows. (Until session 7 each
- * thread took blocks of 128 columns over all rows: 512 bytes per row at a
- * stride of the row length, a new page per row once rows are 4 KiB, which
- * the prefetcher does not follow; it was 7% of a GPT-small bf16 step.) */
+ * a time: a stream the hardware prefetcher follows. Not blocks of columns
+ * over all rows: that reads a few hundred bytes per row at a stride of the
+ * row length, a new page per row once rows are 4 KiB, which the prefetcher
+ * does not follow (figures: docs/mixed-precision.md, "Figures behind the code's rules"). */
 static void colsum_cols(lt__mat g, uint16_t *dst, double *acc, int64_t j0, int64_t m, bool sums) {
   const int64_t N = g.rows, M = g.cols;
   const float *src0 = (const float *)g.data + j0 * g.cs;

@@ -161,8 +161,9 @@ void lt__blis_gemm_block(const lt__prod *p, int64_t lo, int64_t len) {
 
 /* A product with one row or one column of C (c[1,n] = a[1,k] b[k,n], or
  * c[m,1] = a[m,k] b[k,1]) as BLIS's gemv: gemm would pack the whole matrix
- * operand for a single row (74% of a cached decoding step, where every Linear
- * has one row: docs/decoding.md), gemv streams it once. With nt > 1 threads
+ * operand for a single row, which costs more than the product (a cached
+ * decoding step, where every Linear has one row, was mostly packing:
+ * docs/decoding.md, "Where the cached time goes"); gemv streams it once. With nt > 1 threads
  * the long dimension of C is split by the dispatch's run_blocks, each block one
  * single-threaded gemv; every element of C is the same dot product
  * whatever the split, so results do not depend on the thread count. */

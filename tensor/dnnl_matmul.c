@@ -135,10 +135,10 @@ static lt_status fail(dnnl_status_t s, const char *what, int64_t m, int64_t n, i
 /* Per thread, the memory objects of each cached primitive's arguments (src,
  * weights, dst, scratchpad, bias), made on the thread's first run of the
  * primitive and pointed at the caller's buffers by
- * dnnl_memory_set_data_handle afterwards. Making and destroying four or five
- * memory objects around each product was 1.5% of a GPT-small bf16 step (it
- * runs about 1,500 products, most of them attention's per-head ones). Kept
- * for the thread's life, like its stream. */
+ * dnnl_memory_set_data_handle afterwards: a step runs thousands of small
+ * products (attention's per-head ones), so making and destroying four or
+ * five memory objects around each is a measurable share of it (figures: docs/mixed-precision.md, "Figures behind the code's rules").
+ * Kept for the thread's life, like its stream. */
 static _Thread_local dnnl_memory_t tl_mem[CACHE_MAX][5];
 
 /* A thread's memory objects are released when the thread exits
@@ -188,10 +188,9 @@ static lt_status run(const mm_entry *e, const void *a, const void *b, void *c, c
 
 /* Products of fewer multiply-adds than this run on one thread: oneDNN opens
  * an OpenMP region for every product it may split, and on a busy machine a
- * region of two threads waits for a descheduled one (measured: a 96x64x32
- * product under autocast took 11.6 ms on 2 threads against 0.13 ms on 1 with
- * the default OMP_WAIT_POLICY, load average 15 on 2 cores). BLIS keeps such
- * products on one thread by itself. */
+ * region of two threads waits for a descheduled one, a hundred times the
+ * product's own time (figures: docs/mixed-precision.md, "Figures behind the code's rules"). BLIS keeps such products on one thread
+ * by itself. */
 #define PAR_MIN_MACS ((int64_t)1 << 21)
 
 static lt_status gemm(const mm_key *key, const void *a, const void *b, void *c, const float *bias);
@@ -203,9 +202,8 @@ static lt_status gemm(const mm_key *key, const void *a, const void *b, void *c, 
  * its row length (row-major) or its column length (column-major). Any other
  * strides (the per-head slices of attention: q, k, v and the output are
  * [T, HS] views with row stride C or 3C) fall to its generic "gemm:jit"
- * driver: measured in a GPT-small bf16 step, 1,024 such [128,128]x[128,64]
- * products took 0.14-0.19 ms each against 0.004-0.01 ms for the same shape
- * on brg, 146 of the step's 330 ms of products. So a strided matrix is copied
+ * driver, one to two orders of magnitude slower for the same shape (the
+ * figures: docs/mixed-precision.md, "The bf16 GEMM engine"). So a strided matrix is copied
  * dense first (C: computed into a dense buffer and copied back, after copying
  * it in when beta != 0); the copies are a few percent of a product's time. */
 

@@ -121,14 +121,13 @@ static bool gemm_small(lt__prod p, int nt) {
   /* The short side becomes n, the packed one, unless that turns C's
    * contiguous rows into strided columns while the product fits as it is:
    * the kernel stores a row of a tile as vectors, a column element by
-   * element ([128,64]x[64,256] with C's rows contiguous ran at 41 GFLOP/s
-   * turned around, 150 as it is: the diagonal tiles of the fused
-   * attention). Either way every element of C is the same FMA chain. */
+   * element, several times slower (the diagonal tiles of the fused
+   * attention (figures: docs/gemm.md, "Figures behind the code's rules")). Either way every element of C is the same FMA chain. */
   if (p.n > p.m && !(p.csc == 1 && p.rsc != 1 && small_whole(mode, p.n, p.k))) p = lt__prod_t(p);
   const int64_t m = p.m, n = p.n, k = p.k, npad = (n + SP_W - 1) / SP_W * SP_W;
   /* A read down its columns a page or more apart (A^T of a wide matrix, as
-   * in [128,128]x[128,1568] turned around): a TLB miss per element, BLIS's
-   * packing wins (measured 145 against 122 GFLOP/s). */
+   * in [128,128]x[128,1568] turned around): a TLB miss per element, so
+   * BLIS, which packs A first, wins (figures: docs/gemm.md, "Figures behind the code's rules"). */
   if (mode == 1 && p.rsa == 1 && p.csa >= 1024) return false;
   const bool whole = small_whole(mode, n, k);
   /* Long k, small C (a weight gradient X^T G): k in fixed chunks. */
@@ -154,7 +153,8 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
                    (long long)n, (long long)k);
   /* Below about 4M multiply-adds (tens of microseconds on one core) BLIS's
    * threads cost more at their barriers than they save, and far more when
-   * the machine is oversubscribed (attention tests: 10x slower on 2 threads). */
+   * the machine is oversubscribed (a descheduled thread stalls the barrier
+   * for a whole time slice). */
   if ((double)m * (double)n * (double)k < LT__BLAS_SMALL_MACS) single = true;
   const int nt = single || omp_in_parallel() ? 1 : lt_get_num_threads();
   /* Splitting a gemv over threads pays from the same size as gemm's

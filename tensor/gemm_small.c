@@ -25,9 +25,8 @@
  * kernels for 'skx' (the 'haswell' set has them, but its context is not
  * reachable from the exported API while 'skx' is active), so every such
  * product packs the whole of B and runs the 32x12 micro-kernel on a tile
- * mostly of padding: [8,512]x[512,2048] with B a transposed view (a Linear's
- * W^T) ran at 25 GFLOP/s against 140 here (docs/gemm.md, "Skinny and small
- * products"). Two layouts, after orienting C so that its short side is m:
+ * mostly of padding, several times slower than these kernels on a Linear's
+ * x W^T with few rows (docs/gemm.md, "Skinny and small products"). Two layouts, after orienting C so that its short side is m:
  * - dot: A's rows and B's columns contiguous along k (x W^T, Q K^T): 4x4
  *   blocks of C, each element a sum of 16-lane (8 for f64) partial sums over
  *   k, reduced at the end;
@@ -336,8 +335,8 @@ SK_TARGET static void sp_pack(int64_t k, int64_t w, const float *b, int64_t rsb,
 /* B read in place instead of packed: its rows contiguous (csb 1), every
  * panel whole vectors (n a multiple of 16: no lane past B's row is read),
  * and rows at most SP_INPLACE_MAX_RS floats apart (farther, each row of a
- * panel is on its own page: packing pays). Packing such a B was a copy into
- * the same layout (7% of the fused attention's products at HS 128). */
+ * panel is on its own page: packing pays). Packing such a B would be a copy
+ * into the layout it already has (figures: docs/gemm.md, "Figures behind the code's rules"). */
 #define SP_INPLACE_MAX_RS 1024
 
 /* Runs the job's tasks on nt threads (one OpenMP region, none for one). */

@@ -1,7 +1,7 @@
 /*
- * tensor/index.c: indexing, joining and splitting, forward and backward:
- * index_select, gather, scatter_add, embedding, tril/triu, one_hot, cat,
- * stack, split, chunk, pad (PyTorch semantics; see tensor.h for the contracts).
+ * tensor/index.c: indexing, forward and backward: index_select, gather,
+ * scatter_add, embedding, tril/triu, one_hot (PyTorch semantics; see
+ * tensor.h for the contracts).
  *
  * What this is. One strided gather/scatter kernel (gs_run) serves
  * index_select, gather, scatter_add, embedding and the backwards of all four:
@@ -12,10 +12,11 @@
  * name the first bad one by position. Accumulating kernels (scatter_add and
  * the backwards) give every output element to one thread, which adds its
  * contributions in index order: results are bit-identical for any number of
- * threads, duplicate indices included. cat/stack copy each input into a slice
- * of the output with the shared iterator; split/chunk return lt_narrow views.
+ * threads, duplicate indices included.
  *
- * What this is not. Advanced (tensor-of-tensors) indexing, lt_where and
+ * What this is not. Joining and splitting (cat, stack, split, chunk:
+ * tensor/join.c, which shares this file's strided copy), padding
+ * (tensor/pad.c), advanced (tensor-of-tensors) indexing, lt_where and
  * lt_masked_fill (tensor/elementwise.c), or in-place scatter. Indices are
  * never differentiable; one_hot records nothing.
  */
@@ -25,6 +26,7 @@
 #include "tensor/runtime_internal.h"
 #include "tensor/iter_internal.h"
 #include "tensor/quant.h"
+#include "tensor/index_internal.h"
 
 #include <limits.h>
 #include <omp.h>
@@ -419,8 +421,7 @@ static void copy_loop(int64_t n, char *const *p, const int64_t *st, void *ctx) {
   }
 }
 
-/* dst[...] = src (same shape), converting dtype. dst is a stand-in view. */
-static void copy_into(const lt_tensor *dst, const lt_tensor *src) {
+void lt__copy_into(const lt_tensor *dst, const lt_tensor *src) {
   const lt_tensor *ops[2] = {dst, src};
   copy_ctx c = {dst->dtype, src->dtype};
   lt__iter it;
@@ -442,17 +443,7 @@ static void copy_row(char *dst, const char *src, int64_t n, int64_t ss, int64_t 
   }
 }
 
-typedef struct dim_aux {
-  int dim;
-} dim_aux;
 
-/* out when its autograd record succeeded (s == LT_OK); otherwise out is freed
- * and NULL returned, the record's error set. */
-static lt_tensor *recorded(lt_tensor *out, lt_status s) {
-  if (s == LT_OK) return out;
-  lt_tensor_free(out);
-  return NULL;
-}
 
 /* idx_load for an op that indexes dim d of x: a value outside the dim is an
  * LT_ERR_INDEX naming its position ("gather: index[1,3] = 7 is out of range
@@ -505,8 +496,8 @@ static lt_tensor *index_forward(const char *op, lt__op_id id, const lt_tensor *x
   if (out) gs_run_tensors(false, d, x, out, &ib, select ? NULL : index);
   idx_release(&ib);
   if (!out) return NULL;
-  dim_aux aux = {d};
-  return recorded(out, lt__record(out, id, 1, (const lt_tensor *[]){x}, 1,
+  lt__dim_aux aux = {d};
+  return lt__recorded(out, lt__record(out, id, 1, (const lt_tensor *[]){x}, 1,
                                   (const lt_tensor *[]){index}, &aux, sizeof aux));
 }
 
@@ -515,7 +506,7 @@ static lt_tensor *index_forward(const char *op, lt__op_id id, const lt_tensor *x
 static lt_status index_backward(const char *op, const lt_node *node, const lt_tensor *gout,
                                 lt_tensor **gin, bool select) {
   if (!lt__needs_input_grad(node, 0)) return LT_OK;
-  dim_aux aux;
+  lt__dim_aux aux;
   memcpy(&aux, node->aux, sizeof aux);
   const lt__edge *e = &node->in[0];
   const lt_tensor *index = node->saved[0];
@@ -612,20 +603,20 @@ lt_tensor *lt_scatter_add(const lt_tensor *x, int dim, const lt_tensor *index, c
   if (idx_load_dim(op, index, x, d, &ib) != LT_OK) return NULL;
   lt_tensor *out = lt_empty(x->dtype, x->ndim, x->shape);
   if (out) {
-    copy_into(out, x);
+    lt__copy_into(out, x);
     gs_run_tensors(true, d, out, src, &ib, index);
   }
   idx_release(&ib);
   if (!out) return NULL;
-  dim_aux aux = {d};
-  return recorded(out, lt__record(out, LT__OP_scatter_add, 2, (const lt_tensor *[]){x, src}, 1,
+  lt__dim_aux aux = {d};
+  return lt__recorded(out, lt__record(out, LT__OP_scatter_add, 2, (const lt_tensor *[]){x, src}, 1,
                                   (const lt_tensor *[]){index}, &aux, sizeof aux));
 }
 
 /* dx = dout; dsrc[i][j] = dout[index[i][j]][j] where index reaches (gather),
  * 0 where src is larger than index. */
 lt_status lt__bw_scatter_add(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  dim_aux aux;
+  lt__dim_aux aux;
   memcpy(&aux, node->aux, sizeof aux);
   if (lt__needs_input_grad(node, 0)) {
     gin[0] = lt__view_of(gout, gout->ndim, gout->shape, gout->stride, gout->offset);
@@ -698,7 +689,7 @@ lt_tensor *lt_embedding(const lt_tensor *table, const lt_tensor *ids) {
            out->data, (const int64_t[]){D, 1}, ib.v, true);
   idx_release(&ib);
   if (!out) return NULL;
-  return recorded(out, lt__record(out, LT__OP_embedding, 1, (const lt_tensor *[]){table}, 1,
+  return lt__recorded(out, lt__record(out, LT__OP_embedding, 1, (const lt_tensor *[]){table}, 1,
                                   (const lt_tensor *[]){ids}, NULL, 0));
 }
 
@@ -785,7 +776,7 @@ static lt_tensor *tri_forward(const char *op, lt__op_id id, const lt_tensor *x, 
   lt_tensor *out = tri(op, x, k, lower);
   if (!out) return NULL;
   tri_aux aux = {k};
-  return recorded(out, lt__record(out, id, 1, (const lt_tensor *[]){x}, 0, NULL, &aux, sizeof aux));
+  return lt__recorded(out, lt__record(out, id, 1, (const lt_tensor *[]){x}, 0, NULL, &aux, sizeof aux));
 }
 
 /* dx = tril(dout, k) / triu(dout, k): the same mask. */
@@ -864,479 +855,4 @@ lt_tensor *lt_one_hot(const lt_tensor *ids, int64_t num_classes) {
   }
   idx_release(&ib);
   return out;
-}
-
-/* ======================================================================== */
-/* cat and stack                                                            */
-/* ======================================================================== */
-
-static char *arg_name(int i, char *buf) {
-  snprintf(buf, 32, "xs[%d]", i);
-  return buf;
-}
-
-static lt_status check_list(const char *op, int n, lt_tensor *const *xs) {
-  if (!xs) return lt__err_null(op, "xs");
-  if (n < 1) return lt__err(LT_ERR_INVALID, "%s: expected at least one tensor, got n = %d", op, n);
-  for (int i = 0; i < n; i++)
-    if (!xs[i]) return lt__err_null(op, arg_name(i, (char[32]){0}));
-  return LT_OK;
-}
-
-/* cat and stack record their n inputs and the dim (nothing saved). */
-static lt_tensor *record_list(lt_tensor *out, lt__op_id id, int n, lt_tensor *const *xs, int d) {
-  dim_aux aux = {d};
-  return recorded(out, lt__record(out, id, n, (const lt_tensor *const *)xs, 0, NULL, &aux, sizeof aux));
-}
-
-/* torch.cat's legacy rule: a 1-d tensor of size 0 may join tensors of any rank. */
-static bool cat_skippable(const lt_tensor *t) { return t->ndim == 1 && t->shape[0] == 0; }
-
-/* out [..., sum n_i, ...] = [xs[0] | xs[1] | ...] along dim. */
-lt_tensor *lt_cat(int n, lt_tensor *const *xs, int dim) {
-  static const char *op = "cat";
-  if (check_list(op, n, xs) != LT_OK) return NULL;
-  int ref = 0;
-  while (ref < n && cat_skippable(xs[ref])) ref++;
-  if (ref == n) ref = 0; /* all are [0]: an ordinary 1-d cat */
-  const lt_tensor *rt = xs[ref];
-  lt_dtype dt = xs[0]->dtype;
-  for (int i = 0; i < n; i++) {
-    dt = lt__promote(dt, xs[i]->dtype);
-    if (xs[i]->ndim == 0) {
-      lt__err(LT_ERR_SHAPE,
-              "cat: xs[%d] is %s: 0-d tensors cannot be concatenated (unsqueeze them or use stack)", i,
-              LT__D(xs[i]));
-      return NULL;
-    }
-  }
-  int d;
-  if (lt__wrap_dim(op, dim, rt->ndim, &d) != LT_OK) return NULL;
-  int64_t oshape[LT_MAX_DIMS];
-  for (int k = 0; k < rt->ndim; k++) oshape[k] = rt->shape[k];
-  int64_t total = 0;
-  for (int i = 0; i < n; i++) {
-    const lt_tensor *t = xs[i];
-    if (i != ref && cat_skippable(t)) continue;
-    if (t->ndim != rt->ndim) {
-      lt__err(LT_ERR_SHAPE,
-              "cat: xs[%d] is %s but xs[%d] is %s: tensors must have the same rank (or be 1-d and empty)",
-              ref, LT__D(rt), i, LT__D(t));
-      return NULL;
-    }
-    for (int k = 0; k < t->ndim; k++) {
-      if (k != d && t->shape[k] != rt->shape[k]) {
-        lt__err(LT_ERR_SHAPE,
-                "cat: xs[%d] is %s but xs[%d] is %s: sizes must match except in dim %d (dim %d: %lld != %lld)",
-                ref, LT__D(rt), i, LT__D(t), d, k, (long long)rt->shape[k], (long long)t->shape[k]);
-        return NULL;
-      }
-    }
-    if (t->shape[d] > INT64_MAX - total) {
-      lt__err(LT_ERR_OVERFLOW, "cat: the total size along dim %d overflows", d);
-      return NULL;
-    }
-    total += t->shape[d];
-  }
-  oshape[d] = total;
-  int64_t onumel;
-  if (lt__shape_numel(op, rt->ndim, oshape, &onumel) != LT_OK) return NULL;
-  lt_tensor *out = lt_empty(dt, rt->ndim, oshape);
-  if (!out) return NULL;
-  const int64_t es = (int64_t)lt_dtype_size(dt);
-  int64_t off = 0;
-  for (int i = 0; i < n; i++) {
-    const lt_tensor *t = xs[i];
-    if ((i != ref && cat_skippable(t)) || t->shape[d] == 0) continue;
-    lt_tensor v = *out; /* stand-in view of the slice [off, off + n_i) */
-    v.shape[d] = t->shape[d];
-    v.numel = t->numel;
-    v.data = (char *)out->data + off * out->stride[d] * es;
-    copy_into(&v, t);
-    off += t->shape[d];
-  }
-  return record_list(out, LT__OP_cat, n, xs, d);
-}
-
-/* dxs[i] = narrow(dout, dim, offset_i, n_i); zeros for skipped [0] inputs. */
-lt_status lt__bw_cat(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  dim_aux aux;
-  memcpy(&aux, node->aux, sizeof aux);
-  const int d = aux.dim;
-  int64_t off = 0;
-  for (int i = 0; i < node->nin; i++) {
-    const lt__edge *e = &node->in[i];
-    const bool skipped = e->ndim != gout->ndim;
-    const int64_t len = skipped ? 0 : e->shape[d];
-    if (lt__needs_input_grad(node, i)) {
-      if (skipped || len == 0)
-        gin[i] = lt_zeros(gout->dtype, e->ndim, e->shape);
-      else
-        gin[i] = lt_narrow(gout, d, off, len);
-      if (!gin[i]) return lt_last_status();
-    }
-    off += len;
-  }
-  return LT_OK;
-}
-
-/* out [..., n, ...] (new dim at dim): out[..., i, ...] = xs[i]. */
-lt_tensor *lt_stack(int n, lt_tensor *const *xs, int dim) {
-  static const char *op = "stack";
-  if (check_list(op, n, xs) != LT_OK) return NULL;
-  const lt_tensor *rt = xs[0];
-  lt_dtype dt = rt->dtype;
-  for (int i = 1; i < n; i++) {
-    if (!lt__same_shape(xs[i], rt)) {
-      lt__err(LT_ERR_SHAPE, "stack: xs[0] is %s but xs[%d] is %s: all tensors must have the same shape",
-              LT__D(rt), i, LT__D(xs[i]));
-      return NULL;
-    }
-    dt = lt__promote(dt, xs[i]->dtype);
-  }
-  const int nd = rt->ndim;
-  if (nd + 1 > LT_MAX_DIMS) {
-    lt__err(LT_ERR_INVALID, "stack: xs[0] is %s: the output would have more than %d dims", LT__D(rt),
-            LT_MAX_DIMS);
-    return NULL;
-  }
-  int d;
-  if (lt__wrap_dim(op, dim, nd + 1, &d) != LT_OK) return NULL;
-  int64_t oshape[LT_MAX_DIMS];
-  for (int k = 0, j = 0; k < nd + 1; k++) oshape[k] = k == d ? n : rt->shape[j++];
-  int64_t onumel;
-  if (lt__shape_numel(op, nd + 1, oshape, &onumel) != LT_OK) return NULL;
-  lt_tensor *out = lt_empty(dt, nd + 1, oshape);
-  if (!out) return NULL;
-  const int64_t es = (int64_t)lt_dtype_size(dt);
-  if (rt->numel > 0) {
-    for (int i = 0; i < n; i++) {
-      lt_tensor v = *out; /* stand-in view of out[..., i, ...] */
-      v.ndim = nd;
-      for (int k = 0, j = 0; k < nd + 1; k++) {
-        if (k == d) continue;
-        v.shape[j] = out->shape[k];
-        v.stride[j] = out->stride[k];
-        j++;
-      }
-      v.shape[nd] = 0;
-      v.stride[nd] = 0;
-      v.numel = rt->numel;
-      v.data = (char *)out->data + (int64_t)i * out->stride[d] * es;
-      copy_into(&v, xs[i]);
-    }
-  }
-  return record_list(out, LT__OP_stack, n, xs, d);
-}
-
-/* dxs[i] = select(dout, dim, i). */
-lt_status lt__bw_stack(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  dim_aux aux;
-  memcpy(&aux, node->aux, sizeof aux);
-  for (int i = 0; i < node->nin; i++) {
-    if (!lt__needs_input_grad(node, i)) continue;
-    gin[i] = lt_select(gout, aux.dim, i);
-    if (!gin[i]) return lt_last_status();
-  }
-  return LT_OK;
-}
-
-/* ======================================================================== */
-/* split and chunk: lt_narrow views (recorded by view.c: no backward here)  */
-/* ======================================================================== */
-
-/* count views of len `piece` along d (the last one shorter, or all of size 0
- * when the dim is empty), into out only if all succeed. */
-static lt_status split_views(const char *op, const lt_tensor *x, int d, int64_t piece,
-                             int64_t count, lt_tensor **out, int capacity, int *n_out) {
-  if (count > capacity)
-    return lt__err(LT_ERR_INVALID, "%s: x is %s: splitting dim %d gives %lld views but capacity is %d",
-                   op, LT__D(x), d, (long long)count, capacity);
-  lt_tensor **tmp = malloc(sizeof(lt_tensor *) * (size_t)(count > 0 ? count : 1));
-  if (!tmp) return lt__err(LT_ERR_NOMEM, "%s: cannot allocate %lld views", op, (long long)count);
-  const int64_t size = x->shape[d];
-  for (int64_t i = 0; i < count; i++) {
-    int64_t start = i * piece < size ? i * piece : size;
-    int64_t len = size - start < piece ? size - start : piece;
-    tmp[i] = lt_narrow(x, d, start, len);
-    if (!tmp[i]) {
-      lt_status s = lt_last_status();
-      for (int64_t j = 0; j < i; j++) lt_tensor_free(tmp[j]);
-      free(tmp);
-      return s;
-    }
-  }
-  for (int64_t i = 0; i < count; i++) out[i] = tmp[i];
-  *n_out = (int)count;
-  free(tmp);
-  return LT_OK;
-}
-
-static lt_status split_args(const char *op, const lt_tensor *x, int dim, lt_tensor **out,
-                            int *n_out, int *d) {
-  if (!x) return lt__err_null(op, "x");
-  if (!out) return lt__err_null(op, "out");
-  if (!n_out) return lt__err_null(op, "n_out");
-  if (x->ndim == 0) return lt__err(LT_ERR_SHAPE, "%s: x is %s: cannot split a 0-d tensor", op, LT__D(x));
-  return lt__wrap_dim(op, dim, x->ndim, d);
-}
-
-lt_status lt_split(const lt_tensor *x, int64_t split_size, int dim, lt_tensor **out, int capacity,
-                   int *n_out) {
-  static const char *op = "split";
-  int d;
-  lt_status s = split_args(op, x, dim, out, n_out, &d);
-  if (s != LT_OK) return s;
-  const int64_t size = x->shape[d];
-  if (split_size < 0 || (split_size == 0 && size > 0))
-    return lt__err(LT_ERR_INVALID, "split: x is %s: split_size %lld along dim %d must be positive", LT__D(x),
-                   (long long)split_size, d);
-  /* an empty dim gives one empty view, as PyTorch */
-  int64_t count = split_size == 0 ? 1 : size / split_size + (size % split_size != 0);
-  if (count < 1) count = 1;
-  return split_views(op, x, d, split_size, count, out, capacity, n_out);
-}
-
-lt_status lt_chunk(const lt_tensor *x, int chunks, int dim, lt_tensor **out, int capacity,
-                   int *n_out) {
-  static const char *op = "chunk";
-  int d;
-  lt_status s = split_args(op, x, dim, out, n_out, &d);
-  if (s != LT_OK) return s;
-  if (chunks <= 0)
-    return lt__err(LT_ERR_INVALID, "chunk: x is %s: chunks must be positive, got %d", LT__D(x), chunks);
-  const int64_t size = x->shape[d];
-  if (size == 0) /* PyTorch: `chunks` empty views */
-    return split_views(op, x, d, 0, chunks, out, capacity, n_out);
-  const int64_t piece = (size + chunks - 1) / chunks;
-  return split_views(op, x, d, piece, (size + piece - 1) / piece, out, capacity, n_out);
-}
-
-/* ======================================================================== */
-/* pad (constant, reflect, replicate)                                       */
-/* ======================================================================== */
-
-/* How pad runs. x (contiguous) and y are seen as rows along the last dim.
- * Every dim d gets an index map of length y->shape[d]: the source index in x
- * of output index i, or -1 (the constant). A row of y reads the row of x its
- * leading indices map to (all of it the constant if one maps to -1), then
- * maps its last dim. The backward runs the same maps the other way and adds
- * g into dx; it splits the work into slabs over the dims before the first
- * padded one (whose rows never share a source row), and adds within a slab
- * in row order, so results do not depend on the thread count. */
-typedef struct pad_aux {
-  int mode;                  /* lt_pad_mode */
-  int64_t lo[LT_MAX_DIMS];   /* before-padding of every dim (0 where not padded) */
-} pad_aux;
-
-/* Source index in [0, n) of output index i, or -1 (constant padding). */
-static int64_t pad_src(int mode, int64_t i, int64_t lo, int64_t n) {
-  const int64_t k = i - lo;
-  if (k >= 0 && k < n) return k;
-  if (mode == LT_PAD_CONSTANT) return -1;
-  if (mode == LT_PAD_REPLICATE) return k < 0 ? 0 : n - 1;
-  return k < 0 ? -k : 2 * (n - 1) - k; /* reflect (pad < n checked) */
-}
-
-typedef struct pad_geom {
-  int ndim;
-  int64_t xs[LT_MAX_DIMS], ys[LT_MAX_DIMS]; /* shapes */
-  int64_t xst[LT_MAX_DIMS];                 /* contiguous strides of x */
-  int64_t *map[LT_MAX_DIMS];                /* ys[d] entries each */
-  int64_t *maps;                            /* one allocation for all */
-  int64_t W, rows;                          /* y's last dim, y->numel / W */
-} pad_geom;
-
-static lt_status pad_geom_init(pad_geom *g, const char *op, int mode, int ndim, const int64_t *xs,
-                               const int64_t *ys, const int64_t *lo) {
-  g->ndim = ndim;
-  int64_t total = 1;
-  for (int d = 0; d < ndim; d++) g->xs[d] = xs[d], g->ys[d] = ys[d], total += ys[d];
-  lt__contiguous_strides(ndim, xs, g->xst);
-  g->maps = malloc(sizeof(int64_t) * (size_t)total);
-  if (!g->maps) return lt__err(LT_ERR_NOMEM, "%s: out of memory for %lld index entries", op, (long long)total);
-  int64_t *m = g->maps;
-  for (int d = 0; d < ndim; d++) {
-    g->map[d] = m;
-    for (int64_t i = 0; i < ys[d]; i++) m[i] = pad_src(mode, i, lo[d], xs[d]);
-    m += ys[d];
-  }
-  g->W = ndim ? ys[ndim - 1] : 1;
-  int64_t n = 1;
-  for (int d = 0; d < ndim; d++) n *= ys[d];
-  g->rows = g->W ? n / g->W : 0;
-  return LT_OK;
-}
-
-/* Offset in x of the row that output row r reads, or -1 (a constant row). */
-static int64_t pad_row_src(const pad_geom *g, int64_t r) {
-  int64_t off = 0;
-  for (int d = g->ndim - 2; d >= 0; d--) {
-    const int64_t i = r % g->ys[d], s = g->map[d][i];
-    r /= g->ys[d];
-    if (s < 0) return -1;
-    off += s * g->xst[d];
-  }
-  return off;
-}
-
-#define PAD_KERNELS(NAME, T)                                                                \
-  static void pad_fwd_##NAME(const pad_geom *g, const T *x, T *y, T value, int64_t r0,     \
-                             int64_t r1) {                                                 \
-    const int64_t *ml = g->ndim ? g->map[g->ndim - 1] : NULL, W = g->W;                    \
-    for (int64_t r = r0; r < r1; r++) {                                                    \
-      const int64_t off = pad_row_src(g, r);                                               \
-      T *yr = y + r * W;                                                                   \
-      if (off < 0) {                                                                       \
-        for (int64_t j = 0; j < W; j++) yr[j] = value;                                     \
-      } else if (!ml) {                                                                    \
-        yr[0] = x[0];                                                                      \
-      } else {                                                                             \
-        for (int64_t j = 0; j < W; j++) yr[j] = ml[j] < 0 ? value : x[off + ml[j]];        \
-      }                                                                                    \
-    }                                                                                      \
-  }
-PAD_KERNELS(b8, uint8_t)
-PAD_KERNELS(b32, uint32_t)
-PAD_KERNELS(b64, uint64_t)
-
-#define PAD_BW_KERNEL(NAME, T)                                                             \
-  static void pad_bwd_##NAME(const pad_geom *g, const T *gy, T *dx, int64_t r0, int64_t r1) { \
-    const int64_t *ml = g->ndim ? g->map[g->ndim - 1] : NULL, W = g->W;                    \
-    for (int64_t r = r0; r < r1; r++) {                                                    \
-      const int64_t off = pad_row_src(g, r);                                               \
-      const T *gr = gy + r * W;                                                            \
-      if (off < 0) continue;                                                               \
-      if (!ml) {                                                                           \
-        dx[0] += gr[0];                                                                    \
-        continue;                                                                          \
-      }                                                                                    \
-      for (int64_t j = 0; j < W; j++)                                                      \
-        if (ml[j] >= 0) dx[off + ml[j]] += gr[j];                                          \
-    }                                                                                      \
-  }
-PAD_BW_KERNEL(f32, float)
-PAD_BW_KERNEL(f64, double)
-
-/* Rows of output per slab: the product of the output dims from the first
- * padded one to the second last (rows in different slabs read different x
- * rows). */
-static int64_t pad_slab_rows(const pad_geom *g, const int64_t *lo) {
-  int first = g->ndim - 1;
-  for (int d = 0; d < g->ndim - 1; d++)
-    if (lo[d] != 0 || g->ys[d] != g->xs[d]) {
-      first = d;
-      break;
-    }
-  int64_t n = 1;
-  for (int d = first; d < g->ndim - 1; d++) n *= g->ys[d];
-  return n;
-}
-
-lt_tensor *lt_pad(const lt_tensor *x, int npad, const int64_t *pad, lt_pad_mode mode, double value) {
-  static const char *op = "pad";
-  if (!x) return lt__err_null(op, "x"), NULL;
-  if (npad > 0 && !pad) return lt__err(LT_ERR_NULL, "%s: argument pad is NULL but npad is %d", op, npad), NULL;
-  if (mode != LT_PAD_CONSTANT && mode != LT_PAD_REFLECT && mode != LT_PAD_REPLICATE)
-    return lt__err(LT_ERR_INVALID, "%s: x is %s: mode %d is not a pad mode (constant, reflect, replicate)", op,
-                   LT__D(x), (int)mode),
-           NULL;
-  if (npad < 0 || npad % 2 || npad / 2 > x->ndim)
-    return lt__err(LT_ERR_INVALID,
-                   "%s: x is %s: %d pad values; need an even number, at most 2 per dim (%d): (left, right) of "
-                   "the last dim first, as torch.nn.functional.pad",
-                   op, LT__D(x), npad, 2 * x->ndim),
-           NULL;
-  const char *mname = mode == LT_PAD_CONSTANT ? "constant" : mode == LT_PAD_REFLECT ? "reflect" : "replicate";
-  pad_aux aux = {(int)mode, {0}};
-  int64_t ys[LT_MAX_DIMS];
-  for (int d = 0; d < x->ndim; d++) ys[d] = x->shape[d];
-  for (int k = 0; k < npad / 2; k++) {
-    const int d = x->ndim - 1 - k;
-    const int64_t lo = pad[2 * k], hi = pad[2 * k + 1], n = x->shape[d];
-    if (mode != LT_PAD_CONSTANT) {
-      if (lo < 0 || hi < 0)
-        return lt__err(LT_ERR_INVALID, "%s: x is %s: %s padding of dim %d is (%lld, %lld): must be >= 0", op,
-                       LT__D(x), mname, d, (long long)lo, (long long)hi),
-               NULL;
-      if ((lo > 0 || hi > 0) && n == 0)
-        return lt__err(LT_ERR_SHAPE, "%s: x is %s: %s padding of dim %d, which is empty", op, LT__D(x), mname,
-                       d),
-               NULL;
-      if (mode == LT_PAD_REFLECT && (lo >= n || hi >= n))
-        return lt__err(LT_ERR_INVALID,
-                       "%s: x is %s: reflect padding (%lld, %lld) of dim %d must be less than its size %lld", op,
-                       LT__D(x), (long long)lo, (long long)hi, d, (long long)n),
-               NULL;
-    }
-    /* sizes from outside: checked (negative constant padding crops) */
-    int64_t s;
-    if (__builtin_add_overflow(n, lo, &s) || __builtin_add_overflow(s, hi, &s) || s < 0 || lo < -n || hi < -n)
-      return lt__err(LT_ERR_INVALID, "%s: x is %s: padding (%lld, %lld) of dim %d gives a negative or huge size",
-                     op, LT__D(x), (long long)lo, (long long)hi, d),
-             NULL;
-    ys[d] = s;
-    aux.lo[d] = lo;
-  }
-  int64_t numel;
-  if (lt__shape_numel(op, x->ndim, ys, &numel) != LT_OK) return NULL;
-  lt_tensor *xt;
-  const lt_tensor *xc = lt__as_contig(x, x->dtype, &xt);
-  if (!xc) return NULL;
-  pad_geom g;
-  lt_tensor *y = NULL;
-  if (pad_geom_init(&g, op, mode, x->ndim, x->shape, ys, aux.lo) != LT_OK) goto done;
-  y = lt_empty(x->dtype, x->ndim, ys);
-  if (y && g.rows > 0) {
-    unsigned char vb[8] = {0};
-    lt__store(vb, x->dtype, value);
-    const size_t es = lt_dtype_size(x->dtype);
-    const int nt = lt__threads_for(numel, g.rows);
-#pragma omp parallel num_threads(nt) if (nt > 1)
-    {
-      const int64_t T = omp_get_num_threads(), id = omp_get_thread_num();
-      const int64_t r0 = g.rows * id / T, r1 = g.rows * (id + 1) / T;
-      if (es == 1) pad_fwd_b8(&g, xc->data, y->data, vb[0], r0, r1);
-      else if (es == 4) pad_fwd_b32(&g, xc->data, y->data, *(uint32_t *)vb, r0, r1);
-      else pad_fwd_b64(&g, xc->data, y->data, *(uint64_t *)vb, r0, r1);
-    }
-  }
-  free(g.maps);
-  if (y && lt__record(y, LT__OP_pad, 1, &x, 0, NULL, &aux, sizeof aux) != LT_OK) {
-    lt_tensor_free(y);
-    y = NULL;
-  }
-done:
-  lt_tensor_free(xt);
-  return y;
-}
-
-/* y = pad(x): dx[src(i)] += g[i] over every output element i with a source
- * (constant padding has none). Nothing saved; the maps are rebuilt from aux
- * and the shapes. */
-lt_status lt__bw_pad(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  if (!lt__needs_input_grad(node, 0)) return LT_OK;
-  const pad_aux *a = (const pad_aux *)node->aux;
-  const lt__edge *in = &node->in[0];
-  lt_tensor *gt;
-  const lt_tensor *g = lt__as_contig(gout, in->dtype, &gt);
-  if (!g) return lt_last_status();
-  pad_geom geo;
-  lt_status st = pad_geom_init(&geo, "pad backward", a->mode, in->ndim, in->shape, node->out_shape, a->lo);
-  if (st != LT_OK) return st;
-  lt_tensor *dx = lt_zeros(in->dtype, in->ndim, in->shape);
-  if (dx && geo.rows > 0) {
-    const int64_t per = pad_slab_rows(&geo, a->lo), nslab = geo.rows / per;
-    const int nt = lt__threads_for(g->numel, nslab);
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-    for (int64_t s = 0; s < nslab; s++) {
-      if (in->dtype == LT_DTYPE_F32) pad_bwd_f32(&geo, g->data, dx->data, s * per, (s + 1) * per);
-      else pad_bwd_f64(&geo, g->data, dx->data, s * per, (s + 1) * per);
-    }
-  }
-  free(geo.maps);
-  lt_tensor_free(gt);
-  if (!dx) return lt_last_status();
-  gin[0] = dx;
-  return LT_OK;
 }

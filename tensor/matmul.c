@@ -114,10 +114,10 @@ static lt_status mm_check(const lt_tensor *a, const lt_tensor *b, mm_shape *s) {
 /* ======================================================================== */
 
 /* Batched products of at most this many multiply-adds each may run one
- * product per thread (see batch_per_thread). Measured with 2 threads on an
- * AVX-512 EPYC (docs/gemm.md): per thread is 3-4x faster at 64x64x64, 1.5-2.5x
- * at attention sizes (128x128x64) and still 1.2-1.3x at 1024x1024x64 with 32
- * products; 3 products of 512x512x512 were 11% faster with BLIS threads. */
+ * product per thread (see batch_per_thread): below it one product per thread
+ * beats BLIS threads inside each product, the more the smaller the products;
+ * above it a few large products do better split by BLIS (bench_gemm
+ * --switch places it; the figures: docs/gemm.md, "Batched products"). */
 static int64_t batch_par_max = (int64_t)1 << 26;
 
 int64_t lt__matmul_batch_par_max(void) { return batch_par_max; }
@@ -129,7 +129,7 @@ int64_t lt__matmul_set_batch_par_max(int64_t macs) {
 
 /* One product per thread, or one product after another with BLIS threads?
  * Per thread wins clearly for small products (BLIS cannot split a 64x64 tile
- * usefully) and still by 20-30% at tens of millions of multiply-adds (no
+ * usefully) and still at tens of millions of multiply-adds (no
  * synchronisation inside each product). For the larger products only a
  * batch that spreads evenly over the threads is worth it: 3 products on 2
  * threads leave one thread idle a third of the time. */

@@ -122,9 +122,9 @@ typedef struct fill_params {
  * _mm512_mul_epu32 on the even and odd lanes), AVX2 (chains of 8 blocks, two
  * at a time) and portable C. The fills pick one per draw (philox_pick) and
  * pass it to their threads. 64 blocks, not 16: a round's multiplies wait for
- * the previous round's, so one chain of 16 left the multipliers idle most of
- * the time (the fused attention regenerates its dropout mask tile by tile:
- * 8% of a decoder step at T 2,048 was this function). */
+ * the previous round's, so one chain of 16 leaves the multipliers idle most
+ * of the time, and this function is hot (the fused attention regenerates
+ * its dropout mask tile by tile; docs/random.md gives the figure). */
 #define PHILOX_BATCH 64
 #define PHILOX_CHAINS 4 /* AVX-512: PHILOX_BATCH / 16 */
 typedef void (*philox_batch_fn)(uint64_t seed, uint64_t offset, uint64_t b0,

@@ -1,7 +1,7 @@
 /*
  * tensor/reduce.c: reductions (sum, mean, amax/amin, max/min along a dim,
- * argmax/argmin, var/std, logsumexp) and softmax/log_softmax, forward and
- * backward side by side.
+ * argmax/argmin, var/std, logsumexp), forward and backward side by side, all
+ * on one reduction plan and its kernels.
  *
  * How a reduction runs. The input's dims are split into kept dims (K: they
  * index the output) and reduced dims (R). Size-1 dims are dropped and
@@ -19,13 +19,10 @@
  * geometry alone, so results are bit-identical for any thread count. f32 sums
  * accumulate in double; integer and bool sums in (wrapping) 64 bits.
  *
- * Softmax/log_softmax work on rows [outer, n, inner] of a contiguous input
- * (a non-contiguous input is copied first): inner == 1 streams each row,
- * inner > 1 processes blocks of columns. Their backward is a fused kernel of
- * the same shape.
- *
  * What this is not: a split reduction (a full reduction to one value runs on
- * one thread, still vectorised), or a compensated (Kahan) sum.
+ * one thread, still vectorised), a compensated (Kahan) sum, softmax and
+ * log_softmax (tensor/softmax_ops.c) or the running sum cumsum
+ * (tensor/cumsum.c).
  */
 #include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
@@ -33,6 +30,7 @@
 #include "tensor/runtime_internal.h"
 #include "tensor/iter_internal.h"
 #include "tensor/softmax_internal.h"
+#include "tensor/reduce_internal.h"
 
 #include <math.h>
 #include <omp.h>
@@ -597,10 +595,6 @@ static void free_all(lt_tensor *a, lt_tensor *b, lt_tensor *c, lt_tensor *d, lt_
   lt_tensor_free(f);
 }
 
-static lt_status set_gin(lt_tensor **gin, lt_tensor *g) {
-  gin[0] = g;
-  return g ? LT_OK : (lt_last_status() != LT_OK ? lt_last_status() : LT_ERR_NOMEM);
-}
 
 /* ======================================================================== */
 /* sum, mean, amax, amin, var, std, logsumexp: forward                       */
@@ -608,13 +602,10 @@ static lt_status set_gin(lt_tensor **gin, lt_tensor *g) {
 
 typedef enum { R_SUM, R_MEAN, R_AMAX, R_AMIN, R_VAR, R_STD, R_LSE } rkind;
 
-/* bf16 is reduced in f32, as PyTorch: the input is widened (exactly) into an
- * f32 copy, the f32 kernels run, and the result is rounded back once. r_widen
- * gives the tensor the kernels see (x, or the copy in *tmp, made with grad
- * mode off); r_narrow turns an f32 result into dt (bf16), freeing it; both
- * return NULL with the error set on failure. Every forward and backward
- * kernel of this file goes through the pair. */
-static const lt_tensor *r_widen(const lt_tensor *x, lt_tensor **tmp) {
+/* bf16 is reduced in f32 (tensor/reduce_internal.h says how): every forward
+ * and backward kernel of the reductions, softmax and log_softmax goes
+ * through this pair. */
+const lt_tensor *lt__reduce_widen(const lt_tensor *x, lt_tensor **tmp) {
   *tmp = NULL;
   if (x->dtype != LT_DTYPE_BF16) return x;
   const bool prev = lt_set_grad_enabled(false);
@@ -622,7 +613,7 @@ static const lt_tensor *r_widen(const lt_tensor *x, lt_tensor **tmp) {
   lt_set_grad_enabled(prev);
   return *tmp;
 }
-static lt_tensor *r_narrow(lt_tensor *y, lt_dtype dt) {
+lt_tensor *lt__reduce_narrow(lt_tensor *y, lt_dtype dt) {
   if (!y || y->dtype == dt) return y;
   const bool prev = lt_set_grad_enabled(false);
   lt_tensor *r = lt_to_dtype(y, dt);
@@ -655,7 +646,7 @@ static lt_tensor *reduce_op(const char *op, rkind kind, const lt_tensor *x, int 
   }
   /* logsumexp of integers: compute on an f32 copy (as the float functions). */
   lt_tensor *xf = NULL;
-  const lt_tensor *xin = r_widen(x, &xf);
+  const lt_tensor *xin = lt__reduce_widen(x, &xf);
   if (!xin) return NULL;
   if (kind == R_LSE && !fl) {
     xf = lt_to_dtype(x, LT_DTYPE_F32);
@@ -688,7 +679,7 @@ static lt_tensor *reduce_op(const char *op, rkind kind, const lt_tensor *x, int 
   plan_init(&p, xin, mask);
   run_plan(&p, xin->data, (void *const[]){out->data}, kp->row, kp->col, &c);
   lt_tensor_free(xf);
-  if (x->dtype == LT_DTYPE_BF16 && !(out = r_narrow(out, LT_DTYPE_BF16))) return NULL;
+  if (x->dtype == LT_DTYPE_BF16 && !(out = lt__reduce_narrow(out, LT_DTYPE_BF16))) return NULL;
 
   static const lt__op_id ids[] = {[R_SUM] = LT__OP_sum, [R_MEAN] = LT__OP_mean,
                                   [R_AMAX] = LT__OP_amax, [R_AMIN] = LT__OP_amin,
@@ -742,7 +733,7 @@ lt_status lt__bw_sum(const lt_node *node, const lt_tensor *gout, lt_tensor **gin
   if (!gk) return lt_last_status();
   lt_tensor *g = lt_expand(gk, e->ndim, e->shape);
   lt_tensor_free(gk);
-  return set_gin(gin, g);
+  return lt__set_gin(gin, g);
 }
 
 /* mean: dx = expand(g / N). */
@@ -754,7 +745,7 @@ lt_status lt__bw_mean(const lt_node *node, const lt_tensor *gout, lt_tensor **gi
   lt_tensor *gk = gs ? keep_view(gs, e->ndim, a->mask) : NULL;
   lt_tensor *g = gk ? lt_expand(gk, e->ndim, e->shape) : NULL;
   free_all(gs, gk, NULL, NULL, NULL, NULL);
-  return set_gin(gin, g);
+  return lt__set_gin(gin, g);
 }
 
 /* amax/amin: out = max(x); the gradient is split evenly among the tied
@@ -773,7 +764,7 @@ static lt_status bw_minmax(const lt_node *node, const lt_tensor *gout, lt_tensor
   lt_tensor *w = cnt ? lt_div(gk, cnt) : NULL;                  /* g / count */
   lt_tensor *g = w ? lt_mul(mk, w) : NULL;
   free_all(ok, gk, eq, mk, cnt, w);
-  return set_gin(gin, g);
+  return lt__set_gin(gin, g);
 }
 lt_status lt__bw_amax(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   return bw_minmax(node, gout, gin);
@@ -807,7 +798,7 @@ static lt_status bw_var_std(const lt_node *node, const lt_tensor *gout, lt_tenso
   }
   lt_tensor *g = gs ? lt_mul(diff, gs) : NULL;
   free_all(mean, diff, gk, sk, gq, gs);
-  return set_gin(gin, g);
+  return lt__set_gin(gin, g);
 }
 lt_status lt__bw_var(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   return bw_var_std(node, gout, gin, false);
@@ -827,7 +818,7 @@ lt_status lt__bw_logsumexp(const lt_node *node, const lt_tensor *gout, lt_tensor
   lt_tensor *p = d ? lt_exp(d) : NULL;
   lt_tensor *g = p ? lt_mul(p, gk) : NULL;
   free_all(ok, gk, d, p, NULL, NULL);
-  return set_gin(gin, g);
+  return lt__set_gin(gin, g);
 }
 
 /* ======================================================================== */
@@ -852,7 +843,7 @@ static lt_tensor *arg_op(const char *op, bool is_min, const lt_tensor *x, int di
   int64_t shape[LT_MAX_DIMS];
   const int ond = reduced_shape(x, mask, keepdim, shape);
   lt_tensor *xw;
-  const lt_tensor *xin = r_widen(x, &xw);
+  const lt_tensor *xin = lt__reduce_widen(x, &xw);
   lt_tensor *vals = xin ? lt_empty(xin->dtype, ond, shape) : NULL;
   lt_tensor *idx = vals ? lt_empty(LT_DTYPE_I64, ond, shape) : NULL;
   if (!idx) {
@@ -866,7 +857,7 @@ static lt_tensor *arg_op(const char *op, bool is_min, const lt_tensor *x, int di
   const rctx c = {1.0, 0.0, false};
   run_plan(&p, xin->data, (void *const[]){vals->data, idx->data}, kp->row, kp->col, &c);
   lt_tensor_free(xw);
-  if (want_values && !(vals = r_narrow(vals, x->dtype))) {
+  if (want_values && !(vals = lt__reduce_narrow(vals, x->dtype))) {
     lt_tensor_free(idx);
     return NULL;
   }
@@ -946,340 +937,11 @@ static lt_status bw_arg(const lt_node *node, const lt_tensor *gout, lt_tensor **
   lt_tensor *g = dk ? dx : NULL;
   if (!g) lt_tensor_free(dx);
   free_all(gc, ik, gk, dk, NULL, NULL);
-  return set_gin(gin, g);
+  return lt__set_gin(gin, g);
 }
 lt_status lt__bw_max_dim(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   return bw_arg(node, gout, gin);
 }
 lt_status lt__bw_min_dim(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
   return bw_arg(node, gout, gin);
-}
-
-/* ======================================================================== */
-/* softmax, log_softmax                                                     */
-/* ======================================================================== */
-
-/* Geometry: a contiguous tensor seen as [outer, n, inner] around the dim. */
-typedef struct sgeom {
-  int64_t outer, n, inner;
-} sgeom;
-
-static sgeom softmax_geom(const lt_tensor *x, int d) {
-  sgeom g = {1, 1, 1};
-  for (int i = 0; i < x->ndim; i++) {
-    if (i < d) g.outer *= x->shape[i];
-    else if (i == d) g.n = x->shape[i];
-    else g.inner *= x->shape[i];
-  }
-  return g;
-}
-
-#define SMBLK 256
-
-/* Forward, y = softmax(x) or log_softmax(x) along n. m = max (NaN wins), then
- * e = exp(x - m) in T with the sum in double; softmax y = e * (1/sum),
- * log_softmax y = (x - m) - log(sum).
- * Rows (inner == 1): rows [r0, r1). Columns: block [j0, j1) of outer index o. */
-#define SOFTMAX_KERNELS(NAME, T, EXP)                                                   \
-  static void sm_rows_##NAME(const T *x, T *y, int64_t n, int64_t r0, int64_t r1,       \
-                             bool logsm) {                                              \
-    for (int64_t r = r0; r < r1; r++) {                                                 \
-      const T *xr = x + r * n;                                                          \
-      T *yr = y + r * n;                                                                \
-      const T m = lt__row_max_##NAME(xr, n);                                            \
-      const double sum = lt__row_exp_##NAME(xr, m, yr, n);                              \
-      if (!logsm) {                                                                     \
-        const T inv = (T)(1.0 / sum);                                                   \
-        for (int64_t i = 0; i < n; i++) yr[i] *= inv;                                   \
-      } else {                                                                          \
-        const T ls = (T)log(sum);                                                       \
-        for (int64_t i = 0; i < n; i++) yr[i] = (xr[i] - m) - ls;                       \
-      }                                                                                 \
-    }                                                                                   \
-  }                                                                                     \
-  static void sm_cols_##NAME(const T *x, T *y, sgeom g, int64_t o, int64_t j0,          \
-                             int64_t j1, bool logsm) {                                  \
-    const int64_t m = j1 - j0, in = g.inner;                                            \
-    const T *xb = x + o * g.n * in + j0;                                                \
-    T *yb = y + o * g.n * in + j0;                                                      \
-    T mx[SMBLK], f[SMBLK];                                                              \
-    double s[SMBLK];                                                                    \
-    for (int64_t j = 0; j < m; j++) {                                                   \
-      mx[j] = -INFINITY;                                                                \
-      s[j] = 0;                                                                         \
-    }                                                                                   \
-    for (int64_t i = 0; i < g.n; i++)                                                   \
-      for (int64_t j = 0; j < m; j++) {                                                 \
-        const T v = xb[i * in + j];                                                     \
-        mx[j] = (v > mx[j] || v != v) ? v : mx[j];                                      \
-      }                                                                                 \
-    for (int64_t i = 0; i < g.n; i++)                                                   \
-      for (int64_t j = 0; j < m; j++) {                                                 \
-        const T e = EXP(xb[i * in + j] - mx[j]);                                        \
-        if (!logsm) yb[i * in + j] = e;                                                 \
-        s[j] += e;                                                                      \
-      }                                                                                 \
-    if (!logsm) {                                                                       \
-      for (int64_t j = 0; j < m; j++) f[j] = (T)(1.0 / s[j]);                           \
-      for (int64_t i = 0; i < g.n; i++)                                                 \
-        for (int64_t j = 0; j < m; j++) yb[i * in + j] *= f[j];                         \
-    } else {                                                                            \
-      for (int64_t j = 0; j < m; j++) f[j] = (T)log(s[j]);                              \
-      for (int64_t i = 0; i < g.n; i++)                                                 \
-        for (int64_t j = 0; j < m; j++)                                                 \
-          yb[i * in + j] = (xb[i * in + j] - mx[j]) - f[j];                             \
-    }                                                                                   \
-  }
-SOFTMAX_KERNELS(f32, float, lt__exp_f32)
-SOFTMAX_KERNELS(f64, double, lt__exp_f64)
-
-/* Backward: softmax dx = y * (g - sum(g * y)); log_softmax dx = g - exp(y) *
- * sum(g). Sums in double. */
-#define SOFTMAX_BW_KERNELS(NAME, T, EXP)                                                \
-  static void smbw_rows_##NAME(const T *y, const T *g, T *dx, int64_t n, int64_t r0,    \
-                               int64_t r1, bool logsm) {                                \
-    for (int64_t r = r0; r < r1; r++) {                                                 \
-      const T *yr = y + r * n, *gr = g + r * n;                                         \
-      T *dr = dx + r * n;                                                               \
-      if (!logsm) {                                                                     \
-        const T st = (T)lt__row_dot_##NAME(gr, yr, n);                                         \
-        for (int64_t i = 0; i < n; i++) dr[i] = yr[i] * (gr[i] - st);                   \
-      } else {                                                                          \
-        const T st = (T)lt__row_sum_##NAME(gr, n);                                             \
-        for (int64_t i = 0; i < n; i++) dr[i] = gr[i] - EXP(yr[i]) * st;                \
-      }                                                                                 \
-    }                                                                                   \
-  }                                                                                     \
-  static void smbw_cols_##NAME(const T *y, const T *g, T *dx, sgeom gm, int64_t o,      \
-                               int64_t j0, int64_t j1, bool logsm) {                    \
-    const int64_t m = j1 - j0, in = gm.inner, base = o * gm.n * in + j0;                \
-    const T *yb = y + base, *gb = g + base;                                             \
-    T *db = dx + base;                                                                  \
-    double s[SMBLK];                                                                    \
-    T st[SMBLK];                                                                        \
-    for (int64_t j = 0; j < m; j++) s[j] = 0;                                           \
-    for (int64_t i = 0; i < gm.n; i++)                                                  \
-      for (int64_t j = 0; j < m; j++)                                                   \
-        s[j] += logsm ? (double)gb[i * in + j]                                          \
-                      : (double)gb[i * in + j] * (double)yb[i * in + j];                \
-    for (int64_t j = 0; j < m; j++) st[j] = (T)s[j];                                    \
-    for (int64_t i = 0; i < gm.n; i++)                                                  \
-      for (int64_t j = 0; j < m; j++) {                                                 \
-        const int64_t k = i * in + j;                                                   \
-        db[k] = logsm ? gb[k] - EXP(yb[k]) * st[j] : yb[k] * (gb[k] - st[j]);           \
-      }                                                                                 \
-  }
-SOFTMAX_BW_KERNELS(f32, float, lt__exp_f32)
-SOFTMAX_BW_KERNELS(f64, double, lt__exp_f64)
-
-/* Runs a softmax-shaped kernel over rows or column blocks, in parallel when
- * big enough (each row / block is independent). */
-typedef struct smjob {
-  lt_dtype dtype;
-  bool backward, logsm;
-  const void *a, *b; /* forward: x; backward: y, g */
-  void *out;
-  sgeom g;
-} smjob;
-
-static void sm_task_rows(const smjob *j, int64_t r0, int64_t r1) {
-  if (j->dtype == LT_DTYPE_F32) {
-    if (j->backward) smbw_rows_f32(j->a, j->b, j->out, j->g.n, r0, r1, j->logsm);
-    else sm_rows_f32(j->a, j->out, j->g.n, r0, r1, j->logsm);
-  } else {
-    if (j->backward) smbw_rows_f64(j->a, j->b, j->out, j->g.n, r0, r1, j->logsm);
-    else sm_rows_f64(j->a, j->out, j->g.n, r0, r1, j->logsm);
-  }
-}
-
-static void sm_task_cols(const smjob *j, int64_t o, int64_t j0, int64_t j1) {
-  if (j->dtype == LT_DTYPE_F32) {
-    if (j->backward) smbw_cols_f32(j->a, j->b, j->out, j->g, o, j0, j1, j->logsm);
-    else sm_cols_f32(j->a, j->out, j->g, o, j0, j1, j->logsm);
-  } else {
-    if (j->backward) smbw_cols_f64(j->a, j->b, j->out, j->g, o, j0, j1, j->logsm);
-    else sm_cols_f64(j->a, j->out, j->g, o, j0, j1, j->logsm);
-  }
-}
-
-static void sm_run(const smjob *j) {
-  const sgeom g = j->g;
-  const int64_t numel = g.outer * g.n * g.inner;
-  if (numel == 0) return;
-  int nt = numel >= LT__PARALLEL_MIN ? omp_get_max_threads() : 1;
-  if (g.inner == 1) {
-    if (nt > g.outer) nt = (int)g.outer;
-    if (nt <= 1) {
-      sm_task_rows(j, 0, g.outer);
-      return;
-    }
-#pragma omp parallel num_threads(nt)
-    {
-      const int64_t T = omp_get_num_threads(), id = omp_get_thread_num();
-      const int64_t r0 = g.outer * id / T, r1 = g.outer * (id + 1) / T;
-      if (r0 < r1) sm_task_rows(j, r0, r1);
-    }
-    return;
-  }
-  const int64_t nblk = (g.inner + SMBLK - 1) / SMBLK, ntasks = g.outer * nblk;
-  if (nt > ntasks) nt = (int)ntasks;
-#pragma omp parallel for schedule(static) num_threads(nt) if (nt > 1)
-  for (int64_t t = 0; t < ntasks; t++) {
-    const int64_t j0 = (t % nblk) * SMBLK;
-    const int64_t j1 = j0 + SMBLK < g.inner ? j0 + SMBLK : g.inner;
-    sm_task_cols(j, t / nblk, j0, j1);
-  }
-}
-
-static lt_tensor *softmax_op(const char *op, bool logsm, const lt_tensor *x, int dim) {
-  if (!x) {
-    lt__err_null(op, "x");
-    return NULL;
-  }
-  int d;
-  if (lt__wrap_dim(op, dim, x->ndim, &d) != LT_OK) return NULL;
-  /* The kernel wants a contiguous float input (integers compute in f32). */
-  lt_tensor *xc;
-  const lt_tensor *xin = lt__as_contig(x, lt__compute_dtype(lt__float_result(x->dtype)), &xc);
-  if (!xin) return NULL;
-  lt_tensor *y = lt_empty(xin->dtype, xin->ndim, xin->shape);
-  if (!y) {
-    lt_tensor_free(xc);
-    return NULL;
-  }
-  const smjob job = {xin->dtype, false, logsm, xin->data, NULL, y->data, softmax_geom(xin, d)};
-  sm_run(&job);
-  lt_tensor_free(xc);
-  if (!(y = r_narrow(y, lt__float_result(x->dtype)))) return NULL;
-  if (lt__needs_grad(1, &x)) {
-    raux aux = {0, false, 0.0, 0, d};
-    if (lt__record(y, logsm ? LT__OP_log_softmax : LT__OP_softmax, 1, &x, 1,
-                   (const lt_tensor *[]){y}, &aux, sizeof aux) != LT_OK) {
-      lt_tensor_free(y);
-      return NULL;
-    }
-  }
-  return y;
-}
-
-lt_tensor *lt_softmax(const lt_tensor *x, int dim) { return softmax_op("softmax", false, x, dim); }
-lt_tensor *lt_log_softmax(const lt_tensor *x, int dim) {
-  return softmax_op("log_softmax", true, x, dim);
-}
-
-/* Fused backward over the saved output y (contiguous). */
-static lt_status bw_softmax_common(const lt_node *node, const lt_tensor *gout, lt_tensor **gin,
-                                   bool logsm) {
-  if (!lt__needs_input_grad(node, 0)) return LT_OK;
-  const raux *a = (const raux *)node->aux;
-  lt_tensor *yw;
-  const lt_tensor *y = r_widen(node->saved[0], &yw);
-  if (!y) return lt_last_status();
-  lt_tensor *gc;
-  const lt_tensor *g = lt__as_contig(gout, y->dtype, &gc);
-  lt_tensor *dx = g ? lt_empty(y->dtype, y->ndim, y->shape) : NULL;
-  if (dx) {
-    const smjob job = {y->dtype, true, logsm, y->data, g->data, dx->data, softmax_geom(y, a->dim)};
-    sm_run(&job);
-  }
-  lt_tensor_free(gc);
-  lt_tensor_free(yw);
-  return set_gin(gin, r_narrow(dx, node->saved[0]->dtype));
-}
-lt_status lt__bw_softmax(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  return bw_softmax_common(node, gout, gin, false);
-}
-lt_status lt__bw_log_softmax(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  return bw_softmax_common(node, gout, gin, true);
-}
-
-/* ======================================================================== */
-/* cumsum                                                                   */
-/* ======================================================================== */
-
-/* Running sums along n of a contiguous [outer, n, inner] tensor, line by line
- * (line l is (o, j) = (l / inner, l % inner)), from the front (the forward)
- * or from the back (the backward: dx[i] = sum over k >= i of g[k]). Floats
- * accumulate in double, as PyTorch's CPU kernel (acc_type), storing each
- * partial sum rounded once; integers and bool accumulate in wrapping 64 bits
- * (ACC uint64_t) into i64. A line runs on one thread in a fixed order, so
- * results do not depend on the thread count. */
-#define CUMSUM_KERNEL(NAME, TI, TO, ACC, LOAD)                                             \
-  static void cumsum_##NAME(const TI *x, TO *y, sgeom g, bool reverse, int64_t l0,        \
-                            int64_t l1) {                                                 \
-    for (int64_t l = l0; l < l1; l++) {                                                   \
-      const int64_t base = (l / g.inner) * g.n * g.inner + l % g.inner;                   \
-      ACC s = 0;                                                                          \
-      for (int64_t k = 0; k < g.n; k++) {                                                 \
-        const int64_t i = base + (reverse ? g.n - 1 - k : k) * g.inner;                   \
-        s += LOAD(x[i]);                                                                  \
-        y[i] = (TO)s;                                                                     \
-      }                                                                                   \
-    }                                                                                     \
-  }
-#define CS_LOAD_F(v) ((double)(v))
-#define CS_LOAD_I(v) ((uint64_t)(int64_t)(v))
-CUMSUM_KERNEL(f32, float, float, double, CS_LOAD_F)
-CUMSUM_KERNEL(f64, double, double, double, CS_LOAD_F)
-CUMSUM_KERNEL(i32, int32_t, int64_t, uint64_t, CS_LOAD_I)
-CUMSUM_KERNEL(i64, int64_t, int64_t, uint64_t, CS_LOAD_I)
-CUMSUM_KERNEL(b8, uint8_t, int64_t, uint64_t, CS_LOAD_I)
-
-/* x (contiguous, any dtype) -> y (contiguous: x's float dtype, else i64). */
-static void cumsum_run(const lt_tensor *x, lt_tensor *y, int d, bool reverse) {
-  const sgeom g = softmax_geom(x, d);
-  const int64_t lines = g.outer * g.inner;
-  if (x->numel == 0) return;
-  const int nt = lt__threads_for(x->numel, lines);
-  /* contiguous chunks of lines per thread (static): fixed work per line */
-#pragma omp parallel num_threads(nt) if (nt > 1)
-  {
-    const int64_t T = omp_get_num_threads(), id = omp_get_thread_num();
-    const int64_t l0 = lines * id / T, l1 = lines * (id + 1) / T;
-    switch (x->dtype) {
-      case LT_DTYPE_F32: cumsum_f32(x->data, y->data, g, reverse, l0, l1); break;
-      case LT_DTYPE_F64: cumsum_f64(x->data, y->data, g, reverse, l0, l1); break;
-      case LT_DTYPE_I32: cumsum_i32(x->data, y->data, g, reverse, l0, l1); break;
-      case LT_DTYPE_I64: cumsum_i64(x->data, y->data, g, reverse, l0, l1); break;
-      default: cumsum_b8(x->data, y->data, g, reverse, l0, l1); break;
-    }
-  }
-}
-
-/* The dtype of a cumsum of d: floats keep theirs, integers and bool give i64. */
-static lt_dtype cumsum_dtype(lt_dtype d) { return lt_dtype_is_float(d) ? d : LT_DTYPE_I64; }
-
-lt_tensor *lt_cumsum(const lt_tensor *x, int dim) {
-  const char *op = "cumsum";
-  if (!x) return lt__err_null(op, "x"), NULL;
-  int d;
-  if (lt__wrap_dim(op, dim, x->ndim, &d) != LT_OK) return NULL;
-  lt_tensor *xt;
-  const lt_tensor *xc = lt__as_contig(x, x->dtype, &xt);
-  if (!xc) return NULL;
-  lt_tensor *y = lt_empty(cumsum_dtype(x->dtype), x->ndim, x->shape);
-  if (y) cumsum_run(xc, y, d, false);
-  lt_tensor_free(xt);
-  if (y && lt__needs_grad(1, &x)) {
-    raux aux = {0, false, 0.0, 0, d};
-    if (lt__record(y, LT__OP_cumsum, 1, &x, 0, NULL, &aux, sizeof aux) != LT_OK) {
-      lt_tensor_free(y);
-      return NULL;
-    }
-  }
-  return y;
-}
-
-/* y = cumsum(x) along dim: dx[i] = sum over k >= i of g[k] (a reversed cumsum
- * of g). Nothing saved. */
-lt_status lt__bw_cumsum(const lt_node *node, const lt_tensor *gout, lt_tensor **gin) {
-  if (!lt__needs_input_grad(node, 0)) return LT_OK;
-  const raux *a = (const raux *)node->aux;
-  lt_tensor *gc;
-  const lt_tensor *g = lt__as_contig(gout, node->in[0].dtype, &gc);
-  if (!g) return lt_last_status();
-  lt_tensor *dx = lt_empty(g->dtype, g->ndim, g->shape);
-  if (dx) cumsum_run(g, dx, a->dim, true);
-  lt_tensor_free(gc);
-  return set_gin(gin, dx);
 }

@@ -3,7 +3,7 @@
  * installed.
  *
  * Every softmax-shaped computation in the library (lt_softmax,
- * lt_log_softmax and their backward in tensor/reduce.c, the fused
+ * lt_log_softmax and their backward in tensor/softmax_ops.c, the fused
  * cross-entropy in nn/loss.c, the attention probabilities in nn/attention.c)
  * builds a contiguous row from these steps:
  *   m   = lt__row_max(x)                  max, NaN wins (propagates; vectorised

@@ -34,8 +34,9 @@ bool lt__valid_dtype(lt_dtype d);
  * set instead (rounding could carry it into an infinity). Inline: the cast
  * loops and the GEMM packing call them per element. Branch-free (both
  * results computed, one selected), so that loops over contiguous rows
- * vectorise (autocast's operand conversion, tensor/matmul.c: 4x faster than
- * with a branch). Not VCVTNEPS2BF16: it flushes subnormals to zero. */
+ * vectorise (autocast's operand conversion, tensor/matmul.c, runs them over
+ * whole rows; figures: docs/mixed-precision.md). Not VCVTNEPS2BF16: it
+ * flushes subnormals to zero. */
 static inline uint16_t lt__bf16_from_f32(float x) {
   uint32_t u;
   memcpy(&u, &x, sizeof u);
@@ -59,6 +60,9 @@ lt_status lt__wrap_dim(const char *op, int dim, int ndim, int *out);
 lt_status lt__shape_numel(const char *op, int ndim, const int64_t *shape, int64_t *numel);
 bool lt__same_shape(const lt_tensor *a, const lt_tensor *b);
 
+/* A new contiguous tensor of dtype and shape (uninitialised), errors naming
+ * op (lt_empty is this with op "empty"). Returns new. */
+lt_tensor *lt__tensor_new(const char *op, lt_dtype dtype, int ndim, const int64_t *shape);
 /* A new tensor object viewing x's storage with the given geometry (no checks
  * beyond allocation). Not recorded for autograd. Returns new or NULL (NOMEM). */
 lt_tensor *lt__view_of(const lt_tensor *x, int ndim, const int64_t *shape,

@@ -1,6 +1,6 @@
 /*
  * tensor/vmath.h (internal): f32 exp, tanh and erf written so that GCC vectorises
- * the loops that call them (`omp simd` loops in tensor/elementwise.c and
+ * the loops that call them (`omp simd` loops in tensor/elementwise_kernels.c and
  * nn/attention.c), without -ffast-math: branch-free, no libm call, integer
  * bit tricks for 2^n and for the selects that -ftrapping-math would
  * otherwise keep scalar. libm's expf/tanhf are scalar calls and were most of
@@ -14,7 +14,7 @@
  *   lt__vsigmoidf: 1 / (1 + exp(-x)), <= 3 ulp (subnormal results
  *               included), never NaN for finite x.
  *   lt__verff:  <= 3 ulp; odd, erf(+-inf) = +-1, erf(-0) = -0, NaN kept
- *               (the erf GELU and its derivative, tensor/elementwise.c).
+ *               (the erf GELU and its derivative, tensor/elementwise_kernels.c).
  * And on AVX-512, 16 lanes at once: lt__vexpf16 (<= 2 ulp, FMA, not
  * lt__vexpf's bits), lt__vexpf16_exact (lt__vexpf's bits) and
  * lt__verff16_exact (lt__verff's bits).
@@ -195,7 +195,7 @@ LT__VEXP16_TARGET static inline __m512 lt__vexpf16(__m512 x) { return lt__vexpf1
  * 2^(n - n/2), whose first product is exact (q 2^(n/2) is never below the
  * normal range), is q 2^n rounded once: vscalefps. For kernels whose results
  * must not change with the CPU (GELU-tanh forward and backward,
- * tensor/elementwise.c); lt__vexpf16 is the faster one where bits may
+ * tensor/elementwise_kernels.c); lt__vexpf16 is the faster one where bits may
  * differ. tests/test_vmath.c compares the two bit for bit. */
 LT__VEXP16_TARGET static inline __m512 lt__vexpf16_exact(__m512 x) { return lt__vexpf16_body(x, false); }
 
@@ -205,9 +205,8 @@ LT__VEXP16_TARGET static inline __m512 lt__vexpf16_exact(__m512 x) { return lt__
  * vector ones: the clamp of |x| to 3.925 is a min (NaN passes: min returns
  * its second operand when either is NaN, as the bit test leaves NaN
  * unclamped), the branch a compare of |x|'s bits. gcc does not vectorise
- * lt__verff inside the GELU loops (it calls it, one float at a time:
- * lt__verff alone was 14% of a decoder step's samples at T 2,048, the GELU
- * forward and backward 19%); tests/test_vmath.c compares the two bit for bit
+ * lt__verff inside the GELU loops (it calls it, one float at a time, and
+ * the erf GELU is a large share of a decoder step (figures: docs/mixed-precision.md, "Figures behind the code's rules")); tests/test_vmath.c compares the two bit for bit
  * over every 251st float. */
 LT__VEXP16_TARGET static inline __m512 lt__verff16_exact(__m512 x) {
   const __m512i xb = _mm512_castps_si512(x);

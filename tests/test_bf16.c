@@ -234,6 +234,26 @@ START_TEST(test_bf16_chain_vs_f32) {
 }
 END_TEST
 
+/* cumsum of bf16 runs in f32 and rounds once: bf16 in, bf16 out (as
+ * torch.cumsum), exact where the sums are; its gradient is bf16 too. */
+START_TEST(test_bf16_cumsum) {
+  lt_scope *scope = lt_scope_begin();
+  lt_tensor *x = LT_NN(lt_to_dtype(LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2, 3),
+                                                               ((float[]){1.5f, 2, 3, -4, 0.25f, 8}))),
+                                   LT_DTYPE_BF16));
+  LT_OK_OR_FAIL(lt_requires_grad_(x, true));
+  lt_tensor *y = LT_NN(lt_cumsum(x, 1));
+  ck_assert_int_eq(y->dtype, LT_DTYPE_BF16);
+  lt_tensor *want = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2, 3), ((float[]){1.5f, 3.5f, 6.5f, -4, -3.75f, 4.25f})));
+  LT_ASSERT_CLOSE(LT_NN(lt_to_dtype(y, LT_DTYPE_F32)), want, 0.0, 0.0);
+  LT_OK_OR_FAIL(lt_backward(LT_NN(lt_sum(y, 0, NULL, false)), NULL, false));
+  ck_assert_int_eq(x->grad->dtype, LT_DTYPE_BF16);
+  lt_tensor *gw = LT_NN(lt_tensor_from_copy(LT_DTYPE_F32, LT_SHAPE(2, 3), ((float[]){3, 2, 1, 3, 2, 1})));
+  LT_ASSERT_CLOSE(LT_NN(lt_to_dtype(x->grad, LT_DTYPE_F32)), gw, 0.0, 0.0);
+  lt_scope_end(scope);
+}
+END_TEST
+
 /* Ops that have no bf16 kernel refuse it with a message (never misread the
  * bytes): they take f32 or f64 only. */
 START_TEST(test_bf16_refused_where_unsupported) {
@@ -255,6 +275,7 @@ int main(void) {
   tcase_add_test(tc, test_bf16_dtype_rules);
   tcase_add_test(tc, test_bf16_cast_grad);
   tcase_add_test(tc, test_bf16_chain_vs_f32);
+  tcase_add_test(tc, test_bf16_cumsum);
   tcase_add_test(tc, test_bf16_refused_where_unsupported);
   suite_add_tcase(s, tc);
   return lt_test_run(s);

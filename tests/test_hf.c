@@ -373,7 +373,7 @@ END_TEST
 START_TEST(refusals) {
   lt_tf_config c = lt_tf_config_default(LT_TF_ENCODER_DECODER);
   c.vocab_size = 10;
-  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "arch encoder-decoder");
+  LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "exported as T5, which needs pre_norm"); /* the paper's post-norm */
   c = lt_tf_config_default(LT_TF_DECODER_ONLY);
   c.vocab_size = 10;
   LT_EXPECT_ERR(lt_hf_family_of(&c, NULL), LT_ERR_INVALID, "act gelu_tanh");
@@ -492,7 +492,7 @@ START_TEST(damaged_directories) {
                     "\"num_hidden_layers\": 2, \"num_attention_heads\": 4, \"num_key_value_heads\": 2,"
                     "\"max_position_embeddings\": 16}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 1000), LT_ERR_NOMEM, "over the memory cap");
-  lt_test_write_text(cpath, "{\"model_type\": \"t5\"}");
+  lt_test_write_text(cpath, "{\"model_type\": \"umt5\"}");
   LT_EXPECT_NULLP_ERR(lt_hf_load(dir, 0), LT_ERR_INVALID, "model_type");
   lt_test_write_text(cpath, "{\"model_type\": \"gpt2\", \"vocab_size\": 13, \"n_embd\": 8, \"n_layer\": 1, \"n_head\": 2,"
                     "\"n_positions\": 8, \"activation_function\": \"relu\"}");
@@ -619,7 +619,7 @@ START_TEST(config_ranges) {
        LT_ERR_INVALID},
       {"{\"model_type\": \"qwen2\", " LLAMA_KEYS ", \"layer_types\": [\"full_attention\", \"sliding_attention\"]}",
        "key 'layer_types' entry 1", LT_ERR_INVALID},
-      {"{\"model_type\": \"t5\"}", "key 'model_type' \"t5\": libtensor reads", LT_ERR_INVALID},
+      {"{\"model_type\": \"umt5\"}", "key 'model_type' \"umt5\": libtensor reads", LT_ERR_INVALID},
   };
   const int n_more = (int)(sizeof more / sizeof more[0]);
   for (int i = 0; i < n_more; i++) {

@@ -349,11 +349,47 @@ START_TEST(a_new_run_starts_from_a_checkpoint_or_a_hugging_face_directory) {
 }
 END_TEST
 
+/* lt_tf_source_load_encoder: a BertModel directory (no classifier) into a
+ * classifier of its configuration: every source tensor copied, the new
+ * classifier keeps its initialisation; a model that is no classifier is
+ * refused. */
+START_TEST(a_pretrained_encoder_gets_a_new_classifier) {
+  char dir[256];
+  lt_test_mkdtemp(dir, sizeof dir, "new_head");
+  lt_tf_config c = lt_tf_config_default(LT_TF_ENCODER_ONLY);
+  c.vocab_size = 50, c.d_model = 16, c.n_heads = 2, c.n_kv_heads = 2, c.n_enc_layers = 1, c.d_ff = 32;
+  c.max_len = 16, c.dropout = 0.0, c.pad_id = 0, c.n_classes = 0, c.norm_eps = 1e-12;
+  c.type_vocab_size = 2, c.embed_norm = true, c.pooler = true;
+  lt_generator *g = LT_NNP(lt_generator_new(3));
+  lt_transformer *base = LT_NNP(lt_transformer_new(&c, g));
+  LT_OK_OR_FAIL(lt_hf_export(base, dir));
+  c.n_classes = 3;
+  lt_transformer *m = LT_NNP(lt_transformer_new(&c, g));
+  lt_tensor *head = LT_NN(lt_clone(lt_params_find(lt_transformer_params(m), "classifier.weight")));
+  LT_OK_OR_FAIL(lt_tf_source_load_encoder(dir, m, NULL));
+  lt_params *from = lt_transformer_params(base), *to = lt_transformer_params(m);
+  ck_assert_int_eq(lt_params_count(to), lt_params_count(from) + 2);
+  for (int k = 0; k < lt_params_count(from); k++) {
+    const lt_param *p = lt_params_at(from, k);
+    LT_ASSERT_CLOSE(lt_params_find(to, p->name), p->value, 0, 0);
+  }
+  LT_ASSERT_CLOSE(lt_params_find(to, "classifier.weight"), head, 0, 0);
+  LT_EXPECT_ERR(lt_tf_source_load_encoder(dir, base, NULL), LT_ERR_INVALID, "not an encoder-only classifier");
+  LT_EXPECT_ERR(lt_tf_source_load_encoder(NULL, m, NULL), LT_ERR_NULL, NULL);
+  lt_tensor_free(head);
+  lt_transformer_free(m);
+  lt_transformer_free(base);
+  lt_generator_free(g);
+  lt_test_rmtree(dir);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("tf_data");
   LT_TEST_CASE(s, "data", 60, classification_labels_are_sorted_and_unknown_ones_skipped,
                language_modelling_splits_the_text_at_its_end, a_refused_task_option_is_a_configuration_error,
                a_tokenizer_learnt_from_one_side_knows_only_that_side, evaluation_of_an_untrained_model,
-               a_new_run_starts_from_a_checkpoint_or_a_hugging_face_directory);
+               a_new_run_starts_from_a_checkpoint_or_a_hugging_face_directory,
+               a_pretrained_encoder_gets_a_new_classifier);
   return lt_test_run(s);
 }

@@ -665,7 +665,7 @@ static const char *break_field(lt_tf_config *c, int i) {
     case 12: c->dropout = NAN; return "dropout";
     case 13: c->norm = (lt_tf_norm)5; return "norm";
     case 14: c->act = (lt_activation)9; return "act 9";
-    case 15: c->swiglu = true; c->act = LT_ACT_GELU; return "swiglu";
+    case 15: c->pos = LT_TF_POS_RELATIVE; c->rel_buckets = 2; c->rel_max_distance = 8; return "rel_buckets 2";
     case 16: c->pos = (lt_tf_pos)4; return "pos 4";
     case 17: c->pos = LT_TF_POS_ROPE; c->d_model = 12; c->n_heads = 4; c->n_kv_heads = 4; return "even head size";
     case 18: c->pos = LT_TF_POS_ROPE; c->rope_base = 0; return "rope_base";

@@ -187,7 +187,7 @@ START_TEST(test_errors) {
       {o, "dropout 1.5"},
       {o, "d_ff 0"},
       {o, "RoPE needs an even head size"},
-      {o, "SwiGLU gates with SiLU"},
+      {o, "attn_scale -1"},
       {o, "norm 7"},
       {o, "norm_eps -1"},
   };
@@ -196,7 +196,7 @@ START_TEST(test_errors) {
   bad[2].o.dropout = 1.5;
   bad[3].o.d_ff = 0;
   bad[4].o.d_model = 12, bad[4].o.n_heads = 4, bad[4].o.rope = true; /* head size 3 */
-  bad[5].o.swiglu = true;                                            /* with ReLU */
+  bad[5].o.attn_scale = -1;
   bad[6].o.norm = (lt_norm_kind)7;
   bad[7].o.norm_eps = -1;
   for (size_t i = 0; i < sizeof bad / sizeof *bad; i++) {

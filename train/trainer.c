@@ -4,10 +4,11 @@
  * cadence of evaluations and checkpoints, the metrics CSV, the progress
  * line, stop requests and the run directory.
  *
- * What it is not: the model's code. Batches, forward passes, metrics and the
- * model's own checkpoint values come from the hooks.
+ * What it is not: the model's code (batches, forward passes, metrics and the
+ * model's own checkpoint values come from the hooks), or what a checkpoint
+ * of the trainer holds and how it is resumed (train/trainer_ckpt.c).
  */
-#include "train/trainer.h"
+#include "train/trainer_internal.h"
 
 #include "dist/dist.h"
 #include "tensor/error_internal.h"
@@ -25,18 +26,6 @@
 #include <time.h>
 #include <unistd.h>
 
-#define PATH_LEN 4096
-
-/* Moving averages for the progress line and the CSV's tokens_per_s. */
-typedef struct meter {
-  double loss_ema, time_ema, tokens_ema; /* over steps (the plain mean of the first 20) */
-  int64_t n, n_loss;
-  double last_eval_s;                    /* duration of the last periodic evaluation */
-  int64_t win_steps, win_tokens;         /* since the last printed line (LINES) */
-  double win_time, win_loss;
-  int64_t win_finite;
-} meter;
-
 /* What one step did. */
 typedef struct step_result {
   double loss;       /* sum over micro-batches of loss * weight (a non-finite loss as is) */
@@ -46,32 +35,6 @@ typedef struct step_result {
   bool skipped;
   const char *why;   /* why it was skipped */
 } step_result;
-
-struct lt_trainer {
-  lt_trainer_config c;
-  lt_trainer_hooks h;
-  char prefix[64];
-  char dir[PATH_LEN];
-  char csv_path[PATH_LEN];
-  FILE *csv;
-  bool csv_opened;      /* the first fit opened (or rewrote) the CSV */
-  bool resumed;         /* lt_trainer_resume succeeded: the CSV keeps rows up to step */
-  FILE *out;
-  bool redraw, line_open;
-  int64_t step, start_step, last_saved, tokens, bad_streak;
-  double train_seconds;
-  char last_ckpt[PATH_LEN];
-  meter M;
-  double *values;       /* [n_metrics] of the last evaluation */
-  /* Data parallelism (dist/dist.h; all unused with one rank). */
-  bool dist_ready;      /* the first fit checked the configuration and broadcast the parameters */
-  bool rank_streams;    /* the generators are this rank's own streams (set up, or resumed) */
-  bool has_buffers;     /* several ranks and the store has buffers: rank 0's after every step */
-  lt_dist_grads *grads; /* the gradient reducer */
-  lt_dist_zero *zero;   /* ZeRO-1 (cfg.zero 1 and several ranks): this rank's optimizer shard */
-  int stop;             /* the stop request agreed by every rank (a signal number), or 0 */
-  FILE *devnull;        /* ranks other than 0 print here */
-};
 
 static volatile sig_atomic_t stop_flag;
 
@@ -101,9 +64,9 @@ static double rss_mb(void) {
 }
 
 static lt_status copy_path(char *dst, const char *src, const char *what) {
-  int n = snprintf(dst, PATH_LEN, "%s", src);
-  if (n < 0 || n >= PATH_LEN)
-    return lt__err(LT_ERR_OVERFLOW, "trainer: %s is longer than %d bytes", what, PATH_LEN - 1);
+  int n = snprintf(dst, LT__TRAINER_PATH_LEN, "%s", src);
+  if (n < 0 || n >= LT__TRAINER_PATH_LEN)
+    return lt__err(LT_ERR_OVERFLOW, "trainer: %s is longer than %d bytes", what, LT__TRAINER_PATH_LEN - 1);
   return LT_OK;
 }
 
@@ -149,7 +112,7 @@ lt_status lt_trainer_install_signal_handlers(const char *program) {
 
 lt_status lt_trainer_make_dir(const char *dir) {
   if (!dir) return lt__err(LT_ERR_NULL, "trainer_make_dir: dir is NULL");
-  char p[PATH_LEN];
+  char p[LT__TRAINER_PATH_LEN];
   lt_status s = copy_path(p, dir, "the run directory");
   if (s != LT_OK) return s;
   for (char *q = p + 1; *q; q++) {
@@ -193,9 +156,9 @@ lt_status lt_trainer_clear_dir(const char *dir, const char *prefix) {
     size_t len = strlen(n);
     /* "<prefix>-<12 digits>.h5", the pattern of lt_ckpt_step_path */
     if (len == plen + 16 && !strncmp(n, prefix, plen) && n[plen] == '-' && !strcmp(n + len - 3, ".h5")) {
-      char p[PATH_LEN];
+      char p[LT__TRAINER_PATH_LEN];
       int k = snprintf(p, sizeof p, "%s/%s", dir, n);
-      if (k < 0 || k >= PATH_LEN) s = lt__err(LT_ERR_OVERFLOW, "'%s/%s': the path is too long", dir, n);
+      if (k < 0 || k >= LT__TRAINER_PATH_LEN) s = lt__err(LT_ERR_OVERFLOW, "'%s/%s': the path is too long", dir, n);
       else if (remove(p) != 0 && errno != ENOENT) /* another rank may have deleted it */
         s = lt__err(LT_ERR_IO, "cannot delete '%s': %s", p, strerror(errno));
     }
@@ -269,8 +232,8 @@ lt_trainer *lt_trainer_new(const lt_trainer_config *cfg, const lt_trainer_hooks 
   if (c->dir) s = copy_path(t->dir, c->dir, "the run directory");
   if (s == LT_OK && c->csv_path) s = copy_path(t->csv_path, c->csv_path, "the CSV path");
   else if (s == LT_OK && c->dir) {
-    int n = snprintf(t->csv_path, PATH_LEN, "%s/metrics.csv", c->dir);
-    if (n < 0 || n >= PATH_LEN) s = lt__err(LT_ERR_OVERFLOW, "trainer_new: '%s/metrics.csv' is too long", c->dir);
+    int n = snprintf(t->csv_path, LT__TRAINER_PATH_LEN, "%s/metrics.csv", c->dir);
+    if (n < 0 || n >= LT__TRAINER_PATH_LEN) s = lt__err(LT_ERR_OVERFLOW, "trainer_new: '%s/metrics.csv' is too long", c->dir);
   }
   if (s != LT_OK) {
     lt_trainer_free(t);
@@ -306,220 +269,6 @@ void lt_trainer_free(lt_trainer *t) {
 int64_t lt_trainer_step(const lt_trainer *t) { return t ? t->step : 0; }
 
 /* ======================================================================== */
-/* Checkpoints                                                              */
-/* ======================================================================== */
-
-/* The data loader's position: the hooks', or cfg.shards' (a model on token
- * shards needs no position hooks of its own). */
-static bool has_position(const lt_trainer *t) { return t->h.get_position || t->c.shards; }
-static lt_loader_position get_position(const lt_trainer *t) {
-  return t->h.get_position ? t->h.get_position(t->h.user) : lt_shard_loader_get_position(t->c.shards);
-}
-static lt_status set_position(lt_trainer *t, lt_loader_position pos) {
-  return t->h.set_position ? t->h.set_position(t->h.user, pos) : lt_shard_loader_set_position(t->c.shards, pos);
-}
-static int64_t batches_per_epoch(const lt_trainer *t, int64_t none) {
-  if (t->c.shards && !t->h.get_position) return lt_shard_loader_batches_per_epoch(t->c.shards);
-  return t->h.batches_per_epoch ? t->h.batches_per_epoch(t->h.user) : none;
-}
-
-static lt_status put_extra(const lt_trainer *t, lt_ckpt_meta *extra) {
-  lt_status s = LT_OK;
-  if (has_position(t)) {
-    lt_loader_position pos = get_position(t);
-    s = lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_EPOCH, pos.epoch);
-    s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_INDEX, pos.index);
-    s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_SEED, (int64_t)pos.gen.seed);
-    s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_OFFSET, (int64_t)pos.gen.offset);
-    s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_LOADER_FINGERPRINT, (int64_t)pos.fingerprint);
-  }
-  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_TOKENS, t->tokens);
-  s = s ? s : lt_ckpt_meta_set_double(extra, LT_TRAINER_KEY_TRAIN_SECONDS, t->train_seconds);
-  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_BAD_STREAK, t->bad_streak);
-  s = s ? s : lt_ckpt_meta_set_int(extra, LT_TRAINER_KEY_RANKS, lt_dist_size());
-  return s;
-}
-
-static lt_train_state train_state(const lt_trainer *t, lt_schedule *sched, int64_t step) {
-  return (lt_train_state){.params = t->c.params, .optim = t->c.optim, .optim_config = t->c.optim_config,
-                          .schedule = sched, .step = step, .n_generators = t->c.n_generators,
-                          .generator_names = t->c.generator_names, .generators = t->c.generators};
-}
-
-/* With several ranks: every rank's parameters must equal rank 0's, which the
- * checkpoint holds. The generators (dropout) are each rank's own stream
- * (lt_dist_rank_seed): their states are gathered to rank 0, into rank_gens
- * (N x n_generators x {seed, offset}; NULL without several ranks; free it). */
-static lt_status check_ranks_agree(const lt_trainer *t, int64_t **rank_gens) {
-  *rank_gens = NULL;
-  if (lt_dist_size() == 1) return LT_OK;
-  lt_status s = lt_dist_check_params_same(t->c.params);
-  const int N = lt_dist_size(), R = lt_dist_rank(), n = t->c.n_generators;
-  if (s != LT_OK || n == 0) return s;
-  if ((int64_t)N * n * 2 > 4096)
-    return lt__err(LT_ERR_INVALID, "trainer: %d generators x %d ranks: too many states to gather (at most 2048)", n, N);
-  int64_t *v = calloc((size_t)N * (size_t)n * 2, sizeof *v);
-  if (!v) return lt__err(LT_ERR_NOMEM, "trainer: out of memory");
-  for (int i = 0; i < n; i++) { /* this rank's slot; the others are 0: the sum gathers */
-    lt_generator_state g = lt_generator_get_state(t->c.generators[i]);
-    v[((size_t)R * n + i) * 2] = (int64_t)g.seed, v[((size_t)R * n + i) * 2 + 1] = (int64_t)g.offset;
-  }
-  s = lt_dist_allreduce_i64(v, N * n * 2, LT_DIST_SUM);
-  if (s != LT_OK) return free(v), s;
-  *rank_gens = v;
-  return LT_OK;
-}
-
-/* The checkpoint key of rank r's state of generator name: "dist.gen.<r>.<name>.seed". */
-static void rank_gen_key(char *buf, size_t size, int r, const char *name, const char *what) {
-  snprintf(buf, size, "dist.gen.%d.%s.%s", r, name, what);
-}
-
-lt_status lt_trainer_save(lt_trainer *t) {
-  if (!t) return lt__err(LT_ERR_NULL, "trainer_save: t is NULL");
-  if (t->c.no_ckpt || !t->dir[0]) return LT_OK;
-  int64_t *rank_gens = NULL;
-  lt_status s = check_ranks_agree(t, &rank_gens);
-  if (s != LT_OK) return s;
-  if (t->zero && (s = lt_dist_zero_gather_state(t->zero)) != LT_OK) { /* rank 0: every shard's state */
-    free(rank_gens);
-    return s;
-  }
-  if (lt_dist_rank() != 0) { /* rank 0 writes the checkpoint of every rank */
-    free(rank_gens);
-    t->last_saved = t->step;
-    return LT_OK;
-  }
-  char path[PATH_LEN];
-  s = lt_ckpt_step_path(path, sizeof path, t->dir, t->prefix, t->step);
-  if (s != LT_OK) return s;
-  lt_ckpt_meta *extra = lt_ckpt_meta_new();
-  if (!extra) return lt__err(LT_ERR_NOMEM, "trainer: saving step %lld: out of memory", (long long)t->step);
-  if (t->h.save_extra) s = t->h.save_extra(t->h.user, extra);
-  s = s ? s : put_extra(t, extra);
-  for (int r = 0; rank_gens && r < lt_dist_size() && s == LT_OK; r++) /* every rank's own streams */
-    for (int i = 0; i < t->c.n_generators && s == LT_OK; i++) {
-      char key[160];
-      const int64_t *g = &rank_gens[((size_t)r * t->c.n_generators + i) * 2];
-      rank_gen_key(key, sizeof key, r, t->c.generator_names[i], "seed");
-      s = lt_ckpt_meta_set_int(extra, key, g[0]);
-      rank_gen_key(key, sizeof key, r, t->c.generator_names[i], "offset");
-      s = s ? s : lt_ckpt_meta_set_int(extra, key, g[1]);
-    }
-  free(rank_gens);
-  if (s == LT_OK) {
-    lt_schedule sched = *t->c.schedule;
-    lt_train_state st = train_state(t, &sched, t->step);
-    s = lt_ckpt_save_training(path, &st, t->c.model_config, extra, NULL);
-  }
-  lt_ckpt_meta_free(extra);
-  if (t->zero) { /* rank 0 holds its own shard's state again */
-    lt_status s2 = lt_dist_zero_release_state(t->zero);
-    s = s ? s : s2;
-  }
-  if (s != LT_OK) return s;
-  if (t->c.keep > 0) {
-    s = lt_ckpt_rotate(t->dir, t->prefix, t->c.keep > INT32_MAX ? INT32_MAX : (int)t->c.keep);
-    if (s != LT_OK) return s;
-  }
-  snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", path);
-  t->last_saved = t->step;
-  return LT_OK;
-}
-
-/* An integer training value of the checkpoint, or an error naming it. */
-static lt_status get_int(const lt_ckpt_meta *m, const char *key, const char *path, int64_t *v) {
-  if (lt_ckpt_meta_get_int(m, key, v) != LT_OK)
-    return lt__err(LT_ERR_FORMAT, "checkpoint '%s' lacks the training value '%s' (not written by a trainer?)", path,
-                   key);
-  return LT_OK;
-}
-
-static lt_status out_of_range(const char *path, const char *key, double v, const char *range) {
-  return lt__err(LT_ERR_FORMAT, "checkpoint '%s': %s = %.17g is outside %s", path, key, v, range);
-}
-
-lt_status lt_trainer_resume(lt_trainer *t, const char *path) {
-  if (!t || !path) return lt__err(LT_ERR_NULL, "trainer_resume: %s is NULL", t ? "path" : "t");
-  /* the schedule stays the configured one: a resumed run may change its total steps */
-  lt_train_state st = train_state(t, NULL, 0);
-  lt_ckpt_info *info = NULL;
-  lt_status s = lt_ckpt_load_training(path, &st, t->c.load_opts, &info);
-  if (s != LT_OK) return s;
-  const lt_ckpt_meta *x = info->extra;
-  char range[96];
-  int64_t tokens = 0, streak = 0;
-  double secs = 0;
-  snprintf(range, sizeof range, "[0, %lld] (the run's total steps)", (long long)t->c.steps);
-  if (st.step < 0 || st.step > t->c.steps) s = out_of_range(path, "step", (double)st.step, range);
-  s = s ? s : get_int(x, LT_TRAINER_KEY_TOKENS, path, &tokens);
-  if (s == LT_OK && tokens < 0) s = out_of_range(path, LT_TRAINER_KEY_TOKENS, (double)tokens, "[0, inf)");
-  s = s ? s : get_int(x, LT_TRAINER_KEY_BAD_STREAK, path, &streak);
-  if (s == LT_OK && (streak < 0 || streak > st.step)) {
-    snprintf(range, sizeof range, "[0, %lld] (the steps done)", (long long)st.step);
-    s = out_of_range(path, LT_TRAINER_KEY_BAD_STREAK, (double)streak, range);
-  }
-  if (s == LT_OK && lt_ckpt_meta_kind(x, LT_TRAINER_KEY_TRAIN_SECONDS) >= 0) { /* optional */
-    if (lt_ckpt_meta_get_double(x, LT_TRAINER_KEY_TRAIN_SECONDS, &secs) != LT_OK)
-      s = lt__err(LT_ERR_FORMAT, "checkpoint '%s': '%s' is not a number", path, LT_TRAINER_KEY_TRAIN_SECONDS);
-    else if (!isfinite(secs) || secs < 0)
-      s = out_of_range(path, LT_TRAINER_KEY_TRAIN_SECONDS, secs, "[0, inf) (finite)");
-  }
-  if (s == LT_OK && has_position(t)) {
-    int64_t v[5];
-    static const char *const keys[5] = {LT_TRAINER_KEY_LOADER_EPOCH, LT_TRAINER_KEY_LOADER_INDEX,
-                                        LT_TRAINER_KEY_LOADER_SEED, LT_TRAINER_KEY_LOADER_OFFSET,
-                                        LT_TRAINER_KEY_LOADER_FINGERPRINT};
-    for (int i = 0; i < 5 && s == LT_OK; i++) s = get_int(x, keys[i], path, &v[i]);
-    int64_t bpe = batches_per_epoch(t, INT64_MAX);
-    if (s == LT_OK && v[0] < 0) s = out_of_range(path, keys[0], (double)v[0], "[0, inf)");
-    if (s == LT_OK && v[3] < 0) s = out_of_range(path, keys[3], (double)v[3], "[0, 2^63) (Philox blocks drawn)");
-    if (s == LT_OK && (v[1] < 0 || v[1] > bpe)) {
-      snprintf(range, sizeof range, "[0, %lld] (the batches per epoch)", (long long)bpe);
-      s = out_of_range(path, keys[1], (double)v[1], range);
-    }
-    if (s == LT_OK) {
-      lt_loader_position pos = {.epoch = v[0], .index = v[1], .gen = {(uint64_t)v[2], (uint64_t)v[3]},
-                                .fingerprint = (uint64_t)v[4]};
-      if (set_position(t, pos) != LT_OK)
-        s = lt__err(lt_last_status() ? lt_last_status() : LT_ERR_STATE,
-                    "checkpoint '%s': the data loader's position: %s (has the data changed?)", path,
-                    lt_last_error());
-    }
-  }
-  if (s == LT_OK && t->h.load_extra) s = t->h.load_extra(t->h.user, x);
-  /* This rank's own generator streams: its saved state, or (a checkpoint of
-   * fewer ranks, or of one) the loaded state with this rank's seed. */
-  for (int i = 0; i < t->c.n_generators && s == LT_OK; i++) {
-    char ks[160], ko[160];
-    int64_t seed, off;
-    rank_gen_key(ks, sizeof ks, lt_dist_rank(), t->c.generator_names[i], "seed");
-    rank_gen_key(ko, sizeof ko, lt_dist_rank(), t->c.generator_names[i], "offset");
-    lt_generator_state g = lt_generator_get_state(t->c.generators[i]);
-    if (lt_ckpt_meta_kind(x, ks) >= 0 && lt_ckpt_meta_kind(x, ko) >= 0) {
-      s = get_int(x, ks, path, &seed);
-      s = s ? s : get_int(x, ko, path, &off);
-      if (s == LT_OK && off < 0) s = out_of_range(path, ko, (double)off, "[0, 2^63) (Philox blocks drawn)");
-      g = (lt_generator_state){(uint64_t)seed, (uint64_t)off};
-    } else if (lt_dist_rank() != 0) {
-      g.seed = lt_dist_rank_seed(g.seed);
-    }
-    s = s ? s : lt_generator_set_state(t->c.generators[i], g);
-  }
-  t->rank_streams = true;
-  lt_ckpt_info_free(info);
-  if (s == LT_OK && t->zero) s = lt_dist_zero_release_state(t->zero); /* the file holds every shard's */
-  if (s != LT_OK) return s;
-  t->step = t->start_step = t->last_saved = st.step;
-  t->tokens = tokens;
-  t->bad_streak = streak;
-  t->train_seconds = secs;
-  t->resumed = true;
-  snprintf(t->last_ckpt, sizeof t->last_ckpt, "%s", path);
-  return LT_OK;
-}
-
-/* ======================================================================== */
 /* The metrics CSV                                                          */
 /* ======================================================================== */
 
@@ -537,9 +286,9 @@ static int write_header(const lt_trainer *t, FILE *f) {
 /* The directory part of path ("." if none) into buf. */
 static void dir_of(const char *path, char *buf) {
   const char *slash = strrchr(path, '/');
-  if (!slash) snprintf(buf, PATH_LEN, ".");
-  else if (slash == path) snprintf(buf, PATH_LEN, "/");
-  else snprintf(buf, PATH_LEN, "%.*s", (int)(slash - path), path);
+  if (!slash) snprintf(buf, LT__TRAINER_PATH_LEN, ".");
+  else if (slash == path) snprintf(buf, LT__TRAINER_PATH_LEN, "/");
+  else snprintf(buf, LT__TRAINER_PATH_LEN, "%.*s", (int)(slash - path), path);
 }
 
 /* After a resume: the header and the rows of steps <= t->step of the
@@ -555,7 +304,7 @@ static lt_status csv_rewrite(lt_trainer *t) {
   if (!S_ISREG(sb.st_mode)) return LT_OK; /* a pipe or a device: nothing to keep, nothing to rename */
   FILE *in = fopen(t->csv_path, "r");
   if (!in) return csv_error(t, "cannot read it");
-  char tmp[PATH_LEN + 16];
+  char tmp[LT__TRAINER_PATH_LEN + 16];
   snprintf(tmp, sizeof tmp, "%s.tmp-XXXXXX", t->csv_path);
   int fd = mkstemp(tmp);
   FILE *out = fd >= 0 ? fdopen(fd, "w") : NULL;
@@ -591,7 +340,7 @@ static lt_status csv_rewrite(lt_trainer *t) {
     unlink(tmp);
     return s;
   }
-  char dir[PATH_LEN];
+  char dir[LT__TRAINER_PATH_LEN];
   dir_of(t->csv_path, dir);
   int dfd = open(dir, O_RDONLY);
   if (dfd >= 0) fsync(dfd), close(dfd);
@@ -620,9 +369,9 @@ static lt_status csv_open(lt_trainer *t) {
 }
 
 static double epoch_of(const lt_trainer *t) {
-  if (!has_position(t)) return 0;
-  lt_loader_position p = get_position(t);
-  int64_t bpe = batches_per_epoch(t, 0);
+  if (!lt__trainer_has_position(t)) return 0;
+  lt_loader_position p = lt__trainer_get_position(t);
+  int64_t bpe = lt__trainer_batches_per_epoch(t, 0);
   return (double)p.epoch + (bpe > 0 ? (double)p.index / (double)bpe : 0.0);
 }
 
@@ -630,7 +379,7 @@ static double epoch_of(const lt_trainer *t) {
 static lt_status csv_row(lt_trainer *t, const step_result *S, double step_s, const double *values) {
   if (!t->csv) return LT_OK;
   FILE *f = t->csv;
-  const meter *M = &t->M;
+  const lt__trainer_meter *M = &t->M;
   errno = 0;
   int bad = fprintf(f, "%lld,%.4f,%.9g,%.17g,%.9g,%d,%lld,%.3f,%.1f,%.3f,", (long long)t->step, epoch_of(t), S->lr,
                     S->loss, S->grad_norm, S->skipped ? 1 : 0, (long long)t->tokens, 1000 * step_s,
@@ -651,7 +400,7 @@ static lt_status csv_row(lt_trainer *t, const step_result *S, double step_s, con
 /* Progress                                                                 */
 /* ======================================================================== */
 
-static void meter_add(meter *M, const step_result *S, double dt) {
+static void meter_add(lt__trainer_meter *M, const step_result *S, double dt) {
   M->n++;
   double a = M->n < 20 ? 1.0 / (double)M->n : 0.05;
   M->time_ema += a * (dt - M->time_ema);
@@ -667,7 +416,7 @@ static void meter_add(meter *M, const step_result *S, double dt) {
 
 /* The live line: redrawn in place on a terminal, else printed every log_every steps. */
 static void progress(lt_trainer *t, const step_result *S) {
-  meter *M = &t->M;
+  lt__trainer_meter *M = &t->M;
   const lt_trainer_config *c = &t->c;
   if (c->progress == LT_TRAINER_PROGRESS_OFF) return;
   bool tty = t->redraw;
@@ -919,7 +668,7 @@ static lt_status fit(lt_trainer *t, lt_trainer_result *result) {
   if (s != LT_OK) return fill_result(t, result, LT_TRAINER_FAILED), s;
   lt_autothreads AT;
   lt_autothreads_init(&AT, c->auto_threads, lt_get_num_threads());
-  t->M = (meter){0};
+  t->M = (lt__trainer_meter){0};
   t->M.loss_ema = NAN;
   bool stopped = false, final_done = false;
   while (t->step < c->steps && !stop_now(t)) {

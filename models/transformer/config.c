@@ -2,7 +2,8 @@
  * models/transformer/config.c: the Transformer's configuration in words and
  * in files (config.h): names of the configuration's enums (for command lines
  * and files) and the configuration as checkpoint attributes, so that a
- * checkpoint rebuilds its model without any other input.
+ * checkpoint rebuilds its model without any other input; and the size of a
+ * configuration's model before it is built (lt_tf_config_size).
  *
  * What this is not: the checkpoint format itself (checkpoint/), where a
  * model is loaded from (load.c), or the training program (programs/train_main.c,
@@ -10,6 +11,7 @@
  */
 #include "models/transformer/config.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -17,7 +19,7 @@
 
 static const char *const arch_names[] = {"encoder-decoder", "decoder-only", "encoder-only"};
 static const char *const norm_names[] = {"layernorm", "rmsnorm"};
-static const char *const pos_names[] = {"sinusoidal", "learned", "rope"};
+static const char *const pos_names[] = {"sinusoidal", "learned", "rope", "relative"};
 static const char *const act_names[] = {"relu", "gelu", "gelu_tanh", "silu"};
 static const char *const rope_type_names[] = {"default", "linear", "llama3"}; /* transformers' rope_type */
 #define COUNT(a) ((int)(sizeof(a) / sizeof((a)[0])))
@@ -46,12 +48,13 @@ LT_ENUM_PARSER(lt_tf_rope_type_parse, lt_rope_type, "rope type", rope_type_names
   X(n_classes) X(pad_id)
 #define TF_BOOL_FIELDS(X) X(pre_norm) X(swiglu) X(tie_embeddings) X(scale_embeddings) X(bias)
 #define TF_DOUBLE_FIELDS(X) X(dropout) X(norm_eps) X(rope_base)
-/* Fields added after checkpoints existed (BERT's, then Qwen2's, Mistral's
- * and Llama 3's): written always, read as 0 / false / "default" when a
+/* Fields added after checkpoints existed (BERT's, then Qwen2's, Mistral's,
+ * Llama 3's and T5's): written always, read as 0 / false / "default" when a
  * checkpoint lacks them, so older checkpoints still load. */
-#define TF_LATE_INT_FIELDS(X) X(type_vocab_size) X(sliding_window) X(rope_original_max_len)
-#define TF_LATE_BOOL_FIELDS(X) X(embed_norm) X(pooler) X(qkv_bias)
-#define TF_LATE_DOUBLE_FIELDS(X) X(rope_factor) X(rope_low_freq_factor) X(rope_high_freq_factor)
+#define TF_LATE_INT_FIELDS(X) \
+  X(type_vocab_size) X(sliding_window) X(rope_original_max_len) X(rel_buckets) X(rel_max_distance)
+#define TF_LATE_BOOL_FIELDS(X) X(embed_norm) X(pooler) X(qkv_bias) X(head_rescale)
+#define TF_LATE_DOUBLE_FIELDS(X) X(rope_factor) X(rope_low_freq_factor) X(rope_high_freq_factor) X(attn_scale)
 
 lt_status lt_tf_config_to_meta(const lt_tf_config *cfg, lt_ckpt_meta *meta) {
   if (!cfg || !meta) return lt_error_set(LT_ERR_NULL, "tf_config_to_meta: %s is NULL", cfg ? "meta" : "cfg");
@@ -133,6 +136,76 @@ lt_status lt_tf_config_from_meta(const lt_ckpt_meta *meta, lt_tf_config *cfg) {
   return LT_OK;
 }
 
+/* ---- size before building (transformer.h) --------------------------------- */
+
+/* Checked a * b + c into *acc (the running total), naming what overflows. */
+static lt_status size_add(int64_t *acc, int64_t a, int64_t b, const char *what) {
+  int64_t p, t;
+  if (__builtin_mul_overflow(a, b, &p) || __builtin_add_overflow(*acc, p, &t))
+    return lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: %s (%lld x %lld) overflows 64-bit arithmetic", what,
+                   (long long)a, (long long)b);
+  *acc = t;
+  return LT_OK;
+}
+
+/* Mirrors transformer.c's build() term by term; test_transformer compares it
+ * with the built store for every architecture and option. */
+lt_status lt_tf_config_size(const lt_tf_config *c, int64_t *n_params, size_t *bytes) {
+  lt_status s = lt_tf_config_validate(c);
+  if (s != LT_OK) return s;
+  /* the terms below double and add to these before their checked products */
+  if (c->d_model > INT64_MAX / 4 || c->d_ff > INT64_MAX / 4)
+    return lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: d_model %lld, d_ff %lld: a layer's size overflows 64-bit "
+                        "arithmetic", (long long)c->d_model, (long long)c->d_ff);
+  const int64_t C = c->d_model, kv = c->n_kv_heads * (C / c->n_heads), nb = c->bias ? 1 : 0;
+  const int64_t norm = c->norm == LT_TF_RMS_NORM ? C : 2 * C;
+  const bool has_enc = c->arch != LT_TF_DECODER_ONLY, has_dec = c->arch != LT_TF_ENCODER_ONLY;
+  /* one attention block: q, out [C, C]; k, v [kv, C]; biases */
+  int64_t attn = 0, ffn = 0, layer_self = 0, layer_cross = 0, n = 0, table = 0;
+  if ((s = size_add(&attn, 2 * C, C + nb, "attention q/out projections")) ||
+      (s = size_add(&attn, 2 * kv, C + nb, "attention k/v projections")) ||
+      (c->qkv_bias && (s = size_add(&attn, 1, C + 2 * kv, "attention q/k/v biases"))) ||
+      (s = size_add(&ffn, c->d_ff, C + nb, "feed-forward linear1")) ||
+      (s = size_add(&ffn, C, c->d_ff + nb, "feed-forward linear2")) ||
+      (c->swiglu && (s = size_add(&ffn, c->d_ff, C + nb, "feed-forward w3"))))
+    return s;
+  if ((s = size_add(&layer_self, 1, attn, "a layer")) || (s = size_add(&layer_self, 1, ffn, "a layer")) ||
+      (s = size_add(&layer_self, 2, norm, "a layer's norms")) ||
+      (s = size_add(&layer_cross, 1, layer_self, "a decoder layer")) ||
+      (s = size_add(&layer_cross, 1, attn + norm, "a decoder layer's cross-attention")))
+    return s;
+  if ((s = size_add(&n, c->vocab_size, C, "the embedding [vocab_size, d_model]"))) return s;
+  if (c->pos == LT_TF_POS_LEARNED && (s = size_add(&n, c->max_len, C, "learned positions [max_len, d_model]")))
+    return s;
+  if (c->pos == LT_TF_POS_SINUSOIDAL && (s = size_add(&table, c->max_len, C, "the position table [max_len, d_model]")))
+    return s;
+  if (has_enc) {
+    if ((s = size_add(&n, c->n_enc_layers, layer_self, "the encoder layers"))) return s;
+    if ((c->arch == LT_TF_ENCODER_DECODER || c->pre_norm) && (s = size_add(&n, 1, norm, "encoder.norm"))) return s;
+  }
+  if (has_dec) {
+    const bool cross = c->arch == LT_TF_ENCODER_DECODER;
+    if ((s = size_add(&n, c->n_dec_layers, cross ? layer_cross : layer_self, "the decoder layers"))) return s;
+    if ((c->arch == LT_TF_ENCODER_DECODER || c->pre_norm) && (s = size_add(&n, 1, norm, "decoder.norm"))) return s;
+    if (!c->tie_embeddings && (s = size_add(&n, c->vocab_size, C, "lm_head [vocab_size, d_model]"))) return s;
+  }
+  if (c->arch == LT_TF_ENCODER_ONLY && (s = size_add(&n, c->n_classes, C + nb, "the classifier"))) return s;
+  if (c->pos == LT_TF_POS_RELATIVE &&
+      (s = size_add(&n, (has_enc ? 1 : 0) + (has_dec ? 1 : 0), c->rel_buckets * c->n_heads, "rel_bias tables")))
+    return s;
+  if ((s = size_add(&n, c->type_vocab_size, C, "token types [type_vocab_size, d_model]")) ||
+      (c->embed_norm && (s = size_add(&n, 1, norm, "embed_norm"))) ||
+      (c->pooler && (s = size_add(&n, C, C + nb, "the pooler"))))
+    return s;
+  int64_t all = n, b;
+  if ((s = size_add(&all, 1, table, "parameters and table")) ||
+      __builtin_mul_overflow(all, (int64_t)sizeof(float), &b) || (uint64_t)b > SIZE_MAX)
+    return s ? s : lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: %lld elements overflow a byte count", (long long)all);
+  if (n_params) *n_params = n;
+  if (bytes) *bytes = (size_t)b;
+  return LT_OK;
+}
+
 /* ---- in words ----------------------------------------------------------------- */
 
 char *lt_tf_config_describe(const lt_tf_config *c, int64_t n_params, char *buf, size_t size) {
@@ -154,7 +227,8 @@ char *lt_tf_config_describe(const lt_tf_config *c, int64_t n_params, char *buf, 
   snprintf(buf, size, "%s, %.3gM parameters (d_model %lld, %lld heads%s, %s, d_ff %lld, %s %s %s%s, %s positions%s%s%s, "
            "dropout %g)", lt_tf_arch_name(c->arch), (double)n_params / 1e6, (long long)c->d_model,
            (long long)c->n_heads, kv, layers, (long long)c->d_ff, c->pre_norm ? "pre-norm" : "post-norm",
-           lt_tf_norm_name(c->norm), c->swiglu ? "swiglu-" : "", lt_tf_act_name(c->act), lt_tf_pos_name(c->pos),
+           lt_tf_norm_name(c->norm), c->swiglu ? (c->act == LT_ACT_SILU ? "swiglu-" : "gated-") : "",
+           lt_tf_act_name(c->act), lt_tf_pos_name(c->pos),
            c->tie_embeddings ? ", tied embeddings" : "", bert, dec, c->dropout);
   return buf;
 }

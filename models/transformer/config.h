@@ -26,7 +26,7 @@ extern "C" {
 /* Canonical names (used on train's command line and in checkpoints):
  *   arch: "encoder-decoder", "decoder-only", "encoder-only"
  *   norm: "layernorm", "rmsnorm"
- *   pos:  "sinusoidal", "learned", "rope"
+ *   pos:  "sinusoidal", "learned", "rope", "relative"
  *   act:  "relu", "gelu", "gelu_tanh", "silu"
  * The _name functions return a static string ("unknown" out of range); the
  * _parse functions accept the canonical name and fail with LT_ERR_INVALID

@@ -99,7 +99,9 @@ static lt_status encode_classes(const lt_tf_data_opts *o, const lt_tf_data *D, c
     lt_text_pairs_get(tp, i, &src, &sl, &tgt, NULL);
     int64_t c = lt_tf_data_class_of(D, tgt);
     int64_t *ids, n;
-    if (lt_tokenizer_encode(D->tok, src, sl, &ids, &n) != LT_OK) {
+    /* with the post-processor's special tokens ([CLS] ... [SEP] of a BERT tokenizer.json: its pooler reads
+     * [CLS]), as the tokenizers library's encode and generate's classification (no change for the others) */
+    if (lt_tokenizer_encode_ex(D->tok, src, sl, LT_ENCODE_ADD_SPECIAL, &ids, NULL, &n) != LT_OK) {
       s = lt__tf_fail("encoding a text");
       break;
     }

@@ -1,7 +1,8 @@
 /*
  * models/transformer/hf.c: the Transformer as a Hugging Face GPT-2 or Llama
  * directory (Qwen2's and Mistral's are Llama's with q/k/v biases or a
- * sliding window; RoPE scaling for all three), and the shared machinery of BERT's (hf_bert.c) (hf.h): which layout a configuration fits, the
+ * sliding window; RoPE scaling for all three), and the shared machinery of BERT's (hf_bert.c)
+ * and T5's (hf_t5.c) (hf.h): which layout a configuration fits, the
  * name and orientation mapping (one table of pieces per layout, used both
  * ways), config.json with jansson, and the checked load.
  *
@@ -37,7 +38,7 @@
 #define PATH_LEN 4096
 #define CONFIG_MAX_BYTES (1u << 20)
 
-static const char *const family_names[] = {"gpt2", "llama", "bert", "qwen2", "mistral"}; /* lt_hf_family's order */
+static const char *const family_names[] = {"gpt2", "llama", "bert", "qwen2", "mistral", "t5"}; /* lt_hf_family's order */
 #define N_FAMILIES ((int)(sizeof family_names / sizeof family_names[0]))
 
 const char *lt_hf_family_name(lt_hf_family f) {
@@ -59,9 +60,11 @@ lt_status lt_hf_family_of(const lt_tf_config *c, lt_hf_family *out) {
     if (out) *out = LT_HF_BERT;
     return LT_OK;
   }
-  if (c->arch != LT_TF_DECODER_ONLY)
-    return NOFIT("hf: arch %s: only the decoder-only (GPT-2, Llama) and encoder-only (BERT) models have a Hugging "
-                 "Face layout", lt_tf_arch_name(c->arch));
+  if (c->arch == LT_TF_ENCODER_DECODER) { /* hf_t5.c */
+    if ((s = lt__hf_t5_fits(c)) != LT_OK) return s;
+    if (out) *out = LT_HF_T5;
+    return LT_OK;
+  }
   if (c->embed_norm) return NOFIT("hf: embed_norm true: GPT-2 and Llama have no norm over the embeddings");
   if (!c->pre_norm) return NOFIT("hf: pre_norm false (post-norm): GPT-2 and Llama are pre-norm");
   if (c->scale_embeddings)
@@ -147,6 +150,7 @@ static lt_status layout(lt_transformer *m, lt_hf_family fam, pieces *ps) {
   char h[NAME_LEN], l[4][NAME_LEN];
   lt_status s;
   if (fam == LT_HF_BERT) return lt__hf_bert_layout(m, ps);
+  if (fam == LT_HF_T5) return lt__hf_t5_layout(m, ps);
 #define LT(k, fmt) (snprintf(l[k], NAME_LEN, "decoder.layers.%lld." fmt, (long long)i), l[k])
 #define HF(fmt) (snprintf(h, NAME_LEN, fmt, (long long)i), h)
   if (fam == LT_HF_GPT2) {
@@ -305,6 +309,7 @@ static json_t *rope_parameters_json(const lt_tf_config *c) {
 
 static json_t *config_json(const lt_tf_config *c, lt_hf_family fam) {
   if (fam == LT_HF_BERT) return lt__hf_bert_config_json(c);
+  if (fam == LT_HF_T5) return lt__hf_t5_config_json(c);
   json_t *j = json_object();
   if (!j) return NULL;
 #define SET(k, v) json_object_set_new(j, k, v)
@@ -457,55 +462,8 @@ lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what,
   return LT_OK;
 }
 
-/* Key key's value, in the range of the configuration field it gives
- * (LT_TF_CONFIG_RANGES, transformer.h: the table train's flags use). */
-static void in_range(lt__hf_cfg *r, const char *key, const char *field, bool is_int, int64_t iv, double dv) {
-  if (r->s != LT_OK || !field) return;
-  char what[PATH_LEN + 128];
-  snprintf(what, sizeof what, "hf config '%s': key '%s'", r->path, key);
-  r->s = is_int ? lt_tf_config_check_range_int(field, iv, what) : lt_tf_config_check_range(field, dv, what);
-}
-
-void lt__hf_get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required, const char *field) {
-  if (r->s != LT_OK) return;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) {
-    if (required) r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is missing", r->path, key);
-    return;
-  }
-  if (!json_is_integer(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not an integer", r->path, key);
-    return;
-  }
-  *out = json_integer_value(v);
-  in_range(r, key, field, true, *out, 0);
-}
-
 static void get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required) {
   lt__hf_get_int(r, key, out, required, NULL);
-}
-
-void lt__hf_get_real(lt__hf_cfg *r, const char *key, double *out, const char *field) {
-  if (r->s != LT_OK) return;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) return;
-  if (!json_is_number(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not a number", r->path, key);
-    return;
-  }
-  *out = json_number_value(v);
-  in_range(r, key, field, false, 0, *out);
-}
-
-void lt__hf_get_bool(lt__hf_cfg *r, const char *key, bool *out) {
-  if (r->s != LT_OK) return;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) return;
-  if (!json_is_boolean(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not true or false", r->path, key);
-    return;
-  }
-  *out = json_is_true(v);
 }
 
 /* A key that must be absent, null, or one of the given values (strings). */
@@ -650,15 +608,15 @@ lt_status lt_hf_read_config(const char *dir, lt_tf_config *out, lt_hf_family *fa
     if (strcmp(json_string_value(mt), family_names[k]) == 0) fam = k;
   if (fam < 0) {
     s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'model_type' %s%.64s%s: libtensor reads \"gpt2\", "
-                     "\"llama\", \"qwen2\", \"mistral\" or \"bert\"", path, json_is_string(mt) ? "\"" : "",
+                     "\"llama\", \"qwen2\", \"mistral\", \"bert\" or \"t5\"", path, json_is_string(mt) ? "\"" : "",
                      json_is_string(mt) ? json_string_value(mt) : mt ? "(not a string)" : "(missing)",
                      json_is_string(mt) ? "\"" : "");
     json_decref(j);
     return s;
   }
-  if (fam == LT_HF_BERT) { /* hf_bert.c */
+  if (fam == LT_HF_BERT || fam == LT_HF_T5) { /* hf_bert.c, hf_t5.c */
     lt_tf_config bc;
-    lt_status bs = lt__hf_bert_read_config(j, path, &bc);
+    lt_status bs = fam == LT_HF_T5 ? lt__hf_t5_read_config(j, path, &bc) : lt__hf_bert_read_config(j, path, &bc);
     json_decref(j);
     if (bs == LT_OK && out) *out = bc;
     if (bs == LT_OK && family) *family = fam;
@@ -767,7 +725,7 @@ static bool ends_with(const char *s, const char *suffix) {
  * buffers. (A tied head's lm_head.weight is checked separately.) */
 static bool tolerated(const char *name, lt_hf_family fam) {
   return (fam == LT_HF_GPT2 && (ends_with(name, ".attn.bias") || ends_with(name, ".attn.masked_bias"))) ||
-         (fam == LT_HF_BERT && lt__hf_bert_tolerated(name));
+         (fam == LT_HF_BERT && lt__hf_bert_tolerated(name)) || (fam == LT_HF_T5 && lt__hf_t5_tolerated(name));
 }
 
 lt_status lt_hf_load_params(const char *dir, lt_transformer *m) {

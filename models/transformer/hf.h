@@ -26,6 +26,12 @@
  *          BertForSequenceClassification (n_classes > 0: names under
  *          "bert.", and classifier.{weight,bias}). Names load with or
  *          without "bert."; embeddings.position_ids is tolerated.
+ *   T5     when it is T5's (hf_t5.c): encoder-decoder, pre-norm RMSNorm
+ *          (T5LayerNorm), no biases, unscaled attention, relative-position
+ *          buckets (one bias table per stack), ReLU (v1.0) or gated GELU
+ *          (v1.1, "gated-gelu") feed-forward, tied head rescaled by
+ *          d_model^-0.5 or untied lm_head; T5ForConditionalGeneration.
+ *          Files' encoder/decoder.embed_tokens.weight copies are tolerated.
  * Any other configuration is refused with LT_ERR_INVALID naming the option
  * that does not fit (and its value).
  *
@@ -47,7 +53,7 @@
 extern "C" {
 #endif
 
-typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT, LT_HF_QWEN2, LT_HF_MISTRAL } lt_hf_family;
+typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT, LT_HF_QWEN2, LT_HF_MISTRAL, LT_HF_T5 } lt_hf_family;
 
 /* The files of an exported directory. */
 #define LT_HF_WEIGHTS_FILE "model.safetensors"
@@ -59,7 +65,7 @@ typedef enum { LT_HF_GPT2, LT_HF_LLAMA, LT_HF_BERT, LT_HF_QWEN2, LT_HF_MISTRAL }
  * written by `export` and read by `generate` (not a Hugging Face file). */
 #define LT_HF_TOKENIZER_FILE "libtensor-tokenizer.bin"
 
-/* "gpt2", "llama", "bert", "qwen2" or "mistral" (config.json's model_type);
+/* "gpt2", "llama", "bert", "qwen2", "mistral" or "t5" (config.json's model_type);
  * "unknown" out of range. */
 LT_API const char *lt_hf_family_name(lt_hf_family f);
 
@@ -82,8 +88,8 @@ LT_API lt_status lt_hf_export(lt_transformer *m, const char *dir);
 LT_API bool lt_hf_is_dir(const char *path);
 
 /* Reads dir/config.json (a regular file of at most 1 MiB) into *cfg and
- * *family (either may be NULL): model_type "gpt2", "llama", "qwen2", "mistral" or
- * "bert"; keys read and
+ * *family (either may be NULL): model_type "gpt2", "llama", "qwen2", "mistral",
+ * "bert" or "t5"; keys read and
  * their defaults in docs/interop.md; a key with a value libtensor cannot
  * run (activation_function, hidden_act, attention_bias, rope_scaling, ...)
  * is refused naming it. The result passes lt_tf_config_validate and

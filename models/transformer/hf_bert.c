@@ -159,17 +159,6 @@ static void want_bool(reader *r, const char *key, bool want) {
                         want ? "false" : "true", want ? "true" : "false");
 }
 
-/* A string key (absent or null: def); *out borrows from r->j. */
-static const char *get_str(reader *r, const char *key, const char *def) {
-  if (r->s != LT_OK) return def;
-  json_t *v = json_object_get(r->j, key);
-  if (!v || json_is_null(v)) return def;
-  if (!json_is_string(v)) {
-    r->s = lt_error_set(LT_ERR_FORMAT, "hf config '%s': key '%s' is not a string", r->path, key);
-    return def;
-  }
-  return json_string_value(v);
-}
 
 lt_status lt__hf_bert_read_config(json_t *j, const char *path, lt_tf_config *out) {
   reader r = {path, j, LT_OK};
@@ -193,7 +182,7 @@ lt_status lt__hf_bert_read_config(json_t *j, const char *path, lt_tf_config *out
     else lt__hf_get_int(&r, "pad_token_id", &c.pad_id, false, NULL);
   }
   c.n_kv_heads = c.n_heads;
-  const char *act = get_str(&r, "hidden_act", "gelu");
+  const char *act = lt__hf_get_str(&r, "hidden_act", "gelu");
   if (r.s == LT_OK) {
     if (strcmp(act, "gelu") == 0) c.act = LT_ACT_GELU;
     else if (strcmp(act, "gelu_new") == 0 || strcmp(act, "gelu_pytorch_tanh") == 0) c.act = LT_ACT_GELU_TANH;
@@ -203,7 +192,7 @@ lt_status lt__hf_bert_read_config(json_t *j, const char *path, lt_tf_config *out
       r.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'hidden_act' \"%s\": libtensor's BERT runs \"gelu\", "
                          "\"gelu_new\", \"gelu_pytorch_tanh\", \"relu\" or \"silu\"", path, act);
   }
-  const char *pet = get_str(&r, "position_embedding_type", "absolute");
+  const char *pet = lt__hf_get_str(&r, "position_embedding_type", "absolute");
   if (r.s == LT_OK && strcmp(pet, "absolute") != 0)
     r.s = lt_error_set(LT_ERR_INVALID, "hf config '%s': key 'position_embedding_type' \"%s\": libtensor's BERT runs "
                        "only \"absolute\" positions", path, pet);

@@ -1,8 +1,8 @@
 /*
  * models/transformer/hf_internal.h: what hf.c (the GPT-2 and Llama layouts,
  * the checked load and the export) shares with the files of the other
- * Hugging Face families (hf_bert.c), not installed: the piece table and each
- * family's hooks.
+ * Hugging Face families (hf_bert.c, hf_t5.c), not installed: the piece
+ * table, config.json's key readers (hf_keys.c) and each family's hooks.
  *
  * What this is not: a public header (hf.h is the contract).
  */
@@ -54,7 +54,7 @@ lt_status lt__hf_piece_store(const piece *p, const lt_tensor *t);
  * with LT_ERR_IO / LT_ERR_FORMAT ("hf <what> '<path>': not a JSON object: ..."). */
 lt_status lt__hf_read_json(const char *path, size_t max_bytes, const char *what, bool array, json_t **out);
 
-/* ---- config.json's keys (hf.c), for every family ---------------------------- */
+/* ---- config.json's keys (hf_keys.c), for every family ----------------------- */
 /* A reader of one config.json: the first failure is kept in s and every later
  * call does nothing, so a family reads its keys in a row and checks s once. */
 typedef struct lt__hf_cfg {
@@ -71,6 +71,8 @@ void lt__hf_get_int(lt__hf_cfg *r, const char *key, int64_t *out, bool required,
 void lt__hf_get_real(lt__hf_cfg *r, const char *key, double *out, const char *field);
 /* A boolean key (absent or null: *out unchanged). */
 void lt__hf_get_bool(lt__hf_cfg *r, const char *key, bool *out);
+/* A string key (absent or null: def); the result borrows from r->j. */
+const char *lt__hf_get_str(lt__hf_cfg *r, const char *key, const char *def);
 
 /* ---- the weights: one file or shards (hf_weights.c) -------------------------- */
 #define LT__HF_INDEX_MAX_BYTES (64u << 20) /* model.safetensors.index.json (a 400B model's is ~2 MB) */
@@ -107,5 +109,16 @@ json_t *lt__hf_bert_config_json(const lt_tf_config *c);
 lt_status lt__hf_bert_read_config(json_t *j, const char *path, lt_tf_config *out);
 /* Names a BERT file may hold besides the layout's (the position_ids buffer). */
 bool lt__hf_bert_tolerated(const char *name);
+
+/* ---- T5 (hf_t5.c) ------------------------------------------------------------ */
+/* The same four hooks for the (valid) encoder-decoder configuration c:
+ * T5ForConditionalGeneration's layout, v1.0 (ReLU, tied head) and v1.1
+ * (gated GELU, untied). */
+lt_status lt__hf_t5_fits(const lt_tf_config *c);
+lt_status lt__hf_t5_layout(lt_transformer *m, pieces *ps);
+json_t *lt__hf_t5_config_json(const lt_tf_config *c);
+lt_status lt__hf_t5_read_config(json_t *j, const char *path, lt_tf_config *out);
+/* Names a T5 file may hold besides the layout's (the stacks' embed_tokens, copies of shared). */
+bool lt__hf_t5_tolerated(const char *name);
 
 #endif /* LT_TF_HF_INTERNAL_H */

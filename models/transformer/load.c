@@ -119,6 +119,31 @@ lt_status lt_tf_source_load_weights(const char *file, lt_transformer *m, const l
   return lt_ckpt_load_params(file, lt_transformer_params(m), &lo, NULL);
 }
 
+lt_status lt_tf_source_load_encoder(const char *file, lt_transformer *m, const lt_ckpt_load_opts *opts) {
+  if (!file || !m) return lt_error_set(LT_ERR_NULL, "lt_tf_source_load_encoder: file or model is NULL");
+  lt_tf_config c = *lt_transformer_config(m);
+  if (c.arch != LT_TF_ENCODER_ONLY || c.n_classes < 1)
+    return lt_error_set(LT_ERR_INVALID, "lt_tf_source_load_encoder: '%s': the model is not an encoder-only classifier",
+                        file);
+  c.n_classes = 0;
+  lt_generator *g = lt_generator_new(0); /* the source's initialisation is overwritten by its weights */
+  lt_transformer *src = g ? lt_transformer_new(&c, g) : NULL;
+  lt_generator_free(g);
+  if (!src) return lt_error_set(lt_last_status(), "'%s': the source's encoder: %s", file, lt_last_error());
+  lt_status s = lt_tf_source_load_weights(file, src, opts);
+  lt_params *from = lt_transformer_params(src), *to = lt_transformer_params(m);
+  const bool prev = lt_set_grad_enabled(false);
+  for (int k = 0; k < lt_params_count(from) && s == LT_OK; k++) { /* same configuration: every name is in m */
+    const lt_param *p = lt_params_at(from, k);
+    lt_tensor *dst = lt_params_find(to, p->name);
+    s = dst ? lt_copy_(dst, p->value)
+            : lt_error_set(LT_ERR_INVALID, "'%s': the source's '%s' is not in the classifier", file, p->name);
+  }
+  lt_set_grad_enabled(prev);
+  lt_transformer_free(src);
+  return s;
+}
+
 /* ---- one entry ------------------------------------------------------------------ */
 
 /* The pending error with "<path>: " before it, unless its message names path already. */

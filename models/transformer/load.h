@@ -121,6 +121,18 @@ LT_API lt_status lt_tf_source_read(const char *path, const char *prefix, const l
  * m, every tensor strictly. */
 LT_API lt_status lt_tf_source_load_weights(const char *file, lt_transformer *m, const lt_ckpt_load_opts *opts);
 
+/* A new classification head on a pretrained encoder (train --init-from a
+ * BertModel directory such as all-MiniLM-L6-v2, or any encoder without a
+ * classifier): m is an encoder-only model with n_classes > 0 whose
+ * configuration is the source's but for n_classes (0 in the source). Every
+ * tensor of the source loads strictly (lt_tf_source_load_weights into a
+ * model of the source's configuration, then copied by name); m's
+ * classifier.{weight,bias} keep the initialisation m was built with (as
+ * BertForSequenceClassification.from_pretrained gives a BertModel
+ * checkpoint a new head). Needs the source's memory once more while it
+ * runs. Errors: LT_ERR_INVALID (m not such a model), the loader's. */
+LT_API lt_status lt_tf_source_load_encoder(const char *file, lt_transformer *m, const lt_ckpt_load_opts *opts);
+
 #ifdef __cplusplus
 }
 #endif

@@ -73,6 +73,7 @@ struct lt_transformer {
   lt_embedding_m type_embed; /* [type_vocab_size, C], encoder-only with token types (BERT) */
   lt_norm_m embed_norm;     /* [C] over the summed embeddings (BERT's embeddings.LayerNorm) */
   lt_linear_m pooler;       /* [C, C] (+ bias), encoder-only with pooler (BERT) */
+  lt_embedding_m enc_rel, dec_rel; /* [rel_buckets, NH] each stack's relative-position bias (pos relative, T5) */
 };
 
 #define NAME_LEN 256
@@ -205,10 +206,26 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
     return BAD("norm %d: must be LT_TF_LAYER_NORM or LT_TF_RMS_NORM", (int)c->norm);
   if (c->act != LT_ACT_RELU && c->act != LT_ACT_GELU && c->act != LT_ACT_GELU_TANH && c->act != LT_ACT_SILU)
     return BAD("act %d: must be LT_ACT_RELU, LT_ACT_GELU, LT_ACT_GELU_TANH or LT_ACT_SILU", (int)c->act);
-  if (c->swiglu && c->act != LT_ACT_SILU)
-    return BAD("act %d with swiglu: SwiGLU gates with SiLU, set act = LT_ACT_SILU", (int)c->act);
-  if (c->pos != LT_TF_POS_SINUSOIDAL && c->pos != LT_TF_POS_LEARNED && c->pos != LT_TF_POS_ROPE)
-    return BAD("pos %d: must be LT_TF_POS_SINUSOIDAL, LT_TF_POS_LEARNED or LT_TF_POS_ROPE", (int)c->pos);
+  if (c->pos != LT_TF_POS_SINUSOIDAL && c->pos != LT_TF_POS_LEARNED && c->pos != LT_TF_POS_ROPE &&
+      c->pos != LT_TF_POS_RELATIVE)
+    return BAD("pos %d: must be LT_TF_POS_SINUSOIDAL, LT_TF_POS_LEARNED, LT_TF_POS_ROPE or LT_TF_POS_RELATIVE",
+               (int)c->pos);
+  if (c->pos == LT_TF_POS_RELATIVE) { /* nn/relpos.c's buckets: exact ones below, log ones up to the distance */
+    const int64_t exact = has_dec ? c->rel_buckets / 2 : c->rel_buckets / 4;
+    if (c->rel_buckets < (has_enc ? 4 : 2))
+      return BAD("rel_buckets %lld: pos relative needs at least %d buckets", (long long)c->rel_buckets, has_enc ? 4 : 2);
+    if (c->rel_max_distance <= exact)
+      return BAD("rel_max_distance %lld: must exceed the %lld exact buckets of rel_buckets %lld",
+                 (long long)c->rel_max_distance, (long long)exact, (long long)c->rel_buckets);
+  } else if (c->rel_buckets || c->rel_max_distance) {
+    return BAD("rel_buckets %lld, rel_max_distance %lld: only pos relative has relative-position buckets",
+               (long long)c->rel_buckets, (long long)c->rel_max_distance);
+  }
+  if (c->pos == LT_TF_POS_RELATIVE && c->sliding_window > 0)
+    return BAD("sliding_window %lld with pos relative: the relative bias covers every key (no window)",
+               (long long)c->sliding_window);
+  if (c->head_rescale && (!has_dec || !c->tie_embeddings))
+    return BAD("head_rescale: the d_model^-0.5 rescale is for a decoder's tied head (T5's)");
   if (c->pos == LT_TF_POS_ROPE) {
     if ((c->d_model / c->n_heads) % 2 != 0)
       return BAD("pos RoPE needs an even head size: d_model %lld / n_heads %lld = %lld", (long long)c->d_model,
@@ -242,73 +259,6 @@ lt_status lt_tf_config_validate(const lt_tf_config *c) {
 
 #undef BAD
 
-/* ---- size before building ------------------------------------------------ */
-
-/* Checked a * b + c into *acc (the running total), naming what overflows. */
-static lt_status size_add(int64_t *acc, int64_t a, int64_t b, const char *what) {
-  int64_t p, t;
-  if (__builtin_mul_overflow(a, b, &p) || __builtin_add_overflow(*acc, p, &t))
-    return lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: %s (%lld x %lld) overflows 64-bit arithmetic", what,
-                   (long long)a, (long long)b);
-  *acc = t;
-  return LT_OK;
-}
-
-/* Mirrors build() term by term; test_transformer compares it with the built
- * store for every architecture and option. */
-lt_status lt_tf_config_size(const lt_tf_config *c, int64_t *n_params, size_t *bytes) {
-  lt_status s = lt_tf_config_validate(c);
-  if (s != LT_OK) return s;
-  /* the terms below double and add to these before their checked products */
-  if (c->d_model > INT64_MAX / 4 || c->d_ff > INT64_MAX / 4)
-    return lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: d_model %lld, d_ff %lld: a layer's size overflows 64-bit "
-                        "arithmetic", (long long)c->d_model, (long long)c->d_ff);
-  const int64_t C = c->d_model, kv = c->n_kv_heads * (C / c->n_heads), nb = c->bias ? 1 : 0;
-  const int64_t norm = c->norm == LT_TF_RMS_NORM ? C : 2 * C;
-  const bool has_enc = c->arch != LT_TF_DECODER_ONLY, has_dec = c->arch != LT_TF_ENCODER_ONLY;
-  /* one attention block: q, out [C, C]; k, v [kv, C]; biases */
-  int64_t attn = 0, ffn = 0, layer_self = 0, layer_cross = 0, n = 0, table = 0;
-  if ((s = size_add(&attn, 2 * C, C + nb, "attention q/out projections")) ||
-      (s = size_add(&attn, 2 * kv, C + nb, "attention k/v projections")) ||
-      (c->qkv_bias && (s = size_add(&attn, 1, C + 2 * kv, "attention q/k/v biases"))) ||
-      (s = size_add(&ffn, c->d_ff, C + nb, "feed-forward linear1")) ||
-      (s = size_add(&ffn, C, c->d_ff + nb, "feed-forward linear2")) ||
-      (c->swiglu && (s = size_add(&ffn, c->d_ff, C + nb, "feed-forward w3"))))
-    return s;
-  if ((s = size_add(&layer_self, 1, attn, "a layer")) || (s = size_add(&layer_self, 1, ffn, "a layer")) ||
-      (s = size_add(&layer_self, 2, norm, "a layer's norms")) ||
-      (s = size_add(&layer_cross, 1, layer_self, "a decoder layer")) ||
-      (s = size_add(&layer_cross, 1, attn + norm, "a decoder layer's cross-attention")))
-    return s;
-  if ((s = size_add(&n, c->vocab_size, C, "the embedding [vocab_size, d_model]"))) return s;
-  if (c->pos == LT_TF_POS_LEARNED && (s = size_add(&n, c->max_len, C, "learned positions [max_len, d_model]")))
-    return s;
-  if (c->pos == LT_TF_POS_SINUSOIDAL && (s = size_add(&table, c->max_len, C, "the position table [max_len, d_model]")))
-    return s;
-  if (has_enc) {
-    if ((s = size_add(&n, c->n_enc_layers, layer_self, "the encoder layers"))) return s;
-    if ((c->arch == LT_TF_ENCODER_DECODER || c->pre_norm) && (s = size_add(&n, 1, norm, "encoder.norm"))) return s;
-  }
-  if (has_dec) {
-    const bool cross = c->arch == LT_TF_ENCODER_DECODER;
-    if ((s = size_add(&n, c->n_dec_layers, cross ? layer_cross : layer_self, "the decoder layers"))) return s;
-    if ((c->arch == LT_TF_ENCODER_DECODER || c->pre_norm) && (s = size_add(&n, 1, norm, "decoder.norm"))) return s;
-    if (!c->tie_embeddings && (s = size_add(&n, c->vocab_size, C, "lm_head [vocab_size, d_model]"))) return s;
-  }
-  if (c->arch == LT_TF_ENCODER_ONLY && (s = size_add(&n, c->n_classes, C + nb, "the classifier"))) return s;
-  if ((s = size_add(&n, c->type_vocab_size, C, "token types [type_vocab_size, d_model]")) ||
-      (c->embed_norm && (s = size_add(&n, 1, norm, "embed_norm"))) ||
-      (c->pooler && (s = size_add(&n, C, C + nb, "the pooler"))))
-    return s;
-  int64_t all = n, b;
-  if ((s = size_add(&all, 1, table, "parameters and table")) ||
-      __builtin_mul_overflow(all, (int64_t)sizeof(float), &b) || (uint64_t)b > SIZE_MAX)
-    return s ? s : lt_error_set(LT_ERR_OVERFLOW, "tf_config_size: %lld elements overflow a byte count", (long long)all);
-  if (n_params) *n_params = n;
-  if (bytes) *bytes = (size_t)b;
-  return LT_OK;
-}
-
 /* ======================================================================== */
 /* Construction                                                             */
 /* ======================================================================== */
@@ -325,7 +275,8 @@ static lt_transformer_layer_opts layer_opts(const lt_tf_config *c) {
                                      .d_ff = c->d_ff, .dropout = c->dropout, .act = c->act, .swiglu = c->swiglu,
                                      .norm_first = c->pre_norm, .norm = norm_kind(c), .norm_eps = c->norm_eps,
                                      .bias = c->bias, .rope = c->pos == LT_TF_POS_ROPE, .rope_base = c->rope_base,
-                                     .rope_scaling = lt_tf_rope_scaling(c), .qkv_bias = c->qkv_bias};
+                                     .rope_scaling = lt_tf_rope_scaling(c), .qkv_bias = c->qkv_bias,
+                                     .attn_scale = c->attn_scale};
 }
 
 lt_rope_scaling lt_tf_rope_scaling(const lt_tf_config *c) {
@@ -386,6 +337,13 @@ static lt_status build(lt_transformer *m, lt_generator *g) {
   }
   if (c->embed_norm && (s = norm_init(&m->embed_norm, p, "embed_norm", c)) != LT_OK) return s;
 
+  const bool rel = c->pos == LT_TF_POS_RELATIVE; /* T5: one bias table per stack, as its layer 0's */
+  if (rel && has_enc &&
+      (s = lt_embedding_init(&m->enc_rel, p, "encoder.rel_bias", c->rel_buckets, c->n_heads, -1, g)) != LT_OK)
+    return s;
+  if (rel && has_dec &&
+      (s = lt_embedding_init(&m->dec_rel, p, "decoder.rel_bias", c->rel_buckets, c->n_heads, -1, g)) != LT_OK)
+    return s;
   if (has_enc) {
     m->n_enc = c->n_enc_layers;
     m->enc = calloc((size_t)m->n_enc, sizeof *m->enc);
@@ -546,7 +504,7 @@ static lt_tensor *embed_forward(const lt_transformer *m, const lt_tensor *ids, c
   const int64_t L = ids->shape[1];
   lt_tensor *x = lt_embedding_forward(&m->embed, ids); /* [B, L, C] */
   if (x && c->scale_embeddings && !step(&x, lt_mul_scalar(x, sqrt((double)c->d_model)))) return NULL;
-  if (x && c->pos != LT_TF_POS_ROPE) {
+  if (x && c->pos != LT_TF_POS_ROPE && c->pos != LT_TF_POS_RELATIVE) {
     lt_tensor *table = c->pos == LT_TF_POS_LEARNED ? m->pos_embed.weight : m->pos_table;
     lt_tensor *pe = left_pad ? row_positions(table, ids->shape[0], L, pos0, left_pad)
                              : table_rows(table, pos0, L); /* [B, L, C] or [L, C] */
@@ -577,11 +535,17 @@ static lt_tensor *encode_impl(const char *op, const lt_transformer *m, const lt_
                 types->shape[1] != src->shape[1]))
     return lt_error_set(LT_ERR_SHAPE, "%s: types is %s, src is %s: need integer token types of the ids' shape", op,
                         LT_DESC(types), LT_DESC(src)), NULL;
+  const int64_t S = src->shape[1];
+  lt_tensor *bias = NULL; /* T5: [1, NH, S, S], bidirectional buckets */
+  if (m->cfg.pos == LT_TF_POS_RELATIVE &&
+      !(bias = lt_relative_position_bias(m->enc_rel.weight, S, S, 0, true, m->cfg.rel_max_distance)))
+    return NULL;
   lt_tensor *x = embed_forward(m, src, types, 0, NULL, ctx);
+  const lt_attention_opts self_mask = {.key_padding_mask = src_pad, .attn_mask = bias};
   for (int64_t i = 0; x && i < m->n_enc; i++)
-    step(&x, lt_transformer_encoder_layer_forward(&m->enc[i], x, &(lt_attention_opts){.key_padding_mask = src_pad},
-                                                  0, ctx));
+    step(&x, lt_transformer_encoder_layer_forward(&m->enc[i], x, &self_mask, 0, ctx));
   if (x && m->has_enc_norm) step(&x, lt_norm_forward(&m->enc_norm, x));
+  lt_tensor_free(bias);
   return x;
 }
 
@@ -663,9 +627,16 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
       return NULL;
     }
   }
+  lt_tensor *bias = NULL; /* T5: [1, NH, T, pos0 + T], unidirectional buckets; a left padding shifts no distance */
+  if (c->pos == LT_TF_POS_RELATIVE && !(bias = lt_relative_position_bias(m->dec_rel.weight, tgt->shape[1],
+                                                                         pos0 + tgt->shape[1], pos0, false,
+                                                                         c->rel_max_distance))) {
+    free(lens), lt_tensor_free(kpm);
+    return NULL;
+  }
   lt_tensor *x = embed_forward(m, tgt, NULL, pos0, left_pad, ctx);
   const lt_attention_opts self_mask = {.causal = true, .key_padding_mask = kpm ? kpm : tgt_pad,
-                                       .window = c->sliding_window};
+                                       .window = c->sliding_window, .attn_mask = bias};
   const lt_attention_opts mem_mask = {.key_padding_mask = src_pad};
   for (int64_t i = 0; x && i < m->n_dec; i++) {
     const tf_layer *L = &m->dec[i];
@@ -674,6 +645,7 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
                             : lt_transformer_encoder_layer_forward(L, x, &self_mask, pos0, ctx));
   }
   if (x && m->has_dec_norm) step(&x, lt_norm_forward(&m->dec_norm, x));
+  if (x && c->head_rescale) step(&x, lt_mul_scalar(x, 1.0 / sqrt((double)c->d_model))); /* T5's tied head */
   const lt_tensor *head = m->has_lm_head ? m->lm_head.weight : m->embed.weight; /* [V, C] */
   if (x && hl && hl->last) step(&x, lt_select(x, 1, x->shape[1] - 1)); /* [B, C] */
   if (x) step(&x, hl && hl->labels ? lt_linear_cross_entropy(x, head, hl->labels, hl->ce, hl->chunk_rows)
@@ -682,6 +654,7 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
     for (int64_t i = 0; i < cache->n; i++) cache->layer[i].self.len = lens[2 * i], cache->layer[i].cross.len = lens[2 * i + 1];
   free(lens);
   lt_tensor_free(kpm);
+  lt_tensor_free(bias);
   return x;
 }
 

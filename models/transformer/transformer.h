@@ -21,7 +21,8 @@
  *   decoder.layers.<i>.{self_attn,cross_attn}..., decoder.layers.<i>.norm3...,
  *   lm_head.weight (untied), classifier.{weight,bias} (encoder-only),
  *   type_embed.weight, embed_norm.{weight,bias}, pooler.{weight,bias} (BERT's
- *   extras, when the configuration asks for them).
+ *   extras, when the configuration asks for them), encoder.rel_bias.weight and
+ *   decoder.rel_bias.weight [rel_buckets, NH] (T5's relative positions).
  *
  * Ownership: lt_transformer_new returns new (free with lt_transformer_free),
  * owning its lt_params; forward functions return new tensors like every op.
@@ -39,7 +40,10 @@ extern "C" {
 
 typedef enum { LT_TF_ENCODER_DECODER, LT_TF_DECODER_ONLY, LT_TF_ENCODER_ONLY } lt_tf_arch;
 typedef enum { LT_TF_LAYER_NORM, LT_TF_RMS_NORM } lt_tf_norm;
-typedef enum { LT_TF_POS_SINUSOIDAL, LT_TF_POS_LEARNED, LT_TF_POS_ROPE } lt_tf_pos;
+/* RELATIVE: no positions added to the embeddings; T5's learned bias of
+ * relative-position buckets (lt_relative_position_bias) added to every
+ * self-attention's scores, one table per stack (rel_buckets below). */
+typedef enum { LT_TF_POS_SINUSOIDAL, LT_TF_POS_LEARNED, LT_TF_POS_ROPE, LT_TF_POS_RELATIVE } lt_tf_pos;
 
 typedef struct lt_tf_config {
   lt_tf_arch arch;
@@ -83,6 +87,14 @@ typedef struct lt_tf_config {
   double rope_factor;     /* linear, llama3: > 0 */
   double rope_low_freq_factor, rope_high_freq_factor; /* llama3: 0 < low < high */
   int64_t rope_original_max_len; /* llama3: the context length trained before scaling, >= 1 */
+  /* T5's extras (docs/interop.md); zero / false elsewhere, and in a
+   * checkpoint that predates them: */
+  int64_t rel_buckets;      /* pos relative: buckets of each stack's bias table [rel_buckets, n_heads]
+                               (relative_attention_num_buckets), >= 4 */
+  int64_t rel_max_distance; /* pos relative: the distance from which the last bucket is used
+                               (relative_attention_max_distance), > rel_buckets / 2 */
+  double attn_scale;        /* every attention's q k^T scale; 0 = 1/sqrt(head size); T5: 1 */
+  bool head_rescale;        /* the decoder's output times d_model^-0.5 before a tied head (T5) */
 } lt_tf_config;
 
 /* The paper's choices for each architecture at a small size (d_model 128,
@@ -118,7 +130,10 @@ LT_API lt_status lt_tf_config_validate(const lt_tf_config *cfg);
   X(rope_factor, 0, 1024, 0) \
   X(rope_low_freq_factor, 0, 1024, 0) \
   X(rope_high_freq_factor, 0, 1024, 0) \
-  X(rope_original_max_len, 0, 1048576, 0)
+  X(rope_original_max_len, 0, 1048576, 0) \
+  X(rel_buckets, 0, 65536, 0) \
+  X(rel_max_distance, 0, 1048576, 0) \
+  X(attn_scale, 0, 1000000, 0)
 /* Each bound as a constant expression, for static tables: LT_TF_LO_d_model,
  * LT_TF_HI_d_model, LT_TF_LO_OPEN_d_model, ... */
 #define LT_TF_RANGE_ENUM_(f, lo, hi, open) LT_TF_LO_##f = lo, LT_TF_HI_##f = hi, LT_TF_LO_OPEN_##f = open,

@@ -115,14 +115,14 @@ def windows_in_order(shards, T):
             yield t[w * T: w * T + T + 1]
 
 
-def lr_at(step, total):
-    """nn/schedule.c's WARMUP_COSINE at the 1-based step."""
+def lr_at(step, total, lr=LR, min_lr=MIN_LR, warmup=WARMUP):
+    """nn/schedule.c's WARMUP_COSINE at the 1-based step (also bert_finetune.py's)."""
     t = max(step, 1)
-    if WARMUP > 0 and t <= WARMUP:
-        return LR * t / WARMUP
-    q = (t - WARMUP) / (total - WARMUP) if total > WARMUP else 1.0
+    if warmup > 0 and t <= warmup:
+        return lr * t / warmup
+    q = (t - warmup) / (total - warmup) if total > warmup else 1.0
     q = min(max(q, 0.0), 1.0)
-    return MIN_LR + (LR - MIN_LR) * 0.5 * (1.0 + math.cos(math.pi * q))
+    return min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * q))
 
 
 def torch_curve(model_dir, shards, T, B, steps, threads):

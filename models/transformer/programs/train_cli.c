@@ -78,7 +78,8 @@ static const lt_cli_opt OPTS[] = {
     OD("pre-norm", LT_CLI_BOOL, pre_norm, F_MODEL, NULL, 0, 0, "pre-norm (--post-norm or --no-pre-norm: post-norm)",
        "by --arch"),
     OE("act", act, F_MODEL, act_ename, 4, "feed-forward activation", "by --arch"),
-    OD("swiglu", LT_CLI_BOOL, swiglu, F_MODEL, NULL, 0, 0, "SwiGLU feed-forward (with --act silu)", "by --arch"),
+    OD("swiglu", LT_CLI_BOOL, swiglu, F_MODEL, NULL, 0, 0, "gated feed-forward: SwiGLU with --act silu, GEGLU with gelu_tanh",
+       "by --arch"),
     OE("pos", pos, F_MODEL, pos_ename, 3, "positions", "by --arch"),
     OD("tie", LT_CLI_BOOL, tie, F_MODEL, NULL, 0, 0, "tie the output projection to the embedding", "by --arch"),
     OD("scale-emb", LT_CLI_BOOL, scale_emb, F_MODEL, NULL, 0, 0, "multiply embeddings by sqrt(d_model)", "by --arch"),
@@ -480,11 +481,15 @@ void merge_resumed_options(options *saved, const options *cmd, const bool *given
   if (given[opt_index("steps")]) saved->epochs = 0;
 }
 
-/* --init-from: the model flags come from src (a given one must agree). */
+/* --init-from: the model flags come from src (a given one must agree), but
+ * for --dropout: a rate of training, not of the weights, so a given one
+ * replaces the source's (fine-tuning without dropout, as a comparison with
+ * another framework needs). */
 void take_model_options(options *o, bool *given, const options *src) {
   for (int i = 0; i < N_OPTS; i++) {
     const lt_cli_opt *d = &OPTS[i];
     if (!(d->flags & F_MODEL) || d->kind == LT_CLI_GROUP) continue;
+    if (given[i] && d->offset == offsetof(options, dropout)) continue;
     if (given[i] && !lt_cli_same_value(d, src, o)) {
       char mine[256], theirs[256];
       die(EXIT_USAGE, "--%s %s differs from --init-from's %s (the model comes from it: leave the flag out)", d->name,

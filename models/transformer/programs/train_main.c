@@ -648,6 +648,12 @@ int main(int argc, char **argv) {
     if (r->D.kind == LT_TF_DATA_CLASSIFY) r->cfg.n_classes = r->D.n_classes;
     if (lt_tf_config_validate(&r->cfg) != LT_OK) die(EXIT_USAGE, "model configuration: %s", lt_last_error());
   }
+  /* --init-from an encoder without a classifier (a BertModel directory) on labelled texts: a new head */
+  const bool new_head = r->o.init_from && !r->o.resume && r->cfg.arch == LT_TF_ENCODER_ONLY &&
+                        g_init_cfg.n_classes == 0 && r->cfg.n_classes > 0;
+  if (r->o.init_from && g_init_cfg.n_classes > 0 && r->cfg.n_classes != g_init_cfg.n_classes)
+    die(EXIT_DATA, "--init-from: its classifier has %lld classes, the data %lld (the sorted distinct labels of "
+        "--tsv)", (long long)g_init_cfg.n_classes, (long long)r->cfg.n_classes);
   if (r->o.init_from && g_init_cfg.vocab_size != r->cfg.vocab_size)
     die(EXIT_DATA, "--init-from: its model has vocab_size %lld, this run's tokenizer %lld (the source holds no "
         "tokenizer, and the one built from the data differs)", (long long)g_init_cfg.vocab_size, (long long)r->cfg.vocab_size);
@@ -664,9 +670,13 @@ int main(int argc, char **argv) {
   TRY(EXIT_USAGE, lt_tf_config_size(&r->cfg, &n_params, &model_bytes), "model configuration");
   if (r->o.resume) TRY(EXIT_DATA, lt_ckpt_check_model_size(g_info, resume_path, n_params, model_bytes, lo.max_bytes), "--resume");
   else if (r->o.init_from && lt_hf_is_dir(r->o.init_from))
-    TRY(EXIT_DATA, lt_hf_check_size(r->o.init_from, &r->cfg, lo.max_bytes), "--init-from");
-  else if (r->o.init_from)
-    TRY(EXIT_DATA, lt_ckpt_check_model_size(g_info, r->o.init_from, n_params, model_bytes, lo.max_bytes), "--init-from");
+    TRY(EXIT_DATA, lt_hf_check_size(r->o.init_from, new_head ? &g_init_cfg : &r->cfg, lo.max_bytes), "--init-from");
+  else if (r->o.init_from) {
+    int64_t src_params = n_params;
+    size_t src_bytes = model_bytes;
+    if (new_head) TRY(EXIT_USAGE, lt_tf_config_size(&g_init_cfg, &src_params, &src_bytes), "--init-from");
+    TRY(EXIT_DATA, lt_ckpt_check_model_size(g_info, r->o.init_from, src_params, src_bytes, lo.max_bytes), "--init-from");
+  }
   else if (lo.max_bytes && model_bytes > lo.max_bytes)
     die(EXIT_USAGE, "the model needs %zu bytes (%lld parameters), more than --max-memory (%llu bytes)", model_bytes,
         (long long)n_params, (unsigned long long)lo.max_bytes);
@@ -676,7 +686,14 @@ int main(int argc, char **argv) {
   if (!r->model) die_lt(EXIT_USAGE, "building the model");
   r->params = lt_transformer_params(r->model);
   TRY(EXIT_USAGE, lt_transformer_set_recompute(r->model, (lt_recompute_mode)r->o.recompute), "--recompute");
-  if (r->o.init_from) TRY(EXIT_DATA, lt_tf_source_load_weights(r->o.init_from, r->model, &lo), "--init-from");
+  if (new_head) {
+    TRY(EXIT_DATA, lt_tf_source_load_encoder(r->o.init_from, r->model, &lo), "--init-from");
+    if (lt_dist_rank() == 0)
+      printf("--init-from: the source has no classifier: a new one of %lld classes, initialised from --seed\n",
+             (long long)r->cfg.n_classes);
+  } else if (r->o.init_from) {
+    TRY(EXIT_DATA, lt_tf_source_load_weights(r->o.init_from, r->model, &lo), "--init-from");
+  }
   if (!(r->cfg_meta = lt_ckpt_meta_new())) die(EXIT_DATA, "out of memory");
   TRY(EXIT_DATA, lt_tf_config_to_meta(&r->cfg, r->cfg_meta), "saving the model configuration");
   r->oc = lt_optim_defaults((lt_optim_kind)r->o.optim);
