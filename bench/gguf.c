@@ -10,16 +10,22 @@
  *       heads, 8 key/value heads, d_ff 2816, 1024 positions); no tokenizer
  *       (the benchmark feeds ids).
  *   bench_gguf run FILE [--prompt 512] [--gen 128] [--threads 2] [--repeat 1]
- *       loads FILE (lt_tf_gguf_load: every weight as f32), then times greedy
- *       decoding with the KV cache: one new token after a prompt of --prompt
- *       random ids (prompt processing: prompt / time), and --gen + 1 new
- *       tokens (generation: gen / (that time - the first)). Prints
- *       "pp TOK_S tg TOK_S", the best of --repeat runs.
+ *       loads FILE (lt_tf_gguf_load) and holds its matrices in the file's
+ *       type, as llama.cpp does: when the loader gave f32 parameters and the
+ *       file's matrices are BF16, Q8_0 or Q4_0, lt_params_quantize converts
+ *       them back to that type (the blocks round-trip: the same weights up
+ *       to the rounding of a re-quantization), then times greedy
+ *       decoding with the KV cache as bench/gguf_llama.py times llama.cpp:
+ *       the prompt of --prompt ids in one step (prompt processing: prompt /
+ *       its time; only its last position through the output head, as
+ *       llama.cpp computes the last logits only), then --gen tokens one step
+ *       each (generation: gen / their time), both in one run. Prints "pp
+ *       TOK_S tg TOK_S", the best of --repeat runs.
  *   bench_gguf bound FILE [--threads 2]
  *       the bandwidth bound of generation: the bytes a token reads from the
  *       file's weights (every tensor but the input embedding, of which one
  *       row; a tied head reads it whole) in the file's types, and the same in
- *       f32 (what libtensor holds), over the triad bandwidth (bench/triad.h).
+ *       f32, over the triad bandwidth (bench/triad.h).
  *       Prints "bytes FILE_BYTES f32_bytes F32_BYTES gbs GB_S".
  *
  * What this is not: a quality measurement (the weights are random).
@@ -63,39 +69,78 @@ static int make(const char *arch, const char *out, const char *weights) {
   return 0;
 }
 
-/* Seconds for one greedy decode of n new tokens after prompt. */
-static double decode(const lt_transformer *m, const lt_tensor *prompt, int64_t n) {
-  lt_generate_opts o = lt_generate_defaults();
-  o.max_new = n, o.eos_id = -1;
-  lt_tf_generate_opts tf = lt_tf_generate_defaults();
-  lt_generate_result r = {0};
+/* The id of the largest of the V logits [1, V] (the first on ties). */
+static int64_t argmax(const lt_tensor *logits) {
+  const float *v = logits->data;
+  int64_t best = 0;
+  for (int64_t i = 1; i < logits->numel; i++)
+    if (v[i] > v[best]) best = i;
+  return best;
+}
+
+/* One greedy run with the KV cache, timed as bench/gguf_llama.py times
+ * llama.cpp: the prompt in one step (prompt processing: P / its time), then
+ * G tokens one step each, each fed the argmax of the last logits
+ * (generation: G / their time). Both phases of the same run, so a change in
+ * the machine's load between two runs does not enter the difference. */
+static void greedy(const lt_transformer *m, const int64_t *ids, int64_t P, int64_t G, double *pp, double *tg) {
+  lt_tf_cache *c = lt_tf_cache_new(m, P + G);
+  lt_tensor *prompt = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, P}, ids);
+  if (!c || !prompt) die("the cache");
+  const bool prev = lt_set_grad_enabled(false);
   const double t0 = lt_monotonic_seconds();
-  if (lt_transformer_generate(m, NULL, NULL, prompt, &o, &tf, &r) != LT_OK) die("decoding");
-  const double t = lt_monotonic_seconds() - t0;
-  if (r.tokens->shape[1] != n) fprintf(stderr, "bench_gguf: %lld tokens, not %lld\n", (long long)r.tokens->shape[1],
-                                       (long long)n), exit(1);
-  lt_generate_result_free(&r);
-  return t;
+  lt_tensor *logits = lt_transformer_decode_step_last(m, c, prompt, NULL, NULL); /* [1, V] */
+  if (!logits) die("the prompt");
+  int64_t next = argmax(logits);
+  const double t1 = lt_monotonic_seconds();
+  for (int64_t g = 0; g < G; g++) {
+    lt_tensor *tok = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, 1}, &next);
+    lt_tensor_free(logits);
+    logits = tok ? lt_transformer_decode_step_last(m, c, tok, NULL, NULL) : NULL;
+    lt_tensor_free(tok);
+    if (!logits) die("decoding");
+    next = argmax(logits);
+  }
+  const double t2 = lt_monotonic_seconds();
+  lt_set_grad_enabled(prev);
+  *pp = (double)P / (t1 - t0), *tg = (double)G / (t2 - t1);
+  lt_tensor_free(logits);
+  lt_tensor_free(prompt);
+  lt_tf_cache_free(c);
+}
+
+/* The type of the file's first attention matrix (every matrix of a
+ * `bench_gguf make` file has it) as a weight format. */
+static lt_qformat file_format(const char *path) {
+  lt_gguf_file *f = lt_gguf_open(path);
+  if (!f) die("opening");
+  int i = lt_gguf_find_tensor(f, "blk.0.attn_q.weight");
+  if (i < 0) i = lt_gguf_find_tensor(f, "blk.0.attn_qkv.weight");
+  const int type = i >= 0 ? lt_gguf_tensor(f, i)->type : LT_GGML_F32;
+  lt_gguf_close(f);
+  return type == LT_GGML_BF16 ? LT_QFORMAT_BF16 : type == LT_GGML_Q8_0 ? LT_QFORMAT_Q8_0
+       : type == LT_GGML_Q4_0 ? LT_QFORMAT_Q4_0 : LT_QFORMAT_F32;
 }
 
 static int run(const char *path, int64_t P, int64_t G, int repeat) {
   lt_transformer *m = lt_tf_gguf_load(path, 0, NULL);
   if (!m) die("loading");
+  lt_params *params = lt_transformer_params(m);
+  const lt_qformat fmt = file_format(path);
+  if (fmt != LT_QFORMAT_F32 && !lt_params_quantized(params) && lt_params_quantize(params, fmt, NULL, NULL) != LT_OK)
+    die("quantizing");
   const int64_t V = lt_transformer_config(m)->vocab_size;
   int64_t *ids = malloc((size_t)P * sizeof *ids);
   if (!ids) die("prompt");
   for (int64_t i = 0; i < P; i++) ids[i] = (i * 7919 + 13) % V;
-  lt_tensor *prompt = lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, P}, ids);
-  if (!prompt) die("prompt");
   double best_pp = 0, best_tg = 0;
   for (int r = 0; r < repeat; r++) {
-    const double t1 = decode(m, prompt, 1), t2 = decode(m, prompt, G + 1);
-    const double pp = (double)P / t1, tg = (double)G / (t2 - t1);
+    double pp, tg;
+    greedy(m, ids, P, G, &pp, &tg);
     if (pp > best_pp) best_pp = pp;
     if (tg > best_tg) best_tg = tg;
   }
   printf("pp %.2f tg %.2f\n", best_pp, best_tg);
-  lt_tensor_free(prompt);
   free(ids);
   lt_transformer_free(m);
   return 0;

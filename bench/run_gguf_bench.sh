@@ -14,9 +14,10 @@
 # between runs). Each round runs libtensor then llama.cpp on every file
 # (alternating, so that a change in the machine's load hits both); the table
 # gives the medians over the rounds and the ratio of the medians. The bound
-# is bytes per generated token (the file's weights; libtensor holds them as
-# f32, so its own bound is the f32 one) over the triad bandwidth
-# (bench/triad.h) measured once before the rounds. On a machine shared with
+# is bytes per generated token (the file's weights, in the file's type:
+# bench_gguf holds the matrices in it as llama.cpp does; the f32 column is
+# the same model in f32) over the triad bandwidth (bench/triad.h) measured
+# once before the rounds. On a machine shared with
 # other work the figures are low and noisy: read the ratios, which come
 # from the same rounds.
 set -eu
@@ -68,8 +69,8 @@ round() { # files ROUND
 }
 bench_alternate "$rounds" round files
 echo
-echo "| model | weights | file MB | pp libtensor tok/s | pp llama.cpp tok/s | pp ratio | tg libtensor tok/s | tg llama.cpp tok/s | tg ratio | tg bound (file) tok/s | tg bound (f32) tok/s | libtensor % of its bound |"
-echo "|---|---|---|---|---|---|---|---|---|---|---|---|"
+echo "| model | weights | file MB | pp libtensor tok/s | pp llama.cpp tok/s | pp ratio | tg libtensor tok/s | tg llama.cpp tok/s | tg ratio | tg bound (file) tok/s | tg bound (f32) tok/s | libtensor % of the bound (file) | llama.cpp % of it |"
+echo "|---|---|---|---|---|---|---|---|---|---|---|---|---|"
 for m in $models; do
   for w in $weights; do
     f="$dir/$m-$w.gguf"
@@ -80,7 +81,7 @@ for m in $models; do
     awk -v m="$m" -v w="$w" -v sz="$(wc -c <"$f")" -v lpp="$lpp" -v cpp="$cpp" -v ltg="$ltg" -v ctg="$ctg" \
       -v b="$bytes" -v fb="$f32b" -v g="$gbs" 'BEGIN {
         bf = g * 1e9 / b; b32 = g * 1e9 / fb
-        printf "| %s | %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.0f%% |\n",
-          m, w, sz / 1e6, lpp, cpp, lpp / cpp, ltg, ctg, ltg / ctg, bf, b32, 100 * ltg / b32 }'
+        printf "| %s | %s | %.0f | %.1f | %.1f | %.2f | %.2f | %.2f | %.2f | %.1f | %.1f | %.0f%% | %.0f%% |\n",
+          m, w, sz / 1e6, lpp, cpp, lpp / cpp, ltg, ctg, ltg / ctg, bf, b32, 100 * ltg / bf, 100 * ctg / bf }'
   done
 done

@@ -11,26 +11,19 @@
  *
  * The kernels, per element y[m, n] = sum over blocks b of
  * (d_w[b] * d_x[b]) * isum_b, isum_b = sum_j qw_j * qx_j exact in int32:
- *   portable: that sum in order, one f32 accumulator;
- *   AVX-512: two blocks per 512-bit vpdpbusd (unsigned bytes times signed
- *     bytes, four products summed per 32-bit lane: lanes 0-7 belong to the
- *     first block, 8-15 to the second). vpdpbusd wants one operand
- *     unsigned: Q4_0's nibbles are (q + 8), so isum = dot(nibbles, x) -
- *     dot(8, x), the second computed once per activation block; Q8_0's
- *     activations are shifted instead, isum = dot(x + 128, w) - dot(128,
- *     w), the second once per weight block and row tile. The int32 lanes
- *     are converted to f32 and multiplied by the blocks' scales into 16 f32
- *     accumulators, summed across lanes at the end of the row.
- * bf16: x stays f32; each weight is widened to f32 exactly (a shift) and
- * multiplied and summed in f32 (FMA on AVX-512, 16 lanes; the portable
- * loop in order).
+ *   portable (here): that sum in order, one f32 accumulator; bf16: each
+ *     weight widened to f32 exactly, products summed in order;
+ *   AVX-512 (tensor/qgemm_vnni.c): vpdpbusd for Q8_0 and Q4_0, FMA for
+ *     bf16, in register tiles of rows of x by rows of W and cache blocks of
+ *     W (that file's opening).
  *
- * Tiles: a row of W is read once per tile of up to QG_MR rows of x (so a
- * prompt of M tokens reads W ceil(M / QG_MR) times, a decoding step once);
- * the rows of W are split over the threads.
+ * Threads: the rows of W split over them in equal parts (equal bytes: every
+ * row of a matrix is the same size), in multiples of 4 rows (the kernels'
+ * tile), once the product has 2^22 multiply-adds or W QG_SPLIT_BYTES
+ * (decoding, M = 1: a 768 x 768 matrix is 2^19 multiply-adds, but its
+ * bytes take longer to stream than a second thread takes to wake).
  *
- * What it is not: a GEMM for large M (no packing or cache blocking beyond
- * the row tile), or AMX-INT8 (not on the machines this was measured on;
+ * What it is not: AMX-INT8 (not on the machines this was measured on;
  * nothing here would run there untested).
  */
 #include "tensor/quant.h"
@@ -44,13 +37,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
-#define QG_X86 1
-#include <immintrin.h>
-#define QG_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c,avx2")))
-#endif
+#include "tensor/cpu_internal.h"
 
-#define QG_MR 4
+/* Weight bytes from which a product splits over the threads whatever its
+ * multiply-adds (the opening). */
+#define QG_SPLIT_BYTES (256 * 1024)
 
 struct lt_qmatrix {
   lt_qformat format;
@@ -68,12 +59,9 @@ static int qd_best = -1;
 lt__qdot_kind lt__qdot_best(void) {
   if (qd_best < 0) {
     int b = LT__QDOT_PORTABLE;
-#ifdef QG_X86
-    __builtin_cpu_init();
-    if (__builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
-        __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512vnni") && __builtin_cpu_supports("fma") &&
-        __builtin_cpu_supports("f16c"))
-      b = LT__QDOT_AVX512;
+#ifdef LT__QDOT_X86
+    const lt__cpu_info *c = lt__cpu(); /* the flags of the path qdot=vnni (tensor/paths.def) */
+    if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512vnni && c->fma && c->f16c) b = LT__QDOT_AVX512;
 #endif
     const char *e = getenv("LT_QDOT");
     if (e && strcmp(e, "portable") == 0) qd_limit = LT__QDOT_PORTABLE;
@@ -241,47 +229,37 @@ lt_status lt_tensor_quantize_(lt_tensor *t, lt_qformat f) {
 
 /* ---- activations ------------------------------------------------------------ */
 
-/* M rows of x quantized to Q8_0: scale xd[m * nb + b] (f32 of the f16
- * scale, NaN for a block that is not finite), quants xq[m * Kp + k]; for
- * the AVX-512 kernels also xu = xq + 128 (Q8_0 weights), per block the 8
- * lanes of dot(8, xq) (Q4_0 weights), and per block pair the scales in 16
- * lanes xs[(m * npair + p) * 16 + i] = xd[2p + i / 8]. */
-typedef struct qact {
-  int64_t M, nb, Kp;
-  float *xd, *xs;
-  int8_t *xq;
-  uint8_t *xu;
-  int32_t *c8;
-} qact;
-
-static void qact_free(qact *a) {
+/* The activations (lt__qact, tensor/quant_internal.h). */
+static void qact_free(lt__qact *a) {
   free(a->xd);
   free(a->xs);
   free(a->xq);
-  free(a->xu);
-  free(a->c8);
+  free(a->nc);
 }
 
-/* x2: [M, K] contiguous f32. */
-static lt_status qact_make(qact *a, const float *x2, int64_t M, int64_t K, int64_t Kp, lt_qformat f, bool simd) {
+/* x2: [M, K] contiguous f32; f the weights' format (the correction's
+ * shift). */
+static lt_status qact_make(lt__qact *a, const float *x2, int64_t M, int64_t K, int64_t Kp, lt_qformat f, bool simd) {
   const int64_t nb = Kp / LT_QK8_0;
-  *a = (qact){.M = M, .nb = nb, .Kp = Kp};
+  const int32_t shift = f == LT_QFORMAT_Q4_0 ? 8 : 128;
+  *a = (lt__qact){.M = M, .nb = nb, .Kp = Kp};
   a->xd = malloc(sizeof(float) * (size_t)(M * nb + 1));
   a->xq = malloc((size_t)(M * Kp + 1));
   if (simd) a->xs = malloc(sizeof(float) * (size_t)(M * (nb / 2) * 16 + 1));
-  if (simd && f == LT_QFORMAT_Q8_0) a->xu = malloc((size_t)(M * Kp + 1));
-  if (simd && f == LT_QFORMAT_Q4_0) a->c8 = malloc(sizeof(int32_t) * (size_t)(M * nb * 8 + 1));
+  if (simd) a->nc = malloc(sizeof(int32_t) * (size_t)(M * nb * 8 + 1));
   float *row = malloc(sizeof(float) * (size_t)(Kp + 1));
   lt_block_q8_0 *blk = malloc(sizeof(lt_block_q8_0) * (size_t)(nb + 1));
-  if (!a->xd || !a->xq || (simd && !a->xs) || (simd && f == LT_QFORMAT_Q8_0 && !a->xu) || (simd && f == LT_QFORMAT_Q4_0 && !a->c8) ||
-      !row || !blk) {
+  if (!a->xd || !a->xq || (simd && (!a->xs || !a->nc)) || !row || !blk) {
     free(row);
     free(blk);
     qact_free(a);
     return lt__err(LT_ERR_NOMEM, "qmatrix_linear: quantized activations of %lld rows of %lld", (long long)M,
                    (long long)Kp);
   }
-  for (int64_t m = 0; m < M; m++) {
+#ifdef LT__QDOT_X86
+  if (simd) lt__qact_fill_vnni(x2, M, K, shift, a);
+#endif
+  for (int64_t m = 0; !simd && m < M; m++) {
     memcpy(row, x2 + m * K, sizeof(float) * (size_t)K);
     for (int64_t k = K; k < Kp; k++) row[k] = 0.0f;
     lt__quantize_q8_0(row, blk, nb);
@@ -289,13 +267,11 @@ static lt_status qact_make(qact *a, const float *x2, int64_t M, int64_t K, int64
       bool finite = true;
       for (int j = 0; j < LT_QK8_0; j++) finite = finite && isfinite(row[b * LT_QK8_0 + j]);
       a->xd[m * nb + b] = finite ? lt_f32_from_f16(blk[b].d) : NAN;
-      int8_t *q = a->xq + m * Kp + b * LT_QK8_0;
-      memcpy(q, blk[b].qs, LT_QK8_0);
-      if (a->xu)
-        for (int j = 0; j < LT_QK8_0; j++) a->xu[m * Kp + b * LT_QK8_0 + j] = (uint8_t)(q[j] + 128);
-      if (a->c8)
+      const int8_t *q = blk[b].qs;
+      memcpy(a->xq + m * Kp + b * LT_QK8_0, q, LT_QK8_0);
+      if (a->nc)
         for (int i = 0; i < 8; i++)
-          a->c8[(m * nb + b) * 8 + i] = 8 * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
+          a->nc[(m * nb + b) * 8 + i] = -shift * (q[4 * i] + q[4 * i + 1] + q[4 * i + 2] + q[4 * i + 3]);
     }
   }
   for (int64_t m = 0; simd && m < M; m++)
@@ -323,7 +299,7 @@ static int32_t isum_q4_0(const lt_block_q4_0 *w, const int8_t *x) {
 }
 
 /* Q8_0 and Q4_0 (both blocks start with their f16 scale). */
-static void blocks_portable(const lt_qmatrix *w, const qact *a, int64_t n0, int64_t n1, float *y, int64_t ldy) {
+static void blocks_portable(const lt_qmatrix *w, const lt__qact *a, int64_t n0, int64_t n1, float *y, int64_t ldy) {
   const size_t bb = lt_qformat_block_bytes(w->format);
   for (int64_t n = n0; n < n1; n++) {
     const char *wr = (const char *)w->data + (size_t)n * w->row_bytes;
@@ -357,142 +333,6 @@ static void bf16_portable(const lt_qmatrix *w, const float *x2, int64_t M, int64
     }
   }
 }
-
-/* ---- AVX-512 kernels ---------------------------------------------------------- */
-#ifdef QG_X86
-
-QG_TARGET static inline float hsum16(__m512 v) { return _mm512_reduce_add_ps(v); }
-
-/* The sum of 8 int32 lanes, as f32 (exact: each lane is below 2^24). */
-QG_TARGET static inline float hsum8_epi32(__m256i isum) {
-  __m256 v = _mm256_cvtepi32_ps(isum);
-  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
-  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
-  h = _mm_add_ss(h, _mm_movehdup_ps(h));
-  return _mm_cvtss_f32(h);
-}
-
-/* The f16 scales of a block pair in 16 f32 lanes: d0 in lanes 0-7, d1 in
- * 8-15 (vcvtph2ps, exact). */
-QG_TARGET static inline __m512 pair_scale(uint16_t d0, uint16_t d1) {
-  const __m128 f = _mm_cvtph_ps(_mm_cvtsi32_si128((int)((uint32_t)d0 | (uint32_t)d1 << 16)));
-  return _mm512_permutexvar_ps(_mm512_set_epi32(1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0),
-                               _mm512_castps128_ps512(f));
-}
-
-QG_TARGET static void q8_0_avx512(const lt_qmatrix *w, const qact *a, int64_t n0, int64_t n1, float *y,
-                                  int64_t ldy) {
-  const int64_t nb = a->nb, npair = nb / 2;
-  const __m512i c128 = _mm512_set1_epi8((char)0x80);
-  for (int64_t m0 = 0; m0 < a->M; m0 += QG_MR) {
-    const int mr = (int)(a->M - m0 < QG_MR ? a->M - m0 : QG_MR);
-    for (int64_t n = n0; n < n1; n++) {
-      const lt_block_q8_0 *wb = (const lt_block_q8_0 *)((const char *)w->data + (size_t)n * w->row_bytes);
-      __m512 acc[QG_MR];
-      for (int r = 0; r < QG_MR; r++) acc[r] = _mm512_setzero_ps();
-      for (int64_t p = 0; p < npair; p++) {
-        const lt_block_q8_0 *b0 = wb + 2 * p, *b1 = b0 + 1;
-        const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b0->qs)),
-                                              _mm256_loadu_si256((const __m256i *)b1->qs), 1);
-        const __m512i corr = _mm512_dpbusd_epi32(_mm512_setzero_si512(), c128, wv);
-        const __m512 dw = pair_scale(b0->d, b1->d);
-        for (int r = 0; r < mr; r++) {
-          const int64_t m = m0 + r;
-          const __m512i xv = _mm512_loadu_si512((const void *)(a->xu + m * a->Kp + 2 * p * LT_QK8_0));
-          const __m512i isum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), xv, wv), corr);
-          const __m512 sc = _mm512_mul_ps(dw, _mm512_loadu_ps(a->xs + (m * npair + p) * 16));
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), sc, acc[r]);
-        }
-      }
-      for (int r = 0; r < mr; r++) {
-        float s = hsum16(acc[r]);
-        if (nb & 1) { /* the last block alone, in 256 bits */
-          const int64_t b = nb - 1, m = m0 + r;
-          const __m256i wv = _mm256_loadu_si256((const __m256i *)wb[b].qs);
-          const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->xu + m * a->Kp + b * LT_QK8_0));
-          const __m256i isum = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), xv, wv),
-                                                _mm256_dpbusd_epi32(_mm256_setzero_si256(), _mm512_castsi512_si256(c128), wv));
-          s += (lt_f32_from_f16(wb[b].d) * a->xd[m * nb + b]) * hsum8_epi32(isum);
-        }
-        y[(m0 + r) * ldy + n] = s;
-      }
-    }
-  }
-}
-
-/* The 32 nibbles of a Q4_0 block as bytes: the low nibbles (weights 0-15)
- * then the high ones (16-31), each q + 8. */
-QG_TARGET static inline __m256i q4_bytes(const lt_block_q4_0 *b) {
-  const __m128i v = _mm_loadu_si128((const __m128i *)b->qs), lo = _mm_set1_epi8(0x0F);
-  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, lo)),
-                                 _mm_and_si128(_mm_srli_epi16(v, 4), lo), 1);
-}
-
-QG_TARGET static void q4_0_avx512(const lt_qmatrix *w, const qact *a, int64_t n0, int64_t n1, float *y,
-                                  int64_t ldy) {
-  const int64_t nb = a->nb, npair = nb / 2;
-  for (int64_t m0 = 0; m0 < a->M; m0 += QG_MR) {
-    const int mr = (int)(a->M - m0 < QG_MR ? a->M - m0 : QG_MR);
-    for (int64_t n = n0; n < n1; n++) {
-      const lt_block_q4_0 *wb = (const lt_block_q4_0 *)((const char *)w->data + (size_t)n * w->row_bytes);
-      __m512 acc[QG_MR];
-      for (int r = 0; r < QG_MR; r++) acc[r] = _mm512_setzero_ps();
-      for (int64_t p = 0; p < npair; p++) {
-        const lt_block_q4_0 *b0 = wb + 2 * p, *b1 = b0 + 1;
-        const __m512i wv = _mm512_inserti64x4(_mm512_castsi256_si512(q4_bytes(b0)), q4_bytes(b1), 1);
-        const __m512 dw = pair_scale(b0->d, b1->d);
-        for (int r = 0; r < mr; r++) {
-          const int64_t m = m0 + r;
-          const __m512i xv = _mm512_loadu_si512((const void *)(a->xq + m * a->Kp + 2 * p * LT_QK4_0));
-          const __m512i c8 = _mm512_loadu_si512((const void *)(a->c8 + (m * nb + 2 * p) * 8));
-          const __m512i isum = _mm512_sub_epi32(_mm512_dpbusd_epi32(_mm512_setzero_si512(), wv, xv), c8);
-          const __m512 sc = _mm512_mul_ps(dw, _mm512_loadu_ps(a->xs + (m * npair + p) * 16));
-          acc[r] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(isum), sc, acc[r]);
-        }
-      }
-      for (int r = 0; r < mr; r++) {
-        float s = hsum16(acc[r]);
-        if (nb & 1) {
-          const int64_t b = nb - 1, m = m0 + r;
-          const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->xq + m * a->Kp + b * LT_QK4_0));
-          const __m256i c8 = _mm256_loadu_si256((const __m256i *)(a->c8 + (m * nb + b) * 8));
-          const __m256i isum = _mm256_sub_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), q4_bytes(&wb[b]), xv), c8);
-          s += (lt_f32_from_f16(wb[b].d) * a->xd[m * nb + b]) * hsum8_epi32(isum);
-        }
-        y[(m0 + r) * ldy + n] = s;
-      }
-    }
-  }
-}
-
-QG_TARGET static void bf16_avx512(const lt_qmatrix *w, const float *x2, int64_t M, int64_t n0, int64_t n1,
-                                  float *y, int64_t ldy) {
-  const int64_t K = w->K;
-  for (int64_t m0 = 0; m0 < M; m0 += QG_MR) {
-    const int mr = (int)(M - m0 < QG_MR ? M - m0 : QG_MR);
-    for (int64_t n = n0; n < n1; n++) {
-      const uint16_t *wr = (const uint16_t *)((const char *)w->data + (size_t)n * w->row_bytes);
-      __m512 acc[QG_MR];
-      for (int r = 0; r < QG_MR; r++) acc[r] = _mm512_setzero_ps();
-      int64_t k = 0;
-      for (; k + 16 <= K; k += 16) {
-        const __m512 wv = _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_loadu_si256((const __m256i *)(wr + k))), 16));
-        for (int r = 0; r < mr; r++) acc[r] = _mm512_fmadd_ps(wv, _mm512_loadu_ps(x2 + (m0 + r) * K + k), acc[r]);
-      }
-      if (k < K) {
-        const __mmask16 mk = (__mmask16)((1u << (K - k)) - 1);
-        const __m512 wv = _mm512_castsi512_ps(
-            _mm512_slli_epi32(_mm512_cvtepu16_epi32(_mm256_maskz_loadu_epi16(mk, wr + k)), 16));
-        for (int r = 0; r < mr; r++)
-          acc[r] = _mm512_fmadd_ps(wv, _mm512_maskz_loadu_ps(mk, x2 + (m0 + r) * K + k), acc[r]);
-      }
-      for (int r = 0; r < mr; r++) y[(m0 + r) * ldy + n] = hsum16(acc[r]);
-    }
-  }
-}
-
-#endif /* QG_X86 */
 
 /* ---- the product -------------------------------------------------------------- */
 
@@ -538,39 +378,33 @@ lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_t
   }
   const lt__qdot_kind kind = qd_kind();
   const bool simd = kind == LT__QDOT_AVX512;
-  qact a = {0};
+  lt__qact a = {0};
   if (w->format != LT_QFORMAT_BF16 && qact_make(&a, xc->data, M, w->K, w->Kp, w->format, simd) != LT_OK) {
     lt_tensor_free(out), lt_tensor_free(tmp), lt_tensor_free(bt);
     return NULL;
   }
   float *y = out->data;
-  int nt = (double)M * (double)N * (double)w->K < LT__BLAS_SMALL_MACS || omp_in_parallel() ? 1 : lt_get_num_threads();
-  if (nt > N) nt = (int)N;
+  int nt = ((double)M * (double)N * (double)w->K < LT__BLAS_SMALL_MACS && w->bytes < QG_SPLIT_BYTES) || omp_in_parallel()
+               ? 1 : lt_get_num_threads();
+  if (nt > (N + 3) / 4) nt = (int)((N + 3) / 4);
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     const int t = omp_get_thread_num(), T = omp_get_num_threads();
-    /* contiguous row ranges of W, one per thread (deterministic: the sums
-     * of an element never depend on the split) */
-    const int64_t n0 = N * t / T, n1 = N * (t + 1) / T;
-    switch (w->format) {
-    case LT_QFORMAT_Q8_0:
-#ifdef QG_X86
-      if (simd) q8_0_avx512(w, &a, n0, n1, y, N); else
-#endif
-      blocks_portable(w, &a, n0, n1, y, N);
-      break;
-    case LT_QFORMAT_Q4_0:
-#ifdef QG_X86
-      if (simd) q4_0_avx512(w, &a, n0, n1, y, N); else
-#endif
-      blocks_portable(w, &a, n0, n1, y, N);
-      break;
-    default:
-#ifdef QG_X86
-      if (simd) bf16_avx512(w, xc->data, M, n0, n1, y, N); else
+    /* contiguous row ranges of W, one per thread, in whole tiles of 4 rows
+     * (deterministic: the sums of an element never depend on the split) */
+    const int64_t tiles = (N + 3) / 4, t0 = tiles * t / T, t1 = tiles * (t + 1) / T;
+    const int64_t n0 = 4 * t0, n1 = 4 * t1 < N ? 4 * t1 : N;
+    const char *wd8 = w->data;
+    if (w->format == LT_QFORMAT_BF16) {
+#ifdef LT__QDOT_X86
+      if (simd) lt__qgemm_bf16_avx512(wd8, w->row_bytes, w->K, xc->data, M, n0, n1, y, N); else
 #endif
       bf16_portable(w, xc->data, M, n0, n1, y, N);
-      break;
+    } else {
+#ifdef LT__QDOT_X86
+      if (simd) lt__qgemm_blocks_vnni(w->format, wd8, w->row_bytes, &a, n0, n1, y, N); else
+#endif
+      blocks_portable(w, &a, n0, n1, y, N);
     }
   }
   if (bc) {

@@ -166,7 +166,8 @@ LT_API lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m);
  * are constants and x's graph is not recorded), or NULL with LT_ERR_NULL,
  * LT_ERR_DTYPE, LT_ERR_SHAPE naming x, W and bias, LT_ERR_NOMEM. Threads:
  * rows of W split over the OpenMP threads (lt_set_num_threads) from 2^22
- * multiply-adds on (as the f32 products: below, wake-ups cost more). */
+ * multiply-adds or 256 KB of weights on (as the f32 products: below, a
+ * wake-up costs more; the bytes rule is decoding's, M = 1). */
 LT_API lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias);
 
 /* ---- quantized weight tensors --------------------------------------------

@@ -47,4 +47,39 @@ lt__qdot_kind lt__qdot_best(void);
  * The environment variable LT_QDOT=portable sets it at start. */
 lt__qdot_kind lt__qdot_limit(lt__qdot_kind kind);
 
+/* M rows of x quantized to Q8_0 for lt_qmatrix_linear (tensor/qgemm.c):
+ * scale xd[m * nb + b] (f32 of the f16 scale, NaN for a block that is not
+ * finite), quants xq[m * Kp + k]; for the VNNI kernels also, per block pair
+ * p, the scales in 16 lanes xs[(m * npair + p) * 16 + i] = xd[2p + i / 8],
+ * and per block b the correction of the unsigned weight operand in 8 lanes
+ * nc[(m * nb + b) * 8 + i] = -shift * (the sum of quants 4i .. 4i + 3),
+ * shift 8 (Q4_0's nibbles are q + 8) or 128 (Q8_0's weights xor 0x80 are q +
+ * 128). */
+typedef struct lt__qact {
+  int64_t M, nb, Kp;
+  float *xd, *xs;
+  int8_t *xq;
+  int32_t *nc;
+} lt__qact;
+
+/* Where the AVX-512 kernels are compiled (GCC 10 or later on x86-64). */
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && __GNUC__ >= 10
+#define LT__QDOT_X86 1
+#endif
+
+/* The AVX512-VNNI kernels (tensor/qgemm_vnni.c, LT__QDOT_X86 only; call only where the path
+ * qdot=vnni is supported): y[m * ldy + n] = row m of x times row n of W for
+ * m < a->M and n in [n0, n1). w: the matrix's blocks (row n at w + n *
+ * row_bytes), Q8_0 or Q4_0 as fmt says; bf16: K weights a row, x [M, K]
+ * f32. Each element's sum runs in the same order whatever n0, n1 and M (so
+ * the split over threads changes no bit). */
+void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, const lt__qact *a, int64_t n0, int64_t n1,
+                           float *y, int64_t ldy);
+/* Fills a's xd, xq and nc for the M rows of x2 [M, K] (f32, contiguous;
+ * columns K .. a->Kp read as zeros) as the scalar code of tensor/qgemm.c
+ * does, bit for bit (lt__quantize_q8_0's rounding), with AVX-512. */
+void lt__qact_fill_vnni(const float *x2, int64_t M, int64_t K, int32_t shift, lt__qact *a);
+void lt__qgemm_bf16_avx512(const char *w, size_t row_bytes, int64_t K, const float *x, int64_t M, int64_t n0,
+                           int64_t n1, float *y, int64_t ldy);
+
 #endif /* LT_TENSOR_QUANT_INTERNAL_H */

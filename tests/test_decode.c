@@ -266,6 +266,24 @@ START_TEST(decode_step_matches_decode) {
       free3(step, y, want);
       t0 += n;
     }
+    /* only the last position through the head: [3, V], the last column of
+     * the full logits, from an empty cache (a prefill) and then one step */
+    lt_tf_cache_reset(c);
+    lt_tensor *pre = LT_NN(lt_narrow(tgt, 1, 0, 5)), *pre_c = LT_NN(lt_contiguous(pre));
+    lt_tensor *last = LT_NN(lt_transformer_decode_step_last(m, c, pre_c, mem, pad));
+    ck_assert_int_eq(last->ndim, 2);
+    ck_assert_int_eq(last->shape[0], 3);
+    ck_assert_int_eq(last->shape[1], V);
+    lt_tensor *want5 = LT_NN(lt_select(full, 1, 4));
+    LT_ASSERT_CLOSE(last, want5, 1e-5, 1e-5);
+    ck_assert_int_eq(lt_tf_cache_len(c), 5);
+    lt_tensor *six = LT_NN(lt_narrow(tgt, 1, 5, 1)), *six_c = LT_NN(lt_contiguous(six));
+    lt_tensor *last6 = LT_NN(lt_transformer_decode_step_last(m, c, six_c, NULL, pad));
+    lt_tensor *want6 = LT_NN(lt_select(full, 1, 5));
+    LT_ASSERT_CLOSE(last6, want6, 1e-5, 1e-5);
+    free3(pre, pre_c, last);
+    free3(want5, six, six_c);
+    lt_tensor_free(last6), lt_tensor_free(want6);
     /* full cache: an error, and the cache is unchanged */
     lt_tensor *one = LT_NN(lt_narrow(tgt, 1, 0, 1));
     lt_tensor *one_c = LT_NN(lt_contiguous(one));
@@ -287,6 +305,7 @@ START_TEST(decode_step_matches_decode) {
   LT_EXPECT_NULL_ERR((lt_tensor *)lt_tf_cache_new(m, 25), LT_ERR_INVALID, "max_len");
   LT_EXPECT_NULL_ERR((lt_tensor *)lt_tf_cache_new(NULL, 4), LT_ERR_NULL, "model");
   LT_EXPECT_NULL_ERR(lt_transformer_decode_step(m, NULL, NULL, NULL, NULL), LT_ERR_NULL, "cache");
+  LT_EXPECT_NULL_ERR(lt_transformer_decode_step_last(m, NULL, NULL, NULL, NULL), LT_ERR_NULL, "cache");
   lt_tf_cache_free(NULL);
   lt_transformer_free(m);
 }

@@ -11,6 +11,7 @@
 
 #include "tensor/quant.h"
 #include "tensor/quant_internal.h"
+#include "tensor/paths_internal.h"
 #include "test_util.h"
 #include "util_fixtures.h"
 
@@ -260,21 +261,89 @@ static void check_linear(lt_qformat f, int64_t M, int64_t N, int64_t K, bool wit
   LT_FREE_ALL(x, w, bias, wd, y);
 }
 
+/* M = 1 (decoding), 3, 17 (the register tile of 4 rows of x and its
+ * edges), N odd (the tile of 4 rows of W and its edge), K below, at and
+ * past the block and not a multiple of it; M = 512 (a prompt); a W of more
+ * than one cache block (512 KB) and past the thread thresholds. */
 static void linear_shapes(lt__qdot_kind kind) {
   const lt__qdot_kind prev = lt__qdot_limit(kind);
   /* the hand kernels, x in f32 (oneDNN's bf16 path from 16 rows rounds x to bf16: tests/test_load_quant.c) */
   const int64_t prev_rows = lt__qgemm_bf16_min_rows(INT64_MAX);
   const lt_qformat fmts[3] = {LT_QFORMAT_Q8_0, LT_QFORMAT_Q4_0, LT_QFORMAT_BF16};
-  const int64_t Ms[] = {1, 3, 4, 5, 9}, Ns[] = {1, 7, 33}, Ks[] = {1, 17, 31, 32, 33, 64, 96, 100, 257};
+  const int64_t Ms[] = {1, 3, 4, 5, 9, 17}, Ns[] = {1, 7, 33}, Ks[] = {1, 17, 31, 32, 33, 64, 96, 100, 257};
   for (int f = 0; f < 3; f++)
     for (size_t i = 0; i < sizeof Ms / sizeof *Ms; i++)
       for (size_t j = 0; j < sizeof Ns / sizeof *Ns; j++)
         for (size_t k = 0; k < sizeof Ks / sizeof *Ks; k++) check_linear(fmts[f], Ms[i], Ns[j], Ks[k], (i + k) % 2);
-  /* past the parallel threshold (2^22 multiply-adds): two threads */
-  for (int f = 0; f < 3; f++) check_linear(fmts[f], 33, 520, 257, true);
+  for (int f = 0; f < 3; f++) {
+    check_linear(fmts[f], 33, 520, 257, true);  /* past 2^22 multiply-adds: two threads */
+    check_linear(fmts[f], 512, 37, 100, false); /* a prompt */
+    check_linear(fmts[f], 1, 2051, 1000, true); /* 0.6-4 MB: cache blocks, threads by bytes */
+    check_linear(fmts[f], 6, 4099, 160, false); /* Q8_0 rows of 170 bytes: 3084 rows a block, a second block */
+  }
   lt__qgemm_bf16_min_rows(prev_rows);
   lt__qdot_limit(prev);
 }
+
+/* Every path of the qdot family this CPU runs, forced through the path
+ * table (as LT_QDOT=... does). */
+START_TEST(test_linear_every_path) {
+  int ran = 0;
+  for (int p = 0; p < LT__PATH_COUNT; p++) {
+    if (lt__path_family_of((lt__path)p) != LT__PATH_FAMILY_qdot || !lt__path_supported((lt__path)p)) continue;
+    const lt__path before = lt__path_force(LT__PATH_FAMILY_qdot, (lt__path)p);
+    fprintf(stderr, "quant: path %s: q8_0 %s, bf16 %s\n", lt__path_switch((lt__path)p), lt_qmatrix_kernel(LT_QFORMAT_Q8_0),
+            lt_qmatrix_kernel(LT_QFORMAT_BF16));
+    ck_assert_str_eq(lt_qmatrix_kernel(LT_QFORMAT_Q8_0),
+                     p == LT__PATH_qdot_portable ? "portable C" : "AVX512-VNNI (vpdpbusd)");
+    check_linear(LT_QFORMAT_Q8_0, 17, 33, 100, true);
+    check_linear(LT_QFORMAT_Q4_0, 17, 33, 100, false);
+    check_linear(LT_QFORMAT_BF16, 17, 33, 100, true);
+    lt__path_force(LT__PATH_FAMILY_qdot, before);
+    ran++;
+  }
+  ck_assert_int_ge(ran, 1); /* portable C runs everywhere */
+}
+END_TEST
+
+#ifdef LT__QDOT_X86
+/* The AVX-512 activation quantizer against the reference rounding
+ * (lt__quantize_q8_0) bit for bit: ties x * id = k + 0.5 (rounded away
+ * from zero), zero blocks, a partial last block, tiny and huge values. */
+START_TEST(test_activation_quantizer) {
+  if (!lt__path_supported(LT__PATH_qdot_vnni)) return;
+  enum { M = 3, K = 100, KP = 128, NB = 4 };
+  float x[M * K];
+  for (int i = 0; i < M * K; i++) x[i] = urand() * 3.0f;
+  for (int j = 0; j < 32; j++) x[j] = (float)(j - 16) + 0.5f; /* amax 16.5: id = 127 / 16.5, ties elsewhere */
+  x[40] = 127.0f;                                               /* block 1: d = 1, id = 1 */
+  for (int j = 41; j < 64; j++) x[j] = (float)(j - 52) + (j % 2 ? 0.5f : -0.5f);
+  for (int j = 64; j < 96; j++) x[j] = 0.0f;                    /* a zero block */
+  x[K + 3] = 1e-30f, x[K + 4] = -3e38f;
+  lt__qact a = {.M = M, .nb = NB, .Kp = KP};
+  a.xd = malloc(sizeof(float) * M * NB), a.xq = malloc(M * KP), a.nc = malloc(sizeof(int32_t) * M * NB * 8);
+  lt__qact_fill_vnni(x, M, K, 128, &a);
+  for (int m = 0; m < M; m++) {
+    float row[KP] = {0};
+    lt_block_q8_0 blk[NB];
+    memcpy(row, x + m * K, sizeof(float) * K);
+    lt__quantize_q8_0(row, blk, NB);
+    for (int b = 0; b < NB; b++) {
+      ck_assert_msg(memcmp(&a.xd[m * NB + b], &(float){lt_f32_from_f16(blk[b].d)}, 4) == 0, "row %d block %d: scale %a, "
+                    "reference %a", m, b, (double)a.xd[m * NB + b], (double)lt_f32_from_f16(blk[b].d));
+      for (int j = 0; j < 32; j++)
+        ck_assert_msg(a.xq[m * KP + b * 32 + j] == blk[b].qs[j], "row %d block %d quant %d: %d, reference %d (x %a)", m,
+                      b, j, a.xq[m * KP + b * 32 + j], blk[b].qs[j], (double)row[b * 32 + j]);
+      for (int i = 0; i < 8; i++) {
+        const int8_t *q = blk[b].qs + 4 * i;
+        ck_assert_int_eq(a.nc[(m * NB + b) * 8 + i], -128 * (q[0] + q[1] + q[2] + q[3]));
+      }
+    }
+  }
+  free(a.xd), free(a.xq), free(a.nc);
+}
+END_TEST
+#endif
 
 START_TEST(test_linear_best_kernel) {
   fprintf(stderr, "quant: kernels on this CPU: q8_0 %s, q4_0 %s, bf16 %s\n", lt_qmatrix_kernel(LT_QFORMAT_Q8_0),
@@ -388,6 +457,10 @@ int main(void) {
   tcase_add_test(tp, test_linear_best_kernel);
   tcase_add_test(tp, test_linear_portable);
   tcase_add_test(tp, test_linear_views_errors);
+  tcase_add_test(tp, test_linear_every_path);
+#ifdef LT__QDOT_X86
+  tcase_add_test(tp, test_activation_quantizer);
+#endif
   suite_add_tcase(s, tp);
   return lt_test_run(s);
 }

@@ -5,7 +5,8 @@
  *
  *   next_logits   the logits of the last position of every row. With the
  *                 cache, the first call feeds the whole prefix and each later
- *                 call only the newest column (lt_transformer_decode_step);
+ *                 call only the newest column (lt_transformer_decode_step_last:
+ *                 only the last position goes through the output head);
  *                 without it, every call runs lt_transformer_decode on the
  *                 whole prefix. The first call also runs the encoder (the
  *                 encoder-decoder), with each source repeated for its beams.
@@ -102,11 +103,13 @@ static lt_tensor *tf_next_logits(void *self, const int64_t *ids, int64_t stride,
       from = first;
     }
     lt_tensor *tgt = lt_contiguous(lt_narrow(all, 1, from, n - from));
-    logits = tgt ? lt_transformer_decode_step(g->m, g->cache, tgt, g->memory, g->pad) : NULL;
+    return tgt ? lt_transformer_decode_step_last(g->m, g->cache, tgt, g->memory, g->pad) : NULL; /* [R, V] */
   } else if (all && g->row_pad) { /* a ragged batch without the cache: the whole prefix through a fresh one */
     lt_tf_cache *c = lt_tf_cache_new(g->m, n);
-    if (c && lt_tf_cache_set_left_pad(c, R, g->row_pad) == LT_OK) logits = lt_transformer_decode_step(g->m, c, all_n(all, n), NULL, NULL);
+    lt_tensor *last = c && lt_tf_cache_set_left_pad(c, R, g->row_pad) == LT_OK
+                          ? lt_transformer_decode_step_last(g->m, c, all_n(all, n), NULL, NULL) : NULL;
     lt_tf_cache_free(c);
+    return last; /* [R, V] */
   } else if (all) {
     lt_tensor *tgt = lt_contiguous(lt_narrow(all, 1, first, n - first));
     logits = tgt ? lt_transformer_decode(g->m, tgt, NULL, g->memory, g->pad, 0, NULL) : NULL;

@@ -563,11 +563,13 @@ lt_tensor *lt_transformer_encode_typed(const lt_transformer *m, const lt_tensor 
 /* The decoder, whole-sequence (cache NULL) or incremental (positions from
  * the cache's length). Arguments as lt_transformer_decode. */
 /* With labels (whole-sequence only): the loss of the logits through the
- * chunked head (lt_linear_cross_entropy) instead of the logits. */
+ * chunked head (lt_linear_cross_entropy) instead of the logits. With last:
+ * only the last position through the head, logits [B, V]. */
 typedef struct head_loss {
   const lt_tensor *labels;
   const lt_cross_entropy_opts *ce;
   int64_t chunk_rows;
+  bool last;
 } head_loss;
 
 static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_tensor *tgt, const lt_tensor *tgt_pad,
@@ -646,7 +648,9 @@ static lt_tensor *decode_impl(const char *op, const lt_transformer *m, const lt_
   if (x && m->has_dec_norm) step(&x, lt_norm_forward(&m->dec_norm, x));
   if (x && c->head_rescale) step(&x, lt_mul_scalar(x, 1.0 / sqrt((double)c->d_model))); /* T5's tied head */
   const lt_tensor *head = m->has_lm_head ? m->lm_head.weight : m->embed.weight; /* [V, C] */
-  if (x) step(&x, hl ? lt_linear_cross_entropy(x, head, hl->labels, hl->ce, hl->chunk_rows) : lt_linear(x, head, NULL));
+  if (x && hl && hl->last) step(&x, lt_select(x, 1, x->shape[1] - 1)); /* [B, C] */
+  if (x) step(&x, hl && hl->labels ? lt_linear_cross_entropy(x, head, hl->labels, hl->ce, hl->chunk_rows)
+                                   : lt_linear(x, head, NULL));
   if (cache && !x)
     for (int64_t i = 0; i < cache->n; i++) cache->layer[i].self.len = lens[2 * i], cache->layer[i].cross.len = lens[2 * i + 1];
   free(lens);
@@ -665,7 +669,7 @@ lt_tensor *lt_transformer_decode_loss(const lt_transformer *m, const lt_tensor *
                                       const lt_tensor *memory, const lt_tensor *src_pad, const lt_tensor *labels,
                                       const lt_cross_entropy_opts *ce, int64_t chunk_rows, const lt_nn_ctx *ctx) {
   if (!labels) return lt_error_null_arg("transformer_decode_loss", "labels"), NULL;
-  const head_loss hl = {labels, ce, chunk_rows};
+  const head_loss hl = {.labels = labels, .ce = ce, .chunk_rows = chunk_rows};
   return decode_impl("transformer_decode_loss", m, tgt, tgt_pad, memory, src_pad, 0, ctx, NULL, &hl);
 }
 
@@ -781,14 +785,24 @@ lt_status lt_tf_cache_reorder(lt_tf_cache *c, const lt_tensor *rows) {
   return s;
 }
 
-lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
-                                      const lt_tensor *memory, const lt_tensor *src_pad) {
-  const char *op = "transformer_decode_step";
+/* The cached step, with the whole head (hl NULL) or the last position's. */
+static lt_tensor *step_impl(const char *op, const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
+                            const lt_tensor *memory, const lt_tensor *src_pad, const head_loss *hl) {
   if (!c) return lt_error_set(LT_ERR_NULL, "%s: the cache is NULL", op), NULL;
   if (m && c->n != m->n_dec)
     return lt_error_set(LT_ERR_INVALID, "%s: the cache has %lld layers, the model's decoder %lld: made for another model",
                    op, (long long)c->n, (long long)m->n_dec), NULL;
-  return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c, NULL);
+  return decode_impl(op, m, tgt, NULL, memory, src_pad, lt_tf_cache_len(c), NULL, c, hl);
+}
+
+lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
+                                      const lt_tensor *memory, const lt_tensor *src_pad) {
+  return step_impl("transformer_decode_step", m, c, tgt, memory, src_pad, NULL);
+}
+
+lt_tensor *lt_transformer_decode_step_last(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
+                                           const lt_tensor *memory, const lt_tensor *src_pad) {
+  return step_impl("transformer_decode_step_last", m, c, tgt, memory, src_pad, &(head_loss){.last = true});
 }
 
 /* Mean over the non-padding positions: sum_s h * keep / max(count, eps)

@@ -272,6 +272,16 @@ LT_API lt_status lt_tf_cache_set_left_pad(lt_tf_cache *c, int64_t B, const int64
  * batch size other than the first step's. On failure the cache is unchanged. */
 LT_API lt_tensor *lt_transformer_decode_step(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
                                       const lt_tensor *memory, const lt_tensor *src_pad);
+/* lt_transformer_decode_step when only the next token is wanted: the same
+ * step through the cache, but only the last position of tgt goes through
+ * the output head. Returns new logits [B, V], the last column of
+ * lt_transformer_decode_step's [B, T, V] up to rounding (the head's product
+ * runs on B rows instead of B x T: for a prompt of 512 tokens through a
+ * head of 50257 x 768, GPT-2's, that is a third of the prefill's
+ * multiply-adds). Arguments, errors and the cache as
+ * lt_transformer_decode_step. */
+LT_API lt_tensor *lt_transformer_decode_step_last(const lt_transformer *m, lt_tf_cache *c, const lt_tensor *tgt,
+                                                  const lt_tensor *memory, const lt_tensor *src_pad);
 
 /* Encoder-only classifier: mean over non-padding positions of the encoder
  * output (with pooler: the pooler's output, then dropout, as

@@ -1,0 +1,277 @@
+/*
+ * tensor/qgemm_vnni.c: the AVX-512 kernels of lt_qmatrix_linear
+ * (tensor/qgemm.c owns the matrix, the activations, the portable kernels
+ * and the choice between them): Q8_0 and Q4_0 weights times Q8_0
+ * activations with AVX512-VNNI vpdpbusd, bf16 weights times f32 activations
+ * with FMA.
+ *
+ * Register tiles: QV_MR rows of x by QV_NR rows of W per inner loop (16
+ * accumulators), so a block pair of W in registers serves QV_MR rows of x
+ * and a block pair of x serves QV_NR rows of W. Below QV_MR rows of x
+ * (decoding) the tiles are one row of W wide: W then streams in order, which
+ * the hardware prefetcher follows (four rows side by side measured slower
+ * at M = 1, the loads waiting on memory; docs/decoding.md).
+ * Cache blocks: the rows of W are taken QV_BLOCK_BYTES at a time and every
+ * tile of x runs over the block before the next one starts (prompt
+ * processing, M = 512: the block stays in L2 while x goes past it, instead
+ * of W being read from memory once per tile of x).
+ *
+ * The integer dot: vpdpbusd multiplies unsigned bytes by signed bytes, four
+ * products per 32-bit lane added to the accumulator. The weights are the
+ * unsigned operand: Q4_0's nibbles are q + 8 as stored; Q8_0's bytes xor
+ * 0x80 are q + 128. The accumulator starts at the activation block's
+ * correction -shift * sum(x) (lt__qact's nc, computed once per product), so
+ * each lane ends at exactly its four w x. Two blocks per 512-bit vector
+ * (lanes 0-7 the first, 8-15 the second); the int32 lanes are converted to
+ * f32 (exact: below 2^24), multiplied by the blocks' d_w * d_x and added
+ * into f32 accumulators, summed across lanes at the end of the row; an odd
+ * last block is added alone (256 bits). An element's sums run in the same
+ * order in every tile shape, so the split over threads changes no bit.
+ *
+ * What it is not: AMX-INT8 (not on the machines this was measured on), or
+ * the choice of kernel (tensor/qgemm.c asks the path table).
+ */
+#include "tensor/quant_internal.h"
+
+#include <math.h>
+#include <stdbool.h>
+#include <string.h>
+
+#ifdef LT__QDOT_X86
+#include <immintrin.h>
+
+#define QV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c,avx2")))
+#define QV_INLINE QV_TARGET static inline __attribute__((always_inline))
+
+#define QV_MR 4
+#define QV_NR 4
+/* Bytes of W per cache block: half of a 1 MB L2 (Zen 4/5, Sapphire Rapids
+ * have 1-2 MB per core), the rest for the activations going past. */
+#define QV_BLOCK_BYTES (512 * 1024)
+
+/* ---- Q8_0 and Q4_0 -------------------------------------------------------- */
+
+static uint16_t scale_bits(const char *blk) {
+  uint16_t d;
+  memcpy(&d, blk, sizeof d);
+  return d;
+}
+
+/* Blocks 2p and 2p + 1 of a row as 64 unsigned bytes: q + 128 (Q8_0) or
+ * the nibbles q + 8 (Q4_0: a block's low nibbles, weights 0-15, then its
+ * high ones, 16-31). */
+QV_INLINE __m512i pair_bytes(const char *row, int64_t p, int q4) {
+  if (q4) {
+    const lt_block_q4_0 *b = (const lt_block_q4_0 *)row + 2 * p;
+    const __m512i t = _mm512_inserti64x4(
+        _mm512_castsi256_si512(_mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b[0].qs))),
+        _mm256_broadcastsi128_si256(_mm_loadu_si128((const __m128i *)b[1].qs)), 1); /* [b0 b0 b1 b1] */
+    const __m512i sh = _mm512_set_epi64(4, 4, 0, 0, 4, 4, 0, 0); /* the high nibbles in the 2nd and 4th quarter */
+    return _mm512_and_si512(_mm512_srlv_epi64(t, sh), _mm512_set1_epi8(0x0F));
+  }
+  const lt_block_q8_0 *b = (const lt_block_q8_0 *)row + 2 * p;
+  const __m512i t = _mm512_inserti64x4(_mm512_castsi256_si512(_mm256_loadu_si256((const __m256i *)b[0].qs)),
+                                       _mm256_loadu_si256((const __m256i *)b[1].qs), 1);
+  return _mm512_xor_si512(t, _mm512_set1_epi8((char)0x80));
+}
+
+/* One block alone, as pair_bytes. */
+QV_INLINE __m256i block_bytes(const char *row, int64_t b, int q4) {
+  if (q4) {
+    const __m128i v = _mm_loadu_si128((const __m128i *)((const lt_block_q4_0 *)row + b)->qs), lo = _mm_set1_epi8(0x0F);
+    return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, lo)),
+                                   _mm_and_si128(_mm_srli_epi16(v, 4), lo), 1);
+  }
+  return _mm256_xor_si256(_mm256_loadu_si256((const __m256i *)((const lt_block_q8_0 *)row + b)->qs),
+                          _mm256_set1_epi8((char)0x80));
+}
+
+/* The f16 scales of blocks 2p, 2p + 1 in 16 f32 lanes: d0 in lanes 0-7, d1
+ * in 8-15 (two broadcasts from memory and vcvtph2ps, exact). */
+QV_INLINE __m512 pair_scale(const char *row, int64_t p, size_t bb) {
+  const __m128i d0 = _mm_set1_epi16((short)scale_bits(row + (size_t)(2 * p) * bb));
+  const __m128i d1 = _mm_set1_epi16((short)scale_bits(row + (size_t)(2 * p + 1) * bb));
+  return _mm512_cvtph_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(d0), d1, 1));
+}
+
+/* The sum of 8 int32 lanes, as f32 (exact: each lane is below 2^24). */
+QV_INLINE float hsum8_epi32(__m256i isum) {
+  __m256 v = _mm256_cvtepi32_ps(isum);
+  __m128 h = _mm_add_ps(_mm256_castps256_ps128(v), _mm256_extractf128_ps(v, 1));
+  h = _mm_add_ps(h, _mm_movehl_ps(h, h));
+  h = _mm_add_ss(h, _mm_movehdup_ps(h));
+  return _mm_cvtss_f32(h);
+}
+
+/* y[m0 + r, n + j] for r < MR, j < NR (MR, NR, q4 constants: inlined). */
+QV_INLINE void blocks_tile(int q4, int MR, int NR, const char *w, size_t rb, const lt__qact *a, int64_t m0, int64_t n,
+                           float *y, int64_t ldy) {
+  const int64_t nb = a->nb, npair = nb / 2, Kp = a->Kp;
+  const size_t bb = q4 ? sizeof(lt_block_q4_0) : sizeof(lt_block_q8_0);
+  const char *row[QV_NR];
+  __m512 acc[QV_MR][QV_NR];
+  for (int j = 0; j < NR; j++) row[j] = w + (size_t)(n + j) * rb;
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NR; j++) acc[r][j] = _mm512_setzero_ps();
+  for (int64_t p = 0; p < npair; p++) {
+    __m512i wv[QV_NR];
+    __m512 dw[QV_NR];
+    for (int j = 0; j < NR; j++) wv[j] = pair_bytes(row[j], p, q4), dw[j] = pair_scale(row[j], p, bb);
+    for (int r = 0; r < MR; r++) {
+      const int64_t m = m0 + r;
+      const __m512i xv = _mm512_loadu_si512((const void *)(a->xq + m * Kp + 2 * p * LT_QK8_0));
+      const __m512i nc = _mm512_loadu_si512((const void *)(a->nc + (m * nb + 2 * p) * 8));
+      const __m512 xs = _mm512_loadu_ps(a->xs + (m * npair + p) * 16);
+      for (int j = 0; j < NR; j++)
+        acc[r][j] = _mm512_fmadd_ps(_mm512_cvtepi32_ps(_mm512_dpbusd_epi32(nc, wv[j], xv)), _mm512_mul_ps(dw[j], xs),
+                                    acc[r][j]);
+    }
+  }
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NR; j++) {
+      float s = _mm512_reduce_add_ps(acc[r][j]);
+      if (nb & 1) { /* the last block alone */
+        const int64_t b = nb - 1, m = m0 + r;
+        const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->xq + m * Kp + b * LT_QK8_0));
+        const __m256i nc = _mm256_loadu_si256((const __m256i *)(a->nc + (m * nb + b) * 8));
+        const float isum = hsum8_epi32(_mm256_dpbusd_epi32(nc, block_bytes(row[j], b, q4), xv));
+        s += (_cvtsh_ss(scale_bits(row[j] + (size_t)b * bb)) * a->xd[m * nb + b]) * isum;
+      }
+      y[(m0 + r) * ldy + n + j] = s;
+    }
+}
+
+/* Rows [n0, n1) of W in cache blocks, each block under every tile of x. */
+#define QV_BLOCKED(TILE)                                                                                       \
+  do {                                                                                                         \
+    int64_t nblk = (int64_t)(QV_BLOCK_BYTES / (rb ? rb : 1)) / QV_NR * QV_NR;                                  \
+    if (nblk < QV_NR) nblk = QV_NR;                                                                            \
+    const bool wide = M >= QV_MR;                                                                              \
+    for (int64_t b0 = n0; b0 < n1; b0 += nblk) {                                                               \
+      const int64_t b1 = n1 - b0 < nblk ? n1 : b0 + nblk;                                                      \
+      for (int64_t m0 = 0; m0 < M; m0 += QV_MR) {                                                              \
+        const int mr = (int)(M - m0 < QV_MR ? M - m0 : QV_MR);                                                 \
+        int64_t n = b0;                                                                                        \
+        for (; wide && n + QV_NR <= b1; n += QV_NR) switch (mr) {                                              \
+          case 1: TILE(1, QV_NR); break;                                                                       \
+          case 2: TILE(2, QV_NR); break;                                                                       \
+          case 3: TILE(3, QV_NR); break;                                                                       \
+          default: TILE(QV_MR, QV_NR); break;                                                                  \
+          }                                                                                                    \
+        for (; n < b1; n++) switch (mr) {                                                                      \
+          case 1: TILE(1, 1); break;                                                                           \
+          case 2: TILE(2, 1); break;                                                                           \
+          case 3: TILE(3, 1); break;                                                                           \
+          default: TILE(QV_MR, 1); break;                                                                      \
+          }                                                                                                    \
+      }                                                                                                        \
+    }                                                                                                          \
+  } while (0)
+
+QV_TARGET static void q8_0_vnni(const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
+                                int64_t ldy) {
+  const int64_t M = a->M;
+#define QV_T8(MR, NR) blocks_tile(0, MR, NR, w, rb, a, m0, n, y, ldy)
+  QV_BLOCKED(QV_T8);
+#undef QV_T8
+}
+
+QV_TARGET static void q4_0_vnni(const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
+                                int64_t ldy) {
+  const int64_t M = a->M;
+#define QV_T4(MR, NR) blocks_tile(1, MR, NR, w, rb, a, m0, n, y, ldy)
+  QV_BLOCKED(QV_T4);
+#undef QV_T4
+}
+
+void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, const lt__qact *a, int64_t n0, int64_t n1,
+                           float *y, int64_t ldy) {
+  if (fmt == LT_QFORMAT_Q4_0) q4_0_vnni(w, row_bytes, a, n0, n1, y, ldy);
+  else q8_0_vnni(w, row_bytes, a, n0, n1, y, ldy);
+}
+
+/* ---- the activations ------------------------------------------------------ */
+
+/* roundf (half away from zero) of 16 lanes, exactly: the truncation, plus
+ * the sign where the dropped part is at least one half (t - trunc(t) is
+ * exact). */
+QV_INLINE __m512 round_away(__m512 t) {
+  const __m512 r = _mm512_roundscale_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __mmask16 up = _mm512_cmp_ps_mask(_mm512_abs_ps(_mm512_sub_ps(t, r)), _mm512_set1_ps(0.5f), _CMP_GE_OQ);
+  const __m512 one = _mm512_castsi512_ps(_mm512_or_si512(_mm512_castps_si512(_mm512_set1_ps(1.0f)),
+                                                         _mm512_and_si512(_mm512_castps_si512(t),
+                                                                          _mm512_set1_epi32((int)0x80000000u))));
+  return _mm512_mask_add_ps(r, up, r, one);
+}
+
+QV_TARGET void lt__qact_fill_vnni(const float *x2, int64_t M, int64_t K, int32_t shift, lt__qact *a) {
+  const int64_t nb = a->nb;
+  const __m256i ones = _mm256_set1_epi8(1), nshift = _mm256_set1_epi32(-shift);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t b = 0; b < nb; b++) {
+      const int64_t k0 = b * LT_QK8_0;
+      const int64_t n0 = K - k0 >= 16 ? 16 : K - k0 > 0 ? K - k0 : 0, n1 = K - k0 >= 32 ? 16 : K - k0 > 16 ? K - k0 - 16 : 0;
+      const __m512 v0 = _mm512_maskz_loadu_ps((__mmask16)((1u << n0) - 1), x2 + m * K + k0);
+      const __m512 v1 = _mm512_maskz_loadu_ps((__mmask16)((1u << n1) - 1), x2 + m * K + k0 + 16);
+      const __m512 inf = _mm512_set1_ps(INFINITY);
+      const bool finite = _mm512_cmp_ps_mask(_mm512_abs_ps(v0), inf, _CMP_LT_OQ) == 0xFFFF &&
+                          _mm512_cmp_ps_mask(_mm512_abs_ps(v1), inf, _CMP_LT_OQ) == 0xFFFF;
+      /* lt__quantize_q8_0's rounding: amax, d = amax / 127, id = 1 / d */
+      const float amax = _mm512_reduce_max_ps(_mm512_max_ps(_mm512_abs_ps(v0), _mm512_abs_ps(v1)));
+      const float d = amax / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      const uint16_t h = lt_f16_from_f32(d);
+      a->xd[m * nb + b] = finite ? lt_f32_from_f16(h) : NAN;
+      const __m512 vid = _mm512_set1_ps(finite ? id : 0.0f); /* a block that is not finite: quants 0 */
+      const __m128i q0 = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(round_away(_mm512_mul_ps(v0, vid))));
+      const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, vid))));
+      const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
+      _mm256_storeu_si256((__m256i *)(a->xq + m * a->Kp + k0), q);
+      _mm256_storeu_si256((__m256i *)(a->nc + (m * nb + b) * 8),
+                          _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q), nshift));
+    }
+}
+
+/* ---- bf16 ----------------------------------------------------------------- */
+
+/* 16 bf16 weights widened to f32 (exact: a shift); masked for the tail. */
+QV_INLINE __m512 bf16_widen(__m256i v) { return _mm512_castsi512_ps(_mm512_slli_epi32(_mm512_cvtepu16_epi32(v), 16)); }
+
+/* The loads of the main loop are unmasked (masked ones measured slower at M
+ * = 1, docs/decoding.md); the tail alone is masked. */
+QV_INLINE void bf16_tile(int MR, int NR, const char *w, size_t rb, int64_t K, const float *x, int64_t m0, int64_t n,
+                         float *y, int64_t ldy) {
+  const uint16_t *row[QV_NR];
+  __m512 acc[QV_MR][QV_NR];
+  for (int j = 0; j < NR; j++) row[j] = (const uint16_t *)(w + (size_t)(n + j) * rb);
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NR; j++) acc[r][j] = _mm512_setzero_ps();
+  int64_t k = 0;
+  for (; k + 16 <= K; k += 16) {
+    __m512 wv[QV_NR];
+    for (int j = 0; j < NR; j++) wv[j] = bf16_widen(_mm256_loadu_si256((const __m256i *)(row[j] + k)));
+    for (int r = 0; r < MR; r++) {
+      const __m512 xv = _mm512_loadu_ps(x + (m0 + r) * K + k);
+      for (int j = 0; j < NR; j++) acc[r][j] = _mm512_fmadd_ps(wv[j], xv, acc[r][j]);
+    }
+  }
+  if (k < K) {
+    const __mmask16 mk = (__mmask16)((1u << (K - k)) - 1);
+    __m512 wv[QV_NR];
+    for (int j = 0; j < NR; j++) wv[j] = bf16_widen(_mm256_maskz_loadu_epi16(mk, row[j] + k));
+    for (int r = 0; r < MR; r++) {
+      const __m512 xv = _mm512_maskz_loadu_ps(mk, x + (m0 + r) * K + k);
+      for (int j = 0; j < NR; j++) acc[r][j] = _mm512_fmadd_ps(wv[j], xv, acc[r][j]);
+    }
+  }
+  for (int r = 0; r < MR; r++)
+    for (int j = 0; j < NR; j++) y[(m0 + r) * ldy + n + j] = _mm512_reduce_add_ps(acc[r][j]);
+}
+
+QV_TARGET void lt__qgemm_bf16_avx512(const char *w, size_t rb, int64_t K, const float *x, int64_t M, int64_t n0,
+                                     int64_t n1, float *y, int64_t ldy) {
+#define QV_TB(MR, NR) bf16_tile(MR, NR, w, rb, K, x, m0, n, y, ldy)
+  QV_BLOCKED(QV_TB);
+#undef QV_TB
+}
+
+#endif /* LT__QDOT_X86 */
