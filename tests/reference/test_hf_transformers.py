@@ -311,6 +311,10 @@ class BeamSearch(unittest.TestCase):
     def test_qwen2(self):
         self.check(qwen2(23), "qwen2", [1.0])
 
+    def test_mistral(self):
+        """window 8 < prompt + 24 new tokens: the windowed cache is reordered with the beams"""
+        self.check(mistral(25), "mistral", [0.0, 1.0])
+
 
 class ToTransformers(unittest.TestCase):
     def check(self, family, seed):
