@@ -964,12 +964,31 @@ START_TEST(recompute_and_chunked_head_runs) {
 }
 END_TEST
 
+/* T5's options from the command line: a relative-position encoder-decoder
+ * trains, and its checkpoint keeps every T5 field. */
+START_TEST(t5_flags_train_and_checkpoint) {
+  char args[2048];
+  snprintf(args, sizeof args, TINY_ENCDEC " --pos relative --rel-buckets 8 --rel-max-distance 16 --attn-scale 1"
+           " --head-rescale --tie --norm rmsnorm --steps 3 --threads 2 --ckpt-dir '%s'", in_tmp("t5"));
+  expect_exit(run_train(args, "t5.log"), 0, "t5.log");
+  lt_transformer *m = load_model(ckpt(in_tmp("t5"), 3));
+  const lt_tf_config *c = lt_transformer_config(m);
+  ck_assert_int_eq(c->pos, LT_TF_POS_RELATIVE);
+  ck_assert_int_eq(c->rel_buckets, 8);
+  ck_assert_int_eq(c->rel_max_distance, 16);
+  ck_assert(c->attn_scale == 1.0);
+  ck_assert(c->head_rescale);
+  lt_transformer_free(m);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("train_e2e");
   TCase *lib = tcase_create("generate");
   tcase_add_test(lib, greedy_decode_matches_teacher_forcing);
   tcase_add_test(lib, generate_greedy_and_sampled);
   tcase_add_test(lib, config_meta_round_trip);
+  tcase_add_test(lib, t5_flags_train_and_checkpoint);
   suite_add_tcase(s, lib);
   TCase *tc = tcase_create("program");
   tcase_add_checked_fixture(tc, setup, teardown);
