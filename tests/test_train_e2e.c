@@ -964,6 +964,39 @@ START_TEST(recompute_and_chunked_head_runs) {
 }
 END_TEST
 
+/* T5's options from the command line: a relative-position encoder-decoder
+ * trains, and its checkpoint keeps every T5 field. */
+START_TEST(t5_flags_train_and_checkpoint) {
+  char args[2048];
+  snprintf(args, sizeof args, TINY_ENCDEC " --pos relative --rel-buckets 8 --rel-max-distance 16 --attn-scale 1"
+           " --head-rescale --tie --norm rmsnorm --pre-norm --no-bias --no-scale-emb --act relu --no-swiglu --steps 3 --threads 2 --ckpt-dir '%s'", in_tmp("t5"));
+  expect_exit(run_train(args, "t5.log"), 0, "t5.log");
+  lt_transformer *m = load_model(ckpt("t5", 3));
+  const lt_tf_config *c = lt_transformer_config(m);
+  ck_assert_int_eq(c->pos, LT_TF_POS_RELATIVE);
+  ck_assert_int_eq(c->rel_buckets, 8);
+  ck_assert_int_eq(c->rel_max_distance, 16);
+  ck_assert(c->attn_scale == 1.0);
+  ck_assert(c->head_rescale);
+  lt_transformer_free(m);
+  /* export as an HF T5 directory, which generate reads back (its answers do not yet equal the
+   * checkpoint's: an open defect, see the t5train report) */
+  char cmd[4096], src[512], hf[512];
+  snprintf(src, sizeof src, "%s", ckpt("t5", 3));
+  snprintf(hf, sizeof hf, "%s", in_tmp("t5hf"));
+  snprintf(cmd, sizeof cmd, "'%s' --checkpoint '%s' --format hf --out '%s' > /dev/null 2>&1", LT_EXPORT_EXE, src, hf);
+  int st = system(cmd);
+  ck_assert_msg(st != -1 && WIFEXITED(st) && WEXITSTATUS(st) == 0, "export failed: %s", cmd);
+  snprintf(args, sizeof args, "--checkpoint '%s' 12 305", src);
+  expect_exit(run_generate(args, "t5a.out"), 0, "t5a.out.err");
+  snprintf(args, sizeof args, "--checkpoint '%s' 12 305", hf);
+  expect_exit(run_generate(args, "t5b.out"), 0, "t5b.out.err");
+  char *b = slurp(in_tmp("t5b.out"));
+  ck_assert_msg(strchr(b, '\n') != NULL, "generate on the exported T5 wrote no line: '%s'", b);
+  free(b);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("train_e2e");
   TCase *lib = tcase_create("generate");
@@ -991,5 +1024,10 @@ int main(void) {
   tcase_set_timeout(hooks, 300);
   tcase_add_test(hooks, a_failing_hook_returns_through_fit);
   suite_add_tcase(s, hooks);
+  TCase *t5 = tcase_create("t5");
+  tcase_add_checked_fixture(t5, setup, teardown);
+  tcase_set_timeout(t5, 300);
+  tcase_add_test(t5, t5_flags_train_and_checkpoint);
+  suite_add_tcase(s, t5);
   return lt_test_run(s);
 }

@@ -80,7 +80,15 @@ static const lt_cli_opt OPTS[] = {
     OE("act", act, F_MODEL, act_ename, 4, "feed-forward activation", "by --arch"),
     OD("swiglu", LT_CLI_BOOL, swiglu, F_MODEL, NULL, 0, 0, "gated feed-forward: SwiGLU with --act silu, GEGLU with gelu_tanh",
        "by --arch"),
-    OE("pos", pos, F_MODEL, pos_ename, 3, "positions", "by --arch"),
+    OE("pos", pos, F_MODEL, pos_ename, 4, "positions (relative: T5's learned bucketed bias)", "by --arch"),
+    OM("rel-buckets", LT_CLI_INT, rel_buckets, rel_buckets, "N", "--pos relative: buckets of each stack's bias table",
+       "by --arch"),
+    OM("rel-max-distance", LT_CLI_INT, rel_max_distance, rel_max_distance, "N",
+       "--pos relative: the distance from which the last bucket is used", "by --arch"),
+    OM("attn-scale", LT_CLI_DOUBLE, attn_scale, attn_scale, "X", "attention score scale (0: 1/sqrt(head size); T5: 1)",
+       "by --arch"),
+    OD("head-rescale", LT_CLI_BOOL, head_rescale, F_MODEL, NULL, 0, 0,
+       "scale the decoder output by d_model^-0.5 before a tied head (T5)", "by --arch"),
     OD("tie", LT_CLI_BOOL, tie, F_MODEL, NULL, 0, 0, "tie the output projection to the embedding", "by --arch"),
     OD("scale-emb", LT_CLI_BOOL, scale_emb, F_MODEL, NULL, 0, 0, "multiply embeddings by sqrt(d_model)", "by --arch"),
     OD("bias", LT_CLI_BOOL, bias, F_MODEL, NULL, 0, 0, "biases on every Linear", "by --arch"),
@@ -239,7 +247,8 @@ options default_options(void) {
   o.max_memory = -1; /* lt_ckpt_default_memory_cap() */
   o.arch = LT_TF_ENCODER_DECODER;
   o.d_model = o.heads = o.kv_heads = o.enc_layers = o.dec_layers = o.d_ff = o.max_len = -1;
-  o.dropout = o.norm_eps = o.rope_base = NAN;
+  o.dropout = o.norm_eps = o.rope_base = o.attn_scale = NAN;
+  o.rel_buckets = o.rel_max_distance = -1;
   o.norm = o.act = o.pos = -1;
   o.task = LT_TASK_NUMBER_WORDS;
   o.task_train = 200000;
@@ -334,6 +343,8 @@ lt_tf_config config_of(const options *o, const lt_tf_config *base) {
   c.dropout = o->dropout, c.norm = (lt_tf_norm)o->norm, c.pre_norm = o->pre_norm, c.act = (lt_activation)o->act;
   c.swiglu = o->swiglu, c.pos = (lt_tf_pos)o->pos, c.tie_embeddings = o->tie, c.scale_embeddings = o->scale_emb;
   c.bias = o->bias, c.norm_eps = o->norm_eps, c.rope_base = o->rope_base;
+  c.rel_buckets = o->rel_buckets, c.rel_max_distance = o->rel_max_distance, c.attn_scale = o->attn_scale;
+  c.head_rescale = o->head_rescale;
   return c;
 }
 
@@ -344,6 +355,8 @@ void options_from_config(options *o, const lt_tf_config *c) {
   o->dropout = c->dropout, o->norm = (int)c->norm, o->pre_norm = c->pre_norm, o->act = (int)c->act;
   o->swiglu = c->swiglu, o->pos = (int)c->pos, o->tie = c->tie_embeddings, o->scale_emb = c->scale_embeddings;
   o->bias = c->bias, o->norm_eps = c->norm_eps, o->rope_base = c->rope_base;
+  o->rel_buckets = c->rel_buckets, o->rel_max_distance = c->rel_max_distance, o->attn_scale = c->attn_scale;
+  o->head_rescale = c->head_rescale;
 }
 
 /* Fills every default that depends on other flags (fresh runs only: a resumed

@@ -35,6 +35,9 @@ typedef struct options {
   int pos;
   bool tie, scale_emb, bias;
   double norm_eps, rope_base;
+  int64_t rel_buckets, rel_max_distance; /* --pos relative (T5) */
+  double attn_scale;
+  bool head_rescale;
   /* data */
   int task;
   const char *tsv, *valid_tsv, *text, *dump_data;
