@@ -47,6 +47,7 @@ fi
 
 bench_header "GPT-2 124M peak RSS, T 1024, $steps steps a process"
 if [ ! -d "$work/init" ]; then
+  # shellcheck disable=SC2046 # torch_unset's words are separate flags
   env $(torch_unset "$TORCH2_PY") HF_HUB_OFFLINE=1 "$TORCH2_PY" "$here/gpt2_memory.py" prepare "$work" >/dev/null
 fi
 if [ ! -d "$work/shards" ]; then
@@ -65,6 +66,7 @@ for b in $batches; do
     --eval-every 0 --eval-batch 1 --gen-tokens 0 --examples 0 --no-ckpt --ckpt-dir "$work/run" \
     $pass >"$work/lt.out" 2>&1 || { cat "$work/lt.out" >&2; exit 1; }
   echo "libtensor train${pass:+ $pass}|$b|$(maxrss_mib "$work/lt.time")"
+  # shellcheck disable=SC2046
   /usr/bin/time -v -o "$work/pt.time" env $(torch_unset "$TORCH2_PY") OMP_WAIT_POLICY=PASSIVE HF_HUB_OFFLINE=1 \
     "$TORCH2_PY" "$here/gpt2_memory.py" torch "$work" --batch "$b" --steps "$steps" --threads 2 \
     >"$work/pt.out" 2>&1 || { cat "$work/pt.out" >&2; exit 1; }
