@@ -116,20 +116,6 @@ static int gguf_tensors(const char *path, const char *out) {
   return rc;
 }
 
-/* The comma-separated ids of `text` as a new [1, T] i64 tensor. */
-static lt_tensor *parse_ids(const char *text) {
-  int64_t ids[256], T = 0;
-  const char *p = text;
-  while (*p && T < 256) {
-    char *end;
-    long long v = strtoll(p, &end, 10);
-    if (end == p) break;
-    ids[T++] = v;
-    p = *end == ',' ? end + 1 : end;
-  }
-  return lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, T}, ids);
-}
-
 static int greedy(const char *dir, long long n, const char *ids_text) {
   lt_transformer *m = load(dir);
   if (!m) return fail("loading");
@@ -142,7 +128,7 @@ static int greedy(const char *dir, long long n, const char *ids_text) {
     const char *end = strchr(p, ';');
     char buf[4096];
     snprintf(buf, sizeof buf, "%.*s", end ? (int)(end - p) : (int)strlen(p), p);
-    if (!(rows[B] = parse_ids(buf))) return fail("the prompt");
+    if (!(rows[B] = tool_parse_ids(buf))) return fail("the prompt");
     rp[B] = rows[B]->data, lens[B] = rows[B]->shape[1], B++;
     if (!end) break;
     p = end + 1;
@@ -174,7 +160,7 @@ static int greedy(const char *dir, long long n, const char *ids_text) {
 static int beam(const char *dir, long long n, long long k, double alpha, long long eos, const char *ids_text) {
   lt_transformer *m = lt_hf_load(dir, 0);
   if (!m) return fail("loading");
-  lt_tensor *x = parse_ids(ids_text);
+  lt_tensor *x = tool_parse_ids(ids_text);
   if (!x) return fail("the prompt");
   lt_generate_opts o = lt_generate_defaults();
   o.strategy = LT_GENERATE_BEAM, o.max_new = n, o.beam_width = k, o.length_penalty = alpha, o.eos_id = eos;
@@ -199,7 +185,7 @@ static int beam(const char *dir, long long n, long long k, double alpha, long lo
 static int logits(const char *dir, const char *out, const char *ids_text) {
   lt_transformer *m = load(dir);
   if (!m) return fail("loading");
-  lt_tensor *x = parse_ids(ids_text);
+  lt_tensor *x = tool_parse_ids(ids_text);
   lt_tensor *y = x ? lt_transformer_decode(m, x, NULL, NULL, NULL, 0, NULL) : NULL;
   if (!y) return fail("decode");
   const char *name[] = {"logits"};

@@ -47,24 +47,10 @@ static int make(const char *kind, const char *dir, uint64_t seed) {
   return tool_export_random("t5_tool", &c, dir, seed);
 }
 
-/* The comma-separated ids of `text` as a new [1, T] i64 tensor. */
-static lt_tensor *parse_ids(const char *text) {
-  int64_t ids[512], T = 0;
-  const char *p = text;
-  while (*p && T < 512) {
-    char *end;
-    long long v = strtoll(p, &end, 10);
-    if (end == p) break;
-    ids[T++] = v;
-    p = *end == ',' ? end + 1 : end;
-  }
-  return lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){1, T}, ids);
-}
-
 static int logits(const char *dir, const char *out, const char *src_text, const char *tgt_text) {
   lt_transformer *m = lt_hf_load(dir, 0);
   if (!m) return fail("loading");
-  lt_tensor *src = parse_ids(src_text), *tgt = parse_ids(tgt_text);
+  lt_tensor *src = tool_parse_ids(src_text), *tgt = tool_parse_ids(tgt_text);
   lt_set_grad_enabled(false);
   lt_tensor *mem = src && tgt ? lt_transformer_encode(m, src, NULL, NULL) : NULL;
   lt_tensor *y = mem ? lt_transformer_decode(m, tgt, NULL, mem, NULL, 0, NULL) : NULL;
@@ -80,7 +66,7 @@ static int logits(const char *dir, const char *out, const char *src_text, const 
 static int grads(const char *dir, const char *out, const char *src_text, const char *tgt_text, const char *lbl_text) {
   lt_transformer *m = lt_hf_load(dir, 0);
   if (!m) return fail("loading");
-  lt_tensor *src = parse_ids(src_text), *tgt = parse_ids(tgt_text), *lbl = parse_ids(lbl_text);
+  lt_tensor *src = tool_parse_ids(src_text), *tgt = tool_parse_ids(tgt_text), *lbl = tool_parse_ids(lbl_text);
   lt_tensor *mem = src && tgt && lbl ? lt_transformer_encode(m, src, NULL, NULL) : NULL;
   lt_tensor *loss = mem ? lt_transformer_decode_loss(m, tgt, NULL, mem, NULL, lbl, NULL, 0, NULL) : NULL;
   if (!loss || lt_backward(loss, NULL, false) != LT_OK) return fail("loss / backward");
@@ -108,7 +94,7 @@ static int run(const char *dir, long long n, long long k, double alpha, long lon
   if (!m) return fail("loading");
   lt_hf_gen_ids ids;
   if (lt_hf_read_gen_ids(dir, &ids) != LT_OK) return fail("generation ids");
-  lt_tensor *src = parse_ids(src_text);
+  lt_tensor *src = tool_parse_ids(src_text);
   if (!src) return fail("the source");
   lt_generate_opts o = lt_generate_defaults();
   o.max_new = n, o.eos_id = eos;
