@@ -16,7 +16,9 @@
  *     halves of one process's batches of 2B, the short last batch;
  *   - lt_trainer_lm_evaluate over validation shards: a model of zero logits
  *     costs log V a token on every window, again after a rewind; logits
- *     of the wrong shape are refused;
+ *     of the wrong shape are refused; lt_trainer_lm_batch_sums runs the
+ *     model on slices of rows of at most 16 Mi logits with the whole
+ *     batch's sums;
  *   - memory: the loader's resident memory does not grow with the corpus
  *     (a 64 MiB and a 512 MiB corpus of generated shards: the peak RSS
  *     after opening and reading 200 batches differs by less than 8 MiB, and
@@ -408,6 +410,57 @@ START_TEST(test_lm_evaluate) {
 }
 END_TEST
 
+/* One-hot logits [b, T, V]: 1 at the input id, 0 elsewhere, so a target
+ * equal to its input costs log(e + V - 1) - 1 and is a hit, any other
+ * log(e + V - 1); records the most rows of one call and the first call's. */
+typedef struct onehot_hook {
+  int64_t V, max_rows, first_rows, calls;
+} onehot_hook;
+static lt_tensor *onehot_logits(void *user, const lt_tensor *x) {
+  onehot_hook *h = user;
+  const int64_t b = x->shape[0], T = x->shape[1];
+  if (h->calls++ == 0) h->first_rows = b;
+  if (b > h->max_rows) h->max_rows = b;
+  int64_t *ids = malloc(sizeof *ids * (size_t)(b * T));
+  float *z = calloc((size_t)(b * T * h->V), sizeof *z);
+  ck_assert(ids && z);
+  ck_assert_int_eq(lt_tensor_read(x, LT_DTYPE_I64, ids, b * T), LT_OK);
+  for (int64_t i = 0; i < b * T; i++) z[i * h->V + ids[i]] = 1.0f;
+  lt_tensor *out = lt_tensor_from_copy(LT_DTYPE_F32, 3, (int64_t[]){b, T, h->V}, z);
+  free(ids), free(z);
+  return out;
+}
+
+/* lt_trainer_lm_batch_sums runs the hook on slices of rows holding at most
+ * 16 Mi logits (one row first), with the sums of the whole batch. */
+START_TEST(test_lm_batch_sums_in_row_slices) {
+  enum { B = 25, T = 16 };
+  onehot_hook h = {.V = 100000}; /* 1.6 Mi logits a row: 10 rows a slice */
+  int64_t x[B * T], y[B * T], hits = 0;
+  for (int64_t i = 0; i < B * T; i++) {
+    x[i] = (i * 7919) % h.V;
+    y[i] = i % 3 == 0 ? x[i] : (x[i] + 1) % h.V;
+    hits += y[i] == x[i];
+  }
+  lt_tensor *X = LT_NNP(lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){B, T}, x));
+  lt_tensor *Y = LT_NNP(lt_tensor_from_copy(LT_DTYPE_I64, 2, (int64_t[]){B, T}, y));
+  double v[3] = {0, 0, 0};
+  bool prev = lt_set_grad_enabled(false);
+  LT_OK_OR_FAIL(lt_trainer_lm_batch_sums(onehot_logits, &h, X, Y, v));
+  lt_set_grad_enabled(prev);
+  ck_assert_int_eq(h.first_rows, 1);
+  ck_assert_int_eq(h.max_rows, 10);
+  ck_assert_int_eq(h.calls, 4); /* 1 + 10 + 10 + 4 rows */
+  const double lse = log(exp(1.0) + (double)(h.V - 1));
+  ck_assert_double_eq(v[1], (double)hits);
+  ck_assert_double_eq(v[2], (double)(B * T));
+  ck_assert_double_eq_tol(v[0] / (B * T * lse - (double)hits), 1.0, 1e-5);
+  lt_tensor *Y2 = LT_NNP(lt_zeros(LT_DTYPE_I64, 2, (int64_t[]){B, T + 1}));
+  LT_EXPECT_ERR(lt_trainer_lm_batch_sums(onehot_logits, &h, X, Y2, v), LT_ERR_SHAPE, "want the same [b, T]");
+  lt_tensor_free(X), lt_tensor_free(Y), lt_tensor_free(Y2);
+}
+END_TEST
+
 /* The peak resident set of this process so far (kB; a forked child starts
  * from its parent's resident set at the fork). */
 static long peak_rss_kb(void) {
@@ -485,7 +538,7 @@ int main(void) {
   Suite *s = suite_create("shards");
   TCase *tc = LT_TEST_CASE(s, "core", 300, test_format_bytes, test_round_trip_file_order, test_crafted_shards,
                            test_order_and_determinism, test_resume_anywhere, test_ranks_and_short_batch,
-                           test_lm_evaluate, test_flat_rss);
+                           test_lm_evaluate, test_lm_batch_sums_in_row_slices, test_flat_rss);
   tcase_add_checked_fixture(tc, ckpt_tmpdir_make, ckpt_tmpdir_remove);
   return lt_test_run(s);
 }

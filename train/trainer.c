@@ -749,6 +749,51 @@ static lt_status fit(lt_trainer *t, lt_trainer_result *result) {
 /* Language modelling on token shards                                       */
 /* ======================================================================== */
 
+/* The logits of at most this many rows x V live at once in an evaluation:
+ * 16 Mi floats, 64 MiB (at T 1,024, V 50,257: one window; 3.3 GB for the
+ * 16 windows of one unsplit batch). */
+#define LM_EVAL_LOGITS (16LL << 20)
+
+lt_status lt_trainer_lm_batch_sums(lt_trainer_lm_logits logits, void *user, const lt_tensor *x, const lt_tensor *y,
+                                   double sums[3]) {
+  if (!logits || !x || !y || !sums)
+    return lt__err(LT_ERR_NULL, "trainer_lm_batch_sums: logits, x, y and sums must not be NULL");
+  if (x->ndim != 2 || y->ndim != 2 || x->shape[0] != y->shape[0] || x->shape[1] != y->shape[1]) {
+    char xs[96], ys[96];
+    return lt__err(LT_ERR_SHAPE, "trainer_lm_batch_sums: ids x %s and targets y %s: want the same [b, T]",
+                   lt_shape_str(x->ndim, x->shape, xs, sizeof xs), lt_shape_str(y->ndim, y->shape, ys, sizeof ys));
+  }
+  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
+  const int64_t b = x->shape[0], T = x->shape[1];
+  lt_status st = LT_OK;
+  /* Rows [r0, r0 + n): one row first, then as many as LM_EVAL_LOGITS holds
+   * (V is known from the first logits). */
+  for (int64_t r0 = 0, next = 1, n; r0 < b && st == LT_OK; r0 += n) {
+    n = next < b - r0 ? next : b - r0;
+    lt_scope *sc = lt_scope_begin();
+    lt_tensor *xr = lt_narrow(x, 0, r0, n), *yr = lt_narrow(y, 0, r0, n);
+    lt_tensor *z = xr && yr ? logits(user, xr) : NULL;
+    double l, c;
+    if (!z) {
+      st = lt_last_status() ? lt_last_status() : LT_ERR_INVALID;
+    } else if (z->ndim != 3 || z->shape[0] != n || z->shape[1] != T) {
+      char zs[96];
+      st = lt__err(LT_ERR_SHAPE, "trainer_lm_batch_sums: logits are %s for ids [%lld, %lld]: want [b, T, V]",
+                   lt_shape_str(z->ndim, z->shape, zs, sizeof zs), (long long)n, (long long)T);
+    } else {
+      lt_tensor *hit = lt_sum(lt_eq(lt_argmax(z, -1, false), yr), 0, NULL, false);
+      if (!hit || lt_item(lt_cross_entropy(z, yr, &ce), &l) != LT_OK || lt_item(hit, &c) != LT_OK)
+        st = lt_last_status();
+      else
+        sums[0] += l, sums[1] += c, sums[2] += (double)yr->numel;
+      int64_t per_row = T * (z->shape[2] > 0 ? z->shape[2] : 1);
+      next = LM_EVAL_LOGITS / per_row > 1 ? LM_EVAL_LOGITS / per_row : 1;
+    }
+    lt_scope_end(sc);
+  }
+  return st;
+}
+
 lt_status lt_trainer_lm_evaluate(lt_shard_loader *L, lt_trainer_lm_logits logits, void *user,
                                  lt_trainer_lm_eval *out) {
   if (!L || !logits || !out) return lt__err(LT_ERR_NULL, "trainer_lm_evaluate: loader, logits and out must not be NULL");
@@ -758,30 +803,14 @@ lt_status lt_trainer_lm_evaluate(lt_shard_loader *L, lt_trainer_lm_logits logits
   const int N = lt_dist_size();
   double v[3] = {0, 0, 0}; /* loss sum, correct, targets */
   bool prev = lt_set_grad_enabled(false);
-  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
   /* A stop request cuts a one-process evaluation short; with several ranks
    * every rank must reach the reduction, so it runs to the end. */
   for (int64_t i = 0; i < lt_shard_loader_batches_per_epoch(L) && (N > 1 || !lt_trainer_stop_requested()); i++) {
     lt_scope *sc = lt_scope_begin();
     lt_tensor *x, *y;
     st = lt_shard_loader_next(L, &x, &y);
-    if (st == LT_OK && x) { /* x NULL: this rank has no row of the last, short batch */
-      lt_tensor *z = logits(user, x);
-      double l, c;
-      if (!z) {
-        st = lt_last_status() ? lt_last_status() : LT_ERR_INVALID;
-      } else if (z->ndim != 3 || z->shape[0] != y->shape[0] || z->shape[1] != y->shape[1]) {
-        char zs[96];
-        st = lt__err(LT_ERR_SHAPE, "trainer_lm_evaluate: logits are %s for ids [%lld, %lld]: want [b, T, V]",
-                     lt_shape_str(z->ndim, z->shape, zs, sizeof zs), (long long)y->shape[0], (long long)y->shape[1]);
-      } else {
-        lt_tensor *hit = lt_sum(lt_eq(lt_argmax(z, -1, false), y), 0, NULL, false);
-        if (!hit || lt_item(lt_cross_entropy(z, y, &ce), &l) != LT_OK || lt_item(hit, &c) != LT_OK)
-          st = lt_last_status();
-        else
-          v[0] += l, v[1] += c, v[2] += (double)y->numel;
-      }
-    }
+    /* x NULL: this rank has no row of the last, short batch */
+    if (st == LT_OK && x) st = lt_trainer_lm_batch_sums(logits, user, x, y, v);
     lt_scope_end(sc);
     if (st != LT_OK) break;
   }

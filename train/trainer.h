@@ -344,11 +344,23 @@ typedef struct lt_trainer_lm_eval {
   bool interrupted;  /* a stop request cut it short (one process only: with several ranks it runs to the end) */
 } lt_trainer_lm_eval;
 
+/* The sums of one evaluation batch, added to sums: sums[0] += the summed
+ * cross-entropy of logits(user, x) against the targets y (ignore index
+ * LT_IGNORE_INDEX), sums[1] += the argmax hits, sums[2] += the targets.
+ * x, y [b, T] (borrowed). The hook runs on slices of rows (lt_narrow of dim
+ * 0), as many as keep at most 16 Mi logits alive at once (at least one row),
+ * so a large evaluation batch of a large vocabulary never holds its b x T x V
+ * logits. Call under no-grad. Errors: NULL arguments, LT_ERR_SHAPE (x and y
+ * differ, or logits not [rows, T, V]), the hook's and the loss's. */
+LT_API lt_status lt_trainer_lm_batch_sums(lt_trainer_lm_logits logits, void *user, const lt_tensor *x,
+                                   const lt_tensor *y, double sums[3]);
+
 /* Validation of any language model on token shards: every window of L (an
  * evaluation loader: no shuffle, no drop_last; rewound first) once, under
  * no-grad, each batch in its own lt_scope. With N ranks (L opened with
  * rank / world = lt_dist_rank() / lt_dist_size()) each rank reads and runs
- * its own rows of each batch, and the sums are reduced (lt_dist_allreduce_f64):
+ * its own rows of each batch (through lt_trainer_lm_batch_sums: the logits
+ * of a few rows at a time), and the sums are reduced (lt_dist_allreduce_f64):
  * collective, every rank calls it. Errors: the loader's, the logits hook's
  * (LT_ERR_SHAPE if its logits are not [b, T, V]), the reduction's. */
 LT_API lt_status lt_trainer_lm_evaluate(lt_shard_loader *L, lt_trainer_lm_logits logits, void *user,

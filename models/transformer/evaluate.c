@@ -207,20 +207,8 @@ static lt_status eval_exact(lt_transformer *model, const lt_tf_data *D, int64_t 
   return st;
 }
 
-/* The loss and correct-token sums of one LM batch into v[0..3). */
-static lt_status lm_batch_sums(lt_transformer *model, const lt_tensor *x, const lt_tensor *y, double *v) {
-  lt_cross_entropy_opts ce = {LT_IGNORE_INDEX, 0.0, LT_REDUCTION_SUM};
-  lt_tensor *logits = lt_transformer_decode(model, x, NULL, NULL, NULL, 0, NULL);
-  double l, c;
-  lt_tensor *hit = lt_sum(lt_eq(lt_argmax(logits, -1, false), y), 0, NULL, false);
-  if (!hit || lt_item(lt_cross_entropy(logits, y, &ce), &l) != LT_OK || lt_item(hit, &c) != LT_OK)
-    return lt__tf_fail("validation forward");
-  v[0] += l, v[1] += c, v[2] += (double)y->numel;
-  return LT_OK;
-}
-
-/* Language modelling on validation shards: the library loop's evaluation
- * (lt_trainer_lm_evaluate: every window once, each rank its own rows). */
+/* Language modelling: the decoder's logits of the ids x, for
+ * lt_trainer_lm_batch_sums and lt_trainer_lm_evaluate (a few rows at a time). */
 static lt_tensor *decode_logits(void *model, const lt_tensor *x) {
   return lt_transformer_decode(model, x, NULL, NULL, NULL, 0, NULL);
 }
@@ -249,7 +237,8 @@ static lt_status eval_lm(lt_transformer *model, const lt_tf_data *D, int64_t B, 
     lt_scope *s = lt_scope_begin();
     lt_tensor *x, *y;
     if (lt_lm_loader_next(L, &x, &y) != LT_OK) st = lt__tf_fail("validation batch");
-    if (st == LT_OK && i % N == rank) st = lm_batch_sums(model, x, y, v);
+    if (st == LT_OK && i % N == rank && lt_trainer_lm_batch_sums(decode_logits, model, x, y, v) != LT_OK)
+      st = lt__tf_fail("validation forward");
     lt_scope_end(s);
     if (st != LT_OK) break;
   }
