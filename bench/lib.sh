@@ -197,18 +197,25 @@ bench_load() { cut -d' ' -f1 /proc/loadavg; }
 bench_cpu_ms() { # FILE CMD...
   _bc_out=$1
   shift
+  # CMD's status comes from a file its wrapper writes, not from perf's or
+  # time's exit status (perf stat has returned 0 for a failing command).
+  _bc_run='"$@"; echo $? >"$BENCH_CPU_ST"'
+  rm -f "$_bc_out.st"
   if command -v perf >/dev/null 2>&1 && perf stat -e task-clock -x, true >/dev/null 2>&1; then
-    perf stat -e task-clock -x, -o "$_bc_out.perf" "$@" || { _bc_st=$?; rm -f "$_bc_out.perf"; return $_bc_st; }
-    grep task-clock "$_bc_out.perf" | cut -d, -f1 >"$_bc_out"
+    BENCH_CPU_ST="$_bc_out.st" perf stat -e task-clock -x, -o "$_bc_out.perf" sh -c "$_bc_run" sh "$@" || true
+    grep task-clock "$_bc_out.perf" 2>/dev/null | cut -d, -f1 >"$_bc_out"
     rm -f "$_bc_out.perf"
   elif [ -x /usr/bin/time ]; then
-    /usr/bin/time -f '%U %S' -o "$_bc_out.time" "$@" || { _bc_st=$?; rm -f "$_bc_out.time"; return $_bc_st; }
-    awk '{ printf "%.0f\n", 1000 * ($1 + $2) }' "$_bc_out.time" >"$_bc_out"
+    BENCH_CPU_ST="$_bc_out.st" /usr/bin/time -f '%U %S' -o "$_bc_out.time" sh -c "$_bc_run" sh "$@" || true
+    awk '{ printf "%.0f\n", 1000 * ($1 + $2) }' "$_bc_out.time" >"$_bc_out" 2>/dev/null
     rm -f "$_bc_out.time"
   else
-    "$@" || return $?
+    BENCH_CPU_ST="$_bc_out.st" sh -c "$_bc_run" sh "$@"
     echo nan >"$_bc_out"
   fi
+  _bc_st=$(cat "$_bc_out.st" 2>/dev/null || echo 127)
+  rm -f "$_bc_out.st"
+  return "${_bc_st:-127}"
 }
 
 bench_median() {
