@@ -19,7 +19,9 @@ of the 10k test images in batches of 1000 at the end of each epoch (or of
 the compiled model trains, and the first step's compilation (its time less a
 median step) is printed apart and left out of train_seconds and
 ms_per_step; evaluation (batches of 1000, compiled again) is timed apart as
-before.
+before. --precision bf16 runs the forward and the loss of training and the
+evaluation's forward under torch.autocast("cpu", dtype=torch.bfloat16), as
+bench/train_step_torch.py does (f32 weights, gradients and optimizer state).
 
 What this is not: a script (it is imported by the two beside it).
 """
@@ -72,6 +74,7 @@ def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay
     ap.add_argument("--weight-decay", type=float, default=weight_decay)
     ap.add_argument("--seed", type=int, default=42)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--precision", choices=("f32", "bf16"), default="f32")
     torch_setup.add_args(ap)
     a = ap.parse_args()
     torch_setup.check(a)
@@ -87,6 +90,7 @@ def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay
                              {"params": [p for p in model.parameters() if id(p) not in ids], "weight_decay": 0.0}],
                             lr=a.lr, **torch_setup.optim_kwargs(a))
     fwd = torch_setup.wrap(model, a)
+    bf16 = a.precision == "bf16"
     per_epoch = (len(xtr) + a.batch - 1) // a.batch
     total = per_epoch * a.epochs
     if 0 < a.max_steps < total:
@@ -113,7 +117,8 @@ def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay
                 g["lr"] = a.lr * lr_at(step)
             idx = perm[b:b + a.batch]
             ts = time.perf_counter()
-            loss = F.cross_entropy(fwd(xtr[idx]), ytr[idx])
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+                loss = F.cross_entropy(fwd(xtr[idx]), ytr[idx])
             opt.zero_grad(set_to_none=True)
             loss.backward()
             opt.step()
@@ -122,7 +127,8 @@ def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay
         dt = time.perf_counter() - t0
         train_seconds += dt
         te = time.perf_counter()
-        acc = evaluate(fwd, xte, yte)
+        with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bf16):
+            acc = evaluate(fwd, xte, yte)
         eval_seconds = time.perf_counter() - te
         print("epoch done at step %d: %.2f s training (%.2f ms/step), test accuracy %.4f (evaluation %.2f s)"
               % (step, dt, 1e3 * dt / (step - step0), acc, eval_seconds), flush=True)
@@ -130,6 +136,6 @@ def run(make_model, shape, epochs, no_decay=(), lr=1e-3, batch=128, weight_decay
     comp = torch_setup.compile_seconds(step_s[:1], torch_setup.median(step_s), a)
     train_seconds -= comp
     print("summary: steps=%d first_loss=%.4f last_loss=%.4f test_accuracy=%.4f train_seconds=%.1f "
-          "ms_per_step=%.2f eval_seconds=%.2f compile_seconds=%.1f setup=%s"
+          "ms_per_step=%.2f eval_seconds=%.2f compile_seconds=%.1f setup=%s precision=%s"
           % (step, sum(losses[:k]) / k, sum(losses[-k:]) / k, acc, train_seconds, 1e3 * train_seconds / step,
-             eval_seconds, comp, a.compile))
+             eval_seconds, comp, a.compile, a.precision))
