@@ -28,6 +28,7 @@
  */
 #include "nn/nn.h"
 
+#include "tensor/cpu_internal.h"
 #include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
@@ -436,7 +437,7 @@ static inline double cn_lanes_sum(const double *v) {
 
 #define CNORM_KERNELS(NAME, T)                                                                      \
   /* batch norm statistics of channel c: mean and biased variance (two passes). */                 \
-  static void bn_stats_##NAME(const T *x, cnorm_geom g, int64_t c, double *mean, double *var) {     \
+  LT__CLONES static void bn_stats_##NAME(const T *x, cnorm_geom g, int64_t c, double *mean, double *var) {     \
     double s[CN_LANES] = {0}, q[CN_LANES] = {0};                                                    \
     for (int64_t n = 0; n < g.N; n++) {                                                             \
       const T *r = x + (n * g.C + c) * g.S;                                                         \
@@ -463,7 +464,7 @@ static inline double cn_lanes_sum(const double *v) {
     *var = cn_lanes_sum(q) / M;                                                                     \
   }                                                                                                 \
   /* y[n, c, :] for channel c with the channel's mean, rstd, weight and bias. */                   \
-  static void bn_apply_##NAME(const T *x, T *y, cnorm_geom g, int64_t c, double m, double rs,      \
+  LT__CLONES static void bn_apply_##NAME(const T *x, T *y, cnorm_geom g, int64_t c, double m, double rs,      \
                               double w, double b) {                                                 \
     const T a = (T)(rs * w), sh = (T)(b - m * rs * w);                                              \
     for (int64_t n = 0; n < g.N; n++) {                                                             \
@@ -472,7 +473,7 @@ static inline double cn_lanes_sum(const double *v) {
     }                                                                                               \
   }                                                                                                 \
   /* Sums over n, s of g and g * xhat for channel c (xhat from mean/rstd of group grp(n)). */       \
-  static void cn_dsums_##NAME(const T *x, const T *gy, cnorm_geom g, int64_t c, const double *mean, \
+  LT__CLONES static void cn_dsums_##NAME(const T *x, const T *gy, cnorm_geom g, int64_t c, const double *mean, \
                               const double *rstd, bool per_channel, double *sg, double *sgx) {      \
     double a[CN_LANES] = {0}, b[CN_LANES] = {0};                                                    \
     const int64_t cg = g.C / g.G;                                                                   \
@@ -495,7 +496,7 @@ static inline double cn_lanes_sum(const double *v) {
   }                                                                                                 \
   /* dx of batch norm for channel c: wc rs (g - a - xhat b), a and b the means of g and g xhat      \
    * when the statistics came from the batch (0 otherwise). */                                      \
-  static void bn_dx_##NAME(const T *x, const T *gy, T *dx, cnorm_geom g, int64_t c, double m,       \
+  LT__CLONES static void bn_dx_##NAME(const T *x, const T *gy, T *dx, cnorm_geom g, int64_t c, double m,       \
                            double rs, double wc, double a, double b) {                              \
     const double k = wc * rs;                                                                       \
     for (int64_t n = 0; n < g.N; n++) {                                                             \

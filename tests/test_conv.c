@@ -215,6 +215,57 @@ END_TEST
  * longer do; the dilated one's gradients have no JIT kernel in oneDNN 2.6 and
  * take the im2col path in the same call); and a stride that leaves input
  * columns unread (a negative right padding, which this path refuses). */
+/* max_pool2d's 2x2 kernel (nn/pool.c) on both paths of the pool family:
+ * a NaN wins wherever it is in the window, the last of several in scan
+ * order (PyTorch's rule: `val > max || isnan(val)`), the first of tied
+ * maxima wins, and the indices are flat positions in the plane; rows
+ * of 1, 16 and 21 outputs (the AVX-512 kernel's masks), same bits and
+ * indices on both paths. */
+START_TEST(test_max_pool22_paths) {
+  const int64_t widths[3] = {2, 32, 42};
+  lt_generator *g = lt_generator_new(9);
+  for (int wi = 0; wi < 3; wi++) {
+    const int64_t W = widths[wi], OW = W / 2;
+    lt_tensor *x = LT_NN(lt_randn(g, LT_DTYPE_F32, 4, (int64_t[]){2, 3, 4, W}));
+    float *xd = x->data;
+    xd[1] = NAN;                 /* plane 0, row 0: window 0, second column */
+    xd[W + 1] = NAN;             /* the same window's second row: this later NaN wins */
+    xd[4 * W + W] = NAN;         /* plane 1, window 0, second row, first column */
+    xd[2 * 4 * W] = xd[2 * 4 * W + 1] = 5.0f; /* plane 2: a tie in window 0's first row */
+    lt_tensor *y[2], *ix[2];
+    const lt_pool_opts o = LT_POOL_OPTS(2, 2);
+    for (int p = 0; p < 2; p++) {
+      const lt__path path = p ? LT__PATH_pool_c : LT__PATH_pool_avx512;
+      if (!lt__path_supported(path)) {
+        y[p] = ix[p] = NULL;
+        continue;
+      }
+      lt__path_force(LT__PATH_FAMILY_pool, path);
+      y[p] = LT_NN(lt_max_pool2d(x, &o, &ix[p]));
+      const float *yd = y[p]->data;
+      const int64_t *id = ix[p]->data, L = 2 * OW;
+      ck_assert(isnan(yd[0]) && id[0] == W + 1);
+      ck_assert(isnan(yd[L]) && id[L] == W);
+      ck_assert(yd[2 * L] == 5.0f && id[2 * L] == 0);
+      for (int64_t e = 0; e < y[p]->numel; e++) { /* every output is its window's value at its index */
+        const int64_t pl = e / L, q = id[e];
+        ck_assert(q >= 0 && q < 4 * W);
+        const float v = xd[pl * 4 * W + q];
+        ck_assert(isnan(v) ? isnan(yd[e]) : v == yd[e]);
+      }
+    }
+    lt__path_force(LT__PATH_FAMILY_pool, LT__PATH_AUTO);
+    if (y[0] && y[1]) {
+      LT_ASSERT_SAME_BITS(y[0], y[1]);
+      LT_ASSERT_SAME_BITS(ix[0], ix[1]);
+    }
+    for (int p = 0; p < 2; p++) lt_tensor_free(y[p]), lt_tensor_free(ix[p]);
+    lt_tensor_free(x);
+  }
+  lt_generator_free(g);
+}
+END_TEST
+
 START_TEST(test_conv2d_dnnl) {
   typedef struct cs {
     int64_t C, H, W, CO, k, stride, pad, dil, groups;
@@ -265,6 +316,7 @@ END_TEST
 
 int main(void) {
   Suite *s = suite_create("conv");
-  LT_TEST_CASE(s, "conv", 300, test_pytorch_cases, test_modules, test_conv2d_slices, test_conv2d_dnnl);
+  LT_TEST_CASE(s, "conv", 300, test_pytorch_cases, test_modules, test_conv2d_slices, test_max_pool22_paths,
+               test_conv2d_dnnl);
   return lt_test_run(s);
 }

@@ -458,7 +458,7 @@ static int check_threads(const opinfo *e) {
 /* Whether a path of family pf can change what an op of the opinfo family
  * fam computes: the products run in matmul, Linear (nn), conv2d and
  * attention; attention's fused/unfused choice in attention; conv2d's
- * oneDNN/im2col choice in conv; the Philox draws in dropout (nn). The
+ * oneDNN/im2col choice and max pooling's kernel in conv; the Philox draws in dropout (nn). The
  * attention_bf16 paths work under autocast only (tests/test_attention.c
  * forces each), and no entry uses a quantized product (qdot:
  * tests/test_quant.c forces each). */
@@ -470,7 +470,8 @@ static bool path_reaches(lt__path_family pf, const char *fam) {
     case LT__PATH_FAMILY_gemm_threads:
     case LT__PATH_FAMILY_gemm_bf16: return products;
     case LT__PATH_FAMILY_attention: return !strcmp(fam, "attention");
-    case LT__PATH_FAMILY_conv: return !strcmp(fam, "conv");
+    case LT__PATH_FAMILY_conv:
+    case LT__PATH_FAMILY_pool: return !strcmp(fam, "conv");
     case LT__PATH_FAMILY_philox: return !strcmp(fam, "nn");
     default: return false;
   }
