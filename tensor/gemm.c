@@ -7,7 +7,7 @@
  * f32 product takes bf16 copies of its operands (tensor/autocast.c) and goes
  * to oneDNN (tensor/dnnl_matmul.c), as bf16 products do; where oneDNN has no
  * bf16 matmul, bf16 operands are widened to f32. f32 and f64 products go to
- * BLIS's gemv (one row or column of C), the panel kernel or the skinny
+ * the skinny dot kernel or BLIS's gemv (one row or column of C), the panel kernel or the skinny
  * kernels (tensor/gemm_small.c, where the rules below measured them faster),
  * or BLIS's gemm, cut into one block of C per thread (run_blocks) or left
  * to BLIS's threads. Each alternative is a path of tensor/paths.def, whose
@@ -161,8 +161,15 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
    * (measured: smaller thresholds slowed decoding, thread wake-ups cost more
    * than the bandwidth they add). */
   if ((m == 1 || n == 1) && k > 0 && (dtype == LT_DTYPE_F32 || dtype == LT_DTYPE_F64)) {
-    const lt__prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, false};
-    run_blocks(&p, m == 1 ? n : m, nt, lt__blis_gemv_block);
+    lt__prod p = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, false};
+    if (p.m != 1) p = lt__prod_t(p); /* the one row of C */
+    /* x W^T with both contiguous along k (every Linear of a decoding step): the dot kernel, a few
+     * streams of W at once (BLIS's gemv read them at 25 of the machine's 37 GB/s: docs/decoding.md) */
+    if (skinny_on() && p.csa == 1 && p.rsb == 1 && p.k >= LT__SK_DOT_MIN_K) {
+      p.flag = true;
+      run_blocks(&p, p.n, nt, lt__small_skinny_block);
+    } else
+      run_blocks(&p, p.n, nt, lt__blis_gemv_block);
     return LT_OK;
   }
   const lt__prod pr = {dtype, m, n, k, alpha, beta, a, b, c, rsa, csa, rsb, csb, rsc, csc, false};
