@@ -28,7 +28,6 @@
  */
 #include "nn/nn.h"
 
-#include "tensor/cpu_internal.h"
 #include "tensor/graph_internal.h"
 #include "tensor/error_internal.h"
 #include "tensor/storage_internal.h"
@@ -437,7 +436,7 @@ static inline double cn_lanes_sum(const double *v) {
 
 #define CNORM_KERNELS(NAME, T)                                                                      \
   /* batch norm statistics of channel c: mean and biased variance (two passes). */                 \
-  LT__CLONES static void bn_stats_##NAME(const T *x, cnorm_geom g, int64_t c, double *mean, double *var) {     \
+  static void bn_stats_##NAME(const T *x, cnorm_geom g, int64_t c, double *mean, double *var) {     \
     double s[CN_LANES] = {0}, q[CN_LANES] = {0};                                                    \
     for (int64_t n = 0; n < g.N; n++) {                                                             \
       const T *r = x + (n * g.C + c) * g.S;                                                         \
@@ -464,7 +463,7 @@ static inline double cn_lanes_sum(const double *v) {
     *var = cn_lanes_sum(q) / M;                                                                     \
   }                                                                                                 \
   /* y[n, c, :] for channel c with the channel's mean, rstd, weight and bias. */                   \
-  LT__CLONES static void bn_apply_##NAME(const T *x, T *y, cnorm_geom g, int64_t c, double m, double rs,      \
+  static void bn_apply_##NAME(const T *x, T *y, cnorm_geom g, int64_t c, double m, double rs,      \
                               double w, double b) {                                                 \
     const T a = (T)(rs * w), sh = (T)(b - m * rs * w);                                              \
     for (int64_t n = 0; n < g.N; n++) {                                                             \
@@ -473,7 +472,7 @@ static inline double cn_lanes_sum(const double *v) {
     }                                                                                               \
   }                                                                                                 \
   /* Sums over n, s of g and g * xhat for channel c (xhat from mean/rstd of group grp(n)). */       \
-  LT__CLONES static void cn_dsums_##NAME(const T *x, const T *gy, cnorm_geom g, int64_t c, const double *mean, \
+  static void cn_dsums_##NAME(const T *x, const T *gy, cnorm_geom g, int64_t c, const double *mean, \
                               const double *rstd, bool per_channel, double *sg, double *sgx) {      \
     double a[CN_LANES] = {0}, b[CN_LANES] = {0};                                                    \
     const int64_t cg = g.C / g.G;                                                                   \
@@ -496,7 +495,7 @@ static inline double cn_lanes_sum(const double *v) {
   }                                                                                                 \
   /* dx of batch norm for channel c: wc rs (g - a - xhat b), a and b the means of g and g xhat      \
    * when the statistics came from the batch (0 otherwise). */                                      \
-  LT__CLONES static void bn_dx_##NAME(const T *x, const T *gy, T *dx, cnorm_geom g, int64_t c, double m,       \
+  static void bn_dx_##NAME(const T *x, const T *gy, T *dx, cnorm_geom g, int64_t c, double m,       \
                            double rs, double wc, double a, double b) {                              \
     const double k = wc * rs;                                                                       \
     for (int64_t n = 0; n < g.N; n++) {                                                             \
