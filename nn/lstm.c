@@ -132,10 +132,12 @@ LSTM_CELL_BWD(cell_bwd_f64, double, tanh)
  * whatever the thread count, so the bits do not depend on it. */
 #define LSTM_UC 64
 
+static inline int64_t lstm_nchunks(int64_t H) { return (H + LSTM_UC - 1) / LSTM_UC; }
+
 /* Threads for the team: one per chunk at most, one below 2^20
  * multiply-adds a step (the barrier then costs more than the step). */
 static int lstm_threads(int64_t B, int64_t H) {
-  const int64_t nch = (H + LSTM_UC - 1) / LSTM_UC;
+  const int64_t nch = lstm_nchunks(H);
   int nt = omp_in_parallel() || (double)B * 4.0 * (double)H * (double)H < 1048576.0 ? 1 : omp_get_max_threads();
   return nt > nch ? (int)nch : nt;
 }
@@ -161,6 +163,31 @@ static void lstm_pack(lt__mat b, int64_t pf, float *dst) {
     lt__mat_pack(LT__MAT((float *)b.data + k0 * b.rs, kn, b.cols, b.rs, b.cs), dst + i * pf);
   }
 }
+
+/* The units of chunk ch: [*u0, *u0 + the count returned). */
+static inline int64_t lstm_chunk(int64_t H, int64_t ch, int64_t *u0) {
+  *u0 = ch * LSTM_UC;
+  return H - *u0 < LSTM_UC ? H - *u0 : LSTM_UC;
+}
+
+/* One pass's packed operands, a chunk each: b [K, per_unit * uc] of chunk
+ * ch at stride * ch bytes, packed in blocks of lstm_floats(ch) floats (0:
+ * not packed, lt__mat_gemm instead). The last chunk may be narrower. */
+typedef struct lstm_packs {
+  int64_t nch, pf, pf_last;
+  size_t stride;
+} lstm_packs;
+
+static lstm_packs lstm_packs_of(lt_dtype dt, int64_t K, int64_t H, int64_t per_unit) {
+  lstm_packs p = {lstm_nchunks(H), 0, 0, 0};
+  p.pf = lstm_pack_floats(dt, K, per_unit * LSTM_UC);
+  p.pf_last = lstm_pack_floats(dt, K, per_unit * (H - (p.nch - 1) * LSTM_UC));
+  const int64_t most = p.pf > p.pf_last ? p.pf : p.pf_last;
+  p.stride = ((size_t)(most * ((K + LSTM_KB - 1) / LSTM_KB)) * 4 + 63) / 64 * 64;
+  return p;
+}
+
+static int64_t lstm_floats(const lstm_packs *p, int64_t ch) { return ch < p->nch - 1 ? p->pf : p->pf_last; }
 
 /* c [B, n] = a [B, K] b for b packed by lstm_pack (pf floats a block). */
 static void lstm_gemm_packed(lt__mat a, const float *bp, int64_t pf, lt__mat c) {
@@ -210,19 +237,16 @@ static lt_status lstm_fwd_team(lt_dtype dt, const lt_tensor *x, const lt_tensor 
                                const lt_tensor *c, lt_tensor *G, lt_tensor *Y) {
   const size_t es = lt_dtype_size(dt);
   const int64_t T = G->shape[0], B = G->shape[1], H = w->shape[1], H4 = 4 * H;
-  const int64_t nch = (H + LSTM_UC - 1) / LSTM_UC, S4 = 4 * LSTM_UC;
   const int nt = lstm_threads(B, H);
-  /* per chunk: its W_hh rows [4 uc, H] (gate-major), and W_chunk^T [H, 4 uc] packed (pb bytes; pf, pf_last:
-   * floats a block of a full chunk and of the last one, 0: not packed) */
-  const int64_t ul = H - (nch - 1) * LSTM_UC;
-  const int64_t pf = lstm_pack_floats(dt, H, S4), pf_last = lstm_pack_floats(dt, H, 4 * ul);
-  const int64_t nkb = (H + LSTM_KB - 1) / LSTM_KB;
-  const size_t wbytes = (size_t)(H4 * H) * es, pb = ((size_t)((pf > pf_last ? pf : pf_last) * nkb) * 4 + 63) / 64 * 64;
+  /* per chunk: its W_hh rows [4 uc, H] (gate-major), and W_chunk^T [H, 4 uc] packed */
+  const lstm_packs pks = lstm_packs_of(dt, H, H, 4);
+  const int64_t nch = pks.nch, S4 = 4 * LSTM_UC;
+  const size_t wbytes = ((size_t)(H4 * H) * es + 63) / 64 * 64;
   const size_t sbytes = ((size_t)(B * S4) * es + 63) / 64 * 64; /* a thread's S [B, 4 uc] */
-  char *mem = aligned_alloc(64, (wbytes + 63) / 64 * 64 + pb * (size_t)nch + sbytes * (size_t)nt);
+  char *mem = aligned_alloc(64, wbytes + pks.stride * (size_t)nch + sbytes * (size_t)nt);
   if (!mem) return lt__err(LT_ERR_NOMEM, "lstm_recurrence: xg is %s, w_hh is %s: out of memory for the chunks' weights",
                            LT__D(x), LT__D(w));
-  char *wc = mem, *pk = mem + (wbytes + 63) / 64 * 64, *scr = pk + pb * (size_t)nch;
+  char *wc = mem, *pk = mem + wbytes, *scr = pk + pks.stride * (size_t)nch;
   const size_t step4 = (size_t)(B * H4) * es, steph = (size_t)(B * H) * es;
   char *Gd = G->data, *Yh = Y->data, *Yc = Yh + (size_t)T * steph;
   const char *xd = (const char *)x->data; /* x->data points at its first element */
@@ -234,25 +258,25 @@ static lt_status lstm_fwd_team(lt_dtype dt, const lt_tensor *x, const lt_tensor 
     const int me = nt > 1 ? omp_get_thread_num() : 0;
     char *S = scr + sbytes * (size_t)me;
     for (int64_t ch = me; ch < nch; ch += nt) { /* the chunk's rows of W_hh, and packed */
-      const int64_t u0 = ch * LSTM_UC, uc = H - u0 < LSTM_UC ? H - u0 : LSTM_UC;
+      int64_t u0;
+      const int64_t uc = lstm_chunk(H, ch, &u0), pfc = lstm_floats(&pks, ch);
       char *wch = wc + (size_t)(4 * u0 * H) * es;
       for (int64_t q = 0; q < 4; q++)
         memcpy(wch + (size_t)(q * uc * H) * es, (const char *)w->data + (size_t)((q * H + u0) * H) * es,
                (size_t)(uc * H) * es);
-      const int64_t pfc = ch < nch - 1 ? pf : pf_last;
-      if (pfc) lstm_pack(lt__mat_t(LT__MAT(wch, 4 * uc, H, H, 1)), pfc, (float *)(pk + pb * (size_t)ch));
+      if (pfc) lstm_pack(lt__mat_t(LT__MAT(wch, 4 * uc, H, H, 1)), pfc, (float *)(pk + pks.stride * (size_t)ch));
     }
     for (int64_t t = 0; t < T; t++) {
       const char *hp = t ? Yh + (size_t)(t - 1) * steph : (h ? (const char *)h->data : NULL);
       const char *cp = t ? Yc + (size_t)(t - 1) * steph : (c ? (const char *)c->data : NULL);
       char *Gt = Gd + (size_t)t * step4, *ht = Yh + (size_t)t * steph, *ct = Yc + (size_t)t * steph;
       for (int64_t ch = me; ch < nch; ch += nt) {
-        const int64_t u0 = ch * LSTM_UC, uc = H - u0 < LSTM_UC ? H - u0 : LSTM_UC;
+        int64_t u0;
+        const int64_t uc = lstm_chunk(H, ch, &u0), pfc = lstm_floats(&pks, ch);
         /* S [B, 4 uc] = h_{t-1} [B, H] W_chunk^T [H, 4 uc] (zeros without h_{t-1}) */
         const lt__mat Sm = LT__MAT(S, B, 4 * uc, 4 * uc, 1), hm = LT__MAT((void *)hp, B, H, H, 1);
-        const int64_t pfc = ch < nch - 1 ? pf : pf_last;
         if (!hp) memset(S, 0, (size_t)(B * 4 * uc) * es);
-        else if (pfc) lstm_gemm_packed(hm, (const float *)(pk + pb * (size_t)ch), pfc, Sm);
+        else if (pfc) lstm_gemm_packed(hm, (const float *)(pk + pks.stride * (size_t)ch), pfc, Sm);
         else if (lt__mat_gemm(dt, true, 1.0, hm, lt__mat_t(LT__MAT(wc + (size_t)(4 * u0 * H) * es, 4 * uc, H, H, 1)),
                               0.0, Sm) != LT_OK) {
 #pragma omp atomic write
@@ -341,14 +365,11 @@ lt_status lt__bw_lstm_recurrence(const lt_node *node, const lt_tensor *gout, lt_
   const char *gh = g->data, *gc = gh + (size_t)T * steph;
   char *dGd = dG->data;
   const bool need_h0 = lt__needs_input_grad(node, 2);
-  const int64_t nch = (H + LSTM_UC - 1) / LSTM_UC;
   const int nt = lstm_threads(B, H);
-  /* per chunk, W_hh[:, chunk] [4H, uc] packed (pb bytes; pf, pf_last as in the forward) */
-  const int64_t ul = H - (nch - 1) * LSTM_UC, nkb = (H4 + LSTM_KB - 1) / LSTM_KB;
-  const int64_t pf = lstm_pack_floats(dt, H4, LSTM_UC), pf_last = lstm_pack_floats(dt, H4, ul);
-  const size_t pb = ((size_t)((pf > pf_last ? pf : pf_last) * nkb) * 4 + 63) / 64 * 64;
-  char *pk = pf || pf_last ? aligned_alloc(64, pb * (size_t)nch) : NULL;
-  if ((pf || pf_last) && !pk)
+  const lstm_packs pks = lstm_packs_of(dt, H4, H, 1); /* per chunk, W_hh[:, chunk] [4H, uc] packed */
+  const int64_t nch = pks.nch;
+  char *pk = pks.pf || pks.pf_last ? aligned_alloc(64, pks.stride * (size_t)nch) : NULL;
+  if ((pks.pf || pks.pf_last) && !pk)
     return lt__err(LT_ERR_NOMEM, "lstm_recurrence backward: w_hh is %s: out of memory for the chunks' weights",
                    LT__D(w));
   const lt_dtype ac = lt_autocast_dtype(); /* the workers run the products in the caller's mode */
@@ -358,8 +379,9 @@ lt_status lt__bw_lstm_recurrence(const lt_node *node, const lt_tensor *gout, lt_
     const lt_dtype prev = lt__autocast_adopt(ac);
     const int me = nt > 1 ? omp_get_thread_num() : 0;
     for (int64_t ch = me; ch < nch; ch += nt) {
-      const int64_t u0 = ch * LSTM_UC, uc = H - u0 < LSTM_UC ? H - u0 : LSTM_UC, pfc = ch < nch - 1 ? pf : pf_last;
-      if (pfc) lstm_pack(LT__MAT((float *)w->data + u0, H4, uc, H, 1), pfc, (float *)(pk + pb * (size_t)ch));
+      int64_t u0;
+      const int64_t uc = lstm_chunk(H, ch, &u0), pfc = lstm_floats(&pks, ch);
+      if (pfc) lstm_pack(LT__MAT((float *)w->data + u0, H4, uc, H, 1), pfc, (float *)(pk + pks.stride * (size_t)ch));
     }
     for (int64_t t = T - 1; t >= 0; t--) {
       const char *cp = t ? Yc + (size_t)(t - 1) * steph : (c0 ? (const char *)c0->data : NULL);
@@ -367,7 +389,8 @@ lt_status lt__bw_lstm_recurrence(const lt_node *node, const lt_tensor *gout, lt_
       const char *ght = gh + (size_t)t * steph, *gct = gc + (size_t)t * steph;
       char *dGt = dGd + (size_t)t * step4;
       for (int64_t ch = me; ch < nch; ch += nt) { /* the chunk's columns of dG[t], its dc */
-        const int64_t u0 = ch * LSTM_UC, uc = H - u0 < LSTM_UC ? H - u0 : LSTM_UC;
+        int64_t u0;
+        const int64_t uc = lstm_chunk(H, ch, &u0);
         for (int64_t b = 0; b < B; b++) {
           const size_t o4 = (size_t)(b * H4 + u0) * es, oh = (size_t)(b * H + u0) * es;
           const char *cpb = cp ? cp + oh : NULL;
@@ -388,10 +411,10 @@ lt_status lt__bw_lstm_recurrence(const lt_node *node, const lt_tensor *gout, lt_
       /* dh of the chunk's units [B, uc] = dG[t] [B, 4H] W_hh[:, chunk] [4H, uc]: the carry into step t-1
        * (or dh0), read next by this chunk's cell backward alone */
       for (int64_t ch = me; ch < nch; ch += nt) {
-        const int64_t u0 = ch * LSTM_UC, uc = H - u0 < LSTM_UC ? H - u0 : LSTM_UC;
+        int64_t u0;
+        const int64_t uc = lstm_chunk(H, ch, &u0), pfc = lstm_floats(&pks, ch);
         const lt__mat dhm = LT__MAT((char *)dh->data + (size_t)u0 * es, B, uc, H, 1);
-        const int64_t pfc = ch < nch - 1 ? pf : pf_last;
-        if (pfc) lstm_gemm_packed(LT__MAT(dGt, B, H4, H4, 1), (const float *)(pk + pb * (size_t)ch), pfc, dhm);
+        if (pfc) lstm_gemm_packed(LT__MAT(dGt, B, H4, H4, 1), (const float *)(pk + pks.stride * (size_t)ch), pfc, dhm);
         else if (lt__mat_gemm(dt, true, 1.0, LT__MAT(dGt, B, H4, H4, 1),
                               LT__MAT((char *)w->data + (size_t)u0 * es, H4, uc, H, 1), 0.0, dhm) != LT_OK) {
 #pragma omp atomic write

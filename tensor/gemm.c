@@ -7,10 +7,10 @@
  * f32 product takes bf16 copies of its operands (tensor/autocast.c) and goes
  * to oneDNN (tensor/dnnl_matmul.c), as bf16 products do; where oneDNN has no
  * bf16 matmul, bf16 operands are widened to f32. f32 and f64 products go to
- * the skinny dot kernel or BLIS's gemv (one row or column of C), the panel kernel or the skinny
- * kernels (tensor/gemm_small.c, where the rules below measured them faster),
- * or BLIS's gemm, cut into one block of C per thread (run_blocks) or left
- * to BLIS's threads. Each alternative is a path of tensor/paths.def, whose
+ * the skinny dot kernel or BLIS's gemv (one row or column of C), the panel
+ * kernel or the skinny kernels (tensor/gemm_small.c, where the rules below
+ * measured them faster), or BLIS's gemm, cut into one block of C per thread
+ * (run_blocks) or left to BLIS's threads. Each alternative is a path of tensor/paths.def, whose
  * switch forces it and whose CPU check this asks before calling a kernel.
  *
  * What this is not: an engine (BLIS is tensor/blis.c, the kernels
@@ -77,6 +77,10 @@ static void run_blocks(const lt__prod *p, int64_t dim, int nt, lt__prod_block_fn
 #define LT__SK_DOT_MIN_K 64
 #define LT__SK_AXPY_MAX 8
 
+/* Whether the dot kernel can read the product: A's rows and B's columns
+ * contiguous along k, and k long enough for its partial sums to pay. */
+static bool skinny_dot_layout(const lt__prod *p) { return p->csa == 1 && p->rsb == 1 && p->k >= LT__SK_DOT_MIN_K; }
+
 /* Computes C with the skinny kernels and returns true, or returns false
  * (nothing written) when the shape or layout is not theirs. m, n >= 2 here
  * (gemv takes one row or column). With nt > 1 threads the long side of C is
@@ -85,7 +89,7 @@ static void run_blocks(const lt__prod *p, int64_t dim, int nt, lt__prod_block_fn
 static bool gemm_skinny(lt__prod p, int nt) {
   if (!skinny_on() || (p.dtype != LT_DTYPE_F32 && p.dtype != LT_DTYPE_F64)) return false;
   if (p.n < p.m) p = lt__prod_t(p); /* the short side becomes m */
-  const bool dot = p.csa == 1 && p.rsb == 1 && p.k >= LT__SK_DOT_MIN_K &&
+  const bool dot = skinny_dot_layout(&p) &&
                    (p.m <= LT__SK_DOT_MAX || (p.m <= LT__SK_DOT_MAX_SMALL_B && (double)p.k * (double)p.n <= 4194304.0));
   const bool axpy = !dot && p.csb == 1 && p.m <= LT__SK_AXPY_MAX;
   if (!dot && !axpy) return false;
@@ -165,7 +169,7 @@ static lt_status gemm(lt_dtype dtype, int64_t m, int64_t n, int64_t k, double al
     if (p.m != 1) p = lt__prod_t(p); /* the one row of C */
     /* x W^T with both contiguous along k (every Linear of a decoding step): the dot kernel, a few
      * streams of W at once (BLIS's gemv read them at 25 of the machine's 37 GB/s: docs/decoding.md) */
-    if (skinny_on() && p.csa == 1 && p.rsb == 1 && p.k >= LT__SK_DOT_MIN_K) {
+    if (skinny_on() && skinny_dot_layout(&p)) {
       p.flag = true;
       run_blocks(&p, p.n, nt, lt__small_skinny_block);
     } else

@@ -122,60 +122,24 @@ START_TEST(test_pytorch_cases) {
 }
 END_TEST
 
-/* The same bits on 1 and 2 threads, with sizes where the recurrence runs
- * on a team (nn/lstm.c, "The team"): H 96 is two chunks of units (64, 32),
- * H 272 five (the last of 16 units) with products in two and five blocks of
- * k; their weights packed for the panel kernel, then (gemm=blis forced)
- * through lt__mat_gemm. */
-START_TEST(test_threads) {
-  lt_generator *g = LT_NNP(lt_generator_new(7));
+/* A recurrence of four leaves (requires_grad set here), for same_bits. */
+static lt_tensor *run_lstm(lt_tensor *const *l) { return lt_lstm_recurrence(l[0], l[1], l[2], l[3]); }
+static lt_tensor *run_gru(lt_tensor *const *l) { return lt_gru_recurrence(l[0], l[1], l[2], l[3]); }
+
+/* run(leaves) and the leaves' gradients through dy have the same bits on 1
+ * and 2 threads. Frees the leaves and dy. */
+static void same_bits(lt_tensor *(*run)(lt_tensor *const *), lt_tensor **leaves, lt_tensor *dy) {
   lt_tensor *res[2][5];
   const int saved = lt_get_num_threads();
-  for (int run = 0; run < 4; run++) {
-    const int64_t H = run % 2 ? 272 : 96;
-    lt__path_force(LT__PATH_FAMILY_gemm, run < 2 ? LT__PATH_AUTO : LT__PATH_gemm_blis);
-    lt_tensor *xg = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(5, 48, 4 * H)));
-    lt_tensor *w = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(4 * H, H)));
-    lt_tensor *h0 = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(48, H)));
-    lt_tensor *c0 = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(48, H)));
-    lt_tensor *dy = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(2, 5, 48, H)));
-    lt_tensor *leaves[] = {xg, w, h0, c0};
-    for (int i = 0; i < 4; i++) ck_assert_int_eq(lt_requires_grad_(leaves[i], true), LT_OK);
-    for (int nt = 1; nt <= 2; nt++) {
-      ck_assert_int_eq(lt_set_num_threads(nt), LT_OK);
-      lt_tensor *y = LT_NN(lt_lstm_recurrence(xg, w, h0, c0));
-      ck_assert_int_eq(lt_backward(y, dy, false), LT_OK);
-      res[nt - 1][0] = y;
-      for (int i = 0; i < 4; i++) {
-        res[nt - 1][1 + i] = LT_NN(lt_clone(leaves[i]->grad));
-        lt_zero_grad(leaves[i]);
-      }
-    }
-    ck_assert_int_eq(lt_set_num_threads(saved), LT_OK);
-    for (int k = 0; k < 5; k++) {
-      LT_ASSERT_SAME_BITS(res[0][k], res[1][k]);
-      lt_tensor_free(res[0][k]), lt_tensor_free(res[1][k]);
-    }
-    for (int i = 0; i < 4; i++) lt_tensor_free(leaves[i]);
-    lt_tensor_free(dy);
-  }
-  lt__path_force(LT__PATH_FAMILY_gemm, LT__PATH_AUTO);
-  /* the GRU's recurrence, with b_hn and h0 */
-  lt_tensor *gx = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(5, 48, 3 * 96)));
-  lt_tensor *gw = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(3 * 96, 96)));
-  lt_tensor *gb = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(96)));
-  lt_tensor *gh = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(48, 96)));
-  lt_tensor *gdy = LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(5, 48, 96)));
-  lt_tensor *gl[] = {gx, gw, gb, gh};
-  for (int i = 0; i < 4; i++) ck_assert_int_eq(lt_requires_grad_(gl[i], true), LT_OK);
+  for (int i = 0; i < 4; i++) ck_assert_int_eq(lt_requires_grad_(leaves[i], true), LT_OK);
   for (int nt = 1; nt <= 2; nt++) {
     ck_assert_int_eq(lt_set_num_threads(nt), LT_OK);
-    lt_tensor *y = LT_NN(lt_gru_recurrence(gx, gw, gb, gh));
-    ck_assert_int_eq(lt_backward(y, gdy, false), LT_OK);
+    lt_tensor *y = LT_NN(run(leaves));
+    ck_assert_int_eq(lt_backward(y, dy, false), LT_OK);
     res[nt - 1][0] = y;
     for (int i = 0; i < 4; i++) {
-      res[nt - 1][1 + i] = LT_NN(lt_clone(gl[i]->grad));
-      lt_zero_grad(gl[i]);
+      res[nt - 1][1 + i] = LT_NN(lt_clone(leaves[i]->grad));
+      lt_zero_grad(leaves[i]);
     }
   }
   ck_assert_int_eq(lt_set_num_threads(saved), LT_OK);
@@ -183,8 +147,32 @@ START_TEST(test_threads) {
     LT_ASSERT_SAME_BITS(res[0][k], res[1][k]);
     lt_tensor_free(res[0][k]), lt_tensor_free(res[1][k]);
   }
-  for (int i = 0; i < 4; i++) lt_tensor_free(gl[i]);
-  lt_tensor_free(gdy);
+  for (int i = 0; i < 4; i++) lt_tensor_free(leaves[i]);
+  lt_tensor_free(dy);
+}
+
+/* The same bits on 1 and 2 threads, with sizes where the recurrence runs
+ * on a team (nn/lstm.c, "The team"): H 96 is two chunks of units (64, 32),
+ * H 272 five (the last of 16 units) with products in two and five blocks of
+ * k; their weights packed for the panel kernel, then (gemm=blis forced)
+ * through lt__mat_gemm. The GRU's recurrence, with b_hn and h0, too. */
+START_TEST(test_threads) {
+  lt_generator *g = LT_NNP(lt_generator_new(7));
+  for (int run = 0; run < 4; run++) {
+    const int64_t H = run % 2 ? 272 : 96;
+    lt__path_force(LT__PATH_FAMILY_gemm, run < 2 ? LT__PATH_AUTO : LT__PATH_gemm_blis);
+    lt_tensor *leaves[] = {LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(5, 48, 4 * H))),
+                           LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(4 * H, H))),
+                           LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(48, H))),
+                           LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(48, H)))};
+    same_bits(run_lstm, leaves, LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(2, 5, 48, H))));
+  }
+  lt__path_force(LT__PATH_FAMILY_gemm, LT__PATH_AUTO);
+  lt_tensor *gl[] = {LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(5, 48, 3 * 96))),
+                     LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(3 * 96, 96))),
+                     LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(96))),
+                     LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(48, 96)))};
+  same_bits(run_gru, gl, LT_NN(lt_randn(g, LT_DTYPE_F32, LT_SHAPE(5, 48, 96))));
   lt_generator_free(g);
 }
 END_TEST
