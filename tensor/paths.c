@@ -104,7 +104,9 @@ bool lt__path_on(lt__path p) {
 /* The quantized kernels (tensor/qgemm.c) keep their own limit, which this
  * drives (they read the same switch, LT_QDOT, themselves). */
 static void qdot_apply(lt__path p) {
-  (void)lt__qdot_limit(p == LT__PATH_qdot_portable ? LT__QDOT_PORTABLE : LT__QDOT_AVX512);
+  (void)lt__qdot_limit(p == LT__PATH_qdot_portable ? LT__QDOT_PORTABLE
+                       : p == LT__PATH_qdot_avx2   ? LT__QDOT_AVX2
+                                                   : LT__QDOT_AVX512);
 }
 
 lt__path lt__path_force(lt__path_family f, lt__path p) {

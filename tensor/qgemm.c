@@ -15,7 +15,9 @@
  *     weight widened to f32 exactly, products summed in order;
  *   AVX-512 (tensor/qgemm_vnni.c): vpdpbusd for Q8_0 and Q4_0, FMA for
  *     bf16, in register tiles of rows of x by rows of W and cache blocks of
- *     W (that file's opening).
+ *     W (that file's opening);
+ *   AVX2 (tensor/qgemm_avx2.c), where AVX512-VNNI is missing: vpmaddubsw
+ *     for Q8_0 and Q4_0, FMA for bf16, in the same tiles and blocks.
  *
  * Threads: the rows of W split over them in equal parts (equal bytes: every
  * row of a matrix is the same size), in multiples of 4 rows (the kernels'
@@ -61,10 +63,12 @@ lt__qdot_kind lt__qdot_best(void) {
     int b = LT__QDOT_PORTABLE;
 #ifdef LT__QDOT_X86
     const lt__cpu_info *c = lt__cpu(); /* the flags of the path qdot=vnni (tensor/paths.def) */
+    if (c->avx2 && c->fma && c->f16c) b = LT__QDOT_AVX2; /* qdot=avx2 */
     if (c->avx512f && c->avx512bw && c->avx512vl && c->avx512vnni && c->fma && c->f16c) b = LT__QDOT_AVX512;
 #endif
     const char *e = getenv("LT_QDOT");
     if (e && strcmp(e, "portable") == 0) qd_limit = LT__QDOT_PORTABLE;
+    if (e && strcmp(e, "avx2") == 0) qd_limit = LT__QDOT_AVX2;
     qd_best = b;
   }
   return (lt__qdot_kind)qd_best;
@@ -83,11 +87,12 @@ static lt__qdot_kind qd_kind(void) {
 }
 
 const char *lt_qmatrix_kernel(lt_qformat f) {
-  const bool simd = qd_kind() == LT__QDOT_AVX512;
+  const lt__qdot_kind k = qd_kind();
   switch (f) {
   case LT_QFORMAT_Q8_0:
-  case LT_QFORMAT_Q4_0: return simd ? "AVX512-VNNI (vpdpbusd)" : "portable C";
-  case LT_QFORMAT_BF16: return simd ? "AVX-512 FMA" : "portable C";
+  case LT_QFORMAT_Q4_0:
+    return k == LT__QDOT_AVX512 ? "AVX512-VNNI (vpdpbusd)" : k == LT__QDOT_AVX2 ? "AVX2 (vpmaddubsw)" : "portable C";
+  case LT_QFORMAT_BF16: return k == LT__QDOT_AVX512 ? "AVX-512 FMA" : k == LT__QDOT_AVX2 ? "AVX2 FMA" : "portable C";
   case LT_QFORMAT_F32: return "BLIS (lt_linear)";
   default: return "unknown";
   }
@@ -377,7 +382,7 @@ lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_t
     return NULL;
   }
   const lt__qdot_kind kind = qd_kind();
-  const bool simd = kind == LT__QDOT_AVX512;
+  const bool simd = kind == LT__QDOT_AVX512; /* the VNNI kernels' activations (xs, nc) */
   lt__qact a = {0};
   if (w->format != LT_QFORMAT_BF16 && qact_make(&a, xc->data, M, w->K, w->Kp, w->format, simd) != LT_OK) {
     lt_tensor_free(out), lt_tensor_free(tmp), lt_tensor_free(bt);
@@ -397,12 +402,14 @@ lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_t
     const char *wd8 = w->data;
     if (w->format == LT_QFORMAT_BF16) {
 #ifdef LT__QDOT_X86
-      if (simd) lt__qgemm_bf16_avx512(wd8, w->row_bytes, w->K, xc->data, M, n0, n1, y, N); else
+      if (kind == LT__QDOT_AVX512) lt__qgemm_bf16_avx512(wd8, w->row_bytes, w->K, xc->data, M, n0, n1, y, N); else
+      if (kind == LT__QDOT_AVX2) lt__qgemm_bf16_avx2(wd8, w->row_bytes, w->K, xc->data, M, n0, n1, y, N); else
 #endif
       bf16_portable(w, xc->data, M, n0, n1, y, N);
     } else {
 #ifdef LT__QDOT_X86
-      if (simd) lt__qgemm_blocks_vnni(w->format, wd8, w->row_bytes, &a, n0, n1, y, N); else
+      if (kind == LT__QDOT_AVX512) lt__qgemm_blocks_vnni(w->format, wd8, w->row_bytes, &a, n0, n1, y, N); else
+      if (kind == LT__QDOT_AVX2) lt__qgemm_blocks_avx2(w->format, wd8, w->row_bytes, &a, n0, n1, y, N); else
 #endif
       blocks_portable(w, &a, n0, n1, y, N);
     }

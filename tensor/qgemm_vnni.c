@@ -43,7 +43,7 @@
 #define QV_TARGET __attribute__((target("avx512f,avx512bw,avx512vl,avx512vnni,fma,f16c,avx2")))
 #define QV_INLINE QV_TARGET static inline __attribute__((always_inline))
 
-#define QV_MR 4
+#define QV_MR LT__QG_MR
 #define QV_NR 4
 /* Bytes of W per cache block: half of a 1 MB L2 (Zen 4/5, Sapphire Rapids
  * have 1-2 MB per core), the rest for the activations going past. */
@@ -142,31 +142,7 @@ QV_INLINE void blocks_tile(int q4, int MR, int NR, const char *w, size_t rb, con
 }
 
 /* Rows [n0, n1) of W in cache blocks, each block under every tile of x. */
-#define QV_BLOCKED(TILE)                                                                                       \
-  do {                                                                                                         \
-    int64_t nblk = (int64_t)(QV_BLOCK_BYTES / (rb ? rb : 1)) / QV_NR * QV_NR;                                  \
-    if (nblk < QV_NR) nblk = QV_NR;                                                                            \
-    const bool wide = M >= QV_MR;                                                                              \
-    for (int64_t b0 = n0; b0 < n1; b0 += nblk) {                                                               \
-      const int64_t b1 = n1 - b0 < nblk ? n1 : b0 + nblk;                                                      \
-      for (int64_t m0 = 0; m0 < M; m0 += QV_MR) {                                                              \
-        const int mr = (int)(M - m0 < QV_MR ? M - m0 : QV_MR);                                                 \
-        int64_t n = b0;                                                                                        \
-        for (; wide && n + QV_NR <= b1; n += QV_NR) switch (mr) {                                              \
-          case 1: TILE(1, QV_NR); break;                                                                       \
-          case 2: TILE(2, QV_NR); break;                                                                       \
-          case 3: TILE(3, QV_NR); break;                                                                       \
-          default: TILE(QV_MR, QV_NR); break;                                                                  \
-          }                                                                                                    \
-        for (; n < b1; n++) switch (mr) {                                                                      \
-          case 1: TILE(1, 1); break;                                                                           \
-          case 2: TILE(2, 1); break;                                                                           \
-          case 3: TILE(3, 1); break;                                                                           \
-          default: TILE(QV_MR, 1); break;                                                                      \
-          }                                                                                                    \
-      }                                                                                                        \
-    }                                                                                                          \
-  } while (0)
+#define QV_BLOCKED(TILE) LT__QG_BLOCKED(QV_BLOCK_BYTES, QV_NR, TILE)
 
 QV_TARGET static void q8_0_vnni(const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
                                 int64_t ldy) {

@@ -36,7 +36,8 @@ int64_t lt__qgemm_bf16_min_rows(int64_t m);
 /* The kernels of lt_qmatrix_linear. */
 typedef enum lt__qdot_kind {
   LT__QDOT_PORTABLE = 0, /* plain C, any CPU */
-  LT__QDOT_AVX512 = 1    /* AVX512F/BW/VL + AVX512-VNNI (vpdpbusd) and FMA */
+  LT__QDOT_AVX2 = 1,     /* AVX2 (vpmaddubsw), FMA and F16C */
+  LT__QDOT_AVX512 = 2    /* AVX512F/BW/VL + AVX512-VNNI (vpdpbusd) and FMA */
 } lt__qdot_kind;
 
 /* The best kernel this CPU runs (checked once per process). */
@@ -44,7 +45,8 @@ lt__qdot_kind lt__qdot_best(void);
 /* Limits lt_qmatrix_linear to kernels up to `kind` (the CPU's best is still
  * the ceiling) and returns the previous limit: tests force the portable
  * path with LT__QDOT_PORTABLE. Not thread-safe against running products.
- * The environment variable LT_QDOT=portable sets it at start. */
+ * The environment variable LT_QDOT=portable or LT_QDOT=avx2 sets it at
+ * start. */
 lt__qdot_kind lt__qdot_limit(lt__qdot_kind kind);
 
 /* M rows of x quantized to Q8_0 for lt_qmatrix_linear (tensor/qgemm.c):
@@ -75,6 +77,51 @@ typedef struct lt__qact {
  * the split over threads changes no bit). */
 void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, const lt__qact *a, int64_t n0, int64_t n1,
                            float *y, int64_t ldy);
+/* The loop of the SIMD kernels over y[m, n], m < M, n in [n0, n1) (M, n0,
+ * n1, rb the bytes of a row of W, y in scope): the rows of W in cache blocks
+ * of about BLOCK_BYTES (a multiple of NR rows), each block under every tile
+ * of x before the next one starts, so that it is read from memory once
+ * (prompt processing: it stays in L2 while the rows of x go past). Inside a
+ * block, register tiles of LT__QG_MR rows of x by NR rows of W (below
+ * LT__QG_MR rows of x, decoding, one row of W: W then streams in order,
+ * which the hardware prefetcher follows), the edges in smaller tiles.
+ * TILE(MR, NR) computes the tile at rows m0 of x and n of W. */
+#define LT__QG_MR 4
+#define LT__QG_BLOCKED(BLOCK_BYTES, NR, TILE)                                                                 \
+  do {                                                                                                         \
+    int64_t nblk = (int64_t)((BLOCK_BYTES) / (rb ? rb : 1)) / (NR) * (NR);                                     \
+    if (nblk < (NR)) nblk = (NR);                                                                              \
+    const bool wide = M >= LT__QG_MR;                                                                          \
+    for (int64_t b0 = n0; b0 < n1; b0 += nblk) {                                                               \
+      const int64_t b1 = n1 - b0 < nblk ? n1 : b0 + nblk;                                                      \
+      for (int64_t m0 = 0; m0 < M; m0 += LT__QG_MR) {                                                          \
+        const int mr = (int)(M - m0 < LT__QG_MR ? M - m0 : LT__QG_MR);                                         \
+        int64_t n = b0;                                                                                        \
+        for (; wide && n + (NR) <= b1; n += (NR)) switch (mr) {                                                \
+          case 1: TILE(1, NR); break;                                                                          \
+          case 2: TILE(2, NR); break;                                                                          \
+          case 3: TILE(3, NR); break;                                                                          \
+          default: TILE(LT__QG_MR, NR); break;                                                                 \
+          }                                                                                                    \
+        for (; n < b1; n++) switch (mr) {                                                                      \
+          case 1: TILE(1, 1); break;                                                                           \
+          case 2: TILE(2, 1); break;                                                                           \
+          case 3: TILE(3, 1); break;                                                                           \
+          default: TILE(LT__QG_MR, 1); break;                                                                  \
+          }                                                                                                    \
+      }                                                                                                        \
+    }                                                                                                          \
+  } while (0)
+
+/* The AVX2 kernels (tensor/qgemm_avx2.c, LT__QDOT_X86 only; call only where
+ * the path qdot=avx2 is supported), as lt__qgemm_blocks_vnni and
+ * lt__qgemm_bf16_avx512 but on AVX2, FMA and F16C: a's xd and xq only (the
+ * scalar quantizer's). */
+void lt__qgemm_blocks_avx2(lt_qformat fmt, const char *w, size_t row_bytes, const lt__qact *a, int64_t n0, int64_t n1,
+                           float *y, int64_t ldy);
+void lt__qgemm_bf16_avx2(const char *w, size_t row_bytes, int64_t K, const float *x, int64_t M, int64_t n0, int64_t n1,
+                         float *y, int64_t ldy);
+
 /* Fills a's xd, xq and nc for the M rows of x2 [M, K] (f32, contiguous;
  * columns K .. a->Kp read as zeros) as the scalar code of tensor/qgemm.c
  * does, bit for bit (lt__quantize_q8_0's rounding), with AVX-512. */

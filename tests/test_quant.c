@@ -295,8 +295,9 @@ START_TEST(test_linear_every_path) {
     const lt__path before = lt__path_force(LT__PATH_FAMILY_qdot, (lt__path)p);
     fprintf(stderr, "quant: path %s: q8_0 %s, bf16 %s\n", lt__path_switch((lt__path)p), lt_qmatrix_kernel(LT_QFORMAT_Q8_0),
             lt_qmatrix_kernel(LT_QFORMAT_BF16));
-    ck_assert_str_eq(lt_qmatrix_kernel(LT_QFORMAT_Q8_0),
-                     p == LT__PATH_qdot_portable ? "portable C" : "AVX512-VNNI (vpdpbusd)");
+    ck_assert_str_eq(lt_qmatrix_kernel(LT_QFORMAT_Q8_0), p == LT__PATH_qdot_portable ? "portable C"
+                                                         : p == LT__PATH_qdot_avx2   ? "AVX2 (vpmaddubsw)"
+                                                                                     : "AVX512-VNNI (vpdpbusd)");
     check_linear(LT_QFORMAT_Q8_0, 17, 33, 100, true);
     check_linear(LT_QFORMAT_Q4_0, 17, 33, 100, false);
     check_linear(LT_QFORMAT_BF16, 17, 33, 100, true);
@@ -351,6 +352,14 @@ START_TEST(test_linear_best_kernel) {
   fprintf(stderr, "quant: kernels on this CPU: q8_0 %s, q4_0 %s, bf16 %s\n", lt_qmatrix_kernel(LT_QFORMAT_Q8_0),
           lt_qmatrix_kernel(LT_QFORMAT_Q4_0), lt_qmatrix_kernel(LT_QFORMAT_BF16));
   linear_shapes(LT__QDOT_AVX512);
+}
+END_TEST
+
+/* The AVX2 kernels where the CPU has them (on an AVX512-VNNI CPU they are
+ * not its best, and only this test and the path test reach them). */
+START_TEST(test_linear_avx2) {
+  if (lt__qdot_best() < LT__QDOT_AVX512) return; /* below, test_linear_best_kernel runs them */
+  linear_shapes(LT__QDOT_AVX2);
 }
 END_TEST
 
@@ -446,6 +455,55 @@ START_TEST(test_linear_views_errors) {
 }
 END_TEST
 
+/* A prompt's rows (from 8 rows on, each cache block of W is unpacked once
+ * and read by every tile of x) give the bits of each row alone (one row:
+ * the tiles unpack W themselves): several blocks, an odd block count per row
+ * (K 1050: 33 blocks), a last tile of W of 3 rows, two threads. */
+START_TEST(test_linear_prompt_rows_alone) {
+  enum { M = 12, N = 1031, K = 1050 };
+  lt_tensor *w = rand_tensor(2, (int64_t[]){N, K}, 0.5f), *x = rand_tensor(2, (int64_t[]){M, K}, 2.0f);
+  const lt_qformat fmts[2] = {LT_QFORMAT_Q8_0, LT_QFORMAT_Q4_0};
+  for (int f = 0; f < 2; f++) {
+    lt_qmatrix *q = LT_NNP(lt_qmatrix_quantize(w, fmts[f]));
+    lt_tensor *y = LT_NN(lt_qmatrix_linear(x, q, NULL));
+    for (int64_t m = 0; m < M; m++) {
+      lt_tensor *xm = LT_NN(lt_narrow(x, 0, m, 1));
+      lt_tensor *ym = LT_NN(lt_qmatrix_linear(xm, q, NULL));
+      ck_assert_mem_eq((const float *)y->data + m * N, ym->data, sizeof(float) * N);
+      LT_FREE_ALL(xm, ym);
+    }
+    lt_qmatrix_free(q);
+    LT_FREE_ALL(y);
+  }
+  LT_FREE_ALL(w, x);
+}
+END_TEST
+
+/* Q8_0 weights of -128 (a file may hold them; lt_quantize_row never
+ * writes them) against activations of +-127: the SIMD kernels' 16-bit pair
+ * sums (AVX2's vpmaddubsw saturates at 32767) give the portable result. */
+START_TEST(test_linear_q8_0_extremes) {
+  enum { N = 6, K = 96, NB = K / 32 };
+  lt_block_q8_0 blk[N * NB];
+  for (int i = 0; i < N * NB; i++) {
+    blk[i].d = lt_f16_from_f32(0.5f);
+    for (int j = 0; j < 32; j++) blk[i].qs[j] = (int8_t)(j % 3 == 0 ? -128 : i % 2 ? 127 : -127);
+  }
+  lt_qmatrix *q = LT_NNP(lt_qmatrix_from_blocks(LT_QFORMAT_Q8_0, N, K, blk));
+  lt_tensor *x = LT_NN(lt_empty(LT_DTYPE_F32, 2, (int64_t[]){5, K}));
+  for (int i = 0; i < 5 * K; i++) ((float *)x->data)[i] = i % 2 ? -127.0f : 127.0f; /* scale 1, quants +-127 */
+  lt_tensor *y = LT_NN(lt_qmatrix_linear(x, q, NULL));
+  const lt__qdot_kind prev = lt__qdot_limit(LT__QDOT_PORTABLE);
+  lt_tensor *yp = LT_NN(lt_qmatrix_linear(x, q, NULL));
+  lt__qdot_limit(prev);
+  for (int i = 0; i < 5 * N; i++) /* integer sums times powers of two: exact in every order */
+    ck_assert_msg(((float *)y->data)[i] == ((float *)yp->data)[i], "%s: y[%d] = %g, portable %g",
+                  lt_qmatrix_kernel(LT_QFORMAT_Q8_0), i, ((float *)y->data)[i], ((float *)yp->data)[i]);
+  lt_qmatrix_free(q);
+  LT_FREE_ALL(x, y, yp);
+}
+END_TEST
+
 int main(void) {
   Suite *s = suite_create("quant");
   TCase *tc = tcase_create("formats");
@@ -458,8 +516,11 @@ int main(void) {
   tcase_set_timeout(tp, 120);
   tcase_add_test(tp, test_linear_best_kernel);
   tcase_add_test(tp, test_linear_portable);
+  tcase_add_test(tp, test_linear_avx2);
   tcase_add_test(tp, test_linear_views_errors);
   tcase_add_test(tp, test_linear_every_path);
+  tcase_add_test(tp, test_linear_prompt_rows_alone);
+  tcase_add_test(tp, test_linear_q8_0_extremes);
 #ifdef LT__QDOT_X86
   tcase_add_test(tp, test_activation_quantizer);
 #endif
