@@ -29,6 +29,7 @@
 #include "tensor/quant_internal.h"
 
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef LT__QDOT_X86
@@ -100,20 +101,177 @@ QA_INLINE void blocks_tile(int q4, int MR, int NR, const char *w, size_t rb, con
     for (int j = 0; j < NR; j++) y[(m0 + r) * ldy + n + j] = hsum8(acc[r][j]);
 }
 
+/* ---- prompts: groups of 8 rows of W, one row per lane ---------------------
+ * From QA_GROUP_M rows of x on, the rows of W are repacked, a cache block at
+ * a time, into groups of 8 (QA_G): per block b of a group, 8 vectors s =
+ * 0..7 whose 32-bit lane j holds weights 4s .. 4s + 3 of the group's row j
+ * (Q8_0 signed, Q4_0 its nibbles 0..15 unsigned), then the 8 rows' scales
+ * as f32 (QA_GBLK bytes a block). A row of x then meets the 8 rows at once:
+ * its 4 activations 4s .. 4s + 3 broadcast to every lane, one vpmaddubsw
+ * per s for 8 rows, the block's sum ends in lane j for row j, and its
+ * scaling is one vector product for 8 rows; no sums across lanes. Q4_0
+ * keeps the 16-bit pair sums over the 8 steps (each at most 2 x 15 x 127,
+ * eight of them 30480 < 32767) and takes 8 sum(x) off the block's sum;
+ * Q8_0 widens each step (vpmaddwd). Each element is then the portable
+ * kernel's sum, in its order and roundings: y = sum over b of (d_w d_x) x
+ * isum_b, multiplied then added, block after block: the same bits. */
+#define QA_G 8
+#define QA_GBLK (QA_G * LT_QK8_0 + QA_G * (int)sizeof(float))
+#define QA_GROUP_M 16
+
+/* The sum of each block's 32 quants of x, sx[m * nb + b]. */
+QA_TARGET static void block_sums(const lt__qact *a, int32_t *sx) {
+  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
+  for (int64_t m = 0; m < a->M; m++)
+    for (int64_t b = 0; b < a->nb; b++) {
+      const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->xq + m * a->Kp + b * LT_QK8_0));
+      const __m256i v = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16);
+      __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+      h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+      h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+      sx[m * a->nb + b] = _mm_cvtsi128_si32(h);
+    }
+}
+
+/* Rows [g, min(g + 8, n1)) of W repacked into dst (nb blocks of QA_GBLK;
+ * rows past n1 as zero weights and scales). */
+QA_TARGET static void repack_group(int q4, const char *w, size_t rb, int64_t nb, int64_t g, int64_t n1, char *dst) {
+  const size_t bb = q4 ? sizeof(lt_block_q4_0) : sizeof(lt_block_q8_0);
+  for (int64_t b = 0; b < nb; b++) {
+    __m256 r[QA_G]; /* row j's 32 weights as 8 lanes of 4 bytes */
+    float d[QA_G];
+    for (int j = 0; j < QA_G; j++) {
+      if (g + j >= n1) {
+        r[j] = _mm256_setzero_ps(), d[j] = 0.0f;
+        continue;
+      }
+      const char *row = w + (size_t)(g + j) * rb;
+      __m256i q = block_q(row, b, q4);
+      if (q4) q = _mm256_add_epi8(q, _mm256_set1_epi8(8)); /* back to the nibbles */
+      r[j] = _mm256_castsi256_ps(q), d[j] = block_d(row, b, bb);
+    }
+    /* the 8 x 8 transpose of 32-bit elements: vector s, lane j = row j's element s */
+    const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
+    const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
+    const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
+    const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
+    const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
+    const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
+    const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
+    const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
+    float *o = (float *)(dst + (size_t)b * QA_GBLK);
+    _mm256_store_ps(o + 0 * 8, _mm256_permute2f128_ps(u0, u4, 0x20));
+    _mm256_store_ps(o + 1 * 8, _mm256_permute2f128_ps(u1, u5, 0x20));
+    _mm256_store_ps(o + 2 * 8, _mm256_permute2f128_ps(u2, u6, 0x20));
+    _mm256_store_ps(o + 3 * 8, _mm256_permute2f128_ps(u3, u7, 0x20));
+    _mm256_store_ps(o + 4 * 8, _mm256_permute2f128_ps(u0, u4, 0x31));
+    _mm256_store_ps(o + 5 * 8, _mm256_permute2f128_ps(u1, u5, 0x31));
+    _mm256_store_ps(o + 6 * 8, _mm256_permute2f128_ps(u2, u6, 0x31));
+    _mm256_store_ps(o + 7 * 8, _mm256_permute2f128_ps(u3, u7, 0x31));
+    _mm256_store_ps(o + 8 * 8, _mm256_loadu_ps(d));
+  }
+}
+
+/* y[m0 + r, g + j] for r < MR and the group's rows j below n1 - g (q4, MR
+ * constants: inlined); grp the group as repack_group wrote it. */
+QA_INLINE void group_tile(int q4, int MR, const char *grp, const lt__qact *a, const int32_t *sx, int64_t m0, int64_t g,
+                          int64_t n1, float *y, int64_t ldy) {
+  const int64_t nb = a->nb, Kp = a->Kp;
+  const __m256i ones = _mm256_set1_epi16(1);
+  __m256 acc[LT__QG_MR];
+  for (int r = 0; r < MR; r++) acc[r] = _mm256_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const char *gb = grp + (size_t)b * QA_GBLK;
+    const __m256 dw = _mm256_load_ps((const float *)(gb + QA_G * LT_QK8_0));
+    /* one row of x at a time over the block's 8 steps (the steps reload the
+     * group's vectors from L1: all rows' sums at once ran out of registers) */
+    for (int r = 0; r < MR; r++) {
+      const int64_t m = m0 + r;
+      const int8_t *xr = a->xq + m * Kp + b * LT_QK8_0;
+      __m256i isum = _mm256_setzero_si256();
+      for (int st = 0; st < QA_G; st++) {
+        const __m256i wv = _mm256_load_si256((const __m256i *)(gb + st * 32));
+        int32_t x4;
+        memcpy(&x4, xr + 4 * st, sizeof x4);
+        const __m256i xb = _mm256_set1_epi32(x4);
+        if (q4) isum = _mm256_add_epi16(isum, _mm256_maddubs_epi16(wv, xb));
+        else
+          isum = _mm256_add_epi32(
+              isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xb, wv)), ones));
+      }
+      if (q4) isum = _mm256_sub_epi32(_mm256_madd_epi16(isum, ones), _mm256_set1_epi32(8 * sx[m * nb + b]));
+      const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[m * nb + b]));
+      acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
+    }
+  }
+  const int nj = n1 - g < QA_G ? (int)(n1 - g) : QA_G;
+  for (int r = 0; r < MR; r++) {
+    if (nj == QA_G) {
+      _mm256_storeu_ps(y + (m0 + r) * ldy + g, acc[r]);
+    } else {
+      float o[QA_G];
+      _mm256_storeu_ps(o, acc[r]);
+      memcpy(y + (m0 + r) * ldy + g, o, sizeof(float) * (size_t)nj);
+    }
+  }
+}
+
+/* Rows [n0, n1) of W in cache blocks of whole groups, each repacked once
+ * into u and then under every tile of 4 rows of x. */
+QA_INLINE void groups_run(int q4, const char *w, size_t rb, const lt__qact *a, const int32_t *sx, int64_t n0,
+                          int64_t n1, char *u, int64_t gblk, float *y, int64_t ldy) {
+  const int64_t M = a->M, nb = a->nb;
+  const size_t gbytes = (size_t)nb * QA_GBLK;
+  for (int64_t b0 = n0; b0 < n1; b0 += gblk * QA_G) {
+    const int64_t b1 = n1 - b0 < gblk * QA_G ? n1 : b0 + gblk * QA_G;
+    for (int64_t g = b0; g < b1; g += QA_G) repack_group(q4, w, rb, nb, g, b1, u + (size_t)((g - b0) / QA_G) * gbytes);
+    for (int64_t m0 = 0; m0 < M; m0 += LT__QG_MR) {
+      const int mr = (int)(M - m0 < LT__QG_MR ? M - m0 : LT__QG_MR);
+      for (int64_t g = b0; g < b1; g += QA_G) {
+        const char *grp = u + (size_t)((g - b0) / QA_G) * gbytes;
+        switch (mr) {
+        case 1: group_tile(q4, 1, grp, a, sx, m0, g, b1, y, ldy); break;
+        case 2: group_tile(q4, 2, grp, a, sx, m0, g, b1, y, ldy); break;
+        case 3: group_tile(q4, 3, grp, a, sx, m0, g, b1, y, ldy); break;
+        default: group_tile(q4, LT__QG_MR, grp, a, sx, m0, g, b1, y, ldy); break;
+        }
+      }
+    }
+  }
+}
+
+/* Q8_0 (q4 0) or Q4_0 (q4 1): groups from QA_GROUP_M rows of x on (when
+ * their buffers can be had), the row tiles below. */
+QA_INLINE void blocks_avx2(int q4, const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
+                           int64_t ldy) {
+  const int64_t M = a->M, nb = a->nb;
+  if (M >= QA_GROUP_M && nb > 0) {
+    const size_t gbytes = (size_t)nb * QA_GBLK;
+    int64_t gblk = (int64_t)(QA_BLOCK_BYTES / gbytes); /* groups a cache block */
+    if (gblk < 1) gblk = 1;
+    char *u = aligned_alloc(32, (size_t)gblk * gbytes);
+    int32_t *sx = q4 ? malloc(sizeof(int32_t) * (size_t)(M * nb)) : NULL;
+    if (u && (!q4 || sx)) {
+      if (q4) block_sums(a, sx);
+      groups_run(q4, w, rb, a, sx, n0, n1, u, gblk, y, ldy);
+      free(u), free(sx);
+      return;
+    }
+    free(u), free(sx); /* no memory for the buffers: the row tiles need none */
+  }
+#define QA_TQ(MR, NR) blocks_tile(q4, MR, NR, w, rb, a, m0, n, y, ldy)
+  LT__QG_BLOCKED(QA_BLOCK_BYTES, QA_NR, QA_TQ);
+#undef QA_TQ
+}
+
 QA_TARGET static void q8_0_avx2(const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
                                 int64_t ldy) {
-  const int64_t M = a->M;
-#define QA_T8(MR, NR) blocks_tile(0, MR, NR, w, rb, a, m0, n, y, ldy)
-  LT__QG_BLOCKED(QA_BLOCK_BYTES, QA_NR, QA_T8);
-#undef QA_T8
+  blocks_avx2(0, w, rb, a, n0, n1, y, ldy);
 }
 
 QA_TARGET static void q4_0_avx2(const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
                                 int64_t ldy) {
-  const int64_t M = a->M;
-#define QA_T4(MR, NR) blocks_tile(1, MR, NR, w, rb, a, m0, n, y, ldy)
-  LT__QG_BLOCKED(QA_BLOCK_BYTES, QA_NR, QA_T4);
-#undef QA_T4
+  blocks_avx2(1, w, rb, a, n0, n1, y, ldy);
 }
 
 void lt__qgemm_blocks_avx2(lt_qformat fmt, const char *w, size_t row_bytes, const lt__qact *a, int64_t n0, int64_t n1,
