@@ -244,7 +244,9 @@ static void qact_free(lt__qact *a) {
 
 /* x2: [M, K] contiguous f32; f the weights' format (the correction's
  * shift). */
-static lt_status qact_make(lt__qact *a, const float *x2, int64_t M, int64_t K, int64_t Kp, lt_qformat f, bool simd) {
+static lt_status qact_make(lt__qact *a, const float *x2, int64_t M, int64_t K, int64_t Kp, lt_qformat f,
+                           lt__qdot_kind kind) {
+  const bool simd = kind == LT__QDOT_AVX512, avx2 = kind == LT__QDOT_AVX2;
   const int64_t nb = Kp / LT_QK8_0;
   const int32_t shift = f == LT_QFORMAT_Q4_0 ? 8 : 128;
   *a = (lt__qact){.M = M, .nb = nb, .Kp = Kp};
@@ -263,8 +265,9 @@ static lt_status qact_make(lt__qact *a, const float *x2, int64_t M, int64_t K, i
   }
 #ifdef LT__QDOT_X86
   if (simd) lt__qact_fill_vnni(x2, M, K, shift, a);
+  if (avx2) lt__qact_fill_avx2(x2, M, K, a);
 #endif
-  for (int64_t m = 0; !simd && m < M; m++) {
+  for (int64_t m = 0; !simd && !avx2 && m < M; m++) {
     memcpy(row, x2 + m * K, sizeof(float) * (size_t)K);
     for (int64_t k = K; k < Kp; k++) row[k] = 0.0f;
     lt__quantize_q8_0(row, blk, nb);
@@ -382,9 +385,8 @@ lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_t
     return NULL;
   }
   const lt__qdot_kind kind = qd_kind();
-  const bool simd = kind == LT__QDOT_AVX512; /* the VNNI kernels' activations (xs, nc) */
   lt__qact a = {0};
-  if (w->format != LT_QFORMAT_BF16 && qact_make(&a, xc->data, M, w->K, w->Kp, w->format, simd) != LT_OK) {
+  if (w->format != LT_QFORMAT_BF16 && qact_make(&a, xc->data, M, w->K, w->Kp, w->format, kind) != LT_OK) {
     lt_tensor_free(out), lt_tensor_free(tmp), lt_tensor_free(bt);
     return NULL;
   }

@@ -28,6 +28,7 @@
  */
 #include "tensor/quant_internal.h"
 
+#include <math.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -278,6 +279,57 @@ void lt__qgemm_blocks_avx2(lt_qformat fmt, const char *w, size_t row_bytes, cons
                            float *y, int64_t ldy) {
   if (fmt == LT_QFORMAT_Q4_0) q4_0_avx2(w, row_bytes, a, n0, n1, y, ldy);
   else q8_0_avx2(w, row_bytes, a, n0, n1, y, ldy);
+}
+
+/* ---- the activations ------------------------------------------------------ */
+
+/* roundf (half away from zero) of 8 lanes, exactly (as the VNNI file's
+ * round_away: the truncation, plus the sign where the dropped part is at
+ * least one half; t - trunc(t) is exact). */
+QA_INLINE __m256 round_away(__m256 t) {
+  const __m256 r = _mm256_round_ps(t, _MM_FROUND_TO_ZERO | _MM_FROUND_NO_EXC);
+  const __m256 sign = _mm256_and_ps(t, _mm256_set1_ps(-0.0f));
+  const __m256 up = _mm256_cmp_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), _mm256_sub_ps(t, r)), _mm256_set1_ps(0.5f),
+                                  _CMP_GE_OQ);
+  return _mm256_add_ps(r, _mm256_and_ps(up, _mm256_or_ps(_mm256_set1_ps(1.0f), sign)));
+}
+
+QA_TARGET void lt__qact_fill_avx2(const float *x2, int64_t M, int64_t K, lt__qact *a) {
+  const int64_t nb = a->nb;
+  const __m256 nosign = _mm256_castsi256_ps(_mm256_set1_epi32(0x7FFFFFFF)), inf = _mm256_set1_ps(INFINITY);
+  for (int64_t m = 0; m < M; m++)
+    for (int64_t b = 0; b < nb; b++) {
+      const int64_t k0 = b * LT_QK8_0;
+      float pad[LT_QK8_0] = {0};
+      const float *xb = x2 + m * K + k0;
+      if (K - k0 < LT_QK8_0) { /* the last block, zero-padded */
+        memcpy(pad, xb, sizeof(float) * (size_t)(K - k0 > 0 ? K - k0 : 0));
+        xb = pad;
+      }
+      __m256 v[4], amax = _mm256_setzero_ps();
+      int finite = 0xFF;
+      for (int i = 0; i < 4; i++) {
+        v[i] = _mm256_loadu_ps(xb + 8 * i);
+        const __m256 av = _mm256_and_ps(v[i], nosign);
+        finite &= _mm256_movemask_ps(_mm256_cmp_ps(av, inf, _CMP_LT_OQ));
+        amax = _mm256_max_ps(amax, av);
+      }
+      /* lt__quantize_q8_0's rounding: amax, d = amax / 127, id = 1 / d */
+      __m128 h = _mm_max_ps(_mm256_castps256_ps128(amax), _mm256_extractf128_ps(amax, 1));
+      h = _mm_max_ps(h, _mm_movehl_ps(h, h));
+      h = _mm_max_ss(h, _mm_movehdup_ps(h));
+      const float am = _mm_cvtss_f32(h), d = am / 127.0f, id = d != 0.0f ? 1.0f / d : 0.0f;
+      const bool fin = finite == 0xFF;
+      a->xd[m * nb + b] = fin ? lt_f32_from_f16(lt_f16_from_f32(d)) : NAN;
+      const __m256 vid = _mm256_set1_ps(fin ? id : 0.0f); /* a block that is not finite: quants 0 */
+      __m256i q[4];
+      for (int i = 0; i < 4; i++) q[i] = _mm256_cvttps_epi32(round_away(_mm256_mul_ps(v[i], vid)));
+      /* 32 int32 (within [-127, 127]) to 32 int8 in order: the packs work
+       * per 128-bit half, a permutation puts the 32-bit groups back */
+      const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
+      _mm256_storeu_si256((__m256i *)(a->xq + m * a->Kp + k0),
+                          _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+    }
 }
 
 /* ---- bf16 ----------------------------------------------------------------- */

@@ -119,6 +119,9 @@ void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, cons
  * scalar quantizer's). */
 void lt__qgemm_blocks_avx2(lt_qformat fmt, const char *w, size_t row_bytes, const lt__qact *a, int64_t n0, int64_t n1,
                            float *y, int64_t ldy);
+/* Fills a's xd and xq as lt__qact_fill_vnni does (bit for bit the scalar
+ * quantizer's), with AVX2. */
+void lt__qact_fill_avx2(const float *x2, int64_t M, int64_t K, lt__qact *a);
 void lt__qgemm_bf16_avx2(const char *w, size_t row_bytes, int64_t K, const float *x, int64_t M, int64_t n0, int64_t n1,
                          float *y, int64_t ldy);
 

@@ -310,11 +310,12 @@ START_TEST(test_linear_every_path) {
 END_TEST
 
 #ifdef LT__QDOT_X86
-/* The AVX-512 activation quantizer against the reference rounding
+/* The SIMD activation quantizers (AVX-512, AVX2) against the reference rounding
  * (lt__quantize_q8_0) bit for bit: ties x * id = k + 0.5 (rounded away
  * from zero), zero blocks, a partial last block, tiny and huge values. */
 START_TEST(test_activation_quantizer) {
-  if (!lt__path_supported(LT__PATH_qdot_vnni)) return;
+  const bool vnni = lt__path_supported(LT__PATH_qdot_vnni);
+  if (!vnni && !lt__path_supported(LT__PATH_qdot_avx2)) return;
   enum { M = 3, K = 100, KP = 128, NB = 4 };
   float x[M * K];
   for (int i = 0; i < M * K; i++) x[i] = urand() * 3.0f;
@@ -325,21 +326,25 @@ START_TEST(test_activation_quantizer) {
   x[K + 3] = 1e-30f, x[K + 4] = -3e38f;
   lt__qact a = {.M = M, .nb = NB, .Kp = KP};
   a.xd = malloc(sizeof(float) * M * NB), a.xq = malloc(M * KP), a.nc = malloc(sizeof(int32_t) * M * NB * 8);
-  lt__qact_fill_vnni(x, M, K, 128, &a);
-  for (int m = 0; m < M; m++) {
-    float row[KP] = {0};
-    lt_block_q8_0 blk[NB];
-    memcpy(row, x + m * K, sizeof(float) * K);
-    lt__quantize_q8_0(row, blk, NB);
-    for (int b = 0; b < NB; b++) {
-      ck_assert_msg(memcmp(&a.xd[m * NB + b], &(float){lt_f32_from_f16(blk[b].d)}, 4) == 0, "row %d block %d: scale %a, "
-                    "reference %a", m, b, (double)a.xd[m * NB + b], (double)lt_f32_from_f16(blk[b].d));
-      for (int j = 0; j < 32; j++)
-        ck_assert_msg(a.xq[m * KP + b * 32 + j] == blk[b].qs[j], "row %d block %d quant %d: %d, reference %d (x %a)", m,
-                      b, j, a.xq[m * KP + b * 32 + j], blk[b].qs[j], (double)row[b * 32 + j]);
-      for (int i = 0; i < 8; i++) {
-        const int8_t *q = blk[b].qs + 4 * i;
-        ck_assert_int_eq(a.nc[(m * NB + b) * 8 + i], -128 * (q[0] + q[1] + q[2] + q[3]));
+  for (int pass = vnni ? 0 : 1; pass < 2; pass++) {
+    memset(a.xd, 0, sizeof(float) * M * NB), memset(a.xq, 0x55, M * KP);
+    if (pass == 0) lt__qact_fill_vnni(x, M, K, 128, &a);
+    else lt__qact_fill_avx2(x, M, K, &a);
+    for (int m = 0; m < M; m++) {
+      float row[KP] = {0};
+      lt_block_q8_0 blk[NB];
+      memcpy(row, x + m * K, sizeof(float) * K);
+      lt__quantize_q8_0(row, blk, NB);
+      for (int b = 0; b < NB; b++) {
+        ck_assert_msg(memcmp(&a.xd[m * NB + b], &(float){lt_f32_from_f16(blk[b].d)}, 4) == 0, "row %d block %d: scale %a, "
+                      "reference %a", m, b, (double)a.xd[m * NB + b], (double)lt_f32_from_f16(blk[b].d));
+        for (int j = 0; j < 32; j++)
+          ck_assert_msg(a.xq[m * KP + b * 32 + j] == blk[b].qs[j], "row %d block %d quant %d: %d, reference %d (x %a)", m,
+                        b, j, a.xq[m * KP + b * 32 + j], blk[b].qs[j], (double)row[b * 32 + j]);
+        for (int i = 0; pass == 0 && i < 8; i++) { /* the VNNI kernels' correction */
+          const int8_t *q = blk[b].qs + 4 * i;
+          ck_assert_int_eq(a.nc[(m * NB + b) * 8 + i], -128 * (q[0] + q[1] + q[2] + q[3]));
+        }
       }
     }
   }
