@@ -190,3 +190,9 @@ char *lt_test_join(const char *dir, const char *name) {
   snprintf(b, sizeof buf[0], "%s/%s", dir, name);
   return b;
 }
+
+bool lt_test_autocast_rounds(void) {
+  lt_runtime_info info;
+  ck_assert_int_eq(lt_runtime_get_info(&info), LT_OK);
+  return strncmp(info.bf16_gemm, "fallback (no oneDNN", 19) != 0;
+}

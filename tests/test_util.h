@@ -12,6 +12,8 @@
 
 #include "libtensor.h"
 
+#include <stdbool.h>
+
 /* Fail the test with lt_last_error() unless expr returns LT_OK. */
 #define LT_OK_OR_FAIL(expr)                                                           \
   do {                                                                                \
@@ -98,6 +100,12 @@ char *lt_test_join(const char *dir, const char *name);
 void lt_test_mkdtemp(char *buf, size_t size, const char *tag);
 void lt_test_rmtree(const char *dir);
 double lt_test_cpu_now(void);
+
+/* Whether autocast rounds products to bf16 on this CPU (oneDNN has a bf16
+ * matmul, native or emulated); false where it leaves them in f32 (AVX2
+ * CPUs: docs/mixed-precision.md), and a test that compares an autocast run
+ * with an f32 one has nothing to tell apart. */
+bool lt_test_autocast_rounds(void);
 
 /* Run a suite (CK_NORMAL output); returns the process exit code. */
 int lt_test_run(Suite *s);
