@@ -128,9 +128,10 @@ LT_API lt_status lt_dequantize_row(lt_qformat f, const void *src, int64_t n, flo
  * oneDNN's bf16 matmul where it has one (tensor/qgemm_bf16.c): x rounded to
  * bf16 as autocast rounds it, the products summed in f32. Kernels: AVX512-VNNI
  * (vpdpbusd) for Q8_0 / Q4_0 and AVX-512 FMA for bf16 where the CPU has them
- * (checked once at run time), else portable C; lt_qmatrix_kernel names the
- * one in use. AMX-INT8 is not used. The kernels differ only in the order of
- * the f32 sums. */
+ * (checked once at run time), else AVX2 (vpmaddubsw) and AVX2 FMA, else
+ * portable C; lt_qmatrix_kernel names the one in use. AMX-INT8 is not used.
+ * The kernels differ only in the order of the f32 sums (AVX2's on 16 rows of
+ * x and more has the portable kernel's order: the same bits). */
 typedef struct lt_qmatrix lt_qmatrix;
 
 /* Quantizes w (a 2-d f32 tensor [N, K], any strides; borrowed) into format
@@ -239,7 +240,8 @@ LT_API lt_status lt_tensor_qset_rows_(lt_tensor *t, int64_t n0, const lt_tensor 
 LT_API lt_status lt_tensor_qset_blocks_(lt_tensor *t, int64_t n0, int64_t count, const void *src);
 
 /* The kernel lt_qmatrix_linear uses for format f on this CPU, in words
- * ("AVX512-VNNI (vpdpbusd)", "AVX-512 FMA", "portable C"). Static. */
+ * ("AVX512-VNNI (vpdpbusd)", "AVX-512 FMA", "AVX2 (vpmaddubsw)", "AVX2
+ * FMA", "portable C"). Static. */
 LT_API const char *lt_qmatrix_kernel(lt_qformat f);
 
 #ifdef __cplusplus
