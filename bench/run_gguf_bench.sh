@@ -7,7 +7,15 @@
 #
 # Usage: bench/run_gguf_bench.sh [--models "gpt2 llama"] [--weights "f32 bf16 q8_0 q4_0"]
 #                                [--prompt 512] [--gen 128] [--threads 2] [--rounds 3]
-#                                [--dir DIR] [--build DIR]
+#                                [--wait passive|default] [--dir DIR] [--build DIR]
+#
+# --wait: OpenMP's wait policy for both sides, OMP_WAIT_POLICY=PASSIVE (idle
+# threads sleep at once: the figures of a machine shared with other work) or
+# OpenMP's default (they spin a while first, as a user's process does unless
+# told otherwise). llama.cpp's threads wait for each other in ggml's own
+# spinning barrier whatever the policy; libtensor's wait at the end of each
+# product's parallel region, so PASSIVE costs it a wake-up per product
+# (docs/decoding.md).
 #
 # The models (bench_gguf make: GPT-2 124M's shape, a 205M Llama; random
 # weights) are written once into --dir (default /tmp/lt_gguf_bench, kept
@@ -32,9 +40,15 @@ gen=128
 threads=2
 rounds=3
 dir=/tmp/lt_gguf_bench
-BENCH_USAGE='[--models "gpt2 llama"] [--weights "f32 bf16 q8_0 q4_0"] [--prompt N] [--gen N] [--threads N] [--rounds N] [--dir DIR] [--build DIR]'
+wait=passive
+BENCH_USAGE='[--models "gpt2 llama"] [--weights "f32 bf16 q8_0 q4_0"] [--prompt N] [--gen N] [--threads N] [--rounds N] [--wait passive|default] [--dir DIR] [--build DIR]'
 bench_parse --models:models --weights:weights --prompt:prompt:n --gen:gen:n --threads:threads:n --rounds:rounds:n \
-  --dir:dir --build:build -- "$@"
+  --wait:wait --dir:dir --build:build -- "$@"
+case $wait in
+  passive) policy=OMP_WAIT_POLICY=PASSIVE ;;
+  default) policy=LT_BENCH_WAIT=default ;; # (a harmless assignment: env needs one)
+  *) echo "$0: --wait passive or default, not '$wait'" >&2; exit 2 ;;
+esac
 [ -n "$TORCH2_PY" ] && "$TORCH2_PY" -c 'import llama_cpp' 2>/dev/null ||
   { echo "$0: needs llama-cpp-python in the reference environment (./do.sh reference)" >&2; exit 2; }
 bench_build "$root" "$build" bench_gguf
@@ -43,7 +57,7 @@ mkdir -p "$dir"
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-bench_header "prompt $prompt, generation $gen, $threads threads, $rounds rounds"
+bench_header "prompt $prompt, generation $gen, $threads threads, $rounds rounds, OpenMP wait $wait"
 echo "# llama.cpp: llama-cpp-python $("$TORCH2_PY" -c 'import llama_cpp; print(llama_cpp.__version__)'), CPU backend"
 for m in $models; do
   for w in $weights; do
@@ -60,9 +74,9 @@ round() { # files ROUND
   for m in $models; do
     for w in $weights; do
       f="$dir/$m-$w.gguf"
-      OMP_WAIT_POLICY=PASSIVE "$exe" run "$f" --prompt "$prompt" --gen "$gen" --threads "$threads" >>"$tmp/lt-$m-$w"
+      env -u OMP_WAIT_POLICY "$policy" "$exe" run "$f" --prompt "$prompt" --gen "$gen" --threads "$threads" >>"$tmp/lt-$m-$w"
       # shellcheck disable=SC2046
-      env $(torch_unset "$TORCH2_PY") OMP_WAIT_POLICY=PASSIVE "$TORCH2_PY" "$here/gguf_llama.py" "$f" --prompt "$prompt" \
+      env $(torch_unset "$TORCH2_PY") "$policy" "$TORCH2_PY" "$here/gguf_llama.py" "$f" --prompt "$prompt" \
         --gen "$gen" --threads "$threads" >>"$tmp/ll-$m-$w"
     done
   done
