@@ -21,7 +21,9 @@
  * of 4 rows of x by QA_NR rows of W (16 ymm registers: 8 accumulators, 2
  * weights and their magnitudes, the row of x and temporaries). An
  * element's sums run in the same order in every tile shape, so the split
- * over threads and the number of rows of x change no bit.
+ * over threads and the number of rows of x below 16 change no bit; from
+ * 16 rows (prompts) the grouped kernel below sums in the portable kernel's
+ * order instead.
  *
  * What it is not: the AVX-512 kernels (tensor/qgemm_vnni.c), or the choice
  * of kernel (tensor/qgemm.c asks the path table).
@@ -46,14 +48,17 @@
 
 /* ---- Q8_0 and Q4_0 -------------------------------------------------------- */
 
+/* Q4_0 block b of a row as its 32 nibbles, q + 8 (low nibbles weights
+ * 0-15, high ones 16-31). */
+QA_INLINE __m256i block_nibbles(const char *row, int64_t b) {
+  const __m128i v = _mm_loadu_si128((const __m128i *)((const lt_block_q4_0 *)row + b)->qs), lo = _mm_set1_epi8(0x0F);
+  return _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, lo)), _mm_and_si128(_mm_srli_epi16(v, 4), lo),
+                                 1);
+}
+
 /* Block b of a row as 32 signed weights. */
 QA_INLINE __m256i block_q(const char *row, int64_t b, int q4) {
-  if (q4) {
-    const __m128i v = _mm_loadu_si128((const __m128i *)((const lt_block_q4_0 *)row + b)->qs), lo = _mm_set1_epi8(0x0F);
-    const __m256i u = _mm256_inserti128_si256(_mm256_castsi128_si256(_mm_and_si128(v, lo)),
-                                              _mm_and_si128(_mm_srli_epi16(v, 4), lo), 1);
-    return _mm256_sub_epi8(u, _mm256_set1_epi8(8));
-  }
+  if (q4) return _mm256_sub_epi8(block_nibbles(row, b), _mm256_set1_epi8(8));
   return _mm256_loadu_si256((const __m256i *)((const lt_block_q8_0 *)row + b)->qs);
 }
 
@@ -120,20 +125,6 @@ QA_INLINE void blocks_tile(int q4, int MR, int NR, const char *w, size_t rb, con
 #define QA_GBLK (QA_G * LT_QK8_0 + QA_G * (int)sizeof(float))
 #define QA_GROUP_M 16
 
-/* The sum of each block's 32 quants of x, sx[m * nb + b]. */
-QA_TARGET static void block_sums(const lt__qact *a, int32_t *sx) {
-  const __m256i ones8 = _mm256_set1_epi8(1), ones16 = _mm256_set1_epi16(1);
-  for (int64_t m = 0; m < a->M; m++)
-    for (int64_t b = 0; b < a->nb; b++) {
-      const __m256i xv = _mm256_loadu_si256((const __m256i *)(a->xq + m * a->Kp + b * LT_QK8_0));
-      const __m256i v = _mm256_madd_epi16(_mm256_maddubs_epi16(ones8, xv), ones16);
-      __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
-      h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
-      h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
-      sx[m * a->nb + b] = _mm_cvtsi128_si32(h);
-    }
-}
-
 /* Rows [g, min(g + 8, n1)) of W repacked into dst (nb blocks of QA_GBLK;
  * rows past n1 as zero weights and scales). */
 QA_TARGET static void repack_group(int q4, const char *w, size_t rb, int64_t nb, int64_t g, int64_t n1, char *dst) {
@@ -147,9 +138,7 @@ QA_TARGET static void repack_group(int q4, const char *w, size_t rb, int64_t nb,
         continue;
       }
       const char *row = w + (size_t)(g + j) * rb;
-      __m256i q = block_q(row, b, q4);
-      if (q4) q = _mm256_add_epi8(q, _mm256_set1_epi8(8)); /* back to the nibbles */
-      r[j] = _mm256_castsi256_ps(q), d[j] = block_d(row, b, bb);
+      r[j] = _mm256_castsi256_ps(q4 ? block_nibbles(row, b) : block_q(row, b, 0)), d[j] = block_d(row, b, bb);
     }
     /* the 8 x 8 transpose of 32-bit elements: vector s, lane j = row j's element s */
     const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
@@ -175,7 +164,7 @@ QA_TARGET static void repack_group(int q4, const char *w, size_t rb, int64_t nb,
 
 /* y[m0 + r, g + j] for r < MR and the group's rows j below n1 - g (q4, MR
  * constants: inlined); grp the group as repack_group wrote it. */
-QA_INLINE void group_tile(int q4, int MR, const char *grp, const lt__qact *a, const int32_t *sx, int64_t m0, int64_t g,
+QA_INLINE void group_tile(int q4, int MR, const char *grp, const lt__qact *a, int64_t m0, int64_t g,
                           int64_t n1, float *y, int64_t ldy) {
   const int64_t nb = a->nb, Kp = a->Kp;
   const __m256i ones = _mm256_set1_epi16(1);
@@ -200,7 +189,7 @@ QA_INLINE void group_tile(int q4, int MR, const char *grp, const lt__qact *a, co
           isum = _mm256_add_epi32(
               isum, _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_sign_epi8(wv, wv), _mm256_sign_epi8(xb, wv)), ones));
       }
-      if (q4) isum = _mm256_sub_epi32(_mm256_madd_epi16(isum, ones), _mm256_set1_epi32(8 * sx[m * nb + b]));
+      if (q4) isum = _mm256_sub_epi32(_mm256_madd_epi16(isum, ones), _mm256_set1_epi32(8 * a->xsum[m * nb + b]));
       const __m256 d = _mm256_mul_ps(dw, _mm256_set1_ps(a->xd[m * nb + b]));
       acc[r] = _mm256_add_ps(acc[r], _mm256_mul_ps(d, _mm256_cvtepi32_ps(isum)));
     }
@@ -219,7 +208,7 @@ QA_INLINE void group_tile(int q4, int MR, const char *grp, const lt__qact *a, co
 
 /* Rows [n0, n1) of W in cache blocks of whole groups, each repacked once
  * into u and then under every tile of 4 rows of x. */
-QA_INLINE void groups_run(int q4, const char *w, size_t rb, const lt__qact *a, const int32_t *sx, int64_t n0,
+QA_INLINE void groups_run(int q4, const char *w, size_t rb, const lt__qact *a, int64_t n0,
                           int64_t n1, char *u, int64_t gblk, float *y, int64_t ldy) {
   const int64_t M = a->M, nb = a->nb;
   const size_t gbytes = (size_t)nb * QA_GBLK;
@@ -231,10 +220,10 @@ QA_INLINE void groups_run(int q4, const char *w, size_t rb, const lt__qact *a, c
       for (int64_t g = b0; g < b1; g += QA_G) {
         const char *grp = u + (size_t)((g - b0) / QA_G) * gbytes;
         switch (mr) {
-        case 1: group_tile(q4, 1, grp, a, sx, m0, g, b1, y, ldy); break;
-        case 2: group_tile(q4, 2, grp, a, sx, m0, g, b1, y, ldy); break;
-        case 3: group_tile(q4, 3, grp, a, sx, m0, g, b1, y, ldy); break;
-        default: group_tile(q4, LT__QG_MR, grp, a, sx, m0, g, b1, y, ldy); break;
+        case 1: group_tile(q4, 1, grp, a, m0, g, b1, y, ldy); break;
+        case 2: group_tile(q4, 2, grp, a, m0, g, b1, y, ldy); break;
+        case 3: group_tile(q4, 3, grp, a, m0, g, b1, y, ldy); break;
+        default: group_tile(q4, LT__QG_MR, grp, a, m0, g, b1, y, ldy); break;
         }
       }
     }
@@ -251,14 +240,11 @@ QA_INLINE void blocks_avx2(int q4, const char *w, size_t rb, const lt__qact *a, 
     int64_t gblk = (int64_t)(QA_BLOCK_BYTES / gbytes); /* groups a cache block */
     if (gblk < 1) gblk = 1;
     char *u = aligned_alloc(32, (size_t)gblk * gbytes);
-    int32_t *sx = q4 ? malloc(sizeof(int32_t) * (size_t)(M * nb)) : NULL;
-    if (u && (!q4 || sx)) {
-      if (q4) block_sums(a, sx);
-      groups_run(q4, w, rb, a, sx, n0, n1, u, gblk, y, ldy);
-      free(u), free(sx);
+    if (u) {
+      groups_run(q4, w, rb, a, n0, n1, u, gblk, y, ldy);
+      free(u);
       return;
-    }
-    free(u), free(sx); /* no memory for the buffers: the row tiles need none */
+    } /* no memory for the buffer: the row tiles need none */
   }
 #define QA_TQ(MR, NR) blocks_tile(q4, MR, NR, w, rb, a, m0, n, y, ldy)
   LT__QG_BLOCKED(QA_BLOCK_BYTES, QA_NR, QA_TQ);
@@ -327,8 +313,15 @@ QA_TARGET void lt__qact_fill_avx2(const float *x2, int64_t M, int64_t K, lt__qac
       /* 32 int32 (within [-127, 127]) to 32 int8 in order: the packs work
        * per 128-bit half, a permutation puts the 32-bit groups back */
       const __m256i p = _mm256_packs_epi16(_mm256_packs_epi32(q[0], q[1]), _mm256_packs_epi32(q[2], q[3]));
-      _mm256_storeu_si256((__m256i *)(a->xq + m * a->Kp + k0),
-                          _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7)));
+      const __m256i qb = _mm256_permutevar8x32_epi32(p, _mm256_setr_epi32(0, 4, 1, 5, 2, 6, 3, 7));
+      _mm256_storeu_si256((__m256i *)(a->xq + m * a->Kp + k0), qb);
+      if (a->xsum) { /* the sum of the 32 quants (Q4_0's correction, group_tile) */
+        const __m256i v = _mm256_madd_epi16(_mm256_maddubs_epi16(_mm256_set1_epi8(1), qb), _mm256_set1_epi16(1));
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256(v, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+        a->xsum[m * nb + b] = _mm_cvtsi128_si32(h);
+      }
     }
 }
 

@@ -56,12 +56,13 @@ lt__qdot_kind lt__qdot_limit(lt__qdot_kind kind);
  * and per block b the correction of the unsigned weight operand in 8 lanes
  * nc[(m * nb + b) * 8 + i] = -shift * (the sum of quants 4i .. 4i + 3),
  * shift 8 (Q4_0's nibbles are q + 8) or 128 (Q8_0's weights xor 0x80 are q +
- * 128). */
+ * 128); for the AVX2 kernels on Q4_0 weights, per block the sum of its 32
+ * quants xsum[m * nb + b] (NULL otherwise). */
 typedef struct lt__qact {
   int64_t M, nb, Kp;
   float *xd, *xs;
   int8_t *xq;
-  int32_t *nc;
+  int32_t *nc, *xsum;
 } lt__qact;
 
 /* Where the AVX-512 kernels are compiled (GCC 10 or later on x86-64). */
@@ -119,8 +120,8 @@ void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, cons
  * scalar quantizer's). */
 void lt__qgemm_blocks_avx2(lt_qformat fmt, const char *w, size_t row_bytes, const lt__qact *a, int64_t n0, int64_t n1,
                            float *y, int64_t ldy);
-/* Fills a's xd and xq as lt__qact_fill_vnni does (bit for bit the scalar
- * quantizer's), with AVX2. */
+/* Fills a's xd and xq (and xsum where it is allocated) as
+ * lt__qact_fill_vnni does (bit for bit the scalar quantizer's), with AVX2. */
 void lt__qact_fill_avx2(const float *x2, int64_t M, int64_t K, lt__qact *a);
 void lt__qgemm_bf16_avx2(const char *w, size_t row_bytes, int64_t K, const float *x, int64_t M, int64_t n0, int64_t n1,
                          float *y, int64_t ldy);

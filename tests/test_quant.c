@@ -326,6 +326,7 @@ START_TEST(test_activation_quantizer) {
   x[K + 3] = 1e-30f, x[K + 4] = -3e38f;
   lt__qact a = {.M = M, .nb = NB, .Kp = KP};
   a.xd = malloc(sizeof(float) * M * NB), a.xq = malloc(M * KP), a.nc = malloc(sizeof(int32_t) * M * NB * 8);
+  a.xsum = malloc(sizeof(int32_t) * M * NB); /* the AVX2 quantizer's block sums (Q4_0's correction) */
   for (int pass = vnni ? 0 : 1; pass < 2; pass++) {
     memset(a.xd, 0, sizeof(float) * M * NB), memset(a.xq, 0x55, M * KP);
     if (pass == 0) lt__qact_fill_vnni(x, M, K, 128, &a);
@@ -345,10 +346,13 @@ START_TEST(test_activation_quantizer) {
           const int8_t *q = blk[b].qs + 4 * i;
           ck_assert_int_eq(a.nc[(m * NB + b) * 8 + i], -128 * (q[0] + q[1] + q[2] + q[3]));
         }
+        int32_t sum = 0;
+        for (int j = 0; j < 32; j++) sum += blk[b].qs[j];
+        if (pass == 1) ck_assert_int_eq(a.xsum[m * NB + b], sum);
       }
     }
   }
-  free(a.xd), free(a.xq), free(a.nc);
+  free(a.xd), free(a.xq), free(a.nc), free(a.xsum);
 }
 END_TEST
 #endif
