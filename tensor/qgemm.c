@@ -255,10 +255,12 @@ static lt_status qact_make(lt__qact *a, const float *x2, int64_t M, int64_t K, i
   a->xq = malloc((size_t)(M * Kp + 1));
   if (simd) a->xs = malloc(sizeof(float) * (size_t)(M * (nb / 2) * 16 + 1));
   if (simd) a->nc = malloc(sizeof(int32_t) * (size_t)(M * nb * 8 + 1));
-  if (avx2 && f == LT_QFORMAT_Q4_0) a->xsum = malloc(sizeof(int32_t) * (size_t)(M * nb + 1));
+  /* the block sums: the corrections of the grouped kernels (prompts) */
+  const bool xsum = M >= LT__QG_GROUP_M && (simd || (avx2 && f == LT_QFORMAT_Q4_0));
+  if (xsum) a->xsum = malloc(sizeof(int32_t) * (size_t)(M * nb + 1));
   float *row = malloc(sizeof(float) * (size_t)(Kp + 1));
   lt_block_q8_0 *blk = malloc(sizeof(lt_block_q8_0) * (size_t)(nb + 1));
-  if (!a->xd || !a->xq || (simd && (!a->xs || !a->nc)) || (avx2 && f == LT_QFORMAT_Q4_0 && !a->xsum) || !row || !blk) {
+  if (!a->xd || !a->xq || (simd && (!a->xs || !a->nc)) || (xsum && !a->xsum) || !row || !blk) {
     free(row);
     free(blk);
     qact_free(a);

@@ -108,7 +108,7 @@ QA_INLINE void blocks_tile(int q4, int MR, int NR, const char *w, size_t rb, con
 }
 
 /* ---- prompts: groups of 8 rows of W, one row per lane ---------------------
- * From QA_GROUP_M rows of x on, the rows of W are repacked, a cache block at
+ * From LT__QG_GROUP_M rows of x on, the rows of W are repacked, a cache block at
  * a time, into groups of 8 (QA_G): per block b of a group, 8 vectors s =
  * 0..7 whose 32-bit lane j holds weights 4s .. 4s + 3 of the group's row j
  * (Q8_0 signed, Q4_0 its nibbles 0..15 unsigned), then the 8 rows' scales
@@ -123,7 +123,6 @@ QA_INLINE void blocks_tile(int q4, int MR, int NR, const char *w, size_t rb, con
  * isum_b, multiplied then added, block after block: the same bits. */
 #define QA_G 8
 #define QA_GBLK (QA_G * LT_QK8_0 + QA_G * (int)sizeof(float))
-#define QA_GROUP_M 16
 
 /* Rows [g, min(g + 8, n1)) of W repacked into dst (nb blocks of QA_GBLK;
  * rows past n1 as zero weights and scales). */
@@ -230,12 +229,12 @@ QA_INLINE void groups_run(int q4, const char *w, size_t rb, const lt__qact *a, i
   }
 }
 
-/* Q8_0 (q4 0) or Q4_0 (q4 1): groups from QA_GROUP_M rows of x on (when
+/* Q8_0 (q4 0) or Q4_0 (q4 1): groups from LT__QG_GROUP_M rows of x on (when
  * their buffers can be had), the row tiles below. */
 QA_INLINE void blocks_avx2(int q4, const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
                            int64_t ldy) {
   const int64_t M = a->M, nb = a->nb;
-  if (M >= QA_GROUP_M && nb > 0) {
+  if (M >= LT__QG_GROUP_M && nb > 0) {
     const size_t gbytes = (size_t)nb * QA_GBLK;
     int64_t gblk = (int64_t)(QA_BLOCK_BYTES / gbytes); /* groups a cache block */
     if (gblk < 1) gblk = 1;

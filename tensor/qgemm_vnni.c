@@ -14,7 +14,10 @@
  * Cache blocks: the rows of W are taken QV_BLOCK_BYTES at a time and every
  * tile of x runs over the block before the next one starts (prompt
  * processing, M = 512: the block stays in L2 while x goes past it, instead
- * of W being read from memory once per tile of x).
+ * of W being read from memory once per tile of x). From LT__QG_GROUP_M rows
+ * of x on (prompts) W is repacked instead, a cache block at a time, into
+ * groups of 16 rows, one per lane (the grouped kernel below): the portable
+ * kernel's sums, bit for bit.
  *
  * The integer dot: vpdpbusd multiplies unsigned bytes by signed bytes, four
  * products per 32-bit lane added to the accumulator. The weights are the
@@ -26,7 +29,8 @@
  * f32 (exact: below 2^24), multiplied by the blocks' d_w * d_x and added
  * into f32 accumulators, summed across lanes at the end of the row; an odd
  * last block is added alone (256 bits). An element's sums run in the same
- * order in every tile shape, so the split over threads changes no bit.
+ * order in every tile shape (and in every group), so the split over threads
+ * changes no bit.
  *
  * What it is not: AMX-INT8 (not on the machines this was measured on), or
  * the choice of kernel (tensor/qgemm.c asks the path table).
@@ -35,6 +39,7 @@
 
 #include <math.h>
 #include <stdbool.h>
+#include <stdlib.h>
 #include <string.h>
 
 #ifdef LT__QDOT_X86
@@ -144,20 +149,145 @@ QV_INLINE void blocks_tile(int q4, int MR, int NR, const char *w, size_t rb, con
 /* Rows [n0, n1) of W in cache blocks, each block under every tile of x. */
 #define QV_BLOCKED(TILE) LT__QG_BLOCKED(QV_BLOCK_BYTES, QV_NR, TILE)
 
+/* ---- prompts: groups of 16 rows of W, one row per lane --------------------
+ * From LT__QG_GROUP_M rows of x on, as the AVX2 file's groups (its comment) but
+ * 16 rows wide: the rows of W are repacked, a cache block at a time, into
+ * groups of 16 (QV_G): per block b of a group, 8 vectors s = 0..7 whose
+ * 32-bit lane j holds weights 4s .. 4s + 3 of the group's row j, unsigned
+ * as pair_bytes gives them (q + 8 or q + 128), then the 16 rows' scales as
+ * f32 (QV_GBLK bytes a block). A row of x meets the 16 rows at once: one
+ * vpdpbusd per s with its 4 activations 4s .. 4s + 3 broadcast, started at
+ * -shift * sum(x) of the block (lt__qact's xsum), so lane j ends at row j's
+ * exact isum; its scaling is one vector product for 16 rows and no sum
+ * runs across lanes. Each element is then the portable kernel's sum, in
+ * its order and roundings: the same bits. The 8 vectors of a block stay in
+ * registers while QV_GMR rows of x go past. */
+#define QV_G 16
+#define QV_GBLK (8 * 64 + QV_G * (int)sizeof(float))
+#define QV_GMR 8
+
+/* Rows [g, min(g + 16, n1)) of W repacked into dst (nb blocks of QV_GBLK,
+ * 64-byte aligned; rows past n1 as zero weights and scales). */
+QV_TARGET static void repack_group(int q4, const char *w, size_t rb, int64_t nb, int64_t g, int64_t n1, char *dst) {
+  const size_t bb = q4 ? sizeof(lt_block_q4_0) : sizeof(lt_block_q8_0);
+  /* the 128-bit quarters of the outputs (below) */
+  const __m512i even = _mm512_setr_epi32(0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27);
+  const __m512i odd = _mm512_setr_epi32(4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31);
+  for (int64_t b = 0; b < nb; b++) {
+    /* r[j]: row j's 32 weights as 8 lanes of 4 bytes in its low half, row
+     * j + 8's in its high half */
+    __m512 r[8];
+    float d[QV_G];
+    __m256i v[QV_G];
+    for (int j = 0; j < QV_G; j++) {
+      const char *row = w + (size_t)(g + j) * rb;
+      v[j] = g + j < n1 ? block_bytes(row, b, q4) : _mm256_setzero_si256();
+      d[j] = g + j < n1 ? _cvtsh_ss(scale_bits(row + (size_t)b * bb)) : 0.0f;
+    }
+    for (int j = 0; j < 8; j++) r[j] = _mm512_castsi512_ps(_mm512_inserti64x4(_mm512_castsi256_si512(v[j]), v[j + 8], 1));
+    /* the AVX2 file's 8 x 8 transpose of 32-bit elements in each half (the
+     * unpacks and shuffles work per 128 bits), then each output's quarters
+     * gathered: vector s, lane j = row j's element s */
+    const __m512 t0 = _mm512_unpacklo_ps(r[0], r[1]), t1 = _mm512_unpackhi_ps(r[0], r[1]);
+    const __m512 t2 = _mm512_unpacklo_ps(r[2], r[3]), t3 = _mm512_unpackhi_ps(r[2], r[3]);
+    const __m512 t4 = _mm512_unpacklo_ps(r[4], r[5]), t5 = _mm512_unpackhi_ps(r[4], r[5]);
+    const __m512 t6 = _mm512_unpacklo_ps(r[6], r[7]), t7 = _mm512_unpackhi_ps(r[6], r[7]);
+    const __m512 u0 = _mm512_shuffle_ps(t0, t2, 0x44), u1 = _mm512_shuffle_ps(t0, t2, 0xEE);
+    const __m512 u2 = _mm512_shuffle_ps(t1, t3, 0x44), u3 = _mm512_shuffle_ps(t1, t3, 0xEE);
+    const __m512 u4 = _mm512_shuffle_ps(t4, t6, 0x44), u5 = _mm512_shuffle_ps(t4, t6, 0xEE);
+    const __m512 u6 = _mm512_shuffle_ps(t5, t7, 0x44), u7 = _mm512_shuffle_ps(t5, t7, 0xEE);
+    float *o = (float *)(dst + (size_t)b * QV_GBLK);
+    _mm512_store_ps(o + 0 * 16, _mm512_permutex2var_ps(u0, even, u4));
+    _mm512_store_ps(o + 1 * 16, _mm512_permutex2var_ps(u1, even, u5));
+    _mm512_store_ps(o + 2 * 16, _mm512_permutex2var_ps(u2, even, u6));
+    _mm512_store_ps(o + 3 * 16, _mm512_permutex2var_ps(u3, even, u7));
+    _mm512_store_ps(o + 4 * 16, _mm512_permutex2var_ps(u0, odd, u4));
+    _mm512_store_ps(o + 5 * 16, _mm512_permutex2var_ps(u1, odd, u5));
+    _mm512_store_ps(o + 6 * 16, _mm512_permutex2var_ps(u2, odd, u6));
+    _mm512_store_ps(o + 7 * 16, _mm512_permutex2var_ps(u3, odd, u7));
+    _mm512_store_ps(o + 8 * 16, _mm512_loadu_ps(d));
+  }
+}
+
+/* y[m0 + r, g + j] for r < MR and the group's rows j below n1 - g (MR
+ * constant: inlined); grp the group as repack_group wrote it. */
+QV_INLINE void group_tile(int MR, int32_t shift, const char *grp, const lt__qact *a, int64_t m0, int64_t g,
+                          int64_t n1, float *y, int64_t ldy) {
+  const int64_t nb = a->nb, Kp = a->Kp;
+  __m512 acc[QV_GMR];
+  for (int r = 0; r < MR; r++) acc[r] = _mm512_setzero_ps();
+  for (int64_t b = 0; b < nb; b++) {
+    const char *gb = grp + (size_t)b * QV_GBLK;
+    __m512i wv[8];
+    for (int st = 0; st < 8; st++) wv[st] = _mm512_load_si512((const void *)(gb + st * 64));
+    const __m512 dw = _mm512_load_ps((const float *)(gb + 8 * 64));
+    for (int r = 0; r < MR; r++) {
+      const int64_t m = m0 + r;
+      const int8_t *xr = a->xq + m * Kp + b * LT_QK8_0;
+      __m512i isum = _mm512_set1_epi32(-shift * a->xsum[m * nb + b]);
+      for (int st = 0; st < 8; st++) {
+        int32_t x4;
+        memcpy(&x4, xr + 4 * st, sizeof x4);
+        isum = _mm512_dpbusd_epi32(isum, wv[st], _mm512_set1_epi32(x4));
+      }
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a->xd[m * nb + b]));
+      acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+    }
+  }
+  const int nj = n1 - g < QV_G ? (int)(n1 - g) : QV_G;
+  for (int r = 0; r < MR; r++) _mm512_mask_storeu_ps(y + (m0 + r) * ldy + g, (__mmask16)((1u << nj) - 1), acc[r]);
+}
+
+/* Rows [n0, n1) of W in cache blocks of whole groups, each repacked once
+ * into u and then under every tile of QV_GMR rows of x (a last tile of
+ * fewer rows one row at a time). */
+QV_INLINE void groups_run(int q4, const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, char *u,
+                          int64_t gblk, float *y, int64_t ldy) {
+  const int64_t M = a->M, nb = a->nb;
+  const int32_t shift = q4 ? 8 : 128;
+  const size_t gbytes = (size_t)nb * QV_GBLK;
+  for (int64_t b0 = n0; b0 < n1; b0 += gblk * QV_G) {
+    const int64_t b1 = n1 - b0 < gblk * QV_G ? n1 : b0 + gblk * QV_G;
+    for (int64_t g = b0; g < b1; g += QV_G) repack_group(q4, w, rb, nb, g, b1, u + (size_t)((g - b0) / QV_G) * gbytes);
+    for (int64_t m0 = 0; m0 < M; m0 += QV_GMR)
+      for (int64_t g = b0; g < b1; g += QV_G) {
+        const char *grp = u + (size_t)((g - b0) / QV_G) * gbytes;
+        if (M - m0 >= QV_GMR) group_tile(QV_GMR, shift, grp, a, m0, g, b1, y, ldy);
+        else
+          for (int64_t m = m0; m < M; m++) group_tile(1, shift, grp, a, m, g, b1, y, ldy);
+      }
+  }
+}
+
+/* Q8_0 (q4 0) or Q4_0 (q4 1): groups from LT__QG_GROUP_M rows of x on (when
+ * their buffer can be had), the row tiles below. */
+QV_INLINE void blocks_vnni(int q4, const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
+                           int64_t ldy) {
+  const int64_t M = a->M, nb = a->nb;
+  if (M >= LT__QG_GROUP_M && nb > 0) {
+    const size_t gbytes = (size_t)nb * QV_GBLK;
+    int64_t gblk = (int64_t)(QV_BLOCK_BYTES / gbytes); /* groups a cache block */
+    if (gblk < 1) gblk = 1;
+    char *u = aligned_alloc(64, (size_t)gblk * gbytes);
+    if (u) {
+      groups_run(q4, w, rb, a, n0, n1, u, gblk, y, ldy);
+      free(u);
+      return;
+    } /* no memory for the buffer: the row tiles need none */
+  }
+#define QV_TQ(MR, NR) blocks_tile(q4, MR, NR, w, rb, a, m0, n, y, ldy)
+  QV_BLOCKED(QV_TQ);
+#undef QV_TQ
+}
+
 QV_TARGET static void q8_0_vnni(const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
                                 int64_t ldy) {
-  const int64_t M = a->M;
-#define QV_T8(MR, NR) blocks_tile(0, MR, NR, w, rb, a, m0, n, y, ldy)
-  QV_BLOCKED(QV_T8);
-#undef QV_T8
+  blocks_vnni(0, w, rb, a, n0, n1, y, ldy);
 }
 
 QV_TARGET static void q4_0_vnni(const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
                                 int64_t ldy) {
-  const int64_t M = a->M;
-#define QV_T4(MR, NR) blocks_tile(1, MR, NR, w, rb, a, m0, n, y, ldy)
-  QV_BLOCKED(QV_T4);
-#undef QV_T4
+  blocks_vnni(1, w, rb, a, n0, n1, y, ldy);
 }
 
 void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, const lt__qact *a, int64_t n0, int64_t n1,
@@ -202,8 +332,14 @@ QV_TARGET void lt__qact_fill_vnni(const float *x2, int64_t M, int64_t K, int32_t
       const __m128i q1 = _mm512_cvtsepi32_epi8(_mm512_cvttps_epi32(round_away(_mm512_mul_ps(v1, vid))));
       const __m256i q = _mm256_inserti128_si256(_mm256_castsi128_si256(q0), q1, 1);
       _mm256_storeu_si256((__m256i *)(a->xq + m * a->Kp + k0), q);
-      _mm256_storeu_si256((__m256i *)(a->nc + (m * nb + b) * 8),
-                          _mm256_mullo_epi32(_mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q), nshift));
+      const __m256i s4 = _mm256_dpbusd_epi32(_mm256_setzero_si256(), ones, q); /* the sums of 4 quants */
+      _mm256_storeu_si256((__m256i *)(a->nc + (m * nb + b) * 8), _mm256_mullo_epi32(s4, nshift));
+      if (a->xsum) { /* the block's sum (the grouped kernel's correction) */
+        __m128i h = _mm_add_epi32(_mm256_castsi256_si128(s4), _mm256_extracti128_si256(s4, 1));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0x4E));
+        h = _mm_add_epi32(h, _mm_shuffle_epi32(h, 0xB1));
+        a->xsum[m * nb + b] = _mm_cvtsi128_si32(h);
+      }
     }
 }
 

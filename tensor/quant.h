@@ -130,8 +130,8 @@ LT_API lt_status lt_dequantize_row(lt_qformat f, const void *src, int64_t n, flo
  * (vpdpbusd) for Q8_0 / Q4_0 and AVX-512 FMA for bf16 where the CPU has them
  * (checked once at run time), else AVX2 (vpmaddubsw) and AVX2 FMA, else
  * portable C; lt_qmatrix_kernel names the one in use. AMX-INT8 is not used.
- * The kernels differ only in the order of the f32 sums (AVX2's on 16 rows of
- * x and more has the portable kernel's order: the same bits). */
+ * The kernels differ only in the order of the f32 sums (the SIMD ones on 16
+ * rows of x and more have the portable kernel's order: the same bits). */
 typedef struct lt_qmatrix lt_qmatrix;
 
 /* Quantizes w (a 2-d f32 tensor [N, K], any strides; borrowed) into format

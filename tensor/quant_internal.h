@@ -56,8 +56,9 @@ lt__qdot_kind lt__qdot_limit(lt__qdot_kind kind);
  * and per block b the correction of the unsigned weight operand in 8 lanes
  * nc[(m * nb + b) * 8 + i] = -shift * (the sum of quants 4i .. 4i + 3),
  * shift 8 (Q4_0's nibbles are q + 8) or 128 (Q8_0's weights xor 0x80 are q +
- * 128); for the AVX2 kernels on Q4_0 weights, per block the sum of its 32
- * quants xsum[m * nb + b] (NULL otherwise). */
+ * 128); from LT__QG_GROUP_M rows on, for the VNNI kernels and the AVX2
+ * ones on Q4_0 weights, per block the sum of its 32 quants xsum[m * nb +
+ * b] (NULL otherwise). */
 typedef struct lt__qact {
   int64_t M, nb, Kp;
   float *xd, *xs;
@@ -88,6 +89,10 @@ void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, cons
  * which the hardware prefetcher follows), the edges in smaller tiles.
  * TILE(MR, NR) computes the tile at rows m0 of x and n of W. */
 #define LT__QG_MR 4
+/* From this many rows of x on (a prompt) the SIMD kernels repack W into
+ * groups of rows, one per lane (tensor/qgemm_avx2.c, tensor/qgemm_vnni.c),
+ * and give the portable kernel's bits; below, the row tiles. */
+#define LT__QG_GROUP_M 16
 #define LT__QG_BLOCKED(BLOCK_BYTES, NR, TILE)                                                                 \
   do {                                                                                                         \
     int64_t nblk = (int64_t)((BLOCK_BYTES) / (rb ? rb : 1)) / (NR) * (NR);                                     \

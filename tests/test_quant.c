@@ -512,34 +512,38 @@ START_TEST(test_linear_q8_0_extremes) {
 }
 END_TEST
 
-/* The AVX2 kernels on a prompt (16 rows of x and more: W in groups of 8
- * rows, one per lane) give the portable kernel's bits: each element's sum
- * in its order and roundings. Several cache blocks, a last group of 3
- * rows, an odd block count, two threads and one. */
-START_TEST(test_linear_avx2_prompt_bits) {
-  if (lt__qdot_best() < LT__QDOT_AVX2) return;
+/* The SIMD kernels on a prompt (16 rows of x and more: W in groups of 8
+ * rows (AVX2) or 16 (AVX-512), one per lane) give the portable kernel's
+ * bits: each element's sum in its order and roundings. Several cache
+ * blocks, a last group of 3 or 11 rows, an odd block count, a last tile of
+ * x of 5 rows (AVX-512: tiles of 8), two threads and one. */
+START_TEST(test_linear_prompt_bits) {
   const int64_t Ms[] = {16, 37}, Ks[] = {1050, 96};
   const lt_qformat fmts[2] = {LT_QFORMAT_Q8_0, LT_QFORMAT_Q4_0};
-  for (int i = 0; i < 2; i++) {
-    lt_tensor *w = rand_tensor(2, (int64_t[]){1035, Ks[i]}, 0.5f), *x = rand_tensor(2, (int64_t[]){Ms[i], Ks[i]}, 2.0f);
-    for (int f = 0; f < 2; f++) {
-      lt_qmatrix *q = LT_NNP(lt_qmatrix_quantize(w, fmts[f]));
-      const lt__qdot_kind prev = lt__qdot_limit(LT__QDOT_AVX2);
-      lt_tensor *y = LT_NN(lt_qmatrix_linear(x, q, NULL));
-      const int threads = lt_get_num_threads();
-      lt_set_num_threads(1);
-      lt_tensor *y1 = LT_NN(lt_qmatrix_linear(x, q, NULL));
-      lt_set_num_threads(threads);
-      lt__qdot_limit(LT__QDOT_PORTABLE);
-      lt_tensor *yp = LT_NN(lt_qmatrix_linear(x, q, NULL));
-      lt__qdot_limit(prev);
-      ck_assert_mem_eq(y->data, yp->data, sizeof(float) * (size_t)(Ms[i] * 1035));
-      ck_assert_mem_eq(y1->data, yp->data, sizeof(float) * (size_t)(Ms[i] * 1035));
-      lt_qmatrix_free(q);
-      LT_FREE_ALL(y, y1, yp);
+  const lt__qdot_kind kinds[2] = {LT__QDOT_AVX2, LT__QDOT_AVX512};
+  for (int kd = 0; kd < 2 && lt__qdot_best() >= kinds[kd]; kd++)
+    for (int i = 0; i < 2; i++) {
+      lt_tensor *w = rand_tensor(2, (int64_t[]){1035, Ks[i]}, 0.5f), *x = rand_tensor(2, (int64_t[]){Ms[i], Ks[i]}, 2.0f);
+      for (int f = 0; f < 2; f++) {
+        lt_qmatrix *q = LT_NNP(lt_qmatrix_quantize(w, fmts[f]));
+        const lt__qdot_kind prev = lt__qdot_limit(kinds[kd]);
+        lt_tensor *y = LT_NN(lt_qmatrix_linear(x, q, NULL));
+        const int threads = lt_get_num_threads();
+        lt_set_num_threads(1);
+        lt_tensor *y1 = LT_NN(lt_qmatrix_linear(x, q, NULL));
+        lt_set_num_threads(threads);
+        lt__qdot_limit(LT__QDOT_PORTABLE);
+        lt_tensor *yp = LT_NN(lt_qmatrix_linear(x, q, NULL));
+        lt__qdot_limit(prev);
+        ck_assert_msg(memcmp(y->data, yp->data, sizeof(float) * (size_t)(Ms[i] * 1035)) == 0, "%s %s M %lld K %lld: "
+                      "not the portable bits", kd ? "AVX-512" : "AVX2", lt_qformat_name(fmts[f]), (long long)Ms[i],
+                      (long long)Ks[i]);
+        ck_assert_mem_eq(y1->data, yp->data, sizeof(float) * (size_t)(Ms[i] * 1035));
+        lt_qmatrix_free(q);
+        LT_FREE_ALL(y, y1, yp);
+      }
+      LT_FREE_ALL(w, x);
     }
-    LT_FREE_ALL(w, x);
-  }
 }
 END_TEST
 
@@ -560,7 +564,7 @@ int main(void) {
   tcase_add_test(tp, test_linear_every_path);
   tcase_add_test(tp, test_linear_prompt_rows_alone);
   tcase_add_test(tp, test_linear_q8_0_extremes);
-  tcase_add_test(tp, test_linear_avx2_prompt_bits);
+  tcase_add_test(tp, test_linear_prompt_bits);
 #ifdef LT__QDOT_X86
   tcase_add_test(tp, test_activation_quantizer);
 #endif
