@@ -215,23 +215,29 @@ QV_INLINE void group_tile(int MR, int32_t shift, const char *grp, const lt__qact
                           int64_t n1, float *y, int64_t ldy) {
   const int64_t nb = a->nb, Kp = a->Kp;
   __m512 acc[QV_GMR];
+#pragma GCC unroll 8
   for (int r = 0; r < MR; r++) acc[r] = _mm512_setzero_ps();
   for (int64_t b = 0; b < nb; b++) {
     const char *gb = grp + (size_t)b * QV_GBLK;
     __m512i wv[8];
     for (int st = 0; st < 8; st++) wv[st] = _mm512_load_si512((const void *)(gb + st * 64));
     const __m512 dw = _mm512_load_ps((const float *)(gb + 8 * 64));
-    for (int r = 0; r < MR; r++) {
-      const int64_t m = m0 + r;
-      const int8_t *xr = a->xq + m * Kp + b * LT_QK8_0;
-      __m512i isum = _mm512_set1_epi32(-shift * a->xsum[m * nb + b]);
-      for (int st = 0; st < 8; st++) {
+    /* the rows' sums side by side (independent chains of vpdpbusd) */
+    __m512i isum[QV_GMR];
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) isum[r] = _mm512_set1_epi32(-shift * a->xsum[(m0 + r) * nb + b]);
+#pragma GCC unroll 8
+    for (int st = 0; st < 8; st++)
+#pragma GCC unroll 8
+      for (int r = 0; r < MR; r++) {
         int32_t x4;
-        memcpy(&x4, xr + 4 * st, sizeof x4);
-        isum = _mm512_dpbusd_epi32(isum, wv[st], _mm512_set1_epi32(x4));
+        memcpy(&x4, a->xq + (m0 + r) * Kp + b * LT_QK8_0 + 4 * st, sizeof x4);
+        isum[r] = _mm512_dpbusd_epi32(isum[r], wv[st], _mm512_set1_epi32(x4));
       }
-      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a->xd[m * nb + b]));
-      acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum)));
+#pragma GCC unroll 8
+    for (int r = 0; r < MR; r++) {
+      const __m512 d = _mm512_mul_ps(dw, _mm512_set1_ps(a->xd[(m0 + r) * nb + b]));
+      acc[r] = _mm512_add_ps(acc[r], _mm512_mul_ps(d, _mm512_cvtepi32_ps(isum[r])));
     }
   }
   const int nj = n1 - g < QV_G ? (int)(n1 - g) : QV_G;
