@@ -40,40 +40,31 @@
 #define LT__SK 1
 #include <immintrin.h>
 #define SK_TARGET __attribute__((target("avx512f,fma")))
-/* How far ahead (bytes) the one-row dot kernel prefetches each stream of B:
- * measured on Llama 205M F32 generation (bench/gguf.c, 2 threads, quiet,
- * alternating): none 32-36 tok/s, 256 bytes 37-40, 512 bytes 34-49 (most
- * runs 48), 1,024 bytes 35-40. */
-#define SK_PF 512
+/* The one-row dot kernel (sk_dot1) takes the rows of B one after the other:
+ * one stream of memory per thread, which the hardware prefetcher follows.
+ * Measured on Llama 205M's F32 matrices one row of x at a time (697 MB, 2
+ * threads, Zen 5 EPYC, 4 alternating rounds, best of 10 passes each): 28-30
+ * GB/s with 8 rows side by side and a software prefetch 512 bytes ahead,
+ * 29-36 (median 34) one row at a time without it; prefetching one row's
+ * stream measured slower still. One accumulator a row: an FMA's latency
+ * (4 cycles for 64 bytes) is above what one core's share of memory
+ * delivers. */
 #define SK_DEFINE(T, S, VT, MT, VW)                                                                             \
-  /* dot with one row of C (a decoding step's x W^T): 8 columns at a time, 8 streams of B, the row of a read \
-   * from L1; each element the same 16-lane (8) partial sums over k as sk_dot's, reduced at the end */        \
+  /* dot with one row of C (a decoding step's x W^T): a column at a time, the row of a read from L1; each     \
+   * element the same 16-lane (8) partial sums over k as sk_dot's, reduced at the end */                     \
   SK_TARGET static void sk_dot1_##S(int64_t n, int64_t k, T alpha, const T *a, const T *b, int64_t csb, T beta, \
                                     T *c, int64_t csc) {                                                       \
     const MT tail = (MT)((1u << (k % VW)) - 1);                                                                \
     const int64_t kv = k - k % VW;                                                                             \
-    for (int64_t j0 = 0; j0 < n; j0 += 8) {                                                                    \
-      const T *bq[8];                                                                                          \
-      for (int q = 0; q < 8; q++) bq[q] = b + (j0 + q < n ? j0 + q : n - 1) * csb;                             \
-      VT acc[8];                                                                                               \
-      for (int q = 0; q < 8; q++) acc[q] = _mm512_setzero_##S();                                               \
+    for (int64_t j = 0; j < n; j++) {                                                                          \
+      const T *br = b + j * csb;                                                                               \
+      VT acc = _mm512_setzero_##S();                                                                           \
       int64_t p = 0;                                                                                           \
-      for (; p < kv; p += VW) {                                                                                \
-        const VT av = _mm512_loadu_##S(a + p);                                                                 \
-        for (int q = 0; q < 8; q++) {                                                                          \
-          _mm_prefetch((const char *)(bq[q] + p) + SK_PF, _MM_HINT_T0);                                         \
-          acc[q] = _mm512_fmadd_##S(av, _mm512_loadu_##S(bq[q] + p), acc[q]);                                  \
-        }                                                                                                      \
-      }                                                                                                        \
-      if (tail) {                                                                                              \
-        const VT av = _mm512_maskz_loadu_##S(tail, a + p);                                                     \
-        for (int q = 0; q < 8; q++)                                                                            \
-          acc[q] = _mm512_fmadd_##S(av, _mm512_maskz_loadu_##S(tail, bq[q] + p), acc[q]);                      \
-      }                                                                                                        \
-      for (int q = 0; q < 8 && j0 + q < n; q++) {                                                              \
-        T v = alpha * _mm512_reduce_add_##S(acc[q]), *pc = c + (j0 + q) * csc;                                 \
-        *pc = beta == 0 ? v : v + beta * *pc;                                                                  \
-      }                                                                                                        \
+      for (; p < kv; p += VW) acc = _mm512_fmadd_##S(_mm512_loadu_##S(a + p), _mm512_loadu_##S(br + p), acc);  \
+      if (tail)                                                                                                \
+        acc = _mm512_fmadd_##S(_mm512_maskz_loadu_##S(tail, a + p), _mm512_maskz_loadu_##S(tail, br + p), acc); \
+      T v = alpha * _mm512_reduce_add_##S(acc), *pc = c + j * csc;                                             \
+      *pc = beta == 0 ? v : v + beta * *pc;                                                                    \
     }                                                                                                          \
   }                                                                                                            \
   /* dot: a[i*rsa + p], b[j*csb + p] */                                                                         \
