@@ -560,11 +560,19 @@ lt_status lt_ffn_init(lt_ffn *m, lt_params *p, const char *name, int64_t C, int6
  * (dropout only when m->dropout > 0) */
 lt_tensor *lt_ffn_forward(const lt_ffn *m, const lt_tensor *x, const lt_nn_ctx *ctx) {
   if (!m) return lt__err(LT_ERR_NULL, "ffn_forward: the module is NULL"), NULL;
-  lt_tensor *a = lt_linear_forward(&m->linear1, x); /* [..., d_ff] */
+  lt_tensor *ab[2] = {NULL, NULL}; /* linear1(x), and linear3(x) when gated: one lt_linear_many */
+  if (m->swiglu) {
+    const lt_tensor *w[2] = {m->linear1.weight, m->linear3.weight}, *bs[2] = {m->linear1.bias, m->linear3.bias};
+    if (lt_linear_many(x, 2, w, bs, ab) != LT_OK) return NULL;
+  } else if (!(ab[0] = lt_linear_forward(&m->linear1, x))) {
+    return NULL;
+  }
+  lt_tensor *a = ab[0]; /* [..., d_ff] */
   lt_tensor *h = lt_activation_forward(m->act, a);
   lt_tensor_free(a);
+  if (!h) lt_tensor_free(ab[1]);
   if (m->swiglu && h) {
-    lt_tensor *b = lt_linear_forward(&m->linear3, x); /* [..., d_ff] */
+    lt_tensor *b = ab[1]; /* [..., d_ff] */
     lt_tensor *hb = lt_mul(h, b);
     lt_tensor_free(b);
     lt_tensor_free(h);

@@ -102,14 +102,43 @@ static void fill_bias(char *y, const char *b, int64_t N, int64_t M, size_t es) {
 
 /* A quantized weight (lt_tensor_quantize_): the product of tensor/qgemm.c,
  * not recorded (it has no backward). */
-static lt_tensor *linear_quantized(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias) {
+static lt_status quantized_no_grad(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias) {
   if (lt_grad_enabled() && (x->requires_grad || (bias && bias->requires_grad)))
     return lt__err(LT_ERR_AUTOGRAD,
                    "linear: weight %s holds %s weights, which have no backward, and x or bias requires grad: run "
                    "inference under lt_set_grad_enabled(false)",
-                   LT__D(weight), lt_qformat_name(lt_qmatrix_format(lt_tensor_qmatrix(weight)))),
-           NULL;
+                   LT__D(weight), lt_qformat_name(lt_qmatrix_format(lt_tensor_qmatrix(weight))));
+  return LT_OK;
+}
+
+static lt_tensor *linear_quantized(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias) {
+  if (quantized_no_grad(x, weight, bias) != LT_OK) return NULL;
   return lt_qmatrix_linear(x, lt_tensor_qmatrix(weight), bias);
+}
+
+lt_status lt_linear_many(const lt_tensor *x, int n, const lt_tensor *const *weights, const lt_tensor *const *biases,
+                         lt_tensor **out) {
+  if (n < 1 || n > LT_QMATRIX_MANY_MAX)
+    return lt__err(LT_ERR_INVALID, "linear_many: %d weights: 1 to %d", n, LT_QMATRIX_MANY_MAX);
+  if (!weights) return lt__err_null("linear_many", "weights");
+  if (!out) return lt__err_null("linear_many", "out");
+  const lt_qmatrix *qm[LT_QMATRIX_MANY_MAX];
+  bool fused = true; /* every weight quantized, in one format */
+  for (int i = 0; i < n; i++) out[i] = NULL;
+  for (int i = 0; i < n; i++) {
+    const lt_tensor *b = biases ? biases[i] : NULL;
+    if (check(x, weights[i], b) != LT_OK) return lt_last_status();
+    qm[i] = lt_tensor_qmatrix(weights[i]);
+    fused = fused && qm[i] && lt_qmatrix_format(qm[i]) == lt_qmatrix_format(qm[0]);
+    if (qm[i] && quantized_no_grad(x, weights[i], b) != LT_OK) return lt_last_status();
+  }
+  if (fused) return lt_qmatrix_linear_many(x, n, qm, biases, out);
+  for (int i = 0; i < n; i++)
+    if (!(out[i] = lt_linear(x, weights[i], biases ? biases[i] : NULL))) {
+      for (int j = 0; j < i; j++) lt_tensor_free(out[j]), out[j] = NULL;
+      return lt_last_status();
+    }
+  return LT_OK;
 }
 
 lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias) {

@@ -127,6 +127,25 @@ static lt_tensor *project(const lt_linear_m *lin, const lt_tensor *x, int64_t H,
   return h;
 }
 
+/* split_heads(lins[i](x)) into h[i] for the n projections of one x (q, k
+ * and v, or k and v), H[i] heads each: one lt_linear_many (quantized
+ * weights: one parallel region for all). h[i] new; on an error none is set
+ * and the status is returned. */
+static lt_status project_many(const lt_linear_m *const *lins, int n, const lt_tensor *x, const int64_t *H, int64_t HS,
+                              lt_tensor **h) {
+  const lt_tensor *w[3], *b[3];
+  lt_tensor *y[3];
+  for (int i = 0; i < n; i++) w[i] = lins[i]->weight, b[i] = lins[i]->bias, h[i] = NULL;
+  lt_status st = lt_linear_many(x, n, w, b, y);
+  if (st != LT_OK) return st;
+  for (int i = 0; i < n && st == LT_OK; i++)
+    if (!(h[i] = split_heads(y[i], H[i], HS))) st = lt_last_status();
+  for (int i = 0; i < n; i++) lt_tensor_free(y[i]);
+  if (st != LT_OK)
+    for (int i = 0; i < n; i++) lt_tensor_free(h[i]), h[i] = NULL;
+  return st;
+}
+
 lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv,
                           const lt_attention_opts *opts, int64_t pos0, const lt_nn_ctx *ctx,
                           lt_tensor **weights) {
@@ -281,11 +300,21 @@ lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt
   enum { Q, QR, K, KR, V, KN, VN, KA, VA, KP, N };
   lt_tensor *t[N] = {0};
   lt_tensor *out = NULL;
-  if (!(t[Q] = project(&m->q_proj, x_q, NH, HS))) goto done;
+  /* the projections that read one x in one call (self-attention: q, k, v) */
+  const lt_linear_m *qkv[3] = {&m->q_proj, &m->k_proj, &m->v_proj};
+  const int64_t heads[3] = {NH, NKV, NKV};
+  if (Tn > 0 && x_kv == x_q) {
+    lt_tensor *h[3];
+    if (project_many(qkv, 3, x_q, heads, HS, h) != LT_OK) goto done;
+    t[Q] = h[0], t[K] = h[1], t[V] = h[2];
+  } else {
+    if (!(t[Q] = project(&m->q_proj, x_q, NH, HS))) goto done;
+    lt_tensor *h[2];
+    if (Tn > 0 && project_many(qkv + 1, 2, x_kv, heads + 1, HS, h) != LT_OK) goto done;
+    if (Tn > 0) t[K] = h[0], t[V] = h[1];
+  }
   if (!(t[QR] = maybe_rope(m, t[Q], pos0))) goto done;
   if (Tn > 0) {
-    if (!(t[K] = project(&m->k_proj, x_kv, NKV, HS))) goto done;
-    if (!(t[V] = project(&m->v_proj, x_kv, NKV, HS))) goto done;
     if (!(t[KR] = maybe_rope(m, t[K], pos0 + T - Tn))) goto done;
     if (cache->k && cache->k->dtype != t[KR]->dtype) {
       lt__err(LT_ERR_DTYPE, "%s: new keys are %s, the cache is %s: dtypes differ", op, LT__D(t[KR]),

@@ -172,6 +172,17 @@ LT_API lt_status lt_init_normal_(lt_generator *g, lt_tensor *w, double mean, dou
 
 /* y = x W^T + b: x [..., in], weight [out, in], bias [out] or NULL. */
 LT_API lt_tensor *lt_linear(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias);
+/* out[i] = lt_linear(x, weights[i], biases ? biases[i] : NULL) for i < n
+ * (1 <= n <= LT_QMATRIX_MANY_MAX), the same results: several projections
+ * of one x (q, k and v; a gated feed-forward's two). Where every weight is
+ * quantized in one format (lt_tensor_quantize_), one
+ * lt_qmatrix_linear_many: x quantized once, one parallel region for all
+ * (decoding: one thread wake-up instead of n); else one lt_linear each
+ * (recorded for autograd as lt_linear is). out[i] new; on an error none is
+ * set (NULL) and the status is returned, with lt_linear's errors and
+ * LT_ERR_INVALID for n. x, weights, biases borrowed. */
+LT_API lt_status lt_linear_many(const lt_tensor *x, int n, const lt_tensor *const *weights,
+                                const lt_tensor *const *biases, lt_tensor **out);
 /* Over the last dim (size C): weight/bias [C] or NULL (no affine); biased
  * variance and eps inside the sqrt, as PyTorch; eps must be >= 0. */
 LT_API lt_tensor *lt_layer_norm(const lt_tensor *x, const lt_tensor *weight, const lt_tensor *bias, double eps);

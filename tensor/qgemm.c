@@ -361,84 +361,129 @@ static void bf16_portable(const lt_qmatrix *w, const float *x2, int64_t M, int64
 
 /* ---- the product -------------------------------------------------------------- */
 
-lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias) {
-  if (!x) return lt__err_null("qmatrix_linear", "x"), NULL;
-  if (!w) return lt__err_null("qmatrix_linear", "w"), NULL;
-  if (lt__ensure_init() != LT_OK) return NULL;
-  char wd[96];
-  snprintf(wd, sizeof wd, "[%lld,%lld] %s", (long long)w->N, (long long)w->K, lt_qformat_name(w->format));
-  if (x->dtype != LT_DTYPE_F32 || (bias && bias->dtype != LT_DTYPE_F32))
-    return lt__err(LT_ERR_DTYPE, "qmatrix_linear: x is %s, W is %s, bias is %s: x and bias must be f32", LT__D(x), wd,
-                   bias ? LT__D(bias) : "NULL"),
-           NULL;
-  if (x->ndim < 1 || x->shape[x->ndim - 1] != w->K || (bias && (bias->ndim != 1 || bias->shape[0] != w->N)))
-    return lt__err(LT_ERR_SHAPE,
-                   "qmatrix_linear: x is %s, W is %s, bias is %s: x must be [..., K] and bias [N] for W [N, K]",
-                   LT__D(x), wd, bias ? LT__D(bias) : "NULL"),
-           NULL;
-  int64_t oshape[LT_MAX_DIMS];
-  memcpy(oshape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
-  oshape[x->ndim - 1] = w->N;
-  lt_tensor *out = lt_empty(LT_DTYPE_F32, x->ndim, oshape);
-  if (!out) return NULL;
-  const int64_t M = w->K > 0 ? x->numel / w->K : (w->N > 0 ? out->numel / w->N : 0), N = w->N;
-  if (M == 0 || N == 0) return out;
-  if (w->format == LT_QFORMAT_F32) {
-    lt_tensor_free(out);
-    return lt__err(LT_ERR_INVALID, "qmatrix_linear: W is %s: f32 weights go through lt_linear", wd), NULL;
+/* Checks x, w[i] and bias[i] as lt_qmatrix_linear's contract says (w[i]
+ * of w[0]'s format and K) and returns LT_OK, or the error. */
+static lt_status qlinear_check(const lt_tensor *x, int n, const lt_qmatrix *const *w, const lt_tensor *const *bias) {
+  if (!x) return lt__err_null("qmatrix_linear", "x");
+  for (int i = 0; i < n; i++) {
+    if (!w[i]) return lt__err_null("qmatrix_linear", "w");
+    const lt_tensor *b = bias ? bias[i] : NULL;
+    char wd[96];
+    snprintf(wd, sizeof wd, "[%lld,%lld] %s", (long long)w[i]->N, (long long)w[i]->K, lt_qformat_name(w[i]->format));
+    if (x->dtype != LT_DTYPE_F32 || (b && b->dtype != LT_DTYPE_F32))
+      return lt__err(LT_ERR_DTYPE, "qmatrix_linear: x is %s, W is %s, bias is %s: x and bias must be f32", LT__D(x),
+                     wd, b ? LT__D(b) : "NULL");
+    if (x->ndim < 1 || x->shape[x->ndim - 1] != w[i]->K || (b && (b->ndim != 1 || b->shape[0] != w[i]->N)))
+      return lt__err(LT_ERR_SHAPE,
+                     "qmatrix_linear: x is %s, W is %s, bias is %s: x must be [..., K] and bias [N] for W [N, K]",
+                     LT__D(x), wd, b ? LT__D(b) : "NULL");
+    if (w[i]->format == LT_QFORMAT_F32)
+      return lt__err(LT_ERR_INVALID, "qmatrix_linear: W is %s: f32 weights go through lt_linear", wd);
+    if (w[i]->format != w[0]->format)
+      return lt__err(LT_ERR_INVALID, "qmatrix_linear_many: W %d is %s, W 0 is %s: one format for all", i, wd,
+                     lt_qformat_name(w[0]->format));
   }
-  lt_tensor *tmp = NULL, *bt = NULL;
-  const lt_tensor *xc = lt__as_contig(x, LT_DTYPE_F32, &tmp);
-  const lt_tensor *bc = bias ? lt__as_contig(bias, LT_DTYPE_F32, &bt) : NULL;
-  if (!xc || (bias && !bc)) {
-    lt_tensor_free(out), lt_tensor_free(tmp), lt_tensor_free(bt);
-    return NULL;
-  }
-  if (lt__qgemm_bf16_wanted(w, M)) { /* a prompt or a batch in bf16: oneDNN (tensor/qgemm_bf16.c) */
-    lt_status s = lt__qgemm_bf16(w, xc->data, M, out->data, bc ? bc->data : NULL);
-    lt_tensor_free(tmp), lt_tensor_free(bt);
-    if (s == LT_OK) return out;
-    lt_tensor_free(out);
-    return NULL;
-  }
+  return LT_OK;
+}
+
+/* y_i [M, N_i] = x2 [M, K] W_i^T for i < n (x2 contiguous; w of one format
+ * and K, not bf16 on oneDNN's path): the activations quantized once, the
+ * rows of all the matrices in one parallel region. */
+static lt_status qlinear_kernels(const float *x2, int64_t M, int n, const lt_qmatrix *const *w, float *const *y) {
+  const lt_qmatrix *w0 = w[0];
   const lt__qdot_kind kind = qd_kind();
   lt__qact a = {0};
-  if (w->format != LT_QFORMAT_BF16 && qact_make(&a, xc->data, M, w->K, w->Kp, w->format, kind) != LT_OK) {
-    lt_tensor_free(out), lt_tensor_free(tmp), lt_tensor_free(bt);
-    return NULL;
-  }
-  float *y = out->data;
-  int nt = ((double)M * (double)N * (double)w->K < LT__BLAS_SMALL_MACS && w->bytes < QG_SPLIT_BYTES) || omp_in_parallel()
+  if (w0->format != LT_QFORMAT_BF16 && qact_make(&a, x2, M, w0->K, w0->Kp, w0->format, kind) != LT_OK)
+    return lt_last_status();
+  /* the rows of W in tiles of 4, matrix after matrix */
+  int64_t tiles = 0, N = 0;
+  size_t bytes = 0;
+  for (int i = 0; i < n; i++) tiles += (w[i]->N + 3) / 4, N += w[i]->N, bytes += w[i]->bytes;
+  int nt = ((double)M * (double)N * (double)w0->K < LT__BLAS_SMALL_MACS && bytes < QG_SPLIT_BYTES) || omp_in_parallel()
                ? 1 : lt_get_num_threads();
-  if (nt > (N + 3) / 4) nt = (int)((N + 3) / 4);
+  if (nt > tiles) nt = (int)tiles;
 #pragma omp parallel num_threads(nt) if (nt > 1)
   {
     const int t = omp_get_thread_num(), T = omp_get_num_threads();
-    /* contiguous row ranges of W, one per thread, in whole tiles of 4 rows
-     * (deterministic: the sums of an element never depend on the split) */
-    const int64_t tiles = (N + 3) / 4, t0 = tiles * t / T, t1 = tiles * (t + 1) / T;
-    const int64_t n0 = 4 * t0, n1 = 4 * t1 < N ? 4 * t1 : N;
-    const char *wd8 = w->data;
-    if (w->format == LT_QFORMAT_BF16) {
+    /* contiguous tile ranges, one per thread (deterministic: the sums of an
+     * element never depend on the split) */
+    const int64_t t0 = tiles * t / T, t1 = tiles * (t + 1) / T;
+    int64_t off = 0; /* the first tile of matrix i */
+    for (int i = 0; i < n; off += (w[i]->N + 3) / 4, i++) {
+      const int64_t lo = t0 > off ? t0 - off : 0, hi = t1 - off < (w[i]->N + 3) / 4 ? t1 - off : (w[i]->N + 3) / 4;
+      if (lo >= hi) continue;
+      const int64_t n0 = 4 * lo, n1 = 4 * hi < w[i]->N ? 4 * hi : w[i]->N, ldy = w[i]->N;
+      const char *wd8 = w[i]->data;
+      if (w[i]->format == LT_QFORMAT_BF16) {
 #ifdef LT__QDOT_X86
-      if (kind == LT__QDOT_AVX512) lt__qgemm_bf16_avx512(wd8, w->row_bytes, w->K, xc->data, M, n0, n1, y, N); else
-      if (kind == LT__QDOT_AVX2) lt__qgemm_bf16_avx2(wd8, w->row_bytes, w->K, xc->data, M, n0, n1, y, N); else
+        if (kind == LT__QDOT_AVX512) lt__qgemm_bf16_avx512(wd8, w[i]->row_bytes, w[i]->K, x2, M, n0, n1, y[i], ldy); else
+        if (kind == LT__QDOT_AVX2) lt__qgemm_bf16_avx2(wd8, w[i]->row_bytes, w[i]->K, x2, M, n0, n1, y[i], ldy); else
 #endif
-      bf16_portable(w, xc->data, M, n0, n1, y, N);
-    } else {
+        bf16_portable(w[i], x2, M, n0, n1, y[i], ldy);
+      } else {
 #ifdef LT__QDOT_X86
-      if (kind == LT__QDOT_AVX512) lt__qgemm_blocks_vnni(w->format, wd8, w->row_bytes, &a, n0, n1, y, N); else
-      if (kind == LT__QDOT_AVX2) lt__qgemm_blocks_avx2(w->format, wd8, w->row_bytes, &a, n0, n1, y, N); else
+        if (kind == LT__QDOT_AVX512) lt__qgemm_blocks_vnni(w[i]->format, wd8, w[i]->row_bytes, &a, n0, n1, y[i], ldy); else
+        if (kind == LT__QDOT_AVX2) lt__qgemm_blocks_avx2(w[i]->format, wd8, w[i]->row_bytes, &a, n0, n1, y[i], ldy); else
 #endif
-      blocks_portable(w, &a, n0, n1, y, N);
+        blocks_portable(w[i], &a, n0, n1, y[i], ldy);
+      }
     }
   }
-  if (bc) {
-    const float *bv = bc->data;
-    for (int64_t m = 0; m < M; m++)
-      for (int64_t n = 0; n < N; n++) y[m * N + n] += bv[n];
-  }
   qact_free(&a);
-  lt_tensor_free(tmp), lt_tensor_free(bt);
-  return out;
+  return LT_OK;
+}
+
+lt_status lt_qmatrix_linear_many(const lt_tensor *x, int n, const lt_qmatrix *const *w, const lt_tensor *const *bias,
+                                 lt_tensor **out) {
+  if (n < 1 || n > LT_QMATRIX_MANY_MAX)
+    return lt__err(LT_ERR_INVALID, "qmatrix_linear_many: %d matrices: 1 to %d", n, LT_QMATRIX_MANY_MAX);
+  if (!w) return lt__err_null("qmatrix_linear_many", "w");
+  if (!out) return lt__err_null("qmatrix_linear_many", "out");
+  for (int i = 0; i < n; i++) out[i] = NULL;
+  if (lt__ensure_init() != LT_OK) return lt_last_status();
+  if (qlinear_check(x, n, w, bias) != LT_OK) return lt_last_status();
+  lt_tensor *o[LT_QMATRIX_MANY_MAX] = {0}, *bt[LT_QMATRIX_MANY_MAX] = {0}, *tmp = NULL;
+  const lt_tensor *bc[LT_QMATRIX_MANY_MAX] = {0};
+  float *y[LT_QMATRIX_MANY_MAX];
+  lt_status st = LT_OK;
+  const int64_t K = w[0]->K;
+  int64_t oshape[LT_MAX_DIMS];
+  memcpy(oshape, x->shape, sizeof(int64_t) * (size_t)x->ndim);
+  for (int i = 0; i < n && st == LT_OK; i++) {
+    oshape[x->ndim - 1] = w[i]->N;
+    o[i] = lt_empty(LT_DTYPE_F32, x->ndim, oshape);
+    const lt_tensor *b = bias ? bias[i] : NULL;
+    if (o[i] && b) bc[i] = lt__as_contig(b, LT_DTYPE_F32, &bt[i]);
+    if (!o[i] || (b && !bc[i])) st = lt_last_status();
+    else y[i] = o[i]->data;
+  }
+  /* M rows of x (K 0: the rows of the output) */
+  const int64_t M = st != LT_OK ? 0 : K > 0 ? x->numel / K : (w[0]->N > 0 ? o[0]->numel / w[0]->N : 0);
+  int64_t N = 0;
+  for (int i = 0; i < n && st == LT_OK; i++) N += w[i]->N;
+  const lt_tensor *xc = st == LT_OK && M > 0 && N > 0 ? lt__as_contig(x, LT_DTYPE_F32, &tmp) : NULL;
+  if (st == LT_OK && M > 0 && N > 0 && !xc) st = lt_last_status();
+  if (xc && lt__qgemm_bf16_wanted(w[0], M)) { /* a prompt or a batch in bf16: oneDNN (tensor/qgemm_bf16.c) */
+    for (int i = 0; i < n && st == LT_OK; i++) st = lt__qgemm_bf16(w[i], xc->data, M, y[i], bc[i] ? bc[i]->data : NULL);
+  } else if (xc) {
+    st = qlinear_kernels(xc->data, M, n, w, y);
+    for (int i = 0; i < n && st == LT_OK; i++)
+      if (bc[i]) {
+        const float *bv = bc[i]->data;
+        for (int64_t m = 0; m < M; m++)
+          for (int64_t j = 0; j < w[i]->N; j++) y[i][m * w[i]->N + j] += bv[j];
+      }
+  }
+  lt_tensor_free(tmp);
+  for (int i = 0; i < n; i++) {
+    lt_tensor_free(bt[i]);
+    if (st != LT_OK) lt_tensor_free(o[i]);
+    else out[i] = o[i];
+  }
+  return st;
+}
+
+lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias) {
+  lt_tensor *y;
+  return lt_qmatrix_linear_many(x, 1, &w, &bias, &y) == LT_OK ? y : NULL;
 }

@@ -170,6 +170,20 @@ LT_API lt_tensor *lt_qmatrix_dequantize(const lt_qmatrix *m);
  * multiply-adds or 256 KB of weights on (as the f32 products: below, a
  * wake-up costs more; the bytes rule is decoding's, M = 1). */
 LT_API lt_tensor *lt_qmatrix_linear(const lt_tensor *x, const lt_qmatrix *w, const lt_tensor *bias);
+/* out[i] = lt_qmatrix_linear(x, w[i], bias ? bias[i] : NULL) for i < n,
+ * the same bits, for 1 <= n <= LT_QMATRIX_MANY_MAX matrices of one format
+ * and K (the projections that read the same x: q, k and v, a gated
+ * feed-forward's two): x quantized once and, below oneDNN's rows, the rows
+ * of all the matrices split over the threads in one parallel region, one
+ * wake-up instead of n (a decoding step's products are short: the wake-ups
+ * are a large share of them). out[i] new (free each with lt_tensor_free);
+ * on an error none is set (NULL) and the status is returned: the errors
+ * of lt_qmatrix_linear (LT_ERR_SHAPE also for a K that differs), or
+ * LT_ERR_INVALID (n out of range, formats that differ). x, w, bias
+ * borrowed. */
+#define LT_QMATRIX_MANY_MAX 8
+LT_API lt_status lt_qmatrix_linear_many(const lt_tensor *x, int n, const lt_qmatrix *const *w,
+                                        const lt_tensor *const *bias, lt_tensor **out);
 
 /* ---- quantized weight tensors --------------------------------------------
  *

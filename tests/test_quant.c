@@ -9,6 +9,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "nn/nn.h"
 #include "tensor/quant.h"
 #include "tensor/quant_internal.h"
 #include "tensor/paths_internal.h"
@@ -512,6 +513,79 @@ START_TEST(test_linear_q8_0_extremes) {
 }
 END_TEST
 
+/* lt_qmatrix_linear_many and lt_linear_many give each matrix's
+ * lt_qmatrix_linear / lt_linear bits (one parallel region over the rows of
+ * all of them: a tile range may span two matrices), with and without
+ * biases, on 2 threads and 1; the errors set no output. */
+START_TEST(test_linear_many) {
+  const lt_qformat fmts[3] = {LT_QFORMAT_Q8_0, LT_QFORMAT_Q4_0, LT_QFORMAT_BF16};
+  const int64_t Ns[3] = {37, 5, 1030}, Ms[3] = {1, 3, 17}, K = 100;
+  lt_tensor *w[3], *b[3];
+  for (int i = 0; i < 3; i++) w[i] = rand_tensor(2, (int64_t[]){Ns[i], K}, 0.5f), b[i] = rand_tensor(1, &Ns[i], 1.0f);
+  const lt_tensor *bias[3] = {b[0], NULL, b[2]};
+  for (int f = 0; f < 3; f++) {
+    lt_qmatrix *q[3];
+    for (int i = 0; i < 3; i++) q[i] = LT_NNP(lt_qmatrix_quantize(w[i], fmts[f]));
+    for (int mi = 0; mi < 3; mi++)
+      for (int threads = 2; threads >= 1; threads--) {
+        const int prev = lt_get_num_threads();
+        lt_set_num_threads(threads);
+        lt_tensor *x = rand_tensor(2, (int64_t[]){Ms[mi], K}, 2.0f), *y[3];
+        ck_assert_int_eq(lt_qmatrix_linear_many(x, 3, (const lt_qmatrix *const *)q, bias, y), LT_OK);
+        for (int i = 0; i < 3; i++) {
+          lt_tensor *y1 = LT_NN(lt_qmatrix_linear(x, q[i], bias[i]));
+          ck_assert_msg(memcmp(y[i]->data, y1->data, sizeof(float) * (size_t)(Ms[mi] * Ns[i])) == 0,
+                        "%s M %lld: matrix %d not lt_qmatrix_linear's bits", lt_qformat_name(fmts[f]),
+                        (long long)Ms[mi], i);
+          LT_FREE_ALL(y1, y[i]);
+        }
+        lt_set_num_threads(prev);
+        LT_FREE_ALL(x);
+      }
+    for (int i = 0; i < 3; i++) lt_qmatrix_free(q[i]);
+  }
+  /* errors: n out of range, two formats, a K that differs; nothing set */
+  lt_qmatrix *q8 = LT_NNP(lt_qmatrix_quantize(w[0], LT_QFORMAT_Q8_0)), *q4 = LT_NNP(lt_qmatrix_quantize(w[1], LT_QFORMAT_Q4_0));
+  lt_tensor *w2 = rand_tensor(2, (int64_t[]){4, 64}, 0.5f);
+  lt_qmatrix *k64 = LT_NNP(lt_qmatrix_quantize(w2, LT_QFORMAT_Q8_0));
+  lt_tensor *x = rand_tensor(2, (int64_t[]){2, K}, 1.0f), *y[LT_QMATRIX_MANY_MAX + 1];
+  const lt_qmatrix *mixed[2] = {q8, q4}, *ks[2] = {q8, k64}, *many[LT_QMATRIX_MANY_MAX + 1];
+  for (int i = 0; i <= LT_QMATRIX_MANY_MAX; i++) many[i] = q8;
+  y[0] = y[1] = (lt_tensor *)1;
+  ck_assert_int_eq(lt_qmatrix_linear_many(x, 2, mixed, NULL, y), LT_ERR_INVALID);
+  ck_assert_ptr_null(y[0]);
+  ck_assert_ptr_null(y[1]);
+  ck_assert_ptr_nonnull(strstr(lt_last_error(), "one format"));
+  ck_assert_int_eq(lt_qmatrix_linear_many(x, 2, ks, NULL, y), LT_ERR_SHAPE);
+  ck_assert_ptr_null(y[0]);
+  ck_assert_ptr_null(y[1]);
+  ck_assert_int_eq(lt_qmatrix_linear_many(x, 0, many, NULL, y), LT_ERR_INVALID);
+  ck_assert_int_eq(lt_qmatrix_linear_many(x, LT_QMATRIX_MANY_MAX + 1, many, NULL, y), LT_ERR_INVALID);
+  /* lt_linear_many: quantized weights of one format fused, others one by one, the same bits */
+  lt_tensor *t[3];
+  for (int i = 0; i < 3; i++) t[i] = rand_tensor(2, (int64_t[]){Ns[i], K}, 0.5f);
+  lt_tensor *ref[3];
+  for (int pass = 0; pass < 2; pass++) { /* f32, then Q8_0 */
+    const lt_tensor *tw[3] = {t[0], t[1], t[2]};
+    ck_assert_int_eq(lt_linear_many(x, 3, tw, bias, y), LT_OK);
+    for (int i = 0; i < 3; i++) {
+      ref[i] = LT_NN(lt_linear(x, t[i], bias[i]));
+      ck_assert_mem_eq(y[i]->data, ref[i]->data, sizeof(float) * (size_t)(2 * Ns[i]));
+      LT_FREE_ALL(ref[i], y[i]);
+    }
+    for (int i = 0; pass == 0 && i < 3; i++) ck_assert_int_eq(lt_tensor_quantize_(t[i], LT_QFORMAT_Q8_0), LT_OK);
+  }
+  lt_tensor *xg = rand_tensor(2, (int64_t[]){2, K}, 1.0f);
+  ck_assert_int_eq(lt_requires_grad_(xg, true), LT_OK);
+  const lt_tensor *tw[2] = {t[0], t[1]};
+  ck_assert_int_eq(lt_linear_many(xg, 2, tw, NULL, y), LT_ERR_AUTOGRAD);
+  ck_assert_ptr_null(y[0]);
+  ck_assert_ptr_null(y[1]);
+  lt_qmatrix_free(q8), lt_qmatrix_free(q4), lt_qmatrix_free(k64);
+  LT_FREE_ALL(x, xg, w2, t[0], t[1], t[2], w[0], w[1], w[2], b[0], b[1], b[2]);
+}
+END_TEST
+
 /* The SIMD kernels on a prompt (16 rows of x and more: W in groups of 8
  * rows (AVX2) or 16 (AVX-512), one per lane) give the portable kernel's
  * bits: each element's sum in its order and roundings. Several cache
@@ -565,6 +639,7 @@ int main(void) {
   tcase_add_test(tp, test_linear_prompt_rows_alone);
   tcase_add_test(tp, test_linear_q8_0_extremes);
   tcase_add_test(tp, test_linear_prompt_bits);
+  tcase_add_test(tp, test_linear_many);
 #ifdef LT__QDOT_X86
   tcase_add_test(tp, test_activation_quantizer);
 #endif
