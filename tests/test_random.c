@@ -227,6 +227,23 @@ END_TEST
 
 /* ---- reproducibility and resume ---------------------------------------- */
 
+/* lt_generator_new_skip_init: the in-place fills check their arguments and
+ * leave the tensor as it is; its other draws are seed 0's. */
+START_TEST(test_skip_init) {
+  lt_generator *g = LT_NNP(lt_generator_new_skip_init()), *g0 = LT_NNP(lt_generator_new(0));
+  lt_tensor *t = LT_NN(lt_full(LT_DTYPE_F32, 1, (int64_t[]){100}, 7.0));
+  ck_assert_int_eq(lt_uniform_(g, t, -1.0, 1.0), LT_OK);
+  ck_assert_int_eq(lt_normal_(g, t, 0.0, 1.0), LT_OK);
+  for (int i = 0; i < 100; i++) ck_assert_float_eq(((float *)t->data)[i], 7.0f);
+  ck_assert_int_eq(lt_uniform_(g, t, 1.0, -1.0), LT_ERR_INVALID);
+  ck_assert_int_eq(lt_normal_(g, t, 0.0, -1.0), LT_ERR_INVALID);
+  lt_tensor *a = LT_NN(lt_rand(g, LT_DTYPE_F32, 1, (int64_t[]){64})), *b = LT_NN(lt_rand(g0, LT_DTYPE_F32, 1, (int64_t[]){64}));
+  ck_assert_mem_eq(a->data, b->data, 64 * sizeof(float));
+  LT_FREE_ALL(t, a, b);
+  lt_generator_free(g), lt_generator_free(g0);
+}
+END_TEST
+
 START_TEST(test_same_seed_same_values) {
   lt_generator *g1 = lt_generator_new(42), *g2 = lt_generator_new(42), *g3 = lt_generator_new(43);
   for (int dt = LT_DTYPE_F32; dt <= LT_DTYPE_F64; dt++) {
@@ -706,6 +723,7 @@ int main(void) {
   Suite *s = suite_create("random");
   TCase *tc = tcase_create("random");
   tcase_add_test(tc, test_kat);
+  tcase_add_test(tc, test_skip_init);
   tcase_add_test(tc, test_layout_uniform);
   tcase_add_test(tc, test_layout_normal_bernoulli);
   tcase_add_test(tc, test_layout_versions);

@@ -540,7 +540,7 @@ lt_transformer *lt_tf_gguf_load(const char *path, uint64_t max_bytes, lt_tokeniz
                      (unsigned long long)max_bytes);
     goto out;
   }
-  lt_generator *g = lt_generator_new(0); /* the values are replaced by the file's */
+  lt_generator *g = lt_generator_new_skip_init(); /* every value is replaced by the file's (layout) */
   m = g ? lt_transformer_new(&c, g) : NULL;
   lt_generator_free(g);
   if (!m || (s = layout(m, fam, &ps)) != LT_OK) {
