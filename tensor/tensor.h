@@ -731,11 +731,11 @@ LT_API lt_generator *lt_generator_new(uint64_t seed);  /* returns new; free with
 /* A generator whose random fills (lt_uniform_, lt_normal_, and so nn's
  * initialisers) check their arguments and leave the tensor as it is, as
  * PyTorch's torch.nn.utils.skip_init: for building a model whose every
- * value is replaced next (a loader), without paying the draws or touching
- * the parameters' pages before the file's values do. What it leaves is the
- * allocator's memory, not a defined value. Its other draws (lt_rand,
- * lt_bernoulli, ...) are lt_generator_new(0)'s. Returns new; free with
- * lt_generator_free. */
+ * value is replaced next (the GGUF and Hugging Face loaders), without
+ * paying the draws or touching the parameters' pages before the file's
+ * values do. What it leaves is the allocator's memory, not a defined
+ * value. Its other draws (lt_rand, lt_bernoulli, ...) are
+ * lt_generator_new(0)'s. Returns new; free with lt_generator_free. */
 LT_API lt_generator *lt_generator_new_skip_init(void);
 LT_API void lt_generator_free(lt_generator *g);         /* NULL is a no-op */
 LT_API lt_generator_state lt_generator_get_state(const lt_generator *g);

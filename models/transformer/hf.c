@@ -865,7 +865,7 @@ lt_status lt_hf_check_size(const char *dir, const lt_tf_config *c, uint64_t max_
 lt_transformer *lt_hf_load(const char *dir, uint64_t max_bytes) {
   lt_tf_config c;
   if (lt_hf_read_config(dir, &c, NULL) != LT_OK || lt_hf_check_size(dir, &c, max_bytes) != LT_OK) return NULL;
-  lt_generator *g = lt_generator_new(0); /* the values are replaced by the file's */
+  lt_generator *g = lt_generator_new_skip_init(); /* every value is replaced by the file's (check_cover) */
   if (!g) return NULL;
   lt_transformer *m = lt_transformer_new(&c, g);
   lt_generator_free(g);
