@@ -146,13 +146,34 @@ static lt_status project_many(const lt_linear_m *const *lins, int n, const lt_te
   return st;
 }
 
+/* The projections q of x_q and, with kv, k and v of x_kv, split into heads
+ * (*q [B,NH,T,HS], *k, *v [B,NKV,S,HS]): those that read one x in one
+ * project_many (self-attention: q, k, v). New; on an error none is set. */
+static lt_status project_qkv(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv, bool kv, lt_tensor **q,
+                             lt_tensor **k, lt_tensor **v) {
+  const lt_linear_m *lins[3] = {&m->q_proj, &m->k_proj, &m->v_proj};
+  const int64_t heads[3] = {m->NH, m->NKV, m->NKV};
+  lt_tensor *h[3] = {NULL, NULL, NULL};
+  *q = *k = *v = NULL;
+  lt_status st;
+  if (kv && x_kv == x_q) {
+    st = project_many(lins, 3, x_q, heads, m->HS, h);
+  } else {
+    st = (h[0] = project(&m->q_proj, x_q, m->NH, m->HS)) ? LT_OK : lt_last_status();
+    if (st == LT_OK && kv && (st = project_many(lins + 1, 2, x_kv, heads + 1, m->HS, h + 1)) != LT_OK)
+      lt_tensor_free(h[0]);
+  }
+  if (st == LT_OK) *q = h[0], *k = h[1], *v = h[2];
+  return st;
+}
+
 lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor *x_kv,
                           const lt_attention_opts *opts, int64_t pos0, const lt_nn_ctx *ctx,
                           lt_tensor **weights) {
   if (!m) return lt__err(LT_ERR_NULL, "mha_forward: m is NULL"), NULL;
   if (!x_q) return lt__err_null("mha_forward", "x_q"), NULL;
   if (!x_kv) return lt__err_null("mha_forward", "x_kv"), NULL;
-  const int64_t C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS;
+  const int64_t C = m->C;
   if (x_q->ndim != 3 || x_kv->ndim != 3 || x_q->shape[2] != C || x_kv->shape[2] != C ||
       x_q->shape[0] != x_kv->shape[0]) {
     lt__err(LT_ERR_SHAPE, "mha_forward: x_q is %s, x_kv is %s: need [B,T,C] and [B,S,C] with C = %lld",
@@ -167,9 +188,7 @@ lt_tensor *lt_mha_forward(const lt_mha *m, const lt_tensor *x_q, const lt_tensor
   enum { Q, K, V, QR, KR, N };
   lt_tensor *t[N] = {0};
   lt_tensor *out = NULL;
-  if (!(t[Q] = project(&m->q_proj, x_q, NH, HS))) goto done;
-  if (!(t[K] = project(&m->k_proj, x_kv, NKV, HS))) goto done;
-  if (!(t[V] = project(&m->v_proj, x_kv, NKV, HS))) goto done;
+  if (project_qkv(m, x_q, x_kv, true, &t[Q], &t[K], &t[V]) != LT_OK) goto done;
   if (!(t[QR] = maybe_rope(m, t[Q], pos0))) goto done;
   if (!(t[KR] = maybe_rope(m, t[K], pos0 + T - S))) goto done;
   out = attend(m, t[QR], t[KR], t[V], &o, ctx, weights);
@@ -269,7 +288,7 @@ lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt
   if (!m) return lt__err(LT_ERR_NULL, "%s: m is NULL", op), NULL;
   if (!x_q) return lt__err_null(op, "x_q"), NULL;
   if (!cache) return lt__err(LT_ERR_NULL, "%s: cache is NULL", op), NULL;
-  const int64_t C = m->C, NH = m->NH, NKV = m->NKV, HS = m->HS;
+  const int64_t C = m->C, NKV = m->NKV, HS = m->HS;
   if (x_q->ndim != 3 || x_q->shape[2] != C ||
       (x_kv && (x_kv->ndim != 3 || x_kv->shape[2] != C || x_kv->shape[0] != x_q->shape[0]))) {
     lt__err(LT_ERR_SHAPE, "%s: x_q is %s, x_kv is %s: need [B,T,C] and [B,Tn,C] (or NULL) with C = %lld", op,
@@ -300,19 +319,7 @@ lt_tensor *lt_mha_forward_cached(const lt_mha *m, const lt_tensor *x_q, const lt
   enum { Q, QR, K, KR, V, KN, VN, KA, VA, KP, N };
   lt_tensor *t[N] = {0};
   lt_tensor *out = NULL;
-  /* the projections that read one x in one call (self-attention: q, k, v) */
-  const lt_linear_m *qkv[3] = {&m->q_proj, &m->k_proj, &m->v_proj};
-  const int64_t heads[3] = {NH, NKV, NKV};
-  if (Tn > 0 && x_kv == x_q) {
-    lt_tensor *h[3];
-    if (project_many(qkv, 3, x_q, heads, HS, h) != LT_OK) goto done;
-    t[Q] = h[0], t[K] = h[1], t[V] = h[2];
-  } else {
-    if (!(t[Q] = project(&m->q_proj, x_q, NH, HS))) goto done;
-    lt_tensor *h[2];
-    if (Tn > 0 && project_many(qkv + 1, 2, x_kv, heads + 1, HS, h) != LT_OK) goto done;
-    if (Tn > 0) t[K] = h[0], t[V] = h[1];
-  }
+  if (project_qkv(m, x_q, x_kv, Tn > 0, &t[Q], &t[K], &t[V]) != LT_OK) goto done;
   if (!(t[QR] = maybe_rope(m, t[Q], pos0))) goto done;
   if (Tn > 0) {
     if (!(t[KR] = maybe_rope(m, t[K], pos0 + T - Tn))) goto done;

@@ -260,9 +260,10 @@ static lt_status qact_make(lt__qact *a, const float *x2, int64_t M, int64_t K, i
   /* the block sums: the corrections of the grouped kernels (prompts) */
   const bool xsum = M >= LT__QG_GROUP_M && (simd || (avx2 && f == LT_QFORMAT_Q4_0));
   if (xsum) a->xsum = malloc(sizeof(int32_t) * (size_t)(M * nb + 1));
-  float *row = malloc(sizeof(float) * (size_t)(Kp + 1));
-  lt_block_q8_0 *blk = malloc(sizeof(lt_block_q8_0) * (size_t)(nb + 1));
-  if (!a->xd || !a->xq || (simd && (!a->xs || !a->nc)) || (xsum && !a->xsum) || !row || !blk) {
+  /* the portable quantizer's row and blocks (the SIMD ones need none) */
+  float *row = simd || avx2 ? NULL : malloc(sizeof(float) * (size_t)(Kp + 1));
+  lt_block_q8_0 *blk = simd || avx2 ? NULL : malloc(sizeof(lt_block_q8_0) * (size_t)(nb + 1));
+  if (!a->xd || !a->xq || (simd && (!a->xs || !a->nc)) || (xsum && !a->xsum) || (!simd && !avx2 && (!row || !blk))) {
     free(row);
     free(blk);
     qact_free(a);
@@ -305,6 +306,13 @@ static lt_status qact_make(lt__qact *a, const float *x2, int64_t M, int64_t K, i
   free(row);
   free(blk);
   return LT_OK;
+}
+
+char *lt__qg_group_buffer(const lt__qact *a, size_t gblk_bytes, size_t block_bytes, size_t align, int64_t *gblk) {
+  if (a->M < LT__QG_GROUP_M || a->nb < 1) return NULL;
+  const size_t gbytes = (size_t)a->nb * gblk_bytes; /* one group, every block */
+  *gblk = (int64_t)(block_bytes / gbytes) > 1 ? (int64_t)(block_bytes / gbytes) : 1;
+  return aligned_alloc(align, (size_t)*gblk * gbytes); /* gbytes is a multiple of align */
 }
 
 /* ---- portable kernels ------------------------------------------------------- */

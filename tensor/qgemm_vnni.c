@@ -269,18 +269,14 @@ QV_INLINE void groups_run(int q4, const char *w, size_t rb, const lt__qact *a, i
  * their buffer can be had), the row tiles below. */
 QV_INLINE void blocks_vnni(int q4, const char *w, size_t rb, const lt__qact *a, int64_t n0, int64_t n1, float *y,
                            int64_t ldy) {
-  const int64_t M = a->M, nb = a->nb;
-  if (M >= LT__QG_GROUP_M && nb > 0) {
-    const size_t gbytes = (size_t)nb * QV_GBLK;
-    int64_t gblk = (int64_t)(QV_BLOCK_BYTES / gbytes); /* groups a cache block */
-    if (gblk < 1) gblk = 1;
-    char *u = aligned_alloc(64, (size_t)gblk * gbytes);
-    if (u) {
-      groups_run(q4, w, rb, a, n0, n1, u, gblk, y, ldy);
-      free(u);
-      return;
-    } /* no memory for the buffer: the row tiles need none */
+  int64_t gblk;
+  char *u = lt__qg_group_buffer(a, QV_GBLK, QV_BLOCK_BYTES, 64, &gblk);
+  if (u) {
+    groups_run(q4, w, rb, a, n0, n1, u, gblk, y, ldy);
+    free(u);
+    return;
   }
+  const int64_t M = a->M;
 #define QV_TQ(MR, NR) blocks_tile(q4, MR, NR, w, rb, a, m0, n, y, ldy)
   QV_BLOCKED(QV_TQ);
 #undef QV_TQ

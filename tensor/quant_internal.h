@@ -93,6 +93,11 @@ void lt__qgemm_blocks_vnni(lt_qformat fmt, const char *w, size_t row_bytes, cons
  * groups of rows, one per lane (tensor/qgemm_avx2.c, tensor/qgemm_vnni.c),
  * and give the portable kernel's bits; below, the row tiles. */
 #define LT__QG_GROUP_M 16
+/* The grouped kernels' buffer for a->M >= LT__QG_GROUP_M rows of x (NULL
+ * below, or without memory: the row tiles, which need none): *gblk groups
+ * of gblk_bytes per block of a row (a->nb blocks) to a cache block of about
+ * block_bytes, at least one, aligned to align. Free with free(). */
+char *lt__qg_group_buffer(const lt__qact *a, size_t gblk_bytes, size_t block_bytes, size_t align, int64_t *gblk);
 #define LT__QG_BLOCKED(BLOCK_BYTES, NR, TILE)                                                                 \
   do {                                                                                                         \
     int64_t nblk = (int64_t)((BLOCK_BYTES) / (rb ? rb : 1)) / (NR) * (NR);                                     \
